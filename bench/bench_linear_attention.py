@@ -1,0 +1,107 @@
+"""Side-by-side timing of the linear-attention kernels against flash-linear-attention.
+
+Shapes (issue 6): 8 sequences x 4096 tokens (THD, cu_seqlens), 16 heads, head dim 128,
+bf16 q/k/v, fp32 gates.  Every candidate runs in this one process on fresh random
+inputs; each time is the median of CUDA-event timings after warm-up.
+
+Run on the GPU machine from the repo root (cuTile kit installed, FLA importable):
+  PYTHONPATH=engines_cutile:. python bench/bench_linear_attention.py [--reps 30]
+"""
+import argparse
+import math
+import statistics
+
+import torch
+import torch.nn.functional as F
+
+
+def cuda_median_ms(fn, reps: int, warmup: int = 5) -> float:
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        fn()
+        b.record()
+        b.synchronize()
+        times.append(a.elapsed_time(b))
+    return statistics.median(times)
+
+
+def make_inputs(n_seq, seq_len, heads, dk, dv, kda: bool, dev="cuda"):
+    torch.manual_seed(0)
+    T = n_seq * seq_len
+    q = torch.randn(T, heads, dk, device=dev, dtype=torch.bfloat16)
+    k = F.normalize(torch.randn(T, heads, dk, device=dev), dim=-1).to(torch.bfloat16)
+    v = torch.randn(T, heads, dv, device=dev, dtype=torch.bfloat16)
+    gshape = (T, heads, dk) if kda else (T, heads)
+    g = F.logsigmoid(torch.randn(gshape, device=dev)) * 0.5
+    beta = torch.sigmoid(torch.randn(T, heads, device=dev))
+    cu = torch.arange(0, T + 1, seq_len, device=dev, dtype=torch.int32)
+    return q, k, v, g, beta, cu
+
+
+def bench_cutile_gdn_fwd(inp, reps):
+    from cudnn.linear_attention.cutile.kernels.gdn_fwd import gdn_fwd, gdn_fwd_layout
+    q, k, v, g, beta, cu = inp
+    T, H, K = q.shape
+    V = v.shape[2]
+    n = cu.numel() - 1
+    lay = gdn_fwd_layout(T, n, H, K, V, q.dtype, 2, torch.int32)
+    scratch = lay.carve(torch.empty(lay.size, dtype=torch.uint8, device=q.device))
+    o = torch.empty(T, H, V, dtype=q.dtype, device=q.device)
+    scale = 1 / math.sqrt(K)
+    return cuda_median_ms(lambda: gdn_fwd(q, k, v, g, beta, cu, o, scratch, scale=scale), reps)
+
+
+def bench_fla_gdn_fwd(inp, reps):
+    from fla.ops.gated_delta_rule import chunk_gated_delta_rule
+    q, k, v, g, beta, cu = inp
+    args = [x.unsqueeze(0) for x in (q, k, v, g, beta)]
+    cu64 = cu.long()
+    return cuda_median_ms(lambda: chunk_gated_delta_rule(*args, cu_seqlens=cu64), reps)
+
+
+def bench_fla_kda_fwd(inp, reps):
+    from fla.ops.kda import chunk_kda
+    q, k, v, g, beta, cu = inp
+    args = [x.unsqueeze(0) for x in (q, k, v, g, beta)]
+    cu64 = cu.long()
+    return cuda_median_ms(lambda: chunk_kda(*args, cu_seqlens=cu64), reps)
+
+
+CASES = [
+    ("GDN fwd", False, [("cuTile", bench_cutile_gdn_fwd), ("FLA 0.6", bench_fla_gdn_fwd)]),
+    ("KDA fwd", True, [("FLA 0.6", bench_fla_kda_fwd)]),
+]
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--reps", type=int, default=30)
+    p.add_argument("--seqs", type=int, default=8)
+    p.add_argument("--len", type=int, default=4096)
+    p.add_argument("--heads", type=int, default=16)
+    p.add_argument("--dim", type=int, default=128)
+    a = p.parse_args()
+    print(f"GPU: {torch.cuda.get_device_name()}; {a.seqs} x {a.len} tokens, {a.heads} heads, "
+          f"K = V = {a.dim}, bf16; median of {a.reps}")
+    rows = []
+    for case, kda, candidates in CASES:
+        inp = make_inputs(a.seqs, a.len, a.heads, a.dim, a.dim, kda)
+        for name, fn in candidates:
+            try:
+                ms = fn(inp, a.reps)
+                rows.append((case, name, f"{ms:.3f} ms"))
+            except Exception as e:  # report and continue: one broken peer must not hide the rest
+                rows.append((case, name, f"error: {type(e).__name__}: {str(e)[:120]}"))
+            print(f"{rows[-1][0]:10s} {rows[-1][1]:10s} {rows[-1][2]}", flush=True)
+    print("\n| case | implementation | median |\n|---|---|---|")
+    for r in rows:
+        print(f"| {r[0]} | {r[1]} | {r[2]} |")
+
+
+if __name__ == "__main__":
+    main()
