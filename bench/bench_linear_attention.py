@@ -43,17 +43,20 @@ def make_inputs(n_seq, seq_len, heads, dk, dv, kda: bool, dev="cuda"):
     return q, k, v, g, beta, cu
 
 
-def bench_cutile_gdn_fwd(inp, reps):
-    from cudnn.linear_attention.cutile.kernels.gdn_fwd import gdn_fwd, gdn_fwd_layout
+def cutile_fwd_runner(inp, kda: bool, bv: int = 64):
+    from cudnn.linear_attention.cutile.kernels.fwd import chunked_fwd, fwd_layout
     q, k, v, g, beta, cu = inp
     T, H, K = q.shape
     V = v.shape[2]
-    n = cu.numel() - 1
-    lay = gdn_fwd_layout(T, n, H, K, V, q.dtype, 2, torch.int32)
+    lay = fwd_layout(T, cu.numel() - 1, H, K, V, q.dtype, 2, torch.int32)
     scratch = lay.carve(torch.empty(lay.size, dtype=torch.uint8, device=q.device))
     o = torch.empty(T, H, V, dtype=q.dtype, device=q.device)
     scale = 1 / math.sqrt(K)
-    return cuda_median_ms(lambda: gdn_fwd(q, k, v, g, beta, cu, o, scratch, scale=scale), reps)
+    return lambda: chunked_fwd(q, k, v, g, beta, cu, o, scratch, kda=kda, scale=scale, bv=bv)
+
+
+def cutile_fwd(kda: bool, bv: int = 64):
+    return lambda inp, reps: cuda_median_ms(cutile_fwd_runner(inp, kda, bv), reps)
 
 
 def bench_fla_gdn_fwd(inp, reps):
@@ -73,8 +76,10 @@ def bench_fla_kda_fwd(inp, reps):
 
 
 CASES = [
-    ("GDN fwd", False, [("cuTile", bench_cutile_gdn_fwd), ("FLA 0.6", bench_fla_gdn_fwd)]),
-    ("KDA fwd", True, [("FLA 0.6", bench_fla_kda_fwd)]),
+    ("GDN fwd", False, [("cuTile", cutile_fwd(False)), ("cuTile bv32", cutile_fwd(False, 32)),
+                        ("cuTile bv128", cutile_fwd(False, 128)), ("FLA 0.6", bench_fla_gdn_fwd)]),
+    ("KDA fwd", True, [("cuTile", cutile_fwd(True)), ("cuTile bv32", cutile_fwd(True, 32)),
+                       ("FLA 0.6", bench_fla_kda_fwd)]),
 ]
 
 

@@ -1,7 +1,7 @@
-"""GPU smoke check of the cuTile GDN forward kernels against a float64 recurrence.
+"""GPU smoke check of the cuTile GDN / KDA forward kernels against a float64 recurrence.
 
 Run on the GPU machine from the repo root:
-  PYTHONPATH=engines_cutile:. python tests/numerics/gdn_cutile_smoke.py
+  PYTHONPATH=engines_cutile:. python tests/numerics/la_cutile_smoke.py
 """
 import math
 import sys
@@ -28,7 +28,8 @@ def ref_gdn(q, k, v, g, beta, cu, scale, h0, l2):
     for n in range(N):
         X = h0[n].double().clone() if h0 is not None else torch.zeros(HO, V, K, dtype=torch.float64, device=q.device)
         for t in range(int(cu[n]), int(cu[n + 1])):
-            X = X * torch.exp(g[t])[:, None, None]
+            gt = torch.exp(g[t])
+            X = X * (gt[:, None, :] if gt.dim() == 2 else gt[:, None, None])
             kt, vt = k[t], v[t]
             u = beta[t][:, None] * (vt - torch.einsum("hvk,hk->hv", X, kt))
             X = X + u[:, :, None] * kt[:, None, :]
@@ -41,8 +42,8 @@ def rel(a, b):
     return ((a.double() - b).norm() / b.norm().clamp_min(1e-30)).item()
 
 
-def run_case(lens, H, HV, K, V, use_h0, l2, dtype=torch.bfloat16, seed=0):
-    from cudnn.linear_attention.cutile.kernels.gdn_fwd import gdn_fwd, gdn_fwd_layout
+def run_case(lens, H, HV, K, V, use_h0, l2, kda=False, extreme=False, dtype=torch.bfloat16, seed=0):
+    from cudnn.linear_attention.cutile.kernels.fwd import chunked_fwd, fwd_layout
     torch.manual_seed(seed)
     dev = "cuda"
     T = sum(lens)
@@ -54,22 +55,24 @@ def run_case(lens, H, HV, K, V, use_h0, l2, dtype=torch.bfloat16, seed=0):
         k = F.normalize(k, dim=-1)
     k = k.to(dtype)
     v = torch.randn(T, HV, V, device=dev).to(dtype)
-    g = F.logsigmoid(torch.randn(T, HO, device=dev)) * 0.5
+    g = F.logsigmoid(torch.randn((T, HO, K) if kda else (T, HO), device=dev)) * 0.5
+    if extreme:   # some channels decay by e^-30 per token: exercises the exact fallback
+        g[..., ::7] = -30.0
     beta = torch.sigmoid(torch.randn(T, HO, device=dev))
     h0 = torch.randn(len(lens), HO, V, K, device=dev) * 0.1 if use_h0 else None
     scale = 1 / math.sqrt(K)
-    lay = gdn_fwd_layout(T, len(lens), HO, K, V, dtype, 2, torch.int32)
+    lay = fwd_layout(T, len(lens), HO, K, V, dtype, 2, torch.int32)
     ws = torch.empty(lay.size, dtype=torch.uint8, device=dev)
     scratch = lay.carve(ws)
     o = torch.full((T, HO, V), float("nan"), dtype=dtype, device=dev)
     ht = torch.full((len(lens), HO, V, K), float("nan"), device=dev)
-    gdn_fwd(q, k, v, g, beta, cu, o, scratch, scale=scale, initial_state=h0, final_state=ht,
-            use_l2norm=l2)
+    chunked_fwd(q, k, v, g, beta, cu, o, scratch, kda=kda, scale=scale, initial_state=h0,
+                final_state=ht, use_l2norm=l2)
     torch.cuda.synchronize()
     ro, rht = ref_gdn(q, k, v, g, beta, cu, scale, h0, l2)
     eo, eh = rel(o, ro), rel(ht, rht)
     ok = eo <= 1e-2 and eh <= 1e-2 and not torch.isnan(o).any() and not torch.isnan(ht).any()
-    print(f"{'PASS' if ok else 'FAIL'} lens={lens} H={H} HV={HV} K={K} V={V} h0={use_h0} "
+    print(f"{'PASS' if ok else 'FAIL'} {'KDA' if kda else 'GDN'}{' extreme' if extreme else ''} lens={lens} H={H} HV={HV} K={K} V={V} h0={use_h0} "
           f"l2={l2}: rel_o={eo:.2e} rel_ht={eh:.2e}", flush=True)
     return ok
 
@@ -81,5 +84,11 @@ if __name__ == "__main__":
         run_case([0, 130, 1, 0, 77], 4, 4, 128, 128, True, True),
         run_case([100, 37], 2, 4, 64, 128, False, True),
         run_case([1000, 65, 1], 4, 8, 128, 64, True, False),
+        run_case([64], 1, 1, 64, 64, False, False, kda=True),
+        run_case([1, 63, 64, 65, 200], 2, 2, 64, 64, True, False, kda=True),
+        run_case([0, 130, 1, 0, 77], 4, 4, 128, 128, True, True, kda=True),
+        run_case([100, 37], 2, 4, 64, 128, False, True, kda=True),
+        run_case([300, 65], 2, 2, 128, 128, True, True, kda=True, extreme=True),
+        run_case([300, 65], 2, 2, 128, 128, True, True, kda=False, extreme=True),
     ]
     sys.exit(0 if all(results) else 1)

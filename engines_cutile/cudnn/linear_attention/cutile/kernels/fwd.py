@@ -1,0 +1,74 @@
+"""Host orchestration of the chunked GDN / KDA forward: three launches, no host sync.
+
+1. chunk_table: (sequence, chunk) rows built on device from cu_seqlens;
+2. wy_fwd: per chunk and output head: w, u and the intra-chunk scores P (scratch);
+3. chunk_fwd: per sequence, head and V block: the state recurrence with fused outputs.
+
+Buffers: q, k [T, H, K]; v [T, HV, V]; g [T, HO] (GDN) or [T, HO, K] (KDA) and beta
+[T, HO] in fp32 or the io dtype; cu_seqlens [N+1] int32; initial_state / final_state
+[N, HO, V, K] fp32 (optional); o [T, HO, V] io dtype.  The q/k head of output head h is
+h // (HO / H) and its v head h // (HO / HV) (requires HK == H and HV % H == 0 or H % HV
+== 0).  Scratch regions come from `fwd_layout` and are carved from the workspace.
+"""
+from __future__ import annotations
+
+import math
+
+from ..workspace import WorkspaceLayout
+
+BT = 64          # chunk length: the WY inverse is BT x BT, the scan step of stage 2
+BV_STAGE2 = 64   # V block of stage 2 (one CTA per sequence x head x V block)
+
+
+def nt_bound(total_tokens: int, n_seq: int, bt: int = BT) -> int:
+    """Upper bound on the number of chunks of any split of T tokens into N sequences."""
+    return (total_tokens + bt - 1) // bt + n_seq
+
+
+def pow2(x: int) -> int:
+    return 1 << max(0, (x - 1).bit_length())
+
+
+def fwd_layout(total_tokens: int, n_seq: int, ho: int, dk: int, dv: int,
+               io_dtype, io_itemsize: int, int32_dtype) -> WorkspaceLayout:
+    """Scratch of one forward call; `.size` is the exact number of workspace bytes."""
+    lay = WorkspaceLayout()
+    lay.add("w", (total_tokens, ho, dk), io_dtype, io_itemsize)
+    lay.add("u", (total_tokens, ho, dv), io_dtype, io_itemsize)
+    lay.add("p", (total_tokens, ho, BT), io_dtype, io_itemsize)
+    lay.add("table", (nt_bound(total_tokens, n_seq), 2), int32_dtype, 4)
+    lay.add("count", (1,), int32_dtype, 4)
+    return lay
+
+
+def chunked_fwd(q, k, v, g, beta, cu_seqlens, o, scratch, *, kda: bool, scale: float,
+                initial_state=None, final_state=None, use_l2norm: bool = False,
+                stream=None, bv: int = BV_STAGE2) -> None:
+    import cuda.tile as ct
+    import torch
+
+    from .chunk_fwd import la_chunk_fwd_kernel
+    from .chunk_table import chunk_table_fwd
+    from .wy_fwd import la_wy_fwd_kernel
+
+    if stream is None:
+        stream = torch.cuda.current_stream()
+    _, h_q, dk = q.shape
+    hv, dv = v.shape[1], v.shape[2]
+    ho = max(h_q, hv)
+    n_seq = cu_seqlens.shape[0] - 1
+    bk, bv_full = pow2(dk), pow2(dv)
+    bv = min(bv, bv_full)
+    table = scratch["table"]
+    chunk_table_fwd(cu_seqlens, table, scratch["count"], n_seq, BT, stream)
+    ct.launch(stream, (table.shape[0], ho, 1), la_wy_fwd_kernel,
+              (q, k, v, g, beta, cu_seqlens, table, scratch["w"], scratch["u"], scratch["p"],
+               float(scale), ho // h_q, ho // hv, BT, int(math.log2(BT)), bk, bv_full,
+               bool(kda), bool(use_l2norm)))
+    placeholder = scratch["count"].view(1, 1, 1, 1)   # unused state ports compile out
+    ct.launch(stream, (n_seq, ho, (dv + bv - 1) // bv), la_chunk_fwd_kernel,
+              (q, k, scratch["w"], scratch["u"], scratch["p"], g, cu_seqlens,
+               placeholder if initial_state is None else initial_state,
+               placeholder if final_state is None else final_state,
+               o, float(scale), ho // h_q, BT, bk, bv, bool(kda), bool(use_l2norm),
+               initial_state is not None, final_state is not None))
