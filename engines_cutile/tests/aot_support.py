@@ -80,8 +80,8 @@ class FakeArray:
             strides=tuple(reversed(strides)), version=3)
 
 
-def compile_sm90(kernel, args, gpu_code: str = "sm_90") -> int:
-    """Compile `kernel` for `args`; returns the cubin size in bytes."""
+def compile_sm90(kernel, args, gpu_code: str = "sm_90") -> bytes:
+    """Compile `kernel` for `args`; returns the cubin."""
     ensure_driver_or_stub()
     from cuda.tile.compilation import CallingConvention, KernelSignature, export_kernel
     import dataclasses
@@ -97,4 +97,4 @@ def compile_sm90(kernel, args, gpu_code: str = "sm_90") -> int:
         kernel._annotated_function.pyfunc.__name__)
     buf = io.BytesIO()
     export_kernel(kernel, [sig], buf, gpu_code=gpu_code, output_format="cubin")
-    return len(buf.getvalue())
+    return buf.getvalue()
