@@ -130,12 +130,9 @@ def test_chunk_size_does_not_change_the_result(chunk_size):
 
 def test_chunk_states_are_the_recurrent_states_at_chunk_starts():
     x = make_inputs(_config(Family.KDA, seq_lens=(150,), H=2, HV=2, with_initial_state=True), seed=24)
-    p = x.config
     layout = ChunkLayout.from_bounds(((0, 150),), 64)
-    pk = lambda t: layout.pack(t)  # noqa: E731
-    gamma = x.g.to(F64)
-    fwd = chunk_delta_rule_fwd(pk(x.q), pk(x.k), pk(x.v), pk(gamma), pk(x.beta[..., None]), layout,
-                               p.K ** -0.5, x.initial_state.transpose(-1, -2))
+    q, k, v, g, beta = (layout.pack(t) for t in (x.q, x.k, x.v, x.g, x.beta[..., None]))
+    fwd = chunk_delta_rule_fwd(q, k, v, g, beta, layout, x.config.K ** -0.5, x.initial_state.transpose(-1, -2))
     for c, start in enumerate((0, 64, 128)):
         prefix = dataclasses.replace(
             x, q=x.q[:start], k=x.k[:start], v=x.v[:start], g=x.g[:start], beta=x.beta[:start],
@@ -143,7 +140,6 @@ def test_chunk_states_are_the_recurrent_states_at_chunk_starts():
         )
         _, state = reference_forward(prefix)
         assert_rel_close(f"h[{c}]", fwd.h[c].transpose(-1, -2), state[0], BOUND)
-
 
 if __name__ == "__main__":
     raise SystemExit(pytest.main([__file__, "-q"]))

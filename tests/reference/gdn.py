@@ -40,7 +40,10 @@ def naive_recurrent_gdn(
     safe_gate: bool = False, gate_domain: str = "log", a_log: Tensor | None = None,
     dt_bias: Tensor | None = None,
 ) -> tuple[Tensor, Tensor | None]:
-    opts = Options(scale, use_qk_l2norm, use_beta_sigmoid, allow_neg_eigval, safe_gate, gate_domain)
+    opts = Options(
+        scale=scale, use_qk_l2norm=use_qk_l2norm, use_beta_sigmoid=use_beta_sigmoid,
+        allow_neg_eigval=allow_neg_eigval, safe_gate=safe_gate, gate_domain=gate_domain,
+    )
     x = Primals(q, k, v, g, beta, cu_seqlens, initial_state=initial_state, a_log=a_log, dt_bias=dt_bias)
     return run_recurrent("naive_recurrent_gdn", Family.GDN, opts, x, output_final_state)
 
@@ -52,7 +55,10 @@ def naive_recurrent_gdn_bwd(
     safe_gate: bool = False, gate_domain: str = "log", a_log: Tensor | None = None,
     dt_bias: Tensor | None = None,
 ) -> LinearAttentionGrads:
-    opts = Options(scale, use_qk_l2norm, use_beta_sigmoid, allow_neg_eigval, safe_gate, gate_domain)
+    opts = Options(
+        scale=scale, use_qk_l2norm=use_qk_l2norm, use_beta_sigmoid=use_beta_sigmoid,
+        allow_neg_eigval=allow_neg_eigval, safe_gate=safe_gate, gate_domain=gate_domain,
+    )
     x = Primals(q, k, v, g, beta, cu_seqlens, initial_state=initial_state, a_log=a_log, dt_bias=dt_bias)
     return recurrent_grads("naive_recurrent_gdn_bwd", Family.GDN, opts, x, dO, d_final_state)
 
@@ -64,7 +70,10 @@ def naive_chunk_gdn(
     safe_gate: bool = False, gate_domain: str = "log", a_log: Tensor | None = None,
     dt_bias: Tensor | None = None, chunk_size: int = DEFAULT_CHUNK_SIZE,
 ) -> tuple[Tensor, Tensor | None]:
-    opts = Options(scale, use_qk_l2norm, use_beta_sigmoid, allow_neg_eigval, safe_gate, gate_domain)
+    opts = Options(
+        scale=scale, use_qk_l2norm=use_qk_l2norm, use_beta_sigmoid=use_beta_sigmoid,
+        allow_neg_eigval=allow_neg_eigval, safe_gate=safe_gate, gate_domain=gate_domain,
+    )
     x = Primals(q, k, v, g, beta, cu_seqlens, initial_state=initial_state, a_log=a_log, dt_bias=dt_bias)
     return run_chunked("naive_chunk_gdn", Family.GDN, opts, x, output_final_state, chunk_size)
 
@@ -76,6 +85,9 @@ def naive_chunk_gdn_bwd(
     safe_gate: bool = False, gate_domain: str = "log", a_log: Tensor | None = None,
     dt_bias: Tensor | None = None, chunk_size: int = DEFAULT_CHUNK_SIZE,
 ) -> LinearAttentionGrads:
-    opts = Options(scale, use_qk_l2norm, use_beta_sigmoid, allow_neg_eigval, safe_gate, gate_domain)
+    opts = Options(
+        scale=scale, use_qk_l2norm=use_qk_l2norm, use_beta_sigmoid=use_beta_sigmoid,
+        allow_neg_eigval=allow_neg_eigval, safe_gate=safe_gate, gate_domain=gate_domain,
+    )
     x = Primals(q, k, v, g, beta, cu_seqlens, initial_state=initial_state, a_log=a_log, dt_bias=dt_bias)
     return chunked_grads("naive_chunk_gdn_bwd", Family.GDN, opts, x, dO, d_final_state, chunk_size)

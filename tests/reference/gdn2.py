@@ -27,7 +27,11 @@ def naive_recurrent_gdn2(
     safe_gate: bool = False, gate_domain: str = "log", gate_lower_bound: float | None = None,
     a_log: Tensor | None = None, dt_bias: Tensor | None = None,
 ) -> tuple[Tensor, Tensor | None]:
-    opts = Options(scale, use_qk_l2norm, use_beta_sigmoid, allow_neg_eigval, safe_gate, gate_domain, gate_lower_bound)
+    opts = Options(
+        scale=scale, use_qk_l2norm=use_qk_l2norm, use_beta_sigmoid=use_beta_sigmoid,
+        allow_neg_eigval=allow_neg_eigval, safe_gate=safe_gate, gate_domain=gate_domain,
+        gate_lower_bound=gate_lower_bound,
+    )
     x = Primals(q, k, v, g, beta, cu_seqlens, w=w, initial_state=initial_state, a_log=a_log, dt_bias=dt_bias)
     return run_recurrent("naive_recurrent_gdn2", Family.GDN2, opts, x, output_final_state)
 
@@ -39,6 +43,10 @@ def naive_recurrent_gdn2_bwd(
     safe_gate: bool = False, gate_domain: str = "log", gate_lower_bound: float | None = None,
     a_log: Tensor | None = None, dt_bias: Tensor | None = None,
 ) -> LinearAttentionGrads:
-    opts = Options(scale, use_qk_l2norm, use_beta_sigmoid, allow_neg_eigval, safe_gate, gate_domain, gate_lower_bound)
+    opts = Options(
+        scale=scale, use_qk_l2norm=use_qk_l2norm, use_beta_sigmoid=use_beta_sigmoid,
+        allow_neg_eigval=allow_neg_eigval, safe_gate=safe_gate, gate_domain=gate_domain,
+        gate_lower_bound=gate_lower_bound,
+    )
     x = Primals(q, k, v, g, beta, cu_seqlens, w=w, initial_state=initial_state, a_log=a_log, dt_bias=dt_bias)
     return recurrent_grads("naive_recurrent_gdn2_bwd", Family.GDN2, opts, x, dO, d_final_state)

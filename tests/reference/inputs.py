@@ -85,8 +85,9 @@ class InputConfig:
 
     def options(self) -> Options:
         return Options(
-            self.scale, self.use_qk_l2norm, self.use_beta_sigmoid, self.allow_neg_eigval,
-            self.safe_gate, self.gate_domain, self.gate_lower_bound,
+            scale=self.scale, use_qk_l2norm=self.use_qk_l2norm, use_beta_sigmoid=self.use_beta_sigmoid,
+            allow_neg_eigval=self.allow_neg_eigval, safe_gate=self.safe_gate, gate_domain=self.gate_domain,
+            gate_lower_bound=self.gate_lower_bound,
         )
 
 

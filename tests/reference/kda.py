@@ -33,7 +33,11 @@ def naive_recurrent_kda(
     safe_gate: bool = False, gate_lower_bound: float | None = None, gate_domain: str = "log",
     a_log: Tensor | None = None, dt_bias: Tensor | None = None,
 ) -> tuple[Tensor, Tensor | None]:
-    opts = Options(scale, use_qk_l2norm, use_beta_sigmoid, allow_neg_eigval, safe_gate, gate_domain, gate_lower_bound)
+    opts = Options(
+        scale=scale, use_qk_l2norm=use_qk_l2norm, use_beta_sigmoid=use_beta_sigmoid,
+        allow_neg_eigval=allow_neg_eigval, safe_gate=safe_gate, gate_domain=gate_domain,
+        gate_lower_bound=gate_lower_bound,
+    )
     x = Primals(q, k, v, g, beta, cu_seqlens, initial_state=initial_state, a_log=a_log, dt_bias=dt_bias)
     return run_recurrent("naive_recurrent_kda", Family.KDA, opts, x, output_final_state)
 
@@ -45,7 +49,11 @@ def naive_recurrent_kda_bwd(
     safe_gate: bool = False, gate_lower_bound: float | None = None, gate_domain: str = "log",
     a_log: Tensor | None = None, dt_bias: Tensor | None = None,
 ) -> LinearAttentionGrads:
-    opts = Options(scale, use_qk_l2norm, use_beta_sigmoid, allow_neg_eigval, safe_gate, gate_domain, gate_lower_bound)
+    opts = Options(
+        scale=scale, use_qk_l2norm=use_qk_l2norm, use_beta_sigmoid=use_beta_sigmoid,
+        allow_neg_eigval=allow_neg_eigval, safe_gate=safe_gate, gate_domain=gate_domain,
+        gate_lower_bound=gate_lower_bound,
+    )
     x = Primals(q, k, v, g, beta, cu_seqlens, initial_state=initial_state, a_log=a_log, dt_bias=dt_bias)
     return recurrent_grads("naive_recurrent_kda_bwd", Family.KDA, opts, x, dO, d_final_state)
 
@@ -57,7 +65,11 @@ def naive_chunk_kda(
     safe_gate: bool = False, gate_lower_bound: float | None = None, gate_domain: str = "log",
     a_log: Tensor | None = None, dt_bias: Tensor | None = None, chunk_size: int = DEFAULT_CHUNK_SIZE,
 ) -> tuple[Tensor, Tensor | None]:
-    opts = Options(scale, use_qk_l2norm, use_beta_sigmoid, allow_neg_eigval, safe_gate, gate_domain, gate_lower_bound)
+    opts = Options(
+        scale=scale, use_qk_l2norm=use_qk_l2norm, use_beta_sigmoid=use_beta_sigmoid,
+        allow_neg_eigval=allow_neg_eigval, safe_gate=safe_gate, gate_domain=gate_domain,
+        gate_lower_bound=gate_lower_bound,
+    )
     x = Primals(q, k, v, g, beta, cu_seqlens, initial_state=initial_state, a_log=a_log, dt_bias=dt_bias)
     return run_chunked("naive_chunk_kda", Family.KDA, opts, x, output_final_state, chunk_size)
 
@@ -69,6 +81,10 @@ def naive_chunk_kda_bwd(
     safe_gate: bool = False, gate_lower_bound: float | None = None, gate_domain: str = "log",
     a_log: Tensor | None = None, dt_bias: Tensor | None = None, chunk_size: int = DEFAULT_CHUNK_SIZE,
 ) -> LinearAttentionGrads:
-    opts = Options(scale, use_qk_l2norm, use_beta_sigmoid, allow_neg_eigval, safe_gate, gate_domain, gate_lower_bound)
+    opts = Options(
+        scale=scale, use_qk_l2norm=use_qk_l2norm, use_beta_sigmoid=use_beta_sigmoid,
+        allow_neg_eigval=allow_neg_eigval, safe_gate=safe_gate, gate_domain=gate_domain,
+        gate_lower_bound=gate_lower_bound,
+    )
     x = Primals(q, k, v, g, beta, cu_seqlens, initial_state=initial_state, a_log=a_log, dt_bias=dt_bias)
     return chunked_grads("naive_chunk_kda_bwd", Family.KDA, opts, x, dO, d_final_state, chunk_size)

@@ -50,7 +50,7 @@ class Family(enum.Enum):
         return self is Family.GDN2
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class Options:
     """Attributes shared by the delta-rule nodes (spec §1.3), as the references take them."""
 
