@@ -42,6 +42,12 @@ class Primals:
     a_log: torch.Tensor | None = None
     dt_bias: torch.Tensor | None = None
 
+    def validate(self, fn: str, family: pp.Family, opts: pp.Options) -> pp.Dims:
+        return pp.validate(
+            fn, family, opts, self.q, self.k, self.v, self.g, self.beta, self.cu_seqlens,
+            w=self.w, initial_state=self.initial_state, a_log=self.a_log, dt_bias=self.dt_bias,
+        )
+
     def prepare(self, fn: str, family: pp.Family, opts: pp.Options) -> pp.Prepared:
         return pp.prepare(
             fn, family, opts, self.q, self.k, self.v, self.g, self.beta, self.cu_seqlens,
@@ -111,6 +117,7 @@ def recurrent_grads(
     d_final_state: torch.Tensor | None,
 ) -> LinearAttentionGrads:
     """Autograd of L = <o, dO> + <final_state, d_final_state> through run_recurrent."""
+    x.validate(fn, family, opts)  # on the primals as given, before the float64 leaf copies
     leaves = {
         name: getattr(x, name).detach().to(torch.float64).requires_grad_(True)
         for name, _ in _GRAD_FIELDS

@@ -251,5 +251,16 @@ def test_gate_lower_bound_requires_safe_gate():
         naive_recurrent_kda(*x.args(), **{**x.options(), "gate_lower_bound": -3.0})
 
 
+
+@pytest.mark.parametrize("chunked", [False, True], ids=["recurrent_bwd", "chunk_bwd"])
+def test_bwd_rejects_misshaped_upstream_gradients(chunked):
+    x = make_inputs(_config(Family.GDN), seed=14)
+    dO, dht = make_grad_outputs(x.config, seed=15)
+    with pytest.raises(ValueError, match="argument 'dO'"):
+        reference_backward(x, dO[:, :1], chunked=chunked)
+    with pytest.raises(ValueError, match="argument 'd_final_state'"):
+        reference_backward(x, dO, dht.transpose(-1, -2), chunked=chunked)
+
+
 if __name__ == "__main__":
     raise SystemExit(pytest.main([__file__, "-q"]))
