@@ -26,6 +26,10 @@ E = exp(G), E_to_end = exp(G_last - G).
 The gram adjoint is in decay_gram.py; for Kg = 1 every dG term is summed over channels.
 Zero-padded rows of a partial chunk get no gradient except through G_last, which the
 reverse cumsum hands to the chunk's real rows (G at the padded rows equals G_last).
+
+Precision: dgamma sums O(1) terms that cancel when the decay is strong (true dgamma ~ alpha):
+at gamma ~ -12 float64 gives ~1e-10 relative error on dg here, against ~1e-15 elsewhere;
+low-precision kernels should accumulate dG and its reverse cumsum in fp32 at least.
 """
 from __future__ import annotations
 
