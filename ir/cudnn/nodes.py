@@ -1,0 +1,138 @@
+"""`Node`: one op of a graph, read-only for callers.
+
+`inputs` / `outputs` map port names to Tensors (wired ports only; list ports appear as
+`<port>_<i>`), `params` maps attr names to the values that were passed (lists stored as
+tuples). All three are read-only mappings from the start: the only way to change a graph
+is through its builders and tensor setters. `spec` is the node's OpSpec.
+"""
+from __future__ import annotations
+
+import weakref
+from collections.abc import Iterator, Mapping
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any
+
+from cudnn.graph_types import Tensor
+from cudnn.ops.data_types import data_type
+from cudnn.ops.node_type import NodeType
+from cudnn.ops.op_spec import (Direction, OpCall, OpSpec, PortKind, PortView, list_count_key,
+                               list_port_key)
+
+if TYPE_CHECKING:
+    from cudnn._pygraph import pygraph
+
+
+class Node:
+    __slots__ = ("_name", "_spec", "_inputs", "_outputs", "_params", "_compute_data_type",
+                 "_owner", "__weakref__")
+
+    def __init__(self, name: str, spec: OpSpec, inputs: dict[str, Tensor],
+                 outputs: dict[str, Tensor], params: dict[str, Any],
+                 compute_data_type: data_type | None, owner: pygraph | None = None) -> None:
+        init = object.__setattr__
+        init(self, "_name", name)
+        init(self, "_spec", spec)
+        init(self, "_inputs", MappingProxyType(dict(inputs)))
+        init(self, "_outputs", MappingProxyType(dict(outputs)))
+        init(self, "_params", MappingProxyType(dict(params)))
+        init(self, "_compute_data_type", compute_data_type)
+        init(self, "_owner", None if owner is None else weakref.ref(owner))
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        graph = None if self._owner is None else self._owner()
+        if graph is not None:
+            # raises GraphFrozenError when frozen (the freeze contract's message)
+            graph._before_mutation(f"set '{name}' on node '{self._name}'")
+        raise AttributeError(f"Node '{self._name}' is read-only: '{name}' cannot be set "
+                             "(nodes change only through the graph's builders)")
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def spec(self) -> OpSpec:
+        return self._spec
+
+    @property
+    def node_type(self) -> NodeType:
+        return self._spec.node_type
+
+    @property
+    def inputs(self) -> Mapping[str, Tensor]:
+        return self._inputs
+
+    @property
+    def outputs(self) -> Mapping[str, Tensor]:
+        return self._outputs
+
+    @property
+    def params(self) -> Mapping[str, Any]:
+        return self._params
+
+    @property
+    def compute_data_type(self) -> data_type | None:
+        return self._compute_data_type
+
+    # -- helpers for lowering and engines -----------------------------------------
+    def list_input(self, port: str) -> list[Tensor]:
+        """The tensors of a TENSOR_LIST port, in order ([] when absent)."""
+        count = self._params.get(list_count_key(port), 0)
+        return [self._inputs[list_port_key(port, i)] for i in range(count)]
+
+    def tuple_input(self, port: str) -> tuple[Any, ...] | None:
+        """A MIXED_TUPLE port (sdpa dropout) rebuilt from its tensors and scalars."""
+        count = self._params.get(list_count_key(port))
+        if count is None:
+            return None
+        items = []
+        for i in range(count):
+            key = list_port_key(port, i)
+            items.append(self._inputs[key] if key in self._inputs else self._params[key])
+        return tuple(items)
+
+    def param(self, attr: str) -> Any:
+        """The passed value of `attr`, else its effective default from the OpSpec."""
+        if attr in self._params:
+            return self._params[attr]
+        return self._spec.attr(attr).default
+
+    def input_tensors(self) -> Iterator[Tensor]:
+        return iter(self._inputs.values())
+
+    def output_tensors(self) -> Iterator[Tensor]:
+        return iter(self._outputs.values())
+
+    def op_call(self) -> OpCall:
+        """The OpCall view of this node's current arguments (for OpSpec rules)."""
+        return make_op_call(self._spec, self._inputs, self._outputs, self._params)
+
+    def validate(self) -> None:
+        """Check this node's shapes against its OpSpec (ValueError naming op and port)."""
+        if self._spec.check is not None:
+            self._spec.check(self.op_call())
+
+    def __repr__(self) -> str:
+        return f"Node(name={self._name!r}, op={self._spec.name!r}, type={self.node_type.name})"
+
+
+def view_of(tensor: Tensor) -> PortView:
+    return PortView(tuple(tensor.dim), tensor.data_type)
+
+
+def make_op_call(spec: OpSpec, inputs: Mapping[str, Tensor], outputs: Mapping[str, Tensor],
+                 params: Mapping[str, Any]) -> OpCall:
+    singles: dict[str, PortView] = {}
+    lists: dict[str, tuple[PortView, ...]] = {}
+    for port in spec.ports:
+        if port.direction is Direction.OUT:
+            continue
+        if port.kind is PortKind.TENSOR_LIST:
+            count = params.get(list_count_key(port.name))
+            if count is not None:
+                lists[port.name] = tuple(view_of(inputs[list_port_key(port.name, i)])
+                                         for i in range(count))
+        elif port.name in inputs:
+            singles[port.name] = view_of(inputs[port.name])
+    assigned = {name: view_of(t) for name, t in outputs.items() if t.dim_assigned}
+    return OpCall(spec=spec, inputs=singles, params=params, lists=lists, outputs=assigned)
