@@ -18,6 +18,8 @@ from typing import Any
 from cudnn import introspect
 from cudnn.builders_linear_attention import LinearAttentionBuilders
 from cudnn.builders_pointwise import PointwiseBuilders
+from cudnn.builders_sdpa import SdpaBuilders
+from cudnn.builders_structured import StructuredBuilders
 from cudnn.framework_arrays import ArrayDescription, describe, is_framework_array
 from cudnn.graph_context import GraphContext, normalize_dtype
 from cudnn.graph_types import Tensor, _as_uid, row_major
@@ -26,6 +28,7 @@ from cudnn.nodes import Node
 from cudnn.ops.data_types import data_type, to_data_type
 from cudnn.ops.enums import cuda_graph_retention, scalar_type
 from cudnn.ops.errors import GraphFrozenError, OpTypeError, show
+from cudnn.ops.node_type import NodeType
 from cudnn.plan_api import PlanListMixin
 from cudnn.uids import UidTable
 from cudnn.validation import validate_graph
@@ -45,7 +48,8 @@ class BackendOptions:
     extra: Mapping[str, Any] = field(default_factory=dict)
 
 
-class pygraph(PointwiseBuilders, LinearAttentionBuilders, PlanListMixin):  # noqa: N801
+class pygraph(PointwiseBuilders, StructuredBuilders, SdpaBuilders,  # noqa: N801
+              LinearAttentionBuilders, PlanListMixin):
     def __init__(self, name: str = "test_graph", io_data_type: Any = None,
                  intermediate_data_type: Any = None, compute_data_type: Any = None,
                  handle: Any = None, sm_count: int | None = None, sm_version: int | None = None,
@@ -205,6 +209,17 @@ class pygraph(PointwiseBuilders, LinearAttentionBuilders, PlanListMixin):  # noq
 
     def producer_of(self, tensor: Tensor) -> Node | None:
         return self._producers.get(tensor)
+
+    def python_only_reasons(self) -> list[str]:
+        """Why the backend cannot lower this graph (empty list: it may)."""
+        reasons = [r for node in self._nodes for r in node.python_only_reasons()]
+        types = {node.node_type for node in self._nodes}
+        if NodeType.CONV_FPROP in types:
+            # a rank-5 block_size dequantize feeding a conv is the FROST block-scaled conv
+            reasons += [f"node '{n.name}': 5-element block_size next to conv_fprop"
+                        for n in self._nodes if n.node_type is NodeType.BLOCK_SCALE_DEQUANTIZE
+                        and len(n.params.get("block_size", ())) == 5]
+        return reasons
 
     def auto_bindings(self) -> dict[int, Any]:
         """{uid: framework array} for arrays passed to builders (execute starts from it)."""

@@ -26,7 +26,8 @@ if __name__ == "__main__" and "cudnn" not in sys.modules:
     _stub.__path__ = pkgutil.extend_path([], "cudnn")
     sys.modules["cudnn"] = _stub
 
-from cudnn.ops import linear_attention, matmul, pointwise
+from cudnn.ops import (block_scale, conv, linear_attention, matmul, moe, norm, pointwise,
+                       reduction, sdpa, structural)
 from cudnn.ops.op_spec import (AttrKind, AttrSpec, BuilderKeyword, OpGroup, OpSpec, PortKind,
                                PortSpec, ReturnStyle)
 from cudnn.ops.registry import all_specs
@@ -45,9 +46,16 @@ MODULES: tuple[GeneratedModule, ...] = (
     GeneratedModule("builders_pointwise.py", "PointwiseBuilders",
                     (OpGroup.POINTWISE, OpGroup.MATMUL), (pointwise, matmul),
                     "pointwise ops and matmul"),
+    GeneratedModule("builders_structured.py", "StructuredBuilders",
+                    (OpGroup.NORM, OpGroup.REDUCTION, OpGroup.BLOCK_SCALE, OpGroup.MOE,
+                     OpGroup.CONV, OpGroup.STRUCTURAL),
+                    (norm, reduction, block_scale, moe, conv, structural),
+                    "norms, reduction, block scale, MoE, convolution and structural ops"),
     GeneratedModule("builders_linear_attention.py", "LinearAttentionBuilders",
                     (OpGroup.LINEAR_ATTENTION,), (linear_attention,),
                     "linear-attention ops (python-engine-only)"),
+    GeneratedModule("builders_sdpa.py", "SdpaBuilders", (OpGroup.SDPA,), (sdpa,),
+                    "the captured SDPA variants"),
 )
 
 _WIDTH = 100
@@ -140,8 +148,6 @@ def render(module: GeneratedModule) -> str:
     specs = [s for s in all_specs().values() if s.group in module.groups]
     enums = sorted({a.enum_type.__name__ for s in specs for a in s.attrs
                     if a.enum_type is not None})
-    imports = ", ".join(f"{m.__name__.rsplit('.', 1)[1]} as _{m.__name__.rsplit('.', 1)[1]}"
-                        for m in module.spec_modules)
     out = [
         f'"""Builder methods of {module.title}.',
         "",
@@ -156,9 +162,9 @@ def render(module: GeneratedModule) -> str:
         "from cudnn.builder_base import BuilderBase, DTypeArg, OutDims, TensorArg  # noqa: F401",
         "from cudnn.graph_types import Tensor",
     ]
-    out.append(f"from cudnn.ops import {imports}")
-    if enums:
-        out.append(f"from cudnn.ops.enums import {', '.join(enums)}  # noqa: F401")
+    out += [f"from cudnn.ops import {m.__name__.rsplit('.', 1)[1]} as "
+            f"_{m.__name__.rsplit('.', 1)[1]}" for m in module.spec_modules]
+    out += [f"from cudnn.ops.enums import {name}  # noqa: F401" for name in enums]
     out += ["", "", f"class {module.class_name}(BuilderBase):", "    __slots__ = ()"]
     by_module = {id(s): m for m in module.spec_modules for s in getattr(m, "SPECS", ())}
     for spec in specs:

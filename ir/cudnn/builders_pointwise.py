@@ -10,7 +10,8 @@ from typing import Any
 
 from cudnn.builder_base import BuilderBase, DTypeArg, OutDims, TensorArg  # noqa: F401
 from cudnn.graph_types import Tensor
-from cudnn.ops import pointwise as _pointwise, matmul as _matmul
+from cudnn.ops import pointwise as _pointwise
+from cudnn.ops import matmul as _matmul
 
 
 class PointwiseBuilders(BuilderBase):

@@ -107,6 +107,17 @@ class Node:
         """The OpCall view of this node's current arguments (for OpSpec rules)."""
         return make_op_call(self._spec, self._inputs, self._outputs, self._params)
 
+    def python_only_reasons(self) -> list[str]:
+        """Why this node can only run on python engines (empty: the backend may lower it)."""
+        spec = self._spec
+        if spec.python_only:
+            return [f"{spec.name} has no backend lowering"]
+        reasons = [f"attr '{a.name}' is python-only" for a in spec.attrs
+                   if a.name in self._params and a.makes_python_only(self._params[a.name])]
+        reasons += [f"port '{p.name}' is python-only" for p in spec.ports
+                    if p.python_only and (p.name in self._inputs or p.name in self._outputs)]
+        return [f"node '{self._name}': {r}" for r in reasons]
+
     def validate(self) -> None:
         """Check this node's shapes against its OpSpec (ValueError naming op and port)."""
         if self._spec.check is not None:
@@ -124,8 +135,11 @@ def make_op_call(spec: OpSpec, inputs: Mapping[str, Tensor], outputs: Mapping[st
                  params: Mapping[str, Any]) -> OpCall:
     singles: dict[str, PortView] = {}
     lists: dict[str, tuple[PortView, ...]] = {}
+    out_ports = []
     for port in spec.ports:
         if port.direction is Direction.OUT:
+            if port.name in outputs:
+                out_ports.append(port.name)
             continue
         if port.kind is PortKind.TENSOR_LIST:
             count = params.get(list_count_key(port.name))
@@ -135,4 +149,5 @@ def make_op_call(spec: OpSpec, inputs: Mapping[str, Tensor], outputs: Mapping[st
         elif port.name in inputs:
             singles[port.name] = view_of(inputs[port.name])
     assigned = {name: view_of(t) for name, t in outputs.items() if t.dim_assigned}
-    return OpCall(spec=spec, inputs=singles, params=params, lists=lists, outputs=assigned)
+    return OpCall(spec=spec, inputs=singles, params=params, lists=lists, outputs=assigned,
+                  out_ports=frozenset(out_ports))

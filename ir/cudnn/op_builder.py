@@ -63,13 +63,14 @@ def add_op(graph: pygraph, spec: OpSpec, args: Mapping[str, Any]) -> Any:
         raise OpValueError(op, "name", "a node name not yet used in this graph", repr(name))
     cdt = normalize_dtype(args.get("compute_data_type"), op, "compute_data_type")
     binding = _bind(graph, spec, args)
+    wired = frozenset(binding.outputs)
     call = OpCall(spec=spec, inputs=binding.singles, params=binding.params, lists=binding.lists,
-                  outputs=binding.out_views)
+                  outputs=binding.out_views, out_ports=wired)
     present = [o for o in spec.outputs if o.present is None or o.present(call)]
     out_dims = _normalize_out_dims(spec, args.get("out_dims"), present)
     if out_dims:
         call = OpCall(spec=spec, inputs=binding.singles, params=binding.params,
-                      lists=binding.lists,
+                      lists=binding.lists, out_ports=wired,
                       outputs={**binding.out_views,
                                **{k: PortView(v, None) for k, v in out_dims.items()}})
     if spec.check is not None:

@@ -11,20 +11,13 @@ shows up.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import cudnn
+from ir_case_types import Built, OpCase
 
 D = cudnn.data_type
-
-
-@dataclass(frozen=True)
-class LaCase:
-    op: str
-    id: str
-    make: Callable[[cudnn.pygraph, random.Random], Any]
 
 
 @dataclass(frozen=True)
@@ -161,12 +154,11 @@ def _expected(family: str, kind: str, full: bool, geo: Geo, shapes: dict[str, tu
     return dims, dtypes
 
 
-def _case(family: str, kind: str, full: bool) -> LaCase:
+def _case(family: str, kind: str, full: bool) -> OpCase:
     op = family + {"fwd": "", "bwd": "_bwd", "summary": "_summary",
                    "summary_bwd": "_summary_bwd"}[kind]
 
-    def make(g: cudnn.pygraph, rng: random.Random) -> Any:
-        from ir_op_cases import Built
+    def make(g: cudnn.pygraph, rng: random.Random) -> Built:
         geo = geometry(rng, mamba=bool(FAMILIES[family].get("mamba")))
         pool = geo.N + 2 if full and kind == "fwd" else geo.N
         shapes = _shapes(FAMILIES[family], geo, token_major=full, pool=pool)
@@ -179,9 +171,9 @@ def _case(family: str, kind: str, full: bool) -> LaCase:
         dims, dtypes = _expected(family, kind, full, geo, shapes, ports, pool)
         return Built((), kwargs, dims, dtypes)
 
-    return LaCase(op, "full" if full else "minimal", make)
+    return OpCase(op, "full" if full else "minimal", make)
 
 
-CASES: list[LaCase] = [_case(family, kind, full) for family in FAMILIES
+CASES: list[OpCase] = [_case(family, kind, full) for family in FAMILIES
                        for kind in ("fwd", "bwd", "summary", "summary_bwd")
                        for full in (False, True)]

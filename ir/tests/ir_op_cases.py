@@ -9,30 +9,15 @@ same ops, so a new OpSpec without a case fails the suite.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any
 
 import cudnn
-from cudnn.ops import pointwise
 import ir_la_cases
+import ir_sdpa_cases
+import ir_structured_cases
+from cudnn.ops import pointwise
+from ir_case_types import Built, OpCase
 
 D = cudnn.data_type
-
-
-@dataclass
-class Built:
-    args: tuple[Any, ...]
-    kwargs: dict[str, Any]
-    dims: dict[str, tuple[int, ...] | None]
-    dtypes: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class OpCase:
-    op: str
-    id: str
-    make: Callable[[cudnn.pygraph, random.Random], Built]
 
 
 # -- pointwise -------------------------------------------------------------------------
@@ -71,7 +56,7 @@ for _spec in pointwise.SPECS:
     _CASES[_spec.name] = [_pointwise_case(_spec)]
 _CASES["matmul"] = [OpCase("matmul", "batched_broadcast", _matmul_batched),
                     OpCase("matmul", "plain_2d", _matmul_plain)]
-for _case in ir_la_cases.CASES:
+for _case in ir_la_cases.CASES + ir_structured_cases.CASES + ir_sdpa_cases.CASES:
     _CASES.setdefault(_case.op, []).append(OpCase(_case.op, _case.id, _case.make))
 
 

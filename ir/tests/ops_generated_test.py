@@ -48,14 +48,18 @@ def test_op_builds_with_expected_outputs(case, seed):
             continue
         assert tensor is node.outputs[out.name]
         assert tuple(tensor.dim) == expected, out.name
-        assert tensor.is_virtual and not tensor.dim_assigned
+        assert tensor.is_virtual
+        assert tensor.dim_assigned == (out.name in built.assigned), out.name
         assert tensor.name == f"{node.name}::{out.suffix or out.name}"
         assert tensor.data_type == built.dtypes[out.name], out.name
-    # stored params: the attrs passed, plus those whose signature default is a value
-    passed = {k for k, v in built.kwargs.items()
-              if v is not None and k in {a.name for a in spec.attrs}}
+    # stored params: the attrs passed (non-port scalars such as a float attn_scale are
+    # stored too), plus those whose signature default is a value
+    given = {**dict(zip(spec.call.positional, built.args)), **built.kwargs}
+    passed = {k for k, v in given.items() if v is not None and k in {a.name for a in spec.attrs}}
     passed |= {a.name for a in spec.attrs if a.signature_default is not None}
-    assert set(node.params) - {k for k in node.params if k.startswith("_")} == passed
+    scalar_ports = {k for k in node.params if k in {p.name for p in spec.ports}}
+    internal = {k for k in node.params if k.startswith(("_", "dropout_"))}
+    assert set(node.params) - internal - scalar_ports == passed
 
 
 @pytest.mark.parametrize("case", ir_op_cases.all_cases(), ids=lambda c: f"{c.op}-{c.id}")
@@ -81,7 +85,8 @@ def test_positional_call_matches_keyword_call(case):
     positional = [bound.get(n) for n in spec.call.positional]
     while positional and positional[-1] is None:
         positional.pop()
-    result = getattr(h, case.op)(*positional)
+    keyword_only = {k: v for k, v in again.kwargs.items() if k in spec.call.keyword_only}
+    result = getattr(h, case.op)(*positional, **keyword_only)
     result = [result] if spec.returns is ReturnStyle.SINGLE else result
     assert [None if t is None else tuple(t.dim) for t in result] == \
         [None if t is None else tuple(t.dim) for t in outputs]

@@ -13,6 +13,23 @@ from cudnn.ops.op_spec import (AttrKind, AttrSpec, CallStyle, OpGroup, OpSpec, O
 from cudnn.ops.registry import all_specs, counts_by_group
 
 
+# Binding parameter counts per SDPA variant (positionals + keywords + name +
+# compute_data_type), and the python-only additions, from op_surface.md 5b.
+SDPA_BINDING_PARAMS = {"sdpa": (36, 3), "sdpa_backward": (30, 2), "sdpa_fp8": (41, 3),
+                       "sdpa_fp8_backward": (35, 2), "sdpa_mxfp8": (28, 4),
+                       "sdpa_mxfp8_backward": (34, 2)}
+
+
+@pytest.mark.parametrize("variant", SDPA_BINDING_PARAMS)
+def test_sdpa_keyword_matrix_counts(variant):
+    spec = all_specs()[variant]
+    python_only = [p.name for p in spec.ports if p.python_only] + \
+        [a.name for a in spec.attrs if a.python_only]
+    binding, extra = SDPA_BINDING_PARAMS[variant]
+    assert len(python_only) == extra
+    assert len(spec.call.names) - len(python_only) - 1 == binding  # - out_dims
+
+
 def test_registry_groups_and_names():
     specs = all_specs()
     assert all(name == spec.name for name, spec in specs.items())
@@ -20,6 +37,9 @@ def test_registry_groups_and_names():
     assert counts[OpGroup.POINTWISE] == 54
     assert counts[OpGroup.LINEAR_ATTENTION] == 20
     assert counts[OpGroup.MATMUL] == 1
+    assert counts[OpGroup.NORM] == 12 and counts[OpGroup.SDPA] == 6
+    assert counts[OpGroup.CONV] == 3 and counts[OpGroup.STRUCTURAL] == 6
+    assert len(specs) == 107
     assert sum(counts.values()) == len(specs)
     assert all(isinstance(spec.group, str) for spec in specs.values())
 

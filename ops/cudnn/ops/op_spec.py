@@ -100,6 +100,9 @@ class PortSpec:
     dtypes: frozenset[data_type] | None = None
     #: binding this port makes the graph python-engine-only.
     python_only: bool = False
+    #: False for ports the C++ binding does not take (read by python engines only);
+    #: lowering skips them.
+    to_backend: bool = True
     doc: str = ""
 
 
@@ -194,17 +197,22 @@ class OpCall:
     """Read-only view of one node's arguments, handed to every rule of its OpSpec.
 
     `inputs` holds wired single-tensor input ports; `lists` the list ports;
-    `outputs` the outputs whose dims the caller set (and caller-wired out ports);
-    `params` the attrs that were passed.
+    `outputs` the outputs whose dims the caller set; `out_ports` the out-direction ports
+    the caller wired; `params` the attrs that were passed.
     """
     spec: OpSpec
     inputs: Mapping[str, PortView]
     params: Mapping[str, Any]
     lists: Mapping[str, tuple[PortView, ...]] = field(default_factory=dict)
     outputs: Mapping[str, PortView] = field(default_factory=dict)
+    out_ports: frozenset[str] = frozenset()
 
     def has(self, port: str) -> bool:
         return port in self.inputs or port in self.lists
+
+    def has_out(self, port: str) -> bool:
+        """Whether the caller wired the out-direction port `port`."""
+        return port in self.out_ports
 
     def dim(self, port: str) -> tuple[int, ...] | None:
         """Dims of an input port, or None if it is absent or its dims are not known."""

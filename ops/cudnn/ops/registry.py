@@ -9,12 +9,20 @@ from collections import Counter
 from types import MappingProxyType
 from typing import Mapping
 
-from cudnn.ops import linear_attention, matmul, pointwise
+from cudnn.ops import (block_scale, conv, linear_attention, matmul, moe, norm, pointwise,
+                       reduction, sdpa, structural)
 from cudnn.ops.op_spec import OpGroup, OpSpec
 
 _MODULE_SPECS: tuple[tuple[OpSpec, ...], ...] = (
     pointwise.SPECS,
     matmul.SPECS,
+    norm.SPECS,
+    reduction.SPECS,
+    block_scale.SPECS,
+    moe.SPECS,
+    conv.SPECS,
+    structural.SPECS,
+    sdpa.SPECS,
     linear_attention.SPECS,
 )
 
