@@ -135,14 +135,18 @@ def _bind_tensor(graph: pygraph, spec: OpSpec, port: PortSpec, key: str, value: 
                               f"{type(value).__name__} ({exc})") from None
     else:
         raise OpTypeError(op, key, _TENSOR_EXPECTED, show(value))
-    view = _view(bound)
+    check_port_view(op, port, key, _view(bound))
+    return bound
+
+
+def check_port_view(op: str, port: PortSpec, key: str, view: PortView) -> None:
+    """The port's rank and dtype rules, on whatever of them is known."""
     if view.dim and port.ranks and len(view.dim) not in port.ranks:
         ranks = " or ".join(str(r) for r in port.ranks)
         raise OpValueError(op, key, f"rank {ranks}",
                            f"dims {list(view.dim)} (rank {len(view.dim)})")
     if view.data_type is not None and port.dtypes is not None and view.data_type not in port.dtypes:
         raise OpValueError(op, key, dtype_text(port.dtypes), view.data_type.name)
-    return bound
 
 
 def _view(bound: _Bound) -> PortView:

@@ -19,9 +19,11 @@ from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
 from cudnn.graph_types import Tensor, row_major
-from cudnn.nodes import Node
+from cudnn.nodes import Node, view_of
+from cudnn.op_builder import check_port_view
 from cudnn.ops.data_types import INDEX
 from cudnn.ops.errors import cudnnGraphNotSupportedError
+from cudnn.ops.op_spec import PortKind
 
 if TYPE_CHECKING:
     from cudnn._pygraph import pygraph
@@ -60,6 +62,14 @@ def _wired_tensors(nodes: Iterable[Node]) -> Iterator[Tensor]:
 
 def _infer_node(node: Node) -> None:
     spec = node.spec
+    # tensors may have been edited since the builder call: re-check the port rules first,
+    # so the spec's check and inference see ranks and dtypes they were written for
+    for port in spec.input_ports:
+        keys = ([k for k in node.inputs if k.startswith(port.name + "_")]
+                if port.kind in (PortKind.TENSOR_LIST, PortKind.MIXED_TUPLE) else [port.name])
+        for key in keys:
+            if key in node.inputs:
+                check_port_view(spec.name, port, key, view_of(node.inputs[key]))
     call = node.op_call()
     if spec.check is not None:
         spec.check(call)
