@@ -15,8 +15,7 @@ from typing import TYPE_CHECKING, Any
 from cudnn.graph_types import Tensor
 from cudnn.ops.data_types import data_type
 from cudnn.ops.node_type import NodeType
-from cudnn.ops.op_spec import (Direction, OpCall, OpSpec, PortKind, PortView, list_count_key,
-                               list_port_key)
+from cudnn.ops.op_spec import Direction, OpCall, OpSpec, PortKind, PortView, list_port_key
 
 if TYPE_CHECKING:
     from cudnn._pygraph import pygraph
@@ -77,19 +76,15 @@ class Node:
     # -- helpers for lowering and engines -----------------------------------------
     def list_input(self, port: str) -> list[Tensor]:
         """The tensors of a TENSOR_LIST port, in order ([] when absent)."""
-        count = self._params.get(list_count_key(port), 0)
-        return [self._inputs[list_port_key(port, i)] for i in range(count)]
+        return list_tensors(self._inputs, port)
 
     def tuple_input(self, port: str) -> tuple[Any, ...] | None:
         """A MIXED_TUPLE port (sdpa dropout) rebuilt from its tensors and scalars."""
-        count = self._params.get(list_count_key(port))
-        if count is None:
+        scalars = self._params.get(port)
+        if scalars is None:
             return None
-        items = []
-        for i in range(count):
-            key = list_port_key(port, i)
-            items.append(self._inputs[key] if key in self._inputs else self._params[key])
-        return tuple(items)
+        return tuple(self._inputs[list_port_key(port, i)] if v is None else v
+                     for i, v in enumerate(scalars))
 
     def param(self, attr: str) -> Any:
         """The passed value of `attr`, else its effective default from the OpSpec."""
@@ -127,6 +122,13 @@ class Node:
         return f"Node(name={self._name!r}, op={self._spec.name!r}, type={self.node_type.name})"
 
 
+def list_tensors(inputs: Mapping[str, Tensor], port: str) -> list[Tensor]:
+    out = []
+    while list_port_key(port, len(out)) in inputs:
+        out.append(inputs[list_port_key(port, len(out))])
+    return out
+
+
 def view_of(tensor: Tensor) -> PortView:
     return PortView(tuple(tensor.dim), tensor.data_type)
 
@@ -142,10 +144,9 @@ def make_op_call(spec: OpSpec, inputs: Mapping[str, Tensor], outputs: Mapping[st
                 out_ports.append(port.name)
             continue
         if port.kind is PortKind.TENSOR_LIST:
-            count = params.get(list_count_key(port.name))
-            if count is not None:
-                lists[port.name] = tuple(view_of(inputs[list_port_key(port.name, i)])
-                                         for i in range(count))
+            tensors = list_tensors(inputs, port.name)
+            if tensors:
+                lists[port.name] = tuple(view_of(t) for t in tensors)
         elif port.name in inputs:
             singles[port.name] = view_of(inputs[port.name])
     assigned = {name: view_of(t) for name, t in outputs.items() if t.dim_assigned}

@@ -22,7 +22,7 @@ from cudnn.graph_types import Tensor, normalize_dims
 from cudnn.nodes import Node, view_of
 from cudnn.ops.errors import OpTypeError, OpValueError, show
 from cudnn.ops.op_spec import (Direction, OpCall, OpSpec, OutputSpec, PortKind, PortSpec,
-                               PortView, ReturnStyle, dtype_text, list_count_key, list_port_key)
+                               PortView, ReturnStyle, dtype_text, list_port_key)
 
 if TYPE_CHECKING:
     from cudnn._pygraph import pygraph
@@ -167,22 +167,23 @@ def _bind_list(graph: pygraph, spec: OpSpec, port: PortSpec, value: Any, b: _Bin
         b.inputs[key] = bound
         views.append(_view(bound))
     if value:
-        b.params[list_count_key(port.name)] = len(value)
         b.lists[port.name] = tuple(views)
 
 
 def _bind_tuple(graph: pygraph, spec: OpSpec, port: PortSpec, value: Any, b: _Binding) -> None:
     if not isinstance(value, (list, tuple)):
         raise OpTypeError(spec.name, port.name, "a tuple of tensors and numbers", show(value))
+    scalars: list[Any] = []
     for i, item in enumerate(value):
         key = list_port_key(port.name, i)
         if _is_tensor_like(item):
             b.inputs[key] = _bind_tensor(graph, spec, port, key, item)
+            scalars.append(None)
         elif isinstance(item, numbers.Real):
-            b.params[key] = item
+            scalars.append(item)
         else:
             raise OpTypeError(spec.name, key, "a tensor or a number", show(item))
-    b.params[list_count_key(port.name)] = len(value)
+    b.params[port.name] = tuple(scalars)
 
 
 def _check_out_port(graph: pygraph, spec: OpSpec, key: str, bound: _Bound, b: _Binding) -> None:

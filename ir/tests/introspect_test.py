@@ -68,5 +68,23 @@ def test_lookup_helpers():
     assert g.get_outputs() == [d]
 
 
+def test_node_helpers_for_lowering():
+    g = cudnn.pygraph()
+    parts = [g.tensor([2, 3]), g.tensor([2, 1])]
+    g.concatenate(parts, axis=1, name="cat")
+    cat = g.get_node("cat")
+    assert cat.list_input("inputs") == parts and set(cat.inputs) == {"inputs_0", "inputs_1"}
+    assert cat.params == {"axis": 1} and cat.param("in_place_index") is None
+    q = g.tensor([1, 1, 4, 8])
+    seed, offset = g.tensor([1], data_type=D.INT64), g.tensor([1], data_type=D.INT64)
+    g.sdpa(q, q, q, dropout=(0.25, seed, offset), attn_scale=0.5, name="att")
+    att = g.get_node("att")
+    assert att.tuple_input("dropout") == (0.25, seed, offset)
+    assert att.params == {"dropout": (0.25, None, None), "attn_scale": 0.5}
+    assert att.inputs["dropout_1"] is seed and att.tuple_input("missing") is None
+    assert att.param("use_causal_mask") is False  # the effective default from the OpSpec
+    assert att.param("diagonal_alignment") is cudnn.diagonal_alignment.TOP_LEFT
+
+
 if __name__ == "__main__":
     raise SystemExit(pytest.main([__file__, "-q"]))

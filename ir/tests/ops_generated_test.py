@@ -52,14 +52,13 @@ def test_op_builds_with_expected_outputs(case, seed):
         assert tensor.dim_assigned == (out.name in built.assigned), out.name
         assert tensor.name == f"{node.name}::{out.suffix or out.name}"
         assert tensor.data_type == built.dtypes[out.name], out.name
-    # stored params: the attrs passed (non-port scalars such as a float attn_scale are
-    # stored too), plus those whose signature default is a value
+    # stored params: the attrs passed (and the scalar parts of ports: a float
+    # attn_scale, dropout's probability), plus those whose signature default is a value
     given = {**dict(zip(spec.call.positional, built.args)), **built.kwargs}
     passed = {k for k, v in given.items() if v is not None and k in {a.name for a in spec.attrs}}
     passed |= {a.name for a in spec.attrs if a.signature_default is not None}
     scalar_ports = {k for k in node.params if k in {p.name for p in spec.ports}}
-    internal = {k for k in node.params if k.startswith(("_", "dropout_"))}
-    assert set(node.params) - internal - scalar_ports == passed
+    assert set(node.params) - scalar_ports == passed
 
 
 @pytest.mark.parametrize("case", ir_op_cases.all_cases(), ids=lambda c: f"{c.op}-{c.id}")

@@ -39,12 +39,12 @@ class OpGroup(enum.StrEnum):
 
 class PortKind(enum.Enum):
     TENSOR = "tensor"
-    #: a list of tensors, stored as ports `<name>_<i>` (see `list_port_key`).
+    #: a list of tensors, stored as ports `<name>_0`, `<name>_1`, ... (`list_port_key`).
     TENSOR_LIST = "tensor_list"
     #: a tensor (stored as a port) or a Python number (stored in params), e.g. attn_scale.
     TENSOR_OR_SCALAR = "tensor_or_scalar"
-    #: a tuple mixing tensors and scalars (sdpa `dropout`): element i is the port
-    #: `<name>_<i>` if it is a tensor, else the param `<name>_<i>`.
+    #: a tuple mixing tensors and scalars (sdpa `dropout`): tensor element i is the port
+    #: `<name>_<i>`; params[<name>] holds the tuple with None in the tensors' places.
     MIXED_TUPLE = "mixed_tuple"
 
 
@@ -79,13 +79,8 @@ class BuilderKeyword(enum.StrEnum):
 
 
 def list_port_key(port: str, index: int) -> str:
-    """Storage key of element `index` of a list/tuple port in Node.inputs / params."""
+    """Node.inputs key of tensor element `index` of a list or tuple port."""
     return f"{port}_{index}"
-
-
-def list_count_key(port: str) -> str:
-    """Params key holding the length of a list/tuple port."""
-    return f"_n_{port}"
 
 
 @dataclass(frozen=True)

@@ -205,10 +205,11 @@ def _check(call: OpCall) -> None:
 
 
 def _check_dropout(call: OpCall) -> None:
-    count = call.params.get("_n_dropout")
-    if count is None:
+    scalars = call.params.get("dropout")
+    if scalars is None:
         return
-    items = [call.params.get(f"dropout_{i}", "tensor") for i in range(count)]
+    count = len(scalars)
+    items = ["tensor" if v is None else v for v in scalars]
     probability = count == 3 and isinstance(items[0], numbers.Real) and \
         items[1] == items[2] == "tensor"
     mask = count in (2, 3) and all(i == "tensor" for i in items)
