@@ -11,6 +11,7 @@ from pkgutil import extend_path
 __path__ = extend_path(__path__, __name__)
 
 from cudnn._pygraph import BackendOptions, pygraph  # noqa: E402
+from cudnn.graph_scope import graph  # noqa: E402
 from cudnn.graph_types import Tensor  # noqa: E402
 from cudnn.lifecycle import GraphState, PlanningData  # noqa: E402
 from cudnn.nodes import Node  # noqa: E402
@@ -29,7 +30,7 @@ __all__ = [
     "NodeType", "OpArgumentError", "OpTypeError", "OpValueError", "PlanningData", "Tensor",
     "attention_implementation", "behavior_note", "build_plan_policy", "convolution_mode",
     "cuda_graph_retention", "cudnnGraphNotSupportedError", "data_type", "diagonal_alignment",
-    "heur_mode", "knob_type", "moe_grouped_matmul_mode", "norm_forward_phase",
+    "graph", "heur_mode", "knob_type", "moe_grouped_matmul_mode", "norm_forward_phase",
     "numerical_note", "pygraph", "reduction_mode", "reshape_mode", "scalar_type",
     "tensor_reordering",
 ]

@@ -54,7 +54,8 @@ class PlanningData:
     compiled_plans: dict[int, Any] = field(default_factory=dict)
     #: the lowered backend graph, when a backend lowering exists (backend layer's object).
     lowered: Any = None
-    #: anything else the router keeps per graph, in a type of its own.
+    #: anything else the router keeps per graph, in a type of its own (facts, candidate
+    #: lists). Dropped on any mutation before the freeze, so it never describes a stale graph.
     router_state: Any = None
 
 
@@ -74,6 +75,7 @@ class Lifecycle:
             raise GraphFrozenError(what)
         if self._state is VALIDATED:
             self._state = BUILDING
+        self.planning.router_state = None
 
     def mark_validated(self) -> None:
         if self._state is BUILDING:

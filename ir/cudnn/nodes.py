@@ -86,6 +86,25 @@ class Node:
         return tuple(self._inputs[list_port_key(port, i)] if v is None else v
                      for i, v in enumerate(scalars))
 
+    def argument(self, name: str) -> Any:
+        """What the caller passed for port or attr `name` (None when absent).
+
+        Tensor ports give their Tensor (out-direction ports too), list ports a list,
+        tuple ports the rebuilt tuple, tensor-or-scalar ports whichever was passed, attrs
+        their stored value. Lowering can walk `spec.call.names` with this alone.
+        """
+        for port in self._spec.ports:
+            if port.name != name:
+                continue
+            if port.kind is PortKind.TENSOR_LIST:
+                return self.list_input(name) or None
+            if port.kind is PortKind.MIXED_TUPLE:
+                return self.tuple_input(name)
+            source = self._outputs if port.direction is Direction.OUT else self._inputs
+            return source.get(name, self._params.get(name))
+        self._spec.attr(name)  # KeyError for a name the op does not have
+        return self._params.get(name)
+
     def param(self, attr: str) -> Any:
         """The passed value of `attr`, else its effective default from the OpSpec."""
         if attr in self._params:

@@ -77,6 +77,27 @@ class PlanListMixin:
     def deselect_workspace_greater_than(self, limit: int) -> Any:
         return _call(self, "deselect_workspace_greater_than", limit)
 
+    def select_behavior_notes(self, notes: Any) -> Any:
+        return _call(self, "select_behavior_notes", notes)
+
+    def deselect_behavior_notes(self, notes: Any) -> Any:
+        return _call(self, "deselect_behavior_notes", notes)
+
+    def select_numeric_notes(self, notes: Any) -> Any:
+        return _call(self, "select_numeric_notes", notes)
+
+    def deselect_numeric_notes(self, notes: Any) -> Any:
+        return _call(self, "deselect_numeric_notes", notes)
+
+    def get_behavior_notes(self) -> Any:
+        return _call(self, "get_behavior_notes")
+
+    def get_behavior_notes_for_plan_at_index(self, index: int) -> Any:
+        return _call(self, "get_behavior_notes_for_plan_at_index", index)
+
+    def build_operation_graph(self) -> Any:
+        return _call(self, "build_operation_graph")
+
     def build_plans(self, *args: Any, ctx: Any = None, **kwargs: Any) -> Any:
         return _call(self, "build_plans", *args, ctx=ctx, **kwargs)
 

@@ -83,6 +83,12 @@ def test_node_helpers_for_lowering():
     assert att.params == {"dropout": (0.25, None, None), "attn_scale": 0.5}
     assert att.inputs["dropout_1"] is seed and att.tuple_input("missing") is None
     assert att.param("use_causal_mask") is False  # the effective default from the OpSpec
+    assert att.argument("attn_scale") == 0.5 and att.argument("q") is q
+    assert att.argument("dropout") == (0.25, seed, offset)
+    assert att.argument("bias") is None and att.argument("use_causal_mask") is None
+    assert cat.argument("inputs") == parts and cat.argument("axis") == 1
+    with pytest.raises(KeyError):
+        att.argument("no_such_argument")
     assert att.param("diagonal_alignment") is cudnn.diagonal_alignment.TOP_LEFT
 
 

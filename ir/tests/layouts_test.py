@@ -111,6 +111,15 @@ def test_tensor_like_and_framework_arrays():
     assert s.data_type == D.FLOAT and s.name.startswith("scalar_")
 
 
+def test_classic_graph_context_manager():
+    handle = object()
+    with cudnn.graph(handle, name="g", sm_count=8) as (g, tensors):
+        tensors.append(g.tensor([2]))
+        assert g.handle is handle and g.name == "g" and g.backend_options.sm_count == 8
+        assert g.context.io_data_type == D.HALF and g.context.compute_data_type == D.FLOAT
+    assert len(tensors) == 1
+
+
 def test_dtype_defaults_and_fill():
     g = cudnn.pygraph(io_data_type=D.HALF, intermediate_data_type=D.FLOAT)
     a = g.tensor([2, 2])

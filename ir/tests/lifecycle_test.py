@@ -180,6 +180,14 @@ def test_plan_methods_without_a_router_raise_import_error(monkeypatch):
         g.create_execution_plans()
 
 
+def test_router_state_is_dropped_by_a_mutation():
+    g, a, *_ = _graph()
+    g.validate()
+    g.lifecycle.planning.router_state = "facts of the validated graph"
+    a.set_dim([2, 3, 4])
+    assert g.lifecycle.planning.router_state is None
+
+
 def test_router_override_is_stored_per_graph():
     marker = object()
     g = cudnn.pygraph(router=marker)
