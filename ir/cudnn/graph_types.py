@@ -115,14 +115,22 @@ class Tensor:
             raise AttributeError(f"Tensor attribute '{name}' is read-only or unknown")
         setter(self, value)
 
-    # graph-internal writes (inference, validate fill, freeze): not user mutations
+    # Graph-internal writes (inference, validate's fill, the backend copying back the
+    # layouts it inferred): not user mutations, never marked caller-set, allowed when
+    # frozen (then stored as tuples, like every layout of a frozen graph).
     def _provisional_dims(self, dims: Sequence[int]) -> None:
-        object.__setattr__(self, "_dim", self._new_layout(dims, "dim"))
+        object.__setattr__(self, "_dim", self._layout_value(dims, "dim"))
         if not self._stride_assigned:
             self._provisional_stride(row_major(dims))
 
     def _provisional_stride(self, stride: Sequence[int]) -> None:
-        object.__setattr__(self, "_stride", self._new_layout(stride, "stride"))
+        object.__setattr__(self, "_stride", self._layout_value(stride, "stride"))
+
+    def _layout_value(self, values: Sequence[int], field: str) -> LayoutList | tuple[int, ...]:
+        graph = self.owner
+        if graph is not None and graph.is_frozen:
+            return tuple(values)
+        return self._new_layout(values, field)
 
     def _provisional_dtype(self, dt: data_type | None) -> None:
         object.__setattr__(self, "_data_type", dt)
@@ -230,6 +238,10 @@ class Tensor:
                 if graph is not None:
                     graph._uids.claim(self, uid)
             return self
+        holder = None if graph is None else graph._uids.holder(uid)
+        if holder is not None and holder.uid_assigned:
+            # refuse before touching the graph (a failed call must not drop validation)
+            raise ValueError(f"uid {uid} is already user-assigned to tensor '{holder.name}'")
         self._mutating(f"change the uid of tensor '{self._name}'")
         if graph is None:
             object.__setattr__(self, "_uid", uid)

@@ -31,6 +31,18 @@ def test_inferred_output_dims_follow_their_inputs_until_the_caller_sets_them():
     assert c.dim_assigned and c.stride_assigned
 
 
+def test_backend_layout_sync_keeps_a_frozen_graph_immutable():
+    g = cudnn.pygraph()
+    a = g.tensor([2, 3])
+    r = g.reshape(a, out_dims=[6])
+    c = g.concatenate([a, a], axis=0)
+    g.validate()
+    g.lifecycle.freeze()
+    c._provisional_dims((4, 3))  # what the backend's layout copy-back does
+    assert c.dim == (4, 3) and c.stride == (3, 1) and not c.dim_assigned
+    assert isinstance(r.dim, tuple)
+
+
 def test_out_dims_sets_caller_layout():
     g = cudnn.pygraph()
     q = g.tensor([10, 2, 8])

@@ -46,8 +46,11 @@ def test_user_user_collision_raises_and_leaves_graph_unchanged():
         g.tensor([2], uid=7)
     assert g.all_tensors() == before and a.uid == 7
     b = g.tensor([2])
+    g.exp(b)
+    g.validate()
     with pytest.raises(ValueError, match="already user-assigned"):
         b.set_uid(7)
+    assert g.state.validated, "a refused set_uid must not drop the validation"
 
 
 def test_set_uid_steals_and_renumbers():
