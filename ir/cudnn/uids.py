@@ -1,0 +1,59 @@
+"""`UidTable`: the graph owns the whole uid namespace.
+
+Every tensor gets a uid when it is created (auto uids count up from 1, skipping taken
+ones). A user uid that lands on an auto-assigned one steals it: the holder is renumbered
+to a fresh auto uid and the `on_renumber(old, new)` hook lets the graph move anything
+keyed by the old uid (auto-bindings). A user uid held by another user-assigned tensor is
+a ValueError. Uids are never reused within a graph.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from cudnn.graph_types import Tensor
+
+
+class UidTable:
+    def __init__(self, on_renumber: Callable[[int, int], None]) -> None:
+        self._holders: dict[int, Tensor] = {}
+        self._next = 1
+        self._on_renumber = on_renumber
+
+    def holder(self, uid: int) -> Tensor | None:
+        return self._holders.get(uid)
+
+    def assign_auto(self, tensor: Tensor) -> int:
+        uid = self._fresh()
+        self._place(tensor, uid, user=False)
+        return uid
+
+    def claim(self, tensor: Tensor, uid: int) -> None:
+        """Give `tensor` the user uid `uid` (renumbering an auto holder)."""
+        holder = self._holders.get(uid)
+        if holder is not None and holder is not tensor:
+            if holder.uid_assigned:
+                raise ValueError(f"uid {uid} is already user-assigned to tensor '{holder.name}'")
+            new = self._fresh()
+            self._place(holder, new, user=False)
+            self._on_renumber(uid, new)
+        self._place(tensor, uid, user=True)
+
+    def _place(self, tensor: Tensor, uid: int, user: bool) -> None:
+        old = tensor.uid
+        if self._holders.get(old) is tensor:
+            del self._holders[old]
+        self._holders[uid] = tensor
+        object.__setattr__(tensor, "_uid", uid)
+        object.__setattr__(tensor, "_uid_assigned", user)
+
+    def _fresh(self) -> int:
+        while self._next in self._holders:
+            self._next += 1
+        uid = self._next
+        self._next += 1
+        return uid
+
+    def __len__(self) -> int:
+        return len(self._holders)

@@ -1,0 +1,127 @@
+"""`validate_graph`: whole-graph inference and checks behind `pygraph.validate()`.
+
+Steps, in node insertion order (a topological order: a node can only read tensors that
+exist when it is added):
+1. dtypes filled by a previous validate are cleared (the context may have changed);
+2. per node: the OpSpec check on current dims (ValueError naming op and port), then
+   every output without caller-set dims is re-inferred (provisional), `dtype_like`
+   outputs copy their source dtype and `fill_dtype` outputs (sdpa Stats) get theirs;
+3. unset dtypes are filled: virtual tensors get the intermediate dtype, others io;
+   tensors without caller-set strides get row-major strides;
+4. every wired tensor is checked (dims, strides, ranks, virtual vs pass-by-value) and
+   ragged offsets are checked (integer dtype, B + 1 entries);
+5. OpSpec support rules: any reason raises cudnnGraphNotSupportedError.
+Only a graph that passes all steps becomes validated.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING
+
+from cudnn.graph_types import Tensor, row_major
+from cudnn.nodes import Node, view_of
+from cudnn.op_builder import check_port_view
+from cudnn.ops.data_types import INDEX
+from cudnn.ops.errors import cudnnGraphNotSupportedError
+from cudnn.ops.op_spec import PortKind
+
+if TYPE_CHECKING:
+    from cudnn._pygraph import pygraph
+
+
+def validate_graph(graph: pygraph) -> None:
+    if graph.lifecycle.state.validated:
+        return
+    nodes = graph.nodes
+    wired = list(_wired_tensors(nodes))
+    for tensor in wired:
+        if tensor.data_type_provisional:
+            tensor._provisional_dtype(None)
+    for node in nodes:
+        _infer_node(node)
+    _fill_defaults(graph, wired)
+    for node in nodes:
+        _check_node_tensors(node)
+    reasons = [f"node '{node.name}' ({node.spec.name}): {reason}"
+               for node in nodes if node.spec.support is not None
+               for reason in node.spec.support(node.op_call())]
+    if reasons:
+        raise cudnnGraphNotSupportedError("graph not supported: " + "; ".join(reasons))
+    graph.lifecycle.mark_validated()
+
+
+def _wired_tensors(nodes: Iterable[Node]) -> Iterator[Tensor]:
+    seen: set[int] = set()
+    for node in nodes:
+        for tensor in (*node.inputs.values(), *node.outputs.values()):
+            for t in (tensor, tensor.ragged_offset):
+                if t is not None and id(t) not in seen:
+                    seen.add(id(t))
+                    yield t
+
+
+def _infer_node(node: Node) -> None:
+    spec = node.spec
+    # tensors may have been edited since the builder call: re-check the port rules first,
+    # so the spec's check and inference see ranks and dtypes they were written for
+    for port in spec.input_ports:
+        keys = ([k for k in node.inputs if k.startswith(port.name + "_")]
+                if port.kind in (PortKind.TENSOR_LIST, PortKind.MIXED_TUPLE) else [port.name])
+        for key in keys:
+            if key in node.inputs:
+                check_port_view(spec.name, port, key, view_of(node.inputs[key]))
+    call = node.op_call()
+    if spec.check is not None:
+        spec.check(call)
+    for out in spec.outputs:
+        tensor = node.outputs.get(out.name)
+        if tensor is None:
+            continue
+        if not tensor.dim_assigned and out.infer is not None:
+            dims = out.infer(call)
+            if dims is not None:
+                tensor._provisional_dims(tuple(int(n) for n in dims))
+        if tensor.data_type is None:
+            source = call.dtype(out.dtype_like) if out.dtype_like else None
+            fill = source if source is not None else out.fill_dtype
+            if fill is not None:
+                tensor._provisional_dtype(fill)
+
+
+def _fill_defaults(graph: pygraph, wired: Iterable[Tensor]) -> None:
+    ctx = graph.context
+    for tensor in wired:
+        if tensor.data_type is None:
+            fill = ctx.intermediate_data_type if tensor.is_virtual else ctx.io_data_type
+            if fill is not None:
+                tensor._provisional_dtype(fill)
+        if tensor.dim and not tensor.stride_assigned:
+            tensor._provisional_stride(row_major(tensor.dim))
+
+
+def _check_node_tensors(node: Node) -> None:
+    for direction, ports in (("input", node.inputs), ("output", node.outputs)):
+        for port, tensor in ports.items():
+            try:
+                tensor.validate()
+                _check_ragged(tensor)
+            except ValueError as exc:
+                raise ValueError(f"node '{node.name}' ({node.spec.name}), {direction} port "
+                                 f"'{port}': {exc}") from None
+
+
+def _check_ragged(tensor: Tensor) -> None:
+    offset = tensor.ragged_offset
+    if offset is None:
+        return
+    if offset.data_type is not None and offset.data_type not in INDEX:
+        raise ValueError(f"ragged offset '{offset.name}' of tensor '{tensor.name}' must be "
+                         f"INT32 or INT64, got {offset.data_type.name}")
+    if offset.dim and tensor.dim:
+        entries = 1
+        for n in offset.dim:
+            entries *= n
+        if entries != tensor.dim[0] + 1:
+            raise ValueError(f"ragged offset '{offset.name}' of tensor '{tensor.name}' must hold "
+                             f"B + 1 = {tensor.dim[0] + 1} entries (B = dim[0]), got dims "
+                             f"{list(offset.dim)}")
