@@ -26,3 +26,14 @@ cudnn_hash_files() { cat "$@" | sha256sum | cut -c1-16; }
 cudnn_python_paths() {
   "$CUDNN_PYTHON" -c 'import sys; print(sys.executable); print(sys.prefix); print(sys.base_prefix)'
 }
+
+# Names the Python environment that tests import from: the interpreter plus a hash of the
+# pinned requirements. Bazel cannot see site-packages, so tools/bazel exports this as
+# CUDNN_PYTHON_ENV and .bazelrc passes it to tests, making a different environment a
+# different test input (no stale cached results). Args: repository root.
+cudnn_python_env_key() {
+  local exe
+  exe=$(cudnn_python_paths) || return 1
+  exe=${exe%%$'\n'*}
+  printf '%s-%s\n' "$exe" "$( (cat "$1/requirements.txt" "$1/requirements-headers.txt"; echo "$exe") | sha256sum | cut -c1-16)"
+}

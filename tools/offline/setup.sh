@@ -106,10 +106,10 @@ step_sid_packages() {
 }
 
 step_python_packages() {
-  local reqs=("$repo/requirements.txt" "$repo/requirements-headers.txt") key exe
-  exe=$(cudnn_python_paths) || cudnn_die "cannot run '$CUDNN_PYTHON'"
-  exe=${exe%%$'\n'*}
-  key=$( (cat "${reqs[@]}"; echo "$exe") | sha256sum | cut -c1-16)
+  local env_key key exe
+  env_key=$(cudnn_python_env_key "$repo") || cudnn_die "cannot run '$CUDNN_PYTHON'"
+  exe=${env_key%-*}
+  key=${env_key##*-}
   [ -e "$CUDNN_BAZEL_STAMPS/python-$key" ] && return 0
   cudnn_log "setup 4/4: installing the pinned Python packages for $exe (pip, ~30 s)"
   local log=$CUDNN_BAZEL_CACHE/pip.log
