@@ -1,0 +1,1 @@
+"""Cross-layer, GPU and numerics tests (not shipped in the wheel)."""

@@ -1,0 +1,31 @@
+"""Run by .ci/run in a fresh venv holding only the built wheel: `import cudnn` must work
+with no optional dependency installed, and must come from that venv."""
+
+import importlib.util
+import os
+import sys
+
+OPTIONAL = ("torch", "cuda.tile", "cutlass", "triton", "nvidia")
+
+
+def main() -> int:
+    present = [name for name in OPTIONAL if importlib.util.find_spec(name.split(".")[0])]
+    if present:
+        print(f"venv is not clean, found: {present}", file=sys.stderr)
+        return 1
+    import cudnn
+
+    where = os.path.realpath(cudnn.__file__)
+    if not where.startswith(os.path.realpath(sys.prefix)):
+        print(f"cudnn imported from {where}, not from the venv {sys.prefix}", file=sys.stderr)
+        return 1
+    loaded = sorted(m for m in sys.modules if m.split(".")[0] in {n.split(".")[0] for n in OPTIONAL})
+    if loaded:
+        print(f"import cudnn loaded optional modules: {loaded}", file=sys.stderr)
+        return 1
+    print(f"import cudnn ok from {os.path.dirname(where)} ({len(cudnn.__path__)} path entries)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

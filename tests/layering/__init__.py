@@ -1,0 +1,1 @@
+"""Tests that the layering rules of docs/LAYOUT.md hold."""
