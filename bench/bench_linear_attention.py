@@ -48,7 +48,8 @@ def cutile_fwd_runner(inp, kda: bool, bv: int = 64):
     q, k, v, g, beta, cu = inp
     T, H, K = q.shape
     V = v.shape[2]
-    lay = fwd_layout(T, cu.numel() - 1, H, K, V, q.dtype, 2, torch.int32)
+    lay = fwd_layout(T, cu.numel() - 1, H, K, V, kda=kda, io_dtype=q.dtype, io_itemsize=2,
+                     int32_dtype=torch.int32, float32_dtype=torch.float32)
     scratch = lay.carve(torch.empty(lay.size, dtype=torch.uint8, device=q.device))
     o = torch.empty(T, H, V, dtype=q.dtype, device=q.device)
     scale = 1 / math.sqrt(K)

@@ -61,7 +61,8 @@ def run_case(lens, H, HV, K, V, use_h0, l2, kda=False, extreme=False, dtype=torc
     beta = torch.sigmoid(torch.randn(T, HO, device=dev))
     h0 = torch.randn(len(lens), HO, V, K, device=dev) * 0.1 if use_h0 else None
     scale = 1 / math.sqrt(K)
-    lay = fwd_layout(T, len(lens), HO, K, V, dtype, 2, torch.int32)
+    lay = fwd_layout(T, len(lens), HO, K, V, kda=kda, io_dtype=dtype, io_itemsize=2,
+                     int32_dtype=torch.int32, float32_dtype=torch.float32)
     ws = torch.empty(lay.size, dtype=torch.uint8, device=dev)
     scratch = lay.carve(ws)
     o = torch.full((T, HO, V), float("nan"), dtype=dtype, device=dev)

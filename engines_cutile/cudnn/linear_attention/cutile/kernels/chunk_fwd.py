@@ -1,34 +1,36 @@
 """Forward stage 2: the inter-chunk state recurrence fused with the outputs.
 
 One CTA owns one (sequence, output head, V block) and walks its chunks in order with
-the state S (K x BV, fp32) on chip.  With stage-1 scratch w, u, P and the chunk's
-cumulative gate G (recomputed here: one scan), q pre-scaled:
+the state S (K x BV, fp32) on chip.  Stage 1 (wy_fwd) left per chunk: w, u, P, the
+decayed queries qg = scale * q * exp(G), the decayed keys kd = k * exp(G_last - G) and
+decay = exp(G_last) (a scalar for GDN, one per key channel for KDA), so each step is
     v_new = u - w @ S                                       [BT, BV]
-    o     = (q * exp(G)) @ S + P @ v_new
-    S     = exp(G_last)^T * S + (k * exp(G_last - G))^T @ v_new
-exp(G_last) is a scalar (GDN) or a per-key-channel column (KDA); every exponent is
-<= 0, so no gate value can overflow.  The state enters from `initial_state` (or
-zeros) and leaves into `final_state`, both V-major [N, HO, V, K].  Fusing the output
-into the recurrence avoids writing and re-reading one K x V state per chunk (268 MB
-in bf16 at 8 x 4096 tokens, 16 heads, K = V = 128).
+    o     = qg @ S + P @ v_new
+    S     = decay^T * S + kd^T @ v_new
+Operands go to the tensor cores in the io dtype with fp32 accumulation; S stays fp32.  The
+state enters from `initial_state` (or zeros) and leaves into `final_state`, both
+V-major [N, HO, V, K].  Fusing the output into the recurrence avoids writing and
+re-reading one K x V state per chunk (268 MB in bf16 at 8 x 4096 tokens, 16 heads,
+K = V = 128).
 
 Grid: (N, HO, ceil(V / BV)).
 """
 import cuda.tile as ct
 
-from .tile_math import l2_normalize_rows
-from .wy_fwd import load_gate_cumsum, load_rows
-
 ZERO = ct.PaddingMode.ZERO
 
 
+def _rows(arr, chunk, head, BT: int, BD: int):
+    return ct.reshape(ct.load(arr, (chunk, head, 0), shape=(BT, 1, BD), padding_mode=ZERO),
+                      (BT, BD))
+
+
 @ct.kernel(occupancy=2)
-def la_chunk_fwd_kernel(q, k, w, u, p, g, cu_seqlens, initial_state, final_state, o,
-                        scale: float,
-                        GROUP_QK: ct.Constant[int], BT: ct.Constant[int],
-                        BK: ct.Constant[int], BV: ct.Constant[int],
-                        KDA: ct.Constant[bool], USE_L2NORM: ct.Constant[bool],
-                        HAS_INITIAL: ct.Constant[bool], STORE_FINAL: ct.Constant[bool]):
+def la_chunk_fwd_kernel(w, u, p, qg, kd, decay, cu_seqlens, chunk_offsets,
+                        initial_state, final_state, o,
+                        BT: ct.Constant[int], BK: ct.Constant[int], BV: ct.Constant[int],
+                        GW: ct.Constant[int], HAS_INITIAL: ct.Constant[bool],
+                        STORE_FINAL: ct.Constant[bool]):
     n = ct.bid(0)
     h = ct.bid(1)
     vb = ct.bid(2)
@@ -41,40 +43,29 @@ def la_chunk_fwd_kernel(q, k, w, u, p, g, cu_seqlens, initial_state, final_state
         state = ct.zeros((BK, BV), dtype=ct.float32)
 
     if eos > bos:
-        qs = q.slice(axis=0, start=bos, stop=eos)
-        ks = k.slice(axis=0, start=bos, stop=eos)
+        first_row = ct.load(chunk_offsets, (n,), shape=())
         ws = w.slice(axis=0, start=bos, stop=eos)
         us = u.slice(axis=0, start=bos, stop=eos)
         ps = p.slice(axis=0, start=bos, stop=eos)
-        gs = g.slice(axis=0, start=bos, stop=eos)
+        qs = qg.slice(axis=0, start=bos, stop=eos)
+        ks = kd.slice(axis=0, start=bos, stop=eos)
         os_ = o.slice(axis=0, start=bos, stop=eos)
-        qk_head = h // GROUP_QK
         for chunk in range(ct.cdiv(eos - bos, BT)):
-            qt = load_rows(qs, chunk, qk_head, BT, BK)
-            kt = load_rows(ks, chunk, qk_head, BT, BK)
-            if USE_L2NORM:
-                qt = l2_normalize_rows(qt)
-                kt = l2_normalize_rows(kt)
-            gc, g_last = load_gate_cumsum(gs, chunk, h, BT, BK, KDA)
-            wt = ct.reshape(ct.load(ws, (chunk, h, 0), shape=(BT, 1, BK), padding_mode=ZERO),
-                            (BT, BK))
-            pt = ct.reshape(ct.load(ps, (chunk, h, 0), shape=(BT, 1, BT), padding_mode=ZERO),
-                            (BT, BT))
             ut = ct.astype(ct.reshape(ct.load(us, (chunk, h, vb), shape=(BT, 1, BV),
                                               padding_mode=ZERO), (BT, BV)), ct.float32)
-
-            s_lo = ct.astype(state, ct.bfloat16)
-            v_new = ut - ct.mma(ct.astype(wt, ct.bfloat16), s_lo,
+            dec = ct.reshape(ct.load(decay, (first_row + chunk, h, 0), shape=(1, 1, GW),
+                                     padding_mode=ZERO),
+                             (1, GW))
+            s_lo = ct.astype(state, w.dtype)
+            v_new = ut - ct.mma(_rows(ws, chunk, h, BT, BK), s_lo,
                                 ct.zeros((BT, BV), dtype=ct.float32))
-            v_lo = ct.astype(v_new, ct.bfloat16)
-            out = ct.mma(ct.astype(qt * (ct.exp(gc) * scale), ct.bfloat16), s_lo,
-                         ct.zeros((BT, BV), dtype=ct.float32))
-            out = ct.mma(ct.astype(pt, ct.bfloat16), v_lo, out)
+            v_lo = ct.astype(v_new, w.dtype)
+            out = ct.mma(_rows(qs, chunk, h, BT, BK), s_lo, ct.zeros((BT, BV), dtype=ct.float32))
+            out = ct.mma(_rows(ps, chunk, h, BT, BT), v_lo, out)
             ct.store(os_, (chunk, h, vb), tile=ct.reshape(ct.astype(out, o.dtype), (BT, 1, BV)))
-
-            k_dec = ct.astype(kt * ct.exp(g_last - gc), ct.bfloat16)
-            state = state * ct.transpose(ct.exp(g_last)) + ct.mma(
-                ct.transpose(k_dec), v_lo, ct.zeros((BK, BV), dtype=ct.float32))
+            state = state * ct.transpose(dec) + ct.mma(
+                ct.transpose(_rows(ks, chunk, h, BT, BK)), v_lo,
+                ct.zeros((BK, BV), dtype=ct.float32))
 
     if STORE_FINAL:
         st = ct.reshape(ct.transpose(state), (1, 1, BV, BK))

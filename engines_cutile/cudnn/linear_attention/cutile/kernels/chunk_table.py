@@ -5,7 +5,8 @@ One launch turns `cu_seqlens [N+1]` into:
   in sequence order; rows past the real chunk count hold the inert sentinel
   (last non-empty sequence, NT_bound), which every consumer skips because that chunk
   starts past its sequence's end;
-- `count [1] int32`: the real number of chunks.
+- `count [1] int32`: the real number of chunks;
+- `offsets [N+1] int32`: index of each sequence's first chunk row (offsets[N] = count).
 `NT_bound = ceil(T / BT) + N` bounds the chunk count for any split of T tokens into N
 sequences, so consumers can launch a grid of NT_bound rows without reading
 cu_seqlens on the host (no host synchronisation, CUDA-graph friendly).
@@ -20,7 +21,7 @@ ROWS = 128
 
 
 @ct.kernel
-def chunk_table_kernel(cu_seqlens, table, count, n_seq: int, nt_bound: int,
+def chunk_table_kernel(cu_seqlens, table, count, offsets, n_seq: int, nt_bound: int,
                        BT: ct.Constant[int], NP: ct.Constant[int], ROWS_: ct.Constant[int]):
     pid = ct.bid(0)
     seq = ct.arange(NP, dtype=ct.int32)
@@ -47,15 +48,17 @@ def chunk_table_kernel(cu_seqlens, table, count, n_seq: int, nt_bound: int,
     ct.store(table, (pid, 0), tile=ct.astype(pair, ct.int32))
     if pid == 0:
         ct.store(count, (0,), tile=ct.astype(ct.reshape(total, (1,)), ct.int32))
+        ct.store(offsets, (0,), tile=ct.astype(starts, ct.int32))   # clipped to N+1
 
 
 def next_pow2(x: int) -> int:
     return 1 if x <= 1 else 1 << (x - 1).bit_length()
 
 
-def chunk_table_fwd(cu_seqlens, table, count, n_seq: int, bt: int, stream) -> None:
-    """Fill `table` ([NT_bound, 2] int32) and `count` ([1] int32) from cu_seqlens."""
+def chunk_table_fwd(cu_seqlens, table, count, offsets, n_seq: int, bt: int, stream) -> None:
+    """Fill `table` [NT_bound, 2], `count` [1] and `offsets` [N+1] (int32) from cu_seqlens."""
     nt_bound = table.shape[0]
     grid = ((nt_bound + ROWS - 1) // ROWS, 1, 1)
     ct.launch(stream, grid, chunk_table_kernel,
-              (cu_seqlens, table, count, n_seq, nt_bound, bt, next_pow2(n_seq + 1), ROWS))
+              (cu_seqlens, table, count, offsets, n_seq, nt_bound, bt, next_pow2(n_seq + 1),
+               ROWS))

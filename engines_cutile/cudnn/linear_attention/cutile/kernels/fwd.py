@@ -1,7 +1,8 @@
 """Host orchestration of the chunked GDN / KDA forward: three launches, no host sync.
 
 1. chunk_table: (sequence, chunk) rows built on device from cu_seqlens;
-2. wy_fwd: per chunk and output head: w, u and the intra-chunk scores P (scratch);
+2. wy_fwd: per chunk and output head: w, u, the intra-chunk scores P, decayed q/k and
+   the chunk's total decay (scratch);
 3. chunk_fwd: per sequence, head and V block: the state recurrence with fused outputs.
 
 Buffers: q, k [T, H, K]; v [T, HV, V]; g [T, HO] (GDN) or [T, HO, K] (KDA) and beta
@@ -29,21 +30,29 @@ def pow2(x: int) -> int:
     return 1 << max(0, (x - 1).bit_length())
 
 
-def fwd_layout(total_tokens: int, n_seq: int, ho: int, dk: int, dv: int,
-               io_dtype, io_itemsize: int, int32_dtype) -> WorkspaceLayout:
+def fwd_layout(total_tokens: int, n_seq: int, ho: int, dk: int, dv: int, *, kda: bool,
+               io_dtype, io_itemsize: int, int32_dtype, float32_dtype) -> WorkspaceLayout:
     """Scratch of one forward call; `.size` is the exact number of workspace bytes."""
     lay = WorkspaceLayout()
+    rows = nt_bound(total_tokens, n_seq)
     lay.add("w", (total_tokens, ho, dk), io_dtype, io_itemsize)
     lay.add("u", (total_tokens, ho, dv), io_dtype, io_itemsize)
     lay.add("p", (total_tokens, ho, BT), io_dtype, io_itemsize)
-    lay.add("table", (nt_bound(total_tokens, n_seq), 2), int32_dtype, 4)
+    lay.add("qg", (total_tokens, ho, dk), io_dtype, io_itemsize)
+    lay.add("kd", (total_tokens, ho, dk), io_dtype, io_itemsize)
+    lay.add("decay", (rows, ho, dk if kda else 1), float32_dtype, 4)
+    lay.add("reroute", (rows, ho), int32_dtype, 4)
+    lay.add("table", (rows, 2), int32_dtype, 4)
     lay.add("count", (1,), int32_dtype, 4)
+    lay.add("offsets", (n_seq + 1,), int32_dtype, 4)
     return lay
 
 
 def chunked_fwd(q, k, v, g, beta, cu_seqlens, o, scratch, *, kda: bool, scale: float,
                 initial_state=None, final_state=None, use_l2norm: bool = False,
-                stream=None, bv: int = BV_STAGE2) -> None:
+                stream=None, bv: int = BV_STAGE2,
+                stages: tuple[str, ...] = ("table", "wy", "chunk")) -> None:
+    """Run the forward; `stages` lets benchmarks time one launch at a time."""
     import cuda.tile as ct
     import torch
 
@@ -59,16 +68,24 @@ def chunked_fwd(q, k, v, g, beta, cu_seqlens, o, scratch, *, kda: bool, scale: f
     n_seq = cu_seqlens.shape[0] - 1
     bk, bv_full = pow2(dk), pow2(dv)
     bv = min(bv, bv_full)
-    table = scratch["table"]
-    chunk_table_fwd(cu_seqlens, table, scratch["count"], n_seq, BT, stream)
-    ct.launch(stream, (table.shape[0], ho, 1), la_wy_fwd_kernel,
-              (q, k, v, g, beta, cu_seqlens, table, scratch["w"], scratch["u"], scratch["p"],
-               float(scale), ho // h_q, ho // hv, BT, int(math.log2(BT)), bk, bv_full,
-               bool(kda), bool(use_l2norm)))
-    placeholder = scratch["count"].view(1, 1, 1, 1)   # unused state ports compile out
+    s = scratch
+    gw = bk if kda else 1
+    if "table" in stages:
+        chunk_table_fwd(cu_seqlens, s["table"], s["count"], s["offsets"], n_seq, BT, stream)
+    if "wy" in stages:
+        # KDA: tier 1 serves chunks whose gate range fits one score split and flags the
+        # rest, which the tier-2 variant (blocked exact scores) then serves
+        for tier in ((1, 2) if kda else (1,)):
+            ct.launch(stream, (s["table"].shape[0], ho, 1), la_wy_fwd_kernel,
+                      (q, k, v, g, beta, cu_seqlens, s["table"], s["w"], s["u"], s["p"],
+                       s["qg"], s["kd"], s["decay"], s["reroute"], float(scale), ho // h_q,
+                       ho // hv, BT, int(math.log2(BT)), bk, bv_full, gw, bool(kda),
+                       bool(use_l2norm), tier))
+    if "chunk" not in stages:
+        return
+    placeholder = s["count"].view(1, 1, 1, 1)   # unused state ports compile out
     ct.launch(stream, (n_seq, ho, (dv + bv - 1) // bv), la_chunk_fwd_kernel,
-              (q, k, scratch["w"], scratch["u"], scratch["p"], g, cu_seqlens,
+              (s["w"], s["u"], s["p"], s["qg"], s["kd"], s["decay"], cu_seqlens, s["offsets"],
                placeholder if initial_state is None else initial_state,
                placeholder if final_state is None else final_state,
-               o, float(scale), ho // h_q, BT, bk, bv, bool(kda), bool(use_l2norm),
-               initial_state is not None, final_state is not None))
+               o, BT, bk, bv, gw, initial_state is not None, final_state is not None))

@@ -3,41 +3,61 @@
     S[i, j] = sum_c x[i, c] * k[j, c] * exp(G[i, c] - G[j, c])      for j <= i
 
 (G = cumulative log-decay, non-increasing along the chunk).  Splitting exp(G_i - G_j)
-around one reference row r per block of BC rows turns S into tensor-core matmuls:
-    S[I, :] = (x_I * exp(G_I - G_r)) @ (k * exp(G_r - G))^T
-Left exponents are <= 0.  Right exponents are <= 0 for every column before the block
-and bounded by the block's gate range R = max_c (G[r, c] - G[r + BC - 1, c]) inside it
-(columns after the block are masked).  While R <= MAX_SPLIT_RANGE the factors stay
-finite in fp32 (e^80 ~ 5.5e34) and the split is exact; a block with a larger range (a
-gate below about -5 per token on some channel) recomputes its diagonal BC x BC block
-column by column, which is exact for any gate values.
+around a reference row m turns S into one tensor-core matmul,
+    S = (x * exp(G - G_m)) @ (k * exp(G_m - G))^T,
+exact as long as no factor overflows fp32 (|G - G_m| <= MAX_SPLIT_EXP, e^80 ~ 5.5e34).
+Tiers, cheapest first:
+1. reference = the chunk's middle row: valid while `split_reach(G)` <= 80, i.e. the
+   chunk's per-channel gate range stays within 2 * 80 nats (average log-gate above
+   -2.5 per token).  Callers check this per chunk and route the rest to tier 2/3, which
+   lives in a separately compiled kernel variant so the common path keeps few registers;
+2. one reference per block of BC rows (the block's first row): left exponents <= 0,
+   right exponents <= 0 before the block and bounded by the block's own range inside it;
+3. a block whose own range exceeds 80 nats recomputes its diagonal BC x BC block column
+   by column (exact for any gate values).
+Entries above the diagonal are garbage (possibly inf); callers mask them with `where`.
 """
 import cuda.tile as ct
 
 from .tile_math import mm_tf32, row_col_index
 
-MAX_SPLIT_RANGE = 80.0
+MAX_SPLIT_EXP = 80.0
 
 
-def channel_decay_scores(x, k, gc, BT: int, BC: int, BK: int):
-    """[BT, BT] fp32 tile of S (entries above the diagonal are unspecified)."""
+def split_reach(gc, BT: int, BK: int):
+    """Largest |G - G_mid| over the chunk (scalar); tier 1 needs it <= MAX_SPLIT_EXP."""
+    g_mid = ct.extract(gc, (BT // 2, 0), shape=(1, BK))
+    return ct.max(ct.maximum(ct.extract(gc, (0, 0), shape=(1, BK)) - g_mid,
+                             g_mid - ct.extract(gc, (BT - 1, 0), shape=(1, BK))))
+
+
+def split_factors(k, gc, BT: int, BK: int):
+    """Tier-1 factors around the middle row: (left [BT, BK], right^T [BK, BT]).
+
+    scores(x) = (x * left) @ right^T  for any x (q or k)."""
+    g_mid = ct.extract(gc, (BT // 2, 0), shape=(1, BK))
+    return ct.exp(gc - g_mid), ct.transpose(k * ct.exp(g_mid - gc))
+
+
+def blocked_scores(x, k, gc, BT: int, BC: int, BK: int):
+    """Tiers 2 and 3: one reference row per block of BC rows."""
     out = ct.zeros((BT, BT), dtype=ct.float32)
     for blk in ct.static_iter(range(BT // BC)):
         gb = ct.extract(gc, (blk, 0), shape=(BC, BK))
         g_ref = ct.extract(gb, (0, 0), shape=(1, BK))
         left = ct.extract(x, (blk, 0), shape=(BC, BK)) * ct.exp(gb - g_ref)
-        right = k * ct.exp(ct.minimum(g_ref - gc, MAX_SPLIT_RANGE))
+        right = k * ct.exp(ct.minimum(g_ref - gc, MAX_SPLIT_EXP))
         rows = mm_tf32(left, ct.transpose(right))                       # [BC, BT]
         g_range = ct.max(g_ref - ct.extract(gb, (BC - 1, 0), shape=(1, BK)))
-        if g_range > MAX_SPLIT_RANGE:
+        if g_range > MAX_SPLIT_EXP:
             rows = ct.insert(rows, (0, blk), _diagonal_block_exact(
                 ct.extract(x, (blk, 0), shape=(BC, BK)),
-                ct.extract(k, (blk, 0), shape=(BC, BK)), gb, BC, BK))
+                ct.extract(k, (blk, 0), shape=(BC, BK)), gb, BC))
         out = ct.insert(out, (blk, 0), rows)
     return out
 
 
-def _diagonal_block_exact(xb, kb, gb, BC: int, BK: int):
+def _diagonal_block_exact(xb, kb, gb, BC: int):
     """S restricted to one diagonal BC x BC block, one column per loop step.
 
     Column j needs row j of k and G; it is selected with a masked reduction because

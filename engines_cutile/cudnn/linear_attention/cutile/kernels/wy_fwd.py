@@ -1,29 +1,34 @@
-"""Forward stage 1 (per chunk, per output head): gates, WY form and intra-chunk scores.
+"""Forward stage 1 (per chunk, per output head): gates, WY form, scores, decayed q/k.
 
-For one chunk of L <= BT tokens (q scaled; q, k l2-normalised when requested;
-G = cumsum of the log-gate, a [BT, 1] column for GDN, [BT, K] per channel for KDA):
-    D[i, j] = exp(G_i - G_j)                 (GDN)   | per channel (KDA, intra_scores)
+For one chunk of L <= BT tokens (q, k l2-normalised when requested; G = cumsum of the
+log-gate: a [BT, 1] column for GDN, [BT, K] per key channel for KDA):
+    D[i, j] = exp(G_i - G_j)          (GDN; KDA: per channel, see intra_scores)
     A   = strict_lower(beta_i * sum_c k_i k_j D)      [BT, BT]
     T   = (I + A)^-1                                  (tile_math.tril_inverse)
     w   = T @ (beta * exp(G) * k)                     [BT, K]
     u   = T @ (beta * v)                              [BT, V]
-    P   = lower_incl(sum_c q_i k_j D)                 [BT, BT]
-Inside the chunk the delta-rule correction is then v_new = u - w @ S0 (S0 = state
-entering the chunk) and the intra-chunk output is P @ v_new (stage 2, chunk_fwd).
-w, u and P go to token-major scratch ([T, HO, K], [T, HO, V], [T, HO, BT]) in the io
-dtype.  Padded rows of a partial chunk load as zeros (k = v = beta = g = 0), so their
-rows and columns of A and P vanish and never reach real tokens.
+    P   = lower_incl(scale * sum_c q_i k_j D)         [BT, BT]
+    qg  = scale * q * exp(G),   kd = k * exp(G_last - G),   decay = exp(G_last)
+so that stage 2 (chunk_fwd) is pure matmuls: v_new = u - w @ S, o = qg @ S + P @ v_new,
+S' = decay^T * S + kd^T @ v_new.  Everything goes to token-major scratch in the io dtype
+([T, HO, K | V | BT]) except `decay` (fp32, one row per chunk-table row).  Padded rows
+of a partial chunk load as zeros (k = v = beta = g = 0): their rows and columns of A
+and P vanish and they never reach real tokens.
+
+KDA chunks whose gate range is too wide for the one-matmul score split (intra_scores,
+tier 1) are flagged in `reroute` and skipped by the TIER = 1 launch; a second launch
+compiled with TIER = 2 handles exactly those chunks with the blocked, exact scores.
 
 Grid: (NT_bound, HO); row r of the device chunk table names (sequence, chunk).
 Heads: q/k head = h // GROUP_QK, v head = h // GROUP_V (repeat_interleave grouping).
 """
 import cuda.tile as ct
 
-from .intra_scores import channel_decay_scores
+from .intra_scores import MAX_SPLIT_EXP, blocked_scores, split_factors, split_reach
 from .tile_math import l2_normalize_rows, mm_tf32, row_col_index, tril_inverse
 
 ZERO = ct.PaddingMode.ZERO
-BC = 16   # KDA sub-block rows (intra_scores)
+BC = 16   # KDA score blocks when one reference row does not fit the gate range
 
 
 def load_rows(arr, chunk, head, BT: int, BD: int):
@@ -32,8 +37,12 @@ def load_rows(arr, chunk, head, BT: int, BD: int):
     return ct.astype(ct.reshape(t, (BT, BD)), ct.float32)
 
 
+def store_rows(arr, chunk, head, tile, BT: int, BD: int):
+    ct.store(arr, (chunk, head, 0), tile=ct.reshape(ct.astype(tile, arr.dtype), (BT, 1, BD)))
+
+
 def load_gate_cumsum(g, chunk, h, BT: int, BK: int, KDA: bool):
-    """Chunk-local cumulative log-gate: [BT, 1] (GDN) or [BT, BK] (KDA), fp32."""
+    """Chunk-local cumulative log-gate [BT, GW] and its total [1, GW] (GW = 1 or BK)."""
     if KDA:
         gt = load_rows(g, chunk, h, BT, BK)
     else:
@@ -41,23 +50,37 @@ def load_gate_cumsum(g, chunk, h, BT: int, BK: int, KDA: bool):
     return ct.cumsum(gt, axis=0), ct.sum(gt, axis=0, keepdims=True)
 
 
-def store_rows(arr, chunk, head, tile, BT: int, BD: int):
-    ct.store(arr, (chunk, head, 0), tile=ct.reshape(ct.astype(tile, arr.dtype), (BT, 1, BD)))
-
-
 @ct.kernel(occupancy=2)
-def la_wy_fwd_kernel(q, k, v, g, beta, cu_seqlens, table, w, u, p, scale: float,
+def la_wy_fwd_kernel(q, k, v, g, beta, cu_seqlens, table, w, u, p, qg, kd, decay, reroute,
+                     scale: float,
                      GROUP_QK: ct.Constant[int], GROUP_V: ct.Constant[int],
                      BT: ct.Constant[int], LOG2_BT: ct.Constant[int],
-                     BK: ct.Constant[int], BV: ct.Constant[int],
-                     KDA: ct.Constant[bool], USE_L2NORM: ct.Constant[bool]):
+                     BK: ct.Constant[int], BV: ct.Constant[int], GW: ct.Constant[int],
+                     KDA: ct.Constant[bool], USE_L2NORM: ct.Constant[bool],
+                     TIER: ct.Constant[int]):
     row = ct.bid(0)
     h = ct.bid(1)
     seq = ct.load(table, (row, 0), shape=())
     chunk = ct.load(table, (row, 1), shape=())
     bos = ct.load(cu_seqlens, (seq,), shape=())
     eos = ct.load(cu_seqlens, (seq + 1,), shape=())
-    if chunk * BT < eos - bos:
+    live = chunk * BT < eos - bos
+    if TIER == 2:
+        live = live & (ct.load(reroute, (row, h), shape=()) != 0)
+    if live:
+        _wy_chunk(q, k, v, g, beta, w, u, p, qg, kd, decay, reroute, row, h, chunk, bos, eos,
+                  scale, GROUP_QK, GROUP_V, BT, LOG2_BT, BK, BV, GW, KDA, USE_L2NORM, TIER)
+
+
+def _wy_chunk(q, k, v, g, beta, w, u, p, qg, kd, decay, reroute, row, h, chunk, bos, eos,
+              scale, GROUP_QK: int, GROUP_V: int, BT: int, LOG2_BT: int, BK: int, BV: int,
+              GW: int, KDA: bool, USE_L2NORM: bool, TIER: int):
+    gc, g_last = load_gate_cumsum(g.slice(axis=0, start=bos, stop=eos), chunk, h, BT, BK, KDA)
+    fits = True
+    if KDA and TIER == 1:
+        fits = split_reach(gc, BT, BK) <= MAX_SPLIT_EXP
+        ct.store(reroute, (row, h), tile=ct.where(fits, 0, 1))
+    if fits:
         qk_head = h // GROUP_QK
         kt = load_rows(k.slice(axis=0, start=bos, stop=eos), chunk, qk_head, BT, BK)
         qt = load_rows(q.slice(axis=0, start=bos, stop=eos), chunk, qk_head, BT, BK)
@@ -67,20 +90,33 @@ def la_wy_fwd_kernel(q, k, v, g, beta, cu_seqlens, table, w, u, p, scale: float,
         qt = qt * scale
         b = ct.astype(ct.load(beta.slice(axis=0, start=bos, stop=eos), (chunk, h),
                               shape=(BT, 1), padding_mode=ZERO), ct.float32)
-        gc, _ = load_gate_cumsum(g.slice(axis=0, start=bos, stop=eos), chunk, h, BT, BK, KDA)
 
         r, c = row_col_index(BT)
+        # q's products first so q dies early (register pressure: [BT, BK] fp32 tiles)
+        store_rows(qg.slice(axis=0, start=bos, stop=eos), chunk, h, qt * ct.exp(gc), BT, BK)
         if KDA:
-            kk = channel_decay_scores(kt, kt, gc, BT, BC, BK)
-            qk = channel_decay_scores(qt, kt, gc, BT, BC, BK)
+            if TIER == 1:
+                left, right_t = split_factors(kt, gc, BT, BK)
+                qk = mm_tf32(qt * left, right_t)
+            else:
+                qk = blocked_scores(qt, kt, gc, BT, BC, BK)
         else:
-            decay = ct.exp(ct.minimum(gc - ct.reshape(gc, (1, BT)), 0.0))
-            kk = mm_tf32(kt, ct.transpose(kt)) * decay
-            qk = mm_tf32(qt, ct.transpose(kt)) * decay
-        a = ct.where(r > c, b * kk, 0.0)
-        t_inv = tril_inverse(a, BT, LOG2_BT)
+            dmat = ct.exp(ct.minimum(gc - ct.reshape(gc, (1, BT)), 0.0))
+            qk = mm_tf32(qt, ct.transpose(kt)) * dmat
         store_rows(p.slice(axis=0, start=bos, stop=eos), chunk, h,
                    ct.where(r >= c, qk, 0.0), BT, BT)
+        if KDA:
+            if TIER == 1:
+                kk = mm_tf32(kt * left, right_t)
+            else:
+                kk = blocked_scores(kt, kt, gc, BT, BC, BK)
+        else:
+            kk = mm_tf32(kt, ct.transpose(kt)) * dmat
+        store_rows(kd.slice(axis=0, start=bos, stop=eos), chunk, h,
+                   kt * ct.exp(g_last - gc), BT, BK)
+        ct.store(decay, (row, h, 0), tile=ct.reshape(ct.exp(g_last), (1, 1, GW)))
+
+        t_inv = tril_inverse(ct.where(r > c, b * kk, 0.0), BT, LOG2_BT)
         store_rows(w.slice(axis=0, start=bos, stop=eos), chunk, h,
                    mm_tf32(t_inv, kt * (b * ct.exp(gc))), BT, BK)
         vt = load_rows(v.slice(axis=0, start=bos, stop=eos), chunk, h // GROUP_V, BT, BV)
