@@ -57,6 +57,15 @@ py::object wrap(const GraphPtr& g, int index) {
 }
 
 GraphRecord& rec(const PyTensor& t) { return t.graph->record(); }
+
+// Fluent setters return the very Python object they were called on (t.set_uid(3) is t).
+template <typename F>
+auto chain(F apply) {
+  return [apply](py::object self, py::handle value) {
+    apply(self.cast<const PyTensor&>(), value);
+    return self;
+  };
+}
 const TensorRecord& info(const PyTensor& t) { return t.graph->record().tensor(t.index); }
 
 py::dict attrs_dict(const OpRecord& op) {
@@ -242,68 +251,58 @@ void register_tensor(py::module_& m) {
       .def("get_uid", [](const PyTensor& t) -> py::object {
         return info(t).uid_assigned ? py::object(py::int_(info(t).uid)) : py::object(py::none());
       }, "The uid Python pushed, or None when none was pushed yet.")
-      .def("set_uid", [](const PyTensor& t, py::handle uid) {
+      .def("set_uid", chain([](const PyTensor& t, py::handle uid) {
         rec(t).set_uid(t.index, py_bindings::as_int(uid, "set_uid(): uid"));
-        return t;
-      })
+      }))
       .def("get_uid_assigned", [](const PyTensor& t) { return info(t).uid_assigned; })
       .def("get_name", [](const PyTensor& t) { return info(t).name; })
-      .def("set_name", [](const PyTensor& t, const std::string& name) {
-        rec(t).set_name(t.index, name);
-        return t;
-      })
+      .def("set_name", chain([](const PyTensor& t, py::handle name) {
+        if (!py::isinstance<py::str>(name)) throw ArgumentTypeError("set_name(): name must be a str");
+        rec(t).set_name(t.index, name.cast<std::string>());
+      }))
       .def("get_dim", [](const PyTensor& t) { return info(t).dim; })
-      .def("set_dim", [](const PyTensor& t, py::handle dim) {
+      .def("set_dim", chain([](const PyTensor& t, py::handle dim) {
         rec(t).set_dim(t.index, py_bindings::as_int_list(dim, "set_dim(): dim"));
-        return t;
-      })
+      }))
       .def("get_dim_assigned", [](const PyTensor& t) { return info(t).dim_assigned; })
       .def("get_stride", [](const PyTensor& t) { return info(t).stride; })
-      .def("set_stride", [](const PyTensor& t, py::handle stride) {
+      .def("set_stride", chain([](const PyTensor& t, py::handle stride) {
         rec(t).set_stride(t.index, py_bindings::as_int_list(stride, "set_stride(): stride"));
-        return t;
-      })
+      }))
       .def("get_stride_assigned", [](const PyTensor& t) { return info(t).stride_assigned; })
       .def("get_data_type", [](const PyTensor& t) { return info(t).data_type; },
            "Frontend data_type value (0 = not set yet).")
-      .def("set_data_type", [](const PyTensor& t, py::handle dt) {
+      .def("set_data_type", chain([](const PyTensor& t, py::handle dt) {
         rec(t).set_data_type(t.index, py_bindings::as_data_type(dt, "set_data_type(): data_type"));
-        return t;
-      })
+      }))
       .def("get_is_virtual", [](const PyTensor& t) { return info(t).is_virtual; })
-      .def("set_is_virtual", [](const PyTensor& t, py::handle v) {
+      .def("set_is_virtual", chain([](const PyTensor& t, py::handle v) {
         rec(t).set_is_virtual(t.index, py_bindings::as_bool(v, "set_is_virtual(): value"));
-        return t;
-      })
-      .def("set_output", [](const PyTensor& t, py::handle v) {
+      }))
+      .def("set_output", chain([](const PyTensor& t, py::handle v) {
         rec(t).set_is_virtual(t.index, !py_bindings::as_bool(v, "set_output(): value"));
-        return t;
-      })
+      }))
       .def("get_is_pass_by_value", [](const PyTensor& t) { return info(t).is_pass_by_value; })
-      .def("set_is_pass_by_value", [](const PyTensor& t, py::handle v) {
+      .def("set_is_pass_by_value", chain([](const PyTensor& t, py::handle v) {
         rec(t).set_is_pass_by_value(t.index, py_bindings::as_bool(v, "set_is_pass_by_value(): value"));
-        return t;
-      })
+      }))
       .def("get_pass_by_value", [](const PyTensor& t) -> py::object {
         const auto& v = info(t).scalar_value;
         return v ? py::object(py::float_(*v)) : py::object(py::none());
       })
-      .def("set_pass_by_value", [](const PyTensor& t, py::handle v) {
+      .def("set_pass_by_value", chain([](const PyTensor& t, py::handle v) {
         rec(t).set_scalar_value(t.index, py_bindings::as_float(v, "set_pass_by_value(): value"));
-        return t;
-      })
+      }))
       .def("get_ragged_offset", [](const PyTensor& t) { return wrap(t.graph, info(t).ragged_offset); })
-      .def("set_ragged_offset", [](const PyTensor& t, py::handle offset) {
+      .def("set_ragged_offset", chain([](const PyTensor& t, py::handle offset) {
         rec(t).set_ragged_offset(
             t.index, py_bindings::as_tensor(offset, t.graph.get(), "set_ragged_offset(): tensor"));
-        return t;
-      })
+      }))
       .def("get_reordering_type", [](const PyTensor& t) { return info(t).reordering; })
-      .def("set_reordering_type", [](const PyTensor& t, py::handle v) {
+      .def("set_reordering_type", chain([](const PyTensor& t, py::handle v) {
         rec(t).set_reordering(t.index, py_bindings::as_enum(v, EnumKind::kTensorReordering,
                                                             "set_reordering_type(): value"));
-        return t;
-      })
+      }))
       .def("get_producer", [](const PyTensor& t) -> py::object {
         const TensorRecord& r = info(t);
         if (r.producer < 0) return py::none();

@@ -147,8 +147,8 @@ void GraphRecord::check_index(int t) const {
 void GraphRecord::check_mutable(const char* what) const {
   if (frozen_) {
     throw StateError(std::string("cannot ") + what +
-                     ": the backend graph is frozen once build_operation_graph() has run "
-                     "(its descriptors exist); build a new graph");
+                     ": the backend graph is frozen once its descriptors exist "
+                     "(finalize_op_descriptors / build_operation_graph); build a new graph");
   }
 }
 

@@ -24,12 +24,22 @@ const Dims* dims_of(const OpRecord& op, const char* port, const GraphRecord& g) 
   return d.empty() ? nullptr : &d;
 }
 
-// Right-aligned numpy broadcast; throws when two extents differ and neither is 1.
+// Numpy broadcast over equal ranks; throws when two extents differ and neither is 1.
 std::optional<Dims> broadcast(const OpRecord& op, const GraphRecord& g) {
   Dims out;
+  size_t rank = 0;
   for (const auto& [port, t] : op.inputs) {
     const Dims& d = g.tensor(t).dim;
     if (d.empty()) return std::nullopt;
+    // cuDNN pointwise descriptors reject inputs of different ranks (the IR's right-aligned
+    // broadcast allows them): the lowering must pad with leading 1s.
+    if (rank != 0 && d.size() != rank) {
+      throw GraphNotSupported(where(op) + ": input '" + port + "' has rank " +
+                              std::to_string(d.size()) + " but an earlier input has rank " +
+                              std::to_string(rank) +
+                              "; cuDNN pointwise ops need equal ranks (pad with leading 1s)");
+    }
+    rank = d.size();
     if (d.size() > out.size()) out.insert(out.begin(), d.size() - out.size(), 1);
     const size_t offset = out.size() - d.size();
     for (size_t i = 0; i < d.size(); ++i) {
