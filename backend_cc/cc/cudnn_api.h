@@ -49,7 +49,7 @@ bool load_cudnn(const std::vector<std::string>& candidates);
 // soname "libcudnn.so.9". The Python loader prepends the pip wheel locations.
 std::vector<std::string> default_candidates();
 
-// Loads with default_candidates() unless already loaded (or already attempted with them).
+// Loads with default_candidates() unless a load was already attempted (with any candidates).
 bool ensure_loaded();
 
 bool is_loaded();

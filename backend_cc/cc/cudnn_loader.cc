@@ -14,7 +14,7 @@ namespace {
 struct LoaderState {
   std::mutex mutex;
   bool loaded = false;
-  bool tried_defaults = false;
+  bool attempted = false;  // some load_cudnn() call already ran
   void* library = nullptr;
   CudnnApi table;
   std::string path;
@@ -93,6 +93,7 @@ bool load_cudnn(const std::vector<std::string>& candidates) {
   LoaderState& s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
   if (s.loaded) return true;
+  s.attempted = true;
   if (candidates.empty()) {
     s.reason = "no candidate path for libcudnn was given";
     return false;
@@ -112,8 +113,9 @@ bool ensure_loaded() {
     LoaderState& s = state();
     std::lock_guard<std::mutex> lock(s.mutex);
     if (s.loaded) return true;
-    if (s.tried_defaults) return false;
-    s.tried_defaults = true;
+    // Whoever asked first chose the candidates (the Python loader lists the wheel paths);
+    // its answer and reason stand until an explicit load_cudnn() call tries again.
+    if (s.attempted) return false;
   }
   return load_cudnn(default_candidates());
 }
