@@ -5,6 +5,7 @@
 #
 #   backend_cc/build_local.sh [OUT_DIR]     (default: backend_cc, i.e. backend_cc/cudnn/)
 #   then: PYTHONPATH=OUT_DIR:... python3 -c "import cudnn._pybind_module"
+#   backend_cc/build_local.sh --cc-tests    also builds and runs the C++ unit tests (cc/tests)
 #
 # Where headers come from (first match wins):
 #   cuDNN: $CUDNN_INCLUDE_DIR, the installed nvidia-cudnn-cu13/-cu12 wheel
@@ -20,9 +21,11 @@ set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 FETCH_DIR=""
 OUT_DIR="$HERE"
+CC_TESTS=0
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --fetch-headers) FETCH_DIR="$2"; shift 2 ;;
+    --cc-tests) CC_TESTS=1; shift ;;
     -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
     *) OUT_DIR="$1"; shift ;;
   esac
@@ -103,6 +106,23 @@ SOURCES=(
   bindings/py_args.cc
 )
 
+# The pure C++ layers (no pybind11) the cc tests link against.
+CORE_SOURCES=(
+  cc/attr_value.cc
+  cc/cudnn_loader.cc
+  cc/enums.cc
+  cc/errors.cc
+  cc/graph_record.cc
+  cc/host_scalar.cc
+  cc/op_rules.cc
+  cc/op_schema.cc
+  cc/shape_inference.cc
+)
+CC_TEST_SOURCES=(
+  cc/tests/graph_record_test.cc
+  cc/tests/host_scalar_test.cc
+)
+
 OBJ_DIR="$(mktemp -d)"
 trap 'rm -rf "$OBJ_DIR"' EXIT
 CXXFLAGS=(-std=c++17 -O2 -fPIC -fvisibility=hidden -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers
@@ -121,3 +141,14 @@ for pid in "${pids[@]}"; do wait "$pid"; done
 mkdir -p "$OUT_DIR/cudnn"
 "$CXX" -shared -o "$OUT_DIR/cudnn/_pybind_module.so" "$OBJ_DIR"/*.o -ldl
 echo "build_local.sh: wrote $OUT_DIR/cudnn/_pybind_module.so"
+
+if (( CC_TESTS )); then
+  core_objs=()
+  for src in "${CORE_SOURCES[@]}"; do core_objs+=("$OBJ_DIR/$(echo "$src" | tr '/' '_').o"); done
+  for test_src in "${CC_TEST_SOURCES[@]}"; do
+    exe="$OBJ_DIR/$(basename "$test_src" .cc)"
+    "$CXX" "${CXXFLAGS[@]}" "$HERE/$test_src" "${core_objs[@]}" -o "$exe" -ldl
+    "$exe"
+    echo "build_local.sh: $(basename "$exe") passed"
+  done
+fi
