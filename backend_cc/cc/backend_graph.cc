@@ -115,6 +115,7 @@ std::vector<int> BackendGraph::create_execution_plans(const std::vector<int64_t>
     throw ArgumentValueError("create_execution_plans: give at least one heur_mode");
   }
   std::vector<int> created;
+  std::optional<GraphNotSupported> last_decline;
   for (int64_t mode : heur_modes) {
     const EnumEntry* m = find_frontend(EnumKind::kHeurMode, mode);
     if (m == nullptr) {
@@ -127,8 +128,15 @@ std::vector<int> BackendGraph::create_execution_plans(const std::vector<int64_t>
                                " is not a cuDNN heuristic; the backend adapter answers it with "
                                "its delegating entry");
     }
-    for (Descriptor& config :
-         query_heuristics(graph, static_cast<cudnnBackendHeurMode_t>(m->cudnn))) {
+    std::vector<Descriptor> configs;
+    try {
+      configs = query_heuristics(graph, static_cast<cudnnBackendHeurMode_t>(m->cudnn));
+    } catch (const GraphNotSupported& decline) {
+      // One mode declining (e.g. B on a graph it does not model) does not sink the others.
+      last_decline.emplace(std::string("heur_mode ") + m->name + ": " + decline.what());
+      continue;
+    }
+    for (Descriptor& config : configs) {
       auto e = std::make_unique<PlanEntry>();
       const EngineConfigInfo info = describe_engine_config(config);
       e->info.engine_id = info.engine_id;
@@ -142,6 +150,7 @@ std::vector<int> BackendGraph::create_execution_plans(const std::vector<int64_t>
       created.push_back(plan_count() - 1);
     }
   }
+  if (created.empty() && last_decline) throw *last_decline;
   return created;
 }
 

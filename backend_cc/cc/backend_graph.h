@@ -69,7 +69,7 @@ class BackendGraph {
 
   // Appends the engine configs each heuristic mode proposes (frontend heur_mode values, in
   // the given order); returns the indices of the new entries. A mode cuDNN answers with
-  // NOT_SUPPORTED raises GraphNotSupported.
+  // NOT_SUPPORTED is skipped; when every mode declines, the last decline is raised.
   std::vector<int> create_execution_plans(const std::vector<int64_t>& heur_modes);
   // Appends one explicit engine config (replay of a saved engine id and knobs).
   int create_execution_plan(int64_t engine_id, const KnobChoices& knobs);

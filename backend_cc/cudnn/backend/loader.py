@@ -68,6 +68,7 @@ class BackendLoader:
         self._module: Optional[ModuleType] = None
         self._reason: Optional[str] = None  # why the extension itself is unusable
         self._imported = False
+        self._available: Optional[bool] = None  # the first answer stands for the process
 
     def extension(self) -> Optional[ModuleType]:
         """The extension module, or None when it cannot be imported or is stale."""
@@ -97,7 +98,10 @@ class BackendLoader:
         module = self.extension()
         if module is None:
             return False
-        return bool(module.load_cudnn(list(self._candidates())))
+        with self._lock:
+            if self._available is None:
+                self._available = bool(module.load_cudnn(list(self._candidates())))
+            return self._available
 
     def unavailable_reason(self) -> str:
         """Why the backend cannot be used, or '' when it can."""
