@@ -125,8 +125,9 @@ CC_TEST_SOURCES=(
 
 OBJ_DIR="$(mktemp -d)"
 trap 'rm -rf "$OBJ_DIR"' EXIT
+# Sources include each other from the repository root ("backend_cc/cc/x.h"), as under Bazel.
 CXXFLAGS=(-std=c++17 -O2 -fPIC -fvisibility=hidden -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers
-          -isystem "$PY_INCLUDE" -isystem "$PYBIND_INCLUDE" -isystem "$CUDNN_INC" -isystem "$CUDA_INC")
+          -iquote "$HERE/.." -isystem "$PY_INCLUDE" -isystem "$PYBIND_INCLUDE" -isystem "$CUDNN_INC" -isystem "$CUDA_INC")
 
 echo "build_local.sh: cuDNN headers $CUDNN_INC; CUDA headers $CUDA_INC; $("$CXX" --version | head -1)"
 pids=()

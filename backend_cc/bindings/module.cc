@@ -7,13 +7,13 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
-#include "../cc/backend_graph.h"
-#include "../cc/cudnn_api.h"
-#include "../cc/engine_configs.h"
-#include "../cc/errors.h"
-#include "../cc/handle.h"
-#include "../cc/op_schema.h"
-#include "py_args.h"
+#include "backend_cc/cc/backend_graph.h"
+#include "backend_cc/cc/cudnn_api.h"
+#include "backend_cc/cc/engine_configs.h"
+#include "backend_cc/cc/errors.h"
+#include "backend_cc/cc/handle.h"
+#include "backend_cc/cc/op_schema.h"
+#include "backend_cc/bindings/py_args.h"
 
 namespace py = pybind11;
 using namespace cudnn_backend;
@@ -170,7 +170,16 @@ void run_execute(BackendGraph& g, int index, py::handle pack, py::handle workspa
   BackendGraph::run(prepared);
 }
 
+// Constructors take keywords only: every uid and data type is named at the call site.
+void keywords_only(const char* method, const py::args& args) {
+  if (args.size() != 0) {
+    throw ArgumentTypeError(std::string(method) + "() takes keyword arguments only (" +
+                            std::to_string(args.size()) + " positional given)");
+  }
+}
+
 GraphPtr make_graph(const py::args& args, const py::kwargs& kwargs) {
+  keywords_only("backend_graph", args);
   ArgParser a("backend_graph", {"io_data_type", "intermediate_data_type", "compute_data_type",
                                 "handle", "name"}, {}, args, kwargs);
   GraphContext ctx;
@@ -184,6 +193,7 @@ GraphPtr make_graph(const py::args& args, const py::kwargs& kwargs) {
 }
 
 py::object make_tensor(const GraphPtr& g, const py::args& args, const py::kwargs& kwargs) {
+  keywords_only("backend_graph.tensor", args);
   ArgParser a("backend_graph.tensor",
               {"uid", "dim", "stride", "data_type", "is_virtual", "is_pass_by_value", "value",
                "ragged_offset", "reordering_type", "name"},
@@ -210,6 +220,7 @@ py::object make_tensor(const GraphPtr& g, const py::args& args, const py::kwargs
 }
 
 py::object make_scalar(const GraphPtr& g, const py::args& args, const py::kwargs& kwargs) {
+  keywords_only("backend_graph.tensor_scalar", args);
   ArgParser a("backend_graph.tensor_scalar", {"uid", "value", "data_type", "name"},
               {"uid", "value"}, args, kwargs);
   TensorSpec s;
@@ -454,8 +465,9 @@ void register_functions(py::module_& m) {
     if (!ensure_loaded()) return py::none();
     return py::int_(loaded_version());
   }, "cudnnGetVersion() of the loaded library, or None.");
-  m.def("header_version", []() { return CUDNN_VERSION; },
-        "CUDNN_VERSION of the headers this extension was built against.");
+  m.def("version", []() { return CUDNN_VERSION; },
+        "CUDNN_VERSION of the cuDNN headers this extension was compiled against "
+        "(cudnn_version() is the loaded library's).");
   m.def("load_cudnn", [](const std::vector<std::string>& candidates) { return load_cudnn(candidates); },
         "Tries each path in order; the first usable cuDNN 9 library wins. True when loaded.");
   m.def("default_library_candidates", &default_candidates);

@@ -1,11 +1,11 @@
 // Python argument conversion (see py_args.h).
-#include "py_args.h"
+#include "backend_cc/bindings/py_args.h"
 
 #include <pybind11/stl.h>
 
 #include <algorithm>
 
-#include "../cc/errors.h"
+#include "backend_cc/cc/errors.h"
 
 namespace cudnn_backend::py_bindings {
 

@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
-#include "../cc/backend_graph.h"
-#include "../cc/enums.h"
-#include "../cc/op_schema.h"
+#include "backend_cc/cc/backend_graph.h"
+#include "backend_cc/cc/enums.h"
+#include "backend_cc/cc/op_schema.h"
 
 namespace cudnn_backend::py_bindings {
 

@@ -1,5 +1,5 @@
 // Rendering of AttrValue (see attr_value.h).
-#include "attr_value.h"
+#include "backend_cc/cc/attr_value.h"
 
 #include <sstream>
 

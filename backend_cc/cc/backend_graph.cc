@@ -1,12 +1,12 @@
 // BackendGraph (see backend_graph.h).
-#include "backend_graph.h"
+#include "backend_cc/cc/backend_graph.h"
 
 #include <map>
 
-#include "cudnn_api.h"
-#include "enums.h"
-#include "errors.h"
-#include "handle.h"
+#include "backend_cc/cc/cudnn_api.h"
+#include "backend_cc/cc/enums.h"
+#include "backend_cc/cc/errors.h"
+#include "backend_cc/cc/handle.h"
 
 namespace cudnn_backend {
 

@@ -16,11 +16,11 @@
 #include <utility>
 #include <vector>
 
-#include "descriptor.h"
-#include "engine_configs.h"
-#include "graph_record.h"
-#include "host_scalar.h"
-#include "op_descriptors.h"
+#include "backend_cc/cc/descriptor.h"
+#include "backend_cc/cc/engine_configs.h"
+#include "backend_cc/cc/graph_record.h"
+#include "backend_cc/cc/host_scalar.h"
+#include "backend_cc/cc/op_descriptors.h"
 
 namespace cudnn_backend {
 

@@ -4,8 +4,8 @@
 #include <cstdlib>
 #include <mutex>
 
-#include "cudnn_api.h"
-#include "errors.h"
+#include "backend_cc/cc/cudnn_api.h"
+#include "backend_cc/cc/errors.h"
 
 namespace cudnn_backend {
 

@@ -1,10 +1,10 @@
 // Descriptor RAII and typed attribute access (see descriptor.h).
-#include "descriptor.h"
+#include "backend_cc/cc/descriptor.h"
 
 #include <algorithm>
 
-#include "cudnn_api.h"
-#include "errors.h"
+#include "backend_cc/cc/cudnn_api.h"
+#include "backend_cc/cc/errors.h"
 
 namespace cudnn_backend {
 

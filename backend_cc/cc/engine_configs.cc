@@ -1,10 +1,10 @@
 // Heuristics, engine-config introspection and plan finalization (see engine_configs.h).
-#include "engine_configs.h"
+#include "backend_cc/cc/engine_configs.h"
 
 #include <algorithm>
 
-#include "enums.h"
-#include "errors.h"
+#include "backend_cc/cc/enums.h"
+#include "backend_cc/cc/errors.h"
 
 namespace cudnn_backend {
 

@@ -13,7 +13,7 @@
 #include <utility>
 #include <vector>
 
-#include "descriptor.h"
+#include "backend_cc/cc/descriptor.h"
 
 namespace cudnn_backend {
 

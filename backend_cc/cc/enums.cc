@@ -1,8 +1,8 @@
 // Frontend <-> cuDNN enum tables (see enums.h). Frontend values follow
 // spec/op_surface.md section 8; cuDNN values are the cudnn_graph.h enumerators.
-#include "enums.h"
+#include "backend_cc/cc/enums.h"
 
-#include "errors.h"
+#include "backend_cc/cc/errors.h"
 
 namespace cudnn_backend {
 

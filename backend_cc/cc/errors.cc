@@ -1,8 +1,8 @@
 // Status names and the status -> exception mapping (see errors.h).
-#include "errors.h"
+#include "backend_cc/cc/errors.h"
 
 
-#include "cudnn_api.h"
+#include "backend_cc/cc/cudnn_api.h"
 
 namespace cudnn_backend {
 

@@ -1,11 +1,11 @@
 // The recording layer (see graph_record.h).
-#include "graph_record.h"
+#include "backend_cc/cc/graph_record.h"
 
 #include <set>
 
-#include "errors.h"
-#include "op_rules.h"
-#include "shape_inference.h"
+#include "backend_cc/cc/errors.h"
+#include "backend_cc/cc/op_rules.h"
+#include "backend_cc/cc/shape_inference.h"
 
 namespace cudnn_backend {
 

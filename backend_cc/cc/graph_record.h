@@ -14,8 +14,8 @@
 #include <utility>
 #include <vector>
 
-#include "attr_value.h"
-#include "op_schema.h"
+#include "backend_cc/cc/attr_value.h"
+#include "backend_cc/cc/op_schema.h"
 
 namespace cudnn_backend {
 

@@ -1,8 +1,8 @@
 // Handle create/destroy/stream (see handle.h).
-#include "handle.h"
+#include "backend_cc/cc/handle.h"
 
-#include "cudnn_api.h"
-#include "errors.h"
+#include "backend_cc/cc/cudnn_api.h"
+#include "backend_cc/cc/errors.h"
 
 namespace cudnn_backend {
 

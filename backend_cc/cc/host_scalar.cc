@@ -1,11 +1,11 @@
 // Host scalar encoding (see host_scalar.h).
-#include "host_scalar.h"
+#include "backend_cc/cc/host_scalar.h"
 
 #include <cmath>
 #include <cstring>
 
-#include "enums.h"
-#include "errors.h"
+#include "backend_cc/cc/enums.h"
+#include "backend_cc/cc/errors.h"
 
 namespace cudnn_backend {
 

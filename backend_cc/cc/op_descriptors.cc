@@ -1,10 +1,10 @@
 // Tensor and non-SDPA operation descriptors (see op_descriptors.h). Each builder follows the
 // attribute list of its descriptor type in cudnn_graph.h.
-#include "op_descriptors.h"
+#include "backend_cc/cc/op_descriptors.h"
 
-#include "enums.h"
-#include "errors.h"
-#include "op_rules.h"
+#include "backend_cc/cc/enums.h"
+#include "backend_cc/cc/errors.h"
+#include "backend_cc/cc/op_rules.h"
 
 namespace cudnn_backend {
 

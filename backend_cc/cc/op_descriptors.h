@@ -6,8 +6,8 @@
 #include <map>
 #include <vector>
 
-#include "descriptor.h"
-#include "graph_record.h"
+#include "backend_cc/cc/descriptor.h"
+#include "backend_cc/cc/graph_record.h"
 
 namespace cudnn_backend {
 

@@ -1,7 +1,7 @@
 // Per-kind call rules (see op_rules.h).
-#include "op_rules.h"
+#include "backend_cc/cc/op_rules.h"
 
-#include "errors.h"
+#include "backend_cc/cc/errors.h"
 
 namespace cudnn_backend {
 

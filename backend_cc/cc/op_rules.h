@@ -3,7 +3,7 @@
 // and GraphNotSupported for combinations the cuDNN descriptors cannot express.
 #pragma once
 
-#include "graph_record.h"
+#include "backend_cc/cc/graph_record.h"
 
 namespace cudnn_backend {
 

@@ -1,6 +1,6 @@
 // The op table (see op_schema.h). Port and attribute names follow spec/op_surface.md
 // sections 1-5 exactly; the cuDNN descriptor each kind lowers to is noted per group.
-#include "op_schema.h"
+#include "backend_cc/cc/op_schema.h"
 
 #include <cudnn_graph.h>
 

@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "attr_value.h"
-#include "enums.h"
+#include "backend_cc/cc/attr_value.h"
+#include "backend_cc/cc/enums.h"
 
 namespace cudnn_backend {
 

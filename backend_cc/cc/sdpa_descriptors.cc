@@ -8,8 +8,8 @@
 // score modifiers, ...) is declined when the op is recorded (op_schema.cc), so the builders
 // here only see what the descriptors can carry. Each attribute is compiled in only when the
 // build headers define it; the op table declines ports newer than the headers.
-#include "errors.h"
-#include "op_descriptors.h"
+#include "backend_cc/cc/errors.h"
+#include "backend_cc/cc/op_descriptors.h"
 
 namespace cudnn_backend {
 

@@ -1,11 +1,11 @@
 // Output shape inference (see shape_inference.h).
-#include "shape_inference.h"
+#include "backend_cc/cc/shape_inference.h"
 
 #include <algorithm>
 #include <numeric>
 
-#include "errors.h"
-#include "op_rules.h"
+#include "backend_cc/cc/errors.h"
+#include "backend_cc/cc/op_rules.h"
 
 namespace cudnn_backend {
 

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "graph_record.h"
+#include "backend_cc/cc/graph_record.h"
 
 namespace cudnn_backend {
 

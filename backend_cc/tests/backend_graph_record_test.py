@@ -158,6 +158,13 @@ def test_sdpa_output_shapes_and_stats_dtype():
     assert o.get_data_type() == HALF
 
 
+def test_constructors_take_keywords_only():
+    with pytest.raises(TypeError, match=r"backend_graph\(\) takes keyword arguments only"):
+        EXT.backend_graph(HALF)
+    with pytest.raises(TypeError, match=r"tensor\(\) takes keyword arguments only"):
+        graph().tensor(1, [2])
+
+
 def test_enum_members_are_read_through_value():
     g = EXT.backend_graph(io_data_type=DataType.HALF)
     t = g.tensor(uid=1, dim=[2], data_type=DataType.FLOAT)

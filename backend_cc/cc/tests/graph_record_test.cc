@@ -1,9 +1,9 @@
 // The recording layer without Python or libcudnn: uid ownership, argument checks,
 // conditional outputs, declines, shape inference and freezing.
-#include "../errors.h"
-#include "../graph_record.h"
-#include "../op_schema.h"
-#include "check.h"
+#include "backend_cc/cc/errors.h"
+#include "backend_cc/cc/graph_record.h"
+#include "backend_cc/cc/op_schema.h"
+#include "backend_cc/cc/tests/check.h"
 
 using namespace cudnn_backend;
 

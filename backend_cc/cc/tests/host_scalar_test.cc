@@ -1,9 +1,9 @@
 // Encoding of embedded pass-by-value scalars into the bytes cuDNN reads.
 #include <cstring>
 
-#include "../errors.h"
-#include "../host_scalar.h"
-#include "check.h"
+#include "backend_cc/cc/errors.h"
+#include "backend_cc/cc/host_scalar.h"
+#include "backend_cc/cc/tests/check.h"
 
 using namespace cudnn_backend;
 
