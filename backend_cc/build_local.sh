@@ -104,6 +104,8 @@ SOURCES=(
   cc/shape_inference.cc
   bindings/module.cc
   bindings/py_args.cc
+  bindings/py_tensor.cc
+  bindings/py_views.cc
 )
 
 # The pure C++ layers (no pybind11) the cc tests link against.

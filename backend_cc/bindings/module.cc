@@ -14,6 +14,8 @@
 #include "backend_cc/cc/handle.h"
 #include "backend_cc/cc/op_schema.h"
 #include "backend_cc/bindings/py_args.h"
+#include "backend_cc/bindings/py_tensor.h"
+#include "backend_cc/bindings/py_views.h"
 
 namespace py = pybind11;
 using namespace cudnn_backend;
@@ -49,103 +51,9 @@ void translate(std::exception_ptr p) {
   }
 }
 
-using GraphPtr = std::shared_ptr<BackendGraph>;
+using py_bindings::GraphPtr;
 
-py::object wrap(const GraphPtr& g, int index) {
-  if (index < 0) return py::none();
-  return py::cast(PyTensor{g, index});
-}
-
-GraphRecord& rec(const PyTensor& t) { return t.graph->record(); }
-
-// Fluent setters return the very Python object they were called on (t.set_uid(3) is t).
-template <typename F>
-auto chain(F apply) {
-  return [apply](py::object self, py::handle value) {
-    apply(self.cast<const PyTensor&>(), value);
-    return self;
-  };
-}
-const TensorRecord& info(const PyTensor& t) { return t.graph->record().tensor(t.index); }
-
-py::dict attrs_dict(const OpRecord& op) {
-  py::dict d;
-  for (const auto& [name, value] : op.attrs) {
-    d[py::str(name)] = std::visit([](const auto& v) -> py::object {
-      using V = std::decay_t<decltype(v)>;
-      if constexpr (std::is_same_v<V, std::monostate>) {
-        return py::none();
-      } else {
-        return py::cast(v);
-      }
-    }, value);
-  }
-  return d;
-}
-
-py::dict op_dict(const GraphPtr& g, const OpRecord& op) {
-  py::dict inputs, outputs;
-  for (const auto& [port, t] : op.inputs) inputs[py::str(port)] = wrap(g, t);
-  for (const auto& spec : op.schema->outputs) outputs[py::str(spec.name)] = wrap(g, op.output(spec.name));
-  py::dict d;
-  d["name"] = op.name;
-  d["method"] = op.schema->method;
-  d["kind"] = op_kind_name(op.schema->kind);
-  d["inputs"] = inputs;
-  d["outputs"] = outputs;
-  d["attrs"] = attrs_dict(op);
-  d["compute_data_type"] = op.compute_data_type;
-  return d;
-}
-
-py::dict plan_dict(const BackendGraph& g, int i) {
-  const PlanInfo& p = g.plan_info(i);
-  py::dict knobs;
-  for (const auto& [type, value] : p.knobs) knobs[py::int_(type)] = value;
-  py::dict d;
-  d["index"] = i;
-  d["engine_id"] = p.engine_id;
-  d["knobs"] = knobs;
-  d["name"] = p.name;
-  d["heur_mode"] = p.heur_mode < 0 ? py::object(py::none()) : py::object(py::int_(p.heur_mode));
-  d["behavior_notes"] = p.behavior_notes;
-  d["numerical_notes"] = p.numerical_notes;
-  d["deserialized"] = p.deserialized;
-  d["built"] = g.plan_built(i);
-  d["failure"] = g.plan_failure(i);
-  return d;
-}
-
-py::dict schema_dict(const OpSchema& s) {
-  py::list inputs, outputs, attrs;
-  for (const auto& p : s.inputs) {
-    py::dict d;
-    d["name"] = p.name;
-    d["required"] = p.required;
-    d["is_list"] = p.is_list;
-    d["unsupported"] = p.unsupported ? py::object(py::str(p.unsupported)) : py::object(py::none());
-    d["min_version"] = p.min_version;
-    inputs.append(d);
-  }
-  for (const auto& o : s.outputs) outputs.append(py::str(o.name));
-  for (const auto& a : s.attrs) {
-    py::dict d;
-    d["name"] = a.name;
-    d["required"] = a.required;
-    d["unsupported"] = a.unsupported ? py::object(py::str(a.unsupported)) : py::object(py::none());
-    attrs.append(d);
-  }
-  py::dict d;
-  d["method"] = s.method;
-  d["kind"] = op_kind_name(s.kind);
-  d["inputs"] = inputs;
-  d["outputs"] = outputs;
-  d["attrs"] = attrs;
-  d["takes_compute_data_type"] = s.takes_compute_data_type;
-  d["min_version"] = s.min_version;
-  d["signature"] = op_signature(s);
-  return d;
-}
+py::object wrap(const GraphPtr& g, int index) { return py_bindings::wrap_tensor(g, index); }
 
 std::vector<std::pair<int64_t, uintptr_t>> variant_pack(py::handle pack) {
   if (!py::isinstance<py::dict>(pack)) {
@@ -257,85 +165,6 @@ void register_op_methods(py::class_<BackendGraph, GraphPtr>& cls) {
   }
 }
 
-void register_tensor(py::module_& m) {
-  py::class_<PyTensor>(m, "backend_tensor")
-      .def("get_uid", [](const PyTensor& t) -> py::object {
-        return info(t).uid_assigned ? py::object(py::int_(info(t).uid)) : py::object(py::none());
-      }, "The uid Python pushed, or None when none was pushed yet.")
-      .def("set_uid", chain([](const PyTensor& t, py::handle uid) {
-        rec(t).set_uid(t.index, py_bindings::as_int(uid, "set_uid(): uid"));
-      }))
-      .def("get_uid_assigned", [](const PyTensor& t) { return info(t).uid_assigned; })
-      .def("get_name", [](const PyTensor& t) { return info(t).name; })
-      .def("set_name", chain([](const PyTensor& t, py::handle name) {
-        if (!py::isinstance<py::str>(name)) throw ArgumentTypeError("set_name(): name must be a str");
-        rec(t).set_name(t.index, name.cast<std::string>());
-      }))
-      .def("get_dim", [](const PyTensor& t) { return info(t).dim; })
-      .def("set_dim", chain([](const PyTensor& t, py::handle dim) {
-        rec(t).set_dim(t.index, py_bindings::as_int_list(dim, "set_dim(): dim"));
-      }))
-      .def("get_dim_assigned", [](const PyTensor& t) { return info(t).dim_assigned; })
-      .def("get_stride", [](const PyTensor& t) { return info(t).stride; })
-      .def("set_stride", chain([](const PyTensor& t, py::handle stride) {
-        rec(t).set_stride(t.index, py_bindings::as_int_list(stride, "set_stride(): stride"));
-      }))
-      .def("get_stride_assigned", [](const PyTensor& t) { return info(t).stride_assigned; })
-      .def("get_data_type", [](const PyTensor& t) { return info(t).data_type; },
-           "Frontend data_type value (0 = not set yet).")
-      .def("set_data_type", chain([](const PyTensor& t, py::handle dt) {
-        rec(t).set_data_type(t.index, py_bindings::as_data_type(dt, "set_data_type(): data_type"));
-      }))
-      .def("get_is_virtual", [](const PyTensor& t) { return info(t).is_virtual; })
-      .def("set_is_virtual", chain([](const PyTensor& t, py::handle v) {
-        rec(t).set_is_virtual(t.index, py_bindings::as_bool(v, "set_is_virtual(): value"));
-      }))
-      .def("set_output", chain([](const PyTensor& t, py::handle v) {
-        rec(t).set_is_virtual(t.index, !py_bindings::as_bool(v, "set_output(): value"));
-      }))
-      .def("get_is_pass_by_value", [](const PyTensor& t) { return info(t).is_pass_by_value; })
-      .def("set_is_pass_by_value", chain([](const PyTensor& t, py::handle v) {
-        rec(t).set_is_pass_by_value(t.index, py_bindings::as_bool(v, "set_is_pass_by_value(): value"));
-      }))
-      .def("get_pass_by_value", [](const PyTensor& t) -> py::object {
-        const auto& v = info(t).scalar_value;
-        return v ? py::object(py::float_(*v)) : py::object(py::none());
-      })
-      .def("set_pass_by_value", chain([](const PyTensor& t, py::handle v) {
-        rec(t).set_scalar_value(t.index, py_bindings::as_float(v, "set_pass_by_value(): value"));
-      }))
-      .def("get_ragged_offset", [](const PyTensor& t) { return wrap(t.graph, info(t).ragged_offset); })
-      .def("set_ragged_offset", chain([](const PyTensor& t, py::handle offset) {
-        rec(t).set_ragged_offset(
-            t.index, py_bindings::as_tensor(offset, t.graph.get(), "set_ragged_offset(): tensor"));
-      }))
-      .def("get_reordering_type", [](const PyTensor& t) { return info(t).reordering; })
-      .def("set_reordering_type", chain([](const PyTensor& t, py::handle v) {
-        rec(t).set_reordering(t.index, py_bindings::as_enum(v, EnumKind::kTensorReordering,
-                                                            "set_reordering_type(): value"));
-      }))
-      .def("get_producer", [](const PyTensor& t) -> py::object {
-        const TensorRecord& r = info(t);
-        if (r.producer < 0) return py::none();
-        return py::make_tuple(rec(t).ops()[r.producer].name, r.producer_port);
-      }, "(op name, output port) of the op that produces this tensor, or None.")
-      .def("__eq__", [](const PyTensor& a, const PyTensor& b) {
-        return a.graph == b.graph && a.index == b.index;
-      })
-      .def("__hash__", [](const PyTensor& t) {
-        return std::hash<const void*>()(t.graph.get()) ^ std::hash<int>()(t.index);
-      })
-      .def("__repr__", [](const PyTensor& t) {
-        const TensorRecord& r = info(t);
-        std::string dims;
-        for (size_t i = 0; i < r.dim.size(); ++i) dims += (i ? ", " : "") + std::to_string(r.dim[i]);
-        return "backend_tensor(name='" + r.name + "', uid=" +
-               (r.uid_assigned ? std::to_string(r.uid) : std::string("None")) + ", dim=[" + dims +
-               "], data_type=" + enum_value_name(EnumKind::kDataType, r.data_type) +
-               ", virtual=" + (r.is_virtual ? "True" : "False") + ")";
-      });
-}
-
 void register_graph(py::module_& m) {
   py::class_<BackendGraph, GraphPtr> cls(m, "backend_graph");
   cls.def(py::init(&make_graph),
@@ -377,7 +206,7 @@ void register_graph(py::module_& m) {
       })
       .def("ops", [](const GraphPtr& g) {
         py::list out;
-        for (const OpRecord& op : g->record().ops()) out.append(op_dict(g, op));
+        for (const OpRecord& op : g->record().ops()) out.append(py_bindings::op_dict(g, op));
         return out;
       }, "The recorded ops: name, method, kind, inputs/outputs {port: tensor}, attrs.")
       .def("create_execution_plans", [](BackendGraph& g, py::handle modes) {
@@ -406,7 +235,7 @@ void register_graph(py::module_& m) {
         return g.create_execution_plan(py_bindings::as_int(engine_id, "create_execution_plan(): engine_id"), choices);
       }, py::arg("engine_id"), py::arg("knobs") = py::none())
       .def("get_execution_plan_count", &BackendGraph::plan_count)
-      .def("get_plan_info_at_index", &plan_dict)
+      .def("get_plan_info_at_index", &py_bindings::plan_dict)
       .def("get_engine_and_knobs_at_index", [](const BackendGraph& g, int i) {
         const PlanInfo& p = g.plan_info(i);
         py::dict knobs;
@@ -481,7 +310,7 @@ void register_functions(py::module_& m) {
   m.def("get_stream", [](uintptr_t h) { return reinterpret_cast<uintptr_t>(get_stream(handle_from_int(h))); });
   m.def("op_schemas", []() {
     py::list out;
-    for (const OpSchema& s : op_schemas()) out.append(schema_dict(s));
+    for (const OpSchema& s : op_schemas()) out.append(py_bindings::schema_dict(s));
     return out;
   }, "The op table: one dict per backend_graph op method.");
   m.def("backend_knob_types", []() {
@@ -517,7 +346,7 @@ PYBIND11_MODULE(_pybind_module, m) {
   m.attr("CudnnUnavailableError") = py::reinterpret_borrow<py::object>(g_unavailable);
   py::register_exception_translator(&translate);
 
-  register_tensor(m);
+  py_bindings::register_tensor(m);
   register_graph(m);
   register_functions(m);
 }
