@@ -245,7 +245,10 @@ void register_graph(py::module_& m) {
       .def("get_plan_name_at_index", [](const BackendGraph& g, int i) { return g.plan_info(i).name; })
       .def("get_behavior_notes_for_plan_at_index", [](const BackendGraph& g, int i) { return g.plan_info(i).behavior_notes; })
       .def("get_numerical_notes_for_plan_at_index", [](const BackendGraph& g, int i) { return g.plan_info(i).numerical_notes; })
-      .def("build_plan_at_index", &BackendGraph::build_plan_at_index)
+      .def("build_plan_at_index", [](BackendGraph& g, int i) {
+        g.build_plan_at_index(i);
+        g.select(i);  // a plan built on request becomes the one execute() runs
+      }, "Finalizes plan i and selects it; a cuDNN NOT_SUPPORTED answer is a decline.")
       .def("check_support_at_index", &BackendGraph::build_plan_at_index,
            "Finalizes plan i; a cuDNN NOT_SUPPORTED answer raises cudnnGraphNotSupportedError.")
       .def("build_plans", &BackendGraph::build_plans, py::arg("build_all") = false)
