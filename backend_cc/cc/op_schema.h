@@ -1,0 +1,103 @@
+// The typed table of every op the backend graph records: its method name, ports, outputs and
+// attributes, spelled exactly as the Python IR's ports and attributes (spec/op_surface.md).
+//
+// One row per Python method. The pybind layer generates one method per row and parses its
+// arguments against the row; the record layer validates calls against it; materialization
+// switches on `kind`. Ports or attributes the cuDNN backend cannot express are still listed
+// (so the names stay identical to the IR), marked with the reason giving them is a decline.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "backend_cc/cc/attr_value.h"
+#include "backend_cc/cc/enums.h"
+
+namespace cudnn_backend {
+
+enum class OpKind {
+  kPointwise,
+  kMatmul,
+  kConvFprop,
+  kConvDgrad,
+  kConvWgrad,
+  kReduction,
+  kNormForward,
+  kNormBackward,
+  kGenStats,
+  kReshape,
+  kConcatenate,
+  kSdpaForward,
+  kSdpaBackward,
+};
+
+const char* op_kind_name(OpKind kind);
+
+struct PortSpec {
+  const char* name;
+  bool required = true;
+  bool is_list = false;                // recorded as <name>_0, <name>_1, ...
+  const char* unsupported = nullptr;   // giving this port declines with this reason
+  int64_t min_version = 0;             // cuDNN version (CUDNN_VERSION units) that expresses it
+};
+
+enum class Presence {
+  kAlways,
+  kIfTraining,              // norm forward statistics: phase != INFERENCE
+  kIfInputGiven,            // `input` port was given
+  kIfInputGivenAndAttrNotFalse,  // `input` given and `attr` is not False (unset counts True)
+  kIfSdpaStats,             // generate_stats truthy, or is_inference given and False
+};
+
+struct OutputSpec {
+  const char* name;
+  Presence presence = Presence::kAlways;
+  const char* input = nullptr;
+  const char* attr = nullptr;
+  int64_t default_data_type = 0;  // used when the caller leaves the dtype unset (0 = graph rule)
+};
+
+enum class AttrType {
+  kInt,
+  kFloat,
+  kBool,
+  kIntList,
+  kEnum,
+  kOpaque,  // a Python value the backend cannot carry (callable, dropout tuple): None only
+};
+
+struct AttrSpec {
+  const char* name;
+  AttrType type;
+  bool required = false;
+  EnumKind enum_kind = EnumKind::kDataType;  // kEnum only
+  const char* unsupported = nullptr;  // a value other than `neutral` declines with this reason
+  AttrValue neutral;                  // value that means the same as "not given"
+  int64_t min_version = 0;
+};
+
+struct OpSchema {
+  const char* method;
+  OpKind kind;
+  std::vector<PortSpec> inputs;
+  std::vector<OutputSpec> outputs;
+  std::vector<AttrSpec> attrs;
+  bool takes_compute_data_type = true;
+  int64_t min_version = 0;      // runtime cuDNN version the descriptor needs
+  const char* missing_from_headers = nullptr;  // set when the build headers lack the descriptor
+  int pointwise_mode = -1;      // cudnnPointwiseMode_t for kPointwise
+  int norm_mode = -1;           // cudnnBackendNormMode_t for kNormForward/kNormBackward
+
+  const PortSpec* find_input(const std::string& port) const;
+  const AttrSpec* find_attr(const std::string& attr) const;
+  const OutputSpec* find_output(const std::string& port) const;
+};
+
+const std::vector<OpSchema>& op_schemas();
+const OpSchema* find_op_schema(const std::string& method);
+
+// "matmul(A, B, *, padding=None, compute_data_type=None, name='')": the first docstring line.
+std::string op_signature(const OpSchema& schema);
+
+}  // namespace cudnn_backend
