@@ -56,6 +56,25 @@ def cutile_fwd_runner(inp, kda: bool, bv: int = 64):
     return lambda: chunked_fwd(q, k, v, g, beta, cu, o, scratch, kda=kda, scale=scale, bv=bv)
 
 
+def cutile_fwd_bwd_runner(inp, kda: bool):
+    from cudnn.linear_attention.cutile.kernels.bwd import bwd_layout, chunked_bwd
+    fwd = cutile_fwd_runner(inp, kda)
+    q, k, v, g, beta, cu = inp
+    T, H, K = q.shape
+    V = v.shape[2]
+    lay = bwd_layout(T, cu.numel() - 1, H, H, K, V, kda=kda, io_dtype=q.dtype, io_itemsize=2,
+                     int32_dtype=torch.int32, float32_dtype=torch.float32)
+    scratch = lay.carve(torch.empty(lay.size, dtype=torch.uint8, device=q.device))
+    d_out = torch.randn(T, H, V, dtype=q.dtype, device=q.device)
+    grads = [torch.empty_like(x) for x in (q, k, v, g, beta)]
+    scale = 1 / math.sqrt(K)
+
+    def step():
+        fwd()
+        chunked_bwd(q, k, v, g, beta, cu, d_out, *grads, scratch, kda=kda, scale=scale)
+    return step
+
+
 def cutile_fwd(kda: bool, bv: int = 64):
     return lambda inp, reps: cuda_median_ms(cutile_fwd_runner(inp, kda, bv), reps)
 
@@ -76,10 +95,17 @@ def bench_fla_kda_fwd(inp, reps):
     return cuda_median_ms(lambda: chunk_kda(*args, cu_seqlens=cu64), reps)
 
 
+CASES_BWD = [
+    ("GDN fwd+bwd", False, [("cuTile", lambda inp, reps: cuda_median_ms(
+        cutile_fwd_bwd_runner(inp, False), reps))]),
+    ("KDA fwd+bwd", True, [("cuTile", lambda inp, reps: cuda_median_ms(
+        cutile_fwd_bwd_runner(inp, True), reps))]),
+]
+
 CASES = [
-    ("GDN fwd", False, [("cuTile", cutile_fwd(False)), ("cuTile bv32", cutile_fwd(False, 32)),
-                        ("cuTile bv128", cutile_fwd(False, 128)), ("FLA 0.6", bench_fla_gdn_fwd)]),
-    ("KDA fwd", True, [("cuTile", cutile_fwd(True)), ("cuTile bv32", cutile_fwd(True, 32)),
+    ("GDN fwd", False, [("cuTile", cutile_fwd(False)), ("cuTile bv128", cutile_fwd(False, 128)),
+                        ("FLA 0.6", bench_fla_gdn_fwd)]),
+    ("KDA fwd", True, [("cuTile", cutile_fwd(True)), ("cuTile bv128", cutile_fwd(True, 128)),
                        ("FLA 0.6", bench_fla_kda_fwd)]),
 ]
 
@@ -95,7 +121,7 @@ def main():
     print(f"GPU: {torch.cuda.get_device_name()}; {a.seqs} x {a.len} tokens, {a.heads} heads, "
           f"K = V = {a.dim}, bf16; median of {a.reps}")
     rows = []
-    for case, kda, candidates in CASES:
+    for case, kda, candidates in CASES + CASES_BWD:
         inp = make_inputs(a.seqs, a.len, a.heads, a.dim, a.dim, kda)
         for name, fn in candidates:
             try:

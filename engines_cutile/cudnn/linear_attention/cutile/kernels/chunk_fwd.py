@@ -13,6 +13,10 @@ V-major [N, HO, V, K].  Fusing the output into the recurrence avoids writing and
 re-reading one K x V state per chunk (268 MB in bf16 at 8 x 4096 tokens, 16 heads,
 K = V = 128).
 
+With RECOMPUTE (the backward's first pass) the kernel writes, instead of o, the state
+entering every chunk (`states` [rows, HO, K, V], io dtype, row = chunk-table row) and
+v_new ([T, HO, V], io dtype).
+
 Grid: (N, HO, ceil(V / BV)).
 """
 import cuda.tile as ct
@@ -27,10 +31,10 @@ def _rows(arr, chunk, head, BT: int, BD: int):
 
 @ct.kernel(occupancy=2)
 def la_chunk_fwd_kernel(w, u, p, qg, kd, decay, cu_seqlens, chunk_offsets,
-                        initial_state, final_state, o,
+                        initial_state, final_state, o, states, v_new_out,
                         BT: ct.Constant[int], BK: ct.Constant[int], BV: ct.Constant[int],
                         GW: ct.Constant[int], HAS_INITIAL: ct.Constant[bool],
-                        STORE_FINAL: ct.Constant[bool]):
+                        STORE_FINAL: ct.Constant[bool], RECOMPUTE: ct.Constant[bool]):
     n = ct.bid(0)
     h = ct.bid(1)
     vb = ct.bid(2)
@@ -49,7 +53,10 @@ def la_chunk_fwd_kernel(w, u, p, qg, kd, decay, cu_seqlens, chunk_offsets,
         ps = p.slice(axis=0, start=bos, stop=eos)
         qs = qg.slice(axis=0, start=bos, stop=eos)
         ks = kd.slice(axis=0, start=bos, stop=eos)
-        os_ = o.slice(axis=0, start=bos, stop=eos)
+        if RECOMPUTE:
+            vns = v_new_out.slice(axis=0, start=bos, stop=eos)
+        else:
+            os_ = o.slice(axis=0, start=bos, stop=eos)
         for chunk in range(ct.cdiv(eos - bos, BT)):
             ut = ct.astype(ct.reshape(ct.load(us, (chunk, h, vb), shape=(BT, 1, BV),
                                               padding_mode=ZERO), (BT, BV)), ct.float32)
@@ -60,9 +67,16 @@ def la_chunk_fwd_kernel(w, u, p, qg, kd, decay, cu_seqlens, chunk_offsets,
             v_new = ut - ct.mma(_rows(ws, chunk, h, BT, BK), s_lo,
                                 ct.zeros((BT, BV), dtype=ct.float32))
             v_lo = ct.astype(v_new, w.dtype)
-            out = ct.mma(_rows(qs, chunk, h, BT, BK), s_lo, ct.zeros((BT, BV), dtype=ct.float32))
-            out = ct.mma(_rows(ps, chunk, h, BT, BT), v_lo, out)
-            ct.store(os_, (chunk, h, vb), tile=ct.reshape(ct.astype(out, o.dtype), (BT, 1, BV)))
+            if RECOMPUTE:
+                ct.store(states, (first_row + chunk, h, 0, vb),
+                         tile=ct.reshape(s_lo, (1, 1, BK, BV)))
+                ct.store(vns, (chunk, h, vb), tile=ct.reshape(v_lo, (BT, 1, BV)))
+            else:
+                out = ct.mma(_rows(qs, chunk, h, BT, BK), s_lo,
+                             ct.zeros((BT, BV), dtype=ct.float32))
+                out = ct.mma(_rows(ps, chunk, h, BT, BT), v_lo, out)
+                ct.store(os_, (chunk, h, vb),
+                         tile=ct.reshape(ct.astype(out, o.dtype), (BT, 1, BV)))
             state = state * ct.transpose(dec) + ct.mma(
                 ct.transpose(_rows(ks, chunk, h, BT, BK)), v_lo,
                 ct.zeros((BK, BV), dtype=ct.float32))

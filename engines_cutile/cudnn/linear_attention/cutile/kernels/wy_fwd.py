@@ -15,6 +15,7 @@ S' = decay^T * S + kd^T @ v_new.  Everything goes to token-major scratch in the 
 of a partial chunk load as zeros (k = v = beta = g = 0): their rows and columns of A
 and P vanish and they never reach real tokens.
 
+With STORE_TINV (backward recompute) T itself is kept too ([T, HO, BT] fp32).
 KDA chunks whose gate range is too wide for the one-matmul score split (intra_scores,
 tier 1) are flagged in `reroute` and skipped by the TIER = 1 launch; a second launch
 compiled with TIER = 2 handles exactly those chunks with the blocked, exact scores.
@@ -24,7 +25,7 @@ Heads: q/k head = h // GROUP_QK, v head = h // GROUP_V (repeat_interleave groupi
 """
 import cuda.tile as ct
 
-from .intra_scores import MAX_SPLIT_EXP, blocked_scores, split_factors, split_reach
+from .decay_gram import MAX_SPLIT_EXP, blocked_scores, split_exps, split_reach
 from .tile_math import l2_normalize_rows, mm_tf32, row_col_index, tril_inverse
 
 ZERO = ct.PaddingMode.ZERO
@@ -52,12 +53,12 @@ def load_gate_cumsum(g, chunk, h, BT: int, BK: int, KDA: bool):
 
 @ct.kernel(occupancy=2)
 def la_wy_fwd_kernel(q, k, v, g, beta, cu_seqlens, table, w, u, p, qg, kd, decay, reroute,
-                     scale: float,
+                     tinv, scale: float,
                      GROUP_QK: ct.Constant[int], GROUP_V: ct.Constant[int],
                      BT: ct.Constant[int], LOG2_BT: ct.Constant[int],
                      BK: ct.Constant[int], BV: ct.Constant[int], GW: ct.Constant[int],
                      KDA: ct.Constant[bool], USE_L2NORM: ct.Constant[bool],
-                     TIER: ct.Constant[int]):
+                     TIER: ct.Constant[int], STORE_TINV: ct.Constant[bool]):
     row = ct.bid(0)
     h = ct.bid(1)
     seq = ct.load(table, (row, 0), shape=())
@@ -68,13 +69,14 @@ def la_wy_fwd_kernel(q, k, v, g, beta, cu_seqlens, table, w, u, p, qg, kd, decay
     if TIER == 2:
         live = live & (ct.load(reroute, (row, h), shape=()) != 0)
     if live:
-        _wy_chunk(q, k, v, g, beta, w, u, p, qg, kd, decay, reroute, row, h, chunk, bos, eos,
-                  scale, GROUP_QK, GROUP_V, BT, LOG2_BT, BK, BV, GW, KDA, USE_L2NORM, TIER)
+        _wy_chunk(q, k, v, g, beta, w, u, p, qg, kd, decay, reroute, tinv, row, h, chunk, bos,
+                  eos, scale, GROUP_QK, GROUP_V, BT, LOG2_BT, BK, BV, GW, KDA, USE_L2NORM, TIER,
+                  STORE_TINV)
 
 
-def _wy_chunk(q, k, v, g, beta, w, u, p, qg, kd, decay, reroute, row, h, chunk, bos, eos,
-              scale, GROUP_QK: int, GROUP_V: int, BT: int, LOG2_BT: int, BK: int, BV: int,
-              GW: int, KDA: bool, USE_L2NORM: bool, TIER: int):
+def _wy_chunk(q, k, v, g, beta, w, u, p, qg, kd, decay, reroute, tinv, row, h, chunk, bos,
+              eos, scale, GROUP_QK: int, GROUP_V: int, BT: int, LOG2_BT: int, BK: int, BV: int,
+              GW: int, KDA: bool, USE_L2NORM: bool, TIER: int, STORE_TINV: bool):
     gc, g_last = load_gate_cumsum(g.slice(axis=0, start=bos, stop=eos), chunk, h, BT, BK, KDA)
     fits = True
     if KDA and TIER == 1:
@@ -96,8 +98,9 @@ def _wy_chunk(q, k, v, g, beta, w, u, p, qg, kd, decay, reroute, row, h, chunk, 
         store_rows(qg.slice(axis=0, start=bos, stop=eos), chunk, h, qt * ct.exp(gc), BT, BK)
         if KDA:
             if TIER == 1:
-                left, right_t = split_factors(kt, gc, BT, BK)
-                qk = mm_tf32(qt * left, right_t)
+                e_left, e_right = split_exps(gc, BT, BK)
+                right_t = ct.transpose(kt * e_right)
+                qk = mm_tf32(qt * e_left, right_t)
             else:
                 qk = blocked_scores(qt, kt, gc, BT, BC, BK)
         else:
@@ -107,7 +110,7 @@ def _wy_chunk(q, k, v, g, beta, w, u, p, qg, kd, decay, reroute, row, h, chunk, 
                    ct.where(r >= c, qk, 0.0), BT, BT)
         if KDA:
             if TIER == 1:
-                kk = mm_tf32(kt * left, right_t)
+                kk = mm_tf32(kt * e_left, right_t)
             else:
                 kk = blocked_scores(kt, kt, gc, BT, BC, BK)
         else:
@@ -117,6 +120,8 @@ def _wy_chunk(q, k, v, g, beta, w, u, p, qg, kd, decay, reroute, row, h, chunk, 
         ct.store(decay, (row, h, 0), tile=ct.reshape(ct.exp(g_last), (1, 1, GW)))
 
         t_inv = tril_inverse(ct.where(r > c, b * kk, 0.0), BT, LOG2_BT)
+        if STORE_TINV:   # the backward reuses T instead of inverting again
+            store_rows(tinv.slice(axis=0, start=bos, stop=eos), chunk, h, t_inv, BT, BT)
         store_rows(w.slice(axis=0, start=bos, stop=eos), chunk, h,
                    mm_tf32(t_inv, kt * (b * ct.exp(gc))), BT, BK)
         vt = load_rows(v.slice(axis=0, start=bos, stop=eos), chunk, h // GROUP_V, BT, BV)

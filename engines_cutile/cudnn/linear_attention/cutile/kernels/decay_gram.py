@@ -1,6 +1,8 @@
-"""Intra-chunk scores with a per-key-channel decay (KDA), computed safely.
+"""The decayed intra-chunk Gram matrix with a per-key-channel decay (KDA) and its adjoint.
 
     S[i, j] = sum_c x[i, c] * k[j, c] * exp(G[i, c] - G[j, c])      for j <= i
+    adjoint for dS (masked):  dx_ic = sum_j dS_ij k_jc E_ijc,  dk_jc = sum_i dS_ij x_ic E_ijc,
+                              dG = x * dx - k * dk           (E_ijc = exp(G_ic - G_jc))
 
 (G = cumulative log-decay, non-increasing along the chunk).  Splitting exp(G_i - G_j)
 around a reference row m turns S into one tensor-core matmul,
@@ -31,12 +33,12 @@ def split_reach(gc, BT: int, BK: int):
                              g_mid - ct.extract(gc, (BT - 1, 0), shape=(1, BK))))
 
 
-def split_factors(k, gc, BT: int, BK: int):
-    """Tier-1 factors around the middle row: (left [BT, BK], right^T [BK, BT]).
+def split_exps(gc, BT: int, BK: int):
+    """Tier-1 factors exp(G - G_mid), exp(G_mid - G) ([BT, BK] each).
 
-    scores(x) = (x * left) @ right^T  for any x (q or k)."""
+    S(x, y) = (x * e_left) @ (y * e_right)^T   (valid while split_reach <= MAX_SPLIT_EXP)"""
     g_mid = ct.extract(gc, (BT // 2, 0), shape=(1, BK))
-    return ct.exp(gc - g_mid), ct.transpose(k * ct.exp(g_mid - gc))
+    return ct.exp(gc - g_mid), ct.exp(g_mid - gc)
 
 
 def blocked_scores(x, k, gc, BT: int, BC: int, BK: int):
@@ -72,3 +74,36 @@ def _diagonal_block_exact(xb, kb, gb, BC: int):
         col = ct.sum(xb * k_j * ct.exp(ct.minimum(gb - g_j, 0.0)), axis=1, keepdims=True)
         acc = ct.where(c == j, col, acc)
     return acc
+
+
+
+
+def gram_bwd_split(dm, x, y, e_left, e_right):
+    """Tier-1 adjoint for a masked dS [BT, BT]: (dx, dy, dG), each [BT, BK]."""
+    dx = mm_tf32(dm, y * e_right) * e_left
+    dy = mm_tf32(ct.transpose(dm), x * e_left) * e_right
+    return dx, dy, x * dx - y * dy
+
+
+def gram_bwd_blocked(dm, x, y, gc, BT: int, BC: int, BK: int):
+    """Tier-2 adjoint: row block I of dx around its first row, column block J of dy
+    around its last row, so every factor exponent is <= 0 outside the diagonal block and
+    bounded by the block's gate range inside it.  Exact while every block's range is
+    <= MAX_SPLIT_EXP; a wider block poisons its rows with NaN (loud, never silently
+    wrong) - per-token log-gates >= -5 (KDA's safe-gate bound) always fit."""
+    dx = ct.zeros((BT, BK), dtype=ct.float32)
+    dy = ct.zeros((BT, BK), dtype=ct.float32)
+    for blk in ct.static_iter(range(BT // BC)):
+        gb = ct.extract(gc, (blk, 0), shape=(BC, BK))
+        g_first = ct.extract(gb, (0, 0), shape=(1, BK))
+        g_end = ct.extract(gb, (BC - 1, 0), shape=(1, BK))
+        dm_rows = ct.extract(dm, (blk, 0), shape=(BC, BT))
+        dx_b = mm_tf32(dm_rows, y * ct.exp(ct.minimum(g_first - gc, MAX_SPLIT_EXP))) * \
+            ct.exp(gb - g_first)
+        dm_cols = ct.extract(dm, (0, blk), shape=(BT, BC))
+        dy_b = mm_tf32(ct.transpose(dm_cols), x * ct.exp(ct.minimum(gc - g_end, MAX_SPLIT_EXP))) * \
+            ct.exp(g_end - gb)
+        poison = ct.max(g_first - g_end) > MAX_SPLIT_EXP
+        dx = ct.insert(dx, (blk, 0), ct.where(poison, float("nan"), dx_b))
+        dy = ct.insert(dy, (blk, 0), ct.where(poison, float("nan"), dy_b))
+    return dx, dy, x * dx - y * dy

@@ -1,0 +1,102 @@
+"""Host orchestration of the chunked GDN / KDA backward (no forward intermediates kept).
+
+1. chunk_table, then forward stage 1 again (wy_fwd, keeping T = (I + A)^-1);
+2. chunk_fwd in RECOMPUTE mode: the state entering every chunk and v_new;
+3. chunk_bwd_dhu: the reverse state-gradient recurrence (dS per chunk, dv_new,
+   d_initial_state);
+4. bwd_dqkwg: per chunk dq, dk, dv, dbeta, dg (KDA: two score tiers, as forward);
+5. head_group_sum when q/k (or v) heads are shared by several output heads.
+
+Buffers as fwd.py plus d_out [T, HO, V]; d_final_state / d_initial_state
+[N, HO, V, K] fp32 (optional); gradients dq, dk [T, H, K], dv [T, HV, V], dg like g,
+dbeta like beta.  Scratch from `bwd_layout` (exact size).
+"""
+from __future__ import annotations
+
+import math
+
+from .fwd import BT, BV_STAGE2, fwd_layout, pow2
+
+
+def bwd_layout(total_tokens: int, n_seq: int, h_q: int, hv: int, dk: int, dv: int, *,
+               kda: bool, io_dtype, io_itemsize: int, int32_dtype, float32_dtype):
+    ho = max(h_q, hv)
+    lay = fwd_layout(total_tokens, n_seq, ho, dk, dv, kda=kda, io_dtype=io_dtype,
+                     io_itemsize=io_itemsize, int32_dtype=int32_dtype,
+                     float32_dtype=float32_dtype)
+    rows = lay.regions["table"].shape[0]
+    lay.add("tinv", (total_tokens, ho, BT), float32_dtype, 4)
+    lay.add("states", (rows, ho, dk, dv), io_dtype, io_itemsize)
+    lay.add("dstates", (rows, ho, dk, dv), io_dtype, io_itemsize)
+    lay.add("v_new", (total_tokens, ho, dv), io_dtype, io_itemsize)
+    lay.add("dv_new", (total_tokens, ho, dv), float32_dtype, 4)
+    if ho != h_q:
+        lay.add("dq_part", (total_tokens, ho, dk), float32_dtype, 4)
+        lay.add("dk_part", (total_tokens, ho, dk), float32_dtype, 4)
+    if ho != hv:
+        lay.add("dv_part", (total_tokens, ho, dv), float32_dtype, 4)
+    return lay
+
+
+def chunked_bwd(q, k, v, g, beta, cu_seqlens, d_out, dq, dk, dv, dg, dbeta, scratch, *,
+                kda: bool, scale: float, initial_state=None, d_final_state=None,
+                d_initial_state=None, use_l2norm: bool = False, stream=None,
+                bv: int = BV_STAGE2) -> None:
+    import cuda.tile as ct
+    import torch
+
+    from .bwd_dqkwg import la_bwd_dqkwg_kernel
+    from .chunk_bwd_dhu import la_chunk_bwd_dhu_kernel
+    from .chunk_fwd import la_chunk_fwd_kernel
+    from .chunk_table import chunk_table_fwd
+    from .head_group_sum import head_group_sum_kernel
+    from .wy_fwd import la_wy_fwd_kernel
+
+    if stream is None:
+        stream = torch.cuda.current_stream()
+    total, h_q, d_k = q.shape
+    hv, d_v = v.shape[1], v.shape[2]
+    ho = max(h_q, hv)
+    n_seq = cu_seqlens.shape[0] - 1
+    bk, bv_full = pow2(d_k), pow2(d_v)
+    bv = min(bv, bv_full)
+    gw = bk if kda else 1
+    s = scratch
+    rows = s["table"].shape[0]
+    tiers = (1, 2) if kda else (1,)
+    placeholder = s["count"].view(1, 1, 1, 1)
+
+    chunk_table_fwd(cu_seqlens, s["table"], s["count"], s["offsets"], n_seq, BT, stream)
+    for tier in tiers:
+        ct.launch(stream, (rows, ho, 1), la_wy_fwd_kernel,
+                  (q, k, v, g, beta, cu_seqlens, s["table"], s["w"], s["u"], s["p"], s["qg"],
+                   s["kd"], s["decay"], s["reroute"], s["tinv"], float(scale), ho // h_q,
+                   ho // hv, BT, int(math.log2(BT)), bk, bv_full, gw, bool(kda),
+                   bool(use_l2norm), tier, True))
+    v_blocks = (d_v + bv - 1) // bv
+    ct.launch(stream, (n_seq, ho, v_blocks), la_chunk_fwd_kernel,
+              (s["w"], s["u"], s["p"], s["qg"], s["kd"], s["decay"], cu_seqlens, s["offsets"],
+               placeholder if initial_state is None else initial_state, placeholder,
+               s["v_new"], s["states"], s["v_new"], BT, bk, bv, gw,
+               initial_state is not None, False, True))
+    ct.launch(stream, (n_seq, ho, v_blocks), la_chunk_bwd_dhu_kernel,
+              (s["w"], s["p"], s["qg"], s["kd"], s["decay"], d_out, cu_seqlens, s["offsets"],
+               placeholder if d_final_state is None else d_final_state,
+               placeholder if d_initial_state is None else d_initial_state,
+               s["dstates"], s["dv_new"], BT, bk, bv, gw, d_final_state is not None,
+               d_initial_state is not None))
+    dq_dst = s["dq_part"] if ho != h_q else dq
+    dk_dst = s["dk_part"] if ho != h_q else dk
+    dv_dst = s["dv_part"] if ho != hv else dv
+    for tier in tiers:
+        ct.launch(stream, (rows, ho, 1), la_bwd_dqkwg_kernel,
+                  (q, k, v, g, beta, d_out, cu_seqlens, s["table"], s["reroute"], s["states"],
+                   s["dstates"], s["v_new"], s["dv_new"], s["tinv"], dq_dst, dk_dst, dv_dst,
+                   dg, dbeta, float(scale), ho // h_q, ho // hv, BT, bk, bv_full, bool(kda),
+                   bool(use_l2norm), tier))
+    t_blocks = (total + BT - 1) // BT
+    for part, out, groups, width in ((dq_dst, dq, ho // h_q, bk), (dk_dst, dk, ho // h_q, bk),
+                                     (dv_dst, dv, ho // hv, bv_full)):
+        if groups > 1:
+            ct.launch(stream, (t_blocks, out.shape[1], 1), head_group_sum_kernel,
+                      (part, out, groups, BT, width))

@@ -1,0 +1,72 @@
+"""Backward stage 2: the reverse state-gradient recurrence (FLA's chunk_bwd_dhu).
+
+One CTA owns one (sequence, output head, V block) and walks its chunks from the last
+to the first with dS = dL/d(state leaving the chunk) on chip (K x BV, fp32), starting
+from d_final_state (or zeros).  With the forward-stage-1 scratch of the chunk (P, qg,
+kd, w, decay; see wy_fwd) and dO:
+    dv_new = P^T @ dO + kd @ dS                               [BT, BV]
+    dS     = decay^T * dS + qg^T @ dO - w^T @ dv_new
+Writes dS (the gradient of the state leaving every chunk, `dstates` [rows, HO, K, V],
+io dtype), dv_new ([T, HO, V], fp32) and, for a given initial state, the gradient of
+the state entering the sequence (`d_initial_state`, V-major [N, HO, V, K], fp32).
+
+Grid: (N, HO, ceil(V / BV)).
+"""
+import cuda.tile as ct
+
+ZERO = ct.PaddingMode.ZERO
+
+
+def _rows(arr, chunk, head, BT: int, BD: int):
+    return ct.reshape(ct.load(arr, (chunk, head, 0), shape=(BT, 1, BD), padding_mode=ZERO),
+                      (BT, BD))
+
+
+@ct.kernel(occupancy=2)
+def la_chunk_bwd_dhu_kernel(w, p, qg, kd, decay, d_out, cu_seqlens, chunk_offsets,
+                            d_final_state, d_initial_state, dstates, dv_new_out,
+                            BT: ct.Constant[int], BK: ct.Constant[int], BV: ct.Constant[int],
+                            GW: ct.Constant[int], HAS_D_FINAL: ct.Constant[bool],
+                            STORE_D_INITIAL: ct.Constant[bool]):
+    n = ct.bid(0)
+    h = ct.bid(1)
+    vb = ct.bid(2)
+    bos = ct.load(cu_seqlens, (n,), shape=())
+    eos = ct.load(cu_seqlens, (n + 1,), shape=())
+    if HAS_D_FINAL:
+        s0 = ct.load(d_final_state, (n, h, vb, 0), shape=(1, 1, BV, BK), padding_mode=ZERO)
+        ds = ct.transpose(ct.astype(ct.reshape(s0, (BV, BK)), ct.float32))
+    else:
+        ds = ct.zeros((BK, BV), dtype=ct.float32)
+
+    if eos > bos:
+        first_row = ct.load(chunk_offsets, (n,), shape=())
+        ws = w.slice(axis=0, start=bos, stop=eos)
+        ps = p.slice(axis=0, start=bos, stop=eos)
+        qs = qg.slice(axis=0, start=bos, stop=eos)
+        ks = kd.slice(axis=0, start=bos, stop=eos)
+        dos = d_out.slice(axis=0, start=bos, stop=eos)
+        dvs = dv_new_out.slice(axis=0, start=bos, stop=eos)
+        n_chunks = ct.cdiv(eos - bos, BT)
+        for step in range(n_chunks):
+            chunk = n_chunks - 1 - step
+            ds_lo = ct.astype(ds, w.dtype)
+            ct.store(dstates, (first_row + chunk, h, 0, vb), tile=ct.reshape(ds_lo, (1, 1, BK, BV)))
+            dot = ct.reshape(ct.load(dos, (chunk, h, vb), shape=(BT, 1, BV), padding_mode=ZERO),
+                             (BT, BV))
+            dot = ct.astype(dot, w.dtype)
+            dv = ct.mma(ct.transpose(_rows(ps, chunk, h, BT, BT)), dot,
+                        ct.zeros((BT, BV), dtype=ct.float32))
+            dv = ct.mma(_rows(ks, chunk, h, BT, BK), ds_lo, dv)
+            ct.store(dvs, (chunk, h, vb), tile=ct.reshape(ct.astype(dv, dv_new_out.dtype),
+                                                         (BT, 1, BV)))
+            dec = ct.reshape(ct.load(decay, (first_row + chunk, h, 0), shape=(1, 1, GW),
+                                     padding_mode=ZERO), (1, GW))
+            ds = ds * ct.transpose(dec)
+            ds = ct.mma(ct.transpose(_rows(qs, chunk, h, BT, BK)), dot, ds)
+            ds = ds - ct.mma(ct.transpose(_rows(ws, chunk, h, BT, BK)), ct.astype(dv, w.dtype),
+                             ct.zeros((BK, BV), dtype=ct.float32))
+
+    if STORE_D_INITIAL:
+        st = ct.reshape(ct.transpose(ds), (1, 1, BV, BK))
+        ct.store(d_initial_state, (n, h, vb, 0), tile=ct.astype(st, d_initial_state.dtype))
