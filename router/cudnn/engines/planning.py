@@ -81,6 +81,9 @@ def decline_lines(graph: pygraph) -> list[str]:
             lines.append(f"{engine.name} ({engine.engine_id}): declined, {proposal.declined}")
         elif not proposal.plans:
             lines.append(f"{engine.name} ({engine.engine_id}): accepted but proposed no plan")
+        else:
+            lines.append(f"{engine.name} ({engine.engine_id}): proposed {len(proposal.plans)} "
+                         f"plans, none kept by the router {router_for(graph)!r}")
     if manifest.family_for(graph) is None and not candidates.engines:
         kinds = sorted({n.node_type.name for n in graph.nodes})
         lines.append(f"no python engine family serves {'/'.join(kinds) or 'an empty graph'}")
