@@ -61,6 +61,7 @@ class PlanRow:
 class PlanExplanation:
     graph_name: str
     nodes: tuple[str, ...]
+    node_types: tuple[str, ...]
     family: str | None
     router: str
     engines: tuple[EngineRow, ...]
@@ -81,15 +82,20 @@ class PlanExplanation:
                 rank = "unranked" if p.rank is None else f"rank {p.rank}"
                 lines.append(f"              {rank:<9} knobs={p.knobs}")
         if not self.engines:
-            lines.append("  (none offered)")
+            kinds = "/".join(sorted(set(self.node_types)))
+            lines.append(f"  (none: no engine family is anchored on {kinds or 'an empty graph'} "
+                         "and no engine was registered on the graph)")
         if self.backend is not None:
             if self.backend.declined is not None:
                 lines.append(f"backend: declined: {self.backend.declined}")
             else:
                 ranks = ", ".join(map(str, self.backend.ranks)) or "none"
                 lines.append(f"backend: {len(self.backend.ranks)} entries, ranks {ranks}")
-        if self.error is not None:
-            lines.append(f"plan list: empty: {self.error}")
+        if self.error is not None and self.backend is None:  # validation refused the graph
+            lines.append(f"plan list: none, the graph did not validate: {self.error}")
+        elif self.error is not None:
+            lines.append(f"plan list: empty ({self.error.split(':')[0]}: no engine proposed a "
+                         "plan, for the reasons above)")
         else:
             lines.append(f"plan list ({len(self.plans)} plans, selected {self.selected_index}):")
             for row in self.plans:
@@ -111,14 +117,15 @@ def explain(graph: pygraph) -> PlanExplanation:
         except cudnnGraphNotSupportedError as exc:
             error = f"{type(exc).__name__}: {exc}"
     nodes = tuple(f"{n.name} ({n.node_type.name})" for n in graph.nodes)
+    node_types = tuple(n.node_type.name for n in graph.nodes)
     family = manifest.family_for(graph)
     state = graph.lifecycle.state
     if not state.validated:  # validation itself refused the graph
-        return PlanExplanation(graph.name, nodes, None, repr(router_for(graph)), (), None, (),
-                               None, error)
+        return PlanExplanation(graph.name, nodes, node_types, None, repr(router_for(graph)), (),
+                               None, (), None, error)
     plans = list(graph.lifecycle.planning.plans) if state.planned else []
     return PlanExplanation(
-        graph_name=graph.name, nodes=nodes, family=None if family is None else family.name,
+        graph_name=graph.name, nodes=nodes, node_types=node_types, family=None if family is None else family.name,
         router=repr(router_for(graph)), engines=tuple(_engine_rows(graph, plans)),
         backend=_backend_row(graph, plans), plans=tuple(_plan_rows(graph, plans)),
         selected_index=graph.lifecycle.planning.selected_index if state.planned else None,

@@ -115,6 +115,9 @@ def append_plan(graph: pygraph, engine_id: Any, knobs: Any = None) -> None:
             raise cudnnGraphNotSupportedError(f"create_execution_plan({engine_id}): the backend "
                                               f"cannot append plans ({reason or 'no create_plan'})")
         plan = create(graph, engine_id, knobs)
+        if not isinstance(plan, PlanConfig) or engine_ids.is_python_engine(plan.engine_id):
+            raise TypeError(f"the backend's create_plan returned {plan!r}, expected a backend "
+                            "PlanConfig")
     if not graph.lifecycle.state.planned:
         planning.plans = []
         planning.selected_index = 0

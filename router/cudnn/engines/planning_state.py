@@ -31,14 +31,12 @@ class RouterState:
     #: {analyzer: facts record} (facts_for).
     facts: dict[Callable[[Any], Any], Any] = field(default_factory=dict)
     candidates: Candidates | None = None
-    #: {id(engine): Proposal}: each candidate's answer to propose_plans.
-    proposals: dict[int, Proposal] = field(default_factory=dict)
+    #: each candidate's answer to propose_plans.
+    proposals: dict[BaseEngine, Proposal] = field(default_factory=dict)
     #: the backend's answer (entries or why there are none), asked once per graph.
     backend: BackendAnswer | None = None
     #: engines named by create_execution_plan() replays that were not candidates.
     replay_engines: list[BaseEngine] = field(default_factory=list)
-    #: at-index bookkeeping: the first decline seen while walking, for error messages.
-    build_declines: list[str] = field(default_factory=list)
 
 
 def router_state(graph: pygraph) -> RouterState:
