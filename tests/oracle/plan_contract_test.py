@@ -398,6 +398,24 @@ def test_a_recorded_engine_and_knobs_replay_on_a_fresh_graph():
         g2.create_execution_plan(31234)
 
 
+def test_check_support_notes_and_delegating_entries(monkeypatch):
+    class Noted(TorchMatmulEngine):
+        behavior_notes = (cudnn.behavior_note.RUNTIME_COMPILATION,)
+
+    install_fake_backend(monkeypatch, FakeBackendAdapter(engine_ids=(-1,)))
+    g, *_ = matmul_graph(engine=Noted(block_ks=(None,)))
+    g.check_support()  # plans first, then re-affirms the selected python engine
+    assert g.state.planned
+    assert g.get_behavior_notes() == [cudnn.behavior_note.RUNTIME_COMPILATION]
+    assert g.get_plan_name_at_index(1) == "backend_heuristics"
+    with pytest.raises(NotImplementedError, match="no replayable"):
+        g.get_engine_and_knobs_at_index(1)
+    with pytest.raises(NotImplementedError, match="no behavior notes"):
+        g.get_behavior_notes_for_plan_at_index(1)
+    with pytest.raises(cudnn.cudnnGraphNotSupportedError, match="cannot append plans"):
+        g.create_execution_plan(12)
+
+
 # -- the backend seam --------------------------------------------------------------------------
 def test_a_python_routed_graph_never_reaches_the_backend_when_running(monkeypatch):
     adapter = install_fake_backend(monkeypatch, FakeBackendAdapter(engine_ids=(5,)))
