@@ -79,8 +79,13 @@ def report(list_ops: bool = False) -> List[str]:
 
 
 def main(argv: Iterable[str]) -> None:
-    if len(list(argv)) > 1:
-        raise app.UsageError("demo takes no positional arguments")
+    args = list(argv)[1:]
+    if args[:1] == ["explain"]:
+        import demo_explain  # the plan explainer for sample graphs (`demo explain [name...]`)
+        print(demo_explain.report(args[1:] or demo_explain.SAMPLES))
+        return
+    if args:
+        raise app.UsageError(f"unknown command {args[0]!r}; usage: demo [explain [sample...]]")
     sys.stdout.write("\n".join(report(_LIST_OPS.value)) + "\n")
 
 

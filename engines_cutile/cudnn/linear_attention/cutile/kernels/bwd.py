@@ -4,8 +4,9 @@
 2. chunk_fwd in RECOMPUTE mode: the state entering every chunk and v_new;
 3. chunk_bwd_dhu: the reverse state-gradient recurrence (dS per chunk, dv_new,
    d_initial_state);
-4. bwd_dqkwg: per chunk dq, dk, dv, dbeta, dg (KDA: two score tiers, as forward);
-5. head_group_sum when q/k (or v) heads are shared by several output heads.
+4. bwd_dqkwg: per chunk dq and the output/state parts of dk, dw, dG;
+5. bwd_wy: per chunk the WY adjoint: dk, dv, dbeta, dg (KDA: two score tiers in 4-5);
+6. head_group_sum when q/k (or v) heads are shared by several output heads.
 
 Buffers as fwd.py plus d_out [T, HO, V]; d_final_state / d_initial_state
 [N, HO, V, K] fp32 (optional); gradients dq, dk [T, H, K], dv [T, HV, V], dg like g,
@@ -30,11 +31,14 @@ def bwd_layout(total_tokens: int, n_seq: int, h_q: int, hv: int, dk: int, dv: in
     lay.add("dstates", (rows, ho, dk, dv), io_dtype, io_itemsize)
     lay.add("v_new", (total_tokens, ho, dv), io_dtype, io_itemsize)
     lay.add("dv_new", (total_tokens, ho, dv), float32_dtype, 4)
+    lay.add("dw", (total_tokens, ho, dk), float32_dtype, 4)
+    lay.add("dk_part", (total_tokens, ho, dk), float32_dtype, 4)
+    lay.add("dg_part", (total_tokens, ho, dk if kda else 1), float32_dtype, 4)
     if ho != h_q:
-        lay.add("dq_part", (total_tokens, ho, dk), float32_dtype, 4)
-        lay.add("dk_part", (total_tokens, ho, dk), float32_dtype, 4)
+        lay.add("dq_group", (total_tokens, ho, dk), float32_dtype, 4)
+        lay.add("dk_group", (total_tokens, ho, dk), float32_dtype, 4)
     if ho != hv:
-        lay.add("dv_part", (total_tokens, ho, dv), float32_dtype, 4)
+        lay.add("dv_group", (total_tokens, ho, dv), float32_dtype, 4)
     return lay
 
 
@@ -46,6 +50,7 @@ def chunked_bwd(q, k, v, g, beta, cu_seqlens, d_out, dq, dk, dv, dg, dbeta, scra
     import torch
 
     from .bwd_dqkwg import la_bwd_dqkwg_kernel
+    from .bwd_wy import la_bwd_wy_kernel
     from .chunk_bwd_dhu import la_chunk_bwd_dhu_kernel
     from .chunk_fwd import la_chunk_fwd_kernel
     from .chunk_table import chunk_table_fwd
@@ -65,6 +70,7 @@ def chunked_bwd(q, k, v, g, beta, cu_seqlens, d_out, dq, dk, dv, dg, dbeta, scra
     rows = s["table"].shape[0]
     tiers = (1, 2) if kda else (1,)
     placeholder = s["count"].view(1, 1, 1, 1)
+    placeholder3 = s["count"].view(1, 1, 1)
 
     chunk_table_fwd(cu_seqlens, s["table"], s["count"], s["offsets"], n_seq, BT, stream)
     for tier in tiers:
@@ -77,7 +83,7 @@ def chunked_bwd(q, k, v, g, beta, cu_seqlens, d_out, dq, dk, dv, dg, dbeta, scra
     ct.launch(stream, (n_seq, ho, v_blocks), la_chunk_fwd_kernel,
               (s["w"], s["u"], s["p"], s["qg"], s["kd"], s["decay"], cu_seqlens, s["offsets"],
                placeholder if initial_state is None else initial_state, placeholder,
-               s["v_new"], s["states"], s["v_new"], BT, bk, bv, gw,
+               placeholder3, s["states"], s["v_new"], BT, bk, bv, gw,
                initial_state is not None, False, True))
     ct.launch(stream, (n_seq, ho, v_blocks), la_chunk_bwd_dhu_kernel,
               (s["w"], s["p"], s["qg"], s["kd"], s["decay"], d_out, cu_seqlens, s["offsets"],
@@ -85,15 +91,19 @@ def chunked_bwd(q, k, v, g, beta, cu_seqlens, d_out, dq, dk, dv, dg, dbeta, scra
                placeholder if d_initial_state is None else d_initial_state,
                s["dstates"], s["dv_new"], BT, bk, bv, gw, d_final_state is not None,
                d_initial_state is not None))
-    dq_dst = s["dq_part"] if ho != h_q else dq
-    dk_dst = s["dk_part"] if ho != h_q else dk
-    dv_dst = s["dv_part"] if ho != hv else dv
+    dq_dst = s["dq_group"] if ho != h_q else dq
+    dk_dst = s["dk_group"] if ho != h_q else dk
+    dv_dst = s["dv_group"] if ho != hv else dv
     for tier in tiers:
         ct.launch(stream, (rows, ho, 1), la_bwd_dqkwg_kernel,
-                  (q, k, v, g, beta, d_out, cu_seqlens, s["table"], s["reroute"], s["states"],
-                   s["dstates"], s["v_new"], s["dv_new"], s["tinv"], dq_dst, dk_dst, dv_dst,
-                   dg, dbeta, float(scale), ho // h_q, ho // hv, BT, bk, bv_full, bool(kda),
+                  (q, k, g, d_out, cu_seqlens, s["table"], s["reroute"], s["states"],
+                   s["dstates"], s["v_new"], s["dv_new"], dq_dst, s["dk_part"], s["dw"],
+                   s["dg_part"], float(scale), ho // h_q, BT, bk, bv_full, gw, bool(kda),
                    bool(use_l2norm), tier))
+        ct.launch(stream, (rows, ho, 1), la_bwd_wy_kernel,
+                  (k, v, g, beta, cu_seqlens, s["table"], s["reroute"], s["tinv"], s["dv_new"],
+                   s["dw"], s["dk_part"], s["dg_part"], dk_dst, dv_dst, dg, dbeta, ho // h_q,
+                   ho // hv, BT, bk, bv_full, gw, bool(kda), bool(use_l2norm), tier))
     t_blocks = (total + BT - 1) // BT
     for part, out, groups, width in ((dq_dst, dq, ho // h_q, bk), (dk_dst, dk, ho // h_q, bk),
                                      (dv_dst, dv, ho // hv, bv_full)):

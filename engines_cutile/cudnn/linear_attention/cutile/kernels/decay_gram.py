@@ -107,3 +107,23 @@ def gram_bwd_blocked(dm, x, y, gc, BT: int, BC: int, BK: int):
         dx = ct.insert(dx, (blk, 0), ct.where(poison, float("nan"), dx_b))
         dy = ct.insert(dy, (blk, 0), ct.where(poison, float("nan"), dy_b))
     return dx, dy, x * dx - y * dy
+
+
+def to_gate(x, KDA: bool):
+    """A [., BK] channel term reduced to the gate width (summed over channels for GDN)."""
+    if KDA:
+        return x
+    return ct.sum(x, axis=1, keepdims=True)
+
+
+def gram_bwd(dm, x, y, gc, BT: int, BC: int, BK: int, KDA: bool, TIER: int):
+    """(dx, dy, dG) of the decayed Gram matrix for a masked dS, dG at the gate width."""
+    if KDA:
+        if TIER == 1:
+            e_left, e_right = split_exps(gc, BT, BK)
+            return gram_bwd_split(dm, x, y, e_left, e_right)
+        return gram_bwd_blocked(dm, x, y, gc, BT, BC, BK)
+    pm = dm * ct.exp(ct.minimum(gc - ct.reshape(gc, (1, BT)), 0.0))
+    dx = mm_tf32(pm, y)
+    dy = mm_tf32(ct.transpose(pm), x)
+    return dx, dy, ct.sum(x * dx - y * dy, axis=1, keepdims=True)

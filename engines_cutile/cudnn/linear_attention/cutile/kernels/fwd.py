@@ -70,6 +70,7 @@ def chunked_fwd(q, k, v, g, beta, cu_seqlens, o, scratch, *, kda: bool, scale: f
     bv = min(bv, bv_full)
     s = scratch
     gw = bk if kda else 1
+    placeholder3 = s["count"].view(1, 1, 1)   # ports a flag compiles out still need an array
     if "table" in stages:
         chunk_table_fwd(cu_seqlens, s["table"], s["count"], s["offsets"], n_seq, BT, stream)
     if "wy" in stages:
@@ -78,14 +79,15 @@ def chunked_fwd(q, k, v, g, beta, cu_seqlens, o, scratch, *, kda: bool, scale: f
         for tier in ((1, 2) if kda else (1,)):
             ct.launch(stream, (s["table"].shape[0], ho, 1), la_wy_fwd_kernel,
                       (q, k, v, g, beta, cu_seqlens, s["table"], s["w"], s["u"], s["p"],
-                       s["qg"], s["kd"], s["decay"], s["reroute"], float(scale), ho // h_q,
-                       ho // hv, BT, int(math.log2(BT)), bk, bv_full, gw, bool(kda),
-                       bool(use_l2norm), tier))
+                       s["qg"], s["kd"], s["decay"], s["reroute"], placeholder3, float(scale),
+                       ho // h_q, ho // hv, BT, int(math.log2(BT)), bk, bv_full, gw, bool(kda),
+                       bool(use_l2norm), tier, False))
     if "chunk" not in stages:
         return
-    placeholder = s["count"].view(1, 1, 1, 1)   # unused state ports compile out
+    placeholder = s["count"].view(1, 1, 1, 1)
     ct.launch(stream, (n_seq, ho, (dv + bv - 1) // bv), la_chunk_fwd_kernel,
               (s["w"], s["u"], s["p"], s["qg"], s["kd"], s["decay"], cu_seqlens, s["offsets"],
                placeholder if initial_state is None else initial_state,
                placeholder if final_state is None else final_state,
-               o, BT, bk, bv, gw, initial_state is not None, final_state is not None))
+               o, placeholder, o, BT, bk, bv, gw, initial_state is not None,
+               final_state is not None, False))

@@ -1,0 +1,41 @@
+"""The installable wheel ships the router and no test code (the contract oracle above all).
+
+Runs under Bazel, which builds `//:wheel` and passes its path in CUDNN_WHEEL; elsewhere
+set CUDNN_WHEEL to a built wheel, or the test skips saying so.
+"""
+from __future__ import annotations
+
+import os
+import zipfile
+
+import pytest
+
+WHEEL = os.environ.get("CUDNN_WHEEL")
+
+# Test-only modules (file names) that must never be packaged.
+TEST_ONLY = ("torch_matmul_engine.py", "fake_backend.py", "la_graphs.py")
+
+
+@pytest.fixture(scope="module")
+def names():
+    if not WHEEL:
+        pytest.skip("CUDNN_WHEEL is not set (run under bazel: //tests/oracle:wheel_contents_test)")
+    with zipfile.ZipFile(WHEEL) as wheel:
+        return wheel.namelist()
+
+
+def test_the_wheel_holds_the_router(names):
+    for module in ("base", "engine_ids", "manifest", "facts", "heuristics", "router", "explain",
+                   "graph_api"):
+        assert f"cudnn/engines/{module}.py" in names
+
+
+def test_the_wheel_holds_no_test_code(names):
+    shipped_tests = [n for n in names if n.startswith("tests/") or "/tests/" in n
+                     or n.endswith("_test.py") or n.rsplit("/", 1)[-1] in TEST_ONLY]
+    assert shipped_tests == []
+    assert not [n for n in names if "oracle" in n]
+
+
+if __name__ == "__main__":
+    raise SystemExit(pytest.main([__file__, "-q"]))
