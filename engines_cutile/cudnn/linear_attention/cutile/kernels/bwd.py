@@ -95,11 +95,12 @@ def chunked_bwd(q, k, v, g, beta, cu_seqlens, d_out, dq, dk, dv, dg, dbeta, scra
     dk_dst = s["dk_group"] if ho != h_q else dk
     dv_dst = s["dv_group"] if ho != hv else dv
     for tier in tiers:
-        ct.launch(stream, (rows, ho, 1), la_bwd_dqkwg_kernel,
-                  (q, k, g, d_out, cu_seqlens, s["table"], s["reroute"], s["states"],
-                   s["dstates"], s["v_new"], s["dv_new"], dq_dst, s["dk_part"], s["dw"],
-                   s["dg_part"], float(scale), ho // h_q, BT, bk, bv_full, gw, bool(kda),
-                   bool(use_l2norm), tier))
+        for part in (1, 2):
+            ct.launch(stream, (rows, ho, 1), la_bwd_dqkwg_kernel,
+                      (q, k, g, d_out, cu_seqlens, s["table"], s["reroute"], s["states"],
+                       s["dstates"], s["v_new"], s["dv_new"], dq_dst, s["dk_part"], s["dw"],
+                       s["dg_part"], float(scale), ho // h_q, BT, bk, bv_full, gw, bool(kda),
+                       bool(use_l2norm), tier, part))
         ct.launch(stream, (rows, ho, 1), la_bwd_wy_kernel,
                   (k, v, g, beta, cu_seqlens, s["table"], s["reroute"], s["tinv"], s["dv_new"],
                    s["dw"], s["dk_part"], s["dg_part"], dk_dst, dv_dst, dg, dbeta, ho // h_q,

@@ -9,9 +9,11 @@ E = exp(G), E_end = exp(G_last - G), q and k l2-normalised when requested:
     dG' = q dq_h - k dk_h + gram_G(dAqk),  last row += sum(k dk_h) + exp(G_last) sum(h dh)
 (gram_*: the adjoint of the decayed Gram matrix, decay_gram.py).  dq is final (l2norm
 adjoint applied); dk', dw and dG' go to fp32 scratch for stage 4 (bwd_wy), which adds
-the WY terms.  The WY adjoint is a separate kernel: with both Gram adjoints in one
-kernel tileiras 13.4 fails ("Invalid use-def chain in schedule", K = V = 64) and the
-fused kernel spilled 4-11 KB per thread.
+the WY terms.  The work is split over launches because tileiras 13.4 fails on the fused
+kernel ("Invalid use-def chain in schedule": with both Gram adjoints at K = V = 64, and
+with the intra and state terms together when K != V); the fused kernel also spilled
+4-11 KB per thread.  PART 1 (the intra-chunk terms) writes dq and starts dk', dG';
+PART 2 (the state terms) adds to them and writes dw.
 
 Grid: (NT_bound, HO).  KDA: TIER 1 serves the chunks the forward recompute left
 un-flagged in `reroute`, TIER 2 the flagged ones (blocked Gram adjoint).
@@ -52,7 +54,8 @@ def la_bwd_dqkwg_kernel(q, k, g, d_out, cu_seqlens, table, reroute, states, dsta
                         dv_new, dq, dk_part, dw, dg_part, scale: float,
                         GROUP_QK: ct.Constant[int], BT: ct.Constant[int], BK: ct.Constant[int],
                         BV: ct.Constant[int], GW: ct.Constant[int], KDA: ct.Constant[bool],
-                        USE_L2NORM: ct.Constant[bool], TIER: ct.Constant[int]):
+                        USE_L2NORM: ct.Constant[bool], TIER: ct.Constant[int],
+                        PART: ct.Constant[int]):
     row = ct.bid(0)
     h = ct.bid(1)
     live, chunk, bos, eos = chunk_live(table, cu_seqlens, reroute, row, h, BT, KDA, TIER)
@@ -60,6 +63,7 @@ def la_bwd_dqkwg_kernel(q, k, g, d_out, cu_seqlens, table, reroute, states, dsta
         qk_head = h // GROUP_QK
         qt = load_rows(q.slice(axis=0, start=bos, stop=eos), chunk, qk_head, BT, BK)
         kt = load_rows(k.slice(axis=0, start=bos, stop=eos), chunk, qk_head, BT, BK)
+        rq = 1.0
         if USE_L2NORM:
             rq = ct.rsqrt(ct.sum(qt * qt, axis=1, keepdims=True) + L2NORM_EPS)
             qt = qt * rq
@@ -70,22 +74,28 @@ def la_bwd_dqkwg_kernel(q, k, g, d_out, cu_seqlens, table, reroute, states, dsta
         dot = load_rows(d_out.slice(axis=0, start=bos, stop=eos), chunk, h, BT, BV)
         vn = load_rows(v_new.slice(axis=0, start=bos, stop=eos), chunk, h, BT, BV)
         hs = load_state(states, row, h, BK, BV)
-
-        dq_h = mm_tf32(dot, ct.transpose(hs)) * (ct.exp(gc) * scale)
-        d_aqk = ct.where(r >= c, mm_tf32(dot, ct.transpose(vn)) * scale, 0.0)
-        dq_x, dk_y, dg_x = gram_bwd(d_aqk, qt, kt, gc, BT, BC, BK, KDA, TIER)
-        d_q = dq_h + dq_x
-        if USE_L2NORM:
-            d_q = (d_q - qt * ct.sum(qt * d_q, axis=1, keepdims=True)) * rq
-        store_rows(dq.slice(axis=0, start=bos, stop=eos), chunk, h, d_q, BT, BK)
-
-        dhs = load_state(dstates, row, h, BK, BV)
-        dk_h = mm_tf32(vn, ct.transpose(dhs)) * ct.exp(g_last - gc)
-        store_rows(dk_part.slice(axis=0, start=bos, stop=eos), chunk, h, dk_y + dk_h, BT, BK)
-        dvn = load_rows(dv_new.slice(axis=0, start=bos, stop=eos), chunk, h, BT, BV)
-        store_rows(dw.slice(axis=0, start=bos, stop=eos), chunk, h,
-                   -mm_tf32(dvn, ct.transpose(hs)), BT, BK)
-        h_dh = to_gate(ct.transpose(ct.sum(hs * dhs, axis=1, keepdims=True)), KDA)  # [1, GW]
-        last = ct.sum(to_gate(kt * dk_h, KDA), axis=0, keepdims=True) + ct.exp(g_last) * h_dh
-        dgt = dg_x + to_gate(qt * dq_h - kt * dk_h, KDA) + ct.where(r == BT - 1, last, 0.0)
+        if PART == 1:
+            dq_h = mm_tf32(dot, ct.transpose(hs)) * (ct.exp(gc) * scale)
+            d_aqk = ct.where(r >= c, mm_tf32(dot, ct.transpose(vn)) * scale, 0.0)
+            dq_x, dk_y, dg_x = gram_bwd(d_aqk, qt, kt, gc, BT, BC, BK, KDA, TIER)
+            d_q = dq_h + dq_x
+            dgt = dg_x + to_gate(qt * dq_h, KDA)
+            if USE_L2NORM:
+                d_q = (d_q - qt * ct.sum(qt * d_q, axis=1, keepdims=True)) * rq
+            store_rows(dq.slice(axis=0, start=bos, stop=eos), chunk, h, d_q, BT, BK)
+            store_rows(dk_part.slice(axis=0, start=bos, stop=eos), chunk, h, dk_y, BT, BK)
+        else:
+            dhs = load_state(dstates, row, h, BK, BV)
+            dk_h = mm_tf32(vn, ct.transpose(dhs)) * ct.exp(g_last - gc)
+            dk_rows = load_rows(dk_part.slice(axis=0, start=bos, stop=eos), chunk, h, BT, BK)
+            store_rows(dk_part.slice(axis=0, start=bos, stop=eos), chunk, h, dk_rows + dk_h,
+                       BT, BK)
+            dvn = load_rows(dv_new.slice(axis=0, start=bos, stop=eos), chunk, h, BT, BV)
+            store_rows(dw.slice(axis=0, start=bos, stop=eos), chunk, h,
+                       -mm_tf32(dvn, ct.transpose(hs)), BT, BK)
+            h_dh = to_gate(ct.transpose(ct.sum(hs * dhs, axis=1, keepdims=True)), KDA)
+            last = ct.sum(to_gate(kt * dk_h, KDA), axis=0, keepdims=True) + \
+                ct.exp(g_last) * h_dh                                            # [1, GW]
+            dgt = load_rows(dg_part.slice(axis=0, start=bos, stop=eos), chunk, h, BT, GW) - \
+                to_gate(kt * dk_h, KDA) + ct.where(r == BT - 1, last, 0.0)
         store_rows(dg_part.slice(axis=0, start=bos, stop=eos), chunk, h, dgt, BT, GW)

@@ -1,0 +1,108 @@
+"""What the cuTile linear-attention kernels can serve, read off the graph's facts record.
+
+`decline_reason(facts, family)` returns None when the kernels in kernels/ can run the
+node exactly as described, else a message naming the engine, the property that fails
+and its value.  Pure and cheap: no cuda.tile import, no device query (those are
+`runtime_reason`).  The rules mirror what the kernels implement: THD, scalar (GDN) or
+per-key-channel (KDA) log-domain gates, in-kernel l2norm, q/k heads shared by a power
+of two of output heads (HK == H) or v heads likewise, K, V <= 256, forward and backward
+without checkpoints, state pools, overwrite, beta sigmoid or safe gates.
+"""
+from __future__ import annotations
+
+import importlib.util
+import shutil
+
+from cudnn import data_type
+
+IO_DTYPES = (data_type.HALF, data_type.BFLOAT16)
+FP32 = data_type.FLOAT
+MAX_HEAD_DIM = 256          # register budget of the [64, K] / [K, V] fp32 tiles
+
+# port -> allowed dtypes ("io" = the q/k/v dtype); None (unset) is always accepted
+_DTYPE_RULES = {
+    "g": (FP32,), "beta": (FP32,), "cu_seqlens": (data_type.INT32,),
+    "initial_state": (FP32,), "final_state": (FP32,), "d_final_state": (FP32,),
+    "d_initial_state": (FP32,), "dG": (FP32,), "dBeta": (FP32,),
+    "O": "io", "dO": "io", "dQ": "io", "dK": "io", "dV": "io",
+}
+_UNSUPPORTED_INPUTS = ("state_indices", "state_checkpoints", "a_log", "dt_bias")
+
+
+def _pow2(x: int) -> bool:
+    return x > 0 and x & (x - 1) == 0
+
+
+def decline_reason(f, family: str, engine: str) -> str | None:
+    """Why `engine` cannot serve the graph described by facts `f`, or None."""
+    if not f.valid:
+        return f"{engine}: {f.invalid_reason}"
+    if f.family != family:
+        return f"{engine}: serves {family} nodes, not {f.family}"
+    if f.is_summary:
+        return f"{engine}: summary nodes are not implemented (kind {f.kind.name})"
+    if not f.thd_layout:
+        return f"{engine}: needs the THD layout (rank-3 q/k/v)"
+    if not f.gates_at_ho:
+        return f"{engine}: gates must have HO = {f.h_o} heads"
+    if f.h_k != f.h_q:
+        return f"{engine}: k heads ({f.h_k}) must equal q heads ({f.h_q})"
+    for what, heads in (("q/k", f.h_q), ("v", f.h_v)):
+        if f.h_o % heads or not _pow2(f.h_o // heads):
+            return (f"{engine}: each {what} head must serve a power-of-two number of output "
+                    f"heads (HO = {f.h_o}, {what} heads = {heads})")
+    for what, dim in (("K", f.d_qk), ("V", f.d_v)):
+        if not dim or dim > MAX_HEAD_DIM:
+            return f"{engine}: head dim {what} = {dim} is outside 1..{MAX_HEAD_DIM}"
+    if family == "kda" and f.gate_channels != f.d_qk:
+        return f"{engine}: KDA gate channels ({f.gate_channels}) must equal K ({f.d_qk})"
+    flags = f.flags
+    for name in ("use_beta_sigmoid", "allow_neg_eigval", "safe_gate",
+                 "overwrite_initial_state"):
+        if getattr(flags, name):
+            return f"{engine}: {name}=True is not implemented"
+    if flags.gate_domain != "log":
+        return f"{engine}: gate_domain must be 'log', got {flags.gate_domain!r}"
+    if flags.checkpoint_every_n_tokens:
+        return (f"{engine}: state checkpoints are not implemented "
+                f"(checkpoint_every_n_tokens={flags.checkpoint_every_n_tokens})")
+    for port in _UNSUPPORTED_INPUTS:
+        if f.has_input(port):
+            return f"{engine}: input '{port}' is not implemented"
+    if f.is_backward and f.has_input("initial_state") != f.has_output("d_initial_state"):
+        return (f"{engine}: the backward computes d_initial_state exactly when an "
+                "initial_state is given")
+    return _dtype_reason(f, engine)
+
+
+def _dtype_reason(f, engine: str) -> str | None:
+    io = f.io_dtype
+    if not f.uniform_io:
+        return f"{engine}: q, k and v must share one dtype"
+    if io is not None and io not in IO_DTYPES:
+        return f"{engine}: q/k/v dtype must be HALF or BFLOAT16, got {io.name}"
+    for port, rule in _DTYPE_RULES.items():
+        dt = f.dtype(port)
+        if dt is None:
+            continue
+        allowed = (io,) if rule == "io" and io is not None else IO_DTYPES if rule == "io" else rule
+        if dt not in allowed:
+            names = "/".join(a.name for a in allowed)
+            return f"{engine}: '{port}' dtype must be {names}, got {dt.name}"
+    return None
+
+
+def runtime_reason(engine: str) -> str | None:
+    """Why this process cannot run cuTile kernels (no cuda.tile, no compiler, no GPU)."""
+    if importlib.util.find_spec("cuda") is None or importlib.util.find_spec("cuda.tile") is None:
+        return f"{engine}: cuda.tile (cuda-tile) is not installed"
+    if shutil.which("tileiras") is None:
+        return (f"{engine}: cuTile's compiler 'tileiras' is not on PATH (CUDA >= 13.3 "
+                "toolkit or the nvidia-cuda-tileiras package)")
+    try:
+        import torch
+    except ImportError:
+        return f"{engine}: torch is not installed (the engine launches on torch streams)"
+    if not torch.cuda.is_available():
+        return f"{engine}: no CUDA device is visible"
+    return None

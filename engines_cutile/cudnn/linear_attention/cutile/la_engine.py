@@ -1,0 +1,97 @@
+"""The cuTile linear-attention engine shared by GDN and KDA (kernels/fwd.py, kernels/bwd.py).
+
+One engine per family (gdn_engine.py, kda_engine.py) declares only its family; gating,
+workspace sizing and buffer plumbing live here.  Plans compile lazily: cuTile JITs each
+kernel at its first launch (cached per configuration), so build_plan only fixes the
+scratch layout; `get_workspace_size` is that layout's exact size.
+"""
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from cudnn import behavior_note
+from cudnn.engines.base import BaseEngine, CompiledPlan, PlanConfig, resolve_node_buffers
+from cudnn.engines.facts import linear_attention_facts
+
+from .engine_gates import decline_reason, runtime_reason
+
+
+class CuTileLinearAttentionEngine(BaseEngine):
+    family: ClassVar[str] = ""
+    behavior_notes = (behavior_note.RUNTIME_COMPILATION,)
+
+    def check_support(self, graph) -> None:
+        reason = decline_reason(linear_attention_facts(graph), self.family, self.name) or \
+            runtime_reason(self.name)
+        if reason:
+            raise NotImplementedError(reason)
+
+    def build_plan(self, graph, plan: PlanConfig, ctx=None) -> CompiledPlan:
+        self.check_support(graph)
+        return _LinearAttentionPlan(linear_attention_facts(graph), self.family == "kda")
+
+
+class _LinearAttentionPlan(CompiledPlan):
+    def __init__(self, facts, kda: bool) -> None:
+        import torch
+
+        from .kernels.bwd import bwd_layout
+        from .kernels.fwd import fwd_layout
+        self.facts, self.kda = facts, kda
+        f = facts
+        io = {data_type_name: dt for data_type_name, dt in
+              (("HALF", torch.float16), ("BFLOAT16", torch.bfloat16))}
+        io_dtype = io[f.io_dtype.name] if f.io_dtype is not None else torch.bfloat16
+        common = dict(kda=kda, io_dtype=io_dtype, io_itemsize=2, int32_dtype=torch.int32,
+                      float32_dtype=torch.float32)
+        if f.is_backward:
+            self.layout = bwd_layout(f.total_t, f.n_seq, f.h_q, f.h_v, f.d_qk, f.d_v, **common)
+        else:
+            self.layout = fwd_layout(f.total_t, f.n_seq, f.h_o, f.d_qk, f.d_v, **common)
+
+    def get_workspace_size(self) -> int:
+        return self.layout.size
+
+    def execute(self, graph, data, ctx) -> None:
+        f = self.facts
+        buf = resolve_node_buffers(graph, data)[f.node]
+        t = _as_torch
+        scratch = self.layout.carve(t(ctx.workspace) if ctx.workspace is not None else None)
+        stream = _torch_stream(ctx.stream)
+        common = dict(kda=self.kda, scale=float(f.flags.scale), use_l2norm=f.flags.use_qk_l2norm,
+                      stream=stream)
+        q, k, v, g, beta, cu = (t(buf.input(p)) for p in ("q", "k", "v", "g", "beta",
+                                                          "cu_seqlens"))
+        h0 = t(buf.inputs.get("initial_state"))
+        from .kernels.bwd import chunked_bwd
+        from .kernels.fwd import chunked_fwd
+        if f.is_backward:
+            chunked_bwd(q, k, v, g, beta, cu, t(buf.input("dO")), t(buf.output("dQ")),
+                        t(buf.output("dK")), t(buf.output("dV")), t(buf.output("dG")),
+                        t(buf.output("dBeta")), scratch, initial_state=h0,
+                        d_final_state=t(buf.inputs.get("d_final_state")),
+                        d_initial_state=t(buf.outputs.get("d_initial_state")), **common)
+        else:
+            chunked_fwd(q, k, v, g, beta, cu, t(buf.output("O")), scratch, initial_state=h0,
+                        final_state=t(buf.outputs.get("final_state")), **common)
+
+
+def _as_torch(buf: Any):
+    """A torch view of a caller buffer (torch tensors pass through; DLPack is wrapped)."""
+    if buf is None:
+        return None
+    import torch
+    if isinstance(buf, torch.Tensor):
+        return buf
+    if hasattr(buf, "__dlpack__"):
+        return torch.from_dlpack(buf)
+    return torch.as_tensor(buf, device="cuda")
+
+
+def _torch_stream(stream: Any):
+    import torch
+    if stream is None:
+        return torch.cuda.current_stream()
+    if isinstance(stream, int):
+        return torch.cuda.ExternalStream(stream)
+    return stream
