@@ -117,11 +117,14 @@ def main():
     p.add_argument("--len", type=int, default=4096)
     p.add_argument("--heads", type=int, default=16)
     p.add_argument("--dim", type=int, default=128)
+    p.add_argument("--cases", default="", help="only cases whose name contains this text")
     a = p.parse_args()
     print(f"GPU: {torch.cuda.get_device_name()}; {a.seqs} x {a.len} tokens, {a.heads} heads, "
           f"K = V = {a.dim}, bf16; median of {a.reps}")
     rows = []
     for case, kda, candidates in CASES + CASES_BWD:
+        if a.cases not in case:
+            continue
         inp = make_inputs(a.seqs, a.len, a.heads, a.dim, a.dim, kda)
         for name, fn in candidates:
             try:

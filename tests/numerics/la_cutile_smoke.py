@@ -78,18 +78,22 @@ def run_case(lens, H, HV, K, V, use_h0, l2, kda=False, extreme=False, dtype=torc
     return ok
 
 
+CASES = [  # (lens, H, HV, K, V, initial state, l2norm, family, extreme gates)
+    ([64], 1, 1, 64, 64, False, False, "gdn", False),
+    ([1, 63, 64, 65, 200], 2, 2, 64, 64, True, False, "gdn", False),
+    ([0, 130, 1, 0, 77], 4, 4, 128, 128, True, True, "gdn", False),
+    ([100, 37], 2, 4, 64, 128, False, True, "gdn", False),
+    ([1000, 65, 1], 4, 8, 128, 64, True, False, "gdn", False),
+    ([300, 65], 2, 2, 128, 128, True, True, "gdn", True),
+    ([64], 1, 1, 64, 64, False, False, "kda", False),
+    ([1, 63, 64, 65, 200], 2, 2, 64, 64, True, False, "kda", False),
+    ([0, 130, 1, 0, 77], 4, 4, 128, 128, True, True, "kda", False),
+    ([100, 37], 2, 4, 64, 128, False, True, "kda", False),
+    ([300, 65], 2, 2, 128, 128, True, True, "kda", True),
+]
+
 if __name__ == "__main__":
-    results = [
-        run_case([64], 1, 1, 64, 64, False, False),
-        run_case([1, 63, 64, 65, 200], 2, 2, 64, 64, True, False),
-        run_case([0, 130, 1, 0, 77], 4, 4, 128, 128, True, True),
-        run_case([100, 37], 2, 4, 64, 128, False, True),
-        run_case([1000, 65, 1], 4, 8, 128, 64, True, False),
-        run_case([64], 1, 1, 64, 64, False, False, kda=True),
-        run_case([1, 63, 64, 65, 200], 2, 2, 64, 64, True, False, kda=True),
-        run_case([0, 130, 1, 0, 77], 4, 4, 128, 128, True, True, kda=True),
-        run_case([100, 37], 2, 4, 64, 128, False, True, kda=True),
-        run_case([300, 65], 2, 2, 128, 128, True, True, kda=True, extreme=True),
-        run_case([300, 65], 2, 2, 128, 128, True, True, kda=False, extreme=True),
-    ]
+    only = sys.argv[1] if len(sys.argv) > 1 else None   # "gdn" or "kda": one family
+    results = [run_case(*c[:7], kda=c[7] == "kda", extreme=c[8])
+               for c in CASES if only in (None, c[7])]
     sys.exit(0 if all(results) else 1)

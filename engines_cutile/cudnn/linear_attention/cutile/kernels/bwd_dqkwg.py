@@ -6,7 +6,7 @@ E = exp(G), E_end = exp(G_last - G), q and k l2-normalised when requested:
     dq  = scale (dO h^T) E + gram_x(dAqk),    dAqk = scale dO v_new^T (j <= i)
     dk' = (v_new dh^T) E_end + gram_y(dAqk)
     dw  = -dv_new h^T
-    dG' = q dq_h - k dk_h + gram_G(dAqk),  last row += sum(k dk_h) + exp(G_last) sum(h dh)
+    dG' = q dq_h - k dk_h + gram_G(dAqk),  last real row += sum(k dk_h) + exp(G_last) sum(h dh)
 (gram_*: the adjoint of the decayed Gram matrix, decay_gram.py).  dq is final (l2norm
 adjoint applied); dk', dw and dG' go to fp32 scratch for stage 4 (bwd_wy), which adds
 the WY terms.  The work is split over launches because tileiras 13.4 fails on the fused
@@ -96,6 +96,9 @@ def la_bwd_dqkwg_kernel(q, k, g, d_out, cu_seqlens, table, reroute, states, dsta
             h_dh = to_gate(ct.transpose(ct.sum(hs * dhs, axis=1, keepdims=True)), KDA)
             last = ct.sum(to_gate(kt * dk_h, KDA), axis=0, keepdims=True) + \
                 ct.exp(g_last) * h_dh                                            # [1, GW]
+            # on the chunk's last REAL row: padded rows do not survive the scratch round
+            # trip, and the reverse cumsum hands it to every real row either way
+            last_row = ct.minimum(eos - bos - chunk * BT, BT) - 1
             dgt = load_rows(dg_part.slice(axis=0, start=bos, stop=eos), chunk, h, BT, GW) - \
-                to_gate(kt * dk_h, KDA) + ct.where(r == BT - 1, last, 0.0)
+                to_gate(kt * dk_h, KDA) + ct.where(r == last_row, last, 0.0)
         store_rows(dg_part.slice(axis=0, start=bos, stop=eos), chunk, h, dgt, BT, GW)
