@@ -199,8 +199,25 @@ def test_execute_refuses_shape_overrides(backend):
 
 def test_unknown_graph_attributes_reach_the_lowered_backend_graph(backend):
     g, a, b, c = matmul_graph()
+    with pytest.raises(AttributeError, match="only once the graph has been lowered"):
+        g.serialize
     g.create_execution_plans()
     assert set(g.tensor_uids()) == {a.uid, b.uid, c.uid}
+    # serialize/deserialize pass through to the C++ graph (here: nothing built in C++ yet)
+    with pytest.raises(RuntimeError, match="serialize\\(\\): no plan is built yet"):
+        g.serialize()
+    with pytest.raises(TypeError, match="deserialize\\(\\): data must be bytes"):
+        g.deserialize(42)
+
+
+def test_build_operation_graph_lowers_early_and_planning_reuses_it(backend):
+    _, ext = backend
+    g, *_ = matmul_graph()
+    g.build_operation_graph()
+    lowered = g.lifecycle.planning.lowered
+    assert isinstance(lowered, LoweredGraph) and g.is_frozen
+    g.create_execution_plans()
+    assert g.lifecycle.planning.lowered is lowered and len(ext.graphs) == 1
 
 
 # -- knobs, notes, replay -----------------------------------------------------------------

@@ -8,12 +8,21 @@ backend-path assertions run unchanged. Nothing executes, so numerics are not che
 here; what is checked is that each graph lowers, that the feeds and output buffers cover
 every graph input and output, and that each compared output has the reference's size.
 """
+import os
+import sys
+
 import pytest
 
 torch = pytest.importorskip("torch", reason="the suite builds its inputs with torch")
 
 from cudnn.backend.adapter import CudnnBackendAdapter  # noqa: E402
-from fake_cudnn import CudnnScript, FakeAccess, FakeExtension, install_adapter  # noqa: E402
+
+try:
+    import fake_cudnn
+except ImportError:  # outside Bazel: the helper sits beside the backend's own tests
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir,
+                                    os.pardir, "backend_cc", "tests"))
+    import fake_cudnn
 from tests.backend import native_runner  # noqa: E402
 from tests.backend import test_native_backend_lowering as suite  # noqa: E402
 
@@ -37,7 +46,8 @@ def suite_cases():
 
 class DryRun:
     def __init__(self):
-        self.ext = FakeExtension(CudnnScript(proposals={0: [(1, {})], 2: [(2, {})]}))
+        self.ext = fake_cudnn.FakeExtension(
+            fake_cudnn.CudnnScript(proposals={0: [(1, {})], 2: [(2, {})]}))
         self.runs = []
         self.checks = []
 
@@ -62,7 +72,7 @@ class DryRun:
 @pytest.mark.parametrize("test, kwargs", suite_cases())
 def test_suite_graphs_lower_and_plan_on_the_backend_path(monkeypatch, test, kwargs):
     dry = DryRun()
-    install_adapter(monkeypatch, CudnnBackendAdapter(FakeAccess(dry.ext)))
+    fake_cudnn.install_adapter(monkeypatch, CudnnBackendAdapter(fake_cudnn.FakeAccess(dry.ext)))
     monkeypatch.setattr(suite, "DEVICE", "cpu")
     monkeypatch.setattr(suite, "run_on_backend", dry.run_on_backend)
     monkeypatch.setattr(suite, "check", dry.check)
