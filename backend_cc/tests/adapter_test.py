@@ -188,6 +188,21 @@ def test_a_pinned_entry_that_cannot_build_is_an_error(monkeypatch):
         g.build_plans()
 
 
+def test_check_support_reaffirms_the_selected_entry_at_its_index(monkeypatch):
+    ext = FakeExtension(script(unbuildable={3}))
+    install_adapter(monkeypatch, CudnnBackendAdapter(FakeAccess(ext)))
+    g, *_ = matmul_graph()
+    g.create_execution_plans()
+    g.check_support()  # entry 0 declines, but the walk may still move on
+    g.select_plan(1)
+    g.check_support()
+    (graph,) = ext.graphs
+    assert [x for n, x in graph.calls if n == "check_support_at_index"] == [0, 1]
+    g.select_plan(0)
+    with pytest.raises(cudnn.cudnnGraphNotSupportedError, match="eng3"):
+        g.check_support()  # pinned: its decline is an error
+
+
 def test_execute_refuses_shape_overrides(backend):
     g, a, b, c = matmul_graph()
     g.create_execution_plans([FALLBACK])

@@ -138,6 +138,29 @@ def test_rmsnorm_forward_and_backward_without_dbias():
     assert bwd["outputs"]["DBias"] is None
 
 
+def test_batchnorm_instancenorm_and_genstats():
+    g = new_graph()
+    x = g.tensor(dim=[4, 32, 8, 8], stride=[2048, 1, 256, 32])
+    per_channel = [g.tensor(dim=[1, 32, 1, 1], data_type=DT.FLOAT, name=n)
+                   for n in ("scale", "bias", "running_mean", "running_var")]
+    scale, bias, running_mean, running_var = per_channel
+    eps, momentum = g.tensor_scalar(1e-5), g.tensor_scalar(0.1)
+    bn = g.batchnorm(x, scale, bias, running_mean, running_var, eps, momentum)
+    y, _, _ = g.instancenorm(x, scale, bias, eps, norm_forward_phase=TRAINING)
+    sums = g.genstats(x)
+    for t in (*bn, y, *sums):
+        t.set_output(True)
+    for t in (*bn[1:], *sums):
+        t.set_data_type(DT.FLOAT)
+    ops = lowered_of(g).backend.ops()
+    assert [op["method"] for op in ops] == ["batchnorm", "instancenorm", "genstats"]
+    assert list(ops[0]["inputs"]) == ["input", "scale", "bias", "in_running_mean",
+                                      "in_running_var", "epsilon", "momentum"]
+    assert [t.get_uid() for t in ops[0]["outputs"].values()] == [t.uid for t in bn]
+    assert ops[1]["attrs"] == {"norm_forward_phase": TRAINING.value}
+    assert [t.get_uid() for t in ops[2]["outputs"].values()] == [t.uid for t in sums]
+
+
 def test_conv_fprop_dgrad_wgrad_and_reduction():
     g = new_graph()
     x, w, dy = g.tensor(dim=[2, 8, 6, 6]), g.tensor(dim=[4, 8, 3, 3]), g.tensor(dim=[2, 4, 6, 6])
