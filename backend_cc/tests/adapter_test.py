@@ -215,7 +215,7 @@ def test_execute_refuses_shape_overrides(backend):
 def test_unknown_graph_attributes_reach_the_lowered_backend_graph(backend):
     g, a, b, c = matmul_graph()
     with pytest.raises(AttributeError, match="only once the graph has been lowered"):
-        g.serialize
+        _ = g.serialize
     g.create_execution_plans()
     assert set(g.tensor_uids()) == {a.uid, b.uid, c.uid}
     # serialize/deserialize pass through to the C++ graph (here: nothing built in C++ yet)

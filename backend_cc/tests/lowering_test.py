@@ -177,7 +177,8 @@ def test_conv_fprop_dgrad_wgrad_and_reduction():
     ops = lowered.backend.ops()
     assert [op["method"] for op in ops] == ["conv_fprop", "conv_dgrad", "conv_wgrad", "reduction"]
     assert all(op["attrs"] == conv for op in ops[:3])
-    assert list(ops[1]["inputs"]) == ["loss", "filter"] and list(ops[2]["inputs"]) == ["image", "loss"]
+    assert list(ops[1]["inputs"]) == ["loss", "filter"]
+    assert list(ops[2]["inputs"]) == ["image", "loss"]
     assert ops[3]["attrs"] == {"mode": cudnn.reduction_mode.MAX.value}
 
 

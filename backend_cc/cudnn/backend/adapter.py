@@ -15,10 +15,11 @@ It implements the seam documented in cudnn/engines/backend_source.py (router/):
   (engine id, knobs)), `build_operation_graph` (lower early).
 
 Declines (spec/engine_contract.md section 8.2): lowering that fails with
-cudnnGraphNotSupportedError, RuntimeError (cuDNN refused a descriptor; logged at WARNING),
-ImportError or AttributeError declines the backend for the graph, and leaves no lowered
-graph behind; AssertionError, KeyError and TypeError are bugs and propagate. Plan
-creation and building decline only with cudnnGraphNotSupportedError.
+cudnnGraphNotSupportedError, RuntimeError (cuDNN refused a descriptor) or AttributeError
+(both logged at WARNING), or ImportError declines the backend for the graph, and leaves no
+lowered graph behind (nor any layout copied back into the IR); AssertionError, KeyError and
+TypeError are bugs and propagate. Plan creation and building decline only with
+cudnnGraphNotSupportedError.
 
 `BackendAccess` is how the adapter reaches the extension and handles; tests hand it a
 stand-in (a recording extension, no GPU needed).
@@ -104,7 +105,8 @@ class CudnnBackendAdapter:
         except cudnnGraphNotSupportedError:
             raise
         except _LOWERING_DECLINES as exc:
-            level = logging.WARNING if isinstance(exc, RuntimeError) else logging.INFO
+            # ImportError is an expected absence; the others may hide a real problem
+            level = logging.INFO if isinstance(exc, ImportError) else logging.WARNING
             _log.log(level, "cuDNN backend declines graph '%s': %s: %s", graph.name,
                      type(exc).__name__, exc)
             raise cudnnGraphNotSupportedError(

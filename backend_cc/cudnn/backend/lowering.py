@@ -230,7 +230,7 @@ class _Lowering:
             raise AssertionError(f"node '{node.name}': backend_graph.{spec.backend_method}() "
                                  f"returned {len(outs)} outputs, the OpSpec declares "
                                  f"{len(spec.outputs)}")
-        for out_spec, bt in zip(spec.outputs, outs):
+        for out_spec, bt in zip(spec.outputs, outs, strict=True):
             ir = node.outputs.get(out_spec.name)
             if (ir is None) != (bt is None):
                 side = "the backend" if ir is None else "the IR"
