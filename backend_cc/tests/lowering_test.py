@@ -1,120 +1,448 @@
-"""DRAFT tests of cudnn.backend.lowering (issue 5 phase 2) against the IR.
+"""cudnn.backend.lowering on CPU: the builder calls each IR op becomes, uids, layouts and
+declines, read back from the extension's own recording layer (`backend_graph.ops()`).
 
-They run once the IR (ops/, ir/) is on the path and skip before that, so this checkout
-stays green while the layers land separately. CPU only: descriptors are finalized when a
-libcudnn is reachable, nothing executes.
+No GPU: when a libcudnn loads here, cuDNN also checks every descriptor
+(`finalize_op_descriptors`, no handle needed); otherwise the C++ validation alone runs.
 """
 
 import pytest
 
 import cudnn
-from cudnn.backend import loader
-
-if not hasattr(cudnn, "pygraph"):
-    pytest.skip("the IR (cudnn.pygraph) is not on this path yet", allow_module_level=True)
-
-from cudnn.backend import lowering  # noqa: E402  (imports the IR's op schema)
+from cudnn.backend import loader, lowering
+from cudnn.ops import registry
+from cudnn.ops.op_spec import OpGroup
 
 EXT = loader.extension()
 if EXT is None:
     raise ImportError("lowering tests need the built extension: " + loader.unavailable_reason())
 
+from fake_cudnn import FakeExtension  # noqa: E402
+
 DT = cudnn.data_type
+TRAINING = cudnn.norm_forward_phase.TRAINING
 
 
-def new_graph():
+def new_graph(**kwargs):
     return cudnn.pygraph(io_data_type=DT.HALF, intermediate_data_type=DT.FLOAT,
-                         compute_data_type=DT.FLOAT)
+                         compute_data_type=DT.FLOAT, **kwargs)
 
 
-def finalize_if_possible(lowered):
-    if loader.is_available():
+def lowered_of(g, check_descriptors=True):
+    g.validate()
+    lowered = lowering.lower(g, EXT)
+    if check_descriptors and loader.is_available():
         lowered.backend.finalize_op_descriptors()
+    return lowered
 
 
-def test_matmul_chain_emits_one_builder_call_per_node_with_ir_uids():
+def only_op(lowered):
+    (op,) = lowered.backend.ops()
+    return op
+
+
+# -- builder calls ---------------------------------------------------------------------
+def test_matmul_bias_relu_chain_is_one_builder_call_per_node():
     g = new_graph()
     a, b, bias = g.tensor(dim=[4, 16, 32]), g.tensor(dim=[4, 32, 8]), g.tensor(dim=[1, 1, 8])
-    c = g.matmul(a, b)
+    c = g.matmul(a, b, compute_data_type=DT.FLOAT)
     d = g.add(c, bias)
     y = g.relu(d, lower_clip=0.0)
     y.set_output(True)
-    g.validate()
-    lowered = lowering.lower(g, EXT)
+    lowered = lowered_of(g)
     ops = lowered.backend.ops()
+    bt = lowered.tensors
     assert [op["method"] for op in ops] == ["matmul", "add", "relu"]
     assert [op["name"] for op in ops] == [n.name for n in g.nodes]
+    assert ops[0]["inputs"] == {"A": bt[a], "B": bt[b]} and ops[0]["outputs"] == {"C": bt[c]}
+    assert ops[1]["inputs"] == {"a": bt[c], "b": bt[bias]}
     assert ops[2]["attrs"] == {"lower_clip": 0.0}
-    assert {t.uid for t in (a, b, bias, c, d, y)} == set(lowered.backend.tensor_uids())
-    assert lowered.tensors[y].get_is_virtual() is False and lowered.tensors[c].get_is_virtual()
+    assert ops[0]["compute_data_type"] == DT.FLOAT.value
+    assert set(lowered.backend.tensor_uids()) == {t.uid for t in (a, b, bias, c, d, y)}
+    assert bt[y].get_is_virtual() is False and bt[c].get_is_virtual() is True
     assert lowered.internal_uids == frozenset()
-    # Inferred layouts stay provisional: C++ infers them itself and they agree.
-    assert lowered.tensors[c].get_dim_assigned() is False
-    assert lowered.tensors[c].get_dim() == list(c.dim)
-    finalize_if_possible(lowered)
 
 
-def test_float_attn_scale_becomes_an_internal_scalar_above_every_ir_uid():
+POINTWISE = sorted(name for name, spec in registry.all_specs().items()
+                   if spec.group is OpGroup.POINTWISE)
+BOOLEAN_INPUTS = {"logical_and", "logical_or", "logical_not"}
+BOOLEAN_OUTPUTS = BOOLEAN_INPUTS | {n for n in POINTWISE if n.startswith("cmp_")}
+REQUIRED_PARAMS = {"leaky_relu": {"negative_slope": 0.1}, "leaky_relu_backward":
+                   {"negative_slope": 0.1}, "gen_index": {"axis": 1}}
+
+
+def test_the_table_has_all_54_pointwise_modes():
+    assert len(POINTWISE) == 54
+
+
+@pytest.mark.parametrize("op", POINTWISE)
+def test_every_pointwise_mode_lowers_to_its_builder(op):
+    spec = registry.all_specs()[op]
+    g = new_graph()
+    dtype = DT.BOOLEAN if op in BOOLEAN_INPUTS else DT.FLOAT
+    inputs = [g.tensor(dim=[2, 3, 8], data_type=DT.BOOLEAN if port.name == "mask" else dtype,
+                       name=port.name) for port in spec.input_ports]
+    params = REQUIRED_PARAMS.get(op, {})
+    out = getattr(g, op)(*inputs, **params)
+    out.set_output(True)
+    if op in BOOLEAN_OUTPUTS:
+        out.set_data_type(DT.BOOLEAN)
+    elif op == "gen_index":
+        out.set_data_type(DT.INT32)
+    op_record = only_op(lowered_of(g))
+    assert op_record["method"] == spec.backend_method == op
+    assert op_record["kind"] == "pointwise"
+    assert [t.get_uid() for t in op_record["inputs"].values()] == [t.uid for t in inputs]
+    assert list(op_record["inputs"]) == [p.name for p in spec.input_ports]
+    assert op_record["attrs"] == params
+    assert op_record["outputs"]["OUT_0"].get_uid() == out.uid
+
+
+def test_layernorm_forward_and_backward():
+    g = new_graph()
+    x = g.tensor(dim=[16, 64, 1, 1])
+    scale = g.tensor(dim=[1, 64, 1, 1], data_type=DT.FLOAT)
+    bias = g.tensor(dim=[1, 64, 1, 1], data_type=DT.FLOAT)
+    y, mean, inv = g.layernorm(x, scale, bias, g.tensor_scalar(1e-5), norm_forward_phase=TRAINING)
+    dy = g.tensor(dim=[16, 64, 1, 1])
+    dx, dscale, dbias = g.layernorm_backward(dy, x, scale, mean, inv)
+    for t in (y, dx, dscale, dbias):
+        t.set_output(True)
+    lowered = lowered_of(g)
+    fwd, bwd = lowered.backend.ops()
+    bt = lowered.tensors
+    assert fwd["method"] == "layernorm" and fwd["attrs"] == {"norm_forward_phase": TRAINING.value}
+    assert list(fwd["inputs"]) == ["input", "scale", "bias", "epsilon"]
+    assert fwd["outputs"] == {"Y": bt[y], "mean": bt[mean], "inv_var": bt[inv]}
+    assert bt[mean].get_is_virtual() and bt[mean].get_data_type() == DT.FLOAT.value
+    assert bwd["method"] == "layernorm_backward"
+    assert bwd["inputs"] == {"grad": bt[dy], "input": bt[x], "scale": bt[scale],
+                             "mean": bt[mean], "inv_variance": bt[inv]}
+    assert bwd["outputs"] == {"DX": bt[dx], "DScale": bt[dscale], "DBias": bt[dbias]}
+    epsilon = fwd["inputs"]["epsilon"]
+    assert epsilon.get_is_pass_by_value() and epsilon.get_pass_by_value() == pytest.approx(1e-5)
+
+
+def test_rmsnorm_forward_and_backward_without_dbias():
+    g = new_graph()
+    x = g.tensor(dim=[8, 128, 1, 1])
+    scale = g.tensor(dim=[1, 128, 1, 1], data_type=DT.FLOAT)
+    y, inv = g.rmsnorm(x, scale, None, g.tensor_scalar(1e-6), norm_forward_phase=TRAINING)
+    dx, dscale, dbias = g.rmsnorm_backward(g.tensor(dim=[8, 128, 1, 1]), x, scale, inv,
+                                           has_dbias=False)
+    assert dbias is None
+    for t in (y, dx, dscale):
+        t.set_output(True)
+    fwd, bwd = lowered_of(g).backend.ops()
+    assert fwd["method"] == "rmsnorm" and "bias" not in fwd["inputs"]
+    assert bwd["method"] == "rmsnorm_backward" and bwd["attrs"] == {"has_dbias": False}
+    assert bwd["outputs"]["DBias"] is None
+
+
+def test_batchnorm_instancenorm_and_genstats():
+    g = new_graph()
+    x = g.tensor(dim=[4, 32, 8, 8], stride=[2048, 1, 256, 32])
+    per_channel = [g.tensor(dim=[1, 32, 1, 1], data_type=DT.FLOAT, name=n)
+                   for n in ("scale", "bias", "running_mean", "running_var")]
+    scale, bias, running_mean, running_var = per_channel
+    eps, momentum = g.tensor_scalar(1e-5), g.tensor_scalar(0.1)
+    bn = g.batchnorm(x, scale, bias, running_mean, running_var, eps, momentum)
+    y, _, _ = g.instancenorm(x, scale, bias, eps, norm_forward_phase=TRAINING)
+    sums = g.genstats(x)
+    for t in (*bn, y, *sums):
+        t.set_output(True)
+    for t in (*bn[1:], *sums):
+        t.set_data_type(DT.FLOAT)
+    ops = lowered_of(g).backend.ops()
+    assert [op["method"] for op in ops] == ["batchnorm", "instancenorm", "genstats"]
+    assert list(ops[0]["inputs"]) == ["input", "scale", "bias", "in_running_mean",
+                                      "in_running_var", "epsilon", "momentum"]
+    assert [t.get_uid() for t in ops[0]["outputs"].values()] == [t.uid for t in bn]
+    assert ops[1]["attrs"] == {"norm_forward_phase": TRAINING.value}
+    assert [t.get_uid() for t in ops[2]["outputs"].values()] == [t.uid for t in sums]
+
+
+def test_conv_fprop_dgrad_wgrad_and_reduction():
+    g = new_graph()
+    x, w, dy = g.tensor(dim=[2, 8, 6, 6]), g.tensor(dim=[4, 8, 3, 3]), g.tensor(dim=[2, 4, 6, 6])
+    conv = dict(padding=[1, 1], stride=[1, 1], dilation=[1, 1])
+    y = g.conv_fprop(x, w, **conv)
+    dx = g.conv_dgrad(dy, w, **conv)
+    dw = g.conv_wgrad(x, dy, **conv)
+    dw.set_dim([4, 8, 3, 3])
+    r = g.reduction(y, mode=cudnn.reduction_mode.MAX)
+    r.set_dim([2, 4, 1, 1])
+    for t in (dx, dw, r):
+        t.set_output(True)
+    lowered = lowered_of(g)
+    ops = lowered.backend.ops()
+    assert [op["method"] for op in ops] == ["conv_fprop", "conv_dgrad", "conv_wgrad", "reduction"]
+    assert all(op["attrs"] == conv for op in ops[:3])
+    assert list(ops[1]["inputs"]) == ["loss", "filter"]
+    assert list(ops[2]["inputs"]) == ["image", "loss"]
+    assert ops[3]["attrs"] == {"mode": cudnn.reduction_mode.MAX.value}
+
+
+def test_sdpa_forward_and_backward_use_the_native_builders():
+    g = new_graph()
+    q = g.tensor(dim=[2, 4, 128, 64], stride=[128 * 4 * 64, 64, 4 * 64, 1])
+    scale = g.tensor_scalar(0.125)
+    o, stats = g.sdpa(q, q, q, attn_scale=scale, generate_stats=True)
+    dq, dk, dv = g.sdpa_backward(q, q, q, o, q, stats, attn_scale=scale)
+    for t in (o, stats, dq, dk, dv):
+        t.set_output(True)
+    lowered = lowered_of(g)
+    fwd, bwd = lowered.backend.ops()
+    bt = lowered.tensors
+    assert fwd["method"] == "sdpa" and fwd["attrs"] == {"generate_stats": True}
+    assert fwd["inputs"]["attn_scale"] == bwd["inputs"]["attn_scale"] == bt[scale]
+    assert bwd["method"] == "sdpa_backward"
+    assert bwd["inputs"]["o"] == bt[o] and bwd["inputs"]["stats"] == bt[stats]
+    assert bt[stats].get_data_type() == DT.FLOAT.value
+    assert lowered.internal_uids == frozenset()
+
+
+def test_a_float_attn_scale_becomes_an_internal_scalar_above_every_ir_uid():
     g = new_graph()
     q = g.tensor(dim=[1, 2, 64, 32])
-    o, stats = g.sdpa(q, q, q, attn_scale=0.125, generate_stats=True)
+    o, _ = g.sdpa(q, q, q, attn_scale=0.125)
     o.set_output(True)
-    stats.set_output(True)
-    g.validate()
-    lowered = lowering.lower(g, EXT)
+    g.tensor(dim=[3], name="unwired")  # its uid counts too: a pack may name it
+    lowered = lowered_of(g)
     (internal,) = lowered.internal_uids
-    assert internal > max(t.uid for t in (q, o, stats))
+    assert internal > max(t.uid for t in g.all_tensors())
     scale = lowered.backend.query_tensor_attributes_of_uid(internal)
     assert scale.get_pass_by_value() == 0.125 and scale.get_name() == "sdpa.0::attn_scale"
-    # sdpa pushes dims and strides even when inferred
-    assert lowered.tensors[o].get_dim_assigned() and lowered.tensors[o].get_stride_assigned()
-    finalize_if_possible(lowered)
+    assert scale.get_is_pass_by_value()
 
 
-def test_push_ops_push_their_dims():
+def test_reshape_and_concatenate_take_no_compute_data_type():
+    g = new_graph()
+    a, b = g.tensor(dim=[2, 3, 4]), g.tensor(dim=[2, 5, 4])
+    cat = g.concatenate([a, b], axis=1, compute_data_type=DT.FLOAT)
+    flat = g.reshape(cat)
+    flat.set_dim([2, 32]).set_output(True)
+    ops = lowered_of(g, check_descriptors=False).backend.ops()
+    assert [op["method"] for op in ops] == ["concatenate", "reshape"]
+    assert list(ops[0]["inputs"]) == ["inputs_0", "inputs_1"]
+    assert [op["compute_data_type"] for op in ops] == [0, 0]
+
+
+# -- broadcast operands ----------------------------------------------------------------
+def test_lower_rank_inputs_are_padded_with_leading_ones():
+    g = new_graph()
+    x = g.tensor(dim=[4, 6, 8])
+    bias = g.tensor(dim=[8])
+    a = g.tensor(dim=[16, 8])
+    y = g.add(x, bias)
+    z = g.matmul(a, g.tensor(dim=[3, 8, 5]))
+    for t in (y, z):
+        t.set_output(True)
+    lowered = lowered_of(g)
+    bt = lowered.tensors
+    assert (bt[bias].get_dim(), bt[bias].get_stride()) == ([1, 1, 8], [8, 8, 1])
+    assert (bt[a].get_dim(), bt[a].get_stride()) == ([1, 16, 8], [128, 8, 1])
+    assert bt[bias].get_uid() == bias.uid
+    assert tuple(bias.dim) == (8,) and tuple(a.dim) == (16, 8)  # the IR keeps its own layout
+
+
+def test_a_scalar_broadcasts_into_a_lower_rank_pointwise():
+    g = new_graph()
+    x = g.tensor(dim=[5, 7])
+    two = g.tensor_scalar(2.0)
+    y = g.mul(x, two)
+    y.set_output(True)
+    lowered = lowered_of(g)
+    assert len(y.dim) == 4  # the IR broadcast the [1, 1, 1, 1] scalar
+    assert lowered.tensors[x].get_dim() == [1, 1, 5, 7]
+    assert lowered.tensors[two].get_pass_by_value() == 2.0
+
+
+def test_a_produced_lower_rank_operand_is_a_decline():
+    g = new_graph()
+    x = g.tensor(dim=[4, 8], data_type=DT.FLOAT)
+    r = g.reduction(x, mode=cudnn.reduction_mode.ADD)
+    r.set_dim([4, 1])
+    y = g.add(g.tensor(dim=[2, 4, 8]), r)
+    y.set_output(True)
+    g.validate()
+    with pytest.raises(cudnn.cudnnGraphNotSupportedError, match="can only pad graph inputs"):
+        lowering.lower(g, EXT)
+
+
+def test_one_input_needed_at_two_ranks_is_a_decline():
+    g = new_graph()
+    bias = g.tensor(dim=[8])
+    for t in (g.add(g.tensor(dim=[4, 8]), bias), g.add(g.tensor(dim=[2, 4, 8]), bias)):
+        t.set_output(True)
+    g.validate()
+    with pytest.raises(cudnn.cudnnGraphNotSupportedError, match="needed at several ranks"):
+        lowering.lower(g, EXT)
+
+
+# -- layouts ------------------------------------------------------------------------------
+def test_only_caller_set_output_layouts_are_pushed():
+    g = new_graph()
+    x = g.tensor(dim=[2, 8, 6, 6], stride=[288, 1, 48, 8])  # NHWC
+    w = g.tensor(dim=[4, 8, 3, 3], stride=[72, 1, 24, 8])
+    y = g.conv_fprop(x, w, padding=[1, 1])
+    y.set_output(True)
+    c = g.matmul(g.tensor(dim=[1, 4, 8]), g.tensor(dim=[1, 8, 2]))
+    c.set_stride([8, 1, 4]).set_output(True)  # caller-set strides carry their dims along
+    lowered = lowered_of(g)
+    by, bc = lowered.tensors[y], lowered.tensors[c]
+    assert not by.get_dim_assigned() and not by.get_stride_assigned()
+    assert bc.get_dim_assigned() and bc.get_stride() == [8, 1, 4]
+    # the backend inferred NHWC for y; the IR learns it once copied back, still as inferred
+    assert tuple(y.stride) == (144, 36, 6, 1)
+    lowered.copy_back_layouts()
+    assert tuple(y.stride) == tuple(by.get_stride()) == (144, 1, 24, 4)
+    assert not y.stride_assigned and not y.dim_assigned
+    assert tuple(c.stride) == (8, 1, 4) and c.stride_assigned
+
+
+def test_push_ops_push_dims_but_not_inferred_strides():
     g = new_graph()
     x = g.tensor(dim=[4, 64], data_type=DT.FLOAT)
-    r = g.reduction(x, mode=cudnn.reduction_mode.ADD)
-    r.set_dim([4, 1]).set_output(True)
-    g.validate()
-    lowered = lowering.lower(g, EXT)
-    assert lowered.tensors[r].get_dim() == [4, 1]
-    assert lowered.backend.ops()[0]["attrs"] == {"mode": cudnn.reduction_mode.ADD.value}
+    r = g.reduction(x, mode=cudnn.reduction_mode.ADD, out_dims=[4, 1])
+    r.set_output(True)
+    bt = lowered_of(g).tensors[r]
+    assert bt.get_dim() == [4, 1] and bt.get_dim_assigned()
+    assert not bt.get_stride_assigned()
 
 
-def test_backend_declines_surface_as_the_ir_error():
+def test_sdpa_pushes_inferred_dims_and_strides():
     g = new_graph()
     q = g.tensor(dim=[1, 2, 64, 32])
-    o, _ = g.sdpa(q, q, q, use_causal_mask=True)
+    o, _ = g.sdpa(q, q, q)
     o.set_output(True)
-    with pytest.raises(cudnn.cudnnGraphNotSupportedError, match="use_causal_mask=True"):
-        lowering.lower(g, EXT)
+    assert not o.dim_assigned and not o.stride_assigned
+    bt = lowered_of(g).tensors[o]
+    assert bt.get_dim_assigned() and bt.get_stride_assigned()
+    assert bt.get_dim() == list(o.dim) and bt.get_stride() == list(o.stride)
 
 
-def test_python_only_ops_decline_before_anything_is_built():
+# -- uids ---------------------------------------------------------------------------------
+def test_every_backend_uid_is_the_ir_uid_even_for_user_chosen_uids():
     g = new_graph()
-    t, h, k = 64, 2, 64
-    q = g.tensor(dim=[t, h, k])
-    gate = g.tensor(dim=[t, h], data_type=DT.FLOAT)
-    cu = g.tensor(dim=[2], data_type=DT.INT32)
-    out = g.gdn(q, q, q, gate, gate, cu)
-    (out[0] if isinstance(out, list) else out).set_output(True)
-    reasons = lowering.no_lowering_reasons(g, EXT)
-    assert reasons and reasons[0].startswith("No valid engine configs for GDN")
-    with pytest.raises(cudnn.cudnnGraphNotSupportedError, match="No valid engine configs for GDN"):
-        lowering.lower(g, EXT)
+    a = g.tensor(dim=[8, 8], uid=1000)
+    y = g.relu(a)
+    y.set_uid(7).set_output(True)
+    lowered = lowered_of(g)
+    assert lowered.tensors[a].get_uid() == 1000 and lowered.tensors[y].get_uid() == 7
+    assert set(lowered.backend.tensor_uids()) == {1000, 7}
 
 
 def test_verify_uids_catches_a_backend_uid_that_drifted():
     g = new_graph()
-    a = g.tensor(dim=[8, 8])
-    y = g.relu(a)
+    y = g.relu(g.tensor(dim=[8, 8]))
     y.set_output(True)
-    g.validate()
-    lowered = lowering.lower(g, EXT)
+    lowered = lowered_of(g, check_descriptors=False)
     lowered.tensors[y].set_uid(y.uid + 100)
     with pytest.raises(AssertionError, match=f"IR uid {y.uid}, backend uid {y.uid + 100}"):
         lowering.verify_uids(lowered)
+
+
+def test_verify_uids_catches_a_tensor_nobody_pushed():
+    g = new_graph()
+    y = g.relu(g.tensor(dim=[8, 8]))
+    y.set_output(True)
+    lowered = lowered_of(g, check_descriptors=False)
+    lowered.backend.tensor(uid=4242, dim=[1])
+    with pytest.raises(AssertionError, match=r"uids nobody pushed: \[4242\]"):
+        lowering.verify_uids(lowered)
+
+
+# -- declines -----------------------------------------------------------------------------
+def declined(g, match, ext=None):
+    g.validate()
+    ext = ext or FakeExtension()
+    with pytest.raises(cudnn.cudnnGraphNotSupportedError, match=match):
+        lowering.lower(g, ext)
+    return ext
+
+
+def test_linear_attention_declines_before_anything_is_recorded():
+    g = new_graph()
+    t, h, k = 64, 2, 64
+    q = g.tensor(dim=[t, h, k])
+    gate = g.tensor(dim=[t, h], data_type=DT.FLOAT)
+    out = g.gdn(q, q, q, gate, gate, g.tensor(dim=[2], data_type=DT.INT32))
+    (out[0] if isinstance(out, list) else out).set_output(True)
+    ext = declined(g, r"^No valid engine configs for GDN: node 'gdn.0': gdn has no backend")
+    assert ext.graphs == []
+
+
+@pytest.mark.parametrize("build, method", [
+    (lambda g, x: g.transpose(x, permutation=[1, 0]), "transpose"),
+    (lambda g, x: g.slice(x, slices=[slice(0, 2), slice(0, 4)]), "slice"),
+])
+def test_ops_the_extension_cannot_build_decline(build, method):
+    g = new_graph()
+    out = build(g, g.tensor(dim=[4, 8]))
+    out.set_output(True)
+    ext = declined(g, f"this cuDNN backend has no {method}\\(\\) builder")
+    assert ext.graphs == []
+
+
+def test_python_only_arguments_decline():
+    g = new_graph()
+    q = g.tensor(dim=[1, 2, 64, 32])
+    o, _ = g.sdpa(q, q, q, softmax_precision=DT.FLOAT)
+    o.set_output(True)
+    declined(g, "attr 'softmax_precision' is python-only")
+
+
+def test_arguments_the_builder_does_not_take_decline():
+    g = new_graph()
+    q = g.tensor(dim=[1, 2, 64, 32])
+    o, stats = g.sdpa(q, q, q, generate_stats=True)
+    dq, _, _ = g.sdpa_backward(q, q, q, o, q, stats, score_mod=lambda *a: None)
+    dq.set_output(True)
+    declined(g, r"backend_graph.sdpa_backward\(\) takes no 'score_mod' argument")
+
+
+def test_out_ports_the_backend_cannot_write_decline():
+    g = new_graph()
+    q = g.tensor(dim=[1, 2, 64, 32])
+    score_max = g.tensor(dim=[1, 2, 64, 1], data_type=DT.FLOAT)
+    o, _ = g.sdpa(q, q, q, score_max=score_max)
+    o.set_output(True)
+    declined(g, r"sdpa\(\) cannot take 'score_max': the native cuDNN SDPA descriptor")
+
+
+def test_the_extension_s_own_declines_surface_as_the_ir_error():
+    g = new_graph()
+    q = g.tensor(dim=[1, 2, 64, 32])
+    o, _ = g.sdpa(q, q, q, use_causal_mask=True)
+    o.set_output(True)
+    g.validate()
+    with pytest.raises(cudnn.cudnnGraphNotSupportedError, match="use_causal_mask"):
+        lowering.lower(g, EXT)
+
+
+def test_graph_options_the_backend_cannot_honour_decline():
+    g = new_graph(sm_count=8)
+    g.relu(g.tensor(dim=[4, 4])).set_output(True)
+    declined(g, r"cannot honour pygraph\(sm_count=8\)")
+
+
+def test_a_declined_lowering_leaves_the_ir_untouched():
+    g = new_graph()
+    x = g.tensor(dim=[2, 8, 6, 6], stride=[288, 1, 48, 8])
+    y = g.conv_fprop(x, g.tensor(dim=[4, 8, 3, 3]), padding=[1, 1])
+    z = g.transpose(y, permutation=[0, 2, 3, 1])
+    z.set_output(True)
+    g.validate()
+    before = (tuple(y.dim), tuple(y.stride), y.uid)
+    declined(g, "transpose")
+    assert (tuple(y.dim), tuple(y.stride), y.uid) == before
+
+
+def test_lowering_needs_a_validated_graph():
+    g = new_graph()
+    g.relu(g.tensor(dim=[4, 4])).set_output(True)
+    with pytest.raises(RuntimeError, match="validated graph"):
+        lowering.lower(g, EXT)
 
 
 if __name__ == "__main__":

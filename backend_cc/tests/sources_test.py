@@ -39,9 +39,9 @@ def test_sources_md_lists_every_source_file():
     assert listed == on_disk()
 
 
-def test_sources_md_lists_every_test():
+def test_sources_md_lists_every_test_and_test_helper():
     tests = {os.path.join("tests", n) for n in os.listdir(os.path.join(ROOT, "tests"))
-             if n.endswith("_test.py")}
+             if n.endswith(".py")}
     assert {p for p in listed_in_sources_md() if p.startswith("tests/")} == tests
 
 

@@ -1,156 +1,300 @@
-"""DRAFT (issue 5 phase 2, written before the IR and router landed on main): lowering of a
-validated IR `cudnn.pygraph` into the C++ `backend_graph` of cudnn._pybind_module.
+"""Lowering: a validated IR `cudnn.pygraph` -> the C++ `backend_graph` of cudnn._pybind_module.
 
-One backend call per IR node, driven by the node's OpSpec: `spec.backend_method` names the
-method, ports and attrs are passed by their (shared) names. Uids: every IR uid is pushed —
-graph inputs through `tensor(uid=...)`, op outputs through `set_uid` — and `verify_uids`
-checks afterwards that each backend tensor reports exactly its IR uid. The only uids the
-lowering adds are those of the pass-by-value scalars it creates for Python numbers given to
-tensor-or-scalar ports (sdpa `attn_scale`), drawn above every IR uid. Layouts: only
-caller-set output dims/strides are pushed, except `push_output_dims` ops (dims) and the
-sdpa family (dims and strides), per spec/op_surface.md section 0.
+One builder call per IR node, in graph order, read from the node's OpSpec alone: the
+method is `spec.backend_method`; every port the caller wired and every attr the caller
+passed goes by its (shared) name; `compute_data_type` unless `spec.no_cdt`; the node's
+name. Nothing here is per op, so every op the extension's table has lowers the same way:
+all 54 pointwise modes, matmul, conv fprop/dgrad/wgrad, reduction, the norms forward and
+backward, genstats, reshape, concatenate, and SDPA forward/backward (native descriptors).
 
-A node with no backend lowering (python-only ops such as GDN/KDA, python-only attributes)
-raises cudnnGraphNotSupportedError before anything is built; so do the backend's own
-declines, which the extension raises with the IR's exception class.
+Uids: the IR owns them all. Graph inputs are created with `tensor(uid=...)`, op outputs
+get theirs through `set_uid`; the only uids the lowering adds are those of pass-by-value
+scalars it makes for Python numbers (sdpa `attn_scale=0.125`), drawn above every uid of the
+graph. `LoweredGraph.verify_uids` checks the result (and again after the backend builds).
+
+Layouts (../spec/op_surface.md section 0): graph inputs are described exactly as the IR
+has them (lower-rank broadcast operands padded with leading 1s, see broadcast_layout.py).
+Of op outputs only caller-set dims/strides are pushed (dims go along with caller-set
+strides, which mean nothing without them), except `push_output_dims` ops (IR dims) and the
+SDPA group (IR dims and strides). Everything else the backend infers, and its inferences
+are copied back into the IR tensors whose layouts the caller did not set.
+
+Declines (cudnnGraphNotSupportedError, raised before anything is recorded when they can be
+known statically): python-only ops (linear attention, ...) and python-only arguments, ops
+or arguments the extension has no builder or keyword for, graph options the backend cannot
+honour, layouts it cannot express; then whatever the extension itself declines (SDPA masks,
+dropout, version-gated features, ...) and shape rules its validation refuses.
 """
-
 from __future__ import annotations
 
+import functools
 import numbers
-from dataclasses import dataclass, field
-from typing import Any, Dict, FrozenSet, List
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
-import cudnn
-from cudnn.ops.op_spec import Direction, OpGroup, PortKind
+from cudnn.backend.broadcast_layout import BroadcastLayouts, broadcast_layouts, natural_layout
+from cudnn.backend.lowered_graph import LoweredGraph
+from cudnn.ops.data_types import data_type
+from cudnn.ops.errors import cudnnGraphNotSupportedError
+from cudnn.ops.op_spec import OpGroup, PortKind
 
-FLOAT = cudnn.data_type.FLOAT
+if TYPE_CHECKING:
+    from cudnn import Node, Tensor, pygraph
+
+#: largest integer a pass-by-value scalar can carry exactly (the extension takes a double).
+_EXACT_INT = 2 ** 53
 
 
-@dataclass
-class LoweredGraph:
-    backend: Any                      # the backend_graph
-    tensors: Dict[Any, Any]           # IR Tensor -> backend tensor
-    internal_uids: FrozenSet[int] = field(default_factory=frozenset)
+# -- what the extension accepts -----------------------------------------------------------
+@dataclass(frozen=True)
+class _Builder:
+    """What one backend_graph method takes, from the extension's own op table."""
+    names: frozenset[str]
+    #: tensor ports the method names but declines whenever given, with the reason.
+    unsupported_ports: dict[str, str]
 
 
-def no_lowering_reasons(graph, ext) -> List[str]:
-    """Why `graph` cannot be lowered at all (empty: try the backend)."""
-    reasons = []
+@functools.lru_cache(maxsize=None)
+def _builders(ext: Any) -> dict[str, _Builder]:
+    table: dict[str, _Builder] = {}
+    for schema in ext.op_schemas():
+        names = {p["name"] for p in schema["inputs"]} | {a["name"] for a in schema["attrs"]}
+        names.add("name")
+        if schema["takes_compute_data_type"]:
+            names.add("compute_data_type")
+        table[schema["method"]] = _Builder(
+            frozenset(names), {p["name"]: p["unsupported"] for p in schema["inputs"]
+                               if p["unsupported"]})
+    return table
+
+
+def backend_arguments(node: Node) -> Iterator[tuple[str, Any, Any]]:
+    """(name, spec, value) of every argument the lowering forwards for `node`: wired ports
+    the binding takes (out-direction ones too) and passed attrs; python-only ones never."""
+    spec = node.spec
+    for port in spec.ports:
+        if port.to_backend and not port.python_only:
+            value = node.argument(port.name)
+            if value is not None:
+                yield port.name, port, value
+    for attr in spec.attrs:
+        if not attr.python_only and attr.name in node.params:
+            yield attr.name, attr, node.params[attr.name]
+
+
+# -- static declines -----------------------------------------------------------------------
+def decline_reasons(graph: pygraph, ext: Any,
+                    layouts: BroadcastLayouts | None = None) -> list[str]:
+    """Why the backend cannot take `graph` (empty: try it)."""
+    builders = _builders(ext)
+    reasons: list[str] = []
+    node_level: set[str] = set()
     for node in graph.nodes:
+        head = f"No valid engine configs for {node.node_type.name}"
         spec = node.spec
-        if spec.backend_method is None or spec.python_only:
-            reasons.append(f"No valid engine configs for {node.node_type.name}: "
-                           f"{spec.name} has no backend lowering")
-        elif not hasattr(ext.backend_graph, spec.backend_method):
-            reasons.append(f"No valid engine configs for {node.node_type.name}: this backend "
-                           f"has no {spec.backend_method}() builder")
-        else:
-            reasons += node.python_only_reasons()
+        if spec.python_only or spec.backend_method is None:
+            reasons.append(f"{head}: node '{node.name}': {spec.name} has no backend lowering "
+                           "(python engines only)")
+            continue
+        own = node.python_only_reasons()
+        node_level.update(own)
+        reasons += [f"{head}: {r} (python engines only)" for r in own]
+        builder = builders.get(spec.backend_method)
+        if builder is None:
+            reasons.append(f"{head}: node '{node.name}': this cuDNN backend has no "
+                           f"{spec.backend_method}() builder")
+            continue
+        for name, _, _ in backend_arguments(node):
+            method = f"backend_graph.{spec.backend_method}()"
+            if name not in builder.names:
+                reasons.append(f"{head}: node '{node.name}': {method} takes no '{name}' argument")
+            elif name in builder.unsupported_ports:
+                reasons.append(f"{head}: node '{node.name}': {method} cannot take '{name}': "
+                               f"{builder.unsupported_ports[name]}")
+    reasons += [f"No valid engine configs: {r}" for r in graph.python_only_reasons()
+                if r not in node_level]
+    reasons += _option_reasons(graph)
+    reasons += _tensor_reasons(graph)
+    layouts = broadcast_layouts(graph) if layouts is None else layouts
+    reasons += [f"No valid engine configs: {r}" for r in layouts.reasons]
     return reasons
 
 
+def _option_reasons(graph: pygraph) -> list[str]:
+    opts = graph.backend_options
+    unsupported = {
+        "sm_count": opts.sm_count, "sm_version": opts.sm_version,
+        "kernel_cache": opts.kernel_cache, "device_property": opts.device_property,
+        "is_dynamic_shape_enabled": opts.is_dynamic_shape_enabled or None,
+        "is_override_shape_enabled": opts.is_override_shape_enabled or None,
+        **dict(opts.extra),
+    }
+    return [f"the cuDNN backend cannot honour pygraph({name}={value!r})"
+            for name, value in unsupported.items() if value is not None]
+
+
+def _graph_tensors(graph: pygraph) -> list[Tensor]:
+    seen: dict[int, Tensor] = {}
+    for node in graph.nodes:
+        for t in (*node.inputs.values(), *node.outputs.values()):
+            for c in (t, t.ragged_offset):
+                if c is not None:
+                    seen.setdefault(id(c), c)
+    return list(seen.values())
+
+
+def _tensor_reasons(graph: pygraph) -> list[str]:
+    reasons = []
+    for t in _graph_tensors(graph):
+        where = f"tensor '{t.name}' (uid {t.uid})"
+        if t.ragged_offset_multiplier != 1:
+            reasons.append(f"{where}: ragged_offset_multiplier {t.ragged_offset_multiplier} "
+                           "(the backend descriptor has no multiplier)")
+        value = t.pass_by_value
+        if isinstance(value, numbers.Integral) and abs(int(value)) > _EXACT_INT:
+            reasons.append(f"{where}: pass-by-value {value} cannot be carried exactly (the "
+                           f"backend takes scalars as doubles, exact up to 2**53)")
+    return reasons
+
+
+# -- the lowering itself -------------------------------------------------------------------
 class _Lowering:
-    def __init__(self, graph, ext, handle: int) -> None:
+    def __init__(self, graph: pygraph, ext: Any, handle: int | None,
+                 layouts: BroadcastLayouts) -> None:
         ctx = graph.context
-        self.graph = graph
         self.backend = ext.backend_graph(
             io_data_type=ctx.io_data_type, intermediate_data_type=ctx.intermediate_data_type,
             compute_data_type=ctx.compute_data_type, handle=handle, name=graph.name)
-        self.tensors: Dict[Any, Any] = {}
-        self.produced = {t for node in graph.nodes for t in node.outputs.values()}
-        self.next_internal = 1 + max((t.uid for node in graph.nodes
-                                      for t in (*node.inputs.values(), *node.outputs.values())),
-                                     default=0)
-        self.internal: List[int] = []
+        self.layouts = layouts.padded
+        self.tensors: dict[Tensor, Any] = {}
+        # out-direction ports (caller tensors an op writes) are bound like inputs
+        self.produced = {t for node in graph.nodes for name, t in node.outputs.items()
+                         if name in node.spec.output_names}
+        self.next_internal = 1 + max((t.uid for t in graph.all_tensors()), default=0)
+        self.internal: list[int] = []
 
-    def tensor(self, t):
+    def tensor(self, t: Tensor) -> Any:
+        """The backend tensor of a graph input (created on first use)."""
         if t in self.tensors:
             return self.tensors[t]
         if t in self.produced:
-            raise AssertionError(f"tensor '{t.name}' is used before the node producing it")
-        offset = t._ragged_offset  # DRAFT: the IR has no public getter for it yet
-        bt = self.backend.tensor(
-            uid=t.uid, dim=list(t.dim), stride=list(t.stride), data_type=t.data_type,
-            is_virtual=t.is_virtual, is_pass_by_value=t.is_pass_by_value,
-            value=t.pass_by_value if isinstance(t.pass_by_value, numbers.Real) else None,
-            ragged_offset=None if offset is None else self.tensor(offset),
-            reordering_type=t.get_reordering_type(), name=t.name)
+            raise AssertionError(f"tensor '{t.name}' (uid {t.uid}) is read before the node "
+                                 "that produces it was lowered")
+        dims, strides = self.layouts.get(t) or natural_layout(t)
+        kwargs: dict[str, Any] = dict(uid=t.uid, dim=list(dims), data_type=t.data_type,
+                                      is_virtual=t.is_virtual,
+                                      is_pass_by_value=t.is_pass_by_value, name=t.name)
+        if strides:
+            kwargs["stride"] = list(strides)
+        value = _scalar_value(t)
+        if value is not None:
+            kwargs["value"] = value
+        if t.ragged_offset is not None:
+            kwargs["ragged_offset"] = self.tensor(t.ragged_offset)
+        if t.reordering_type is not None:
+            kwargs["reordering_type"] = t.reordering_type
+        bt = self.backend.tensor(**kwargs)
         self.tensors[t] = bt
         return bt
 
-    def scalar(self, value: float, name: str):
+    def scalar(self, value: float, name: str) -> Any:
         uid = self.next_internal
         self.next_internal += 1
         self.internal.append(uid)
-        return self.backend.tensor_scalar(uid=uid, value=float(value), data_type=FLOAT, name=name)
+        return self.backend.tensor_scalar(uid=uid, value=float(value), data_type=data_type.FLOAT,
+                                          name=name)
 
-    def argument(self, node, port):
-        value = node.argument(port.name)
-        if value is None:
-            return None
-        if port.kind is PortKind.TENSOR_LIST:
+    def value(self, node: Node, name: str, spec: Any, value: Any) -> Any:
+        kind = getattr(spec, "kind", None)
+        if kind is PortKind.TENSOR_LIST:
             return [self.tensor(v) for v in value]
-        if port.kind is PortKind.MIXED_TUPLE:
-            return value  # the extension declines any dropout tuple natively
-        if port.kind is PortKind.TENSOR_OR_SCALAR and isinstance(value, numbers.Real):
-            return self.scalar(value, f"{node.name}::{port.name}")
-        return self.tensor(value)
+        if kind is PortKind.MIXED_TUPLE:
+            return value  # the binding declines tuple arguments it cannot carry
+        if kind is PortKind.TENSOR_OR_SCALAR and isinstance(value, numbers.Real):
+            return self.scalar(value, f"{node.name}::{name}")
+        if kind in (PortKind.TENSOR, PortKind.TENSOR_OR_SCALAR):
+            return self.tensor(value)
+        return list(value) if isinstance(value, tuple) else value
 
-    def node(self, node) -> None:
+    def node(self, node: Node) -> None:
         spec = node.spec
-        kwargs = {"name": node.name}
-        for port in spec.ports:
-            if port.to_backend and (port.direction is Direction.IN or node.argument(port.name) is not None):
-                value = self.argument(node, port)
-                if value is not None:
-                    kwargs[port.name] = value
-        for attr in spec.attrs:
-            if attr.name in node.params:
-                value = node.params[attr.name]
-                kwargs[attr.name] = list(value) if isinstance(value, tuple) else value
+        kwargs: dict[str, Any] = {"name": node.name}
+        for name, arg_spec, value in backend_arguments(node):
+            kwargs[name] = self.value(node, name, arg_spec, value)
         if not spec.no_cdt and node.compute_data_type is not None:
             kwargs["compute_data_type"] = node.compute_data_type
-        outputs = getattr(self.backend, spec.backend_method)(**kwargs)
-        if not isinstance(outputs, list):
-            outputs = [outputs]
-        sdpa = spec.group is OpGroup.SDPA
-        for out_spec, bt in zip(spec.outputs, outputs):
+        result = getattr(self.backend, spec.backend_method)(**kwargs)
+        outs = result if isinstance(result, list) else [result]
+        if len(outs) != len(spec.outputs):
+            raise AssertionError(f"node '{node.name}': backend_graph.{spec.backend_method}() "
+                                 f"returned {len(outs)} outputs, the OpSpec declares "
+                                 f"{len(spec.outputs)}")
+        for out_spec, bt in zip(spec.outputs, outs, strict=True):
             ir = node.outputs.get(out_spec.name)
             if (ir is None) != (bt is None):
-                raise AssertionError(f"node '{node.name}': output {out_spec.name} present in "
-                                     f"{'the backend' if ir is None else 'the IR'} only")
-            if ir is None:
-                continue
-            bt.set_uid(ir.uid).set_output(not ir.is_virtual)
-            if ir.data_type is not None:
-                bt.set_data_type(ir.data_type)
-            if ir.dim and (ir._dim_assigned or spec.push_output_dims or sdpa):
-                bt.set_dim(list(ir.dim))
-            if ir.stride and (ir._stride_assigned or sdpa):
-                bt.set_stride(list(ir.stride))
-            self.tensors[ir] = bt
+                side = "the backend" if ir is None else "the IR"
+                raise AssertionError(f"node '{node.name}': output {out_spec.name} exists in "
+                                     f"{side} only (presence rules disagree)")
+            if ir is not None:
+                self.output(spec.group is OpGroup.SDPA, spec.push_output_dims, ir, bt)
+
+    def output(self, sdpa: bool, push_dims: bool, ir: Tensor, bt: Any) -> None:
+        bt.set_uid(ir.uid).set_output(not ir.is_virtual).set_name(ir.name)
+        if ir.data_type is not None:
+            bt.set_data_type(ir.data_type)
+        if ir.dim and (ir.dim_assigned or ir.stride_assigned or push_dims or sdpa):
+            bt.set_dim(list(ir.dim))
+        if ir.stride and (ir.stride_assigned or sdpa):
+            bt.set_stride(list(ir.stride))
+        if ir.ragged_offset is not None:
+            bt.set_ragged_offset(self.tensor(ir.ragged_offset))
+        if ir.reordering_type is not None:
+            bt.set_reordering_type(ir.reordering_type)
+        self.tensors[ir] = bt
 
 
-def lower(graph, ext, *, handle: int = 0) -> LoweredGraph:
-    reasons = no_lowering_reasons(graph, ext)
+def _scalar_value(t: Tensor) -> float | None:
+    value = t.pass_by_value
+    if value is None or not t.is_pass_by_value:
+        return None
+    if isinstance(value, numbers.Real):
+        return float(value)
+    item = getattr(value, "item", None)  # a 0-d framework scalar
+    if callable(item):
+        return float(item())
+    raise TypeError(f"tensor '{t.name}': pass-by-value {type(value).__name__} is not a number")
+
+
+def lower(graph: pygraph, ext: Any, *, handle: int | None = None) -> LoweredGraph:
+    """Record `graph` (validated) into a new backend_graph of `ext` and validate it there.
+
+    Raises cudnnGraphNotSupportedError when the backend cannot take the graph; any other
+    exception is a bug. The IR is not touched: building cuDNN's operation graph
+    (`LoweredGraph.build_operation_graph`, which needs a GPU) and copying the backend's
+    inferred layouts back (`copy_back_layouts`) are the caller's next steps.
+    """
+    if not graph.lifecycle.state.validated:
+        raise RuntimeError("lowering needs a validated graph: call graph.validate() first")
+    layouts = broadcast_layouts(graph)
+    reasons = decline_reasons(graph, ext, layouts)
     if reasons:
-        raise cudnn.cudnnGraphNotSupportedError("; ".join(reasons))
-    lowering = _Lowering(graph, ext, handle)
+        raise cudnnGraphNotSupportedError("; ".join(reasons))
+    lowering = _Lowering(graph, ext, handle, layouts)
     for node in graph.nodes:
         lowering.node(node)
-    lowered = LoweredGraph(lowering.backend, lowering.tensors, frozenset(lowering.internal))
-    lowered.backend.validate()
-    verify_uids(lowered)
+    try:
+        lowering.backend.validate()
+    except ValueError as exc:  # the backend's own shape rules: it cannot run this graph
+        raise cudnnGraphNotSupportedError(f"the cuDNN backend refused the graph: {exc}") from exc
+    outputs = [t for node in graph.nodes for name, t in node.outputs.items()
+               if name in node.spec.output_names]
+    lowered = LoweredGraph(lowering.backend, lowering.tensors, frozenset(lowering.internal),
+                           handle, outputs)
+    lowered.verify_uids()
     return lowered
 
 
 def verify_uids(lowered: LoweredGraph) -> None:
-    """Every backend tensor reports exactly its IR uid; no uid appears that nobody pushed."""
-    for ir, bt in lowered.tensors.items():
-        if bt.get_uid() != ir.uid:
-            raise AssertionError(f"tensor '{ir.name}': IR uid {ir.uid}, backend uid {bt.get_uid()}")
-    pushed = {ir.uid for ir in lowered.tensors} | set(lowered.internal_uids)
-    stray = set(lowered.backend.tensor_uids()) - pushed
-    if stray:
-        raise AssertionError(f"backend tensors with uids nobody pushed: {sorted(stray)}")
+    """Every backend tensor carries exactly its IR uid (AssertionError otherwise)."""
+    lowered.verify_uids()

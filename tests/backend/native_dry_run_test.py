@@ -1,0 +1,104 @@
+"""CPU dry run of the native GPU suite (test_native_backend_lowering.py).
+
+Every test of the suite runs here with inputs on the CPU and its graphs planned through
+the router onto the real lowering and the real cuDNN adapter; only what needs a GPU is
+answered by the recording stand-in (backend_cc/tests/fake_cudnn.py): heuristics, plan
+builds, executes. When a libcudnn loads, cuDNN still checks every descriptor. The suite's
+backend-path assertions run unchanged. Nothing executes, so numerics are not checked
+here; what is checked is that each graph lowers, that the feeds and output buffers cover
+every graph input and output, and that each compared output has the reference's size.
+"""
+import os
+import sys
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="the suite builds its inputs with torch")
+
+from cudnn.backend.adapter import CudnnBackendAdapter  # noqa: E402
+
+try:
+    import fake_cudnn
+except ImportError:  # outside Bazel: the helper sits beside the backend's own tests
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir,
+                                    os.pardir, "backend_cc", "tests"))
+    import fake_cudnn
+from tests.backend import native_runner  # noqa: E402
+from tests.backend import test_native_backend_lowering as suite  # noqa: E402
+
+
+def suite_cases():
+    """(id, test function, kwargs) for every test of the suite, parametrizations expanded."""
+    cases = []
+    for name, fn in sorted(vars(suite).items()):
+        if not (name.startswith("test_") and callable(fn)):
+            continue
+        marks = [m for m in getattr(fn, "pytestmark", []) if m.name == "parametrize"]
+        if not marks:
+            cases.append(pytest.param(fn, {}, id=name))
+            continue
+        (mark,) = marks
+        names = [n.strip() for n in mark.args[0].split(",")]
+        for i, values in enumerate(mark.args[1]):
+            cases.append(pytest.param(fn, dict(zip(names, values)), id=f"{name}[{i}]"))
+    return cases
+
+
+class DryRun:
+    def __init__(self):
+        self.ext = fake_cudnn.FakeExtension(
+            fake_cudnn.CudnnScript(proposals={0: [(1, {})], 2: [(2, {})]}))
+        self.runs = []
+        self.checks = []
+
+    def run_on_backend(self, graph, feeds, outputs, heuristics=None):
+        outputs = list(outputs)
+        plan = native_runner.plan_on_backend(graph, heuristics)
+        fed = {t.uid for t in feeds}
+        needed = {t.uid for t in graph.get_inputs()
+                  if not (t.is_pass_by_value and t.pass_by_value is not None)}
+        assert needed <= fed, f"inputs without a buffer: {sorted(needed - fed)}"
+        assert {t.uid for t in graph.get_outputs()} == {t.uid for t in outputs}
+        self.runs.append(graph)
+        dtypes = native_runner.TORCH_DTYPE
+        return [torch.zeros(tuple(t.dim), dtype=dtypes[t.data_type]) for t in outputs], plan
+
+    def check(self, op, got, ref, bound, plan=""):
+        assert got.numel() == ref.numel(), f"{op}: output {tuple(got.shape)} vs reference " \
+            f"{tuple(ref.shape)}"
+        self.checks.append(op)
+
+
+@pytest.mark.parametrize("test, kwargs", suite_cases())
+def test_suite_graphs_lower_and_plan_on_the_backend_path(monkeypatch, test, kwargs):
+    dry = DryRun()
+    fake_cudnn.install_adapter(monkeypatch, CudnnBackendAdapter(fake_cudnn.FakeAccess(dry.ext)))
+    monkeypatch.setattr(suite, "DEVICE", "cpu")
+    monkeypatch.setattr(suite, "run_on_backend", dry.run_on_backend)
+    monkeypatch.setattr(suite, "check", dry.check)
+    test(None, **kwargs)
+    assert dry.runs and dry.checks
+    assert len(dry.ext.graphs) == len(dry.runs)
+    for graph in dry.ext.graphs:
+        assert ("build_operation_graph", None) in graph.calls
+
+
+def test_the_dry_run_covers_the_whole_suite():
+    assert len(suite_cases()) >= 11
+
+
+def test_the_result_table_shows_failures():
+    native_runner.ROWS.clear()
+    got, ref = torch.tensor([1.0, 2.0]), torch.tensor([1.0, 2.5])
+    with pytest.raises(AssertionError, match="relative error 2.000e-01"):
+        native_runner.check("demo op", got, ref, 1e-3, "eng0")
+    native_runner.check("exact op", ref, ref, 1e-3, "eng1")
+    text = native_runner.table()
+    assert "demo op" in text and " NO " in text and "exact op" in text and " yes " in text
+    with pytest.raises(AssertionError):
+        native_runner.check("unwritten", torch.tensor([float("nan")]), ref[:1], 1.0)
+    native_runner.ROWS.clear()
+
+
+if __name__ == "__main__":
+    raise SystemExit(pytest.main([__file__, "-q"]))
