@@ -6,10 +6,11 @@ pygraph builder, plans, pins `plan_name` when given, builds and reads the worksp
 the graph API, end to end, with no engine named. When no engine can run the call, the
 error lists why each engine declined, from `graph.explain_plans()`.
 
-`CachedGraph.execute` binds the call's buffers by uid and runs on the current torch
-stream (the graph's handle answers `get_stream()` with it) with a workspace from torch's
-caching allocator. The first execute of a graph runs under its lock (engines may compile
-lazily there); later executes take no lock.
+`CachedGraph.run` allocates the call's results, binds them and the call's tensors to the
+graph's tensors and executes on the current torch stream (the graph's handle answers
+`get_stream()` with it) with a workspace from torch's caching allocator. The first
+execute of a graph runs under its lock (engines may compile lazily there); later
+executes take no lock.
 """
 from __future__ import annotations
 
@@ -47,26 +48,32 @@ class GraphRequest:
     """What one op call asks for: enough to build its graph, and to say what it was."""
     op: str
     builder: Callable[..., Any]
-    inputs: Mapping[str, torch.Tensor]
+    #: (argument position, graph input port, tensor) of every tensor argument given.
+    inputs: Sequence[tuple[int, str, torch.Tensor]]
     attrs: Mapping[str, Any]
-    #: (result index, graph output port, the buffer the op allocated for it).
-    outputs: Sequence[tuple[int, str, torch.Tensor]]
+    #: every result the op returns, as allocated for this call.
+    results: Sequence[torch.Tensor]
+    #: (result position, graph output port) of the results the graph writes.
+    outputs: Sequence[tuple[int, str]]
     plan_name: str | None
     device: torch.device
 
     def describe(self) -> str:
         tensors = ", ".join(f"{port} {list(t.shape)} {str(t.dtype).removeprefix('torch.')}"
-                            for port, t in self.inputs.items())
+                            for _, port, t in self.inputs)
         return f"{tensors}; on {self.device}"
 
 
 @dataclass
 class CachedGraph:
+    """A built graph and how one call's values bind to it (by argument position)."""
     graph: cudnn.pygraph
-    #: (graph input port, uid): the port is also the op argument's name.
-    inputs: tuple[tuple[str, int], ...]
-    #: (result index, uid).
-    outputs: tuple[tuple[int, int], ...]
+    #: (argument position, graph tensor) per bound input.
+    inputs: tuple[tuple[int, cudnn.Tensor], ...]
+    #: (result position, graph tensor) per output the graph writes.
+    outputs: tuple[tuple[int, cudnn.Tensor], ...]
+    #: (dims, dtype) of every result, allocated afresh (contiguous) on each call.
+    results: tuple[tuple[tuple[int, ...], torch.dtype], ...]
     workspace_size: int
     #: the name of the plan that was built (for explanations and tests, never dispatch).
     plan: str
@@ -74,46 +81,54 @@ class CachedGraph:
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _ready: bool = field(default=False, repr=False)
 
-    def execute(self, args: Mapping[str, Any], results: Sequence[torch.Tensor]) -> None:
-        pack = {uid: args[port] for port, uid in self.inputs}
-        for index, uid in self.outputs:
-            pack[uid] = results[index]
-        workspace = torch.empty(max(self.workspace_size, 1), dtype=torch.uint8,
-                                device=self.device)
+    def run(self, values: Sequence[Any]) -> tuple[torch.Tensor, ...]:
+        """Allocate the results and execute the graph into them with the call's values."""
+        device = self.device
+        results = tuple(torch.empty(dims, dtype=dtype, device=device)
+                        for dims, dtype in self.results)
+        # IR tensors as keys: the variant pack resolves them without a uid lookup
+        pack = {tensor: values[position] for position, tensor in self.inputs}
+        for position, tensor in self.outputs:
+            pack[tensor] = results[position]
+        workspace = torch.empty(max(self.workspace_size, 1), dtype=torch.uint8, device=device)
         if self._ready:
             self.graph.execute(pack, workspace)
-            return
+            return results
         with self._lock:
             self.graph.execute(pack, workspace)
             self._ready = True
+        return results
 
 
 def build_graph(request: GraphRequest) -> CachedGraph:
     graph = cudnn.pygraph(name=request.op.replace("::", "."),
                           handle=TorchDeviceHandle(request.device))
-    inputs = {port: graph.tensor(dim=list(t.shape), stride=list(t.stride()),
-                                 data_type=t.dtype, name=port)
-              for port, t in request.inputs.items()}
-    request.builder(graph, **inputs, **request.attrs, name=request.op.split("::")[-1])
+    inputs = {port: (position, graph.tensor(dim=list(t.shape), stride=list(t.stride()),
+                                            data_type=t.dtype, name=port))
+              for position, port, t in request.inputs}
+    request.builder(graph, **{port: t for port, (_, t) in inputs.items()}, **request.attrs,
+                    name=request.op.split("::")[-1])
     node = graph.nodes[0]
     outputs = []
-    for index, port, buffer in request.outputs:
+    for position, port in request.outputs:
         tensor = node.outputs.get(port)
         if tensor is None:
             raise RuntimeError(f"{request.op}: the graph node has no output '{port}' "
                                f"(its outputs: {sorted(node.outputs)})")
+        buffer = request.results[position]
         tensor.set_dim(list(buffer.shape)).set_stride(list(buffer.stride()))
         tensor.set_data_type(buffer.dtype).set_output(True)
-        outputs.append((index, tensor.uid))
+        outputs.append((position, tensor))
     _plan(request, graph)
     if request.plan_name is not None:
         _pin(request, graph)
     _build(request, graph)
     selected = graph.lifecycle.planning.selected_index
-    return CachedGraph(graph=graph,
-                       inputs=tuple((port, t.uid) for port, t in inputs.items()),
-                       outputs=tuple(outputs), workspace_size=int(graph.get_workspace_size()),
-                       plan=graph.get_plan_name_at_index(selected), device=request.device)
+    return CachedGraph(
+        graph=graph, inputs=tuple(inputs.values()), outputs=tuple(outputs),
+        results=tuple((tuple(r.shape), r.dtype) for r in request.results),
+        workspace_size=int(graph.get_workspace_size()),
+        plan=graph.get_plan_name_at_index(selected), device=request.device)
 
 
 def _plan(request: GraphRequest, graph: cudnn.pygraph) -> None:

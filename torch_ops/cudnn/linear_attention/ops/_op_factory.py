@@ -8,15 +8,18 @@
   same result shapes, so torch.compile traces the ops without running them;
 - autograd on `_fwd` that runs the `_bwd` op, i.e. the family's backward graph.
 
-A kernel checks the call, allocates its results (absent optional results are zero-size
-tensors: custom ops cannot return None), finds or builds the single-node graph for the
-call's configuration in the op's bounded cache (_graph_cache.py, _graph_runner.py) and
-executes it into the results. The ops never convert dtypes and never name an engine.
+A kernel looks the call's configuration up in the op's bounded graph cache
+(_graph_cache.py). On a miss it checks the call, allocates its results (absent optional
+results are zero-size tensors: custom ops cannot return None) and builds the single-node
+graph (_graph_runner.py); the configuration key holds every dim, stride, dtype, device and
+attribute the checks read, so a hit skips them. Then the graph runs into fresh results.
+The ops never convert dtypes and never name an engine.
 """
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -35,12 +38,29 @@ _NOT_GRAPH_ATTRS = frozenset({"checkpoint_dtype", "plan_name"})
 _PRIMAL_OF = {result: primal for result, (_, primal) in GRADIENTS.items()}
 _GRADIENT_OF = {primal: result for result, primal in _PRIMAL_OF.items()}
 
+_Results = tuple[torch.Tensor, ...]
 
-def _cache_key(values: Sequence[Any], device: torch.device) -> tuple[Any, ...]:
-    """Everything that shapes the graph: each tensor's dims, strides and dtype, every
-    other argument's value, and the device."""
-    return (device, *((v.shape, v.stride(), v.dtype) if isinstance(v, torch.Tensor) else v
-                      for v in values))
+
+def cache_key(values: Sequence[Any]) -> tuple[Any, ...]:
+    """Everything that shapes the graph and that the checks read: each tensor's dims,
+    strides, dtype and device index, and every other argument's value."""
+    tensor = torch.Tensor
+    return tuple((v.shape, v.stride(), v.dtype, v.get_device()) if isinstance(v, tensor)
+                 else v for v in values)
+
+
+@dataclass(frozen=True)
+class _OpDef:
+    """One registered op: its name, signature, graph builder, cache and result rules."""
+    name: str
+    signature: OpSignature
+    backward: bool
+    graph_builder: Callable[..., Any]
+    cache: GraphCache[CachedGraph]
+    #: (bound call, geometry) -> every result, allocated like `new_empty` of q.
+    allocate: Callable[[Mapping[str, Any], Geometry], _Results]
+    #: bound call -> (result position, graph output port) of the results the graph writes.
+    written: Callable[[Mapping[str, Any]], list[tuple[int, str]]]
 
 
 class FamilyOps:
@@ -48,33 +68,61 @@ class FamilyOps:
 
     def __init__(self, family: Family) -> None:
         self.family = family
-        self.forward_signature = family.forward_signature()
-        self.backward_signature = family.backward_signature()
-        self.forward_name = f"{NAMESPACE}::{family.name}_fwd"
-        self.backward_name = f"{NAMESPACE}::{family.name}_bwd"
-        self.forward_cache: GraphCache[CachedGraph] = GraphCache(self.forward_name)
-        self.backward_cache: GraphCache[CachedGraph] = GraphCache(self.backward_name)
         self._saved = ("q", "k", "v", *family.gate_names, "cu_seqlens", "initial_state",
                        "a_log", "dt_bias")
-        self._register()
+        self.forward_def = self._op_def("fwd", family.forward_signature(), False,
+                                        family.graph_forward, self._forward_results,
+                                        self._forward_written)
+        self.backward_def = self._op_def("bwd", family.backward_signature(), True,
+                                         family.graph_backward, self._backward_results,
+                                         self._backward_written)
+        self.forward_signature = self.forward_def.signature
+        self.backward_signature = self.backward_def.signature
+        forward = self._register(self.forward_def)
+        forward.register_autograd(self._backward, setup_context=self._setup_context)
+        self._register(self.backward_def)
+        namespace = getattr(torch.ops, NAMESPACE)
+        self.forward_op = getattr(namespace, f"{family.name}_fwd").default
+        self.backward_op = getattr(namespace, f"{family.name}_bwd").default
+
+    def _op_def(self, suffix: str, signature: OpSignature, backward: bool,
+                builder: Callable[..., Any], allocate: Callable[..., _Results],
+                written: Callable[..., list[tuple[int, str]]]) -> _OpDef:
+        name = f"{NAMESPACE}::{self.family.name}_{suffix}"
+        return _OpDef(name, signature, backward, builder, GraphCache(name), allocate, written)
 
     # -- registration ------------------------------------------------------------------
-    def _register(self) -> None:
-        forward = torch.library.custom_op(self.forward_name, self._forward_kernel,
-                                          mutates_args=(),
-                                          schema=self.forward_signature.schema())
-        forward.register_fake(self._forward_fake)
-        forward.register_autograd(self._backward, setup_context=self._setup_context)
-        backward = torch.library.custom_op(self.backward_name, self._backward_kernel,
-                                           mutates_args=(),
-                                           schema=self.backward_signature.schema())
-        backward.register_fake(self._backward_fake)
-        namespace = getattr(torch.ops, NAMESPACE)
-        self.forward_op = getattr(namespace, f"{self.family.name}_fwd").default
-        self.backward_op = getattr(namespace, f"{self.family.name}_bwd").default
+    def _register(self, op: _OpDef) -> Any:
+        def kernel(*args: Any, **kwargs: Any) -> _Results:
+            values = op.signature.complete(args, kwargs)
+            entry = op.cache.get_or_build(cache_key(values), lambda: self._build(op, values))
+            return entry.run(values)
+
+        def fake(*args: Any, **kwargs: Any) -> _Results:
+            bound = op.signature.bind(args, kwargs)
+            return op.allocate(bound, check_call(op.name, self.family, bound, op.backward))
+
+        registered = torch.library.custom_op(op.name, kernel, mutates_args=(),
+                                             schema=op.signature.schema())
+        registered.register_fake(fake)
+        return registered
+
+    def _build(self, op: _OpDef, values: Sequence[Any]) -> CachedGraph:
+        signature = op.signature
+        bound = dict(zip(signature.names, values))
+        geo = check_call(op.name, self.family, bound, op.backward)
+        tensors = signature.tensor_names
+        return build_graph(GraphRequest(
+            op=op.name, builder=op.graph_builder,
+            inputs=[(signature.names.index(n), n, bound[n]) for n in tensors
+                    if bound[n] is not None],
+            attrs={GRAPH_ATTR_NAMES.get(n, n): bound[n] for n in signature.names
+                   if n not in tensors and n not in _NOT_GRAPH_ATTRS and bound[n] is not None},
+            results=op.allocate(bound, geo), outputs=op.written(bound),
+            plan_name=bound["plan_name"], device=bound["q"].device))
 
     # -- the public function's body ----------------------------------------------------
-    def forward(self, values: dict[str, Any]) -> tuple[torch.Tensor, ...]:
+    def forward(self, values: dict[str, Any]) -> _Results:
         """Run the forward op from the public function's arguments (by name)."""
         name = self.family.name
         q = values["q"]
@@ -93,9 +141,9 @@ class FamilyOps:
             return tuple(results)
         return results[0], results[1]
 
-    # -- forward -----------------------------------------------------------------------
-    def _forward_results(self, args: Mapping[str, Any],
-                         geo: Geometry) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    # -- results -----------------------------------------------------------------------
+    @staticmethod
+    def _forward_results(args: Mapping[str, Any], geo: Geometry) -> _Results:
         q = args["q"]
         state_shape = (geo.N, geo.HO, geo.V, geo.K)
         o = q.new_empty((geo.T, geo.HO, geo.V))
@@ -106,46 +154,21 @@ class FamilyOps:
         rows = (checkpoint_rows(geo, every), geo.HO, geo.V, geo.K) if every > 0 else (0,)
         return o, final, q.new_empty(rows, dtype=dtype)
 
-    def _forward_fake(self, *args: Any, **kwargs: Any) -> tuple[torch.Tensor, ...]:
-        bound = self.forward_signature.bind(args, kwargs)
-        geo = check_call(self.forward_name, self.family, bound, backward=False)
-        return self._forward_results(bound, geo)
+    @staticmethod
+    def _forward_written(args: Mapping[str, Any]) -> list[tuple[int, str]]:
+        present = (True, bool(args["output_final_state"]), args["checkpoint_every_n_tokens"] > 0)
+        return [(i, FORWARD_PORTS[r]) for i, r in enumerate(FORWARD_RESULTS) if present[i]]
 
-    def _forward_kernel(self, *args: Any, **kwargs: Any) -> tuple[torch.Tensor, ...]:
-        values = self.forward_signature.complete(args, kwargs)
-        bound = dict(zip(self.forward_signature.names, values))
-        geo = check_call(self.forward_name, self.family, bound, backward=False)
-        results = self._forward_results(bound, geo)
-        present = (True, bool(bound["output_final_state"]),
-                   bound["checkpoint_every_n_tokens"] > 0)
-        ports = [(i, FORWARD_PORTS[r]) for i, r in enumerate(FORWARD_RESULTS) if present[i]]
-        self._run(self.forward_cache, self.forward_signature, self.family.graph_forward,
-                  values, bound, results, ports)
-        return results
-
-    # -- backward ----------------------------------------------------------------------
-    def _backward_results(self, args: Mapping[str, Any]) -> tuple[torch.Tensor, ...]:
+    def _backward_results(self, args: Mapping[str, Any], geo: Geometry) -> _Results:
         q = args["q"]
         primals = (args[_PRIMAL_OF[r]] for r in self.family.gradient_results)
         # one zero-size tensor per absent gradient: custom op results may not alias
         return tuple(q.new_empty((0,), dtype=torch.float32) if p is None else
                      p.new_empty(p.shape) for p in primals)
 
-    def _backward_fake(self, *args: Any, **kwargs: Any) -> tuple[torch.Tensor, ...]:
-        bound = self.backward_signature.bind(args, kwargs)
-        check_call(self.backward_name, self.family, bound, backward=True)
-        return self._backward_results(bound)
-
-    def _backward_kernel(self, *args: Any, **kwargs: Any) -> tuple[torch.Tensor, ...]:
-        values = self.backward_signature.complete(args, kwargs)
-        bound = dict(zip(self.backward_signature.names, values))
-        check_call(self.backward_name, self.family, bound, backward=True)
-        results = self._backward_results(bound)
-        ports = [(i, GRADIENTS[r][0]) for i, r in enumerate(self.family.gradient_results)
-                 if bound[_PRIMAL_OF[r]] is not None]
-        self._run(self.backward_cache, self.backward_signature, self.family.graph_backward,
-                  values, bound, results, ports)
-        return results
+    def _backward_written(self, args: Mapping[str, Any]) -> list[tuple[int, str]]:
+        return [(i, GRADIENTS[r][0]) for i, r in enumerate(self.family.gradient_results)
+                if args[_PRIMAL_OF[r]] is not None]
 
     # -- autograd ----------------------------------------------------------------------
     def _setup_context(self, ctx: Any, inputs: Sequence[Any], output: Sequence[Any]) -> None:
@@ -158,10 +181,10 @@ class FamilyOps:
             and checkpoints.numel() > 0
         ctx.save_for_backward(*(bound[name] for name in self._saved),
                               checkpoints if reuse else None)
+        tensors = self.forward_signature.tensor_names
         ctx.attrs = {name: bound[name] for name in self.backward_signature.names
-                     if name in bound and name not in self.forward_signature.tensor_names}
+                     if name in bound and name not in tensors}
         ctx.attrs["checkpoint_every_n_tokens"] = every if reuse else 0
-        ctx.forward_args = self.forward_signature.names
 
     def _backward(self, ctx: Any, d_o: torch.Tensor | None, d_final: torch.Tensor | None,
                   _d_checkpoints: torch.Tensor | None) -> tuple[torch.Tensor | None, ...]:
@@ -179,27 +202,7 @@ class FamilyOps:
         by_result = dict(zip(self.family.gradient_results, grads))
         return tuple(by_result[_GRADIENT_OF[name]]
                      if name in _GRADIENT_OF and saved.get(name) is not None else None
-                     for name in ctx.forward_args)
-
-    # -- execution ---------------------------------------------------------------------
-    def _run(self, cache: GraphCache[CachedGraph], signature: OpSignature,
-             builder: Any, values: Sequence[Any], bound: Mapping[str, Any],
-             results: Sequence[torch.Tensor], ports: Sequence[tuple[int, str]]) -> None:
-        device = bound["q"].device
-        key = _cache_key(values, device)
-
-        def build() -> CachedGraph:
-            tensor_names = signature.tensor_names
-            return build_graph(GraphRequest(
-                op=cache.name, builder=builder,
-                inputs={n: bound[n] for n in tensor_names if bound[n] is not None},
-                attrs={GRAPH_ATTR_NAMES.get(n, n): bound[n] for n in signature.names
-                       if n not in tensor_names and n not in _NOT_GRAPH_ATTRS
-                       and bound[n] is not None},
-                outputs=[(i, port, results[i]) for i, port in ports],
-                plan_name=bound["plan_name"], device=device))
-
-        cache.get_or_build(key, build).execute(bound, results)
+                     for name in self.forward_signature.names)
 
     def caches(self) -> tuple[GraphCache[CachedGraph], GraphCache[CachedGraph]]:
-        return self.forward_cache, self.backward_cache
+        return self.forward_def.cache, self.backward_def.cache

@@ -117,4 +117,4 @@ class OpSignature:
 
     def positional(self, values: Mapping[str, Any]) -> tuple[Any, ...]:
         """Values for every argument, in schema order, from a mapping (defaults filled)."""
-        return tuple(values.get(a.name, a.default) for a in self.args)
+        return tuple(map(values.get, self.names, self._defaults))
