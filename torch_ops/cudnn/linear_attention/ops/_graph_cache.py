@@ -88,8 +88,10 @@ class GraphCache(Generic[V]):
             self._evict_over(self._maxsize)
 
     def clear(self) -> None:
+        """Drop every entry and zero the counters (as functools' cache_clear does)."""
         with self._lock:
             self._entries.clear()
+            self._hits = self._misses = self._builds = self._evictions = 0
 
     def info(self) -> CacheInfo:
         with self._lock:

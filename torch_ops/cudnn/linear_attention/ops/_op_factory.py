@@ -130,7 +130,7 @@ class FamilyOps:
             given = f"dims {list(q.shape)}" if isinstance(q, torch.Tensor) else type(q).__name__
             raise ValueError(f"{name}: expected THD inputs, q [T, H, K] (rank 3); got {given}")
         for unsupported in ("overwrite_initial_state", "state_indices"):
-            if values.get(unsupported) not in (None, False):
+            if values.get(unsupported) is not None and values[unsupported] is not False:
                 raise NotImplementedError(
                     f"{name}: {unsupported} (in-place state pools, inference only) is not "
                     "supported by these ops yet; pass initial_state and read final_state")
