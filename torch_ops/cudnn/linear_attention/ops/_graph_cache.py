@@ -77,6 +77,11 @@ class GraphCache(Generic[V]):
         with self._lock:
             return list(self._entries)
 
+    def values(self) -> list[V]:
+        """Entries from least to most recently used (no hit is counted)."""
+        with self._lock:
+            return list(self._entries.values())
+
     @property
     def maxsize(self) -> int:
         return self._maxsize

@@ -45,8 +45,8 @@ def cache_key(values: Sequence[Any]) -> tuple[Any, ...]:
     """Everything that shapes the graph and that the checks read: each tensor's dims,
     strides, dtype and device index, and every other argument's value."""
     tensor = torch.Tensor
-    return tuple((v.shape, v.stride(), v.dtype, v.get_device()) if isinstance(v, tensor)
-                 else v for v in values)
+    return tuple([(v.shape, v.stride(), v.dtype, v.get_device()) if isinstance(v, tensor)
+                  else v for v in values])
 
 
 @dataclass(frozen=True)
