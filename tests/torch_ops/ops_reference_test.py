@@ -32,6 +32,8 @@ CASES = {
                                      with_initial_state=True, use_qk_l2norm=True),
     "gdn_gqa_safe_gate": InputConfig(family=Family.GDN, seq_lens=(6, 6), H=4, HK=2, HV=2, K=8,
                                      V=4, safe_gate=True, use_beta_sigmoid=True),
+    "gdn_custom_scale": InputConfig(family=Family.GDN, seq_lens=(7, 4), H=2, K=8, V=4,
+                                    scale=0.3),
     "gdn_empty_and_T1": InputConfig(family=Family.GDN, seq_lens=(0, 1, 6), H=2, K=8, V=4,
                                     with_initial_state=True),
     "kda_two_seqs": InputConfig(family=Family.KDA, seq_lens=(5, 7), H=2, K=8, V=4),
@@ -205,6 +207,17 @@ def test_the_engine_gets_a_workspace_and_the_backward_graph_runs(fresh_caches):
     o.sum().backward()
     assert [kind for kind, _, _ in engine.calls] == ["fwd", "bwd"]
     assert all(dtype == torch.float32 and nbytes >= 256 for _, dtype, nbytes in engine.calls)
+
+
+def test_the_graph_calls_the_default_scale_default(fresh_caches):
+    default = make_inputs(CASES["gdn_two_seqs"], seed=14)
+    custom = make_inputs(CASES["gdn_custom_scale"], seed=14)
+    call_op(default)
+    call_op(custom)
+    forward_cache = ops.graph_caches()[0]
+    scales = sorted((entry.graph.nodes[0].params.get("scale") or 0.0)
+                    for entry in forward_cache.values())
+    assert scales == [0.0, 0.3]  # None (the default, 1/sqrt(K)) and the caller's 0.3
 
 
 def test_plan_name_pins_or_explains():

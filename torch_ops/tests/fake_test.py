@@ -122,5 +122,53 @@ def test_compile_fullgraph_traces_forward_and_backward(family):
     assert f"cudnn.{BACKWARD_OPS[family]}.default" in targets("backward")
 
 
+def _compiled_graphs(fn, *example_calls, dynamic=False):
+    """Compile `fn` (fullgraph, AOT autograd) and run it on each (args, h0); return the
+    recorded forward and backward FX graphs."""
+    graphs = []
+
+    def record(gm, example_inputs):
+        graphs.append(gm)
+        return make_boxed_func(gm.forward)
+
+    compiled = torch.compile(fn, fullgraph=True, dynamic=dynamic,
+                             backend=aot_autograd(fw_compiler=record, bw_compiler=record))
+    for args, h0 in example_calls:
+        compiled(args, h0).backward()
+    return graphs
+
+
+def _kda_loss(every):
+    def loss(args, h0):
+        o, final, _ = FUNCTIONS["kda"](**args, initial_state=h0, output_final_state=True,
+                                       checkpoint_every_n_tokens=every)
+        return o.float().sum() + final.sum()
+    return loss
+
+
+def _calls(*lengths):
+    out = []
+    for T in lengths:
+        args = make_args("kda", T=T, N=2, requires_grad=True)
+        out.append((args, state(args).requires_grad_(True)))
+    return out
+
+
+def test_dynamic_token_counts_compile_once():
+    graphs = _compiled_graphs(_kda_loss(16), *_calls(32, 48, 80), dynamic=True)
+    assert len(graphs) == 2  # one forward and one backward graph serve every length
+
+
+@pytest.mark.parametrize("every, reused", [(16, True), (32, True), (8, False)])
+def test_backward_reuses_checkpoints_at_the_family_chunk(every, reused):
+    graphs = _compiled_graphs(_kda_loss(every), *_calls(48))
+    op = torch.ops.cudnn.kimi_delta_attention_bwd.default
+    (call,) = [n for n in graphs[-1].graph.nodes if n.target is op]
+    names = [a.name for a in op._schema.arguments]
+    given = dict(zip(names, call.args)) | call.kwargs
+    assert (given.get("state_checkpoints") is not None) is reused
+    assert given.get("checkpoint_every_n_tokens", 0) == (every if reused else 0)
+
+
 if __name__ == "__main__":
     raise SystemExit(pytest.main([__file__, "-q"]))

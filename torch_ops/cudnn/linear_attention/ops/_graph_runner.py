@@ -82,7 +82,15 @@ class CachedGraph:
     _ready: bool = field(default=False, repr=False)
 
     def run(self, values: Sequence[Any]) -> tuple[torch.Tensor, ...]:
-        """Allocate the results and execute the graph into them with the call's values."""
+        """Allocate the results and execute the graph into them with the call's values,
+        with the tensors' GPU current (engines launch on the current device)."""
+        device = self.device
+        if device.type == "cuda" and torch.cuda.current_device() != device.index:
+            with torch.cuda.device(device):
+                return self._run(values)
+        return self._run(values)
+
+    def _run(self, values: Sequence[Any]) -> tuple[torch.Tensor, ...]:
         device = self.device
         results = tuple(torch.empty(dims, dtype=dtype, device=device)
                         for dims, dtype in self.results)

@@ -41,6 +41,11 @@ _GRADIENT_OF = {primal: result for result, primal in _PRIMAL_OF.items()}
 _Results = tuple[torch.Tensor, ...]
 
 
+def default_scale(head_dim: int) -> float:
+    """1/sqrt(K), the readout scale when none is given (spec §1.1)."""
+    return 1.0 / math.sqrt(head_dim)
+
+
 def cache_key(values: Sequence[Any]) -> tuple[Any, ...]:
     """Everything that shapes the graph and that the checks read: each tensor's dims,
     strides, dtype and device index, and every other argument's value."""
@@ -112,13 +117,17 @@ class FamilyOps:
         bound = dict(zip(signature.names, values))
         geo = check_call(op.name, self.family, bound, op.backward)
         tensors = signature.tensor_names
+        attrs = {GRAPH_ATTR_NAMES.get(n, n): bound[n] for n in signature.names
+                 if n not in tensors and n not in _NOT_GRAPH_ATTRS and bound[n] is not None}
+        if attrs["scale"] == default_scale(geo.K):
+            # the public functions fill in the default; the graph says "default" (None),
+            # so engines that serve only the default scale see it as such
+            del attrs["scale"]
         return build_graph(GraphRequest(
             op=op.name, builder=op.graph_builder,
             inputs=[(signature.names.index(n), n, bound[n]) for n in tensors
                     if bound[n] is not None],
-            attrs={GRAPH_ATTR_NAMES.get(n, n): bound[n] for n in signature.names
-                   if n not in tensors and n not in _NOT_GRAPH_ATTRS and bound[n] is not None},
-            results=op.allocate(bound, geo), outputs=op.written(bound),
+            attrs=attrs, results=op.allocate(bound, geo), outputs=op.written(bound),
             plan_name=bound["plan_name"], device=bound["q"].device))
 
     # -- the public function's body ----------------------------------------------------
@@ -135,7 +144,7 @@ class FamilyOps:
                     f"{name}: {unsupported} (in-place state pools, inference only) is not "
                     "supported by these ops yet; pass initial_state and read final_state")
         if values.get("scale") is None:
-            values["scale"] = 1.0 / math.sqrt(q.shape[-1])
+            values["scale"] = default_scale(q.shape[-1])
         results = self.forward_op(*self.forward_signature.positional(values))
         if values.get("checkpoint_every_n_tokens", 0) > 0:
             return tuple(results)
