@@ -161,6 +161,13 @@ class _GdnBlock(torch.nn.Module):
         return x + self.out(o.reshape(T, self.h * self.d))
 
 
+def _walk(successor: torch.Tensor, n: int) -> torch.Tensor:
+    out = [int(torch.randint(len(successor), ()))]
+    for _ in range(n - 1):
+        out.append(int(successor[out[-1]]))
+    return torch.tensor(out)
+
+
 def test_two_layer_gdn_model_trains():
     torch.manual_seed(0)
     vocab, d_model = 64, 256
@@ -169,15 +176,15 @@ def test_two_layer_gdn_model_trains():
     head = torch.nn.Linear(d_model, vocab).cuda()
     params = [*embed.parameters(), *blocks.parameters(), *head.parameters()]
     optimizer = torch.optim.AdamW(params, lr=3e-3)
-    # each sequence repeats a random 8-token motif: the next token is predictable only
-    # from what the sequence has shown so far, i.e. through the recurrent state
+    # tokens follow a fixed random successor table from a random start: learnable within
+    # 50 steps, so a loss that does not fall means broken gradients, not a hard task
+    successor = torch.randperm(vocab)
     lens = (128, 200, 64, 120)
     cu = torch.tensor([0, *torch.tensor(lens).cumsum(0).tolist()], dtype=torch.int32,
                       device="cuda")
     losses = []
     for _ in range(50):
-        tokens = torch.cat([torch.randint(vocab, (8,)).repeat(n // 8 + 1)[:n] for n in lens])
-        tokens = tokens.cuda()
+        tokens = torch.cat([_walk(successor, n) for n in lens]).cuda()
         with torch.autocast("cuda", dtype=torch.bfloat16):
             x = embed(tokens)
             for block in blocks:
@@ -194,7 +201,7 @@ def test_two_layer_gdn_model_trains():
     assert all(torch.isfinite(torch.tensor(losses)))
     assert blocks[0].qkv.weight.grad is not None and blocks[0].qkv.weight.grad.abs().sum() > 0
     first, last = sum(losses[:5]) / 5, sum(losses[-5:]) / 5
-    assert last < 0.7 * first, (first, last)
+    assert last < 0.5 * first, (first, last)
 
 
 def test_gdn2_explains_that_no_engine_serves_it():
