@@ -26,12 +26,13 @@ from tests.torch_ops.op_calls import call_op, grads_of, leaves
 
 pytestmark = pytest.mark.gpu
 
-# Relative-error bounds per io dtype. First estimates from the io precision (bf16 eps
-# 2^-8, fp16 2^-11) with the kernels' bf16/fp16 intermediates (WY factors, decayed q/k),
-# ~4x the output rounding alone; confirm on the H200 and record the measured errors.
+# Relative-error bounds per io dtype. bf16: the bound the engine-level numerics test
+# (tests/numerics/test_la_cutile_engines.py) holds the cuTile kernels to on the H200; the
+# op adds no arithmetic. fp16 (eps 2^-11 vs 2^-8): a first estimate, half the bf16 bound;
+# confirm on the H200 and record the measured errors (printed with -s).
 BOUNDS = {
-    torch.bfloat16: {"o": 1e-2, "final_state": 1e-2, "grad": 2e-2},
-    torch.float16: {"o": 3e-3, "final_state": 3e-3, "grad": 6e-3},
+    torch.bfloat16: {"o": 1e-2, "final_state": 1e-2, "grad": 1e-2},
+    torch.float16: {"o": 5e-3, "final_state": 5e-3, "grad": 5e-3},
 }
 
 
