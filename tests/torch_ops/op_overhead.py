@@ -1,0 +1,130 @@
+"""Host-side overhead of a cached linear-attention op call (a benchmark script, not a test).
+
+For every timed call it measures the call's host time and the time spent inside the
+engine's `CompiledPlan.execute` (a timing wrapper around the cached graphs' compiled
+plans), and reports medians of the call, of the engine and of their difference: the
+overhead of the op layer (public function, dispatcher, cache lookup, allocation, graph
+API). On CUDA nothing waits for the GPU inside a timed call; the queue is drained
+between batches, outside the timings.
+
+Run from the repository root (PYTHONPATH as in README.md, plus the repository root):
+  CPU, with the test-only reference engines (measures the Python overhead here):
+    python tests/torch_ops/op_overhead.py --device cpu
+  GPU, with the installed engines (the H200 host):
+    python tests/torch_ops/op_overhead.py --device cuda --family gdn --family kda
+Target (issue 8): op overhead <= 20 us median for a cached call.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import statistics
+import time
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import torch
+
+from cudnn.engines.base import CompiledPlan, ExecutionContext
+from cudnn.linear_attention import ops
+from tests.reference.inputs import InputConfig, make_inputs
+from tests.reference.preprocess import Family
+from tests.torch_ops.op_calls import call_op, leaves
+
+BATCH = 50  # calls between two drains of the CUDA queue
+
+
+class _TimedPlan(CompiledPlan):
+    """Wraps a compiled plan; records how long each execute takes on the host. With
+    `skip`, execute runs nothing (results stay unwritten): the op layer alone, its
+    caches warm instead of flushed by the engine's work."""
+
+    def __init__(self, inner: CompiledPlan, record: list[int], skip: bool) -> None:
+        self.inner = inner
+        self.record = record
+        self.skip = skip
+
+    def get_workspace_size(self) -> int:
+        return self.inner.get_workspace_size()
+
+    def execute(self, graph: Any, data: Mapping[int, Any], ctx: ExecutionContext) -> None:
+        start = time.perf_counter_ns()
+        if not self.skip:
+            self.inner.execute(graph, data, ctx)
+        self.record.append(time.perf_counter_ns() - start)
+
+
+def _time_engines(record: list[int], skip: bool) -> None:
+    for cache in ops.graph_caches():
+        for entry in cache.values():
+            plans = entry.graph.lifecycle.planning.compiled_plans
+            for index, plan in list(plans.items()):
+                if not isinstance(plan, _TimedPlan):
+                    plans[index] = _TimedPlan(plan, record, skip)
+
+
+@contextlib.contextmanager
+def _engines(device: str) -> Iterator[None]:
+    if device != "cpu":
+        yield
+        return
+    from tests.torch_ops.reference_engine import reference_engines_installed
+    with reference_engines_installed():
+        yield
+
+
+def _config(family: Family, device: str) -> InputConfig:
+    if device == "cpu":  # the reference engines are float64 python loops: keep them short
+        return InputConfig(family=family, seq_lens=(4, 4), H=2, K=16, V=16, device="cpu")
+    return InputConfig(family=family, seq_lens=(256, 256), H=8, K=128, V=128,
+                       dtype=torch.bfloat16, device=device)
+
+
+def measure(family: Family, device: str, iters: int, grad: bool,
+            skip_engine: bool) -> dict[str, float]:
+    inputs = make_inputs(_config(family, device), seed=0)
+    if grad:
+        inputs = leaves(inputs)
+    record: list[int] = []
+    call_op(inputs)  # build the graph
+    _time_engines(record, skip_engine)
+    totals = []
+    while len(totals) < iters:
+        for _ in range(min(BATCH, iters - len(totals))):
+            start = time.perf_counter_ns()
+            call_op(inputs)
+            totals.append(time.perf_counter_ns() - start)
+        if device != "cpu":
+            torch.cuda.synchronize()
+    if len(record) != len(totals):
+        raise RuntimeError(f"{len(record)} engine executes for {len(totals)} calls: a call "
+                           "missed the cache")
+    overheads = [t - e for t, e in zip(totals, record)]
+    return {name: statistics.median(values) / 1e3 for name, values in
+            (("call", totals), ("engine", record), ("overhead", overheads))}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--family", action="append", choices=["gdn", "kda"])
+    parser.add_argument("--iters", type=int, default=2000)
+    parser.add_argument("--skip-engine", action="store_true",
+                        help="time the op layer with the engine's execute skipped")
+    args = parser.parse_args()
+    families = [Family(f) for f in (args.family or ["gdn"])]
+    with _engines(args.device):
+        for family in families:
+            for grad in (False, True):
+                ops.clear_graph_caches()
+                m = measure(family, args.device, args.iters, grad, args.skip_engine)
+                mode = "requires_grad (autograd)" if grad else "no grad"
+                if args.skip_engine:
+                    mode += ", engine skipped"
+                print(f"{family.value:4s} {args.device:4s} {mode:41s} median over "
+                      f"{args.iters}: call {m['call']:8.1f} us, engine {m['engine']:8.1f} us, "
+                      f"op overhead {m['overhead']:6.1f} us")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,47 @@
+"""Torch custom ops for linear attention (`cudnn.linear_attention.ops`); needs torch.
+
+Public functions: `gated_delta_net`, `kimi_delta_attention`, `gated_delta_net_v2`.
+Importing this package registers the custom ops `cudnn::<function>_fwd` and
+`cudnn::<function>_bwd` (torch.library), with fake kernels and autograd. Each op call runs
+a cached single-node graph through the graph API; whichever engine the planner ranks
+first runs it. `graph_caches()`, `clear_graph_caches()` and `set_graph_cache_size()`
+inspect and manage the per-op graph caches.
+"""
+from __future__ import annotations
+
+from cudnn.linear_attention.ops._graph_cache import CacheInfo, GraphCache
+from cudnn.linear_attention.ops.gdn import gated_delta_net
+from cudnn.linear_attention.ops.gdn import OPS as _GDN_OPS
+from cudnn.linear_attention.ops.gdn2 import gated_delta_net_v2
+from cudnn.linear_attention.ops.gdn2 import OPS as _GDN2_OPS
+from cudnn.linear_attention.ops.kda import kimi_delta_attention
+from cudnn.linear_attention.ops.kda import OPS as _KDA_OPS
+
+FAMILY_OPS = (_GDN_OPS, _KDA_OPS, _GDN2_OPS)
+
+
+def graph_caches() -> tuple[GraphCache, ...]:
+    """The graph cache of every registered op (forward and backward of each family)."""
+    return tuple(cache for ops in FAMILY_OPS for cache in ops.caches())
+
+
+def graph_cache_info() -> dict[str, CacheInfo]:
+    return {cache.name: cache.info() for cache in graph_caches()}
+
+
+def clear_graph_caches() -> None:
+    """Forget every cached graph (after installing an engine, or in tests)."""
+    for cache in graph_caches():
+        cache.clear()
+
+
+def set_graph_cache_size(maxsize: int) -> None:
+    """Bound every op's graph cache to `maxsize` entries (evicting the oldest now)."""
+    for cache in graph_caches():
+        cache.maxsize = maxsize
+
+
+__all__ = [
+    "CacheInfo", "FAMILY_OPS", "clear_graph_caches", "gated_delta_net", "gated_delta_net_v2",
+    "graph_cache_info", "graph_caches", "kimi_delta_attention", "set_graph_cache_size",
+]

@@ -1,0 +1,183 @@
+"""From one op call to a built single-node graph, and running it on torch buffers.
+
+`build_graph(request)` declares the call's tensors (dims, strides, dtypes of the torch
+tensors; outputs as the buffers the op allocated), adds the one node with the family's
+pygraph builder, plans, pins `plan_name` when given, builds and reads the workspace size:
+the graph API, end to end, with no engine named. When no engine can run the call, the
+error lists why each engine declined, from `graph.explain_plans()`.
+
+`CachedGraph.run` allocates the call's results, binds them and the call's tensors to the
+graph's tensors and executes on the current torch stream (the graph's handle answers
+`get_stream()` with it) with a workspace from torch's caching allocator. The first
+execute of a graph runs under its lock (engines may compile lazily there); later
+executes take no lock.
+"""
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+import cudnn
+from cudnn.ops.errors import cudnnGraphNotSupportedError
+
+
+class TorchDeviceHandle:
+    """The handle the ops give their graphs: the device the call's tensors live on, and
+    (through `get_stream()`, asked on every execute) torch's current stream there."""
+
+    __slots__ = ("device",)
+
+    def __init__(self, device: torch.device) -> None:
+        self.device = device
+
+    def get_stream(self) -> torch.cuda.Stream | None:
+        if self.device.type == "cuda":
+            return torch.cuda.current_stream(self.device)
+        return None
+
+    def __repr__(self) -> str:
+        return f"TorchDeviceHandle({self.device})"
+
+
+@dataclass(frozen=True)
+class GraphRequest:
+    """What one op call asks for: enough to build its graph, and to say what it was."""
+    op: str
+    builder: Callable[..., Any]
+    #: (argument position, graph input port, tensor) of every tensor argument given.
+    inputs: Sequence[tuple[int, str, torch.Tensor]]
+    attrs: Mapping[str, Any]
+    #: every result the op returns, as allocated for this call.
+    results: Sequence[torch.Tensor]
+    #: (result position, graph output port) of the results the graph writes.
+    outputs: Sequence[tuple[int, str]]
+    plan_name: str | None
+    device: torch.device
+
+    def describe(self) -> str:
+        tensors = ", ".join(f"{port} {list(t.shape)} {str(t.dtype).removeprefix('torch.')}"
+                            for _, port, t in self.inputs)
+        return f"{tensors}; on {self.device}"
+
+
+@dataclass
+class CachedGraph:
+    """A built graph and how one call's values bind to it (by argument position)."""
+    graph: cudnn.pygraph
+    #: (argument position, graph tensor) per bound input.
+    inputs: tuple[tuple[int, cudnn.Tensor], ...]
+    #: (result position, graph tensor) per output the graph writes.
+    outputs: tuple[tuple[int, cudnn.Tensor], ...]
+    #: (dims, dtype) of every result, allocated afresh (contiguous) on each call.
+    results: tuple[tuple[tuple[int, ...], torch.dtype], ...]
+    workspace_size: int
+    #: the name of the plan that was built (for explanations and tests, never dispatch).
+    plan: str
+    device: torch.device
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _ready: bool = field(default=False, repr=False)
+
+    def run(self, values: Sequence[Any]) -> tuple[torch.Tensor, ...]:
+        """Allocate the results and execute the graph into them with the call's values,
+        with the tensors' GPU current (engines launch on the current device)."""
+        device = self.device
+        if device.type == "cuda" and torch.cuda.current_device() != device.index:
+            with torch.cuda.device(device):
+                return self._run(values)
+        return self._run(values)
+
+    def _run(self, values: Sequence[Any]) -> tuple[torch.Tensor, ...]:
+        device = self.device
+        results = tuple(torch.empty(dims, dtype=dtype, device=device)
+                        for dims, dtype in self.results)
+        # IR tensors as keys: the variant pack resolves them without a uid lookup
+        pack = {tensor: values[position] for position, tensor in self.inputs}
+        for position, tensor in self.outputs:
+            pack[tensor] = results[position]
+        workspace = torch.empty(max(self.workspace_size, 1), dtype=torch.uint8, device=device)
+        if self._ready:
+            self.graph.execute(pack, workspace)
+            return results
+        with self._lock:
+            self.graph.execute(pack, workspace)
+            self._ready = True
+        return results
+
+
+def build_graph(request: GraphRequest) -> CachedGraph:
+    graph = cudnn.pygraph(name=request.op.replace("::", "."),
+                          handle=TorchDeviceHandle(request.device))
+    inputs = {port: (position, graph.tensor(dim=list(t.shape), stride=list(t.stride()),
+                                            data_type=t.dtype, name=port))
+              for position, port, t in request.inputs}
+    request.builder(graph, **{port: t for port, (_, t) in inputs.items()}, **request.attrs,
+                    name=request.op.split("::")[-1])
+    node = graph.nodes[0]
+    outputs = []
+    for position, port in request.outputs:
+        tensor = node.outputs.get(port)
+        if tensor is None:
+            raise RuntimeError(f"{request.op}: the graph node has no output '{port}' "
+                               f"(its outputs: {sorted(node.outputs)})")
+        buffer = request.results[position]
+        tensor.set_dim(list(buffer.shape)).set_stride(list(buffer.stride()))
+        tensor.set_data_type(buffer.dtype).set_output(True)
+        outputs.append((position, tensor))
+    _plan(request, graph)
+    if request.plan_name is not None:
+        _pin(request, graph)
+    _build(request, graph)
+    selected = graph.lifecycle.planning.selected_index
+    return CachedGraph(
+        graph=graph, inputs=tuple(inputs.values()), outputs=tuple(outputs),
+        results=tuple((tuple(r.shape), r.dtype) for r in request.results),
+        workspace_size=int(graph.get_workspace_size()),
+        plan=graph.get_plan_name_at_index(selected), device=request.device)
+
+
+def _plan(request: GraphRequest, graph: cudnn.pygraph) -> None:
+    try:
+        graph.create_execution_plans()
+    except cudnnGraphNotSupportedError as exc:
+        raise cudnnGraphNotSupportedError(no_engine_message(request, graph, exc)) from exc
+
+
+def _pin(request: GraphRequest, graph: cudnn.pygraph) -> None:
+    wanted = request.plan_name
+    names = [graph.get_plan_name_at_index(i) for i in range(graph.get_execution_plan_count())]
+    for index, name in enumerate(names):
+        if name == wanted or name.startswith(f"{wanted}["):
+            graph.select_plan(index)
+            graph.check_support()
+            return
+    raise cudnnGraphNotSupportedError(f"{request.op}: plan_name {wanted!r} matches none of "
+                                      f"the plans offered for this call: {names}")
+
+
+def _build(request: GraphRequest, graph: cudnn.pygraph) -> None:
+    try:
+        graph.build_plans()
+    except cudnnGraphNotSupportedError as exc:
+        raise cudnnGraphNotSupportedError(no_engine_message(request, graph, exc)) from exc
+
+
+def no_engine_message(request: GraphRequest, graph: cudnn.pygraph,
+                      exc: cudnnGraphNotSupportedError) -> str:
+    """Why no engine runs this call: one line per engine, then the backend's answer."""
+    lines = [f"{request.op}: no engine can run this call ({request.describe()}). "
+             "Why each engine declined:"]
+    explanation = graph.explain_plans()
+    for row in explanation.engines:
+        reason = f": {row.reason}" if row.reason else ""
+        lines.append(f"  - {row.name} ({row.engine_id}): {row.status}{reason}")
+    if not explanation.engines:  # refused before any engine was asked (validation)
+        lines.append(f"  - the graph was refused before any engine was asked: {exc}")
+    if explanation.backend is not None and explanation.backend.declined is not None:
+        lines.append(f"  - cuDNN backend: declined: {explanation.backend.declined}")
+    if graph.lifecycle.state.planned:  # planning found plans; none of them built
+        lines.append(f"  building the planned engines failed: {exc}")
+    return "\n".join(lines)

@@ -1,0 +1,217 @@
+"""The custom-op machinery every linear-attention family shares.
+
+`FamilyOps(family)` registers, with `torch.library.custom_op` in the `cudnn` namespace:
+- `cudnn::<family>_fwd` -> (o, final_state, state_checkpoints) and
+  `cudnn::<family>_bwd` -> (dq, dk, dv, d<gates>..., d_initial_state, d_a_log, d_dt_bias),
+  schemas generated from the family's signature tables (_family.py, _signature.py);
+- a fake (meta) kernel for each, running the same checks (_checks.py) and allocating the
+  same result shapes, so torch.compile traces the ops without running them;
+- autograd on `_fwd` that runs the `_bwd` op, i.e. the family's backward graph.
+
+A kernel looks the call's configuration up in the op's bounded graph cache
+(_graph_cache.py). On a miss it checks the call, allocates its results (absent optional
+results are zero-size tensors: custom ops cannot return None) and builds the single-node
+graph (_graph_runner.py); the configuration key holds every dim, stride, dtype, device and
+attribute the checks read, so a hit skips them. Then the graph runs into fresh results.
+The ops never convert dtypes and never name an engine.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from cudnn.linear_attention.ops._checks import Geometry, check_call, checkpoint_rows
+from cudnn.linear_attention.ops._family import (FORWARD_PORTS, FORWARD_RESULTS, GRADIENTS,
+                                                GRAPH_ATTR_NAMES, Family)
+from cudnn.linear_attention.ops._graph_cache import GraphCache
+from cudnn.linear_attention.ops._graph_runner import CachedGraph, GraphRequest, build_graph
+from cudnn.linear_attention.ops._signature import OpSignature
+
+NAMESPACE = "cudnn"
+#: op arguments that steer the op itself rather than describe the graph's node.
+_NOT_GRAPH_ATTRS = frozenset({"checkpoint_dtype", "plan_name"})
+#: the primal each gradient result belongs to, and back.
+_PRIMAL_OF = {result: primal for result, (_, primal) in GRADIENTS.items()}
+_GRADIENT_OF = {primal: result for result, primal in _PRIMAL_OF.items()}
+
+_Results = tuple[torch.Tensor, ...]
+
+
+def default_scale(head_dim: int) -> float:
+    """1/sqrt(K), the readout scale when none is given (spec §1.1)."""
+    return 1.0 / math.sqrt(head_dim)
+
+
+def cache_key(values: Sequence[Any]) -> tuple[Any, ...]:
+    """Everything that shapes the graph and that the checks read: each tensor's dims,
+    strides, dtype and device index, and every other argument's value."""
+    tensor = torch.Tensor
+    return tuple([(v.shape, v.stride(), v.dtype, v.get_device()) if isinstance(v, tensor)
+                  else v for v in values])
+
+
+@dataclass(frozen=True)
+class _OpDef:
+    """One registered op: its name, signature, graph builder, cache and result rules."""
+    name: str
+    signature: OpSignature
+    backward: bool
+    graph_builder: Callable[..., Any]
+    cache: GraphCache[CachedGraph]
+    #: (bound call, geometry) -> every result, allocated like `new_empty` of q.
+    allocate: Callable[[Mapping[str, Any], Geometry], _Results]
+    #: bound call -> (result position, graph output port) of the results the graph writes.
+    written: Callable[[Mapping[str, Any]], list[tuple[int, str]]]
+
+
+class FamilyOps:
+    """The registered ops of one family, their graph caches and the Python entry point."""
+
+    def __init__(self, family: Family) -> None:
+        self.family = family
+        self._saved = ("q", "k", "v", *family.gate_names, "cu_seqlens", "initial_state",
+                       "a_log", "dt_bias")
+        self.forward_def = self._op_def("fwd", family.forward_signature(), False,
+                                        family.graph_forward, self._forward_results,
+                                        self._forward_written)
+        self.backward_def = self._op_def("bwd", family.backward_signature(), True,
+                                         family.graph_backward, self._backward_results,
+                                         self._backward_written)
+        self.forward_signature = self.forward_def.signature
+        self.backward_signature = self.backward_def.signature
+        forward = self._register(self.forward_def)
+        forward.register_autograd(self._backward, setup_context=self._setup_context)
+        self._register(self.backward_def)
+        namespace = getattr(torch.ops, NAMESPACE)
+        self.forward_op = getattr(namespace, f"{family.name}_fwd").default
+        self.backward_op = getattr(namespace, f"{family.name}_bwd").default
+
+    def _op_def(self, suffix: str, signature: OpSignature, backward: bool,
+                builder: Callable[..., Any], allocate: Callable[..., _Results],
+                written: Callable[..., list[tuple[int, str]]]) -> _OpDef:
+        name = f"{NAMESPACE}::{self.family.name}_{suffix}"
+        return _OpDef(name, signature, backward, builder, GraphCache(name), allocate, written)
+
+    # -- registration ------------------------------------------------------------------
+    def _register(self, op: _OpDef) -> Any:
+        def kernel(*args: Any, **kwargs: Any) -> _Results:
+            values = op.signature.complete(args, kwargs)
+            entry = op.cache.get_or_build(cache_key(values), lambda: self._build(op, values))
+            return entry.run(values)
+
+        def fake(*args: Any, **kwargs: Any) -> _Results:
+            bound = op.signature.bind(args, kwargs)
+            return op.allocate(bound, check_call(op.name, self.family, bound, op.backward))
+
+        registered = torch.library.custom_op(op.name, kernel, mutates_args=(),
+                                             schema=op.signature.schema())
+        registered.register_fake(fake)
+        return registered
+
+    def _build(self, op: _OpDef, values: Sequence[Any]) -> CachedGraph:
+        signature = op.signature
+        bound = dict(zip(signature.names, values))
+        geo = check_call(op.name, self.family, bound, op.backward)
+        tensors = signature.tensor_names
+        attrs = {GRAPH_ATTR_NAMES.get(n, n): bound[n] for n in signature.names
+                 if n not in tensors and n not in _NOT_GRAPH_ATTRS and bound[n] is not None}
+        if attrs["scale"] == default_scale(geo.K):
+            # the public functions fill in the default; the graph says "default" (None),
+            # so engines that serve only the default scale see it as such
+            del attrs["scale"]
+        return build_graph(GraphRequest(
+            op=op.name, builder=op.graph_builder,
+            inputs=[(signature.names.index(n), n, bound[n]) for n in tensors
+                    if bound[n] is not None],
+            attrs=attrs, results=op.allocate(bound, geo), outputs=op.written(bound),
+            plan_name=bound["plan_name"], device=bound["q"].device))
+
+    # -- the public function's body ----------------------------------------------------
+    def forward(self, values: dict[str, Any]) -> _Results:
+        """Run the forward op from the public function's arguments (by name)."""
+        name = self.family.name
+        q = values["q"]
+        if not isinstance(q, torch.Tensor) or q.dim() != 3:
+            given = f"dims {list(q.shape)}" if isinstance(q, torch.Tensor) else type(q).__name__
+            raise ValueError(f"{name}: expected THD inputs, q [T, H, K] (rank 3); got {given}")
+        for unsupported in ("overwrite_initial_state", "state_indices"):
+            if values.get(unsupported) is not None and values[unsupported] is not False:
+                raise NotImplementedError(
+                    f"{name}: {unsupported} (in-place state pools, inference only) is not "
+                    "supported by these ops yet; pass initial_state and read final_state")
+        if values.get("scale") is None:
+            values["scale"] = default_scale(q.shape[-1])
+        results = self.forward_op(*self.forward_signature.positional(values))
+        if values.get("checkpoint_every_n_tokens", 0) > 0:
+            return tuple(results)
+        return results[0], results[1]
+
+    # -- results -----------------------------------------------------------------------
+    @staticmethod
+    def _forward_results(args: Mapping[str, Any], geo: Geometry) -> _Results:
+        q = args["q"]
+        state_shape = (geo.N, geo.HO, geo.V, geo.K)
+        o = q.new_empty((geo.T, geo.HO, geo.V))
+        final = q.new_empty(state_shape if args["output_final_state"] else (0,),
+                            dtype=geo.state_dtype)
+        every = args["checkpoint_every_n_tokens"]
+        dtype = args["checkpoint_dtype"] or q.dtype
+        rows = (checkpoint_rows(geo, every), geo.HO, geo.V, geo.K) if every > 0 else (0,)
+        return o, final, q.new_empty(rows, dtype=dtype)
+
+    @staticmethod
+    def _forward_written(args: Mapping[str, Any]) -> list[tuple[int, str]]:
+        present = (True, bool(args["output_final_state"]), args["checkpoint_every_n_tokens"] > 0)
+        return [(i, FORWARD_PORTS[r]) for i, r in enumerate(FORWARD_RESULTS) if present[i]]
+
+    def _backward_results(self, args: Mapping[str, Any], geo: Geometry) -> _Results:
+        q = args["q"]
+        primals = (args[_PRIMAL_OF[r]] for r in self.family.gradient_results)
+        # one zero-size tensor per absent gradient: custom op results may not alias
+        return tuple(q.new_empty((0,), dtype=torch.float32) if p is None else
+                     p.new_empty(p.shape) for p in primals)
+
+    def _backward_written(self, args: Mapping[str, Any]) -> list[tuple[int, str]]:
+        return [(i, GRADIENTS[r][0]) for i, r in enumerate(self.family.gradient_results)
+                if args[_PRIMAL_OF[r]] is not None]
+
+    # -- autograd ----------------------------------------------------------------------
+    def _setup_context(self, ctx: Any, inputs: Sequence[Any], output: Sequence[Any]) -> None:
+        bound = self.forward_signature.bind(inputs)
+        checkpoints = output[2]
+        ctx.set_materialize_grads(False)
+        ctx.mark_non_differentiable(checkpoints)
+        every = bound["checkpoint_every_n_tokens"]
+        reuse = every > 0 and every % self.family.checkpoint_chunk == 0 \
+            and checkpoints.numel() > 0
+        ctx.save_for_backward(*(bound[name] for name in self._saved),
+                              checkpoints if reuse else None)
+        tensors = self.forward_signature.tensor_names
+        ctx.attrs = {name: bound[name] for name in self.backward_signature.names
+                     if name in bound and name not in tensors}
+        ctx.attrs["checkpoint_every_n_tokens"] = every if reuse else 0
+
+    def _backward(self, ctx: Any, d_o: torch.Tensor | None, d_final: torch.Tensor | None,
+                  _d_checkpoints: torch.Tensor | None) -> tuple[torch.Tensor | None, ...]:
+        saved = dict(zip((*self._saved, "state_checkpoints"), ctx.saved_tensors))
+        q, v = saved["q"], saved["v"]
+        if d_o is None:  # only final_state was used: o receives no gradient
+            d_o = q.new_zeros((q.shape[0], max(q.shape[1], v.shape[1]), v.shape[2]))
+        d_o = d_o.contiguous()  # gradients arrive in any layout (expanded, transposed)
+        if d_final is not None and d_final.numel() == 0:
+            d_final = None  # output_final_state=False: the empty placeholder
+        elif d_final is not None:
+            d_final = d_final.contiguous()
+        grads = self.backward_op(*self.backward_signature.positional(
+            {**saved, **ctx.attrs, "dO": d_o, "d_final_state": d_final}))
+        by_result = dict(zip(self.family.gradient_results, grads))
+        return tuple(by_result[_GRADIENT_OF[name]]
+                     if name in _GRADIENT_OF and saved.get(name) is not None else None
+                     for name in self.forward_signature.names)
+
+    def caches(self) -> tuple[GraphCache[CachedGraph], GraphCache[CachedGraph]]:
+        return self.forward_def.cache, self.backward_def.cache

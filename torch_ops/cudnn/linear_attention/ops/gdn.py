@@ -1,0 +1,77 @@
+"""Gated DeltaNet (GDN) as torch ops: `gated_delta_net`, `cudnn::gated_delta_net_fwd/_bwd`.
+
+Recurrence (spec ../shared/spec/linear_attention.md §3.1), per sequence and output head,
+with a scalar decay alpha_t = exp(g_t) and a scalar beta_t:
+
+    S' = alpha_t S_{t-1};  u_t = beta_t (v_t - S'^T k_t);  S_t = S' + k_t u_t^T
+    o_t = scale * S_t^T q_t
+
+Layout (THD, token-packed varlen): q [T, H, K], k [T, HK, K], v [T, HV, V], g [T, HO],
+beta [T, HO], cu_seqlens [N + 1]; HO = max(H, HV), HK in {H, HV}. States are stored
+V-major, [N, HO, V, K]. o is [T, HO, V] in q's dtype.
+"""
+from __future__ import annotations
+
+import torch
+
+import cudnn
+from cudnn.linear_attention.ops._family import DtypeRule, Family, PortRule
+from cudnn.linear_attention.ops._op_factory import FamilyOps
+
+GDN = Family(
+    name="gated_delta_net",
+    graph_forward=cudnn.pygraph.gdn,
+    graph_backward=cudnn.pygraph.gdn_bwd,
+    gates=(PortRule("g", ("T", "HO"), DtypeRule.FLOAT),
+           PortRule("beta", ("T", "HO"), DtypeRule.FP32_OR_Q)),
+    dt_bias_dims=("HO",),
+    gate_flags=("use_beta_sigmoid_in_kernel", "allow_neg_eigval", "safe_gate", "gate_domain"),
+    # GDN kernels work in 64-token chunks (spec §6.4): coarser checkpoints are reusable.
+    checkpoint_chunk=64,
+)
+
+OPS = FamilyOps(GDN)
+
+
+def gated_delta_net(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: torch.Tensor, beta: torch.Tensor,
+    cu_seqlens: torch.Tensor, scale: float | None = None,
+    initial_state: torch.Tensor | None = None, output_final_state: bool = False,
+    use_qk_l2norm_in_kernel: bool = False, batch_invariant: bool = False,
+    use_beta_sigmoid_in_kernel: bool = False, allow_neg_eigval: bool = False,
+    safe_gate: bool = False, gate_domain: str = "log", a_log: torch.Tensor | None = None,
+    dt_bias: torch.Tensor | None = None, checkpoint_every_n_tokens: int = 0,
+    checkpoint_dtype: torch.dtype | None = None, plan_name: str | None = None,
+    overwrite_initial_state: bool = False, state_indices: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, ...]:
+    """Gated delta rule over token-packed sequences; differentiable.
+
+    Args:
+        q, k, v: [T, H, K], [T, HK, K], [T, HV, V]; one dtype (float16 or bfloat16 for
+            the GPU engines).
+        g: [T, HO] log-decay (gate_domain="log"), decay in (0, 1] ("linear"), or raw
+            logits under safe_gate (-exp(a_log) * softplus(g + dt_bias)).
+        beta: [T, HO], float32 or q's dtype; logits under use_beta_sigmoid_in_kernel.
+        cu_seqlens: [N + 1] int32/int64 sequence boundaries (0, ..., T).
+        scale: readout scale, default 1/sqrt(K).
+        initial_state: [N, HO, V, K] or None (zeros).
+        output_final_state: also return the final states [N, HO, V, K] (in
+            initial_state's dtype, else float32); otherwise a zero-size tensor.
+        checkpoint_every_n_tokens, checkpoint_dtype: also return the state every n tokens
+            of each sequence ([rows, HO, V, K], q's dtype unless checkpoint_dtype).
+        plan_name: run this plan (an engine name from graph.explain_plans()).
+
+    Returns:
+        (o [T, HO, V], final_state), plus state_checkpoints when checkpoint_every_n_tokens.
+
+    Example (2 sequences of 5 and 3 tokens):
+        >>> T, H, K, V = 8, 4, 128, 128
+        >>> q, k = (torch.nn.functional.normalize(torch.randn(T, H, K, device="cuda",
+        ...         dtype=torch.bfloat16), dim=-1) for _ in range(2))
+        >>> v = torch.randn(T, H, V, device="cuda", dtype=torch.bfloat16)
+        >>> g = torch.nn.functional.logsigmoid(torch.randn(T, H, device="cuda"))
+        >>> beta = torch.rand(T, H, device="cuda")
+        >>> cu = torch.tensor([0, 5, 8], dtype=torch.int32, device="cuda")
+        >>> o, final = gated_delta_net(q, k, v, g, beta, cu, output_final_state=True)
+    """
+    return OPS.forward(dict(locals()))

@@ -1,0 +1,75 @@
+"""Gated DeltaNet-2 (GDN-2) as torch ops: `gated_delta_net_v2`,
+`cudnn::gated_delta_net_v2_fwd/_bwd`.
+
+Recurrence (spec ../shared/spec/linear_attention.md §3.3), per sequence and output head,
+with a per-channel decay alpha_t in (0, 1]^K, a channel-wise erase gate b_t (the beta
+port) and a channel-wise write gate w_t:
+
+    S' = Diag(alpha_t) S_{t-1};  u_t = w_t * v_t - S'^T (b_t * k_t);  S_t = S' + k_t u_t^T
+    o_t = scale * S_t^T q_t
+
+Layout (THD): q [T, H, K], k [T, HK, K], v [T, HV, V], g [T, HO, K], beta [T, HO, K] and
+w [T, HO, V] in q's dtype, cu_seqlens [N + 1]. States [N, HO, V, K]; o [T, HO, V].
+
+The backward op runs the gdn2_bwd graph like the other families; while no engine serves
+that node, backward raises the no-engine error listing each engine's reason (never zeros).
+"""
+from __future__ import annotations
+
+import torch
+
+import cudnn
+from cudnn.linear_attention.ops._family import DtypeRule, Family, PortRule
+from cudnn.linear_attention.ops._op_factory import FamilyOps
+
+GDN2 = Family(
+    name="gated_delta_net_v2",
+    graph_forward=cudnn.pygraph.gdn2,
+    graph_backward=cudnn.pygraph.gdn2_bwd,
+    gates=(PortRule("g", ("T", "HO", "K"), DtypeRule.FLOAT),
+           PortRule("beta", ("T", "HO", "K"), DtypeRule.LIKE_Q),
+           PortRule("w", ("T", "HO", "V"), DtypeRule.LIKE_Q)),
+    dt_bias_dims=("HO", "K"),
+    gate_flags=("use_beta_sigmoid_in_kernel", "allow_neg_eigval", "beta_guard", "safe_gate",
+                "gate_domain", "gate_lower_bound"),
+    # GDN-2 kernels work in 16-token sub-chunks, as KDA's (spec §6.4).
+    checkpoint_chunk=16,
+)
+
+OPS = FamilyOps(GDN2)
+
+
+def gated_delta_net_v2(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: torch.Tensor, beta: torch.Tensor,
+    w: torch.Tensor, cu_seqlens: torch.Tensor, scale: float | None = None,
+    initial_state: torch.Tensor | None = None, output_final_state: bool = False,
+    use_qk_l2norm_in_kernel: bool = False, batch_invariant: bool = False,
+    use_beta_sigmoid_in_kernel: bool = False, allow_neg_eigval: bool = False,
+    beta_guard: bool = False, safe_gate: bool = False, gate_domain: str = "log",
+    gate_lower_bound: float | None = None, a_log: torch.Tensor | None = None,
+    dt_bias: torch.Tensor | None = None, checkpoint_every_n_tokens: int = 0,
+    checkpoint_dtype: torch.dtype | None = None, plan_name: str | None = None,
+    overwrite_initial_state: bool = False, state_indices: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, ...]:
+    """Gated DeltaNet-2 over token-packed sequences.
+
+    Arguments as `kimi_delta_attention`, except:
+        beta: [T, HO, K] erase gate in q's dtype (logits under use_beta_sigmoid_in_kernel).
+        w: [T, HO, V] write gate in q's dtype, used as given.
+        beta_guard: the erase-side safeguard of spec §3.4 (engines that lack it decline).
+
+    Returns:
+        (o [T, HO, V], final_state), plus state_checkpoints when checkpoint_every_n_tokens.
+
+    Example:
+        >>> T, H, K, V = 8, 4, 128, 128
+        >>> q, k = (torch.nn.functional.normalize(torch.randn(T, H, K, device="cuda",
+        ...         dtype=torch.bfloat16), dim=-1) for _ in range(2))
+        >>> v = torch.randn(T, H, V, device="cuda", dtype=torch.bfloat16)
+        >>> g = torch.nn.functional.logsigmoid(torch.randn(T, H, K, device="cuda"))
+        >>> beta = torch.rand(T, H, K, device="cuda", dtype=torch.bfloat16)
+        >>> w = torch.rand(T, H, V, device="cuda", dtype=torch.bfloat16)
+        >>> cu = torch.tensor([0, 5, 8], dtype=torch.int32, device="cuda")
+        >>> o, _ = gated_delta_net_v2(q, k, v, g, beta, w, cu)
+    """
+    return OPS.forward(dict(locals()))

@@ -1,0 +1,69 @@
+"""Kimi Delta Attention (KDA) as torch ops: `kimi_delta_attention`,
+`cudnn::kimi_delta_attention_fwd/_bwd`.
+
+Recurrence (spec ../shared/spec/linear_attention.md §3.2), per sequence and output head,
+with a per-key-channel decay alpha_t = exp(g_t) in (0, 1]^K and a scalar beta_t:
+
+    S' = Diag(alpha_t) S_{t-1};  u_t = beta_t (v_t - S'^T k_t);  S_t = S' + k_t u_t^T
+    o_t = scale * S_t^T q_t
+
+Layout (THD): q [T, H, K], k [T, HK, K], v [T, HV, V], g [T, HO, K], beta [T, HO],
+cu_seqlens [N + 1]; HO = max(H, HV). States [N, HO, V, K] (V-major); o [T, HO, V].
+"""
+from __future__ import annotations
+
+import torch
+
+import cudnn
+from cudnn.linear_attention.ops._family import DtypeRule, Family, PortRule
+from cudnn.linear_attention.ops._op_factory import FamilyOps
+
+KDA = Family(
+    name="kimi_delta_attention",
+    graph_forward=cudnn.pygraph.kda,
+    graph_backward=cudnn.pygraph.kda_bwd,
+    gates=(PortRule("g", ("T", "HO", "K"), DtypeRule.FLOAT),
+           PortRule("beta", ("T", "HO"), DtypeRule.FP32_OR_Q)),
+    dt_bias_dims=("HO", "K"),
+    gate_flags=("use_beta_sigmoid_in_kernel", "allow_neg_eigval", "safe_gate",
+                "gate_lower_bound", "gate_domain"),
+    # KDA kernels work in 16-token sub-chunks (spec §6.4): coarser checkpoints are reusable.
+    checkpoint_chunk=16,
+)
+
+OPS = FamilyOps(KDA)
+
+
+def kimi_delta_attention(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: torch.Tensor, beta: torch.Tensor,
+    cu_seqlens: torch.Tensor, scale: float | None = None,
+    initial_state: torch.Tensor | None = None, output_final_state: bool = False,
+    use_qk_l2norm_in_kernel: bool = False, batch_invariant: bool = False,
+    use_beta_sigmoid_in_kernel: bool = False, allow_neg_eigval: bool = False,
+    safe_gate: bool = False, gate_lower_bound: float | None = None, gate_domain: str = "log",
+    a_log: torch.Tensor | None = None, dt_bias: torch.Tensor | None = None,
+    checkpoint_every_n_tokens: int = 0, checkpoint_dtype: torch.dtype | None = None,
+    plan_name: str | None = None, overwrite_initial_state: bool = False,
+    state_indices: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, ...]:
+    """Kimi delta attention over token-packed sequences; differentiable.
+
+    Arguments as `gated_delta_net`, except:
+        g: [T, HO, K] per-channel log-decay; under safe_gate raw logits mapped to
+            gate_lower_bound * sigmoid(exp(a_log) * (g + dt_bias)), bound default -5.0.
+        dt_bias: [HO, K].
+
+    Returns:
+        (o [T, HO, V], final_state), plus state_checkpoints when checkpoint_every_n_tokens.
+
+    Example:
+        >>> T, H, K, V = 8, 4, 128, 128
+        >>> q, k = (torch.nn.functional.normalize(torch.randn(T, H, K, device="cuda",
+        ...         dtype=torch.bfloat16), dim=-1) for _ in range(2))
+        >>> v = torch.randn(T, H, V, device="cuda", dtype=torch.bfloat16)
+        >>> g = torch.nn.functional.logsigmoid(torch.randn(T, H, K, device="cuda"))
+        >>> beta = torch.rand(T, H, device="cuda")
+        >>> cu = torch.tensor([0, 5, 8], dtype=torch.int32, device="cuda")
+        >>> o, _ = kimi_delta_attention(q, k, v, g, beta, cu)
+    """
+    return OPS.forward(dict(locals()))

@@ -1,0 +1,188 @@
+"""Errors for bad calls: each names the op and the argument, what was expected and what was
+given; the same checks run in the fake kernels (meta tensors here) and the real ones (CPU
+tensors, where the check fires before any graph is built). And the error when no engine
+can run a call: one line per engine of the family, saying why."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+import cudnn
+from cudnn.engines import manifest
+from la_inputs import BACKWARD_OPS, FUNCTIONS, make_args, state
+
+DEVICES = ("meta", "cpu")
+
+
+def _expect(exc_type, call, *, op, argument, expected, given):
+    with pytest.raises(exc_type) as info:
+        call()
+    err = info.value
+    assert isinstance(err, cudnn.OpArgumentError), err
+    assert (err.op, err.argument) == (op, argument)
+    assert expected in err.expected, err.expected
+    assert given in err.given, err.given
+    assert argument in str(err) and op in str(err)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_k_and_v_must_share_q_dtype(device):
+    args = make_args("gdn", device=device)
+    args["v"] = args["v"].to(torch.float16)
+    _expect(TypeError, lambda: FUNCTIONS["gdn"](**args), op="cudnn::gated_delta_net_fwd",
+            argument="v", expected="q's dtype (bfloat16)", given="float16")
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_gdn_beta_is_float32_or_q_dtype(device):
+    args = make_args("gdn", device=device)
+    args["beta"] = args["beta"].to(torch.float16)
+    _expect(TypeError, lambda: FUNCTIONS["gdn"](**args), op="cudnn::gated_delta_net_fwd",
+            argument="beta", expected="float32 or q's dtype (bfloat16 or float32)",
+            given="float16")
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_gdn2_beta_and_w_are_in_q_dtype(device):
+    args = make_args("gdn2", device=device)
+    args["w"] = args["w"].float()
+    _expect(TypeError, lambda: FUNCTIONS["gdn2"](**args), op="cudnn::gated_delta_net_v2_fwd",
+            argument="w", expected="q's dtype", given="float32")
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_gate_must_be_floating(device):
+    args = make_args("kda", device=device)
+    args["g"] = args["g"].to(torch.int32)
+    _expect(TypeError, lambda: FUNCTIONS["kda"](**args), op="cudnn::kimi_delta_attention_fwd",
+            argument="g", expected="a floating dtype", given="int32")
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_cu_seqlens_must_be_int32_or_int64(device):
+    args = make_args("gdn", device=device)
+    args["cu_seqlens"] = args["cu_seqlens"].float()
+    _expect(TypeError, lambda: FUNCTIONS["gdn"](**args), op="cudnn::gated_delta_net_fwd",
+            argument="cu_seqlens", expected="int32 or int64", given="float32")
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_kda_gate_needs_a_channel_axis(device):
+    args = make_args("kda", device=device)
+    args["g"] = args["g"][..., 0]
+    _expect(ValueError, lambda: FUNCTIONS["kda"](**args), op="cudnn::kimi_delta_attention_fwd",
+            argument="g", expected="[T, HO, K] (rank 3)", given="dims [12, 2]")
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_token_counts_must_agree(device):
+    args = make_args("gdn", device=device)
+    args["v"] = args["v"][:-1]
+    _expect(ValueError, lambda: FUNCTIONS["gdn"](**args), op="cudnn::gated_delta_net_fwd",
+            argument="v", expected="[T, HV, V] = [12, 2, 8]", given="dims [11, 2, 8]")
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_head_counts_must_group(device):
+    args = make_args("gdn", device=device, H=2, HV=3)
+    _expect(ValueError, lambda: FUNCTIONS["gdn"](**args), op="cudnn::gated_delta_net_fwd",
+            argument="v", expected="divides or is divided by H = 2", given="HV = 3")
+    args = make_args("gdn", device=device, H=2, HK=3, HV=4)
+    _expect(ValueError, lambda: FUNCTIONS["gdn"](**args), op="cudnn::gated_delta_net_fwd",
+            argument="k", expected="H = 2 or HV = 4", given="HK = 3")
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_initial_state_rows_follow_cu_seqlens(device):
+    args = make_args("gdn", device=device, N=2)
+    h0 = torch.cat([state(args), state(args)])
+    _expect(ValueError, lambda: FUNCTIONS["gdn"](**args, initial_state=h0),
+            op="cudnn::gated_delta_net_fwd", argument="initial_state",
+            expected="[N, HO, V, K] = [2, 2, 8, 16]", given="dims [4, 2, 8, 16]")
+
+
+def test_every_tensor_on_q_device():
+    args = make_args("gdn", device="meta")
+    args["beta"] = torch.rand(12, 2)
+    _expect(ValueError, lambda: FUNCTIONS["gdn"](**args), op="cudnn::gated_delta_net_fwd",
+            argument="beta", expected="on q's device (meta)", given="on cpu")
+
+
+@pytest.mark.parametrize("flags, argument, expected", [
+    (dict(gate_domain="exp"), "gate_domain", "one of ['log', 'linear']"),
+    (dict(gate_domain="linear", safe_gate=True), "gate_domain", "'log' when safe_gate=True"),
+    (dict(allow_neg_eigval=True), "allow_neg_eigval", "use_beta_sigmoid_in_kernel"),
+    (dict(gate_lower_bound=-3.0), "gate_lower_bound", "None unless safe_gate=True"),
+    (dict(checkpoint_every_n_tokens=-1), "checkpoint_every_n_tokens", "an int >= 0"),
+])
+@pytest.mark.parametrize("device", DEVICES)
+def test_flag_combinations(device, flags, argument, expected):
+    args = make_args("kda", device=device)
+    _expect(ValueError, lambda: FUNCTIONS["kda"](**args, **flags),
+            op="cudnn::kimi_delta_attention_fwd", argument=argument, expected=expected,
+            given="")
+
+
+def test_a_log_needs_safe_gate():
+    args = make_args("gdn")
+    a_log = torch.zeros(2, device="meta")
+    _expect(ValueError, lambda: FUNCTIONS["gdn"](**args, a_log=a_log),
+            op="cudnn::gated_delta_net_fwd", argument="a_log",
+            expected="None unless safe_gate=True", given="a tensor")
+
+
+def test_checkpoint_dtype_is_float32_or_q_dtype():
+    args = make_args("gdn")
+    _expect(TypeError, lambda: FUNCTIONS["gdn"](**args, checkpoint_every_n_tokens=4,
+                                                checkpoint_dtype=torch.float16),
+            op="cudnn::gated_delta_net_fwd", argument="checkpoint_dtype",
+            expected="None, float32 or q's dtype (bfloat16)", given="float16")
+
+
+def test_d_final_state_must_match_the_state_dtype():
+    args = make_args("gdn")
+    dO = torch.empty(12, 2, 8, dtype=torch.bfloat16, device="meta")
+    d_final = state(args, torch.bfloat16)
+    op = getattr(torch.ops.cudnn, BACKWARD_OPS["gdn"]).default
+    _expect(TypeError, lambda: op(dO, *args.values(), 0.25, d_final_state=d_final),
+            op="cudnn::gated_delta_net_bwd", argument="d_final_state",
+            expected="the state dtype", given="bfloat16")
+
+
+@pytest.mark.parametrize("family", sorted(FUNCTIONS))
+def test_public_functions_want_thd_q(family):
+    args = make_args(family)
+    args["q"] = args["q"][None]
+    with pytest.raises(ValueError, match=r"expected THD inputs, q \[T, H, K\] \(rank 3\); "
+                                         r"got dims \[1, 12, 2, 16\]"):
+        FUNCTIONS[family](**args)
+
+
+@pytest.mark.parametrize("argument", ["overwrite_initial_state", "state_indices"])
+def test_state_pools_are_refused_not_ignored(argument):
+    args = make_args("gdn")
+    value = True if argument == "overwrite_initial_state" else torch.zeros(2, dtype=torch.int32)
+    with pytest.raises(NotImplementedError, match=argument):
+        FUNCTIONS["gdn"](**args, initial_state=state(args), **{argument: value})
+
+
+@pytest.mark.parametrize("family", sorted(FUNCTIONS))
+def test_no_engine_for_cpu_tensors_lists_every_engine(family):
+    args = make_args(family, device="cpu")
+    with pytest.raises(cudnn.cudnnGraphNotSupportedError) as info:
+        FUNCTIONS[family](**args)
+    message = str(info.value)
+    assert message.startswith(f"cudnn::{FUNCTIONS[family].__name__}_fwd: no engine can run "
+                              "this call (q [12, 2, 16] bfloat16"), message
+    assert "on cpu" in message.splitlines()[0]
+    fam = next(f for f in manifest.MANIFEST if f.name == family)
+    for slot in fam.engine_slots:  # every engine of the family, with its reason
+        line = next((ln for ln in message.splitlines() if ln.startswith(f"  - {slot.name} (")),
+                    None)
+        assert line is not None, message
+        assert line.split(": ", 1)[1].strip(), line
+    assert "  - cuDNN backend: declined:" in message
+
+
+if __name__ == "__main__":
+    raise SystemExit(pytest.main([__file__, "-q"]))
