@@ -22,7 +22,7 @@ class CuTileLinearAttentionEngine(BaseEngine):
 
     def check_support(self, graph) -> None:
         reason = decline_reason(linear_attention_facts(graph), self.family, self.name) or \
-            runtime_reason(self.name)
+            _device_reason(graph, self.name) or runtime_reason(self.name)
         if reason:
             raise NotImplementedError(reason)
 
@@ -62,6 +62,9 @@ class _LinearAttentionPlan(CompiledPlan):
                       stream=stream)
         q, k, v, g, beta, cu = (t(buf.input(p)) for p in ("q", "k", "v", "g", "beta",
                                                           "cu_seqlens"))
+        if not q.is_cuda:
+            raise ValueError(f"{f.node_name}: the cuTile engine needs CUDA buffers; "
+                             f"'q' is on {q.device}")
         h0 = t(buf.inputs.get("initial_state"))
         from .kernels.bwd import chunked_bwd
         from .kernels.fwd import chunked_fwd
@@ -74,6 +77,15 @@ class _LinearAttentionPlan(CompiledPlan):
         else:
             chunked_fwd(q, k, v, g, beta, cu, t(buf.output("O")), scratch, initial_state=h0,
                         final_state=t(buf.outputs.get("final_state")), **common)
+
+
+def _device_reason(graph, engine: str) -> str | None:
+    """A graph whose handle names a non-CUDA device (e.g. CPU tensors) is not ours."""
+    device = getattr(getattr(graph, "handle", None), "device", None)
+    kind = getattr(device, "type", None)
+    if kind is not None and kind != "cuda":
+        return f"{engine}: runs on CUDA devices; the graph's handle is on {device}"
+    return None
 
 
 def _as_torch(buf: Any):
