@@ -22,15 +22,10 @@ import cuda.tile as ct
 
 from .decay_gram import gram_bwd, to_gate
 from .tile_math import L2NORM_EPS, mm_tf32, row_col_index
-from .wy_fwd import load_gate_cumsum, load_rows, store_rows
+from .tile_io import load_rows, load_state_kmajor, store_rows
+from .wy_fwd import load_gate_cumsum
 
-ZERO = ct.PaddingMode.ZERO
 BC = 16
-
-
-def load_state(arr, row, h, BK: int, BV: int):
-    t = ct.load(arr, (row, h, 0, 0), shape=(1, 1, BK, BV), padding_mode=ZERO)
-    return ct.astype(ct.reshape(t, (BK, BV)), ct.float32)
 
 
 def chunk_live(table, cu_seqlens, reroute, row, h, BT: int, KDA: bool, TIER: int):
@@ -73,7 +68,7 @@ def la_bwd_dqkwg_kernel(q, k, g, d_out, cu_seqlens, table, reroute, states, dsta
         r, c = row_col_index(BT)
         dot = load_rows(d_out.slice(axis=0, start=bos, stop=eos), chunk, h, BT, BV)
         vn = load_rows(v_new.slice(axis=0, start=bos, stop=eos), chunk, h, BT, BV)
-        hs = load_state(states, row, h, BK, BV)
+        hs = load_state_kmajor(states, row, h, BK, BV)
         if PART == 1:
             dq_h = mm_tf32(dot, ct.transpose(hs)) * (ct.exp(gc) * scale)
             d_aqk = ct.where(r >= c, mm_tf32(dot, ct.transpose(vn)) * scale, 0.0)
@@ -85,7 +80,7 @@ def la_bwd_dqkwg_kernel(q, k, g, d_out, cu_seqlens, table, reroute, states, dsta
             store_rows(dq.slice(axis=0, start=bos, stop=eos), chunk, h, d_q, BT, BK)
             store_rows(dk_part.slice(axis=0, start=bos, stop=eos), chunk, h, dk_y, BT, BK)
         else:
-            dhs = load_state(dstates, row, h, BK, BV)
+            dhs = load_state_kmajor(dstates, row, h, BK, BV)
             dk_h = mm_tf32(vn, ct.transpose(dhs)) * ct.exp(g_last - gc)
             dk_rows = load_rows(dk_part.slice(axis=0, start=bos, stop=eos), chunk, h, BT, BK)
             store_rows(dk_part.slice(axis=0, start=bos, stop=eos), chunk, h, dk_rows + dk_h,

@@ -18,9 +18,9 @@ import cuda.tile as ct
 from .bwd_dqkwg import chunk_live
 from .decay_gram import gram_bwd, to_gate
 from .tile_math import L2NORM_EPS, mm_tf32, row_col_index
-from .wy_fwd import load_gate_cumsum, load_rows, store_rows
+from .tile_io import ZERO, load_rows, store_rows
+from .wy_fwd import load_gate_cumsum
 
-ZERO = ct.PaddingMode.ZERO
 BC = 16
 
 

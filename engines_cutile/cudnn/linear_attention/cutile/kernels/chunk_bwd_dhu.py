@@ -14,12 +14,7 @@ Grid: (N, HO, ceil(V / BV)).
 """
 import cuda.tile as ct
 
-ZERO = ct.PaddingMode.ZERO
-
-
-def _rows(arr, chunk, head, BT: int, BD: int):
-    return ct.reshape(ct.load(arr, (chunk, head, 0), shape=(BT, 1, BD), padding_mode=ZERO),
-                      (BT, BD))
+from .tile_io import ZERO, load_rows_raw, load_state_vmajor, store_state_vmajor
 
 
 @ct.kernel(occupancy=2)
@@ -34,8 +29,7 @@ def la_chunk_bwd_dhu_kernel(w, p, qg, kd, decay, d_out, cu_seqlens, chunk_offset
     bos = ct.load(cu_seqlens, (n,), shape=())
     eos = ct.load(cu_seqlens, (n + 1,), shape=())
     if HAS_D_FINAL:
-        s0 = ct.load(d_final_state, (n, h, vb, 0), shape=(1, 1, BV, BK), padding_mode=ZERO)
-        ds = ct.transpose(ct.astype(ct.reshape(s0, (BV, BK)), ct.float32))
+        ds = load_state_vmajor(d_final_state, n, h, vb, BK, BV)
     else:
         ds = ct.zeros((BK, BV), dtype=ct.float32)
 
@@ -55,18 +49,17 @@ def la_chunk_bwd_dhu_kernel(w, p, qg, kd, decay, d_out, cu_seqlens, chunk_offset
             dot = ct.reshape(ct.load(dos, (chunk, h, vb), shape=(BT, 1, BV), padding_mode=ZERO),
                              (BT, BV))
             dot = ct.astype(dot, w.dtype)
-            dv = ct.mma(ct.transpose(_rows(ps, chunk, h, BT, BT)), dot,
+            dv = ct.mma(ct.transpose(load_rows_raw(ps, chunk, h, BT, BT)), dot,
                         ct.zeros((BT, BV), dtype=ct.float32))
-            dv = ct.mma(_rows(ks, chunk, h, BT, BK), ds_lo, dv)
+            dv = ct.mma(load_rows_raw(ks, chunk, h, BT, BK), ds_lo, dv)
             ct.store(dvs, (chunk, h, vb), tile=ct.reshape(ct.astype(dv, dv_new_out.dtype),
                                                          (BT, 1, BV)))
             dec = ct.reshape(ct.load(decay, (first_row + chunk, h, 0), shape=(1, 1, GW),
                                      padding_mode=ZERO), (1, GW))
             ds = ds * ct.transpose(dec)
-            ds = ct.mma(ct.transpose(_rows(qs, chunk, h, BT, BK)), dot, ds)
-            ds = ds - ct.mma(ct.transpose(_rows(ws, chunk, h, BT, BK)), ct.astype(dv, w.dtype),
+            ds = ct.mma(ct.transpose(load_rows_raw(qs, chunk, h, BT, BK)), dot, ds)
+            ds = ds - ct.mma(ct.transpose(load_rows_raw(ws, chunk, h, BT, BK)), ct.astype(dv, w.dtype),
                              ct.zeros((BK, BV), dtype=ct.float32))
 
     if STORE_D_INITIAL:
-        st = ct.reshape(ct.transpose(ds), (1, 1, BV, BK))
-        ct.store(d_initial_state, (n, h, vb, 0), tile=ct.astype(st, d_initial_state.dtype))
+        store_state_vmajor(d_initial_state, n, h, vb, ds, BK, BV)

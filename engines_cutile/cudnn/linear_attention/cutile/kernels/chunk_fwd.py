@@ -21,12 +21,7 @@ Grid: (N, HO, ceil(V / BV)).
 """
 import cuda.tile as ct
 
-ZERO = ct.PaddingMode.ZERO
-
-
-def _rows(arr, chunk, head, BT: int, BD: int):
-    return ct.reshape(ct.load(arr, (chunk, head, 0), shape=(BT, 1, BD), padding_mode=ZERO),
-                      (BT, BD))
+from .tile_io import ZERO, load_rows_raw, load_state_vmajor, store_state_vmajor
 
 
 @ct.kernel(occupancy=2)
@@ -41,8 +36,7 @@ def la_chunk_fwd_kernel(w, u, p, qg, kd, decay, cu_seqlens, chunk_offsets,
     bos = ct.load(cu_seqlens, (n,), shape=())
     eos = ct.load(cu_seqlens, (n + 1,), shape=())
     if HAS_INITIAL:
-        s0 = ct.load(initial_state, (n, h, vb, 0), shape=(1, 1, BV, BK), padding_mode=ZERO)
-        state = ct.transpose(ct.astype(ct.reshape(s0, (BV, BK)), ct.float32))
+        state = load_state_vmajor(initial_state, n, h, vb, BK, BV)
     else:
         state = ct.zeros((BK, BV), dtype=ct.float32)
 
@@ -64,7 +58,7 @@ def la_chunk_fwd_kernel(w, u, p, qg, kd, decay, cu_seqlens, chunk_offsets,
                                      padding_mode=ZERO),
                              (1, GW))
             s_lo = ct.astype(state, w.dtype)
-            v_new = ut - ct.mma(_rows(ws, chunk, h, BT, BK), s_lo,
+            v_new = ut - ct.mma(load_rows_raw(ws, chunk, h, BT, BK), s_lo,
                                 ct.zeros((BT, BV), dtype=ct.float32))
             v_lo = ct.astype(v_new, w.dtype)
             if RECOMPUTE:
@@ -72,15 +66,14 @@ def la_chunk_fwd_kernel(w, u, p, qg, kd, decay, cu_seqlens, chunk_offsets,
                          tile=ct.reshape(s_lo, (1, 1, BK, BV)))
                 ct.store(vns, (chunk, h, vb), tile=ct.reshape(v_lo, (BT, 1, BV)))
             else:
-                out = ct.mma(_rows(qs, chunk, h, BT, BK), s_lo,
+                out = ct.mma(load_rows_raw(qs, chunk, h, BT, BK), s_lo,
                              ct.zeros((BT, BV), dtype=ct.float32))
-                out = ct.mma(_rows(ps, chunk, h, BT, BT), v_lo, out)
+                out = ct.mma(load_rows_raw(ps, chunk, h, BT, BT), v_lo, out)
                 ct.store(os_, (chunk, h, vb),
                          tile=ct.reshape(ct.astype(out, o.dtype), (BT, 1, BV)))
             state = state * ct.transpose(dec) + ct.mma(
-                ct.transpose(_rows(ks, chunk, h, BT, BK)), v_lo,
+                ct.transpose(load_rows_raw(ks, chunk, h, BT, BK)), v_lo,
                 ct.zeros((BK, BV), dtype=ct.float32))
 
     if STORE_FINAL:
-        st = ct.reshape(ct.transpose(state), (1, 1, BV, BK))
-        ct.store(final_state, (n, h, vb, 0), tile=ct.astype(st, final_state.dtype))
+        store_state_vmajor(final_state, n, h, vb, state, BK, BV)

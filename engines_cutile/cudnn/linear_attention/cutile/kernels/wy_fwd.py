@@ -26,20 +26,9 @@ Heads: q/k head = h // GROUP_QK, v head = h // GROUP_V (repeat_interleave groupi
 import cuda.tile as ct
 
 from .decay_gram import MAX_SPLIT_EXP, blocked_scores, split_exps, split_reach
+from .tile_io import ZERO, load_rows, store_rows
 from .tile_math import l2_normalize_rows, mm_tf32, row_col_index, tril_inverse
-
-ZERO = ct.PaddingMode.ZERO
 BC = 16   # KDA score blocks when one reference row does not fit the gate range
-
-
-def load_rows(arr, chunk, head, BT: int, BD: int):
-    """[BT, BD] fp32 tile of rows `chunk*BT ..` of a token-major [T, H, D] slice."""
-    t = ct.load(arr, (chunk, head, 0), shape=(BT, 1, BD), padding_mode=ZERO)
-    return ct.astype(ct.reshape(t, (BT, BD)), ct.float32)
-
-
-def store_rows(arr, chunk, head, tile, BT: int, BD: int):
-    ct.store(arr, (chunk, head, 0), tile=ct.reshape(ct.astype(tile, arr.dtype), (BT, 1, BD)))
 
 
 def load_gate_cumsum(g, chunk, h, BT: int, BK: int, KDA: bool):
