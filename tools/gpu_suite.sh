@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Runs the GPU-only suites on the lent H200 (no Bazel there), one log per stage under $OUT.
+#
+#   tools/gpu_suite.sh STAGE [STAGE...]      (from the repository root, on the GPU machine)
+#
+# Stages:
+#   setup      install the cuTile kit (.devkit/ctk, carried) and the carried wheels (.whl)
+#   backend    build the C++ extension with this machine's compiler, run tests/backend
+#   torchops   tests/torch_ops/ops_gpu_test.py and the cached-call overhead (op_overhead.py)
+#   cutile     the cuTile engine matrix (tests/numerics/test_la_cutile_engines.py)
+#   smoke      cuTile kernel smoke checks: KDA/GDN forward and backward vs float64
+#   frost      FROST forward smoke + engine matrix (needs CuTe DSL: the cutedsl kits)
+#   bench      bench/bench_linear_attention.py (FLA peer in the same process)
+# Each stage runs under `timeout` (STAGE_TIMEOUT, default 300 s) so one hang cannot eat the
+# call; the summary line per stage says pass/FAIL/timeout. cuTile's disk cache is kept in
+# .tilecache (ignored by git), so kernels JIT once per machine, not once per process.
+set -u
+OUT="${OUT:-/tmp/gpu_suite_out}"
+mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1
+export CUDA_TILE_CACHE_DIR="${CUDA_TILE_CACHE_DIR:-$PWD/.tilecache}"
+export PYTHONPATH="/tmp/site:.:ops:ir:router:engines_cutile:engines_frost:backend_cc:torch_ops:bench${PYTHONPATH:+:$PYTHONPATH}"
+[ -f /opt/devkit/env.sh ] && source /opt/devkit/env.sh
+TMO="${STAGE_TIMEOUT:-300}"
+SUMMARY=()
+
+stage() {  # stage NAME CMD...: run CMD with a timeout, log to $OUT/NAME.log
+  local name="$1"; shift
+  local t0=$SECONDS
+  echo "=== $name: $*"
+  timeout "$TMO" bash -c "$*" 2>&1 | tee "$OUT/$name.log"
+  local rc=${PIPESTATUS[0]}
+  local word=pass
+  [ "$rc" = 124 ] && word=timeout
+  [ "$rc" != 0 ] && [ "$rc" != 124 ] && word="FAIL(rc=$rc)"
+  SUMMARY+=("$name: $word in $((SECONDS - t0)) s")
+}
+
+for s in "$@"; do
+  case "$s" in
+    setup)
+      stage setup "bash .devkit/ctk/install.sh >/dev/null && source /opt/devkit/env.sh && \
+        python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl \
+        && nvidia-smi --query-gpu=name,driver_version --format=csv,noheader"
+      [ -f /opt/devkit/env.sh ] && source /opt/devkit/env.sh ;;
+    backend)
+      stage backend "backend_cc/build_local.sh >/dev/null && \
+        python3 -m pytest tests/backend -q -s -p no:cacheprovider" ;;
+    torchops)
+      stage torchops "python3 -m pytest tests/torch_ops/ops_gpu_test.py -q -s -p no:cacheprovider \
+        && python3 tests/torch_ops/op_overhead.py --device cuda --family gdn --family kda" ;;
+    cutile)
+      stage cutile "python3 -m pytest tests/numerics/test_la_cutile_engines.py -q -s -p no:cacheprovider" ;;
+    smoke)
+      stage smoke "python3 tests/numerics/la_cutile_smoke.py kda && \
+        python3 tests/numerics/la_cutile_bwd_smoke.py" ;;
+    frost)
+      stage frost "python3 tests/numerics/la_frost_smoke.py --family all && \
+        python3 -m pytest tests/numerics/test_la_frost_engines.py -q -s -p no:cacheprovider" ;;
+    bench)
+      stage bench "python3 bench/bench_linear_attention.py" ;;
+    *) echo "unknown stage $s"; exit 2 ;;
+  esac
+done
+printf '%s\n' "--- summary" "${SUMMARY[@]}" | tee "$OUT/summary.log"
