@@ -47,8 +47,18 @@ def _inputs(lens, H, HV, K, V, kda, seed):
         beta=torch.sigmoid(rnd(T, HO)), cu_seqlens=cu)
 
 
-def _rel(x, ref):
-    return ((x.double() - ref).norm() / ref.norm().clamp_min(1e-30)).item()
+def _rel(x, ref, floor=0.0):
+    return ((x.double() - ref).norm() / ref.norm().clamp_min(max(floor, 1e-30))).item()
+
+
+def _gate_grad_floor(x, ref) -> float:
+    """Size of the terms whose difference makes up dG (dg = revcumsum(q.dq - k.dk) + ...).
+
+    Where the decay multiplies a zero state (a length-1 sequence without an initial state)
+    those terms cancel exactly and dG is 0, so a relative error against dG itself only
+    measures rounding of the cancellation; the error is then taken against this size.
+    """
+    return ((x["q"].double() * ref.dq).norm() + (x["k"].double() * ref.dk).norm()).item()
 
 
 def _run_graph(op, tensors, outputs, attrs):
@@ -116,7 +126,8 @@ def test_forward_and_backward(shape, l2, with_h0, kda):
     for name, field in (("dQ", "dq"), ("dK", "dk"), ("dV", "dv"), ("dG", "dg"),
                         ("dBeta", "dbeta"), ("d_initial_state", "d_initial_state")):
         if name in grads:
-            errs[name] = _rel(grads[name], getattr(ref, field))
+            floor = _gate_grad_floor(x, ref) if name == "dG" else 0.0
+            errs[name] = _rel(grads[name], getattr(ref, field), floor)
     print(f"\n{fam} {shape[0]} l2={l2} h0={with_h0}: " +
           " ".join(f"{k}={v:.1e}" for k, v in errs.items()))
     bad = {k: v for k, v in errs.items() if not v <= REL_BOUND}
