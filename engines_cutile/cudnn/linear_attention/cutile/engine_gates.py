@@ -14,18 +14,19 @@ import importlib.util
 import shutil
 
 from cudnn import data_type
+from cudnn.engines.port_dtypes import IO, PortDtypes
 
 IO_DTYPES = (data_type.HALF, data_type.BFLOAT16)
 FP32 = data_type.FLOAT
 MAX_HEAD_DIM = 256          # register budget of the [64, K] / [K, V] fp32 tiles
 
-# port -> allowed dtypes ("io" = the q/k/v dtype); None (unset) is always accepted
-_DTYPE_RULES = {
+# kernel-native dtypes per port; unset (None) is always accepted
+_DTYPES = PortDtypes(IO_DTYPES, {
     "g": (FP32,), "beta": (FP32,), "cu_seqlens": (data_type.INT32,),
     "initial_state": (FP32,), "final_state": (FP32,), "d_final_state": (FP32,),
     "d_initial_state": (FP32,), "dG": (FP32,), "dBeta": (FP32,),
-    "O": "io", "dO": "io", "dQ": "io", "dK": "io", "dV": "io",
-}
+    "O": IO, "dO": IO, "dQ": IO, "dK": IO, "dV": IO,
+})
 _UNSUPPORTED_INPUTS = ("state_indices", "state_checkpoints", "a_log", "dt_bias")
 
 
@@ -72,24 +73,7 @@ def decline_reason(f, family: str, engine: str) -> str | None:
     if f.is_backward and f.has_input("initial_state") != f.has_output("d_initial_state"):
         return (f"{engine}: the backward computes d_initial_state exactly when an "
                 "initial_state is given")
-    return _dtype_reason(f, engine)
-
-
-def _dtype_reason(f, engine: str) -> str | None:
-    io = f.io_dtype
-    if not f.uniform_io:
-        return f"{engine}: q, k and v must share one dtype"
-    if io is not None and io not in IO_DTYPES:
-        return f"{engine}: q/k/v dtype must be HALF or BFLOAT16, got {io.name}"
-    for port, rule in _DTYPE_RULES.items():
-        dt = f.dtype(port)
-        if dt is None:
-            continue
-        allowed = (io,) if rule == "io" and io is not None else IO_DTYPES if rule == "io" else rule
-        if dt not in allowed:
-            names = "/".join(a.name for a in allowed)
-            return f"{engine}: '{port}' dtype must be {names}, got {dt.name}"
-    return None
+    return _DTYPES.reason(f, engine)
 
 
 def runtime_reason(engine: str) -> str | None:
