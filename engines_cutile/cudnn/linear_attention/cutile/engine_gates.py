@@ -14,6 +14,7 @@ import importlib.util
 import shutil
 
 from cudnn import data_type
+from cudnn.engines.la_feature_gates import unsupported_feature_reason
 from cudnn.engines.port_dtypes import IO, PortDtypes
 
 IO_DTYPES = (data_type.HALF, data_type.BFLOAT16)
@@ -28,6 +29,8 @@ _DTYPES = PortDtypes(IO_DTYPES, {
     "O": IO, "dO": IO, "dQ": IO, "dK": IO, "dV": IO,
 })
 _UNSUPPORTED_INPUTS = ("state_indices", "state_checkpoints", "a_log", "dt_bias")
+_UNSUPPORTED_FLAGS = ("use_beta_sigmoid", "allow_neg_eigval", "safe_gate",
+                      "overwrite_initial_state")
 
 
 def _pow2(x: int) -> bool:
@@ -57,19 +60,10 @@ def decline_reason(f, family: str, engine: str) -> str | None:
             return f"{engine}: head dim {what} = {dim} is outside 1..{MAX_HEAD_DIM}"
     if family == "kda" and f.gate_channels != f.d_qk:
         return f"{engine}: KDA gate channels ({f.gate_channels}) must equal K ({f.d_qk})"
-    flags = f.flags
-    for name in ("use_beta_sigmoid", "allow_neg_eigval", "safe_gate",
-                 "overwrite_initial_state"):
-        if getattr(flags, name):
-            return f"{engine}: {name}=True is not implemented"
-    if flags.gate_domain != "log":
-        return f"{engine}: gate_domain must be 'log', got {flags.gate_domain!r}"
-    if flags.checkpoint_every_n_tokens:
-        return (f"{engine}: state checkpoints are not implemented "
-                f"(checkpoint_every_n_tokens={flags.checkpoint_every_n_tokens})")
-    for port in _UNSUPPORTED_INPUTS:
-        if f.has_input(port):
-            return f"{engine}: input '{port}' is not implemented"
+    reason = unsupported_feature_reason(f, engine, flags=_UNSUPPORTED_FLAGS,
+                                        inputs=_UNSUPPORTED_INPUTS)
+    if reason:
+        return reason
     if f.is_backward and f.has_input("initial_state") != f.has_output("d_initial_state"):
         return (f"{engine}: the backward computes d_initial_state exactly when an "
                 "initial_state is given")

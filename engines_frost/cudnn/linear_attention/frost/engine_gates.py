@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from cudnn import data_type
 from cudnn.engines.facts import LinearAttentionFacts
+from cudnn.engines.la_feature_gates import unsupported_feature_reason
 from cudnn.engines.port_dtypes import IO, PortDtypes
 
 BF16, FP32, INT32 = data_type.BFLOAT16, data_type.FLOAT, data_type.INT32
@@ -105,22 +106,11 @@ def _port_dims_reason(f: LinearAttentionFacts, traits: FamilyTraits, engine: str
 
 
 def _feature_reason(f: LinearAttentionFacts, traits: FamilyTraits, engine: str) -> str | None:
-    for port in _UNSUPPORTED_INPUTS:   # before the flags: a_log/dt_bias come with safe_gate
-        if f.has_input(port):
-            return f"{engine}: input '{port}' {_NOT_YET}"
-    flags = f.flags
-    if flags.use_qk_l2norm and not traits.qk_l2norm:
+    if f.flags.use_qk_l2norm and not traits.qk_l2norm:
         return (f"{engine}: use_qk_l2norm=True {_NOT_YET} (normalise q and k before the "
                 "node, or use another engine)")
-    for name in _UNSUPPORTED_FLAGS:
-        if getattr(flags, name):
-            return f"{engine}: {name}=True {_NOT_YET}"
-    if flags.gate_domain != "log":
-        return f"{engine}: gate_domain={flags.gate_domain!r} {_NOT_YET} (only 'log')"
-    if flags.checkpoint_every_n_tokens:
-        return (f"{engine}: state checkpoints (checkpoint_every_n_tokens="
-                f"{flags.checkpoint_every_n_tokens}) {_NOT_YET}")
-    return None
+    return unsupported_feature_reason(f, engine, flags=_UNSUPPORTED_FLAGS,
+                                      inputs=_UNSUPPORTED_INPUTS, not_done=_NOT_YET)
 
 
 def _dtype_reason(f: LinearAttentionFacts, traits: FamilyTraits, engine: str) -> str | None:
