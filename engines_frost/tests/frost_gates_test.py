@@ -67,6 +67,8 @@ DECLINES = [
     ("k_heads", "gdn", dict(H=2, HK=4, HV=8), "k heads (4) must equal q heads (2) or v heads (8)"),
     ("K_32", "gdn", dict(K=32), "head dim K = 32 is not one of (64, 128)"),
     ("V_256", "kda", dict(V=256), "head dim V = 256 is not one of (64, 128)"),
+    ("int32_offsets", "gdn", dict(T=2**31 // (4 * 128), K=128),
+     "operands of 2147483648 elements need 64-bit offsets (T = 4194304, N = 3, HO = 4)"),
     ("kda_gate_channels", "kda", dict(dims={"g": [40, 4, 32]}),
      "gate channels (32) must equal K (64)"),
     ("gdn2_beta_width", "gdn2", dict(dims={"beta": [40, 4, 32]}),

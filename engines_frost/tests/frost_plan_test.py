@@ -15,6 +15,7 @@ import cudnn
 from cudnn.engines.port_dtypes import IO
 from cudnn.linear_attention.frost import la_engine, runtime_probe
 from cudnn.linear_attention.frost.gdn_engine import GdnFrostEngine
+from cudnn.linear_attention.frost.kda_engine import KdaFrostEngine
 from cudnn.linear_attention.frost.kernels import fwd as kernels_fwd
 from cudnn.linear_attention.frost.port_buffers import PortBuffer
 from cudnn.linear_attention.frost.workspace import ALIGN, carve_scratch
@@ -101,6 +102,20 @@ def test_build_declines_a_device_without_a_kernel_build(launches, monkeypatch):
         GdnFrostEngine().build_plan(g, None)
 
 
+def test_build_declines_a_non_cuda_build_handle(launches):
+    g, _ = op_graph("kda")
+    ctx = types.SimpleNamespace(handle=types.SimpleNamespace(device=torch.device("cpu")))
+    with pytest.raises(NotImplementedError, match="kda_frost: runs on CUDA devices; the "
+                                                  "handle is on cpu"):
+        KdaFrostEngine().build_plan(g, None, ctx)
+
+
+def test_plans_are_built_for_the_build_handles_device(launches):
+    g, _ = op_graph("kda", handle=types.SimpleNamespace(device=CUDA0, stream=STREAM))
+    ctx = types.SimpleNamespace(handle=types.SimpleNamespace(device=torch.device("cuda", 2)))
+    assert KdaFrostEngine().build_plan(g, None, ctx).device == torch.device("cuda", 2)
+
+
 # -- execute: buffers the kernels cannot take ------------------------------------------
 def test_cpu_buffers_raise_value_error_naming_the_port(launches):
     g, node = built("gdn2", with_h0=True)
@@ -129,7 +144,9 @@ def test_bad_buffers_raise_value_error_naming_the_port(launches, cpu_plans, port
     assert not launches
 
 
-def test_padded_outer_dims_are_accepted(launches, cpu_plans):
+def test_padded_outer_dims_reach_the_launcher(launches, cpu_plans):
+    # spec 4.1: only the innermost dim must be stride-1; the launcher checks what its
+    # kernel version needs beyond that.
     g, node = built("gdn")
     bufs = buffers(node)
     bufs["q"] = torch.zeros(40, 6, 64, dtype=torch.bfloat16)[:, 1:5]   # strided head dim

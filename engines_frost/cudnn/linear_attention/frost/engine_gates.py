@@ -26,6 +26,7 @@ BF16, FP32, INT32 = data_type.BFLOAT16, data_type.FLOAT, data_type.INT32
 IO_DTYPES = (BF16, data_type.HALF)
 STATE_DTYPES = (FP32, BF16)         # the kernel keeps the state in fp32 registers
 HEAD_DIMS = (64, 128)               # the tile shapes the kernels are instantiated for
+INDEX_LIMIT = 2**31                 # the kernels address operands with 32-bit offsets
 
 _COMMON_DTYPES = {"g": (FP32,), "cu_seqlens": (INT32,), "O": IO,
                   "initial_state": STATE_DTYPES, "final_state": STATE_DTYPES}
@@ -83,6 +84,10 @@ def _layout_reason(f: LinearAttentionFacts, traits: FamilyTraits, engine: str) -
     for what, dim in (("K", f.d_qk), ("V", f.d_v)):
         if dim not in HEAD_DIMS:
             return f"{engine}: head dim {what} = {dim} is not one of {HEAD_DIMS}"
+    largest = max(f.total_t * f.h_o * max(f.d_qk, f.d_v), f.n_seq * f.h_o * f.d_v * f.d_qk)
+    if largest >= INDEX_LIMIT:
+        return (f"{engine}: operands of {largest} elements need 64-bit offsets (T = "
+                f"{f.total_t}, N = {f.n_seq}, HO = {f.h_o}); the kernels use 32-bit ones")
     return _port_dims_reason(f, traits, engine)
 
 

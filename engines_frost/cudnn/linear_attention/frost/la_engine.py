@@ -142,6 +142,9 @@ def _cuda_device_of(handle: Any) -> Any:
 def _build_device(handle: Any, engine: str) -> Any:
     """The torch device a plan is built for, with its index resolved."""
     import torch
+    named = getattr(handle, "device", None)
+    if getattr(named, "type", "cuda") != "cuda":
+        raise NotImplementedError(f"{engine}: runs on CUDA devices; the handle is on {named}")
     device = _cuda_device_of(handle)
     if device is not None and device.index is not None:
         return device
