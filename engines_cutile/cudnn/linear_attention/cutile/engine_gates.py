@@ -14,19 +14,23 @@ import importlib.util
 import shutil
 
 from cudnn import data_type
+from cudnn.engines.la_feature_gates import unsupported_feature_reason
+from cudnn.engines.port_dtypes import IO, PortDtypes
 
 IO_DTYPES = (data_type.HALF, data_type.BFLOAT16)
 FP32 = data_type.FLOAT
 MAX_HEAD_DIM = 256          # register budget of the [64, K] / [K, V] fp32 tiles
 
-# port -> allowed dtypes ("io" = the q/k/v dtype); None (unset) is always accepted
-_DTYPE_RULES = {
+# kernel-native dtypes per port; unset (None) is always accepted
+_DTYPES = PortDtypes(IO_DTYPES, {
     "g": (FP32,), "beta": (FP32,), "cu_seqlens": (data_type.INT32,),
     "initial_state": (FP32,), "final_state": (FP32,), "d_final_state": (FP32,),
     "d_initial_state": (FP32,), "dG": (FP32,), "dBeta": (FP32,),
-    "O": "io", "dO": "io", "dQ": "io", "dK": "io", "dV": "io",
-}
+    "O": IO, "dO": IO, "dQ": IO, "dK": IO, "dV": IO,
+})
 _UNSUPPORTED_INPUTS = ("state_indices", "state_checkpoints", "a_log", "dt_bias")
+_UNSUPPORTED_FLAGS = ("use_beta_sigmoid", "allow_neg_eigval", "safe_gate",
+                      "overwrite_initial_state")
 
 
 def _pow2(x: int) -> bool:
@@ -56,40 +60,14 @@ def decline_reason(f, family: str, engine: str) -> str | None:
             return f"{engine}: head dim {what} = {dim} is outside 1..{MAX_HEAD_DIM}"
     if family == "kda" and f.gate_channels != f.d_qk:
         return f"{engine}: KDA gate channels ({f.gate_channels}) must equal K ({f.d_qk})"
-    flags = f.flags
-    for name in ("use_beta_sigmoid", "allow_neg_eigval", "safe_gate",
-                 "overwrite_initial_state"):
-        if getattr(flags, name):
-            return f"{engine}: {name}=True is not implemented"
-    if flags.gate_domain != "log":
-        return f"{engine}: gate_domain must be 'log', got {flags.gate_domain!r}"
-    if flags.checkpoint_every_n_tokens:
-        return (f"{engine}: state checkpoints are not implemented "
-                f"(checkpoint_every_n_tokens={flags.checkpoint_every_n_tokens})")
-    for port in _UNSUPPORTED_INPUTS:
-        if f.has_input(port):
-            return f"{engine}: input '{port}' is not implemented"
+    reason = unsupported_feature_reason(f, engine, flags=_UNSUPPORTED_FLAGS,
+                                        inputs=_UNSUPPORTED_INPUTS)
+    if reason:
+        return reason
     if f.is_backward and f.has_input("initial_state") != f.has_output("d_initial_state"):
         return (f"{engine}: the backward computes d_initial_state exactly when an "
                 "initial_state is given")
-    return _dtype_reason(f, engine)
-
-
-def _dtype_reason(f, engine: str) -> str | None:
-    io = f.io_dtype
-    if not f.uniform_io:
-        return f"{engine}: q, k and v must share one dtype"
-    if io is not None and io not in IO_DTYPES:
-        return f"{engine}: q/k/v dtype must be HALF or BFLOAT16, got {io.name}"
-    for port, rule in _DTYPE_RULES.items():
-        dt = f.dtype(port)
-        if dt is None:
-            continue
-        allowed = (io,) if rule == "io" and io is not None else IO_DTYPES if rule == "io" else rule
-        if dt not in allowed:
-            names = "/".join(a.name for a in allowed)
-            return f"{engine}: '{port}' dtype must be {names}, got {dt.name}"
-    return None
+    return _DTYPES.reason(f, engine)
 
 
 def runtime_reason(engine: str) -> str | None:

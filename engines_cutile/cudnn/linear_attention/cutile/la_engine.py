@@ -7,11 +7,12 @@ scratch layout; `get_workspace_size` is that layout's exact size.
 """
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from cudnn import behavior_note
 from cudnn.engines.base import BaseEngine, CompiledPlan, PlanConfig, resolve_node_buffers
 from cudnn.engines.facts import linear_attention_facts
+from cudnn.engines.torch_buffers import as_torch, handle_device_reason, torch_stream
 
 from .engine_gates import decline_reason, runtime_reason
 
@@ -22,7 +23,7 @@ class CuTileLinearAttentionEngine(BaseEngine):
 
     def check_support(self, graph) -> None:
         reason = decline_reason(linear_attention_facts(graph), self.family, self.name) or \
-            _device_reason(graph, self.name) or runtime_reason(self.name)
+            handle_device_reason(graph, self.name) or runtime_reason(self.name)
         if reason:
             raise NotImplementedError(reason)
 
@@ -55,12 +56,12 @@ class _LinearAttentionPlan(CompiledPlan):
     def execute(self, graph, data, ctx) -> None:
         f = self.facts
         buf = resolve_node_buffers(graph, data)[f.node]
-        t = _as_torch
+        t = as_torch
         scratch = self.layout.carve(t(ctx.workspace) if ctx.workspace is not None else None)
-        stream = _torch_stream(ctx.stream)
+        stream = torch_stream(ctx.stream)
         common = dict(kda=self.kda, scale=float(f.flags.scale), use_l2norm=f.flags.use_qk_l2norm,
                       stream=stream)
-        q, k, v, g, beta, cu = (t(buf.input(p)) for p in ("q", "k", "v", "g", "beta",
+        q, k, v, g, beta, cu = (t(buf.input(p), p) for p in ("q", "k", "v", "g", "beta",
                                                           "cu_seqlens"))
         if not q.is_cuda:
             raise ValueError(f"{f.node_name}: the cuTile engine needs CUDA buffers; "
@@ -77,33 +78,3 @@ class _LinearAttentionPlan(CompiledPlan):
         else:
             chunked_fwd(q, k, v, g, beta, cu, t(buf.output("O")), scratch, initial_state=h0,
                         final_state=t(buf.outputs.get("final_state")), **common)
-
-
-def _device_reason(graph, engine: str) -> str | None:
-    """A graph whose handle names a non-CUDA device (e.g. CPU tensors) is not ours."""
-    device = getattr(getattr(graph, "handle", None), "device", None)
-    kind = getattr(device, "type", None)
-    if kind is not None and kind != "cuda":
-        return f"{engine}: runs on CUDA devices; the graph's handle is on {device}"
-    return None
-
-
-def _as_torch(buf: Any):
-    """A torch view of a caller buffer (torch tensors pass through; DLPack is wrapped)."""
-    if buf is None:
-        return None
-    import torch
-    if isinstance(buf, torch.Tensor):
-        return buf
-    if hasattr(buf, "__dlpack__"):
-        return torch.from_dlpack(buf)
-    return torch.as_tensor(buf, device="cuda")
-
-
-def _torch_stream(stream: Any):
-    import torch
-    if stream is None:
-        return torch.cuda.current_stream()
-    if isinstance(stream, int):
-        return torch.cuda.ExternalStream(stream)
-    return stream

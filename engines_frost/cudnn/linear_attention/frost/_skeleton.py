@@ -1,8 +1,0 @@
-"""Placeholder in the engines_frost/ source root (package `cudnn.linear_attention.frost`).
-
-It exists so that this folder's Bazel wiring (its py_library with imports = ["."], and the
-`cudnn` package root shared with the other folders) is built and tested before the layer's
-real modules land. Delete it when they do.
-"""
-
-LAYER = "engines_frost"

@@ -1,0 +1,1 @@
+"""CuTe DSL kernels of the FROST linear-attention engines (imported lazily by the engines)."""

@@ -1,0 +1,153 @@
+"""The FROST linear-attention engine shared by GDN, KDA and GDN-2 (kernels/fwd.py).
+
+One engine per family (gdn_engine.py, kda_engine.py, gdn2_engine.py) declares only its
+`FamilyTraits`; gating, the per-device plan and buffer plumbing live here.
+- check_support: the facts gates (engine_gates.py), then the graph's handle device, then
+  the runtime probe (torch + CUDA, a kernel build for the SM, the CuTe DSL).
+- build_plan: fixes the device (the build context's handle, else the graph's, else the
+  current CUDA device), its kernel build, the exact workspace size reported by the
+  launcher, and what every port's buffer must look like. The CuTe DSL compiles each
+  kernel configuration at its first launch (cached per configuration).
+- execute: the caller's buffers go straight to `frost_fwd` on the context's stream;
+  ValueError names the port of a buffer the kernels cannot take as it is.
+"""
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from cudnn import behavior_note
+from cudnn.engines.base import BaseEngine, CompiledPlan, PlanConfig, resolve_node_buffers
+from cudnn.engines.facts import LinearAttentionFacts, linear_attention_facts
+from cudnn.engines.port_dtypes import IO
+from cudnn.engines.torch_buffers import as_torch, handle_device_reason, torch_stream
+
+from . import runtime_probe
+from .engine_gates import FamilyTraits, decline_reason
+from .port_buffers import PortBuffer, data_type_of
+from .workspace import carve_scratch
+
+# Ports the forward kernel reads or writes (w only for GDN-2), q first.
+_INPUTS = ("q", "k", "v", "g", "beta", "w", "cu_seqlens", "initial_state")
+_OUTPUTS = ("O", "final_state")
+
+
+class FrostLinearAttentionEngine(BaseEngine):
+    traits: ClassVar[FamilyTraits]
+    behavior_notes = (behavior_note.RUNTIME_COMPILATION,)
+
+    def check_support(self, graph) -> None:
+        reason = (decline_reason(linear_attention_facts(graph), self.traits, self.name)
+                  or handle_device_reason(graph, self.name)
+                  or runtime_probe.runtime_reason(self.name, _cuda_device_of(graph.handle)))
+        if reason:
+            raise NotImplementedError(reason)
+
+    def build_plan(self, graph, plan: PlanConfig, ctx=None) -> CompiledPlan:
+        self.check_support(graph)
+        handle = getattr(ctx, "handle", None)
+        handle = graph.handle if handle is None else handle
+        device = _build_device(handle, self.name)
+        arch = runtime_probe.kernel_arch(device)
+        if arch is None:
+            raise NotImplementedError(runtime_probe.arch_reason(self.name, device))
+        return _FrostForwardPlan(self.name, self.traits, linear_attention_facts(graph), device,
+                                 arch)
+
+
+class _FrostForwardPlan(CompiledPlan):
+    """A forward plan bound to one device; holds no per-call state."""
+
+    def __init__(self, engine: str, traits: FamilyTraits, facts: LinearAttentionFacts,
+                 device: Any, arch: runtime_probe.KernelArch) -> None:
+        from .kernels.fwd import frost_workspace_size
+        f = facts
+        self.engine, self.traits, self.facts = engine, traits, f
+        self.device, self.arch = device, arch
+        self.ports = _port_buffers(f, traits)
+        self.workspace_size = int(frost_workspace_size(
+            total_tokens=f.total_t, num_seqs=f.n_seq, heads_q=f.h_q, heads_k=f.h_k,
+            heads_v=f.h_v, head_dim_k=f.d_qk, head_dim_v=f.d_v,
+            gate_per_channel=traits.gate_per_channel, beta_per_channel=traits.beta_per_channel))
+
+    def get_workspace_size(self) -> int:
+        return self.workspace_size
+
+    def execute(self, graph, data, ctx) -> None:
+        if ctx.has_overrides:
+            raise ValueError(f"{self.engine}: execute-time shape/stride overrides are not "
+                             "supported; the plan runs the graph's declared dims")
+        f = self.facts
+        node = resolve_node_buffers(graph, data)[f.node]
+        t = {p.port: as_torch(_buffer(node, p), p.port) for p in self.ports}
+        io = None
+        for p in self.ports:   # q comes first: its dtype is the io dtype of the others
+            if t[p.port] is not None:
+                p.check(self.engine, t[p.port], self.device, io)
+                if p.port == "q":
+                    io = data_type_of(t["q"])
+        h0, ht = t.get("initial_state"), t.get("final_state")
+        if h0 is not None and ht is not None and h0.dtype != ht.dtype:
+            raise ValueError(f"{self.engine}: initial_state ({h0.dtype}) and final_state "
+                             f"({ht.dtype}) buffers must share one dtype")
+        scratch = carve_scratch(self.engine, ctx.workspace, self.workspace_size, self.device)
+        extra = {} if scratch is None else {"workspace": scratch}
+        from .kernels.fwd import frost_fwd
+        frost_fwd(q=t["q"], k=t["k"], v=t["v"], g=t["g"], beta=t["beta"], w=t.get("w"),
+                  cu_seqlens=t["cu_seqlens"], out=t["O"], initial_state=h0, final_state=ht,
+                  scale=float(f.flags.scale), use_l2norm=f.flags.use_qk_l2norm,
+                  gate_per_channel=self.traits.gate_per_channel,
+                  beta_per_channel=self.traits.beta_per_channel,
+                  stream=torch_stream(ctx.stream, self.device), **extra)
+
+    def __repr__(self) -> str:
+        return f"_FrostForwardPlan({self.engine}, {self.device}, {self.arch.variant})"
+
+
+def _port_buffers(f: LinearAttentionFacts, traits: FamilyTraits) -> tuple[PortBuffer, ...]:
+    """What each wired port's buffer must be; q first (its dtype is the io dtype)."""
+    rules = traits.dtypes
+    out = []
+    for direction, names, wired in (("input", _INPUTS, f.node.inputs),
+                                    ("output", _OUTPUTS, f.node.outputs)):
+        for port in names:
+            tensor = wired.get(port)
+            if tensor is None:
+                continue
+            declared = tensor.data_type
+            if port == "q":
+                dtypes = (declared,) if declared else rules.io_dtypes
+            elif port in ("k", "v"):
+                dtypes = IO
+            else:
+                rule = rules.ports[port]
+                dtypes = IO if rule is IO else ((declared,) if declared else rule)
+            out.append(PortBuffer(direction, port, tuple(tensor.dim), dtypes))
+    return tuple(out)
+
+
+def _buffer(node: Any, p: PortBuffer) -> Any:
+    """The caller's buffer of port `p`; ValueError naming it when a required one is absent
+    (final_state is written only when the caller binds a buffer for it)."""
+    if p.direction == "input":
+        return node.input(p.port)
+    return node.outputs.get(p.port) if p.port == "final_state" else node.output(p.port)
+
+
+def _cuda_device_of(handle: Any) -> Any:
+    """The handle's CUDA device (None: no handle or no device named: the current one)."""
+    device = getattr(handle, "device", None)
+    return device if getattr(device, "type", None) == "cuda" else None
+
+
+def _build_device(handle: Any, engine: str) -> Any:
+    """The torch device a plan is built for, with its index resolved."""
+    import torch
+    named = getattr(handle, "device", None)
+    if getattr(named, "type", "cuda") != "cuda":
+        raise NotImplementedError(f"{engine}: runs on CUDA devices; the handle is on {named}")
+    device = _cuda_device_of(handle)
+    if device is not None and device.index is not None:
+        return device
+    if not torch.cuda.is_available():
+        raise NotImplementedError(f"{engine}: no CUDA device is visible")
+    return torch.device("cuda", torch.cuda.current_device())

@@ -1,0 +1,159 @@
+"""CPU tests of the FROST support gates (engine_gates.py): L0 planning decisions, no GPU.
+
+Each case builds a real single-node graph (or, for states the builders refuse, edits
+one field of a real graph's facts record) and checks that the engine claims it, or
+declines with a message that starts with the engine's name and names the property and
+its value.
+"""
+import dataclasses
+import types
+
+import pytest
+from frost_graphs import op_graph
+
+import cudnn
+from cudnn.engines.facts import analyze_linear_attention, linear_attention_facts
+from cudnn.linear_attention.frost.engine_gates import GDN, GDN2, KDA, decline_reason
+
+D = cudnn.data_type
+TRAITS = {"gdn": GDN, "kda": KDA, "gdn2": GDN2}
+
+
+def reason(graph, family="gdn", facts=None):
+    f = facts or linear_attention_facts(graph)
+    return decline_reason(f, TRAITS[family], f"{family}_frost")
+
+
+# -- accepted graphs ---------------------------------------------------------------------
+ACCEPTED = [
+    ("plain", {}),
+    ("h0_and_final_fp32", dict(with_h0=True, output_final_state=True)),
+    ("h0_and_final_bf16", dict(with_h0=True, output_final_state=True,
+                               dtypes={"initial_state": D.BFLOAT16},
+                               out_dtypes={"final_state": D.BFLOAT16})),
+    ("final_only", dict(output_final_state=True, out_dtypes={"final_state": D.FLOAT})),
+    ("fp16_io", dict(dtypes={"q": D.HALF, "k": D.HALF, "v": D.HALF},
+                     out_dtypes={"O": D.HALF})),
+    ("v_heads_grouped", dict(H=4, HV=16, K=128, V=64)),
+    ("q_heads_grouped", dict(H=16, HV=4, K=64, V=128)),
+    ("k_heads_follow_v", dict(H=4, HK=8, HV=8)),
+    ("explicit_scale", dict(scale=0.5)),
+    ("one_token", dict(T=1, N=1)),
+]
+
+
+@pytest.mark.parametrize("family", ["gdn", "kda", "gdn2"])
+@pytest.mark.parametrize("case, kw", ACCEPTED, ids=[c for c, _ in ACCEPTED])
+def test_forward_graphs_are_claimed(family, case, kw):
+    g, _ = op_graph(family, **kw)
+    assert reason(g, family) is None
+
+
+@pytest.mark.parametrize("family", ["kda", "gdn2"])
+def test_l2norm_is_claimed_where_the_kernel_normalises(family):
+    g, _ = op_graph(family, use_qk_l2norm=True)
+    assert reason(g, family) is None
+
+
+# -- declines from real graphs ---------------------------------------------------------
+DECLINES = [
+    # (id, family, op_graph kwargs, expected fragment of the message)
+    ("gdn_l2norm", "gdn", dict(use_qk_l2norm=True), "use_qk_l2norm=True is not implemented in"),
+    ("gdn_bwd", "gdn", dict(op="gdn_bwd"), "gdn_bwd is not implemented in this version"),
+    ("kda_bwd", "kda", dict(op="kda_bwd"), "kda_bwd is not implemented in this version"),
+    ("gdn2_bwd", "gdn2", dict(op="gdn2_bwd"),
+     "gdn2_bwd is not implemented in this version"),
+    ("summary", "gdn", dict(op="gdn_summary"), "summary nodes are not implemented (kind SUMMARY)"),
+    ("k_heads", "gdn", dict(H=2, HK=4, HV=8), "k heads (4) must equal q heads (2) or v heads (8)"),
+    ("K_32", "gdn", dict(K=32), "head dim K = 32 is not one of (64, 128)"),
+    ("V_256", "kda", dict(V=256), "head dim V = 256 is not one of (64, 128)"),
+    ("int32_offsets", "gdn", dict(T=2**31 // (4 * 128), K=128),
+     "operands of 2147483648 elements need 64-bit offsets (T = 4194304, N = 3, HO = 4)"),
+    ("kda_gate_channels", "kda", dict(dims={"g": [40, 4, 32]}),
+     "gate channels (32) must equal K (64)"),
+    ("gdn2_beta_width", "gdn2", dict(dims={"beta": [40, 4, 32]}),
+     "'beta' must have dims [40, 4, 64], got [40, 4, 32]"),
+    ("beta_sigmoid", "gdn", dict(use_beta_sigmoid=True), "use_beta_sigmoid=True is not impl"),
+    ("safe_gate", "kda", dict(safe_gate=True), "safe_gate=True is not implemented in this"),
+    ("beta_guard", "gdn2", dict(beta_guard=True, use_qk_l2norm=True),
+     "beta_guard=True is not impl"),
+    ("overwrite", "gdn", dict(with_h0=True, output_final_state=True,
+                              overwrite_initial_state=True), "overwrite_initial_state=True is"),
+    ("linear_gate", "gdn", dict(gate_domain="linear"),
+     "gate_domain='linear' is not implemented in this version (only 'log')"),
+    ("checkpoints", "kda", dict(checkpoint_every_n_tokens=64),
+     "state checkpoints (checkpoint_every_n_tokens=64) is not implemented"),
+    ("state_pool", "gdn", dict(with_h0=True, extra_inputs=("state_indices",)),
+     "input 'state_indices' is not implemented in this version"),
+    ("a_log", "gdn", dict(safe_gate=True, extra_inputs=("a_log",)),
+     "input 'a_log' is not implemented in this version"),
+    ("dt_bias", "kda", dict(safe_gate=True, extra_inputs=("dt_bias",)),
+     "input 'dt_bias' is not implemented in this version"),
+    ("fp32_io", "gdn", dict(dtypes={"q": D.FLOAT, "k": D.FLOAT, "v": D.FLOAT}),
+     "q/k/v dtype must be BFLOAT16 or HALF, got FLOAT"),
+    ("mixed_io", "kda", dict(dtypes={"k": D.HALF}), "q, k and v must share one dtype"),
+    ("bf16_gate", "gdn", dict(dtypes={"g": D.BFLOAT16}), "'g' dtype must be FLOAT, got BFLOAT16"),
+    ("bf16_beta_gdn", "gdn", dict(dtypes={"beta": D.BFLOAT16}),
+     "'beta' dtype must be FLOAT, got BFLOAT16"),
+    ("fp32_beta_gdn2", "gdn2", dict(dtypes={"beta": D.FLOAT}),
+     "'beta' dtype must be BFLOAT16, got FLOAT"),
+    ("fp32_w_gdn2", "gdn2", dict(dtypes={"w": D.FLOAT}),
+     "'w' dtype must be BFLOAT16, got FLOAT"),
+    ("int64_cu", "kda", dict(dtypes={"cu_seqlens": D.INT64}),
+     "'cu_seqlens' dtype must be INT32, got INT64"),
+    ("fp32_out", "gdn", dict(out_dtypes={"O": D.FLOAT}), "'O' dtype must be BFLOAT16, got FLOAT"),
+    ("fp16_state", "gdn", dict(with_h0=True, dtypes={"initial_state": D.HALF}),
+     "'initial_state' dtype must be FLOAT or BFLOAT16, got HALF"),
+    ("state_pair", "kda", dict(with_h0=True, output_final_state=True,
+                               out_dtypes={"final_state": D.BFLOAT16}),
+     "initial_state (FLOAT) and final_state (BFLOAT16) must share one dtype"),
+]
+
+
+@pytest.mark.parametrize("case, family, kw, needle", DECLINES, ids=[c[0] for c in DECLINES])
+def test_declines_name_property_and_value(case, family, kw, needle):
+    kw = dict(kw)
+    g, _ = op_graph(kw.pop("op", family), **kw)
+    msg = reason(g, family)
+    assert msg is not None and msg.startswith(f"{family}_frost: "), msg
+    assert needle in msg, msg
+
+
+# -- declines on facts the builders never produce ---------------------------------------
+def _edited(family="gdn", **changes):
+    g, _ = op_graph(family)
+    return dataclasses.replace(linear_attention_facts(g), **changes)
+
+
+@pytest.mark.parametrize("changes, needle", [
+    (dict(thd_layout=False), "needs the THD layout"),
+    (dict(gates_at_ho=False), "gates must have HO = 4 heads"),
+    (dict(h_q=4, h_k=4, h_v=6, h_o=6), "q heads (4) and v heads (6) must be equal or one an "
+                                       "exact multiple of the other"),
+], ids=["not_thd", "gates_not_at_HO", "heads_not_multiples"])
+def test_declines_on_edited_facts(changes, needle):
+    msg = reason(None, facts=_edited(**changes))
+    assert msg is not None and needle in msg, msg
+
+
+def test_allow_neg_eigval_declines_even_without_sigmoid_flag():
+    f = _edited()
+    f = dataclasses.replace(f, flags=dataclasses.replace(f.flags, allow_neg_eigval=True))
+    assert "allow_neg_eigval=True is not implemented in this version" in reason(None, facts=f)
+
+
+def test_invalid_graph_declines_with_the_analyzer_reason():
+    facts = analyze_linear_attention(types.SimpleNamespace(nodes=[]))
+    msg = reason(None, facts=facts)
+    assert msg.startswith("gdn_frost: ") and "no linear-attention node" in msg
+
+
+@pytest.mark.parametrize("family, graph_family", [("gdn", "kda"), ("kda", "gdn2"),
+                                                  ("gdn2", "gdn")])
+def test_family_mismatch_declines(family, graph_family):
+    g, _ = op_graph(graph_family)
+    assert f"serves {family} nodes, not {graph_family}" in reason(g, family)
+
+
+if __name__ == "__main__":
+    raise SystemExit(pytest.main([__file__, "-q"]))
