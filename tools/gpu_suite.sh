@@ -6,6 +6,7 @@
 # Stages:
 #   setup      install the cuTile kit (.devkit/ctk, carried) and the carried wheels (.whl)
 #   backend    build the C++ extension with this machine's compiler, run tests/backend
+#   backendlog rerun backend tests matching $BACKEND_K with cuDNN's error log on stderr
 #   torchops   tests/torch_ops/ops_gpu_test.py and the cached-call overhead (op_overhead.py)
 #   cutile     the cuTile engine matrix (tests/numerics/test_la_cutile_engines.py)
 #   smoke      cuTile kernel smoke checks: KDA/GDN forward and backward vs float64
@@ -46,6 +47,10 @@ for s in "$@"; do
     backend)
       stage backend "backend_cc/build_local.sh >/dev/null && \
         python3 -m pytest tests/backend -q -s -p no:cacheprovider" ;;
+    backendlog)   # the backend tests again with cuDNN's own error log (why a graph failed)
+      stage backendlog "CUDNN_LOGLEVEL_DBG=2 CUDNN_LOGDEST_DBG=stderr python3 -m pytest tests/backend \
+        -q -x -p no:cacheprovider -k '${BACKEND_K:-pointwise_chain or sdpa_backward}' 2>&1 | \
+        grep -v '^$' | tail -150" ;;
     torchops)
       stage torchops "python3 -m pytest tests/torch_ops/ops_gpu_test.py -q -s -p no:cacheprovider \
         && python3 tests/torch_ops/op_overhead.py --device cuda --family gdn --family kda" ;;
