@@ -49,7 +49,7 @@ for s in "$@"; do
         python3 -m pytest tests/backend -q -s -p no:cacheprovider" ;;
     backendlog)   # the backend tests again with cuDNN's own error log (why a graph failed)
       stage backendlog "CUDNN_LOGLEVEL_DBG=2 CUDNN_LOGDEST_DBG=stderr python3 -m pytest tests/backend \
-        -q -x -p no:cacheprovider -k '${BACKEND_K:-pointwise_chain or sdpa_backward}' 2>&1 | \
+        -q -p no:cacheprovider -k '${BACKEND_K:-pointwise_chain or sdpa_backward}' 2>&1 | \
         grep -v '^$' | tail -150" ;;
     torchops)
       stage torchops "python3 -m pytest tests/torch_ops/ops_gpu_test.py -q -s -p no:cacheprovider \
