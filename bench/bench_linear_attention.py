@@ -4,8 +4,10 @@ Shapes (issue 6): 8 sequences x 4096 tokens (THD, cu_seqlens), 16 heads, head di
 bf16 q/k/v, fp32 gates.  Every candidate runs in this one process on fresh random
 inputs; each time is the median of CUDA-event timings after warm-up.
 
-Run on the GPU machine from the repo root (cuTile kit installed, FLA importable):
-  PYTHONPATH=engines_cutile:. python bench/bench_linear_attention.py [--reps 30]
+Run on the GPU machine from the repo root (cuTile and CuTe DSL kits installed, FLA
+importable; a candidate whose package is missing reports an error row and the rest run):
+  PYTHONPATH=.:ops:ir:router:engines_cutile:engines_frost python bench/bench_linear_attention.py
+  [--reps 30] [--cases "GDN fwd"]
 """
 import argparse
 import math
@@ -75,6 +77,22 @@ def cutile_fwd_bwd_runner(inp, kda: bool):
     return step
 
 
+def frost_fwd_runner(inp, kda: bool):
+    """The FROST (CuTe DSL) forward launcher, called directly like the cuTile kernels."""
+    from cudnn.linear_attention.frost.kernels.fwd import frost_fwd
+    q, k, v, g, beta, cu = inp
+    o = torch.empty(q.shape[0], q.shape[1], v.shape[2], dtype=q.dtype, device=q.device)
+    stream = torch.cuda.current_stream()
+    kw = dict(q=q, k=k, v=v, g=g, beta=beta, w=None, cu_seqlens=cu, out=o, initial_state=None,
+              final_state=None, scale=1 / math.sqrt(q.shape[2]), use_l2norm=False,
+              gate_per_channel=kda, beta_per_channel=False, stream=stream)
+    return lambda: frost_fwd(**kw)
+
+
+def frost_fwd(kda: bool):
+    return lambda inp, reps: cuda_median_ms(frost_fwd_runner(inp, kda), reps)
+
+
 def cutile_fwd(kda: bool, bv: int = 64):
     return lambda inp, reps: cuda_median_ms(cutile_fwd_runner(inp, kda, bv), reps)
 
@@ -103,9 +121,9 @@ CASES_BWD = [
 ]
 
 CASES = [
-    ("GDN fwd", False, [("cuTile", cutile_fwd(False)), ("cuTile bv128", cutile_fwd(False, 128)),
+    ("GDN fwd", False, [("FROST", frost_fwd(False)), ("cuTile", cutile_fwd(False)), ("cuTile bv128", cutile_fwd(False, 128)),
                         ("FLA 0.6", bench_fla_gdn_fwd)]),
-    ("KDA fwd", True, [("cuTile", cutile_fwd(True)), ("cuTile bv128", cutile_fwd(True, 128)),
+    ("KDA fwd", True, [("FROST", frost_fwd(True)), ("cuTile", cutile_fwd(True)), ("cuTile bv128", cutile_fwd(True, 128)),
                        ("FLA 0.6", bench_fla_kda_fwd)]),
 ]
 
