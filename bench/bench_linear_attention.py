@@ -121,9 +121,9 @@ CASES_BWD = [
 ]
 
 CASES = [
-    ("GDN fwd", False, [("FROST", frost_fwd(False)), ("cuTile", cutile_fwd(False)), ("cuTile bv128", cutile_fwd(False, 128)),
+    ("GDN fwd", False, [("FROST", frost_fwd(False)), ("cuTile", cutile_fwd(False)),
                         ("FLA 0.6", bench_fla_gdn_fwd)]),
-    ("KDA fwd", True, [("FROST", frost_fwd(True)), ("cuTile", cutile_fwd(True)), ("cuTile bv128", cutile_fwd(True, 128)),
+    ("KDA fwd", True, [("FROST", frost_fwd(True)), ("cuTile", cutile_fwd(True)),
                        ("FLA 0.6", bench_fla_kda_fwd)]),
 ]
 
