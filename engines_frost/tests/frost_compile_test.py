@@ -1,0 +1,105 @@
+"""L0: every FROST forward kernel variant cross-compiles for sm_90a (no GPU needed).
+
+CuTe DSL lowers to PTX and runs ptxas for the requested arch on a CPU-only machine, so each
+family (GDN, KDA, GDN-2) x head dims x io dtype x state presence/dtype x l2norm x head
+grouping is compiled through the same entry (fwd.compile_fwd, launch_abi.fake_args) the
+GPU launch uses. The ABI test checks that launch_abi.real_args, fed torch tensors, builds
+an argument list of the same kinds, element types and alignments as fake_args. Skips with
+the reason where nvidia-cutlass-dsl is not importable.
+"""
+import itertools
+
+import pytest
+
+cutlass = pytest.importorskip("cutlass", reason="nvidia-cutlass-dsl (CuTe DSL) is not installed")
+
+from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig  # noqa: E402
+from cudnn.linear_attention.frost.kernels.fwd import compile_fwd  # noqa: E402
+
+FAMILIES = {  # gate_per_channel, beta_per_channel/has_w
+    "gdn": (False, False),
+    "kda": (True, False),
+    "gdn2": (True, True),
+}
+STATES = [  # (has_initial_state, has_final_state, state dtype)
+    (False, False, None),
+    (True, False, "float32"),
+    (False, True, "bfloat16"),
+    (True, True, "float32"),
+]
+HEAD_DIMS = [(64, 64), (128, 128), (64, 128), (128, 64)]
+ALGORITHMS = ["v0"]
+
+
+def _variants():
+    for (fam, (gpc, bpc)), (K, V), io, (h0, ht, st) in itertools.product(
+            FAMILIES.items(), HEAD_DIMS, ("bfloat16", "float16"), STATES):
+        l2 = (K + V + h0 + ht) % 2 == (io == "float16")  # alternate l2norm across the matrix
+        yield fam, FrostFwdConfig(io_dtype=io, state_dtype=st, H=2, HK=2, HV=2, K=K, V=V, gate_per_channel=gpc,
+                                  beta_per_channel=bpc, has_w=bpc, use_l2norm=l2, has_initial_state=h0,
+                                  has_final_state=ht)
+
+
+VARIANTS = list(_variants())
+GROUPED = [  # value grouping (HV = 2H, k at H or HV heads) and query grouping (H = 2HV)
+    FrostFwdConfig(io_dtype="bfloat16", state_dtype="float32", H=2, HK=2, HV=4, K=128, V=128,
+                   gate_per_channel=True, beta_per_channel=False, has_w=False, use_l2norm=True,
+                   has_initial_state=True, has_final_state=True),
+    FrostFwdConfig(io_dtype="bfloat16", state_dtype="bfloat16", H=2, HK=4, HV=4, K=64, V=128,
+                   gate_per_channel=False, beta_per_channel=False, has_w=False, use_l2norm=False,
+                   has_initial_state=False, has_final_state=True),
+    FrostFwdConfig(io_dtype="float16", state_dtype=None, H=4, HK=4, HV=2, K=128, V=64,
+                   gate_per_channel=True, beta_per_channel=True, has_w=True, use_l2norm=True,
+                   has_initial_state=False, has_final_state=False),
+]
+
+
+def _with(cfg, algorithm):
+    import dataclasses
+    return dataclasses.replace(cfg, algorithm=algorithm)
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+@pytest.mark.parametrize("variant", range(len(VARIANTS)),
+                         ids=[f"{f}-K{c.K}V{c.V}-{c.io_dtype}-h0{int(c.has_initial_state)}ht{int(c.has_final_state)}"
+                              f"-{c.state_dtype}-l2{int(c.use_l2norm)}" for f, c in VARIANTS])
+def test_variant_compiles_for_sm90a(variant, algorithm):
+    _, cfg = VARIANTS[variant]
+    fn = compile_fwd(_with(cfg, algorithm), "sm_90a")
+    assert callable(fn)
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+@pytest.mark.parametrize("cfg", GROUPED, ids=["gva-kda", "gva-gdn-hk-hv", "gqa-gdn2"])
+def test_grouped_heads_compile(cfg, algorithm):
+    assert callable(compile_fwd(_with(cfg, algorithm), "sm_90a"))
+
+
+def test_real_args_mirror_fake_args():
+    torch = pytest.importorskip("torch")
+    from cudnn.linear_attention.frost.kernels.launch_abi import fake_args, real_args
+
+    _, cfg = VARIANTS[-1]  # gdn2 with both states
+    T, N, H, K, V = 5, 2, cfg.H, cfg.K, cfg.V
+    io = getattr(torch, cfg.io_dtype)
+    st = getattr(torch, cfg.state_dtype)
+    tensors = dict(
+        q=torch.zeros(T, H, K, dtype=io), k=torch.zeros(T, H, K, dtype=io), v=torch.zeros(T, H, V, dtype=io),
+        g=torch.zeros(T, H, K), beta=torch.zeros(T, H, K, dtype=io), w=torch.zeros(T, H, V, dtype=io),
+        cu_seqlens=torch.tensor([0, 2, 5], dtype=torch.int32), out=torch.zeros(T, H, V, dtype=io),
+        initial_state=torch.zeros(N, H, V, K, dtype=st), final_state=torch.zeros(N, H, V, K, dtype=st),
+    )
+
+    class _Stream:
+        cuda_stream = 0
+
+    fake, real = fake_args(cfg), real_args(cfg, tensors, T, N, 0.5, _Stream())
+    assert len(fake) == len(real) == 14
+    for i, (f, r) in enumerate(zip(fake[:10], real[:10])):
+        assert (f.dtype, f.memspace, f._assumed_align) == (r.dtype, r.memspace, r._assumed_align), i
+    assert real[0]._pointer == tensors["q"].data_ptr() and fake[0]._pointer == 0
+    assert [type(x) for x in fake[10:13]] == [type(x) for x in real[10:13]]
+
+
+if __name__ == "__main__":
+    raise SystemExit(pytest.main([__file__, "-q"]))
