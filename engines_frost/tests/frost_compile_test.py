@@ -28,7 +28,6 @@ STATES = [  # (has_initial_state, has_final_state, state dtype)
     (True, True, "float32"),
 ]
 HEAD_DIMS = [(64, 64), (128, 128), (64, 128), (128, 64)]
-ALGORITHMS = ["v0"]
 
 
 def _variants():
@@ -41,6 +40,11 @@ def _variants():
 
 
 VARIANTS = list(_variants())
+V1_VARIANTS = [
+    i for i, (fam, c) in enumerate(VARIANTS)
+    if (c.io_dtype, c.has_initial_state, c.has_final_state) == ("bfloat16", True, True)
+    or (fam == "gdn" and c.K == c.V == 64 and c.io_dtype == "float16" and c.has_final_state)
+]
 GROUPED = [  # value grouping (HV = 2H, k at H or HV heads) and query grouping (H = 2HV)
     FrostFwdConfig(io_dtype="bfloat16", state_dtype="float32", H=2, HK=2, HV=4, K=128, V=128,
                    gate_per_channel=True, beta_per_channel=False, has_w=False, use_l2norm=True,
@@ -59,20 +63,63 @@ def _with(cfg, algorithm):
     return dataclasses.replace(cfg, algorithm=algorithm)
 
 
-@pytest.mark.parametrize("algorithm", ALGORITHMS)
-@pytest.mark.parametrize("variant", range(len(VARIANTS)),
-                         ids=[f"{f}-K{c.K}V{c.V}-{c.io_dtype}-h0{int(c.has_initial_state)}ht{int(c.has_final_state)}"
-                              f"-{c.state_dtype}-l2{int(c.use_l2norm)}" for f, c in VARIANTS])
+def _vid(i):
+    f, c = VARIANTS[i]
+    return (f"{f}-K{c.K}V{c.V}-{c.io_dtype}-h0{int(c.has_initial_state)}ht{int(c.has_final_state)}"
+            f"-{c.state_dtype}-l2{int(c.use_l2norm)}")
+
+
+COMPILES = [("v0", i) for i in range(len(VARIANTS))] + [("v1", i) for i in V1_VARIANTS]
+
+
+@pytest.mark.parametrize("algorithm,variant", COMPILES, ids=[f"{a}-{_vid(i)}" for a, i in COMPILES])
 def test_variant_compiles_for_sm90a(variant, algorithm):
     _, cfg = VARIANTS[variant]
     fn = compile_fwd(_with(cfg, algorithm), "sm_90a")
     assert callable(fn)
 
 
-@pytest.mark.parametrize("algorithm", ALGORITHMS)
+@pytest.mark.parametrize("algorithm", ["v0", "v1"])
 @pytest.mark.parametrize("cfg", GROUPED, ids=["gva-kda", "gva-gdn-hk-hv", "gqa-gdn2"])
 def test_grouped_heads_compile(cfg, algorithm):
     assert callable(compile_fwd(_with(cfg, algorithm), "sm_90a"))
+
+
+def test_v1_shared_memory_fits_every_config():
+    from cudnn.linear_attention.frost.kernels.fwd_v1 import SMEM_LIMIT, smem_bytes
+
+    sizes = {(f, c.K, c.V): smem_bytes(_with(c, "v1")) for f, c in VARIANTS}
+    assert max(sizes.values()) <= SMEM_LIMIT, sizes
+    assert sizes[("kda", 128, 128)] > sizes[("gdn", 128, 128)]  # the vector-gate operands are counted
+
+
+def test_accumulator_is_the_next_a_operand():
+    """fwd_v1 feeds an fp32 accumulator tile back as the bf16 A operand element by element
+    (to_a_operand): the m16n8 accumulator partition and the m16n8k16 A partition of the same
+    [16, N] tile must list the same (row, col) coordinates in the same order for every lane."""
+    import cutlass.cute as cute
+
+    from cudnn.linear_attention.frost.kernels.fwd_v1 import warp_mma
+
+    result = {}
+
+    @cute.jit
+    def probe():
+        mma = warp_mma()
+        for n_cols in cutlass.range_constexpr(16, 144, 16):
+            for lane in cutlass.range_constexpr(32):
+                thr = mma.get_slice(lane)
+                c_crd = thr.partition_C(cute.make_identity_tensor((16, n_cols)))
+                a_crd = thr.partition_A(cute.make_identity_tensor((16, n_cols)))
+                for e in cutlass.range_constexpr(cute.size(c_crd)):
+                    key = (n_cols, lane, e)
+                    result[key] = (str(c_crd[e]), str(a_crd[e]))
+
+    cute.compile(probe, options="--gpu-arch sm_90a")
+    assert len(result) == 32 * sum(16 * n // 32 for n in range(16, 144, 16))
+    assert all(c == a for c, a in result.values())
+    coords = {v[0] for k, v in result.items() if k[0] == 16}
+    assert len(coords) == 256  # the 32 lanes cover the 16x16 tile exactly once
 
 
 def test_real_args_mirror_fake_args():

@@ -21,6 +21,7 @@ import cuda.bindings.driver as cuda
 from cutlass import Float32, Int32
 
 from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
+from cudnn.linear_attention.frost.kernels.gmem_views import operand_views
 from cudnn.linear_attention.frost.kernels.launch_abi import cutlass_dtype
 
 CHUNK = 64
@@ -43,23 +44,9 @@ class FrostFwdV0:
                  p_beta: cute.Pointer, p_w: cute.Pointer, p_cu: cute.Pointer, p_out: cute.Pointer,
                  p_h0: cute.Pointer, p_ht: cute.Pointer, T: Int32, N: Int32, scale: Float32,
                  stream: cuda.CUstream):
-        c = self.cfg
-        HO, K, V = c.HO, c.K, c.V
-        mq = cute.make_tensor(p_q, cute.make_layout((T, c.H, K), stride=(c.H * K, K, 1)))
-        mk = cute.make_tensor(p_k, cute.make_layout((T, c.HK, K), stride=(c.HK * K, K, 1)))
-        mv = cute.make_tensor(p_v, cute.make_layout((T, c.HV, V), stride=(c.HV * V, V, 1)))
-        mo = cute.make_tensor(p_out, cute.make_layout((T, HO, V), stride=(HO * V, V, 1)))
-        gk = K if c.gate_per_channel else 1
-        mg = cute.make_tensor(p_g, cute.make_layout((T, HO, gk), stride=(HO * gk, gk, 1)))
-        bk = K if c.beta_per_channel else 1
-        mb = cute.make_tensor(p_beta, cute.make_layout((T, HO, bk), stride=(HO * bk, bk, 1)))
-        mw = cute.make_tensor(p_w, cute.make_layout((T, HO, V), stride=(HO * V, V, 1)))
-        mcu = cute.make_tensor(p_cu, cute.make_layout((N + 1,)))
-        state_layout = cute.make_layout((N, HO, V, K), stride=(HO * V * K, V * K, K, 1))
-        mh0 = cute.make_tensor(p_h0, state_layout)
-        mht = cute.make_tensor(p_ht, state_layout)
-        self.kernel(mq, mk, mv, mg, mb, mw, mcu, mo, mh0, mht, scale).launch(
-            grid=[N, HO, V // self.bv], block=[THREADS, 1, 1], stream=stream)
+        m = operand_views(self.cfg, p_q, p_k, p_v, p_g, p_beta, p_w, p_cu, p_out, p_h0, p_ht, T, N)
+        self.kernel(m.q, m.k, m.v, m.g, m.beta, m.w, m.cu, m.out, m.h0, m.ht, scale).launch(
+            grid=[N, self.cfg.HO, self.cfg.V // self.bv], block=[THREADS, 1, 1], stream=stream)
 
     @cute.kernel
     def kernel(self, mq: cute.Tensor, mk: cute.Tensor, mv: cute.Tensor, mg: cute.Tensor,
