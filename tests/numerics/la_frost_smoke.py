@@ -8,6 +8,7 @@ traceback is printed and the run continues). Unless --quick, then times frost_fw
 
 Run on the GPU machine from the repo root, with CuTe DSL importable:
   PYTHONPATH=.:ops:ir:router:engines_frost python3 tests/numerics/la_frost_smoke.py --family all
+(--algorithm v0|v1|all, default all: v0 is the SIMT oracle, v1 the tensor-core kernel.)
 """
 from __future__ import annotations
 
@@ -89,7 +90,8 @@ def run_case(family: Family, case: Case, algorithm: str | None, seed: int) -> bo
     eo = rel_err(out, ref_o)
     es = rel_err(ht, ref_s) if ht is not None else 0.0
     ok = eo <= BOUND and es <= BOUND  # nan fails both comparisons
-    print(f"{family.value:5s} {case.name:28s} rel_out={eo:.2e} rel_state={es:.2e} {'PASS' if ok else 'FAIL'}", flush=True)
+    print(f"{algorithm:3s} {family.value:5s} {case.name:28s} rel_out={eo:.2e} rel_state={es:.2e} "
+          f"{'PASS' if ok else 'FAIL'}", flush=True)
     return ok
 
 
@@ -118,35 +120,38 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--family", choices=[*FAMILIES, "all"], default="all")
     ap.add_argument("--quick", action="store_true", help="skip the 4096-token cases and the timing")
-    ap.add_argument("--algorithm", choices=["v0", "v1", "default"], default="default",
-                    help="kernel algorithm (default: frost_fwd's DEFAULT_ALGORITHM)")
+    ap.add_argument("--algorithm", choices=["v0", "v1", "all"], default="all",
+                    help="kernel algorithm(s) to check and time (v0: SIMT oracle, v1: tensor cores)")
     args = ap.parse_args(argv)
     if not torch.cuda.is_available():
         print("SKIP: no CUDA device")
         return 0
-    algorithm = None if args.algorithm == "default" else args.algorithm
+    algorithms = ["v0", "v1"] if args.algorithm == "all" else [args.algorithm]
     families = list(FAMILIES.values()) if args.family == "all" else [FAMILIES[args.family]]
     failures = 0
-    for family in families:
-        for i, case in enumerate(CASES):
-            if case.long and args.quick:
-                continue
-            try:
-                failures += not run_case(family, case, algorithm, seed=100 + i)
-            except Exception:
-                failures += 1
-                print(f"{family.value:5s} {case.name:28s} ERROR", flush=True)
-                traceback.print_exc()
-    if not args.quick:
+    for algorithm in algorithms:
         for family in families:
-            for l2 in (False, True):
+            for i, case in enumerate(CASES):
+                if case.long and args.quick:
+                    continue
                 try:
-                    ms = time_family(family, algorithm, l2)
-                    print(f"TIME {family.value:5s} 8x4096 h16 K=V=128 bf16 l2norm={int(l2)}: {ms:.3f} ms", flush=True)
+                    failures += not run_case(family, case, algorithm, seed=100 + i)
                 except Exception:
                     failures += 1
-                    print(f"TIME {family.value:5s} ERROR", flush=True)
+                    print(f"{algorithm:3s} {family.value:5s} {case.name:28s} ERROR", flush=True)
                     traceback.print_exc()
+    if not args.quick:
+        for algorithm in algorithms:
+            for family in families:
+                for l2 in (False, True):
+                    try:
+                        ms = time_family(family, algorithm, l2)
+                        print(f"TIME {algorithm} {family.value:5s} 8x4096 h16 K=V=128 bf16 l2norm={int(l2)}: "
+                              f"{ms:.3f} ms", flush=True)
+                    except Exception:
+                        failures += 1
+                        print(f"TIME {algorithm} {family.value:5s} ERROR", flush=True)
+                        traceback.print_exc()
     print(f"{'OK' if failures == 0 else f'{failures} FAILED'}")
     return 1 if failures else 0
 

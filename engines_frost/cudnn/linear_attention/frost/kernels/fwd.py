@@ -10,11 +10,14 @@ cutlass at import time, so CPU-only CI can import it.
 from __future__ import annotations
 
 import dataclasses
+import os
 import threading
 
 from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
 
-DEFAULT_ALGORITHM = "v0"
+# v1 (tensor cores) serves by default; FROST_FWD_ALGORITHM=v0 selects the SIMT oracle
+# process-wide (an operational fallback), the algorithm= argument per call.
+DEFAULT_ALGORITHM = os.environ.get("FROST_FWD_ALGORITHM", "v1")
 _INDEX_LIMIT = 2**31  # the kernels index with 32-bit offsets
 
 _cache: dict[tuple[FrostFwdConfig, str], object] = {}

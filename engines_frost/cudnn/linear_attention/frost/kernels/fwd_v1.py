@@ -5,7 +5,7 @@ warp per 16 value columns). It walks the sequence's chunks of C = 64 tokens; per
 
 1. rows      q, k (bf16 staging), the write term W0 = beta v or w*v, the cumulative log
              gate Gam (per-channel scan, one thread per key channel), beta;
-2. norms     inverse L2 norms of the q and k rows (warp per row), scalar-gate cumsum;
+2. norms     inverse L2 norms of the q and k rows (warp per row);
 3. operands  bf16 MMA operands with every decay folded in (all factors <= 1):
              QA = scale q e^Gam, KBA = -kb e^Gam, KDt = (k e^(Gam_last - Gam))^T and, for
              vector gates, the Gram A sides QR, KBR = (q, kb) e^(Gam_t - Gam_r(t)), r(t) = the
@@ -45,6 +45,7 @@ CHUNK = 64
 SUB = 16  # rows per block: the MMA M extent and the decay-factorisation block
 NBLK = CHUNK // SUB
 SPAN_LIMIT = 80.0  # nats: e^80 is far from the fp32/bf16 overflow at e^88
+UNROLL = 8  # element loops over a chunk tile: iterations unrolled together (loads in flight)
 PAD16 = 8  # bf16 row padding (16 bytes): conflict-free fragment loads, aligned rows
 GRAM_TILES = [(i, j) for i in range(NBLK) for j in range(i + 1)]
 SMEM_LIMIT = 227 * 1024  # sm_90 opt-in shared memory per block
@@ -156,8 +157,9 @@ class FrostFwdV1:
         for t0 in cutlass.range(bos, eos, C):
             self.stage_rows(s, mq, mk, mv, mg, mb, mw, heads, t0, eos, tid)
             cute.arch.sync_threads()
-            self.stage_norms(s, tid, lane, wid)
-            cute.arch.sync_threads()
+            if cutlass.const_expr(c.use_l2norm):
+                self.stage_norms(s, lane, wid)
+                cute.arch.sync_threads()
             self.stage_operands(s, mb, heads, t0, eos, scale, tid)
             cute.arch.sync_threads()
             self.stage_gram(s, mb, heads, t0, eos, scale, thr, lane, wid)
@@ -175,8 +177,8 @@ class FrostFwdV1:
     # ------------------------------------------------------------------ stages
     @cute.jit
     def stage_rows(self, s, mq, mk, mv, mg, mb, mw, heads, t0, eos, tid):
-        """Raw q, k rows (bf16), W0 = beta v or w * v (bf16), beta, and the per-channel gate
-        scan (vector gates: thread d owns channel d) or the raw scalar gates."""
+        """Raw q, k rows (bf16), W0 = beta v or w * v (bf16), beta, and the inclusive gate
+        scan (vector gates: thread d owns channel d; scalar gates: a warp shuffle scan)."""
         s_q = s.q
         s_k = s.k
         s_w0 = s.w0
@@ -185,7 +187,7 @@ class FrostFwdV1:
         c = self.cfg
         K, BV, C, NT = c.K, self.bv, CHUNK, self.threads
         hq, hk, hv, h = heads
-        for i in cutlass.range(tid, C * K, NT):
+        for i in cutlass.range(tid, C * K, NT, unroll=UNROLL):  # unrolled: loads in flight together
             r = i // K
             d = i % K
             qv = Float32(0.0)
@@ -195,7 +197,7 @@ class FrostFwdV1:
                 kv = mk[t0 + r, hk, d].to(Float32)
             s_q[r, d] = qv.to(BFloat16)
             s_k[r, d] = kv.to(BFloat16)
-        for i in cutlass.range(tid, C * BV, NT):
+        for i in cutlass.range(tid, C * BV, NT, unroll=UNROLL):
             r = i // BV
             j = i % BV
             wv = Float32(0.0)
@@ -207,16 +209,26 @@ class FrostFwdV1:
                     wv = wv * mb[t0 + r, h, 0]
             s_w0[r, j] = wv.to(BFloat16)
         if tid < C:
-            gv = Float32(0.0)
             bv = Float32(0.0)
-            if t0 + tid < eos:
-                if cutlass.const_expr(not c.gate_per_channel):
-                    gv = mg[t0 + tid, h, 0]
-                if cutlass.const_expr(not c.beta_per_channel):
+            if cutlass.const_expr(not c.beta_per_channel):
+                if t0 + tid < eos:
                     bv = mb[t0 + tid, h, 0]
-            if cutlass.const_expr(not c.gate_per_channel):
-                s_g[tid, 0] = gv
             s_beta[tid] = bv
+        if cutlass.const_expr(not c.gate_per_channel):
+            if tid < 32:  # warp 0: inclusive scan of the 64 scalar gates, two rows per lane
+                ga = Float32(0.0)
+                gb = Float32(0.0)
+                if t0 + 2 * tid < eos:
+                    ga = mg[t0 + 2 * tid, h, 0]
+                if t0 + 2 * tid + 1 < eos:
+                    gb = mg[t0 + 2 * tid + 1, h, 0]
+                x = ga + gb
+                for off in cutlass.range_constexpr(5):
+                    y = cute.arch.shuffle_sync_up(x, 1 << off)
+                    if tid >= (1 << off):
+                        x = x + y
+                s_g[2 * tid, 0] = x - gb
+                s_g[2 * tid + 1, 0] = x
         if cutlass.const_expr(c.gate_per_channel):
             if tid < K:
                 acc = Float32(0.0)
@@ -228,38 +240,27 @@ class FrostFwdV1:
                     s_g[r, tid] = acc
 
     @cute.jit
-    def stage_norms(self, s, tid, lane, wid):
-        """Inverse L2 norms (a warp per row, lanes over channels) and the scalar-gate
-        inclusive cumsum (thread t sums rows 0..t of the raw gates)."""
+    def stage_norms(self, s, lane, wid):
+        """Inverse L2 norms of the q and k rows: a warp per row, lanes over channels."""
         s_q = s.q
         s_k = s.k
-        s_g = s.g
         s_inv = s.inv
         c = self.cfg
         K, C = c.K, CHUNK
-        if cutlass.const_expr(c.use_l2norm):
-            for rr in cutlass.range(wid, 2 * C, self.warps):
-                which = rr // C
-                r = rr % C
-                acc = Float32(0.0)
-                for u in cutlass.range_constexpr(K // 32):
-                    x = Float32(0.0)
-                    if which == 0:
-                        x = s_q[r, lane + 32 * u].to(Float32)
-                    else:
-                        x = s_k[r, lane + 32 * u].to(Float32)
-                    acc = acc + x * x
-                acc = cute.arch.warp_reduction(acc, lambda a, b: a + b)
-                if lane == 0:
-                    s_inv[which, r] = cute.math.rsqrt(acc + Float32(1e-6))
-        if cutlass.const_expr(not c.gate_per_channel):
-            gsum = Float32(0.0)
-            if tid < C:
-                for r in cutlass.range(tid + 1):
-                    gsum = gsum + s_g[r, 0]
-            cute.arch.sync_threads()
-            if tid < C:
-                s_g[tid, 0] = gsum
+        for rr in cutlass.range(wid, 2 * C, self.warps):
+            which = rr // C
+            r = rr % C
+            acc = Float32(0.0)
+            for u in cutlass.range_constexpr(K // 32):
+                x = Float32(0.0)
+                if which == 0:
+                    x = s_q[r, lane + 32 * u].to(Float32)
+                else:
+                    x = s_k[r, lane + 32 * u].to(Float32)
+                acc = acc + x * x
+            acc = cute.arch.warp_reduction(acc, lambda a, b: a + b)
+            if lane == 0:
+                s_inv[which, r] = cute.math.rsqrt(acc + Float32(1e-6))
 
     @cute.jit
     def gate(self, s, r, d):
@@ -288,7 +289,7 @@ class FrostFwdV1:
         c = self.cfg
         K, C, NT = c.K, CHUNK, self.threads
         h = heads[3]
-        for i in cutlass.range(tid, C * K, NT):
+        for i in cutlass.range(tid, C * K, NT, unroll=UNROLL):
             r = i // K
             d = i % K
             qv = s_q[r, d].to(Float32)
