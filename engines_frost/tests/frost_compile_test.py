@@ -85,6 +85,14 @@ def test_grouped_heads_compile(cfg, algorithm):
     assert callable(compile_fwd(_with(cfg, algorithm), "sm_90a"))
 
 
+def test_v1_elementwise_operand_loads_compile():
+    """The FROST_FWD_LDMATRIX=0 diagnostic variant of v1 (element-wise shared-memory loads)."""
+    import dataclasses
+
+    _, cfg = VARIANTS[V1_VARIANTS[-1]]
+    assert callable(compile_fwd(dataclasses.replace(cfg, algorithm="v1", ldmatrix=False), "sm_90a"))
+
+
 def test_v1_shared_memory_fits_every_config():
     from cudnn.linear_attention.frost.kernels.fwd_v1 import SMEM_LIMIT, smem_bytes
 

@@ -34,6 +34,7 @@ class FrostFwdConfig:
     has_initial_state: bool
     has_final_state: bool
     algorithm: str = "v0"
+    ldmatrix: bool = True  # v1: shared-memory MMA operands by ldmatrix (False: element-wise loads)
 
     def __post_init__(self):
         def bad(name, expected):

@@ -18,6 +18,9 @@ from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
 # v1 (tensor cores) serves by default; FROST_FWD_ALGORITHM=v0 selects the SIMT oracle
 # process-wide (an operational fallback), the algorithm= argument per call.
 DEFAULT_ALGORITHM = os.environ.get("FROST_FWD_ALGORITHM", "v1")
+# FROST_FWD_LDMATRIX=0: v1 loads shared-memory MMA operands element-wise instead of by
+# ldmatrix (a diagnostic switch, compiled as a separate config).
+USE_LDMATRIX = os.environ.get("FROST_FWD_LDMATRIX", "1") != "0"
 _INDEX_LIMIT = 2**31  # the kernels index with 32-bit offsets
 
 _cache: dict[tuple[FrostFwdConfig, str], object] = {}
@@ -179,6 +182,7 @@ def check_operands(*, q, k, v, g, beta, w, cu_seqlens, out, initial_state, final
             gate_per_channel=gate_per_channel, beta_per_channel=beta_per_channel, has_w=beta_per_channel,
             use_l2norm=use_l2norm, has_initial_state=initial_state is not None,
             has_final_state=final_state is not None, algorithm=algorithm or DEFAULT_ALGORITHM,
+            ldmatrix=USE_LDMATRIX,
         )
     except ValueError as e:
         raise ValueError(f"frost_fwd: unsupported operands: {e}") from None

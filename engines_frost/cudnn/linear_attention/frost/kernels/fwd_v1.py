@@ -3,20 +3,20 @@
 One CTA per (sequence, output head) owns the whole value width (BV = V, 2V threads: one
 warp per 16 value columns). It walks the sequence's chunks of C = 64 tokens; per chunk:
 
-1. rows      q, k (bf16 staging), the write term W0 = beta v or w*v, the cumulative log
-             gate Gam (per-channel scan, one thread per key channel), beta;
-2. norms     inverse L2 norms of the q and k rows (warp per row);
-3. operands  bf16 MMA operands with every decay folded in (all factors <= 1):
+1. rows      q-hat, k-hat (16-byte loads, L2 norms reduced across the lanes of a row),
+             the write term W0 = beta v or w*v, beta, the cumulative log gate Gam
+             (per-channel scan, one thread per key channel; scalar gates: shuffle scan);
+2. operands  bf16 MMA operands with every decay folded in (all factors <= 1):
              QA = scale q e^Gam, KBA = -kb e^Gam, KDt = (k e^(Gam_last - Gam))^T and, for
              vector gates, the Gram A sides QR, KBR = (q, kb) e^(Gam_t - Gam_r(t)), r(t) = the
              first row of t's 16-row block;
-4. Gram      M (strictly lower) and P (lower with diagonal, scaled) per 16x16 block pair on
+3. Gram      M (strictly lower) and P (lower with diagonal, scaled) per 16x16 block pair on
              tensor cores; vector gates factor e^(Gam_t - Gam_s) = e^(Gam_t - Gam_r) e^(Gam_r - Gam_s)
              (B side built in registers), a diagonal block whose decay span exceeds
              SPAN_LIMIT nats falls back to the exact pairwise sum; scalar gates apply
              beta_t e^(Gam_t - Gam_s) in the epilogue;
-5. Dinv      inverses of the four 16x16 unit-lower diagonal blocks of I + M (a lane per column);
-6. chain     per warp, in registers, on its 16 value columns j (transposed: S^T [16, K]):
+4. Dinv      inverses of the four 16x16 unit-lower diagonal blocks of I + M (a lane per column);
+5. chain     per warp, in registers, on its 16 value columns j (transposed: S^T [16, K]):
              R^T = W0^T - S^T KBA^T, O^T = S^T QA^T, block forward substitution
              U_i = Dinv_i (R_i - sum_{j<i} M_ij U_j), O^T += U^T P^T (stored), and
              S^T <- S^T Diag(e^Gam_last) + U^T KD.
@@ -45,7 +45,7 @@ CHUNK = 64
 SUB = 16  # rows per block: the MMA M extent and the decay-factorisation block
 NBLK = CHUNK // SUB
 SPAN_LIMIT = 80.0  # nats: e^80 is far from the fp32/bf16 overflow at e^88
-UNROLL = 8  # element loops over a chunk tile: iterations unrolled together (loads in flight)
+VEC = 8  # bf16/fp16 elements per 16-byte vector access
 PAD16 = 8  # bf16 row padding (16 bytes): conflict-free fragment loads, aligned rows
 GRAM_TILES = [(i, j) for i in range(NBLK) for j in range(i + 1)]
 SMEM_LIMIT = 227 * 1024  # sm_90 opt-in shared memory per block
@@ -72,7 +72,6 @@ def smem_plan(c: FrostFwdConfig):
         rows("p", "bf16", C, C, PAD16),      # P (scaled, lower)
         ("md", "f32", (NBLK, SUB, SUB), (SUB * 17, 17, 1)),     # diagonal blocks of M
         ("dinv", "bf16", (NBLK, SUB, SUB), (SUB * 24, 24, 1)),  # their (I + M_ii)^-1
-        rows("inv", "f32", 2, C, 0),         # inverse L2 norms of q rows / k rows
         ("beta", "f32", (C,), (1,)),
     ]
     if c.gate_per_channel:
@@ -157,16 +156,13 @@ class FrostFwdV1:
         for t0 in cutlass.range(bos, eos, C):
             self.stage_rows(s, mq, mk, mv, mg, mb, mw, heads, t0, eos, tid)
             cute.arch.sync_threads()
-            if cutlass.const_expr(c.use_l2norm):
-                self.stage_norms(s, lane, wid)
-                cute.arch.sync_threads()
             self.stage_operands(s, mb, heads, t0, eos, scale, tid)
             cute.arch.sync_threads()
             self.stage_gram(s, mb, heads, t0, eos, scale, thr, lane, wid)
             cute.arch.sync_threads()
             self.stage_dinv(s, lane, wid)
             cute.arch.sync_threads()
-            self.stage_chain(s, mo, acc_s, coord_s, heads, t0, eos, thr, wid)
+            self.stage_chain(s, mo, acc_s, coord_s, heads, t0, eos, thr, lane, wid)
             cute.arch.sync_threads()
 
         if cutlass.const_expr(c.has_final_state):
@@ -174,11 +170,37 @@ class FrostFwdV1:
                 jd = coord_s[e]
                 mht[n, h, wid * SUB + jd[0], jd[1]] = acc_s[e].to(self.st)
 
+    @cute.jit
+    def operand(self, thr, lane, tile: cute.Tensor, is_a: cutlass.Constexpr) -> cute.Tensor:
+        """Registers holding an MMA operand tile from shared memory: A [16, Kt] or B [N, Kt]
+        (rows Kt-contiguous), every k-block, as (values, M or N, k-block). ldmatrix.x4 by
+        default; element-wise copies of the MMA partition when self.cfg.ldmatrix is False."""
+        if cutlass.const_expr(is_a):
+            frag = thr.make_fragment_A(thr.partition_A(tile))
+        else:
+            frag = thr.make_fragment_B(thr.partition_B(tile))
+        if cutlass.const_expr(self.cfg.ldmatrix):
+            atom = cute.make_copy_atom(warp.LdMatrix8x8x16bOp(False, 4), BFloat16)
+            mma = warp_mma()
+            if cutlass.const_expr(is_a):
+                copy = cute.make_tiled_copy_A(atom, mma)
+            else:
+                copy = cute.make_tiled_copy_B(atom, mma)
+            thr_copy = copy.get_slice(lane)
+            cute.copy(copy, thr_copy.partition_S(tile), thr_copy.retile(frag))
+        else:
+            if cutlass.const_expr(is_a):
+                cute.autovec_copy(thr.partition_A(tile), frag)
+            else:
+                cute.autovec_copy(thr.partition_B(tile), frag)
+        return frag
+
     # ------------------------------------------------------------------ stages
     @cute.jit
     def stage_rows(self, s, mq, mk, mv, mg, mb, mw, heads, t0, eos, tid):
-        """Raw q, k rows (bf16), W0 = beta v or w * v (bf16), beta, and the inclusive gate
-        scan (vector gates: thread d owns channel d; scalar gates: a warp shuffle scan)."""
+        """q-hat, k-hat rows (16-byte vector loads; the L2 norm reduced over the lanes that
+        hold a row), W0 = beta v or w * v, beta, and the inclusive gate scan (vector gates:
+        thread d owns channel d; scalar gates: a warp shuffle scan). Rows >= eos are zero."""
         s_q = s.q
         s_k = s.k
         s_w0 = s.w0
@@ -187,27 +209,60 @@ class FrostFwdV1:
         c = self.cfg
         K, BV, C, NT = c.K, self.bv, CHUNK, self.threads
         hq, hk, hv, h = heads
-        for i in cutlass.range(tid, C * K, NT, unroll=UNROLL):  # unrolled: loads in flight together
-            r = i // K
-            d = i % K
-            qv = Float32(0.0)
-            kv = Float32(0.0)
+        vr = K // VEC  # vectors per q/k row = lanes sharing a row's norm
+        for u in cutlass.range_constexpr(C * vr // NT):
+            vid = tid + u * NT
+            r = vid // vr
+            cv = vid % vr
+            xq = cute.make_rmem_tensor((VEC,), self.io)
+            xk = cute.make_rmem_tensor((VEC,), self.io)
+            xq.fill(0.0)
+            xk.fill(0.0)
             if t0 + r < eos:
-                qv = mq[t0 + r, hq, d].to(Float32)
-                kv = mk[t0 + r, hk, d].to(Float32)
-            s_q[r, d] = qv.to(BFloat16)
-            s_k[r, d] = kv.to(BFloat16)
-        for i in cutlass.range(tid, C * BV, NT, unroll=UNROLL):
-            r = i // BV
-            j = i % BV
-            wv = Float32(0.0)
+                cute.autovec_copy(cute.local_tile(mq[t0 + r, hq, None], (VEC,), (cv,)), xq)
+                cute.autovec_copy(cute.local_tile(mk[t0 + r, hk, None], (VEC,), (cv,)), xk)
+            inv_q = Float32(1.0)
+            inv_k = Float32(1.0)
+            if cutlass.const_expr(c.use_l2norm):
+                ssq = Float32(0.0)
+                ssk = Float32(0.0)
+                for e in cutlass.range_constexpr(VEC):
+                    ssq = ssq + xq[e].to(Float32) * xq[e].to(Float32)
+                    ssk = ssk + xk[e].to(Float32) * xk[e].to(Float32)
+                ssq = cute.arch.warp_reduction(ssq, lambda a, b: a + b, threads_in_group=vr)
+                ssk = cute.arch.warp_reduction(ssk, lambda a, b: a + b, threads_in_group=vr)
+                inv_q = cute.math.rsqrt(ssq + Float32(1e-6))
+                inv_k = cute.math.rsqrt(ssk + Float32(1e-6))
+            yq = cute.make_rmem_tensor((VEC,), BFloat16)
+            yk = cute.make_rmem_tensor((VEC,), BFloat16)
+            for e in cutlass.range_constexpr(VEC):
+                yq[e] = (xq[e].to(Float32) * inv_q).to(BFloat16)
+                yk[e] = (xk[e].to(Float32) * inv_k).to(BFloat16)
+            cute.autovec_copy(yq, cute.local_tile(s_q[r, None], (VEC,), (cv,)))
+            cute.autovec_copy(yk, cute.local_tile(s_k[r, None], (VEC,), (cv,)))
+        vv = BV // VEC
+        for u in cutlass.range_constexpr(C * vv // NT):
+            vid = tid + u * NT
+            r = vid // vv
+            cv = vid % vv
+            xv = cute.make_rmem_tensor((VEC,), self.io)
+            xw = cute.make_rmem_tensor((VEC,), self.io)
+            xv.fill(0.0)
+            xw.fill(0.0)
+            bt = Float32(0.0)
             if t0 + r < eos:
-                wv = mv[t0 + r, hv, j].to(Float32)
+                cute.autovec_copy(cute.local_tile(mv[t0 + r, hv, None], (VEC,), (cv,)), xv)
                 if cutlass.const_expr(c.has_w):
-                    wv = wv * mw[t0 + r, h, j].to(Float32)
+                    cute.autovec_copy(cute.local_tile(mw[t0 + r, h, None], (VEC,), (cv,)), xw)
                 else:
-                    wv = wv * mb[t0 + r, h, 0]
-            s_w0[r, j] = wv.to(BFloat16)
+                    bt = mb[t0 + r, h, 0]
+            w0 = cute.make_rmem_tensor((VEC,), BFloat16)
+            for e in cutlass.range_constexpr(VEC):
+                if cutlass.const_expr(c.has_w):
+                    w0[e] = (xv[e].to(Float32) * xw[e].to(Float32)).to(BFloat16)
+                else:
+                    w0[e] = (xv[e].to(Float32) * bt).to(BFloat16)
+            cute.autovec_copy(w0, cute.local_tile(s_w0[r, None], (VEC,), (cv,)))
         if tid < C:
             bv = Float32(0.0)
             if cutlass.const_expr(not c.beta_per_channel):
@@ -224,9 +279,9 @@ class FrostFwdV1:
                     gb = mg[t0 + 2 * tid + 1, h, 0]
                 x = ga + gb
                 for off in cutlass.range_constexpr(5):
-                    y = cute.arch.shuffle_sync_up(x, 1 << off)
+                    x_up = cute.arch.shuffle_sync_up(x, 1 << off)
                     if tid >= (1 << off):
-                        x = x + y
+                        x = x + x_up
                 s_g[2 * tid, 0] = x - gb
                 s_g[2 * tid + 1, 0] = x
         if cutlass.const_expr(c.gate_per_channel):
@@ -240,29 +295,6 @@ class FrostFwdV1:
                     s_g[r, tid] = acc
 
     @cute.jit
-    def stage_norms(self, s, lane, wid):
-        """Inverse L2 norms of the q and k rows: a warp per row, lanes over channels."""
-        s_q = s.q
-        s_k = s.k
-        s_inv = s.inv
-        c = self.cfg
-        K, C = c.K, CHUNK
-        for rr in cutlass.range(wid, 2 * C, self.warps):
-            which = rr // C
-            r = rr % C
-            acc = Float32(0.0)
-            for u in cutlass.range_constexpr(K // 32):
-                x = Float32(0.0)
-                if which == 0:
-                    x = s_q[r, lane + 32 * u].to(Float32)
-                else:
-                    x = s_k[r, lane + 32 * u].to(Float32)
-                acc = acc + x * x
-            acc = cute.arch.warp_reduction(acc, lambda a, b: a + b)
-            if lane == 0:
-                s_inv[which, r] = cute.math.rsqrt(acc + Float32(1e-6))
-
-    @cute.jit
     def gate(self, s, r, d):
         s_g = s.g
         if cutlass.const_expr(self.cfg.gate_per_channel):
@@ -271,14 +303,13 @@ class FrostFwdV1:
 
     @cute.jit
     def stage_operands(self, s, mb, heads, t0, eos, scale, tid):
-        """Normalise q, k in place and build the decay-folded bf16 operands."""
+        """The decay-folded bf16 operands, VEC channels of one row per thread and step."""
         s_q = s.q
         s_k = s.k
         s_g = s.g
         s_qa = s.qa
         s_kba = s.kba
         s_kdt = s.kdt
-        s_inv = s.inv
         s_beta = s.beta
         if cutlass.const_expr(self.cfg.gate_per_channel):
             s_qr = s.qr
@@ -289,31 +320,51 @@ class FrostFwdV1:
         c = self.cfg
         K, C, NT = c.K, CHUNK, self.threads
         h = heads[3]
-        for i in cutlass.range(tid, C * K, NT, unroll=UNROLL):
-            r = i // K
-            d = i % K
-            qv = s_q[r, d].to(Float32)
-            kv = s_k[r, d].to(Float32)
-            if cutlass.const_expr(c.use_l2norm):
-                qv = qv * s_inv[0, r]
-                kv = kv * s_inv[1, r]
-                s_q[r, d] = qv.to(BFloat16)
-                s_k[r, d] = kv.to(BFloat16)
-            kb = kv * s_beta[r]
+        vr = K // VEC
+        for u in cutlass.range_constexpr(C * vr // NT):
+            vid = tid + u * NT
+            r = vid // vr
+            cv = vid % vr
+            d0 = cv * VEC
+            xq = load_vec(cute.local_tile(s_q[r, None], (VEC,), (cv,)))
+            xk = load_vec(cute.local_tile(s_k[r, None], (VEC,), (cv,)))
+            xb = cute.make_rmem_tensor((VEC,), self.io)
             if cutlass.const_expr(c.beta_per_channel):
-                bv = Float32(0.0)
+                xb.fill(0.0)
                 if t0 + r < eos:
-                    bv = mb[t0 + r, h, d].to(Float32)
-                kb = kv * bv
-            gam = self.gate(s, r, d)
-            a = cute.arch.exp(gam)
-            s_qa[r, d] = (qv * a * scale).to(BFloat16)
-            s_kba[r, d] = (-(kb * a)).to(BFloat16)
-            s_kdt[d, r] = (kv * cute.arch.exp(self.gate(s, C - 1, d) - gam)).to(BFloat16)
+                    cute.autovec_copy(cute.local_tile(mb[t0 + r, h, None], (VEC,), (cv,)), xb)
+            qa = cute.make_rmem_tensor((VEC,), BFloat16)
+            kba = cute.make_rmem_tensor((VEC,), BFloat16)
+            qr = cute.make_rmem_tensor((VEC,), BFloat16)
+            kbr = cute.make_rmem_tensor((VEC,), BFloat16)
+            a_row = Float32(1.0)
+            kd_row = Float32(1.0)
+            if cutlass.const_expr(not c.gate_per_channel):
+                a_row = cute.arch.exp(s_g[r, 0])
+                kd_row = cute.arch.exp(s_g[C - 1, 0] - s_g[r, 0])
+            for e in cutlass.range_constexpr(VEC):
+                qv = xq[e].to(Float32)
+                kv = xk[e].to(Float32)
+                kb = kv * s_beta[r]
+                if cutlass.const_expr(c.beta_per_channel):
+                    kb = kv * xb[e].to(Float32)
+                a = a_row
+                kd = kd_row
+                if cutlass.const_expr(c.gate_per_channel):
+                    gam = s_g[r, d0 + e]
+                    a = cute.arch.exp(gam)
+                    kd = cute.arch.exp(s_g[C - 1, d0 + e] - gam)
+                    rel = cute.arch.exp(gam - s_g[(r // SUB) * SUB, d0 + e])
+                    qr[e] = (qv * rel).to(BFloat16)
+                    kbr[e] = (kb * rel).to(BFloat16)
+                qa[e] = (qv * a * scale).to(BFloat16)
+                kba[e] = (-(kb * a)).to(BFloat16)
+                s_kdt[d0 + e, r] = (kv * kd).to(BFloat16)
+            cute.autovec_copy(qa, cute.local_tile(s_qa[r, None], (VEC,), (cv,)))
+            cute.autovec_copy(kba, cute.local_tile(s_kba[r, None], (VEC,), (cv,)))
             if cutlass.const_expr(c.gate_per_channel):
-                rel = cute.arch.exp(gam - s_g[(r // SUB) * SUB, d])
-                s_qr[r, d] = (qv * rel).to(BFloat16)
-                s_kbr[r, d] = (kb * rel).to(BFloat16)
+                cute.autovec_copy(qr, cute.local_tile(s_qr[r, None], (VEC,), (cv,)))
+                cute.autovec_copy(kbr, cute.local_tile(s_kbr[r, None], (VEC,), (cv,)))
 
     @cute.jit
     def stage_gram(self, s, mb, heads, t0, eos, scale, thr, lane, wid):
@@ -325,11 +376,11 @@ class FrostFwdV1:
                 if cutlass.const_expr(c.gate_per_channel and bi == bj):
                     span = self.block_span(s, bi, lane)
                     if span < SPAN_LIMIT:
-                        self.gram_tile_mma(s, bi, bj, scale, thr)
+                        self.gram_tile_mma(s, bi, bj, scale, thr, lane)
                     else:
                         self.gram_tile_exact(s, mb, heads, t0, eos, bi, scale, lane)
                 else:
-                    self.gram_tile_mma(s, bi, bj, scale, thr)
+                    self.gram_tile_mma(s, bi, bj, scale, thr, lane)
 
     @cute.jit
     def block_span(self, s, bi, lane):
@@ -343,7 +394,7 @@ class FrostFwdV1:
         return cute.arch.warp_reduction(span, cute.arch.fmax)
 
     @cute.jit
-    def gram_tile_mma(self, s, bi, bj, scale, thr):
+    def gram_tile_mma(self, s, bi, bj, scale, thr, lane):
         s_q = s.q
         s_k = s.k
         s_g = s.g
@@ -362,16 +413,16 @@ class FrostFwdV1:
         acc_m.fill(0.0)
         acc_p.fill(0.0)
         if cutlass.const_expr(c.gate_per_channel):
-            a_m_src = thr.partition_A(cute.local_tile(s_kbr, (SUB, K), (bi, 0)))
-            a_p_src = thr.partition_A(cute.local_tile(s_qr, (SUB, K), (bi, 0)))
+            a_m_all = self.operand(thr, lane, cute.local_tile(s_kbr, (SUB, K), (bi, 0)), True)
+            a_p_all = self.operand(thr, lane, cute.local_tile(s_qr, (SUB, K), (bi, 0)), True)
         else:
-            a_m_src = thr.partition_A(cute.local_tile(s_k, (SUB, K), (bi, 0)))
-            a_p_src = thr.partition_A(cute.local_tile(s_q, (SUB, K), (bi, 0)))
-        b_src = thr.partition_B(cute.local_tile(s_k, (SUB, K), (bj, 0)))
+            a_m_all = self.operand(thr, lane, cute.local_tile(s_k, (SUB, K), (bi, 0)), True)
+            a_p_all = self.operand(thr, lane, cute.local_tile(s_q, (SUB, K), (bi, 0)), True)
+            b_all = self.operand(thr, lane, cute.local_tile(s_k, (SUB, K), (bj, 0)), False)
         b_crd = thr.partition_B(cute.make_identity_tensor((SUB, K)))
         for kk in cutlass.range_constexpr(K // 16):
-            a_m = load_frag(a_m_src[None, None, kk])
-            a_p = load_frag(a_p_src[None, None, kk])
+            a_m = a_m_all[None, None, kk]
+            a_p = a_p_all[None, None, kk]
             if cutlass.const_expr(c.gate_per_channel):
                 crd = b_crd[None, None, kk]
                 b = cute.make_rmem_tensor(crd.shape, BFloat16)
@@ -381,7 +432,7 @@ class FrostFwdV1:
                     val = s_k[row, sd[1]].to(Float32) * cute.arch.exp(s_g[bi * SUB, sd[1]] - s_g[row, sd[1]])
                     b[e] = val.to(BFloat16)
             else:
-                b = load_frag(b_src[None, None, kk])
+                b = b_all[None, None, kk]
             cute.gemm(mma, acc_m, a_m, b, acc_m)
             cute.gemm(mma, acc_p, a_p, b, acc_p)
         crd_c = thr.partition_C(cute.make_identity_tensor((SUB, SUB)))
@@ -464,7 +515,7 @@ class FrostFwdV1:
                     s_dinv[wid, t, lane] = x[t].to(BFloat16)
 
     @cute.jit
-    def stage_chain(self, s, mo, acc_s, coord_s, heads, t0, eos, thr, wid):
+    def stage_chain(self, s, mo, acc_s, coord_s, heads, t0, eos, thr, lane, wid):
         """This warp's 16 value columns: state reads, block solve, output, state update."""
         s_w0 = s.w0
         s_qa = s.qa
@@ -489,30 +540,30 @@ class FrostFwdV1:
                 r[e] = s_w0[bi * SUB + jt[1], j0 + jt[0]].to(Float32)
             o = cute.make_rmem_tensor(thr.partition_shape_C((SUB, SUB)), Float32)
             o.fill(0.0)
-            b_kba = thr.partition_B(cute.local_tile(s_kba, (SUB, K), (bi, 0)))
-            b_qa = thr.partition_B(cute.local_tile(s_qa, (SUB, K), (bi, 0)))
+            b_kba = self.operand(thr, lane, cute.local_tile(s_kba, (SUB, K), (bi, 0)), False)
+            b_qa = self.operand(thr, lane, cute.local_tile(s_qa, (SUB, K), (bi, 0)), False)
             for kk in cutlass.range_constexpr(K // 16):
-                cute.gemm(mma, r, a_s[None, None, kk], load_frag(b_kba[None, None, kk]), r)
-                cute.gemm(mma, o, a_s[None, None, kk], load_frag(b_qa[None, None, kk]), o)
+                cute.gemm(mma, r, a_s[None, None, kk], b_kba[None, None, kk], r)
+                cute.gemm(mma, o, a_s[None, None, kk], b_qa[None, None, kk], o)
             acc_r.append(r)
             acc_o.append(o)
         a_u = []
         for bi in cutlass.range_constexpr(NBLK):
             r = acc_r[bi]
             for bj in cutlass.range_constexpr(bi):
-                b_m = thr.partition_B(cute.local_tile(s_mneg, (SUB, SUB), (bi, bj)))
-                cute.gemm(mma, r, a_u[bj][None, None, 0], load_frag(b_m[None, None, 0]), r)
+                b_m = self.operand(thr, lane, cute.local_tile(s_mneg, (SUB, SUB), (bi, bj)), False)
+                cute.gemm(mma, r, a_u[bj][None, None, 0], b_m[None, None, 0], r)
             a_x = to_a_operand(r, thr.partition_shape_A((SUB, SUB)))
             u = cute.make_rmem_tensor(thr.partition_shape_C((SUB, SUB)), Float32)
             u.fill(0.0)
-            b_d = thr.partition_B(s_dinv[bi, None, None])
-            cute.gemm(mma, u, a_x[None, None, 0], load_frag(b_d[None, None, 0]), u)
+            b_d = self.operand(thr, lane, s_dinv[bi, None, None], False)
+            cute.gemm(mma, u, a_x[None, None, 0], b_d[None, None, 0], u)
             a_u.append(to_a_operand(u, thr.partition_shape_A((SUB, SUB))))
         for bi in cutlass.range_constexpr(NBLK):
             o = acc_o[bi]
             for bj in cutlass.range_constexpr(bi + 1):
-                b_p = thr.partition_B(cute.local_tile(s_p, (SUB, SUB), (bi, bj)))
-                cute.gemm(mma, o, a_u[bj][None, None, 0], load_frag(b_p[None, None, 0]), o)
+                b_p = self.operand(thr, lane, cute.local_tile(s_p, (SUB, SUB), (bi, bj)), False)
+                cute.gemm(mma, o, a_u[bj][None, None, 0], b_p[None, None, 0], o)
             for e in cutlass.range_constexpr(cute.size(o)):
                 jt = crd[e]
                 t = t0 + bi * SUB + jt[1]
@@ -522,13 +573,13 @@ class FrostFwdV1:
             d = coord_s[e][1]
             acc_s[e] = acc_s[e] * cute.arch.exp(self.gate(s, CHUNK - 1, d))
         for bj in cutlass.range_constexpr(NBLK):
-            b_kd = thr.partition_B(cute.local_tile(s_kdt, (K, SUB), (0, bj)))
-            cute.gemm(mma, acc_s, a_u[bj][None, None, 0], load_frag(b_kd[None, None, 0]), acc_s)
+            b_kd = self.operand(thr, lane, cute.local_tile(s_kdt, (K, SUB), (0, bj)), False)
+            cute.gemm(mma, acc_s, a_u[bj][None, None, 0], b_kd[None, None, 0], acc_s)
 
 
 @cute.jit
-def load_frag(src: cute.Tensor) -> cute.Tensor:
-    """A register copy of a partitioned shared-memory operand slice."""
+def load_vec(src: cute.Tensor) -> cute.Tensor:
+    """A register copy of a small contiguous (vectorisable) tensor."""
     dst = cute.make_rmem_tensor(src.shape, src.element_type)
     cute.autovec_copy(src, dst)
     return dst
