@@ -15,8 +15,9 @@ warp per 16 value columns). It walks the sequence's chunks of C = 64 tokens; per
              (B side built in registers), a diagonal block whose decay span exceeds
              SPAN_LIMIT nats falls back to the exact pairwise sum; scalar gates apply
              beta_t e^(Gam_t - Gam_s) in the epilogue;
-4. Dinv      inverses of the four 16x16 unit-lower diagonal blocks of I + M (a lane per column);
-5. chain     per warp, in registers, on its 16 value columns j (transposed: S^T [16, K]):
+             The warp that builds a diagonal block M_ii then inverts I + M_ii (a lane per
+             column of the 16x16 unit-lower inverse Dinv_i);
+4. chain     per warp, in registers, on its 16 value columns j (transposed: S^T [16, K]):
              R^T = W0^T - S^T KBA^T, O^T = S^T QA^T, block forward substitution
              U_i = Dinv_i (R_i - sum_{j<i} M_ij U_j), O^T += U^T P^T (stored), and
              S^T <- S^T Diag(e^Gam_last) + U^T KD.
@@ -159,8 +160,6 @@ class FrostFwdV1:
             self.stage_operands(s, mb, heads, t0, eos, scale, tid)
             cute.arch.sync_threads()
             self.stage_gram(s, mb, heads, t0, eos, scale, thr, lane, wid)
-            cute.arch.sync_threads()
-            self.stage_dinv(s, lane, wid)
             cute.arch.sync_threads()
             self.stage_chain(s, mo, acc_s, coord_s, heads, t0, eos, thr, lane, wid)
             cute.arch.sync_threads()
@@ -381,6 +380,9 @@ class FrostFwdV1:
                         self.gram_tile_exact(s, mb, heads, t0, eos, bi, scale, lane)
                 else:
                     self.gram_tile_mma(s, bi, bj, scale, thr, lane)
+                if cutlass.const_expr(bi == bj):
+                    cute.arch.sync_warp()  # this warp's M_ii stores are visible to its lanes
+                    self.block_inverse(s, bi, lane)
 
     @cute.jit
     def block_span(self, s, bi, lane):
@@ -497,22 +499,22 @@ class FrostFwdV1:
             self.store_gram(s, bi, bi, t, u, (tl, ul), mval, pval)
 
     @cute.jit
-    def stage_dinv(self, s, lane, wid):
-        """(I + M_ii)^-1 for the four diagonal blocks: warp i, lane c < 16 solves column c."""
+    def block_inverse(self, s, bi, lane):
+        """(I + M_ii)^-1 of diagonal block bi by the warp that built M_ii: lane c < 16
+        forward-substitutes column c."""
         s_md = s.md
         s_dinv = s.dinv
-        if wid < NBLK:
-            if lane < SUB:
-                x = []
-                for t in cutlass.range_constexpr(SUB):
-                    acc = Float32(0.0)
-                    if lane == t:
-                        acc = Float32(1.0)
-                    for u in cutlass.range_constexpr(t):
-                        acc = acc - s_md[wid, t, u] * x[u]
-                    x.append(acc)
-                for t in cutlass.range_constexpr(SUB):
-                    s_dinv[wid, t, lane] = x[t].to(BFloat16)
+        if lane < SUB:
+            x = []
+            for t in cutlass.range_constexpr(SUB):
+                acc = Float32(0.0)
+                if lane == t:
+                    acc = Float32(1.0)
+                for u in cutlass.range_constexpr(t):
+                    acc = acc - s_md[bi, t, u] * x[u]
+                x.append(acc)
+            for t in cutlass.range_constexpr(SUB):
+                s_dinv[bi, t, lane] = x[t].to(BFloat16)
 
     @cute.jit
     def stage_chain(self, s, mo, acc_s, coord_s, heads, t0, eos, thr, lane, wid):
