@@ -1,23 +1,197 @@
-"""STUB of the FROST forward launcher: the engines' interface, without a kernel.
+"""FROST forward launcher: argument checks, the per-config compile cache and the launch.
 
-The real module (CuTe DSL kernels for sm_90) is written on the frost-kernels branch and
-replaces this file at merge. It exists so the engine layer and its CPU tests run; it
-launches nothing.
+``frost_fwd`` is the one entry point the FROST engines call (GDN, KDA and GDN-2 forward);
+it validates every operand (raising ValueError that names the argument), derives the
+static FrostFwdConfig, compiles the CuTe DSL kernel for it on first use (lazily, once
+per config per process, thread-safe) and launches it on the caller's stream. It never
+reads cu_seqlens on the host and never allocates. This module imports neither torch nor
+cutlass at import time, so CPU-only CI can import it.
 """
 from __future__ import annotations
 
-from typing import Any
+import dataclasses
+import os
+import threading
+
+from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
+
+# v1 (tensor cores) serves by default; FROST_FWD_ALGORITHM=v0 selects the SIMT oracle
+# process-wide (an operational fallback), the algorithm= argument per call.
+DEFAULT_ALGORITHM = os.environ.get("FROST_FWD_ALGORITHM", "v1")
+# FROST_FWD_LDMATRIX=0: v1 loads shared-memory MMA operands element-wise instead of by
+# ldmatrix (a diagnostic switch, compiled as a separate config).
+USE_LDMATRIX = os.environ.get("FROST_FWD_LDMATRIX", "1") != "0"
+_INDEX_LIMIT = 2**31  # the kernels index with 32-bit offsets
+
+_cache: dict[tuple[FrostFwdConfig, str], object] = {}
+_cache_lock = threading.Lock()
 
 
-def frost_workspace_size(*, total_tokens: int, num_seqs: int, heads_q: int, heads_k: int,
-                         heads_v: int, head_dim_k: int, head_dim_v: int,
-                         gate_per_channel: bool, beta_per_channel: bool) -> int:
-    """Exact scratch bytes of one forward call (the v0 kernel needs none)."""
+def frost_workspace_size(**static_config) -> int:
+    """Scratch bytes the forward needs for a static configuration: the fused kernels keep
+    everything on chip, so 0 for every configuration."""
     return 0
 
 
-def frost_fwd(*, q: Any, k: Any, v: Any, g: Any, beta: Any, w: Any, cu_seqlens: Any, out: Any,
-              initial_state: Any, final_state: Any, scale: float, use_l2norm: bool,
-              gate_per_channel: bool, beta_per_channel: bool, stream: Any) -> None:
-    raise NotImplementedError("kernels/fwd.py is a stub: the FROST forward kernel is not in "
-                              "this build")
+def kernel_class(algorithm: str):
+    """The CuTe DSL kernel class implementing an algorithm ("v0" oracle, "v1" tensor cores)."""
+    if algorithm == "v0":
+        from cudnn.linear_attention.frost.kernels.fwd_v0 import FrostFwdV0
+        return FrostFwdV0
+    if algorithm == "v1":
+        from cudnn.linear_attention.frost.kernels.fwd_v1 import FrostFwdV1
+        return FrostFwdV1
+    raise ValueError(f"frost_fwd: algorithm must be 'v0' or 'v1', got {algorithm!r}")
+
+
+def compile_fwd(cfg: FrostFwdConfig, arch: str):
+    """cute.compile the kernel for cfg and a target like "sm_90a" (works without a GPU).
+    Uses launch_abi.fake_args, the same signature real_args fills at launch."""
+    import cutlass.cute as cute
+
+    from cudnn.linear_attention.frost.kernels.launch_abi import fake_args
+
+    kernel = kernel_class(cfg.algorithm)(cfg)
+    return cute.compile(kernel, *fake_args(cfg), options=f"--gpu-arch {arch}")
+
+
+def device_arch(device) -> str:
+    import torch
+
+    major, minor = torch.cuda.get_device_capability(device)
+    return f"sm_{major}{minor}a" if major >= 9 else f"sm_{major}{minor}"
+
+
+def _compiled(cfg: FrostFwdConfig, arch: str):
+    key = (cfg, arch)
+    fn = _cache.get(key)
+    if fn is None:
+        with _cache_lock:
+            fn = _cache.get(key)
+            if fn is None:
+                fn = compile_fwd(cfg, arch)
+                _cache[key] = fn
+    return fn
+
+
+def _dtype_name(t) -> str:
+    return str(t.dtype).removeprefix("torch.")
+
+
+def _fail(arg: str, expected: str, got) -> ValueError:
+    return ValueError(f"frost_fwd: {arg} must be {expected}, got {got}")
+
+
+def _check(name, t, shape, dtypes, device):
+    if t.device != device:
+        raise _fail(name, f"on {device} (the device of q)", t.device)
+    if tuple(t.shape) != tuple(shape):
+        raise _fail(name, f"of shape {list(shape)}", list(t.shape))
+    if _dtype_name(t) not in dtypes:
+        raise _fail(name, f"of dtype {' or '.join(dtypes)}", t.dtype)
+    if not t.is_contiguous():
+        raise _fail(name, "contiguous (this kernel version reads packed rows)", f"strides {t.stride()}")
+
+
+def frost_fwd(*, q, k, v, g, beta, w, cu_seqlens, out, initial_state, final_state,
+              scale: float, use_l2norm: bool, gate_per_channel: bool, beta_per_channel: bool,
+              stream, algorithm: str | None = None) -> None:
+    """Chunked linear-attention forward (GDN / KDA / GDN-2), written into out and final_state.
+
+    q [T,H,K], k [T,HK,K], v [T,HV,V] (bf16 or fp16, one dtype); g fp32 [T,HO] or [T,HO,K]
+    (log decays); beta fp32 [T,HO], or io-dtype [T,HO,K] with beta_per_channel (GDN-2 erase
+    gate, then w [T,HO,V] io dtype is required); cu_seqlens int32 [N+1] on the device;
+    out [T,HO,V] io dtype; initial_state / final_state None or [N,HO,V,K] fp32 or bf16
+    (equal dtypes). HO = max(H, HV). All CUDA tensors on one device, contiguous, 16-byte
+    aligned (4 for fp32/int32 operands). stream: a torch.cuda.Stream (None: the current
+    one). ``algorithm`` picks "v0" (SIMT oracle) or "v1" (default DEFAULT_ALGORITHM).
+    """
+    import torch
+
+    launch = check_operands(
+        q=q, k=k, v=v, g=g, beta=beta, w=w, cu_seqlens=cu_seqlens, out=out, initial_state=initial_state,
+        final_state=final_state, use_l2norm=use_l2norm, gate_per_channel=gate_per_channel,
+        beta_per_channel=beta_per_channel, algorithm=algorithm,
+    )
+    if q.device.type != "cuda":
+        raise _fail("q", "a CUDA tensor (and every other operand on its device)", q.device)
+    if launch.N == 0:
+        return
+    if stream is None:
+        stream = torch.cuda.current_stream(q.device)
+    from cudnn.linear_attention.frost.kernels.launch_abi import real_args
+
+    fn = _compiled(launch.config, device_arch(q.device))
+    fn(*real_args(launch.config, launch.tensors, launch.T, launch.N, float(scale), stream))
+
+
+@dataclasses.dataclass(frozen=True)
+class CheckedLaunch:
+    config: FrostFwdConfig
+    tensors: dict
+    T: int
+    N: int
+
+
+def check_operands(*, q, k, v, g, beta, w, cu_seqlens, out, initial_state, final_state, use_l2norm,
+                   gate_per_channel, beta_per_channel, algorithm=None) -> CheckedLaunch:
+    """Every operand check of frost_fwd except the CUDA-device one (so CPU tests reach them);
+    returns the static config and the operands by ABI name."""
+    if q.dim() != 3:
+        raise _fail("q", "rank 3 [T, H, K]", list(q.shape))
+    for name, t in (("k", k), ("v", v)):
+        if t.dim() != 3:
+            raise _fail(name, "rank 3 [T, heads, dim]", list(t.shape))
+    device = q.device
+    T, H, K = q.shape
+    HK, HV, V = k.shape[1], v.shape[1], v.shape[2]
+    HO = max(H, HV)
+    io = _dtype_name(q)
+    if io not in ("bfloat16", "float16"):
+        raise _fail("q", "of dtype bfloat16 or float16", q.dtype)
+    _check("q", q, (T, H, K), (io,), device)
+    _check("k", k, (T, HK, K), (io,), device)
+    _check("v", v, (T, HV, V), (io,), device)
+    _check("g", g, (T, HO, K) if gate_per_channel else (T, HO), ("float32",), device)
+    if beta_per_channel:
+        _check("beta", beta, (T, HO, K), (io,), device)
+        if w is None:
+            raise _fail("w", "a [T, HO, V] tensor when beta_per_channel (GDN-2)", None)
+        _check("w", w, (T, HO, V), (io,), device)
+    else:
+        _check("beta", beta, (T, HO), ("float32",), device)
+        if w is not None:
+            raise _fail("w", "None unless beta_per_channel (GDN-2)", list(w.shape))
+    if cu_seqlens.dim() != 1 or cu_seqlens.numel() < 1:
+        raise _fail("cu_seqlens", "a 1-D [N + 1] tensor", list(cu_seqlens.shape))
+    N = cu_seqlens.numel() - 1
+    _check("cu_seqlens", cu_seqlens, (N + 1,), ("int32",), device)
+    _check("out", out, (T, HO, V), (io,), device)
+    state_dtype = None
+    for name, st in (("initial_state", initial_state), ("final_state", final_state)):
+        if st is None:
+            continue
+        _check(name, st, (N, HO, V, K), ("float32", "bfloat16") if state_dtype is None else (state_dtype,), device)
+        state_dtype = _dtype_name(st)
+    if T * HO * max(K, V) >= _INDEX_LIMIT or N * HO * V * K >= _INDEX_LIMIT:
+        raise _fail("q", f"small enough for 32-bit offsets (T*HO*max(K,V) and N*HO*V*K < {_INDEX_LIMIT})",
+                    f"T={T}, N={N}, HO={HO}, K={K}, V={V}")
+    try:
+        cfg = FrostFwdConfig(
+            io_dtype=io, state_dtype=state_dtype, H=H, HK=HK, HV=HV, K=K, V=V,
+            gate_per_channel=gate_per_channel, beta_per_channel=beta_per_channel, has_w=beta_per_channel,
+            use_l2norm=use_l2norm, has_initial_state=initial_state is not None,
+            has_final_state=final_state is not None, algorithm=algorithm or DEFAULT_ALGORITHM,
+            ldmatrix=USE_LDMATRIX,
+        )
+    except ValueError as e:
+        raise ValueError(f"frost_fwd: unsupported operands: {e}") from None
+    from cudnn.linear_attention.frost.kernels.config import operand_alignment
+
+    tensors = dict(q=q, k=k, v=v, g=g, beta=beta, w=w, cu_seqlens=cu_seqlens, out=out,
+                   initial_state=initial_state, final_state=final_state)
+    for name, align in operand_alignment(cfg).items():
+        t = tensors[name]
+        if t is not None and t.numel() and t.data_ptr() % align:
+            raise _fail(name, f"{align}-byte aligned", f"address {t.data_ptr():#x}")
+    return CheckedLaunch(cfg, tensors, T, N)

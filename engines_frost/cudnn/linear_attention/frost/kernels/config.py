@@ -1,0 +1,94 @@
+"""The static configuration of one compiled FROST forward kernel (its compile-cache key).
+
+Everything the CuTe DSL kernel specialises on at compile time lives in FrostFwdConfig:
+the io/state dtypes, head counts, head dims, the family flags and which optional
+operands exist. Runtime quantities (token count, sequence count, scale, pointers,
+stream) are not part of it. Pure Python: no torch, no cutlass.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+IO_DTYPES = ("bfloat16", "float16")
+STATE_DTYPES = ("float32", "bfloat16")
+HEAD_DIMS = (64, 128)
+ALGORITHMS = ("v0", "v1")
+
+
+@dataclasses.dataclass(frozen=True)
+class FrostFwdConfig:
+    """One kernel specialisation. Families: GDN = scalar gate and beta; KDA = per-channel gate,
+    scalar beta; GDN-2 = per-channel gate, per-channel erase gate (beta) and a write gate w."""
+
+    io_dtype: str  # "bfloat16" | "float16": q, k, v, out (and GDN-2 beta, w)
+    state_dtype: str | None  # "float32" | "bfloat16" | None (no state operand)
+    H: int
+    HK: int
+    HV: int
+    K: int
+    V: int
+    gate_per_channel: bool
+    beta_per_channel: bool
+    has_w: bool
+    use_l2norm: bool
+    has_initial_state: bool
+    has_final_state: bool
+    algorithm: str = "v0"
+    ldmatrix: bool = True  # v1: shared-memory MMA operands by ldmatrix (False: element-wise loads)
+
+    def __post_init__(self):
+        def bad(name, expected):
+            raise ValueError(f"FrostFwdConfig: {name} must be {expected}, got {getattr(self, name)!r}")
+
+        if self.io_dtype not in IO_DTYPES:
+            bad("io_dtype", f"one of {IO_DTYPES}")
+        has_state = self.has_initial_state or self.has_final_state
+        if has_state and self.state_dtype not in STATE_DTYPES:
+            bad("state_dtype", f"one of {STATE_DTYPES} when a state operand is given")
+        if not has_state and self.state_dtype is not None:
+            bad("state_dtype", "None without initial_state and final_state")
+        for name in ("K", "V"):
+            if getattr(self, name) not in HEAD_DIMS:
+                bad(name, f"one of {HEAD_DIMS}")
+        for name in ("H", "HK", "HV"):
+            if getattr(self, name) < 1:
+                bad(name, ">= 1")
+        if self.HO % self.H or self.HO % self.HV:
+            bad("H", f"a divisor of HO = max(H, HV) = {self.HO} (HV = {self.HV})")
+        if self.HK not in (self.H, self.HV):
+            bad("HK", f"equal to H ({self.H}) or HV ({self.HV})")
+        if self.beta_per_channel and not (self.gate_per_channel and self.has_w):
+            bad("beta_per_channel", "False unless gate_per_channel and has_w (GDN-2)")
+        if self.has_w and not self.beta_per_channel:
+            bad("has_w", "False unless beta_per_channel (GDN-2)")
+        if self.algorithm not in ALGORITHMS:
+            bad("algorithm", f"one of {ALGORITHMS}")
+
+    @property
+    def HO(self) -> int:
+        return max(self.H, self.HV)
+
+    @property
+    def family(self) -> str:
+        if self.has_w:
+            return "gdn2"
+        return "kda" if self.gate_per_channel else "gdn"
+
+
+OPERANDS = ("q", "k", "v", "g", "beta", "w", "cu_seqlens", "out", "initial_state", "final_state")
+
+
+def operand_dtypes(cfg: FrostFwdConfig) -> dict[str, str]:
+    """Element dtype name of each kernel operand, in launch-ABI order (launch_abi.py)."""
+    io = cfg.io_dtype
+    st = cfg.state_dtype or "float32"
+    return {
+        "q": io, "k": io, "v": io, "g": "float32", "beta": io if cfg.beta_per_channel else "float32",
+        "w": io, "cu_seqlens": "int32", "out": io, "initial_state": st, "final_state": st,
+    }
+
+
+def operand_alignment(cfg: FrostFwdConfig) -> dict[str, int]:
+    """Byte alignment the kernel assumes for each operand's base pointer: 16 for 16-bit
+    operands (vector loads), 4 for 32-bit ones."""
+    return {name: 4 if dt in ("float32", "int32") else 16 for name, dt in operand_dtypes(cfg).items()}

@@ -1,0 +1,596 @@
+"""FROST forward v1: the fused chunked kernel on warp-level tensor cores (mma.sync bf16 -> fp32).
+
+One CTA per (sequence, output head) owns the whole value width (BV = V, 2V threads: one
+warp per 16 value columns). It walks the sequence's chunks of C = 64 tokens; per chunk:
+
+1. rows      q-hat, k-hat (16-byte loads, L2 norms reduced across the lanes of a row),
+             the write term W0 = beta v or w*v, beta, the cumulative log gate Gam
+             (per-channel scan, one thread per key channel; scalar gates: shuffle scan);
+2. operands  bf16 MMA operands with every decay folded in (all factors <= 1):
+             QA = scale q e^Gam, KBA = -kb e^Gam, KDt = (k e^(Gam_last - Gam))^T and, for
+             vector gates, the Gram A sides QR, KBR = (q, kb) e^(Gam_t - Gam_r(t)), r(t) = the
+             first row of t's 16-row block;
+3. Gram      M (strictly lower) and P (lower with diagonal, scaled) per 16x16 block pair on
+             tensor cores; vector gates factor e^(Gam_t - Gam_s) = e^(Gam_t - Gam_r) e^(Gam_r - Gam_s)
+             (B side built in registers), a diagonal block whose decay span exceeds
+             SPAN_LIMIT nats falls back to the exact pairwise sum; scalar gates apply
+             beta_t e^(Gam_t - Gam_s) in the epilogue;
+             The warp that builds a diagonal block M_ii then inverts I + M_ii (a lane per
+             column of the 16x16 unit-lower inverse Dinv_i);
+4. chain     per warp, in registers, on its 16 value columns j (transposed: S^T [16, K]):
+             R^T = W0^T - S^T KBA^T, O^T = S^T QA^T, block forward substitution
+             U_i = Dinv_i (R_i - sum_{j<i} M_ij U_j), O^T += U^T P^T (stored), and
+             S^T <- S^T Diag(e^Gam_last) + U^T KD.
+
+The state S^T lives in the MMA accumulator registers for the whole sequence (fp32); its
+bf16 copy feeds the next chunk's products directly as the A operand (an accumulator of
+m16n8 tiles is, element for element, the A operand of m16n8k16: checked by
+frost_compile_test). The algebra is engines_frost/tests/frost_chunk_model.py with
+decay_mode="factored" (blocked solve). Padded rows of a partial chunk load as zero.
+"""
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import cuda.bindings.driver as cuda
+import cutlass
+import cutlass.cute as cute
+from cutlass import BFloat16, Float32, Int32
+from cutlass.cute.nvgpu import warp
+
+from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
+from cudnn.linear_attention.frost.kernels.gmem_views import operand_views
+from cudnn.linear_attention.frost.kernels.launch_abi import cutlass_dtype
+
+CHUNK = 64
+SUB = 16  # rows per block: the MMA M extent and the decay-factorisation block
+NBLK = CHUNK // SUB
+SPAN_LIMIT = 80.0  # nats: e^80 is far from the fp32/bf16 overflow at e^88
+VEC = 8  # bf16/fp16 elements per 16-byte vector access
+PAD16 = 8  # bf16 row padding (16 bytes): conflict-free fragment loads, aligned rows
+GRAM_TILES = [(i, j) for i in range(NBLK) for j in range(i + 1)]
+SMEM_LIMIT = 227 * 1024  # sm_90 opt-in shared memory per block
+_DTYPES = {"bf16": BFloat16, "f32": Float32}
+
+
+def smem_plan(c: FrostFwdConfig):
+    """Shared-memory tensors of one CTA: (name, dtype, shape, stride), allocated in order."""
+    K, BV, C = c.K, c.V, CHUNK
+    gk = K if c.gate_per_channel else 1
+
+    def rows(name, dtype, r, cols, pad):
+        return (name, dtype, (r, cols), (cols + pad, 1))
+
+    plan = [
+        rows("q", "bf16", C, K, PAD16),      # q-hat (scalar gates: the P Gram A side)
+        rows("k", "bf16", C, K, PAD16),      # k-hat
+        rows("w0", "bf16", C, BV, PAD16),    # beta v or w * v
+        rows("g", "f32", C, gk, 4 if gk > 1 else 0),  # cumulative log gate
+        rows("qa", "bf16", C, K, PAD16),     # scale q e^Gam
+        rows("kba", "bf16", C, K, PAD16),    # -kb e^Gam
+        rows("kdt", "bf16", K, C, PAD16),    # (k e^(Gam_last - Gam))^T
+        rows("mneg", "bf16", C, C, PAD16),   # -M (its strictly lower blocks are read)
+        rows("p", "bf16", C, C, PAD16),      # P (scaled, lower)
+        ("md", "f32", (NBLK, SUB, SUB), (SUB * 17, 17, 1)),     # diagonal blocks of M
+        ("dinv", "bf16", (NBLK, SUB, SUB), (SUB * 24, 24, 1)),  # their (I + M_ii)^-1
+        ("beta", "f32", (C,), (1,)),
+    ]
+    if c.gate_per_channel:
+        plan += [
+            rows("qr", "bf16", C, K, PAD16),   # q e^(Gam_t - Gam_r(t))
+            rows("kbr", "bf16", C, K, PAD16),  # kb e^(Gam_t - Gam_r(t))
+        ]
+    return plan
+
+
+def smem_bytes(c: FrostFwdConfig) -> int:
+    """Bytes the plan occupies, each tensor rounded up to 16-byte alignment."""
+    total = 0
+    for _, dtype, shape, stride in smem_plan(c):
+        span = 1 + sum((extent - 1) * st for extent, st in zip(shape, stride))
+        total += -(-span * (2 if dtype == "bf16" else 4) // 16) * 16
+    return total
+
+
+def warp_mma():
+    """The single-warp tiled MMA every stage uses: m16n8k16 bf16, fp32 accumulate, N tile 16."""
+    op = warp.MmaF16BF16Op(BFloat16, Float32, (16, 8, 16))
+    return cute.make_tiled_mma(op, (1, 1, 1), permutation_mnk=(SUB, 16, 16))
+
+
+class FrostFwdV1:
+    """Callable for cute.compile (host launcher in __call__, device code in kernel())."""
+
+    def __init__(self, cfg: FrostFwdConfig):
+        self.cfg = cfg
+        self.io = cutlass_dtype(cfg.io_dtype)
+        self.st = cutlass_dtype(cfg.state_dtype) if cfg.state_dtype else Float32
+        self.bv = cfg.V
+        self.warps = self.bv // SUB
+        self.threads = 32 * self.warps
+        if smem_bytes(cfg) > SMEM_LIMIT:
+            raise ValueError(f"FrostFwdV1: {smem_bytes(cfg)} bytes of shared memory exceed {SMEM_LIMIT} for {cfg}")
+
+    @cute.jit
+    def __call__(self, p_q: cute.Pointer, p_k: cute.Pointer, p_v: cute.Pointer, p_g: cute.Pointer,
+                 p_beta: cute.Pointer, p_w: cute.Pointer, p_cu: cute.Pointer, p_out: cute.Pointer,
+                 p_h0: cute.Pointer, p_ht: cute.Pointer, T: Int32, N: Int32, scale: Float32,
+                 stream: cuda.CUstream):
+        m = operand_views(self.cfg, p_q, p_k, p_v, p_g, p_beta, p_w, p_cu, p_out, p_h0, p_ht, T, N)
+        self.kernel(m.q, m.k, m.v, m.g, m.beta, m.w, m.cu, m.out, m.h0, m.ht, scale).launch(
+            grid=[N, self.cfg.HO, 1], block=[self.threads, 1, 1], stream=stream)
+
+    # ------------------------------------------------------------------ kernel
+    @cute.kernel
+    def kernel(self, mq: cute.Tensor, mk: cute.Tensor, mv: cute.Tensor, mg: cute.Tensor,
+               mb: cute.Tensor, mw: cute.Tensor, mcu: cute.Tensor, mo: cute.Tensor,
+               mh0: cute.Tensor, mht: cute.Tensor, scale: Float32):
+        c = self.cfg
+        K, BV, C = c.K, self.bv, CHUNK
+        tid, _, _ = cute.arch.thread_idx()
+        n, h, _ = cute.arch.block_idx()
+        heads = (h // (c.HO // c.H), h // (c.HO // c.HK), h // (c.HO // c.HV), h)
+
+        smem = cutlass.memory.SmemAllocator()
+        s = SimpleNamespace()
+        for name, dtype, shape, stride in smem_plan(c):
+            setattr(s, name, smem.allocate_tensor(_DTYPES[dtype], cute.make_layout(shape, stride=stride), 16))
+
+        mma = warp_mma()
+        lane = cute.arch.lane_idx()
+        wid = cute.arch.warp_idx()
+        wid = cute.arch.make_warp_uniform(wid)
+        thr = mma.get_slice(lane)
+
+        # S^T rows j in [16 wid, 16 wid + 16), all K columns: the persistent fp32 state.
+        acc_s = cute.make_rmem_tensor(thr.partition_shape_C((SUB, K)), Float32)
+        coord_s = thr.partition_C(cute.make_identity_tensor((SUB, K)))
+        for e in cutlass.range_constexpr(cute.size(acc_s)):
+            val = Float32(0.0)
+            if cutlass.const_expr(c.has_initial_state):
+                jd = coord_s[e]
+                val = mh0[n, h, wid * SUB + jd[0], jd[1]].to(Float32)
+            acc_s[e] = val
+
+        bos = mcu[n]
+        eos = mcu[n + 1]
+        for t0 in cutlass.range(bos, eos, C):
+            self.stage_rows(s, mq, mk, mv, mg, mb, mw, heads, t0, eos, tid)
+            cute.arch.sync_threads()
+            self.stage_operands(s, mb, heads, t0, eos, scale, tid)
+            cute.arch.sync_threads()
+            self.stage_gram(s, mb, heads, t0, eos, scale, thr, lane, wid)
+            cute.arch.sync_threads()
+            self.stage_chain(s, mo, acc_s, coord_s, heads, t0, eos, thr, lane, wid)
+            cute.arch.sync_threads()
+
+        if cutlass.const_expr(c.has_final_state):
+            for e in cutlass.range_constexpr(cute.size(acc_s)):
+                jd = coord_s[e]
+                mht[n, h, wid * SUB + jd[0], jd[1]] = acc_s[e].to(self.st)
+
+    @cute.jit
+    def operand(self, thr, lane, tile: cute.Tensor, is_a: cutlass.Constexpr) -> cute.Tensor:
+        """Registers holding an MMA operand tile from shared memory: A [16, Kt] or B [N, Kt]
+        (rows Kt-contiguous), every k-block, as (values, M or N, k-block). ldmatrix.x4 by
+        default; element-wise copies of the MMA partition when self.cfg.ldmatrix is False."""
+        if cutlass.const_expr(is_a):
+            frag = thr.make_fragment_A(thr.partition_A(tile))
+        else:
+            frag = thr.make_fragment_B(thr.partition_B(tile))
+        if cutlass.const_expr(self.cfg.ldmatrix):
+            atom = cute.make_copy_atom(warp.LdMatrix8x8x16bOp(False, 4), BFloat16)
+            mma = warp_mma()
+            if cutlass.const_expr(is_a):
+                copy = cute.make_tiled_copy_A(atom, mma)
+            else:
+                copy = cute.make_tiled_copy_B(atom, mma)
+            thr_copy = copy.get_slice(lane)
+            cute.copy(copy, thr_copy.partition_S(tile), thr_copy.retile(frag))
+        else:
+            if cutlass.const_expr(is_a):
+                cute.autovec_copy(thr.partition_A(tile), frag)
+            else:
+                cute.autovec_copy(thr.partition_B(tile), frag)
+        return frag
+
+    # ------------------------------------------------------------------ stages
+    @cute.jit
+    def stage_rows(self, s, mq, mk, mv, mg, mb, mw, heads, t0, eos, tid):
+        """q-hat, k-hat rows (16-byte vector loads; the L2 norm reduced over the lanes that
+        hold a row), W0 = beta v or w * v, beta, and the inclusive gate scan (vector gates:
+        thread d owns channel d; scalar gates: a warp shuffle scan). Rows >= eos are zero."""
+        s_q = s.q
+        s_k = s.k
+        s_w0 = s.w0
+        s_g = s.g
+        s_beta = s.beta
+        c = self.cfg
+        K, BV, C, NT = c.K, self.bv, CHUNK, self.threads
+        hq, hk, hv, h = heads
+        vr = K // VEC  # vectors per q/k row = lanes sharing a row's norm
+        for u in cutlass.range_constexpr(C * vr // NT):
+            vid = tid + u * NT
+            r = vid // vr
+            cv = vid % vr
+            xq = cute.make_rmem_tensor((VEC,), self.io)
+            xk = cute.make_rmem_tensor((VEC,), self.io)
+            xq.fill(0.0)
+            xk.fill(0.0)
+            if t0 + r < eos:
+                cute.autovec_copy(cute.local_tile(mq[t0 + r, hq, None], (VEC,), (cv,)), xq)
+                cute.autovec_copy(cute.local_tile(mk[t0 + r, hk, None], (VEC,), (cv,)), xk)
+            inv_q = Float32(1.0)
+            inv_k = Float32(1.0)
+            if cutlass.const_expr(c.use_l2norm):
+                ssq = Float32(0.0)
+                ssk = Float32(0.0)
+                for e in cutlass.range_constexpr(VEC):
+                    ssq = ssq + xq[e].to(Float32) * xq[e].to(Float32)
+                    ssk = ssk + xk[e].to(Float32) * xk[e].to(Float32)
+                ssq = cute.arch.warp_reduction(ssq, lambda a, b: a + b, threads_in_group=vr)
+                ssk = cute.arch.warp_reduction(ssk, lambda a, b: a + b, threads_in_group=vr)
+                inv_q = cute.math.rsqrt(ssq + Float32(1e-6))
+                inv_k = cute.math.rsqrt(ssk + Float32(1e-6))
+            yq = cute.make_rmem_tensor((VEC,), BFloat16)
+            yk = cute.make_rmem_tensor((VEC,), BFloat16)
+            for e in cutlass.range_constexpr(VEC):
+                yq[e] = (xq[e].to(Float32) * inv_q).to(BFloat16)
+                yk[e] = (xk[e].to(Float32) * inv_k).to(BFloat16)
+            cute.autovec_copy(yq, cute.local_tile(s_q[r, None], (VEC,), (cv,)))
+            cute.autovec_copy(yk, cute.local_tile(s_k[r, None], (VEC,), (cv,)))
+        vv = BV // VEC
+        for u in cutlass.range_constexpr(C * vv // NT):
+            vid = tid + u * NT
+            r = vid // vv
+            cv = vid % vv
+            xv = cute.make_rmem_tensor((VEC,), self.io)
+            xw = cute.make_rmem_tensor((VEC,), self.io)
+            xv.fill(0.0)
+            xw.fill(0.0)
+            bt = Float32(0.0)
+            if t0 + r < eos:
+                cute.autovec_copy(cute.local_tile(mv[t0 + r, hv, None], (VEC,), (cv,)), xv)
+                if cutlass.const_expr(c.has_w):
+                    cute.autovec_copy(cute.local_tile(mw[t0 + r, h, None], (VEC,), (cv,)), xw)
+                else:
+                    bt = mb[t0 + r, h, 0]
+            w0 = cute.make_rmem_tensor((VEC,), BFloat16)
+            for e in cutlass.range_constexpr(VEC):
+                if cutlass.const_expr(c.has_w):
+                    w0[e] = (xv[e].to(Float32) * xw[e].to(Float32)).to(BFloat16)
+                else:
+                    w0[e] = (xv[e].to(Float32) * bt).to(BFloat16)
+            cute.autovec_copy(w0, cute.local_tile(s_w0[r, None], (VEC,), (cv,)))
+        if tid < C:
+            bv = Float32(0.0)
+            if cutlass.const_expr(not c.beta_per_channel):
+                if t0 + tid < eos:
+                    bv = mb[t0 + tid, h, 0]
+            s_beta[tid] = bv
+        if cutlass.const_expr(not c.gate_per_channel):
+            if tid < 32:  # warp 0: inclusive scan of the 64 scalar gates, two rows per lane
+                ga = Float32(0.0)
+                gb = Float32(0.0)
+                if t0 + 2 * tid < eos:
+                    ga = mg[t0 + 2 * tid, h, 0]
+                if t0 + 2 * tid + 1 < eos:
+                    gb = mg[t0 + 2 * tid + 1, h, 0]
+                x = ga + gb
+                for off in cutlass.range_constexpr(5):
+                    x_up = cute.arch.shuffle_sync_up(x, 1 << off)
+                    if tid >= (1 << off):
+                        x = x + x_up
+                s_g[2 * tid, 0] = x - gb
+                s_g[2 * tid + 1, 0] = x
+        if cutlass.const_expr(c.gate_per_channel):
+            if tid < K:
+                acc = Float32(0.0)
+                for r in cutlass.range_constexpr(C):
+                    gv = Float32(0.0)
+                    if t0 + r < eos:
+                        gv = mg[t0 + r, h, tid]
+                    acc = acc + gv
+                    s_g[r, tid] = acc
+
+    @cute.jit
+    def gate(self, s, r, d):
+        s_g = s.g
+        if cutlass.const_expr(self.cfg.gate_per_channel):
+            return s_g[r, d]
+        return s_g[r, 0]
+
+    @cute.jit
+    def stage_operands(self, s, mb, heads, t0, eos, scale, tid):
+        """The decay-folded bf16 operands, VEC channels of one row per thread and step."""
+        s_q = s.q
+        s_k = s.k
+        s_g = s.g
+        s_qa = s.qa
+        s_kba = s.kba
+        s_kdt = s.kdt
+        s_beta = s.beta
+        if cutlass.const_expr(self.cfg.gate_per_channel):
+            s_qr = s.qr
+            s_kbr = s.kbr
+        else:
+            s_qr = None
+            s_kbr = None
+        c = self.cfg
+        K, C, NT = c.K, CHUNK, self.threads
+        h = heads[3]
+        vr = K // VEC
+        for u in cutlass.range_constexpr(C * vr // NT):
+            vid = tid + u * NT
+            r = vid // vr
+            cv = vid % vr
+            d0 = cv * VEC
+            xq = load_vec(cute.local_tile(s_q[r, None], (VEC,), (cv,)))
+            xk = load_vec(cute.local_tile(s_k[r, None], (VEC,), (cv,)))
+            xb = cute.make_rmem_tensor((VEC,), self.io)
+            if cutlass.const_expr(c.beta_per_channel):
+                xb.fill(0.0)
+                if t0 + r < eos:
+                    cute.autovec_copy(cute.local_tile(mb[t0 + r, h, None], (VEC,), (cv,)), xb)
+            qa = cute.make_rmem_tensor((VEC,), BFloat16)
+            kba = cute.make_rmem_tensor((VEC,), BFloat16)
+            qr = cute.make_rmem_tensor((VEC,), BFloat16)
+            kbr = cute.make_rmem_tensor((VEC,), BFloat16)
+            a_row = Float32(1.0)
+            kd_row = Float32(1.0)
+            if cutlass.const_expr(not c.gate_per_channel):
+                a_row = cute.arch.exp(s_g[r, 0])
+                kd_row = cute.arch.exp(s_g[C - 1, 0] - s_g[r, 0])
+            for e in cutlass.range_constexpr(VEC):
+                qv = xq[e].to(Float32)
+                kv = xk[e].to(Float32)
+                kb = kv * s_beta[r]
+                if cutlass.const_expr(c.beta_per_channel):
+                    kb = kv * xb[e].to(Float32)
+                a = a_row
+                kd = kd_row
+                if cutlass.const_expr(c.gate_per_channel):
+                    gam = s_g[r, d0 + e]
+                    a = cute.arch.exp(gam)
+                    kd = cute.arch.exp(s_g[C - 1, d0 + e] - gam)
+                    rel = cute.arch.exp(gam - s_g[(r // SUB) * SUB, d0 + e])
+                    qr[e] = (qv * rel).to(BFloat16)
+                    kbr[e] = (kb * rel).to(BFloat16)
+                qa[e] = (qv * a * scale).to(BFloat16)
+                kba[e] = (-(kb * a)).to(BFloat16)
+                s_kdt[d0 + e, r] = (kv * kd).to(BFloat16)
+            cute.autovec_copy(qa, cute.local_tile(s_qa[r, None], (VEC,), (cv,)))
+            cute.autovec_copy(kba, cute.local_tile(s_kba[r, None], (VEC,), (cv,)))
+            if cutlass.const_expr(c.gate_per_channel):
+                cute.autovec_copy(qr, cute.local_tile(s_qr[r, None], (VEC,), (cv,)))
+                cute.autovec_copy(kbr, cute.local_tile(s_kbr[r, None], (VEC,), (cv,)))
+
+    @cute.jit
+    def stage_gram(self, s, mb, heads, t0, eos, scale, thr, lane, wid):
+        """M and P per lower 16x16 block pair; tiles dealt round-robin to the warps."""
+        c = self.cfg
+        for p in cutlass.range_constexpr(len(GRAM_TILES)):
+            bi, bj = GRAM_TILES[p]
+            if wid == p % self.warps:
+                if cutlass.const_expr(c.gate_per_channel and bi == bj):
+                    span = self.block_span(s, bi, lane)
+                    if span < SPAN_LIMIT:
+                        self.gram_tile_mma(s, bi, bj, scale, thr, lane)
+                    else:
+                        self.gram_tile_exact(s, mb, heads, t0, eos, bi, scale, lane)
+                else:
+                    self.gram_tile_mma(s, bi, bj, scale, thr, lane)
+                if cutlass.const_expr(bi == bj):
+                    cute.arch.sync_warp()  # this warp's M_ii stores are visible to its lanes
+                    self.block_inverse(s, bi, lane)
+
+    @cute.jit
+    def block_span(self, s, bi, lane):
+        """max over channels of Gam_first - Gam_last inside row block bi (warp-uniform)."""
+        s_g = s.g
+        K = self.cfg.K
+        span = Float32(0.0)
+        for u in cutlass.range_constexpr(K // 32):
+            d = lane + 32 * u
+            span = cute.arch.fmax(span, s_g[bi * SUB, d] - s_g[bi * SUB + SUB - 1, d])
+        return cute.arch.warp_reduction(span, cute.arch.fmax)
+
+    @cute.jit
+    def gram_tile_mma(self, s, bi, bj, scale, thr, lane):
+        s_q = s.q
+        s_k = s.k
+        s_g = s.g
+        s_beta = s.beta
+        if cutlass.const_expr(self.cfg.gate_per_channel):
+            s_qr = s.qr
+            s_kbr = s.kbr
+        else:
+            s_qr = None
+            s_kbr = None
+        c = self.cfg
+        K = c.K
+        mma = warp_mma()
+        acc_m = cute.make_rmem_tensor(thr.partition_shape_C((SUB, SUB)), Float32)
+        acc_p = cute.make_rmem_tensor(thr.partition_shape_C((SUB, SUB)), Float32)
+        acc_m.fill(0.0)
+        acc_p.fill(0.0)
+        if cutlass.const_expr(c.gate_per_channel):
+            a_m_all = self.operand(thr, lane, cute.local_tile(s_kbr, (SUB, K), (bi, 0)), True)
+            a_p_all = self.operand(thr, lane, cute.local_tile(s_qr, (SUB, K), (bi, 0)), True)
+        else:
+            a_m_all = self.operand(thr, lane, cute.local_tile(s_k, (SUB, K), (bi, 0)), True)
+            a_p_all = self.operand(thr, lane, cute.local_tile(s_q, (SUB, K), (bi, 0)), True)
+            b_all = self.operand(thr, lane, cute.local_tile(s_k, (SUB, K), (bj, 0)), False)
+        b_crd = thr.partition_B(cute.make_identity_tensor((SUB, K)))
+        for kk in cutlass.range_constexpr(K // 16):
+            a_m = a_m_all[None, None, kk]
+            a_p = a_p_all[None, None, kk]
+            if cutlass.const_expr(c.gate_per_channel):
+                crd = b_crd[None, None, kk]
+                b = cute.make_rmem_tensor(crd.shape, BFloat16)
+                for e in cutlass.range_constexpr(cute.size(b)):
+                    sd = crd[e]
+                    row = bj * SUB + sd[0]
+                    val = s_k[row, sd[1]].to(Float32) * cute.arch.exp(s_g[bi * SUB, sd[1]] - s_g[row, sd[1]])
+                    b[e] = val.to(BFloat16)
+            else:
+                b = b_all[None, None, kk]
+            cute.gemm(mma, acc_m, a_m, b, acc_m)
+            cute.gemm(mma, acc_p, a_p, b, acc_p)
+        crd_c = thr.partition_C(cute.make_identity_tensor((SUB, SUB)))
+        for e in cutlass.range_constexpr(cute.size(acc_m)):
+            ts = crd_c[e]
+            t = bi * SUB + ts[0]
+            u = bj * SUB + ts[1]
+            mval = acc_m[e]
+            pval = acc_p[e] * scale
+            if cutlass.const_expr(not c.gate_per_channel):
+                f = cute.arch.exp(cute.arch.fmin(s_g[t, 0] - s_g[u, 0], Float32(0.0)))
+                mval = mval * f * s_beta[t]
+                pval = pval * f
+            if u >= t:
+                mval = Float32(0.0)
+            if u > t:
+                pval = Float32(0.0)
+            self.store_gram(s, bi, bj, t, u, ts, mval, pval)
+
+    @cute.jit
+    def store_gram(self, s, bi, bj, t, u, ts, mval, pval):
+        s_mneg = s.mneg
+        s_p = s.p
+        s_md = s.md
+        s_mneg[t, u] = (-mval).to(BFloat16)
+        s_p[t, u] = pval.to(BFloat16)
+        if cutlass.const_expr(bi == bj):
+            s_md[bi, ts[0], ts[1]] = mval
+
+    @cute.jit
+    def gram_tile_exact(self, s, mb, heads, t0, eos, bi, scale, lane):
+        """Diagonal block with a decay span too wide to factor: exact pairwise exps (SIMT)."""
+        s_q = s.q
+        s_k = s.k
+        s_g = s.g
+        s_beta = s.beta
+        c = self.cfg
+        K = c.K
+        h = heads[3]
+        for e in cutlass.range_constexpr(SUB * SUB // 32):
+            idx = lane + 32 * e
+            tl = idx // SUB
+            ul = idx % SUB
+            t = bi * SUB + tl
+            u = bi * SUB + ul
+            mval = Float32(0.0)
+            pval = Float32(0.0)
+            if ul <= tl:
+                for d in cutlass.range(K):
+                    kbt = s_k[t, d].to(Float32) * s_beta[t]
+                    if cutlass.const_expr(c.beta_per_channel):
+                        bv = Float32(0.0)
+                        if t0 + t < eos:
+                            bv = mb[t0 + t, h, d].to(Float32)
+                        kbt = s_k[t, d].to(Float32) * bv
+                    f = s_k[u, d].to(Float32) * cute.arch.exp(s_g[t, d] - s_g[u, d])
+                    mval = mval + kbt * f
+                    pval = pval + s_q[t, d].to(Float32) * f
+                pval = pval * scale
+                if ul == tl:
+                    mval = Float32(0.0)
+            self.store_gram(s, bi, bi, t, u, (tl, ul), mval, pval)
+
+    @cute.jit
+    def block_inverse(self, s, bi, lane):
+        """(I + M_ii)^-1 of diagonal block bi by the warp that built M_ii: lane c < 16
+        forward-substitutes column c."""
+        s_md = s.md
+        s_dinv = s.dinv
+        if lane < SUB:
+            x = []
+            for t in cutlass.range_constexpr(SUB):
+                acc = Float32(0.0)
+                if lane == t:
+                    acc = Float32(1.0)
+                for u in cutlass.range_constexpr(t):
+                    acc = acc - s_md[bi, t, u] * x[u]
+                x.append(acc)
+            for t in cutlass.range_constexpr(SUB):
+                s_dinv[bi, t, lane] = x[t].to(BFloat16)
+
+    @cute.jit
+    def stage_chain(self, s, mo, acc_s, coord_s, heads, t0, eos, thr, lane, wid):
+        """This warp's 16 value columns: state reads, block solve, output, state update."""
+        s_w0 = s.w0
+        s_qa = s.qa
+        s_kba = s.kba
+        s_kdt = s.kdt
+        s_mneg = s.mneg
+        s_p = s.p
+        s_dinv = s.dinv
+        c = self.cfg
+        K = c.K
+        h = heads[3]
+        mma = warp_mma()
+        j0 = wid * SUB
+        a_s = to_a_operand(acc_s, thr.partition_shape_A((SUB, K)))
+        crd = thr.partition_C(cute.make_identity_tensor((SUB, SUB)))
+        acc_r = []
+        acc_o = []
+        for bi in cutlass.range_constexpr(NBLK):
+            r = cute.make_rmem_tensor(thr.partition_shape_C((SUB, SUB)), Float32)
+            for e in cutlass.range_constexpr(cute.size(r)):
+                jt = crd[e]
+                r[e] = s_w0[bi * SUB + jt[1], j0 + jt[0]].to(Float32)
+            o = cute.make_rmem_tensor(thr.partition_shape_C((SUB, SUB)), Float32)
+            o.fill(0.0)
+            b_kba = self.operand(thr, lane, cute.local_tile(s_kba, (SUB, K), (bi, 0)), False)
+            b_qa = self.operand(thr, lane, cute.local_tile(s_qa, (SUB, K), (bi, 0)), False)
+            for kk in cutlass.range_constexpr(K // 16):
+                cute.gemm(mma, r, a_s[None, None, kk], b_kba[None, None, kk], r)
+                cute.gemm(mma, o, a_s[None, None, kk], b_qa[None, None, kk], o)
+            acc_r.append(r)
+            acc_o.append(o)
+        a_u = []
+        for bi in cutlass.range_constexpr(NBLK):
+            r = acc_r[bi]
+            for bj in cutlass.range_constexpr(bi):
+                b_m = self.operand(thr, lane, cute.local_tile(s_mneg, (SUB, SUB), (bi, bj)), False)
+                cute.gemm(mma, r, a_u[bj][None, None, 0], b_m[None, None, 0], r)
+            a_x = to_a_operand(r, thr.partition_shape_A((SUB, SUB)))
+            u = cute.make_rmem_tensor(thr.partition_shape_C((SUB, SUB)), Float32)
+            u.fill(0.0)
+            b_d = self.operand(thr, lane, s_dinv[bi, None, None], False)
+            cute.gemm(mma, u, a_x[None, None, 0], b_d[None, None, 0], u)
+            a_u.append(to_a_operand(u, thr.partition_shape_A((SUB, SUB))))
+        for bi in cutlass.range_constexpr(NBLK):
+            o = acc_o[bi]
+            for bj in cutlass.range_constexpr(bi + 1):
+                b_p = self.operand(thr, lane, cute.local_tile(s_p, (SUB, SUB), (bi, bj)), False)
+                cute.gemm(mma, o, a_u[bj][None, None, 0], b_p[None, None, 0], o)
+            for e in cutlass.range_constexpr(cute.size(o)):
+                jt = crd[e]
+                t = t0 + bi * SUB + jt[1]
+                if t < eos:
+                    mo[t, h, j0 + jt[0]] = o[e].to(mo.element_type)
+        for e in cutlass.range_constexpr(cute.size(acc_s)):
+            d = coord_s[e][1]
+            acc_s[e] = acc_s[e] * cute.arch.exp(self.gate(s, CHUNK - 1, d))
+        for bj in cutlass.range_constexpr(NBLK):
+            b_kd = self.operand(thr, lane, cute.local_tile(s_kdt, (K, SUB), (0, bj)), False)
+            cute.gemm(mma, acc_s, a_u[bj][None, None, 0], b_kd[None, None, 0], acc_s)
+
+
+@cute.jit
+def load_vec(src: cute.Tensor) -> cute.Tensor:
+    """A register copy of a small contiguous (vectorisable) tensor."""
+    dst = cute.make_rmem_tensor(src.shape, src.element_type)
+    cute.autovec_copy(src, dst)
+    return dst
+
+
+@cute.jit
+def to_a_operand(acc: cute.Tensor, a_shape) -> cute.Tensor:
+    """bf16 A operand from an fp32 accumulator of the same [16, N] tile (same flat order)."""
+    a = cute.make_rmem_tensor(a_shape, BFloat16)
+    for e in cutlass.range_constexpr(cute.size(acc)):
+        a[e] = acc[e].to(BFloat16)
+    return a

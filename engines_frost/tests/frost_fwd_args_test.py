@@ -1,0 +1,101 @@
+"""frost_fwd's operand checks on CPU tensors: each bad operand raises ValueError naming it.
+
+check_operands runs every check except the CUDA-device one, so the error paths are
+reachable without a GPU; a well-formed CPU call gets past all of them and then stops at
+"a CUDA tensor". Also: the module imports without torch or cutlass, and the config
+rejects unsupported static combinations.
+"""
+import subprocess
+import sys
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig  # noqa: E402
+from cudnn.linear_attention.frost.kernels.fwd import check_operands, frost_fwd, frost_workspace_size  # noqa: E402
+
+T, N, H, K, V = 10, 2, 2, 64, 64
+
+
+def _operands(family="kda", **over):
+    bf = torch.bfloat16
+    ops = dict(
+        q=torch.zeros(T, H, K, dtype=bf), k=torch.zeros(T, H, K, dtype=bf), v=torch.zeros(T, H, V, dtype=bf),
+        g=torch.zeros((T, H) if family == "gdn" else (T, H, K)),
+        beta=torch.zeros(T, H, K, dtype=bf) if family == "gdn2" else torch.zeros(T, H),
+        w=torch.zeros(T, H, V, dtype=bf) if family == "gdn2" else None,
+        cu_seqlens=torch.tensor([0, 4, T], dtype=torch.int32), out=torch.zeros(T, H, V, dtype=bf),
+        initial_state=torch.zeros(N, H, V, K), final_state=torch.zeros(N, H, V, K),
+        use_l2norm=False, gate_per_channel=family != "gdn", beta_per_channel=family == "gdn2",
+    )
+    ops.update(over)
+    return ops
+
+
+@pytest.mark.parametrize("family", ["gdn", "kda", "gdn2"])
+def test_well_formed_operands_pass_every_check(family):
+    launch = check_operands(**_operands(family))
+    assert launch.config.family == family and (launch.T, launch.N) == (T, N)
+    with pytest.raises(ValueError, match="q must be a CUDA tensor"):
+        frost_fwd(**_operands(family), scale=0.125, stream=None)
+
+
+BAD = [
+    ("q", dict(q=torch.zeros(T, H, K)), "dtype bfloat16 or float16"),
+    ("k", dict(k=torch.zeros(T, H, K, dtype=torch.float16)), "k must be of dtype bfloat16"),
+    ("v", dict(v=torch.zeros(T, H, V + 1, dtype=torch.bfloat16)), "out must be of shape"),
+    ("g", dict(g=torch.zeros(T, H)), "g must be of shape"),
+    ("beta", dict(beta=torch.zeros(T, H, dtype=torch.bfloat16)), "beta must be of dtype float32"),
+    ("w", dict(w=torch.zeros(T, H, V, dtype=torch.bfloat16)), "w must be None"),
+    ("cu_seqlens", dict(cu_seqlens=torch.tensor([0, 4, T])), "cu_seqlens must be of dtype int32"),
+    ("out", dict(out=torch.zeros(T, H, V, dtype=torch.bfloat16).transpose(1, 2).contiguous().transpose(1, 2)),
+     "out must be contiguous"),
+    ("initial_state", dict(initial_state=torch.zeros(N, H, K, V + 1)), "initial_state must be of shape"),
+    ("final_state", dict(final_state=torch.zeros(N, H, V, K, dtype=torch.bfloat16)), "final_state must be of dtype float32"),
+    ("state dtype", dict(initial_state=torch.zeros(N, H, V, K, dtype=torch.float16), final_state=None),
+     "initial_state must be of dtype float32 or bfloat16"),
+    ("head dim", dict(q=torch.zeros(T, H, 32, dtype=torch.bfloat16), k=torch.zeros(T, H, 32, dtype=torch.bfloat16),
+                      g=torch.zeros(T, H, 32), initial_state=None, final_state=None), "K must be one of"),
+    ("misaligned", dict(q=torch.zeros(T * H * K + 1, dtype=torch.bfloat16)[1:].view(T, H, K)), "q must be 16-byte aligned"),
+]
+
+
+@pytest.mark.parametrize("what,over,message", BAD, ids=[b[0] for b in BAD])
+def test_bad_operand_names_itself(what, over, message):
+    with pytest.raises(ValueError, match=message):
+        check_operands(**_operands("kda", **over))
+
+
+def test_gdn2_requires_w():
+    with pytest.raises(ValueError, match="w must be a"):
+        check_operands(**_operands("gdn2", w=None))
+
+
+def test_config_rejects_unsupported_combinations():
+    base = dict(io_dtype="bfloat16", state_dtype=None, H=2, HK=2, HV=2, K=64, V=64, gate_per_channel=True,
+                beta_per_channel=False, has_w=False, use_l2norm=False, has_initial_state=False,
+                has_final_state=False)
+    FrostFwdConfig(**base)
+    for over, name in ((dict(HV=3), "H"), (dict(HK=1), "HK"), (dict(has_w=True), "has_w"),
+                       (dict(state_dtype="float32"), "state_dtype"), (dict(algorithm="v9"), "algorithm")):
+        with pytest.raises(ValueError, match=f"FrostFwdConfig: {name} must be"):
+            FrostFwdConfig(**{**base, **over})
+    assert frost_workspace_size(**base) == 0
+
+
+def test_import_needs_neither_torch_nor_cutlass():
+    code = ("import sys\n"
+            "class Block:\n"
+            "    def find_spec(self, name, *a):\n"
+            "        if name.split('.')[0] in ('torch', 'cutlass', 'cuda'):\n"
+            "            raise ImportError('blocked ' + name)\n"
+            "sys.meta_path.insert(0, Block())\n"
+            "import cudnn.linear_attention.frost.kernels.fwd as f\n"
+            "print(f.frost_workspace_size())\n")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert res.returncode == 0 and res.stdout.strip() == "0", res.stderr
+
+
+if __name__ == "__main__":
+    raise SystemExit(pytest.main([__file__, "-q"]))

@@ -1,0 +1,101 @@
+"""Emulation of the FROST v1 kernel's bf16 rounding points (test-only, CPU).
+
+v1 (kernels/fwd_v1.py) keeps the state and every accumulator in fp32 but feeds the tensor
+cores bf16 operands. This mirrors each place the kernel rounds to bf16 (everything else in
+float64), per chunk of 64 rows with 16-row blocks:
+
+- q-hat, k-hat after the in-kernel L2 norm; W0 = beta v (or w v);
+- QA = scale q e^Gam, KBA = kb e^Gam, KD = k e^(Gam_last - Gam), the Gram A sides
+  (q, kb) e^(Gam_t - Gam_r) and the Gram B side k e^(Gam_r - Gam_s) per block pair;
+- M (as used in the block substitution) and P; Dinv_i (from fp32 M_ii); the substitution
+  input X_i and every U_i; the state S (rounded as the A operand of the state products).
+
+``frost_fwd_v1_emulated`` returns (o, final_state) in float64 like frost_chunk_model; its
+error against the float64 recurrence predicts what the GPU kernel can reach.
+"""
+from __future__ import annotations
+
+import torch
+
+from frost_chunk_model import CHUNK, SPAN_LIMIT, SUB, _l2norm, _pairwise, _unit_lower_inverse
+
+
+def bf16(x: torch.Tensor) -> torch.Tensor:
+    return x.to(torch.bfloat16).to(torch.float64)
+
+
+def _gram(a_r, k, gam, lower_incl):
+    """Block-factored Gram with bf16 operands: a_r are the (already rounded) A sides."""
+    c = k.shape[0]
+    out = torch.zeros(c, c, dtype=torch.float64)
+    for i0 in range(0, c, SUB):
+        i1 = min(i0 + SUB, c)
+        r = gam[i0]
+        for j0 in range(0, i1, SUB):
+            j1 = min(j0 + SUB, c)
+            if j0 == i0 and (gam[i0] - gam[i1 - 1]).max() >= SPAN_LIMIT:
+                continue  # exact path, filled by the caller
+            blk = a_r[i0:i1] @ bf16(k[j0:j1] * torch.exp(r - gam[j0:j1])).T
+            if j0 == i0:
+                mask = torch.tril(torch.ones(i1 - i0, i1 - i0, dtype=torch.bool), 0 if lower_incl else -1)
+                blk = torch.where(mask, blk, torch.zeros_like(blk))
+            out[i0:i1, j0:j1] = blk
+    return out
+
+
+def _chunk(S, q, k, v, gam, beta, w, scale):
+    c, K = k.shape
+    gam = torch.cumsum(gam.expand(c, K) if gam.dim() == 2 else gam[:, None].expand(c, K), 0)
+    kb = beta * k if beta.dim() == 2 else beta[:, None] * k
+    w0 = bf16(w * v if w is not None else beta[:, None] * v)
+    A = torch.exp(gam)
+    qa, kba = bf16(scale * q * A), bf16(kb * A)
+    kd = bf16(k * torch.exp(gam[c - 1] - gam))
+    ref = torch.stack([gam[(t // SUB) * SUB] for t in range(c)])
+    rel = torch.exp(gam - ref)
+    M = _gram(bf16(kb * rel), k, gam, False)
+    P = scale * _gram(bf16(q * rel), k, gam, True)
+    for i0 in range(0, c, SUB):  # exact diagonal blocks where the span is too wide to factor
+        i1 = min(i0 + SUB, c)
+        if (gam[i0] - gam[i1 - 1]).max() >= SPAN_LIMIT:
+            M[i0:i1, i0:i1] = _pairwise(kb[i0:i1], k[i0:i1], gam[i0:i1], False)
+            P[i0:i1, i0:i1] = scale * _pairwise(q[i0:i1], k[i0:i1], gam[i0:i1], True)
+    Mb, Pb = bf16(M), bf16(P)
+    Sb = bf16(S)
+    rhs = w0 - kba @ Sb
+    O = qa @ Sb
+    U = torch.zeros_like(rhs)
+    for i0 in range(0, c, SUB):
+        i1 = min(i0 + SUB, c)
+        x = bf16(rhs[i0:i1] - Mb[i0:i1, :i0] @ U[:i0])
+        U[i0:i1] = bf16(bf16(_unit_lower_inverse(M[i0:i1, i0:i1])) @ x)
+    O = O + Pb @ U
+    S = torch.exp(gam[c - 1])[:, None] * S + kd.T @ U
+    return O, S
+
+
+def frost_fwd_v1_emulated(q, k, v, g, beta, w, cu_seqlens, *, scale, use_l2norm, initial_state=None):
+    f64 = torch.float64
+    T, H, K = q.shape
+    HK, HV, V = k.shape[1], v.shape[1], v.shape[2]
+    HO = max(H, HV)
+    N = cu_seqlens.numel() - 1
+    q, k, v, g, beta = (x.to(f64) for x in (q, k, v, g, beta))
+    w = None if w is None else w.to(f64)
+    if use_l2norm:
+        q, k = _l2norm(q), _l2norm(k)
+    q, k = bf16(q), bf16(k)
+    o = torch.zeros(T, HO, V, dtype=f64)
+    final = torch.zeros(N, HO, V, K, dtype=f64)
+    cu = [int(x) for x in cu_seqlens.tolist()]
+    for n in range(N):
+        for h in range(HO):
+            qh, kh, vh = h // (HO // H), h // (HO // HK), h // (HO // HV)
+            S = initial_state[n, h].to(f64).T.clone() if initial_state is not None else torch.zeros(K, V, dtype=f64)
+            for t0 in range(cu[n], cu[n + 1], CHUNK):
+                t1 = min(t0 + CHUNK, cu[n + 1])
+                O, S = _chunk(S, q[t0:t1, qh], k[t0:t1, kh], v[t0:t1, vh], g[t0:t1, h], beta[t0:t1, h],
+                              None if w is None else w[t0:t1, h], scale)
+                o[t0:t1, h] = O
+            final[n, h] = S.T
+    return o, final

@@ -1,0 +1,160 @@
+"""GPU smoke check and timing of the FROST forward kernels (GDN, KDA, GDN-2) on sm_90.
+
+Runs kernels.fwd.frost_fwd on seeded bf16 inputs (tests/reference/inputs.py) and compares
+out and final_state with the float64 token recurrences naive_recurrent_* (relative L2
+error, bound 1e-2). One line per case; exit status 1 if any case fails or raises (the
+traceback is printed and the run continues). Unless --quick, then times frost_fwd at
+8 x 4096 tokens, 16 heads, K = V = 128, bf16 (CUDA events, warm-up, median of 20).
+
+Run on the GPU machine from the repo root, with CuTe DSL importable:
+  PYTHONPATH=.:ops:ir:router:engines_frost python3 tests/numerics/la_frost_smoke.py --family all
+(--algorithm v0|v1|all, default all: v0 is the SIMT oracle, v1 the tensor-core kernel.)
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import math
+import statistics
+import sys
+import traceback
+
+import torch
+
+from tests.reference.compare import rel_err
+from tests.reference.gdn import naive_recurrent_gdn
+from tests.reference.gdn2 import naive_recurrent_gdn2
+from tests.reference.inputs import InputConfig, make_inputs
+from tests.reference.kda import naive_recurrent_kda
+from tests.reference.preprocess import Family
+
+BOUND = 1e-2
+FAMILIES = {"gdn": Family.GDN, "kda": Family.KDA, "gdn2": Family.GDN2}
+REFERENCES = {Family.GDN: naive_recurrent_gdn, Family.KDA: naive_recurrent_kda, Family.GDN2: naive_recurrent_gdn2}
+MIXED = (1, 63, 64, 65, 1000)
+DEVICE = "cuda"
+
+
+@dataclasses.dataclass(frozen=True)
+class Case:
+    name: str
+    seq_lens: tuple[int, ...]
+    H: int
+    HV: int
+    K: int
+    V: int
+    initial_state: bool
+    l2norm: bool
+    final_state: bool = True
+    state_dtype: torch.dtype = torch.float32
+    long: bool = False  # skipped under --quick
+
+
+CASES = [
+    Case("mixed-h16-k128", MIXED, 16, 16, 128, 128, True, False),
+    Case("mixed-h16-k128-l2", MIXED, 16, 16, 128, 128, False, True),
+    Case("mixed-gva-k128-l2-h0", MIXED, 8, 16, 128, 128, True, True),
+    Case("mixed-h16-k64", MIXED, 16, 16, 64, 64, True, True),
+    Case("mixed-gva-k64-nofinal", MIXED, 8, 16, 64, 64, False, False, final_state=False),
+    Case("mixed-h4-k64v128-bf16state", (0, 130, 1, 0, 77), 4, 4, 64, 128, True, True, state_dtype=torch.bfloat16),
+    Case("long4096-h16-k128-l2-h0", (4096,), 16, 16, 128, 128, True, True, long=True),
+    Case("long4096-gva-k64", (4096,), 8, 16, 64, 64, False, False, long=True),
+]
+
+
+def _frost_fwd():
+    from cudnn.linear_attention.frost.kernels.fwd import frost_fwd
+    return frost_fwd
+
+
+def _launch(family, x, out, h0, ht, scale, l2, algorithm):
+    _frost_fwd()(
+        q=x.q, k=x.k, v=x.v, g=x.g, beta=x.beta, w=x.w, cu_seqlens=x.cu_seqlens, out=out, initial_state=h0,
+        final_state=ht, scale=scale, use_l2norm=l2, gate_per_channel=family.per_channel_gate,
+        beta_per_channel=family.vector_beta, stream=None, algorithm=algorithm,
+    )
+
+
+def run_case(family: Family, case: Case, algorithm: str | None, seed: int) -> bool:
+    cfg = InputConfig(family=family, seq_lens=case.seq_lens, H=case.H, HV=case.HV, K=case.K, V=case.V,
+                      dtype=torch.bfloat16, state_dtype=case.state_dtype, device=DEVICE,
+                      use_qk_l2norm=case.l2norm, with_initial_state=case.initial_state)
+    x = make_inputs(cfg, seed)
+    scale = 1.0 / math.sqrt(case.K)
+    out = torch.full((cfg.T, cfg.HO, case.V), float("nan"), dtype=torch.bfloat16, device=DEVICE)
+    ht = (torch.full((cfg.N, cfg.HO, case.V, case.K), float("nan"), dtype=case.state_dtype, device=DEVICE)
+          if case.final_state else None)
+    _launch(family, x, out, x.initial_state, ht, scale, case.l2norm, algorithm)
+    torch.cuda.synchronize()
+    ref_o, ref_s = REFERENCES[family](*x.args(), **{**x.options(), "scale": scale}, output_final_state=True)
+    eo = rel_err(out, ref_o)
+    es = rel_err(ht, ref_s) if ht is not None else 0.0
+    ok = eo <= BOUND and es <= BOUND  # nan fails both comparisons
+    print(f"{algorithm:3s} {family.value:5s} {case.name:28s} rel_out={eo:.2e} rel_state={es:.2e} "
+          f"{'PASS' if ok else 'FAIL'}", flush=True)
+    return ok
+
+
+def time_family(family: Family, algorithm: str | None, l2: bool, reps: int = 20) -> float:
+    cfg = InputConfig(family=family, seq_lens=(4096,) * 8, H=16, K=128, V=128, dtype=torch.bfloat16,
+                      device=DEVICE, use_qk_l2norm=l2)
+    x = make_inputs(cfg, 0)
+    out = torch.empty(cfg.T, 16, 128, dtype=torch.bfloat16, device=DEVICE)
+    ht = torch.empty(8, 16, 128, 128, dtype=torch.float32, device=DEVICE)
+    scale = 1.0 / math.sqrt(128)
+    for _ in range(3):
+        _launch(family, x, out, None, ht, scale, l2, algorithm)
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        _launch(family, x, out, None, ht, scale, l2, algorithm)
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end))
+    return statistics.median(times)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--family", choices=[*FAMILIES, "all"], default="all")
+    ap.add_argument("--quick", action="store_true", help="skip the 4096-token cases and the timing")
+    ap.add_argument("--algorithm", choices=["v0", "v1", "all"], default="all",
+                    help="kernel algorithm(s) to check and time (v0: SIMT oracle, v1: tensor cores)")
+    args = ap.parse_args(argv)
+    if not torch.cuda.is_available():
+        print("SKIP: no CUDA device")
+        return 0
+    algorithms = ["v0", "v1"] if args.algorithm == "all" else [args.algorithm]
+    families = list(FAMILIES.values()) if args.family == "all" else [FAMILIES[args.family]]
+    failures = 0
+    for algorithm in algorithms:
+        for family in families:
+            for i, case in enumerate(CASES):
+                if case.long and args.quick:
+                    continue
+                try:
+                    failures += not run_case(family, case, algorithm, seed=100 + i)
+                except Exception:
+                    failures += 1
+                    print(f"{algorithm:3s} {family.value:5s} {case.name:28s} ERROR", flush=True)
+                    traceback.print_exc()
+    if not args.quick:
+        for algorithm in algorithms:
+            for family in families:
+                for l2 in (False, True):
+                    try:
+                        ms = time_family(family, algorithm, l2)
+                        print(f"TIME {algorithm} {family.value:5s} 8x4096 h16 K=V=128 bf16 l2norm={int(l2)}: "
+                              f"{ms:.3f} ms", flush=True)
+                    except Exception:
+                        failures += 1
+                        print(f"TIME {algorithm} {family.value:5s} ERROR", flush=True)
+                        traceback.print_exc()
+    print(f"{'OK' if failures == 0 else f'{failures} FAILED'}")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
