@@ -10,7 +10,8 @@
 #   torchops   tests/torch_ops/ops_gpu_test.py and the cached-call overhead (op_overhead.py)
 #   cutile     the cuTile engine matrix (tests/numerics/test_la_cutile_engines.py)
 #   smoke      cuTile kernel smoke checks: KDA/GDN forward and backward vs float64
-#   frost      FROST forward smoke + engine matrix (needs CuTe DSL: the cutedsl kits)
+#   frost      FROST forward smoke (+ timing) and the FROST engine matrix (needs the cutedsl kits)
+#   cutedsl1 / cutedsl2   store / unpack one half of the CuTe DSL kit (carried .devkit/cutedslN)
 #   bench      bench/bench_linear_attention.py (FLA peer in the same process)
 # Each stage runs under `timeout` (STAGE_TIMEOUT, default 300 s) so one hang cannot eat the
 # call; the summary line per stage says pass/FAIL/timeout. cuTile's disk cache is kept in
@@ -44,6 +45,9 @@ for s in "$@"; do
         python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl \
         && nvidia-smi --query-gpu=name,driver_version --format=csv,noheader"
       [ -f /opt/devkit/env.sh ] && source /opt/devkit/env.sh ;;
+    cutedsl1|cutedsl2)
+      stage "$s" "bash .devkit/$s/install.sh"
+      [ -f /opt/devkit/env.sh ] && source /opt/devkit/env.sh ;;
     backend)
       stage backend "backend_cc/build_local.sh >/dev/null && \
         python3 -m pytest tests/backend -q -s -p no:cacheprovider" ;;
@@ -60,8 +64,9 @@ for s in "$@"; do
       stage smoke "python3 tests/numerics/la_cutile_smoke.py kda && \
         python3 tests/numerics/la_cutile_bwd_smoke.py" ;;
     frost)
-      stage frost "python3 tests/numerics/la_frost_smoke.py --family all && \
-        python3 -m pytest tests/numerics/test_la_frost_engines.py -q -s -p no:cacheprovider" ;;
+      stage frostsmoke "python3 tests/numerics/la_frost_smoke.py --family all ${FROST_SMOKE_ARGS:-}"
+      stage frostmatrix "python3 -m pytest tests/numerics/test_la_frost_engines.py -q -s \
+        -p no:cacheprovider -x ${FROST_MATRIX_ARGS:-}" ;;
     bench)
       stage bench "python3 bench/bench_linear_attention.py" ;;
     *) echo "unknown stage $s"; exit 2 ;;
