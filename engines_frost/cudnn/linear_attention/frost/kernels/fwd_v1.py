@@ -126,7 +126,7 @@ class FrostFwdV1:
                mb: cute.Tensor, mw: cute.Tensor, mcu: cute.Tensor, mo: cute.Tensor,
                mh0: cute.Tensor, mht: cute.Tensor, scale: Float32):
         c = self.cfg
-        K, BV, C = c.K, self.bv, CHUNK
+        K, C = c.K, CHUNK
         tid, _, _ = cute.arch.thread_idx()
         n, h, _ = cute.arch.block_idx()
         heads = (h // (c.HO // c.H), h // (c.HO // c.HK), h // (c.HO // c.HV), h)
