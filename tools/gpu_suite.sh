@@ -11,6 +11,9 @@
 #   cutile     the cuTile engine matrix (tests/numerics/test_la_cutile_engines.py)
 #   smoke      cuTile kernel smoke checks: KDA/GDN forward and backward vs float64
 #   frost      FROST forward smoke (+ timing) and the FROST engine matrix (needs the cutedsl kits)
+#   tilecache  unpack .kit/tilecache.tar.xz (carried) into .tilecache: cuTile kernels JIT-compiled
+#              on an earlier machine (same tileiras) are not compiled again
+#   packcache  pack .tilecache into $OUT (copy it to .kit/tilecache.tar.xz here afterwards)
 #   cutedsl1 / cutedsl2   store / unpack one half of the CuTe DSL kit (carried .devkit/cutedslN)
 #   bench      bench/bench_linear_attention.py (FLA peer in the same process)
 # Each stage runs under `timeout` (STAGE_TIMEOUT, default 300 s) so one hang cannot eat the
@@ -48,6 +51,10 @@ for s in "$@"; do
     cutedsl1|cutedsl2)
       stage "$s" "bash .devkit/$s/install.sh"
       [ -f /opt/devkit/env.sh ] && source /opt/devkit/env.sh ;;
+    tilecache)   # reuse cuTile kernels compiled on an earlier machine (carried .kit/tilecache.tar.xz)
+      stage tilecache "[ -f .kit/tilecache.tar.xz ] && tar xJf .kit/tilecache.tar.xz && ls -la .tilecache" ;;
+    packcache)   # bring this machine's cuTile kernel cache back (then keep it in .kit/)
+      stage packcache "tar cf - .tilecache | xz -T0 -6 > $OUT/tilecache.tar.xz && ls -la $OUT" ;;
     backend)
       stage backend "backend_cc/build_local.sh >/dev/null && \
         python3 -m pytest tests/backend -q -s -p no:cacheprovider" ;;
