@@ -61,6 +61,9 @@ def _time_engines(record: list[int], skip: bool) -> None:
             for index, plan in list(plans.items()):
                 if not isinstance(plan, _TimedPlan):
                     plans[index] = _TimedPlan(plan, record, skip)
+            executor = entry.executor  # the plan the cached call path runs
+            if executor is not None and not isinstance(executor.plan, _TimedPlan):
+                executor.plan = _TimedPlan(executor.plan, record, skip)
 
 
 @contextlib.contextmanager

@@ -22,6 +22,7 @@ from typing import Any
 import torch
 
 import cudnn
+from cudnn.engines.bound_executor import BoundExecutor, bind_executor
 from cudnn.ops.errors import cudnnGraphNotSupportedError
 
 
@@ -78,8 +79,11 @@ class CachedGraph:
     #: the name of the plan that was built (for explanations and tests, never dispatch).
     plan: str
     device: torch.device
+    #: the selected plan bound after the first call (router bound_executor), then used.
+    executor: BoundExecutor | None = field(default=None, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
-    _ready: bool = field(default=False, repr=False)
+    _input_uids: tuple[tuple[int, int], ...] = field(default=(), repr=False)
+    _output_uids: tuple[tuple[int, int], ...] = field(default=(), repr=False)
 
     def run(self, values: Sequence[Any]) -> tuple[torch.Tensor, ...]:
         """Allocate the results and execute the graph into them with the call's values,
@@ -94,17 +98,27 @@ class CachedGraph:
         device = self.device
         results = tuple(torch.empty(dims, dtype=dtype, device=device)
                         for dims, dtype in self.results)
-        # IR tensors as keys: the variant pack resolves them without a uid lookup
+        # plans that need no scratch (FROST) get none: one allocation less per call
+        workspace = (torch.empty(self.workspace_size, dtype=torch.uint8, device=device)
+                     if self.workspace_size else None)
+        executor = self.executor
+        if executor is not None:  # the cached path: uids bound once, no key resolution
+            pack = {uid: values[position] for position, uid in self._input_uids}
+            for position, uid in self._output_uids:
+                pack[uid] = results[position]
+            executor(pack, workspace)
+            return results
+        # The first call goes through graph.execute (lazy JIT happens there, once, under
+        # the lock); it then binds the built plan for the calls after it.
         pack = {tensor: values[position] for position, tensor in self.inputs}
         for position, tensor in self.outputs:
             pack[tensor] = results[position]
-        workspace = torch.empty(max(self.workspace_size, 1), dtype=torch.uint8, device=device)
-        if self._ready:
-            self.graph.execute(pack, workspace)
-            return results
         with self._lock:
             self.graph.execute(pack, workspace)
-            self._ready = True
+            if self.executor is None:
+                self._input_uids = tuple((p, t.uid) for p, t in self.inputs)
+                self._output_uids = tuple((p, t.uid) for p, t in self.outputs)
+                self.executor = bind_executor(self.graph)
         return results
 
 
