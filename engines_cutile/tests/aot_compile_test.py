@@ -5,7 +5,7 @@ ahead-of-time compile (aot_support.CompileOnlyLaunch), so every kernel variant a
 configuration launches goes through cuTile, tileiras and ptxas.  Skips (with the reason)
 where the cuTile compiler is not installed; runs on build machines that have it.
 KDA with float16 io runs on fp32 copies of its inputs (kernels/input_staging.py: a
-tileiras 13.4.92 crash); its cases check that path, and a strict xfail notices when a
+tileiras 13.4.92 crash); its cases check that path, and an xfail canary notices when a
 compiler release no longer crashes on the native float16 kernel.
 """
 import os
@@ -92,9 +92,9 @@ def test_kda_fp16_compiles_on_fp32_input_copies(backward, config):
     assert dtypes[5 if backward else 10] == ("float32" if backward else "float16")  # dO / o
 
 
-@pytest.mark.xfail(strict=True, reason="tileiras 13.4.92 crashes on this kernel for sm_90; "
-                   "an XPASS means the fp32 staging (input_staging.py) can be retired")
 def test_kda_fp16_tier2_wy_kernel_compiles_natively():
+    """xfails while tileiras crashes (signal) on it; fails once it compiles, so that the
+    fp32 staging (kernels/input_staging.py) gets retired."""
     from aot_support import FakeArray, compile_sm90
     from cudnn.linear_attention.cutile.kernels.wy_fwd import la_wy_fwd_kernel
     T, H, K, V, BT, rows = 200, 4, 128, 128, 64, 5
@@ -106,7 +106,14 @@ def test_kda_fp16_tier2_wy_kernel_compiles_natively():
             FakeArray((T, H, K), h16), FakeArray((T, H, K), h16),
             FakeArray((rows, H, K), "float32"), FakeArray((rows, H), "int32"),
             FakeArray((1, 1, 1), "int32"), 0.1, 1, 1, BT, 6, K, V, K, True, False, 2, False)
-    assert len(compile_sm90(la_wy_fwd_kernel, args)) > 0
+    try:
+        compile_sm90(la_wy_fwd_kernel, args)
+    except Exception as e:   # the compiler's error type is private to cuda.tile
+        if "Return code -" not in str(e):   # killed by a signal: the known crash
+            raise
+        pytest.xfail(f"tileiras crash (known, see input_staging.py): {str(e).splitlines()[0]}")
+    pytest.fail("the float16 KDA tier-2 WY kernel compiles now: retire the fp32 staging of "
+                "float16 KDA inputs (kernels/input_staging.py) and rerun the fp16 GPU tests")
 
 
 if __name__ == "__main__":

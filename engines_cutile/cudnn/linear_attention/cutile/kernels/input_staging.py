@@ -16,7 +16,7 @@ exact.  Its stage-to-stage scratch is float32 too: TF32/fp32 keeps at least fp16
 precision and, unlike fp16, cannot overflow on large intermediate states.  Outputs are
 still written into the caller's float16 buffers (tile_io.store_rows casts on store).
 Remove this module's use once a tileiras release compiles the fp16 variant
-(engines_cutile/tests/aot_compile_test.py, `test_kda_fp16_tier2_compiles_natively`).
+(engines_cutile/tests/aot_compile_test.py, `test_kda_fp16_tier2_wy_kernel_compiles_natively`).
 """
 from __future__ import annotations
 
