@@ -115,6 +115,7 @@ class CompileOnlyLaunch:
 
     def __init__(self):
         self.compiled: list[tuple[str, int]] = []
+        self.arg_dtypes: list[tuple[str, tuple]] = []   # per compile: dtype or None per arg
         self._seen = set()
 
     def __enter__(self):
@@ -129,6 +130,7 @@ class CompileOnlyLaunch:
             if key in self._seen:
                 return
             self._seen.add(key)
+            self.arg_dtypes.append((key[0], tuple(getattr(a, "dtype", None) for a in fake)))
             self.compiled.append((key[0], len(compile_sm90(kernel, fake))))
         ct.launch = launch
         return self

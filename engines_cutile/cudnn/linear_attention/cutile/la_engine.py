@@ -3,7 +3,9 @@
 One engine per family (gdn_engine.py, kda_engine.py) declares only its family; gating,
 workspace sizing and buffer plumbing live here.  Plans compile lazily: cuTile JITs each
 kernel at its first launch (cached per configuration), so build_plan only fixes the
-scratch layout; `get_workspace_size` is that layout's exact size.
+scratch layout; `get_workspace_size` is that layout's exact size.  The layout depends on
+the q/k/v dtype (KDA float16 adds fp32 input copies, kernels/input_staging.py), so an
+unset io dtype plans for bfloat16 and execute insists the buffers match the plan.
 """
 from __future__ import annotations
 
@@ -32,6 +34,14 @@ class CuTileLinearAttentionEngine(BaseEngine):
         return _LinearAttentionPlan(linear_attention_facts(graph), self.family == "kda")
 
 
+def check_io_dtypes(node_name: str, planned, **buffers) -> None:
+    """q/k/v buffers must have the dtype the plan's scratch layout was sized for."""
+    for port, buf in buffers.items():
+        if buf.dtype != planned:
+            raise ValueError(f"{node_name}: '{port}' is {buf.dtype} but the plan was built for "
+                             f"{planned} q/k/v (set the graph tensor's data_type to match)")
+
+
 class _LinearAttentionPlan(CompiledPlan):
     def __init__(self, facts, kda: bool) -> None:
         import torch
@@ -42,13 +52,14 @@ class _LinearAttentionPlan(CompiledPlan):
         f = facts
         io = {data_type_name: dt for data_type_name, dt in
               (("HALF", torch.float16), ("BFLOAT16", torch.bfloat16))}
-        io_dtype = io[f.io_dtype.name] if f.io_dtype is not None else torch.bfloat16
-        common = dict(kda=kda, io_dtype=io_dtype, io_itemsize=2, int32_dtype=torch.int32,
+        self.io_dtype = io[f.io_dtype.name] if f.io_dtype is not None else torch.bfloat16
+        common = dict(kda=kda, io_dtype=self.io_dtype, io_itemsize=2, int32_dtype=torch.int32,
                       float32_dtype=torch.float32)
         if f.is_backward:
             self.layout = bwd_layout(f.total_t, f.n_seq, f.h_q, f.h_v, f.d_qk, f.d_v, **common)
         else:
-            self.layout = fwd_layout(f.total_t, f.n_seq, f.h_o, f.d_qk, f.d_v, **common)
+            self.layout = fwd_layout(f.total_t, f.n_seq, f.h_o, f.d_qk, f.d_v, h_q=f.h_q,
+                                     hv=f.h_v, **common)
 
     def get_workspace_size(self) -> int:
         return self.layout.size
@@ -66,11 +77,14 @@ class _LinearAttentionPlan(CompiledPlan):
         if not q.is_cuda:
             raise ValueError(f"{f.node_name}: the cuTile engine needs CUDA buffers; "
                              f"'q' is on {q.device}")
+        check_io_dtypes(f.node_name, self.io_dtype, q=q, k=k, v=v)
         h0 = t(buf.inputs.get("initial_state"))
         from .kernels.bwd import chunked_bwd
         from .kernels.fwd import chunked_fwd
         if f.is_backward:
-            chunked_bwd(q, k, v, g, beta, cu, t(buf.input("dO")), t(buf.output("dQ")),
+            d_out = t(buf.input("dO"))
+            check_io_dtypes(f.node_name, self.io_dtype, dO=d_out)
+            chunked_bwd(q, k, v, g, beta, cu, d_out, t(buf.output("dQ")),
                         t(buf.output("dK")), t(buf.output("dV")), t(buf.output("dG")),
                         t(buf.output("dBeta")), scratch, initial_state=h0,
                         d_final_state=t(buf.inputs.get("d_final_state")),

@@ -10,13 +10,15 @@
 
 Buffers as fwd.py plus d_out [T, HO, V]; d_final_state / d_initial_state
 [N, HO, V, K] fp32 (optional); gradients dq, dk [T, H, K], dv [T, HV, V], dg like g,
-dbeta like beta.  Scratch from `bwd_layout` (exact size).
+dbeta like beta.  Scratch from `bwd_layout` (exact size); KDA with float16 io also
+stages dO in fp32 (input_staging.py).
 """
 from __future__ import annotations
 
 import math
 
-from .fwd import BT, BV_STAGE2, fwd_layout, pow2
+from .fwd import BT, BV_STAGE2, fwd_layout, pow2, scratch_dtype
+from .input_staging import add_staging, needs_fp32_staging, stage_inputs
 
 
 def bwd_layout(total_tokens: int, n_seq: int, h_q: int, hv: int, dk: int, dv: int, *,
@@ -24,7 +26,10 @@ def bwd_layout(total_tokens: int, n_seq: int, h_q: int, hv: int, dk: int, dv: in
     ho = max(h_q, hv)
     lay = fwd_layout(total_tokens, n_seq, ho, dk, dv, kda=kda, io_dtype=io_dtype,
                      io_itemsize=io_itemsize, int32_dtype=int32_dtype,
-                     float32_dtype=float32_dtype)
+                     float32_dtype=float32_dtype, h_q=h_q, hv=hv)
+    if needs_fp32_staging(kda, io_dtype):
+        add_staging(lay, {"dO": (total_tokens, ho, dv)}, float32_dtype)
+    io_dtype, io_itemsize = scratch_dtype(kda, io_dtype, io_itemsize, float32_dtype)
     rows = lay.regions["table"].shape[0]
     lay.add("tinv", (total_tokens, ho, BT), float32_dtype, 4)
     lay.add("states", (rows, ho, dk, dv), io_dtype, io_itemsize)
@@ -59,6 +64,8 @@ def chunked_bwd(q, k, v, g, beta, cu_seqlens, d_out, dq, dk, dv, dg, dbeta, scra
 
     if stream is None:
         stream = torch.cuda.current_stream()
+    if needs_fp32_staging(kda, q.dtype):
+        q, k, v, d_out = stage_inputs(scratch, {"q": q, "k": k, "v": v, "dO": d_out}, stream)
     total, h_q, d_k = q.shape
     hv, d_v = v.shape[1], v.shape[2]
     ho = max(h_q, hv)

@@ -10,12 +10,15 @@ Buffers: q, k [T, H, K]; v [T, HV, V]; g [T, HO] (GDN) or [T, HO, K] (KDA) and b
 [N, HO, V, K] fp32 (optional); o [T, HO, V] io dtype.  The q/k head of output head h is
 h // (HO / H) and its v head h // (HO / HV) (requires HK == H and HV % H == 0 or H % HV
 == 0).  Scratch regions come from `fwd_layout` and are carved from the workspace.
+KDA with float16 q/k/v runs on fp32 copies of them with fp32 scratch (input_staging.py:
+a tileiras 13.4 crash); `fwd_layout` reserves those regions and `chunked_fwd` fills them.
 """
 from __future__ import annotations
 
 import math
 
 from ..workspace import WorkspaceLayout
+from .input_staging import add_staging, needs_fp32_staging, stage_inputs
 
 BT = 64          # chunk length: the WY inverse is BT x BT, the scan step of stage 2
 BV_STAGE2 = 64   # V block of stage 2 (one CTA per sequence x head x V block)
@@ -30,11 +33,26 @@ def pow2(x: int) -> int:
     return 1 << max(0, (x - 1).bit_length())
 
 
+def scratch_dtype(kda: bool, io_dtype, io_itemsize: int, float32_dtype):
+    """(dtype, itemsize) of the io-precision scratch: io_dtype, or fp32 when staged."""
+    if needs_fp32_staging(kda, io_dtype):
+        return float32_dtype, 4
+    return io_dtype, io_itemsize
+
+
 def fwd_layout(total_tokens: int, n_seq: int, ho: int, dk: int, dv: int, *, kda: bool,
-               io_dtype, io_itemsize: int, int32_dtype, float32_dtype) -> WorkspaceLayout:
-    """Scratch of one forward call; `.size` is the exact number of workspace bytes."""
+               io_dtype, io_itemsize: int, int32_dtype, float32_dtype,
+               h_q: int | None = None, hv: int | None = None) -> WorkspaceLayout:
+    """Scratch of one forward call; `.size` is the exact number of workspace bytes.
+
+    `io_dtype` is the q/k/v dtype; h_q / hv (q/k and v heads, default ho) size the fp32
+    copies of q/k/v that KDA with float16 io needs (input_staging.py)."""
     lay = WorkspaceLayout()
     rows = nt_bound(total_tokens, n_seq)
+    if needs_fp32_staging(kda, io_dtype):
+        add_staging(lay, {"q": (total_tokens, h_q or ho, dk), "k": (total_tokens, h_q or ho, dk),
+                          "v": (total_tokens, hv or ho, dv)}, float32_dtype)
+    io_dtype, io_itemsize = scratch_dtype(kda, io_dtype, io_itemsize, float32_dtype)
     lay.add("w", (total_tokens, ho, dk), io_dtype, io_itemsize)
     lay.add("u", (total_tokens, ho, dv), io_dtype, io_itemsize)
     lay.add("p", (total_tokens, ho, BT), io_dtype, io_itemsize)
@@ -62,6 +80,8 @@ def chunked_fwd(q, k, v, g, beta, cu_seqlens, o, scratch, *, kda: bool, scale: f
 
     if stream is None:
         stream = torch.cuda.current_stream()
+    if needs_fp32_staging(kda, q.dtype):
+        q, k, v = stage_inputs(scratch, {"q": q, "k": k, "v": v}, stream)
     _, h_q, dk = q.shape
     hv, dv = v.shape[1], v.shape[2]
     ho = max(h_q, hv)
