@@ -46,10 +46,9 @@ void BackendGraph::finalize_op_descriptors() {
   if (!is_loaded()) api();  // raises CudnnUnavailable with the loader's reason
   const int64_t version = static_cast<int64_t>(loaded_version());
   for (const OpRecord& op : record_.ops()) {
-    if (op.schema->min_version > version) {
-      throw GraphNotSupported(op_context(op) + " needs cuDNN >= " +
-                              std::to_string(op.schema->min_version) + "; loaded " +
-                              std::to_string(version));
+    // Recorded before a library was loaded, or the loaded one changed since.
+    if (const std::string why = runtime_decline(*op.schema, version); !why.empty()) {
+      throw GraphNotSupported(op_context(op) + ": " + why);
     }
   }
   TensorDescriptors tensors;
