@@ -187,7 +187,8 @@ void BackendGraph::build_plan_at_index(int index) {
 int BackendGraph::build_plans(bool build_all) {
   if (plan_count() == 0) {
     throw GraphNotSupported("build_plans: graph '" + record_.context().name +
-                            "' has no engine configs (create_execution_plans proposed none)");
+                            "' has no engine configs (create_execution_plans proposed none); " +
+                            kCudnnLogHint);
   }
   int first_built = -1;
   std::string declines;
@@ -204,7 +205,7 @@ int BackendGraph::build_plans(bool build_all) {
   }
   if (first_built < 0) {
     throw GraphNotSupported("no engine config of graph '" + record_.context().name +
-                            "' could be built: " + declines);
+                            "' could be built: " + declines + "; " + kCudnnLogHint);
   }
   if (!(build_all && selected_ >= 0 && plan_built(selected_))) selected_ = first_built;
   return selected_;
