@@ -141,7 +141,9 @@ def test_sdpa_backward_declined_where_cudnn_cannot_serve_it_is_an_expected_failu
 def test_sdpa_backward_declined_where_cudnn_should_serve_it_fails(monkeypatch):
     install(monkeypatch, DryRun(refuse={"sdpa_backward"}))
     monkeypatch.setattr(suite, "native_sdpa_backward_gap", lambda: None)
-    with pytest.raises(cudnn.cudnnGraphNotSupportedError, match="no engine config"):
+    # the engine list is empty, or (libraries older than 9.21) the lowering's gate declines
+    with pytest.raises(cudnn.cudnnGraphNotSupportedError,
+                       match=r"no engine config|needs cuDNN >= 9\.21\.0"):
         suite.test_sdpa_backward(None)
 
 

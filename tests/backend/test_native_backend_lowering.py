@@ -291,7 +291,7 @@ def test_sdpa_forward(handle):
 def native_sdpa_backward_gap() -> str | None:
     """Why this machine's cuDNN cannot serve SDPA_BWD, as measured (sdpa_descriptors.cc), or
     None where it should."""
-    version = loader.load().cudnn_version()
+    version = loader.load().cudnn_version() or 0
     if version < 92100:
         return (f"cuDNN {version} cannot build an operation graph holding SDPA_BWD (9.21+ "
                 "can)")
