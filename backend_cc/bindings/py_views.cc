@@ -87,6 +87,7 @@ py::dict schema_dict(const OpSchema& s) {
   d["attrs"] = attrs;
   d["takes_compute_data_type"] = s.takes_compute_data_type;
   d["min_version"] = s.min_version;
+  d["min_runtime_version"] = s.min_runtime_version;
   d["signature"] = op_signature(s);
   return d;
 }

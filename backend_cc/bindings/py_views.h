@@ -15,7 +15,8 @@ py::dict op_dict(const GraphPtr& graph, const OpRecord& op);
 // {index, engine_id, knobs, name, heur_mode, behavior_notes, numerical_notes, deserialized,
 //  built, failure}
 py::dict plan_dict(const BackendGraph& graph, int index);
-// {method, kind, inputs, outputs, attrs, takes_compute_data_type, min_version, signature}
+// {method, kind, inputs, outputs, attrs, takes_compute_data_type, min_version,
+//  min_runtime_version, signature}
 py::dict schema_dict(const OpSchema& schema);
 
 }  // namespace cudnn_backend::py_bindings

@@ -46,10 +46,9 @@ void BackendGraph::finalize_op_descriptors() {
   if (!is_loaded()) api();  // raises CudnnUnavailable with the loader's reason
   const int64_t version = static_cast<int64_t>(loaded_version());
   for (const OpRecord& op : record_.ops()) {
-    if (op.schema->min_version > version) {
-      throw GraphNotSupported(op_context(op) + " needs cuDNN >= " +
-                              std::to_string(op.schema->min_version) + "; loaded " +
-                              std::to_string(version));
+    // Recorded before a library was loaded, or the loaded one changed since.
+    if (const std::string why = runtime_decline(*op.schema, version); !why.empty()) {
+      throw GraphNotSupported(op_context(op) + ": " + why);
     }
   }
   TensorDescriptors tensors;
@@ -188,7 +187,8 @@ void BackendGraph::build_plan_at_index(int index) {
 int BackendGraph::build_plans(bool build_all) {
   if (plan_count() == 0) {
     throw GraphNotSupported("build_plans: graph '" + record_.context().name +
-                            "' has no engine configs (create_execution_plans proposed none)");
+                            "' has no engine configs (create_execution_plans proposed none); " +
+                            kCudnnLogHint);
   }
   int first_built = -1;
   std::string declines;
@@ -205,7 +205,7 @@ int BackendGraph::build_plans(bool build_all) {
   }
   if (first_built < 0) {
     throw GraphNotSupported("no engine config of graph '" + record_.context().name +
-                            "' could be built: " + declines);
+                            "' could be built: " + declines + "; " + kCudnnLogHint);
   }
   if (!(build_all && selected_ >= 0 && plan_built(selected_))) selected_ = first_built;
   return selected_;

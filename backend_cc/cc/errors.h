@@ -46,6 +46,12 @@ class ArgumentValueError : public std::invalid_argument {
 };
 
 // "CUDNN_STATUS_BAD_PARAM" etc.; unknown codes render as "cudnnStatus_t(<n>)".
+// Appended where cuDNN rejected engines without saying why in the error text (its support
+// checks drop configs silently; the reasons only reach its debug log).
+inline constexpr const char* kCudnnLogHint =
+    "cuDNN logs its reason for every engine config it rejects when the process runs with "
+    "CUDNN_LOGLEVEL_DBG=2 CUDNN_LOGDEST_DBG=stderr";
+
 std::string status_name(cudnnStatus_t status);
 
 // True for the NOT_SUPPORTED category (3xxx): the graph, shape, layout or type is outside

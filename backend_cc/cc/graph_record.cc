@@ -37,22 +37,17 @@ bool attr_type_matches(const AttrSpec& spec, const AttrValue& value) {
   return false;
 }
 
-std::string version_string(int64_t v) {
-  return std::to_string(v / 10000) + "." + std::to_string((v / 100) % 100) + "." +
-         std::to_string(v % 100);
-}
-
 // Declines a port/attribute that needs a newer cuDNN than the headers or the loaded library.
 void check_version(const std::string& what, int64_t min_version, int64_t cudnn_version) {
   if (min_version == 0) return;
   if (CUDNN_VERSION < min_version) {
-    throw GraphNotSupported(what + " needs cuDNN >= " + version_string(min_version) +
+    throw GraphNotSupported(what + " needs cuDNN >= " + cudnn_version_string(min_version) +
                             "; this extension was built against cuDNN " +
-                            version_string(CUDNN_VERSION) + " headers");
+                            cudnn_version_string(CUDNN_VERSION) + " headers");
   }
   if (cudnn_version != 0 && cudnn_version < min_version) {
-    throw GraphNotSupported(what + " needs cuDNN >= " + version_string(min_version) +
-                            "; the loaded library is " + version_string(cudnn_version));
+    throw GraphNotSupported(what + " needs cuDNN >= " + cudnn_version_string(min_version) +
+                            "; the loaded library is " + cudnn_version_string(cudnn_version));
   }
 }
 
@@ -238,10 +233,13 @@ std::vector<int> GraphRecord::add_op(const OpSchema& schema, OpCall call,
   const std::string method = schema.method;
   if (schema.missing_from_headers != nullptr) {
     throw GraphNotSupported(method + ": this extension was built against cuDNN " +
-                            version_string(CUDNN_VERSION) + " headers, which lack " +
+                            cudnn_version_string(CUDNN_VERSION) + " headers, which lack " +
                             schema.missing_from_headers);
   }
   check_version(method, schema.min_version, cudnn_version);
+  if (const std::string why = runtime_decline(schema, cudnn_version); !why.empty()) {
+    throw GraphNotSupported(why);
+  }
 
   OpRecord op;
   op.schema = &schema;

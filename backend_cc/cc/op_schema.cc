@@ -13,6 +13,7 @@ constexpr int64_t kV9_13 = 91300;
 constexpr int64_t kV9_14 = 91400;
 constexpr int64_t kV9_15 = 91500;
 constexpr int64_t kV9_17 = 91700;
+constexpr int64_t kV9_21 = 92100;
 constexpr int64_t kV9_22 = 92200;
 constexpr int64_t kV9_24 = 92400;
 
@@ -377,6 +378,13 @@ void add_sdpa(std::vector<OpSchema>& t) {
                                 kSdpaNoAttribute),
                unsupported_flag("use_deterministic_algorithm")};
   bwd.min_version = kV9_17;
+  // Measured (9.17.0, 9.18.0, 9.19.0, 9.20.0 vs 9.21.0-9.24.0, no GPU needed): the older
+  // libraries finalize this descriptor but refuse any operation graph holding it.
+  bwd.min_runtime_version = kV9_21;
+  bwd.runtime_gap =
+      "cuDNN 9.17-9.20 finalize the SDPA_BWD descriptor but cannot build an operation graph "
+      "that contains it: cudnnBackendFinalize(OPERATIONGRAPH) fails with BAD_PARAM in "
+      "buildDAG";
 #if CUDNN_VERSION < 91700
   bwd.missing_from_headers = "CUDNN_BACKEND_OPERATION_SDPA_BWD_DESCRIPTOR (cuDNN 9.17)";
 #endif
@@ -438,6 +446,26 @@ const OutputSpec* OpSchema::find_output(const std::string& port) const {
 const std::vector<OpSchema>& op_schemas() {
   static const std::vector<OpSchema> table = build_table();
   return table;
+}
+
+std::string cudnn_version_string(int64_t v) {
+  return std::to_string(v / 10000) + "." + std::to_string((v / 100) % 100) + "." +
+         std::to_string(v % 100);
+}
+
+std::string runtime_decline(const OpSchema& schema, int64_t loaded_version) {
+  if (loaded_version == 0) return "";
+  const std::string loaded = "; the loaded library is " + cudnn_version_string(loaded_version);
+  if (loaded_version < schema.min_version) {
+    return std::string(schema.method) + " needs cuDNN >= " +
+           cudnn_version_string(schema.min_version) + loaded;
+  }
+  if (loaded_version < schema.min_runtime_version) {
+    return std::string(schema.method) + " needs cuDNN >= " +
+           cudnn_version_string(schema.min_runtime_version) + loaded + " (" +
+           (schema.runtime_gap != nullptr ? schema.runtime_gap : "it cannot run this op") + ")";
+  }
+  return "";
 }
 
 const OpSchema* find_op_schema(const std::string& method) {

@@ -86,6 +86,10 @@ struct OpSchema {
   bool takes_compute_data_type = true;
   int64_t min_version = 0;      // runtime cuDNN version the descriptor needs
   const char* missing_from_headers = nullptr;  // set when the build headers lack the descriptor
+  // Older libraries that accept the descriptor but cannot use it: the loaded cuDNN must be at
+  // least this new (0: no extra rule), and `runtime_gap` says what fails below it.
+  int64_t min_runtime_version = 0;
+  const char* runtime_gap = nullptr;
   int pointwise_mode = -1;      // cudnnPointwiseMode_t for kPointwise
   int norm_mode = -1;           // cudnnBackendNormMode_t for kNormForward/kNormBackward
 
@@ -95,6 +99,13 @@ struct OpSchema {
 };
 
 const std::vector<OpSchema>& op_schemas();
+
+// "9.21.0" for 92100 (CUDNN_VERSION units).
+std::string cudnn_version_string(int64_t version);
+
+// Why `schema` cannot run on the loaded library `loaded_version` (min_version and
+// min_runtime_version); empty when it can or when no library is loaded (0).
+std::string runtime_decline(const OpSchema& schema, int64_t loaded_version);
 const OpSchema* find_op_schema(const std::string& method);
 
 // "matmul(A, B, *, padding=None, compute_data_type=None, name='')": the first docstring line.

@@ -8,6 +8,12 @@
 // score modifiers, ...) is declined when the op is recorded (op_schema.cc), so the builders
 // here only see what the descriptors can carry. Each attribute is compiled in only when the
 // build headers define it; the op table declines ports newer than the headers.
+//
+// SDPA_BWD, measured against the libraries themselves (no GPU needed for the first point):
+// 9.17-9.20 finalize the descriptor but every operation graph holding it fails buildDAG
+// (BAD_PARAM), so the op table asks for a loaded 9.21+; 9.21-9.24 build the graph, but their
+// SDPA_BWD engines run on sm_100 only ("Unified SDPA bprop currently only supports
+// ARCH_10X"), so on Hopper the heuristics propose nothing and the adapter declines.
 #include "backend_cc/cc/errors.h"
 #include "backend_cc/cc/op_descriptors.h"
 

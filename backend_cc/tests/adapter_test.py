@@ -130,8 +130,26 @@ def test_modes_that_propose_nothing_leave_the_delegating_entry(monkeypatch):
     g, *_ = matmul_graph()
     g.create_execution_plans()
     assert [p.engine_id for p in g.plans] == [BACKEND_HEURISTIC_ENGINE_ID]
-    with pytest.raises(cudnn.cudnnGraphNotSupportedError, match="cuDNN proposed no engine"):
+    with pytest.raises(cudnn.cudnnGraphNotSupportedError) as declined:
         g.build_plans()
+    text = str(declined.value)
+    assert "cuDNN proposed no engine config (heur modes A, FALLBACK" in text
+    # the user is told how to get cuDNN's own reasons, which its error text never carries
+    assert "CUDNN_LOGLEVEL_DBG=2 CUDNN_LOGDEST_DBG=stderr" in text
+
+
+def test_configs_that_all_fail_to_build_name_each_failure_and_the_log_switch(monkeypatch):
+    ext = FakeExtension(script(proposals={A.value: [(3, {})], FALLBACK.value: [(11, {})]},
+                               unbuildable={3, 11}))
+    install_adapter(monkeypatch, CudnnBackendAdapter(FakeAccess(ext)))
+    g, *_ = matmul_graph()
+    g.create_execution_plans([OPENSOURCE])
+    with pytest.raises(cudnn.cudnnGraphNotSupportedError) as declined:
+        g.build_plans()
+    text = str(declined.value)
+    assert "[0] eng3" in text and "[1] eng11" in text
+    assert "proposed no engine config" not in text
+    assert text.endswith("CUDNN_LOGLEVEL_DBG=2 CUDNN_LOGDEST_DBG=stderr")
 
 
 # -- building and executing -------------------------------------------------------------

@@ -35,6 +35,22 @@ def lowered_of(g, check_descriptors=True):
     return lowered
 
 
+#: sdpa_backward's runtime gate (the op table): older libraries cannot build its graph.
+SDPA_BWD_GATE = next(s for s in EXT.op_schemas()
+                     if s["method"] == "sdpa_backward")["min_runtime_version"]
+
+
+def sdpa_backward_is_gated_here(g):
+    """True (after checking the decline) where the loaded cuDNN is older than the gate."""
+    loaded = EXT.cudnn_version() if loader.is_available() else None
+    if loaded is None or loaded >= SDPA_BWD_GATE:
+        return False
+    g.validate()
+    with pytest.raises(cudnn.cudnnGraphNotSupportedError, match=r"needs cuDNN >= 9\.21\.0"):
+        lowering.lower(g, EXT)
+    return True
+
+
 def only_op(lowered):
     (op,) = lowered.backend.ops()
     return op
@@ -190,6 +206,8 @@ def test_sdpa_forward_and_backward_use_the_native_builders():
     dq, dk, dv = g.sdpa_backward(q, q, q, o, q, stats, attn_scale=scale)
     for t in (o, stats, dq, dk, dv):
         t.set_output(True)
+    if sdpa_backward_is_gated_here(g):
+        return
     lowered = lowered_of(g)
     fwd, bwd = lowered.backend.ops()
     bt = lowered.tensors
@@ -199,6 +217,43 @@ def test_sdpa_forward_and_backward_use_the_native_builders():
     assert bwd["inputs"]["o"] == bt[o] and bwd["inputs"]["stats"] == bt[stats]
     assert bt[stats].get_data_type() == DT.FLOAT.value
     assert lowered.internal_uids == frozenset()
+
+
+def test_sdpa_backward_alone_declares_every_tensor_of_the_descriptor():
+    """The GPU suite's backward graph (BSHD q/k/v/o/dO from torch, forward Stats, a float
+    scale): nine distinct non-virtual tensors at the IR's uids and layouts, plus the scale."""
+    b, h, s, d = 2, 4, 128, 64
+    bshd = dict(dim=[b, h, s, d], stride=[s * h * d, d, h * d, 1])
+    g = new_graph()
+    q, k, v, o, do = (g.tensor(**bshd, name=n) for n in ("q", "k", "v", "o", "dO"))
+    stats = g.tensor(dim=[b, h, s, 1], stride=[h * s, s, 1, 1], data_type=DT.FLOAT,
+                     name="stats")
+    grads = g.sdpa_backward(q, k, v, o, do, stats, attn_scale=0.125)
+    for t in grads:
+        t.set_output(True)
+    if sdpa_backward_is_gated_here(g):
+        return
+    lowered = lowered_of(g)
+    op = only_op(lowered)
+    bt = lowered.tensors
+    assert op["method"] == "sdpa_backward" and op["attrs"] == {}
+    ir_inputs = {"q": q, "k": k, "v": v, "o": o, "dO": do, "stats": stats}
+    assert {p: t for p, t in op["inputs"].items() if p != "attn_scale"} == \
+        {p: bt[t] for p, t in ir_inputs.items()}
+    assert op["outputs"] == dict(zip(("dQ", "dK", "dV"), (bt[t] for t in grads)))
+    for t in (*ir_inputs.values(), *grads):
+        backend = bt[t]
+        assert backend.get_uid() == t.uid and not backend.get_is_virtual()
+        assert (backend.get_dim(), backend.get_stride()) == (list(t.dim), list(t.stride))
+    for t in grads:  # the descriptor gets every output layout explicitly
+        assert bt[t].get_dim() == bshd["dim"] and bt[t].get_stride_assigned()
+        assert bt[t].get_data_type() == DT.HALF.value
+    (internal,) = lowered.internal_uids
+    scale = op["inputs"]["attn_scale"]
+    assert scale.get_uid() == internal and scale.get_is_pass_by_value()
+    assert (scale.get_dim(), scale.get_data_type()) == ([1, 1, 1, 1], DT.FLOAT.value)
+    uids = lowered.backend.tensor_uids()
+    assert len(uids) == len(set(uids)) == 10
 
 
 def test_a_float_attn_scale_becomes_an_internal_scalar_above_every_ir_uid():

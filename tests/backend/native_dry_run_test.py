@@ -15,6 +15,7 @@ import pytest
 
 torch = pytest.importorskip("torch", reason="the suite builds its inputs with torch")
 
+import cudnn  # noqa: E402
 from cudnn.backend.adapter import CudnnBackendAdapter  # noqa: E402
 
 try:
@@ -40,14 +41,36 @@ def suite_cases():
         (mark,) = marks
         names = [n.strip() for n in mark.args[0].split(",")]
         for i, values in enumerate(mark.args[1]):
+            values = (values,) if len(names) == 1 else values  # one name: bare values
             cases.append(pytest.param(fn, dict(zip(names, values)), id=f"{name}[{i}]"))
     return cases
 
 
+class RefusingExtension(fake_cudnn.FakeExtension):
+    """cuDNN's heuristics propose nothing for graphs holding one of `methods`."""
+
+    def __init__(self, script, methods):
+        super().__init__(script)
+        self.methods = set(methods)
+
+    def backend_graph(self, **kwargs):
+        graph = super().backend_graph(**kwargs)
+        answer = graph.create_execution_plans
+
+        def create_execution_plans(modes):
+            if {op["method"] for op in graph.real.ops()} & self.methods:
+                graph.calls.append(("create_execution_plans", list(modes)))
+                return []
+            return answer(modes)
+
+        graph.create_execution_plans = create_execution_plans
+        return graph
+
+
 class DryRun:
-    def __init__(self):
-        self.ext = fake_cudnn.FakeExtension(
-            fake_cudnn.CudnnScript(proposals={0: [(1, {})], 2: [(2, {})]}))
+    def __init__(self, refuse=()):
+        script = fake_cudnn.CudnnScript(proposals={0: [(1, {})], 2: [(2, {})]})
+        self.ext = RefusingExtension(script, refuse)
         self.runs = []
         self.checks = []
 
@@ -69,18 +92,59 @@ class DryRun:
         self.checks.append(op)
 
 
-@pytest.mark.parametrize("test, kwargs", suite_cases())
-def test_suite_graphs_lower_and_plan_on_the_backend_path(monkeypatch, test, kwargs):
-    dry = DryRun()
+def install(monkeypatch, dry):
     fake_cudnn.install_adapter(monkeypatch, CudnnBackendAdapter(fake_cudnn.FakeAccess(dry.ext)))
     monkeypatch.setattr(suite, "DEVICE", "cpu")
     monkeypatch.setattr(suite, "run_on_backend", dry.run_on_backend)
     monkeypatch.setattr(suite, "check", dry.check)
+
+
+@pytest.mark.parametrize("test, kwargs", suite_cases())
+def test_suite_graphs_lower_and_plan_on_the_backend_path(monkeypatch, test, kwargs):
+    dry = DryRun()
+    install(monkeypatch, dry)
     test(None, **kwargs)
     assert dry.runs and dry.checks
     assert len(dry.ext.graphs) == len(dry.runs)
     for graph in dry.ext.graphs:
         assert ("build_operation_graph", None) in graph.calls
+
+
+def declined_rows():
+    return [r for r in native_runner.ROWS if r.declined]
+
+
+def test_a_layout_cudnn_refuses_reaches_the_suite_as_a_recorded_clean_decline(monkeypatch):
+    dry = DryRun(refuse={"relu"})
+    install(monkeypatch, dry)
+    native_runner.ROWS.clear()
+    suite.test_pointwise_chain_in_a_layout_cudnn_refuses_is_a_clean_decline(None)
+    (row,) = declined_rows()
+    # the router's message, from the adapter's delegating entry, reached the table
+    assert "cuDNN proposed no engine config" in row.plan
+    assert "CUDNN_LOGLEVEL_DBG=2 CUDNN_LOGDEST_DBG=stderr" in row.plan
+    assert " decl " in native_runner.table() and not dry.checks
+    native_runner.ROWS.clear()
+
+
+def test_sdpa_backward_declined_where_cudnn_cannot_serve_it_is_an_expected_failure(
+        monkeypatch):
+    install(monkeypatch, DryRun(refuse={"sdpa_backward"}))
+    monkeypatch.setattr(suite, "native_sdpa_backward_gap", lambda: "scripted: no engine")
+    native_runner.ROWS.clear()
+    with pytest.raises(pytest.xfail.Exception, match="as expected: scripted: no engine"):
+        suite.test_sdpa_backward(None)
+    assert [r.op for r in declined_rows()] == ["sdpa bwd dQ/dK/dV"]
+    native_runner.ROWS.clear()
+
+
+def test_sdpa_backward_declined_where_cudnn_should_serve_it_fails(monkeypatch):
+    install(monkeypatch, DryRun(refuse={"sdpa_backward"}))
+    monkeypatch.setattr(suite, "native_sdpa_backward_gap", lambda: None)
+    # the engine list is empty, or (libraries older than 9.21) the lowering's gate declines
+    with pytest.raises(cudnn.cudnnGraphNotSupportedError,
+                       match=r"no engine config|needs cuDNN >= 9\.21\.0"):
+        suite.test_sdpa_backward(None)
 
 
 def test_the_dry_run_covers_the_whole_suite():

@@ -9,7 +9,9 @@ layouts the IR holds then (the backend's inferred ones copied back), and pre-fil
 NaN so an output the plan never wrote cannot pass.
 
 `check` records one row of the result table (op, shape, relative error, bound, plan) and
-then asserts the bound; `table()` renders the rows.
+then asserts the bound; `declined` records a graph the backend declined where the test
+expects that (pass column "decl", the reason in the plan column); `table()` renders the
+rows.
 """
 from __future__ import annotations
 
@@ -37,10 +39,15 @@ class Row:
     rel_err: float
     bound: float
     plan: str
+    declined: bool = False
 
     @property
     def passed(self) -> bool:
         return self.rel_err <= self.bound  # NaN compares False: an unwritten output fails
+
+    @property
+    def verdict(self) -> str:
+        return "decl" if self.declined else "yes" if self.passed else "NO"
 
 
 ROWS: list[Row] = []
@@ -59,12 +66,17 @@ def check(op: str, got: torch.Tensor, ref: torch.Tensor, bound: float, plan: str
     assert row.passed, f"{op} {row.shape}: relative error {row.rel_err:.3e} > {bound:.1e}"
 
 
+def declined(op: str, shape: Iterable[int], reason: str) -> None:
+    """Record that the backend declined `op` (the caller has checked that it should)."""
+    ROWS.append(Row(op, "x".join(map(str, shape)), float("nan"), float("nan"), reason, True))
+
+
 def table() -> str:
     head = f"{'op':<34} {'shape':<18} {'rel err':>10} {'bound':>8}  pass  plan"
     lines = [head, "-" * len(head)]
     for r in ROWS:
         lines.append(f"{r.op:<34} {r.shape:<18} {r.rel_err:>10.3e} {r.bound:>8.1e}  "
-                     f"{'yes' if r.passed else 'NO':<4}  {r.plan}")
+                     f"{r.verdict:<4}  {r.plan}")
     return "\n".join(lines)
 
 

@@ -84,8 +84,19 @@ void conditional_outputs_and_declines() {
   CHECK_THROWS(GraphNotSupported, "needs cuDNN >= 9.17.0; the loaded library is 9.13.0",
                g.add_op(schema("sdpa_backward"),
                         call({{"q", q}, {"k", q}, {"v", q}, {"o", q}, {"dO", q}, {"stats", q}}), 91300));
-  CHECK(g.ops().size() == 2);
-  CHECK(g.ops()[1].name == "sdpa.1");
+  // 9.17-9.20 know the descriptor but cannot build a graph with it: declined, with why.
+  CHECK_THROWS(GraphNotSupported, "needs cuDNN >= 9.21.0; the loaded library is 9.19.0 (cuDNN 9.17-9.20",
+               g.add_op(schema("sdpa_backward"),
+                        call({{"q", q}, {"k", q}, {"v", q}, {"o", q}, {"dO", q}, {"stats", q}}), 91900));
+  const std::vector<int> grads = g.add_op(
+      schema("sdpa_backward"), call({{"q", q}, {"k", q}, {"v", q}, {"o", q}, {"dO", q}, {"stats", q}}),
+      92100);
+  CHECK(grads.size() == 3 && grads[2] >= 0);
+  CHECK(runtime_decline(schema("sdpa_backward"), 0).empty());  // nothing loaded: decided later
+  CHECK(runtime_decline(schema("sdpa_backward"), 92400).empty());
+  CHECK(runtime_decline(schema("matmul"), 90000).empty());
+  CHECK(g.ops().size() == 3);
+  CHECK(g.ops()[1].name == "sdpa.1" && g.ops()[2].name == "sdpa_backward.0");
 }
 
 void shapes_and_layouts() {

@@ -24,6 +24,10 @@ from cudnn.ops.enums import heur_mode
 from cudnn.ops.errors import cudnnGraphNotSupportedError
 
 DEFAULT_MODES = (heur_mode.A, heur_mode.FALLBACK)
+#: cuDNN's support checks drop engine configs without a word in the error text; its debug
+#: log has the reason for each one (layout, graph pattern, architecture, ...).
+CUDNN_LOG_HINT = ("cuDNN logs its reason for every engine config it rejects when the process "
+                  "runs with CUDNN_LOGLEVEL_DBG=2 CUDNN_LOGDEST_DBG=stderr")
 #: what the delegating entry consults, in order, when it is built.
 DELEGATE_MODES = (heur_mode.A, heur_mode.FALLBACK)
 
@@ -96,8 +100,10 @@ class PlanBook:
                 self._delegated = index
                 break
             else:
-                parts = failures or ["cuDNN proposed no engine config"]
+                asked = ", ".join(m.name for m in self.spans)
+                parts = failures or [f"cuDNN proposed no engine config (heur modes {asked}; "
+                                     "its heuristics leave out the configs it cannot run)"]
                 raise cudnnGraphNotSupportedError(
                     "the delegating backend entry found no engine config that builds: "
-                    + "; ".join([*parts, *self.declines.values()]))
+                    + "; ".join([*parts, *self.declines.values(), CUDNN_LOG_HINT]))
         return self._delegated
