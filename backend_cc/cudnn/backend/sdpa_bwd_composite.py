@@ -68,6 +68,11 @@ def decline_reasons(node: Node, graph: pygraph, cudnn_version: int | None) -> li
         reasons.append(f"{where} must be the only node of its graph (cuDNN matches the whole "
                        f"operation graph against its fused-attention pattern); the graph also "
                        f"has {others}")
+    for port in ("k", "v"):
+        shared = [p for p, t in node.inputs.items() if p != port and t is node.inputs.get(port)]
+        if shared:
+            reasons.append(f"{where} describes '{port}' transposed under its own uid, so it "
+                           f"cannot be the same tensor as {shared}")
     for name in sorted(set(node.inputs) - INPUTS):
         reasons.append(f"{where} cannot take '{name}'")
     for name in sorted(set(node.outputs) - OUTPUTS):
