@@ -260,6 +260,26 @@ def test_k_and_v_need_their_own_tensors(shared):
         lowering.lower(g, EXT)
 
 
+def test_ragged_layouts_decline():
+    case = Case(b=2, h=2, s_q=64, s_kv=64, d=32)
+    offsets = case.g.tensor(dim=[3, 1, 1, 1], data_type=DT.INT32, name="q_offsets")
+    case.q.set_ragged_offset(offsets)
+    declined(case, r"has no ragged \(packed-sequence\) layouts; 'q' has a ragged offset")
+
+
+def test_inputs_without_a_data_type_narrow_to_the_graph_s_io_type():
+    g = cudnn.pygraph(io_data_type=DT.BFLOAT16, intermediate_data_type=DT.FLOAT,
+                      compute_data_type=DT.FLOAT)
+    q, k, v, o, do = (g.tensor(**bshd(1, 2, 64, 32)) for _ in range(5))
+    stats = g.tensor(dim=[1, 2, 64, 1], stride=[128, 64, 1, 1], data_type=DT.FLOAT)
+    for t in g.sdpa_backward(q, k, v, o, do, stats):
+        t.set_output(True)
+    g.validate()
+    lowered = lowering.lower(g, EXT)
+    for step in ("transpose_P", "transpose_dS", "untranspose_K"):
+        assert out_of(lowered, step).get_data_type() == DT.BFLOAT16.value, step
+
+
 def test_a_graph_with_other_nodes_declines():
     case = Case()
     extra = case.g.relu(case.grads[0])

@@ -201,6 +201,7 @@ class _Lowering:
             io_data_type=ctx.io_data_type, intermediate_data_type=ctx.intermediate_data_type,
             compute_data_type=ctx.compute_data_type, handle=handle, name=graph.name)
         self.layouts = layouts.padded
+        self.io_data_type = ctx.io_data_type
         self.tensors: dict[Tensor, Any] = {}
         # out-direction ports (caller tensors an op writes) are bound like inputs
         self.produced = {t for node in graph.nodes for name, t in node.outputs.items()

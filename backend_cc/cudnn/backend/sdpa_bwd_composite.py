@@ -73,6 +73,10 @@ def decline_reasons(node: Node, graph: pygraph, cudnn_version: int | None) -> li
         if shared:
             reasons.append(f"{where} describes '{port}' transposed under its own uid, so it "
                            f"cannot be the same tensor as {shared}")
+    for port, t in sorted({**node.inputs, **node.outputs}.items()):
+        if getattr(t, "ragged_offset", None) is not None:
+            reasons.append(f"{where} has no ragged (packed-sequence) layouts; '{port}' has a "
+                           "ragged offset")
     for name in sorted(set(node.inputs) - INPUTS):
         reasons.append(f"{where} cannot take '{name}'")
     for name in sorted(set(node.outputs) - OUTPUTS):
@@ -141,7 +145,8 @@ class CompositeSdpaBackward:
         self.low = lowering
         self.g = lowering.backend
         self.node = node
-        self.io = node.inputs["q"].data_type
+        #: the I/O type the transposed P and dS are narrowed to (q's, else the graph's)
+        self.io = node.inputs["q"].data_type or lowering.io_data_type
 
     # -- tensors ------------------------------------------------------------------
     def _name(self, step: str) -> str:
