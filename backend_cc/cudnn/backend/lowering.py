@@ -13,7 +13,8 @@ fused-attention graph of sdpa_bwd_composite.py, noted in `LoweredGraph.notes`.
 Uids: the IR owns them all. Graph inputs are created with `tensor(uid=...)`, op outputs
 get theirs through `set_uid`; the only uids the lowering adds are those of pass-by-value
 scalars it makes for Python numbers (sdpa `attn_scale=0.125`) and of the tensors the
-composite sdpa_backward adds, drawn above every uid of the graph. `LoweredGraph.verify_uids` checks the result (and again after the backend builds).
+composite sdpa_backward adds, drawn above every uid of the graph. `LoweredGraph.verify_uids`
+checks the result (and again after the backend builds).
 
 Layouts (../spec/op_surface.md section 0): graph inputs are described exactly as the IR
 has them (lower-rank broadcast operands padded with leading 1s, see broadcast_layout.py).
