@@ -91,6 +91,7 @@ SOURCES=(
   cc/backend_graph.cc
   cc/cudnn_loader.cc
   cc/descriptor.cc
+  cc/device_props.cc
   cc/engine_configs.cc
   cc/enums.cc
   cc/errors.cc
@@ -102,6 +103,7 @@ SOURCES=(
   cc/op_schema.cc
   cc/sdpa_descriptors.cc
   cc/shape_inference.cc
+  cc/workspace_tensors.cc
   bindings/module.cc
   bindings/py_args.cc
   bindings/py_tensor.cc
@@ -119,10 +121,12 @@ CORE_SOURCES=(
   cc/op_rules.cc
   cc/op_schema.cc
   cc/shape_inference.cc
+  cc/workspace_tensors.cc
 )
 CC_TEST_SOURCES=(
   cc/tests/graph_record_test.cc
   cc/tests/host_scalar_test.cc
+  cc/tests/workspace_tensors_test.cc
 )
 
 OBJ_DIR="$(mktemp -d)"

@@ -9,6 +9,7 @@
 
 #include "backend_cc/cc/backend_graph.h"
 #include "backend_cc/cc/cudnn_api.h"
+#include "backend_cc/cc/device_props.h"
 #include "backend_cc/cc/engine_configs.h"
 #include "backend_cc/cc/errors.h"
 #include "backend_cc/cc/handle.h"
@@ -25,7 +26,7 @@ using cudnn_backend::py_bindings::PyTensor;
 namespace {
 
 // Bumped whenever the Python-visible surface changes; loader.py refuses a stale build.
-constexpr int kBindingApiVersion = 1;
+constexpr int kBindingApiVersion = 2;
 
 // Exception classes. They are created once and intentionally never released (module state
 // that must outlive any graph the interpreter tears down at exit).
@@ -256,6 +257,20 @@ void register_graph(py::module_& m) {
       .def("select_plan", &BackendGraph::select)
       .def("get_selected_plan_index", &BackendGraph::selected_index)
       .def("get_workspace_size_plan_at_index", &BackendGraph::workspace_size_at_index)
+      .def("workspace_tensors", [](BackendGraph& g) {
+        py::list out;
+        for (const WorkspaceSlot& s : g.workspace_layout().slots) {
+          py::dict d;
+          d["uid"] = s.uid;
+          d["offset"] = s.offset;
+          d["bytes"] = s.bytes;
+          out.append(d);
+        }
+        return out;
+      }, "Workspace-resident tensors and where execute puts them: [{uid, offset, bytes}], "
+         "at the front of every plan's workspace (validates the graph first).")
+      .def("workspace_tensor_bytes", [](BackendGraph& g) { return g.workspace_layout().bytes; },
+           "Bytes of the workspace the workspace-resident tensors take before cuDNN's part.")
       .def("get_workspace_size", [](BackendGraph& g) {
         if (g.selected_index() < 0) throw StateError("get_workspace_size(): no plan is built yet");
         return g.workspace_size_at_index(g.selected_index());
@@ -310,6 +325,11 @@ void register_functions(py::module_& m) {
   m.def("set_stream", [](uintptr_t h, uintptr_t stream) {
     set_stream(handle_from_int(h), reinterpret_cast<cudaStream_t>(stream));
   }, py::arg("handle"), py::arg("stream"));
+  m.def("device_properties_json", [](uintptr_t h) {
+    return device_properties_json(handle_from_int(h));
+  }, py::arg("handle"),
+        "cuDNN's JSON description of the handle's GPU (CUDNN_BACKEND_DEVICEPROP_DESCRIPTOR, "
+        "cuDNN 9.8+; needs a GPU): e.g. \"deviceVer\": 900 on sm_90.");
   m.def("get_stream", [](uintptr_t h) { return reinterpret_cast<uintptr_t>(get_stream(handle_from_int(h))); });
   m.def("op_schemas", []() {
     py::list out;

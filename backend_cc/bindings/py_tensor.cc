@@ -70,6 +70,11 @@ void register_tensor(py::module_& m) {
       .def("set_is_pass_by_value", chain([](const PyTensor& t, py::handle v) {
         rec(t).set_is_pass_by_value(t.index, as_bool(v, "set_is_pass_by_value(): value"));
       }))
+      .def("get_workspace_resident", [](const PyTensor& t) { return info(t).in_workspace; })
+      .def("set_workspace_resident", chain([](const PyTensor& t, py::handle v) {
+        rec(t).set_in_workspace(t.index, as_bool(v, "set_workspace_resident(): value"));
+      }), "Marks an op output as scratch the graph carves from the execute workspace (it "
+          "becomes non-virtual; execute binds it itself, callers give no buffer for it).")
       .def("get_pass_by_value", [](const PyTensor& t) -> py::object {
         const auto& v = info(t).scalar_value;
         return v ? py::object(py::float_(*v)) : py::object(py::none());

@@ -216,9 +216,19 @@ void BackendGraph::select(int index) {
   selected_ = index;
 }
 
+WorkspaceLayout BackendGraph::workspace_layout() {
+  if (workspace_layout_.has_value()) return *workspace_layout_;
+  if (record_.ops().empty()) return WorkspaceLayout{};  // only deserialized plans
+  if (!record_.validated()) record_.validate();
+  WorkspaceLayout layout = layout_workspace_tensors(record_);
+  if (record_.frozen()) workspace_layout_ = layout;  // the record cannot change any more
+  return layout;
+}
+
 int64_t BackendGraph::workspace_size_at_index(int index) {
   build_plan_at_index(index);
-  return entry(index).plan->get_int64(ATTR(CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE));
+  return workspace_layout().bytes +
+         entry(index).plan->get_int64(ATTR(CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE));
 }
 
 PreparedExecution BackendGraph::prepare_execute(
@@ -232,6 +242,7 @@ PreparedExecution BackendGraph::prepare_execute(
   prepared.plan = e.plan->get();
 
   const int64_t workspace_size = workspace_size_at_index(index);
+  const WorkspaceLayout layout = workspace_layout();
   if (workspace_size > 0 && workspace == 0) {
     throw ArgumentValueError("execute: " + prepared.context + " needs " +
                              std::to_string(workspace_size) +
@@ -245,7 +256,19 @@ PreparedExecution BackendGraph::prepare_execute(
     if (!given.emplace(uid, pointer).second) {
       throw ArgumentValueError("execute: uid " + std::to_string(uid) + " appears twice");
     }
+    if (const WorkspaceSlot* slot = layout.find_uid(uid)) {
+      throw ArgumentValueError("execute: uid " + std::to_string(uid) + " belongs to tensor " +
+                               record_.describe_tensor(slot->tensor) +
+                               ", which lives in the graph's workspace and takes no buffer");
+    }
   }
+  // Workspace-resident tensors first, then cuDNN's own part of the workspace.
+  for (const WorkspaceSlot& slot : layout.slots) {
+    uids.push_back(slot.uid);
+    pointers.push_back(reinterpret_cast<void*>(workspace + static_cast<uintptr_t>(slot.offset)));
+  }
+  const uintptr_t cudnn_workspace =
+      workspace == 0 ? 0 : workspace + static_cast<uintptr_t>(layout.bytes);
   if (e.info.deserialized) {
     // A deserialized plan carries no tensor list of ours: the caller's pack is the contract.
     for (const auto& [uid, pointer] : given) {
@@ -257,7 +280,7 @@ PreparedExecution BackendGraph::prepare_execute(
     std::map<int64_t, int> required;
     for (int t : used) {
       const TensorRecord& r = record_.tensor(t);
-      if (!r.is_virtual) required.emplace(r.uid, t);
+      if (!r.is_virtual && !r.in_workspace) required.emplace(r.uid, t);
     }
     for (const auto& [uid, pointer] : given) {
       if (required.count(uid) == 0) {
@@ -296,7 +319,7 @@ PreparedExecution BackendGraph::prepare_execute(
   vp.set_context(prepared.context);
   vp.set_int64s(ATTR(CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS), uids);
   vp.set_void_ptrs(ATTR(CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS), pointers);
-  vp.set_void_ptr(ATTR(CUDNN_ATTR_VARIANT_PACK_WORKSPACE), reinterpret_cast<void*>(workspace));
+  vp.set_void_ptr(ATTR(CUDNN_ATTR_VARIANT_PACK_WORKSPACE), reinterpret_cast<void*>(cudnn_workspace));
   vp.finalize();
   prepared.variant_pack = std::move(vp);
   return prepared;

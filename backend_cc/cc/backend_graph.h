@@ -6,6 +6,9 @@
 // Lifecycle: record ops -> validate() -> build_operation_graph() (freezes the record)
 // -> create_execution_plans(modes) / create_execution_plan(id, knobs) (append entries)
 // -> build_plan_at_index(i) -> execute(i, {uid: pointer}, workspace).
+//
+// Workspace-resident tensors (workspace_tensors.h) are bound by execute itself, at their
+// offsets in the caller's workspace; cuDNN gets the rest of it.
 #pragma once
 
 #include <cudnn_graph.h>
@@ -21,6 +24,7 @@
 #include "backend_cc/cc/graph_record.h"
 #include "backend_cc/cc/host_scalar.h"
 #include "backend_cc/cc/op_descriptors.h"
+#include "backend_cc/cc/workspace_tensors.h"
 
 namespace cudnn_backend {
 
@@ -89,7 +93,11 @@ class BackendGraph {
   int selected_index() const { return selected_; }
   void select(int index);
 
+  // Bytes the caller's workspace must hold for plan `index`: the workspace-resident tensors
+  // (workspace_tensors.h) followed by the plan's own workspace.
   int64_t workspace_size_at_index(int index);
+  // Where the workspace-resident tensors sit in every plan's workspace (validates first).
+  WorkspaceLayout workspace_layout();
 
   PreparedExecution prepare_execute(int index, const std::vector<std::pair<int64_t, uintptr_t>>& pack,
                                     uintptr_t workspace, uintptr_t handle);
@@ -124,6 +132,7 @@ class BackendGraph {
   std::vector<Descriptor> keepalive_;
   std::vector<Descriptor> ops_;
   std::optional<Descriptor> op_graph_;
+  std::optional<WorkspaceLayout> workspace_layout_;  // fixed once the record is frozen
   std::vector<std::unique_ptr<PlanEntry>> plans_;
   int selected_ = -1;
 };

@@ -474,6 +474,19 @@ void GraphRecord::set_reordering(int t, int64_t reordering) {
   validated_ = false;
 }
 
+void GraphRecord::set_in_workspace(int t, bool value) {
+  check_index(t);
+  check_mutable("change whether a tensor lives in the workspace");
+  TensorRecord& r = tensors_[t];
+  if (value && r.producer < 0) {
+    throw ArgumentValueError("tensor '" + r.name + "': only op outputs can live in the "
+                             "workspace (a graph input's contents come from the caller)");
+  }
+  r.in_workspace = value;
+  if (value) r.is_virtual = false;  // it is materialized, just not by the caller
+  validated_ = false;
+}
+
 // --- Validation ------------------------------------------------------------------------------------
 
 int64_t GraphRecord::effective_compute_type(const OpRecord& op) const {
@@ -539,6 +552,10 @@ void GraphRecord::validate() {
     }
     if (r.is_virtual && r.is_pass_by_value) {
       throw ArgumentValueError(label + " is both virtual and pass-by-value");
+    }
+    if (r.is_virtual && r.in_workspace) {
+      throw ArgumentValueError(label + " is both virtual and workspace-resident (a "
+                                       "workspace tensor is materialized)");
     }
     if (!r.data_type_assigned) {
       int64_t filled = 0;

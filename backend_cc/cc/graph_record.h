@@ -36,6 +36,10 @@ struct TensorRecord {
   int64_t reordering = 0;        // frontend tensor_reordering
   int producer = -1;             // index of the op that outputs it, -1 for graph inputs
   std::string producer_port;
+  // A non-virtual op output whose buffer the graph carves from the execute workspace
+  // (workspace_tensors.h), so the caller never binds it: scratch a lowering needs that is
+  // neither a graph input nor a graph output (e.g. the composite SDPA backward's row sums).
+  bool in_workspace = false;
 };
 
 // One tensor port binding: port name -> tensor index. List ports appear as <port>_<i>.
@@ -109,6 +113,8 @@ class GraphRecord {
   void set_name(int t, std::string name);
   void set_ragged_offset(int t, int offset_tensor);
   void set_reordering(int t, int64_t reordering);
+  // Marks op output `t` as workspace-resident (and so non-virtual), or clears the mark.
+  void set_in_workspace(int t, bool value);
 
   // Fills unset data types, infers output dims/strides that the caller did not set, and
   // checks every tensor an op touches (uid present and unique, dims/strides consistent).

@@ -13,7 +13,9 @@
 // 9.17-9.20 finalize the descriptor but every operation graph holding it fails buildDAG
 // (BAD_PARAM), so the op table asks for a loaded 9.21+; 9.21-9.24 build the graph, but their
 // SDPA_BWD engines run on sm_100 only ("Unified SDPA bprop currently only supports
-// ARCH_10X"), so on Hopper the heuristics propose nothing and the adapter declines.
+// ARCH_10X"). The Python lowering therefore uses this descriptor only on sm_100+ with 9.21+
+// and lowers sdpa_backward to the composite fused-attention graph everywhere else
+// (cudnn/backend/sdpa_bwd_route.py, sdpa_bwd_composite.py).
 #include "backend_cc/cc/errors.h"
 #include "backend_cc/cc/op_descriptors.h"
 

@@ -12,6 +12,7 @@ import pytest
 torch = pytest.importorskip("torch", reason="GPU tests need torch")
 
 from cudnn.backend import loader  # noqa: E402
+from cudnn.backend.sdpa_bwd_route import choose_route, sm_from_device_json  # noqa: E402
 
 # skip marks rather than module-level skips: Bazel runs this file as a script first
 if not torch.cuda.is_available():
@@ -218,7 +219,23 @@ def test_sdpa_forward_native(handle):
     assert rel_err(stats, ref_lse) < 1e-3
 
 
+def device_sm():
+    major, minor = torch.cuda.get_device_capability()
+    return major * 10 + minor
+
+
+def test_cudnn_describes_this_gpu(handle):
+    """The lowering picks sdpa_backward's route from this description (sdpa_bwd_route.py)."""
+    if EXT.cudnn_version() < 90800:
+        pytest.skip("the DEVICEPROP descriptor needs cuDNN 9.8")
+    assert sm_from_device_json(EXT.device_properties_json(handle)) == device_sm()
+
+
 def test_sdpa_backward_native(handle):
+    route = choose_route(EXT.cudnn_version(), device_sm())
+    if route.composite:
+        pytest.skip(f"the native SDPA_BWD descriptor does not run here ({route.reason}); the "
+                    "composite graph is tested in tests/backend")
     b, h, s, d = 2, 4, 128, 64
     q, k, v = bshd(b, h, s, d), bshd(b, h, s, d), bshd(b, h, s, d)
     scale = 1.0 / math.sqrt(d)

@@ -5,7 +5,8 @@ its `backend_graph(...)` is a `FakeBackendGraph` that records into a *real* back
 (the C++ recording layer and its validation; descriptors are finalized by real libcudnn
 when one loads, which needs no GPU) and answers everything that needs a GPU from a
 `CudnnScript`: the engine configs each heuristic mode proposes, which engines decline to
-build, workspace sizes. Every such call is logged in `FakeBackendGraph.calls`.
+build, workspace sizes (plus the real graph's workspace-resident tensors), the device
+description. Every such call is logged in `FakeBackendGraph.calls`.
 """
 from __future__ import annotations
 
@@ -32,6 +33,8 @@ class CudnnScript:
     unbuildable: set[int] = field(default_factory=set)
     workspace: dict[int, int] = field(default_factory=dict)
     notes: dict[int, list[int]] = field(default_factory=dict)
+    #: cuDNN's device JSON for any handle (None: the device cannot be asked, as without a GPU)
+    device_json: str | None = None
 
 
 class FakeBackendGraph:
@@ -104,11 +107,15 @@ class FakeBackendGraph:
 
     def get_workspace_size_plan_at_index(self, index: int) -> int:
         assert index in self.built, f"workspace size of plan {index} asked before it was built"
-        return self.script.workspace.get(self.plans[index][0], 0)
+        # like the real graph: its workspace-resident tensors come before cuDNN's part
+        return self.real.workspace_tensor_bytes() + self.script.workspace.get(
+            self.plans[index][0], 0)
 
     def execute_plan_at_index(self, pack: dict[int, int], workspace: int, index: int,
                               handle: Any) -> None:
         assert index in self.built, f"plan {index} executed before it was built"
+        scratch = {t["uid"] for t in self.real.workspace_tensors()} & set(pack)
+        assert not scratch, f"workspace-resident uids {sorted(scratch)} given buffers"
         self.calls.append(("execute_plan_at_index", (dict(pack), workspace, index, handle)))
 
 
@@ -124,6 +131,14 @@ class FakeExtension:
 
     def op_schemas(self) -> list[dict[str, Any]]:
         return REAL.op_schemas()
+
+    def cudnn_version(self) -> int | None:
+        return REAL.cudnn_version()
+
+    def device_properties_json(self, handle: int) -> str:
+        if self.script.device_json is None:
+            raise RuntimeError("fake cuDNN: no GPU to describe")
+        return self.script.device_json
 
     def backend_knob_types(self) -> dict[str, int]:
         return REAL.backend_knob_types()

@@ -9,6 +9,7 @@ import pytest
 
 import cudnn
 from cudnn.backend import loader, lowering
+from cudnn.backend.sdpa_bwd_route import choose_route
 from cudnn.ops import registry
 from cudnn.ops.op_spec import OpGroup
 
@@ -49,6 +50,14 @@ def sdpa_backward_is_gated_here(g):
     with pytest.raises(cudnn.cudnnGraphNotSupportedError, match=r"needs cuDNN >= 9\.21\.0"):
         lowering.lower(g, EXT)
     return True
+
+
+@pytest.fixture
+def native_sdpa_backward(monkeypatch):
+    """Route sdpa_backward to the native descriptor, as on a device its engines run on
+    (cuDNN >= 9.21 on sm_100); elsewhere it becomes the composite graph
+    (sdpa_bwd_composite_test.py)."""
+    monkeypatch.setattr(lowering, "route_for", lambda ext, handle: choose_route(92400, 100))
 
 
 def only_op(lowered):
@@ -198,7 +207,7 @@ def test_conv_fprop_dgrad_wgrad_and_reduction():
     assert ops[3]["attrs"] == {"mode": cudnn.reduction_mode.MAX.value}
 
 
-def test_sdpa_forward_and_backward_use_the_native_builders():
+def test_sdpa_forward_and_backward_use_the_native_builders(native_sdpa_backward):
     g = new_graph()
     q = g.tensor(dim=[2, 4, 128, 64], stride=[128 * 4 * 64, 64, 4 * 64, 1])
     scale = g.tensor_scalar(0.125)
@@ -216,10 +225,11 @@ def test_sdpa_forward_and_backward_use_the_native_builders():
     assert bwd["method"] == "sdpa_backward"
     assert bwd["inputs"]["o"] == bt[o] and bwd["inputs"]["stats"] == bt[stats]
     assert bt[stats].get_data_type() == DT.FLOAT.value
-    assert lowered.internal_uids == frozenset()
+    assert lowered.internal_uids == frozenset() and lowered.notes == ()
 
 
-def test_sdpa_backward_alone_declares_every_tensor_of_the_descriptor():
+def test_sdpa_backward_alone_declares_every_tensor_of_the_descriptor(
+        native_sdpa_backward):
     """The GPU suite's backward graph (BSHD q/k/v/o/dO from torch, forward Stats, a float
     scale): nine distinct non-virtual tensors at the IR's uids and layouts, plus the scale."""
     b, h, s, d = 2, 4, 128, 64
@@ -447,7 +457,7 @@ def test_python_only_arguments_decline():
     declined(g, "attr 'softmax_precision' is python-only")
 
 
-def test_arguments_the_builder_does_not_take_decline():
+def test_arguments_the_builder_does_not_take_decline(native_sdpa_backward):
     g = new_graph()
     q = g.tensor(dim=[1, 2, 64, 32])
     o, stats = g.sdpa(q, q, q, generate_stats=True)
@@ -498,6 +508,40 @@ def test_lowering_needs_a_validated_graph():
     g.relu(g.tensor(dim=[4, 4])).set_output(True)
     with pytest.raises(RuntimeError, match="validated graph"):
         lowering.lower(g, EXT)
+
+
+def test_only_graphs_with_sdpa_backward_ask_for_its_route(monkeypatch):
+    asked = []
+    monkeypatch.setattr(lowering, "route_for",
+                        lambda ext, handle: asked.append(handle) or choose_route(91900, 90))
+    g = new_graph()
+    y = g.matmul(g.tensor(dim=[2, 8, 16]), g.tensor(dim=[2, 16, 4]))
+    y.set_output(True)
+    lowered_of(g)
+    assert asked == []
+    g = new_graph()
+    q, k, v = (g.tensor(dim=[1, 2, 64, 32]) for _ in range(3))
+    stats = g.tensor(dim=[1, 2, 64, 1], data_type=DT.FLOAT)
+    for t in g.sdpa_backward(q, k, v, q, q, stats):
+        t.set_output(True)
+    g.validate()
+    lowered = lowering.lower(g, EXT, handle=0x5150)
+    assert asked == [0x5150]
+    assert "mul" in {op["method"] for op in lowered.backend.ops()}
+
+
+def test_without_a_handle_sdpa_backward_takes_the_composite_graph():
+    """No device to ask: the composite graph, which cuDNN's fused-attention engines run on
+    every architecture the native descriptor does and more."""
+    g = new_graph()
+    q, k, v = (g.tensor(dim=[1, 2, 64, 32]) for _ in range(3))
+    stats = g.tensor(dim=[1, 2, 64, 1], data_type=DT.FLOAT)
+    for t in g.sdpa_backward(q, k, v, q, q, stats):
+        t.set_output(True)
+    lowered = lowered_of(g)
+    assert "sdpa_backward" not in {op["method"] for op in lowered.backend.ops()}
+    (note,) = lowered.notes
+    assert "composite fused-attention graph" in note
 
 
 if __name__ == "__main__":

@@ -92,11 +92,13 @@ class DryRun:
         self.checks.append(op)
 
 
-def install(monkeypatch, dry):
+def install(monkeypatch, dry, sdpa_backward_lowering="composite"):
     fake_cudnn.install_adapter(monkeypatch, CudnnBackendAdapter(fake_cudnn.FakeAccess(dry.ext)))
     monkeypatch.setattr(suite, "DEVICE", "cpu")
     monkeypatch.setattr(suite, "run_on_backend", dry.run_on_backend)
     monkeypatch.setattr(suite, "check", dry.check)
+    # the fake has no device to describe, so the lowering takes the composite graph
+    monkeypatch.setattr(suite, "expected_sdpa_backward_lowering", lambda: sdpa_backward_lowering)
 
 
 @pytest.mark.parametrize("test, kwargs", suite_cases())
@@ -127,24 +129,28 @@ def test_a_layout_cudnn_refuses_reaches_the_suite_as_a_recorded_clean_decline(mo
     native_runner.ROWS.clear()
 
 
-def test_sdpa_backward_declined_where_cudnn_cannot_serve_it_is_an_expected_failure(
-        monkeypatch):
-    install(monkeypatch, DryRun(refuse={"sdpa_backward"}))
-    monkeypatch.setattr(suite, "native_sdpa_backward_gap", lambda: "scripted: no engine")
-    native_runner.ROWS.clear()
-    with pytest.raises(pytest.xfail.Exception, match="as expected: scripted: no engine"):
-        suite.test_sdpa_backward(None)
-    assert [r.op for r in declined_rows()] == ["sdpa bwd dQ/dK/dV"]
-    native_runner.ROWS.clear()
+@pytest.mark.parametrize("case", ["mha_bshd_fwd_chain", "gqa_bhsd"])
+def test_sdpa_backward_lowers_to_the_composite_graph_without_a_native_engine(monkeypatch,
+                                                                             case):
+    dry = DryRun()
+    install(monkeypatch, dry)
+    suite.test_sdpa_backward(None, case)
+    backward = dry.ext.graphs[-1]
+    methods = [op["method"] for op in backward.real.ops()]
+    assert "sdpa_backward" not in methods and methods.count("matmul") == 5
+    assert dry.checks[-3:] == [f"sdpa bwd {case} {n}" for n in ("dQ", "dK", "dV")]
 
 
-def test_sdpa_backward_declined_where_cudnn_should_serve_it_fails(monkeypatch):
-    install(monkeypatch, DryRun(refuse={"sdpa_backward"}))
-    monkeypatch.setattr(suite, "native_sdpa_backward_gap", lambda: None)
-    # the engine list is empty, or (libraries older than 9.21) the lowering's gate declines
-    with pytest.raises(cudnn.cudnnGraphNotSupportedError,
-                       match=r"no engine config|needs cuDNN >= 9\.21\.0"):
-        suite.test_sdpa_backward(None)
+def test_sdpa_backward_on_the_wrong_lowering_fails(monkeypatch):
+    install(monkeypatch, DryRun(), sdpa_backward_lowering="native")
+    with pytest.raises(AssertionError):
+        suite.test_sdpa_backward(None, "mha_bshd_fwd_chain")
+
+
+def test_sdpa_backward_cudnn_refuses_is_a_failure_not_an_expected_one(monkeypatch):
+    install(monkeypatch, DryRun(refuse={"reduction"}))  # only the backward graph has one
+    with pytest.raises(cudnn.cudnnGraphNotSupportedError, match="no engine config"):
+        suite.test_sdpa_backward(None, "gqa_bhsd")
 
 
 def test_the_dry_run_covers_the_whole_suite():

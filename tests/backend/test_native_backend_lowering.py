@@ -7,9 +7,11 @@ Run on the GPU machine (no Bazel there):
   backend_cc/build_local.sh
   PYTHONPATH=.:ops:ir:router:backend_cc python3 -m pytest tests/backend -q -s
 `-s` shows the result table (op, shape, relative error, bound, pass, plan; "decl" marks a
-graph the backend declined where the test expects it, with the reason). SDPA backward xfails
-where cuDNN cannot serve it (cuDNN < 9.21, or a GPU other than sm_100);
-`python3 tests/backend/sdpa_bwd_probe.py` shows what cuDNN itself does with that graph.
+graph the backend declined where the test expects it, with the reason). SDPA backward runs
+the native SDPA_BWD descriptor where cuDNN serves it (cuDNN >= 9.21 on sm_100+) and the
+composite fused-attention graph elsewhere (e.g. the H200 with cuDNN 9.19); the test asserts
+which one was lowered. `python3 tests/backend/sdpa_bwd_probe.py` shows what cuDNN itself
+does with the native descriptor.
 """
 import math
 import zlib
@@ -21,6 +23,7 @@ torch = pytest.importorskip("torch", reason="the GPU suite needs torch")
 import cudnn  # noqa: E402
 from cudnn.backend import handles, loader  # noqa: E402
 from cudnn.backend.adapter import CudnnBackendAdapter  # noqa: E402
+from cudnn.backend.sdpa_bwd_route import choose_route  # noqa: E402
 from tests.backend.native_runner import (  # noqa: E402
     ROWS, check, declined, ir_input, run_on_backend, table)
 
@@ -291,48 +294,67 @@ def test_sdpa_forward(handle):
     check("sdpa fwd Stats (logsumexp)", got_stats, ref_lse, 1e-3, plan)
 
 
-def native_sdpa_backward_gap() -> str | None:
-    """Why this machine's cuDNN cannot serve SDPA_BWD, as measured (sdpa_descriptors.cc), or
-    None where it should."""
+def expected_sdpa_backward_lowering() -> str:
+    """How this machine's backend should lower sdpa_backward: "native" (the SDPA_BWD
+    descriptor) with cuDNN >= 9.21 on sm_100+, else "composite" (the fused-attention graph
+    of sdpa_bwd_composite.py; the H200 with cuDNN 9.19 is such a machine)."""
     version = loader.load().cudnn_version() or 0
-    if version < 92100:
-        return (f"cuDNN {version} cannot build an operation graph holding SDPA_BWD (9.21+ "
-                "can)")
     major, minor = torch.cuda.get_device_capability()
-    if major != 10:
-        return (f"cuDNN's SDPA_BWD engines run on sm_100 only (up to 9.24 at least); this "
-                f"device is sm_{major}{minor}")
-    return None
+    return choose_route(version, major * 10 + minor).name
 
 
-def test_sdpa_backward(handle):
-    b, h, s, d = 2, 4, 128, 64
-    q, k, v = bshd(b, h, s, d), bshd(b, h, s, d), bshd(b, h, s, d)
-    scale = 1.0 / math.sqrt(d)
-    o, stats, _ = sdpa_forward(handle, q, k, v, scale)
-    do = bshd(b, h, s, d)
+def assert_sdpa_backward_lowering(graph) -> None:
+    lowered = graph.lifecycle.planning.lowered
+    methods = {op["method"] for op in lowered.backend.ops()}
+    if expected_sdpa_backward_lowering() == "composite":
+        assert "sdpa_backward" not in methods, methods
+        assert {"matmul", "reduction", "reshape", "exp"} <= methods, methods
+        assert any("composite fused-attention graph" in n for n in lowered.notes), lowered.notes
+        assert len(lowered.backend.workspace_tensors()) == 2
+    else:
+        assert methods == {"sdpa_backward"}, methods
+
+
+def gqa_inputs(b, h, hk, s, d, scale):
+    """q/k/v/dO in BHSD and O/Stats from the float64 reference (grouped heads)."""
+    q, do = randn(b, h, s, d), randn(b, h, s, d)
+    k, v = randn(b, hk, s, d), randn(b, hk, s, d)
+    o, stats = attention_reference(q, k.repeat_interleave(h // hk, 1),
+                                   v.repeat_interleave(h // hk, 1), scale)
+    return q, k, v, o.to(q.dtype), do, stats.float()
+
+
+@pytest.mark.parametrize("case", ["mha_bshd_fwd_chain", "gqa_bhsd"])
+def test_sdpa_backward(handle, case):
+    """dQ/dK/dV against float64 autograd. MHA takes O and Stats from the backend's own
+    forward (the fwd -> bwd chain); GQA (8 query heads over 2 K/V heads) takes them from the
+    reference."""
+    if case == "mha_bshd_fwd_chain":
+        b, h, hk, s, d = 2, 4, 4, 128, 64
+        q, k, v = bshd(b, h, s, d), bshd(b, h, s, d), bshd(b, h, s, d)
+        scale = 1.0 / math.sqrt(d)
+        o, stats, _ = sdpa_forward(handle, q, k, v, scale)
+        do = bshd(b, h, s, d)
+    else:
+        b, h, hk, s, d = 2, 8, 2, 128, 64
+        scale = 1.0 / math.sqrt(d)
+        q, k, v, o, do, stats = gqa_inputs(b, h, hk, s, d, scale)
     g = new_graph(handle)
     tq, tk, tv = ir_input(g, q, "q"), ir_input(g, k, "k"), ir_input(g, v, "v")
     to, tdo, tstats = ir_input(g, o, "o"), ir_input(g, do, "dO"), ir_input(g, stats, "stats")
     dq, dk, dv = g.sdpa_backward(tq, tk, tv, to, tdo, tstats, attn_scale=scale)
     for t in (dq, dk, dv):
         t.set_output(True)
-    try:
-        grads, plan = run_on_backend(g, {tq: q, tk: k, tv: v, to: o, tdo: do, tstats: stats},
-                                     [dq, dk, dv])
-    except cudnn.cudnnGraphNotSupportedError as exc:
-        gap = native_sdpa_backward_gap()
-        if gap is None:
-            raise  # this cuDNN and GPU should have served it
-        # the decline must say why: the version gate, or cuDNN's empty engine list
-        assert "needs cuDNN >= 9.21.0" in str(exc) or "CUDNN_LOGLEVEL_DBG=2" in str(exc), exc
-        declined("sdpa bwd dQ/dK/dV", [b, h, s, d], gap)
-        pytest.xfail(f"the backend declines SDPA backward here, as expected: {gap}")
+    grads, plan = run_on_backend(g, {tq: q, tk: k, tv: v, to: o, tdo: do, tstats: stats},
+                                 [dq, dk, dv])
+    assert_sdpa_backward_lowering(g)
     q64, k64, v64 = (t.double().requires_grad_() for t in (q, k, v))
-    ref_o, _ = attention_reference(q64, k64, v64, scale)
+    group = h // hk
+    ref_o, _ = attention_reference(q64, k64.repeat_interleave(group, 1),
+                                   v64.repeat_interleave(group, 1), scale)
     ref_o.backward(do.double())
     for name, got, ref in zip(("dQ", "dK", "dV"), grads, (q64.grad, k64.grad, v64.grad)):
-        check(f"sdpa bwd {name}", got, ref, FP16_GRAD, plan)
+        check(f"sdpa bwd {case} {name}", got, ref, FP16_GRAD, plan)
 
 
 if __name__ == "__main__":

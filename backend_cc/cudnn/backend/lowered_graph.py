@@ -27,13 +27,15 @@ if TYPE_CHECKING:
 class LoweredGraph:
     def __init__(self, backend: Any, tensors: Mapping[Tensor, Any],
                  internal_uids: frozenset[int], handle: int | None,
-                 outputs: Sequence[Tensor] = ()) -> None:
+                 outputs: Sequence[Tensor] = (), notes: Sequence[str] = ()) -> None:
         self.backend = backend
         self.tensors: dict[Tensor, Any] = dict(tensors)
         #: the IR tensors op outputs were lowered from (what copy_back_layouts updates).
         self.outputs: tuple[Tensor, ...] = tuple(outputs)
         self.internal_uids = frozenset(internal_uids)
         self.handle = handle
+        #: lowering choices worth showing, one line each (e.g. the composite sdpa_backward)
+        self.notes: tuple[str, ...] = tuple(notes)
         #: the adapter's per-graph plan bookkeeping (cudnn.backend.plan_book.PlanBook).
         self.plan_book: Any = None
 

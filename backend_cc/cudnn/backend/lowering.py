@@ -6,11 +6,15 @@ passed goes by its (shared) name; `compute_data_type` unless `spec.no_cdt`; the 
 name. Nothing here is per op, so every op the extension's table has lowers the same way:
 all 54 pointwise modes, matmul, conv fprop/dgrad/wgrad, reduction, the norms forward and
 backward, genstats, reshape, concatenate, and SDPA forward/backward (native descriptors).
+The one exception is sdpa_backward where the native SDPA_BWD descriptor cannot run (cuDNN
+< 9.21 or a device below sm_100, sdpa_bwd_route.py): it becomes the composite
+fused-attention graph of sdpa_bwd_composite.py, noted in `LoweredGraph.notes`.
 
 Uids: the IR owns them all. Graph inputs are created with `tensor(uid=...)`, op outputs
 get theirs through `set_uid`; the only uids the lowering adds are those of pass-by-value
-scalars it makes for Python numbers (sdpa `attn_scale=0.125`), drawn above every uid of the
-graph. `LoweredGraph.verify_uids` checks the result (and again after the backend builds).
+scalars it makes for Python numbers (sdpa `attn_scale=0.125`) and of the tensors the
+composite sdpa_backward adds, drawn above every uid of the graph. `LoweredGraph.verify_uids`
+checks the result (and again after the backend builds).
 
 Layouts (../spec/op_surface.md section 0): graph inputs are described exactly as the IR
 has them (lower-rank broadcast operands padded with leading 1s, see broadcast_layout.py).
@@ -33,8 +37,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from cudnn.backend import sdpa_bwd_composite
 from cudnn.backend.broadcast_layout import BroadcastLayouts, broadcast_layouts, natural_layout
 from cudnn.backend.lowered_graph import LoweredGraph
+from cudnn.backend.sdpa_bwd_route import SdpaBackwardRoute, route_for
 from cudnn.ops.data_types import data_type
 from cudnn.ops.errors import cudnnGraphNotSupportedError
 from cudnn.ops.op_spec import OpGroup, PortKind
@@ -83,10 +89,34 @@ def backend_arguments(node: Node) -> Iterator[tuple[str, Any, Any]]:
             yield attr.name, attr, node.params[attr.name]
 
 
+# -- the sdpa_backward route -------------------------------------------------------------
+#: the IR op whose lowering depends on the loaded cuDNN and the device (sdpa_bwd_route.py).
+SDPA_BACKWARD = "sdpa_backward"
+
+
+def sdpa_backward_route(graph: pygraph, ext: Any,
+                        handle: int | None) -> SdpaBackwardRoute | None:
+    """How `graph`'s sdpa_backward nodes lower here (None: it has none)."""
+    if not any(n.spec.backend_method == SDPA_BACKWARD for n in graph.nodes):
+        return None
+    return route_for(ext, handle)
+
+
+def _composite(node: Node, route: SdpaBackwardRoute | None) -> bool:
+    return route is not None and route.composite and node.spec.backend_method == SDPA_BACKWARD
+
+
+def _loaded_version(ext: Any) -> int | None:
+    ask = getattr(ext, "cudnn_version", None)
+    return ask() if ask is not None else None
+
+
 # -- static declines -----------------------------------------------------------------------
 def decline_reasons(graph: pygraph, ext: Any,
-                    layouts: BroadcastLayouts | None = None) -> list[str]:
-    """Why the backend cannot take `graph` (empty: try it)."""
+                    layouts: BroadcastLayouts | None = None,
+                    route: SdpaBackwardRoute | None = None) -> list[str]:
+    """Why the backend cannot take `graph` (empty: try it). `route` is how its
+    sdpa_backward nodes lower (sdpa_backward_route()); None lowers them natively."""
     builders = _builders(ext)
     reasons: list[str] = []
     node_level: set[str] = set()
@@ -100,6 +130,11 @@ def decline_reasons(graph: pygraph, ext: Any,
         own = node.python_only_reasons()
         node_level.update(own)
         reasons += [f"{head}: {r} (python engines only)" for r in own]
+        if _composite(node, route):  # its own builder calls, its own rules
+            reasons += [f"{head}: {r} (used because {route.reason})"
+                        for r in sdpa_bwd_composite.decline_reasons(node, graph,
+                                                                     _loaded_version(ext))]
+            continue
         builder = builders.get(spec.backend_method)
         if builder is None:
             reasons.append(f"{head}: node '{node.name}': this cuDNN backend has no "
@@ -161,18 +196,29 @@ def _tensor_reasons(graph: pygraph) -> list[str]:
 # -- the lowering itself -------------------------------------------------------------------
 class _Lowering:
     def __init__(self, graph: pygraph, ext: Any, handle: int | None,
-                 layouts: BroadcastLayouts) -> None:
+                 layouts: BroadcastLayouts, route: SdpaBackwardRoute | None) -> None:
         ctx = graph.context
         self.backend = ext.backend_graph(
             io_data_type=ctx.io_data_type, intermediate_data_type=ctx.intermediate_data_type,
             compute_data_type=ctx.compute_data_type, handle=handle, name=graph.name)
         self.layouts = layouts.padded
+        self.io_data_type = ctx.io_data_type
         self.tensors: dict[Tensor, Any] = {}
         # out-direction ports (caller tensors an op writes) are bound like inputs
         self.produced = {t for node in graph.nodes for name, t in node.outputs.items()
                          if name in node.spec.output_names}
         self.next_internal = 1 + max((t.uid for t in graph.all_tensors()), default=0)
         self.internal: list[int] = []
+        self.route = route
+        #: one line per lowering choice worth showing (LoweredGraph.notes)
+        self.notes: list[str] = []
+
+    def fresh_uid(self) -> int:
+        """A uid for a tensor the lowering adds, above every uid of the graph."""
+        uid = self.next_internal
+        self.next_internal += 1
+        self.internal.append(uid)
+        return uid
 
     def tensor(self, t: Tensor) -> Any:
         """The backend tensor of a graph input (created on first use)."""
@@ -199,11 +245,8 @@ class _Lowering:
         return bt
 
     def scalar(self, value: float, name: str) -> Any:
-        uid = self.next_internal
-        self.next_internal += 1
-        self.internal.append(uid)
-        return self.backend.tensor_scalar(uid=uid, value=float(value), data_type=data_type.FLOAT,
-                                          name=name)
+        return self.backend.tensor_scalar(uid=self.fresh_uid(), value=float(value),
+                                          data_type=data_type.FLOAT, name=name)
 
     def value(self, node: Node, name: str, spec: Any, value: Any) -> Any:
         kind = getattr(spec, "kind", None)
@@ -219,6 +262,11 @@ class _Lowering:
 
     def node(self, node: Node) -> None:
         spec = node.spec
+        if _composite(node, self.route):
+            sdpa_bwd_composite.lower_composite(self, node)
+            self.notes.append(f"node '{node.name}': sdpa_backward lowered to the composite "
+                              f"fused-attention graph ({self.route.reason})")
+            return
         kwargs: dict[str, Any] = {"name": node.name}
         for name, arg_spec, value in backend_arguments(node):
             kwargs[name] = self.value(node, name, arg_spec, value)
@@ -277,10 +325,11 @@ def lower(graph: pygraph, ext: Any, *, handle: int | None = None) -> LoweredGrap
     if not graph.lifecycle.state.validated:
         raise RuntimeError("lowering needs a validated graph: call graph.validate() first")
     layouts = broadcast_layouts(graph)
-    reasons = decline_reasons(graph, ext, layouts)
+    route = sdpa_backward_route(graph, ext, handle)
+    reasons = decline_reasons(graph, ext, layouts, route)
     if reasons:
         raise cudnnGraphNotSupportedError("; ".join(reasons))
-    lowering = _Lowering(graph, ext, handle, layouts)
+    lowering = _Lowering(graph, ext, handle, layouts, route)
     for node in graph.nodes:
         lowering.node(node)
     try:
@@ -290,7 +339,7 @@ def lower(graph: pygraph, ext: Any, *, handle: int | None = None) -> LoweredGrap
     outputs = [t for node in graph.nodes for name, t in node.outputs.items()
                if name in node.spec.output_names]
     lowered = LoweredGraph(lowering.backend, lowering.tensors, frozenset(lowering.internal),
-                           handle, outputs)
+                           handle, outputs, tuple(lowering.notes))
     lowered.verify_uids()
     return lowered
 
