@@ -83,10 +83,11 @@ def smem_plan(c: FrostFwdConfig):
     return plan
 
 
-def smem_bytes(c: FrostFwdConfig) -> int:
-    """Bytes the plan occupies, each tensor rounded up to 16-byte alignment."""
+def smem_bytes(c: FrostFwdConfig, plan=smem_plan) -> int:
+    """Bytes a plan (smem_plan or a derived kernel's) occupies, each tensor rounded up to
+    16-byte alignment."""
     total = 0
-    for _, dtype, shape, stride in smem_plan(c):
+    for _, dtype, shape, stride in plan(c):
         span = 1 + sum((extent - 1) * st for extent, st in zip(shape, stride))
         total += -(-span * (2 if dtype == "bf16" else 4) // 16) * 16
     return total
@@ -99,7 +100,12 @@ def warp_mma():
 
 
 class FrostFwdV1:
-    """Callable for cute.compile (host launcher in __call__, device code in kernel())."""
+    """Callable for cute.compile (host launcher in __call__, device code in kernel()).
+
+    fwd_v2.FrostFwdV2 derives from it; the methods marked "extension point" are where it
+    differs (no-ops or v1's choice here)."""
+
+    smem_plan = staticmethod(smem_plan)
 
     def __init__(self, cfg: FrostFwdConfig):
         self.cfg = cfg
@@ -108,8 +114,9 @@ class FrostFwdV1:
         self.bv = cfg.V
         self.warps = self.bv // SUB
         self.threads = 32 * self.warps
-        if smem_bytes(cfg) > SMEM_LIMIT:
-            raise ValueError(f"FrostFwdV1: {smem_bytes(cfg)} bytes of shared memory exceed {SMEM_LIMIT} for {cfg}")
+        used = smem_bytes(cfg, self.smem_plan)
+        if used > SMEM_LIMIT:
+            raise ValueError(f"{type(self).__name__}: {used} bytes of shared memory exceed {SMEM_LIMIT} for {cfg}")
 
     @cute.jit
     def __call__(self, p_q: cute.Pointer, p_k: cute.Pointer, p_v: cute.Pointer, p_g: cute.Pointer,
@@ -133,7 +140,7 @@ class FrostFwdV1:
 
         smem = cutlass.memory.SmemAllocator()
         s = SimpleNamespace()
-        for name, dtype, shape, stride in smem_plan(c):
+        for name, dtype, shape, stride in self.smem_plan(c):
             setattr(s, name, smem.allocate_tensor(_DTYPES[dtype], cute.make_layout(shape, stride=stride), 16))
 
         mma = warp_mma()
@@ -154,6 +161,7 @@ class FrostFwdV1:
 
         bos = mcu[n]
         eos = mcu[n + 1]
+        self.before_chunks(s, mq, mk, mv, mg, mb, mw, heads, bos, eos, tid, lane, wid)
         for t0 in cutlass.range(bos, eos, C):
             self.stage_rows(s, mq, mk, mv, mg, mb, mw, heads, t0, eos, tid)
             cute.arch.sync_threads()
@@ -168,6 +176,11 @@ class FrostFwdV1:
             for e in cutlass.range_constexpr(cute.size(acc_s)):
                 jd = coord_s[e]
                 mht[n, h, wid * SUB + jd[0], jd[1]] = acc_s[e].to(self.st)
+
+    @cute.jit
+    def before_chunks(self, s, mq, mk, mv, mg, mb, mw, heads, bos, eos, tid, lane, wid):
+        """Extension point before the chunk loop (v1: nothing)."""
+        pass
 
     @cute.jit
     def operand(self, thr, lane, tile: cute.Tensor, is_a: cutlass.Constexpr) -> cute.Tensor:
@@ -371,7 +384,7 @@ class FrostFwdV1:
         c = self.cfg
         for p in cutlass.range_constexpr(len(GRAM_TILES)):
             bi, bj = GRAM_TILES[p]
-            if wid == p % self.warps:
+            if wid == self.gram_owner(p):
                 if cutlass.const_expr(c.gate_per_channel and bi == bj):
                     span = self.block_span(s, bi, lane)
                     if span < SPAN_LIMIT:
@@ -383,6 +396,10 @@ class FrostFwdV1:
                 if cutlass.const_expr(bi == bj):
                     cute.arch.sync_warp()  # this warp's M_ii stores are visible to its lanes
                     self.block_inverse(s, bi, lane)
+
+    def gram_owner(self, p: int) -> int:
+        """Extension point: the warp that builds Gram tile GRAM_TILES[p] (v1: round robin)."""
+        return p % self.warps
 
     @cute.jit
     def block_span(self, s, bi, lane):
@@ -417,6 +434,7 @@ class FrostFwdV1:
         if cutlass.const_expr(c.gate_per_channel):
             a_m_all = self.operand(thr, lane, cute.local_tile(s_kbr, (SUB, K), (bi, 0)), True)
             a_p_all = self.operand(thr, lane, cute.local_tile(s_qr, (SUB, K), (bi, 0)), True)
+            b_src = self.gram_b_source(s, bi, bj, thr, lane)
         else:
             a_m_all = self.operand(thr, lane, cute.local_tile(s_k, (SUB, K), (bi, 0)), True)
             a_p_all = self.operand(thr, lane, cute.local_tile(s_q, (SUB, K), (bi, 0)), True)
@@ -426,13 +444,7 @@ class FrostFwdV1:
             a_m = a_m_all[None, None, kk]
             a_p = a_p_all[None, None, kk]
             if cutlass.const_expr(c.gate_per_channel):
-                crd = b_crd[None, None, kk]
-                b = cute.make_rmem_tensor(crd.shape, BFloat16)
-                for e in cutlass.range_constexpr(cute.size(b)):
-                    sd = crd[e]
-                    row = bj * SUB + sd[0]
-                    val = s_k[row, sd[1]].to(Float32) * cute.arch.exp(s_g[bi * SUB, sd[1]] - s_g[row, sd[1]])
-                    b[e] = val.to(BFloat16)
+                b = self.gram_b_block(s, bi, bj, b_src, b_crd[None, None, kk], kk)
             else:
                 b = b_all[None, None, kk]
             cute.gemm(mma, acc_m, a_m, b, acc_m)
@@ -453,6 +465,26 @@ class FrostFwdV1:
             if u > t:
                 pval = Float32(0.0)
             self.store_gram(s, bi, bj, t, u, ts, mval, pval)
+
+    @cute.jit
+    def gram_b_source(self, s, bi, bj, thr, lane):
+        """Extension point: registers the vector-gate B side of tile (bi, bj) is built from
+        (v1: none, gram_b_block reads shared memory)."""
+        return None
+
+    @cute.jit
+    def gram_b_block(self, s, bi, bj, b_src, crd, kk):
+        """Vector-gate Gram B fragment of k-block kk (coordinates crd, rows s of block bj):
+        k_s e^(Gam_r - Gam_s), r the first row of block bi."""
+        s_k = s.k
+        s_g = s.g
+        b = cute.make_rmem_tensor(crd.shape, BFloat16)
+        for e in cutlass.range_constexpr(cute.size(b)):
+            sd = crd[e]
+            row = bj * SUB + sd[0]
+            val = s_k[row, sd[1]].to(Float32) * cute.arch.exp(s_g[bi * SUB, sd[1]] - s_g[row, sd[1]])
+            b[e] = val.to(BFloat16)
+        return b
 
     @cute.jit
     def store_gram(self, s, bi, bj, t, u, ts, mval, pval):
@@ -549,6 +581,7 @@ class FrostFwdV1:
                 cute.gemm(mma, o, a_s[None, None, kk], b_qa[None, None, kk], o)
             acc_r.append(r)
             acc_o.append(o)
+        self.after_rhs_reads(s, heads, t0, eos, lane, wid)
         a_u = []
         for bi in cutlass.range_constexpr(NBLK):
             r = acc_r[bi]
@@ -573,10 +606,20 @@ class FrostFwdV1:
                     mo[t, h, j0 + jt[0]] = o[e].to(mo.element_type)
         for e in cutlass.range_constexpr(cute.size(acc_s)):
             d = coord_s[e][1]
-            acc_s[e] = acc_s[e] * cute.arch.exp(self.gate(s, CHUNK - 1, d))
+            acc_s[e] = acc_s[e] * self.state_decay(s, d)
         for bj in cutlass.range_constexpr(NBLK):
             b_kd = self.operand(thr, lane, cute.local_tile(s_kdt, (K, SUB), (0, bj)), False)
             cute.gemm(mma, acc_s, a_u[bj][None, None, 0], b_kd[None, None, 0], acc_s)
+
+    @cute.jit
+    def after_rhs_reads(self, s, heads, t0, eos, lane, wid):
+        """Extension point in the chain once this warp has read its W0 columns (v1: nothing)."""
+        pass
+
+    @cute.jit
+    def state_decay(self, s, d):
+        """e^Gam_last at key channel d: the state's decay over the chunk."""
+        return cute.arch.exp(self.gate(s, CHUNK - 1, d))
 
 
 @cute.jit
