@@ -69,7 +69,14 @@ def _vid(i):
             f"-{c.state_dtype}-l2{int(c.use_l2norm)}")
 
 
-COMPILES = [("v0", i) for i in range(len(VARIANTS))] + [("v1", i) for i in V1_VARIANTS]
+# v2 re-types staged raw rows (io dtype) in its bf16 shared tensors: every family and head
+# dim in both io dtypes.
+V2_VARIANTS = [
+    i for i, (fam, c) in enumerate(VARIANTS)
+    if (c.io_dtype, c.has_initial_state, c.has_final_state) in (("bfloat16", True, True), ("float16", False, True))
+]
+COMPILES = ([("v0", i) for i in range(len(VARIANTS))] + [("v1", i) for i in V1_VARIANTS]
+            + [("v2", i) for i in V2_VARIANTS])
 
 
 @pytest.mark.parametrize("algorithm,variant", COMPILES, ids=[f"{a}-{_vid(i)}" for a, i in COMPILES])
@@ -79,26 +86,60 @@ def test_variant_compiles_for_sm90a(variant, algorithm):
     assert callable(fn)
 
 
-@pytest.mark.parametrize("algorithm", ["v0", "v1"])
+@pytest.mark.parametrize("algorithm", ["v0", "v1", "v2"])
 @pytest.mark.parametrize("cfg", GROUPED, ids=["gva-kda", "gva-gdn-hk-hv", "gqa-gdn2"])
 def test_grouped_heads_compile(cfg, algorithm):
     assert callable(compile_fwd(_with(cfg, algorithm), "sm_90a"))
 
 
-def test_v1_elementwise_operand_loads_compile():
-    """The FROST_FWD_LDMATRIX=0 diagnostic variant of v1 (element-wise shared-memory loads)."""
+@pytest.mark.parametrize("algorithm", ["v1", "v2"])
+def test_elementwise_operand_loads_compile(algorithm):
+    """The FROST_FWD_LDMATRIX=0 diagnostic variant (element-wise shared-memory loads)."""
     import dataclasses
 
     _, cfg = VARIANTS[V1_VARIANTS[-1]]
-    assert callable(compile_fwd(dataclasses.replace(cfg, algorithm="v1", ldmatrix=False), "sm_90a"))
+    assert callable(compile_fwd(dataclasses.replace(cfg, algorithm=algorithm, ldmatrix=False), "sm_90a"))
 
 
-def test_v1_shared_memory_fits_every_config():
+@pytest.mark.parametrize("algorithm", ["v1", "v2"])
+def test_shared_memory_fits_every_config(algorithm):
+    from cudnn.linear_attention.frost.kernels.fwd import kernel_class
     from cudnn.linear_attention.frost.kernels.fwd_v1 import SMEM_LIMIT, smem_bytes
 
-    sizes = {(f, c.K, c.V): smem_bytes(_with(c, "v1")) for f, c in VARIANTS}
+    plan = kernel_class(algorithm).smem_plan
+    sizes = {(f, c.K, c.V): smem_bytes(c, plan) for f, c in VARIANTS}
     assert max(sizes.values()) <= SMEM_LIMIT, sizes
     assert sizes[("kda", 128, 128)] > sizes[("gdn", 128, 128)]  # the vector-gate operands are counted
+
+
+def test_v2_plan_adds_to_v1():
+    """v2 stages in v1's tensors and adds only its decay tables (KE, X, e^Gam_last)."""
+    from cudnn.linear_attention.frost.kernels.fwd_v1 import smem_bytes
+    from cudnn.linear_attention.frost.kernels.fwd_v2 import smem_plan as v2_plan
+
+    _, kda = next((f, c) for f, c in VARIANTS if f == "kda" and c.K == c.V == 128)
+    extra = smem_bytes(kda, v2_plan) - smem_bytes(kda)
+    ke = (63 * (128 + 8) + 128) * 2  # 64 padded bf16 rows; the last row's padding is not allocated
+    assert extra == ke + 10 * 128 * 4 + 128 * 4, extra
+
+
+@pytest.mark.parametrize("warps", [4, 8])
+def test_v2_gram_schedule_balances_tiles(warps):
+    """Every Gram tile has one owner; a diagonal tile (it carries a 16x16 inverse) counts
+    double and the heaviest warp carries the least possible: 2 units on 8 warps (no warp
+    with a diagonal tile and a second one), 4 on 4 warps (v1's round robin: 3 and 5)."""
+    from cudnn.linear_attention.frost.kernels.fwd_v1 import GRAM_TILES
+    from cudnn.linear_attention.frost.kernels.fwd_v2 import gram_schedule
+
+    owners = gram_schedule(warps)
+    assert len(owners) == len(GRAM_TILES) and set(owners) <= set(range(warps))
+    load = [0] * warps
+    for (i, j), w in zip(GRAM_TILES, owners):
+        load[w] += 2 if i == j else 1
+    assert max(load) == -(-14 // warps)
+    if warps == 8:
+        diag_warps = {w for (i, j), w in zip(GRAM_TILES, owners) if i == j}
+        assert all(owners.count(w) == 1 for w in diag_warps)
 
 
 def test_accumulator_is_the_next_a_operand():

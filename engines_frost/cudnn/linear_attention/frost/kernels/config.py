@@ -12,7 +12,7 @@ import dataclasses
 IO_DTYPES = ("bfloat16", "float16")
 STATE_DTYPES = ("float32", "bfloat16")
 HEAD_DIMS = (64, 128)
-ALGORITHMS = ("v0", "v1")
+ALGORITHMS = ("v0", "v1", "v2")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -34,7 +34,7 @@ class FrostFwdConfig:
     has_initial_state: bool
     has_final_state: bool
     algorithm: str = "v0"
-    ldmatrix: bool = True  # v1: shared-memory MMA operands by ldmatrix (False: element-wise loads)
+    ldmatrix: bool = True  # v1/v2: shared-memory MMA operands by ldmatrix (False: element-wise loads)
 
     def __post_init__(self):
         def bad(name, expected):

@@ -233,23 +233,7 @@ class FrostFwdV1:
             if t0 + r < eos:
                 cute.autovec_copy(cute.local_tile(mq[t0 + r, hq, None], (VEC,), (cv,)), xq)
                 cute.autovec_copy(cute.local_tile(mk[t0 + r, hk, None], (VEC,), (cv,)), xk)
-            inv_q = Float32(1.0)
-            inv_k = Float32(1.0)
-            if cutlass.const_expr(c.use_l2norm):
-                ssq = Float32(0.0)
-                ssk = Float32(0.0)
-                for e in cutlass.range_constexpr(VEC):
-                    ssq = ssq + xq[e].to(Float32) * xq[e].to(Float32)
-                    ssk = ssk + xk[e].to(Float32) * xk[e].to(Float32)
-                ssq = cute.arch.warp_reduction(ssq, lambda a, b: a + b, threads_in_group=vr)
-                ssk = cute.arch.warp_reduction(ssk, lambda a, b: a + b, threads_in_group=vr)
-                inv_q = cute.math.rsqrt(ssq + Float32(1e-6))
-                inv_k = cute.math.rsqrt(ssk + Float32(1e-6))
-            yq = cute.make_rmem_tensor((VEC,), BFloat16)
-            yk = cute.make_rmem_tensor((VEC,), BFloat16)
-            for e in cutlass.range_constexpr(VEC):
-                yq[e] = (xq[e].to(Float32) * inv_q).to(BFloat16)
-                yk[e] = (xk[e].to(Float32) * inv_k).to(BFloat16)
+            yq, yk = self.qk_hat(xq, xk)
             cute.autovec_copy(yq, cute.local_tile(s_q[r, None], (VEC,), (cv,)))
             cute.autovec_copy(yk, cute.local_tile(s_k[r, None], (VEC,), (cv,)))
         vv = BV // VEC
@@ -289,13 +273,7 @@ class FrostFwdV1:
                     ga = mg[t0 + 2 * tid, h, 0]
                 if t0 + 2 * tid + 1 < eos:
                     gb = mg[t0 + 2 * tid + 1, h, 0]
-                x = ga + gb
-                for off in cutlass.range_constexpr(5):
-                    x_up = cute.arch.shuffle_sync_up(x, 1 << off)
-                    if tid >= (1 << off):
-                        x = x + x_up
-                s_g[2 * tid, 0] = x - gb
-                s_g[2 * tid + 1, 0] = x
+                self.scalar_gate_scan(s_g, ga, gb, tid)
         if cutlass.const_expr(c.gate_per_channel):
             if tid < K:
                 acc = Float32(0.0)
@@ -305,6 +283,43 @@ class FrostFwdV1:
                         gv = mg[t0 + r, h, tid]
                     acc = acc + gv
                     s_g[r, tid] = acc
+
+    @cute.jit
+    def qk_hat(self, xq: cute.Tensor, xk: cute.Tensor):
+        """bf16 q-hat, k-hat of one VEC slice of a q and a k row (io dtype registers): with
+        use_l2norm, the squared norms are summed over the K/VEC consecutive lanes that hold
+        the row (the caller maps a row's slices to consecutive lanes)."""
+        vr = self.cfg.K // VEC
+        inv_q = Float32(1.0)
+        inv_k = Float32(1.0)
+        if cutlass.const_expr(self.cfg.use_l2norm):
+            ssq = Float32(0.0)
+            ssk = Float32(0.0)
+            for e in cutlass.range_constexpr(VEC):
+                ssq = ssq + xq[e].to(Float32) * xq[e].to(Float32)
+                ssk = ssk + xk[e].to(Float32) * xk[e].to(Float32)
+            ssq = cute.arch.warp_reduction(ssq, lambda a, b: a + b, threads_in_group=vr)
+            ssk = cute.arch.warp_reduction(ssk, lambda a, b: a + b, threads_in_group=vr)
+            inv_q = cute.math.rsqrt(ssq + Float32(1e-6))
+            inv_k = cute.math.rsqrt(ssk + Float32(1e-6))
+        yq = cute.make_rmem_tensor((VEC,), BFloat16)
+        yk = cute.make_rmem_tensor((VEC,), BFloat16)
+        for e in cutlass.range_constexpr(VEC):
+            yq[e] = (xq[e].to(Float32) * inv_q).to(BFloat16)
+            yk[e] = (xk[e].to(Float32) * inv_k).to(BFloat16)
+        return yq, yk
+
+    @cute.jit
+    def scalar_gate_scan(self, s_g, ga, gb, tid):
+        """Warp 0 (tid < 32): inclusive scan of the chunk's 64 scalar log gates, lane tid
+        holding rows 2 tid (ga) and 2 tid + 1 (gb); results into s_g[:, 0]."""
+        x = ga + gb
+        for off in cutlass.range_constexpr(5):
+            x_up = cute.arch.shuffle_sync_up(x, 1 << off)
+            if tid >= (1 << off):
+                x = x + x_up
+        s_g[2 * tid, 0] = x - gb
+        s_g[2 * tid + 1, 0] = x
 
     @cute.jit
     def gate(self, s, r, d):
