@@ -92,6 +92,18 @@ def test_grouped_heads_compile(cfg, algorithm):
     assert callable(compile_fwd(_with(cfg, algorithm), "sm_90a"))
 
 
+@pytest.mark.parametrize("variant", [
+    i for i, (fam, c) in enumerate(VARIANTS)
+    if fam != "gdn" and (c.io_dtype, c.has_initial_state, c.has_final_state) == ("bfloat16", True, True)
+], ids=_vid)
+def test_v2_aligned_gate_copies_compile(variant):
+    """v2 with 16-byte gate copies (gate_align16, what frost_fwd picks for aligned g)."""
+    import dataclasses
+
+    _, cfg = VARIANTS[variant]
+    assert callable(compile_fwd(dataclasses.replace(cfg, algorithm="v2", gate_align16=True), "sm_90a"))
+
+
 @pytest.mark.parametrize("algorithm", ["v1", "v2"])
 def test_elementwise_operand_loads_compile(algorithm):
     """The FROST_FWD_LDMATRIX=0 diagnostic variant (element-wise shared-memory loads)."""

@@ -27,10 +27,11 @@ _INSTR = re.compile(r"^\s+/\*[0-9a-f]{4,6}\*/\s+(?:@!?U?P[0-9T]\s+)?([A-Z0-9_]+(
 
 
 def tool(env: str, default: str) -> str | None:
-    path = os.environ.get(env) or shutil.which(os.path.basename(default))
-    if path is None and os.path.exists(default):
-        path = default
-    return path
+    """$env if set, else the tool on PATH, else default; None unless the file exists."""
+    for path in (os.environ.get(env), shutil.which(os.path.basename(default)), default):
+        if path:
+            return path if os.path.isfile(path) else None
+    return None
 
 
 def compile_cubin(cfg, out_dir: str) -> str:
@@ -82,13 +83,16 @@ def region_histograms(instrs: list[str]) -> list[collections.Counter]:
     return regions
 
 
-def config_for(family: str, algorithm: str, K: int, V: int, l2: bool, io: str = "bfloat16"):
+def config_for(family: str, algorithm: str, K: int, V: int, l2: bool, io: str = "bfloat16",
+               gate_align16: bool = True):
+    """The benchmark's configuration (no initial state, fp32 final state); vector gates
+    16-byte aligned, as frost_fwd finds them for torch-allocated g, unless told otherwise."""
     from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
 
     gpc, bpc = FAMILIES[family]
     return FrostFwdConfig(io_dtype=io, state_dtype="float32", H=16, HK=16, HV=16, K=K, V=V, gate_per_channel=gpc,
                           beta_per_channel=bpc, has_w=bpc, use_l2norm=l2, has_initial_state=False,
-                          has_final_state=True, algorithm=algorithm)
+                          has_final_state=True, algorithm=algorithm, gate_align16=gate_align16 and gpc)
 
 
 def main(argv=None) -> int:
@@ -100,8 +104,9 @@ def main(argv=None) -> int:
     ap.add_argument("--l2norm", action="store_true")
     ap.add_argument("--io", default="bfloat16")
     ap.add_argument("--sass", help="write the normalised SASS here")
+    ap.add_argument("--gate-align4", action="store_true", help="vector gates only 4-byte aligned")
     args = ap.parse_args(argv)
-    cfg = config_for(args.family, args.algorithm, args.K, args.V, args.l2norm, args.io)
+    cfg = config_for(args.family, args.algorithm, args.K, args.V, args.l2norm, args.io, not args.gate_align4)
     with tempfile.TemporaryDirectory() as tmp:
         cubin = compile_cubin(cfg, tmp)
         print(f"{args.algorithm} {args.family} K={args.K} V={args.V} l2norm={int(args.l2norm)} {args.io}:",

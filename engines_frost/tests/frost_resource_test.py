@@ -18,23 +18,26 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import frost_cubin_report as report  # noqa: E402
 
-if report.tool("CUOBJDUMP", "/work/.cuobj/nvidia/cu13/bin/cuobjdump") is None:
-    pytest.skip("cuobjdump not found (set CUOBJDUMP)", allow_module_level=True)
+pytestmark = pytest.mark.skipif(report.tool("CUOBJDUMP", "/work/.cuobj/nvidia/cu13/bin/cuobjdump") is None,
+                                reason="cuobjdump not found (set CUOBJDUMP)")
 
-CASES = [  # (algorithm, family, K, V, l2norm, io)
-    (alg, fam, 128, 128, False, "bfloat16") for alg in ("v1", "v2") for fam in ("gdn", "kda", "gdn2")
+CASES = [  # (algorithm, family, K, V, l2norm, io, vector gates 16-byte aligned)
+    (alg, fam, 128, 128, False, "bfloat16", True) for alg in ("v1", "v2") for fam in ("gdn", "kda", "gdn2")
 ] + [
-    ("v2", "kda", 64, 64, False, "float16"),
-    ("v2", "kda", 64, 128, True, "bfloat16"),
-    ("v2", "gdn2", 128, 64, True, "float16"),
+    ("v2", "kda", 128, 128, False, "bfloat16", False),
+    ("v2", "kda", 64, 64, False, "float16", True),
+    ("v2", "kda", 64, 64, False, "float16", False),
+    ("v2", "kda", 64, 128, True, "bfloat16", True),
+    ("v2", "gdn2", 128, 64, True, "float16", True),
 ]
 
 
-@pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c[0]}-{c[1]}-K{c[2]}V{c[3]}-l2{int(c[4])}-{c[5]}")
+@pytest.mark.parametrize("case", CASES,
+                         ids=lambda c: f"{c[0]}-{c[1]}-K{c[2]}V{c[3]}-l2{int(c[4])}-{c[5]}-galign{16 if c[6] else 4}")
 def test_no_spills(case):
-    alg, fam, K, V, l2, io = case
+    alg, fam, K, V, l2, io, align16 = case
     with tempfile.TemporaryDirectory() as tmp:
-        usage = report.resource_usage(report.compile_cubin(report.config_for(fam, alg, K, V, l2, io), tmp))
+        usage = report.resource_usage(report.compile_cubin(report.config_for(fam, alg, K, V, l2, io, align16), tmp))
     assert usage["LOCAL"] == 0 and usage["STACK"] == 0, usage
     assert usage["REG"] <= 255, usage
 

@@ -187,7 +187,7 @@ def check_operands(*, q, k, v, g, beta, w, cu_seqlens, out, initial_state, final
             gate_per_channel=gate_per_channel, beta_per_channel=beta_per_channel, has_w=beta_per_channel,
             use_l2norm=use_l2norm, has_initial_state=initial_state is not None,
             has_final_state=final_state is not None, algorithm=algorithm or DEFAULT_ALGORITHM,
-            ldmatrix=USE_LDMATRIX,
+            ldmatrix=USE_LDMATRIX, gate_align16=gate_per_channel and g.data_ptr() % 16 == 0,
         )
     except ValueError as e:
         raise ValueError(f"frost_fwd: unsupported operands: {e}") from None

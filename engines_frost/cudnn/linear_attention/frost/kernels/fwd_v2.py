@@ -146,10 +146,19 @@ class FrostFwdV2(FrostFwdV1):
                 r = r0 + u * (NT // vv)
                 self.copy_or_zero(a16, cute.local_tile(m.w[t0 + r, h, None], (VEC,), (cv,)),
                                   cute.local_tile(w_in[r, None], (VEC,), (cv,)), t0 + r < eos, self.io)
-        if cutlass.const_expr(c.gate_per_channel):
+        if cutlass.const_expr(c.gate_per_channel and c.gate_align16):
+            s_g = s.g
+            ag = cute.make_copy_atom(cpasync.CopyG2SOp(), Float32, num_bits_per_copy=128)
+            vg = K // 4  # 4 fp32 per 16-byte copy; s_g rows are 16-byte multiples (K + 4 floats)
+            r0, cv = tid // vg, tid % vg
+            for u in cutlass.range_constexpr(C * vg // NT):
+                r = r0 + u * (NT // vg)
+                self.copy_or_zero(ag, cute.local_tile(m.g[t0 + r, h, None], (4,), (cv,)),
+                                  cute.local_tile(s_g[r, None], (4,), (cv,)), t0 + r < eos, Float32)
+        elif cutlass.const_expr(c.gate_per_channel):
             s_g = s.g
             r0, d = tid // K, tid % K
-            for u in cutlass.range_constexpr(C * K // NT):  # 4-byte copies: g is only 4-byte aligned
+            for u in cutlass.range_constexpr(C * K // NT):  # 4-byte copies: g only 4-byte aligned
                 r = r0 + u * (NT // K)
                 self.copy_or_zero(a4, cute.local_tile(m.g[t0 + r, h, None], (1,), (d,)),
                                   cute.local_tile(s_g[r, None], (1,), (d,)), t0 + r < eos, Float32)
