@@ -105,12 +105,15 @@ class FrostFwdV2(FrostFwdV1):
         return s.wst
 
     @cute.jit
-    def copy_or_zero(self, atom, src, dst, valid, dtype):
-        """cp.async src -> dst (shared) when valid, else store zeros."""
+    def copy_or_zero(self, atom, src: cute.Tensor, t, head, width: cutlass.Constexpr, cv, dst: cute.Tensor, valid,
+                     dtype):
+        """cp.async of the cv-th width-element slice of global row src[t, head, :] into dst
+        (shared) when valid, else zeros; the row's view is formed only when valid (rows past
+        the sequence may lie past the tensor)."""
         if valid:
-            cute.copy(atom, src, dst)
+            cute.copy(atom, cute.local_tile(src[t, head, None], (width,), (cv,)), dst)
         else:
-            z = cute.make_rmem_tensor(dst.shape, dtype)
+            z = cute.make_rmem_tensor((width,), dtype)
             z.fill(0.0)
             cute.autovec_copy(z, dst)
 
@@ -131,12 +134,12 @@ class FrostFwdV2(FrostFwdV1):
         for u in cutlass.range_constexpr(C * vr // NT):
             r = r0 + u * (NT // vr)
             ok = t0 + r < eos
-            self.copy_or_zero(a16, cute.local_tile(m.q[t0 + r, hq, None], (VEC,), (cv,)),
-                              cute.local_tile(q_in[r, None], (VEC,), (cv,)), ok, self.io)
-            self.copy_or_zero(a16, cute.local_tile(m.k[t0 + r, hk, None], (VEC,), (cv,)),
-                              cute.local_tile(k_in[r, None], (VEC,), (cv,)), ok, self.io)
+            self.copy_or_zero(a16, m.q, t0 + r, hq, VEC, cv, cute.local_tile(q_in[r, None], (VEC,), (cv,)), ok,
+                              self.io)
+            self.copy_or_zero(a16, m.k, t0 + r, hk, VEC, cv, cute.local_tile(k_in[r, None], (VEC,), (cv,)), ok,
+                              self.io)
             if cutlass.const_expr(c.beta_per_channel):  # GDN-2 erase gate b -> qr (dead until operands)
-                self.copy_or_zero(a16, cute.local_tile(m.b[t0 + r, h, None], (VEC,), (cv,)),
+                self.copy_or_zero(a16, m.b, t0 + r, h, VEC, cv,
                                   cute.local_tile(self.io_view(s.qr)[r, None], (VEC,), (cv,)), ok, self.io)
         if cutlass.const_expr(c.has_w):
             w_in = self.io_view(self.w_stage(s))
@@ -144,8 +147,8 @@ class FrostFwdV2(FrostFwdV1):
             r0, cv = tid // vv, tid % vv
             for u in cutlass.range_constexpr(C * vv // NT):
                 r = r0 + u * (NT // vv)
-                self.copy_or_zero(a16, cute.local_tile(m.w[t0 + r, h, None], (VEC,), (cv,)),
-                                  cute.local_tile(w_in[r, None], (VEC,), (cv,)), t0 + r < eos, self.io)
+                self.copy_or_zero(a16, m.w, t0 + r, h, VEC, cv, cute.local_tile(w_in[r, None], (VEC,), (cv,)),
+                                  t0 + r < eos, self.io)
         if cutlass.const_expr(c.gate_per_channel and c.gate_align16):
             s_g = s.g
             ag = cute.make_copy_atom(cpasync.CopyG2SOp(), Float32, num_bits_per_copy=128)
@@ -153,24 +156,24 @@ class FrostFwdV2(FrostFwdV1):
             r0, cv = tid // vg, tid % vg
             for u in cutlass.range_constexpr(C * vg // NT):
                 r = r0 + u * (NT // vg)
-                self.copy_or_zero(ag, cute.local_tile(m.g[t0 + r, h, None], (4,), (cv,)),
-                                  cute.local_tile(s_g[r, None], (4,), (cv,)), t0 + r < eos, Float32)
+                self.copy_or_zero(ag, m.g, t0 + r, h, 4, cv, cute.local_tile(s_g[r, None], (4,), (cv,)),
+                                  t0 + r < eos, Float32)
         elif cutlass.const_expr(c.gate_per_channel):
             s_g = s.g
             r0, d = tid // K, tid % K
             for u in cutlass.range_constexpr(C * K // NT):  # 4-byte copies: g only 4-byte aligned
                 r = r0 + u * (NT // K)
-                self.copy_or_zero(a4, cute.local_tile(m.g[t0 + r, h, None], (1,), (d,)),
-                                  cute.local_tile(s_g[r, None], (1,), (d,)), t0 + r < eos, Float32)
+                self.copy_or_zero(a4, m.g, t0 + r, h, 1, d, cute.local_tile(s_g[r, None], (1,), (d,)),
+                                  t0 + r < eos, Float32)
         else:
             if tid < C:
-                self.copy_or_zero(a4, cute.local_tile(m.g[t0 + tid, h, None], (1,), (0,)),
-                                  cute.local_tile(s.g[tid, None], (1,), (0,)), t0 + tid < eos, Float32)
+                self.copy_or_zero(a4, m.g, t0 + tid, h, 1, 0, cute.local_tile(s.g[tid, None], (1,), (0,)),
+                                  t0 + tid < eos, Float32)
         if cutlass.const_expr(not c.beta_per_channel):
             if tid >= C and tid < 2 * C:
                 r = tid - C
-                self.copy_or_zero(a4, cute.local_tile(m.b[t0 + r, h, None], (1,), (0,)),
-                                  cute.local_tile(s.beta, (1,), (r,)), t0 + r < eos, Float32)
+                self.copy_or_zero(a4, m.b, t0 + r, h, 1, 0, cute.local_tile(s.beta, (1,), (r,)), t0 + r < eos,
+                                  Float32)
 
     @cute.jit
     def prefetch_v(self, s, t0, eos, lane, wid):
@@ -183,8 +186,8 @@ class FrostFwdV2(FrostFwdV1):
         r0, cv = lane // per_row, wid * per_row + lane % per_row
         for u in cutlass.range_constexpr(CHUNK * per_row // 32):
             r = r0 + u * (32 // per_row)
-            self.copy_or_zero(a16, cute.local_tile(m.v[t0 + r, hv, None], (VEC,), (cv,)),
-                              cute.local_tile(v_in[r, None], (VEC,), (cv,)), t0 + r < eos, self.io)
+            self.copy_or_zero(a16, m.v, t0 + r, hv, VEC, cv, cute.local_tile(v_in[r, None], (VEC,), (cv,)),
+                              t0 + r < eos, self.io)
 
     # ------------------------------------------------------------------ v1 extension points
     @cute.jit
@@ -330,7 +333,9 @@ class FrostFwdV2(FrostFwdV1):
             qr = cute.make_rmem_tensor((VEC,), BFloat16)
             kbr = cute.make_rmem_tensor((VEC,), BFloat16)
             ke = cute.make_rmem_tensor((VEC,), BFloat16)
-            bt = s_beta[r]
+            bt = Float32(0.0)
+            if cutlass.const_expr(not c.beta_per_channel):  # GDN-2 never stages s_beta
+                bt = s_beta[r]
             if cutlass.const_expr(c.gate_per_channel):
                 gt = load_vec(cute.local_tile(s_g[r, None], (VEC,), (cv,)))
                 gl = load_vec(cute.local_tile(s_g[C - 1, None], (VEC,), (cv,)))
@@ -348,9 +353,10 @@ class FrostFwdV2(FrostFwdV1):
             for e in cutlass.range_constexpr(VEC):
                 qv = xq[e].to(Float32)
                 kv = xk[e].to(Float32)
-                kb = kv * bt
                 if cutlass.const_expr(c.beta_per_channel):
                     kb = kv * xb[e].to(Float32)
+                else:
+                    kb = kv * bt
                 a = a_row
                 kd = kd_row
                 if cutlass.const_expr(c.gate_per_channel):
