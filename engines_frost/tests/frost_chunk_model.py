@@ -16,7 +16,10 @@ the pairwise decays are formed: "pairwise" is v0 (exp of each difference), "fact
 v1's 16-row sub-block factorisation (exp(Gam_t - Gam_r) exp(Gam_r - Gam_s) through a
 reference row r, with the exact pairwise fallback for diagonal blocks whose decay span
 exceeds SPAN_LIMIT) together with v1's blocked solve (16x16 diagonal inverses, block
-forward substitution). Both must agree with tests/reference naive_recurrent_* to ~1e-12.
+forward substitution); "factored_ke" is v2's variant of it, the B side of tile (i, j) formed
+as KE_j X_ij = (k_s exp(Gam_e - Gam_s)) exp(Gam_r - Gam_e) through e, the last row of block
+j (padded rows of a partial chunk repeat the last real row's Gam). All must agree with
+tests/reference naive_recurrent_* to ~1e-12.
 """
 from __future__ import annotations
 
@@ -40,7 +43,16 @@ def _pairwise(a: torch.Tensor, b: torch.Tensor, gam: torch.Tensor, lower_incl: b
     return torch.einsum("td,sd,tsd->ts", a, b, torch.exp(diff))
 
 
-def _factored(a: torch.Tensor, b: torch.Tensor, gam: torch.Tensor, lower_incl: bool) -> torch.Tensor:
+def _b_side(b, gam, j0, j1, r, via_block_end):
+    """k_s exp(Gam_r - Gam_s) for the rows s of block j: directly (v1) or as KE_j X_ij (v2)."""
+    if not via_block_end:
+        return b[j0:j1] * torch.exp(r - gam[j0:j1])
+    e = gam[j1 - 1]  # block j's last row (j1 = min(j0 + SUB, c): padded rows share it)
+    return (b[j0:j1] * torch.exp(e - gam[j0:j1])) * torch.exp(r - e)
+
+
+def _factored(a: torch.Tensor, b: torch.Tensor, gam: torch.Tensor, lower_incl: bool,
+              via_block_end: bool = False) -> torch.Tensor:
     """The same matrix built the v1 way: per 16-row block pair, two scaled operands, one product."""
     c = a.shape[0]
     out = torch.zeros(c, c, dtype=a.dtype)
@@ -51,13 +63,13 @@ def _factored(a: torch.Tensor, b: torch.Tensor, gam: torch.Tensor, lower_incl: b
             j1 = min(j0 + SUB, c)
             if j0 < i0:  # strictly below the diagonal block: Gam_t <= Gam_r <= Gam_s
                 lhs = a[i0:i1] * torch.exp(gam[i0:i1] - r)
-                rhs = b[j0:j1] * torch.exp(r - gam[j0:j1])
+                rhs = _b_side(b, gam, j0, j1, r, via_block_end)
                 out[i0:i1, j0:j1] = lhs @ rhs.T
                 continue
             span = (gam[i0] - gam[i1 - 1]).max()
             if span < SPAN_LIMIT:  # diagonal block, reference row inside it
                 lhs = a[i0:i1] * torch.exp(gam[i0:i1] - r)
-                rhs = b[j0:j1] * torch.exp(r - gam[j0:j1])  # <= exp(span)
+                rhs = _b_side(b, gam, j0, j1, r, via_block_end)  # <= exp(span)
                 blk = lhs @ rhs.T
             else:
                 blk = _pairwise(a[i0:i1], b[j0:j1], gam[i0:i1], True)
@@ -102,7 +114,14 @@ def _chunk(S, q, k, v, gam, beta, w, scale, decay_mode):
     gam = torch.cumsum(gam.expand(c, K) if gam.dim() == 2 else gam[:, None].expand(c, K), 0)
     kb = beta * k if beta.dim() == 2 else beta[:, None] * k
     rhs0 = w * v if w is not None else beta[:, None] * v
-    build = _pairwise if decay_mode == "pairwise" else _factored
+    if decay_mode not in ("pairwise", "factored", "factored_ke"):
+        raise ValueError(f"frost_fwd_model: decay_mode must be pairwise, factored or factored_ke, got {decay_mode!r}")
+
+    def build(a, b, g, lower_incl):
+        if decay_mode == "pairwise":
+            return _pairwise(a, b, g, lower_incl)
+        return _factored(a, b, g, lower_incl, via_block_end=decay_mode == "factored_ke")
+
     M = build(kb, k, gam, False)
     P = scale * build(q, k, gam, True)
     A = torch.exp(gam)

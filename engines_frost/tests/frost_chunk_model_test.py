@@ -2,9 +2,10 @@
 
 Fresh seeded inputs from tests/reference/inputs.py for GDN, KDA and GDN-2, mixed sequence
 lengths around the chunk size (partial and empty chunks), grouped heads, with and without
-initial state and in-kernel L2 norm; both decay modes (v0 pairwise, v1 factored) must
-match naive_recurrent_* to 1e-10 relative error. A strongly decaying case exercises the
-factored path's exact fallback for diagonal blocks spanning more than SPAN_LIMIT nats.
+initial state and in-kernel L2 norm; every decay mode (v0 pairwise, v1 factored, v2
+factored_ke) must match naive_recurrent_* to 1e-10 relative error. A strongly decaying
+case exercises the factored paths' exact fallback for diagonal blocks spanning more than
+SPAN_LIMIT nats.
 """
 import math
 import os
@@ -51,7 +52,7 @@ def _run(family, case, seed, decay_mode, extreme=False):
     return rel_err(o, ref_o), rel_err(s, ref_s)
 
 
-@pytest.mark.parametrize("decay_mode", ["pairwise", "factored"])
+@pytest.mark.parametrize("decay_mode", ["pairwise", "factored", "factored_ke"])
 @pytest.mark.parametrize("family", list(Family), ids=lambda f: f.value)
 @pytest.mark.parametrize("case", range(len(CASES)))
 def test_chunk_model_matches_recurrence(family, case, decay_mode):
@@ -59,7 +60,7 @@ def test_chunk_model_matches_recurrence(family, case, decay_mode):
     assert eo < 1e-10 and es < 1e-10, (eo, es)
 
 
-@pytest.mark.parametrize("decay_mode", ["pairwise", "factored"])
+@pytest.mark.parametrize("decay_mode", ["pairwise", "factored", "factored_ke"])
 @pytest.mark.parametrize("family", [Family.KDA, Family.GDN2], ids=lambda f: f.value)
 def test_chunk_model_strong_decay(family, decay_mode):
     eo, es = _run(family, CASES[0], seed=5, decay_mode=decay_mode, extreme=True)

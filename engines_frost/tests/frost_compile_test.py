@@ -1,73 +1,24 @@
-"""L0: every FROST forward kernel variant cross-compiles for sm_90a (no GPU needed).
+"""L0: every FROST forward v0/v1 kernel variant cross-compiles for sm_90a (no GPU needed).
 
 CuTe DSL lowers to PTX and runs ptxas for the requested arch on a CPU-only machine, so each
 family (GDN, KDA, GDN-2) x head dims x io dtype x state presence/dtype x l2norm x head
 grouping is compiled through the same entry (fwd.compile_fwd, launch_abi.fake_args) the
 GPU launch uses. The ABI test checks that launch_abi.real_args, fed torch tensors, builds
 an argument list of the same kinds, element types and alignments as fake_args. Skips with
-the reason where nvidia-cutlass-dsl is not importable.
+the reason where nvidia-cutlass-dsl is not importable. The variant matrix is
+frost_variants.py; v2 compiles in frost_compile_v2_test.py.
 """
-import itertools
+import os
+import sys
 
 import pytest
 
 cutlass = pytest.importorskip("cutlass", reason="nvidia-cutlass-dsl (CuTe DSL) is not installed")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig  # noqa: E402
 from cudnn.linear_attention.frost.kernels.fwd import compile_fwd  # noqa: E402
 
-FAMILIES = {  # gate_per_channel, beta_per_channel/has_w
-    "gdn": (False, False),
-    "kda": (True, False),
-    "gdn2": (True, True),
-}
-STATES = [  # (has_initial_state, has_final_state, state dtype)
-    (False, False, None),
-    (True, False, "float32"),
-    (False, True, "bfloat16"),
-    (True, True, "float32"),
-]
-HEAD_DIMS = [(64, 64), (128, 128), (64, 128), (128, 64)]
-
-
-def _variants():
-    for (fam, (gpc, bpc)), (K, V), io, (h0, ht, st) in itertools.product(
-            FAMILIES.items(), HEAD_DIMS, ("bfloat16", "float16"), STATES):
-        l2 = (K + V + h0 + ht) % 2 == (io == "float16")  # alternate l2norm across the matrix
-        yield fam, FrostFwdConfig(io_dtype=io, state_dtype=st, H=2, HK=2, HV=2, K=K, V=V, gate_per_channel=gpc,
-                                  beta_per_channel=bpc, has_w=bpc, use_l2norm=l2, has_initial_state=h0,
-                                  has_final_state=ht)
-
-
-VARIANTS = list(_variants())
-V1_VARIANTS = [
-    i for i, (fam, c) in enumerate(VARIANTS)
-    if (c.io_dtype, c.has_initial_state, c.has_final_state) == ("bfloat16", True, True)
-    or (fam == "gdn" and c.K == c.V == 64 and c.io_dtype == "float16" and c.has_final_state)
-]
-GROUPED = [  # value grouping (HV = 2H, k at H or HV heads) and query grouping (H = 2HV)
-    FrostFwdConfig(io_dtype="bfloat16", state_dtype="float32", H=2, HK=2, HV=4, K=128, V=128,
-                   gate_per_channel=True, beta_per_channel=False, has_w=False, use_l2norm=True,
-                   has_initial_state=True, has_final_state=True),
-    FrostFwdConfig(io_dtype="bfloat16", state_dtype="bfloat16", H=2, HK=4, HV=4, K=64, V=128,
-                   gate_per_channel=False, beta_per_channel=False, has_w=False, use_l2norm=False,
-                   has_initial_state=False, has_final_state=True),
-    FrostFwdConfig(io_dtype="float16", state_dtype=None, H=4, HK=4, HV=2, K=128, V=64,
-                   gate_per_channel=True, beta_per_channel=True, has_w=True, use_l2norm=True,
-                   has_initial_state=False, has_final_state=False),
-]
-
-
-def _with(cfg, algorithm):
-    import dataclasses
-    return dataclasses.replace(cfg, algorithm=algorithm)
-
-
-def _vid(i):
-    f, c = VARIANTS[i]
-    return (f"{f}-K{c.K}V{c.V}-{c.io_dtype}-h0{int(c.has_initial_state)}ht{int(c.has_final_state)}"
-            f"-{c.state_dtype}-l2{int(c.use_l2norm)}")
-
+from frost_variants import GROUPED, V1_VARIANTS, VARIANTS, vid as _vid, with_algorithm as _with  # noqa: E402
 
 COMPILES = [("v0", i) for i in range(len(VARIANTS))] + [("v1", i) for i in V1_VARIANTS]
 
@@ -87,16 +38,14 @@ def test_grouped_heads_compile(cfg, algorithm):
 
 def test_v1_elementwise_operand_loads_compile():
     """The FROST_FWD_LDMATRIX=0 diagnostic variant of v1 (element-wise shared-memory loads)."""
-    import dataclasses
-
     _, cfg = VARIANTS[V1_VARIANTS[-1]]
-    assert callable(compile_fwd(dataclasses.replace(cfg, algorithm="v1", ldmatrix=False), "sm_90a"))
+    assert callable(compile_fwd(_with(cfg, "v1", ldmatrix=False), "sm_90a"))
 
 
 def test_v1_shared_memory_fits_every_config():
     from cudnn.linear_attention.frost.kernels.fwd_v1 import SMEM_LIMIT, smem_bytes
 
-    sizes = {(f, c.K, c.V): smem_bytes(_with(c, "v1")) for f, c in VARIANTS}
+    sizes = {(f, c.K, c.V): smem_bytes(c) for f, c in VARIANTS}
     assert max(sizes.values()) <= SMEM_LIMIT, sizes
     assert sizes[("kda", 128, 128)] > sizes[("gdn", 128, 128)]  # the vector-gate operands are counted
 

@@ -67,6 +67,19 @@ def test_bad_operand_names_itself(what, over, message):
         check_operands(**_operands("kda", **over))
 
 
+@pytest.mark.parametrize("family", ["kda", "gdn2"])
+def test_gate_alignment_read_off_the_pointer(family):
+    """Vector gates at a 16-byte aligned address compile as gate_align16 (v2 copies them
+    16 bytes at a time); at a 4-byte aligned one they still pass, as the 4-byte variant."""
+    aligned = check_operands(**_operands(family)).config
+    assert aligned.gate_align16 and aligned.family == family
+    shifted = torch.zeros(T * H * K + 1)[1:].view(T, H, K)
+    assert shifted.data_ptr() % 16 == 4
+    launch = check_operands(**_operands(family, g=shifted))
+    assert not launch.config.gate_align16
+    assert not check_operands(**_operands("gdn")).config.gate_align16  # scalar gates: 4-byte copies anyway
+
+
 def test_gdn2_requires_w():
     with pytest.raises(ValueError, match="w must be a"):
         check_operands(**_operands("gdn2", w=None))
@@ -78,7 +91,8 @@ def test_config_rejects_unsupported_combinations():
                 has_final_state=False)
     FrostFwdConfig(**base)
     for over, name in ((dict(HV=3), "H"), (dict(HK=1), "HK"), (dict(has_w=True), "has_w"),
-                       (dict(state_dtype="float32"), "state_dtype"), (dict(algorithm="v9"), "algorithm")):
+                       (dict(state_dtype="float32"), "state_dtype"), (dict(algorithm="v9"), "algorithm"),
+                       (dict(gate_per_channel=False, gate_align16=True), "gate_align16")):
         with pytest.raises(ValueError, match=f"FrostFwdConfig: {name} must be"):
             FrostFwdConfig(**{**base, **over})
     assert frost_workspace_size(**base) == 0

@@ -11,7 +11,11 @@ float64), per chunk of 64 rows with 16-row blocks:
   input X_i and every U_i; the state S (rounded as the A operand of the state products).
 
 ``frost_fwd_v1_emulated`` returns (o, final_state) in float64 like frost_chunk_model; its
-error against the float64 recurrence predicts what the GPU kernel can reach.
+error against the float64 recurrence predicts what the GPU kernel can reach. With
+variant="v2" it rounds like fwd_v2 instead, which differs in one place: for vector gates
+the Gram B side is bf16(bf16(KE_j) X_ij), KE_j = k e^(Gam_e - Gam_s) rounded when stored,
+X_ij = e^(Gam_r_i - Gam_e_j) in fp32 (e the last row of block j); v1 rounds
+k e^(Gam_r_i - Gam_s) once.
 """
 from __future__ import annotations
 
@@ -24,7 +28,7 @@ def bf16(x: torch.Tensor) -> torch.Tensor:
     return x.to(torch.bfloat16).to(torch.float64)
 
 
-def _gram(a_r, k, gam, lower_incl):
+def _gram(a_r, k, gam, lower_incl, two_step=False):
     """Block-factored Gram with bf16 operands: a_r are the (already rounded) A sides."""
     c = k.shape[0]
     out = torch.zeros(c, c, dtype=torch.float64)
@@ -35,7 +39,12 @@ def _gram(a_r, k, gam, lower_incl):
             j1 = min(j0 + SUB, c)
             if j0 == i0 and (gam[i0] - gam[i1 - 1]).max() >= SPAN_LIMIT:
                 continue  # exact path, filled by the caller
-            blk = a_r[i0:i1] @ bf16(k[j0:j1] * torch.exp(r - gam[j0:j1])).T
+            if two_step:
+                e = gam[j1 - 1]
+                b = bf16(bf16(k[j0:j1] * torch.exp(e - gam[j0:j1])) * torch.exp(r - e))
+            else:
+                b = bf16(k[j0:j1] * torch.exp(r - gam[j0:j1]))
+            blk = a_r[i0:i1] @ b.T
             if j0 == i0:
                 mask = torch.tril(torch.ones(i1 - i0, i1 - i0, dtype=torch.bool), 0 if lower_incl else -1)
                 blk = torch.where(mask, blk, torch.zeros_like(blk))
@@ -43,8 +52,9 @@ def _gram(a_r, k, gam, lower_incl):
     return out
 
 
-def _chunk(S, q, k, v, gam, beta, w, scale):
+def _chunk(S, q, k, v, gam, beta, w, scale, variant):
     c, K = k.shape
+    two_step = variant == "v2" and gam.dim() == 2  # v2 changes the vector-gate Gram only
     gam = torch.cumsum(gam.expand(c, K) if gam.dim() == 2 else gam[:, None].expand(c, K), 0)
     kb = beta * k if beta.dim() == 2 else beta[:, None] * k
     w0 = bf16(w * v if w is not None else beta[:, None] * v)
@@ -53,8 +63,8 @@ def _chunk(S, q, k, v, gam, beta, w, scale):
     kd = bf16(k * torch.exp(gam[c - 1] - gam))
     ref = torch.stack([gam[(t // SUB) * SUB] for t in range(c)])
     rel = torch.exp(gam - ref)
-    M = _gram(bf16(kb * rel), k, gam, False)
-    P = scale * _gram(bf16(q * rel), k, gam, True)
+    M = _gram(bf16(kb * rel), k, gam, False, two_step)
+    P = scale * _gram(bf16(q * rel), k, gam, True, two_step)
     for i0 in range(0, c, SUB):  # exact diagonal blocks where the span is too wide to factor
         i1 = min(i0 + SUB, c)
         if (gam[i0] - gam[i1 - 1]).max() >= SPAN_LIMIT:
@@ -74,7 +84,10 @@ def _chunk(S, q, k, v, gam, beta, w, scale):
     return O, S
 
 
-def frost_fwd_v1_emulated(q, k, v, g, beta, w, cu_seqlens, *, scale, use_l2norm, initial_state=None):
+def frost_fwd_v1_emulated(q, k, v, g, beta, w, cu_seqlens, *, scale, use_l2norm, initial_state=None,
+                          variant="v1"):
+    if variant not in ("v1", "v2"):
+        raise ValueError(f"frost_fwd_v1_emulated: variant must be v1 or v2, got {variant!r}")
     f64 = torch.float64
     T, H, K = q.shape
     HK, HV, V = k.shape[1], v.shape[1], v.shape[2]
@@ -95,7 +108,7 @@ def frost_fwd_v1_emulated(q, k, v, g, beta, w, cu_seqlens, *, scale, use_l2norm,
             for t0 in range(cu[n], cu[n + 1], CHUNK):
                 t1 = min(t0 + CHUNK, cu[n + 1])
                 O, S = _chunk(S, q[t0:t1, qh], k[t0:t1, kh], v[t0:t1, vh], g[t0:t1, h], beta[t0:t1, h],
-                              None if w is None else w[t0:t1, h], scale)
+                              None if w is None else w[t0:t1, h], scale, variant)
                 o[t0:t1, h] = O
             final[n, h] = S.T
     return o, final

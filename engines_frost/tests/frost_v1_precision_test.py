@@ -1,9 +1,9 @@
-"""v1's bf16 operand roundings (frost_v1_precision) stay well inside the 1e-2 GPU bound.
+"""v1's and v2's bf16 operand roundings (frost_v1_precision) stay well inside the 1e-2 GPU bound.
 
-The emulation rounds exactly where fwd_v1 feeds the tensor cores; against the float64
-recurrences on fresh bf16 inputs (mixed lengths, partial chunks, initial state, in-kernel
-L2 norm) its relative error must stay below 6e-3, leaving room for the bf16 output store
-and fp32 accumulation. A strongly decaying case also takes the exact diagonal-block path.
+The emulation rounds exactly where fwd_v1 (variant="v2": fwd_v2) feeds the tensor cores;
+against the float64 recurrences on fresh bf16 inputs (mixed lengths, partial chunks,
+initial state, in-kernel L2 norm) its relative error must stay below 6e-3, leaving room
+for the bf16 output store and fp32 accumulation. A strongly decaying case also takes the exact diagonal-block path.
 """
 import math
 import os
@@ -27,12 +27,15 @@ REFERENCES = {Family.GDN: naive_recurrent_gdn, Family.KDA: naive_recurrent_kda, 
 BOUND = 6e-3
 
 
+@pytest.mark.parametrize("variant", ["v1", "v2"])
 @pytest.mark.parametrize("extreme", [False, True], ids=["typical", "strong-decay"])
 @pytest.mark.parametrize("l2", [False, True], ids=["prenorm", "l2norm"])
 @pytest.mark.parametrize("family", list(Family), ids=lambda f: f.value)
-def test_v1_rounding_error_is_small(family, l2, extreme):
+def test_rounding_error_is_small(family, l2, extreme, variant):
     if extreme and family is Family.GDN:
         pytest.skip("scalar gates never factor the decay")
+    if variant == "v2" and family is Family.GDN:
+        pytest.skip("v2 rounds like v1 for scalar gates")
     cfg = InputConfig(family=family, seq_lens=(1, 63, 65, 150), H=1, HV=2, K=64, V=64, dtype=torch.bfloat16,
                       use_qk_l2norm=l2, with_initial_state=not l2)
     x = make_inputs(cfg, 21)
@@ -44,10 +47,14 @@ def test_v1_rounding_error_is_small(family, l2, extreme):
     args = (x.q, x.k, x.v, g, x.beta) + ((x.w,) if family is Family.GDN2 else ()) + (x.cu_seqlens,)
     ro, rs = REFERENCES[family](*args, **{**x.options(), "scale": scale}, output_final_state=True)
     o, s = frost_fwd_v1_emulated(x.q, x.k, x.v, g, x.beta, x.w, x.cu_seqlens, scale=scale, use_l2norm=l2,
-                                 initial_state=x.initial_state)
+                                 initial_state=x.initial_state, variant=variant)
     eo, es = rel_err(o, ro), rel_err(s, rs)
     assert eo < BOUND and es < BOUND, (eo, es)
     assert eo > 1e-5  # the emulation really rounds (a float64 pass-through would be ~1e-15)
+    if variant == "v2":  # and v2's extra Gram rounding is really emulated
+        o1, _ = frost_fwd_v1_emulated(x.q, x.k, x.v, g, x.beta, x.w, x.cu_seqlens, scale=scale, use_l2norm=l2,
+                                      initial_state=x.initial_state, variant="v1")
+        assert not torch.equal(o, o1)
 
 
 if __name__ == "__main__":

@@ -4,11 +4,13 @@ Runs kernels.fwd.frost_fwd on seeded bf16 inputs (tests/reference/inputs.py) and
 out and final_state with the float64 token recurrences naive_recurrent_* (relative L2
 error, bound 1e-2). One line per case; exit status 1 if any case fails or raises (the
 traceback is printed and the run continues). Unless --quick, then times frost_fwd at
-8 x 4096 tokens, 16 heads, K = V = 128, bf16 (CUDA events, warm-up, median of 20).
+8 x 4096 tokens, 16 heads, K = V = 128, bf16 (CUDA events, warm-up, median of 20) for
+each algorithm, and prints v1 and v2 side by side (SUMMARY lines) when both ran.
 
 Run on the GPU machine from the repo root, with CuTe DSL importable:
   PYTHONPATH=.:ops:ir:router:engines_frost python3 tests/numerics/la_frost_smoke.py --family all
-(--algorithm v0|v1|all, default all: v0 is the SIMT oracle, v1 the tensor-core kernel.)
+(--algorithm v0|v1|v2|all, default all: v0 is the SIMT oracle, v1 the tensor-core kernel,
+v2 v1 with prefetched rows and cheaper state-independent stages.)
 """
 from __future__ import annotations
 
@@ -32,6 +34,7 @@ BOUND = 1e-2
 FAMILIES = {"gdn": Family.GDN, "kda": Family.KDA, "gdn2": Family.GDN2}
 REFERENCES = {Family.GDN: naive_recurrent_gdn, Family.KDA: naive_recurrent_kda, Family.GDN2: naive_recurrent_gdn2}
 MIXED = (1, 63, 64, 65, 1000)
+ALGORITHMS = ("v0", "v1", "v2")
 DEVICE = "cuda"
 
 
@@ -135,13 +138,13 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--family", choices=[*FAMILIES, "all"], default="all")
     ap.add_argument("--quick", action="store_true", help="skip the 4096-token cases and the timing")
-    ap.add_argument("--algorithm", choices=["v0", "v1", "all"], default="all",
-                    help="kernel algorithm(s) to check and time (v0: SIMT oracle, v1: tensor cores)")
+    ap.add_argument("--algorithm", choices=[*ALGORITHMS, "all"], default="all",
+                    help="kernel algorithm(s) to check and time (v0: SIMT oracle, v1/v2: tensor cores)")
     args = ap.parse_args(argv)
     if not torch.cuda.is_available():
         print("SKIP: no CUDA device")
         return 0
-    algorithms = ["v0", "v1"] if args.algorithm == "all" else [args.algorithm]
+    algorithms = list(ALGORITHMS) if args.algorithm == "all" else [args.algorithm]
     families = list(FAMILIES.values()) if args.family == "all" else [FAMILIES[args.family]]
     failures = 0
     for family in families:
@@ -155,17 +158,24 @@ def main(argv=None) -> int:
                 print(f"    {family.value:5s} {case.name:28s} ERROR (inputs/reference)", flush=True)
                 traceback.print_exc()
     if not args.quick:
+        times = {}
         for algorithm in algorithms:
             for family in families:
                 for l2 in (False, True):
                     try:
-                        ms = time_family(family, algorithm, l2)
+                        ms = times[algorithm, family, l2] = time_family(family, algorithm, l2)
                         print(f"TIME {algorithm} {family.value:5s} 8x4096 h16 K=V=128 bf16 l2norm={int(l2)}: "
                               f"{ms:.3f} ms", flush=True)
                     except Exception:
                         failures += 1
                         print(f"TIME {algorithm} {family.value:5s} ERROR", flush=True)
                         traceback.print_exc()
+        for family in families:
+            for l2 in (False, True):
+                if ("v1", family, l2) in times and ("v2", family, l2) in times:
+                    t1, t2 = times["v1", family, l2], times["v2", family, l2]
+                    print(f"SUMMARY {family.value:5s} l2norm={int(l2)}: v1 {t1:.3f} ms  v2 {t2:.3f} ms  "
+                          f"v2/v1 {t2 / t1:.2f}", flush=True)
     print(f"{'OK' if failures == 0 else f'{failures} FAILED'}")
     return 1 if failures else 0
 

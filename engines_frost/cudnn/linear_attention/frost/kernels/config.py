@@ -12,7 +12,7 @@ import dataclasses
 IO_DTYPES = ("bfloat16", "float16")
 STATE_DTYPES = ("float32", "bfloat16")
 HEAD_DIMS = (64, 128)
-ALGORITHMS = ("v0", "v1")
+ALGORITHMS = ("v0", "v1", "v2")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -34,7 +34,10 @@ class FrostFwdConfig:
     has_initial_state: bool
     has_final_state: bool
     algorithm: str = "v0"
-    ldmatrix: bool = True  # v1: shared-memory MMA operands by ldmatrix (False: element-wise loads)
+    ldmatrix: bool = True  # v1/v2: shared-memory MMA operands by ldmatrix (False: element-wise loads)
+    # g's base address is 16-byte aligned (frost_fwd reads it off the pointer; vector gates
+    # only): v2 then stages gate rows by 16-byte copies instead of 4-byte ones.
+    gate_align16: bool = False
 
     def __post_init__(self):
         def bad(name, expected):
@@ -61,6 +64,8 @@ class FrostFwdConfig:
             bad("beta_per_channel", "False unless gate_per_channel and has_w (GDN-2)")
         if self.has_w and not self.beta_per_channel:
             bad("has_w", "False unless beta_per_channel (GDN-2)")
+        if self.gate_align16 and not self.gate_per_channel:
+            bad("gate_align16", "False for scalar gates")
         if self.algorithm not in ALGORITHMS:
             bad("algorithm", f"one of {ALGORITHMS}")
 
@@ -90,5 +95,8 @@ def operand_dtypes(cfg: FrostFwdConfig) -> dict[str, str]:
 
 def operand_alignment(cfg: FrostFwdConfig) -> dict[str, int]:
     """Byte alignment the kernel assumes for each operand's base pointer: 16 for 16-bit
-    operands (vector loads), 4 for 32-bit ones."""
-    return {name: 4 if dt in ("float32", "int32") else 16 for name, dt in operand_dtypes(cfg).items()}
+    operands (vector loads), 4 for 32-bit ones except g under gate_align16 (16)."""
+    align = {name: 4 if dt in ("float32", "int32") else 16 for name, dt in operand_dtypes(cfg).items()}
+    if cfg.gate_align16:
+        align["g"] = 16
+    return align

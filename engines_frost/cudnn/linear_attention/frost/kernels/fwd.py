@@ -15,8 +15,9 @@ import threading
 
 from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
 
-# v1 (tensor cores) serves by default; FROST_FWD_ALGORITHM=v0 selects the SIMT oracle
-# process-wide (an operational fallback), the algorithm= argument per call.
+# v1 (tensor cores) serves by default; FROST_FWD_ALGORITHM=v0 selects the SIMT oracle and
+# FROST_FWD_ALGORITHM=v2 the prefetching v1 derivative (not yet checked on a GPU)
+# process-wide, the algorithm= argument per call.
 DEFAULT_ALGORITHM = os.environ.get("FROST_FWD_ALGORITHM", "v1")
 # FROST_FWD_LDMATRIX=0: v1 loads shared-memory MMA operands element-wise instead of by
 # ldmatrix (a diagnostic switch, compiled as a separate config).
@@ -34,14 +35,18 @@ def frost_workspace_size(**static_config) -> int:
 
 
 def kernel_class(algorithm: str):
-    """The CuTe DSL kernel class implementing an algorithm ("v0" oracle, "v1" tensor cores)."""
+    """The CuTe DSL kernel class implementing an algorithm ("v0" oracle, "v1" tensor cores,
+    "v2" v1 with prefetched rows and cheaper state-independent stages)."""
     if algorithm == "v0":
         from cudnn.linear_attention.frost.kernels.fwd_v0 import FrostFwdV0
         return FrostFwdV0
     if algorithm == "v1":
         from cudnn.linear_attention.frost.kernels.fwd_v1 import FrostFwdV1
         return FrostFwdV1
-    raise ValueError(f"frost_fwd: algorithm must be 'v0' or 'v1', got {algorithm!r}")
+    if algorithm == "v2":
+        from cudnn.linear_attention.frost.kernels.fwd_v2 import FrostFwdV2
+        return FrostFwdV2
+    raise ValueError(f"frost_fwd: algorithm must be 'v0', 'v1' or 'v2', got {algorithm!r}")
 
 
 def compile_fwd(cfg: FrostFwdConfig, arch: str):
@@ -104,7 +109,7 @@ def frost_fwd(*, q, k, v, g, beta, w, cu_seqlens, out, initial_state, final_stat
     out [T,HO,V] io dtype; initial_state / final_state None or [N,HO,V,K] fp32 or bf16
     (equal dtypes). HO = max(H, HV). All CUDA tensors on one device, contiguous, 16-byte
     aligned (4 for fp32/int32 operands). stream: a torch.cuda.Stream (None: the current
-    one). ``algorithm`` picks "v0" (SIMT oracle) or "v1" (default DEFAULT_ALGORITHM).
+    one). ``algorithm`` picks "v0" (SIMT oracle), "v1" or "v2" (default DEFAULT_ALGORITHM).
     """
     import torch
 
@@ -182,7 +187,7 @@ def check_operands(*, q, k, v, g, beta, w, cu_seqlens, out, initial_state, final
             gate_per_channel=gate_per_channel, beta_per_channel=beta_per_channel, has_w=beta_per_channel,
             use_l2norm=use_l2norm, has_initial_state=initial_state is not None,
             has_final_state=final_state is not None, algorithm=algorithm or DEFAULT_ALGORITHM,
-            ldmatrix=USE_LDMATRIX,
+            ldmatrix=USE_LDMATRIX, gate_align16=gate_per_channel and g.data_ptr() % 16 == 0,
         )
     except ValueError as e:
         raise ValueError(f"frost_fwd: unsupported operands: {e}") from None

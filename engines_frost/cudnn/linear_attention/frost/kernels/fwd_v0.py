@@ -157,6 +157,8 @@ class FrostFwdV0:
                 val = mv[t, hv, v0 + j].to(Float32)
                 if cutlass.const_expr(c.has_w):
                     val = val * mw[t, h, v0 + j].to(Float32)
+                else:  # scalar beta (GDN, KDA): read from global, sbeta is written in this same stage
+                    val = val * mb[t, h, 0].to(Float32)
             su[r, j] = val
 
     @cute.jit

@@ -83,10 +83,11 @@ def smem_plan(c: FrostFwdConfig):
     return plan
 
 
-def smem_bytes(c: FrostFwdConfig) -> int:
-    """Bytes the plan occupies, each tensor rounded up to 16-byte alignment."""
+def smem_bytes(c: FrostFwdConfig, plan=smem_plan) -> int:
+    """Bytes a plan (smem_plan or a derived kernel's) occupies, each tensor rounded up to
+    16-byte alignment."""
     total = 0
-    for _, dtype, shape, stride in smem_plan(c):
+    for _, dtype, shape, stride in plan(c):
         span = 1 + sum((extent - 1) * st for extent, st in zip(shape, stride))
         total += -(-span * (2 if dtype == "bf16" else 4) // 16) * 16
     return total
@@ -99,7 +100,12 @@ def warp_mma():
 
 
 class FrostFwdV1:
-    """Callable for cute.compile (host launcher in __call__, device code in kernel())."""
+    """Callable for cute.compile (host launcher in __call__, device code in kernel()).
+
+    fwd_v2.FrostFwdV2 derives from it; the methods marked "extension point" are where it
+    differs (no-ops or v1's choice here)."""
+
+    smem_plan = staticmethod(smem_plan)
 
     def __init__(self, cfg: FrostFwdConfig):
         self.cfg = cfg
@@ -108,8 +114,9 @@ class FrostFwdV1:
         self.bv = cfg.V
         self.warps = self.bv // SUB
         self.threads = 32 * self.warps
-        if smem_bytes(cfg) > SMEM_LIMIT:
-            raise ValueError(f"FrostFwdV1: {smem_bytes(cfg)} bytes of shared memory exceed {SMEM_LIMIT} for {cfg}")
+        used = smem_bytes(cfg, self.smem_plan)
+        if used > SMEM_LIMIT:
+            raise ValueError(f"{type(self).__name__}: {used} bytes of shared memory exceed {SMEM_LIMIT} for {cfg}")
 
     @cute.jit
     def __call__(self, p_q: cute.Pointer, p_k: cute.Pointer, p_v: cute.Pointer, p_g: cute.Pointer,
@@ -133,7 +140,7 @@ class FrostFwdV1:
 
         smem = cutlass.memory.SmemAllocator()
         s = SimpleNamespace()
-        for name, dtype, shape, stride in smem_plan(c):
+        for name, dtype, shape, stride in self.smem_plan(c):
             setattr(s, name, smem.allocate_tensor(_DTYPES[dtype], cute.make_layout(shape, stride=stride), 16))
 
         mma = warp_mma()
@@ -154,6 +161,7 @@ class FrostFwdV1:
 
         bos = mcu[n]
         eos = mcu[n + 1]
+        self.before_chunks(s, mq, mk, mv, mg, mb, mw, heads, bos, eos, tid, lane, wid)
         for t0 in cutlass.range(bos, eos, C):
             self.stage_rows(s, mq, mk, mv, mg, mb, mw, heads, t0, eos, tid)
             cute.arch.sync_threads()
@@ -168,6 +176,11 @@ class FrostFwdV1:
             for e in cutlass.range_constexpr(cute.size(acc_s)):
                 jd = coord_s[e]
                 mht[n, h, wid * SUB + jd[0], jd[1]] = acc_s[e].to(self.st)
+
+    @cute.jit
+    def before_chunks(self, s, mq, mk, mv, mg, mb, mw, heads, bos, eos, tid, lane, wid):
+        """Extension point before the chunk loop (v1: nothing)."""
+        pass
 
     @cute.jit
     def operand(self, thr, lane, tile: cute.Tensor, is_a: cutlass.Constexpr) -> cute.Tensor:
@@ -220,23 +233,7 @@ class FrostFwdV1:
             if t0 + r < eos:
                 cute.autovec_copy(cute.local_tile(mq[t0 + r, hq, None], (VEC,), (cv,)), xq)
                 cute.autovec_copy(cute.local_tile(mk[t0 + r, hk, None], (VEC,), (cv,)), xk)
-            inv_q = Float32(1.0)
-            inv_k = Float32(1.0)
-            if cutlass.const_expr(c.use_l2norm):
-                ssq = Float32(0.0)
-                ssk = Float32(0.0)
-                for e in cutlass.range_constexpr(VEC):
-                    ssq = ssq + xq[e].to(Float32) * xq[e].to(Float32)
-                    ssk = ssk + xk[e].to(Float32) * xk[e].to(Float32)
-                ssq = cute.arch.warp_reduction(ssq, lambda a, b: a + b, threads_in_group=vr)
-                ssk = cute.arch.warp_reduction(ssk, lambda a, b: a + b, threads_in_group=vr)
-                inv_q = cute.math.rsqrt(ssq + Float32(1e-6))
-                inv_k = cute.math.rsqrt(ssk + Float32(1e-6))
-            yq = cute.make_rmem_tensor((VEC,), BFloat16)
-            yk = cute.make_rmem_tensor((VEC,), BFloat16)
-            for e in cutlass.range_constexpr(VEC):
-                yq[e] = (xq[e].to(Float32) * inv_q).to(BFloat16)
-                yk[e] = (xk[e].to(Float32) * inv_k).to(BFloat16)
+            yq, yk = self.qk_hat(xq, xk)
             cute.autovec_copy(yq, cute.local_tile(s_q[r, None], (VEC,), (cv,)))
             cute.autovec_copy(yk, cute.local_tile(s_k[r, None], (VEC,), (cv,)))
         vv = BV // VEC
@@ -276,13 +273,7 @@ class FrostFwdV1:
                     ga = mg[t0 + 2 * tid, h, 0]
                 if t0 + 2 * tid + 1 < eos:
                     gb = mg[t0 + 2 * tid + 1, h, 0]
-                x = ga + gb
-                for off in cutlass.range_constexpr(5):
-                    x_up = cute.arch.shuffle_sync_up(x, 1 << off)
-                    if tid >= (1 << off):
-                        x = x + x_up
-                s_g[2 * tid, 0] = x - gb
-                s_g[2 * tid + 1, 0] = x
+                self.scalar_gate_scan(s_g, ga, gb, tid)
         if cutlass.const_expr(c.gate_per_channel):
             if tid < K:
                 acc = Float32(0.0)
@@ -292,6 +283,43 @@ class FrostFwdV1:
                         gv = mg[t0 + r, h, tid]
                     acc = acc + gv
                     s_g[r, tid] = acc
+
+    @cute.jit
+    def qk_hat(self, xq: cute.Tensor, xk: cute.Tensor):
+        """bf16 q-hat, k-hat of one VEC slice of a q and a k row (io dtype registers): with
+        use_l2norm, the squared norms are summed over the K/VEC consecutive lanes that hold
+        the row (the caller maps a row's slices to consecutive lanes)."""
+        vr = self.cfg.K // VEC
+        inv_q = Float32(1.0)
+        inv_k = Float32(1.0)
+        if cutlass.const_expr(self.cfg.use_l2norm):
+            ssq = Float32(0.0)
+            ssk = Float32(0.0)
+            for e in cutlass.range_constexpr(VEC):
+                ssq = ssq + xq[e].to(Float32) * xq[e].to(Float32)
+                ssk = ssk + xk[e].to(Float32) * xk[e].to(Float32)
+            ssq = cute.arch.warp_reduction(ssq, lambda a, b: a + b, threads_in_group=vr)
+            ssk = cute.arch.warp_reduction(ssk, lambda a, b: a + b, threads_in_group=vr)
+            inv_q = cute.math.rsqrt(ssq + Float32(1e-6))
+            inv_k = cute.math.rsqrt(ssk + Float32(1e-6))
+        yq = cute.make_rmem_tensor((VEC,), BFloat16)
+        yk = cute.make_rmem_tensor((VEC,), BFloat16)
+        for e in cutlass.range_constexpr(VEC):
+            yq[e] = (xq[e].to(Float32) * inv_q).to(BFloat16)
+            yk[e] = (xk[e].to(Float32) * inv_k).to(BFloat16)
+        return yq, yk
+
+    @cute.jit
+    def scalar_gate_scan(self, s_g, ga, gb, tid):
+        """Warp 0 (tid < 32): inclusive scan of the chunk's 64 scalar log gates, lane tid
+        holding rows 2 tid (ga) and 2 tid + 1 (gb); results into s_g[:, 0]."""
+        x = ga + gb
+        for off in cutlass.range_constexpr(5):
+            x_up = cute.arch.shuffle_sync_up(x, 1 << off)
+            if tid >= (1 << off):
+                x = x + x_up
+        s_g[2 * tid, 0] = x - gb
+        s_g[2 * tid + 1, 0] = x
 
     @cute.jit
     def gate(self, s, r, d):
@@ -371,7 +399,7 @@ class FrostFwdV1:
         c = self.cfg
         for p in cutlass.range_constexpr(len(GRAM_TILES)):
             bi, bj = GRAM_TILES[p]
-            if wid == p % self.warps:
+            if wid == self.gram_owner(p):
                 if cutlass.const_expr(c.gate_per_channel and bi == bj):
                     span = self.block_span(s, bi, lane)
                     if span < SPAN_LIMIT:
@@ -383,6 +411,10 @@ class FrostFwdV1:
                 if cutlass.const_expr(bi == bj):
                     cute.arch.sync_warp()  # this warp's M_ii stores are visible to its lanes
                     self.block_inverse(s, bi, lane)
+
+    def gram_owner(self, p: int) -> int:
+        """Extension point: the warp that builds Gram tile GRAM_TILES[p] (v1: round robin)."""
+        return p % self.warps
 
     @cute.jit
     def block_span(self, s, bi, lane):
@@ -417,6 +449,7 @@ class FrostFwdV1:
         if cutlass.const_expr(c.gate_per_channel):
             a_m_all = self.operand(thr, lane, cute.local_tile(s_kbr, (SUB, K), (bi, 0)), True)
             a_p_all = self.operand(thr, lane, cute.local_tile(s_qr, (SUB, K), (bi, 0)), True)
+            b_src = self.gram_b_source(s, bi, bj, thr, lane)
         else:
             a_m_all = self.operand(thr, lane, cute.local_tile(s_k, (SUB, K), (bi, 0)), True)
             a_p_all = self.operand(thr, lane, cute.local_tile(s_q, (SUB, K), (bi, 0)), True)
@@ -426,13 +459,7 @@ class FrostFwdV1:
             a_m = a_m_all[None, None, kk]
             a_p = a_p_all[None, None, kk]
             if cutlass.const_expr(c.gate_per_channel):
-                crd = b_crd[None, None, kk]
-                b = cute.make_rmem_tensor(crd.shape, BFloat16)
-                for e in cutlass.range_constexpr(cute.size(b)):
-                    sd = crd[e]
-                    row = bj * SUB + sd[0]
-                    val = s_k[row, sd[1]].to(Float32) * cute.arch.exp(s_g[bi * SUB, sd[1]] - s_g[row, sd[1]])
-                    b[e] = val.to(BFloat16)
+                b = self.gram_b_block(s, bi, bj, b_src, b_crd[None, None, kk], kk)
             else:
                 b = b_all[None, None, kk]
             cute.gemm(mma, acc_m, a_m, b, acc_m)
@@ -453,6 +480,26 @@ class FrostFwdV1:
             if u > t:
                 pval = Float32(0.0)
             self.store_gram(s, bi, bj, t, u, ts, mval, pval)
+
+    @cute.jit
+    def gram_b_source(self, s, bi, bj, thr, lane):
+        """Extension point: registers the vector-gate B side of tile (bi, bj) is built from
+        (v1: none, gram_b_block reads shared memory)."""
+        return None
+
+    @cute.jit
+    def gram_b_block(self, s, bi, bj, b_src, crd, kk):
+        """Vector-gate Gram B fragment of k-block kk (coordinates crd, rows s of block bj):
+        k_s e^(Gam_r - Gam_s), r the first row of block bi."""
+        s_k = s.k
+        s_g = s.g
+        b = cute.make_rmem_tensor(crd.shape, BFloat16)
+        for e in cutlass.range_constexpr(cute.size(b)):
+            sd = crd[e]
+            row = bj * SUB + sd[0]
+            val = s_k[row, sd[1]].to(Float32) * cute.arch.exp(s_g[bi * SUB, sd[1]] - s_g[row, sd[1]])
+            b[e] = val.to(BFloat16)
+        return b
 
     @cute.jit
     def store_gram(self, s, bi, bj, t, u, ts, mval, pval):
@@ -549,6 +596,7 @@ class FrostFwdV1:
                 cute.gemm(mma, o, a_s[None, None, kk], b_qa[None, None, kk], o)
             acc_r.append(r)
             acc_o.append(o)
+        self.after_rhs_reads(s, heads, t0, eos, lane, wid)
         a_u = []
         for bi in cutlass.range_constexpr(NBLK):
             r = acc_r[bi]
@@ -573,10 +621,20 @@ class FrostFwdV1:
                     mo[t, h, j0 + jt[0]] = o[e].to(mo.element_type)
         for e in cutlass.range_constexpr(cute.size(acc_s)):
             d = coord_s[e][1]
-            acc_s[e] = acc_s[e] * cute.arch.exp(self.gate(s, CHUNK - 1, d))
+            acc_s[e] = acc_s[e] * self.state_decay(s, d)
         for bj in cutlass.range_constexpr(NBLK):
             b_kd = self.operand(thr, lane, cute.local_tile(s_kdt, (K, SUB), (0, bj)), False)
             cute.gemm(mma, acc_s, a_u[bj][None, None, 0], b_kd[None, None, 0], acc_s)
+
+    @cute.jit
+    def after_rhs_reads(self, s, heads, t0, eos, lane, wid):
+        """Extension point in the chain once this warp has read its W0 columns (v1: nothing)."""
+        pass
+
+    @cute.jit
+    def state_decay(self, s, d):
+        """e^Gam_last at key channel d: the state's decay over the chunk."""
+        return cute.arch.exp(self.gate(s, CHUNK - 1, d))
 
 
 @cute.jit

@@ -1,0 +1,390 @@
+"""FROST forward v2: v1's tensor-core algorithm with its per-chunk serial overheads removed.
+
+Same grid, warps, state registers, MMA algebra and chain as v1 (FrostFwdV2 derives from
+FrostFwdV1 and overrides its extension points); what changes is how a chunk's operands
+reach shared memory and how the state-independent stages spend their time:
+
+1. prefetch  the next chunk's q, k, gates, beta (GDN-2: b, w) are copied by cp.async
+             while this chunk's chain runs, into the shared tensors the next rows and
+             operand stages read (q, k, g, beta; GDN-2 b -> qr, w -> kbr), all of them
+             dead during the chain; v goes into W0's slot column by column, each warp
+             after it has read its own W0 columns. Rows >= eos are zero-filled. The rows
+             stage then works in place from shared memory: no global round trip left on
+             the chunk's critical path (v1 had three in a row: rows, beta, gates).
+2. operands  rows-fastest thread mapping (a warp covers 32 rows of one 8-channel slice):
+             the transposed KD^T stores hit 32 different banks (v1: 16-way conflicts,
+             32 per thread per chunk), the gate rows load as 16-byte vectors, and the
+             decays the later stages need are made here, by every thread: e^Gam_last
+             (the chain's state decay, no exp there), KE = k e^(Gam_e - Gam_s) with e the
+             last row of s's block and, per Gram tile (i, j), X_ij = e^(Gam_r_i - Gam_e_j)
+             per channel (vector gates).
+3. Gram      vector gates: the B side of tile (i, j) is KE_j (ldmatrix) times X_ij per
+             channel, i.e. k_s e^(Gam_r_i - Gam_s) as in v1 but with one multiply per
+             element instead of three shared loads and an exp (one more bf16 rounding:
+             +7% output error in the emulation, state error unchanged). Tiles are
+             dealt to warps by gram_schedule (a diagonal tile, which carries the 16x16
+             inverse, counts double), so no warp holds a diagonal tile and a second tile.
+
+Everything else (the exact diagonal-block fallback, block inverses, the chain) is v1's
+code. Shared memory, K = V = 128: KDA / GDN-2 223 KB, GDN 133 KB (see smem_plan).
+"""
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import cutlass
+import cutlass.cute as cute
+from cutlass import BFloat16, Float32
+from cutlass.cute.nvgpu import cpasync
+
+from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
+from cudnn.linear_attention.frost.kernels.fwd_v1 import (
+    CHUNK,
+    GRAM_TILES,
+    PAD16,
+    SUB,
+    VEC,
+    FrostFwdV1,
+    load_vec,
+)
+from cudnn.linear_attention.frost.kernels.fwd_v1 import smem_plan as v1_smem_plan
+
+
+def smem_plan(c: FrostFwdConfig):
+    """v1's plan plus e^Gam_last; vector gates: KE and the per-tile channel factors X;
+    GDN-2 with K != V: a staging tensor for w (with K == V it is staged in kbr)."""
+    K, C = c.K, CHUNK
+    gk = K if c.gate_per_channel else 1
+    plan = v1_smem_plan(c) + [("alast", "f32", (gk,), (1,))]
+    if c.gate_per_channel:
+        plan += [
+            ("ke", "bf16", (C, K), (K + PAD16, 1)),                 # k e^(Gam_e(s) - Gam_s)
+            ("xg", "f32", (len(GRAM_TILES), K), (K, 1)),            # X per Gram tile and channel
+        ]
+    if c.has_w and c.K != c.V:
+        plan.append(("wst", "bf16", (C, c.V), (c.V + PAD16, 1)))    # staged w (io dtype)
+    return plan
+
+
+def gram_schedule(warps: int) -> tuple[int, ...]:
+    """Owner warp of each GRAM_TILES entry: longest first onto the least-loaded warp, a
+    diagonal tile (Gram tile + 16x16 inverse) costing two off-diagonal ones. 8 warps:
+    the four diagonal tiles on warps 0-3, the six others two, two, one, one on warps 4-7."""
+    cost = [2 if i == j else 1 for i, j in GRAM_TILES]
+    load = [0] * warps
+    owner = [0] * len(GRAM_TILES)
+    for p in sorted(range(len(GRAM_TILES)), key=lambda p: (-cost[p], p)):
+        w = min(range(warps), key=lambda w: (load[w], w))
+        owner[p] = w
+        load[w] += cost[p]
+    return tuple(owner)
+
+
+class FrostFwdV2(FrostFwdV1):
+    """Callable for cute.compile; see the module docstring for what differs from v1."""
+
+    smem_plan = staticmethod(smem_plan)
+
+    def __init__(self, cfg: FrostFwdConfig):
+        super().__init__(cfg)
+        self.owners = gram_schedule(self.warps)
+
+    def gram_owner(self, p: int) -> int:
+        return self.owners[p]
+
+    # ------------------------------------------------------------------ staging
+    @cute.jit
+    def io_view(self, t: cute.Tensor) -> cute.Tensor:
+        """A bf16 shared tensor seen with the io element type (raw staged rows)."""
+        return cute.make_tensor(cute.recast_ptr(t.iterator, dtype=self.io), t.layout)
+
+    @cute.jit
+    def w_stage(self, s):
+        if cutlass.const_expr(self.cfg.K == self.cfg.V):
+            return s.kbr
+        return s.wst
+
+    @cute.jit
+    def copy_or_zero(self, atom, src: cute.Tensor, t, head, width: cutlass.Constexpr, cv, dst: cute.Tensor, valid,
+                     dtype):
+        """cp.async of the cv-th width-element slice of global row src[t, head, :] into dst
+        (shared) when valid, else zeros; the row's view is formed only when valid (rows past
+        the sequence may lie past the tensor)."""
+        if valid:
+            cute.copy(atom, cute.local_tile(src[t, head, None], (width,), (cv,)), dst)
+        else:
+            z = cute.make_rmem_tensor((width,), dtype)
+            z.fill(0.0)
+            cute.autovec_copy(z, dst)
+
+    @cute.jit
+    def prefetch_rows(self, s, t0, eos, tid):
+        """Issue the copies of chunk t0's q, k, gates, beta (GDN-2: b, w) rows; v is copied
+        per warp by prefetch_v. Not committed: the caller commits and waits."""
+        c = self.cfg
+        K, V, C, NT = c.K, c.V, CHUNK, self.threads
+        m = s.gmem
+        hq, hk, hv, h = m.heads
+        a16 = cute.make_copy_atom(cpasync.CopyG2SOp(), self.io, num_bits_per_copy=128)
+        a4 = cute.make_copy_atom(cpasync.CopyG2SOp(), Float32, num_bits_per_copy=32)
+        q_in = self.io_view(s.q)
+        k_in = self.io_view(s.k)
+        vr = K // VEC
+        r0, cv = tid // vr, tid % vr  # (tid + u NT) // vr = r0 + u NT / vr: kept out of the loop
+        for u in cutlass.range_constexpr(C * vr // NT):
+            r = r0 + u * (NT // vr)
+            ok = t0 + r < eos
+            self.copy_or_zero(a16, m.q, t0 + r, hq, VEC, cv, cute.local_tile(q_in[r, None], (VEC,), (cv,)), ok,
+                              self.io)
+            self.copy_or_zero(a16, m.k, t0 + r, hk, VEC, cv, cute.local_tile(k_in[r, None], (VEC,), (cv,)), ok,
+                              self.io)
+            if cutlass.const_expr(c.beta_per_channel):  # GDN-2 erase gate b -> qr (dead until operands)
+                self.copy_or_zero(a16, m.b, t0 + r, h, VEC, cv,
+                                  cute.local_tile(self.io_view(s.qr)[r, None], (VEC,), (cv,)), ok, self.io)
+        if cutlass.const_expr(c.has_w):
+            w_in = self.io_view(self.w_stage(s))
+            vv = V // VEC
+            r0, cv = tid // vv, tid % vv
+            for u in cutlass.range_constexpr(C * vv // NT):
+                r = r0 + u * (NT // vv)
+                self.copy_or_zero(a16, m.w, t0 + r, h, VEC, cv, cute.local_tile(w_in[r, None], (VEC,), (cv,)),
+                                  t0 + r < eos, self.io)
+        if cutlass.const_expr(c.gate_per_channel and c.gate_align16):
+            s_g = s.g
+            ag = cute.make_copy_atom(cpasync.CopyG2SOp(), Float32, num_bits_per_copy=128)
+            vg = K // 4  # 4 fp32 per 16-byte copy; s_g rows are 16-byte multiples (K + 4 floats)
+            r0, cv = tid // vg, tid % vg
+            for u in cutlass.range_constexpr(C * vg // NT):
+                r = r0 + u * (NT // vg)
+                self.copy_or_zero(ag, m.g, t0 + r, h, 4, cv, cute.local_tile(s_g[r, None], (4,), (cv,)),
+                                  t0 + r < eos, Float32)
+        elif cutlass.const_expr(c.gate_per_channel):
+            s_g = s.g
+            r0, d = tid // K, tid % K
+            for u in cutlass.range_constexpr(C * K // NT):  # 4-byte copies: g only 4-byte aligned
+                r = r0 + u * (NT // K)
+                self.copy_or_zero(a4, m.g, t0 + r, h, 1, d, cute.local_tile(s_g[r, None], (1,), (d,)),
+                                  t0 + r < eos, Float32)
+        else:
+            if tid < C:
+                self.copy_or_zero(a4, m.g, t0 + tid, h, 1, 0, cute.local_tile(s.g[tid, None], (1,), (0,)),
+                                  t0 + tid < eos, Float32)
+        if cutlass.const_expr(not c.beta_per_channel):
+            if tid >= C and tid < 2 * C:
+                r = tid - C
+                self.copy_or_zero(a4, m.b, t0 + r, h, 1, 0, cute.local_tile(s.beta, (1,), (r,)), t0 + r < eos,
+                                  Float32)
+
+    @cute.jit
+    def prefetch_v(self, s, t0, eos, lane, wid):
+        """This warp's 16 value columns of chunk t0's v rows into W0's slot (raw io)."""
+        m = s.gmem
+        hv = m.heads[2]
+        a16 = cute.make_copy_atom(cpasync.CopyG2SOp(), self.io, num_bits_per_copy=128)
+        v_in = self.io_view(s.w0)
+        per_row = SUB // VEC
+        r0, cv = lane // per_row, wid * per_row + lane % per_row
+        for u in cutlass.range_constexpr(CHUNK * per_row // 32):
+            r = r0 + u * (32 // per_row)
+            self.copy_or_zero(a16, m.v, t0 + r, hv, VEC, cv, cute.local_tile(v_in[r, None], (VEC,), (cv,)),
+                              t0 + r < eos, self.io)
+
+    # ------------------------------------------------------------------ v1 extension points
+    @cute.jit
+    def before_chunks(self, s, mq, mk, mv, mg, mb, mw, heads, bos, eos, tid, lane, wid):
+        """Keep the global views for the prefetches and stage the first chunk."""
+        s.gmem = SimpleNamespace(q=mq, k=mk, v=mv, g=mg, b=mb, w=mw, heads=heads)
+        if bos < eos:
+            self.prefetch_rows(s, bos, eos, tid)
+            self.prefetch_v(s, bos, eos, lane, wid)
+            cute.arch.cp_async_commit_group()
+        cute.arch.cp_async_wait_group(0)
+        cute.arch.sync_threads()
+
+    @cute.jit
+    def stage_chain(self, s, mo, acc_s, coord_s, heads, t0, eos, thr, lane, wid):
+        """v1's chain with the next chunk's copies in flight; they land before the barrier
+        that ends the chunk (the caller's sync_threads after this)."""
+        if t0 + CHUNK < eos:
+            self.prefetch_rows(s, t0 + CHUNK, eos, wid * 32 + lane)
+            cute.arch.cp_async_commit_group()
+        FrostFwdV1.stage_chain(self, s, mo, acc_s, coord_s, heads, t0, eos, thr, lane, wid)
+        cute.arch.cp_async_wait_group(0)
+
+    @cute.jit
+    def after_rhs_reads(self, s, heads, t0, eos, lane, wid):
+        """This warp has read its W0 columns: their slot can take the next chunk's v."""
+        if t0 + CHUNK < eos:
+            cute.arch.sync_warp()  # every lane's W0 reads before any lane's copy lands
+            self.prefetch_v(s, t0 + CHUNK, eos, lane, wid)
+            cute.arch.cp_async_commit_group()
+
+    @cute.jit
+    def state_decay(self, s, d):
+        s_alast = s.alast
+        if cutlass.const_expr(self.cfg.gate_per_channel):
+            return s_alast[d]
+        return s_alast[0]
+
+    @cute.jit
+    def gram_b_source(self, s, bi, bj, thr, lane):
+        return self.operand(thr, lane, cute.local_tile(s.ke, (SUB, self.cfg.K), (bj, 0)), False)
+
+    @cute.jit
+    def gram_b_block(self, s, bi, bj, b_src, crd, kk):
+        """KE_j's fragment times X_ij per channel: k_s e^(Gam_r_i - Gam_s)."""
+        s_xg = s.xg
+        p = GRAM_TILES.index((bi, bj))
+        src = b_src[None, None, kk]
+        b = cute.make_rmem_tensor(crd.shape, BFloat16)
+        for e in cutlass.range_constexpr(cute.size(b)):
+            b[e] = (src[e].to(Float32) * s_xg[p, crd[e][1]]).to(BFloat16)
+        return b
+
+    # ------------------------------------------------------------------ stages
+    @cute.jit
+    def stage_rows(self, s, mq, mk, mv, mg, mb, mw, heads, t0, eos, tid):
+        """In place on the staged rows: q-hat, k-hat (bf16), W0 = beta v or w * v (bf16) and
+        the inclusive gate scan. beta is already in s.beta."""
+        s_q = s.q
+        s_k = s.k
+        s_w0 = s.w0
+        s_g = s.g
+        s_beta = s.beta
+        c = self.cfg
+        K, V, C, NT = c.K, c.V, CHUNK, self.threads
+        q_in = self.io_view(s_q)
+        k_in = self.io_view(s_k)
+        vr = K // VEC  # a row's slices on consecutive lanes (qk_hat reduces over them)
+        r0, cv = tid // vr, tid % vr
+        for u in cutlass.range_constexpr(C * vr // NT):
+            r = r0 + u * (NT // vr)
+            xq = load_vec(cute.local_tile(q_in[r, None], (VEC,), (cv,)))
+            xk = load_vec(cute.local_tile(k_in[r, None], (VEC,), (cv,)))
+            yq, yk = self.qk_hat(xq, xk)
+            cute.autovec_copy(yq, cute.local_tile(s_q[r, None], (VEC,), (cv,)))
+            cute.autovec_copy(yk, cute.local_tile(s_k[r, None], (VEC,), (cv,)))
+        v_in = self.io_view(s_w0)
+        vv = V // VEC
+        r0, cv = tid // vv, tid % vv
+        for u in cutlass.range_constexpr(C * vv // NT):
+            r = r0 + u * (NT // vv)
+            xv = load_vec(cute.local_tile(v_in[r, None], (VEC,), (cv,)))
+            w0 = cute.make_rmem_tensor((VEC,), BFloat16)
+            if cutlass.const_expr(c.has_w):
+                xw = load_vec(cute.local_tile(self.io_view(self.w_stage(s))[r, None], (VEC,), (cv,)))
+                for e in cutlass.range_constexpr(VEC):
+                    w0[e] = (xv[e].to(Float32) * xw[e].to(Float32)).to(BFloat16)
+            else:
+                bt = s_beta[r]
+                for e in cutlass.range_constexpr(VEC):
+                    w0[e] = (xv[e].to(Float32) * bt).to(BFloat16)
+            cute.autovec_copy(w0, cute.local_tile(s_w0[r, None], (VEC,), (cv,)))
+        if cutlass.const_expr(c.gate_per_channel):
+            if tid < K:
+                acc = Float32(0.0)
+                for r in cutlass.range_constexpr(C):
+                    acc = acc + s_g[r, tid]
+                    s_g[r, tid] = acc
+        else:
+            if tid < 32:
+                self.scalar_gate_scan(s_g, s_g[2 * tid, 0], s_g[2 * tid + 1, 0], tid)
+
+    @cute.jit
+    def stage_operands(self, s, mb, heads, t0, eos, scale, tid):
+        """The decay-folded bf16 operands; a warp takes 32 consecutive rows of one VEC slice."""
+        s_q = s.q
+        s_k = s.k
+        s_g = s.g
+        s_qa = s.qa
+        s_kba = s.kba
+        s_kdt = s.kdt
+        s_beta = s.beta
+        s_alast = s.alast
+        c = self.cfg
+        K, C, NT = c.K, CHUNK, self.threads
+        if cutlass.const_expr(c.gate_per_channel):
+            s_qr = s.qr
+            s_kbr = s.kbr
+            s_ke = s.ke
+            s_xg = s.xg
+        else:
+            s_qr = None
+            s_kbr = None
+            s_ke = None
+            s_xg = None
+        if cutlass.const_expr(c.beta_per_channel):
+            b_in = self.io_view(s_qr)  # staged b: read here before qr overwrites it, same slice
+        else:
+            b_in = None
+        vr = K // VEC
+        r, cv0 = tid % C, tid // C
+        for u in cutlass.range_constexpr(C * vr // NT):
+            cv = cv0 + u * (NT // C)
+            d0 = cv * VEC
+            xq = load_vec(cute.local_tile(s_q[r, None], (VEC,), (cv,)))
+            xk = load_vec(cute.local_tile(s_k[r, None], (VEC,), (cv,)))
+            if cutlass.const_expr(c.beta_per_channel):
+                xb = load_vec(cute.local_tile(b_in[r, None], (VEC,), (cv,)))
+            else:
+                xb = None
+            qa = cute.make_rmem_tensor((VEC,), BFloat16)
+            kba = cute.make_rmem_tensor((VEC,), BFloat16)
+            qr = cute.make_rmem_tensor((VEC,), BFloat16)
+            kbr = cute.make_rmem_tensor((VEC,), BFloat16)
+            ke = cute.make_rmem_tensor((VEC,), BFloat16)
+            bt = Float32(0.0)
+            if cutlass.const_expr(not c.beta_per_channel):  # GDN-2 never stages s_beta
+                bt = s_beta[r]
+            if cutlass.const_expr(c.gate_per_channel):
+                gt = load_vec(cute.local_tile(s_g[r, None], (VEC,), (cv,)))
+                gl = load_vec(cute.local_tile(s_g[C - 1, None], (VEC,), (cv,)))
+                gr = load_vec(cute.local_tile(s_g[(r // SUB) * SUB, None], (VEC,), (cv,)))
+                ge = load_vec(cute.local_tile(s_g[(r // SUB) * SUB + SUB - 1, None], (VEC,), (cv,)))
+                a_row = Float32(1.0)
+                kd_row = Float32(1.0)
+            else:
+                gt = None
+                gl = None
+                gr = None
+                ge = None
+                a_row = cute.arch.exp(s_g[r, 0])
+                kd_row = cute.arch.exp(s_g[C - 1, 0] - s_g[r, 0])
+            for e in cutlass.range_constexpr(VEC):
+                qv = xq[e].to(Float32)
+                kv = xk[e].to(Float32)
+                if cutlass.const_expr(c.beta_per_channel):
+                    kb = kv * xb[e].to(Float32)
+                else:
+                    kb = kv * bt
+                a = a_row
+                kd = kd_row
+                if cutlass.const_expr(c.gate_per_channel):
+                    gam = gt[e]
+                    a = cute.arch.exp(gam)
+                    kd = cute.arch.exp(gl[e] - gam)
+                    rel = cute.arch.exp(gam - gr[e])
+                    qr[e] = (qv * rel).to(BFloat16)
+                    kbr[e] = (kb * rel).to(BFloat16)
+                    ke[e] = (kv * cute.arch.exp(ge[e] - gam)).to(BFloat16)
+                qa[e] = (qv * a * scale).to(BFloat16)
+                kba[e] = (-(kb * a)).to(BFloat16)
+                s_kdt[d0 + e, r] = (kv * kd).to(BFloat16)
+            cute.autovec_copy(qa, cute.local_tile(s_qa[r, None], (VEC,), (cv,)))
+            cute.autovec_copy(kba, cute.local_tile(s_kba[r, None], (VEC,), (cv,)))
+            if cutlass.const_expr(c.gate_per_channel):
+                cute.autovec_copy(qr, cute.local_tile(s_qr[r, None], (VEC,), (cv,)))
+                cute.autovec_copy(kbr, cute.local_tile(s_kbr[r, None], (VEC,), (cv,)))
+                cute.autovec_copy(ke, cute.local_tile(s_ke[r, None], (VEC,), (cv,)))
+        if cutlass.const_expr(c.gate_per_channel):
+            if tid < K:
+                s_alast[tid] = cute.arch.exp(s_g[C - 1, tid])
+            groups = NT // K  # thread group j = tid // K makes X for the tiles p = j mod groups
+            for p in cutlass.range_constexpr(len(GRAM_TILES)):
+                bi, bj = GRAM_TILES[p]
+                if tid // K == p % groups:
+                    d = tid % K
+                    s_xg[p, d] = cute.arch.exp(s_g[bi * SUB, d] - s_g[bj * SUB + SUB - 1, d])
+        else:
+            if tid == 0:
+                s_alast[0] = cute.arch.exp(s_g[C - 1, 0])

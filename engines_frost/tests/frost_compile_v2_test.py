@@ -1,0 +1,93 @@
+"""L0: every FROST forward v2 kernel variant cross-compiles for sm_90a, and v2's static plans.
+
+v2 (kernels/fwd_v2.py) re-types staged raw rows (io dtype) in its bf16 shared tensors and
+has two gate-staging paths, so it compiles every family x head dims in both io dtypes
+(16-byte gate copies with bf16, 4-byte with fp16), grouped heads and element-wise
+operand loads. Also:
+its shared-memory plan (fits; adds only KE, X, e^Gam_last to v1's) and the Gram tile
+schedule. Same entry as the launch (fwd.compile_fwd, launch_abi.fake_args). Skips where
+nvidia-cutlass-dsl is not importable.
+"""
+import os
+import sys
+
+import pytest
+
+cutlass = pytest.importorskip("cutlass", reason="nvidia-cutlass-dsl (CuTe DSL) is not installed")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from cudnn.linear_attention.frost.kernels.fwd import compile_fwd  # noqa: E402
+
+from frost_variants import GROUPED, V1_VARIANTS, VARIANTS, vid, with_algorithm  # noqa: E402
+
+# Every family and head dim in both io dtypes; vector gates staged by 16-byte copies in the
+# bf16 variants (gate_align16, what frost_fwd picks for aligned g) and by 4-byte copies in
+# the fp16 ones.
+V2_VARIANTS = [
+    i for i, (fam, c) in enumerate(VARIANTS)
+    if (c.io_dtype, c.has_initial_state, c.has_final_state) in (("bfloat16", True, True), ("float16", False, True))
+]
+
+
+def _v2(cfg):
+    return with_algorithm(cfg, "v2", gate_align16=cfg.gate_per_channel and cfg.io_dtype == "bfloat16")
+
+
+@pytest.mark.parametrize("variant", V2_VARIANTS, ids=vid)
+def test_v2_variant_compiles_for_sm90a(variant):
+    _, cfg = VARIANTS[variant]
+    assert callable(compile_fwd(_v2(cfg), "sm_90a"))
+
+
+@pytest.mark.parametrize("cfg", GROUPED, ids=["gva-kda", "gva-gdn-hk-hv", "gqa-gdn2"])
+def test_v2_grouped_heads_compile(cfg):
+    assert callable(compile_fwd(_v2(cfg), "sm_90a"))
+
+
+def test_v2_elementwise_operand_loads_compile():
+    """The FROST_FWD_LDMATRIX=0 diagnostic variant (element-wise shared-memory loads)."""
+    _, cfg = VARIANTS[V1_VARIANTS[-1]]
+    assert callable(compile_fwd(with_algorithm(_v2(cfg), "v2", ldmatrix=False), "sm_90a"))
+
+
+def test_v2_shared_memory_fits_every_config():
+    from cudnn.linear_attention.frost.kernels.fwd_v1 import SMEM_LIMIT, smem_bytes
+    from cudnn.linear_attention.frost.kernels.fwd_v2 import FrostFwdV2
+
+    sizes = {(f, c.K, c.V): smem_bytes(c, FrostFwdV2.smem_plan) for f, c in VARIANTS}
+    assert max(sizes.values()) <= SMEM_LIMIT, sizes
+    assert sizes[("kda", 128, 128)] > sizes[("gdn", 128, 128)]  # the vector-gate operands are counted
+
+
+def test_v2_plan_adds_to_v1():
+    """v2 stages in v1's tensors and adds only its decay tables (KE, X, e^Gam_last)."""
+    from cudnn.linear_attention.frost.kernels.fwd_v1 import smem_bytes
+    from cudnn.linear_attention.frost.kernels.fwd_v2 import smem_plan as v2_plan
+
+    _, kda = next((f, c) for f, c in VARIANTS if f == "kda" and c.K == c.V == 128)
+    extra = smem_bytes(kda, v2_plan) - smem_bytes(kda)
+    ke = (63 * (128 + 8) + 128) * 2  # 64 padded bf16 rows; the last row's padding is not allocated
+    assert extra == ke + 10 * 128 * 4 + 128 * 4, extra
+
+
+@pytest.mark.parametrize("warps", [4, 8])
+def test_v2_gram_schedule_balances_tiles(warps):
+    """Every Gram tile has one owner; a diagonal tile (it carries a 16x16 inverse) counts
+    double and the heaviest warp carries the least possible: 2 units on 8 warps (no warp
+    with a diagonal tile and a second one), 4 on 4 warps (v1's round robin: 3 and 5)."""
+    from cudnn.linear_attention.frost.kernels.fwd_v1 import GRAM_TILES
+    from cudnn.linear_attention.frost.kernels.fwd_v2 import gram_schedule
+
+    owners = gram_schedule(warps)
+    assert len(owners) == len(GRAM_TILES) and set(owners) <= set(range(warps))
+    load = [0] * warps
+    for (i, j), w in zip(GRAM_TILES, owners):
+        load[w] += 2 if i == j else 1
+    assert max(load) == -(-14 // warps)
+    if warps == 8:
+        diag_warps = {w for (i, j), w in zip(GRAM_TILES, owners) if i == j}
+        assert all(owners.count(w) == 1 for w in diag_warps)
+
+
+if __name__ == "__main__":
+    raise SystemExit(pytest.main([__file__, "-q"]))

@@ -1,0 +1,131 @@
+"""Compile one FROST forward kernel for sm_90a and report what ptxas made of it (dev tool).
+
+No GPU needed. Prints the resource usage (registers, local memory = spills, stack) from
+cuobjdump and, where nvdisasm is found, an instruction histogram per barrier-delimited
+region of the SASS (region 1 ends at the first BAR.SYNC: state init + rows stage; then
+operands, gram, chain for v1/v2). ``--sass FILE`` writes the SASS with addresses stripped,
+so two builds can be diffed (``--sass`` of v1 before and after a refactor must be equal).
+
+  PYTHONPATH=.:engines_frost python3 engines_frost/tests/frost_cubin_report.py --algorithm v2 --family kda
+
+Tools: CUOBJDUMP (default /work/.cuobj/nvidia/cu13/bin/cuobjdump or `cuobjdump` on PATH),
+NVDISASM (default `nvdisasm` on PATH; pip package nvidia-cuda-nvdisasm provides one).
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+import glob
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+
+FAMILIES = {"gdn": (False, False), "kda": (True, False), "gdn2": (True, True)}
+_INSTR = re.compile(r"^\s+/\*[0-9a-f]{4,6}\*/\s+(?:@!?U?P[0-9T]\s+)?([A-Z0-9_]+(?:\.[A-Z0-9_]+)*)(.*?);")
+
+
+def tool(env: str, default: str) -> str | None:
+    """$env if set, else the tool on PATH, else default; None unless the file exists."""
+    for path in (os.environ.get(env), shutil.which(os.path.basename(default)), default):
+        if path:
+            return path if os.path.isfile(path) else None
+    return None
+
+
+def compile_cubin(cfg, out_dir: str) -> str:
+    """cute.compile the config's kernel class for sm_90a, keeping the cubin; returns its path."""
+    import cutlass.cute as cute
+
+    from cudnn.linear_attention.frost.kernels.fwd import kernel_class
+    from cudnn.linear_attention.frost.kernels.launch_abi import fake_args
+
+    cute.compile(kernel_class(cfg.algorithm)(cfg), *fake_args(cfg),
+                 options=f"--gpu-arch sm_90a --keep-cubin --dump-dir {out_dir}")
+    (cubin,) = glob.glob(os.path.join(out_dir, "*.cubin"))
+    return cubin
+
+
+def resource_usage(cubin: str) -> dict[str, int]:
+    """REG, STACK, SHARED, LOCAL of the (single) kernel function in the cubin."""
+    exe = tool("CUOBJDUMP", "/work/.cuobj/nvidia/cu13/bin/cuobjdump")
+    if exe is None:
+        raise FileNotFoundError("cuobjdump not found (set CUOBJDUMP)")
+    text = subprocess.run([exe, "--dump-resource-usage", cubin], check=True, capture_output=True, text=True).stdout
+    fields = re.search(r"REG:(\d+) STACK:(\d+) SHARED:(\d+) LOCAL:(\d+)", text)
+    return dict(zip(("REG", "STACK", "SHARED", "LOCAL"), map(int, fields.groups())))
+
+
+def sass_instructions(cubin: str) -> list[str]:
+    """The kernel's SASS, one normalised instruction per entry (no addresses, no comments)."""
+    exe = tool("NVDISASM", "nvdisasm")
+    if exe is None:
+        raise FileNotFoundError("nvdisasm not found (set NVDISASM or pip install nvidia-cuda-nvdisasm)")
+    text = subprocess.run([exe, "-c", cubin], check=True, capture_output=True, text=True).stdout
+    out = []
+    for line in text.splitlines():
+        m = _INSTR.match(line)
+        if m:
+            out.append(line.split("*/", 1)[1].strip())
+    return out
+
+
+def region_histograms(instrs: list[str]) -> list[collections.Counter]:
+    regions, cur = [], collections.Counter()
+    for ins in instrs:
+        op = ins.split()[0] if not ins.startswith("@") else ins.split()[1]
+        cur[op.split(".")[0] if op not in ("LDS.128", "STS.128", "STS.U16", "LDS.U16") else op] += 1
+        if op.startswith("BAR.SYNC"):
+            regions.append(cur)
+            cur = collections.Counter()
+    regions.append(cur)
+    return regions
+
+
+def config_for(family: str, algorithm: str, K: int, V: int, l2: bool, io: str = "bfloat16",
+               gate_align16: bool = True):
+    """The benchmark's configuration (no initial state, fp32 final state); vector gates
+    16-byte aligned, as frost_fwd finds them for torch-allocated g, unless told otherwise."""
+    from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
+
+    gpc, bpc = FAMILIES[family]
+    return FrostFwdConfig(io_dtype=io, state_dtype="float32", H=16, HK=16, HV=16, K=K, V=V, gate_per_channel=gpc,
+                          beta_per_channel=bpc, has_w=bpc, use_l2norm=l2, has_initial_state=False,
+                          has_final_state=True, algorithm=algorithm, gate_align16=gate_align16 and gpc)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--algorithm", default="v1")
+    ap.add_argument("--family", choices=FAMILIES, default="gdn")
+    ap.add_argument("--K", type=int, default=128)
+    ap.add_argument("--V", type=int, default=128)
+    ap.add_argument("--l2norm", action="store_true")
+    ap.add_argument("--io", default="bfloat16")
+    ap.add_argument("--sass", help="write the normalised SASS here")
+    ap.add_argument("--gate-align4", action="store_true", help="vector gates only 4-byte aligned")
+    args = ap.parse_args(argv)
+    cfg = config_for(args.family, args.algorithm, args.K, args.V, args.l2norm, args.io, not args.gate_align4)
+    with tempfile.TemporaryDirectory() as tmp:
+        cubin = compile_cubin(cfg, tmp)
+        print(f"{args.algorithm} {args.family} K={args.K} V={args.V} l2norm={int(args.l2norm)} {args.io}:",
+              resource_usage(cubin))
+        try:
+            instrs = sass_instructions(cubin)
+        except FileNotFoundError as e:
+            print(f"(no SASS histogram: {e})")
+            return 0
+    if args.sass:
+        with open(args.sass, "w") as f:
+            f.write("\n".join(instrs) + "\n")
+    print(f"{len(instrs)} instructions")
+    keys = ("HMMA", "LDSM", "LDS", "LDS.128", "STS", "STS.128", "STS.U16", "MUFU", "LDG", "LDGSTS", "STG",
+            "FFMA", "FMUL", "F2FP", "SHFL", "BAR")
+    for i, hist in enumerate(region_histograms(instrs)):
+        print(f"  region {i}: {sum(hist.values()):5d} instr  " + " ".join(f"{k}={hist[k]}" for k in keys if hist[k]))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

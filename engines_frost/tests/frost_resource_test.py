@@ -1,0 +1,46 @@
+"""ptxas's resource usage of the FROST tensor-core kernels: no register spills (sm_90a, no GPU).
+
+The kernels run one CTA per SM with 2V threads and hold the state in registers, so ptxas
+works at its 255-register ceiling; a spill (local memory or a stack frame) puts a
+local-memory round trip into the serial chunk chain. Each case compiles through
+frost_cubin_report (the same cute.compile the launch uses, keeping the cubin) and reads
+cuobjdump --dump-resource-usage. The first v2 draft spilled 88 bytes at KDA K=V=64 fp16
+(hoisted index arithmetic), which this catches. Skips where cuobjdump or CuTe DSL is absent.
+"""
+import os
+import sys
+import tempfile
+
+import pytest
+
+pytest.importorskip("cutlass", reason="nvidia-cutlass-dsl (CuTe DSL) is not installed")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import frost_cubin_report as report  # noqa: E402
+
+pytestmark = pytest.mark.skipif(report.tool("CUOBJDUMP", "/work/.cuobj/nvidia/cu13/bin/cuobjdump") is None,
+                                reason="cuobjdump not found (set CUOBJDUMP)")
+
+CASES = [  # (algorithm, family, K, V, l2norm, io, vector gates 16-byte aligned)
+    (alg, fam, 128, 128, False, "bfloat16", True) for alg in ("v1", "v2") for fam in ("gdn", "kda", "gdn2")
+] + [
+    ("v2", "kda", 128, 128, False, "bfloat16", False),
+    ("v2", "kda", 64, 64, False, "float16", True),
+    ("v2", "kda", 64, 64, False, "float16", False),
+    ("v2", "kda", 64, 128, True, "bfloat16", True),
+    ("v2", "gdn2", 128, 64, True, "float16", True),
+]
+
+
+@pytest.mark.parametrize("case", CASES,
+                         ids=lambda c: f"{c[0]}-{c[1]}-K{c[2]}V{c[3]}-l2{int(c[4])}-{c[5]}-galign{16 if c[6] else 4}")
+def test_no_spills(case):
+    alg, fam, K, V, l2, io, align16 = case
+    with tempfile.TemporaryDirectory() as tmp:
+        usage = report.resource_usage(report.compile_cubin(report.config_for(fam, alg, K, V, l2, io, align16), tmp))
+    assert usage["LOCAL"] == 0 and usage["STACK"] == 0, usage
+    assert usage["REG"] <= 255, usage
+
+
+if __name__ == "__main__":
+    raise SystemExit(pytest.main([__file__, "-q"]))

@@ -1,0 +1,104 @@
+"""FROST v0's own kernel source, executed on the CPU (simt_emulator), against the float64 recurrences.
+
+v0 (kernels/fwd_v0.py) is scalar CuTe DSL, so its launcher, kernel body and stages can run
+as Python with a thread per CUDA thread (see simt_emulator.py). That checks on a machine
+without a GPU everything but fp32 rounding: the launch grid, head mapping, operand views,
+const_expr specialisation per family, shared-memory indexing and barriers, the write term
+(beta v / w v), partial and multiple chunks, initial/final state. The first GPU run found
+v0 wrong for scalar beta (the write term was v, not beta v); this test fails on that code
+(rel. error ~0.8) and passes on the fix (~2e-3: bf16 outputs).
+
+Sizes: FrostFwdConfig limits K and V to the kernels' head dims (64, 128); the emulation
+uses K = V = 16 with CHUNK = 16 and BLOCK_V = 8 (module constants of fwd_v0, overridden
+only here) so sequences of 1..40 tokens span up to three chunks and two value blocks per
+head, and a run takes seconds.
+"""
+import dataclasses
+import math
+import os
+import sys
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("cutlass", reason="nvidia-cutlass-dsl (CuTe DSL) is not installed")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import numpy as np  # noqa: E402
+
+from cudnn.linear_attention.frost.kernels import fwd_v0, gmem_views  # noqa: E402
+from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig, operand_dtypes  # noqa: E402
+from cudnn.linear_attention.frost.kernels.launch_abi import cutlass_dtype  # noqa: E402
+from tests.reference.compare import rel_err  # noqa: E402
+from tests.reference.gdn import naive_recurrent_gdn  # noqa: E402
+from tests.reference.gdn2 import naive_recurrent_gdn2  # noqa: E402
+from tests.reference.inputs import InputConfig, make_inputs  # noqa: E402
+from tests.reference.kda import naive_recurrent_kda  # noqa: E402
+from tests.reference.preprocess import Family  # noqa: E402
+
+from simt_emulator import Pointer, Val, emulate_class  # noqa: E402
+
+REFERENCES = {Family.GDN: naive_recurrent_gdn, Family.KDA: naive_recurrent_kda, Family.GDN2: naive_recurrent_gdn2}
+OVERRIDES = {"CHUNK": 16, "BLOCK_V": 8}
+BOUND = 1e-2  # the GPU smoke bound; the emulation reaches ~2e-3 (bf16 output rounding)
+
+
+def small_config(**fields) -> FrostFwdConfig:
+    """A FrostFwdConfig at head dims below the kernels' (64, 128): built without
+    __post_init__'s checks, every other field as the launcher would set it."""
+    cfg = object.__new__(FrostFwdConfig)
+    for f in dataclasses.fields(FrostFwdConfig):
+        object.__setattr__(cfg, f.name, fields.get(f.name, f.default))
+    return cfg
+
+
+def run_v0_emulated(cfg: FrostFwdConfig, x, T: int, N: int, scale: float):
+    """frost_fwd's launch of v0, emulated: returns (out, final_state) as float64 tensors."""
+    kernel = emulate_class(fwd_v0.FrostFwdV0, OVERRIDES, helper_modules=[gmem_views])(cfg)
+    dtypes = operand_dtypes(cfg)
+    arrays = {
+        "q": x.q, "k": x.k, "v": x.v, "g": x.g, "beta": x.beta, "w": x.w, "cu_seqlens": x.cu_seqlens,
+        "initial_state": x.initial_state if cfg.has_initial_state else None,
+    }
+    arrays = {name: None if t is None else t.to(torch.float64).numpy().copy() for name, t in arrays.items()}
+    arrays["cu_seqlens"] = arrays["cu_seqlens"].astype(np.int32)
+    arrays["out"] = np.full((T, cfg.HO, cfg.V), np.nan)
+    arrays["final_state"] = np.full((N, cfg.HO, cfg.V, cfg.K), np.nan) if cfg.has_final_state else None
+    ptrs = [Pointer(arrays.get(name), cutlass_dtype(dt)) for name, dt in dtypes.items()]
+    kernel(*ptrs, T, N, Val(scale), None)
+    final = None if arrays["final_state"] is None else torch.from_numpy(arrays["final_state"])
+    return torch.from_numpy(arrays["out"]), final
+
+
+CASES = [  # (family, seq_lens, H, HK, HV, l2norm, initial state, final state)
+    (Family.GDN, (1, 15, 16, 17, 40), 2, 2, 2, False, True, True),
+    (Family.GDN, (33, 0, 9), 1, 1, 2, True, False, True),
+    (Family.KDA, (1, 15, 16, 17, 40), 2, 2, 2, False, True, True),
+    (Family.KDA, (33, 0, 9), 2, 2, 1, True, True, False),
+    (Family.GDN2, (1, 15, 16, 17, 40), 2, 2, 2, False, True, True),
+    (Family.GDN2, (33, 0, 9), 1, 2, 2, True, False, True),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c[0].value}-{len(c[1])}seq-H{c[2]}HK{c[3]}HV{c[4]}-l2{int(c[5])}")
+def test_v0_source_matches_recurrence(case):
+    family, lens, H, HK, HV, l2, h0, ht = case
+    K = V = 16
+    inputs = InputConfig(family=family, seq_lens=lens, H=H, HK=HK, HV=HV, K=K, V=V, dtype=torch.bfloat16,
+                         use_qk_l2norm=l2, with_initial_state=h0)
+    x = make_inputs(inputs, 31)
+    scale = 1.0 / math.sqrt(K)
+    cfg = small_config(io_dtype="bfloat16", state_dtype="float32" if h0 or ht else None, H=H, HK=HK, HV=HV,
+                       K=K, V=V, gate_per_channel=family.per_channel_gate, beta_per_channel=family.vector_beta,
+                       has_w=family.vector_beta, use_l2norm=l2, has_initial_state=h0, has_final_state=ht,
+                       algorithm="v0")
+    o, s = run_v0_emulated(cfg, x, inputs.T, inputs.N, scale)
+    ref_o, ref_s = REFERENCES[family](*x.args(), **{**x.options(), "scale": scale}, output_final_state=True)
+    eo = rel_err(o, ref_o)
+    es = rel_err(s, ref_s) if ht else 0.0
+    assert eo < BOUND and es < BOUND, (eo, es)
+    assert not torch.isnan(o).any()  # every real row was stored
+
+
+if __name__ == "__main__":
+    raise SystemExit(pytest.main([__file__, "-q"]))
