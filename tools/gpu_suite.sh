@@ -10,7 +10,9 @@
 #   torchops   tests/torch_ops/ops_gpu_test.py and the cached-call overhead (op_overhead.py)
 #   cutile     the cuTile engine matrix (tests/numerics/test_la_cutile_engines.py)
 #   smoke      cuTile kernel smoke checks: KDA/GDN forward and backward vs float64
-#   frost      FROST forward smoke (+ timing) and the FROST engine matrix (needs the cutedsl kits)
+#   frost      frostsmoke then frostmatrix (both need the cutedsl kits):
+#   frostsmoke FROST kernels vs float64 + timing (FROST_SMOKE_ARGS, e.g. "--algorithm all")
+#   frostmatrix the FROST engine matrix through the graph API (FROST_FWD_ALGORITHM picks v1/v2)
 #   tilecache  unpack .kit/tilecache.tar.xz (carried) into .tilecache: cuTile kernels JIT-compiled
 #              on an earlier machine (same tileiras) are not compiled again
 #   packcache  pack .tilecache into $OUT (copy it to .kit/tilecache.tar.xz here afterwards)
@@ -70,10 +72,14 @@ for s in "$@"; do
     smoke)
       stage smoke "python3 tests/numerics/la_cutile_smoke.py kda && \
         python3 tests/numerics/la_cutile_bwd_smoke.py" ;;
-    frost)
-      stage frostsmoke "python3 tests/numerics/la_frost_smoke.py --family all ${FROST_SMOKE_ARGS:-}"
-      stage frostmatrix "python3 -m pytest tests/numerics/test_la_frost_engines.py -q -s \
-        -p no:cacheprovider -x ${FROST_MATRIX_ARGS:-}" ;;
+    frost|frostsmoke|frostmatrix)
+      if [ "$s" != frostmatrix ]; then
+        stage frostsmoke "python3 tests/numerics/la_frost_smoke.py --family all ${FROST_SMOKE_ARGS:-}"
+      fi
+      if [ "$s" != frostsmoke ]; then
+        stage frostmatrix "python3 -m pytest tests/numerics/test_la_frost_engines.py -q -s \
+          -p no:cacheprovider ${FROST_MATRIX_ARGS:-}"
+      fi ;;
     bench)
       stage bench "python3 bench/bench_linear_attention.py" ;;
     *) echo "unknown stage $s"; exit 2 ;;
