@@ -133,9 +133,12 @@ def _chunk(S, q, k, v, gam, beta, w, scale, decay_mode):
     return O, S
 
 
-def frost_fwd_model(q, k, v, g, beta, w, cu_seqlens, *, scale, use_l2norm, initial_state=None,
-                    chunk=CHUNK, decay_mode="pairwise"):
-    """Float64 (o [T, HO, V], final_state [N, HO, V, K]) by the kernel's chunk algorithm."""
+def run_chunked(q, k, v, g, beta, w, cu_seqlens, *, use_l2norm, initial_state, chunk,
+                chunk_fn, operand=lambda x: x):
+    """Float64 (o [T, HO, V], final_state [N, HO, V, K]): walks every (sequence, output head)
+    chunk by chunk, `chunk_fn(S, q, k, v, g, beta, w) -> (O, S)` doing one chunk (the exact
+    model here, the bf16 emulation of v1/v2 in frost_v1_precision.py). `operand` rounds the
+    (normalised) q and k as the kernel stores them."""
     f64 = torch.float64
     T, H, K = q.shape
     HK, HV, V = k.shape[1], v.shape[1], v.shape[2]
@@ -145,19 +148,28 @@ def frost_fwd_model(q, k, v, g, beta, w, cu_seqlens, *, scale, use_l2norm, initi
     w = None if w is None else w.to(f64)
     if use_l2norm:
         q, k = _l2norm(q), _l2norm(k)
+    q, k = operand(q), operand(k)
     o = torch.zeros(T, HO, V, dtype=f64)
     final = torch.zeros(N, HO, V, K, dtype=f64)
     cu = [int(x) for x in cu_seqlens.tolist()]
     for n in range(N):
         for h in range(HO):
             qh, kh, vh = h // (HO // H), h // (HO // HK), h // (HO // HV)
-            S = initial_state[n, h].to(f64).T.clone() if initial_state is not None else torch.zeros(K, V, dtype=f64)
+            S = (initial_state[n, h].to(f64).T.clone() if initial_state is not None
+                 else torch.zeros(K, V, dtype=f64))
             for t0 in range(cu[n], cu[n + 1], chunk):
                 t1 = min(t0 + chunk, cu[n + 1])
-                O, S = _chunk(
-                    S, q[t0:t1, qh], k[t0:t1, kh], v[t0:t1, vh], g[t0:t1, h], beta[t0:t1, h],
-                    None if w is None else w[t0:t1, h], scale, decay_mode,
-                )
+                O, S = chunk_fn(S, q[t0:t1, qh], k[t0:t1, kh], v[t0:t1, vh], g[t0:t1, h],
+                                beta[t0:t1, h], None if w is None else w[t0:t1, h])
                 o[t0:t1, h] = O
             final[n, h] = S.T
     return o, final
+
+
+def frost_fwd_model(q, k, v, g, beta, w, cu_seqlens, *, scale, use_l2norm, initial_state=None,
+                    chunk=CHUNK, decay_mode="pairwise"):
+    """Float64 (o [T, HO, V], final_state [N, HO, V, K]) by the kernel's chunk algorithm."""
+    return run_chunked(
+        q, k, v, g, beta, w, cu_seqlens, use_l2norm=use_l2norm, initial_state=initial_state,
+        chunk=chunk,
+        chunk_fn=lambda S, *rows: _chunk(S, *rows, scale, decay_mode))

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import torch
 
-from frost_chunk_model import CHUNK, SPAN_LIMIT, SUB, _l2norm, _pairwise, _unit_lower_inverse
+from frost_chunk_model import CHUNK, SPAN_LIMIT, SUB, _pairwise, _unit_lower_inverse, run_chunked
 
 
 def bf16(x: torch.Tensor) -> torch.Tensor:
@@ -88,27 +88,7 @@ def frost_fwd_v1_emulated(q, k, v, g, beta, w, cu_seqlens, *, scale, use_l2norm,
                           variant="v1"):
     if variant not in ("v1", "v2"):
         raise ValueError(f"frost_fwd_v1_emulated: variant must be v1 or v2, got {variant!r}")
-    f64 = torch.float64
-    T, H, K = q.shape
-    HK, HV, V = k.shape[1], v.shape[1], v.shape[2]
-    HO = max(H, HV)
-    N = cu_seqlens.numel() - 1
-    q, k, v, g, beta = (x.to(f64) for x in (q, k, v, g, beta))
-    w = None if w is None else w.to(f64)
-    if use_l2norm:
-        q, k = _l2norm(q), _l2norm(k)
-    q, k = bf16(q), bf16(k)
-    o = torch.zeros(T, HO, V, dtype=f64)
-    final = torch.zeros(N, HO, V, K, dtype=f64)
-    cu = [int(x) for x in cu_seqlens.tolist()]
-    for n in range(N):
-        for h in range(HO):
-            qh, kh, vh = h // (HO // H), h // (HO // HK), h // (HO // HV)
-            S = initial_state[n, h].to(f64).T.clone() if initial_state is not None else torch.zeros(K, V, dtype=f64)
-            for t0 in range(cu[n], cu[n + 1], CHUNK):
-                t1 = min(t0 + CHUNK, cu[n + 1])
-                O, S = _chunk(S, q[t0:t1, qh], k[t0:t1, kh], v[t0:t1, vh], g[t0:t1, h], beta[t0:t1, h],
-                              None if w is None else w[t0:t1, h], scale, variant)
-                o[t0:t1, h] = O
-            final[n, h] = S.T
-    return o, final
+    return run_chunked(
+        q, k, v, g, beta, w, cu_seqlens, use_l2norm=use_l2norm, initial_state=initial_state,
+        chunk=CHUNK, operand=bf16,
+        chunk_fn=lambda S, *rows: _chunk(S, *rows, scale, variant))
