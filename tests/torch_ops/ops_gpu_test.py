@@ -205,14 +205,46 @@ def test_two_layer_gdn_model_trains():
     assert last < 0.5 * first, (first, last)
 
 
-def test_gdn2_explains_that_no_engine_serves_it():
-    config = _gpu(Family.GDN2, (33, 31))
-    inputs = make_inputs(config, seed=8)
+def _frost_reason() -> str | None:
+    """Why the FROST engines cannot run here (no CuTe DSL, another SM), or None."""
+    from cudnn.linear_attention.frost import runtime_probe
+    return runtime_probe.runtime_reason("gdn2_frost", None)
+
+
+def test_gdn2_forward_runs_on_frost_or_explains_why():
+    """GDN-2's only engine is FROST: where it can run, the op matches the float64
+    reference; where it cannot, the error names FROST's reason."""
+    inputs = make_inputs(_gpu(Family.GDN2, (33, 31, 64, 1), H=2, HV=4,
+                              with_initial_state=True, use_qk_l2norm=True), seed=8)
+    reason = _frost_reason()
+    if reason is not None:
+        with pytest.raises(cudnn.cudnnGraphNotSupportedError) as info:
+            call_op(inputs)
+        message = str(info.value)
+        print(message)
+        assert message.startswith("cudnn::gated_delta_net_v2_fwd: no engine can run this call")
+        assert "  - gdn2_frost (20300): " in message
+        return
+    o, final = call_op(inputs)
+    ref_o, ref_final = reference_forward(inputs)
+    print(f"gdn2 on FROST: o {rel_err(o, ref_o):.2e}, final_state {rel_err(final, ref_final):.2e}")
+    assert_rel_close("o", o, ref_o, BOUNDS[torch.bfloat16]["o"])
+    assert_rel_close("final_state", final, ref_final, BOUNDS[torch.bfloat16]["final_state"])
+    cache = next(c for c in ops.graph_caches() if c.name == "cudnn::gated_delta_net_v2_fwd")
+    plans = [entry.plan for entry in cache.values()]
+    assert any("gdn2_frost" in plan for plan in plans), plans
+
+
+def test_gdn2_backward_raises_instead_of_returning_zeros():
+    if _frost_reason() is not None:
+        pytest.skip(f"the GDN-2 forward needs FROST here: {_frost_reason()}")
+    inputs = leaves(make_inputs(_gpu(Family.GDN2, (33, 31)), seed=10))
+    o, final = call_op(inputs)
     with pytest.raises(cudnn.cudnnGraphNotSupportedError) as info:
-        call_op(inputs)
+        (o.float().sum() + final.sum()).backward()
     message = str(info.value)
     print(message)
-    assert message.startswith("cudnn::gated_delta_net_v2_fwd: no engine can run this call")
+    assert message.startswith("cudnn::gated_delta_net_v2_bwd: no engine can run this call")
     assert "  - gdn2_frost (20300): " in message
 
 
