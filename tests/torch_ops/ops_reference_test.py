@@ -141,6 +141,38 @@ def test_compile_fullgraph_matches_eager():
                                    getattr(eager_in, name).grad, rtol=1e-6, atol=1e-7)
 
 
+class _OpSpy:
+    """Stands in for a family's registered forward op: counts the dispatcher calls."""
+
+    def __init__(self, op):
+        self.op, self.calls = op, 0
+
+    def __call__(self, *args):
+        self.calls += 1
+        return self.op(*args)
+
+
+@pytest.mark.parametrize("case", ["gdn_gva_h0_l2norm", "kda_gva_h0"])
+def test_eager_calls_without_autograd_skip_the_dispatcher(case, monkeypatch):
+    family_ops = {Family.GDN: ops.FAMILY_OPS[0], Family.KDA: ops.FAMILY_OPS[1]}[CASES[case].family]
+    spy = _OpSpy(family_ops.forward_op)
+    monkeypatch.setattr(family_ops, "forward_op", spy)
+    inputs = make_inputs(CASES[case], seed=11)
+    direct = call_op(inputs)  # no tensor requires grad: the kernel runs directly
+    assert spy.calls == 0
+    with torch.autograd.profiler.profile():  # the profiler must see the op: dispatcher
+        through = call_op(inputs)
+    assert spy.calls == 1
+    for got, expected in zip(direct, through):
+        torch.testing.assert_close(got, expected, rtol=0, atol=0)
+    grads = leaves(inputs)
+    call_op(grads)[0].sum().backward()  # autograd needs the dispatcher's node
+    assert spy.calls == 2 and grads.q.grad is not None
+    with torch.no_grad():
+        call_op(grads)
+    assert spy.calls == 2
+
+
 def test_opcheck_on_the_forward_op():
     inputs = make_inputs(CASES["kda_gva_h0"], seed=9)
     args = tuple(t.requires_grad_(t.is_floating_point()) for t in inputs.args())

@@ -24,7 +24,9 @@ from typing import Any
 
 import torch
 
+from cudnn.linear_attention.ops import _torch_compat
 from cudnn.linear_attention.ops._checks import Geometry, check_call, checkpoint_rows
+from cudnn.linear_attention.ops._direct_call import needs_dispatcher
 from cudnn.linear_attention.ops._family import (FORWARD_PORTS, FORWARD_RESULTS, GRADIENTS,
                                                 GRAPH_ATTR_NAMES, Family)
 from cudnn.linear_attention.ops._graph_cache import GraphCache
@@ -39,6 +41,9 @@ _PRIMAL_OF = {result: primal for result, (_, primal) in GRADIENTS.items()}
 _GRADIENT_OF = {primal: result for result, primal in _PRIMAL_OF.items()}
 
 _Results = tuple[torch.Tensor, ...]
+
+# torch's custom-op autograd path re-reads a schema per argument (see _torch_compat)
+_torch_compat.install()
 
 
 def default_scale(head_dim: int) -> float:
@@ -83,9 +88,12 @@ class FamilyOps:
                                          self._backward_written)
         self.forward_signature = self.forward_def.signature
         self.backward_signature = self.backward_def.signature
-        forward = self._register(self.forward_def)
+        forward, self._forward_kernel = self._register(self.forward_def)
         forward.register_autograd(self._backward, setup_context=self._setup_context)
         self._register(self.backward_def)
+        names = self.forward_signature.names
+        self._forward_tensor_positions = tuple(names.index(n) for n in
+                                               self.forward_signature.tensor_names)
         namespace = getattr(torch.ops, NAMESPACE)
         self.forward_op = getattr(namespace, f"{family.name}_fwd").default
         self.backward_op = getattr(namespace, f"{family.name}_bwd").default
@@ -97,7 +105,8 @@ class FamilyOps:
         return _OpDef(name, signature, backward, builder, GraphCache(name), allocate, written)
 
     # -- registration ------------------------------------------------------------------
-    def _register(self, op: _OpDef) -> Any:
+    def _register(self, op: _OpDef) -> tuple[Any, Callable[..., _Results]]:
+        """Register op with torch.library; returns it and its (CPU/CUDA) kernel."""
         def kernel(*args: Any, **kwargs: Any) -> _Results:
             values = op.signature.complete(args, kwargs)
             entry = op.cache.get_or_build(cache_key(values), lambda: self._build(op, values))
@@ -110,7 +119,7 @@ class FamilyOps:
         registered = torch.library.custom_op(op.name, kernel, mutates_args=(),
                                              schema=op.signature.schema())
         registered.register_fake(fake)
-        return registered
+        return registered, kernel
 
     def _build(self, op: _OpDef, values: Sequence[Any]) -> CachedGraph:
         signature = op.signature
@@ -145,7 +154,11 @@ class FamilyOps:
                     "supported by these ops yet; pass initial_state and read final_state")
         if values.get("scale") is None:
             values["scale"] = default_scale(q.shape[-1])
-        results = self.forward_op(*self.forward_signature.positional(values))
+        args = self.forward_signature.positional(values)
+        if needs_dispatcher(args, self._forward_tensor_positions):
+            results = self.forward_op(*args)
+        else:  # the kernel the dispatcher would reach, without its cost (_direct_call)
+            results = self._forward_kernel(*args)
         if values.get("checkpoint_every_n_tokens", 0) > 0:
             return tuple(results)
         return results[0], results[1]
