@@ -42,6 +42,13 @@ def test_v1_elementwise_operand_loads_compile():
     assert callable(compile_fwd(_with(cfg, "v1", ldmatrix=False), "sm_90a"))
 
 
+@pytest.mark.parametrize("skip", [("chain",), ("rows", "operands", "gram")])
+def test_stage_timing_variants_compile(skip):
+    """bench/frost_stage_times.py's variants (stages compiled out of the chunk loop)."""
+    _, cfg = VARIANTS[V1_VARIANTS[-1]]
+    assert callable(compile_fwd(_with(cfg, "v2", skip_stages=skip), "sm_90a"))
+
+
 def test_v1_shared_memory_fits_every_config():
     from cudnn.linear_attention.frost.kernels.fwd_v1 import SMEM_LIMIT, smem_bytes
 

@@ -92,7 +92,9 @@ def test_config_rejects_unsupported_combinations():
     FrostFwdConfig(**base)
     for over, name in ((dict(HV=3), "H"), (dict(HK=1), "HK"), (dict(has_w=True), "has_w"),
                        (dict(state_dtype="float32"), "state_dtype"), (dict(algorithm="v9"), "algorithm"),
-                       (dict(gate_per_channel=False, gate_align16=True), "gate_align16")):
+                       (dict(gate_per_channel=False, gate_align16=True), "gate_align16"),
+                       (dict(algorithm="v2", skip_stages=("solve",)), "skip_stages"),
+                       (dict(algorithm="v0", skip_stages=("chain",)), "skip_stages")):
         with pytest.raises(ValueError, match=f"FrostFwdConfig: {name} must be"):
             FrostFwdConfig(**{**base, **over})
     assert frost_workspace_size(**base) == 0

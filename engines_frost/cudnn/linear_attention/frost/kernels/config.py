@@ -13,6 +13,8 @@ IO_DTYPES = ("bfloat16", "float16")
 STATE_DTYPES = ("float32", "bfloat16")
 HEAD_DIMS = (64, 128)
 ALGORITHMS = ("v0", "v1", "v2")
+#: per-chunk stages of v1/v2 that a timing experiment may leave out (bench/frost_stage_times.py)
+STAGES = ("rows", "operands", "gram", "chain")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -38,6 +40,9 @@ class FrostFwdConfig:
     # g's base address is 16-byte aligned (frost_fwd reads it off the pointer; vector gates
     # only): v2 then stages gate rows by 16-byte copies instead of 4-byte ones.
     gate_align16: bool = False
+    # Timing experiments only (bench/frost_stage_times.py): v1/v2 stages compiled out of the
+    # chunk loop, so the results are wrong. frost_fwd never sets it.
+    skip_stages: tuple[str, ...] = ()
 
     def __post_init__(self):
         def bad(name, expected):
@@ -68,6 +73,8 @@ class FrostFwdConfig:
             bad("gate_align16", "False for scalar gates")
         if self.algorithm not in ALGORITHMS:
             bad("algorithm", f"one of {ALGORITHMS}")
+        if any(st not in STAGES for st in self.skip_stages) or (self.skip_stages and self.algorithm == "v0"):
+            bad("skip_stages", f"a tuple of {STAGES} (v1/v2 only)")
 
     @property
     def HO(self) -> int:

@@ -162,14 +162,19 @@ class FrostFwdV1:
         bos = mcu[n]
         eos = mcu[n + 1]
         self.before_chunks(s, mq, mk, mv, mg, mb, mw, heads, bos, eos, tid, lane, wid)
+        skip = c.skip_stages  # empty except in timing experiments (config.py)
         for t0 in cutlass.range(bos, eos, C):
-            self.stage_rows(s, mq, mk, mv, mg, mb, mw, heads, t0, eos, tid)
+            if cutlass.const_expr("rows" not in skip):
+                self.stage_rows(s, mq, mk, mv, mg, mb, mw, heads, t0, eos, tid)
             cute.arch.sync_threads()
-            self.stage_operands(s, mb, heads, t0, eos, scale, tid)
+            if cutlass.const_expr("operands" not in skip):
+                self.stage_operands(s, mb, heads, t0, eos, scale, tid)
             cute.arch.sync_threads()
-            self.stage_gram(s, mb, heads, t0, eos, scale, thr, lane, wid)
+            if cutlass.const_expr("gram" not in skip):
+                self.stage_gram(s, mb, heads, t0, eos, scale, thr, lane, wid)
             cute.arch.sync_threads()
-            self.stage_chain(s, mo, acc_s, coord_s, heads, t0, eos, thr, lane, wid)
+            if cutlass.const_expr("chain" not in skip):
+                self.stage_chain(s, mo, acc_s, coord_s, heads, t0, eos, thr, lane, wid)
             cute.arch.sync_threads()
 
         if cutlass.const_expr(c.has_final_state):

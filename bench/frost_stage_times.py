@@ -1,0 +1,94 @@
+"""Where a FROST forward chunk spends its time: the kernel timed with each per-chunk stage
+compiled out (FrostFwdConfig.skip_stages), a benchmark script, not a test.
+
+Without hardware counters, a stage's cost is read as the difference between the full
+kernel and the kernel without it (the barriers between stages stay, so each difference is
+what that stage adds to the chunk's critical path, including its barrier wait). Results of
+the skipped variants are wrong by construction and are not checked; the full kernel is
+checked by tests/numerics/la_frost_smoke.py.
+
+Run on the GPU machine from the repo root (CuTe DSL importable):
+  PYTHONPATH=.:ops:ir:router:engines_frost python3 bench/frost_stage_times.py [--family gdn kda]
+    [--algorithm v2] [--reps 20]
+Shape: 8 x 4096 tokens, 16 heads, K = V = 128, bf16, final state fp32 (the bench shape).
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import math
+import statistics
+import time
+
+import torch
+
+from tests.reference.inputs import InputConfig, make_inputs
+from tests.reference.preprocess import Family
+
+VARIANTS = ((), ("rows",), ("operands",), ("gram",), ("chain",), ("rows", "operands", "gram"),
+            ("rows", "operands", "gram", "chain"))
+CHUNKS = 4096 // 64
+
+
+def _launcher(family: Family, algorithm: str, skip: tuple[str, ...]):
+    """(launch(), compile seconds) for the bench shape with `skip` compiled out."""
+    from cudnn.linear_attention.frost.kernels import fwd
+    from cudnn.linear_attention.frost.kernels.launch_abi import real_args
+
+    cfg = InputConfig(family=family, seq_lens=(4096,) * 8, H=16, K=128, V=128,
+                      dtype=torch.bfloat16, device="cuda")
+    x = make_inputs(cfg, 0)
+    out = torch.empty(cfg.T, 16, 128, dtype=torch.bfloat16, device="cuda")
+    ht = torch.empty(8, 16, 128, 128, dtype=torch.float32, device="cuda")
+    checked = fwd.check_operands(
+        q=x.q, k=x.k, v=x.v, g=x.g, beta=x.beta, w=x.w, cu_seqlens=x.cu_seqlens, out=out,
+        initial_state=None, final_state=ht, use_l2norm=False,
+        gate_per_channel=family.per_channel_gate, beta_per_channel=family.vector_beta,
+        algorithm=algorithm)
+    kernel_cfg = dataclasses.replace(checked.config, skip_stages=skip)
+    start = time.perf_counter()
+    fn = fwd._compiled(kernel_cfg, fwd.device_arch(x.q.device))
+    compile_s = time.perf_counter() - start
+    stream = torch.cuda.current_stream()
+    args = real_args(kernel_cfg, checked.tensors, checked.T, checked.N, 1.0 / math.sqrt(128), stream)
+    return (lambda: fn(*args)), compile_s
+
+
+def _median_ms(launch, reps: int) -> float:
+    for _ in range(3):
+        launch()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        launch()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end))
+    return statistics.median(times)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--family", nargs="+", default=["gdn", "kda"], choices=["gdn", "kda", "gdn2"])
+    parser.add_argument("--algorithm", default="v2", choices=["v1", "v2"])
+    parser.add_argument("--reps", type=int, default=20)
+    args = parser.parse_args()
+    print(f"GPU: {torch.cuda.get_device_name()}; 8 x 4096, 16 heads, K = V = 128, bf16; "
+          f"{args.algorithm}; median of {args.reps}; us per chunk = ms / {CHUNKS} chunks")
+    for name in args.family:
+        family = Family(name)
+        full = None
+        for skip in VARIANTS:
+            launch, compile_s = _launcher(family, args.algorithm, skip)
+            ms = _median_ms(launch, args.reps)
+            full = ms if full is None else full
+            label = "full" if not skip else "without " + "+".join(skip)
+            print(f"{name:4s} {label:38s} {ms:7.3f} ms {ms / CHUNKS * 1e3:6.2f} us/chunk "
+                  f"(stage adds {(full - ms) / CHUNKS * 1e3:6.2f} us/chunk; compiled in "
+                  f"{compile_s:5.1f} s)", flush=True)
+
+
+if __name__ == "__main__":
+    main()
