@@ -74,13 +74,15 @@ def main() -> None:
     parser.add_argument("--family", nargs="+", default=["gdn", "kda"], choices=["gdn", "kda", "gdn2"])
     parser.add_argument("--algorithm", default="v2", choices=["v1", "v2"])
     parser.add_argument("--reps", type=int, default=20)
+    parser.add_argument("--only-full", action="store_true",
+                        help="time the full kernel only (for profiling one launch under ncu)")
     args = parser.parse_args()
     print(f"GPU: {torch.cuda.get_device_name()}; 8 x 4096, 16 heads, K = V = 128, bf16; "
           f"{args.algorithm}; median of {args.reps}; us per chunk = ms / {CHUNKS} chunks")
     for name in args.family:
         family = Family(name)
         full = None
-        for skip in VARIANTS:
+        for skip in VARIANTS[:1] if args.only_full else VARIANTS:
             launch, compile_s = _launcher(family, args.algorithm, skip)
             ms = _median_ms(launch, args.reps)
             full = ms if full is None else full

@@ -18,6 +18,9 @@
 #   packcache  pack .tilecache into $OUT (copy it to .kit/tilecache.tar.xz here afterwards)
 #   cutedsl1 / cutedsl2   store / unpack one half of the CuTe DSL kit (carried .devkit/cutedslN)
 #   bench      bench/bench_linear_attention.py (FLA peer in the same process)
+#   overhead   tests/torch_ops/op_overhead.py on the GPU (cached-call host overhead, issue 8)
+#   stagetimes bench/frost_stage_times.py (STAGE_FAMILIES, default "gdn kda")
+#   ncu        Nsight Compute warp-state sections for one FROST GDN launch (where ncu runs)
 # Each stage runs under `timeout` (STAGE_TIMEOUT, default 300 s) so one hang cannot eat the
 # call; the summary line per stage says pass/FAIL/timeout. cuTile's disk cache is kept in
 # .tilecache (ignored by git), so kernels JIT once per machine, not once per process.
@@ -67,6 +70,15 @@ for s in "$@"; do
     torchops)
       stage torchops "python3 -m pytest tests/torch_ops/ops_gpu_test.py -q -s -p no:cacheprovider \
         && python3 tests/torch_ops/op_overhead.py --device cuda --family gdn --family kda" ;;
+    overhead)    # the cached-call overhead alone (forward: FROST, so the cutedsl kits suffice)
+      stage overhead "python3 tests/torch_ops/op_overhead.py --device cuda --family gdn --family kda" ;;
+    stagetimes)  # FROST per-chunk stage costs (stages compiled out one at a time)
+      stage stagetimes "python3 bench/frost_stage_times.py --family ${STAGE_FAMILIES:-gdn kda}" ;;
+    ncu)         # one FROST GDN launch under Nsight Compute: warp stall reasons (if ncu works here)
+      stage ncu "command -v ncu && ncu --clock-control none --section WarpStateStats \
+        --section SchedulerStats --section LaunchStats --section Occupancy -k regex:kernel \
+        --launch-skip 3 --launch-count 1 python3 bench/frost_stage_times.py --family gdn --reps 1 \
+        --only-full" ;;
     cutile)
       stage cutile "python3 -m pytest tests/numerics/test_la_cutile_engines.py -q -s -p no:cacheprovider" ;;
     smoke)
