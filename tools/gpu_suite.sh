@@ -76,7 +76,7 @@ for s in "$@"; do
       stage stagetimes "python3 bench/frost_stage_times.py --family ${STAGE_FAMILIES:-gdn kda}" ;;
     ncu)         # one FROST GDN launch under Nsight Compute: warp stall reasons (if ncu works here)
       stage ncu "command -v ncu && ncu --clock-control none --section WarpStateStats \
-        --section SchedulerStats --section LaunchStats --section Occupancy -k regex:kernel \
+        --section SchedulerStats --section LaunchStats --section Occupancy -k regex:cutlass \
         --launch-skip 3 --launch-count 1 python3 bench/frost_stage_times.py --family gdn --reps 1 \
         --only-full" ;;
     cutile)
