@@ -8,7 +8,7 @@ the skipped variants are wrong by construction and are not checked; the full ker
 checked by tests/numerics/la_frost_smoke.py.
 
 Run on the GPU machine from the repo root (CuTe DSL importable):
-  PYTHONPATH=.:ops:ir:router:engines_frost python3 bench/frost_stage_times.py [--family gdn kda]
+  PYTHONPATH=.:ops:ir:router:engines_frost:bench python3 bench/frost_stage_times.py [--family gdn kda]
     [--algorithm v2] [--reps 20]
 Shape: 8 x 4096 tokens, 16 heads, K = V = 128, bf16, final state fp32 (the bench shape).
 """
@@ -17,11 +17,11 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import math
-import statistics
 import time
 
 import torch
 
+from bench_linear_attention import cuda_median_ms
 from tests.reference.inputs import InputConfig, make_inputs
 from tests.reference.preprocess import Family
 
@@ -54,21 +54,6 @@ def _launcher(family: Family, algorithm: str, skip: tuple[str, ...]):
     return (lambda: fn(*args)), compile_s
 
 
-def _median_ms(launch, reps: int) -> float:
-    for _ in range(3):
-        launch()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        launch()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end))
-    return statistics.median(times)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--family", nargs="+", default=["gdn", "kda"], choices=["gdn", "kda", "gdn2"])
@@ -84,7 +69,7 @@ def main() -> None:
         full = None
         for skip in VARIANTS[:1] if args.only_full else VARIANTS:
             launch, compile_s = _launcher(family, args.algorithm, skip)
-            ms = _median_ms(launch, args.reps)
+            ms = cuda_median_ms(launch, args.reps, warmup=3)
             full = ms if full is None else full
             label = "full" if not skip else "without " + "+".join(skip)
             print(f"{name:4s} {label:38s} {ms:7.3f} ms {ms / CHUNKS * 1e3:6.2f} us/chunk "
