@@ -54,7 +54,6 @@ def _config_of(x, *, l2: bool, final_state_dtype, algorithm: str | None):
     Inputs or a namespace with the same tensors), with out and final_state allocated the
     way the suites allocate them."""
     import torch
-
     from cudnn.linear_attention.frost.kernels.fwd import check_operands
 
     T, HO, V, K = x.q.shape[0], max(x.q.shape[1], x.v.shape[1]), x.v.shape[2], x.q.shape[2]
@@ -129,7 +128,8 @@ def _torchops(engine_algorithm):
 
     from tests.reference.inputs import make_inputs
     from tests.reference.preprocess import Family
-    from tests.torch_ops import op_overhead, ops_gpu_test as m
+    from tests.torch_ops import op_overhead
+    from tests.torch_ops import ops_gpu_test as m
 
     configs = dict(m.CASES)
     configs["gdn2_gva_h0_l2norm"] = m._gpu(Family.GDN2, (33, 31, 64, 1), H=2, HV=4, with_initial_state=True,
@@ -219,6 +219,7 @@ def main(argv=None) -> int:
     _use_repo_roots()
     from cudnn.linear_attention.frost.kernels import kernel_store
     from cudnn.linear_attention.frost.kernels.fwd import DEFAULT_ALGORITHM
+
     from tests.numerics.la_frost_smoke import ALGORITHMS
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -278,6 +279,10 @@ def main(argv=None) -> int:
     wall = time.perf_counter() - t0
     pruned = 0 if args.keep else _prune(store, set(keys.values()))
     entries = {e["key"]: e for e in store.entries()}
+    manifest_path = args.out / "manifest.json"
+    if manifest_path.exists():  # keep the compile times of entries reused from an earlier run
+        earlier = json.loads(manifest_path.read_text()).get("entries", [])
+        seconds = {e["key"]: e["compile_s"] for e in earlier if e.get("compile_s") is not None} | seconds
     manifest = {
         "format": kernel_store.FORMAT, "arch": args.arch, **kernel_store.toolchain(),
         "entries": [{"key": keys[cfg], "describe": kernel_store.describe(cfg), "cases": cases,
@@ -286,9 +291,10 @@ def main(argv=None) -> int:
                      "compile_s": round(seconds[keys[cfg]], 2) if keys[cfg] in seconds else None}
                     for cfg, cases in wanted.items()],
     }
-    (args.out / "manifest.json").write_text(json.dumps(manifest, indent=1))
+    manifest_path.write_text(json.dumps(manifest, indent=1))
     total = sum(e.get("bytes") or 0 for e in manifest["entries"])
-    print(f"compiled {len(seconds)} in {wall:.0f} s wall ({sum(seconds.values()):.0f} s of compiles); "
+    spent = sum(seconds[keys[cfg]] for cfg in todo if keys[cfg] in seconds)
+    print(f"compiled {len(todo) - failures} in {wall:.0f} s wall ({spent:.0f} s of compiles); "
           f"{failures} failed; {pruned} stale removed; store {total / 2**20:.1f} MiB in {len(entries)} entries",
           flush=True)
     if args.pack:

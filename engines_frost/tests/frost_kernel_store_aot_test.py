@@ -191,7 +191,7 @@ def test_what_a_process_compiles_is_written_back_with_the_same_device_code(store
     monkeypatch.setattr(kernel_store, "active_store", lambda: kernel_store.KernelStore(root))
     compiled = fwd._load_or_compile(CFG, ARCH)  # a miss: compiles natively, then stores
     assert not compiled.load_from_binary
-    sidecar, entry = _entry(root)
+    _, entry = _entry(root)
     assert entry["key"] == kernel_store.entry_key(CFG, ARCH) and entry["describe"] == kernel_store.describe(CFG)
     loaded = _no_store_warnings(lambda: kernel_store.KernelStore(root).load(CFG, ARCH))
     assert loaded is not None and loaded.load_from_binary

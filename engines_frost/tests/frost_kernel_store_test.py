@@ -17,7 +17,6 @@ import threading
 from pathlib import Path
 
 import pytest
-
 from cudnn.linear_attention.frost.kernels import fwd, kernel_store
 from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
 
@@ -166,7 +165,8 @@ def test_a_store_that_cannot_be_written_warns_and_the_kernel_still_runs(monkeypa
 
 def test_strict_store_refuses_a_miss(monkeypatch, compiles):
     _use(monkeypatch, FakeStore(strict=True))
-    with pytest.raises(kernel_store.KernelStoreMiss, match="FROST_KERNEL_CACHE_STRICT=1 .* no sm_90a kernel for v2 kda"):
+    with pytest.raises(kernel_store.KernelStoreMiss,
+                       match="FROST_KERNEL_CACHE_STRICT=1 .* no sm_90a kernel for v2 kda"):
         fwd._load_or_compile(CFG, "sm_90a")
     assert compiles == []
 

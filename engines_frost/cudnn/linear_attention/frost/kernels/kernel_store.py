@@ -68,7 +68,7 @@ def describe(cfg: FrostFwdConfig) -> str:
             f"{cfg.io_dtype} {state}{flags}")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def source_hash(directory: str | None = None) -> str:
     """sha256 over the names and bytes of KEYED_SOURCES (default: this package's)."""
     root = Path(directory) if directory else Path(__file__).resolve().parent
