@@ -16,6 +16,10 @@
 #   tilecache  unpack .kit/tilecache.tar.xz (carried) into .tilecache: cuTile kernels JIT-compiled
 #              on an earlier machine (same tileiras) are not compiled again
 #   packcache  pack .tilecache into $OUT (copy it to .kit/tilecache.tar.xz here afterwards)
+#   frostcache unpack .kit/frostcache.tar.xz (carried; built by tools/frost_precompile.py on the
+#              build machine) into .frostcache and set FROST_KERNEL_CACHE for the later stages:
+#              FROST kernels load from it instead of compiling (FROST_KERNEL_CACHE_STRICT=1:
+#              a kernel missing from it is an error, to prove a run compiled nothing)
 #   cutedsl1 / cutedsl2   store / unpack one half of the CuTe DSL kit (carried .devkit/cutedslN)
 #   bench      bench/bench_linear_attention.py (FLA peer in the same process)
 #   overhead   tests/torch_ops/op_overhead.py on the GPU (cached-call host overhead, issue 8)
@@ -58,6 +62,11 @@ for s in "$@"; do
       [ -f /opt/devkit/env.sh ] && source /opt/devkit/env.sh ;;
     tilecache)   # reuse cuTile kernels compiled on an earlier machine (carried .kit/tilecache.tar.xz)
       stage tilecache "[ -f .kit/tilecache.tar.xz ] && tar xJf .kit/tilecache.tar.xz && ls -la .tilecache" ;;
+    frostcache)  # FROST kernels precompiled on the build machine (carried .kit/frostcache.tar.xz)
+      stage frostcache "[ -f .kit/frostcache.tar.xz ] && rm -rf .frostcache && tar xJf .kit/frostcache.tar.xz \
+        && du -sh .frostcache && ls .frostcache | grep -c '[.]o$'"
+      # stages run in subshells: the variable is set here, in the script's own shell
+      [ -d .frostcache ] && export FROST_KERNEL_CACHE="$PWD/.frostcache" ;;
     packcache)   # bring this machine's cuTile kernel cache back (then keep it in .kit/)
       stage packcache "tar cf - .tilecache | xz -T0 -6 > $OUT/tilecache.tar.xz && ls -la $OUT" ;;
     backend)

@@ -2,17 +2,20 @@
 
 ``frost_fwd`` is the one entry point the FROST engines call (GDN, KDA and GDN-2 forward);
 it validates every operand (raising ValueError that names the argument), derives the
-static FrostFwdConfig, compiles the CuTe DSL kernel for it on first use (lazily, once
-per config per process, thread-safe) and launches it on the caller's stream. It never
-reads cu_seqlens on the host and never allocates. This module imports neither torch nor
-cutlass at import time, so CPU-only CI can import it.
+static FrostFwdConfig, gets the CuTe DSL kernel for it on first use (lazily, once per
+config per process, thread-safe): from the precompiled store when FROST_KERNEL_CACHE names
+one (kernel_store.py), else by compiling it (and adding it to that store), and launches
+it on the caller's stream. It never reads cu_seqlens on the host and never allocates.
+This module imports neither torch nor cutlass at import time, so CPU-only CI can import it.
 """
 from __future__ import annotations
 
 import dataclasses
 import os
 import threading
+import warnings
 
+from cudnn.linear_attention.frost.kernels import kernel_store
 from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
 
 # v2 (v1's tensor-core chain plus next-chunk prefetch; passed the H200 smoke matrix and
@@ -49,15 +52,18 @@ def kernel_class(algorithm: str):
     raise ValueError(f"frost_fwd: algorithm must be 'v0', 'v1' or 'v2', got {algorithm!r}")
 
 
-def compile_fwd(cfg: FrostFwdConfig, arch: str):
+def compile_fwd(cfg: FrostFwdConfig, arch: str, host_target: str | None = None):
     """cute.compile the kernel for cfg and a target like "sm_90a" (works without a GPU).
-    Uses launch_abi.fake_args, the same signature real_args fills at launch."""
+    Uses launch_abi.fake_args, the same signature real_args fills at launch. host_target
+    (CuTe DSL's --host-target, e.g. kernel_store.GENERIC_X86_64) builds the host shim for
+    another CPU: the result can then only be exported (kernel_store), not called here."""
     import cutlass.cute as cute
 
     from cudnn.linear_attention.frost.kernels.launch_abi import fake_args
 
     kernel = kernel_class(cfg.algorithm)(cfg)
-    return cute.compile(kernel, *fake_args(cfg), options=f"--gpu-arch {arch}")
+    options = f"--gpu-arch {arch}" + (f" --host-target '{host_target}'" if host_target else "")
+    return cute.compile(kernel, *fake_args(cfg), options=options)
 
 
 def device_arch(device) -> str:
@@ -74,8 +80,31 @@ def _compiled(cfg: FrostFwdConfig, arch: str):
         with _cache_lock:
             fn = _cache.get(key)
             if fn is None:
-                fn = compile_fwd(cfg, arch)
+                fn = _load_or_compile(cfg, arch)
                 _cache[key] = fn
+    return fn
+
+
+def _load_or_compile(cfg: FrostFwdConfig, arch: str):
+    """The precompiled kernel when the store has it, else a fresh compile (then stored)."""
+    store = kernel_store.active_store()
+    if store is None:
+        return compile_fwd(cfg, arch)
+    fn = store.load(cfg, arch)
+    if fn is not None:
+        return fn
+    if store.strict:
+        raise kernel_store.KernelStoreMiss(
+            f"frost_fwd: {kernel_store.STRICT_ENV}=1 and {store.root} has no {arch} kernel for "
+            f"{kernel_store.describe(cfg)} ({cfg})")
+    fn = compile_fwd(cfg, arch)
+    if store.writable:
+        try:
+            store.save(cfg, arch, fn)
+        except Exception as e:  # a store that cannot take the entry costs nothing but the entry
+            warnings.warn(f"FROST kernel store: could not add {kernel_store.describe(cfg)} to "
+                          f"{store.root} ({type(e).__name__}: {str(e)[:200]})",
+                          kernel_store.KernelStoreWarning, stacklevel=2)
     return fn
 
 

@@ -1,0 +1,234 @@
+"""The precompiled FROST kernel store: compiled forward kernels kept as AOT objects on disk.
+
+CuTe DSL's ahead-of-time path (``JitCompiledFunction.dump_to_object`` / ``export_to_c``,
+loaded back by ``cutlass.cute.runtime.load_module``) writes one ELF object per compiled
+kernel: the host launch function plus the sm_90a cubin, with the argument signature as
+metadata. Loading an object JIT-links it (milliseconds) and never runs the DSL's tracer,
+MLIR pipeline or ptxas, so a store filled on a build machine without a GPU
+(tools/frost_precompile.py) saves the GPU machine every compile it holds.
+
+Layout of a store directory (FROST_KERNEL_CACHE):
+    <key>.json            one entry: what was compiled, for what, and its object's sha256
+    <key>-<sha12>.o       the object (named by content, so a finished entry never points
+                          at a half-written object)
+    manifest.json         written by the precompile tool only; loading never reads it
+The key hashes the FrostFwdConfig, the target arch, the CuTe DSL version and the CUDA
+flavour of its libraries, the host machine type and the kernel sources (KEYED_SOURCES),
+so an entry built from other code or for another config is simply never looked up.
+An entry that is found but unreadable, corrupt or inconsistent is skipped with a
+KernelStoreWarning and the kernel is compiled as if it were absent: a store can cost a
+compile, never a crash or a wrong kernel.
+
+Environment: FROST_KERNEL_CACHE=DIR turns the store on (unset: off);
+FROST_KERNEL_CACHE_WRITE=0 keeps it read-only (otherwise what a process compiles is
+added); FROST_KERNEL_CACHE_STRICT=1 makes a miss an error instead of a compile (to prove
+on the GPU that a run compiled nothing). Imports cutlass only inside the functions that
+load or save objects.
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+import hashlib
+import json
+import os
+import platform
+import warnings
+from pathlib import Path
+
+from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
+
+STORE_ENV = "FROST_KERNEL_CACHE"
+WRITE_ENV = "FROST_KERNEL_CACHE_WRITE"
+STRICT_ENV = "FROST_KERNEL_CACHE_STRICT"
+FORMAT = 1  # bump when the entry layout or the way objects are produced changes
+# Every kernels/ file whose text can change a compiled kernel: the kernel classes, what
+# they import, the launch ABI and fwd.py (which maps algorithm names to classes).
+KEYED_SOURCES = ("config.py", "fwd.py", "fwd_v0.py", "fwd_v1.py", "fwd_v2.py", "gmem_views.py",
+                 "launch_abi.py")
+# Objects the precompile tool writes run on whichever x86-64 host the GPU sits in: pin
+# the baseline CPU (the default targets this build machine's, AVX-512 included).
+GENERIC_X86_64 = "llvm -mtriple=x86_64-unknown-linux-gnu -mcpu=x86-64"
+
+
+class KernelStoreWarning(RuntimeWarning):
+    """A store entry was skipped (or could not be written); the kernel is compiled instead."""
+
+
+class KernelStoreMiss(RuntimeError):
+    """FROST_KERNEL_CACHE_STRICT=1 and the store has no entry for a config."""
+
+
+def describe(cfg: FrostFwdConfig) -> str:
+    """One short line naming a config (progress lines, warnings)."""
+    state = f"{cfg.state_dtype} h0={int(cfg.has_initial_state)} ht={int(cfg.has_final_state)}"
+    flags = "".join(s for on, s in ((cfg.use_l2norm, " l2"), (not cfg.ldmatrix, " no-ldmatrix"),
+                                     (cfg.gate_align16, " g16")) if on)
+    return (f"{cfg.algorithm} {cfg.family} H{cfg.H}/HK{cfg.HK}/HV{cfg.HV} K{cfg.K} V{cfg.V} "
+            f"{cfg.io_dtype} {state}{flags}")
+
+
+@functools.cache
+def source_hash(directory: str | None = None) -> str:
+    """sha256 over the names and bytes of KEYED_SOURCES (default: this package's)."""
+    root = Path(directory) if directory else Path(__file__).resolve().parent
+    h = hashlib.sha256()
+    for name in KEYED_SOURCES:
+        data = (root / name).read_bytes()
+        h.update(f"{name}\0{len(data)}\0".encode())
+        h.update(data)
+    return h.hexdigest()
+
+
+@functools.lru_cache(maxsize=1)
+def toolchain() -> dict[str, str]:
+    """What besides the config decides an object's content: the CuTe DSL release, the CUDA
+    flavour its libraries were built for, the host machine type and the kernel sources."""
+    import cutlass
+    from cutlass.base_dsl.version_info import CUDA_VERSION
+
+    return {"cutlass_dsl": str(cutlass.__version__),
+            "dsl_cuda": f"{CUDA_VERSION.major}.{CUDA_VERSION.minor}",
+            "machine": platform.machine(), "sources": source_hash()}
+
+
+def key_fields(cfg: FrostFwdConfig, arch: str, tools: dict[str, str]) -> dict:
+    return {"format": FORMAT, "config": dataclasses.asdict(cfg), "arch": arch, **tools}
+
+
+def entry_key(cfg: FrostFwdConfig, arch: str, tools: dict[str, str] | None = None) -> str:
+    fields = key_fields(cfg, arch, toolchain() if tools is None else tools)
+    return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:32]
+
+
+def symbol_prefix(key: str) -> str:
+    """The object's symbol prefix (a C identifier, unique per entry)."""
+    return f"frost_{key[:16]}"
+
+
+def _warn(path: Path, why: str) -> None:
+    warnings.warn(f"FROST kernel store: skipping {path}: {why}; compiling instead",
+                  KernelStoreWarning, stacklevel=3)
+
+
+@dataclasses.dataclass(frozen=True)
+class KernelStore:
+    """One store directory. ``writable``: add what this process compiles; ``strict``: a miss
+    raises KernelStoreMiss (fwd._compiled) instead of compiling."""
+
+    root: Path
+    writable: bool = True
+    strict: bool = False
+
+    def sidecar(self, key: str) -> Path:
+        return self.root / f"{key}.json"
+
+    def load(self, cfg: FrostFwdConfig, arch: str):
+        """The stored kernel for (cfg, arch) as a callable compiled function, or None (no
+        entry; or a bad one, with a KernelStoreWarning)."""
+        tools = toolchain()
+        key = entry_key(cfg, arch, tools)
+        path = self.sidecar(key)
+        if not path.is_file():
+            return None
+        try:
+            entry = json.loads(path.read_text())
+            expected = key_fields(cfg, arch, tools)
+            wrong = sorted(k for k, v in expected.items() if entry.get(k) != v)
+            if wrong:
+                return _warn(path, f"its {', '.join(wrong)} differ from the requested kernel's")
+            obj = self.root / entry["object"]
+            data = obj.read_bytes()
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            return _warn(path, f"unreadable entry ({type(e).__name__}: {e})")
+        if hashlib.sha256(data).hexdigest() != entry.get("sha256"):
+            return _warn(obj, "its sha256 does not match the entry (truncated or overwritten)")
+        try:
+            fn = _load_object(obj, symbol_prefix(key))
+        except Exception as e:  # the DSL reports bad objects as its own exception types
+            return _warn(obj, f"the CuTe DSL could not load it ({type(e).__name__}: {str(e)[:200]})")
+        why = _signature_mismatch(fn, cfg)
+        if why:
+            return _warn(obj, why)
+        return fn
+
+    def save(self, cfg: FrostFwdConfig, arch: str, fn) -> Path:
+        """Export a compiled function (cute.compile's result for cfg and arch) as an entry;
+        returns the entry's sidecar path. Raises OSError / the DSL's errors on failure."""
+        key = entry_key(cfg, arch)
+        data = _dump_object(fn, symbol_prefix(key))
+        digest = hashlib.sha256(data).hexdigest()
+        self.root.mkdir(parents=True, exist_ok=True)
+        obj = self.root / f"{key}-{digest[:12]}.o"
+        _write_atomic(obj, data)
+        entry = {**key_fields(cfg, arch, toolchain()), "key": key, "object": obj.name,
+                 "sha256": digest, "bytes": len(data), "describe": describe(cfg)}
+        path = self.sidecar(key)
+        _write_atomic(path, json.dumps(entry, indent=1, sort_keys=True).encode())
+        return path
+
+    def entries(self) -> list[dict]:
+        """Every readable entry's sidecar (the precompile tool's manifest and pruning)."""
+        out = []
+        for path in sorted(self.root.glob("*.json")):
+            if path.name == "manifest.json":
+                continue
+            try:
+                out.append(json.loads(path.read_text()))
+            except (OSError, ValueError):
+                continue
+        return out
+
+
+def active_store() -> KernelStore | None:
+    """The store FROST_KERNEL_CACHE names (read on every call, so tests can switch it)."""
+    root = os.environ.get(STORE_ENV, "").strip()
+    if not root:
+        return None
+    return KernelStore(Path(root), writable=os.environ.get(WRITE_ENV, "1") != "0",
+                       strict=os.environ.get(STRICT_ENV, "0") == "1")
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_bytes(data)
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+
+
+@functools.lru_cache(maxsize=1)
+def _runtime_libraries_global() -> None:
+    """dump_to_object links the host shim against the CuTe DSL runtime
+    (libcute_dsl_runtime: _cudaLaunchKernelEx, _cudaLibraryLoadData, ...) and resolves
+    those symbols from the process: make the library's symbols global first."""
+    import ctypes
+
+    from cutlass.cute.runtime import find_runtime_libraries
+
+    for lib in find_runtime_libraries(enable_tvm_ffi=False):
+        ctypes.CDLL(lib, mode=os.RTLD_GLOBAL)
+
+
+def _dump_object(fn, prefix: str) -> bytes:
+    _runtime_libraries_global()
+    return fn.dump_to_object(prefix)
+
+
+def _load_object(path: Path, prefix: str):
+    from cutlass.cute.runtime import load_module
+
+    return load_module(str(path))[prefix]
+
+
+def _signature_mismatch(fn, cfg: FrostFwdConfig) -> str | None:
+    """Why fn cannot take launch_abi's argument list for cfg (None: it can)."""
+    from cudnn.linear_attention.frost.kernels.launch_abi import fake_args
+
+    params = list(fn.execution_args.signature.parameters)
+    want = len(fake_args(cfg))
+    if len(params) != want:
+        return f"its entry takes {len(params)} arguments ({', '.join(params)}), the launch ABI {want}"
+    return None

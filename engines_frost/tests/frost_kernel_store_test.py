@@ -1,0 +1,215 @@
+"""The kernel store's keys and fwd._compiled's use of the store, without the CuTe DSL.
+
+The key must move with every FrostFwdConfig field, the arch, each toolchain part and the
+text of every kernel source a compile reads (KEYED_SOURCES must cover what fwd_v* import);
+FROST_KERNEL_CACHE* select the store; _compiled serves a stored kernel without compiling,
+compiles (and stores) on a miss, survives a store that cannot be written, refuses a miss
+under STRICT, and loads each config once under concurrent first calls. The AOT round trip
+through real objects is frost_kernel_store_aot_test.py.
+"""
+import ast
+import dataclasses
+import os
+import shutil
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+from cudnn.linear_attention.frost.kernels import fwd, kernel_store
+from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
+
+CFG = FrostFwdConfig(io_dtype="bfloat16", state_dtype="float32", H=2, HK=2, HV=2, K=64, V=64,
+                     gate_per_channel=True, beta_per_channel=False, has_w=False, use_l2norm=False,
+                     has_initial_state=True, has_final_state=True, algorithm="v2", gate_align16=True)
+TOOLS = {"cutlass_dsl": "4.8.1", "dsl_cuda": "13.4", "machine": "x86_64", "sources": "ab" * 32}
+KERNELS = Path(kernel_store.__file__).resolve().parent
+
+
+def _other(value):
+    if isinstance(value, bool):
+        return not value
+    if isinstance(value, int):
+        return value + 1
+    return "bfloat16" if value != "bfloat16" else "float16"
+
+
+def test_every_config_field_and_toolchain_part_changes_the_key():
+    base = kernel_store.entry_key(CFG, "sm_90a", TOOLS)
+    keys = {"base": base}
+    for f in dataclasses.fields(FrostFwdConfig):
+        changed = dataclasses.replace(CFG)
+        object.__setattr__(changed, f.name, _other(getattr(CFG, f.name)))  # key only: skip validation
+        keys[f.name] = kernel_store.entry_key(changed, "sm_90a", TOOLS)
+    keys["arch"] = kernel_store.entry_key(CFG, "sm_100a", TOOLS)
+    for part in TOOLS:
+        keys[part] = kernel_store.entry_key(CFG, "sm_90a", {**TOOLS, part: TOOLS[part] + "x"})
+    assert len(set(keys.values())) == len(keys), keys
+    assert kernel_store.entry_key(dataclasses.replace(CFG), "sm_90a", dict(TOOLS)) == base  # stable
+
+
+def test_source_hash_follows_each_keyed_file(tmp_path):
+    for name in kernel_store.KEYED_SOURCES:
+        shutil.copy(KERNELS / name, tmp_path / name)
+    base = kernel_store.source_hash(str(tmp_path))
+    assert base == kernel_store.source_hash(str(KERNELS))
+    seen = {base}
+    for name in kernel_store.KEYED_SOURCES:
+        path = tmp_path / name
+        original = path.read_bytes()
+        path.write_bytes(original + b"\n# edited\n")
+        kernel_store.source_hash.cache_clear()
+        seen.add(kernel_store.source_hash(str(tmp_path)))
+        path.write_bytes(original)
+    kernel_store.source_hash.cache_clear()
+    assert len(seen) == len(kernel_store.KEYED_SOURCES) + 1
+
+
+def _kernel_imports(name: str) -> set[str]:
+    prefix = "cudnn.linear_attention.frost.kernels."
+    tree = ast.parse((KERNELS / name).read_text())
+    return {node.module[len(prefix):] + ".py" for node in ast.walk(tree)
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(prefix)}
+
+
+def test_keyed_sources_cover_everything_the_kernels_import():
+    todo = ["fwd.py", "launch_abi.py", *sorted(p.name for p in KERNELS.glob("fwd_v*.py"))]
+    reached = set()
+    while todo:
+        name = todo.pop()
+        if name not in reached:
+            reached.add(name)
+            todo.extend(_kernel_imports(name))
+    reached.discard("kernel_store.py")  # the store's own format is FORMAT, not its text
+    assert reached <= set(kernel_store.KEYED_SOURCES), reached - set(kernel_store.KEYED_SOURCES)
+    assert {"fwd_v0.py", "fwd_v1.py", "fwd_v2.py", "gmem_views.py", "config.py"} <= reached
+
+
+def test_environment_selects_the_store(monkeypatch, tmp_path):
+    for name in (kernel_store.STORE_ENV, kernel_store.WRITE_ENV, kernel_store.STRICT_ENV):
+        monkeypatch.delenv(name, raising=False)
+    assert kernel_store.active_store() is None
+    monkeypatch.setenv(kernel_store.STORE_ENV, str(tmp_path))
+    assert kernel_store.active_store() == kernel_store.KernelStore(tmp_path, writable=True, strict=False)
+    monkeypatch.setenv(kernel_store.WRITE_ENV, "0")
+    monkeypatch.setenv(kernel_store.STRICT_ENV, "1")
+    assert kernel_store.active_store() == kernel_store.KernelStore(tmp_path, writable=False, strict=True)
+
+
+@dataclasses.dataclass
+class FakeStore:
+    """Stands in for KernelStore: records calls, returns `stored` from load."""
+    stored: object = None
+    writable: bool = True
+    strict: bool = False
+    fail_save: bool = False
+    root: Path = Path("/fake/store")
+    loads: int = 0
+    saved: list = dataclasses.field(default_factory=list)
+
+    def load(self, cfg, arch):
+        self.loads += 1
+        return self.stored
+
+    def save(self, cfg, arch, fn):
+        if self.fail_save:
+            raise OSError("read-only file system")
+        self.saved.append((cfg, arch, fn))
+
+
+@pytest.fixture
+def compiles(monkeypatch):
+    """fwd.compile_fwd replaced by a counter returning a fresh object per compile."""
+    calls = []
+
+    def fake_compile(cfg, arch, host_target=None):
+        calls.append((cfg, arch))
+        return object()
+    monkeypatch.setattr(fwd, "compile_fwd", fake_compile)
+    return calls
+
+
+def _use(monkeypatch, store):
+    monkeypatch.setattr(kernel_store, "active_store", lambda: store)
+
+
+def test_a_stored_kernel_is_served_without_compiling(monkeypatch, compiles):
+    kernel = object()
+    store = FakeStore(stored=kernel)
+    _use(monkeypatch, store)
+    assert fwd._load_or_compile(CFG, "sm_90a") is kernel
+    assert compiles == [] and store.saved == []
+
+
+def test_a_miss_compiles_and_stores(monkeypatch, compiles):
+    store = FakeStore()
+    _use(monkeypatch, store)
+    fn = fwd._load_or_compile(CFG, "sm_90a")
+    assert compiles == [(CFG, "sm_90a")] and store.saved == [(CFG, "sm_90a", fn)]
+
+
+def test_a_read_only_store_is_not_written(monkeypatch, compiles):
+    store = FakeStore(writable=False)
+    _use(monkeypatch, store)
+    fwd._load_or_compile(CFG, "sm_90a")
+    assert len(compiles) == 1 and store.saved == []
+
+
+def test_a_store_that_cannot_be_written_warns_and_the_kernel_still_runs(monkeypatch, compiles):
+    _use(monkeypatch, FakeStore(fail_save=True))
+    with pytest.warns(kernel_store.KernelStoreWarning, match="could not add v2 kda .* read-only file system"):
+        fn = fwd._load_or_compile(CFG, "sm_90a")
+    assert fn is not None and len(compiles) == 1
+
+
+def test_strict_store_refuses_a_miss(monkeypatch, compiles):
+    _use(monkeypatch, FakeStore(strict=True))
+    with pytest.raises(kernel_store.KernelStoreMiss,
+                       match="FROST_KERNEL_CACHE_STRICT=1 .* no sm_90a kernel for v2 kda"):
+        fwd._load_or_compile(CFG, "sm_90a")
+    assert compiles == []
+
+
+def test_without_a_store_the_kernel_is_compiled(monkeypatch, compiles):
+    _use(monkeypatch, None)
+    fwd._load_or_compile(CFG, "sm_90a")
+    assert compiles == [(CFG, "sm_90a")]
+
+
+def test_concurrent_first_calls_load_once(monkeypatch, compiles):
+    kernel = object()
+    store = FakeStore(stored=kernel)
+    _use(monkeypatch, store)
+    arch = "sm_test_concurrent"  # a cache key no other test uses
+    barrier = threading.Barrier(8)
+    got = []
+
+    def call():
+        barrier.wait()
+        got.append(fwd._compiled(CFG, arch))
+    threads = [threading.Thread(target=call) for _ in range(8)]
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        fwd._cache.pop((CFG, arch), None)
+    assert got == [kernel] * 8 and store.loads == 1 and compiles == []
+
+
+def test_modules_import_without_torch_or_cutlass():
+    code = ("import sys; sys.modules.update(torch=None, cutlass=None); "
+            "from cudnn.linear_attention.frost.kernels import fwd, kernel_store; "
+            "print(kernel_store.describe(fwd.FrostFwdConfig(io_dtype='float16', state_dtype=None, H=1, HK=1, "
+            "HV=1, K=64, V=64, gate_per_channel=False, beta_per_channel=False, has_w=False, use_l2norm=True, "
+            "has_initial_state=False, has_final_state=False)))")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=False)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "v0 gdn H1/HK1/HV1 K64 V64 float16 None h0=0 ht=0 l2"
+
+
+if __name__ == "__main__":
+    raise SystemExit(pytest.main([__file__, "-q"]))
