@@ -30,21 +30,36 @@ VARIANTS = ((), ("rows",), ("operands",), ("gram",), ("chain",), ("rows", "opera
 CHUNKS = 4096 // 64
 
 
-def _launcher(family: Family, algorithm: str, skip: tuple[str, ...]):
-    """(launch(), compile seconds) for the bench shape with `skip` compiled out."""
+def base_launch(family: Family, algorithm: str, device: str = "cuda"):
+    """(checked launch, inputs) of the bench shape; device="cpu" for enumerating configs
+    without a GPU (tools/frost_precompile.py)."""
     from cudnn.linear_attention.frost.kernels import fwd
-    from cudnn.linear_attention.frost.kernels.launch_abi import real_args
 
     cfg = InputConfig(family=family, seq_lens=(4096,) * 8, H=16, K=128, V=128,
-                      dtype=torch.bfloat16, device="cuda")
+                      dtype=torch.bfloat16, device=device)
     x = make_inputs(cfg, 0)
-    out = torch.empty(cfg.T, 16, 128, dtype=torch.bfloat16, device="cuda")
-    ht = torch.empty(8, 16, 128, 128, dtype=torch.float32, device="cuda")
+    out = torch.empty(cfg.T, 16, 128, dtype=torch.bfloat16, device=device)
+    ht = torch.empty(8, 16, 128, 128, dtype=torch.float32, device=device)
     checked = fwd.check_operands(
         q=x.q, k=x.k, v=x.v, g=x.g, beta=x.beta, w=x.w, cu_seqlens=x.cu_seqlens, out=out,
         initial_state=None, final_state=ht, use_l2norm=False,
         gate_per_channel=family.per_channel_gate, beta_per_channel=family.vector_beta,
         algorithm=algorithm)
+    return checked, x
+
+
+def stage_configs(family: Family, algorithm: str, device: str = "cuda"):
+    """The kernel config of every timed variant, in VARIANTS order."""
+    checked, _ = base_launch(family, algorithm, device)
+    return [dataclasses.replace(checked.config, skip_stages=skip) for skip in VARIANTS]
+
+
+def _launcher(family: Family, algorithm: str, skip: tuple[str, ...]):
+    """(launch(), compile seconds) for the bench shape with `skip` compiled out."""
+    from cudnn.linear_attention.frost.kernels import fwd
+    from cudnn.linear_attention.frost.kernels.launch_abi import real_args
+
+    checked, x = base_launch(family, algorithm)
     kernel_cfg = dataclasses.replace(checked.config, skip_stages=skip)
     start = time.perf_counter()
     fn = fwd._compiled(kernel_cfg, fwd.device_arch(x.q.device))

@@ -37,7 +37,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 ROOTS = (".", "ops", "ir", "router", "engines_cutile", "engines_frost", "backend_cc", "torch_ops", "bench")
-SUITES = ("frostmatrix", "frostsmoke", "torchops", "bench")
+SUITES = ("frostmatrix", "frostsmoke", "torchops", "bench", "stagetimes")
 
 
 def _use_repo_roots() -> None:
@@ -155,9 +155,20 @@ def _bench(engine_algorithm):
                                                     algorithm=engine_algorithm)
 
 
+def _stagetimes(engine_algorithm):
+    """bench/frost_stage_times.py: the bench shape with each stage compiled out in turn."""
+    import frost_stage_times as m
+    from tests.reference.preprocess import Family
+
+    for family in (Family.GDN, Family.KDA):
+        for skip, cfg in zip(m.VARIANTS, m.stage_configs(family, engine_algorithm, device="cpu")):
+            yield f"{family.value}-skip-{'+'.join(skip) or 'none'}", cfg
+
+
 def suite_configs(suites, smoke_algorithms, engine_algorithms, unaligned_gates=True):
     """{FrostFwdConfig: [suite/case names that launch it]}, in first-seen order."""
-    engine_suites = {"frostmatrix": _frostmatrix, "torchops": _torchops, "bench": _bench}
+    engine_suites = {"frostmatrix": _frostmatrix, "torchops": _torchops, "bench": _bench,
+                     "stagetimes": _stagetimes}
 
     def cases(suite):
         if suite == "frostsmoke":
