@@ -14,6 +14,7 @@ import shutil
 import subprocess
 import sys
 import threading
+import warnings
 from pathlib import Path
 
 import pytest
@@ -197,6 +198,26 @@ def test_concurrent_first_calls_load_once(monkeypatch, compiles):
     finally:
         fwd._cache.pop((CFG, arch), None)
     assert got == [kernel] * 8 and store.loads == 1 and compiles == []
+
+
+@pytest.mark.parametrize("skip", [(), ("chain",), ("rows", "gram")])
+def test_a_saved_entry_loads_back_through_its_json_sidecar(monkeypatch, tmp_path, skip):
+    """save() then load() with the DSL's object export/import stubbed: the sidecar's config
+    (read back from JSON, where tuples become lists) must match the requested config."""
+    cfg = dataclasses.replace(CFG, algorithm="v2", skip_stages=skip)
+    tools = {"cutlass_dsl": "4.8.1", "dsl_cuda": "13.4", "machine": "x86_64", "sources": "s"}
+    monkeypatch.setattr(kernel_store, "toolchain", lambda: tools)
+    monkeypatch.setattr(kernel_store, "_dump_object", lambda fn, prefix: b"object:" + prefix.encode())
+    loaded = object()
+    monkeypatch.setattr(kernel_store, "_load_object", lambda path, prefix: loaded)
+    monkeypatch.setattr(kernel_store, "_signature_mismatch", lambda fn, c: None)
+    store = kernel_store.KernelStore(tmp_path)
+    store.save(cfg, "sm_90a", fn=None)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a "config differs" warning fails the test
+        assert store.load(cfg, "sm_90a") is loaded
+    other = dataclasses.replace(cfg, skip_stages=skip + ("operands",))
+    assert store.load(other, "sm_90a") is None  # another key: no entry, no warning
 
 
 def test_modules_import_without_torch_or_cutlass():

@@ -133,7 +133,8 @@ class KernelStore:
             return None
         try:
             entry = json.loads(path.read_text())
-            expected = key_fields(cfg, arch, tools)
+            # compared as JSON reads them back: tuple fields (skip_stages) come back as lists
+            expected = json.loads(json.dumps(key_fields(cfg, arch, tools)))
             wrong = sorted(k for k, v in expected.items() if entry.get(k) != v)
             if wrong:
                 return _warn(path, f"its {', '.join(wrong)} differ from the requested kernel's")
