@@ -24,7 +24,8 @@
 #   bench      bench/bench_linear_attention.py (FLA peer in the same process)
 #   overhead   tests/torch_ops/op_overhead.py on the GPU (cached-call host overhead, issue 8)
 #   stagetimes bench/frost_stage_times.py (STAGE_FAMILIES, default "gdn kda")
-#   ncu        Nsight Compute warp-state sections for one FROST GDN launch (where ncu runs)
+#   ncu        Nsight Compute warp-state and source-counter sections (stall reasons, hottest
+#              SASS) for one FROST GDN launch; ncu reads the counters on these machines
 # Each stage runs under `timeout` (STAGE_TIMEOUT, default 300 s) so one hang cannot eat the
 # call; the summary line per stage says pass/FAIL/timeout. cuTile's disk cache is kept in
 # .tilecache (ignored by git), so kernels JIT once per machine, not once per process.
@@ -85,7 +86,8 @@ for s in "$@"; do
       stage stagetimes "python3 bench/frost_stage_times.py --family ${STAGE_FAMILIES:-gdn kda}" ;;
     ncu)         # one FROST GDN launch under Nsight Compute: warp stall reasons (if ncu works here)
       stage ncu "command -v ncu && ncu --clock-control none --section WarpStateStats \
-        --section SchedulerStats --section LaunchStats --section Occupancy -k regex:cutlass \
+        --section SchedulerStats --section LaunchStats --section Occupancy --section SourceCounters \
+        --print-details all -k regex:cutlass \
         --launch-skip 3 --launch-count 1 python3 bench/frost_stage_times.py --family gdn --reps 1 \
         --only-full" ;;
     cutile)
