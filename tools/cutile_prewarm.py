@@ -30,9 +30,9 @@ import sys
 import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(REPO, "tools", "cutile_warm"))
+sys.path.insert(0, os.path.join(REPO, "tools"))
 
-from source_paths import DEFAULT_REMOTE_ROOT  # noqa: E402
+from cutile_warm.source_paths import DEFAULT_REMOTE_ROOT  # noqa: E402
 
 
 def _parse(argv):
@@ -64,15 +64,15 @@ def _parse(argv):
 
 def collect(args) -> list[str]:
     """Symbols to warm, in first-seen order, with where each list came from."""
-    from cache_db import entries
+    from cutile_warm.cache_db import entries
     symbols: list[str] = []
     suites = args.suites
     if suites is None:
         suites = "none" if (args.from_cache or args.symbols) else \
             "cutile,smoke,torchops,bench"
     if suites != "none":
-        from recorder import LaunchRecorder
-        from suite_cases import cases_of, drive
+        from cutile_warm.recorder import LaunchRecorder
+        from cutile_warm.suite_cases import cases_of, drive
         for suite in suites.split(","):
             t0 = time.perf_counter()
             with LaunchRecorder() as rec:
@@ -104,13 +104,13 @@ def collect(args) -> list[str]:
 
 def main(argv=None) -> int:
     args = _parse(argv)
-    from session import add_source_roots, missing_toolchain
+    from cutile_warm.session import add_source_roots, missing_toolchain
     add_source_roots(args.repo)
     why = missing_toolchain()
     if why:
         print(f"cutile_prewarm: cannot run: {why}", file=sys.stderr)
         return 2
-    from driver_stub import load_stub_driver
+    from cutile_warm.driver_stub import load_stub_driver
     load_stub_driver()   # before anything imports cuda.tile
     symbols = collect(args)
     print(f"{len(symbols)} distinct specializations", flush=True)
@@ -130,7 +130,7 @@ def main(argv=None) -> int:
             print(f"[{i + 1}/{n}] {o.status:8s} {o.kernel} {o.seconds:6.1f} s{size} "
                   f"key {str(o.key)[:12]} ({time.perf_counter() - t0:.0f} s total){extra}",
                   flush=True)
-        from warm import warm
+        from cutile_warm.warm import warm
         outcomes = warm(symbols, repo=args.repo, cache_dir=args.cache_dir,
                         remote_root=args.remote_root, jobs=args.jobs, on_outcome=report)
     counts = {s: sum(o.status == s for o in outcomes)
@@ -138,14 +138,15 @@ def main(argv=None) -> int:
     print(f"done in {time.perf_counter() - t0:.0f} s: " +
           ", ".join(f"{v} {k}" for k, v in counts.items() if v), flush=True)
     if args.prune and not args.dry_run:
-        from cache_db import prune
+        from cutile_warm.cache_db import prune
         keep = {o.key for o in outcomes if o.key}
         print(f"pruned {prune(args.cache_dir, keep)} stale entries", flush=True)
     _summary(args.cache_dir)
     if args.pack:
         parent, name = os.path.split(os.path.abspath(args.cache_dir))
         with open(args.pack, "wb") as out:
-            tar = subprocess.Popen(["tar", "cf", "-", "-C", parent, name], stdout=subprocess.PIPE)
+            tar = subprocess.Popen(["tar", "cf", "-", f"--exclude={name}/.unpacked", "-C",
+                                    parent, name], stdout=subprocess.PIPE)
             subprocess.run(["xz", "-T0", "-6"], stdin=tar.stdout, stdout=out, check=True)
             if tar.wait():
                 raise SystemExit("tar failed")
@@ -155,10 +156,10 @@ def main(argv=None) -> int:
 
 def _dry_run(symbols, args):
     """Keys only, in this process: which specializations the cache lacks."""
-    from cache_db import keys
-    from kernel_table import cache_key, signature_of
-    from session import open_session
-    from warm import Outcome
+    from cutile_warm.cache_db import keys
+    from cutile_warm.kernel_table import cache_key, signature_of
+    from cutile_warm.session import open_session
+    from cutile_warm.warm import Outcome
     table = open_session(args.repo, args.cache_dir, args.remote_root)
     present = keys(args.cache_dir)
     outcomes = []
@@ -174,7 +175,7 @@ def _dry_run(symbols, args):
 
 
 def _summary(cache_dir):
-    from cache_db import entries
+    from cutile_warm.cache_db import entries
     es = entries(cache_dir)
     print(f"cache {cache_dir}: {len(es)} entries, {sum(e.size for e in es) / 1e6:.1f} MB of "
           "cubins")

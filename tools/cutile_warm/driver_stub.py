@@ -117,3 +117,8 @@ def load_stub_driver() -> str:
     ctypes.CDLL(lib, mode=ctypes.RTLD_GLOBAL)
     _loaded = lib
     return lib
+
+
+def loaded() -> bool:
+    """Whether this process loaded the stub (cuda.tile binds the first libcuda.so.1)."""
+    return _loaded is not None

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from driver_stub import load_stub_driver
-from fake_device_array import DeviceView
+from .driver_stub import load_stub_driver
+from .fake_device_array import DeviceView
 
 
 @dataclass(frozen=True)

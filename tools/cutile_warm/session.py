@@ -43,7 +43,7 @@ def missing_toolchain() -> str | None:
 
 def open_session(repo: str, cache_dir: str, remote_root: str) -> dict:
     global _opened
-    want = (os.path.realpath(repo), os.path.realpath(cache_dir), remote_root)
+    want = (os.path.abspath(repo), os.path.abspath(cache_dir), remote_root)
     if _opened is not None:
         if _opened[0] != want:
             raise RuntimeError(f"this process already holds a cuTile session {_opened[0]}; "
@@ -55,10 +55,10 @@ def open_session(repo: str, cache_dir: str, remote_root: str) -> dict:
         default_tile_context.config.cache_dir = want[1]
     else:
         os.environ["CUDA_TILE_CACHE_DIR"] = want[1]
-    from driver_stub import load_stub_driver
+    from .driver_stub import load_stub_driver
     load_stub_driver()
-    from kernel_table import KERNEL_PACKAGE, kernels
-    from source_paths import relocate
+    from .kernel_table import KERNEL_PACKAGE, kernels
+    from .source_paths import relocate
     table = kernels()
     relocate(KERNEL_PACKAGE.rsplit(".", 1)[0], want[0], remote_root)
     _opened = (want, table)

@@ -37,7 +37,7 @@ def _functions_of(module: types.ModuleType):
 
 
 def _remote_name(filename: str, local_root: str, remote_root: str) -> str | None:
-    rel = os.path.relpath(os.path.realpath(filename), local_root)
+    rel = os.path.relpath(os.path.abspath(filename), local_root)
     if rel.startswith(".."):
         return None
     return os.path.join(remote_root, rel)
@@ -47,16 +47,15 @@ def relocate(module_prefix: str, local_root: str, remote_root: str = DEFAULT_REM
              ) -> dict[str, str]:
     """Point every function of the imported modules `module_prefix*` at `remote_root`.
 
-    Returns {local file: remote file} for the files it relocated.  Call it before the
-    first compile: cuTile caches a function's parsed form by function object."""
-    local_root = os.path.realpath(local_root)
+    Returns {local file: remote file} for the files it relocated."""
+    local_root = os.path.abspath(local_root)
     moved: dict[str, str] = {}
     for name, module in list(sys.modules.items()):
         path = getattr(module, "__file__", None)
         if not name.startswith(module_prefix) or path is None:
             continue
         remote = _remote_name(path, local_root, remote_root)
-        if remote is None or remote == os.path.realpath(path):
+        if remote is None or remote == os.path.abspath(path):
             continue
         with open(path, encoding="utf-8") as f:
             text = f.read()
@@ -68,4 +67,8 @@ def relocate(module_prefix: str, local_root: str, remote_root: str = DEFAULT_REM
             if fn.__code__.co_filename == path:
                 fn.__code__ = _rewrite_code(fn.__code__, path, remote)
         moved[path] = remote
+    # cuTile keeps each function's parsed form (with its file name) per function object
+    hir = sys.modules.get("cuda.tile._passes.ast2hir")
+    if moved and hir is not None:
+        hir.get_function_hir.cache_clear()
     return moved

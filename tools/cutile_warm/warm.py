@@ -33,15 +33,15 @@ def _init_worker(sys_path: list[str], repo: str, cache_dir: str, remote_root: st
     global _session, _cache_dir
     import sys
     sys.path[:0] = [p for p in sys_path if p not in sys.path]
-    from session import open_session
+    from .session import open_session
     _session = open_session(repo, cache_dir, remote_root)
     _cache_dir = cache_dir
 
 
 def warm_one(symbol: str, sm: tuple[int, int] = (9, 0)) -> Outcome:
     """Key, then (unless cached) compile one specialization in this process's session."""
-    from cache_db import has_key
-    from kernel_table import cache_key, compile_into_cache, signature_of
+    from .cache_db import has_key
+    from .kernel_table import cache_key, compile_into_cache, signature_of
     t0 = time.perf_counter()
     name, key = symbol.split("_K")[0], None
     try:
