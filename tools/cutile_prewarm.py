@@ -17,9 +17,11 @@ Where the specializations come from (any mix):
 
 Run from anywhere, with the Python that has cuda-tile and tileiras on PATH, e.g.
   PATH=/work/.ctk/ctk/bin:$PATH /work/.ctvenv/bin/python tools/cutile_prewarm.py
-then pack:  tar cf - .tilecache | xz -T0 -6 > .kit/tilecache.tar.xz   (or --pack)
+then pack:  tar cf - .tilecache | xz -T0 -9 > .kit/tilecache.tar.xz   (or --pack)
 --list prints the specializations; --dry-run reports which keys the cache lacks;
---prune drops entries no listed specialization uses (stale kernels).
+--prune drops entries no listed specialization uses (stale kernels); --verify replays
+the suites through cuTile's real launch path (stub driver, no compiler) and reports
+every launch that would still JIT on the GPU (--verify-only: that check alone).
 """
 from __future__ import annotations
 
@@ -57,23 +59,31 @@ def _parse(argv):
                    help="compute keys, report which the cache holds, compile nothing")
     p.add_argument("--prune", action="store_true",
                    help="afterwards delete cache entries no listed specialization uses")
+    p.add_argument("--verify", action="store_true",
+                   help="afterwards replay the suites through the launch path: any miss?")
+    p.add_argument("--verify-only", action="store_true", help="only the --verify check")
     p.add_argument("--pack", metavar="TAR_XZ",
                    help="afterwards write the cache dir as a .tar.xz (the .kit format)")
     return p.parse_args(argv)
+
+
+def _suites(args, for_replay: bool = False) -> list[str]:
+    from cutile_warm.suite_cases import DEFAULT_SUITES
+    if args.suites is None:
+        quiet = (args.from_cache or args.symbols) and not for_replay
+        return [] if quiet else list(DEFAULT_SUITES)
+    return [] if args.suites == "none" else args.suites.split(",")
 
 
 def collect(args) -> list[str]:
     """Symbols to warm, in first-seen order, with where each list came from."""
     from cutile_warm.cache_db import entries
     symbols: list[str] = []
-    suites = args.suites
-    if suites is None:
-        suites = "none" if (args.from_cache or args.symbols) else \
-            "cutile,smoke,torchops,bench"
-    if suites != "none":
+    suites = _suites(args)
+    if suites:
         from cutile_warm.recorder import LaunchRecorder
         from cutile_warm.suite_cases import cases_of, drive
-        for suite in suites.split(","):
+        for suite in suites:
             t0 = time.perf_counter()
             with LaunchRecorder() as rec:
                 for case in cases_of([suite]):
@@ -112,6 +122,8 @@ def main(argv=None) -> int:
         return 2
     from cutile_warm.driver_stub import load_stub_driver
     load_stub_driver()   # before anything imports cuda.tile
+    if args.verify_only:
+        return 0 if _verify(args) else 1
     symbols = collect(args)
     print(f"{len(symbols)} distinct specializations", flush=True)
     if args.list:
@@ -142,16 +154,36 @@ def main(argv=None) -> int:
         keep = {o.key for o in outcomes if o.key}
         print(f"pruned {prune(args.cache_dir, keep)} stale entries", flush=True)
     _summary(args.cache_dir)
+    verified = _verify(args) if args.verify else True
     if args.pack:
         parent, name = os.path.split(os.path.abspath(args.cache_dir))
         with open(args.pack, "wb") as out:
             tar = subprocess.Popen(["tar", "cf", "-", f"--exclude={name}/.unpacked", "-C",
                                     parent, name], stdout=subprocess.PIPE)
-            subprocess.run(["xz", "-T0", "-6"], stdin=tar.stdout, stdout=out, check=True)
+            subprocess.run(["xz", "-T0", "-9"], stdin=tar.stdout, stdout=out, check=True)
             if tar.wait():
                 raise SystemExit("tar failed")
         print(f"packed {args.pack}: {os.path.getsize(args.pack) / 1e6:.1f} MB")
-    return 1 if counts["failed"] else 0
+    return 1 if counts["failed"] or not verified else 0
+
+
+def _verify(args) -> bool:
+    """Replay the suites through cuTile's launch path on the cache; True when none misses."""
+    from cutile_warm.launch_check import LaunchPathCheck
+    from cutile_warm.session import open_session
+    from cutile_warm.suite_cases import cases_of, drive
+    suites = _suites(args, for_replay=True)
+    open_session(args.repo, args.cache_dir, args.remote_root)
+    t0 = time.perf_counter()
+    with LaunchPathCheck() as check:
+        for case in cases_of(suites):
+            drive(case)
+    print(f"launch-path check ({','.join(suites)}): {check.launches} launches, "
+          f"{len(check.hits)} specializations found in the cache, {len(check.misses)} would "
+          f"JIT ({time.perf_counter() - t0:.0f} s)", flush=True)
+    for symbol, name in check.misses.items():
+        print(f"  would JIT {name}: {symbol}")
+    return not check.misses
 
 
 def _dry_run(symbols, args):

@@ -1,7 +1,8 @@
 """tools/cutile_warm with tileiras: host-made cache entries are the ones a GPU looks up.
 
 - a specialization compiled by the prewarm workers is then found by cuTile's real
-  `ct.launch` path (stub sm_90 driver), which never reaches tileiras;
+  `ct.launch` path (stub sm_90 driver), which never reaches tileiras (and the launch
+  check reports it as a would-JIT launch before it is warmed);
 - relocating a kernel's source paths gives the key of the same source at that path;
 - the key of one entry the H200 compiled (kept below with the hash of its kernel source
   and the tileiras version) is reproduced here.
@@ -79,6 +80,7 @@ def test_prewarmed_entry_is_found_by_the_launch_path(session, monkeypatch):
     import cuda.tile._compile as compile_module
 
     from cutile_warm.fake_device_array import DeviceView
+    from cutile_warm.launch_check import LaunchPathCheck
     from cutile_warm.recorder import LaunchRecorder
     from cutile_warm.warm import warm
     from cudnn.linear_attention.cutile.kernels.chunk_table import chunk_table_fwd
@@ -87,6 +89,10 @@ def test_prewarmed_entry_is_found_by_the_launch_path(session, monkeypatch):
     with LaunchRecorder() as rec:
         chunk_table_fwd(cu, rows, count, offsets, 2, 64, 0)
     [spec] = rec.specializations
+    with LaunchPathCheck() as before:   # not warmed yet: the GPU would JIT this launch
+        chunk_table_fwd(cu, rows, count, offsets, 2, 64, 0)
+    assert (before.launches, before.hits, before.misses) == (
+        1, set(), {spec.symbol: "chunk_table_kernel"})
     kw = dict(repo=REPO, cache_dir=cache_dir, remote_root=REMOTE_ROOT, jobs=1)
     [first] = warm([spec.symbol], **kw)
     assert (first.status, first.error) == ("compiled", "") and first.cubin_bytes > 0

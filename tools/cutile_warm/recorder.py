@@ -28,6 +28,21 @@ class _Recorded(Exception):
     """Raised inside ct.launch once the signature is known: nothing is compiled."""
 
 
+class FreshKernels:
+    """Per-use copies of kernels: cuTile's dispatcher keeps launched specializations in
+    memory per kernel object and would skip the compile step (where recording and cache
+    checks happen) for any specialization this process already launched."""
+
+    def __init__(self):
+        self._copies: dict[int, object] = {}
+
+    def __call__(self, kernel):
+        copy = self._copies.get(id(kernel))
+        if copy is None:
+            copy = self._copies[id(kernel)] = (kernel, kernel.replace_hints())
+        return copy[1]
+
+
 def _as_device(arg):
     import torch
     if isinstance(arg, torch.Tensor):
@@ -64,11 +79,12 @@ class LaunchRecorder:
         def launch(stream, grid, kernel, args, *rest, **kw):
             recorder.launches += 1
             try:
-                recorder._launch(0, grid, kernel, tuple(_as_device(a) for a in args),
+                recorder._launch(0, grid, fresh(kernel), tuple(_as_device(a) for a in args),
                                  *rest, **kw)
             except _Recorded:
                 pass
 
+        fresh = FreshKernels()
         ct.kernel._compile = compile_hook
         ct.launch = launch
         return self

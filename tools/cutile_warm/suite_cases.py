@@ -73,6 +73,11 @@ def backward_smoke() -> list[LaCase]:
             for kda in (False, True) for lens, H, HV, K, V, h0, l2 in _BWD_SMOKE]
 
 
+def smoke() -> list[LaCase]:
+    """tools/gpu_suite.sh `smoke`: both smoke scripts."""
+    return forward_smoke() + backward_smoke()
+
+
 def torch_ops() -> list[LaCase]:
     """tests/torch_ops/ops_gpu_test.py CASES (forward with final_state, gradients with
     both upstream gradients), its two-layer GDN model (l2norm, no final state, so no
@@ -114,10 +119,10 @@ def stage_times() -> list[LaCase]:
 
 SUITES = {
     "cutile": engine_matrix,
-    "smoke": lambda: forward_smoke() + backward_smoke(),
+    "smoke": smoke,
     "torchops": torch_ops,
     "bench": bench,
-    "stagetimes": lambda: stage_times(),
+    "stagetimes": stage_times,
 }
 DEFAULT_SUITES = ("cutile", "smoke", "torchops", "bench")
 
