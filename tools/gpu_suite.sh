@@ -13,9 +13,11 @@
 #   frost      frostsmoke then frostmatrix (both need the cutedsl kits):
 #   frostsmoke FROST kernels vs float64 + timing (FROST_SMOKE_ARGS, e.g. "--algorithm all")
 #   frostmatrix the FROST engine matrix through the graph API (FROST_FWD_ALGORITHM picks v1/v2)
-#   tilecache  unpack .kit/tilecache.tar.xz (carried) into .tilecache: cuTile kernels JIT-compiled
-#              on an earlier machine (same tileiras) are not compiled again
-#   packcache  pack .tilecache into $OUT (copy it to .kit/tilecache.tar.xz here afterwards)
+#   tilecache  unpack .kit/tilecache.tar.xz (carried) into .tilecache: cuTile kernels compiled
+#              earlier (on a GPU machine, or ahead of time by tools/cutile_prewarm.py on a
+#              build host) are not compiled again; prints the cache's entries and tileiras
+#   packcache  report what this machine still JIT-compiled, pack .tilecache into $OUT
+#              (copy it to .kit/tilecache.tar.xz here afterwards)
 #   frostcache unpack .kit/frostcache.tar.xz (carried; built by tools/frost_precompile.py on the
 #              build machine) into .frostcache and set FROST_KERNEL_CACHE for the later stages:
 #              FROST kernels load from it instead of compiling (FROST_KERNEL_CACHE_STRICT=1:
@@ -61,15 +63,20 @@ for s in "$@"; do
     cutedsl1|cutedsl2)
       stage "$s" "bash .devkit/$s/install.sh"
       [ -f /opt/devkit/env.sh ] && source /opt/devkit/env.sh ;;
-    tilecache)   # reuse cuTile kernels compiled on an earlier machine (carried .kit/tilecache.tar.xz)
-      stage tilecache "[ -f .kit/tilecache.tar.xz ] && tar xJf .kit/tilecache.tar.xz && ls -la .tilecache" ;;
+    tilecache)   # reuse cuTile kernels compiled earlier (carried .kit/tilecache.tar.xz); the
+                 # stamp (keys present) lets packcache count the kernels this machine JIT-ed
+      stage tilecache "[ -f .kit/tilecache.tar.xz ] && tar xJf .kit/tilecache.tar.xz && \
+        python3 tools/cutile_cache_report.py .tilecache --stamp .tilecache/.unpacked" ;;
     frostcache)  # FROST kernels precompiled on the build machine (carried .kit/frostcache.tar.xz)
       stage frostcache "[ -f .kit/frostcache.tar.xz ] && rm -rf .frostcache && tar xJf .kit/frostcache.tar.xz \
         && du -sh .frostcache && ls .frostcache | grep -c '[.]o$'"
       # stages run in subshells: the variable is set here, in the script's own shell
       [ -d .frostcache ] && export FROST_KERNEL_CACHE="$PWD/.frostcache" ;;
     packcache)   # bring this machine's cuTile kernel cache back (then keep it in .kit/)
-      stage packcache "tar cf - .tilecache | xz -T0 -6 > $OUT/tilecache.tar.xz && ls -la $OUT" ;;
+      stage packcache "python3 tools/cutile_cache_report.py .tilecache \
+        \$( [ -f .tilecache/.unpacked ] && echo --since .tilecache/.unpacked ) && \
+        tar cf - --exclude=.tilecache/.unpacked .tilecache | xz -T0 -6 > $OUT/tilecache.tar.xz \
+        && ls -la $OUT/tilecache.tar.xz" ;;
     backend)
       stage backend "backend_cc/build_local.sh >/dev/null && \
         python3 -m pytest tests/backend -q -s -p no:cacheprovider" ;;

@@ -1,0 +1,34 @@
+"""Running a cuTile cache test module in its own process when this one cannot host it.
+
+cuda.tile binds the first `libcuda.so.1` a process loads.  The recorder and the launch
+path need the sm_90 stub of tools/cutile_warm/driver_stub.py; when another test module
+(aot_support's smaller stub) imported cuda.tile first in the same pytest process, the
+module's tests are skipped there and one test reruns the whole file in a fresh process.
+Under Bazel every test file is its own process, so the delegation never triggers.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+TOOLS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__)))), "tools")
+if TOOLS not in sys.path:
+    sys.path.insert(0, TOOLS)
+
+
+def foreign_driver() -> bool:
+    """True when cuda.tile is already bound to a driver other than the stub."""
+    from cutile_warm import driver_stub
+    return "cuda.tile" in sys.modules and not driver_stub.loaded()
+
+
+def rerun(test_file: str) -> None:
+    """Run `test_file` under pytest in a new process; fail with its output if it fails."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    r = subprocess.run([sys.executable, "-m", "pytest", test_file, "-q", "-p",
+                        "no:cacheprovider"], env=env, capture_output=True, text=True,
+                       timeout=1800)
+    assert r.returncode == 0, f"{test_file} failed in a fresh process:\n" \
+        f"{r.stdout[-6000:]}\n{r.stderr[-2000:]}"
