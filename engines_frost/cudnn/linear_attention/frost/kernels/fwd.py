@@ -16,6 +16,8 @@ import threading
 import warnings
 
 from cudnn.linear_attention.frost.kernels import kernel_store
+# compile_fwd is looked up here at call time (tests replace fwd.compile_fwd)
+from cudnn.linear_attention.frost.kernels.compile_kernel import compile_fwd, kernel_class  # noqa: F401
 from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
 
 # v2 (v1's tensor-core chain plus next-chunk prefetch; passed the H200 smoke matrix and
@@ -35,35 +37,6 @@ def frost_workspace_size(**static_config) -> int:
     """Scratch bytes the forward needs for a static configuration: the fused kernels keep
     everything on chip, so 0 for every configuration."""
     return 0
-
-
-def kernel_class(algorithm: str):
-    """The CuTe DSL kernel class implementing an algorithm ("v0" oracle, "v1" tensor cores,
-    "v2" v1 with prefetched rows and cheaper state-independent stages)."""
-    if algorithm == "v0":
-        from cudnn.linear_attention.frost.kernels.fwd_v0 import FrostFwdV0
-        return FrostFwdV0
-    if algorithm == "v1":
-        from cudnn.linear_attention.frost.kernels.fwd_v1 import FrostFwdV1
-        return FrostFwdV1
-    if algorithm == "v2":
-        from cudnn.linear_attention.frost.kernels.fwd_v2 import FrostFwdV2
-        return FrostFwdV2
-    raise ValueError(f"frost_fwd: algorithm must be 'v0', 'v1' or 'v2', got {algorithm!r}")
-
-
-def compile_fwd(cfg: FrostFwdConfig, arch: str, host_target: str | None = None):
-    """cute.compile the kernel for cfg and a target like "sm_90a" (works without a GPU).
-    Uses launch_abi.fake_args, the same signature real_args fills at launch. host_target
-    (CuTe DSL's --host-target, e.g. kernel_store.GENERIC_X86_64) builds the host shim for
-    another CPU: the result can then only be exported (kernel_store), not called here."""
-    import cutlass.cute as cute
-
-    from cudnn.linear_attention.frost.kernels.launch_abi import fake_args
-
-    kernel = kernel_class(cfg.algorithm)(cfg)
-    options = f"--gpu-arch {arch}" + (f" --host-target '{host_target}'" if host_target else "")
-    return cute.compile(kernel, *fake_args(cfg), options=options)
 
 
 def device_arch(device) -> str:

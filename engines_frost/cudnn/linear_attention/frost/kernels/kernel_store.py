@@ -43,9 +43,10 @@ WRITE_ENV = "FROST_KERNEL_CACHE_WRITE"
 STRICT_ENV = "FROST_KERNEL_CACHE_STRICT"
 FORMAT = 1  # bump when the entry layout or the way objects are produced changes
 # Every kernels/ file whose text can change a compiled kernel: the kernel classes, what
-# they import, the launch ABI and fwd.py (which maps algorithm names to classes).
-KEYED_SOURCES = ("config.py", "fwd.py", "fwd_v0.py", "fwd_v1.py", "fwd_v2.py", "gmem_views.py",
-                 "launch_abi.py")
+# they import, the launch ABI and compile_kernel.py (algorithm name -> class, compile
+# options). fwd.py (checks, caches, launch) is left out: editing it keeps the store valid.
+KEYED_SOURCES = ("compile_kernel.py", "config.py", "fwd_v0.py", "fwd_v1.py", "fwd_v2.py",
+                 "gmem_views.py", "launch_abi.py")
 # Objects the precompile tool writes run on whichever x86-64 host the GPU sits in: pin
 # the baseline CPU (the default targets this build machine's, AVX-512 included).
 GENERIC_X86_64 = "llvm -mtriple=x86_64-unknown-linux-gnu -mcpu=x86-64"
@@ -63,7 +64,8 @@ def describe(cfg: FrostFwdConfig) -> str:
     """One short line naming a config (progress lines, warnings)."""
     state = f"{cfg.state_dtype} h0={int(cfg.has_initial_state)} ht={int(cfg.has_final_state)}"
     flags = "".join(s for on, s in ((cfg.use_l2norm, " l2"), (not cfg.ldmatrix, " no-ldmatrix"),
-                                     (cfg.gate_align16, " g16")) if on)
+                                     (cfg.gate_align16, " g16"),
+                                     (cfg.skip_stages, " skip=" + "+".join(cfg.skip_stages))) if on)
     return (f"{cfg.algorithm} {cfg.family} H{cfg.H}/HK{cfg.HK}/HV{cfg.HV} K{cfg.K} V{cfg.V} "
             f"{cfg.io_dtype} {state}{flags}")
 
