@@ -112,5 +112,36 @@ def test_real_args_mirror_fake_args():
     assert [type(x) for x in fake[10:13]] == [type(x) for x in real[10:13]]
 
 
+def test_arg_packer_matches_real_args_and_reuses_pointers():
+    torch = pytest.importorskip("torch")
+    from cudnn.linear_attention.frost.kernels.launch_abi import ArgPacker, real_args
+
+    _, cfg = VARIANTS[-1]
+    T, N, H, K, V = 5, 2, cfg.H, cfg.K, cfg.V
+    io, st = getattr(torch, cfg.io_dtype), getattr(torch, cfg.state_dtype)
+    tensors = dict(
+        q=torch.zeros(T, H, K, dtype=io), k=torch.zeros(T, H, K, dtype=io), v=torch.zeros(T, H, V, dtype=io),
+        g=torch.zeros(T, H, K), beta=torch.zeros(T, H, K, dtype=io), w=torch.zeros(T, H, V, dtype=io),
+        cu_seqlens=torch.tensor([0, 2, 5], dtype=torch.int32), out=torch.zeros(T, H, V, dtype=io),
+        initial_state=torch.zeros(N, H, V, K, dtype=st), final_state=None,
+    )
+
+    class _Stream:
+        cuda_stream = 0
+
+    pack = ArgPacker(cfg)
+    first = pack(tensors, T, N, 0.5, _Stream())
+    real = real_args(cfg, tensors, T, N, 0.5, _Stream())
+    assert len(first) == len(real) == 14
+    for i, (p, r) in enumerate(zip(first[:10], real[:10])):
+        assert (p.dtype, p.memspace, p._assumed_align, p._pointer) == \
+            (r.dtype, r.memspace, r._assumed_align, r._pointer), i
+    assert [type(x) for x in first[10:]] == [type(x) for x in real[10:]]
+    tensors["out"] = torch.zeros(T, H, V, dtype=io)  # a new address for one operand only
+    second = pack(tensors, T, N, 0.5, _Stream())
+    assert second[7]._pointer == tensors["out"].data_ptr() and second[7] is not first[7]
+    assert all(second[i] is first[i] for i in range(10) if i != 7)
+
+
 if __name__ == "__main__":
     raise SystemExit(pytest.main([__file__, "-q"]))

@@ -273,3 +273,67 @@ def test_carve_views_the_callers_memory():
 
 if __name__ == "__main__":
     raise SystemExit(pytest.main([__file__, "-q"]))
+
+
+# -- the bound launch: repeated uid-keyed calls skip the checks, nothing else does -------
+@pytest.fixture
+def bound_launches(monkeypatch):
+    """frost_fwd records full (checked) calls and, asked to bind, returns a real BoundLaunch
+    whose kernel records fast calls; its argument packer hands the kernel the operands."""
+    monkeypatch.setattr(runtime_probe, "runtime_reason", lambda engine, device=None: None)
+    monkeypatch.setattr(runtime_probe, "device_sm", lambda device=None: 90)
+    calls = {"full": [], "fast": []}
+
+    def frost_fwd(**kw):
+        calls["full"].append(kw)
+        operands = {name: kw[name] for name in ("q", "k", "v", "g", "beta", "w", "cu_seqlens", "out",
+                                                "initial_state", "final_state")}
+        if not kw.get("bind"):
+            return None
+        return kernels_fwd.BoundLaunch(None, lambda *a: calls["fast"].append(a),
+                                       kernels_fwd.operand_signature(operands), 0, 0, kw["scale"],
+                                       pack=lambda tensors, T, N, scale, stream: (tensors, stream))
+    monkeypatch.setattr(kernels_fwd, "frost_fwd", frost_fwd)
+    return calls
+
+
+def test_a_repeated_uid_keyed_call_launches_without_the_checks(bound_launches, cpu_plans):
+    from cudnn.engines.bound_executor import bind_executor
+
+    g, node = built("kda", with_h0=True, output_final_state=True)
+    bufs = buffers(node)
+    by_uid = {t.uid: b for t, b in pack(node, bufs).items()}
+    g.execute(pack(node, bufs))            # first call: the checked path, which binds
+    executor = bind_executor(g)
+    executor(by_uid, None)                 # same layout: straight to the kernel
+    assert len(bound_launches["full"]) == 1 and len(bound_launches["fast"]) == 1
+    (operands, stream), = bound_launches["fast"]
+    assert stream is STREAM
+    for port, name in (("q", "q"), ("g", "g"), ("O", "out"), ("final_state", "final_state")):
+        assert operands[name] is bufs[port], port
+    g.execute(pack(node, bufs))            # graph.execute hands the plan the same uid pack
+    assert len(bound_launches["full"]) == 1 and len(bound_launches["fast"]) == 2
+
+
+@pytest.mark.parametrize("change", ["dtype", "stride", "misaligned"])
+def test_a_changed_layout_takes_the_checked_path(bound_launches, cpu_plans, change):
+    from cudnn.engines.bound_executor import bind_executor
+
+    g, node = built("gdn", with_h0=True, output_final_state=True)
+    bufs = buffers(node)
+    g.execute(pack(node, bufs))
+    executor = bind_executor(g)
+    if change == "dtype":     # the checks run again and name the port
+        bufs["q"] = bufs["q"].to(torch.float32)
+    elif change == "stride":  # same dims and dtype, transposed storage: checked again
+        bufs["v"] = bufs["v"].transpose(0, 1).contiguous().transpose(0, 1)
+    else:                     # same dims, strides and dtype, base address 2 bytes off
+        bufs["k"] = torch.zeros(bufs["k"].numel() + 1, dtype=bufs["k"].dtype)[1:].view(bufs["k"].shape)
+    by_uid = {t.uid: b for t, b in pack(node, bufs).items()}
+    if change == "dtype":
+        with pytest.raises(ValueError, match="q"):
+            executor(by_uid, None)
+    else:
+        executor(by_uid, None)
+    assert bound_launches["fast"] == []
+    assert len(bound_launches["full"]) == (1 if change == "dtype" else 2)

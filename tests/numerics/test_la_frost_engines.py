@@ -167,6 +167,25 @@ def test_execute_refuses_cpu_and_non_unit_stride_buffers():
         graph.execute({**pack, ir["v"]: strided})
 
 
+def test_repeated_executes_take_the_bound_launch_and_agree():
+    """The plan keeps its first checked launch; later executes with buffers of the same
+    layout go straight to the kernel (la_engine BoundLaunch) and give identical results;
+    a buffer the checks refuse is still refused after that."""
+    graph, pack, ir, x = _built_gdn()
+    graph.execute(pack)
+    torch.cuda.synchronize()
+    (o_port,) = [t for t in pack if t.name.endswith("::O")]
+    first = pack[o_port].clone()
+    plan = graph.lifecycle.planning.compiled_plans[graph.lifecycle.planning.selected_index]
+    assert plan._bound is not None, "the first execute must leave a bound launch"
+    again = torch.full_like(first, float("nan"))
+    graph.execute({**pack, o_port: again})
+    torch.cuda.synchronize()
+    assert torch.equal(again, first)
+    with pytest.raises(ValueError, match="gdn_frost: input 'q' is on cpu"):
+        graph.execute({**pack, ir["q"]: x["q"].cpu()})
+
+
 @pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two CUDA devices")
 def test_execute_refuses_a_buffer_on_another_device():
     graph, pack, ir, x = _built_gdn()
