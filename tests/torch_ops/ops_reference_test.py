@@ -9,6 +9,7 @@ op plumbing and one reference against the other.
 from __future__ import annotations
 
 import dataclasses
+from contextlib import nullcontext
 import threading
 
 import pytest
@@ -153,24 +154,36 @@ class _OpSpy:
 
 
 @pytest.mark.parametrize("case", ["gdn_gva_h0_l2norm", "kda_gva_h0"])
-def test_eager_calls_without_autograd_skip_the_dispatcher(case, monkeypatch):
+def test_eager_calls_skip_the_dispatcher_and_agree_with_it(case, monkeypatch):
+    """Eager calls run the kernels directly (no grad) or through the eager autograd
+    Function (grad); under the autograd profiler they take the registered ops. Outputs
+    and gradients agree exactly between the two routes."""
     family_ops = {Family.GDN: ops.FAMILY_OPS[0], Family.KDA: ops.FAMILY_OPS[1]}[CASES[case].family]
-    spy = _OpSpy(family_ops.forward_op)
-    monkeypatch.setattr(family_ops, "forward_op", spy)
+    forward_spy, backward_spy = _OpSpy(family_ops.forward_op), _OpSpy(family_ops.backward_op)
+    monkeypatch.setattr(family_ops, "forward_op", forward_spy)
+    monkeypatch.setattr(family_ops, "backward_op", backward_spy)
     inputs = make_inputs(CASES[case], seed=11)
     direct = call_op(inputs)  # no tensor requires grad: the kernel runs directly
-    assert spy.calls == 0
     with torch.autograd.profiler.profile():  # the profiler must see the op: dispatcher
         through = call_op(inputs)
-    assert spy.calls == 1
+    assert (forward_spy.calls, backward_spy.calls) == (1, 0)
     for got, expected in zip(direct, through):
         torch.testing.assert_close(got, expected, rtol=0, atol=0)
-    grads = leaves(inputs)
-    call_op(grads)[0].sum().backward()  # autograd needs the dispatcher's node
-    assert spy.calls == 2 and grads.q.grad is not None
-    with torch.no_grad():
-        call_op(grads)
-    assert spy.calls == 2
+
+    config = CASES[case]
+    dO, d_final = make_grad_outputs(config, seed=12)
+    grads = {}
+    for name in ("eager", "dispatcher"):
+        primals = leaves(inputs)
+        context = torch.autograd.profiler.profile() if name == "dispatcher" else nullcontext()
+        with context:
+            o, final = call_op(primals)
+            torch.autograd.backward((o, final), (dO, d_final))
+        grads[name] = grads_of(primals)
+    assert (forward_spy.calls, backward_spy.calls) == (2, 1)  # only the profiled pass
+    assert grads["eager"].keys() == grads["dispatcher"].keys()
+    for field, value in grads["eager"].items():
+        torch.testing.assert_close(value, grads["dispatcher"][field], rtol=0, atol=0, msg=field)
 
 
 def test_opcheck_on_the_forward_op():

@@ -1,12 +1,17 @@
-"""needs_dispatcher: an eager call skips torch's dispatcher only when nothing the
-dispatcher provides (tracing, modes, subclasses, meta, autograd, profiling) is in play."""
+"""route: an eager call skips torch's dispatcher only when nothing the dispatcher provides
+(tracing, modes, subclasses, meta, profiling) is in play; a call that records autograd
+is told so (DIRECT_AUTOGRAD)."""
 from __future__ import annotations
 
 import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from cudnn.linear_attention.ops._direct_call import needs_dispatcher
+from cudnn.linear_attention.ops._direct_call import DIRECT, DIRECT_AUTOGRAD, DISPATCHER, route
+
+
+def needs_dispatcher(values, positions):
+    return route(values, positions) == DISPATCHER
 
 
 def _args(*tensors):
@@ -22,13 +27,14 @@ def test_plain_cpu_tensors_without_grad_go_direct():
     assert not needs_dispatcher(*_args(torch.randn(3), torch.randn(2, 2), None))
 
 
-def test_requires_grad_needs_the_dispatcher_unless_grad_is_off():
+def test_requires_grad_routes_to_the_eager_autograd_unless_grad_is_off():
     x = torch.randn(3, requires_grad=True)
-    assert needs_dispatcher(*_args(torch.randn(3), x))
+    assert route(*_args(torch.randn(3), x)) == DIRECT_AUTOGRAD
+    assert route(*_args(torch.randn(3), None)) == DIRECT
     with torch.no_grad():
-        assert not needs_dispatcher(*_args(torch.randn(3), x))
+        assert route(*_args(torch.randn(3), x)) == DIRECT
     with torch.inference_mode():
-        assert not needs_dispatcher(*_args(torch.randn(3), x))
+        assert route(*_args(torch.randn(3), x)) == DIRECT
 
 
 def test_meta_and_subclass_tensors_need_the_dispatcher():

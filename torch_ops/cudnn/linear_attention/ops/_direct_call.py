@@ -1,21 +1,21 @@
-"""When an eager op call may skip torch's dispatcher and run the op's kernel directly.
+"""How an eager op call is routed: through torch's dispatcher, or straight to our kernel.
 
 Going through `torch.ops.cudnn.<op>` costs ~8-10 us of Python and C++ dispatch per call
-(autograd key, the custom-op wrappers, the dynamo-disable guard) before our kernel runs;
-a cached call's own work is a few microseconds, so on the hot path (inference, or any
-call that needs no autograd) the dispatcher is most of the overhead.
+(autograd key, the custom-op wrappers, the dynamo-disable guard) before our kernel runs,
+and a call that records autograd pays torch's custom-op autograd wrapper on top (~25 us
+more on the build machine); a cached call's own work is a few microseconds.
 
-The kernel the dispatcher would reach for a plain CPU/CUDA call is the very function we
-registered, so calling it directly gives the same results, as long as nothing the
-dispatcher provides is in play. `needs_dispatcher(tensors)` says when something is:
+The kernel the dispatcher reaches for a plain CPU/CUDA call is the very function we
+registered, and the autograd the op registers is our own setup_context/backward pair, so
+an eager call can run them directly (`route`): DIRECT runs the kernel; DIRECT_AUTOGRAD
+runs it inside a torch.autograd.Function built from the same setup_context/backward
+(_op_factory.py). Everything the dispatcher provides sends the call to DISPATCHER:
 - torch.compile tracing (the op must appear in the graph);
 - an active TorchDispatchMode or TorchFunctionMode (FakeTensorMode, FlopCounterMode,
   user modes), a functorch transform (vmap, grad), or the autograd profiler (the op should
   show up in its trace);
 - a tensor subclass (FakeTensor, FunctionalTensor, DTensor, ...) or a tensor outside
-  cpu/cuda (meta tensors go to the fake kernel);
-- autograd: grad mode on and any input requires grad (the autograd node is recorded by
-  the dispatcher's Autograd key).
+  cpu/cuda (meta tensors go to the fake kernel).
 """
 from __future__ import annotations
 
@@ -26,21 +26,24 @@ import torch
 _C = torch._C
 
 
-def needs_dispatcher(values: Sequence[object], tensor_positions: Sequence[int]) -> bool:
-    """True when the call with these argument values (tensors at `tensor_positions`, each
-    a tensor or None) must go through torch.ops (see the module docstring)."""
+DISPATCHER, DIRECT, DIRECT_AUTOGRAD = "dispatcher", "direct", "direct_autograd"
+
+
+def route(values: Sequence[object], tensor_positions: Sequence[int]) -> str:
+    """How to run a call with these argument values (tensors at `tensor_positions`, each a
+    tensor or None); see the module docstring."""
     if (torch.compiler.is_compiling() or _C._len_torch_dispatch_stack()
             or _C._is_torch_function_mode_enabled() or _C._are_functorch_transforms_active()
             or _C._autograd._profiler_enabled()):
-        return True
+        return DISPATCHER
     grad = torch.is_grad_enabled()
+    records = False
     plain = torch.Tensor
     for position in tensor_positions:  # a plain loop: this runs on every eager call
         t = values[position]
         if t is None:
             continue
         if type(t) is not plain or not (t.is_cuda or t.is_cpu):
-            return True
-        if grad and t.requires_grad:
-            return True
-    return False
+            return DISPATCHER
+        records = records or (grad and t.requires_grad)
+    return DIRECT_AUTOGRAD if records else DIRECT

@@ -26,7 +26,7 @@ import torch
 
 from cudnn.linear_attention.ops import _torch_compat
 from cudnn.linear_attention.ops._checks import Geometry, check_call, checkpoint_rows
-from cudnn.linear_attention.ops._direct_call import needs_dispatcher
+from cudnn.linear_attention.ops._direct_call import DIRECT, DIRECT_AUTOGRAD, route
 from cudnn.linear_attention.ops._family import (FORWARD_PORTS, FORWARD_RESULTS, GRADIENTS,
                                                 GRAPH_ATTR_NAMES, Family)
 from cudnn.linear_attention.ops._graph_cache import GraphCache
@@ -49,6 +49,10 @@ _torch_compat.install()
 def default_scale(head_dim: int) -> float:
     """1/sqrt(K), the readout scale when none is given (spec §1.1)."""
     return 1.0 / math.sqrt(head_dim)
+
+
+def _tensor_positions(signature: OpSignature) -> tuple[int, ...]:
+    return tuple(signature.names.index(n) for n in signature.tensor_names)
 
 
 def cache_key(values: Sequence[Any]) -> tuple[Any, ...]:
@@ -90,10 +94,10 @@ class FamilyOps:
         self.backward_signature = self.backward_def.signature
         forward, self._forward_kernel = self._register(self.forward_def)
         forward.register_autograd(self._backward, setup_context=self._setup_context)
-        self._register(self.backward_def)
-        names = self.forward_signature.names
-        self._forward_tensor_positions = tuple(names.index(n) for n in
-                                               self.forward_signature.tensor_names)
+        _, self._backward_kernel = self._register(self.backward_def)
+        self._forward_tensor_positions = _tensor_positions(self.forward_signature)
+        self._backward_tensor_positions = _tensor_positions(self.backward_signature)
+        self._eager_autograd = self._eager_function()
         namespace = getattr(torch.ops, NAMESPACE)
         self.forward_op = getattr(namespace, f"{family.name}_fwd").default
         self.backward_op = getattr(namespace, f"{family.name}_bwd").default
@@ -155,10 +159,13 @@ class FamilyOps:
         if values.get("scale") is None:
             values["scale"] = default_scale(q.shape[-1])
         args = self.forward_signature.positional(values)
-        if needs_dispatcher(args, self._forward_tensor_positions):
-            results = self.forward_op(*args)
-        else:  # the kernel the dispatcher would reach, without its cost (_direct_call)
+        how = route(args, self._forward_tensor_positions)  # _direct_call.py
+        if how == DIRECT:
             results = self._forward_kernel(*args)
+        elif how == DIRECT_AUTOGRAD:
+            results = self._eager_autograd.apply(*args)
+        else:
+            results = self.forward_op(*args)
         if values.get("checkpoint_every_n_tokens", 0) > 0:
             return tuple(results)
         return results[0], results[1]
@@ -219,12 +226,36 @@ class FamilyOps:
             d_final = None  # output_final_state=False: the empty placeholder
         elif d_final is not None:
             d_final = d_final.contiguous()
-        grads = self.backward_op(*self.backward_signature.positional(
-            {**saved, **ctx.attrs, "dO": d_o, "d_final_state": d_final}))
+        args = self.backward_signature.positional(
+            {**saved, **ctx.attrs, "dO": d_o, "d_final_state": d_final})
+        if route(args, self._backward_tensor_positions) == DIRECT:
+            grads = self._backward_kernel(*args)
+        else:  # traced, under a mode, or a double backward: the registered op
+            grads = self.backward_op(*args)
         by_result = dict(zip(self.family.gradient_results, grads))
         return tuple(by_result[_GRADIENT_OF[name]]
                      if name in _GRADIENT_OF and saved.get(name) is not None else None
                      for name in self.forward_signature.names)
+
+    def _eager_function(self) -> type[torch.autograd.Function]:
+        """The registered autograd (our _setup_context and _backward) as a plain
+        torch.autograd.Function around the forward kernel, for eager calls that record
+        autograd without the dispatcher (_direct_call.DIRECT_AUTOGRAD)."""
+        ops = self
+
+        class EagerForward(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx: Any, *args: Any) -> _Results:
+                results = ops._forward_kernel(*args)
+                ops._setup_context(ctx, args, results)
+                return results
+
+            @staticmethod
+            def backward(ctx: Any, *grads: Any) -> tuple[Any, ...]:
+                return ops._backward(ctx, *grads)
+
+        EagerForward.__name__ = EagerForward.__qualname__ = f"{self.family.name}_eager"
+        return EagerForward
 
     def caches(self) -> tuple[GraphCache[CachedGraph], GraphCache[CachedGraph]]:
         return self.forward_def.cache, self.backward_def.cache
