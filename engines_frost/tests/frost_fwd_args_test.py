@@ -98,6 +98,9 @@ def test_config_rejects_unsupported_combinations():
         with pytest.raises(ValueError, match=f"FrostFwdConfig: {name} must be"):
             FrostFwdConfig(**{**base, **over})
     assert frost_workspace_size(**base) == 0
+    listed = FrostFwdConfig(**{**base, "algorithm": "v2", "skip_stages": ["chain"]})  # as JSON gives it
+    assert listed.skip_stages == ("chain",) and hash(listed) == hash(
+        FrostFwdConfig(**{**base, "algorithm": "v2", "skip_stages": ("chain",)}))
 
 
 def test_import_needs_neither_torch_nor_cutlass():

@@ -45,6 +45,9 @@ class FrostFwdConfig:
     skip_stages: tuple[str, ...] = ()
 
     def __post_init__(self):
+        # a tuple however it arrives (JSON sidecars and command lines give lists): hashable
+        object.__setattr__(self, "skip_stages", tuple(self.skip_stages))
+
         def bad(name, expected):
             raise ValueError(f"FrostFwdConfig: {name} must be {expected}, got {getattr(self, name)!r}")
 
