@@ -12,6 +12,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 TOOLS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__)))), "tools")
 if TOOLS not in sys.path:
@@ -32,3 +34,15 @@ def rerun(test_file: str) -> None:
                        timeout=1800)
     assert r.returncode == 0, f"{test_file} failed in a fresh process:\n" \
         f"{r.stdout[-6000:]}\n{r.stderr[-2000:]}"
+
+
+def own_process_fixture(foreign: bool):
+    """The autouse fixture of a module that needs the stub driver: where `foreign` (see
+    foreign_driver), every test but test_in_a_fresh_process skips; that one reruns the
+    module. Assign it to a module-level name so pytest finds it."""
+    @pytest.fixture(autouse=True)
+    def _own_process(request):
+        if foreign and request.node.name != "test_in_a_fresh_process":
+            pytest.skip("cuda.tile is bound to another driver in this process: "
+                        "test_in_a_fresh_process runs this file")
+    return _own_process

@@ -16,7 +16,7 @@ import sys
 import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from fresh_process import foreign_driver, rerun  # noqa: E402
+from fresh_process import foreign_driver, own_process_fixture, rerun  # noqa: E402
 
 torch = pytest.importorskip("torch")
 
@@ -33,11 +33,7 @@ _FOREIGN = _MISSING is None and foreign_driver()
 pytestmark = pytest.mark.skipif(_MISSING is not None, reason=str(_MISSING))
 
 
-@pytest.fixture(autouse=True)
-def _own_process(request):
-    if _FOREIGN and request.node.name != "test_in_a_fresh_process":
-        pytest.skip("cuda.tile is bound to another driver in this process: "
-                    "test_in_a_fresh_process runs this file")
+_own_process = own_process_fixture(_FOREIGN)
 if _MISSING is None and not _FOREIGN:
     from cutile_warm.driver_stub import load_stub_driver
     load_stub_driver()
