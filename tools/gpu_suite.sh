@@ -88,7 +88,7 @@ for s in "$@"; do
       stage torchops "python3 -m pytest tests/torch_ops/ops_gpu_test.py -q -s -p no:cacheprovider \
         && python3 tests/torch_ops/op_overhead.py --device cuda --family gdn --family kda" ;;
     overhead)    # the cached-call overhead alone (forward: FROST, so the cutedsl kits suffice)
-      stage overhead "python3 tests/torch_ops/op_overhead.py --device cuda --family gdn --family kda" ;;
+      stage overhead "python3 tests/torch_ops/op_overhead.py --device cuda --family gdn --family kda --profile 25" ;;
     stagetimes)  # FROST per-chunk stage costs (stages compiled out one at a time)
       stage stagetimes "python3 bench/frost_stage_times.py --family ${STAGE_FAMILIES:-gdn kda}" ;;
     ncu)         # one FROST GDN launch under Nsight Compute: warp stall reasons (if ncu works here)

@@ -107,6 +107,29 @@ def measure(family: Family, device: str, iters: int, grad: bool,
             (("call", totals), ("engine", record), ("overhead", overheads))}
 
 
+def profile(family: Family, device: str, grad: bool, top: int, calls: int = 500) -> None:
+    """cProfile over `calls` cached calls (graph already built), sorted by own time."""
+    import cProfile
+    import io
+    import pstats
+
+    inputs = make_inputs(_config(family, device), seed=0)
+    if grad:
+        inputs = leaves(inputs)
+    call_op(inputs)
+    profiler = cProfile.Profile()
+    profiler.enable()
+    for _ in range(calls):
+        call_op(inputs)
+    profiler.disable()
+    if device != "cpu":
+        torch.cuda.synchronize()
+    text = io.StringIO()
+    pstats.Stats(profiler, stream=text).sort_stats("tottime").print_stats(top)
+    print(f"--- profile, {calls} calls ({'grad' if grad else 'no grad'}); per-call us = "
+          f"tottime / {calls} * 1e6\n" + text.getvalue().split("\n\n", 1)[-1])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
@@ -114,6 +137,9 @@ def main() -> None:
     parser.add_argument("--iters", type=int, default=2000)
     parser.add_argument("--skip-engine", action="store_true",
                         help="time the op layer with the engine's execute skipped")
+    parser.add_argument("--profile", type=int, default=0, metavar="N",
+                        help="after timing, profile the cached calls (cProfile) and print the "
+                             "N entries with the most own time: where a host's time goes")
     args = parser.parse_args()
     families = [Family(f) for f in (args.family or ["gdn"])]
     with _engines(args.device):
@@ -127,6 +153,8 @@ def main() -> None:
                 print(f"{family.value:4s} {args.device:4s} {mode:41s} median over "
                       f"{args.iters}: call {m['call']:8.1f} us, engine {m['engine']:8.1f} us, "
                       f"op overhead {m['overhead']:6.1f} us")
+                if args.profile:
+                    profile(family, args.device, grad, args.profile)
 
 
 if __name__ == "__main__":
