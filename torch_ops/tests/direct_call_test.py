@@ -89,5 +89,17 @@ def test_compile_tracing_needs_the_dispatcher():
     assert True in seen
 
 
+def test_jit_tracing_needs_the_dispatcher():
+    seen = []
+
+    def body(x):
+        seen.append(needs_dispatcher([x], [0]))
+        return x + 1
+
+    torch.jit.trace(body, torch.randn(3), check_trace=False)
+    assert seen == [True]
+    assert not needs_dispatcher([torch.randn(3)], [0])
+
+
 if __name__ == "__main__":
     raise SystemExit(pytest.main([__file__, "-q"]))

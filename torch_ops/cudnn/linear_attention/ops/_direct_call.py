@@ -10,7 +10,7 @@ registered, and the autograd the op registers is our own setup_context/backward 
 an eager call can run them directly (`route`): DIRECT runs the kernel; DIRECT_AUTOGRAD
 runs it inside a torch.autograd.Function built from the same setup_context/backward
 (_op_factory.py). Everything the dispatcher provides sends the call to DISPATCHER:
-- torch.compile tracing (the op must appear in the graph);
+- torch.compile or torch.jit.trace tracing (the op must appear in the graph);
 - an active TorchDispatchMode or TorchFunctionMode (FakeTensorMode, FlopCounterMode,
   user modes), a functorch transform (vmap, grad), or the autograd profiler (the op should
   show up in its trace);
@@ -34,7 +34,7 @@ def route(values: Sequence[object], tensor_positions: Sequence[int]) -> str:
     tensor or None); see the module docstring."""
     if (torch.compiler.is_compiling() or _C._len_torch_dispatch_stack()
             or _C._is_torch_function_mode_enabled() or _C._are_functorch_transforms_active()
-            or _C._autograd._profiler_enabled()):
+            or _C._autograd._profiler_enabled() or _C._get_tracing_state() is not None):
         return DISPATCHER
     grad = torch.is_grad_enabled()
     records = False
