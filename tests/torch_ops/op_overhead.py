@@ -130,6 +130,23 @@ def profile(family: Family, device: str, grad: bool, top: int, calls: int = 500)
           f"tottime / {calls} * 1e6\n" + text.getvalue().split("\n\n", 1)[-1])
 
 
+def host_speed() -> str:
+    """A yardstick for comparing hosts: medians of a pure-Python loop and of torch.empty
+    (CPU), so an overhead measured on one machine can be read against another's."""
+    def median_us(fn, n: int = 2000) -> float:
+        times = []
+        for _ in range(n):
+            start = time.perf_counter_ns()
+            fn()
+            times.append(time.perf_counter_ns() - start)
+        return statistics.median(times) / 1e3
+
+    table = {i: i for i in range(64)}
+    loop = median_us(lambda: sum(table[i] for i in range(64)))
+    empty = median_us(lambda: torch.empty(64))
+    return f"host yardstick: 64 dict reads + sum {loop:.2f} us, torch.empty(64) {empty:.2f} us"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
@@ -142,6 +159,7 @@ def main() -> None:
                              "N entries with the most own time: where a host's time goes")
     args = parser.parse_args()
     families = [Family(f) for f in (args.family or ["gdn"])]
+    print(host_speed())
     with _engines(args.device):
         for family in families:
             for grad in (False, True):
