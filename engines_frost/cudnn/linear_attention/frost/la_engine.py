@@ -60,7 +60,8 @@ class FrostLinearAttentionEngine(BaseEngine):
 
 
 class _FrostForwardPlan(CompiledPlan):
-    """A forward plan bound to one device; holds no per-call state."""
+    """A forward plan bound to one device. It holds no per-call state: what it keeps
+    between calls (the last checked launch, an immutable BoundLaunch) is a cache."""
 
     def __init__(self, engine: str, traits: FamilyTraits, facts: LinearAttentionFacts,
                  device: Any, arch: runtime_probe.KernelArch) -> None:
