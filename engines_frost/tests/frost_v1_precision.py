@@ -52,7 +52,23 @@ def _gram(a_r, k, gam, lower_incl, two_step=False):
     return out
 
 
-def _chunk(S, q, k, v, gam, beta, w, scale, variant):
+def neumann_inverse_bf16(L):
+    """(I + L)^-1 of a strictly lower 16x16 block as tensor cores would form it: with
+    N = -L, (I + N)(I + N^2)(I + N^4)(I + N^8) (exact: N^16 = 0), every product from bf16
+    operands into fp32 (the planned replacement of the lane-per-column substitution,
+    kernels/NOTES.md "Next steps after v2")."""
+    X = torch.eye(L.shape[0], dtype=L.dtype) - bf16(L)
+    power = -bf16(L)
+    for _ in range(3):
+        power = bf16(power) @ bf16(power)
+        X = X + bf16(X) @ bf16(power)
+    return X
+
+
+INVERSES = {"substitution": _unit_lower_inverse, "neumann": neumann_inverse_bf16}
+
+
+def _chunk(S, q, k, v, gam, beta, w, scale, variant, inverse=_unit_lower_inverse):
     c, K = k.shape
     two_step = variant == "v2" and gam.dim() == 2  # v2 changes the vector-gate Gram only
     gam = torch.cumsum(gam.expand(c, K) if gam.dim() == 2 else gam[:, None].expand(c, K), 0)
@@ -78,17 +94,18 @@ def _chunk(S, q, k, v, gam, beta, w, scale, variant):
     for i0 in range(0, c, SUB):
         i1 = min(i0 + SUB, c)
         x = bf16(rhs[i0:i1] - Mb[i0:i1, :i0] @ U[:i0])
-        U[i0:i1] = bf16(bf16(_unit_lower_inverse(M[i0:i1, i0:i1])) @ x)
+        U[i0:i1] = bf16(bf16(inverse(M[i0:i1, i0:i1])) @ x)
     O = O + Pb @ U
     S = torch.exp(gam[c - 1])[:, None] * S + kd.T @ U
     return O, S
 
 
 def frost_fwd_v1_emulated(q, k, v, g, beta, w, cu_seqlens, *, scale, use_l2norm, initial_state=None,
-                          variant="v1"):
+                          variant="v1", inverse="substitution"):
     if variant not in ("v1", "v2"):
         raise ValueError(f"frost_fwd_v1_emulated: variant must be v1 or v2, got {variant!r}")
+    invert = INVERSES[inverse]
     return run_chunked(
         q, k, v, g, beta, w, cu_seqlens, use_l2norm=use_l2norm, initial_state=initial_state,
         chunk=CHUNK, operand=bf16,
-        chunk_fn=lambda S, *rows: _chunk(S, *rows, scale, variant))
+        chunk_fn=lambda S, *rows: _chunk(S, *rows, scale, variant, invert))

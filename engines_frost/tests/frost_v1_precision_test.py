@@ -57,5 +57,39 @@ def test_rounding_error_is_small(family, l2, extreme, variant):
         assert not torch.equal(o, o1)
 
 
+def test_neumann_block_inverse_is_the_inverse():
+    """All four factors are needed: on a strictly lower block with O(1) entries the product
+    equals the exact inverse up to bf16 operand rounding."""
+    from frost_v1_precision import neumann_inverse_bf16
+
+    gen = torch.Generator().manual_seed(5)
+    L = torch.randn(16, 16, generator=gen, dtype=torch.float64).tril(-1)  # |entries| ~ 1, like beta k.k
+    exact = torch.linalg.inv(torch.eye(16, dtype=torch.float64) + L)
+    assert rel_err(neumann_inverse_bf16(L), exact) < 2e-2
+
+
+@pytest.mark.parametrize("extreme", [False, True], ids=["typical", "strong-decay"])
+@pytest.mark.parametrize("family", [Family.GDN, Family.KDA], ids=lambda f: f.value)
+def test_tensor_core_block_inverse_keeps_the_precision(family, extreme):
+    """The planned tensor-core (Neumann, bf16 operands) diagonal-block inverse changes the
+    end-to-end error by < 3 % of itself against the lane substitution (fp32)."""
+    cfg = InputConfig(family=family, seq_lens=(1, 63, 65, 300), H=1, HV=2, K=64, V=64, dtype=torch.bfloat16,
+                      use_qk_l2norm=True)
+    x = make_inputs(cfg, 23)
+    g = x.g.clone()
+    if extreme:
+        g[::7] = -30.0
+    scale = 1.0 / math.sqrt(cfg.K)
+    ro, rs = REFERENCES[family](x.q, x.k, x.v, g, x.beta, x.cu_seqlens, **{**x.options(), "scale": scale},
+                                output_final_state=True)
+    errors = {}
+    for inverse in ("substitution", "neumann"):
+        o, s = frost_fwd_v1_emulated(x.q, x.k, x.v, g, x.beta, x.w, x.cu_seqlens, scale=scale, use_l2norm=True,
+                                     variant="v2", inverse=inverse)
+        errors[inverse] = (rel_err(o, ro), rel_err(s, rs))
+    for (sub, neu) in zip(errors["substitution"], errors["neumann"]):
+        assert neu < BOUND and abs(neu - sub) < 0.03 * sub, errors
+
+
 if __name__ == "__main__":
     raise SystemExit(pytest.main([__file__, "-q"]))
