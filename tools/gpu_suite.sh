@@ -86,7 +86,7 @@ for s in "$@"; do
         grep -v '^$' | tail -150" ;;
     torchops)
       stage torchops "python3 -m pytest tests/torch_ops/ops_gpu_test.py -q -s -p no:cacheprovider \
-        && python3 tests/torch_ops/op_overhead.py --device cuda --family gdn --family kda" ;;
+        && python3 tests/torch_ops/op_overhead.py --device cuda --family gdn --family kda --profile 25" ;;
     overhead)    # the cached-call overhead alone (forward: FROST, so the cutedsl kits suffice)
       stage overhead "python3 tests/torch_ops/op_overhead.py --device cuda --family gdn --family kda --profile 25" ;;
     stagetimes)  # FROST per-chunk stage costs (stages compiled out one at a time)
