@@ -26,6 +26,8 @@
 #   bench      bench/bench_linear_attention.py (FLA peer in the same process)
 #   overhead   tests/torch_ops/op_overhead.py on the GPU (cached-call host overhead, issue 8)
 #   stagetimes bench/frost_stage_times.py (STAGE_FAMILIES, default "gdn kda")
+#   calls      bench/frost_call_overhead.py: host time of one FROST launch (checked, bound,
+#              bare call, TVM-FFI)
 #   ncu        Nsight Compute warp-state and source-counter sections (stall reasons, hottest
 #              SASS) for one FROST GDN launch; ncu reads the counters on these machines
 # Each stage runs under `timeout` (STAGE_TIMEOUT, default 300 s) so one hang cannot eat the
@@ -91,6 +93,8 @@ for s in "$@"; do
       stage overhead "python3 tests/torch_ops/op_overhead.py --device cuda --family gdn --family kda --profile 25" ;;
     stagetimes)  # FROST per-chunk stage costs (stages compiled out one at a time)
       stage stagetimes "python3 bench/frost_stage_times.py --family ${STAGE_FAMILIES:-gdn kda}" ;;
+    calls)       # host cost of one FROST launch by calling convention (TVM-FFI needs its wheel in .whl)
+      stage calls "python3 bench/frost_call_overhead.py" ;;
     ncu)         # one FROST GDN launch under Nsight Compute: warp stall reasons (if ncu works here)
       stage ncu "command -v ncu && ncu --clock-control none --section WarpStateStats \
         --section SchedulerStats --section LaunchStats --section Occupancy --section SourceCounters \
