@@ -38,7 +38,8 @@ def host_median_us(fn, iters: int, batch: int = 50) -> float:
 def main() -> None:
     from cudnn.linear_attention.frost.kernels import fwd
     from cudnn.linear_attention.frost.kernels.compile_kernel import kernel_class
-    from cudnn.linear_attention.frost.kernels.launch_abi import fake_args, real_args
+    from cudnn.linear_attention.frost.kernels.launch_abi import fake_args
+    from cudnn.linear_attention.frost.kernels.launch_args import real_args
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--iters", type=int, default=2000)

@@ -57,7 +57,7 @@ def stage_configs(family: Family, algorithm: str, device: str = "cuda"):
 def _launcher(family: Family, algorithm: str, skip: tuple[str, ...]):
     """(launch(), compile seconds) for the bench shape with `skip` compiled out."""
     from cudnn.linear_attention.frost.kernels import fwd
-    from cudnn.linear_attention.frost.kernels.launch_abi import real_args
+    from cudnn.linear_attention.frost.kernels.launch_args import real_args
 
     checked, x = base_launch(family, algorithm)
     kernel_cfg = dataclasses.replace(checked.config, skip_stages=skip)

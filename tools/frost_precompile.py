@@ -92,6 +92,10 @@ def _frostmatrix(engine_algorithm):
     sid, lens, H, HK, HV, K, V = m.SHAPES[3]
     for family in ("gdn", "kda", "gdn2"):
         yield case(f"bf16_states-{family}", family, lens, H, HK, HV, K, V, family != "gdn", torch.bfloat16)
+    # _built_gdn (the execute-checks and bound-launch tests): no states, O only
+    cfg = InputConfig(family=Family.GDN, seq_lens=(70, 5), H=16, HK=16, HV=16, K=64, V=64, dtype=torch.bfloat16)
+    yield "built_gdn", _config_of(make_inputs(cfg, seed=0), l2=False, final_state_dtype=None,
+                                  algorithm=engine_algorithm)
 
 
 def _frostsmoke(algorithms):
@@ -141,6 +145,11 @@ def _torchops(engine_algorithm):
         x = make_inputs(dataclasses.replace(cfg, device="cpu"), seed=0)
         yield name, _config_of(x, l2=cfg.use_qk_l2norm, final_state_dtype=torch.float32,
                                algorithm=engine_algorithm)
+    # test_compile_fullgraph_matches_eager calls its cases without use_qk_l2norm_in_kernel
+    for name in m.COMPILE_CASES:
+        cfg = dataclasses.replace(m.CASES[name], device="cpu", use_qk_l2norm=False)
+        yield f"compile-{name}", _config_of(make_inputs(cfg, seed=0), l2=False, final_state_dtype=torch.float32,
+                                            algorithm=engine_algorithm)
 
 
 def _bench(engine_algorithm):

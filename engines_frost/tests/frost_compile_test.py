@@ -3,7 +3,7 @@
 CuTe DSL lowers to PTX and runs ptxas for the requested arch on a CPU-only machine, so each
 family (GDN, KDA, GDN-2) x head dims x io dtype x state presence/dtype x l2norm x head
 grouping is compiled through the same entry (fwd.compile_fwd, launch_abi.fake_args) the
-GPU launch uses. The ABI test checks that launch_abi.real_args, fed torch tensors, builds
+GPU launch uses. The ABI test checks that launch_args.real_args, fed torch tensors, builds
 an argument list of the same kinds, element types and alignments as fake_args. Skips with
 the reason where nvidia-cutlass-dsl is not importable. The variant matrix is
 frost_variants.py; v2 compiles in frost_compile_v2_test.py.
@@ -88,7 +88,8 @@ def test_accumulator_is_the_next_a_operand():
 
 def test_real_args_mirror_fake_args():
     torch = pytest.importorskip("torch")
-    from cudnn.linear_attention.frost.kernels.launch_abi import fake_args, real_args
+    from cudnn.linear_attention.frost.kernels.launch_abi import fake_args
+    from cudnn.linear_attention.frost.kernels.launch_args import real_args
 
     _, cfg = VARIANTS[-1]  # gdn2 with both states
     T, N, H, K, V = 5, 2, cfg.H, cfg.K, cfg.V
@@ -114,7 +115,9 @@ def test_real_args_mirror_fake_args():
 
 def test_arg_packer_matches_real_args_and_reuses_pointers():
     torch = pytest.importorskip("torch")
-    from cudnn.linear_attention.frost.kernels.launch_abi import ArgPacker, real_args
+    from cudnn.linear_attention.frost.kernels.config import OPERANDS
+    from cudnn.linear_attention.frost.kernels.config import OPERANDS
+    from cudnn.linear_attention.frost.kernels.launch_args import ArgPacker, real_args
 
     _, cfg = VARIANTS[-1]
     T, N, H, K, V = 5, 2, cfg.H, cfg.K, cfg.V
@@ -141,6 +144,19 @@ def test_arg_packer_matches_real_args_and_reuses_pointers():
     second = pack(tensors, T, N, 0.5, _Stream())
     assert second[7]._pointer == tensors["out"].data_ptr() and second[7] is not first[7]
     assert all(second[i] is first[i] for i in range(10) if i != 7)
+    # the engine's uid fast path names only the wired ports: an unwired optional operand
+    # has no key at all and must pack as the null pointer, as None does (the H200 run
+    # of session 5 found ArgPacker raising KeyError 'w' on a repeated GDN call)
+    wired = {name: t for name, t in tensors.items() if t is not None and name != "w"}
+    want = [0 if name == "w" or tensors[name] is None else tensors[name].data_ptr() for name in OPERANDS]
+    for packed in (ArgPacker(cfg)(wired, T, N, 0.5, _Stream()), real_args(cfg, wired, T, N, 0.5, _Stream())):
+        assert [p._pointer for p in packed[:10]] == want
+    # the engine's uid fast path names only the wired ports: an unwired optional operand
+    # has no key at all and must pack as the null pointer, as None does
+    wired = {name: t for name, t in tensors.items() if t is not None and name != "w"}
+    for packed in (pack(wired, T, N, 0.5, _Stream()), real_args(cfg, wired, T, N, 0.5, _Stream())):
+        assert [p._pointer for p in packed[:10]] == \
+            [0 if tensors.get(n) is None or n == "w" else tensors[n].data_ptr() for n in OPERANDS]
 
 
 if __name__ == "__main__":

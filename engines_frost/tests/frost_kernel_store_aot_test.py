@@ -4,7 +4,7 @@ One small config is cross-compiled for sm_90a here (generic x86-64 host shim, as
 tools/frost_precompile.py does) and stored. Then:
 - a fresh process, with fwd.compile_fwd and cute.compile made to raise and the store
   strict, gets it from fwd._compiled: a loaded (not compiled) function whose parameters
-  are launch_abi's, and which marshals launch_abi.real_args into exactly the pointer,
+  are launch_abi's, and which marshals launch_args.real_args into exactly the pointer,
   T, N, scale and stream values given (launching needs a GPU:
   frost_kernel_store_gpu_test.py);
 - another config, another toolchain or other kernel sources miss without a warning;
@@ -64,7 +64,7 @@ import ctypes, json, sys
 import cutlass.cute as cute
 from cudnn.linear_attention.frost.kernels import fwd
 from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig, OPERANDS
-from cudnn.linear_attention.frost.kernels.launch_abi import real_args
+from cudnn.linear_attention.frost.kernels.launch_args import real_args
 
 def no_compiler(*a, **k):
     raise AssertionError("the compiler was called")

@@ -160,7 +160,7 @@ class BoundLaunch:
 
     def __post_init__(self):
         if self.pack is None:
-            from cudnn.linear_attention.frost.kernels.launch_abi import ArgPacker
+            from cudnn.linear_attention.frost.kernels.launch_args import ArgPacker
 
             object.__setattr__(self, "pack", ArgPacker(self.config))
 
