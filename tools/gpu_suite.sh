@@ -16,6 +16,8 @@
 #   tilecache  unpack .kit/tilecache.tar.xz (carried) into .tilecache: cuTile kernels compiled
 #              earlier (on a GPU machine, or ahead of time by tools/cutile_prewarm.py on a
 #              build host) are not compiled again; prints the cache's entries and tileiras
+#   frostbuild tools/frost_precompile.py on this machine's cores (FROST_BUILD_SUITES), into
+#              .frostcache, then as frostcache; the packed store comes back in $OUT
 #   packcache  report what this machine still JIT-compiled, pack .tilecache into $OUT
 #              (copy it to .kit/tilecache.tar.xz here afterwards)
 #   frostcache unpack .kit/frostcache.tar.xz (carried; built by tools/frost_precompile.py on the
@@ -74,6 +76,12 @@ for s in "$@"; do
         && du -sh .frostcache && ls .frostcache | grep -c '[.]o$'"
       # stages run in subshells: the variable is set here, in the script's own shell
       [ -d .frostcache ] && export FROST_KERNEL_CACHE="$PWD/.frostcache" ;;
+    frostbuild)  # compile the FROST kernels the suites need here, on all cores (the build
+                 # machine has 2), into .frostcache (kept: an unpacked .kit store seeds it);
+                 # the store comes back as $OUT/frostcache.tar.xz for .kit/ on the build host
+      stage frostbuild "python3 tools/frost_precompile.py --jobs \$(nproc) --out .frostcache \
+        --suites \${FROST_BUILD_SUITES:-torchops,frostmatrix,bench,stagetimes} --pack $OUT/frostcache.tar.xz"
+      [ -d .frostcache ] && export FROST_KERNEL_CACHE="$PWD/.frostcache" ;;
     packcache)   # bring this machine's cuTile kernel cache back (then keep it in .kit/)
       stage packcache "python3 tools/cutile_cache_report.py .tilecache \
         \$( [ -f .tilecache/.unpacked ] && echo --since .tilecache/.unpacked ) && \
@@ -95,12 +103,16 @@ for s in "$@"; do
       stage stagetimes "python3 bench/frost_stage_times.py --family ${STAGE_FAMILIES:-gdn kda}" ;;
     calls)       # host cost of one FROST launch by calling convention (TVM-FFI needs its wheel in .whl)
       stage calls "python3 bench/frost_call_overhead.py" ;;
-    ncu)         # one FROST GDN launch under Nsight Compute: warp stall reasons (if ncu works here)
-      stage ncu "command -v ncu && ncu --clock-control none --section WarpStateStats \
-        --section SchedulerStats --section LaunchStats --section Occupancy --section SourceCounters \
-        --print-details all -k regex:cutlass \
-        --launch-skip 3 --launch-count 1 python3 bench/frost_stage_times.py --family gdn --reps 1 \
-        --only-full" ;;
+    ncu)         # one FROST GDN launch under Nsight Compute, full set with PC sampling; the
+                 # report comes back ($OUT/ncu_gdn.ncu-rep) with a per-SASS-instruction CSV
+                 # (executions, stall samples by reason) for tools/ncu_source_report.py here
+      stage ncu "command -v ncu && ncu --clock-control none --set full --import-source no \
+        -k regex:cutlass --launch-skip 3 --launch-count 1 -f -o $OUT/ncu_gdn \
+        python3 bench/frost_stage_times.py --family gdn --reps 1 --only-full && \
+        ncu -i $OUT/ncu_gdn.ncu-rep --page details --print-details all \
+          --section WarpStateStats --section SchedulerStats --section MemoryWorkloadAnalysis_Tables && \
+        ncu -i $OUT/ncu_gdn.ncu-rep --page source --csv --print-source sass > $OUT/ncu_gdn_sass.csv; \
+        ls -la $OUT/ncu_gdn*" ;;
     cutile)
       stage cutile "python3 -m pytest tests/numerics/test_la_cutile_engines.py -q -s -p no:cacheprovider" ;;
     smoke)
