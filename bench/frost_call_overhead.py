@@ -5,9 +5,9 @@ Times, on the host (perf_counter around the call; the GPU queue drained between 
 outside the timings), for one small GDN config:
   checked   fwd.frost_fwd: every operand check, config, compile-cache lookup, pointers
   bound     a BoundLaunch (what a plan repeats): pointers from ArgPacker, then the call
-  call      the compiled function alone, arguments built beforehand
-  tvm-ffi   the same kernel compiled with --enable-tvm-ffi (CuTe DSL's TVM-FFI calling
-            convention; needs the apache-tvm-ffi wheel), arguments built beforehand
+  per calling convention (compiled_kernel.py; "tvm" needs the apache-tvm-ffi wheel):
+  args + call   the argument list built from the tensors, then the call
+  call          the compiled function alone, arguments built beforehand
 Run on the GPU machine from the repo root (CuTe DSL importable):
   PYTHONPATH=.:ops:ir:router:engines_frost:bench python3 bench/frost_call_overhead.py
 """
@@ -37,9 +37,7 @@ def host_median_us(fn, iters: int, batch: int = 50) -> float:
 
 def main() -> None:
     from cudnn.linear_attention.frost.kernels import fwd
-    from cudnn.linear_attention.frost.kernels.compile_kernel import kernel_class
-    from cudnn.linear_attention.frost.kernels.launch_abi import fake_args
-    from cudnn.linear_attention.frost.kernels.launch_args import real_args
+    from cudnn.linear_attention.frost.kernels.compile_kernel import preferred_ffi
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--iters", type=int, default=2000)
@@ -57,22 +55,20 @@ def main() -> None:
     bound = fwd.frost_fwd(**{**kw, "stream": stream}, bind=True)
     tensors = dict(q=x.q, k=x.k, v=x.v, g=x.g, beta=x.beta, w=None, cu_seqlens=x.cu_seqlens,
                    out=out, initial_state=None, final_state=ht)
-    prebuilt = real_args(bound.config, tensors, bound.T, bound.N, scale, stream)
     print(f"GPU: {torch.cuda.get_device_name()}; GDN 2 x 256 tokens, 8 heads, K = V = 128; "
-          f"host time per launch, median of {args.iters}")
+          f"host time per launch, median of {args.iters}; engine convention {preferred_ffi()!r}")
     rows = [("checked (frost_fwd)", lambda: fwd.frost_fwd(**{**kw, "stream": stream})),
-            ("bound (BoundLaunch)", lambda: bound.launch(tensors, stream)),
-            ("call (prebuilt args)", lambda: bound.fn(*prebuilt))]
-    try:
-        import cutlass.cute as cute
-
-        tvm_fn = cute.compile(kernel_class(bound.config.algorithm)(bound.config), *fake_args(bound.config),
-                              options=f"--gpu-arch {fwd.device_arch(x.q.device)} --enable-tvm-ffi")
-        tvm_fn(*prebuilt)
-        torch.cuda.synchronize()
-        rows.append(("tvm-ffi (prebuilt args)", lambda: tvm_fn(*prebuilt)))
-    except Exception as e:  # a missing wheel or an ABI the convention does not take
-        print(f"tvm-ffi: not timed ({type(e).__name__}: {str(e)[:300]})")
+            ("bound (BoundLaunch)", lambda: bound.launch(tensors, stream))]
+    arch = fwd.device_arch(x.q.device)
+    for ffi in ("cute", "tvm"):
+        try:
+            kernel = fwd._compiled(bound.config, arch, ffi)
+        except Exception as e:  # e.g. no apache-tvm-ffi here
+            print(f"{ffi}: not timed ({type(e).__name__}: {str(e)[:300]})")
+            continue
+        prebuilt = kernel.args(tensors, bound.T, bound.N, scale, stream)
+        rows.append((f"{ffi}: args + call", lambda k=kernel: k.launch(tensors, bound.T, bound.N, scale, stream)))
+        rows.append((f"{ffi}: call (prebuilt args)", lambda k=kernel, a=prebuilt: k(*a)))
     for name, fn in rows:
         print(f"  {name:26s} {host_median_us(fn, args.iters):8.1f} us", flush=True)
 

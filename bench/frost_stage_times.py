@@ -57,16 +57,15 @@ def stage_configs(family: Family, algorithm: str, device: str = "cuda"):
 def _launcher(family: Family, algorithm: str, skip: tuple[str, ...]):
     """(launch(), compile seconds) for the bench shape with `skip` compiled out."""
     from cudnn.linear_attention.frost.kernels import fwd
-    from cudnn.linear_attention.frost.kernels.launch_args import real_args
 
     checked, x = base_launch(family, algorithm)
     kernel_cfg = dataclasses.replace(checked.config, skip_stages=skip)
     start = time.perf_counter()
-    fn = fwd._compiled(kernel_cfg, fwd.device_arch(x.q.device))
+    kernel = fwd._compiled(kernel_cfg, fwd.device_arch(x.q.device))
     compile_s = time.perf_counter() - start
     stream = torch.cuda.current_stream()
-    args = real_args(kernel_cfg, checked.tensors, checked.T, checked.N, 1.0 / math.sqrt(128), stream)
-    return (lambda: fn(*args)), compile_s
+    args = kernel.args(checked.tensors, checked.T, checked.N, 1.0 / math.sqrt(128), stream)
+    return (lambda: kernel(*args)), compile_s
 
 
 def main() -> None:

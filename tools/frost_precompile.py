@@ -200,8 +200,9 @@ def _names(text: str) -> list[str]:
 
 # ---- compiling, storing, packing ---------------------------------------------------------
 
-def _build(fields: dict, arch: str, root: str) -> tuple[str, float]:
-    """Worker: compile one config for arch with a generic x86-64 host shim, store it."""
+def _build(fields: dict, arch: str, root: str, native: bool) -> tuple[str, float]:
+    """Worker: compile one config for arch and store it: with a generic x86-64 host shim in
+    the DSL's own calling convention, or (native) for this host in the preferred one."""
     _use_repo_roots()
     from cudnn.linear_attention.frost.kernels import kernel_store
     from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
@@ -209,9 +210,9 @@ def _build(fields: dict, arch: str, root: str) -> tuple[str, float]:
 
     cfg = FrostFwdConfig(**fields)
     t0 = time.perf_counter()
-    fn = compile_fwd(cfg, arch, host_target=kernel_store.GENERIC_X86_64)
-    kernel_store.KernelStore(Path(root)).save(cfg, arch, fn)
-    return kernel_store.entry_key(cfg, arch), time.perf_counter() - t0
+    kernel = compile_fwd(cfg, arch, host_target=None if native else kernel_store.GENERIC_X86_64)
+    kernel_store.KernelStore(Path(root)).save(cfg, arch, kernel)
+    return kernel_store.entry_key(cfg, arch, kernel.ffi), time.perf_counter() - t0
 
 
 def _prune(store, keep_keys: set[str]) -> int:
@@ -238,6 +239,7 @@ def _pack(root: Path, target: Path) -> None:
 def main(argv=None) -> int:
     _use_repo_roots()
     from cudnn.linear_attention.frost.kernels import kernel_store
+    from cudnn.linear_attention.frost.kernels.compile_kernel import preferred_ffi
     from cudnn.linear_attention.frost.kernels.fwd import DEFAULT_ALGORITHM
 
     from tests.numerics.la_frost_smoke import ALGORITHMS
@@ -256,6 +258,10 @@ def main(argv=None) -> int:
     ap.add_argument("--aligned-gates-only", action="store_true",
                     help="skip the gate_align16=False twins of vector-gate configs")
     ap.add_argument("--keep", action="store_true", help="keep entries no listed config needs")
+    ap.add_argument("--native", action="store_true",
+                    help="build for this host (on the GPU machine itself: the fast TVM-FFI calling "
+                         "convention where apache-tvm-ffi is installed) instead of a generic x86-64 "
+                         "host shim in the DSL's own convention (what a build machine can make)")
     ap.add_argument("--list", action="store_true", help="print the configs and exit")
     args = ap.parse_args(argv)
     suites = [s for s in args.suites.split(",") if s]
@@ -273,8 +279,11 @@ def main(argv=None) -> int:
         return 0
 
     store = kernel_store.KernelStore(args.out)
-    keys = {cfg: kernel_store.entry_key(cfg, args.arch) for cfg in wanted}
-    todo = [cfg for cfg in wanted if store.load(cfg, args.arch) is None]
+    ffi = preferred_ffi(None if args.native else kernel_store.GENERIC_X86_64)
+    keys = {cfg: kernel_store.entry_key(cfg, args.arch, ffi) for cfg in wanted}
+    todo = [cfg for cfg in wanted if store.load(cfg, args.arch, ffi) is None]
+    print(f"calling convention {ffi!r} ({'this host' if args.native else 'generic x86-64 host shim'})",
+          flush=True)
     print(f"{len(wanted) - len(todo)} already stored in {args.out}; compiling {len(todo)} with {args.jobs} "
           f"process(es)", flush=True)
     seconds: dict[str, float] = {}
@@ -283,7 +292,8 @@ def main(argv=None) -> int:
     ctx = multiprocessing.get_context("spawn")  # fresh interpreters: no MLIR state crosses a fork
     pool = concurrent.futures.ProcessPoolExecutor(max_workers=max(1, args.jobs), mp_context=ctx)
     try:
-        futures = {pool.submit(_build, dataclasses.asdict(cfg), args.arch, str(args.out)): cfg for cfg in todo}
+        futures = {pool.submit(_build, dataclasses.asdict(cfg), args.arch, str(args.out), args.native): cfg
+                   for cfg in todo}
         for i, fut in enumerate(concurrent.futures.as_completed(futures), 1):
             cfg = futures[fut]
             try:
@@ -304,7 +314,7 @@ def main(argv=None) -> int:
         earlier = json.loads(manifest_path.read_text()).get("entries", [])
         seconds = {e["key"]: e["compile_s"] for e in earlier if e.get("compile_s") is not None} | seconds
     manifest = {
-        "format": kernel_store.FORMAT, "arch": args.arch, **kernel_store.toolchain(),
+        "format": kernel_store.FORMAT, "arch": args.arch, "ffi": ffi, **kernel_store.toolchain(),
         "entries": [{"key": keys[cfg], "describe": kernel_store.describe(cfg), "cases": cases,
                      "object": entries.get(keys[cfg], {}).get("object"),
                      "bytes": entries.get(keys[cfg], {}).get("bytes"),

@@ -79,7 +79,7 @@ for s in "$@"; do
     frostbuild)  # compile the FROST kernels the suites need here, on all cores (the build
                  # machine has 2), into .frostcache (kept: an unpacked .kit store seeds it);
                  # the store comes back as $OUT/frostcache.tar.xz for .kit/ on the build host
-      stage frostbuild "python3 tools/frost_precompile.py --jobs \$(nproc) --out .frostcache \
+      stage frostbuild "python3 tools/frost_precompile.py --native --jobs \$(nproc) --out .frostcache \
         --suites \${FROST_BUILD_SUITES:-torchops,frostmatrix,bench,stagetimes} --pack $OUT/frostcache.tar.xz"
       [ -d .frostcache ] && export FROST_KERNEL_CACHE="$PWD/.frostcache" ;;
     packcache)   # bring this machine's cuTile kernel cache back (then keep it in .kit/)

@@ -16,6 +16,7 @@ Skips without nvidia-cutlass-dsl.
 """
 import dataclasses
 import hashlib
+import importlib.util
 import json
 import os
 import shutil
@@ -72,7 +73,8 @@ fwd.compile_fwd = no_compiler
 cute.compile = no_compiler
 
 cfg = FrostFwdConfig(**json.loads(sys.argv[1]))
-fn = fwd._compiled(cfg, "sm_90a")
+kernel = fwd._compiled(cfg, "sm_90a", "cute")
+fn = kernel.fn
 
 class Tensor:
     def __init__(self, address): self.address = address
@@ -120,13 +122,14 @@ def _no_store_warnings(fn):
 
 def test_another_config_toolchain_or_source_misses_quietly(store_dir, monkeypatch):
     store = kernel_store.KernelStore(store_dir)
-    assert _no_store_warnings(lambda: store.load(CFG, ARCH)) is not None  # the entry itself loads
-    assert _no_store_warnings(lambda: store.load(dataclasses.replace(CFG, use_l2norm=False), ARCH)) is None
-    assert _no_store_warnings(lambda: store.load(CFG, "sm_100a")) is None
+    assert _no_store_warnings(lambda: store.load(CFG, ARCH, "cute")) is not None  # the entry itself loads
+    assert _no_store_warnings(lambda: store.load(dataclasses.replace(CFG, use_l2norm=False), ARCH, "cute")) is None
+    assert _no_store_warnings(lambda: store.load(CFG, "sm_100a", "cute")) is None
+    assert _no_store_warnings(lambda: store.load(CFG, ARCH, "tvm")) is None
     real = kernel_store.toolchain()
     for part in ("sources", "cutlass_dsl"):
         monkeypatch.setattr(kernel_store, "toolchain", lambda part=part: {**real, part: "other"})
-        assert _no_store_warnings(lambda: store.load(CFG, ARCH)) is None
+        assert _no_store_warnings(lambda: store.load(CFG, ARCH, "cute")) is None
 
 
 def _corrupt_truncated(root, sidecar, entry):
@@ -166,12 +169,12 @@ def test_a_bad_entry_is_skipped_with_a_warning_and_the_kernel_compiled(store_cop
     why = corrupt(store_copy, sidecar, entry)
     store = kernel_store.KernelStore(store_copy, writable=False)
     with pytest.warns(kernel_store.KernelStoreWarning, match=why):
-        assert store.load(CFG, ARCH) is None
+        assert store.load(CFG, ARCH, "cute") is None
     compiled = object()
-    monkeypatch.setattr(fwd, "compile_fwd", lambda cfg, arch, host_target=None: compiled)
+    monkeypatch.setattr(fwd, "compile_fwd", lambda cfg, arch, host_target=None, ffi=None: compiled)
     monkeypatch.setattr(kernel_store, "active_store", lambda: store)
     with pytest.warns(kernel_store.KernelStoreWarning):
-        assert fwd._load_or_compile(CFG, ARCH) is compiled
+        assert fwd._load_or_compile(CFG, ARCH, "cute") is compiled
 
 
 def _cuda_elf(data: bytes) -> bytes:
@@ -186,18 +189,68 @@ def _cuda_elf(data: bytes) -> bytes:
     raise AssertionError("no EM_CUDA ELF inside the object")
 
 
-def test_what_a_process_compiles_is_written_back_with_the_same_device_code(store_dir, tmp_path, monkeypatch):
+@pytest.mark.parametrize("ffi", ["cute", pytest.param("tvm", marks=pytest.mark.skipif(
+    importlib.util.find_spec("tvm_ffi") is None, reason="apache-tvm-ffi is not installed"))])
+def test_what_a_process_compiles_is_written_back_with_the_same_device_code(store_dir, tmp_path, monkeypatch, ffi):
     root = tmp_path / "filled"
     monkeypatch.setattr(kernel_store, "active_store", lambda: kernel_store.KernelStore(root))
-    compiled = fwd._load_or_compile(CFG, ARCH)  # a miss: compiles natively, then stores
-    assert not compiled.load_from_binary
+    compiled = fwd._load_or_compile(CFG, ARCH, ffi)  # a miss: compiles natively, then stores
+    assert compiled.ffi == ffi
     _, entry = _entry(root)
-    assert entry["key"] == kernel_store.entry_key(CFG, ARCH) and entry["describe"] == kernel_store.describe(CFG)
-    loaded = _no_store_warnings(lambda: kernel_store.KernelStore(root).load(CFG, ARCH))
-    assert loaded is not None and loaded.load_from_binary
+    assert entry["key"] == kernel_store.entry_key(CFG, ARCH, ffi) and entry["describe"] == kernel_store.describe(CFG)
+    assert entry["ffi"] == ffi
+    loaded = _no_store_warnings(lambda: kernel_store.KernelStore(root).load(CFG, ARCH, ffi))
+    assert loaded is not None and loaded.ffi == ffi
+    if ffi == "cute":
+        assert not compiled.fn.load_from_binary and loaded.fn.load_from_binary
     cross = _cuda_elf((store_dir / _entry(store_dir)[1]["object"]).read_bytes())
     native = _cuda_elf((root / entry["object"]).read_bytes())
     assert len(cross) > 10_000 and cross == native
+
+
+TVM_CALL = r"""
+import json, sys
+from cudnn.linear_attention.frost.kernels import fwd
+from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
+
+cfg = FrostFwdConfig(**json.loads(sys.argv[1]))
+kernel = fwd._compiled(cfg, "sm_90a", "tvm")   # from the strict store: no compiler runs
+class Tensor:
+    def __init__(self, address): self.address = address
+    def data_ptr(self): return self.address
+class Stream:
+    cuda_stream = 0
+args = kernel.args({"q": Tensor(0x1000)}, 1000, 3, 0.125, Stream())
+out = {"type": type(kernel.fn).__name__, "args": list(args)}
+for name, call in (("short", lambda: kernel(*args[:-1])), ("full", lambda: kernel(*args))):
+    try:
+        call()
+        out[name] = "returned"
+    except Exception as e:
+        out[name] = f"{type(e).__name__}: {e}"
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.skipif(importlib.util.find_spec("tvm_ffi") is None, reason="apache-tvm-ffi is not installed")
+def test_a_stored_tvm_ffi_kernel_takes_plain_ints_in_a_fresh_process(tmp_path):
+    """The TVM-FFI convention end to end without a GPU: compiled for this host, stored,
+    loaded in a fresh strict process, called with the ints CompiledKernel.args builds.
+    A call with one argument too few is refused by the FFI's own checks; the full call
+    gets through argument conversion to the CUDA runtime, which fails here (no GPU)."""
+    root = tmp_path / "tvm"
+    kernel = fwd.compile_fwd(CFG, ARCH, ffi="tvm")
+    kernel_store.KernelStore(root).save(CFG, ARCH, kernel)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), kernel_store.STORE_ENV: str(root),
+           kernel_store.STRICT_ENV: "1", kernel_store.WRITE_ENV: "0"}
+    out = subprocess.run([sys.executable, "-c", TVM_CALL, json.dumps(dataclasses.asdict(CFG))],
+                         env=env, capture_output=True, text=True, check=False, timeout=120)
+    assert out.returncode == 0, out.stderr[-3000:]
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert got["type"] == "Function"
+    assert got["args"] == [0x1000] + [0] * 9 + [1000, 3, 0.125, 0]
+    assert got["short"].startswith("TypeError: Expects 14 parameters"), got["short"]
+    assert "cuda" in got["full"].lower() and "parameters" not in got["full"], got["full"]
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ context and launching it. Skips without a CUDA GPU, torch or nvidia-cutlass-dsl.
 
   PYTHONPATH=.:ops:ir:router:engines_frost python3 -m pytest -q engines_frost/tests/frost_kernel_store_gpu_test.py
 """
+import importlib.util
 import json
 import os
 import subprocess
@@ -21,6 +22,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("cutlass", reason="nvidia-cutlass-dsl (CuTe DSL) is not installed")
 
 from cudnn.linear_attention.frost.kernels import fwd, kernel_store  # noqa: E402
+from cudnn.linear_attention.frost.kernels.compile_kernel import FFI_ENV  # noqa: E402
 from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig  # noqa: E402
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
@@ -58,25 +60,33 @@ torch.cuda.synchronize()
 d = lambda t: t.double()
 ro, rht = naive_recurrent_gdn(d(x.q), d(x.k), d(x.v), d(x.g), d(x.beta), x.cu_seqlens.long(), scale=scale,
                               initial_state=d(x.initial_state), output_final_state=True, use_qk_l2norm=True)
-(fn,) = fwd._cache.values()  # the one kernel this process used
-print(json.dumps({"o": rel_err(out, ro), "final_state": rel_err(ht, rht), "from_binary": fn.load_from_binary}))
+(kernel,) = fwd._cache.values()  # the one kernel this process used
+print(json.dumps({"o": rel_err(out, ro), "final_state": rel_err(ht, rht), "ffi": kernel.ffi,
+                  "loaded": type(kernel.fn).__name__ == "Function" if kernel.ffi == "tvm"
+                  else kernel.fn.load_from_binary}))
 """
 
 
-def test_a_stored_kernel_runs_without_compiling(tmp_path):
+@pytest.mark.parametrize("ffi", ["cute", "tvm"])
+def test_a_stored_kernel_runs_without_compiling(tmp_path, ffi):
+    """cute: cross-compiled with the generic host shim (what a build machine stores);
+    tvm: compiled here in the TVM-FFI convention (tools/frost_precompile.py --native)."""
     arch = fwd.device_arch(torch.device("cuda"))
     if arch != "sm_90a":
         pytest.skip(f"the FROST kernels are built for sm_90a; this GPU is {arch}")
-    fn = fwd.compile_fwd(CFG, arch, host_target=kernel_store.GENERIC_X86_64)
-    kernel_store.KernelStore(tmp_path).save(CFG, arch, fn)
+    if ffi == "tvm" and importlib.util.find_spec("tvm_ffi") is None:
+        pytest.skip("apache-tvm-ffi is not installed")
+    kernel = fwd.compile_fwd(CFG, arch, ffi=ffi,
+                             host_target=kernel_store.GENERIC_X86_64 if ffi == "cute" else None)
+    kernel_store.KernelStore(tmp_path).save(CFG, arch, kernel)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), kernel_store.STORE_ENV: str(tmp_path),
-           kernel_store.STRICT_ENV: "1", kernel_store.WRITE_ENV: "0"}
+           kernel_store.STRICT_ENV: "1", kernel_store.WRITE_ENV: "0", FFI_ENV: ffi}
     out = subprocess.run([sys.executable, "-c", RUN_FROM_STORE], env=env, capture_output=True, text=True,
                          check=False, timeout=300)
     assert out.returncode == 0, out.stderr[-4000:]
     got = json.loads(out.stdout.strip().splitlines()[-1])
     print(f"from the store: {got}")
-    assert got["from_binary"] is True
+    assert got["loaded"] is True and got["ffi"] == ffi
     assert got["o"] <= 1e-2 and got["final_state"] <= 1e-2, got
 
 
@@ -92,7 +102,7 @@ def test_the_suite_store_holds_this_session_kernels():
     stale = sorted({part for e in entries for part in here if e.get(part) != here[part]})
     assert not stale, f"{store.root} was built with another {', '.join(stale)}: rebuild it (frost_precompile.py)"
     sample = FrostFwdConfig(**entries[0]["config"])
-    assert store.load(sample, entries[0]["arch"]) is not None
+    assert store.load(sample, entries[0]["arch"], entries[0]["ffi"]) is not None
 
 
 if __name__ == "__main__":

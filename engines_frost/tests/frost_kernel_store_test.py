@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 from cudnn.linear_attention.frost.kernels import fwd, kernel_store
+from cudnn.linear_attention.frost.kernels.compiled_kernel import CompiledKernel
 from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
 
 CFG = FrostFwdConfig(io_dtype="bfloat16", state_dtype="float32", H=2, HK=2, HV=2, K=64, V=64,
@@ -84,6 +85,11 @@ def test_keyed_sources_cover_everything_the_kernels_import():
             reached.add(name)
             todo.extend(_kernel_imports(name))
     reached.discard("kernel_store.py")  # the store's own format is FORMAT, not its text
+    # the runtime wrappers may be reached only through compile_kernel.py, never from code
+    # that is traced into a kernel
+    for name in reached - {"compile_kernel.py", *kernel_store.UNKEYED_RUNTIME}:
+        assert not _kernel_imports(name) & set(kernel_store.UNKEYED_RUNTIME), name
+    reached -= set(kernel_store.UNKEYED_RUNTIME)
     assert reached <= set(kernel_store.KEYED_SOURCES), reached - set(kernel_store.KEYED_SOURCES)
     assert {"fwd_v0.py", "fwd_v1.py", "fwd_v2.py", "gmem_views.py", "config.py"} <= reached
     assert "fwd.py" not in kernel_store.KEYED_SOURCES  # launcher edits keep the store valid
@@ -111,7 +117,7 @@ class FakeStore:
     loads: int = 0
     saved: list = dataclasses.field(default_factory=list)
 
-    def load(self, cfg, arch):
+    def load(self, cfg, arch, ffi):
         self.loads += 1
         return self.stored
 
@@ -126,7 +132,7 @@ def compiles(monkeypatch):
     """fwd.compile_fwd replaced by a counter returning a fresh object per compile."""
     calls = []
 
-    def fake_compile(cfg, arch, host_target=None):
+    def fake_compile(cfg, arch, host_target=None, ffi=None):
         calls.append((cfg, arch))
         return object()
     monkeypatch.setattr(fwd, "compile_fwd", fake_compile)
@@ -141,42 +147,42 @@ def test_a_stored_kernel_is_served_without_compiling(monkeypatch, compiles):
     kernel = object()
     store = FakeStore(stored=kernel)
     _use(monkeypatch, store)
-    assert fwd._load_or_compile(CFG, "sm_90a") is kernel
+    assert fwd._load_or_compile(CFG, "sm_90a", "cute") is kernel
     assert compiles == [] and store.saved == []
 
 
 def test_a_miss_compiles_and_stores(monkeypatch, compiles):
     store = FakeStore()
     _use(monkeypatch, store)
-    fn = fwd._load_or_compile(CFG, "sm_90a")
+    fn = fwd._load_or_compile(CFG, "sm_90a", "cute")
     assert compiles == [(CFG, "sm_90a")] and store.saved == [(CFG, "sm_90a", fn)]
 
 
 def test_a_read_only_store_is_not_written(monkeypatch, compiles):
     store = FakeStore(writable=False)
     _use(monkeypatch, store)
-    fwd._load_or_compile(CFG, "sm_90a")
+    fwd._load_or_compile(CFG, "sm_90a", "cute")
     assert len(compiles) == 1 and store.saved == []
 
 
 def test_a_store_that_cannot_be_written_warns_and_the_kernel_still_runs(monkeypatch, compiles):
     _use(monkeypatch, FakeStore(fail_save=True))
     with pytest.warns(kernel_store.KernelStoreWarning, match="could not add v2 kda .* read-only file system"):
-        fn = fwd._load_or_compile(CFG, "sm_90a")
+        fn = fwd._load_or_compile(CFG, "sm_90a", "cute")
     assert fn is not None and len(compiles) == 1
 
 
 def test_strict_store_refuses_a_miss(monkeypatch, compiles):
     _use(monkeypatch, FakeStore(strict=True))
     with pytest.raises(kernel_store.KernelStoreMiss,
-                       match="FROST_KERNEL_CACHE_STRICT=1 .* no sm_90a kernel for v2 kda"):
-        fwd._load_or_compile(CFG, "sm_90a")
+                       match="FROST_KERNEL_CACHE_STRICT=1 .* no sm_90a cute-convention kernel for v2 kda"):
+        fwd._load_or_compile(CFG, "sm_90a", "cute")
     assert compiles == []
 
 
 def test_without_a_store_the_kernel_is_compiled(monkeypatch, compiles):
     _use(monkeypatch, None)
-    fwd._load_or_compile(CFG, "sm_90a")
+    fwd._load_or_compile(CFG, "sm_90a", "cute")
     assert compiles == [(CFG, "sm_90a")]
 
 
@@ -198,7 +204,7 @@ def test_concurrent_first_calls_load_once(monkeypatch, compiles):
         for t in threads:
             t.join()
     finally:
-        fwd._cache.pop((CFG, arch), None)
+        fwd._cache.pop((CFG, arch, fwd.preferred_ffi()), None)
     assert got == [kernel] * 8 and store.loads == 1 and compiles == []
 
 
@@ -209,17 +215,19 @@ def test_a_saved_entry_loads_back_through_its_json_sidecar(monkeypatch, tmp_path
     cfg = dataclasses.replace(CFG, algorithm="v2", skip_stages=skip)
     tools = {"cutlass_dsl": "4.8.1", "dsl_cuda": "13.4", "machine": "x86_64", "sources": "s"}
     monkeypatch.setattr(kernel_store, "toolchain", lambda: tools)
-    monkeypatch.setattr(kernel_store, "_dump_object", lambda fn, prefix: b"object:" + prefix.encode())
+    monkeypatch.setattr(kernel_store, "_dump_object", lambda fn, prefix, ffi: b"object:" + prefix.encode())
     loaded = object()
-    monkeypatch.setattr(kernel_store, "_load_object", lambda path, prefix: loaded)
-    monkeypatch.setattr(kernel_store, "_signature_mismatch", lambda fn, c: None)
+    monkeypatch.setattr(kernel_store, "_load_object", lambda path, prefix, ffi: loaded)
+    monkeypatch.setattr(kernel_store, "_signature_mismatch", lambda fn, c, ffi: None)
     store = kernel_store.KernelStore(tmp_path)
-    store.save(cfg, "sm_90a", fn=None)
+    store.save(cfg, "sm_90a", CompiledKernel(None, "tvm", cfg))
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # a "config differs" warning fails the test
-        assert store.load(cfg, "sm_90a") is loaded
+        got = store.load(cfg, "sm_90a", "tvm")
+    assert (got.fn, got.ffi, got.cfg) == (loaded, "tvm", cfg)
     other = dataclasses.replace(cfg, skip_stages=skip + ("operands",))
-    assert store.load(other, "sm_90a") is None  # another key: no entry, no warning
+    assert store.load(other, "sm_90a", "tvm") is None  # another key: no entry, no warning
+    assert store.load(cfg, "sm_90a", "cute") is None  # another calling convention: another key
 
 
 def test_modules_import_without_torch_or_cutlass():

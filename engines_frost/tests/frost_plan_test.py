@@ -276,10 +276,20 @@ if __name__ == "__main__":
 
 
 # -- the bound launch: repeated uid-keyed calls skip the checks, nothing else does -------
+class _RecordingKernel:
+    """Stands in for compiled_kernel.CompiledKernel: records each launch."""
+
+    def __init__(self, log):
+        self.log = log
+
+    def launch(self, tensors, T, N, scale, stream):
+        self.log.append((tensors, stream))
+
+
 @pytest.fixture
 def bound_launches(monkeypatch):
     """frost_fwd records full (checked) calls and, asked to bind, returns a real BoundLaunch
-    whose kernel records fast calls; its argument packer hands the kernel the operands."""
+    whose kernel records fast calls (the operands and stream it was handed)."""
     monkeypatch.setattr(runtime_probe, "runtime_reason", lambda engine, device=None: None)
     monkeypatch.setattr(runtime_probe, "device_sm", lambda device=None: 90)
     calls = {"full": [], "fast": []}
@@ -290,9 +300,8 @@ def bound_launches(monkeypatch):
                                                 "initial_state", "final_state")}
         if not kw.get("bind"):
             return None
-        return kernels_fwd.BoundLaunch(None, lambda *a: calls["fast"].append(a),
-                                       kernels_fwd.operand_signature(operands), 0, 0, kw["scale"],
-                                       pack=lambda tensors, T, N, scale, stream: (tensors, stream))
+        return kernels_fwd.BoundLaunch(None, _RecordingKernel(calls["fast"]),
+                                       kernels_fwd.operand_signature(operands), 0, 0, kw["scale"])
     monkeypatch.setattr(kernels_fwd, "frost_fwd", frost_fwd)
     return calls
 

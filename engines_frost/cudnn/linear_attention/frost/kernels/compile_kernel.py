@@ -6,7 +6,16 @@ launcher-side edits in fwd.py leave the precompiled store valid. Imports cutlass
 """
 from __future__ import annotations
 
+import importlib.util
+import os
+
 from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
+
+# Host calling conventions of a compiled kernel. "tvm": CuTe DSL's TVM-FFI convention
+# (--enable-tvm-ffi; arguments are plain ints and floats, ~6 us per launch on the H200
+# host); "cute": the DSL's own (cute.Pointer / Int32 / CUstream objects, ~21 us).
+FFI_CONVENTIONS = ("tvm", "cute")
+FFI_ENV = "FROST_FFI"
 
 
 def kernel_class(algorithm: str):
@@ -24,15 +33,39 @@ def kernel_class(algorithm: str):
     raise ValueError(f"frost_fwd: algorithm must be 'v0', 'v1' or 'v2', got {algorithm!r}")
 
 
-def compile_fwd(cfg: FrostFwdConfig, arch: str, host_target: str | None = None):
-    """cute.compile the kernel for cfg and a target like "sm_90a" (works without a GPU).
-    Uses launch_abi.fake_args, the same signature real_args fills at launch. host_target
+def preferred_ffi(host_target: str | None = None) -> str:
+    """The calling convention to compile for: FROST_FFI when set, else "tvm" where the
+    apache-tvm-ffi package is importable, else "cute". A kernel built for another host
+    (host_target) is "cute": CuTe DSL 4.8 exports TVM-FFI kernels only for this host."""
+    chosen = os.environ.get(FFI_ENV, "").strip()
+    if chosen and chosen not in FFI_CONVENTIONS:
+        raise ValueError(f"{FFI_ENV} must be one of {FFI_CONVENTIONS}, got {chosen!r}")
+    if host_target:
+        if chosen == "tvm":
+            raise ValueError(f"{FFI_ENV}=tvm cannot be cross-compiled for another host "
+                             f"(host_target={host_target!r}): build on the machine that runs it")
+        return "cute"
+    if chosen:
+        return chosen
+    return "tvm" if importlib.util.find_spec("tvm_ffi") is not None else "cute"
+
+
+def compile_fwd(cfg: FrostFwdConfig, arch: str, host_target: str | None = None, ffi: str | None = None):
+    """cute.compile the kernel for cfg and a target like "sm_90a" (works without a GPU),
+    as a compiled_kernel.CompiledKernel. Uses launch_abi.fake_args, the one signature both
+    calling conventions (ffi: "tvm" or "cute", default preferred_ffi) take. host_target
     (CuTe DSL's --host-target, e.g. kernel_store.GENERIC_X86_64) builds the host shim for
     another CPU: the result can then only be exported (kernel_store), not called here."""
     import cutlass.cute as cute
 
+    from cudnn.linear_attention.frost.kernels.compiled_kernel import CompiledKernel
     from cudnn.linear_attention.frost.kernels.launch_abi import fake_args
 
+    ffi = ffi or preferred_ffi(host_target)
+    if ffi not in FFI_CONVENTIONS:
+        raise ValueError(f"compile_fwd: ffi must be one of {FFI_CONVENTIONS}, got {ffi!r}")
     kernel = kernel_class(cfg.algorithm)(cfg)
     options = f"--gpu-arch {arch}" + (f" --host-target '{host_target}'" if host_target else "")
-    return cute.compile(kernel, *fake_args(cfg), options=options)
+    if ffi == "tvm":
+        options += " --enable-tvm-ffi"
+    return CompiledKernel(cute.compile(kernel, *fake_args(cfg), options=options), ffi, cfg)

@@ -17,7 +17,7 @@ import warnings
 
 from cudnn.linear_attention.frost.kernels import kernel_store
 # compile_fwd is looked up here at call time (tests replace fwd.compile_fwd)
-from cudnn.linear_attention.frost.kernels.compile_kernel import compile_fwd, kernel_class  # noqa: F401
+from cudnn.linear_attention.frost.kernels.compile_kernel import compile_fwd, kernel_class, preferred_ffi  # noqa: F401
 from cudnn.linear_attention.frost.kernels.config import OPERANDS, FrostFwdConfig
 
 # v2 (v1's tensor-core chain plus next-chunk prefetch; passed the H200 smoke matrix and
@@ -29,7 +29,7 @@ DEFAULT_ALGORITHM = os.environ.get("FROST_FWD_ALGORITHM", "v2")
 USE_LDMATRIX = os.environ.get("FROST_FWD_LDMATRIX", "1") != "0"
 _INDEX_LIMIT = 2**31  # the kernels index with 32-bit offsets
 
-_cache: dict[tuple[FrostFwdConfig, str], object] = {}
+_cache: dict[tuple[FrostFwdConfig, str, str], object] = {}
 _cache_lock = threading.Lock()
 
 
@@ -46,31 +46,33 @@ def device_arch(device) -> str:
     return f"sm_{major}{minor}a" if major >= 9 else f"sm_{major}{minor}"
 
 
-def _compiled(cfg: FrostFwdConfig, arch: str):
-    key = (cfg, arch)
+def _compiled(cfg: FrostFwdConfig, arch: str, ffi: str | None = None):
+    """The kernel for cfg on arch in calling convention ffi (default preferred_ffi()), as a
+    compiled_kernel.CompiledKernel: loaded or compiled once per process."""
+    key = (cfg, arch, ffi or preferred_ffi())
     fn = _cache.get(key)
     if fn is None:
         with _cache_lock:
             fn = _cache.get(key)
             if fn is None:
-                fn = _load_or_compile(cfg, arch)
+                fn = _load_or_compile(*key)
                 _cache[key] = fn
     return fn
 
 
-def _load_or_compile(cfg: FrostFwdConfig, arch: str):
+def _load_or_compile(cfg: FrostFwdConfig, arch: str, ffi: str):
     """The precompiled kernel when the store has it, else a fresh compile (then stored)."""
     store = kernel_store.active_store()
     if store is None:
-        return compile_fwd(cfg, arch)
-    fn = store.load(cfg, arch)
+        return compile_fwd(cfg, arch, ffi=ffi)
+    fn = store.load(cfg, arch, ffi)
     if fn is not None:
         return fn
     if store.strict:
         raise kernel_store.KernelStoreMiss(
-            f"frost_fwd: {kernel_store.STRICT_ENV}=1 and {store.root} has no {arch} kernel for "
-            f"{kernel_store.describe(cfg)} ({cfg})")
-    fn = compile_fwd(cfg, arch)
+            f"frost_fwd: {kernel_store.STRICT_ENV}=1 and {store.root} has no {arch} {ffi}-convention "
+            f"kernel for {kernel_store.describe(cfg)} ({cfg})")
+    fn = compile_fwd(cfg, arch, ffi=ffi)
     if store.writable:
         try:
             store.save(cfg, arch, fn)
@@ -150,26 +152,18 @@ class BoundLaunch:
     ``matches`` first and falls back to frost_fwd otherwise."""
 
     config: FrostFwdConfig
-    fn: object
+    kernel: object  # compiled_kernel.CompiledKernel
     signature: tuple
     T: int
     N: int
     scale: float
-
-    pack: object = dataclasses.field(default=None, compare=False, repr=False)
-
-    def __post_init__(self):
-        if self.pack is None:
-            from cudnn.linear_attention.frost.kernels.launch_args import ArgPacker
-
-            object.__setattr__(self, "pack", ArgPacker(self.config))
 
     def matches(self, tensors: dict) -> bool:
         return operand_signature(tensors) == self.signature
 
     def launch(self, tensors: dict, stream) -> None:
         """Run the kernel on ``tensors`` (by ABI name) on a torch.cuda.Stream."""
-        self.fn(*self.pack(tensors, self.T, self.N, self.scale, stream))
+        self.kernel.launch(tensors, self.T, self.N, self.scale, stream)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -41,12 +41,15 @@ from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
 STORE_ENV = "FROST_KERNEL_CACHE"
 WRITE_ENV = "FROST_KERNEL_CACHE_WRITE"
 STRICT_ENV = "FROST_KERNEL_CACHE_STRICT"
-FORMAT = 1  # bump when the entry layout or the way objects are produced changes
+FORMAT = 2  # bump when the entry layout or the way objects are produced changes (2: ffi)
 # Every kernels/ file whose text can change a compiled kernel: the kernel classes, what
 # they import, the launch ABI and compile_kernel.py (algorithm name -> class, compile
 # options). fwd.py (checks, caches, launch) is left out: editing it keeps the store valid.
 KEYED_SOURCES = ("compile_kernel.py", "config.py", "fwd_v0.py", "fwd_v1.py", "fwd_v2.py",
                  "gmem_views.py", "launch_abi.py")
+# Imported by compile_kernel.py but never traced into a kernel: the wrapper that pairs a
+# compiled function with its calling convention, and the launch-time argument builders.
+UNKEYED_RUNTIME = ("compiled_kernel.py", "launch_args.py")
 # Objects the precompile tool writes run on whichever x86-64 host the GPU sits in: pin
 # the baseline CPU (the default targets this build machine's, AVX-512 included).
 GENERIC_X86_64 = "llvm -mtriple=x86_64-unknown-linux-gnu -mcpu=x86-64"
@@ -94,12 +97,13 @@ def toolchain() -> dict[str, str]:
             "machine": platform.machine(), "sources": source_hash()}
 
 
-def key_fields(cfg: FrostFwdConfig, arch: str, tools: dict[str, str]) -> dict:
-    return {"format": FORMAT, "config": dataclasses.asdict(cfg), "arch": arch, **tools}
+def key_fields(cfg: FrostFwdConfig, arch: str, ffi: str, tools: dict[str, str]) -> dict:
+    """ffi: the kernel's host calling convention (compile_kernel.FFI_CONVENTIONS)."""
+    return {"format": FORMAT, "config": dataclasses.asdict(cfg), "arch": arch, "ffi": ffi, **tools}
 
 
-def entry_key(cfg: FrostFwdConfig, arch: str, tools: dict[str, str] | None = None) -> str:
-    fields = key_fields(cfg, arch, toolchain() if tools is None else tools)
+def entry_key(cfg: FrostFwdConfig, arch: str, ffi: str, tools: dict[str, str] | None = None) -> str:
+    fields = key_fields(cfg, arch, ffi, toolchain() if tools is None else tools)
     return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:32]
 
 
@@ -125,18 +129,19 @@ class KernelStore:
     def sidecar(self, key: str) -> Path:
         return self.root / f"{key}.json"
 
-    def load(self, cfg: FrostFwdConfig, arch: str):
-        """The stored kernel for (cfg, arch) as a callable compiled function, or None (no
-        entry; or a bad one, with a KernelStoreWarning)."""
+    def load(self, cfg: FrostFwdConfig, arch: str, ffi: str):
+        """The stored kernel for (cfg, arch, calling convention ffi) as a
+        compiled_kernel.CompiledKernel, or None (no entry; or a bad one, with a
+        KernelStoreWarning)."""
         tools = toolchain()
-        key = entry_key(cfg, arch, tools)
+        key = entry_key(cfg, arch, ffi, tools)
         path = self.sidecar(key)
         if not path.is_file():
             return None
         try:
             entry = json.loads(path.read_text())
             # compared as JSON reads them back: tuple fields (skip_stages) come back as lists
-            expected = json.loads(json.dumps(key_fields(cfg, arch, tools)))
+            expected = json.loads(json.dumps(key_fields(cfg, arch, ffi, tools)))
             wrong = sorted(k for k, v in expected.items() if entry.get(k) != v)
             if wrong:
                 return _warn(path, f"its {', '.join(wrong)} differ from the requested kernel's")
@@ -147,24 +152,28 @@ class KernelStore:
         if hashlib.sha256(data).hexdigest() != entry.get("sha256"):
             return _warn(obj, "its sha256 does not match the entry (truncated or overwritten)")
         try:
-            fn = _load_object(obj, symbol_prefix(key))
+            fn = _load_object(obj, symbol_prefix(key), ffi)
         except Exception as e:  # the DSL reports bad objects as its own exception types
             return _warn(obj, f"the CuTe DSL could not load it ({type(e).__name__}: {str(e)[:200]})")
-        why = _signature_mismatch(fn, cfg)
+        why = _signature_mismatch(fn, cfg, ffi)
         if why:
             return _warn(obj, why)
-        return fn
+        from cudnn.linear_attention.frost.kernels.compiled_kernel import CompiledKernel
 
-    def save(self, cfg: FrostFwdConfig, arch: str, fn) -> Path:
-        """Export a compiled function (cute.compile's result for cfg and arch) as an entry;
-        returns the entry's sidecar path. Raises OSError / the DSL's errors on failure."""
-        key = entry_key(cfg, arch)
-        data = _dump_object(fn, symbol_prefix(key))
+        return CompiledKernel(fn, ffi, cfg)
+
+    def save(self, cfg: FrostFwdConfig, arch: str, kernel) -> Path:
+        """Export a compiled_kernel.CompiledKernel (compile_fwd's result for cfg and arch) as
+        an entry; returns the entry's sidecar path. Raises OSError / the DSL's errors on
+        failure."""
+        ffi = kernel.ffi
+        key = entry_key(cfg, arch, ffi)
+        data = _dump_object(kernel.fn, symbol_prefix(key), ffi)
         digest = hashlib.sha256(data).hexdigest()
         self.root.mkdir(parents=True, exist_ok=True)
         obj = self.root / f"{key}-{digest[:12]}.o"
         _write_atomic(obj, data)
-        entry = {**key_fields(cfg, arch, toolchain()), "key": key, "object": obj.name,
+        entry = {**key_fields(cfg, arch, ffi, toolchain()), "key": key, "object": obj.name,
                  "sha256": digest, "bytes": len(data), "describe": describe(cfg)}
         path = self.sidecar(key)
         _write_atomic(path, json.dumps(entry, indent=1, sort_keys=True).encode())
@@ -215,21 +224,37 @@ def _runtime_libraries_global() -> None:
         ctypes.CDLL(lib, mode=os.RTLD_GLOBAL)
 
 
-def _dump_object(fn, prefix: str) -> bytes:
+def _dump_object(fn, prefix: str, ffi: str) -> bytes:
+    """The object file of a compiled function. TVM-FFI kernels go through export_to_c,
+    which names the entry point __tvm_ffi_<prefix> (what load_module looks up); the
+    DSL's own convention through dump_to_object (its metadata carries the signature)."""
     _runtime_libraries_global()
-    return fn.dump_to_object(prefix)
+    if ffi != "tvm":
+        return fn.dump_to_object(prefix)
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="frost_export_") as tmp:
+        path = Path(tmp) / f"{prefix}.o"
+        fn.export_to_c(str(path), function_name=prefix)
+        return path.read_bytes()
 
 
-def _load_object(path: Path, prefix: str):
+def _load_object(path: Path, prefix: str, ffi: str):
     from cutlass.cute.runtime import load_module
 
-    return load_module(str(path))[prefix]
+    module = load_module(str(path), enable_tvm_ffi=ffi == "tvm")
+    return getattr(module, prefix) if ffi == "tvm" else module[prefix]
 
 
-def _signature_mismatch(fn, cfg: FrostFwdConfig) -> str | None:
-    """Why fn cannot take launch_abi's argument list for cfg (None: it can)."""
+def _signature_mismatch(fn, cfg: FrostFwdConfig, ffi: str) -> str | None:
+    """Why fn cannot take launch_abi's argument list for cfg (None: it can). A TVM-FFI
+    function carries no Python-visible signature: the key (launch_abi.py's text among
+    the keyed sources) is what ties it to the ABI, and the FFI checks the argument count
+    and types of every call in C."""
     from cudnn.linear_attention.frost.kernels.launch_abi import fake_args
 
+    if ffi == "tvm":
+        return None
     params = list(fn.execution_args.signature.parameters)
     want = len(fake_args(cfg))
     if len(params) != want:
