@@ -34,7 +34,7 @@ from types import SimpleNamespace
 
 import cutlass
 import cutlass.cute as cute
-from cutlass import BFloat16, Float32
+from cutlass import BFloat16, Float32, Int32
 from cutlass.cute.nvgpu import cpasync
 
 from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
@@ -42,6 +42,7 @@ from cudnn.linear_attention.frost.kernels.fwd_v1 import (
     CHUNK,
     GRAM_TILES,
     PAD16,
+    SPAN_LIMIT,
     SUB,
     VEC,
     FrostFwdV1,
@@ -226,6 +227,61 @@ class FrostFwdV2(FrostFwdV1):
             return s_alast[d]
         return s_alast[0]
 
+    # ------------------------------------------------------------------ Gram dispatch
+    def gram_slots(self) -> list[list[int]]:
+        """GRAM_TILES indices each warp builds, in order (from gram_schedule)."""
+        slots = [[] for _ in range(self.warps)]
+        for p, w in enumerate(self.owners):
+            slots[w].append(p)
+        return slots
+
+    @cute.jit
+    def stage_gram(self, s, mb, heads, t0, eos, scale, thr, lane, wid):
+        """v1's Gram stage with the tile dispatched at run time: each warp loops over its own
+        tiles (count and coordinates picked by warp index), running ONE copy of the tile
+        code. v1 unrolls all ten tiles behind `if wid == owner`, and ptxas if-converted about
+        half of those bodies: every warp then issued every instruction of tiles it does not
+        own (predicated off), ~3.8x the Gram stage's HMMA/LDSM/FMUL issue count (ncu source
+        counters, session 5)."""
+        c = self.cfg
+        slots = self.gram_slots()
+        count = Int32(len(slots[0]))
+        for w in cutlass.range_constexpr(1, self.warps):
+            if wid == w:
+                count = Int32(len(slots[w]))
+        for j in cutlass.range(count, unroll=1):
+            bi = Int32(0)
+            bj = Int32(0)
+            for w in cutlass.range_constexpr(self.warps):
+                for jj in cutlass.range_constexpr(len(slots[w])):
+                    if wid == w and j == jj:
+                        bi = Int32(GRAM_TILES[slots[w][jj]][0])
+                        bj = Int32(GRAM_TILES[slots[w][jj]][1])
+            if cutlass.const_expr(c.gate_per_channel):
+                exact = False
+                if bi == bj:
+                    exact = self.block_span(s, bi, lane) >= SPAN_LIMIT
+                if exact:
+                    self.gram_tile_exact(s, mb, heads, t0, eos, bi, scale, lane)
+                else:
+                    self.gram_tile_mma(s, bi, bj, scale, thr, lane)
+            else:
+                self.gram_tile_mma(s, bi, bj, scale, thr, lane)
+            if bi == bj:
+                cute.arch.sync_warp()  # this warp's M_ii stores are visible to its lanes
+                self.block_inverse(s, bi, lane)
+
+    @cute.jit
+    def store_gram(self, s, bi, bj, t, u, ts, mval, pval):
+        """v1's store_gram with the diagonal test at run time (bi, bj are dynamic here)."""
+        s_mneg = s.mneg
+        s_p = s.p
+        s_md = s.md
+        s_mneg[t, u] = (-mval).to(BFloat16)
+        s_p[t, u] = pval.to(BFloat16)
+        if bi == bj:
+            s_md[bi, ts[0], ts[1]] = mval
+
     @cute.jit
     def gram_b_source(self, s, bi, bj, thr, lane):
         return self.operand(thr, lane, cute.local_tile(s.ke, (SUB, self.cfg.K), (bj, 0)), False)
@@ -234,7 +290,7 @@ class FrostFwdV2(FrostFwdV1):
     def gram_b_block(self, s, bi, bj, b_src, crd, kk):
         """KE_j's fragment times X_ij per channel: k_s e^(Gam_r_i - Gam_s)."""
         s_xg = s.xg
-        p = GRAM_TILES.index((bi, bj))
+        p = bi * (bi + 1) // 2 + bj  # GRAM_TILES is the row-major lower triangle
         src = b_src[None, None, kk]
         b = cute.make_rmem_tensor(crd.shape, BFloat16)
         for e in cutlass.range_constexpr(cute.size(b)):
