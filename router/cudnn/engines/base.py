@@ -82,6 +82,8 @@ class ExecutionContext:
     override_strides: tuple[tuple[int, ...], ...] | None = None
 
     def __post_init__(self) -> None:
+        if self.override_uids is None and self.override_shapes is None and self.override_strides is None:
+            return  # every execute builds one: the common case normalises nothing
         uids = _as_tuple(self.override_uids, "override_uids")
         shapes = _as_tuple(self.override_shapes, "override_shapes")
         strides = _as_tuple(self.override_strides, "override_strides")
