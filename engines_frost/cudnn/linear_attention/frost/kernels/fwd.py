@@ -31,6 +31,9 @@ _INDEX_LIMIT = 2**31  # the kernels index with 32-bit offsets
 
 _cache: dict[tuple[FrostFwdConfig, str, str], object] = {}
 _cache_lock = threading.Lock()
+# frost_fwd's recent launches by (operand_signature, flags): repeated calls skip the checks
+_recent: dict[tuple, "BoundLaunch"] = {}
+_RECENT_MAX = 256
 
 
 def frost_workspace_size(**static_config) -> int:
@@ -115,24 +118,37 @@ def frost_fwd(*, q, k, v, g, beta, w, cu_seqlens, out, initial_state, final_stat
     aligned (4 for fp32/int32 operands). stream: a torch.cuda.Stream (None: the current
     one). ``algorithm`` picks "v0" (SIMT oracle), "v1" or "v2" (default DEFAULT_ALGORITHM).
     With ``bind``, returns a BoundLaunch that repeats this launch for operands of the same
-    layout without the checks (None when nothing was launched: N == 0).
+    layout without the checks (None when nothing was launched: N == 0). frost_fwd itself
+    keeps its recent launches by layout (operand_signature) and flags, so a repeated call
+    skips the checks too (H200 host: 48 us of checks -> the ~6 us of a bound launch).
     """
     import torch
 
-    launch = check_operands(
-        q=q, k=k, v=v, g=g, beta=beta, w=w, cu_seqlens=cu_seqlens, out=out, initial_state=initial_state,
-        final_state=final_state, use_l2norm=use_l2norm, gate_per_channel=gate_per_channel,
-        beta_per_channel=beta_per_channel, algorithm=algorithm,
-    )
-    if q.device.type != "cuda":
-        raise _fail("q", "a CUDA tensor (and every other operand on its device)", q.device)
-    if launch.N == 0:
-        return None
+    tensors = {"q": q, "k": k, "v": v, "g": g, "beta": beta, "w": w, "cu_seqlens": cu_seqlens,
+               "out": out, "initial_state": initial_state, "final_state": final_state}
+    # a call that repeats an earlier one's operand layout and flags passes the same checks
+    # and derives the same config: launch its BoundLaunch without redoing them
+    key = (operand_signature(tensors), float(scale), bool(use_l2norm), bool(gate_per_channel),
+           bool(beta_per_channel), algorithm)
+    bound = _recent.get(key)
+    if bound is None:
+        launch = check_operands(
+            q=q, k=k, v=v, g=g, beta=beta, w=w, cu_seqlens=cu_seqlens, out=out, initial_state=initial_state,
+            final_state=final_state, use_l2norm=use_l2norm, gate_per_channel=gate_per_channel,
+            beta_per_channel=beta_per_channel, algorithm=algorithm,
+        )
+        if q.device.type != "cuda":
+            raise _fail("q", "a CUDA tensor (and every other operand on its device)", q.device)
+        if launch.N == 0:
+            return None
+        bound = BoundLaunch(launch.config, _compiled(launch.config, device_arch(q.device)),
+                            key[0], launch.T, launch.N, float(scale))
+        if len(_recent) >= _RECENT_MAX:
+            _recent.clear()  # layouts churn (varying T): start over rather than grow
+        _recent[key] = bound
     if stream is None:
         stream = torch.cuda.current_stream(q.device)
-    bound = BoundLaunch(launch.config, _compiled(launch.config, device_arch(q.device)),
-                        operand_signature(launch.tensors), launch.T, launch.N, float(scale))
-    bound.launch(launch.tensors, stream)
+    bound.launch(tensors, stream)
     return bound if bind else None
 
 
