@@ -67,7 +67,17 @@ def test_kda_fp16_gets_fp32_input_copies_and_fp32_scratch(backward):
 def test_other_passes_run_on_the_callers_buffers(backward, kda, io):
     lay = layout(backward, kda, io, **GEO)
     assert staged(lay) == {}
-    assert {lay.regions[n].dtype for n in IO_SCRATCH} == {io}
+    assert {lay.regions[n].dtype for n in IO_SCRATCH if n in lay.regions} == {io}
+
+
+@pytest.mark.parametrize("kda", [False, True], ids=["gdn", "kda"])
+@pytest.mark.parametrize("backward", [False, True], ids=["fwd", "bwd"])
+def test_decayed_qk_scratch_only_where_stage1_writes_it(backward, kda):
+    """GDN's forward applies its decays in stage 2 (no qg / kd / decay scratch); KDA and
+    every backward recompute keep them."""
+    lay = layout(backward, kda, BF16, **GEO)
+    assert {"qg", "kd", "decay"} <= set(lay.regions) if (kda or backward) else \
+        not {"qg", "kd", "decay"} & set(lay.regions)
 
 
 @pytest.mark.parametrize("backward", [False, True], ids=["fwd", "bwd"])

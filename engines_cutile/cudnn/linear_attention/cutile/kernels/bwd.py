@@ -26,7 +26,7 @@ def bwd_layout(total_tokens: int, n_seq: int, h_q: int, hv: int, dk: int, dv: in
     ho = max(h_q, hv)
     lay = fwd_layout(total_tokens, n_seq, ho, dk, dv, kda=kda, io_dtype=io_dtype,
                      io_itemsize=io_itemsize, int32_dtype=int32_dtype,
-                     float32_dtype=float32_dtype, h_q=h_q, hv=hv)
+                     float32_dtype=float32_dtype, h_q=h_q, hv=hv, backward=True)
     if needs_fp32_staging(kda, io_dtype):
         add_staging(lay, {"dO": (total_tokens, ho, dv)}, float32_dtype)
     io_dtype, io_itemsize = scratch_dtype(kda, io_dtype, io_itemsize, float32_dtype)
@@ -85,13 +85,14 @@ def chunked_bwd(q, k, v, g, beta, cu_seqlens, d_out, dq, dk, dv, dg, dbeta, scra
                   (q, k, v, g, beta, cu_seqlens, s["table"], s["w"], s["u"], s["p"], s["qg"],
                    s["kd"], s["decay"], s["reroute"], s["tinv"], float(scale), ho // h_q,
                    ho // hv, BT, int(math.log2(BT)), bk, bv_full, gw, bool(kda),
-                   bool(use_l2norm), tier, True))
+                   bool(use_l2norm), tier, True, True))
     v_blocks = (d_v + bv - 1) // bv
     ct.launch(stream, (n_seq, ho, v_blocks), la_chunk_fwd_kernel,
               (s["w"], s["u"], s["p"], s["qg"], s["kd"], s["decay"], cu_seqlens, s["offsets"],
                placeholder if initial_state is None else initial_state, placeholder,
-               placeholder3, s["states"], s["v_new"], BT, bk, bv, gw,
-               initial_state is not None, False, True))
+               placeholder3, s["states"], s["v_new"], placeholder3, placeholder3,
+               placeholder3, float(scale), 1, BT, bk, bv, gw, initial_state is not None, False,
+               True, False, False))
     ct.launch(stream, (n_seq, ho, v_blocks), la_chunk_bwd_dhu_kernel,
               (s["w"], s["p"], s["qg"], s["kd"], s["decay"], d_out, cu_seqlens, s["offsets"],
                placeholder if d_final_state is None else d_final_state,

@@ -13,6 +13,13 @@ V-major [N, HO, V, K].  Fusing the output into the recurrence avoids writing and
 re-reading one K x V state per chunk (268 MB in bf16 at 8 x 4096 tokens, 16 heads,
 K = V = 128).
 
+With FROM_GATES (GDN forward) stage 1 left qg, kd and decay out: the decay is one scalar
+per row, so the kernel reads q, k (the q/k head h // GROUP_QK) and g itself and applies
+exp(G) (and the l2norm factors) as row scales:
+    o = (scale exp(G) r_q) * (q @ S) + P @ v_new,
+    S = exp(G_last) S + k^T @ ((exp(G_last - G) r_k) * v_new)
+so q and k reach the tensor cores exactly as loaded.
+
 With RECOMPUTE (the backward's first pass) the kernel writes, instead of o, the state
 entering every chunk (`states` [rows, HO, K, V], io dtype, row = chunk-table row) and
 v_new ([T, HO, V], io dtype).
@@ -22,14 +29,18 @@ Grid: (N, HO, ceil(V / BV)).
 import cuda.tile as ct
 
 from .tile_io import ZERO, load_rows_raw, load_state_vmajor, store_state_vmajor
+from .tile_math import l2_row_factor
+from .wy_fwd import load_gate_cumsum
 
 
 @ct.kernel(occupancy=2)
 def la_chunk_fwd_kernel(w, u, p, qg, kd, decay, cu_seqlens, chunk_offsets,
-                        initial_state, final_state, o, states, v_new_out,
+                        initial_state, final_state, o, states, v_new_out, q, k, g,
+                        scale: float, GROUP_QK: ct.Constant[int],
                         BT: ct.Constant[int], BK: ct.Constant[int], BV: ct.Constant[int],
                         GW: ct.Constant[int], HAS_INITIAL: ct.Constant[bool],
-                        STORE_FINAL: ct.Constant[bool], RECOMPUTE: ct.Constant[bool]):
+                        STORE_FINAL: ct.Constant[bool], RECOMPUTE: ct.Constant[bool],
+                        FROM_GATES: ct.Constant[bool], USE_L2NORM: ct.Constant[bool]):
     n = ct.bid(0)
     h = ct.bid(1)
     vb = ct.bid(2)
@@ -45,18 +56,32 @@ def la_chunk_fwd_kernel(w, u, p, qg, kd, decay, cu_seqlens, chunk_offsets,
         ws = w.slice(axis=0, start=bos, stop=eos)
         us = u.slice(axis=0, start=bos, stop=eos)
         ps = p.slice(axis=0, start=bos, stop=eos)
-        qs = qg.slice(axis=0, start=bos, stop=eos)
-        ks = kd.slice(axis=0, start=bos, stop=eos)
+        if FROM_GATES:
+            qs = q.slice(axis=0, start=bos, stop=eos)
+            ks = k.slice(axis=0, start=bos, stop=eos)
+            gs = g.slice(axis=0, start=bos, stop=eos)
+        else:
+            qs = qg.slice(axis=0, start=bos, stop=eos)
+            ks = kd.slice(axis=0, start=bos, stop=eos)
         if RECOMPUTE:
             vns = v_new_out.slice(axis=0, start=bos, stop=eos)
         else:
             os_ = o.slice(axis=0, start=bos, stop=eos)
+        qk_head = h // GROUP_QK   # 1 unless FROM_GATES (qg, kd are per output head)
         for chunk in range(ct.cdiv(eos - bos, BT)):
             ut = ct.astype(ct.reshape(ct.load(us, (chunk, h, vb), shape=(BT, 1, BV),
                                               padding_mode=ZERO), (BT, BV)), ct.float32)
-            dec = ct.reshape(ct.load(decay, (first_row + chunk, h, 0), shape=(1, 1, GW),
-                                     padding_mode=ZERO),
-                             (1, GW))
+            if FROM_GATES:
+                gc, g_last = load_gate_cumsum(gs, chunk, h, BT, BK, False)
+                dec = ct.exp(g_last)                                        # [1, 1]
+                row_q = ct.exp(gc) * scale
+                row_k = ct.exp(g_last - gc)
+                if USE_L2NORM:
+                    row_q = row_q * l2_row_factor(load_rows_raw(qs, chunk, qk_head, BT, BK))
+                    row_k = row_k * l2_row_factor(load_rows_raw(ks, chunk, qk_head, BT, BK))
+            else:
+                dec = ct.reshape(ct.load(decay, (first_row + chunk, h, 0), shape=(1, 1, GW),
+                                         padding_mode=ZERO), (1, GW))
             s_lo = ct.astype(state, w.dtype)
             v_new = ut - ct.mma(load_rows_raw(ws, chunk, h, BT, BK), s_lo,
                                 ct.zeros((BT, BV), dtype=ct.float32))
@@ -66,13 +91,18 @@ def la_chunk_fwd_kernel(w, u, p, qg, kd, decay, cu_seqlens, chunk_offsets,
                          tile=ct.reshape(s_lo, (1, 1, BK, BV)))
                 ct.store(vns, (chunk, h, vb), tile=ct.reshape(v_lo, (BT, 1, BV)))
             else:
-                out = ct.mma(load_rows_raw(qs, chunk, h, BT, BK), s_lo,
+                out = ct.mma(load_rows_raw(qs, chunk, qk_head, BT, BK), s_lo,
                              ct.zeros((BT, BV), dtype=ct.float32))
+                if FROM_GATES:
+                    out = out * row_q
                 out = ct.mma(load_rows_raw(ps, chunk, h, BT, BT), v_lo, out)
                 ct.store(os_, (chunk, h, vb),
                          tile=ct.reshape(ct.astype(out, o.dtype), (BT, 1, BV)))
+            v_k = v_lo
+            if FROM_GATES:
+                v_k = ct.astype(v_new * row_k, w.dtype)
             state = state * ct.transpose(dec) + ct.mma(
-                ct.transpose(load_rows_raw(ks, chunk, h, BT, BK)), v_lo,
+                ct.transpose(load_rows_raw(ks, chunk, qk_head, BT, BK)), v_k,
                 ct.zeros((BK, BV), dtype=ct.float32))
 
     if STORE_FINAL:
