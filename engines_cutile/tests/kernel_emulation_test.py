@@ -36,12 +36,16 @@ def carve(layout):
 
 
 def make_inputs(lens, H, HV, K, V, kda, l2, gate, seed=0, dtype=torch.bfloat16):
-    """q, k, v, g, beta, cu; gate = "typical" | "strong" (tier-2 KDA chunks) | "extreme"."""
+    """q, k, v, g, beta, cu; gate = "typical" | "strong" (tier-2 KDA chunks) | "extreme"
+    | "correlated" (keys at cosine ~0.8, beta >= 0.5, slow decay: T's Neumann series has
+    huge cancelling terms, the hard case for the WY inverse)."""
     torch.manual_seed(seed)
     T, HO = sum(lens), max(H, HV)
     cu = torch.tensor([0] + list(torch.tensor(lens).cumsum(0)), dtype=torch.int32)
     q = torch.randn(T, H, K).to(dtype)
     k = torch.randn(T, H, K)
+    if gate == "correlated":   # unit common direction + 0.436 x unit noise: cosine ~0.81
+        k = 0.9 * F.normalize(torch.randn(1, H, K), dim=-1) + 0.436 * F.normalize(k, dim=-1)
     k = (k if l2 else F.normalize(k, dim=-1)).to(dtype)
     v = torch.randn(T, HV, V).to(dtype)
     g = F.logsigmoid(torch.randn((T, HO, K) if kda else (T, HO))) * 0.5
@@ -50,6 +54,9 @@ def make_inputs(lens, H, HV, K, V, kda, l2, gate, seed=0, dtype=torch.bfloat16):
     elif gate == "extreme":   # e^-30 per token: the exact diagonal-block fallback
         g[..., ::7] = -30.0
     beta = torch.sigmoid(torch.randn(T, HO))
+    if gate == "correlated":
+        g = g * 0.02
+        beta = 0.5 + 0.5 * beta
     return q, k, v, g, beta, cu
 
 
@@ -85,6 +92,8 @@ FWD_CASES = [  # (lens, H, HV, K, V, initial state, l2norm, gate)
     ([0, 100, 37, 0], 2, 4, 64, 128, False, True, "typical"),
     ([77, 64], 4, 2, 128, 64, True, True, "strong"),
     ([130], 2, 2, 128, 128, True, False, "extreme"),
+    ([200], 2, 2, 128, 128, False, False, "correlated"),
+    ([150], 2, 2, 64, 64, True, True, "correlated"),
 ]
 
 
