@@ -78,21 +78,22 @@ def chunked_bwd(q, k, v, g, beta, cu_seqlens, d_out, dq, dk, dv, dg, dbeta, scra
     tiers = (1, 2) if kda else (1,)
     placeholder = s["count"].view(1, 1, 1, 1)
     placeholder3 = s["count"].view(1, 1, 1)
+    placeholder2 = s["count"].view(1, 1)
 
     chunk_table_fwd(cu_seqlens, s["table"], s["count"], s["offsets"], n_seq, BT, stream)
     for tier in tiers:
         ct.launch(stream, (rows, ho, 1), la_wy_fwd_kernel,
                   (q, k, v, g, beta, cu_seqlens, s["table"], s["w"], s["u"], s["p"], s["qg"],
-                   s["kd"], s["decay"], s["reroute"], s["tinv"], float(scale), ho // h_q,
-                   ho // hv, BT, int(math.log2(BT)), bk, bv_full, gw, bool(kda),
-                   bool(use_l2norm), tier, True, True))
+                   s["kd"], s["decay"], s["reroute"], s["tinv"], placeholder2, placeholder2,
+                   float(scale), ho // h_q, ho // hv, BT, int(math.log2(BT)), bk, bv_full, gw,
+                   bool(kda), bool(use_l2norm), tier, True, False))
     v_blocks = (d_v + bv - 1) // bv
     ct.launch(stream, (n_seq, ho, v_blocks), la_chunk_fwd_kernel,
               (s["w"], s["u"], s["p"], s["qg"], s["kd"], s["decay"], cu_seqlens, s["offsets"],
                placeholder if initial_state is None else initial_state, placeholder,
                placeholder3, s["states"], s["v_new"], placeholder3, placeholder3,
-               placeholder3, float(scale), 1, BT, bk, bv, gw, initial_state is not None, False,
-               True, False, False))
+               placeholder2, placeholder2, 1, BT, bk, bv, gw, initial_state is not None, False,
+               True, False))
     ct.launch(stream, (n_seq, ho, v_blocks), la_chunk_bwd_dhu_kernel,
               (s["w"], s["p"], s["qg"], s["kd"], s["decay"], d_out, cu_seqlens, s["offsets"],
                placeholder if d_final_state is None else d_final_state,

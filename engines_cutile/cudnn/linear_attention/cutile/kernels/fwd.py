@@ -4,7 +4,7 @@
 2. wy_fwd: per chunk and output head: w, u, the intra-chunk scores P and (KDA) decayed
    q/k and the chunk's total decay (scratch);
 3. chunk_fwd: per sequence, head and V block: the state recurrence with fused outputs
-   (GDN: the decays applied there from q, k and g, FROM_GATES).
+   (GDN: the decays applied there as row scales of q @ S and v_new, ROW_SCALES).
 
 Buffers: q, k [T, H, K]; v [T, HV, V]; g [T, HO] (GDN) or [T, HO, K] (KDA) and beta
 [T, HO] in fp32 or the io dtype; cu_seqlens [N+1] int32; initial_state / final_state
@@ -41,9 +41,10 @@ def scratch_dtype(kda: bool, io_dtype, io_itemsize: int, float32_dtype):
     return io_dtype, io_itemsize
 
 
-def stage1_decayed(kda: bool, backward: bool) -> bool:
-    """Whether stage 1 writes qg, kd and decay: KDA always, GDN for the backward only."""
-    return kda or backward
+def row_scales(kda: bool, backward: bool) -> bool:
+    """Whether stage 1 writes GDN's row factors q_row / k_row instead of qg / kd (GDN
+    forward only: KDA's decays are per channel, the backward's recompute reads qg / kd)."""
+    return not kda and not backward
 
 
 def fwd_layout(total_tokens: int, n_seq: int, ho: int, dk: int, dv: int, *, kda: bool,
@@ -54,7 +55,7 @@ def fwd_layout(total_tokens: int, n_seq: int, ho: int, dk: int, dv: int, *, kda:
 
     `io_dtype` is the q/k/v dtype; h_q / hv (q/k and v heads, default ho) size the fp32
     copies of q/k/v that KDA with float16 io needs (input_staging.py); `backward` keeps
-    the regions the backward's recompute needs (qg, kd, decay for GDN too)."""
+    the regions the backward's recompute needs (qg, kd for GDN too)."""
     lay = WorkspaceLayout()
     rows = nt_bound(total_tokens, n_seq)
     if needs_fp32_staging(kda, io_dtype):
@@ -64,10 +65,13 @@ def fwd_layout(total_tokens: int, n_seq: int, ho: int, dk: int, dv: int, *, kda:
     lay.add("w", (total_tokens, ho, dk), io_dtype, io_itemsize)
     lay.add("u", (total_tokens, ho, dv), io_dtype, io_itemsize)
     lay.add("p", (total_tokens, ho, BT), io_dtype, io_itemsize)
-    if stage1_decayed(kda, backward):
+    if row_scales(kda, backward):
+        lay.add("q_row", (total_tokens, ho), float32_dtype, 4)
+        lay.add("k_row", (total_tokens, ho), float32_dtype, 4)
+    else:
         lay.add("qg", (total_tokens, ho, dk), io_dtype, io_itemsize)
         lay.add("kd", (total_tokens, ho, dk), io_dtype, io_itemsize)
-        lay.add("decay", (rows, ho, dk if kda else 1), float32_dtype, 4)
+    lay.add("decay", (rows, ho, dk if kda else 1), float32_dtype, 4)
     lay.add("reroute", (rows, ho), int32_dtype, 4)
     lay.add("table", (rows, 2), int32_dtype, 4)
     lay.add("count", (1,), int32_dtype, 4)
@@ -100,9 +104,10 @@ def chunked_fwd(q, k, v, g, beta, cu_seqlens, o, scratch, *, kda: bool, scale: f
     s = scratch
     gw = bk if kda else 1
     placeholder3 = s["count"].view(1, 1, 1)   # ports a flag compiles out still need an array
-    decayed = stage1_decayed(kda, False)
-    qg, kd = (s["qg"], s["kd"]) if decayed else (placeholder3, placeholder3)
-    decay = s["decay"] if decayed else placeholder3
+    rowwise = row_scales(kda, False)
+    placeholder2 = s["count"].view(1, 1)
+    qg, kd = (placeholder3, placeholder3) if rowwise else (s["qg"], s["kd"])
+    q_row, k_row = (s["q_row"], s["k_row"]) if rowwise else (placeholder2, placeholder2)
     if "table" in stages:
         chunk_table_fwd(cu_seqlens, s["table"], s["count"], s["offsets"], n_seq, BT, stream)
     if "wy" in stages:
@@ -111,17 +116,16 @@ def chunked_fwd(q, k, v, g, beta, cu_seqlens, o, scratch, *, kda: bool, scale: f
         for tier in ((1, 2) if kda else (1,)):
             ct.launch(stream, (s["table"].shape[0], ho, 1), la_wy_fwd_kernel,
                       (q, k, v, g, beta, cu_seqlens, s["table"], s["w"], s["u"], s["p"],
-                       qg, kd, decay, s["reroute"], placeholder3, float(scale),
-                       ho // h_q, ho // hv, BT, int(math.log2(BT)), bk, bv_full, gw, bool(kda),
-                       bool(use_l2norm), tier, False, decayed))
+                       qg, kd, s["decay"], s["reroute"], placeholder3, q_row, k_row,
+                       float(scale), ho // h_q, ho // hv, BT, int(math.log2(BT)), bk, bv_full,
+                       gw, bool(kda), bool(use_l2norm), tier, False, rowwise))
     if "chunk" not in stages:
         return
     placeholder = s["count"].view(1, 1, 1, 1)
     ct.launch(stream, (n_seq, ho, (dv + bv - 1) // bv), la_chunk_fwd_kernel,
-              (s["w"], s["u"], s["p"], qg, kd, decay, cu_seqlens, s["offsets"],
+              (s["w"], s["u"], s["p"], qg, kd, s["decay"], cu_seqlens, s["offsets"],
                placeholder if initial_state is None else initial_state,
                placeholder if final_state is None else final_state,
-               o, placeholder, o, placeholder3 if decayed else q,
-               placeholder3 if decayed else k, placeholder3 if decayed else g, float(scale),
-               1 if decayed else ho // h_q, BT, bk, bv, gw, initial_state is not None,
-               final_state is not None, False, not decayed, bool(use_l2norm) and not decayed))
+               o, placeholder, o, q if rowwise else placeholder3, k if rowwise else placeholder3,
+               q_row, k_row, ho // h_q if rowwise else 1, BT, bk, bv, gw,
+               initial_state is not None, final_state is not None, False, rowwise))

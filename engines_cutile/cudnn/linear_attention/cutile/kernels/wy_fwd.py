@@ -15,10 +15,10 @@ S' = decay^T * S + kd^T @ v_new.  Everything goes to token-major scratch in the 
 of a partial chunk load as zeros (k = v = beta = g = 0): their rows and columns of A
 and P vanish and they never reach real tokens.
 
-qg, kd and decay are written only with STORE_DECAYED (KDA, and the backward's
-recompute).  GDN's forward leaves them to stage 2: a GDN decay is one scalar per row,
-so there they are row scales of q @ S and of v_new (chunk_fwd FROM_GATES), and stage 1
-stays small.  The GDN path (`_wy_chunk_gdn`) also folds every decay and l2norm factor
+GDN's forward (ROW_SCALES) writes no qg / kd: a GDN decay is one scalar per row, so
+stage 2 applies it, with the l2norm factors, as row scales of q @ S and of v_new
+(chunk_fwd ROW_SCALES), from q_row = scale r_q exp(G) and k_row = r_k exp(G_last - G)
+([T, HO] fp32 each) and `decay`.  KDA and the backward's recompute write qg and kd.  The GDN path (`_wy_chunk_gdn`) also folds every decay and l2norm factor
 into row / column scales of plain q k^T, k k^T products and of T, so the tensor cores
 read q, k and v exactly as loaded and only T-derived operands are rounded.
 
@@ -49,13 +49,13 @@ def load_gate_cumsum(g, chunk, h, BT: int, BK: int, KDA: bool):
 
 @ct.kernel(occupancy=2)
 def la_wy_fwd_kernel(q, k, v, g, beta, cu_seqlens, table, w, u, p, qg, kd, decay, reroute,
-                     tinv, scale: float,
+                     tinv, q_row, k_row, scale: float,
                      GROUP_QK: ct.Constant[int], GROUP_V: ct.Constant[int],
                      BT: ct.Constant[int], LOG2_BT: ct.Constant[int],
                      BK: ct.Constant[int], BV: ct.Constant[int], GW: ct.Constant[int],
                      KDA: ct.Constant[bool], USE_L2NORM: ct.Constant[bool],
                      TIER: ct.Constant[int], STORE_TINV: ct.Constant[bool],
-                     STORE_DECAYED: ct.Constant[bool]):
+                     ROW_SCALES: ct.Constant[bool]):
     row = ct.bid(0)
     h = ct.bid(1)
     seq = ct.load(table, (row, 0), shape=())
@@ -71,26 +71,27 @@ def la_wy_fwd_kernel(q, k, v, g, beta, cu_seqlens, table, w, u, p, qg, kd, decay
                           chunk, bos, eos, scale, GROUP_QK, GROUP_V, BT, LOG2_BT, BK, BV, GW,
                           USE_L2NORM, TIER, STORE_TINV)
         else:
-            _wy_chunk_gdn(q, k, v, g, beta, w, u, p, qg, kd, decay, tinv, row, h, chunk, bos,
-                          eos, scale, GROUP_QK, GROUP_V, BT, LOG2_BT, BK, BV, USE_L2NORM,
-                          STORE_TINV, STORE_DECAYED)
+            _wy_chunk_gdn(q, k, v, g, beta, w, u, p, qg, kd, decay, tinv, q_row, k_row, row,
+                          h, chunk, bos, eos, scale, GROUP_QK, GROUP_V, BT, LOG2_BT, BK, BV,
+                          USE_L2NORM, STORE_TINV, ROW_SCALES)
 
 
-def load_beta(beta, chunk, h, BT: int):
-    """[BT, 1] fp32 column of a sequence-sliced [T, HO] beta (zero past the end)."""
-    return ct.astype(ct.load(beta, (chunk, h), shape=(BT, 1), padding_mode=ZERO), ct.float32)
+def load_column(arr, chunk, h, BT: int):
+    """[BT, 1] fp32 column of a sequence-sliced [T, HO] array (beta, row factors; zero past
+    the end)."""
+    return ct.astype(ct.load(arr, (chunk, h), shape=(BT, 1), padding_mode=ZERO), ct.float32)
 
 
-def _wy_chunk_gdn(q, k, v, g, beta, w, u, p, qg, kd, decay, tinv, row, h, chunk, bos, eos,
-                  scale, GROUP_QK: int, GROUP_V: int, BT: int, LOG2_BT: int, BK: int, BV: int,
-                  USE_L2NORM: bool, STORE_TINV: bool, STORE_DECAYED: bool):
+def _wy_chunk_gdn(q, k, v, g, beta, w, u, p, qg, kd, decay, tinv, q_row, k_row, row, h, chunk,
+                  bos, eos, scale, GROUP_QK: int, GROUP_V: int, BT: int, LOG2_BT: int, BK: int,
+                  BV: int, USE_L2NORM: bool, STORE_TINV: bool, ROW_SCALES: bool):
     """GDN chunk: with r = l2norm row factors (1 without l2norm) and d = exp(G_i - G_j),
     A = b r_i (k k^T) r_j d,  P = scale r_i (q k^T) r_j d,  w = (T (b r exp(G))^T) @ k,
     u = (T b^T) @ v  (column-scaled T, rounded once to the io dtype)."""
     qk_head = h // GROUP_QK
     gc, g_last = load_gate_cumsum(g.slice(axis=0, start=bos, stop=eos), chunk, h, BT, BK,
                                   False)
-    b = load_beta(beta.slice(axis=0, start=bos, stop=eos), chunk, h, BT)
+    b = load_column(beta.slice(axis=0, start=bos, stop=eos), chunk, h, BT)
     kr = load_rows_raw(k.slice(axis=0, start=bos, stop=eos), chunk, qk_head, BT, BK)
     qr = load_rows_raw(q.slice(axis=0, start=bos, stop=eos), chunk, qk_head, BT, BK)
     r, c = row_col_index(BT)
@@ -120,17 +121,20 @@ def _wy_chunk_gdn(q, k, v, g, beta, w, u, p, qg, kd, decay, tinv, row, h, chunk,
     store_rows(u.slice(axis=0, start=bos, stop=eos), chunk, h,
                ct.mma(ct.astype(t_inv * ct.reshape(b, (1, BT)), v.dtype), vr,
                       ct.zeros((BT, BV), dtype=ct.float32)), BT, BV)
-    if STORE_DECAYED:
-        q_row = e_g * scale
-        k_row = ct.exp(g_last - gc)
-        if USE_L2NORM:
-            q_row = q_row * rq
-            k_row = k_row * rk
+    q_scale = e_g * scale
+    k_scale = ct.exp(g_last - gc)
+    if USE_L2NORM:
+        q_scale = q_scale * rq
+        k_scale = k_scale * rk
+    if ROW_SCALES:
+        ct.store(q_row.slice(axis=0, start=bos, stop=eos), (chunk, h), tile=q_scale)
+        ct.store(k_row.slice(axis=0, start=bos, stop=eos), (chunk, h), tile=k_scale)
+    else:
         store_rows(qg.slice(axis=0, start=bos, stop=eos), chunk, h,
-                   ct.astype(qr, ct.float32) * q_row, BT, BK)
+                   ct.astype(qr, ct.float32) * q_scale, BT, BK)
         store_rows(kd.slice(axis=0, start=bos, stop=eos), chunk, h,
-                   ct.astype(kr, ct.float32) * k_row, BT, BK)
-        ct.store(decay, (row, h, 0), tile=ct.reshape(ct.exp(g_last), (1, 1, 1)))
+                   ct.astype(kr, ct.float32) * k_scale, BT, BK)
+    ct.store(decay, (row, h, 0), tile=ct.reshape(ct.exp(g_last), (1, 1, 1)))
 
 
 def _wy_chunk_kda(q, k, v, g, beta, w, u, p, qg, kd, decay, reroute, tinv, row, h, chunk,
@@ -151,7 +155,7 @@ def _wy_chunk_kda(q, k, v, g, beta, w, u, p, qg, kd, decay, reroute, tinv, row, 
             kt = l2_normalize_rows(kt)
             qt = l2_normalize_rows(qt)
         qt = qt * scale
-        b = load_beta(beta.slice(axis=0, start=bos, stop=eos), chunk, h, BT)
+        b = load_column(beta.slice(axis=0, start=bos, stop=eos), chunk, h, BT)
 
         r, c = row_col_index(BT)
         # q's products first so q dies early (register pressure: [BT, BK] fp32 tiles)
