@@ -99,6 +99,10 @@ def _round_to(x, d: DType) -> np.ndarray:
     return x.astype(d.np_dtype)
 
 
+class RoundingMode:
+    RN, RZ, RM, RP, RA, FULL, APPROX = "rn", "rz", "rm", "rp", "ra", "full", "approx"
+
+
 class PaddingMode:
     ZERO = "zero"
     UNDETERMINED = "undetermined"
@@ -218,7 +222,7 @@ def _f32(x):
     return x.astype(np.float32) if x.dtype == np.float64 else x
 
 
-def exp(x):
+def exp(x, **_):
     return _f32(np.exp(_f32(x)))
 
 

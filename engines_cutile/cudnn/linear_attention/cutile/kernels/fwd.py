@@ -83,7 +83,8 @@ def chunked_fwd(q, k, v, g, beta, cu_seqlens, o, scratch, *, kda: bool, scale: f
                 initial_state=None, final_state=None, use_l2norm: bool = False,
                 stream=None, bv: int = BV_STAGE2,
                 stages: tuple[str, ...] = ("table", "wy", "chunk")) -> None:
-    """Run the forward; `stages` lets benchmarks time one launch at a time."""
+    """Run the forward; `stages` lets benchmarks time one launch at a time ("wy1" / "wy2":
+    one KDA score tier of the "wy" stage)."""
     import cuda.tile as ct
     import torch
 
@@ -110,15 +111,15 @@ def chunked_fwd(q, k, v, g, beta, cu_seqlens, o, scratch, *, kda: bool, scale: f
     q_row, k_row = (s["q_row"], s["k_row"]) if rowwise else (placeholder2, placeholder2)
     if "table" in stages:
         chunk_table_fwd(cu_seqlens, s["table"], s["count"], s["offsets"], n_seq, BT, stream)
-    if "wy" in stages:
-        # KDA: tier 1 serves chunks whose gate range fits one score split and flags the
-        # rest, which the tier-2 variant (blocked exact scores) then serves
-        for tier in ((1, 2) if kda else (1,)):
+    # KDA: tier 1 serves chunks whose gate range fits one score split and flags the
+    # rest, which the tier-2 variant (blocked exact scores) then serves
+    for tier in ((1, 2) if kda else (1,)):
+        if "wy" in stages or f"wy{tier}" in stages:
             ct.launch(stream, (s["table"].shape[0], ho, 1), la_wy_fwd_kernel,
                       (q, k, v, g, beta, cu_seqlens, s["table"], s["w"], s["u"], s["p"],
                        qg, kd, s["decay"], s["reroute"], placeholder3, q_row, k_row,
-                       float(scale), ho // h_q, ho // hv, BT, int(math.log2(BT)), bk, bv_full,
-                       gw, bool(kda), bool(use_l2norm), tier, False, rowwise))
+                       float(scale), ho // h_q, ho // hv, BT, int(math.log2(BT)), bk,
+                       bv_full, gw, bool(kda), bool(use_l2norm), tier, False, rowwise))
     if "chunk" not in stages:
         return
     placeholder = s["count"].view(1, 1, 1, 1)

@@ -32,18 +32,22 @@ Heads: q/k head = h // GROUP_QK, v head = h // GROUP_V (repeat_interleave groupi
 """
 import cuda.tile as ct
 
-from .decay_gram import MAX_SPLIT_EXP, blocked_scores, split_exps, split_reach
+from .decay_gram import MAX_SPLIT_EXP, blocked_scores, split_reach
 from .tile_io import ZERO, load_rows, load_rows_raw, store_rows
-from .tile_math import l2_normalize_rows, l2_row_factor, mm_tf32, row_col_index, tril_inverse
+from .tile_math import (fast_exp, l2_normalize_rows, l2_row_factor, mm_bf16, row_col_index,
+                        tril_inverse)
 BC = 16   # KDA score blocks when one reference row does not fit the gate range
 
 
 def load_gate_cumsum(g, chunk, h, BT: int, BK: int, KDA: bool):
     """Chunk-local cumulative log-gate [BT, GW] and its total [1, GW] (GW = 1 or BK)."""
     if KDA:
+        # scanned along the second axis of the transpose: ~750 fewer instructions than a
+        # scan over the rows of the [BT, BK] tile (tileiras 13.4)
         gt = load_rows(g, chunk, h, BT, BK)
-    else:
-        gt = ct.astype(ct.load(g, (chunk, h), shape=(BT, 1), padding_mode=ZERO), ct.float32)
+        gc = ct.transpose(ct.cumsum(ct.transpose(gt), axis=1))
+        return gc, ct.sum(gt, axis=0, keepdims=True)
+    gt = ct.astype(ct.load(g, (chunk, h), shape=(BT, 1), padding_mode=ZERO), ct.float32)
     return ct.cumsum(gt, axis=0), ct.sum(gt, axis=0, keepdims=True)
 
 
@@ -95,7 +99,7 @@ def _wy_chunk_gdn(q, k, v, g, beta, w, u, p, qg, kd, decay, tinv, q_row, k_row, 
     kr = load_rows_raw(k.slice(axis=0, start=bos, stop=eos), chunk, qk_head, BT, BK)
     qr = load_rows_raw(q.slice(axis=0, start=bos, stop=eos), chunk, qk_head, BT, BK)
     r, c = row_col_index(BT)
-    col = ct.exp(ct.minimum(gc - ct.reshape(gc, (1, BT)), 0.0))        # d, then * r_j
+    col = fast_exp(ct.minimum(gc - ct.reshape(gc, (1, BT)), 0.0))        # d, then * r_j
     row_q = scale
     row_k = b
     if USE_L2NORM:
@@ -112,7 +116,7 @@ def _wy_chunk_gdn(q, k, v, g, beta, w, u, p, qg, kd, decay, tinv, q_row, k_row, 
     t_inv = tril_inverse(ct.where(r > c, kk * col * row_k, 0.0), BT, LOG2_BT)
     if STORE_TINV:   # the backward reuses T instead of inverting again
         store_rows(tinv.slice(axis=0, start=bos, stop=eos), chunk, h, t_inv, BT, BT)
-    e_g = ct.exp(gc)
+    e_g = fast_exp(gc)
     w_col = ct.reshape(row_k * e_g, (1, BT))
     store_rows(w.slice(axis=0, start=bos, stop=eos), chunk, h,
                ct.mma(ct.astype(t_inv * w_col, k.dtype), kr,
@@ -122,7 +126,7 @@ def _wy_chunk_gdn(q, k, v, g, beta, w, u, p, qg, kd, decay, tinv, q_row, k_row, 
                ct.mma(ct.astype(t_inv * ct.reshape(b, (1, BT)), v.dtype), vr,
                       ct.zeros((BT, BV), dtype=ct.float32)), BT, BV)
     q_scale = e_g * scale
-    k_scale = ct.exp(g_last - gc)
+    k_scale = fast_exp(g_last - gc)
     if USE_L2NORM:
         q_scale = q_scale * rq
         k_scale = k_scale * rk
@@ -134,14 +138,19 @@ def _wy_chunk_gdn(q, k, v, g, beta, w, u, p, qg, kd, decay, tinv, q_row, k_row, 
                    ct.astype(qr, ct.float32) * q_scale, BT, BK)
         store_rows(kd.slice(axis=0, start=bos, stop=eos), chunk, h,
                    ct.astype(kr, ct.float32) * k_scale, BT, BK)
-    ct.store(decay, (row, h, 0), tile=ct.reshape(ct.exp(g_last), (1, 1, 1)))
+    ct.store(decay, (row, h, 0), tile=ct.reshape(fast_exp(g_last), (1, 1, 1)))
 
 
 def _wy_chunk_kda(q, k, v, g, beta, w, u, p, qg, kd, decay, reroute, tinv, row, h, chunk,
                   bos, eos, scale, GROUP_QK: int, GROUP_V: int, BT: int, LOG2_BT: int, BK: int,
                   BV: int, GW: int, USE_L2NORM: bool, TIER: int, STORE_TINV: bool):
     """KDA chunk: per-channel decays, so q and k are scaled element-wise before the scores
-    (decay_gram.py tiers); always writes qg, kd and decay."""
+    (decay_gram.py tiers); always writes qg, kd and decay.
+
+    Tier 1 takes every exponential from the split factors around the middle row m:
+    qg = (q e^(G-G_m)) e^(G_m), kd = (k e^(G_m-G)) e^(G_last-G_m), k e^G likewise, so a
+    chunk costs two [BT, BK] exponentials; the Gram operands and the w / u products go to
+    the tensor cores in bf16 (T column-scaled by beta)."""
     gc, g_last = load_gate_cumsum(g.slice(axis=0, start=bos, stop=eos), chunk, h, BT, BK, True)
     fits = True
     if TIER == 1:
@@ -156,31 +165,40 @@ def _wy_chunk_kda(q, k, v, g, beta, w, u, p, qg, kd, decay, reroute, tinv, row, 
             qt = l2_normalize_rows(qt)
         qt = qt * scale
         b = load_column(beta.slice(axis=0, start=bos, stop=eos), chunk, h, BT)
-
         r, c = row_col_index(BT)
-        # q's products first so q dies early (register pressure: [BT, BK] fp32 tiles)
-        store_rows(qg.slice(axis=0, start=bos, stop=eos), chunk, h, qt * ct.exp(gc), BT, BK)
+        qgs = qg.slice(axis=0, start=bos, stop=eos)
+        kds = kd.slice(axis=0, start=bos, stop=eos)
         if TIER == 1:
-            e_left, e_right = split_exps(gc, BT, BK)
-            right_t = ct.transpose(kt * e_right)
-            qk = mm_tf32(qt * e_left, right_t)
+            g_mid = ct.extract(gc, (BT // 2, 0), shape=(1, BK))
+            e_left = fast_exp(gc - g_mid)
+            q_left = qt * e_left
+            # q's products first so q dies early (register pressure: [BT, BK] fp32 tiles)
+            store_rows(qgs, chunk, h, q_left * fast_exp(g_mid), BT, BK)
+            k_right = kt * fast_exp(g_mid - gc)
+            store_rows(kds, chunk, h, k_right * fast_exp(g_last - g_mid), BT, BK)
+            k_left = kt * e_left
+            k_exp = k_left * fast_exp(g_mid)                                    # k e^G
+            right_t = ct.transpose(ct.astype(k_right, ct.bfloat16))
+            qk = ct.mma(ct.astype(q_left, ct.bfloat16), right_t,
+                        ct.zeros((BT, BT), dtype=ct.float32))
+            kk = ct.mma(ct.astype(k_left, ct.bfloat16), right_t,
+                        ct.zeros((BT, BT), dtype=ct.float32))
         else:
+            store_rows(qgs, chunk, h, qt * fast_exp(gc), BT, BK)
+            store_rows(kds, chunk, h, kt * fast_exp(g_last - gc), BT, BK)
+            k_exp = kt * fast_exp(gc)
             qk = blocked_scores(qt, kt, gc, BT, BC, BK)
+            kk = blocked_scores(kt, kt, gc, BT, BC, BK)
         store_rows(p.slice(axis=0, start=bos, stop=eos), chunk, h,
                    ct.where(r >= c, qk, 0.0), BT, BT)
-        if TIER == 1:
-            kk = mm_tf32(kt * e_left, right_t)
-        else:
-            kk = blocked_scores(kt, kt, gc, BT, BC, BK)
-        store_rows(kd.slice(axis=0, start=bos, stop=eos), chunk, h,
-                   kt * ct.exp(g_last - gc), BT, BK)
-        ct.store(decay, (row, h, 0), tile=ct.reshape(ct.exp(g_last), (1, 1, GW)))
+        ct.store(decay, (row, h, 0), tile=ct.reshape(fast_exp(g_last), (1, 1, GW)))
 
         t_inv = tril_inverse(ct.where(r > c, b * kk, 0.0), BT, LOG2_BT)
         if STORE_TINV:   # the backward reuses T instead of inverting again
             store_rows(tinv.slice(axis=0, start=bos, stop=eos), chunk, h, t_inv, BT, BT)
+        t_beta = t_inv * ct.reshape(b, (1, BT))
         store_rows(w.slice(axis=0, start=bos, stop=eos), chunk, h,
-                   mm_tf32(t_inv, kt * (b * ct.exp(gc))), BT, BK)
-        vt = load_rows(v.slice(axis=0, start=bos, stop=eos), chunk, h // GROUP_V, BT, BV)
-        store_rows(u.slice(axis=0, start=bos, stop=eos), chunk, h, mm_tf32(t_inv, vt * b),
-                   BT, BV)
+                   mm_bf16(t_beta, k_exp, ct.zeros((BT, BK), dtype=ct.float32)), BT, BK)
+        vt = load_rows_raw(v.slice(axis=0, start=bos, stop=eos), chunk, h // GROUP_V, BT, BV)
+        store_rows(u.slice(axis=0, start=bos, stop=eos), chunk, h,
+                   mm_bf16(t_beta, vt, ct.zeros((BT, BV), dtype=ct.float32)), BT, BV)
