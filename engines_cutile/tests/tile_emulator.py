@@ -178,7 +178,7 @@ def load(array, index, shape, *, padding_mode=PaddingMode.UNDETERMINED, **_):
 def store(array, index, tile):
     index = tuple(index) if isinstance(index, (tuple, list)) else (index,)
     tile = np.asarray(tile)
-    if tile.ndim == 0 and len(array.shape) != 0 and tile.size == 1 and len(index) == len(array.shape):
+    if tile.ndim == 0 and len(index) == len(array.shape) != 0:
         tile = tile.reshape((1,) * len(array.shape))
     if tile.ndim != len(array.shape):
         raise ValueError(f"store: tile of shape {tile.shape} into a {len(array.shape)}-d array")

@@ -18,9 +18,10 @@ and P vanish and they never reach real tokens.
 GDN's forward (ROW_SCALES) writes no qg / kd: a GDN decay is one scalar per row, so
 stage 2 applies it, with the l2norm factors, as row scales of q @ S and of v_new
 (chunk_fwd ROW_SCALES), from q_row = scale r_q exp(G) and k_row = r_k exp(G_last - G)
-([T, HO] fp32 each) and `decay`.  KDA and the backward's recompute write qg and kd.  The GDN path (`_wy_chunk_gdn`) also folds every decay and l2norm factor
-into row / column scales of plain q k^T, k k^T products and of T, so the tensor cores
-read q, k and v exactly as loaded and only T-derived operands are rounded.
+([T, HO] fp32 each) and `decay`.  KDA and the backward's recompute write qg and kd.
+The GDN path (`_wy_chunk_gdn`) also folds every decay and l2norm factor into row /
+column scales of plain q k^T, k k^T products and of T, so the tensor cores read q, k
+and v exactly as loaded and only T-derived operands are rounded.
 
 With STORE_TINV (backward recompute) T itself is kept too ([T, HO, BT] fp32).
 KDA chunks whose gate range is too wide for the one-matmul score split (intra_scores,
@@ -62,22 +63,24 @@ def la_wy_fwd_kernel(q, k, v, g, beta, cu_seqlens, table, w, u, p, qg, kd, decay
                      ROW_SCALES: ct.Constant[bool]):
     row = ct.bid(0)
     h = ct.bid(1)
-    seq = ct.load(table, (row, 0), shape=())
-    chunk = ct.load(table, (row, 1), shape=())
-    bos = ct.load(cu_seqlens, (seq,), shape=())
-    eos = ct.load(cu_seqlens, (seq + 1,), shape=())
-    live = chunk * BT < eos - bos
-    if TIER == 2:
-        live = live & (ct.load(reroute, (row, h), shape=()) != 0)
-    if live:
-        if KDA:
-            _wy_chunk_kda(q, k, v, g, beta, w, u, p, qg, kd, decay, reroute, tinv, row, h,
-                          chunk, bos, eos, scale, GROUP_QK, GROUP_V, BT, LOG2_BT, BK, BV, GW,
-                          USE_L2NORM, TIER, STORE_TINV)
-        else:
-            _wy_chunk_gdn(q, k, v, g, beta, w, u, p, qg, kd, decay, tinv, q_row, k_row, row,
-                          h, chunk, bos, eos, scale, GROUP_QK, GROUP_V, BT, LOG2_BT, BK, BV,
-                          USE_L2NORM, STORE_TINV, ROW_SCALES)
+    served = True
+    if TIER == 2:   # most CTAs of this launch exit after this one load (tier 1 served them)
+        served = ct.load(reroute, (row, h), shape=()) != 0
+    if served:
+        seq = ct.load(table, (row, 0), shape=())
+        chunk = ct.load(table, (row, 1), shape=())
+        bos = ct.load(cu_seqlens, (seq,), shape=())
+        eos = ct.load(cu_seqlens, (seq + 1,), shape=())
+        live = chunk * BT < eos - bos
+        if live:
+            if KDA:
+                _wy_chunk_kda(q, k, v, g, beta, w, u, p, qg, kd, decay, reroute, tinv, row, h,
+                              chunk, bos, eos, scale, GROUP_QK, GROUP_V, BT, LOG2_BT, BK, BV, GW,
+                              USE_L2NORM, TIER, STORE_TINV)
+            else:
+                _wy_chunk_gdn(q, k, v, g, beta, w, u, p, qg, kd, decay, tinv, q_row, k_row, row,
+                              h, chunk, bos, eos, scale, GROUP_QK, GROUP_V, BT, LOG2_BT, BK, BV,
+                              USE_L2NORM, STORE_TINV, ROW_SCALES)
 
 
 def load_column(arr, chunk, h, BT: int):
