@@ -195,5 +195,29 @@ def test_emulated_launches_cover_every_forward_stage():
     assert "la_wy_fwd_kernel" in names
 
 
+@pytest.mark.parametrize("family", ["gdn", "kda"])
+def test_stage_by_stage_backward_equals_the_whole(family):
+    """bench/stage_times.py times chunked_bwd one launch kind at a time: those runs, in
+    order, must redo exactly what the whole backward does."""
+    kda = family == "kda"
+    q, k, v, g, beta, cu = make_inputs([70, 64], 2, 2, 64, 64, kda, False, "strong")
+    d_out = torch.randn(134, 2, 64).to(q.dtype)
+    outs = []
+    with emulated_kernels() as kern:
+        lay = kern.bwd.bwd_layout(134, 2, 2, 2, 64, 64, kda=kda, io_dtype=q.dtype,
+                                  io_itemsize=2, int32_dtype=torch.int32,
+                                  float32_dtype=torch.float32)
+        for stages in (None, [("table",), ("wy",), ("recompute",), ("dhu",), ("dqkwg",),
+                              ("bwd_wy",), ("group_sum",)]):
+            grads = [torch.full_like(x, float("nan")) for x in (q, k, v, g, beta)]
+            s = carve(lay)
+            for st in stages or [None]:
+                kern.bwd.chunked_bwd(q, k, v, g, beta, cu, d_out, *grads, s, kda=kda,
+                                     scale=0.125, stream=0, stages=st)
+            outs.append(grads)
+    for whole, staged in zip(*outs):
+        assert torch.equal(whole, staged)
+
+
 if __name__ == "__main__":
     raise SystemExit(pytest.main([__file__, "-q"]))
