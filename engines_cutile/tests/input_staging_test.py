@@ -67,7 +67,24 @@ def test_kda_fp16_gets_fp32_input_copies_and_fp32_scratch(backward):
 def test_other_passes_run_on_the_callers_buffers(backward, kda, io):
     lay = layout(backward, kda, io, **GEO)
     assert staged(lay) == {}
-    assert {lay.regions[n].dtype for n in IO_SCRATCH} == {io}
+    assert {lay.regions[n].dtype for n in IO_SCRATCH if n in lay.regions} == {io}
+
+
+@pytest.mark.parametrize("kda", [False, True], ids=["gdn", "kda"])
+@pytest.mark.parametrize("backward", [False, True], ids=["fwd", "bwd"])
+def test_decayed_qk_scratch_only_where_stage1_writes_it(backward, kda):
+    """GDN's forward applies its decays in stage 2 as row factors (q_row / k_row, no qg /
+    kd scratch); KDA and every backward recompute keep qg / kd."""
+    T, N, H, HV, K, V = GEO.values()
+    regions = layout(backward, kda, BF16, **GEO).regions
+    rowwise = not kda and not backward
+    assert ({"q_row", "k_row"} <= set(regions)) == rowwise
+    assert ({"qg", "kd"} <= set(regions)) != rowwise
+    assert not {"q_row", "k_row", "qg", "kd"} - set(regions) - (
+        {"qg", "kd"} if rowwise else {"q_row", "k_row"})
+    assert "decay" in regions
+    if rowwise:
+        assert regions["q_row"].shape == (T, max(H, HV)) and regions["q_row"].dtype == F32
 
 
 @pytest.mark.parametrize("backward", [False, True], ids=["fwd", "bwd"])

@@ -26,7 +26,7 @@ def bwd_layout(total_tokens: int, n_seq: int, h_q: int, hv: int, dk: int, dv: in
     ho = max(h_q, hv)
     lay = fwd_layout(total_tokens, n_seq, ho, dk, dv, kda=kda, io_dtype=io_dtype,
                      io_itemsize=io_itemsize, int32_dtype=int32_dtype,
-                     float32_dtype=float32_dtype, h_q=h_q, hv=hv)
+                     float32_dtype=float32_dtype, h_q=h_q, hv=hv, backward=True)
     if needs_fp32_staging(kda, io_dtype):
         add_staging(lay, {"dO": (total_tokens, ho, dv)}, float32_dtype)
     io_dtype, io_itemsize = scratch_dtype(kda, io_dtype, io_itemsize, float32_dtype)
@@ -50,7 +50,10 @@ def bwd_layout(total_tokens: int, n_seq: int, h_q: int, hv: int, dk: int, dv: in
 def chunked_bwd(q, k, v, g, beta, cu_seqlens, d_out, dq, dk, dv, dg, dbeta, scratch, *,
                 kda: bool, scale: float, initial_state=None, d_final_state=None,
                 d_initial_state=None, use_l2norm: bool = False, stream=None,
-                bv: int = BV_STAGE2) -> None:
+                bv: int = BV_STAGE2, stages: tuple[str, ...] | None = None) -> None:
+    """Run the backward; `stages` (default: all) lets benchmarks time launches one kind at
+    a time: "table", "wy", "recompute", "dhu", "dqkwg", "bwd_wy", "group_sum" (each later
+    stage reads the scratch an earlier full call left)."""
     import cuda.tile as ct
     import torch
 
@@ -78,43 +81,53 @@ def chunked_bwd(q, k, v, g, beta, cu_seqlens, d_out, dq, dk, dv, dg, dbeta, scra
     tiers = (1, 2) if kda else (1,)
     placeholder = s["count"].view(1, 1, 1, 1)
     placeholder3 = s["count"].view(1, 1, 1)
+    placeholder2 = s["count"].view(1, 1)
 
-    chunk_table_fwd(cu_seqlens, s["table"], s["count"], s["offsets"], n_seq, BT, stream)
-    for tier in tiers:
+    def want(stage: str) -> bool:
+        return stages is None or stage in stages
+
+    if want("table"):
+        chunk_table_fwd(cu_seqlens, s["table"], s["count"], s["offsets"], n_seq, BT, stream)
+    for tier in tiers if want("wy") else ():
         ct.launch(stream, (rows, ho, 1), la_wy_fwd_kernel,
                   (q, k, v, g, beta, cu_seqlens, s["table"], s["w"], s["u"], s["p"], s["qg"],
-                   s["kd"], s["decay"], s["reroute"], s["tinv"], float(scale), ho // h_q,
-                   ho // hv, BT, int(math.log2(BT)), bk, bv_full, gw, bool(kda),
-                   bool(use_l2norm), tier, True))
+                   s["kd"], s["decay"], s["reroute"], s["tinv"], placeholder2, placeholder2,
+                   float(scale), ho // h_q, ho // hv, BT, int(math.log2(BT)), bk, bv_full, gw,
+                   bool(kda), bool(use_l2norm), tier, True, False))
     v_blocks = (d_v + bv - 1) // bv
-    ct.launch(stream, (n_seq, ho, v_blocks), la_chunk_fwd_kernel,
-              (s["w"], s["u"], s["p"], s["qg"], s["kd"], s["decay"], cu_seqlens, s["offsets"],
-               placeholder if initial_state is None else initial_state, placeholder,
-               placeholder3, s["states"], s["v_new"], BT, bk, bv, gw,
-               initial_state is not None, False, True))
-    ct.launch(stream, (n_seq, ho, v_blocks), la_chunk_bwd_dhu_kernel,
-              (s["w"], s["p"], s["qg"], s["kd"], s["decay"], d_out, cu_seqlens, s["offsets"],
-               placeholder if d_final_state is None else d_final_state,
-               placeholder if d_initial_state is None else d_initial_state,
-               s["dstates"], s["dv_new"], BT, bk, bv, gw, d_final_state is not None,
-               d_initial_state is not None))
+    if want("recompute"):
+        ct.launch(stream, (n_seq, ho, v_blocks), la_chunk_fwd_kernel,
+                  (s["w"], s["u"], s["p"], s["qg"], s["kd"], s["decay"], cu_seqlens,
+                   s["offsets"], placeholder if initial_state is None else initial_state,
+                   placeholder, placeholder3, s["states"], s["v_new"], placeholder3,
+                   placeholder3, placeholder2, placeholder2, 1, BT, bk, bv, gw,
+                   initial_state is not None, False, True, False))
+    if want("dhu"):
+        ct.launch(stream, (n_seq, ho, v_blocks), la_chunk_bwd_dhu_kernel,
+                  (s["w"], s["p"], s["qg"], s["kd"], s["decay"], d_out, cu_seqlens,
+                   s["offsets"], placeholder if d_final_state is None else d_final_state,
+                   placeholder if d_initial_state is None else d_initial_state,
+                   s["dstates"], s["dv_new"], BT, bk, bv, gw, d_final_state is not None,
+                   d_initial_state is not None))
     dq_dst = s["dq_group"] if ho != h_q else dq
     dk_dst = s["dk_group"] if ho != h_q else dk
     dv_dst = s["dv_group"] if ho != hv else dv
     for tier in tiers:
-        for part in (1, 2):
+        for part in (1, 2) if want("dqkwg") else ():
             ct.launch(stream, (rows, ho, 1), la_bwd_dqkwg_kernel,
                       (q, k, g, d_out, cu_seqlens, s["table"], s["reroute"], s["states"],
                        s["dstates"], s["v_new"], s["dv_new"], dq_dst, s["dk_part"], s["dw"],
                        s["dg_part"], float(scale), ho // h_q, BT, bk, bv_full, gw, bool(kda),
                        bool(use_l2norm), tier, part))
-        ct.launch(stream, (rows, ho, 1), la_bwd_wy_kernel,
-                  (k, v, g, beta, cu_seqlens, s["table"], s["reroute"], s["tinv"], s["dv_new"],
-                   s["dw"], s["dk_part"], s["dg_part"], dk_dst, dv_dst, dg, dbeta, ho // h_q,
-                   ho // hv, BT, bk, bv_full, gw, bool(kda), bool(use_l2norm), tier))
+        if want("bwd_wy"):
+            ct.launch(stream, (rows, ho, 1), la_bwd_wy_kernel,
+                      (k, v, g, beta, cu_seqlens, s["table"], s["reroute"], s["tinv"],
+                       s["dv_new"], s["dw"], s["dk_part"], s["dg_part"], dk_dst, dv_dst, dg,
+                       dbeta, ho // h_q, ho // hv, BT, bk, bv_full, gw, bool(kda),
+                       bool(use_l2norm), tier))
     t_blocks = (total + BT - 1) // BT
     for part, out, groups, width in ((dq_dst, dq, ho // h_q, bk), (dk_dst, dk, ho // h_q, bk),
                                      (dv_dst, dv, ho // hv, bv_full)):
-        if groups > 1:
+        if groups > 1 and want("group_sum"):
             ct.launch(stream, (t_blocks, out.shape[1], 1), head_group_sum_kernel,
                       (part, out, groups, BT, width))

@@ -28,20 +28,26 @@ from .wy_fwd import load_gate_cumsum
 BC = 16
 
 
-def chunk_live(table, cu_seqlens, reroute, row, h, BT: int, KDA: bool, TIER: int):
-    """(live, chunk, bos, eos): whether this launch serves chunk-table row `row`."""
+def tier_serves(reroute, row, h, KDA: bool, TIER: int):
+    """Whether this launch's score tier serves (row, h): KDA tier 1 the chunks the forward
+    recompute left unflagged, tier 2 the flagged ones (checked first: one load decides
+    for most CTAs of the tier-2 launches).  Rows past the chunk count hold stale flags;
+    chunk_live rejects them."""
+    if KDA:
+        flag = ct.load(reroute, (row, h), shape=())
+        if TIER == 1:
+            return flag == 0
+        return flag != 0
+    return True
+
+
+def chunk_live(table, cu_seqlens, row, BT: int):
+    """(live, chunk, bos, eos): whether chunk-table row `row` is a real chunk."""
     seq = ct.load(table, (row, 0), shape=())
     chunk = ct.load(table, (row, 1), shape=())
     bos = ct.load(cu_seqlens, (seq,), shape=())
     eos = ct.load(cu_seqlens, (seq + 1,), shape=())
-    live = chunk * BT < eos - bos
-    if KDA:
-        flag = ct.load(reroute, (row, h), shape=())
-        if TIER == 1:
-            live = live & (flag == 0)
-        else:
-            live = live & (flag != 0)
-    return live, chunk, bos, eos
+    return chunk * BT < eos - bos, chunk, bos, eos
 
 
 @ct.kernel(occupancy=1)
@@ -53,47 +59,48 @@ def la_bwd_dqkwg_kernel(q, k, g, d_out, cu_seqlens, table, reroute, states, dsta
                         PART: ct.Constant[int]):
     row = ct.bid(0)
     h = ct.bid(1)
-    live, chunk, bos, eos = chunk_live(table, cu_seqlens, reroute, row, h, BT, KDA, TIER)
-    if live:
-        qk_head = h // GROUP_QK
-        qt = load_rows(q.slice(axis=0, start=bos, stop=eos), chunk, qk_head, BT, BK)
-        kt = load_rows(k.slice(axis=0, start=bos, stop=eos), chunk, qk_head, BT, BK)
-        rq = 1.0
-        if USE_L2NORM:
-            rq = ct.rsqrt(ct.sum(qt * qt, axis=1, keepdims=True) + L2NORM_EPS)
-            qt = qt * rq
-            kt = kt * ct.rsqrt(ct.sum(kt * kt, axis=1, keepdims=True) + L2NORM_EPS)
-        gc, g_last = load_gate_cumsum(g.slice(axis=0, start=bos, stop=eos), chunk, h, BT, BK,
-                                      KDA)
-        r, c = row_col_index(BT)
-        dot = load_rows(d_out.slice(axis=0, start=bos, stop=eos), chunk, h, BT, BV)
-        vn = load_rows(v_new.slice(axis=0, start=bos, stop=eos), chunk, h, BT, BV)
-        hs = load_state_kmajor(states, row, h, BK, BV)
-        if PART == 1:
-            dq_h = mm_tf32(dot, ct.transpose(hs)) * (ct.exp(gc) * scale)
-            d_aqk = ct.where(r >= c, mm_tf32(dot, ct.transpose(vn)) * scale, 0.0)
-            dq_x, dk_y, dg_x = gram_bwd(d_aqk, qt, kt, gc, BT, BC, BK, KDA, TIER)
-            d_q = dq_h + dq_x
-            dgt = dg_x + to_gate(qt * dq_h, KDA)
+    if tier_serves(reroute, row, h, KDA, TIER):
+        live, chunk, bos, eos = chunk_live(table, cu_seqlens, row, BT)
+        if live:
+            qk_head = h // GROUP_QK
+            qt = load_rows(q.slice(axis=0, start=bos, stop=eos), chunk, qk_head, BT, BK)
+            kt = load_rows(k.slice(axis=0, start=bos, stop=eos), chunk, qk_head, BT, BK)
+            rq = 1.0
             if USE_L2NORM:
-                d_q = (d_q - qt * ct.sum(qt * d_q, axis=1, keepdims=True)) * rq
-            store_rows(dq.slice(axis=0, start=bos, stop=eos), chunk, h, d_q, BT, BK)
-            store_rows(dk_part.slice(axis=0, start=bos, stop=eos), chunk, h, dk_y, BT, BK)
-        else:
-            dhs = load_state_kmajor(dstates, row, h, BK, BV)
-            dk_h = mm_tf32(vn, ct.transpose(dhs)) * ct.exp(g_last - gc)
-            dk_rows = load_rows(dk_part.slice(axis=0, start=bos, stop=eos), chunk, h, BT, BK)
-            store_rows(dk_part.slice(axis=0, start=bos, stop=eos), chunk, h, dk_rows + dk_h,
-                       BT, BK)
-            dvn = load_rows(dv_new.slice(axis=0, start=bos, stop=eos), chunk, h, BT, BV)
-            store_rows(dw.slice(axis=0, start=bos, stop=eos), chunk, h,
-                       -mm_tf32(dvn, ct.transpose(hs)), BT, BK)
-            h_dh = to_gate(ct.transpose(ct.sum(hs * dhs, axis=1, keepdims=True)), KDA)
-            last = ct.sum(to_gate(kt * dk_h, KDA), axis=0, keepdims=True) + \
-                ct.exp(g_last) * h_dh                                            # [1, GW]
-            # on the chunk's last REAL row: padded rows do not survive the scratch round
-            # trip, and the reverse cumsum hands it to every real row either way
-            last_row = ct.minimum(eos - bos - chunk * BT, BT) - 1
-            dgt = load_rows(dg_part.slice(axis=0, start=bos, stop=eos), chunk, h, BT, GW) - \
-                to_gate(kt * dk_h, KDA) + ct.where(r == last_row, last, 0.0)
-        store_rows(dg_part.slice(axis=0, start=bos, stop=eos), chunk, h, dgt, BT, GW)
+                rq = ct.rsqrt(ct.sum(qt * qt, axis=1, keepdims=True) + L2NORM_EPS)
+                qt = qt * rq
+                kt = kt * ct.rsqrt(ct.sum(kt * kt, axis=1, keepdims=True) + L2NORM_EPS)
+            gc, g_last = load_gate_cumsum(g.slice(axis=0, start=bos, stop=eos), chunk, h, BT, BK,
+                                          KDA)
+            r, c = row_col_index(BT)
+            dot = load_rows(d_out.slice(axis=0, start=bos, stop=eos), chunk, h, BT, BV)
+            vn = load_rows(v_new.slice(axis=0, start=bos, stop=eos), chunk, h, BT, BV)
+            hs = load_state_kmajor(states, row, h, BK, BV)
+            if PART == 1:
+                dq_h = mm_tf32(dot, ct.transpose(hs)) * (ct.exp(gc) * scale)
+                d_aqk = ct.where(r >= c, mm_tf32(dot, ct.transpose(vn)) * scale, 0.0)
+                dq_x, dk_y, dg_x = gram_bwd(d_aqk, qt, kt, gc, BT, BC, BK, KDA, TIER)
+                d_q = dq_h + dq_x
+                dgt = dg_x + to_gate(qt * dq_h, KDA)
+                if USE_L2NORM:
+                    d_q = (d_q - qt * ct.sum(qt * d_q, axis=1, keepdims=True)) * rq
+                store_rows(dq.slice(axis=0, start=bos, stop=eos), chunk, h, d_q, BT, BK)
+                store_rows(dk_part.slice(axis=0, start=bos, stop=eos), chunk, h, dk_y, BT, BK)
+            else:
+                dhs = load_state_kmajor(dstates, row, h, BK, BV)
+                dk_h = mm_tf32(vn, ct.transpose(dhs)) * ct.exp(g_last - gc)
+                dk_rows = load_rows(dk_part.slice(axis=0, start=bos, stop=eos), chunk, h, BT, BK)
+                store_rows(dk_part.slice(axis=0, start=bos, stop=eos), chunk, h, dk_rows + dk_h,
+                           BT, BK)
+                dvn = load_rows(dv_new.slice(axis=0, start=bos, stop=eos), chunk, h, BT, BV)
+                store_rows(dw.slice(axis=0, start=bos, stop=eos), chunk, h,
+                           -mm_tf32(dvn, ct.transpose(hs)), BT, BK)
+                h_dh = to_gate(ct.transpose(ct.sum(hs * dhs, axis=1, keepdims=True)), KDA)
+                last = ct.sum(to_gate(kt * dk_h, KDA), axis=0, keepdims=True) + \
+                    ct.exp(g_last) * h_dh                                            # [1, GW]
+                # on the chunk's last REAL row: padded rows do not survive the scratch round
+                # trip, and the reverse cumsum hands it to every real row either way
+                last_row = ct.minimum(eos - bos - chunk * BT, BT) - 1
+                dgt = load_rows(dg_part.slice(axis=0, start=bos, stop=eos), chunk, h, BT, GW) - \
+                    to_gate(kt * dk_h, KDA) + ct.where(r == last_row, last, 0.0)
+            store_rows(dg_part.slice(axis=0, start=bos, stop=eos), chunk, h, dgt, BT, GW)

@@ -15,7 +15,7 @@ Grid: (NT_bound, HO), same tiers as bwd_dqkwg.
 """
 import cuda.tile as ct
 
-from .bwd_dqkwg import chunk_live
+from .bwd_dqkwg import chunk_live, tier_serves
 from .decay_gram import gram_bwd, to_gate
 from .tile_math import L2NORM_EPS, mm_tf32, row_col_index
 from .tile_io import ZERO, load_rows, store_rows
@@ -33,47 +33,48 @@ def la_bwd_wy_kernel(k, v, g, beta, cu_seqlens, table, reroute, tinv, dv_new, dw
                      USE_L2NORM: ct.Constant[bool], TIER: ct.Constant[int]):
     row = ct.bid(0)
     h = ct.bid(1)
-    live, chunk, bos, eos = chunk_live(table, cu_seqlens, reroute, row, h, BT, KDA, TIER)
-    if live:
-        kt = load_rows(k.slice(axis=0, start=bos, stop=eos), chunk, h // GROUP_QK, BT, BK)
-        if USE_L2NORM:
-            rk = ct.rsqrt(ct.sum(kt * kt, axis=1, keepdims=True) + L2NORM_EPS)
-            kt = kt * rk
-        b = ct.astype(ct.load(beta.slice(axis=0, start=bos, stop=eos), (chunk, h),
-                              shape=(BT, 1), padding_mode=ZERO), ct.float32)
-        gc, _ = load_gate_cumsum(g.slice(axis=0, start=bos, stop=eos), chunk, h, BT, BK, KDA)
-        e_g = ct.exp(gc)
-        r, c = row_col_index(BT)
-        t_inv_t = ct.transpose(load_rows(tinv.slice(axis=0, start=bos, stop=eos), chunk, h,
-                                         BT, BT))
-        vt = load_rows(v.slice(axis=0, start=bos, stop=eos), chunk, h // GROUP_V, BT, BV)
-        dvn = load_rows(dv_new.slice(axis=0, start=bos, stop=eos), chunk, h, BT, BV)
-        dwt = load_rows(dw.slice(axis=0, start=bos, stop=eos), chunk, h, BT, BK)
-        kbe = kt * (b * e_g)
+    if tier_serves(reroute, row, h, KDA, TIER):
+        live, chunk, bos, eos = chunk_live(table, cu_seqlens, row, BT)
+        if live:
+            kt = load_rows(k.slice(axis=0, start=bos, stop=eos), chunk, h // GROUP_QK, BT, BK)
+            if USE_L2NORM:
+                rk = ct.rsqrt(ct.sum(kt * kt, axis=1, keepdims=True) + L2NORM_EPS)
+                kt = kt * rk
+            b = ct.astype(ct.load(beta.slice(axis=0, start=bos, stop=eos), (chunk, h),
+                                  shape=(BT, 1), padding_mode=ZERO), ct.float32)
+            gc, _ = load_gate_cumsum(g.slice(axis=0, start=bos, stop=eos), chunk, h, BT, BK, KDA)
+            e_g = ct.exp(gc)
+            r, c = row_col_index(BT)
+            t_inv_t = ct.transpose(load_rows(tinv.slice(axis=0, start=bos, stop=eos), chunk, h,
+                                             BT, BT))
+            vt = load_rows(v.slice(axis=0, start=bos, stop=eos), chunk, h // GROUP_V, BT, BV)
+            dvn = load_rows(dv_new.slice(axis=0, start=bos, stop=eos), chunk, h, BT, BV)
+            dwt = load_rows(dw.slice(axis=0, start=bos, stop=eos), chunk, h, BT, BK)
+            kbe = kt * (b * e_g)
 
-        d_bv = mm_tf32(t_inv_t, dvn)
-        store_rows(dv.slice(axis=0, start=bos, stop=eos), chunk, h, b * d_bv, BT, BV)
-        d_beta = ct.sum(vt * d_bv, axis=1, keepdims=True)
-        d_t = mm_tf32(dvn, ct.transpose(vt * b)) + mm_tf32(dwt, ct.transpose(kbe))
-        d_a = ct.where(r > c, -mm_tf32(mm_tf32(t_inv_t, d_t), t_inv_t), 0.0)
-        d_kbe = mm_tf32(t_inv_t, dwt)
-        dkb_x, dk_a, dg_a = gram_bwd(d_a, kt * b, kt, gc, BT, BC, BK, KDA, TIER)
-        d_kb = d_kbe * e_g + dkb_x
-        d_beta = d_beta + ct.sum(kt * d_kb, axis=1, keepdims=True)
-        ct.store(dbeta.slice(axis=0, start=bos, stop=eos), (chunk, h),
-                 tile=ct.astype(d_beta, dbeta.dtype))
+            d_bv = mm_tf32(t_inv_t, dvn)
+            store_rows(dv.slice(axis=0, start=bos, stop=eos), chunk, h, b * d_bv, BT, BV)
+            d_beta = ct.sum(vt * d_bv, axis=1, keepdims=True)
+            d_t = mm_tf32(dvn, ct.transpose(vt * b)) + mm_tf32(dwt, ct.transpose(kbe))
+            d_a = ct.where(r > c, -mm_tf32(mm_tf32(t_inv_t, d_t), t_inv_t), 0.0)
+            d_kbe = mm_tf32(t_inv_t, dwt)
+            dkb_x, dk_a, dg_a = gram_bwd(d_a, kt * b, kt, gc, BT, BC, BK, KDA, TIER)
+            d_kb = d_kbe * e_g + dkb_x
+            d_beta = d_beta + ct.sum(kt * d_kb, axis=1, keepdims=True)
+            ct.store(dbeta.slice(axis=0, start=bos, stop=eos), (chunk, h),
+                     tile=ct.astype(d_beta, dbeta.dtype))
 
-        d_k = load_rows(dk_part.slice(axis=0, start=bos, stop=eos), chunk, h, BT, BK) + \
-            b * d_kb + dk_a
-        if USE_L2NORM:
-            d_k = (d_k - kt * ct.sum(kt * d_k, axis=1, keepdims=True)) * rk
-        store_rows(dk.slice(axis=0, start=bos, stop=eos), chunk, h, d_k, BT, BK)
+            d_k = load_rows(dk_part.slice(axis=0, start=bos, stop=eos), chunk, h, BT, BK) + \
+                b * d_kb + dk_a
+            if USE_L2NORM:
+                d_k = (d_k - kt * ct.sum(kt * d_k, axis=1, keepdims=True)) * rk
+            store_rows(dk.slice(axis=0, start=bos, stop=eos), chunk, h, d_k, BT, BK)
 
-        dgt = load_rows(dg_part.slice(axis=0, start=bos, stop=eos), chunk, h, BT, GW) + \
-            dg_a + to_gate(kbe * d_kbe, KDA)
-        dg_rows = ct.cumsum(dgt, axis=0, reverse=True)
-        if KDA:
-            store_rows(dg.slice(axis=0, start=bos, stop=eos), chunk, h, dg_rows, BT, BK)
-        else:
-            ct.store(dg.slice(axis=0, start=bos, stop=eos), (chunk, h),
-                     tile=ct.astype(dg_rows, dg.dtype))
+            dgt = load_rows(dg_part.slice(axis=0, start=bos, stop=eos), chunk, h, BT, GW) + \
+                dg_a + to_gate(kbe * d_kbe, KDA)
+            dg_rows = ct.cumsum(dgt, axis=0, reverse=True)
+            if KDA:
+                store_rows(dg.slice(axis=0, start=bos, stop=eos), chunk, h, dg_rows, BT, BK)
+            else:
+                ct.store(dg.slice(axis=0, start=bos, stop=eos), (chunk, h),
+                         tile=ct.astype(dg_rows, dg.dtype))

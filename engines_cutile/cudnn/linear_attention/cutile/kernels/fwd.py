@@ -1,9 +1,10 @@
 """Host orchestration of the chunked GDN / KDA forward: three launches, no host sync.
 
 1. chunk_table: (sequence, chunk) rows built on device from cu_seqlens;
-2. wy_fwd: per chunk and output head: w, u, the intra-chunk scores P, decayed q/k and
-   the chunk's total decay (scratch);
-3. chunk_fwd: per sequence, head and V block: the state recurrence with fused outputs.
+2. wy_fwd: per chunk and output head: w, u, the intra-chunk scores P and (KDA) decayed
+   q/k and the chunk's total decay (scratch);
+3. chunk_fwd: per sequence, head and V block: the state recurrence with fused outputs
+   (GDN: the decays applied there as row scales of q @ S and v_new, ROW_SCALES).
 
 Buffers: q, k [T, H, K]; v [T, HV, V]; g [T, HO] (GDN) or [T, HO, K] (KDA) and beta
 [T, HO] in fp32 or the io dtype; cu_seqlens [N+1] int32; initial_state / final_state
@@ -40,13 +41,21 @@ def scratch_dtype(kda: bool, io_dtype, io_itemsize: int, float32_dtype):
     return io_dtype, io_itemsize
 
 
+def row_scales(kda: bool, backward: bool) -> bool:
+    """Whether stage 1 writes GDN's row factors q_row / k_row instead of qg / kd (GDN
+    forward only: KDA's decays are per channel, the backward's recompute reads qg / kd)."""
+    return not kda and not backward
+
+
 def fwd_layout(total_tokens: int, n_seq: int, ho: int, dk: int, dv: int, *, kda: bool,
                io_dtype, io_itemsize: int, int32_dtype, float32_dtype,
-               h_q: int | None = None, hv: int | None = None) -> WorkspaceLayout:
+               h_q: int | None = None, hv: int | None = None,
+               backward: bool = False) -> WorkspaceLayout:
     """Scratch of one forward call; `.size` is the exact number of workspace bytes.
 
     `io_dtype` is the q/k/v dtype; h_q / hv (q/k and v heads, default ho) size the fp32
-    copies of q/k/v that KDA with float16 io needs (input_staging.py)."""
+    copies of q/k/v that KDA with float16 io needs (input_staging.py); `backward` keeps
+    the regions the backward's recompute needs (qg, kd for GDN too)."""
     lay = WorkspaceLayout()
     rows = nt_bound(total_tokens, n_seq)
     if needs_fp32_staging(kda, io_dtype):
@@ -56,8 +65,12 @@ def fwd_layout(total_tokens: int, n_seq: int, ho: int, dk: int, dv: int, *, kda:
     lay.add("w", (total_tokens, ho, dk), io_dtype, io_itemsize)
     lay.add("u", (total_tokens, ho, dv), io_dtype, io_itemsize)
     lay.add("p", (total_tokens, ho, BT), io_dtype, io_itemsize)
-    lay.add("qg", (total_tokens, ho, dk), io_dtype, io_itemsize)
-    lay.add("kd", (total_tokens, ho, dk), io_dtype, io_itemsize)
+    if row_scales(kda, backward):
+        lay.add("q_row", (total_tokens, ho), float32_dtype, 4)
+        lay.add("k_row", (total_tokens, ho), float32_dtype, 4)
+    else:
+        lay.add("qg", (total_tokens, ho, dk), io_dtype, io_itemsize)
+        lay.add("kd", (total_tokens, ho, dk), io_dtype, io_itemsize)
     lay.add("decay", (rows, ho, dk if kda else 1), float32_dtype, 4)
     lay.add("reroute", (rows, ho), int32_dtype, 4)
     lay.add("table", (rows, 2), int32_dtype, 4)
@@ -70,7 +83,8 @@ def chunked_fwd(q, k, v, g, beta, cu_seqlens, o, scratch, *, kda: bool, scale: f
                 initial_state=None, final_state=None, use_l2norm: bool = False,
                 stream=None, bv: int = BV_STAGE2,
                 stages: tuple[str, ...] = ("table", "wy", "chunk")) -> None:
-    """Run the forward; `stages` lets benchmarks time one launch at a time."""
+    """Run the forward; `stages` lets benchmarks time one launch at a time ("wy1" / "wy2":
+    one KDA score tier of the "wy" stage)."""
     import cuda.tile as ct
     import torch
 
@@ -91,23 +105,28 @@ def chunked_fwd(q, k, v, g, beta, cu_seqlens, o, scratch, *, kda: bool, scale: f
     s = scratch
     gw = bk if kda else 1
     placeholder3 = s["count"].view(1, 1, 1)   # ports a flag compiles out still need an array
+    rowwise = row_scales(kda, False)
+    placeholder2 = s["count"].view(1, 1)
+    qg, kd = (placeholder3, placeholder3) if rowwise else (s["qg"], s["kd"])
+    q_row, k_row = (s["q_row"], s["k_row"]) if rowwise else (placeholder2, placeholder2)
     if "table" in stages:
         chunk_table_fwd(cu_seqlens, s["table"], s["count"], s["offsets"], n_seq, BT, stream)
-    if "wy" in stages:
-        # KDA: tier 1 serves chunks whose gate range fits one score split and flags the
-        # rest, which the tier-2 variant (blocked exact scores) then serves
-        for tier in ((1, 2) if kda else (1,)):
+    # KDA: tier 1 serves chunks whose gate range fits one score split and flags the
+    # rest, which the tier-2 variant (blocked exact scores) then serves
+    for tier in ((1, 2) if kda else (1,)):
+        if "wy" in stages or f"wy{tier}" in stages:
             ct.launch(stream, (s["table"].shape[0], ho, 1), la_wy_fwd_kernel,
                       (q, k, v, g, beta, cu_seqlens, s["table"], s["w"], s["u"], s["p"],
-                       s["qg"], s["kd"], s["decay"], s["reroute"], placeholder3, float(scale),
-                       ho // h_q, ho // hv, BT, int(math.log2(BT)), bk, bv_full, gw, bool(kda),
-                       bool(use_l2norm), tier, False))
+                       qg, kd, s["decay"], s["reroute"], placeholder3, q_row, k_row,
+                       float(scale), ho // h_q, ho // hv, BT, int(math.log2(BT)), bk,
+                       bv_full, gw, bool(kda), bool(use_l2norm), tier, False, rowwise))
     if "chunk" not in stages:
         return
     placeholder = s["count"].view(1, 1, 1, 1)
     ct.launch(stream, (n_seq, ho, (dv + bv - 1) // bv), la_chunk_fwd_kernel,
-              (s["w"], s["u"], s["p"], s["qg"], s["kd"], s["decay"], cu_seqlens, s["offsets"],
+              (s["w"], s["u"], s["p"], qg, kd, s["decay"], cu_seqlens, s["offsets"],
                placeholder if initial_state is None else initial_state,
                placeholder if final_state is None else final_state,
-               o, placeholder, o, BT, bk, bv, gw, initial_state is not None,
-               final_state is not None, False))
+               o, placeholder, o, q if rowwise else placeholder3, k if rowwise else placeholder3,
+               q_row, k_row, ho // h_q if rowwise else 1, BT, bk, bv, gw,
+               initial_state is not None, final_state is not None, False, rowwise))

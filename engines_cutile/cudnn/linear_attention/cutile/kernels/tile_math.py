@@ -2,11 +2,12 @@
 
 Plain functions called from inside `@ct.kernel` bodies (cuTile inlines them).
 
-- `tril_inverse`: (I + A)^-1 for a strictly lower-triangular BT x BT tile A.  A is
-  nilpotent, so (I - N)^-1 = (I + N)(I + N^2)(I + N^4)...(I + N^(BT/2)) with N = -A:
-  log2(BT) squarings and products on the tensor cores (TF32) instead of BT sequential
-  forward-substitution steps.
-- `l2_normalize_rows`: x / sqrt(sum(x^2) + 1e-6) per row (the spec's in-kernel l2norm).
+- `tril_inverse`: (I + A)^-1 for a strictly lower-triangular BT x BT tile A by recursive
+  doubling of block inverses: 2 (log2(BT) - 1) bf16 tensor-core products instead of BT
+  sequential forward-substitution steps, and numerically stable (products of inverses,
+  not powers of A).
+- `l2_normalize_rows`: x / sqrt(sum(x^2) + 1e-6) per row (the spec's in-kernel l2norm);
+  `l2_row_factor` the per-row factor alone (to fold into a product's row / column scale).
 """
 import cuda.tile as ct
 
@@ -17,6 +18,12 @@ def mm_tf32(a, b):
     """a @ b for fp32 tiles on the TF32 tensor-core path, fp32 result."""
     acc = ct.zeros((a.shape[0], b.shape[1]), dtype=ct.float32)
     return ct.mma(ct.astype(a, ct.tfloat32), ct.astype(b, ct.tfloat32), acc)
+
+
+def fast_exp(x):
+    """exp on the SFU (ex2.approx, ~2 ulp): the precise exp costs ~10 instructions per
+    element, which dominated KDA's per-channel decay factors."""
+    return ct.exp(x, rounding_mode=ct.RoundingMode.APPROX)
 
 
 def mm_bf16(a, b, acc):
@@ -31,15 +38,37 @@ def row_col_index(n):
 
 
 def tril_inverse(a, BT, LOG2_BT):
-    """(I + a)^-1 for a strictly lower-triangular fp32 [BT, BT] tile."""
+    """(I + a)^-1 for a strictly lower-triangular fp32 [BT, BT] tile, by recursive doubling.
+
+    Level l (block size s = 2^l) merges the inverses of each block's two halves:
+        T <- T - T @ A_l @ T,   A_l = the part of `a` in a block's lower-left quarter,
+    i.e. [[T1, 0], [A21, T2]]^-1 = [[T1, 0], [-T2 A21 T1, T2]] for every block at once.
+    Level 1 needs no product (T = I - A_1).  Every product is of inverses and `a`, so the
+    rounding error stays at the operands' level even when T's Neumann series has huge
+    terms (strongly correlated keys; the Neumann product this replaces lost all accuracy
+    there, see engines_cutile/tests/tril_inverse_precision_test.py).  Operands are
+    rounded to bf16 (fp32 accumulation and fp32 T): two dependent products per level."""
     r, c = row_col_index(BT)
-    neg = -a
-    inv = ct.where(r == c, 1.0, 0.0) + neg
-    power = neg
-    for _ in range(LOG2_BT - 1):
-        power = mm_tf32(power, power)
-        inv = inv + mm_tf32(inv, power)
+    inv = ct.where(r == c, 1.0, 0.0) - ct.where(_lower_left_quarter(r, c, 1), a, 0.0)
+    for lvl in ct.static_iter(range(2, LOG2_BT + 1)):
+        x = mm_bf16(inv, ct.where(_lower_left_quarter(r, c, lvl), a, 0.0),
+                    ct.zeros((BT, BT), dtype=ct.float32))
+        inv = mm_bf16(-x, inv, inv)
     return inv
+
+
+def _lower_left_quarter(r, c, lvl: int):
+    """Mask of the entries whose row is in the second half and column in the first half
+    of the same block of 2^lvl rows: r >> (lvl-1) == c >> (lvl-1) + 1 with the latter even."""
+    hi_r = r >> (lvl - 1)
+    hi_c = c >> (lvl - 1)
+    return hi_r == ct.where((hi_c & 1) == 0, hi_c + 1, -1)
+
+
+def l2_row_factor(x):
+    """[n, 1] fp32 factors 1 / sqrt(sum(x^2) + eps) of a tile's rows (any float dtype)."""
+    xf = ct.astype(x, ct.float32)
+    return ct.rsqrt(ct.sum(xf * xf, axis=1, keepdims=True) + L2NORM_EPS)
 
 
 def l2_normalize_rows(x):
