@@ -158,8 +158,10 @@ def main(argv=None) -> int:
     if args.pack:
         parent, name = os.path.split(os.path.abspath(args.cache_dir))
         with open(args.pack, "wb") as out:
-            tar = subprocess.Popen(["tar", "cf", "-", f"--exclude={name}/.unpacked", "-C",
-                                    parent, name], stdout=subprocess.PIPE)
+            # the GPU suite unpacks into .tilecache/ whatever this cache's folder is called
+            tar = subprocess.Popen(["tar", "cf", "-", f"--exclude={name}/.unpacked",
+                                    f"--transform=s,^{name},.tilecache,", "-C", parent, name],
+                                   stdout=subprocess.PIPE)
             subprocess.run(["xz", "-T0", "-9"], stdin=tar.stdout, stdout=out, check=True)
             if tar.wait():
                 raise SystemExit("tar failed")

@@ -15,8 +15,10 @@ backward), carved from the workspace and filled on the launch stream; fp16 -> fp
 exact.  Its stage-to-stage scratch is float32 too: TF32/fp32 keeps at least fp16's
 precision and, unlike fp16, cannot overflow on large intermediate states.  Outputs are
 still written into the caller's float16 buffers (tile_io.store_rows casts on store).
-Remove this module's use once a tileiras release compiles the fp16 variant
-(engines_cutile/tests/aot_compile_test.py, `test_kda_fp16_tier2_wy_kernel_compiles_natively`).
+Since the session-5 rework of the KDA WY tiers the fp16 variant compiles with the same
+tileiras (engines_cutile/tests/aot_compile_test.py,
+`test_kda_fp16_tier2_wy_kernel_compiles_natively`); this staging stays until the native
+float16 path has passed the GPU tests, then its use goes.
 """
 from __future__ import annotations
 
