@@ -89,8 +89,29 @@ def _run_graph(op, tensors, outputs, attrs):
 @pytest.mark.parametrize("l2", [False, True], ids=["raw_qk", "l2norm"])
 @pytest.mark.parametrize("shape", SHAPES, ids=[s[0] for s in SHAPES])
 def test_forward_and_backward(shape, l2, with_h0, kda):
+    _check(shape, l2, with_h0, kda)
+
+
+# Correlated keys make I + A ill-conditioned: even a float64 WY inverse leaves ~6e-3 of
+# bf16-input error there (engines_cutile/tests/kernel_emulation_test.py), so these cases
+# get their own bound; the kernels before session 5 gave 1e14+ on them.
+CORRELATED_BOUND = 1.5e-2
+
+
+@pytest.mark.parametrize("kda", [False, True], ids=["gdn", "kda"])
+def test_forward_and_backward_with_correlated_keys(kda):
+    """Keys at cosine ~0.8 (a common direction plus noise), beta >= 0.5, slow decay."""
+    _check(SHAPES[1], False, False, kda, correlated=True)
+
+
+def _check(shape, l2, with_h0, kda, correlated=False):
     _, lens, H, HV, K, V = shape
     x = _inputs(lens, H, HV, K, V, kda, seed=len(lens) * 7 + K)
+    if correlated:
+        common = F.normalize(torch.randn(1, H, K, device="cuda"), dim=-1)
+        x["k"] = F.normalize(0.9 * common + 0.436 * x["k"].float(), dim=-1).bfloat16()
+        x["g"] = x["g"] * 0.04
+        x["beta"] = 0.5 + 0.5 * x["beta"]
     T, N, HO = sum(lens), len(lens), max(H, HV)
     scale = 1 / math.sqrt(K)
     h0 = torch.randn(N, HO, V, K, device="cuda") * 0.1 if with_h0 else None
@@ -130,8 +151,9 @@ def test_forward_and_backward(shape, l2, with_h0, kda):
             errs[name] = _rel(grads[name], getattr(ref, field), floor)
     print(f"\n{fam} {shape[0]} l2={l2} h0={with_h0}: " +
           " ".join(f"{k}={v:.1e}" for k, v in errs.items()))
-    bad = {k: v for k, v in errs.items() if not v <= REL_BOUND}
-    assert not bad, f"relative error above {REL_BOUND}: {bad}"
+    bound = CORRELATED_BOUND if correlated else REL_BOUND
+    bad = {k: v for k, v in errs.items() if not v <= bound}
+    assert not bad, f"relative error above {bound}: {bad}"
 
 
 if __name__ == "__main__":
