@@ -16,7 +16,9 @@
 #   tilecache  unpack .kit/tilecache.tar.xz (carried) into .tilecache: cuTile kernels compiled
 #              earlier (on a GPU machine, or ahead of time by tools/cutile_prewarm.py on a
 #              build host) are not compiled again; prints the cache's entries and tileiras
-#   frostbuild tools/frost_precompile.py on this machine's cores (FROST_BUILD_SUITES), into
+#   frostbuild tools/frost_precompile.py on this machine's cores (FROST_BUILD_SUITES; smoke
+#              kernels for FROST_BUILD_SMOKE_ALGORITHMS, default v2: run frostsmoke with
+#              FROST_SMOKE_ARGS="--algorithm v2"), into
 #              .frostcache, then as frostcache; the packed store comes back in $OUT
 #   packcache  report what this machine still JIT-compiled, pack .tilecache into $OUT
 #              (copy it to .kit/tilecache.tar.xz here afterwards)
@@ -80,7 +82,8 @@ for s in "$@"; do
                  # machine has 2), into .frostcache (kept: an unpacked .kit store seeds it);
                  # the store comes back as $OUT/frostcache.tar.xz for .kit/ on the build host
       stage frostbuild "python3 tools/frost_precompile.py --native --jobs \$(nproc) --out .frostcache \
-        --suites \${FROST_BUILD_SUITES:-torchops,frostmatrix,bench,stagetimes} --pack $OUT/frostcache.tar.xz"
+        --suites \${FROST_BUILD_SUITES:-torchops,frostmatrix,bench,stagetimes,frostsmoke} \
+        --smoke-algorithms \${FROST_BUILD_SMOKE_ALGORITHMS:-v2} --pack $OUT/frostcache.tar.xz"
       [ -d .frostcache ] && export FROST_KERNEL_CACHE="$PWD/.frostcache" ;;
     packcache)   # bring this machine's cuTile kernel cache back (then keep it in .kit/)
       stage packcache "python3 tools/cutile_cache_report.py .tilecache \
