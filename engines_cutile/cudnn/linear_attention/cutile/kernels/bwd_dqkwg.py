@@ -21,8 +21,8 @@ un-flagged in `reroute`, TIER 2 the flagged ones (blocked Gram adjoint).
 import cuda.tile as ct
 
 from .decay_gram import gram_bwd, to_gate
-from .tile_math import L2NORM_EPS, mm_tf32, row_col_index
-from .tile_io import load_rows, load_state_kmajor, store_rows
+from .tile_math import L2NORM_EPS, row_col_index
+from .tile_io import load_rows, load_rows_raw, load_state_kmajor_raw, store_rows
 from .wy_fwd import load_gate_cumsum
 
 BC = 16
@@ -63,22 +63,29 @@ def la_bwd_dqkwg_kernel(q, k, g, d_out, cu_seqlens, table, reroute, states, dsta
         live, chunk, bos, eos = chunk_live(table, cu_seqlens, row, BT)
         if live:
             qk_head = h // GROUP_QK
-            qt = load_rows(q.slice(axis=0, start=bos, stop=eos), chunk, qk_head, BT, BK)
             kt = load_rows(k.slice(axis=0, start=bos, stop=eos), chunk, qk_head, BT, BK)
-            rq = 1.0
             if USE_L2NORM:
-                rq = ct.rsqrt(ct.sum(qt * qt, axis=1, keepdims=True) + L2NORM_EPS)
-                qt = qt * rq
                 kt = kt * ct.rsqrt(ct.sum(kt * kt, axis=1, keepdims=True) + L2NORM_EPS)
             gc, g_last = load_gate_cumsum(g.slice(axis=0, start=bos, stop=eos), chunk, h, BT, BK,
                                           KDA)
             r, c = row_col_index(BT)
-            dot = load_rows(d_out.slice(axis=0, start=bos, stop=eos), chunk, h, BT, BV)
-            vn = load_rows(v_new.slice(axis=0, start=bos, stop=eos), chunk, h, BT, BV)
-            hs = load_state_kmajor(states, row, h, BK, BV)
+            # states, v_new and dO enter the products as stored (bf16 for bf16 io, fp32 when
+            # staged): the same values the TF32 path rounded, without fp32 [BK, BV] copies
+            mm_dtype = states.dtype
+            vn = load_rows_raw(v_new.slice(axis=0, start=bos, stop=eos), chunk, h, BT, BV)
+            hs = load_state_kmajor_raw(states, row, h, BK, BV)
             if PART == 1:
-                dq_h = mm_tf32(dot, ct.transpose(hs)) * (ct.exp(gc) * scale)
-                d_aqk = ct.where(r >= c, mm_tf32(dot, ct.transpose(vn)) * scale, 0.0)
+                qt = load_rows(q.slice(axis=0, start=bos, stop=eos), chunk, qk_head, BT, BK)
+                rq = 1.0
+                if USE_L2NORM:
+                    rq = ct.rsqrt(ct.sum(qt * qt, axis=1, keepdims=True) + L2NORM_EPS)
+                    qt = qt * rq
+                dot = ct.astype(load_rows_raw(d_out.slice(axis=0, start=bos, stop=eos), chunk, h,
+                                              BT, BV), mm_dtype)
+                dq_h = ct.mma(dot, ct.transpose(hs), ct.zeros((BT, BK), dtype=ct.float32)) * \
+                    (ct.exp(gc) * scale)
+                d_aqk = ct.where(r >= c, ct.mma(dot, ct.transpose(vn),
+                                                ct.zeros((BT, BT), dtype=ct.float32)) * scale, 0.0)
                 dq_x, dk_y, dg_x = gram_bwd(d_aqk, qt, kt, gc, BT, BC, BK, KDA, TIER)
                 d_q = dq_h + dq_x
                 dgt = dg_x + to_gate(qt * dq_h, KDA)
@@ -87,15 +94,18 @@ def la_bwd_dqkwg_kernel(q, k, g, d_out, cu_seqlens, table, reroute, states, dsta
                 store_rows(dq.slice(axis=0, start=bos, stop=eos), chunk, h, d_q, BT, BK)
                 store_rows(dk_part.slice(axis=0, start=bos, stop=eos), chunk, h, dk_y, BT, BK)
             else:
-                dhs = load_state_kmajor(dstates, row, h, BK, BV)
-                dk_h = mm_tf32(vn, ct.transpose(dhs)) * ct.exp(g_last - gc)
+                dhs = load_state_kmajor_raw(dstates, row, h, BK, BV)
+                dk_h = ct.mma(vn, ct.transpose(dhs), ct.zeros((BT, BK), dtype=ct.float32)) * \
+                    ct.exp(g_last - gc)
                 dk_rows = load_rows(dk_part.slice(axis=0, start=bos, stop=eos), chunk, h, BT, BK)
                 store_rows(dk_part.slice(axis=0, start=bos, stop=eos), chunk, h, dk_rows + dk_h,
                            BT, BK)
                 dvn = load_rows(dv_new.slice(axis=0, start=bos, stop=eos), chunk, h, BT, BV)
                 store_rows(dw.slice(axis=0, start=bos, stop=eos), chunk, h,
-                           -mm_tf32(dvn, ct.transpose(hs)), BT, BK)
-                h_dh = to_gate(ct.transpose(ct.sum(hs * dhs, axis=1, keepdims=True)), KDA)
+                           -mm_split(dvn, ct.transpose(hs), mm_dtype, BT, BK), BT, BK)
+                h_dh = to_gate(ct.transpose(ct.sum(ct.astype(hs, ct.float32) *
+                                                   ct.astype(dhs, ct.float32),
+                                                   axis=1, keepdims=True)), KDA)
                 last = ct.sum(to_gate(kt * dk_h, KDA), axis=0, keepdims=True) + \
                     ct.exp(g_last) * h_dh                                            # [1, GW]
                 # on the chunk's last REAL row: padded rows do not survive the scratch round
@@ -104,3 +114,13 @@ def la_bwd_dqkwg_kernel(q, k, g, d_out, cu_seqlens, table, reroute, states, dsta
                 dgt = load_rows(dg_part.slice(axis=0, start=bos, stop=eos), chunk, h, BT, GW) - \
                     to_gate(kt * dk_h, KDA) + ct.where(r == last_row, last, 0.0)
             store_rows(dg_part.slice(axis=0, start=bos, stop=eos), chunk, h, dgt, BT, GW)
+
+
+def mm_split(a, b, dtype, M: int, N: int):
+    """a @ b for an fp32 tile `a` and a tile `b` of `dtype`: `a` as the sum of two `dtype`
+    tiles (hi + rounding remainder), so the product keeps ~16 bits of `a` on the 16-bit
+    tensor-core path (exact copy when `dtype` is fp32)."""
+    hi = ct.astype(a, dtype)
+    lo = ct.astype(a - ct.astype(hi, ct.float32), dtype)
+    acc = ct.mma(hi, b, ct.zeros((M, N), dtype=ct.float32))
+    return ct.mma(lo, b, acc)
