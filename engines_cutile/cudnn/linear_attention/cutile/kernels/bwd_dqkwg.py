@@ -101,8 +101,13 @@ def la_bwd_dqkwg_kernel(q, k, g, d_out, cu_seqlens, table, reroute, states, dsta
                 store_rows(dk_part.slice(axis=0, start=bos, stop=eos), chunk, h, dk_rows + dk_h,
                            BT, BK)
                 dvn = load_rows(dv_new.slice(axis=0, start=bos, stop=eos), chunk, h, BT, BV)
-                store_rows(dw.slice(axis=0, start=bos, stop=eos), chunk, h,
-                           -mm_split(dvn, ct.transpose(hs), mm_dtype, BT, BK), BT, BK)
+                # dv_new (fp32) as hi + lo in the states' dtype: ~16 bits on the 16-bit path
+                dvn_hi = ct.astype(dvn, mm_dtype)
+                dvn_lo = ct.astype(dvn - ct.astype(dvn_hi, ct.float32), mm_dtype)
+                hs_t = ct.transpose(hs)
+                d_w = ct.mma(dvn_lo, hs_t,
+                             ct.mma(dvn_hi, hs_t, ct.zeros((BT, BK), dtype=ct.float32)))
+                store_rows(dw.slice(axis=0, start=bos, stop=eos), chunk, h, -d_w, BT, BK)
                 h_dh = to_gate(ct.transpose(ct.sum(ct.astype(hs, ct.float32) *
                                                    ct.astype(dhs, ct.float32),
                                                    axis=1, keepdims=True)), KDA)
@@ -115,12 +120,3 @@ def la_bwd_dqkwg_kernel(q, k, g, d_out, cu_seqlens, table, reroute, states, dsta
                     to_gate(kt * dk_h, KDA) + ct.where(r == last_row, last, 0.0)
             store_rows(dg_part.slice(axis=0, start=bos, stop=eos), chunk, h, dgt, BT, GW)
 
-
-def mm_split(a, b, dtype, M: int, N: int):
-    """a @ b for an fp32 tile `a` and a tile `b` of `dtype`: `a` as the sum of two `dtype`
-    tiles (hi + rounding remainder), so the product keeps ~16 bits of `a` on the 16-bit
-    tensor-core path (exact copy when `dtype` is fp32)."""
-    hi = ct.astype(a, dtype)
-    lo = ct.astype(a - ct.astype(hi, ct.float32), dtype)
-    acc = ct.mma(hi, b, ct.zeros((M, N), dtype=ct.float32))
-    return ct.mma(lo, b, acc)

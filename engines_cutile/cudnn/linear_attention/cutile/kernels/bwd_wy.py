@@ -17,8 +17,8 @@ import cuda.tile as ct
 
 from .bwd_dqkwg import chunk_live, tier_serves
 from .decay_gram import gram_bwd, to_gate
-from .tile_math import L2NORM_EPS, mm_tf32, row_col_index
-from .tile_io import ZERO, load_rows, store_rows
+from .tile_math import L2NORM_EPS, row_col_index, split_bf16
+from .tile_io import ZERO, load_rows, load_rows_raw, store_rows
 from .wy_fwd import load_gate_cumsum
 
 BC = 16
@@ -45,20 +45,41 @@ def la_bwd_wy_kernel(k, v, g, beta, cu_seqlens, table, reroute, tinv, dv_new, dw
             gc, _ = load_gate_cumsum(g.slice(axis=0, start=bos, stop=eos), chunk, h, BT, BK, KDA)
             e_g = ct.exp(gc)
             r, c = row_col_index(BT)
-            t_inv_t = ct.transpose(load_rows(tinv.slice(axis=0, start=bos, stop=eos), chunk, h,
-                                             BT, BT))
-            vt = load_rows(v.slice(axis=0, start=bos, stop=eos), chunk, h // GROUP_V, BT, BV)
-            dvn = load_rows(dv_new.slice(axis=0, start=bos, stop=eos), chunk, h, BT, BV)
-            dwt = load_rows(dw.slice(axis=0, start=bos, stop=eos), chunk, h, BT, BK)
-            kbe = kt * (b * e_g)
-
-            d_bv = mm_tf32(t_inv_t, dvn)
+            # bf16 tensor-core products with fp32 accumulation: T^T and v rounded once (as
+            # the forward's WY products), the fp32 gradients dv_new, dw and the GDN Gram
+            # adjoint as bf16 hi + lo (one bf16 rounding of them lifts the correlated-key
+            # errors to ~1e-2).  No fp32 copy of an operand stays live for a TF32 product.
+            t_t = ct.astype(ct.transpose(load_rows(tinv.slice(axis=0, start=bos, stop=eos),
+                                                   chunk, h, BT, BT)), ct.bfloat16)
+            dvn_hi, dvn_lo = split_bf16(load_rows(dv_new.slice(axis=0, start=bos, stop=eos),
+                                                  chunk, h, BT, BV))
+            vr = ct.astype(load_rows_raw(v.slice(axis=0, start=bos, stop=eos), chunk,
+                                         h // GROUP_V, BT, BV), ct.bfloat16)
+            d_bv = ct.mma(t_t, dvn_lo, mm16(t_t, dvn_hi, BT, BV))
             store_rows(dv.slice(axis=0, start=bos, stop=eos), chunk, h, b * d_bv, BT, BV)
-            d_beta = ct.sum(vt * d_bv, axis=1, keepdims=True)
-            d_t = mm_tf32(dvn, ct.transpose(vt * b)) + mm_tf32(dwt, ct.transpose(kbe))
-            d_a = ct.where(r > c, -mm_tf32(mm_tf32(t_inv_t, d_t), t_inv_t), 0.0)
-            d_kbe = mm_tf32(t_inv_t, dwt)
-            dkb_x, dk_a, dg_a = gram_bwd(d_a, kt * b, kt, gc, BT, BC, BK, KDA, TIER)
+            d_beta = ct.sum(ct.astype(vr, ct.float32) * d_bv, axis=1, keepdims=True)
+            v_t = ct.transpose(vr)
+            d_t = ct.mma(dvn_lo, v_t, mm16(dvn_hi, v_t, BT, BT)) * ct.transpose(b)
+            dw_hi, dw_lo = split_bf16(load_rows(dw.slice(axis=0, start=bos, stop=eos), chunk, h,
+                                                BT, BK))
+            kbe = kt * (b * e_g)
+            kbe_t = ct.transpose(ct.astype(kbe, ct.bfloat16))
+            d_t = ct.mma(dw_lo, kbe_t, ct.mma(dw_hi, kbe_t, d_t))
+            t_dt = ct.astype(mm16(t_t, ct.astype(d_t, ct.bfloat16), BT, BT), ct.bfloat16)
+            d_a = ct.where(r > c, -mm16(t_dt, t_t, BT, BT), 0.0)
+            d_kbe = ct.mma(t_t, dw_lo, mm16(t_t, dw_hi, BT, BK))
+            if KDA:
+                dkb_x, dk_a, dg_a = gram_bwd(d_a, kt * b, kt, gc, BT, BC, BK, KDA, TIER)
+            else:
+                # GDN's Gram adjoint with beta as a column scale of the adjoint, so k enters
+                # the products unscaled (exact for bf16 k without l2norm)
+                pm = d_a * ct.exp(ct.minimum(gc - ct.reshape(gc, (1, BT)), 0.0))
+                k16 = ct.astype(kt, ct.bfloat16)
+                pm_hi, pm_lo = split_bf16(pm)
+                dkb_x = ct.mma(pm_lo, k16, mm16(pm_hi, k16, BT, BK))
+                pmb_hi, pmb_lo = split_bf16(ct.transpose(pm) * ct.transpose(b))
+                dk_a = ct.mma(pmb_lo, k16, mm16(pmb_hi, k16, BT, BK))
+                dg_a = ct.sum(kt * (b * dkb_x - dk_a), axis=1, keepdims=True)
             d_kb = d_kbe * e_g + dkb_x
             d_beta = d_beta + ct.sum(kt * d_kb, axis=1, keepdims=True)
             ct.store(dbeta.slice(axis=0, start=bos, stop=eos), (chunk, h),
@@ -78,3 +99,8 @@ def la_bwd_wy_kernel(k, v, g, beta, cu_seqlens, table, reroute, tinv, dv_new, dw
             else:
                 ct.store(dg.slice(axis=0, start=bos, stop=eos), (chunk, h),
                          tile=ct.astype(dg_rows, dg.dtype))
+
+
+def mm16(a, b, M: int, N: int):
+    """a @ b of two bf16 tiles, fp32 result."""
+    return ct.mma(a, b, ct.zeros((M, N), dtype=ct.float32))

@@ -6,6 +6,8 @@ Plain functions called from inside `@ct.kernel` bodies (cuTile inlines them).
   doubling of block inverses: 2 (log2(BT) - 1) bf16 tensor-core products instead of BT
   sequential forward-substitution steps, and numerically stable (products of inverses,
   not powers of A).
+- `split_bf16`: an fp32 operand as two bf16 tiles for products that need more than
+  bf16's 8 bits but should stay on the bf16 tensor-core path (the backward's gradients).
 - `l2_normalize_rows`: x / sqrt(sum(x^2) + 1e-6) per row (the spec's in-kernel l2norm);
   `l2_row_factor` the per-row factor alone (to fold into a product's row / column scale).
 """
@@ -29,6 +31,13 @@ def fast_exp(x):
 def mm_bf16(a, b, acc):
     """acc + a @ b with both operands rounded to bf16 (fp32 accumulate)."""
     return ct.mma(ct.astype(a, ct.bfloat16), ct.astype(b, ct.bfloat16), acc)
+
+
+def split_bf16(a):
+    """An fp32 tile as (hi, lo) bf16 tiles, hi = a rounded and lo = the remainder rounded:
+    two bf16 tensor-core products carry ~16 significant bits of `a` (one carries 8)."""
+    hi = ct.astype(a, ct.bfloat16)
+    return hi, ct.astype(a - ct.astype(hi, ct.float32), ct.bfloat16)
 
 
 def row_col_index(n):
