@@ -21,7 +21,7 @@ un-flagged in `reroute`, TIER 2 the flagged ones (blocked Gram adjoint).
 import cuda.tile as ct
 
 from .decay_gram import gram_bwd, to_gate
-from .tile_math import L2NORM_EPS, row_col_index
+from .tile_math import L2NORM_EPS, row_col_index, split_bf16
 from .tile_io import load_rows, load_rows_raw, load_state_kmajor_raw, store_rows
 from .wy_fwd import load_gate_cumsum
 
@@ -50,6 +50,22 @@ def chunk_live(table, cu_seqlens, row, BT: int):
     return chunk * BT < eos - bos, chunk, bos, eos
 
 
+def gram_bwd_gdn(dm, x0, sx, y0, sy, gc, BT: int, BK: int):
+    """GDN's decayed-Gram adjoint (dx, dy, dG [BT, 1]) of x = sx * x0, y = sy * y0 (sx, sy:
+    [BT, 1] row scales such as beta and l2norm factors) on the bf16 tensor-core path: x0
+    and y0 enter unscaled (exact for bf16 inputs), the scales go onto the decayed adjoint,
+    which enters as bf16 hi + lo (one bf16 rounding of it, or of the l2-normalised keys,
+    lifts dg's error to ~1e-2)."""
+    pm = dm * ct.exp(ct.minimum(gc - ct.reshape(gc, (1, BT)), 0.0))
+    y16 = ct.astype(y0, ct.bfloat16)
+    hi, lo = split_bf16(pm * ct.transpose(sy))
+    dx = ct.mma(lo, y16, ct.mma(hi, y16, ct.zeros((BT, BK), dtype=ct.float32)))
+    x16 = ct.astype(x0, ct.bfloat16)
+    hi, lo = split_bf16(ct.transpose(pm) * ct.transpose(sx))
+    dy = ct.mma(lo, x16, ct.mma(hi, x16, ct.zeros((BT, BK), dtype=ct.float32)))
+    return dx, dy, ct.sum((sx * x0) * dx - (sy * y0) * dy, axis=1, keepdims=True)
+
+
 @ct.kernel(occupancy=1)
 def la_bwd_dqkwg_kernel(q, k, g, d_out, cu_seqlens, table, reroute, states, dstates, v_new,
                         dv_new, dq, dk_part, dw, dg_part, scale: float,
@@ -63,9 +79,11 @@ def la_bwd_dqkwg_kernel(q, k, g, d_out, cu_seqlens, table, reroute, states, dsta
         live, chunk, bos, eos = chunk_live(table, cu_seqlens, row, BT)
         if live:
             qk_head = h // GROUP_QK
-            kt = load_rows(k.slice(axis=0, start=bos, stop=eos), chunk, qk_head, BT, BK)
+            kr = load_rows(k.slice(axis=0, start=bos, stop=eos), chunk, qk_head, BT, BK)
+            rk = ct.full((BT, 1), 1.0, ct.float32)
             if USE_L2NORM:
-                kt = kt * ct.rsqrt(ct.sum(kt * kt, axis=1, keepdims=True) + L2NORM_EPS)
+                rk = ct.rsqrt(ct.sum(kr * kr, axis=1, keepdims=True) + L2NORM_EPS)
+            kt = kr * rk
             gc, g_last = load_gate_cumsum(g.slice(axis=0, start=bos, stop=eos), chunk, h, BT, BK,
                                           KDA)
             r, c = row_col_index(BT)
@@ -75,18 +93,21 @@ def la_bwd_dqkwg_kernel(q, k, g, d_out, cu_seqlens, table, reroute, states, dsta
             vn = load_rows_raw(v_new.slice(axis=0, start=bos, stop=eos), chunk, h, BT, BV)
             hs = load_state_kmajor_raw(states, row, h, BK, BV)
             if PART == 1:
-                qt = load_rows(q.slice(axis=0, start=bos, stop=eos), chunk, qk_head, BT, BK)
-                rq = 1.0
+                qr = load_rows(q.slice(axis=0, start=bos, stop=eos), chunk, qk_head, BT, BK)
+                rq = ct.full((BT, 1), 1.0, ct.float32)
                 if USE_L2NORM:
-                    rq = ct.rsqrt(ct.sum(qt * qt, axis=1, keepdims=True) + L2NORM_EPS)
-                    qt = qt * rq
+                    rq = ct.rsqrt(ct.sum(qr * qr, axis=1, keepdims=True) + L2NORM_EPS)
+                qt = qr * rq
                 dot = ct.astype(load_rows_raw(d_out.slice(axis=0, start=bos, stop=eos), chunk, h,
                                               BT, BV), mm_dtype)
                 dq_h = ct.mma(dot, ct.transpose(hs), ct.zeros((BT, BK), dtype=ct.float32)) * \
                     (ct.exp(gc) * scale)
                 d_aqk = ct.where(r >= c, ct.mma(dot, ct.transpose(vn),
                                                 ct.zeros((BT, BT), dtype=ct.float32)) * scale, 0.0)
-                dq_x, dk_y, dg_x = gram_bwd(d_aqk, qt, kt, gc, BT, BC, BK, KDA, TIER)
+                if KDA:
+                    dq_x, dk_y, dg_x = gram_bwd(d_aqk, qt, kt, gc, BT, BC, BK, KDA, TIER)
+                else:
+                    dq_x, dk_y, dg_x = gram_bwd_gdn(d_aqk, qr, rq, kr, rk, gc, BT, BK)
                 d_q = dq_h + dq_x
                 dgt = dg_x + to_gate(qt * dq_h, KDA)
                 if USE_L2NORM:

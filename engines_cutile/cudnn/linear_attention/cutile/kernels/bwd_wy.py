@@ -15,7 +15,7 @@ Grid: (NT_bound, HO), same tiers as bwd_dqkwg.
 """
 import cuda.tile as ct
 
-from .bwd_dqkwg import chunk_live, tier_serves
+from .bwd_dqkwg import chunk_live, gram_bwd_gdn, tier_serves
 from .decay_gram import gram_bwd, to_gate
 from .tile_math import L2NORM_EPS, row_col_index, split_bf16
 from .tile_io import ZERO, load_rows, load_rows_raw, store_rows
@@ -36,10 +36,11 @@ def la_bwd_wy_kernel(k, v, g, beta, cu_seqlens, table, reroute, tinv, dv_new, dw
     if tier_serves(reroute, row, h, KDA, TIER):
         live, chunk, bos, eos = chunk_live(table, cu_seqlens, row, BT)
         if live:
-            kt = load_rows(k.slice(axis=0, start=bos, stop=eos), chunk, h // GROUP_QK, BT, BK)
+            kr = load_rows(k.slice(axis=0, start=bos, stop=eos), chunk, h // GROUP_QK, BT, BK)
+            rk = ct.full((BT, 1), 1.0, ct.float32)
             if USE_L2NORM:
-                rk = ct.rsqrt(ct.sum(kt * kt, axis=1, keepdims=True) + L2NORM_EPS)
-                kt = kt * rk
+                rk = ct.rsqrt(ct.sum(kr * kr, axis=1, keepdims=True) + L2NORM_EPS)
+            kt = kr * rk
             b = ct.astype(ct.load(beta.slice(axis=0, start=bos, stop=eos), (chunk, h),
                                   shape=(BT, 1), padding_mode=ZERO), ct.float32)
             gc, _ = load_gate_cumsum(g.slice(axis=0, start=bos, stop=eos), chunk, h, BT, BK, KDA)
@@ -71,15 +72,7 @@ def la_bwd_wy_kernel(k, v, g, beta, cu_seqlens, table, reroute, tinv, dv_new, dw
             if KDA:
                 dkb_x, dk_a, dg_a = gram_bwd(d_a, kt * b, kt, gc, BT, BC, BK, KDA, TIER)
             else:
-                # GDN's Gram adjoint with beta as a column scale of the adjoint, so k enters
-                # the products unscaled (exact for bf16 k without l2norm)
-                pm = d_a * ct.exp(ct.minimum(gc - ct.reshape(gc, (1, BT)), 0.0))
-                k16 = ct.astype(kt, ct.bfloat16)
-                pm_hi, pm_lo = split_bf16(pm)
-                dkb_x = ct.mma(pm_lo, k16, mm16(pm_hi, k16, BT, BK))
-                pmb_hi, pmb_lo = split_bf16(ct.transpose(pm) * ct.transpose(b))
-                dk_a = ct.mma(pmb_lo, k16, mm16(pmb_hi, k16, BT, BK))
-                dg_a = ct.sum(kt * (b * dkb_x - dk_a), axis=1, keepdims=True)
+                dkb_x, dk_a, dg_a = gram_bwd_gdn(d_a, kr, b * rk, kr, rk, gc, BT, BK)
             d_kb = d_kbe * e_g + dkb_x
             d_beta = d_beta + ct.sum(kt * d_kb, axis=1, keepdims=True)
             ct.store(dbeta.slice(axis=0, start=bos, stop=eos), (chunk, h),
