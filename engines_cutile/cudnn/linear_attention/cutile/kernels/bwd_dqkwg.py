@@ -21,7 +21,7 @@ un-flagged in `reroute`, TIER 2 the flagged ones (blocked Gram adjoint).
 import cuda.tile as ct
 
 from .decay_gram import gram_bwd, to_gate
-from .tile_math import L2NORM_EPS, row_col_index, split_bf16
+from .tile_math import L2NORM_EPS, row_col_index, split_hi_lo
 from .tile_io import load_rows, load_rows_raw, load_state_kmajor_raw, store_rows
 from .wy_fwd import load_gate_cumsum
 
@@ -50,18 +50,18 @@ def chunk_live(table, cu_seqlens, row, BT: int):
     return chunk * BT < eos - bos, chunk, bos, eos
 
 
-def gram_bwd_gdn(dm, x0, sx, y0, sy, gc, BT: int, BK: int):
+def gram_bwd_gdn(dm, x0, sx, y0, sy, gc, dtype, BT: int, BK: int):
     """GDN's decayed-Gram adjoint (dx, dy, dG [BT, 1]) of x = sx * x0, y = sy * y0 (sx, sy:
-    [BT, 1] row scales such as beta and l2norm factors) on the bf16 tensor-core path: x0
-    and y0 enter unscaled (exact for bf16 inputs), the scales go onto the decayed adjoint,
-    which enters as bf16 hi + lo (one bf16 rounding of it, or of the l2-normalised keys,
-    lifts dg's error to ~1e-2)."""
+    [BT, 1] row scales such as beta and l2norm factors) on the tensor-core path of `dtype`
+    (the io dtype): x0 and y0 enter unscaled (exact), the scales go onto the decayed
+    adjoint, which enters as hi + lo (one bf16 rounding of it, of the l2-normalised keys,
+    or of fp16 keys, lifts dg's error to ~1e-2)."""
     pm = dm * ct.exp(ct.minimum(gc - ct.reshape(gc, (1, BT)), 0.0))
-    y16 = ct.astype(y0, ct.bfloat16)
-    hi, lo = split_bf16(pm * ct.transpose(sy))
+    y16 = ct.astype(y0, dtype)
+    hi, lo = split_hi_lo(pm * ct.transpose(sy), dtype)
     dx = ct.mma(lo, y16, ct.mma(hi, y16, ct.zeros((BT, BK), dtype=ct.float32)))
-    x16 = ct.astype(x0, ct.bfloat16)
-    hi, lo = split_bf16(ct.transpose(pm) * ct.transpose(sx))
+    x16 = ct.astype(x0, dtype)
+    hi, lo = split_hi_lo(ct.transpose(pm) * ct.transpose(sx), dtype)
     dy = ct.mma(lo, x16, ct.mma(hi, x16, ct.zeros((BT, BK), dtype=ct.float32)))
     return dx, dy, ct.sum((sx * x0) * dx - (sy * y0) * dy, axis=1, keepdims=True)
 
@@ -107,7 +107,7 @@ def la_bwd_dqkwg_kernel(q, k, g, d_out, cu_seqlens, table, reroute, states, dsta
                 if KDA:
                     dq_x, dk_y, dg_x = gram_bwd(d_aqk, qt, kt, gc, BT, BC, BK, KDA, TIER)
                 else:
-                    dq_x, dk_y, dg_x = gram_bwd_gdn(d_aqk, qr, rq, kr, rk, gc, BT, BK)
+                    dq_x, dk_y, dg_x = gram_bwd_gdn(d_aqk, qr, rq, kr, rk, gc, mm_dtype, BT, BK)
                 d_q = dq_h + dq_x
                 dgt = dg_x + to_gate(qt * dq_h, KDA)
                 if USE_L2NORM:
@@ -123,8 +123,7 @@ def la_bwd_dqkwg_kernel(q, k, g, d_out, cu_seqlens, table, reroute, states, dsta
                            BT, BK)
                 dvn = load_rows(dv_new.slice(axis=0, start=bos, stop=eos), chunk, h, BT, BV)
                 # dv_new (fp32) as hi + lo in the states' dtype: ~16 bits on the 16-bit path
-                dvn_hi = ct.astype(dvn, mm_dtype)
-                dvn_lo = ct.astype(dvn - ct.astype(dvn_hi, ct.float32), mm_dtype)
+                dvn_hi, dvn_lo = split_hi_lo(dvn, mm_dtype)
                 hs_t = ct.transpose(hs)
                 d_w = ct.mma(dvn_lo, hs_t,
                              ct.mma(dvn_hi, hs_t, ct.zeros((BT, BK), dtype=ct.float32)))

@@ -17,7 +17,7 @@ import cuda.tile as ct
 
 from .bwd_dqkwg import chunk_live, gram_bwd_gdn, tier_serves
 from .decay_gram import gram_bwd, to_gate
-from .tile_math import L2NORM_EPS, row_col_index, split_bf16
+from .tile_math import L2NORM_EPS, row_col_index, split_hi_lo
 from .tile_io import ZERO, load_rows, load_rows_raw, store_rows
 from .wy_fwd import load_gate_cumsum
 
@@ -46,33 +46,35 @@ def la_bwd_wy_kernel(k, v, g, beta, cu_seqlens, table, reroute, tinv, dv_new, dw
             gc, _ = load_gate_cumsum(g.slice(axis=0, start=bos, stop=eos), chunk, h, BT, BK, KDA)
             e_g = ct.exp(gc)
             r, c = row_col_index(BT)
-            # bf16 tensor-core products with fp32 accumulation: T^T and v rounded once (as
-            # the forward's WY products), the fp32 gradients dv_new, dw and the GDN Gram
-            # adjoint as bf16 hi + lo (one bf16 rounding of them lifts the correlated-key
-            # errors to ~1e-2).  No fp32 copy of an operand stays live for a TF32 product.
+            # tensor-core products in the io dtype `mt` (bf16 / fp16; fp32 when staged) with
+            # fp32 accumulation: T^T and v rounded once (as the forward's WY products), the
+            # fp32 gradients dv_new, dw and the GDN Gram adjoint as hi + lo (one bf16
+            # rounding of them lifts the correlated-key errors to ~1e-2).  No fp32 copy of
+            # an operand stays live for a TF32 product.
+            mt = k.dtype
             t_t = ct.astype(ct.transpose(load_rows(tinv.slice(axis=0, start=bos, stop=eos),
-                                                   chunk, h, BT, BT)), ct.bfloat16)
-            dvn_hi, dvn_lo = split_bf16(load_rows(dv_new.slice(axis=0, start=bos, stop=eos),
-                                                  chunk, h, BT, BV))
+                                                   chunk, h, BT, BT)), mt)
+            dvn_hi, dvn_lo = split_hi_lo(load_rows(dv_new.slice(axis=0, start=bos,
+                                                             stop=eos), chunk, h, BT, BV), mt)
             vr = ct.astype(load_rows_raw(v.slice(axis=0, start=bos, stop=eos), chunk,
-                                         h // GROUP_V, BT, BV), ct.bfloat16)
+                                         h // GROUP_V, BT, BV), mt)
             d_bv = ct.mma(t_t, dvn_lo, mm16(t_t, dvn_hi, BT, BV))
             store_rows(dv.slice(axis=0, start=bos, stop=eos), chunk, h, b * d_bv, BT, BV)
             d_beta = ct.sum(ct.astype(vr, ct.float32) * d_bv, axis=1, keepdims=True)
             v_t = ct.transpose(vr)
             d_t = ct.mma(dvn_lo, v_t, mm16(dvn_hi, v_t, BT, BT)) * ct.transpose(b)
-            dw_hi, dw_lo = split_bf16(load_rows(dw.slice(axis=0, start=bos, stop=eos), chunk, h,
-                                                BT, BK))
+            dw_hi, dw_lo = split_hi_lo(load_rows(dw.slice(axis=0, start=bos, stop=eos), chunk,
+                                                 h, BT, BK), mt)
             kbe = kt * (b * e_g)
-            kbe_t = ct.transpose(ct.astype(kbe, ct.bfloat16))
+            kbe_t = ct.transpose(ct.astype(kbe, mt))
             d_t = ct.mma(dw_lo, kbe_t, ct.mma(dw_hi, kbe_t, d_t))
-            t_dt = ct.astype(mm16(t_t, ct.astype(d_t, ct.bfloat16), BT, BT), ct.bfloat16)
+            t_dt = ct.astype(mm16(t_t, ct.astype(d_t, mt), BT, BT), mt)
             d_a = ct.where(r > c, -mm16(t_dt, t_t, BT, BT), 0.0)
             d_kbe = ct.mma(t_t, dw_lo, mm16(t_t, dw_hi, BT, BK))
             if KDA:
                 dkb_x, dk_a, dg_a = gram_bwd(d_a, kt * b, kt, gc, BT, BC, BK, KDA, TIER)
             else:
-                dkb_x, dk_a, dg_a = gram_bwd_gdn(d_a, kr, b * rk, kr, rk, gc, BT, BK)
+                dkb_x, dk_a, dg_a = gram_bwd_gdn(d_a, kr, b * rk, kr, rk, gc, mt, BT, BK)
             d_kb = d_kbe * e_g + dkb_x
             d_beta = d_beta + ct.sum(kt * d_kb, axis=1, keepdims=True)
             ct.store(dbeta.slice(axis=0, start=bos, stop=eos), (chunk, h),
@@ -95,5 +97,5 @@ def la_bwd_wy_kernel(k, v, g, beta, cu_seqlens, table, reroute, tinv, dv_new, dw
 
 
 def mm16(a, b, M: int, N: int):
-    """a @ b of two bf16 tiles, fp32 result."""
+    """a @ b of two 16-bit (or fp32) tiles, fp32 result."""
     return ct.mma(a, b, ct.zeros((M, N), dtype=ct.float32))

@@ -6,8 +6,8 @@ Plain functions called from inside `@ct.kernel` bodies (cuTile inlines them).
   doubling of block inverses: 2 (log2(BT) - 1) bf16 tensor-core products instead of BT
   sequential forward-substitution steps, and numerically stable (products of inverses,
   not powers of A).
-- `split_bf16`: an fp32 operand as two bf16 tiles for products that need more than
-  bf16's 8 bits but should stay on the bf16 tensor-core path (the backward's gradients).
+- `split_hi_lo`: an fp32 operand as two 16-bit tiles for products that need more than
+  their 8 / 11 bits but should stay on the 16-bit tensor-core path (backward gradients).
 - `l2_normalize_rows`: x / sqrt(sum(x^2) + 1e-6) per row (the spec's in-kernel l2norm);
   `l2_row_factor` the per-row factor alone (to fold into a product's row / column scale).
 """
@@ -33,11 +33,12 @@ def mm_bf16(a, b, acc):
     return ct.mma(ct.astype(a, ct.bfloat16), ct.astype(b, ct.bfloat16), acc)
 
 
-def split_bf16(a):
-    """An fp32 tile as (hi, lo) bf16 tiles, hi = a rounded and lo = the remainder rounded:
-    two bf16 tensor-core products carry ~16 significant bits of `a` (one carries 8)."""
-    hi = ct.astype(a, ct.bfloat16)
-    return hi, ct.astype(a - ct.astype(hi, ct.float32), ct.bfloat16)
+def split_hi_lo(a, dtype):
+    """An fp32 tile as (hi, lo) tiles of `dtype`, hi = a rounded and lo = the remainder
+    rounded: for a 16-bit dtype two tensor-core products carry ~2x its significant bits
+    (bf16: ~16 instead of 8); for fp32, lo is zero."""
+    hi = ct.astype(a, dtype)
+    return hi, ct.astype(a - ct.astype(hi, ct.float32), dtype)
 
 
 def row_col_index(n):
