@@ -21,7 +21,7 @@ un-flagged in `reroute`, TIER 2 the flagged ones (blocked Gram adjoint).
 import cuda.tile as ct
 
 from .decay_gram import gram_bwd, to_gate
-from .tile_math import L2NORM_EPS, row_col_index, split_hi_lo
+from .tile_math import L2NORM_EPS, mma_dtype, row_col_index, split_hi_lo
 from .tile_io import load_rows, load_rows_raw, load_state_kmajor_raw, store_rows
 from .wy_fwd import load_gate_cumsum
 
@@ -87,11 +87,12 @@ def la_bwd_dqkwg_kernel(q, k, g, d_out, cu_seqlens, table, reroute, states, dsta
             gc, g_last = load_gate_cumsum(g.slice(axis=0, start=bos, stop=eos), chunk, h, BT, BK,
                                           KDA)
             r, c = row_col_index(BT)
-            # states, v_new and dO enter the products as stored (bf16 for bf16 io, fp32 when
-            # staged): the same values the TF32 path rounded, without fp32 [BK, BV] copies
-            mm_dtype = states.dtype
-            vn = load_rows_raw(v_new.slice(axis=0, start=bos, stop=eos), chunk, h, BT, BV)
-            hs = load_state_kmajor_raw(states, row, h, BK, BV)
+            # states, v_new and dO enter the products as stored (16-bit io; TF32 when staged
+            # in fp32): exact operands, without fp32 [BK, BV] copies
+            mm_dtype = mma_dtype(states.dtype)
+            vn = ct.astype(load_rows_raw(v_new.slice(axis=0, start=bos, stop=eos), chunk, h,
+                                         BT, BV), mm_dtype)
+            hs = ct.astype(load_state_kmajor_raw(states, row, h, BK, BV), mm_dtype)
             if PART == 1:
                 qr = load_rows(q.slice(axis=0, start=bos, stop=eos), chunk, qk_head, BT, BK)
                 rq = ct.full((BT, 1), 1.0, ct.float32)
@@ -115,7 +116,7 @@ def la_bwd_dqkwg_kernel(q, k, g, d_out, cu_seqlens, table, reroute, states, dsta
                 store_rows(dq.slice(axis=0, start=bos, stop=eos), chunk, h, d_q, BT, BK)
                 store_rows(dk_part.slice(axis=0, start=bos, stop=eos), chunk, h, dk_y, BT, BK)
             else:
-                dhs = load_state_kmajor_raw(dstates, row, h, BK, BV)
+                dhs = ct.astype(load_state_kmajor_raw(dstates, row, h, BK, BV), mm_dtype)
                 dk_h = ct.mma(vn, ct.transpose(dhs), ct.zeros((BT, BK), dtype=ct.float32)) * \
                     ct.exp(g_last - gc)
                 dk_rows = load_rows(dk_part.slice(axis=0, start=bos, stop=eos), chunk, h, BT, BK)

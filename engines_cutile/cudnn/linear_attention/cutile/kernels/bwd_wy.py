@@ -17,7 +17,7 @@ import cuda.tile as ct
 
 from .bwd_dqkwg import chunk_live, gram_bwd_gdn, tier_serves
 from .decay_gram import gram_bwd, to_gate
-from .tile_math import L2NORM_EPS, row_col_index, split_hi_lo
+from .tile_math import L2NORM_EPS, mma_dtype, row_col_index, split_hi_lo
 from .tile_io import ZERO, load_rows, load_rows_raw, store_rows
 from .wy_fwd import load_gate_cumsum
 
@@ -51,7 +51,7 @@ def la_bwd_wy_kernel(k, v, g, beta, cu_seqlens, table, reroute, tinv, dv_new, dw
             # fp32 gradients dv_new, dw and the GDN Gram adjoint as hi + lo (one bf16
             # rounding of them lifts the correlated-key errors to ~1e-2).  No fp32 copy of
             # an operand stays live for a TF32 product.
-            mt = k.dtype
+            mt = mma_dtype(k.dtype)
             t_t = ct.astype(ct.transpose(load_rows(tinv.slice(axis=0, start=bos, stop=eos),
                                                    chunk, h, BT, BT)), mt)
             dvn_hi, dvn_lo = split_hi_lo(load_rows(dv_new.slice(axis=0, start=bos,

@@ -33,6 +33,15 @@ def mm_bf16(a, b, acc):
     return ct.mma(ct.astype(a, ct.bfloat16), ct.astype(b, ct.bfloat16), acc)
 
 
+def mma_dtype(dtype):
+    """Tensor-core operand type for data stored as `dtype`: 16-bit types as they are, fp32
+    (staged inputs and scratch) as TF32 - fp32 operands compile to FMA loops (KDA fp16
+    backward: ~150k SASS and ~20-37 KB of spill per thread)."""
+    if dtype == ct.float32:
+        return ct.tfloat32
+    return dtype
+
+
 def split_hi_lo(a, dtype):
     """An fp32 tile as (hi, lo) tiles of `dtype`, hi = a rounded and lo = the remainder
     rounded: for a 16-bit dtype two tensor-core products carry ~2x its significant bits
