@@ -15,6 +15,7 @@ stages dO in fp32 (input_staging.py).
 """
 from __future__ import annotations
 
+import functools
 import math
 
 from .fwd import BT, BV_STAGE2, fwd_layout, pow2, scratch_dtype
@@ -50,10 +51,13 @@ def bwd_layout(total_tokens: int, n_seq: int, h_q: int, hv: int, dk: int, dv: in
 def chunked_bwd(q, k, v, g, beta, cu_seqlens, d_out, dq, dk, dv, dg, dbeta, scratch, *,
                 kda: bool, scale: float, initial_state=None, d_final_state=None,
                 d_initial_state=None, use_l2norm: bool = False, stream=None,
-                bv: int = BV_STAGE2, stages: tuple[str, ...] | None = None) -> None:
+                bv: int = BV_STAGE2, stages: tuple[str, ...] | None = None,
+                occupancy: int | None = None) -> None:
     """Run the backward; `stages` (default: all) lets benchmarks time launches one kind at
     a time: "table", "wy", "recompute", "dhu", "dqkwg", "bwd_wy", "group_sum" (each later
-    stage reads the scratch an earlier full call left)."""
+    stage reads the scratch an earlier full call left).  `occupancy` (benchmarks) replaces
+    the dqkwg / bwd_wy kernels' hint (1): at 2 tileiras builds them for two CTAs per SM
+    (fewer registers and less shared memory each, more spill), compiled on first use."""
     import cuda.tile as ct
     import torch
 
@@ -67,6 +71,12 @@ def chunked_bwd(q, k, v, g, beta, cu_seqlens, d_out, dq, dk, dv, dg, dbeta, scra
 
     if stream is None:
         stream = torch.cuda.current_stream()
+    if occupancy is not None:
+        if occupancy not in (1, 2, 3, 4):
+            raise ValueError(f"chunked_bwd: occupancy must be 1..4 (CTAs per SM), got "
+                             f"{occupancy!r}")
+        la_bwd_dqkwg_kernel = _with_occupancy(la_bwd_dqkwg_kernel, occupancy)
+        la_bwd_wy_kernel = _with_occupancy(la_bwd_wy_kernel, occupancy)
     if needs_fp32_staging(kda, q.dtype):
         q, k, v, d_out = stage_inputs(scratch, {"q": q, "k": k, "v": v, "dO": d_out}, stream)
     total, h_q, d_k = q.shape
@@ -131,3 +141,9 @@ def chunked_bwd(q, k, v, g, beta, cu_seqlens, d_out, dq, dk, dv, dg, dbeta, scra
         if groups > 1 and want("group_sum"):
             ct.launch(stream, (t_blocks, out.shape[1], 1), head_group_sum_kernel,
                       (part, out, groups, BT, width))
+
+
+@functools.lru_cache(maxsize=None)
+def _with_occupancy(kernel, occupancy: int):
+    """One kernel object per hint: each keeps its own JIT cache across calls."""
+    return kernel.replace_hints(occupancy=occupancy)

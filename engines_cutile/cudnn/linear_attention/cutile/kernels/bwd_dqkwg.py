@@ -21,8 +21,8 @@ un-flagged in `reroute`, TIER 2 the flagged ones (blocked Gram adjoint).
 import cuda.tile as ct
 
 from .decay_gram import gram_bwd, to_gate
-from .tile_math import L2NORM_EPS, mm_tf32, row_col_index
-from .tile_io import load_rows, load_state_kmajor, store_rows
+from .tile_math import L2NORM_EPS, mma_dtype, row_col_index, split_hi_lo
+from .tile_io import load_rows, load_rows_raw, load_state_kmajor_raw, store_rows
 from .wy_fwd import load_gate_cumsum
 
 BC = 16
@@ -50,6 +50,22 @@ def chunk_live(table, cu_seqlens, row, BT: int):
     return chunk * BT < eos - bos, chunk, bos, eos
 
 
+def gram_bwd_gdn(dm, x0, sx, y0, sy, gc, dtype, BT: int, BK: int):
+    """GDN's decayed-Gram adjoint (dx, dy, dG [BT, 1]) of x = sx * x0, y = sy * y0 (sx, sy:
+    [BT, 1] row scales such as beta and l2norm factors) on the tensor-core path of `dtype`
+    (the io dtype): x0 and y0 enter unscaled (exact), the scales go onto the decayed
+    adjoint, which enters as hi + lo (one bf16 rounding of it, of the l2-normalised keys,
+    or of fp16 keys, lifts dg's error to ~1e-2)."""
+    pm = dm * ct.exp(ct.minimum(gc - ct.reshape(gc, (1, BT)), 0.0))
+    y16 = ct.astype(y0, dtype)
+    hi, lo = split_hi_lo(pm * ct.transpose(sy), dtype)
+    dx = ct.mma(lo, y16, ct.mma(hi, y16, ct.zeros((BT, BK), dtype=ct.float32)))
+    x16 = ct.astype(x0, dtype)
+    hi, lo = split_hi_lo(ct.transpose(pm) * ct.transpose(sx), dtype)
+    dy = ct.mma(lo, x16, ct.mma(hi, x16, ct.zeros((BT, BK), dtype=ct.float32)))
+    return dx, dy, ct.sum((sx * x0) * dx - (sy * y0) * dy, axis=1, keepdims=True)
+
+
 @ct.kernel(occupancy=1)
 def la_bwd_dqkwg_kernel(q, k, g, d_out, cu_seqlens, table, reroute, states, dstates, v_new,
                         dv_new, dq, dk_part, dw, dg_part, scale: float,
@@ -63,23 +79,36 @@ def la_bwd_dqkwg_kernel(q, k, g, d_out, cu_seqlens, table, reroute, states, dsta
         live, chunk, bos, eos = chunk_live(table, cu_seqlens, row, BT)
         if live:
             qk_head = h // GROUP_QK
-            qt = load_rows(q.slice(axis=0, start=bos, stop=eos), chunk, qk_head, BT, BK)
-            kt = load_rows(k.slice(axis=0, start=bos, stop=eos), chunk, qk_head, BT, BK)
-            rq = 1.0
+            kr = load_rows(k.slice(axis=0, start=bos, stop=eos), chunk, qk_head, BT, BK)
+            rk = ct.full((BT, 1), 1.0, ct.float32)
             if USE_L2NORM:
-                rq = ct.rsqrt(ct.sum(qt * qt, axis=1, keepdims=True) + L2NORM_EPS)
-                qt = qt * rq
-                kt = kt * ct.rsqrt(ct.sum(kt * kt, axis=1, keepdims=True) + L2NORM_EPS)
+                rk = ct.rsqrt(ct.sum(kr * kr, axis=1, keepdims=True) + L2NORM_EPS)
+            kt = kr * rk
             gc, g_last = load_gate_cumsum(g.slice(axis=0, start=bos, stop=eos), chunk, h, BT, BK,
                                           KDA)
             r, c = row_col_index(BT)
-            dot = load_rows(d_out.slice(axis=0, start=bos, stop=eos), chunk, h, BT, BV)
-            vn = load_rows(v_new.slice(axis=0, start=bos, stop=eos), chunk, h, BT, BV)
-            hs = load_state_kmajor(states, row, h, BK, BV)
+            # states, v_new and dO enter the products as stored (16-bit io; TF32 when staged
+            # in fp32): exact operands, without fp32 [BK, BV] copies
+            mm_dtype = mma_dtype(states.dtype)
+            vn = ct.astype(load_rows_raw(v_new.slice(axis=0, start=bos, stop=eos), chunk, h,
+                                         BT, BV), mm_dtype)
+            hs = ct.astype(load_state_kmajor_raw(states, row, h, BK, BV), mm_dtype)
             if PART == 1:
-                dq_h = mm_tf32(dot, ct.transpose(hs)) * (ct.exp(gc) * scale)
-                d_aqk = ct.where(r >= c, mm_tf32(dot, ct.transpose(vn)) * scale, 0.0)
-                dq_x, dk_y, dg_x = gram_bwd(d_aqk, qt, kt, gc, BT, BC, BK, KDA, TIER)
+                qr = load_rows(q.slice(axis=0, start=bos, stop=eos), chunk, qk_head, BT, BK)
+                rq = ct.full((BT, 1), 1.0, ct.float32)
+                if USE_L2NORM:
+                    rq = ct.rsqrt(ct.sum(qr * qr, axis=1, keepdims=True) + L2NORM_EPS)
+                qt = qr * rq
+                dot = ct.astype(load_rows_raw(d_out.slice(axis=0, start=bos, stop=eos), chunk, h,
+                                              BT, BV), mm_dtype)
+                dq_h = ct.mma(dot, ct.transpose(hs), ct.zeros((BT, BK), dtype=ct.float32)) * \
+                    (ct.exp(gc) * scale)
+                d_aqk = ct.where(r >= c, ct.mma(dot, ct.transpose(vn),
+                                                ct.zeros((BT, BT), dtype=ct.float32)) * scale, 0.0)
+                if KDA:
+                    dq_x, dk_y, dg_x = gram_bwd(d_aqk, qt, kt, gc, BT, BC, BK, KDA, TIER)
+                else:
+                    dq_x, dk_y, dg_x = gram_bwd_gdn(d_aqk, qr, rq, kr, rk, gc, mm_dtype, BT, BK)
                 d_q = dq_h + dq_x
                 dgt = dg_x + to_gate(qt * dq_h, KDA)
                 if USE_L2NORM:
@@ -87,15 +116,22 @@ def la_bwd_dqkwg_kernel(q, k, g, d_out, cu_seqlens, table, reroute, states, dsta
                 store_rows(dq.slice(axis=0, start=bos, stop=eos), chunk, h, d_q, BT, BK)
                 store_rows(dk_part.slice(axis=0, start=bos, stop=eos), chunk, h, dk_y, BT, BK)
             else:
-                dhs = load_state_kmajor(dstates, row, h, BK, BV)
-                dk_h = mm_tf32(vn, ct.transpose(dhs)) * ct.exp(g_last - gc)
+                dhs = ct.astype(load_state_kmajor_raw(dstates, row, h, BK, BV), mm_dtype)
+                dk_h = ct.mma(vn, ct.transpose(dhs), ct.zeros((BT, BK), dtype=ct.float32)) * \
+                    ct.exp(g_last - gc)
                 dk_rows = load_rows(dk_part.slice(axis=0, start=bos, stop=eos), chunk, h, BT, BK)
                 store_rows(dk_part.slice(axis=0, start=bos, stop=eos), chunk, h, dk_rows + dk_h,
                            BT, BK)
                 dvn = load_rows(dv_new.slice(axis=0, start=bos, stop=eos), chunk, h, BT, BV)
-                store_rows(dw.slice(axis=0, start=bos, stop=eos), chunk, h,
-                           -mm_tf32(dvn, ct.transpose(hs)), BT, BK)
-                h_dh = to_gate(ct.transpose(ct.sum(hs * dhs, axis=1, keepdims=True)), KDA)
+                # dv_new (fp32) as hi + lo in the states' dtype: ~16 bits on the 16-bit path
+                dvn_hi, dvn_lo = split_hi_lo(dvn, mm_dtype)
+                hs_t = ct.transpose(hs)
+                d_w = ct.mma(dvn_lo, hs_t,
+                             ct.mma(dvn_hi, hs_t, ct.zeros((BT, BK), dtype=ct.float32)))
+                store_rows(dw.slice(axis=0, start=bos, stop=eos), chunk, h, -d_w, BT, BK)
+                h_dh = to_gate(ct.transpose(ct.sum(ct.astype(hs, ct.float32) *
+                                                   ct.astype(dhs, ct.float32),
+                                                   axis=1, keepdims=True)), KDA)
                 last = ct.sum(to_gate(kt * dk_h, KDA), axis=0, keepdims=True) + \
                     ct.exp(g_last) * h_dh                                            # [1, GW]
                 # on the chunk's last REAL row: padded rows do not survive the scratch round
@@ -104,3 +140,4 @@ def la_bwd_dqkwg_kernel(q, k, g, d_out, cu_seqlens, table, reroute, states, dsta
                 dgt = load_rows(dg_part.slice(axis=0, start=bos, stop=eos), chunk, h, BT, GW) - \
                     to_gate(kt * dk_h, KDA) + ct.where(r == last_row, last, 0.0)
             store_rows(dg_part.slice(axis=0, start=bos, stop=eos), chunk, h, dgt, BT, GW)
+

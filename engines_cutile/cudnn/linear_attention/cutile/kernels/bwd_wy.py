@@ -15,10 +15,10 @@ Grid: (NT_bound, HO), same tiers as bwd_dqkwg.
 """
 import cuda.tile as ct
 
-from .bwd_dqkwg import chunk_live, tier_serves
+from .bwd_dqkwg import chunk_live, gram_bwd_gdn, tier_serves
 from .decay_gram import gram_bwd, to_gate
-from .tile_math import L2NORM_EPS, mm_tf32, row_col_index
-from .tile_io import ZERO, load_rows, store_rows
+from .tile_math import L2NORM_EPS, mma_dtype, row_col_index, split_hi_lo
+from .tile_io import ZERO, load_rows, load_rows_raw, store_rows
 from .wy_fwd import load_gate_cumsum
 
 BC = 16
@@ -36,29 +36,45 @@ def la_bwd_wy_kernel(k, v, g, beta, cu_seqlens, table, reroute, tinv, dv_new, dw
     if tier_serves(reroute, row, h, KDA, TIER):
         live, chunk, bos, eos = chunk_live(table, cu_seqlens, row, BT)
         if live:
-            kt = load_rows(k.slice(axis=0, start=bos, stop=eos), chunk, h // GROUP_QK, BT, BK)
+            kr = load_rows(k.slice(axis=0, start=bos, stop=eos), chunk, h // GROUP_QK, BT, BK)
+            rk = ct.full((BT, 1), 1.0, ct.float32)
             if USE_L2NORM:
-                rk = ct.rsqrt(ct.sum(kt * kt, axis=1, keepdims=True) + L2NORM_EPS)
-                kt = kt * rk
+                rk = ct.rsqrt(ct.sum(kr * kr, axis=1, keepdims=True) + L2NORM_EPS)
+            kt = kr * rk
             b = ct.astype(ct.load(beta.slice(axis=0, start=bos, stop=eos), (chunk, h),
                                   shape=(BT, 1), padding_mode=ZERO), ct.float32)
             gc, _ = load_gate_cumsum(g.slice(axis=0, start=bos, stop=eos), chunk, h, BT, BK, KDA)
             e_g = ct.exp(gc)
             r, c = row_col_index(BT)
-            t_inv_t = ct.transpose(load_rows(tinv.slice(axis=0, start=bos, stop=eos), chunk, h,
-                                             BT, BT))
-            vt = load_rows(v.slice(axis=0, start=bos, stop=eos), chunk, h // GROUP_V, BT, BV)
-            dvn = load_rows(dv_new.slice(axis=0, start=bos, stop=eos), chunk, h, BT, BV)
-            dwt = load_rows(dw.slice(axis=0, start=bos, stop=eos), chunk, h, BT, BK)
-            kbe = kt * (b * e_g)
-
-            d_bv = mm_tf32(t_inv_t, dvn)
+            # tensor-core products in the io dtype `mt` (bf16 / fp16; fp32 when staged) with
+            # fp32 accumulation: T^T and v rounded once (as the forward's WY products), the
+            # fp32 gradients dv_new, dw and the GDN Gram adjoint as hi + lo (one bf16
+            # rounding of them lifts the correlated-key errors to ~1e-2).  No fp32 copy of
+            # an operand stays live for a TF32 product.
+            mt = mma_dtype(k.dtype)
+            t_t = ct.astype(ct.transpose(load_rows(tinv.slice(axis=0, start=bos, stop=eos),
+                                                   chunk, h, BT, BT)), mt)
+            dvn_hi, dvn_lo = split_hi_lo(load_rows(dv_new.slice(axis=0, start=bos,
+                                                             stop=eos), chunk, h, BT, BV), mt)
+            vr = ct.astype(load_rows_raw(v.slice(axis=0, start=bos, stop=eos), chunk,
+                                         h // GROUP_V, BT, BV), mt)
+            d_bv = ct.mma(t_t, dvn_lo, mm16(t_t, dvn_hi, BT, BV))
             store_rows(dv.slice(axis=0, start=bos, stop=eos), chunk, h, b * d_bv, BT, BV)
-            d_beta = ct.sum(vt * d_bv, axis=1, keepdims=True)
-            d_t = mm_tf32(dvn, ct.transpose(vt * b)) + mm_tf32(dwt, ct.transpose(kbe))
-            d_a = ct.where(r > c, -mm_tf32(mm_tf32(t_inv_t, d_t), t_inv_t), 0.0)
-            d_kbe = mm_tf32(t_inv_t, dwt)
-            dkb_x, dk_a, dg_a = gram_bwd(d_a, kt * b, kt, gc, BT, BC, BK, KDA, TIER)
+            d_beta = ct.sum(ct.astype(vr, ct.float32) * d_bv, axis=1, keepdims=True)
+            v_t = ct.transpose(vr)
+            d_t = ct.mma(dvn_lo, v_t, mm16(dvn_hi, v_t, BT, BT)) * ct.transpose(b)
+            dw_hi, dw_lo = split_hi_lo(load_rows(dw.slice(axis=0, start=bos, stop=eos), chunk,
+                                                 h, BT, BK), mt)
+            kbe = kt * (b * e_g)
+            kbe_t = ct.transpose(ct.astype(kbe, mt))
+            d_t = ct.mma(dw_lo, kbe_t, ct.mma(dw_hi, kbe_t, d_t))
+            t_dt = ct.astype(mm16(t_t, ct.astype(d_t, mt), BT, BT), mt)
+            d_a = ct.where(r > c, -mm16(t_dt, t_t, BT, BT), 0.0)
+            d_kbe = ct.mma(t_t, dw_lo, mm16(t_t, dw_hi, BT, BK))
+            if KDA:
+                dkb_x, dk_a, dg_a = gram_bwd(d_a, kt * b, kt, gc, BT, BC, BK, KDA, TIER)
+            else:
+                dkb_x, dk_a, dg_a = gram_bwd_gdn(d_a, kr, b * rk, kr, rk, gc, mt, BT, BK)
             d_kb = d_kbe * e_g + dkb_x
             d_beta = d_beta + ct.sum(kt * d_kb, axis=1, keepdims=True)
             ct.store(dbeta.slice(axis=0, start=bos, stop=eos), (chunk, h),
@@ -78,3 +94,8 @@ def la_bwd_wy_kernel(k, v, g, beta, cu_seqlens, table, reroute, tinv, dv_new, dw
             else:
                 ct.store(dg.slice(axis=0, start=bos, stop=eos), (chunk, h),
                          tile=ct.astype(dg_rows, dg.dtype))
+
+
+def mm16(a, b, M: int, N: int):
+    """a @ b of two 16-bit (or fp32) tiles, fp32 result."""
+    return ct.mma(a, b, ct.zeros((M, N), dtype=ct.float32))

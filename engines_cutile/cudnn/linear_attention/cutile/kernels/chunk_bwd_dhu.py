@@ -15,6 +15,7 @@ Grid: (N, HO, ceil(V / BV)).
 import cuda.tile as ct
 
 from .tile_io import ZERO, load_rows_raw, load_state_vmajor, store_state_vmajor
+from .tile_math import mma_dtype
 
 
 @ct.kernel(occupancy=2)
@@ -42,24 +43,26 @@ def la_chunk_bwd_dhu_kernel(w, p, qg, kd, decay, d_out, cu_seqlens, chunk_offset
         dos = d_out.slice(axis=0, start=bos, stop=eos)
         dvs = dv_new_out.slice(axis=0, start=bos, stop=eos)
         n_chunks = ct.cdiv(eos - bos, BT)
+        mt = mma_dtype(w.dtype)   # the scratch dtype; TF32 when staged in fp32
         for step in range(n_chunks):
             chunk = n_chunks - 1 - step
-            ds_lo = ct.astype(ds, w.dtype)
-            ct.store(dstates, (first_row + chunk, h, 0, vb), tile=ct.reshape(ds_lo, (1, 1, BK, BV)))
+            ct.store(dstates, (first_row + chunk, h, 0, vb),
+                     tile=ct.reshape(ct.astype(ds, dstates.dtype), (1, 1, BK, BV)))
+            ds_lo = ct.astype(ds, mt)
             dot = ct.reshape(ct.load(dos, (chunk, h, vb), shape=(BT, 1, BV), padding_mode=ZERO),
                              (BT, BV))
-            dot = ct.astype(dot, w.dtype)
-            dv = ct.mma(ct.transpose(load_rows_raw(ps, chunk, h, BT, BT)), dot,
+            dot = ct.astype(dot, mt)
+            dv = ct.mma(ct.transpose(ct.astype(load_rows_raw(ps, chunk, h, BT, BT), mt)), dot,
                         ct.zeros((BT, BV), dtype=ct.float32))
-            dv = ct.mma(load_rows_raw(ks, chunk, h, BT, BK), ds_lo, dv)
+            dv = ct.mma(ct.astype(load_rows_raw(ks, chunk, h, BT, BK), mt), ds_lo, dv)
             ct.store(dvs, (chunk, h, vb), tile=ct.reshape(ct.astype(dv, dv_new_out.dtype),
                                                          (BT, 1, BV)))
             dec = ct.reshape(ct.load(decay, (first_row + chunk, h, 0), shape=(1, 1, GW),
                                      padding_mode=ZERO), (1, GW))
             ds = ds * ct.transpose(dec)
-            ds = ct.mma(ct.transpose(load_rows_raw(qs, chunk, h, BT, BK)), dot, ds)
-            ds = ds - ct.mma(ct.transpose(load_rows_raw(ws, chunk, h, BT, BK)), ct.astype(dv, w.dtype),
-                             ct.zeros((BK, BV), dtype=ct.float32))
+            ds = ct.mma(ct.transpose(ct.astype(load_rows_raw(qs, chunk, h, BT, BK), mt)), dot, ds)
+            ds = ds - ct.mma(ct.transpose(ct.astype(load_rows_raw(ws, chunk, h, BT, BK), mt)),
+                             ct.astype(dv, mt), ct.zeros((BK, BV), dtype=ct.float32))
 
     if STORE_D_INITIAL:
         store_state_vmajor(d_initial_state, n, h, vb, ds, BK, BV)

@@ -36,7 +36,12 @@ def store_state_vmajor(arr, n, h, vb, state, BK: int, BV: int):
     ct.store(arr, (n, h, vb, 0), tile=ct.astype(st, arr.dtype))
 
 
+def load_state_kmajor_raw(arr, row, h, BK: int, BV: int):
+    """A K-major per-chunk state [rows, HO, K, V] as a [BK, BV] tile in the array's dtype."""
+    t = ct.load(arr, (row, h, 0, 0), shape=(1, 1, BK, BV), padding_mode=ZERO)
+    return ct.reshape(t, (BK, BV))
+
+
 def load_state_kmajor(arr, row, h, BK: int, BV: int):
     """A K-major per-chunk state [rows, HO, K, V] as an fp32 [BK, BV] tile."""
-    t = ct.load(arr, (row, h, 0, 0), shape=(1, 1, BK, BV), padding_mode=ZERO)
-    return ct.astype(ct.reshape(t, (BK, BV)), ct.float32)
+    return ct.astype(load_state_kmajor_raw(arr, row, h, BK, BV), ct.float32)

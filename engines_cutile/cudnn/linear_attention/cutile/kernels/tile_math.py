@@ -6,6 +6,8 @@ Plain functions called from inside `@ct.kernel` bodies (cuTile inlines them).
   doubling of block inverses: 2 (log2(BT) - 1) bf16 tensor-core products instead of BT
   sequential forward-substitution steps, and numerically stable (products of inverses,
   not powers of A).
+- `split_hi_lo`: an fp32 operand as two 16-bit tiles for products that need more than
+  their 8 / 11 bits but should stay on the 16-bit tensor-core path (backward gradients).
 - `l2_normalize_rows`: x / sqrt(sum(x^2) + 1e-6) per row (the spec's in-kernel l2norm);
   `l2_row_factor` the per-row factor alone (to fold into a product's row / column scale).
 """
@@ -29,6 +31,23 @@ def fast_exp(x):
 def mm_bf16(a, b, acc):
     """acc + a @ b with both operands rounded to bf16 (fp32 accumulate)."""
     return ct.mma(ct.astype(a, ct.bfloat16), ct.astype(b, ct.bfloat16), acc)
+
+
+def mma_dtype(dtype):
+    """Tensor-core operand type for data stored as `dtype`: 16-bit types as they are, fp32
+    (staged inputs and scratch) as TF32 - fp32 operands compile to FMA loops (KDA fp16
+    backward: ~150k SASS and ~20-37 KB of spill per thread)."""
+    if dtype == ct.float32:
+        return ct.tfloat32
+    return dtype
+
+
+def split_hi_lo(a, dtype):
+    """An fp32 tile as (hi, lo) tiles of `dtype`, hi = a rounded and lo = the remainder
+    rounded: for a 16-bit dtype two tensor-core products carry ~2x its significant bits
+    (bf16: ~16 instead of 8); for fp32, lo is zero."""
+    hi = ct.astype(a, dtype)
+    return hi, ct.astype(a - ct.astype(hi, ct.float32), dtype)
 
 
 def row_col_index(n):
