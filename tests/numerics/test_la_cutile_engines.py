@@ -61,8 +61,12 @@ def _gate_grad_floor(x, ref) -> float:
     return ((x["q"].double() * ref.dq).norm() + (x["k"].double() * ref.dk).norm()).item()
 
 
-def _run_graph(op, tensors, outputs, attrs):
-    """Build, plan and execute a single-node graph; returns the planned engine name."""
+def _run_graph(op, tensors, outputs, attrs, engine):
+    """Build, plan and execute a single-node graph on the plan named `engine`.
+
+    FROST ranks above cuTile for the forward where the CuTe DSL kit is installed, so the
+    cuTile plan is addressed by index (the unified list keeps every engine's plans).
+    """
     graph = cudnn.pygraph(io_data_type=DT.BFLOAT16, intermediate_data_type=DT.FLOAT,
                           compute_data_type=DT.FLOAT)
     ir = {n: graph.tensor_like(t, name=n) for n, t in tensors.items()}
@@ -77,11 +81,14 @@ def _run_graph(op, tensors, outputs, attrs):
             pack[o] = buf
     graph.validate()
     graph.create_execution_plans()
-    graph.build_plans()
-    ws = torch.empty(max(graph.get_workspace_size(), 1), dtype=torch.uint8, device="cuda")
-    graph.execute(pack, ws)
+    names = [graph.get_plan_name_at_index(i) for i in range(graph.get_execution_plan_count())]
+    assert engine in names, f"{engine} proposed no plan; the list is {names}"
+    index = names.index(engine)
+    graph.build_plan_at_index(index)
+    ws = torch.empty(max(graph.get_workspace_size_plan_at_index(index), 1), dtype=torch.uint8,
+                     device="cuda")
+    graph.execute_plan_at_index(pack, ws, index=index)
     torch.cuda.synchronize()
-    return graph.get_plan_name_at_index(0)
 
 
 @pytest.mark.parametrize("kda", [False, True], ids=["gdn", "kda"])
@@ -120,9 +127,8 @@ def _check(shape, l2, with_h0, kda, correlated=False):
     nan = float("nan")
     o = torch.full((T, HO, V), nan, dtype=torch.bfloat16, device="cuda")
     ht = torch.full((N, HO, V, K), nan, device="cuda")
-    engine = _run_graph(fam, inputs, {"O": o, "final_state": ht},
-                        dict(output_final_state=True, use_qk_l2norm=l2))
-    assert engine == f"{fam}_cutile"
+    _run_graph(fam, inputs, {"O": o, "final_state": ht},
+               dict(output_final_state=True, use_qk_l2norm=l2), f"{fam}_cutile")
     d64 = {n: t.double() if t.is_floating_point() else t.long() for n, t in inputs.items()}
     fwd_ref = naive_chunk_kda if kda else naive_chunk_gdn
     ro, rht = fwd_ref(d64["q"], d64["k"], d64["v"], d64["g"], d64["beta"], d64["cu_seqlens"],
@@ -137,9 +143,8 @@ def _check(shape, l2, with_h0, kda, correlated=False):
              "dBeta": torch.full_like(x["beta"], nan)}
     if with_h0:
         grads["d_initial_state"] = torch.full_like(h0, nan)
-    engine = _run_graph(f"{fam}_bwd", dict(inputs, dO=d_out, d_final_state=dht), grads,
-                        dict(use_qk_l2norm=l2))
-    assert engine == f"{fam}_cutile"
+    _run_graph(f"{fam}_bwd", dict(inputs, dO=d_out, d_final_state=dht), grads,
+               dict(use_qk_l2norm=l2), f"{fam}_cutile")
     bwd_ref = naive_chunk_kda_bwd if kda else naive_chunk_gdn_bwd
     ref = bwd_ref(d64["q"], d64["k"], d64["v"], d64["g"], d64["beta"], d64["cu_seqlens"],
                   d_out.double(), d_final_state=dht.double(), scale=scale,
