@@ -17,6 +17,7 @@ Target (issue 8): op overhead <= 20 us median for a cached call.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import contextlib
 import statistics
 import time
@@ -25,7 +26,7 @@ from typing import Any
 
 import torch
 
-from cudnn.engines.base import CompiledPlan, ExecutionContext
+from cudnn.engines.base import CompiledPlan, DirectLaunch, ExecutionContext
 from cudnn.linear_attention import ops
 from tests.reference.inputs import InputConfig, make_inputs
 from tests.reference.preprocess import Family
@@ -53,6 +54,20 @@ class _TimedPlan(CompiledPlan):
             self.inner.execute(graph, data, ctx)
         self.record.append(time.perf_counter_ns() - start)
 
+    def direct_launch(self, graph: Any, data: Mapping[int, Any]) -> DirectLaunch | None:
+        """The inner plan's DirectLaunch (the op's launch lane), its launch timed too."""
+        direct = self.inner.direct_launch(graph, data)
+        if direct is None:
+            return None
+        inner, record, skip = direct.launch, self.record, self.skip
+
+        def launch(buffers: Any, workspace: Any, stream: int) -> None:
+            start = time.perf_counter_ns()
+            if not skip:
+                inner(buffers, workspace, stream)
+            record.append(time.perf_counter_ns() - start)
+        return dataclasses.replace(direct, launch=launch)
+
 
 def _time_engines(record: list[int], skip: bool) -> None:
     for cache in ops.graph_caches():
@@ -71,8 +86,10 @@ def _engines(device: str) -> Iterator[None]:
     if device != "cpu":
         yield
         return
-    from tests.torch_ops.reference_engine import reference_engines_installed
+    from tests.torch_ops.reference_engine import reference_engine, reference_engines_installed
     with reference_engines_installed():
+        for family in ("gdn", "kda"):  # as FROST's plans do: cached calls take the lane
+            reference_engine(family).offers_direct_launch = True
         yield
 
 

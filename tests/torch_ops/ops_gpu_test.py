@@ -133,6 +133,45 @@ def test_cached_call_reuses_its_graph(fresh_caches):
     print(f"plan used: {entry.plan}, workspace {entry.workspace_size} bytes")
 
 
+def test_cached_calls_take_the_launch_lane_where_the_plan_offers_one(fresh_caches):
+    """FROST's forward offers a DirectLaunch (TVM-FFI kernels): from the third call on, a
+    cached call goes straight to the kernel; on a side stream, with fresh inputs each time
+    (same layout), and a misaligned input falls back to the checked path."""
+    config = CASES["gdn_gva_h0_l2norm"]
+    call_op(make_inputs(config, seed=8))
+    entry = ops.graph_caches()[0].values()[0]
+    if not entry.plan.startswith("gdn_frost"):
+        pytest.skip(f"the planned engine is {entry.plan}: only FROST offers a direct launch")
+    call_op(make_inputs(config, seed=9))  # the bound executor asks the plan for a lane
+    if entry.lane is None:
+        pytest.skip("the FROST kernels here use CuTe DSL's own call convention (no TVM-FFI)")
+    lane, launches = entry.lane, []
+    inner = lane.launch
+    lane.launch = lambda *args: (launches.append(1), inner(*args))
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for seed in (10, 11):
+            inputs = make_inputs(config, seed=seed)
+            o, final = call_op(inputs)
+            ref_o, ref_final = reference_forward(inputs)
+            side.synchronize()
+            assert_rel_close("lane o", o, ref_o, BOUNDS[torch.bfloat16]["o"])
+            assert_rel_close("lane final_state", final, ref_final,
+                             BOUNDS[torch.bfloat16]["final_state"])
+    assert len(launches) == 2
+    # g 4 bytes past a 16-byte boundary (FROST takes fp32 gates at 4-byte alignment): the
+    # lane was made for 16-byte aligned g, so the checked path runs this call
+    inputs = make_inputs(config, seed=12)
+    storage = torch.empty(inputs.g.numel() + 1, dtype=inputs.g.dtype, device="cuda")
+    shifted = storage[1:].view(inputs.g.shape)
+    shifted.copy_(inputs.g)
+    o, _ = call_op(dataclasses.replace(inputs, g=shifted))
+    assert len(launches) == 2
+    assert_rel_close("shifted g o", o, reference_forward(inputs)[0],
+                     BOUNDS[torch.bfloat16]["o"])
+
+
 def test_the_ops_run_on_the_current_stream():
     handle = TorchDeviceHandle(torch.device("cuda", torch.cuda.current_device()))
     side = torch.cuda.Stream()

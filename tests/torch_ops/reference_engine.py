@@ -17,6 +17,9 @@ the loaded-engine and graph caches on the way in and out.
 They decline what the references do not model (checkpoints, state pools, overwrite,
 beta_guard) and graphs whose handle is not on the CPU: the ops give every graph a handle
 naming the device of the call's tensors. Each engine records what it executed in `calls`.
+With `offers_direct_launch` set, its plans answer `direct_launch` (engine contract) by
+running the same execute on the buffers they are handed, counted in `direct_calls`: the
+op's launch lane runs on a CPU in CI.
 """
 from __future__ import annotations
 
@@ -28,7 +31,8 @@ from typing import Any, Callable
 import torch
 
 from cudnn.engines import manifest
-from cudnn.engines.base import BaseEngine, ExecutionContext, resolve_node_buffers
+from cudnn.engines.base import (BaseEngine, CompiledPlan, DirectLaunch, ExecutionContext,
+                                PlanConfig, resolve_node_buffers)
 from cudnn.engines.facts import linear_attention_facts
 from cudnn.linear_attention.ops import clear_graph_caches
 from cudnn.ops.linear_attention_rules import Kind
@@ -56,6 +60,13 @@ class _ReferenceEngine(BaseEngine):
     def __init__(self) -> None:
         #: (kind, dtype of q, workspace bytes) per execute, in call order.
         self.calls: list[tuple[str, torch.dtype, int]] = []
+        #: whether built plans offer a DirectLaunch, and how often one ran.
+        self.offers_direct_launch = False
+        self.direct_calls = 0
+
+    def build_plan(self, graph: Any, plan: PlanConfig,
+                   ctx: ExecutionContext | None = None) -> CompiledPlan:
+        return _ReferencePlan(self)
 
     def check_support(self, graph: Any) -> None:
         facts = linear_attention_facts(graph)
@@ -121,6 +132,29 @@ class _ReferenceEngine(BaseEngine):
         if self.family != "gdn":
             options["gate_lower_bound"] = flags.gate_lower_bound
         return options
+
+
+class _ReferencePlan(CompiledPlan):
+    def __init__(self, engine: _ReferenceEngine) -> None:
+        self.engine = engine
+
+    def get_workspace_size(self) -> int:
+        return self.engine.get_workspace_size()
+
+    def execute(self, graph: Any, data: Mapping[int, Any], ctx: ExecutionContext) -> None:
+        self.engine.execute(graph, data, ctx)
+
+    def direct_launch(self, graph: Any, data: Mapping[int, Any]) -> DirectLaunch | None:
+        engine = self.engine
+        if not engine.offers_direct_launch:
+            return None
+        uids = tuple(sorted(data))
+
+        def launch(buffers: Any, workspace: Any, stream: int) -> None:
+            engine.direct_calls += 1
+            engine.execute(graph, dict(zip(uids, buffers)), ExecutionContext(
+                workspace=workspace))
+        return DirectLaunch(uids, tuple(data[uid].data_ptr() & 15 for uid in uids), launch)
 
 
 class GdnReferenceEngine(_ReferenceEngine):

@@ -9,7 +9,8 @@ import pytest
 import torch
 
 from cudnn.linear_attention.ops._graph_cache import GraphCache
-from cudnn.linear_attention.ops._op_factory import cache_key
+from cudnn.linear_attention.ops._op_factory import cache_key_function
+from cudnn.linear_attention.ops.gdn import OPS
 
 
 def test_hit_returns_the_built_entry_and_counts():
@@ -105,10 +106,17 @@ def test_concurrent_distinct_keys_stay_within_the_bound():
     assert info.hits + info.misses == 6 * 200
 
 
+_SIGNATURE = OPS.forward_signature
+cache_key = cache_key_function(_SIGNATURE)
+
+
 def _values(q, **changes):
-    values = dict(q=q, scale=0.125, flag=False, name=None)
+    T, H, K = q.shape
+    values = dict(q=q, k=torch.zeros(T, H, K), v=torch.zeros(T, H, K), g=torch.zeros(T, H),
+                  beta=torch.zeros(T, H), cu_seqlens=torch.tensor([0, T]), scale=0.125,
+                  output_final_state=False)
     values.update(changes)
-    return tuple(values.values())
+    return _SIGNATURE.positional(values)
 
 
 def test_cache_key_tells_apart_what_shapes_the_graph():
@@ -120,8 +128,11 @@ def test_cache_key_tells_apart_what_shapes_the_graph():
         _values(torch.zeros(6, 8, 2).transpose(1, 2)),       # strides
         _values(torch.zeros(6, 2, 8, dtype=torch.float16)),  # dtype
         _values(q, scale=0.25),                              # attribute
-        _values(q, flag=True),
-        _values(q, name="plan"),
+        _values(q, output_final_state=True),
+        _values(q, plan_name="plan"),
+        _values(q, initial_state=torch.zeros(1, 2, 8, 8)),   # an optional tensor given
+        _values(q, initial_state=torch.zeros(1, 2, 8, 8).transpose(2, 3)),
+        _values(q, cu_seqlens=torch.tensor([0, 6], dtype=torch.int32)),
     ]
     keys = [cache_key(v) for v in different]
     assert base not in keys

@@ -8,6 +8,9 @@
   graph) returning a `CompiledPlan`, whose `execute(graph, data, ctx)` runs on the caller's
   `{uid: buffer}` pack. Eager engines implement `execute` and `get_workspace_size`
   instead of `build_plan`.
+- `CompiledPlan.direct_launch(graph, data)` (optional): the plan's launch with its checks
+  done once, for a caller that runs one graph many times with fresh buffers of the same
+  layout (the torch ops); see `DirectLaunch`.
 - `ExecutionContext`: handle, stream, workspace and execute-time shape overrides. Engines
   use no hidden stream, allocate no hidden workspace and read no private graph state.
 - Declines: only `NotImplementedError` and `cudnnGraphNotSupportedError` mean "this engine
@@ -19,7 +22,7 @@ from __future__ import annotations
 
 import numbers
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -104,6 +107,23 @@ class ExecutionContext:
         return bool(self.override_uids)
 
 
+@dataclass(frozen=True)
+class DirectLaunch:
+    """A plan's launch with every per-call check already done, for one buffer layout.
+
+    What `CompiledPlan.direct_launch` returns. The caller owes each call of `launch`
+    buffers (in `uids` order) with the dims, strides, dtype and device the graph declares
+    for those uids, each base address equal to `alignment` modulo 16, on the device that
+    is current; it passes a workspace of at least the plan's size (or None when that is
+    0) and the raw CUDA stream handle (an int; 0 for CPU). Nothing is checked again: a
+    buffer outside that contract is undefined behaviour, so callers key their own cache
+    on exactly these properties and fall back to `execute` otherwise.
+    """
+    uids: tuple[int, ...]
+    alignment: tuple[int, ...]
+    launch: Callable[[Sequence[Any], Any, int], None]
+
+
 class CompiledPlan(ABC):
     """A built plan. Per-call state must not live on it: two threads may execute one
     plan at once with different buffers."""
@@ -111,6 +131,12 @@ class CompiledPlan(ABC):
     def get_workspace_size(self) -> int:
         """Bytes of `ctx.workspace` that `execute` needs."""
         return 0
+
+    def direct_launch(self, graph: pygraph, data: Mapping[int, Any]) -> DirectLaunch | None:
+        """Optional fast path: after an `execute` with `data` ({uid: buffer}) returned, a
+        DirectLaunch that repeats it for buffers laid out like these (None: not offered,
+        the default). Plans whose execute re-derives nothing per call gain nothing."""
+        return None
 
     @abstractmethod
     def execute(self, graph: pygraph, data: Mapping[int, Any], ctx: ExecutionContext) -> None:
@@ -221,6 +247,6 @@ def public_knobs_repr(public: Mapping[Any, int]) -> str:
 
 
 __all__ = [
-    "DECLINE_TYPES", "BaseEngine", "CompiledPlan", "EagerPlan", "ExecutionContext",
-    "NodeBuffers", "PlanConfig", "is_decline", "public_knobs_repr", "resolve_node_buffers",
+    "DECLINE_TYPES", "BaseEngine", "CompiledPlan", "DirectLaunch", "EagerPlan",
+    "ExecutionContext", "NodeBuffers", "PlanConfig", "is_decline", "public_knobs_repr", "resolve_node_buffers",
 ]

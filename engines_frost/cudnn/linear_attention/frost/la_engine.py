@@ -19,7 +19,8 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from cudnn import behavior_note
-from cudnn.engines.base import BaseEngine, CompiledPlan, PlanConfig, resolve_node_buffers
+from cudnn.engines.base import (BaseEngine, CompiledPlan, DirectLaunch, PlanConfig,
+                                resolve_node_buffers)
 from cudnn.engines.facts import LinearAttentionFacts, linear_attention_facts
 from cudnn.engines.port_dtypes import IO
 from cudnn.engines.torch_buffers import as_torch, handle_device_reason, torch_stream
@@ -118,6 +119,24 @@ class _FrostForwardPlan(CompiledPlan):
             stream=torch_stream(ctx.stream, self.device), bind=scratch is None, **extra)
         if isinstance(bound, BoundLaunch):  # kept for the next call (one assignment: thread-safe)
             self._bound = bound
+
+    def direct_launch(self, graph, data) -> DirectLaunch | None:
+        """The last checked launch as a DirectLaunch, when it was made from these buffers
+        (another thread may have replaced it since) and takes TVM-FFI's plain ints."""
+        bound = self._bound
+        operands = self._uid_operands(data)
+        if bound is None or operands is None or not bound.matches(operands):
+            return None
+        present = tuple((name, uid) for name, uid in self._operand_uids
+                        if operands[name] is not None)
+        launch = bound.pointer_launch(tuple(name for name, _ in present))
+        if launch is None:
+            return None
+        return DirectLaunch(
+            uids=tuple(uid for _, uid in present),
+            alignment=tuple(operands[name].data_ptr() & 15 for name, _ in present),
+            # a bound launch exists only for plans without scratch: no workspace to pass
+            launch=lambda buffers, _workspace, stream: launch(buffers, stream))
 
     def _uid_operands(self, data) -> dict | None:
         """{kernel operand: buffer} straight from the uid-keyed variant pack when every

@@ -18,6 +18,7 @@ The ops never convert dtypes and never name an engine.
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -55,12 +56,31 @@ def _tensor_positions(signature: OpSignature) -> tuple[int, ...]:
     return tuple(signature.names.index(n) for n in signature.tensor_names)
 
 
-def cache_key(values: Sequence[Any]) -> tuple[Any, ...]:
-    """Everything that shapes the graph and that the checks read: each tensor's dims,
-    strides, dtype and device index, and every other argument's value."""
-    tensor = torch.Tensor
-    return tuple([(v.shape, v.stride(), v.dtype, v.get_device()) if isinstance(v, tensor)
-                  else v for v in values])
+def cache_key_function(signature: OpSignature) -> Callable[[Sequence[Any]], tuple[Any, ...]]:
+    """`cache_key(values)` for calls of `signature`: everything that shapes the graph and
+    that the checks read: every non-tensor argument's value, and each tensor argument's
+    dims, strides, dtype and device index (None when absent). The positions are resolved
+    here once, so a call pays two C itemgetters and one loop over its tensors."""
+    tensor_positions = _tensor_positions(signature)
+    others = [i for i in range(len(signature.names)) if i not in tensor_positions]
+    take_tensors = _getter(tensor_positions)
+    take_others = _getter(others)
+
+    def cache_key(values: Sequence[Any]) -> tuple[Any, ...]:
+        return (take_others(values), *[None if t is None else
+                                       (t.shape, t.stride(), t.dtype, t.get_device())
+                                       for t in take_tensors(values)])
+    return cache_key
+
+
+def _getter(positions: Sequence[int]) -> Callable[[Sequence[Any]], tuple[Any, ...]]:
+    """operator.itemgetter that always returns a tuple (itemgetter(i) returns the item)."""
+    if not positions:
+        return lambda values: ()
+    if len(positions) == 1:
+        (only,) = positions
+        return lambda values: (values[only],)
+    return operator.itemgetter(*positions)
 
 
 @dataclass(frozen=True)
@@ -75,6 +95,8 @@ class _OpDef:
     allocate: Callable[[Mapping[str, Any], Geometry], _Results]
     #: bound call -> (result position, graph output port) of the results the graph writes.
     written: Callable[[Mapping[str, Any]], list[tuple[int, str]]]
+    #: values in schema order -> the graph cache key (cache_key_function).
+    cache_key: Callable[[Sequence[Any]], tuple[Any, ...]]
 
 
 class FamilyOps:
@@ -106,14 +128,15 @@ class FamilyOps:
                 builder: Callable[..., Any], allocate: Callable[..., _Results],
                 written: Callable[..., list[tuple[int, str]]]) -> _OpDef:
         name = f"{NAMESPACE}::{self.family.name}_{suffix}"
-        return _OpDef(name, signature, backward, builder, GraphCache(name), allocate, written)
+        return _OpDef(name, signature, backward, builder, GraphCache(name), allocate, written,
+                      cache_key_function(signature))
 
     # -- registration ------------------------------------------------------------------
     def _register(self, op: _OpDef) -> tuple[Any, Callable[..., _Results]]:
         """Register op with torch.library; returns it and its (CPU/CUDA) kernel."""
         def kernel(*args: Any, **kwargs: Any) -> _Results:
             values = op.signature.complete(args, kwargs)
-            entry = op.cache.get_or_build(cache_key(values), lambda: self._build(op, values))
+            entry = op.cache.get_or_build(op.cache_key(values), lambda: self._build(op, values))
             return entry.run(values)
 
         def fake(*args: Any, **kwargs: Any) -> _Results:

@@ -90,6 +90,8 @@ class OpSignature:
         if len(set(self.names)) != len(self.names):
             raise ValueError(f"duplicate argument names in {self.names}")
         self._defaults = tuple(a.default for a in self.args)
+        #: positions without a default: the only ones `complete` can find missing.
+        self._required = tuple(i for i, d in enumerate(self._defaults) if d is REQUIRED)
         self.tensor_names: tuple[str, ...] = tuple(a.name for a in self.args if a.is_tensor)
 
     def schema(self) -> str:
@@ -106,7 +108,7 @@ class OpSignature:
             for name, value in kwargs.items():
                 values[self.names.index(name)] = value
             values = tuple(values)
-        missing = [n for n, v in zip(self.names, values) if v is REQUIRED]
+        missing = [self.names[i] for i in self._required if values[i] is REQUIRED]
         if missing:
             raise TypeError(f"missing required arguments {missing}")
         return values
