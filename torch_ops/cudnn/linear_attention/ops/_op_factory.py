@@ -185,8 +185,9 @@ class FamilyOps:
         how = route(args, self._forward_tensor_positions)  # _direct_call.py
         if how == DIRECT:
             results = self._forward_kernel(*args)
-        elif how == DIRECT_AUTOGRAD:
-            results = self._eager_autograd.apply(*args)
+        elif how == DIRECT_AUTOGRAD:  # tensors one by one, the rest as one tuple
+            results = self._eager_autograd.apply(self._take_others(args),
+                                                 *self._take_tensors(args))
         else:
             results = self.forward_op(*args)
         if values.get("checkpoint_every_n_tokens", 0) > 0:
@@ -265,17 +266,29 @@ class FamilyOps:
         torch.autograd.Function around the forward kernel, for eager calls that record
         autograd without the dispatcher (_direct_call.DIRECT_AUTOGRAD)."""
         ops = self
+        # apply() costs ~0.2 us per argument: the non-tensor arguments travel as one tuple
+        names = self.forward_signature.names
+        tensor_positions = self._forward_tensor_positions
+        other_positions = tuple(i for i in range(len(names)) if i not in tensor_positions)
+        self._take_tensors = _getter(tensor_positions)
+        self._take_others = _getter(other_positions)
 
         class EagerForward(torch.autograd.Function):
             @staticmethod
-            def forward(ctx: Any, *args: Any) -> _Results:
+            def forward(ctx: Any, others: tuple[Any, ...], *tensors: Any) -> _Results:
+                args = [None] * len(names)
+                for position, value in zip(other_positions, others):
+                    args[position] = value
+                for position, value in zip(tensor_positions, tensors):
+                    args[position] = value
                 results = ops._forward_kernel(*args)
                 ops._setup_context(ctx, args, results)
                 return results
 
             @staticmethod
             def backward(ctx: Any, *grads: Any) -> tuple[Any, ...]:
-                return ops._backward(ctx, *grads)
+                by_argument = ops._backward(ctx, *grads)
+                return (None, *[by_argument[i] for i in tensor_positions])
 
         EagerForward.__name__ = EagerForward.__qualname__ = f"{self.family.name}_eager"
         return EagerForward
