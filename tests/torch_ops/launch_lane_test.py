@@ -110,7 +110,7 @@ def _direct(uids, alignment):
     (_direct((1, 2, 10), (0, 0, 8)), "a result address off the allocator's alignment"),
 ])
 def test_make_lane_declines(direct, why):
-    lane = make_lane(torch.device("cpu"), [((2,), torch.float32)], 0, direct,
+    lane = make_lane(torch.device("cpu"), [((2,), torch.float32)], (), 0, direct,
                      input_uids=[(0, 1), (3, 2)], output_uids=[(0, 10)])
     assert lane is None, why
 
@@ -119,17 +119,22 @@ def test_make_lane_binds_inputs_and_results_by_position():
     seen = []
     direct = DirectLaunch((10, 2, 1), (0, 4, 0),
                           lambda buffers, workspace, stream: seen.append((buffers, workspace)))
-    lane = make_lane(torch.device("cpu"), [((3,), torch.float32)], 16, direct,
+    lane = make_lane(torch.device("cpu"), [((3,), torch.float32), ((0,), torch.float32),
+                                           ((0, 4), torch.float16)], (1,), 16, direct,
                      input_uids=[(0, 1), (2, 2)], output_uids=[(0, 10)])
     a = torch.zeros(4)
     storage = torch.zeros(8)
     b = storage[1:5]  # 4 bytes past the boundary, as the lane was made for
-    (result,) = lane((a, None, b))
+    result, empty, other_empty = lane((a, None, b))
     ((buffers, workspace),) = seen
     assert buffers[0] is result and buffers[1] is b and buffers[2] is a
     assert result.shape == (3,) and workspace.numel() == 16
+    assert empty.shape == (0,) and other_empty.shape == (0, 4)
+    # a caller that drops unused results gets None for the droppable empty one only
+    _, dropped, kept = lane((a, None, b), drop_unused=True)
+    assert dropped is None and kept.shape == (0, 4) and kept.dtype == torch.float16
     assert lane((a, None, storage[:4])) is None  # position 2 at another alignment
-    assert len(seen) == 1
+    assert len(seen) == 2
 
 
 if __name__ == "__main__":

@@ -82,8 +82,9 @@ def test_public_functions_take_the_spec_arguments(fn, names):
 @pytest.mark.parametrize("module,fn", [("gdn", "gated_delta_net"), ("kda", "kimi_delta_attention"),
                                        ("gdn2", "gated_delta_net_v2")])
 def test_public_function_hands_every_argument_to_the_op(monkeypatch, module, fn):
-    """The public functions build their argument dict by hand (dynamo cannot trace
-    locals()): every parameter must reach OPS.forward under its own name, unchanged."""
+    """The public functions list their arguments by hand in schema order (dynamo cannot
+    trace locals()): every parameter must reach OPS.forward at its schema position (the
+    two outside the schema after the tuple), unchanged."""
     import importlib
 
     mod = importlib.import_module(f"cudnn.linear_attention.ops.{module}")
@@ -91,9 +92,16 @@ def test_public_function_hands_every_argument_to_the_op(monkeypatch, module, fn)
     names = list(inspect.signature(public).parameters)
     sentinels = {name: object() for name in names}
     seen = {}
-    monkeypatch.setattr(mod.OPS, "forward", lambda values: seen.update(values))
+
+    def forward(args, overwrite_initial_state, state_indices):
+        assert len(args) == len(mod.OPS.forward_signature.names)
+        seen.update(zip(mod.OPS.forward_signature.names, args))
+        seen.update(overwrite_initial_state=overwrite_initial_state,
+                    state_indices=state_indices)
+
+    monkeypatch.setattr(mod.OPS, "forward", forward)
     public(**sentinels)
-    assert list(seen) == names
+    assert sorted(seen) == sorted(names)
     assert all(seen[name] is sentinels[name] for name in names)
 
 

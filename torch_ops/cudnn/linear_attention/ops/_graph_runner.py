@@ -65,6 +65,8 @@ class GraphRequest:
     outputs: Sequence[tuple[int, str]]
     plan_name: str | None
     device: torch.device
+    #: result positions a caller may discard (see CachedGraph.droppable).
+    droppable: tuple[int, ...] = ()
 
     def describe(self) -> str:
         tensors = ", ".join(f"{port} {list(t.shape)} {str(t.dtype).removeprefix('torch.')}"
@@ -86,6 +88,8 @@ class CachedGraph:
     #: the name of the plan that was built (for explanations and tests, never dispatch).
     plan: str
     device: torch.device
+    #: results a caller may discard; the lane skips allocating those that are empty.
+    droppable: tuple[int, ...] = ()
     #: the selected plan bound after the first call (router bound_executor), then used.
     executor: BoundExecutor | None = field(default=None, repr=False)
     #: the plan's direct launch bound to the op's positions (None: not offered / yet).
@@ -95,12 +99,14 @@ class CachedGraph:
     _input_uids: tuple[tuple[int, int], ...] = field(default=(), repr=False)
     _output_uids: tuple[tuple[int, int], ...] = field(default=(), repr=False)
 
-    def run(self, values: Sequence[Any]) -> tuple[torch.Tensor, ...]:
+    def run(self, values: Sequence[Any], drop_unused: bool = False
+            ) -> tuple[torch.Tensor | None, ...]:
         """Allocate the results and execute the graph into them with the call's values,
-        with the tensors' GPU current (engines launch on the current device)."""
+        with the tensors' GPU current (engines launch on the current device). With
+        `drop_unused`, the lane may return None for empty `droppable` results."""
         lane = self.lane
         if lane is not None:
-            results = lane(values)
+            results = lane(values, drop_unused)
             if results is not None:
                 return results
         device = self.device
@@ -126,7 +132,8 @@ class CachedGraph:
             # call with another alignment can make the plan decline once)
             if self.lane is None and self._lane_asks < _LANE_ASKS:
                 self._lane_asks += 1
-                self.lane = make_lane(device, self.results, self.workspace_size,
+                self.lane = make_lane(device, self.results, self.droppable,
+                                      self.workspace_size,
                                       executor.plan.direct_launch(self.graph, pack),
                                       self._input_uids, self._output_uids)
             return results
@@ -172,7 +179,8 @@ def build_graph(request: GraphRequest) -> CachedGraph:
         graph=graph, inputs=tuple(inputs.values()), outputs=tuple(outputs),
         results=tuple((tuple(r.shape), r.dtype) for r in request.results),
         workspace_size=int(graph.get_workspace_size()),
-        plan=graph.get_plan_name_at_index(selected), device=request.device)
+        plan=graph.get_plan_name_at_index(selected), device=request.device,
+        droppable=request.droppable)
 
 
 def _plan(request: GraphRequest, graph: cudnn.pygraph) -> None:

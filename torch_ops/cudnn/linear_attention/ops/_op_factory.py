@@ -118,6 +118,9 @@ class FamilyOps:
         forward.register_autograd(self._backward, setup_context=self._setup_context)
         _, self._backward_kernel = self._register(self.backward_def)
         self._forward_tensor_positions = _tensor_positions(self.forward_signature)
+        self._scale_position = self.forward_signature.names.index("scale")
+        self._checkpoint_position = self.forward_signature.names.index(
+            "checkpoint_every_n_tokens")
         self._backward_tensor_positions = _tensor_positions(self.backward_signature)
         self._eager_autograd = self._eager_function()
         namespace = getattr(torch.ops, NAMESPACE)
@@ -135,9 +138,7 @@ class FamilyOps:
     def _register(self, op: _OpDef) -> tuple[Any, Callable[..., _Results]]:
         """Register op with torch.library; returns it and its (CPU/CUDA) kernel."""
         def kernel(*args: Any, **kwargs: Any) -> _Results:
-            values = op.signature.complete(args, kwargs)
-            entry = op.cache.get_or_build(op.cache_key(values), lambda: self._build(op, values))
-            return entry.run(values)
+            return self._run(op, op.signature.complete(args, kwargs))
 
         def fake(*args: Any, **kwargs: Any) -> _Results:
             bound = op.signature.bind(args, kwargs)
@@ -147,6 +148,13 @@ class FamilyOps:
                                              schema=op.signature.schema())
         registered.register_fake(fake)
         return registered, kernel
+
+    def _run(self, op: _OpDef, values: Sequence[Any], drop_unused: bool = False) -> _Results:
+        """Run `op` on all its values (schema order) through its cached graph. With
+        `drop_unused`, results the caller discards (DROPPABLE_RESULTS) may come back as
+        None when they are empty placeholders."""
+        entry = op.cache.get_or_build(op.cache_key(values), lambda: self._build(op, values))
+        return entry.run(values, drop_unused)
 
     def _build(self, op: _OpDef, values: Sequence[Any]) -> CachedGraph:
         signature = op.signature
@@ -164,33 +172,41 @@ class FamilyOps:
             inputs=[(signature.names.index(n), n, bound[n]) for n in tensors
                     if bound[n] is not None],
             attrs=attrs, results=op.allocate(bound, geo), outputs=op.written(bound),
-            plan_name=bound["plan_name"], device=bound["q"].device))
+            plan_name=bound["plan_name"], device=bound["q"].device,
+            droppable=() if op.backward else (FORWARD_RESULTS.index("state_checkpoints"),)))
 
     # -- the public function's body ----------------------------------------------------
-    def forward(self, values: dict[str, Any]) -> _Results:
-        """Run the forward op from the public function's arguments (by name)."""
+    def forward(self, args: tuple[Any, ...], overwrite_initial_state: Any = False,
+                state_indices: Any = None) -> _Results:
+        """Run the forward op from the public function's arguments: `args` every schema
+        argument in schema order (forward_signature), then the two it does not hold."""
         name = self.family.name
-        q = values["q"]
+        q = args[0]
         if not isinstance(q, torch.Tensor) or q.dim() != 3:
             given = f"dims {list(q.shape)}" if isinstance(q, torch.Tensor) else type(q).__name__
             raise ValueError(f"{name}: expected THD inputs, q [T, H, K] (rank 3); got {given}")
-        for unsupported in ("overwrite_initial_state", "state_indices"):
-            if values.get(unsupported) is not None and values[unsupported] is not False:
+        for unsupported, value in (("overwrite_initial_state", overwrite_initial_state),
+                                   ("state_indices", state_indices)):
+            if value is not None and value is not False:
                 raise NotImplementedError(
                     f"{name}: {unsupported} (in-place state pools, inference only) is not "
                     "supported by these ops yet; pass initial_state and read final_state")
-        if values.get("scale") is None:
-            values["scale"] = default_scale(q.shape[-1])
-        args = self.forward_signature.positional(values)
+        if len(args) != len(self.forward_signature.names):
+            raise TypeError(f"{name}: {len(args)} arguments for the "
+                            f"{len(self.forward_signature.names)} of the op's schema")
+        scale_at = self._scale_position
+        if args[scale_at] is None:
+            args = (*args[:scale_at], default_scale(q.shape[-1]), *args[scale_at + 1:])
+        checkpoints = args[self._checkpoint_position] > 0
         how = route(args, self._forward_tensor_positions)  # _direct_call.py
-        if how == DIRECT:
-            results = self._forward_kernel(*args)
+        if how == DIRECT:  # nobody sees the checkpoint placeholder: the lane may skip it
+            results = self._run(self.forward_def, args, drop_unused=not checkpoints)
         elif how == DIRECT_AUTOGRAD:  # tensors one by one, the rest as one tuple
             results = self._eager_autograd.apply(self._take_others(args),
                                                  *self._take_tensors(args))
         else:
             results = self.forward_op(*args)
-        if values.get("checkpoint_every_n_tokens", 0) > 0:
+        if checkpoints:
             return tuple(results)
         return results[0], results[1]
 

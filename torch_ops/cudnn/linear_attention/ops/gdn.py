@@ -74,16 +74,11 @@ def gated_delta_net(
         >>> cu = torch.tensor([0, 5, 8], dtype=torch.int32, device="cuda")
         >>> o, final = gated_delta_net(q, k, v, g, beta, cu, output_final_state=True)
     """
-    # an explicit dict, not locals(): torch.compile (dynamo, torch <= 2.11) cannot trace
-    # locals() and would break the graph at every call
-    return OPS.forward({
-        "q": q, "k": k, "v": v, "g": g, "beta": beta, "cu_seqlens": cu_seqlens, "scale": scale,
-        "initial_state": initial_state, "output_final_state": output_final_state,
-        "use_qk_l2norm_in_kernel": use_qk_l2norm_in_kernel, "batch_invariant": batch_invariant,
-        "use_beta_sigmoid_in_kernel": use_beta_sigmoid_in_kernel,
-        "allow_neg_eigval": allow_neg_eigval, "safe_gate": safe_gate,
-        "gate_domain": gate_domain, "a_log": a_log, "dt_bias": dt_bias,
-        "checkpoint_every_n_tokens": checkpoint_every_n_tokens,
-        "checkpoint_dtype": checkpoint_dtype, "plan_name": plan_name,
-        "overwrite_initial_state": overwrite_initial_state, "state_indices": state_indices,
-    })
+    # every argument by position in schema order (OPS.forward_signature; not locals(),
+    # which dynamo cannot trace): a tuple is the cheapest hand-over on the cached path
+    return OPS.forward((
+        q, k, v, g, beta, cu_seqlens, scale, initial_state, output_final_state,
+        use_qk_l2norm_in_kernel, batch_invariant, use_beta_sigmoid_in_kernel, allow_neg_eigval,
+        safe_gate, gate_domain, a_log, dt_bias, checkpoint_every_n_tokens, checkpoint_dtype,
+        plan_name,
+    ), overwrite_initial_state, state_indices)
