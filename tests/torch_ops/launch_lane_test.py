@@ -137,5 +137,17 @@ def test_make_lane_binds_inputs_and_results_by_position():
     assert len(seen) == 2
 
 
+
+def test_a_launch_that_takes_addresses_gets_each_buffers_address():
+    seen = []
+    direct = DirectLaunch((10, 1), (0, 0), lambda addresses, workspace, stream:
+                          seen.append(addresses), takes_addresses=True)
+    lane = make_lane(torch.device("cpu"), [((3,), torch.float32)], (), 0, direct,
+                     input_uids=[(0, 1)], output_uids=[(0, 10)])
+    a = torch.zeros(4)
+    (result,) = lane((a,))
+    assert seen == [[result.data_ptr(), a.data_ptr()]]
+
+
 if __name__ == "__main__":
     raise SystemExit(pytest.main([__file__, "-q"]))

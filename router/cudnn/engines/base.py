@@ -117,11 +117,14 @@ class DirectLaunch:
     is current; it passes a workspace of at least the plan's size (or None when that is
     0) and the raw CUDA stream handle (an int; 0 for CPU). Nothing is checked again: a
     buffer outside that contract is undefined behaviour, so callers key their own cache
-    on exactly these properties and fall back to `execute` otherwise.
+    on exactly these properties and fall back to `execute` otherwise. With
+    `takes_addresses`, `launch` receives each buffer's base address (an int) instead of
+    the buffer: the caller reads them anyway to check the alignment.
     """
     uids: tuple[int, ...]
     alignment: tuple[int, ...]
     launch: Callable[[Sequence[Any], Any, int], None]
+    takes_addresses: bool = False
 
 
 class CompiledPlan(ABC):

@@ -136,7 +136,8 @@ class _FrostForwardPlan(CompiledPlan):
             uids=tuple(uid for _, uid in present),
             alignment=tuple(operands[name].data_ptr() & 15 for name, _ in present),
             # a bound launch exists only for plans without scratch: no workspace to pass
-            launch=lambda buffers, _workspace, stream: launch(buffers, stream))
+            launch=lambda addresses, _workspace, stream: launch(addresses, stream),
+            takes_addresses=True)
 
     def _uid_operands(self, data) -> dict | None:
         """{kernel operand: buffer} straight from the uid-keyed variant pack when every

@@ -31,8 +31,8 @@ def _cuda_stream_of(index: int) -> int:
 class LaunchLane:
     """One cached graph's direct launch, bound to the op's argument and result positions."""
 
-    __slots__ = ("device", "index", "results", "kept", "workspace_size", "inputs",
-                 "sources", "launch", "_current", "_stream")
+    __slots__ = ("device", "index", "results", "kept", "workspace_size", "alignment",
+                 "sources", "launch", "by_address", "_current", "_stream")
 
     def __init__(self, device: torch.device, results: Sequence[tuple[tuple[int, ...],
                  torch.dtype]], droppable: Sequence[int], workspace_size: int,
@@ -47,13 +47,12 @@ class LaunchLane:
                           math.prod(dims) == 0 else (dims, dtype)
                           for i, (dims, dtype) in enumerate(self.results))
         self.workspace_size = workspace_size
-        #: (argument position, expected address % 16) of every input buffer.
-        self.inputs = tuple((position_of[uid][1], align)
-                            for uid, align in zip(direct.uids, direct.alignment)
-                            if not position_of[uid][0])
+        #: address % 16 per buffer of the launch (results: 0, see make_lane).
+        self.alignment = list(direct.alignment)
         #: (is a result, position) per buffer of the launch, in its order.
         self.sources = tuple(position_of[uid] for uid in direct.uids)
         self.launch = direct.launch
+        self.by_address = direct.takes_addresses
         cuda = device.type == "cuda"
         self.index = device.index if cuda else None
         self._current: Callable[[], int] | None = torch._C._cuda_getDevice if cuda else None
@@ -66,9 +65,6 @@ class LaunchLane:
         index = self.index
         if index is not None and self._current() != index:
             return None  # the executor path switches devices
-        for position, align in self.inputs:
-            if values[position].data_ptr() & 15 != align:
-                return None
         device = self.device
         if drop_unused:
             results = tuple([None if spec is None else
@@ -79,9 +75,13 @@ class LaunchLane:
                              for dims, dtype in self.results])
         buffers = [results[position] if is_result else values[position]
                    for is_result, position in self.sources]
+        addresses = [buffer.data_ptr() for buffer in buffers]
+        if [address & 15 for address in addresses] != self.alignment:
+            return None  # laid out as the lane's plan was not: the checked path decides
         workspace = (torch.empty(self.workspace_size, dtype=torch.uint8, device=device)
                      if self.workspace_size else None)
-        self.launch(buffers, workspace, self._stream(index) if index is not None else 0)
+        self.launch(addresses if self.by_address else buffers, workspace,
+                    self._stream(index) if index is not None else 0)
         return results
 
 

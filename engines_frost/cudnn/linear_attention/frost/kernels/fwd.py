@@ -182,18 +182,19 @@ class BoundLaunch:
         self.kernel.launch(tensors, self.T, self.N, self.scale, stream)
 
     def pointer_launch(self, names: tuple):
-        """``launch(buffers, stream_handle)`` for buffers of the ABI operands ``names`` (in
-        that order; the other operands absent) laid out as this launch's, with a raw
-        stream handle; None unless the kernel takes TVM-FFI's plain ints. No checks."""
+        """``launch(addresses, stream_handle)`` for the base addresses of the ABI operands
+        ``names`` (in that order; the other operands absent), buffers laid out as this
+        launch's, and a raw stream handle; None unless the kernel takes TVM-FFI's plain
+        ints. No checks."""
         if self.kernel.ffi != "tvm":
             return None
         slots = tuple(OPERANDS.index(name) for name in names)
         width, fn, tail = len(OPERANDS), self.kernel.fn, (self.T, self.N, self.scale)
 
-        def launch(buffers, stream: int) -> None:
+        def launch(addresses, stream: int) -> None:
             args = [0] * width
-            for slot, buffer in zip(slots, buffers):
-                args[slot] = buffer.data_ptr()
+            for slot, address in zip(slots, addresses):
+                args[slot] = address
             fn(*args, *tail, stream)
         return launch
 
