@@ -29,21 +29,30 @@ _C = torch._C
 DISPATCHER, DIRECT, DIRECT_AUTOGRAD = "dispatcher", "direct", "direct_autograd"
 
 
+# bound once: every eager call asks each of them (a global attribute chain costs more)
+_is_compiling = torch.compiler.is_compiling
+_dispatch_modes = _C._len_torch_dispatch_stack
+_function_modes = _C._is_torch_function_mode_enabled
+_functorch = _C._are_functorch_transforms_active
+_profiling = _C._autograd._profiler_enabled
+_tracing_state = _C._get_tracing_state
+_grad_enabled = torch.is_grad_enabled
+_PLAIN = torch.Tensor
+
+
 def route(values: Sequence[object], tensor_positions: Sequence[int]) -> str:
     """How to run a call with these argument values (tensors at `tensor_positions`, each a
     tensor or None); see the module docstring."""
-    if (torch.compiler.is_compiling() or _C._len_torch_dispatch_stack()
-            or _C._is_torch_function_mode_enabled() or _C._are_functorch_transforms_active()
-            or _C._autograd._profiler_enabled() or _C._get_tracing_state() is not None):
+    if (_is_compiling() or _dispatch_modes() or _function_modes() or _functorch()
+            or _profiling() or _tracing_state() is not None):
         return DISPATCHER
-    grad = torch.is_grad_enabled()
+    grad = _grad_enabled()
     records = False
-    plain = torch.Tensor
     for position in tensor_positions:  # a plain loop: this runs on every eager call
         t = values[position]
         if t is None:
             continue
-        if type(t) is not plain or not (t.is_cuda or t.is_cpu):
+        if type(t) is not _PLAIN or not (t.is_cuda or t.is_cpu):
             return DISPATCHER
         records = records or (grad and t.requires_grad)
     return DIRECT_AUTOGRAD if records else DIRECT

@@ -24,10 +24,6 @@ import torch
 from cudnn.engines.base import DirectLaunch
 
 
-def _cuda_stream_of(index: int) -> int:
-    return torch._C._cuda_getCurrentRawStream(index)
-
-
 class LaunchLane:
     """One cached graph's direct launch, bound to the op's argument and result positions."""
 
@@ -56,7 +52,8 @@ class LaunchLane:
         cuda = device.type == "cuda"
         self.index = device.index if cuda else None
         self._current: Callable[[], int] | None = torch._C._cuda_getDevice if cuda else None
-        self._stream: Callable[[int], int] | None = _cuda_stream_of if cuda else None
+        self._stream: Callable[[int], int] | None = (torch._C._cuda_getCurrentRawStream
+                                                     if cuda else None)
 
     def __call__(self, values: Sequence[Any], drop_unused: bool = False
                  ) -> tuple[torch.Tensor | None, ...] | None:

@@ -185,12 +185,13 @@ class FamilyOps:
         if not isinstance(q, torch.Tensor) or q.dim() != 3:
             given = f"dims {list(q.shape)}" if isinstance(q, torch.Tensor) else type(q).__name__
             raise ValueError(f"{name}: expected THD inputs, q [T, H, K] (rank 3); got {given}")
-        for unsupported, value in (("overwrite_initial_state", overwrite_initial_state),
-                                   ("state_indices", state_indices)):
-            if value is not None and value is not False:
-                raise NotImplementedError(
-                    f"{name}: {unsupported} (in-place state pools, inference only) is not "
-                    "supported by these ops yet; pass initial_state and read final_state")
+        if (overwrite_initial_state is not False and overwrite_initial_state is not None) \
+                or state_indices is not None:
+            unsupported = ("state_indices" if state_indices is not None else
+                           "overwrite_initial_state")
+            raise NotImplementedError(
+                f"{name}: {unsupported} (in-place state pools, inference only) is not "
+                "supported by these ops yet; pass initial_state and read final_state")
         if len(args) != len(self.forward_signature.names):
             raise TypeError(f"{name}: {len(args)} arguments for the "
                             f"{len(self.forward_signature.names)} of the op's schema")
