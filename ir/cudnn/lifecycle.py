@@ -52,6 +52,9 @@ class PlanningData:
     pinned: bool = False
     #: {plan index: compiled plan}, built once per index.
     compiled_plans: dict[int, Any] = field(default_factory=dict)
+    #: the user's plan filters (deselect_engines, workspace limit, note filters; router's
+    #: object). Kept across mutations: they describe the user's choice, not the graph.
+    filters: Any = None
     #: the lowered backend graph, when a backend lowering exists (backend layer's object).
     lowered: Any = None
     #: anything else the router keeps per graph, in a type of its own (facts, candidate

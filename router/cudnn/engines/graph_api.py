@@ -11,10 +11,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from cudnn.engines import manifest
+from cudnn.engines import manifest, plan_filters
 from cudnn.engines.backend_source import backend_adapter, backend_answer
 from cudnn.engines.base import DECLINE_TYPES, BaseEngine, ExecutionContext, PlanConfig
 from cudnn.engines.explain import PlanExplanation, explain
+from cudnn.engines.plan_filters import check_workspace_limit, require_not_barred
 from cudnn.engines.plan_list import (checked_index, compiled_plan, plan_at, plan_name_at,
                                      require_planned, source_at, workspace_size_of)
 from cudnn.engines.plan_sources import BackendSource
@@ -69,6 +70,35 @@ def select_plan(graph: pygraph, index: int) -> pygraph:
     return graph
 
 
+# -- filters (plan_filters.py) ------------------------------------------------------------
+def deselect_engines(graph: pygraph, names: Any) -> pygraph:
+    return plan_filters.deselect_engines(graph, names)
+
+
+def deselect_workspace_greater_than(graph: pygraph, limit: int) -> pygraph:
+    return plan_filters.deselect_workspace_greater_than(graph, limit)
+
+
+def select_behavior_notes(graph: pygraph, notes: Any) -> pygraph:
+    return plan_filters.note_filter(graph, plan_filters.BEHAVIOR, notes, True,
+                                    "select_behavior_notes")
+
+
+def deselect_behavior_notes(graph: pygraph, notes: Any) -> pygraph:
+    return plan_filters.note_filter(graph, plan_filters.BEHAVIOR, notes, False,
+                                    "deselect_behavior_notes")
+
+
+def select_numeric_notes(graph: pygraph, notes: Any) -> pygraph:
+    return plan_filters.note_filter(graph, plan_filters.NUMERICAL, notes, True,
+                                    "select_numeric_notes")
+
+
+def deselect_numeric_notes(graph: pygraph, notes: Any) -> pygraph:
+    return plan_filters.note_filter(graph, plan_filters.NUMERICAL, notes, False,
+                                    "deselect_numeric_notes")
+
+
 def register_backend(graph: pygraph, engine: BaseEngine) -> pygraph:
     return manifest.register_backend(graph, engine)
 
@@ -121,7 +151,9 @@ def build_plans(graph: pygraph, *args: Any, ctx: ExecutionContext | None = None,
 
 def build_plan_at_index(graph: pygraph, index: int) -> None:
     index = checked_index(graph, index, "build_plan_at_index")
-    compiled_plan(graph, index, make_context(graph))
+    require_not_barred(graph, index, "build_plan_at_index")
+    ctx = make_context(graph)
+    check_workspace_limit(graph, index, workspace_size_of(compiled_plan(graph, index, ctx), ctx))
     graph.lifecycle.planning.selected_index = index
     graph.lifecycle.mark_built()
 
@@ -165,6 +197,7 @@ def get_workspace_size_plan_at_index(graph: pygraph, index: int, handle: Any = N
                                      override_uids: Any = None, override_shapes: Any = None,
                                      override_strides: Any = None) -> int:
     index = checked_index(graph, index, "get_workspace_size_plan_at_index")
+    require_not_barred(graph, index, "get_workspace_size_plan_at_index")
     ctx = make_context(graph, handle, None, override_uids, override_shapes, override_strides)
     return workspace_size_of(compiled_plan(graph, index, ctx), ctx)
 
@@ -184,6 +217,7 @@ def execute_plan_at_index(graph: pygraph, tensor_dict: Any, workspace: Any = Non
                           index: int = 0, handle: Any = None, *,
                           tensor_uids: Any = None) -> None:
     index = checked_index(graph, index, "execute_plan_at_index")
+    require_not_barred(graph, index, "execute_plan_at_index")
     pack = normalize_variant_pack(graph, tensor_dict, tensor_uids)
     _run(graph, index, pack, make_context(graph, handle, workspace))
 

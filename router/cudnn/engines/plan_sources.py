@@ -38,6 +38,9 @@ class PlanSource:
     def behavior_notes(self, graph: pygraph, plan: PlanConfig) -> tuple[Any, ...]:
         raise NotImplementedError
 
+    def numerical_notes(self, graph: pygraph, plan: PlanConfig) -> tuple[Any, ...]:
+        raise NotImplementedError
+
 
 class EngineSource(PlanSource):
     def __init__(self, engine: BaseEngine) -> None:
@@ -62,6 +65,9 @@ class EngineSource(PlanSource):
 
     def behavior_notes(self, graph: pygraph, plan: PlanConfig) -> tuple[Any, ...]:
         return tuple(self.owner.behavior_notes)
+
+    def numerical_notes(self, graph: pygraph, plan: PlanConfig) -> tuple[Any, ...]:
+        return tuple(self.owner.numerical_notes)
 
 
 class BackendSource(PlanSource):
@@ -93,6 +99,12 @@ class BackendSource(PlanSource):
         notes = getattr(self.owner, "behavior_notes", None)
         if notes is None:
             raise NotImplementedError("the backend adapter reports no behavior notes")
+        return tuple(notes(graph, plan))
+
+    def numerical_notes(self, graph: pygraph, plan: PlanConfig) -> tuple[Any, ...]:
+        notes = getattr(self.owner, "numerical_notes", None)
+        if notes is None:
+            raise NotImplementedError("the backend adapter reports no numerical notes")
         return tuple(notes(graph, plan))
 
 

@@ -2,7 +2,8 @@
 wins.
 
 Only declines (NotImplementedError, cudnnGraphNotSupportedError) advance the walk; any
-other exception propagates. A plan pinned with `select_plan(i)` is strict: its decline is
+other exception propagates. Entries barred by the user's filters (plan_filters.py) are
+skipped, and one over the workspace limit declines. A plan pinned with `select_plan(i)` is strict: its decline is
 raised instead of walking on. With `build_plan_policy.ALL` every entry from index 0 is
 built; the selection stays on the previously selected index if that one built, else the
 first one that did.
@@ -13,7 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 from cudnn.engines.backend_source import backend_answer
 from cudnn.engines.base import DECLINE_TYPES, ExecutionContext
-from cudnn.engines.plan_list import compiled_plan, plan_name_at
+from cudnn.engines.plan_filters import barred_reason, check_workspace_limit
+from cudnn.engines.plan_list import compiled_plan, plan_name_at, workspace_size_of
 from cudnn.ops.enums import build_plan_policy
 from cudnn.ops.errors import cudnnGraphNotSupportedError
 
@@ -42,8 +44,16 @@ def walk(graph: pygraph, ctx: ExecutionContext, policy: build_plan_policy) -> No
     failures: list[str] = []
     built: list[int] = []
     for index in range(0 if build_all else selected, len(planning.plans)):
+        barred = barred_reason(graph, index)
+        if barred is not None:
+            if strict and index == selected:
+                raise ValueError(f"build_plans: plan {index} ({plan_name_at(graph, index)}) "
+                                 f"is pinned by select_plan() but {barred}")
+            failures.append(f"[{index}] {plan_name_at(graph, index)}: {barred}")
+            continue
         try:
-            compiled_plan(graph, index, ctx)
+            compiled = compiled_plan(graph, index, ctx)
+            check_workspace_limit(graph, index, workspace_size_of(compiled, ctx))
         except DECLINE_TYPES as exc:
             if strict and index == selected:
                 raise
