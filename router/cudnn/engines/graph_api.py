@@ -79,24 +79,19 @@ def deselect_workspace_greater_than(graph: pygraph, limit: int) -> pygraph:
     return plan_filters.deselect_workspace_greater_than(graph, limit)
 
 
-def select_behavior_notes(graph: pygraph, notes: Any) -> pygraph:
-    return plan_filters.note_filter(graph, plan_filters.BEHAVIOR, notes, True,
-                                    "select_behavior_notes")
+def _note_filter_api(kind: str, keep: bool, name: str) -> Any:
+    def api(graph: pygraph, notes: Any) -> pygraph:
+        return plan_filters.note_filter(graph, kind, notes, keep, name)
+    api.__name__ = api.__qualname__ = name
+    return api
 
 
-def deselect_behavior_notes(graph: pygraph, notes: Any) -> pygraph:
-    return plan_filters.note_filter(graph, plan_filters.BEHAVIOR, notes, False,
-                                    "deselect_behavior_notes")
-
-
-def select_numeric_notes(graph: pygraph, notes: Any) -> pygraph:
-    return plan_filters.note_filter(graph, plan_filters.NUMERICAL, notes, True,
-                                    "select_numeric_notes")
-
-
-def deselect_numeric_notes(graph: pygraph, notes: Any) -> pygraph:
-    return plan_filters.note_filter(graph, plan_filters.NUMERICAL, notes, False,
-                                    "deselect_numeric_notes")
+select_behavior_notes = _note_filter_api(plan_filters.BEHAVIOR, True, "select_behavior_notes")
+deselect_behavior_notes = _note_filter_api(plan_filters.BEHAVIOR, False,
+                                           "deselect_behavior_notes")
+select_numeric_notes = _note_filter_api(plan_filters.NUMERICAL, True, "select_numeric_notes")
+deselect_numeric_notes = _note_filter_api(plan_filters.NUMERICAL, False,
+                                          "deselect_numeric_notes")
 
 
 def register_backend(graph: pygraph, engine: BaseEngine) -> pygraph:
