@@ -118,6 +118,13 @@ class FamilyOps:
         forward.register_autograd(self._backward, setup_context=self._setup_context)
         _, self._backward_kernel = self._register(self.backward_def)
         self._forward_tensor_positions = _tensor_positions(self.forward_signature)
+        names = self.forward_signature.names
+        # what setup_context keeps, by forward position (it runs on every autograd call)
+        self._take_saved = _getter([names.index(name) for name in self._saved])
+        tensors = self.forward_signature.tensor_names
+        self._backward_attrs = tuple((name, names.index(name))
+                                     for name in self.backward_signature.names
+                                     if name in names and name not in tensors)
         self._scale_position = self.forward_signature.names.index("scale")
         self._checkpoint_position = self.forward_signature.names.index(
             "checkpoint_every_n_tokens")
@@ -242,19 +249,19 @@ class FamilyOps:
 
     # -- autograd ----------------------------------------------------------------------
     def _setup_context(self, ctx: Any, inputs: Sequence[Any], output: Sequence[Any]) -> None:
-        bound = self.forward_signature.bind(inputs)
+        names = self.forward_signature.names
+        if len(inputs) != len(names):
+            inputs = self.forward_signature.complete(inputs)
         checkpoints = output[2]
         ctx.set_materialize_grads(False)
         ctx.mark_non_differentiable(checkpoints)
-        every = bound["checkpoint_every_n_tokens"]
+        every = inputs[self._checkpoint_position]
         reuse = every > 0 and every % self.family.checkpoint_chunk == 0 \
             and checkpoints.numel() > 0
-        ctx.save_for_backward(*(bound[name] for name in self._saved),
-                              checkpoints if reuse else None)
-        tensors = self.forward_signature.tensor_names
-        ctx.attrs = {name: bound[name] for name in self.backward_signature.names
-                     if name in bound and name not in tensors}
-        ctx.attrs["checkpoint_every_n_tokens"] = every if reuse else 0
+        ctx.save_for_backward(*self._take_saved(inputs), checkpoints if reuse else None)
+        attrs = {name: inputs[position] for name, position in self._backward_attrs}
+        attrs["checkpoint_every_n_tokens"] = every if reuse else 0
+        ctx.attrs = attrs
 
     def _backward(self, ctx: Any, d_o: torch.Tensor | None, d_final: torch.Tensor | None,
                   _d_checkpoints: torch.Tensor | None) -> tuple[torch.Tensor | None, ...]:
