@@ -186,6 +186,33 @@ def test_eager_calls_skip_the_dispatcher_and_agree_with_it(case, monkeypatch):
         torch.testing.assert_close(value, grads["dispatcher"][field], rtol=0, atol=0, msg=field)
 
 
+@pytest.mark.parametrize("recording", [("k",), ("initial_state", "beta"), ("q", "g", "v")])
+def test_eager_autograd_with_some_primals_recording(recording):
+    """Only the primals that require grad travel as autograd arguments of the eager
+    Function: their gradients must land on them (and none elsewhere), equal to the
+    dispatcher route's."""
+    inputs = make_inputs(CASES["gdn_gva_h0_l2norm"], seed=int(torch.randint(1 << 30, ())))
+    dO, d_final = make_grad_outputs(inputs.config, seed=13)
+    grads = {}
+    for name in ("eager", "dispatcher"):
+        primals = dataclasses.replace(inputs, **{
+            field: getattr(inputs, field).detach().clone().requires_grad_(True)
+            for field in recording})
+        context = torch.autograd.profiler.profile() if name == "dispatcher" else nullcontext()
+        with context:
+            o, final = call_op(primals)
+            torch.autograd.backward((o, final), (dO, d_final))
+        got = {field: getattr(primals, field).grad for field in recording}
+        assert all(g is not None and g.abs().sum() > 0 for g in got.values()), name
+        untouched = [f for f in ("q", "k", "v", "g", "beta", "initial_state")
+                     if f not in recording and getattr(primals, f).grad is not None]
+        assert not untouched, f"{name}: gradients on {untouched}"
+        grads[name] = got
+    for field in recording:
+        torch.testing.assert_close(grads["eager"][field], grads["dispatcher"][field],
+                                   rtol=0, atol=0, msg=field)
+
+
 def test_opcheck_on_the_forward_op():
     inputs = make_inputs(CASES["kda_gva_h0"], seed=9)
     args = tuple(t.requires_grad_(t.is_floating_point()) for t in inputs.args())

@@ -209,9 +209,11 @@ class FamilyOps:
         how = route(args, self._forward_tensor_positions)  # _direct_call.py
         if how == DIRECT:  # nobody sees the checkpoint placeholder: the lane may skip it
             results = self._run(self.forward_def, args, drop_unused=not checkpoints)
-        elif how == DIRECT_AUTOGRAD:  # tensors one by one, the rest as one tuple
-            results = self._eager_autograd.apply(self._take_others(args),
-                                                 *self._take_tensors(args))
+        elif how == DIRECT_AUTOGRAD:  # see _eager_function: only what records goes alone
+            recording = tuple([i for i in self._forward_tensor_positions
+                               if args[i] is not None and args[i].requires_grad])
+            results = self._eager_autograd.apply((args, recording),
+                                                 *[args[i] for i in recording])
         else:
             results = self.forward_op(*args)
         if checkpoints:
@@ -290,21 +292,16 @@ class FamilyOps:
         torch.autograd.Function around the forward kernel, for eager calls that record
         autograd without the dispatcher (_direct_call.DIRECT_AUTOGRAD)."""
         ops = self
-        # apply() costs ~0.2 us per argument: the non-tensor arguments travel as one tuple
-        names = self.forward_signature.names
-        tensor_positions = self._forward_tensor_positions
-        other_positions = tuple(i for i in range(len(names)) if i not in tensor_positions)
-        self._take_tensors = _getter(tensor_positions)
-        self._take_others = _getter(other_positions)
 
+        # apply() costs ~0.5 us per argument (functorch's dead-wrapper scan, the node's
+        # inputs): the call travels as one tuple, and only the tensors that record
+        # autograd go as arguments of their own (autograd tracks those; the rest are
+        # plain values to it, and saving them for backward needs no tracking).
         class EagerForward(torch.autograd.Function):
             @staticmethod
-            def forward(ctx: Any, others: tuple[Any, ...], *tensors: Any) -> _Results:
-                args = [None] * len(names)
-                for position, value in zip(other_positions, others):
-                    args[position] = value
-                for position, value in zip(tensor_positions, tensors):
-                    args[position] = value
+            def forward(ctx: Any, call: tuple[tuple[Any, ...], tuple[int, ...]],
+                        *_recording: Any) -> _Results:
+                args, ctx.recording = call
                 results = ops._forward_kernel(*args)
                 ops._setup_context(ctx, args, results)
                 return results
@@ -312,7 +309,7 @@ class FamilyOps:
             @staticmethod
             def backward(ctx: Any, *grads: Any) -> tuple[Any, ...]:
                 by_argument = ops._backward(ctx, *grads)
-                return (None, *[by_argument[i] for i in tensor_positions])
+                return (None, *[by_argument[i] for i in ctx.recording])
 
         EagerForward.__name__ = EagerForward.__qualname__ = f"{self.family.name}_eager"
         return EagerForward
