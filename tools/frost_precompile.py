@@ -91,7 +91,7 @@ def _frostmatrix(engine_algorithm):
                            l2, h0)
     sid, lens, H, HK, HV, K, V = m.SHAPES[3]
     for family in ("gdn", "kda", "gdn2"):
-        yield case(f"bf16_states-{family}", family, lens, H, HK, HV, K, V, family != "gdn", torch.bfloat16)
+        yield case(f"bf16_states-{family}", family, lens, H, HK, HV, K, V, True, torch.bfloat16)
     # _built_gdn (the execute-checks and bound-launch tests): no states, O only
     cfg = InputConfig(family=Family.GDN, seq_lens=(70, 5), H=16, HK=16, HV=16, K=64, V=64, dtype=torch.bfloat16)
     yield "built_gdn", _config_of(make_inputs(cfg, seed=0), l2=False, final_state_dtype=None,
@@ -126,8 +126,7 @@ def _frostsmoke(algorithms):
 
 def _torchops(engine_algorithm):
     """ops_gpu_test (CASES; the GDN-2 forward and backward tests' inputs) and op_overhead's
-    GPU shape: the ops always write an fp32 final_state. GDN cases with l2norm are listed
-    although the GDN engine declines them (a spare entry costs one compile, nothing else)."""
+    GPU shape: the ops always write an fp32 final_state."""
     import torch
 
     from tests.reference.inputs import make_inputs

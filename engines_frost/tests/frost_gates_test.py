@@ -58,7 +58,6 @@ def test_l2norm_is_claimed_where_the_kernel_normalises(family):
 # -- declines from real graphs ---------------------------------------------------------
 DECLINES = [
     # (id, family, op_graph kwargs, expected fragment of the message)
-    ("gdn_l2norm", "gdn", dict(use_qk_l2norm=True), "use_qk_l2norm=True is not implemented in"),
     ("gdn_bwd", "gdn", dict(op="gdn_bwd"), "gdn_bwd is not implemented in this version"),
     ("kda_bwd", "kda", dict(op="kda_bwd"), "kda_bwd is not implemented in this version"),
     ("gdn2_bwd", "gdn2", dict(op="gdn2_bwd"),

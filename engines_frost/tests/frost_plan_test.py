@@ -197,6 +197,7 @@ def test_shape_overrides_are_refused(launches, cpu_plans):
 # -- execute: what reaches the launcher -------------------------------------------------
 @pytest.mark.parametrize("op, flags", [
     ("gdn", dict(gate_per_channel=False, beta_per_channel=False, use_l2norm=False)),
+    ("gdn", dict(gate_per_channel=False, beta_per_channel=False, use_l2norm=True)),
     ("kda", dict(gate_per_channel=True, beta_per_channel=False, use_l2norm=True)),
     ("gdn2", dict(gate_per_channel=True, beta_per_channel=True, use_l2norm=True)),
 ])

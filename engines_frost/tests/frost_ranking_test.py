@@ -40,6 +40,7 @@ def plan_names(graph):
     ("kda", dict(use_qk_l2norm=True, H=4, HV=16), ["kda_frost", "kda_cutile"]),
     ("gdn2", dict(use_qk_l2norm=True), ["gdn2_frost"]),
     ("gdn", dict(H=4, HK=8, HV=8), ["gdn_frost"]),    # k grouped with v: cuTile declines
+    ("gdn", dict(use_qk_l2norm=True), ["gdn_frost", "gdn_cutile"]),
 ])
 def test_frost_ranks_first_for_forward(frost_on, op, attrs, expected):
     names, _, ex = plan_names(op_graph(op, **attrs)[0])
@@ -48,7 +49,6 @@ def test_frost_ranks_first_for_forward(frost_on, op, attrs, expected):
 
 
 @pytest.mark.parametrize("op, attrs, expected, frost_reason", [
-    ("gdn", dict(use_qk_l2norm=True), ["gdn_cutile"], "use_qk_l2norm=True is not implemented"),
     ("gdn_bwd", {}, ["gdn_cutile"], "gdn_bwd is not implemented in this version"),
     ("kda_bwd", dict(with_h0=True), ["kda_cutile"], "kda_bwd is not implemented in this"),
     ("kda", dict(K=256, V=128), ["kda_cutile"], "head dim K = 256 is not one of (64, 128)"),

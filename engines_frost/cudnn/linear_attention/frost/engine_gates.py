@@ -42,7 +42,7 @@ class FamilyTraits:
     dtypes: PortDtypes
 
 
-GDN = FamilyTraits("gdn", gate_per_channel=False, beta_per_channel=False, qk_l2norm=False,
+GDN = FamilyTraits("gdn", gate_per_channel=False, beta_per_channel=False, qk_l2norm=True,
                    dtypes=PortDtypes(IO_DTYPES, {**_COMMON_DTYPES, "beta": (FP32,)}))
 KDA = FamilyTraits("kda", gate_per_channel=True, beta_per_channel=False, qk_l2norm=True,
                    dtypes=PortDtypes(IO_DTYPES, {**_COMMON_DTYPES, "beta": (FP32,)}))
