@@ -144,6 +144,10 @@ def _torchops(engine_algorithm):
         x = make_inputs(dataclasses.replace(cfg, device="cpu"), seed=0)
         yield name, _config_of(x, l2=cfg.use_qk_l2norm, final_state_dtype=torch.float32,
                                algorithm=engine_algorithm)
+    # test_two_layer_gdn_model_trains: 2 heads of 128, l2norm in the kernel, o only
+    model = dataclasses.replace(m._gpu(Family.GDN, (64,), H=2, use_qk_l2norm=True), device="cpu")
+    yield "two_layer_gdn_model", _config_of(make_inputs(model, seed=0), l2=True, final_state_dtype=None,
+                                            algorithm=engine_algorithm)
     # test_compile_fullgraph_matches_eager calls its cases without use_qk_l2norm_in_kernel
     for name in m.COMPILE_CASES:
         cfg = dataclasses.replace(m.CASES[name], device="cpu", use_qk_l2norm=False)
