@@ -21,7 +21,7 @@ Entries above the diagonal are garbage (possibly inf); callers mask them with `w
 """
 import cuda.tile as ct
 
-from .tile_math import mm_tf32, row_col_index
+from .tile_math import fast_exp, mm_tf32, row_col_index
 
 MAX_SPLIT_EXP = 80.0
 
@@ -86,6 +86,12 @@ def gram_bwd_split(dm, x, y, e_left, e_right):
 
 
 def gram_bwd_blocked(dm, x, y, gc, BT: int, BC: int, BK: int):
+    """Tier-2 adjoint (dx, dy, dG), see gram_bwd_blocked_xy."""
+    dx, dy = gram_bwd_blocked_xy(dm, x, y, gc, BT, BC, BK)
+    return dx, dy, x * dx - y * dy
+
+
+def gram_bwd_blocked_xy(dm, x, y, gc, BT: int, BC: int, BK: int):
     """Tier-2 adjoint: row block I of dx around its first row, column block J of dy
     around its last row, so every factor exponent is <= 0 outside the diagonal block and
     bounded by the block's gate range inside it.  Exact while every block's range is
@@ -106,7 +112,7 @@ def gram_bwd_blocked(dm, x, y, gc, BT: int, BC: int, BK: int):
         poison = ct.max(g_first - g_end) > MAX_SPLIT_EXP
         dx = ct.insert(dx, (blk, 0), ct.where(poison, float("nan"), dx_b))
         dy = ct.insert(dy, (blk, 0), ct.where(poison, float("nan"), dy_b))
-    return dx, dy, x * dx - y * dy
+    return dx, dy
 
 
 def to_gate(x, KDA: bool):
@@ -114,6 +120,17 @@ def to_gate(x, KDA: bool):
     if KDA:
         return x
     return ct.sum(x, axis=1, keepdims=True)
+
+
+def gram_bwd_xy(dm, x, y, gc, BT: int, BC: int, BK: int, TIER: int):
+    """KDA (dx, dy) of the decayed Gram matrix for a masked dS, without dG (callers that
+    can fold x dx - y dy into their own terms).  Tier 1 forms its factors on the SFU."""
+    if TIER == 1:
+        g_mid = ct.extract(gc, (BT // 2, 0), shape=(1, BK))
+        dx = mm_tf32(dm, y * fast_exp(g_mid - gc)) * fast_exp(gc - g_mid)
+        dy = mm_tf32(ct.transpose(dm), x * fast_exp(gc - g_mid)) * fast_exp(g_mid - gc)
+        return dx, dy
+    return gram_bwd_blocked_xy(dm, x, y, gc, BT, BC, BK)
 
 
 def gram_bwd(dm, x, y, gc, BT: int, BC: int, BK: int, KDA: bool, TIER: int):
