@@ -212,7 +212,7 @@ def test_backward_routes_fp32_copies_and_writes_fp16_gradients(launches):
     assert first(launches, "la_chunk_bwd_dhu_kernel")[5] is staged_do
     dqkwg = first(launches, "la_bwd_dqkwg_kernel")
     assert dqkwg[0] is staged_q and dqkwg[3] is staged_do and dqkwg[11] is dq
-    wy = first(launches, "la_bwd_wy_kernel")
+    wy = first(launches, "la_bwd_wy_kda_kernel")
     assert wy[0] is staged_k and wy[1] is staged_v and wy[12] is dk and wy[13] is dv
     assert dq.dtype == dk.dtype == dv.dtype == F16
 

@@ -62,7 +62,7 @@ def chunked_bwd(q, k, v, g, beta, cu_seqlens, d_out, dq, dk, dv, dg, dbeta, scra
     import torch
 
     from .bwd_dqkwg import la_bwd_dqkwg_kernel
-    from .bwd_wy import la_bwd_wy_kernel
+    from .bwd_wy import la_bwd_wy_kda_kernel, la_bwd_wy_kernel
     from .chunk_bwd_dhu import la_chunk_bwd_dhu_kernel
     from .chunk_fwd import la_chunk_fwd_kernel
     from .chunk_table import chunk_table_fwd
@@ -77,6 +77,7 @@ def chunked_bwd(q, k, v, g, beta, cu_seqlens, d_out, dq, dk, dv, dg, dbeta, scra
                              f"{occupancy!r}")
         la_bwd_dqkwg_kernel = _with_occupancy(la_bwd_dqkwg_kernel, occupancy)
         la_bwd_wy_kernel = _with_occupancy(la_bwd_wy_kernel, occupancy)
+        la_bwd_wy_kda_kernel = _with_occupancy(la_bwd_wy_kda_kernel, occupancy)
     if needs_fp32_staging(kda, q.dtype):
         q, k, v, d_out = stage_inputs(scratch, {"q": q, "k": k, "v": v, "dO": d_out}, stream)
     total, h_q, d_k = q.shape
@@ -130,7 +131,7 @@ def chunked_bwd(q, k, v, g, beta, cu_seqlens, d_out, dq, dk, dv, dg, dbeta, scra
                        s["dg_part"], float(scale), ho // h_q, BT, bk, bv_full, gw, bool(kda),
                        bool(use_l2norm), tier, part))
         if want("bwd_wy"):
-            ct.launch(stream, (rows, ho, 1), la_bwd_wy_kernel,
+            ct.launch(stream, (rows, ho, 1), la_bwd_wy_kda_kernel if kda else la_bwd_wy_kernel,
                       (k, v, g, beta, cu_seqlens, s["table"], s["reroute"], s["tinv"],
                        s["dv_new"], s["dw"], s["dk_part"], s["dg_part"], dk_dst, dv_dst, dg,
                        dbeta, ho // h_q, ho // hv, BT, bk, bv_full, gw, bool(kda),

@@ -11,7 +11,8 @@ dk', dG' from stage 3 (bwd_dqkwg) and dv_new from stage 2:
 then the l2norm adjoint of dk when enabled.  Grouped heads write per-output-head
 partial dk / dv into fp32 scratch that head_group_sum reduces.
 
-Grid: (NT_bound, HO), same tiers as bwd_dqkwg.
+Grid: (NT_bound, HO), same tiers as bwd_dqkwg.  Two entry points with one body: GDN's
+la_bwd_wy_kernel and KDA's la_bwd_wy_kda_kernel differ only in their compiler hints.
 """
 import cuda.tile as ct
 
@@ -32,6 +33,28 @@ def la_bwd_wy_kernel(k, v, g, beta, cu_seqlens, table, reroute, tinv, dv_new, dw
                      BT: ct.Constant[int], BK: ct.Constant[int], BV: ct.Constant[int],
                      GW: ct.Constant[int], KDA: ct.Constant[bool],
                      USE_L2NORM: ct.Constant[bool], TIER: ct.Constant[int]):
+    """GDN's launch (tileiras warp-specialises it: 384 threads, 168 registers)."""
+    _bwd_wy(k, v, g, beta, cu_seqlens, table, reroute, tinv, dv_new, dw, dk_part, dg_part,
+            dk, dv, dg, dbeta, GROUP_QK, GROUP_V, BT, BK, BV, KDA, USE_L2NORM, TIER)
+
+
+@ct.kernel(occupancy=1, num_worker_warps=8)
+def la_bwd_wy_kda_kernel(k, v, g, beta, cu_seqlens, table, reroute, tinv, dv_new, dw,
+                         dk_part, dg_part, dk, dv, dg, dbeta,
+                         GROUP_QK: ct.Constant[int], GROUP_V: ct.Constant[int],
+                         BT: ct.Constant[int], BK: ct.Constant[int], BV: ct.Constant[int],
+                         GW: ct.Constant[int], KDA: ct.Constant[bool],
+                         USE_L2NORM: ct.Constant[bool], TIER: ct.Constant[int]):
+    """KDA's launch: the same body on 8 compute warps without warp specialisation, so a
+    [64, 128] fp32 tile costs 32 registers a thread (tier 1, sm_90: 255 registers, 32 B
+    stack, 6760 SASS; under the default hint 168 registers, 1.1 KB stack, 9584 SASS)."""
+    _bwd_wy(k, v, g, beta, cu_seqlens, table, reroute, tinv, dv_new, dw, dk_part, dg_part,
+            dk, dv, dg, dbeta, GROUP_QK, GROUP_V, BT, BK, BV, KDA, USE_L2NORM, TIER)
+
+
+def _bwd_wy(k, v, g, beta, cu_seqlens, table, reroute, tinv, dv_new, dw, dk_part, dg_part,
+            dk, dv, dg, dbeta, GROUP_QK: int, GROUP_V: int, BT: int, BK: int, BV: int,
+            KDA: bool, USE_L2NORM: bool, TIER: int):
     row = ct.bid(0)
     h = ct.bid(1)
     if tier_serves(reroute, row, h, KDA, TIER):
@@ -45,7 +68,6 @@ def la_bwd_wy_kernel(k, v, g, beta, cu_seqlens, table, reroute, tinv, dv_new, dw
                 _adjoint_gdn(k, v, g, beta, tinv, dv_new, dw, dk_part, dg_part, dk, dv, dg,
                              dbeta, chunk, bos, eos, h, GROUP_QK, GROUP_V, BT, BK, BV,
                              USE_L2NORM)
-
 
 def _adjoint_gdn(k, v, g, beta, tinv, dv_new, dw, dk_part, dg_part, dk, dv, dg, dbeta,
                  chunk, bos, eos, h, GROUP_QK: int, GROUP_V: int, BT: int, BK: int, BV: int,
@@ -145,7 +167,7 @@ def _adjoint_kda(k, v, g, beta, tinv, dv_new, dw, dk_part, dg_part, dk, dv, dg, 
     d_a = ct.where(r > c, -mm16(t_dt, t_t, BT, BT), 0.0)
     d_kb = ct.mma(t_t, dw_lo, mm16(t_t, dw_hi, BT, BK)) * fast_exp(gc)
     kt = ct.astype(kraw, ct.float32) * rk
-    dkb_x, dk_a = gram_bwd_xy(d_a, kt * b, kt, gc, BT, BC, BK, TIER)
+    dkb_x, dk_a = gram_bwd_xy(d_a, kt * b, kt, gc, mt, BT, BC, BK, TIER)
     d_kb = d_kb + dkb_x
     d_beta = d_beta + ct.sum(kt * d_kb, axis=1, keepdims=True)
     ct.store(dbeta.slice(axis=0, start=bos, stop=eos), (chunk, h),
