@@ -167,7 +167,7 @@ def _adjoint_kda(k, v, g, beta, tinv, dv_new, dw, dk_part, dg_part, dk, dv, dg, 
     d_a = ct.where(r > c, -mm16(t_dt, t_t, BT, BT), 0.0)
     d_kb = ct.mma(t_t, dw_lo, mm16(t_t, dw_hi, BT, BK)) * fast_exp(gc)
     kt = ct.astype(kraw, ct.float32) * rk
-    dkb_x, dk_a = gram_bwd_xy(d_a, kt * b, kt, gc, mt, BT, BC, BK, TIER)
+    dkb_x, dk_a = gram_bwd_xy(d_a, kt * b, kt, gc, BT, BC, BK, TIER)
     d_kb = d_kb + dkb_x
     d_beta = d_beta + ct.sum(kt * d_kb, axis=1, keepdims=True)
     ct.store(dbeta.slice(axis=0, start=bos, stop=eos), (chunk, h),
