@@ -61,7 +61,7 @@ def chunked_bwd(q, k, v, g, beta, cu_seqlens, d_out, dq, dk, dv, dg, dbeta, scra
     import cuda.tile as ct
     import torch
 
-    from .bwd_dqkwg import la_bwd_dqkwg_kernel
+    from .bwd_dqkwg import la_bwd_dqkwg_kda_kernel, la_bwd_dqkwg_kernel
     from .bwd_wy import la_bwd_wy_kda_kernel, la_bwd_wy_kernel
     from .chunk_bwd_dhu import la_chunk_bwd_dhu_kernel
     from .chunk_fwd import la_chunk_fwd_kernel
@@ -76,6 +76,7 @@ def chunked_bwd(q, k, v, g, beta, cu_seqlens, d_out, dq, dk, dv, dg, dbeta, scra
             raise ValueError(f"chunked_bwd: occupancy must be 1..4 (CTAs per SM), got "
                              f"{occupancy!r}")
         la_bwd_dqkwg_kernel = _with_occupancy(la_bwd_dqkwg_kernel, occupancy)
+        la_bwd_dqkwg_kda_kernel = _with_occupancy(la_bwd_dqkwg_kda_kernel, occupancy)
         la_bwd_wy_kernel = _with_occupancy(la_bwd_wy_kernel, occupancy)
         la_bwd_wy_kda_kernel = _with_occupancy(la_bwd_wy_kda_kernel, occupancy)
     if needs_fp32_staging(kda, q.dtype):
@@ -125,7 +126,8 @@ def chunked_bwd(q, k, v, g, beta, cu_seqlens, d_out, dq, dk, dv, dg, dbeta, scra
     dv_dst = s["dv_group"] if ho != hv else dv
     for tier in tiers:
         for part in (1, 2) if want("dqkwg") else ():
-            ct.launch(stream, (rows, ho, 1), la_bwd_dqkwg_kernel,
+            ct.launch(stream, (rows, ho, 1),
+                      la_bwd_dqkwg_kda_kernel if kda else la_bwd_dqkwg_kernel,
                       (q, k, g, d_out, cu_seqlens, s["table"], s["reroute"], s["states"],
                        s["dstates"], s["v_new"], s["dv_new"], dq_dst, s["dk_part"], s["dw"],
                        s["dg_part"], float(scale), ho // h_q, BT, bk, bv_full, gw, bool(kda),
