@@ -210,9 +210,9 @@ def test_backward_routes_fp32_copies_and_writes_fp16_gradients(launches):
     wy_fwd = first(launches, "la_wy_fwd_kernel")
     assert all(a is b for a, b in zip(wy_fwd[:3], (staged_q, staged_k, staged_v)))
     assert first(launches, "la_chunk_bwd_dhu_kernel")[5] is staged_do
-    dqkwg = first(launches, "la_bwd_dqkwg_kda_kernel")
+    dqkwg = first(launches, "la_bwd_dqkwg_kernel")
     assert dqkwg[0] is staged_q and dqkwg[3] is staged_do and dqkwg[11] is dq
-    wy = first(launches, "la_bwd_wy_kda_kernel")
+    wy = first(launches, "la_bwd_wy_kernel")
     assert wy[0] is staged_k and wy[1] is staged_v and wy[12] is dk and wy[13] is dv
     assert dq.dtype == dk.dtype == dv.dtype == F16
 

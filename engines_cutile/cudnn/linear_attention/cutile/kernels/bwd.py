@@ -79,8 +79,15 @@ def chunked_bwd(q, k, v, g, beta, cu_seqlens, d_out, dq, dk, dv, dg, dbeta, scra
         la_bwd_dqkwg_kda_kernel = _with_occupancy(la_bwd_dqkwg_kda_kernel, occupancy)
         la_bwd_wy_kernel = _with_occupancy(la_bwd_wy_kernel, occupancy)
         la_bwd_wy_kda_kernel = _with_occupancy(la_bwd_wy_kda_kernel, occupancy)
-    if needs_fp32_staging(kda, q.dtype):
+    staged = needs_fp32_staging(kda, q.dtype)
+    if staged:
         q, k, v, d_out = stage_inputs(scratch, {"q": q, "k": k, "v": v, "dO": d_out}, stream)
+    # KDA's entry points with 8 compute warps serve 16-bit inputs only: under that hint
+    # tileiras 13.4 fails ("failed to compile Tile IR program") on some fp32-staged
+    # specializations (bwd_wy at K = 64, V = 128, and one dqkwg), so staged KDA keeps the
+    # default hints
+    dqkwg_kernel = la_bwd_dqkwg_kda_kernel if kda and not staged else la_bwd_dqkwg_kernel
+    wy_kernel = la_bwd_wy_kda_kernel if kda and not staged else la_bwd_wy_kernel
     total, h_q, d_k = q.shape
     hv, d_v = v.shape[1], v.shape[2]
     ho = max(h_q, hv)
@@ -126,14 +133,13 @@ def chunked_bwd(q, k, v, g, beta, cu_seqlens, d_out, dq, dk, dv, dg, dbeta, scra
     dv_dst = s["dv_group"] if ho != hv else dv
     for tier in tiers:
         for part in (1, 2) if want("dqkwg") else ():
-            ct.launch(stream, (rows, ho, 1),
-                      la_bwd_dqkwg_kda_kernel if kda else la_bwd_dqkwg_kernel,
+            ct.launch(stream, (rows, ho, 1), dqkwg_kernel,
                       (q, k, g, d_out, cu_seqlens, s["table"], s["reroute"], s["states"],
                        s["dstates"], s["v_new"], s["dv_new"], dq_dst, s["dk_part"], s["dw"],
                        s["dg_part"], float(scale), ho // h_q, BT, bk, bv_full, gw, bool(kda),
                        bool(use_l2norm), tier, part))
         if want("bwd_wy"):
-            ct.launch(stream, (rows, ho, 1), la_bwd_wy_kda_kernel if kda else la_bwd_wy_kernel,
+            ct.launch(stream, (rows, ho, 1), wy_kernel,
                       (k, v, g, beta, cu_seqlens, s["table"], s["reroute"], s["tinv"],
                        s["dv_new"], s["dw"], s["dk_part"], s["dg_part"], dk_dst, dv_dst, dg,
                        dbeta, ho // h_q, ho // hv, BT, bk, bv_full, gw, bool(kda),

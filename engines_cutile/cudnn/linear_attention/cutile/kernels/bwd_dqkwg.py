@@ -75,7 +75,7 @@ def la_bwd_dqkwg_kernel(q, k, g, d_out, cu_seqlens, table, reroute, states, dsta
                         BV: ct.Constant[int], GW: ct.Constant[int], KDA: ct.Constant[bool],
                         USE_L2NORM: ct.Constant[bool], TIER: ct.Constant[int],
                         PART: ct.Constant[int]):
-    """GDN's launch."""
+    """GDN's launch, and fp32-staged (fp16) KDA's (see chunked_bwd)."""
     _bwd_dqkwg(q, k, g, d_out, cu_seqlens, table, reroute, states, dstates, v_new, dv_new, dq,
                dk_part, dw, dg_part, scale, GROUP_QK, BT, BK, BV, GW, KDA, USE_L2NORM, TIER,
                PART)
@@ -128,16 +128,19 @@ def _bwd_dqkwg(q, k, g, d_out, cu_seqlens, table, reroute, states, dstates, v_ne
                 dot = ct.astype(load_rows_raw(d_out.slice(axis=0, start=bos, stop=eos), chunk, h,
                                               BT, BV), mm_dtype)
                 dq_h = ct.mma(dot, ct.transpose(hs), ct.zeros((BT, BK), dtype=ct.float32))
+                if KDA:
+                    dq_h = dq_h * (fast_exp(gc) * scale)
+                else:
+                    dq_h = dq_h * (ct.exp(gc) * scale)
                 d_aqk = ct.where(r >= c, ct.mma(dot, ct.transpose(vn),
                                                 ct.zeros((BT, BT), dtype=ct.float32)) * scale, 0.0)
                 if KDA:
                     # q dq_h + gram_G = q dq - k dk_gram: dG costs one product, and the
                     # Gram factors are formed on the SFU where used (decay_gram.gram_bwd_xy)
                     dq_x, dk_y = gram_bwd_xy(d_aqk, qt, kt, gc, BT, BC, BK, TIER)
-                    d_q = dq_h * (fast_exp(gc) * scale) + dq_x
+                    d_q = dq_h + dq_x
                     dgt = qt * d_q - kt * dk_y
                 else:
-                    dq_h = dq_h * (ct.exp(gc) * scale)
                     dq_x, dk_y, dg_x = gram_bwd_gdn(d_aqk, qr, rq, kr, rk, gc, mm_dtype, BT, BK)
                     d_q = dq_h + dq_x
                     dgt = dg_x + to_gate(qt * dq_h, KDA)

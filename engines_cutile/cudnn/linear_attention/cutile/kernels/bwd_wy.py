@@ -33,7 +33,8 @@ def la_bwd_wy_kernel(k, v, g, beta, cu_seqlens, table, reroute, tinv, dv_new, dw
                      BT: ct.Constant[int], BK: ct.Constant[int], BV: ct.Constant[int],
                      GW: ct.Constant[int], KDA: ct.Constant[bool],
                      USE_L2NORM: ct.Constant[bool], TIER: ct.Constant[int]):
-    """GDN's launch (tileiras warp-specialises it: 384 threads, 168 registers)."""
+    """GDN's launch, and fp32-staged (fp16) KDA's (see chunked_bwd); tileiras
+    warp-specialises it: 384 threads, 168 registers."""
     _bwd_wy(k, v, g, beta, cu_seqlens, table, reroute, tinv, dv_new, dw, dk_part, dg_part,
             dk, dv, dg, dbeta, GROUP_QK, GROUP_V, BT, BK, BV, KDA, USE_L2NORM, TIER)
 
