@@ -82,17 +82,18 @@ def chunked_bwd(q, k, v, g, beta, cu_seqlens, d_out, dq, dk, dv, dg, dbeta, scra
     staged = needs_fp32_staging(kda, q.dtype)
     if staged:
         q, k, v, d_out = stage_inputs(scratch, {"q": q, "k": k, "v": v, "dO": d_out}, stream)
-    # KDA's entry points with 8 compute warps serve 16-bit inputs only: under that hint
-    # tileiras 13.4 fails ("failed to compile Tile IR program") on some fp32-staged
-    # specializations (bwd_wy at K = 64, V = 128, and one dqkwg), so staged KDA keeps the
-    # default hints
-    dqkwg_kernel = la_bwd_dqkwg_kda_kernel if kda and not staged else la_bwd_dqkwg_kernel
-    wy_kernel = la_bwd_wy_kda_kernel if kda and not staged else la_bwd_wy_kernel
     total, h_q, d_k = q.shape
     hv, d_v = v.shape[1], v.shape[2]
     ho = max(h_q, hv)
     n_seq = cu_seqlens.shape[0] - 1
     bk, bv_full = pow2(d_k), pow2(d_v)
+    # 16-bit KDA runs dqkwg / bwd_wy on its own entry points (8 compute warps; see
+    # kda_wy_hinted for where tileiras fails under that hint)
+    dqkwg_kernel, wy_kernel = la_bwd_dqkwg_kernel, la_bwd_wy_kernel
+    if kda and not staged:
+        dqkwg_kernel = la_bwd_dqkwg_kda_kernel
+        if kda_wy_hinted(bk, bv_full):
+            wy_kernel = la_bwd_wy_kda_kernel
     bv = min(bv, bv_full)
     gw = bk if kda else 1
     s = scratch
@@ -150,6 +151,17 @@ def chunked_bwd(q, k, v, g, beta, cu_seqlens, d_out, dq, dk, dv, dg, dbeta, scra
         if groups > 1 and want("group_sum"):
             ct.launch(stream, (t_blocks, out.shape[1], 1), head_group_sum_kernel,
                       (part, out, groups, BT, width))
+
+
+def kda_wy_hinted(bk: int, bv: int) -> bool:
+    """Whether 16-bit KDA's WY adjoint runs on its own entry point (8 compute warps).
+
+    KDA's entry points serve 16-bit inputs only: under their hint tileiras 13.4 fails
+    ("failed to compile Tile IR program") on several fp32-staged (fp16) specializations of
+    both kernels, and on bf16 bwd_wy at K = 64, V = 256; those keep the default hints
+    (checked on sm_90 for K, V in {64, 128, 256}: K = V, K = 64 / V = 128, K = 256 / V = 64
+    compile hinted; V > K from 256 up falls back)."""
+    return bv <= 128 or bk >= bv
 
 
 @functools.lru_cache(maxsize=None)
