@@ -22,7 +22,7 @@ their compiler hints.
 """
 import cuda.tile as ct
 
-from .decay_gram import gram_bwd_xy, to_gate
+from .decay_gram import gram_bwd, to_gate
 from .tile_math import L2NORM_EPS, fast_exp, mma_dtype, row_col_index, split_hi_lo
 from .tile_io import load_rows, load_rows_raw, load_state_kmajor_raw, store_rows
 from .wy_fwd import load_gate_cumsum
@@ -136,8 +136,8 @@ def _bwd_dqkwg(q, k, g, d_out, cu_seqlens, table, reroute, states, dstates, v_ne
                                                 ct.zeros((BT, BT), dtype=ct.float32)) * scale, 0.0)
                 if KDA:
                     # q dq_h + gram_G = q dq - k dk_gram: dG costs one product, and the
-                    # Gram factors are formed on the SFU where used (decay_gram.gram_bwd_xy)
-                    dq_x, dk_y = gram_bwd_xy(d_aqk, qt, kt, gc, BT, BC, BK, TIER)
+                    # Gram factors are formed on the SFU where used (decay_gram.gram_bwd)
+                    dq_x, dk_y = gram_bwd(d_aqk, qt, kt, gc, BT, BC, BK, TIER)
                     d_q = dq_h + dq_x
                     dgt = qt * d_q - kt * dk_y
                 else:

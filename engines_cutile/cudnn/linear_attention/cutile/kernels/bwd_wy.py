@@ -17,7 +17,7 @@ la_bwd_wy_kernel and KDA's la_bwd_wy_kda_kernel differ only in their compiler hi
 import cuda.tile as ct
 
 from .bwd_dqkwg import chunk_live, gram_bwd_gdn, tier_serves
-from .decay_gram import gram_bwd_xy
+from .decay_gram import gram_bwd
 from .tile_math import (L2NORM_EPS, fast_exp, l2_row_factor, mma_dtype, row_col_index,
                         split_hi_lo)
 from .tile_io import ZERO, load_rows, load_rows_raw, store_rows
@@ -168,7 +168,7 @@ def _adjoint_kda(k, v, g, beta, tinv, dv_new, dw, dk_part, dg_part, dk, dv, dg, 
     d_a = ct.where(r > c, -mm16(t_dt, t_t, BT, BT), 0.0)
     d_kb = ct.mma(t_t, dw_lo, mm16(t_t, dw_hi, BT, BK)) * fast_exp(gc)
     kt = ct.astype(kraw, ct.float32) * rk
-    dkb_x, dk_a = gram_bwd_xy(d_a, kt * b, kt, gc, BT, BC, BK, TIER)
+    dkb_x, dk_a = gram_bwd(d_a, kt * b, kt, gc, BT, BC, BK, TIER)
     d_kb = d_kb + dkb_x
     d_beta = d_beta + ct.sum(kt * d_kb, axis=1, keepdims=True)
     ct.store(dbeta.slice(axis=0, start=bos, stop=eos), (chunk, h),
