@@ -130,6 +130,7 @@ BWD_CASES = [  # (lens, H, HV, K, V, initial state, l2norm, gate)
     ([1, 63, 64, 65, 130], 2, 2, 64, 64, True, False, "typical"),
     ([100, 37], 2, 4, 64, 128, True, True, "typical"),
     ([77], 4, 2, 128, 64, False, True, "strong"),
+    ([150], 2, 2, 64, 64, True, True, "correlated"),
 ]
 
 
@@ -150,6 +151,8 @@ def test_backward_matches_float64_chunked_reference(family, case, dtype):
     q, k, v, g, beta, cu = make_inputs(lens, H, HV, K, V, kda, l2, gate,
                                        dtype=torch.float16 if dtype == "fp16" else torch.bfloat16)
     bound = FP16_BWD_BOUND if dtype == "fp16" else BOUND
+    if gate == "correlated":   # emulated: 6.5-9.5e-3, as the GPU engine matrix
+        bound = CORRELATED_BOUND
     T, N, HO = sum(lens), len(lens), max(H, HV)
     h0 = torch.randn(N, HO, V, K) * 0.1 if use_h0 else None
     d_out = torch.randn(T, HO, V).to(q.dtype)
