@@ -60,10 +60,13 @@ def _run(family, backward, lens, H, HV, K, V, h0, l2, io=torch.bfloat16):
                     scale=0.1, initial_state=st, final_state=st, use_l2norm=l2, stream=0)
 
 
-def _check_launched(c, backward):
+def _check_launched(c, backward, kda_entry_points):
+    """kda_entry_points: the backward used KDA's own dqkwg / bwd_wy entry points (other
+    hints; 16-bit KDA inputs), else the default ones (GDN, fp32-staged KDA)."""
     launched = {name for name, _ in c.compiled}
+    kda = "_kda" if kda_entry_points else ""
     expected = {"la_wy_fwd_kernel", "chunk_table_kernel"} | (
-        {"la_bwd_dqkwg_kernel", "la_bwd_wy_kernel", "la_chunk_bwd_dhu_kernel"}
+        {f"la_bwd_dqkwg{kda}_kernel", f"la_bwd_wy{kda}_kernel", "la_chunk_bwd_dhu_kernel"}
         if backward else {"la_chunk_fwd_kernel"})
     assert expected <= launched
     assert all(size > 0 for _, size in c.compiled)
@@ -75,7 +78,7 @@ def _check_launched(c, backward):
 def test_every_launched_kernel_compiles(family, backward, config):
     with CompileOnlyLaunch() as c:
         _run(family, backward, *config)
-    _check_launched(c, backward)
+    _check_launched(c, backward, family == "kda")
 
 
 @pytest.mark.parametrize("backward", [False, True], ids=["fwd", "bwd"])
@@ -83,7 +86,7 @@ def test_every_launched_kernel_compiles(family, backward, config):
 def test_kda_fp16_compiles_on_fp32_input_copies(backward, config):
     with CompileOnlyLaunch() as c:
         _run("kda", backward, *config, io=torch.float16)
-    _check_launched(c, backward)
+    _check_launched(c, backward, False)
     inputs = {"la_wy_fwd_kernel": 3, "la_bwd_dqkwg_kernel": 2, "la_bwd_wy_kernel": 2}
     for name, dtypes in c.arg_dtypes:   # q, k(, v) reach the kernels as the fp32 copies
         assert set(dtypes[:inputs.get(name, 0)]) <= {"float32"}, (name, dtypes)

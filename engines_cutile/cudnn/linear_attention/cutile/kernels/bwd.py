@@ -61,8 +61,8 @@ def chunked_bwd(q, k, v, g, beta, cu_seqlens, d_out, dq, dk, dv, dg, dbeta, scra
     import cuda.tile as ct
     import torch
 
-    from .bwd_dqkwg import la_bwd_dqkwg_kernel
-    from .bwd_wy import la_bwd_wy_kernel
+    from .bwd_dqkwg import la_bwd_dqkwg_kda_kernel, la_bwd_dqkwg_kernel
+    from .bwd_wy import la_bwd_wy_kda_kernel, la_bwd_wy_kernel
     from .chunk_bwd_dhu import la_chunk_bwd_dhu_kernel
     from .chunk_fwd import la_chunk_fwd_kernel
     from .chunk_table import chunk_table_fwd
@@ -76,14 +76,24 @@ def chunked_bwd(q, k, v, g, beta, cu_seqlens, d_out, dq, dk, dv, dg, dbeta, scra
             raise ValueError(f"chunked_bwd: occupancy must be 1..4 (CTAs per SM), got "
                              f"{occupancy!r}")
         la_bwd_dqkwg_kernel = _with_occupancy(la_bwd_dqkwg_kernel, occupancy)
+        la_bwd_dqkwg_kda_kernel = _with_occupancy(la_bwd_dqkwg_kda_kernel, occupancy)
         la_bwd_wy_kernel = _with_occupancy(la_bwd_wy_kernel, occupancy)
-    if needs_fp32_staging(kda, q.dtype):
+        la_bwd_wy_kda_kernel = _with_occupancy(la_bwd_wy_kda_kernel, occupancy)
+    staged = needs_fp32_staging(kda, q.dtype)
+    if staged:
         q, k, v, d_out = stage_inputs(scratch, {"q": q, "k": k, "v": v, "dO": d_out}, stream)
     total, h_q, d_k = q.shape
     hv, d_v = v.shape[1], v.shape[2]
     ho = max(h_q, hv)
     n_seq = cu_seqlens.shape[0] - 1
     bk, bv_full = pow2(d_k), pow2(d_v)
+    # 16-bit KDA runs dqkwg / bwd_wy on its own entry points (8 compute warps; see
+    # kda_wy_hinted for where tileiras fails under that hint)
+    dqkwg_kernel, wy_kernel = la_bwd_dqkwg_kernel, la_bwd_wy_kernel
+    if kda and not staged:
+        dqkwg_kernel = la_bwd_dqkwg_kda_kernel
+        if kda_wy_hinted(bk, bv_full):
+            wy_kernel = la_bwd_wy_kda_kernel
     bv = min(bv, bv_full)
     gw = bk if kda else 1
     s = scratch
@@ -124,13 +134,13 @@ def chunked_bwd(q, k, v, g, beta, cu_seqlens, d_out, dq, dk, dv, dg, dbeta, scra
     dv_dst = s["dv_group"] if ho != hv else dv
     for tier in tiers:
         for part in (1, 2) if want("dqkwg") else ():
-            ct.launch(stream, (rows, ho, 1), la_bwd_dqkwg_kernel,
+            ct.launch(stream, (rows, ho, 1), dqkwg_kernel,
                       (q, k, g, d_out, cu_seqlens, s["table"], s["reroute"], s["states"],
                        s["dstates"], s["v_new"], s["dv_new"], dq_dst, s["dk_part"], s["dw"],
                        s["dg_part"], float(scale), ho // h_q, BT, bk, bv_full, gw, bool(kda),
                        bool(use_l2norm), tier, part))
         if want("bwd_wy"):
-            ct.launch(stream, (rows, ho, 1), la_bwd_wy_kernel,
+            ct.launch(stream, (rows, ho, 1), wy_kernel,
                       (k, v, g, beta, cu_seqlens, s["table"], s["reroute"], s["tinv"],
                        s["dv_new"], s["dw"], s["dk_part"], s["dg_part"], dk_dst, dv_dst, dg,
                        dbeta, ho // h_q, ho // hv, BT, bk, bv_full, gw, bool(kda),
@@ -141,6 +151,17 @@ def chunked_bwd(q, k, v, g, beta, cu_seqlens, d_out, dq, dk, dv, dg, dbeta, scra
         if groups > 1 and want("group_sum"):
             ct.launch(stream, (t_blocks, out.shape[1], 1), head_group_sum_kernel,
                       (part, out, groups, BT, width))
+
+
+def kda_wy_hinted(bk: int, bv: int) -> bool:
+    """Whether 16-bit KDA's WY adjoint runs on its own entry point (8 compute warps).
+
+    KDA's entry points serve 16-bit inputs only: under their hint tileiras 13.4 fails
+    ("failed to compile Tile IR program") on several fp32-staged (fp16) specializations of
+    both kernels, and on bf16 bwd_wy at K = 64, V = 256; those keep the default hints
+    (checked on sm_90 for K, V in {64, 128, 256}: K = V, K = 64 / V = 128, K = 256 / V = 64
+    compile hinted; V > K from 256 up falls back)."""
+    return bv <= 128 or bk >= bv
 
 
 @functools.lru_cache(maxsize=None)

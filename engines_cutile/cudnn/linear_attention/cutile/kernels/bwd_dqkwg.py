@@ -16,12 +16,14 @@ with the intra and state terms together when K != V); the fused kernel also spil
 PART 2 (the state terms) adds to them and writes dw.
 
 Grid: (NT_bound, HO).  KDA: TIER 1 serves the chunks the forward recompute left
-un-flagged in `reroute`, TIER 2 the flagged ones (blocked Gram adjoint).
+un-flagged in `reroute`, TIER 2 the flagged ones (blocked Gram adjoint).  Two entry points
+with one body: GDN's la_bwd_dqkwg_kernel and KDA's la_bwd_dqkwg_kda_kernel differ only in
+their compiler hints.
 """
 import cuda.tile as ct
 
 from .decay_gram import gram_bwd, to_gate
-from .tile_math import L2NORM_EPS, mma_dtype, row_col_index, split_hi_lo
+from .tile_math import L2NORM_EPS, fast_exp, mma_dtype, row_col_index, split_hi_lo
 from .tile_io import load_rows, load_rows_raw, load_state_kmajor_raw, store_rows
 from .wy_fwd import load_gate_cumsum
 
@@ -73,6 +75,30 @@ def la_bwd_dqkwg_kernel(q, k, g, d_out, cu_seqlens, table, reroute, states, dsta
                         BV: ct.Constant[int], GW: ct.Constant[int], KDA: ct.Constant[bool],
                         USE_L2NORM: ct.Constant[bool], TIER: ct.Constant[int],
                         PART: ct.Constant[int]):
+    """GDN's launch, and fp32-staged (fp16) KDA's (see chunked_bwd)."""
+    _bwd_dqkwg(q, k, g, d_out, cu_seqlens, table, reroute, states, dstates, v_new, dv_new, dq,
+               dk_part, dw, dg_part, scale, GROUP_QK, BT, BK, BV, GW, KDA, USE_L2NORM, TIER,
+               PART)
+
+
+@ct.kernel(occupancy=1, num_worker_warps=8)
+def la_bwd_dqkwg_kda_kernel(q, k, g, d_out, cu_seqlens, table, reroute, states, dstates,
+                            v_new, dv_new, dq, dk_part, dw, dg_part, scale: float,
+                            GROUP_QK: ct.Constant[int], BT: ct.Constant[int],
+                            BK: ct.Constant[int], BV: ct.Constant[int], GW: ct.Constant[int],
+                            KDA: ct.Constant[bool], USE_L2NORM: ct.Constant[bool],
+                            TIER: ct.Constant[int], PART: ct.Constant[int]):
+    """KDA's launch: the same body with 8 compute warps (plus tileiras' load warps), so a
+    [64, 128] fp32 tile costs 32 registers a thread (sm_90, bench shapes: part 1 tier 1
+    176 B stack and 3896 SASS instead of 1088 B and 6528 under the default hint)."""
+    _bwd_dqkwg(q, k, g, d_out, cu_seqlens, table, reroute, states, dstates, v_new, dv_new, dq,
+               dk_part, dw, dg_part, scale, GROUP_QK, BT, BK, BV, GW, KDA, USE_L2NORM, TIER,
+               PART)
+
+
+def _bwd_dqkwg(q, k, g, d_out, cu_seqlens, table, reroute, states, dstates, v_new, dv_new,
+               dq, dk_part, dw, dg_part, scale, GROUP_QK: int, BT: int, BK: int, BV: int,
+               GW: int, KDA: bool, USE_L2NORM: bool, TIER: int, PART: int):
     row = ct.bid(0)
     h = ct.bid(1)
     if tier_serves(reroute, row, h, KDA, TIER):
@@ -101,24 +127,33 @@ def la_bwd_dqkwg_kernel(q, k, g, d_out, cu_seqlens, table, reroute, states, dsta
                 qt = qr * rq
                 dot = ct.astype(load_rows_raw(d_out.slice(axis=0, start=bos, stop=eos), chunk, h,
                                               BT, BV), mm_dtype)
-                dq_h = ct.mma(dot, ct.transpose(hs), ct.zeros((BT, BK), dtype=ct.float32)) * \
-                    (ct.exp(gc) * scale)
+                dq_h = ct.mma(dot, ct.transpose(hs), ct.zeros((BT, BK), dtype=ct.float32))
+                if not KDA:
+                    dq_h = dq_h * (ct.exp(gc) * scale)
                 d_aqk = ct.where(r >= c, ct.mma(dot, ct.transpose(vn),
                                                 ct.zeros((BT, BT), dtype=ct.float32)) * scale, 0.0)
                 if KDA:
-                    dq_x, dk_y, dg_x = gram_bwd(d_aqk, qt, kt, gc, BT, BC, BK, KDA, TIER)
+                    # q dq_h + gram_G = q dq - k dk_gram: dG costs one product, and the
+                    # Gram factors are formed on the SFU where used (decay_gram.gram_bwd)
+                    # (E on dq_h after the Gram adjoint: 72 B less stack than before it)
+                    dq_x, dk_y = gram_bwd(d_aqk, qt, kt, gc, BT, BC, BK, TIER)
+                    d_q = dq_h * (fast_exp(gc) * scale) + dq_x
+                    dgt = qt * d_q - kt * dk_y
                 else:
                     dq_x, dk_y, dg_x = gram_bwd_gdn(d_aqk, qr, rq, kr, rk, gc, mm_dtype, BT, BK)
-                d_q = dq_h + dq_x
-                dgt = dg_x + to_gate(qt * dq_h, KDA)
+                    d_q = dq_h + dq_x
+                    dgt = dg_x + to_gate(qt * dq_h, KDA)
                 if USE_L2NORM:
                     d_q = (d_q - qt * ct.sum(qt * d_q, axis=1, keepdims=True)) * rq
                 store_rows(dq.slice(axis=0, start=bos, stop=eos), chunk, h, d_q, BT, BK)
                 store_rows(dk_part.slice(axis=0, start=bos, stop=eos), chunk, h, dk_y, BT, BK)
             else:
                 dhs = ct.astype(load_state_kmajor_raw(dstates, row, h, BK, BV), mm_dtype)
-                dk_h = ct.mma(vn, ct.transpose(dhs), ct.zeros((BT, BK), dtype=ct.float32)) * \
-                    ct.exp(g_last - gc)
+                dk_h = ct.mma(vn, ct.transpose(dhs), ct.zeros((BT, BK), dtype=ct.float32))
+                if KDA:
+                    dk_h = dk_h * fast_exp(g_last - gc)
+                else:
+                    dk_h = dk_h * ct.exp(g_last - gc)
                 dk_rows = load_rows(dk_part.slice(axis=0, start=bos, stop=eos), chunk, h, BT, BK)
                 store_rows(dk_part.slice(axis=0, start=bos, stop=eos), chunk, h, dk_rows + dk_h,
                            BT, BK)
