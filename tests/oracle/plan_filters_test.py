@@ -56,6 +56,18 @@ def test_deselected_engines_are_skipped_and_the_list_keeps_its_indices():
             call()
 
 
+def test_the_explainer_marks_each_barred_entry_with_its_filter():
+    g, *_ = matmul_graph(engine=TorchMatmulEngine(block_ks=(None, 8, 4)))
+    g.create_execution_plans()
+    g.deselect_engines("TILEK=8")
+    g.deselect_workspace_greater_than(0)  # a limit bars nothing before the build
+    ex = g.explain_plans()
+    assert [row.barred for row in ex.plans] == [
+        None, "excluded by deselect_engines('TILEK=8')", None]
+    assert "TILEK=8]  [python 30000] knobs=MatmulKnobs(block_k=8)  (excluded by " \
+        "deselect_engines('TILEK=8'))" in ex.render()
+
+
 def test_a_pinned_plan_that_is_deselected_is_an_error_not_a_silent_switch():
     g, *_ = matmul_graph(engine=TorchMatmulEngine(block_ks=(None, 8)))
     g.create_execution_plans()

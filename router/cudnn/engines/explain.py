@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from cudnn.engines import engine_ids, manifest
 from cudnn.engines.backend_source import backend_answer
 from cudnn.engines.base import PlanConfig
+from cudnn.engines.plan_filters import barred_reason
 from cudnn.engines.plan_list import plan_name_at
 from cudnn.engines.planning import plan_graph
 from cudnn.engines.planning_state import router_state
@@ -55,6 +56,8 @@ class PlanRow:
     side: str
     knobs: str
     cpp_index: int | None
+    #: why the user's filters exclude this entry (plan_filters.py), or None.
+    barred: str | None = None
 
 
 @dataclass(frozen=True)
@@ -101,8 +104,9 @@ class PlanExplanation:
             for row in self.plans:
                 mark = "*" if row.rank == self.selected_index else " "
                 cpp = "" if row.cpp_index is None else f" cpp_index={row.cpp_index}"
+                barred = "" if row.barred is None else f"  ({row.barred})"
                 lines.append(f"  {mark}{row.rank:>3}  {row.name}  [{row.side} "
-                             f"{row.engine_id}]{cpp} knobs={row.knobs}")
+                             f"{row.engine_id}]{cpp} knobs={row.knobs}{barred}")
         return "\n".join(lines)
 
     def __str__(self) -> str:
@@ -171,4 +175,5 @@ def _backend_row(graph: pygraph, plans: list[PlanConfig]) -> BackendRow:
 
 def _plan_rows(graph: pygraph, plans: list[PlanConfig]) -> list[PlanRow]:
     return [PlanRow(i, plan_name_at(graph, i), p.engine_id, engine_ids.side_of(p.engine_id),
-                    repr(p.knobs), p.cpp_index) for i, p in enumerate(plans)]
+                    repr(p.knobs), p.cpp_index, barred_reason(graph, i))
+            for i, p in enumerate(plans)]
