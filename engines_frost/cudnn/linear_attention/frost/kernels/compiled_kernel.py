@@ -13,14 +13,34 @@ from __future__ import annotations
 
 import dataclasses
 
-from cudnn.linear_attention.frost.kernels.config import OPERANDS, FrostFwdConfig
+from cudnn.linear_attention.frost.kernels.bwd_config import (
+    BWD_OPERANDS,
+    FrostBwdConfig,
+    bwd_operand_alignment,
+    bwd_operand_dtypes,
+)
+from cudnn.linear_attention.frost.kernels.config import (
+    OPERANDS,
+    FrostFwdConfig,
+    operand_alignment,
+    operand_dtypes,
+)
+
+
+def abi_of(cfg) -> tuple[tuple[str, ...], dict[str, str], dict[str, int]]:
+    """(operand names in launch order, their element dtypes, their byte alignments) of the
+    argument list a config's kernels take: the forward's (launch_abi.py) or the
+    backward's (bwd_abi.py)."""
+    if isinstance(cfg, FrostBwdConfig):
+        return BWD_OPERANDS, bwd_operand_dtypes(cfg), bwd_operand_alignment(cfg)
+    return OPERANDS, operand_dtypes(cfg), operand_alignment(cfg)
 
 
 @dataclasses.dataclass(frozen=True)
 class CompiledKernel:
     fn: object      # what cute.compile returned, or the function loaded from a store object
     ffi: str        # "tvm" or "cute" (compile_kernel.FFI_CONVENTIONS)
-    cfg: FrostFwdConfig
+    cfg: FrostFwdConfig | FrostBwdConfig
     packer: object = dataclasses.field(default=None, compare=False, repr=False)
 
     def __post_init__(self):
@@ -33,7 +53,7 @@ class CompiledKernel:
         """The argument list for ``fn``: ``tensors`` by ABI name (None or no key for an
         absent operand), a torch.cuda.Stream."""
         if self.ffi == "tvm":
-            ptrs = [0 if t is None else t.data_ptr() for t in map(tensors.get, OPERANDS)]
+            ptrs = [0 if t is None else t.data_ptr() for t in map(tensors.get, abi_of(self.cfg)[0])]
             return (*ptrs, T, N, scale, stream.cuda_stream)
         return self.packer(tensors, T, N, scale, stream)
 

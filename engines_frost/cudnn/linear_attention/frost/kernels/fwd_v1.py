@@ -50,7 +50,7 @@ VEC = 8  # bf16/fp16 elements per 16-byte vector access
 PAD16 = 8  # bf16 row padding (16 bytes): conflict-free fragment loads, aligned rows
 GRAM_TILES = [(i, j) for i in range(NBLK) for j in range(i + 1)]
 SMEM_LIMIT = 227 * 1024  # sm_90 opt-in shared memory per block
-_DTYPES = {"bf16": BFloat16, "f32": Float32}
+_DTYPES = {"bf16": BFloat16, "f32": Float32, "i32": Int32}
 
 
 def smem_plan(c: FrostFwdConfig):
@@ -91,6 +91,16 @@ def smem_bytes(c: FrostFwdConfig, plan=smem_plan) -> int:
         span = 1 + sum((extent - 1) * st for extent, st in zip(shape, stride))
         total += -(-span * (2 if dtype == "bf16" else 4) // 16) * 16
     return total
+
+
+def allocate_smem(plan) -> SimpleNamespace:
+    """The shared tensors of a plan (smem_plan's format) by name; called while a kernel is
+    traced."""
+    smem = cutlass.memory.SmemAllocator()
+    s = SimpleNamespace()
+    for name, dtype, shape, stride in plan:
+        setattr(s, name, smem.allocate_tensor(_DTYPES[dtype], cute.make_layout(shape, stride=stride), 16))
+    return s
 
 
 def warp_mma():
@@ -138,10 +148,7 @@ class FrostFwdV1:
         n, h, _ = cute.arch.block_idx()
         heads = (h // (c.HO // c.H), h // (c.HO // c.HK), h // (c.HO // c.HV), h)
 
-        smem = cutlass.memory.SmemAllocator()
-        s = SimpleNamespace()
-        for name, dtype, shape, stride in self.smem_plan(c):
-            setattr(s, name, smem.allocate_tensor(_DTYPES[dtype], cute.make_layout(shape, stride=stride), 16))
+        s = allocate_smem(self.smem_plan(c))
 
         mma = warp_mma()
         lane = cute.arch.lane_idx()

@@ -10,7 +10,7 @@ from cutlass import Float32, Int32
 from cutlass.cute import AddressSpace
 from cutlass.cute.runtime import make_ptr
 
-from cudnn.linear_attention.frost.kernels.config import OPERANDS, FrostFwdConfig, operand_alignment, operand_dtypes
+from cudnn.linear_attention.frost.kernels.config import OPERANDS, FrostFwdConfig
 from cudnn.linear_attention.frost.kernels.launch_abi import abi_pointers, cutlass_dtype
 
 
@@ -31,8 +31,10 @@ class ArgPacker:
     as it does for buffers the caching allocator hands back. Same list as real_args."""
 
     def __init__(self, cfg: FrostFwdConfig) -> None:
-        align = operand_alignment(cfg)
-        self._specs = tuple((name, cutlass_dtype(dt), align[name]) for name, dt in operand_dtypes(cfg).items())
+        from cudnn.linear_attention.frost.kernels.compiled_kernel import abi_of
+
+        _, dtypes, align = abi_of(cfg)
+        self._specs = tuple((name, cutlass_dtype(dt), align[name]) for name, dt in dtypes.items())
         self._last: dict[str, tuple[int, object]] = {}
 
     def __call__(self, tensors: dict[str, object], T: int, N: int, scale: float, stream) -> tuple:

@@ -1,0 +1,397 @@
+"""FROST backward, kernel 2 (``chain``): the state gradient, backwards over the chunks.
+
+One CTA per (sequence, output head), 2V threads, warp w owning the value rows
+j in [16 w, 16 w + 16) of dS^T [V, K] (fp32 registers for the whole sequence), as the
+forward owns S^T. With dS the gradient of the state leaving chunk c (d_final_state, or
+zero, for the last chunk), per chunk from the last to the first:
+
+    dU   = P^T dO + KD dS                      (KD = k^ e^(Gam_last - Gam))
+    dR   = (I + M)^-T dU                        (block back substitution, 16x16 inverses)
+    dS  <- Diag(e^Gam_last) dS + QA^T dO - KBA^T dR
+
+writing dS (bf16, checkpoint row cu[n] // 64 + n + j, V-major like the forward's
+checkpoints) before the update and dR (bf16, per token); dS after the first chunk is
+d_initial_state. Transposed, per warp: dU^T = dO^T P + dS^T KD^T, dR^T_i =
+(dU^T_i - sum_{i' > i} dR^T_i' M_i'i) D_i^-1, dS^T <- dS^T Diag(e^Gam_last) + dO^T QA +
+dR^T (-KBA). So the shared operands are the forward's transposed: QA^T, (-KBA)^T [K, C],
+KD [C, K], P^T, (-M)^T, D_i^-T, and dO^T [V, C] (A operand).
+
+Rows, gate scan, Gram tiles, inverses and the prefetch are v2's (FrostBwdChain derives
+from FrostFwdV2); the prefetch runs backwards (chunk c - 1 while chunk c's chain runs) and
+stages dO's rows in the forward's W0 slot (no W0 here).
+"""
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import cuda.bindings.driver as cuda
+import cutlass
+import cutlass.cute as cute
+from cutlass import BFloat16, Float32, Int32
+from cutlass.cute.nvgpu import cpasync
+
+from cudnn.linear_attention.frost.kernels.bwd_abi import bwd_views
+from cudnn.linear_attention.frost.kernels.bwd_config import FrostBwdConfig
+from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
+from cudnn.linear_attention.frost.kernels.fwd_v1 import (
+    CHUNK,
+    NBLK,
+    PAD16,
+    SUB,
+    VEC,
+    allocate_smem,
+    load_vec,
+    to_a_operand,
+    warp_mma,
+)
+from cudnn.linear_attention.frost.kernels.fwd_v2 import FrostFwdV2
+from cudnn.linear_attention.frost.kernels.fwd_v2 import smem_plan as v2_smem_plan
+
+# v2's tensors that change orientation here, and what replaces them
+_TRANSPOSED = {"qa": "qat", "kba": "kbat", "kdt": "kd", "mneg": "mnegt", "p": "pt", "dinv": "dinvt"}
+
+
+def smem_plan(c: FrostFwdConfig):
+    """v2's plan with QA, KBA as [K, C], KD as [C, K], the Gram blocks and inverses stored
+    transposed, W0's slot staging dO rows (raw io), plus dO^T [V, C]."""
+    K, V, C = c.K, c.V, CHUNK
+    plan = []
+    for name, dtype, shape, stride in v2_smem_plan(c):
+        if name in ("qa", "kba"):
+            plan.append((_TRANSPOSED[name], "bf16", (K, C), (C + PAD16, 1)))
+        elif name == "kdt":
+            plan.append(("kd", "bf16", (C, K), (K + PAD16, 1)))
+        elif name in _TRANSPOSED:
+            plan.append((_TRANSPOSED[name], dtype, shape, stride))
+        else:
+            plan.append((name, dtype, shape, stride))
+    plan.append(("dot", "bf16", (V, C), (C + PAD16, 1)))
+    return plan
+
+
+class FrostBwdChain(FrostFwdV2):
+    """Callable for cute.compile (bwd_abi's argument list)."""
+
+    smem_plan = staticmethod(smem_plan)
+
+    def __init__(self, cfg: FrostBwdConfig):
+        super().__init__(cfg.fwd)
+        self.bcfg = cfg
+
+    @cute.jit
+    def __call__(self, p_q: cute.Pointer, p_k: cute.Pointer, p_v: cute.Pointer, p_g: cute.Pointer,
+                 p_beta: cute.Pointer, p_w: cute.Pointer, p_cu: cute.Pointer, p_do: cute.Pointer,
+                 p_h0: cute.Pointer, p_dht: cute.Pointer, p_dq: cute.Pointer, p_dk: cute.Pointer,
+                 p_dv: cute.Pointer, p_dg: cute.Pointer, p_dbeta: cute.Pointer, p_dw: cute.Pointer,
+                 p_dh0: cute.Pointer, p_ckpt: cute.Pointer, p_dckpt: cute.Pointer, p_u: cute.Pointer,
+                 p_dr: cute.Pointer, T: Int32, N: Int32, scale: Float32, stream: cuda.CUstream):
+        m = bwd_views(self.bcfg, (p_q, p_k, p_v, p_g, p_beta, p_w, p_cu, p_do, p_h0, p_dht, p_dq, p_dk, p_dv,
+                                  p_dg, p_dbeta, p_dw, p_dh0, p_ckpt, p_dckpt, p_u, p_dr), T, N)
+        self.kernel(m.q, m.k, m.v, m.g, m.beta, m.w, m.cu_seqlens, m.dO, m.d_final_state, m.d_initial_state,
+                    m.dckpt, m.dr, scale).launch(grid=[N, self.cfg.HO, 1], block=[self.threads, 1, 1],
+                                                 stream=stream)
+
+    @cute.kernel
+    def kernel(self, mq: cute.Tensor, mk: cute.Tensor, mv: cute.Tensor, mg: cute.Tensor, mb: cute.Tensor,
+               mw: cute.Tensor, mcu: cute.Tensor, mdo: cute.Tensor, mdht: cute.Tensor, mdh0: cute.Tensor,
+               mdckpt: cute.Tensor, mdr: cute.Tensor, scale: Float32):
+        c = self.cfg
+        K = c.K
+        tid, _, _ = cute.arch.thread_idx()
+        n, h, _ = cute.arch.block_idx()
+        heads = (h // (c.HO // c.H), h // (c.HO // c.HK), h // (c.HO // c.HV), h)
+        s = allocate_smem(self.smem_plan(c))
+        mma = warp_mma()
+        lane = cute.arch.lane_idx()
+        wid = cute.arch.make_warp_uniform(cute.arch.warp_idx())
+        thr = mma.get_slice(lane)
+        # dS^T rows j in [16 wid, 16 wid + 16), all K columns (fp32, the whole sequence)
+        acc_ds = cute.make_rmem_tensor(thr.partition_shape_C((SUB, K)), Float32)
+        coord = thr.partition_C(cute.make_identity_tensor((SUB, K)))
+        for e in cutlass.range_constexpr(cute.size(acc_ds)):
+            val = Float32(0.0)
+            if cutlass.const_expr(self.bcfg.dht_dtype is not None):
+                jd = coord[e]
+                val = mdht[n, h, wid * SUB + jd[0], jd[1]].to(Float32)
+            acc_ds[e] = val
+        bos = mcu[n]
+        eos = mcu[n + 1]
+        nch = (eos - bos + CHUNK - 1) // CHUNK
+        row0 = bos // CHUNK + n
+        s.gmem = SimpleNamespace(q=mq, k=mk, v=mv, g=mg, b=mb, w=mw, do=mdo, heads=heads)
+        if nch > 0:
+            self.prefetch_chunk(s, bos + (nch - 1) * CHUNK, eos, tid)
+            cute.arch.cp_async_commit_group()
+        cute.arch.cp_async_wait_group(0)
+        cute.arch.sync_threads()
+        for jj in cutlass.range(nch, unroll=1):
+            j = nch - 1 - jj
+            t0 = bos + j * CHUNK
+            for e in cutlass.range_constexpr(cute.size(acc_ds)):
+                jd = coord[e]
+                mdckpt[row0 + j, h, wid * SUB + jd[0], jd[1]] = acc_ds[e].to(BFloat16)
+            self.stage_rows(s, mq, mk, mv, mg, mb, mw, heads, t0, eos, tid)
+            cute.arch.sync_threads()
+            self.stage_operands(s, mb, heads, t0, eos, scale, tid)
+            cute.arch.sync_threads()
+            self.stage_gram(s, mb, heads, t0, eos, scale, thr, lane, wid)
+            cute.arch.sync_threads()
+            if j > 0:
+                self.prefetch_chunk(s, t0 - CHUNK, eos, tid)
+                cute.arch.cp_async_commit_group()
+            self.chain(s, mdr, acc_ds, coord, heads, t0, eos, thr, lane, wid)
+            cute.arch.cp_async_wait_group(0)
+            cute.arch.sync_threads()
+        if cutlass.const_expr(self.bcfg.dh0_dtype is not None):
+            for e in cutlass.range_constexpr(cute.size(acc_ds)):
+                jd = coord[e]
+                mdh0[n, h, wid * SUB + jd[0], jd[1]] = acc_ds[e].to(mdh0.element_type)
+
+    # ------------------------------------------------------------------ staging
+    @cute.jit
+    def prefetch_chunk(self, s, t0, eos, tid):
+        """Chunk t0's q, k, gates, beta (v2's prefetch_rows) and its dO rows into W0's slot."""
+        self.prefetch_rows(s, t0, eos, tid)
+        m = s.gmem
+        h = m.heads[3]
+        V, NT = self.cfg.V, self.threads
+        a16 = cute.make_copy_atom(cpasync.CopyG2SOp(), self.io, num_bits_per_copy=128)
+        do_in = self.io_view(s.w0)
+        vv = V // VEC
+        r0, cv = tid // vv, tid % vv
+        for u in cutlass.range_constexpr(CHUNK * vv // NT):
+            r = r0 + u * (NT // vv)
+            self.copy_or_zero(a16, m.do, t0 + r, h, VEC, cv, cute.local_tile(do_in[r, None], (VEC,), (cv,)),
+                              t0 + r < eos, self.io)
+
+    @cute.jit
+    def stage_rows(self, s, mq, mk, mv, mg, mb, mw, heads, t0, eos, tid):
+        """q-hat, k-hat in place, dO^T (bf16) from the staged rows, the inclusive gate scan."""
+        s_q = s.q
+        s_k = s.k
+        s_g = s.g
+        s_dot = s.dot
+        c = self.cfg
+        K, V, C, NT = c.K, c.V, CHUNK, self.threads
+        q_in = self.io_view(s_q)
+        k_in = self.io_view(s_k)
+        vr = K // VEC
+        r0, cv = tid // vr, tid % vr
+        for u in cutlass.range_constexpr(C * vr // NT):
+            r = r0 + u * (NT // vr)
+            xq = load_vec(cute.local_tile(q_in[r, None], (VEC,), (cv,)))
+            xk = load_vec(cute.local_tile(k_in[r, None], (VEC,), (cv,)))
+            yq, yk = self.qk_hat(xq, xk)
+            cute.autovec_copy(yq, cute.local_tile(s_q[r, None], (VEC,), (cv,)))
+            cute.autovec_copy(yk, cute.local_tile(s_k[r, None], (VEC,), (cv,)))
+        do_in = self.io_view(s.w0)
+        r, cv0 = tid % C, tid // C  # a warp: 32 rows of one slice -> conflict-free transposed stores
+        for u in cutlass.range_constexpr(C * (V // VEC) // NT):
+            cv = cv0 + u * (NT // C)
+            x = load_vec(cute.local_tile(do_in[r, None], (VEC,), (cv,)))
+            for e in cutlass.range_constexpr(VEC):
+                s_dot[cv * VEC + e, r] = x[e].to(Float32).to(BFloat16)
+        if cutlass.const_expr(c.gate_per_channel):
+            if tid < K:
+                acc = Float32(0.0)
+                for rr in cutlass.range_constexpr(C):
+                    acc = acc + s_g[rr, tid]
+                    s_g[rr, tid] = acc
+        else:
+            if tid < 32:
+                self.scalar_gate_scan(s_g, s_g[2 * tid, 0], s_g[2 * tid + 1, 0], tid)
+
+    @cute.jit
+    def stage_operands(self, s, mb, heads, t0, eos, scale, tid):
+        """v2's operand stage with QA, -KBA stored transposed and KD row-major."""
+        s_q = s.q
+        s_k = s.k
+        s_g = s.g
+        s_qat = s.qat
+        s_kbat = s.kbat
+        s_kd = s.kd
+        s_beta = s.beta
+        s_alast = s.alast
+        c = self.cfg
+        K, C, NT = c.K, CHUNK, self.threads
+        if cutlass.const_expr(c.gate_per_channel):
+            s_qr = s.qr
+            s_kbr = s.kbr
+            s_ke = s.ke
+            s_xg = s.xg
+        else:
+            s_qr = None
+            s_kbr = None
+            s_ke = None
+            s_xg = None
+        if cutlass.const_expr(c.beta_per_channel):
+            b_in = self.io_view(s_qr)
+        else:
+            b_in = None
+        vr = K // VEC
+        r, cv0 = tid % C, tid // C
+        for u in cutlass.range_constexpr(C * vr // NT):
+            cv = cv0 + u * (NT // C)
+            d0 = cv * VEC
+            xq = load_vec(cute.local_tile(s_q[r, None], (VEC,), (cv,)))
+            xk = load_vec(cute.local_tile(s_k[r, None], (VEC,), (cv,)))
+            if cutlass.const_expr(c.beta_per_channel):
+                xb = load_vec(cute.local_tile(b_in[r, None], (VEC,), (cv,)))
+            else:
+                xb = None
+            kd = cute.make_rmem_tensor((VEC,), BFloat16)
+            qr = cute.make_rmem_tensor((VEC,), BFloat16)
+            kbr = cute.make_rmem_tensor((VEC,), BFloat16)
+            ke = cute.make_rmem_tensor((VEC,), BFloat16)
+            bt = Float32(0.0)
+            if cutlass.const_expr(not c.beta_per_channel):
+                bt = s_beta[r]
+            if cutlass.const_expr(c.gate_per_channel):
+                gt = load_vec(cute.local_tile(s_g[r, None], (VEC,), (cv,)))
+                gl = load_vec(cute.local_tile(s_g[C - 1, None], (VEC,), (cv,)))
+                gr = load_vec(cute.local_tile(s_g[(r // SUB) * SUB, None], (VEC,), (cv,)))
+                ge = load_vec(cute.local_tile(s_g[(r // SUB) * SUB + SUB - 1, None], (VEC,), (cv,)))
+                a_row = Float32(1.0)
+                kd_row = Float32(1.0)
+            else:
+                gt = None
+                gl = None
+                gr = None
+                ge = None
+                a_row = cute.arch.exp(s_g[r, 0])
+                kd_row = cute.arch.exp(s_g[C - 1, 0] - s_g[r, 0])
+            for e in cutlass.range_constexpr(VEC):
+                qv = xq[e].to(Float32)
+                kv = xk[e].to(Float32)
+                if cutlass.const_expr(c.beta_per_channel):
+                    kb = kv * xb[e].to(Float32)
+                else:
+                    kb = kv * bt
+                a = a_row
+                kdf = kd_row
+                if cutlass.const_expr(c.gate_per_channel):
+                    gam = gt[e]
+                    a = cute.arch.exp(gam)
+                    kdf = cute.arch.exp(gl[e] - gam)
+                    rel = cute.arch.exp(gam - gr[e])
+                    qr[e] = (qv * rel).to(BFloat16)
+                    kbr[e] = (kb * rel).to(BFloat16)
+                    ke[e] = (kv * cute.arch.exp(ge[e] - gam)).to(BFloat16)
+                s_qat[d0 + e, r] = (qv * a * scale).to(BFloat16)
+                s_kbat[d0 + e, r] = (-(kb * a)).to(BFloat16)
+                kd[e] = (kv * kdf).to(BFloat16)
+            cute.autovec_copy(kd, cute.local_tile(s_kd[r, None], (VEC,), (cv,)))
+            if cutlass.const_expr(c.gate_per_channel):
+                cute.autovec_copy(qr, cute.local_tile(s_qr[r, None], (VEC,), (cv,)))
+                cute.autovec_copy(kbr, cute.local_tile(s_kbr[r, None], (VEC,), (cv,)))
+                cute.autovec_copy(ke, cute.local_tile(s_ke[r, None], (VEC,), (cv,)))
+        self.decay_tables(s, tid)
+
+    @cute.jit
+    def decay_tables(self, s, tid):
+        """e^Gam_last and (vector gates) v2's per-tile channel factors X."""
+        from cudnn.linear_attention.frost.kernels.fwd_v1 import GRAM_TILES
+
+        s_g = s.g
+        s_alast = s.alast
+        c = self.cfg
+        K, C, NT = c.K, CHUNK, self.threads
+        if cutlass.const_expr(c.gate_per_channel):
+            s_xg = s.xg
+            if tid < K:
+                s_alast[tid] = cute.arch.exp(s_g[C - 1, tid])
+            groups = NT // K
+            for p in cutlass.range_constexpr(len(GRAM_TILES)):
+                bi, bj = GRAM_TILES[p]
+                if tid // K == p % groups:
+                    d = tid % K
+                    s_xg[p, d] = cute.arch.exp(s_g[bi * SUB, d] - s_g[bj * SUB + SUB - 1, d])
+        else:
+            if tid == 0:
+                s_alast[0] = cute.arch.exp(s_g[C - 1, 0])
+
+    # ------------------------------------------------------------------ Gram, transposed
+    @cute.jit
+    def store_gram(self, s, bi, bj, t, u, ts, mval, pval):
+        """(-M)^T and P^T: element (t, u) of M, P lands at [u, t]."""
+        s_mnegt = s.mnegt
+        s_pt = s.pt
+        s_md = s.md
+        s_mnegt[u, t] = (-mval).to(BFloat16)
+        s_pt[u, t] = pval.to(BFloat16)
+        if bi == bj:
+            s_md[bi, ts[0], ts[1]] = mval
+
+    @cute.jit
+    def block_inverse(self, s, bi, lane):
+        """v1's substitution for column `lane` of (I + M_ii)^-1, stored as row `lane` of
+        the transposed inverse."""
+        s_md = s.md
+        s_dinvt = s.dinvt
+        if lane < SUB:
+            x = []
+            for t in cutlass.range_constexpr(SUB):
+                acc = Float32(0.0)
+                if lane == t:
+                    acc = Float32(1.0)
+                for u in cutlass.range_constexpr(t):
+                    acc = acc - s_md[bi, t, u] * x[u]
+                x.append(acc)
+            for t in cutlass.range_constexpr(SUB):
+                s_dinvt[bi, lane, t] = x[t].to(BFloat16)
+
+    # ------------------------------------------------------------------ chain
+    @cute.jit
+    def chain(self, s, mdr, acc_ds, coord, heads, t0, eos, thr, lane, wid):
+        """This warp's 16 value rows: dU^T, the back substitution for dR^T (stored), and
+        the state-gradient update."""
+        s_dot = s.dot
+        s_pt = s.pt
+        s_kd = s.kd
+        s_mnegt = s.mnegt
+        s_dinvt = s.dinvt
+        s_qat = s.qat
+        s_kbat = s.kbat
+        K = self.cfg.K
+        h = heads[3]
+        mma = warp_mma()
+        j0 = wid * SUB
+        a_do = self.operand(thr, lane, cute.local_tile(s_dot, (SUB, CHUNK), (wid, 0)), True)
+        a_ds = to_a_operand(acc_ds, thr.partition_shape_A((SUB, K)))
+        crd = thr.partition_C(cute.make_identity_tensor((SUB, SUB)))
+        acc_du = []
+        for bi in cutlass.range_constexpr(NBLK):
+            du = cute.make_rmem_tensor(thr.partition_shape_C((SUB, SUB)), Float32)
+            du.fill(0.0)
+            for kk in cutlass.range_constexpr(bi, NBLK):  # P[t, s] = 0 for t < s
+                b_p = self.operand(thr, lane, cute.local_tile(s_pt, (SUB, SUB), (bi, kk)), False)
+                cute.gemm(mma, du, a_do[None, None, kk], b_p[None, None, 0], du)
+            b_kd = self.operand(thr, lane, cute.local_tile(s_kd, (SUB, K), (bi, 0)), False)
+            for kk in cutlass.range_constexpr(K // 16):
+                cute.gemm(mma, du, a_ds[None, None, kk], b_kd[None, None, kk], du)
+            acc_du.append(du)
+        a_dr = [None] * NBLK
+        for ii in cutlass.range_constexpr(NBLK):
+            bi = NBLK - 1 - ii
+            y = acc_du[bi]
+            for bj in cutlass.range_constexpr(bi + 1, NBLK):
+                b_m = self.operand(thr, lane, cute.local_tile(s_mnegt, (SUB, SUB), (bi, bj)), False)
+                cute.gemm(mma, y, a_dr[bj][None, None, 0], b_m[None, None, 0], y)
+            a_y = to_a_operand(y, thr.partition_shape_A((SUB, SUB)))
+            dr = cute.make_rmem_tensor(thr.partition_shape_C((SUB, SUB)), Float32)
+            dr.fill(0.0)
+            b_d = self.operand(thr, lane, s_dinvt[bi, None, None], False)
+            cute.gemm(mma, dr, a_y[None, None, 0], b_d[None, None, 0], dr)
+            a_dr[bi] = to_a_operand(dr, thr.partition_shape_A((SUB, SUB)))
+            for e in cutlass.range_constexpr(cute.size(dr)):
+                jt = crd[e]
+                t = t0 + bi * SUB + jt[1]
+                if t < eos:
+                    mdr[t, h, j0 + jt[0]] = dr[e].to(BFloat16)
+        for e in cutlass.range_constexpr(cute.size(acc_ds)):
+            acc_ds[e] = acc_ds[e] * self.state_decay(s, coord[e][1])
+        for bi in cutlass.range_constexpr(NBLK):
+            b_qa = self.operand(thr, lane, cute.local_tile(s_qat, (K, SUB), (0, bi)), False)
+            cute.gemm(mma, acc_ds, a_do[None, None, bi], b_qa[None, None, 0], acc_ds)
+            b_kb = self.operand(thr, lane, cute.local_tile(s_kbat, (K, SUB), (0, bi)), False)
+            cute.gemm(mma, acc_ds, a_dr[bi][None, None, 0], b_kb[None, None, 0], acc_ds)

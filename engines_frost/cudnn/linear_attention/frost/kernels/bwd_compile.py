@@ -1,0 +1,40 @@
+"""Which CuTe DSL class implements each backward stage, and compiling it for one config.
+
+Kept apart from bwd.py (the launcher) for the same reason as compile_kernel.py: this file
+decides what a compiled kernel contains. Imports cutlass lazily.
+"""
+from __future__ import annotations
+
+from cudnn.linear_attention.frost.kernels.bwd_config import FrostBwdConfig
+from cudnn.linear_attention.frost.kernels.compile_kernel import FFI_CONVENTIONS, preferred_ffi
+
+
+def bwd_kernel_class(stage: str):
+    if stage == "states":
+        from cudnn.linear_attention.frost.kernels.bwd_states import FrostBwdStates
+        return FrostBwdStates
+    if stage == "chain":
+        from cudnn.linear_attention.frost.kernels.bwd_chain import FrostBwdChain
+        return FrostBwdChain
+    if stage == "grads":
+        from cudnn.linear_attention.frost.kernels.bwd_grads import FrostBwdGrads
+        return FrostBwdGrads
+    raise ValueError(f"frost_bwd: stage must be 'states', 'chain' or 'grads', got {stage!r}")
+
+
+def compile_bwd(cfg: FrostBwdConfig, arch: str, host_target: str | None = None, ffi: str | None = None):
+    """cute.compile the kernel of cfg.stage for a target like "sm_90a" (no GPU needed), as
+    a compiled_kernel.CompiledKernel over bwd_abi's argument list."""
+    import cutlass.cute as cute
+
+    from cudnn.linear_attention.frost.kernels.bwd_abi import bwd_fake_args
+    from cudnn.linear_attention.frost.kernels.compiled_kernel import CompiledKernel
+
+    ffi = ffi or preferred_ffi(host_target)
+    if ffi not in FFI_CONVENTIONS:
+        raise ValueError(f"compile_bwd: ffi must be one of {FFI_CONVENTIONS}, got {ffi!r}")
+    kernel = bwd_kernel_class(cfg.stage)(cfg)
+    options = f"--gpu-arch {arch}" + (f" --host-target '{host_target}'" if host_target else "")
+    if ffi == "tvm":
+        options += " --enable-tvm-ffi"
+    return CompiledKernel(cute.compile(kernel, *bwd_fake_args(cfg), options=options), ffi, cfg)

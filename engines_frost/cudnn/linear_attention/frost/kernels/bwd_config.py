@@ -1,0 +1,107 @@
+"""The static configuration of the FROST backward kernels (their compile-cache key).
+
+The backward runs three kernels (kernels/NOTES_bwd.md): ``states`` (the forward chain
+again, writing per-chunk state checkpoints and U), ``chain`` (the state gradient backwards
+over the chunks, writing dS per chunk and dR per token) and ``grads`` (every gradient of
+one chunk, independently of the others). All three specialise on one FrostBwdConfig;
+``stage`` picks the kernel. Pure Python: no torch, no cutlass.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
+
+STAGES = ("states", "chain", "grads")
+STATE_DTYPES = ("float32", "bfloat16")
+CHUNK = 64  # tokens per chunk: the forward kernels' C; checkpoint rows count chunks
+
+
+@dataclasses.dataclass(frozen=True)
+class FrostBwdConfig:
+    """One backward specialisation. ``fwd`` carries what the forward kernel specialises on
+    (dtypes, heads, dims, family flags, l2norm, initial state; never a final state), the
+    rest is what only the backward has."""
+
+    fwd: FrostFwdConfig
+    stage: str
+    dht_dtype: str | None   # d_final_state: "float32" | "bfloat16" | None (absent: zero)
+    dh0_dtype: str | None   # d_initial_state: written iff the forward had an initial state
+
+    def __post_init__(self):
+        def bad(name, expected):
+            raise ValueError(f"FrostBwdConfig: {name} must be {expected}, got {getattr(self, name)!r}")
+
+        if self.stage not in STAGES:
+            bad("stage", f"one of {STAGES}")
+        if self.fwd.has_final_state:
+            bad("fwd", "a forward config without a final state")
+        if self.fwd.algorithm != "v2":
+            bad("fwd", "a v2 forward config (the backward reuses v2's stages)")
+        for name in ("dht_dtype", "dh0_dtype"):
+            if getattr(self, name) not in (None, *STATE_DTYPES):
+                bad(name, f"None or one of {STATE_DTYPES}")
+        if (self.dh0_dtype is not None) != self.fwd.has_initial_state:
+            bad("dh0_dtype", "set exactly when the forward has an initial state")
+
+    def with_stage(self, stage: str) -> "FrostBwdConfig":
+        return dataclasses.replace(self, stage=stage)
+
+    # -- derived ----------------------------------------------------------------------
+    @property
+    def family(self) -> str:
+        return self.fwd.family
+
+    @property
+    def HO(self) -> int:
+        return self.fwd.HO
+
+    @property
+    def q_grouped(self) -> bool:
+        """dq is summed over HO // H output heads: the kernel writes fp32 per output head."""
+        return self.fwd.H != self.HO
+
+    @property
+    def k_grouped(self) -> bool:
+        return self.fwd.HK != self.HO
+
+    @property
+    def v_grouped(self) -> bool:
+        return self.fwd.HV != self.HO
+
+
+BWD_OPERANDS = ("q", "k", "v", "g", "beta", "w", "cu_seqlens", "dO", "initial_state", "d_final_state",
+                "dq", "dk", "dv", "dg", "dbeta", "dw", "d_initial_state", "ckpt", "dckpt", "u", "dr")
+
+
+def bwd_operand_dtypes(cfg: FrostBwdConfig) -> dict[str, str]:
+    """Element dtype of each backward operand, in launch order. dq/dk/dv are fp32 per output
+    head where their heads are grouped (summed afterwards), else the io dtype; the
+    workspace tensors (checkpoints, U, dR) are bf16."""
+    f = cfg.fwd
+    io = f.io_dtype
+    return {
+        "q": io, "k": io, "v": io, "g": "float32", "beta": io if f.beta_per_channel else "float32",
+        "w": io, "cu_seqlens": "int32", "dO": io, "initial_state": f.state_dtype or "float32",
+        "d_final_state": cfg.dht_dtype or "float32",
+        "dq": "float32" if cfg.q_grouped else io, "dk": "float32" if cfg.k_grouped else io,
+        "dv": "float32" if cfg.v_grouped else io, "dg": "float32",
+        "dbeta": io if f.beta_per_channel else "float32", "dw": io,
+        "d_initial_state": cfg.dh0_dtype or "float32",
+        "ckpt": "bfloat16", "dckpt": "bfloat16", "u": "bfloat16", "dr": "bfloat16",
+    }
+
+
+def bwd_operand_alignment(cfg: FrostBwdConfig) -> dict[str, int]:
+    """16 bytes for 16-bit operands (vector accesses), 4 for 32-bit ones, 16 for g under
+    the forward's gate_align16."""
+    align = {name: 4 if dt in ("float32", "int32") else 16 for name, dt in bwd_operand_dtypes(cfg).items()}
+    if cfg.fwd.gate_align16:
+        align["g"] = 16
+    return align
+
+
+def checkpoint_rows(T: int, N: int) -> int:
+    """Rows of the per-chunk state workspaces: chunk j of sequence n lives at row
+    cu[n] // CHUNK + n + j, which never collides and stays below T // CHUNK + N."""
+    return T // CHUNK + N

@@ -1,0 +1,559 @@
+"""FROST backward, kernel 3 (``grads``): every gradient of one chunk, chunks independent.
+
+Grid (checkpoint rows R = T // 64 + N, HO), 8 warps. Row rho is chunk j of the sequence n
+with cu[n] // 64 + n <= rho < that + chunks(n) (found by the CTA's threads in one pass
+over cu_seqlens; rows between sequences exit). Inputs: the chunk's rows of q, k, v, g,
+beta, dO, U (kernel 1) and dR (kernel 2), the state S entering the chunk (kernel 1's
+checkpoint) and the gradient dS of the state leaving it (kernel 2's), both V-major in
+global memory and transposed to [K, V] on the way into shared memory.
+
+Stages (barriers between them), scalar gates (GDN):
+1. rows     q-hat^T, k-hat^T, kb^T [K, C] (L2 norms by a first pass, kept per row), Gam
+            and e^Gam, e^(Gam_last - Gam) per row; dO, dR, U [C, V]; S, dS as [K, V].
+2. scores   per lower 16x16 tile (t, s): dZp = scale (dO U^T) e^(Gam_t - Gam_s) (s <= t),
+            dZm = -(dR U^T) e^(Gam_t - Gam_s) (s < t), bf16.
+3. grads    warp w: rows t of block w % 4, channels d of half w / 4, three accumulators
+              dq^     = scale e^Gam_t (dO S^T) + dZp k^
+              dkb     = -e^Gam_t (dR S^T) + dZm k^
+              dk^_dir = e^(Gam_last - Gam_s) (U dS^T) + dZp^T q^ + dZm^T kb
+            and their row sums q^.dq^, kb.dkb, k^.dk^_dir, k^.dkb (quad shuffles, then the
+            two channel halves in a fixed order: deterministic).
+4. outputs  dq = r_q (dq^ - q^ (q^.dq^)) (L2 norm; else dq^), dk likewise from
+            dk^ = dk^_dir + beta dkb; dv = beta dR and sum_v v dR; dGam_t = q^.dq^ + kb.dkb
+            - k^.dk^_dir, plus at the chunk's last row sum_t k^ e^(Gam_last - Gam) dKD +
+            e^Gam_last sum S dS; dg = reverse cumsum of dGam, dbeta = k^.dkb + sum_v v dR.
+Grouped q/k/v heads: dq/dk/dv go to fp32 per output head (summed by the launcher).
+The algebra is engines_frost/tests/frost_bwd_model.py (stage_grads).
+"""
+from __future__ import annotations
+
+import cuda.bindings.driver as cuda
+import cutlass
+import cutlass.cute as cute
+from cutlass import BFloat16, Float32, Int32
+
+from cudnn.linear_attention.frost.kernels.bwd_abi import bwd_views
+from cudnn.linear_attention.frost.kernels.bwd_config import FrostBwdConfig
+from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
+from cudnn.linear_attention.frost.kernels.fwd_v1 import (
+    CHUNK,
+    GRAM_TILES,
+    NBLK,
+    PAD16,
+    SUB,
+    VEC,
+    allocate_smem,
+    load_vec,
+    warp_mma,
+)
+from cudnn.linear_attention.frost.kernels.fwd_v2 import FrostFwdV2, gram_schedule
+
+WARPS = 8
+THREADS = 32 * WARPS
+ROW_SUMS = 4  # q^.dq^, kb.dkb, k^.dk^_dir, k^.dkb
+
+
+def smem_plan(c: FrostFwdConfig):
+    K, V, C = c.K, c.V, CHUNK
+
+    def rows(name, r, cols):
+        return (name, "bf16", (r, cols), (cols + PAD16, 1))
+
+    return [
+        rows("qt", K, C), rows("kt", K, C), rows("kbt", K, C),
+        rows("do", C, V), rows("dr", C, V), rows("u", C, V),
+        rows("sf", K, V), rows("dsf", K, V),
+        rows("dzp", C, C), rows("dzm", C, C),
+        ("g", "f32", (C,), (1,)), ("ea", "f32", (C,), (1,)), ("ekd", "f32", (C,), (1,)),
+        ("beta", "f32", (C,), (1,)), ("rq", "f32", (C,), (1,)), ("rk", "f32", (C,), (1,)),
+        ("sums", "f32", (2, ROW_SUMS, C), (ROW_SUMS * C, C, 1)),   # per channel half
+        ("dbv", "f32", (C,), (1,)),                                  # sum_v v dR per row
+        ("part", "f32", (2, THREADS // 32), (THREADS // 32, 1)),     # per-warp partials
+        ("seq", "i32", (2,), (1,)),                                  # (n, j) of this CTA
+    ]
+
+
+class FrostBwdGrads(FrostFwdV2):
+    """Callable for cute.compile (bwd_abi's argument list). Derives from FrostFwdV2 for its
+    operand loads, q/k normalisation and gate scan; its own grid and warps."""
+
+    smem_plan = staticmethod(smem_plan)
+
+    def __init__(self, cfg: FrostBwdConfig):
+        if cfg.fwd.gate_per_channel:
+            raise ValueError("FrostBwdGrads: vector gates (KDA, GDN-2) are not implemented in this version")
+        super().__init__(cfg.fwd)
+        self.bcfg = cfg
+        self.warps = WARPS
+        self.threads = THREADS
+        self.owners = gram_schedule(WARPS)
+
+    @cute.jit
+    def __call__(self, p_q: cute.Pointer, p_k: cute.Pointer, p_v: cute.Pointer, p_g: cute.Pointer,
+                 p_beta: cute.Pointer, p_w: cute.Pointer, p_cu: cute.Pointer, p_do: cute.Pointer,
+                 p_h0: cute.Pointer, p_dht: cute.Pointer, p_dq: cute.Pointer, p_dk: cute.Pointer,
+                 p_dv: cute.Pointer, p_dg: cute.Pointer, p_dbeta: cute.Pointer, p_dw: cute.Pointer,
+                 p_dh0: cute.Pointer, p_ckpt: cute.Pointer, p_dckpt: cute.Pointer, p_u: cute.Pointer,
+                 p_dr: cute.Pointer, T: Int32, N: Int32, scale: Float32, stream: cuda.CUstream):
+        m = bwd_views(self.bcfg, (p_q, p_k, p_v, p_g, p_beta, p_w, p_cu, p_do, p_h0, p_dht, p_dq, p_dk, p_dv,
+                                  p_dg, p_dbeta, p_dw, p_dh0, p_ckpt, p_dckpt, p_u, p_dr), T, N)
+        self.kernel(m.q, m.k, m.v, m.g, m.beta, m.cu_seqlens, m.dO, m.dq, m.dk, m.dv, m.dg, m.dbeta, m.ckpt,
+                    m.dckpt, m.u, m.dr, N, scale).launch(
+            grid=[T // CHUNK + N, self.cfg.HO, 1], block=[THREADS, 1, 1], stream=stream)
+
+    @cute.kernel
+    def kernel(self, mq: cute.Tensor, mk: cute.Tensor, mv: cute.Tensor, mg: cute.Tensor, mb: cute.Tensor,
+               mcu: cute.Tensor, mdo: cute.Tensor, mdq: cute.Tensor, mdk: cute.Tensor, mdv: cute.Tensor,
+               mdg: cute.Tensor, mdb: cute.Tensor, mckpt: cute.Tensor, mdckpt: cute.Tensor, mu: cute.Tensor,
+               mdr: cute.Tensor, N: Int32, scale: Float32):
+        c = self.cfg
+        tid, _, _ = cute.arch.thread_idx()
+        rho, h, _ = cute.arch.block_idx()
+        s = allocate_smem(self.smem_plan(c))
+        self.find_chunk(s, mcu, N, rho, tid)
+        cute.arch.sync_threads()
+        n = s.seq[0]
+        if n >= 0:
+            j = s.seq[1]
+            bos = mcu[n]
+            eos = mcu[n + 1]
+            t0 = bos + j * CHUNK
+            heads = (h // (c.HO // c.H), h // (c.HO // c.HK), h // (c.HO // c.HV), h)
+            mma = warp_mma()
+            lane = cute.arch.lane_idx()
+            wid = cute.arch.make_warp_uniform(cute.arch.warp_idx())
+            thr = mma.get_slice(lane)
+            self.stage_norms(s, mq, mk, mg, mb, heads, t0, eos, tid)
+            cute.arch.sync_threads()
+            self.stage_load(s, mq, mk, mdo, mu, mdr, mckpt, mdckpt, heads, rho, t0, eos, tid)
+            cute.arch.sync_threads()
+            self.stage_scores(s, scale, thr, lane, wid)
+            cute.arch.sync_threads()
+            self.stage_grads(s, mdq, mdk, heads, t0, eos, scale, thr, lane, wid)
+            self.stage_values(s, mv, mdv, heads, t0, eos, tid)
+            cute.arch.sync_threads()
+            self.stage_gates(s, mdg, mdb, heads, t0, eos, tid)
+
+    # ------------------------------------------------------------------ 0: which chunk
+    @cute.jit
+    def find_chunk(self, s, mcu, N, rho, tid):
+        """(n, j) of checkpoint row rho into s.seq, n = -1 for a row between sequences:
+        thread i tests sequence i (and i + 256, ...)."""
+        s_seq = s.seq
+        if tid == 0:
+            s_seq[0] = Int32(-1)
+        cute.arch.sync_threads()
+        for n0 in cutlass.range(0, N, THREADS, unroll=1):
+            n = n0 + tid
+            if n < N:
+                bos = mcu[n]
+                eos = mcu[n + 1]
+                first = bos // CHUNK + n
+                count = (eos - bos + CHUNK - 1) // CHUNK
+                if rho >= first and rho < first + count:
+                    s_seq[0] = n
+                    s_seq[1] = rho - first
+
+    # ------------------------------------------------------------------ 1: rows
+    @cute.jit
+    def stage_norms(self, s, mq, mk, mg, mb, heads, t0, eos, tid):
+        """Inverse L2 norms of the chunk's q and k rows (1 without use_l2norm), beta, the
+        inclusive gate scan, e^Gam and e^(Gam_last - Gam)."""
+        s_rq = s.rq
+        s_rk = s.rk
+        s_beta = s.beta
+        s_g = s.g
+        c = self.cfg
+        K, C = c.K, CHUNK
+        hq, hk, _, h = heads
+        vr = K // VEC
+        if cutlass.const_expr(c.use_l2norm):
+            r0, cv = tid // vr, tid % vr
+            for u in cutlass.range_constexpr(C * vr // THREADS):
+                r = r0 + u * (THREADS // vr)
+                ssq = Float32(0.0)
+                ssk = Float32(0.0)
+                if t0 + r < eos:
+                    xq = load_vec(cute.local_tile(mq[t0 + r, hq, None], (VEC,), (cv,)))
+                    xk = load_vec(cute.local_tile(mk[t0 + r, hk, None], (VEC,), (cv,)))
+                    for e in cutlass.range_constexpr(VEC):
+                        ssq = ssq + xq[e].to(Float32) * xq[e].to(Float32)
+                        ssk = ssk + xk[e].to(Float32) * xk[e].to(Float32)
+                ssq = cute.arch.warp_reduction(ssq, lambda a, b: a + b, threads_in_group=vr)
+                ssk = cute.arch.warp_reduction(ssk, lambda a, b: a + b, threads_in_group=vr)
+                if cv == 0:
+                    s_rq[r] = cute.math.rsqrt(ssq + Float32(1e-6))
+                    s_rk[r] = cute.math.rsqrt(ssk + Float32(1e-6))
+        else:
+            if tid < C:
+                s_rq[tid] = Float32(1.0)
+                s_rk[tid] = Float32(1.0)
+        if tid >= 64 and tid < 64 + C:
+            rb = tid - 64
+            bt = Float32(0.0)
+            if t0 + rb < eos:
+                bt = mb[t0 + rb, h, 0]
+            s_beta[rb] = bt
+        if tid < 32:
+            ga = Float32(0.0)
+            gb = Float32(0.0)
+            if t0 + 2 * tid < eos:
+                ga = mg[t0 + 2 * tid, h, 0]
+            if t0 + 2 * tid + 1 < eos:
+                gb = mg[t0 + 2 * tid + 1, h, 0]
+            x = ga + gb
+            for off in cutlass.range_constexpr(5):
+                x_up = cute.arch.shuffle_sync_up(x, 1 << off)
+                if tid >= (1 << off):
+                    x = x + x_up
+            s_g[2 * tid] = x - gb
+            s_g[2 * tid + 1] = x
+
+    @cute.jit
+    def stage_load(self, s, mq, mk, mdo, mu, mdr, mckpt, mdckpt, heads, rho, t0, eos, tid):
+        """q-hat^T, k-hat^T, kb^T (bf16, transposed), dO, U, dR rows, S and dS as [K, V],
+        e^Gam and e^(Gam_last - Gam) per row. Rows past the sequence are zero."""
+        s_qt = s.qt
+        s_kt = s.kt
+        s_kbt = s.kbt
+        s_g = s.g
+        c = self.cfg
+        K, V, C = c.K, c.V, CHUNK
+        hq, hk, _, h = heads
+        r, cv0 = tid % C, tid // C  # a warp: 32 rows of one slice (transposed stores)
+        ok = t0 + r < eos
+        rq = s.rq[r]
+        rk = s.rk[r]
+        bt = s.beta[r]
+        for u in cutlass.range_constexpr(C * (K // VEC) // THREADS):
+            cv = cv0 + u * (THREADS // C)
+            xq = cute.make_rmem_tensor((VEC,), self.io)
+            xk = cute.make_rmem_tensor((VEC,), self.io)
+            xq.fill(0.0)
+            xk.fill(0.0)
+            if ok:
+                cute.autovec_copy(cute.local_tile(mq[t0 + r, hq, None], (VEC,), (cv,)), xq)
+                cute.autovec_copy(cute.local_tile(mk[t0 + r, hk, None], (VEC,), (cv,)), xk)
+            for e in cutlass.range_constexpr(VEC):
+                qh = (xq[e].to(Float32) * rq).to(BFloat16)
+                kh = (xk[e].to(Float32) * rk).to(BFloat16)
+                s_qt[cv * VEC + e, r] = qh
+                s_kt[cv * VEC + e, r] = kh
+                s_kbt[cv * VEC + e, r] = (kh.to(Float32) * bt).to(BFloat16)
+        self.load_rows(s.do, mdo, h, t0, eos, tid, True)
+        self.load_rows(s.u, mu, h, t0, eos, tid, False)
+        self.load_rows(s.dr, mdr, h, t0, eos, tid, False)
+        self.load_state(s.sf, mckpt, rho, h, tid)
+        self.load_state(s.dsf, mdckpt, rho, h, tid)
+        if tid < C:
+            gl = s_g[C - 1]
+            s.ea[tid] = cute.arch.exp(s_g[tid])
+            s.ekd[tid] = cute.arch.exp(gl - s_g[tid])
+
+    @cute.jit
+    def load_rows(self, dst, src, h, t0, eos, tid, convert: cutlass.Constexpr):
+        """Rows [t0, t0 + C) of src[:, h, :] into dst [C, V] (bf16; io values converted
+        when `convert`), zero past eos."""
+        V, C = self.cfg.V, CHUNK
+        vv = V // VEC
+        r0, cv = tid // vv, tid % vv
+        for u in cutlass.range_constexpr(C * vv // THREADS):
+            r = r0 + u * (THREADS // vv)
+            y = cute.make_rmem_tensor((VEC,), BFloat16)
+            if cutlass.const_expr(convert):
+                x = cute.make_rmem_tensor((VEC,), self.io)
+                x.fill(0.0)
+                if t0 + r < eos:
+                    cute.autovec_copy(cute.local_tile(src[t0 + r, h, None], (VEC,), (cv,)), x)
+                for e in cutlass.range_constexpr(VEC):
+                    y[e] = x[e].to(Float32).to(BFloat16)
+            else:
+                y.fill(0.0)
+                if t0 + r < eos:
+                    cute.autovec_copy(cute.local_tile(src[t0 + r, h, None], (VEC,), (cv,)), y)
+            cute.autovec_copy(y, cute.local_tile(dst[r, None], (VEC,), (cv,)))
+
+    @cute.jit
+    def load_state(self, dst, src, rho, h, tid):
+        """A V-major [V, K] checkpoint row into dst [K, V] (a warp: 32 consecutive value
+        rows of one 8-channel slice, so the transposed stores are conflict-free)."""
+        K, V = self.cfg.K, self.cfg.V
+        jv, cv0 = tid % V, tid // V
+        for u in cutlass.range_constexpr(V * (K // VEC) // THREADS):
+            cv = cv0 + u * (THREADS // V)
+            x = load_vec(cute.local_tile(src[rho, h, jv, None], (VEC,), (cv,)))
+            for e in cutlass.range_constexpr(VEC):
+                dst[cv * VEC + e, jv] = x[e]
+
+    # ------------------------------------------------------------------ 2: scores
+    @cute.jit
+    def stage_scores(self, s, scale, thr, lane, wid):
+        """dZp and dZm on the lower 16x16 tiles, each warp looping over its own tiles
+        (gram_schedule's deal: the tile code exists once)."""
+        slots = self.gram_slots()
+        count = Int32(len(slots[0]))
+        for w in cutlass.range_constexpr(1, WARPS):
+            if wid == w:
+                count = Int32(len(slots[w]))
+        for jj in cutlass.range(count, unroll=1):
+            bi = Int32(0)
+            bj = Int32(0)
+            for w in cutlass.range_constexpr(WARPS):
+                for k in cutlass.range_constexpr(len(slots[w])):
+                    if wid == w and jj == k:
+                        bi = Int32(GRAM_TILES[slots[w][k]][0])
+                        bj = Int32(GRAM_TILES[slots[w][k]][1])
+            self.score_tile(s, bi, bj, scale, thr, lane)
+
+    @cute.jit
+    def score_tile(self, s, bi, bj, scale, thr, lane):
+        s_do = s.do
+        s_dr = s.dr
+        s_u = s.u
+        s_g = s.g
+        s_dzp = s.dzp
+        s_dzm = s.dzm
+        V = self.cfg.V
+        mma = warp_mma()
+        acc_p = cute.make_rmem_tensor(thr.partition_shape_C((SUB, SUB)), Float32)
+        acc_m = cute.make_rmem_tensor(thr.partition_shape_C((SUB, SUB)), Float32)
+        acc_p.fill(0.0)
+        acc_m.fill(0.0)
+        a_do = self.operand(thr, lane, cute.local_tile(s_do, (SUB, V), (bi, 0)), True)
+        a_dr = self.operand(thr, lane, cute.local_tile(s_dr, (SUB, V), (bi, 0)), True)
+        b_u = self.operand(thr, lane, cute.local_tile(s_u, (SUB, V), (bj, 0)), False)
+        for kk in cutlass.range_constexpr(V // 16):
+            cute.gemm(mma, acc_p, a_do[None, None, kk], b_u[None, None, kk], acc_p)
+            cute.gemm(mma, acc_m, a_dr[None, None, kk], b_u[None, None, kk], acc_m)
+        crd = thr.partition_C(cute.make_identity_tensor((SUB, SUB)))
+        for e in cutlass.range_constexpr(cute.size(acc_p)):
+            ts = crd[e]
+            t = bi * SUB + ts[0]
+            u = bj * SUB + ts[1]
+            f = cute.arch.exp(cute.arch.fmin(s_g[t] - s_g[u], Float32(0.0)))
+            pv = acc_p[e] * scale * f
+            mv = -(acc_m[e] * f)
+            if u > t:
+                pv = Float32(0.0)
+            if u >= t:
+                mv = Float32(0.0)
+            s_dzp[t, u] = pv.to(BFloat16)
+            s_dzm[t, u] = mv.to(BFloat16)
+
+    # ------------------------------------------------------------------ 3-4: dq, dk
+    @cute.jit
+    def operand_t(self, thr, tile: cute.Tensor) -> cute.Tensor:
+        """A operand registers from a tile of any layout (element-wise shared loads)."""
+        frag = thr.make_fragment_A(thr.partition_A(tile))
+        cute.autovec_copy(thr.partition_A(tile), frag)
+        return frag
+
+    @cute.jit
+    def stage_grads(self, s, mdq, mdk, heads, t0, eos, scale, thr, lane, wid):
+        s_do = s.do
+        s_dr = s.dr
+        s_u = s.u
+        s_sf = s.sf
+        s_dsf = s.dsf
+        s_qt = s.qt
+        s_kt = s.kt
+        s_kbt = s.kbt
+        s_dzp = s.dzp
+        s_dzm = s.dzm
+        s_ea = s.ea
+        s_ekd = s.ekd
+        s_sums = s.sums
+        s_part = s.part
+        c = self.cfg
+        K, V, C = c.K, c.V, CHUNK
+        DN = K // 2
+        mma = warp_mma()
+        bi = wid % NBLK
+        hc = wid // NBLK
+        acc_q = cute.make_rmem_tensor(thr.partition_shape_C((SUB, DN)), Float32)
+        acc_kb = cute.make_rmem_tensor(thr.partition_shape_C((SUB, DN)), Float32)
+        acc_k = cute.make_rmem_tensor(thr.partition_shape_C((SUB, DN)), Float32)
+        acc_q.fill(0.0)
+        acc_kb.fill(0.0)
+        acc_k.fill(0.0)
+        crd = thr.partition_C(cute.make_identity_tensor((SUB, DN)))
+        # state products: dQA = dO S^T, dKBA = -dR S^T, dKD = U dS^T (contraction over V)
+        for kk in cutlass.range_constexpr(V // 16):
+            a_do = self.operand(thr, lane, cute.local_tile(s_do, (SUB, 16), (bi, kk)), True)
+            a_dr = self.operand(thr, lane, cute.local_tile(s_dr, (SUB, 16), (bi, kk)), True)
+            a_u = self.operand(thr, lane, cute.local_tile(s_u, (SUB, 16), (bi, kk)), True)
+            b_s = self.operand(thr, lane, cute.local_tile(s_sf, (DN, 16), (hc, kk)), False)
+            b_ds = self.operand(thr, lane, cute.local_tile(s_dsf, (DN, 16), (hc, kk)), False)
+            cute.gemm(mma, acc_q, a_do[None, None, 0], b_s[None, None, 0], acc_q)
+            cute.gemm(mma, acc_kb, a_dr[None, None, 0], b_s[None, None, 0], acc_kb)
+            cute.gemm(mma, acc_k, a_u[None, None, 0], b_ds[None, None, 0], acc_k)
+        kd_sum = Float32(0.0)  # sum k^ e^(Gam_last - Gam) dKD over this lane's elements
+        for e in cutlass.range_constexpr(cute.size(acc_q)):
+            td = crd[e]
+            t = bi * SUB + td[0]
+            d = hc * DN + td[1]
+            acc_q[e] = acc_q[e] * (scale * s_ea[t])
+            acc_kb[e] = acc_kb[e] * (-s_ea[t])
+            kdv = acc_k[e] * s_ekd[t]
+            acc_k[e] = kdv
+            kd_sum = kd_sum + s_kt[d, t].to(Float32) * kdv
+        # score adjoints: dZp k^, dZm k^ (s blocks <= bi); dZp^T q^, dZm^T kb (t blocks >= bi)
+        for sb in cutlass.range(bi + 1, unroll=1):
+            a_p = self.operand(thr, lane, cute.local_tile(s_dzp, (SUB, SUB), (bi, sb)), True)
+            a_m = self.operand(thr, lane, cute.local_tile(s_dzm, (SUB, SUB), (bi, sb)), True)
+            b_k = self.operand(thr, lane, cute.local_tile(s_kt, (DN, SUB), (hc, sb)), False)
+            cute.gemm(mma, acc_q, a_p[None, None, 0], b_k[None, None, 0], acc_q)
+            cute.gemm(mma, acc_kb, a_m[None, None, 0], b_k[None, None, 0], acc_kb)
+        dzp_t = cute.make_tensor(s_dzp.iterator, cute.make_layout((C, C), stride=(1, C + PAD16)))
+        dzm_t = cute.make_tensor(s_dzm.iterator, cute.make_layout((C, C), stride=(1, C + PAD16)))
+        for tb in cutlass.range(bi, NBLK, unroll=1):
+            a_p = self.operand_t(thr, cute.local_tile(dzp_t, (SUB, SUB), (bi, tb)))
+            a_m = self.operand_t(thr, cute.local_tile(dzm_t, (SUB, SUB), (bi, tb)))
+            b_q = self.operand(thr, lane, cute.local_tile(s_qt, (DN, SUB), (hc, tb)), False)
+            b_kb = self.operand(thr, lane, cute.local_tile(s_kbt, (DN, SUB), (hc, tb)), False)
+            cute.gemm(mma, acc_k, a_p[None, None, 0], b_q[None, None, 0], acc_k)
+            cute.gemm(mma, acc_k, a_m[None, None, 0], b_kb[None, None, 0], acc_k)
+        # row sums over this lane's channels: an m16n8 accumulator holds rows g and g + 8 of
+        # the block (g = lane // 4), so each sum is kept as a (row g, row g + 8) pair
+        lo = [Float32(0.0)] * ROW_SUMS
+        hi = [Float32(0.0)] * ROW_SUMS
+        for e in cutlass.range_constexpr(cute.size(acc_q)):
+            td = crd[e]
+            t = bi * SUB + td[0]
+            d = hc * DN + td[1]
+            up = (td[0] // 8).to(Float32)  # 1.0 for row g + 8
+            qv = s_qt[d, t].to(Float32)
+            kv = s_kt[d, t].to(Float32)
+            kbv = s_kbt[d, t].to(Float32)
+            terms = (qv * acc_q[e], kbv * acc_kb[e], kv * acc_k[e], kv * acc_kb[e])
+            for i in cutlass.range_constexpr(ROW_SUMS):
+                hi[i] = hi[i] + terms[i] * up
+                lo[i] = lo[i] + terms[i] * (Float32(1.0) - up)
+        for i in cutlass.range_constexpr(ROW_SUMS):
+            for half in cutlass.range_constexpr(2):
+                v = cute.arch.warp_reduction(hi[i] if half else lo[i], lambda a, b: a + b, threads_in_group=4)
+                if lane % 4 == 0:
+                    s_sums[hc, i, bi * SUB + lane // 4 + 8 * half] = v
+        kd_sum = cute.arch.warp_reduction(kd_sum, lambda a, b: a + b)
+        if lane == 0:
+            s_part[0, wid] = kd_sum
+        cute.arch.sync_threads()
+        self.write_qk(s, mdq, mdk, acc_q, acc_kb, acc_k, crd, heads, t0, eos, bi, hc)
+
+    @cute.jit
+    def write_qk(self, s, mdq, mdk, acc_q, acc_kb, acc_k, crd, heads, t0, eos, bi, hc):
+        """dq, dk of this warp's tile: the L2-norm adjoint with the full-row sums."""
+        s_qt = s.qt
+        s_kt = s.kt
+        s_sums = s.sums
+        s_beta = s.beta
+        s_rq = s.rq
+        s_rk = s.rk
+        c = self.cfg
+        DN = c.K // 2
+        hq, hk, _, h = heads
+        oq = h if cutlass.const_expr(self.bcfg.q_grouped) else hq
+        ok = h if cutlass.const_expr(self.bcfg.k_grouped) else hk
+        for e in cutlass.range_constexpr(cute.size(acc_q)):
+            td = crd[e]
+            t = bi * SUB + td[0]
+            d = hc * DN + td[1]
+            bt = s_beta[t]
+            dqh = acc_q[e]
+            dkh = acc_k[e] + bt * acc_kb[e]
+            if cutlass.const_expr(c.use_l2norm):
+                sq = s_sums[0, 0, t] + s_sums[1, 0, t]
+                sk = (s_sums[0, 2, t] + s_sums[1, 2, t]) + bt * (s_sums[0, 3, t] + s_sums[1, 3, t])
+                dqh = s_rq[t] * (dqh - s_qt[d, t].to(Float32) * sq)
+                dkh = s_rk[t] * (dkh - s_kt[d, t].to(Float32) * sk)
+            if t0 + t < eos:
+                mdq[t0 + t, oq, d] = dqh.to(mdq.element_type)
+                mdk[t0 + t, ok, d] = dkh.to(mdk.element_type)
+
+    # ------------------------------------------------------------------ 4: dv, dbeta, dg
+    @cute.jit
+    def stage_values(self, s, mv, mdv, heads, t0, eos, tid):
+        """dv = beta dR, and sum_v v dR per row (a row's slices on consecutive lanes), plus
+        e^Gam_last sum S dS (per-warp partials)."""
+        s_dr = s.dr
+        s_beta = s.beta
+        s_dbv = s.dbv
+        s_sf = s.sf
+        s_dsf = s.dsf
+        s_part = s.part
+        s_g = s.g
+        c = self.cfg
+        K, V, C = c.K, c.V, CHUNK
+        _, _, hv, h = heads
+        ov = h if cutlass.const_expr(self.bcfg.v_grouped) else hv
+        vv = V // VEC
+        r0, cv = tid // vv, tid % vv
+        for u in cutlass.range_constexpr(C * vv // THREADS):
+            r = r0 + u * (THREADS // vv)
+            x = load_vec(cute.local_tile(s_dr[r, None], (VEC,), (cv,)))
+            xv = cute.make_rmem_tensor((VEC,), self.io)
+            xv.fill(0.0)
+            ok = t0 + r < eos
+            if ok:
+                cute.autovec_copy(cute.local_tile(mv[t0 + r, hv, None], (VEC,), (cv,)), xv)
+            bt = s_beta[r]
+            part = Float32(0.0)
+            y = cute.make_rmem_tensor((VEC,), mdv.element_type)
+            for e in cutlass.range_constexpr(VEC):
+                dr = x[e].to(Float32)
+                part = part + xv[e].to(Float32) * dr
+                y[e] = (bt * dr).to(mdv.element_type)
+            if ok:
+                cute.autovec_copy(y, cute.local_tile(mdv[t0 + r, ov, None], (VEC,), (cv,)))
+            part = cute.arch.warp_reduction(part, lambda a, b: a + b, threads_in_group=vv)
+            if cv == 0:
+                s_dbv[r] = part
+        acc = Float32(0.0)
+        for u in cutlass.range_constexpr(K * V // THREADS):
+            idx = tid + u * THREADS
+            d = idx // V
+            jv = idx % V
+            acc = acc + s_sf[d, jv].to(Float32) * s_dsf[d, jv].to(Float32)
+        acc = cute.arch.warp_reduction(acc, lambda a, b: a + b)
+        if tid % 32 == 0:
+            s_part[1, tid // 32] = acc * cute.arch.exp(s_g[C - 1])
+
+    @cute.jit
+    def stage_gates(self, s, mdg, mdb, heads, t0, eos, tid):
+        """Warp 0: dGam per row, the chunk-level terms at its last real row, the reverse
+        cumsum (two rows per lane, shuffles) -> dg; dbeta."""
+        s_sums = s.sums
+        s_dbv = s.dbv
+        s_part = s.part
+        h = heads[3]
+        if tid < 32:
+            last = eos - 1 - t0  # the chunk's last real row (< CHUNK)
+            tail = Float32(0.0)
+            for w in cutlass.range_constexpr(WARPS):
+                tail = tail + s_part[0, w]
+            for w in cutlass.range_constexpr(WARPS):
+                tail = tail + s_part[1, w]
+            dgam = []
+            for half in cutlass.range_constexpr(2):
+                r = 2 * tid + half
+                v = ((s_sums[0, 0, r] + s_sums[1, 0, r]) + (s_sums[0, 1, r] + s_sums[1, 1, r])
+                     - (s_sums[0, 2, r] + s_sums[1, 2, r]))
+                if r == last:
+                    v = v + tail
+                if r > last:
+                    v = Float32(0.0)
+                dgam.append(v)
+            # reverse inclusive cumsum over rows: suffix sums of (row 2i, row 2i+1) pairs
+            x = dgam[0] + dgam[1]
+            for off in cutlass.range_constexpr(5):
+                x_dn = cute.arch.shuffle_sync_down(x, 1 << off)
+                if tid + (1 << off) < 32:
+                    x = x + x_dn
+            for half in cutlass.range_constexpr(2):
+                r = 2 * tid + half
+                val = x
+                if half == 1:
+                    val = x - dgam[0]
+                if t0 + r < eos:
+                    mdg[t0 + r, h, 0] = val
+                    mdb[t0 + r, h, 0] = (s_sums[0, 3, r] + s_sums[1, 3, r]) + s_dbv[r]

@@ -1,0 +1,141 @@
+"""FROST backward, kernel 1 (``states``): the forward chain again, keeping what the
+backward needs instead of the output.
+
+Grid, warps, stages and state registers are the v2 forward's (FrostBwdStates derives from
+FrostFwdV2); per chunk it writes
+- the state entering the chunk, S^T [V, K] in bf16, to checkpoint row cu[n] // 64 + n + j
+  (chunk j of sequence n; bwd_config.checkpoint_rows), and
+- U = (I + M)^-1 (W0 - KBA S) [C, V] per token (bf16), the "new values" the chain and the
+  gradients read,
+and skips the output products (O = QA S + P U is not needed). No final state.
+"""
+from __future__ import annotations
+
+import cuda.bindings.driver as cuda
+import cutlass
+import cutlass.cute as cute
+from cutlass import BFloat16, Float32, Int32
+
+from cudnn.linear_attention.frost.kernels.bwd_abi import bwd_views
+from cudnn.linear_attention.frost.kernels.bwd_config import FrostBwdConfig
+from cudnn.linear_attention.frost.kernels.fwd_v1 import CHUNK, NBLK, SUB, allocate_smem, to_a_operand, warp_mma
+from cudnn.linear_attention.frost.kernels.fwd_v2 import FrostFwdV2
+
+
+class FrostBwdStates(FrostFwdV2):
+    """Callable for cute.compile (bwd_abi's argument list)."""
+
+    def __init__(self, cfg: FrostBwdConfig):
+        super().__init__(cfg.fwd)
+        self.bcfg = cfg
+
+    @cute.jit
+    def __call__(self, p_q: cute.Pointer, p_k: cute.Pointer, p_v: cute.Pointer, p_g: cute.Pointer,
+                 p_beta: cute.Pointer, p_w: cute.Pointer, p_cu: cute.Pointer, p_do: cute.Pointer,
+                 p_h0: cute.Pointer, p_dht: cute.Pointer, p_dq: cute.Pointer, p_dk: cute.Pointer,
+                 p_dv: cute.Pointer, p_dg: cute.Pointer, p_dbeta: cute.Pointer, p_dw: cute.Pointer,
+                 p_dh0: cute.Pointer, p_ckpt: cute.Pointer, p_dckpt: cute.Pointer, p_u: cute.Pointer,
+                 p_dr: cute.Pointer, T: Int32, N: Int32, scale: Float32, stream: cuda.CUstream):
+        m = bwd_views(self.bcfg, (p_q, p_k, p_v, p_g, p_beta, p_w, p_cu, p_do, p_h0, p_dht, p_dq, p_dk, p_dv,
+                                  p_dg, p_dbeta, p_dw, p_dh0, p_ckpt, p_dckpt, p_u, p_dr), T, N)
+        self.states_kernel(m.q, m.k, m.v, m.g, m.beta, m.w, m.cu_seqlens, m.initial_state, m.ckpt, m.u,
+                           scale).launch(grid=[N, self.cfg.HO, 1], block=[self.threads, 1, 1], stream=stream)
+
+    @cute.kernel
+    def states_kernel(self, mq: cute.Tensor, mk: cute.Tensor, mv: cute.Tensor, mg: cute.Tensor,
+                      mb: cute.Tensor, mw: cute.Tensor, mcu: cute.Tensor, mh0: cute.Tensor,
+                      mckpt: cute.Tensor, mu: cute.Tensor, scale: Float32):
+        c = self.cfg
+        K = c.K
+        tid, _, _ = cute.arch.thread_idx()
+        n, h, _ = cute.arch.block_idx()
+        heads = (h // (c.HO // c.H), h // (c.HO // c.HK), h // (c.HO // c.HV), h)
+        s = allocate_smem(self.smem_plan(c))
+        mma = warp_mma()
+        lane = cute.arch.lane_idx()
+        wid = cute.arch.make_warp_uniform(cute.arch.warp_idx())
+        thr = mma.get_slice(lane)
+        acc_s = cute.make_rmem_tensor(thr.partition_shape_C((SUB, K)), Float32)
+        coord_s = thr.partition_C(cute.make_identity_tensor((SUB, K)))
+        for e in cutlass.range_constexpr(cute.size(acc_s)):
+            val = Float32(0.0)
+            if cutlass.const_expr(c.has_initial_state):
+                jd = coord_s[e]
+                val = mh0[n, h, wid * SUB + jd[0], jd[1]].to(Float32)
+            acc_s[e] = val
+        bos = mcu[n]
+        eos = mcu[n + 1]
+        row0 = bos // CHUNK + n
+        self.before_chunks(s, mq, mk, mv, mg, mb, mw, heads, bos, eos, tid, lane, wid)
+        for t0 in cutlass.range(bos, eos, CHUNK):
+            row = row0 + (t0 - bos) // CHUNK
+            for e in cutlass.range_constexpr(cute.size(acc_s)):
+                jd = coord_s[e]
+                mckpt[row, h, wid * SUB + jd[0], jd[1]] = acc_s[e].to(BFloat16)
+            self.stage_rows(s, mq, mk, mv, mg, mb, mw, heads, t0, eos, tid)
+            cute.arch.sync_threads()
+            self.stage_operands(s, mb, heads, t0, eos, scale, tid)
+            cute.arch.sync_threads()
+            self.stage_gram(s, mb, heads, t0, eos, scale, thr, lane, wid)
+            cute.arch.sync_threads()
+            self.stage_chain(s, mu, acc_s, coord_s, heads, t0, eos, thr, lane, wid)
+            cute.arch.sync_threads()
+
+    @cute.jit
+    def stage_chain(self, s, mu, acc_s, coord_s, heads, t0, eos, thr, lane, wid):
+        """v2's prefetch around the U-only chain."""
+        if t0 + CHUNK < eos:
+            self.prefetch_rows(s, t0 + CHUNK, eos, wid * 32 + lane)
+            cute.arch.cp_async_commit_group()
+        self.chain_u(s, mu, acc_s, coord_s, heads, t0, eos, thr, lane, wid)
+        cute.arch.cp_async_wait_group(0)
+
+    @cute.jit
+    def chain_u(self, s, mu, acc_s, coord_s, heads, t0, eos, thr, lane, wid):
+        """v1's chain without the output: R^T = W0^T - S^T KBA^T, the block solve for U^T
+        (stored, bf16), then S^T <- S^T Diag(e^Gam_last) + U^T KD."""
+        s_w0 = s.w0
+        s_kba = s.kba
+        s_kdt = s.kdt
+        s_mneg = s.mneg
+        s_dinv = s.dinv
+        K = self.cfg.K
+        h = heads[3]
+        mma = warp_mma()
+        j0 = wid * SUB
+        a_s = to_a_operand(acc_s, thr.partition_shape_A((SUB, K)))
+        crd = thr.partition_C(cute.make_identity_tensor((SUB, SUB)))
+        acc_r = []
+        for bi in cutlass.range_constexpr(NBLK):
+            r = cute.make_rmem_tensor(thr.partition_shape_C((SUB, SUB)), Float32)
+            for e in cutlass.range_constexpr(cute.size(r)):
+                jt = crd[e]
+                r[e] = s_w0[bi * SUB + jt[1], j0 + jt[0]].to(Float32)
+            b_kba = self.operand(thr, lane, cute.local_tile(s_kba, (SUB, K), (bi, 0)), False)
+            for kk in cutlass.range_constexpr(K // 16):
+                cute.gemm(mma, r, a_s[None, None, kk], b_kba[None, None, kk], r)
+            acc_r.append(r)
+        self.after_rhs_reads(s, heads, t0, eos, lane, wid)
+        a_u = []
+        for bi in cutlass.range_constexpr(NBLK):
+            r = acc_r[bi]
+            for bj in cutlass.range_constexpr(bi):
+                b_m = self.operand(thr, lane, cute.local_tile(s_mneg, (SUB, SUB), (bi, bj)), False)
+                cute.gemm(mma, r, a_u[bj][None, None, 0], b_m[None, None, 0], r)
+            a_x = to_a_operand(r, thr.partition_shape_A((SUB, SUB)))
+            u = cute.make_rmem_tensor(thr.partition_shape_C((SUB, SUB)), Float32)
+            u.fill(0.0)
+            b_d = self.operand(thr, lane, s_dinv[bi, None, None], False)
+            cute.gemm(mma, u, a_x[None, None, 0], b_d[None, None, 0], u)
+            a_u.append(to_a_operand(u, thr.partition_shape_A((SUB, SUB))))
+            for e in cutlass.range_constexpr(cute.size(u)):
+                jt = crd[e]
+                t = t0 + bi * SUB + jt[1]
+                if t < eos:
+                    mu[t, h, j0 + jt[0]] = u[e].to(BFloat16)
+        for e in cutlass.range_constexpr(cute.size(acc_s)):
+            d = coord_s[e][1]
+            acc_s[e] = acc_s[e] * self.state_decay(s, d)
+        for bj in cutlass.range_constexpr(NBLK):
+            b_kd = self.operand(thr, lane, cute.local_tile(s_kdt, (K, SUB), (0, bj)), False)
+            cute.gemm(mma, acc_s, a_u[bj][None, None, 0], b_kd[None, None, 0], acc_s)
