@@ -58,7 +58,7 @@ def test_l2norm_is_claimed_where_the_kernel_normalises(family):
 # -- declines from real graphs ---------------------------------------------------------
 DECLINES = [
     # (id, family, op_graph kwargs, expected fragment of the message)
-    ("gdn_bwd", "gdn", dict(op="gdn_bwd"), "gdn_bwd is not implemented in this version"),
+    ("gdn_bwd_sigmoid", "gdn", dict(op="gdn_bwd", use_beta_sigmoid=True), "use_beta_sigmoid"),
     ("kda_bwd", "kda", dict(op="kda_bwd"), "kda_bwd is not implemented in this version"),
     ("gdn2_bwd", "gdn2", dict(op="gdn2_bwd"),
      "gdn2_bwd is not implemented in this version"),

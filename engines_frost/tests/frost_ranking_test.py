@@ -48,8 +48,18 @@ def test_frost_ranks_first_for_forward(frost_on, op, attrs, expected):
     assert ex.selected_index == 0
 
 
+@pytest.mark.parametrize("op, attrs, expected", [
+    ("gdn_bwd", {}, ["gdn_frost", "gdn_cutile"]),
+    ("gdn_bwd", dict(with_h0=True, use_qk_l2norm=True), ["gdn_frost", "gdn_cutile"]),
+])
+def test_frost_ranks_first_for_backward(frost_on, op, attrs, expected):
+    """The FROST backward is the first plan; cuTile's stays behind it, reachable by name."""
+    names, _, ex = plan_names(op_graph(op, **attrs)[0])
+    assert names == expected, ex.render()
+    assert ex.selected_index == 0
+
+
 @pytest.mark.parametrize("op, attrs, expected, frost_reason", [
-    ("gdn_bwd", {}, ["gdn_cutile"], "gdn_bwd is not implemented in this version"),
     ("kda_bwd", dict(with_h0=True), ["kda_cutile"], "kda_bwd is not implemented in this"),
     ("kda", dict(K=256, V=128), ["kda_cutile"], "head dim K = 256 is not one of (64, 128)"),
 ])

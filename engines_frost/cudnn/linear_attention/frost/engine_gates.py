@@ -5,7 +5,8 @@ the node exactly as described, else a message naming the engine, the property th
 and its value. Pure and cheap: no torch, no cutlass, no device query (that is
 runtime_probe.py).
 
-The kernels (v0) implement: forward only; THD; one recurrence per (sequence, output
+The kernels implement: the forward (kernels/fwd.py) and, for GDN, the backward
+(kernels/bwd.py; KDA and GDN-2 backward decline until their kernels exist); THD; one recurrence per (sequence, output
 head) with HO = max(H, HV), q/k heads grouped over output heads (HK in {H, HV}, H and
 HV equal or one an exact multiple of the other); K, V in {64, 128}; log-domain gates:
 scalar [T, HO] (GDN) or per key channel [T, HO, K] (KDA, GDN-2); scalar beta [T, HO]
@@ -29,7 +30,10 @@ HEAD_DIMS = (64, 128)               # the tile shapes the kernels are instantiat
 INDEX_LIMIT = 2**31                 # the kernels address operands with 32-bit offsets
 
 _COMMON_DTYPES = {"g": (FP32,), "cu_seqlens": (INT32,), "O": IO,
-                  "initial_state": STATE_DTYPES, "final_state": STATE_DTYPES}
+                  "initial_state": STATE_DTYPES, "final_state": STATE_DTYPES,
+                  # backward nodes: gradients in their primal's dtype, state gradients as states
+                  "dO": IO, "dQ": IO, "dK": IO, "dV": IO, "dG": (FP32,),
+                  "d_final_state": STATE_DTYPES, "d_initial_state": STATE_DTYPES}
 
 
 @dataclass(frozen=True)
@@ -40,14 +44,19 @@ class FamilyTraits:
     beta_per_channel: bool      # beta [T, HO, K] and w [T, HO, V] (GDN-2), else beta [T, HO]
     qk_l2norm: bool             # the kernel can normalise q/k rows itself
     dtypes: PortDtypes
+    backward: bool              # kernels/bwd.py serves the family's _bwd node
 
 
 GDN = FamilyTraits("gdn", gate_per_channel=False, beta_per_channel=False, qk_l2norm=True,
-                   dtypes=PortDtypes(IO_DTYPES, {**_COMMON_DTYPES, "beta": (FP32,)}))
+                   dtypes=PortDtypes(IO_DTYPES, {**_COMMON_DTYPES, "beta": (FP32,), "dBeta": (FP32,)}),
+                   backward=True)
 KDA = FamilyTraits("kda", gate_per_channel=True, beta_per_channel=False, qk_l2norm=True,
-                   dtypes=PortDtypes(IO_DTYPES, {**_COMMON_DTYPES, "beta": (FP32,)}))
+                   dtypes=PortDtypes(IO_DTYPES, {**_COMMON_DTYPES, "beta": (FP32,), "dBeta": (FP32,)}),
+                   backward=False)
 GDN2 = FamilyTraits("gdn2", gate_per_channel=True, beta_per_channel=True, qk_l2norm=True,
-                    dtypes=PortDtypes(IO_DTYPES, {**_COMMON_DTYPES, "beta": IO, "w": IO}))
+                    dtypes=PortDtypes(IO_DTYPES, {**_COMMON_DTYPES, "beta": IO, "w": IO, "dBeta": IO,
+                                                  "dW": IO}),
+                    backward=False)
 
 # Features of the op surface the v0 kernels do not implement (each declines by name).
 _UNSUPPORTED_FLAGS = ("use_beta_sigmoid", "allow_neg_eigval", "safe_gate", "beta_guard",
@@ -65,7 +74,11 @@ def decline_reason(f: LinearAttentionFacts, traits: FamilyTraits, engine: str) -
     if f.is_summary:
         return f"{engine}: summary nodes are not implemented (kind {f.kind.name})"
     if f.is_backward:
-        return f"{engine}: {f.family}_bwd {_NOT_YET} (forward only)"
+        if not traits.backward:
+            return f"{engine}: {f.family}_bwd {_NOT_YET} (forward only)"
+        if f.has_input("initial_state") != f.has_output("d_initial_state"):
+            return (f"{engine}: the backward computes d_initial_state exactly when an "
+                    "initial_state is given")
     return (_layout_reason(f, traits, engine) or _feature_reason(f, traits, engine)
             or _dtype_reason(f, traits, engine))
 
@@ -98,7 +111,10 @@ def _port_dims_reason(f: LinearAttentionFacts, traits: FamilyTraits, engine: str
         "g": (T, HO, K) if traits.gate_per_channel else (T, HO),
         "beta": (T, HO, K) if traits.beta_per_channel else (T, HO),
         "w": (T, HO, V), "O": (T, HO, V), "initial_state": (N, HO, V, K),
-        "final_state": (N, HO, V, K),
+        "final_state": (N, HO, V, K), "dO": (T, HO, V), "d_final_state": (N, HO, V, K),
+        "d_initial_state": (N, HO, V, K),
+        "dG": (T, HO, K) if traits.gate_per_channel else (T, HO),
+        "dBeta": (T, HO, K) if traits.beta_per_channel else (T, HO), "dW": (T, HO, V),
     }
     if traits.gate_per_channel and f.gate_channels != K:
         return f"{engine}: gate channels ({f.gate_channels}) must equal K ({K})"

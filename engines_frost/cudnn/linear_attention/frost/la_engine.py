@@ -56,8 +56,11 @@ class FrostLinearAttentionEngine(BaseEngine):
         arch = runtime_probe.kernel_arch(device)
         if arch is None:
             raise NotImplementedError(runtime_probe.arch_reason(self.name, device))
-        return _FrostForwardPlan(self.name, self.traits, linear_attention_facts(graph), device,
-                                 arch)
+        facts = linear_attention_facts(graph)
+        if facts.is_backward:
+            from .bwd_plan import FrostBackwardPlan
+            return FrostBackwardPlan(self.name, self.traits, facts, device, arch)
+        return _FrostForwardPlan(self.name, self.traits, facts, device, arch)
 
 
 class _FrostForwardPlan(CompiledPlan):
@@ -156,12 +159,13 @@ class _FrostForwardPlan(CompiledPlan):
         return f"_FrostForwardPlan({self.engine}, {self.device}, {self.arch.variant})"
 
 
-def _port_buffers(f: LinearAttentionFacts, traits: FamilyTraits) -> tuple[PortBuffer, ...]:
+def _port_buffers(f: LinearAttentionFacts, traits: FamilyTraits, inputs=_INPUTS,
+                  outputs=_OUTPUTS) -> tuple[PortBuffer, ...]:
     """What each wired port's buffer must be; q first (its dtype is the io dtype)."""
     rules = traits.dtypes
     out = []
-    for direction, names, wired in (("input", _INPUTS, f.node.inputs),
-                                    ("output", _OUTPUTS, f.node.outputs)):
+    for direction, names, wired in (("input", inputs, f.node.inputs),
+                                    ("output", outputs, f.node.outputs)):
         for port in names:
             tensor = wired.get(port)
             if tensor is None:
@@ -169,7 +173,7 @@ def _port_buffers(f: LinearAttentionFacts, traits: FamilyTraits) -> tuple[PortBu
             declared = tensor.data_type
             if port == "q":
                 dtypes = (declared,) if declared else rules.io_dtypes
-            elif port in ("k", "v"):
+            elif port in ("k", "v") or rules.ports.get(port) is None:
                 dtypes = IO
             else:
                 rule = rules.ports[port]

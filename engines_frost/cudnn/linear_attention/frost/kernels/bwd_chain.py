@@ -128,8 +128,8 @@ class FrostBwdChain(FrostFwdV2):
             j = nch - 1 - jj
             t0 = bos + j * CHUNK
             for e in cutlass.range_constexpr(cute.size(acc_ds)):
-                jd = coord[e]
-                mdckpt[row0 + j, h, wid * SUB + jd[0], jd[1]] = acc_ds[e].to(BFloat16)
+                jc = coord[e]
+                mdckpt[row0 + j, h, wid * SUB + jc[0], jc[1]] = acc_ds[e].to(BFloat16)
             self.stage_rows(s, mq, mk, mv, mg, mb, mw, heads, t0, eos, tid)
             cute.arch.sync_threads()
             self.stage_operands(s, mb, heads, t0, eos, scale, tid)

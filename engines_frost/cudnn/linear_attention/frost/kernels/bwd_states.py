@@ -70,8 +70,8 @@ class FrostBwdStates(FrostFwdV2):
         for t0 in cutlass.range(bos, eos, CHUNK):
             row = row0 + (t0 - bos) // CHUNK
             for e in cutlass.range_constexpr(cute.size(acc_s)):
-                jd = coord_s[e]
-                mckpt[row, h, wid * SUB + jd[0], jd[1]] = acc_s[e].to(BFloat16)
+                jc = coord_s[e]
+                mckpt[row, h, wid * SUB + jc[0], jc[1]] = acc_s[e].to(BFloat16)
             self.stage_rows(s, mq, mk, mv, mg, mb, mw, heads, t0, eos, tid)
             cute.arch.sync_threads()
             self.stage_operands(s, mb, heads, t0, eos, scale, tid)

@@ -45,7 +45,8 @@ FORMAT = 2  # bump when the entry layout or the way objects are produced changes
 # Every kernels/ file whose text can change a compiled kernel: the kernel classes, what
 # they import, the launch ABI and compile_kernel.py (algorithm name -> class, compile
 # options). fwd.py (checks, caches, launch) is left out: editing it keeps the store valid.
-KEYED_SOURCES = ("compile_kernel.py", "config.py", "fwd_v0.py", "fwd_v1.py", "fwd_v2.py",
+KEYED_SOURCES = ("bwd_abi.py", "bwd_chain.py", "bwd_compile.py", "bwd_config.py", "bwd_grads.py",
+                 "bwd_states.py", "compile_kernel.py", "config.py", "fwd_v0.py", "fwd_v1.py", "fwd_v2.py",
                  "gmem_views.py", "launch_abi.py")
 # Imported by compile_kernel.py but never traced into a kernel: the wrapper that pairs a
 # compiled function with its calling convention, and the launch-time argument builders.
@@ -63,8 +64,11 @@ class KernelStoreMiss(RuntimeError):
     """FROST_KERNEL_CACHE_STRICT=1 and the store has no entry for a config."""
 
 
-def describe(cfg: FrostFwdConfig) -> str:
-    """One short line naming a config (progress lines, warnings)."""
+def describe(cfg) -> str:
+    """One short line naming a config, forward or backward (progress lines, warnings)."""
+    if hasattr(cfg, "stage"):  # bwd_config.FrostBwdConfig
+        return (f"bwd-{cfg.stage} {describe(cfg.fwd)} dht={cfg.dht_dtype or '-'} "
+                f"dh0={cfg.dh0_dtype or '-'}")
     state = f"{cfg.state_dtype} h0={int(cfg.has_initial_state)} ht={int(cfg.has_final_state)}"
     flags = "".join(s for on, s in ((cfg.use_l2norm, " l2"), (not cfg.ldmatrix, " no-ldmatrix"),
                                      (cfg.gate_align16, " g16"),
@@ -251,10 +255,12 @@ def _signature_mismatch(fn, cfg: FrostFwdConfig, ffi: str) -> str | None:
     function carries no Python-visible signature: the key (launch_abi.py's text among
     the keyed sources) is what ties it to the ABI, and the FFI checks the argument count
     and types of every call in C."""
-    from cudnn.linear_attention.frost.kernels.launch_abi import fake_args
-
     if ffi == "tvm":
         return None
+    if hasattr(cfg, "stage"):  # a backward kernel: bwd_abi's list
+        from cudnn.linear_attention.frost.kernels.bwd_abi import bwd_fake_args as fake_args
+    else:
+        from cudnn.linear_attention.frost.kernels.launch_abi import fake_args
     params = list(fn.execution_args.signature.parameters)
     want = len(fake_args(cfg))
     if len(params) != want:

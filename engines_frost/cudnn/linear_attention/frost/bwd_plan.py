@@ -1,0 +1,70 @@
+"""The FROST backward plan: a gdn_bwd (kda_bwd, gdn2_bwd) node bound to one device.
+
+Built by FrostLinearAttentionEngine.build_plan for backward nodes. It fixes what every
+port's buffer must look like and the exact workspace (kernels/bwd.py workspace_layout:
+per-chunk states and state gradients, U and dR, fp32 per-head gradients for grouped
+heads); execute hands the caller's buffers and the workspace straight to `frost_bwd` on
+the context's stream (ValueError names a port whose buffer the kernels cannot take).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from cudnn.engines.base import CompiledPlan, resolve_node_buffers
+from cudnn.engines.facts import LinearAttentionFacts
+from cudnn.engines.torch_buffers import as_torch, torch_stream
+
+from .engine_gates import FamilyTraits
+from .port_buffers import data_type_of
+from .workspace import carve_scratch
+
+_INPUTS = ("q", "k", "v", "g", "beta", "w", "cu_seqlens", "dO", "initial_state", "d_final_state")
+_OUTPUTS = ("dQ", "dK", "dV", "dG", "dBeta", "dW", "d_initial_state")
+# graph port -> frost_bwd keyword
+_ARGUMENT = {"dQ": "dq", "dK": "dk", "dV": "dv", "dG": "dg", "dBeta": "dbeta", "dW": "dw"}
+
+
+class FrostBackwardPlan(CompiledPlan):
+    def __init__(self, engine: str, traits: FamilyTraits, facts: LinearAttentionFacts, device: Any,
+                 arch: Any) -> None:
+        from .kernels.bwd import frost_bwd_workspace_size
+        from .la_engine import _port_buffers
+
+        f = facts
+        self.engine, self.traits, self.facts, self.device, self.arch = engine, traits, f, device, arch
+        self.ports = _port_buffers(f, traits, _INPUTS, _OUTPUTS)
+        self.workspace_size = int(frost_bwd_workspace_size(
+            total_tokens=f.total_t, num_seqs=f.n_seq, heads_q=f.h_q, heads_k=f.h_k, heads_v=f.h_v,
+            head_dim_k=f.d_qk, head_dim_v=f.d_v))
+
+    def get_workspace_size(self) -> int:
+        return self.workspace_size
+
+    def execute(self, graph, data, ctx) -> None:
+        if ctx.has_overrides:
+            raise ValueError(f"{self.engine}: execute-time shape/stride overrides are not "
+                             "supported; the plan runs the graph's declared dims")
+        f = self.facts
+        node = resolve_node_buffers(graph, data)[f.node]
+        t = {}
+        io = None
+        for p in self.ports:   # q first: its dtype is the io dtype of the others
+            buf = node.input(p.port) if p.direction == "input" else node.output(p.port)
+            t[p.port] = as_torch(buf, p.port)
+            p.check(self.engine, t[p.port], self.device, io)
+            if p.port == "q":
+                io = data_type_of(t["q"])
+        scratch = carve_scratch(self.engine, ctx.workspace, self.workspace_size, self.device)
+        from .kernels.bwd import frost_bwd
+        frost_bwd(
+            q=t["q"], k=t["k"], v=t["v"], g=t["g"], beta=t["beta"], w=t.get("w"),
+            cu_seqlens=t["cu_seqlens"], dO=t["dO"], initial_state=t.get("initial_state"),
+            d_final_state=t.get("d_final_state"), d_initial_state=t.get("d_initial_state"),
+            workspace=scratch, scale=float(f.flags.scale), use_l2norm=f.flags.use_qk_l2norm,
+            gate_per_channel=self.traits.gate_per_channel,
+            beta_per_channel=self.traits.beta_per_channel,
+            stream=torch_stream(ctx.stream, self.device),
+            **{arg: t.get(port) for port, arg in _ARGUMENT.items()})
+
+    def __repr__(self) -> str:
+        return f"FrostBackwardPlan({self.engine}, {self.device}, {self.arch.variant})"

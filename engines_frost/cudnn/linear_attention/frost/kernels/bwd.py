@@ -1,0 +1,203 @@
+"""FROST backward launcher: operand checks, the workspace layout, the per-config compile
+cache and the three launches (kernels/NOTES_bwd.md).
+
+``frost_bwd`` is the one entry point the FROST engines call for gdn_bwd / kda_bwd /
+gdn2_bwd. It checks every operand (ValueError naming the argument), carves its scratch
+from the caller's workspace (``frost_bwd_workspace_size`` is exact), gets the three
+kernels for the static config (compiled once per process, or loaded from the kernel
+store), launches states -> chain -> grads on the caller's stream, and sums dq/dk/dv over
+their head groups when q/k/v heads are shared by several output heads. It never reads
+cu_seqlens on the host (no synchronisation) and never allocates; launches are ordered on
+one stream and every result is written by exactly one thread (no atomics), so two runs
+give bitwise-identical gradients, and a sequence's results do not depend on the others
+in the batch. Imports neither torch nor cutlass at import time.
+"""
+from __future__ import annotations
+
+import dataclasses
+import threading
+
+from cudnn.linear_attention.frost.kernels.bwd_config import STAGES, FrostBwdConfig, checkpoint_rows
+
+_ALIGN = 256  # bytes between workspace regions
+_INDEX_LIMIT = 2**31
+
+_cache: dict[tuple, object] = {}
+_cache_lock = threading.Lock()
+
+
+@dataclasses.dataclass(frozen=True)
+class Region:
+    name: str
+    offset: int
+    shape: tuple[int, ...]
+    dtype: str  # "bfloat16" | "float32"
+
+
+def workspace_layout(*, total_tokens: int, num_seqs: int, heads_q: int, heads_k: int, heads_v: int,
+                     head_dim_k: int, head_dim_v: int) -> tuple[tuple[Region, ...], int]:
+    """The backward's scratch regions and their total size in bytes: per-chunk states and
+    state gradients [R, HO, V, K] (bf16, R = checkpoint_rows), U and dR [T, HO, V] (bf16),
+    and fp32 per-output-head dq/dk/dv where their heads are grouped."""
+    T, N, K, V = total_tokens, num_seqs, head_dim_k, head_dim_v
+    HO = max(heads_q, heads_v)
+    R = checkpoint_rows(T, N)
+    want = [("ckpt", (R, HO, V, K), "bfloat16"), ("dckpt", (R, HO, V, K), "bfloat16"),
+            ("u", (T, HO, V), "bfloat16"), ("dr", (T, HO, V), "bfloat16")]
+    if heads_q != HO:
+        want.append(("dq", (T, HO, K), "float32"))
+    if heads_k != HO:
+        want.append(("dk", (T, HO, K), "float32"))
+    if heads_v != HO:
+        want.append(("dv", (T, HO, V), "float32"))
+    regions, offset = [], 0
+    for name, shape, dtype in want:
+        regions.append(Region(name, offset, shape, dtype))
+        count = 1
+        for extent in shape:
+            count *= extent
+        offset += -(-count * (2 if dtype == "bfloat16" else 4) // _ALIGN) * _ALIGN
+    return tuple(regions), offset
+
+
+def frost_bwd_workspace_size(**static_config) -> int:
+    """Exact scratch bytes of the backward for a static configuration (workspace_layout's
+    keywords)."""
+    return workspace_layout(**static_config)[1]
+
+
+def _carve(workspace, regions) -> dict:
+    import torch
+
+    dtypes = {"bfloat16": torch.bfloat16, "float32": torch.float32}
+    out = {}
+    for r in regions:
+        count = 1
+        for extent in r.shape:
+            count *= extent
+        nbytes = count * (2 if r.dtype == "bfloat16" else 4)
+        out[r.name] = workspace[r.offset:r.offset + nbytes].view(dtypes[r.dtype]).view(r.shape)
+    return out
+
+
+def _compiled(cfg: FrostBwdConfig, arch: str, ffi: str):
+    key = (cfg, arch, ffi)
+    fn = _cache.get(key)
+    if fn is None:
+        with _cache_lock:
+            fn = _cache.get(key)
+            if fn is None:
+                from cudnn.linear_attention.frost.kernels import kernel_store
+                from cudnn.linear_attention.frost.kernels.bwd_compile import compile_bwd
+
+                store = kernel_store.active_store()
+                fn = store.load(cfg, arch, ffi) if store is not None else None
+                if fn is None:
+                    fn = compile_bwd(cfg, arch, ffi=ffi)
+                    if store is not None and store.writable:
+                        store.save(cfg, arch, fn)
+                _cache[key] = fn
+    return fn
+
+
+def _fail(arg: str, expected: str, got) -> ValueError:
+    return ValueError(f"frost_bwd: {arg} must be {expected}, got {got}")
+
+
+def _check_grad(name, t, shape, dtypes, device):
+    from cudnn.linear_attention.frost.kernels.fwd import _check
+
+    if t is None:
+        raise _fail(name, f"a {list(shape)} tensor", None)
+    _check(name, t, shape, dtypes, device)
+
+
+def check_bwd_operands(*, q, k, v, g, beta, w, cu_seqlens, dO, initial_state, d_final_state, dq, dk, dv, dg,
+                       dbeta, dw, d_initial_state, use_l2norm, gate_per_channel, beta_per_channel):
+    """Every operand check of frost_bwd except the CUDA-device one; returns the config
+    (stage "states") and T, N."""
+    from cudnn.linear_attention.frost.kernels.fwd import _dtype_name, check_operands
+
+    launch = check_operands(q=q, k=k, v=v, g=g, beta=beta, w=w, cu_seqlens=cu_seqlens, out=dO,
+                            initial_state=initial_state, final_state=None, use_l2norm=use_l2norm,
+                            gate_per_channel=gate_per_channel, beta_per_channel=beta_per_channel,
+                            algorithm="v2")
+    f = launch.config
+    T, N, device = launch.T, launch.N, q.device
+    io = f.io_dtype
+    HO = f.HO
+    _check_grad("dq", dq, tuple(q.shape), (io,), device)
+    _check_grad("dk", dk, tuple(k.shape), (io,), device)
+    _check_grad("dv", dv, tuple(v.shape), (io,), device)
+    _check_grad("dg", dg, tuple(g.shape), ("float32",), device)
+    _check_grad("dbeta", dbeta, tuple(beta.shape), (_dtype_name(beta),), device)
+    if beta_per_channel:
+        _check_grad("dw", dw, (T, HO, f.V), (io,), device)
+    elif dw is not None:
+        raise _fail("dw", "None unless beta_per_channel (GDN-2)", list(dw.shape))
+    states = ("float32", "bfloat16")
+    if d_final_state is not None:
+        _check_grad("d_final_state", d_final_state, (N, HO, f.V, f.K), states, device)
+    if (d_initial_state is None) != (initial_state is None):
+        raise _fail("d_initial_state", "given exactly when initial_state is (the kernels write it then)",
+                    None if d_initial_state is None else list(d_initial_state.shape))
+    if d_initial_state is not None:
+        _check_grad("d_initial_state", d_initial_state, (N, HO, f.V, f.K), states, device)
+    R = checkpoint_rows(T, N)
+    if R * HO * f.V * f.K >= _INDEX_LIMIT:
+        raise _fail("q", f"small enough for 32-bit offsets of the state workspace (R*HO*V*K < {_INDEX_LIMIT})",
+                    f"R={R}, HO={HO}, K={f.K}, V={f.V}")
+    cfg = FrostBwdConfig(
+        fwd=f, stage="states",
+        dht_dtype=None if d_final_state is None else _dtype_name(d_final_state),
+        dh0_dtype=None if d_initial_state is None else _dtype_name(d_initial_state))
+    return cfg, T, N
+
+
+def frost_bwd(*, q, k, v, g, beta, w, cu_seqlens, dO, initial_state, d_final_state, dq, dk, dv, dg, dbeta, dw,
+              d_initial_state, workspace, scale: float, use_l2norm: bool, gate_per_channel: bool,
+              beta_per_channel: bool, stream, stages: tuple[str, ...] = STAGES) -> None:
+    """Gradients of the chunked linear-attention forward (GDN / KDA / GDN-2), written into
+    dq [T,H,K], dk [T,HK,K], dv [T,HV,V] (io dtype), dg like g, dbeta like beta, dw (GDN-2)
+    and d_initial_state [N,HO,V,K] (exactly when initial_state is given). Inputs as
+    frost_fwd plus dO [T,HO,V] (io dtype) and d_final_state [N,HO,V,K] (fp32 or bf16, or
+    None). workspace: a uint8 CUDA tensor of at least frost_bwd_workspace_size bytes.
+    ``stages`` (benchmarks) launches a subset; each later stage reads what an earlier full
+    call left in the workspace."""
+    import torch
+
+    from cudnn.linear_attention.frost.kernels.compile_kernel import preferred_ffi
+    from cudnn.linear_attention.frost.kernels.fwd import device_arch
+
+    cfg, T, N = check_bwd_operands(
+        q=q, k=k, v=v, g=g, beta=beta, w=w, cu_seqlens=cu_seqlens, dO=dO, initial_state=initial_state,
+        d_final_state=d_final_state, dq=dq, dk=dk, dv=dv, dg=dg, dbeta=dbeta, dw=dw,
+        d_initial_state=d_initial_state, use_l2norm=use_l2norm, gate_per_channel=gate_per_channel,
+        beta_per_channel=beta_per_channel)
+    if q.device.type != "cuda":
+        raise _fail("q", "a CUDA tensor (and every other operand on its device)", q.device)
+    f = cfg.fwd
+    regions, size = workspace_layout(total_tokens=T, num_seqs=N, heads_q=f.H, heads_k=f.HK, heads_v=f.HV,
+                                     head_dim_k=f.K, head_dim_v=f.V)
+    if N == 0:
+        return
+    if workspace is None or workspace.numel() * workspace.element_size() < size:
+        got = None if workspace is None else workspace.numel() * workspace.element_size()
+        raise _fail("workspace", f"at least {size} bytes", got)
+    ws = _carve(workspace.reshape(-1).view(torch.uint8), regions)
+    if stream is None:
+        stream = torch.cuda.current_stream(q.device)
+    tensors = dict(q=q, k=k, v=v, g=g, beta=beta, w=w, cu_seqlens=cu_seqlens, dO=dO, initial_state=initial_state,
+                   d_final_state=d_final_state, dq=ws.get("dq", dq), dk=ws.get("dk", dk), dv=ws.get("dv", dv),
+                   dg=dg, dbeta=dbeta, dw=dw, d_initial_state=d_initial_state, ckpt=ws["ckpt"], dckpt=ws["dckpt"],
+                   u=ws["u"], dr=ws["dr"])
+    arch, ffi = device_arch(q.device), preferred_ffi()
+    for stage in STAGES:
+        if stage in stages:
+            _compiled(cfg.with_stage(stage), arch, ffi).launch(tensors, T, N, float(scale), stream)
+    if "grads" in stages:
+        with torch.cuda.stream(stream):
+            for name, out in (("dq", dq), ("dk", dk), ("dv", dv)):
+                if name in ws and T:
+                    part = ws[name]
+                    out.copy_(part.view(T, out.shape[1], part.shape[1] // out.shape[1], -1).sum(2))

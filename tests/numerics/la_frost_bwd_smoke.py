@@ -1,0 +1,291 @@
+"""FROST backward on the GPU: every gradient vs float64, determinism, and timing.
+
+    python3 tests/numerics/la_frost_bwd_smoke.py [--family gdn] [--jobs 16] [--no-time]
+
+1. Precompiles every kernel the run needs in parallel processes into a kernel store
+   (FROST_KERNEL_CACHE, default .frostcache), so the cases below load instead of compile.
+2. Per case (mixed lengths 0/1/63/64/65/1000, grouped heads, K/V 64/128, initial state,
+   d_final_state, l2norm, correlated keys), frost_bwd's dq, dk, dv, dg, dbeta (dw) and
+   d_initial_state against the float64 reference backward (autograd through the token
+   recurrence), relative error bound 1e-2 (1.5e-2 for correlated keys); a second run
+   must be bitwise identical.
+3. Timing (unless --no-time), 8 x 4096 tokens, 16 heads, K = V = 128, bf16, CUDA events,
+   median: the forward, each backward kernel, and the whole backward.
+Prints one line per case and a SUMMARY; exits 1 on any failure.
+"""
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import dataclasses
+import math
+import multiprocessing
+import os
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+for root in ("bench", "torch_ops", "backend_cc", "engines_frost", "engines_cutile", "router", "ir", "ops", "."):
+    if str(REPO / root) not in sys.path:
+        sys.path.insert(0, str(REPO / root))
+
+
+@dataclasses.dataclass(frozen=True)
+class Case:
+    name: str
+    seq_lens: tuple[int, ...]
+    H: int
+    HV: int
+    K: int
+    V: int
+    HK: int | None = None
+    h0: bool = False
+    dht: bool = False
+    l2norm: bool = False
+    correlated: bool = False
+
+
+CASES = [
+    Case("mixed", (1, 63, 64, 65, 0, 1000), 4, 4, 128, 128, h0=True, dht=True),
+    Case("plain", (200, 77), 4, 4, 128, 128),
+    Case("l2norm", (130, 64, 1), 4, 4, 128, 128, l2norm=True, dht=True),
+    Case("vgroups", (300, 65), 2, 4, 128, 128, h0=True),
+    Case("qgroups", (129, 40), 4, 2, 128, 64, HK=4, dht=True),
+    Case("k64v64", (150, 64, 3), 4, 4, 64, 64, h0=True, dht=True, l2norm=True),
+    Case("k64v128", (100, 17), 2, 2, 64, 128),
+    Case("correlated", (256, 100), 2, 2, 128, 128, l2norm=True, correlated=True),
+]
+FAMILIES = ("gdn",)
+
+
+def make_case(case: Case, family: str, device: str, seed: int = 0):
+    import torch
+
+    from tests.reference.inputs import InputConfig, make_grad_outputs, make_inputs
+    from tests.reference.preprocess import Family
+
+    cfg = InputConfig(family=Family(family), seq_lens=case.seq_lens, H=case.H, HK=case.HK, HV=case.HV, K=case.K,
+                      V=case.V, dtype=torch.bfloat16, state_dtype=torch.float32, use_qk_l2norm=case.l2norm,
+                      with_initial_state=case.h0, device=device)
+    x = make_inputs(cfg, seed)
+    if case.correlated:  # keys at cosine ~0.8 with one another, beta >= 0.5, slow decay
+        gen = torch.Generator(device="cpu").manual_seed(seed + 7)
+        base = torch.randn(1, x.k.shape[1], x.k.shape[2], generator=gen)
+        k = 0.8 * base + 0.6 * torch.randn(x.k.shape, generator=gen)
+        x = dataclasses.replace(x, k=k.to(device=device, dtype=x.k.dtype),
+                                beta=(0.5 + 0.5 * torch.rand(x.beta.shape, generator=gen)).to(device=device,
+                                                                                              dtype=x.beta.dtype),
+                                g=(-0.02 * torch.rand(x.g.shape, generator=gen)).to(device=device, dtype=x.g.dtype))
+    dO, dht = make_grad_outputs(cfg, seed + 1)
+    return cfg, x, dO, (dht if case.dht else None)
+
+
+def grads_buffers(x, device):
+    import torch
+
+    T, HO, V, K = x.q.shape[0], max(x.q.shape[1], x.v.shape[1]), x.v.shape[2], x.q.shape[2]
+    N = x.cu_seqlens.numel() - 1
+    return dict(dq=torch.empty_like(x.q), dk=torch.empty_like(x.k), dv=torch.empty_like(x.v),
+                dg=torch.empty_like(x.g), dbeta=torch.empty_like(x.beta),
+                dw=None if x.w is None else torch.empty_like(x.w),
+                d_initial_state=None if x.initial_state is None else torch.empty(N, HO, V, K, device=device,
+                                                                                 dtype=x.initial_state.dtype))
+
+
+def run_bwd(x, dO, dht, l2norm: bool, out: dict, workspace=None, stages=None):
+    import torch
+
+    from cudnn.linear_attention.frost.kernels.bwd import STAGES, frost_bwd, frost_bwd_workspace_size
+
+    T, K = x.q.shape[0], x.q.shape[2]
+    N = x.cu_seqlens.numel() - 1
+    if workspace is None:
+        size = frost_bwd_workspace_size(total_tokens=T, num_seqs=N, heads_q=x.q.shape[1], heads_k=x.k.shape[1],
+                                        heads_v=x.v.shape[1], head_dim_k=K, head_dim_v=x.v.shape[2])
+        workspace = torch.empty(max(size, 1), dtype=torch.uint8, device=x.q.device)
+    frost_bwd(q=x.q, k=x.k, v=x.v, g=x.g, beta=x.beta, w=x.w, cu_seqlens=x.cu_seqlens, dO=dO,
+              initial_state=x.initial_state, d_final_state=dht, workspace=workspace, scale=1.0 / math.sqrt(K),
+              use_l2norm=l2norm, gate_per_channel=x.g.dim() == 3, beta_per_channel=x.beta.dim() == 3,
+              stream=None, stages=stages or STAGES, **out)
+    return workspace
+
+
+# ---- precompile -----------------------------------------------------------------------------
+
+def configs_of(case: Case, family: str):
+    import torch
+
+    from cudnn.linear_attention.frost.kernels.bwd import check_bwd_operands
+    from cudnn.linear_attention.frost.kernels.bwd_config import STAGES
+
+    _, x, dO, dht = make_case(case, family, "cpu")
+    out = grads_buffers(x, "cpu")
+    cfg, _, _ = check_bwd_operands(q=x.q, k=x.k, v=x.v, g=x.g, beta=x.beta, w=x.w, cu_seqlens=x.cu_seqlens, dO=dO,
+                                   initial_state=x.initial_state, d_final_state=dht, use_l2norm=case.l2norm,
+                                   gate_per_channel=x.g.dim() == 3, beta_per_channel=x.beta.dim() == 3, **out)
+    del torch
+    return [cfg.with_stage(s) for s in STAGES]
+
+
+def _build(cfg_fields, arch, root, host_target):
+    sys.path[:0] = [str(REPO / r) for r in ("engines_frost", "router", "ir", "ops", ".")]
+    from cudnn.linear_attention.frost.kernels import kernel_store
+    from cudnn.linear_attention.frost.kernels.bwd_compile import compile_bwd
+    from cudnn.linear_attention.frost.kernels.bwd_config import FrostBwdConfig
+    from cudnn.linear_attention.frost.kernels.compile_kernel import compile_fwd
+    from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
+
+    t = time.time()
+    if "stage" in cfg_fields:
+        cfg = FrostBwdConfig(**{**cfg_fields, "fwd": FrostFwdConfig(**cfg_fields["fwd"])})
+        kernel = compile_bwd(cfg, arch, host_target=host_target)
+    else:
+        cfg = FrostFwdConfig(**cfg_fields)
+        kernel = compile_fwd(cfg, arch, host_target=host_target)
+    kernel_store.KernelStore(Path(root)).save(cfg, arch, kernel)
+    return kernel_store.describe(cfg), time.time() - t
+
+
+def precompile(cfgs, arch: str, root: str, jobs: int, host_target: str | None = None) -> None:
+    """Builds the configs the store lacks, `jobs` processes at a time; host_target (the
+    kernel store's generic x86-64) builds on a machine without a GPU for another host."""
+    from cudnn.linear_attention.frost.kernels import kernel_store
+    from cudnn.linear_attention.frost.kernels.compile_kernel import preferred_ffi
+
+    store = kernel_store.KernelStore(Path(root))
+    ffi = preferred_ffi(host_target)
+    todo = [c for c in dict.fromkeys(cfgs) if not store.sidecar(kernel_store.entry_key(c, arch, ffi)).is_file()]
+    print(f"precompile: {len(todo)} of {len(set(cfgs))} backward kernels to build ({ffi}), {jobs} jobs", flush=True)
+    if not todo:
+        return
+    t = time.time()
+    ctx = multiprocessing.get_context("spawn")
+    with concurrent.futures.ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
+        futs = [pool.submit(_build, dataclasses.asdict(c), arch, root, host_target) for c in todo]
+        for f in concurrent.futures.as_completed(futs):
+            name, secs = f.result()
+            print(f"  built {name} in {secs:.1f} s", flush=True)
+    print(f"precompile: done in {time.time() - t:.0f} s", flush=True)
+
+
+# ---- checks and timing ----------------------------------------------------------------------
+
+def check_case(case: Case, family: str) -> tuple[bool, str]:
+    import torch
+
+    from tests.reference.compare import rel_err
+    from tests.reference.families import reference_backward
+
+    cfg, x, dO, dht = make_case(case, family, "cuda")
+    out = grads_buffers(x, "cuda")
+    ws = run_bwd(x, dO, dht, case.l2norm, out)
+    first = {k: v.clone() for k, v in out.items() if v is not None}
+    ws.fill_(7)  # the second run must not depend on what the first left in the workspace
+    run_bwd(x, dO, dht, case.l2norm, out, workspace=ws)
+    torch.cuda.synchronize()
+    same = all(torch.equal(first[k], out[k]) for k in first)
+    ref = reference_backward(x, dO.double(), None if dht is None else dht.double())
+    names = {"dq": "dq", "dk": "dk", "dv": "dv", "dg": "dg", "dbeta": "dbeta", "dw": "dw",
+             "d_initial_state": "d_initial_state"}
+    errs = {}
+    for k, rk in names.items():
+        if out.get(k) is None:
+            continue
+        errs[k] = rel_err(out[k].double(), getattr(ref, rk).double())
+    bound = 1.5e-2 if case.correlated else 1e-2
+    ok = same and all(e < bound and math.isfinite(e) for e in errs.values())
+    detail = " ".join(f"{k}={v:.2e}" for k, v in errs.items())
+    return ok, f"{'PASS' if ok else 'FAIL'} {family} {case.name}: {detail} deterministic={same}"
+
+
+def time_family(family: str, reps: int = 20) -> list[str]:
+    import torch
+
+    from cudnn.linear_attention.frost.kernels.fwd import frost_fwd
+    from tests.reference.inputs import InputConfig, make_grad_outputs, make_inputs
+    from tests.reference.preprocess import Family
+
+    cfg = InputConfig(family=Family(family), seq_lens=(4096,) * 8, H=16, K=128, V=128, dtype=torch.bfloat16,
+                      device="cuda")
+    x = make_inputs(cfg, 0)
+    x = dataclasses.replace(x, k=torch.nn.functional.normalize(x.k.float(), dim=-1).to(x.k.dtype), g=x.g * 0.5)
+    dO, _ = make_grad_outputs(cfg, 1)
+    out = grads_buffers(x, "cuda")
+    o = torch.empty_like(dO)
+
+    def fwd():
+        frost_fwd(q=x.q, k=x.k, v=x.v, g=x.g, beta=x.beta, w=x.w, cu_seqlens=x.cu_seqlens, out=o,
+                  initial_state=None, final_state=None, scale=128 ** -0.5, use_l2norm=False,
+                  gate_per_channel=x.g.dim() == 3, beta_per_channel=x.beta.dim() == 3, stream=None)
+
+    ws = run_bwd(x, dO, None, False, out)
+
+    def timed(fn):
+        for _ in range(3):
+            fn()
+        times = []
+        for _ in range(reps):
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            a.record()
+            fn()
+            b.record()
+            b.synchronize()
+            times.append(a.elapsed_time(b))
+        return sorted(times)[len(times) // 2]
+
+    lines = [f"TIME {family} fwd {timed(fwd):.3f} ms"]
+    for stage in ("states", "chain", "grads"):
+        ms = timed(lambda s=stage: run_bwd(x, dO, None, False, out, ws, stages=(s,)))
+        lines.append(f"TIME {family} bwd[{stage}] {ms:.3f} ms")
+    lines.append(f"TIME {family} bwd {timed(lambda: run_bwd(x, dO, None, False, out, ws)):.3f} ms")
+    return lines
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--family", action="append", choices=FAMILIES)
+    ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--no-time", action="store_true")
+    ap.add_argument("--only", help="run only the case with this name")
+    ap.add_argument("--prebuild", action="store_true",
+                    help="only build the kernels into the store, for sm_90a and a generic x86-64 host "
+                         "(a machine without a GPU; the DSL's own calling convention)")
+    args = ap.parse_args()
+    families = args.family or list(FAMILIES)
+    cases = [c for c in CASES if args.only in (None, c.name)]
+    root = os.environ.setdefault("FROST_KERNEL_CACHE", str(REPO / ".frostcache"))
+    cfgs = [c for fam in families for case in cases for c in configs_of(case, fam)]
+    if not args.no_time:
+        timing = Case("bench", (4096,) * 8, 16, 16, 128, 128)
+        cfgs += [c for fam in families for c in configs_of(timing, fam)]
+        cfgs += [c.fwd.__class__(**{**dataclasses.asdict(c.fwd), "has_final_state": False})
+                 for c in cfgs[-1:]]  # the timed forward: frost_fwd without states
+    if args.prebuild:
+        from cudnn.linear_attention.frost.kernels.kernel_store import GENERIC_X86_64
+
+        precompile(cfgs, "sm_90a", root, args.jobs, host_target=GENERIC_X86_64)
+        return 0
+    import torch
+
+    from cudnn.linear_attention.frost.kernels.fwd import device_arch
+
+    precompile(cfgs, device_arch(torch.device("cuda")), root, args.jobs)
+    failures = 0
+    for fam in families:
+        for case in cases:
+            try:
+                ok, line = check_case(case, fam)
+            except Exception as e:  # report and go on: one broken case must not hide the others
+                ok, line = False, f"FAIL {fam} {case.name}: {type(e).__name__}: {str(e)[:300]}"
+            failures += not ok
+            print(line, flush=True)
+        if not args.no_time:
+            for line in time_family(fam):
+                print(line, flush=True)
+    print(f"SUMMARY {len(cases) * len(families) - failures} passed, {failures} failed", flush=True)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
