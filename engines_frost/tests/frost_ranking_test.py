@@ -1,6 +1,6 @@
 """The plan list of gdn/kda/gdn2 graphs with the FROST and cuTile engines, read from the
-explainer: FROST (slot 0) first for forward wherever it claims the graph, cuTile for
-backward and wherever FROST declines.
+explainer: FROST (slot 0) first, forward and backward, wherever it claims the graph;
+cuTile wherever FROST declines.
 
 Both engines' runtime probes are forced (a CPU machine can run neither): "available"
 means the probe finds a Hopper GPU with the DSL installed, "unavailable" that it finds a
@@ -99,3 +99,13 @@ def test_without_cuda_nothing_is_offered_by_frost(monkeypatch):
 
 if __name__ == "__main__":
     raise SystemExit(pytest.main([__file__, "-q"]))
+
+
+@pytest.mark.parametrize("op", ["gdn_bwd"])
+def test_backward_declines_only_for_the_missing_device(op):
+    """On a machine without a GPU the explainer names the missing device as the FROST
+    backward's only reason (the graph itself is served)."""
+    _, rows, ex = plan_names(op_graph(op, with_h0=True, use_qk_l2norm=True)[0])
+    frost = rows[f"{op.split('_')[0]}_frost"]
+    assert frost.status == "declined", ex.render()
+    assert frost.reason.endswith("no CUDA device is visible"), frost.reason

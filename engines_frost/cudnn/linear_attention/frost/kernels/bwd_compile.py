@@ -9,13 +9,16 @@ from cudnn.linear_attention.frost.kernels.bwd_config import FrostBwdConfig
 from cudnn.linear_attention.frost.kernels.compile_kernel import FFI_CONVENTIONS, preferred_ffi
 
 
-def bwd_kernel_class(stage: str):
+def bwd_kernel_class(stage: str, vector_gates: bool = False):
     if stage == "states":
         from cudnn.linear_attention.frost.kernels.bwd_states import FrostBwdStates
         return FrostBwdStates
     if stage == "chain":
         from cudnn.linear_attention.frost.kernels.bwd_chain import FrostBwdChain
         return FrostBwdChain
+    if stage == "grads" and vector_gates:
+        from cudnn.linear_attention.frost.kernels.bwd_grads_vec import FrostBwdGradsVec
+        return FrostBwdGradsVec
     if stage == "grads":
         from cudnn.linear_attention.frost.kernels.bwd_grads import FrostBwdGrads
         return FrostBwdGrads
@@ -33,7 +36,7 @@ def compile_bwd(cfg: FrostBwdConfig, arch: str, host_target: str | None = None, 
     ffi = ffi or preferred_ffi(host_target)
     if ffi not in FFI_CONVENTIONS:
         raise ValueError(f"compile_bwd: ffi must be one of {FFI_CONVENTIONS}, got {ffi!r}")
-    kernel = bwd_kernel_class(cfg.stage)(cfg)
+    kernel = bwd_kernel_class(cfg.stage, cfg.fwd.gate_per_channel)(cfg)
     options = f"--gpu-arch {arch}" + (f" --host-target '{host_target}'" if host_target else "")
     if ffi == "tvm":
         options += " --enable-tvm-ffi"

@@ -79,9 +79,9 @@ class FrostBwdGrads(FrostFwdV2):
 
     smem_plan = staticmethod(smem_plan)
 
-    def __init__(self, cfg: FrostBwdConfig):
-        if cfg.fwd.gate_per_channel:
-            raise ValueError("FrostBwdGrads: vector gates (KDA, GDN-2) are not implemented in this version")
+    def __init__(self, cfg: FrostBwdConfig, vector_gates: bool = False):
+        if cfg.fwd.gate_per_channel != vector_gates:
+            raise ValueError("FrostBwdGrads serves scalar gates (GDN); vector gates are bwd_grads_vec.py's")
         super().__init__(cfg.fwd)
         self.bcfg = cfg
         self.warps = WARPS
@@ -98,14 +98,14 @@ class FrostBwdGrads(FrostFwdV2):
         m = bwd_views(self.bcfg, (p_q, p_k, p_v, p_g, p_beta, p_w, p_cu, p_do, p_h0, p_dht, p_dq, p_dk, p_dv,
                                   p_dg, p_dbeta, p_dw, p_dh0, p_ckpt, p_dckpt, p_u, p_dr), T, N)
         self.kernel(m.q, m.k, m.v, m.g, m.beta, m.cu_seqlens, m.dO, m.dq, m.dk, m.dv, m.dg, m.dbeta, m.ckpt,
-                    m.dckpt, m.u, m.dr, N, scale).launch(
+                    m.dckpt, m.u, m.dr, N, scale, m.w, m.dw).launch(
             grid=[T // CHUNK + N, self.cfg.HO, 1], block=[THREADS, 1, 1], stream=stream)
 
     @cute.kernel
     def kernel(self, mq: cute.Tensor, mk: cute.Tensor, mv: cute.Tensor, mg: cute.Tensor, mb: cute.Tensor,
                mcu: cute.Tensor, mdo: cute.Tensor, mdq: cute.Tensor, mdk: cute.Tensor, mdv: cute.Tensor,
                mdg: cute.Tensor, mdb: cute.Tensor, mckpt: cute.Tensor, mdckpt: cute.Tensor, mu: cute.Tensor,
-               mdr: cute.Tensor, N: Int32, scale: Float32):
+               mdr: cute.Tensor, N: Int32, scale: Float32, mw: cute.Tensor, mdw: cute.Tensor):
         c = self.cfg
         tid, _, _ = cute.arch.thread_idx()
         rho, h, _ = cute.arch.block_idx()
@@ -130,7 +130,7 @@ class FrostBwdGrads(FrostFwdV2):
             self.stage_scores(s, scale, thr, lane, wid)
             cute.arch.sync_threads()
             self.stage_grads(s, mdq, mdk, heads, t0, eos, scale, thr, lane, wid)
-            self.stage_values(s, mv, mdv, heads, t0, eos, tid)
+            self.stage_values(s, mv, mdv, heads, t0, eos, tid, mw, mdw)
             cute.arch.sync_threads()
             self.stage_gates(s, mdg, mdb, heads, t0, eos, tid)
 
@@ -191,10 +191,13 @@ class FrostBwdGrads(FrostFwdV2):
         if tid >= 64 and tid < 64 + C:
             rb = tid - 64
             bt = Float32(0.0)
-            if t0 + rb < eos:
-                bt = mb[t0 + rb, h, 0]
+            if cutlass.const_expr(not c.beta_per_channel):
+                if t0 + rb < eos:
+                    bt = mb[t0 + rb, h, 0]
             s_beta[rb] = bt
-        if tid < 32:
+        if cutlass.const_expr(c.gate_per_channel):
+            pass  # per-channel gates: the vector kernel loads and scans them
+        elif tid < 32:
             ga = Float32(0.0)
             gb = Float32(0.0)
             if t0 + 2 * tid < eos:
@@ -441,12 +444,23 @@ class FrostBwdGrads(FrostFwdV2):
         self.write_qk(s, mdq, mdk, acc_q, acc_kb, acc_k, crd, heads, t0, eos, bi, hc)
 
     @cute.jit
+    def q_value(self, s, t, d):
+        """q-hat (bf16, as the products used it) at row t, channel d."""
+        return s.qt[d, t].to(Float32)
+
+    @cute.jit
+    def k_value(self, s, t, d):
+        return s.kt[d, t].to(Float32)
+
+    @cute.jit
+    def beta_at(self, s, t, d):
+        """beta at row t (scalar beta: the same for every channel d)."""
+        return s.beta[t]
+
+    @cute.jit
     def write_qk(self, s, mdq, mdk, acc_q, acc_kb, acc_k, crd, heads, t0, eos, bi, hc):
         """dq, dk of this warp's tile: the L2-norm adjoint with the full-row sums."""
-        s_qt = s.qt
-        s_kt = s.kt
         s_sums = s.sums
-        s_beta = s.beta
         s_rq = s.rq
         s_rk = s.rk
         c = self.cfg
@@ -458,23 +472,23 @@ class FrostBwdGrads(FrostFwdV2):
             td = crd[e]
             t = bi * SUB + td[0]
             d = hc * DN + td[1]
-            bt = s_beta[t]
             dqh = acc_q[e]
-            dkh = acc_k[e] + bt * acc_kb[e]
+            dkh = acc_k[e] + self.beta_at(s, t, d) * acc_kb[e]
             if cutlass.const_expr(c.use_l2norm):
                 sq = s_sums[0, 0, t] + s_sums[1, 0, t]
-                sk = (s_sums[0, 2, t] + s_sums[1, 2, t]) + bt * (s_sums[0, 3, t] + s_sums[1, 3, t])
-                dqh = s_rq[t] * (dqh - s_qt[d, t].to(Float32) * sq)
-                dkh = s_rk[t] * (dkh - s_kt[d, t].to(Float32) * sk)
+                # k^.dk^ = k^.dk^_d + sum_d beta k^ dkb = k^.dk^_d + kb.dkb
+                sk = (s_sums[0, 2, t] + s_sums[1, 2, t]) + (s_sums[0, 1, t] + s_sums[1, 1, t])
+                dqh = s_rq[t] * (dqh - self.q_value(s, t, d) * sq)
+                dkh = s_rk[t] * (dkh - self.k_value(s, t, d) * sk)
             if t0 + t < eos:
                 mdq[t0 + t, oq, d] = dqh.to(mdq.element_type)
                 mdk[t0 + t, ok, d] = dkh.to(mdk.element_type)
 
     # ------------------------------------------------------------------ 4: dv, dbeta, dg
     @cute.jit
-    def stage_values(self, s, mv, mdv, heads, t0, eos, tid):
-        """dv = beta dR, and sum_v v dR per row (a row's slices on consecutive lanes), plus
-        e^Gam_last sum S dS (per-warp partials)."""
+    def stage_values(self, s, mv, mdv, heads, t0, eos, tid, mw, mdw):
+        """dv = beta dR (GDN-2: w dR, and dw = v dR), and sum_v v dR per row (a row's slices on
+        consecutive lanes); scalar gates also e^Gam_last sum S dS (per-warp partials)."""
         s_dr = s.dr
         s_beta = s.beta
         s_dbv = s.dbv
@@ -499,15 +513,39 @@ class FrostBwdGrads(FrostFwdV2):
             bt = s_beta[r]
             part = Float32(0.0)
             y = cute.make_rmem_tensor((VEC,), mdv.element_type)
-            for e in cutlass.range_constexpr(VEC):
-                dr = x[e].to(Float32)
-                part = part + xv[e].to(Float32) * dr
-                y[e] = (bt * dr).to(mdv.element_type)
+            if cutlass.const_expr(c.has_w):
+                xw = cute.make_rmem_tensor((VEC,), self.io)
+                xw.fill(0.0)
+                if ok:
+                    cute.autovec_copy(cute.local_tile(mw[t0 + r, h, None], (VEC,), (cv,)), xw)
+                yw = cute.make_rmem_tensor((VEC,), mdw.element_type)
+                for e in cutlass.range_constexpr(VEC):
+                    dr = x[e].to(Float32)
+                    y[e] = (xw[e].to(Float32) * dr).to(mdv.element_type)
+                    yw[e] = (xv[e].to(Float32) * dr).to(mdw.element_type)
+                if ok:
+                    cute.autovec_copy(yw, cute.local_tile(mdw[t0 + r, h, None], (VEC,), (cv,)))
+            else:
+                for e in cutlass.range_constexpr(VEC):
+                    dr = x[e].to(Float32)
+                    part = part + xv[e].to(Float32) * dr
+                    y[e] = (bt * dr).to(mdv.element_type)
             if ok:
                 cute.autovec_copy(y, cute.local_tile(mdv[t0 + r, ov, None], (VEC,), (cv,)))
             part = cute.arch.warp_reduction(part, lambda a, b: a + b, threads_in_group=vv)
             if cv == 0:
                 s_dbv[r] = part
+        if cutlass.const_expr(not c.gate_per_channel):
+            self.state_sum(s, tid)
+
+    @cute.jit
+    def state_sum(self, s, tid):
+        """e^Gam_last sum_{d, v} S dS as per-warp partials (scalar gates)."""
+        s_sf = s.sf
+        s_dsf = s.dsf
+        s_part = s.part
+        s_g = s.g
+        K, V, C = self.cfg.K, self.cfg.V, CHUNK
         acc = Float32(0.0)
         for u in cutlass.range_constexpr(K * V // THREADS):
             idx = tid + u * THREADS

@@ -1,0 +1,527 @@
+"""FROST backward, kernel 3 for vector gates (KDA, GDN-2): every gradient of one chunk.
+
+Same grid, warps, tiles and algebra as bwd_grads.py (scalar gates); what differs is that
+the decays are per channel, so they cannot ride on the scores: the scores are plain
+(dZp = scale dO U^T, dZm = -dR U^T, masked) and the decays enter the score adjoints the
+way the forward's Gram takes them, through reference rows (r_i the first and e_i the last
+row of 16-row block i) so that every factor that multiplies an operand is <= 1 except
+inside a diagonal block:
+
+    dq^_t   = e^(G_t - G_r) [ scale e^G_r (dO S^T)_t + sum_s dZp_ts KE_s X_ij ]     (t in block i,
+    dkb_t   = e^(G_t - G_r) [ -e^G_r (dR S^T)_t   + sum_s dZm_ts KE_s X_ij ]      s in block j <= i)
+    dk^_d,s = e^(G_e - G_s) [ e^(G_last - G_e) (U dS^T)_s
+                              + sum_t dZp_ts QR_t X_ji + dZm_ts KBR_t X_ji ]       (s in block i, t in j >= i)
+
+with KE = k^ e^(G_e(s) - G_s), QR = q^ e^(G_t - G_r(t)), KBR = kb e^(G_t - G_r(t)) (the
+forward's operands, <= |x|) and X_ab = e^(G_r_a - G_e_b) per channel (<= 1 for a > b;
+X_ii = e^span). A diagonal block whose span reaches SPAN_LIMIT nats takes its diagonal
+terms exactly instead (pairwise exponentials, SIMT), after the post-scale.
+dG is per channel: q^ dq^ + kb dkb - k^ dk^_d per element, reverse-cumsummed over the
+chunk's rows in shared memory, plus the chunk terms sum_t KE_t (e^(G_last - G_e) dKD)_t
+and e^G_last sum_v S dS at the last real row. GDN-2: beta is the erase gate b per channel
+(dbeta = k^ dkb per element), dv = w dR and dw = v dR.
+
+Shared memory is one region used twice: the state products' operands (dO, dR, U [C, V],
+S, dS [K, V]) until they are done, then the adjoints' (KE^T, QR^T, KBR^T [K, C], q^, k^
+[C, K], b, dG); the scores, gates and small tables stay. K = V = 128: ~204 KB.
+"""
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import cutlass
+import cutlass.cute as cute
+from cutlass import BFloat16, Float32, Int32
+
+from cudnn.linear_attention.frost.kernels.bwd_config import FrostBwdConfig
+from cudnn.linear_attention.frost.kernels.bwd_grads import ROW_SUMS, THREADS, WARPS, FrostBwdGrads
+from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
+from cudnn.linear_attention.frost.kernels.fwd_v1 import (
+    _DTYPES,
+    CHUNK,
+    GRAM_TILES,
+    NBLK,
+    PAD16,
+    SMEM_LIMIT,
+    SPAN_LIMIT,
+    SUB,
+    VEC,
+    load_vec,
+    warp_mma,
+)
+
+_BYTES = {"bf16": 2, "f32": 4, "i32": 4}
+
+
+def _rows(name, r, cols, dtype="bf16", pad=PAD16):
+    return (name, dtype, (r, cols), (cols + pad, 1))
+
+
+def smem_regions(c: FrostFwdConfig):
+    """(stage-A tensors, stage-B tensors, persistent tensors); A and B share one region."""
+    K, V, C = c.K, c.V, CHUNK
+    a = [_rows("do", C, V), _rows("dr", C, V), _rows("u", C, V), _rows("sf", K, V), _rows("dsf", K, V)]
+    b = [_rows("ket", K, C), _rows("qrt", K, C), _rows("kbrt", K, C), _rows("qh", C, K), _rows("kh", C, K),
+         _rows("dgam", C, K, "f32", 4)]
+    if c.beta_per_channel:
+        b.append(_rows("bst", C, K))  # GDN-2 erase gate b (bf16)
+    keep = [
+        _rows("dzp", C, C), _rows("dzm", C, C), _rows("g", C, K, "f32", 4),
+        ("xg", "f32", (len(GRAM_TILES), K), (K, 1)),
+        ("beta", "f32", (C,), (1,)), ("rq", "f32", (C,), (1,)), ("rk", "f32", (C,), (1,)),
+        ("sums", "f32", (2, ROW_SUMS, C), (ROW_SUMS * C, C, 1)),
+        ("dbv", "f32", (C,), (1,)),
+        ("part", "f32", (2, WARPS), (WARPS, 1)),
+        ("dgl", "f32", (NBLK, K), (K, 1)),   # per row block: sum_t KE_t (e^(G_last - G_e) dKD)_t
+        ("sds", "f32", (K,), (1,)),          # e^G_last sum_v S dS per channel
+        ("seq", "i32", (2,), (1,)),
+    ]
+    return a, b, keep
+
+
+def _span_bytes(entry) -> int:
+    _, dtype, shape, stride = entry
+    span = 1 + sum((extent - 1) * st for extent, st in zip(shape, stride))
+    return -(-span * _BYTES[dtype] // 16) * 16
+
+
+def smem_bytes(c: FrostFwdConfig) -> int:
+    a, b, keep = smem_regions(c)
+    return max(sum(map(_span_bytes, a)), sum(map(_span_bytes, b))) + sum(map(_span_bytes, keep))
+
+
+def allocate(c: FrostFwdConfig) -> SimpleNamespace:
+    """The shared tensors by name; stage A's and stage B's overlay one another. Called while
+    the kernel is traced."""
+    a, b, keep = smem_regions(c)
+    region = max(sum(map(_span_bytes, a)), sum(map(_span_bytes, b)))
+    smem = cutlass.memory.SmemAllocator()
+    raw = smem.allocate_tensor(BFloat16, cute.make_layout((region // 2,)), 16)
+    s = SimpleNamespace()
+    for group in (a, b):
+        offset = 0
+        for entry in group:
+            name, dtype, shape, stride = entry
+            ptr = raw.iterator + offset // 2
+            if dtype != "bf16":
+                ptr = cute.recast_ptr(ptr, dtype=_DTYPES[dtype])
+            setattr(s, name, cute.make_tensor(ptr, cute.make_layout(shape, stride=stride)))
+            offset += _span_bytes(entry)
+    for name, dtype, shape, stride in keep:
+        setattr(s, name, smem.allocate_tensor(_DTYPES[dtype], cute.make_layout(shape, stride=stride), 16))
+    return s
+
+
+class FrostBwdGradsVec(FrostBwdGrads):
+    """Callable for cute.compile; bwd_grads.FrostBwdGrads's launcher and grid."""
+
+    def __init__(self, cfg: FrostBwdConfig):
+        if not cfg.fwd.gate_per_channel:
+            raise ValueError("FrostBwdGradsVec serves vector gates (KDA, GDN-2); GDN is bwd_grads.py's")
+        FrostBwdGrads.__init__(self, cfg, vector_gates=True)
+        used = smem_bytes(cfg.fwd)
+        if used > SMEM_LIMIT:
+            raise ValueError(f"FrostBwdGradsVec: {used} bytes of shared memory exceed {SMEM_LIMIT} for {cfg}")
+
+    @cute.kernel
+    def kernel(self, mq: cute.Tensor, mk: cute.Tensor, mv: cute.Tensor, mg: cute.Tensor, mb: cute.Tensor,
+               mcu: cute.Tensor, mdo: cute.Tensor, mdq: cute.Tensor, mdk: cute.Tensor, mdv: cute.Tensor,
+               mdg: cute.Tensor, mdb: cute.Tensor, mckpt: cute.Tensor, mdckpt: cute.Tensor, mu: cute.Tensor,
+               mdr: cute.Tensor, N: Int32, scale: Float32, mw: cute.Tensor, mdw: cute.Tensor):
+        c = self.cfg
+        tid, _, _ = cute.arch.thread_idx()
+        rho, h, _ = cute.arch.block_idx()
+        s = allocate(c)
+        self.find_chunk(s, mcu, N, rho, tid)
+        cute.arch.sync_threads()
+        n = s.seq[0]
+        if n >= 0:
+            j = s.seq[1]
+            bos = mcu[n]
+            eos = mcu[n + 1]
+            t0 = bos + j * CHUNK
+            heads = (h // (c.HO // c.H), h // (c.HO // c.HK), h // (c.HO // c.HV), h)
+            mma = warp_mma()
+            lane = cute.arch.lane_idx()
+            wid = cute.arch.make_warp_uniform(cute.arch.warp_idx())
+            thr = mma.get_slice(lane)
+            self.stage_norms(s, mq, mk, mg, mb, heads, t0, eos, tid)
+            self.load_gates(s, mg, heads, t0, eos, tid)
+            self.load_rows(s.do, mdo, h, t0, eos, tid, True)
+            self.load_rows(s.u, mu, h, t0, eos, tid, False)
+            self.load_rows(s.dr, mdr, h, t0, eos, tid, False)
+            self.load_state(s.sf, mckpt, rho, h, tid)
+            self.load_state(s.dsf, mdckpt, rho, h, tid)
+            cute.arch.sync_threads()
+            self.scan_gates(s, tid)
+            self.stage_scores(s, scale, thr, lane, wid)
+            cute.arch.sync_threads()
+            bi = wid % NBLK
+            hc = wid // NBLK
+            acc_q, acc_kb, acc_k, crd = self.state_products(s, scale, thr, lane, bi, hc)
+            self.stage_values(s, mv, mdv, heads, t0, eos, tid, mw, mdw)
+            self.state_pairs(s, tid)
+            cute.arch.sync_threads()
+            self.stage_operands_vec(s, mq, mk, mb, heads, t0, eos, tid)
+            cute.arch.sync_threads()
+            self.score_adjoints(s, acc_q, acc_kb, acc_k, crd, thr, lane, bi, hc, scale)
+            self.epilogue_vec(s, mdq, mdk, mdb, acc_q, acc_kb, acc_k, crd, heads, t0, eos, lane, bi, hc)
+            cute.arch.sync_threads()
+            self.gate_scan_out(s, mdg, mdb, heads, t0, eos, tid)
+
+    # ------------------------------------------------------------------ gates
+    @cute.jit
+    def load_gates(self, s, mg, heads, t0, eos, tid):
+        """The chunk's raw log-gate rows [C, K] (zero past eos; the scan makes them G_last)."""
+        s_g = s.g
+        K, C = self.cfg.K, CHUNK
+        h = heads[3]
+        vg = K // 4
+        r0, cv = tid // vg, tid % vg
+        for u in cutlass.range_constexpr(C * vg // THREADS):
+            r = r0 + u * (THREADS // vg)
+            x = cute.make_rmem_tensor((4,), Float32)
+            x.fill(0.0)
+            if t0 + r < eos:
+                cute.autovec_copy(cute.local_tile(mg[t0 + r, h, None], (4,), (cv,)), x)
+            cute.autovec_copy(x, cute.local_tile(s_g[r, None], (4,), (cv,)))
+
+    @cute.jit
+    def scan_gates(self, s, tid):
+        """Inclusive cumsum per channel (thread d < K), then a barrier."""
+        s_g = s.g
+        K, C = self.cfg.K, CHUNK
+        if tid < K:
+            acc = Float32(0.0)
+            for r in cutlass.range_constexpr(C):
+                acc = acc + s_g[r, tid]
+                s_g[r, tid] = acc
+        cute.arch.sync_threads()
+
+    # ------------------------------------------------------------------ state products
+    @cute.jit
+    def state_products(self, s, scale, thr, lane, bi, hc):
+        """dO S^T, -dR S^T, U dS^T for this warp's tile, pre-scaled by scale e^G_r,
+        -e^G_r and e^(G_last - G_e) per channel (r, e: first and last row of block bi)."""
+        s_do = s.do
+        s_dr = s.dr
+        s_u = s.u
+        s_sf = s.sf
+        s_dsf = s.dsf
+        s_g = s.g
+        K, V, C = self.cfg.K, self.cfg.V, CHUNK
+        DN = K // 2
+        mma = warp_mma()
+        acc_q = cute.make_rmem_tensor(thr.partition_shape_C((SUB, DN)), Float32)
+        acc_kb = cute.make_rmem_tensor(thr.partition_shape_C((SUB, DN)), Float32)
+        acc_k = cute.make_rmem_tensor(thr.partition_shape_C((SUB, DN)), Float32)
+        acc_q.fill(0.0)
+        acc_kb.fill(0.0)
+        acc_k.fill(0.0)
+        crd = thr.partition_C(cute.make_identity_tensor((SUB, DN)))
+        for kk in cutlass.range_constexpr(V // 16):
+            a_do = self.operand(thr, lane, cute.local_tile(s_do, (SUB, 16), (bi, kk)), True)
+            a_dr = self.operand(thr, lane, cute.local_tile(s_dr, (SUB, 16), (bi, kk)), True)
+            a_u = self.operand(thr, lane, cute.local_tile(s_u, (SUB, 16), (bi, kk)), True)
+            b_s = self.operand(thr, lane, cute.local_tile(s_sf, (DN, 16), (hc, kk)), False)
+            b_ds = self.operand(thr, lane, cute.local_tile(s_dsf, (DN, 16), (hc, kk)), False)
+            cute.gemm(mma, acc_q, a_do[None, None, 0], b_s[None, None, 0], acc_q)
+            cute.gemm(mma, acc_kb, a_dr[None, None, 0], b_s[None, None, 0], acc_kb)
+            cute.gemm(mma, acc_k, a_u[None, None, 0], b_ds[None, None, 0], acc_k)
+        r = bi * SUB
+        for e in cutlass.range_constexpr(cute.size(acc_q)):
+            d = hc * DN + crd[e][1]
+            ar = cute.arch.exp(s_g[r, d])
+            acc_q[e] = acc_q[e] * (scale * ar)
+            acc_kb[e] = acc_kb[e] * (-ar)
+            acc_k[e] = acc_k[e] * cute.arch.exp(s_g[C - 1, d] - s_g[r + SUB - 1, d])
+        return acc_q, acc_kb, acc_k, crd
+
+    @cute.jit
+    def state_pairs(self, s, tid):
+        """e^G_last[d] sum_v S[d, v] dS[d, v] per channel (two threads per channel)."""
+        s_sf = s.sf
+        s_dsf = s.dsf
+        s_g = s.g
+        K, V, C = self.cfg.K, self.cfg.V, CHUNK
+        per = THREADS // K          # threads per channel (2 for K = 128, 4 for K = 64)
+        d = tid // per
+        part = Float32(0.0)
+        for u in cutlass.range_constexpr(V // per):
+            jv = (tid % per) * (V // per) + u
+            part = part + s_sf[d, jv].to(Float32) * s_dsf[d, jv].to(Float32)
+        part = cute.arch.warp_reduction(part, lambda a, b: a + b, threads_in_group=per)
+        if tid % per == 0:
+            s.sds[d] = part * cute.arch.exp(s_g[C - 1, d])
+
+    # ------------------------------------------------------------------ adjoint operands
+    @cute.jit
+    def stage_operands_vec(self, s, mq, mk, mb, heads, t0, eos, tid):
+        """q^, k^ [C, K] and KE^T, QR^T, KBR^T [K, C] (bf16), GDN-2's b rows, and the
+        channel factors X per lower tile (into the region the state products used)."""
+        s_g = s.g
+        c = self.cfg
+        K, C = c.K, CHUNK
+        hq, hk, _, h = heads
+        r, cv0 = tid % C, tid // C   # a warp: 32 rows of one slice (transposed stores)
+        ok = t0 + r < eos
+        rq = s.rq[r]
+        rk = s.rk[r]
+        bt = s.beta[r]
+        rr = (r // SUB) * SUB
+        re = rr + SUB - 1
+        for u in cutlass.range_constexpr(C * (K // VEC) // THREADS):
+            cv = cv0 + u * (THREADS // C)
+            d0 = cv * VEC
+            xq = cute.make_rmem_tensor((VEC,), self.io)
+            xk = cute.make_rmem_tensor((VEC,), self.io)
+            xb = cute.make_rmem_tensor((VEC,), self.io)
+            xq.fill(0.0)
+            xk.fill(0.0)
+            xb.fill(0.0)
+            if ok:
+                cute.autovec_copy(cute.local_tile(mq[t0 + r, hq, None], (VEC,), (cv,)), xq)
+                cute.autovec_copy(cute.local_tile(mk[t0 + r, hk, None], (VEC,), (cv,)), xk)
+                if cutlass.const_expr(c.beta_per_channel):
+                    cute.autovec_copy(cute.local_tile(mb[t0 + r, h, None], (VEC,), (cv,)), xb)
+            yq = cute.make_rmem_tensor((VEC,), BFloat16)
+            yk = cute.make_rmem_tensor((VEC,), BFloat16)
+            yb = cute.make_rmem_tensor((VEC,), BFloat16)
+            for e in cutlass.range_constexpr(VEC):
+                d = d0 + e
+                qh = (xq[e].to(Float32) * rq).to(BFloat16)
+                kh = (xk[e].to(Float32) * rk).to(BFloat16)
+                yq[e] = qh
+                yk[e] = kh
+                bval = bt
+                if cutlass.const_expr(c.beta_per_channel):
+                    bval = xb[e].to(Float32)
+                    yb[e] = xb[e].to(Float32).to(BFloat16)
+                gam = s_g[r, d]
+                rel = cute.arch.exp(gam - s_g[rr, d])
+                s.qrt[d, r] = (qh.to(Float32) * rel).to(BFloat16)
+                s.kbrt[d, r] = (kh.to(Float32) * bval * rel).to(BFloat16)
+                s.ket[d, r] = (kh.to(Float32) * cute.arch.exp(s_g[re, d] - gam)).to(BFloat16)
+            cute.autovec_copy(yq, cute.local_tile(s.qh[r, None], (VEC,), (cv,)))
+            cute.autovec_copy(yk, cute.local_tile(s.kh[r, None], (VEC,), (cv,)))
+            if cutlass.const_expr(c.beta_per_channel):
+                cute.autovec_copy(yb, cute.local_tile(s.bst[r, None], (VEC,), (cv,)))
+        groups = THREADS // K
+        for p in cutlass.range_constexpr(len(GRAM_TILES)):
+            ti, tj = GRAM_TILES[p]
+            if tid // K == p % groups:
+                d = tid % K
+                s.xg[p, d] = cute.arch.exp(s_g[ti * SUB, d] - s_g[tj * SUB + SUB - 1, d])
+
+    @cute.jit
+    def scaled_b(self, thr, lane, tile, s_xg, p, hc):
+        """B fragment of a [K/2, 16] tile of KE^T / QR^T / KBR^T times X_p per channel."""
+        DN = self.cfg.K // 2
+        src = self.operand(thr, lane, tile, False)
+        crd = thr.partition_B(cute.make_identity_tensor((DN, SUB)))
+        b = cute.make_rmem_tensor(src.shape, BFloat16)
+        for e in cutlass.range_constexpr(cute.size(b)):
+            b[e] = (src[e].to(Float32) * s_xg[p, hc * DN + crd[e][0]]).to(BFloat16)
+        return b
+
+    # ------------------------------------------------------------------ score adjoints
+    @cute.jit
+    def score_adjoints(self, s, acc_q, acc_kb, acc_k, crd, thr, lane, bi, hc, scale):
+        s_dzp = s.dzp
+        s_dzm = s.dzm
+        s_g = s.g
+        s_xg = s.xg
+        K, C = self.cfg.K, CHUNK
+        DN = K // 2
+        mma = warp_mma()
+        # sum_t KE_t (e^(G_last - G_e) dKD)_t per channel for this block: dG_last's KD term
+        colsum = cute.make_rmem_tensor(thr.partition_shape_C((SUB, DN)), Float32)
+        for e in cutlass.range_constexpr(cute.size(acc_k)):
+            td = crd[e]
+            colsum[e] = s.ket[hc * DN + td[1], bi * SUB + td[0]].to(Float32) * acc_k[e]
+        self.column_sums(s, colsum, crd, lane, bi, hc)
+        span = self.block_span_vec(s, bi, lane)
+        exact = span >= SPAN_LIMIT
+        dzp_t = cute.make_tensor(s_dzp.iterator, cute.make_layout((C, C), stride=(1, C + PAD16)))
+        dzm_t = cute.make_tensor(s_dzm.iterator, cute.make_layout((C, C), stride=(1, C + PAD16)))
+        # rows t of block bi: s blocks sb < bi, then the diagonal (factored unless exact)
+        count = bi + 1
+        if exact:
+            count = bi
+        for sb in cutlass.range(count, unroll=1):
+            if True:
+                p = bi * (bi + 1) // 2 + sb
+                a_p = self.operand(thr, lane, cute.local_tile(s_dzp, (SUB, SUB), (bi, sb)), True)
+                a_m = self.operand(thr, lane, cute.local_tile(s_dzm, (SUB, SUB), (bi, sb)), True)
+                b_k = self.scaled_b(thr, lane, cute.local_tile(s.ket, (DN, SUB), (hc, sb)), s_xg, p, hc)
+                cute.gemm(mma, acc_q, a_p[None, None, 0], b_k[None, None, 0], acc_q)
+                cute.gemm(mma, acc_kb, a_m[None, None, 0], b_k[None, None, 0], acc_kb)
+        # rows s of block bi: t blocks tb > bi, then the diagonal
+        first = bi
+        if exact:
+            first = bi + 1
+        for tb in cutlass.range(first, NBLK, unroll=1):
+            if True:
+                p = tb * (tb + 1) // 2 + bi
+                a_p = self.operand_t(thr, cute.local_tile(dzp_t, (SUB, SUB), (bi, tb)))
+                a_m = self.operand_t(thr, cute.local_tile(dzm_t, (SUB, SUB), (bi, tb)))
+                b_q = self.scaled_b(thr, lane, cute.local_tile(s.qrt, (DN, SUB), (hc, tb)), s_xg, p, hc)
+                b_kb = self.scaled_b(thr, lane, cute.local_tile(s.kbrt, (DN, SUB), (hc, tb)), s_xg, p, hc)
+                cute.gemm(mma, acc_k, a_p[None, None, 0], b_q[None, None, 0], acc_k)
+                cute.gemm(mma, acc_k, a_m[None, None, 0], b_kb[None, None, 0], acc_k)
+        r = bi * SUB
+        for e in cutlass.range_constexpr(cute.size(acc_q)):
+            td = crd[e]
+            t = r + td[0]
+            d = hc * DN + td[1]
+            gt = s_g[t, d]
+            down = cute.arch.exp(gt - s_g[r, d])
+            acc_q[e] = acc_q[e] * down
+            acc_kb[e] = acc_kb[e] * down
+            acc_k[e] = acc_k[e] * cute.arch.exp(s_g[r + SUB - 1, d] - gt)
+        if exact:
+            self.exact_diagonal(s, acc_q, acc_kb, acc_k, crd, bi, hc, scale)
+
+    @cute.jit
+    def block_span_vec(self, s, bi, lane):
+        """max over channels of G_first - G_last inside row block bi (warp-uniform)."""
+        s_g = s.g
+        K = self.cfg.K
+        span = Float32(0.0)
+        for u in cutlass.range_constexpr(K // 32):
+            d = lane + 32 * u
+            span = cute.arch.fmax(span, s_g[bi * SUB, d] - s_g[bi * SUB + SUB - 1, d])
+        return cute.arch.warp_reduction(span, cute.arch.fmax)
+
+    @cute.jit
+    def exact_diagonal(self, s, acc_q, acc_kb, acc_k, crd, bi, hc, scale):
+        """The diagonal block's adjoint terms with pairwise exponentials (decay spans too wide
+        to factor): for t, s in block bi, s <= t, every factor e^(G_t - G_s) <= 1."""
+        s_g = s.g
+        s_dzp = s.dzp
+        s_dzm = s.dzm
+        c = self.cfg
+        DN = c.K // 2
+        r = bi * SUB
+        for e in cutlass.range_constexpr(cute.size(acc_q)):
+            td = crd[e]
+            t = r + td[0]
+            d = hc * DN + td[1]
+            gt = s_g[t, d]
+            aq = Float32(0.0)
+            akb = Float32(0.0)
+            ak = Float32(0.0)
+            for i in cutlass.range_constexpr(SUB):
+                x = r + i
+                fx = cute.arch.exp(cute.arch.fmin(gt - s_g[x, d], Float32(0.0)))   # x <= t: e^(G_t - G_x)
+                fy = cute.arch.exp(cute.arch.fmin(s_g[x, d] - gt, Float32(0.0)))   # x >= t: e^(G_x - G_t)
+                kx = s.kh[x, d].to(Float32)
+                aq = aq + s_dzp[t, x].to(Float32) * kx * fx
+                akb = akb + s_dzm[t, x].to(Float32) * kx * fx
+                ak = ak + (s_dzp[x, t].to(Float32) * s.qh[x, d].to(Float32)
+                           + s_dzm[x, t].to(Float32) * self.kb_value(s, x, d)) * fy
+            acc_q[e] = acc_q[e] + aq
+            acc_kb[e] = acc_kb[e] + akb
+            acc_k[e] = acc_k[e] + ak
+
+    @cute.jit
+    def kb_value(self, s, t, d):
+        """kb = b k^ (GDN-2) or beta k^ at row t, channel d."""
+        kh = s.kh[t, d].to(Float32)
+        if cutlass.const_expr(self.cfg.beta_per_channel):
+            return kh * s.bst[t, d].to(Float32)
+        return kh * s.beta[t]
+
+    @cute.jit
+    def column_sums(self, s, colsum, crd, lane, bi, hc):
+        """sum over the block's 16 rows of colsum per channel -> s.dgl[bi, d] (fixed order:
+        the lane's two rows, then lanes g = 0..7 by shuffles)."""
+        DN = self.cfg.K // 2
+        # an m16n8 accumulator: values e and e + 2 hold rows g and g + 8 of one column
+        for e in cutlass.range_constexpr(cute.size(colsum)):
+            if cutlass.const_expr((e // 2) % 2 == 0):
+                v = colsum[e] + colsum[e + 2]
+                for off in cutlass.range_constexpr(3):
+                    v = v + cute.arch.shuffle_sync_bfly(v, offset=4 << off)
+                if lane < 4:
+                    s.dgl[bi, hc * DN + crd[e][1]] = v
+
+    # ------------------------------------------------------------------ outputs
+    @cute.jit
+    def epilogue_vec(self, s, mdq, mdk, mdb, acc_q, acc_kb, acc_k, crd, heads, t0, eos, lane, bi, hc):
+        """dG per element into shared memory, the row sums, GDN-2's dbeta, then (after the
+        row sums are complete) dq and dk."""
+        s_sums = s.sums
+        c = self.cfg
+        DN = c.K // 2
+        h = heads[3]
+        lo = [Float32(0.0)] * ROW_SUMS
+        hi = [Float32(0.0)] * ROW_SUMS
+        for e in cutlass.range_constexpr(cute.size(acc_q)):
+            td = crd[e]
+            t = bi * SUB + td[0]
+            d = hc * DN + td[1]
+            up = (td[0] // 8).to(Float32)
+            qv = s.qh[t, d].to(Float32)
+            kv = s.kh[t, d].to(Float32)
+            kbv = self.kb_value(s, t, d)
+            s.dgam[t, d] = qv * acc_q[e] + kbv * acc_kb[e] - kv * acc_k[e]
+            if cutlass.const_expr(c.beta_per_channel):
+                if t0 + t < eos:
+                    mdb[t0 + t, h, d] = (kv * acc_kb[e]).to(mdb.element_type)
+            terms = (qv * acc_q[e], kbv * acc_kb[e], kv * acc_k[e], kv * acc_kb[e])
+            for i in cutlass.range_constexpr(ROW_SUMS):
+                hi[i] = hi[i] + terms[i] * up
+                lo[i] = lo[i] + terms[i] * (Float32(1.0) - up)
+        for i in cutlass.range_constexpr(ROW_SUMS):
+            for half in cutlass.range_constexpr(2):
+                v = cute.arch.warp_reduction(hi[i] if half else lo[i], lambda a, b: a + b, threads_in_group=4)
+                if lane % 4 == 0:
+                    s_sums[hc, i, bi * SUB + lane // 4 + 8 * half] = v
+        cute.arch.sync_threads()
+        self.write_qk(s, mdq, mdk, acc_q, acc_kb, acc_k, crd, heads, t0, eos, bi, hc)
+
+    @cute.jit
+    def q_value(self, s, t, d):
+        return s.qh[t, d].to(Float32)
+
+    @cute.jit
+    def k_value(self, s, t, d):
+        return s.kh[t, d].to(Float32)
+
+    @cute.jit
+    def beta_at(self, s, t, d):
+        if cutlass.const_expr(self.cfg.beta_per_channel):
+            return s.bst[t, d].to(Float32)
+        return s.beta[t]
+
+    @cute.jit
+    def gate_scan_out(self, s, mdg, mdb, heads, t0, eos, tid):
+        """dg = reverse cumsum of dG per channel (thread d < K), the chunk terms at the last
+        real row; KDA's scalar dbeta."""
+        s_dgam = s.dgam
+        c = self.cfg
+        K, C = c.K, CHUNK
+        h = heads[3]
+        last = eos - 1 - t0
+        if tid < K:
+            d = tid
+            tail = s.sds[d]
+            for b in cutlass.range_constexpr(NBLK):
+                tail = tail + s.dgl[b, d]
+            acc = Float32(0.0)
+            for i in cutlass.range_constexpr(C):
+                r = C - 1 - i
+                v = s_dgam[r, d]
+                if r == last:
+                    v = v + tail
+                if r > last:
+                    v = Float32(0.0)
+                acc = acc + v
+                if r <= last:
+                    mdg[t0 + r, h, d] = acc
+        if cutlass.const_expr(not c.beta_per_channel):
+            if tid >= K and tid < K + C:
+                r = tid - K
+                if t0 + r < eos:
+                    mdb[t0 + r, h, 0] = (s.sums[0, 3, r] + s.sums[1, 3, r]) + s.dbv[r]
