@@ -124,11 +124,60 @@ def bench_fla_kda_fwd(inp, reps):
     return cuda_median_ms(lambda: chunk_kda(*args, cu_seqlens=cu64), reps)
 
 
+def op_fwd_bwd_runner(inp, family: str, plan_name: str | None = None):
+    """The public torch op as a user trains with it: forward, then autograd's backward
+    (torch.autograd.grad w.r.t. every input); the planner's choice of engines unless
+    plan_name pins one (forward and backward)."""
+    from cudnn.linear_attention import ops
+
+    q, k, v, g, beta, cu = inp
+    leaves = [x.detach().clone().requires_grad_(True) for x in (q, k, v, g, beta)]
+    extra = []
+    if family == "gdn2":   # GDN-2: per-channel erase gate b (io dtype) and write gate w
+        T, H, K = q.shape
+        leaves[4] = torch.sigmoid(torch.randn(T, H, K, device=q.device)).to(q.dtype).requires_grad_(True)
+        extra = [torch.sigmoid(torch.randn(T, H, v.shape[2], device=q.device)).to(q.dtype).requires_grad_(True)]
+    fn = {"gdn": ops.gated_delta_net, "kda": ops.kimi_delta_attention, "gdn2": ops.gated_delta_net_v2}[family]
+    d_out = torch.randn(q.shape[0], q.shape[1], v.shape[2], dtype=q.dtype, device=q.device)
+    pinned = {} if plan_name is None else {"plan_name": plan_name}
+
+    def step():
+        o = fn(*leaves, *extra, cu, **pinned)[0]
+        torch.autograd.grad(o, leaves + extra, d_out)
+    return step
+
+
+def bench_fla_fwd_bwd(family: str):
+    def run(inp, reps):
+        q, k, v, g, beta, cu = inp
+        if family == "gdn":
+            from fla.ops.gated_delta_rule import chunk_gated_delta_rule as fn
+        else:
+            from fla.ops.kda import chunk_kda as fn
+        leaves = [x.unsqueeze(0).detach().clone().requires_grad_(True) for x in (q, k, v, g, beta)]
+        d_out = torch.randn(1, q.shape[0], q.shape[1], v.shape[2], dtype=q.dtype, device=q.device)
+        cu64 = cu.long()
+
+        def step():
+            o = fn(*leaves, cu_seqlens=cu64)[0]
+            torch.autograd.grad(o, leaves, d_out)
+        return cuda_median_ms(step, reps)
+    return run
+
+
 CASES_BWD = [
-    ("GDN fwd+bwd", False, [("cuTile", lambda inp, reps: cuda_median_ms(
-        cutile_fwd_bwd_runner(inp, False), reps))]),
-    ("KDA fwd+bwd", True, [("cuTile", lambda inp, reps: cuda_median_ms(
-        cutile_fwd_bwd_runner(inp, True), reps))]),
+    ("GDN fwd+bwd", False, [
+        ("op FROST", lambda inp, reps: cuda_median_ms(op_fwd_bwd_runner(inp, "gdn"), reps)),
+        ("op cuTile", lambda inp, reps: cuda_median_ms(op_fwd_bwd_runner(inp, "gdn", "gdn_cutile"), reps)),
+        ("cuTile", lambda inp, reps: cuda_median_ms(cutile_fwd_bwd_runner(inp, False), reps)),
+        ("FLA 0.6", bench_fla_fwd_bwd("gdn"))]),
+    ("KDA fwd+bwd", True, [
+        ("op FROST", lambda inp, reps: cuda_median_ms(op_fwd_bwd_runner(inp, "kda"), reps)),
+        ("op cuTile", lambda inp, reps: cuda_median_ms(op_fwd_bwd_runner(inp, "kda", "kda_cutile"), reps)),
+        ("cuTile", lambda inp, reps: cuda_median_ms(cutile_fwd_bwd_runner(inp, True), reps)),
+        ("FLA 0.6", bench_fla_fwd_bwd("kda"))]),
+    ("GDN-2 fwd+bwd", True, [
+        ("op FROST", lambda inp, reps: cuda_median_ms(op_fwd_bwd_runner(inp, "gdn2"), reps))]),
 ]
 
 CASES = [

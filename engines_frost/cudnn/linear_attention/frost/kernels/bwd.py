@@ -105,11 +105,18 @@ def _fail(arg: str, expected: str, got) -> ValueError:
 
 
 def _check_grad(name, t, shape, dtypes, device):
-    from cudnn.linear_attention.frost.kernels.fwd import _check
+    from cudnn.linear_attention.frost.kernels.fwd import _dtype_name
 
     if t is None:
         raise _fail(name, f"a {list(shape)} tensor", None)
-    _check(name, t, shape, dtypes, device)
+    if t.device != device:
+        raise _fail(name, f"on {device} (the device of q)", t.device)
+    if tuple(t.shape) != tuple(shape):
+        raise _fail(name, f"of shape {list(shape)}", list(t.shape))
+    if _dtype_name(t) not in dtypes:
+        raise _fail(name, f"of dtype {' or '.join(dtypes)}", t.dtype)
+    if not t.is_contiguous():
+        raise _fail(name, "contiguous (the kernels write packed rows)", f"strides {t.stride()}")
 
 
 def check_bwd_operands(*, q, k, v, g, beta, w, cu_seqlens, dO, initial_state, d_final_state, dq, dk, dv, dg,
@@ -118,10 +125,14 @@ def check_bwd_operands(*, q, k, v, g, beta, w, cu_seqlens, dO, initial_state, d_
     (stage "states") and T, N."""
     from cudnn.linear_attention.frost.kernels.fwd import _dtype_name, check_operands
 
-    launch = check_operands(q=q, k=k, v=v, g=g, beta=beta, w=w, cu_seqlens=cu_seqlens, out=dO,
-                            initial_state=initial_state, final_state=None, use_l2norm=use_l2norm,
-                            gate_per_channel=gate_per_channel, beta_per_channel=beta_per_channel,
-                            algorithm="v2")
+    try:  # the forward's operands pass the forward's checks (dO as the output it mirrors)
+        launch = check_operands(q=q, k=k, v=v, g=g, beta=beta, w=w, cu_seqlens=cu_seqlens, out=dO,
+                                initial_state=initial_state, final_state=None, use_l2norm=use_l2norm,
+                                gate_per_channel=gate_per_channel, beta_per_channel=beta_per_channel,
+                                algorithm="v2")
+    except ValueError as e:
+        raise ValueError(str(e).replace("frost_fwd: out ", "frost_bwd: dO ")
+                         .replace("frost_fwd:", "frost_bwd:")) from None
     f = launch.config
     T, N, device = launch.T, launch.N, q.device
     io = f.io_dtype

@@ -1,0 +1,113 @@
+"""frost_bwd's host side on the CPU: operand checks, the workspace layout, the config.
+
+Every check raises ValueError naming the argument, what was expected and what was given;
+the workspace size is exactly the sum of its aligned regions and grows with the grouped
+heads' fp32 gradients; the config derived from real tensors matches the operands.
+"""
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from cudnn.linear_attention.frost.kernels.bwd import (  # noqa: E402
+    check_bwd_operands,
+    frost_bwd_workspace_size,
+    workspace_layout,
+)
+from cudnn.linear_attention.frost.kernels.bwd_config import FrostBwdConfig, checkpoint_rows  # noqa: E402
+
+
+def _operands(T=130, N=3, H=4, HK=4, HV=4, K=64, V=64, family="gdn", h0=False, dht=False):
+    bf = torch.bfloat16
+    HO = max(H, HV)
+    vec = family != "gdn"
+    x = dict(q=torch.randn(T, H, K, dtype=bf), k=torch.randn(T, HK, K, dtype=bf), v=torch.randn(T, HV, V, dtype=bf),
+             g=torch.randn(T, HO, K) if vec else torch.randn(T, HO),
+             beta=torch.rand(T, HO, K, dtype=bf) if family == "gdn2" else torch.rand(T, HO),
+             w=torch.rand(T, HO, V, dtype=bf) if family == "gdn2" else None,
+             cu_seqlens=torch.tensor([0, 50, 50, T][:N] + [T], dtype=torch.int32)[: N + 1],
+             dO=torch.randn(T, HO, V, dtype=bf),
+             initial_state=torch.randn(N, HO, V, K) if h0 else None,
+             d_final_state=torch.randn(N, HO, V, K) if dht else None)
+    x.update(dq=torch.empty_like(x["q"]), dk=torch.empty_like(x["k"]), dv=torch.empty_like(x["v"]),
+             dg=torch.empty_like(x["g"]), dbeta=torch.empty_like(x["beta"]),
+             dw=None if x["w"] is None else torch.empty_like(x["w"]),
+             d_initial_state=torch.empty(N, HO, V, K) if h0 else None)
+    return x
+
+
+def _check(x, family="gdn", l2=False):
+    return check_bwd_operands(**x, use_l2norm=l2, gate_per_channel=family != "gdn",
+                              beta_per_channel=family == "gdn2")
+
+
+@pytest.mark.parametrize("family", ["gdn", "kda", "gdn2"])
+def test_config_follows_the_operands(family):
+    cfg, T, N = _check(_operands(family=family, h0=True, dht=True, H=2, HV=4), family, l2=True)
+    assert isinstance(cfg, FrostBwdConfig) and cfg.stage == "states"
+    assert (T, N) == (130, 3)
+    assert cfg.fwd.family == family and cfg.fwd.use_l2norm and cfg.fwd.has_initial_state
+    assert (cfg.dht_dtype, cfg.dh0_dtype) == ("float32", "float32")
+    assert cfg.q_grouped and not cfg.v_grouped and not cfg.k_grouped  # HK = HV = HO
+
+
+@pytest.mark.parametrize("mutate, needle", [
+    (lambda x: x.update(dq=x["dq"][:, :, :32]), "frost_bwd: dq must be of shape [130, 4, 64], got [130, 4, 32]"),
+    (lambda x: x.update(dg=x["dg"].double()), "frost_bwd: dg must be of dtype float32, got torch.float64"),
+    (lambda x: x.update(dbeta=None), "frost_bwd: dbeta must be a [130, 4] tensor, got None"),
+    (lambda x: x.update(d_initial_state=torch.empty(3, 4, 64, 64)),
+     "frost_bwd: d_initial_state must be given exactly when initial_state is"),
+    (lambda x: x.update(d_final_state=torch.empty(3, 4, 64, 32)),
+     "frost_bwd: d_final_state must be of shape [3, 4, 64, 64], got [3, 4, 64, 32]"),
+    (lambda x: x.update(dO=x["dO"].float()), "frost_bwd: dO must be of dtype bfloat16"),
+    (lambda x: x.update(dw=torch.empty(130, 4, 64, dtype=torch.bfloat16)),
+     "frost_bwd: dw must be None unless beta_per_channel (GDN-2)"),
+])
+def test_bad_operands_are_named(mutate, needle):
+    x = _operands()
+    mutate(x)
+    with pytest.raises(ValueError) as e:
+        _check(x)
+    assert str(e.value).startswith(needle), str(e.value)
+
+
+@pytest.mark.parametrize("heads, grouped", [((4, 4, 4), ()), ((2, 2, 4), ("dq", "dk")), ((4, 4, 2), ("dv",)),
+                                            ((2, 4, 4), ("dq",))])
+def test_workspace_is_exactly_its_regions(heads, grouped):
+    H, HK, HV = heads
+    T, N, K, V = 1000, 5, 128, 64
+    regions, size = workspace_layout(total_tokens=T, num_seqs=N, heads_q=H, heads_k=HK, heads_v=HV,
+                                     head_dim_k=K, head_dim_v=V)
+    names = [r.name for r in regions]
+    assert names == ["ckpt", "dckpt", "u", "dr", *grouped]
+    HO = max(H, HV)
+    R = checkpoint_rows(T, N)
+    assert regions[0].shape == (R, HO, V, K) and regions[2].shape == (T, HO, V)
+    end = 0
+    for r in regions:
+        assert r.offset % 256 == 0 and r.offset >= end
+        count = 1
+        for extent in r.shape:
+            count *= extent
+        end = r.offset + count * (2 if r.dtype == "bfloat16" else 4)
+    assert end <= size < end + 256
+    assert frost_bwd_workspace_size(total_tokens=T, num_seqs=N, heads_q=H, heads_k=HK, heads_v=HV,
+                                    head_dim_k=K, head_dim_v=V) == size
+
+
+def test_checkpoint_rows_never_collide():
+    """Chunk j of sequence n at row cu[n] // 64 + n + j: distinct rows below T // 64 + N."""
+    import random
+
+    rng = random.Random(3)
+    for _ in range(200):
+        lens = [rng.choice([0, 1, 5, 63, 64, 65, 127, 128, 129, 300]) for _ in range(rng.randint(1, 12))]
+        cu = [0]
+        for n in lens:
+            cu.append(cu[-1] + n)
+        rows = [cu[n] // 64 + n + j for n, L in enumerate(lens) for j in range(-(-L // 64))]
+        assert len(rows) == len(set(rows))
+        assert all(0 <= r < checkpoint_rows(cu[-1], len(lens)) for r in rows)
+
+
+if __name__ == "__main__":
+    raise SystemExit(pytest.main([__file__, "-q"]))
