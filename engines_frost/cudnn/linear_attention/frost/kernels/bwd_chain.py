@@ -53,10 +53,13 @@ _TRANSPOSED = {"qa": "qat", "kba": "kbat", "kdt": "kd", "mneg": "mnegt", "p": "p
 
 def smem_plan(c: FrostFwdConfig):
     """v2's plan with QA, KBA as [K, C], KD as [C, K], the Gram blocks and inverses stored
-    transposed, W0's slot staging dO rows (raw io), plus dO^T [V, C]."""
+    transposed, plus dO^T [V, C]. W0's slot stages the next chunk's dO rows (raw io) for
+    scalar gates; vector gates have no room for it (their dO rows load in the rows stage)."""
     K, V, C = c.K, c.V, CHUNK
     plan = []
     for name, dtype, shape, stride in v2_smem_plan(c):
+        if name == "w0" and c.gate_per_channel:
+            continue
         if name in ("qa", "kba"):
             plan.append((_TRANSPOSED[name], "bf16", (K, C), (C + PAD16, 1)))
         elif name == "kdt":
@@ -150,8 +153,14 @@ class FrostBwdChain(FrostFwdV2):
     # ------------------------------------------------------------------ staging
     @cute.jit
     def prefetch_chunk(self, s, t0, eos, tid):
-        """Chunk t0's q, k, gates, beta (v2's prefetch_rows) and its dO rows into W0's slot."""
+        """Chunk t0's q, k, gates, beta (v2's prefetch_rows) and, scalar gates, its dO rows
+        into W0's slot."""
         self.prefetch_rows(s, t0, eos, tid)
+        if cutlass.const_expr(not self.cfg.gate_per_channel):
+            self.prefetch_do(s, t0, eos, tid)
+
+    @cute.jit
+    def prefetch_do(self, s, t0, eos, tid):
         m = s.gmem
         h = m.heads[3]
         V, NT = self.cfg.V, self.threads
@@ -184,11 +193,16 @@ class FrostBwdChain(FrostFwdV2):
             yq, yk = self.qk_hat(xq, xk)
             cute.autovec_copy(yq, cute.local_tile(s_q[r, None], (VEC,), (cv,)))
             cute.autovec_copy(yk, cute.local_tile(s_k[r, None], (VEC,), (cv,)))
-        do_in = self.io_view(s.w0)
         r, cv0 = tid % C, tid // C  # a warp: 32 rows of one slice -> conflict-free transposed stores
         for u in cutlass.range_constexpr(C * (V // VEC) // NT):
             cv = cv0 + u * (NT // C)
-            x = load_vec(cute.local_tile(do_in[r, None], (VEC,), (cv,)))
+            if cutlass.const_expr(c.gate_per_channel):  # no staging slot: straight from dO
+                x = cute.make_rmem_tensor((VEC,), self.io)
+                x.fill(0.0)
+                if t0 + r < eos:
+                    cute.autovec_copy(cute.local_tile(s.gmem.do[t0 + r, heads[3], None], (VEC,), (cv,)), x)
+            else:
+                x = load_vec(cute.local_tile(self.io_view(s.w0)[r, None], (VEC,), (cv,)))
             for e in cutlass.range_constexpr(VEC):
                 s_dot[cv * VEC + e, r] = x[e].to(Float32).to(BFloat16)
         if cutlass.const_expr(c.gate_per_channel):

@@ -333,7 +333,9 @@ class FrostBwdGrads(FrostFwdV2):
             ts = crd[e]
             t = bi * SUB + ts[0]
             u = bj * SUB + ts[1]
-            f = cute.arch.exp(cute.arch.fmin(s_g[t] - s_g[u], Float32(0.0)))
+            f = Float32(1.0)  # vector gates: the decays enter the adjoints (bwd_grads_vec.py)
+            if cutlass.const_expr(not self.cfg.gate_per_channel):
+                f = cute.arch.exp(cute.arch.fmin(s_g[t] - s_g[u], Float32(0.0)))
             pv = acc_p[e] * scale * f
             mv = -(acc_m[e] * f)
             if u > t:
@@ -565,7 +567,7 @@ class FrostBwdGrads(FrostFwdV2):
         s_part = s.part
         h = heads[3]
         if tid < 32:
-            last = eos - 1 - t0  # the chunk's last real row (< CHUNK)
+            last = cutlass.min(eos - 1 - t0, CHUNK - 1)  # the chunk's last real row
             tail = Float32(0.0)
             for w in cutlass.range_constexpr(WARPS):
                 tail = tail + s_part[0, w]

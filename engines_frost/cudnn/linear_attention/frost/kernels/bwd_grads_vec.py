@@ -503,7 +503,7 @@ class FrostBwdGradsVec(FrostBwdGrads):
         c = self.cfg
         K, C = c.K, CHUNK
         h = heads[3]
-        last = eos - 1 - t0
+        last = cutlass.min(eos - 1 - t0, C - 1)  # the chunk's last real row
         if tid < K:
             d = tid
             tail = s.sds[d]
