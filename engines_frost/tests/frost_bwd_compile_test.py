@@ -1,0 +1,49 @@
+"""L0: the FROST backward kernels cross-compile for sm_90a (no GPU needed).
+
+Every stage (states, chain, grads) for GDN, and the vector-gate kernels (KDA, GDN-2) that
+differ from it, through the same entry (bwd_compile.compile_bwd, bwd_abi.bwd_fake_args)
+the GPU launch uses; plus the shared-memory budget of every family's chain and grads at
+the largest head dims. Skips where nvidia-cutlass-dsl is not importable.
+"""
+import pytest
+
+cutlass = pytest.importorskip("cutlass", reason="nvidia-cutlass-dsl (CuTe DSL) is not installed")
+
+from cudnn.linear_attention.frost.kernels.bwd_compile import compile_bwd  # noqa: E402
+from cudnn.linear_attention.frost.kernels.bwd_config import FrostBwdConfig  # noqa: E402
+from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig  # noqa: E402
+
+FAMILY = {"gdn": (False, False), "kda": (True, False), "gdn2": (True, True)}
+
+
+def _cfg(family, stage, K=128, V=128, H=4, HV=4, l2=True, h0=True):
+    vec, per_beta = FAMILY[family]
+    f = FrostFwdConfig("bfloat16", "float32" if h0 else None, H, H, HV, K, V, vec, per_beta, per_beta, l2, h0,
+                       False, algorithm="v2", gate_align16=vec)
+    return FrostBwdConfig(f, stage, "float32", "float32" if h0 else None)
+
+
+CASES = [("gdn", "states", {}), ("gdn", "chain", {}), ("gdn", "grads", {}),
+         ("gdn", "grads", dict(K=64, V=64, H=2, HV=4, l2=False, h0=False)),
+         ("kda", "chain", {}), ("kda", "grads", {}), ("gdn2", "grads", dict(K=128, V=64))]
+
+
+@pytest.mark.parametrize("family, stage, kw", CASES, ids=[f"{f}-{s}-{i}" for i, (f, s, _) in enumerate(CASES)])
+def test_backward_kernel_compiles_for_sm90a(family, stage, kw):
+    assert callable(compile_bwd(_cfg(family, stage, **kw), "sm_90a", ffi="cute"))
+
+
+@pytest.mark.parametrize("family", list(FAMILY))
+@pytest.mark.parametrize("dims", [(128, 128), (128, 64), (64, 128)])
+def test_shared_memory_fits(family, dims):
+    from cudnn.linear_attention.frost.kernels import bwd_chain, bwd_grads, bwd_grads_vec
+    from cudnn.linear_attention.frost.kernels.fwd_v1 import SMEM_LIMIT, smem_bytes
+
+    f = _cfg(family, "chain", *dims).fwd
+    assert smem_bytes(f, bwd_chain.smem_plan) <= SMEM_LIMIT
+    grads = bwd_grads_vec.smem_bytes(f) if f.gate_per_channel else smem_bytes(f, bwd_grads.smem_plan)
+    assert grads <= SMEM_LIMIT
+
+
+if __name__ == "__main__":
+    raise SystemExit(pytest.main([__file__, "-q"]))
