@@ -134,6 +134,22 @@ def configs_of(case: Case, family: str):
     return [cfg.with_stage(s) for s in STAGES]
 
 
+def matrix_configs(families):
+    """The kernels test_la_frost_bwd_engines.py launches (its shapes, flags, state dtypes)."""
+    from tests.numerics import test_la_frost_bwd_engines as mx
+
+    cases = [(shape, l2, h0) for shape, l2, h0 in mx.COMBOS]
+    cases += [(shape, True, True) for shape in mx.LONG_SHAPES] + [(mx.SHAPES[1], False, False)]
+    cases += [(("batch", [300, 129, 1000], 8, 8, 128, 128), True, True),
+              (("alone", [129], 8, 8, 128, 128), True, True)]
+    out = []
+    for fam in families:
+        for (_, lens, H, HV, K, V), l2, h0 in cases:
+            case = Case("matrix", tuple(lens[:3]) or (1,), H, HV, K, V, h0=h0, dht=True, l2norm=l2)
+            out += configs_of(case, fam)
+    return out
+
+
 def _build(cfg_fields, arch, root, host_target):
     sys.path[:0] = [str(REPO / r) for r in ("engines_frost", "router", "ir", "ops", ".")]
     from cudnn.linear_attention.frost.kernels import kernel_store
@@ -254,6 +270,8 @@ def main() -> int:
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--no-time", action="store_true")
     ap.add_argument("--only", help="run only the case with this name")
+    ap.add_argument("--matrix", action="store_true",
+                    help="also build the kernels of tests/numerics/test_la_frost_bwd_engines.py")
     ap.add_argument("--prebuild", action="store_true",
                     help="only build the kernels into the store, for sm_90a and a generic x86-64 host "
                          "(a machine without a GPU; the DSL's own calling convention)")
@@ -266,6 +284,8 @@ def main() -> int:
         for fam in families:
             bench = configs_of(timing, fam)
             cfgs += bench + [bench[0].fwd]  # the timed forward: frost_fwd without states
+    if args.matrix:
+        cfgs += matrix_configs(families)
     if args.prebuild:
         from cudnn.linear_attention.frost.kernels.kernel_store import GENERIC_X86_64
 

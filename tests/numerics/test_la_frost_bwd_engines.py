@@ -137,10 +137,15 @@ def _check(family, shape, l2, with_h0, correlated=False):
     assert not bad, f"relative error above {bound}: {bad}"
 
 
+# (shape, l2norm, initial state): the mixed-length shape with every combination, the
+# others with none and both (each flag is covered on every head layout)
+COMBOS = [(SHAPES[1], l2, h0) for l2 in (False, True) for h0 in (False, True)] + [
+    (shape, flag, flag) for shape in SHAPES[:1] + SHAPES[2:] for flag in (False, True)]
+
+
 @pytest.mark.parametrize("family", FAMILIES)
-@pytest.mark.parametrize("with_h0", [False, True], ids=["no_h0", "h0"])
-@pytest.mark.parametrize("l2", [False, True], ids=["raw_qk", "l2norm"])
-@pytest.mark.parametrize("shape", SHAPES, ids=[s[0] for s in SHAPES])
+@pytest.mark.parametrize("shape, l2, with_h0", COMBOS,
+                         ids=[f"{s[0]}-l2{int(l2)}-h0{int(h0)}" for s, l2, h0 in COMBOS])
 def test_backward(shape, l2, with_h0, family):
     _check(family, shape, l2, with_h0)
 

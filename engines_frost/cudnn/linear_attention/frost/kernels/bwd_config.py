@@ -45,7 +45,15 @@ class FrostBwdConfig:
             bad("dh0_dtype", "set exactly when the forward has an initial state")
 
     def with_stage(self, stage: str) -> "FrostBwdConfig":
-        return dataclasses.replace(self, stage=stage)
+        """The config of one stage's kernel, without what that kernel never reads (so
+        backward calls that differ only there share the kernel): states reads no state
+        gradient, grads neither states nor state gradients."""
+        if stage == "chain":
+            return dataclasses.replace(self, stage=stage)
+        if stage == "states":
+            return dataclasses.replace(self, stage=stage, dht_dtype=None)
+        fwd = dataclasses.replace(self.fwd, has_initial_state=False, state_dtype=None)
+        return dataclasses.replace(self, fwd=fwd, stage=stage, dht_dtype=None, dh0_dtype=None)
 
     # -- derived ----------------------------------------------------------------------
     @property
