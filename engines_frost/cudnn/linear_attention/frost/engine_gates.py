@@ -5,8 +5,7 @@ the node exactly as described, else a message naming the engine, the property th
 and its value. Pure and cheap: no torch, no cutlass, no device query (that is
 runtime_probe.py).
 
-The kernels implement: the forward (kernels/fwd.py) and, for GDN, the backward
-(kernels/bwd.py; KDA and GDN-2 backward decline until their kernels exist); THD; one recurrence per (sequence, output
+The kernels implement: the forward (kernels/fwd.py) and the backward (kernels/bwd.py); THD; one recurrence per (sequence, output
 head) with HO = max(H, HV), q/k heads grouped over output heads (HK in {H, HV}, H and
 HV equal or one an exact multiple of the other); K, V in {64, 128}; log-domain gates:
 scalar [T, HO] (GDN) or per key channel [T, HO, K] (KDA, GDN-2); scalar beta [T, HO]
@@ -52,11 +51,11 @@ GDN = FamilyTraits("gdn", gate_per_channel=False, beta_per_channel=False, qk_l2n
                    backward=True)
 KDA = FamilyTraits("kda", gate_per_channel=True, beta_per_channel=False, qk_l2norm=True,
                    dtypes=PortDtypes(IO_DTYPES, {**_COMMON_DTYPES, "beta": (FP32,), "dBeta": (FP32,)}),
-                   backward=False)
+                   backward=True)
 GDN2 = FamilyTraits("gdn2", gate_per_channel=True, beta_per_channel=True, qk_l2norm=True,
                     dtypes=PortDtypes(IO_DTYPES, {**_COMMON_DTYPES, "beta": IO, "w": IO, "dBeta": IO,
                                                   "dW": IO}),
-                    backward=False)
+                    backward=True)
 
 # Features of the op surface the v0 kernels do not implement (each declines by name).
 _UNSUPPORTED_FLAGS = ("use_beta_sigmoid", "allow_neg_eigval", "safe_gate", "beta_guard",

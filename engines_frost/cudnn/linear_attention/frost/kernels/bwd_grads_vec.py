@@ -22,8 +22,8 @@ and e^G_last sum_v S dS at the last real row. GDN-2: beta is the erase gate b pe
 (dbeta = k^ dkb per element), dv = w dR and dw = v dR.
 
 Shared memory is one region used twice: the state products' operands (dO, dR, U [C, V],
-S, dS [K, V]) until they are done, then the adjoints' (KE^T, QR^T, KBR^T [K, C], q^, k^
-[C, K], b, dG); the scores, gates and small tables stay. K = V = 128: ~204 KB.
+S, dS [K, V]) until they are done, then the adjoints' (q^, k^ [C, K], b, dG); the scores,
+gates and small tables stay.
 """
 from __future__ import annotations
 
@@ -39,7 +39,6 @@ from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
 from cudnn.linear_attention.frost.kernels.fwd_v1 import (
     _DTYPES,
     CHUNK,
-    GRAM_TILES,
     NBLK,
     PAD16,
     SMEM_LIMIT,
@@ -61,13 +60,11 @@ def smem_regions(c: FrostFwdConfig):
     """(stage-A tensors, stage-B tensors, persistent tensors); A and B share one region."""
     K, V, C = c.K, c.V, CHUNK
     a = [_rows("do", C, V), _rows("dr", C, V), _rows("u", C, V), _rows("sf", K, V), _rows("dsf", K, V)]
-    b = [_rows("ket", K, C), _rows("qrt", K, C), _rows("kbrt", K, C), _rows("qh", C, K), _rows("kh", C, K),
-         _rows("dgam", C, K, "f32", 4)]
+    b = [_rows("qh", C, K), _rows("kh", C, K), _rows("dgam", C, K, "f32", 4)]
     if c.beta_per_channel:
         b.append(_rows("bst", C, K))  # GDN-2 erase gate b (bf16)
     keep = [
         _rows("dzp", C, C), _rows("dzm", C, C), _rows("g", C, K, "f32", 4),
-        ("xg", "f32", (len(GRAM_TILES), K), (K, 1)),
         ("beta", "f32", (C,), (1,)), ("rq", "f32", (C,), (1,)), ("rk", "f32", (C,), (1,)),
         ("sums", "f32", (2, ROW_SUMS, C), (ROW_SUMS * C, C, 1)),
         ("dbv", "f32", (C,), (1,)),
@@ -257,29 +254,24 @@ class FrostBwdGradsVec(FrostBwdGrads):
     # ------------------------------------------------------------------ adjoint operands
     @cute.jit
     def stage_operands_vec(self, s, mq, mk, mb, heads, t0, eos, tid):
-        """q^, k^ [C, K] and KE^T, QR^T, KBR^T [K, C] (bf16), GDN-2's b rows, and the
-        channel factors X per lower tile (into the region the state products used)."""
-        s_g = s.g
+        """q^, k^ [C, K] (bf16, as the forward's products read them) and GDN-2's b rows, into
+        the region the state products used."""
         c = self.cfg
         K, C = c.K, CHUNK
         hq, hk, _, h = heads
-        r, cv0 = tid % C, tid // C   # a warp: 32 rows of one slice (transposed stores)
-        ok = t0 + r < eos
-        rq = s.rq[r]
-        rk = s.rk[r]
-        bt = s.beta[r]
-        rr = (r // SUB) * SUB
-        re = rr + SUB - 1
-        for u in cutlass.range_constexpr(C * (K // VEC) // THREADS):
-            cv = cv0 + u * (THREADS // C)
-            d0 = cv * VEC
+        vr = K // VEC
+        r0, cv = tid // vr, tid % vr
+        for u in cutlass.range_constexpr(C * vr // THREADS):
+            r = r0 + u * (THREADS // vr)
+            rq = s.rq[r]
+            rk = s.rk[r]
             xq = cute.make_rmem_tensor((VEC,), self.io)
             xk = cute.make_rmem_tensor((VEC,), self.io)
             xb = cute.make_rmem_tensor((VEC,), self.io)
             xq.fill(0.0)
             xk.fill(0.0)
             xb.fill(0.0)
-            if ok:
+            if t0 + r < eos:
                 cute.autovec_copy(cute.local_tile(mq[t0 + r, hq, None], (VEC,), (cv,)), xq)
                 cute.autovec_copy(cute.local_tile(mk[t0 + r, hk, None], (VEC,), (cv,)), xk)
                 if cutlass.const_expr(c.beta_per_channel):
@@ -288,41 +280,43 @@ class FrostBwdGradsVec(FrostBwdGrads):
             yk = cute.make_rmem_tensor((VEC,), BFloat16)
             yb = cute.make_rmem_tensor((VEC,), BFloat16)
             for e in cutlass.range_constexpr(VEC):
-                d = d0 + e
-                qh = (xq[e].to(Float32) * rq).to(BFloat16)
-                kh = (xk[e].to(Float32) * rk).to(BFloat16)
-                yq[e] = qh
-                yk[e] = kh
-                bval = bt
-                if cutlass.const_expr(c.beta_per_channel):
-                    bval = xb[e].to(Float32)
-                    yb[e] = xb[e].to(Float32).to(BFloat16)
-                gam = s_g[r, d]
-                rel = cute.arch.exp(gam - s_g[rr, d])
-                s.qrt[d, r] = (qh.to(Float32) * rel).to(BFloat16)
-                s.kbrt[d, r] = (kh.to(Float32) * bval * rel).to(BFloat16)
-                s.ket[d, r] = (kh.to(Float32) * cute.arch.exp(s_g[re, d] - gam)).to(BFloat16)
+                yq[e] = (xq[e].to(Float32) * rq).to(BFloat16)
+                yk[e] = (xk[e].to(Float32) * rk).to(BFloat16)
+                yb[e] = xb[e].to(Float32).to(BFloat16)
             cute.autovec_copy(yq, cute.local_tile(s.qh[r, None], (VEC,), (cv,)))
             cute.autovec_copy(yk, cute.local_tile(s.kh[r, None], (VEC,), (cv,)))
             if cutlass.const_expr(c.beta_per_channel):
                 cute.autovec_copy(yb, cute.local_tile(s.bst[r, None], (VEC,), (cv,)))
-        groups = THREADS // K
-        for p in cutlass.range_constexpr(len(GRAM_TILES)):
-            ti, tj = GRAM_TILES[p]
-            if tid // K == p % groups:
-                d = tid % K
-                s.xg[p, d] = cute.arch.exp(s_g[ti * SUB, d] - s_g[tj * SUB + SUB - 1, d])
 
     @cute.jit
-    def scaled_b(self, thr, lane, tile, s_xg, p, hc):
-        """B fragment of a [K/2, 16] tile of KE^T / QR^T / KBR^T times X_p per channel."""
-        DN = self.cfg.K // 2
-        src = self.operand(thr, lane, tile, False)
+    def decayed_b(self, s, thr, blk, hc, ref, kind: cutlass.Constexpr):
+        """B fragment pair (hi, lo) of the [K/2, 16] tile (channels of half hc, rows of block
+        blk) of a decayed operand: the decay makes it inexact in bf16, and rounding it once
+        costs dG about 1e-2 (a bf16 emulation of this kernel). kind "k": k^_s e^(G_ref - G_s);
+        "q": q^_t e^(G_t - G_ref); "kb": kb_t e^(G_t - G_ref)."""
+        s_g = s.g
+        K, C = self.cfg.K, CHUNK
+        DN = K // 2
+        src = s.qh if cutlass.const_expr(kind == "q") else s.kh
+        layout = cute.make_layout((K, C), stride=(1, K + PAD16))   # [channel, row] view of [row, channel]
+        part = thr.partition_B(cute.local_tile(cute.make_tensor(src.iterator, layout), (DN, SUB), (hc, blk)))
         crd = thr.partition_B(cute.make_identity_tensor((DN, SUB)))
-        b = cute.make_rmem_tensor(src.shape, BFloat16)
-        for e in cutlass.range_constexpr(cute.size(b)):
-            b[e] = (src[e].to(Float32) * s_xg[p, hc * DN + crd[e][0]]).to(BFloat16)
-        return b
+        hi = thr.make_fragment_B(part)
+        lo = thr.make_fragment_B(part)
+        for e in cutlass.range_constexpr(cute.size(hi)):
+            d = hc * DN + crd[e][0]
+            row = blk * SUB + crd[e][1]
+            x = part[e].to(Float32)
+            if cutlass.const_expr(kind == "k"):
+                x = x * cute.arch.exp(s_g[ref, d] - s_g[row, d])
+            else:
+                x = x * cute.arch.exp(s_g[row, d] - s_g[ref, d])
+            if cutlass.const_expr(kind == "kb"):
+                x = x * self.beta_at(s, row, d)
+            y = x.to(BFloat16)
+            hi[e] = y
+            lo[e] = (x - y.to(Float32)).to(BFloat16)
+        return hi, lo
 
     # ------------------------------------------------------------------ score adjoints
     @cute.jit
@@ -330,15 +324,18 @@ class FrostBwdGradsVec(FrostBwdGrads):
         s_dzp = s.dzp
         s_dzm = s.dzm
         s_g = s.g
-        s_xg = s.xg
         K, C = self.cfg.K, CHUNK
         DN = K // 2
         mma = warp_mma()
-        # sum_t KE_t (e^(G_last - G_e) dKD)_t per channel for this block: dG_last's KD term
+        r = bi * SUB
+        e_row = r + SUB - 1
+        # dG_last's KD term for this block: sum_s k^_s e^(G_e - G_s) (e^(G_last - G_e) dKD)_s
         colsum = cute.make_rmem_tensor(thr.partition_shape_C((SUB, DN)), Float32)
         for e in cutlass.range_constexpr(cute.size(acc_k)):
             td = crd[e]
-            colsum[e] = s.ket[hc * DN + td[1], bi * SUB + td[0]].to(Float32) * acc_k[e]
+            d = hc * DN + td[1]
+            row = r + td[0]
+            colsum[e] = s.kh[row, d].to(Float32) * cute.arch.exp(s_g[e_row, d] - s_g[row, d]) * acc_k[e]
         self.column_sums(s, colsum, crd, lane, bi, hc)
         span = self.block_span_vec(s, bi, lane)
         exact = span >= SPAN_LIMIT
@@ -349,27 +346,26 @@ class FrostBwdGradsVec(FrostBwdGrads):
         if exact:
             count = bi
         for sb in cutlass.range(count, unroll=1):
-            if True:
-                p = bi * (bi + 1) // 2 + sb
-                a_p = self.operand(thr, lane, cute.local_tile(s_dzp, (SUB, SUB), (bi, sb)), True)
-                a_m = self.operand(thr, lane, cute.local_tile(s_dzm, (SUB, SUB), (bi, sb)), True)
-                b_k = self.scaled_b(thr, lane, cute.local_tile(s.ket, (DN, SUB), (hc, sb)), s_xg, p, hc)
-                cute.gemm(mma, acc_q, a_p[None, None, 0], b_k[None, None, 0], acc_q)
-                cute.gemm(mma, acc_kb, a_m[None, None, 0], b_k[None, None, 0], acc_kb)
+            a_p = self.operand(thr, lane, cute.local_tile(s_dzp, (SUB, SUB), (bi, sb)), True)
+            a_m = self.operand(thr, lane, cute.local_tile(s_dzm, (SUB, SUB), (bi, sb)), True)
+            k_hi, k_lo = self.decayed_b(s, thr, sb, hc, r, "k")
+            cute.gemm(mma, acc_q, a_p[None, None, 0], k_hi[None, None, 0], acc_q)
+            cute.gemm(mma, acc_q, a_p[None, None, 0], k_lo[None, None, 0], acc_q)
+            cute.gemm(mma, acc_kb, a_m[None, None, 0], k_hi[None, None, 0], acc_kb)
+            cute.gemm(mma, acc_kb, a_m[None, None, 0], k_lo[None, None, 0], acc_kb)
         # rows s of block bi: t blocks tb > bi, then the diagonal
         first = bi
         if exact:
             first = bi + 1
         for tb in cutlass.range(first, NBLK, unroll=1):
-            if True:
-                p = tb * (tb + 1) // 2 + bi
-                a_p = self.operand_t(thr, cute.local_tile(dzp_t, (SUB, SUB), (bi, tb)))
-                a_m = self.operand_t(thr, cute.local_tile(dzm_t, (SUB, SUB), (bi, tb)))
-                b_q = self.scaled_b(thr, lane, cute.local_tile(s.qrt, (DN, SUB), (hc, tb)), s_xg, p, hc)
-                b_kb = self.scaled_b(thr, lane, cute.local_tile(s.kbrt, (DN, SUB), (hc, tb)), s_xg, p, hc)
-                cute.gemm(mma, acc_k, a_p[None, None, 0], b_q[None, None, 0], acc_k)
-                cute.gemm(mma, acc_k, a_m[None, None, 0], b_kb[None, None, 0], acc_k)
-        r = bi * SUB
+            a_p = self.operand_t(thr, cute.local_tile(dzp_t, (SUB, SUB), (bi, tb)))
+            a_m = self.operand_t(thr, cute.local_tile(dzm_t, (SUB, SUB), (bi, tb)))
+            q_hi, q_lo = self.decayed_b(s, thr, tb, hc, e_row, "q")
+            cute.gemm(mma, acc_k, a_p[None, None, 0], q_hi[None, None, 0], acc_k)
+            cute.gemm(mma, acc_k, a_p[None, None, 0], q_lo[None, None, 0], acc_k)
+            kb_hi, kb_lo = self.decayed_b(s, thr, tb, hc, e_row, "kb")
+            cute.gemm(mma, acc_k, a_m[None, None, 0], kb_hi[None, None, 0], acc_k)
+            cute.gemm(mma, acc_k, a_m[None, None, 0], kb_lo[None, None, 0], acc_k)
         for e in cutlass.range_constexpr(cute.size(acc_q)):
             td = crd[e]
             t = r + td[0]
@@ -378,7 +374,7 @@ class FrostBwdGradsVec(FrostBwdGrads):
             down = cute.arch.exp(gt - s_g[r, d])
             acc_q[e] = acc_q[e] * down
             acc_kb[e] = acc_kb[e] * down
-            acc_k[e] = acc_k[e] * cute.arch.exp(s_g[r + SUB - 1, d] - gt)
+            acc_k[e] = acc_k[e] * cute.arch.exp(s_g[e_row, d] - gt)
         if exact:
             self.exact_diagonal(s, acc_q, acc_kb, acc_k, crd, bi, hc, scale)
 
