@@ -59,9 +59,6 @@ def test_l2norm_is_claimed_where_the_kernel_normalises(family):
 DECLINES = [
     # (id, family, op_graph kwargs, expected fragment of the message)
     ("gdn_bwd_sigmoid", "gdn", dict(op="gdn_bwd", use_beta_sigmoid=True), "use_beta_sigmoid"),
-    ("kda_bwd", "kda", dict(op="kda_bwd"), "kda_bwd is not implemented in this version"),
-    ("gdn2_bwd", "gdn2", dict(op="gdn2_bwd"),
-     "gdn2_bwd is not implemented in this version"),
     ("summary", "gdn", dict(op="gdn_summary"), "summary nodes are not implemented (kind SUMMARY)"),
     ("k_heads", "gdn", dict(H=2, HK=4, HV=8), "k heads (4) must equal q heads (2) or v heads (8)"),
     ("K_32", "gdn", dict(K=32), "head dim K = 32 is not one of (64, 128)"),

@@ -51,6 +51,8 @@ def test_frost_ranks_first_for_forward(frost_on, op, attrs, expected):
 @pytest.mark.parametrize("op, attrs, expected", [
     ("gdn_bwd", {}, ["gdn_frost", "gdn_cutile"]),
     ("gdn_bwd", dict(with_h0=True, use_qk_l2norm=True), ["gdn_frost", "gdn_cutile"]),
+    ("kda_bwd", dict(with_h0=True), ["kda_frost", "kda_cutile"]),
+    ("gdn2_bwd", dict(use_qk_l2norm=True), ["gdn2_frost"]),
 ])
 def test_frost_ranks_first_for_backward(frost_on, op, attrs, expected):
     """The FROST backward is the first plan; cuTile's stays behind it, reachable by name."""
@@ -60,20 +62,14 @@ def test_frost_ranks_first_for_backward(frost_on, op, attrs, expected):
 
 
 @pytest.mark.parametrize("op, attrs, expected, frost_reason", [
-    ("kda_bwd", dict(with_h0=True), ["kda_cutile"], "kda_bwd is not implemented in this"),
     ("kda", dict(K=256, V=128), ["kda_cutile"], "head dim K = 256 is not one of (64, 128)"),
+    ("kda_bwd", dict(K=256, V=128), ["kda_cutile"], "head dim K = 256 is not one of (64, 128)"),
 ])
 def test_cutile_serves_what_frost_declines(frost_on, op, attrs, expected, frost_reason):
     names, rows, ex = plan_names(op_graph(op, **attrs)[0])
     assert names == expected, ex.render()
     frost = rows[f"{op.split('_')[0]}_frost"]
     assert frost.status == "declined" and frost_reason in frost.reason, frost.reason
-
-
-def test_gdn2_backward_has_no_engine(frost_on):
-    names, rows, ex = plan_names(op_graph("gdn2_bwd")[0])
-    assert names == [] and "no engine proposed a plan" in ex.render()
-    assert "gdn2_bwd is not implemented in this version" in rows["gdn2_frost"].reason
 
 
 @pytest.mark.parametrize("sm, cutlass, needle", [
@@ -101,7 +97,7 @@ if __name__ == "__main__":
     raise SystemExit(pytest.main([__file__, "-q"]))
 
 
-@pytest.mark.parametrize("op", ["gdn_bwd"])
+@pytest.mark.parametrize("op", ["gdn_bwd", "kda_bwd", "gdn2_bwd"])
 def test_backward_declines_only_for_the_missing_device(op):
     """On a machine without a GPU the explainer names the missing device as the FROST
     backward's only reason (the graph itself is served)."""

@@ -277,17 +277,22 @@ def test_gdn2_forward_runs_on_frost_or_explains_why():
     assert any("gdn2_frost" in plan for plan in plans), plans
 
 
-def test_gdn2_backward_raises_instead_of_returning_zeros():
+def test_gdn2_trains_through_the_frost_backward():
+    """GDN-2's autograd runs the FROST backward (the only gdn2_bwd engine): every gradient,
+    dw included, against the float64 reference."""
     if _frost_reason() is not None:
-        pytest.skip(f"the GDN-2 forward needs FROST here: {_frost_reason()}")
-    inputs = leaves(make_inputs(_gpu(Family.GDN2, (33, 31)), seed=10))
+        pytest.skip(f"the GDN-2 backward needs FROST here: {_frost_reason()}")
+    config = _gpu(Family.GDN2, (33, 31))
+    inputs = leaves(make_inputs(config, seed=10))
+    dO, d_final = make_grad_outputs(config, seed=11)
     o, final = call_op(inputs)
-    with pytest.raises(cudnn.cudnnGraphNotSupportedError) as info:
-        (o.float().sum() + final.sum()).backward()
-    message = str(info.value)
-    print(message)
-    assert message.startswith("cudnn::gated_delta_net_v2_bwd: no engine can run this call")
-    assert "  - gdn2_frost (20300): " in message
+    torch.autograd.backward([o, final], [dO, d_final])
+    expected = reference_backward(inputs, dO, d_final)
+    for name, grad in grads_of(inputs).items():
+        print(f"gdn2 {name} {rel_err(grad, getattr(expected, name)):.2e}")
+        assert_rel_close(name, grad, getattr(expected, name), BOUNDS[torch.bfloat16]["grad"])
+    cache = next(c for c in ops.graph_caches() if c.name == "cudnn::gated_delta_net_v2_bwd")
+    assert any("gdn2_frost" in entry.plan for entry in cache.values())
 
 
 def test_cpu_tensors_are_refused_with_reasons():
