@@ -112,6 +112,8 @@ py::dict schema_dict(const OpSchema& s) {
   d["min_sm"] = s.min_sm;
   d["min_sm_reason"] = s.min_sm_reason ? py::object(py::str(s.min_sm_reason)) : py::object(py::none());
   d["no_lowering"] = s.no_lowering ? py::object(py::str(s.no_lowering)) : py::object(py::none());
+  d["missing_from_headers"] = s.missing_from_headers ? py::object(py::str(s.missing_from_headers))
+                                                     : py::object(py::none());
   d["composite"] = is_composite(s.kind);
   d["signature"] = op_signature(s);
   return d;
