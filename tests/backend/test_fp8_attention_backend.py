@@ -32,11 +32,13 @@ pytestmark = [pytest.mark.gpu, pytest.mark.skipif(_SKIP is not None, reason=str(
 DT = cudnn.data_type
 E4M3 = torch.float8_e4m3fn
 E4M3_MAX = 448.0
-# Relative to the largest reference value. FP8 outputs carry E4M3 rounding (half an ulp:
-# 2^-4 of the value); P and dS rounded to E4M3 inside the engine may land one ulp away from
-# the reference's rounding for values near a midpoint. FLOAT outputs (Stats, amax) follow
-# FLOAT accumulation of the same FP8 products.
-FP8_OUT, FLOAT_STATS, FLOAT_AMAX = 0.1, 1e-3, 0.03
+# Relative to the largest reference value. FP8 outputs carry E4M3 rounding (half an ulp, 2^-4
+# of the value), and the engines round P and dS to E4M3 blockwise, flash-attention style
+# (unnormalised exponentials, running maxima), where the reference rounds the final P: one
+# E4M3 ulp (2^-3) bounds the two together. Measured on the H200 with cuDNN 9.19 (seeded
+# inputs, result table of `pytest -s`): O 5.2e-2 / 8.7e-2, dQ/dK/dV 3.5e-2 to 3.6e-2. FLOAT
+# outputs (Stats, amax) follow FLOAT accumulation of the same FP8 products (at most 2.0e-2).
+FP8_OUT, FLOAT_STATS, FLOAT_AMAX = 0.125, 1e-3, 0.03
 #: where inputs are made ("cpu" in the CPU dry run, native_dry_run_test.py).
 DEVICE = "cuda"
 
