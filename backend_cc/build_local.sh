@@ -136,6 +136,7 @@ CORE_SOURCES=(
   cc/workspace_tensors.cc
 )
 CC_TEST_SOURCES=(
+  cc/tests/classic_ops_record_test.cc
   cc/tests/graph_record_test.cc
   cc/tests/host_scalar_test.cc
   cc/tests/workspace_tensors_test.cc

@@ -234,6 +234,14 @@ void needs_headers(OpSchema& s, int64_t since, const char* descriptor) {
 
 // --- Block-scale quantize/dequantize and MoE grouped matmul ---------------------------------------
 
+// Measured on the H200 (cuDNN 9.19, sm_90): no engine takes a block-scale quantize or
+// dequantize graph (the runtime-fusion engine wants a matmul in it, the others are built for
+// other architectures). Block-scaled (MX) formats are Blackwell's, where cuDNN pairs these
+// operations with its block-scaled matmuls.
+constexpr const char* kBlockScaleSm =
+    "cuDNN runs block-scale (MX) quantize/dequantize on Blackwell only; on sm_90 cuDNN 9.19 "
+    "proposes no engine for them";
+
 void add_block_scale_moe(std::vector<OpSchema>& t) {
   // CUDNN_BACKEND_OPERATION_BLOCK_SCALE_QUANTIZE_DESCRIPTOR: the descriptor takes the block
   // size only; `axis` and `transpose` decide the output layouts (shape_inference.cc).
@@ -242,6 +250,8 @@ void add_block_scale_moe(std::vector<OpSchema>& t) {
                     {attr("block_size", AttrType::kInt, true), attr("axis", AttrType::kInt),
                      attr("transpose", AttrType::kBool)}};
   needs_headers(quantize, kV9_7, "CUDNN_BACKEND_OPERATION_BLOCK_SCALE_QUANTIZE_DESCRIPTOR (9.7)");
+  quantize.min_sm = 100;
+  quantize.min_sm_reason = kBlockScaleSm;
   t.push_back(quantize);
 
   // CUDNN_BACKEND_OPERATION_BLOCK_SCALE_DEQUANTIZE_DESCRIPTOR; negative scales arrived in 9.13.
@@ -253,6 +263,8 @@ void add_block_scale_moe(std::vector<OpSchema>& t) {
                       {attr("block_size", AttrType::kIntList, true), negative}};
   needs_headers(dequantize, kV9_7,
                 "CUDNN_BACKEND_OPERATION_BLOCK_SCALE_DEQUANTIZE_DESCRIPTOR (9.7)");
+  dequantize.min_sm = 100;
+  dequantize.min_sm_reason = kBlockScaleSm;
   t.push_back(dequantize);
 
   // CUDNN_BACKEND_OPERATION_MOE_GROUPED_MATMUL_DESCRIPTOR: in the 9.15 headers, but cuDNN's
