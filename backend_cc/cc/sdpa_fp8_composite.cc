@@ -126,6 +126,17 @@ void fp8_matmul(Chain& c, const std::string& name, int a, int b, int descale_a, 
   c.sink().reduction(CUDNN_REDUCE_TENSOR_AMAX, last, amax_out);
 }
 
+// S = Q K^T [* attn_scale] * descale_q * descale_k in real units; K is described as K^T.
+int scaled_scores(Chain& c, const OpRecord& op, const Dims& scores) {
+  const auto in = [&](const char* port) { return op.input(port); };
+  const int product = c.tensor("S", scores);
+  c.sink().matmul(in("q"), in("k"), product);
+  int logits = product;
+  if (in("attn_scale") >= 0) logits = c.mul(logits, in("attn_scale"), "S_scaled", scores);
+  logits = c.mul(logits, in("descale_q"), "S_descale_q", scores);
+  return c.mul(logits, in("descale_k"), "S_descale_k", scores);
+}
+
 }  // namespace
 
 void expand_sdpa_fp8_forward(const OpRecord& op, const GraphRecord& g, CompositeSink& sink,
@@ -135,12 +146,7 @@ void expand_sdpa_fp8_forward(const OpRecord& op, const GraphRecord& g, Composite
   Chain c(sink);
   const Dims scores = s.scores(), rows = s.rows();
 
-  const int product = c.tensor("S", scores);
-  sink.matmul(in("q"), in("k"), product);  // k is described as K^T
-  int logits = product;
-  if (in("attn_scale") >= 0) logits = c.mul(logits, in("attn_scale"), "S_scaled", scores);
-  logits = c.mul(logits, in("descale_q"), "S_descale_q", scores);
-  logits = c.mul(logits, in("descale_k"), "S_descale_k", scores);
+  const int logits = scaled_scores(c, op, scores);
 
   // Softmax with its statistics, as the pattern spells it (max, sub, exp, sum, log, add, div).
   const int row_max = c.tensor("row_max", rows);
@@ -190,12 +196,7 @@ void expand_sdpa_fp8_backward(const OpRecord& op, const GraphRecord& g, Composit
                            in("descale_o"), "D", rows);
 
   // P recomputed from the forward's statistics; dV = P^T dO.
-  const int product = c.tensor("S", scores);
-  sink.matmul(in("q"), in("k"), product);  // k is described as K^T
-  int logits = product;
-  if (in("attn_scale") >= 0) logits = c.mul(logits, in("attn_scale"), "S_scaled", scores);
-  logits = c.mul(logits, in("descale_q"), "S_descale_q", scores);
-  logits = c.mul(logits, in("descale_k"), "S_descale_k", scores);
+  const int logits = scaled_scores(c, op, scores);
   const int shifted = c.tensor("S_shifted", scores);
   sink.pointwise(CUDNN_POINTWISE_SUB, logits, in("stats"), shifted);
   const int probs = c.tensor("P", scores);

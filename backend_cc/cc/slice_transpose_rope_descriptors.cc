@@ -66,30 +66,33 @@ Descriptor build_transpose(const GraphRecord& g, const OpRecord& op,
 
 Descriptor build_rope(const OpRecord& op, const TensorDescriptors& t) {
 #if CUDNN_VERSION >= 92400
-  const AttrValue* scale_attr = op.attr("output_scale");
-  const float scale = scale_attr == nullptr ? 1.0f : static_cast<float>(std::get<double>(*scale_attr));
-  const AttrValue* dim_attr = op.attr("rope_dim");
-  const int64_t rope_dim = dim_attr == nullptr ? 0 : std::get<int64_t>(*dim_attr);  // 0 = all
-  if (op.schema->kind == OpKind::kRope) {
-    Descriptor d = BACKEND_DESCRIPTOR(CUDNN_BACKEND_OPERATION_ROPE_FWD_DESCRIPTOR);
-    d.set_context(op_context(op));
-    d.set_desc(ATTR(CUDNN_ATTR_OPERATION_ROPE_FWD_XDESC), t.required_port(op, "input"));
-    d.set_desc(ATTR(CUDNN_ATTR_OPERATION_ROPE_FWD_FREQSDESC), t.required_port(op, "freqs"));
-    d.set_desc(ATTR(CUDNN_ATTR_OPERATION_ROPE_FWD_YDESC), t.at(op.output("OUT_0")));
-    d.set_float(ATTR(CUDNN_ATTR_OPERATION_ROPE_FWD_OUTPUT_SCALE), scale);
-    d.set_int64(ATTR(CUDNN_ATTR_OPERATION_ROPE_FWD_ROPE_DIM), rope_dim);
-    d.finalize();
-    return d;
-  }
-  // The backward descriptor's enumerators are in the 9.24 headers but marked 9.25: the op
-  // table gates rope_backward on 9.25, so only a 9.25+ build and library reach this.
-  Descriptor d = BACKEND_DESCRIPTOR(CUDNN_BACKEND_OPERATION_ROPE_BWD_DESCRIPTOR);
+  // The forward and backward descriptors take the same attributes under their own names.
+  // The backward enumerators are in the 9.24 headers but marked 9.25: the op table gates
+  // rope_backward on 9.25, so only a 9.25+ build and library reach that branch.
+  struct Names {
+    cudnnBackendDescriptorType_t type;
+    const char* type_name;
+    Attr in, freqs, out, scale, dim;
+    const char* in_port;
+  };
+  const Names n = op.schema->kind == OpKind::kRope
+      ? Names{CUDNN_BACKEND_OPERATION_ROPE_FWD_DESCRIPTOR, "CUDNN_BACKEND_OPERATION_ROPE_FWD_DESCRIPTOR",
+              ATTR(CUDNN_ATTR_OPERATION_ROPE_FWD_XDESC), ATTR(CUDNN_ATTR_OPERATION_ROPE_FWD_FREQSDESC),
+              ATTR(CUDNN_ATTR_OPERATION_ROPE_FWD_YDESC), ATTR(CUDNN_ATTR_OPERATION_ROPE_FWD_OUTPUT_SCALE),
+              ATTR(CUDNN_ATTR_OPERATION_ROPE_FWD_ROPE_DIM), "input"}
+      : Names{CUDNN_BACKEND_OPERATION_ROPE_BWD_DESCRIPTOR, "CUDNN_BACKEND_OPERATION_ROPE_BWD_DESCRIPTOR",
+              ATTR(CUDNN_ATTR_OPERATION_ROPE_BWD_DYDESC), ATTR(CUDNN_ATTR_OPERATION_ROPE_BWD_FREQSDESC),
+              ATTR(CUDNN_ATTR_OPERATION_ROPE_BWD_DXDESC), ATTR(CUDNN_ATTR_OPERATION_ROPE_BWD_OUTPUT_SCALE),
+              ATTR(CUDNN_ATTR_OPERATION_ROPE_BWD_ROPE_DIM), "dY"};
+  const AttrValue* scale = op.attr("output_scale");
+  const AttrValue* rope_dim = op.attr("rope_dim");
+  Descriptor d(n.type, n.type_name);
   d.set_context(op_context(op));
-  d.set_desc(ATTR(CUDNN_ATTR_OPERATION_ROPE_BWD_DYDESC), t.required_port(op, "dY"));
-  d.set_desc(ATTR(CUDNN_ATTR_OPERATION_ROPE_BWD_FREQSDESC), t.required_port(op, "freqs"));
-  d.set_desc(ATTR(CUDNN_ATTR_OPERATION_ROPE_BWD_DXDESC), t.at(op.output("OUT_0")));
-  d.set_float(ATTR(CUDNN_ATTR_OPERATION_ROPE_BWD_OUTPUT_SCALE), scale);
-  d.set_int64(ATTR(CUDNN_ATTR_OPERATION_ROPE_BWD_ROPE_DIM), rope_dim);
+  d.set_desc(n.in, t.required_port(op, n.in_port));
+  d.set_desc(n.freqs, t.required_port(op, "freqs"));
+  d.set_desc(n.out, t.at(op.output("OUT_0")));
+  d.set_float(n.scale, scale == nullptr ? 1.0f : static_cast<float>(std::get<double>(*scale)));
+  d.set_int64(n.dim, rope_dim == nullptr ? 0 : std::get<int64_t>(*rope_dim));  // 0 = whole head
   d.finalize();
   return d;
 #else

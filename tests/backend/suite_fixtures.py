@@ -1,13 +1,25 @@
-"""Fixtures the GPU backend suites share (imported by name into each suite module): one
-cuDNN handle on torch's current stream per module, a seed per test, and the result table
-printed (with `-s`) when a module finishes."""
+"""What the GPU backend suites share: their marks (tag `gpu`; skipped with the reason
+without a CUDA device or a usable cuDNN backend) and fixtures imported by name into each
+suite module: one cuDNN handle on torch's current stream per module, a seed per test, and
+the result table printed (with `-s`) when a module finishes."""
 import zlib
 
 import pytest
 import torch
 
 from cudnn.backend import handles
+from cudnn.backend.adapter import CudnnBackendAdapter
 from tests.backend.native_runner import ROWS, table
+
+
+def gpu_suite_marks() -> list:
+    """`pytestmark` of a GPU suite (skip marks rather than module-level skips: Bazel runs
+    each suite file as a script first)."""
+    if not torch.cuda.is_available():
+        skip = "no CUDA device"
+    else:
+        skip = CudnnBackendAdapter().unavailable_reason()
+    return [pytest.mark.gpu, pytest.mark.skipif(skip is not None, reason=str(skip))]
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -21,17 +21,13 @@ torch = pytest.importorskip("torch", reason="the GPU suite needs torch")
 
 import cudnn  # noqa: E402
 from cudnn.backend import loader  # noqa: E402
-from cudnn.backend.adapter import CudnnBackendAdapter  # noqa: E402
 from cudnn.backend.sdpa_bwd_route import choose_route  # noqa: E402
 from tests.backend.native_runner import (  # noqa: E402
     check, declined, ir_input, run_on_backend)
 from tests.backend.suite_fixtures import handle, result_table, seeded  # noqa: E402,F401
+from tests.backend.suite_fixtures import gpu_suite_marks  # noqa: E402
 
-if not torch.cuda.is_available():
-    _SKIP = "no CUDA device"
-else:
-    _SKIP = CudnnBackendAdapter().unavailable_reason()
-pytestmark = [pytest.mark.gpu, pytest.mark.skipif(_SKIP is not None, reason=str(_SKIP))]
+pytestmark = gpu_suite_marks()
 
 DT = cudnn.data_type
 TRAINING = cudnn.norm_forward_phase.TRAINING
