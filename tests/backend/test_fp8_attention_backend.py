@@ -61,8 +61,26 @@ def scalar(value):
     return torch.full((1, 1, 1, 1), value, device=DEVICE, dtype=torch.float32)
 
 
-def attention_inputs(b, h, s, d):
-    return [Fp8(torch.randn(b, h, s, d, device=DEVICE)) for _ in range(3)]
+def attention_inputs(b, h_q, h_kv, s, d, bshd=False):
+    """q [b, h_q, s, d] and k, v [b, h_kv, s, d]; bshd: over [b, s, h, d] buffers."""
+    def one(heads):
+        if bshd:
+            return Fp8(torch.randn(b, s, heads, d, device=DEVICE).permute(0, 2, 1, 3))
+        return Fp8(torch.randn(b, heads, s, d, device=DEVICE))
+    return one(h_q), one(h_kv), one(h_kv)
+
+
+class Grouped:
+    """K or V with each head repeated for its group of query heads (the reference's view)."""
+
+    def __init__(self, x, group):
+        self.real = x.real.repeat_interleave(group, 1)
+
+
+def group_sum(grad, h_kv):
+    """A per-query-head gradient summed over each group into h_kv heads."""
+    b, h_q, s, d = grad.shape
+    return grad.reshape(b, h_kv, h_q // h_kv, s, d).sum(2)
 
 
 def forward_reference(q, k, v, attn_scale, scale_s):
@@ -87,12 +105,22 @@ def float_outputs(*tensors):
         t.set_output(True).set_data_type(DT.FLOAT)
 
 
-@pytest.mark.parametrize("stats", [True, False], ids=["training_stats", "inference"])
-def test_sdpa_fp8_forward(handle, stats):
-    b, h, s, d = 2, 4, 128, 128
-    q, k, v = attention_inputs(b, h, s, d)
+FORWARD_CASES = {  # id: (query heads, K/V heads, Stats output, BSHD buffers)
+    "mha_training_stats": (4, 4, True, False),
+    "mha_inference": (4, 4, False, False),
+    "gqa_4_over_2_bshd": (4, 2, True, True),
+}
+
+
+@pytest.mark.parametrize("case", sorted(FORWARD_CASES))
+def test_sdpa_fp8_forward(handle, case):
+    h_q, h_kv, stats, bshd = FORWARD_CASES[case]
+    b, s, d = 2, 128, 128
+    q, k, v = attention_inputs(b, h_q, h_kv, s, d, bshd)
     attn_scale, scale_s = 1.0 / math.sqrt(d), E4M3_MAX
-    ref_o, ref_stats, ref_amax_s, ref_amax_o = forward_reference(q, k, v, attn_scale, scale_s)
+    group = h_q // h_kv
+    ref_o, ref_stats, ref_amax_s, ref_amax_o = forward_reference(
+        q, Grouped(k, group), Grouped(v, group), attn_scale, scale_s)
     scale_o = E4M3_MAX / (2 * ref_amax_o.item())
     g = new_graph(handle)
     t, feeds = feeds_of(g, {
@@ -103,7 +131,7 @@ def test_sdpa_fp8_forward(handle, stats):
                                        generate_stats=stats)
     fp8_outputs(o)
     float_outputs(amax_s, amax_o, *([st] if stats else []))
-    label = f"sdpa_fp8 fwd {'stats' if stats else 'inference'}"
+    label = f"sdpa_fp8 fwd {case}"
     outputs = [o, amax_s, amax_o] + ([st] if stats else [])
     why = op_gates.expected_decline("sdpa_fp8", device_sm())
     if why is not None:
@@ -129,17 +157,21 @@ def backward_reference(q, k, v, o, do, attn_scale, scale_s, scale_dp):
     return ds_q @ k.real, ds_q.transpose(-1, -2) @ q.real, dv, ds.abs().max()
 
 
-def test_sdpa_fp8_backward(handle):
-    """Hopper's FP8 bprop engines take head dim 128 only."""
-    b, h, s, d = 2, 2, 128, 128
-    q, k, v = attention_inputs(b, h, s, d)
+@pytest.mark.parametrize("h_q, h_kv", [(2, 2), (4, 2)], ids=["mha", "gqa_4_over_2"])
+def test_sdpa_fp8_backward(handle, h_q, h_kv):
+    """Hopper's FP8 bprop engines take head dim 128 only. With grouped heads dK and dV are
+    the per-query-head gradients summed over each group."""
+    b, s, d = 2, 128, 128
+    q, k, v = attention_inputs(b, h_q, h_kv, s, d)
+    kk, vv = Grouped(k, h_q // h_kv), Grouped(v, h_q // h_kv)
     attn_scale, scale_s = 1.0 / math.sqrt(d), E4M3_MAX
-    ref_o, ref_stats, _, _ = forward_reference(q, k, v, attn_scale, scale_s)
-    o, do = Fp8(ref_o), Fp8(torch.randn(b, h, s, d, device=DEVICE))
+    ref_o, ref_stats, _, _ = forward_reference(q, kk, vv, attn_scale, scale_s)
+    o, do = Fp8(ref_o), Fp8(torch.randn(b, h_q, s, d, device=DEVICE))
     # scales from a first pass, as a training loop takes them from the previous step's amax
-    _, _, _, amax_ds = backward_reference(q, k, v, o, do, attn_scale, scale_s, 1.0)
+    _, _, _, amax_ds = backward_reference(q, kk, vv, o, do, attn_scale, scale_s, 1.0)
     scale_dp = E4M3_MAX / (2 * amax_ds.item())
-    dq, dk, dv, amax_ds = backward_reference(q, k, v, o, do, attn_scale, scale_s, scale_dp)
+    dq, dk, dv, amax_ds = backward_reference(q, kk, vv, o, do, attn_scale, scale_s, scale_dp)
+    dk, dv = group_sum(dk, h_kv), group_sum(dv, h_kv)
     grad_scales = [E4M3_MAX / (2 * t.abs().max().item()) for t in (dq, dk, dv)]
     g = new_graph(handle)
     t, feeds = feeds_of(g, {
@@ -157,15 +189,16 @@ def test_sdpa_fp8_backward(handle):
     why = op_gates.expected_decline("sdpa_fp8_backward", device_sm())
     if why is not None:
         op_gates.assert_backend_declined(g, why)
-        declined("sdpa_fp8 bwd", outs[0].dim, op_gates.gate_text("sdpa_fp8_backward",
-                                                                  device_sm()))
+        declined(f"sdpa_fp8 bwd {h_q}/{h_kv} heads", outs[0].dim,
+                 op_gates.gate_text("sdpa_fp8_backward", device_sm()))
         return
     got, plan = run_on_backend(g, feeds, outs)
-    for name, buf, scale, ref in zip(("dQ", "dK", "dV"), got, grad_scales, (dq, dk, dv)):
-        check(f"sdpa_fp8 bwd {name}", buf.double() / scale, ref, FP8_OUT, plan)
-        check(f"sdpa_fp8 bwd amax_{name}", got[3 + ("dQ", "dK", "dV").index(name)],
-              ref.abs().max().reshape(1, 1, 1, 1), FLOAT_AMAX, plan)
-    check("sdpa_fp8 bwd amax_dP", got[6], amax_ds.reshape(1, 1, 1, 1), FLOAT_AMAX, plan)
+    label = f"sdpa_fp8 bwd {h_q}/{h_kv} heads"
+    for i, (name, scale, ref) in enumerate(zip(("dQ", "dK", "dV"), grad_scales, (dq, dk, dv))):
+        check(f"{label} {name}", got[i].double() / scale, ref, FP8_OUT, plan)
+        check(f"{label} amax_{name}", got[3 + i], ref.abs().max().reshape(1, 1, 1, 1), FLOAT_AMAX,
+              plan)
+    check(f"{label} amax_dP", got[6], amax_ds.reshape(1, 1, 1, 1), FLOAT_AMAX, plan)
 
 
 # -- MXFP8: declined (Blackwell engines only, no lowering here) ----------------------------
@@ -177,7 +210,7 @@ def mx_scales(b, h, rows, cols):
 
 def test_sdpa_mxfp8_declines_with_its_reason(handle):
     b, h, s, d = 1, 2, 128, 128
-    q, k, v = attention_inputs(b, h, s, d)
+    q, k, v = attention_inputs(b, h, h, s, d)
     g = new_graph(handle)
     t, _ = feeds_of(g, {"q": q.fp8, "k": k.fp8, "v": v.fp8,
                         "descale_q": mx_scales(b, h, s, d // 32),
