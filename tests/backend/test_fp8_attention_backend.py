@@ -31,8 +31,11 @@ E4M3_MAX = 448.0
 # of the value), and the engines round P and dS to E4M3 blockwise, flash-attention style
 # (unnormalised exponentials, running maxima), where the reference rounds the final P: one
 # E4M3 ulp (2^-3) bounds the two together. Measured on the H200 with cuDNN 9.19 (seeded
-# inputs, result table of `pytest -s`): O 5.2e-2 / 8.7e-2, dQ/dK/dV 3.5e-2 to 3.6e-2. FLOAT
-# outputs (Stats, amax) follow FLOAT accumulation of the same FP8 products (at most 2.0e-2).
+# inputs, result table of `pytest -s`): O 5.7e-2 to 5.8e-2, dQ/dK/dV 3.4e-2 to 6.4e-2.
+# FLOAT outputs (Stats, amax of P and of the gradients) follow FLOAT accumulation of the
+# same FP8 products (at most 3.5e-4 measured). Amax_O is O's largest value before O is
+# rounded but after P was, so it carries P's rounding and takes FP8_OUT (measured 1.4e-2 to
+# 3.2e-2).
 FP8_OUT, FLOAT_STATS, FLOAT_AMAX = 0.125, 1e-3, 0.03
 #: where inputs are made ("cpu" in the CPU dry run, native_dry_run_test.py).
 DEVICE = "cuda"
@@ -141,7 +144,7 @@ def test_sdpa_fp8_forward(handle, case):
     got, plan = run_on_backend(g, feeds, outputs)
     check(f"{label} O", got[0].double() / scale_o, ref_o, FP8_OUT, plan)
     check(f"{label} Amax_S", got[1], ref_amax_s.reshape(1, 1, 1, 1), FLOAT_AMAX, plan)
-    check(f"{label} Amax_O", got[2], ref_amax_o.reshape(1, 1, 1, 1), FLOAT_AMAX, plan)
+    check(f"{label} Amax_O", got[2], ref_amax_o.reshape(1, 1, 1, 1), FP8_OUT, plan)
     if stats:
         check(f"{label} Stats", got[3], ref_stats, FLOAT_STATS, plan)
 
