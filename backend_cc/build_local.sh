@@ -89,6 +89,9 @@ CUDA_INC="$(find_header_dir cuda_runtime_api.h "${CUDA_CANDIDATES[@]}")" || {
 SOURCES=(
   cc/attr_value.cc
   cc/backend_graph.cc
+  cc/composite.cc
+  cc/composite_descriptors.cc
+  cc/composite_record.cc
   cc/cudnn_loader.cc
   cc/descriptor.cc
   cc/device_props.cc
@@ -99,10 +102,15 @@ SOURCES=(
   cc/handle.cc
   cc/host_scalar.cc
   cc/op_descriptors.cc
+  cc/op_primitives.cc
   cc/op_rules.cc
   cc/op_schema.cc
+  cc/op_schema_sdpa.cc
+  cc/quantize_moe_descriptors.cc
   cc/sdpa_descriptors.cc
+  cc/sdpa_fp8_composite.cc
   cc/shape_inference.cc
+  cc/slice_transpose_rope_descriptors.cc
   cc/workspace_tensors.cc
   bindings/module.cc
   bindings/py_args.cc
@@ -113,6 +121,8 @@ SOURCES=(
 # The pure C++ layers (no pybind11) the cc tests link against.
 CORE_SOURCES=(
   cc/attr_value.cc
+  cc/composite.cc
+  cc/composite_record.cc
   cc/cudnn_loader.cc
   cc/enums.cc
   cc/errors.cc
@@ -120,10 +130,13 @@ CORE_SOURCES=(
   cc/host_scalar.cc
   cc/op_rules.cc
   cc/op_schema.cc
+  cc/op_schema_sdpa.cc
+  cc/sdpa_fp8_composite.cc
   cc/shape_inference.cc
   cc/workspace_tensors.cc
 )
 CC_TEST_SOURCES=(
+  cc/tests/classic_ops_record_test.cc
   cc/tests/graph_record_test.cc
   cc/tests/host_scalar_test.cc
   cc/tests/workspace_tensors_test.cc

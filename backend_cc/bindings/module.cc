@@ -26,7 +26,7 @@ using cudnn_backend::py_bindings::PyTensor;
 namespace {
 
 // Bumped whenever the Python-visible surface changes; loader.py refuses a stale build.
-constexpr int kBindingApiVersion = 2;
+constexpr int kBindingApiVersion = 3;
 
 // Exception classes. They are created once and intentionally never released (module state
 // that must outlive any graph the interpreter tears down at exit).
@@ -209,7 +209,22 @@ void register_graph(py::module_& m) {
         py::list out;
         for (const OpRecord& op : g->record().ops()) out.append(py_bindings::op_dict(g, op));
         return out;
-      }, "The recorded ops: name, method, kind, inputs/outputs {port: tensor}, attrs.")
+      }, "The recorded ops: name, method, kind, inputs/outputs {port: tensor}, attrs, internals.")
+      .def("op_internals", [](const GraphPtr& g, int index) {
+        const auto& ops = g->record().ops();
+        const int n = static_cast<int>(ops.size());
+        if (index < -n || index >= n) {
+          throw std::out_of_range("op_internals(): op index " + std::to_string(index) +
+                                  " is out of range (" + std::to_string(n) + " ops)");
+        }
+        py::list out;
+        for (const auto& binding : ops[index < 0 ? index + n : index].internals) {
+          out.append(wrap(g, binding.second));
+        }
+        return out;
+      }, py::arg("index") = -1,
+         "Internal tensors of a composite op (default: the last op recorded), born without "
+         "uids like op outputs: push each one with set_uid().")
       .def("create_execution_plans", [](BackendGraph& g, py::handle modes) {
         std::vector<int64_t> values;
         if (!py::isinstance<py::sequence>(modes)) {

@@ -29,8 +29,33 @@ std::string accepted_names(const OpSchema& schema) {
   return out;
 }
 
+// Python slice objects -> flat (start, stop, step) triples, kSliceNone for a missing bound.
+AttrValue convert_slices(py::handle value, const std::string& what) {
+  if (py::isinstance<py::str>(value) || !py::isinstance<py::sequence>(value)) {
+    throw ArgumentTypeError(what + " must be a list of slice objects, got " + type_name(value));
+  }
+  std::vector<int64_t> flat;
+  size_t i = 0;
+  for (py::handle item : value) {
+    const std::string item_what = what + "[" + std::to_string(i++) + "]";
+    if (!PySlice_Check(item.ptr())) {
+      throw ArgumentTypeError(item_what + " must be a slice, got " + type_name(item));
+    }
+    for (const char* field : {"start", "stop", "step"}) {
+      py::object bound = item.attr(field);
+      const int64_t v = bound.is_none() ? kSliceNone : as_int(bound, item_what + "." + field);
+      if (!bound.is_none() && v == kSliceNone) {
+        throw ArgumentValueError(item_what + "." + field + " is out of range");
+      }
+      flat.push_back(v);
+    }
+  }
+  return AttrValue{flat};
+}
+
 AttrValue convert_attr(const AttrSpec& spec, py::handle value, const std::string& what) {
   switch (spec.type) {
+    case AttrType::kSliceList: return convert_slices(value, what);
     case AttrType::kInt: return AttrValue{as_int(value, what)};
     case AttrType::kFloat: return AttrValue{as_float(value, what)};
     case AttrType::kBool: return AttrValue{as_bool(value, what)};

@@ -3,6 +3,8 @@
 
 #include <pybind11/stl.h>
 
+#include "backend_cc/cc/composite.h"
+
 #include <type_traits>
 #include <variant>
 
@@ -10,9 +12,25 @@ namespace cudnn_backend::py_bindings {
 
 namespace {
 
+// Flat (start, stop, step) triples back into Python slice objects.
+py::list slices_list(const std::vector<int64_t>& flat) {
+  py::list out;
+  auto bound = [](int64_t v) { return v == kSliceNone ? py::object(py::none()) : py::object(py::int_(v)); };
+  for (size_t i = 0; i + 2 < flat.size(); i += 3) {
+    out.append(py::reinterpret_steal<py::object>(
+        PySlice_New(bound(flat[i]).ptr(), bound(flat[i + 1]).ptr(), bound(flat[i + 2]).ptr())));
+  }
+  return out;
+}
+
 py::dict attrs_dict(const OpRecord& op) {
   py::dict d;
   for (const auto& [name, value] : op.attrs) {
+    const AttrSpec* spec = op.schema->find_attr(name);
+    if (spec != nullptr && spec->type == AttrType::kSliceList) {
+      d[py::str(name)] = slices_list(std::get<std::vector<int64_t>>(value));
+      continue;
+    }
     d[py::str(name)] = std::visit([](const auto& v) -> py::object {
       using V = std::decay_t<decltype(v)>;
       if constexpr (std::is_same_v<V, std::monostate>) {
@@ -39,6 +57,9 @@ py::dict op_dict(const GraphPtr& g, const OpRecord& op) {
   d["outputs"] = outputs;
   d["attrs"] = attrs_dict(op);
   d["compute_data_type"] = op.compute_data_type;
+  py::dict internals;
+  for (const auto& [name, t] : op.internals) internals[py::str(name)] = wrap_tensor(g, t);
+  d["internals"] = internals;
   return d;
 }
 
@@ -88,6 +109,12 @@ py::dict schema_dict(const OpSchema& s) {
   d["takes_compute_data_type"] = s.takes_compute_data_type;
   d["min_version"] = s.min_version;
   d["min_runtime_version"] = s.min_runtime_version;
+  d["min_sm"] = s.min_sm;
+  d["min_sm_reason"] = s.min_sm_reason ? py::object(py::str(s.min_sm_reason)) : py::object(py::none());
+  d["no_lowering"] = s.no_lowering ? py::object(py::str(s.no_lowering)) : py::object(py::none());
+  d["missing_from_headers"] = s.missing_from_headers ? py::object(py::str(s.missing_from_headers))
+                                                     : py::object(py::none());
+  d["composite"] = is_composite(s.kind);
   d["signature"] = op_signature(s);
   return d;
 }

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <variant>
 #include <vector>
@@ -10,6 +11,10 @@ namespace cudnn_backend {
 
 // monostate = "not given" (Python None). Enum attributes hold their frontend value as int64.
 using AttrValue = std::variant<std::monostate, int64_t, double, bool, std::vector<int64_t>>;
+
+// A missing bound of a Python slice (`slice(None, 4)`) in a kSliceList attribute, which holds
+// flat (start, stop, step) triples.
+inline constexpr int64_t kSliceNone = std::numeric_limits<int64_t>::min();
 
 inline bool attr_is_set(const AttrValue& value) {
   return !std::holds_alternative<std::monostate>(value);

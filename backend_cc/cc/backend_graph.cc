@@ -2,6 +2,7 @@
 #include "backend_cc/cc/backend_graph.h"
 
 #include <map>
+#include <set>
 
 #include "backend_cc/cc/cudnn_api.h"
 #include "backend_cc/cc/enums.h"
@@ -52,13 +53,14 @@ void BackendGraph::finalize_op_descriptors() {
     }
   }
   TensorDescriptors tensors;
+  const std::set<int> transposed = record_.transposed_tensors();
   for (int t : record_.used_tensors()) {
-    tensors.add(t, build_tensor_descriptor(record_, t, tensors));
+    tensors.add(t, build_tensor_descriptor(record_, t, tensors, transposed.count(t) > 0));
   }
   std::vector<Descriptor> keepalive;
   std::vector<Descriptor> ops;
   for (const OpRecord& op : record_.ops()) {
-    ops.push_back(build_op_descriptor(record_, op, tensors, keepalive));
+    build_op_descriptors(record_, op, tensors, keepalive, ops);
   }
   // Only a complete set is kept, so a failure leaves the graph as it was (and mutable).
   tensors_ = std::move(tensors);

@@ -60,6 +60,10 @@ void Descriptor::set_int64s(Attr attr, const std::vector<int64_t>& values) {
   set_raw(attr, CUDNN_TYPE_INT64, static_cast<int64_t>(values.size()), values.data());
 }
 
+void Descriptor::set_int32s(Attr attr, const std::vector<int32_t>& values) {
+  set_raw(attr, CUDNN_TYPE_INT32, static_cast<int64_t>(values.size()), values.data());
+}
+
 void Descriptor::set_double(Attr attr, double value) {
   set_raw(attr, CUDNN_TYPE_DOUBLE, 1, &value);
 }

@@ -39,6 +39,9 @@ class Descriptor {
   void set_raw(Attr attr, cudnnBackendAttributeType_t type, int64_t count, const void* data);
   void set_int64(Attr attr, int64_t value);
   void set_int64s(Attr attr, const std::vector<int64_t>& values);
+  // CUDNN_TYPE_INT32 attributes (block sizes, MoE top_k); values are range-checked by the
+  // op rules before they get here.
+  void set_int32s(Attr attr, const std::vector<int32_t>& values);
   void set_double(Attr attr, double value);
   void set_float(Attr attr, float value);
   void set_bool(Attr attr, bool value);

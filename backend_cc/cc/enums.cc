@@ -139,6 +139,23 @@ const std::vector<EnumEntry>& attention_implementations() {
   return table;
 }
 
+const std::vector<EnumEntry>& moe_grouped_matmul_modes() {
+  // COMBINE (FC2, routing scores and the sum over experts) has no backend mode: the frontend
+  // serves it with its FROST GEMM engine only.
+#if CUDNN_VERSION >= 91500
+  static const std::vector<EnumEntry> table = {
+      {1, CUDNN_MOE_GROUPED_MATMUL_MODE_NONE, "NONE"},
+      {2, CUDNN_MOE_GROUPED_MATMUL_MODE_GATHER, "GATHER"},
+      {3, CUDNN_MOE_GROUPED_MATMUL_MODE_SCATTER, "SCATTER"},
+      {4, -1, "COMBINE"},
+  };
+#else
+  static const std::vector<EnumEntry> table = {
+      {1, -1, "NONE"}, {2, -1, "GATHER"}, {3, -1, "SCATTER"}, {4, -1, "COMBINE"}};
+#endif
+  return table;
+}
+
 const std::vector<EnumEntry>& behavior_notes() {
   static const std::vector<EnumEntry> table = {
       {1, CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION, "RUNTIME_COMPILATION"},
@@ -183,6 +200,7 @@ const char* enum_kind_name(EnumKind kind) {
     case EnumKind::kTensorReordering: return "tensor_reordering";
     case EnumKind::kDiagonalAlignment: return "diagonal_alignment";
     case EnumKind::kAttentionImplementation: return "attention_implementation";
+    case EnumKind::kMoeGroupedMatmulMode: return "moe_grouped_matmul_mode";
     case EnumKind::kBehaviorNote: return "behavior_note";
     case EnumKind::kNumericalNote: return "numerical_note";
   }
@@ -200,6 +218,7 @@ const std::vector<EnumEntry>& enum_entries(EnumKind kind) {
     case EnumKind::kTensorReordering: return tensor_reorderings();
     case EnumKind::kDiagonalAlignment: return diagonal_alignments();
     case EnumKind::kAttentionImplementation: return attention_implementations();
+    case EnumKind::kMoeGroupedMatmulMode: return moe_grouped_matmul_modes();
     case EnumKind::kBehaviorNote: return behavior_notes();
     case EnumKind::kNumericalNote: return numerical_notes();
   }

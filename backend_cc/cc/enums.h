@@ -25,6 +25,7 @@ enum class EnumKind {
   kTensorReordering,
   kDiagonalAlignment,
   kAttentionImplementation,
+  kMoeGroupedMatmulMode,
   kBehaviorNote,
   kNumericalNote,
 };
@@ -61,6 +62,9 @@ constexpr int64_t kUint8 = 7;
 constexpr int64_t kBfloat16 = 10;
 constexpr int64_t kInt64 = 11;
 constexpr int64_t kBoolean = 12;
+constexpr int64_t kFp8E4m3 = 14;
+constexpr int64_t kFp8E5m2 = 15;
+constexpr int64_t kFp8E8m0 = 17;
 }  // namespace data_type
 
 // cuDNN data type of a frontend data_type; throws GraphNotSupported when this cuDNN has none

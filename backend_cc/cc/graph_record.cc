@@ -3,6 +3,7 @@
 
 #include <set>
 
+#include "backend_cc/cc/composite.h"
 #include "backend_cc/cc/errors.h"
 #include "backend_cc/cc/op_rules.h"
 #include "backend_cc/cc/shape_inference.h"
@@ -33,6 +34,10 @@ bool attr_type_matches(const AttrSpec& spec, const AttrValue& value) {
     case AttrType::kBool: return std::holds_alternative<bool>(value);
     case AttrType::kIntList: return std::holds_alternative<std::vector<int64_t>>(value);
     case AttrType::kOpaque: return false;  // only None reaches the record; None is never stored
+    case AttrType::kSliceList: {
+      const auto* v = std::get_if<std::vector<int64_t>>(&value);
+      return v != nullptr && v->size() % 3 == 0;
+    }
   }
   return false;
 }
@@ -240,6 +245,7 @@ std::vector<int> GraphRecord::add_op(const OpSchema& schema, OpCall call,
   if (const std::string why = runtime_decline(schema, cudnn_version); !why.empty()) {
     throw GraphNotSupported(why);
   }
+  if (schema.no_lowering != nullptr) throw GraphNotSupported(method + ": " + schema.no_lowering);
 
   OpRecord op;
   op.schema = &schema;
@@ -335,6 +341,7 @@ std::vector<int> GraphRecord::add_op(const OpSchema& schema, OpCall call,
     op.outputs.emplace_back(spec.name, t);
     result.push_back(t);
   }
+  if (is_composite(schema.kind)) create_internals(op);
   ops_.push_back(std::move(op));
   ++op_counters_[schema.method];
   validated_ = false;
@@ -510,6 +517,7 @@ std::vector<int> GraphRecord::used_tensors() const {
   for (const auto& op : ops_) {
     for (const auto& binding : op.inputs) visit(binding.second);
     for (const auto& binding : op.outputs) visit(binding.second);
+    for (const auto& binding : op.internals) visit(binding.second);
   }
   return order;
 }
@@ -534,49 +542,61 @@ void GraphRecord::validate() {
     }
   }
 
-  for (int t : used_tensors()) {
-    TensorRecord& r = tensors_[t];
-    const std::string label = "tensor '" + r.name + "'";
-    if (!r.uid_assigned) {
-      std::string origin = r.producer >= 0 ? " (output " + r.producer_port + " of op '" +
-                                                 ops_[r.producer].name + "')"
-                                           : "";
-      throw StateError("uid ownership violated: " + label + origin +
-                       " has no uid. Every uid is pushed from Python (tensor(uid=...) or "
-                       "set_uid); the backend graph never assigns one");
-    }
-    if (r.dim.empty()) throw ArgumentValueError(label + " has no dims");
-    if (r.stride.size() != r.dim.size()) {
-      throw ArgumentValueError(label + ": stride rank " + std::to_string(r.stride.size()) +
-                               " does not match dim rank " + std::to_string(r.dim.size()));
-    }
-    if (r.is_virtual && r.is_pass_by_value) {
-      throw ArgumentValueError(label + " is both virtual and pass-by-value");
-    }
-    if (r.is_virtual && r.in_workspace) {
-      throw ArgumentValueError(label + " is both virtual and workspace-resident (a "
-                                       "workspace tensor is materialized)");
-    }
-    if (!r.data_type_assigned) {
-      int64_t filled = 0;
-      if (r.producer >= 0) {
-        const OutputSpec* spec = ops_[r.producer].schema->find_output(r.producer_port);
-        if (spec != nullptr) filled = spec->default_data_type;
-      }
-      if (filled == 0) {
-        filled = r.is_virtual ? (context_.intermediate_data_type != 0
-                                     ? context_.intermediate_data_type
-                                     : data_type::kFloat)
-                              : context_.io_data_type;
-      }
-      if (filled == 0) {
-        throw ArgumentValueError(label + " has no data type and the graph has no "
-                                         "io_data_type to default to");
-      }
-      r.data_type = filled;
-    }
+  // Internal tensors are laid out from the others' final dims and types, so they come last.
+  const std::vector<int> used = used_tensors();
+  for (int t : used) {
+    if (!tensors_[t].internal) check_and_fill(t);
+  }
+  layout_internals();
+  check_transposed_inputs();
+  for (int t : used) {
+    if (tensors_[t].internal) check_and_fill(t);
   }
   validated_ = true;
+}
+
+void GraphRecord::check_and_fill(int t) {
+  TensorRecord& r = tensors_[t];
+  const std::string label = "tensor '" + r.name + "'";
+  if (!r.uid_assigned) {
+    std::string origin = r.producer >= 0 ? " (" + std::string(r.internal ? "internal tensor " : "output ") +
+                                               r.producer_port + " of op '" +
+                                               ops_[r.producer].name + "')"
+                                         : "";
+    throw StateError("uid ownership violated: " + label + origin +
+                     " has no uid. Every uid is pushed from Python (tensor(uid=...) or "
+                     "set_uid); the backend graph never assigns one");
+  }
+  if (r.dim.empty()) throw ArgumentValueError(label + " has no dims");
+  if (r.stride.size() != r.dim.size()) {
+    throw ArgumentValueError(label + ": stride rank " + std::to_string(r.stride.size()) +
+                             " does not match dim rank " + std::to_string(r.dim.size()));
+  }
+  if (r.is_virtual && r.is_pass_by_value) {
+    throw ArgumentValueError(label + " is both virtual and pass-by-value");
+  }
+  if (r.is_virtual && r.in_workspace) {
+    throw ArgumentValueError(label + " is both virtual and workspace-resident (a "
+                                     "workspace tensor is materialized)");
+  }
+  if (!r.data_type_assigned) {
+    int64_t filled = 0;
+    if (r.producer >= 0) {
+      const OutputSpec* spec = ops_[r.producer].schema->find_output(r.producer_port);
+      if (spec != nullptr) filled = spec->default_data_type;
+    }
+    if (filled == 0) {
+      filled = r.is_virtual ? (context_.intermediate_data_type != 0
+                                   ? context_.intermediate_data_type
+                                   : data_type::kFloat)
+                            : context_.io_data_type;
+    }
+    if (filled == 0) {
+      throw ArgumentValueError(label + " has no data type and the graph has no "
+                                       "io_data_type to default to");
+    }
+    r.data_type = filled;
+  }
 }
 
 }  // namespace cudnn_backend

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -40,6 +41,8 @@ struct TensorRecord {
   // (workspace_tensors.h), so the caller never binds it: scratch a lowering needs that is
   // neither a graph input nor a graph output (e.g. the composite SDPA backward's row sums).
   bool in_workspace = false;
+  // An internal tensor of a composite op (composite.h): virtual, laid out by the expansion.
+  bool internal = false;
 };
 
 // One tensor port binding: port name -> tensor index. List ports appear as <port>_<i>.
@@ -51,6 +54,8 @@ struct OpRecord {
   int64_t compute_data_type = 0;  // frontend data_type; 0 = graph default
   std::vector<PortBinding> inputs;
   std::vector<PortBinding> outputs;  // present outputs only, in table order
+  // Internal tensors of a composite op (composite.h), in expansion order.
+  std::vector<PortBinding> internals;
   std::vector<std::pair<std::string, AttrValue>> attrs;  // attributes that were given
 
   int input(const std::string& port) const;   // tensor index or -1
@@ -129,6 +134,9 @@ class GraphRecord {
   // in first-use order.
   std::vector<int> used_tensors() const;
 
+  // Tensors a composite op describes with their last two axes swapped (composite.h).
+  std::set<int> transposed_tensors() const;
+
   int find_uid(int64_t uid) const;  // tensor index or -1
   std::string describe_tensor(int t) const;  // "'name' (uid 5)" for messages
 
@@ -137,6 +145,10 @@ class GraphRecord {
  private:
   void check_mutable(const char* what) const;
   void check_index(int t) const;
+  void create_internals(OpRecord& op);
+  void layout_internals();
+  void check_transposed_inputs() const;
+  void check_and_fill(int t);
   std::string next_op_name(const OpSchema& schema) const;
 
   GraphContext context_;

@@ -2,8 +2,10 @@
 // attribute list of its descriptor type in cudnn_graph.h.
 #include "backend_cc/cc/op_descriptors.h"
 
+#include "backend_cc/cc/composite.h"
 #include "backend_cc/cc/enums.h"
 #include "backend_cc/cc/errors.h"
+#include "backend_cc/cc/op_primitives.h"
 #include "backend_cc/cc/op_rules.h"
 
 namespace cudnn_backend {
@@ -13,20 +15,6 @@ namespace {
 // The classic binding aligns every tensor to 16 bytes; cuDNN needs the alignment to be a
 // multiple of the element size.
 int64_t byte_alignment(int64_t data_type) { return std::max<int64_t>(16, data_type_size(data_type)); }
-
-bool is_backward_pointwise(int mode) {
-  switch (mode) {
-    case CUDNN_POINTWISE_RELU_BWD:
-    case CUDNN_POINTWISE_TANH_BWD:
-    case CUDNN_POINTWISE_SIGMOID_BWD:
-    case CUDNN_POINTWISE_ELU_BWD:
-    case CUDNN_POINTWISE_GELU_BWD:
-    case CUDNN_POINTWISE_SOFTPLUS_BWD:
-    case CUDNN_POINTWISE_SWISH_BWD:
-    case CUDNN_POINTWISE_GELU_APPROX_TANH_BWD: return true;
-    default: return false;
-  }
-}
 
 // Scalar op parameters go in as DOUBLE for double compute and FLOAT otherwise.
 void set_scalar(Descriptor& d, Attr attr, double value, int64_t compute) {
@@ -43,77 +31,37 @@ const double* float_attr(const OpRecord& op, const char* name) {
 }
 
 cudnnDataType_t compute_type(const GraphRecord& g, const OpRecord& op) {
-  return to_cudnn_data_type(g.effective_compute_type(op), op_context(op) + " compute_data_type");
+  return op_compute_type(g, op);
 }
 
 Descriptor pointwise(const GraphRecord& g, const OpRecord& op, const TensorDescriptors& t,
                      std::vector<Descriptor>& keepalive) {
-  const int64_t compute = g.effective_compute_type(op);
-  Descriptor pw = BACKEND_DESCRIPTOR(CUDNN_BACKEND_POINTWISE_DESCRIPTOR);
-  pw.set_context(op_context(op));
-  const int mode = op.schema->pointwise_mode;
-  pw.set_enum(ATTR(CUDNN_ATTR_POINTWISE_MODE), CUDNN_TYPE_POINTWISE_MODE, mode);
-  pw.set_data_type(ATTR(CUDNN_ATTR_POINTWISE_MATH_PREC), compute_type(g, op));
-  if (const double* v = float_attr(op, "lower_clip")) {
-    set_scalar(pw, ATTR(CUDNN_ATTR_POINTWISE_RELU_LOWER_CLIP), *v, compute);
-  }
-  if (const double* v = float_attr(op, "upper_clip")) {
-    set_scalar(pw, ATTR(CUDNN_ATTR_POINTWISE_RELU_UPPER_CLIP), *v, compute);
-  }
-  if (const double* v = float_attr(op, "negative_slope")) {
-    set_scalar(pw, ATTR(CUDNN_ATTR_POINTWISE_RELU_LOWER_CLIP_SLOPE), *v, compute);
-  }
-  if (const double* v = float_attr(op, "swish_beta")) {
-    set_scalar(pw, ATTR(CUDNN_ATTR_POINTWISE_SWISH_BETA), *v, compute);
-  }
-  if (const AttrValue* axis = op.attr("axis")) {
-    pw.set_int64(ATTR(CUDNN_ATTR_POINTWISE_AXIS), std::get<int64_t>(*axis));
-  }
-  pw.finalize();
-
-  Descriptor d = BACKEND_DESCRIPTOR(CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR);
-  d.set_context(op_context(op));
-  d.set_desc(ATTR(CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR), pw);
+  PointwiseSettings settings;
+  settings.mode = op.schema->pointwise_mode;
+  settings.math_prec = compute_type(g, op);
+  auto maybe = [&](const char* name) -> std::optional<double> {
+    const double* v = float_attr(op, name);
+    return v == nullptr ? std::nullopt : std::optional<double>(*v);
+  };
+  settings.lower_clip = maybe("lower_clip");
+  settings.upper_clip = maybe("upper_clip");
+  settings.negative_slope = maybe("negative_slope");
+  settings.swish_beta = maybe("swish_beta");
+  if (const AttrValue* axis = op.attr("axis")) settings.axis = std::get<int64_t>(*axis);
+  // Ports in table order: x (or dY), b (or X), and binary_select's mask.
   const auto& ports = op.schema->inputs;
-  if (is_backward_pointwise(mode)) {
-    // (loss, input) -> dY and X; the output is dX.
-    d.set_desc(ATTR(CUDNN_ATTR_OPERATION_POINTWISE_DYDESC), t.required_port(op, ports[0].name));
-    d.set_desc(ATTR(CUDNN_ATTR_OPERATION_POINTWISE_XDESC), t.required_port(op, ports[1].name));
-    d.set_desc(ATTR(CUDNN_ATTR_OPERATION_POINTWISE_DXDESC), t.at(op.output("OUT_0")));
-  } else {
-    d.set_desc(ATTR(CUDNN_ATTR_OPERATION_POINTWISE_XDESC), t.required_port(op, ports[0].name));
-    if (ports.size() > 1) {
-      d.set_desc(ATTR(CUDNN_ATTR_OPERATION_POINTWISE_BDESC), t.required_port(op, ports[1].name));
-    }
-    if (ports.size() > 2) {  // binary_select: the third tensor is the mask
-      d.set_desc(ATTR(CUDNN_ATTR_OPERATION_POINTWISE_TDESC), t.required_port(op, ports[2].name));
-    }
-    d.set_desc(ATTR(CUDNN_ATTR_OPERATION_POINTWISE_YDESC), t.at(op.output("OUT_0")));
-  }
-  d.finalize();
-  keepalive.push_back(std::move(pw));
-  return d;
+  const Descriptor* b = ports.size() > 1 ? &t.required_port(op, ports[1].name) : nullptr;
+  const Descriptor* mask = ports.size() > 2 ? &t.required_port(op, ports[2].name) : nullptr;
+  return pointwise_operation(settings, t.required_port(op, ports[0].name), b, mask,
+                             t.at(op.output("OUT_0")), keepalive, op_context(op));
 }
 
 Descriptor matmul(const GraphRecord& g, const OpRecord& op, const TensorDescriptors& t,
                   std::vector<Descriptor>& keepalive) {
-  Descriptor mm = BACKEND_DESCRIPTOR(CUDNN_BACKEND_MATMUL_DESCRIPTOR);
-  mm.set_context(op_context(op));
-  mm.set_data_type(ATTR(CUDNN_ATTR_MATMUL_COMP_TYPE), compute_type(g, op));
-  if (const double* padding = float_attr(op, "padding"); padding != nullptr && *padding != 0.0) {
-    mm.set_double(ATTR(CUDNN_ATTR_MATMUL_PADDING_VALUE), *padding);
-  }
-  mm.finalize();
-
-  Descriptor d = BACKEND_DESCRIPTOR(CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR);
-  d.set_context(op_context(op));
-  d.set_desc(ATTR(CUDNN_ATTR_OPERATION_MATMUL_ADESC), t.required_port(op, "A"));
-  d.set_desc(ATTR(CUDNN_ATTR_OPERATION_MATMUL_BDESC), t.required_port(op, "B"));
-  d.set_desc(ATTR(CUDNN_ATTR_OPERATION_MATMUL_CDESC), t.at(op.output("C")));
-  d.set_desc(ATTR(CUDNN_ATTR_OPERATION_MATMUL_DESC), mm);
-  d.finalize();
-  keepalive.push_back(std::move(mm));
-  return d;
+  const double* padding = float_attr(op, "padding");
+  return matmul_operation(compute_type(g, op), padding == nullptr ? 0.0 : *padding,
+                          t.required_port(op, "A"), t.required_port(op, "B"),
+                          t.at(op.output("C")), keepalive, op_context(op));
 }
 
 Descriptor conv_operation(OpKind kind) {
@@ -183,26 +131,10 @@ Descriptor convolution(const GraphRecord& g, const OpRecord& op, const TensorDes
 Descriptor reduction(const GraphRecord& g, const OpRecord& op, const TensorDescriptors& t,
                      std::vector<Descriptor>& keepalive) {
   const int64_t mode = std::get<int64_t>(*op.attr("mode"));
-  Descriptor red = BACKEND_DESCRIPTOR(CUDNN_BACKEND_REDUCTION_DESCRIPTOR);
-  red.set_context(op_context(op));
-  red.set_enum(ATTR(CUDNN_ATTR_REDUCTION_OPERATOR), CUDNN_TYPE_REDUCTION_OPERATOR_TYPE,
-               static_cast<int>(find_frontend(EnumKind::kReductionMode, mode)->cudnn));
-  red.set_data_type(ATTR(CUDNN_ATTR_REDUCTION_COMP_TYPE), compute_type(g, op));
-  red.finalize();
-
-  Descriptor d = BACKEND_DESCRIPTOR(CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR);
-  d.set_context(op_context(op));
-  d.set_desc(ATTR(CUDNN_ATTR_OPERATION_REDUCTION_XDESC), t.required_port(op, "input"));
-  d.set_desc(ATTR(CUDNN_ATTR_OPERATION_REDUCTION_YDESC), t.at(op.output("OUT_0")));
-  d.set_desc(ATTR(CUDNN_ATTR_OPERATION_REDUCTION_DESC), red);
-#if CUDNN_VERSION >= 92400
-  if (const Descriptor* offsets = t.port(op, "group_offset")) {
-    d.set_desc(ATTR(CUDNN_ATTR_OPERATION_REDUCTION_GROUP_OFFSET_DESC), *offsets);
-  }
-#endif
-  d.finalize();
-  keepalive.push_back(std::move(red));
-  return d;
+  return reduction_operation(static_cast<int>(find_frontend(EnumKind::kReductionMode, mode)->cudnn),
+                             compute_type(g, op), t.required_port(op, "input"),
+                             t.at(op.output("OUT_0")), t.port(op, "group_offset"), keepalive,
+                             op_context(op));
 }
 
 std::vector<const Descriptor*> peer_stats(const OpRecord& op, const TensorDescriptors& t) {
@@ -294,19 +226,13 @@ Descriptor genstats(const GraphRecord& g, const OpRecord& op, const TensorDescri
 }
 
 Descriptor reshape(const OpRecord& op, const TensorDescriptors& t) {
-  Descriptor d = BACKEND_DESCRIPTOR(CUDNN_BACKEND_OPERATION_RESHAPE_DESCRIPTOR);
-  d.set_context(op_context(op));
-  d.set_desc(ATTR(CUDNN_ATTR_OPERATION_RESHAPE_XDESC), t.required_port(op, "input"));
-  d.set_desc(ATTR(CUDNN_ATTR_OPERATION_RESHAPE_YDESC), t.at(op.output("OUT_0")));
-#if CUDNN_VERSION >= 92200
   // Only a non-default mode is sent, so a VIEW_ONLY reshape also runs on cuDNN < 9.22.
-  if (const AttrValue* mode = op.attr("reshape_mode"); mode != nullptr && std::get<int64_t>(*mode) != 1) {
-    d.set_enum(ATTR(CUDNN_ATTR_OPERATION_RESHAPE_MODE), CUDNN_TYPE_RESHAPE_MODE,
-               static_cast<int>(find_frontend(EnumKind::kReshapeMode, std::get<int64_t>(*mode))->cudnn));
+  int mode = -1;
+  if (const AttrValue* m = op.attr("reshape_mode"); m != nullptr && std::get<int64_t>(*m) != 1) {
+    mode = static_cast<int>(find_frontend(EnumKind::kReshapeMode, std::get<int64_t>(*m))->cudnn);
   }
-#endif
-  d.finalize();
-  return d;
+  return reshape_operation(t.required_port(op, "input"), t.at(op.output("OUT_0")), mode,
+                           op_context(op));
 }
 
 Descriptor concatenate(const OpRecord& op, const TensorDescriptors& t, const GraphRecord& g) {
@@ -328,6 +254,10 @@ Descriptor concatenate(const OpRecord& op, const TensorDescriptors& t, const Gra
 }
 
 }  // namespace
+
+cudnnDataType_t op_compute_type(const GraphRecord& graph, const OpRecord& op) {
+  return to_cudnn_data_type(graph.effective_compute_type(op), op_context(op) + " compute_data_type");
+}
 
 std::string op_context(const OpRecord& op) {
   return "op '" + op.name + "' (" + op.schema->method + ")";
@@ -359,16 +289,22 @@ const Descriptor& TensorDescriptors::required_port(const OpRecord& op, const cha
   return *d;
 }
 
-Descriptor build_tensor_descriptor(const GraphRecord& graph, int t, const TensorDescriptors& built) {
+Descriptor build_tensor_descriptor(const GraphRecord& graph, int t, const TensorDescriptors& built,
+                                   bool transposed) {
   const TensorRecord& r = graph.tensor(t);
+  std::vector<int64_t> dim = r.dim, stride = r.stride;
+  if (transposed) {
+    std::swap(dim[dim.size() - 1], dim[dim.size() - 2]);
+    std::swap(stride[stride.size() - 1], stride[stride.size() - 2]);
+  }
   Descriptor d = BACKEND_DESCRIPTOR(CUDNN_BACKEND_TENSOR_DESCRIPTOR);
   d.set_context("tensor " + graph.describe_tensor(t));
   d.set_int64(ATTR(CUDNN_ATTR_TENSOR_UNIQUE_ID), r.uid);
   d.set_data_type(ATTR(CUDNN_ATTR_TENSOR_DATA_TYPE),
                   to_cudnn_data_type(r.data_type, "tensor " + graph.describe_tensor(t)));
   d.set_int64(ATTR(CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT), byte_alignment(r.data_type));
-  d.set_int64s(ATTR(CUDNN_ATTR_TENSOR_DIMENSIONS), r.dim);
-  d.set_int64s(ATTR(CUDNN_ATTR_TENSOR_STRIDES), r.stride);
+  d.set_int64s(ATTR(CUDNN_ATTR_TENSOR_DIMENSIONS), dim);
+  d.set_int64s(ATTR(CUDNN_ATTR_TENSOR_STRIDES), stride);
   d.set_bool(ATTR(CUDNN_ATTR_TENSOR_IS_VIRTUAL), r.is_virtual);
   if (r.is_pass_by_value) d.set_bool(ATTR(CUDNN_ATTR_TENSOR_IS_BY_VALUE), true);
   if (r.reordering != 0) {
@@ -388,9 +324,10 @@ Descriptor build_tensor_descriptor(const GraphRecord& graph, int t, const Tensor
   return d;
 }
 
-Descriptor build_op_descriptor(const GraphRecord& graph, const OpRecord& op,
-                               const TensorDescriptors& tensors,
-                               std::vector<Descriptor>& keepalive) {
+namespace {
+
+Descriptor build_single(const GraphRecord& graph, const OpRecord& op,
+                        const TensorDescriptors& tensors, std::vector<Descriptor>& keepalive) {
   switch (op.schema->kind) {
     case OpKind::kPointwise: return pointwise(graph, op, tensors, keepalive);
     case OpKind::kMatmul: return matmul(graph, op, tensors, keepalive);
@@ -405,8 +342,29 @@ Descriptor build_op_descriptor(const GraphRecord& graph, const OpRecord& op,
     case OpKind::kConcatenate: return concatenate(op, tensors, graph);
     case OpKind::kSdpaForward: return build_sdpa_forward(graph, op, tensors);
     case OpKind::kSdpaBackward: return build_sdpa_backward(graph, op, tensors);
+    case OpKind::kBlockScaleQuantize: return build_block_scale_quantize(graph, op, tensors);
+    case OpKind::kBlockScaleDequantize: return build_block_scale_dequantize(graph, op, tensors);
+    case OpKind::kMoeGroupedMatmul: return build_moe_grouped_matmul(graph, op, tensors);
+    case OpKind::kMoeGroupedMatmulBwd: return build_moe_grouped_matmul_bwd(graph, op, tensors);
+    case OpKind::kSlice: return build_slice(graph, op, tensors);
+    case OpKind::kTranspose: return build_transpose(graph, op, tensors);
+    case OpKind::kRope:
+    case OpKind::kRopeBackward: return build_rope(op, tensors);
+    default: break;  // composite kinds, and kinds that never record (no_lowering)
   }
   throw BackendError("internal: " + op_context(op) + " has no descriptor builder");
+}
+
+}  // namespace
+
+void build_op_descriptors(const GraphRecord& graph, const OpRecord& op,
+                          const TensorDescriptors& tensors, std::vector<Descriptor>& keepalive,
+                          std::vector<Descriptor>& ops) {
+  if (is_composite(op.schema->kind)) {
+    build_composite(graph, op, tensors, keepalive, ops);
+    return;
+  }
+  ops.push_back(build_single(graph, op, tensors, keepalive));
 }
 
 }  // namespace cudnn_backend

@@ -25,15 +25,42 @@ class TensorDescriptors {
 };
 
 // Builds the finalized descriptor of tensor `t` (its ragged offset must already be in
-// `built`).
-Descriptor build_tensor_descriptor(const GraphRecord& graph, int t, const TensorDescriptors& built);
+// `built`). `transposed`: described with its last two axes swapped, the same memory seen
+// transposed (the K^T / V^T inputs of composite ops, composite.h).
+Descriptor build_tensor_descriptor(const GraphRecord& graph, int t, const TensorDescriptors& built,
+                                   bool transposed = false);
 
-// Builds the finalized operation descriptor of `op`. Auxiliary descriptors the operation
-// refers to (pointwise/matmul/convolution/reduction settings) are appended to `keepalive`,
-// which must outlive the returned descriptor.
-Descriptor build_op_descriptor(const GraphRecord& graph, const OpRecord& op,
-                               const TensorDescriptors& tensors,
-                               std::vector<Descriptor>& keepalive);
+// Appends the finalized operation descriptor(s) of `op` to `ops`: one, or one per step of a
+// composite op. Auxiliary descriptors the operations refer to (pointwise/matmul/convolution/
+// reduction settings) are appended to `keepalive`, which must outlive them.
+void build_op_descriptors(const GraphRecord& graph, const OpRecord& op,
+                          const TensorDescriptors& tensors, std::vector<Descriptor>& keepalive,
+                          std::vector<Descriptor>& ops);
+
+// Defined in composite_descriptors.cc: the steps of a composite op.
+void build_composite(const GraphRecord& graph, const OpRecord& op,
+                     const TensorDescriptors& tensors, std::vector<Descriptor>& keepalive,
+                     std::vector<Descriptor>& ops);
+
+// Defined in quantize_moe_descriptors.cc.
+Descriptor build_block_scale_quantize(const GraphRecord& graph, const OpRecord& op,
+                                      const TensorDescriptors& tensors);
+Descriptor build_block_scale_dequantize(const GraphRecord& graph, const OpRecord& op,
+                                        const TensorDescriptors& tensors);
+Descriptor build_moe_grouped_matmul(const GraphRecord& graph, const OpRecord& op,
+                                    const TensorDescriptors& tensors);
+Descriptor build_moe_grouped_matmul_bwd(const GraphRecord& graph, const OpRecord& op,
+                                        const TensorDescriptors& tensors);
+
+// Defined in slice_transpose_rope_descriptors.cc.
+Descriptor build_slice(const GraphRecord& graph, const OpRecord& op,
+                       const TensorDescriptors& tensors);
+Descriptor build_transpose(const GraphRecord& graph, const OpRecord& op,
+                           const TensorDescriptors& tensors);
+Descriptor build_rope(const OpRecord& op, const TensorDescriptors& tensors);
+
+// The compute type of `op` as a cuDNN data type (its own, else the graph's, else FLOAT).
+cudnnDataType_t op_compute_type(const GraphRecord& graph, const OpRecord& op);
 
 // Defined in sdpa_descriptors.cc.
 Descriptor build_sdpa_forward(const GraphRecord& graph, const OpRecord& op,

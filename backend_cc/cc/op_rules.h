@@ -17,4 +17,19 @@ struct ConvGeometry {
 };
 ConvGeometry conv_geometry(const OpRecord& op, size_t spatial);
 
+// One axis of a slice resolved against the input extent with Python's slice.indices rules
+// (positive steps only); `extent` = number of elements taken.
+struct SliceAxis {
+  int64_t start = 0, stop = 0, step = 1, extent = 0;
+};
+// Every axis of `input_dims` (axes past the given slices are taken whole). Raises
+// ArgumentValueError for more slices than axes or an empty result.
+std::vector<SliceAxis> resolve_slices(const OpRecord& op, const std::vector<int64_t>& input_dims);
+
+// The transpose permutation, checked against the input rank (ArgumentValueError).
+std::vector<int64_t> checked_permutation(const OpRecord& op, size_t rank);
+
+// The blocked axis of block_scale_quantize (`axis`, default and -1 = the last).
+size_t quantize_axis(const OpRecord& op, size_t rank);
+
 }  // namespace cudnn_backend

@@ -4,76 +4,15 @@
 
 #include <cudnn_graph.h>
 
+#include <algorithm>
+
+#include "backend_cc/cc/op_schema_rows.h"
+
 namespace cudnn_backend {
 
 namespace {
 
-constexpr int64_t kV9_7 = 90700;
-constexpr int64_t kV9_13 = 91300;
-constexpr int64_t kV9_14 = 91400;
-constexpr int64_t kV9_15 = 91500;
-constexpr int64_t kV9_17 = 91700;
-constexpr int64_t kV9_21 = 92100;
-constexpr int64_t kV9_22 = 92200;
-constexpr int64_t kV9_24 = 92400;
-
-// Why an SDPA feature is a decline: the native descriptors (cuDNN 9.13+/9.17+) carry only
-// Q/K/V/O/Stats, a scale, a padding mask (sequence lengths), a block mask and page tables.
-constexpr const char* kSdpaNoAttribute =
-    "the native cuDNN SDPA descriptor has no attribute for it (only q/k/v/o/stats, "
-    "attn_scale, padding-mask sequence lengths, block_mask and page tables are native)";
-
-PortSpec in(const char* name) { return PortSpec{name, true}; }
-PortSpec opt(const char* name, int64_t min_version = 0) {
-  PortSpec p{name, false};
-  p.min_version = min_version;
-  return p;
-}
-PortSpec list_in(const char* name, bool required) {
-  PortSpec p{name, required};
-  p.is_list = true;
-  return p;
-}
-PortSpec unsupported_port(const char* name, const char* why) {
-  PortSpec p{name, false};
-  p.unsupported = why;
-  return p;
-}
-
-OutputSpec out(const char* name) { return OutputSpec{name}; }
-OutputSpec out_if_training(const char* name) {
-  OutputSpec o{name};
-  o.presence = Presence::kIfTraining;
-  return o;
-}
-OutputSpec out_if_input(const char* name, const char* input) {
-  OutputSpec o{name};
-  o.presence = Presence::kIfInputGiven;
-  o.input = input;
-  return o;
-}
-
-AttrSpec attr(const char* name, AttrType type, bool required = false) {
-  return AttrSpec{name, type, required};
-}
-AttrSpec enum_attr(const char* name, EnumKind kind, bool required = false) {
-  AttrSpec a{name, AttrType::kEnum, required};
-  a.enum_kind = kind;
-  return a;
-}
-// Accepted for name compatibility; any value other than `neutral` is a decline.
-AttrSpec unsupported_attr(const char* name, AttrType type, AttrValue neutral, const char* why) {
-  AttrSpec a{name, type, false};
-  a.neutral = std::move(neutral);
-  a.unsupported = why;
-  return a;
-}
-AttrSpec unsupported_flag(const char* name) {
-  return unsupported_attr(name, AttrType::kBool, AttrValue{false}, kSdpaNoAttribute);
-}
-AttrSpec unsupported_int(const char* name) {
-  return unsupported_attr(name, AttrType::kInt, AttrValue{}, kSdpaNoAttribute);
-}
+using namespace rows;  // NOLINT: the row constructors read as a table
 
 // --- Pointwise: CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR ---------------------------------
 
@@ -279,6 +218,77 @@ void add_norms(std::vector<OpSchema>& t) {
   // CUDNN_BACKEND_OPERATION_GEN_STATS_DESCRIPTOR
   t.push_back(OpSchema{"genstats", OpKind::kGenStats, {in("input")},
                        {out("SUM"), out("SQ_SUM")}, {}});
+
+  // The norm descriptor has no batch-norm inference phase, so it is four pointwise
+  // operations: Y = (input - mean) * inv_variance * scale + bias (composite.h).
+  t.push_back(OpSchema{"batchnorm_inference", OpKind::kBatchnormInference,
+                       {in("input"), in("mean"), in("inv_variance"), in("scale"), in("bias")},
+                       {out("Y")}, {}});
+}
+
+// Marks a row whose descriptor the build headers lack (`since` in CUDNN_VERSION units).
+void needs_headers(OpSchema& s, int64_t since, const char* descriptor) {
+  s.min_version = std::max(s.min_version, since);
+  if (CUDNN_VERSION < since) s.missing_from_headers = descriptor;
+}
+
+// --- Block-scale quantize/dequantize and MoE grouped matmul ---------------------------------------
+
+// Measured on the H200 (cuDNN 9.19, sm_90): no engine takes a block-scale quantize or
+// dequantize graph (the runtime-fusion engine wants a matmul in it, the others are built for
+// other architectures). Block-scaled (MX) formats are Blackwell's, where cuDNN pairs these
+// operations with its block-scaled matmuls.
+constexpr const char* kBlockScaleSm =
+    "cuDNN runs block-scale (MX) quantize/dequantize on Blackwell only; on sm_90 cuDNN 9.19 "
+    "proposes no engine for them";
+
+void add_block_scale_moe(std::vector<OpSchema>& t) {
+  // CUDNN_BACKEND_OPERATION_BLOCK_SCALE_QUANTIZE_DESCRIPTOR: the descriptor takes the block
+  // size only; `axis` and `transpose` decide the output layouts (shape_inference.cc).
+  OpSchema quantize{"block_scale_quantize", OpKind::kBlockScaleQuantize, {in("input")},
+                    {out("Y"), out("scale")},
+                    {attr("block_size", AttrType::kInt, true), attr("axis", AttrType::kInt),
+                     attr("transpose", AttrType::kBool)}};
+  needs_headers(quantize, kV9_7, "CUDNN_BACKEND_OPERATION_BLOCK_SCALE_QUANTIZE_DESCRIPTOR (9.7)");
+  quantize.min_sm = 100;
+  quantize.min_sm_reason = kBlockScaleSm;
+  t.push_back(quantize);
+
+  // CUDNN_BACKEND_OPERATION_BLOCK_SCALE_DEQUANTIZE_DESCRIPTOR; negative scales arrived in 9.13.
+  AttrSpec negative = attr("is_negative_scale", AttrType::kBool);
+  negative.neutral = AttrValue{false};
+  negative.min_version = kV9_13;
+  OpSchema dequantize{"block_scale_dequantize", OpKind::kBlockScaleDequantize,
+                      {in("input"), in("descale")}, {out("OUT_0")},
+                      {attr("block_size", AttrType::kIntList, true), negative}};
+  needs_headers(dequantize, kV9_7,
+                "CUDNN_BACKEND_OPERATION_BLOCK_SCALE_DEQUANTIZE_DESCRIPTOR (9.7)");
+  dequantize.min_sm = 100;
+  dequantize.min_sm_reason = kBlockScaleSm;
+  t.push_back(dequantize);
+
+  // CUDNN_BACKEND_OPERATION_MOE_GROUPED_MATMUL_DESCRIPTOR: in the 9.15 headers, but cuDNN's
+  // own support matrix (frontend docs, "MoE Grouped Matmul") names 9.18 as the first release
+  // that runs it. COMBINE has no backend mode, so top_k_scores (read by COMBINE only) declines.
+  OpSchema moe{"moe_grouped_matmul", OpKind::kMoeGroupedMatmul,
+               {in("token"), in("weight"), in("first_token_offset"), opt("token_index"),
+                opt("token_ks"),
+                unsupported_port("top_k_scores",
+                                 "only mode COMBINE reads it, and cuDNN's backend has no COMBINE "
+                                 "mode (the frontend serves it with its FROST GEMM engine)")},
+               {out("OUT_0")},
+               {enum_attr("mode", EnumKind::kMoeGroupedMatmulMode),
+                attr("top_k", AttrType::kInt)}};
+  needs_headers(moe, kV9_15, "CUDNN_BACKEND_OPERATION_MOE_GROUPED_MATMUL_DESCRIPTOR (9.15)");
+  moe.min_version = kV9_18;
+  t.push_back(moe);
+
+  // CUDNN_BACKEND_OPERATION_MOE_GROUPED_MATMUL_BWD_DESCRIPTOR: the weight gradient.
+  OpSchema moe_bwd{"moe_grouped_matmul_bwd", OpKind::kMoeGroupedMatmulBwd,
+                   {in("doutput"), in("token"), in("first_token_offset")}, {out("dweight")}, {}};
+  needs_headers(moe_bwd, kV9_22,
+                "CUDNN_BACKEND_OPERATION_MOE_GROUPED_MATMUL_BWD_DESCRIPTOR (9.22)");
+  t.push_back(moe_bwd);
 }
 
 // --- Structural ---------------------------------------------------------------------------------
@@ -298,97 +308,28 @@ void add_structural(std::vector<OpSchema>& t) {
                   {attr("axis", AttrType::kInt, true), attr("in_place_index", AttrType::kInt)}};
   concat.takes_compute_data_type = false;
   t.push_back(concat);
-}
 
-// --- SDPA: CUDNN_BACKEND_OPERATION_SDPA_{FWD,BWD}_DESCRIPTOR --------------------------------------
+  // CUDNN_BACKEND_OPERATION_SLICE_DESCRIPTOR / _TRANSPOSE_DESCRIPTOR (9.22)
+  OpSchema slice{"slice", OpKind::kSlice, {in("input")}, {out("OUT_0")},
+                 {attr("slices", AttrType::kSliceList)}};
+  needs_headers(slice, kV9_22, "CUDNN_BACKEND_OPERATION_SLICE_DESCRIPTOR (9.22)");
+  t.push_back(slice);
+  OpSchema transpose{"transpose", OpKind::kTranspose, {in("input")}, {out("OUT_0")},
+                     {attr("permutation", AttrType::kIntList, true)}};
+  needs_headers(transpose, kV9_22, "CUDNN_BACKEND_OPERATION_TRANSPOSE_DESCRIPTOR (9.22)");
+  t.push_back(transpose);
 
-void add_sdpa(std::vector<OpSchema>& t) {
-  OpSchema fwd{"sdpa", OpKind::kSdpaForward};
-  fwd.inputs = {in("q"),
-                in("k"),
-                in("v"),
-                opt("attn_scale"),
-                unsupported_port("bias", kSdpaNoAttribute),
-                opt("block_mask", kV9_14),
-                opt("seq_len_q", kV9_15),
-                opt("seq_len_kv", kV9_15),
-                unsupported_port("cu_seq_len_q", kSdpaNoAttribute),
-                unsupported_port("cu_seq_len_kv", kSdpaNoAttribute),
-                opt("paged_attention_k_table", kV9_15),
-                opt("paged_attention_v_table", kV9_15),
-                unsupported_port("sink_token", kSdpaNoAttribute),
-                unsupported_port("rng_dump", kSdpaNoAttribute),
-                unsupported_port("score_max", kSdpaNoAttribute),
-                unsupported_port("score_sum_exp", kSdpaNoAttribute)};
-  OutputSpec stats{"Stats", Presence::kIfSdpaStats};
-  stats.default_data_type = data_type::kFloat;
-  fwd.outputs = {out("O"), stats};
-  fwd.attrs = {attr("is_inference", AttrType::kBool),
-               attr("generate_stats", AttrType::kBool),
-               unsupported_flag("stats_use_log2"),
-               enum_attr("implementation", EnumKind::kAttentionImplementation),
-               unsupported_flag("unfuse_fma"),
-               unsupported_flag("use_alibi_mask"),
-               unsupported_flag("use_causal_mask"),
-               unsupported_flag("use_causal_mask_bottom_right"),
-               attr("use_padding_mask", AttrType::kBool),
-               unsupported_int("sliding_window_length"),
-               enum_attr("diagonal_alignment", EnumKind::kDiagonalAlignment),
-               unsupported_int("diagonal_band_left_bound"),
-               unsupported_int("diagonal_band_right_bound"),
-               unsupported_int("max_total_seq_len_q"),
-               unsupported_int("max_total_seq_len_kv"),
-               unsupported_attr("dropout", AttrType::kOpaque, AttrValue{}, kSdpaNoAttribute),
-               attr("paged_attention_max_seq_len_kv", AttrType::kInt),
-               unsupported_attr("score_mod", AttrType::kOpaque, AttrValue{}, kSdpaNoAttribute)};
-  fwd.min_version = kV9_13;
-#if CUDNN_VERSION < 91300
-  fwd.missing_from_headers = "CUDNN_BACKEND_OPERATION_SDPA_FWD_DESCRIPTOR (cuDNN 9.13)";
-#endif
-  t.push_back(fwd);
-
-  OpSchema bwd{"sdpa_backward", OpKind::kSdpaBackward};
-  bwd.inputs = {in("q"),
-                in("k"),
-                in("v"),
-                in("o"),
-                in("dO"),
-                in("stats"),
-                opt("attn_scale"),
-                unsupported_port("bias", kSdpaNoAttribute),
-                unsupported_port("dBias", kSdpaNoAttribute),
-                opt("seq_len_q"),
-                opt("seq_len_kv"),
-                unsupported_port("sink_token", kSdpaNoAttribute),
-                unsupported_port("dSink_token", kSdpaNoAttribute),
-                unsupported_port("rng_dump", kSdpaNoAttribute)};
-  bwd.outputs = {out("dQ"), out("dK"), out("dV")};
-  bwd.attrs = {unsupported_flag("use_alibi_mask"),
-               unsupported_flag("use_causal_mask"),
-               unsupported_flag("use_causal_mask_bottom_right"),
-               attr("use_padding_mask", AttrType::kBool),
-               unsupported_int("sliding_window_length"),
-               enum_attr("diagonal_alignment", EnumKind::kDiagonalAlignment),
-               unsupported_int("diagonal_band_left_bound"),
-               unsupported_int("diagonal_band_right_bound"),
-               unsupported_int("max_total_seq_len_q"),
-               unsupported_int("max_total_seq_len_kv"),
-               unsupported_attr("dropout", AttrType::kOpaque, AttrValue{}, kSdpaNoAttribute),
-               unsupported_attr("score_mod_bprop", AttrType::kOpaque, AttrValue{},
-                                kSdpaNoAttribute),
-               unsupported_flag("use_deterministic_algorithm")};
-  bwd.min_version = kV9_17;
-  // Measured (9.17.0, 9.18.0, 9.19.0, 9.20.0 vs 9.21.0-9.24.0, no GPU needed): the older
-  // libraries finalize this descriptor but refuse any operation graph holding it.
-  bwd.min_runtime_version = kV9_21;
-  bwd.runtime_gap =
-      "cuDNN 9.17-9.20 finalize the SDPA_BWD descriptor but cannot build an operation graph "
-      "that contains it: cudnnBackendFinalize(OPERATIONGRAPH) fails with BAD_PARAM in "
-      "buildDAG";
-#if CUDNN_VERSION < 91700
-  bwd.missing_from_headers = "CUDNN_BACKEND_OPERATION_SDPA_BWD_DESCRIPTOR (cuDNN 9.17)";
-#endif
-  t.push_back(bwd);
+  // CUDNN_BACKEND_OPERATION_ROPE_FWD_DESCRIPTOR (9.24) / _ROPE_BWD_DESCRIPTOR: the backward
+  // enumerators are in the 9.24 headers already but marked "@since cuDNN 9.25.0".
+  const std::vector<AttrSpec> rope_attrs = {attr("output_scale", AttrType::kFloat),
+                                            attr("rope_dim", AttrType::kInt)};
+  OpSchema rope{"rope", OpKind::kRope, {in("input"), in("freqs")}, {out("OUT_0")}, rope_attrs};
+  needs_headers(rope, kV9_24, "CUDNN_BACKEND_OPERATION_ROPE_FWD_DESCRIPTOR (9.24)");
+  t.push_back(rope);
+  OpSchema rope_bwd{"rope_backward", OpKind::kRopeBackward, {in("dY"), in("freqs")},
+                    {out("OUT_0")}, rope_attrs};
+  needs_headers(rope_bwd, kV9_25, "CUDNN_BACKEND_OPERATION_ROPE_BWD_DESCRIPTOR (9.25)");
+  t.push_back(rope_bwd);
 }
 
 std::vector<OpSchema> build_table() {
@@ -396,8 +337,10 @@ std::vector<OpSchema> build_table() {
   add_pointwise(t);
   add_matmul_conv_reduction(t);
   add_norms(t);
+  add_block_scale_moe(t);
   add_structural(t);
   add_sdpa(t);
+  add_sdpa_fp8(t);
   return t;
 }
 
@@ -418,6 +361,19 @@ const char* op_kind_name(OpKind kind) {
     case OpKind::kConcatenate: return "concatenate";
     case OpKind::kSdpaForward: return "sdpa_forward";
     case OpKind::kSdpaBackward: return "sdpa_backward";
+    case OpKind::kBatchnormInference: return "batchnorm_inference";
+    case OpKind::kSdpaFp8Forward: return "sdpa_fp8_forward";
+    case OpKind::kSdpaFp8Backward: return "sdpa_fp8_backward";
+    case OpKind::kBlockScaleQuantize: return "block_scale_quantize";
+    case OpKind::kBlockScaleDequantize: return "block_scale_dequantize";
+    case OpKind::kMoeGroupedMatmul: return "moe_grouped_matmul";
+    case OpKind::kMoeGroupedMatmulBwd: return "moe_grouped_matmul_bwd";
+    case OpKind::kSlice: return "slice";
+    case OpKind::kTranspose: return "transpose";
+    case OpKind::kRope: return "rope";
+    case OpKind::kRopeBackward: return "rope_backward";
+    case OpKind::kSdpaMxfp8Forward: return "sdpa_mxfp8_forward";
+    case OpKind::kSdpaMxfp8Backward: return "sdpa_mxfp8_backward";
   }
   return "op";
 }

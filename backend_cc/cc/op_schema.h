@@ -30,6 +30,22 @@ enum class OpKind {
   kConcatenate,
   kSdpaForward,
   kSdpaBackward,
+  // Composite kinds: one recorded op, several cuDNN operations joined by internal tensors
+  // (composite.h).
+  kBatchnormInference,
+  kSdpaFp8Forward,
+  kSdpaFp8Backward,
+  kBlockScaleQuantize,
+  kBlockScaleDequantize,
+  kMoeGroupedMatmul,
+  kMoeGroupedMatmulBwd,
+  kSlice,
+  kTranspose,
+  kRope,
+  kRopeBackward,
+  // Recorded for their names only: every call declines (OpSchema::no_lowering).
+  kSdpaMxfp8Forward,
+  kSdpaMxfp8Backward,
 };
 
 const char* op_kind_name(OpKind kind);
@@ -65,6 +81,9 @@ enum class AttrType {
   kIntList,
   kEnum,
   kOpaque,  // a Python value the backend cannot carry (callable, dropout tuple): None only
+  // Python slice objects, stored flat as (start, stop, step) triples with kSliceNone for a
+  // missing bound (attr_value.h); resolved against the input dims at validate().
+  kSliceList,
 };
 
 struct AttrSpec {
@@ -90,6 +109,14 @@ struct OpSchema {
   // least this new (0: no extra rule), and `runtime_gap` says what fails below it.
   int64_t min_runtime_version = 0;
   const char* runtime_gap = nullptr;
+  // Why every call declines: no cuDNN lowering exists in this backend (checked after the
+  // version gates, so an old library is named first).
+  const char* no_lowering = nullptr;
+  // Compute capability (major * 10 + minor) the op's engines need; 0 = any. The backend
+  // graph has no device to ask when an op is recorded, so the Python lowering compares it
+  // with the handle's device (cudnn/backend/lowering.py) and declines below it.
+  int min_sm = 0;
+  const char* min_sm_reason = nullptr;
   int pointwise_mode = -1;      // cudnnPointwiseMode_t for kPointwise
   int norm_mode = -1;           // cudnnBackendNormMode_t for kNormForward/kNormBackward
 

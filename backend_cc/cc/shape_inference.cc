@@ -223,6 +223,85 @@ std::optional<Dims> sdpa_forward_dims(const OpRecord& op, const std::string& por
   return out;
 }
 
+std::optional<Dims> like_port(const OpRecord& op, const char* port, const GraphRecord& g) {
+  const Dims* d = dims_of(op, port, g);
+  if (d == nullptr) return std::nullopt;
+  return *d;
+}
+
+std::optional<Dims> block_scale_dims(const OpRecord& op, const std::string& port,
+                                     const GraphRecord& g) {
+  const Dims* x = dims_of(op, "input", g);
+  if (x == nullptr) return std::nullopt;
+  if (port == "Y") return *x;
+  Dims scale = *x;
+  const size_t axis = quantize_axis(op, x->size());
+  const int64_t block = std::get<int64_t>(*op.attr("block_size"));
+  scale[axis] = (scale[axis] + block - 1) / block;
+  return scale;
+}
+
+std::optional<Dims> moe_dims(const OpRecord& op, const GraphRecord& g) {
+  // moe_grouped_matmul_mode GATHER = 2: one output row per routed token (token_index).
+  const AttrValue* mode = op.attr("mode");
+  const bool gather = mode != nullptr && std::get<int64_t>(*mode) == 2;
+  const Dims* rows = dims_of(op, gather ? "token_index" : "token", g);
+  const Dims* weight = dims_of(op, "weight", g);
+  if (rows == nullptr || weight == nullptr || rows->size() < 2) return std::nullopt;
+  return Dims{1, (*rows)[rows->size() - 2], weight->back()};
+}
+
+std::optional<Dims> moe_bwd_dims(const OpRecord& op, const GraphRecord& g) {
+  const Dims* offsets = dims_of(op, "first_token_offset", g);
+  const Dims* token = dims_of(op, "token", g);
+  const Dims* dout = dims_of(op, "doutput", g);
+  if (offsets == nullptr || token == nullptr || dout == nullptr) return std::nullopt;
+  return Dims{offsets->front(), token->back(), dout->back()};
+}
+
+std::optional<Dims> slice_dims(const OpRecord& op, const GraphRecord& g) {
+  const Dims* x = dims_of(op, "input", g);
+  if (x == nullptr) return std::nullopt;
+  Dims out;
+  for (const SliceAxis& a : resolve_slices(op, *x)) out.push_back(a.extent);
+  return out;
+}
+
+std::optional<Dims> transpose_dims(const OpRecord& op, const GraphRecord& g) {
+  const Dims* x = dims_of(op, "input", g);
+  if (x == nullptr) return std::nullopt;
+  Dims out;
+  for (int64_t axis : checked_permutation(op, x->size())) out.push_back((*x)[axis]);
+  return out;
+}
+
+bool is_amax(const std::string& port) {
+  return port.rfind("Amax_", 0) == 0 || port.rfind("amax_", 0) == 0;
+}
+
+std::optional<Dims> sdpa_fp8_dims(const OpRecord& op, const std::string& port,
+                                  const GraphRecord& g) {
+  if (is_amax(port)) return Dims{1, 1, 1, 1};
+  if (op.schema->kind == OpKind::kSdpaFp8Forward) return sdpa_forward_dims(op, port, g);
+  return like_port(op, port == "dQ" ? "q" : port == "dK" ? "k" : "v", g);
+}
+
+// Strides of block_scale_quantize's outputs with transpose=True: the blocked axis packed
+// innermost, the other axes in the input's order.
+std::vector<int64_t> blocked_axis_innermost(const OpRecord& op, const Dims& dim,
+                                            const GraphRecord& g) {
+  const Dims& x_stride = g.tensor(op.input("input")).stride;
+  const size_t axis = quantize_axis(op, dim.size());
+  Dims reference = x_stride.size() == dim.size() ? x_stride : strides_like(dim, {});
+  // Order the other axes like the input, then put the blocked one below all of them.
+  Dims order = reference;
+  order[axis] = 0;
+  for (size_t i = 0; i < order.size(); ++i) {
+    if (i != axis) order[i] = reference[i] + 1;
+  }
+  return strides_like(dim, order);
+}
+
 // The input whose axis order an output inherits, or -1 for row-major.
 int layout_source(const OpRecord& op, const std::string& port, const Dims& dim,
                   const GraphRecord& g) {
@@ -247,7 +326,19 @@ int layout_source(const OpRecord& op, const std::string& port, const Dims& dim,
       if (port == "dQ") return op.input("q");
       if (port == "dK") return op.input("k");
       return op.input("v");
-    default: return -1;
+    case OpKind::kSdpaFp8Forward: return port == "O" ? op.input("q") : -1;
+    case OpKind::kSdpaFp8Backward:
+      if (is_amax(port)) return -1;
+      if (port == "dQ") return op.input("q");
+      if (port == "dK") return op.input("k");
+      return op.input("v");
+    case OpKind::kBatchnormInference:
+    case OpKind::kBlockScaleQuantize:
+    case OpKind::kBlockScaleDequantize:
+    case OpKind::kSlice:
+    case OpKind::kRope: return op.input("input");
+    case OpKind::kRopeBackward: return op.input("dY");
+    default: return -1;  // MoE and transpose outputs are packed row-major
   }
 }
 
@@ -292,6 +383,19 @@ std::optional<std::vector<int64_t>> infer_output_dim(const OpRecord& op, const s
       if (d == nullptr) return std::nullopt;
       return *d;
     }
+    case OpKind::kBatchnormInference:
+    case OpKind::kBlockScaleDequantize:
+    case OpKind::kRope: return like_port(op, "input", g);
+    case OpKind::kRopeBackward: return like_port(op, "dY", g);
+    case OpKind::kBlockScaleQuantize: return block_scale_dims(op, port, g);
+    case OpKind::kMoeGroupedMatmul: return moe_dims(op, g);
+    case OpKind::kMoeGroupedMatmulBwd: return moe_bwd_dims(op, g);
+    case OpKind::kSlice: return slice_dims(op, g);
+    case OpKind::kTranspose: return transpose_dims(op, g);
+    case OpKind::kSdpaFp8Forward:
+    case OpKind::kSdpaFp8Backward: return sdpa_fp8_dims(op, port, g);
+    case OpKind::kSdpaMxfp8Forward:
+    case OpKind::kSdpaMxfp8Backward:  // never recorded (OpSchema::no_lowering)
     case OpKind::kConvWgrad:
     case OpKind::kReduction:
     case OpKind::kReshape: return std::nullopt;  // the caller must set these (`push` ops)
@@ -302,6 +406,12 @@ std::optional<std::vector<int64_t>> infer_output_dim(const OpRecord& op, const s
 std::vector<int64_t> infer_output_stride(const OpRecord& op, const std::string& port,
                                          const std::vector<int64_t>& dim,
                                          const GraphRecord& g) {
+  if (op.schema->kind == OpKind::kBlockScaleQuantize) {
+    const AttrValue* transpose = op.attr("transpose");
+    if (transpose != nullptr && std::get<bool>(*transpose)) {
+      return blocked_axis_innermost(op, dim, g);
+    }
+  }
   const int source = layout_source(op, port, dim, g);
   if (source < 0) return strides_like(dim, {});
   return strides_like(dim, g.tensor(source).stride);

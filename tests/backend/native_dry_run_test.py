@@ -1,12 +1,15 @@
-"""CPU dry run of the native GPU suite (test_native_backend_lowering.py).
+"""CPU dry run of the native GPU suites (test_native_backend_lowering.py,
+test_classic_ops_backend.py, test_fp8_attention_backend.py).
 
-Every test of the suite runs here with inputs on the CPU and its graphs planned through
+Every test of the suites runs here with inputs on the CPU and its graphs planned through
 the router onto the real lowering and the real cuDNN adapter; only what needs a GPU is
 answered by the recording stand-in (backend_cc/tests/fake_cudnn.py): heuristics, plan
 builds, executes. When a libcudnn loads, cuDNN still checks every descriptor. The suite's
 backend-path assertions run unchanged. Nothing executes, so numerics are not checked
 here; what is checked is that each graph lowers, that the feeds and output buffers cover
-every graph input and output, and that each compared output has the reference's size.
+every graph input and output, and that each compared output has the reference's size. The
+stand-in describes its device as sm_90 (the H200), so ops gated on the GPU decline as they
+do there; ops gated on the cuDNN version follow the library loaded here.
 """
 import os
 import sys
@@ -25,24 +28,33 @@ except ImportError:  # outside Bazel: the helper sits beside the backend's own t
                                     os.pardir, "backend_cc", "tests"))
     import fake_cudnn
 from tests.backend import native_runner  # noqa: E402
+from tests.backend import test_classic_ops_backend as classic  # noqa: E402
+from tests.backend import test_fp8_attention_backend as fp8  # noqa: E402
 from tests.backend import test_native_backend_lowering as suite  # noqa: E402
+
+SUITES = (suite, classic, fp8)
+#: the stand-in's device: an H200 (compute capability 9.0) as cuDNN describes it
+DEVICE_SM, DEVICE_JSON, HANDLE = 90, '{"deviceVer": 900}', 0x5EED
 
 
 def suite_cases():
-    """(id, test function, kwargs) for every test of the suite, parametrizations expanded."""
+    """(id, test function, kwargs) for every test of the suites, parametrizations expanded."""
     cases = []
-    for name, fn in sorted(vars(suite).items()):
-        if not (name.startswith("test_") and callable(fn)):
-            continue
-        marks = [m for m in getattr(fn, "pytestmark", []) if m.name == "parametrize"]
-        if not marks:
-            cases.append(pytest.param(fn, {}, id=name))
-            continue
-        (mark,) = marks
-        names = [n.strip() for n in mark.args[0].split(",")]
-        for i, values in enumerate(mark.args[1]):
-            values = (values,) if len(names) == 1 else values  # one name: bare values
-            cases.append(pytest.param(fn, dict(zip(names, values)), id=f"{name}[{i}]"))
+    for module in SUITES:
+        prefix = module.__name__.rsplit(".", 1)[-1].removeprefix("test_")
+        for name, fn in sorted(vars(module).items()):
+            if not (name.startswith("test_") and callable(fn)):
+                continue
+            marks = [m for m in getattr(fn, "pytestmark", []) if m.name == "parametrize"]
+            if not marks:
+                cases.append(pytest.param(fn, {}, id=f"{prefix}.{name}"))
+                continue
+            (mark,) = marks
+            names = [n.strip() for n in mark.args[0].split(",")]
+            for i, values in enumerate(mark.args[1]):
+                values = (values,) if len(names) == 1 else values  # one name: bare values
+                cases.append(pytest.param(fn, dict(zip(names, values)),
+                                          id=f"{prefix}.{name}[{i}]"))
     return cases
 
 
@@ -69,7 +81,8 @@ class RefusingExtension(fake_cudnn.FakeExtension):
 
 class DryRun:
     def __init__(self, refuse=()):
-        script = fake_cudnn.CudnnScript(proposals={0: [(1, {})], 2: [(2, {})]})
+        script = fake_cudnn.CudnnScript(proposals={0: [(1, {})], 2: [(2, {})]},
+                                        device_json=DEVICE_JSON)
         self.ext = RefusingExtension(script, refuse)
         self.runs = []
         self.checks = []
@@ -93,23 +106,34 @@ class DryRun:
 
 
 def install(monkeypatch, dry, sdpa_backward_lowering="composite"):
-    fake_cudnn.install_adapter(monkeypatch, CudnnBackendAdapter(fake_cudnn.FakeAccess(dry.ext)))
-    monkeypatch.setattr(suite, "DEVICE", "cpu")
-    monkeypatch.setattr(suite, "run_on_backend", dry.run_on_backend)
-    monkeypatch.setattr(suite, "check", dry.check)
-    # the fake has no device to describe, so the lowering takes the composite graph
+    access = fake_cudnn.FakeAccess(dry.ext, handle=HANDLE)
+    fake_cudnn.install_adapter(monkeypatch, CudnnBackendAdapter(access))
+    for module in SUITES:
+        monkeypatch.setattr(module, "DEVICE", "cpu")
+        monkeypatch.setattr(module, "run_on_backend", dry.run_on_backend)
+        monkeypatch.setattr(module, "check", dry.check)
+        if hasattr(module, "device_sm"):
+            monkeypatch.setattr(module, "device_sm", lambda: DEVICE_SM)
+    # an sm_90 device: the lowering takes the composite sdpa_backward graph
     monkeypatch.setattr(suite, "expected_sdpa_backward_lowering", lambda: sdpa_backward_lowering)
 
 
 @pytest.mark.parametrize("test, kwargs", suite_cases())
 def test_suite_graphs_lower_and_plan_on_the_backend_path(monkeypatch, test, kwargs):
+    """Each test either runs its graphs on the backend path or records the decline it
+    expects here (and asserts the backend gave that reason)."""
     dry = DryRun()
     install(monkeypatch, dry)
+    native_runner.ROWS.clear()
     test(None, **kwargs)
-    assert dry.runs and dry.checks
-    assert len(dry.ext.graphs) == len(dry.runs)
-    for graph in dry.ext.graphs:
-        assert ("build_operation_graph", None) in graph.calls
+    if declined_rows():
+        assert not dry.runs or dry.checks, "a decline after runs that checked nothing"
+    else:
+        assert dry.runs and dry.checks
+    assert len(dry.ext.graphs) >= len(dry.runs)
+    ran = [g for g in dry.ext.graphs if ("build_operation_graph", None) in g.calls]
+    assert len(ran) == len(dry.runs)
+    native_runner.ROWS.clear()
 
 
 def declined_rows():
@@ -154,7 +178,7 @@ def test_sdpa_backward_cudnn_refuses_is_a_failure_not_an_expected_one(monkeypatc
 
 
 def test_the_dry_run_covers_the_whole_suite():
-    assert len(suite_cases()) >= 11
+    assert len(suite_cases()) >= 11 + 12 + 4
 
 
 def test_the_result_table_shows_failures():

@@ -29,7 +29,10 @@ from cudnn.engines import engine_ids
 DT = cudnn.data_type
 TORCH_DTYPE = {DT.HALF: torch.float16, DT.FLOAT: torch.float32, DT.BFLOAT16: torch.bfloat16,
                DT.DOUBLE: torch.float64, DT.INT32: torch.int32, DT.INT64: torch.int64,
-               DT.BOOLEAN: torch.bool}
+               DT.BOOLEAN: torch.bool, DT.FP8_E4M3: torch.float8_e4m3fn,
+               DT.FP8_E5M2: torch.float8_e5m2}
+if hasattr(torch, "float8_e8m0fnu"):  # block scales (torch >= 2.7)
+    TORCH_DTYPE[DT.FP8_E8M0] = torch.float8_e8m0fnu
 
 
 @dataclass
@@ -96,7 +99,9 @@ def assert_backend_path(graph: cudnn.pygraph) -> None:
 def empty_like_ir(t: cudnn.Tensor) -> torch.Tensor:
     buf = torch.empty_strided(tuple(t.dim), tuple(t.stride), dtype=TORCH_DTYPE[t.data_type],
                               device="cuda")
-    if buf.is_floating_point():
+    if buf.is_floating_point() and buf.element_size() == 1:
+        buf.view(torch.uint8).fill_(0xFF)  # NaN in FP8 E4M3, E5M2 and E8M0
+    elif buf.is_floating_point():
         buf.fill_(float("nan"))
     return buf
 

@@ -14,24 +14,20 @@ which one was lowered. `python3 tests/backend/sdpa_bwd_probe.py` shows what cuDN
 does with the native descriptor.
 """
 import math
-import zlib
 
 import pytest
 
 torch = pytest.importorskip("torch", reason="the GPU suite needs torch")
 
 import cudnn  # noqa: E402
-from cudnn.backend import handles, loader  # noqa: E402
-from cudnn.backend.adapter import CudnnBackendAdapter  # noqa: E402
+from cudnn.backend import loader  # noqa: E402
 from cudnn.backend.sdpa_bwd_route import choose_route  # noqa: E402
 from tests.backend.native_runner import (  # noqa: E402
-    ROWS, check, declined, ir_input, run_on_backend, table)
+    check, declined, ir_input, run_on_backend)
+from tests.backend.suite_fixtures import handle, result_table, seeded  # noqa: E402,F401
+from tests.backend.suite_fixtures import gpu_suite_marks  # noqa: E402
 
-if not torch.cuda.is_available():
-    _SKIP = "no CUDA device"
-else:
-    _SKIP = CudnnBackendAdapter().unavailable_reason()
-pytestmark = [pytest.mark.gpu, pytest.mark.skipif(_SKIP is not None, reason=str(_SKIP))]
+pytestmark = gpu_suite_marks()
 
 DT = cudnn.data_type
 TRAINING = cudnn.norm_forward_phase.TRAINING
@@ -40,24 +36,6 @@ TRAINING = cudnn.norm_forward_phase.TRAINING
 FP16_OUT, FP16_GRAD, FP32_OUT = 5e-3, 2e-2, 1e-4
 #: where inputs are made ("cpu" in the CPU dry run, native_dry_run_test.py).
 DEVICE = "cuda"
-
-
-@pytest.fixture(scope="module", autouse=True)
-def result_table():
-    yield
-    if ROWS:
-        print("\n" + table())
-
-
-@pytest.fixture(scope="module")
-def handle():
-    with handles.create_handle(torch.cuda.current_stream().cuda_stream) as h:
-        yield h
-
-
-@pytest.fixture(autouse=True)
-def seeded(request):
-    torch.manual_seed(zlib.crc32(request.node.name.encode()))  # distinct per test, replayable
 
 
 def new_graph(handle, io=DT.HALF):

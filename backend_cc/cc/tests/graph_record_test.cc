@@ -4,8 +4,11 @@
 #include "backend_cc/cc/graph_record.h"
 #include "backend_cc/cc/op_schema.h"
 #include "backend_cc/cc/tests/check.h"
+#include "backend_cc/cc/tests/record_helpers.h"
 
 using namespace cudnn_backend;
+using cudnn_backend::testing::call;
+using cudnn_backend::testing::schema;
 
 namespace {
 
@@ -26,18 +29,6 @@ int tensor(GraphRecord& g, int64_t uid, std::vector<int64_t> dim, std::vector<in
   return g.add_tensor(s);
 }
 
-OpCall call(std::vector<PortBinding> inputs, std::vector<std::pair<std::string, AttrValue>> attrs = {}) {
-  OpCall c;
-  c.inputs = std::move(inputs);
-  c.attrs = std::move(attrs);
-  return c;
-}
-
-const OpSchema& schema(const char* method) {
-  const OpSchema* s = find_op_schema(method);
-  CHECK(s != nullptr);
-  return *s;
-}
 
 void uid_ownership() {
   GraphRecord g = make_graph();

@@ -21,7 +21,7 @@ from types import ModuleType
 from typing import Callable, List, Optional, Sequence
 
 # The BINDING_API_VERSION this Python code was written against (bindings/module.cc).
-EXPECTED_BINDING_API_VERSION = 2
+EXPECTED_BINDING_API_VERSION = 3
 
 EXTENSION_MODULE = "cudnn._pybind_module"
 CUDNN_SONAME = "libcudnn.so.9"

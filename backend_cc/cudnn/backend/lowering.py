@@ -5,15 +5,19 @@ method is `spec.backend_method`; every port the caller wired and every attr the 
 passed goes by its (shared) name; `compute_data_type` unless `spec.no_cdt`; the node's
 name. Nothing here is per op, so every op the extension's table has lowers the same way:
 all 54 pointwise modes, matmul, conv fprop/dgrad/wgrad, reduction, the norms forward and
-backward, genstats, reshape, concatenate, and SDPA forward/backward (native descriptors).
-The one exception is sdpa_backward where the native SDPA_BWD descriptor cannot run (cuDNN
+backward, batchnorm_inference, genstats, reshape, concatenate, slice, transpose, rope and
+rope_backward, block-scale quantize/dequantize, MoE grouped matmul forward/backward, SDPA
+forward/backward (native descriptors) and FP8 SDPA forward/backward (composite graphs inside
+the extension); the MXFP8 SDPA variants have builders that always decline. The one exception is sdpa_backward where the native SDPA_BWD descriptor cannot run (cuDNN
 < 9.21 or a device below sm_100, sdpa_bwd_route.py): it becomes the composite
 fused-attention graph of sdpa_bwd_composite.py, noted in `LoweredGraph.notes`.
 
 Uids: the IR owns them all. Graph inputs are created with `tensor(uid=...)`, op outputs
 get theirs through `set_uid`; the only uids the lowering adds are those of pass-by-value
-scalars it makes for Python numbers (sdpa `attn_scale=0.125`) and of the tensors the
-composite sdpa_backward adds, drawn above every uid of the graph. `LoweredGraph.verify_uids`
+scalars it makes for Python numbers (sdpa `attn_scale=0.125`), of the internal tensors of
+the extension's composite ops (`backend_graph.op_internals()`: batchnorm_inference,
+sdpa_fp8, sdpa_fp8_backward) and of the tensors the composite sdpa_backward adds, all drawn
+above every uid of the graph. `LoweredGraph.verify_uids`
 checks the result (and again after the backend builds).
 
 Layouts (../spec/op_surface.md section 0): graph inputs are described exactly as the IR
@@ -25,8 +29,9 @@ are copied back into the IR tensors whose layouts the caller did not set.
 
 Declines (cudnnGraphNotSupportedError, raised before anything is recorded when they can be
 known statically): python-only ops (linear attention, ...) and python-only arguments, ops
-or arguments the extension has no builder or keyword for, graph options the backend cannot
-honour, layouts it cannot express; then whatever the extension itself declines (SDPA masks,
+or arguments the extension has no builder or keyword for, ops whose engines need a newer GPU
+than the handle's (the op table's `min_sm`: FP8 SDPA sm_90, MXFP8 SDPA sm_100), graph
+options the backend cannot honour, layouts it cannot express; then whatever the extension itself declines (SDPA masks,
 dropout, version-gated features, ...) and shape rules its validation refuses.
 """
 from __future__ import annotations
@@ -40,7 +45,7 @@ from typing import TYPE_CHECKING, Any
 from cudnn.backend import sdpa_bwd_composite
 from cudnn.backend.broadcast_layout import BroadcastLayouts, broadcast_layouts, natural_layout
 from cudnn.backend.lowered_graph import LoweredGraph
-from cudnn.backend.sdpa_bwd_route import SdpaBackwardRoute, route_for
+from cudnn.backend.sdpa_bwd_route import SdpaBackwardRoute, device_sm_version, route_for
 from cudnn.ops.data_types import data_type
 from cudnn.ops.errors import cudnnGraphNotSupportedError
 from cudnn.ops.op_spec import OpGroup, PortKind
@@ -59,6 +64,9 @@ class _Builder:
     names: frozenset[str]
     #: tensor ports the method names but declines whenever given, with the reason.
     unsupported_ports: dict[str, str]
+    #: compute capability its engines need (major * 10 + minor; 0: any), and why
+    min_sm: int = 0
+    min_sm_reason: str = ""
 
 
 @functools.lru_cache(maxsize=None)
@@ -71,8 +79,16 @@ def _builders(ext: Any) -> dict[str, _Builder]:
             names.add("compute_data_type")
         table[schema["method"]] = _Builder(
             frozenset(names), {p["name"]: p["unsupported"] for p in schema["inputs"]
-                               if p["unsupported"]})
+                               if p["unsupported"]},
+            schema.get("min_sm", 0), schema.get("min_sm_reason") or "")
     return table
+
+
+def device_gated(graph: pygraph, ext: Any) -> bool:
+    """Whether any node's builder needs a minimum compute capability (so the device is
+    worth asking about, which costs a cuDNN call)."""
+    builders = _builders(ext)
+    return any(getattr(builders.get(n.spec.backend_method), "min_sm", 0) for n in graph.nodes)
 
 
 def backend_arguments(node: Node) -> Iterator[tuple[str, Any, Any]]:
@@ -114,9 +130,12 @@ def _loaded_version(ext: Any) -> int | None:
 # -- static declines -----------------------------------------------------------------------
 def decline_reasons(graph: pygraph, ext: Any,
                     layouts: BroadcastLayouts | None = None,
-                    route: SdpaBackwardRoute | None = None) -> list[str]:
+                    route: SdpaBackwardRoute | None = None,
+                    device_sm: int | None = None) -> list[str]:
     """Why the backend cannot take `graph` (empty: try it). `route` is how its
-    sdpa_backward nodes lower (sdpa_backward_route()); None lowers them natively."""
+    sdpa_backward nodes lower (sdpa_backward_route()); None lowers them natively.
+    `device_sm` is the compute capability of the GPU the graph would run on (90 for sm_90;
+    None: unknown, and then cuDNN answers for ops that need a newer GPU)."""
     builders = _builders(ext)
     reasons: list[str] = []
     node_level: set[str] = set()
@@ -140,6 +159,10 @@ def decline_reasons(graph: pygraph, ext: Any,
             reasons.append(f"{head}: node '{node.name}': this cuDNN backend has no "
                            f"{spec.backend_method}() builder")
             continue
+        if device_sm is not None and device_sm < builder.min_sm:
+            reasons.append(f"{head}: node '{node.name}': {spec.backend_method} needs "
+                           f"sm_{builder.min_sm}+ ({builder.min_sm_reason}); this device is "
+                           f"sm_{device_sm}")
         for name, _, _ in backend_arguments(node):
             method = f"backend_graph.{spec.backend_method}()"
             if name not in builder.names:
@@ -273,6 +296,8 @@ class _Lowering:
         if not spec.no_cdt and node.compute_data_type is not None:
             kwargs["compute_data_type"] = node.compute_data_type
         result = getattr(self.backend, spec.backend_method)(**kwargs)
+        for bt in self.backend.op_internals():  # a composite op's internal tensors
+            bt.set_uid(self.fresh_uid())
         outs = result if isinstance(result, list) else [result]
         if len(outs) != len(spec.outputs):
             raise AssertionError(f"node '{node.name}': backend_graph.{spec.backend_method}() "
@@ -326,7 +351,8 @@ def lower(graph: pygraph, ext: Any, *, handle: int | None = None) -> LoweredGrap
         raise RuntimeError("lowering needs a validated graph: call graph.validate() first")
     layouts = broadcast_layouts(graph)
     route = sdpa_backward_route(graph, ext, handle)
-    reasons = decline_reasons(graph, ext, layouts, route)
+    device_sm = device_sm_version(ext, handle) if device_gated(graph, ext) else None
+    reasons = decline_reasons(graph, ext, layouts, route, device_sm)
     if reasons:
         raise cudnnGraphNotSupportedError("; ".join(reasons))
     lowering = _Lowering(graph, ext, handle, layouts, route)
