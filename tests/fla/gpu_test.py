@@ -110,8 +110,9 @@ def test_layer_on_the_engines_matches_the_torch_path(tf, case):
     tiny, config, torch_layer, layer = _layer_pair(tf, case)
     x = torch.randn(2, 160, config.hidden_size, device="cuda", dtype=torch.bfloat16)
     x_ref, x_mine = x.clone().requires_grad_(True), x.clone().requires_grad_(True)
-    y_ref = torch_layer(x_ref)
-    y_ref.float().square().mean().backward()
+    with tf[1].torch_path():
+        y_ref = torch_layer(x_ref)
+        y_ref.float().square().mean().backward()
     before = sum(i.misses + i.hits for i in ops.graph_cache_info().values())
     with cfla.installed():
         y = layer(x_mine)
@@ -127,8 +128,10 @@ def test_layer_on_the_engines_matches_the_torch_path(tf, case):
     cache, ref_cache = tiny.new_cache(config), tiny.new_cache(config)
     steps = torch.randn(2, 70, config.hidden_size, device="cuda", dtype=torch.bfloat16)
     with torch.no_grad():
-        outs_ref = [torch_layer(steps[:, :64], cache_params=ref_cache)]
-        outs_ref += [torch_layer(steps[:, i:i + 1], cache_params=ref_cache) for i in range(64, 70)]
+        with tf[1].torch_path():
+            outs_ref = [torch_layer(steps[:, :64], cache_params=ref_cache)]
+            outs_ref += [torch_layer(steps[:, i:i + 1], cache_params=ref_cache)
+                         for i in range(64, 70)]
         with cfla.installed():
             outs = [layer(steps[:, :64], cache_params=cache)]
             outs += [layer(steps[:, i:i + 1], cache_params=cache) for i in range(64, 70)]
@@ -179,13 +182,16 @@ def test_greedy_generation_logits_match_the_torch_path(tf):
     with torch.no_grad():
         with cfla.installed():
             logits = model(input_ids=prompt, past_key_values=cache, use_cache=True).logits[:, -1]
-        ref = model(input_ids=prompt, past_key_values=ref_cache, use_cache=True).logits[:, -1]
+        with tf[1].torch_path():
+            ref = model(input_ids=prompt, past_key_values=ref_cache, use_cache=True).logits[:, -1]
         errors.append(rel(logits, ref))
         for _ in range(32):
             token = logits.argmax(-1, keepdim=True)  # the drop-in's choice, fed to both
             with cfla.installed():
                 logits = model(input_ids=token, past_key_values=cache, use_cache=True).logits[:, -1]
-            ref = model(input_ids=token, past_key_values=ref_cache, use_cache=True).logits[:, -1]
+            with tf[1].torch_path():
+                ref = model(input_ids=token, past_key_values=ref_cache,
+                            use_cache=True).logits[:, -1]
             errors.append(rel(logits, ref))
     print("per-step logits relative error", [f"{e:.2e}" for e in errors])
     assert max(errors) <= LOGITS_BOUND, errors

@@ -11,6 +11,7 @@ import torch
 
 import cudnn.linear_attention.fla as cfla
 from tests.fla import tiny_models as tiny
+from tests.fla.transformers_reference import torch_path
 from tests.reference.compare import rel_err
 from tests.torch_ops.reference_engine import reference_engine, reference_engines_installed
 
@@ -55,13 +56,16 @@ def test_greedy_generation_matches_the_torch_path():
     with torch.no_grad():
         with cfla.installed():
             logits = model(input_ids=prompt, past_key_values=cache, use_cache=True).logits[:, -1]
-        ref = model(input_ids=prompt, past_key_values=ref_cache, use_cache=True).logits[:, -1]
+        with torch_path():
+            ref = model(input_ids=prompt, past_key_values=ref_cache, use_cache=True).logits[:, -1]
         errors = [rel_err(logits, ref)]
         for _ in range(32):
             token = logits.argmax(-1, keepdim=True)  # the drop-in's choice, fed to both
             with cfla.installed():
                 logits = model(input_ids=token, past_key_values=cache, use_cache=True).logits[:, -1]
-            ref = model(input_ids=token, past_key_values=ref_cache, use_cache=True).logits[:, -1]
+            with torch_path():
+                ref = model(input_ids=token, past_key_values=ref_cache,
+                            use_cache=True).logits[:, -1]
             errors.append(rel_err(logits, ref))
     assert max(errors) <= BOUND, errors
 

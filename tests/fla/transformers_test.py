@@ -181,8 +181,9 @@ def test_layer_training_step_matches_the_torch_path(case):
     x = torch.randn(2, 11, config.hidden_size, generator=torch.Generator().manual_seed(4))
     x_ref, x_mine = x.clone().requires_grad_(True), x.clone().requires_grad_(True)
     weight = torch.randn(x.shape, generator=torch.Generator().manual_seed(5))
-    y_ref = torch_layer(x_ref)
-    (y_ref * weight).sum().backward()
+    with tf_ref.torch_path():
+        y_ref = torch_layer(x_ref)
+        (y_ref * weight).sum().backward()
     calls = len(reference_engine(family).calls)
     with cfla.installed():
         y = drop_in_layer(x_mine)
@@ -202,9 +203,10 @@ def test_layer_prefill_then_decode_matches_the_torch_path(case):
     prefill, steps = tokens[:, :7], tokens[:, 7:]
     ref_cache, cache = new_cache(config), new_cache(config)
     with torch.no_grad():
-        outs_ref = [torch_layer(prefill, cache_params=ref_cache)]
-        outs_ref += [torch_layer(steps[:, i:i + 1], cache_params=ref_cache)
-                     for i in range(steps.shape[1])]
+        with tf_ref.torch_path():
+            outs_ref = [torch_layer(prefill, cache_params=ref_cache)]
+            outs_ref += [torch_layer(steps[:, i:i + 1], cache_params=ref_cache)
+                         for i in range(steps.shape[1])]
         with cfla.installed():
             outs = [drop_in_layer(prefill, cache_params=cache)]
             # decode: one token per call, through the recurrent function
