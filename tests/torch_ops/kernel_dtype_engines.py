@@ -2,8 +2,8 @@
 
 The plain reference engines (reference_engine.py) accept every dtype, so a call through
 them never needs converting. These subclasses decline, like FROST and cuTile, any port
-whose dtype their kernels would not read (engines/*/engine_gates.py tables), so the CPU
-tests see the ops convert to what the planned engine reads:
+whose dtype their kernels would not read (the tables of engines_*/.../engine_gates.py,
+restated here), so the CPU tests see the ops convert to what the planned engine reads:
 
 - `FROST_LIKE`: g, beta, a_log, dt_bias float32 (GDN-2's beta and w in q's dtype),
   cu_seqlens int32, states float32 or bfloat16 (initial and final alike);
@@ -19,29 +19,46 @@ import torch
 
 from cudnn import data_type
 from cudnn.engines.base import resolve_node_buffers
-from cudnn.engines.facts import linear_attention_facts
-from cudnn.engines.port_dtypes import IO, PortDtypes
 from tests.torch_ops import reference_engine as ref
 
 FP32, BF16, INT32 = data_type.FLOAT, data_type.BFLOAT16, data_type.INT32
 IO_DTYPES = (FP32, BF16, data_type.HALF)
+IO = "io"  # the port takes the q/k/v dtype
 
 
-def _rules(states: tuple[data_type, ...], beta_like_q: bool) -> PortDtypes:
+def _rules(states: tuple[data_type, ...], beta_like_q: bool) -> dict[str, Any]:
     beta = IO if beta_like_q else (FP32,)
-    return PortDtypes(IO_DTYPES, {
+    return {
         "g": (FP32,), "beta": beta, "w": IO, "cu_seqlens": (INT32,),
         "a_log": (FP32,), "dt_bias": (FP32,),
         "initial_state": states, "final_state": states, "d_final_state": states,
         "d_initial_state": states, "O": IO, "dO": IO, "dQ": IO, "dK": IO, "dV": IO,
         "dG": (FP32,), "dBeta": beta, "dW": IO,
-    })
+    }
+
+
+def _dtype_reason(facts: Any, rules: dict[str, Any], engine: str) -> str | None:
+    """The first port whose dtype the kernels would not read (as engines' PortDtypes)."""
+    io = facts.io_dtype
+    if io is not None and io not in IO_DTYPES:
+        return f"{engine}: q/k/v dtype must be {' or '.join(d.name for d in IO_DTYPES)}, " \
+               f"got {io.name}"
+    for port, rule in rules.items():
+        dt = facts.dtype(port)
+        allowed = (io,) if rule == IO else rule
+        if dt is not None and dt not in allowed:
+            return f"{engine}: '{port}' dtype must be {' or '.join(d.name for d in allowed)}, " \
+                   f"got {dt.name}"
+    h0, ht = facts.dtype("initial_state"), facts.dtype("final_state")
+    if h0 is not None and ht is not None and h0 != ht:
+        return f"{engine}: initial_state and final_state dtypes differ"
+    return None
 
 
 class _KernelDtypes:
     """Mixin: decline, as pass-through engines do, dtypes the kernels would not read; and
     record the input buffers each execute received (`seen`: port -> tensor, per call)."""
-    port_dtypes: PortDtypes
+    port_dtypes: dict[str, Any]
 
     def __init__(self) -> None:
         super().__init__()
@@ -54,11 +71,9 @@ class _KernelDtypes:
 
     def check_support(self, graph: Any) -> None:
         super().check_support(graph)  # type: ignore[misc]
-        facts = linear_attention_facts(graph)
-        reason = self.port_dtypes.reason(facts, self.name)  # type: ignore[attr-defined]
-        h0, ht = facts.dtype("initial_state"), facts.dtype("final_state")
-        if reason is None and h0 is not None and ht is not None and h0 != ht:
-            reason = f"{self.name}: initial_state and final_state dtypes differ"  # type: ignore[attr-defined]
+        # the facts record as the reference engines read it (wherever it lives)
+        reason = _dtype_reason(ref.linear_attention_facts(graph), self.port_dtypes,
+                               self.name)  # type: ignore[attr-defined]
         if reason is not None:
             raise NotImplementedError(reason)
 
