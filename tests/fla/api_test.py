@@ -202,6 +202,19 @@ def test_kda_fused_gate_equals_the_gate_applied_first(lower_bound):
     torch.testing.assert_close(o_r, o_ref, rtol=0, atol=0)
 
 
+def test_gate_parameters_in_model_shapes():
+    """Kimi Linear keeps A_log as [1, 1, HV, 1] and dt_bias as [HV * K]: read flat, per head
+    (and channel), as FLA's kernels index them."""
+    x = inputs("kda", seed=12)
+    raw = torch.randn(x["g"].shape)
+    A_log, dt_bias = torch.randn(4), torch.randn(4, 8)
+    o, _ = cfla.chunk_kda(**dict(x, g=raw), use_gate_in_kernel=True, A_log=A_log,
+                          dt_bias=dt_bias.reshape(-1))
+    o_model, _ = cfla.chunk_kda(**dict(x, g=raw), use_gate_in_kernel=True,
+                                A_log=A_log.view(1, 1, 4, 1), dt_bias=dt_bias)
+    torch.testing.assert_close(o_model, o, rtol=0, atol=0)
+
+
 def test_recurrent_kda_reads_a_missing_a_log_as_one():
     x = inputs("kda", seed=6)
     raw = torch.randn(x["g"].shape)

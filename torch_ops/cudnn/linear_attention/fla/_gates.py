@@ -25,22 +25,23 @@ def _biased(g: torch.Tensor, dt_bias: torch.Tensor | None, channels: int | None)
     x = g.float()
     if dt_bias is None:
         return x
-    bias = dt_bias.float()
-    if channels is not None:  # FLA's per-channel bias arrives flat, [HV * K]
-        bias = bias.reshape(-1, channels)
+    # FLA's kernels index the bias flat, per head ([HV]) or per head and channel
+    # ([HV * K]): any shape holding those values in that order is read the same way
+    bias = dt_bias.float().reshape(-1) if channels is None else \
+        dt_bias.float().reshape(-1, channels)
     return x + bias
 
 
 def gdn_gate(g: torch.Tensor, A_log: torch.Tensor, dt_bias: torch.Tensor | None) -> torch.Tensor:
     """The GDN decay from raw g [B, T, HV]."""
-    return -A_log.float().exp() * F.softplus(_biased(g, dt_bias, None))
+    return -A_log.float().reshape(-1).exp() * F.softplus(_biased(g, dt_bias, None))
 
 
 def channel_gate(g: torch.Tensor, A_log: torch.Tensor | None, dt_bias: torch.Tensor | None,
                  lower_bound: float | None) -> torch.Tensor:
     """The KDA / GDN-2 decay from raw g [B, T, HV, K]."""
     x = _biased(g, dt_bias, g.shape[-1])
-    rate = None if A_log is None else A_log.float().exp().unsqueeze(-1)
+    rate = None if A_log is None else A_log.float().reshape(-1, 1).exp()  # [HV, 1]
     if lower_bound is not None:
         return lower_bound * torch.sigmoid(x if rate is None else rate * x)
     if rate is None:
