@@ -5,7 +5,8 @@ import types
 
 import pytest
 
-from cudnn.engines.torch_buffers import as_torch, handle_device_reason, torch_stream
+from cudnn.linear_attention.common.torch_buffers import (as_torch, handle_device_reason,
+                                                        torch_stream)
 
 torch = pytest.importorskip("torch")
 

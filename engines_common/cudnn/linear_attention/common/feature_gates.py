@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from cudnn.engines.facts import LinearAttentionFacts
+    from cudnn.linear_attention.common.facts import LinearAttentionFacts
 
 
 def unsupported_feature_reason(f: LinearAttentionFacts, engine: str, *, flags: Sequence[str],

@@ -1,16 +1,21 @@
 """The linear-attention facts record: geometry, dtypes, flags, memoization, and every
-consistency rule of spec section 2.7 turning the record invalid."""
+consistency rule of the op specs turning the record invalid (nodes assembled past the
+builders reach states the builders refuse)."""
 from __future__ import annotations
 
 import math
+import os
+import subprocess
+import sys
 
 import pytest
 from la_graphs import Geo, extra_tensor, la_graph, node_variant, shapes
 
 import cudnn
-from cudnn.engines.facts import (DEFAULT_GATE_LOWER_BOUND, analyze_linear_attention,
-                                 linear_attention_facts)
-from cudnn.ops.linear_attention_rules import Kind
+from cudnn.linear_attention.common.facts import (DEFAULT_GATE_LOWER_BOUND,
+                                                analyze_linear_attention,
+                                                linear_attention_facts)
+from cudnn.ops.linear_attention_family import Kind
 
 D = cudnn.data_type
 GEO = Geo()
@@ -25,8 +30,8 @@ def test_every_minimal_op_is_valid_and_single_node(op):
     facts = linear_attention_facts(g)
     assert facts.valid and facts.invalid_reason is None, facts.invalid_reason
     assert facts.node is node and facts.node_name == op and facts.node_type is node.node_type
-    assert facts.family == op.split("_")[0]
-    assert facts.n_seq == GEO.N and facts.total_t == GEO.T and facts.thd_layout
+    assert facts.family.prefix == op.split("_")[0]
+    assert facts.n_seq == GEO.N and facts.total_t == GEO.T
 
 
 def test_gdn_forward_geometry_dtypes_and_flags():
@@ -35,7 +40,7 @@ def test_gdn_forward_geometry_dtypes_and_flags():
     assert (f.h_q, f.h_k, f.h_v, f.h_o) == (2, 2, 4, 4)
     assert (f.d_qk, f.d_v, f.total_t, f.n_seq) == (16, 8, 24, 3)
     assert f.kind is Kind.FWD and not f.is_backward and not f.is_summary
-    assert f.gates_at_ho and f.gate_channels == 1 and f.householder_layout is None
+    assert f.householder_layout is None
     assert f.inputs == {"q", "k", "v", "g", "beta", "cu_seqlens"}
     assert f.outputs == {"O", "final_state"} and f.has_output("final_state")
     assert not f.has_input("initial_state") and not f.uses_state_pool
@@ -52,23 +57,22 @@ def test_explicit_scale_and_kda_safe_gate_defaults():
     f = linear_attention_facts(g)
     assert f.flags.scale == 0.5 and not f.flags.scale_is_default
     assert f.flags.safe_gate and f.flags.gate_lower_bound == DEFAULT_GATE_LOWER_BOUND
-    assert f.gate_channels == GEO.K
     g2, _ = la_graph("kda", safe_gate=True, gate_lower_bound=-3.0)
     assert linear_attention_facts(g2).flags.gate_lower_bound == -3.0
 
 
-def test_gdn2_channel_gates_and_write_gate_sit_at_ho():
+def test_gdn2_write_gate_is_an_input():
     g, _ = la_graph("gdn2")
     f = linear_attention_facts(g)
-    assert f.gates_at_ho and f.gate_channels == GEO.K and f.has_input("w")
+    assert f.valid and f.has_input("w") and f.family.per_channel_beta
 
 
-def test_gates_not_at_ho_are_recorded():
+def test_gates_not_at_ho_make_the_record_invalid():
     geo = Geo(HQ=4, HK=4, HV=4)
     g, node = la_graph("gdn", geo=geo)
     narrow = extra_tensor((geo.T, 2), D.FLOAT, "g")
     f = analyze_linear_attention(node_variant(node, inputs={"g": narrow}))
-    assert not f.gates_at_ho
+    assert "gates have HO heads" in f.invalid_reason
 
 
 def test_backward_records_state_gradients_and_kind():
@@ -147,59 +151,59 @@ N = GEO.N
 RULES = [
     ("gdn", (), {}, dict(drop=("beta",)), "required input 'beta' is not wired"),
     ("gdn_bwd", (), {}, dict(outputs={"d_initial_state": _t("initial_state")}),
-     "d_initial_state is requested without initial_state"),
+     "output 'd_initial_state' is present although 'initial_state given' is false"),
     ("gdn_bwd", ("initial_state",), {}, dict(inputs={"state_indices": _t("state_indices",
                                                                           dtype=D.INT32)}),
-     "state_indices is a forward-only input"),
+     "input 'state_indices' is not a port of gdn_bwd"),
     ("gdn", (), {}, dict(inputs={"state_indices": _t("state_indices", dtype=D.INT32)}),
      "state_indices requires initial_state"),
     ("gdn", ("initial_state", "state_indices"), {},
      dict(inputs={"state_indices": _t("state_indices", dtype=D.INT32, dims=(N + 1,))}),
-     f"state_indices must be [N] = [{N}]"),
+     f"state_indices': expected dims [{N}] ([N], one pool row per sequence)"),
     ("gdn", (), {}, dict(inputs={"a_log": _t("a_log")}), "a_log requires safe_gate=True"),
     ("kda", (), {}, dict(inputs={"dt_bias": _t("dt_bias", "kda")}),
      "dt_bias requires safe_gate=True"),
     ("gdn", (), {}, dict(params={"gate_domain": "exp"}),
-     "gate_domain must be 'log' or 'linear', got 'exp'"),
+     "argument 'gate_domain': expected one of ['log', 'linear']; got str 'exp'"),
     ("gdn", (), {"safe_gate": True}, dict(params={"gate_domain": "linear"}),
      "gate_domain='linear' is incompatible with safe_gate=True"),
     ("gdn", ("a_log",), {"safe_gate": True}, dict(outputs={"d_a_log": _t("a_log")}),
-     "parameter gradients ['d_a_log'] on a forward node"),
+     "output 'd_a_log' is not an output of gdn"),
     ("gdn_bwd", (), {}, dict(outputs={"d_a_log": _t("a_log")}),
-     "d_a_log must be present exactly when a_log is"),
+     "output 'd_a_log' is present although 'a_log given' is false"),
     ("gdn_bwd", ("a_log",), {"safe_gate": True}, dict(outputs={"d_a_log": None}),
-     "d_a_log must be present exactly when a_log is"),
+     "output 'd_a_log' is missing (present when a_log given)"),
     ("kda_bwd", ("dt_bias",), {"safe_gate": True},
      dict(outputs={"d_dt_bias": _t("dt_bias", dims=(GEO.HO, GEO.K + 1))}),
-     "d_dt_bias dims"),
+     "argument 'd_dt_bias': expected dims [4, 16] (what the op writes)"),
     ("kda", (), {}, dict(params={"gate_lower_bound": -2.0}),
      "gate_lower_bound requires safe_gate=True"),
     ("gdn", (), {}, dict(params={"checkpoint_every_n_tokens": -4}),
-     "checkpoint_every_n_tokens must be >= 0"),
+     "argument 'checkpoint_every_n_tokens': expected >= 0; got int -4"),
     ("gdn", (), {}, dict(params={"checkpoint_every_n_tokens": 4}),
-     "state_checkpoints must be an output exactly when checkpoint_every_n_tokens > 0"),
+     "output 'state_checkpoints' is missing (present when checkpoint_every_n_tokens > 0)"),
     ("gdn", (), {"checkpoint_every_n_tokens": 4}, dict(params={"checkpoint_every_n_tokens": 0}),
-     "state_checkpoints must be an output exactly when"),
+     "output 'state_checkpoints' is present although 'checkpoint_every_n_tokens > 0' is"),
     ("gdn_bwd", (), {}, dict(params={"checkpoint_every_n_tokens": 4}),
      "checkpoint_every_n_tokens > 0 requires the state_checkpoints input"),
     ("gdn", ("initial_state",), {}, dict(params={"overwrite_initial_state": True}),
-     "overwrite_initial_state requires initial_state and the final_state output"),
+     "overwrite_initial_state requires initial_state and output_final_state=True"),
     ("gdn_bwd", ("initial_state",), {}, dict(params={"overwrite_initial_state": True}),
-     "overwrite_initial_state requires d_final_state and the d_initial_state output"),
+     "overwrite_initial_state requires d_final_state and initial_state"),
     ("gdn", (), {}, dict(params={"allow_neg_eigval": True}),
      "allow_neg_eigval requires use_beta_sigmoid=True"),
-    ("gdp", (), {}, dict(params={"num_householder": 0}), "num_householder must be >= 1"),
+    ("gdp", (), {}, dict(params={"num_householder": 0}), "argument 'num_householder': expected >= 1; got int 0"),
     ("gdp", (), {}, dict(inputs={"k": _t("k", dims=(GEO.T * 3, GEO.HK, GEO.K))}),
-     "k must have T*n = 48 rows"),
-    ("mamba2", (), {}, dict(inputs={"beta": _t("beta")}), "Mamba-2 has no beta input"),
+     "expected rows T*n = 48 (expanded) or leading [T, n] = [24, 2]"),
+    ("mamba2", (), {}, dict(inputs={"beta": _t("beta")}), "input 'beta' is not a port of mamba2"),
     ("mamba2", (), {}, dict(inputs={"d": _t("d", dims=(GEO.HO, GEO.V, 1))}),
-     "d must be [H] or [H, V], got rank 3"),
+     "input 'd': expected rank 1 or 2; got dims [4, 8, 1] (rank 3)"),
     ("mamba2", (), {}, dict(outputs={"O_pre": _t("O_pre")}),
-     "the O_pre output requires the z gate input"),
+     "output 'O_pre' is present although 'output_pre_gate is True and z given' is false"),
     ("mamba2", ("z",), {}, dict(params={"output_pre_gate": True}),
-     "output_pre_gate=True requires the O_pre output"),
-    ("mamba2_bwd", (), {}, dict(inputs={"z": _t("z")}),
-     "the z-gate backward requires the O_pre input"),
+     "output 'O_pre' is missing (present when output_pre_gate is True and z given)"),
+    ("mamba2_bwd", (), {}, dict(inputs={"z": _t("z")}, outputs={"dZ": _t("z")}),
+     "the z-gate backward requires O_pre"),
     ("mamba2", (), {}, dict(params={"dt_min": 2.0, "dt_max": 1.0}),
      "dt_min (2.0) must be <= dt_max (1.0)"),
 ]
@@ -219,10 +223,28 @@ def test_each_consistency_rule_invalidates_the_record(op, ports, attrs, edits, r
 def test_several_violations_are_all_reported():
     _, node = la_graph("gdn")
     facts = analyze_linear_attention(node_variant(
-        node, drop=("beta",), params={"allow_neg_eigval": True,
-                                      "checkpoint_every_n_tokens": -1}))
-    reasons = facts.invalid_reason.split("; ")
-    assert len(reasons) == 3
+        node, drop=("beta",), params={"gate_domain": "exp", "checkpoint_every_n_tokens": -1}))
+    for reason in ("required input 'beta' is not wired", "argument 'gate_domain'",
+                   "argument 'checkpoint_every_n_tokens'"):
+        assert reason in facts.invalid_reason
+    _, node = la_graph("kda")
+    facts = analyze_linear_attention(node_variant(
+        node, params={"allow_neg_eigval": True, "gate_lower_bound": -1.0}))
+    assert "allow_neg_eigval requires" in facts.invalid_reason
+    assert "gate_lower_bound requires" in facts.invalid_reason
+
+
+def test_importing_the_shared_engine_code_imports_no_torch_or_engine():
+    code = ("import sys, cudnn.linear_attention.common.facts, "
+            "cudnn.linear_attention.common.feature_gates, "
+            "cudnn.linear_attention.common.port_dtypes, "
+            "cudnn.linear_attention.common.torch_buffers;"
+            "bad = [m for m in sys.modules if m.startswith(('torch', 'numpy', "
+            "'cudnn.linear_attention.cutile', 'cudnn.linear_attention.frost'))];"
+            "print(bad); assert not bad")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
 
 
 if __name__ == "__main__":

@@ -3,12 +3,16 @@
 `linear_attention_facts(graph)` reads a single-node linear-attention graph once and is
 memoized on the graph (from validation on; any later mutation drops the memo). Every
 linear-attention engine gates on this record instead of re-reading the graph:
-- `invalid_reason`: why the graph breaks the consistency rules (la_consistency.py); not
-  None means every linear-attention engine declines with it (`facts.require_valid`).
-- geometry in the spec's notation (../spec/linear_attention.md section 1): THD layout,
-  head counts h_q/h_k/h_v/h_o (HO = max(H, HV); summaries take it from g), head dims
-  d_qk (K) / d_v (V), total_t (T), n_seq (N = len(cu_seqlens) - 1), gates_at_ho,
-  gate_channels (1 for a scalar gate, K-wide for KDA/GDN2);
+- `invalid_reason`: why the graph is not one valid linear-attention node: several nodes,
+  another op, or a node that breaks its OpSpec (ir's `node_violations`: the op's ports,
+  attributes, outputs, shape checks and support rules, all stated in ops/). Not None
+  means every linear-attention engine declines with it (`facts.require_valid`). A valid
+  record therefore guarantees everything the op spec says (THD ranks, HK in {H, HV},
+  gates at HO heads and K channels, state dims, flag combinations): engines gate only on
+  what their kernels add.
+- geometry in the spec's notation: head counts h_q/h_k/h_v/h_o (HO = max(H, HV);
+  summaries take it from g), head dims d_qk (K) / d_v (V), total_t (T), n_seq
+  (N = len(cu_seqlens) - 1);
 - dtypes of every wired port (None = unset, "the engine's native choice"), uniform_io,
   state_pair_match;
 - which optional inputs/outputs are wired, and `flags`: every attribute with its effective
@@ -22,10 +26,10 @@ from dataclasses import dataclass, field, fields
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from cudnn.engines.la_consistency import LA_OPS, la_op_of, rule_violations
+from cudnn.conformance import node_violations
 from cudnn.engines.planning_state import facts_for
 from cudnn.ops.data_types import data_type
-from cudnn.ops.linear_attention_rules import Family, Kind
+from cudnn.ops.linear_attention_family import Family, Kind, op_of
 from cudnn.ops.node_type import NodeType
 
 if TYPE_CHECKING:
@@ -69,9 +73,8 @@ class LinearAttentionFacts:
     node: Node | None = field(default=None, compare=False, repr=False)
     node_name: str | None = None
     node_type: NodeType | None = None
-    family: str | None = None            # "gdn", "kda", "gdn2", "gdp", "mamba2"
+    family: Family | None = None         # GDN_FAMILY, ... (cudnn.ops.linear_attention_family)
     kind: Kind | None = None             # FWD, BWD, SUMMARY, SUMMARY_BWD
-    thd_layout: bool = False
     h_q: int | None = None
     h_k: int | None = None
     h_v: int | None = None
@@ -82,8 +85,6 @@ class LinearAttentionFacts:
     n_seq: int | None = None
     #: rows of initial_state: n_seq, or the pool size when state_indices is wired.
     state_rows: int | None = None
-    gates_at_ho: bool = False
-    gate_channels: int | None = None
     #: GDP only: "expanded" ([T*n, ...]) or "token_major" ([T, n, ...]) k/v/beta.
     householder_layout: str | None = None
     dtypes: Mapping[str, data_type | None] = field(default_factory=lambda: MappingProxyType({}))
@@ -100,11 +101,11 @@ class LinearAttentionFacts:
 
     @property
     def is_backward(self) -> bool:
-        return self.kind in (Kind.BWD, Kind.SUMMARY_BWD)
+        return self.kind is not None and self.kind.is_backward
 
     @property
     def is_summary(self) -> bool:
-        return self.kind in (Kind.SUMMARY, Kind.SUMMARY_BWD)
+        return self.kind is not None and self.kind.is_summary
 
     @property
     def uses_state_pool(self) -> bool:
@@ -134,7 +135,7 @@ def linear_attention_facts(graph: pygraph) -> LinearAttentionFacts:
 def analyze_linear_attention(graph: Any) -> LinearAttentionFacts:
     """Read the facts of a graph (anything with `.nodes`); see the module docstring."""
     nodes = list(graph.nodes)
-    la_nodes = [n for n in nodes if la_op_of(n.node_type) is not None]
+    la_nodes = [n for n in nodes if op_of(n.node_type) is not None]
     if not la_nodes:
         kinds = ", ".join(sorted({n.node_type.name for n in nodes})) or "none"
         return LinearAttentionFacts(f"the graph has no linear-attention node (node types: "
@@ -147,15 +148,18 @@ def analyze_linear_attention(graph: Any) -> LinearAttentionFacts:
 
 
 def _node_facts(node: Node) -> LinearAttentionFacts:
-    fam, kind = la_op_of(node.node_type)
+    fam, kind = op_of(node.node_type)
+    reasons = node_violations(node)
+    if reasons:  # geometry and flags of a malformed node would mean nothing
+        return LinearAttentionFacts("; ".join(reasons), node=node, node_name=node.name,
+                                    node_type=node.node_type, family=fam, kind=kind)
     geo = _geometry(node, fam, kind)
     dtypes = {port: t.data_type for port, t in (*node.inputs.items(), *node.outputs.items())}
     io = [dtypes[p] for p in ("q", "k", "v") if p in dtypes]
     flags = _flags(node, fam, geo.get("d_qk"))
-    reasons = rule_violations(node, fam, kind, geo.get("n_seq"), geo.get("total_t"))
     return LinearAttentionFacts(
-        invalid_reason="; ".join(reasons) if reasons else None,
-        node=node, node_name=node.name, node_type=node.node_type, family=fam.prefix,
+        invalid_reason=None,
+        node=node, node_name=node.name, node_type=node.node_type, family=fam,
         kind=kind, dtypes=MappingProxyType(dtypes), io_dtype=io[0] if io else None,
         uniform_io=len(set(io)) == 1, state_pair_match=_state_pairs_match(dtypes),
         inputs=frozenset(node.inputs), outputs=frozenset(node.outputs), flags=flags, **geo)
@@ -194,37 +198,10 @@ def _geometry(node: Node, fam: Family, kind: Kind) -> dict[str, Any]:
         "d_qk": _first(_axis(d["q"], -1), _axis(d["k"], -1)),
         "d_v": _first(_axis(d["v"], -1), _axis(d["dO"], -1), _axis(d["w"], -1)),
         "total_t": _first(*(_axis(d[p], 0) for p in token_ports)),
-        "n_seq": cu[0] - 1 if cu is not None and len(cu) == 1 else None,
+        "n_seq": cu[0] - 1,
         "state_rows": _axis(d["initial_state"], 0),
-        "thd_layout": _thd(d, fam),
-        "gates_at_ho": _gates_at_ho(d, fam, h_o),
-        "gate_channels": None if d["g"] is None else (d["g"][2] if len(d["g"]) == 3 else 1),
         "householder_layout": _householder_layout(d["k"], fam),
     }
-
-
-def _thd(d: Mapping[str, tuple[int, ...] | None], fam: Family) -> bool:
-    for port in ("q", "k", "v", "dO", "O"):
-        dims = d[port]
-        if dims is None:
-            continue
-        allowed = (3, 4) if fam.householder and port in ("k", "v") else (3,)
-        if len(dims) not in allowed:
-            return False
-    return True
-
-
-def _gates_at_ho(d: Mapping[str, tuple[int, ...] | None], fam: Family, h_o: int | None) -> bool:
-    if h_o is None:
-        return False
-    g, beta, w = d["g"], d["beta"], d["w"]
-    if g is None or len(g) < 2 or g[1] != h_o:
-        return False
-    if beta is not None:
-        beta_heads = beta[-1] if fam.householder else (beta[1] if len(beta) >= 2 else None)
-        if beta_heads != h_o:
-            return False
-    return w is None or (len(w) >= 2 and w[1] == h_o)
 
 
 def _householder_layout(k: tuple[int, ...] | None, fam: Family) -> str | None:
@@ -234,8 +211,10 @@ def _householder_layout(k: tuple[int, ...] | None, fam: Family) -> str | None:
 
 
 def _state_pairs_match(dtypes: Mapping[str, data_type | None]) -> bool:
+    """No state pair has two set, different dtypes (unset is the engine's choice)."""
     for a, b in (("initial_state", "final_state"), ("d_final_state", "d_initial_state")):
-        if a in dtypes and b in dtypes and dtypes[a] != dtypes[b]:
+        da, db = dtypes.get(a), dtypes.get(b)
+        if da is not None and db is not None and da != db:
             return False
     return True
 
@@ -251,5 +230,5 @@ def _flags(node: Node, fam: Family, d_qk: int | None) -> LinearAttentionFlags:
     return LinearAttentionFlags(**values)
 
 
-__all__ = ["DEFAULT_GATE_LOWER_BOUND", "LA_OPS", "LinearAttentionFacts", "LinearAttentionFlags",
+__all__ = ["DEFAULT_GATE_LOWER_BOUND", "LinearAttentionFacts", "LinearAttentionFlags",
            "analyze_linear_attention", "linear_attention_facts"]

@@ -5,8 +5,8 @@ import pytest
 from la_graphs import la_graph
 
 import cudnn
-from cudnn.engines.facts import linear_attention_facts
-from cudnn.engines.port_dtypes import IO, PortDtypes
+from cudnn.linear_attention.common.facts import linear_attention_facts
+from cudnn.linear_attention.common.port_dtypes import IO, PortDtypes
 
 D = cudnn.data_type
 RULES = PortDtypes((D.HALF, D.BFLOAT16), {"g": (D.FLOAT,), "O": IO,

@@ -8,7 +8,7 @@ Python engines whose kernels take torch tensors (cuTile, FROST) share these thre
   current stream on `device`, an int = an external CUDA stream handle).
 - `handle_device_reason(graph, engine)`: the decline message for a graph whose handle
   names a device that is not CUDA (None when there is no handle or it is CUDA).
-torch is imported on first use only: `import cudnn.engines.torch_buffers` needs no torch.
+torch is imported on first use only: importing this module needs no torch.
 """
 from __future__ import annotations
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from cudnn.ops.data_types import data_type
 
 if TYPE_CHECKING:
-    from cudnn.engines.facts import LinearAttentionFacts
+    from cudnn.linear_attention.common.facts import LinearAttentionFacts
 
 
 class _IoDtype:

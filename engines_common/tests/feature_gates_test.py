@@ -4,8 +4,8 @@ from __future__ import annotations
 import pytest
 from la_graphs import la_graph
 
-from cudnn.engines.facts import linear_attention_facts
-from cudnn.engines.la_feature_gates import unsupported_feature_reason
+from cudnn.linear_attention.common.facts import linear_attention_facts
+from cudnn.linear_attention.common.feature_gates import unsupported_feature_reason
 
 
 def reason(op="kda", ports=(), **attrs):
