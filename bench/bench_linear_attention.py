@@ -10,7 +10,7 @@ inputs; each time is the median of CUDA-event timings after warm-up, two ways:
 
 Run on the GPU machine from the repo root (cuTile and CuTe DSL kits installed, FLA
 importable; a candidate whose package is missing reports an error row and the rest run):
-  PYTHONPATH=.:ops:ir:router:engines_cutile:engines_frost python bench/bench_linear_attention.py
+  PYTHONPATH=$(python3 tools/pythonpath.py) python3 bench/bench_linear_attention.py
   [--reps 30] [--cases "GDN fwd"]
 """
 import argparse

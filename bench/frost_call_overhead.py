@@ -9,7 +9,7 @@ outside the timings), for one small GDN config:
   args + call   the argument list built from the tensors, then the call
   call          the compiled function alone, arguments built beforehand
 Run on the GPU machine from the repo root (CuTe DSL importable):
-  PYTHONPATH=.:ops:ir:router:engines_frost:bench python3 bench/frost_call_overhead.py
+  PYTHONPATH=$(python3 tools/pythonpath.py) python3 bench/frost_call_overhead.py
 """
 from __future__ import annotations
 

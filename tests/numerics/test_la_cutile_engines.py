@@ -6,7 +6,7 @@ of exactly get_workspace_size() bytes, and compares every output with the float6
 chunked reference (tests/reference; itself checked against the token recurrence to
 1e-15 in CI).  Bound: relative L2 error <= 1e-2 per tensor for bf16 inputs.
 
-  PYTHONPATH=.:ops:ir:router:engines_cutile python -m pytest tests/numerics/test_la_cutile_engines.py
+  python -m pytest tests/numerics/test_la_cutile_engines.py
 """
 import math
 

@@ -14,7 +14,7 @@ the cost (about 0.1 ms per token): keep the total under ~150k tokens.
 Skips without a GPU, and with the reason when the FROST runtime probe declines (no CuTe
 DSL >= 4.7, or no kernel build for this GPU's SM).
 
-  PYTHONPATH=.:ops:ir:router:engines_frost python -m pytest -s tests/numerics/test_la_frost_engines.py
+  python -m pytest -s tests/numerics/test_la_frost_engines.py
 """
 import math
 

@@ -7,12 +7,13 @@ overhead of the op layer (public function, dispatcher, cache lookup, allocation,
 API). On CUDA nothing waits for the GPU inside a timed call; the queue is drained
 between batches, outside the timings.
 
-Run from the repository root (PYTHONPATH as in README.md, plus the repository root):
+Run from the repository root, with the checkout's source roots on the path
+(PYTHONPATH=$(python3 tools/pythonpath.py)):
   CPU, with the test-only reference engines (measures the Python overhead here):
     python tests/torch_ops/op_overhead.py --device cpu
   GPU, with the installed engines (the H200 host):
     python tests/torch_ops/op_overhead.py --device cuda --family gdn --family kda
-Target (issue 8): op overhead <= 20 us median for a cached call.
+Target: op overhead <= 20 us median for a cached call on the H200 host.
 """
 from __future__ import annotations
 

@@ -4,7 +4,7 @@
 The GPU suites launch cuTile kernels that JIT-compile on first use (tileiras + ptxas);
 their disk cache (CUDA_TILE_CACHE_DIR=.tilecache) travels as .kit/tilecache.tar.xz.  This
 tool puts into that cache every specialization the suites launch, compiled here for sm_90
-under the key the GPU's launch path will look up (tools/cutile_warm/: the key covers the
+under the key the GPU's launch path will look up (tools/gpu/cutile_warm/: the key covers the
 kernel's bytecode, which embeds the source path, so entries are made for --remote-root,
 where the GPU machine reads the sources).
 
@@ -16,7 +16,7 @@ Where the specializations come from (any mix):
   --symbols FILE                         mangled symbols, one a line
 
 Run from anywhere, with the Python that has cuda-tile and tileiras on PATH, e.g.
-  PATH=/work/.ctk/ctk/bin:$PATH /work/.ctvenv/bin/python tools/cutile_prewarm.py
+  PATH=/work/.ctk/ctk/bin:$PATH /work/.ctvenv/bin/python tools/gpu/cutile_prewarm.py
 then pack:  tar cf - .tilecache | xz -T0 -9 > .kit/tilecache.tar.xz   (or --pack)
 --list prints the specializations; --dry-run reports which keys the cache lacks;
 --prune drops entries no listed specialization uses (stale kernels); --verify replays
@@ -31,8 +31,9 @@ import subprocess
 import sys
 import time
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(REPO, "tools"))
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, HERE)  # the cutile_warm package
 
 from cutile_warm.source_paths import DEFAULT_REMOTE_ROOT  # noqa: E402
 

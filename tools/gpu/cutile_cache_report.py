@@ -1,13 +1,13 @@
 #!/usr/bin/env python3
 """What a cuTile disk cache holds, and how much of it this machine had to JIT-compile.
 
-  python3 tools/cutile_cache_report.py .tilecache [--stamp FILE] [--since FILE]
+  python3 tools/gpu/cutile_cache_report.py .tilecache [--stamp FILE] [--since FILE]
 
 Prints the entry count and size and the tileiras version(s) the entries were made with
 next to the tileiras on PATH (a different version means every lookup misses).
 --stamp FILE writes the keys present now; --since FILE reports the entries whose keys
 are not in FILE, i.e. the kernels this machine JIT-compiled after the cache was unpacked
-(tools/gpu_suite.sh stamps in `tilecache`, reports in `packcache`).  Keys, not times:
+(tools/gpu/gpu_suite.sh stamps in `tilecache`, reports in `packcache`).  Keys, not times:
 entries made on other machines carry those machines' clocks.  Standard library only.
 """
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """One process set up to compute keys and compile like the GPU machine would.
 
 `open_session(repo, cache_dir, remote_root)`:
-1. puts the repository's source roots on sys.path (the GPU suites' PYTHONPATH);
+1. puts the repository's source roots on sys.path (tools/pythonpath.py, plus bench/);
 2. points cuTile's disk cache at `cache_dir` (CUDA_TILE_CACHE_DIR is read when
    cuda.tile is imported, so this must come first);
 3. loads the stub driver (sm_90), imports cuda.tile and the engines' kernels;
@@ -10,17 +10,25 @@ Returns the kernel table.  A process holds one session (cuda.tile's config is gl
 """
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import sys
+from pathlib import Path
 
-SOURCE_ROOTS = ("ops", "ir", "router", "engines_cutile", "engines_frost", "backend_cc",
-                "torch_ops", "bench")
 _opened: tuple | None = None
 
 
 def add_source_roots(repo: str) -> None:
-    for p in reversed([repo, *(os.path.join(repo, r) for r in SOURCE_ROOTS)]):
+    """The checkout's source roots and bench/ first on sys.path. Under Bazel (no
+    tools/pythonpath.py in the runfiles) the test's own deps already put them there."""
+    listing = os.path.join(repo, "tools", "pythonpath.py")
+    if not os.path.isfile(listing):
+        return
+    spec = importlib.util.spec_from_file_location("pythonpath", listing)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    for p in reversed([*module.paths(Path(repo)), os.path.join(repo, "bench")]):
         if p not in sys.path:
             sys.path.insert(0, p)
 
@@ -28,7 +36,6 @@ def add_source_roots(repo: str) -> None:
 def missing_toolchain() -> str | None:
     """Why keys cannot be computed here, or None."""
     try:
-        import importlib.util
         if importlib.util.find_spec("cuda.tile") is None:
             return "cuda.tile (cuda-tile) is not importable in this Python"
     except ImportError as e:

@@ -1,4 +1,4 @@
-"""Filling cuTile's on-disk kernel cache on a GPU-less host (tools/cutile_prewarm.py).
+"""Filling cuTile's on-disk kernel cache on a GPU-less host (tools/gpu/cutile_prewarm.py).
 
 Modules: driver_stub (a CUDA driver stand-in), fake_device_array (DLPack views of host
 tensors as CUDA memory), recorder (specializations from cuTile's launch path),

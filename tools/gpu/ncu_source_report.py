@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Where a kernel's warps wait, per stage: reads the per-SASS-instruction CSV that
-`ncu -i REPORT --page source --csv --print-source sass` writes (tools/gpu_suite.sh stage
+`ncu -i REPORT --page source --csv --print-source sass` writes (tools/gpu/gpu_suite.sh stage
 ncu brings it back as ncu_gdn_sass.csv) and prints
 
 - per barrier-delimited region (a region ends at each BAR.SYNC, the way the FROST kernels'
@@ -8,7 +8,7 @@ ncu brings it back as ncu_gdn_sass.csv) and prints
   and the three largest stall reasons;
 - the N instructions with the most samples, with their region and stall reasons.
 
-  python3 tools/ncu_source_report.py ncu_gdn_sass.csv [--top 25]
+  python3 tools/gpu/ncu_source_report.py ncu_gdn_sass.csv [--top 25]
 """
 from __future__ import annotations
 

@@ -74,7 +74,7 @@ def backward_smoke() -> list[LaCase]:
 
 
 def smoke() -> list[LaCase]:
-    """tools/gpu_suite.sh `smoke`: both smoke scripts."""
+    """tools/gpu/gpu_suite.sh `smoke`: both smoke scripts."""
     return forward_smoke() + backward_smoke()
 
 

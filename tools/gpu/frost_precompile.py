@@ -2,8 +2,8 @@
 """Cross-compile every FROST forward kernel the GPU suites launch, into a kernel store.
 
 Run here (no GPU needed; nvidia-cutlass-dsl and CPU torch installed), from the repo root:
-    python3 tools/frost_precompile.py            # -> .frostcache/ and .kit/frostcache.tar.xz
-then carry .kit/frostcache.tar.xz to the GPU machine and run `tools/gpu_suite.sh frostcache
+    python3 tools/gpu/frost_precompile.py        # -> .frostcache/ and .kit/frostcache.tar.xz
+then carry .kit/frostcache.tar.xz to the GPU machine and run `tools/gpu/gpu_suite.sh frostcache
 ...`, which unpacks it and points FROST_KERNEL_CACHE at it (kernels/kernel_store.py): the
 suites then load each kernel instead of compiling it.
 
@@ -35,14 +35,16 @@ import tarfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-ROOTS = (".", "ops", "ir", "router", "engines_cutile", "engines_frost", "backend_cc", "torch_ops", "bench")
+REPO = Path(__file__).resolve().parents[2]
 SUITES = ("frostmatrix", "frostsmoke", "torchops", "bench", "stagetimes")
 
 
 def _use_repo_roots() -> None:
-    for root in reversed(ROOTS):
-        path = str(REPO / root)
+    """The checkout's source roots (tools/pythonpath.py) and bench/, whose case tables the
+    suites share, first on sys.path."""
+    sys.path.insert(0, str(REPO / "tools"))
+    from pythonpath import paths
+    for path in reversed([*paths(REPO), str(REPO / "bench")]):
         if path not in sys.path:
             sys.path.insert(0, path)
 
