@@ -1,6 +1,6 @@
 """Side-by-side timing of the linear-attention kernels against flash-linear-attention.
 
-Shapes (issue 6): 8 sequences x 4096 tokens (THD, cu_seqlens), 16 heads, head dim 128,
+Shapes: 8 sequences x 4096 tokens (THD, cu_seqlens), 16 heads, head dim 128,
 bf16 q/k/v, fp32 gates.  Every candidate runs in this one process on fresh random
 inputs; each time is the median of CUDA-event timings after warm-up, two ways:
   per call      events around one call: includes the host's launch latency (what one

@@ -101,7 +101,7 @@ def test_forward_and_backward(shape, l2, with_h0, kda):
 
 # Correlated keys make I + A ill-conditioned: even a float64 WY inverse leaves ~6e-3 of
 # bf16-input error there (engines_cutile/tests/kernel_emulation_test.py), so these cases
-# get their own bound; the kernels before session 5 gave 1e14+ on them.
+# get their own bound; the cuTile kernels before v3 (bench/NOTES.md) gave 1e14+ on them.
 CORRELATED_BOUND = 1.5e-2
 
 

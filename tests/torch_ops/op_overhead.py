@@ -60,14 +60,18 @@ class _TimedPlan(CompiledPlan):
         direct = self.inner.direct_launch(graph, data)
         if direct is None:
             return None
-        inner, record, skip = direct.launch, self.record, self.skip
+        return dataclasses.replace(direct, launch=_timed_launch(direct.launch, self.record,
+                                                                 self.skip))
 
-        def launch(buffers: Any, workspace: Any, stream: int) -> None:
-            start = time.perf_counter_ns()
-            if not skip:
-                inner(buffers, workspace, stream)
-            record.append(time.perf_counter_ns() - start)
-        return dataclasses.replace(direct, launch=launch)
+
+def _timed_launch(inner: Any, record: list[int], skip: bool) -> Any:
+    def launch(buffers: Any, workspace: Any, stream: int) -> None:
+        start = time.perf_counter_ns()
+        if not skip:
+            inner(buffers, workspace, stream)
+        record.append(time.perf_counter_ns() - start)
+    launch.timed = True
+    return launch
 
 
 def _time_engines(record: list[int], skip: bool) -> None:
@@ -80,6 +84,9 @@ def _time_engines(record: list[int], skip: bool) -> None:
             executor = entry.executor  # the plan the cached call path runs
             if executor is not None and not isinstance(executor.plan, _TimedPlan):
                 executor.plan = _TimedPlan(executor.plan, record, skip)
+            lane = entry.lane  # made at the entry's first call, from the plan then
+            if lane is not None and not getattr(lane.launch, "timed", False):
+                lane.launch = _timed_launch(lane.launch, record, skip)
 
 
 @contextlib.contextmanager
