@@ -24,8 +24,6 @@ from cudnn.ops.linear_attention import spec_of
 from cudnn.ops.linear_attention_family import Family, Kind
 from cudnn.ops.op_spec import OpSpec
 
-INDEX_DTYPES = (torch.int32, torch.int64)
-
 
 class DtypeRule(enum.Enum):
     """Which dtype an argument must have relative to the others (beyond the op spec's
