@@ -11,8 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 from cudnn.engines.base import CompiledPlan, resolve_node_buffers
-from cudnn.engines.facts import LinearAttentionFacts
-from cudnn.engines.torch_buffers import as_torch, torch_stream
+from cudnn.linear_attention.common.facts import LinearAttentionFacts
+from cudnn.linear_attention.common.torch_buffers import as_torch, torch_stream
 
 from .engine_gates import FamilyTraits
 from .port_buffers import data_type_of

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from cudnn.engines.port_dtypes import IO, PortRule
+from cudnn.linear_attention.common.port_dtypes import IO, PortRule
 from cudnn.ops.data_types import data_type, to_data_type
 
 
