@@ -15,6 +15,12 @@
 #   frost      frostsmoke then frostmatrix (both need the cutedsl kits):
 #   frostsmoke FROST kernels vs float64 + timing (FROST_SMOKE_ARGS, e.g. "--algorithm all")
 #   frostmatrix the FROST engine matrix through the graph API (FROST_FWD_ALGORITHM picks v1/v2)
+#   frostbwd   the FROST backward: kernel smoke vs float64 with determinism and timing
+#              (tests/numerics/la_frost_bwd_smoke.py; its kernels are precompiled first on
+#              this machine's cores, or loaded from a carried store: build one on the build
+#              host with `FROST_FFI=cute python3 tests/numerics/la_frost_bwd_smoke.py --prebuild
+#              --matrix` and run with FROST_FFI=cute), then the backward engine matrix
+#              (tests/numerics/test_la_frost_bwd_engines.py)
 #   tilecache  unpack .kit/tilecache.tar.xz (carried) into .tilecache: cuTile kernels compiled
 #              earlier (on a GPU machine, or ahead of time by cutile_prewarm.py on a
 #              build host) are not compiled again; prints the cache's entries and tileiras
@@ -133,6 +139,10 @@ for s in "$@"; do
         stage frostmatrix "python3 -m pytest tests/numerics/test_la_frost_engines.py -q -s \
           -p no:cacheprovider ${FROST_MATRIX_ARGS:-}"
       fi ;;
+    frostbwd)
+      stage frostbwdsmoke "python3 tests/numerics/la_frost_bwd_smoke.py --matrix --jobs \$(nproc)"
+      stage frostbwdmatrix "python3 -m pytest tests/numerics/test_la_frost_bwd_engines.py -q -s \
+        -p no:cacheprovider ${FROST_BWD_MATRIX_ARGS:-}" ;;
     bench)
       stage bench "python3 bench/bench_linear_attention.py" ;;
     *) echo "unknown stage $s"; exit 2 ;;
