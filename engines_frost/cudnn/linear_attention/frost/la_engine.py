@@ -29,7 +29,7 @@ from cudnn.linear_attention.common.torch_buffers import (as_torch, handle_device
 
 from . import runtime_probe
 from .engine_gates import FamilyTraits, decline_reason
-from .port_buffers import PortBuffer, data_type_of
+from .port_buffers import PortBuffer, checked_tensors, data_type_of
 from .workspace import carve_scratch
 
 # Graph ports whose kernel operand (kernels/config.py OPERANDS) has another name.
@@ -95,13 +95,7 @@ class _FrostForwardPlan(CompiledPlan):
                              "supported; the plan runs the graph's declared dims")
         f = self.facts
         node = resolve_node_buffers(graph, data)[f.node]
-        t = {p.port: as_torch(_buffer(node, p), p.port) for p in self.ports}
-        io = None
-        for p in self.ports:   # q comes first: its dtype is the io dtype of the others
-            if t[p.port] is not None:
-                p.check(self.engine, t[p.port], self.device, io)
-                if p.port == "q":
-                    io = data_type_of(t["q"])
+        t = checked_tensors(self.engine, self.ports, lambda p: _buffer(node, p), self.device)
         h0, ht = t.get("initial_state"), t.get("final_state")
         if h0 is not None and ht is not None and h0.dtype != ht.dtype:
             raise ValueError(f"{self.engine}: initial_state ({h0.dtype}) and final_state "
