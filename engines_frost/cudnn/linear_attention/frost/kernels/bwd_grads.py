@@ -368,23 +368,7 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
         mma = warp_mma()
         bi = wid % NBLK
         hc = wid // NBLK
-        acc_q = cute.make_rmem_tensor(thr.partition_shape_C((SUB, DN)), Float32)
-        acc_kb = cute.make_rmem_tensor(thr.partition_shape_C((SUB, DN)), Float32)
-        acc_k = cute.make_rmem_tensor(thr.partition_shape_C((SUB, DN)), Float32)
-        acc_q.fill(0.0)
-        acc_kb.fill(0.0)
-        acc_k.fill(0.0)
-        crd = thr.partition_C(cute.make_identity_tensor((SUB, DN)))
-        # state products: dQA = dO S^T, dKBA = -dR S^T, dKD = U dS^T (contraction over V)
-        for kk in cutlass.range_constexpr(V // 16):
-            a_do = self.operand(thr, lane, cute.local_tile(s_do, (SUB, 16), (bi, kk)), True)
-            a_dr = self.operand(thr, lane, cute.local_tile(s_dr, (SUB, 16), (bi, kk)), True)
-            a_u = self.operand(thr, lane, cute.local_tile(s_u, (SUB, 16), (bi, kk)), True)
-            b_s = self.operand(thr, lane, cute.local_tile(s_sf, (DN, 16), (hc, kk)), False)
-            b_ds = self.operand(thr, lane, cute.local_tile(s_dsf, (DN, 16), (hc, kk)), False)
-            cute.gemm(mma, acc_q, a_do[None, None, 0], b_s[None, None, 0], acc_q)
-            cute.gemm(mma, acc_kb, a_dr[None, None, 0], b_s[None, None, 0], acc_kb)
-            cute.gemm(mma, acc_k, a_u[None, None, 0], b_ds[None, None, 0], acc_k)
+        acc_q, acc_kb, acc_k, crd = self.products_with_states(s, thr, lane, bi, hc)
         kd_sum = Float32(0.0)  # sum k^ e^(Gam_last - Gam) dKD over this lane's elements
         for e in cutlass.range_constexpr(cute.size(acc_q)):
             td = crd[e]
@@ -417,6 +401,34 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
             s_part[0, wid] = kd_sum
         cute.arch.sync_threads()
         self.write_qk(s, mdq, mdk, acc_q, acc_kb, acc_k, crd, heads, t0, eos, bi, hc)
+
+    @cute.jit
+    def products_with_states(self, s, thr, lane, bi, hc):
+        """dO S^T, dR S^T, U dS^T for this warp's tile (rows of block bi, channels of half
+        hc; contraction over V) as three fresh accumulators, and their coordinates."""
+        s_do = s.do
+        s_dr = s.dr
+        s_u = s.u
+        s_sf = s.sf
+        s_dsf = s.dsf
+        DN = self.cfg.K // 2
+        mma = warp_mma()
+        acc_q = cute.make_rmem_tensor(thr.partition_shape_C((SUB, DN)), Float32)
+        acc_kb = cute.make_rmem_tensor(thr.partition_shape_C((SUB, DN)), Float32)
+        acc_k = cute.make_rmem_tensor(thr.partition_shape_C((SUB, DN)), Float32)
+        acc_q.fill(0.0)
+        acc_kb.fill(0.0)
+        acc_k.fill(0.0)
+        for kk in cutlass.range_constexpr(self.cfg.V // 16):
+            a_do = self.operand(thr, lane, cute.local_tile(s_do, (SUB, 16), (bi, kk)), True)
+            a_dr = self.operand(thr, lane, cute.local_tile(s_dr, (SUB, 16), (bi, kk)), True)
+            a_u = self.operand(thr, lane, cute.local_tile(s_u, (SUB, 16), (bi, kk)), True)
+            b_s = self.operand(thr, lane, cute.local_tile(s_sf, (DN, 16), (hc, kk)), False)
+            b_ds = self.operand(thr, lane, cute.local_tile(s_dsf, (DN, 16), (hc, kk)), False)
+            cute.gemm(mma, acc_q, a_do[None, None, 0], b_s[None, None, 0], acc_q)
+            cute.gemm(mma, acc_kb, a_dr[None, None, 0], b_s[None, None, 0], acc_kb)
+            cute.gemm(mma, acc_k, a_u[None, None, 0], b_ds[None, None, 0], acc_k)
+        return acc_q, acc_kb, acc_k, thr.partition_C(cute.make_identity_tensor((SUB, DN)))
 
     @cute.jit
     def row_sums(self, s, acc_q, acc_kb, acc_k, crd, mdb, h, t0, eos, lane, bi, hc):

@@ -200,31 +200,10 @@ class FrostBwdGradsVec(FrostBwdGrads):
     def state_products(self, s, scale, thr, lane, bi, hc):
         """dO S^T, -dR S^T, U dS^T for this warp's tile, pre-scaled by scale e^G_r,
         -e^G_r and e^(G_last - G_e) per channel (r, e: first and last row of block bi)."""
-        s_do = s.do
-        s_dr = s.dr
-        s_u = s.u
-        s_sf = s.sf
-        s_dsf = s.dsf
         s_g = s.g
-        K, V, C = self.cfg.K, self.cfg.V, CHUNK
+        K, C = self.cfg.K, CHUNK
         DN = K // 2
-        mma = warp_mma()
-        acc_q = cute.make_rmem_tensor(thr.partition_shape_C((SUB, DN)), Float32)
-        acc_kb = cute.make_rmem_tensor(thr.partition_shape_C((SUB, DN)), Float32)
-        acc_k = cute.make_rmem_tensor(thr.partition_shape_C((SUB, DN)), Float32)
-        acc_q.fill(0.0)
-        acc_kb.fill(0.0)
-        acc_k.fill(0.0)
-        crd = thr.partition_C(cute.make_identity_tensor((SUB, DN)))
-        for kk in cutlass.range_constexpr(V // 16):
-            a_do = self.operand(thr, lane, cute.local_tile(s_do, (SUB, 16), (bi, kk)), True)
-            a_dr = self.operand(thr, lane, cute.local_tile(s_dr, (SUB, 16), (bi, kk)), True)
-            a_u = self.operand(thr, lane, cute.local_tile(s_u, (SUB, 16), (bi, kk)), True)
-            b_s = self.operand(thr, lane, cute.local_tile(s_sf, (DN, 16), (hc, kk)), False)
-            b_ds = self.operand(thr, lane, cute.local_tile(s_dsf, (DN, 16), (hc, kk)), False)
-            cute.gemm(mma, acc_q, a_do[None, None, 0], b_s[None, None, 0], acc_q)
-            cute.gemm(mma, acc_kb, a_dr[None, None, 0], b_s[None, None, 0], acc_kb)
-            cute.gemm(mma, acc_k, a_u[None, None, 0], b_ds[None, None, 0], acc_k)
+        acc_q, acc_kb, acc_k, crd = self.products_with_states(s, thr, lane, bi, hc)
         r = bi * SUB
         for e in cutlass.range_constexpr(cute.size(acc_q)):
             d = hc * DN + crd[e][1]
