@@ -30,12 +30,9 @@ def graph_cache_info() -> dict[str, CacheInfo]:
 
 
 def clear_graph_caches() -> None:
-    """Forget every cached graph (after installing an engine, or in tests), and the dtypes
-    each configuration was normalised to (_dtype_normalise.py), which planning chose."""
+    """Forget every cached graph (after installing an engine, or in tests)."""
     for cache in graph_caches():
         cache.clear()
-    for ops in FAMILY_OPS:
-        ops.dtypes.clear()
 
 
 def set_graph_cache_size(maxsize: int) -> None:

@@ -12,22 +12,21 @@ saved; a tensor already in its target dtype is passed as it is (no copy). A conv
 initial_state gives a final_state converted back to the caller's state dtype (the op's
 contract: final_state in initial_state's dtype).
 
-Which dtypes is the planner's answer, learnt on the first eager call of a configuration
-(the forward op's cache key; cached, bounded): candidates are tried in this order and the
-first whose forward graph plans (and its backward graph too, when the call records
-autograd) is taken; the graphs built on the way are the ones the call then runs.
+Which dtypes is the planner's answer. Candidates, in this order:
   1. the call as given (no conversion);
   2. the gate and index dtypes every shipped engine reads (above), the state as given;
   3. as 2, with the state in float32.
+A call takes the first candidate whose forward graph (and backward graph, when the call
+records autograd) is in the ops' graph caches. When none is, the candidates are built in
+order until one plans, and its graphs go into those caches: so the choice is kept where
+the graphs are (the torch-op layer's one cache, docs/CACHING.md), and forgotten with them.
 A call no candidate serves runs as given, so it fails with the op's usual error (which
 lists why each engine declined). Calls that cannot plan here (torch.compile tracing,
 dispatch modes, tensor subclasses, meta tensors) take candidate 3, which every shipped
-engine reads, unless an eager call already chose for the same configuration.
+engine reads.
 """
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -41,10 +40,9 @@ if TYPE_CHECKING:
 
 #: the arguments that are normalised (those a family's signature has).
 NORMALISED = ("g", "beta", "w", "cu_seqlens", "initial_state", "a_log", "dt_bias")
-#: how many configurations keep their choice (the graph caches' default bound).
-DECISIONS_MAXSIZE = 256
 
 _Targets = tuple[torch.dtype | None, ...]
+_Converted = tuple[tuple[Any, ...], torch.dtype | None]
 
 
 class DtypeNormaliser:
@@ -57,32 +55,23 @@ class DtypeNormaliser:
         self.names = tuple(names[i] for i in self.positions)
         #: GDN-2 reads beta (and w) in q's dtype; GDN and KDA read float32 beta.
         self.beta_like_q = "w" in names
-        self._state_at = self.names.index("initial_state")
-        self._decisions: OrderedDict[Any, _Targets] = OrderedDict()
-        self._lock = threading.Lock()
 
     # -- the call path -------------------------------------------------------------------
-    def normalise(self, args: tuple[Any, ...], how: str
-                  ) -> tuple[tuple[Any, ...], torch.dtype | None]:
+    def normalise(self, args: tuple[Any, ...], how: str) -> _Converted:
         """(the call's arguments in the chosen dtypes, the dtype final_state must be
         converted back to, or None)."""
         kernel = self.kernel_targets(args, state_fp32=True)
         if self._converts(args, kernel) is None:
             return args, None  # already what every engine reads: nothing to decide
-        if torch.compiler.is_compiling():
+        if torch.compiler.is_compiling() or (how == DISPATCHER and not self._plannable(args)):
             return self._apply(args, kernel)
-        key = None
-        if how != DISPATCHER or self._plannable(args):
-            key = (self.ops.forward_def.cache_key(args), _records(args))
-            targets = self._decisions.get(key)
-            if targets is None:
-                return self._decide(args, key)
-            return self._apply(args, targets)
-        return self._apply(args, kernel)
-
-    def clear(self) -> None:
-        with self._lock:
-            self._decisions.clear()
+        records = _records(args)
+        candidates = self._candidates(args)
+        for targets in candidates:  # a choice made before: its graphs are cached
+            converted = self._apply(args, targets)
+            if self._cached(converted[0], records):
+                return converted
+        return self._decide(args, [self._apply(args, t) for t in candidates], records)
 
     # -- candidates ----------------------------------------------------------------------
     def kernel_targets(self, args: Sequence[Any], state_fp32: bool) -> _Targets:
@@ -121,56 +110,39 @@ class DtypeNormaliser:
         return changes or None
 
     # -- deciding ------------------------------------------------------------------------
-    def _decide(self, args: tuple[Any, ...], key: Any
-                ) -> tuple[tuple[Any, ...], torch.dtype | None]:
-        records = key[1]
-        forward_only: tuple[_Targets, tuple[Any, ...], torch.dtype | None] | None = None
-        for targets in self._candidates(args):
-            converted, state_dtype = self._apply(args, targets)
-            plans = self._plans(converted, records)
-            if plans == "both":
-                self._remember(key, targets)
-                return converted, state_dtype
-            if plans == "forward" and forward_only is None:
-                forward_only = (targets, converted, state_dtype)
-        if forward_only is not None:  # the backward's own error will say why, if it runs
-            targets, converted, state_dtype = forward_only
-            self._remember(key, targets)
-            return converted, state_dtype
-        return args, None  # nothing plans: the op raises its no-engine error, as given
-
-    def _plans(self, values: tuple[Any, ...], records: bool) -> str:
-        """"both", "forward" or "" as the forward (and backward) graphs of `values` build;
-        the built graphs go into the ops' caches, where the call finds them."""
+    def _cached(self, values: tuple[Any, ...], records: bool) -> bool:
         ops = self.ops
-        fwd = ops.forward_def
-        try:
-            fwd.cache.get_or_build(fwd.cache_key(values), lambda: ops._build(fwd, values))
-        except (cudnnGraphNotSupportedError, OpTypeError):
-            return ""
+        if ops.forward_def.cache_key(values) not in ops.forward_def.cache:
+            return False
         if not records:
-            return "both"
-        bwd = ops.backward_def
-        backward = _backward_values(ops, values)
-        try:
-            bwd.cache.get_or_build(bwd.cache_key(backward), lambda: ops._build(bwd, backward))
-        except (cudnnGraphNotSupportedError, OpTypeError):
-            return "forward"
-        return "both"
+            return True
+        backward = _backward_values(ops, values, _GradientOfO)
+        return ops.backward_def.cache_key(backward) in ops.backward_def.cache
 
-    def _remember(self, key: Any, targets: _Targets) -> None:
-        with self._lock:
-            self._decisions[key] = targets
-            while len(self._decisions) > DECISIONS_MAXSIZE:
-                self._decisions.popitem(last=False)
+    def _decide(self, args: tuple[Any, ...], candidates: list[_Converted],
+                records: bool) -> _Converted:
+        ops = self.ops
+        forward_only = None
+        for converted in candidates:
+            values = converted[0]
+            if records:  # the backward first: a forward graph in the cache means "chosen"
+                if not _builds(ops, ops.backward_def, _backward_values(ops, values)):
+                    if forward_only is None and _plans(ops, values):
+                        forward_only = converted
+                    continue
+            if _builds(ops, ops.forward_def, values):
+                return converted
+        if forward_only is not None:  # no candidate has a backward: its own error will say
+            _builds(ops, ops.forward_def, forward_only[0])
+            return forward_only
+        return args, None  # nothing plans: the op raises its no-engine error, as given
 
     def _plannable(self, args: Sequence[Any]) -> bool:
         """Real tensors on a device engines can plan for (not meta, not fake)."""
         return all(type(args[i]) is torch.Tensor and args[i].device.type in ("cpu", "cuda")
                    for i in self.ops._forward_tensor_positions if args[i] is not None)
 
-    def _apply(self, args: tuple[Any, ...], targets: _Targets
-               ) -> tuple[tuple[Any, ...], torch.dtype | None]:
+    def _apply(self, args: tuple[Any, ...], targets: _Targets) -> _Converted:
         values = list(args)
         restore = None
         for name, position, dtype in zip(self.names, self.positions, targets):
@@ -183,6 +155,25 @@ class DtypeNormaliser:
         return tuple(values), restore
 
 
+def _builds(ops: FamilyOps, op: Any, values: tuple[Any, ...]) -> bool:
+    """Whether `op`'s graph for `values` builds; a built graph goes into `op`'s cache."""
+    try:
+        op.cache.get_or_build(op.cache_key(values), lambda: ops._build(op, values))
+    except (cudnnGraphNotSupportedError, OpTypeError):
+        return False
+    return True
+
+
+def _plans(ops: FamilyOps, values: tuple[Any, ...]) -> bool:
+    """Whether the forward graph for `values` plans, without keeping it (a forward
+    graph in the cache stands for a choice made)."""
+    try:
+        ops._build(ops.forward_def, values)
+    except (cudnnGraphNotSupportedError, OpTypeError):
+        return False
+    return True
+
+
 def _records(args: Sequence[Any]) -> bool:
     """Whether the call records autograd (then its backward graph must plan too)."""
     if not torch.is_grad_enabled():
@@ -190,12 +181,33 @@ def _records(args: Sequence[Any]) -> bool:
     return any(isinstance(t, torch.Tensor) and t.requires_grad for t in args)
 
 
-def _backward_values(ops: FamilyOps, values: Sequence[Any]) -> tuple[Any, ...]:
+class _GradientOfO:
+    """What a backward cache key reads of dO (contiguous [T, HO, V] in q's dtype, on q's
+    device), without allocating it."""
+    __slots__ = ("shape", "dtype", "_device")
+
+    def __init__(self, q: torch.Tensor, v: torch.Tensor) -> None:
+        self.shape = torch.Size((q.shape[0], max(q.shape[1], v.shape[1]), v.shape[2]))
+        self.dtype = q.dtype
+        self._device = q.get_device()
+
+    def stride(self) -> tuple[int, ...]:
+        return (self.shape[1] * self.shape[2], self.shape[2], 1)
+
+    def get_device(self) -> int:
+        return self._device
+
+
+def _real_gradient_of_o(q: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    return q.new_empty((q.shape[0], max(q.shape[1], v.shape[1]), v.shape[2]))
+
+
+def _backward_values(ops: FamilyOps, values: Sequence[Any],
+                     gradient_of_o: Any = _real_gradient_of_o) -> tuple[Any, ...]:
     """The backward op's arguments for the forward call `values`, as its autograd passes
     them when only o receives a gradient (dO contiguous in q's dtype)."""
     forward = dict(zip(ops.forward_signature.names, values))
-    q, v = forward["q"], forward["v"]
-    d_o = q.new_empty((q.shape[0], max(q.shape[1], v.shape[1]), v.shape[2]))
+    d_o = gradient_of_o(forward["q"], forward["v"])
     forward["checkpoint_every_n_tokens"] = 0
     return ops.backward_signature.positional({**forward, "dO": d_o, "d_final_state": None,
                                               "state_checkpoints": None})
