@@ -11,10 +11,9 @@
   one token per step through the recurrent path) with per-step logits within 2e-2
   (relative) of transformers' torch path fed the same tokens.
 
-Run on the GPU machine (FROST needs the CuTe DSL kits; tools/gpu_suite.sh cutedsl1 /
-cutedsl2):
-    PYTHONPATH=.:ops:ir:router:engines_cutile:engines_frost:backend_cc:torch_ops \\
-        python3 -m pytest -q -s -p no:cacheprovider tests/fla/gpu_test.py
+Run on the GPU machine, after the CuTe DSL kits (FROST):
+    OUT=/tmp/out bash tools/gpu/gpu_suite.sh setup cutedsl1
+    OUT=/tmp/out bash tools/gpu/gpu_suite.sh cutedsl2 frostcache fla
 """
 from __future__ import annotations
 
