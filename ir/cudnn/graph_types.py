@@ -25,6 +25,9 @@ if TYPE_CHECKING:
 
 def normalize_dims(value: Any, where: str, argument: str = "dim") -> tuple[int, ...]:
     """A sequence of non-negative ints (list, tuple, torch.Size, ...) as a tuple."""
+    if type(value) is tuple or type(value) is list:  # the common case, without abc checks
+        if all(type(v) is int and v >= 0 for v in value):
+            return tuple(value)
     if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
         raise OpTypeError(where, argument, "a sequence of ints", show(value))
     out = []
@@ -47,6 +50,10 @@ def row_major(dims: Sequence[int]) -> tuple[int, ...]:
         strides.append(running)
         running *= max(n, 1)
     return tuple(reversed(strides))
+
+
+#: {dims: row-major strides} for the builders' outputs (graphs repeat a few shapes).
+_ROW_MAJOR: dict[tuple[int, ...], tuple[int, ...]] = {}
 
 
 class Tensor:
@@ -79,6 +86,38 @@ class Tensor:
         init(self, "_ragged_offset_multiplier", 1)
         init(self, "_alignment_value", 1)
         init(self, "_scalar_type", None)
+
+    @classmethod
+    def _virtual_output(cls, name: str, dims: tuple[int, ...] | None) -> Tensor:
+        """An op's virtual output with provisional dims (row-major strides) or none: what
+        `Tensor(name=name, is_virtual=True)` then `_provisional_dims(dims)` make, in one
+        step (the graph's builders make one per node). The caller attaches it."""
+        t = cls.__new__(cls)
+        init = object.__setattr__
+        init(t, "_owner", None)
+        init(t, "_name", name)
+        init(t, "_data_type", None)
+        init(t, "_dim", t._new_layout(dims or (), "dim"))
+        stride = _ROW_MAJOR.get(dims) if dims else ()
+        if stride is None:
+            stride = _ROW_MAJOR[dims] = row_major(dims)
+            if len(_ROW_MAJOR) > 4096:
+                _ROW_MAJOR.clear()
+        init(t, "_stride", t._new_layout(stride, "stride"))
+        init(t, "_is_virtual", True)
+        init(t, "_is_pass_by_value", False)
+        init(t, "_pass_by_value", None)
+        init(t, "_uid", 0)
+        init(t, "_uid_assigned", False)
+        init(t, "_dim_assigned", False)
+        init(t, "_stride_assigned", False)
+        init(t, "_dtype_provisional", False)
+        init(t, "_reordering_type", None)
+        init(t, "_ragged_offset", None)
+        init(t, "_ragged_offset_multiplier", 1)
+        init(t, "_alignment_value", 1)
+        init(t, "_scalar_type", None)
+        return t
 
     # -- plumbing --------------------------------------------------------------------
     def _new_layout(self, values: Sequence[int], field: str) -> LayoutList:
