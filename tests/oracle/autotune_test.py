@@ -193,7 +193,8 @@ def test_the_recorded_winner_is_reused_in_a_fresh_process(tmp_path):
     script = textwrap.dedent("""
         import sys, warnings
         sys.path[:0] = {paths!r}
-        warnings.simplefilter("error")
+        from cudnn.engines.autotune import AutotuneCacheWarning
+        warnings.simplefilter("error", AutotuneCacheWarning)
         from tests.oracle.fake_backend import install_no_backend
         from tests.oracle.matmul_graphs import matmul_graph
         from tests.oracle.tuning_engines import FakeClock, TimedMatmulEngine
