@@ -7,7 +7,8 @@ Run the same file under two Pythons to compare packages that both install a top-
     /path/to/other-venv/bin/python bench/ir_build_bench.py --label cudnn-frontend
 
 `--json FILE` writes the numbers; `--compare A.json B.json` prints the side-by-side table.
-What is timed (median over `--reps` repetitions, `time.perf_counter`):
+What is timed (CPU time of the process, `time.process_time`, so other jobs on a shared
+machine are not counted; each cell is "median (best)" over `--reps` repetitions):
 - build: a fresh graph, one input tensor and one scalar-like operand, then N nodes
   alternating add / relu, each reading the previous output; the chain's last output
   marked as a graph output. Reported as microseconds per node.
@@ -43,19 +44,20 @@ def build_chain(cudnn, n: int):
     return g
 
 
-def time_build(cudnn, n: int, reps: int) -> float:
-    """Median microseconds per node of building an n-node chain."""
+def time_build(cudnn, n: int, reps: int) -> tuple[float, float]:
+    """(median, best) microseconds per node of building an n-node chain."""
     build_chain(cudnn, n)  # warm
     samples = []
     for _ in range(reps):
         t0 = CLOCK()
         build_chain(cudnn, n)
         samples.append((CLOCK() - t0) / n * 1e6)
-    return statistics.median(samples)
+    return statistics.median(samples), min(samples)
 
 
-def time_plan(cudnn, n: int, reps: int) -> float | None:
-    """Median milliseconds of validate + create_execution_plans + explain (ours only)."""
+def time_plan(cudnn, n: int, reps: int) -> tuple[float, float] | None:
+    """(median, best) milliseconds of validate + create_execution_plans + explain (ours
+    only)."""
     if not hasattr(cudnn.pygraph, "explain_plans"):
         return None
 
@@ -71,7 +73,8 @@ def time_plan(cudnn, n: int, reps: int) -> float | None:
         return (CLOCK() - t0) * 1e3
 
     once()
-    return statistics.median(once() for _ in range(reps))
+    samples = [once() for _ in range(reps)]
+    return statistics.median(samples), min(samples)
 
 
 def measure(label: str, reps: int) -> dict:
@@ -93,8 +96,8 @@ def table(results: list[dict]) -> str:
         " | validate+plan+explain, 100 nodes (ms) |"
     lines = [head, "|" + "---|" * (len(SIZES) + 2)]
     for r in results:
-        cells = [f"{r['build_us_per_node'][str(n)]:.1f}" for n in SIZES]
-        plan = "-" if r["plan_ms_100"] is None else f"{r['plan_ms_100']:.2f}"
+        cells = ["{:.1f} ({:.1f})".format(*r["build_us_per_node"][str(n)]) for n in SIZES]
+        plan = "-" if r["plan_ms_100"] is None else "{:.2f} ({:.2f})".format(*r["plan_ms_100"])
         lines.append(f"| {r['label']} {r['version']} | " + " | ".join(cells) + f" | {plan} |")
     return "\n".join(lines)
 

@@ -351,6 +351,8 @@ class Tensor:
             raise ValueError(f"tensor '{self._name}': dims {list(self._dim)} and strides "
                              f"{list(self._stride)} differ in rank")
         for field in (self._dim, self._stride):
+            if set(map(type, field)) == {int} and min(field) >= 0:
+                continue  # plain non-negative ints (the usual case, checked in C)
             if not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in field):
                 raise ValueError(f"tensor '{self._name}': layout {list(field)} holds a value "
                                  "that is not a non-negative int")
