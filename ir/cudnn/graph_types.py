@@ -56,14 +56,26 @@ def row_major(dims: Sequence[int]) -> tuple[int, ...]:
 _ROW_MAJOR: dict[tuple[int, ...], tuple[int, ...]] = {}
 
 
-class Tensor:
-    """A graph tensor. Create it through `pygraph.tensor()` / `tensor_like()` or an op."""
+class _TensorSlots:
+    """A Tensor's storage. `Tensor` adds the API and guards writes; `_NewTensor` is one
+    under construction, whose slots are written directly (no guard), then becomes a
+    Tensor by `__class__` assignment (both add no slots, so the layouts match)."""
 
     __slots__ = ("_name", "_data_type", "_dim", "_stride", "_is_virtual", "_is_pass_by_value",
                  "_pass_by_value", "_uid", "_uid_assigned", "_dim_assigned", "_stride_assigned",
                  "_dtype_provisional", "_reordering_type", "_ragged_offset",
                  "_ragged_offset_multiplier", "_alignment_value", "_scalar_type", "_owner",
                  "__weakref__")
+
+
+class _NewTensor(_TensorSlots):
+    __slots__ = ()
+
+
+class Tensor(_TensorSlots):
+    """A graph tensor. Create it through `pygraph.tensor()` / `tensor_like()` or an op."""
+
+    __slots__ = ()
 
     def __init__(self, name: str = "", data_type: Any = None, dim: Sequence[int] = (),
                  stride: Sequence[int] = (), is_virtual: bool = False,
@@ -92,31 +104,27 @@ class Tensor:
         """An op's virtual output with provisional dims (row-major strides) or none: what
         `Tensor(name=name, is_virtual=True)` then `_provisional_dims(dims)` make, in one
         step (the graph's builders make one per node). The caller attaches it."""
-        t = cls.__new__(cls)
-        init = object.__setattr__
-        init(t, "_owner", None)
-        init(t, "_name", name)
-        init(t, "_data_type", None)
-        init(t, "_dim", t._new_layout(dims or (), "dim"))
+        n = _NewTensor()
+        n._owner = None
+        n._name = name
+        n._data_type = None
         stride = _ROW_MAJOR.get(dims) if dims else ()
         if stride is None:
             stride = _ROW_MAJOR[dims] = row_major(dims)
             if len(_ROW_MAJOR) > 4096:
                 _ROW_MAJOR.clear()
-        init(t, "_stride", t._new_layout(stride, "stride"))
-        init(t, "_is_virtual", True)
-        init(t, "_is_pass_by_value", False)
-        init(t, "_pass_by_value", None)
-        init(t, "_uid", 0)
-        init(t, "_uid_assigned", False)
-        init(t, "_dim_assigned", False)
-        init(t, "_stride_assigned", False)
-        init(t, "_dtype_provisional", False)
-        init(t, "_reordering_type", None)
-        init(t, "_ragged_offset", None)
-        init(t, "_ragged_offset_multiplier", 1)
-        init(t, "_alignment_value", 1)
-        init(t, "_scalar_type", None)
+        n._is_virtual = True
+        n._is_pass_by_value = False
+        n._pass_by_value = None
+        n._uid = 0
+        n._uid_assigned = n._dim_assigned = n._stride_assigned = False
+        n._dtype_provisional = False
+        n._reordering_type = n._ragged_offset = n._scalar_type = None
+        n._ragged_offset_multiplier = n._alignment_value = 1
+        n.__class__ = cls
+        t: Tensor = n  # type: ignore[assignment]
+        object.__setattr__(t, "_dim", t._new_layout(dims or (), "dim"))
+        object.__setattr__(t, "_stride", t._new_layout(stride, "stride"))
         return t
 
     # -- plumbing --------------------------------------------------------------------

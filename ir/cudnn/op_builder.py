@@ -170,8 +170,8 @@ def _add_simple(graph: pygraph, spec: OpSpec, shape: tuple[Any, ...],
             if dt is not None:
                 tensor._provisional_dtype(dt)
         outputs[out.name] = tensor
-    node = Node(node_name, spec, inputs, outputs, params,
-                cdt if cdt is not None else graph.context.compute_data_type, owner=graph)
+    node = Node._adopt(node_name, spec, inputs, outputs, params,
+                       cdt if cdt is not None else graph.context.compute_data_type, graph)
     graph._add_node(node)
     if spec.returns is ReturnStyle.SINGLE:
         return outputs[spec.outputs[0].name]
