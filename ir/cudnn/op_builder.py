@@ -101,6 +101,10 @@ _GENERAL = object()
 _SIMPLE: dict[int, tuple[Any, ...]] = {}
 _NO_LISTS: Mapping[str, Any] = {}
 _NO_OUT_PORTS: frozenset[str] = frozenset()
+# PortView and OpCall are frozen dataclasses (a __dict__, fields set one by one through
+# object.__setattr__): the one-pass path fills the __dict__ of a bare instance at once.
+# test_op_builder_fast_path checks the result equals the dataclass constructor's.
+_new_view = object.__new__
 
 
 def _simple_shape(spec: OpSpec) -> tuple[Any, ...]:
@@ -135,7 +139,8 @@ def _add_simple(graph: pygraph, spec: OpSpec, shape: tuple[Any, ...],
         ref = value._owner
         if ref is None or ref() is not graph:
             return _GENERAL
-        view = PortView(tuple(value._dim), value._data_type)
+        view = _new_view(PortView)
+        view.__dict__.update(dim=tuple(value._dim), data_type=value._data_type)
         if ruled and (port.rank_mismatch(view) or port.dtype_mismatch(view)):
             return _GENERAL
         inputs[key] = value
@@ -152,7 +157,9 @@ def _add_simple(graph: pygraph, spec: OpSpec, shape: tuple[Any, ...],
     cdt = args.get("compute_data_type")
     if cdt is not None:
         cdt = normalize_dtype(cdt, op, "compute_data_type")
-    call = OpCall(spec, views, params, _NO_LISTS, {}, _NO_OUT_PORTS)
+    call = _new_view(OpCall)
+    call.__dict__.update(spec=spec, inputs=views, params=params, lists=_NO_LISTS, outputs={},
+                         out_ports=_NO_OUT_PORTS)
     if spec.check is not None:
         spec.check(call)
     graph._before_mutation(f"add a '{op}' node")
@@ -164,7 +171,7 @@ def _add_simple(graph: pygraph, spec: OpSpec, shape: tuple[Any, ...],
             continue
         inferred = None if out.infer is None else out.infer(call)
         tensor = new_output(f"{node_name}::{out.suffix or out.name}",
-                            None if inferred is None else tuple(int(n) for n in inferred))
+                            None if inferred is None else tuple(map(int, inferred)))
         if out.dtype_like is not None:
             dt = call.dtype(out.dtype_like)
             if dt is not None:
