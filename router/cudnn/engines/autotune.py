@@ -260,7 +260,12 @@ def recorded_winner(graph: pygraph, plans: list[PlanConfig]) -> list[PlanConfig]
     cache = default_cache()
     if cache is None:
         return plans
-    device = device_identity(graph)
+    try:
+        device = device_identity(graph)
+    except Exception as exc:  # noqa: BLE001 - a failing probe must not fail planning
+        warnings.warn(f"autotune cache: not consulted, the device is unknown "
+                      f"({type(exc).__name__}: {exc})", AutotuneCacheWarning, stacklevel=2)
+        return plans
     if device is None:
         return plans
     key = CacheKey(graph_signature(graph), device, library_version())
