@@ -23,6 +23,9 @@
 #              host with `FROST_FFI=cute python3 tests/numerics/la_frost_bwd_smoke.py --prebuild
 #              --matrix` and run with FROST_FFI=cute), then the backward engine matrix
 #              (tests/numerics/test_la_frost_bwd_engines.py)
+#   autotune   autotune over the FROST and cuTile plans of gdn / kda (forward, backward):
+#              the faster plan (timed as the bench times it) wins, and a fresh process
+#              reuses the recorded choice (tests/numerics/test_la_autotune_gpu.py)
 #   tilecache  unpack .kit/tilecache.tar.xz (carried) into .tilecache: cuTile kernels compiled
 #              earlier (on a GPU machine, or ahead of time by cutile_prewarm.py on a
 #              build host) are not compiled again; prints the cache's entries and tileiras
@@ -149,6 +152,9 @@ for s in "$@"; do
       stage fla "python3 -m pytest tests/fla/gpu_test.py -q -s -p no:cacheprovider" ;;
     bench)
       stage bench "python3 bench/bench_linear_attention.py" ;;
+    autotune)
+      stage autotune "python3 -m pytest tests/numerics/test_la_autotune_gpu.py -q -s \
+        -p no:cacheprovider ${AUTOTUNE_ARGS:-}" ;;
     *) echo "unknown stage $s"; exit 2 ;;
   esac
 done
