@@ -5,7 +5,8 @@ cache and the three launches (kernels/NOTES_bwd.md).
 gdn2_bwd. It checks every operand (ValueError naming the argument), carves its scratch
 from the caller's workspace (``frost_bwd_workspace_size`` is exact), gets the three
 kernels for the static config (compiled once per process, or loaded from the kernel
-store), launches states -> chain -> grads on the caller's stream, and sums dq/dk/dv over
+store), launches states (or, given the forward's state_checkpoints, values) -> chain ->
+grads on the caller's stream, and sums dq/dk/dv over
 their head groups when q/k/v heads are shared by several output heads. It never reads
 cu_seqlens on the host (no synchronisation) and never allocates; launches are ordered on
 one stream and every result is written by exactly one thread (no atomics), so two runs
@@ -17,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 
-from cudnn.linear_attention.frost.kernels.bwd_config import STAGES, FrostBwdConfig, checkpoint_rows
+from cudnn.linear_attention.frost.kernels.bwd_config import FrostBwdConfig, checkpoint_rows
 
 _ALIGN = 256  # bytes between workspace regions
 _INDEX_LIMIT = 2**31
@@ -35,15 +36,18 @@ class Region:
 
 
 def workspace_layout(*, total_tokens: int, num_seqs: int, heads_q: int, heads_k: int, heads_v: int,
-                     head_dim_k: int, head_dim_v: int) -> tuple[tuple[Region, ...], int]:
-    """The backward's scratch regions and their total size in bytes: per-chunk states and
-    state gradients [R, HO, V, K] (bf16, R = checkpoint_rows), U and dR [T, HO, V] (bf16),
-    and fp32 per-output-head dq/dk/dv where their heads are grouped."""
+                     head_dim_k: int, head_dim_v: int,
+                     checkpoints: bool = False) -> tuple[tuple[Region, ...], int]:
+    """The backward's scratch regions and their total size in bytes: per-chunk states
+    (unless ``checkpoints``: the node's state_checkpoints input holds them) and state
+    gradients [R, HO, V, K] (bf16, R = checkpoint_rows), U and dR [T, HO, V] (bf16), and
+    fp32 per-output-head dq/dk/dv where their heads are grouped."""
     T, N, K, V = total_tokens, num_seqs, head_dim_k, head_dim_v
     HO = max(heads_q, heads_v)
     R = checkpoint_rows(T, N)
-    want = [("ckpt", (R, HO, V, K), "bfloat16"), ("dckpt", (R, HO, V, K), "bfloat16"),
-            ("u", (T, HO, V), "bfloat16"), ("dr", (T, HO, V), "bfloat16")]
+    want = [] if checkpoints else [("ckpt", (R, HO, V, K), "bfloat16")]
+    want += [("dckpt", (R, HO, V, K), "bfloat16"), ("u", (T, HO, V), "bfloat16"),
+             ("dr", (T, HO, V), "bfloat16")]
     if heads_q != HO:
         want.append(("dq", (T, HO, K), "float32"))
     if heads_k != HO:
@@ -113,9 +117,10 @@ def _check_grad(name, t, shape, dtypes, device):
 
 
 def check_bwd_operands(*, q, k, v, g, beta, w, cu_seqlens, dO, initial_state, d_final_state, dq, dk, dv, dg,
-                       dbeta, dw, d_initial_state, use_l2norm, gate_per_channel, beta_per_channel):
+                       dbeta, dw, d_initial_state, use_l2norm, gate_per_channel, beta_per_channel,
+                       state_checkpoints=None):
     """Every operand check of frost_bwd except the CUDA-device one; returns the config
-    (stage "states") and T, N."""
+    (the first stage of its path) and T, N."""
     from cudnn.linear_attention.frost.kernels.fwd import _dtype_name, check_operands
 
     try:  # the forward's operands pass the forward's checks (dO as the output it mirrors)
@@ -148,26 +153,35 @@ def check_bwd_operands(*, q, k, v, g, beta, w, cu_seqlens, dO, initial_state, d_
     if d_initial_state is not None:
         _check_grad("d_initial_state", d_initial_state, (N, HO, f.V, f.K), states, device)
     R = checkpoint_rows(T, N)
+    if state_checkpoints is not None:
+        _check_grad("state_checkpoints", state_checkpoints, (R, HO, f.V, f.K), ("bfloat16",), device)
     if R * HO * f.V * f.K >= _INDEX_LIMIT:
         raise _fail("q", f"small enough for 32-bit offsets of the state workspace (R*HO*V*K < {_INDEX_LIMIT})",
                     f"R={R}, HO={HO}, K={f.K}, V={f.V}")
+    with_checkpoints = state_checkpoints is not None
     cfg = FrostBwdConfig(
-        fwd=f, stage="states",
+        fwd=f, stage="values" if with_checkpoints else "states",
         dht_dtype=None if d_final_state is None else _dtype_name(d_final_state),
-        dh0_dtype=None if d_initial_state is None else _dtype_name(d_initial_state))
+        dh0_dtype=None if d_initial_state is None else _dtype_name(d_initial_state),
+        checkpoints=with_checkpoints)
     return cfg, T, N
 
 
 def frost_bwd(*, q, k, v, g, beta, w, cu_seqlens, dO, initial_state, d_final_state, dq, dk, dv, dg, dbeta, dw,
               d_initial_state, workspace, scale: float, use_l2norm: bool, gate_per_channel: bool,
-              beta_per_channel: bool, stream, stages: tuple[str, ...] = STAGES) -> None:
+              beta_per_channel: bool, stream, stages: tuple[str, ...] | None = None,
+              state_checkpoints=None) -> None:
     """Gradients of the chunked linear-attention forward (GDN / KDA / GDN-2), written into
     dq [T,H,K], dk [T,HK,K], dv [T,HV,V] (io dtype), dg like g, dbeta like beta, dw (GDN-2)
     and d_initial_state [N,HO,V,K] (exactly when initial_state is given). Inputs as
     frost_fwd plus dO [T,HO,V] (io dtype) and d_final_state [N,HO,V,K] (fp32 or bf16, or
-    None). workspace: a uint8 CUDA tensor of at least frost_bwd_workspace_size bytes.
-    ``stages`` (benchmarks) launches a subset; each later stage reads what an earlier full
-    call left in the workspace."""
+    None). state_checkpoints: None, or the bf16 [T // 64 + N, HO, V, K] checkpoints the
+    forward wrote (checkpoints.py); then kernel 1 is ``values`` (U from them, chunks in
+    parallel) instead of ``states`` (the serial recompute), and the workspace has no
+    state region. workspace: a uint8 CUDA tensor of at least frost_bwd_workspace_size
+    bytes (with checkpoints=True when they are given). ``stages`` (benchmarks) launches a
+    subset of the path's kernels (FrostBwdConfig.stages, None: all); each later stage reads
+    what an earlier full call left in the workspace."""
     import torch
 
     from cudnn.linear_attention.frost.kernels.compile_kernel import preferred_ffi
@@ -177,12 +191,12 @@ def frost_bwd(*, q, k, v, g, beta, w, cu_seqlens, dO, initial_state, d_final_sta
         q=q, k=k, v=v, g=g, beta=beta, w=w, cu_seqlens=cu_seqlens, dO=dO, initial_state=initial_state,
         d_final_state=d_final_state, dq=dq, dk=dk, dv=dv, dg=dg, dbeta=dbeta, dw=dw,
         d_initial_state=d_initial_state, use_l2norm=use_l2norm, gate_per_channel=gate_per_channel,
-        beta_per_channel=beta_per_channel)
+        beta_per_channel=beta_per_channel, state_checkpoints=state_checkpoints)
     if q.device.type != "cuda":
         raise _fail("q", "a CUDA tensor (and every other operand on its device)", q.device)
     f = cfg.fwd
     regions, size = workspace_layout(total_tokens=T, num_seqs=N, heads_q=f.H, heads_k=f.HK, heads_v=f.HV,
-                                     head_dim_k=f.K, head_dim_v=f.V)
+                                     head_dim_k=f.K, head_dim_v=f.V, checkpoints=cfg.checkpoints)
     if N == 0:
         return
     if workspace is None or workspace.numel() * workspace.element_size() < size:
@@ -193,13 +207,14 @@ def frost_bwd(*, q, k, v, g, beta, w, cu_seqlens, dO, initial_state, d_final_sta
         stream = torch.cuda.current_stream(q.device)
     tensors = dict(q=q, k=k, v=v, g=g, beta=beta, w=w, cu_seqlens=cu_seqlens, dO=dO, initial_state=initial_state,
                    d_final_state=d_final_state, dq=ws.get("dq", dq), dk=ws.get("dk", dk), dv=ws.get("dv", dv),
-                   dg=dg, dbeta=dbeta, dw=dw, d_initial_state=d_initial_state, ckpt=ws["ckpt"], dckpt=ws["dckpt"],
+                   dg=dg, dbeta=dbeta, dw=dw, d_initial_state=d_initial_state,
+                   ckpt=state_checkpoints if cfg.checkpoints else ws["ckpt"], dckpt=ws["dckpt"],
                    u=ws["u"], dr=ws["dr"])
     arch, ffi = device_arch(q.device), preferred_ffi()
-    for stage in STAGES:
-        if stage in stages:
+    for stage in cfg.stages:
+        if stages is None or stage in stages:
             _compiled(cfg.with_stage(stage), arch, ffi).launch(tensors, T, N, float(scale), stream)
-    if "grads" in stages:
+    if stages is None or "grads" in stages:
         with torch.cuda.stream(stream):
             for name, out in (("dq", dq), ("dk", dk), ("dv", dv)):
                 if name in ws and T:

@@ -13,6 +13,9 @@ def bwd_kernel_class(stage: str, vector_gates: bool = False):
     if stage == "states":
         from cudnn.linear_attention.frost.kernels.bwd_states import FrostBwdStates
         return FrostBwdStates
+    if stage == "values":
+        from cudnn.linear_attention.frost.kernels.bwd_values import FrostBwdValues
+        return FrostBwdValues
     if stage == "chain":
         from cudnn.linear_attention.frost.kernels.bwd_chain import FrostBwdChain
         return FrostBwdChain
@@ -22,7 +25,7 @@ def bwd_kernel_class(stage: str, vector_gates: bool = False):
     if stage == "grads":
         from cudnn.linear_attention.frost.kernels.bwd_grads import FrostBwdGrads
         return FrostBwdGrads
-    raise ValueError(f"frost_bwd: stage must be 'states', 'chain' or 'grads', got {stage!r}")
+    raise ValueError(f"frost_bwd: stage must be 'states', 'values', 'chain' or 'grads', got {stage!r}")
 
 
 def compile_bwd(cfg: FrostBwdConfig, arch: str, host_target: str | None = None, ffi: str | None = None):

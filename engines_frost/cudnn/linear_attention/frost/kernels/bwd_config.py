@@ -10,9 +10,14 @@ from __future__ import annotations
 
 import dataclasses
 
+from cudnn.linear_attention.frost.kernels.checkpoints import checkpoint_rows as _rows
 from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
 
 STAGES = ("states", "chain", "grads")
+# With the forward's state_checkpoints (cadence 64): ``values`` (U per chunk from the
+# checkpointed state, chunks in parallel) replaces ``states``.
+CHECKPOINT_STAGES = ("values", "chain", "grads")
+ALL_STAGES = STAGES + ("values",)
 STATE_DTYPES = ("float32", "bfloat16")
 CHUNK = 64  # tokens per chunk: the forward kernels' C; checkpoint rows count chunks
 
@@ -27,13 +32,20 @@ class FrostBwdConfig:
     stage: str
     dht_dtype: str | None   # d_final_state: "float32" | "bfloat16" | None (absent: zero)
     dh0_dtype: str | None   # d_initial_state: written iff the forward had an initial state
+    # S is read from the forward's state_checkpoints (checkpoints.py's packed rows) instead
+    # of the states kernel's workspace rows: stages values and grads.
+    checkpoints: bool = False
 
     def __post_init__(self):
         def bad(name, expected):
             raise ValueError(f"FrostBwdConfig: {name} must be {expected}, got {getattr(self, name)!r}")
 
-        if self.stage not in STAGES:
-            bad("stage", f"one of {STAGES}")
+        if self.stage not in ALL_STAGES:
+            bad("stage", f"one of {ALL_STAGES}")
+        if self.stage == "states" and self.checkpoints:
+            bad("checkpoints", "False for the states stage (it writes the states itself)")
+        if self.stage == "values" and not self.checkpoints:
+            bad("checkpoints", "True for the values stage (it reads the forward's checkpoints)")
         if self.fwd.has_final_state:
             bad("fwd", "a forward config without a final state")
         if self.fwd.algorithm != "v2":
@@ -47,13 +59,19 @@ class FrostBwdConfig:
     def with_stage(self, stage: str) -> "FrostBwdConfig":
         """The config of one stage's kernel, without what that kernel never reads (so
         backward calls that differ only there share the kernel): states reads no state
-        gradient, grads neither states nor state gradients."""
+        gradient, grads neither states nor state gradients, values (its state comes from a
+        checkpoint) neither; chain never reads a state, so the checkpoints flag is off."""
         if stage == "chain":
-            return dataclasses.replace(self, stage=stage)
+            return dataclasses.replace(self, stage=stage, checkpoints=False)
         if stage == "states":
             return dataclasses.replace(self, stage=stage, dht_dtype=None)
         fwd = dataclasses.replace(self.fwd, has_initial_state=False, state_dtype=None)
         return dataclasses.replace(self, fwd=fwd, stage=stage, dht_dtype=None, dh0_dtype=None)
+
+    @property
+    def stages(self) -> tuple[str, ...]:
+        """The kernels one backward call launches, in order."""
+        return CHECKPOINT_STAGES if self.checkpoints else STAGES
 
     # -- derived ----------------------------------------------------------------------
     @property
@@ -85,7 +103,7 @@ BWD_OPERANDS = ("q", "k", "v", "g", "beta", "w", "cu_seqlens", "dO", "initial_st
 def bwd_operand_dtypes(cfg: FrostBwdConfig) -> dict[str, str]:
     """Element dtype of each backward operand, in launch order. dq/dk/dv are fp32 per output
     head where their heads are grouped (summed afterwards), else the io dtype; the
-    workspace tensors (checkpoints, U, dR) are bf16."""
+    workspace tensors (checkpoints, U, dR) are bf16, and so are the forward's checkpoints."""
     f = cfg.fwd
     io = f.io_dtype
     return {
@@ -111,5 +129,6 @@ def bwd_operand_alignment(cfg: FrostBwdConfig) -> dict[str, int]:
 
 def checkpoint_rows(T: int, N: int) -> int:
     """Rows of the per-chunk state workspaces: chunk j of sequence n lives at row
-    cu[n] // CHUNK + n + j, which never collides and stays below T // CHUNK + N."""
-    return T // CHUNK + N
+    cu[n] // CHUNK + n + j, which never collides and stays below T // CHUNK + N (the row
+    count of the forward's state_checkpoints too, packed otherwise: checkpoints.py)."""
+    return _rows(T, N)

@@ -4,7 +4,8 @@ Grid (checkpoint rows R = T // 64 + N, HO), 8 warps. Row rho is chunk j of the s
 with cu[n] // 64 + n <= rho < that + chunks(n) (found by the CTA's threads in one pass
 over cu_seqlens; rows between sequences exit). Inputs: the chunk's rows of q, k, v, g,
 beta, dO, U (kernel 1) and dR (kernel 2), the state S entering the chunk (kernel 1's
-checkpoint) and the gradient dS of the state leaving it (kernel 2's), both V-major in
+checkpoint, or with bcfg.checkpoints the forward's, at its packed row: checkpoints.py)
+and the gradient dS of the state leaving it (kernel 2's), both V-major in
 global memory and transposed to [K, V] on the way into shared memory.
 
 Stages (barriers between them), scalar gates (GDN):
@@ -118,7 +119,8 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
             thr = mma.get_slice(lane)
             self.stage_norms(s, mq, mk, mg, mb, heads, t0, eos, tid)
             cute.arch.sync_threads()
-            self.stage_load(s, mq, mk, mdo, mu, mdr, mckpt, mdckpt, heads, rho, t0, eos, tid)
+            srow = self.state_row(mcu, n, j, rho, lane)
+            self.stage_load(s, mq, mk, mdo, mu, mdr, mckpt, mdckpt, heads, rho, srow, t0, eos, tid)
             cute.arch.sync_threads()
             self.stage_scores(s, scale, thr, lane, wid)
             cute.arch.sync_threads()
@@ -131,12 +133,12 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
     @cute.jit
     def find_chunk(self, s, mcu, N, rho, tid):
         """(n, j) of checkpoint row rho into s.seq, n = -1 for a row between sequences:
-        thread i tests sequence i (and i + 256, ...)."""
+        thread i tests sequence i (and i + threads, ...)."""
         s_seq = s.seq
         if tid == 0:
             s_seq[0] = Int32(-1)
         cute.arch.sync_threads()
-        for n0 in cutlass.range(0, N, THREADS, unroll=1):
+        for n0 in cutlass.range(0, N, self.threads, unroll=1):
             n = n0 + tid
             if n < N:
                 bos = mcu[n]
@@ -146,6 +148,15 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
                 if rho >= first and rho < first + count:
                     s_seq[0] = n
                     s_seq[1] = rho - first
+
+    @cute.jit
+    def state_row(self, mcu, n, j, rho, lane):
+        """The row of S entering chunk j of sequence n: the workspace row rho (states
+        kernel), or the packed row of the forward's state_checkpoints."""
+        row = rho
+        if cutlass.const_expr(self.bcfg.checkpoints):
+            row = self.packed_row0(mcu, n, lane) + j
+        return row
 
     # ------------------------------------------------------------------ 1: rows
     @cute.jit
@@ -206,9 +217,10 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
             s_g[2 * tid + 1] = x
 
     @cute.jit
-    def stage_load(self, s, mq, mk, mdo, mu, mdr, mckpt, mdckpt, heads, rho, t0, eos, tid):
-        """q-hat^T, k-hat^T, kb^T (bf16, transposed), dO, U, dR rows, S and dS as [K, V],
-        e^Gam and e^(Gam_last - Gam) per row. Rows past the sequence are zero."""
+    def stage_load(self, s, mq, mk, mdo, mu, mdr, mckpt, mdckpt, heads, rho, srow, t0, eos, tid):
+        """q-hat^T, k-hat^T, kb^T (bf16, transposed), dO, U, dR rows, S (row srow) and dS
+        (row rho) as [K, V], e^Gam and e^(Gam_last - Gam) per row. Rows past the sequence
+        are zero."""
         s_qt = s.qt
         s_kt = s.kt
         s_kbt = s.kbt
@@ -239,7 +251,7 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
         self.load_rows(s.do, mdo, h, t0, eos, tid, True)
         self.load_rows(s.u, mu, h, t0, eos, tid, False)
         self.load_rows(s.dr, mdr, h, t0, eos, tid, False)
-        self.load_state(s.sf, mckpt, rho, h, tid)
+        self.load_state(s.sf, mckpt, srow, h, tid)
         self.load_state(s.dsf, mdckpt, rho, h, tid)
         if tid < C:
             gl = s_g[C - 1]

@@ -147,7 +147,7 @@ class FrostBwdGradsVec(FrostBwdGrads):
             self.load_rows(s.do, mdo, h, t0, eos, tid, True)
             self.load_rows(s.u, mu, h, t0, eos, tid, False)
             self.load_rows(s.dr, mdr, h, t0, eos, tid, False)
-            self.load_state(s.sf, mckpt, rho, h, tid)
+            self.load_state(s.sf, mckpt, self.state_row(mcu, n, j, rho, lane), h, tid)
             self.load_state(s.dsf, mdckpt, rho, h, tid)
             cute.arch.sync_threads()
             self.scan_gates(s, tid)

@@ -61,10 +61,7 @@ class FrostBwdStates(FrostBwdLauncher, FrostFwdV2):
         row0 = bos // CHUNK + n
         self.before_chunks(s, mq, mk, mv, mg, mb, mw, heads, bos, eos, tid, lane, wid)
         for t0 in cutlass.range(bos, eos, CHUNK):
-            row = row0 + (t0 - bos) // CHUNK
-            for e in cutlass.range_constexpr(cute.size(acc_s)):
-                jc = coord_s[e]
-                mckpt[row, h, wid * SUB + jc[0], jc[1]] = acc_s[e].to(BFloat16)
+            self.store_state(mckpt, row0 + (t0 - bos) // CHUNK, h, acc_s, coord_s, wid)
             self.stage_rows(s, mq, mk, mv, mg, mb, mw, heads, t0, eos, tid)
             cute.arch.sync_threads()
             self.stage_operands(s, mb, heads, t0, eos, scale, tid)
@@ -85,11 +82,25 @@ class FrostBwdStates(FrostBwdLauncher, FrostFwdV2):
 
     @cute.jit
     def chain_u(self, s, mu, acc_s, coord_s, heads, t0, eos, thr, lane, wid):
-        """v1's chain without the output: R^T = W0^T - S^T KBA^T, the block solve for U^T
-        (stored, bf16), then S^T <- S^T Diag(e^Gam_last) + U^T KD."""
+        """v1's chain without the output: U (solve_u), then S^T <- S^T Diag(e^Gam_last) +
+        U^T KD."""
+        s_kdt = s.kdt
+        K = self.cfg.K
+        mma = warp_mma()
+        a_u = self.solve_u(s, mu, acc_s, heads, t0, eos, thr, lane, wid)
+        for e in cutlass.range_constexpr(cute.size(acc_s)):
+            d = coord_s[e][1]
+            acc_s[e] = acc_s[e] * self.state_decay(s, d)
+        for bj in cutlass.range_constexpr(NBLK):
+            b_kd = self.operand(thr, lane, cute.local_tile(s_kdt, (K, SUB), (0, bj)), False)
+            cute.gemm(mma, acc_s, a_u[bj][None, None, 0], b_kd[None, None, 0], acc_s)
+
+    @cute.jit
+    def solve_u(self, s, mu, acc_s, heads, t0, eos, thr, lane, wid):
+        """R^T = W0^T - S^T KBA^T for this warp's 16 value columns and the block solve for
+        U^T, stored (bf16, rows < eos); returns U's blocks as A operands."""
         s_w0 = s.w0
         s_kba = s.kba
-        s_kdt = s.kdt
         s_mneg = s.mneg
         s_dinv = s.dinv
         K = self.cfg.K
@@ -126,9 +137,4 @@ class FrostBwdStates(FrostBwdLauncher, FrostFwdV2):
                 t = t0 + bi * SUB + jt[1]
                 if t < eos:
                     mu[t, h, j0 + jt[0]] = u[e].to(BFloat16)
-        for e in cutlass.range_constexpr(cute.size(acc_s)):
-            d = coord_s[e][1]
-            acc_s[e] = acc_s[e] * self.state_decay(s, d)
-        for bj in cutlass.range_constexpr(NBLK):
-            b_kd = self.operand(thr, lane, cute.local_tile(s_kdt, (K, SUB), (0, bj)), False)
-            cute.gemm(mma, acc_s, a_u[bj][None, None, 0], b_kd[None, None, 0], acc_s)
+        return a_u

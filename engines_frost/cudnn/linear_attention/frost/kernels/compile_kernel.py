@@ -18,9 +18,15 @@ FFI_CONVENTIONS = ("tvm", "cute")
 FFI_ENV = "FROST_FFI"
 
 
-def kernel_class(algorithm: str):
+def kernel_class(algorithm: str, write_checkpoints: bool = False):
     """The CuTe DSL kernel class implementing an algorithm ("v0" oracle, "v1" tensor cores,
-    "v2" v1 with prefetched rows and cheaper state-independent stages)."""
+    "v2" v1 with prefetched rows and cheaper state-independent stages; v2 writing the
+    state checkpoints too: its launcher with the extra operand)."""
+    if write_checkpoints:
+        if algorithm != "v2":
+            raise ValueError(f"frost_fwd: state checkpoints are written by algorithm 'v2' only, got {algorithm!r}")
+        from cudnn.linear_attention.frost.kernels.fwd_v2 import FrostFwdV2Checkpoints
+        return FrostFwdV2Checkpoints
     if algorithm == "v0":
         from cudnn.linear_attention.frost.kernels.fwd_v0 import FrostFwdV0
         return FrostFwdV0
@@ -64,7 +70,7 @@ def compile_fwd(cfg: FrostFwdConfig, arch: str, host_target: str | None = None, 
     ffi = ffi or preferred_ffi(host_target)
     if ffi not in FFI_CONVENTIONS:
         raise ValueError(f"compile_fwd: ffi must be one of {FFI_CONVENTIONS}, got {ffi!r}")
-    kernel = kernel_class(cfg.algorithm)(cfg)
+    kernel = kernel_class(cfg.algorithm, cfg.write_checkpoints)(cfg)
     options = f"--gpu-arch {arch}" + (f" --host-target '{host_target}'" if host_target else "")
     if ffi == "tvm":
         options += " --enable-tvm-ffi"

@@ -20,8 +20,8 @@ from cudnn.linear_attention.frost.kernels.bwd_config import (
     bwd_operand_dtypes,
 )
 from cudnn.linear_attention.frost.kernels.config import (
-    OPERANDS,
     FrostFwdConfig,
+    abi_operands,
     operand_alignment,
     operand_dtypes,
 )
@@ -33,7 +33,7 @@ def abi_of(cfg) -> tuple[tuple[str, ...], dict[str, str], dict[str, int]]:
     backward's (bwd_abi.py)."""
     if isinstance(cfg, FrostBwdConfig):
         return BWD_OPERANDS, bwd_operand_dtypes(cfg), bwd_operand_alignment(cfg)
-    return OPERANDS, operand_dtypes(cfg), operand_alignment(cfg)
+    return abi_operands(cfg), operand_dtypes(cfg), operand_alignment(cfg)
 
 
 @dataclasses.dataclass(frozen=True)

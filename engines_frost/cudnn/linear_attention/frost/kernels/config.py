@@ -43,6 +43,10 @@ class FrostFwdConfig:
     # Timing experiments only (bench/frost_stage_times.py): v1/v2 stages compiled out of the
     # chunk loop, so the results are wrong. frost_fwd never sets it.
     skip_stages: tuple[str, ...] = ()
+    # v2 only: also write the graph's state_checkpoints output (bf16 [T // 64 + N, HO, V, K],
+    # the state entering every 64-token chunk, rows packed as checkpoints.py describes);
+    # the kernel then takes one more pointer (operand_dtypes).
+    write_checkpoints: bool = False
 
     def __post_init__(self):
         # a tuple however it arrives (JSON sidecars and command lines give lists): hashable
@@ -78,6 +82,8 @@ class FrostFwdConfig:
             bad("algorithm", f"one of {ALGORITHMS}")
         if any(st not in STAGES for st in self.skip_stages) or (self.skip_stages and self.algorithm == "v0"):
             bad("skip_stages", f"a tuple of {STAGES} (v1/v2 only)")
+        if self.write_checkpoints and self.algorithm != "v2":
+            bad("write_checkpoints", "False unless algorithm is 'v2' (the kernel that writes them)")
 
     @property
     def HO(self) -> int:
@@ -91,16 +97,27 @@ class FrostFwdConfig:
 
 
 OPERANDS = ("q", "k", "v", "g", "beta", "w", "cu_seqlens", "out", "initial_state", "final_state")
+#: the extra operand of a kernel compiled with write_checkpoints (last in its argument list)
+CHECKPOINT_OPERAND = "state_checkpoints"
 
 
 def operand_dtypes(cfg: FrostFwdConfig) -> dict[str, str]:
-    """Element dtype name of each kernel operand, in launch-ABI order (launch_abi.py)."""
+    """Element dtype name of each kernel operand, in launch-ABI order (launch_abi.py): the
+    OPERANDS, then state_checkpoints (bf16) for a kernel that writes them."""
     io = cfg.io_dtype
     st = cfg.state_dtype or "float32"
-    return {
+    dtypes = {
         "q": io, "k": io, "v": io, "g": "float32", "beta": io if cfg.beta_per_channel else "float32",
         "w": io, "cu_seqlens": "int32", "out": io, "initial_state": st, "final_state": st,
     }
+    if cfg.write_checkpoints:
+        dtypes[CHECKPOINT_OPERAND] = "bfloat16"
+    return dtypes
+
+
+def abi_operands(cfg: FrostFwdConfig) -> tuple[str, ...]:
+    """The operand names of cfg's kernel, in launch order."""
+    return tuple(operand_dtypes(cfg))
 
 
 def operand_alignment(cfg: FrostFwdConfig) -> dict[str, int]:

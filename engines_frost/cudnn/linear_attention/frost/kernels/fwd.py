@@ -22,7 +22,8 @@ import warnings
 from cudnn.linear_attention.frost.kernels import kernel_store
 # compile_fwd is looked up here at call time (tests replace fwd.compile_fwd)
 from cudnn.linear_attention.frost.kernels.compile_kernel import compile_fwd, kernel_class, preferred_ffi  # noqa: F401
-from cudnn.linear_attention.frost.kernels.config import OPERANDS, FrostFwdConfig
+from cudnn.linear_attention.frost.kernels.checkpoints import checkpoint_rows
+from cudnn.linear_attention.frost.kernels.config import CHECKPOINT_OPERAND, OPERANDS, FrostFwdConfig, abi_operands
 
 # v2 (v1's tensor-core chain plus next-chunk prefetch; passed the H200 smoke matrix and
 # is 1.2x / 1.5x faster than v1 for GDN / KDA) serves by default; FROST_FWD_ALGORITHM=v1
@@ -110,15 +111,17 @@ def _check(name, t, shape, dtypes, device, who: str = "frost_fwd"):
 
 def frost_fwd(*, q, k, v, g, beta, w, cu_seqlens, out, initial_state, final_state,
               scale: float, use_l2norm: bool, gate_per_channel: bool, beta_per_channel: bool,
-              stream, algorithm: str | None = None, bind: bool = False) -> BoundLaunch | None:
+              stream, algorithm: str | None = None, bind: bool = False,
+              state_checkpoints=None) -> BoundLaunch | None:
     """Chunked linear-attention forward (GDN / KDA / GDN-2), written into out and final_state.
 
     q [T,H,K], k [T,HK,K], v [T,HV,V] (bf16 or fp16, one dtype); g fp32 [T,HO] or [T,HO,K]
     (log decays); beta fp32 [T,HO], or io-dtype [T,HO,K] with beta_per_channel (GDN-2 erase
     gate, then w [T,HO,V] io dtype is required); cu_seqlens int32 [N+1] on the device;
     out [T,HO,V] io dtype; initial_state / final_state None or [N,HO,V,K] fp32 or bf16
-    (equal dtypes). HO = max(H, HV). All CUDA tensors on one device, contiguous, 16-byte
-    aligned (4 for fp32/int32 operands). stream: a torch.cuda.Stream (None: the current
+    (equal dtypes). state_checkpoints None or bf16 [T // 64 + N, HO, V, K]: also written,
+    the state entering every 64-token chunk (checkpoints.py; v2 only). HO = max(H, HV).
+    All CUDA tensors on one device, contiguous, 16-byte aligned (4 for fp32/int32 operands). stream: a torch.cuda.Stream (None: the current
     one). ``algorithm`` picks "v0" (SIMT oracle), "v1" or "v2" (default DEFAULT_ALGORITHM).
     Every call is checked (H200 host: ~48 us); with ``bind``, returns the BoundLaunch that
     repeats this launch for operands of the same layout without the checks (None when
@@ -127,7 +130,7 @@ def frost_fwd(*, q, k, v, g, beta, w, cu_seqlens, out, initial_state, final_stat
     import torch
 
     tensors = dict(q=q, k=k, v=v, g=g, beta=beta, w=w, cu_seqlens=cu_seqlens, out=out,
-                   initial_state=initial_state, final_state=final_state)
+                   initial_state=initial_state, final_state=final_state, state_checkpoints=state_checkpoints)
     bound = bind_fwd(**tensors, scale=scale, use_l2norm=use_l2norm,
                      gate_per_channel=gate_per_channel, beta_per_channel=beta_per_channel,
                      algorithm=algorithm)
@@ -141,14 +144,14 @@ def frost_fwd(*, q, k, v, g, beta, w, cu_seqlens, out, initial_state, final_stat
 
 def bind_fwd(*, q, k, v, g, beta, w, cu_seqlens, out, initial_state, final_state,
              scale: float, use_l2norm: bool, gate_per_channel: bool, beta_per_channel: bool,
-             algorithm: str | None = None) -> BoundLaunch | None:
+             algorithm: str | None = None, state_checkpoints=None) -> BoundLaunch | None:
     """frost_fwd's checks and kernel lookup without the launch: the BoundLaunch for
     operands laid out like these (None when N == 0: there is nothing to launch)."""
     launch = check_operands(
         q=q, k=k, v=v, g=g, beta=beta, w=w, cu_seqlens=cu_seqlens, out=out,
         initial_state=initial_state, final_state=final_state, use_l2norm=use_l2norm,
         gate_per_channel=gate_per_channel, beta_per_channel=beta_per_channel,
-        algorithm=algorithm)
+        algorithm=algorithm, state_checkpoints=state_checkpoints)
     if q.device.type != "cuda":
         raise _fail("q", "a CUDA tensor (and every other operand on its device)", q.device)
     if launch.N == 0:
@@ -162,7 +165,7 @@ def operand_signature(tensors: dict) -> tuple:
     dims, strides, dtype, device and the base address modulo 16 (which decides every
     alignment check and gate_align16)."""
     return tuple(None if t is None else (t.shape, t.stride(), t.dtype, t.device, t.data_ptr() & 15)
-                 for t in map(tensors.get, OPERANDS))
+                 for t in map(tensors.get, (*OPERANDS, CHECKPOINT_OPERAND)))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -194,8 +197,9 @@ class BoundLaunch:
         ints. No checks."""
         if self.kernel.ffi != "tvm":
             return None
-        slots = tuple(OPERANDS.index(name) for name in names)
-        width, fn, tail = len(OPERANDS), self.kernel.fn, (self.T, self.N, self.scale)
+        operands = abi_operands(self.config)
+        slots = tuple(operands.index(name) for name in names)
+        width, fn, tail = len(operands), self.kernel.fn, (self.T, self.N, self.scale)
 
         def launch(addresses, stream: int) -> None:
             args = [0] * width
@@ -232,7 +236,7 @@ class CheckedLaunch:
 
 
 def check_operands(*, q, k, v, g, beta, w, cu_seqlens, out, initial_state, final_state, use_l2norm,
-                   gate_per_channel, beta_per_channel, algorithm=None) -> CheckedLaunch:
+                   gate_per_channel, beta_per_channel, algorithm=None, state_checkpoints=None) -> CheckedLaunch:
     """Every operand check of frost_fwd except the CUDA-device one (so CPU tests reach them);
     returns the static config and the operands by ABI name."""
     if q.dim() != 3:
@@ -271,6 +275,14 @@ def check_operands(*, q, k, v, g, beta, w, cu_seqlens, out, initial_state, final
             continue
         _check(name, st, (N, HO, V, K), ("float32", "bfloat16") if state_dtype is None else (state_dtype,), device)
         state_dtype = _dtype_name(st)
+    if state_checkpoints is not None:
+        _check("state_checkpoints", state_checkpoints, (checkpoint_rows(T, N), HO, V, K), ("bfloat16",), device)
+        if (algorithm or DEFAULT_ALGORITHM) != "v2":
+            raise _fail("state_checkpoints", "None unless algorithm is 'v2' (the kernel that writes them)",
+                        f"a tensor with algorithm {algorithm or DEFAULT_ALGORITHM!r}")
+        if checkpoint_rows(T, N) * HO * V * K >= _INDEX_LIMIT:
+            raise _fail("state_checkpoints", f"smaller than {_INDEX_LIMIT} elements (32-bit offsets)",
+                        list(state_checkpoints.shape))
     if T * HO * max(K, V) >= _INDEX_LIMIT or N * HO * V * K >= _INDEX_LIMIT:
         raise _fail("q", f"small enough for 32-bit offsets (T*HO*max(K,V) and N*HO*V*K < {_INDEX_LIMIT})",
                     f"T={T}, N={N}, HO={HO}, K={K}, V={V}")
@@ -281,13 +293,14 @@ def check_operands(*, q, k, v, g, beta, w, cu_seqlens, out, initial_state, final
             use_l2norm=use_l2norm, has_initial_state=initial_state is not None,
             has_final_state=final_state is not None, algorithm=algorithm or DEFAULT_ALGORITHM,
             ldmatrix=USE_LDMATRIX, gate_align16=gate_per_channel and g.data_ptr() % 16 == 0,
+            write_checkpoints=state_checkpoints is not None,
         )
     except ValueError as e:
         raise ValueError(f"frost_fwd: unsupported operands: {e}") from None
     from cudnn.linear_attention.frost.kernels.config import operand_alignment
 
     tensors = dict(q=q, k=k, v=v, g=g, beta=beta, w=w, cu_seqlens=cu_seqlens, out=out,
-                   initial_state=initial_state, final_state=final_state)
+                   initial_state=initial_state, final_state=final_state, state_checkpoints=state_checkpoints)
     for name, align in operand_alignment(cfg).items():
         t = tensors[name]
         if t is not None and t.numel() and t.data_ptr() % align:

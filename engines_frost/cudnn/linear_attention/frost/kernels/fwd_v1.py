@@ -134,14 +134,16 @@ class FrostFwdV1:
                  p_h0: cute.Pointer, p_ht: cute.Pointer, T: Int32, N: Int32, scale: Float32,
                  stream: cuda.CUstream):
         m = operand_views(self.cfg, p_q, p_k, p_v, p_g, p_beta, p_w, p_cu, p_out, p_h0, p_ht, T, N)
-        self.kernel(m.q, m.k, m.v, m.g, m.beta, m.w, m.cu, m.out, m.h0, m.ht, scale).launch(
+        # no checkpoint operand in this ABI: the kernel's checkpoint slot gets a view it never
+        # touches (write_checkpoints is off; fwd_v2.FrostFwdV2Checkpoints passes the real one)
+        self.kernel(m.q, m.k, m.v, m.g, m.beta, m.w, m.cu, m.out, m.h0, m.ht, m.ht, scale).launch(
             grid=[N, self.cfg.HO, 1], block=[self.threads, 1, 1], stream=stream)
 
     # ------------------------------------------------------------------ kernel
     @cute.kernel
     def kernel(self, mq: cute.Tensor, mk: cute.Tensor, mv: cute.Tensor, mg: cute.Tensor,
                mb: cute.Tensor, mw: cute.Tensor, mcu: cute.Tensor, mo: cute.Tensor,
-               mh0: cute.Tensor, mht: cute.Tensor, scale: Float32):
+               mh0: cute.Tensor, mht: cute.Tensor, mckpt: cute.Tensor, scale: Float32):
         c = self.cfg
         K, C = c.K, CHUNK
         tid, _, _ = cute.arch.thread_idx()
@@ -170,7 +172,12 @@ class FrostFwdV1:
         eos = mcu[n + 1]
         self.before_chunks(s, mq, mk, mv, mg, mb, mw, heads, bos, eos, tid, lane, wid)
         skip = c.skip_stages  # empty except in timing experiments (config.py)
+        row0 = Int32(0)
+        if cutlass.const_expr(c.write_checkpoints):
+            row0 = self.packed_row0(mcu, n, lane)
         for t0 in cutlass.range(bos, eos, C):
+            if cutlass.const_expr(c.write_checkpoints):  # the state entering this chunk
+                self.store_state(mckpt, row0 + (t0 - bos) // C, h, acc_s, coord_s, wid)
             if cutlass.const_expr("rows" not in skip):
                 self.stage_rows(s, mq, mk, mv, mg, mb, mw, heads, t0, eos, tid)
             cute.arch.sync_threads()

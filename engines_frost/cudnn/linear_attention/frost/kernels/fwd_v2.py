@@ -32,11 +32,13 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+import cuda.bindings.driver as cuda
 import cutlass
 import cutlass.cute as cute
 from cutlass import BFloat16, Float32, Int32
 from cutlass.cute.nvgpu import cpasync
 
+from cudnn.linear_attention.frost.kernels.checkpoints import checkpoint_rows
 from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
 from cudnn.linear_attention.frost.kernels.fwd_v1 import (
     CHUNK,
@@ -49,6 +51,7 @@ from cudnn.linear_attention.frost.kernels.fwd_v1 import (
     load_vec,
 )
 from cudnn.linear_attention.frost.kernels.fwd_v1 import smem_plan as v1_smem_plan
+from cudnn.linear_attention.frost.kernels.gmem_views import _packed, operand_views
 
 
 def smem_plan(c: FrostFwdConfig):
@@ -219,6 +222,31 @@ class FrostFwdV2(FrostFwdV1):
             cute.arch.sync_warp()  # every lane's W0 reads before any lane's copy lands
             self.prefetch_v(s, t0 + CHUNK, eos, lane, wid)
             cute.arch.cp_async_commit_group()
+
+    # ------------------------------------------------------------------ checkpoints
+    @cute.jit
+    def packed_row0(self, mcu: cute.Tensor, n, lane):
+        """The first state_checkpoints row of sequence n (checkpoints.py): the chunks of
+        sequences 0 .. n-1, summed by each warp on its own (lanes stride over the
+        sequences, then a butterfly; integer sums, so every warp gets the same value and
+        no barrier is needed)."""
+        acc = Int32(0)
+        for m0 in cutlass.range(0, n, 32, unroll=1):
+            m = m0 + lane
+            if m < n:
+                length = mcu[m + 1] - mcu[m]
+                if length > 0:
+                    acc = acc + (length + CHUNK - 1) // CHUNK
+        for off in cutlass.range_constexpr(5):
+            acc = acc + cute.arch.shuffle_sync_bfly(acc, offset=1 << off)
+        return acc
+
+    @cute.jit
+    def store_state(self, mckpt: cute.Tensor, row, h, acc_s, coord_s, wid):
+        """This warp's 16 rows of S^T (the fp32 state registers) into mckpt[row, h] as bf16."""
+        for e in cutlass.range_constexpr(cute.size(acc_s)):
+            jc = coord_s[e]
+            mckpt[row, h, wid * SUB + jc[0], jc[1]] = acc_s[e].to(BFloat16)
 
     @cute.jit
     def state_decay(self, s, d):
@@ -444,3 +472,24 @@ class FrostFwdV2(FrostFwdV1):
         else:
             if tid == 0:
                 s_alast[0] = cute.arch.exp(s_g[C - 1, 0])
+
+
+class FrostFwdV2Checkpoints(FrostFwdV2):
+    """v2 compiled with write_checkpoints: the same kernel (v1's chunk loop stores the fp32
+    state registers, as bf16, to the state_checkpoints row of each chunk before the chunk
+    runs), launched through the ABI with the extra state_checkpoints pointer."""
+
+    def __init__(self, cfg: FrostFwdConfig):
+        if not cfg.write_checkpoints:
+            raise ValueError("FrostFwdV2Checkpoints: the config must have write_checkpoints=True")
+        super().__init__(cfg)
+
+    @cute.jit
+    def __call__(self, p_q: cute.Pointer, p_k: cute.Pointer, p_v: cute.Pointer, p_g: cute.Pointer,
+                 p_beta: cute.Pointer, p_w: cute.Pointer, p_cu: cute.Pointer, p_out: cute.Pointer,
+                 p_h0: cute.Pointer, p_ht: cute.Pointer, p_ckpt: cute.Pointer, T: Int32, N: Int32,
+                 scale: Float32, stream: cuda.CUstream):
+        m = operand_views(self.cfg, p_q, p_k, p_v, p_g, p_beta, p_w, p_cu, p_out, p_h0, p_ht, T, N)
+        ckpt = _packed(p_ckpt, (checkpoint_rows(T, N), self.cfg.HO, self.cfg.V, self.cfg.K))
+        self.kernel(m.q, m.k, m.v, m.g, m.beta, m.w, m.cu, m.out, m.h0, m.ht, ckpt, scale).launch(
+            grid=[N, self.cfg.HO, 1], block=[self.threads, 1, 1], stream=stream)

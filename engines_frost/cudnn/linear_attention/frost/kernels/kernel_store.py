@@ -46,8 +46,8 @@ FORMAT = 2  # bump when the entry layout or the way objects are produced changes
 # they import, the launch ABI and compile_kernel.py (algorithm name -> class, compile
 # options). fwd.py (checks, caches, launch) is left out: editing it keeps the store valid.
 KEYED_SOURCES = ("bwd_abi.py", "bwd_chain.py", "bwd_compile.py", "bwd_config.py", "bwd_grads.py",
-                 "bwd_grads_vec.py", "bwd_states.py", "compile_kernel.py", "config.py", "fwd_v0.py", "fwd_v1.py", "fwd_v2.py",
-                 "gmem_views.py", "launch_abi.py")
+                 "bwd_grads_vec.py", "bwd_states.py", "bwd_values.py", "checkpoints.py", "compile_kernel.py",
+                 "config.py", "fwd_v0.py", "fwd_v1.py", "fwd_v2.py", "gmem_views.py", "launch_abi.py")
 # Imported by compile_kernel.py but never traced into a kernel: the wrapper that pairs a
 # compiled function with its calling convention, and the launch-time argument builders.
 UNKEYED_RUNTIME = ("compiled_kernel.py", "launch_args.py")
@@ -68,10 +68,10 @@ def describe(cfg) -> str:
     """One short line naming a config, forward or backward (progress lines, warnings)."""
     if hasattr(cfg, "stage"):  # bwd_config.FrostBwdConfig
         return (f"bwd-{cfg.stage} {describe(cfg.fwd)} dht={cfg.dht_dtype or '-'} "
-                f"dh0={cfg.dh0_dtype or '-'}")
+                f"dh0={cfg.dh0_dtype or '-'}{' ckpt' if cfg.checkpoints else ''}")
     state = f"{cfg.state_dtype} h0={int(cfg.has_initial_state)} ht={int(cfg.has_final_state)}"
     flags = "".join(s for on, s in ((cfg.use_l2norm, " l2"), (not cfg.ldmatrix, " no-ldmatrix"),
-                                     (cfg.gate_align16, " g16"),
+                                     (cfg.gate_align16, " g16"), (cfg.write_checkpoints, " ckpt"),
                                      (cfg.skip_stages, " skip=" + "+".join(cfg.skip_stages))) if on)
     return (f"{cfg.algorithm} {cfg.family} H{cfg.H}/HK{cfg.HK}/HV{cfg.HV} K{cfg.K} V{cfg.V} "
             f"{cfg.io_dtype} {state}{flags}")

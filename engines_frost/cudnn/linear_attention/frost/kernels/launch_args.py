@@ -10,7 +10,7 @@ from cutlass import Float32, Int32
 from cutlass.cute import AddressSpace
 from cutlass.cute.runtime import make_ptr
 
-from cudnn.linear_attention.frost.kernels.config import OPERANDS, FrostFwdConfig
+from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig, abi_operands
 from cudnn.linear_attention.frost.kernels.launch_abi import abi_pointers, cutlass_dtype
 
 
@@ -20,7 +20,7 @@ def real_args(cfg: FrostFwdConfig, tensors: dict[str, object], T: int, N: int, s
     import cuda.bindings.driver as cuda
 
     ptrs = abi_pointers(cfg, {name: 0 if tensors.get(name) is None else tensors[name].data_ptr()
-                           for name in OPERANDS})
+                           for name in abi_operands(cfg)})
     return (*ptrs, Int32(T), Int32(N), Float32(scale), cuda.CUstream(stream.cuda_stream))
 
 

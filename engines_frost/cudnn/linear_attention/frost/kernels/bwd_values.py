@@ -1,0 +1,91 @@
+"""FROST backward, kernel 1 with forward checkpoints (``values``): U of every chunk at once.
+
+When the backward node carries the forward's state_checkpoints (cadence 64), the state S
+entering each chunk is already known, so the serial recompute of kernel 1 (``states``,
+grid N x HO, one chunk after another) is not needed: U = (I + M)^-1 (W0 - KBA S) of a chunk
+depends only on that chunk's rows and its S. Grid (T // 64 + N, HO) like ``grads``, one
+chunk per CTA, found the way grads finds it (bwd_grads.FrostBwdGrads.find_chunk: the
+backward's workspace row rho = cu[n] // 64 + n + j; rows between sequences exit); S comes
+from the checkpoint's packed row (checkpoints.py, fwd_v2.FrostFwdV2.packed_row0) into the
+state registers, then the states kernel's stages run once: staged rows (v2's cp.async
+copies, without the next-chunk prefetch), operands, Gram and inverses, and
+FrostBwdStates.solve_u, which writes U (bf16, per token). No state update, no
+checkpoint write: the workspace has no state region on this path.
+"""
+from __future__ import annotations
+
+import cuda.bindings.driver as cuda
+import cutlass
+import cutlass.cute as cute
+from cutlass import Float32, Int32
+
+from cudnn.linear_attention.frost.kernels.bwd_config import FrostBwdConfig
+from cudnn.linear_attention.frost.kernels.bwd_grads import FrostBwdGrads
+from cudnn.linear_attention.frost.kernels.bwd_states import FrostBwdStates
+from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
+from cudnn.linear_attention.frost.kernels.fwd_v1 import CHUNK, SUB, allocate_smem, warp_mma
+from cudnn.linear_attention.frost.kernels.fwd_v2 import smem_plan as v2_smem_plan
+
+
+def smem_plan(c: FrostFwdConfig):
+    """v2's shared tensors plus the (sequence, chunk) of the CTA."""
+    return v2_smem_plan(c) + [("seq", "i32", (2,), (1,))]
+
+
+class FrostBwdValues(FrostBwdStates):
+    """Callable for cute.compile (bwd_abi's argument list): the states kernel's stages on
+    one chunk per CTA, its state read from the forward's checkpoint."""
+
+    smem_plan = staticmethod(smem_plan)
+
+    def __init__(self, cfg: FrostBwdConfig):
+        if not cfg.checkpoints:
+            raise ValueError("FrostBwdValues reads the forward's checkpoints: the config must have checkpoints=True")
+        super().__init__(cfg)
+
+    @cute.jit
+    def launch_kernel(self, m, T: Int32, N: Int32, scale: Float32, stream: cuda.CUstream):
+        self.values_kernel(m.q, m.k, m.v, m.g, m.beta, m.w, m.cu_seqlens, m.ckpt, m.u, N, scale).launch(
+            grid=[T // CHUNK + N, self.cfg.HO, 1], block=[self.threads, 1, 1], stream=stream)
+
+    @cute.kernel
+    def values_kernel(self, mq: cute.Tensor, mk: cute.Tensor, mv: cute.Tensor, mg: cute.Tensor,
+                      mb: cute.Tensor, mw: cute.Tensor, mcu: cute.Tensor, mckpt: cute.Tensor,
+                      mu: cute.Tensor, N: Int32, scale: Float32):
+        c = self.cfg
+        K = c.K
+        tid, _, _ = cute.arch.thread_idx()
+        rho, h, _ = cute.arch.block_idx()
+        s = allocate_smem(self.smem_plan(c))
+        FrostBwdGrads.find_chunk(self, s, mcu, N, rho, tid)
+        cute.arch.sync_threads()
+        n = s.seq[0]
+        if n >= 0:
+            j = s.seq[1]
+            bos = mcu[n]
+            eos = mcu[n + 1]
+            t0 = bos + j * CHUNK
+            heads = (h // (c.HO // c.H), h // (c.HO // c.HK), h // (c.HO // c.HV), h)
+            mma = warp_mma()
+            lane = cute.arch.lane_idx()
+            wid = cute.arch.make_warp_uniform(cute.arch.warp_idx())
+            thr = mma.get_slice(lane)
+            row = self.packed_row0(mcu, n, lane) + j
+            acc_s = cute.make_rmem_tensor(thr.partition_shape_C((SUB, K)), Float32)
+            coord_s = thr.partition_C(cute.make_identity_tensor((SUB, K)))
+            for e in cutlass.range_constexpr(cute.size(acc_s)):
+                jd = coord_s[e]
+                acc_s[e] = mckpt[row, h, wid * SUB + jd[0], jd[1]].to(Float32)
+            self.before_chunks(s, mq, mk, mv, mg, mb, mw, heads, t0, eos, tid, lane, wid)
+            self.stage_rows(s, mq, mk, mv, mg, mb, mw, heads, t0, eos, tid)
+            cute.arch.sync_threads()
+            self.stage_operands(s, mb, heads, t0, eos, scale, tid)
+            cute.arch.sync_threads()
+            self.stage_gram(s, mb, heads, t0, eos, scale, thr, lane, wid)
+            cute.arch.sync_threads()
+            self.solve_u(s, mu, acc_s, heads, t0, eos, thr, lane, wid)
+
+    @cute.jit
+    def after_rhs_reads(self, s, heads, t0, eos, lane, wid):
+        """One chunk per CTA: no next chunk to prefetch (v2 would start its v copies)."""
+        pass
