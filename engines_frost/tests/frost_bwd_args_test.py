@@ -94,6 +94,77 @@ def test_workspace_is_exactly_its_regions(heads, grouped):
                                     head_dim_k=K, head_dim_v=V) == size
 
 
+@pytest.mark.parametrize("family", ["gdn", "kda", "gdn2"])
+def test_forward_checkpoints_select_the_values_path(family):
+    x = _operands(family=family, h0=True)
+    T, N = x["q"].shape[0], x["cu_seqlens"].numel() - 1
+    x["state_checkpoints"] = torch.zeros(checkpoint_rows(T, N), 4, 64, 64, dtype=torch.bfloat16)
+    cfg, _, _ = check_bwd_operands(**x, use_l2norm=False, gate_per_channel=family != "gdn",
+                                   beta_per_channel=family == "gdn2")
+    assert cfg.checkpoints and cfg.stage == "values" and cfg.stages == ("values", "chain", "grads")
+    values, chain, grads = (cfg.with_stage(s) for s in cfg.stages)
+    assert not values.fwd.has_initial_state and values.dh0_dtype is None   # S comes from the rows
+    assert not chain.checkpoints and chain.fwd.has_initial_state           # shared with the old path
+    assert grads.checkpoints
+    plain, _, _ = _check(_operands(family=family, h0=True), family)
+    assert plain.stages == ("states", "chain", "grads") and chain == plain.with_stage("chain")
+
+
+@pytest.mark.parametrize("mutate, needle", [
+    (lambda c: c[:-1], "frost_bwd: state_checkpoints must be of shape [5, 4, 64, 64], got [4, 4, 64, 64]"),
+    (lambda c: c.float(), "frost_bwd: state_checkpoints must be of dtype bfloat16, got torch.float32"),
+    (lambda c: c.transpose(2, 3), "frost_bwd: state_checkpoints must be contiguous"),
+])
+def test_bad_checkpoints_are_named(mutate, needle):
+    x = _operands()
+    x["state_checkpoints"] = mutate(torch.zeros(checkpoint_rows(130, 3), 4, 64, 64, dtype=torch.bfloat16))
+    with pytest.raises(ValueError) as e:
+        _check(x)
+    assert str(e.value).startswith(needle), str(e.value)
+
+
+def test_stage_and_checkpoints_must_agree():
+    cfg, _, _ = _check(_operands())
+    with pytest.raises(ValueError, match="checkpoints must be True for the values stage"):
+        FrostBwdConfig(cfg.fwd, "values", None, None)
+    with pytest.raises(ValueError, match="checkpoints must be False for the states stage"):
+        FrostBwdConfig(cfg.fwd, "states", None, None, checkpoints=True)
+
+
+def test_workspace_with_checkpoints_drops_exactly_the_state_region():
+    """The forward's checkpoints replace the states region; nothing else changes size."""
+    kw = dict(total_tokens=1000, num_seqs=5, heads_q=2, heads_k=2, heads_v=4, head_dim_k=128, head_dim_v=64)
+    full, size = workspace_layout(**kw)
+    lean, lean_size = workspace_layout(**kw, checkpoints=True)
+    assert [r.name for r in lean] == [r.name for r in full][1:]
+    assert full[0].name == "ckpt"
+    ckpt_bytes = full[1].offset - full[0].offset
+    assert lean_size == size - ckpt_bytes
+    assert [r.shape for r in lean] == [r.shape for r in full[1:]]
+    assert frost_bwd_workspace_size(**kw, checkpoints=True) == lean_size
+
+
+def test_forward_checkpoint_rows_are_packed():
+    """The spec's layout: sequences' rows one after another, ceil(L / 64) each, all below
+    T // 64 + N; the backward's workspace rows are another (gapped) numbering."""
+    import random
+
+    from cudnn.linear_attention.frost.kernels.checkpoints import checkpoint_index, chunk_count, packed_row0
+
+    rng = random.Random(5)
+    assert chunk_count(0) == 0 and chunk_count(1) == 1 and chunk_count(64) == 1 and chunk_count(65) == 2
+    assert chunk_count(-3) == 0
+    for _ in range(200):
+        lens = [rng.choice([0, 1, 5, 63, 64, 65, 127, 128, 129, 300]) for _ in range(rng.randint(1, 12))]
+        cu = [0]
+        for n in lens:
+            cu.append(cu[-1] + n)
+        index = checkpoint_index(cu)
+        assert len(index) == sum(-(-L // 64) for L in lens) <= checkpoint_rows(cu[-1], len(lens))
+        for row, (n, j) in enumerate(index):
+            assert row == packed_row0(cu, n) + j and 64 * j < lens[n]
+
+
 def test_checkpoint_rows_never_collide():
     """Chunk j of sequence n at row cu[n] // 64 + n + j: distinct rows below T // 64 + N."""
     import random

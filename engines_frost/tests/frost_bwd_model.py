@@ -3,7 +3,9 @@
 The backward runs three kernels per (sequence, output head) (kernels/NOTES_bwd.md):
 
 1. states   the forward chain again, writing the state entering every chunk (a
-            checkpoint row, bf16 S^T) and U = (I + M)^-1 (W0 - KBA S) per token;
+            checkpoint row, bf16 S^T) and U = (I + M)^-1 (W0 - KBA S) per token; or, when
+            the forward wrote state_checkpoints, values: U of each chunk from its
+            checkpointed S, chunks independent (forward_checkpoints_model, stage_values);
 2. chain    the state gradient backwards over the chunks: with dS the gradient of the
             state leaving chunk c,
                 dU = P^T dO + KD dS,   dR = (I + M)^-T dU,
@@ -66,6 +68,43 @@ def stage_states(S, q, k, v, g, beta, w):
     return U, torch.exp(last)[:, None] * S + (k * torch.exp(last - gam)).T @ U
 
 
+def stage_values(S, q, k, v, g, beta, w):
+    """Kernel 1 when the forward's checkpoints are given (``values``), on one chunk: U
+    [c, V] from the checkpointed S entering it; no state update, chunks independent."""
+    gam, kb, w0 = _chunk_rows(g, beta, w, k, v)
+    return _solve(_pairwise(kb, k, gam, False), w0 - (kb * torch.exp(gam)) @ S)
+
+
+def forward_checkpoints_model(q, k, v, g, beta, w, cu_seqlens, *, use_l2norm, initial_state=None):
+    """Float64 state_checkpoints as the v2 forward writes them (kernels/checkpoints.py):
+    [T // 64 + N, HO, V, K], row packed_row0(n) + j = S^T entering chunk j of sequence
+    n; rows no chunk writes are NaN (so any read of them shows)."""
+    from cudnn.linear_attention.frost.kernels.checkpoints import checkpoint_rows, packed_row0
+
+    f64 = torch.float64
+    T, H, K = q.shape
+    HK, HV, V = k.shape[1], v.shape[1], v.shape[2]
+    HO = max(H, HV)
+    N = cu_seqlens.numel() - 1
+    q, k, v, g, beta = (x.to(f64) for x in (q, k, v, g, beta))
+    w = None if w is None else w.to(f64)
+    qh, kh = (_l2norm(q), _l2norm(k)) if use_l2norm else (q, k)
+    out = torch.full((checkpoint_rows(T, N), HO, V, K), float("nan"), dtype=f64)
+    cu = [int(x) for x in cu_seqlens.tolist()]
+    for n in range(N):
+        row0 = packed_row0(cu, n)
+        for h in range(HO):
+            hk, hv = h // (HO // HK), h // (HO // HV)
+            S = (initial_state[n, h].to(f64).T.clone() if initial_state is not None
+                 else torch.zeros(K, V, dtype=f64))
+            for j, t0 in enumerate(range(cu[n], cu[n + 1], CHUNK)):
+                t1 = min(t0 + CHUNK, cu[n + 1])
+                out[row0 + j, h] = S.T
+                _, S = stage_states(S, qh[t0:t1, h // (HO // H)], kh[t0:t1, hk], v[t0:t1, hv], g[t0:t1, h],
+                                    beta[t0:t1, h], None if w is None else w[t0:t1, h])
+    return out
+
+
 def stage_chain(dS, q, k, v, g, beta, w, dO, scale):
     """Kernel 2 on one chunk: (dR [c, V], gradient of the state entering the chunk)."""
     gam, kb, _ = _chunk_rows(g, beta, w, k, v)
@@ -121,9 +160,15 @@ def _l2norm_bwd(x, dx_hat):
 
 
 def frost_bwd_model(q, k, v, g, beta, w, cu_seqlens, dO, *, scale, use_l2norm, initial_state=None,
-                    d_final_state=None, chunk=CHUNK):
+                    d_final_state=None, chunk=CHUNK, state_checkpoints=None):
     """Float64 gradients (dq, dk, dv, dg, dbeta, dw or None, d_initial_state or None) of
-    <o, dO> + <final_state, d_final_state> by the three-kernel algorithm above."""
+    <o, dO> + <final_state, d_final_state> by the three-kernel algorithm above; with the
+    forward's ``state_checkpoints`` (forward_checkpoints_model's layout, chunk 64), kernel 1
+    is ``values``: each chunk's S is read from its packed row, U from stage_values."""
+    from cudnn.linear_attention.frost.kernels.checkpoints import packed_row0
+
+    if state_checkpoints is not None and chunk != CHUNK:
+        raise ValueError(f"frost_bwd_model: checkpoints are per {CHUNK}-token chunk, got chunk={chunk}")
     f64 = torch.float64
     T, H, K = q.shape
     HK, HV, V = k.shape[1], v.shape[1], v.shape[2]
@@ -151,8 +196,12 @@ def frost_bwd_model(q, k, v, g, beta, w, cu_seqlens, dO, *, scale, use_l2norm, i
             S = (initial_state[n, h].to(f64).T.clone() if initial_state is not None
                  else torch.zeros(K, V, dtype=f64))
             saved = []
-            for t0 in starts:   # kernel 1
+            for i, t0 in enumerate(starts):   # kernel 1
                 t0, t1, qc, kc, vc, gc, bc, wc = rows(t0)
+                if state_checkpoints is not None:   # values: chunks independent
+                    S_c = state_checkpoints[packed_row0(cu, n) + i, h].to(f64).T
+                    saved.append((S_c, stage_values(S_c, qc, kc, vc, gc, bc, wc)))
+                    continue
                 U, S_next = stage_states(S, qc, kc, vc, gc, bc, wc)
                 saved.append((S, U))
                 S = S_next

@@ -5,7 +5,9 @@ algorithm (states, reverse chain, per-chunk gradients) must equal the reference 
 (tests/reference: autograd through the token-by-token recurrence) on fresh random inputs
 for GDN, KDA and GDN-2: mixed lengths around the chunk (0, 1, 63, 64, 65, 130), grouped
 q/k and v heads, with and without initial state, d_final_state and in-kernel L2 norm,
-strong decay.
+strong decay; and the v1.2 path: forward-written checkpoints (checked against the
+recurrence's states at every 64-token boundary) read by the backward instead of the
+serial recompute.
 """
 import dataclasses
 import math
@@ -18,11 +20,11 @@ torch = pytest.importorskip("torch")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from tests.reference.compare import rel_err  # noqa: E402
-from tests.reference.families import reference_backward  # noqa: E402
+from tests.reference.families import reference_backward, reference_forward  # noqa: E402
 from tests.reference.inputs import InputConfig, make_grad_outputs, make_inputs  # noqa: E402
 from tests.reference.preprocess import Family  # noqa: E402
 
-from frost_bwd_model import frost_bwd_model  # noqa: E402
+from frost_bwd_model import forward_checkpoints_model, frost_bwd_model  # noqa: E402
 
 CASES = [  # (seq_lens, H, HK, HV, K, V, initial state, d_final_state, l2norm)
     ((1, 63, 64, 65, 0, 130), 2, 2, 2, 16, 8, True, True, False),
@@ -55,6 +57,74 @@ def _grads(family, case, seed, extreme=False):
 def test_backward_model_is_the_gradient(family, case):
     for name, (got, ref) in _grads(family, CASES[case], seed=21 + case).items():
         assert rel_err(got, ref) < 1e-10, (name, rel_err(got, ref))
+
+
+def _reference_checkpoints(x):
+    """Float64 checkpoints from the reference recurrence alone: the row of (n, j) is the
+    final state of sequence n cut after 64 j tokens (initial state kept); other rows NaN."""
+    from cudnn.linear_attention.frost.kernels.checkpoints import checkpoint_index, checkpoint_rows
+
+    cu = [int(c) for c in x.cu_seqlens.tolist()]
+    T, N = cu[-1], len(cu) - 1
+    HO, V, K = max(x.q.shape[1], x.v.shape[1]), x.v.shape[2], x.q.shape[2]
+    out = torch.full((checkpoint_rows(T, N), HO, V, K), float("nan"), dtype=torch.float64)
+    for row, (n, j) in enumerate(checkpoint_index(cu)):
+        t0, t1 = cu[n], cu[n] + 64 * j
+        h0 = None if x.initial_state is None else x.initial_state[n:n + 1]
+        if t1 == t0:
+            out[row] = 0.0 if h0 is None else h0[0]
+            continue
+        cut = dataclasses.replace(
+            x, q=x.q[t0:t1], k=x.k[t0:t1], v=x.v[t0:t1], g=x.g[t0:t1], beta=x.beta[t0:t1],
+            w=None if x.w is None else x.w[t0:t1], initial_state=h0,
+            cu_seqlens=torch.tensor([0, t1 - t0], dtype=x.cu_seqlens.dtype))
+        out[row] = reference_forward(cut)[1][0]
+    return out
+
+
+@pytest.mark.parametrize("family", list(Family), ids=lambda f: f.value)
+@pytest.mark.parametrize("case", [0, 2, 3])
+def test_checkpointed_backward_model_is_the_gradient(family, case):
+    """The v1.2 path: the forward's checkpoints (packed rows, unwritten rows NaN) are the
+    reference recurrence's states at every 64-token boundary, and the backward that reads
+    them (values instead of states) gives the reference gradients."""
+    lens, H, HK, HV, K, V, h0, dht, l2 = CASES[case]
+    lens = lens + (200,)  # four chunks, the last partial
+    cfg = InputConfig(family=family, seq_lens=lens, H=H, HK=HK, HV=HV, K=K, V=V, dtype=torch.float64,
+                      gate_dtype=torch.float64, state_dtype=torch.float64, use_qk_l2norm=l2, with_initial_state=h0)
+    x = make_inputs(cfg, 41 + case)
+    ckpt = forward_checkpoints_model(x.q, x.k, x.v, x.g, x.beta, x.w, x.cu_seqlens, use_l2norm=l2,
+                                     initial_state=x.initial_state)
+    ref_ckpt = _reference_checkpoints(x)
+    assert torch.equal(ckpt.isnan(), ref_ckpt.isnan())
+    written = ~ckpt.isnan()
+    assert written.any() and rel_err(ckpt[written], ref_ckpt[written]) < 1e-10
+    dO, d_final = make_grad_outputs(cfg, 77 + case)
+    d_final = d_final if dht else None
+    ref = reference_backward(x, dO, d_final)
+    got = frost_bwd_model(x.q, x.k, x.v, x.g, x.beta, x.w, x.cu_seqlens, dO, scale=1.0 / math.sqrt(K),
+                          use_l2norm=l2, initial_state=x.initial_state, d_final_state=d_final,
+                          state_checkpoints=ckpt)
+    names = ("dq", "dk", "dv", "dg", "dbeta", "dw", "d_initial_state")
+    for i, name in enumerate(names):
+        if getattr(ref, name) is not None:
+            assert rel_err(got[i], getattr(ref, name)) < 1e-10, (name, rel_err(got[i], getattr(ref, name)))
+
+
+def test_checkpointed_model_reads_the_checkpoints():
+    """A wrong checkpoint row changes the gradients (the path reads S, it does not recompute)."""
+    cfg = InputConfig(family=Family.GDN, seq_lens=(130, 70), H=1, HK=1, HV=1, K=8, V=8, dtype=torch.float64,
+                      gate_dtype=torch.float64, state_dtype=torch.float64)
+    x = make_inputs(cfg, 5)
+    dO, _ = make_grad_outputs(cfg, 6)
+    ckpt = forward_checkpoints_model(x.q, x.k, x.v, x.g, x.beta, x.w, x.cu_seqlens, use_l2norm=False)
+    args = (x.q, x.k, x.v, x.g, x.beta, x.w, x.cu_seqlens, dO)
+    good = frost_bwd_model(*args, scale=0.3, use_l2norm=False, state_checkpoints=ckpt)
+    bad_ckpt = ckpt.clone()
+    bad_ckpt[1] += 1.0   # sequence 0, chunk 1
+    bad = frost_bwd_model(*args, scale=0.3, use_l2norm=False, state_checkpoints=bad_ckpt)
+    assert rel_err(bad[0][64:128], good[0][64:128]) > 1e-3
+    assert torch.equal(bad[0][130:], good[0][130:])   # other sequence untouched
 
 
 @pytest.mark.parametrize("family", list(Family), ids=lambda f: f.value)

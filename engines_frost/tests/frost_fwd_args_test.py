@@ -81,6 +81,40 @@ def test_gate_alignment_read_off_the_pointer(family):
     assert not check_operands(**_operands("gdn")).config.gate_align16  # scalar gates: 4-byte copies anyway
 
 
+@pytest.mark.parametrize("family", ["gdn", "kda", "gdn2"])
+def test_state_checkpoints_select_the_checkpoint_kernel(family):
+    """A state_checkpoints buffer ([T // 64 + N, HO, V, K] bf16) turns on write_checkpoints,
+    and the kernel's argument list gains that operand last; without one nothing changes."""
+    from cudnn.linear_attention.frost.kernels.config import abi_operands
+
+    ckpt = torch.zeros(T // 64 + N, H, V, K, dtype=torch.bfloat16)
+    launch = check_operands(**_operands(family), state_checkpoints=ckpt, algorithm="v2")
+    assert launch.config.write_checkpoints and launch.tensors["state_checkpoints"] is ckpt
+    assert abi_operands(launch.config)[-1] == "state_checkpoints"
+    plain = check_operands(**_operands(family), algorithm="v2").config
+    assert not plain.write_checkpoints and "state_checkpoints" not in abi_operands(plain)
+
+
+@pytest.mark.parametrize("over, algorithm, message", [
+    (dict(state_checkpoints=torch.zeros(T // 64 + N + 1, H, V, K, dtype=torch.bfloat16)), "v2",
+     "frost_fwd: state_checkpoints must be of shape [2, 2, 64, 64], got [3, 2, 64, 64]"),
+    (dict(state_checkpoints=torch.zeros(T // 64 + N, H, V, K)), "v2",
+     "frost_fwd: state_checkpoints must be of dtype bfloat16, got torch.float32"),
+    (dict(state_checkpoints=torch.zeros(T // 64 + N, H, V, K, dtype=torch.bfloat16)), "v1",
+     "frost_fwd: state_checkpoints must be None unless algorithm is 'v2'"),
+])
+def test_bad_state_checkpoints_name_themselves(over, algorithm, message):
+    with pytest.raises(ValueError) as e:
+        check_operands(**_operands(), **over, algorithm=algorithm)
+    assert str(e.value).startswith(message), str(e.value)
+
+
+def test_write_checkpoints_is_a_v2_key():
+    base = check_operands(**_operands(), algorithm="v1").config
+    with pytest.raises(ValueError, match="write_checkpoints must be False unless algorithm is 'v2'"):
+        FrostFwdConfig(**{**base.__dict__, "write_checkpoints": True})
+
+
 def test_gdn2_requires_w():
     with pytest.raises(ValueError, match="w must be a"):
         check_operands(**_operands("gdn2", w=None))

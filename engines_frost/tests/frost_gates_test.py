@@ -50,6 +50,28 @@ def test_forward_graphs_are_claimed(family, case, kw):
     assert reason(g, family) is None
 
 
+@pytest.mark.parametrize("family", ["gdn", "kda", "gdn2"])
+@pytest.mark.parametrize("kw", [dict(), dict(with_h0=True, output_final_state=True),
+                                dict(T=200, N=5, H=4, HV=8, K=128, V=64)],
+                         ids=["plain", "h0_final", "grouped"])
+def test_checkpoints_at_cadence_64_are_claimed_forward_and_backward(family, kw):
+    g, _ = op_graph(family, checkpoint_every_n_tokens=64, **kw)
+    assert reason(g, family) is None
+    g, _ = op_graph(f"{family}_bwd", checkpoint_every_n_tokens=64,
+                    extra_inputs=("state_checkpoints",),
+                    **{k: v for k, v in kw.items() if k != "output_final_state"})
+    assert reason(g, family) is None
+
+
+def test_checkpoints_decline_when_the_forward_kernel_is_not_v2(monkeypatch):
+    from cudnn.linear_attention.frost.kernels import fwd
+    monkeypatch.setattr(fwd, "DEFAULT_ALGORITHM", "v1")
+    g, _ = op_graph("gdn", checkpoint_every_n_tokens=64)
+    assert "written by the v2 forward kernel; FROST_FWD_ALGORITHM selects 'v1'" in reason(g)
+    g, _ = op_graph("gdn")
+    assert reason(g) is None
+
+
 @pytest.mark.parametrize("family", ["kda", "gdn2"])
 def test_l2norm_is_claimed_where_the_kernel_normalises(family):
     g, _ = op_graph(family, use_qk_l2norm=True)
@@ -73,8 +95,21 @@ DECLINES = [
                               overwrite_initial_state=True), "overwrite_initial_state=True is"),
     ("linear_gate", "gdn", dict(gate_domain="linear"),
      "gate_domain='linear' is not implemented in this version (only 'log')"),
-    ("checkpoints", "kda", dict(checkpoint_every_n_tokens=64),
-     "state checkpoints (checkpoint_every_n_tokens=64) is not implemented"),
+    ("checkpoints_128", "kda", dict(checkpoint_every_n_tokens=128),
+     "state checkpoints every 128 tokens are not implemented; the kernels write and read "
+     "them every 64 tokens (one chunk)"),
+    ("checkpoints_16", "gdn", dict(checkpoint_every_n_tokens=16), "every 16 tokens"),
+    ("checkpoints_bwd_128", "gdn", dict(op="gdn_bwd", checkpoint_every_n_tokens=128,
+                                        extra_inputs=("state_checkpoints",),
+                                        dims={"state_checkpoints": [40 // 128 + 3, 4, 64, 64]}),
+     "every 128 tokens"),
+    ("fp32_checkpoints", "gdn", dict(checkpoint_every_n_tokens=64,
+                                     out_dtypes={"state_checkpoints": D.FLOAT}),
+     "'state_checkpoints' dtype must be BFLOAT16, got FLOAT"),
+    ("fp32_checkpoints_bwd", "kda", dict(op="kda_bwd", checkpoint_every_n_tokens=64,
+                                         extra_inputs=("state_checkpoints",),
+                                         dtypes={"state_checkpoints": D.FLOAT}),
+     "'state_checkpoints' dtype must be BFLOAT16, got FLOAT"),
     ("state_pool", "gdn", dict(with_h0=True, extra_inputs=("state_indices",)),
      "input 'state_indices' is not implemented in this version"),
     ("a_log", "gdn", dict(safe_gate=True, extra_inputs=("a_log",)),

@@ -18,6 +18,7 @@ from cudnn.linear_attention.frost.gdn_engine import GdnFrostEngine
 from cudnn.linear_attention.frost.kda_engine import KdaFrostEngine
 from cudnn.linear_attention.frost.kernels import fwd as kernels_fwd
 from cudnn.linear_attention.frost.port_buffers import PortBuffer
+from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
 from cudnn.linear_attention.frost.workspace import ALIGN, carve_scratch
 
 torch = pytest.importorskip("torch")
@@ -234,6 +235,38 @@ def test_scratch_is_carved_from_the_callers_workspace(launches, cpu_plans, monke
     assert scratch.numel() == 300 and scratch.data_ptr() == aligned.data_ptr()
 
 
+# -- state checkpoints (cadence 64) ----------------------------------------------------
+def test_forward_plan_hands_the_checkpoint_buffer_to_the_kernel(launches, cpu_plans):
+    g, node = built("gdn", checkpoint_every_n_tokens=64, with_h0=True)
+    bufs = buffers(node)
+    assert list(bufs["state_checkpoints"].shape) == [40 // 64 + 3, 4, 64, 64]
+    g.execute(pack(node, bufs))
+    assert launches[0]["state_checkpoints"] is bufs["state_checkpoints"]
+    g, node = built("gdn")
+    g.execute(pack(node, buffers(node)))
+    assert launches[1]["state_checkpoints"] is None
+
+
+@pytest.mark.parametrize("with_checkpoints", [False, True])
+def test_backward_plan_reads_checkpoints_and_sizes_its_workspace(launches, cpu_plans, monkeypatch,
+                                                                 with_checkpoints):
+    from cudnn.linear_attention.frost.kernels import bwd as kernels_bwd
+
+    calls = []
+    monkeypatch.setattr(kernels_bwd, "frost_bwd", lambda **kw: calls.append(kw))
+    extra = dict(checkpoint_every_n_tokens=64, extra_inputs=("state_checkpoints",)) if with_checkpoints else {}
+    g, node = built("kda_bwd", with_h0=True, **extra,
+                    out_dtypes={"dG": D.FLOAT, "dBeta": D.FLOAT, "d_initial_state": D.FLOAT})
+    want = kernels_bwd.frost_bwd_workspace_size(total_tokens=40, num_seqs=3, heads_q=4, heads_k=4, heads_v=4,
+                                                head_dim_k=64, head_dim_v=64, checkpoints=with_checkpoints)
+    assert g.get_workspace_size() == want
+    bufs = buffers(node)
+    ws = _aligned(want)
+    g.execute(pack(node, bufs), ws)
+    assert calls[0]["state_checkpoints"] is bufs.get("state_checkpoints")
+    assert (calls[0]["state_checkpoints"] is not None) == with_checkpoints
+
+
 # -- carve_scratch ---------------------------------------------------------------------
 CPU = torch.device("cpu")
 
@@ -296,7 +329,11 @@ def binds(monkeypatch, launches):
     def bind_fwd(**kw):
         calls["bind"].append(kw)
         operands = {name: kw[name] for name in kernels_fwd.OPERANDS}
-        return kernels_fwd.BoundLaunch(None, _RecordingKernel(calls["fast"], calls["ffi"]),
+        # only the ABI's operand list is read off the config (pointer_launch)
+        config = FrostFwdConfig("bfloat16", None, 4, 4, 4, 64, 64, False, False, False, False,
+                                False, False, algorithm="v2",
+                                write_checkpoints=kw.get("state_checkpoints") is not None)
+        return kernels_fwd.BoundLaunch(config, _RecordingKernel(calls["fast"], calls["ffi"]),
                                        kernels_fwd.operand_signature(operands), 40, 3,
                                        kw["scale"])
     monkeypatch.setattr(kernels_fwd, "bind_fwd", bind_fwd)

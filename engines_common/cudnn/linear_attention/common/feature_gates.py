@@ -17,8 +17,11 @@ if TYPE_CHECKING:
 
 def unsupported_feature_reason(f: LinearAttentionFacts, engine: str, *, flags: Sequence[str],
                                inputs: Sequence[str],
-                               not_done: str = "is not implemented") -> str | None:
-    """`engine: <feature> <not_done>` for the first unsupported feature, or None."""
+                               not_done: str = "is not implemented",
+                               checkpoints: bool = False) -> str | None:
+    """`engine: <feature> <not_done>` for the first unsupported feature, or None.
+    `checkpoints`: the engine gates state checkpoints itself (cadence, dtype), so a
+    checkpoint_every_n_tokens > 0 is not declined here."""
     for port in inputs:
         if f.has_input(port):
             return f"{engine}: input '{port}' {not_done}"
@@ -27,7 +30,7 @@ def unsupported_feature_reason(f: LinearAttentionFacts, engine: str, *, flags: S
             return f"{engine}: {name}=True {not_done}"
     if f.flags.gate_domain != "log":
         return f"{engine}: gate_domain={f.flags.gate_domain!r} {not_done} (only 'log')"
-    if f.flags.checkpoint_every_n_tokens:
+    if f.flags.checkpoint_every_n_tokens and not checkpoints:
         return (f"{engine}: state checkpoints (checkpoint_every_n_tokens="
                 f"{f.flags.checkpoint_every_n_tokens}) {not_done}")
     return None

@@ -9,9 +9,11 @@ A valid facts record already guarantees what the op spec says: THD ranks, HK in
 {H, HV} and q/v heads dividing HO (so H and HV are equal or one a multiple of the
 other), gates with HO heads (and K channels for vector gates), states [N, HO, V, K],
 outputs at the dims the op writes. On top of that the kernels (kernels/fwd.py forward,
-kernels/bwd.py backward) need: K, V in {64, 128}; 32-bit offsets; log-domain gates without the safe gate, beta sigmoid or
-checkpoints; every port already in the dtype the kernel reads (FAMILY_TRAITS' tables):
-pure pass-through.
+kernels/bwd.py backward) need: K, V in {64, 128}; 32-bit offsets; log-domain gates without
+the safe gate or beta sigmoid; state checkpoints only at the kernels' chunk cadence of 64
+tokens, in bf16 (kernels/checkpoints.py: the forward v2 writes them, the backward reads
+them instead of recomputing the states); every port already in the dtype the kernel
+reads (FAMILY_TRAITS' tables): pure pass-through.
 """
 from __future__ import annotations
 
@@ -28,12 +30,15 @@ IO_DTYPES = (BF16, data_type.HALF)
 STATE_DTYPES = (FP32, BF16)         # the kernel keeps the state in fp32 registers
 HEAD_DIMS = (64, 128)               # the tile shapes the kernels are instantiated for
 INDEX_LIMIT = 2**31                 # the kernels address operands with 32-bit offsets
+CHECKPOINT_CADENCE = 64             # tokens between state checkpoints: the kernels' chunk
 
 _COMMON_DTYPES = {"g": (FP32,), "cu_seqlens": (INT32,), "O": IO,
                   "initial_state": STATE_DTYPES, "final_state": STATE_DTYPES,
                   # backward nodes: gradients in their primal's dtype, state gradients as states
                   "dO": IO, "dQ": IO, "dK": IO, "dV": IO, "dG": (FP32,),
-                  "d_final_state": STATE_DTYPES, "d_initial_state": STATE_DTYPES}
+                  "d_final_state": STATE_DTYPES, "d_initial_state": STATE_DTYPES,
+                  # forward output / backward input: written and read as bf16 (checkpoints.py)
+                  "state_checkpoints": (BF16,)}
 
 
 @dataclass(frozen=True)
@@ -68,7 +73,7 @@ GDN2 = FamilyTraits(GDN2_FAMILY, qk_l2norm=True,
 # Features of the op surface the v0 kernels do not implement (each declines by name).
 _UNSUPPORTED_FLAGS = ("use_beta_sigmoid", "allow_neg_eigval", "safe_gate", "beta_guard",
                       "overwrite_initial_state")
-_UNSUPPORTED_INPUTS = ("state_indices", "state_checkpoints", "a_log", "dt_bias")
+_UNSUPPORTED_INPUTS = ("state_indices", "a_log", "dt_bias")
 _NOT_YET = "is not implemented in this version"
 
 
@@ -105,8 +110,28 @@ def _feature_reason(f: LinearAttentionFacts, traits: FamilyTraits, engine: str) 
     if f.flags.use_qk_l2norm and not traits.qk_l2norm:
         return (f"{engine}: use_qk_l2norm=True {_NOT_YET} (normalise q and k before the "
                 "node, or use another engine)")
-    return unsupported_feature_reason(f, engine, flags=_UNSUPPORTED_FLAGS,
-                                      inputs=_UNSUPPORTED_INPUTS, not_done=_NOT_YET)
+    return (unsupported_feature_reason(f, engine, flags=_UNSUPPORTED_FLAGS,
+                                       inputs=_UNSUPPORTED_INPUTS, not_done=_NOT_YET,
+                                       checkpoints=True)
+            or _checkpoint_reason(f, engine))
+
+
+def _checkpoint_reason(f: LinearAttentionFacts, engine: str) -> str | None:
+    """State checkpoints: the forward writes them and the backward reads them at a cadence
+    of exactly one 64-token chunk (the layout of kernels/checkpoints.py), by the v2
+    forward kernel."""
+    every = f.flags.checkpoint_every_n_tokens
+    if not every:
+        return None
+    if every != CHECKPOINT_CADENCE:
+        return (f"{engine}: state checkpoints every {every} tokens are not implemented; the "
+                f"kernels write and read them every {CHECKPOINT_CADENCE} tokens (one chunk)")
+    if not f.is_backward:
+        from .kernels.fwd import DEFAULT_ALGORITHM
+        if DEFAULT_ALGORITHM != "v2":
+            return (f"{engine}: state checkpoints are written by the v2 forward kernel; "
+                    f"FROST_FWD_ALGORITHM selects {DEFAULT_ALGORITHM!r}")
+    return None
 
 
 def _dtype_reason(f: LinearAttentionFacts, traits: FamilyTraits, engine: str) -> str | None:
