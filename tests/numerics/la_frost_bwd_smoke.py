@@ -1,6 +1,7 @@
 """FROST backward on the GPU: every gradient vs float64, determinism, and timing.
 
     python3 tests/numerics/la_frost_bwd_smoke.py [--family gdn] [--jobs 16] [--no-time]
+                                                 [--no-checkpoints]
 
 1. Precompiles every kernel the run needs in parallel processes into a kernel store
    (FROST_KERNEL_CACHE, default .frostcache), so the cases below load instead of compile.
@@ -9,8 +10,17 @@
    d_initial_state against the float64 reference backward (autograd through the token
    recurrence), relative error bound 1e-2 (1.5e-2 for correlated keys); a second run
    must be bitwise identical.
+   Unless --no-checkpoints, every case again on the training path of v1.2: the forward
+   writes state_checkpoints (cadence 64, into a NaN-filled buffer) and the backward reads
+   them (kernel ``values`` instead of ``states``): the forward's output must be bitwise
+   the plain forward's, the written rows must match the float64 model of the checkpoints
+   (frost_bwd_model.forward_checkpoints_model, 1e-2) and the unwritten ones stay NaN, the
+   gradients must pass the same bounds, be deterministic, and are reported against the
+   recompute path's (vs_recompute, relative).
 3. Timing (unless --no-time), 8 x 4096 tokens, 16 heads, K = V = 128, bf16, CUDA events,
-   median: the forward, each backward kernel, and the whole backward.
+   median: the forward, each backward kernel, and the whole backward; and the
+   checkpointed path: the forward writing checkpoints, bwd[values], the backward from
+   them, and forward + backward both ways.
 Prints one line per case and a SUMMARY; exits 1 on any failure.
 """
 from __future__ import annotations
@@ -26,7 +36,8 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-for root in ("bench", "torch_ops", "backend_cc", "engines_frost", "engines_cutile", "router", "ir", "ops", "."):
+for root in ("bench", "torch_ops", "backend_cc", "engines_frost", "engines_cutile", "router", "ir", "ops",
+             "engines_frost/tests", "."):
     if str(REPO / root) not in sys.path:
         sys.path.insert(0, str(REPO / root))
 
@@ -55,10 +66,12 @@ CASES = [
     Case("k64v64", (150, 64, 3), 4, 4, 64, 64, h0=True, dht=True, l2norm=True),
     Case("k64v128", (100, 17), 2, 2, 64, 128),
     Case("correlated", (256, 100), 2, 2, 128, 128, l2norm=True, correlated=True),
+    # many short sequences (0-16 tokens: more sequences than chunks) and an initial state
+    Case("manyshort", tuple((i * 7) % 17 for i in range(40)), 4, 4, 64, 64, h0=True, dht=True),
 ]
 FAMILIES = ("gdn", "kda", "gdn2")
 # vector-gate families run a subset (their kernels take longer to build)
-VECTOR_CASES = ("mixed", "l2norm", "vgroups", "k64v64", "correlated")
+VECTOR_CASES = ("mixed", "l2norm", "vgroups", "k64v64", "correlated", "manyshort")
 
 
 def cases_for(family: str, only: str | None) -> list[Case]:
@@ -99,39 +112,68 @@ def grads_buffers(x, device):
                                                                                  dtype=x.initial_state.dtype))
 
 
-def run_bwd(x, dO, dht, l2norm: bool, out: dict, workspace=None, stages=None):
+def run_bwd(x, dO, dht, l2norm: bool, out: dict, workspace=None, stages=None, checkpoints=None):
+    """frost_bwd into `out`; with `checkpoints` (the forward's state_checkpoints) the
+    values path. Returns the workspace (allocated at its exact size when not given)."""
     import torch
 
-    from cudnn.linear_attention.frost.kernels.bwd import STAGES, frost_bwd, frost_bwd_workspace_size
+    from cudnn.linear_attention.frost.kernels.bwd import frost_bwd, frost_bwd_workspace_size
 
     T, K = x.q.shape[0], x.q.shape[2]
     N = x.cu_seqlens.numel() - 1
     if workspace is None:
         size = frost_bwd_workspace_size(total_tokens=T, num_seqs=N, heads_q=x.q.shape[1], heads_k=x.k.shape[1],
-                                        heads_v=x.v.shape[1], head_dim_k=K, head_dim_v=x.v.shape[2])
+                                        heads_v=x.v.shape[1], head_dim_k=K, head_dim_v=x.v.shape[2],
+                                        checkpoints=checkpoints is not None)
         workspace = torch.empty(max(size, 1), dtype=torch.uint8, device=x.q.device)
     frost_bwd(q=x.q, k=x.k, v=x.v, g=x.g, beta=x.beta, w=x.w, cu_seqlens=x.cu_seqlens, dO=dO,
               initial_state=x.initial_state, d_final_state=dht, workspace=workspace, scale=1.0 / math.sqrt(K),
               use_l2norm=l2norm, gate_per_channel=x.g.dim() == 3, beta_per_channel=x.beta.dim() == 3,
-              stream=None, stages=stages or STAGES, **out)
+              stream=None, stages=stages, state_checkpoints=checkpoints, **out)
     return workspace
+
+
+def run_fwd(x, l2norm: bool, o, checkpoints=None):
+    """frost_fwd (no final state) into o; with `checkpoints` it writes them too."""
+    from cudnn.linear_attention.frost.kernels.fwd import frost_fwd
+
+    frost_fwd(q=x.q, k=x.k, v=x.v, g=x.g, beta=x.beta, w=x.w, cu_seqlens=x.cu_seqlens, out=o,
+              initial_state=x.initial_state, final_state=None, scale=1.0 / math.sqrt(x.q.shape[2]),
+              use_l2norm=l2norm, gate_per_channel=x.g.dim() == 3, beta_per_channel=x.beta.dim() == 3,
+              stream=None, state_checkpoints=checkpoints)
+
+
+def new_checkpoints(x):
+    """A NaN-filled state_checkpoints buffer for x (bf16 [T // 64 + N, HO, V, K])."""
+    import torch
+
+    from cudnn.linear_attention.frost.kernels.checkpoints import checkpoint_rows
+
+    T, N = x.q.shape[0], x.cu_seqlens.numel() - 1
+    HO, V, K = max(x.q.shape[1], x.v.shape[1]), x.v.shape[2], x.q.shape[2]
+    return torch.full((checkpoint_rows(T, N), HO, V, K), float("nan"), dtype=torch.bfloat16, device=x.q.device)
 
 
 # ---- precompile -----------------------------------------------------------------------------
 
-def configs_of(case: Case, family: str):
-    import torch
+def configs_of(case: Case, family: str, checkpoints: bool = False):
+    """The backward kernels of a case; with `checkpoints`, those of the checkpointed path
+    plus the forward with and without checkpoints (as run_fwd calls it)."""
+    import dataclasses as dc
 
     from cudnn.linear_attention.frost.kernels.bwd import check_bwd_operands
-    from cudnn.linear_attention.frost.kernels.bwd_config import STAGES
 
     _, x, dO, dht = make_case(case, family, "cpu")
     out = grads_buffers(x, "cpu")
+    ckpt = new_checkpoints(x) if checkpoints else None
     cfg, _, _ = check_bwd_operands(q=x.q, k=x.k, v=x.v, g=x.g, beta=x.beta, w=x.w, cu_seqlens=x.cu_seqlens, dO=dO,
                                    initial_state=x.initial_state, d_final_state=dht, use_l2norm=case.l2norm,
-                                   gate_per_channel=x.g.dim() == 3, beta_per_channel=x.beta.dim() == 3, **out)
-    del torch
-    return [cfg.with_stage(s) for s in STAGES]
+                                   gate_per_channel=x.g.dim() == 3, beta_per_channel=x.beta.dim() == 3,
+                                   state_checkpoints=ckpt, **out)
+    kernels = [cfg.with_stage(s) for s in cfg.stages]
+    if checkpoints:  # the forward both ways: check_case_checkpoints compares their outputs
+        kernels += [cfg.fwd, dc.replace(cfg.fwd, write_checkpoints=True)]
+    return kernels
 
 
 def matrix_configs(families):
@@ -142,11 +184,13 @@ def matrix_configs(families):
     cases += [(shape, True, True) for shape in mx.LONG_SHAPES] + [(mx.SHAPES[1], False, False)]
     cases += [(("batch", [300, 129, 1000], 8, 8, 128, 128), True, True),
               (("alone", [129], 8, 8, 128, 128), True, True)]
+    ckpt_cases = list(mx.CKPT_COMBOS)
     out = []
     for fam in families:
-        for (_, lens, H, HV, K, V), l2, h0 in cases:
-            case = Case("matrix", tuple(lens[:3]) or (1,), H, HV, K, V, h0=h0, dht=True, l2norm=l2)
-            out += configs_of(case, fam)
+        for with_ckpt, todo in ((False, cases), (True, ckpt_cases)):
+            for (_, lens, H, HV, K, V), l2, h0 in todo:
+                case = Case("matrix", tuple(lens[:3]) or (1,), H, HV, K, V, h0=h0, dht=True, l2norm=l2)
+                out += configs_of(case, fam, checkpoints=with_ckpt)
     return out
 
 
@@ -221,7 +265,53 @@ def check_case(case: Case, family: str) -> tuple[bool, str]:
     return ok, f"{'PASS' if ok else 'FAIL'} {family} {case.name}: {detail} deterministic={same}"
 
 
-def time_family(family: str, reps: int = 20) -> list[str]:
+def check_case_checkpoints(case: Case, family: str) -> tuple[bool, str]:
+    """The case on the checkpointed path (module docstring, step 2)."""
+    import torch
+
+    from frost_bwd_model import forward_checkpoints_model
+    from tests.reference.compare import rel_err
+    from tests.reference.families import reference_backward
+
+    cfg, x, dO, dht = make_case(case, family, "cuda")
+    o_plain, o = torch.empty_like(dO), torch.empty_like(dO)
+    run_fwd(x, case.l2norm, o_plain)
+    ckpt = new_checkpoints(x)
+    run_fwd(x, case.l2norm, o, checkpoints=ckpt)
+    torch.cuda.synchronize()
+    same_o = torch.equal(o, o_plain)
+    cpu = x.to(device="cpu")
+    model = forward_checkpoints_model(cpu.q, cpu.k, cpu.v, cpu.g, cpu.beta, cpu.w, cpu.cu_seqlens,
+                                      use_l2norm=case.l2norm, initial_state=cpu.initial_state)
+    got = ckpt.double().cpu()
+    written = ~model.isnan()
+    unwritten_nan = bool(got[~written].isnan().all())
+    ckpt_err = rel_err(got[written], model[written]) if written.any() else 0.0
+    out = grads_buffers(x, "cuda")
+    ws = run_bwd(x, dO, dht, case.l2norm, out, checkpoints=ckpt)
+    first = {k: v.clone() for k, v in out.items() if v is not None}
+    ws.fill_(7)
+    run_bwd(x, dO, dht, case.l2norm, out, workspace=ws, checkpoints=ckpt)
+    recompute = grads_buffers(x, "cuda")
+    run_bwd(x, dO, dht, case.l2norm, recompute)
+    torch.cuda.synchronize()
+    same = all(torch.equal(first[k], out[k]) for k in first)
+    ref = reference_backward(x, dO.double(), None if dht is None else dht.double())
+    errs, drift = {}, 0.0
+    for k in ("dq", "dk", "dv", "dg", "dbeta", "dw", "d_initial_state"):
+        if out.get(k) is None:
+            continue
+        errs[k] = rel_err(out[k].double(), getattr(ref, k).double())
+        drift = max(drift, rel_err(out[k].double(), recompute[k].double()))
+    bound = 1.5e-2 if case.correlated else 1e-2
+    ok = (same and same_o and unwritten_nan and ckpt_err < 1e-2
+          and all(e < bound and math.isfinite(e) for e in errs.values()))
+    detail = " ".join(f"{k}={v:.2e}" for k, v in errs.items())
+    return ok, (f"{'PASS' if ok else 'FAIL'} {family} {case.name}[ckpt]: {detail} checkpoints={ckpt_err:.2e} "
+                f"unwritten_nan={unwritten_nan} same_o={same_o} deterministic={same} vs_recompute={drift:.1e}")
+
+
+def time_family(family: str, reps: int = 20, checkpoints: bool = True) -> list[str]:
     import torch
 
     from cudnn.linear_attention.frost.kernels.fwd import frost_fwd
@@ -261,6 +351,22 @@ def time_family(family: str, reps: int = 20) -> list[str]:
         ms = timed(lambda s=stage: run_bwd(x, dO, None, False, out, ws, stages=(s,)))
         lines.append(f"TIME {family} bwd[{stage}] {ms:.3f} ms")
     lines.append(f"TIME {family} bwd {timed(lambda: run_bwd(x, dO, None, False, out, ws)):.3f} ms")
+    lines.append(f"TIME {family} fwd+bwd {timed(lambda: (fwd(), run_bwd(x, dO, None, False, out, ws))):.3f} ms")
+    if not checkpoints:
+        return lines
+    ckpt = new_checkpoints(x)
+
+    def fwd_ckpt():
+        run_fwd(x, False, o, checkpoints=ckpt)
+
+    lines.append(f"TIME {family} fwd[ckpt] {timed(fwd_ckpt):.3f} ms")
+    ws_c = run_bwd(x, dO, None, False, out, checkpoints=ckpt)
+    ms = timed(lambda: run_bwd(x, dO, None, False, out, ws_c, stages=("values",), checkpoints=ckpt))
+    lines.append(f"TIME {family} bwd[values] {ms:.3f} ms")
+    ms = timed(lambda: run_bwd(x, dO, None, False, out, ws_c, checkpoints=ckpt))
+    lines.append(f"TIME {family} bwd[ckpt] {ms:.3f} ms")
+    ms = timed(lambda: (fwd_ckpt(), run_bwd(x, dO, None, False, out, ws_c, checkpoints=ckpt)))
+    lines.append(f"TIME {family} fwd+bwd[ckpt] {ms:.3f} ms")
     return lines
 
 
@@ -270,6 +376,8 @@ def main() -> int:
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--no-time", action="store_true")
     ap.add_argument("--only", help="run only the case with this name")
+    ap.add_argument("--no-checkpoints", action="store_true",
+                    help="skip the checkpointed path (forward writes state_checkpoints, backward reads them)")
     ap.add_argument("--matrix", action="store_true",
                     help="also build the kernels of tests/numerics/test_la_frost_bwd_engines.py")
     ap.add_argument("--prebuild", action="store_true",
@@ -278,12 +386,15 @@ def main() -> int:
     args = ap.parse_args()
     families = args.family or list(FAMILIES)
     root = os.environ.setdefault("FROST_KERNEL_CACHE", str(REPO / ".frostcache"))
-    cfgs = [c for fam in families for case in cases_for(fam, args.only) for c in configs_of(case, fam)]
+    ckpt = not args.no_checkpoints
+    cfgs = [c for fam in families for case in cases_for(fam, args.only)
+            for c in configs_of(case, fam) + (configs_of(case, fam, checkpoints=True) if ckpt else [])]
     if not args.no_time:
         timing = Case("bench", (4096,) * 8, 16, 16, 128, 128)
         for fam in families:
             bench = configs_of(timing, fam)
             cfgs += bench + [bench[0].fwd]  # the timed forward: frost_fwd without states
+            cfgs += configs_of(timing, fam, checkpoints=True) if ckpt else []
     if args.matrix:
         cfgs += matrix_configs(families)
     if args.prebuild:
@@ -306,8 +417,16 @@ def main() -> int:
                 ok, line = False, f"FAIL {fam} {case.name}: {type(e).__name__}: {str(e)[:300]}"
             failures += not ok
             print(line, flush=True)
+            if ckpt:
+                runs += 1
+                try:
+                    ok, line = check_case_checkpoints(case, fam)
+                except Exception as e:
+                    ok, line = False, f"FAIL {fam} {case.name}[ckpt]: {type(e).__name__}: {str(e)[:300]}"
+                failures += not ok
+                print(line, flush=True)
         if not args.no_time:
-            for line in time_family(fam):
+            for line in time_family(fam, checkpoints=ckpt):
                 print(line, flush=True)
     print(f"SUMMARY {runs - failures} passed, {failures} failed", flush=True)
     return 1 if failures else 0

@@ -7,7 +7,10 @@ float64 reference backward (tests/reference: the chunked algebra for GDN/KDA, au
 through the token recurrence for GDN-2). Bound: relative L2 error <= 1e-2 per tensor for
 bf16 inputs (1.5e-2 for correlated keys, where even a float64 WY inverse leaves ~6e-3).
 Also: two runs are bitwise identical, and a sequence's gradients do not depend on the
-other sequences of the batch (batch invariance).
+other sequences of the batch (batch invariance). The training path with state
+checkpoints: the forward graph with checkpoint_every_n_tokens=64 (FROST first; its O
+bitwise the plain forward's; exactly the packed rows written, the rest left NaN), then the
+backward graph reading them, same bounds and determinism on the same awkward shapes.
 
   python -m pytest tests/numerics/test_la_frost_bwd_engines.py -s
 """
@@ -65,12 +68,48 @@ def _rel(x, ref, floor=0.0):
     return ((x.double() - ref).norm() / ref.norm().clamp_min(max(floor, 1e-30))).item()
 
 
-def _run_backward(family, inputs, d_out, dht, l2):
-    """Plan and run the family's _bwd graph on its first plan; returns (plan names, grads)."""
+def _run_forward(family, inputs, l2, checkpoints):
+    """Plan and run the family's forward graph (no final state; with `checkpoints`, the
+    state_checkpoints output at cadence 64, into a NaN-filled buffer); returns (plan
+    names, O, state_checkpoints or None)."""
+    graph = cudnn.pygraph(io_data_type=DT.BFLOAT16, intermediate_data_type=DT.FLOAT, compute_data_type=DT.FLOAT)
+    ir = {n: graph.tensor_like(t, name=n) for n, t in inputs.items()}
+    outs = getattr(graph, family)(**ir, use_qk_l2norm=l2, checkpoint_every_n_tokens=64 if checkpoints else 0)
+    T, N = inputs["q"].shape[0], inputs["cu_seqlens"].numel() - 1
+    HO, V, K = max(inputs["q"].shape[1], inputs["v"].shape[1]), inputs["v"].shape[2], inputs["q"].shape[2]
+    pack = {t: inputs[n] for n, t in ir.items()}
+    o = torch.full((T, HO, V), float("nan"), dtype=torch.bfloat16, device="cuda")
+    ckpt = None
+    for out in outs:
+        if out is None:
+            continue
+        name = out.name.split("::")[-1]
+        if name == "O":
+            pack[out.set_output(True).set_data_type(DT.BFLOAT16)] = o
+        elif name == "state_checkpoints":
+            ckpt = torch.full((T // 64 + N, HO, V, K), float("nan"), dtype=torch.bfloat16, device="cuda")
+            pack[out.set_output(True).set_data_type(DT.BFLOAT16)] = ckpt
+    graph.validate()
+    graph.create_execution_plans()
+    names = [graph.get_plan_name_at_index(i) for i in range(graph.get_execution_plan_count())]
+    graph.build_plans()
+    ws = torch.empty(max(graph.get_workspace_size(), 1), dtype=torch.uint8, device="cuda")
+    graph.execute(pack, ws)
+    torch.cuda.synchronize()
+    return names, o, ckpt
+
+
+def _run_backward(family, inputs, d_out, dht, l2, state_checkpoints=None):
+    """Plan and run the family's _bwd graph on its first plan (reading the forward's
+    state_checkpoints when given); returns (plan names, grads)."""
     graph = cudnn.pygraph(io_data_type=DT.BFLOAT16, intermediate_data_type=DT.FLOAT, compute_data_type=DT.FLOAT)
     tensors = dict(inputs, dO=d_out, d_final_state=dht)
+    extra = {}
+    if state_checkpoints is not None:
+        tensors["state_checkpoints"] = state_checkpoints
+        extra["checkpoint_every_n_tokens"] = 64
     ir = {n: graph.tensor_like(t, name=n) for n, t in tensors.items()}
-    outs = getattr(graph, f"{family}_bwd")(**ir, use_qk_l2norm=l2)
+    outs = getattr(graph, f"{family}_bwd")(**ir, use_qk_l2norm=l2, **extra)
     nan = float("nan")
     like = {"dQ": "q", "dK": "k", "dV": "v", "dG": "g", "dBeta": "beta", "dW": "w", "d_initial_state": "initial_state"}
     pack = {t: tensors[n] for n, t in ir.items()}
@@ -108,7 +147,21 @@ def _gate_grad_floor(x, ref) -> float:
     return ((x["q"].double() * ref.dq).norm() + (x["k"].double() * ref.dk).norm()).item()
 
 
-def _check(family, shape, l2, with_h0, correlated=False):
+def _forward_checkpoints(family, x, lens, l2):
+    """The forward with checkpoints, checked against the plain forward and the packed
+    layout; returns the checkpoints."""
+    names, o, ckpt = _run_forward(family, x, l2, checkpoints=True)
+    assert names and names[0] == f"{family}_frost", f"the FROST forward must rank first; the list is {names}"
+    _, o_plain, _ = _run_forward(family, x, l2, checkpoints=False)
+    assert torch.equal(o, o_plain), "writing checkpoints changed the forward's output"
+    used = sum(-(-n // 64) for n in lens)
+    rows = ckpt.isnan().flatten(1).any(1)
+    assert not rows[:used].any(), "a packed checkpoint row was not written (or holds NaN)"
+    assert ckpt[used:].isnan().all(), "a row past the packed rows was written"
+    return ckpt
+
+
+def _check(family, shape, l2, with_h0, correlated=False, checkpoints=False):
     _, lens, H, HV, K, V = shape
     x = _inputs(family, lens, H, HV, K, V, seed=len(lens) * 7 + K, with_h0=with_h0)
     if correlated:
@@ -119,11 +172,16 @@ def _check(family, shape, l2, with_h0, correlated=False):
     T, N, HO = sum(lens), len(lens), max(H, HV)
     d_out = torch.randn(T, HO, V, device="cuda").bfloat16()
     dht = torch.randn(N, HO, V, K, device="cuda") * 0.1
-    names, grads = _run_backward(family, x, d_out, dht, l2)
+    ckpt = _forward_checkpoints(family, x, lens, l2) if checkpoints else None
+    names, grads = _run_backward(family, x, d_out, dht, l2, ckpt)
     assert names and names[0] == f"{family}_frost", f"the FROST backward must rank first; the list is {names}"
-    _, again = _run_backward(family, x, d_out, dht, l2)
+    _, again = _run_backward(family, x, d_out, dht, l2, ckpt)
     for name in grads:
         assert torch.equal(grads[name], again[name]), f"{name} differs between two identical runs"
+    if checkpoints:  # how far the two paths' roundings drift apart (reported, bounded below)
+        _, recompute = _run_backward(family, x, d_out, dht, l2)
+        drift = max(_rel(grads[n], recompute[n].double(), 1e-30) for n in grads)
+        print(f"\n{family} {shape[0]} checkpoints vs recompute: {drift:.1e}", end="")
     ref = _reference(family, x, d_out, dht, l2)
     errs = {}
     for name, field in (("dQ", "dq"), ("dK", "dk"), ("dV", "dv"), ("dG", "dg"), ("dBeta", "dbeta"), ("dW", "dw"),
@@ -131,7 +189,8 @@ def _check(family, shape, l2, with_h0, correlated=False):
         if name in grads:
             floor = _gate_grad_floor(x, ref) if name == "dG" else 0.0
             errs[name] = _rel(grads[name], getattr(ref, field), floor)
-    print(f"\n{family} {shape[0]} l2={l2} h0={with_h0}: " + " ".join(f"{k}={v:.1e}" for k, v in errs.items()))
+    print(f"\n{family} {shape[0]} l2={l2} h0={with_h0} ckpt={checkpoints}: "
+          + " ".join(f"{k}={v:.1e}" for k, v in errs.items()))
     bound = CORRELATED_BOUND if correlated else REL_BOUND
     bad = {k: v for k, v in errs.items() if not v <= bound}
     assert not bad, f"relative error above {bound}: {bad}"
@@ -160,6 +219,19 @@ def test_backward_long_and_many(shape, family):
 def test_backward_with_correlated_keys(family):
     """Keys at cosine ~0.8 (a common direction plus noise), beta >= 0.5, slow decay."""
     _check(family, SHAPES[1], False, False, correlated=True)
+
+
+# the training path: forward-written checkpoints read by the backward, on every shape
+# (lengths 0/1/63/64/65, many short sequences, grouped heads, K/V 64) with and without
+# initial state and l2norm
+CKPT_COMBOS = [(shape, flag, flag) for shape in SHAPES + LONG_SHAPES[1:] for flag in (False, True)]
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("shape, l2, with_h0", CKPT_COMBOS,
+                         ids=[f"{s[0]}-l2{int(l2)}-h0{int(h0)}" for s, l2, h0 in CKPT_COMBOS])
+def test_backward_from_forward_checkpoints(shape, l2, with_h0, family):
+    _check(family, shape, l2, with_h0, checkpoints=True)
 
 
 @pytest.mark.parametrize("family", FAMILIES)
