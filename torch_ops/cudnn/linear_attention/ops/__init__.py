@@ -33,9 +33,12 @@ def graph_cache_info() -> dict[str, CacheInfo]:
 
 
 def clear_graph_caches() -> None:
-    """Forget every cached graph (after installing an engine, or in tests)."""
+    """Forget every cached graph (after installing an engine, or in tests), and the
+    training-checkpoint decisions made with them."""
     for cache in graph_caches():
         cache.clear()
+    for ops in FAMILY_OPS:
+        ops.checkpoint_decisions.clear()
 
 
 def set_graph_cache_size(maxsize: int) -> None:

@@ -9,6 +9,16 @@
   torch.compile traces the ops without running them;
 - autograd on `_fwd` that runs the `_bwd` op, i.e. the family's backward graph.
 
+Training checkpoints: an eager forward that records autograd and did not ask for
+checkpoints asks for them itself, every TRAINING_CHECKPOINT_EVERY tokens, when the plan
+that serves the plain forward also serves the call with checkpoints (decided once per
+configuration, kept in a bounded cache); it saves them for the backward, whose graph then
+reads the states instead of recomputing them, and returns only (o, final_state). They
+cost device memory from the forward until the backward: [T // 64 + N, HO, V, K] in q's
+dtype (bf16: 2/64 of a [T, HO, V, K] state per token, i.e. V*K/32 bytes per token and
+head, 512 B at K = V = 128; 272 MB for 8 x 4096 tokens and 16 heads). Otherwise, and for
+calls under torch.compile or dispatch modes, the backward recomputes them as before.
+
 A kernel looks the call's configuration up in the op's bounded graph cache
 (_graph_cache.py), the torch-op layer's one cache. On a miss it checks the call,
 allocates its results (absent optional results are zero-size tensors: custom ops cannot
@@ -37,6 +47,7 @@ from cudnn.linear_attention.ops._family import (FORWARD_PORTS, FORWARD_RESULTS, 
 from cudnn.linear_attention.ops._graph_cache import GraphCache
 from cudnn.linear_attention.ops._graph_runner import CachedGraph, GraphRequest, build_graph
 from cudnn.linear_attention.ops._signature import OpSignature
+from cudnn.ops.errors import OpTypeError, cudnnGraphNotSupportedError
 from cudnn.ops.op_spec import OpSpec
 
 NAMESPACE = "cudnn"
@@ -45,6 +56,10 @@ _PRIMAL_OF = {result: primal for result, (_, primal) in GRADIENTS.items()}
 _GRADIENT_OF = {primal: result for result, primal in _PRIMAL_OF.items()}
 
 _Results = tuple[torch.Tensor, ...]
+
+#: the cadence a training forward asks for on its own: one 64-token chunk of the chunked
+#: kernels (the granularity at which a backward can reuse forward states).
+TRAINING_CHECKPOINT_EVERY = 64
 
 # torch's custom-op autograd path re-reads a schema per argument (see _torch_compat)
 _torch_compat.install()
@@ -74,6 +89,11 @@ def cache_key_function(signature: OpSignature) -> Callable[[Sequence[Any]], tupl
                                        (t.shape, t.stride(), t.dtype, t.get_device())
                                        for t in take_tensors(values)])
     return cache_key
+
+
+def _engine_of(plan: str) -> str:
+    """The engine of a plan name ("gdn_frost[...]" -> "gdn_frost")."""
+    return plan.split("[", 1)[0]
 
 
 def _getter(positions: Sequence[int]) -> Callable[[Sequence[Any]], tuple[Any, ...]]:
@@ -136,6 +156,9 @@ class FamilyOps:
         self._backward_tensor_positions = _tensor_positions(self.backward_signature)
         self._eager_autograd = self._eager_function()
         self.dtypes = DtypeNormaliser(self)  # the only conversion: _dtype_normalise.py
+        #: plain forward cache key -> whether its training calls ask for checkpoints (made
+        #: with the graphs in the caches, so cleared with them: clear_graph_caches)
+        self.checkpoint_decisions: GraphCache[bool] = GraphCache(f"{self.forward_def.name} checkpoints")
         namespace = getattr(torch.ops, NAMESPACE)
         self.forward_op = getattr(namespace, f"{family.name}_fwd").default
         self.backward_op = getattr(namespace, f"{family.name}_bwd").default
@@ -217,6 +240,8 @@ class FamilyOps:
         if how == DIRECT:  # nobody sees the checkpoint placeholder: the lane may skip it
             results = self._run(self.forward_def, args, drop_unused=not checkpoints)
         elif how == DIRECT_AUTOGRAD:  # see _eager_function: only what records goes alone
+            if not checkpoints:
+                args = self._with_training_checkpoints(args)
             recording = tuple([i for i in self._forward_tensor_positions
                                if args[i] is not None and args[i].requires_grad])
             results = self._eager_autograd.apply((args, recording),
@@ -227,6 +252,30 @@ class FamilyOps:
         if checkpoints:
             return tuple(results)
         return results[0], results[1]
+
+    def _with_training_checkpoints(self, args: tuple[Any, ...]) -> tuple[Any, ...]:
+        """`args` asking for checkpoints every TRAINING_CHECKPOINT_EVERY tokens when the
+        engine whose plan serves the plain forward serves that call too, else `args`
+        (module docstring). The first call of a configuration builds both forward graphs
+        (into the op's cache); a plain forward that no engine serves is left to fail as
+        it would have."""
+        op = self.forward_def
+        at = self._checkpoint_position
+        trial = (*args[:at], TRAINING_CHECKPOINT_EVERY, *args[at + 1:])
+        key = op.cache_key(args)
+
+        def decide() -> bool:
+            try:
+                plain = op.cache.get_or_build(key, lambda: self._build(op, args))
+            except cudnnGraphNotSupportedError:
+                return False
+            try:
+                with_states = op.cache.get_or_build(op.cache_key(trial), lambda: self._build(op, trial))
+            except (cudnnGraphNotSupportedError, OpTypeError):
+                return False
+            return _engine_of(with_states.plan) == _engine_of(plain.plan)
+
+        return trial if self.checkpoint_decisions.get_or_build(key, decide) else args
 
     # -- results -----------------------------------------------------------------------
     @staticmethod
