@@ -121,6 +121,31 @@ def test_compile_fullgraph_matches_eager(case):
         assert_rel_close(f"compiled {name}", grad, grads_of(eager_in)[name], 1e-3)
 
 
+@pytest.mark.parametrize("case", ["gdn_gva_h0_l2norm", "kda_many_short", "gdn_empty_T1_T64"])
+def test_training_keeps_forward_checkpoints_for_the_backward(case, fresh_caches):
+    """bf16 training on FROST: the forward graph writes state checkpoints every 64 tokens,
+    the backward graph reads them (torch_ops/README.md, "Training checkpoints"), and the
+    gradients still match the reference; the caller gets (o, final_state)."""
+    config = CASES[case]
+    inputs = leaves(make_inputs(config, seed=21))
+    dO, d_final = make_grad_outputs(config, seed=22)
+    results = call_op(inputs)
+    assert len(results) == 2
+    torch.autograd.backward(list(results), [dO, d_final])
+
+    def cadences(cache):
+        return {(e.graph.nodes[0].params.get("checkpoint_every_n_tokens") or 0, e.plan) for e in cache.values()}
+
+    forward, backward = (cadences(c) for c in ops.graph_caches()[:2]) if config.family is Family.GDN else (
+        cadences(c) for c in ops.graph_caches()[2:4])
+    print(f"{case}: forward graphs {sorted(forward)}, backward graphs {sorted(backward)}")
+    assert any(every == 64 and "frost" in plan for every, plan in forward)
+    assert any(every == 64 and "frost" in plan for every, plan in backward)
+    expected = reference_backward(inputs, dO, d_final)
+    for name, grad in grads_of(inputs).items():
+        assert_rel_close(name, grad, getattr(expected, name), BOUNDS[config.dtype]["grad"])
+
+
 def test_cached_call_reuses_its_graph(fresh_caches):
     inputs = make_inputs(CASES["gdn_T63_T65"], seed=6)
     first, _ = call_op(inputs)

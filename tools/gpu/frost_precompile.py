@@ -14,7 +14,8 @@ real pointer) exactly as a launch does:
   frostmatrix  tests/numerics/test_la_frost_engines.py  SHAPES x FAMILY_L2 x h0, bf16 states
   frostsmoke   tests/numerics/la_frost_smoke.py          CASES x families x --smoke-algorithms,
                                                           and its 8x4096 timing shapes
-  torchops     tests/torch_ops/ops_gpu_test.py CASES, its GDN-2 cases, op_overhead's GPU shape
+  torchops     tests/torch_ops/ops_gpu_test.py CASES (bf16 ones also as training calls: with
+               write_checkpoints), its GDN-2 cases, op_overhead's GPU shape
   bench        bench/bench_linear_attention.py           its default shape, GDN and KDA
 Vector-gate configs are also built with gate_align16=False (a g that is a view at an odd
 offset) unless --aligned-gates-only. Entries already in the store are kept; entries no
@@ -144,8 +145,11 @@ def _torchops(engine_algorithm):
         configs[f"op_overhead-{family.value}"] = op_overhead._config(family, "cuda")
     for name, cfg in configs.items():
         x = make_inputs(dataclasses.replace(cfg, device="cpu"), seed=0)
-        yield name, _config_of(x, l2=cfg.use_qk_l2norm, final_state_dtype=torch.float32,
-                               algorithm=engine_algorithm)
+        fwd = _config_of(x, l2=cfg.use_qk_l2norm, final_state_dtype=torch.float32, algorithm=engine_algorithm)
+        yield name, fwd
+        if cfg.dtype == torch.bfloat16 and fwd.algorithm == "v2":
+            # a training call's forward also writes state checkpoints (torch_ops/README.md)
+            yield f"{name}-training", dataclasses.replace(fwd, write_checkpoints=True)
     # test_two_layer_gdn_model_trains: 2 heads of 128, l2norm in the kernel, o only
     model = dataclasses.replace(m._gpu(Family.GDN, (64,), H=2, use_qk_l2norm=True), device="cpu")
     yield "two_layer_gdn_model", _config_of(make_inputs(model, seed=0), l2=True, final_state_dtype=None,

@@ -61,6 +61,12 @@ def gated_delta_net_v2(
     Returns:
         (o [T, HO, V], final_state), plus state_checkpoints when checkpoint_every_n_tokens.
 
+    Memory: a call that records autograd keeps, besides its inputs, the states every 64
+    tokens for the backward when the engine serving it takes checkpoints (FROST, bf16):
+    [T // 64 + N, HO, V, K] in q's dtype, V * K / 32 bytes per token and head (512 B at
+    K = V = 128) until the backward runs; it saves the backward's serial recompute
+    (torch_ops/README.md, "Training checkpoints").
+
     Example:
         >>> T, H, K, V = 8, 4, 128, 128
         >>> q, k = (torch.nn.functional.normalize(torch.randn(T, H, K, device="cuda",
