@@ -184,7 +184,8 @@ def matrix_configs(families):
     cases += [(shape, True, True) for shape in mx.LONG_SHAPES] + [(mx.SHAPES[1], False, False)]
     cases += [(("batch", [300, 129, 1000], 8, 8, 128, 128), True, True),
               (("alone", [129], 8, 8, 128, 128), True, True)]
-    ckpt_cases = list(mx.CKPT_COMBOS)
+    ckpt_cases = [(("batch", [300, 129, 1000], 8, 8, 128, 128), True, True)]
+    ckpt_cases += list(mx.CKPT_COMBOS)
     out = []
     for fam in families:
         for with_ckpt, todo in ((False, cases), (True, ckpt_cases)):

@@ -234,20 +234,26 @@ def test_backward_from_forward_checkpoints(shape, l2, with_h0, family):
     _check(family, shape, l2, with_h0, checkpoints=True)
 
 
+@pytest.mark.parametrize("checkpoints", [False, True], ids=["recompute", "checkpoints"])
 @pytest.mark.parametrize("family", FAMILIES)
-def test_batch_invariance(family):
-    """A sequence's gradients are bitwise the same alone and inside a batch."""
+def test_batch_invariance(family, checkpoints):
+    """A sequence's gradients are bitwise the same alone and inside a batch (with forward
+    checkpoints too: its rows sit at another packed offset, the values are the same)."""
     lens = [300, 129, 1000]
     x = _inputs(family, lens, 8, 8, 128, 128, seed=5, with_h0=True)
     T, HO, V, K = sum(lens), 8, 128, 128
     d_out = torch.randn(T, HO, V, device="cuda").bfloat16()
     dht = torch.randn(len(lens), HO, V, K, device="cuda") * 0.1
-    _, batch = _run_backward(family, x, d_out, dht, True)
+    ckpt = _run_forward(family, x, True, checkpoints=True)[2] if checkpoints else None
+    _, batch = _run_backward(family, x, d_out, dht, True, ckpt)
     a, b = lens[0], lens[0] + lens[1]
     alone = {n: t[a:b] for n, t in x.items() if n not in ("cu_seqlens", "initial_state")}
     alone["cu_seqlens"] = torch.tensor([0, lens[1]], dtype=torch.int32, device="cuda")
     alone["initial_state"] = x["initial_state"][1:2]
-    _, single = _run_backward(family, alone, d_out[a:b], dht[1:2], True)
+    ckpt_alone = _run_forward(family, alone, True, checkpoints=True)[2] if checkpoints else None
+    if checkpoints:  # sequence 1's rows: after sequence 0's ceil(300 / 64) = 5
+        assert torch.equal(ckpt[5:8], ckpt_alone[:3]), "checkpoints of sequence 1 depend on the batch"
+    _, single = _run_backward(family, alone, d_out[a:b], dht[1:2], True, ckpt_alone)
     for name, t in single.items():
         part = batch[name][1:2] if name == "d_initial_state" else batch[name][a:b]
         assert torch.equal(part, t), f"{name} of sequence 1 depends on the batch"
