@@ -29,5 +29,14 @@ def test_first_unsupported_feature_is_named(ports, attrs, expected):
     assert reason(ports=ports, **attrs) == expected
 
 
+def test_an_engine_that_gates_checkpoints_itself_is_not_declined_here():
+    g, _ = la_graph("kda", checkpoint_every_n_tokens=16)
+    f = linear_attention_facts(g)
+    assert unsupported_feature_reason(f, "eng", flags=(), inputs=(), checkpoints=True) is None
+    g, _ = la_graph("kda", checkpoint_every_n_tokens=16, safe_gate=True)
+    assert unsupported_feature_reason(linear_attention_facts(g), "eng", flags=("safe_gate",), inputs=(),
+                                      checkpoints=True) == "eng: safe_gate=True is not implemented"
+
+
 if __name__ == "__main__":
     raise SystemExit(pytest.main([__file__, "-q"]))
