@@ -4,8 +4,10 @@ Steps, in node insertion order (a topological order: a node can only read tensor
 exist when it is added):
 1. dtypes filled by a previous validate are cleared (the context may have changed);
 2. per node: the OpSpec check on current dims (ValueError naming op and port), then
-   every output without caller-set dims is re-inferred (provisional), `dtype_like`
-   outputs copy their source dtype and `fill_dtype` outputs (sdpa Stats) get theirs;
+   every output without caller-set dims is re-inferred (provisional), caller-set dims of
+   an inferred output must equal the inferred ones (OpValueError quoting them),
+   `dtype_like` outputs copy their source dtype and `fill_dtype` outputs (sdpa Stats)
+   get theirs;
 3. unset dtypes are filled: virtual tensors get the intermediate dtype, others io;
    tensors without caller-set strides get row-major strides;
 4. every wired tensor is checked (dims, strides, ranks, virtual vs pass-by-value) and
@@ -20,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from cudnn.graph_types import Tensor, row_major
 from cudnn.nodes import Node, view_of
-from cudnn.op_builder import check_port_view
+from cudnn.op_builder import check_output_dims, check_port_view
 from cudnn.ops.data_types import INDEX
 from cudnn.ops.errors import cudnnGraphNotSupportedError
 from cudnn.ops.op_spec import PortKind
@@ -76,7 +78,9 @@ def _infer_node(node: Node) -> None:
         tensor = node.outputs.get(out.name)
         if tensor is None:
             continue
-        if not tensor.dim_assigned and out.infer is not None:
+        if tensor.dim_assigned:
+            check_output_dims(spec, out, call, tuple(tensor.dim), out.name)
+        elif out.infer is not None:
             dims = out.infer(call)
             if dims is not None:
                 tensor._provisional_dims(tuple(int(n) for n in dims))
