@@ -5,7 +5,9 @@ Lifecycle: planning is one-shot and freezes the graph; `select_plan(i)` pins an 
 (its decline is then an error); `build_plans()` walks from the selected index;
 `execute()` builds on demand and runs the selected plan. A plan executes on exactly one
 side, chosen by its engine id: python plans through their CompiledPlan, never touching
-the backend; backend plans through the adapter's compiled plan.
+the backend; backend plans through the adapter's compiled plan. Planning, building and
+compiling hold the graph's planning lock (`graph.lifecycle.planning.lock`), so threads
+sharing one graph plan it and build each plan once; executes run outside it.
 """
 from __future__ import annotations
 
@@ -139,9 +141,10 @@ def _default_ctx(graph: pygraph, ctx: ExecutionContext | None) -> ExecutionConte
 def build_plans(graph: pygraph, *args: Any, ctx: ExecutionContext | None = None,
                 **kwargs: Any) -> None:
     policy = parse_policy(args, dict(kwargs))
-    if not graph.lifecycle.state.planned:
-        plan_graph(graph)
-    walk(graph, _default_ctx(graph, ctx), policy)
+    with graph.lifecycle.planning.lock:
+        if not graph.lifecycle.state.planned:
+            plan_graph(graph)
+        walk(graph, _default_ctx(graph, ctx), policy)
 
 
 def build_plan_at_index(graph: pygraph, index: int) -> None:
@@ -171,11 +174,12 @@ def check_support(graph: pygraph) -> None:
 
 
 def build(graph: pygraph, heuristics: Any = None, ctx: ExecutionContext | None = None) -> None:
-    graph.validate()
-    if not graph.lifecycle.state.planned:
-        plan_graph(graph, heuristics)
-    check_support(graph)
-    build_plans(graph, ctx=ctx)
+    with graph.lifecycle.planning.lock:
+        graph.validate()
+        if not graph.lifecycle.state.planned:
+            plan_graph(graph, heuristics)
+        check_support(graph)
+        build_plans(graph, ctx=ctx)
 
 
 # -- workspace and execution ---------------------------------------------------------------
@@ -204,7 +208,9 @@ def execute(graph: pygraph, tensor_dict: Any, workspace: Any = None, handle: Any
     ctx = make_context(graph, handle, workspace, override_uids, override_shapes,
                        override_strides)
     if not graph.lifecycle.state.built:
-        build(graph, ctx=ctx)
+        with graph.lifecycle.planning.lock:  # the first executes of threads sharing
+            if not graph.lifecycle.state.built:  # a graph: one of them builds
+                build(graph, ctx=ctx)
     _run(graph, graph.lifecycle.planning.selected_index, pack, ctx)
 
 
