@@ -12,10 +12,10 @@ from typing import Any
 
 from cudnn.engines.base import CompiledPlan, resolve_node_buffers
 from cudnn.linear_attention.common.facts import LinearAttentionFacts
+from cudnn.linear_attention.common.port_buffers import check_buffers
 from cudnn.linear_attention.common.torch_buffers import as_torch, torch_stream
 
 from .engine_gates import FamilyTraits
-from .port_buffers import data_type_of
 from .workspace import carve_scratch
 
 _INPUTS = ("q", "k", "v", "g", "beta", "w", "cu_seqlens", "dO", "initial_state", "d_final_state")
@@ -45,15 +45,10 @@ class FrostBackwardPlan(CompiledPlan):
             raise ValueError(f"{self.engine}: execute-time shape/stride overrides are not "
                              "supported; the plan runs the graph's declared dims")
         f = self.facts
-        node = resolve_node_buffers(graph, data)[f.node]
-        t = {}
-        io = None
-        for p in self.ports:   # q first: its dtype is the io dtype of the others
-            buf = node.input(p.port) if p.direction == "input" else node.output(p.port)
-            t[p.port] = as_torch(buf, p.port)
-            p.check(self.engine, t[p.port], self.device, io)
-            if p.port == "q":
-                io = data_type_of(t["q"])
+        node = resolve_node_buffers(graph, data, ctx)[f.node]
+        t = {p.port: as_torch(node.input(p.port) if p.direction == "input"
+                              else node.output(p.port), p.port) for p in self.ports}
+        check_buffers(self.engine, self.ports, t, self.device)  # q first: the io dtype
         scratch = carve_scratch(self.engine, ctx.workspace, self.workspace_size, self.device)
         from .kernels.bwd import frost_bwd
         frost_bwd(

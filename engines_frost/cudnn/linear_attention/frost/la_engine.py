@@ -23,13 +23,12 @@ from cudnn import behavior_note
 from cudnn.engines.base import (BaseEngine, CompiledPlan, DirectLaunch, PlanConfig,
                                 resolve_node_buffers)
 from cudnn.linear_attention.common.facts import LinearAttentionFacts, linear_attention_facts
-from cudnn.linear_attention.common.port_dtypes import IO
+from cudnn.linear_attention.common.port_buffers import PortBuffer, check_buffers, port_buffers
 from cudnn.linear_attention.common.torch_buffers import (as_torch, handle_device_reason,
                                                         torch_stream)
 
 from . import runtime_probe
 from .engine_gates import FamilyTraits, decline_reason
-from .port_buffers import PortBuffer, data_type_of
 from .workspace import carve_scratch
 
 # Graph ports whose kernel operand (kernels/config.py OPERANDS) has another name.
@@ -94,14 +93,9 @@ class _FrostForwardPlan(CompiledPlan):
             raise ValueError(f"{self.engine}: execute-time shape/stride overrides are not "
                              "supported; the plan runs the graph's declared dims")
         f = self.facts
-        node = resolve_node_buffers(graph, data)[f.node]
+        node = resolve_node_buffers(graph, data, ctx)[f.node]
         t = {p.port: as_torch(_buffer(node, p), p.port) for p in self.ports}
-        io = None
-        for p in self.ports:   # q comes first: its dtype is the io dtype of the others
-            if t[p.port] is not None:
-                p.check(self.engine, t[p.port], self.device, io)
-                if p.port == "q":
-                    io = data_type_of(t["q"])
+        check_buffers(self.engine, self.ports, t, self.device)
         h0, ht = t.get("initial_state"), t.get("final_state")
         if h0 is not None and ht is not None and h0.dtype != ht.dtype:
             raise ValueError(f"{self.engine}: initial_state ({h0.dtype}) and final_state "
@@ -161,25 +155,9 @@ class _FrostForwardPlan(CompiledPlan):
 
 def _port_buffers(f: LinearAttentionFacts, traits: FamilyTraits, inputs=_INPUTS,
                   outputs=_OUTPUTS) -> tuple[PortBuffer, ...]:
-    """What each wired port's buffer must be; q first (its dtype is the io dtype)."""
-    rules = traits.dtypes
-    out = []
-    for direction, names, wired in (("input", inputs, f.node.inputs),
-                                    ("output", outputs, f.node.outputs)):
-        for port in names:
-            tensor = wired.get(port)
-            if tensor is None:
-                continue
-            declared = tensor.data_type
-            if port == "q":
-                dtypes = (declared,) if declared else rules.io_dtypes
-            elif port in ("k", "v") or rules.ports.get(port) is None:
-                dtypes = IO
-            else:
-                rule = rules.ports[port]
-                dtypes = IO if rule is IO else ((declared,) if declared else rule)
-            out.append(PortBuffer(direction, port, tuple(tensor.dim), dtypes))
-    return tuple(out)
+    """What each wired port's buffer must be (engines_common's port_buffers with the
+    family's dtype table); q first (its dtype is the io dtype)."""
+    return port_buffers(f, traits.dtypes, inputs, outputs)
 
 
 def _buffer(node: Any, p: PortBuffer) -> Any:
