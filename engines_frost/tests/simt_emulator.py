@@ -4,6 +4,7 @@ The FROST v0 kernel (kernels/fwd_v0.py) and the non-MMA stages of v1/v2 (row sta
 rows, operands) use a small scalar subset of the CuTe DSL: shared-memory tensors,
 element and row indexing, ``local_tile`` of a row, register vectors, ``autovec_copy`` /
 ``copy`` (cp.async), re-typed views, ``cutlass.range`` loops, ``const_expr`` branches,
+``cutlass.min`` / ``max``,
 ``thread_idx`` / ``block_idx``, ``sync_threads`` / ``sync_warp``, warp shuffles and
 reductions, exp / rsqrt. That subset has an obvious CPU meaning, so this module re-executes
 the kernels' own functions (the originals that ``@cute.jit`` / ``@cute.kernel`` wrap) with
@@ -200,7 +201,7 @@ class _SmemAllocator:
         return buf
 
 
-def _range(start, stop=None, step=1):
+def _range(start, stop=None, step=1, **_):  # unroll= and other hints change nothing here
     if stop is None:
         start, stop = 0, start
     return range(int(start), int(stop), int(step))
@@ -261,6 +262,14 @@ def _nothing(*_, **__):
     return None
 
 
+def _min(a, b):
+    return Val(min(float(a), float(b)))
+
+
+def _max(a, b):
+    return Val(max(float(a), float(b)))
+
+
 def _exp(x):
     try:
         return Val(math.exp(x))
@@ -272,7 +281,7 @@ def _shim():
     float32, int32 = _DType("Float32"), _DType("Int32")
     cutlass = _Namespace(
         range=_range, range_constexpr=_range, const_expr=bool, Float32=float32, Int32=int32,
-        memory=_Namespace(SmemAllocator=_SmemAllocator),
+        memory=_Namespace(SmemAllocator=_SmemAllocator), min=_min, max=_max,
     )
     arch = _Namespace(
         thread_idx=lambda: (_ctx.tid, 0, 0), block_idx=lambda: _ctx.block,
