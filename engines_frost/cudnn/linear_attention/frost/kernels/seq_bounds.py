@@ -12,8 +12,10 @@ after cu[N], or a gap a non-monotone table leaves). `table_order` and
 `zero_uncovered_rows` let one warp of one CTA per output slice write zeros there, so no
 row is returned uninitialised: for a non-decreasing (clamped) table the uncovered rows
 are exactly [0, cu[0]) and [cu[N], T), found from two loads; otherwise each row is
-tested against every sequence (slow, and only for malformed tables). A well-formed table
-costs one pass over it by one warp (N / 32 loads per lane) and no store.
+tested against every sequence (slow, and only for malformed tables). The backward zeroes
+in its first kernel, before the one that writes the gradients, so there an unordered table
+simply zeroes every row first (its chunk search may drop a chunk two sequences claim). A
+well-formed table costs one pass over it by one warp (N / 32 loads per lane), no store.
 
 Imports cutlass; the functions are called from @cute.kernel code while it is traced.
 """
@@ -55,15 +57,21 @@ def table_order(mcu: cute.Tensor, N, total, lane):
 
 @cute.jit
 def zero_uncovered_rows(mcu: cute.Tensor, N, total, mout: cute.Tensor, head, col0,
-                        width: cutlass.Constexpr, first, last, ordered, lane):
+                        width: cutlass.Constexpr, first, last, ordered, lane,
+                        every_row_if_unordered: cutlass.Constexpr = False):
     """Run by a whole warp: zeros into mout[t, head, col0:col0 + width] for every row t
-    in [0, total) that no sequence covers (table_order's first, last, ordered)."""
+    in [0, total) that no sequence covers (table_order's first, last, ordered). With
+    `every_row_if_unordered` (a kernel that runs before the one writing the rows), an
+    unordered table zeroes every row instead of searching the uncovered ones."""
     zero = Float32(0.0).to(mout.element_type)
     if ordered > Float32(0.5):
         for i in cutlass.range(lane, first * width, WARP, unroll=1):
             mout[i // width, head, col0 + i % width] = zero
         for i in cutlass.range(lane, (total - last) * width, WARP, unroll=1):
             mout[last + i // width, head, col0 + i % width] = zero
+    elif cutlass.const_expr(every_row_if_unordered):
+        for i in cutlass.range(lane, total * width, WARP, unroll=1):
+            mout[i // width, head, col0 + i % width] = zero
     else:
         for t in cutlass.range(lane, total, WARP, unroll=1):
             covered = Int32(0)
