@@ -23,6 +23,7 @@ from cudnn import behavior_note
 from cudnn.engines.base import (BaseEngine, CompiledPlan, DirectLaunch, PlanConfig,
                                 resolve_node_buffers)
 from cudnn.linear_attention.common.facts import LinearAttentionFacts, linear_attention_facts
+from cudnn.linear_attention.common.cu_seqlens_check import strict_requested
 from cudnn.linear_attention.common.port_buffers import PortBuffer, check_buffers, port_buffers
 from cudnn.linear_attention.common.torch_buffers import (as_torch, handle_device_reason,
                                                         torch_stream)
@@ -112,8 +113,8 @@ class _FrostForwardPlan(CompiledPlan):
         buffers laid out like `data`'s; None when a buffer is not a plain torch tensor or
         the plan needs scratch (then every call takes execute)."""
         operands = self._uid_operands(data)
-        if operands is None or self.workspace_size:
-            return None
+        if operands is None or self.workspace_size or strict_requested():
+            return None  # strict mode: every call through execute, which checks cu_seqlens
         from .kernels.fwd import bind_fwd
         bound = bind_fwd(**{**_NO_OPERANDS, **operands}, **self._flags())
         if bound is None:  # no sequences: nothing to launch, execute handles it

@@ -17,8 +17,11 @@ stages dO in fp32 (input_staging.py).
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
+
+from cudnn.linear_attention.common.cu_seqlens_check import check_cu_seqlens, strict_requested
 
 from .fwd import BT, BV_STAGE2, fwd_layout, pow2, scratch_dtype
 from .input_staging import add_staging, needs_fp32_staging, stage_inputs
@@ -54,7 +57,7 @@ def chunked_bwd(q, k, v, g, beta, cu_seqlens, d_out, dq, dk, dv, dg, dbeta, scra
                 kda: bool, scale: float, initial_state=None, d_final_state=None,
                 d_initial_state=None, use_l2norm: bool = False, stream=None,
                 bv: int = BV_STAGE2, stages: tuple[str, ...] | None = None,
-                occupancy: int | None = None) -> None:
+                occupancy: int | None = None, strict_cu_seqlens: bool | None = None) -> None:
     """Run the backward; `stages` (default: all) lets benchmarks time launches one kind at
     a time: "table", "wy", "recompute", "dhu", "dqkwg", "bwd_wy", "group_sum" (each later
     stage reads the scratch an earlier full call left).  `occupancy` (benchmarks) replaces
@@ -74,6 +77,9 @@ def chunked_bwd(q, k, v, g, beta, cu_seqlens, d_out, dq, dk, dv, dg, dbeta, scra
 
     if stream is None:
         stream = torch.cuda.current_stream()
+    if strict_requested(strict_cu_seqlens):
+        with (torch.cuda.stream(stream) if cu_seqlens.is_cuda else contextlib.nullcontext()):
+            check_cu_seqlens(cu_seqlens, q.shape[0], "cutile")
     # every kernel reads the sanitised table: rows in [0, T) whatever cu_seqlens holds
     cu_seqlens = sanitized_cu_seqlens(cu_seqlens, q.shape[0], scratch, stream)
     if occupancy is not None:

@@ -18,7 +18,10 @@ a tileiras 13.4 crash); `fwd_layout` reserves those regions and `chunked_fwd` fi
 """
 from __future__ import annotations
 
+import contextlib
 import math
+
+from cudnn.linear_attention.common.cu_seqlens_check import check_cu_seqlens, strict_requested
 
 from ..workspace import WorkspaceLayout
 from .input_staging import add_staging, needs_fp32_staging, stage_inputs
@@ -86,9 +89,12 @@ def fwd_layout(total_tokens: int, n_seq: int, ho: int, dk: int, dv: int, *, kda:
 def chunked_fwd(q, k, v, g, beta, cu_seqlens, o, scratch, *, kda: bool, scale: float,
                 initial_state=None, final_state=None, use_l2norm: bool = False,
                 stream=None, bv: int = BV_STAGE2,
-                stages: tuple[str, ...] = ("table", "wy", "chunk")) -> None:
+                stages: tuple[str, ...] = ("table", "wy", "chunk"),
+                strict_cu_seqlens: bool | None = None) -> None:
     """Run the forward; `stages` lets benchmarks time one launch at a time ("wy1" / "wy2":
-    one KDA score tier of the "wy" stage)."""
+    one KDA score tier of the "wy" stage). `strict_cu_seqlens` (None: the
+    CUDNN_STRICT_CU_SEQLENS environment variable) checks cu_seqlens on the device first
+    (ValueError naming its first bad entry; one synchronisation)."""
     import cuda.tile as ct
     import torch
 
@@ -99,6 +105,9 @@ def chunked_fwd(q, k, v, g, beta, cu_seqlens, o, scratch, *, kda: bool, scale: f
 
     if stream is None:
         stream = torch.cuda.current_stream()
+    if strict_requested(strict_cu_seqlens):
+        with (torch.cuda.stream(stream) if cu_seqlens.is_cuda else contextlib.nullcontext()):
+            check_cu_seqlens(cu_seqlens, q.shape[0], "cutile")
     # every kernel reads the sanitised table: rows in [0, T) whatever cu_seqlens holds
     cu_seqlens = sanitized_cu_seqlens(cu_seqlens, q.shape[0], scratch, stream)
     if needs_fp32_staging(kda, q.dtype):
