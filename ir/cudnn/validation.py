@@ -13,7 +13,8 @@ exist when it is added):
 4. every wired tensor is checked (dims, strides, ranks, virtual vs pass-by-value) and
    ragged offsets are checked (integer dtype, B + 1 entries);
 5. OpSpec support rules: any reason raises cudnnGraphNotSupportedError.
-Only a graph that passes all steps becomes validated.
+Only a graph that passes all steps becomes validated; one that fails gets back every
+inferred dim, stride and dtype it had before the call.
 """
 from __future__ import annotations
 
@@ -36,6 +37,19 @@ def validate_graph(graph: pygraph) -> None:
         return
     nodes = graph.nodes
     wired = list(_wired_tensors(nodes))
+    # a validate that raises leaves every inferred value as it found it
+    saved = [(t, t._dim, t._stride, t._data_type, t._dtype_provisional) for t in wired]
+    try:
+        _validate(graph, nodes, wired)
+    except BaseException:
+        for t, dim, stride, dtype, provisional in saved:
+            for field, value in (("_dim", dim), ("_stride", stride), ("_data_type", dtype),
+                                 ("_dtype_provisional", provisional)):
+                object.__setattr__(t, field, value)
+        raise
+
+
+def _validate(graph: pygraph, nodes: list[Node], wired: list[Tensor]) -> None:
     for tensor in wired:
         if tensor.data_type_provisional:
             tensor._provisional_dtype(None)

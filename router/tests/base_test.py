@@ -171,16 +171,18 @@ class Shaped(Buf):
 def test_a_buffer_must_have_the_declared_dims_and_dtype():
     g, x, w, h, y, z, s = two_node_graph()
     good = {x.uid: Shaped("x", (2, 3)), w.uid: Cai(), y.uid: Shaped("y", (2, 4)),
-            z.uid: Shaped("z", (2, 4))}
-    resolve_node_buffers(g, good)  # z is declared [1, 1, 2, 4]: leading ones may go
-    resolve_node_buffers(g, {**good, z.uid: Shaped("z", (1, 1, 2, 4))})
+            z.uid: Shaped("z", (1, 1, 2, 4))}  # y broadcast with a rank-4 scalar
+    resolve_node_buffers(g, good)
+    with pytest.raises(ValueError, match=r"port 'OUT_0'.*has dims \[2, 4\]; the graph "
+                                         r"declares \[1, 1, 2, 4\]"):
+        resolve_node_buffers(g, {**good, z.uid: Shaped("z", (2, 4))})
     with pytest.raises(ValueError, match=r"node 'mm': the buffer for input port 'A' "
                                          r"\(tensor 'x', uid \d+\) has dims \[3, 2\]; "
                                          r"the graph declares \[2, 3\]"):
         resolve_node_buffers(g, {**good, x.uid: Shaped("x", (3, 2))})
     with pytest.raises(ValueError, match="output port 'OUT_0'.* has dtype HALF; the graph "
                                          "declares FLOAT"):
-        resolve_node_buffers(g, {**good, z.uid: Shaped("z", (2, 4), D.HALF)})
+        resolve_node_buffers(g, {**good, z.uid: Shaped("z", (1, 1, 2, 4), D.HALF)})
     cai = Cai()
     cai.__cuda_array_interface__ = {**Cai.__cuda_array_interface__, "shape": (4, 3)}
     with pytest.raises(ValueError, match="port 'B'.*has dims \\[4, 3\\]"):

@@ -11,8 +11,8 @@ for inputs and outputs. Rules, per wired port:
 - no buffer otherwise: ValueError naming node, direction, port and tensor.
 Buffers must export `__dlpack__` or `__cuda_array_interface__` (torch, numpy, cupy,
 numba...), and must be what the graph declares for their tensor (`check_buffer`): the
-same dims up to leading ones (the context's override dims for an overridden uid) and,
-when both are known,
+same dims (the context's override dims for an overridden uid: [2, 4] is not [1, 2, 4],
+engines read a buffer's own shape) and, when both are known,
 the same dtype; a ValueError names node, port, tensor, what was declared and what came.
 Pass-by-value tensors (host scalars) are exempt, and a buffer that reports no shape or
 dtype is taken as it is. Strides, device and alignment are each engine's business
@@ -96,7 +96,7 @@ def check_buffer(node: Node, direction: str, port: str, tensor: Tensor, buf: Any
              f"'{tensor.name}', uid {tensor.uid})")
     found = _shape_of(buf)
     declared = tuple(tensor.dim) if dims is None else dims
-    if found is not None and declared and _significant(found) != _significant(declared):
+    if found is not None and declared and found != declared:
         raise ValueError(f"{where} has dims {list(found)}; the graph declares "
                          f"{list(declared)}")
     dtype = tensor.data_type
@@ -112,14 +112,6 @@ def check_buffer(node: Node, direction: str, port: str, tensor: Tensor, buf: Any
                          f"declares {dtype.name}") from None
     if got is not None and got is not dtype:
         raise ValueError(f"{where} has dtype {got.name}; the graph declares {dtype.name}")
-
-
-def _significant(dims: tuple[int, ...]) -> tuple[int, ...]:
-    """Dims without leading ones: [1, 1, 2, 4] and [2, 4] describe the same elements."""
-    i = 0
-    while i < len(dims) - 1 and dims[i] == 1:
-        i += 1
-    return dims[i:]
 
 
 def _shape_of(buf: Any) -> tuple[int, ...] | None:
