@@ -25,6 +25,7 @@ methods (its own and its bases') run on the shim; ``overrides`` replaces module 
 """
 from __future__ import annotations
 
+import importlib.util
 import math
 import sys
 import threading
@@ -302,14 +303,33 @@ def _shim():
     return {"cutlass": cutlass, "cute": cute, "cpasync": cpasync, "Float32": float32, "Int32": int32}
 
 
+_pristine_copies: dict[str, types.ModuleType] = {}
+
+
+def _pristine(module):
+    """A private copy of `module`, executed afresh from its file. Compiling a kernel makes
+    the CuTe DSL rewrite the functions it traces in place (their code then calls the
+    DSL's own helpers), so a process that compiled before emulating would otherwise run
+    the rewritten code; the copy is never compiled."""
+    copy = _pristine_copies.get(module.__name__)
+    if copy is None:
+        spec = importlib.util.spec_from_file_location(module.__name__ + "__simt_pristine",
+                                                      module.__file__)
+        copy = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(copy)
+        _pristine_copies[module.__name__] = copy
+    return copy
+
+
 def _rebind_module(module, shim: dict) -> dict:
-    """The module's globals with the shim applied and its own functions re-created over
-    them (so they call each other's emulated versions)."""
-    g = dict(vars(module))
+    """The module's globals (from its pristine copy) with the shim applied and its own
+    functions re-created over them (so they call each other's emulated versions)."""
+    src = _pristine(module)
+    g = dict(vars(src))
     g.update((k, v) for k, v in shim.items() if k in g)
-    for name, fn in vars(module).items():
+    for name, fn in vars(src).items():
         fn = getattr(fn, "__wrapped__", fn)
-        if isinstance(fn, types.FunctionType) and fn.__module__ == module.__name__:
+        if isinstance(fn, types.FunctionType) and fn.__module__ == src.__name__:
             g[name] = types.FunctionType(fn.__code__, g, fn.__name__, fn.__defaults__, fn.__closure__)
     return g
 
@@ -393,7 +413,8 @@ def emulate_class(cls, module_overrides: dict | None = None, helper_modules=()):
                         g[key] = h[value.__name__]  # by the function's own name: imports may alias it
             g.update((k, v) for k, v in (module_overrides or {}).items() if k in g)
             module_globals[name] = g
-        for attr, raw in vars(klass).items():
+        source = getattr(_pristine(sys.modules[name]), klass.__name__)  # uncompiled methods
+        for attr, raw in vars(source).items():
             fn = getattr(raw, "__wrapped__", raw)  # the DSL decorators' originals (and staticmethod's)
             if isinstance(fn, types.FunctionType):
                 fn = types.FunctionType(fn.__code__, module_globals[name], fn.__name__, fn.__defaults__, fn.__closure__)
