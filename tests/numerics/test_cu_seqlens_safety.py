@@ -1,0 +1,130 @@
+"""GPU: malformed cu_seqlens tables are memory-safe on every GPU engine; strict mode raises.
+
+For each engine (FROST forward and backward, cuTile forward and backward) and each
+malformed table (last entry past T, a negative entry, a non-monotone table, last entry
+short of T, a first entry past 0, a descending table), a forward and a backward run
+through the torch ops with the engine pinned (plan_name). Each must return without error,
+with every result finite and every row that no sequence covers exactly zero: the torch
+ops allocate their results with torch.empty, so an unwritten row would show garbage.
+Which rows a sequence covers: FROST clamps each [cu[n], cu[n+1]) into [0, T] (an
+inverted range is empty); cuTile runs the running maximum of the clamped table, so its
+rows are [S[0], S[N]). Strict mode (strict_cu_seqlens=True, or CUDNN_STRICT_CU_SEQLENS=1
+for the engines' own launches) raises ValueError naming the first bad entry.
+
+Run under compute-sanitizer to prove that no kernel reads or writes out of bounds:
+
+  compute-sanitizer --tool memcheck --error-exitcode 1 \\
+      python -m pytest -q -p no:cacheprovider tests/numerics/test_cu_seqlens_safety.py
+
+Skips without a GPU, and per engine with the reason its runtime probe gives.
+"""
+from __future__ import annotations
+
+import os
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from cudnn.linear_attention import ops  # noqa: E402
+from cudnn.linear_attention.common.cu_seqlens_check import STRICT_ENV  # noqa: E402
+
+pytestmark = [pytest.mark.gpu,
+              pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
+
+T, H, K, V = 200, 2, 64, 64
+GOOD = [0, 50, 120, 200]
+MALFORMED = {
+    "last_past_T": [0, 50, 120, 300],
+    "negative": [-40, 50, 120, 200],
+    "non_monotone": [0, 150, 60, 200],
+    "last_short_of_T": [0, 50, 120, 170],
+    "first_past_zero": [30, 50, 120, 200],
+    "descending": [200, 120, 50, 0],
+    "far_outside": [-(2**31) + 1, 2**31 - 1, 5, 2**31 - 1],
+}
+# (plan name, op, per-channel gate)
+ENGINES = [("gdn_frost", "gdn", False), ("kda_frost", "kda", True),
+           ("gdn_cutile", "gdn", False), ("kda_cutile", "kda", True)]
+FUNCTIONS = {"gdn": ops.gated_delta_net, "kda": ops.kimi_delta_attention}
+
+
+def covered(engine: str, table: list[int]) -> torch.Tensor:
+    rows = torch.zeros(T, dtype=torch.bool)
+    clamp = [min(max(x, 0), T) for x in table]
+    if engine.endswith("cutile"):
+        safe, top = [], 0
+        for i, x in enumerate(clamp):
+            top = x if i == 0 else max(top, x)
+            safe.append(top)
+        rows[safe[0]:safe[-1]] = True
+    else:
+        for bos, eos in zip(clamp, clamp[1:]):
+            rows[bos:max(bos, eos)] = True
+    return rows
+
+
+def inputs(per_channel: bool, seed: int = 0):
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    rnd = lambda *s: torch.randn(*s, device="cuda", generator=gen)  # noqa: E731
+    q = torch.nn.functional.normalize(rnd(T, H, K), dim=-1).bfloat16()
+    k = torch.nn.functional.normalize(rnd(T, H, K), dim=-1).bfloat16()
+    v = rnd(T, H, V).bfloat16()
+    g = torch.nn.functional.logsigmoid(rnd(*((T, H, K) if per_channel else (T, H))))
+    beta = torch.sigmoid(rnd(T, H))
+    return q, k, v, g, beta
+
+
+def run(engine, op, per_channel, table, backward, **kw):
+    q, k, v, g, beta = inputs(per_channel)
+    leaves = [t.requires_grad_(backward) for t in (q, k, v, g, beta)]
+    cu = torch.tensor(table, dtype=torch.int32, device="cuda")
+    o, _ = FUNCTIONS[op](*leaves, cu, plan_name=engine, **kw)
+    grads = []
+    if backward:
+        o.backward(torch.randn_like(o))
+        grads = [t.grad for t in leaves]
+    torch.cuda.synchronize()
+    return o, grads
+
+
+def engine_available(engine, op, per_channel):
+    try:
+        run(engine, op, per_channel, GOOD, backward=False)
+    except Exception as exc:  # noqa: BLE001 - the reason is the skip message
+        pytest.skip(f"{engine} does not run here: {type(exc).__name__}: {str(exc)[:300]}")
+
+
+@pytest.mark.parametrize("backward", [False, True], ids=["fwd", "bwd"])
+@pytest.mark.parametrize("name", sorted(MALFORMED))
+@pytest.mark.parametrize("engine, op, per_channel", ENGINES, ids=[e[0] for e in ENGINES])
+def test_malformed_tables_are_memory_safe(engine, op, per_channel, name, backward):
+    engine_available(engine, op, per_channel)
+    table = MALFORMED[name]
+    o, grads = run(engine, op, per_channel, table, backward)
+    rows = covered(engine, table).cuda()
+    for label, t in [("o", o.detach())] + list(zip(("dq", "dk", "dv", "dg", "dbeta"), grads)):
+        assert torch.isfinite(t).all(), f"{label}: non-finite values"
+        outside = t[~rows]
+        assert (outside == 0).all(), f"{label}: rows no sequence covers are not zero"
+
+
+@pytest.mark.parametrize("engine, op, per_channel", ENGINES, ids=[e[0] for e in ENGINES])
+def test_strict_mode_raises_naming_the_first_bad_entry(engine, op, per_channel, monkeypatch):
+    engine_available(engine, op, per_channel)
+    with pytest.raises(ValueError, match=r"cu_seqlens\[3\] = 300: past the token count"):
+        run(engine, op, per_channel, MALFORMED["last_past_T"], False, strict_cu_seqlens=True)
+    monkeypatch.setenv(STRICT_ENV, "1")
+    ops.clear_graph_caches()  # a cached direct launch would not ask the engine again
+    with pytest.raises(ValueError, match=r"cu_seqlens\[0\] = -40: a negative boundary"):
+        run(engine, op, per_channel, MALFORMED["negative"], False)
+    with pytest.raises(ValueError, match=r"cu_seqlens\[0\] = -40: a negative boundary"):
+        run(engine, op, per_channel, MALFORMED["negative"], True)
+    run(engine, op, per_channel, GOOD, True)  # a good table runs in strict mode
+    monkeypatch.delenv(STRICT_ENV)
+    ops.clear_graph_caches()
+    assert os.environ.get(STRICT_ENV) is None
+
+
+if __name__ == "__main__":
+    raise SystemExit(pytest.main([__file__, "-q"]))
