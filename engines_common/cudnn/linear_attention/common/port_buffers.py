@@ -9,12 +9,13 @@ declared dims, a kernel-native dtype (`PortDtypes`; `IO` = q's), a layout ("inne
 stride-1 innermost dim, outer dims free; "packed": contiguous row-major) and the byte
 alignment of its base address. `check_buffers(engine, ports, tensors, device)` checks
 the caller's torch tensors against them, q first (its dtype is the io dtype of the
-others), and raises ValueError naming the engine and the port. One home for every
+others), and raises ValueError naming the engine and the port; `checked_tensors` turns
+the caller's buffers into torch tensors and checks them in one step. One home for every
 engine that launches on torch buffers (FROST forward and backward, cuTile).
 """
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -119,4 +120,16 @@ def check_buffers(engine: str, ports: Sequence[PortBuffer], tensors: Mapping[str
             io = data_type_of(t)
 
 
-__all__ = ["INNER", "PACKED", "PortBuffer", "check_buffers", "data_type_of", "port_buffers"]
+def checked_tensors(engine: str, ports: Sequence[PortBuffer], buffer_of: Callable[[PortBuffer], Any],
+                    device: Any) -> dict[str, Any]:
+    """{port: torch tensor (None where unwired)} for `ports`, checked by check_buffers;
+    buffer_of(port_buffer) returns the caller's buffer of that port."""
+    from cudnn.linear_attention.common.torch_buffers import as_torch
+
+    t = {p.port: as_torch(buffer_of(p), p.port) for p in ports}
+    check_buffers(engine, ports, t, device)
+    return t
+
+
+__all__ = ["INNER", "PACKED", "PortBuffer", "check_buffers", "checked_tensors", "data_type_of",
+           "port_buffers"]

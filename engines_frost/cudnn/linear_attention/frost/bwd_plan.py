@@ -12,8 +12,8 @@ from typing import Any
 
 from cudnn.engines.base import CompiledPlan, resolve_node_buffers
 from cudnn.linear_attention.common.facts import LinearAttentionFacts
-from cudnn.linear_attention.common.port_buffers import check_buffers
-from cudnn.linear_attention.common.torch_buffers import as_torch, torch_stream
+from cudnn.linear_attention.common.port_buffers import checked_tensors
+from cudnn.linear_attention.common.torch_buffers import torch_stream
 
 from .engine_gates import FamilyTraits
 from .workspace import carve_scratch
@@ -46,9 +46,8 @@ class FrostBackwardPlan(CompiledPlan):
                              "supported; the plan runs the graph's declared dims")
         f = self.facts
         node = resolve_node_buffers(graph, data, ctx)[f.node]
-        t = {p.port: as_torch(node.input(p.port) if p.direction == "input"
-                              else node.output(p.port), p.port) for p in self.ports}
-        check_buffers(self.engine, self.ports, t, self.device)  # q first: the io dtype
+        t = checked_tensors(self.engine, self.ports, lambda p: (
+            node.input(p.port) if p.direction == "input" else node.output(p.port)), self.device)
         scratch = carve_scratch(self.engine, ctx.workspace, self.workspace_size, self.device)
         from .kernels.bwd import frost_bwd
         frost_bwd(
