@@ -26,7 +26,7 @@ from tests.reference.inputs import InputConfig, make_inputs
 from tests.reference.preprocess import Family
 
 VARIANTS = ((), ("rows",), ("operands",), ("gram",), ("chain",), ("rows", "operands", "gram"),
-            ("rows", "operands", "gram", "chain"))
+            ("rows", "operands", "gram", "chain"), ("bounds",))
 CHUNKS = 4096 // 64
 
 

@@ -394,6 +394,17 @@ class _Launch:
                     run_cta(self.body, int(block[0]), self.owner, *self.args, block=(bx, by, bz))
 
 
+def _class_cell_to(fn, klass):
+    """fn's closure with its `__class__` cell (what zero-argument super() reads) pointing at
+    klass: fn comes from the pristine copy, whose class is no base of the emulated one."""
+    names = fn.__code__.co_freevars
+    if "__class__" not in names:
+        return fn.__closure__
+    cells = list(fn.__closure__)
+    cells[names.index("__class__")] = types.CellType(klass)
+    return tuple(cells)
+
+
 def emulate_class(cls, module_overrides: dict | None = None, helper_modules=()):
     """A CPU twin of a CuTe DSL kernel class (see the module docstring): a subclass of cls
     whose functions, cls's and its bases', run over their own modules' globals with the
@@ -417,7 +428,8 @@ def emulate_class(cls, module_overrides: dict | None = None, helper_modules=()):
         for attr, raw in vars(source).items():
             fn = getattr(raw, "__wrapped__", raw)  # the DSL decorators' originals (and staticmethod's)
             if isinstance(fn, types.FunctionType):
-                fn = types.FunctionType(fn.__code__, module_globals[name], fn.__name__, fn.__defaults__, fn.__closure__)
+                fn = types.FunctionType(fn.__code__, module_globals[name], fn.__name__, fn.__defaults__,
+                                        _class_cell_to(fn, klass))
                 members[attr] = staticmethod(fn) if isinstance(raw, staticmethod) else fn
     body = members.pop("kernel")
     members["kernel"] = lambda self, *args: _Launch(self, body, args)

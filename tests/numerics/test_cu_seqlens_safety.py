@@ -1,6 +1,7 @@
 """GPU: malformed cu_seqlens tables are memory-safe on every GPU engine; strict mode raises.
 
-For each engine (FROST forward and backward, cuTile forward and backward) and each
+For each engine (FROST forward and backward for GDN, KDA and GDN-2; cuTile forward and
+backward for GDN and KDA) and each
 malformed table (last entry past T, a negative entry, a non-monotone table, last entry
 short of T, a first entry past 0, a descending table), a forward and a backward run
 through the torch ops with the engine pinned (plan_name). Each must return without error,
@@ -11,10 +12,12 @@ inverted range is empty); cuTile runs the running maximum of the clamped table, 
 rows are [S[0], S[N]). Strict mode (strict_cu_seqlens=True, or CUDNN_STRICT_CU_SEQLENS=1
 for the engines' own launches) raises ValueError naming the first bad entry.
 
-Run under compute-sanitizer to prove that no kernel reads or writes out of bounds:
+Run under compute-sanitizer to prove that no kernel reads or writes out of bounds, with
+torch's caching allocator off (each tensor its own allocation, so that an access past
+one is outside every allocation; tools/gpu/gpu_suite.sh stages cuseqlens and memcheck):
 
-  compute-sanitizer --tool memcheck --error-exitcode 1 \\
-      python -m pytest -q -p no:cacheprovider tests/numerics/test_cu_seqlens_safety.py
+  PYTORCH_NO_CUDA_MEMORY_CACHING=1 compute-sanitizer --tool memcheck --error-exitcode 1 \\
+      python -m pytest -q -rs -p no:cacheprovider tests/numerics/test_cu_seqlens_safety.py
 
 Skips without a GPU, and per engine with the reason its runtime probe gives.
 """
@@ -44,9 +47,10 @@ MALFORMED = {
     "far_outside": [-(2**31) + 1, 2**31 - 1, 5, 2**31 - 1],
 }
 # (plan name, op, per-channel gate)
-ENGINES = [("gdn_frost", "gdn", False), ("kda_frost", "kda", True),
+ENGINES = [("gdn_frost", "gdn", False), ("kda_frost", "kda", True), ("gdn2_frost", "gdn2", True),
            ("gdn_cutile", "gdn", False), ("kda_cutile", "kda", True)]
-FUNCTIONS = {"gdn": ops.gated_delta_net, "kda": ops.kimi_delta_attention}
+FUNCTIONS = {"gdn": ops.gated_delta_net, "kda": ops.kimi_delta_attention,
+             "gdn2": ops.gated_delta_net_v2}
 
 
 def covered(engine: str, table: list[int]) -> torch.Tensor:
@@ -64,20 +68,21 @@ def covered(engine: str, table: list[int]) -> torch.Tensor:
     return rows
 
 
-def inputs(per_channel: bool, seed: int = 0):
+def inputs(op: str, per_channel: bool, seed: int = 0):
+    """q, k, v, g, beta (and GDN-2's w): beta per channel [T, H, K] for GDN-2 only."""
     gen = torch.Generator(device="cuda").manual_seed(seed)
     rnd = lambda *s: torch.randn(*s, device="cuda", generator=gen)  # noqa: E731
     q = torch.nn.functional.normalize(rnd(T, H, K), dim=-1).bfloat16()
     k = torch.nn.functional.normalize(rnd(T, H, K), dim=-1).bfloat16()
     v = rnd(T, H, V).bfloat16()
     g = torch.nn.functional.logsigmoid(rnd(*((T, H, K) if per_channel else (T, H))))
-    beta = torch.sigmoid(rnd(T, H))
-    return q, k, v, g, beta
+    if op == "gdn2":
+        return q, k, v, g, torch.sigmoid(rnd(T, H, K)), torch.sigmoid(rnd(T, H, V))
+    return q, k, v, g, torch.sigmoid(rnd(T, H))
 
 
 def run(engine, op, per_channel, table, backward, **kw):
-    q, k, v, g, beta = inputs(per_channel)
-    leaves = [t.requires_grad_(backward) for t in (q, k, v, g, beta)]
+    leaves = [t.requires_grad_(backward) for t in inputs(op, per_channel)]
     cu = torch.tensor(table, dtype=torch.int32, device="cuda")
     o, _ = FUNCTIONS[op](*leaves, cu, plan_name=engine, **kw)
     grads = []
@@ -103,7 +108,8 @@ def test_malformed_tables_are_memory_safe(engine, op, per_channel, name, backwar
     table = MALFORMED[name]
     o, grads = run(engine, op, per_channel, table, backward)
     rows = covered(engine, table).cuda()
-    for label, t in [("o", o.detach())] + list(zip(("dq", "dk", "dv", "dg", "dbeta"), grads)):
+    for label, t in [("o", o.detach())] + list(zip(("dq", "dk", "dv", "dg", "dbeta", "dw"),
+                                                   grads)):
         assert torch.isfinite(t).all(), f"{label}: non-finite values"
         outside = t[~rows]
         assert (outside == 0).all(), f"{label}: rows no sequence covers are not zero"
