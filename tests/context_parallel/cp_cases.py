@@ -64,6 +64,20 @@ CASES = (
                    scale=0.6),
            {2: [0, 20, 44], 4: [0, 13, 13, 20, 44]}),
 )
+# On GPUs (FROST engines): bf16, K and V in {64, 128}, no features FROST lacks (safe
+# gate, beta sigmoid); cuts inside 64-token chunks. Pass-through ranks need 3+ GPUs.
+GPU_CASES = (
+    CpCase("gdn_gpu_ragged_h0",
+           _config(Family.GDN, (300, 0, 500, 224), H=4, K=128, V=128, with_initial_state=True,
+                   use_qk_l2norm=True),
+           {2: [0, 437, 1024], 4: [0, 100, 437, 800, 1024]}),
+    CpCase("kda_gpu_value_groups",
+           _config(Family.KDA, (1000, 24), H=2, HV=4, K=64, V=128, with_initial_state=True),
+           {2: [0, 333, 1024], 4: [0, 333, 500, 777, 1024]}),
+    CpCase("gdn2_gpu_even_split",
+           _config(Family.GDN2, (700, 1, 323), H=2, K=128, V=64, use_qk_l2norm=True),
+           {2: None, 4: None}),
+)
 FUNCTIONS = {Family.GDN: (ops.gated_delta_net, cp.gated_delta_net),
              Family.KDA: (ops.kimi_delta_attention, cp.kimi_delta_attention),
              Family.GDN2: (ops.gated_delta_net_v2, cp.gated_delta_net_v2)}
