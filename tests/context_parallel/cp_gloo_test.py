@@ -5,7 +5,8 @@ Every rank checks (cp_cases.check_rank) that its outputs, the final states it ow
 every gradient equal the single-process result of the same ops within float64 rounding,
 for ragged sequences cut at arbitrary token offsets (inside sequences and chunks, ranks
 covered by one sequence, ranks without tokens), and that only states of sequences that
-cross a cut travel (one message per direction per cut).
+cross a cut travel (one message per direction per cut). World 4 also runs a case on a
+two-rank subgroup (global ranks 1 and 3), whose group ranks are not the global ones.
 """
 from __future__ import annotations
 
@@ -28,9 +29,13 @@ def _rank_main(rank: int, world: int, init_file: str) -> None:
     try:
         from tests.context_parallel.cp_cases import CASES, check_rank
         from tests.torch_ops.reference_summary_engine import cp_reference_engines_installed
+        # a subgroup whose group ranks differ from the global ones (ranks 1 and 3 of 4)
+        pair = dist.new_group([1, 3]) if world == 4 else None
         with cp_reference_engines_installed():
             for case in CASES:
                 check_rank(case, world, rank, None, "cpu", torch.float64, EXACT)
+            if pair is not None and rank in (1, 3):
+                check_rank(CASES[0], 2, dist.get_rank(pair), pair, "cpu", torch.float64, EXACT)
         dist.barrier()
     finally:
         dist.destroy_process_group()
