@@ -1,6 +1,6 @@
 """Side-by-side timing of the linear-attention kernels against flash-linear-attention.
 
-Shapes (issue 6): 8 sequences x 4096 tokens (THD, cu_seqlens), 16 heads, head dim 128,
+Shapes: 8 sequences x 4096 tokens (THD, cu_seqlens), 16 heads, head dim 128,
 bf16 q/k/v, fp32 gates.  Every candidate runs in this one process on fresh random
 inputs; each time is the median of CUDA-event timings after warm-up, two ways:
   per call      events around one call: includes the host's launch latency (what one
@@ -10,7 +10,7 @@ inputs; each time is the median of CUDA-event timings after warm-up, two ways:
 
 Run on the GPU machine from the repo root (cuTile and CuTe DSL kits installed, FLA
 importable; a candidate whose package is missing reports an error row and the rest run):
-  PYTHONPATH=.:ops:ir:router:engines_cutile:engines_frost python bench/bench_linear_attention.py
+  PYTHONPATH=$(python3 tools/pythonpath.py) python3 bench/bench_linear_attention.py
   [--reps 30] [--cases "GDN fwd"]
 """
 import argparse
@@ -89,15 +89,17 @@ def cutile_fwd_bwd_runner(inp, kda: bool):
 
 
 def frost_fwd_runner(inp, kda: bool):
-    """The FROST (CuTe DSL) forward launcher, called directly like the cuTile kernels."""
+    """The FROST (CuTe DSL) forward kernel, checked once (frost_fwd bind=True) and then
+    launched as a cached op call launches it (the BoundLaunch, no per-call checks)."""
     from cudnn.linear_attention.frost.kernels.fwd import frost_fwd
     q, k, v, g, beta, cu = inp
     o = torch.empty(q.shape[0], q.shape[1], v.shape[2], dtype=q.dtype, device=q.device)
     stream = torch.cuda.current_stream()
-    kw = dict(q=q, k=k, v=v, g=g, beta=beta, w=None, cu_seqlens=cu, out=o, initial_state=None,
-              final_state=None, scale=1 / math.sqrt(q.shape[2]), use_l2norm=False,
-              gate_per_channel=kda, beta_per_channel=False, stream=stream)
-    return lambda: frost_fwd(**kw)
+    tensors = dict(q=q, k=k, v=v, g=g, beta=beta, w=None, cu_seqlens=cu, out=o,
+                   initial_state=None, final_state=None)
+    bound = frost_fwd(**tensors, scale=1 / math.sqrt(q.shape[2]), use_l2norm=False,
+                      gate_per_channel=kda, beta_per_channel=False, stream=stream, bind=True)
+    return lambda: bound.launch(tensors, stream)
 
 
 def frost_fwd(kda: bool):

@@ -4,12 +4,12 @@ script, not a test): where the engine's ~130 us per call on the H200 host goes.
 Times, on the host (perf_counter around the call; the GPU queue drained between batches,
 outside the timings), for one small GDN config:
   checked   fwd.frost_fwd: every operand check, config, compile-cache lookup, pointers
-  bound     a BoundLaunch (what a plan repeats): pointers from ArgPacker, then the call
+  bound     a BoundLaunch (what a caller repeats): pointers from ArgPacker, then the call
   per calling convention (compiled_kernel.py; "tvm" needs the apache-tvm-ffi wheel):
   args + call   the argument list built from the tensors, then the call
   call          the compiled function alone, arguments built beforehand
 Run on the GPU machine from the repo root (CuTe DSL importable):
-  PYTHONPATH=.:ops:ir:router:engines_frost:bench python3 bench/frost_call_overhead.py
+  PYTHONPATH=$(python3 tools/pythonpath.py) python3 bench/frost_call_overhead.py
 """
 from __future__ import annotations
 

@@ -8,7 +8,7 @@ the skipped variants are wrong by construction and are not checked; the full ker
 checked by tests/numerics/la_frost_smoke.py.
 
 Run on the GPU machine from the repo root (CuTe DSL importable):
-  PYTHONPATH=.:ops:ir:router:engines_frost:bench python3 bench/frost_stage_times.py [--family gdn kda]
+  PYTHONPATH=$(python3 tools/pythonpath.py) python3 bench/frost_stage_times.py [--family gdn kda]
     [--algorithm v2] [--reps 20]
 Shape: 8 x 4096 tokens, 16 heads, K = V = 128, bf16, final state fp32 (the bench shape).
 """
@@ -32,7 +32,7 @@ CHUNKS = 4096 // 64
 
 def base_launch(family: Family, algorithm: str, device: str = "cuda"):
     """(checked launch, inputs) of the bench shape; device="cpu" for enumerating configs
-    without a GPU (tools/frost_precompile.py)."""
+    without a GPU (tools/gpu/frost_precompile.py)."""
     from cudnn.linear_attention.frost.kernels import fwd
 
     cfg = InputConfig(family=family, seq_lens=(4096,) * 8, H=16, K=128, V=128,

@@ -1,6 +1,6 @@
 """Per-launch CUDA-event times of the cuTile forward (where the time goes).
 
-  PYTHONPATH=engines_cutile:.:bench python bench/stage_times.py [--reps 20] [--bv 32,64,128]
+  PYTHONPATH=$(python3 tools/pythonpath.py) python3 bench/stage_times.py [--reps 20] [--bv 32,64,128]
       [--bwd] [--bwd-occupancy 1,2]
 
 Shapes as bench_linear_attention.py (8 x 4096 tokens, 16 heads, K = V = 128, bf16).

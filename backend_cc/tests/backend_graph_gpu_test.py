@@ -1,8 +1,9 @@
 """GPU tests: backend_graph graphs built directly, planned by cuDNN's heuristics, executed
 with torch CUDA buffers, and checked against float64 references on fresh random inputs.
 
-Run on a GPU machine after backend_cc/build_local.sh:
-  PYTHONPATH=.:ir:backend_cc python3 -m pytest backend_cc/tests/backend_graph_gpu_test.py -q
+Run on a GPU machine, from the repository root, after building the extension in place
+(`pip install --no-build-isolation -e .`):
+  python3 -m pytest backend_cc/tests/backend_graph_gpu_test.py -q
 """
 
 import math

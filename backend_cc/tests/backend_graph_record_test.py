@@ -1,6 +1,6 @@
 """CPU tests of the backend_graph recording layer: no libcudnn and no GPU needed.
 
-They need the built extension (backend_cc/build_local.sh, or the Bazel target): a missing
+They need the built extension (the Bazel target, or `pip install -e .`): a missing
 extension is an error here, not a skip.
 """
 

@@ -1,55 +1,38 @@
-"""SOURCES.md, the files on disk and build_local.sh list the same backend_cc sources."""
+"""sources.bzl, the source list Bazel and setup.py both read, names every C++ file on disk
+under cc/ and bindings/ (cc/tests/ aside: each test is its own cc_test), and only those."""
 
+import importlib.util
 import os
-import re
 
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SOURCE_DIRS = ("cc", "bindings", "cudnn/backend")
-SOURCE_SUFFIXES = (".h", ".cc", ".py")
+REPO = os.path.dirname(ROOT)
+
+
+def listed():
+    path = os.path.join(REPO, "tools", "bzl", "starlark_values.py")
+    spec = importlib.util.spec_from_file_location("starlark_values", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    values = module.read_values(os.path.join(ROOT, "sources.bzl"))
+    return values["CORE_SRCS"] + values["CORE_HDRS"] + values["BINDING_SRCS"]
 
 
 def on_disk():
-    found = set()
-    for folder in SOURCE_DIRS:
-        for dirpath, _, files in os.walk(os.path.join(ROOT, folder)):
-            for name in files:
-                if name.endswith(SOURCE_SUFFIXES):
-                    found.add(os.path.relpath(os.path.join(dirpath, name), ROOT))
+    found = []
+    for folder in ("cc", "bindings"):
+        for dirpath, subdirs, files in os.walk(os.path.join(ROOT, folder)):
+            subdirs[:] = [d for d in subdirs if d != "tests"]
+            found += [os.path.relpath(os.path.join(dirpath, f), ROOT)
+                      for f in files if f.endswith((".cc", ".h"))]
     return found
 
 
-def listed_in_sources_md():
-    with open(os.path.join(ROOT, "SOURCES.md")) as f:
-        text = f.read()
-    return set(re.findall(r"^- `([\w/]+\.(?:h|cc|py))`", text, flags=re.M))
-
-
-def build_script_array(name):
-    with open(os.path.join(ROOT, "build_local.sh")) as f:
-        text = f.read()
-    body = re.search(rf"^{name}=\((.*?)^\)", text, flags=re.M | re.S)
-    assert body, f"build_local.sh has no {name} array"
-    return set(body.group(1).split())
-
-
-def test_sources_md_lists_every_source_file():
-    listed = {p for p in listed_in_sources_md() if not p.startswith("tests/")}
-    assert listed == on_disk()
-
-
-def test_sources_md_lists_every_test_and_test_helper():
-    tests = {os.path.join("tests", n) for n in os.listdir(os.path.join(ROOT, "tests"))
-             if n.endswith(".py")}
-    assert {p for p in listed_in_sources_md() if p.startswith("tests/")} == tests
-
-
-def test_build_script_compiles_every_cc_file():
-    compiled = build_script_array("SOURCES") | build_script_array("CC_TEST_SOURCES")
-    expected = {p for p in on_disk() if p.endswith(".cc")}
-    assert compiled == expected
-    assert build_script_array("CORE_SOURCES") <= build_script_array("SOURCES")
+def test_every_cpp_file_is_listed_once_and_exists():
+    names = listed()
+    assert len(names) == len(set(names)), "a file is listed twice"
+    assert sorted(names) == sorted(on_disk())
 
 
 if __name__ == "__main__":

@@ -8,17 +8,21 @@ import sys
 
 import pytest
 
-from cudnn.engines.facts import linear_attention_facts
+from cudnn.linear_attention.common.facts import linear_attention_facts
 from cudnn.linear_attention.cutile.engine_gates import decline_reason, runtime_reason
 from cudnn.linear_attention.cutile.gdn_engine import GdnCuTileEngine
 from cudnn.linear_attention.cutile.kda_engine import KdaCuTileEngine
+from cudnn.ops.linear_attention_family import GDN_FAMILY, KDA_FAMILY
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cutile_graphs import DT, la_graph  # noqa: E402
 
 
+FAMILIES = {"gdn": GDN_FAMILY, "kda": KDA_FAMILY}
+
+
 def reason(graph, family="gdn"):
-    return decline_reason(linear_attention_facts(graph), family, f"{family}_cutile")
+    return decline_reason(linear_attention_facts(graph), FAMILIES[family], f"{family}_cutile")
 
 
 @pytest.mark.parametrize("family", ["gdn", "kda"])

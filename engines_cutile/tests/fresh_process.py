@@ -1,7 +1,7 @@
 """Running a cuTile cache test module in its own process when this one cannot host it.
 
 cuda.tile binds the first `libcuda.so.1` a process loads.  The recorder and the launch
-path need the sm_90 stub of tools/cutile_warm/driver_stub.py; when another test module
+path need the sm_90 stub of tools/gpu/cutile_warm/driver_stub.py; when another test module
 (aot_support's smaller stub) imported cuda.tile first in the same pytest process, the
 module's tests are skipped there and one test reruns the whole file in a fresh process.
 Under Bazel every test file is its own process, so the delegation never triggers.
@@ -15,7 +15,7 @@ import sys
 import pytest
 
 TOOLS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__)))), "tools")
+    os.path.abspath(__file__)))), "tools", "gpu")
 if TOOLS not in sys.path:
     sys.path.insert(0, TOOLS)
 

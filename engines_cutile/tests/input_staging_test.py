@@ -15,7 +15,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from cudnn.engines.facts import linear_attention_facts  # noqa: E402
+from cudnn.linear_attention.common.facts import linear_attention_facts  # noqa: E402
 from cudnn.linear_attention.cutile.kernels.bwd import bwd_layout  # noqa: E402
 from cudnn.linear_attention.cutile.kernels.fwd import fwd_layout  # noqa: E402
 from cudnn.linear_attention.cutile.kernels.input_staging import stage_inputs  # noqa: E402

@@ -1,4 +1,4 @@
-"""tools/cutile_warm with tileiras: host-made cache entries are the ones a GPU looks up.
+"""tools/gpu/cutile_warm with tileiras: host-made cache entries are the ones a GPU looks up.
 
 - a specialization compiled by the prewarm workers is then found by cuTile's real
   `ct.launch` path (stub sm_90 driver), which never reaches tileiras (and the launch

@@ -1,4 +1,4 @@
-"""tools/cutile_warm without tileiras: device views, the launch recorder, the suites'
+"""tools/gpu/cutile_warm without tileiras: device views, the launch recorder, the suites'
 cases, source relocation and the cache database (CI runs these; the key and compile
 checks are in tile_cache_key_test.py).
 

@@ -144,14 +144,14 @@ def test_arg_packer_matches_real_args_and_reuses_pointers():
     second = pack(tensors, T, N, 0.5, _Stream())
     assert second[7]._pointer == tensors["out"].data_ptr() and second[7] is not first[7]
     assert all(second[i] is first[i] for i in range(10) if i != 7)
-    # the engine's uid fast path names only the wired ports: an unwired optional operand
-    # has no key at all and must pack as the null pointer, as None does (the H200 run
-    # of session 5 found ArgPacker raising KeyError 'w' on a repeated GDN call)
+    # the engine's direct launch names only the wired ports: an unwired optional operand
+    # has no key at all and must pack as the null pointer, as None does (an H200 run
+    # found ArgPacker raising KeyError 'w' on a repeated GDN call)
     wired = {name: t for name, t in tensors.items() if t is not None and name != "w"}
     want = [0 if name == "w" or tensors[name] is None else tensors[name].data_ptr() for name in OPERANDS]
     for packed in (ArgPacker(cfg)(wired, T, N, 0.5, _Stream()), real_args(cfg, wired, T, N, 0.5, _Stream())):
         assert [p._pointer for p in packed[:10]] == want
-    # the engine's uid fast path names only the wired ports: an unwired optional operand
+    # the engine's direct launch names only the wired ports: an unwired optional operand
     # has no key at all and must pack as the null pointer, as None does
     wired = {name: t for name, t in tensors.items() if t is not None and name != "w"}
     for packed in (pack(wired, T, N, 0.5, _Stream()), real_args(cfg, wired, T, N, 0.5, _Stream())):

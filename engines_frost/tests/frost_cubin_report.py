@@ -6,7 +6,7 @@ region of the SASS (region 1 ends at the first BAR.SYNC: state init + rows stage
 operands, gram, chain for v1/v2). ``--sass FILE`` writes the SASS with addresses stripped,
 so two builds can be diffed (``--sass`` of v1 before and after a refactor must be equal).
 
-  PYTHONPATH=.:engines_frost python3 engines_frost/tests/frost_cubin_report.py --algorithm v2 --family kda
+  PYTHONPATH=$(python3 tools/pythonpath.py) python3 engines_frost/tests/frost_cubin_report.py --algorithm v2 --family kda
 
 Tools: CUOBJDUMP (default /work/.cuobj/nvidia/cu13/bin/cuobjdump or `cuobjdump` on PATH),
 NVDISASM (default `nvdisasm` on PATH; pip package nvidia-cuda-nvdisasm provides one).

@@ -5,6 +5,7 @@ reachable without a GPU; a well-formed CPU call gets past all of them and then s
 "a CUDA tensor". Also: the module imports without torch or cutlass, and the config
 rejects unsupported static combinations.
 """
+import os
 import subprocess
 import sys
 
@@ -112,7 +113,8 @@ def test_import_needs_neither_torch_nor_cutlass():
             "sys.meta_path.insert(0, Block())\n"
             "import cudnn.linear_attention.frost.kernels.fwd as f\n"
             "print(f.frost_workspace_size())\n")
-    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
     assert res.returncode == 0 and res.stdout.strip() == "0", res.stderr
 
 

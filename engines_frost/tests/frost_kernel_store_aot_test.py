@@ -1,7 +1,7 @@
 """The kernel store through real CuTe DSL AOT objects, on a CPU-only machine.
 
 One small config is cross-compiled for sm_90a here (generic x86-64 host shim, as
-tools/frost_precompile.py does) and stored. Then:
+tools/gpu/frost_precompile.py does) and stored. Then:
 - a fresh process, with fwd.compile_fwd and cute.compile made to raise and the store
   strict, gets it from fwd._compiled: a loaded (not compiled) function whose parameters
   are launch_abi's, and which marshals launch_args.real_args into exactly the pointer,

@@ -1,14 +1,14 @@
 """GPU: a stored FROST kernel launches and computes the right answer without a compile.
 
 A small GDN config (v2, bf16, fp32 states, l2norm) is cross-compiled with the generic
-x86-64 host shim, exactly as tools/frost_precompile.py builds it on the build machine,
+x86-64 host shim, exactly as tools/gpu/frost_precompile.py builds it on the build machine,
 and stored in a temporary store. A fresh process then runs frost_fwd on seeded inputs
 with the store strict (a miss is an error), fwd.compile_fwd and cute.compile made to
 raise, and compares out and final_state with the float64 token recurrence (relative L2
 error <= 1e-2). This is what the CPU tests cannot reach: loading the cubin into a CUDA
 context and launching it. Skips without a CUDA GPU, torch or nvidia-cutlass-dsl.
 
-  PYTHONPATH=.:ops:ir:router:engines_frost python3 -m pytest -q engines_frost/tests/frost_kernel_store_gpu_test.py
+  python3 -m pytest -q engines_frost/tests/frost_kernel_store_gpu_test.py
 """
 import importlib.util
 import json
@@ -70,7 +70,7 @@ print(json.dumps({"o": rel_err(out, ro), "final_state": rel_err(ht, rht), "ffi":
 @pytest.mark.parametrize("ffi", ["cute", "tvm"])
 def test_a_stored_kernel_runs_without_compiling(tmp_path, ffi):
     """cute: cross-compiled with the generic host shim (what a build machine stores);
-    tvm: compiled here in the TVM-FFI convention (tools/frost_precompile.py --native)."""
+    tvm: compiled here in the TVM-FFI convention (tools/gpu/frost_precompile.py --native)."""
     arch = fwd.device_arch(torch.device("cuda"))
     if arch != "sm_90a":
         pytest.skip(f"the FROST kernels are built for sm_90a; this GPU is {arch}")

@@ -12,7 +12,7 @@ import pytest
 from frost_graphs import op_graph
 
 import cudnn
-from cudnn.engines.port_dtypes import IO
+from cudnn.linear_attention.common.port_dtypes import IO
 from cudnn.linear_attention.frost import la_engine, runtime_probe
 from cudnn.linear_attention.frost.gdn_engine import GdnFrostEngine
 from cudnn.linear_attention.frost.kda_engine import KdaFrostEngine
@@ -272,78 +272,93 @@ def test_carve_views_the_callers_memory():
     assert view.data_ptr() == ws.data_ptr()
 
 
-if __name__ == "__main__":
-    raise SystemExit(pytest.main([__file__, "-q"]))
-
-
-# -- the bound launch: repeated uid-keyed calls skip the checks, nothing else does -------
+# -- execute is checked every call; direct_launch binds one layout for its caller --------
 class _RecordingKernel:
-    """Stands in for compiled_kernel.CompiledKernel: records each launch."""
+    """Stands in for compiled_kernel.CompiledKernel: records each launch (either calling
+    convention: `fn` takes TVM-FFI's plain ints, `launch` torch tensors)."""
 
-    def __init__(self, log):
-        self.log = log
+    def __init__(self, log, ffi):
+        self.log, self.ffi = log, ffi
 
     def launch(self, tensors, T, N, scale, stream):
-        self.log.append((tensors, stream))
+        self.log.append((tensors, stream.cuda_stream))
+
+    def fn(self, *args):
+        self.log.append(args)
 
 
 @pytest.fixture
-def bound_launches(monkeypatch):
-    """frost_fwd records full (checked) calls and, asked to bind, returns a real BoundLaunch
-    whose kernel records fast calls (the operands and stream it was handed)."""
-    monkeypatch.setattr(runtime_probe, "runtime_reason", lambda engine, device=None: None)
-    monkeypatch.setattr(runtime_probe, "device_sm", lambda device=None: 90)
-    calls = {"full": [], "fast": []}
+def binds(monkeypatch, launches):
+    """bind_fwd records what it was asked to check and returns a BoundLaunch over a
+    recording kernel (convention from `binds["ffi"]`)."""
+    calls = {"bind": [], "fast": [], "ffi": "cute"}
 
-    def frost_fwd(**kw):
-        calls["full"].append(kw)
-        operands = {name: kw[name] for name in ("q", "k", "v", "g", "beta", "w", "cu_seqlens", "out",
-                                                "initial_state", "final_state")}
-        if not kw.get("bind"):
-            return None
-        return kernels_fwd.BoundLaunch(None, _RecordingKernel(calls["fast"]),
-                                       kernels_fwd.operand_signature(operands), 0, 0, kw["scale"])
-    monkeypatch.setattr(kernels_fwd, "frost_fwd", frost_fwd)
+    def bind_fwd(**kw):
+        calls["bind"].append(kw)
+        operands = {name: kw[name] for name in kernels_fwd.OPERANDS}
+        return kernels_fwd.BoundLaunch(None, _RecordingKernel(calls["fast"], calls["ffi"]),
+                                       kernels_fwd.operand_signature(operands), 40, 3,
+                                       kw["scale"])
+    monkeypatch.setattr(kernels_fwd, "bind_fwd", bind_fwd)
     return calls
 
 
-def test_a_repeated_uid_keyed_call_launches_without_the_checks(bound_launches, cpu_plans):
+def test_every_execute_is_checked(launches, cpu_plans):
+    g, node = built("kda", with_h0=True, output_final_state=True)
+    bufs = buffers(node)
+    g.execute(pack(node, bufs))
+    g.execute(pack(node, bufs))
+    assert len(launches) == 2          # the plan keeps nothing between calls
+
+
+def test_direct_launch_repeats_the_checked_call_for_its_caller(binds, cpu_plans):
     from cudnn.engines.bound_executor import bind_executor
 
     g, node = built("kda", with_h0=True, output_final_state=True)
     bufs = buffers(node)
     by_uid = {t.uid: b for t, b in pack(node, bufs).items()}
-    g.execute(pack(node, bufs))            # first call: the checked path, which binds
-    executor = bind_executor(g)
-    executor(by_uid, None)                 # same layout: straight to the kernel
-    assert len(bound_launches["full"]) == 1 and len(bound_launches["fast"]) == 1
-    (operands, stream), = bound_launches["fast"]
-    assert stream is STREAM
+    direct = bind_executor(g).plan.direct_launch(g, by_uid)
+    (asked,) = binds["bind"]
+    assert asked["q"] is bufs["q"] and asked["out"] is bufs["O"] and asked["w"] is None
+    assert not direct.takes_addresses and len(direct.uids) == len(bufs)
+    assert direct.alignment == tuple(by_uid[u].data_ptr() & 15 for u in direct.uids)
+    direct.launch([by_uid[u] for u in direct.uids], None, 7)
+    (operands, stream), = binds["fast"]
+    assert stream == 7
     for port, name in (("q", "q"), ("g", "g"), ("O", "out"), ("final_state", "final_state")):
         assert operands[name] is bufs[port], port
-    g.execute(pack(node, bufs))            # graph.execute hands the plan the same uid pack
-    assert len(bound_launches["full"]) == 1 and len(bound_launches["fast"]) == 2
 
 
-@pytest.mark.parametrize("change", ["dtype", "stride", "misaligned"])
-def test_a_changed_layout_takes_the_checked_path(bound_launches, cpu_plans, change):
+def test_tvm_kernels_launch_from_addresses(binds, cpu_plans):
     from cudnn.engines.bound_executor import bind_executor
 
-    g, node = built("gdn", with_h0=True, output_final_state=True)
+    binds["ffi"] = "tvm"
+    g, node = built("gdn")
     bufs = buffers(node)
-    g.execute(pack(node, bufs))
-    executor = bind_executor(g)
-    if change == "dtype":     # the checks run again and name the port
-        bufs["q"] = bufs["q"].to(torch.float32)
-    elif change == "stride":  # same dims and dtype, transposed storage: checked again
-        bufs["v"] = bufs["v"].transpose(0, 1).contiguous().transpose(0, 1)
-    else:                     # same dims, strides and dtype, base address 2 bytes off
-        bufs["k"] = torch.zeros(bufs["k"].numel() + 1, dtype=bufs["k"].dtype)[1:].view(bufs["k"].shape)
     by_uid = {t.uid: b for t, b in pack(node, bufs).items()}
-    if change == "dtype":
-        with pytest.raises(ValueError, match="q"):
-            executor(by_uid, None)
-    else:
-        executor(by_uid, None)
-    assert bound_launches["fast"] == []
-    assert len(bound_launches["full"]) == (1 if change == "dtype" else 2)
+    direct = bind_executor(g).plan.direct_launch(g, by_uid)
+    assert direct.takes_addresses
+    direct.launch([by_uid[u].data_ptr() for u in direct.uids], None, 9)
+    (args,) = binds["fast"]
+    slot = kernels_fwd.OPERANDS.index("q")
+    assert args[slot] == bufs["q"].data_ptr() and args[-1] == 9 and args[-4:-1] == (40, 3,
+                                                                                   asked_scale(g))
+
+
+def asked_scale(graph):
+    from cudnn.linear_attention.common.facts import linear_attention_facts
+    return linear_attention_facts(graph).flags.scale
+
+
+def test_no_direct_launch_for_buffers_that_are_not_plain_tensors(binds, cpu_plans):
+    from cudnn.engines.bound_executor import bind_executor
+
+    g, node = built("gdn")
+    bufs = buffers(node)
+    by_uid = {t.uid: b for t, b in pack(node, bufs).items()}
+    by_uid[node.inputs["g"].uid] = bufs["g"].numpy()  # DLPack: execute converts it
+    assert bind_executor(g).plan.direct_launch(g, by_uid) is None and binds["bind"] == []
+
+
+if __name__ == "__main__":
+    raise SystemExit(pytest.main([__file__, "-q"]))

@@ -22,7 +22,7 @@ from cudnn.graph_types import Tensor, normalize_dims
 from cudnn.nodes import Node, view_of
 from cudnn.ops.errors import OpTypeError, OpValueError, show
 from cudnn.ops.op_spec import (Direction, OpCall, OpSpec, OutputSpec, PortKind, PortSpec,
-                               PortView, ReturnStyle, dtype_text, list_port_key)
+                               PortView, ReturnStyle, list_port_key)
 
 if TYPE_CHECKING:
     from cudnn._pygraph import pygraph
@@ -141,12 +141,9 @@ def _bind_tensor(graph: pygraph, spec: OpSpec, port: PortSpec, key: str, value: 
 
 def check_port_view(op: str, port: PortSpec, key: str, view: PortView) -> None:
     """The port's rank and dtype rules, on whatever of them is known."""
-    if view.dim and port.ranks and len(view.dim) not in port.ranks:
-        ranks = " or ".join(str(r) for r in port.ranks)
-        raise OpValueError(op, key, f"rank {ranks}",
-                           f"dims {list(view.dim)} (rank {len(view.dim)})")
-    if view.data_type is not None and port.dtypes is not None and view.data_type not in port.dtypes:
-        raise OpValueError(op, key, dtype_text(port.dtypes), view.data_type.name)
+    mismatch = port.rank_mismatch(view) or port.dtype_mismatch(view)
+    if mismatch is not None:
+        raise OpValueError(op, key, *mismatch)
 
 
 def _view(bound: _Bound) -> PortView:

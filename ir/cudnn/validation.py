@@ -43,8 +43,7 @@ def validate_graph(graph: pygraph) -> None:
     for node in nodes:
         _check_node_tensors(node)
     reasons = [f"node '{node.name}' ({node.spec.name}): {reason}"
-               for node in nodes if node.spec.support is not None
-               for reason in node.spec.support(node.op_call())]
+               for node in nodes for reason in node.spec.support_reasons(node.op_call())]
     if reasons:
         raise cudnnGraphNotSupportedError("graph not supported: " + "; ".join(reasons))
     graph.lifecycle.mark_validated()

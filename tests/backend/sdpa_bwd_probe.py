@@ -5,7 +5,7 @@ run shows what cuDNN itself does with the plainest SDPA backward graph (dense BH
 fp16 q/k/v/o/dO/dQ/dK/dV, fp32 Stats, a by-value fp32 scale), next to the SDPA forward
 graph as a control:
 
-  PYTHONPATH=.:ops:ir:router:backend_cc python3 tests/backend/sdpa_bwd_probe.py
+  PYTHONPATH=$(python3 tools/pythonpath.py) python3 tests/backend/sdpa_bwd_probe.py
 
 For each graph it prints whether the operation graph finalizes (no GPU needed: measured
 here, 9.17-9.20 refuse SDPA_BWD in buildDAG, 9.21+ accept it) and, where a GPU is present,

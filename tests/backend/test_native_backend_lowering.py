@@ -3,9 +3,9 @@ the cuDNN backend, executed on the GPU and checked against float64 torch referen
 fresh random inputs. Every run asserts it went through the backend plan path
 (native_runner.assert_backend_path); kernel names are not asserted.
 
-Run on the GPU machine (no Bazel there):
-  backend_cc/build_local.sh
-  PYTHONPATH=.:ops:ir:router:backend_cc python3 -m pytest tests/backend -q -s
+Run on the GPU machine (no Bazel there), from the repository root:
+  python3 -m pip install --no-build-isolation -e .    # the extension, built in place
+  python3 -m pytest tests/backend -q -s
 `-s` shows the result table (op, shape, relative error, bound, pass, plan; "decl" marks a
 graph the backend declined where the test expects it, with the reason). SDPA backward runs
 the native SDPA_BWD descriptor where cuDNN serves it (cuDNN >= 9.21 on sm_100+) and the

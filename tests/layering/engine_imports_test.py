@@ -12,7 +12,7 @@ import pytest
 import cudnn
 from tests.layering.import_scan import forbidden_imports
 
-ENGINE_ROOTS = ("engines_cutile", "engines_frost")
+ENGINE_ROOTS = ("engines_common", "engines_cutile", "engines_frost")
 
 
 def engine_sources():

@@ -1,4 +1,5 @@
-"""Finds imports of the cuDNN backend in Python source, static or by literal module name.
+"""Finds imports of forbidden modules (by default the cuDNN backend) in Python source,
+static or by literal module name.
 
 Catches `import cudnn.backend`, `from cudnn import _pybind_module`, relative forms such as
 `from ...backend import x` (resolved against the file's own package), and
@@ -16,8 +17,8 @@ class Finding(NamedTuple):
     module: str
 
 
-def _is_forbidden(module: str) -> bool:
-    return any(module == f or module.startswith(f + ".") for f in FORBIDDEN)
+def _is_forbidden(module: str, forbidden: tuple) -> bool:
+    return any(module == f or module.startswith(f + ".") for f in forbidden)
 
 
 def _resolve(package: str, level: int, module: str) -> str:
@@ -38,8 +39,10 @@ def _literal_import_target(node: ast.Call) -> str:
     return first.value if isinstance(first, ast.Constant) and isinstance(first.value, str) else ""
 
 
-def forbidden_imports(source: str, package: str, filename: str = "<source>") -> List[Finding]:
-    """Backend imports in `source`, a module of the dotted `package`."""
+def forbidden_imports(source: str, package: str, filename: str = "<source>",
+                      forbidden: tuple = FORBIDDEN) -> List[Finding]:
+    """Imports of `forbidden` modules (and their submodules) in `source`, a module of the
+    dotted `package`."""
     findings = []
     for node in ast.walk(ast.parse(source, filename)):
         if isinstance(node, ast.Import):
@@ -51,5 +54,6 @@ def forbidden_imports(source: str, package: str, filename: str = "<source>") -> 
             names = [_literal_import_target(node)]
         else:
             continue
-        findings.extend(Finding(node.lineno, n) for n in names if n and _is_forbidden(n))
+        findings.extend(Finding(node.lineno, n) for n in names
+                        if n and _is_forbidden(n, forbidden))
     return findings

@@ -2,7 +2,9 @@
 
 Runs a fresh interpreter on this test's own sys.path, with a meta-path hook that makes
 torch, the DSLs (cuda.tile, cutlass), triton and the NVIDIA wheels raise ImportError, then
-imports the product modules that must stay importable without them.
+imports the product modules that must stay importable without them: the package, the
+router and what the linear-attention engines share (they import torch only when a plan
+runs).
 """
 
 import os
@@ -25,6 +27,9 @@ class Block(importlib.abc.MetaPathFinder):
 
 sys.meta_path.insert(0, Block())
 import cudnn
+import cudnn.engines.graph_api, cudnn.engines.manifest
+import cudnn.linear_attention.common.facts, cudnn.linear_attention.common.feature_gates
+import cudnn.linear_attention.common.port_dtypes, cudnn.linear_attention.common.torch_buffers
 loaded = sorted(m for m in sys.modules if m.split(".")[0] in BLOCKED)
 assert not loaded, loaded
 print("ok", len(cudnn.__path__))

@@ -1,7 +1,7 @@
 """GPU smoke check of the cuTile GDN / KDA forward kernels against a float64 recurrence.
 
 Run on the GPU machine from the repo root:
-  PYTHONPATH=engines_cutile:. python tests/numerics/la_cutile_smoke.py
+  PYTHONPATH=$(python3 tools/pythonpath.py) python3 tests/numerics/la_cutile_smoke.py
 """
 import math
 import sys

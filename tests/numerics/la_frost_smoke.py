@@ -8,7 +8,7 @@ traceback is printed and the run continues). Unless --quick, then times frost_fw
 each algorithm, and prints v1 and v2 side by side (SUMMARY lines) when both ran.
 
 Run on the GPU machine from the repo root, with CuTe DSL importable:
-  PYTHONPATH=.:ops:ir:router:engines_frost python3 tests/numerics/la_frost_smoke.py --family all
+  PYTHONPATH=$(python3 tools/pythonpath.py) python3 tests/numerics/la_frost_smoke.py --family all
 (--algorithm v0|v1|v2|all, default all: v0 is the SIMT oracle, v1 the tensor-core kernel,
 v2 v1 with prefetched rows and cheaper state-independent stages.)
 """

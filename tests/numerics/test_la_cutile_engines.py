@@ -6,7 +6,7 @@ of exactly get_workspace_size() bytes, and compares every output with the float6
 chunked reference (tests/reference; itself checked against the token recurrence to
 1e-15 in CI).  Bound: relative L2 error <= 1e-2 per tensor for bf16 inputs.
 
-  PYTHONPATH=.:ops:ir:router:engines_cutile python -m pytest tests/numerics/test_la_cutile_engines.py
+  python -m pytest tests/numerics/test_la_cutile_engines.py
 """
 import math
 
@@ -101,7 +101,7 @@ def test_forward_and_backward(shape, l2, with_h0, kda):
 
 # Correlated keys make I + A ill-conditioned: even a float64 WY inverse leaves ~6e-3 of
 # bf16-input error there (engines_cutile/tests/kernel_emulation_test.py), so these cases
-# get their own bound; the kernels before session 5 gave 1e14+ on them.
+# get their own bound; the cuTile kernels before v3 (bench/NOTES.md) gave 1e14+ on them.
 CORRELATED_BOUND = 1.5e-2
 
 

@@ -4,8 +4,7 @@ Numerics and gradients against the float64 recurrent references, torch.compile, 
 cache reuse, the current-stream contract, a two-layer GDN model that trains, and the
 errors for GDN-2 (no engine yet) and for CPU tensors. Run on the GPU machine from the
 repository root:
-  PYTHONPATH=.:ops:ir:router:engines_cutile:engines_frost:backend_cc:torch_ops \
-      python -m pytest -q tests/torch_ops/ops_gpu_test.py
+  python -m pytest -q tests/torch_ops/ops_gpu_test.py
 """
 from __future__ import annotations
 

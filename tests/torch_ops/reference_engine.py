@@ -33,9 +33,9 @@ import torch
 from cudnn.engines import manifest
 from cudnn.engines.base import (BaseEngine, CompiledPlan, DirectLaunch, ExecutionContext,
                                 PlanConfig, resolve_node_buffers)
-from cudnn.engines.facts import linear_attention_facts
+from cudnn.linear_attention.common.facts import linear_attention_facts
 from cudnn.linear_attention.ops import clear_graph_caches
-from cudnn.ops.linear_attention_rules import Kind
+from cudnn.ops.linear_attention_family import Kind
 from tests.reference.gdn import naive_chunk_gdn_bwd, naive_recurrent_gdn
 from tests.reference.gdn2 import naive_recurrent_gdn2
 from tests.reference.kda import naive_chunk_kda_bwd, naive_recurrent_kda
@@ -71,7 +71,7 @@ class _ReferenceEngine(BaseEngine):
     def check_support(self, graph: Any) -> None:
         facts = linear_attention_facts(graph)
         facts.require_valid(self.name)
-        if facts.family != self.family or facts.kind not in self._kinds():
+        if facts.family.prefix != self.family or facts.kind not in self._kinds():
             raise NotImplementedError(f"{self.name}: serves {self.family} "
                                       f"{[k.value for k in self._kinds()]}, not "
                                       f"{facts.family} {facts.kind}")

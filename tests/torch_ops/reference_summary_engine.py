@@ -25,9 +25,9 @@ import torch
 from cudnn.engines import manifest
 from cudnn.engines.base import (BaseEngine, CompiledPlan, ExecutionContext, PlanConfig,
                                 resolve_node_buffers)
-from cudnn.engines.facts import linear_attention_facts
+from cudnn.linear_attention.common.facts import linear_attention_facts
 from cudnn.linear_attention.ops import clear_graph_caches
-from cudnn.ops.linear_attention_rules import Kind
+from cudnn.ops.linear_attention_family import Kind
 from tests.reference.delta_rule import Primals
 from tests.reference.preprocess import Family, Options
 from tests.reference.recurrent_bwd import explicit_recurrent_grads
@@ -52,7 +52,7 @@ class _CpuReferenceEngine(BaseEngine):
     def check_support(self, graph: Any) -> None:
         facts = linear_attention_facts(graph)
         facts.require_valid(self.name)
-        if facts.family != self.family or facts.kind not in self.kinds:
+        if facts.family.prefix != self.family or facts.kind not in self.kinds:
             raise NotImplementedError(f"{self.name}: serves {self.family} "
                                       f"{[k.value for k in self.kinds]}, not "
                                       f"{facts.family} {facts.kind}")
@@ -82,7 +82,7 @@ class _CpuReferenceEngine(BaseEngine):
         return Options(scale=f.scale, use_qk_l2norm=f.use_qk_l2norm,
                        use_beta_sigmoid=f.use_beta_sigmoid, allow_neg_eigval=f.allow_neg_eigval,
                        safe_gate=f.safe_gate, gate_domain=f.gate_domain,
-                       gate_lower_bound=f.gate_lower_bound if facts.family != "gdn" else None)
+                       gate_lower_bound=f.gate_lower_bound if facts.family.prefix != "gdn" else None)
 
 
 class _Plan(CompiledPlan):

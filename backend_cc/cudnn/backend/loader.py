@@ -88,7 +88,7 @@ class BackendLoader:
             return None, (
                 f"the C++ extension {self._module_name} is stale: it reports "
                 f"BINDING_API_VERSION={version!r}, this Python code expects "
-                f"{EXPECTED_BINDING_API_VERSION}; rebuild it (backend_cc/build_local.sh)"
+                f"{EXPECTED_BINDING_API_VERSION}; rebuild it (Bazel, or `pip install -e .` without Bazel)"
             )
         _install_graph_not_supported_error(module)
         return module, None

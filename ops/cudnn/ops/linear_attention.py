@@ -1,8 +1,9 @@
 """OpSpecs of the 20 linear-attention ops (python-engine-only, THD layout).
 
 Five families (GDN, KDA, GDN2, GDP, Mamba-2) x four kinds (forward, backward, span
-summary, summary backward). One port/attr catalogue plus a `Family` record generate all
-twenty; the per-op tables of ../spec/linear_attention.md are the ordering reference.
+summary, summary backward). One port/attr catalogue plus a `Family` record
+(linear_attention_family.py) generate all twenty, with their shape rules and checks
+(linear_attention_rules.py) and support rules (linear_attention_requirements.py).
 Call style: ports positionally in declared order, then attrs; `name`,
 `compute_data_type`, `out_dims` keyword-only. The builder returns every declared output
 in order, None where its presence condition is false.
@@ -12,20 +13,16 @@ from __future__ import annotations
 import math
 
 from cudnn.ops.data_types import FLOATING, INDEX, data_type
-from cudnn.ops.linear_attention_rules import (Family, Kind, infer_checkpoints, infer_final_state,
-                                              infer_o, infer_summary_state, infer_transition,
-                                              make_check, make_support)
-from cudnn.ops.node_type import NodeType
+from cudnn.ops.linear_attention_family import (GDN2_FAMILY, GDN_FAMILY, GDP_FAMILY, KDA_FAMILY,
+                                               MAMBA2_FAMILY, SUFFIX, Family, Kind,
+                                               node_type_of)
+from cudnn.ops.linear_attention_requirements import requirements
+from cudnn.ops.linear_attention_rules import (infer_checkpoints, infer_final_state, infer_o,
+                                              infer_summary_state, infer_transition,
+                                              make_check)
 from cudnn.ops.op_spec import (AttrKind, AttrSpec, BuilderKeyword, CallStyle, OpGroup, OpSpec,
                                OutputSpec, PortSpec, ReturnStyle)
 from cudnn.ops.rules import all_of, like, when_input, when_positive, when_true
-
-GDN_FAMILY = Family("gdn")
-KDA_FAMILY = Family("kda", per_channel_gate=True, lower_bound=True)
-GDN2_FAMILY = Family("gdn2", per_channel_gate=True, per_channel_beta=True, has_w=True,
-                     lower_bound=True, beta_guard=True)
-GDP_FAMILY = Family("gdp", householder=True)
-MAMBA2_FAMILY = Family("mamba2", mamba=True)
 
 _REQUIRED = frozenset({"q", "k", "v", "g", "beta", "w", "a", "cu_seqlens", "dO"})
 
@@ -162,14 +159,6 @@ def _outputs(fam: Family, kind: Kind) -> tuple[OutputSpec, ...]:
     return tuple(grads)
 
 
-_NODE_TYPES = {
-    (fam, kind): NodeType[f"{fam.upper()}{suffix}"]
-    for fam in ("gdn", "kda", "gdn2", "gdp", "mamba2")
-    for kind, suffix in ((Kind.FWD, ""), (Kind.BWD, "_BWD"), (Kind.SUMMARY, "_SUMMARY"),
-                         (Kind.SUMMARY_BWD, "_SUMMARY_BWD"))
-}
-_SUFFIX = {Kind.FWD: "", Kind.BWD: "_bwd", Kind.SUMMARY: "_summary",
-           Kind.SUMMARY_BWD: "_summary_bwd"}
 _SUMMARY = {Kind.FWD: "forward", Kind.BWD: "backward", Kind.SUMMARY: "span summary",
             Kind.SUMMARY_BWD: "span summary backward"}
 
@@ -178,15 +167,15 @@ def _spec(fam: Family, kind: Kind) -> OpSpec:
     ports = tuple(_port(p, fam) for p in _port_names(fam, kind))
     attrs = tuple(_ATTRS[a] for a in _attr_names(fam, kind))
     return OpSpec(
-        name=fam.prefix + _SUFFIX[kind], group=OpGroup.LINEAR_ATTENTION,
-        node_type=_NODE_TYPES[(fam.prefix, kind)], ports=ports, attrs=attrs,
+        name=fam.prefix + SUFFIX[kind], group=OpGroup.LINEAR_ATTENTION,
+        node_type=node_type_of(fam, kind), ports=ports, attrs=attrs,
         outputs=_outputs(fam, kind),
         call=CallStyle(positional=tuple(p.name for p in ports) + tuple(a.name for a in attrs),
                        keyword_only=(BuilderKeyword.NAME.value,
                                      BuilderKeyword.COMPUTE_DATA_TYPE.value,
                                      BuilderKeyword.OUT_DIMS.value)),
         returns=ReturnStyle.LIST, backend_method=None, python_only=True,
-        check=make_check(fam, kind), support=make_support(fam, kind),
+        check=make_check(fam, kind), rules=requirements(fam, kind),
         summary=f"{fam.prefix.upper()} {_SUMMARY[kind]} (THD, python-engine-only)")
 
 
@@ -217,3 +206,11 @@ SPECS: tuple[OpSpec, ...] = (
     GDN2_SUMMARY, GDN2_SUMMARY_BWD, GDP, GDP_BWD, GDP_SUMMARY, GDP_SUMMARY_BWD,
     MAMBA2, MAMBA2_BWD, MAMBA2_SUMMARY, MAMBA2_SUMMARY_BWD,
 )
+
+
+def spec_of(fam: Family, kind: Kind) -> OpSpec:
+    """The OpSpec of one (family, kind)."""
+    return _BY_NAME[fam.prefix + SUFFIX[kind]]
+
+
+_BY_NAME = {spec.name: spec for spec in SPECS}

@@ -1,4 +1,4 @@
-"""Shape inference, consistency checks and support rules of the linear-attention ops.
+"""Shape inference and build-time consistency checks of the linear-attention ops.
 
 Layout is THD: activations `[T, heads, dim]`, `cu_seqlens [N+1]`; HO = max(HQ, HV) is
 the head count of O, gates, states and dO (summaries take HO from g.dim[1]; Mamba-2 has
@@ -6,37 +6,16 @@ HO = H = v heads). States are V-major `[rows, HO, V, K]`.
 GDP (num_householder n) carries k/v/beta either expanded (`[T*n, ...]`) or token-major
 (`[T, n, ...]`); q, g, dO, O stay at the T real tokens.
 
-Build-time checks compare only extents that are known; `support()` lists the
-analyzer's consistency rules, reported by validate() as cudnnGraphNotSupportedError.
+Checks compare only extents that are known and raise OpValueError naming the port; the
+cross-argument support rules are linear_attention_requirements.py.
 """
 from __future__ import annotations
 
-import enum
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 
-from cudnn.ops.op_spec import Check, OpCall, ShapeRule, Support
-from cudnn.ops.rules import check_dims, first_known
-
-
-class Kind(enum.Enum):
-    FWD = "fwd"
-    BWD = "bwd"
-    SUMMARY = "summary"
-    SUMMARY_BWD = "summary_bwd"
-
-
-@dataclass(frozen=True)
-class Family:
-    """What distinguishes one linear-attention family from another."""
-    prefix: str
-    per_channel_gate: bool = False   # g [T, HO, K] (KDA, GDN2) instead of [T, HO]
-    per_channel_beta: bool = False   # beta [T, HO, K] (GDN2)
-    has_w: bool = False              # write gate w (GDN2)
-    householder: bool = False        # num_householder sub-tokens on k/v/beta (GDP)
-    mamba: bool = False              # Mamba-2: a, d, z, O_pre; no beta
-    lower_bound: bool = False        # gate_lower_bound attr (KDA, GDN2)
-    beta_guard: bool = False         # beta_guard attr (GDN2)
+from cudnn.ops.linear_attention_family import Family, Kind
+from cudnn.ops.op_spec import Check, OpCall, ShapeRule
+from cudnn.ops.rules import check_dims, check_set_outputs, first_known
 
 
 # -- extents ------------------------------------------------------------------------
@@ -141,12 +120,10 @@ def make_check(fam: Family, kind: Kind) -> Check:
         for port in token_ports:
             check_dims(call, port, _with_rank(call, port, {0: t}), "T, the token count")
         if fam.householder:
-            _check_householder(call, t)
+            _check_householder(call, fam, t)
         check_dims(call, "k", _with_rank(call, "k", {-1: k}), "K, the q/k head dim")
         _check_heads(call, ho)
-        gate_tail = {1: ho}
-        for port in ("g", "beta") if not fam.householder else ("g",):
-            check_dims(call, port, _with_rank(call, port, gate_tail), "gates have HO heads")
+        _check_gates(call, fam, ho, k)
         for port in ("w", "dO", "z", "O_pre"):
             check_dims(call, port, [t, ho, v], "[T, HO, V]")
         pool = None if call.has("state_indices") else n
@@ -155,10 +132,24 @@ def make_check(fam: Family, kind: Kind) -> Check:
         check_dims(call, "state_checkpoints", [None, ho, v, k], "[rows, HO, V, K]")
         for port in ("a_log", "a"):
             check_dims(call, port, [ho], "[HO]")
-        for port in ("dt_bias", "d"):
-            check_dims(call, port, _with_rank(call, port, {0: ho}), "one row per head HO")
+        check_dims(call, "dt_bias", [ho, k] if fam.per_channel_gate else [ho],
+                   "[HO, K]" if fam.per_channel_gate else "[HO]")
+        check_dims(call, "d", _with_rank(call, "d", {0: ho, 1: v}), "[HO] or [HO, V]")
         check_dims(call, "state_indices", [n], "[N], one pool row per sequence")
+        check_set_outputs(call)
     return check
+
+
+def _check_gates(call: OpCall, fam: Family, ho: int | None, k: int | None) -> None:
+    """g, beta (and w) have one row per token and HO heads; per-channel gates K channels."""
+    gate_tail = {1: ho, 2: k} if fam.per_channel_gate else {1: ho}
+    check_dims(call, "g", _with_rank(call, "g", gate_tail), "gates have HO heads"
+               + (" and K channels" if fam.per_channel_gate else ""))
+    if fam.householder:
+        return
+    beta_tail = {1: ho, 2: k} if fam.per_channel_beta else {1: ho}
+    check_dims(call, "beta", _with_rank(call, "beta", beta_tail), "gates have HO heads"
+               + (" and K channels" if fam.per_channel_beta else ""))
 
 
 def _with_rank(call: OpCall, port: str, known: dict[int, int | None]) -> list[int | None]:
@@ -173,7 +164,7 @@ def _with_rank(call: OpCall, port: str, known: dict[int, int | None]) -> list[in
     return out
 
 
-def _check_householder(call: OpCall, t: int | None) -> None:
+def _check_householder(call: OpCall, fam: Family, t: int | None) -> None:
     n = call.param("num_householder") or 1
     for port, expanded_rank in (("k", 3), ("v", 3), ("beta", 2)):
         dims = call.dim(port)
@@ -185,12 +176,14 @@ def _check_householder(call: OpCall, t: int | None) -> None:
                             f"[{t}, {n}] (token-major), num_householder n = {n}",
                             f"{port}.dim {list(dims)}")
     beta = call.dim("beta")
-    ho = _heads_out(call, Family("gdp", householder=True), Kind.FWD)
+    ho = _heads_out(call, fam, Kind.FWD)
     if beta is not None and ho is not None and beta[-1] != ho:
         raise call.fail("beta", f"last dim HO = {ho}", f"beta.dim {list(beta)}")
 
 
 def _check_heads(call: OpCall, ho: int | None) -> None:
+    """q, k and v heads each divide HO; k shares its heads with q or with v (HK in
+    {H, HV}), so every output head reads one k head of its q or v group."""
     if ho is None:
         return
     for port in ("q", "k", "v"):
@@ -198,39 +191,7 @@ def _check_heads(call: OpCall, ho: int | None) -> None:
         if dims is not None and (dims[-2] == 0 or ho % dims[-2] != 0):
             raise call.fail(port, f"a head count dividing HO = {ho}",
                             f"{port}.dim {list(dims)} ({dims[-2]} heads)")
-
-
-# -- support rules (validate) -----------------------------------------------------
-def make_support(fam: Family, kind: Kind) -> Support:
-    def support(call: OpCall) -> Iterable[str]:
-        p = call.param
-        if not fam.mamba:
-            for port in ("a_log", "dt_bias"):
-                if call.has(port) and not p("safe_gate"):
-                    yield f"{port} requires safe_gate=True"
-            if p("gate_domain") == "linear" and p("safe_gate"):
-                yield "gate_domain='linear' is incompatible with safe_gate=True"
-            if fam.lower_bound and p("gate_lower_bound") is not None and not p("safe_gate"):
-                yield "gate_lower_bound requires safe_gate=True"
-            if p("allow_neg_eigval") and not p("use_beta_sigmoid"):
-                yield "allow_neg_eigval requires use_beta_sigmoid=True"
-        if kind is Kind.FWD:
-            if call.has("state_indices") and not call.has("initial_state"):
-                yield "state_indices requires initial_state"
-            if p("overwrite_initial_state") and not (
-                    call.has("initial_state") and p("output_final_state")):
-                yield "overwrite_initial_state requires initial_state and output_final_state=True"
-            if fam.mamba and p("output_pre_gate") and not call.has("z"):
-                yield "output_pre_gate requires the z gate input"
-        if kind is Kind.BWD:
-            if (p("checkpoint_every_n_tokens") or 0) > 0 and not call.has("state_checkpoints"):
-                yield "checkpoint_every_n_tokens > 0 requires the state_checkpoints input"
-            if p("overwrite_initial_state") and not (
-                    call.has("d_final_state") and call.has("initial_state")):
-                yield ("overwrite_initial_state requires d_final_state and initial_state "
-                       "(so that d_initial_state exists)")
-            if fam.mamba and call.has("z") and not call.has("O_pre"):
-                yield "the z-gate backward requires O_pre"
-        if fam.mamba and p("dt_min") > p("dt_max"):
-            yield f"dt_min ({p('dt_min')}) must be <= dt_max ({p('dt_max')})"
-    return support
+    q, k, v = call.dim("q"), call.dim("k"), call.dim("v")
+    if q is not None and k is not None and v is not None and k[-2] not in (q[-2], v[-2]):
+        raise call.fail("k", f"a head count HK equal to H = {q[-2]} or HV = {v[-2]}",
+                        f"k.dim {list(k)} ({k[-2]} heads)")

@@ -100,6 +100,20 @@ class PortSpec:
     to_backend: bool = True
     doc: str = ""
 
+    def rank_mismatch(self, view: PortView) -> tuple[str, str] | None:
+        """(expected, given) when a known rank breaks the port's rule, else None."""
+        if view.dim and self.ranks and len(view.dim) not in self.ranks:
+            ranks = " or ".join(str(r) for r in self.ranks)
+            return f"rank {ranks}", f"dims {list(view.dim)} (rank {len(view.dim)})"
+        return None
+
+    def dtype_mismatch(self, view: PortView) -> tuple[str, str] | None:
+        """(expected, given) when a set dtype breaks the port's rule, else None."""
+        if view.data_type is not None and self.dtypes is not None \
+                and view.data_type not in self.dtypes:
+            return dtype_text(self.dtypes), view.data_type.name
+        return None
+
 
 @dataclass(frozen=True)
 class AttrSpec:
@@ -239,6 +253,17 @@ Support = Callable[[OpCall], Iterable[str]]
 
 
 @dataclass(frozen=True)
+class Rule:
+    """One cross-argument support rule, as data: a node for which `broken(call)` holds is
+    valid input that nothing can run, and validate() reports `reason(call)`. `subject`
+    is the port or attribute the rule constrains, so a caller checking one call against
+    the rule (the torch ops) can name the argument."""
+    subject: str
+    broken: Callable[[OpCall], bool]
+    reason: Callable[[OpCall], str]
+
+
+@dataclass(frozen=True)
 class Condition:
     """Presence condition of an optional output; `text` is shown in docs and dumps."""
     text: str
@@ -301,8 +326,9 @@ class OpSpec:
     #: build/validate-time consistency of shapes and values (raises OpValueError).
     check: Check | None = None
     #: validate-time support rules; each reason makes validate() raise
-    #: cudnnGraphNotSupportedError.
+    #: cudnnGraphNotSupportedError. `rules` states them as data, `support` as a function.
     support: Support | None = None
+    rules: tuple[Rule, ...] = ()
     summary: str = ""
 
     def __post_init__(self) -> None:
@@ -358,6 +384,16 @@ class OpSpec:
 
     def describe(self) -> str:
         return f"{self.name} ({self.group.value}, {self.node_type.name})"
+
+    def broken_rules(self, call: OpCall) -> list[Rule]:
+        return [rule for rule in self.rules if rule.broken(call)]
+
+    def support_reasons(self, call: OpCall) -> list[str]:
+        """Why the call is unsupported: every broken rule, then the support function's."""
+        reasons = [rule.reason(call) for rule in self.broken_rules(call)]
+        if self.support is not None:
+            reasons.extend(self.support(call))
+        return reasons
 
 
 def dtype_text(allowed: frozenset[data_type] | None) -> str:

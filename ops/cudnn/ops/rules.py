@@ -92,6 +92,19 @@ def check_dims(call: OpCall, port: str, expected: Sequence[Any], what: str) -> N
         raise call.fail(port, f"dims {shown} ({what})", f"{port}.dim {list(got)}")
 
 
+def check_set_outputs(call: OpCall) -> None:
+    """Outputs whose dims the caller set must have the dims the op's shape rules give
+    (where they can tell): for ops whose engines write exactly those extents."""
+    for out in call.spec.outputs:
+        view = call.outputs.get(out.name)
+        if view is None or out.infer is None:
+            continue
+        inferred = out.infer(call)
+        if inferred is not None and tuple(view.dim) != tuple(inferred):
+            raise call.fail(out.name, f"dims {list(inferred)} (what the op writes)",
+                            f"{out.name}.dim {list(view.dim)}")
+
+
 def first_known(call: OpCall, options: Iterable[tuple[str, int]]) -> int | None:
     """The extent at (port, axis) of the first wired port with known dims."""
     for port, axis in options:

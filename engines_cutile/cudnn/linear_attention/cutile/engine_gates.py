@@ -3,10 +3,11 @@
 `decline_reason(facts, family)` returns None when the kernels in kernels/ can run the
 node exactly as described, else a message naming the engine, the property that fails
 and its value.  Pure and cheap: no cuda.tile import, no device query (those are
-`runtime_reason`).  The rules mirror what the kernels implement: THD, scalar (GDN) or
-per-key-channel (KDA) log-domain gates, in-kernel l2norm, q/k heads shared by a power
-of two of output heads (HK == H) or v heads likewise, K, V <= 256, forward and backward
-without checkpoints, state pools, overwrite, beta sigmoid or safe gates.
+`runtime_reason`).  A valid facts record already guarantees what the op spec says
+(THD, HK in {H, HV}, gates at HO heads and K channels, output presence); these gates add
+what the kernels lack: q/k heads shared by a power of two of output heads (HK == H) or
+v heads likewise, K, V <= 256, forward and backward without summaries, checkpoints,
+state pools, overwrite, beta sigmoid or safe gates, kernel-native dtypes.
 """
 from __future__ import annotations
 
@@ -14,8 +15,10 @@ import importlib.util
 import shutil
 
 from cudnn import data_type
-from cudnn.engines.la_feature_gates import unsupported_feature_reason
-from cudnn.engines.port_dtypes import IO, PortDtypes
+from cudnn.linear_attention.common.facts import LinearAttentionFacts
+from cudnn.linear_attention.common.feature_gates import unsupported_feature_reason
+from cudnn.linear_attention.common.port_dtypes import IO, PortDtypes
+from cudnn.ops.linear_attention_family import Family
 
 IO_DTYPES = (data_type.HALF, data_type.BFLOAT16)
 FP32 = data_type.FLOAT
@@ -37,7 +40,7 @@ def _pow2(x: int) -> bool:
     return x > 0 and x & (x - 1) == 0
 
 
-def decline_reason(f, family: str, engine: str) -> str | None:
+def decline_reason(f: LinearAttentionFacts, family: Family, engine: str) -> str | None:
     """Why `engine` cannot serve the graph described by facts `f`, or None."""
     if not f.valid:
         return f"{engine}: {f.invalid_reason}"
@@ -45,10 +48,6 @@ def decline_reason(f, family: str, engine: str) -> str | None:
         return f"{engine}: serves {family} nodes, not {f.family}"
     if f.is_summary:
         return f"{engine}: summary nodes are not implemented (kind {f.kind.name})"
-    if not f.thd_layout:
-        return f"{engine}: needs the THD layout (rank-3 q/k/v)"
-    if not f.gates_at_ho:
-        return f"{engine}: gates must have HO = {f.h_o} heads"
     if f.h_k != f.h_q:
         return f"{engine}: k heads ({f.h_k}) must equal q heads ({f.h_q})"
     for what, heads in (("q/k", f.h_q), ("v", f.h_v)):
@@ -58,16 +57,9 @@ def decline_reason(f, family: str, engine: str) -> str | None:
     for what, dim in (("K", f.d_qk), ("V", f.d_v)):
         if not dim or dim > MAX_HEAD_DIM:
             return f"{engine}: head dim {what} = {dim} is outside 1..{MAX_HEAD_DIM}"
-    if family == "kda" and f.gate_channels != f.d_qk:
-        return f"{engine}: KDA gate channels ({f.gate_channels}) must equal K ({f.d_qk})"
-    reason = unsupported_feature_reason(f, engine, flags=_UNSUPPORTED_FLAGS,
-                                        inputs=_UNSUPPORTED_INPUTS)
-    if reason:
-        return reason
-    if f.is_backward and f.has_input("initial_state") != f.has_output("d_initial_state"):
-        return (f"{engine}: the backward computes d_initial_state exactly when an "
-                "initial_state is given")
-    return _DTYPES.reason(f, engine)
+    return (unsupported_feature_reason(f, engine, flags=_UNSUPPORTED_FLAGS,
+                                       inputs=_UNSUPPORTED_INPUTS)
+            or _DTYPES.reason(f, engine))
 
 
 def runtime_reason(engine: str) -> str | None:

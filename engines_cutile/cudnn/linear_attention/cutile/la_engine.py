@@ -13,14 +13,16 @@ from typing import ClassVar
 
 from cudnn import behavior_note
 from cudnn.engines.base import BaseEngine, CompiledPlan, PlanConfig, resolve_node_buffers
-from cudnn.engines.facts import linear_attention_facts
-from cudnn.engines.torch_buffers import as_torch, handle_device_reason, torch_stream
+from cudnn.linear_attention.common.facts import linear_attention_facts
+from cudnn.linear_attention.common.torch_buffers import (as_torch, handle_device_reason,
+                                                        torch_stream)
+from cudnn.ops.linear_attention_family import KDA_FAMILY, Family
 
 from .engine_gates import decline_reason, runtime_reason
 
 
 class CuTileLinearAttentionEngine(BaseEngine):
-    family: ClassVar[str] = ""
+    family: ClassVar[Family]
     behavior_notes = (behavior_note.RUNTIME_COMPILATION,)
 
     def check_support(self, graph) -> None:
@@ -31,7 +33,7 @@ class CuTileLinearAttentionEngine(BaseEngine):
 
     def build_plan(self, graph, plan: PlanConfig, ctx=None) -> CompiledPlan:
         self.check_support(graph)
-        return _LinearAttentionPlan(linear_attention_facts(graph), self.family == "kda")
+        return _LinearAttentionPlan(linear_attention_facts(graph), self.family is KDA_FAMILY)
 
 
 def check_io_dtypes(node_name: str, planned, **buffers) -> None:

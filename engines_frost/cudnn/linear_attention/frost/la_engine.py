@@ -9,10 +9,11 @@ One engine per family (gdn_engine.py, kda_engine.py, gdn2_engine.py) declares on
   launcher, and what every port's buffer must look like. The CuTe DSL compiles each
   kernel configuration at its first launch (cached per configuration).
 - execute: the caller's buffers go straight to `frost_fwd` on the context's stream;
-  ValueError names the port of a buffer the kernels cannot take as it is. The plan keeps
-  the last checked launch (kernels/fwd.py BoundLaunch): a later call whose buffers have
-  the same layout (dims, strides, dtypes, device, alignment) launches without repeating
-  the checks.
+  ValueError names the port of a buffer the kernels cannot take as it is. Every execute
+  is checked: the plan keeps nothing per call.
+- direct_launch: the same checks once, for a caller that repeats a call with buffers of
+  one layout (the torch ops' cached graph): a DirectLaunch over the checked kernel
+  (kernels/fwd.py bind_fwd), which that caller holds.
 """
 from __future__ import annotations
 
@@ -21,13 +22,14 @@ from typing import Any, ClassVar
 from cudnn import behavior_note
 from cudnn.engines.base import (BaseEngine, CompiledPlan, DirectLaunch, PlanConfig,
                                 resolve_node_buffers)
-from cudnn.engines.facts import LinearAttentionFacts, linear_attention_facts
-from cudnn.engines.port_dtypes import IO
-from cudnn.engines.torch_buffers import as_torch, handle_device_reason, torch_stream
+from cudnn.linear_attention.common.facts import LinearAttentionFacts, linear_attention_facts
+from cudnn.linear_attention.common.port_dtypes import IO
+from cudnn.linear_attention.common.torch_buffers import (as_torch, handle_device_reason,
+                                                        torch_stream)
 
 from . import runtime_probe
 from .engine_gates import FamilyTraits, decline_reason
-from .port_buffers import PortBuffer, data_type_of
+from .port_buffers import PortBuffer, checked_tensors, data_type_of
 from .workspace import carve_scratch
 
 # Graph ports whose kernel operand (kernels/config.py OPERANDS) has another name.
@@ -35,6 +37,8 @@ _OPERAND_OF = {"O": "out"}
 # Ports the forward kernel reads or writes (w only for GDN-2), q first.
 _INPUTS = ("q", "k", "v", "g", "beta", "w", "cu_seqlens", "initial_state")
 _OUTPUTS = ("O", "final_state")
+# Every kernel operand, absent (None) until a wired port names it.
+_NO_OPERANDS = dict.fromkeys(_OPERAND_OF.get(p, p) for p in _INPUTS + _OUTPUTS)
 
 
 class FrostLinearAttentionEngine(BaseEngine):
@@ -64,8 +68,7 @@ class FrostLinearAttentionEngine(BaseEngine):
 
 
 class _FrostForwardPlan(CompiledPlan):
-    """A forward plan bound to one device. It holds no per-call state: what it keeps
-    between calls (the last checked launch, an immutable BoundLaunch) is a cache."""
+    """A forward plan bound to one device; immutable after build."""
 
     def __init__(self, engine: str, traits: FamilyTraits, facts: LinearAttentionFacts,
                  device: Any, arch: runtime_probe.KernelArch) -> None:
@@ -75,10 +78,9 @@ class _FrostForwardPlan(CompiledPlan):
         self.device, self.arch = device, arch
         self.ports = _port_buffers(f, traits)
         wired = {**f.node.inputs, **f.node.outputs}
-        # (kernel operand name, uid) of every wired port, for the uid-keyed fast path
+        # (kernel operand name, uid) of every wired port, for direct_launch
         self._operand_uids = tuple((_OPERAND_OF.get(p.port, p.port), wired[p.port].uid)
                                    for p in self.ports)
-        self._bound = None  # the last checked launch (kernels.fwd.BoundLaunch) or None
         self.workspace_size = int(frost_workspace_size(
             total_tokens=f.total_t, num_seqs=f.n_seq, heads_q=f.h_q, heads_k=f.h_k,
             heads_v=f.h_v, head_dim_k=f.d_qk, head_dim_v=f.d_v,
@@ -91,60 +93,52 @@ class _FrostForwardPlan(CompiledPlan):
         if ctx.has_overrides:
             raise ValueError(f"{self.engine}: execute-time shape/stride overrides are not "
                              "supported; the plan runs the graph's declared dims")
-        bound = self._bound
-        if bound is not None:
-            operands = self._uid_operands(data)
-            if operands is not None and bound.matches(operands):
-                bound.launch(operands, torch_stream(ctx.stream, self.device))
-                return
         f = self.facts
         node = resolve_node_buffers(graph, data)[f.node]
-        t = {p.port: as_torch(_buffer(node, p), p.port) for p in self.ports}
-        io = None
-        for p in self.ports:   # q comes first: its dtype is the io dtype of the others
-            if t[p.port] is not None:
-                p.check(self.engine, t[p.port], self.device, io)
-                if p.port == "q":
-                    io = data_type_of(t["q"])
+        t = checked_tensors(self.engine, self.ports, lambda p: _buffer(node, p), self.device)
         h0, ht = t.get("initial_state"), t.get("final_state")
         if h0 is not None and ht is not None and h0.dtype != ht.dtype:
             raise ValueError(f"{self.engine}: initial_state ({h0.dtype}) and final_state "
                              f"({ht.dtype}) buffers must share one dtype")
         scratch = carve_scratch(self.engine, ctx.workspace, self.workspace_size, self.device)
         extra = {} if scratch is None else {"workspace": scratch}
-        from .kernels.fwd import BoundLaunch, frost_fwd
-        bound = frost_fwd(
-            q=t["q"], k=t["k"], v=t["v"], g=t["g"], beta=t["beta"], w=t.get("w"),
-            cu_seqlens=t["cu_seqlens"], out=t["O"], initial_state=h0, final_state=ht,
-            scale=float(f.flags.scale), use_l2norm=f.flags.use_qk_l2norm,
-            gate_per_channel=self.traits.gate_per_channel,
-            beta_per_channel=self.traits.beta_per_channel,
-            stream=torch_stream(ctx.stream, self.device), bind=scratch is None, **extra)
-        if isinstance(bound, BoundLaunch):  # kept for the next call (one assignment: thread-safe)
-            self._bound = bound
+        from .kernels.fwd import frost_fwd
+        frost_fwd(q=t["q"], k=t["k"], v=t["v"], g=t["g"], beta=t["beta"], w=t.get("w"),
+                  cu_seqlens=t["cu_seqlens"], out=t["O"], initial_state=h0, final_state=ht,
+                  stream=torch_stream(ctx.stream, self.device), **self._flags(), **extra)
 
     def direct_launch(self, graph, data) -> DirectLaunch | None:
-        """The last checked launch as a DirectLaunch, when it was made from these buffers
-        (another thread may have replaced it since) and takes TVM-FFI's plain ints."""
-        bound = self._bound
+        """This call's launch with its checks done once (kernels/fwd.py bind_fwd), for
+        buffers laid out like `data`'s; None when a buffer is not a plain torch tensor or
+        the plan needs scratch (then every call takes execute)."""
         operands = self._uid_operands(data)
-        if bound is None or operands is None or not bound.matches(operands):
+        if operands is None or self.workspace_size:
+            return None
+        from .kernels.fwd import bind_fwd
+        bound = bind_fwd(**{**_NO_OPERANDS, **operands}, **self._flags())
+        if bound is None:  # no sequences: nothing to launch, execute handles it
             return None
         present = tuple((name, uid) for name, uid in self._operand_uids
                         if operands[name] is not None)
-        launch = bound.pointer_launch(tuple(name for name, _ in present))
-        if launch is None:
-            return None
+        names = tuple(name for name, _ in present)
+        by_address = bound.pointer_launch(names)
+        launch = by_address or bound.buffer_launch(names)
         return DirectLaunch(
             uids=tuple(uid for _, uid in present),
-            alignment=tuple(operands[name].data_ptr() & 15 for name, _ in present),
-            # a bound launch exists only for plans without scratch: no workspace to pass
-            launch=lambda addresses, _workspace, stream: launch(addresses, stream),
-            takes_addresses=True)
+            alignment=tuple(operands[name].data_ptr() & 15 for name in names),
+            launch=lambda buffers, _workspace, stream: launch(buffers, stream),
+            takes_addresses=by_address is not None)
+
+    def _flags(self) -> dict:
+        """frost_fwd's arguments that come from the graph, not the buffers."""
+        f = self.facts
+        return dict(scale=float(f.flags.scale), use_l2norm=f.flags.use_qk_l2norm,
+                    gate_per_channel=self.traits.gate_per_channel,
+                    beta_per_channel=self.traits.beta_per_channel)
 
     def _uid_operands(self, data) -> dict | None:
         """{kernel operand: buffer} straight from the uid-keyed variant pack when every
-        buffer is a plain torch tensor, else None (the checked path converts the others)."""
+        buffer is a plain torch tensor, else None (execute converts the others)."""
         import torch
 
         operands = {}

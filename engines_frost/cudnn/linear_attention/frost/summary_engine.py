@@ -16,9 +16,9 @@ from typing import Any, ClassVar
 
 from cudnn import behavior_note
 from cudnn.engines.base import BaseEngine, CompiledPlan, PlanConfig, resolve_node_buffers
-from cudnn.engines.facts import LinearAttentionFacts, linear_attention_facts
-from cudnn.engines.port_dtypes import IO
-from cudnn.engines.torch_buffers import as_torch, handle_device_reason, torch_stream
+from cudnn.linear_attention.common.facts import LinearAttentionFacts, linear_attention_facts
+from cudnn.linear_attention.common.port_dtypes import IO
+from cudnn.linear_attention.common.torch_buffers import as_torch, handle_device_reason, torch_stream
 
 from . import la_engine, runtime_probe
 from .engine_gates import FamilyTraits

@@ -11,9 +11,9 @@ eigenvalues, safe gate, a_log/dt_bias or beta_guard yet. Pure: no torch, no devi
 from __future__ import annotations
 
 from cudnn import data_type
-from cudnn.engines.facts import LinearAttentionFacts
-from cudnn.engines.la_feature_gates import unsupported_feature_reason
-from cudnn.engines.port_dtypes import IO, PortDtypes
+from cudnn.linear_attention.common.facts import LinearAttentionFacts
+from cudnn.linear_attention.common.feature_gates import unsupported_feature_reason
+from cudnn.linear_attention.common.port_dtypes import IO, PortDtypes
 
 from .engine_gates import HEAD_DIMS, INDEX_LIMIT, IO_DTYPES, STATE_DTYPES, FamilyTraits
 
@@ -48,36 +48,21 @@ def summary_decline_reason(f: LinearAttentionFacts, traits: FamilyTraits,
 
 
 def _layout_reason(f: LinearAttentionFacts, traits: FamilyTraits, engine: str) -> str | None:
-    if not f.thd_layout:
-        return f"{engine}: needs the THD layout (rank-3 q/k/v/dO)"
+    """What the kernels add to the op spec (a valid facts record already guarantees THD
+    ranks, gates at HO heads and K channels, and the state dims)."""
     HO, K, V, T, N = f.h_o, f.d_qk, f.d_v, f.total_t, f.n_seq
-    if not f.gates_at_ho:
-        return f"{engine}: gates must have HO = {HO} heads (g's)"
     other_name, other = ("q", f.h_q) if f.kind.value == "summary_bwd" else ("v", f.h_v)
-    for name, heads in (("k", f.h_k), (other_name, other)):
-        if not heads or HO % heads:
-            return f"{engine}: {name} heads ({heads}) must divide HO = {HO}"
     if f.h_k != other and max(f.h_k, other) != HO:
+        # the absent q (forward) or v (backward) gets a stand-in only when this holds
         return (f"{engine}: k heads ({f.h_k}) and {other_name} heads ({other}) differ, so one "
                 f"of them must have HO = {HO} heads (HK in {{H, HV}}, HO = max(H, HV))")
     for what, dim in (("K", K), ("V", V)):
         if dim not in HEAD_DIMS:
             return f"{engine}: head dim {what} = {dim} is not one of {HEAD_DIMS}"
-    if traits.gate_per_channel and f.gate_channels != K:
-        return f"{engine}: gate channels ({f.gate_channels}) must equal K ({K})"
     largest = max(T * HO * max(K, V), N * HO * max(K, V) * K)
     if largest >= INDEX_LIMIT:
         return (f"{engine}: operands of {largest} elements need 64-bit offsets (T = {T}, "
                 f"N = {N}, HO = {HO}); the kernels use 32-bit ones")
-    want = {"g": (T, HO, K) if traits.gate_per_channel else (T, HO),
-            "beta": (T, HO, K) if traits.beta_per_channel else (T, HO), "w": (T, HO, V),
-            "dO": (T, HO, V), "transition": (N, HO, K, K),
-            **dict.fromkeys(_STATE_PORTS[:4], (N, HO, V, K))}
-    ports = {**f.node.inputs, **f.node.outputs}
-    for port, dims in want.items():
-        t = ports.get(port)
-        if t is not None and tuple(t.dim) != dims:
-            return f"{engine}: '{port}' must have dims {list(dims)}, got {list(t.dim)}"
     return None
 
 

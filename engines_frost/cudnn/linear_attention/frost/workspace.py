@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from cudnn.engines.torch_buffers import as_torch
+from cudnn.linear_attention.common.torch_buffers import as_torch
 
 ALIGN = 128    # bytes; TMA descriptors and vectorised stores need 128-byte aligned bases
 

@@ -1,152 +1,136 @@
-"""Torch-side checks of one op call, shared by the real kernels and the fake ones.
+"""Checks of one op call, shared by the real kernels and the fake ones.
 
-`check_call(op, family, bound, backward)` reads shapes, dtypes and devices only (never
-data), so it runs unchanged on fake tensors while torch.compile traces. It returns the
-call's `Geometry` or raises, naming the op and the argument, what was expected and what
-was given: TypeError (cudnn.OpTypeError) for a dtype, ValueError (cudnn.OpValueError) for
-a rank, a size, a device or a flag combination. Engine-specific limits (head dims, dtypes
-a kernel lacks) are not checked here: engines decline those, and the error lists why.
+`check_call(op, family, spec, bound)` reads shapes, dtypes and devices only (never data),
+so it runs unchanged on fake tensors while torch.compile traces. It returns the dims of
+the call's results or raises, naming the op and the argument, what was expected and what
+was given: TypeError (cudnn.OpTypeError) for a dtype, ValueError (cudnn.OpValueError)
+for a rank, a size, a device or a flag combination.
+
+What a valid gdn / kda / gdn2 node is, the op spec says (cudnn.ops): its port ranks and
+dtypes, its shape check and its support rules run here on a view of the call
+(`spec_call`), and their errors are re-raised in this op's names. What is checked here
+alone is the torch op's own contract: every tensor on q's device, the dtypes of the
+arguments relative to q and the state (the op never converts), checkpoint_dtype.
+Engine-specific limits (head dims, dtypes a kernel lacks) are not checked: engines
+decline those, and the no-engine error lists why.
 """
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-from cudnn.linear_attention.ops._family import INDEX_DTYPES, DtypeRule, Family, PortRule
-from cudnn.ops.errors import OpTypeError, OpValueError
+from cudnn.linear_attention.ops._family import (GRAPH_ATTR_NAMES, NOT_GRAPH_ATTRS, OpFamily)
+from cudnn.ops.data_types import to_data_type
+from cudnn.ops.errors import OpArgumentError, OpTypeError, OpValueError, show
+from cudnn.ops.op_spec import OpCall, OpSpec, PortView
 
-GATE_DOMAINS = ("log", "linear")
+#: graph attribute -> op argument, for messages (GRAPH_ATTR_NAMES the other way).
+_OP_NAMES = {graph: op for op, graph in GRAPH_ATTR_NAMES.items()}
+_GRAPH_WORD = re.compile(r"\b(" + "|".join(map(re.escape, _OP_NAMES)) + r")\b")
 
 
 @dataclass(frozen=True)
-class Geometry:
-    """Sizes of one call in the spec's symbols (ints, or SymInts while tracing)."""
-    T: Any
-    N: Any
-    H: Any
-    HK: Any
-    HV: Any
-    HO: Any
-    K: Any
-    V: Any
+class CheckedCall:
+    """What a checked call's results look like."""
+    #: dims of every output the spec's shape rules infer, by graph output port.
+    dims: Mapping[str, tuple[Any, ...]]
+    #: initial_state's dtype, float32 without one: final_state and d_final_state use it.
     state_dtype: torch.dtype
-
-    def size(self, symbol: str) -> Any:
-        return getattr(self, symbol)
 
 
 def _dtype_name(dtype: torch.dtype) -> str:
     return str(dtype).removeprefix("torch.")
 
 
-def _dims_text(t: torch.Tensor) -> str:
-    return f"dims {list(t.shape)}"
+def _op_words(text: str) -> str:
+    """`text` with graph attribute names spelled as the op's arguments."""
+    return _GRAPH_WORD.sub(lambda m: _OP_NAMES[m.group(1)], text)
 
 
-def _require_thd(op: str, name: str, t: torch.Tensor, symbols: str) -> None:
-    if t.dim() != 3:
-        raise OpValueError(op, name, f"a THD tensor [{symbols}] (rank 3)",
-                           f"{_dims_text(t)} (rank {t.dim()})")
+def spec_call(spec: OpSpec, bound: Mapping[str, Any]) -> OpCall:
+    """The call as the op spec's rules read a node: tensor arguments as ports (dims and
+    dtype), the other graph-describing arguments as attributes (graph spelling)."""
+    ports = {p.name for p in spec.ports}
+    inputs = {name: PortView(tuple(t.shape), to_data_type(t.dtype))
+              for name, t in bound.items() if name in ports and isinstance(t, torch.Tensor)}
+    attrs = {a.name for a in spec.attrs}
+    params = {GRAPH_ATTR_NAMES.get(name, name): value for name, value in bound.items()
+              if value is not None and name not in NOT_GRAPH_ATTRS
+              and GRAPH_ATTR_NAMES.get(name, name) in attrs}
+    return OpCall(spec=spec, inputs=inputs, params=params)
 
 
-def check_call(op: str, family: Family, bound: Mapping[str, Any], backward: bool) -> Geometry:
-    q, k, v, cu = bound["q"], bound["k"], bound["v"], bound["cu_seqlens"]
-    _require_thd(op, "q", q, "T, H, K")
-    _require_thd(op, "k", k, "T, HK, K")
-    _require_thd(op, "v", v, "T, HV, V")
-    if cu.dim() != 1 or cu.shape[0] < 1:
-        raise OpValueError(op, "cu_seqlens", "a 1-D tensor [N + 1] of sequence boundaries",
-                           _dims_text(cu))
-    if cu.dtype not in INDEX_DTYPES:
-        raise OpTypeError(op, "cu_seqlens", DtypeRule.INDEX.value, _dtype_name(cu.dtype))
-    T, H, K = q.shape
-    HK, HV, V = k.shape[1], v.shape[1], v.shape[2]
-    HO = max(H, HV)
-    if HO % H != 0 or HO % HV != 0:
-        raise OpValueError(op, "v", f"a head count HV that divides or is divided by H = {H}",
-                           f"HV = {HV}")
-    if HK != H and HK != HV:
-        raise OpValueError(op, "k", f"a head count HK equal to H = {H} or HV = {HV}",
-                           f"HK = {HK}")
+def check_call(op: str, family: OpFamily, spec: OpSpec, bound: Mapping[str, Any]) -> CheckedCall:
+    q = bound["q"]
     initial = bound["initial_state"]
     state_dtype = torch.float32 if initial is None else initial.dtype
-    geo = Geometry(T=T, N=cu.shape[0] - 1, H=H, HK=HK, HV=HV, HO=HO, K=K, V=V,
-                   state_dtype=state_dtype)
-    for name in _checked_ports(family, backward):
-        tensor = bound.get(name)
-        if tensor is not None:
-            _check_port(op, family.ports[name], tensor, geo, q)
-    _check_flags(op, bound)
-    _check_checkpoints(op, bound, q.dtype, backward)
-    return geo
+    _check_tensors(op, family, spec, bound, q, state_dtype)
+    call = _spec_rules(op, spec, bound)
+    _check_checkpoint_dtype(op, bound, q.dtype)
+    dims = {out.name: tuple(out.infer(call)) for out in spec.outputs
+            if out.infer is not None and out.infer(call) is not None}
+    return CheckedCall(dims, state_dtype)
 
 
-def _checked_ports(family: Family, backward: bool) -> tuple[str, ...]:
-    ports = ("q", "k", "v", *family.gate_names, "initial_state", "a_log", "dt_bias")
-    if backward:
-        ports += ("dO", "d_final_state", "state_checkpoints")
-    return ports
-
-
-def _check_port(op: str, rule: PortRule, t: torch.Tensor, geo: Geometry,
-                q: torch.Tensor) -> None:
-    symbols = ", ".join(rule.dims)
-    if t.dim() != len(rule.dims):
-        raise OpValueError(op, rule.name, f"a tensor [{symbols}] (rank {len(rule.dims)})",
-                           f"{_dims_text(t)} (rank {t.dim()})")
-    for axis, symbol in enumerate(rule.dims):
-        if symbol == "rows":  # checkpoint rows: any count (checked against the cadence)
+def _check_tensors(op: str, family: OpFamily, spec: OpSpec, bound: Mapping[str, Any],
+                   q: torch.Tensor, state_dtype: torch.dtype) -> None:
+    """Per tensor argument: the spec's rank and dtype rules, q's device, the op's dtype
+    contract."""
+    for port in spec.input_ports:
+        t = bound.get(port.name)
+        if not isinstance(t, torch.Tensor):
             continue
-        if t.shape[axis] != geo.size(symbol):
-            want = [geo.size(s) if s != "rows" else "rows" for s in rule.dims]
-            raise OpValueError(op, rule.name, f"dims [{symbols}] = {want}", _dims_text(t))
-    allowed = rule.dtype.allowed(q.dtype, geo.state_dtype)
-    if t.dtype not in allowed:
-        raise OpTypeError(op, rule.name, rule.dtype.describe(q.dtype, geo.state_dtype),
-                          _dtype_name(t.dtype))
-    if t.device != q.device:
-        raise OpValueError(op, rule.name, f"a tensor on q's device ({q.device})",
-                           f"a tensor on {t.device}")
+        try:
+            view = PortView(tuple(t.shape), to_data_type(t.dtype))
+        except TypeError:
+            raise OpTypeError(op, port.name, "a real dtype", _dtype_name(t.dtype)) from None
+        rank = port.rank_mismatch(view)
+        if rank is not None:
+            raise OpValueError(op, port.name, *rank)
+        dtype = port.dtype_mismatch(view)
+        if dtype is not None:
+            raise OpTypeError(op, port.name, dtype[0], _dtype_name(t.dtype))
+        if t.device != q.device:
+            raise OpValueError(op, port.name, f"a tensor on q's device ({q.device})",
+                               f"a tensor on {t.device}")
+        rule = family.dtype_rule(port.name)
+        if rule is not None and t.dtype not in rule.allowed(q.dtype, state_dtype):
+            raise OpTypeError(op, port.name, rule.describe(q.dtype, state_dtype),
+                              _dtype_name(t.dtype))
 
 
-def _check_flags(op: str, bound: Mapping[str, Any]) -> None:
-    domain = bound["gate_domain"]
-    if domain not in GATE_DOMAINS:
-        raise OpValueError(op, "gate_domain", f"one of {list(GATE_DOMAINS)}", repr(domain))
-    safe = bound["safe_gate"]
-    if domain == "linear" and safe:
-        raise OpValueError(op, "gate_domain", "'log' when safe_gate=True (the safe gate "
-                           "produces a log-domain decay)", "'linear'")
-    if bound["allow_neg_eigval"] and not bound["use_beta_sigmoid_in_kernel"]:
-        raise OpValueError(op, "allow_neg_eigval", "False unless use_beta_sigmoid_in_kernel "
-                           "(beta_eff = 2 sigmoid(beta))", "True")
-    for name in ("a_log", "dt_bias"):
-        if bound[name] is not None and not safe:
-            raise OpValueError(op, name, "None unless safe_gate=True", "a tensor")
-    if bound.get("gate_lower_bound") is not None and not safe:
-        raise OpValueError(op, "gate_lower_bound", "None unless safe_gate=True",
-                           repr(bound["gate_lower_bound"]))
+def _spec_rules(op: str, spec: OpSpec, bound: Mapping[str, Any]) -> OpCall:
+    """The spec's attribute values, shape check and support rules, in this op's names."""
+    for attr in spec.attrs:
+        argument = _OP_NAMES.get(attr.name, attr.name)
+        value = bound.get(argument)
+        if value is not None:
+            try:
+                attr.normalize(op, value)
+            except OpArgumentError as exc:
+                raise type(exc)(op, argument, exc.expected, exc.given) from None
+    call = spec_call(spec, bound)
+    if spec.check is not None:
+        try:
+            spec.check(call)
+        except OpArgumentError as exc:
+            raise type(exc)(op, _OP_NAMES.get(exc.argument, exc.argument),
+                            _op_words(exc.expected), exc.given) from None
+    for rule in spec.broken_rules(call):
+        argument = _OP_NAMES.get(rule.subject, rule.subject)
+        value = bound.get(argument)
+        given = "a tensor" if isinstance(value, torch.Tensor) else show(value)
+        raise OpValueError(op, argument, "a value the other arguments allow ("
+                           f"{_op_words(rule.reason(call))})", given)
+    return call
 
 
-def _check_checkpoints(op: str, bound: Mapping[str, Any], q_dtype: torch.dtype,
-                       backward: bool) -> None:
-    every = bound["checkpoint_every_n_tokens"]
-    if every < 0:
-        raise OpValueError(op, "checkpoint_every_n_tokens", "an int >= 0", str(every))
-    if backward:
-        if bound["state_checkpoints"] is not None and every <= 0:
-            raise OpValueError(op, "checkpoint_every_n_tokens",
-                               "the cadence (> 0) of the state_checkpoints passed", str(every))
-        return
-    dtype = bound["checkpoint_dtype"]
+def _check_checkpoint_dtype(op: str, bound: Mapping[str, Any], q_dtype: torch.dtype) -> None:
+    dtype = bound.get("checkpoint_dtype")
     if dtype is not None and dtype not in (torch.float32, q_dtype):
         raise OpTypeError(op, "checkpoint_dtype", f"None, float32 or q's dtype "
                           f"({_dtype_name(q_dtype)})", _dtype_name(dtype))
-
-
-def checkpoint_rows(geo: Geometry, every: int) -> Any:
-    """Rows allocated for state_checkpoints at cadence `every` (spec §3.7 upper bound)."""
-    return torch.sym_max(geo.T // every + geo.N, 1)

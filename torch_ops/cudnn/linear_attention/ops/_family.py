@@ -1,79 +1,62 @@
-"""What one linear-attention family tells the op factory: its ports, dtype rules and flags.
+"""The torch side of one linear-attention family: what the op factory needs beyond the op
+spec.
 
-A `Family` is data: the graph builders of its forward and backward nodes, its gate ports
-(g, beta and, for GDN-2, w) with their THD dims and dtype rules, the order of its gate
-flags in the op signatures (spec §6.3), and the chunk its backward can reuse forward
-checkpoints at. Everything the families share (q, k, v, states, dO, ...) is here too, so
-gdn.py, kda.py and gdn2.py hold only what differs.
-
-Dims are written in the spec's symbols: T tokens, N sequences, H / HK / HV heads of
-q / k / v, HO = max(H, HV), K = q/k head dim, V = v head dim.
+An `OpFamily` wraps the family record of cudnn.ops (`Family`: gate shapes, extra ports)
+with what only the torch ops have: the public function's name, the dtype contract of the
+op's tensor arguments (the ops never convert; spec §6.4), the order of the family's gate
+flags in the op signatures (spec §6.3) and the chunk its backward can reuse forward
+checkpoints at. Ports, shapes and flag rules are the OpSpecs' (`forward_spec`,
+`backward_spec`): the ops check calls against them (_checks.py) and build their graphs
+with the matching pygraph builders, so gdn.py, kda.py and gdn2.py hold only what differs.
 """
 from __future__ import annotations
 
 import enum
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 
+import cudnn
 from cudnn.linear_attention.ops._signature import OpSignature
-
-FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
-INDEX_DTYPES = (torch.int32, torch.int64)
+from cudnn.ops.linear_attention import spec_of
+from cudnn.ops.linear_attention_family import Family, Kind
+from cudnn.ops.op_spec import OpSpec
 
 
 class DtypeRule(enum.Enum):
-    """Which dtypes a port accepts; the op never converts (callers convert)."""
-    FLOAT = "a floating dtype (float16, bfloat16, float32 or float64)"
+    """Which dtype an argument must have relative to the others (beyond the op spec's
+    "a floating dtype"); the op never converts (callers convert)."""
     LIKE_Q = "q's dtype"
     FP32_OR_Q = "float32 or q's dtype"
     LIKE_STATE = "the state dtype (initial_state's, float32 without one)"
-    INDEX = "int32 or int64"
 
     def allowed(self, q_dtype: torch.dtype, state_dtype: torch.dtype) -> tuple[torch.dtype, ...]:
-        if self is DtypeRule.FLOAT:
-            return FLOAT_DTYPES
         if self is DtypeRule.LIKE_Q:
             return (q_dtype,)
         if self is DtypeRule.FP32_OR_Q:
             return (torch.float32, q_dtype)
-        if self is DtypeRule.LIKE_STATE:
-            return (state_dtype,)
-        return INDEX_DTYPES
+        return (state_dtype,)
 
     def describe(self, q_dtype: torch.dtype, state_dtype: torch.dtype) -> str:
-        if self in (DtypeRule.FLOAT, DtypeRule.INDEX):
-            return self.value
         names = sorted({str(d).removeprefix("torch.") for d in self.allowed(q_dtype, state_dtype)})
         return f"{self.value} ({' or '.join(names)})"
 
 
-@dataclass(frozen=True)
-class PortRule:
-    name: str
-    dims: tuple[str, ...]
-    dtype: DtypeRule
-
-
-#: Ports every family shares (cu_seqlens is checked on its own: [N + 1]).
-SHARED_PORTS: Mapping[str, PortRule] = {p.name: p for p in (
-    PortRule("q", ("T", "H", "K"), DtypeRule.FLOAT),
-    PortRule("k", ("T", "HK", "K"), DtypeRule.LIKE_Q),
-    PortRule("v", ("T", "HV", "V"), DtypeRule.LIKE_Q),
-    PortRule("initial_state", ("N", "HO", "V", "K"), DtypeRule.FLOAT),
-    PortRule("a_log", ("HO",), DtypeRule.FLOAT),
-    PortRule("dO", ("T", "HO", "V"), DtypeRule.LIKE_Q),
-    PortRule("d_final_state", ("N", "HO", "V", "K"), DtypeRule.LIKE_STATE),
-    PortRule("state_checkpoints", ("rows", "HO", "V", "K"), DtypeRule.FP32_OR_Q),
-)}
+#: The op's dtype contract for the arguments every family shares.
+SHARED_DTYPES: Mapping[str, DtypeRule] = {
+    "k": DtypeRule.LIKE_Q, "v": DtypeRule.LIKE_Q, "dO": DtypeRule.LIKE_Q,
+    "d_final_state": DtypeRule.LIKE_STATE, "state_checkpoints": DtypeRule.FP32_OR_Q,
+}
 
 #: op argument -> graph attribute, where the spellings differ (spec §6.2 vs §1.3).
 GRAPH_ATTR_NAMES: Mapping[str, str] = {
     "use_qk_l2norm_in_kernel": "use_qk_l2norm",
     "use_beta_sigmoid_in_kernel": "use_beta_sigmoid",
 }
+#: op arguments that steer the op itself rather than describe the graph's node.
+NOT_GRAPH_ATTRS = frozenset({"checkpoint_dtype", "plan_name"})
 
 FORWARD_RESULTS = ("o", "final_state", "state_checkpoints")
 #: forward result -> graph output port.
@@ -86,33 +69,41 @@ GRADIENTS: Mapping[str, tuple[str, str]] = {
     "d_initial_state": ("d_initial_state", "initial_state"),
     "d_a_log": ("d_a_log", "a_log"), "d_dt_bias": ("d_dt_bias", "dt_bias"),
 }
+_GATE_PORTS = ("g", "beta", "w")
 
 
 @dataclass(frozen=True)
-class Family:
+class OpFamily:
+    """The torch ops of one ops `Family`."""
+    family: Family
     #: public function name; the custom ops are cudnn::<name>_fwd / _bwd.
     name: str
-    #: the pygraph builder methods of the forward and backward nodes.
-    graph_forward: Callable[..., Any]
-    graph_backward: Callable[..., Any]
-    #: g, beta (and w), in port order.
-    gates: tuple[PortRule, ...]
-    dt_bias_dims: tuple[str, ...]
+    #: the op's dtype contract for the family's gates (g is the spec's "floating" only).
+    gate_dtypes: Mapping[str, DtypeRule]
     #: the family's gate flags, in the order its op signatures take them.
     gate_flags: tuple[str, ...]
     #: forward checkpoints are reused by the backward when their cadence is a multiple.
     checkpoint_chunk: int
-    ports: Mapping[str, PortRule] = field(init=False, repr=False)
 
-    def __post_init__(self) -> None:
-        ports = dict(SHARED_PORTS)
-        ports.update((p.name, p) for p in self.gates)
-        ports["dt_bias"] = PortRule("dt_bias", self.dt_bias_dims, DtypeRule.FLOAT)
-        object.__setattr__(self, "ports", ports)
+    @property
+    def forward_spec(self) -> OpSpec:
+        return spec_of(self.family, Kind.FWD)
+
+    @property
+    def backward_spec(self) -> OpSpec:
+        return spec_of(self.family, Kind.BWD)
+
+    def builder(self, spec: OpSpec) -> Callable[..., Any]:
+        """The pygraph builder method of `spec`'s node."""
+        return getattr(cudnn.pygraph, spec.name)
 
     @property
     def gate_names(self) -> tuple[str, ...]:
-        return tuple(p.name for p in self.gates)
+        ports = {p.name for p in self.forward_spec.ports}
+        return tuple(p for p in _GATE_PORTS if p in ports)
+
+    def dtype_rule(self, port: str) -> DtypeRule | None:
+        return self.gate_dtypes.get(port) or SHARED_DTYPES.get(port)
 
     @property
     def gradient_results(self) -> tuple[str, ...]:

@@ -6,13 +6,16 @@ pygraph builder, plans, pins `plan_name` when given, builds and reads the worksp
 the graph API, end to end, with no engine named. When no engine can run the call, the
 error lists why each engine declined, from `graph.explain_plans()`.
 
-`CachedGraph.run` allocates the call's results, binds them and the call's tensors to the
-graph's tensors and executes on the current torch stream (the graph's handle answers
-`get_stream()` with it) with a workspace from torch's caching allocator. The first
-execute of a graph runs under its lock (engines may compile lazily there); later
-executes take no lock. After the first execute through the bound executor, a plan that
-offers a direct launch gives the entry a launch lane (_launch_lane.py), which later calls
-take when it accepts them.
+A `CachedGraph` is one entry of an op's graph cache: the built graph and everything
+derived from it once, so it shares the entry's key and lifetime (it has no cache or
+invalidation of its own). `run` allocates the call's results, binds them and the call's
+tensors to the graph's tensors and executes on the current torch stream (the graph's
+handle answers `get_stream()` with it) with a workspace from torch's caching allocator.
+The first call runs `graph.execute` under the entry's lock (engines may compile lazily
+there), then fixes, still under the lock: the selected plan bound for repeated
+execution (router `bind_executor`), and, when the plan offers one for these buffers, its
+direct launch (_launch_lane.py). Later calls take the direct launch when their buffers
+are aligned as the first call's were, else the bound plan; they take no lock.
 """
 from __future__ import annotations
 
@@ -27,10 +30,6 @@ import cudnn
 from cudnn.engines.bound_executor import BoundExecutor, bind_executor
 from cudnn.linear_attention.ops._launch_lane import LaunchLane, make_lane
 from cudnn.ops.errors import cudnnGraphNotSupportedError
-
-
-#: how many executor-path calls of one entry ask its plan for a direct launch.
-_LANE_ASKS = 3
 
 
 class TorchDeviceHandle:
@@ -90,11 +89,10 @@ class CachedGraph:
     device: torch.device
     #: results a caller may discard; the lane skips allocating those that are empty.
     droppable: tuple[int, ...] = ()
-    #: the selected plan bound after the first call (router bound_executor), then used.
+    #: the selected plan bound at the first call (router bound_executor), then used.
     executor: BoundExecutor | None = field(default=None, repr=False)
-    #: the plan's direct launch bound to the op's positions (None: not offered / yet).
+    #: the plan's direct launch bound to the op's positions (None: not offered).
     lane: LaunchLane | None = field(default=None, repr=False)
-    _lane_asks: int = field(default=0, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _input_uids: tuple[tuple[int, int], ...] = field(default=(), repr=False)
     _output_uids: tuple[tuple[int, int], ...] = field(default=(), repr=False)
@@ -128,17 +126,10 @@ class CachedGraph:
             for position, uid in self._output_uids:
                 pack[uid] = results[position]
             executor(pack, workspace)
-            # the plan has just run these very buffers; asked a few times at most (a racing
-            # call with another alignment can make the plan decline once)
-            if self.lane is None and self._lane_asks < _LANE_ASKS:
-                self._lane_asks += 1
-                self.lane = make_lane(device, self.results, self.droppable,
-                                      self.workspace_size,
-                                      executor.plan.direct_launch(self.graph, pack),
-                                      self._input_uids, self._output_uids)
             return results
         # The first call goes through graph.execute (lazy JIT happens there, once, under
-        # the lock); it then binds the built plan for the calls after it.
+        # the lock); it then binds the built plan and asks it, once, for a direct launch
+        # of buffers laid out as these (the plan checks them for it).
         pack = {tensor: values[position] for position, tensor in self.inputs}
         for position, tensor in self.outputs:
             pack[tensor] = results[position]
@@ -147,7 +138,13 @@ class CachedGraph:
             if self.executor is None:
                 self._input_uids = tuple((p, t.uid) for p, t in self.inputs)
                 self._output_uids = tuple((p, t.uid) for p, t in self.outputs)
-                self.executor = bind_executor(self.graph)
+                executor = bind_executor(self.graph)
+                by_uid = {t.uid: buffer for t, buffer in pack.items()}
+                self.lane = make_lane(device, self.results, self.droppable,
+                                      self.workspace_size,
+                                      executor.plan.direct_launch(self.graph, by_uid),
+                                      self._input_uids, self._output_uids)
+                self.executor = executor  # last: unlocked callers test it first
         return results
 
 

@@ -3,15 +3,16 @@
 A cached call already knows everything the graph API and the engine re-derive per execute:
 its graph cache key (_op_factory.cache_key) fixes every tensor's dims, strides, dtype and
 device, and the plan is built. When the plan offers a `DirectLaunch` (engine contract,
-`CompiledPlan.direct_launch`) after the call's first execute, the cached graph keeps a
+`CompiledPlan.direct_launch`) at the entry's first call, the cached graph keeps it as a
 lane: per call it allocates the results, checks the one property the key leaves open
 (each input's address modulo 16, which decides the kernel's alignment assumptions) and
 the current device, and launches on torch's current stream. Any other call, or a failed
-check, takes the graph's executor path, which checks everything.
+check, takes the graph's executor path, which checks everything. The lane is part of its
+cache entry: same key, same lifetime, nothing to invalidate on its own.
 
 Why: each layer of the executor path (variant pack, workspace and uid checks, stream
 object, the engine's layout check) costs 1-8 us of Python, and a cached call is all
-layers and no work (issue 8's target is 20 us per call on the H200 host).
+layers and no work (the target is 20 us of host time per call on the H200 host).
 """
 from __future__ import annotations
 

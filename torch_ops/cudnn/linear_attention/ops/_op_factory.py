@@ -4,16 +4,18 @@
 - `cudnn::<family>_fwd` -> (o, final_state, state_checkpoints) and
   `cudnn::<family>_bwd` -> (dq, dk, dv, d<gates>..., d_initial_state, d_a_log, d_dt_bias),
   schemas generated from the family's signature tables (_family.py, _signature.py);
-- a fake (meta) kernel for each, running the same checks (_checks.py) and allocating the
-  same result shapes, so torch.compile traces the ops without running them;
+- a fake (meta) kernel for each, running the same checks (_checks.py: the op spec's rules
+  plus the op's own) and allocating results at the dims the spec's shape rules give, so
+  torch.compile traces the ops without running them;
 - autograd on `_fwd` that runs the `_bwd` op, i.e. the family's backward graph.
 
 A kernel looks the call's configuration up in the op's bounded graph cache
-(_graph_cache.py). On a miss it checks the call, allocates its results (absent optional
-results are zero-size tensors: custom ops cannot return None) and builds the single-node
-graph (_graph_runner.py); the configuration key holds every dim, stride, dtype, device and
-attribute the checks read, so a hit skips them. Then the graph runs into fresh results.
-The ops never convert dtypes and never name an engine.
+(_graph_cache.py), the torch-op layer's one cache. On a miss it checks the call,
+allocates its results (absent optional results are zero-size tensors: custom ops cannot
+return None) and builds the single-node graph (_graph_runner.py); the configuration key
+holds every dim, stride, dtype, device and attribute the checks read, so a hit skips
+them. Then the graph runs into fresh results. The ops never convert dtypes and never
+name an engine.
 """
 from __future__ import annotations
 
@@ -26,17 +28,16 @@ from typing import Any
 import torch
 
 from cudnn.linear_attention.ops import _torch_compat
-from cudnn.linear_attention.ops._checks import Geometry, check_call, checkpoint_rows
+from cudnn.linear_attention.ops._checks import CheckedCall, check_call
 from cudnn.linear_attention.ops._direct_call import DIRECT, DIRECT_AUTOGRAD, route
 from cudnn.linear_attention.ops._family import (FORWARD_PORTS, FORWARD_RESULTS, GRADIENTS,
-                                                GRAPH_ATTR_NAMES, Family)
+                                                GRAPH_ATTR_NAMES, NOT_GRAPH_ATTRS, OpFamily)
 from cudnn.linear_attention.ops._graph_cache import GraphCache
 from cudnn.linear_attention.ops._graph_runner import CachedGraph, GraphRequest, build_graph
 from cudnn.linear_attention.ops._signature import OpSignature
+from cudnn.ops.op_spec import OpSpec
 
 NAMESPACE = "cudnn"
-#: op arguments that steer the op itself rather than describe the graph's node.
-_NOT_GRAPH_ATTRS = frozenset({"checkpoint_dtype", "plan_name"})
 #: the primal each gradient result belongs to, and back.
 _PRIMAL_OF = {result: primal for result, (_, primal) in GRADIENTS.items()}
 _GRADIENT_OF = {primal: result for result, primal in _PRIMAL_OF.items()}
@@ -89,10 +90,12 @@ class _OpDef:
     name: str
     signature: OpSignature
     backward: bool
+    #: the op spec of the graph's node, and the pygraph builder that adds it.
+    spec: OpSpec
     graph_builder: Callable[..., Any]
     cache: GraphCache[CachedGraph]
-    #: (bound call, geometry) -> every result, allocated like `new_empty` of q.
-    allocate: Callable[[Mapping[str, Any], Geometry], _Results]
+    #: (bound call, checked call) -> every result, allocated like `new_empty` of q.
+    allocate: Callable[[Mapping[str, Any], CheckedCall], _Results]
     #: bound call -> (result position, graph output port) of the results the graph writes.
     written: Callable[[Mapping[str, Any]], list[tuple[int, str]]]
     #: values in schema order -> the graph cache key (cache_key_function).
@@ -102,15 +105,15 @@ class _OpDef:
 class FamilyOps:
     """The registered ops of one family, their graph caches and the Python entry point."""
 
-    def __init__(self, family: Family) -> None:
+    def __init__(self, family: OpFamily) -> None:
         self.family = family
         self._saved = ("q", "k", "v", *family.gate_names, "cu_seqlens", "initial_state",
                        "a_log", "dt_bias")
         self.forward_def = self._op_def("fwd", family.forward_signature(), False,
-                                        family.graph_forward, self._forward_results,
+                                        family.forward_spec, self._forward_results,
                                         self._forward_written)
         self.backward_def = self._op_def("bwd", family.backward_signature(), True,
-                                         family.graph_backward, self._backward_results,
+                                         family.backward_spec, self._backward_results,
                                          self._backward_written)
         self.forward_signature = self.forward_def.signature
         self.backward_signature = self.backward_def.signature
@@ -134,12 +137,12 @@ class FamilyOps:
         self.forward_op = getattr(namespace, f"{family.name}_fwd").default
         self.backward_op = getattr(namespace, f"{family.name}_bwd").default
 
-    def _op_def(self, suffix: str, signature: OpSignature, backward: bool,
-                builder: Callable[..., Any], allocate: Callable[..., _Results],
+    def _op_def(self, suffix: str, signature: OpSignature, backward: bool, spec: OpSpec,
+                allocate: Callable[..., _Results],
                 written: Callable[..., list[tuple[int, str]]]) -> _OpDef:
         name = f"{NAMESPACE}::{self.family.name}_{suffix}"
-        return _OpDef(name, signature, backward, builder, GraphCache(name), allocate, written,
-                      cache_key_function(signature))
+        return _OpDef(name, signature, backward, spec, self.family.builder(spec),
+                      GraphCache(name), allocate, written, cache_key_function(signature))
 
     # -- registration ------------------------------------------------------------------
     def _register(self, op: _OpDef) -> tuple[Any, Callable[..., _Results]]:
@@ -149,7 +152,7 @@ class FamilyOps:
 
         def fake(*args: Any, **kwargs: Any) -> _Results:
             bound = op.signature.bind(args, kwargs)
-            return op.allocate(bound, check_call(op.name, self.family, bound, op.backward))
+            return op.allocate(bound, check_call(op.name, self.family, op.spec, bound))
 
         registered = torch.library.custom_op(op.name, kernel, mutates_args=(),
                                              schema=op.signature.schema())
@@ -166,11 +169,11 @@ class FamilyOps:
     def _build(self, op: _OpDef, values: Sequence[Any]) -> CachedGraph:
         signature = op.signature
         bound = dict(zip(signature.names, values))
-        geo = check_call(op.name, self.family, bound, op.backward)
+        checked = check_call(op.name, self.family, op.spec, bound)
         tensors = signature.tensor_names
         attrs = {GRAPH_ATTR_NAMES.get(n, n): bound[n] for n in signature.names
-                 if n not in tensors and n not in _NOT_GRAPH_ATTRS and bound[n] is not None}
-        if attrs["scale"] == default_scale(geo.K):
+                 if n not in tensors and n not in NOT_GRAPH_ATTRS and bound[n] is not None}
+        if attrs["scale"] == default_scale(bound["q"].shape[-1]):
             # the public functions fill in the default; the graph says "default" (None),
             # so engines that serve only the default scale see it as such
             del attrs["scale"]
@@ -178,7 +181,7 @@ class FamilyOps:
             op=op.name, builder=op.graph_builder,
             inputs=[(signature.names.index(n), n, bound[n]) for n in tensors
                     if bound[n] is not None],
-            attrs=attrs, results=op.allocate(bound, geo), outputs=op.written(bound),
+            attrs=attrs, results=op.allocate(bound, checked), outputs=op.written(bound),
             plan_name=bound["plan_name"], device=bound["q"].device,
             droppable=() if op.backward else (FORWARD_RESULTS.index("state_checkpoints"),)))
 
@@ -222,23 +225,22 @@ class FamilyOps:
 
     # -- results -----------------------------------------------------------------------
     @staticmethod
-    def _forward_results(args: Mapping[str, Any], geo: Geometry) -> _Results:
-        q = args["q"]
-        state_shape = (geo.N, geo.HO, geo.V, geo.K)
-        o = q.new_empty((geo.T, geo.HO, geo.V))
-        final = q.new_empty(state_shape if args["output_final_state"] else (0,),
-                            dtype=geo.state_dtype)
+    def _forward_results(args: Mapping[str, Any], checked: CheckedCall) -> _Results:
+        q, dims = args["q"], checked.dims
+        o = q.new_empty(dims["O"])
+        final = q.new_empty(dims["final_state"] if args["output_final_state"] else (0,),
+                            dtype=checked.state_dtype)
         every = args["checkpoint_every_n_tokens"]
         dtype = args["checkpoint_dtype"] or q.dtype
-        rows = (checkpoint_rows(geo, every), geo.HO, geo.V, geo.K) if every > 0 else (0,)
-        return o, final, q.new_empty(rows, dtype=dtype)
+        return o, final, q.new_empty(dims["state_checkpoints"] if every > 0 else (0,),
+                                     dtype=dtype)
 
     @staticmethod
     def _forward_written(args: Mapping[str, Any]) -> list[tuple[int, str]]:
         present = (True, bool(args["output_final_state"]), args["checkpoint_every_n_tokens"] > 0)
         return [(i, FORWARD_PORTS[r]) for i, r in enumerate(FORWARD_RESULTS) if present[i]]
 
-    def _backward_results(self, args: Mapping[str, Any], geo: Geometry) -> _Results:
+    def _backward_results(self, args: Mapping[str, Any], checked: CheckedCall) -> _Results:
         q = args["q"]
         primals = (args[_PRIMAL_OF[r]] for r in self.family.gradient_results)
         # one zero-size tensor per absent gradient: custom op results may not alias

@@ -14,17 +14,14 @@ from __future__ import annotations
 
 import torch
 
-import cudnn
-from cudnn.linear_attention.ops._family import DtypeRule, Family, PortRule
+from cudnn.linear_attention.ops._family import DtypeRule, OpFamily
 from cudnn.linear_attention.ops._op_factory import FamilyOps
+from cudnn.ops.linear_attention_family import GDN_FAMILY
 
-GDN = Family(
+GDN = OpFamily(
+    family=GDN_FAMILY,
     name="gated_delta_net",
-    graph_forward=cudnn.pygraph.gdn,
-    graph_backward=cudnn.pygraph.gdn_bwd,
-    gates=(PortRule("g", ("T", "HO"), DtypeRule.FLOAT),
-           PortRule("beta", ("T", "HO"), DtypeRule.FP32_OR_Q)),
-    dt_bias_dims=("HO",),
+    gate_dtypes={"beta": DtypeRule.FP32_OR_Q},
     gate_flags=("use_beta_sigmoid_in_kernel", "allow_neg_eigval", "safe_gate", "gate_domain"),
     # GDN kernels work in 64-token chunks (spec §6.4): coarser checkpoints are reusable.
     checkpoint_chunk=64,

@@ -18,18 +18,14 @@ from __future__ import annotations
 
 import torch
 
-import cudnn
-from cudnn.linear_attention.ops._family import DtypeRule, Family, PortRule
+from cudnn.linear_attention.ops._family import DtypeRule, OpFamily
 from cudnn.linear_attention.ops._op_factory import FamilyOps
+from cudnn.ops.linear_attention_family import GDN2_FAMILY
 
-GDN2 = Family(
+GDN2 = OpFamily(
+    family=GDN2_FAMILY,
     name="gated_delta_net_v2",
-    graph_forward=cudnn.pygraph.gdn2,
-    graph_backward=cudnn.pygraph.gdn2_bwd,
-    gates=(PortRule("g", ("T", "HO", "K"), DtypeRule.FLOAT),
-           PortRule("beta", ("T", "HO", "K"), DtypeRule.LIKE_Q),
-           PortRule("w", ("T", "HO", "V"), DtypeRule.LIKE_Q)),
-    dt_bias_dims=("HO", "K"),
+    gate_dtypes={"beta": DtypeRule.LIKE_Q, "w": DtypeRule.LIKE_Q},
     gate_flags=("use_beta_sigmoid_in_kernel", "allow_neg_eigval", "beta_guard", "safe_gate",
                 "gate_domain", "gate_lower_bound"),
     # GDN-2 kernels work in 16-token sub-chunks, as KDA's (spec §6.4).

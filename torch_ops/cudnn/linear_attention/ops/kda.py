@@ -14,17 +14,14 @@ from __future__ import annotations
 
 import torch
 
-import cudnn
-from cudnn.linear_attention.ops._family import DtypeRule, Family, PortRule
+from cudnn.linear_attention.ops._family import DtypeRule, OpFamily
 from cudnn.linear_attention.ops._op_factory import FamilyOps
+from cudnn.ops.linear_attention_family import KDA_FAMILY
 
-KDA = Family(
+KDA = OpFamily(
+    family=KDA_FAMILY,
     name="kimi_delta_attention",
-    graph_forward=cudnn.pygraph.kda,
-    graph_backward=cudnn.pygraph.kda_bwd,
-    gates=(PortRule("g", ("T", "HO", "K"), DtypeRule.FLOAT),
-           PortRule("beta", ("T", "HO"), DtypeRule.FP32_OR_Q)),
-    dt_bias_dims=("HO", "K"),
+    gate_dtypes={"beta": DtypeRule.FP32_OR_Q},
     gate_flags=("use_beta_sigmoid_in_kernel", "allow_neg_eigval", "safe_gate",
                 "gate_lower_bound", "gate_domain"),
     # KDA kernels work in 16-token sub-chunks (spec §6.4): coarser checkpoints are reusable.

@@ -6,6 +6,10 @@ static FrostFwdConfig, gets the CuTe DSL kernel for it on first use (lazily, onc
 config per process, thread-safe): from the precompiled store when FROST_KERNEL_CACHE names
 one (kernel_store.py), else by compiling it (and adding it to that store), and launches
 it on the caller's stream. It never reads cu_seqlens on the host and never allocates.
+``bind_fwd`` does the same checks and lookup without launching and returns the
+``BoundLaunch`` a caller repeats for operands of the same layout; that object, held by
+the caller, is the only thing kept per layout: this module's one cache is the compiled
+kernel per (config, arch, calling convention).
 This module imports neither torch nor cutlass at import time, so CPU-only CI can import it.
 """
 from __future__ import annotations
@@ -31,9 +35,6 @@ _INDEX_LIMIT = 2**31  # the kernels index with 32-bit offsets
 
 _cache: dict[tuple[FrostFwdConfig, str, str], object] = {}
 _cache_lock = threading.Lock()
-# frost_fwd's recent launches by (operand_signature, flags): repeated calls skip the checks
-_recent: dict[tuple, "BoundLaunch"] = {}
-_RECENT_MAX = 256
 
 
 def frost_workspace_size(**static_config) -> int:
@@ -90,19 +91,21 @@ def _dtype_name(t) -> str:
     return str(t.dtype).removeprefix("torch.")
 
 
-def _fail(arg: str, expected: str, got) -> ValueError:
-    return ValueError(f"frost_fwd: {arg} must be {expected}, got {got}")
+def _fail(arg: str, expected: str, got, who: str = "frost_fwd") -> ValueError:
+    return ValueError(f"{who}: {arg} must be {expected}, got {got}")
 
 
-def _check(name, t, shape, dtypes, device):
+def _check(name, t, shape, dtypes, device, who: str = "frost_fwd"):
+    """ValueError (naming `who`, the argument, what it must be and what it is) unless t is
+    on `device`, of `shape` and one of `dtypes`, and contiguous."""
     if t.device != device:
-        raise _fail(name, f"on {device} (the device of q)", t.device)
+        raise _fail(name, f"on {device} (the device of q)", t.device, who)
     if tuple(t.shape) != tuple(shape):
-        raise _fail(name, f"of shape {list(shape)}", list(t.shape))
+        raise _fail(name, f"of shape {list(shape)}", list(t.shape), who)
     if _dtype_name(t) not in dtypes:
-        raise _fail(name, f"of dtype {' or '.join(dtypes)}", t.dtype)
+        raise _fail(name, f"of dtype {' or '.join(dtypes)}", t.dtype, who)
     if not t.is_contiguous():
-        raise _fail(name, "contiguous (this kernel version reads packed rows)", f"strides {t.stride()}")
+        raise _fail(name, "contiguous (the kernels read and write packed rows)", f"strides {t.stride()}", who)
 
 
 def frost_fwd(*, q, k, v, g, beta, w, cu_seqlens, out, initial_state, final_state,
@@ -117,39 +120,41 @@ def frost_fwd(*, q, k, v, g, beta, w, cu_seqlens, out, initial_state, final_stat
     (equal dtypes). HO = max(H, HV). All CUDA tensors on one device, contiguous, 16-byte
     aligned (4 for fp32/int32 operands). stream: a torch.cuda.Stream (None: the current
     one). ``algorithm`` picks "v0" (SIMT oracle), "v1" or "v2" (default DEFAULT_ALGORITHM).
-    With ``bind``, returns a BoundLaunch that repeats this launch for operands of the same
-    layout without the checks (None when nothing was launched: N == 0). frost_fwd itself
-    keeps its recent launches by layout (operand_signature) and flags, so a repeated call
-    skips the checks too (H200 host: 48 us of checks -> the ~6 us of a bound launch).
+    Every call is checked (H200 host: ~48 us); with ``bind``, returns the BoundLaunch that
+    repeats this launch for operands of the same layout without the checks (None when
+    nothing was launched: N == 0).
     """
     import torch
 
-    tensors = {"q": q, "k": k, "v": v, "g": g, "beta": beta, "w": w, "cu_seqlens": cu_seqlens,
-               "out": out, "initial_state": initial_state, "final_state": final_state}
-    # a call that repeats an earlier one's operand layout and flags passes the same checks
-    # and derives the same config: launch its BoundLaunch without redoing them
-    key = (operand_signature(tensors), float(scale), bool(use_l2norm), bool(gate_per_channel),
-           bool(beta_per_channel), algorithm)
-    bound = _recent.get(key)
+    tensors = dict(q=q, k=k, v=v, g=g, beta=beta, w=w, cu_seqlens=cu_seqlens, out=out,
+                   initial_state=initial_state, final_state=final_state)
+    bound = bind_fwd(**tensors, scale=scale, use_l2norm=use_l2norm,
+                     gate_per_channel=gate_per_channel, beta_per_channel=beta_per_channel,
+                     algorithm=algorithm)
     if bound is None:
-        launch = check_operands(
-            q=q, k=k, v=v, g=g, beta=beta, w=w, cu_seqlens=cu_seqlens, out=out, initial_state=initial_state,
-            final_state=final_state, use_l2norm=use_l2norm, gate_per_channel=gate_per_channel,
-            beta_per_channel=beta_per_channel, algorithm=algorithm,
-        )
-        if q.device.type != "cuda":
-            raise _fail("q", "a CUDA tensor (and every other operand on its device)", q.device)
-        if launch.N == 0:
-            return None
-        bound = BoundLaunch(launch.config, _compiled(launch.config, device_arch(q.device)),
-                            key[0], launch.T, launch.N, float(scale))
-        if len(_recent) >= _RECENT_MAX:
-            _recent.clear()  # layouts churn (varying T): start over rather than grow
-        _recent[key] = bound
+        return None
     if stream is None:
         stream = torch.cuda.current_stream(q.device)
     bound.launch(tensors, stream)
     return bound if bind else None
+
+
+def bind_fwd(*, q, k, v, g, beta, w, cu_seqlens, out, initial_state, final_state,
+             scale: float, use_l2norm: bool, gate_per_channel: bool, beta_per_channel: bool,
+             algorithm: str | None = None) -> BoundLaunch | None:
+    """frost_fwd's checks and kernel lookup without the launch: the BoundLaunch for
+    operands laid out like these (None when N == 0: there is nothing to launch)."""
+    launch = check_operands(
+        q=q, k=k, v=v, g=g, beta=beta, w=w, cu_seqlens=cu_seqlens, out=out,
+        initial_state=initial_state, final_state=final_state, use_l2norm=use_l2norm,
+        gate_per_channel=gate_per_channel, beta_per_channel=beta_per_channel,
+        algorithm=algorithm)
+    if q.device.type != "cuda":
+        raise _fail("q", "a CUDA tensor (and every other operand on its device)", q.device)
+    if launch.N == 0:
+        return None
+    return BoundLaunch(launch.config, _compiled(launch.config, device_arch(q.device)),
+                       operand_signature(launch.tensors), launch.T, launch.N, float(scale))
 
 
 def operand_signature(tensors: dict) -> tuple:
@@ -162,10 +167,11 @@ def operand_signature(tensors: dict) -> tuple:
 
 @dataclasses.dataclass(frozen=True)
 class BoundLaunch:
-    """One checked frost_fwd launch, kept for calls that repeat it (a plan executed many
-    times). Operands with the same ``operand_signature`` pass the same checks and derive the
-    same config, so ``launch`` goes straight to the compiled kernel; the caller asks
-    ``matches`` first and falls back to frost_fwd otherwise."""
+    """One checked frost_fwd launch, held by a caller that repeats it (bind_fwd: the
+    engine's direct launch, kept by the torch ops' cached graph; the benchmarks).
+    Operands with the same ``operand_signature`` pass the same checks and derive the same
+    config, so ``launch`` goes straight to the compiled kernel; the caller owes operands
+    of that layout (``matches`` tells) and falls back to frost_fwd otherwise."""
 
     config: FrostFwdConfig
     kernel: object  # compiled_kernel.CompiledKernel
@@ -197,6 +203,24 @@ class BoundLaunch:
                 args[slot] = address
             fn(*args, *tail, stream)
         return launch
+
+    def buffer_launch(self, names: tuple):
+        """``launch(tensors, stream_handle)``: the same for torch tensors of the ABI operands
+        ``names`` (in that order), for kernels in either calling convention. No checks."""
+        kernel, tail = self.kernel, (self.T, self.N, self.scale)
+
+        def launch(tensors, stream: int) -> None:
+            kernel.launch(dict(zip(names, tensors)), *tail, _RawStream(stream))
+        return launch
+
+
+class _RawStream:
+    """A raw CUDA stream handle where a launch reads ``stream.cuda_stream``."""
+
+    __slots__ = ("cuda_stream",)
+
+    def __init__(self, handle: int) -> None:
+        self.cuda_stream = handle
 
 
 @dataclasses.dataclass(frozen=True)

@@ -242,7 +242,7 @@ class FrostFwdV2(FrostFwdV1):
         code. v1 unrolls all ten tiles behind `if wid == owner`, and ptxas if-converted about
         half of those bodies: every warp then issued every instruction of tiles it does not
         own (predicated off), ~3.8x the Gram stage's HMMA/LDSM/FMUL issue count (ncu source
-        counters, session 5)."""
+        counters on the H200)."""
         c = self.cfg
         slots = self.gram_slots()
         count = Int32(len(slots[0]))

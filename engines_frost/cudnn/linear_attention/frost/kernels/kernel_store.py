@@ -5,7 +5,7 @@ loaded back by ``cutlass.cute.runtime.load_module``) writes one ELF object per c
 kernel: the host launch function plus the sm_90a cubin, with the argument signature as
 metadata. Loading an object JIT-links it (milliseconds) and never runs the DSL's tracer,
 MLIR pipeline or ptxas, so a store filled on a build machine without a GPU
-(tools/frost_precompile.py) saves the GPU machine every compile it holds.
+(tools/gpu/frost_precompile.py) saves the GPU machine every compile it holds.
 
 Layout of a store directory (FROST_KERNEL_CACHE):
     <key>.json            one entry: what was compiled, for what, and its object's sha256

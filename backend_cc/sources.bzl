@@ -1,0 +1,70 @@
+"""The sources of the C++ extension `cudnn._pybind_module`, the one list both builds read.
+
+backend_cc/BUILD.bazel loads it (cc_library `backend_core`, cc_binary
+`cudnn/_pybind_module.so`), and setup.py (`pip install .`, for machines without Bazel)
+reads it through tools/bzl/starlark_values.py. A new source file goes here and nowhere
+else; `tests/sources_test.py` fails when a file on disk is missing. Plain literals only.
+"""
+
+# The plain C++ libraries (no pybind11): lowering records, descriptors, dlopen of cuDNN.
+CORE_SRCS = [
+    "cc/attr_value.cc",
+    "cc/backend_graph.cc",
+    "cc/composite.cc",
+    "cc/composite_descriptors.cc",
+    "cc/composite_record.cc",
+    "cc/cudnn_loader.cc",
+    "cc/descriptor.cc",
+    "cc/device_props.cc",
+    "cc/engine_configs.cc",
+    "cc/enums.cc",
+    "cc/errors.cc",
+    "cc/graph_record.cc",
+    "cc/handle.cc",
+    "cc/host_scalar.cc",
+    "cc/op_descriptors.cc",
+    "cc/op_primitives.cc",
+    "cc/op_rules.cc",
+    "cc/op_schema.cc",
+    "cc/op_schema_sdpa.cc",
+    "cc/quantize_moe_descriptors.cc",
+    "cc/sdpa_descriptors.cc",
+    "cc/sdpa_fp8_composite.cc",
+    "cc/shape_inference.cc",
+    "cc/slice_transpose_rope_descriptors.cc",
+    "cc/workspace_tensors.cc",
+]
+
+# Their headers.
+CORE_HDRS = [
+    "cc/attr_value.h",
+    "cc/backend_graph.h",
+    "cc/composite.h",
+    "cc/cudnn_api.h",
+    "cc/descriptor.h",
+    "cc/device_props.h",
+    "cc/engine_configs.h",
+    "cc/enums.h",
+    "cc/errors.h",
+    "cc/graph_record.h",
+    "cc/handle.h",
+    "cc/host_scalar.h",
+    "cc/op_descriptors.h",
+    "cc/op_primitives.h",
+    "cc/op_rules.h",
+    "cc/op_schema.h",
+    "cc/op_schema_rows.h",
+    "cc/shape_inference.h",
+    "cc/workspace_tensors.h",
+]
+
+# The thin pybind11 layer (sources and its own headers).
+BINDING_SRCS = [
+    "bindings/module.cc",
+    "bindings/py_args.cc",
+    "bindings/py_args.h",
+    "bindings/py_tensor.cc",
+    "bindings/py_tensor.h",
+    "bindings/py_views.cc",
+    "bindings/py_views.h",
+]

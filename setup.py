@@ -1,0 +1,109 @@
+"""The PEP 517 build (`pip install .`) for machines without Bazel.
+
+It builds what Bazel's //:wheel ships plus the C++ extension compiled on this machine,
+from the lists Bazel reads: the source roots and metadata of tools/bzl/package.bzl and
+the extension's sources of backend_cc/sources.bzl. Every `<root>/cudnn/` tree lands in
+one `cudnn` package, as in the Bazel wheel.
+
+Headers come from where the Bazel build finds them (tools/bzl/locate_headers.py: the
+installed nvidia-cudnn-cu13 or -cu12 and nvidia-cuda-runtime wheels), else from
+$CUDNN_INCLUDE_DIR / $CUDA_INCLUDE_DIR, $CUDA_HOME/include or /usr/local/cuda/include.
+Nothing links libcudnn: the extension dlopens it at run time.
+
+Offline (the GPU test machine), with setuptools and pybind11 already installed:
+    python3 -m pip install --no-build-isolation --no-deps -e .   # extension built in place
+"""
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+from pathlib import Path
+
+from pybind11.setup_helpers import ParallelCompile, Pybind11Extension, build_ext
+from setuptools import setup
+
+REPO = Path(__file__).resolve().parent
+
+
+def _tool(name: str):
+    """A module of tools/bzl/, by path (tools/ is not a package)."""
+    spec = importlib.util.spec_from_file_location(name, REPO / "tools" / "bzl" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+_values = _tool("starlark_values").read_values
+PACKAGE = _values(REPO / "tools" / "bzl" / "package.bzl")
+SOURCES = _values(REPO / "backend_cc" / "sources.bzl")
+
+
+def packages() -> dict[str, str]:
+    """{dotted package: folder} of every folder with Python modules under a source root."""
+    found = {}
+    for root in PACKAGE["SOURCE_ROOTS"]:
+        for folder, subdirs, files in os.walk(REPO / root / "cudnn"):
+            subdirs[:] = sorted(d for d in subdirs if d != "__pycache__")
+            if any(f.endswith(".py") for f in files):
+                rel = Path(folder).relative_to(REPO / root)
+                found[".".join(rel.parts)] = str(Path(folder).relative_to(REPO))
+    return found
+
+
+def include_dir(header: str, wheels: tuple[str, ...], env: tuple[str, ...]) -> str:
+    """The folder holding `header`: an installed wheel's, else an environment-named or
+    standard folder; SystemExit naming every place looked at otherwise."""
+    locate = _tool("locate_headers")
+    for dist in wheels:
+        try:
+            return locate.wheel_include(dist, header)["include"]
+        except LookupError:
+            pass
+    candidates = [os.environ[v] for v in env if os.environ.get(v)]
+    candidates += [os.path.join(os.environ.get("CUDA_HOME", "/usr/local/cuda"), "include"),
+                   "/usr/include"]
+    for folder in candidates:
+        if os.path.isfile(os.path.join(folder, header)):
+            return folder
+    sys.exit(f"setup.py: {header} not found: no wheel of {', '.join(wheels)} installed and "
+             f"not in {candidates} (set {' or '.join(env)})")
+
+
+class _BuildExt(build_ext):
+    """An in-place build (`pip install -e .`) puts the extension where Bazel does,
+    backend_cc/cudnn/, not into the folder of the `cudnn` package's __init__ (ir/cudnn/)."""
+
+    def _get_inplace_equivalent(self, build_py, ext):  # setuptools' in-place target
+        inplace_file, regular_file = super()._get_inplace_equivalent(build_py, ext)
+        return str(REPO / "backend_cc" / "cudnn" / os.path.basename(inplace_file)), regular_file
+
+
+def extension() -> Pybind11Extension:
+    sources = [f"backend_cc/{s}" for s in SOURCES["CORE_SRCS"] + SOURCES["BINDING_SRCS"]
+               if s.endswith(".cc")]
+    return Pybind11Extension(
+        "cudnn._pybind_module", sources, cxx_std=17, libraries=["dl"],
+        # sources include each other from the repository root ("backend_cc/cc/x.h")
+        include_dirs=[str(REPO),
+                      include_dir("cudnn_graph.h", ("nvidia-cudnn-cu13", "nvidia-cudnn-cu12"),
+                                  ("CUDNN_INCLUDE_DIR",)),
+                      include_dir("cuda_runtime_api.h",
+                                  ("nvidia-cuda-runtime", "nvidia-cuda-runtime-cu12"),
+                                  ("CUDA_INCLUDE_DIR",))])
+
+
+ParallelCompile(default=0).install()  # the sources compile in parallel, one per core
+package_dirs = packages()
+setup(
+    name=PACKAGE["DISTRIBUTION"],
+    version=PACKAGE["VERSION"],
+    description=PACKAGE["SUMMARY"],
+    python_requires=PACKAGE["PYTHON_REQUIRES"],
+    extras_require=PACKAGE["EXTRA_REQUIRES"],
+    packages=sorted(package_dirs),
+    package_dir=package_dirs,
+    ext_modules=[extension()],
+    cmdclass={"build_ext": _BuildExt},
+    zip_safe=False,
+)

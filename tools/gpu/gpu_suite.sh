@@ -1,0 +1,151 @@
+#!/usr/bin/env bash
+# Runs the GPU-only suites on the remote GPU test machine (no network, no Bazel there), one
+# log per stage under $OUT. See tools/gpu/README.md for what the machine gets carried.
+#
+#   tools/gpu/gpu_suite.sh STAGE [STAGE...]  (from the repository root, on the GPU machine)
+#
+# Stages:
+#   setup      install the cuTile kit (.devkit/ctk, carried) and the carried wheels (.whl)
+#   backend    build the C++ extension in place with this machine's compiler (the PEP 517
+#              build of setup.py: pip install -e, offline), run tests/backend
+#   backendlog rerun backend tests matching $BACKEND_K with cuDNN's error log on stderr
+#   torchops   tests/torch_ops/ops_gpu_test.py and the cached-call overhead (op_overhead.py)
+#   cutile     the cuTile engine matrix (tests/numerics/test_la_cutile_engines.py)
+#   smoke      cuTile kernel smoke checks: KDA/GDN forward and backward vs float64
+#   frost      frostsmoke then frostmatrix (both need the cutedsl kits):
+#   frostsmoke FROST kernels vs float64 + timing (FROST_SMOKE_ARGS, e.g. "--algorithm all")
+#   frostmatrix the FROST engine matrix through the graph API (FROST_FWD_ALGORITHM picks v1/v2)
+#   frostbwd   the FROST backward: kernel smoke vs float64 with determinism and timing
+#              (tests/numerics/la_frost_bwd_smoke.py; its kernels are precompiled first on
+#              this machine's cores, or loaded from a carried store: build one on the build
+#              host with `FROST_FFI=cute python3 tests/numerics/la_frost_bwd_smoke.py --prebuild
+#              --matrix` and run with FROST_FFI=cute), then the backward engine matrix
+#              (tests/numerics/test_la_frost_bwd_engines.py)
+#   tilecache  unpack .kit/tilecache.tar.xz (carried) into .tilecache: cuTile kernels compiled
+#              earlier (on a GPU machine, or ahead of time by cutile_prewarm.py on a
+#              build host) are not compiled again; prints the cache's entries and tileiras
+#   frostbuild frost_precompile.py on this machine's cores (FROST_BUILD_SUITES; smoke
+#              kernels for FROST_BUILD_SMOKE_ALGORITHMS, default v2: run frostsmoke with
+#              FROST_SMOKE_ARGS="--algorithm v2"), into
+#              .frostcache, then as frostcache; the packed store comes back in $OUT
+#   packcache  report what this machine still JIT-compiled, pack .tilecache into $OUT
+#              (copy it to .kit/tilecache.tar.xz here afterwards)
+#   frostcache unpack .kit/frostcache.tar.xz (carried; built by frost_precompile.py on the
+#              build machine) into .frostcache and set FROST_KERNEL_CACHE for the later stages:
+#              FROST kernels load from it instead of compiling (FROST_KERNEL_CACHE_STRICT=1:
+#              a kernel missing from it is an error, to prove a run compiled nothing)
+#   cutedsl1 / cutedsl2   store / unpack one half of the CuTe DSL kit (carried .devkit/cutedslN)
+#   bench      bench/bench_linear_attention.py (FLA peer in the same process)
+#   overhead   tests/torch_ops/op_overhead.py on the GPU (cached-call host overhead)
+#   stagetimes bench/frost_stage_times.py (STAGE_FAMILIES, default "gdn kda")
+#   calls      bench/frost_call_overhead.py: host time of one FROST launch (checked, bound,
+#              bare call, TVM-FFI)
+#   ncu        Nsight Compute warp-state and source-counter sections (stall reasons, hottest
+#              SASS) for one FROST GDN launch; ncu reads the counters on these machines
+# Each stage runs under `timeout` (STAGE_TIMEOUT, default 300 s) so one hang cannot eat the
+# call; the summary line per stage says pass/FAIL/timeout. cuTile's disk cache is kept in
+# .tilecache (ignored by git), so kernels JIT once per machine, not once per process.
+set -u
+OUT="${OUT:-/tmp/gpu_suite_out}"
+mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1
+export CUDA_TILE_CACHE_DIR="${CUDA_TILE_CACHE_DIR:-$PWD/.tilecache}"
+# the carried wheels, then this checkout's source roots (tools/pythonpath.py) and bench/
+export PYTHONPATH="/tmp/site:$(python3 tools/pythonpath.py):$PWD/bench${PYTHONPATH:+:$PYTHONPATH}"
+[ -f /opt/devkit/env.sh ] && source /opt/devkit/env.sh
+TMO="${STAGE_TIMEOUT:-300}"
+SUMMARY=()
+
+stage() {  # stage NAME CMD...: run CMD with a timeout, log to $OUT/NAME.log
+  local name="$1"; shift
+  local t0=$SECONDS
+  echo "=== $name: $*"
+  timeout "$TMO" bash -c "$*" 2>&1 | tee "$OUT/$name.log"
+  local rc=${PIPESTATUS[0]}
+  local word=pass
+  [ "$rc" = 124 ] && word=timeout
+  [ "$rc" != 0 ] && [ "$rc" != 124 ] && word="FAIL(rc=$rc)"
+  SUMMARY+=("$name: $word in $((SECONDS - t0)) s")
+}
+
+for s in "$@"; do
+  case "$s" in
+    setup)
+      stage setup "bash .devkit/ctk/install.sh >/dev/null && source /opt/devkit/env.sh && \
+        python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl \
+        && nvidia-smi --query-gpu=name,driver_version --format=csv,noheader"
+      [ -f /opt/devkit/env.sh ] && source /opt/devkit/env.sh ;;
+    cutedsl1|cutedsl2)
+      stage "$s" "bash .devkit/$s/install.sh"
+      [ -f /opt/devkit/env.sh ] && source /opt/devkit/env.sh ;;
+    tilecache)   # reuse cuTile kernels compiled earlier (carried .kit/tilecache.tar.xz); the
+                 # stamp (keys present) lets packcache count the kernels this machine JIT-ed
+      stage tilecache "[ -f .kit/tilecache.tar.xz ] && tar xJf .kit/tilecache.tar.xz && \
+        python3 tools/gpu/cutile_cache_report.py .tilecache --stamp .tilecache/.unpacked" ;;
+    frostcache)  # FROST kernels precompiled on the build machine (carried .kit/frostcache.tar.xz)
+      stage frostcache "[ -f .kit/frostcache.tar.xz ] && rm -rf .frostcache && tar xJf .kit/frostcache.tar.xz \
+        && du -sh .frostcache && ls .frostcache | grep -c '[.]o$'"
+      # stages run in subshells: the variable is set here, in the script's own shell
+      [ -d .frostcache ] && export FROST_KERNEL_CACHE="$PWD/.frostcache" ;;
+    frostbuild)  # compile the FROST kernels the suites need here, on all cores (the build
+                 # machine has 2), into .frostcache (kept: an unpacked .kit store seeds it);
+                 # the store comes back as $OUT/frostcache.tar.xz for .kit/ on the build host
+      stage frostbuild "python3 tools/gpu/frost_precompile.py --native --jobs \$(nproc) --out .frostcache \
+        --suites \${FROST_BUILD_SUITES:-torchops,frostmatrix,bench,stagetimes,frostsmoke} \
+        --smoke-algorithms \${FROST_BUILD_SMOKE_ALGORITHMS:-v2} --pack $OUT/frostcache.tar.xz"
+      [ -d .frostcache ] && export FROST_KERNEL_CACHE="$PWD/.frostcache" ;;
+    packcache)   # bring this machine's cuTile kernel cache back (then keep it in .kit/)
+      stage packcache "python3 tools/gpu/cutile_cache_report.py .tilecache \
+        \$( [ -f .tilecache/.unpacked ] && echo --since .tilecache/.unpacked ) && \
+        tar cf - --exclude=.tilecache/.unpacked .tilecache | xz -T0 -6 > $OUT/tilecache.tar.xz \
+        && ls -la $OUT/tilecache.tar.xz" ;;
+    backend)     # the editable build puts the extension in backend_cc/cudnn/; --prefix keeps
+                 # the install itself (unused: PYTHONPATH has the sources) out of the system
+      stage backend "python3 -m pip install -q --no-index --no-build-isolation --no-deps \
+        --prefix /tmp/editable -e . && python3 -m pytest tests/backend -q -s -p no:cacheprovider" ;;
+    backendlog)   # the backend tests again with cuDNN's own error log (why a graph failed)
+      stage backendlog "CUDNN_LOGLEVEL_DBG=2 CUDNN_LOGDEST_DBG=stderr python3 -m pytest tests/backend \
+        -q -p no:cacheprovider -k '${BACKEND_K:-pointwise_chain or sdpa_backward}' 2>&1 | \
+        grep -v '^$' | tail -150" ;;
+    torchops)
+      stage torchops "python3 -m pytest tests/torch_ops/ops_gpu_test.py -q -s -p no:cacheprovider \
+        && python3 tests/torch_ops/op_overhead.py --device cuda --family gdn --family kda --profile 25" ;;
+    overhead)    # the cached-call overhead alone (forward: FROST, so the cutedsl kits suffice)
+      stage overhead "python3 tests/torch_ops/op_overhead.py --device cuda --family gdn --family kda --profile 25" ;;
+    stagetimes)  # FROST per-chunk stage costs (stages compiled out one at a time)
+      stage stagetimes "python3 bench/frost_stage_times.py --family ${STAGE_FAMILIES:-gdn kda}" ;;
+    calls)       # host cost of one FROST launch by calling convention (TVM-FFI needs its wheel in .whl)
+      stage calls "python3 bench/frost_call_overhead.py" ;;
+    ncu)         # one FROST GDN launch under Nsight Compute, full set with PC sampling; the
+                 # report comes back ($OUT/ncu_gdn.ncu-rep) with a per-SASS-instruction CSV
+                 # (executions, stall samples by reason) for tools/gpu/ncu_source_report.py here
+      stage ncu "command -v ncu && ncu --clock-control none --set full --import-source no \
+        -k regex:cutlass --launch-skip 3 --launch-count 1 -f -o $OUT/ncu_gdn \
+        python3 bench/frost_stage_times.py --family gdn --reps 1 --only-full && \
+        ncu -i $OUT/ncu_gdn.ncu-rep --page details --print-details all \
+          --section WarpStateStats --section SchedulerStats --section MemoryWorkloadAnalysis_Tables && \
+        ncu -i $OUT/ncu_gdn.ncu-rep --page source --csv --print-source sass > $OUT/ncu_gdn_sass.csv; \
+        ls -la $OUT/ncu_gdn*" ;;
+    cutile)
+      stage cutile "python3 -m pytest tests/numerics/test_la_cutile_engines.py -q -s -p no:cacheprovider" ;;
+    smoke)
+      stage smoke "python3 tests/numerics/la_cutile_smoke.py kda && \
+        python3 tests/numerics/la_cutile_bwd_smoke.py" ;;
+    frost|frostsmoke|frostmatrix)
+      if [ "$s" != frostmatrix ]; then
+        stage frostsmoke "python3 tests/numerics/la_frost_smoke.py --family all ${FROST_SMOKE_ARGS:-}"
+      fi
+      if [ "$s" != frostsmoke ]; then
+        stage frostmatrix "python3 -m pytest tests/numerics/test_la_frost_engines.py -q -s \
+          -p no:cacheprovider ${FROST_MATRIX_ARGS:-}"
+      fi ;;
+    frostbwd)
+      stage frostbwdsmoke "python3 tests/numerics/la_frost_bwd_smoke.py --matrix --jobs \$(nproc)"
+      stage frostbwdmatrix "python3 -m pytest tests/numerics/test_la_frost_bwd_engines.py -q -s \
+        -p no:cacheprovider ${FROST_BWD_MATRIX_ARGS:-}" ;;
+    bench)
+      stage bench "python3 bench/bench_linear_attention.py" ;;
+    *) echo "unknown stage $s"; exit 2 ;;
+  esac
+done
+printf '%s\n' "--- summary" "${SUMMARY[@]}" | tee "$OUT/summary.log"

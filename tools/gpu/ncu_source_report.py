@@ -1,0 +1,82 @@
+#!/usr/bin/env python3
+"""Where a kernel's warps wait, per stage: reads the per-SASS-instruction CSV that
+`ncu -i REPORT --page source --csv --print-source sass` writes (tools/gpu/gpu_suite.sh stage
+ncu brings it back as ncu_gdn_sass.csv) and prints
+
+- per barrier-delimited region (a region ends at each BAR.SYNC, the way the FROST kernels'
+  stages end at a CTA barrier): PC samples, share of all samples, instructions executed
+  and the three largest stall reasons;
+- the N instructions with the most samples, with their region and stall reasons.
+
+  python3 tools/gpu/ncu_source_report.py ncu_gdn_sass.csv [--top 25]
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+import csv
+import sys
+
+
+def _num(text: str) -> float:
+    try:
+        return float(text.replace(",", "")) if text else 0.0
+    except ValueError:
+        return 0.0
+
+
+def read_rows(path: str) -> list[dict]:
+    with open(path, newline="") as f:
+        lines = f.read().splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith('"Address"'))
+    return list(csv.DictReader(lines[start:]))
+
+
+def stall_columns(row: dict) -> list[str]:
+    return [c for c in row if c.startswith("stall_") and "(Not Issued)" not in c]
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("csv")
+    ap.add_argument("--top", type=int, default=25)
+    args = ap.parse_args(argv)
+    rows = read_rows(args.csv)
+    if not rows:
+        print("no instructions in the CSV", file=sys.stderr)
+        return 1
+    stalls = stall_columns(rows[0])
+    total = sum(_num(r["Warp Stall Sampling (All Samples)"]) for r in rows) or 1.0
+    region, regions = 0, collections.OrderedDict()
+    tagged = []
+    for r in rows:
+        samples = _num(r["Warp Stall Sampling (All Samples)"])
+        agg = regions.setdefault(region, {"samples": 0.0, "executed": 0.0, "first": r["Address"],
+                                          "stalls": collections.Counter(), "instrs": 0})
+        agg["samples"] += samples
+        agg["executed"] += _num(r["Instructions Executed"])
+        agg["instrs"] += 1
+        for c in stalls:
+            agg["stalls"][c] += _num(r[c])
+        tagged.append((region, r, samples))
+        if r["Source"].strip().startswith("BAR.SYNC") or " BAR.SYNC" in r["Source"]:
+            region += 1
+    print(f"{len(rows)} SASS instructions, {total:.0f} PC samples, {len(regions)} barrier-delimited regions")
+    print(f"{'region':>6} {'from':>8} {'instrs':>6} {'samples':>8} {'share':>6} {'executed':>10}  top stalls")
+    for i, agg in regions.items():
+        if agg["samples"] < 0.005 * total:
+            continue
+        top = ", ".join(f"{c[6:]} {v / agg['samples']:.0%}" for c, v in agg["stalls"].most_common(3) if v)
+        print(f"{i:>6} {agg['first']:>8} {agg['instrs']:>6} {agg['samples']:>8.0f} "
+              f"{agg['samples'] / total:>6.1%} {agg['executed']:>10.0f}  {top}")
+    print(f"\ntop {args.top} instructions by samples")
+    for region_i, r, samples in sorted(tagged, key=lambda t: -t[2])[:args.top]:
+        top = ", ".join(f"{c[6:]} {_num(r[c]):.0f}" for c in sorted(stalls, key=lambda c: -_num(r[c]))[:3]
+                        if _num(r[c]))
+        print(f"  r{region_i:<3} {r['Address']:>6} {samples:6.0f} {samples / total:5.1%}  "
+              f"{r['Source'].strip()[:60]:60s} {top}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
