@@ -6,8 +6,7 @@ of the same ops on its own GPU, and counts its messages (one per direction per c
 sequences cross). World 2 needs two GPUs; world 4 (ranks covered by one sequence, whose
 state goes through the span summary) needs four.
 
-  PYTHONPATH=.:ops:ir:router:engines_cutile:engines_frost:backend_cc:torch_ops \\
-    python3 -m pytest -q -s tests/context_parallel/cp_nccl_gpu_test.py
+  python3 -m pytest -q -s tests/context_parallel/cp_nccl_gpu_test.py   (repository root)
 """
 from __future__ import annotations
 

@@ -15,6 +15,9 @@
 #   frost      frostsmoke then frostmatrix (both need the cutedsl kits):
 #   frostsmoke FROST kernels vs float64 + timing (FROST_SMOKE_ARGS, e.g. "--algorithm all")
 #   frostmatrix the FROST engine matrix through the graph API (FROST_FWD_ALGORITHM picks v1/v2)
+#   summary    the FROST summary engines vs float64 (tests/numerics/test_la_frost_summary_engines.py),
+#              then context parallelism over NCCL, one rank per GPU (tests/context_parallel/
+#              cp_nccl_gpu_test.py: world 2 on 2 GPUs, world 4 on 4; skipped with fewer)
 #   frostbwd   the FROST backward: kernel smoke vs float64 with determinism and timing
 #              (tests/numerics/la_frost_bwd_smoke.py; its kernels are precompiled first on
 #              this machine's cores, or loaded from a carried store: build one on the build
@@ -143,6 +146,10 @@ for s in "$@"; do
       stage frostbwdsmoke "python3 tests/numerics/la_frost_bwd_smoke.py --matrix --jobs \$(nproc)"
       stage frostbwdmatrix "python3 -m pytest tests/numerics/test_la_frost_bwd_engines.py -q -s \
         -p no:cacheprovider ${FROST_BWD_MATRIX_ARGS:-}" ;;
+    summary)     # FROST span summaries vs float64; context parallelism over NCCL (2+ GPUs)
+      stage summarymatrix "python3 -m pytest tests/numerics/test_la_frost_summary_engines.py -q -s \
+        -p no:cacheprovider"
+      stage cpnccl "python3 -m pytest tests/context_parallel/cp_nccl_gpu_test.py -q -s -p no:cacheprovider" ;;
     bench)
       stage bench "python3 bench/bench_linear_attention.py" ;;
     *) echo "unknown stage $s"; exit 2 ;;
