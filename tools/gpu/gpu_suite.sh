@@ -15,7 +15,9 @@
 #   frost      frostsmoke then frostmatrix (both need the cutedsl kits):
 #   frostsmoke FROST kernels vs float64 + timing (FROST_SMOKE_ARGS, e.g. "--algorithm all")
 #   frostmatrix the FROST engine matrix through the graph API (FROST_FWD_ALGORITHM picks v1/v2)
-#   summary    the FROST summary engines vs float64 (tests/numerics/test_la_frost_summary_engines.py),
+#   summary    their kernels precompiled on this machine's cores into FROST_KERNEL_CACHE (default
+#              .frostcache; tests/numerics/frost_summary_prebuild.py), then the FROST summary
+#              engines vs float64 (tests/numerics/test_la_frost_summary_engines.py),
 #              then context parallelism over NCCL, one rank per GPU (tests/context_parallel/
 #              cp_nccl_gpu_test.py: world 2 on 2 GPUs, world 4 on 4; skipped with fewer)
 #   frostbwd   the FROST backward: kernel smoke vs float64 with determinism and timing
@@ -147,6 +149,8 @@ for s in "$@"; do
       stage frostbwdmatrix "python3 -m pytest tests/numerics/test_la_frost_bwd_engines.py -q -s \
         -p no:cacheprovider ${FROST_BWD_MATRIX_ARGS:-}" ;;
     summary)     # FROST span summaries vs float64; context parallelism over NCCL (2+ GPUs)
+      export FROST_KERNEL_CACHE="${FROST_KERNEL_CACHE:-$PWD/.frostcache}"
+      stage summarybuild "python3 tests/numerics/frost_summary_prebuild.py --jobs \$(nproc)"
       stage summarymatrix "python3 -m pytest tests/numerics/test_la_frost_summary_engines.py -q -s \
         -p no:cacheprovider"
       stage cpnccl "python3 -m pytest tests/context_parallel/cp_nccl_gpu_test.py -q -s -p no:cacheprovider" ;;
