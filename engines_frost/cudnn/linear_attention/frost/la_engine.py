@@ -22,6 +22,7 @@ from typing import Any, ClassVar
 from cudnn import behavior_note
 from cudnn.engines.base import (BaseEngine, CompiledPlan, DirectLaunch, PlanConfig,
                                 resolve_node_buffers)
+from cudnn.linear_attention.common import cost_model as la_cost
 from cudnn.linear_attention.common.facts import LinearAttentionFacts, linear_attention_facts
 from cudnn.linear_attention.common.port_dtypes import IO
 from cudnn.linear_attention.common.torch_buffers import (as_torch, handle_device_reason,
@@ -51,6 +52,12 @@ class FrostLinearAttentionEngine(BaseEngine):
                   or runtime_probe.runtime_reason(self.name, _cuda_device_of(graph.handle)))
         if reason:
             raise NotImplementedError(reason)
+
+    predict_source = f"gdn/kda/gdn2 frost: {la_cost.SOURCE}"
+
+    def predict_time(self, graph, plan: PlanConfig) -> float | None:
+        """The H200 time of these kernels scaled by the graph's work (common/cost_model)."""
+        return la_cost.predict_seconds(graph, la_cost.FROST_H200)
 
     def build_plan(self, graph, plan: PlanConfig, ctx=None) -> CompiledPlan:
         self.check_support(graph)

@@ -96,15 +96,28 @@ class FamilyCalls:
         return {name: (None if g.numel() == 0 and name in ("a_log", "dt_bias") else g)
                 for name, g in zip(f.inputs, grads)}
 
+    def _gates(self, names: tuple[str, ...], seg: Segment) -> list[torch.Tensor]:
+        """Gate slices for the summary ops, which take the dtypes as given: a 16-bit gate
+        (and GDN/KDA's 16-bit beta) goes as float32, the dtype the kernels read (the main
+        ops convert these themselves)."""
+        out = []
+        for name, t in zip(names, self._slice(names, seg)):
+            scalar_beta = name == "beta" and self.family.name != "gated_delta_net_v2"
+            if (name == "g" or scalar_beta) and t.dtype in (torch.float16, torch.bfloat16):
+                t = t.float()
+            out.append(t)
+        return out
+
     def summary(self, seg: Segment) -> tuple[torch.Tensor, torch.Tensor]:
         """(final state from zero, transition) of a one-piece segment, [1, HO, ...]."""
         f = self.family
-        return f.summary_fn(*self._slice(("k", "v", *f.gates), seg), self._cu(seg),
-                            **self.flags, **self.params)
+        return f.summary_fn(*self._slice(("k", "v"), seg), *self._gates(f.gates, seg),
+                            self._cu(seg), **self.flags, **self.params)
 
     def summary_bwd(self, seg: Segment, dO: torch.Tensor) -> torch.Tensor:
         """The state gradient of a one-piece segment from its own outputs, [1, HO, V, K]."""
-        q, k, g, beta = self._slice(("q", "k", "g", "beta"), seg)
+        q, k = self._slice(("q", "k"), seg)
+        g, beta = self._gates(("g", "beta"), seg)
         return self.family.summary_bwd_fn(q, k, g, beta, dO[seg.lo:seg.hi].contiguous(),
                                           self._cu(seg), scale=self.scale, **self.flags,
                                           **self.params)
