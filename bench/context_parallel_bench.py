@@ -40,10 +40,13 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def _source_roots() -> list[str]:
-    """This checkout's source roots (tools/pythonpath.py), loaded by path: the ranks are
-    fresh processes and find the package from them too."""
-    spec = importlib.util.spec_from_file_location("cudnn_pythonpath",
-                                                  REPO / "tools" / "pythonpath.py")
+    """This checkout's source roots (tools/pythonpath.py, loaded by path; none where it is
+    absent, as under Bazel, whose test puts them on sys.path). The ranks are spawned with
+    this process's sys.path."""
+    path = REPO / "tools" / "pythonpath.py"
+    if not path.is_file():
+        return []
+    spec = importlib.util.spec_from_file_location("cudnn_pythonpath", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module.paths(REPO)
