@@ -6,8 +6,9 @@
     python3 tests/numerics/frost_summary_prebuild.py [--jobs 16]  # GPU machine: its own arch
 
 into the kernel store FROST_KERNEL_CACHE (default .frostcache), so that
-tests/numerics/test_la_frost_summary_engines.py and tests/context_parallel/
-cp_nccl_gpu_test.py load their kernels instead of compiling them one by one. A store
+tests/numerics/test_la_frost_summary_engines.py, tests/context_parallel/
+cp_nccl_gpu_test.py and bench/context_parallel_bench.py (its default shape) load their
+kernels instead of compiling them one by one. A store
 built with --prebuild holds kernels in the DSL's own calling convention: run the GPU
 checks with FROST_FFI=cute to find them.
 
@@ -143,9 +144,28 @@ def wanted_configs():
             # pass-through ranks (world 4): forward summary from zero, backward without dht
             _summary_configs(rec, family, H, HK, HV, c["K"], c["V"], l2, dht_options=(False,),
                              with_h0=(False,))
+        # bench/context_parallel_bench.py: one GPU (no initial state), CP and each rank's
+        # own shard (an initial state), summaries on pass-through ranks (3+ GPUs)
+        bench = _bench_module()
+        H, K, V, l2 = bench.BENCH_SHAPE
+        for family in bench.PREBUILT_FAMILIES:
+            for h0 in (False, True):
+                _op_configs(rec, family, H, H, H, K, V, l2, h0)
+            _summary_configs(rec, family, H, H, H, K, V, l2, dht_options=(False,),
+                             with_h0=(False,))
     finally:
         summary._fwd.frost_fwd, summary._bwd.frost_bwd = saved
     return list(dict.fromkeys(rec.configs))
+
+
+def _bench_module():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "context_parallel_bench", REPO / "bench" / "context_parallel_bench.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def main(argv=None) -> int:
