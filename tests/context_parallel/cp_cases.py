@@ -8,12 +8,14 @@ the reference backward's 8-token chunks, make ranks pass a state through (a sequ
 covering a whole shard, chains of them, a one-token shard) and skip ranks that hold no
 tokens.
 
-`check_rank(case, world, rank, group, device, dtype, bounds)` runs on every rank: it
-computes the single-process result of the same ops on the whole inputs, this rank's
-context-parallel result on its shard, and compares o, the final states this rank owns,
-and every gradient (initial_state and the gate parameters summed over the ranks first).
-It also counts this rank's messages: exactly one per direction for each cut its
-sequences cross, none for a sequence that stays on one rank.
+`check_rank(case, world, rank, group, device, dtype, bound)` runs on every rank: it
+computes the single-process result of the same ops on the whole inputs
+(`single_process`), this rank's context-parallel result on its shard (`rank_forward`,
+`rank_backward`), and compares (`compare_rank`) o, the final states this rank owns, and
+every gradient (initial_state and the gate parameters summed over the ranks first). It
+also counts this rank's messages: exactly one per direction for each cut its sequences
+cross, none for a sequence that stays on one rank. in_process_world.py runs the same
+pieces for all ranks in one process.
 """
 from __future__ import annotations
 
@@ -78,6 +80,10 @@ GPU_CASES = (
            _config(Family.GDN2, (700, 1, 323), H=2, K=128, V=64, use_qk_l2norm=True),
            {2: None, 4: None}),
 )
+#: GPU_CASES' bound: bf16 inputs against the single-GPU op (relative L2 per tensor), the
+#: FROST engines' own bound against float64; the chunking differs at a cut, so results
+#: differ at bf16 rounding level
+GPU_BOUND = 1e-2
 FUNCTIONS = {Family.GDN: (ops.gated_delta_net, cp.gated_delta_net),
              Family.KDA: (ops.kimi_delta_attention, cp.kimi_delta_attention),
              Family.GDN2: (ops.gated_delta_net_v2, cp.gated_delta_net_v2)}
@@ -129,22 +135,51 @@ class MessageCounter:
         dist.isend, dist.irecv = self._isend, self._irecv
 
 
-def check_rank(case: CpCase, world: int, rank: int, group: Any, device: str,
-               dtype: torch.dtype, bound: float) -> dict[str, float]:
-    """Raises AssertionError naming the tensor on a mismatch; returns the errors."""
+@dataclasses.dataclass
+class Reference:
+    """One case's global inputs and the single-process result (after its backward)."""
+    case: CpCase
+    config: InputConfig
+    x: Any                     # tests.reference.inputs.Inputs (host tensors)
+    whole: dict[str, Any]      # leaves of the single-process run, gradients filled
+    o: torch.Tensor
+    final: torch.Tensor
+    dO: torch.Tensor
+    d_final: torch.Tensor
+
+
+def single_process(case: CpCase, device: str, dtype: torch.dtype) -> Reference:
+    """The same ops on the whole inputs in this process (the result every rank matches)."""
     config = InputConfig(**case.config, dtype=dtype, gate_dtype=torch.float32 if dtype !=
                          F64 else F64, state_dtype=torch.float32 if dtype != F64 else F64,
                          param_dtype=torch.float32 if dtype != F64 else F64)
     x = make_inputs(config, seed=zlib.crc32(case.name.encode()))  # the same on every rank
     dO, d_final = (t.to(device) for t in make_grad_outputs(config, seed=7))
-    single_fn, cp_fn = FUNCTIONS[config.family]
-
+    single_fn, _ = FUNCTIONS[config.family]
     whole = _leaves(x, device)
     o, final = single_fn(whole["q"], whole["k"], whole["v"], *_gates(whole), whole["cu_seqlens"],
                          **_kwargs(config, whole, case.output_final_state))
     outputs, grads = ((o, final), (dO, d_final)) if case.output_final_state else ((o,), (dO,))
     torch.autograd.backward(outputs, grads)
+    return Reference(case, config, x, whole, o, final, dO, d_final)
 
+
+@dataclasses.dataclass
+class RankRun:
+    """One rank's context-parallel call: its shard leaves, parameters, outputs and plan."""
+    rank: int
+    lo: int
+    hi: int
+    shard: dict[str, Any]
+    params: dict[str, Any]
+    outputs: tuple[torch.Tensor, ...]   # (o, final_state), or (o,) without final states
+    final: torch.Tensor                 # the returned final_state (zero-size without)
+    plan: Any
+
+
+def rank_forward(ref: Reference, world: int, rank: int, group: Any, device: str) -> RankRun:
+    """This rank's context-parallel forward on its shard."""
+    case, config, x = ref.case, ref.config, ref.x
     offsets = case.offsets[world]
     lo, hi = (offsets[rank], offsets[rank + 1]) if offsets else (
         rank * config.T // world, (rank + 1) * config.T // world)
@@ -152,37 +187,63 @@ def check_rank(case: CpCase, world: int, rank: int, group: Any, device: str,
     shard = {n: (None if mine[n] is None else mine[n].detach()[lo:hi].requires_grad_(True))
              for n in ("q", "k", "v", "g", "beta", "w")}
     params = {n: mine[n] for n in ("initial_state", "a_log", "dt_bias")}
-    with MessageCounter() as counter:
-        o_r, final_r = cp_fn(shard["q"], shard["k"], shard["v"], *_gates(shard),
-                             x.cu_seqlens.tolist(), group=group, shard_offsets=offsets,
-                             **_kwargs(config, params, case.output_final_state))
-        outputs = (o_r, final_r) if case.output_final_state else (o_r,)
-        torch.autograd.backward(outputs, (dO[lo:hi], d_final)[:len(outputs)])
+    _, cp_fn = FUNCTIONS[config.family]
+    o_r, final_r = cp_fn(shard["q"], shard["k"], shard["v"], *_gates(shard),
+                         x.cu_seqlens.tolist(), group=group, shard_offsets=offsets,
+                         **_kwargs(config, params, case.output_final_state))
+    outputs = (o_r, final_r) if case.output_final_state else (o_r,)
     plan = cp.shard_plan(x.cu_seqlens, hi - lo, group, offsets)
+    return RankRun(rank, lo, hi, shard, params, outputs, final_r, plan)
 
-    errors = {"o": rel_err(o_r, o[lo:hi])}
+
+def rank_backward(ref: Reference, run: RankRun) -> None:
+    torch.autograd.backward(run.outputs, (ref.dO[run.lo:run.hi], ref.d_final)[:len(run.outputs)])
+
+
+def compare_rank(ref: Reference, run: RankRun, summed: dict[str, torch.Tensor], world: int,
+                 messages: tuple[int, int], dtype: torch.dtype, bound: float
+                 ) -> dict[str, float]:
+    """Checks one rank against the single-process result; `summed` holds the gradients of
+    initial_state / a_log / dt_bias summed over the ranks, `messages` this rank's (sends,
+    receives). Raises AssertionError naming the tensor; returns the errors."""
+    case, config, plan, (lo, hi) = ref.case, ref.config, run.plan, (run.lo, run.hi)
+    errors = {"o": rel_err(run.outputs[0], ref.o[lo:hi])}
     owned = [p.sequence for p in plan.pieces if not p.to_right] + list(plan.empty_sequences)
     others = [n for n in range(config.N) if n not in owned]
     if case.output_final_state:
-        errors["final_state"] = rel_err(final_r[owned], final[owned]) if owned else 0.0
+        final_r = run.final
+        errors["final_state"] = rel_err(final_r[owned], ref.final[owned]) if owned else 0.0
         assert torch.count_nonzero(final_r[others]) == 0, "rows of sequences ending elsewhere"
     else:
-        assert final_r.numel() == 0
+        assert run.final.numel() == 0
     for name in ("q", "k", "v", "g", "beta", "w"):
-        if shard[name] is not None:
-            errors[f"d{name}"] = rel_err(shard[name].grad, whole[name].grad[lo:hi])
-    for name in ("initial_state", "a_log", "dt_bias"):
-        if params[name] is not None:
-            total = params[name].grad.clone()
-            dist.all_reduce(total, group=group)  # each rank holds its part
-            errors[f"d{name}"] = rel_err(total, whole[name].grad)
+        if run.shard[name] is not None:
+            errors[f"d{name}"] = rel_err(run.shard[name].grad, ref.whole[name].grad[lo:hi])
+    for name, total in summed.items():
+        errors[f"d{name}"] = rel_err(total, ref.whole[name].grad)
     crossing = (plan.head is not None) + (plan.tail is not None)
-    assert (counter.sends, counter.receives) == (crossing, crossing), (
-        f"rank {rank}: {counter.sends} sends / {counter.receives} receives, expected one per "
+    assert messages == (crossing, crossing), (
+        f"rank {run.rank}: {messages[0]} sends / {messages[1]} receives, expected one per "
         f"direction for each of its {crossing} cut sequence(s)")
     # a float32 final state (no initial_state) is rounded from float64 twice: once per path
-    limits = {name: (max(bound, 1e-6) if name == "final_state" and final.dtype != dtype
+    limits = {name: (max(bound, 1e-6) if name == "final_state" and ref.final.dtype != dtype
                      else bound) for name in errors}
     bad = {n: e for n, e in errors.items() if not e <= limits[n]}
-    assert not bad, f"{case.name} world {world} rank {rank}: errors over {bound:.0e}: {bad}"
+    assert not bad, f"{case.name} world {world} rank {run.rank}: errors over {bound:.0e}: {bad}"
     return errors
+
+
+def check_rank(case: CpCase, world: int, rank: int, group: Any, device: str,
+               dtype: torch.dtype, bound: float) -> dict[str, float]:
+    """Raises AssertionError naming the tensor on a mismatch; returns the errors."""
+    ref = single_process(case, device, dtype)
+    with MessageCounter() as counter:
+        run = rank_forward(ref, world, rank, group, device)
+        rank_backward(ref, run)
+    summed = {}
+    for name in ("initial_state", "a_log", "dt_bias"):
+        if run.params[name] is not None:
+            summed[name] = run.params[name].grad.clone()
+            dist.all_reduce(summed[name], group=group)  # each rank holds its part
+    return compare_rank(ref, run, summed, world, (counter.sends, counter.receives), dtype,
+                        bound)
