@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from tests.context_parallel.cp_cases import GPU_BOUND, GPU_CASES
+from tests.context_parallel.in_process_world import check_world
 
 pytestmark = pytest.mark.gpu
 
@@ -21,8 +22,6 @@ pytestmark = pytest.mark.gpu
 def test_context_parallel_in_one_process_on_a_gpu(case, world):
     if not torch.cuda.is_available():
         pytest.skip("needs a CUDA GPU")
-    from tests.context_parallel.in_process_world import check_world
-
     errors = check_world(case, world, "cuda", torch.bfloat16, GPU_BOUND)
     for rank, errs in enumerate(errors):
         print(f"world {world} rank {rank} {case.name}: "
