@@ -1,13 +1,14 @@
 """Context parallelism with all ranks in one process (in_process_world.py) on CPUs: the
-cases of cp_cases at world sizes 2, 4 and 8, float64, the test-only reference engines,
-equal to the single-process result within float64 rounding; and the harness's own checks
-(a rank that runs before its left neighbour finds no message)."""
+cases of cp_cases at world sizes 2, 4 and 8 (and the GPU cases at 4), float64, the
+test-only reference engines, equal to the single-process result within float64 rounding;
+and the harness's own check (a rank run before its left neighbour finds no message)."""
 from __future__ import annotations
 
 import pytest
 import torch
 
-from tests.context_parallel.cp_cases import CASES, CpCase, rank_forward, single_process
+from tests.context_parallel.cp_cases import (CASES, GPU_CASES, CpCase, rank_forward,
+                                             single_process)
 from tests.context_parallel.in_process_world import check_world, in_process_world
 from tests.torch_ops.reference_summary_engine import cp_reference_engines_installed
 
@@ -24,6 +25,13 @@ def engines():
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
 def test_in_process_world_equals_single_process(case, world):
     check_world(case, world, "cpu", torch.float64, EXACT)
+
+
+@pytest.mark.parametrize("case", GPU_CASES, ids=lambda c: c.name)
+def test_gpu_cases_on_cpu(case):
+    # the GPU checks' shapes and cuts (world 4: pass-through ranks), in float64 here, so a
+    # GPU run meets only the engines' rounding
+    check_world(case, 4, "cpu", torch.float64, EXACT)
 
 
 def test_eight_ranks_with_a_chain_of_pass_through_ranks():
