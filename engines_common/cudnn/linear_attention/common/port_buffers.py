@@ -8,10 +8,11 @@ inputs, outputs, ...)` states, per wired port, what its buffer must be: the node
 declared dims, a kernel-native dtype (`PortDtypes`; `IO` = q's), a layout ("inner": a
 stride-1 innermost dim, outer dims free; "packed": contiguous row-major) and the byte
 alignment of its base address. `check_buffers(engine, ports, tensors, device)` checks
-the caller's torch tensors against them, q first (its dtype is the io dtype of the
-others), and raises ValueError naming the engine and the port; `checked_tensors` turns
+the caller's torch tensors against them, in order: the first bound port (q; k for a
+node without q) gives the io dtype of the others; and raises ValueError naming the
+engine and the port; `checked_tensors` turns
 the caller's buffers into torch tensors and checks them in one step. One home for every
-engine that launches on torch buffers (FROST forward and backward, cuTile).
+engine that launches on torch buffers (FROST forward, backward and summaries, cuTile).
 """
 from __future__ import annotations
 
@@ -109,14 +110,15 @@ def port_buffers(f: LinearAttentionFacts, rules: PortDtypes, inputs: Sequence[st
 
 def check_buffers(engine: str, ports: Sequence[PortBuffer], tensors: Mapping[str, Any],
                   device: Any) -> None:
-    """Check every bound port's torch tensor (absent ports are skipped); q first."""
+    """Check every bound port's torch tensor (absent ports are skipped), in order: the
+    first one checked (q, or k where there is no q) gives the io dtype of the rest."""
     io = None
     for p in ports:
         t = tensors.get(p.port)
         if t is None:
             continue
         p.check(engine, t, device, io)
-        if p.port == "q":
+        if io is None:
             io = data_type_of(t)
 
 
