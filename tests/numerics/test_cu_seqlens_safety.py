@@ -1,7 +1,8 @@
 """GPU: malformed cu_seqlens tables are memory-safe on every GPU engine; strict mode raises.
 
 For each engine (FROST forward and backward for GDN, KDA and GDN-2; cuTile forward and
-backward for GDN and KDA) and each
+backward for GDN and KDA; the FROST span summaries, forward and backward, whose results
+are per sequence and need only be finite) and each
 malformed table (last entry past T, a negative entry, a non-monotone table, last entry
 short of T, a first entry past 0, a descending table), a forward and a backward run
 through the torch ops with the engine pinned (plan_name). Each must return without error,
@@ -113,6 +114,42 @@ def test_malformed_tables_are_memory_safe(engine, op, per_channel, name, backwar
         assert torch.isfinite(t).all(), f"{label}: non-finite values"
         outside = t[~rows]
         assert (outside == 0).all(), f"{label}: rows no sequence covers are not zero"
+
+
+SUMMARIES = {"gdn": (ops.gated_delta_net_summary, ops.gated_delta_net_summary_bwd),
+             "kda": (ops.kimi_delta_attention_summary, ops.kimi_delta_attention_summary_bwd),
+             "gdn2": (ops.gated_delta_net_v2_summary, ops.gated_delta_net_v2_summary_bwd)}
+
+
+def run_summary(op, table):
+    """The FROST span summary, forward and backward, of every sequence of `table`."""
+    q, k, v, g, beta, *w = inputs(op, op != "gdn")
+    if op == "gdn2":  # the summary ops take GDN-2's beta and w in q's dtype (no conversion)
+        beta, w = beta.bfloat16(), [w[0].bfloat16()]
+    cu = torch.tensor(table, dtype=torch.int32, device="cuda")
+    forward, backward = SUMMARIES[op]
+    engine = f"{op}_summary_frost"
+    final, transition = forward(k, v, g, beta, *w, cu, plan_name=engine)
+    d_initial, transition_t = backward(q, k, g, beta, torch.randn_like(v), cu,
+                                       d_final_state=torch.randn_like(final),
+                                       output_transition=True, plan_name=engine)
+    torch.cuda.synchronize()
+    return final, transition, d_initial, transition_t
+
+
+@pytest.mark.parametrize("name", sorted(MALFORMED))
+@pytest.mark.parametrize("op", sorted(SUMMARIES))
+def test_summaries_of_malformed_tables_are_memory_safe(op, name):
+    """Summaries write per sequence, not per row: a malformed table must only run to the
+    end, in bounds (compute-sanitizer), with finite results."""
+    try:
+        run_summary(op, GOOD)
+    except Exception as exc:  # noqa: BLE001 - the reason is the skip message
+        pytest.skip(f"{op}_summary_frost does not run here: {type(exc).__name__}: "
+                    f"{str(exc)[:300]}")
+    for label, t in zip(("final_state", "transition", "d_initial_state", "transition^T"),
+                        run_summary(op, MALFORMED[name])):
+        assert torch.isfinite(t).all(), f"{label}: non-finite values"
 
 
 @pytest.mark.parametrize("engine, op, per_channel", ENGINES, ids=[e[0] for e in ENGINES])
