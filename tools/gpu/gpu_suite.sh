@@ -17,6 +17,16 @@
 #   frost      frostsmoke then frostmatrix (both need the cutedsl kits):
 #   frostsmoke FROST kernels vs float64 + timing (FROST_SMOKE_ARGS, e.g. "--algorithm all")
 #   frostmatrix the FROST engine matrix through the graph API (FROST_FWD_ALGORITHM picks v1/v2)
+#   summary    their kernels precompiled on this machine's cores into FROST_KERNEL_CACHE (default
+#              .frostcache; tests/numerics/frost_summary_prebuild.py), then the FROST summary
+#              engines vs float64 (tests/numerics/test_la_frost_summary_engines.py),
+#              then context parallelism with worlds 2 and 4 in one process on one GPU
+#              (tests/context_parallel/cp_in_process_gpu_test.py), then over NCCL, one rank
+#              per GPU (cp_nccl_gpu_test.py: world 2 on 2 GPUs, world 4 on 4; skipped with
+#              fewer), then cpbench
+#   cpbench    bench/context_parallel_bench.py: one sequence of 2 x 32k tokens over two
+#              GPUs against one GPU (tokens/s, communication share); skipped with one GPU;
+#              CP_BENCH_ARGS adds arguments (e.g. "--world 4 --family kda")
 #   frostbwd   the FROST backward: kernel smoke vs float64 with determinism and timing
 #              (tests/numerics/la_frost_bwd_smoke.py; its kernels are precompiled first on
 #              this machine's cores, or loaded from a carried store: build one on the build
@@ -41,6 +51,13 @@
 #              a kernel missing from it is an error, to prove a run compiled nothing)
 #   cutedsl1 / cutedsl2   store / unpack one half of the CuTe DSL kit (carried .devkit/cutedslN)
 #   bench      bench/bench_linear_attention.py (FLA peer in the same process)
+#   cuseqlens  malformed cu_seqlens tables on every GPU engine, forward and backward (no
+#              error, uncovered rows zero) and strict mode (tests/numerics/
+#              test_cu_seqlens_safety.py); then memcheck: the same under compute-sanitizer
+#              memcheck with torch's caching allocator off, so that an access past any
+#              tensor is an error (compiles happen in the first run: give it
+#              STAGE_TIMEOUT=900 on a machine without the kernel stores)
+#   seqcost    bench/cu_seqlens_cost.py: what that safety costs at the bench shape
 #   overhead   tests/torch_ops/op_overhead.py on the GPU (cached-call host overhead)
 #   stagetimes bench/frost_stage_times.py (STAGE_FAMILIES, default "gdn kda")
 #   calls      bench/frost_call_overhead.py: host time of one FROST launch (checked, bound,
@@ -96,7 +113,7 @@ for s in "$@"; do
                  # machine has 2), into .frostcache (kept: an unpacked .kit store seeds it);
                  # the store comes back as $OUT/frostcache.tar.xz for .kit/ on the build host
       stage frostbuild "python3 tools/gpu/frost_precompile.py --native --jobs \$(nproc) --out .frostcache \
-        --suites \${FROST_BUILD_SUITES:-torchops,frostmatrix,bench,stagetimes,frostsmoke} \
+        --suites \${FROST_BUILD_SUITES:-torchops,frostmatrix,bench,stagetimes,frostsmoke,cuseqlens} \
         --smoke-algorithms \${FROST_BUILD_SMOKE_ALGORITHMS:-v2} --pack $OUT/frostcache.tar.xz"
       [ -d .frostcache ] && export FROST_KERNEL_CACHE="$PWD/.frostcache" ;;
     packcache)   # bring this machine's cuTile kernel cache back (then keep it in .kit/)
@@ -148,10 +165,30 @@ for s in "$@"; do
       stage frostbwdsmoke "python3 tests/numerics/la_frost_bwd_smoke.py --matrix --jobs \$(nproc)"
       stage frostbwdmatrix "python3 -m pytest tests/numerics/test_la_frost_bwd_engines.py -q -s \
         -p no:cacheprovider ${FROST_BWD_MATRIX_ARGS:-}" ;;
+    summary)     # FROST span summaries vs float64; context parallelism (one GPU, NCCL, timing)
+      export FROST_KERNEL_CACHE="${FROST_KERNEL_CACHE:-$PWD/.frostcache}"
+      stage summarybuild "python3 tests/numerics/frost_summary_prebuild.py --jobs \$(nproc)"
+      stage summarymatrix "python3 -m pytest tests/numerics/test_la_frost_summary_engines.py -q -s \
+        -p no:cacheprovider"
+      stage cpinproc "python3 -m pytest tests/context_parallel/cp_in_process_gpu_test.py -q -s \
+        -p no:cacheprovider"
+      stage cpnccl "python3 -m pytest tests/context_parallel/cp_nccl_gpu_test.py -q -s -p no:cacheprovider"
+      stage cpbench "python3 bench/context_parallel_bench.py ${CP_BENCH_ARGS:-}" ;;
+    cpbench)     # the context-parallel timing alone (its kernels: stage summary's summarybuild)
+      export FROST_KERNEL_CACHE="${FROST_KERNEL_CACHE:-$PWD/.frostcache}"
+      stage cpbench "python3 bench/context_parallel_bench.py ${CP_BENCH_ARGS:-}" ;;
     fla)         # the FLA drop-in on the engines vs transformers' torch path (needs FROST)
       stage fla "python3 -m pytest tests/fla/gpu_test.py -q -s -p no:cacheprovider" ;;
     bench)
       stage bench "python3 bench/bench_linear_attention.py" ;;
+    cuseqlens)
+      stage cuseqlens "python3 -m pytest tests/numerics/test_cu_seqlens_safety.py -q -rs \
+        -p no:cacheprovider"
+      stage memcheck "command -v compute-sanitizer || { echo 'compute-sanitizer is not on PATH'; exit 3; }; \
+        PYTORCH_NO_CUDA_MEMORY_CACHING=1 compute-sanitizer --tool memcheck --error-exitcode 1 \
+        python3 -m pytest tests/numerics/test_cu_seqlens_safety.py -q -rs -p no:cacheprovider" ;;
+    seqcost)
+      stage seqcost "python3 bench/cu_seqlens_cost.py" ;;
     autotune)
       stage autotune "python3 -m pytest tests/numerics/test_la_autotune_gpu.py -q -s \
         -p no:cacheprovider ${AUTOTUNE_ARGS:-}" ;;

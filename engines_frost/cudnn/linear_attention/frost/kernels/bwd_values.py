@@ -10,7 +10,9 @@ from the checkpoint's packed row (checkpoints.py, fwd_v2.FrostFwdV2.packed_row0)
 state registers, then the states kernel's stages run once: staged rows (v2's cp.async
 copies, without the next-chunk prefetch), operands, Gram and inverses, and
 FrostBwdStates.solve_u, which writes U (bf16, per token). No state update, no
-checkpoint write: the workspace has no state region on this path.
+checkpoint write: the workspace has no state region on this path. Sequence bounds are
+clamped (seq_bounds.py) and, in the states kernel's place, warp 0 of the last row's CTA
+of each head zeroes the gradient rows no sequence covers before grads runs.
 """
 from __future__ import annotations
 
@@ -25,6 +27,7 @@ from cudnn.linear_attention.frost.kernels.bwd_states import FrostBwdStates
 from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
 from cudnn.linear_attention.frost.kernels.fwd_v1 import CHUNK, SUB, allocate_smem, warp_mma
 from cudnn.linear_attention.frost.kernels.fwd_v2 import smem_plan as v2_smem_plan
+from cudnn.linear_attention.frost.kernels.seq_bounds import sequence_bounds
 
 
 def smem_plan(c: FrostFwdConfig):
@@ -45,32 +48,34 @@ class FrostBwdValues(FrostBwdStates):
 
     @cute.jit
     def launch_kernel(self, m, T: Int32, N: Int32, scale: Float32, stream: cuda.CUstream):
-        self.values_kernel(m.q, m.k, m.v, m.g, m.beta, m.w, m.cu_seqlens, m.ckpt, m.u, N, scale).launch(
+        self.values_kernel(m.q, m.k, m.v, m.g, m.beta, m.w, m.cu_seqlens, m.ckpt, m.u, N, scale, T,
+                           m.dq, m.dk, m.dv, m.dg, m.dbeta, m.dw).launch(
             grid=[T // CHUNK + N, self.cfg.HO, 1], block=[self.threads, 1, 1], stream=stream)
 
     @cute.kernel
     def values_kernel(self, mq: cute.Tensor, mk: cute.Tensor, mv: cute.Tensor, mg: cute.Tensor,
                       mb: cute.Tensor, mw: cute.Tensor, mcu: cute.Tensor, mckpt: cute.Tensor,
-                      mu: cute.Tensor, N: Int32, scale: Float32):
+                      mu: cute.Tensor, N: Int32, scale: Float32, T: Int32, mdq: cute.Tensor,
+                      mdk: cute.Tensor, mdv: cute.Tensor, mdg: cute.Tensor, mdb: cute.Tensor,
+                      mdw: cute.Tensor):
         c = self.cfg
         K = c.K
         tid, _, _ = cute.arch.thread_idx()
         rho, h, _ = cute.arch.block_idx()
+        lane = cute.arch.lane_idx()
+        wid = cute.arch.make_warp_uniform(cute.arch.warp_idx())
         s = allocate_smem(self.smem_plan(c))
-        FrostBwdGrads.find_chunk(self, s, mcu, N, rho, tid)
+        FrostBwdGrads.find_chunk(self, s, mcu, N, T, rho, tid)
         cute.arch.sync_threads()
         n = s.seq[0]
         if n >= 0:
-            j = s.seq[1]
-            bos = mcu[n]
-            eos = mcu[n + 1]
+            bos, eos = sequence_bounds(mcu, n, T)  # inside [0, T] whatever cu_seqlens holds
+            j = rho - (bos // CHUNK + n)
             t0 = bos + j * CHUNK
             heads = (h // (c.HO // c.H), h // (c.HO // c.HK), h // (c.HO // c.HV), h)
             mma = warp_mma()
-            lane = cute.arch.lane_idx()
-            wid = cute.arch.make_warp_uniform(cute.arch.warp_idx())
             thr = mma.get_slice(lane)
-            row = self.packed_row0(mcu, n, lane) + j
+            row = self.checkpoint_row(mcu, n, j, T, N, lane)
             acc_s = cute.make_rmem_tensor(thr.partition_shape_C((SUB, K)), Float32)
             coord_s = thr.partition_C(cute.make_identity_tensor((SUB, K)))
             for e in cutlass.range_constexpr(cute.size(acc_s)):
@@ -84,6 +89,10 @@ class FrostBwdValues(FrostBwdStates):
             self.stage_gram(s, mb, heads, t0, eos, scale, thr, lane, wid)
             cute.arch.sync_threads()
             self.solve_u(s, mu, acc_s, heads, t0, eos, thr, lane, wid)
+        # as the states kernel does in its place: the gradient rows no sequence covers are
+        # zeroed (one warp per head, the last row's CTA) before the grads kernel runs
+        if rho == T // CHUNK + N - 1 and wid == 0:
+            self.zero_gradient_rows(mcu, T, N, mdq, mdk, mdv, mdg, mdb, mdw, h, lane)
 
     @cute.jit
     def after_rhs_reads(self, s, heads, t0, eos, lane, wid):

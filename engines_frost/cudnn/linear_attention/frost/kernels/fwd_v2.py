@@ -52,6 +52,7 @@ from cudnn.linear_attention.frost.kernels.fwd_v1 import (
 )
 from cudnn.linear_attention.frost.kernels.fwd_v1 import smem_plan as v1_smem_plan
 from cudnn.linear_attention.frost.kernels.gmem_views import _packed, operand_views
+from cudnn.linear_attention.frost.kernels.seq_bounds import sequence_bounds
 
 
 def smem_plan(c: FrostFwdConfig):
@@ -225,28 +226,38 @@ class FrostFwdV2(FrostFwdV1):
 
     # ------------------------------------------------------------------ checkpoints
     @cute.jit
-    def packed_row0(self, mcu: cute.Tensor, n, lane):
+    def packed_row0(self, mcu: cute.Tensor, n, T, lane):
         """The first state_checkpoints row of sequence n (checkpoints.py): the chunks of
-        sequences 0 .. n-1, summed by each warp on its own (lanes stride over the
-        sequences, then a butterfly; integer sums, so every warp gets the same value and
-        no barrier is needed)."""
+        sequences 0 .. n-1 (their bounds clamped as every kernel reads them,
+        seq_bounds.py), summed by each warp on its own (lanes stride over the sequences,
+        then a butterfly; integer sums, so every warp gets the same value and no barrier
+        is needed)."""
         acc = Int32(0)
         for m0 in cutlass.range(0, n, 32, unroll=1):
             m = m0 + lane
             if m < n:
-                length = mcu[m + 1] - mcu[m]
-                if length > 0:
-                    acc = acc + (length + CHUNK - 1) // CHUNK
+                bos, eos = sequence_bounds(mcu, m, T)
+                acc = acc + (eos - bos + CHUNK - 1) // CHUNK
         for off in cutlass.range_constexpr(5):
             acc = acc + cute.arch.shuffle_sync_bfly(acc, offset=1 << off)
         return acc
 
     @cute.jit
-    def store_state(self, mckpt: cute.Tensor, row, h, acc_s, coord_s, wid):
-        """This warp's 16 rows of S^T (the fp32 state registers) into mckpt[row, h] as bf16."""
-        for e in cutlass.range_constexpr(cute.size(acc_s)):
-            jc = coord_s[e]
-            mckpt[row, h, wid * SUB + jc[0], jc[1]] = acc_s[e].to(BFloat16)
+    def checkpoint_row(self, mcu: cute.Tensor, n, j, T, N, lane):
+        """The state_checkpoints row a reader takes for chunk j of sequence n: packed_row0
+        + j, kept below T // 64 + N (a well-formed table never reaches that bound; a
+        malformed one may, and then reads a wrong row rather than past the tensor)."""
+        return cutlass.min(self.packed_row0(mcu, n, T, lane) + j, T // CHUNK + N - 1)
+
+    @cute.jit
+    def store_state(self, mckpt: cute.Tensor, row, rows, h, acc_s, coord_s, wid):
+        """This warp's 16 rows of S^T (the fp32 state registers) into mckpt[row, h] as bf16,
+        when row < rows (the tensor's row count: a malformed cu_seqlens table may pack past
+        it, and those rows are dropped)."""
+        if row < rows:
+            for e in cutlass.range_constexpr(cute.size(acc_s)):
+                jc = coord_s[e]
+                mckpt[row, h, wid * SUB + jc[0], jc[1]] = acc_s[e].to(BFloat16)
 
     @cute.jit
     def state_decay(self, s, d):
