@@ -238,6 +238,11 @@ def _shuffle_sync_up(value, offset):
     return Val(values[lane - offset] if lane >= offset else value)
 
 
+def _shuffle_sync_bfly(value, offset, mask=None, mask_and_clamp=None):
+    values, lane = _exchange(value), _ctx.tid % 32
+    return values[lane ^ offset]
+
+
 def _fail(name):
     def f(*_, **__):
         raise AttributeError(f"simt_emulator: {name} is outside the emulated SIMT subset")
@@ -289,7 +294,7 @@ def _shim():
         lane_idx=lambda: _ctx.tid % 32, warp_idx=lambda: _ctx.tid // 32, make_warp_uniform=lambda x: x,
         sync_threads=lambda: _ctx.barrier.wait(), sync_warp=lambda: _ctx.warps[_ctx.tid // 32].barrier.wait(),
         exp=_exp, fmax=lambda a, b: Val(max(a, b)), fmin=lambda a, b: Val(min(a, b)),
-        warp_reduction=_warp_reduction, shuffle_sync_up=_shuffle_sync_up,
+        warp_reduction=_warp_reduction, shuffle_sync_up=_shuffle_sync_up, shuffle_sync_bfly=_shuffle_sync_bfly,
         cp_async_commit_group=_nothing, cp_async_wait_group=_nothing,
     )
     cute = _Namespace(
@@ -347,9 +352,17 @@ def sync_threads():
 SmemAllocator = _SmemAllocator
 
 
-def emulated(module, name: str):
-    """The emulated version of a module-level function (e.g. gmem_views.operand_views)."""
-    return _rebind_module(module, _shim())[name]
+def emulated(module, name: str, helper_modules=()):
+    """The emulated version of a module-level function (e.g. gmem_views.operand_views);
+    helper_modules as emulate_class's (modules whose functions this module imported)."""
+    shim = _shim()
+    g = _rebind_module(module, shim)
+    for helper in helper_modules:
+        h = _rebind_module(helper, shim)
+        for key, value in list(g.items()):
+            if isinstance(value, types.FunctionType) and value.__module__ == helper.__name__:
+                g[key] = h[value.__name__]
+    return g[name]
 
 
 def run_cta(fn, nthreads: int, *args, block=(0, 0, 0)):

@@ -36,6 +36,7 @@ from cutlass import BFloat16, Float32, Int32
 
 from cudnn.linear_attention.frost.kernels.bwd_abi import FrostBwdLauncher
 from cudnn.linear_attention.frost.kernels.bwd_config import FrostBwdConfig
+from cudnn.linear_attention.frost.kernels.checkpoints_dsl import checkpoint_row
 from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
 from cudnn.linear_attention.frost.kernels.seq_bounds import sequence_bounds
 from cudnn.linear_attention.frost.kernels.fwd_v1 import (
@@ -156,7 +157,7 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
         kernel), or the packed row of the forward's state_checkpoints."""
         row = rho
         if cutlass.const_expr(self.bcfg.checkpoints):
-            row = self.checkpoint_row(mcu, n, j, T, N, lane)
+            row = checkpoint_row(mcu, n, j, T, N, lane)
         return row
 
     # ------------------------------------------------------------------ 1: rows

@@ -6,7 +6,7 @@ grid N x HO, one chunk after another) is not needed: U = (I + M)^-1 (W0 - KBA S)
 depends only on that chunk's rows and its S. Grid (T // 64 + N, HO) like ``grads``, one
 chunk per CTA, found the way grads finds it (bwd_grads.FrostBwdGrads.find_chunk: the
 backward's workspace row rho = cu[n] // 64 + n + j; rows between sequences exit); S comes
-from the checkpoint's packed row (checkpoints.py, fwd_v2.FrostFwdV2.packed_row0) into the
+from the checkpoint's packed row (checkpoints.py, checkpoints_dsl.checkpoint_row) into the
 state registers, then the states kernel's stages run once: staged rows (v2's cp.async
 copies, without the next-chunk prefetch), operands, Gram and inverses, and
 FrostBwdStates.solve_u, which writes U (bf16, per token). No state update, no
@@ -24,6 +24,7 @@ from cutlass import Float32, Int32
 from cudnn.linear_attention.frost.kernels.bwd_config import FrostBwdConfig
 from cudnn.linear_attention.frost.kernels.bwd_grads import FrostBwdGrads
 from cudnn.linear_attention.frost.kernels.bwd_states import FrostBwdStates
+from cudnn.linear_attention.frost.kernels.checkpoints_dsl import checkpoint_row
 from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
 from cudnn.linear_attention.frost.kernels.fwd_v1 import CHUNK, SUB, allocate_smem, warp_mma
 from cudnn.linear_attention.frost.kernels.fwd_v2 import smem_plan as v2_smem_plan
@@ -75,7 +76,7 @@ class FrostBwdValues(FrostBwdStates):
             heads = (h // (c.HO // c.H), h // (c.HO // c.HK), h // (c.HO // c.HV), h)
             mma = warp_mma()
             thr = mma.get_slice(lane)
-            row = self.checkpoint_row(mcu, n, j, T, N, lane)
+            row = checkpoint_row(mcu, n, j, T, N, lane)
             acc_s = cute.make_rmem_tensor(thr.partition_shape_C((SUB, K)), Float32)
             coord_s = thr.partition_C(cute.make_identity_tensor((SUB, K)))
             for e in cutlass.range_constexpr(cute.size(acc_s)):

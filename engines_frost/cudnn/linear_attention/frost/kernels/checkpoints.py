@@ -13,7 +13,8 @@ keep whatever the buffer held).
 The backward's own per-chunk workspaces (bwd_config.workspace rows, kernels/NOTES_bwd.md)
 place chunk j of sequence n at row cu[n] // 64 + n + j instead, which needs no sum over
 the other sequences; the kernels that read forward-written checkpoints convert with
-``packed_row0`` (fwd_v2.FrostFwdV2.packed_row0 in the kernels). Pure Python.
+``packed_row0`` (checkpoints_dsl.py in the kernels, which read every sequence's bounds
+clamped into [0, T] as seq_bounds.py does; ``T`` here does the same). Pure Python.
 """
 from __future__ import annotations
 
@@ -34,12 +35,21 @@ def chunk_count(length: int) -> int:
     return max(length, 0) // CHUNK + (max(length, 0) % CHUNK > 0)
 
 
-def packed_row0(cu_seqlens: Sequence[int], n: int) -> int:
+def sequence_length(cu_seqlens: Sequence[int], n: int, T: int | None = None) -> int:
+    """Tokens of sequence n: cu[n + 1] - cu[n], with both bounds clamped into [0, T] first
+    when T is given (the kernels' reading of any table), never negative."""
+    bos, eos = cu_seqlens[n], cu_seqlens[n + 1]
+    if T is not None:
+        bos, eos = min(max(bos, 0), T), min(max(eos, 0), T)
+    return max(eos - bos, 0)
+
+
+def packed_row0(cu_seqlens: Sequence[int], n: int, T: int | None = None) -> int:
     """The first checkpoint row of sequence n: the chunks of the sequences before it."""
-    return sum(chunk_count(cu_seqlens[m + 1] - cu_seqlens[m]) for m in range(n))
+    return sum(chunk_count(sequence_length(cu_seqlens, m, T)) for m in range(n))
 
 
-def checkpoint_index(cu_seqlens: Sequence[int]) -> list[tuple[int, int]]:
+def checkpoint_index(cu_seqlens: Sequence[int], T: int | None = None) -> list[tuple[int, int]]:
     """(sequence, chunk) of every written row, in row order."""
     return [(n, j) for n in range(len(cu_seqlens) - 1)
-            for j in range(chunk_count(cu_seqlens[n + 1] - cu_seqlens[n]))]
+            for j in range(chunk_count(sequence_length(cu_seqlens, n, T)))]

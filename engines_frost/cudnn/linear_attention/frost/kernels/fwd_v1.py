@@ -40,6 +40,7 @@ import cutlass.cute as cute
 from cutlass import BFloat16, Float32, Int32
 from cutlass.cute.nvgpu import warp
 
+from cudnn.linear_attention.frost.kernels.checkpoints_dsl import packed_row0
 from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
 from cudnn.linear_attention.frost.kernels.gmem_views import operand_views
 from cudnn.linear_attention.frost.kernels.launch_abi import cutlass_dtype
@@ -180,7 +181,7 @@ class FrostFwdV1:
         self.before_chunks(s, mq, mk, mv, mg, mb, mw, heads, bos, eos, tid, lane, wid)
         row0 = Int32(0)
         if cutlass.const_expr(c.write_checkpoints):
-            row0 = self.packed_row0(mcu, n, T, lane)
+            row0 = packed_row0(mcu, n, T, lane)  # checkpoints_dsl.py
         for t0 in cutlass.range(bos, eos, C):
             if cutlass.const_expr(c.write_checkpoints):  # the state entering this chunk
                 self.store_state(mckpt, row0 + (t0 - bos) // C, T // C + N, h, acc_s, coord_s, wid)

@@ -52,7 +52,6 @@ from cudnn.linear_attention.frost.kernels.fwd_v1 import (
 )
 from cudnn.linear_attention.frost.kernels.fwd_v1 import smem_plan as v1_smem_plan
 from cudnn.linear_attention.frost.kernels.gmem_views import _packed, operand_views
-from cudnn.linear_attention.frost.kernels.seq_bounds import sequence_bounds
 
 
 def smem_plan(c: FrostFwdConfig):
@@ -225,30 +224,6 @@ class FrostFwdV2(FrostFwdV1):
             cute.arch.cp_async_commit_group()
 
     # ------------------------------------------------------------------ checkpoints
-    @cute.jit
-    def packed_row0(self, mcu: cute.Tensor, n, T, lane):
-        """The first state_checkpoints row of sequence n (checkpoints.py): the chunks of
-        sequences 0 .. n-1 (their bounds clamped as every kernel reads them,
-        seq_bounds.py), summed by each warp on its own (lanes stride over the sequences,
-        then a butterfly; integer sums, so every warp gets the same value and no barrier
-        is needed)."""
-        acc = Int32(0)
-        for m0 in cutlass.range(0, n, 32, unroll=1):
-            m = m0 + lane
-            if m < n:
-                bos, eos = sequence_bounds(mcu, m, T)
-                acc = acc + (eos - bos + CHUNK - 1) // CHUNK
-        for off in cutlass.range_constexpr(5):
-            acc = acc + cute.arch.shuffle_sync_bfly(acc, offset=1 << off)
-        return acc
-
-    @cute.jit
-    def checkpoint_row(self, mcu: cute.Tensor, n, j, T, N, lane):
-        """The state_checkpoints row a reader takes for chunk j of sequence n: packed_row0
-        + j, kept below T // 64 + N (a well-formed table never reaches that bound; a
-        malformed one may, and then reads a wrong row rather than past the tensor)."""
-        return cutlass.min(self.packed_row0(mcu, n, T, lane) + j, T // CHUNK + N - 1)
-
     @cute.jit
     def store_state(self, mckpt: cute.Tensor, row, rows, h, acc_s, coord_s, wid):
         """This warp's 16 rows of S^T (the fp32 state registers) into mckpt[row, h] as bf16,
@@ -502,5 +477,5 @@ class FrostFwdV2Checkpoints(FrostFwdV2):
                  scale: Float32, stream: cuda.CUstream):
         m = operand_views(self.cfg, p_q, p_k, p_v, p_g, p_beta, p_w, p_cu, p_out, p_h0, p_ht, T, N)
         ckpt = _packed(p_ckpt, (checkpoint_rows(T, N), self.cfg.HO, self.cfg.V, self.cfg.K))
-        self.kernel(m.q, m.k, m.v, m.g, m.beta, m.w, m.cu, m.out, m.h0, m.ht, ckpt, scale).launch(
+        self.kernel(m.q, m.k, m.v, m.g, m.beta, m.w, m.cu, m.out, m.h0, m.ht, ckpt, scale, T, N).launch(
             grid=[N, self.cfg.HO, 1], block=[self.threads, 1, 1], stream=stream)
