@@ -36,8 +36,8 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-for root in ("bench", "torch_ops", "backend_cc", "engines_frost", "engines_cutile", "router", "ir", "ops",
-             "engines_frost/tests", "."):
+for root in ("bench", "torch_ops", "backend_cc", "engines_frost", "engines_common", "engines_cutile", "router",
+             "ir", "ops", "engines_frost/tests", "."):
     if str(REPO / root) not in sys.path:
         sys.path.insert(0, str(REPO / root))
 
@@ -156,9 +156,9 @@ def new_checkpoints(x):
 
 # ---- precompile -----------------------------------------------------------------------------
 
-def configs_of(case: Case, family: str, checkpoints: bool = False):
+def configs_of(case: Case, family: str, checkpoints: bool = False, plain_forward: bool = True):
     """The backward kernels of a case; with `checkpoints`, those of the checkpointed path
-    plus the forward with and without checkpoints (as run_fwd calls it)."""
+    plus the forward with checkpoints and (plain_forward) without (as run_fwd calls it)."""
     import dataclasses as dc
 
     from cudnn.linear_attention.frost.kernels.bwd import check_bwd_operands
@@ -172,7 +172,7 @@ def configs_of(case: Case, family: str, checkpoints: bool = False):
                                    state_checkpoints=ckpt, **out)
     kernels = [cfg.with_stage(s) for s in cfg.stages]
     if checkpoints:  # the forward both ways: check_case_checkpoints compares their outputs
-        kernels += [cfg.fwd, dc.replace(cfg.fwd, write_checkpoints=True)]
+        kernels += [cfg.fwd] * plain_forward + [dc.replace(cfg.fwd, write_checkpoints=True)]
     return kernels
 
 
@@ -191,12 +191,12 @@ def matrix_configs(families):
         for with_ckpt, todo in ((False, cases), (True, ckpt_cases)):
             for (_, lens, H, HV, K, V), l2, h0 in todo:
                 case = Case("matrix", tuple(lens[:3]) or (1,), H, HV, K, V, h0=h0, dht=True, l2norm=l2)
-                out += configs_of(case, fam, checkpoints=with_ckpt)
+                out += configs_of(case, fam, checkpoints=with_ckpt, plain_forward=False)
     return out
 
 
 def _build(cfg_fields, arch, root, host_target):
-    sys.path[:0] = [str(REPO / r) for r in ("engines_frost", "router", "ir", "ops", ".")]
+    sys.path[:0] = [str(REPO / r) for r in ("engines_frost", "engines_common", "router", "ir", "ops", ".")]
     from cudnn.linear_attention.frost.kernels import kernel_store
     from cudnn.linear_attention.frost.kernels.bwd_compile import compile_bwd
     from cudnn.linear_attention.frost.kernels.bwd_config import FrostBwdConfig
