@@ -26,7 +26,9 @@ reach shared memory and how the state-independent stages spend their time:
              inverse, counts double), so no warp holds a diagonal tile and a second tile.
 
 Everything else (the exact diagonal-block fallback, block inverses, the chain) is v1's
-code. Shared memory, K = V = 128: KDA / GDN-2 223 KB, GDN 133 KB (see smem_plan).
+code. Compiled with write_checkpoints (FrostFwdV2Checkpoints: one more pointer), v1's
+chunk loop also stores the state entering every chunk to the state_checkpoints output
+(checkpoints.py; the backward then skips its serial recompute, NOTES_bwd.md v1.2). Shared memory, K = V = 128: KDA / GDN-2 223 KB, GDN 133 KB (see smem_plan).
 """
 from __future__ import annotations
 
