@@ -126,10 +126,11 @@ def bench_fla_kda_fwd(inp, reps):
     return cuda_median_ms(lambda: chunk_kda(*args, cu_seqlens=cu64), reps)
 
 
-def op_fwd_bwd_runner(inp, family: str, plan_name: str | None = None):
+def op_fwd_bwd_runner(inp, family: str, plan_name: str | None = None, checkpoints: bool = True):
     """The public torch op as a user trains with it: forward, then autograd's backward
     (torch.autograd.grad w.r.t. every input); the planner's choice of engines unless
-    plan_name pins one (forward and backward)."""
+    plan_name pins one (forward and backward). checkpoints=False: without the training
+    checkpoints (the backward recomputes the states; torch_ops/README.md)."""
     from cudnn.linear_attention import ops
 
     q, k, v, g, beta, cu = inp
@@ -144,8 +145,12 @@ def op_fwd_bwd_runner(inp, family: str, plan_name: str | None = None):
     pinned = {} if plan_name is None else {"plan_name": plan_name}
 
     def step():
-        o = fn(*leaves, *extra, cu, **pinned)[0]
-        torch.autograd.grad(o, leaves + extra, d_out)
+        ops.set_training_checkpoints(checkpoints)
+        try:
+            o = fn(*leaves, *extra, cu, **pinned)[0]
+            torch.autograd.grad(o, leaves + extra, d_out)
+        finally:
+            ops.set_training_checkpoints(True)
     return step
 
 
@@ -170,16 +175,22 @@ def bench_fla_fwd_bwd(family: str):
 CASES_BWD = [
     ("GDN fwd+bwd", False, [
         ("op FROST", lambda inp, reps: cuda_median_ms(op_fwd_bwd_runner(inp, "gdn"), reps)),
+        ("op FROST recompute", lambda inp, reps: cuda_median_ms(
+            op_fwd_bwd_runner(inp, "gdn", checkpoints=False), reps)),
         ("op cuTile", lambda inp, reps: cuda_median_ms(op_fwd_bwd_runner(inp, "gdn", "gdn_cutile"), reps)),
         ("cuTile", lambda inp, reps: cuda_median_ms(cutile_fwd_bwd_runner(inp, False), reps)),
         ("FLA 0.6", bench_fla_fwd_bwd("gdn"))]),
     ("KDA fwd+bwd", True, [
         ("op FROST", lambda inp, reps: cuda_median_ms(op_fwd_bwd_runner(inp, "kda"), reps)),
+        ("op FROST recompute", lambda inp, reps: cuda_median_ms(
+            op_fwd_bwd_runner(inp, "kda", checkpoints=False), reps)),
         ("op cuTile", lambda inp, reps: cuda_median_ms(op_fwd_bwd_runner(inp, "kda", "kda_cutile"), reps)),
         ("cuTile", lambda inp, reps: cuda_median_ms(cutile_fwd_bwd_runner(inp, True), reps)),
         ("FLA 0.6", bench_fla_fwd_bwd("kda"))]),
     ("GDN-2 fwd+bwd", True, [
-        ("op FROST", lambda inp, reps: cuda_median_ms(op_fwd_bwd_runner(inp, "gdn2"), reps))]),
+        ("op FROST", lambda inp, reps: cuda_median_ms(op_fwd_bwd_runner(inp, "gdn2"), reps)),
+        ("op FROST recompute", lambda inp, reps: cuda_median_ms(
+            op_fwd_bwd_runner(inp, "gdn2", checkpoints=False), reps))]),
 ]
 
 CASES = [

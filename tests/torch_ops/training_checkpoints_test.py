@@ -128,6 +128,18 @@ def test_checkpoints_the_caller_asks_for_are_returned_and_reused(checkpointing):
     assert checkpointing.seen == [("fwd", 64, "marked"), ("bwd", 64, "marked")]
 
 
+def test_the_switch_turns_it_off(checkpointing):
+    ops.set_training_checkpoints(False)
+    try:
+        o, _ = call_op(leaves(make_inputs(CONFIG, seed=10)))
+        o.sum().backward()
+    finally:
+        ops.set_training_checkpoints(True)
+    assert checkpointing.seen == [("fwd", 0, None), ("bwd", 0, None)]
+    with pytest.raises(TypeError, match="expected a bool, got int"):
+        ops.set_training_checkpoints(1)
+
+
 def test_an_engine_without_checkpoints_keeps_the_recompute_path(declining):
     declining.calls.clear()
     inputs = leaves(make_inputs(CONFIG, seed=8))

@@ -8,12 +8,14 @@ a cached single-node graph through the graph API; whichever engine the planner r
 first runs it. `graph_caches()`, `clear_graph_caches()` and `set_graph_cache_size()`
 inspect and manage the per-op graph caches; `set_autotune(True)` (or `CUDNN_AUTOTUNE=1`)
 times every plan of a new call signature once and keeps the fastest (recorded winners are
-used without it).
+used without it); `set_training_checkpoints(False)` stops training forwards from keeping
+state checkpoints for the backward (torch_ops/README.md).
 """
 from __future__ import annotations
 
 from cudnn.linear_attention.ops._graph_cache import CacheInfo, GraphCache
 from cudnn.linear_attention.ops._graph_runner import set_autotune
+from cudnn.linear_attention.ops._op_factory import set_training_checkpoints
 from cudnn.linear_attention.ops.gdn import gated_delta_net
 from cudnn.linear_attention.ops.gdn import OPS as _GDN_OPS
 from cudnn.linear_attention.ops.gdn2 import gated_delta_net_v2

@@ -17,7 +17,8 @@ reads the states instead of recomputing them, and returns only (o, final_state).
 cost device memory from the forward until the backward: [T // 64 + N, HO, V, K] in q's
 dtype (bf16: 2/64 of a [T, HO, V, K] state per token, i.e. V*K/32 bytes per token and
 head, 512 B at K = V = 128; 272 MB for 8 x 4096 tokens and 16 heads). Otherwise, and for
-calls under torch.compile or dispatch modes, the backward recomputes them as before.
+calls under torch.compile or dispatch modes, the backward recomputes them as before;
+`set_training_checkpoints(False)` turns the behaviour off.
 
 A kernel looks the call's configuration up in the op's bounded graph cache
 (_graph_cache.py), the torch-op layer's one cache. On a miss it checks the call,
@@ -62,6 +63,17 @@ _Results = tuple[torch.Tensor, ...]
 #: the cadence a training forward asks for on its own: one 64-token chunk of the chunked
 #: kernels (the granularity at which a backward can reuse forward states).
 TRAINING_CHECKPOINT_EVERY = 64
+_training_checkpoints_enabled = True
+
+
+def set_training_checkpoints(enabled: bool) -> None:
+    """Whether training forwards ask for state checkpoints on their own (the default; see
+    the module docstring). False: the backward recomputes the states, as before (less
+    memory between forward and backward; benchmarks compare the two)."""
+    global _training_checkpoints_enabled
+    if not isinstance(enabled, bool):
+        raise TypeError(f"set_training_checkpoints: expected a bool, got {type(enabled).__name__}")
+    _training_checkpoints_enabled = enabled
 
 # torch's custom-op autograd path re-reads a schema per argument (see _torch_compat)
 _torch_compat.install()
@@ -264,7 +276,7 @@ class FamilyOps:
         if how == DIRECT:  # nobody sees the checkpoint placeholder: the lane may skip it
             results = self._run(self.forward_def, args, drop_unused=not checkpoints)
         elif how == DIRECT_AUTOGRAD:  # see _eager_function: only what records goes alone
-            if not checkpoints:
+            if not checkpoints and _training_checkpoints_enabled:
                 args = self._with_training_checkpoints(args)
             recording = tuple([i for i in self._forward_tensor_positions
                                if args[i] is not None and args[i].requires_grad])
