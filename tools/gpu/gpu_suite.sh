@@ -32,7 +32,10 @@
 #              this machine's cores, or loaded from a carried store: build one on the build
 #              host with `FROST_FFI=cute python3 tests/numerics/la_frost_bwd_smoke.py --prebuild
 #              --matrix` and run with FROST_FFI=cute), then the backward engine matrix
-#              (tests/numerics/test_la_frost_bwd_engines.py)
+#              (tests/numerics/test_la_frost_bwd_engines.py). Both also run the training path
+#              (forward-written state checkpoints read by the backward): about 300 kernels in
+#              all, so compiling them here wants STAGE_TIMEOUT=1500; --no-checkpoints in
+#              FROST_BWD_SMOKE_ARGS skips that path in the smoke
 #   autotune   autotune over the FROST and cuTile plans of gdn / kda (forward, backward):
 #              the faster plan (timed as the bench times it) wins, and a fresh process
 #              reuses the recorded choice (tests/numerics/test_la_autotune_gpu.py)
@@ -162,7 +165,8 @@ for s in "$@"; do
           -p no:cacheprovider ${FROST_MATRIX_ARGS:-}"
       fi ;;
     frostbwd)
-      stage frostbwdsmoke "python3 tests/numerics/la_frost_bwd_smoke.py --matrix --jobs \$(nproc)"
+      stage frostbwdsmoke "python3 tests/numerics/la_frost_bwd_smoke.py --matrix --jobs \$(nproc) \
+        ${FROST_BWD_SMOKE_ARGS:-}"
       stage frostbwdmatrix "python3 -m pytest tests/numerics/test_la_frost_bwd_engines.py -q -s \
         -p no:cacheprovider ${FROST_BWD_MATRIX_ARGS:-}" ;;
     summary)     # FROST span summaries vs float64; context parallelism (one GPU, NCCL, timing)
