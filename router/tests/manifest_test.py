@@ -24,12 +24,16 @@ def test_linear_attention_rows():
                                         for name, s in fam.slots.items()}
             for fam in manifest.MANIFEST}
     frost, cutile = "cudnn.linear_attention.frost", "cudnn.linear_attention.cutile"
+    decode = f"{frost}.decode_engine"
     assert rows == {
         ("gdn", 20100): {"gdn_frost": (0, f"{frost}.gdn_engine", "GdnFrostEngine"),
-                         "gdn_cutile": (1, f"{cutile}.gdn_engine", "GdnCuTileEngine")},
+                         "gdn_cutile": (1, f"{cutile}.gdn_engine", "GdnCuTileEngine"),
+                         "gdn_frost_decode": (2, decode, "GdnFrostDecodeEngine")},
         ("kda", 20200): {"kda_frost": (0, f"{frost}.kda_engine", "KdaFrostEngine"),
-                         "kda_cutile": (1, f"{cutile}.kda_engine", "KdaCuTileEngine")},
-        ("gdn2", 20300): {"gdn2_frost": (0, f"{frost}.gdn2_engine", "Gdn2FrostEngine")},
+                         "kda_cutile": (1, f"{cutile}.kda_engine", "KdaCuTileEngine"),
+                         "kda_frost_decode": (2, decode, "KdaFrostDecodeEngine")},
+        ("gdn2", 20300): {"gdn2_frost": (0, f"{frost}.gdn2_engine", "Gdn2FrostEngine"),
+                          "gdn2_frost_decode": (1, decode, "Gdn2FrostDecodeEngine")},
     }
 
 
