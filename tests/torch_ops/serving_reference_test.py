@@ -1,0 +1,66 @@
+"""The serving path of the torch ops on a CPU (reference engines installed): state_indices,
+overwrite_initial_state, skipped slots, checkpoints, mixed prefill and decode batches,
+chained over several calls against the float64 serving reference (serving_steps.py),
+and the launch lane's aliasing of the pool (the final state goes into initial_state)."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from tests.reference.preprocess import Family
+from tests.torch_ops.reference_engine import reference_engine, reference_engines_installed
+from tests.torch_ops.serving_steps import Step, pool_config, run_steps
+
+FP32_BOUND = 1e-5
+POOL = 6
+DECODE = [Step((1, 1, 1), (4, 0, 2)), Step((1, 1, 1), (0, 2, 4)), Step((1, 1, 1), (2, -1, 0)),
+          Step((1, 1, 1), (4, 6, 1))]  # -1 and 6 (= the pool size) skip their sequence
+SPECULATIVE = [Step((3, 3), (1, 5)), Step((3, 3), (5, 1))]
+MIXED = [Step((7, 1, 1, 5), (0, 3, 5, 2)), Step((1, 1, 1, 1), (2, 0, 3, 5))]
+
+
+@pytest.fixture(autouse=True)
+def engines():
+    with reference_engines_installed():
+        yield
+
+
+def _pool(cfg):
+    return torch.randn(POOL, cfg.HO, cfg.V, cfg.K, generator=torch.Generator().manual_seed(1))
+
+
+@pytest.mark.parametrize("family", list(Family))
+@pytest.mark.parametrize("steps", [DECODE, SPECULATIVE, MIXED], ids=["decode", "spec", "mixed"])
+def test_pool_in_place_over_several_calls(family, steps):
+    cfg = pool_config(family, safe_gate=True, use_beta_sigmoid=True, use_qk_l2norm=True)
+    worst = run_steps(cfg, steps, _pool(cfg))
+    assert max(worst.values()) < FP32_BOUND, worst
+
+
+@pytest.mark.parametrize("family", [Family.GDN, Family.KDA])
+def test_per_token_checkpoints_for_rejection(family):
+    cfg = pool_config(family)
+    worst = run_steps(cfg, SPECULATIVE, _pool(cfg), every=1, checkpoint_dtype=torch.float32)
+    assert max(worst.values()) < FP32_BOUND, worst
+
+
+def test_pool_without_overwrite_fills_final_state_rows():
+    cfg = pool_config(Family.KDA, gate_domain="linear")
+    pool = _pool(cfg)
+    before = pool.clone()
+    worst = run_steps(cfg, DECODE[:1], pool, overwrite=False)
+    assert max(worst.values()) < FP32_BOUND, worst
+    assert torch.equal(pool, before)
+
+
+def test_the_launch_lane_writes_the_pool():
+    engine = reference_engine("gdn")
+    engine.offers_direct_launch = True
+    cfg = pool_config(Family.GDN)
+    worst = run_steps(cfg, DECODE, _pool(cfg))
+    assert max(worst.values()) < FP32_BOUND, worst
+    assert engine.direct_calls == len(DECODE) - 1  # the first call builds, the rest launch
+
+
+if __name__ == "__main__":
+    raise SystemExit(pytest.main([__file__, "-q"]))
