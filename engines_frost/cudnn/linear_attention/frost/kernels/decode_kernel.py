@@ -113,8 +113,12 @@ class FrostDecode:
         bos = mcu[n]
         eos = mcu[n + 1]
         ck_base = Int32(0)
-        if cutlass.const_expr(c.checkpoint_every > 0):
-            for i in cutlass.range(n):  # rows of the earlier sequences: ceil(L_i / every)
+        if cutlass.const_expr(c.checkpoint_every == 1):
+            ck_base = bos  # one row per token: the rows are the tokens
+        elif cutlass.const_expr(c.checkpoint_every > 1):
+            # rows of the earlier sequences, ceil(L_i / every) each: a walk over n entries
+            # of cu_seqlens (cached) per CTA, the one cost that grows with the batch
+            for i in cutlass.range(n):
                 ck_base = ck_base + (mcu[i + 1] - mcu[i] + (c.checkpoint_every - 1)) // c.checkpoint_every
 
         xs = cute.make_rmem_tensor((RPW, KPL), Float32)
