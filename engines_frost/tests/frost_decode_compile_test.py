@@ -1,5 +1,5 @@
 """The recurrent (decode) kernel cross-compiles for sm_90a (no GPU needed) over its feature
-matrix, through the launcher's own entry (decode.compile_decode, decode_fake_args), and
+matrix, through the launcher's own entry (decode_compile.compile_decode, decode_fake_args), and
 ptxas keeps its state in registers: no local memory (spills) for K = V = 128 at either
 tile width (frost_cubin_report.resource_usage; needs cuobjdump, else that test skips).
 """
@@ -14,7 +14,7 @@ import pytest
 pytest.importorskip("cutlass", reason="nvidia-cutlass-dsl (CuTe DSL) is not installed")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from cudnn.linear_attention.frost.kernels.decode import compile_decode, decode_fake_args  # noqa: E402
+from cudnn.linear_attention.frost.kernels.decode_compile import compile_decode, decode_fake_args  # noqa: E402
 from cudnn.linear_attention.frost.kernels.decode_config import FrostDecodeConfig  # noqa: E402
 
 BASE = dict(io_dtype="bfloat16", state_dtype="float32", H=16, HK=16, HV=16, K=128, V=128,
@@ -39,8 +39,8 @@ MATRIX = {
 @pytest.mark.parametrize("name", list(MATRIX))
 def test_decode_variant_compiles_for_sm90a(name):
     cfg = FrostDecodeConfig(**{**BASE, **MATRIX[name]})
-    fn, ffi = compile_decode(cfg, "sm_90a", ffi="cute")
-    assert callable(fn) and ffi == "cute"
+    kernel = compile_decode(cfg, "sm_90a", ffi="cute")
+    assert callable(kernel.fn) and kernel.ffi == "cute" and kernel.cfg == cfg
 
 
 @pytest.mark.parametrize("block_v", [16, 32])
@@ -63,6 +63,30 @@ def test_state_stays_in_registers(family, block_v):
     assert usage["LOCAL"] == 0 and usage["STACK"] == 0, usage
     # 8 (or 4) rows x 4 channels of state per thread plus the token's operands
     assert usage["REG"] <= 128, usage
+
+
+def test_store_round_trip(tmp_path, monkeypatch):
+    """Cross-compiled as frost_precompile.py does, stored, then found by the launcher's
+    lookup with the compiler made to raise and the store strict."""
+    from cudnn.linear_attention.frost.kernels import decode, decode_compile, kernel_store
+
+    cfg = FrostDecodeConfig(**{**BASE, "family": "gdn", "K": 64, "V": 64, "H": 1, "HK": 1,
+                               "HV": 1, "block_v": 16})
+    kernel = decode_compile.compile_decode(cfg, "sm_90a", host_target=kernel_store.GENERIC_X86_64)
+    kernel_store.KernelStore(tmp_path).save(cfg, "sm_90a", kernel)
+    assert "decode gdn H1/HK1/HV1 K64 V64 BV16" in kernel_store.describe(cfg)
+
+    def no_compiler(*args, **kwargs):
+        raise AssertionError("the compiler was called")
+    monkeypatch.setattr(decode, "compile_decode", no_compiler)
+    monkeypatch.setenv(kernel_store.STORE_ENV, str(tmp_path))
+    monkeypatch.setenv(kernel_store.STRICT_ENV, "1")
+    monkeypatch.setattr(decode, "_cache", {})
+    loaded = decode.compiled_decode(cfg, "sm_90a", "cute")
+    assert loaded.ffi == "cute" and loaded.cfg == cfg
+    other = dataclasses.replace(cfg, block_v=32)
+    with pytest.raises(kernel_store.KernelStoreMiss, match="decode gdn"):
+        decode.compiled_decode(other, "sm_90a", "cute")
 
 
 def test_config_rejects_what_the_kernel_cannot_do():

@@ -8,20 +8,23 @@ nothing looked up, so a launch can be captured in a CUDA graph and replayed with
 buffer contents. ``frost_decode`` is bind + launch. Never reads cu_seqlens or
 state_indices on the host. Imports neither torch nor cutlass at import time.
 
-Compiles go through the CuTe DSL directly (``compile_decode``); the precompiled kernel
-store (kernel_store.py) holds the chunked kernels only.
+Kernels come from the precompiled store when FROST_KERNEL_CACHE names one (kernel_store.py,
+filled on any machine by tools/gpu/frost_precompile.py --suites decode), else from a CuTe
+DSL compile (decode_compile.py), which is then added to that store.
 """
 from __future__ import annotations
 
 import dataclasses
 import threading
+import warnings
 
-from cudnn.linear_attention.frost.kernels.compile_kernel import FFI_CONVENTIONS, preferred_ffi
+from cudnn.linear_attention.frost.kernels import kernel_store
+from cudnn.linear_attention.frost.kernels.compile_kernel import preferred_ffi
+from cudnn.linear_attention.frost.kernels.decode_compile import compile_decode, decode_pointers
 from cudnn.linear_attention.frost.kernels.decode_config import (DECODE_OPERANDS,
                                                                 FrostDecodeConfig,
                                                                 checkpoint_rows,
-                                                                decode_operand_alignment,
-                                                                decode_operand_dtypes)
+                                                                decode_operand_alignment)
 
 _INDEX_LIMIT = 2**31
 _cache: dict[tuple[FrostDecodeConfig, str, str], object] = {}
@@ -164,51 +167,39 @@ def check_decode_operands(*, q, k, v, g, beta, w, cu_seqlens, out, initial_state
     return CheckedDecode(cfg, tensors, T, N, S)
 
 
-def decode_fake_args(cfg: FrostDecodeConfig) -> tuple:
-    """Arguments for cute.compile without a GPU (null pointers, T = N = S = 1)."""
-    from cutlass import Float32, Int32
-    from cutlass.cute.runtime import make_fake_stream
-
-    return (*_pointers(cfg, dict.fromkeys(DECODE_OPERANDS, 0)), Int32(1), Int32(1), Int32(1),
-            Float32(1.0), make_fake_stream())
-
-
-def _pointers(cfg: FrostDecodeConfig, addresses: dict) -> list:
-    from cutlass.cute import AddressSpace
-    from cutlass.cute.runtime import make_ptr
-
-    from cudnn.linear_attention.frost.kernels.launch_abi import cutlass_dtype
-
-    align = decode_operand_alignment(cfg)
-    return [make_ptr(cutlass_dtype(dt), addresses[name], AddressSpace.gmem,
-                     assumed_align=align[name])
-            for name, dt in decode_operand_dtypes(cfg).items()]
-
-
-def compile_decode(cfg: FrostDecodeConfig, arch: str, ffi: str | None = None):
-    """cute.compile the recurrent kernel for cfg and a target like "sm_90a" (no GPU needed);
-    returns (compiled function, calling convention)."""
-    import cutlass.cute as cute
-
-    from cudnn.linear_attention.frost.kernels.decode_kernel import FrostDecode
-
-    ffi = ffi or preferred_ffi()
-    if ffi not in FFI_CONVENTIONS:
-        raise ValueError(f"compile_decode: ffi must be one of {FFI_CONVENTIONS}, got {ffi!r}")
-    options = f"--gpu-arch {arch}" + (" --enable-tvm-ffi" if ffi == "tvm" else "")
-    return cute.compile(FrostDecode(cfg), *decode_fake_args(cfg), options=options), ffi
-
-
 def compiled_decode(cfg: FrostDecodeConfig, arch: str, ffi: str | None = None):
-    """(function, convention) for cfg on arch: compiled once per process."""
+    """The compiled_kernel.CompiledKernel for cfg on arch: loaded or compiled once per
+    process."""
     key = (cfg, arch, ffi or preferred_ffi())
-    fn = _cache.get(key)
-    if fn is None:
+    kernel = _cache.get(key)
+    if kernel is None:
         with _cache_lock:
-            fn = _cache.get(key)
-            if fn is None:
-                fn = _cache[key] = compile_decode(cfg, arch, key[2])
-    return fn
+            kernel = _cache.get(key)
+            if kernel is None:
+                kernel = _cache[key] = _load_or_compile(*key)
+    return kernel
+
+
+def _load_or_compile(cfg: FrostDecodeConfig, arch: str, ffi: str):
+    store = kernel_store.active_store()
+    if store is None:
+        return compile_decode(cfg, arch, ffi=ffi)
+    kernel = store.load(cfg, arch, ffi)
+    if kernel is not None:
+        return kernel
+    if store.strict:
+        raise kernel_store.KernelStoreMiss(
+            f"{WHO}: {kernel_store.STRICT_ENV}=1 and {store.root} has no {arch} {ffi}-convention "
+            f"kernel for {kernel_store.describe(cfg)}")
+    kernel = compile_decode(cfg, arch, ffi=ffi)
+    if store.writable:
+        try:
+            store.save(cfg, arch, kernel)
+        except Exception as e:  # a store that cannot take the entry costs nothing but it
+            warnings.warn(f"FROST kernel store: could not add {kernel_store.describe(cfg)} to "
+                          f"{store.root} ({type(e).__name__}: {str(e)[:200]})",
+                          kernel_store.KernelStoreWarning, stacklevel=2)
+    return kernel
 
 
 def bind_decode(*, arch: str | None = None, **operands) -> DecodeLaunch:
@@ -219,8 +210,8 @@ def bind_decode(*, arch: str | None = None, **operands) -> DecodeLaunch:
         raise _fail("q", "a CUDA tensor (and every other operand on its device)", q.device)
     from cudnn.linear_attention.frost.kernels.fwd import device_arch
 
-    fn, ffi = compiled_decode(checked.config, arch or device_arch(q.device))
-    return DecodeLaunch(checked.config, fn, ffi, operand_signature(checked.tensors),
+    kernel = compiled_decode(checked.config, arch or device_arch(q.device))
+    return DecodeLaunch(checked.config, kernel.fn, kernel.ffi, operand_signature(checked.tensors),
                         checked.T, checked.N, checked.S)
 
 
@@ -273,5 +264,5 @@ class DecodeLaunch:
         import cuda.bindings.driver as cuda
         from cutlass import Float32, Int32
 
-        self.fn(*_pointers(self.config, dict(zip(DECODE_OPERANDS, addresses))), Int32(self.T),
+        self.fn(*decode_pointers(self.config, dict(zip(DECODE_OPERANDS, addresses))), Int32(self.T),
                 Int32(self.N), Int32(self.S), Float32(scale), cuda.CUstream(stream_handle))
