@@ -62,5 +62,28 @@ def test_the_launch_lane_writes_the_pool():
     assert engine.direct_calls == len(DECODE) - 1  # the first call builds, the rest launch
 
 
+def test_compiled_call_writes_the_pool_like_eager():
+    """torch.compile(fullgraph=True) traces the serving op (its fake kernel, initial_state
+    declared mutated): the compiled call leaves the pool as the eager call does."""
+    from cudnn.linear_attention import ops
+    from tests.torch_ops.serving_steps import step_inputs
+
+    cfg = pool_config(Family.GDN)
+    x = step_inputs(cfg, DECODE[0], 0)
+    slots = torch.tensor([4, 0, -1], dtype=torch.int32)
+
+    def step(q, k, v, g, beta, cu, pool, slots):
+        return ops.gated_delta_net(q, k, v, g, beta, cu, initial_state=pool,
+                                   output_final_state=True, overwrite_initial_state=True,
+                                   state_indices=slots)[0]
+    eager_pool, compiled_pool = _pool(cfg), _pool(cfg)
+    with torch.no_grad():
+        o_eager = step(*x.args(), eager_pool, slots)
+        o_compiled = torch.compile(step, fullgraph=True, backend="aot_eager")(
+            *x.args(), compiled_pool, slots)
+    assert torch.equal(o_eager, o_compiled)
+    assert torch.equal(eager_pool, compiled_pool) and not torch.equal(eager_pool, _pool(cfg))
+
+
 if __name__ == "__main__":
     raise SystemExit(pytest.main([__file__, "-q"]))
