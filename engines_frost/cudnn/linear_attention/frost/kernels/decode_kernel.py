@@ -153,6 +153,7 @@ class FrostDecode:
         kk = cute.make_rmem_tensor((KPL,), Float32)
         kb = cute.make_rmem_tensor((KPL,), Float32)
         alpha = cute.make_rmem_tensor((KPL,), Float32)
+        red = cute.make_rmem_tensor((RPW,), Float32)  # per row: erase read, then output
         for t in cutlass.range(bos, eos):
             if cutlass.const_expr(c.checkpoint_every > 0):
                 local = t - bos
@@ -194,28 +195,35 @@ class FrostDecode:
                 beta_t = self.beta_activation(mb[t, h, 0].to(Float32))
                 for j in cutlass.range_constexpr(KPL):
                     kb[j] = beta_t * kk[j]
-            for r in cutlass.range_constexpr(RPW):
-                row = row0 + r
+            # Each phase runs over all the warp's rows before the next, so the rows' warp
+            # reductions (5 dependent shuffles each) are independent and overlap.
+            for r in cutlass.range_constexpr(RPW):  # decay, partial erase read
                 e = Float32(0.0)
                 for j in cutlass.range_constexpr(KPL):
                     x = xs[r, j] * alpha[j]
                     xs[r, j] = x
                     e = e + x * kb[j]
-                e = cute.arch.warp_reduction(e, lambda a, b: a + b)
-                write = mv[t, hv, row].to(Float32)
+                red[r] = e
+            for r in cutlass.range_constexpr(RPW):
+                red[r] = cute.arch.warp_reduction(red[r], lambda a, b: a + b)
+            for r in cutlass.range_constexpr(RPW):  # write term, update, partial output
+                write = mv[t, hv, row0 + r].to(Float32)
                 if cutlass.const_expr(c.beta_per_channel):
-                    write = write * mw[t, h, row].to(Float32)
+                    write = write * mw[t, h, row0 + r].to(Float32)
                 else:
                     write = write * beta_t
-                u = write - e
+                u = write - red[r]
                 o = Float32(0.0)
                 for j in cutlass.range_constexpr(KPL):
                     x = xs[r, j] + u * kk[j]
                     xs[r, j] = x
                     o = o + x * kq[j]
-                o = cute.arch.warp_reduction(o, lambda a, b: a + b)
+                red[r] = o
+            for r in cutlass.range_constexpr(RPW):
+                red[r] = cute.arch.warp_reduction(red[r], lambda a, b: a + b)
+            for r in cutlass.range_constexpr(RPW):
                 if lane == r:
-                    mo[t, h, row] = (o * scale).to(self.io)
+                    mo[t, h, row0 + r] = (red[r] * scale).to(self.io)
 
     @cute.jit
     def decay(self, graw, malog, mdtb, h, d):
