@@ -21,6 +21,7 @@ Columns (medians of CUDA-event samples after warm-up):
 A peer that is not installed (FLA) reports "absent" and the rest run.
 
   PYTHONPATH=$(python3 tools/pythonpath.py) python3 bench/bench_decode.py [--batches 1,64]
+      [--tokens 1,4]   (tokens per sequence: speculative steps; the floor is the state's)
 """
 from __future__ import annotations
 
@@ -40,14 +41,16 @@ def floor_us(n: int) -> float:
     return 2 * n * HEADS * DIM * DIM * 4 / HBM_BYTES_PER_S * 1e6
 
 
-def inputs(n: int, kda: bool, dev: str = "cuda") -> dict:
+def inputs(n: int, kda: bool, dev: str = "cuda", tokens: int = 1) -> dict:
+    """n sequences of `tokens` tokens (1: a decode step; more: a speculative step)."""
     torch.manual_seed(n)
-    q = torch.randn(n, HEADS, DIM, device=dev, dtype=torch.bfloat16)
-    k = F.normalize(torch.randn(n, HEADS, DIM, device=dev), dim=-1).to(torch.bfloat16)
-    v = torch.randn(n, HEADS, DIM, device=dev, dtype=torch.bfloat16)
-    g = F.logsigmoid(torch.randn((n, HEADS, DIM) if kda else (n, HEADS), device=dev)) * 0.1
-    beta = torch.sigmoid(torch.randn(n, HEADS, device=dev))
-    cu = torch.arange(n + 1, device=dev, dtype=torch.int32)
+    T = n * tokens
+    q = torch.randn(T, HEADS, DIM, device=dev, dtype=torch.bfloat16)
+    k = F.normalize(torch.randn(T, HEADS, DIM, device=dev), dim=-1).to(torch.bfloat16)
+    v = torch.randn(T, HEADS, DIM, device=dev, dtype=torch.bfloat16)
+    g = F.logsigmoid(torch.randn((T, HEADS, DIM) if kda else (T, HEADS), device=dev)) * 0.1
+    beta = torch.sigmoid(torch.randn(T, HEADS, device=dev))
+    cu = torch.arange(0, T + 1, tokens, device=dev, dtype=torch.int32)
     pool = torch.randn(n + 8, HEADS, DIM, DIM, device=dev) * 0.1
     slots = torch.randperm(n + 8, device=dev)[:n].to(torch.int32)
     return dict(q=q, k=k, v=v, g=g, beta=beta, cu=cu, pool=pool, slots=slots)
@@ -73,7 +76,7 @@ def fla_call(x: dict, kda: bool):
             from fla.ops.gated_delta_rule import fused_recurrent_gated_delta_rule as fn
     except ImportError:
         return None
-    n = x["q"].shape[0]
+    n = x["cu"].numel() - 1
     args = [t.unsqueeze(0) for t in (x["q"], x["k"], x["v"], x["g"], x["beta"])]
     h0 = x["pool"][:n].transpose(-1, -2).contiguous()  # FLA's [N, H, K, V]
     cu64 = x["cu"].long()
@@ -142,6 +145,8 @@ def main() -> None:
     p.add_argument("--batches", default="1,64,256,1024")
     p.add_argument("--families", default="gdn,kda")
     p.add_argument("--reps", type=int, default=30)
+    p.add_argument("--tokens", default="1",
+                   help="tokens per sequence, comma-separated (e.g. 1,4: decode and speculative)")
     a = p.parse_args()
     print(f"GPU: {torch.cuda.get_device_name()}; decode steps, {HEADS} heads, K = V = {DIM}, "
           f"bf16 io, fp32 state; times in us per step (median of {a.reps})")
@@ -149,10 +154,11 @@ def main() -> None:
     with torch.no_grad():
         for family in a.families.split(","):
             kda = family == "kda"
-            for n in map(int, a.batches.split(",")):
-                x = inputs(n, kda)
+            for tokens, n in [(t, n) for t in map(int, a.tokens.split(","))
+                              for n in map(int, a.batches.split(","))]:
+                x = inputs(n, kda, tokens=tokens)
                 ours, peer = op_call(x, kda), fla_call(x, kda)
-                row = [family.upper(), str(n), f"{floor_us(n):.1f}",
+                row = [family.upper(), str(n), str(tokens), f"{floor_us(n):.1f}",
                        cell(lambda: graph_us(ours, a.reps)), cell(lambda: eager_us(ours, a.reps)),
                        "absent" if peer is None else cell(lambda: graph_us(peer, a.reps)),
                        "absent" if peer is None else cell(lambda: eager_us(peer, a.reps))]
@@ -163,8 +169,8 @@ def main() -> None:
                   f"{cell(lambda: host_us(op_call(x, kda)))} us; FLA: "
                   f"{cell(lambda: None if fla_call(x, kda) is None else host_us(fla_call(x, kda)))} us",
                   flush=True)
-    print("\n| family | N | floor | op graph | op b2b | FLA graph | FLA b2b |\n"
-          "|---|---|---|---|---|---|---|")
+    print("\n| family | N | tokens | floor | op graph | op b2b | FLA graph | FLA b2b |\n"
+          "|---|---|---|---|---|---|---|---|")
     for r in rows:
         print(f"| {' | '.join(r)} |")
 

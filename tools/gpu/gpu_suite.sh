@@ -185,7 +185,7 @@ for s in "$@"; do
         --out .frostcache --suites decode --keep --pack ''"
       [ -d .frostcache ] && export FROST_KERNEL_CACHE="$PWD/.frostcache"
       stage decode "python3 -m pytest tests/numerics/test_la_decode_gpu.py -q -s -p no:cacheprovider"
-      stage decodebench "python3 bench/bench_decode.py" ;;
+      stage decodebench "python3 bench/bench_decode.py --tokens 1,4" ;;
     autotune)
       stage autotune "python3 -m pytest tests/numerics/test_la_autotune_gpu.py -q -s \
         -p no:cacheprovider ${AUTOTUNE_ARGS:-}" ;;
