@@ -158,14 +158,18 @@ def test_cuda_graph_of_100_decode_steps(family):
         return out
 
     first = draw(1)
-    names = [f.name for f in dataclasses.fields(first[0][0]) if f.name != "config"
-             and getattr(first[0][0], f.name) is not None]
+    # per-step inputs stacked (each step's slice 16-byte aligned, as the launch lane wants);
+    # one cu_seqlens for all steps, as a server keeps it
+    names = [f.name for f in dataclasses.fields(first[0][0]) if f.name not in
+             ("config", "cu_seqlens") and getattr(first[0][0], f.name) is not None]
     static = {name: torch.stack([getattr(x, name) for x, _ in first]).cuda() for name in names}
     slots_all = torch.stack([s for _, s in first]).cuda()
+    cu = first[0][0].cu_seqlens.cuda()
     pool = pool_for(cfg)
 
     def call(i: int):
-        x = dataclasses.replace(first[0][0], **{name: static[name][i] for name in names})
+        x = dataclasses.replace(first[0][0], cu_seqlens=cu,
+                                **{name: static[name][i] for name in names})
         return fn(*x.args(), **op_kwargs(x, initial_state=pool, state_indices=slots_all[i],
                                          overwrite_initial_state=True))
 
