@@ -2,10 +2,10 @@
 the explainer with the runtime probes forced (as in frost_ranking_test.py).
 
 Decode-shaped graphs (T <= 16 N, from the node's dims: no synchronisation) rank the
-`*_frost_decode` engine first; beyond 16 tokens per sequence it ranks last. Serving
-features the chunked kernels lack (state pools, overwrite, fused gates, checkpoints) are
-claimed by the decode engine alone, at any batch shape, and the chunked engines' reasons
-name the feature.
+`*_frost_decode` engine first; beyond 16 tokens per sequence it ranks last. State pools,
+overwrite and fused gates keep that order (the chunked FROST forward serves them through
+its serving adapter; cuTile declines them by name); state checkpoints are the decode
+engine's alone.
 """
 import pytest
 from frost_graphs import op_graph
@@ -52,18 +52,30 @@ SERVING = [
     ("a_log", dict(extra_inputs=("a_log", "dt_bias"), safe_gate=True)),  # safe_gate's input
     ("use_beta_sigmoid", dict(use_beta_sigmoid=True, allow_neg_eigval=True)),
     ("gate_domain", dict(gate_domain="linear")),
-    ("checkpoint_every_n_tokens", dict(checkpoint_every_n_tokens=1)),
 ]
 
 
 @pytest.mark.parametrize("op", FAMILIES)
 @pytest.mark.parametrize("needle, attrs", SERVING, ids=[s[0] for s in SERVING])
+def test_serving_features_rank_like_the_plain_forward(op, needle, attrs):
+    """Pools and fused gates are served by the recurrent engine (first for T <= 16 N) and by
+    the chunked one through its serving adapter (first beyond); cuTile declines them."""
+    for T, first in ((8, f"{op}_frost_decode"), (2000, f"{op}_frost")):
+        names, rows, ex = explain(op_graph(op, T=T, N=8, with_h0=True, **attrs)[0])
+        assert names[0] == first and set(names) == {f"{op}_frost", f"{op}_frost_decode"}, \
+            ex.render()
+        cutile = rows.get(f"{op}_cutile")
+        assert cutile is None or (cutile.status == "declined" and needle in cutile.reason), \
+            cutile.reason
+
+
+@pytest.mark.parametrize("op", FAMILIES)
 @pytest.mark.parametrize("T", [8, 2000])  # decode-shaped and prefill-shaped (N = 8)
-def test_serving_features_are_claimed_by_the_decode_engine_alone(op, needle, attrs, T):
-    names, rows, ex = explain(op_graph(op, T=T, N=8, with_h0=True, **attrs)[0])
+def test_checkpoints_are_claimed_by_the_decode_engine_alone(op, T):
+    names, rows, ex = explain(op_graph(op, T=T, N=8, with_h0=True,
+                                       checkpoint_every_n_tokens=1)[0])
     assert names == [f"{op}_frost_decode"], ex.render()
-    chunked = rows[f"{op}_frost"]
-    assert chunked.status == "declined" and needle in chunked.reason, chunked.reason
+    assert "checkpoint_every_n_tokens=1" in rows[f"{op}_frost"].reason
 
 
 @pytest.mark.parametrize("op, attrs, reason", [

@@ -209,7 +209,8 @@ def _decode_config(family, x, *, pool=None, slots=None, every=0, ck_dtype=None):
 def _decode(engine_algorithm):
     """test_la_decode_gpu.py's calls (pools over DECODE / SPECULATIVE / MIXED steps in fp32
     and bf16, grouped heads, checkpoints, the plain forward, bad slots, the 100-step CUDA
-    graph) and bench_decode.py's (GDN, KDA at its batches). The algorithm does not apply."""
+    graph) and bench_decode.py's (GDN, KDA at its batches): recurrent-kernel configs, plus
+    the chunked kernel's (engine_algorithm) for the one prefill-shaped call."""
     import torch
 
     import bench_decode
@@ -237,6 +238,14 @@ def _decode(engine_algorithm):
             for i, step in enumerate(m.SPECULATIVE):
                 yield pooled(f"ck-{family.value}-{ck}-{i}", cfg, step, every=1, ck_dtype=ck)
         yield pooled(f"graph-{family.value}", cfg, Step((1,) * 8, (0,) * 8))
+        # the prefill-shaped mixed call runs the chunked kernel (its serving adapter gathers
+        # the pool rows into a per-sequence state)
+        for state in (torch.float32, torch.bfloat16):
+            x = step_inputs(cfg, m.MIXED[0], 0)
+            x = dataclasses.replace(x, initial_state=torch.zeros(
+                len(m.MIXED[0].seq_lens), cfg.HO, cfg.V, cfg.K, dtype=state))
+            yield f"mixed-chunked-{family.value}-{state}", _config_of(
+                x, l2=cfg.use_qk_l2norm, final_state_dtype=state, algorithm=engine_algorithm)
     kda = m.config(Family.KDA)
     x = step_inputs(kda, Step((2, 1, 3, 1), (0, 1, 2, 3)), 0)
     pool = torch.empty(4, kda.HO, kda.V, kda.K)
