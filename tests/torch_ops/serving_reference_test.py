@@ -62,6 +62,30 @@ def test_the_launch_lane_writes_the_pool():
     assert engine.direct_calls == len(DECODE) - 1  # the first call builds, the rest launch
 
 
+def test_strided_inputs_are_packed_but_the_pool_is_written_in_place():
+    """q/k/v as slices of a fused projection (as serving models pass them): packed once;
+    the pool itself is never copied, so its rows are updated where they are."""
+    from cudnn.linear_attention import ops
+    from tests.torch_ops.serving_steps import step_inputs
+
+    cfg = pool_config(Family.GDN)
+    x = step_inputs(cfg, DECODE[0], 0)
+    fused = torch.cat([x.q, x.k], dim=-1)  # [T, H, 2K]: q and k are strided views
+    q, k = fused[..., :cfg.K], fused[..., cfg.K:]
+    assert not q.is_contiguous()
+    slots = torch.tensor([4, 0, 2], dtype=torch.int32)
+    pool_a, pool_b = _pool(cfg), _pool(cfg)
+    with torch.no_grad():
+        o_view, final = ops.gated_delta_net(q, k, x.v, x.g, x.beta, x.cu_seqlens,
+                                            initial_state=pool_a, output_final_state=True,
+                                            overwrite_initial_state=True, state_indices=slots)
+        o_dense, _ = ops.gated_delta_net(x.q, x.k, x.v, x.g, x.beta, x.cu_seqlens,
+                                         initial_state=pool_b, output_final_state=True,
+                                         overwrite_initial_state=True, state_indices=slots)
+    assert final is pool_a and torch.equal(o_view, o_dense) and torch.equal(pool_a, pool_b)
+    assert not torch.equal(pool_a, _pool(cfg))
+
+
 def test_compiled_call_writes_the_pool_like_eager():
     """torch.compile(fullgraph=True) traces the serving op (its fake kernel, initial_state
     declared mutated): the compiled call leaves the pool as the eager call does."""

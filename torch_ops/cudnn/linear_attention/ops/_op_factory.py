@@ -134,6 +134,9 @@ class FamilyOps:
         self._register(self.serve_def)
         self._serve_tensor_positions = _tensor_positions(self.serve_signature)
         self._initial_state_position = self.forward_signature.names.index("initial_state")
+        #: the serving op packs strided inputs like the forward, except the pool it writes
+        self._packed_serve_positions = tuple(i for i in _tensor_positions(self.forward_signature)
+                                             if i != self._initial_state_position)
         self._forward_tensor_positions = _tensor_positions(self.forward_signature)
         names = self.forward_signature.names
         # what setup_context keeps, by forward position (it runs on every autograd call)
@@ -248,16 +251,20 @@ class FamilyOps:
         """The serving forward (`cudnn::<family>_serve`): initial_state is a state pool
         [S, HO, V, K] addressed by state_indices [N] int32 (row n without them); under
         overwrite_initial_state the final states are written into it in place and it is
-        returned as final_state. Inference only: gates and indices are converted as the
-        forward's, the pool never is (a converted copy would take the writes)."""
+        returned as final_state. Inference only: gates and indices are converted, and
+        strided inputs packed, as the forward's; the pool never is (a copy would take the
+        writes: a pool the engines cannot read as it is gets their error)."""
         name = self.family.name
         if torch.is_grad_enabled() and any(isinstance(t, torch.Tensor) and t.requires_grad
                                            for t in (*args, state_indices)):
             raise ValueError(f"{name}: state_indices / overwrite_initial_state are inference "
                              "only: call under torch.no_grad() or with tensors that do not "
                              "require grad")
+        args = packed_rows(args, self._packed_serve_positions)  # _packed_rows.py
         targets = self.dtypes.kernel_targets(args, state_fp32=False)
         args, _ = self.dtypes._apply(args, targets)
+        if isinstance(state_indices, torch.Tensor) and not state_indices.is_contiguous():
+            state_indices = state_indices.contiguous()
         values = (*args, overwrite_initial_state, state_indices)
         checkpoints = args[self._checkpoint_position] > 0
         if route(values, self._serve_tensor_positions) == DIRECT:
