@@ -135,10 +135,13 @@ class Gdn2BackwardReferenceEngine(_CpuReferenceEngine):
     family = "gdn2"
     kinds = (Kind.BWD,)
 
+    def check_support(self, graph: Any) -> None:
+        super().check_support(graph)
+        if linear_attention_facts(graph).flags.checkpoint_every_n_tokens:  # declined at planning
+            raise NotImplementedError(f"{self.name}: the reference does not read checkpoints")
+
     def run(self, facts: Any, buffers: Any) -> None:
         ins = buffers.inputs
-        if facts.flags.checkpoint_every_n_tokens:
-            raise NotImplementedError(f"{self.name}: the reference does not read checkpoints")
         x = Primals(ins["q"], ins["k"], ins["v"], ins["g"], ins["beta"], ins["cu_seqlens"],
                     w=ins["w"], initial_state=ins.get("initial_state"), a_log=ins.get("a_log"),
                     dt_bias=ins.get("dt_bias"))

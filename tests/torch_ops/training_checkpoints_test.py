@@ -32,7 +32,8 @@ CONFIG = InputConfig(family=Family.GDN, seq_lens=(70, 0, 9, 64), H=2, HV=4, K=8,
 
 
 class CheckpointingGdn(GdnReferenceEngine):
-    """GDN reference engine that serves checkpoint_every_n_tokens in (0, 64)."""
+    """GDN reference engine that serves checkpoint_every_n_tokens in (0, 64), backward
+    nodes included (the parent serves forward checkpoints only)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -50,16 +51,16 @@ class CheckpointingGdn(GdnReferenceEngine):
         facts = linear_attention_facts(graph)
         buffers = resolve_node_buffers(graph, data)[graph.nodes[0]]
         every = facts.flags.checkpoint_every_n_tokens
-        if facts.kind is Kind.FWD:
-            ckpt = buffers.outputs.get("state_checkpoints")
-            if ckpt is not None:
-                ckpt.fill_(MARKER)
-            self.seen.append(("fwd", every, None if ckpt is None else "marked"))
-        else:
+        if facts.kind is Kind.BWD:
             ckpt = buffers.inputs.get("state_checkpoints")
             state = None if ckpt is None else ("marked" if bool((ckpt == MARKER).all()) else "other")
             self.seen.append(("bwd", every, state))
         super().execute(graph, data, ctx)
+        if facts.kind is Kind.FWD:
+            ckpt = buffers.outputs.get("state_checkpoints")
+            if ckpt is not None:  # after the parent's (real) checkpoints: a marker to find
+                ckpt.fill_(MARKER)
+            self.seen.append(("fwd", every, None if ckpt is None else "marked"))
 
 
 def _check_all_but_checkpoints(engine, graph, facts) -> None:
@@ -87,7 +88,7 @@ def checkpointing():
 
 
 @pytest.fixture
-def declining():
+def declining():  # checkpoints in the forward, none in the backward
     with reference_engines_installed():
         yield reference_engine("gdn")
 
@@ -140,7 +141,9 @@ def test_the_switch_turns_it_off(checkpointing):
         ops.set_training_checkpoints(1)
 
 
-def test_an_engine_without_checkpoints_keeps_the_recompute_path(declining):
+def test_a_backward_without_checkpoints_keeps_the_recompute_path(declining):
+    """The shipped reference engine writes checkpoints in its forward but its backward
+    does not read them: the training call keeps the recompute path."""
     declining.calls.clear()
     inputs = leaves(make_inputs(CONFIG, seed=8))
     dO, d_final = make_grad_outputs(CONFIG, seed=9)

@@ -9,11 +9,13 @@ A valid facts record already guarantees what the op spec says: THD ranks, HK in
 {H, HV} and q/v heads dividing HO (so H and HV are equal or one a multiple of the
 other), gates with HO heads (and K channels for vector gates), states [N, HO, V, K],
 outputs at the dims the op writes. On top of that the kernels (kernels/fwd.py forward,
-kernels/bwd.py backward) need: K, V in {64, 128}; 32-bit offsets; log-domain gates without
-the safe gate or beta sigmoid; state checkpoints only at the kernels' chunk cadence of 64
-tokens, in bf16 (kernels/checkpoints.py: the forward v2 writes them, the backward reads
-them instead of recomputing the states); every port already in the dtype the kernel
-reads (FAMILY_TRAITS' tables): pure pass-through.
+kernels/bwd.py backward) need: K, V in {64, 128}; 32-bit offsets; no beta_guard; state
+checkpoints only at the kernels' chunk cadence of 64 tokens, in bf16, and not with the
+serving features (kernels/checkpoints.py: the forward v2 writes them, the backward reads
+them instead of recomputing the states); for the backward, log-domain gates without the
+safe gate or beta sigmoid, no pools; every port already in the dtype the kernel reads
+(FAMILY_TRAITS' tables). The forward serves state pools, overwrite_initial_state and the
+fused gates (safe gate, beta sigmoid, linear domain) through serving_adapter.py.
 """
 from __future__ import annotations
 
@@ -32,7 +34,8 @@ HEAD_DIMS = (64, 128)               # the tile shapes the kernels are instantiat
 INDEX_LIMIT = 2**31                 # the kernels address operands with 32-bit offsets
 CHECKPOINT_CADENCE = 64             # tokens between state checkpoints: the kernels' chunk
 
-_COMMON_DTYPES = {"g": (FP32,), "cu_seqlens": (INT32,), "O": IO,
+_COMMON_DTYPES = {"g": (FP32,), "cu_seqlens": (INT32,), "O": IO, "a_log": (FP32,),
+                  "dt_bias": (FP32,), "state_indices": (INT32,),
                   "initial_state": STATE_DTYPES, "final_state": STATE_DTYPES,
                   # backward nodes: gradients in their primal's dtype, state gradients as states
                   "dO": IO, "dQ": IO, "dK": IO, "dV": IO, "dG": (FP32,),
@@ -70,10 +73,13 @@ GDN2 = FamilyTraits(GDN2_FAMILY, qk_l2norm=True,
                                                   "dW": IO}),
                     backward=True)
 
-# Features of the op surface the v0 kernels do not implement (each declines by name).
+# Features of the op surface the kernels do not implement (each declines by name). The
+# forward serves pools, overwrite and the fused gates through serving_adapter.py (torch
+# around the kernel); the backward computes no gradient for them.
 _UNSUPPORTED_FLAGS = ("use_beta_sigmoid", "allow_neg_eigval", "safe_gate", "beta_guard",
                       "overwrite_initial_state")
 _UNSUPPORTED_INPUTS = ("state_indices", "a_log", "dt_bias")
+_FORWARD_UNSUPPORTED_FLAGS = ("beta_guard",)
 _NOT_YET = "is not implemented in this version"
 
 
@@ -99,7 +105,8 @@ def _layout_reason(f: LinearAttentionFacts, engine: str) -> str | None:
     for what, dim in (("K", f.d_qk), ("V", f.d_v)):
         if dim not in HEAD_DIMS:
             return f"{engine}: head dim {what} = {dim} is not one of {HEAD_DIMS}"
-    largest = max(f.total_t * f.h_o * max(f.d_qk, f.d_v), f.n_seq * f.h_o * f.d_v * f.d_qk)
+    rows = max(f.n_seq, f.state_rows or 0)  # a state pool may have more rows than sequences
+    largest = max(f.total_t * f.h_o * max(f.d_qk, f.d_v), rows * f.h_o * f.d_v * f.d_qk)
     if largest >= INDEX_LIMIT:
         return (f"{engine}: operands of {largest} elements need 64-bit offsets (T = "
                 f"{f.total_t}, N = {f.n_seq}, HO = {f.h_o}); the kernels use 32-bit ones")
@@ -110,23 +117,33 @@ def _feature_reason(f: LinearAttentionFacts, traits: FamilyTraits, engine: str) 
     if f.flags.use_qk_l2norm and not traits.qk_l2norm:
         return (f"{engine}: use_qk_l2norm=True {_NOT_YET} (normalise q and k before the "
                 "node, or use another engine)")
-    return (unsupported_feature_reason(f, engine, flags=_UNSUPPORTED_FLAGS,
-                                       inputs=_UNSUPPORTED_INPUTS, not_done=_NOT_YET,
-                                       checkpoints=True)
-            or _checkpoint_reason(f, engine))
+    if f.is_backward:
+        return (unsupported_feature_reason(f, engine, flags=_UNSUPPORTED_FLAGS,
+                                           inputs=_UNSUPPORTED_INPUTS, not_done=_NOT_YET,
+                                           checkpoints=True)
+                or _checkpoint_reason(f, engine))
+    for name in _FORWARD_UNSUPPORTED_FLAGS:
+        if getattr(f.flags, name):
+            return f"{engine}: {name}=True {_NOT_YET}"
+    return _checkpoint_reason(f, engine)
 
 
 def _checkpoint_reason(f: LinearAttentionFacts, engine: str) -> str | None:
     """State checkpoints: the forward writes them and the backward reads them at a cadence
     of exactly one 64-token chunk (the layout of kernels/checkpoints.py), by the v2
-    forward kernel."""
+    forward kernel, on the plain kernel path (not around serving_adapter.py)."""
     every = f.flags.checkpoint_every_n_tokens
     if not every:
         return None
     if every != CHECKPOINT_CADENCE:
         return (f"{engine}: state checkpoints every {every} tokens are not implemented; the "
-                f"kernels write and read them every {CHECKPOINT_CADENCE} tokens (one chunk)")
+                f"kernels write and read them every {CHECKPOINT_CADENCE} tokens (one chunk; "
+                "the recurrent engine *_frost_decode writes them)")
     if not f.is_backward:
+        from . import serving_adapter
+        if serving_adapter.needed(f):
+            return (f"{engine}: state checkpoints with a state pool, overwrite_initial_state "
+                    f"or fused gates {_NOT_YET} (the recurrent engine *_frost_decode writes them)")
         from .kernels.fwd import DEFAULT_ALGORITHM
         if DEFAULT_ALGORITHM != "v2":
             return (f"{engine}: state checkpoints are written by the v2 forward kernel; "
