@@ -78,6 +78,15 @@ def test_checkpoints_are_claimed_by_the_decode_engine_alone(op, T):
     assert "checkpoint_every_n_tokens=1" in rows[f"{op}_frost"].reason
 
 
+@pytest.mark.parametrize("op", FAMILIES)
+def test_checkpoints_at_the_chunk_cadence_rank_the_chunked_forward_first_on_prefill(op):
+    """Cadence 64 (the chunked kernels' own): both forwards write them, ranked as without."""
+    names, _, ex = explain(op_graph(op, T=2000, N=8, with_h0=True, checkpoint_every_n_tokens=64)[0])
+    assert names[:2] == [f"{op}_frost", f"{op}_frost_decode"], ex.render()
+    names, _, ex = explain(op_graph(op, T=8, N=8, with_h0=True, checkpoint_every_n_tokens=64)[0])
+    assert names[:2] == [f"{op}_frost_decode", f"{op}_frost"], ex.render()
+
+
 @pytest.mark.parametrize("op, attrs, reason", [
     ("gdn_bwd", {}, "serves the forward node only"),
     ("gdn2", dict(beta_guard=True, use_qk_l2norm=True), "beta_guard=True is not implemented"),

@@ -118,13 +118,14 @@ DECLINES = [
     ("bwd_linear_gate", "gdn", dict(op="gdn_bwd", gate_domain="linear"),
      "gate_domain='linear' is not implemented in this version (only 'log')"),
     ("checkpoints_128", "kda", dict(checkpoint_every_n_tokens=128),
-     "state checkpoints every 128 tokens are not implemented; the kernels write and read "
-     "them every 64 tokens (one chunk; the recurrent engine *_frost_decode writes them)"),
-    ("checkpoints_16", "gdn", dict(checkpoint_every_n_tokens=16), "every 16 tokens"),
+     "state checkpoints (checkpoint_every_n_tokens=128) is not implemented in this version: "
+     "the kernels write and read them every 64 tokens (one chunk; the recurrent engine "
+     "*_frost_decode writes any cadence)"),
+    ("checkpoints_16", "gdn", dict(checkpoint_every_n_tokens=16), "checkpoint_every_n_tokens=16"),
     ("checkpoints_bwd_128", "gdn", dict(op="gdn_bwd", checkpoint_every_n_tokens=128,
                                         extra_inputs=("state_checkpoints",),
                                         dims={"state_checkpoints": [40 // 128 + 3, 4, 64, 64]}),
-     "every 128 tokens"),
+     "checkpoint_every_n_tokens=128"),
     ("fp32_checkpoints", "gdn", dict(checkpoint_every_n_tokens=64,
                                      out_dtypes={"state_checkpoints": D.FLOAT}),
      "'state_checkpoints' dtype must be BFLOAT16, got FLOAT"),

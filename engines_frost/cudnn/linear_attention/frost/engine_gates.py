@@ -136,9 +136,9 @@ def _checkpoint_reason(f: LinearAttentionFacts, engine: str) -> str | None:
     if not every:
         return None
     if every != CHECKPOINT_CADENCE:
-        return (f"{engine}: state checkpoints every {every} tokens are not implemented; the "
-                f"kernels write and read them every {CHECKPOINT_CADENCE} tokens (one chunk; "
-                "the recurrent engine *_frost_decode writes them)")
+        return (f"{engine}: state checkpoints (checkpoint_every_n_tokens={every}) {_NOT_YET}: "
+                f"the kernels write and read them every {CHECKPOINT_CADENCE} tokens (one chunk; "
+                "the recurrent engine *_frost_decode writes any cadence)")
     if not f.is_backward:
         from . import serving_adapter
         if serving_adapter.needed(f):
