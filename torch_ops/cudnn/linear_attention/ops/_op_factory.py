@@ -27,7 +27,6 @@ from typing import Any
 
 import torch
 
-from cudnn.linear_attention.ops import _torch_compat
 from cudnn.linear_attention.ops._checks import CheckedCall, check_call
 from cudnn.linear_attention.ops._direct_call import DIRECT, DIRECT_AUTOGRAD, route
 from cudnn.linear_attention.ops._family import (FORWARD_PORTS, FORWARD_RESULTS, GRADIENTS,
@@ -43,9 +42,6 @@ _PRIMAL_OF = {result: primal for result, (_, primal) in GRADIENTS.items()}
 _GRADIENT_OF = {primal: result for result, primal in _PRIMAL_OF.items()}
 
 _Results = tuple[torch.Tensor, ...]
-
-# torch's custom-op autograd path re-reads a schema per argument (see _torch_compat)
-_torch_compat.install()
 
 
 def default_scale(head_dim: int) -> float:
