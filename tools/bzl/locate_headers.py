@@ -2,7 +2,7 @@
 
 Run by the repository rules in python_headers.bzl with the host `python3` (the one the
 pinned requirements were installed into). Prints one JSON object: {"include": DIR,
-"version": STR}. Exits 1 with a one-line reason when the package is missing, so the build
+"version": STR} (for `python` also "tag", e.g. cp311, and "ext_suffix"). Exits 1 with a one-line reason when the package is missing, so the build
 error names the package and the requirements file to install.
 
     locate_headers.py python                  # sysconfig include dir of this interpreter
@@ -21,7 +21,10 @@ def python_include() -> dict:
     include = sysconfig.get_paths()["include"]
     if not os.path.isfile(os.path.join(include, "Python.h")):
         raise LookupError(f"{sys.executable} has no Python.h under {include} (install its headers)")
-    return {"include": include, "version": sysconfig.get_python_version()}
+    # the wheel's python tag and the file name suffix of its extension modules
+    tag = f"{sys.implementation.name[:2]}{sys.version_info.major}{sys.version_info.minor}"
+    return {"include": include, "version": sysconfig.get_python_version(), "tag": tag,
+            "ext_suffix": sysconfig.get_config_var("EXT_SUFFIX")}
 
 
 def pybind11_include() -> dict:

@@ -19,6 +19,7 @@ from cudnn.linear_attention.common.torch_buffers import (as_torch, handle_device
 from cudnn.ops.linear_attention_family import KDA_FAMILY, Family
 
 from .engine_gates import decline_reason, runtime_reason
+from .kernel_cache import first_run
 
 
 class CuTileLinearAttentionEngine(BaseEngine):
@@ -81,6 +82,14 @@ class _LinearAttentionPlan(CompiledPlan):
                              f"'q' is on {q.device}")
         check_io_dtypes(f.node_name, self.io_dtype, q=q, k=k, v=v)
         h0 = t(buf.inputs.get("initial_state"))
+        family = getattr(f.family, "name", f.family)
+        what = (f"{family} {'backward' if f.is_backward else 'forward'} (T={f.total_t}, "
+                f"N={f.n_seq}, H={f.h_q}, HV={f.h_v}, K={f.d_qk}, V={f.d_v})")
+        with first_run(self, what, q.device):
+            self._run(f, buf, q, k, v, g, beta, cu, h0, scratch, common)
+
+    def _run(self, f, buf, q, k, v, g, beta, cu, h0, scratch, common) -> None:
+        t = as_torch
         from .kernels.bwd import chunked_bwd
         from .kernels.fwd import chunked_fwd
         if f.is_backward:
