@@ -89,14 +89,17 @@ def engine_lines() -> list[str]:
 
 
 def _runtime_reason(slot) -> str | None:
-    """What the engine's package says about running in this process (None: it can)."""
+    """What the engine's package says about running in this process (None: it can): its
+    `runtime_reason(engine)` (FROST: runtime_probe.py, cuTile: engine_gates.py)."""
     package = slot.module.rsplit(".", 1)[0]
-    try:
-        gates = importlib.import_module(f"{package}.engine_gates")
-    except ImportError:
-        return None
-    reason = getattr(gates, "runtime_reason", None)
-    return reason(slot.name) if reason else None
+    for name in ("runtime_probe", "engine_gates"):
+        try:
+            module = importlib.import_module(f"{package}.{name}")
+        except ImportError:
+            continue
+        if hasattr(module, "runtime_reason"):
+            return module.runtime_reason(slot.name)
+    return None
 
 
 def cache_lines() -> list[str]:

@@ -29,6 +29,7 @@ V_DIM = flags.DEFINE_integer("v_dim", None, "v channels V (default: --head_dim)"
 DTYPE = flags.DEFINE_enum("dtype", "bf16", list(DTYPES), "q/k/v and output dtype")
 INITIAL_STATE = flags.DEFINE_bool("initial_state", False, "pass an fp32 initial state")
 FINAL_STATE = flags.DEFINE_bool("final_state", True, "write the fp32 final state (forward)")
+BACKWARD = flags.DEFINE_bool("backward", False, "precompile / bench: the backward too")
 L2NORM = flags.DEFINE_bool("l2norm", False, "normalise q and k in the kernel (use_qk_l2norm)")
 BATCH = flags.DEFINE_integer("batch", 4, "matmul batch")
 M = flags.DEFINE_integer("m", 256, "matmul rows of A")
