@@ -42,7 +42,7 @@ def missing_toolchain() -> str | None:
     except ImportError as e:
         return f"cuda.tile is not importable ({e})"
     if shutil.which("tileiras") is None:
-        return "tileiras is not on PATH (cuTile's compiler; see ENVIRONMENT.md)"
+        return "tileiras is not on PATH (cuTile's compiler; see docs/DEVELOPMENT.md)"
     if ctypes.util.find_library("cuda") is None and shutil.which("cc") is None:
         return "no CUDA driver and no C compiler to build the driver stub"
     return None

@@ -1,7 +1,7 @@
 """What the FROST kernels assume of each caller buffer, fixed at build, checked at execute.
 
 The engine is pure pass-through: buffers reach the kernels as they are, so each wired
-port's buffer must be a CUDA tensor on the device the plan was built for (spec 4.1:
+port's buffer must be a CUDA tensor on the device the plan was built for (docs/LINEAR_ATTENTION.md §4:
 plans are per device), with the node's declared dims, a kernel-native dtype and a
 stride-1 innermost dim (outer dims may be padded or strided). `PortBuffer` holds one
 port's expectation; `check` raises ValueError naming the engine and the port.

@@ -45,7 +45,7 @@ _Results = tuple[torch.Tensor, ...]
 
 
 def default_scale(head_dim: int) -> float:
-    """1/sqrt(K), the readout scale when none is given (spec §1.1)."""
+    """1/sqrt(K), the readout scale when none is given (docs/LINEAR_ATTENTION.md §1.1)."""
     return 1.0 / math.sqrt(head_dim)
 
 

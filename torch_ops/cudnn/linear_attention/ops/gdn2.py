@@ -1,7 +1,7 @@
 """Gated DeltaNet-2 (GDN-2) as torch ops: `gated_delta_net_v2`,
 `cudnn::gated_delta_net_v2_fwd/_bwd`.
 
-Recurrence (spec ../shared/spec/linear_attention.md §3.3), per sequence and output head,
+Recurrence (docs/LINEAR_ATTENTION.md §3.3), per sequence and output head,
 with a per-channel decay alpha_t in (0, 1]^K, a channel-wise erase gate b_t (the beta
 port) and a channel-wise write gate w_t:
 
@@ -28,7 +28,7 @@ GDN2 = OpFamily(
     gate_dtypes={"beta": DtypeRule.LIKE_Q, "w": DtypeRule.LIKE_Q},
     gate_flags=("use_beta_sigmoid_in_kernel", "allow_neg_eigval", "beta_guard", "safe_gate",
                 "gate_domain", "gate_lower_bound"),
-    # GDN-2 kernels work in 16-token sub-chunks, as KDA's (spec §6.4).
+    # GDN-2 kernels work in 16-token sub-chunks, as KDA's (docs/LINEAR_ATTENTION.md §5).
     checkpoint_chunk=16,
 )
 
@@ -52,7 +52,7 @@ def gated_delta_net_v2(
     Arguments as `kimi_delta_attention`, except:
         beta: [T, HO, K] erase gate in q's dtype (logits under use_beta_sigmoid_in_kernel).
         w: [T, HO, V] write gate in q's dtype, used as given.
-        beta_guard: the erase-side safeguard of spec §3.4 (engines that lack it decline).
+        beta_guard: the erase-side safeguard of docs/LINEAR_ATTENTION.md §3.4 (engines that lack it decline).
 
     Returns:
         (o [T, HO, V], final_state), plus state_checkpoints when checkpoint_every_n_tokens.
