@@ -303,7 +303,7 @@ def load_or_compile(cfg, arch: str, ffi: str, compile_fn: Callable[[], object],
     if store is None:
         return _timed_compile(cfg, arch, ffi, compile_fn, device, None)
     fn = store.load(cfg, arch, ffi)
-    if fn is None and ffi != "cute":
+    if fn is None:
         fn = store.load(cfg, arch, "cute", GENERIC_X86_64)
     if fn is not None:
         return fn
