@@ -67,6 +67,8 @@ class pygraph(PointwiseBuilders, StructuredBuilders, SdpaBuilders,  # noqa: N801
         setattr_(self, "_lifecycle", Lifecycle(self._freeze_structures))
         setattr_(self, "_uids", UidTable(self._renumbered))
         setattr_(self, "_nodes", [])
+        #: {node name: node}; names are unique and nodes never change or leave the graph.
+        setattr_(self, "_node_names", {})
         setattr_(self, "_tensors", [])
         setattr_(self, "_auto_bindings", {})
         setattr_(self, "_producers", {})
@@ -190,7 +192,7 @@ class pygraph(PointwiseBuilders, StructuredBuilders, SdpaBuilders,  # noqa: N801
         return self._uids.holder(int(name_or_uid))
 
     def get_node(self, name: str) -> Node | None:
-        return next((n for n in self._nodes if n.name == name), None)
+        return self._node_names.get(name)
 
     def get_inputs(self) -> list[Tensor]:
         """Non-virtual tensors that nodes read and no node writes (incl. ragged offsets)."""
@@ -323,12 +325,12 @@ class pygraph(PointwiseBuilders, StructuredBuilders, SdpaBuilders,  # noqa: N801
     def _claim_node_name(self, op: str, name: str) -> str:
         if name:
             return name
-        while True:
-            k = self._op_counters.get(op, 0)
-            self._op_counters[op] = k + 1
-            candidate = f"{op}.{k}"
-            if self.get_node(candidate) is None:
-                return candidate
+        counters, taken = self._op_counters, self._node_names
+        k = counters.get(op, 0)
+        while f"{op}.{k}" in taken:  # a caller-chosen name took this one
+            k += 1
+        counters[op] = k + 1
+        return f"{op}.{k}"
 
     def _auto_describe(self, value: Any, description: ArrayDescription, name: str) -> Tensor:
         t, dt = _from_description(description)
@@ -337,8 +339,9 @@ class pygraph(PointwiseBuilders, StructuredBuilders, SdpaBuilders,  # noqa: N801
         self._auto_bindings[t.uid] = value
         return t
 
-    def _new_output(self, name: str) -> Tensor:
-        t = Tensor(name=name, is_virtual=True)
+    def _new_output(self, name: str, dims: tuple[int, ...] | None = None) -> Tensor:
+        """A virtual output tensor, with provisional (inferred) dims when given."""
+        t = Tensor._virtual_output(name, dims)
         t._attach(self)
         self._uids.assign_auto(t)
         self._tensors.append(t)
@@ -346,6 +349,7 @@ class pygraph(PointwiseBuilders, StructuredBuilders, SdpaBuilders,  # noqa: N801
 
     def _add_node(self, node: Node) -> None:
         self._nodes.append(node)
+        self._node_names[node.name] = node
         for t in node.outputs.values():
             self._producers[t] = node
         for t in node.inputs.values():

@@ -25,6 +25,9 @@ if TYPE_CHECKING:
 
 def normalize_dims(value: Any, where: str, argument: str = "dim") -> tuple[int, ...]:
     """A sequence of non-negative ints (list, tuple, torch.Size, ...) as a tuple."""
+    if type(value) is tuple or type(value) is list:  # the common case, without abc checks
+        if all(type(v) is int and v >= 0 for v in value):
+            return tuple(value)
     if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
         raise OpTypeError(where, argument, "a sequence of ints", show(value))
     out = []
@@ -49,14 +52,30 @@ def row_major(dims: Sequence[int]) -> tuple[int, ...]:
     return tuple(reversed(strides))
 
 
-class Tensor:
-    """A graph tensor. Create it through `pygraph.tensor()` / `tensor_like()` or an op."""
+#: {dims: row-major strides} for the builders' outputs (graphs repeat a few shapes).
+_ROW_MAJOR: dict[tuple[int, ...], tuple[int, ...]] = {}
+
+
+class _TensorSlots:
+    """A Tensor's storage. `Tensor` adds the API and guards writes; `_NewTensor` is one
+    under construction, whose slots are written directly (no guard), then becomes a
+    Tensor by `__class__` assignment (both add no slots, so the layouts match)."""
 
     __slots__ = ("_name", "_data_type", "_dim", "_stride", "_is_virtual", "_is_pass_by_value",
                  "_pass_by_value", "_uid", "_uid_assigned", "_dim_assigned", "_stride_assigned",
                  "_dtype_provisional", "_reordering_type", "_ragged_offset",
                  "_ragged_offset_multiplier", "_alignment_value", "_scalar_type", "_owner",
                  "__weakref__")
+
+
+class _NewTensor(_TensorSlots):
+    __slots__ = ()
+
+
+class Tensor(_TensorSlots):
+    """A graph tensor. Create it through `pygraph.tensor()` / `tensor_like()` or an op."""
+
+    __slots__ = ()
 
     def __init__(self, name: str = "", data_type: Any = None, dim: Sequence[int] = (),
                  stride: Sequence[int] = (), is_virtual: bool = False,
@@ -79,6 +98,34 @@ class Tensor:
         init(self, "_ragged_offset_multiplier", 1)
         init(self, "_alignment_value", 1)
         init(self, "_scalar_type", None)
+
+    @classmethod
+    def _virtual_output(cls, name: str, dims: tuple[int, ...] | None) -> Tensor:
+        """An op's virtual output with provisional dims (row-major strides) or none: what
+        `Tensor(name=name, is_virtual=True)` then `_provisional_dims(dims)` make, in one
+        step (the graph's builders make one per node). The caller attaches it."""
+        n = _NewTensor()
+        n._owner = None
+        n._name = name
+        n._data_type = None
+        stride = _ROW_MAJOR.get(dims) if dims else ()
+        if stride is None:
+            stride = _ROW_MAJOR[dims] = row_major(dims)
+            if len(_ROW_MAJOR) > 4096:
+                _ROW_MAJOR.clear()
+        n._is_virtual = True
+        n._is_pass_by_value = False
+        n._pass_by_value = None
+        n._uid = 0
+        n._uid_assigned = n._dim_assigned = n._stride_assigned = False
+        n._dtype_provisional = False
+        n._reordering_type = n._ragged_offset = n._scalar_type = None
+        n._ragged_offset_multiplier = n._alignment_value = 1
+        n.__class__ = cls
+        t: Tensor = n  # type: ignore[assignment]
+        object.__setattr__(t, "_dim", t._new_layout(dims or (), "dim"))
+        object.__setattr__(t, "_stride", t._new_layout(stride, "stride"))
+        return t
 
     # -- plumbing --------------------------------------------------------------------
     def _new_layout(self, values: Sequence[int], field: str) -> LayoutList:
@@ -312,6 +359,8 @@ class Tensor:
             raise ValueError(f"tensor '{self._name}': dims {list(self._dim)} and strides "
                              f"{list(self._stride)} differ in rank")
         for field in (self._dim, self._stride):
+            if set(map(type, field)) == {int} and min(field) >= 0:
+                continue  # plain non-negative ints (the usual case, checked in C)
             if not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in field):
                 raise ValueError(f"tensor '{self._name}': layout {list(field)} holds a value "
                                  "that is not a non-negative int")

@@ -21,9 +21,35 @@ if TYPE_CHECKING:
     from cudnn._pygraph import pygraph
 
 
-class Node:
+class _NodeSlots:
+    """A Node's storage; `_NewNode` is one under construction (see graph_types._TensorSlots)."""
     __slots__ = ("_name", "_spec", "_inputs", "_outputs", "_params", "_compute_data_type",
                  "_owner", "__weakref__")
+
+
+class _NewNode(_NodeSlots):
+    __slots__ = ()
+
+
+class Node(_NodeSlots):
+    __slots__ = ()
+
+    @classmethod
+    def _adopt(cls, name: str, spec: OpSpec, inputs: dict[str, Tensor],
+               outputs: dict[str, Tensor], params: dict[str, Any],
+               compute_data_type: data_type | None, owner: pygraph) -> Node:
+        """`Node(...)` for dicts the caller hands over (not copied: nothing else may keep
+        them), in one step: the graph's builders make one per node."""
+        n = _NewNode()
+        n._name = name
+        n._spec = spec
+        n._inputs = MappingProxyType(inputs)
+        n._outputs = MappingProxyType(outputs)
+        n._params = MappingProxyType(params)
+        n._compute_data_type = compute_data_type
+        n._owner = weakref.ref(owner)
+        n.__class__ = cls
+        return n  # type: ignore[return-value]
 
     def __init__(self, name: str, spec: OpSpec, inputs: dict[str, Tensor],
                  outputs: dict[str, Tensor], params: dict[str, Any],

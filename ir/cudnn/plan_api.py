@@ -101,6 +101,10 @@ class PlanListMixin:
     def build_plans(self, *args: Any, ctx: Any = None, **kwargs: Any) -> Any:
         return _call(self, "build_plans", *args, ctx=ctx, **kwargs)
 
+    def autotune(self, data: Any = None, workspace: Any = None, handle: Any = None,
+                 **options: Any) -> Any:
+        return _call(self, "autotune", data, workspace, handle, **options)
+
     def build_plan_at_index(self, index: int) -> Any:
         return _call(self, "build_plan_at_index", index)
 

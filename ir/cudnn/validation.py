@@ -40,10 +40,12 @@ def validate_graph(graph: pygraph) -> None:
     for node in nodes:
         _infer_node(node)
     _fill_defaults(graph, wired)
+    checked: set[int] = set()
     for node in nodes:
-        _check_node_tensors(node)
+        _check_node_tensors(node, checked)
     reasons = [f"node '{node.name}' ({node.spec.name}): {reason}"
-               for node in nodes for reason in node.spec.support_reasons(node.op_call())]
+               for node in nodes if node.spec.rules or node.spec.support is not None
+               for reason in node.spec.support_reasons(node.op_call())]
     if reasons:
         raise cudnnGraphNotSupportedError("graph not supported: " + "; ".join(reasons))
     graph.lifecycle.mark_validated()
@@ -79,7 +81,9 @@ def _infer_node(node: Node) -> None:
         if not tensor.dim_assigned and out.infer is not None:
             dims = out.infer(call)
             if dims is not None:
-                tensor._provisional_dims(tuple(int(n) for n in dims))
+                dims = tuple(int(n) for n in dims)
+                if dims != tuple(tensor.dim):  # unchanged since the builder: keep it
+                    tensor._provisional_dims(dims)
         if tensor.data_type is None:
             source = call.dtype(out.dtype_like) if out.dtype_like else None
             fill = source if source is not None else out.fill_dtype
@@ -95,12 +99,18 @@ def _fill_defaults(graph: pygraph, wired: Iterable[Tensor]) -> None:
             if fill is not None:
                 tensor._provisional_dtype(fill)
         if tensor.dim and not tensor.stride_assigned:
-            tensor._provisional_stride(row_major(tensor.dim))
+            strides = row_major(tensor.dim)
+            if strides != tuple(tensor.stride):
+                tensor._provisional_stride(strides)
 
 
-def _check_node_tensors(node: Node) -> None:
+def _check_node_tensors(node: Node, checked: set[int]) -> None:
+    """Each tensor once per validation (`checked`: ids of tensors already checked)."""
     for direction, ports in (("input", node.inputs), ("output", node.outputs)):
         for port, tensor in ports.items():
+            if id(tensor) in checked:
+                continue
+            checked.add(id(tensor))
             try:
                 tensor.validate()
                 _check_ragged(tensor)

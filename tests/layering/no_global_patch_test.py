@@ -45,7 +45,7 @@ keep = [m for m in sys.modules.values()]  # keep every object alive: ids stay un
 import cudnn
 for name in ("cudnn.linear_attention.ops", "cudnn.engines.graph_api", "cudnn.engines.manifest",
              "cudnn.linear_attention.frost.gdn_engine", "cudnn.linear_attention.cutile.gdn_engine",
-             "cudnn.backend.adapter"):
+             "cudnn.backend.adapter", "cudnn.linear_attention.fla", "cudnn.cli.main"):
     importlib.import_module(name)
 {extra}
 after = snapshot()

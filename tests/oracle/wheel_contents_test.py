@@ -49,6 +49,11 @@ def test_the_wheel_holds_the_extension_the_cli_and_the_license(names):
     assert tag.startswith("cp3") and "manylinux_2_" in tag and tag.endswith("x86_64.whl"), tag
 
 
+def test_the_wheel_holds_the_fla_drop_in(names):
+    for module in ("__init__", "install", "gated_delta_rule", "kda", "gdn2"):
+        assert f"cudnn/linear_attention/fla/{module}.py" in names
+
+
 def test_the_wheel_holds_no_test_code(names):
     shipped_tests = [n for n in names if n.startswith("tests/") or "/tests/" in n
                      or n.endswith("_test.py") or n.rsplit("/", 1)[-1] in TEST_ONLY]

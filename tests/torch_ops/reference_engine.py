@@ -181,14 +181,17 @@ _ENGINES = {"gdn": GdnReferenceEngine, "kda": KdaReferenceEngine, "gdn2": Gdn2Re
 
 
 @contextlib.contextmanager
-def reference_engines_installed() -> Iterator[None]:
-    """The manifest with each family's reference engine in slot REFERENCE_SLOT."""
+def reference_engines_installed(engines: Mapping[str, type[_ReferenceEngine]] | None = None
+                                ) -> Iterator[None]:
+    """The manifest with each family's reference engine (`engines`: family -> class, these
+    by default) in slot REFERENCE_SLOT."""
+    engines = _ENGINES if engines is None else engines
     shipped = manifest.MANIFEST
     patched = []
     for family in shipped:
-        cls = _ENGINES.get(family.name)
+        cls = engines.get(family.name)
         if cls is not None:
-            slot = manifest.EngineSlot(cls.name, REFERENCE_SLOT, __name__, cls.__name__)
+            slot = manifest.EngineSlot(cls.name, REFERENCE_SLOT, cls.__module__, cls.__name__)
             family = dataclasses.replace(family, engine_slots=(*family.engine_slots, slot))
         patched.append(family)
     manifest.check_manifest(patched)
@@ -206,7 +209,7 @@ def reference_engines_installed() -> Iterator[None]:
 def reference_engine(family: str) -> _ReferenceEngine:
     """The loaded reference engine instance of `family` (inside the context above)."""
     fam = next(f for f in manifest.MANIFEST if f.name == family)
-    slot = fam.slots[_ENGINES[family].name]
+    slot = fam.engine_slots[-1]  # the reference engine is appended last
     engine = manifest.load_engine(fam, slot)
     if not isinstance(engine, _ReferenceEngine):
         raise RuntimeError(f"the {family} reference engine did not load: {engine}")

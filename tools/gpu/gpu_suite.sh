@@ -18,6 +18,8 @@
 #   backend    build the C++ extension in place with this machine's compiler (the PEP 517
 #              build of setup.py: pip install -e, offline), run tests/backend
 #   backendlog rerun backend tests matching $BACKEND_K with cuDNN's error log on stderr
+#   fla        tests/fla/gpu_test.py: the FLA drop-in (functions, Qwen3-Next / Kimi Linear
+#              layers, a tiny Qwen3-Next that trains and generates) against transformers
 #   torchops   tests/torch_ops/ops_gpu_test.py and the cached-call overhead (op_overhead.py)
 #   cutile     the cuTile engine matrix (tests/numerics/test_la_cutile_engines.py)
 #   smoke      cuTile kernel smoke checks: KDA/GDN forward and backward vs float64
@@ -30,6 +32,9 @@
 #              host with `FROST_FFI=cute python3 tests/numerics/la_frost_bwd_smoke.py --prebuild
 #              --matrix` and run with FROST_FFI=cute), then the backward engine matrix
 #              (tests/numerics/test_la_frost_bwd_engines.py)
+#   autotune   autotune over the FROST and cuTile plans of gdn / kda (forward, backward):
+#              the faster plan (timed as the bench times it) wins, and a fresh process
+#              reuses the recorded choice (tests/numerics/test_la_autotune_gpu.py)
 #   tilecache  unpack .kit/tilecache.tar.xz (carried) into .tilecache: cuTile kernels compiled
 #              earlier (on a GPU machine, or ahead of time by cutile_prewarm.py on a
 #              build host) are not compiled again; prints the cache's entries and tileiras
@@ -157,8 +162,13 @@ for s in "$@"; do
       stage frostbwdsmoke "python3 tests/numerics/la_frost_bwd_smoke.py --matrix --jobs \$(nproc)"
       stage frostbwdmatrix "python3 -m pytest tests/numerics/test_la_frost_bwd_engines.py -q -s \
         -p no:cacheprovider ${FROST_BWD_MATRIX_ARGS:-}" ;;
+    fla)         # the FLA drop-in on the engines vs transformers' torch path (needs FROST)
+      stage fla "python3 -m pytest tests/fla/gpu_test.py -q -s -p no:cacheprovider" ;;
     bench)
       stage bench "python3 bench/bench_linear_attention.py" ;;
+    autotune)
+      stage autotune "python3 -m pytest tests/numerics/test_la_autotune_gpu.py -q -s \
+        -p no:cacheprovider ${AUTOTUNE_ARGS:-}" ;;
     *) echo "unknown stage $s"; exit 2 ;;
   esac
 done

@@ -19,7 +19,8 @@ _CDT = BuilderKeyword.COMPUTE_DATA_TYPE.value
 
 def _check_broadcast(call: OpCall) -> None:
     known = [(p.name, call.dim(p.name)) for p in call.spec.ports if call.dim(p.name)]
-    for i in range(1, len(known)):
+    first = known[0][1] if known else None
+    for i in (() if all(d == first for _, d in known) else range(1, len(known))):
         if broadcast_shapes(d for _, d in known[: i + 1] if d is not None) is None:
             name, dims = known[i]
             raise call.fail(name, "dims broadcast-compatible with "

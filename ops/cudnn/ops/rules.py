@@ -24,6 +24,8 @@ def like(port: str) -> ShapeRule:
 def broadcast_shapes(shapes: Iterable[Sequence[int]]) -> tuple[int, ...] | None:
     """Right-aligned numpy broadcast; None if two extents differ and neither is 1."""
     shapes = [tuple(s) for s in shapes]
+    if shapes and shapes.count(shapes[0]) == len(shapes):  # equal shapes: the common case
+        return shapes[0]
     rank = max((len(s) for s in shapes), default=0)
     out = [1] * rank
     for s in shapes:

@@ -13,6 +13,10 @@
   layout (the torch ops); see `DirectLaunch`.
 - `ExecutionContext`: handle, stream, workspace and execute-time shape overrides. Engines
   use no hidden stream, allocate no hidden workspace and read no private graph state.
+- `BaseEngine.predict_time(graph, plan)` (optional): the engine's own estimate, in
+  seconds, of one execution of `plan` on `graph`, from the graph's facts alone (shapes,
+  dtypes, the handle's device); None when it has no model. The router ranks python plans
+  by it (cost_model.py); explain_plans() shows it with its source.
 - Declines: only `NotImplementedError` and `cudnnGraphNotSupportedError` mean "this engine
   does not serve this graph"; any other exception is a bug and propagates.
 Engines are stateless and shared by every graph; the manifest (or `register_backend`)
@@ -205,6 +209,20 @@ class BaseEngine:
                    ctx: ExecutionContext | None = None) -> CompiledPlan:
         """Compile `plan` for `graph` (may decline like check_support)."""
         return EagerPlan(self, plan)
+
+    def predict_time(self, graph: pygraph, plan: PlanConfig) -> float | None:
+        """Optional cost model: predicted seconds of one `execute` of `plan` on `graph`.
+
+        Read only what planning knows (the graph's dims, dtypes, attributes and its
+        handle's device); touch no buffer and launch nothing: it runs on every planning.
+        None (the default) means "no model": the plan keeps its claim order after the
+        plans that have a prediction. A decline type raised here also means None.
+        `predict_source` names the model in explanations.
+        """
+        return None
+
+    #: where this engine's predictions come from, as explain_plans() shows it.
+    predict_source: str = ""
 
     # -- eager hooks -------------------------------------------------------------------
     def get_workspace_size(self) -> int:

@@ -3,7 +3,9 @@
 For every candidate engine: claimed (with each proposed plan's knobs and its rank in the
 list), declined (with the decline message) or absent (not installed, with the import
 error); then the backend's answer (its entries and their ranks, or why it offered none)
-and the plan list itself. An unplanned graph is planned first (which freezes it, as
+and the plan list itself, each entry with its time and where it came from (an engine's
+prediction, cuDNN's order, an autotune measurement or record), then what autotuning did.
+An unplanned graph is planned first (which freezes it, as
 `create_execution_plans()` would); if planning finds no plan, the explanation carries
 that error instead of raising it.
 """
@@ -14,7 +16,9 @@ from typing import TYPE_CHECKING
 
 from cudnn.engines import engine_ids, manifest
 from cudnn.engines.backend_source import backend_answer
+from cudnn.engines.autotune import AutotuneReport
 from cudnn.engines.base import PlanConfig
+from cudnn.engines.cost_model import Estimate, estimate_of
 from cudnn.engines.plan_filters import barred_reason
 from cudnn.engines.plan_list import plan_name_at
 from cudnn.engines.planning import plan_graph
@@ -58,6 +62,8 @@ class PlanRow:
     cpp_index: int | None
     #: why the user's filters exclude this entry (plan_filters.py), or None.
     barred: str | None = None
+    #: the entry's time and its source (cost_model.Estimate), None when not ranked here.
+    estimate: Estimate | None = None
 
 
 @dataclass(frozen=True)
@@ -72,6 +78,8 @@ class PlanExplanation:
     plans: tuple[PlanRow, ...]
     selected_index: int | None
     error: str | None
+    #: what autotuning did (autotune.AutotuneReport), or None.
+    autotune: AutotuneReport | None = None
 
     def render(self) -> str:
         lines = [f"graph '{self.graph_name}': {', '.join(self.nodes) or 'no nodes'}",
@@ -107,6 +115,10 @@ class PlanExplanation:
                 barred = "" if row.barred is None else f"  ({row.barred})"
                 lines.append(f"  {mark}{row.rank:>3}  {row.name}  [{row.side} "
                              f"{row.engine_id}]{cpp} knobs={row.knobs}{barred}")
+                if row.estimate is not None:
+                    lines.append(f"         {row.estimate.render()}")
+        if self.autotune is not None:
+            lines.extend(self.autotune.render_lines())
         return "\n".join(lines)
 
     def __str__(self) -> str:
@@ -133,7 +145,7 @@ def explain(graph: pygraph) -> PlanExplanation:
         router=repr(router_for(graph)), engines=tuple(_engine_rows(graph, plans)),
         backend=_backend_row(graph, plans), plans=tuple(_plan_rows(graph, plans)),
         selected_index=graph.lifecycle.planning.selected_index if state.planned else None,
-        error=error)
+        error=error, autotune=router_state(graph).autotune)
 
 
 def _rank_of(plans: list[PlanConfig], plan: PlanConfig) -> int | None:
@@ -175,5 +187,5 @@ def _backend_row(graph: pygraph, plans: list[PlanConfig]) -> BackendRow:
 
 def _plan_rows(graph: pygraph, plans: list[PlanConfig]) -> list[PlanRow]:
     return [PlanRow(i, plan_name_at(graph, i), p.engine_id, engine_ids.side_of(p.engine_id),
-                    repr(p.knobs), p.cpp_index, barred_reason(graph, i))
+                    repr(p.knobs), p.cpp_index, barred_reason(graph, i), estimate_of(graph, p))
             for i, p in enumerate(plans)]

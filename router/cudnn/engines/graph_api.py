@@ -12,6 +12,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from cudnn.engines import manifest, plan_filters
+from cudnn.engines.autotune import Autotune, AutotuneReport
+from cudnn.engines.autotune import autotune as run_autotune
 from cudnn.engines.backend_source import backend_adapter, backend_answer
 from cudnn.engines.base import DECLINE_TYPES, BaseEngine, ExecutionContext, PlanConfig
 from cudnn.engines.explain import PlanExplanation, explain
@@ -138,10 +140,35 @@ def _default_ctx(graph: pygraph, ctx: ExecutionContext | None) -> ExecutionConte
 
 def build_plans(graph: pygraph, *args: Any, ctx: ExecutionContext | None = None,
                 **kwargs: Any) -> None:
+    """Walk the list (build_plan_policy), or time every plan with an `Autotune` policy
+    (then the buffers are generated: `autotune()` takes the caller's)."""
+    tuning = [a for a in (*args, kwargs.get("policy")) if isinstance(a, Autotune)]
+    if tuning:
+        if len(args) + len(kwargs) != 1:
+            raise TypeError("build_plans: an Autotune policy comes alone; pass buffers "
+                            "and options to graph.autotune()")
+        run_autotune(graph, tuning[0], ctx=None if ctx is None else _default_ctx(graph, ctx))
+        return
     policy = parse_policy(args, dict(kwargs))
     if not graph.lifecycle.state.planned:
         plan_graph(graph)
     walk(graph, _default_ctx(graph, ctx), policy)
+
+
+def autotune(graph: pygraph, data: Any = None, workspace: Any = None, handle: Any = None, *,
+             tensor_uids: Any = None, policy: Autotune | None = None,
+             **options: Any) -> AutotuneReport:
+    """Time every plan that builds on `data` (a variant pack; missing buffers are
+    generated), select the fastest, record it (autotune.py). `options` are Autotune
+    fields (warmup, reps, timer, cache, device), or pass `policy=Autotune(...)`."""
+    if policy is not None and options:
+        raise TypeError("autotune: pass either policy= or Autotune fields, not both")
+    if policy is not None and not isinstance(policy, Autotune):
+        raise TypeError(f"autotune: policy must be a cudnn.engines.autotune.Autotune, got "
+                        f"{type(policy).__name__}")
+    policy = policy or Autotune(**options)
+    return run_autotune(graph, policy, data=data, workspace=workspace,
+                        ctx=make_context(graph, handle, workspace), tensor_uids=tensor_uids)
 
 
 def build_plan_at_index(graph: pygraph, index: int) -> None:

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 
 from cudnn.engines import engine_ids
 from cudnn.engines.base import BaseEngine
+from cudnn.engines.planning_state import facts_for
 from cudnn.ops.node_type import NodeType
 
 if TYPE_CHECKING:
@@ -119,8 +120,9 @@ def families_of(graph: pygraph) -> list[EngineFamily]:
 
 
 def family_for(graph: pygraph) -> EngineFamily | None:
-    """The one family anchored by the graph's nodes; None for zero or several."""
-    found = families_of(graph)
+    """The one family anchored by the graph's nodes; None for zero or several (memoized
+    on a validated graph)."""
+    found = facts_for(graph, families_of)
     return found[0] if len(found) == 1 else None
 
 

@@ -37,6 +37,11 @@ class RouterState:
     backend: BackendAnswer | None = None
     #: engines named by create_execution_plan() replays that were not candidates.
     replay_engines: list[BaseEngine] = field(default_factory=list)
+    #: {id(plan): (plan, Estimate)}: each ranked entry's time and its source (cost_model).
+    estimates: dict[int, Any] = field(default_factory=dict)
+    #: what autotuning did for this graph: a recorded winner found at planning, or the
+    #: measurements of graph.autotune() (autotune.AutotuneReport), for explain_plans().
+    autotune: Any = None
 
 
 def router_state(graph: pygraph) -> RouterState:

@@ -13,6 +13,7 @@ from typing import ClassVar
 
 from cudnn import behavior_note
 from cudnn.engines.base import BaseEngine, CompiledPlan, PlanConfig, resolve_node_buffers
+from cudnn.linear_attention.common import cost_model as la_cost
 from cudnn.linear_attention.common.facts import linear_attention_facts
 from cudnn.linear_attention.common.torch_buffers import (as_torch, handle_device_reason,
                                                         torch_stream)
@@ -31,6 +32,12 @@ class CuTileLinearAttentionEngine(BaseEngine):
             handle_device_reason(graph, self.name) or runtime_reason(self.name)
         if reason:
             raise NotImplementedError(reason)
+
+    predict_source = f"gdn/kda cutile: {la_cost.SOURCE}"
+
+    def predict_time(self, graph, plan: PlanConfig) -> float | None:
+        """The H200 time of these kernels scaled by the graph's work (common/cost_model)."""
+        return la_cost.predict_seconds(graph, la_cost.CUTILE_H200)
 
     def build_plan(self, graph, plan: PlanConfig, ctx=None) -> CompiledPlan:
         self.check_support(graph)

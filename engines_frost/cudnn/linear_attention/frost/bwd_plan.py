@@ -12,10 +12,10 @@ from typing import Any
 
 from cudnn.engines.base import CompiledPlan, resolve_node_buffers
 from cudnn.linear_attention.common.facts import LinearAttentionFacts
-from cudnn.linear_attention.common.torch_buffers import as_torch, torch_stream
+from cudnn.linear_attention.common.torch_buffers import torch_stream
 
 from .engine_gates import FamilyTraits
-from .port_buffers import data_type_of
+from .port_buffers import checked_tensors
 from .workspace import carve_scratch
 
 _INPUTS = ("q", "k", "v", "g", "beta", "w", "cu_seqlens", "dO", "initial_state", "d_final_state")
@@ -46,14 +46,8 @@ class FrostBackwardPlan(CompiledPlan):
                              "supported; the plan runs the graph's declared dims")
         f = self.facts
         node = resolve_node_buffers(graph, data)[f.node]
-        t = {}
-        io = None
-        for p in self.ports:   # q first: its dtype is the io dtype of the others
-            buf = node.input(p.port) if p.direction == "input" else node.output(p.port)
-            t[p.port] = as_torch(buf, p.port)
-            p.check(self.engine, t[p.port], self.device, io)
-            if p.port == "q":
-                io = data_type_of(t["q"])
+        t = checked_tensors(self.engine, self.ports, lambda p: (
+            node.input(p.port) if p.direction == "input" else node.output(p.port)), self.device)
         scratch = carve_scratch(self.engine, ctx.workspace, self.workspace_size, self.device)
         from .kernels.bwd import frost_bwd
         frost_bwd(

@@ -22,6 +22,7 @@ from typing import Any, ClassVar
 from cudnn import behavior_note
 from cudnn.engines.base import (BaseEngine, CompiledPlan, DirectLaunch, PlanConfig,
                                 resolve_node_buffers)
+from cudnn.linear_attention.common import cost_model as la_cost
 from cudnn.linear_attention.common.facts import LinearAttentionFacts, linear_attention_facts
 from cudnn.linear_attention.common.port_dtypes import IO
 from cudnn.linear_attention.common.torch_buffers import (as_torch, handle_device_reason,
@@ -29,7 +30,7 @@ from cudnn.linear_attention.common.torch_buffers import (as_torch, handle_device
 
 from . import runtime_probe
 from .engine_gates import FamilyTraits, decline_reason
-from .port_buffers import PortBuffer, data_type_of
+from .port_buffers import PortBuffer, checked_tensors, data_type_of
 from .workspace import carve_scratch
 
 # Graph ports whose kernel operand (kernels/config.py OPERANDS) has another name.
@@ -51,6 +52,12 @@ class FrostLinearAttentionEngine(BaseEngine):
                   or runtime_probe.runtime_reason(self.name, _cuda_device_of(graph.handle)))
         if reason:
             raise NotImplementedError(reason)
+
+    predict_source = f"gdn/kda/gdn2 frost: {la_cost.SOURCE}"
+
+    def predict_time(self, graph, plan: PlanConfig) -> float | None:
+        """The H200 time of these kernels scaled by the graph's work (common/cost_model)."""
+        return la_cost.predict_seconds(graph, la_cost.FROST_H200)
 
     def build_plan(self, graph, plan: PlanConfig, ctx=None) -> CompiledPlan:
         self.check_support(graph)
@@ -95,13 +102,7 @@ class _FrostForwardPlan(CompiledPlan):
                              "supported; the plan runs the graph's declared dims")
         f = self.facts
         node = resolve_node_buffers(graph, data)[f.node]
-        t = {p.port: as_torch(_buffer(node, p), p.port) for p in self.ports}
-        io = None
-        for p in self.ports:   # q comes first: its dtype is the io dtype of the others
-            if t[p.port] is not None:
-                p.check(self.engine, t[p.port], self.device, io)
-                if p.port == "q":
-                    io = data_type_of(t["q"])
+        t = checked_tensors(self.engine, self.ports, lambda p: _buffer(node, p), self.device)
         h0, ht = t.get("initial_state"), t.get("final_state")
         if h0 is not None and ht is not None and h0.dtype != ht.dtype:
             raise ValueError(f"{self.engine}: initial_state ({h0.dtype}) and final_state "

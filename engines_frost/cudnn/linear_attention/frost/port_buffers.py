@@ -52,3 +52,19 @@ def data_type_of(t: Any) -> data_type | None:
         return to_data_type(t.dtype)
     except TypeError:       # a torch dtype cuDNN has no name for (complex, uint16, ...)
         return None
+
+
+def checked_tensors(engine: str, ports, buffer_of, device: Any) -> dict:
+    """{port: torch tensor (None where unwired)} for `ports`, each checked against its
+    PortBuffer; q comes first, and its dtype is the io dtype of the others.
+    buffer_of(port_buffer) returns the caller's buffer of that port."""
+    from cudnn.linear_attention.common.torch_buffers import as_torch
+
+    t = {p.port: as_torch(buffer_of(p), p.port) for p in ports}
+    io = None
+    for p in ports:
+        if t[p.port] is not None:
+            p.check(engine, t[p.port], device, io)
+            if p.port == "q":
+                io = data_type_of(t["q"])
+    return t

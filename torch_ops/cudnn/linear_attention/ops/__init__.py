@@ -5,11 +5,14 @@ Importing this package registers the custom ops `cudnn::<function>_fwd` and
 `cudnn::<function>_bwd` (torch.library), with fake kernels and autograd. Each op call runs
 a cached single-node graph through the graph API; whichever engine the planner ranks
 first runs it. `graph_caches()`, `clear_graph_caches()` and `set_graph_cache_size()`
-inspect and manage the per-op graph caches.
+inspect and manage the per-op graph caches; `set_autotune(True)` (or `CUDNN_AUTOTUNE=1`)
+times every plan of a new call signature once and keeps the fastest (recorded winners are
+used without it).
 """
 from __future__ import annotations
 
 from cudnn.linear_attention.ops._graph_cache import CacheInfo, GraphCache
+from cudnn.linear_attention.ops._graph_runner import set_autotune
 from cudnn.linear_attention.ops.gdn import gated_delta_net
 from cudnn.linear_attention.ops.gdn import OPS as _GDN_OPS
 from cudnn.linear_attention.ops.gdn2 import gated_delta_net_v2
@@ -43,5 +46,6 @@ def set_graph_cache_size(maxsize: int) -> None:
 
 __all__ = [
     "CacheInfo", "FAMILY_OPS", "clear_graph_caches", "gated_delta_net", "gated_delta_net_v2",
-    "graph_cache_info", "graph_caches", "kimi_delta_attention", "set_graph_cache_size",
+    "graph_cache_info", "graph_caches", "kimi_delta_attention", "set_autotune",
+    "set_graph_cache_size",
 ]

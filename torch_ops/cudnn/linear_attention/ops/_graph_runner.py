@@ -16,9 +16,14 @@ there), then fixes, still under the lock: the selected plan bound for repeated
 execution (router `bind_executor`), and, when the plan offers one for these buffers, its
 direct launch (_launch_lane.py). Later calls take the direct launch when their buffers
 are aligned as the first call's were, else the bound plan; they take no lock.
+
+Plan choice: planning puts a recorded autotune winner first (router autotune cache); with
+tuning opted in (`set_autotune`, `CUDNN_AUTOTUNE=1`) a graph without one is tuned at its
+build on copies of the first call's tensors and the winner is recorded.
 """
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -27,7 +32,9 @@ from typing import Any
 import torch
 
 import cudnn
+from cudnn.engines.autotune import Autotune
 from cudnn.engines.bound_executor import BoundExecutor, bind_executor
+from cudnn.engines.planning_state import router_state
 from cudnn.linear_attention.ops._launch_lane import LaunchLane, make_lane
 from cudnn.ops.errors import cudnnGraphNotSupportedError
 
@@ -199,11 +206,58 @@ def _pin(request: GraphRequest, graph: cudnn.pygraph) -> None:
                                       f"the plans offered for this call: {names}")
 
 
+# -- autotuning (opt-in) -----------------------------------------------------------------
+#: set_autotune(): None = the environment decides (CUDNN_AUTOTUNE=1), else a policy or off.
+_AUTOTUNE: Autotune | bool | None = None
+
+
+def set_autotune(policy: Autotune | bool | None) -> None:
+    """Time every plan of a call signature's graph at its first call and keep the fastest
+    (True, or an `Autotune` policy: warmup, reps, timer, cache); False: never; None: as
+    `CUDNN_AUTOTUNE` says (off unless "1"). Either way a graph whose signature has a
+    recorded winner (autotune cache) runs that winner without timing."""
+    global _AUTOTUNE
+    if policy is not None and not isinstance(policy, (bool, Autotune)):
+        raise TypeError(f"set_autotune: expected a bool, an Autotune policy or None, got "
+                        f"{type(policy).__name__}")
+    _AUTOTUNE = policy
+
+
+def autotune_policy() -> Autotune | None:
+    """The policy first calls are tuned with, or None when tuning is off."""
+    chosen = _AUTOTUNE
+    if chosen is None:
+        chosen = os.environ.get("CUDNN_AUTOTUNE", "").strip().lower() in ("1", "true", "on")
+    if chosen is True:
+        return Autotune()
+    return chosen or None
+
+
 def _build(request: GraphRequest, graph: cudnn.pygraph) -> None:
     try:
-        graph.build_plans()
+        policy = None if request.plan_name is not None else autotune_policy()
+        if policy is not None and graph.get_execution_plan_count() > 1 \
+                and router_state(graph).autotune is None:  # no recorded winner
+            graph.autotune(_tuning_buffers(request, graph), policy=policy)
+        else:
+            graph.build_plans()
     except cudnnGraphNotSupportedError as exc:
         raise cudnnGraphNotSupportedError(no_engine_message(request, graph, exc)) from exc
+
+
+def _tuning_buffers(request: GraphRequest, graph: cudnn.pygraph) -> dict:
+    """Copies of the call's inputs (a plan timed many times may write its inputs, e.g. a
+    state pool) and scratch results, keyed by graph tensor name (ports name them)."""
+    def copy(t: torch.Tensor) -> torch.Tensor:
+        return torch.empty_strided(t.shape, t.stride(), dtype=t.dtype,
+                                   device=t.device).copy_(t)
+    data = {port: copy(t) for _, port, t in request.inputs}
+    node = graph.nodes[0]
+    for position, port in request.outputs:
+        r = request.results[position]
+        data[node.outputs[port]] = torch.empty_strided(r.shape, r.stride(), dtype=r.dtype,
+                                                       device=r.device)
+    return data
 
 
 def no_engine_message(request: GraphRequest, graph: cudnn.pygraph,

@@ -14,8 +14,9 @@ A kernel looks the call's configuration up in the op's bounded graph cache
 allocates its results (absent optional results are zero-size tensors: custom ops cannot
 return None) and builds the single-node graph (_graph_runner.py); the configuration key
 holds every dim, stride, dtype, device and attribute the checks read, so a hit skips
-them. Then the graph runs into fresh results. The ops never convert dtypes and never
-name an engine.
+them. Then the graph runs into fresh results. The ops never name an engine; the public
+function converts gate, index and state dtypes to the ones the planned engine reads
+before calling the op (_dtype_normalise.py).
 """
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ import torch
 
 from cudnn.linear_attention.ops._checks import CheckedCall, check_call
 from cudnn.linear_attention.ops._direct_call import DIRECT, DIRECT_AUTOGRAD, route
+from cudnn.linear_attention.ops._dtype_normalise import DtypeNormaliser, restore_final_state
 from cudnn.linear_attention.ops._family import (FORWARD_PORTS, FORWARD_RESULTS, GRADIENTS,
                                                 GRAPH_ATTR_NAMES, NOT_GRAPH_ATTRS, OpFamily)
 from cudnn.linear_attention.ops._graph_cache import GraphCache
@@ -129,6 +131,7 @@ class FamilyOps:
             "checkpoint_every_n_tokens")
         self._backward_tensor_positions = _tensor_positions(self.backward_signature)
         self._eager_autograd = self._eager_function()
+        self.dtypes = DtypeNormaliser(self)  # the only conversion: _dtype_normalise.py
         namespace = getattr(torch.ops, NAMESPACE)
         self.forward_op = getattr(namespace, f"{family.name}_fwd").default
         self.backward_op = getattr(namespace, f"{family.name}_bwd").default
@@ -206,6 +209,7 @@ class FamilyOps:
             args = (*args[:scale_at], default_scale(q.shape[-1]), *args[scale_at + 1:])
         checkpoints = args[self._checkpoint_position] > 0
         how = route(args, self._forward_tensor_positions)  # _direct_call.py
+        args, state_dtype = self.dtypes.normalise(args, how)
         if how == DIRECT:  # nobody sees the checkpoint placeholder: the lane may skip it
             results = self._run(self.forward_def, args, drop_unused=not checkpoints)
         elif how == DIRECT_AUTOGRAD:  # see _eager_function: only what records goes alone
@@ -215,6 +219,7 @@ class FamilyOps:
                                                  *[args[i] for i in recording])
         else:
             results = self.forward_op(*args)
+        results = restore_final_state(results, state_dtype)
         if checkpoints:
             return tuple(results)
         return results[0], results[1]

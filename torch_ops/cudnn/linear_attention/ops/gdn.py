@@ -8,7 +8,9 @@ with a scalar decay alpha_t = exp(g_t) and a scalar beta_t:
 
 Layout (THD, token-packed varlen): q [T, H, K], k [T, HK, K], v [T, HV, V], g [T, HO],
 beta [T, HO], cu_seqlens [N + 1]; HO = max(H, HV), HK in {H, HV}. States are stored
-V-major, [N, HO, V, K]. o is [T, HO, V] in q's dtype.
+V-major, [N, HO, V, K]: the transpose of FLA's [N, H, K, V] (same shape when K == V, so
+only the numbers would show a state passed the wrong way round). o is [T, HO, V] in q's
+dtype.
 """
 from __future__ import annotations
 
@@ -47,12 +49,17 @@ def gated_delta_net(
         q, k, v: [T, H, K], [T, HK, K], [T, HV, V]; one dtype (float16 or bfloat16 for
             the GPU engines).
         g: [T, HO] log-decay (gate_domain="log"), decay in (0, 1] ("linear"), or raw
-            logits under safe_gate (-exp(a_log) * softplus(g + dt_bias)).
-        beta: [T, HO], float32 or q's dtype; logits under use_beta_sigmoid_in_kernel.
+            logits under safe_gate (-exp(a_log) * softplus(g + dt_bias)); any float dtype.
+        beta: [T, HO], any float dtype; logits under use_beta_sigmoid_in_kernel.
         cu_seqlens: [N + 1] int32/int64 sequence boundaries (0, ..., T).
+        (g, beta, a_log, dt_bias, cu_seqlens and initial_state are converted, once, to the
+        dtypes the planned engine reads; gradients come back in each one's own dtype.)
         scale: readout scale, default 1/sqrt(K).
-        initial_state: [N, HO, V, K] or None (zeros).
-        output_final_state: also return the final states [N, HO, V, K] (in
+        initial_state: [N, HO, V, K] or None (zeros). V-major: the transpose of FLA's
+            [N, H, K, V]; when K == V the shape cannot tell the two apart, so transpose an
+            FLA state first (cudnn.linear_attention.fla does). float32, bfloat16 or
+            float16 (converted to what the engine reads).
+        output_final_state: also return the final states [N, HO, V, K] (V-major, in
             initial_state's dtype, else float32); otherwise a zero-size tensor.
         checkpoint_every_n_tokens, checkpoint_dtype: also return the state every n tokens
             of each sequence ([rows, HO, V, K], q's dtype unless checkpoint_dtype).

@@ -9,7 +9,8 @@ port) and a channel-wise write gate w_t:
     o_t = scale * S_t^T q_t
 
 Layout (THD): q [T, H, K], k [T, HK, K], v [T, HV, V], g [T, HO, K], beta [T, HO, K] and
-w [T, HO, V] in q's dtype, cu_seqlens [N + 1]. States [N, HO, V, K]; o [T, HO, V].
+w [T, HO, V], cu_seqlens [N + 1]. States [N, HO, V, K] (V-major: the transpose of FLA's
+[N, H, K, V], which has the same shape when K == V); o [T, HO, V].
 
 The backward op runs the gdn2_bwd graph like the other families; while no engine serves
 that node, backward raises the no-engine error listing each engine's reason (never zeros).
@@ -50,8 +51,11 @@ def gated_delta_net_v2(
     """Gated DeltaNet-2 over token-packed sequences.
 
     Arguments as `kimi_delta_attention`, except:
-        beta: [T, HO, K] erase gate in q's dtype (logits under use_beta_sigmoid_in_kernel).
-        w: [T, HO, V] write gate in q's dtype, used as given.
+        beta: [T, HO, K] erase gate (logits under use_beta_sigmoid_in_kernel).
+        w: [T, HO, V] write gate, used as given. beta and w in any float dtype (the
+            engines read q's dtype; the op converts).
+        initial_state: [N, HO, V, K], V-major (transpose FLA's [N, H, K, V] states; the
+            shape cannot tell them apart when K == V); final_state likewise.
         beta_guard: the erase-side safeguard of docs/LINEAR_ATTENTION.md §3.4 (engines that lack it decline).
 
     Returns:

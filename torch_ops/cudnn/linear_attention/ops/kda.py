@@ -8,7 +8,8 @@ with a per-key-channel decay alpha_t = exp(g_t) in (0, 1]^K and a scalar beta_t:
     o_t = scale * S_t^T q_t
 
 Layout (THD): q [T, H, K], k [T, HK, K], v [T, HV, V], g [T, HO, K], beta [T, HO],
-cu_seqlens [N + 1]; HO = max(H, HV). States [N, HO, V, K] (V-major); o [T, HO, V].
+cu_seqlens [N + 1]; HO = max(H, HV). States [N, HO, V, K] (V-major: the transpose of
+FLA's [N, H, K, V], which has the same shape when K == V); o [T, HO, V].
 """
 from __future__ import annotations
 
@@ -49,6 +50,8 @@ def kimi_delta_attention(
         g: [T, HO, K] per-channel log-decay; under safe_gate raw logits mapped to
             gate_lower_bound * sigmoid(exp(a_log) * (g + dt_bias)), bound default -5.0.
         dt_bias: [HO, K].
+        initial_state: [N, HO, V, K], V-major (transpose FLA's [N, H, K, V] states; the
+            shape cannot tell them apart when K == V); final_state likewise.
 
     Returns:
         (o [T, HO, V], final_state), plus state_checkpoints when checkpoint_every_n_tokens.

@@ -102,18 +102,11 @@ def _fail(arg: str, expected: str, got) -> ValueError:
 
 
 def _check_grad(name, t, shape, dtypes, device):
-    from cudnn.linear_attention.frost.kernels.fwd import _dtype_name
+    from cudnn.linear_attention.frost.kernels.fwd import _check
 
     if t is None:
         raise _fail(name, f"a {list(shape)} tensor", None)
-    if t.device != device:
-        raise _fail(name, f"on {device} (the device of q)", t.device)
-    if tuple(t.shape) != tuple(shape):
-        raise _fail(name, f"of shape {list(shape)}", list(t.shape))
-    if _dtype_name(t) not in dtypes:
-        raise _fail(name, f"of dtype {' or '.join(dtypes)}", t.dtype)
-    if not t.is_contiguous():
-        raise _fail(name, "contiguous (the kernels write packed rows)", f"strides {t.stride()}")
+    _check(name, t, shape, dtypes, device, who="frost_bwd")
 
 
 def check_bwd_operands(*, q, k, v, g, beta, w, cu_seqlens, dO, initial_state, d_final_state, dq, dk, dv, dg,

@@ -20,6 +20,8 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+import cuda.bindings.driver as cuda
+import cutlass.cute as cute
 from cutlass import Float32, Int32
 from cutlass.cute import AddressSpace
 from cutlass.cute.runtime import make_fake_stream, make_ptr
@@ -64,3 +66,20 @@ def bwd_views(c: FrostBwdConfig, ptrs, T, N):
         "ckpt": (rows, HO, V, K), "dckpt": (rows, HO, V, K), "u": (T, HO, V), "dr": (T, HO, V),
     }
     return SimpleNamespace(**{name: _packed(p[name], shape) for name, shape in shapes.items()})
+
+
+class FrostBwdLauncher:
+    """The host entry every backward kernel class shares (put first among the bases, so it
+    replaces the forward's): bwd_abi's argument list -> the views -> the class's own
+    launch_kernel(m, T, N, scale, stream)."""
+
+    @cute.jit
+    def __call__(self, p_q: cute.Pointer, p_k: cute.Pointer, p_v: cute.Pointer, p_g: cute.Pointer,
+                 p_beta: cute.Pointer, p_w: cute.Pointer, p_cu: cute.Pointer, p_do: cute.Pointer,
+                 p_h0: cute.Pointer, p_dht: cute.Pointer, p_dq: cute.Pointer, p_dk: cute.Pointer,
+                 p_dv: cute.Pointer, p_dg: cute.Pointer, p_dbeta: cute.Pointer, p_dw: cute.Pointer,
+                 p_dh0: cute.Pointer, p_ckpt: cute.Pointer, p_dckpt: cute.Pointer, p_u: cute.Pointer,
+                 p_dr: cute.Pointer, T: Int32, N: Int32, scale: Float32, stream: cuda.CUstream):
+        m = bwd_views(self.bcfg, (p_q, p_k, p_v, p_g, p_beta, p_w, p_cu, p_do, p_h0, p_dht, p_dq, p_dk, p_dv,
+                                  p_dg, p_dbeta, p_dw, p_dh0, p_ckpt, p_dckpt, p_u, p_dr), T, N)
+        self.launch_kernel(m, T, N, scale, stream)

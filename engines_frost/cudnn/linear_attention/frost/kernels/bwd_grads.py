@@ -32,7 +32,7 @@ import cutlass
 import cutlass.cute as cute
 from cutlass import BFloat16, Float32, Int32
 
-from cudnn.linear_attention.frost.kernels.bwd_abi import bwd_views
+from cudnn.linear_attention.frost.kernels.bwd_abi import FrostBwdLauncher
 from cudnn.linear_attention.frost.kernels.bwd_config import FrostBwdConfig
 from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
 from cudnn.linear_attention.frost.kernels.fwd_v1 import (
@@ -73,7 +73,7 @@ def smem_plan(c: FrostFwdConfig):
     ]
 
 
-class FrostBwdGrads(FrostFwdV2):
+class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
     """Callable for cute.compile (bwd_abi's argument list). Derives from FrostFwdV2 for its
     operand loads, q/k normalisation and gate scan; its own grid and warps."""
 
@@ -89,14 +89,7 @@ class FrostBwdGrads(FrostFwdV2):
         self.owners = gram_schedule(WARPS)
 
     @cute.jit
-    def __call__(self, p_q: cute.Pointer, p_k: cute.Pointer, p_v: cute.Pointer, p_g: cute.Pointer,
-                 p_beta: cute.Pointer, p_w: cute.Pointer, p_cu: cute.Pointer, p_do: cute.Pointer,
-                 p_h0: cute.Pointer, p_dht: cute.Pointer, p_dq: cute.Pointer, p_dk: cute.Pointer,
-                 p_dv: cute.Pointer, p_dg: cute.Pointer, p_dbeta: cute.Pointer, p_dw: cute.Pointer,
-                 p_dh0: cute.Pointer, p_ckpt: cute.Pointer, p_dckpt: cute.Pointer, p_u: cute.Pointer,
-                 p_dr: cute.Pointer, T: Int32, N: Int32, scale: Float32, stream: cuda.CUstream):
-        m = bwd_views(self.bcfg, (p_q, p_k, p_v, p_g, p_beta, p_w, p_cu, p_do, p_h0, p_dht, p_dq, p_dk, p_dv,
-                                  p_dg, p_dbeta, p_dw, p_dh0, p_ckpt, p_dckpt, p_u, p_dr), T, N)
+    def launch_kernel(self, m, T: Int32, N: Int32, scale: Float32, stream: cuda.CUstream):
         self.kernel(m.q, m.k, m.v, m.g, m.beta, m.cu_seqlens, m.dO, m.dq, m.dk, m.dv, m.dg, m.dbeta, m.ckpt,
                     m.dckpt, m.u, m.dr, N, scale, m.w, m.dw).launch(
             grid=[T // CHUNK + N, self.cfg.HO, 1], block=[THREADS, 1, 1], stream=stream)
@@ -375,23 +368,7 @@ class FrostBwdGrads(FrostFwdV2):
         mma = warp_mma()
         bi = wid % NBLK
         hc = wid // NBLK
-        acc_q = cute.make_rmem_tensor(thr.partition_shape_C((SUB, DN)), Float32)
-        acc_kb = cute.make_rmem_tensor(thr.partition_shape_C((SUB, DN)), Float32)
-        acc_k = cute.make_rmem_tensor(thr.partition_shape_C((SUB, DN)), Float32)
-        acc_q.fill(0.0)
-        acc_kb.fill(0.0)
-        acc_k.fill(0.0)
-        crd = thr.partition_C(cute.make_identity_tensor((SUB, DN)))
-        # state products: dQA = dO S^T, dKBA = -dR S^T, dKD = U dS^T (contraction over V)
-        for kk in cutlass.range_constexpr(V // 16):
-            a_do = self.operand(thr, lane, cute.local_tile(s_do, (SUB, 16), (bi, kk)), True)
-            a_dr = self.operand(thr, lane, cute.local_tile(s_dr, (SUB, 16), (bi, kk)), True)
-            a_u = self.operand(thr, lane, cute.local_tile(s_u, (SUB, 16), (bi, kk)), True)
-            b_s = self.operand(thr, lane, cute.local_tile(s_sf, (DN, 16), (hc, kk)), False)
-            b_ds = self.operand(thr, lane, cute.local_tile(s_dsf, (DN, 16), (hc, kk)), False)
-            cute.gemm(mma, acc_q, a_do[None, None, 0], b_s[None, None, 0], acc_q)
-            cute.gemm(mma, acc_kb, a_dr[None, None, 0], b_s[None, None, 0], acc_kb)
-            cute.gemm(mma, acc_k, a_u[None, None, 0], b_ds[None, None, 0], acc_k)
+        acc_q, acc_kb, acc_k, crd = self.products_with_states(s, thr, lane, bi, hc)
         kd_sum = Float32(0.0)  # sum k^ e^(Gam_last - Gam) dKD over this lane's elements
         for e in cutlass.range_constexpr(cute.size(acc_q)):
             td = crd[e]
@@ -418,8 +395,49 @@ class FrostBwdGrads(FrostFwdV2):
             b_kb = self.operand(thr, lane, cute.local_tile(s_kbt, (DN, SUB), (hc, tb)), False)
             cute.gemm(mma, acc_k, a_p[None, None, 0], b_q[None, None, 0], acc_k)
             cute.gemm(mma, acc_k, a_m[None, None, 0], b_kb[None, None, 0], acc_k)
-        # row sums over this lane's channels: an m16n8 accumulator holds rows g and g + 8 of
-        # the block (g = lane // 4), so each sum is kept as a (row g, row g + 8) pair
+        self.row_sums(s, acc_q, acc_kb, acc_k, crd, None, heads[3], t0, eos, lane, bi, hc)
+        kd_sum = cute.arch.warp_reduction(kd_sum, lambda a, b: a + b)
+        if lane == 0:
+            s_part[0, wid] = kd_sum
+        cute.arch.sync_threads()
+        self.write_qk(s, mdq, mdk, acc_q, acc_kb, acc_k, crd, heads, t0, eos, bi, hc)
+
+    @cute.jit
+    def products_with_states(self, s, thr, lane, bi, hc):
+        """dO S^T, dR S^T, U dS^T for this warp's tile (rows of block bi, channels of half
+        hc; contraction over V) as three fresh accumulators, and their coordinates."""
+        s_do = s.do
+        s_dr = s.dr
+        s_u = s.u
+        s_sf = s.sf
+        s_dsf = s.dsf
+        DN = self.cfg.K // 2
+        mma = warp_mma()
+        acc_q = cute.make_rmem_tensor(thr.partition_shape_C((SUB, DN)), Float32)
+        acc_kb = cute.make_rmem_tensor(thr.partition_shape_C((SUB, DN)), Float32)
+        acc_k = cute.make_rmem_tensor(thr.partition_shape_C((SUB, DN)), Float32)
+        acc_q.fill(0.0)
+        acc_kb.fill(0.0)
+        acc_k.fill(0.0)
+        for kk in cutlass.range_constexpr(self.cfg.V // 16):
+            a_do = self.operand(thr, lane, cute.local_tile(s_do, (SUB, 16), (bi, kk)), True)
+            a_dr = self.operand(thr, lane, cute.local_tile(s_dr, (SUB, 16), (bi, kk)), True)
+            a_u = self.operand(thr, lane, cute.local_tile(s_u, (SUB, 16), (bi, kk)), True)
+            b_s = self.operand(thr, lane, cute.local_tile(s_sf, (DN, 16), (hc, kk)), False)
+            b_ds = self.operand(thr, lane, cute.local_tile(s_dsf, (DN, 16), (hc, kk)), False)
+            cute.gemm(mma, acc_q, a_do[None, None, 0], b_s[None, None, 0], acc_q)
+            cute.gemm(mma, acc_kb, a_dr[None, None, 0], b_s[None, None, 0], acc_kb)
+            cute.gemm(mma, acc_k, a_u[None, None, 0], b_ds[None, None, 0], acc_k)
+        return acc_q, acc_kb, acc_k, thr.partition_C(cute.make_identity_tensor((SUB, DN)))
+
+    @cute.jit
+    def row_sums(self, s, acc_q, acc_kb, acc_k, crd, mdb, h, t0, eos, lane, bi, hc):
+        """q^.dq^, kb.dkb, k^.dk^_d, k^.dkb per row of this warp's tile (the sum over its
+        channel half) into s.sums[hc]; visit_element sees every element on the way. An
+        m16n8 accumulator holds rows g and g + 8 of the block (g = lane // 4): each sum is
+        kept as a (row g, row g + 8) pair, then reduced over the quad in a fixed order."""
+        s_sums = s.sums
+        DN = self.cfg.K // 2
         lo = [Float32(0.0)] * ROW_SUMS
         hi = [Float32(0.0)] * ROW_SUMS
         for e in cutlass.range_constexpr(cute.size(acc_q)):
@@ -427,9 +445,10 @@ class FrostBwdGrads(FrostFwdV2):
             t = bi * SUB + td[0]
             d = hc * DN + td[1]
             up = (td[0] // 8).to(Float32)  # 1.0 for row g + 8
-            qv = s_qt[d, t].to(Float32)
-            kv = s_kt[d, t].to(Float32)
-            kbv = s_kbt[d, t].to(Float32)
+            qv = self.q_value(s, t, d)
+            kv = self.k_value(s, t, d)
+            kbv = self.kb_value(s, t, d)
+            self.visit_element(s, mdb, h, t0, eos, t, d, qv, kv, kbv, acc_q[e], acc_kb[e], acc_k[e])
             terms = (qv * acc_q[e], kbv * acc_kb[e], kv * acc_k[e], kv * acc_kb[e])
             for i in cutlass.range_constexpr(ROW_SUMS):
                 hi[i] = hi[i] + terms[i] * up
@@ -439,11 +458,15 @@ class FrostBwdGrads(FrostFwdV2):
                 v = cute.arch.warp_reduction(hi[i] if half else lo[i], lambda a, b: a + b, threads_in_group=4)
                 if lane % 4 == 0:
                     s_sums[hc, i, bi * SUB + lane // 4 + 8 * half] = v
-        kd_sum = cute.arch.warp_reduction(kd_sum, lambda a, b: a + b)
-        if lane == 0:
-            s_part[0, wid] = kd_sum
-        cute.arch.sync_threads()
-        self.write_qk(s, mdq, mdk, acc_q, acc_kb, acc_k, crd, heads, t0, eos, bi, hc)
+
+    @cute.jit
+    def visit_element(self, s, mdb, h, t0, eos, t, d, qv, kv, kbv, dq, dkb, dk):
+        """Per-element work of the row-sum pass (scalar gates: none)."""
+        pass
+
+    @cute.jit
+    def kb_value(self, s, t, d):
+        return s.kbt[d, t].to(Float32)
 
     @cute.jit
     def q_value(self, s, t, d):

@@ -200,31 +200,10 @@ class FrostBwdGradsVec(FrostBwdGrads):
     def state_products(self, s, scale, thr, lane, bi, hc):
         """dO S^T, -dR S^T, U dS^T for this warp's tile, pre-scaled by scale e^G_r,
         -e^G_r and e^(G_last - G_e) per channel (r, e: first and last row of block bi)."""
-        s_do = s.do
-        s_dr = s.dr
-        s_u = s.u
-        s_sf = s.sf
-        s_dsf = s.dsf
         s_g = s.g
-        K, V, C = self.cfg.K, self.cfg.V, CHUNK
+        K, C = self.cfg.K, CHUNK
         DN = K // 2
-        mma = warp_mma()
-        acc_q = cute.make_rmem_tensor(thr.partition_shape_C((SUB, DN)), Float32)
-        acc_kb = cute.make_rmem_tensor(thr.partition_shape_C((SUB, DN)), Float32)
-        acc_k = cute.make_rmem_tensor(thr.partition_shape_C((SUB, DN)), Float32)
-        acc_q.fill(0.0)
-        acc_kb.fill(0.0)
-        acc_k.fill(0.0)
-        crd = thr.partition_C(cute.make_identity_tensor((SUB, DN)))
-        for kk in cutlass.range_constexpr(V // 16):
-            a_do = self.operand(thr, lane, cute.local_tile(s_do, (SUB, 16), (bi, kk)), True)
-            a_dr = self.operand(thr, lane, cute.local_tile(s_dr, (SUB, 16), (bi, kk)), True)
-            a_u = self.operand(thr, lane, cute.local_tile(s_u, (SUB, 16), (bi, kk)), True)
-            b_s = self.operand(thr, lane, cute.local_tile(s_sf, (DN, 16), (hc, kk)), False)
-            b_ds = self.operand(thr, lane, cute.local_tile(s_dsf, (DN, 16), (hc, kk)), False)
-            cute.gemm(mma, acc_q, a_do[None, None, 0], b_s[None, None, 0], acc_q)
-            cute.gemm(mma, acc_kb, a_dr[None, None, 0], b_s[None, None, 0], acc_kb)
-            cute.gemm(mma, acc_k, a_u[None, None, 0], b_ds[None, None, 0], acc_k)
+        acc_q, acc_kb, acc_k, crd = self.products_with_states(s, thr, lane, bi, hc)
         r = bi * SUB
         for e in cutlass.range_constexpr(cute.size(acc_q)):
             d = hc * DN + crd[e][1]
@@ -337,7 +316,7 @@ class FrostBwdGradsVec(FrostBwdGrads):
             row = r + td[0]
             colsum[e] = s.kh[row, d].to(Float32) * cute.arch.exp(s_g[e_row, d] - s_g[row, d]) * acc_k[e]
         self.column_sums(s, colsum, crd, lane, bi, hc)
-        span = self.block_span_vec(s, bi, lane)
+        span = self.block_span(s, bi, lane)
         exact = span >= SPAN_LIMIT
         dzp_t = cute.make_tensor(s_dzp.iterator, cute.make_layout((C, C), stride=(1, C + PAD16)))
         dzm_t = cute.make_tensor(s_dzm.iterator, cute.make_layout((C, C), stride=(1, C + PAD16)))
@@ -377,17 +356,6 @@ class FrostBwdGradsVec(FrostBwdGrads):
             acc_k[e] = acc_k[e] * cute.arch.exp(s_g[e_row, d] - gt)
         if exact:
             self.exact_diagonal(s, acc_q, acc_kb, acc_k, crd, bi, hc, scale)
-
-    @cute.jit
-    def block_span_vec(self, s, bi, lane):
-        """max over channels of G_first - G_last inside row block bi (warp-uniform)."""
-        s_g = s.g
-        K = self.cfg.K
-        span = Float32(0.0)
-        for u in cutlass.range_constexpr(K // 32):
-            d = lane + 32 * u
-            span = cute.arch.fmax(span, s_g[bi * SUB, d] - s_g[bi * SUB + SUB - 1, d])
-        return cute.arch.warp_reduction(span, cute.arch.fmax)
 
     @cute.jit
     def exact_diagonal(self, s, acc_q, acc_kb, acc_k, crd, bi, hc, scale):
@@ -447,35 +415,17 @@ class FrostBwdGradsVec(FrostBwdGrads):
     def epilogue_vec(self, s, mdq, mdk, mdb, acc_q, acc_kb, acc_k, crd, heads, t0, eos, lane, bi, hc):
         """dG per element into shared memory, the row sums, GDN-2's dbeta, then (after the
         row sums are complete) dq and dk."""
-        s_sums = s.sums
-        c = self.cfg
-        DN = c.K // 2
-        h = heads[3]
-        lo = [Float32(0.0)] * ROW_SUMS
-        hi = [Float32(0.0)] * ROW_SUMS
-        for e in cutlass.range_constexpr(cute.size(acc_q)):
-            td = crd[e]
-            t = bi * SUB + td[0]
-            d = hc * DN + td[1]
-            up = (td[0] // 8).to(Float32)
-            qv = s.qh[t, d].to(Float32)
-            kv = s.kh[t, d].to(Float32)
-            kbv = self.kb_value(s, t, d)
-            s.dgam[t, d] = qv * acc_q[e] + kbv * acc_kb[e] - kv * acc_k[e]
-            if cutlass.const_expr(c.beta_per_channel):
-                if t0 + t < eos:
-                    mdb[t0 + t, h, d] = (kv * acc_kb[e]).to(mdb.element_type)
-            terms = (qv * acc_q[e], kbv * acc_kb[e], kv * acc_k[e], kv * acc_kb[e])
-            for i in cutlass.range_constexpr(ROW_SUMS):
-                hi[i] = hi[i] + terms[i] * up
-                lo[i] = lo[i] + terms[i] * (Float32(1.0) - up)
-        for i in cutlass.range_constexpr(ROW_SUMS):
-            for half in cutlass.range_constexpr(2):
-                v = cute.arch.warp_reduction(hi[i] if half else lo[i], lambda a, b: a + b, threads_in_group=4)
-                if lane % 4 == 0:
-                    s_sums[hc, i, bi * SUB + lane // 4 + 8 * half] = v
+        self.row_sums(s, acc_q, acc_kb, acc_k, crd, mdb, heads[3], t0, eos, lane, bi, hc)
         cute.arch.sync_threads()
         self.write_qk(s, mdq, mdk, acc_q, acc_kb, acc_k, crd, heads, t0, eos, bi, hc)
+
+    @cute.jit
+    def visit_element(self, s, mdb, h, t0, eos, t, d, qv, kv, kbv, dq, dkb, dk):
+        """dG of the element into shared memory (reverse-cumsummed later); GDN-2's dbeta."""
+        s.dgam[t, d] = qv * dq + kbv * dkb - kv * dk
+        if cutlass.const_expr(self.cfg.beta_per_channel):
+            if t0 + t < eos:
+                mdb[t0 + t, h, d] = (kv * dkb).to(mdb.element_type)
 
     @cute.jit
     def q_value(self, s, t, d):

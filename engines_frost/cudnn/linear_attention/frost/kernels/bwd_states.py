@@ -16,13 +16,13 @@ import cutlass
 import cutlass.cute as cute
 from cutlass import BFloat16, Float32, Int32
 
-from cudnn.linear_attention.frost.kernels.bwd_abi import bwd_views
+from cudnn.linear_attention.frost.kernels.bwd_abi import FrostBwdLauncher
 from cudnn.linear_attention.frost.kernels.bwd_config import FrostBwdConfig
 from cudnn.linear_attention.frost.kernels.fwd_v1 import CHUNK, NBLK, SUB, allocate_smem, to_a_operand, warp_mma
 from cudnn.linear_attention.frost.kernels.fwd_v2 import FrostFwdV2
 
 
-class FrostBwdStates(FrostFwdV2):
+class FrostBwdStates(FrostBwdLauncher, FrostFwdV2):
     """Callable for cute.compile (bwd_abi's argument list)."""
 
     def __init__(self, cfg: FrostBwdConfig):
@@ -30,14 +30,7 @@ class FrostBwdStates(FrostFwdV2):
         self.bcfg = cfg
 
     @cute.jit
-    def __call__(self, p_q: cute.Pointer, p_k: cute.Pointer, p_v: cute.Pointer, p_g: cute.Pointer,
-                 p_beta: cute.Pointer, p_w: cute.Pointer, p_cu: cute.Pointer, p_do: cute.Pointer,
-                 p_h0: cute.Pointer, p_dht: cute.Pointer, p_dq: cute.Pointer, p_dk: cute.Pointer,
-                 p_dv: cute.Pointer, p_dg: cute.Pointer, p_dbeta: cute.Pointer, p_dw: cute.Pointer,
-                 p_dh0: cute.Pointer, p_ckpt: cute.Pointer, p_dckpt: cute.Pointer, p_u: cute.Pointer,
-                 p_dr: cute.Pointer, T: Int32, N: Int32, scale: Float32, stream: cuda.CUstream):
-        m = bwd_views(self.bcfg, (p_q, p_k, p_v, p_g, p_beta, p_w, p_cu, p_do, p_h0, p_dht, p_dq, p_dk, p_dv,
-                                  p_dg, p_dbeta, p_dw, p_dh0, p_ckpt, p_dckpt, p_u, p_dr), T, N)
+    def launch_kernel(self, m, T: Int32, N: Int32, scale: Float32, stream: cuda.CUstream):
         self.states_kernel(m.q, m.k, m.v, m.g, m.beta, m.w, m.cu_seqlens, m.initial_state, m.ckpt, m.u,
                            scale).launch(grid=[N, self.cfg.HO, 1], block=[self.threads, 1, 1], stream=stream)
 

@@ -74,19 +74,21 @@ def _dtype_name(t) -> str:
     return str(t.dtype).removeprefix("torch.")
 
 
-def _fail(arg: str, expected: str, got) -> ValueError:
-    return ValueError(f"frost_fwd: {arg} must be {expected}, got {got}")
+def _fail(arg: str, expected: str, got, who: str = "frost_fwd") -> ValueError:
+    return ValueError(f"{who}: {arg} must be {expected}, got {got}")
 
 
-def _check(name, t, shape, dtypes, device):
+def _check(name, t, shape, dtypes, device, who: str = "frost_fwd"):
+    """ValueError (naming `who`, the argument, what it must be and what it is) unless t is
+    on `device`, of `shape` and one of `dtypes`, and contiguous."""
     if t.device != device:
-        raise _fail(name, f"on {device} (the device of q)", t.device)
+        raise _fail(name, f"on {device} (the device of q)", t.device, who)
     if tuple(t.shape) != tuple(shape):
-        raise _fail(name, f"of shape {list(shape)}", list(t.shape))
+        raise _fail(name, f"of shape {list(shape)}", list(t.shape), who)
     if _dtype_name(t) not in dtypes:
-        raise _fail(name, f"of dtype {' or '.join(dtypes)}", t.dtype)
+        raise _fail(name, f"of dtype {' or '.join(dtypes)}", t.dtype, who)
     if not t.is_contiguous():
-        raise _fail(name, "contiguous (this kernel version reads packed rows)", f"strides {t.stride()}")
+        raise _fail(name, "contiguous (the kernels read and write packed rows)", f"strides {t.stride()}", who)
 
 
 def frost_fwd(*, q, k, v, g, beta, w, cu_seqlens, out, initial_state, final_state,

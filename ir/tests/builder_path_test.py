@@ -1,0 +1,125 @@
+"""The builders' one-pass path (op_builder._add_simple) makes the graph the general path
+makes, names nodes in O(1), and keeps a graph's per-node cost flat in its size."""
+from __future__ import annotations
+
+import time
+
+import pytest
+
+import cudnn
+from cudnn import op_builder
+from cudnn.graph_types import Tensor
+from cudnn.nodes import Node
+from cudnn.ops import pointwise
+from cudnn.ops.op_spec import OpCall, PortView
+
+D = cudnn.data_type
+
+
+def chain(n: int, names: bool = False) -> cudnn.pygraph:
+    g = cudnn.pygraph(io_data_type=D.HALF, intermediate_data_type=D.FLOAT,
+                      compute_data_type=D.FLOAT)
+    x = g.tensor(name="x", dim=[2, 3, 4], stride=[12, 4, 1], data_type=D.HALF)
+    b = g.tensor(name="b", dim=[1, 3, 1], stride=[3, 1, 1], data_type=D.HALF)
+    y = x
+    for i in range(n):
+        kind = i % 3
+        name = f"n{i}" if names else ""
+        if kind == 0:
+            y = g.add(a=y, b=b, name=name)
+        elif kind == 1:
+            y = g.relu(input=y, negative_slope=0.1, name=name, compute_data_type=D.HALF)
+        else:
+            y = g.mul(y, b, name=name)
+    y.set_output(True)
+    return g
+
+
+def describe(g: cudnn.pygraph) -> list:
+    rows = []
+    for node in g.nodes:
+        ports = {p: (t.name, tuple(t.dim), tuple(t.stride), t.data_type, t.is_virtual,
+                     t.dim_assigned, t.stride_assigned, t.uid)
+                 for p, t in (*node.inputs.items(), *node.outputs.items())}
+        rows.append((node.name, node.spec.name, dict(node.params), node.compute_data_type,
+                     ports))
+    return rows
+
+
+def general_only(monkeypatch) -> None:
+    monkeypatch.setattr(op_builder, "_SIMPLE", {id(pointwise.ADD): (), id(pointwise.RELU): (),
+                                                id(pointwise.MUL): ()})
+
+
+@pytest.mark.parametrize("names", [False, True])
+def test_the_one_pass_path_builds_what_the_general_path_builds(monkeypatch, names):
+    fast = chain(7, names)
+    general_only(monkeypatch)
+    slow = chain(7, names)
+    assert describe(fast) == describe(slow)
+    fast.validate()
+    slow.validate()
+    assert describe(fast) == describe(slow)
+
+
+def test_fast_views_equal_the_dataclass_constructors():
+    g = chain(1)
+    node = g.nodes[0]
+    call = node.op_call()
+    assert call == OpCall(pointwise.ADD, {"a": PortView((2, 3, 4), D.HALF),
+                                          "b": PortView((1, 3, 1), D.HALF)}, {}, {}, {},
+                          frozenset())
+
+
+def test_outputs_and_nodes_are_the_guarded_classes():
+    g = chain(2)
+    out = g.nodes[0].outputs["OUT_0"]
+    assert type(out) is Tensor and type(g.nodes[0]) is Node
+    with pytest.raises(AttributeError):
+        out.whatever = 1
+    with pytest.raises(AttributeError):
+        g.nodes[0].name = "other"
+    out.dim[0] = 2  # an in-place edit counts as caller-set
+    assert out.dim_assigned
+
+
+def test_names_caller_chosen_and_automatic_never_collide():
+    g = cudnn.pygraph()
+    x = g.tensor(name="x", dim=[4], stride=[1], data_type=D.FLOAT)
+    g.relu(input=x, name="relu.1")
+    y = g.relu(input=x)
+    z = g.relu(input=x)
+    assert [n.name for n in g.nodes] == ["relu.1", "relu.0", "relu.2"]
+    assert g.get_node("relu.2").outputs["OUT_0"] is z and g.get_node("relu.0").outputs["OUT_0"] is y
+    assert g.get_node("nope") is None
+    with pytest.raises(cudnn.OpValueError, match="node name not yet used"):
+        g.relu(input=x, name="relu.2")
+
+
+def test_errors_come_from_the_general_path_and_leave_the_graph_unchanged():
+    g = cudnn.pygraph()
+    x = g.tensor(name="x", dim=[4, 2], stride=[2, 1], data_type=D.FLOAT)
+    y = g.tensor(name="y", dim=[3, 2], stride=[2, 1], data_type=D.FLOAT)
+    with pytest.raises(cudnn.OpValueError, match="broadcast"):
+        g.add(a=x, b=y)
+    other = cudnn.pygraph().tensor(name="o", dim=[4, 2], stride=[2, 1])
+    with pytest.raises(cudnn.OpValueError, match="a tensor of this graph"):
+        g.add(a=x, b=other)
+    assert g.nodes == [] and len(g.all_tensors()) == 2
+
+
+def test_per_node_cost_is_flat_in_the_graph_size():
+    def per_node(n: int) -> float:
+        best = float("inf")
+        for _ in range(3):
+            t0 = time.process_time()
+            chain(n)
+            best = min(best, (time.process_time() - t0) / n)
+        return best
+    per_node(50)
+    small, large = per_node(200), per_node(2000)
+    assert large < 3 * small, (small, large)  # a scan per node would make it ~10x
+
+
+if __name__ == "__main__":
+    raise SystemExit(pytest.main([__file__, "-q"]))
