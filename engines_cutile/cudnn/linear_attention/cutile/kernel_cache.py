@@ -10,7 +10,8 @@ never changes cuda.tile's settings; it only asks.
 `tileiras_path()` finds the compiler as cuda.tile does: inside the Python environment
 first (the `nvidia-cuda-tileiras`, `nvidia-cuda-nvcc` and `nvidia-nvvm` wheels that
 `pip install cuda-tile[tileiras]` brings, under nvidia/cu13/bin), then on PATH, then under
-CUDA_HOME. `first_run` times a plan's first execution, when its kernels are compiled or
+CUDA_HOME, then in the standard toolkit folders (/usr/local/cuda, then /usr/local/cuda-X.Y,
+newest first). `first_run` times a plan's first execution, when its kernels are compiled or
 loaded from the cache, and logs one line when that took longer than a second (logger
 ``cudnn.linear_attention.cutile``, INFO).
 """
@@ -18,10 +19,12 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import glob
 import importlib.metadata
 import importlib.util
 import logging
 import os
+import re
 import shutil
 import sqlite3
 import time
@@ -49,14 +52,26 @@ def _wheel_tileiras() -> str | None:
     return None
 
 
+def _toolkit_folders(prefix: str = "/usr/local") -> list[str]:
+    """The standard toolkit installs under `prefix`: cuda first, then cuda-X.Y by version,
+    newest first."""
+    versioned = []
+    for folder in glob.glob(os.path.join(prefix, "cuda-*")):
+        match = re.fullmatch(r"cuda-(\d+)(?:\.(\d+))?", os.path.basename(folder))
+        if match:
+            versioned.append((int(match[1]), int(match[2] or 0), folder))
+    return [os.path.join(prefix, "cuda")] + [f for *_, f in sorted(versioned, reverse=True)]
+
+
 @functools.cache
 def tileiras_path() -> str | None:
     """Where cuda.tile will find its compiler, or None (see the module docstring)."""
     found = _wheel_tileiras() or shutil.which("tileiras")
-    if found is None:
-        home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
-        if home:
-            found = shutil.which("tileiras", path=os.path.join(home, "bin"))
+    home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
+    for folder in ([home] if home else []) + _toolkit_folders():
+        if found is not None:
+            break
+        found = shutil.which("tileiras", path=os.path.join(folder, "bin"))
     return found
 
 
