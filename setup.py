@@ -7,9 +7,10 @@ backend_cc/sources.bzl. Every `<root>/cudnn/` tree lands in one `cudnn` package,
 the Bazel wheel.
 
 Headers come from where the Bazel build finds them (tools/bzl/locate_headers.py: the
-installed nvidia-cudnn-cu13 or -cu12 and nvidia-cuda-runtime wheels), else from
-$CUDNN_INCLUDE_DIR / $CUDA_INCLUDE_DIR, $CUDA_HOME/include or /usr/local/cuda/include.
-Nothing links libcudnn: the extension dlopens it at run time.
+installed wheels of backend_cc/sources.bzl's EXTERNAL_HEADERS, which pyproject.toml
+lists as build requirements), else from $CUDNN_INCLUDE_DIR / $CUDA_INCLUDE_DIR,
+$CUDA_HOME/include or /usr/local/cuda/include. Nothing links libcudnn: the extension
+dlopens it at run time.
 
 Offline, with the dependencies as wheel files in a folder (docs/INSTALL.md):
     python3 -m pip install --no-index --find-links WHEELS '.[all]'
@@ -78,15 +79,21 @@ class _BuildPy(build_py):
         return modules
 
 
-def include_dir(header: str, wheels: tuple[str, ...], env: tuple[str, ...]) -> str:
-    """The folder holding `header`: an installed wheel's, else an environment-named or
-    standard folder; SystemExit naming every place looked at otherwise."""
+def include_dir(header: str, wheels: list[str], env: tuple[str, ...]) -> str:
+    """The include root of `header` (a path such as "crt/host_defines.h"): an installed
+    wheel's, else an environment-named or standard folder; SystemExit naming every place
+    looked at otherwise."""
     locate = _tool("locate_headers")
+    depth = header.count("/")
     for dist in wheels:
         try:
-            return locate.wheel_include(dist, header)["include"]
+            folder = locate.wheel_include(dist, os.path.basename(header))["include"]
         except LookupError:
-            pass
+            continue
+        for _ in range(depth):
+            folder = os.path.dirname(folder)
+        if os.path.isfile(os.path.join(folder, header)):
+            return folder
     candidates = [os.environ[v] for v in env if os.environ.get(v)]
     candidates += [os.path.join(os.environ.get("CUDA_HOME", "/usr/local/cuda"), "include"),
                    "/usr/include"]
@@ -95,6 +102,10 @@ def include_dir(header: str, wheels: tuple[str, ...], env: tuple[str, ...]) -> s
             return folder
     sys.exit(f"setup.py: {header} not found: no wheel of {', '.join(wheels)} installed and "
              f"not in {candidates} (set {' or '.join(env)})")
+
+
+# the variable naming each header's folder when no wheel ships it
+_INCLUDE_ENV = {"cudnn_graph.h": ("CUDNN_INCLUDE_DIR",)}
 
 
 class _BuildExt(build_ext):
@@ -109,15 +120,12 @@ class _BuildExt(build_ext):
 def extension() -> Pybind11Extension:
     sources = [f"backend_cc/{s}" for s in SOURCES["CORE_SRCS"] + SOURCES["BINDING_SRCS"]
                if s.endswith(".cc")]
+    found = [include_dir(header, wheels, _INCLUDE_ENV.get(header, ("CUDA_INCLUDE_DIR",)))
+             for header, wheels in SOURCES["EXTERNAL_HEADERS"].items()]
     return Pybind11Extension(
         "cudnn._pybind_module", sources, cxx_std=17, libraries=["dl"],
         # sources include each other from the repository root ("backend_cc/cc/x.h")
-        include_dirs=[str(REPO),
-                      include_dir("cudnn_graph.h", ("nvidia-cudnn-cu13", "nvidia-cudnn-cu12"),
-                                  ("CUDNN_INCLUDE_DIR",)),
-                      include_dir("cuda_runtime_api.h",
-                                  ("nvidia-cuda-runtime", "nvidia-cuda-runtime-cu12"),
-                                  ("CUDA_INCLUDE_DIR",))])
+        include_dirs=[str(REPO)] + list(dict.fromkeys(found)))
 
 
 ParallelCompile(default=0).install()  # the sources compile in parallel, one per core

@@ -9,8 +9,8 @@
 #              /opt/cudnn-wheels, kept while the machine stays up); split wheels are joined
 #              once all their parts have arrived
 #   install    pip install ".[all]" from $CUDNN_WHEELS and .whl/ (no index, no build
-#              isolation: this machine's setuptools and pybind11 build the extension), then
-#              `python -m cudnn env`
+#              isolation: setuptools and pybind11 from the carried wheels and this machine's
+#              cuDNN and CUDA headers build the extension), then `python -m cudnn env`
 #   product    as a user, outside the checkout and without PYTHONPATH: the README's GPU
 #              example (output checked), python -m cudnn explain / precompile / bench
 #   setup      install the carried wheels (.whl/*.whl) into /tmp/site (flash-linear-attention
@@ -23,7 +23,7 @@
 #   torchops   tests/torch_ops/ops_gpu_test.py and the cached-call overhead (op_overhead.py)
 #   cutile     the cuTile engine matrix (tests/numerics/test_la_cutile_engines.py)
 #   smoke      cuTile kernel smoke checks: KDA/GDN forward and backward vs float64
-#   frost      frostsmoke then frostmatrix (both need the cutedsl kits):
+#   frost      frostsmoke then frostmatrix (both need the CuTe DSL: stage install):
 #   frostsmoke FROST kernels vs float64 + timing (FROST_SMOKE_ARGS, e.g. "--algorithm all")
 #   frostmatrix the FROST engine matrix through the graph API (FROST_FWD_ALGORITHM picks v1/v2)
 #   frostbwd   the FROST backward: kernel smoke vs float64 with determinism and timing
@@ -86,7 +86,9 @@ for s in "$@"; do
     wheels)
       stage wheels "bash tools/gpu/add_wheels.sh \$CUDNN_WHEELS" ;;
     install)
-      stage install "python3 -m pip install -q --no-index --find-links \$CUDNN_WHEELS --find-links .whl \
+      # the build tools first: a Python 3.12 venv has no setuptools of its own
+      stage install "python3 -m pip install -q --no-index --find-links \$CUDNN_WHEELS 'setuptools>=77' \
+        'pybind11>=2.12' && python3 -m pip install -q --no-index --find-links \$CUDNN_WHEELS --find-links .whl \
         --no-build-isolation '.[all]' && rm -rf build && cd /tmp && env -u PYTHONPATH python3 -m cudnn env" ;;
     product)     # what a user of the installed package sees: no PYTHONPATH, not in the checkout
       stage product "cd /tmp && env -u PYTHONPATH python3 $PWD/tools/gpu/readme_example.py $PWD/README.md && \
@@ -129,7 +131,7 @@ for s in "$@"; do
     torchops)
       stage torchops "python3 -m pytest tests/torch_ops/ops_gpu_test.py -q -s -p no:cacheprovider \
         && python3 tests/torch_ops/op_overhead.py --device cuda --family gdn --family kda --profile 25" ;;
-    overhead)    # the cached-call overhead alone (forward: FROST, so the cutedsl kits suffice)
+    overhead)    # the cached-call overhead alone (forward: FROST, so the CuTe DSL suffices)
       stage overhead "python3 tests/torch_ops/op_overhead.py --device cuda --family gdn --family kda --profile 25" ;;
     stagetimes)  # FROST per-chunk stage costs (stages compiled out one at a time)
       stage stagetimes "python3 bench/frost_stage_times.py --family ${STAGE_FAMILIES:-gdn kda}" ;;

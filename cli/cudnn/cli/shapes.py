@@ -4,7 +4,7 @@ Linear attention (gdn, kda, gdn2 and their `_bwd` ops) uses the packed layout: `
 sequences of `--seq_len` tokens each, T = seqs * seq_len tokens in all; q and k have
 `--heads` heads of `--head_dim` channels, v has `--v_heads` heads (default: --heads) of
 `--v_dim` channels (default: --head_dim). `matmul` multiplies [batch, m, k] by
-[batch, k, n]. docs/linear_attention.md gives every port's shape.
+[batch, k, n]. docs/LINEAR_ATTENTION.md gives every port's shape.
 """
 from __future__ import annotations
 
