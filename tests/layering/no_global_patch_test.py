@@ -4,8 +4,9 @@ A fresh interpreter on this test's sys.path imports torch, the DSLs and absl fir
 records, for each of their loaded modules (and the classes defined there), which object
 every attribute name is bound to. It then imports every product module that loads code
 at import time (the package, the torch ops, which register their custom ops, the
-engines, the backend's Python side, the CLI) and compares: an attribute that was added,
-removed or rebound in a module we do not own is a patch. Registering custom ops adds
+engines, the backend's Python side, the FLA drop-in, the CLI) and compares: an attribute
+that was added, removed or rebound in a module we do not own is a patch, and so is a
+change of the import system's finders or path hooks. Registering custom ops adds
 `torch.ops.cudnn`, which lives in torch's op registry, not in a module's attributes.
 """
 
@@ -16,8 +17,8 @@ import sys
 PROBE = r"""
 import importlib, sys, types
 
-FOREIGN = ("torch", "cutlass", "cuda", "tvm_ffi", "absl", "numpy")
-for name in FOREIGN:
+FOREIGN = ("torch", "cutlass", "cuda", "tvm_ffi", "absl", "numpy", "transformers")
+for name in FOREIGN + {preload}:
     try:
         importlib.import_module(name)
     except ImportError:
@@ -40,7 +41,12 @@ def snapshot():
                                         if not a.startswith("__")}
     return seen
 
+def import_system():  # FLA's install() adds an import hook; importing must not
+    return {"sys.meta_path": [id(f) for f in sys.meta_path],
+            "sys.path_hooks": [id(h) for h in sys.path_hooks]}
+
 before = snapshot()
+hooks_before = import_system()
 keep = [m for m in sys.modules.values()]  # keep every object alive: ids stay unique
 import cudnn
 for name in ("cudnn.linear_attention.ops", "cudnn.engines.graph_api", "cudnn.engines.manifest",
@@ -57,13 +63,21 @@ for name, attrs in before.items():
     for k in sorted(set(attrs) | set(now)):
         if attrs.get(k) != now.get(k):
             changed.append(f"{name}.{k}")
+changed += [name for name, ids in import_system().items() if ids != hooks_before[name]]
 print("\n".join(changed) if changed else "unchanged")
 """
 
 
+def probe(extra: str = "", preload: tuple[str, ...] = ()) -> str:
+    return PROBE.replace("{extra}", extra).replace("{preload}", repr(tuple(preload)))
+
+
 def test_importing_the_package_patches_nothing():
+    # transformers' Qwen3-Next module holds the torch functions the FLA drop-in replaces,
+    # but only when install() is called
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
-    result = subprocess.run([sys.executable, "-c", PROBE.replace("{extra}", "")], env=env,
+    code = probe(preload=("transformers.models.qwen3_next.modeling_qwen3_next",))
+    result = subprocess.run([sys.executable, "-c", code], env=env,
                             capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.strip() == "unchanged", result.stdout
@@ -73,10 +87,19 @@ def test_the_probe_sees_a_patch():
     # The same probe with a patch of the kind the package once made: it must be seen.
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
     patch = "torch._library.utils.fill_defaults = lambda *a: a"
-    result = subprocess.run([sys.executable, "-c", PROBE.replace("{extra}", patch)], env=env,
+    result = subprocess.run([sys.executable, "-c", probe(patch)], env=env,
                             capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.split() == ["torch._library.utils.fill_defaults"], result.stdout
+
+
+def test_the_probe_sees_an_import_hook():
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    hook = "import cudnn.linear_attention.fla as f; f.install(); f.uninstall(); f.install()"
+    result = subprocess.run([sys.executable, "-c", probe(hook)], env=env,
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "sys.meta_path" in result.stdout.split(), result.stdout
 
 
 if __name__ == "__main__":
