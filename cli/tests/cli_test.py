@@ -10,9 +10,9 @@ import pytest
 import cudnn
 
 
-def run(*args: str) -> subprocess.CompletedProcess:
+def run(*args: str, frost_cache: str = "0") -> subprocess.CompletedProcess:
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p),
-               FROST_KERNEL_CACHE="0")
+               FROST_KERNEL_CACHE=frost_cache)
     return subprocess.run([sys.executable, "-m", "cudnn", *args], env=env, capture_output=True,
                           text=True, timeout=300)
 
@@ -82,6 +82,42 @@ def test_precompile_derives_the_frost_kernels_of_each_call():
     # KDA's vector gates: the aligned and the unaligned forward config
     assert {c.gate_align16 for c in both if not isinstance(c, FrostBwdConfig)
             and c.gate_per_channel} == {True, False}
+
+
+def test_precompile_refuses_an_arch_frost_has_no_kernels_for():
+    pytest.importorskip("torch")
+    result = run("precompile", "gdn", "--arch", "sm_80")
+    assert result.returncode == 1
+    assert "--arch: expected one of ['sm_90a']" in result.stderr and "got 'sm_80'" in result.stderr
+
+
+def test_precompile_into_an_off_cache_is_refused():
+    pytest.importorskip("torch")
+    result = run("precompile", "gdn", "--arch", "sm_90a")
+    assert result.returncode == 1 and "the FROST kernel cache is off" in result.stderr
+
+
+def test_precompile_skips_what_the_cache_holds(monkeypatch, tmp_path):
+    # Every kernel the call needs is already in the cache (its sidecar written here), so
+    # the command compiles nothing and says so; the store is the one FROST_KERNEL_CACHE names.
+    pytest.importorskip("torch")
+    from cudnn.cli import precompile, shapes
+    from cudnn.linear_attention.frost.kernels import kernel_store
+
+    monkeypatch.setenv(kernel_store.STORE_ENV, str(tmp_path))
+    store = kernel_store.active_store()
+    shape = shapes.Shape(seqs=2, seq_len=64, H=4, HV=4, K=64, V=64)
+    configs = precompile.frost_configs(["gdn"], shape, backward=False)
+    for cfg in configs:
+        key = kernel_store.entry_key(cfg, "sm_90a", "cute", host=kernel_store.GENERIC_X86_64)
+        store.sidecar(key).parent.mkdir(parents=True, exist_ok=True)
+        store.sidecar(key).write_text("{}")
+    result = run("precompile", "gdn", "--arch", "sm_90a", "--seqs", "2", "--seq_len", "64",
+                 "--heads", "4", "--head_dim", "64", frost_cache=str(tmp_path))
+    assert result.returncode == 0, result.stderr
+    assert (f"FROST: {len(configs)} kernel configs, {len(configs)} already in {tmp_path}; "
+            "compiling 0 for sm_90a") in result.stdout
+    assert "done in " in result.stdout
 
 
 if __name__ == "__main__":

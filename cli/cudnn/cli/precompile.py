@@ -112,6 +112,13 @@ def cross_compile(configs: list, arch: str, jobs: int) -> int:
     return failures
 
 
+def frost_arches() -> list[str]:
+    """The --arch values FROST has kernels for: the targets its launches compile for."""
+    from cudnn.linear_attention.frost.runtime_probe import KERNEL_ARCHS
+
+    return [f"sm_{sm}{'a' if sm >= 90 else ''}" for sm in sorted(KERNEL_ARCHS)]
+
+
 def main(argv: Sequence[str]) -> None:
     ops = list(argv[1:])
     unknown = [op for op in ops if op not in shapes.LINEAR_ATTENTION]
@@ -123,6 +130,9 @@ def main(argv: Sequence[str]) -> None:
     print(f"precompile {' '.join(ops)}: {shape.describe()}", flush=True)
     start = time.perf_counter()
     if ARCH.value:
+        if ARCH.value not in frost_arches():
+            raise app.UsageError(f"--arch: expected one of {frost_arches()} (the GPU targets "
+                                 f"FROST has kernels for), got {ARCH.value!r}")
         failures = cross_compile(frost_configs(ops, shape, shapes.BACKWARD.value), ARCH.value,
                                  JOBS.value)
         if failures:
