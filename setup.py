@@ -84,16 +84,11 @@ def include_dir(header: str, wheels: list[str], env: tuple[str, ...]) -> str:
     wheel's, else an environment-named or standard folder; SystemExit naming every place
     looked at otherwise."""
     locate = _tool("locate_headers")
-    depth = header.count("/")
     for dist in wheels:
         try:
-            folder = locate.wheel_include(dist, os.path.basename(header))["include"]
+            return locate.wheel_include(dist, header)["include"]
         except LookupError:
-            continue
-        for _ in range(depth):
-            folder = os.path.dirname(folder)
-        if os.path.isfile(os.path.join(folder, header)):
-            return folder
+            pass
     candidates = [os.environ[v] for v in env if os.environ.get(v)]
     candidates += [os.path.join(os.environ.get("CUDA_HOME", "/usr/local/cuda"), "include"),
                    "/usr/include"]

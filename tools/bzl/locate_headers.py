@@ -7,7 +7,8 @@ error names the package and the requirements file to install.
 
     locate_headers.py python                  # sysconfig include dir of this interpreter
     locate_headers.py pybind11                # pybind11.get_include()
-    locate_headers.py wheel DIST HEADER       # folder of HEADER inside distribution DIST
+    locate_headers.py wheel DIST HEADER       # include root of HEADER (e.g. crt/host_defines.h)
+                                              # inside distribution DIST
 """
 
 import importlib.metadata
@@ -43,9 +44,13 @@ def wheel_include(dist: str, header: str) -> dict:
     except importlib.metadata.PackageNotFoundError as e:
         raise LookupError(f"{dist} is not installed for {sys.executable} "
                           "(pip install --no-deps -r requirements-headers.txt)") from e
+    parts = header.split("/")
     for f in files:
-        if f.name == header:
-            return {"include": os.path.dirname(os.path.realpath(f.locate())), "version": version}
+        if tuple(f.parts[-len(parts):]) == tuple(parts):
+            folder = os.path.realpath(f.locate())
+            for _ in parts:  # up from the file to the folder `#include <HEADER>` starts at
+                folder = os.path.dirname(folder)
+            return {"include": folder, "version": version}
     raise LookupError(f"{dist} {version} has no {header} in its file list")
 
 
