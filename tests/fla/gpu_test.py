@@ -74,9 +74,9 @@ def test_function_matches_transformers_on_the_engines(tf, case):
     o, final = fn(x["q"], x["k"], x["v"], g=x["g"], beta=x["beta"],
                   initial_state=x["initial_state"], output_final_state=True,
                   use_qk_l2norm_in_kernel=True)
-    q, k = y["q"], y["k"]
-    if kind == "kda":
-        q, k = (t.repeat_interleave(2, dim=2) for t in (q, k))
+    # transformers' torch functions take q/k already repeated to the value heads (its
+    # models repeat before calling; 5.17 does not broadcast grouped heads itself)
+    q, k = (t.repeat_interleave(y["v"].shape[2] // t.shape[2], dim=2) for t in (y["q"], y["k"]))
     o_ref, final_ref = torch_fn(q, k, y["v"], g=y["g"], beta=y["beta"],
                                 initial_state=y["initial_state"], output_final_state=True,
                                 use_qk_l2norm_in_kernel=True)

@@ -51,7 +51,9 @@ keep = [m for m in sys.modules.values()]  # keep every object alive: ids stay un
 import cudnn
 for name in ("cudnn.linear_attention.ops", "cudnn.engines.graph_api", "cudnn.engines.manifest",
              "cudnn.linear_attention.frost.gdn_engine", "cudnn.linear_attention.cutile.gdn_engine",
-             "cudnn.backend.adapter", "cudnn.linear_attention.fla", "cudnn.cli.main"):
+             "cudnn.backend.adapter", "cudnn.linear_attention.fla", "cudnn.cli.main",
+             "cudnn.linear_attention.context_parallel",
+             "cudnn.linear_attention.frost.gdn_summary_engine"):
     importlib.import_module(name)
 {extra}
 after = snapshot()
@@ -74,9 +76,10 @@ def probe(extra: str = "", preload: tuple[str, ...] = ()) -> str:
 
 def test_importing_the_package_patches_nothing():
     # transformers' Qwen3-Next module holds the torch functions the FLA drop-in replaces,
-    # but only when install() is called
+    # but only when install() is called; context parallelism runs on torch.distributed
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
-    code = probe(preload=("transformers.models.qwen3_next.modeling_qwen3_next",))
+    code = probe(preload=("transformers.models.qwen3_next.modeling_qwen3_next",
+                          "torch.distributed"))
     result = subprocess.run([sys.executable, "-c", code], env=env,
                             capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]

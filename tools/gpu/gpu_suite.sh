@@ -26,6 +26,16 @@
 #   frost      frostsmoke then frostmatrix (both need the CuTe DSL: stage install):
 #   frostsmoke FROST kernels vs float64 + timing (FROST_SMOKE_ARGS, e.g. "--algorithm all")
 #   frostmatrix the FROST engine matrix through the graph API (FROST_FWD_ALGORITHM picks v1/v2)
+#   summary    their kernels precompiled on this machine's cores into FROST_KERNEL_CACHE (default
+#              .frostcache; tests/numerics/frost_summary_prebuild.py), then the FROST summary
+#              engines vs float64 (tests/numerics/test_la_frost_summary_engines.py),
+#              then context parallelism with worlds 2 and 4 in one process on one GPU
+#              (tests/context_parallel/cp_in_process_gpu_test.py), then over NCCL, one rank
+#              per GPU (cp_nccl_gpu_test.py: world 2 on 2 GPUs, world 4 on 4; skipped with
+#              fewer), then cpbench
+#   cpbench    bench/context_parallel_bench.py: one sequence of 2 x 32k tokens over two
+#              GPUs against one GPU (tokens/s, communication share); skipped with one GPU;
+#              CP_BENCH_ARGS adds arguments (e.g. "--world 4 --family kda")
 #   frostbwd   the FROST backward: kernel smoke vs float64 with determinism and timing
 #              (tests/numerics/la_frost_bwd_smoke.py; its kernels are precompiled first on
 #              this machine's cores, or loaded from a carried store: build one on the build
@@ -164,6 +174,18 @@ for s in "$@"; do
       stage frostbwdsmoke "python3 tests/numerics/la_frost_bwd_smoke.py --matrix --jobs \$(nproc)"
       stage frostbwdmatrix "python3 -m pytest tests/numerics/test_la_frost_bwd_engines.py -q -s \
         -p no:cacheprovider ${FROST_BWD_MATRIX_ARGS:-}" ;;
+    summary)     # FROST span summaries vs float64; context parallelism (one GPU, NCCL, timing)
+      export FROST_KERNEL_CACHE="${FROST_KERNEL_CACHE:-$PWD/.frostcache}"
+      stage summarybuild "python3 tests/numerics/frost_summary_prebuild.py --jobs \$(nproc)"
+      stage summarymatrix "python3 -m pytest tests/numerics/test_la_frost_summary_engines.py -q -s \
+        -p no:cacheprovider"
+      stage cpinproc "python3 -m pytest tests/context_parallel/cp_in_process_gpu_test.py -q -s \
+        -p no:cacheprovider"
+      stage cpnccl "python3 -m pytest tests/context_parallel/cp_nccl_gpu_test.py -q -s -p no:cacheprovider"
+      stage cpbench "python3 bench/context_parallel_bench.py ${CP_BENCH_ARGS:-}" ;;
+    cpbench)     # the context-parallel timing alone (its kernels: stage summary's summarybuild)
+      export FROST_KERNEL_CACHE="${FROST_KERNEL_CACHE:-$PWD/.frostcache}"
+      stage cpbench "python3 bench/context_parallel_bench.py ${CP_BENCH_ARGS:-}" ;;
     fla)         # the FLA drop-in on the engines vs transformers' torch path (needs FROST)
       stage fla "python3 -m pytest tests/fla/gpu_test.py -q -s -p no:cacheprovider" ;;
     bench)

@@ -74,13 +74,19 @@ MANIFEST: tuple[EngineFamily, ...] = (
     EngineFamily("gdn", engine_ids.GDN_ID_BASE, _la_anchors("GDN"), (
         EngineSlot("gdn_frost", 0, f"{_FROST}.gdn_engine", "GdnFrostEngine"),
         EngineSlot("gdn_cutile", 1, f"{_CUTILE}.gdn_engine", "GdnCuTileEngine"),
+        EngineSlot("gdn_summary_frost", 2, f"{_FROST}.gdn_summary_engine",
+                   "GdnSummaryFrostEngine"),
     )),
     EngineFamily("kda", engine_ids.KDA_ID_BASE, _la_anchors("KDA"), (
         EngineSlot("kda_frost", 0, f"{_FROST}.kda_engine", "KdaFrostEngine"),
         EngineSlot("kda_cutile", 1, f"{_CUTILE}.kda_engine", "KdaCuTileEngine"),
+        EngineSlot("kda_summary_frost", 2, f"{_FROST}.kda_summary_engine",
+                   "KdaSummaryFrostEngine"),
     )),
     EngineFamily("gdn2", engine_ids.GDN2_ID_BASE, _la_anchors("GDN2"), (
         EngineSlot("gdn2_frost", 0, f"{_FROST}.gdn2_engine", "Gdn2FrostEngine"),
+        EngineSlot("gdn2_summary_frost", 1, f"{_FROST}.gdn2_summary_engine",
+                   "Gdn2SummaryFrostEngine"),
     )),
 )
 

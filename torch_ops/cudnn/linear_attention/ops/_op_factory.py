@@ -31,6 +31,7 @@ import torch
 from cudnn.linear_attention.ops._checks import CheckedCall, check_call
 from cudnn.linear_attention.ops._direct_call import DIRECT, DIRECT_AUTOGRAD, route
 from cudnn.linear_attention.ops._dtype_normalise import DtypeNormaliser, restore_final_state
+from cudnn.linear_attention.ops._packed_rows import packed_rows
 from cudnn.linear_attention.ops._family import (FORWARD_PORTS, FORWARD_RESULTS, GRADIENTS,
                                                 GRAPH_ATTR_NAMES, NOT_GRAPH_ATTRS, OpFamily)
 from cudnn.linear_attention.ops._graph_cache import GraphCache
@@ -208,6 +209,7 @@ class FamilyOps:
         if args[scale_at] is None:
             args = (*args[:scale_at], default_scale(q.shape[-1]), *args[scale_at + 1:])
         checkpoints = args[self._checkpoint_position] > 0
+        args = packed_rows(args, self._forward_tensor_positions)  # _packed_rows.py
         how = route(args, self._forward_tensor_positions)  # _direct_call.py
         args, state_dtype = self.dtypes.normalise(args, how)
         if how == DIRECT:  # nobody sees the checkpoint placeholder: the lane may skip it

@@ -1,0 +1,232 @@
+"""FROST span summaries (gdn/kda/gdn2 _summary and _summary_bwd) built on the FROST
+forward and backward kernels, no kernel of their own.
+
+A span maps its entering state affinely: X_L = X_0 M^T + D (stored V-major, spec §3.7).
+- final_state: the forward kernel run on the span (k, v, gates, initial_state), its
+  readout discarded: the state chain is the forward's own.
+- transition M^T: the forward kernel run with v = 0 (and GDN-2's w = 0), so nothing is
+  written, from the identity as initial state: X_L = I M^T. The identity is K x K, so
+  this run has "V" = K: v and w are zero [T, *, K] tensors whatever the real V is.
+- d_initial_state: the backward's `chain` kernel alone (kernels/bwd.py stages): the state
+  gradient walked backwards over the chunks from d_final_state (or zero), which reads q,
+  k, the gates and dO, never v, w or the states, and writes d_initial_state from its
+  registers. The other gradients' buffers are passed for the launcher's checks only; the
+  chain stage never writes them, so they share one scratch region.
+- the backward transition M: the forward transition run above (with q, k of the node),
+  transposed.
+The summaries have no q (forward) or no v (backward): a stand-in with the head count the
+head rules need (HK in {H, HV}, HO = max(H, HV)) takes its place; its values never reach
+a state. Scratch (zeros, the identity, discarded outputs, the backward's workspace) is
+carved from the caller's workspace (`summary_workspace_layout` is exact) and set on the
+caller's stream; nothing is allocated, nothing reads cu_seqlens on the host.
+
+Costs: one forward pass for final_state, one more (V = K wide) for a transition; the
+backward summary is one chain pass (plus a forward pass for its transition).
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+
+from cudnn.linear_attention.frost.kernels import bwd as _bwd
+from cudnn.linear_attention.frost.kernels import fwd as _fwd
+
+_ALIGN = 256
+_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
+
+
+def stand_in_heads(known: int, other: int, ho: int) -> int:
+    """Heads of the absent q (forward: known = HK, other = HV) or v (backward: known = HK,
+    other = H): HO when k is grouped like the absent port's partner, else k's own."""
+    return ho if known == other else known
+
+
+@dataclasses.dataclass(frozen=True)
+class SummaryShape:
+    """The static sizes of one summary node (what the layout depends on)."""
+    backward: bool
+    T: int
+    N: int
+    HO: int
+    HK: int
+    H_or_HV: int          # q heads (backward) or v heads (forward)
+    K: int
+    V: int
+    io: str               # "bfloat16" | "float16"
+    state: str            # dtype of the state output (the backward's zero initial state)
+    transition: str | None  # dtype of the transition output (and the identity), if any
+    gate_per_channel: bool
+    beta_per_channel: bool
+    beta: str             # beta's dtype
+
+    @property
+    def stand_in(self) -> int:
+        return stand_in_heads(self.HK, self.H_or_HV, self.HO)
+
+
+@dataclasses.dataclass(frozen=True)
+class Region:
+    name: str
+    offset: int
+    shape: tuple[int, ...]
+    dtype: str
+
+
+def summary_workspace_layout(s: SummaryShape) -> tuple[tuple[Region, ...], int]:
+    """The scratch regions of one summary call and their total bytes."""
+    T, N, HO, K, V, io = s.T, s.N, s.HO, s.K, s.V, s.io
+    want = []
+    if not s.backward and s.stand_in != s.HK:
+        want.append(("q", (T, HO, K), io))                 # zero stand-in q
+    if not s.backward:
+        want.append(("o", (T, HO, V), io))                 # the final-state run's readout
+    if s.transition or s.backward:
+        # zero v [T, <=HO, V or K] and w [T, HO, V or K] (read-only: one region serves both)
+        want.append(("zeros", (T, HO, max(V, K) if s.backward else K), io))
+    if s.transition:
+        want += [("eye", (N, HO, K, K), s.transition), ("o_t", (T, HO, K), io)]
+        if s.backward:
+            want.append(("m", (N, HO, K, K), s.transition))  # M^T, transposed into place
+    if s.backward:
+        gk = K if s.gate_per_channel else 1
+        bk = K if s.beta_per_channel else 1
+        sink = max(T * s.H_or_HV * K * _BYTES[io], T * s.HK * K * _BYTES[io],
+                   T * s.stand_in * V * _BYTES[io], T * HO * gk * 4,
+                   T * HO * bk * _BYTES[s.beta], T * HO * V * _BYTES[io])
+        want += [("h0", (N, HO, V, K), s.state), ("sink", (sink,), "bfloat16"),
+                 ("chain", (_bwd.frost_bwd_workspace_size(
+                     total_tokens=T, num_seqs=N, heads_q=s.H_or_HV, heads_k=s.HK,
+                     heads_v=s.stand_in, head_dim_k=K, head_dim_v=V),), "bfloat16")]
+    regions, offset = [], 0
+    for name, shape, dtype in want:
+        regions.append(Region(name, offset, shape, dtype))
+        count = 1
+        for extent in shape:
+            count *= extent
+        size = count if name in ("sink", "chain") else count * _BYTES[dtype]
+        offset += -(-size // _ALIGN) * _ALIGN
+    return tuple(regions), offset
+
+
+def _carve(workspace, regions):
+    import torch
+
+    dtypes = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
+    ws = workspace.reshape(-1).view(torch.uint8)
+    out = {}
+    for r in regions:
+        if r.name in ("sink", "chain"):  # raw bytes
+            out[r.name] = ws[r.offset:r.offset + r.shape[0]]
+            continue
+        count = 1
+        for extent in r.shape:
+            count *= extent
+        nbytes = count * _BYTES[r.dtype]
+        out[r.name] = ws[r.offset:r.offset + nbytes].view(dtypes[r.dtype]).view(r.shape)
+    return out
+
+
+def _view(raw, shape, dtype):
+    """The first elements of byte region `raw` as a packed tensor of `shape`."""
+    count = 1
+    for extent in shape:
+        count *= extent
+    return raw[:count * dtype.itemsize].view(dtype).view(shape)
+
+
+def _identity(eye) -> None:
+    eye.zero_()
+    eye.diagonal(dim1=-2, dim2=-1).fill_(1)
+
+
+def _transition_run(*, q, k, g, beta, cu_seqlens, zeros, eye, out_t, into, use_l2norm,
+                    gate_per_channel, beta_per_channel, stream, v_heads) -> None:
+    """M^T into `into`: the forward from the identity with zero v (and w), V = K."""
+    T, K = k.shape[0], k.shape[2]
+    HO = g.shape[1]
+    _identity(eye)
+    v0 = zeros.reshape(-1)[:T * v_heads * K].view(T, v_heads, K)
+    w0 = zeros.reshape(-1)[:T * HO * K].view(T, HO, K) if beta_per_channel else None
+    _fwd.frost_fwd(q=q, k=k, v=v0, g=g, beta=beta, w=w0, cu_seqlens=cu_seqlens, out=out_t,
+                   initial_state=eye, final_state=into, scale=1.0, use_l2norm=use_l2norm,
+                   gate_per_channel=gate_per_channel, beta_per_channel=beta_per_channel,
+                   stream=stream)
+
+
+def frost_summary(*, k, v, g, beta, w, cu_seqlens, initial_state, final_state, transition,
+                  workspace, use_l2norm: bool, gate_per_channel: bool,
+                  beta_per_channel: bool, stream) -> None:
+    """final_state [N, HO, V, K] (from initial_state or zero) and, when given, transition
+    [N, HO, K, K] (M^T) of each sequence of cu_seqlens. Operands as frost_fwd takes them;
+    workspace: at least summary_workspace_layout(...)[1] bytes (uint8, on the device)."""
+    import torch
+
+    T, HK, K = k.shape
+    HV, V = v.shape[1], v.shape[2]
+    HO, N = g.shape[1], cu_seqlens.numel() - 1
+    shape = _shape_of(False, T, N, HO, HK, HV, K, V, k, final_state, transition, g, beta)
+    regions, _ = summary_workspace_layout(shape)
+    ws = _carve(workspace, regions)
+    with torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext():
+        q = k
+        if "q" in ws:
+            q = ws["q"]
+            q.zero_()
+        _fwd.frost_fwd(q=q, k=k, v=v, g=g, beta=beta, w=w, cu_seqlens=cu_seqlens, out=ws["o"],
+                       initial_state=initial_state, final_state=final_state, scale=1.0,
+                       use_l2norm=use_l2norm, gate_per_channel=gate_per_channel,
+                       beta_per_channel=beta_per_channel, stream=stream)
+        if transition is not None:
+            ws["zeros"].zero_()
+            _transition_run(q=q, k=k, g=g, beta=beta, cu_seqlens=cu_seqlens, zeros=ws["zeros"],
+                            eye=ws["eye"], out_t=ws["o_t"], into=transition,
+                            use_l2norm=use_l2norm, gate_per_channel=gate_per_channel,
+                            beta_per_channel=beta_per_channel, stream=stream, v_heads=HV)
+
+
+def frost_summary_bwd(*, q, k, g, beta, cu_seqlens, dO, d_final_state, d_initial_state,
+                      transition, workspace, scale: float, use_l2norm: bool,
+                      gate_per_channel: bool, beta_per_channel: bool, stream) -> None:
+    """d_initial_state [N, HO, V, K] of L = <o, dO> + <X_L, d_final_state> and, when given,
+    transition [N, HO, K, K] (M, the backward orientation)."""
+    import torch
+
+    T, H, K = q.shape
+    HK, HO, V = k.shape[1], g.shape[1], dO.shape[2]
+    N = cu_seqlens.numel() - 1
+    shape = _shape_of(True, T, N, HO, HK, H, K, V, q, d_initial_state, transition, g, beta)
+    regions, _ = summary_workspace_layout(shape)
+    ws = _carve(workspace, regions)
+    HVs = shape.stand_in
+    with torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext():
+        ws["zeros"].zero_()
+        ws["h0"].zero_()
+        zeros, sink = ws["zeros"].reshape(-1), ws["sink"]
+        v0 = zeros[:T * HVs * V].view(T, HVs, V)
+        w0 = zeros[:T * HO * V].view(T, HO, V) if beta_per_channel else None
+        _bwd.frost_bwd(
+            q=q, k=k, v=v0, g=g, beta=beta, w=w0, cu_seqlens=cu_seqlens, dO=dO,
+            initial_state=ws["h0"], d_final_state=d_final_state, dq=_view(sink, q.shape, q.dtype),
+            dk=_view(sink, k.shape, k.dtype), dv=_view(sink, v0.shape, q.dtype),
+            dg=_view(sink, g.shape, g.dtype), dbeta=_view(sink, beta.shape, beta.dtype),
+            dw=None if w0 is None else _view(sink, w0.shape, q.dtype),
+            d_initial_state=d_initial_state, workspace=ws["chain"], scale=scale,
+            use_l2norm=use_l2norm, gate_per_channel=gate_per_channel,
+            beta_per_channel=beta_per_channel, stream=stream, stages=("chain",))
+        if transition is not None:
+            _transition_run(q=q, k=k, g=g, beta=beta, cu_seqlens=cu_seqlens, zeros=ws["zeros"],
+                            eye=ws["eye"], out_t=ws["o_t"], into=ws["m"], use_l2norm=use_l2norm,
+                            gate_per_channel=gate_per_channel,
+                            beta_per_channel=beta_per_channel, stream=stream, v_heads=HVs)
+            transition.copy_(ws["m"].transpose(-1, -2))
+
+
+def dtype_name(t) -> str | None:
+    return None if t is None else str(t.dtype).removeprefix("torch.")
+
+
+def _shape_of(backward, T, N, HO, HK, other, K, V, io_tensor, state, transition, g, beta):
+    return SummaryShape(backward=backward, T=T, N=N, HO=HO, HK=HK, H_or_HV=other, K=K, V=V,
+                        io=dtype_name(io_tensor), state=dtype_name(state),
+                        transition=dtype_name(transition), gate_per_channel=g.dim() == 3,
+                        beta_per_channel=beta.dim() == 3, beta=dtype_name(beta))

@@ -1,0 +1,132 @@
+"""The FROST summary engine shared by gdn_summary_frost, kda_summary_frost and
+gdn2_summary_frost: `<family>_summary` and `<family>_summary_bwd` nodes on the FROST
+forward/backward kernels (kernels/summary.py says how).
+
+- check_support: summary_gates.py on the facts, then the graph's handle device, then the
+  runtime probe (torch + CUDA, a kernel build for the SM, the CuTe DSL), as la_engine.py.
+- build_plan: fixes the device and the exact workspace (kernels/summary.py layout; unset
+  dtypes are sized at their widest) and what every port's buffer must look like.
+- execute: the caller's buffers go straight to frost_summary / frost_summary_bwd on the
+  context's stream (ValueError names a port whose buffer the kernels cannot take as it
+  is); scratch is carved from the caller's workspace.
+"""
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from cudnn import behavior_note
+from cudnn.engines.base import BaseEngine, CompiledPlan, PlanConfig, resolve_node_buffers
+from cudnn.linear_attention.common.facts import LinearAttentionFacts, linear_attention_facts
+from cudnn.linear_attention.common.port_dtypes import IO
+from cudnn.linear_attention.common.torch_buffers import as_torch, handle_device_reason, torch_stream
+
+from . import la_engine, runtime_probe
+from .engine_gates import FamilyTraits
+from .port_buffers import PortBuffer, data_type_of
+from .summary_gates import summary_decline_reason, summary_dtypes
+from .workspace import carve_scratch
+
+_FORWARD = (("k", "v", "g", "beta", "w", "cu_seqlens", "initial_state"),
+            ("final_state", "transition"))
+_BACKWARD = (("q", "k", "g", "beta", "cu_seqlens", "dO", "d_final_state"),
+             ("d_initial_state", "transition"))
+
+
+class FrostSummaryEngine(BaseEngine):
+    traits: ClassVar[FamilyTraits]
+    behavior_notes = (behavior_note.RUNTIME_COMPILATION,)
+
+    def check_support(self, graph) -> None:
+        reason = (summary_decline_reason(linear_attention_facts(graph), self.traits, self.name)
+                  or handle_device_reason(graph, self.name)
+                  or runtime_probe.runtime_reason(self.name,
+                                                  la_engine._cuda_device_of(graph.handle)))
+        if reason:
+            raise NotImplementedError(reason)
+
+    def build_plan(self, graph, plan: PlanConfig, ctx=None) -> CompiledPlan:
+        self.check_support(graph)
+        handle = getattr(ctx, "handle", None)
+        device = la_engine._build_device(graph.handle if handle is None else handle, self.name)
+        if runtime_probe.kernel_arch(device) is None:
+            raise NotImplementedError(runtime_probe.arch_reason(self.name, device))
+        return FrostSummaryPlan(self.name, self.traits, linear_attention_facts(graph), device)
+
+
+class FrostSummaryPlan(CompiledPlan):
+    def __init__(self, engine: str, traits: FamilyTraits, facts: LinearAttentionFacts,
+                 device: Any) -> None:
+        from .kernels.summary import summary_workspace_layout
+
+        self.engine, self.traits, self.facts, self.device = engine, traits, facts, device
+        self.backward = facts.kind.value == "summary_bwd"
+        inputs, outputs = _BACKWARD if self.backward else _FORWARD
+        rules = summary_dtypes(traits)
+        self.ports = []
+        for direction, names, wired in (("input", inputs, facts.node.inputs),
+                                        ("output", outputs, facts.node.outputs)):
+            for port in names:
+                if port in wired:
+                    rule = rules.ports[port]
+                    declared = wired[port].data_type
+                    if not self.ports:  # k or q: its dtype is the io dtype of the others
+                        rule = rules.io_dtypes
+                    dtypes = IO if rule is IO else ((declared,) if declared else rule)
+                    self.ports.append(PortBuffer(direction, port, tuple(wired[port].dim),
+                                                 dtypes))
+        self.workspace_size = int(summary_workspace_layout(self._widest_shape())[1])
+
+    def _widest_shape(self):
+        """The layout's shape with unset dtypes at their widest (an upper bound)."""
+        from .kernels.summary import SummaryShape
+
+        f, t = self.facts, self.traits
+
+        def name(port: str, widest: str) -> str:
+            dt = f.dtype(port)
+            return widest if dt is None else {"BFLOAT16": "bfloat16", "HALF": "float16",
+                                              "FLOAT": "float32"}.get(dt.name, widest)
+        state = "d_initial_state" if self.backward else "final_state"
+        return SummaryShape(
+            backward=self.backward, T=f.total_t, N=f.n_seq, HO=f.h_o, HK=f.h_k,
+            H_or_HV=f.h_q if self.backward else f.h_v, K=f.d_qk, V=f.d_v, io="bfloat16",
+            state=name(state, "float32"),
+            transition=name("transition", "float32") if f.has_output("transition") else None,
+            gate_per_channel=t.gate_per_channel, beta_per_channel=t.beta_per_channel,
+            beta=name("beta", "float32"))
+
+    def get_workspace_size(self) -> int:
+        return self.workspace_size
+
+    def execute(self, graph, data, ctx) -> None:
+        if ctx.has_overrides:
+            raise ValueError(f"{self.engine}: execute-time shape/stride overrides are not "
+                             "supported; the plan runs the graph's declared dims")
+        node = resolve_node_buffers(graph, data)[self.facts.node]
+        t, io = {}, None
+        for p in self.ports:   # the first port (k or q) fixes the io dtype of the others
+            buf = node.input(p.port) if p.direction == "input" else node.output(p.port)
+            t[p.port] = as_torch(buf, p.port)
+            p.check(self.engine, t[p.port], self.device, io)
+            if io is None:
+                io = data_type_of(t[p.port])
+        scratch = carve_scratch(self.engine, ctx.workspace, self.workspace_size, self.device)
+        from .kernels import summary
+        common = dict(g=t["g"], beta=t["beta"], cu_seqlens=t["cu_seqlens"],
+                      transition=t.get("transition"), workspace=scratch,
+                      use_l2norm=self.facts.flags.use_qk_l2norm,
+                      gate_per_channel=self.traits.gate_per_channel,
+                      beta_per_channel=self.traits.beta_per_channel,
+                      stream=torch_stream(ctx.stream, self.device))
+        if self.backward:
+            summary.frost_summary_bwd(q=t["q"], k=t["k"], dO=t["dO"],
+                                      d_final_state=t.get("d_final_state"),
+                                      d_initial_state=t["d_initial_state"],
+                                      scale=float(self.facts.flags.scale), **common)
+        else:
+            summary.frost_summary(k=t["k"], v=t["v"], w=t.get("w"),
+                                  initial_state=t.get("initial_state"),
+                                  final_state=t["final_state"], **common)
+
+    def __repr__(self) -> str:
+        return f"FrostSummaryPlan({self.engine}, {self.device})"
