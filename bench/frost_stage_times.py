@@ -5,7 +5,9 @@ Without hardware counters, a stage's cost is read as the difference between the 
 kernel and the kernel without it (the barriers between stages stay, so each difference is
 what that stage adds to the chunk's critical path, including its barrier wait). Results of
 the skipped variants are wrong by construction and are not checked; the full kernel is
-checked by tests/numerics/la_frost_smoke.py.
+checked by tests/numerics/la_frost_smoke.py. The last variant leaves out the cu_seqlens
+safety instead (bounds read unclamped, no zeroing of uncovered rows; bench/cu_seqlens_cost.py
+reports it against its budget).
 
 Run on the GPU machine from the repo root (CuTe DSL importable):
   PYTHONPATH=$(python3 tools/pythonpath.py) python3 bench/frost_stage_times.py [--family gdn kda]
@@ -26,7 +28,7 @@ from tests.reference.inputs import InputConfig, make_inputs
 from tests.reference.preprocess import Family
 
 VARIANTS = ((), ("rows",), ("operands",), ("gram",), ("chain",), ("rows", "operands", "gram"),
-            ("rows", "operands", "gram", "chain"))
+            ("rows", "operands", "gram", "chain"), ("bounds",))
 CHUNKS = 4096 // 64
 
 

@@ -399,6 +399,16 @@ def test_backend_entries_are_routed_to_the_adapter(backend):
     source = source_at(g, 0)
     assert isinstance(source, BackendSource) and source.owner is adapter
 
+@pytest.mark.parametrize("dims, reason", [([1] * 9, "dim must have 1..8 extents, got 9"),
+                                          ([2, 0, 3], "every extent of dim must be > 0")])
+def test_values_the_cpp_builder_refuses_are_a_decline_with_the_reason(backend, dims, reason):
+    g = cudnn.pygraph(io_data_type=DT.FLOAT, compute_data_type=DT.FLOAT)
+    y = g.relu(g.tensor(dims, name="x"))
+    y.set_output(True)
+    with pytest.raises(cudnn.cudnnGraphNotSupportedError, match=re.escape(reason)):
+        g.create_execution_plans()
+    assert "ValueError" in g.explain_plans().backend.declined
+
 
 if __name__ == "__main__":
     raise SystemExit(pytest.main([__file__, "-q"]))

@@ -202,7 +202,8 @@ def test_emulated_launches_cover_every_forward_stage():
         kern.fwd.chunked_fwd(q, k, v, g, beta, cu, o, carve(lay), kda=True, scale=0.125,
                              stream=0)
     names = [name for name, _ in launches]
-    assert names[0] == "chunk_table_kernel" and names[-1] == "la_chunk_fwd_kernel"
+    assert names[0] == "chunk_table_kernel" and names[-2:] == ["la_chunk_fwd_kernel",
+                                                               "zero_rows_outside_kernel"]
     assert "la_wy_fwd_kernel" in names
 
 
@@ -255,6 +256,72 @@ def test_backward_entry_points(family, dtype, K, V, own):
         kda_name, default = f"la_bwd_{stage}_kda_kernel", f"la_bwd_{stage}_kernel"
         assert (kda_name in names, default in names) == ((True, False) if stage in own
                                                          else (False, True)), names
+
+
+# Malformed cu_seqlens tables (T = 100, N = 3). The emulator slices with torch.narrow, so a
+# slice outside an array raises (out of bounds on the GPU); outputs start as NaN, so a row
+# left unwritten shows up. The kernels read the sanitised table S = running max of the
+# clamped entries: rows outside [S[0], S[N]) must come back zero, the others computed.
+MALFORMED = {
+    "last_past_T": [0, 40, 70, 170],
+    "negative": [-30, 40, 70, 100],
+    "non_monotone": [0, 80, 20, 100],
+    "last_short_of_T": [10, 40, 70, 85],
+    "descending": [100, 60, 30, 0],
+}
+
+
+def _sanitized(table, T):
+    out, top = [], 0
+    for i, x in enumerate(table):
+        x = min(max(x, 0), T)
+        top = x if i == 0 else max(top, x)
+        out.append(top)
+    return out
+
+
+@pytest.mark.parametrize("backward", [False, True], ids=["fwd", "bwd"])
+@pytest.mark.parametrize("name", sorted(MALFORMED))
+def test_malformed_cu_seqlens_stay_in_bounds_and_zero_uncovered_rows(name, backward):
+    table = MALFORMED[name]
+    T, N, H, K, V = 100, 3, 1, 64, 64
+    q, k, v, g, beta, _ = make_inputs([40, 30, 30], H, H, K, V, False, False, "typical")
+    cu = torch.tensor(table, dtype=torch.int32)
+    safe = _sanitized(table, T)
+    nan = float("nan")
+    with emulated_kernels() as kern:
+        if backward:
+            grads = [torch.full_like(x, nan) for x in (q, k, v, g, beta)]
+            lay = kern.bwd.bwd_layout(T, N, H, H, K, V, kda=False, io_dtype=q.dtype,
+                                      io_itemsize=2, int32_dtype=torch.int32,
+                                      float32_dtype=torch.float32)
+            kern.bwd.chunked_bwd(q, k, v, g, beta, cu, torch.randn(T, H, V).to(q.dtype), *grads,
+                                 carve(lay), kda=False, scale=0.125, stream=0)
+            outs = grads
+        else:
+            o = torch.full((T, H, V), nan, dtype=q.dtype)
+            lay = kern.fwd.fwd_layout(T, N, H, K, V, kda=False, io_dtype=q.dtype, io_itemsize=2,
+                                      int32_dtype=torch.int32, float32_dtype=torch.float32)
+            kern.fwd.chunked_fwd(q, k, v, g, beta, cu, o, carve(lay), kda=False, scale=0.125,
+                                 stream=0)
+            outs = [o]
+    assert carve(lay)["cu_safe"].shape == (N + 1,)
+    for out in outs:
+        for t in range(T):
+            if safe[0] <= t < safe[-1]:
+                assert not torch.isnan(out[t]).any(), (t, safe)
+            else:
+                assert (out[t] == 0).all(), (t, safe)
+
+
+def test_a_well_formed_table_is_its_own_sanitised_copy():
+    q, k, v, g, beta, cu = make_inputs([40, 0, 60], 1, 1, 64, 64, False, False, "typical")
+    with emulated_kernels() as kern:
+        lay = kern.fwd.fwd_layout(100, 3, 1, 64, 64, kda=False, io_dtype=q.dtype, io_itemsize=2,
+                                  int32_dtype=torch.int32, float32_dtype=torch.float32)
+        s = carve(lay)
+        safe = kern.seq_bounds.sanitized_cu_seqlens(cu, 100, s, 0)
+    assert safe.tolist() == cu.tolist()
 
 
 def test_backward_occupancy_override_runs_the_same_kernels_and_rejects_bad_values():

@@ -25,7 +25,9 @@ def _cfg(family, stage, K=128, V=128, H=4, HV=4, l2=True, h0=True):
 
 CASES = [("gdn", "states", {}), ("gdn", "chain", {}), ("gdn", "grads", {}),
          ("gdn", "grads", dict(K=64, V=64, H=2, HV=4, l2=False, h0=False)),
-         ("kda", "chain", {}), ("kda", "grads", {}), ("gdn2", "grads", dict(K=128, V=64))]
+         ("kda", "chain", {}), ("kda", "grads", {}), ("gdn2", "grads", dict(K=128, V=64)),
+         # the states kernel zeroes every gradient output (seq_bounds.py): vector gates, w
+         ("kda", "states", dict(H=2, HV=4)), ("gdn2", "states", dict(K=128, V=64))]
 
 
 @pytest.mark.parametrize("family, stage, kw", CASES, ids=[f"{f}-{s}-{i}" for i, (f, s, _) in enumerate(CASES)])

@@ -26,7 +26,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import numpy as np  # noqa: E402
 
-from cudnn.linear_attention.frost.kernels import fwd_v0, gmem_views  # noqa: E402
+from cudnn.linear_attention.frost.kernels import fwd_v0, gmem_views, seq_bounds  # noqa: E402
 from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig, operand_dtypes  # noqa: E402
 from cudnn.linear_attention.frost.kernels.launch_abi import cutlass_dtype  # noqa: E402
 from tests.reference.compare import rel_err  # noqa: E402
@@ -54,7 +54,7 @@ def small_config(**fields) -> FrostFwdConfig:
 
 def run_v0_emulated(cfg: FrostFwdConfig, x, T: int, N: int, scale: float):
     """frost_fwd's launch of v0, emulated: returns (out, final_state) as float64 tensors."""
-    kernel = emulate_class(fwd_v0.FrostFwdV0, OVERRIDES, helper_modules=[gmem_views])(cfg)
+    kernel = emulate_class(fwd_v0.FrostFwdV0, OVERRIDES, helper_modules=[gmem_views, seq_bounds])(cfg)
     dtypes = operand_dtypes(cfg)
     arrays = {
         "q": x.q, "k": x.k, "v": x.v, "g": x.g, "beta": x.beta, "w": x.w, "cu_seqlens": x.cu_seqlens,
@@ -98,6 +98,61 @@ def test_v0_source_matches_recurrence(case):
     es = rel_err(s, ref_s) if ht else 0.0
     assert eo < BOUND and es < BOUND, (eo, es)
     assert not torch.isnan(o).any()  # every real row was stored
+
+
+# Malformed cu_seqlens tables (T = 40 tokens, N = 3 sequences): every global access is
+# bounds-checked by the emulator (an IndexError is an out-of-bounds access on the GPU),
+# and out starts as NaN, so a row no sequence writes and the kernel leaves alone shows up.
+MALFORMED = {
+    "last_past_T": [0, 10, 25, 70],
+    "negative": [-8, 10, 25, 40],
+    "non_monotone": [0, 30, 12, 40],
+    "last_short_of_T": [6, 10, 25, 33],
+    "gap_inside": [10, 20, 0, 5],
+}
+
+
+def covered_rows(table, T):
+    rows = set()
+    for bos, eos in zip(table, table[1:]):
+        bos, eos = min(max(bos, 0), T), min(max(eos, 0), T)
+        rows.update(range(bos, eos))
+    return rows
+
+
+@pytest.mark.parametrize("name", sorted(MALFORMED))
+def test_v0_stays_in_bounds_and_zeroes_uncovered_rows(name):
+    table = MALFORMED[name]
+    K = V = 16
+    inputs = InputConfig(family=Family.GDN, seq_lens=(10, 15, 15), H=1, HK=1, HV=2, K=K, V=V,
+                         dtype=torch.bfloat16, with_initial_state=True)
+    x = make_inputs(inputs, 5)
+    x = dataclasses.replace(x, cu_seqlens=torch.tensor(table, dtype=torch.int32))
+    cfg = small_config(io_dtype="bfloat16", state_dtype="float32", H=1, HK=1, HV=2, K=K, V=V,
+                       gate_per_channel=False, beta_per_channel=False, has_w=False, use_l2norm=False,
+                       has_initial_state=True, has_final_state=True, algorithm="v0")
+    o, s = run_v0_emulated(cfg, x, inputs.T, inputs.N, 0.25)  # raises on any out-of-bounds access
+    covered = covered_rows(table, inputs.T)
+    for t in range(inputs.T):
+        if t in covered:
+            assert not torch.isnan(o[t]).any(), t
+        else:
+            assert (o[t] == 0).all(), t
+    assert not torch.isnan(s).any()
+
+
+def test_v0_on_a_clamped_table_matches_the_recurrence_on_that_table():
+    # last > T: the last sequence ends at T, as the recurrence on [0, 10, 25, 40] says
+    K = V = 16
+    inputs = InputConfig(family=Family.GDN, seq_lens=(10, 15, 15), H=1, K=K, V=V, dtype=torch.bfloat16)
+    x = make_inputs(inputs, 9)
+    cfg = small_config(io_dtype="bfloat16", state_dtype="float32", H=1, HK=1, HV=1, K=K, V=V,
+                       gate_per_channel=False, beta_per_channel=False, has_w=False, use_l2norm=False,
+                       has_initial_state=False, has_final_state=True, algorithm="v0")
+    bad = dataclasses.replace(x, cu_seqlens=torch.tensor([0, 10, 25, 99], dtype=torch.int32))
+    o, s = run_v0_emulated(cfg, bad, inputs.T, inputs.N, 0.25)
+    ref_o, ref_s = naive_recurrent_gdn(*x.args(), **{**x.options(), "scale": 0.25}, output_final_state=True)
+    assert rel_err(o, ref_o) < BOUND and rel_err(s, ref_s) < BOUND
 
 
 if __name__ == "__main__":

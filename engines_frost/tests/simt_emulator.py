@@ -4,6 +4,7 @@ The FROST v0 kernel (kernels/fwd_v0.py) and the non-MMA stages of v1/v2 (row sta
 rows, operands) use a small scalar subset of the CuTe DSL: shared-memory tensors,
 element and row indexing, ``local_tile`` of a row, register vectors, ``autovec_copy`` /
 ``copy`` (cp.async), re-typed views, ``cutlass.range`` loops, ``const_expr`` branches,
+``cutlass.min`` / ``max``,
 ``thread_idx`` / ``block_idx``, ``sync_threads`` / ``sync_warp``, warp shuffles and
 reductions, exp / rsqrt. That subset has an obvious CPU meaning, so this module re-executes
 the kernels' own functions (the originals that ``@cute.jit`` / ``@cute.kernel`` wrap) with
@@ -24,6 +25,7 @@ methods (its own and its bases') run on the shim; ``overrides`` replaces module 
 """
 from __future__ import annotations
 
+import importlib.util
 import math
 import sys
 import threading
@@ -200,7 +202,7 @@ class _SmemAllocator:
         return buf
 
 
-def _range(start, stop=None, step=1):
+def _range(start, stop=None, step=1, **_):  # unroll= and other hints change nothing here
     if stop is None:
         start, stop = 0, start
     return range(int(start), int(stop), int(step))
@@ -261,6 +263,14 @@ def _nothing(*_, **__):
     return None
 
 
+def _min(a, b):
+    return Val(min(float(a), float(b)))
+
+
+def _max(a, b):
+    return Val(max(float(a), float(b)))
+
+
 def _exp(x):
     try:
         return Val(math.exp(x))
@@ -272,7 +282,7 @@ def _shim():
     float32, int32 = _DType("Float32"), _DType("Int32")
     cutlass = _Namespace(
         range=_range, range_constexpr=_range, const_expr=bool, Float32=float32, Int32=int32,
-        memory=_Namespace(SmemAllocator=_SmemAllocator),
+        memory=_Namespace(SmemAllocator=_SmemAllocator), min=_min, max=_max,
     )
     arch = _Namespace(
         thread_idx=lambda: (_ctx.tid, 0, 0), block_idx=lambda: _ctx.block,
@@ -293,14 +303,33 @@ def _shim():
     return {"cutlass": cutlass, "cute": cute, "cpasync": cpasync, "Float32": float32, "Int32": int32}
 
 
+_pristine_copies: dict[str, types.ModuleType] = {}
+
+
+def _pristine(module):
+    """A private copy of `module`, executed afresh from its file. Compiling a kernel makes
+    the CuTe DSL rewrite the functions it traces in place (their code then calls the
+    DSL's own helpers), so a process that compiled before emulating would otherwise run
+    the rewritten code; the copy is never compiled."""
+    copy = _pristine_copies.get(module.__name__)
+    if copy is None:
+        spec = importlib.util.spec_from_file_location(module.__name__ + "__simt_pristine",
+                                                      module.__file__)
+        copy = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(copy)
+        _pristine_copies[module.__name__] = copy
+    return copy
+
+
 def _rebind_module(module, shim: dict) -> dict:
-    """The module's globals with the shim applied and its own functions re-created over
-    them (so they call each other's emulated versions)."""
-    g = dict(vars(module))
+    """The module's globals (from its pristine copy) with the shim applied and its own
+    functions re-created over them (so they call each other's emulated versions)."""
+    src = _pristine(module)
+    g = dict(vars(src))
     g.update((k, v) for k, v in shim.items() if k in g)
-    for name, fn in vars(module).items():
+    for name, fn in vars(src).items():
         fn = getattr(fn, "__wrapped__", fn)
-        if isinstance(fn, types.FunctionType) and fn.__module__ == module.__name__:
+        if isinstance(fn, types.FunctionType) and fn.__module__ == src.__name__:
             g[name] = types.FunctionType(fn.__code__, g, fn.__name__, fn.__defaults__, fn.__closure__)
     return g
 
@@ -365,6 +394,17 @@ class _Launch:
                     run_cta(self.body, int(block[0]), self.owner, *self.args, block=(bx, by, bz))
 
 
+def _class_cell_to(fn, klass):
+    """fn's closure with its `__class__` cell (what zero-argument super() reads) pointing at
+    klass: fn comes from the pristine copy, whose class is no base of the emulated one."""
+    names = fn.__code__.co_freevars
+    if "__class__" not in names:
+        return fn.__closure__
+    cells = list(fn.__closure__)
+    cells[names.index("__class__")] = types.CellType(klass)
+    return tuple(cells)
+
+
 def emulate_class(cls, module_overrides: dict | None = None, helper_modules=()):
     """A CPU twin of a CuTe DSL kernel class (see the module docstring): a subclass of cls
     whose functions, cls's and its bases', run over their own modules' globals with the
@@ -384,10 +424,12 @@ def emulate_class(cls, module_overrides: dict | None = None, helper_modules=()):
                         g[key] = h[value.__name__]  # by the function's own name: imports may alias it
             g.update((k, v) for k, v in (module_overrides or {}).items() if k in g)
             module_globals[name] = g
-        for attr, raw in vars(klass).items():
+        source = getattr(_pristine(sys.modules[name]), klass.__name__)  # uncompiled methods
+        for attr, raw in vars(source).items():
             fn = getattr(raw, "__wrapped__", raw)  # the DSL decorators' originals (and staticmethod's)
             if isinstance(fn, types.FunctionType):
-                fn = types.FunctionType(fn.__code__, module_globals[name], fn.__name__, fn.__defaults__, fn.__closure__)
+                fn = types.FunctionType(fn.__code__, module_globals[name], fn.__name__, fn.__defaults__,
+                                        _class_cell_to(fn, klass))
                 members[attr] = staticmethod(fn) if isinstance(raw, staticmethod) else fn
     body = members.pop("kernel")
     members["kernel"] = lambda self, *args: _Launch(self, body, args)

@@ -10,8 +10,9 @@ otherwise drops a previous validation.
 """
 from __future__ import annotations
 
+import contextlib
 import numbers
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -354,6 +355,36 @@ class pygraph(PointwiseBuilders, StructuredBuilders, SdpaBuilders,  # noqa: N801
             self._producers[t] = node
         for t in node.inputs.values():
             self._readers.setdefault(t, node)
+
+    @contextlib.contextmanager
+    def _all_or_nothing(self) -> Iterator[None]:
+        """Undo every tensor, uid, auto-binding, node and name counter added inside the
+        block when it raises (a builder's commit: a failed call leaves nothing behind)."""
+        tensors, nodes = len(self._tensors), len(self._nodes)
+        counters = dict(self._op_counters)
+        next_uid = self._uids.next_auto
+        try:
+            yield
+        except BaseException:
+            for t in self._tensors[tensors:]:
+                self._uids.forget(t)
+                self._auto_bindings.pop(t.uid, None)
+            del self._tensors[tensors:]
+            for node in self._nodes[nodes:]:
+                for t in node.outputs.values():
+                    if self._producers.get(t) is node:
+                        del self._producers[t]
+                for t in node.inputs.values():
+                    if self._readers.get(t) is node:
+                        del self._readers[t]
+            for node in self._nodes[nodes:]:
+                if self._node_names.get(node.name) is node:
+                    del self._node_names[node.name]
+            del self._nodes[nodes:]
+            self._op_counters.clear()
+            self._op_counters.update(counters)
+            self._uids.next_auto = next_uid
+            raise
 
     def _producer_of(self, tensor: Tensor) -> Node | None:
         return self._producers.get(tensor)

@@ -23,10 +23,15 @@ if TYPE_CHECKING:
     from cudnn._pygraph import pygraph
 
 
+#: the largest extent, stride or uid: the backend's int64 (larger values would only fail
+#: later, as a cast error in the C++ binding).
+INT64_MAX = 2**63 - 1
+
+
 def normalize_dims(value: Any, where: str, argument: str = "dim") -> tuple[int, ...]:
-    """A sequence of non-negative ints (list, tuple, torch.Size, ...) as a tuple."""
+    """A sequence of ints in [0, 2**63) (list, tuple, torch.Size, ...) as a tuple."""
     if type(value) is tuple or type(value) is list:  # the common case, without abc checks
-        if all(type(v) is int and v >= 0 for v in value):
+        if all(type(v) is int and 0 <= v <= INT64_MAX for v in value):
             return tuple(value)
     if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
         raise OpTypeError(where, argument, "a sequence of ints", show(value))
@@ -40,6 +45,9 @@ def normalize_dims(value: Any, where: str, argument: str = "dim") -> tuple[int, 
             raise OpTypeError(where, argument, "a sequence of ints", show(value)) from None
         if n < 0:
             raise OpValueError(where, argument, "non-negative extents", show(list(value)))
+        if n > INT64_MAX:
+            raise OpValueError(where, argument, "extents below 2**63 (int64)",
+                               show(list(value)))
         out.append(n)
     return tuple(out)
 
@@ -129,11 +137,15 @@ class Tensor(_TensorSlots):
 
     # -- plumbing --------------------------------------------------------------------
     def _new_layout(self, values: Sequence[int], field: str) -> LayoutList:
-        return LayoutList(values, lambda: self._layout_edited(field))
+        return LayoutList(values, lambda candidate: self._layout_edited(field, candidate))
 
-    def _layout_edited(self, field: str) -> None:
+    def _layout_edited(self, field: str, candidate: list[int]) -> tuple[int, ...]:
+        """An in-place edit of dim/stride: the values `set_dim` / `set_stride` would take
+        (checked before anything changes), then a caller-set layout."""
+        values = normalize_dims(candidate, f"tensor '{self._name}'.{field}", field)
         self._mutating(f"edit {field} of tensor '{self._name}' in place")
         object.__setattr__(self, f"_{field}_assigned", True)
+        return values
 
     @property
     def owner(self) -> pygraph | None:
@@ -385,8 +397,8 @@ def _as_positive(value: Any, where: str, argument: str) -> int:
         n = operator.index(value)
     except TypeError:
         raise OpTypeError(where, argument, "an int >= 1", show(value)) from None
-    if n < 1:
-        raise OpValueError(where, argument, "an int >= 1", str(n))
+    if not 1 <= n <= INT64_MAX:
+        raise OpValueError(where, argument, "an int in [1, 2**63)", str(n))
     return n
 
 
@@ -402,8 +414,8 @@ def _as_uid(value: Any, where: str) -> int | None:
         raise OpTypeError(where, "uid", "an int >= 0", show(value)) from None
     if uid == -1:
         return None
-    if uid < 0:
-        raise OpValueError(where, "uid", "an int >= 0 (or -1 for unset)", str(uid))
+    if not 0 <= uid <= INT64_MAX:
+        raise OpValueError(where, "uid", "an int in [0, 2**63) (or -1 for unset)", str(uid))
     return uid
 
 

@@ -8,6 +8,7 @@ frozen/planned/built transitions through `Lifecycle` and keeps its data in `Plan
 """
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -60,6 +61,9 @@ class PlanningData:
     #: anything else the router keeps per graph, in a type of its own (facts, candidate
     #: lists). Dropped on any mutation before the freeze, so it never describes a stale graph.
     router_state: Any = None
+    #: held (re-entrantly) by the router while it plans, builds or compiles a plan of this
+    #: graph, so threads sharing one graph plan it and build each plan exactly once.
+    lock: Any = field(default_factory=threading.RLock, repr=False, compare=False)
 
 
 class Lifecycle:

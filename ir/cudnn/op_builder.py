@@ -6,7 +6,10 @@ ranks, dtypes, unknown or missing keywords, the spec's shape check) against ligh
 views; only then are framework arrays described into tensors (and remembered as
 auto-bindings), the node created and its outputs made. Outputs are virtual with unset
 dtype (except `dtype_like`), named `<node>::<suffix>`, dimensioned from `out_dims`
-(caller-set) or from the spec's inference (provisional, row-major strides).
+(caller-set, and equal to what the spec infers where it infers) or from the spec's
+inference (provisional, row-major strides). Inference runs before the first change, and
+the commit itself is all-or-nothing (`pygraph._all_or_nothing`): no call that raises
+leaves a tensor, uid, auto-binding or node behind.
 """
 from __future__ import annotations
 
@@ -86,7 +89,26 @@ def _add_general(graph: pygraph, spec: OpSpec, args: Mapping[str, Any]) -> Any:
                                **{k: PortView(v, None) for k, v in out_dims.items()}})
     if spec.check is not None:
         spec.check(call)
+    for out in present:
+        if out.name in out_dims:
+            check_output_dims(spec, out, call, out_dims[out.name], "out_dims")
     return _commit(graph, spec, name, cdt, binding, call, present, out_dims)
+
+
+def check_output_dims(spec: OpSpec, out: OutputSpec, call: OpCall, dims: Sequence[int],
+                      argument: str) -> None:
+    """Caller-set dims of an inferred output must be the ones the op produces (unless
+    its OutputSpec says the inferred dims are only a proposal: `free_dims`)."""
+    if out.infer is None or out.free_dims:
+        return
+    inferred = out.infer(call)
+    if inferred is None:
+        return
+    inferred = tuple(int(n) for n in inferred)
+    if inferred != tuple(dims):
+        raise OpValueError(spec.name, argument,
+                           f"dims {list(inferred)} for output '{out.name}' (what "
+                           f"{spec.name} produces from its inputs)", f"dims {list(dims)}")
 
 
 # -- the common case, in one pass ------------------------------------------------------
@@ -94,7 +116,7 @@ def _add_general(graph: pygraph, spec: OpSpec, args: Mapping[str, Any]) -> Any:
 # the same checks and the same node as the general path, without its intermediate
 # records (a graph builds thousands of these). Anything else, including every call that
 # would raise, takes the general path, which then reports it; nothing here touches the
-# graph before the commit.
+# graph before the commit, and nothing in the commit raises.
 _GENERAL = object()
 #: {id(OpSpec): (single-tensor input ports, attrs) or () when the spec has other ports}.
 #: OpSpecs are module-level constants, alive as long as the process.
@@ -162,20 +184,26 @@ def _add_simple(graph: pygraph, spec: OpSpec, shape: tuple[Any, ...],
                          out_ports=_NO_OUT_PORTS)
     if spec.check is not None:
         spec.check(call)
-    graph._before_mutation(f"add a '{op}' node")
-    node_name = graph._claim_node_name(op, name)
-    outputs: dict[str, Tensor] = {}
-    new_output = graph._new_output
+    # inference and dtypes read caller values: all of it before the first change, and
+    # nothing after it can raise (a failed call leaves the graph as it was)
+    made = []
     for out in spec.outputs:
         if out.present is not None and not out.present(call):
             continue
         inferred = None if out.infer is None else out.infer(call)
-        tensor = new_output(f"{node_name}::{out.suffix or out.name}",
-                            None if inferred is None else tuple(map(int, inferred)))
-        if out.dtype_like is not None:
-            dt = call.dtype(out.dtype_like)
-            if dt is not None:
-                tensor._provisional_dtype(dt)
+        if inferred is not None:
+            inferred = normalize_dims(inferred if type(inferred) is tuple else tuple(inferred),
+                                      op, f"dims of output '{out.name}'")
+        made.append((out, inferred,
+                     None if out.dtype_like is None else call.dtype(out.dtype_like)))
+    graph._before_mutation(f"add a '{op}' node")
+    node_name = graph._claim_node_name(op, name)
+    outputs: dict[str, Tensor] = {}
+    new_output = graph._new_output
+    for out, inferred, dt in made:
+        tensor = new_output(f"{node_name}::{out.suffix or out.name}", inferred)
+        if dt is not None:
+            tensor._provisional_dtype(dt)
         outputs[out.name] = tensor
     node = Node._adopt(node_name, spec, inputs, outputs, params,
                        cdt if cdt is not None else graph.context.compute_data_type, graph)
@@ -344,7 +372,28 @@ def _normalize_out_dims(spec: OpSpec, value: Any,
 # -- phase 2: commit -----------------------------------------------------------------
 def _commit(graph: pygraph, spec: OpSpec, name: str, cdt: Any, b: _Binding, call: OpCall,
             present: Sequence[OutputSpec], out_dims: Mapping[str, tuple[int, ...]]) -> Any:
+    # everything that reads caller values (inference, dtypes) runs before the first
+    # change, so a rule that raises leaves the graph untouched
+    layouts = {}
+    for out in present:
+        if out.name in out_dims:
+            layouts[out.name] = (out_dims[out.name], True)
+        elif out.infer is not None:
+            inferred = out.infer(call)
+            if inferred is not None:
+                layouts[out.name] = (normalize_dims(tuple(inferred), spec.name,
+                                                    f"dims of output '{out.name}'"), False)
+    dtypes = {out.name: call.dtype(out.dtype_like) for out in present
+              if out.dtype_like is not None and call.dtype(out.dtype_like) is not None}
     graph._before_mutation(f"add a '{spec.name}' node")
+    with graph._all_or_nothing():
+        return _add_node(graph, spec, name, cdt, b, present, layouts, dtypes)
+
+
+def _add_node(graph: pygraph, spec: OpSpec, name: str, cdt: Any, b: _Binding,
+              present: Sequence[OutputSpec],
+              layouts: Mapping[str, tuple[tuple[int, ...], bool]],
+              dtypes: Mapping[str, Any]) -> Any:
     node_name = graph._claim_node_name(spec.name, name)
 
     def realize(key: str, bound: _Bound) -> Tensor:
@@ -356,14 +405,14 @@ def _commit(graph: pygraph, spec: OpSpec, name: str, cdt: Any, b: _Binding, call
     outputs = {key: realize(key, bound) for key, bound in b.outputs.items()}
     for out in present:
         tensor = graph._new_output(f"{node_name}::{out.tensor_suffix}")
-        if out.name in out_dims:
-            tensor.set_dim(out_dims[out.name])
-        elif out.infer is not None:
-            inferred = out.infer(call)
-            if inferred is not None:
-                tensor._provisional_dims(tuple(int(n) for n in inferred))
-        if out.dtype_like is not None and call.dtype(out.dtype_like) is not None:
-            tensor._provisional_dtype(call.dtype(out.dtype_like))
+        if out.name in layouts:
+            dims, caller_set = layouts[out.name]
+            if caller_set:
+                tensor.set_dim(dims)
+            else:
+                tensor._provisional_dims(dims)
+        if out.name in dtypes:
+            tensor._provisional_dtype(dtypes[out.name])
         outputs[out.name] = tensor
     node = Node(node_name, spec, inputs, outputs, b.params,
                 cdt if cdt is not None else graph.context.compute_data_type, owner=graph)

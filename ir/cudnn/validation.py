@@ -4,14 +4,17 @@ Steps, in node insertion order (a topological order: a node can only read tensor
 exist when it is added):
 1. dtypes filled by a previous validate are cleared (the context may have changed);
 2. per node: the OpSpec check on current dims (ValueError naming op and port), then
-   every output without caller-set dims is re-inferred (provisional), `dtype_like`
-   outputs copy their source dtype and `fill_dtype` outputs (sdpa Stats) get theirs;
+   every output without caller-set dims is re-inferred (provisional), caller-set dims of
+   an inferred output must equal the inferred ones (OpValueError quoting them),
+   `dtype_like` outputs copy their source dtype and `fill_dtype` outputs (sdpa Stats)
+   get theirs;
 3. unset dtypes are filled: virtual tensors get the intermediate dtype, others io;
    tensors without caller-set strides get row-major strides;
 4. every wired tensor is checked (dims, strides, ranks, virtual vs pass-by-value) and
    ragged offsets are checked (integer dtype, B + 1 entries);
 5. OpSpec support rules: any reason raises cudnnGraphNotSupportedError.
-Only a graph that passes all steps becomes validated.
+Only a graph that passes all steps becomes validated; one that fails gets back every
+inferred dim, stride and dtype it had before the call.
 """
 from __future__ import annotations
 
@@ -20,7 +23,7 @@ from typing import TYPE_CHECKING
 
 from cudnn.graph_types import Tensor, row_major
 from cudnn.nodes import Node, view_of
-from cudnn.op_builder import check_port_view
+from cudnn.op_builder import check_output_dims, check_port_view
 from cudnn.ops.data_types import INDEX
 from cudnn.ops.errors import cudnnGraphNotSupportedError
 from cudnn.ops.op_spec import PortKind
@@ -34,6 +37,19 @@ def validate_graph(graph: pygraph) -> None:
         return
     nodes = graph.nodes
     wired = list(_wired_tensors(nodes))
+    # a validate that raises leaves every inferred value as it found it
+    saved = [(t, t._dim, t._stride, t._data_type, t._dtype_provisional) for t in wired]
+    try:
+        _validate(graph, nodes, wired)
+    except BaseException:
+        for t, dim, stride, dtype, provisional in saved:
+            for field, value in (("_dim", dim), ("_stride", stride), ("_data_type", dtype),
+                                 ("_dtype_provisional", provisional)):
+                object.__setattr__(t, field, value)
+        raise
+
+
+def _validate(graph: pygraph, nodes: list[Node], wired: list[Tensor]) -> None:
     for tensor in wired:
         if tensor.data_type_provisional:
             tensor._provisional_dtype(None)
@@ -78,7 +94,9 @@ def _infer_node(node: Node) -> None:
         tensor = node.outputs.get(out.name)
         if tensor is None:
             continue
-        if not tensor.dim_assigned and out.infer is not None:
+        if tensor.dim_assigned:
+            check_output_dims(spec, out, call, tuple(tensor.dim), out.name)
+        elif out.infer is not None:
             dims = out.infer(call)
             if dims is not None:
                 dims = tuple(int(n) for n in dims)

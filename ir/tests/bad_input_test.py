@@ -142,5 +142,58 @@ def test_out_port_rules():
         g.sdpa(q, q, q, rng_dump=q)
 
 
+def test_set_uid_moves_the_auto_binding_with_the_tensor():
+    np = pytest.importorskip("numpy")
+    g = cudnn.pygraph(io_data_type=D.FLOAT)
+    a, b = np.ones((2, 3), np.float32), np.zeros((3, 4), np.float32)
+    g.matmul(a, b)
+    ta, tb = (g.nodes[0].inputs[p] for p in ("A", "B"))
+    tb.set_uid(ta.uid)            # B takes A's uid: A is renumbered, both arrays follow
+    bindings = g.auto_bindings()
+    assert bindings[ta.uid] is a and bindings[tb.uid] is b and len(bindings) == 2
+    ta.set_uid(100)
+    bindings = g.auto_bindings()
+    assert bindings[100] is a and bindings[tb.uid] is b and len(bindings) == 2
+
+
+@pytest.mark.parametrize("edit", [
+    lambda t: t.dim.__setitem__(0, "x"), lambda t: t.dim.append(-1),
+    lambda t: t.stride.extend([2**63]), lambda t: t.dim.insert(0, True),
+    lambda t: t.dim.__iadd__([1.5]),
+])
+def test_in_place_layout_edits_take_only_valid_extents(edit):
+    g = cudnn.pygraph()
+    t = g.tensor([2, 3], name="t")
+    g.validate()
+    with pytest.raises(cudnn.OpArgumentError, match="tensor 't'"):
+        edit(t)
+    assert t.dim == [2, 3] and t.stride == [3, 1]
+    assert g.state.validated, "a refused edit changes nothing"
+    t.dim[0] = 5
+    assert t.dim == [5, 3] and not g.state.validated
+
+
+def test_validate_refuses_output_dims_the_op_cannot_produce():
+    g = cudnn.pygraph(io_data_type=D.FLOAT)
+    c = g.matmul(g.tensor([2, 5, 7]), g.tensor([2, 7, 3]))
+    c.set_dim([1, 1])
+    with pytest.raises(cudnn.OpValueError, match=r"matmul: argument 'C': expected dims "
+                                                 r"\[2, 5, 3\] for output 'C'"):
+        g.validate()
+    c.set_dim([2, 5, 3])
+    g.validate()
+
+
+@pytest.mark.parametrize("call", [
+    lambda g: g.tensor([2, 2**63]), lambda g: g.tensor([2], uid=2**63),
+    lambda g: g.tensor([2]).set_uid(2**64), lambda g: g.tensor([2], stride=[2**63]),
+    lambda g: g.gen_index(g.tensor([2, 3]), axis=2**63),
+])
+def test_values_beyond_int64_fail_in_the_builder(call):
+    g = cudnn.pygraph()
+    with pytest.raises(cudnn.OpValueError, match="2\\*\\*63|int64"):
+        call(g)
+
+
 if __name__ == "__main__":
     raise SystemExit(pytest.main([__file__, "-q"]))

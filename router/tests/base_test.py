@@ -114,7 +114,7 @@ class Buf:
 
 
 class Cai:
-    __cuda_array_interface__ = {"shape": (2,), "typestr": "<f4", "data": (0, False)}
+    __cuda_array_interface__ = {"shape": (3, 4), "typestr": "<f4", "data": (0, False)}
 
 
 def two_node_graph():
@@ -158,6 +158,38 @@ def test_buffers_must_speak_dlpack_or_cuda_array_interface():
     g, x, w, h, y, z, s = two_node_graph()
     with pytest.raises(TypeError, match="output port 'OUT_0'.*is a int"):
         resolve_node_buffers(g, {x.uid: Buf("x"), w.uid: Buf("w"), y.uid: 0x7F00, z.uid: Buf("z")})
+
+
+class Shaped(Buf):
+    """A buffer that reports dims and a dtype, as torch and numpy arrays do."""
+
+    def __init__(self, label, shape, dtype=D.FLOAT):
+        super().__init__(label)
+        self.shape, self.dtype = shape, dtype
+
+
+def test_a_buffer_must_have_the_declared_dims_and_dtype():
+    g, x, w, h, y, z, s = two_node_graph()
+    good = {x.uid: Shaped("x", (2, 3)), w.uid: Cai(), y.uid: Shaped("y", (2, 4)),
+            z.uid: Shaped("z", (1, 1, 2, 4))}  # y broadcast with a rank-4 scalar
+    resolve_node_buffers(g, good)
+    with pytest.raises(ValueError, match=r"port 'OUT_0'.*has dims \[2, 4\]; the graph "
+                                         r"declares \[1, 1, 2, 4\]"):
+        resolve_node_buffers(g, {**good, z.uid: Shaped("z", (2, 4))})
+    with pytest.raises(ValueError, match=r"node 'mm': the buffer for input port 'A' "
+                                         r"\(tensor 'x', uid \d+\) has dims \[3, 2\]; "
+                                         r"the graph declares \[2, 3\]"):
+        resolve_node_buffers(g, {**good, x.uid: Shaped("x", (3, 2))})
+    with pytest.raises(ValueError, match="output port 'OUT_0'.* has dtype HALF; the graph "
+                                         "declares FLOAT"):
+        resolve_node_buffers(g, {**good, z.uid: Shaped("z", (1, 1, 2, 4), D.HALF)})
+    cai = Cai()
+    cai.__cuda_array_interface__ = {**Cai.__cuda_array_interface__, "shape": (4, 3)}
+    with pytest.raises(ValueError, match="port 'B'.*has dims \\[4, 3\\]"):
+        resolve_node_buffers(g, {**good, w.uid: cai})
+    # a call's override dims replace the declared ones for that uid
+    ctx = ExecutionContext(override_uids=[x.uid], override_shapes=[[3, 2]])
+    resolve_node_buffers(g, {**good, x.uid: Shaped("x", (3, 2))}, ctx)
 
 
 def test_requires_grad_buffers_are_detached_once_per_call():

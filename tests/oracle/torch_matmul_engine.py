@@ -54,6 +54,9 @@ class TorchMatmulEngine(BaseEngine):
                                           f"{tensor.data_type}, not a float type")
         if node.param("padding"):
             raise NotImplementedError(f"{self.name}: padding is not supported")
+        a, b = node.inputs["A"].data_type, node.inputs["B"].data_type
+        if a is not b:  # torch.matmul multiplies one dtype
+            raise NotImplementedError(f"{self.name}: A is {a.name} but B is {b.name}")
 
     def propose_plans(self, graph: Any) -> list[PlanConfig]:
         self.check_support(graph)

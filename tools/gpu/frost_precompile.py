@@ -16,6 +16,8 @@ real pointer) exactly as a launch does:
                                                           and its 8x4096 timing shapes
   torchops     tests/torch_ops/ops_gpu_test.py CASES, its GDN-2 cases, op_overhead's GPU shape
   bench        bench/bench_linear_attention.py           its default shape, GDN and KDA
+  stagetimes   bench/frost_stage_times.py                its variants (also bench/cu_seqlens_cost.py's)
+  cuseqlens    tests/numerics/test_cu_seqlens_safety.py  its one shape, GDN, KDA and GDN-2
 Vector-gate configs are also built with gate_align16=False (a g that is a view at an odd
 offset) unless --aligned-gates-only. Entries already in the store are kept; entries no
 config needs are removed (unless --keep). The store's manifest.json lists every entry
@@ -36,7 +38,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-SUITES = ("frostmatrix", "frostsmoke", "torchops", "bench", "stagetimes")
+SUITES = ("frostmatrix", "frostsmoke", "torchops", "bench", "stagetimes", "cuseqlens")
 
 
 def _use_repo_roots() -> None:
@@ -179,10 +181,31 @@ def _stagetimes(engine_algorithm):
             yield f"{family.value}-skip-{'+'.join(skip) or 'none'}", cfg
 
 
+def _cuseqlens(engine_algorithm):
+    """test_cu_seqlens_safety: its one shape through the torch ops (no l2norm, fp32 final
+    state), GDN, KDA and GDN-2 (whose op hands the kernel beta and w in q's dtype); a
+    malformed table launches the same kernel as a good one."""
+    import torch
+
+    from tests.numerics import test_cu_seqlens_safety as m
+
+    T, H, K, V = m.T, m.H, m.K, m.V
+    for family in ("gdn", "kda", "gdn2"):
+        x = argparse.Namespace(
+            q=torch.randn(T, H, K).bfloat16(), k=torch.randn(T, H, K).bfloat16(),
+            v=torch.randn(T, H, V).bfloat16(),
+            g=torch.randn(T, H) if family == "gdn" else torch.randn(T, H, K),
+            beta=torch.rand(T, H, K).bfloat16() if family == "gdn2" else torch.rand(T, H),
+            w=torch.rand(T, H, V).bfloat16() if family == "gdn2" else None,
+            cu_seqlens=torch.tensor(m.GOOD, dtype=torch.int32))
+        yield family, _config_of(x, l2=False, final_state_dtype=torch.float32,
+                                 algorithm=engine_algorithm)
+
+
 def suite_configs(suites, smoke_algorithms, engine_algorithms, unaligned_gates=True):
     """{FrostFwdConfig: [suite/case names that launch it]}, in first-seen order."""
     engine_suites = {"frostmatrix": _frostmatrix, "torchops": _torchops, "bench": _bench,
-                     "stagetimes": _stagetimes}
+                     "stagetimes": _stagetimes, "cuseqlens": _cuseqlens}
 
     def cases(suite):
         if suite == "frostsmoke":

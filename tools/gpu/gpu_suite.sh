@@ -59,6 +59,13 @@
 #              FROST kernels load from it instead of compiling (FROST_KERNEL_CACHE_STRICT=1:
 #              a kernel missing from it is an error, to prove a run compiled nothing)
 #   bench      bench/bench_linear_attention.py (FLA peer in the same process)
+#   cuseqlens  malformed cu_seqlens tables on every GPU engine, forward and backward (no
+#              error, uncovered rows zero) and strict mode (tests/numerics/
+#              test_cu_seqlens_safety.py); then memcheck: the same under compute-sanitizer
+#              memcheck with torch's caching allocator off, so that an access past any
+#              tensor is an error (compiles happen in the first run: give it
+#              STAGE_TIMEOUT=900 on a machine without the kernel stores)
+#   seqcost    bench/cu_seqlens_cost.py: what that safety costs at the bench shape
 #   overhead   tests/torch_ops/op_overhead.py on the GPU (cached-call host overhead)
 #   stagetimes bench/frost_stage_times.py (STAGE_FAMILIES, default "gdn kda")
 #   calls      bench/frost_call_overhead.py: host time of one FROST launch (checked, bound,
@@ -122,7 +129,7 @@ for s in "$@"; do
                  # machine has 2), into .frostcache (kept: an unpacked .kit store seeds it);
                  # the store comes back as $OUT/frostcache.tar.xz for .kit/ on the build host
       stage frostbuild "python3 tools/gpu/frost_precompile.py --native --jobs \$(nproc) --out .frostcache \
-        --suites \${FROST_BUILD_SUITES:-torchops,frostmatrix,bench,stagetimes,frostsmoke} \
+        --suites \${FROST_BUILD_SUITES:-torchops,frostmatrix,bench,stagetimes,frostsmoke,cuseqlens} \
         --smoke-algorithms \${FROST_BUILD_SMOKE_ALGORITHMS:-v2} --pack $OUT/frostcache.tar.xz"
       [ -d .frostcache ] && export FROST_KERNEL_CACHE="$PWD/.frostcache" ;;
     packcache)   # bring this machine's cuTile kernel cache back (then keep it in .kit/)
@@ -190,6 +197,14 @@ for s in "$@"; do
       stage fla "python3 -m pytest tests/fla/gpu_test.py -q -s -p no:cacheprovider" ;;
     bench)
       stage bench "python3 bench/bench_linear_attention.py" ;;
+    cuseqlens)
+      stage cuseqlens "python3 -m pytest tests/numerics/test_cu_seqlens_safety.py -q -rs \
+        -p no:cacheprovider"
+      stage memcheck "command -v compute-sanitizer || { echo 'compute-sanitizer is not on PATH'; exit 3; }; \
+        PYTORCH_NO_CUDA_MEMORY_CACHING=1 compute-sanitizer --tool memcheck --error-exitcode 1 \
+        python3 -m pytest tests/numerics/test_cu_seqlens_safety.py -q -rs -p no:cacheprovider" ;;
+    seqcost)
+      stage seqcost "python3 bench/cu_seqlens_cost.py" ;;
     autotune)
       stage autotune "python3 -m pytest tests/numerics/test_la_autotune_gpu.py -q -s \
         -p no:cacheprovider ${AUTOTUNE_ARGS:-}" ;;

@@ -22,7 +22,7 @@ GDN_BWD = ["dO", "q", "k", "v", "g", "beta", "cu_seqlens", "scale", "initial_sta
            "d_final_state", "state_checkpoints", "checkpoint_every_n_tokens",
            "use_qk_l2norm_in_kernel", "batch_invariant", "use_beta_sigmoid_in_kernel",
            "allow_neg_eigval", "safe_gate", "gate_domain", "a_log", "dt_bias", "plan_name"]
-PUBLIC_TAIL = ["overwrite_initial_state", "state_indices"]
+PUBLIC_TAIL = ["overwrite_initial_state", "state_indices", "strict_cu_seqlens"]
 
 
 def test_schema_text_renders_types_and_defaults():
@@ -84,7 +84,7 @@ def test_public_functions_take_the_spec_arguments(fn, names):
 def test_public_function_hands_every_argument_to_the_op(monkeypatch, module, fn):
     """The public functions list their arguments by hand in schema order (dynamo cannot
     trace locals()): every parameter must reach OPS.forward at its schema position (the
-    two outside the schema after the tuple), unchanged."""
+    three outside the schema after the tuple), unchanged."""
     import importlib
 
     mod = importlib.import_module(f"cudnn.linear_attention.ops.{module}")
@@ -93,11 +93,11 @@ def test_public_function_hands_every_argument_to_the_op(monkeypatch, module, fn)
     sentinels = {name: object() for name in names}
     seen = {}
 
-    def forward(args, overwrite_initial_state, state_indices):
+    def forward(args, overwrite_initial_state, state_indices, strict_cu_seqlens):
         assert len(args) == len(mod.OPS.forward_signature.names)
         seen.update(zip(mod.OPS.forward_signature.names, args))
         seen.update(overwrite_initial_state=overwrite_initial_state,
-                    state_indices=state_indices)
+                    state_indices=state_indices, strict_cu_seqlens=strict_cu_seqlens)
 
     monkeypatch.setattr(mod.OPS, "forward", forward)
     public(**sentinels)

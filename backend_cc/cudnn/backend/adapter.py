@@ -15,8 +15,9 @@ It implements the seam documented in cudnn/engines/backend_source.py (router/):
   (engine id, knobs)), `build_operation_graph` (lower early).
 
 Declines (docs/ENGINE_CONTRACT.md §2): lowering that fails with
-cudnnGraphNotSupportedError, RuntimeError (cuDNN refused a descriptor) or AttributeError
-(both logged at WARNING), or ImportError declines the backend for the graph, and leaves no
+cudnnGraphNotSupportedError, RuntimeError (cuDNN refused a descriptor), ValueError (the
+C++ builder refused a value: rank > 8, a zero extent) or AttributeError (all three logged
+at WARNING), or ImportError declines the backend for the graph, and leaves no
 lowered graph behind (nor any layout copied back into the IR); AssertionError, KeyError and
 TypeError are bugs and propagate. Plan creation and building decline only with
 cudnnGraphNotSupportedError.
@@ -45,8 +46,10 @@ if TYPE_CHECKING:
 
 _log = logging.getLogger(__name__)
 
-#: lowering failures that mean "the backend declines this graph" (section 8.2).
-_LOWERING_DECLINES: tuple[type[BaseException], ...] = (RuntimeError, ImportError,
+#: lowering failures that mean "the backend declines this graph" (section 8.2). ValueError
+#: is the C++ builder refusing a value the IR allows but cuDNN does not (rank > 8, a zero
+#: extent): a decline with that reason, so the plan list can fall back to python engines.
+_LOWERING_DECLINES: tuple[type[BaseException], ...] = (RuntimeError, ValueError, ImportError,
                                                        AttributeError)
 
 

@@ -94,8 +94,9 @@ _PEER = PortSpec("peer_stats", kind=PortKind.TENSOR_LIST, doc="multi-GPU peer st
 
 
 def _stats(rule: ShapeRule, present: Condition | None = _TRAINING) -> tuple[OutputSpec, ...]:
-    return (OutputSpec("mean", suffix="MEAN", present=present, infer=rule),
-            OutputSpec("inv_var", suffix="INV_VARIANCE", present=present, infer=rule))
+    return (OutputSpec("mean", suffix="MEAN", present=present, infer=rule, free_dims=True),
+            OutputSpec("inv_var", suffix="INV_VARIANCE", present=present, infer=rule,
+                       free_dims=True))
 
 
 def _grads(scale_optional: bool, suffixes: tuple[str, str] = ("DSCALE", "DBIAS"),
@@ -115,7 +116,7 @@ _HAS_DBIAS = all_of(when_input("scale"),
 RMSNORM = _norm(
     "rmsnorm", NodeType.RMSNORM, _req("input") + _opt("scale", "bias") + _req("epsilon"),
     (_PHASE,), (_Y, OutputSpec("inv_var", suffix="INV_VARIANCE", present=_TRAINING,
-                               infer=_scale_stats(False))),
+                               infer=_scale_stats(False), free_dims=True)),
     "RMS normalization forward")
 RMSNORM_BACKWARD = _norm(
     "rmsnorm_backward", NodeType.RMSNORM_BWD,
@@ -126,9 +127,9 @@ LAYERNORM = _norm(
     "layernorm", NodeType.LAYERNORM, _req("input") + _opt("scale", "bias") + _req("epsilon"),
     (_PHASE,),
     (_Y, OutputSpec("mean", suffix="MEAN", present=_TRAINING,
-                    infer=_scale_stats(False, sibling="inv_var")),
+                    infer=_scale_stats(False, sibling="inv_var"), free_dims=True),
      OutputSpec("inv_var", suffix="INV_VARIANCE", present=_TRAINING,
-                infer=_scale_stats(False, sibling="mean"))),
+                infer=_scale_stats(False, sibling="mean"), free_dims=True)),
     "layer normalization forward")
 LAYERNORM_BACKWARD = _norm(
     "layernorm_backward", NodeType.LAYERNORM_BWD,
@@ -155,9 +156,9 @@ BATCHNORM = _norm(
     + _req("epsilon") + _opt("momentum") + (_PEER,), (),
     (_Y,) + _stats(_PER_CHANNEL, present=None)
     + (OutputSpec("next_running_mean", suffix="NEXT_RUNNING_MEAN",
-                  present=when_input("in_running_mean"), infer=_PER_CHANNEL),
+                  present=when_input("in_running_mean"), infer=_PER_CHANNEL, free_dims=True),
        OutputSpec("next_running_var", suffix="NEXT_RUNNING_VAR",
-                  present=when_input("in_running_var"), infer=_PER_CHANNEL)),
+                  present=when_input("in_running_var"), infer=_PER_CHANNEL, free_dims=True)),
     "batch normalization forward (training)")
 BATCHNORM_INFERENCE = _norm(
     "batchnorm_inference", NodeType.BATCHNORM_INFERENCE,
@@ -169,7 +170,8 @@ BATCHNORM_BACKWARD = _norm(
     "batch normalization backward")
 GENSTATS = _norm(
     "genstats", NodeType.GENSTATS, _req("input"), (),
-    (OutputSpec("SUM", infer=_PER_CHANNEL), OutputSpec("SQ_SUM", infer=_PER_CHANNEL)),
+    (OutputSpec("SUM", infer=_PER_CHANNEL, free_dims=True),
+     OutputSpec("SQ_SUM", infer=_PER_CHANNEL, free_dims=True)),
     "per-channel sum and sum of squares")
 
 SPECS: tuple[OpSpec, ...] = (

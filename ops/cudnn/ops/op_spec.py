@@ -189,9 +189,12 @@ def _as_int(op: str, name: str, value: Any, expected: str) -> int:
     if isinstance(value, bool):
         raise OpTypeError(op, name, expected, show(value))
     try:
-        return operator.index(value)
+        n = operator.index(value)
     except TypeError:
         raise OpTypeError(op, name, expected, show(value)) from None
+    if not -2**63 <= n < 2**63:  # the backend's int64: larger values would fail as a cast
+        raise OpValueError(op, name, f"{expected} in the int64 range", show(value))
+    return n
 
 
 @dataclass(frozen=True)
@@ -282,6 +285,10 @@ class OutputSpec:
     present: Condition | None = None
     #: None = not inferred (the caller sets dims via out_dims or set_dim).
     infer: ShapeRule | None = None
+    #: False: `infer` gives the dims the op produces, and caller-set dims must equal them
+    #: (validate() raises otherwise). True: `infer` only proposes a layout the caller may
+    #: replace (normalization statistics over the caller's choice of axes).
+    free_dims: bool = False
     #: copy the dtype of this input port at build time.
     dtype_like: str | None = None
     #: dtype filled at validate() before the graph default (sdpa Stats: FLOAT).

@@ -296,7 +296,15 @@ def recorded_winner(graph: pygraph, plans: list[PlanConfig]) -> list[PlanConfig]
 def autotune(graph: pygraph, policy: Autotune | None = None, data: Any = None,
              workspace: Any = None, ctx: ExecutionContext | None = None,
              tensor_uids: Any = None) -> AutotuneReport:
-    """Time every plan that builds, select the fastest, record it (module docstring)."""
+    """Time every plan that builds, select the fastest, record it (module docstring).
+    Holds the graph's planning lock: threads sharing a graph plan it once and never
+    interleave their selections."""
+    with graph.lifecycle.planning.lock:
+        return _autotune(graph, policy, data, workspace, ctx, tensor_uids)
+
+
+def _autotune(graph: pygraph, policy: Autotune | None, data: Any, workspace: Any,
+              ctx: ExecutionContext | None, tensor_uids: Any) -> AutotuneReport:
     from cudnn.engines.plan_filters import barred_reason, check_workspace_limit
     from cudnn.engines.plan_list import compiled_plan, plan_name_at, workspace_size_of
     from cudnn.engines.planning import plan_graph

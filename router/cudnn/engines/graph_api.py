@@ -5,7 +5,9 @@ Lifecycle: planning is one-shot and freezes the graph; `select_plan(i)` pins an 
 (its decline is then an error); `build_plans()` walks from the selected index;
 `execute()` builds on demand and runs the selected plan. A plan executes on exactly one
 side, chosen by its engine id: python plans through their CompiledPlan, never touching
-the backend; backend plans through the adapter's compiled plan.
+the backend; backend plans through the adapter's compiled plan. Planning, building and
+compiling hold the graph's planning lock (`graph.lifecycle.planning.lock`), so threads
+sharing one graph plan it and build each plan once; executes run outside it.
 """
 from __future__ import annotations
 
@@ -150,9 +152,10 @@ def build_plans(graph: pygraph, *args: Any, ctx: ExecutionContext | None = None,
         run_autotune(graph, tuning[0], ctx=None if ctx is None else _default_ctx(graph, ctx))
         return
     policy = parse_policy(args, dict(kwargs))
-    if not graph.lifecycle.state.planned:
-        plan_graph(graph)
-    walk(graph, _default_ctx(graph, ctx), policy)
+    with graph.lifecycle.planning.lock:
+        if not graph.lifecycle.state.planned:
+            plan_graph(graph)
+        walk(graph, _default_ctx(graph, ctx), policy)
 
 
 def autotune(graph: pygraph, data: Any = None, workspace: Any = None, handle: Any = None, *,
@@ -198,11 +201,12 @@ def check_support(graph: pygraph) -> None:
 
 
 def build(graph: pygraph, heuristics: Any = None, ctx: ExecutionContext | None = None) -> None:
-    graph.validate()
-    if not graph.lifecycle.state.planned:
-        plan_graph(graph, heuristics)
-    check_support(graph)
-    build_plans(graph, ctx=ctx)
+    with graph.lifecycle.planning.lock:
+        graph.validate()
+        if not graph.lifecycle.state.planned:
+            plan_graph(graph, heuristics)
+        check_support(graph)
+        build_plans(graph, ctx=ctx)
 
 
 # -- workspace and execution ---------------------------------------------------------------
@@ -231,7 +235,9 @@ def execute(graph: pygraph, tensor_dict: Any, workspace: Any = None, handle: Any
     ctx = make_context(graph, handle, workspace, override_uids, override_shapes,
                        override_strides)
     if not graph.lifecycle.state.built:
-        build(graph, ctx=ctx)
+        with graph.lifecycle.planning.lock:  # the first executes of threads sharing
+            if not graph.lifecycle.state.built:  # a graph: one of them builds
+                build(graph, ctx=ctx)
     _run(graph, graph.lifecycle.planning.selected_index, pack, ctx)
 
 

@@ -1,8 +1,9 @@
 """The stored plan list of a planned graph: index checks, naming and compiled plans.
 
 The list lives in `graph.lifecycle.planning` (plans, selected_index, pinned,
-compiled_plans). A compiled plan is built once per (graph, index) and reused by every
-execute; a second graph compiles its own. Indices are never wrapped: negative or
+compiled_plans). A compiled plan is built once per (graph, index), under the graph's
+planning lock (threads sharing a graph build it once), and reused by every execute; a
+second graph compiles its own. Indices are never wrapped: negative or
 out-of-range indices raise IndexError.
 """
 from __future__ import annotations
@@ -47,10 +48,16 @@ def plan_name_at(graph: pygraph, index: int) -> str:
 
 def compiled_plan(graph: pygraph, index: int, ctx: ExecutionContext) -> CompiledPlan:
     """The compiled plan at `index`, built now (declines propagate) if not cached."""
-    cache = graph.lifecycle.planning.compiled_plans
-    if index not in cache:
-        cache[index] = source_at(graph, index).build_plan(graph, plan_at(graph, index), ctx)
-    return cache[index]
+    planning = graph.lifecycle.planning
+    compiled = planning.compiled_plans.get(index)
+    if compiled is not None:
+        return compiled
+    with planning.lock:  # threads sharing a graph build each plan once
+        cache = planning.compiled_plans
+        if index not in cache:
+            cache[index] = source_at(graph, index).build_plan(graph, plan_at(graph, index),
+                                                              ctx)
+        return cache[index]
 
 
 def workspace_size_of(compiled: CompiledPlan, ctx: ExecutionContext) -> int:

@@ -37,6 +37,11 @@ def normalize_heuristics(heuristics: Any) -> tuple[heur_mode, ...]:
 
 
 def plan_graph(graph: pygraph, heuristics: Any = None) -> None:
+    with graph.lifecycle.planning.lock:  # one planning per graph, whatever the threads
+        _plan_graph(graph, heuristics)
+
+
+def _plan_graph(graph: pygraph, heuristics: Any) -> None:
     graph.validate()
     if graph.lifecycle.state.planned:
         raise RuntimeError("create_execution_plans() was already called on this graph; "

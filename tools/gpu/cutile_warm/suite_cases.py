@@ -117,14 +117,25 @@ def stage_times() -> list[LaCase]:
                    head_counts_in_layout=False) for kda in (False, True) for bv in (32, 64, 128)]
 
 
+def cu_seqlens_safety() -> list[LaCase]:
+    """tests/numerics/test_cu_seqlens_safety.py: its one shape through the torch ops, forward
+    (final_state out) and backward (o's gradient only), both families; a malformed table
+    launches the same specializations as a good one."""
+    from tests.numerics import test_cu_seqlens_safety as m
+    lens = tuple(b - a for a, b in zip(m.GOOD, m.GOOD[1:]))
+    return [LaCase("cuseqlens", kda, lens, m.H, m.H, m.K, m.V, backward=True, d_final=False)
+            for kda in (False, True)]
+
+
 SUITES = {
+    "cuseqlens": cu_seqlens_safety,
     "cutile": engine_matrix,
     "smoke": smoke,
     "torchops": torch_ops,
     "bench": bench,
     "stagetimes": stage_times,
 }
-DEFAULT_SUITES = ("cutile", "smoke", "torchops", "bench")
+DEFAULT_SUITES = ("cutile", "smoke", "torchops", "bench", "cuseqlens")
 
 
 _GPU_ALIGN = 512

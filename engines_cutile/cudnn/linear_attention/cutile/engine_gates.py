@@ -24,7 +24,7 @@ FP32 = data_type.FLOAT
 MAX_HEAD_DIM = 256          # register budget of the [64, K] / [K, V] fp32 tiles
 
 # kernel-native dtypes per port; unset (None) is always accepted
-_DTYPES = PortDtypes(IO_DTYPES, {
+PORT_DTYPES = PortDtypes(IO_DTYPES, {
     "g": (FP32,), "beta": (FP32,), "cu_seqlens": (data_type.INT32,),
     "initial_state": (FP32,), "final_state": (FP32,), "d_final_state": (FP32,),
     "d_initial_state": (FP32,), "dG": (FP32,), "dBeta": (FP32,),
@@ -58,7 +58,7 @@ def decline_reason(f: LinearAttentionFacts, family: Family, engine: str) -> str 
             return f"{engine}: head dim {what} = {dim} is outside 1..{MAX_HEAD_DIM}"
     return (unsupported_feature_reason(f, engine, flags=_UNSUPPORTED_FLAGS,
                                        inputs=_UNSUPPORTED_INPUTS)
-            or _DTYPES.reason(f, engine))
+            or PORT_DTYPES.reason(f, engine))
 
 
 def runtime_reason(engine: str) -> str | None:

@@ -6,6 +6,8 @@ kernel at its first launch (cached per configuration), so build_plan only fixes 
 scratch layout; `get_workspace_size` is that layout's exact size.  The layout depends on
 the q/k/v dtype (KDA float16 adds fp32 input copies, kernels/input_staging.py), so an
 unset io dtype plans for bfloat16 and execute insists the buffers match the plan.
+Before any launch, execute checks every caller buffer against the graph (engines_common's
+port_buffers: dims, the kernels' dtypes, a stride-1 innermost dim, q's CUDA device).
 """
 from __future__ import annotations
 
@@ -15,12 +17,20 @@ from cudnn import behavior_note
 from cudnn.engines.base import BaseEngine, CompiledPlan, PlanConfig, resolve_node_buffers
 from cudnn.linear_attention.common import cost_model as la_cost
 from cudnn.linear_attention.common.facts import linear_attention_facts
+from cudnn.linear_attention.common.port_buffers import check_buffers, port_buffers
 from cudnn.linear_attention.common.torch_buffers import (as_torch, handle_device_reason,
                                                         torch_stream)
 from cudnn.ops.linear_attention_family import KDA_FAMILY, Family
 
-from .engine_gates import decline_reason, runtime_reason
+from .engine_gates import PORT_DTYPES, decline_reason, runtime_reason
 from .kernel_cache import first_run
+
+# the ports each pass reads and writes (q first: its dtype is the io dtype of the others)
+_FWD_PORTS = (("q", "k", "v", "g", "beta", "cu_seqlens", "initial_state"),
+              ("O", "final_state"))
+_BWD_PORTS = (("q", "k", "v", "g", "beta", "cu_seqlens", "dO", "initial_state",
+               "d_final_state"),
+              ("dQ", "dK", "dV", "dG", "dBeta", "d_initial_state"))
 
 
 class CuTileLinearAttentionEngine(BaseEngine):
@@ -41,7 +51,8 @@ class CuTileLinearAttentionEngine(BaseEngine):
 
     def build_plan(self, graph, plan: PlanConfig, ctx=None) -> CompiledPlan:
         self.check_support(graph)
-        return _LinearAttentionPlan(linear_attention_facts(graph), self.family is KDA_FAMILY)
+        return _LinearAttentionPlan(linear_attention_facts(graph), self.family is KDA_FAMILY,
+                                    self.name)
 
 
 def check_io_dtypes(node_name: str, planned, **buffers) -> None:
@@ -53,13 +64,17 @@ def check_io_dtypes(node_name: str, planned, **buffers) -> None:
 
 
 class _LinearAttentionPlan(CompiledPlan):
-    def __init__(self, facts, kda: bool) -> None:
+    def __init__(self, facts, kda: bool, engine: str = "cutile") -> None:
         import torch
 
         from .kernels.bwd import bwd_layout
         from .kernels.fwd import fwd_layout
-        self.facts, self.kda = facts, kda
+        self.facts, self.kda, self.engine = facts, kda, engine
         f = facts
+        # what every caller buffer must be before any launch: the graph's dims, the
+        # kernels' dtypes, a stride-1 innermost dim, q's device
+        self.ports = port_buffers(f, PORT_DTYPES, *(_BWD_PORTS if f.is_backward
+                                                    else _FWD_PORTS))
         io = {data_type_name: dt for data_type_name, dt in
               (("HALF", torch.float16), ("BFLOAT16", torch.bfloat16))}
         self.io_dtype = io[f.io_dtype.name] if f.io_dtype is not None else torch.bfloat16
@@ -75,38 +90,50 @@ class _LinearAttentionPlan(CompiledPlan):
         return self.layout.size
 
     def execute(self, graph, data, ctx) -> None:
+        if ctx.has_overrides:
+            raise ValueError(f"{self.engine}: execute-time shape/stride overrides are not "
+                             "supported; the plan runs the graph's declared dims")
         f = self.facts
-        buf = resolve_node_buffers(graph, data)[f.node]
-        t = as_torch
-        scratch = self.layout.carve(t(ctx.workspace) if ctx.workspace is not None else None)
-        stream = torch_stream(ctx.stream)
-        common = dict(kda=self.kda, scale=float(f.flags.scale), use_l2norm=f.flags.use_qk_l2norm,
-                      stream=stream)
-        q, k, v, g, beta, cu = (t(buf.input(p), p) for p in ("q", "k", "v", "g", "beta",
-                                                          "cu_seqlens"))
+        buf = resolve_node_buffers(graph, data, ctx)[f.node]
+        t = {p.port: as_torch(_bound(buf, p), p.port) for p in self.ports}
+        q = t["q"]
         if not q.is_cuda:
-            raise ValueError(f"{f.node_name}: the cuTile engine needs CUDA buffers; "
-                             f"'q' is on {q.device}")
-        check_io_dtypes(f.node_name, self.io_dtype, q=q, k=k, v=v)
-        h0 = t(buf.inputs.get("initial_state"))
+            raise ValueError(f"{self.engine}: input 'q' is on {q.device}; the kernels need "
+                             "CUDA buffers")
+        check_buffers(self.engine, self.ports, t, q.device)
+        check_io_dtypes(f.node_name, self.io_dtype, q=q)
+        scratch = self.layout.carve(as_torch(ctx.workspace) if ctx.workspace is not None
+                                    else None)
+        common = dict(kda=self.kda, scale=float(f.flags.scale), use_l2norm=f.flags.use_qk_l2norm,
+                      stream=torch_stream(ctx.stream))
         family = getattr(f.family, "name", f.family)
         what = (f"{family} {'backward' if f.is_backward else 'forward'} (T={f.total_t}, "
                 f"N={f.n_seq}, H={f.h_q}, HV={f.h_v}, K={f.d_qk}, V={f.d_v})")
-        with first_run(self, what, q.device):
-            self._run(f, buf, q, k, v, g, beta, cu, h0, scratch, common)
+        with first_run(self, what, q.device):  # logs a slow first run (compiles)
+            self._launch(t, scratch, common)
 
-    def _run(self, f, buf, q, k, v, g, beta, cu, h0, scratch, common) -> None:
-        t = as_torch
+    def _launch(self, t, scratch, common) -> None:
         from .kernels.bwd import chunked_bwd
         from .kernels.fwd import chunked_fwd
-        if f.is_backward:
-            d_out = t(buf.input("dO"))
-            check_io_dtypes(f.node_name, self.io_dtype, dO=d_out)
-            chunked_bwd(q, k, v, g, beta, cu, d_out, t(buf.output("dQ")),
-                        t(buf.output("dK")), t(buf.output("dV")), t(buf.output("dG")),
-                        t(buf.output("dBeta")), scratch, initial_state=h0,
-                        d_final_state=t(buf.inputs.get("d_final_state")),
-                        d_initial_state=t(buf.outputs.get("d_initial_state")), **common)
+        ins = (t["q"], t["k"], t["v"], t["g"], t["beta"], t["cu_seqlens"])
+        if self.facts.is_backward:
+            chunked_bwd(*ins, t["dO"], t["dQ"], t["dK"], t["dV"], t["dG"], t["dBeta"], scratch,
+                        initial_state=t.get("initial_state"),
+                        d_final_state=t.get("d_final_state"),
+                        d_initial_state=t.get("d_initial_state"), **common)
         else:
-            chunked_fwd(q, k, v, g, beta, cu, t(buf.output("O")), scratch, initial_state=h0,
-                        final_state=t(buf.outputs.get("final_state")), **common)
+            chunked_fwd(*ins, t["O"], scratch, initial_state=t.get("initial_state"),
+                        final_state=t.get("final_state"), **common)
+
+
+# ports every call binds (ValueError naming the port when absent); the others are optional
+_REQUIRED = frozenset({"q", "k", "v", "g", "beta", "cu_seqlens", "dO", "O", "dQ", "dK", "dV",
+                       "dG", "dBeta"})
+
+
+def _bound(node, p):
+    """The caller's buffer of port `p` (None for an unbound optional port)."""
+    inputs = p.direction == "input"
+    if p.port in _REQUIRED:
+        return node.input(p.port) if inputs else node.output(p.port)
+    return (node.inputs if inputs else node.outputs).get(p.port)

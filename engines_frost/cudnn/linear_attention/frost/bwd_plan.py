@@ -12,10 +12,10 @@ from typing import Any
 
 from cudnn.engines.base import CompiledPlan, resolve_node_buffers
 from cudnn.linear_attention.common.facts import LinearAttentionFacts
+from cudnn.linear_attention.common.port_buffers import checked_tensors
 from cudnn.linear_attention.common.torch_buffers import torch_stream
 
 from .engine_gates import FamilyTraits
-from .port_buffers import checked_tensors
 from .workspace import carve_scratch
 
 _INPUTS = ("q", "k", "v", "g", "beta", "w", "cu_seqlens", "dO", "initial_state", "d_final_state")
@@ -45,7 +45,7 @@ class FrostBackwardPlan(CompiledPlan):
             raise ValueError(f"{self.engine}: execute-time shape/stride overrides are not "
                              "supported; the plan runs the graph's declared dims")
         f = self.facts
-        node = resolve_node_buffers(graph, data)[f.node]
+        node = resolve_node_buffers(graph, data, ctx)[f.node]
         t = checked_tensors(self.engine, self.ports, lambda p: (
             node.input(p.port) if p.direction == "input" else node.output(p.port)), self.device)
         scratch = carve_scratch(self.engine, ctx.workspace, self.workspace_size, self.device)

@@ -24,13 +24,12 @@ from cudnn.engines.base import (BaseEngine, CompiledPlan, DirectLaunch, PlanConf
                                 resolve_node_buffers)
 from cudnn.linear_attention.common import cost_model as la_cost
 from cudnn.linear_attention.common.facts import LinearAttentionFacts, linear_attention_facts
-from cudnn.linear_attention.common.port_dtypes import IO
-from cudnn.linear_attention.common.torch_buffers import (as_torch, handle_device_reason,
-                                                        torch_stream)
+from cudnn.linear_attention.common.cu_seqlens_check import strict_requested
+from cudnn.linear_attention.common.port_buffers import PortBuffer, checked_tensors, port_buffers
+from cudnn.linear_attention.common.torch_buffers import handle_device_reason, torch_stream
 
 from . import runtime_probe
 from .engine_gates import FamilyTraits, decline_reason
-from .port_buffers import PortBuffer, checked_tensors, data_type_of
 from .workspace import carve_scratch
 
 # Graph ports whose kernel operand (kernels/config.py OPERANDS) has another name.
@@ -101,7 +100,7 @@ class _FrostForwardPlan(CompiledPlan):
             raise ValueError(f"{self.engine}: execute-time shape/stride overrides are not "
                              "supported; the plan runs the graph's declared dims")
         f = self.facts
-        node = resolve_node_buffers(graph, data)[f.node]
+        node = resolve_node_buffers(graph, data, ctx)[f.node]
         t = checked_tensors(self.engine, self.ports, lambda p: _buffer(node, p), self.device)
         h0, ht = t.get("initial_state"), t.get("final_state")
         if h0 is not None and ht is not None and h0.dtype != ht.dtype:
@@ -119,8 +118,8 @@ class _FrostForwardPlan(CompiledPlan):
         buffers laid out like `data`'s; None when a buffer is not a plain torch tensor or
         the plan needs scratch (then every call takes execute)."""
         operands = self._uid_operands(data)
-        if operands is None or self.workspace_size:
-            return None
+        if operands is None or self.workspace_size or strict_requested():
+            return None  # strict mode: every call through execute, which checks cu_seqlens
         from .kernels.fwd import bind_fwd
         bound = bind_fwd(**{**_NO_OPERANDS, **operands}, **self._flags())
         if bound is None:  # no sequences: nothing to launch, execute handles it
@@ -162,25 +161,9 @@ class _FrostForwardPlan(CompiledPlan):
 
 def _port_buffers(f: LinearAttentionFacts, traits: FamilyTraits, inputs=_INPUTS,
                   outputs=_OUTPUTS) -> tuple[PortBuffer, ...]:
-    """What each wired port's buffer must be; q first (its dtype is the io dtype)."""
-    rules = traits.dtypes
-    out = []
-    for direction, names, wired in (("input", inputs, f.node.inputs),
-                                    ("output", outputs, f.node.outputs)):
-        for port in names:
-            tensor = wired.get(port)
-            if tensor is None:
-                continue
-            declared = tensor.data_type
-            if port == "q":
-                dtypes = (declared,) if declared else rules.io_dtypes
-            elif port in ("k", "v") or rules.ports.get(port) is None:
-                dtypes = IO
-            else:
-                rule = rules.ports[port]
-                dtypes = IO if rule is IO else ((declared,) if declared else rule)
-            out.append(PortBuffer(direction, port, tuple(tensor.dim), dtypes))
-    return tuple(out)
+    """What each wired port's buffer must be (engines_common's port_buffers with the
+    family's dtype table); q first (its dtype is the io dtype)."""
+    return port_buffers(f, traits.dtypes, inputs, outputs)
 
 
 def _buffer(node: Any, p: PortBuffer) -> Any:

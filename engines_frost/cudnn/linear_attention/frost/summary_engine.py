@@ -17,12 +17,12 @@ from typing import Any, ClassVar
 from cudnn import behavior_note
 from cudnn.engines.base import BaseEngine, CompiledPlan, PlanConfig, resolve_node_buffers
 from cudnn.linear_attention.common.facts import LinearAttentionFacts, linear_attention_facts
+from cudnn.linear_attention.common.port_buffers import PortBuffer, checked_tensors
 from cudnn.linear_attention.common.port_dtypes import IO
-from cudnn.linear_attention.common.torch_buffers import as_torch, handle_device_reason, torch_stream
+from cudnn.linear_attention.common.torch_buffers import handle_device_reason, torch_stream
 
 from . import la_engine, runtime_probe
 from .engine_gates import FamilyTraits
-from .port_buffers import PortBuffer, data_type_of
 from .summary_gates import summary_decline_reason, summary_dtypes
 from .workspace import carve_scratch
 
@@ -102,14 +102,10 @@ class FrostSummaryPlan(CompiledPlan):
         if ctx.has_overrides:
             raise ValueError(f"{self.engine}: execute-time shape/stride overrides are not "
                              "supported; the plan runs the graph's declared dims")
-        node = resolve_node_buffers(graph, data)[self.facts.node]
-        t, io = {}, None
-        for p in self.ports:   # the first port (k or q) fixes the io dtype of the others
-            buf = node.input(p.port) if p.direction == "input" else node.output(p.port)
-            t[p.port] = as_torch(buf, p.port)
-            p.check(self.engine, t[p.port], self.device, io)
-            if io is None:
-                io = data_type_of(t[p.port])
+        node = resolve_node_buffers(graph, data, ctx)[self.facts.node]
+        # the first port (k or q) fixes the io dtype of the others
+        t = checked_tensors(self.engine, self.ports, lambda p: (
+            node.input(p.port) if p.direction == "input" else node.output(p.port)), self.device)
         scratch = carve_scratch(self.engine, ctx.workspace, self.workspace_size, self.device)
         from .kernels import summary
         common = dict(g=t["g"], beta=t["beta"], cu_seqlens=t["cu_seqlens"],

@@ -28,6 +28,7 @@ from typing import Any
 
 import torch
 
+from cudnn.linear_attention.common.cu_seqlens_check import check_cu_seqlens
 from cudnn.linear_attention.ops._checks import CheckedCall, check_call
 from cudnn.linear_attention.ops._direct_call import DIRECT, DIRECT_AUTOGRAD, route
 from cudnn.linear_attention.ops._dtype_normalise import DtypeNormaliser, restore_final_state
@@ -37,6 +38,7 @@ from cudnn.linear_attention.ops._family import (FORWARD_PORTS, FORWARD_RESULTS, 
 from cudnn.linear_attention.ops._graph_cache import GraphCache
 from cudnn.linear_attention.ops._graph_runner import CachedGraph, GraphRequest, build_graph
 from cudnn.linear_attention.ops._signature import OpSignature
+from cudnn.ops.errors import OpValueError
 from cudnn.ops.op_spec import OpSpec
 
 NAMESPACE = "cudnn"
@@ -71,6 +73,19 @@ def cache_key_function(signature: OpSignature) -> Callable[[Sequence[Any]], tupl
                                        (t.shape, t.stride(), t.dtype, t.get_device())
                                        for t in take_tensors(values)])
     return cache_key
+
+
+def _refuse_real_tensors(op: str, bound: Mapping[str, Any]) -> None:
+    """The fake kernel allocates results without computing them: fine for fake and meta
+    tensors (tracing), never for a call with real data, which torch's dispatcher sends
+    here when one argument is a meta tensor; the results would be uninitialised memory."""
+    real = [name for name, t in bound.items() if type(t) is torch.Tensor
+            and t.device.type != "meta"]
+    meta = [name for name, t in bound.items() if isinstance(t, torch.Tensor)
+            and t.device.type == "meta"]
+    if real and meta:
+        raise OpValueError(op, meta[0], f"a tensor on {bound[real[0]].device}, the device of "
+                           f"'{real[0]}' (meta tensors only trace)", "a tensor on meta")
 
 
 def _getter(positions: Sequence[int]) -> Callable[[Sequence[Any]], tuple[Any, ...]]:
@@ -128,6 +143,7 @@ class FamilyOps:
                                      for name in self.backward_signature.names
                                      if name in names and name not in tensors)
         self._scale_position = self.forward_signature.names.index("scale")
+        self._cu_seqlens_position = self.forward_signature.names.index("cu_seqlens")
         self._checkpoint_position = self.forward_signature.names.index(
             "checkpoint_every_n_tokens")
         self._backward_tensor_positions = _tensor_positions(self.backward_signature)
@@ -152,7 +168,9 @@ class FamilyOps:
 
         def fake(*args: Any, **kwargs: Any) -> _Results:
             bound = op.signature.bind(args, kwargs)
-            return op.allocate(bound, check_call(op.name, self.family, op.spec, bound))
+            checked = check_call(op.name, self.family, op.spec, bound)
+            _refuse_real_tensors(op.name, bound)
+            return op.allocate(bound, checked)
 
         registered = torch.library.custom_op(op.name, kernel, mutates_args=(),
                                              schema=op.signature.schema())
@@ -187,9 +205,10 @@ class FamilyOps:
 
     # -- the public function's body ----------------------------------------------------
     def forward(self, args: tuple[Any, ...], overwrite_initial_state: Any = False,
-                state_indices: Any = None) -> _Results:
+                state_indices: Any = None, strict_cu_seqlens: bool = False) -> _Results:
         """Run the forward op from the public function's arguments: `args` every schema
-        argument in schema order (forward_signature), then the two it does not hold."""
+        argument in schema order (forward_signature), then the three it does not hold
+        (`strict_cu_seqlens`: check the table on its device first, eager calls only)."""
         name = self.family.name
         q = args[0]
         if not isinstance(q, torch.Tensor) or q.dim() != 3:
@@ -205,6 +224,10 @@ class FamilyOps:
         if len(args) != len(self.forward_signature.names):
             raise TypeError(f"{name}: {len(args)} arguments for the "
                             f"{len(self.forward_signature.names)} of the op's schema")
+        if strict_cu_seqlens and not torch.compiler.is_compiling():
+            cu = args[self._cu_seqlens_position]
+            if isinstance(cu, torch.Tensor):  # else the op's checks name it
+                check_cu_seqlens(cu, q.shape[0], name)
         scale_at = self._scale_position
         if args[scale_at] is None:
             args = (*args[:scale_at], default_scale(q.shape[-1]), *args[scale_at + 1:])

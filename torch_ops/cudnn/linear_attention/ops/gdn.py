@@ -42,6 +42,7 @@ def gated_delta_net(
     dt_bias: torch.Tensor | None = None, checkpoint_every_n_tokens: int = 0,
     checkpoint_dtype: torch.dtype | None = None, plan_name: str | None = None,
     overwrite_initial_state: bool = False, state_indices: torch.Tensor | None = None,
+    strict_cu_seqlens: bool = False,
 ) -> tuple[torch.Tensor, ...]:
     """Gated delta rule over token-packed sequences; differentiable.
 
@@ -64,6 +65,11 @@ def gated_delta_net(
         checkpoint_every_n_tokens, checkpoint_dtype: also return the state every n tokens
             of each sequence ([rows, HO, V, K], q's dtype unless checkpoint_dtype).
         plan_name: run this plan (an engine name from graph.explain_plans()).
+        strict_cu_seqlens: check cu_seqlens on its device before running (0 = cu[0] <=
+            ... <= cu[N] = T; ValueError naming the first bad entry; one synchronisation;
+            eager calls). Without it nothing reads the table on the host and any table is
+            memory-safe: rows no sequence covers come back zero. The environment variable
+            CUDNN_STRICT_CU_SEQLENS=1 turns the check on in every engine launch.
 
     Returns:
         (o [T, HO, V], final_state), plus state_checkpoints when checkpoint_every_n_tokens.
@@ -85,4 +91,4 @@ def gated_delta_net(
         use_qk_l2norm_in_kernel, batch_invariant, use_beta_sigmoid_in_kernel, allow_neg_eigval,
         safe_gate, gate_domain, a_log, dt_bias, checkpoint_every_n_tokens, checkpoint_dtype,
         plan_name,
-    ), overwrite_initial_state, state_indices)
+    ), overwrite_initial_state, state_indices, strict_cu_seqlens)

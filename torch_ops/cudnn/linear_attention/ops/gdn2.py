@@ -47,6 +47,7 @@ def gated_delta_net_v2(
     dt_bias: torch.Tensor | None = None, checkpoint_every_n_tokens: int = 0,
     checkpoint_dtype: torch.dtype | None = None, plan_name: str | None = None,
     overwrite_initial_state: bool = False, state_indices: torch.Tensor | None = None,
+    strict_cu_seqlens: bool = False,
 ) -> tuple[torch.Tensor, ...]:
     """Gated DeltaNet-2 over token-packed sequences.
 
@@ -79,4 +80,4 @@ def gated_delta_net_v2(
         use_qk_l2norm_in_kernel, batch_invariant, use_beta_sigmoid_in_kernel, allow_neg_eigval,
         beta_guard, safe_gate, gate_domain, gate_lower_bound, a_log, dt_bias,
         checkpoint_every_n_tokens, checkpoint_dtype, plan_name,
-    ), overwrite_initial_state, state_indices)
+    ), overwrite_initial_state, state_indices, strict_cu_seqlens)

@@ -42,7 +42,7 @@ def kimi_delta_attention(
     a_log: torch.Tensor | None = None, dt_bias: torch.Tensor | None = None,
     checkpoint_every_n_tokens: int = 0, checkpoint_dtype: torch.dtype | None = None,
     plan_name: str | None = None, overwrite_initial_state: bool = False,
-    state_indices: torch.Tensor | None = None,
+    state_indices: torch.Tensor | None = None, strict_cu_seqlens: bool = False,
 ) -> tuple[torch.Tensor, ...]:
     """Kimi delta attention over token-packed sequences; differentiable.
 
@@ -73,4 +73,4 @@ def kimi_delta_attention(
         use_qk_l2norm_in_kernel, batch_invariant, use_beta_sigmoid_in_kernel, allow_neg_eigval,
         safe_gate, gate_lower_bound, gate_domain, a_log, dt_bias, checkpoint_every_n_tokens,
         checkpoint_dtype, plan_name,
-    ), overwrite_initial_state, state_indices)
+    ), overwrite_initial_state, state_indices, strict_cu_seqlens)

@@ -6,7 +6,9 @@
    d_initial_state);
 4. bwd_dqkwg: per chunk dq and the output/state parts of dk, dw, dG;
 5. bwd_wy: per chunk the WY adjoint: dk, dv, dbeta, dg (KDA: two score tiers in 4-5);
-6. head_group_sum when q/k (or v) heads are shared by several output heads.
+6. head_group_sum when q/k (or v) heads are shared by several output heads;
+7. zeros into the gradient rows outside every sequence (seq_bounds.py; every kernel
+   reads the sanitised copy of cu_seqlens, clamped into [0, T] and non-decreasing).
 
 Buffers as fwd.py plus d_out [T, HO, V]; d_final_state / d_initial_state
 [N, HO, V, K] fp32 (optional); gradients dq, dk [T, H, K], dv [T, HV, V], dg like g,
@@ -15,8 +17,11 @@ stages dO in fp32 (input_staging.py).
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
+
+from cudnn.linear_attention.common.cu_seqlens_check import check_cu_seqlens, strict_requested
 
 from .fwd import BT, BV_STAGE2, fwd_layout, pow2, scratch_dtype
 from .input_staging import add_staging, needs_fp32_staging, stage_inputs
@@ -52,7 +57,7 @@ def chunked_bwd(q, k, v, g, beta, cu_seqlens, d_out, dq, dk, dv, dg, dbeta, scra
                 kda: bool, scale: float, initial_state=None, d_final_state=None,
                 d_initial_state=None, use_l2norm: bool = False, stream=None,
                 bv: int = BV_STAGE2, stages: tuple[str, ...] | None = None,
-                occupancy: int | None = None) -> None:
+                occupancy: int | None = None, strict_cu_seqlens: bool | None = None) -> None:
     """Run the backward; `stages` (default: all) lets benchmarks time launches one kind at
     a time: "table", "wy", "recompute", "dhu", "dqkwg", "bwd_wy", "group_sum" (each later
     stage reads the scratch an earlier full call left).  `occupancy` (benchmarks) replaces
@@ -67,10 +72,16 @@ def chunked_bwd(q, k, v, g, beta, cu_seqlens, d_out, dq, dk, dv, dg, dbeta, scra
     from .chunk_fwd import la_chunk_fwd_kernel
     from .chunk_table import chunk_table_fwd
     from .head_group_sum import head_group_sum_kernel
+    from .seq_bounds import sanitized_cu_seqlens, zero_uncovered_rows
     from .wy_fwd import la_wy_fwd_kernel
 
     if stream is None:
         stream = torch.cuda.current_stream()
+    if strict_requested(strict_cu_seqlens):
+        with (torch.cuda.stream(stream) if cu_seqlens.is_cuda else contextlib.nullcontext()):
+            check_cu_seqlens(cu_seqlens, q.shape[0], "cutile")
+    # every kernel reads the sanitised table: rows in [0, T) whatever cu_seqlens holds
+    cu_seqlens = sanitized_cu_seqlens(cu_seqlens, q.shape[0], scratch, stream)
     if occupancy is not None:
         if occupancy not in (1, 2, 3, 4):
             raise ValueError(f"chunked_bwd: occupancy must be 1..4 (CTAs per SM), got "
@@ -151,6 +162,9 @@ def chunked_bwd(q, k, v, g, beta, cu_seqlens, d_out, dq, dk, dv, dg, dbeta, scra
         if groups > 1 and want("group_sum"):
             ct.launch(stream, (t_blocks, out.shape[1], 1), head_group_sum_kernel,
                       (part, out, groups, BT, width))
+    if stages is None:  # last: the group sums write every row
+        for out in (dq, dk, dv, dg, dbeta):
+            zero_uncovered_rows(cu_seqlens, out, n_seq, stream)
 
 
 def kda_wy_hinted(bk: int, bv: int) -> bool:

@@ -1,5 +1,7 @@
 """Host orchestration of the chunked GDN / KDA forward: three launches, no host sync.
 
+0. the kernels read a sanitised copy of cu_seqlens (seq_bounds.py: clamped into [0, T],
+   non-decreasing), and the rows outside every sequence are zeroed last;
 1. chunk_table: (sequence, chunk) rows built on device from cu_seqlens;
 2. wy_fwd: per chunk and output head: w, u, the intra-chunk scores P and (KDA) decayed
    q/k and the chunk's total decay (scratch);
@@ -16,10 +18,14 @@ a tileiras 13.4 crash); `fwd_layout` reserves those regions and `chunked_fwd` fi
 """
 from __future__ import annotations
 
+import contextlib
 import math
+
+from cudnn.linear_attention.common.cu_seqlens_check import check_cu_seqlens, strict_requested
 
 from ..workspace import WorkspaceLayout
 from .input_staging import add_staging, needs_fp32_staging, stage_inputs
+from .seq_bounds import add_regions as add_cu_regions
 
 BT = 64          # chunk length: the WY inverse is BT x BT, the scan step of stage 2
 BV_STAGE2 = 64   # V block of stage 2 (one CTA per sequence x head x V block)
@@ -76,24 +82,34 @@ def fwd_layout(total_tokens: int, n_seq: int, ho: int, dk: int, dv: int, *, kda:
     lay.add("table", (rows, 2), int32_dtype, 4)
     lay.add("count", (1,), int32_dtype, 4)
     lay.add("offsets", (n_seq + 1,), int32_dtype, 4)
+    add_cu_regions(lay, n_seq, int32_dtype)
     return lay
 
 
 def chunked_fwd(q, k, v, g, beta, cu_seqlens, o, scratch, *, kda: bool, scale: float,
                 initial_state=None, final_state=None, use_l2norm: bool = False,
                 stream=None, bv: int = BV_STAGE2,
-                stages: tuple[str, ...] = ("table", "wy", "chunk")) -> None:
+                stages: tuple[str, ...] = ("table", "wy", "chunk"),
+                strict_cu_seqlens: bool | None = None) -> None:
     """Run the forward; `stages` lets benchmarks time one launch at a time ("wy1" / "wy2":
-    one KDA score tier of the "wy" stage)."""
+    one KDA score tier of the "wy" stage). `strict_cu_seqlens` (None: the
+    CUDNN_STRICT_CU_SEQLENS environment variable) checks cu_seqlens on the device first
+    (ValueError naming its first bad entry; one synchronisation)."""
     import cuda.tile as ct
     import torch
 
     from .chunk_fwd import la_chunk_fwd_kernel
     from .chunk_table import chunk_table_fwd
+    from .seq_bounds import sanitized_cu_seqlens, zero_uncovered_rows
     from .wy_fwd import la_wy_fwd_kernel
 
     if stream is None:
         stream = torch.cuda.current_stream()
+    if strict_requested(strict_cu_seqlens):
+        with (torch.cuda.stream(stream) if cu_seqlens.is_cuda else contextlib.nullcontext()):
+            check_cu_seqlens(cu_seqlens, q.shape[0], "cutile")
+    # every kernel reads the sanitised table: rows in [0, T) whatever cu_seqlens holds
+    cu_seqlens = sanitized_cu_seqlens(cu_seqlens, q.shape[0], scratch, stream)
     if needs_fp32_staging(kda, q.dtype):
         q, k, v = stage_inputs(scratch, {"q": q, "k": k, "v": v}, stream)
     _, h_q, dk = q.shape
@@ -130,3 +146,4 @@ def chunked_fwd(q, k, v, g, beta, cu_seqlens, o, scratch, *, kda: bool, scale: f
                o, placeholder, o, q if rowwise else placeholder3, k if rowwise else placeholder3,
                q_row, k_row, ho // h_q if rowwise else 1, BT, bk, bv, gw,
                initial_state is not None, final_state is not None, False, rowwise))
+    zero_uncovered_rows(cu_seqlens, o, n_seq, stream)

@@ -157,15 +157,21 @@ def check_bwd_operands(*, q, k, v, g, beta, w, cu_seqlens, dO, initial_state, d_
 
 def frost_bwd(*, q, k, v, g, beta, w, cu_seqlens, dO, initial_state, d_final_state, dq, dk, dv, dg, dbeta, dw,
               d_initial_state, workspace, scale: float, use_l2norm: bool, gate_per_channel: bool,
-              beta_per_channel: bool, stream, stages: tuple[str, ...] = STAGES) -> None:
+              beta_per_channel: bool, stream, stages: tuple[str, ...] = STAGES,
+              strict_cu_seqlens: bool | None = None) -> None:
     """Gradients of the chunked linear-attention forward (GDN / KDA / GDN-2), written into
     dq [T,H,K], dk [T,HK,K], dv [T,HV,V] (io dtype), dg like g, dbeta like beta, dw (GDN-2)
     and d_initial_state [N,HO,V,K] (exactly when initial_state is given). Inputs as
     frost_fwd plus dO [T,HO,V] (io dtype) and d_final_state [N,HO,V,K] (fp32 or bf16, or
     None). workspace: a uint8 CUDA tensor of at least frost_bwd_workspace_size bytes.
     ``stages`` (benchmarks) launches a subset; each later stage reads what an earlier full
-    call left in the workspace."""
+    call left in the workspace. Any cu_seqlens table is safe (kernels/seq_bounds.py: gradient
+    rows no sequence covers are zero); ``strict_cu_seqlens`` (None: the
+    CUDNN_STRICT_CU_SEQLENS environment variable) checks it on the device first and raises
+    ValueError naming its first bad entry (one synchronisation)."""
     import torch
+
+    from cudnn.linear_attention.common.cu_seqlens_check import check_cu_seqlens, strict_requested
 
     from cudnn.linear_attention.frost.kernels.compile_kernel import preferred_ffi
     from cudnn.linear_attention.frost.kernels.fwd import device_arch
@@ -188,6 +194,9 @@ def frost_bwd(*, q, k, v, g, beta, w, cu_seqlens, dO, initial_state, d_final_sta
     ws = _carve(workspace.reshape(-1).view(torch.uint8), regions)
     if stream is None:
         stream = torch.cuda.current_stream(q.device)
+    if strict_requested(strict_cu_seqlens):
+        with torch.cuda.stream(stream):
+            check_cu_seqlens(cu_seqlens, T, "frost_bwd")
     tensors = dict(q=q, k=k, v=v, g=g, beta=beta, w=w, cu_seqlens=cu_seqlens, dO=dO, initial_state=initial_state,
                    d_final_state=d_final_state, dq=ws.get("dq", dq), dk=ws.get("dk", dk), dv=ws.get("dv", dv),
                    dg=dg, dbeta=dbeta, dw=dw, d_initial_state=d_initial_state, ckpt=ws["ckpt"], dckpt=ws["dckpt"],

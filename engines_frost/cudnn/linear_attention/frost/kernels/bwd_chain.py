@@ -46,6 +46,7 @@ from cudnn.linear_attention.frost.kernels.fwd_v1 import (
 )
 from cudnn.linear_attention.frost.kernels.fwd_v2 import FrostFwdV2
 from cudnn.linear_attention.frost.kernels.fwd_v2 import smem_plan as v2_smem_plan
+from cudnn.linear_attention.frost.kernels.seq_bounds import sequence_bounds
 
 # v2's tensors that change orientation here, and what replaces them
 _TRANSPOSED = {"qa": "qat", "kba": "kbat", "kdt": "kd", "mneg": "mnegt", "p": "pt", "dinv": "dinvt"}
@@ -84,13 +85,13 @@ class FrostBwdChain(FrostBwdLauncher, FrostFwdV2):
     @cute.jit
     def launch_kernel(self, m, T: Int32, N: Int32, scale: Float32, stream: cuda.CUstream):
         self.kernel(m.q, m.k, m.v, m.g, m.beta, m.w, m.cu_seqlens, m.dO, m.d_final_state, m.d_initial_state,
-                    m.dckpt, m.dr, scale).launch(grid=[N, self.cfg.HO, 1], block=[self.threads, 1, 1],
-                                                 stream=stream)
+                    m.dckpt, m.dr, scale, T).launch(grid=[N, self.cfg.HO, 1], block=[self.threads, 1, 1],
+                                                    stream=stream)
 
     @cute.kernel
     def kernel(self, mq: cute.Tensor, mk: cute.Tensor, mv: cute.Tensor, mg: cute.Tensor, mb: cute.Tensor,
                mw: cute.Tensor, mcu: cute.Tensor, mdo: cute.Tensor, mdht: cute.Tensor, mdh0: cute.Tensor,
-               mdckpt: cute.Tensor, mdr: cute.Tensor, scale: Float32):
+               mdckpt: cute.Tensor, mdr: cute.Tensor, scale: Float32, T: Int32):
         c = self.cfg
         K = c.K
         tid, _, _ = cute.arch.thread_idx()
@@ -110,8 +111,7 @@ class FrostBwdChain(FrostBwdLauncher, FrostFwdV2):
                 jd = coord[e]
                 val = mdht[n, h, wid * SUB + jd[0], jd[1]].to(Float32)
             acc_ds[e] = val
-        bos = mcu[n]
-        eos = mcu[n + 1]
+        bos, eos = sequence_bounds(mcu, n, T)  # inside [0, T] whatever cu_seqlens holds
         nch = (eos - bos + CHUNK - 1) // CHUNK
         row0 = bos // CHUNK + n
         s.gmem = SimpleNamespace(q=mq, k=mk, v=mv, g=mg, b=mb, w=mw, do=mdo, heads=heads)

@@ -2,7 +2,8 @@
 
 Grid (checkpoint rows R = T // 64 + N, HO), 8 warps. Row rho is chunk j of the sequence n
 with cu[n] // 64 + n <= rho < that + chunks(n) (found by the CTA's threads in one pass
-over cu_seqlens; rows between sequences exit). Inputs: the chunk's rows of q, k, v, g,
+over cu_seqlens, bounds clamped into [0, T] by seq_bounds.py; rows between sequences
+exit). Inputs: the chunk's rows of q, k, v, g,
 beta, dO, U (kernel 1) and dR (kernel 2), the state S entering the chunk (kernel 1's
 checkpoint) and the gradient dS of the state leaving it (kernel 2's), both V-major in
 global memory and transposed to [K, V] on the way into shared memory.
@@ -35,6 +36,7 @@ from cutlass import BFloat16, Float32, Int32
 from cudnn.linear_attention.frost.kernels.bwd_abi import FrostBwdLauncher
 from cudnn.linear_attention.frost.kernels.bwd_config import FrostBwdConfig
 from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
+from cudnn.linear_attention.frost.kernels.seq_bounds import sequence_bounds
 from cudnn.linear_attention.frost.kernels.fwd_v1 import (
     CHUNK,
     GRAM_TILES,
@@ -69,7 +71,7 @@ def smem_plan(c: FrostFwdConfig):
         ("sums", "f32", (2, ROW_SUMS, C), (ROW_SUMS * C, C, 1)),   # per channel half
         ("dbv", "f32", (C,), (1,)),                                  # sum_v v dR per row
         ("part", "f32", (2, THREADS // 32), (THREADS // 32, 1)),     # per-warp partials
-        ("seq", "i32", (2,), (1,)),                                  # (n, j) of this CTA
+        ("seq", "i32", (2,), (1,)),                                  # n of this CTA (slot 1 spare)
     ]
 
 
@@ -91,25 +93,24 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
     @cute.jit
     def launch_kernel(self, m, T: Int32, N: Int32, scale: Float32, stream: cuda.CUstream):
         self.kernel(m.q, m.k, m.v, m.g, m.beta, m.cu_seqlens, m.dO, m.dq, m.dk, m.dv, m.dg, m.dbeta, m.ckpt,
-                    m.dckpt, m.u, m.dr, N, scale, m.w, m.dw).launch(
+                    m.dckpt, m.u, m.dr, N, scale, m.w, m.dw, T).launch(
             grid=[T // CHUNK + N, self.cfg.HO, 1], block=[THREADS, 1, 1], stream=stream)
 
     @cute.kernel
     def kernel(self, mq: cute.Tensor, mk: cute.Tensor, mv: cute.Tensor, mg: cute.Tensor, mb: cute.Tensor,
                mcu: cute.Tensor, mdo: cute.Tensor, mdq: cute.Tensor, mdk: cute.Tensor, mdv: cute.Tensor,
                mdg: cute.Tensor, mdb: cute.Tensor, mckpt: cute.Tensor, mdckpt: cute.Tensor, mu: cute.Tensor,
-               mdr: cute.Tensor, N: Int32, scale: Float32, mw: cute.Tensor, mdw: cute.Tensor):
+               mdr: cute.Tensor, N: Int32, scale: Float32, mw: cute.Tensor, mdw: cute.Tensor, T: Int32):
         c = self.cfg
         tid, _, _ = cute.arch.thread_idx()
         rho, h, _ = cute.arch.block_idx()
         s = allocate_smem(self.smem_plan(c))
-        self.find_chunk(s, mcu, N, rho, tid)
+        self.find_chunk(s, mcu, N, T, rho, tid)
         cute.arch.sync_threads()
         n = s.seq[0]
         if n >= 0:
-            j = s.seq[1]
-            bos = mcu[n]
-            eos = mcu[n + 1]
+            bos, eos = sequence_bounds(mcu, n, T)  # inside [0, T] whatever cu_seqlens holds
+            j = rho - (bos // CHUNK + n)
             t0 = bos + j * CHUNK
             heads = (h // (c.HO // c.H), h // (c.HO // c.HK), h // (c.HO // c.HV), h)
             mma = warp_mma()
@@ -129,9 +130,11 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
 
     # ------------------------------------------------------------------ 0: which chunk
     @cute.jit
-    def find_chunk(self, s, mcu, N, rho, tid):
-        """(n, j) of checkpoint row rho into s.seq, n = -1 for a row between sequences:
-        thread i tests sequence i (and i + 256, ...)."""
+    def find_chunk(self, s, mcu, N, T, rho, tid):
+        """The sequence n whose chunks hold checkpoint row rho into s.seq[0], -1 for a row
+        between sequences: thread i tests sequence i (and i + 256, ...). Only n is
+        stored (the chunk is rho - first(n)): should a malformed table let two sequences
+        claim the row, whichever write lands leaves a consistent (n, chunk)."""
         s_seq = s.seq
         if tid == 0:
             s_seq[0] = Int32(-1)
@@ -139,13 +142,11 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
         for n0 in cutlass.range(0, N, THREADS, unroll=1):
             n = n0 + tid
             if n < N:
-                bos = mcu[n]
-                eos = mcu[n + 1]
+                bos, eos = sequence_bounds(mcu, n, T)
                 first = bos // CHUNK + n
                 count = (eos - bos + CHUNK - 1) // CHUNK
                 if rho >= first and rho < first + count:
                     s_seq[0] = n
-                    s_seq[1] = rho - first
 
     # ------------------------------------------------------------------ 1: rows
     @cute.jit

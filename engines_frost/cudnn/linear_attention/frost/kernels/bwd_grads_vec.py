@@ -36,6 +36,7 @@ from cutlass import BFloat16, Float32, Int32
 from cudnn.linear_attention.frost.kernels.bwd_config import FrostBwdConfig
 from cudnn.linear_attention.frost.kernels.bwd_grads import ROW_SUMS, THREADS, WARPS, FrostBwdGrads
 from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
+from cudnn.linear_attention.frost.kernels.seq_bounds import sequence_bounds
 from cudnn.linear_attention.frost.kernels.fwd_v1 import (
     _DTYPES,
     CHUNK,
@@ -124,18 +125,17 @@ class FrostBwdGradsVec(FrostBwdGrads):
     def kernel(self, mq: cute.Tensor, mk: cute.Tensor, mv: cute.Tensor, mg: cute.Tensor, mb: cute.Tensor,
                mcu: cute.Tensor, mdo: cute.Tensor, mdq: cute.Tensor, mdk: cute.Tensor, mdv: cute.Tensor,
                mdg: cute.Tensor, mdb: cute.Tensor, mckpt: cute.Tensor, mdckpt: cute.Tensor, mu: cute.Tensor,
-               mdr: cute.Tensor, N: Int32, scale: Float32, mw: cute.Tensor, mdw: cute.Tensor):
+               mdr: cute.Tensor, N: Int32, scale: Float32, mw: cute.Tensor, mdw: cute.Tensor, T: Int32):
         c = self.cfg
         tid, _, _ = cute.arch.thread_idx()
         rho, h, _ = cute.arch.block_idx()
         s = allocate(c)
-        self.find_chunk(s, mcu, N, rho, tid)
+        self.find_chunk(s, mcu, N, T, rho, tid)
         cute.arch.sync_threads()
         n = s.seq[0]
         if n >= 0:
-            j = s.seq[1]
-            bos = mcu[n]
-            eos = mcu[n + 1]
+            bos, eos = sequence_bounds(mcu, n, T)  # inside [0, T] whatever cu_seqlens holds
+            j = rho - (bos // CHUNK + n)
             t0 = bos + j * CHUNK
             heads = (h // (c.HO // c.H), h // (c.HO // c.HK), h // (c.HO // c.HV), h)
             mma = warp_mma()

@@ -8,6 +8,8 @@ FrostFwdV2); per chunk it writes
 - U = (I + M)^-1 (W0 - KBA S) [C, V] per token (bf16), the "new values" the chain and the
   gradients read,
 and skips the output products (O = QA S + P U is not needed). No final state.
+Sequence bounds are clamped into [0, T] (seq_bounds.py); warp 0 of the last sequence's
+CTAs zeroes the gradient rows no sequence covers before the grads kernel runs.
 """
 from __future__ import annotations
 
@@ -20,6 +22,8 @@ from cudnn.linear_attention.frost.kernels.bwd_abi import FrostBwdLauncher
 from cudnn.linear_attention.frost.kernels.bwd_config import FrostBwdConfig
 from cudnn.linear_attention.frost.kernels.fwd_v1 import CHUNK, NBLK, SUB, allocate_smem, to_a_operand, warp_mma
 from cudnn.linear_attention.frost.kernels.fwd_v2 import FrostFwdV2
+from cudnn.linear_attention.frost.kernels.seq_bounds import (sequence_bounds, table_order,
+                                                             zero_uncovered_rows)
 
 
 class FrostBwdStates(FrostBwdLauncher, FrostFwdV2):
@@ -32,12 +36,15 @@ class FrostBwdStates(FrostBwdLauncher, FrostFwdV2):
     @cute.jit
     def launch_kernel(self, m, T: Int32, N: Int32, scale: Float32, stream: cuda.CUstream):
         self.states_kernel(m.q, m.k, m.v, m.g, m.beta, m.w, m.cu_seqlens, m.initial_state, m.ckpt, m.u,
-                           scale).launch(grid=[N, self.cfg.HO, 1], block=[self.threads, 1, 1], stream=stream)
+                           scale, T, N, m.dq, m.dk, m.dv, m.dg, m.dbeta, m.dw).launch(
+            grid=[N, self.cfg.HO, 1], block=[self.threads, 1, 1], stream=stream)
 
     @cute.kernel
     def states_kernel(self, mq: cute.Tensor, mk: cute.Tensor, mv: cute.Tensor, mg: cute.Tensor,
                       mb: cute.Tensor, mw: cute.Tensor, mcu: cute.Tensor, mh0: cute.Tensor,
-                      mckpt: cute.Tensor, mu: cute.Tensor, scale: Float32):
+                      mckpt: cute.Tensor, mu: cute.Tensor, scale: Float32, T: Int32, N: Int32,
+                      mdq: cute.Tensor, mdk: cute.Tensor, mdv: cute.Tensor, mdg: cute.Tensor,
+                      mdb: cute.Tensor, mdw: cute.Tensor):
         c = self.cfg
         K = c.K
         tid, _, _ = cute.arch.thread_idx()
@@ -56,8 +63,7 @@ class FrostBwdStates(FrostBwdLauncher, FrostFwdV2):
                 jd = coord_s[e]
                 val = mh0[n, h, wid * SUB + jd[0], jd[1]].to(Float32)
             acc_s[e] = val
-        bos = mcu[n]
-        eos = mcu[n + 1]
+        bos, eos = sequence_bounds(mcu, n, T)  # inside [0, T] whatever cu_seqlens holds
         row0 = bos // CHUNK + n
         self.before_chunks(s, mq, mk, mv, mg, mb, mw, heads, bos, eos, tid, lane, wid)
         for t0 in cutlass.range(bos, eos, CHUNK):
@@ -73,6 +79,25 @@ class FrostBwdStates(FrostBwdLauncher, FrostFwdV2):
             cute.arch.sync_threads()
             self.stage_chain(s, mu, acc_s, coord_s, heads, t0, eos, thr, lane, wid)
             cute.arch.sync_threads()
+        if n == N - 1 and wid == 0:
+            self.zero_gradient_rows(mcu, T, N, mdq, mdk, mdv, mdg, mdb, mdw, h, lane)
+
+    @cute.jit
+    def zero_gradient_rows(self, mcu, T, N, mdq, mdk, mdv, mdg, mdb, mdw, h, lane):
+        """Zeros into head h of every gradient row no sequence covers (seq_bounds.py), run
+        by warp 0 of the last sequence's CTAs before the grads kernel writes the others:
+        an unordered table zeroes every row (a chunk two sequences claim may be skipped)."""
+        c = self.cfg
+        gk = c.K if c.gate_per_channel else 1
+        bk = c.K if c.beta_per_channel else 1
+        first, last, ordered = table_order(mcu, N, T, lane)
+        zero_uncovered_rows(mcu, N, T, mdq, h, 0, c.K, first, last, ordered, lane, True)
+        zero_uncovered_rows(mcu, N, T, mdk, h, 0, c.K, first, last, ordered, lane, True)
+        zero_uncovered_rows(mcu, N, T, mdv, h, 0, c.V, first, last, ordered, lane, True)
+        zero_uncovered_rows(mcu, N, T, mdg, h, 0, gk, first, last, ordered, lane, True)
+        zero_uncovered_rows(mcu, N, T, mdb, h, 0, bk, first, last, ordered, lane, True)
+        if cutlass.const_expr(c.has_w):
+            zero_uncovered_rows(mcu, N, T, mdw, h, 0, c.V, first, last, ordered, lane, True)
 
     @cute.jit
     def stage_chain(self, s, mu, acc_s, coord_s, heads, t0, eos, thr, lane, wid):

@@ -18,6 +18,7 @@ import dataclasses
 import os
 import threading
 
+from cudnn.linear_attention.common.cu_seqlens_check import check_cu_seqlens, strict_requested
 from cudnn.linear_attention.frost.kernels import kernel_store
 # compile_fwd is looked up here at call time (tests replace fwd.compile_fwd)
 from cudnn.linear_attention.frost.kernels.compile_kernel import compile_fwd, kernel_class, preferred_ffi  # noqa: F401
@@ -93,7 +94,8 @@ def _check(name, t, shape, dtypes, device, who: str = "frost_fwd"):
 
 def frost_fwd(*, q, k, v, g, beta, w, cu_seqlens, out, initial_state, final_state,
               scale: float, use_l2norm: bool, gate_per_channel: bool, beta_per_channel: bool,
-              stream, algorithm: str | None = None, bind: bool = False) -> BoundLaunch | None:
+              stream, algorithm: str | None = None, bind: bool = False,
+              strict_cu_seqlens: bool | None = None) -> BoundLaunch | None:
     """Chunked linear-attention forward (GDN / KDA / GDN-2), written into out and final_state.
 
     q [T,H,K], k [T,HK,K], v [T,HV,V] (bf16 or fp16, one dtype); g fp32 [T,HO] or [T,HO,K]
@@ -105,7 +107,10 @@ def frost_fwd(*, q, k, v, g, beta, w, cu_seqlens, out, initial_state, final_stat
     one). ``algorithm`` picks "v0" (SIMT oracle), "v1" or "v2" (default DEFAULT_ALGORITHM).
     Every call is checked (H200 host: ~48 us); with ``bind``, returns the BoundLaunch that
     repeats this launch for operands of the same layout without the checks (None when
-    nothing was launched: N == 0).
+    nothing was launched: N == 0). Any cu_seqlens table is safe (kernels/seq_bounds.py);
+    ``strict_cu_seqlens`` (None: the CUDNN_STRICT_CU_SEQLENS environment variable) checks
+    it on the device first and raises ValueError naming its first bad entry (one
+    synchronisation).
     """
     import torch
 
@@ -118,6 +123,9 @@ def frost_fwd(*, q, k, v, g, beta, w, cu_seqlens, out, initial_state, final_stat
         return None
     if stream is None:
         stream = torch.cuda.current_stream(q.device)
+    if strict_requested(strict_cu_seqlens):
+        with torch.cuda.stream(stream):
+            check_cu_seqlens(cu_seqlens, bound.T, "frost_fwd")
     bound.launch(tensors, stream)
     return bound if bind else None
 

@@ -11,7 +11,8 @@ Compile-time specialisation comes from FrostFwdConfig (kernels/config.py): GDN, 
 GDN-2 differ only in the gate/beta/w shapes, selected with const_expr branches.
 Padded rows of a partial chunk load as zero (q, k, v, gate, beta, w): their gate is 0 so
 the cumulative gate at row C-1 equals the last real row's, and k = 0 keeps them out of
-every product; they are never stored.
+every product; they are never stored. Sequence bounds are clamped into [0, T] and rows no
+sequence covers are zeroed, whatever cu_seqlens holds (seq_bounds.py).
 """
 from __future__ import annotations
 
@@ -23,6 +24,8 @@ from cutlass import Float32, Int32
 from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
 from cudnn.linear_attention.frost.kernels.gmem_views import operand_views
 from cudnn.linear_attention.frost.kernels.launch_abi import cutlass_dtype
+from cudnn.linear_attention.frost.kernels.seq_bounds import (WARP, sequence_bounds, table_order,
+                                                             zero_uncovered_rows)
 
 CHUNK = 64
 THREADS = 256
@@ -45,13 +48,13 @@ class FrostFwdV0:
                  p_h0: cute.Pointer, p_ht: cute.Pointer, T: Int32, N: Int32, scale: Float32,
                  stream: cuda.CUstream):
         m = operand_views(self.cfg, p_q, p_k, p_v, p_g, p_beta, p_w, p_cu, p_out, p_h0, p_ht, T, N)
-        self.kernel(m.q, m.k, m.v, m.g, m.beta, m.w, m.cu, m.out, m.h0, m.ht, scale).launch(
+        self.kernel(m.q, m.k, m.v, m.g, m.beta, m.w, m.cu, m.out, m.h0, m.ht, scale, T, N).launch(
             grid=[N, self.cfg.HO, self.cfg.V // self.bv], block=[THREADS, 1, 1], stream=stream)
 
     @cute.kernel
     def kernel(self, mq: cute.Tensor, mk: cute.Tensor, mv: cute.Tensor, mg: cute.Tensor,
                mb: cute.Tensor, mw: cute.Tensor, mcu: cute.Tensor, mo: cute.Tensor,
-               mh0: cute.Tensor, mht: cute.Tensor, scale: Float32):
+               mh0: cute.Tensor, mht: cute.Tensor, scale: Float32, T: Int32, N: Int32):
         c = self.cfg
         K, BV, C = c.K, self.bv, CHUNK
         tid, _, _ = cute.arch.thread_idx()
@@ -87,8 +90,7 @@ class FrostFwdV0:
             ss[d, j] = val
         cute.arch.sync_threads()
 
-        bos = mcu[n]
-        eos = mcu[n + 1]
+        bos, eos = sequence_bounds(mcu, n, T)  # inside [0, T] whatever cu_seqlens holds
         for t0 in cutlass.range(bos, eos, C):
             self.load_chunk(mq, mk, mv, mg, mb, mw, sq, sk, skb, sg, sbeta, su, t0, eos, hq, hk, hv, h, v0, tid)
             cute.arch.sync_threads()
@@ -108,6 +110,11 @@ class FrostFwdV0:
                 d = i % K
                 j = i // K
                 mht[n, h, v0 + j, d] = ss[d, j].to(self.st)
+
+        # the last sequence's CTAs zero this slice of the rows no sequence covers
+        if n == N - 1 and tid < WARP:
+            first, last, ordered = table_order(mcu, N, T, tid)
+            zero_uncovered_rows(mcu, N, T, mo, h, v0, BV, first, last, ordered, tid)
 
     @cute.jit
     def load_chunk(self, mq, mk, mv, mg, mb, mw, sq, sk, skb, sg, sbeta, su, t0, eos, hq, hk, hv, h, v0, tid):

@@ -27,6 +27,8 @@ bf16 copy feeds the next chunk's products directly as the A operand (an accumula
 m16n8 tiles is, element for element, the A operand of m16n8k16: checked by
 frost_compile_test). The algebra is engines_frost/tests/frost_chunk_model.py with
 decay_mode="factored" (blocked solve). Padded rows of a partial chunk load as zero.
+Sequence bounds are clamped into [0, T] and rows no sequence covers are zeroed, whatever
+cu_seqlens holds (seq_bounds.py).
 """
 from __future__ import annotations
 
@@ -41,6 +43,8 @@ from cutlass.cute.nvgpu import warp
 from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
 from cudnn.linear_attention.frost.kernels.gmem_views import operand_views
 from cudnn.linear_attention.frost.kernels.launch_abi import cutlass_dtype
+from cudnn.linear_attention.frost.kernels.seq_bounds import (sequence_bounds, table_order,
+                                                             zero_uncovered_rows)
 
 CHUNK = 64
 SUB = 16  # rows per block: the MMA M extent and the decay-factorisation block
@@ -134,14 +138,14 @@ class FrostFwdV1:
                  p_h0: cute.Pointer, p_ht: cute.Pointer, T: Int32, N: Int32, scale: Float32,
                  stream: cuda.CUstream):
         m = operand_views(self.cfg, p_q, p_k, p_v, p_g, p_beta, p_w, p_cu, p_out, p_h0, p_ht, T, N)
-        self.kernel(m.q, m.k, m.v, m.g, m.beta, m.w, m.cu, m.out, m.h0, m.ht, scale).launch(
+        self.kernel(m.q, m.k, m.v, m.g, m.beta, m.w, m.cu, m.out, m.h0, m.ht, scale, T, N).launch(
             grid=[N, self.cfg.HO, 1], block=[self.threads, 1, 1], stream=stream)
 
     # ------------------------------------------------------------------ kernel
     @cute.kernel
     def kernel(self, mq: cute.Tensor, mk: cute.Tensor, mv: cute.Tensor, mg: cute.Tensor,
                mb: cute.Tensor, mw: cute.Tensor, mcu: cute.Tensor, mo: cute.Tensor,
-               mh0: cute.Tensor, mht: cute.Tensor, scale: Float32):
+               mh0: cute.Tensor, mht: cute.Tensor, scale: Float32, T: Int32, N: Int32):
         c = self.cfg
         K, C = c.K, CHUNK
         tid, _, _ = cute.arch.thread_idx()
@@ -166,10 +170,12 @@ class FrostFwdV1:
                 val = mh0[n, h, wid * SUB + jd[0], jd[1]].to(Float32)
             acc_s[e] = val
 
-        bos = mcu[n]
-        eos = mcu[n + 1]
-        self.before_chunks(s, mq, mk, mv, mg, mb, mw, heads, bos, eos, tid, lane, wid)
         skip = c.skip_stages  # empty except in timing experiments (config.py)
+        if cutlass.const_expr("bounds" in skip):  # timing the safety: the table as it is
+            bos, eos = mcu[n], mcu[n + 1]
+        else:
+            bos, eos = sequence_bounds(mcu, n, T)  # inside [0, T] whatever cu_seqlens holds
+        self.before_chunks(s, mq, mk, mv, mg, mb, mw, heads, bos, eos, tid, lane, wid)
         for t0 in cutlass.range(bos, eos, C):
             if cutlass.const_expr("rows" not in skip):
                 self.stage_rows(s, mq, mk, mv, mg, mb, mw, heads, t0, eos, tid)
@@ -188,6 +194,12 @@ class FrostFwdV1:
             for e in cutlass.range_constexpr(cute.size(acc_s)):
                 jd = coord_s[e]
                 mht[n, h, wid * SUB + jd[0], jd[1]] = acc_s[e].to(self.st)
+
+        # warp 0 of the last sequence's CTAs zeroes head h of the rows no sequence covers
+        if cutlass.const_expr("bounds" not in skip):
+            if n == N - 1 and wid == 0:
+                first, last, ordered = table_order(mcu, N, T, lane)
+                zero_uncovered_rows(mcu, N, T, mo, h, 0, c.V, first, last, ordered, lane)
 
     @cute.jit
     def before_chunks(self, s, mq, mk, mv, mg, mb, mw, heads, bos, eos, tid, lane, wid):

@@ -62,7 +62,7 @@ _log = logging.getLogger("cudnn.linear_attention.frost")
 # options). fwd.py (checks, caches, launch) is left out: editing it keeps the store valid.
 KEYED_SOURCES = ("bwd_abi.py", "bwd_chain.py", "bwd_compile.py", "bwd_config.py", "bwd_grads.py",
                  "bwd_grads_vec.py", "bwd_states.py", "compile_kernel.py", "config.py", "fwd_v0.py", "fwd_v1.py", "fwd_v2.py",
-                 "gmem_views.py", "launch_abi.py")
+                 "gmem_views.py", "launch_abi.py", "seq_bounds.py")
 # Imported by compile_kernel.py but never traced into a kernel: the wrapper that pairs a
 # compiled function with its calling convention, and the launch-time argument builders.
 UNKEYED_RUNTIME = ("compiled_kernel.py", "launch_args.py")
