@@ -50,6 +50,27 @@ def test_forward_graphs_are_claimed(family, case, kw):
     assert reason(g, family) is None
 
 
+SERVING = [
+    ("state_pool", dict(with_h0=True, extra_inputs=("state_indices",),
+                        dims={"initial_state": [9, 4, 64, 64]})),
+    ("overwrite", dict(with_h0=True, output_final_state=True, overwrite_initial_state=True)),
+    ("pool_overwrite", dict(with_h0=True, extra_inputs=("state_indices",),
+                            dims={"initial_state": [9, 4, 64, 64]}, output_final_state=True,
+                            overwrite_initial_state=True)),
+    ("safe_gate", dict(safe_gate=True, extra_inputs=("a_log", "dt_bias"))),
+    ("beta_sigmoid", dict(use_beta_sigmoid=True, allow_neg_eigval=True)),
+    ("linear_gate", dict(gate_domain="linear")),
+]
+
+
+@pytest.mark.parametrize("family", ["gdn", "kda", "gdn2"])
+@pytest.mark.parametrize("case, kw", SERVING, ids=[c for c, _ in SERVING])
+def test_forward_serving_features_are_claimed(family, case, kw):
+    """Served by serving_adapter.py around the kernel (forward only)."""
+    g, _ = op_graph(family, **kw)
+    assert reason(g, family) is None
+
+
 @pytest.mark.parametrize("family", ["kda", "gdn2"])
 def test_l2norm_is_claimed_where_the_kernel_normalises(family):
     g, _ = op_graph(family, use_qk_l2norm=True)
@@ -65,21 +86,20 @@ DECLINES = [
     ("V_256", "kda", dict(V=256), "head dim V = 256 is not one of (64, 128)"),
     ("int32_offsets", "gdn", dict(T=2**31 // (4 * 128), K=128),
      "operands of 2147483648 elements need 64-bit offsets (T = 4194304, N = 3, HO = 4)"),
-    ("beta_sigmoid", "gdn", dict(use_beta_sigmoid=True), "use_beta_sigmoid=True is not impl"),
-    ("safe_gate", "kda", dict(safe_gate=True), "safe_gate=True is not implemented in this"),
+    # the serving features: forward only (serving_adapter.py), the backward declines them
+    ("bwd_beta_sigmoid", "gdn", dict(op="gdn_bwd", use_beta_sigmoid=True),
+     "use_beta_sigmoid=True is not impl"),
+    ("bwd_safe_gate", "kda", dict(op="kda_bwd", safe_gate=True),
+     "safe_gate=True is not implemented in this"),
     ("beta_guard", "gdn2", dict(beta_guard=True, use_qk_l2norm=True),
      "beta_guard=True is not impl"),
-    ("overwrite", "gdn", dict(with_h0=True, output_final_state=True,
-                              overwrite_initial_state=True), "overwrite_initial_state=True is"),
-    ("linear_gate", "gdn", dict(gate_domain="linear"),
+    ("bwd_linear_gate", "gdn", dict(op="gdn_bwd", gate_domain="linear"),
      "gate_domain='linear' is not implemented in this version (only 'log')"),
     ("checkpoints", "kda", dict(checkpoint_every_n_tokens=64),
      "state checkpoints (checkpoint_every_n_tokens=64) is not implemented"),
-    ("state_pool", "gdn", dict(with_h0=True, extra_inputs=("state_indices",)),
-     "input 'state_indices' is not implemented in this version"),
-    ("a_log", "gdn", dict(safe_gate=True, extra_inputs=("a_log",)),
+    ("bwd_a_log", "gdn", dict(op="gdn_bwd", safe_gate=True, extra_inputs=("a_log",)),
      "input 'a_log' is not implemented in this version"),
-    ("dt_bias", "kda", dict(safe_gate=True, extra_inputs=("dt_bias",)),
+    ("bwd_dt_bias", "kda", dict(op="kda_bwd", safe_gate=True, extra_inputs=("dt_bias",)),
      "input 'dt_bias' is not implemented in this version"),
     ("fp32_io", "gdn", dict(dtypes={"q": D.FLOAT, "k": D.FLOAT, "v": D.FLOAT}),
      "q/k/v dtype must be BFLOAT16 or HALF, got FLOAT"),
@@ -128,7 +148,8 @@ def test_what_the_op_spec_forbids_is_refused_before_any_gate(family, kw, argumen
 
 
 def test_allow_neg_eigval_declines_even_without_sigmoid_flag():
-    f = _edited()
+    g, _ = op_graph("gdn_bwd")
+    f = linear_attention_facts(g)
     f = dataclasses.replace(f, flags=dataclasses.replace(f.flags, allow_neg_eigval=True))
     assert "allow_neg_eigval=True is not implemented in this version" in reason(None, facts=f)
 

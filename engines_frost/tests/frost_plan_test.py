@@ -13,7 +13,7 @@ from frost_graphs import op_graph
 
 import cudnn
 from cudnn.linear_attention.common.port_dtypes import IO
-from cudnn.linear_attention.frost import la_engine, runtime_probe
+from cudnn.linear_attention.frost import decode_engine, la_engine, runtime_probe
 from cudnn.linear_attention.frost.gdn_engine import GdnFrostEngine
 from cudnn.linear_attention.frost.kda_engine import KdaFrostEngine
 from cudnn.linear_attention.frost.kernels import fwd as kernels_fwd
@@ -30,8 +30,11 @@ TORCH = {D.BFLOAT16: torch.bfloat16, D.HALF: torch.float16, D.FLOAT: torch.float
 
 @pytest.fixture
 def launches(monkeypatch):
-    """Hopper + CuTe DSL as far as the gates know; frost_fwd records its keyword args."""
+    """Hopper + CuTe DSL as far as the gates know; frost_fwd records its keyword args.
+    The recurrent engine (ranked first for these short graphs) is turned off: these are the
+    chunked plans' tests (frost_decode_plan_test.py has the recurrent one's)."""
     monkeypatch.setattr(runtime_probe, "runtime_reason", lambda engine, device=None: None)
+    monkeypatch.setattr(decode_engine, "decline_reason", lambda f, traits, engine: f"{engine}: off")
     monkeypatch.setattr(runtime_probe, "device_sm", lambda device=None: 90)
     calls = []
     monkeypatch.setattr(kernels_fwd, "frost_fwd", lambda **kw: calls.append(kw))

@@ -43,7 +43,11 @@ def plan_names(graph):
     ("gdn", dict(use_qk_l2norm=True), ["gdn_frost", "gdn_cutile"]),
 ])
 def test_frost_ranks_first_for_forward(frost_on, op, attrs, expected):
-    names, _, ex = plan_names(op_graph(op, **attrs)[0])
+    """Prefill-shaped graphs (T > 16 N): the chunked kernels first, the recurrent kernel
+    (frost_decode_ranking_test.py) last."""
+    names, _, ex = plan_names(op_graph(op, T=1024, **attrs)[0])
+    assert names[-1] == f"{op}_frost_decode", ex.render()
+    names = names[:-1]
     assert names == expected, ex.render()
     assert ex.selected_index == 0
 

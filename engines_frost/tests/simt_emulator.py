@@ -6,7 +6,7 @@ element and row indexing, ``local_tile`` of a row, register vectors, ``autovec_c
 ``copy`` (cp.async), re-typed views, ``cutlass.range`` loops, ``const_expr`` branches,
 ``cutlass.min`` / ``max``,
 ``thread_idx`` / ``block_idx``, ``sync_threads`` / ``sync_warp``, warp shuffles and
-reductions, exp / rsqrt. That subset has an obvious CPU meaning, so this module re-executes
+reductions, exp / rsqrt / log1p. That subset has an obvious CPU meaning, so this module re-executes
 the kernels' own functions (the originals that ``@cute.jit`` / ``@cute.kernel`` wrap) with
 their module globals replaced by a shim: one Python thread per CUDA thread of a CTA, a
 ``threading.Barrier`` per CTA (``sync_threads``) and per warp (``sync_warp`` and the
@@ -294,7 +294,8 @@ def _shim():
     )
     cute = _Namespace(
         make_layout=Layout, make_tensor=_make_tensor, arch=arch, Tensor=object, Pointer=object,
-        math=_Namespace(exp=_exp, rsqrt=lambda x: Val(1.0 / math.sqrt(x))),
+        math=_Namespace(exp=_exp, rsqrt=lambda x: Val(1.0 / math.sqrt(x)),
+                        log1p=lambda x: Val(math.log1p(x))),
         local_tile=_local_tile, make_rmem_tensor=lambda shape, dtype: Tensor(np.zeros(shape), dtype),
         autovec_copy=_copy_values, copy=lambda atom, src, dst: _copy_values(src, dst),
         make_copy_atom=_nothing, recast_ptr=lambda it, dtype=None: _Iter(it.array, dtype),

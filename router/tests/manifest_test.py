@@ -24,18 +24,22 @@ def test_linear_attention_rows():
                                         for name, s in fam.slots.items()}
             for fam in manifest.MANIFEST}
     frost, cutile = "cudnn.linear_attention.frost", "cudnn.linear_attention.cutile"
+    decode = f"{frost}.decode_engine"
     assert rows == {
         ("gdn", 20100): {"gdn_frost": (0, f"{frost}.gdn_engine", "GdnFrostEngine"),
                          "gdn_cutile": (1, f"{cutile}.gdn_engine", "GdnCuTileEngine"),
                          "gdn_summary_frost": (2, f"{frost}.gdn_summary_engine",
-                                               "GdnSummaryFrostEngine")},
+                                               "GdnSummaryFrostEngine"),
+                         "gdn_frost_decode": (3, decode, "GdnFrostDecodeEngine")},
         ("kda", 20200): {"kda_frost": (0, f"{frost}.kda_engine", "KdaFrostEngine"),
                          "kda_cutile": (1, f"{cutile}.kda_engine", "KdaCuTileEngine"),
                          "kda_summary_frost": (2, f"{frost}.kda_summary_engine",
-                                               "KdaSummaryFrostEngine")},
+                                               "KdaSummaryFrostEngine"),
+                         "kda_frost_decode": (3, decode, "KdaFrostDecodeEngine")},
         ("gdn2", 20300): {"gdn2_frost": (0, f"{frost}.gdn2_engine", "Gdn2FrostEngine"),
                           "gdn2_summary_frost": (1, f"{frost}.gdn2_summary_engine",
-                                                 "Gdn2SummaryFrostEngine")},
+                                                 "Gdn2SummaryFrostEngine"),
+                          "gdn2_frost_decode": (2, decode, "Gdn2FrostDecodeEngine")},
     }
 
 

@@ -14,9 +14,10 @@ through the backward graph, torch.compile) runs on a CPU in CI.
 each family block (a test-only override: the shipped manifest never holds them) and clears
 the loaded-engine and graph caches on the way in and out.
 
-They decline what the references do not model (checkpoints, state pools, overwrite,
-beta_guard) and graphs whose handle is not on the CPU: the ops give every graph a handle
-naming the device of the call's tensors. Each engine records what it executed in `calls`.
+Forward nodes with state pools, overwrite_initial_state or state checkpoints run the
+serving reference (tests/reference/serving.py), writing the pool rows in place. They
+decline beta_guard, checkpoints on a backward node and graphs whose handle is not on the
+CPU: the ops give every graph a handle naming the device of the call's tensors. Each engine records what it executed in `calls`.
 With `offers_direct_launch` set, its plans answer `direct_launch` (engine contract) by
 running the same execute on the buffers they are handed, counted in `direct_calls`: the
 op's launch lane runs on a CPU in CI.
@@ -36,9 +37,12 @@ from cudnn.engines.base import (BaseEngine, CompiledPlan, DirectLaunch, Executio
 from cudnn.linear_attention.common.facts import linear_attention_facts
 from cudnn.linear_attention.ops import clear_graph_caches
 from cudnn.ops.linear_attention_family import Kind
+from tests.reference import preprocess as pp
+from tests.reference.delta_rule import Primals
 from tests.reference.gdn import naive_chunk_gdn_bwd, naive_recurrent_gdn
 from tests.reference.gdn2 import naive_recurrent_gdn2
 from tests.reference.kda import naive_chunk_kda_bwd, naive_recurrent_kda
+from tests.reference.serving import run_serving
 
 #: The slot the reference engines take in each family block: the last one, which the
 #: shipped manifest leaves free (slots fill from 0 up).
@@ -80,9 +84,8 @@ class _ReferenceEngine(BaseEngine):
             raise NotImplementedError(f"{self.name}: runs on CPU tensors only (the graph's "
                                       f"handle names device {device})")
         flags = facts.flags
-        for what, used in (("checkpoints", flags.checkpoint_every_n_tokens > 0),
-                           ("state pools", facts.uses_state_pool),
-                           ("overwrite_initial_state", flags.overwrite_initial_state),
+        backward_checkpoints = facts.kind is Kind.BWD and flags.checkpoint_every_n_tokens > 0
+        for what, used in (("checkpoints on a backward node", backward_checkpoints),
                            ("beta_guard", flags.beta_guard)):
             if used:
                 raise NotImplementedError(f"{self.name}: the reference does not model {what}")
@@ -108,6 +111,9 @@ class _ReferenceEngine(BaseEngine):
         args.append(buffers.input("cu_seqlens"))
         options = self._options(facts, buffers.inputs)
         self.calls.append((facts.kind.value, args[0].dtype, workspace.numel()))
+        if facts.kind is Kind.FWD and _serving(facts):
+            self._serve(facts, buffers, args)
+            return
         if facts.kind is Kind.FWD:
             o, final = self.forward(*args, output_final_state="final_state" in buffers.outputs,
                                     **options)
@@ -120,6 +126,30 @@ class _ReferenceEngine(BaseEngine):
                               chunk_size=BACKWARD_CHUNK, **options)
         for port, out in buffers.outputs.items():
             out.copy_(getattr(grads, _GRADIENT_PORTS[port]))
+
+    def _serve(self, facts: Any, buffers: Any, args: list[Any]) -> None:
+        """A forward with a state pool, overwrite or checkpoints, by the serving reference;
+        results written into the caller's buffers (pool rows in place)."""
+        inputs, flags = buffers.inputs, facts.flags
+        options = self._options(facts, inputs)
+        pool = options.pop("initial_state")
+        family = pp.Family(self.family)
+        opts = pp.Options(**{k: options[k] for k in ("scale", "use_qk_l2norm", "use_beta_sigmoid",
+                                                      "allow_neg_eigval", "safe_gate",
+                                                      "gate_domain")},
+                          gate_lower_bound=options.get("gate_lower_bound"))
+        gates = args[3:-1]
+        x = Primals(*args[:3], gates[0], gates[1], args[-1], w=gates[2] if len(gates) > 2 else None,
+                    initial_state=pool, a_log=options["a_log"], dt_bias=options["dt_bias"])
+        result = run_serving(self.name, family, opts, x, state_indices=inputs.get("state_indices"),
+                             output_final_state="final_state" in buffers.outputs,
+                             checkpoint_every_n_tokens=flags.checkpoint_every_n_tokens)
+        buffers.output("O").copy_(result.o)
+        target = pool if flags.overwrite_initial_state else buffers.outputs.get("final_state")
+        for row, state in result.written.items():
+            target[row].copy_(state)
+        if result.checkpoints is not None:
+            buffers.output("state_checkpoints").copy_(result.checkpoints)
 
     def _options(self, facts: Any, inputs: Mapping[str, Any]) -> dict[str, Any]:
         flags = facts.flags
@@ -175,6 +205,12 @@ class Gdn2ReferenceEngine(_ReferenceEngine):
     name = "gdn2_reference"
     family = "gdn2"
     forward = staticmethod(naive_recurrent_gdn2)
+
+
+def _serving(facts: Any) -> bool:
+    flags = facts.flags
+    return (facts.uses_state_pool or flags.overwrite_initial_state
+            or flags.checkpoint_every_n_tokens > 0)
 
 
 _ENGINES = {"gdn": GdnReferenceEngine, "kda": KdaReferenceEngine, "gdn2": Gdn2ReferenceEngine}

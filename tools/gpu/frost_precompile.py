@@ -18,6 +18,9 @@ real pointer) exactly as a launch does:
   bench        bench/bench_linear_attention.py           its default shape, GDN and KDA
   stagetimes   bench/frost_stage_times.py                its variants (also bench/cu_seqlens_cost.py's)
   cuseqlens    tests/numerics/test_cu_seqlens_safety.py  its one shape, GDN, KDA and GDN-2
+  decode       tests/numerics/test_la_decode_gpu.py and bench/bench_decode.py: the
+               recurrent (decode) kernel's configs, from the same tables, through
+               decode.check_decode_operands with the flags the decode engine passes
 Vector-gate configs are also built with gate_align16=False (a g that is a view at an odd
 offset) unless --aligned-gates-only. Entries already in the store are kept; entries no
 config needs are removed (unless --keep). The store's manifest.json lists every entry
@@ -38,7 +41,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-SUITES = ("frostmatrix", "frostsmoke", "torchops", "bench", "stagetimes", "cuseqlens")
+SUITES = ("frostmatrix", "frostsmoke", "torchops", "bench", "stagetimes", "cuseqlens", "decode")
 
 
 def _use_repo_roots() -> None:
@@ -202,10 +205,92 @@ def _cuseqlens(engine_algorithm):
                                  algorithm=engine_algorithm)
 
 
+def _decode_config(family, x, *, pool=None, slots=None, every=0, ck_dtype=None):
+    """The FrostDecodeConfig the decode engine derives for inputs `x` (tests.reference
+    Inputs on the CPU) with a state pool (rows, in its dtype) and flags from x's config."""
+    import torch
+
+    from cudnn.linear_attention.frost.kernels.decode import check_decode_operands
+
+    c = x.config
+    T, HO, V = x.q.shape[0], max(x.q.shape[1], x.v.shape[1]), x.v.shape[2]
+    N = x.cu_seqlens.numel() - 1
+    ck = None
+    if every:
+        rows = max(T // every + N, 1)
+        ck = torch.empty(rows, HO, V, x.q.shape[2], dtype=ck_dtype or x.q.dtype)
+    return check_decode_operands(
+        q=x.q, k=x.k, v=x.v, g=x.g.float(), beta=x.beta, w=x.w, cu_seqlens=x.cu_seqlens,
+        out=torch.empty(T, HO, V, dtype=x.q.dtype), initial_state=pool, final_state=pool,
+        state_indices=slots, a_log=x.a_log, dt_bias=x.dt_bias, checkpoints=ck, family=family,
+        use_l2norm=c.use_qk_l2norm, checkpoint_every=every, beta_sigmoid=c.use_beta_sigmoid,
+        neg_eigval=c.allow_neg_eigval, safe_gate=c.safe_gate,
+        gate_lower_bound=-5.0 if c.gate_lower_bound is None else c.gate_lower_bound,
+        linear_gate=c.gate_domain == "linear").config
+
+
+def _decode(engine_algorithm):
+    """test_la_decode_gpu.py's calls (pools over DECODE / SPECULATIVE / MIXED steps in fp32
+    and bf16, grouped heads, checkpoints, the plain forward, bad slots, the 100-step CUDA
+    graph) and bench_decode.py's (GDN, KDA at its batches): recurrent-kernel configs, plus
+    the chunked kernel's (engine_algorithm) for the one prefill-shaped call."""
+    import torch
+
+    import bench_decode
+    from tests.numerics import test_la_decode_gpu as m
+    from tests.reference.inputs import InputConfig, make_inputs
+    from tests.reference.preprocess import Family
+    from tests.torch_ops.serving_steps import Step, step_inputs
+
+    def pooled(name, cfg, step, state=torch.float32, rows=m.POOL, **kw):
+        x = step_inputs(cfg, step, 0)
+        pool = torch.empty(rows, cfg.HO, cfg.V, cfg.K, dtype=state)
+        slots = torch.zeros(len(step.seq_lens), dtype=torch.int32)
+        return name, _decode_config(cfg.family.value, x, pool=pool, slots=slots, **kw)
+
+    for family in Family:
+        cfg = m.config(family)
+        for steps in (m.DECODE, m.SPECULATIVE, m.MIXED):
+            for state in (torch.float32, torch.bfloat16):
+                for i, step in enumerate(steps):
+                    yield pooled(f"pool-{family.value}-{state}-{i}", cfg, step, state)
+        grouped = m.config(family, H=4, HV=8, K=64, V=64)
+        for i, step in enumerate(m.DECODE + m.SPECULATIVE):
+            yield pooled(f"grouped-{family.value}-{i}", grouped, step)
+        for ck in (torch.float32, None):
+            for i, step in enumerate(m.SPECULATIVE):
+                yield pooled(f"ck-{family.value}-{ck}-{i}", cfg, step, every=1, ck_dtype=ck)
+        yield pooled(f"graph-{family.value}", cfg, Step((1,) * 8, (0,) * 8))
+        # the prefill-shaped mixed call runs the chunked kernel (its serving adapter gathers
+        # the pool rows into a per-sequence state)
+        for state in (torch.float32, torch.bfloat16):
+            x = step_inputs(cfg, m.MIXED[0], 0)
+            x = dataclasses.replace(x, initial_state=torch.zeros(
+                len(m.MIXED[0].seq_lens), cfg.HO, cfg.V, cfg.K, dtype=state))
+            yield f"mixed-chunked-{family.value}-{state}", _config_of(
+                x, l2=cfg.use_qk_l2norm, final_state_dtype=state, algorithm=engine_algorithm)
+    kda = m.config(Family.KDA)
+    x = step_inputs(kda, Step((2, 1, 3, 1), (0, 1, 2, 3)), 0)
+    pool = torch.empty(4, kda.HO, kda.V, kda.K)
+    yield "plain-kda", _decode_config("kda", x, pool=pool, every=1, ck_dtype=torch.float32)
+    for family in (Family.GDN, Family.KDA):
+        yield pooled(f"bad-slots-{family.value}", m.config(family), Step((1, 2, 1, 1, 3), (0,) * 5))
+    for kda_bench in (False, True):
+        for n in (1, 64, 256, 1024):
+            b = bench_decode.inputs(n, kda_bench, dev="cpu")
+            cfg = InputConfig(family=Family.KDA if kda_bench else Family.GDN, seq_lens=(1,) * n,
+                              H=bench_decode.HEADS, K=bench_decode.DIM, V=bench_decode.DIM,
+                              dtype=torch.bfloat16)
+            x = dataclasses.replace(make_inputs(cfg, 0), q=b["q"], k=b["k"], v=b["v"], g=b["g"],
+                                    beta=b["beta"], cu_seqlens=b["cu"])
+            yield f"bench-{cfg.family.value}-{n}", _decode_config(
+                cfg.family.value, x, pool=b["pool"], slots=b["slots"])
+
+
 def suite_configs(suites, smoke_algorithms, engine_algorithms, unaligned_gates=True):
     """{FrostFwdConfig: [suite/case names that launch it]}, in first-seen order."""
     engine_suites = {"frostmatrix": _frostmatrix, "torchops": _torchops, "bench": _bench,
-                     "stagetimes": _stagetimes, "cuseqlens": _cuseqlens}
+                     "stagetimes": _stagetimes, "cuseqlens": _cuseqlens, "decode": _decode}
 
     def cases(suite):
         if suite == "frostsmoke":
@@ -217,7 +302,7 @@ def suite_configs(suites, smoke_algorithms, engine_algorithms, unaligned_gates=T
     for suite in suites:
         for case, cfg in cases(suite):
             found.setdefault(cfg, []).append(f"{suite}/{case}")
-            if unaligned_gates and cfg.gate_align16:
+            if unaligned_gates and getattr(cfg, "gate_align16", False):
                 found.setdefault(dataclasses.replace(cfg, gate_align16=False), []).append(f"{suite}/{case}/g-unaligned")
     return found
 
@@ -234,11 +319,15 @@ def _build(fields: dict, arch: str, root: str, native: bool) -> tuple[str, float
     _use_repo_roots()
     from cudnn.linear_attention.frost.kernels import kernel_store
     from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
+    from cudnn.linear_attention.frost.kernels.decode_compile import compile_decode
+    from cudnn.linear_attention.frost.kernels.decode_config import FrostDecodeConfig
     from cudnn.linear_attention.frost.kernels.fwd import compile_fwd
 
-    cfg = FrostFwdConfig(**fields)
+    decode = "block_v" in fields  # a FrostDecodeConfig (suite decode)
+    cfg = FrostDecodeConfig(**fields) if decode else FrostFwdConfig(**fields)
     t0 = time.perf_counter()
-    kernel = compile_fwd(cfg, arch, host_target=None if native else kernel_store.GENERIC_X86_64)
+    host = None if native else kernel_store.GENERIC_X86_64
+    kernel = compile_decode(cfg, arch, host_target=host) if decode else compile_fwd(cfg, arch, host_target=host)
     kernel_store.KernelStore(Path(root)).save(cfg, arch, kernel)
     host = kernel_store.host_id(kernel.host_target)
     return kernel_store.entry_key(cfg, arch, kernel.ffi, host=host), time.perf_counter() - t0

@@ -66,6 +66,12 @@
 #              tensor is an error (compiles happen in the first run: give it
 #              STAGE_TIMEOUT=900 on a machine without the kernel stores)
 #   seqcost    bench/cu_seqlens_cost.py: what that safety costs at the bench shape
+#   decode     the recurrent (decode) engine: its kernels precompiled first on this machine's
+#              cores into .frostcache (frost_precompile.py --suites decode, stage decodebuild;
+#              kept, not packed), then tests/numerics/test_la_decode_gpu.py (state pools over
+#              several calls, checkpoints, bad slots, 100 decode steps in a CUDA graph) and
+#              bench/bench_decode.py (stage decodebench: decode steps vs FLA's fused_recurrent
+#              and the state-traffic floor)
 #   overhead   tests/torch_ops/op_overhead.py on the GPU (cached-call host overhead)
 #   stagetimes bench/frost_stage_times.py (STAGE_FAMILIES, default "gdn kda")
 #   calls      bench/frost_call_overhead.py: host time of one FROST launch (checked, bound,
@@ -205,6 +211,12 @@ for s in "$@"; do
         python3 -m pytest tests/numerics/test_cu_seqlens_safety.py -q -rs -p no:cacheprovider" ;;
     seqcost)
       stage seqcost "python3 bench/cu_seqlens_cost.py" ;;
+    decode)      # a failed precompile only costs time: the launcher compiles what is missing
+      stage decodebuild "python3 tools/gpu/frost_precompile.py --native --jobs \$(nproc) \
+        --out .frostcache --suites decode --keep --pack ''"
+      [ -d .frostcache ] && export FROST_KERNEL_CACHE="$PWD/.frostcache"
+      stage decode "python3 -m pytest tests/numerics/test_la_decode_gpu.py -q -s -p no:cacheprovider"
+      stage decodebench "python3 bench/bench_decode.py --tokens 1,4" ;;
     autotune)
       stage autotune "python3 -m pytest tests/numerics/test_la_autotune_gpu.py -q -s \
         -p no:cacheprovider ${AUTOTUNE_ARGS:-}" ;;

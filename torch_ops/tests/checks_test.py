@@ -167,12 +167,37 @@ def test_public_functions_want_thd_q(family):
         FUNCTIONS[family](**args)
 
 
-@pytest.mark.parametrize("argument", ["overwrite_initial_state", "state_indices"])
-def test_state_pools_are_refused_not_ignored(argument):
-    args = make_args("gdn")
-    value = True if argument == "overwrite_initial_state" else torch.zeros(2, dtype=torch.int32)
-    with pytest.raises(NotImplementedError, match=argument):
-        FUNCTIONS["gdn"](**args, initial_state=state(args), **{argument: value})
+# State pools go to the serving op (cudnn::<family>_serve): its errors name it.
+@pytest.mark.parametrize("device", DEVICES)
+def test_overwrite_needs_the_final_state(device):
+    args = make_args("gdn", device=device)
+    _expect(ValueError, lambda: FUNCTIONS["gdn"](**args, initial_state=state(args),
+                                                 overwrite_initial_state=True),
+            op="cudnn::gated_delta_net_serve", argument="overwrite_initial_state",
+            expected="requires initial_state and output_final_state=True", given="True")
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_state_indices_are_int32_one_per_sequence(device):
+    args = make_args("gdn", device=device)
+    pool = torch.zeros(5, *state(args).shape[1:], device=device)
+    n = args["cu_seqlens"].numel() - 1
+    wide = torch.zeros(n, dtype=torch.int64, device=device)
+    _expect(TypeError, lambda: FUNCTIONS["gdn"](**args, initial_state=pool, state_indices=wide),
+            op="cudnn::gated_delta_net_serve", argument="state_indices", expected="INT32",
+            given="int64")
+    short = torch.zeros(n + 1, dtype=torch.int32, device=device)
+    _expect(ValueError, lambda: FUNCTIONS["gdn"](**args, initial_state=pool, state_indices=short),
+            op="cudnn::gated_delta_net_serve", argument="state_indices",
+            expected=f"dims [{n}]", given=f"[{n + 1}]")
+
+
+def test_state_pools_are_inference_only():
+    args = make_args("gdn", device="cpu")
+    args["q"].requires_grad_(True)
+    with pytest.raises(ValueError, match="inference only"):
+        FUNCTIONS["gdn"](**args, initial_state=state(args), output_final_state=True,
+                         overwrite_initial_state=True)
 
 
 @pytest.mark.parametrize("family", sorted(FUNCTIONS))

@@ -76,17 +76,20 @@ MANIFEST: tuple[EngineFamily, ...] = (
         EngineSlot("gdn_cutile", 1, f"{_CUTILE}.gdn_engine", "GdnCuTileEngine"),
         EngineSlot("gdn_summary_frost", 2, f"{_FROST}.gdn_summary_engine",
                    "GdnSummaryFrostEngine"),
+        EngineSlot("gdn_frost_decode", 3, f"{_FROST}.decode_engine", "GdnFrostDecodeEngine"),
     )),
     EngineFamily("kda", engine_ids.KDA_ID_BASE, _la_anchors("KDA"), (
         EngineSlot("kda_frost", 0, f"{_FROST}.kda_engine", "KdaFrostEngine"),
         EngineSlot("kda_cutile", 1, f"{_CUTILE}.kda_engine", "KdaCuTileEngine"),
         EngineSlot("kda_summary_frost", 2, f"{_FROST}.kda_summary_engine",
                    "KdaSummaryFrostEngine"),
+        EngineSlot("kda_frost_decode", 3, f"{_FROST}.decode_engine", "KdaFrostDecodeEngine"),
     )),
     EngineFamily("gdn2", engine_ids.GDN2_ID_BASE, _la_anchors("GDN2"), (
         EngineSlot("gdn2_frost", 0, f"{_FROST}.gdn2_engine", "Gdn2FrostEngine"),
         EngineSlot("gdn2_summary_frost", 1, f"{_FROST}.gdn2_summary_engine",
                    "Gdn2SummaryFrostEngine"),
+        EngineSlot("gdn2_frost_decode", 2, f"{_FROST}.decode_engine", "Gdn2FrostDecodeEngine"),
     )),
 )
 

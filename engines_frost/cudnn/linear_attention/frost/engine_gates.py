@@ -9,9 +9,11 @@ A valid facts record already guarantees what the op spec says: THD ranks, HK in
 {H, HV} and q/v heads dividing HO (so H and HV are equal or one a multiple of the
 other), gates with HO heads (and K channels for vector gates), states [N, HO, V, K],
 outputs at the dims the op writes. On top of that the kernels (kernels/fwd.py forward,
-kernels/bwd.py backward) need: K, V in {64, 128}; 32-bit offsets; log-domain gates without the safe gate, beta sigmoid or
-checkpoints; every port already in the dtype the kernel reads (FAMILY_TRAITS' tables):
-pure pass-through.
+kernels/bwd.py backward) need: K, V in {64, 128}; 32-bit offsets; no checkpoints or
+beta_guard; for the backward, log-domain gates without the safe gate or beta sigmoid, no
+pools; every port already in the dtype the kernel reads (FAMILY_TRAITS' tables). The
+forward serves state pools, overwrite_initial_state and the fused gates (safe gate, beta
+sigmoid, linear domain) through serving_adapter.py.
 """
 from __future__ import annotations
 
@@ -29,7 +31,8 @@ STATE_DTYPES = (FP32, BF16)         # the kernel keeps the state in fp32 registe
 HEAD_DIMS = (64, 128)               # the tile shapes the kernels are instantiated for
 INDEX_LIMIT = 2**31                 # the kernels address operands with 32-bit offsets
 
-_COMMON_DTYPES = {"g": (FP32,), "cu_seqlens": (INT32,), "O": IO,
+_COMMON_DTYPES = {"g": (FP32,), "cu_seqlens": (INT32,), "O": IO, "a_log": (FP32,),
+                  "dt_bias": (FP32,), "state_indices": (INT32,),
                   "initial_state": STATE_DTYPES, "final_state": STATE_DTYPES,
                   # backward nodes: gradients in their primal's dtype, state gradients as states
                   "dO": IO, "dQ": IO, "dK": IO, "dV": IO, "dG": (FP32,),
@@ -65,10 +68,13 @@ GDN2 = FamilyTraits(GDN2_FAMILY, qk_l2norm=True,
                                                   "dW": IO}),
                     backward=True)
 
-# Features of the op surface the v0 kernels do not implement (each declines by name).
+# Features of the op surface the kernels do not implement (each declines by name). The
+# forward serves pools, overwrite and the fused gates through serving_adapter.py (torch
+# around the kernel); the backward computes no gradient for them.
 _UNSUPPORTED_FLAGS = ("use_beta_sigmoid", "allow_neg_eigval", "safe_gate", "beta_guard",
                       "overwrite_initial_state")
 _UNSUPPORTED_INPUTS = ("state_indices", "state_checkpoints", "a_log", "dt_bias")
+_FORWARD_UNSUPPORTED_FLAGS = ("beta_guard",)
 _NOT_YET = "is not implemented in this version"
 
 
@@ -94,7 +100,8 @@ def _layout_reason(f: LinearAttentionFacts, engine: str) -> str | None:
     for what, dim in (("K", f.d_qk), ("V", f.d_v)):
         if dim not in HEAD_DIMS:
             return f"{engine}: head dim {what} = {dim} is not one of {HEAD_DIMS}"
-    largest = max(f.total_t * f.h_o * max(f.d_qk, f.d_v), f.n_seq * f.h_o * f.d_v * f.d_qk)
+    rows = max(f.n_seq, f.state_rows or 0)  # a state pool may have more rows than sequences
+    largest = max(f.total_t * f.h_o * max(f.d_qk, f.d_v), rows * f.h_o * f.d_v * f.d_qk)
     if largest >= INDEX_LIMIT:
         return (f"{engine}: operands of {largest} elements need 64-bit offsets (T = "
                 f"{f.total_t}, N = {f.n_seq}, HO = {f.h_o}); the kernels use 32-bit ones")
@@ -105,8 +112,17 @@ def _feature_reason(f: LinearAttentionFacts, traits: FamilyTraits, engine: str) 
     if f.flags.use_qk_l2norm and not traits.qk_l2norm:
         return (f"{engine}: use_qk_l2norm=True {_NOT_YET} (normalise q and k before the "
                 "node, or use another engine)")
-    return unsupported_feature_reason(f, engine, flags=_UNSUPPORTED_FLAGS,
-                                      inputs=_UNSUPPORTED_INPUTS, not_done=_NOT_YET)
+    if f.is_backward:
+        return unsupported_feature_reason(f, engine, flags=_UNSUPPORTED_FLAGS,
+                                          inputs=_UNSUPPORTED_INPUTS, not_done=_NOT_YET)
+    for name in _FORWARD_UNSUPPORTED_FLAGS:
+        if getattr(f.flags, name):
+            return f"{engine}: {name}=True {_NOT_YET}"
+    if f.flags.checkpoint_every_n_tokens:
+        return (f"{engine}: state checkpoints (checkpoint_every_n_tokens="
+                f"{f.flags.checkpoint_every_n_tokens}) {_NOT_YET} (the recurrent engine "
+                "*_frost_decode writes them)")
+    return None
 
 
 def _dtype_reason(f: LinearAttentionFacts, traits: FamilyTraits, engine: str) -> str | None:

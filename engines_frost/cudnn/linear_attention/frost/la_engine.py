@@ -39,6 +39,8 @@ _INPUTS = ("q", "k", "v", "g", "beta", "w", "cu_seqlens", "initial_state")
 _OUTPUTS = ("O", "final_state")
 # Every kernel operand, absent (None) until a wired port names it.
 _NO_OPERANDS = dict.fromkeys(_OPERAND_OF.get(p, p) for p in _INPUTS + _OUTPUTS)
+# Forward ports the kernel does not read: serving_adapter.py applies them around it.
+_SERVING_INPUTS = ("a_log", "dt_bias", "state_indices")
 
 
 class FrostLinearAttentionEngine(BaseEngine):
@@ -82,11 +84,14 @@ class _FrostForwardPlan(CompiledPlan):
         f = facts
         self.engine, self.traits, self.facts = engine, traits, f
         self.device, self.arch = device, arch
-        self.ports = _port_buffers(f, traits)
+        self.ports = _port_buffers(f, traits, _INPUTS + _SERVING_INPUTS)
         wired = {**f.node.inputs, **f.node.outputs}
         # (kernel operand name, uid) of every wired port, for direct_launch
         self._operand_uids = tuple((_OPERAND_OF.get(p.port, p.port), wired[p.port].uid)
-                                   for p in self.ports)
+                                   for p in self.ports if p.port not in _SERVING_INPUTS)
+        from . import serving_adapter
+        #: pools, overwrite or fused gates: the kernel runs inside serving_adapter.run
+        self._serving = serving_adapter.needed(f)
         self.workspace_size = int(frost_workspace_size(
             total_tokens=f.total_t, num_seqs=f.n_seq, heads_q=f.h_q, heads_k=f.h_k,
             heads_v=f.h_v, head_dim_k=f.d_qk, head_dim_v=f.d_v,
@@ -108,6 +113,13 @@ class _FrostForwardPlan(CompiledPlan):
                              f"({ht.dtype}) buffers must share one dtype")
         scratch = carve_scratch(self.engine, ctx.workspace, self.workspace_size, self.device)
         extra = {} if scratch is None else {"workspace": scratch}
+        from .kernels import fwd as kernels_fwd
+        if self._serving:
+            from . import serving_adapter
+            serving_adapter.run(kernels_fwd.frost_fwd, t, f, self.traits.gate_per_channel,
+                                {**self._flags(), **extra},
+                                torch_stream(ctx.stream, self.device))
+            return
         from .kernels.fwd import frost_fwd
         frost_fwd(q=t["q"], k=t["k"], v=t["v"], g=t["g"], beta=t["beta"], w=t.get("w"),
                   cu_seqlens=t["cu_seqlens"], out=t["O"], initial_state=h0, final_state=ht,
@@ -117,6 +129,8 @@ class _FrostForwardPlan(CompiledPlan):
         """This call's launch with its checks done once (kernels/fwd.py bind_fwd), for
         buffers laid out like `data`'s; None when a buffer is not a plain torch tensor or
         the plan needs scratch (then every call takes execute)."""
+        if self._serving:  # the adapter's torch work runs on every call: execute does it
+            return None
         operands = self._uid_operands(data)
         if operands is None or self.workspace_size or strict_requested():
             return None  # strict mode: every call through execute, which checks cu_seqlens

@@ -118,6 +118,12 @@ class OpFamily:
              "checkpoint_dtype", "plan_name"),
             FORWARD_RESULTS)
 
+    def serve_signature(self) -> OpSignature:
+        """The serving forward (inference only): the forward's arguments plus the state
+        pool's; it writes the pool (initial_state) in place under overwrite_initial_state."""
+        return OpSignature((*self.forward_signature().names, "overwrite_initial_state",
+                            "state_indices"), FORWARD_RESULTS, mutated=("initial_state",))
+
     def backward_signature(self) -> OpSignature:
         return OpSignature(
             ("dO", "q", "k", "v", *self.gate_names, "cu_seqlens", "scale", "initial_state",

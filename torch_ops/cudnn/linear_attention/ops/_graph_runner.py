@@ -73,6 +73,9 @@ class GraphRequest:
     device: torch.device
     #: result positions a caller may discard (see CachedGraph.droppable).
     droppable: tuple[int, ...] = ()
+    #: (argument position, graph output port) of outputs written into an argument's
+    #: tensor (overwrite_initial_state: final_state into the initial_state pool).
+    aliases: Sequence[tuple[int, str]] = ()
 
     def describe(self) -> str:
         tensors = ", ".join(f"{port} {list(t.shape)} {str(t.dtype).removeprefix('torch.')}"
@@ -96,6 +99,8 @@ class CachedGraph:
     device: torch.device
     #: results a caller may discard; the lane skips allocating those that are empty.
     droppable: tuple[int, ...] = ()
+    #: (argument position, graph output tensor) of outputs written into an argument.
+    aliased: tuple[tuple[int, cudnn.Tensor], ...] = ()
     #: the selected plan bound at the first call (router bound_executor), then used.
     executor: BoundExecutor | None = field(default=None, repr=False)
     #: the plan's direct launch bound to the op's positions (None: not offered).
@@ -137,13 +142,13 @@ class CachedGraph:
         # The first call goes through graph.execute (lazy JIT happens there, once, under
         # the lock); it then binds the built plan and asks it, once, for a direct launch
         # of buffers laid out as these (the plan checks them for it).
-        pack = {tensor: values[position] for position, tensor in self.inputs}
+        pack = {tensor: values[position] for position, tensor in (*self.inputs, *self.aliased)}
         for position, tensor in self.outputs:
             pack[tensor] = results[position]
         with self._lock:
             self.graph.execute(pack, workspace)
             if self.executor is None:
-                self._input_uids = tuple((p, t.uid) for p, t in self.inputs)
+                self._input_uids = tuple((p, t.uid) for p, t in (*self.inputs, *self.aliased))
                 self._output_uids = tuple((p, t.uid) for p, t in self.outputs)
                 executor = bind_executor(self.graph)
                 by_uid = {t.uid: buffer for t, buffer in pack.items()}
@@ -174,6 +179,13 @@ def build_graph(request: GraphRequest) -> CachedGraph:
         tensor.set_dim(list(buffer.shape)).set_stride(list(buffer.stride()))
         tensor.set_data_type(buffer.dtype).set_output(True)
         outputs.append((position, tensor))
+    given = {position: t for position, _, t in request.inputs}
+    aliased = []
+    for position, port in request.aliases:
+        tensor, buffer = node.outputs[port], given[position]
+        tensor.set_dim(list(buffer.shape)).set_stride(list(buffer.stride()))
+        tensor.set_data_type(buffer.dtype).set_output(True)
+        aliased.append((position, tensor))
     _plan(request, graph)
     if request.plan_name is not None:
         _pin(request, graph)
@@ -184,7 +196,7 @@ def build_graph(request: GraphRequest) -> CachedGraph:
         results=tuple((tuple(r.shape), r.dtype) for r in request.results),
         workspace_size=int(graph.get_workspace_size()),
         plan=graph.get_plan_name_at_index(selected), device=request.device,
-        droppable=request.droppable)
+        droppable=request.droppable, aliased=tuple(aliased))
 
 
 def _plan(request: GraphRequest, graph: cudnn.pygraph) -> None:
@@ -257,6 +269,9 @@ def _tuning_buffers(request: GraphRequest, graph: cudnn.pygraph) -> dict:
         r = request.results[position]
         data[node.outputs[port]] = torch.empty_strided(r.shape, r.stride(), dtype=r.dtype,
                                                        device=r.device)
+    port_at = {position: port for position, port, _ in request.inputs}
+    for position, port in request.aliases:  # written into the copy of its argument
+        data[node.outputs[port]] = data[port_at[position]]
     return data
 
 

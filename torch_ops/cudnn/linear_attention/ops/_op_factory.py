@@ -114,6 +114,9 @@ class _OpDef:
     written: Callable[[Mapping[str, Any]], list[tuple[int, str]]]
     #: values in schema order -> the graph cache key (cache_key_function).
     cache_key: Callable[[Sequence[Any]], tuple[Any, ...]]
+    #: bound call -> (argument position, graph output port) of outputs written into an
+    #: argument's tensor (the serving op's final state into its pool).
+    aliases: Callable[[Mapping[str, Any]], list[tuple[int, str]]] = lambda bound: []
 
 
 class FamilyOps:
@@ -129,11 +132,22 @@ class FamilyOps:
         self.backward_def = self._op_def("bwd", family.backward_signature(), True,
                                          family.backward_spec, self._backward_results,
                                          self._backward_written)
+        # the serving forward (state pools, overwrite): inference only, no autograd
+        self.serve_def = self._op_def("serve", family.serve_signature(), False,
+                                      family.forward_spec, self._serve_results,
+                                      self._serve_written, self._serve_aliases)
         self.forward_signature = self.forward_def.signature
         self.backward_signature = self.backward_def.signature
+        self.serve_signature = self.serve_def.signature
         forward, self._forward_kernel = self._register(self.forward_def)
         forward.register_autograd(self._backward, setup_context=self._setup_context)
         _, self._backward_kernel = self._register(self.backward_def)
+        self._register(self.serve_def)
+        self._serve_tensor_positions = _tensor_positions(self.serve_signature)
+        self._initial_state_position = self.forward_signature.names.index("initial_state")
+        #: the serving op packs strided inputs like the forward, except the pool it writes
+        self._packed_serve_positions = tuple(i for i in _tensor_positions(self.forward_signature)
+                                             if i != self._initial_state_position)
         self._forward_tensor_positions = _tensor_positions(self.forward_signature)
         names = self.forward_signature.names
         # what setup_context keeps, by forward position (it runs on every autograd call)
@@ -152,13 +166,17 @@ class FamilyOps:
         namespace = getattr(torch.ops, NAMESPACE)
         self.forward_op = getattr(namespace, f"{family.name}_fwd").default
         self.backward_op = getattr(namespace, f"{family.name}_bwd").default
+        self.serve_op = getattr(namespace, f"{family.name}_serve").default
 
     def _op_def(self, suffix: str, signature: OpSignature, backward: bool, spec: OpSpec,
                 allocate: Callable[..., _Results],
-                written: Callable[..., list[tuple[int, str]]]) -> _OpDef:
+                written: Callable[..., list[tuple[int, str]]],
+                aliases: Callable[..., list[tuple[int, str]]] | None = None) -> _OpDef:
         name = f"{NAMESPACE}::{self.family.name}_{suffix}"
+        extra = {} if aliases is None else {"aliases": aliases}
         return _OpDef(name, signature, backward, spec, self.family.builder(spec),
-                      GraphCache(name), allocate, written, cache_key_function(signature))
+                      GraphCache(name), allocate, written, cache_key_function(signature),
+                      **extra)
 
     # -- registration ------------------------------------------------------------------
     def _register(self, op: _OpDef) -> tuple[Any, Callable[..., _Results]]:
@@ -172,7 +190,8 @@ class FamilyOps:
             _refuse_real_tensors(op.name, bound)
             return op.allocate(bound, checked)
 
-        registered = torch.library.custom_op(op.name, kernel, mutates_args=(),
+        registered = torch.library.custom_op(op.name, kernel,
+                                             mutates_args=op.signature.mutated,
                                              schema=op.signature.schema())
         registered.register_fake(fake)
         return registered, kernel
@@ -201,7 +220,8 @@ class FamilyOps:
                     if bound[n] is not None],
             attrs=attrs, results=op.allocate(bound, checked), outputs=op.written(bound),
             plan_name=bound["plan_name"], device=bound["q"].device,
-            droppable=() if op.backward else (FORWARD_RESULTS.index("state_checkpoints"),)))
+            droppable=() if op.backward else (FORWARD_RESULTS.index("state_checkpoints"),),
+            aliases=op.aliases(bound)))
 
     # -- the public function's body ----------------------------------------------------
     def forward(self, args: tuple[Any, ...], overwrite_initial_state: Any = False,
@@ -214,13 +234,6 @@ class FamilyOps:
         if not isinstance(q, torch.Tensor) or q.dim() != 3:
             given = f"dims {list(q.shape)}" if isinstance(q, torch.Tensor) else type(q).__name__
             raise ValueError(f"{name}: expected THD inputs, q [T, H, K] (rank 3); got {given}")
-        if (overwrite_initial_state is not False and overwrite_initial_state is not None) \
-                or state_indices is not None:
-            unsupported = ("state_indices" if state_indices is not None else
-                           "overwrite_initial_state")
-            raise NotImplementedError(
-                f"{name}: {unsupported} (in-place state pools, inference only) is not "
-                "supported by these ops yet; pass initial_state and read final_state")
         if len(args) != len(self.forward_signature.names):
             raise TypeError(f"{name}: {len(args)} arguments for the "
                             f"{len(self.forward_signature.names)} of the op's schema")
@@ -231,6 +244,9 @@ class FamilyOps:
         scale_at = self._scale_position
         if args[scale_at] is None:
             args = (*args[:scale_at], default_scale(q.shape[-1]), *args[scale_at + 1:])
+        if (overwrite_initial_state is not False and overwrite_initial_state is not None) \
+                or state_indices is not None:
+            return self.serve(args, overwrite_initial_state, state_indices)
         checkpoints = args[self._checkpoint_position] > 0
         args = packed_rows(args, self._forward_tensor_positions)  # _packed_rows.py
         how = route(args, self._forward_tensor_positions)  # _direct_call.py
@@ -249,6 +265,37 @@ class FamilyOps:
             return tuple(results)
         return results[0], results[1]
 
+    def serve(self, args: tuple[Any, ...], overwrite_initial_state: Any,
+              state_indices: Any) -> _Results:
+        """The serving forward (`cudnn::<family>_serve`): initial_state is a state pool
+        [S, HO, V, K] addressed by state_indices [N] int32 (row n without them); under
+        overwrite_initial_state the final states are written into it in place and it is
+        returned as final_state. Inference only: gates and indices are converted, and
+        strided inputs packed, as the forward's; the pool never is (a copy would take the
+        writes: a pool the engines cannot read as it is gets their error)."""
+        name = self.family.name
+        if torch.is_grad_enabled() and any(isinstance(t, torch.Tensor) and t.requires_grad
+                                           for t in (*args, state_indices)):
+            raise ValueError(f"{name}: state_indices / overwrite_initial_state are inference "
+                             "only: call under torch.no_grad() or with tensors that do not "
+                             "require grad")
+        args = packed_rows(args, self._packed_serve_positions)  # _packed_rows.py
+        targets = self.dtypes.kernel_targets(args, state_fp32=False)
+        args, _ = self.dtypes._apply(args, targets)
+        if isinstance(state_indices, torch.Tensor) and not state_indices.is_contiguous():
+            state_indices = state_indices.contiguous()
+        values = (*args, overwrite_initial_state, state_indices)
+        checkpoints = args[self._checkpoint_position] > 0
+        if route(values, self._serve_tensor_positions) == DIRECT:
+            results = self._run(self.serve_def, values, drop_unused=not checkpoints)
+        else:
+            results = self.serve_op(*values)
+        final = args[self._initial_state_position] if overwrite_initial_state is True \
+            else results[1]
+        if checkpoints:
+            return results[0], final, results[2]
+        return results[0], final
+
     # -- results -----------------------------------------------------------------------
     @staticmethod
     def _forward_results(args: Mapping[str, Any], checked: CheckedCall) -> _Results:
@@ -265,6 +312,25 @@ class FamilyOps:
     def _forward_written(args: Mapping[str, Any]) -> list[tuple[int, str]]:
         present = (True, bool(args["output_final_state"]), args["checkpoint_every_n_tokens"] > 0)
         return [(i, FORWARD_PORTS[r]) for i, r in enumerate(FORWARD_RESULTS) if present[i]]
+
+    def _serve_results(self, args: Mapping[str, Any], checked: CheckedCall) -> _Results:
+        """The forward's results; under overwrite_initial_state final_state is a zero-size
+        placeholder (the states go into initial_state, which the public function returns)."""
+        o, final, checkpoints = self._forward_results(args, checked)
+        if args["overwrite_initial_state"] is True:
+            final = args["q"].new_empty((0,), dtype=checked.state_dtype)
+        return o, final, checkpoints
+
+    def _serve_written(self, args: Mapping[str, Any]) -> list[tuple[int, str]]:
+        written = self._forward_written(args)
+        if args["overwrite_initial_state"] is True:
+            return [(i, port) for i, port in written if port != "final_state"]
+        return written
+
+    def _serve_aliases(self, args: Mapping[str, Any]) -> list[tuple[int, str]]:
+        if args["overwrite_initial_state"] is not True:
+            return []
+        return [(self.serve_signature.names.index("initial_state"), "final_state")]
 
     def _backward_results(self, args: Mapping[str, Any], checked: CheckedCall) -> _Results:
         q = args["q"]
@@ -342,5 +408,5 @@ class FamilyOps:
         EagerForward.__name__ = EagerForward.__qualname__ = f"{self.family.name}_eager"
         return EagerForward
 
-    def caches(self) -> tuple[GraphCache[CachedGraph], GraphCache[CachedGraph]]:
-        return self.forward_def.cache, self.backward_def.cache
+    def caches(self) -> tuple[GraphCache[CachedGraph], ...]:
+        return self.forward_def.cache, self.backward_def.cache, self.serve_def.cache

@@ -64,7 +64,7 @@ ARGS: Mapping[str, OpArg] = {a.name: a for a in (
     *(_tensor(n) for n in ("dO", "q", "k", "v", "g", "beta", "w", "cu_seqlens")),
     OpArg("scale", "float"),
     *(_optional_tensor(n) for n in ("initial_state", "d_final_state", "state_checkpoints",
-                                    "a_log", "dt_bias")),
+                                    "a_log", "dt_bias", "state_indices")),
     _flag("output_final_state"),
     _flag("use_qk_l2norm_in_kernel"),
     _flag("batch_invariant"),
@@ -77,14 +77,18 @@ ARGS: Mapping[str, OpArg] = {a.name: a for a in (
     OpArg("checkpoint_every_n_tokens", "int", 0),
     OpArg("checkpoint_dtype", "ScalarType?", None),
     OpArg("plan_name", "str?", None),
+    _flag("overwrite_initial_state"),
 )}
 
 
 class OpSignature:
     """The ordered arguments and result names of one custom op."""
 
-    def __init__(self, arg_names: Iterable[str], results: Sequence[str]) -> None:
+    def __init__(self, arg_names: Iterable[str], results: Sequence[str],
+                 mutated: Iterable[str] = ()) -> None:
         self.args: tuple[OpArg, ...] = tuple(ARGS[name] for name in arg_names)
+        #: tensor arguments the op writes in place (schema alias annotation "(a!)").
+        self.mutated: tuple[str, ...] = tuple(mutated)
         self.names: tuple[str, ...] = tuple(a.name for a in self.args)
         self.results: tuple[str, ...] = tuple(results)
         if len(set(self.names)) != len(self.names):
@@ -95,9 +99,16 @@ class OpSignature:
         self.tensor_names: tuple[str, ...] = tuple(a.name for a in self.args if a.is_tensor)
 
     def schema(self) -> str:
-        args = ", ".join(a.schema() for a in self.args)
+        args = ", ".join(map(self._annotated, self.args))
         results = ", ".join("Tensor" for _ in self.results)
         return f"({args}) -> ({results})"
+
+    def _annotated(self, arg: OpArg) -> str:
+        """The argument's schema text, with an alias annotation when the op writes it."""
+        if arg.name not in self.mutated:
+            return arg.schema()
+        alias = "abcdefgh"[self.mutated.index(arg.name)]
+        return arg.schema().replace("Tensor", f"Tensor({alias}!)", 1)
 
     def complete(self, args: Sequence[Any], kwargs: Mapping[str, Any] | None = None
                  ) -> tuple[Any, ...]:

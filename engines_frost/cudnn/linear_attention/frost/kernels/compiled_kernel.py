@@ -25,6 +25,12 @@ from cudnn.linear_attention.frost.kernels.config import (
     operand_alignment,
     operand_dtypes,
 )
+from cudnn.linear_attention.frost.kernels.decode_config import (
+    DECODE_OPERANDS,
+    FrostDecodeConfig,
+    decode_operand_alignment,
+    decode_operand_dtypes,
+)
 
 
 def abi_of(cfg) -> tuple[tuple[str, ...], dict[str, str], dict[str, int]]:
@@ -33,6 +39,8 @@ def abi_of(cfg) -> tuple[tuple[str, ...], dict[str, str], dict[str, int]]:
     backward's (bwd_abi.py)."""
     if isinstance(cfg, FrostBwdConfig):
         return BWD_OPERANDS, bwd_operand_dtypes(cfg), bwd_operand_alignment(cfg)
+    if isinstance(cfg, FrostDecodeConfig):  # launched by decode.DecodeLaunch (T, N, S tail)
+        return DECODE_OPERANDS, decode_operand_dtypes(cfg), decode_operand_alignment(cfg)
     return OPERANDS, operand_dtypes(cfg), operand_alignment(cfg)
 
 

@@ -61,8 +61,9 @@ _log = logging.getLogger("cudnn.linear_attention.frost")
 # they import, the launch ABI and compile_kernel.py (algorithm name -> class, compile
 # options). fwd.py (checks, caches, launch) is left out: editing it keeps the store valid.
 KEYED_SOURCES = ("bwd_abi.py", "bwd_chain.py", "bwd_compile.py", "bwd_config.py", "bwd_grads.py",
-                 "bwd_grads_vec.py", "bwd_states.py", "compile_kernel.py", "config.py", "fwd_v0.py", "fwd_v1.py", "fwd_v2.py",
-                 "gmem_views.py", "launch_abi.py", "seq_bounds.py")
+                 "bwd_grads_vec.py", "bwd_states.py", "compile_kernel.py", "config.py",
+                 "decode_compile.py", "decode_config.py", "decode_kernel.py", "fwd_v0.py",
+                 "fwd_v1.py", "fwd_v2.py", "gmem_views.py", "launch_abi.py", "seq_bounds.py")
 # Imported by compile_kernel.py but never traced into a kernel: the wrapper that pairs a
 # compiled function with its calling convention, and the launch-time argument builders.
 UNKEYED_RUNTIME = ("compiled_kernel.py", "launch_args.py")
@@ -84,6 +85,13 @@ def describe(cfg) -> str:
     if hasattr(cfg, "stage"):  # bwd_config.FrostBwdConfig
         return (f"bwd-{cfg.stage} {describe(cfg.fwd)} dht={cfg.dht_dtype or '-'} "
                 f"dh0={cfg.dh0_dtype or '-'}")
+    if hasattr(cfg, "block_v"):  # decode_config.FrostDecodeConfig
+        flags = "".join(s for on, s in ((cfg.use_l2norm, " l2"), (cfg.has_pool, " pool"),
+                                         (cfg.safe_gate, " safe"), (cfg.beta_sigmoid, " sig"),
+                                         (cfg.neg_eigval, " neg"), (cfg.linear_gate, " lin"),
+                                         (cfg.checkpoint_every, f" ck{cfg.checkpoint_every}")) if on)
+        return (f"decode {cfg.family} H{cfg.H}/HK{cfg.HK}/HV{cfg.HV} K{cfg.K} V{cfg.V} "
+                f"BV{cfg.block_v} {cfg.io_dtype} {cfg.state_dtype}{flags}")
     state = f"{cfg.state_dtype} h0={int(cfg.has_initial_state)} ht={int(cfg.has_final_state)}"
     flags = "".join(s for on, s in ((cfg.use_l2norm, " l2"), (not cfg.ldmatrix, " no-ldmatrix"),
                                      (cfg.gate_align16, " g16"),
@@ -392,6 +400,8 @@ def _signature_mismatch(fn, cfg: FrostFwdConfig, ffi: str) -> str | None:
         return None
     if hasattr(cfg, "stage"):  # a backward kernel: bwd_abi's list
         from cudnn.linear_attention.frost.kernels.bwd_abi import bwd_fake_args as fake_args
+    elif hasattr(cfg, "block_v"):  # the recurrent kernel: decode_config's list
+        from cudnn.linear_attention.frost.kernels.decode_compile import decode_fake_args as fake_args
     else:
         from cudnn.linear_attention.frost.kernels.launch_abi import fake_args
     params = list(fn.execution_args.signature.parameters)

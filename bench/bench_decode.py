@@ -1,0 +1,179 @@
+"""Decode-step timing: the public torch op on a state pool (FROST recurrent engine) against
+flash-linear-attention's fused_recurrent kernels in the same process, and against the
+state-traffic floor.
+
+Shape per step: N sequences x 1 token (N = 1, 64, 256, 1024), 16 heads, K = V = 128, bf16
+q/k/v, fp32 gates, fp32 state. The op reads each sequence's state from a pool of N + 8 rows
+through state_indices (a permutation) and writes it back in place
+(overwrite_initial_state=True), as a server does. FLA 0.6 (`fused_recurrent_gated_delta_rule`
+/ `fused_recurrent_kda`, varlen cu_seqlens) reads initial_state [N, H, K, V] and returns a
+new final state: the same state bytes (one read, one write). Floor: 2 x N x 16 x 128 x 128
+x 4 bytes / 4.3 TB/s.
+
+Columns (medians of CUDA-event samples after warm-up):
+  graph      the call captured 20 times in a CUDA graph, replayed; per call: the GPU time
+             with no host in the loop (FLA: "n/a" when its call does not capture)
+  b2b        20 eager calls back to back between two events, divided: what a host that keeps
+             the queue full sees
+  host       wall time of 200 eager calls without synchronising, divided, at batch 1 (the
+             GPU finishes each step before the next is issued): the host overhead of one
+             cached call, reported once per family
+A peer that is not installed (FLA) reports "absent" and the rest run.
+
+  PYTHONPATH=$(python3 tools/pythonpath.py) python3 bench/bench_decode.py [--batches 1,64]
+      [--tokens 1,4]   (tokens per sequence: speculative steps; the floor is the state's)
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import torch
+import torch.nn.functional as F
+
+HEADS, DIM = 16, 128
+HBM_BYTES_PER_S = 4.3e12
+INNER = 20
+
+
+def floor_us(n: int) -> float:
+    return 2 * n * HEADS * DIM * DIM * 4 / HBM_BYTES_PER_S * 1e6
+
+
+def inputs(n: int, kda: bool, dev: str = "cuda", tokens: int = 1) -> dict:
+    """n sequences of `tokens` tokens (1: a decode step; more: a speculative step)."""
+    torch.manual_seed(n)
+    T = n * tokens
+    q = torch.randn(T, HEADS, DIM, device=dev, dtype=torch.bfloat16)
+    k = F.normalize(torch.randn(T, HEADS, DIM, device=dev), dim=-1).to(torch.bfloat16)
+    v = torch.randn(T, HEADS, DIM, device=dev, dtype=torch.bfloat16)
+    g = F.logsigmoid(torch.randn((T, HEADS, DIM) if kda else (T, HEADS), device=dev)) * 0.1
+    beta = torch.sigmoid(torch.randn(T, HEADS, device=dev))
+    cu = torch.arange(0, T + 1, tokens, device=dev, dtype=torch.int32)
+    pool = torch.randn(n + 8, HEADS, DIM, DIM, device=dev) * 0.1
+    slots = torch.randperm(n + 8, device=dev)[:n].to(torch.int32)
+    return dict(q=q, k=k, v=v, g=g, beta=beta, cu=cu, pool=pool, slots=slots)
+
+
+def op_call(x: dict, kda: bool):
+    from cudnn.linear_attention import ops
+
+    fn = ops.kimi_delta_attention if kda else ops.gated_delta_net
+
+    def call():
+        return fn(x["q"], x["k"], x["v"], x["g"], x["beta"], x["cu"], initial_state=x["pool"],
+                  output_final_state=True, overwrite_initial_state=True,
+                  state_indices=x["slots"])
+    return call
+
+
+def fla_call(x: dict, kda: bool):
+    try:
+        if kda:
+            from fla.ops.kda import fused_recurrent_kda as fn
+        else:
+            from fla.ops.gated_delta_rule import fused_recurrent_gated_delta_rule as fn
+    except ImportError:
+        return None
+    n = x["cu"].numel() - 1
+    args = [t.unsqueeze(0) for t in (x["q"], x["k"], x["v"], x["g"], x["beta"])]
+    h0 = x["pool"][:n].transpose(-1, -2).contiguous()  # FLA's [N, H, K, V]
+    cu64 = x["cu"].long()
+
+    def call():
+        return fn(*args, initial_state=h0, output_final_state=True, cu_seqlens=cu64)
+    return call
+
+
+def median_us(fn, reps: int, inner: int) -> float:
+    times = []
+    for _ in range(reps):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        for _ in range(inner):
+            fn()
+        b.record()
+        b.synchronize()
+        times.append(a.elapsed_time(b) * 1e3 / inner)
+    return statistics.median(times)
+
+
+def graph_us(call, reps: int) -> float:
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            call()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(INNER):
+            call()
+    return median_us(graph.replay, reps, 1) / INNER
+
+
+def eager_us(call, reps: int) -> float:
+    for _ in range(5):
+        call()
+    torch.cuda.synchronize()
+    return median_us(call, reps, INNER)
+
+
+def host_us(call, calls: int = 200) -> float:
+    for _ in range(20):
+        call()
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        call()
+    wall = time.perf_counter() - t0
+    torch.cuda.synchronize()
+    return wall / calls * 1e6
+
+
+def cell(fn) -> str:
+    try:
+        value = fn()
+    except Exception as e:  # one broken peer must not hide the rest
+        return f"error: {type(e).__name__}: {str(e)[:80]}"
+    return "absent" if value is None else f"{value:.1f}"
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--batches", default="1,64,256,1024")
+    p.add_argument("--families", default="gdn,kda")
+    p.add_argument("--reps", type=int, default=30)
+    p.add_argument("--tokens", default="1",
+                   help="tokens per sequence, comma-separated (e.g. 1,4: decode and speculative)")
+    a = p.parse_args()
+    print(f"GPU: {torch.cuda.get_device_name()}; decode steps, {HEADS} heads, K = V = {DIM}, "
+          f"bf16 io, fp32 state; times in us per step (median of {a.reps})")
+    rows = []
+    with torch.no_grad():
+        for family in a.families.split(","):
+            kda = family == "kda"
+            for tokens, n in [(t, n) for t in map(int, a.tokens.split(","))
+                              for n in map(int, a.batches.split(","))]:
+                x = inputs(n, kda, tokens=tokens)
+                ours, peer = op_call(x, kda), fla_call(x, kda)
+                row = [family.upper(), str(n), str(tokens), f"{floor_us(n):.1f}",
+                       cell(lambda: graph_us(ours, a.reps)), cell(lambda: eager_us(ours, a.reps)),
+                       "absent" if peer is None else cell(lambda: graph_us(peer, a.reps)),
+                       "absent" if peer is None else cell(lambda: eager_us(peer, a.reps))]
+                rows.append(row)
+                print("  ".join(row), flush=True)
+            x = inputs(1, kda)
+            print(f"{family.upper()} host overhead of one cached op call (batch 1): "
+                  f"{cell(lambda: host_us(op_call(x, kda)))} us; FLA: "
+                  f"{cell(lambda: None if fla_call(x, kda) is None else host_us(fla_call(x, kda)))} us",
+                  flush=True)
+    print("\n| family | N | tokens | floor | op graph | op b2b | FLA graph | FLA b2b |\n"
+          "|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        print(f"| {' | '.join(r)} |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,268 @@
+"""Launcher of the FROST recurrent (decode) kernel: operand checks, compile cache, launch.
+
+``bind_decode`` checks every operand once (ValueError naming the argument), derives the
+FrostDecodeConfig, gets the compiled kernel for it (once per config, arch and calling
+convention per process; thread-safe) and returns a ``DecodeLaunch`` that repeats the launch
+for operands of the same layout without checks: no host synchronisation, no allocation,
+nothing looked up, so a launch can be captured in a CUDA graph and replayed with other
+buffer contents. ``frost_decode`` is bind + launch. Never reads cu_seqlens or
+state_indices on the host. Imports neither torch nor cutlass at import time.
+
+Kernels come from the precompiled store when FROST_KERNEL_CACHE names one (kernel_store.py,
+filled on any machine by tools/gpu/frost_precompile.py --suites decode), else from a CuTe
+DSL compile (decode_compile.py), which is then added to that store.
+"""
+from __future__ import annotations
+
+import dataclasses
+import threading
+import warnings
+
+from cudnn.linear_attention.frost.kernels import kernel_store
+from cudnn.linear_attention.frost.kernels.compile_kernel import preferred_ffi
+from cudnn.linear_attention.frost.kernels.decode_compile import compile_decode, decode_pointers
+from cudnn.linear_attention.frost.kernels.decode_config import (DECODE_OPERANDS,
+                                                                FrostDecodeConfig,
+                                                                checkpoint_rows,
+                                                                decode_operand_alignment)
+
+_INDEX_LIMIT = 2**31
+_cache: dict[tuple[FrostDecodeConfig, str, str], object] = {}
+_cache_lock = threading.Lock()
+WHO = "frost_decode"
+
+
+def _fail(arg: str, expected: str, got) -> ValueError:
+    return ValueError(f"{WHO}: {arg} must be {expected}, got {got}")
+
+
+def _dtype_name(t) -> str:
+    return str(t.dtype).removeprefix("torch.")
+
+
+def _check(name, t, shape, dtypes, device):
+    if t.device != device:
+        raise _fail(name, f"on {device} (the device of q)", t.device)
+    if tuple(t.shape) != tuple(shape):
+        raise _fail(name, f"of shape {list(shape)}", list(t.shape))
+    if _dtype_name(t) not in dtypes:
+        raise _fail(name, f"of dtype {' or '.join(dtypes)}", t.dtype)
+    if not t.is_contiguous():
+        raise _fail(name, "contiguous (the kernel reads packed rows)", f"strides {t.stride()}")
+
+
+def choose_block_v(N: int, HO: int, V: int) -> int:
+    """Value rows per CTA: 32 (8 rows per warp) unless that leaves under two CTAs per SM of
+    an H200 (132 SMs), then 16 (more CTAs for small batches)."""
+    return 32 if N * HO * (V // 32) >= 2 * 132 else 16
+
+
+@dataclasses.dataclass(frozen=True)
+class CheckedDecode:
+    config: FrostDecodeConfig
+    tensors: dict
+    T: int
+    N: int
+    S: int
+
+
+def check_decode_operands(*, q, k, v, g, beta, w, cu_seqlens, out, initial_state, final_state,
+                          state_indices, a_log, dt_bias, checkpoints, family: str,
+                          use_l2norm: bool, checkpoint_every: int = 0,
+                          beta_sigmoid: bool = False, neg_eigval: bool = False,
+                          safe_gate: bool = False, gate_lower_bound: float = -5.0,
+                          linear_gate: bool = False, block_v: int | None = None) -> CheckedDecode:
+    """Every operand check of frost_decode except the CUDA-device one (CPU tests reach them).
+
+    q [T,H,K], k [T,HK,K], v [T,HV,V] (bf16 / fp16); g fp32 [T,HO] (GDN) or [T,HO,K];
+    beta fp32 [T,HO], or io-dtype [T,HO,K] with w [T,HO,V] (GDN-2); cu_seqlens int32 [N+1];
+    out [T,HO,V]; initial_state / final_state None or [S,HO,V,K] fp32 or bf16 (S = N
+    without state_indices; may be one buffer); state_indices None or int32 [N];
+    a_log fp32 [HO], dt_bias fp32 [HO] (GDN) or [HO,K] (only with safe_gate);
+    checkpoints [max(T // n + N, 1),HO,V,K] io dtype or fp32 when checkpoint_every = n > 0.
+    """
+    if family not in ("gdn", "kda", "gdn2"):
+        raise _fail("family", "'gdn', 'kda' or 'gdn2'", repr(family))
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if t.dim() != 3:
+            raise _fail(name, "rank 3 [T, heads, dim]", list(t.shape))
+    device = q.device
+    T, H, K = q.shape
+    HK, HV, V = k.shape[1], v.shape[1], v.shape[2]
+    HO = max(H, HV)
+    io = _dtype_name(q)
+    if io not in ("bfloat16", "float16"):
+        raise _fail("q", "of dtype bfloat16 or float16", q.dtype)
+    _check("k", k, (T, HK, K), (io,), device)
+    _check("q", q, (T, H, K), (io,), device)
+    _check("v", v, (T, HV, V), (io,), device)
+    per_channel = family != "gdn"
+    _check("g", g, (T, HO, K) if per_channel else (T, HO), ("float32",), device)
+    if family == "gdn2":
+        _check("beta", beta, (T, HO, K), (io,), device)
+        if w is None:
+            raise _fail("w", "a [T, HO, V] tensor for gdn2", None)
+        _check("w", w, (T, HO, V), (io,), device)
+    else:
+        _check("beta", beta, (T, HO), ("float32",), device)
+        if w is not None:
+            raise _fail("w", "None unless family='gdn2'", list(w.shape))
+    if cu_seqlens.dim() != 1 or cu_seqlens.numel() < 2:
+        raise _fail("cu_seqlens", "a 1-D [N + 1] tensor with N >= 1", list(cu_seqlens.shape))
+    N = cu_seqlens.numel() - 1
+    _check("cu_seqlens", cu_seqlens, (N + 1,), ("int32",), device)
+    _check("out", out, (T, HO, V), (io,), device)
+    state_dtype, S = None, N
+    if state_indices is not None:
+        _check("state_indices", state_indices, (N,), ("int32",), device)
+        if initial_state is None and final_state is None:
+            raise _fail("state_indices", "given only with initial_state or final_state (a pool)",
+                        "no state buffer")
+        S = (initial_state if initial_state is not None else final_state).shape[0]
+    for name, st in (("initial_state", initial_state), ("final_state", final_state)):
+        if st is None:
+            continue
+        dtypes = ("float32", "bfloat16") if state_dtype is None else (state_dtype,)
+        _check(name, st, (S, HO, V, K), dtypes, device)
+        state_dtype = _dtype_name(st)
+    for name, t, shape in (("a_log", a_log, (HO,)),
+                           ("dt_bias", dt_bias, (HO, K) if per_channel else (HO,))):
+        if t is None:
+            continue
+        if not safe_gate:
+            raise _fail(name, "None unless safe_gate=True", list(t.shape))
+        _check(name, t, shape, ("float32",), device)
+    ck_dtype = None
+    if checkpoint_every > 0:
+        if checkpoints is None:
+            raise _fail("checkpoints", f"a buffer when checkpoint_every = {checkpoint_every}", None)
+        ck_dtype = _dtype_name(checkpoints)
+        _check("checkpoints", checkpoints, (checkpoint_rows(T, N, checkpoint_every), HO, V, K),
+               ("float32", io), device)
+    elif checkpoints is not None:
+        raise _fail("checkpoints", "None unless checkpoint_every > 0", list(checkpoints.shape))
+    if T * HO * max(K, V) >= _INDEX_LIMIT or max(S, 1) * HO * V * K >= _INDEX_LIMIT:
+        raise _fail("q", f"small enough for 32-bit offsets (< {_INDEX_LIMIT} elements)",
+                    f"T={T}, N={N}, S={S}, HO={HO}, K={K}, V={V}")
+    try:
+        cfg = FrostDecodeConfig(
+            family=family, io_dtype=io, state_dtype=state_dtype, H=H, HK=HK, HV=HV, K=K, V=V,
+            use_l2norm=use_l2norm, has_initial_state=initial_state is not None,
+            has_final_state=final_state is not None, has_pool=state_indices is not None,
+            checkpoint_every=checkpoint_every, checkpoint_dtype=ck_dtype,
+            beta_sigmoid=beta_sigmoid, neg_eigval=neg_eigval, safe_gate=safe_gate,
+            has_a_log=a_log is not None, has_dt_bias=dt_bias is not None,
+            gate_lower_bound=float(gate_lower_bound), linear_gate=linear_gate,
+            block_v=block_v or choose_block_v(N, HO, V))
+    except ValueError as e:
+        raise ValueError(f"{WHO}: unsupported operands: {e}") from None
+    tensors = dict(q=q, k=k, v=v, g=g, beta=beta, w=w, cu_seqlens=cu_seqlens, out=out,
+                   initial_state=initial_state, final_state=final_state,
+                   state_indices=state_indices, a_log=a_log, dt_bias=dt_bias,
+                   checkpoints=checkpoints)
+    for name, align in decode_operand_alignment(cfg).items():
+        t = tensors[name]
+        if t is not None and t.numel() and t.data_ptr() % align:
+            raise _fail(name, f"{align}-byte aligned", f"address {t.data_ptr():#x}")
+    return CheckedDecode(cfg, tensors, T, N, S)
+
+
+def compiled_decode(cfg: FrostDecodeConfig, arch: str, ffi: str | None = None):
+    """The compiled_kernel.CompiledKernel for cfg on arch: loaded or compiled once per
+    process."""
+    key = (cfg, arch, ffi or preferred_ffi())
+    kernel = _cache.get(key)
+    if kernel is None:
+        with _cache_lock:
+            kernel = _cache.get(key)
+            if kernel is None:
+                kernel = _cache[key] = _load_or_compile(*key)
+    return kernel
+
+
+def _load_or_compile(cfg: FrostDecodeConfig, arch: str, ffi: str):
+    store = kernel_store.active_store()
+    if store is None:
+        return compile_decode(cfg, arch, ffi=ffi)
+    kernel = store.load(cfg, arch, ffi)
+    if kernel is not None:
+        return kernel
+    if store.strict:
+        raise kernel_store.KernelStoreMiss(
+            f"{WHO}: {kernel_store.STRICT_ENV}=1 and {store.root} has no {arch} {ffi}-convention "
+            f"kernel for {kernel_store.describe(cfg)}")
+    kernel = compile_decode(cfg, arch, ffi=ffi)
+    if store.writable:
+        try:
+            store.save(cfg, arch, kernel)
+        except Exception as e:  # a store that cannot take the entry costs nothing but it
+            warnings.warn(f"FROST kernel store: could not add {kernel_store.describe(cfg)} to "
+                          f"{store.root} ({type(e).__name__}: {str(e)[:200]})",
+                          kernel_store.KernelStoreWarning, stacklevel=2)
+    return kernel
+
+
+def bind_decode(*, arch: str | None = None, **operands) -> DecodeLaunch:
+    """check_decode_operands' checks and the kernel lookup, without launching."""
+    checked = check_decode_operands(**operands)
+    q = checked.tensors["q"]
+    if q.device.type != "cuda":
+        raise _fail("q", "a CUDA tensor (and every other operand on its device)", q.device)
+    from cudnn.linear_attention.frost.kernels.fwd import device_arch
+
+    kernel = compiled_decode(checked.config, arch or device_arch(q.device))
+    return DecodeLaunch(checked.config, kernel.fn, kernel.ffi, operand_signature(checked.tensors),
+                        checked.T, checked.N, checked.S)
+
+
+def frost_decode(*, scale: float, stream=None, **operands) -> DecodeLaunch:
+    """Check, bind and launch on `stream` (a torch.cuda.Stream; None: the current one)."""
+    import torch
+
+    bound = bind_decode(**operands)
+    q = operands["q"]
+    if stream is None:
+        stream = torch.cuda.current_stream(q.device)
+    bound.launch({name: operands.get(name) for name in DECODE_OPERANDS}, scale,
+                 stream.cuda_stream)
+    return bound
+
+
+def operand_signature(tensors: dict) -> tuple:
+    """Everything the checks read off the operands (shape, strides, dtype, device, and the
+    address modulo 16), in ABI order; None for an absent operand."""
+    return tuple(None if t is None else (t.shape, t.stride(), t.dtype, t.device, t.data_ptr() & 15)
+                 for t in map(tensors.get, DECODE_OPERANDS))
+
+
+@dataclasses.dataclass(frozen=True)
+class DecodeLaunch:
+    """One checked launch, repeated by a caller for operands of the same layout
+    (``matches`` tells). ``launch`` marshals and calls; nothing else happens on the host."""
+
+    config: FrostDecodeConfig
+    fn: object
+    ffi: str
+    signature: tuple
+    T: int
+    N: int
+    S: int
+
+    def matches(self, tensors: dict) -> bool:
+        return operand_signature(tensors) == self.signature
+
+    def launch(self, tensors: dict, scale: float, stream_handle: int) -> None:
+        """Run on ``tensors`` (by ABI name; absent: None or no key) on a raw stream handle."""
+        addresses = [0 if t is None else t.data_ptr() for t in map(tensors.get, DECODE_OPERANDS)]
+        self.launch_addresses(addresses, scale, stream_handle)
+
+    def launch_addresses(self, addresses, scale: float, stream_handle: int) -> None:
+        """Run on base addresses in ABI order (0 for an absent operand)."""
+        if self.ffi == "tvm":
+            self.fn(*addresses, self.T, self.N, self.S, float(scale), stream_handle)
+            return
+        import cuda.bindings.driver as cuda
+        from cutlass import Float32, Int32
+
+        self.fn(*decode_pointers(self.config, dict(zip(DECODE_OPERANDS, addresses))), Int32(self.T),
+                Int32(self.N), Int32(self.S), Float32(scale), cuda.CUstream(stream_handle))

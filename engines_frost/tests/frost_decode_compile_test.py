@@ -1,0 +1,106 @@
+"""The recurrent (decode) kernel cross-compiles for sm_90a (no GPU needed) over its feature
+matrix, through the launcher's own entry (decode_compile.compile_decode, decode_fake_args), and
+ptxas keeps its state in registers: no local memory (spills) for K = V = 128 at either
+tile width (frost_cubin_report.resource_usage; needs cuobjdump, else that test skips).
+"""
+import dataclasses
+import glob
+import os
+import sys
+import tempfile
+
+import pytest
+
+pytest.importorskip("cutlass", reason="nvidia-cutlass-dsl (CuTe DSL) is not installed")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from cudnn.linear_attention.frost.kernels.decode_compile import compile_decode, decode_fake_args  # noqa: E402
+from cudnn.linear_attention.frost.kernels.decode_config import FrostDecodeConfig  # noqa: E402
+
+BASE = dict(io_dtype="bfloat16", state_dtype="float32", H=16, HK=16, HV=16, K=128, V=128,
+            use_l2norm=True, has_initial_state=True, has_final_state=True, has_pool=True)
+GATES = {"gdn": dict(safe_gate=True, has_a_log=True, has_dt_bias=True, beta_sigmoid=True),
+         "kda": dict(safe_gate=True, has_a_log=True, has_dt_bias=True, gate_lower_bound=-3.0),
+         "gdn2": dict(beta_sigmoid=True, neg_eigval=True, linear_gate=True)}
+
+MATRIX = {
+    **{f"{fam}-serving": dict(family=fam, **GATES[fam]) for fam in GATES},
+    "gdn-plain-rows": dict(family="gdn", has_pool=False, use_l2norm=False),
+    "kda-ck1-fp32": dict(family="kda", checkpoint_every=1, checkpoint_dtype="float32"),
+    "gdn2-ck4-bf16-state": dict(family="gdn2", state_dtype="bfloat16", checkpoint_every=4,
+                                checkpoint_dtype="bfloat16"),
+    "gdn-k64-gva-fp16": dict(family="gdn", io_dtype="float16", K=64, V=64, H=4, HK=4, HV=16,
+                             block_v=16),
+    "kda-stateless": dict(family="kda", state_dtype=None, has_initial_state=False,
+                          has_final_state=False, has_pool=False),
+}
+
+
+@pytest.mark.parametrize("name", list(MATRIX))
+def test_decode_variant_compiles_for_sm90a(name):
+    cfg = FrostDecodeConfig(**{**BASE, **MATRIX[name]})
+    kernel = compile_decode(cfg, "sm_90a", ffi="cute")
+    assert callable(kernel.fn) and kernel.ffi == "cute" and kernel.cfg == cfg
+
+
+@pytest.mark.parametrize("block_v", [16, 32])
+@pytest.mark.parametrize("family", ["gdn", "kda"])
+def test_state_stays_in_registers(family, block_v):
+    import cutlass.cute as cute
+
+    from frost_cubin_report import resource_usage
+    from cudnn.linear_attention.frost.kernels.decode_kernel import FrostDecode
+
+    cfg = FrostDecodeConfig(**{**BASE, "family": family, "block_v": block_v, **GATES[family]})
+    with tempfile.TemporaryDirectory() as tmp:
+        cute.compile(FrostDecode(cfg), *decode_fake_args(cfg),
+                     options=f"--gpu-arch sm_90a --keep-cubin --dump-dir {tmp}")
+        (cubin,) = glob.glob(os.path.join(tmp, "*.cubin"))
+        try:
+            usage = resource_usage(cubin)
+        except FileNotFoundError as e:
+            pytest.skip(str(e))
+    assert usage["LOCAL"] == 0 and usage["STACK"] == 0, usage
+    # 8 (or 4) rows x 4 channels of state per thread plus the token's operands
+    assert usage["REG"] <= 128, usage
+
+
+def test_store_round_trip(tmp_path, monkeypatch):
+    """Cross-compiled as frost_precompile.py does, stored, then found by the launcher's
+    lookup with the compiler made to raise and the store strict."""
+    from cudnn.linear_attention.frost.kernels import decode, decode_compile, kernel_store
+
+    cfg = FrostDecodeConfig(**{**BASE, "family": "gdn", "K": 64, "V": 64, "H": 1, "HK": 1,
+                               "HV": 1, "block_v": 16})
+    kernel = decode_compile.compile_decode(cfg, "sm_90a", host_target=kernel_store.GENERIC_X86_64)
+    kernel_store.KernelStore(tmp_path).save(cfg, "sm_90a", kernel)
+    assert "decode gdn H1/HK1/HV1 K64 V64 BV16" in kernel_store.describe(cfg)
+
+    def no_compiler(*args, **kwargs):
+        raise AssertionError("the compiler was called")
+    monkeypatch.setattr(decode, "compile_decode", no_compiler)
+    monkeypatch.setenv(kernel_store.STORE_ENV, str(tmp_path))
+    monkeypatch.setenv(kernel_store.STRICT_ENV, "1")
+    monkeypatch.setattr(decode, "_cache", {})
+    loaded = decode.compiled_decode(cfg, "sm_90a", "cute")
+    assert loaded.ffi == "cute" and loaded.cfg == cfg
+    other = dataclasses.replace(cfg, block_v=32)
+    with pytest.raises(kernel_store.KernelStoreMiss, match="decode gdn"):
+        decode.compiled_decode(other, "sm_90a", "cute")
+
+
+def test_config_rejects_what_the_kernel_cannot_do():
+    with pytest.raises(ValueError, match="block_v must be one of"):
+        FrostDecodeConfig(**{**BASE, "family": "gdn", "V": 64, "block_v": 48})
+    with pytest.raises(ValueError, match="checkpoint_dtype must be set exactly"):
+        FrostDecodeConfig(**{**BASE, "family": "gdn", "checkpoint_every": 2})
+    with pytest.raises(ValueError, match="safe_gate must be True"):
+        FrostDecodeConfig(**{**BASE, "family": "kda", "has_a_log": True})
+    with pytest.raises(ValueError, match="has_pool must be False"):
+        FrostDecodeConfig(**{**BASE, "family": "kda", "state_dtype": None,
+                             "has_initial_state": False, "has_final_state": False})
+    assert dataclasses.replace(FrostDecodeConfig(**{**BASE, "family": "gdn"}), block_v=16)
+
+
+if __name__ == "__main__":
+    raise SystemExit(pytest.main([__file__, "-q"]))

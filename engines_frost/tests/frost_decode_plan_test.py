@@ -1,0 +1,110 @@
+"""CPU tests of the recurrent (decode) plans: what reaches the launcher (kernels/decode.py)
+from a graph's buffers and attributes, the overwrite_initial_state aliasing, and the direct
+launch's address row. The launcher is replaced by a recorder; numerics are the emulation
+test's (frost_decode_emulation_test.py) and the GPU's (tests/numerics/test_la_decode_gpu.py).
+"""
+import types
+
+import pytest
+from frost_graphs import op_graph
+
+import cudnn
+from cudnn.linear_attention.frost import decode_engine, runtime_probe
+from cudnn.linear_attention.frost.kernels import decode as kernels_decode
+
+torch = pytest.importorskip("torch")
+D = cudnn.data_type
+TORCH = {D.BFLOAT16: torch.bfloat16, D.HALF: torch.float16, D.FLOAT: torch.float32,
+         D.INT32: torch.int32}
+STREAM = object()
+
+
+@pytest.fixture
+def calls(monkeypatch):
+    monkeypatch.setattr(runtime_probe, "runtime_reason", lambda engine, device=None: None)
+    monkeypatch.setattr(runtime_probe, "device_sm", lambda device=None: 90)
+    monkeypatch.setattr(decode_engine, "_build_device", lambda handle, engine: torch.device("cpu"))
+    seen = []
+    monkeypatch.setattr(kernels_decode, "frost_decode", lambda **kw: seen.append(kw))
+    return seen
+
+
+def run(op="gdn", skip=(), same_final=True, **kw):
+    g, node = op_graph(op, handle=types.SimpleNamespace(device=torch.device("cuda", 0),
+                                                        stream=STREAM), **kw)
+    g.create_execution_plans()
+    assert g.explain_plans().plans[0].name == f"{op}_frost_decode"
+    g.build_plans()
+    bufs = {}
+    for port, t in {**node.inputs, **node.outputs}.items():
+        if port in skip:
+            continue
+        dtype = TORCH[t.data_type] if t.data_type else torch.bfloat16
+        bufs[port] = torch.zeros(t.dim, dtype=dtype)
+    if "final_state" in bufs and "initial_state" in bufs:
+        bufs["final_state"] = bufs["initial_state"] if same_final else bufs["initial_state"].clone()
+    tensors = {**node.inputs, **node.outputs}
+    g.execute({tensors[p]: b for p, b in bufs.items()}, None)
+    return bufs
+
+
+POOL = dict(T=6, N=6, with_h0=True, extra_inputs=("state_indices", "a_log", "dt_bias"),
+            dims={"initial_state": [9, 4, 64, 64]}, output_final_state=True,
+            overwrite_initial_state=True, safe_gate=True, use_beta_sigmoid=True,
+            allow_neg_eigval=True, checkpoint_every_n_tokens=1, use_qk_l2norm=True)
+
+
+def test_pool_call_reaches_the_launcher_with_every_flag(calls):
+    bufs = run("kda", **POOL, gate_lower_bound=-2.0)
+    (kw,) = calls
+    assert kw["initial_state"] is bufs["initial_state"] and kw["final_state"] is bufs["initial_state"]
+    assert kw["state_indices"] is bufs["state_indices"] and kw["checkpoints"] is bufs["state_checkpoints"]
+    assert kw["a_log"] is bufs["a_log"] and kw["dt_bias"] is bufs["dt_bias"] and kw["out"] is bufs["O"]
+    assert (kw["family"], kw["checkpoint_every"], kw["gate_lower_bound"]) == ("kda", 1, -2.0)
+    assert kw["safe_gate"] and kw["beta_sigmoid"] and kw["neg_eigval"] and kw["use_l2norm"]
+    assert not kw["linear_gate"] and kw["scale"] == pytest.approx(64 ** -0.5)
+
+
+def test_overwrite_with_another_final_state_buffer_is_refused(calls):
+    with pytest.raises(ValueError, match="overwrite_initial_state=True writes the final state "
+                                         "into the initial_state buffer"):
+        run("gdn", same_final=False, **POOL)
+
+
+def test_gate_domain_and_plain_rows(calls):
+    bufs = run("gdn2", T=3, N=3, with_h0=True, output_final_state=True, gate_domain="linear")
+    (kw,) = calls
+    assert kw["linear_gate"] and kw["state_indices"] is None and kw["checkpoints"] is None
+    assert kw["final_state"] is bufs["final_state"] and kw["w"] is bufs["w"]
+
+
+def test_direct_launch_row_aliases_the_pool_under_overwrite(calls, monkeypatch):
+    launched = []
+
+    class Bound:
+        def launch_addresses(self, row, scale, stream):
+            launched.append((list(row), scale, stream))
+
+    monkeypatch.setattr(kernels_decode, "bind_decode", lambda **kw: Bound())
+    g, node = op_graph("gdn", **POOL)
+    from cudnn.linear_attention.common.facts import linear_attention_facts
+    plan = decode_engine._DecodePlan("gdn_frost_decode", decode_engine.GDN,
+                                     linear_attention_facts(g), torch.device("cpu"))
+    data = {}
+    for port, t in {**node.inputs, **node.outputs}.items():
+        if port != "final_state":
+            data[t.uid] = torch.zeros(t.dim, dtype=TORCH.get(t.data_type, torch.bfloat16))
+    direct = plan.direct_launch(g, data)
+    assert direct.takes_addresses
+    addresses = list(range(1000, 1000 + len(direct.uids)))
+    direct.launch(addresses, None, 77)
+    row, _, stream = launched[0]
+    names = kernels_decode.DECODE_OPERANDS
+    assert stream == 77 and row[names.index("final_state")] == row[names.index("initial_state")] != 0
+    by_uid = dict(zip(direct.uids, addresses))
+    assert row[names.index("state_indices")] == by_uid[node.inputs["state_indices"].uid]
+    assert row[names.index("w")] == 0  # absent operand
+
+
+if __name__ == "__main__":
+    raise SystemExit(pytest.main([__file__, "-q"]))
