@@ -26,7 +26,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import numpy as np  # noqa: E402
 
-from cudnn.linear_attention.frost.kernels import decode_kernel, gmem_views  # noqa: E402
+from cudnn.linear_attention.frost.kernels import decode_kernel, gmem_views, seq_bounds  # noqa: E402
 from cudnn.linear_attention.frost.kernels.decode_config import (  # noqa: E402
     DECODE_OPERANDS, FrostDecodeConfig, checkpoint_rows, decode_operand_dtypes)
 from cudnn.linear_attention.frost.kernels.launch_abi import cutlass_dtype  # noqa: E402
@@ -58,7 +58,8 @@ def _np(t):
 
 def run_emulated(cfg, arrays: dict, T: int, N: int, S: int, scale: float):
     """The launcher and kernel on numpy arrays by ABI name (written in place)."""
-    kernel = emulate_class(decode_kernel.FrostDecode, helper_modules=[gmem_views])(cfg)
+    kernel = emulate_class(decode_kernel.FrostDecode,
+                           helper_modules=[gmem_views, seq_bounds])(cfg)
     dtypes = decode_operand_dtypes(cfg)
     ptrs = [Pointer(arrays.get(name), cutlass_dtype(dtypes[name])) for name in DECODE_OPERANDS]
     kernel(*ptrs, T, N, S, Val(scale), None)
@@ -163,3 +164,42 @@ def test_decode_source_matches_serving_reference(name):
 
 if __name__ == "__main__":
     raise SystemExit(pytest.main([__file__, "-q"]))
+
+
+# Malformed cu_seqlens tables (never read on the host): every access stays inside the
+# operands (the emulator raises on any other), and output rows no sequence covers are zero.
+BAD_TABLES = {
+    "past-the-end": [0, 3, 9, 40],         # T = 8: the last entries point past the rows
+    "gap-and-late-start": [2, 4, 4, 6],    # rows 0-1 and 6-7 uncovered
+    "non-monotone": [0, 6, 2, 8],          # sequences overlap, checkpoint rows overflow
+    "negative": [-5, 3, -1, 8],
+}
+
+
+@pytest.mark.parametrize("name", list(BAD_TABLES))
+def test_decode_source_on_malformed_tables(name):
+    table = BAD_TABLES[name]
+    T, N, H, K, V, every = 8, len(table) - 1, 2, 32, 32, 2
+    inputs = InputConfig(family=Family.GDN, seq_lens=(T,), H=H, HK=H, HV=H, K=K, V=V,
+                         dtype=torch.bfloat16)
+    x = make_inputs(inputs, 5)
+    cfg = small_config(
+        family="gdn", io_dtype="bfloat16", state_dtype="float32", H=H, HK=H, HV=H, K=K, V=V,
+        use_l2norm=False, has_initial_state=True, has_final_state=True, has_pool=False,
+        checkpoint_every=every, checkpoint_dtype="float32", beta_sigmoid=False,
+        neg_eigval=False, safe_gate=False, has_a_log=False, has_dt_bias=False,
+        gate_lower_bound=-5.0, linear_gate=False, block_v=16)
+    arrays = {n: _np(getattr(x, n)) for n in ("q", "k", "v", "g", "beta")}
+    arrays["cu_seqlens"] = np.array(table, dtype=np.int32)
+    arrays["out"] = np.full((T, H, V), np.nan)
+    arrays["initial_state"] = np.zeros((N, H, V, K))
+    arrays["final_state"] = np.full((N, H, V, K), np.nan)
+    arrays["checkpoints"] = np.full((checkpoint_rows(T, N, every), H, V, K), np.nan)
+    run_emulated(cfg, arrays, T, N, N, 1.0 / math.sqrt(K))
+    clamped = [min(max(c, 0), T) for c in table]
+    covered = set()
+    for n in range(N):
+        covered.update(range(clamped[n], max(clamped[n + 1], clamped[n])))
+    for t in set(range(T)) - covered:
+        assert np.all(arrays["out"][t] == 0.0), f"uncovered row {t} not zeroed"
+    assert not np.isnan(arrays["out"]).any(), "an output row was left unwritten"

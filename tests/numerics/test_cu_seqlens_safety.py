@@ -1,7 +1,7 @@
 """GPU: malformed cu_seqlens tables are memory-safe on every GPU engine; strict mode raises.
 
-For each engine (FROST forward and backward for GDN, KDA and GDN-2; cuTile forward and
-backward for GDN and KDA; the FROST span summaries, forward and backward, whose results
+For each engine (FROST forward and backward for GDN, KDA and GDN-2; the FROST recurrent
+(decode) forward; cuTile forward and backward for GDN and KDA; the FROST span summaries, forward and backward, whose results
 are per sequence and need only be finite) and each
 malformed table (last entry past T, a negative entry, a non-monotone table, last entry
 short of T, a first entry past 0, a descending table), a forward and a backward run
@@ -114,6 +114,24 @@ def test_malformed_tables_are_memory_safe(engine, op, per_channel, name, backwar
         assert torch.isfinite(t).all(), f"{label}: non-finite values"
         outside = t[~rows]
         assert (outside == 0).all(), f"{label}: rows no sequence covers are not zero"
+
+
+# The recurrent (decode) engines serve any THD forward (no backward): pinned here on the
+# same long-sequence table, so they walk the malformed bounds token by token.
+DECODE_ENGINES = [("gdn_frost_decode", "gdn", False), ("kda_frost_decode", "kda", True),
+                  ("gdn2_frost_decode", "gdn2", True)]
+
+
+@pytest.mark.parametrize("name", sorted(MALFORMED))
+@pytest.mark.parametrize("engine, op, per_channel", DECODE_ENGINES,
+                         ids=[e[0] for e in DECODE_ENGINES])
+def test_decode_engines_on_malformed_tables(engine, op, per_channel, name):
+    engine_available(engine, op, per_channel)
+    table = MALFORMED[name]
+    o, _ = run(engine, op, per_channel, table, False)
+    rows = covered(engine, table).cuda()
+    assert torch.isfinite(o).all(), "o: non-finite values"
+    assert (o.detach()[~rows] == 0).all(), "o: rows no sequence covers are not zero"
 
 
 SUMMARIES = {"gdn": (ops.gated_delta_net_summary, ops.gated_delta_net_summary_bwd),

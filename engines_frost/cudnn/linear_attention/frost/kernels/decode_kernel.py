@@ -41,6 +41,8 @@ from cutlass import Float32, Int32
 from cudnn.linear_attention.frost.kernels.decode_config import WARPS, FrostDecodeConfig
 from cudnn.linear_attention.frost.kernels.gmem_views import _packed
 from cudnn.linear_attention.frost.kernels.launch_abi import cutlass_dtype
+from cudnn.linear_attention.frost.kernels.seq_bounds import (sequence_bounds, table_order,
+                                                             zero_uncovered_rows)
 
 LANES = 32
 LINEAR_GATE_FLOOR = 1e-10
@@ -84,14 +86,15 @@ class FrostDecode:
         m = decode_views(c, (p_q, p_k, p_v, p_g, p_beta, p_w, p_cu, p_out, p_h0, p_ht, p_idx,
                              p_alog, p_dtb, p_ck), T, N, S)
         self.kernel(m.q, m.k, m.v, m.g, m.beta, m.w, m.cu, m.out, m.h0, m.ht, m.idx, m.a_log,
-                    m.dt_bias, m.ck, S, scale).launch(
+                    m.dt_bias, m.ck, T, N, S, scale).launch(
             grid=[N, c.HO, c.V // c.block_v], block=[WARPS * LANES, 1, 1], stream=stream)
 
     @cute.kernel
     def kernel(self, mq: cute.Tensor, mk: cute.Tensor, mv: cute.Tensor, mg: cute.Tensor,
                mb: cute.Tensor, mw: cute.Tensor, mcu: cute.Tensor, mo: cute.Tensor,
                mh0: cute.Tensor, mht: cute.Tensor, midx: cute.Tensor, malog: cute.Tensor,
-               mdtb: cute.Tensor, mck: cute.Tensor, S: Int32, scale: Float32):
+               mdtb: cute.Tensor, mck: cute.Tensor, T: Int32, N: Int32, S: Int32,
+               scale: Float32):
         c = self.cfg
         KPL = c.K // LANES
         RPW = c.block_v // WARPS
@@ -110,8 +113,7 @@ class FrostDecode:
             if slot >= S:
                 ok = Int32(0)
 
-        bos = mcu[n]
-        eos = mcu[n + 1]
+        bos, eos = sequence_bounds(mcu, n, T)  # inside [0, T] whatever cu_seqlens holds
         ck_base = Int32(0)
         if cutlass.const_expr(c.checkpoint_every == 1):
             ck_base = bos  # one row per token: the rows are the tokens
@@ -119,7 +121,8 @@ class FrostDecode:
             # rows of the earlier sequences, ceil(L_i / every) each: a walk over n entries
             # of cu_seqlens (cached) per CTA, the one cost that grows with the batch
             for i in cutlass.range(n):
-                ck_base = ck_base + (mcu[i + 1] - mcu[i] + (c.checkpoint_every - 1)) // c.checkpoint_every
+                b_i, e_i = sequence_bounds(mcu, i, T)
+                ck_base = ck_base + (e_i - b_i + (c.checkpoint_every - 1)) // c.checkpoint_every
 
         xs = cute.make_rmem_tensor((RPW, KPL), Float32)
         for r in cutlass.range_constexpr(RPW):
@@ -138,6 +141,12 @@ class FrostDecode:
                         mht[slot, h, row0 + r, j * LANES + lane] = xs[r, j].to(self.st)
         else:
             self.zero_rows(mo, mck, bos, eos, ck_base, h, row0, lane)
+        # warp 0 of the last sequence's CTAs zeroes its output slice of the rows no sequence
+        # covers (only a malformed table leaves any: seq_bounds.py)
+        if n == N - 1 and warp == 0:
+            first, last, ordered = table_order(mcu, N, T, lane)
+            zero_uncovered_rows(mcu, N, T, mo, h, vb * c.block_v, c.block_v, first, last,
+                                ordered, lane)
 
     @cute.jit
     def walk(self, mq, mk, mv, mg, mb, mw, mo, malog, mdtb, mck, xs, bos, eos, ck_base, h, row0,
@@ -157,8 +166,9 @@ class FrostDecode:
         for t in cutlass.range(bos, eos):
             if cutlass.const_expr(c.checkpoint_every > 0):
                 local = t - bos
-                if local % c.checkpoint_every == 0:
-                    crow = ck_base + local // c.checkpoint_every
+                crow = ck_base + local // c.checkpoint_every
+                # a malformed table's overlapping sequences can count more rows than exist
+                if local % c.checkpoint_every == 0 and crow < mck.shape[0]:
                     for r in cutlass.range_constexpr(RPW):
                         for j in cutlass.range_constexpr(KPL):
                             mck[crow, h, row0 + r, j * LANES + lane] = xs[r, j].to(self.ck)
@@ -273,8 +283,9 @@ class FrostDecode:
                     mo[t, h, row0 + r] = Float32(0.0).to(self.io)
             if cutlass.const_expr(c.checkpoint_every > 0):
                 local = t - bos
-                if local % c.checkpoint_every == 0:
-                    crow = ck_base + local // c.checkpoint_every
+                crow = ck_base + local // c.checkpoint_every
+                # a malformed table's overlapping sequences can count more rows than exist
+                if local % c.checkpoint_every == 0 and crow < mck.shape[0]:
                     for r in cutlass.range_constexpr(RPW):
                         for j in cutlass.range_constexpr(KPL):
                             mck[crow, h, row0 + r, j * LANES + lane] = Float32(0.0).to(self.ck)
