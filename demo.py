@@ -1,6 +1,11 @@
-"""What this build of cudnn knows: engine families, engine ids and op counts.
+"""What this build of cudnn does on this machine.
 
-    tools/bazel run //:demo [-- --list_ops]
+    tools/bazel run //:demo [-- --list_ops]        # tables, then the sample graphs
+    tools/bazel run //:demo -- explain [sample...]   # only the sample graphs
+
+First the tables: engine families, engine ids and op counts. Then the library's job on
+sample graphs (demo_explain.py): each is built, planned and explained, and run where an
+engine can (a CUDA device with an engine's dependencies), else the reason.
 
 Each layer is read lazily and only through its public tables:
 `cudnn.ops.registry.all_specs()` ({name: OpSpec with .name and .group}) and
@@ -80,13 +85,15 @@ def report(list_ops: bool = False) -> List[str]:
 
 def main(argv: Iterable[str]) -> None:
     args = list(argv)[1:]
+    import demo_explain  # the sample graphs: built, planned, explained and run
+
     if args[:1] == ["explain"]:
-        import demo_explain  # the plan explainer for sample graphs (`demo explain [name...]`)
-        print(demo_explain.report(args[1:] or demo_explain.SAMPLES))
+        print(demo_explain.report(args[1:] or demo_explain.SAMPLES, execute=True))
         return
     if args:
         raise app.UsageError(f"unknown command {args[0]!r}; usage: demo [explain [sample...]]")
-    sys.stdout.write("\n".join(report(_LIST_OPS.value)) + "\n")
+    sys.stdout.write("\n".join(report(_LIST_OPS.value)) + "\n\n")
+    print(demo_explain.report(execute=True))
 
 
 if __name__ == "__main__":

@@ -1,8 +1,11 @@
-"""Run by .ci/run in a fresh venv holding only the built wheel: `import cudnn` must work
-with no optional dependency installed, and must come from that venv. With `--extension`
-(the wheel of `pip install .`, which compiles it), the C++ extension must load from there
-too and match the Python code's binding version."""
+"""Run by .ci/run in a fresh venv holding only the built wheel (and its one dependency,
+absl-py): `import cudnn` must work with no optional dependency installed, and must come
+from that venv. With `--extension`, the C++ extension must load from there too, match
+the Python code's binding version, and the backend must answer `backend_plan_entries()`
+for a sample graph: a list, empty with the reason printed where there is no GPU or no
+cuDNN library."""
 
+import importlib.metadata
 import importlib.util
 import os
 import sys
@@ -25,13 +28,19 @@ def main() -> int:
     if loaded:
         print(f"import cudnn loaded optional modules: {loaded}", file=sys.stderr)
         return 1
-    print(f"import cudnn ok from {os.path.dirname(where)} ({len(cudnn.__path__)} path entries)")
+    installed = importlib.metadata.version("cudnn-pygraph")
+    if cudnn.__version__ != installed:
+        print(f"cudnn.__version__ {cudnn.__version__} != installed {installed}", file=sys.stderr)
+        return 1
+    print(f"import cudnn {cudnn.__version__} ok from {os.path.dirname(where)} "
+          f"({len(cudnn.__path__)} path entries)")
     if "--extension" in sys.argv[1:]:
         return check_extension()
     return 0
 
 
 def check_extension() -> int:
+    import cudnn
     from cudnn import _pybind_module
     from cudnn.backend.loader import EXPECTED_BINDING_API_VERSION
 
@@ -45,6 +54,21 @@ def check_extension() -> int:
               f"expects {EXPECTED_BINDING_API_VERSION}", file=sys.stderr)
         return 1
     print(f"cudnn._pybind_module ok from {os.path.dirname(where)}")
+    graph = cudnn.pygraph(io_data_type=cudnn.data_type.HALF, compute_data_type=cudnn.data_type.FLOAT)
+    a, b = graph.tensor([1, 64, 32], name="A"), graph.tensor([1, 32, 16], name="B")
+    graph.matmul(a, b, name="mm").set_output(True)
+    entries = graph.backend_plan_entries()
+    if not isinstance(entries, list):
+        print(f"backend_plan_entries() gave {entries!r}, not a list", file=sys.stderr)
+        return 1
+    if entries:
+        print(f"backend_plan_entries(): {len(entries)} plans for a matmul")
+        return 0
+    reason = graph.explain_plans().backend.declined
+    if not reason or "cannot be imported" in reason:
+        print(f"backend_plan_entries() is empty and the reason is {reason!r}", file=sys.stderr)
+        return 1
+    print(f"backend_plan_entries(): [] ({reason})")
     return 0
 
 

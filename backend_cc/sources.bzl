@@ -68,3 +68,15 @@ BINDING_SRCS = [
     "bindings/py_views.cc",
     "bindings/py_views.h",
 ]
+
+# The headers of other projects the sources include, and the wheels that ship them (first
+# choice first), for setup.py; each folder found goes on the include path. Nothing links
+# these libraries: the extension loads libcudnn at run time. pyproject.toml's build
+# requirements name the first wheel of each, so an isolated `pip install .` has them
+# (tests/package_metadata_test.py checks), and MODULE.bazel asks the same wheels for
+# Bazel. crt/ is its own wheel from CUDA 13 on (older runtime wheels ship it themselves).
+EXTERNAL_HEADERS = {
+    "cudnn_graph.h": ["nvidia-cudnn-cu13", "nvidia-cudnn-cu12"],
+    "cuda_runtime_api.h": ["nvidia-cuda-runtime", "nvidia-cuda-runtime-cu12"],
+    "crt/host_defines.h": ["nvidia-cuda-crt", "nvidia-cuda-runtime-cu12"],
+}

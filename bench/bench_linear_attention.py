@@ -8,7 +8,7 @@ inputs; each time is the median of CUDA-event timings after warm-up, two ways:
   back-to-back  events around BACK_TO_BACK calls, divided: the GPU time when the host
                 keeps the queue full (what a model running many calls sees)
 
-Run on the GPU machine from the repo root (cuTile and CuTe DSL kits installed, FLA
+Run on the GPU machine from the repo root (the package installed with `[all]`, FLA
 importable; a candidate whose package is missing reports an error row and the rest run):
   PYTHONPATH=$(python3 tools/pythonpath.py) python3 bench/bench_linear_attention.py
   [--reps 30] [--cases "GDN fwd"]

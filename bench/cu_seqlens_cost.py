@@ -14,7 +14,7 @@ gates, as bench_linear_attention.py. Budget: at most 1 % of the pass.
   variant; compare the "fwd+bwd" rows of bench_linear_attention.py between this checkout
   and one from before the safety.
 
-Run on the GPU machine from the repo root (cuTile and CuTe DSL kits installed):
+Run on the GPU machine from the repo root (the package installed with `[all]`):
   PYTHONPATH=$(python3 tools/pythonpath.py):bench python3 bench/cu_seqlens_cost.py
   [--reps 30] [--family gdn kda]
 """

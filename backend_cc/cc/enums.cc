@@ -1,5 +1,5 @@
 // Frontend <-> cuDNN enum tables (see enums.h). Frontend values follow
-// spec/op_surface.md section 8; cuDNN values are the cudnn_graph.h enumerators.
+// docs/GRAPH_IR.md §3; cuDNN values are the cudnn_graph.h enumerators.
 #include "backend_cc/cc/enums.h"
 
 #include "backend_cc/cc/errors.h"

@@ -1,7 +1,7 @@
 // The frontend enum vocabularies the Python IR speaks, and their cuDNN backend equivalents.
 //
 // Python passes enum *values* in the frontend numbering of the classic cudnn-frontend
-// binding (spec/op_surface.md section 8: data_type FLOAT=1, HALF=3, ...; heur_mode A=0, ...),
+// binding (docs/GRAPH_IR.md §3: data_type FLOAT=1, HALF=3, ...; heur_mode A=0, ...),
 // which differs from the cudnn*_t numbering. Each vocabulary is one typed table of
 // {frontend value, cuDNN value, name}; nothing is matched by name at run time.
 #pragma once

@@ -95,7 +95,7 @@ void check_sdpa_forward(const OpRecord& op) {
   }
 }
 
-// moe_grouped_matmul_mode values (frontend numbering, spec/op_surface.md section 8).
+// moe_grouped_matmul_mode values (frontend numbering, docs/GRAPH_IR.md §3).
 constexpr int64_t kMoeNone = 1, kMoeGather = 2, kMoeScatter = 3, kMoeCombine = 4;
 
 void check_moe(const OpRecord& op) {

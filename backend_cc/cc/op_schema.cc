@@ -1,4 +1,4 @@
-// The op table (see op_schema.h). Port and attribute names follow spec/op_surface.md
+// The op table (see op_schema.h). Port and attribute names follow docs/GRAPH_IR.md
 // sections 1-5 exactly; the cuDNN descriptor each kind lowers to is noted per group.
 #include "backend_cc/cc/op_schema.h"
 

@@ -1,5 +1,5 @@
 // The typed table of every op the backend graph records: its method name, ports, outputs and
-// attributes, spelled exactly as the Python IR's ports and attributes (spec/op_surface.md).
+// attributes, spelled exactly as the Python IR's ports and attributes (docs/GRAPH_IR.md).
 //
 // One row per Python method. The pybind layer generates one method per row and parses its
 // arguments against the row; the record layer validates calls against it; materialization

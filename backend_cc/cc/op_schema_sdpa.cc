@@ -1,7 +1,7 @@
 // The SDPA rows of the op table (see op_schema.h): sdpa / sdpa_backward through cuDNN's
 // native SDPA_{FWD,BWD} descriptors, sdpa_fp8 / sdpa_fp8_backward as composite
 // fused-attention graphs (composite.h), and the MXFP8 variants, whose names the backend
-// keeps but never lowers. Keyword names follow spec/op_surface.md section 5b exactly.
+// keeps but never lowers. Keyword names follow docs/GRAPH_IR.md §1 exactly.
 #include <cudnn_graph.h>
 
 #include <initializer_list>

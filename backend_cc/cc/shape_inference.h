@@ -1,8 +1,8 @@
 // Output dims and strides the backend graph infers for op outputs the caller did not lay
 // out. Python pushes only caller-set layouts; everything else is inferred here and can be
-// read back after build_operation_graph() (spec/op_surface.md section 0, "user vs inferred").
+// read back after build_operation_graph() (docs/GRAPH_IR.md §2, "user vs inferred").
 //
-// Dims follow the IR rules of spec/op_surface.md per op. Strides keep the axis order of the
+// Dims follow the IR rules of docs/GRAPH_IR.md per op. Strides keep the axis order of the
 // op's layout-defining input (so an NHWC image gives an NHWC output), packed; outputs with
 // no such input are row-major.
 #pragma once

@@ -14,7 +14,7 @@ EXT = loader.extension()
 if EXT is None:
     raise ImportError("backend_graph tests need the built extension: " + loader.unavailable_reason())
 
-# Frontend data_type values (spec/op_surface.md section 8).
+# Frontend data_type values (docs/GRAPH_IR.md §3).
 FLOAT, HALF, INT32, BFLOAT16, BOOLEAN = 1, 3, 5, 10, 12
 NOT_SUPPORTED = EXT.graph_not_supported_error()
 

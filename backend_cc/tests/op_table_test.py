@@ -1,4 +1,4 @@
-"""The backend_graph op methods carry the IR's names (spec/op_surface.md sections 1-5).
+"""The backend_graph op methods carry the IR's names (docs/GRAPH_IR.md §1).
 
 The expected names below are transcribed from the spec tables; a renamed port or kwarg in
 the C++ op table fails here.

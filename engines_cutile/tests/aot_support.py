@@ -41,8 +41,9 @@ def missing_toolchain() -> str | None:
         import cuda.tile  # noqa: F401
     except ImportError as e:
         return f"cuda.tile is not importable ({e})"
-    if shutil.which("tileiras") is None:
-        return "tileiras is not on PATH (cuTile's compiler; see ENVIRONMENT.md)"
+    from cudnn.linear_attention.cutile.kernel_cache import tileiras_path
+    if tileiras_path() is None:  # looked up as cuda.tile does: the environment's wheels first
+        return "cuTile's compiler tileiras is not installed (pip install cuda-tile[tileiras])"
     if ctypes.util.find_library("cuda") is None and shutil.which("cc") is None:
         return "no CUDA driver and no C compiler to build the driver stub"
     return None

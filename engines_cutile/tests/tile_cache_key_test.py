@@ -12,7 +12,6 @@ of leaving a prewarmed cache that silently warms nothing.  Skips without tileira
 import hashlib
 import importlib.util
 import os
-import shutil
 import subprocess
 import sys
 
@@ -154,7 +153,8 @@ def test_relocated_kernel_keys_like_its_source_at_the_remote_path(session, tmp_p
 
 
 def _tileiras_version() -> str:
-    return subprocess.run([shutil.which("tileiras"), "--version"], capture_output=True,
+    from cudnn.linear_attention.cutile.kernel_cache import tileiras_path
+    return subprocess.run([tileiras_path(), "--version"], capture_output=True,
                           text=True, check=True).stdout
 
 

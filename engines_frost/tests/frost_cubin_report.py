@@ -8,8 +8,9 @@ so two builds can be diffed (``--sass`` of v1 before and after a refactor must b
 
   PYTHONPATH=$(python3 tools/pythonpath.py) python3 engines_frost/tests/frost_cubin_report.py --algorithm v2 --family kda
 
-Tools: CUOBJDUMP (default /work/.cuobj/nvidia/cu13/bin/cuobjdump or `cuobjdump` on PATH),
-NVDISASM (default `nvdisasm` on PATH; pip package nvidia-cuda-nvdisasm provides one).
+Tools: CUOBJDUMP and NVDISASM name them; else `cuobjdump` / `nvdisasm` on PATH, else in
+this Python environment's CUDA 13 wheels (nvidia/cu13/bin: pip packages
+nvidia-cuda-cuobjdump and nvidia-cuda-nvdisasm).
 """
 from __future__ import annotations
 
@@ -26,12 +27,18 @@ FAMILIES = {"gdn": (False, False), "kda": (True, False), "gdn2": (True, True)}
 _INSTR = re.compile(r"^\s+/\*[0-9a-f]{4,6}\*/\s+(?:@!?U?P[0-9T]\s+)?([A-Z0-9_]+(?:\.[A-Z0-9_]+)*)(.*?);")
 
 
-def tool(env: str, default: str) -> str | None:
-    """$env if set, else the tool on PATH, else default; None unless the file exists."""
-    for path in (os.environ.get(env), shutil.which(os.path.basename(default)), default):
-        if path:
-            return path if os.path.isfile(path) else None
-    return None
+def tool(env: str, name: str) -> str | None:
+    """$env if set (None unless that file exists), else `name` on PATH, else in the CUDA 13
+    wheels of this environment (nvidia/cu13/bin); None when none has it."""
+    if os.environ.get(env):
+        return os.environ[env] if os.path.isfile(os.environ[env]) else None
+    found = shutil.which(name)
+    if found is None:
+        import importlib.util
+        spec = importlib.util.find_spec("nvidia.cu13") if importlib.util.find_spec("nvidia") else None
+        for root in (spec.submodule_search_locations or []) if spec else []:
+            found = found or shutil.which(name, path=os.path.join(root, "bin"))
+    return found
 
 
 def compile_cubin(cfg, out_dir: str) -> str:
@@ -49,7 +56,7 @@ def compile_cubin(cfg, out_dir: str) -> str:
 
 def resource_usage(cubin: str) -> dict[str, int]:
     """REG, STACK, SHARED, LOCAL of the (single) kernel function in the cubin."""
-    exe = tool("CUOBJDUMP", "/work/.cuobj/nvidia/cu13/bin/cuobjdump")
+    exe = tool("CUOBJDUMP", "cuobjdump")
     if exe is None:
         raise FileNotFoundError("cuobjdump not found (set CUOBJDUMP)")
     text = subprocess.run([exe, "--dump-resource-usage", cubin], check=True, capture_output=True, text=True).stdout

@@ -1,7 +1,7 @@
 """Single-node gdn/kda/gdn2 graphs with kernel-native dtypes, for the FROST CPU tests.
 
 `op_graph("kda", H=4, HV=8, with_h0=True, output_final_state=True)` declares every port
-at its spec shape (../shared/spec/linear_attention.md section 2) and the dtype the FROST
+at its spec shape (docs/LINEAR_ATTENTION.md §1) and the dtype the FROST
 kernels read (GDN-2's beta and w: the q dtype), unless `dtypes` / `dims` override a port; attributes pass through; outputs
 are marked as outputs with `out_dtypes` (default: unset, "the engine's choice"). The
 graph is validated and returned with its node.

@@ -38,6 +38,7 @@ CFG = FrostFwdConfig(io_dtype="bfloat16", state_dtype="float32", H=1, HK=1, HV=1
                      gate_per_channel=False, beta_per_channel=False, has_w=False, use_l2norm=True,
                      has_initial_state=True, has_final_state=True, algorithm="v2")
 ARCH = "sm_90a"
+GENERIC = kernel_store.GENERIC_X86_64  # the store below holds kernels with a generic host shim
 
 
 @pytest.fixture(scope="module")
@@ -122,14 +123,15 @@ def _no_store_warnings(fn):
 
 def test_another_config_toolchain_or_source_misses_quietly(store_dir, monkeypatch):
     store = kernel_store.KernelStore(store_dir)
-    assert _no_store_warnings(lambda: store.load(CFG, ARCH, "cute")) is not None  # the entry itself loads
-    assert _no_store_warnings(lambda: store.load(dataclasses.replace(CFG, use_l2norm=False), ARCH, "cute")) is None
-    assert _no_store_warnings(lambda: store.load(CFG, "sm_100a", "cute")) is None
-    assert _no_store_warnings(lambda: store.load(CFG, ARCH, "tvm")) is None
+    assert _no_store_warnings(lambda: store.load(CFG, ARCH, "cute", GENERIC)) is not None  # the entry itself loads
+    assert _no_store_warnings(lambda: store.load(dataclasses.replace(CFG, use_l2norm=False), ARCH, "cute", GENERIC)) is None
+    assert _no_store_warnings(lambda: store.load(CFG, "sm_100a", "cute", GENERIC)) is None
+    assert _no_store_warnings(lambda: store.load(CFG, ARCH, "tvm", GENERIC)) is None
+    assert _no_store_warnings(lambda: store.load(CFG, ARCH, "cute")) is None  # built for another CPU
     real = kernel_store.toolchain()
     for part in ("sources", "cutlass_dsl"):
         monkeypatch.setattr(kernel_store, "toolchain", lambda part=part: {**real, part: "other"})
-        assert _no_store_warnings(lambda: store.load(CFG, ARCH, "cute")) is None
+        assert _no_store_warnings(lambda: store.load(CFG, ARCH, "cute", GENERIC)) is None
 
 
 def _corrupt_truncated(root, sidecar, entry):
@@ -169,7 +171,7 @@ def test_a_bad_entry_is_skipped_with_a_warning_and_the_kernel_compiled(store_cop
     why = corrupt(store_copy, sidecar, entry)
     store = kernel_store.KernelStore(store_copy, writable=False)
     with pytest.warns(kernel_store.KernelStoreWarning, match=why):
-        assert store.load(CFG, ARCH, "cute") is None
+        assert store.load(CFG, ARCH, "cute", GENERIC) is None
     compiled = object()
     monkeypatch.setattr(fwd, "compile_fwd", lambda cfg, arch, host_target=None, ffi=None: compiled)
     monkeypatch.setattr(kernel_store, "active_store", lambda: store)

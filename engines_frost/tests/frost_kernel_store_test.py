@@ -8,6 +8,7 @@ under STRICT, and loads each config once under concurrent first calls. The AOT r
 through real objects is frost_kernel_store_aot_test.py.
 """
 import ast
+import contextlib
 import dataclasses
 import os
 import shutil
@@ -25,7 +26,8 @@ from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
 CFG = FrostFwdConfig(io_dtype="bfloat16", state_dtype="float32", H=2, HK=2, HV=2, K=64, V=64,
                      gate_per_channel=True, beta_per_channel=False, has_w=False, use_l2norm=False,
                      has_initial_state=True, has_final_state=True, algorithm="v2", gate_align16=True)
-TOOLS = {"cutlass_dsl": "4.8.1", "dsl_cuda": "13.4", "machine": "x86_64", "sources": "ab" * 32}
+TOOLS = {"cutlass_dsl": "4.8.1", "dsl_cuda": "13.4", "tvm_ffi": "0.1.15", "machine": "x86_64",
+         "sources": "ab" * 32}
 KERNELS = Path(kernel_store.__file__).resolve().parent
 
 
@@ -38,17 +40,30 @@ def _other(value):
 
 
 def test_every_config_field_and_toolchain_part_changes_the_key():
-    base = kernel_store.entry_key(CFG, "sm_90a", TOOLS)
+    def key(cfg=CFG, arch="sm_90a", ffi="tvm", tools=TOOLS, host="native-x86_64-0"):
+        return kernel_store.entry_key(cfg, arch, ffi, tools, host)
+
+    base = key()
     keys = {"base": base}
     for f in dataclasses.fields(FrostFwdConfig):
         changed = dataclasses.replace(CFG)
         object.__setattr__(changed, f.name, _other(getattr(CFG, f.name)))  # key only: skip validation
-        keys[f.name] = kernel_store.entry_key(changed, "sm_90a", TOOLS)
-    keys["arch"] = kernel_store.entry_key(CFG, "sm_100a", TOOLS)
+        keys[f.name] = key(cfg=changed)
+    keys["arch"] = key(arch="sm_100a")
+    keys["ffi"] = key(ffi="cute")
+    keys["host"] = key(host=kernel_store.GENERIC_X86_64)
     for part in TOOLS:
-        keys[part] = kernel_store.entry_key(CFG, "sm_90a", {**TOOLS, part: TOOLS[part] + "x"})
+        keys[part] = key(tools={**TOOLS, part: TOOLS[part] + "x"})
     assert len(set(keys.values())) == len(keys), keys
-    assert kernel_store.entry_key(dataclasses.replace(CFG), "sm_90a", dict(TOOLS)) == base  # stable
+    assert key(cfg=dataclasses.replace(CFG), tools=dict(TOOLS)) == base  # stable
+    # the TVM-FFI release keys TVM-FFI kernels only
+    assert key(ffi="cute", tools={**TOOLS, "tvm_ffi": "-"}) == key(ffi="cute")
+
+
+def test_host_code_is_keyed_on_this_cpu_unless_built_for_a_generic_one():
+    assert kernel_store.host_id(kernel_store.GENERIC_X86_64) == kernel_store.GENERIC_X86_64
+    assert kernel_store.host_id().startswith("native-")
+    assert kernel_store.host_id() == kernel_store.host_id(None)
 
 
 def test_source_hash_follows_each_keyed_file(tmp_path):
@@ -98,7 +113,12 @@ def test_keyed_sources_cover_everything_the_kernels_import():
 def test_environment_selects_the_store(monkeypatch, tmp_path):
     for name in (kernel_store.STORE_ENV, kernel_store.WRITE_ENV, kernel_store.STRICT_ENV):
         monkeypatch.delenv(name, raising=False)
-    assert kernel_store.active_store() is None
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert kernel_store.active_store() == kernel_store.KernelStore(
+        tmp_path / "xdg" / "cudnn-pygraph" / "frost")  # on by default, per user
+    for off in ("0", "off", "none", ""):
+        monkeypatch.setenv(kernel_store.STORE_ENV, off)
+        assert kernel_store.active_store() is None
     monkeypatch.setenv(kernel_store.STORE_ENV, str(tmp_path))
     assert kernel_store.active_store() == kernel_store.KernelStore(tmp_path, writable=True, strict=False)
     monkeypatch.setenv(kernel_store.WRITE_ENV, "0")
@@ -117,9 +137,12 @@ class FakeStore:
     loads: int = 0
     saved: list = dataclasses.field(default_factory=list)
 
-    def load(self, cfg, arch, ffi):
+    def load(self, cfg, arch, ffi, host_target=None):
         self.loads += 1
         return self.stored
+
+    def compiling(self, cfg, arch, ffi):
+        return contextlib.nullcontext()
 
     def save(self, cfg, arch, fn):
         if self.fail_save:
@@ -206,6 +229,48 @@ def test_concurrent_first_calls_load_once(monkeypatch, compiles):
     finally:
         fwd._cache.pop((CFG, arch, fwd.preferred_ffi()), None)
     assert got == [kernel] * 8 and store.loads == 1 and compiles == []
+
+
+def test_a_long_compile_logs_one_line(monkeypatch, compiles, caplog):
+    _use(monkeypatch, FakeStore())
+    monkeypatch.setattr(kernel_store, "LOG_COMPILE_SECONDS", -1.0)
+    with caplog.at_level("INFO", logger="cudnn.linear_attention.frost"):
+        fwd._load_or_compile(CFG, "sm_90a", "cute", device="cuda:0")
+    (record,) = caplog.records
+    assert record.getMessage().startswith("FROST: compiled v2 kda H2/HK2/HV2 K64 V64 bfloat16")
+    assert "for sm_90a (cuda:0), cute convention, in " in record.getMessage()
+
+
+def test_a_kernel_precompiled_for_a_generic_host_serves_when_this_host_has_none(monkeypatch, compiles):
+    generic = object()
+
+    class Precompiled(FakeStore):
+        def load(self, cfg, arch, ffi, host_target=None):
+            hit = ffi == "cute" and host_target == kernel_store.GENERIC_X86_64
+            return generic if hit else None
+    _use(monkeypatch, Precompiled())
+    assert fwd._load_or_compile(CFG, "sm_90a", "tvm") is generic and compiles == []
+
+
+def test_one_process_compiles_a_kernel_while_the_others_wait(monkeypatch, tmp_path):
+    """compiling() is an exclusive file lock per key: a second holder waits for the first."""
+    monkeypatch.setattr(kernel_store, "toolchain", lambda: TOOLS)
+    store = kernel_store.KernelStore(tmp_path)
+    order = []
+    inside = threading.Event()
+
+    def second():
+        inside.wait()
+        with store.compiling(CFG, "sm_90a", "tvm"):
+            order.append("second")
+    t = threading.Thread(target=second)
+    t.start()
+    with store.compiling(CFG, "sm_90a", "tvm"):
+        inside.set()
+        t.join(timeout=0.5)
+        order.append("first")
+    t.join()
+    assert order == ["first", "second"]
 
 
 @pytest.mark.parametrize("skip", [(), ("chain",), ("rows", "gram")])

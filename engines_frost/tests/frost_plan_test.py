@@ -157,7 +157,7 @@ def test_bad_buffers_raise_value_error_naming_the_port(launches, cpu_plans, port
 
 
 def test_padded_outer_dims_reach_the_launcher(launches, cpu_plans):
-    # spec 4.1: only the innermost dim must be stride-1; the launcher checks what its
+    # docs/LINEAR_ATTENTION.md §4: only the innermost dim must be stride-1; the launcher checks what its
     # kernel version needs beyond that.
     g, node = built("gdn")
     bufs = buffers(node)

@@ -18,7 +18,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import frost_cubin_report as report  # noqa: E402
 
-pytestmark = pytest.mark.skipif(report.tool("CUOBJDUMP", "/work/.cuobj/nvidia/cu13/bin/cuobjdump") is None,
+pytestmark = pytest.mark.skipif(report.tool("CUOBJDUMP", "cuobjdump") is None,
                                 reason="cuobjdump not found (set CUOBJDUMP)")
 
 CASES = [  # (algorithm, family, K, V, l2norm, io, vector gates 16-byte aligned)

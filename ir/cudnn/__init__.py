@@ -1,7 +1,7 @@
 """cudnn: a Python-native graph IR with pluggable execution engines.
 
 This package is split over several source roots (ops/, ir/, router/, engines_*/,
-backend_cc/, torch_ops/); extend_path merges them so a Bazel runfiles tree and an
+backend_cc/, torch_ops/, cli/); extend_path merges them so a Bazel runfiles tree and an
 installed wheel import the same way.
 
 `import cudnn` loads only the op schema and the IR: no torch, no engine, no backend.
@@ -10,6 +10,7 @@ from pkgutil import extend_path
 
 __path__ = extend_path(__path__, __name__)
 
+from cudnn._version import __version__  # noqa: E402
 from cudnn._pygraph import BackendOptions, pygraph  # noqa: E402
 from cudnn.graph_scope import graph  # noqa: E402
 from cudnn.graph_types import Tensor  # noqa: E402
@@ -32,5 +33,5 @@ __all__ = [
     "cuda_graph_retention", "cudnnGraphNotSupportedError", "data_type", "diagonal_alignment",
     "graph", "heur_mode", "knob_type", "moe_grouped_matmul_mode", "norm_forward_phase",
     "numerical_note", "pygraph", "reduction_mode", "reshape_mode", "scalar_type",
-    "tensor_reordering",
+    "tensor_reordering", "__version__",
 ]

@@ -1,7 +1,7 @@
 """Valid calls of the norm, reduction, block-scale, MoE, conv and structural builders.
 
-Expected output dims are written out per case (worked by hand from the op_surface.md
-rules, e.g. conv extents), never computed with the OpSpec inference functions.
+Expected output dims are written out per case (worked by hand from each op's shape
+rule, e.g. conv extents), never computed with the OpSpec inference functions.
 """
 from __future__ import annotations
 

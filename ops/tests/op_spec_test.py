@@ -14,7 +14,8 @@ from cudnn.ops.registry import all_specs, counts_by_group
 
 
 # Binding parameter counts per SDPA variant (positionals + keywords + name +
-# compute_data_type), and the python-only additions, from op_surface.md 5b.
+# compute_data_type), and the python-only additions: the keyword lists of the frontend
+# binding that ops/cudnn/ops/sdpa.py (`_KWARGS`) restates (docs/GRAPH_IR.md §1).
 SDPA_BINDING_PARAMS = {"sdpa": (36, 3), "sdpa_backward": (30, 2), "sdpa_fp8": (41, 3),
                        "sdpa_fp8_backward": (35, 2), "sdpa_mxfp8": (28, 4),
                        "sdpa_mxfp8_backward": (34, 2)}
@@ -53,7 +54,7 @@ def test_every_spec_is_consistent():
         assert isinstance(spec.node_type, NodeType)
 
 
-# Values of the C++ binding (op_surface.md section 8): lowering passes them through.
+# Values of the C++ binding (docs/GRAPH_IR.md §3): lowering passes them through.
 BINDING_VALUES = {
     data_type: {"NOT_SET": 0, "FLOAT": 1, "HALF": 3, "BFLOAT16": 10, "INT64": 11,
                 "BOOLEAN": 12, "FP8_E4M3": 14, "FP8_E8M0": 17, "FP4_E2M1": 19, "INT4": 20},

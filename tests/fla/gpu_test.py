@@ -11,9 +11,9 @@
   one token per step through the recurrent path) with per-step logits within 2e-2
   (relative) of transformers' torch path fed the same tokens.
 
-Run on the GPU machine, after the CuTe DSL kits (FROST):
-    OUT=/tmp/out bash tools/gpu/gpu_suite.sh setup cutedsl1
-    OUT=/tmp/out bash tools/gpu/gpu_suite.sh cutedsl2 frostcache fla
+Run on the GPU machine, with the package installed from the carried wheels (FROST from
+the `frost` extra) and transformers among the test-only wheels (stage setup):
+    OUT=/tmp/out bash tools/gpu/gpu_suite.sh wheels install setup frostcache fla
 """
 from __future__ import annotations
 

@@ -222,7 +222,9 @@ def precompile(cfgs, arch: str, root: str, jobs: int, host_target: str | None = 
 
     store = kernel_store.KernelStore(Path(root))
     ffi = preferred_ffi(host_target)
-    todo = [c for c in dict.fromkeys(cfgs) if not store.sidecar(kernel_store.entry_key(c, arch, ffi)).is_file()]
+    host = kernel_store.host_id(host_target)
+    todo = [c for c in dict.fromkeys(cfgs)
+            if not store.sidecar(kernel_store.entry_key(c, arch, ffi, host=host)).is_file()]
     print(f"precompile: {len(todo)} of {len(set(cfgs))} backward kernels to build ({ffi}), {jobs} jobs", flush=True)
     if not todo:
         return

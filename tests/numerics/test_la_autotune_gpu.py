@@ -10,7 +10,7 @@ backward graphs):
    closer race is reported, not asserted);
 3. a new Python process builds the same graph, plans it, and must find the recorded
    winner at rank 0 ("autotune cache") without executing anything.
-Both engines must be installed (CuTe DSL kit and cuTile compiler); a case whose list lacks
+Both engines must be installed (the `frost` and `cutile` extras); a case whose list lacks
 one of them skips. Run (prints the timings for the notes):
 
     python3 -m pytest -s -m gpu tests/numerics/test_la_autotune_gpu.py

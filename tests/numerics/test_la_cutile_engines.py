@@ -64,7 +64,7 @@ def _gate_grad_floor(x, ref) -> float:
 def _run_graph(op, tensors, outputs, attrs, engine):
     """Build, plan and execute a single-node graph on the plan named `engine`.
 
-    FROST ranks above cuTile for the forward where the CuTe DSL kit is installed, so the
+    FROST ranks above cuTile for the forward where the CuTe DSL is installed, so the
     cuTile plan is addressed by index (the unified list keeps every engine's plans).
     """
     graph = cudnn.pygraph(io_data_type=DT.BFLOAT16, intermediate_data_type=DT.FLOAT,

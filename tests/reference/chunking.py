@@ -2,7 +2,7 @@
 
 Sequences are cut into chunks of BT tokens that never cross a sequence boundary; the last
 chunk of a sequence may be partial and an empty sequence has no chunk. This mirrors the
-cuTile chunk table (engine contract §4.1: rows of (sequence index, chunk-in-sequence)).
+cuTile chunk table (docs/LINEAR_ATTENTION.md §4: rows of (sequence index, chunk-in-sequence)).
 
 Chunked tensors are laid out [NC, HO, BT, ...]: per-token tensors [T, HO, ...] are gathered
 chunk by chunk and zero padded past each chunk's end. Zero padding is inert for the delta

@@ -9,7 +9,7 @@ Four ways to evaluate a delta-rule node on raw inputs (the ports as a graph rece
   (preprocess.py) and the head-group reduction.
 
 Results are float64 on the inputs' device. Gradients are w.r.t. each primal as passed
-(spec §3.8): grouped q/k/v reduced over their output-head group, dg w.r.t. the raw gate,
+(docs/LINEAR_ATTENTION.md §3.7): grouped q/k/v reduced over their output-head group, dg w.r.t. the raw gate,
 dbeta w.r.t. raw beta, d_a_log / d_dt_bias summed over tokens, d_initial_state V-major.
 """
 from __future__ import annotations
@@ -24,7 +24,7 @@ from tests.reference.chunk_fwd import chunk_delta_rule_fwd
 from tests.reference.chunking import ChunkLayout
 from tests.reference.recurrent import delta_rule_recurrence, to_stored
 
-DEFAULT_CHUNK_SIZE = 64  # BT of the cuTile kernels (spec §4.1)
+DEFAULT_CHUNK_SIZE = 64  # BT of the cuTile kernels (docs/LINEAR_ATTENTION.md §4)
 
 
 @dataclasses.dataclass(frozen=True)

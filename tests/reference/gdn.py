@@ -1,6 +1,6 @@
 """GDN (gated delta rule) float64 references: token-by-token and chunked, forward and backward.
 
-Spec ../shared/spec/linear_attention.md §3.1, per sequence and output head, FLA orientation
+Spec docs/LINEAR_ATTENTION.md §3.1, per sequence and output head, FLA orientation
 S [K, V], scalar decay alpha_t = exp(gamma_t), scalar beta_t:
 
     S' = alpha_t S_{t-1};  u_t = beta_t (v_t - S'^T k_t);  S_t = S' + k_t u_t^T;  o_t = scale S_t^T q_t

@@ -1,6 +1,6 @@
 """GDN-2 float64 references: token-by-token forward and its autograd backward.
 
-Spec ../shared/spec/linear_attention.md §3.3: per-channel decay alpha_t in (0, 1]^K,
+Spec docs/LINEAR_ATTENTION.md §3.3: per-channel decay alpha_t in (0, 1]^K,
 channel-wise erase gate b_t in R^K (the beta port, after the optional sigmoid) and write
 gate w_t in R^V (used as given), FLA orientation S [K, V]:
 
@@ -8,7 +8,7 @@ gate w_t in R^V (used as given), FLA orientation S [K, V]:
     o_t = scale S_t^T q_t
 
 Shapes as KDA (kda.py) except beta [T, HO, K] and the extra w [T, HO, V]. beta_guard
-(spec §3.4) is not modelled here.
+(docs/LINEAR_ATTENTION.md §3.4) is not modelled here.
 """
 from __future__ import annotations
 

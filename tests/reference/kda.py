@@ -1,6 +1,6 @@
 """KDA (Kimi delta attention) float64 references: token-by-token and chunked, forward and backward.
 
-Spec ../shared/spec/linear_attention.md §3.2: GDN with a per-key-channel decay
+Spec docs/LINEAR_ATTENTION.md §3.2: GDN with a per-key-channel decay
 alpha_t = exp(gamma_t) in (0, 1]^K (FLA orientation S [K, V], rows over K):
 
     S' = Diag(alpha_t) S_{t-1};  u_t = beta_t (v_t - S'^T k_t);  S_t = S' + k_t u_t^T;  o_t = scale S_t^T q_t

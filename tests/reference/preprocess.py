@@ -1,7 +1,7 @@
 """Input checking and pre-processing shared by the float64 linear-attention references.
 
 Owns everything that happens before the delta-rule recurrence proper
-(spec: ../shared/spec/linear_attention.md §1.1 and §3 "Pre-processing"):
+(docs/LINEAR_ATTENTION.md §1.1 and §2):
 
 - argument validation (THD shapes, head grouping, flag combinations), with errors that
   name the calling function, the argument, what was expected and what was given;
@@ -27,8 +27,8 @@ import math
 import torch
 
 L2NORM_EPS = 1e-6
-LINEAR_GATE_FLOOR = 1e-10  # spec §1.3: gate_domain="linear" takes ln(alpha + 1e-10)
-DEFAULT_GATE_LOWER_BOUND = -5.0  # spec §1.3: gate_lower_bound None -> -5.0
+LINEAR_GATE_FLOOR = 1e-10  # docs/LINEAR_ATTENTION.md §1.3: gate_domain="linear" takes ln(alpha + 1e-10)
+DEFAULT_GATE_LOWER_BOUND = -5.0  # docs/LINEAR_ATTENTION.md §1.3: gate_lower_bound None -> -5.0
 GATE_DOMAINS = ("log", "linear")
 
 
@@ -52,7 +52,7 @@ class Family(enum.Enum):
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Options:
-    """Attributes shared by the delta-rule nodes (spec §1.3), as the references take them."""
+    """Attributes shared by the delta-rule nodes (docs/LINEAR_ATTENTION.md §1.3), as the references take them."""
 
     scale: float | None = None
     use_qk_l2norm: bool = False
@@ -276,7 +276,7 @@ def _gate_params(family: Family, g: torch.Tensor, a_log, dt_bias):
 
 
 def log_decay(family: Family, g: torch.Tensor, opts: Options, a_log=None, dt_bias=None) -> torch.Tensor:
-    """gamma = ln(alpha) per token: [T, HO] (GDN) or [T, HO, K]; spec §3 pre-processing."""
+    """gamma = ln(alpha) per token: [T, HO] (GDN) or [T, HO, K]; docs/LINEAR_ATTENTION.md §2."""
     if opts.gate_domain == "linear":
         return torch.log(g + LINEAR_GATE_FLOOR)
     if not opts.safe_gate:

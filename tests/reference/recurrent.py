@@ -1,6 +1,6 @@
 """The token-by-token float64 delta-rule recurrence shared by GDN, KDA and GDN-2.
 
-All three families are one update with per-family broadcasting (spec §3.1-§3.3), in FLA
+All three families are one update with per-family broadcasting (docs/LINEAR_ATTENTION.md §3.1-§3.3), in FLA
 orientation S in R^{K x V} per (sequence, output head):
 
     S'  = Diag(alpha_t) S_{t-1}          alpha_t = exp(gamma_t): scalar (GDN) or [K]

@@ -1,5 +1,5 @@
 """Float64 reference of the serving forms of a delta-rule forward: state pools, in-place
-state updates, per-sequence skips and state checkpoints (spec §3.7).
+state updates, per-sequence skips and state checkpoints (docs/LINEAR_ATTENTION.md §3.6).
 
 `run_serving(fn, family, opts, x, ...)` evaluates one forward call the way an inference
 server issues it:

@@ -1,4 +1,4 @@
-"""Float64 references of the span summaries (spec §2.3, §3.7): the affine state map.
+"""Float64 references of the span summaries (docs/CONTEXT_PARALLEL.md, the algebra): the affine state map.
 
 For one span (a sequence of cu_seqlens) and output head, each token maps the state it
 receives affinely (FLA orientation S [K, V], recurrent.py):

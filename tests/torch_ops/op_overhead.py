@@ -101,6 +101,21 @@ def _engines(device: str) -> Iterator[None]:
         yield
 
 
+@contextlib.contextmanager
+def _routing(dispatcher: bool) -> Iterator[None]:
+    """With `dispatcher`, every call takes torch's dispatcher, as under torch.compile."""
+    if not dispatcher:
+        yield
+        return
+    from cudnn.linear_attention.ops import _direct_call, _op_factory
+    saved = _op_factory.route
+    _op_factory.route = lambda values, positions: _direct_call.DISPATCHER
+    try:
+        yield
+    finally:
+        _op_factory.route = saved
+
+
 def _config(family: Family, device: str) -> InputConfig:
     if device == "cpu":  # the reference engines are float64 python loops: keep them short
         return InputConfig(family=family, seq_lens=(4, 4), H=2, K=16, V=16, device="cpu")
@@ -179,13 +194,16 @@ def main() -> None:
     parser.add_argument("--iters", type=int, default=2000)
     parser.add_argument("--skip-engine", action="store_true",
                         help="time the op layer with the engine's execute skipped")
+    parser.add_argument("--dispatcher", action="store_true",
+                        help="send every call through torch's dispatcher (the path of "
+                             "torch.compile and modes) instead of the eager direct call")
     parser.add_argument("--profile", type=int, default=0, metavar="N",
                         help="after timing, profile the cached calls (cProfile) and print the "
                              "N entries with the most own time: where a host's time goes")
     args = parser.parse_args()
     families = [Family(f) for f in (args.family or ["gdn"])]
     print(host_speed())
-    with _engines(args.device):
+    with _engines(args.device), _routing(args.dispatcher):
         for family in families:
             for grad in (False, True):
                 ops.clear_graph_caches()
@@ -193,7 +211,9 @@ def main() -> None:
                 mode = "requires_grad (autograd)" if grad else "no grad"
                 if args.skip_engine:
                     mode += ", engine skipped"
-                print(f"{family.value:4s} {args.device:4s} {mode:41s} median over "
+                if args.dispatcher:
+                    mode += ", dispatcher"
+                print(f"{family.value:4s} {args.device:4s} {mode:53s} median over "
                       f"{args.iters}: call {m['call']:8.1f} us, engine {m['engine']:8.1f} us, "
                       f"op overhead {m['overhead']:6.1f} us")
                 if args.profile:

@@ -2,12 +2,13 @@
 
 Run by the repository rules in python_headers.bzl with the host `python3` (the one the
 pinned requirements were installed into). Prints one JSON object: {"include": DIR,
-"version": STR}. Exits 1 with a one-line reason when the package is missing, so the build
+"version": STR} (for `python` also "tag", e.g. cp311, and "ext_suffix"). Exits 1 with a one-line reason when the package is missing, so the build
 error names the package and the requirements file to install.
 
     locate_headers.py python                  # sysconfig include dir of this interpreter
     locate_headers.py pybind11                # pybind11.get_include()
-    locate_headers.py wheel DIST HEADER       # folder of HEADER inside distribution DIST
+    locate_headers.py wheel DIST HEADER       # include root of HEADER (e.g. crt/host_defines.h)
+                                              # inside distribution DIST
 """
 
 import importlib.metadata
@@ -21,7 +22,10 @@ def python_include() -> dict:
     include = sysconfig.get_paths()["include"]
     if not os.path.isfile(os.path.join(include, "Python.h")):
         raise LookupError(f"{sys.executable} has no Python.h under {include} (install its headers)")
-    return {"include": include, "version": sysconfig.get_python_version()}
+    # the wheel's python tag and the file name suffix of its extension modules
+    tag = f"{sys.implementation.name[:2]}{sys.version_info.major}{sys.version_info.minor}"
+    return {"include": include, "version": sysconfig.get_python_version(), "tag": tag,
+            "ext_suffix": sysconfig.get_config_var("EXT_SUFFIX")}
 
 
 def pybind11_include() -> dict:
@@ -40,9 +44,13 @@ def wheel_include(dist: str, header: str) -> dict:
     except importlib.metadata.PackageNotFoundError as e:
         raise LookupError(f"{dist} is not installed for {sys.executable} "
                           "(pip install --no-deps -r requirements-headers.txt)") from e
+    parts = header.split("/")
     for f in files:
-        if f.name == header:
-            return {"include": os.path.dirname(os.path.realpath(f.locate())), "version": version}
+        if tuple(f.parts[-len(parts):]) == tuple(parts):
+            folder = os.path.realpath(f.locate())
+            for _ in parts:  # up from the file to the folder `#include <HEADER>` starts at
+                folder = os.path.dirname(folder)
+            return {"include": folder, "version": version}
     raise LookupError(f"{dist} {version} has no {header} in its file list")
 
 

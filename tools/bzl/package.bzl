@@ -15,16 +15,36 @@ SOURCE_ROOTS = [
     "engines_frost",
     "backend_cc",
     "torch_ops",
+    "cli",
 ]
 
 DISTRIBUTION = "cudnn-pygraph"
-VERSION = "0.1.0"
+VERSION = "0.1.0"  # cudnn.__version__ (ir/cudnn/_version.py) says the same (a test checks)
 SUMMARY = "Python-native cuDNN graph IR with pluggable execution engines"
+LICENSE = "MIT"
 PYTHON_REQUIRES = ">=3.10"
 
-# Optional dependencies by extra; `import cudnn` needs none of them.
+# What every install gets: the command line's flag library (`import cudnn` needs nothing).
+REQUIRES = ["absl-py>=1.4"]
+
+# Optional dependencies by extra: what each part needs to run, not just to import.
+#   torch   the torch custom ops (cudnn.linear_attention.ops)
+#   cutile  cuTile engines: cuda-tile and its compiler (tileiras, ptxas, libnvvm) from
+#           NVIDIA's wheels, which cuda.tile finds inside the environment; torch
+#   frost   FROST engines: the CuTe DSL with its CUDA 13 libraries, TVM-FFI (the ~6 us
+#           launch convention); torch
+#   cudnn   the cuDNN backend: the library the extension loads at run time
+#   all     every one of them (a test checks it is their union)
 EXTRA_REQUIRES = {
-    "cutile": ["cuda-tile>=1.7"],
-    "frost": ["nvidia-cutlass-dsl>=4.8.1"],
     "torch": ["torch>=2.11"],
+    "cutile": ["cuda-tile[tileiras]>=1.7", "torch>=2.11"],
+    "frost": ["nvidia-cutlass-dsl[cu13]>=4.8.1", "apache-tvm-ffi>=0.1.15", "torch>=2.11"],
+    "cudnn": ["nvidia-cudnn-cu13>=9.13"],
+    "all": [
+        "apache-tvm-ffi>=0.1.15",
+        "cuda-tile[tileiras]>=1.7",
+        "nvidia-cudnn-cu13>=9.13",
+        "nvidia-cutlass-dsl[cu13]>=4.8.1",
+        "torch>=2.11",
+    ],
 }

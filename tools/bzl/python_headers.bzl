@@ -22,7 +22,11 @@ def _include_repo_impl(rctx):
         fail("@%s: cannot locate headers: %s" % (rctx.name, result.stderr.strip()))
     found = json.decode(result.stdout)
     rctx.symlink(found["include"], "include")
-    rctx.file("version.bzl", "VERSION = %r\nINCLUDE = %r\n" % (found["version"], found["include"]))
+    # VERSION, INCLUDE and, for the Python headers, TAG (cp311) and EXT_SUFFIX
+    rctx.file("version.bzl", "".join([
+        "%s = %r\n" % (key.upper(), found[key])
+        for key in sorted(found)
+    ]))
     rctx.file("BUILD.bazel", """\
 cc_library(
     name = {name},

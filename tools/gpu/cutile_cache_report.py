@@ -16,7 +16,6 @@ import argparse
 import collections
 import json
 import os
-import shutil
 import sqlite3
 import subprocess
 import sys
@@ -31,9 +30,10 @@ def _release(version_text: str | None) -> str:
 
 
 def _tileiras_here() -> str:
-    exe = shutil.which("tileiras")
+    from cudnn.linear_attention.cutile.kernel_cache import tileiras_path
+    exe = tileiras_path()
     if exe is None:
-        return "no tileiras on PATH"
+        return "no tileiras installed"
     out = subprocess.run([exe, "--version"], capture_output=True, text=True).stdout
     return _release(out)
 

@@ -16,8 +16,9 @@ Where the specializations come from (any mix):
   --from-cache DIR_OR_DB                 every symbol an earlier cache (e.g. the GPU's) holds
   --symbols FILE                         mangled symbols, one a line
 
-Run from anywhere, with the Python that has cuda-tile and tileiras on PATH, e.g.
-  PATH=/work/.ctk/ctk/bin:$PATH /work/.ctvenv/bin/python tools/gpu/cutile_prewarm.py
+Run from anywhere, with a Python that has cuda-tile[tileiras] (the compiler is found in
+that environment, or on PATH):
+  python3 tools/gpu/cutile_prewarm.py
 then pack:  tar cf - .tilecache | xz -T0 -9 > .kit/tilecache.tar.xz   (or --pack)
 --list prints the specializations; --dry-run reports which keys the cache lacks;
 --prune drops entries no listed specialization uses (stale kernels); --verify replays

@@ -333,7 +333,8 @@ def _build(fields: dict, arch: str, root: str, native: bool) -> tuple[str, float
     host = None if native else kernel_store.GENERIC_X86_64
     kernel = compile_decode(cfg, arch, host_target=host) if decode else compile_fwd(cfg, arch, host_target=host)
     kernel_store.KernelStore(Path(root)).save(cfg, arch, kernel)
-    return kernel_store.entry_key(cfg, arch, kernel.ffi), time.perf_counter() - t0
+    host = kernel_store.host_id(kernel.host_target)
+    return kernel_store.entry_key(cfg, arch, kernel.ffi, host=host), time.perf_counter() - t0
 
 
 def _prune(store, keep_keys: set[str]) -> int:
@@ -401,8 +402,10 @@ def main(argv=None) -> int:
 
     store = kernel_store.KernelStore(args.out)
     ffi = preferred_ffi(None if args.native else kernel_store.GENERIC_X86_64)
-    keys = {cfg: kernel_store.entry_key(cfg, args.arch, ffi) for cfg in wanted}
-    todo = [cfg for cfg in wanted if store.load(cfg, args.arch, ffi) is None]
+    host_target = None if args.native else kernel_store.GENERIC_X86_64
+    host = kernel_store.host_id(host_target)
+    keys = {cfg: kernel_store.entry_key(cfg, args.arch, ffi, host=host) for cfg in wanted}
+    todo = [cfg for cfg in wanted if store.load(cfg, args.arch, ffi, host_target) is None]
     print(f"calling convention {ffi!r} ({'this host' if args.native else 'generic x86-64 host shim'})",
           flush=True)
     print(f"{len(wanted) - len(todo)} already stored in {args.out}; compiling {len(todo)} with {args.jobs} "

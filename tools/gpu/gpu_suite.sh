@@ -5,7 +5,16 @@
 #   tools/gpu/gpu_suite.sh STAGE [STAGE...]  (from the repository root, on the GPU machine)
 #
 # Stages:
-#   setup      install the cuTile kit (.devkit/ctk, carried) and the carried wheels (.whl)
+#   wheels     add the carried .whl/load*/ (tools/gpu/wheelhouse.sh) to $CUDNN_WHEELS (default
+#              /opt/cudnn-wheels, kept while the machine stays up); split wheels are joined
+#              once all their parts have arrived
+#   install    pip install ".[all]" from $CUDNN_WHEELS and .whl/ (no index, no build
+#              isolation: setuptools and pybind11 from the carried wheels and this machine's
+#              cuDNN and CUDA headers build the extension), then `python -m cudnn env`
+#   product    as a user, outside the checkout and without PYTHONPATH: the README's GPU
+#              example (output checked), python -m cudnn explain / precompile / bench
+#   setup      install the carried wheels (.whl/*.whl) into /tmp/site (flash-linear-attention
+#              and other test-only packages), report the GPU
 #   backend    build the C++ extension in place with this machine's compiler (the PEP 517
 #              build of setup.py: pip install -e, offline), run tests/backend
 #   backendlog rerun backend tests matching $BACKEND_K with cuDNN's error log on stderr
@@ -14,7 +23,7 @@
 #   torchops   tests/torch_ops/ops_gpu_test.py and the cached-call overhead (op_overhead.py)
 #   cutile     the cuTile engine matrix (tests/numerics/test_la_cutile_engines.py)
 #   smoke      cuTile kernel smoke checks: KDA/GDN forward and backward vs float64
-#   frost      frostsmoke then frostmatrix (both need the cutedsl kits):
+#   frost      frostsmoke then frostmatrix (both need the CuTe DSL: stage install):
 #   frostsmoke FROST kernels vs float64 + timing (FROST_SMOKE_ARGS, e.g. "--algorithm all")
 #   frostmatrix the FROST engine matrix through the graph API (FROST_FWD_ALGORITHM picks v1/v2)
 #   summary    their kernels precompiled on this machine's cores into FROST_KERNEL_CACHE (default
@@ -52,7 +61,6 @@
 #              build machine) into .frostcache and set FROST_KERNEL_CACHE for the later stages:
 #              FROST kernels load from it instead of compiling (FROST_KERNEL_CACHE_STRICT=1:
 #              a kernel missing from it is an error, to prove a run compiled nothing)
-#   cutedsl1 / cutedsl2   store / unpack one half of the CuTe DSL kit (carried .devkit/cutedslN)
 #   bench      bench/bench_linear_attention.py (FLA peer in the same process)
 #   cuseqlens  malformed cu_seqlens tables on every GPU engine, forward and backward (no
 #              error, uncovered rows zero) and strict mode (tests/numerics/
@@ -83,7 +91,7 @@ export PYTHONUNBUFFERED=1
 export CUDA_TILE_CACHE_DIR="${CUDA_TILE_CACHE_DIR:-$PWD/.tilecache}"
 # the carried wheels, then this checkout's source roots (tools/pythonpath.py) and bench/
 export PYTHONPATH="/tmp/site:$(python3 tools/pythonpath.py):$PWD/bench${PYTHONPATH:+:$PYTHONPATH}"
-[ -f /opt/devkit/env.sh ] && source /opt/devkit/env.sh
+export CUDNN_WHEELS="${CUDNN_WHEELS:-/opt/cudnn-wheels}"
 TMO="${STAGE_TIMEOUT:-300}"
 SUMMARY=()
 
@@ -101,14 +109,22 @@ stage() {  # stage NAME CMD...: run CMD with a timeout, log to $OUT/NAME.log
 
 for s in "$@"; do
   case "$s" in
+    wheels)
+      stage wheels "bash tools/gpu/add_wheels.sh \$CUDNN_WHEELS" ;;
+    install)
+      # the build tools first: a Python 3.12 venv has no setuptools of its own
+      stage install "python3 -m pip install -q --no-index --find-links \$CUDNN_WHEELS 'setuptools>=77' \
+        'pybind11>=2.12' && python3 -m pip install -q --no-index --find-links \$CUDNN_WHEELS --find-links .whl \
+        --no-build-isolation '.[all]' && rm -rf build && cd /tmp && env -u PYTHONPATH python3 -m cudnn env" ;;
+    product)     # what a user of the installed package sees: no PYTHONPATH, not in the checkout
+      stage product "cd /tmp && env -u PYTHONPATH python3 $PWD/tools/gpu/readme_example.py $PWD/README.md && \
+        env -u PYTHONPATH python3 -m cudnn explain gdn kda gdn_bwd --seqs 2 --seq_len 4096 && \
+        env -u PYTHONPATH python3 -m cudnn precompile gdn kda gdn2 --seqs 2 --seq_len 4096 --backward && \
+        env -u PYTHONPATH python3 -m cudnn bench gdn kda gdn2 --seqs 8 --seq_len 4096 && \
+        env -u PYTHONPATH python3 -m cudnn env" ;;
     setup)
-      stage setup "bash .devkit/ctk/install.sh >/dev/null && source /opt/devkit/env.sh && \
-        python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl \
-        && nvidia-smi --query-gpu=name,driver_version --format=csv,noheader"
-      [ -f /opt/devkit/env.sh ] && source /opt/devkit/env.sh ;;
-    cutedsl1|cutedsl2)
-      stage "$s" "bash .devkit/$s/install.sh"
-      [ -f /opt/devkit/env.sh ] && source /opt/devkit/env.sh ;;
+      stage setup "python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl \
+        && nvidia-smi --query-gpu=name,driver_version --format=csv,noheader" ;;
     tilecache)   # reuse cuTile kernels compiled earlier (carried .kit/tilecache.tar.xz); the
                  # stamp (keys present) lets packcache count the kernels this machine JIT-ed
       stage tilecache "[ -f .kit/tilecache.tar.xz ] && tar xJf .kit/tilecache.tar.xz && \
@@ -141,7 +157,7 @@ for s in "$@"; do
     torchops)
       stage torchops "python3 -m pytest tests/torch_ops/ops_gpu_test.py -q -s -p no:cacheprovider \
         && python3 tests/torch_ops/op_overhead.py --device cuda --family gdn --family kda --profile 25" ;;
-    overhead)    # the cached-call overhead alone (forward: FROST, so the cutedsl kits suffice)
+    overhead)    # the cached-call overhead alone (forward: FROST, so the CuTe DSL suffices)
       stage overhead "python3 tests/torch_ops/op_overhead.py --device cuda --family gdn --family kda --profile 25" ;;
     stagetimes)  # FROST per-chunk stage costs (stages compiled out one at a time)
       stage stagetimes "python3 bench/frost_stage_times.py --family ${STAGE_FAMILIES:-gdn kda}" ;;

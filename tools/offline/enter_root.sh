@@ -36,6 +36,10 @@ if [ "$(readlink /proc/self/ns/mnt)" = "$(readlink /proc/1/ns/mnt)" ]; then
 fi
 
 if [ "$joined" = 0 ]; then
+  # The machine's own tree, for its compiler (tools/offline/bin/cudnn-host-gcc); first, so that it
+  # holds none of the mounts below.
+  mkdir -p "$root/run/cudnn-host"
+  mount --rbind / "$root/run/cudnn-host"
   mount --bind /proc "$root/proc"
   mount --rbind /dev "$root/dev"
   # Parents before children, so a mount inside another mounted folder is not hidden by it.

@@ -4,7 +4,7 @@
 #   tools/offline/setup.sh [--python-only | --root-only]
 #
 # Steps (each skipped when its stamp exists, so a second run does nothing):
-#   1. host: debootstrap (the bookworm package; never a sid package on the host)
+#   1. host: debootstrap and g++ (bookworm packages; never a sid package on the host)
 #   2. a Debian sid root file system under the cache (debootstrap --variant=minbase)
 #   3. inside that root: bazel-bootstrap 7.7.1, g++, and the shared libraries the host
 #      Python's C extensions need there (the root has sid's newer ones)
@@ -65,6 +65,15 @@ step_host_debootstrap() {
     { apt-get update -q >/dev/null && apt-get install -y -q debootstrap >/dev/null; }
 }
 
+# The machine's own gcc compiles and links C++ for the Bazel in the root (bin/cudnn-host-gcc).
+step_host_compiler() {
+  [ -x /usr/bin/gcc ] && [ -x /usr/bin/g++ ] && return 0
+  need_root_user "installing g++"
+  cudnn_log "setup 1/4: installing g++ on the host (apt, bookworm package)"
+  apt-get install -y -q g++ >/dev/null ||
+    { apt-get update -q >/dev/null && apt-get install -y -q g++ >/dev/null; }
+}
+
 step_sid_root() {
   [ -e "$CUDNN_BAZEL_STAMPS/sid-root" ] && return 0
   need_root_user "creating the sid root"
@@ -123,6 +132,7 @@ step_python_packages() {
 
 if [ "$want_root" = 1 ]; then
   step_host_debootstrap
+  step_host_compiler
   step_sid_root
   step_sid_packages
 fi

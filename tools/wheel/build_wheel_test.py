@@ -6,11 +6,14 @@ import csv
 import hashlib
 import importlib.metadata
 import io
+import shutil
+import subprocess
 import zipfile
 
 import pytest
 
 import build_wheel
+import elf_needs
 
 ROOTS = ["ir/", "ops/"]
 
@@ -47,13 +50,20 @@ def test_wheel_round_trips_through_importlib_metadata(tmp_path):
     files = {"ir/pkg/__init__.py": "VALUE = 42\n", "ops/pkg/ops/spec.py": "X = 1\n"}
     listing = tmp_path / "files.txt"
     listing.write_text("".join(_listing(tmp_path, files)))
-    out = tmp_path / "pkg_dist-1.2.3-py3-none-any.whl"
+    readme = tmp_path / "README.md"
+    readme.write_text("# pkg\n\nWhat it is.\n")
+    license_file = tmp_path / "LICENSE"
+    license_file.write_text("the license\n")
     rc = build_wheel.main([
-        "--out", str(out), "--name", "pkg-dist", "--version", "1.2.3",
+        "--out-dir", str(tmp_path / "dist"), "--name", "pkg-dist", "--version", "1.2.3",
         "--files", str(listing), "--require-prefix", "pkg/", "--python-requires", ">=3.10",
-        "--extra", "torch=torch>=2.11", *[a for r in ROOTS for a in ("--strip-prefix", r)],
+        "--requires", "absl-py>=2", "--extra", "torch=torch>=2.11",
+        "--readme", str(readme), "--license-expression", "MIT",
+        "--license-file", str(license_file),
+        *[a for r in ROOTS for a in ("--strip-prefix", r)],
     ])
     assert rc == 0
+    out = tmp_path / "dist" / "pkg_dist-1.2.3-py3-none-any.whl"
     with zipfile.ZipFile(out) as whl:
         names = whl.namelist()
         rows = list(csv.reader(io.StringIO(whl.read("pkg_dist-1.2.3.dist-info/RECORD").decode())))
@@ -69,8 +79,11 @@ def test_wheel_round_trips_through_importlib_metadata(tmp_path):
 
     dist = next(importlib.metadata.distributions(path=[str(out)]))
     assert (dist.metadata["Name"], dist.version) == ("pkg-dist", "1.2.3")
-    assert dist.requires == ['torch>=2.11; extra == "torch"']
+    assert dist.requires == ["absl-py>=2", 'torch>=2.11; extra == "torch"']
     assert dist.metadata["Requires-Python"] == ">=3.10"
+    assert dist.metadata["License-Expression"] == "MIT"
+    assert dist.metadata.get_payload().startswith("# pkg")
+    assert dist.read_text("licenses/LICENSE") == "the license\n"
 
 
 def test_build_is_reproducible(tmp_path):
@@ -78,11 +91,60 @@ def test_build_is_reproducible(tmp_path):
     listing.write_text("".join(_listing(tmp_path, {"ir/pkg/__init__.py": "A = 1\n"})))
     outs = []
     for i in range(2):
-        out = tmp_path / f"w{i}.whl"
-        assert build_wheel.main(["--out", str(out), "--name", "p", "--version", "1",
+        out = tmp_path / f"w{i}"
+        assert build_wheel.main(["--out-dir", str(out), "--name", "p", "--version", "1",
                                  "--files", str(listing), "--strip-prefix", "ir/"]) == 0
-        outs.append(out.read_bytes())
+        outs.append((out / "p-1-py3-none-any.whl").read_bytes())
     assert outs[0] == outs[1]
+
+
+@pytest.fixture(scope="module")
+def shared_object(tmp_path_factory):
+    """A tiny shared object built with the C compiler on PATH (skip without one)."""
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        pytest.skip("no C compiler on PATH")
+    folder = tmp_path_factory.mktemp("so")
+    (folder / "m.c").write_text("#include <math.h>\ndouble f(double x) { return sqrt(x); }\n")
+    out = folder / "_m.so"
+    subprocess.run([cc, "-shared", "-fPIC", "-o", str(out), str(folder / "m.c"), "-lm"],
+                   check=True)
+    return out
+
+
+def test_an_extension_makes_a_platform_wheel(tmp_path, shared_object):
+    listing = tmp_path / "files.txt"
+    listing.write_text("".join(_listing(tmp_path, {"ir/pkg/__init__.py": ""}))
+                       + f"ir/pkg/_m.so\t{shared_object}\n")
+    assert build_wheel.main(["--out-dir", str(tmp_path / "d"), "--name", "p", "--version", "1",
+                             "--files", str(listing), "--strip-prefix", "ir/",
+                             "--python-tag", "cp311",
+                             "--ext-suffix", ".cpython-311-x86_64-linux-gnu.so"]) == 0
+    (wheel,) = (tmp_path / "d").iterdir()
+    needs = elf_needs.needs(str(shared_object))
+    assert wheel.name == f"p-1-cp311-cp311-{elf_needs.platform_tag(needs)}.whl"
+    assert wheel.name.startswith("p-1-cp311-cp311-manylinux_2_")
+    with zipfile.ZipFile(wheel) as whl:
+        assert "pkg/_m.cpython-311-x86_64-linux-gnu.so" in whl.namelist()
+        assert "Root-Is-Purelib: false" in whl.read("p-1.dist-info/WHEEL").decode()
+
+
+def test_extensions_need_a_python_tag(tmp_path, shared_object):
+    listing = tmp_path / "files.txt"
+    listing.write_text(f"ir/pkg/_m.so\t{shared_object}\n")
+    assert build_wheel.main(["--out-dir", str(tmp_path), "--name", "p", "--version", "1",
+                             "--files", str(listing), "--strip-prefix", "ir/"]) == 1
+
+
+def test_platform_tags():
+    glibc = elf_needs.ElfNeeds("x86_64", ("libc.so.6", "libm.so.6"),
+                               {"libc.so.6": ("GLIBC_2.14", "GLIBC_2.34"), "libm.so.6": ("GLIBC_2.2.5",)})
+    assert elf_needs.platform_tag(glibc) == "manylinux_2_34_x86_64"
+    cxx = elf_needs.ElfNeeds("x86_64", ("libc.so.6", "libstdc++.so.6"),
+                             {"libstdc++.so.6": ("GLIBCXX_3.4.30",)})
+    assert elf_needs.platform_tag(cxx) == "linux_x86_64"
+    other = elf_needs.ElfNeeds("x86_64", ("libc.so.6", "libcudnn.so.9"), {})
+    assert elf_needs.platform_tag(other) == "linux_x86_64"
 
 
 if __name__ == "__main__":

@@ -1,5 +1,5 @@
 """OpSignature: schema text, binding what the dispatcher passes, and the registered
-schemas and public signatures against the spec's argument order (spec §6.2, §6.3)."""
+schemas and public signatures against the documented argument order (docs/LINEAR_ATTENTION.md §5)."""
 from __future__ import annotations
 
 import inspect

@@ -14,7 +14,7 @@ It implements the seam documented in cudnn/engines/backend_source.py (router/):
   `knobs_from_public` (knobs.py), `behavior_notes`, `create_plan` (replay of a recorded
   (engine id, knobs)), `build_operation_graph` (lower early).
 
-Declines (spec/engine_contract.md section 8.2): lowering that fails with
+Declines (docs/ENGINE_CONTRACT.md §2): lowering that fails with
 cudnnGraphNotSupportedError, RuntimeError (cuDNN refused a descriptor), ValueError (the
 C++ builder refused a value: rank > 8, a zero extent) or AttributeError (all three logged
 at WARNING), or ImportError declines the backend for the graph, and leaves no

@@ -20,7 +20,7 @@ sdpa_fp8, sdpa_fp8_backward) and of the tensors the composite sdpa_backward adds
 above every uid of the graph. `LoweredGraph.verify_uids`
 checks the result (and again after the backend builds).
 
-Layouts (../spec/op_surface.md section 0): graph inputs are described exactly as the IR
+Layouts (docs/GRAPH_IR.md §2): graph inputs are described exactly as the IR
 has them (lower-rank broadcast operands padded with leading 1s, see broadcast_layout.py).
 Of op outputs only caller-set dims/strides are pushed (dims go along with caller-set
 strides, which mean nothing without them), except `push_output_dims` ops (IR dims) and the

@@ -1,7 +1,7 @@
 """OpSpecs of the six captured SDPA variants (group "sdpa").
 
 Call style: the variant's core tensors positionally (`POSITIONAL`), every other argument
-keyword-only. `_KWARGS` is the keyword matrix of ../spec/op_surface.md 5b: one row per
+keyword-only. `_KWARGS` is the keyword matrix of docs/GRAPH_IR.md §1: one row per
 keyword (a port or an attr) with the variants that accept it, in the matrix's order.
 Spellings differ per variant on purpose (band bounds, sliding window, score-mod callback).
 Out-direction keywords (dBias, rng_dump, score_max, ...) are caller tensors the node

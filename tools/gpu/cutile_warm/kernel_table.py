@@ -40,7 +40,7 @@ def cache_key(kernel, signature, sm: tuple[int, int] = (9, 0)) -> str:
     """The disk-cache key cuTile's launch path looks up for this specialization.
 
     Runs the front end only: the lookup is intercepted where compile_tile makes it,
-    before tileiras would run.  Needs tileiras on PATH (its version is part of the key)
+    before tileiras would run.  Needs tileiras installed (its version is part of the key)
     and a cache dir configured (cuTile skips the key without one)."""
     import cuda.tile._compile as compile_module
     from cuda.tile._cext import default_tile_context

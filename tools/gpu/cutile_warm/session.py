@@ -40,9 +40,10 @@ def missing_toolchain() -> str | None:
             return "cuda.tile (cuda-tile) is not importable in this Python"
     except ImportError as e:
         return f"cuda.tile is not importable ({e})"
-    if shutil.which("tileiras") is None:
-        return ("tileiras is not on PATH (cuTile's compiler, whose version is part of the "
-                "cache key; e.g. PATH=/work/.ctk/ctk/bin:$PATH)")
+    from cudnn.linear_attention.cutile.kernel_cache import tileiras_path
+    if tileiras_path() is None:
+        return ("cuTile's compiler tileiras, whose version is part of the cache key, is not "
+                "installed (pip install cuda-tile[tileiras])")
     if shutil.which("cc") is None:
         return "no C compiler (cc) to build the stub CUDA driver"
     return None

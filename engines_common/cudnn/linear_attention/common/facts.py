@@ -35,13 +35,13 @@ from cudnn.ops.node_type import NodeType
 if TYPE_CHECKING:
     from cudnn import Node, pygraph
 
-#: the safe-gate lower bound engines use when gate_lower_bound is None (spec 1.3).
+#: the safe-gate lower bound engines use when gate_lower_bound is None (docs/LINEAR_ATTENTION.md §1.3).
 DEFAULT_GATE_LOWER_BOUND = -5.0
 
 
 @dataclass(frozen=True)
 class LinearAttentionFlags:
-    """Every linear-attention attribute with its effective value (spec defaults for
+    """Every linear-attention attribute with its effective value (the defaults of docs/LINEAR_ATTENTION.md §1.3 for
     attributes the op does not have)."""
     scale: float | None = None
     scale_is_default: bool = True

@@ -3,7 +3,7 @@
 Engines that hand the caller's buffers straight to their kernels accept only the dtypes
 those kernels read. A `PortDtypes` table says, per port, which dtypes are accepted:
 a tuple of `data_type`s, or `IO` for "the q/k/v dtype". q, k and v must share one dtype
-from `io_dtypes`. An unset dtype (None: "the engine's native choice", spec 1.2) is always
+from `io_dtypes`. An unset dtype (None: "the engine's native choice", docs/LINEAR_ATTENTION.md §1.2) is always
 accepted. `reason(facts, engine)` returns the first violation as a message naming the
 engine, the port and the dtype found, or None.
 """

@@ -12,7 +12,6 @@ state pools, overwrite, beta sigmoid or safe gates, kernel-native dtypes.
 from __future__ import annotations
 
 import importlib.util
-import shutil
 
 from cudnn import data_type
 from cudnn.linear_attention.common.facts import LinearAttentionFacts
@@ -66,9 +65,10 @@ def runtime_reason(engine: str) -> str | None:
     """Why this process cannot run cuTile kernels (no cuda.tile, no compiler, no GPU)."""
     if importlib.util.find_spec("cuda") is None or importlib.util.find_spec("cuda.tile") is None:
         return f"{engine}: cuda.tile (cuda-tile) is not installed"
-    if shutil.which("tileiras") is None:
-        return (f"{engine}: cuTile's compiler 'tileiras' is not on PATH (CUDA >= 13.3 "
-                "toolkit or the nvidia-cuda-tileiras package)")
+    from .kernel_cache import tileiras_path
+    if tileiras_path() is None:
+        return (f"{engine}: cuTile's compiler 'tileiras' is not installed (pip install "
+                "cuda-tile[tileiras], or a CUDA >= 13.3 toolkit on PATH)")
     try:
         import torch
     except ImportError:

@@ -23,6 +23,7 @@ from cudnn.linear_attention.common.torch_buffers import (as_torch, handle_device
 from cudnn.ops.linear_attention_family import KDA_FAMILY, Family
 
 from .engine_gates import PORT_DTYPES, decline_reason, runtime_reason
+from .kernel_cache import first_run
 
 # the ports each pass reads and writes (q first: its dtype is the io dtype of the others)
 _FWD_PORTS = (("q", "k", "v", "g", "beta", "cu_seqlens", "initial_state"),
@@ -105,10 +106,17 @@ class _LinearAttentionPlan(CompiledPlan):
                                     else None)
         common = dict(kda=self.kda, scale=float(f.flags.scale), use_l2norm=f.flags.use_qk_l2norm,
                       stream=torch_stream(ctx.stream))
+        family = getattr(f.family, "name", f.family)
+        what = (f"{family} {'backward' if f.is_backward else 'forward'} (T={f.total_t}, "
+                f"N={f.n_seq}, H={f.h_q}, HV={f.h_v}, K={f.d_qk}, V={f.d_v})")
+        with first_run(self, what, q.device):  # logs a slow first run (compiles)
+            self._launch(t, scratch, common)
+
+    def _launch(self, t, scratch, common) -> None:
         from .kernels.bwd import chunked_bwd
         from .kernels.fwd import chunked_fwd
         ins = (t["q"], t["k"], t["v"], t["g"], t["beta"], t["cu_seqlens"])
-        if f.is_backward:
+        if self.facts.is_backward:
             chunked_bwd(*ins, t["dO"], t["dQ"], t["dK"], t["dV"], t["dG"], t["dBeta"], scratch,
                         initial_state=t.get("initial_state"),
                         d_final_state=t.get("d_final_state"),

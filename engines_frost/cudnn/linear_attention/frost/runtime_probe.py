@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
-#: cutlass.cute features the kernels use appeared in nvidia-cutlass-dsl 4.7 (spec 4.3).
+#: cutlass.cute features the kernels use appeared in nvidia-cutlass-dsl 4.7.
 MIN_CUTLASS_DSL = (4, 7)
 
 

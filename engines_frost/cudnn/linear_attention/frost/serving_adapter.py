@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-LINEAR_GATE_FLOOR = 1e-10  # spec §1.3: gate_domain="linear" takes ln(alpha + 1e-10)
+LINEAR_GATE_FLOOR = 1e-10  # docs/LINEAR_ATTENTION.md §2: gate_domain="linear" takes ln(alpha + 1e-10)
 
 
 def needed(f: Any) -> bool:
@@ -28,7 +28,7 @@ def needed(f: Any) -> bool:
 
 
 def log_decay(g: Any, flags: Any, per_channel: bool, a_log: Any, dt_bias: Any) -> Any:
-    """gamma = ln(alpha) in float32, from the gate as the node holds it (spec §3)."""
+    """gamma = ln(alpha) in float32, from the gate as the node holds it (docs/LINEAR_ATTENTION.md §2)."""
     import torch
 
     g = g.float()

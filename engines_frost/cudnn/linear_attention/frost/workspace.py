@@ -1,4 +1,4 @@
-"""Scratch carved from the caller's explicit workspace (spec 4.1).
+"""Scratch carved from the caller's explicit workspace (docs/LINEAR_ATTENTION.md §4).
 
 The kernel launcher reports its exact scratch size at build (`frost_workspace_size`);
 at execute `carve_scratch` checks the caller's buffer once (present, on the plan's

@@ -33,7 +33,7 @@ class CpFamily:
     @property
     def inputs(self) -> tuple[str, ...]:
         """The differentiable tensor inputs, in the order the autograd function takes them;
-        also the order of the backward op's gradients (spec §6.3)."""
+        also the order of the backward op's gradients (docs/CONTEXT_PARALLEL.md)."""
         return ("q", "k", "v", *self.gates, "initial_state", "a_log", "dt_bias")
 
 

@@ -3,8 +3,8 @@ spec.
 
 An `OpFamily` wraps the family record of cudnn.ops (`Family`: gate shapes, extra ports)
 with what only the torch ops have: the public function's name, the dtype contract of the
-op's tensor arguments (the ops never convert; spec §6.4), the order of the family's gate
-flags in the op signatures (spec §6.3) and the chunk its backward can reuse forward
+op's tensor arguments (the ops never convert; docs/LINEAR_ATTENTION.md §5), the order of the family's gate
+flags in the op signatures (docs/LINEAR_ATTENTION.md §5) and the chunk its backward can reuse forward
 checkpoints at. Ports, shapes and flag rules are the OpSpecs' (`forward_spec`,
 `backward_spec`): the ops check calls against them (_checks.py) and build their graphs
 with the matching pygraph builders, so gdn.py, kda.py and gdn2.py hold only what differs.
@@ -50,7 +50,7 @@ SHARED_DTYPES: Mapping[str, DtypeRule] = {
     "d_final_state": DtypeRule.LIKE_STATE, "state_checkpoints": DtypeRule.FP32_OR_Q,
 }
 
-#: op argument -> graph attribute, where the spellings differ (spec §6.2 vs §1.3).
+#: op argument -> graph attribute, where the spellings differ (docs/LINEAR_ATTENTION.md §5 vs §1.3).
 GRAPH_ATTR_NAMES: Mapping[str, str] = {
     "use_qk_l2norm_in_kernel": "use_qk_l2norm",
     "use_beta_sigmoid_in_kernel": "use_beta_sigmoid",

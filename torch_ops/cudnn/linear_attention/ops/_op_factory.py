@@ -40,7 +40,6 @@ from typing import Any
 import torch
 
 from cudnn.linear_attention.common.cu_seqlens_check import check_cu_seqlens
-from cudnn.linear_attention.ops import _torch_compat
 from cudnn.linear_attention.ops._checks import CheckedCall, check_call
 from cudnn.linear_attention.ops._direct_call import DIRECT, DIRECT_AUTOGRAD, route
 from cudnn.linear_attention.ops._dtype_normalise import DtypeNormaliser, restore_final_state
@@ -75,12 +74,9 @@ def set_training_checkpoints(enabled: bool) -> None:
         raise TypeError(f"set_training_checkpoints: expected a bool, got {type(enabled).__name__}")
     _training_checkpoints_enabled = enabled
 
-# torch's custom-op autograd path re-reads a schema per argument (see _torch_compat)
-_torch_compat.install()
-
 
 def default_scale(head_dim: int) -> float:
-    """1/sqrt(K), the readout scale when none is given (spec §1.1)."""
+    """1/sqrt(K), the readout scale when none is given (docs/LINEAR_ATTENTION.md §1.1)."""
     return 1.0 / math.sqrt(head_dim)
 
 

@@ -59,7 +59,7 @@ def _flag(name: str) -> OpArg:
     return OpArg(name, "bool", False)
 
 
-#: Every argument of the linear-attention ops (spec §6.3), by name.
+#: Every argument of the linear-attention ops (docs/LINEAR_ATTENTION.md §5), by name.
 ARGS: Mapping[str, OpArg] = {a.name: a for a in (
     *(_tensor(n) for n in ("dO", "q", "k", "v", "g", "beta", "w", "cu_seqlens")),
     OpArg("scale", "float"),

@@ -5,7 +5,7 @@ torch.compile traces. Raises TypeError (cudnn.OpTypeError) for a dtype and Value
 (cudnn.OpValueError) for a rank, size, device or flag combination, each naming the op,
 the argument, what was expected and what was given.
 
-States: summaries return their states in float32 (spec §6.4); a call whose k is float64
+States: summaries return their states in float32 (docs/CONTEXT_PARALLEL.md); a call whose k is float64
 keeps float64 states instead, so float64 checks of context parallelism stay exact.
 initial_state / d_final_state must already hold that dtype (the ops never convert).
 """

@@ -1,13 +1,13 @@
 """What the span-summary ops of one family take: ports, dtype rules and argument order.
 
-A summary maps the state entering a span affinely to the state leaving it (spec §3.7):
+A summary maps the state entering a span affinely to the state leaving it (docs/CONTEXT_PARALLEL.md):
 `<family>_summary` returns the leaving state (from initial_state, or zero) and the span's
 transition; `<family>_summary_bwd` returns the gradient w.r.t. the entering state and,
 optionally, the transition in backward orientation. Context parallelism composes them
 across ranks (cudnn.linear_attention.context_parallel).
 
 `SummaryFamily` is data: the pygraph builders, the gate ports with their THD dims, the
-order of the gate flags in the op schemas (spec §6.3) and both schemas, so summary.py
+order of the gate flags in the op schemas (docs/CONTEXT_PARALLEL.md) and both schemas, so summary.py
 only names what differs per family. Dims in the spec's symbols: T tokens, N sequences,
 HO output heads (= g.shape[1]: summaries have no q or no v to derive it from), K, V.
 """

@@ -1,6 +1,6 @@
 """Registration and execution of the span-summary custom ops of one family.
 
-`SummaryOps(family)` registers, with torch.library in the `cudnn` namespace (spec §6.3):
+`SummaryOps(family)` registers, with torch.library in the `cudnn` namespace (docs/CONTEXT_PARALLEL.md):
 - `cudnn::<name>_summary` -> (final_state [N, HO, V, K], transition [N, HO, K, K]);
 - `cudnn::<name>_summary_bwd` -> (d_initial_state [N, HO, V, K], transition);
 the transition is a zero-size tensor unless output_transition (custom ops cannot return

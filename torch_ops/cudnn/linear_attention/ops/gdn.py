@@ -1,6 +1,6 @@
 """Gated DeltaNet (GDN) as torch ops: `gated_delta_net`, `cudnn::gated_delta_net_fwd/_bwd`.
 
-Recurrence (spec ../shared/spec/linear_attention.md §3.1), per sequence and output head,
+Recurrence (docs/LINEAR_ATTENTION.md §3.1), per sequence and output head,
 with a scalar decay alpha_t = exp(g_t) and a scalar beta_t:
 
     S' = alpha_t S_{t-1};  u_t = beta_t (v_t - S'^T k_t);  S_t = S' + k_t u_t^T
@@ -25,7 +25,7 @@ GDN = OpFamily(
     name="gated_delta_net",
     gate_dtypes={"beta": DtypeRule.FP32_OR_Q},
     gate_flags=("use_beta_sigmoid_in_kernel", "allow_neg_eigval", "safe_gate", "gate_domain"),
-    # GDN kernels work in 64-token chunks (spec §6.4): coarser checkpoints are reusable.
+    # GDN kernels work in 64-token chunks (docs/LINEAR_ATTENTION.md §5): coarser checkpoints are reusable.
     checkpoint_chunk=64,
 )
 

@@ -1,7 +1,7 @@
 """Gated DeltaNet-2 (GDN-2) as torch ops: `gated_delta_net_v2`,
 `cudnn::gated_delta_net_v2_fwd/_bwd`.
 
-Recurrence (spec ../shared/spec/linear_attention.md §3.3), per sequence and output head,
+Recurrence (docs/LINEAR_ATTENTION.md §3.3), per sequence and output head,
 with a per-channel decay alpha_t in (0, 1]^K, a channel-wise erase gate b_t (the beta
 port) and a channel-wise write gate w_t:
 
@@ -29,7 +29,7 @@ GDN2 = OpFamily(
     gate_dtypes={"beta": DtypeRule.LIKE_Q, "w": DtypeRule.LIKE_Q},
     gate_flags=("use_beta_sigmoid_in_kernel", "allow_neg_eigval", "beta_guard", "safe_gate",
                 "gate_domain", "gate_lower_bound"),
-    # GDN-2 kernels work in 16-token sub-chunks, as KDA's (spec §6.4).
+    # GDN-2 kernels work in 16-token sub-chunks, as KDA's (docs/LINEAR_ATTENTION.md §5).
     checkpoint_chunk=16,
 )
 
@@ -57,7 +57,7 @@ def gated_delta_net_v2(
             engines read q's dtype; the op converts).
         initial_state: [N, HO, V, K], V-major (transpose FLA's [N, H, K, V] states; the
             shape cannot tell them apart when K == V); final_state likewise.
-        beta_guard: the erase-side safeguard of spec §3.4 (engines that lack it decline).
+        beta_guard: the erase-side safeguard of docs/LINEAR_ATTENTION.md §3.4 (engines that lack it decline).
 
     Returns:
         (o [T, HO, V], final_state), plus state_checkpoints when checkpoint_every_n_tokens.

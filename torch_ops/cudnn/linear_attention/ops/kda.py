@@ -1,7 +1,7 @@
 """Kimi Delta Attention (KDA) as torch ops: `kimi_delta_attention`,
 `cudnn::kimi_delta_attention_fwd/_bwd`.
 
-Recurrence (spec ../shared/spec/linear_attention.md §3.2), per sequence and output head,
+Recurrence (docs/LINEAR_ATTENTION.md §3.2), per sequence and output head,
 with a per-key-channel decay alpha_t = exp(g_t) in (0, 1]^K and a scalar beta_t:
 
     S' = Diag(alpha_t) S_{t-1};  u_t = beta_t (v_t - S'^T k_t);  S_t = S' + k_t u_t^T
@@ -25,7 +25,7 @@ KDA = OpFamily(
     gate_dtypes={"beta": DtypeRule.FP32_OR_Q},
     gate_flags=("use_beta_sigmoid_in_kernel", "allow_neg_eigval", "safe_gate",
                 "gate_lower_bound", "gate_domain"),
-    # KDA kernels work in 16-token sub-chunks (spec §6.4): coarser checkpoints are reusable.
+    # KDA kernels work in 16-token sub-chunks (docs/LINEAR_ATTENTION.md §5): coarser checkpoints are reusable.
     checkpoint_chunk=16,
 )
 

@@ -1,4 +1,4 @@
-"""Span summaries as torch ops (spec §2.3, §3.7, §6.2): the affine map of a span.
+"""Span summaries as torch ops (docs/CONTEXT_PARALLEL.md): the affine map of a span.
 
 For each sequence of cu_seqlens (a span) and output head, the span maps the state X_0
 entering it (V-major [V, K]) to the state leaving it:

@@ -84,7 +84,8 @@ def _carve(workspace, regions) -> dict:
     return out
 
 
-def _compiled(cfg: FrostBwdConfig, arch: str, ffi: str):
+def _compiled(cfg: FrostBwdConfig, arch: str, ffi: str, device=None):
+    """One stage's kernel: loaded or compiled once per process (kernel_store.py)."""
     key = (cfg, arch, ffi)
     fn = _cache.get(key)
     if fn is None:
@@ -94,12 +95,8 @@ def _compiled(cfg: FrostBwdConfig, arch: str, ffi: str):
                 from cudnn.linear_attention.frost.kernels import kernel_store
                 from cudnn.linear_attention.frost.kernels.bwd_compile import compile_bwd
 
-                store = kernel_store.active_store()
-                fn = store.load(cfg, arch, ffi) if store is not None else None
-                if fn is None:
-                    fn = compile_bwd(cfg, arch, ffi=ffi)
-                    if store is not None and store.writable:
-                        store.save(cfg, arch, fn)
+                fn = kernel_store.load_or_compile(
+                    cfg, arch, ffi, lambda: compile_bwd(cfg, arch, ffi=ffi), device)
                 _cache[key] = fn
     return fn
 
@@ -221,7 +218,7 @@ def frost_bwd(*, q, k, v, g, beta, w, cu_seqlens, dO, initial_state, d_final_sta
     arch, ffi = device_arch(q.device), preferred_ffi()
     for stage in cfg.stages:
         if stages is None or stage in stages:
-            _compiled(cfg.with_stage(stage), arch, ffi).launch(tensors, T, N, float(scale), stream)
+            _compiled(cfg.with_stage(stage), arch, ffi, q.device).launch(tensors, T, N, float(scale), stream)
     if stages is None or "grads" in stages:
         with torch.cuda.stream(stream):
             for name, out in (("dq", dq), ("dk", dk), ("dv", dv)):

@@ -43,4 +43,5 @@ def compile_bwd(cfg: FrostBwdConfig, arch: str, host_target: str | None = None, 
     options = f"--gpu-arch {arch}" + (f" --host-target '{host_target}'" if host_target else "")
     if ffi == "tvm":
         options += " --enable-tvm-ffi"
-    return CompiledKernel(cute.compile(kernel, *bwd_fake_args(cfg), options=options), ffi, cfg)
+    return CompiledKernel(cute.compile(kernel, *bwd_fake_args(cfg), options=options), ffi, cfg,
+                          host_target=host_target)

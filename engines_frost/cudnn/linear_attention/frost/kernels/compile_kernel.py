@@ -74,4 +74,5 @@ def compile_fwd(cfg: FrostFwdConfig, arch: str, host_target: str | None = None, 
     options = f"--gpu-arch {arch}" + (f" --host-target '{host_target}'" if host_target else "")
     if ffi == "tvm":
         options += " --enable-tvm-ffi"
-    return CompiledKernel(cute.compile(kernel, *fake_args(cfg), options=options), ffi, cfg)
+    return CompiledKernel(cute.compile(kernel, *fake_args(cfg), options=options), ffi, cfg,
+                          host_target=host_target)

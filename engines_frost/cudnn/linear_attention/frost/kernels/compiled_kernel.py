@@ -50,6 +50,9 @@ class CompiledKernel:
     ffi: str        # "tvm" or "cute" (compile_kernel.FFI_CONVENTIONS)
     cfg: FrostFwdConfig | FrostBwdConfig
     packer: object = dataclasses.field(default=None, compare=False, repr=False)
+    # the CPU its host shim was built for: None for this machine's, else the LLVM target
+    # (kernel_store.GENERIC_X86_64); the kernel store keys on it
+    host_target: str | None = None
 
     def __post_init__(self):
         if self.ffi == "cute" and self.packer is None:

@@ -5,7 +5,7 @@ owning BLOCK_V / 4 rows of the stored state X [V, K] (V-major, X = S^T). Lane l 
 channels l, l + 32, ... of every row it owns, so each warp-wide load or store of a state
 row touches 32 consecutive elements (coalesced without vector loads) and the two
 reductions over K per row and token (the erase read e and the output o) are warp
-reductions. Per token (spec §3.1-3.3, stored orientation):
+reductions. Per token (docs/LINEAR_ATTENTION.md §3.1-3.3, stored orientation):
 
     X' = X Diag(alpha)             decay (scalar alpha for GDN)
     e  = X' (b * k)                b = beta (GDN/KDA) or the erase gate row (GDN-2)
@@ -237,7 +237,7 @@ class FrostDecode:
 
     @cute.jit
     def decay(self, graw, malog, mdtb, h, d):
-        """alpha = exp(gamma) of one gate element (spec §3 pre-processing)."""
+        """alpha = exp(gamma) of one gate element (docs/LINEAR_ATTENTION.md §2)."""
         c = self.cfg
         g = graw.to(Float32)
         alpha = Float32(0.0)

@@ -3,8 +3,8 @@
 ``frost_fwd`` is the one entry point the FROST engines call (GDN, KDA and GDN-2 forward);
 it validates every operand (raising ValueError that names the argument), derives the
 static FrostFwdConfig, gets the CuTe DSL kernel for it on first use (lazily, once per
-config per process, thread-safe): from the precompiled store when FROST_KERNEL_CACHE names
-one (kernel_store.py), else by compiling it (and adding it to that store), and launches
+config per process, thread-safe): from the on-disk kernel cache (kernel_store.py), else by
+compiling it (and adding it to that cache), and launches
 it on the caller's stream. It never reads cu_seqlens on the host and never allocates.
 ``bind_fwd`` does the same checks and lookup without launching and returns the
 ``BoundLaunch`` a caller repeats for operands of the same layout; that object, held by
@@ -17,7 +17,6 @@ from __future__ import annotations
 import dataclasses
 import os
 import threading
-import warnings
 
 from cudnn.linear_attention.common.cu_seqlens_check import check_cu_seqlens, strict_requested
 from cudnn.linear_attention.frost.kernels import kernel_store
@@ -52,41 +51,25 @@ def device_arch(device) -> str:
     return f"sm_{major}{minor}a" if major >= 9 else f"sm_{major}{minor}"
 
 
-def _compiled(cfg: FrostFwdConfig, arch: str, ffi: str | None = None):
+def _compiled(cfg: FrostFwdConfig, arch: str, ffi: str | None = None, device=None):
     """The kernel for cfg on arch in calling convention ffi (default preferred_ffi()), as a
-    compiled_kernel.CompiledKernel: loaded or compiled once per process."""
+    compiled_kernel.CompiledKernel: loaded or compiled once per process (device: named in
+    the log line of a long compile)."""
     key = (cfg, arch, ffi or preferred_ffi())
     fn = _cache.get(key)
     if fn is None:
         with _cache_lock:
             fn = _cache.get(key)
             if fn is None:
-                fn = _load_or_compile(*key)
+                fn = _load_or_compile(*key, device=device)
                 _cache[key] = fn
     return fn
 
 
-def _load_or_compile(cfg: FrostFwdConfig, arch: str, ffi: str):
-    """The precompiled kernel when the store has it, else a fresh compile (then stored)."""
-    store = kernel_store.active_store()
-    if store is None:
-        return compile_fwd(cfg, arch, ffi=ffi)
-    fn = store.load(cfg, arch, ffi)
-    if fn is not None:
-        return fn
-    if store.strict:
-        raise kernel_store.KernelStoreMiss(
-            f"frost_fwd: {kernel_store.STRICT_ENV}=1 and {store.root} has no {arch} {ffi}-convention "
-            f"kernel for {kernel_store.describe(cfg)} ({cfg})")
-    fn = compile_fwd(cfg, arch, ffi=ffi)
-    if store.writable:
-        try:
-            store.save(cfg, arch, fn)
-        except Exception as e:  # a store that cannot take the entry costs nothing but the entry
-            warnings.warn(f"FROST kernel store: could not add {kernel_store.describe(cfg)} to "
-                          f"{store.root} ({type(e).__name__}: {str(e)[:200]})",
-                          kernel_store.KernelStoreWarning, stacklevel=2)
-    return fn
+def _load_or_compile(cfg: FrostFwdConfig, arch: str, ffi: str, device=None):
+    """The kernel from the kernel cache, else a fresh compile (then cached on disk)."""
+    return kernel_store.load_or_compile(cfg, arch, ffi, lambda: compile_fwd(cfg, arch, ffi=ffi),
+                                        device)
 
 
 def _dtype_name(t) -> str:
@@ -163,7 +146,7 @@ def bind_fwd(*, q, k, v, g, beta, w, cu_seqlens, out, initial_state, final_state
         raise _fail("q", "a CUDA tensor (and every other operand on its device)", q.device)
     if launch.N == 0:
         return None
-    return BoundLaunch(launch.config, _compiled(launch.config, device_arch(q.device)),
+    return BoundLaunch(launch.config, _compiled(launch.config, device_arch(q.device), device=q.device),
                        operand_signature(launch.tensors), launch.T, launch.N, float(scale))
 
 

@@ -1,39 +1,50 @@
-"""The precompiled FROST kernel store: compiled forward kernels kept as AOT objects on disk.
+"""The FROST kernel cache on disk: compiled kernels kept as AOT objects across processes.
 
 CuTe DSL's ahead-of-time path (``JitCompiledFunction.dump_to_object`` / ``export_to_c``,
 loaded back by ``cutlass.cute.runtime.load_module``) writes one ELF object per compiled
-kernel: the host launch function plus the sm_90a cubin, with the argument signature as
+kernel: the host launch function plus the cubin, with the argument signature as
 metadata. Loading an object JIT-links it (milliseconds) and never runs the DSL's tracer,
-MLIR pipeline or ptxas, so a store filled on a build machine without a GPU
-(tools/gpu/frost_precompile.py) saves the GPU machine every compile it holds.
+MLIR pipeline or ptxas, which cost 2.5-15 s per kernel configuration. The cache is on by
+default, in a per-user folder; `python -m cudnn precompile` fills it ahead of time
+(docs/CACHING.md).
 
-Layout of a store directory (FROST_KERNEL_CACHE):
+Layout of a cache directory:
     <key>.json            one entry: what was compiled, for what, and its object's sha256
     <key>-<sha12>.o       the object (named by content, so a finished entry never points
                           at a half-written object)
-    manifest.json         written by the precompile tool only; loading never reads it
-The key hashes the FrostFwdConfig, the target arch, the CuTe DSL version and the CUDA
-flavour of its libraries, the host machine type and the kernel sources (KEYED_SOURCES),
-so an entry built from other code or for another config is simply never looked up.
-An entry that is found but unreadable, corrupt or inconsistent is skipped with a
-KernelStoreWarning and the kernel is compiled as if it were absent: a store can cost a
-compile, never a crash or a wrong kernel.
+    .<key>.lock           held while one process compiles that key (others wait, then load)
+    manifest.json         written by the precompile tools only; loading never reads it
+The key hashes the config (forward FrostFwdConfig or backward FrostBwdConfig), the target
+arch, the calling convention, the CuTe DSL version and the CUDA flavour of its libraries,
+the TVM-FFI version (for TVM-FFI kernels), the CPU the host code was built for and the
+text of every kernel source (KEYED_SOURCES): an entry built from other code, by another
+compiler, for another device or convention is never looked up, so a stale kernel cannot
+run. An entry that is found but unreadable, corrupt or inconsistent is skipped with a
+KernelStoreWarning and the kernel is compiled as if it were absent: a cache can cost a
+compile, never a crash or a wrong kernel. Writes are atomic (a temporary file renamed
+into place), so concurrent processes never see half an entry.
 
-Environment: FROST_KERNEL_CACHE=DIR turns the store on (unset: off);
-FROST_KERNEL_CACHE_WRITE=0 keeps it read-only (otherwise what a process compiles is
-added); FROST_KERNEL_CACHE_STRICT=1 makes a miss an error instead of a compile (to prove
-on the GPU that a run compiled nothing). Imports cutlass only inside the functions that
-load or save objects.
+Environment: FROST_KERNEL_CACHE=DIR moves the cache (default
+``${XDG_CACHE_HOME:-~/.cache}/cudnn-pygraph/frost``); FROST_KERNEL_CACHE=0 (or off,
+none, or empty) turns it off; FROST_KERNEL_CACHE_WRITE=0 keeps it read-only (otherwise
+what a process compiles is added); FROST_KERNEL_CACHE_STRICT=1 makes a miss an error
+instead of a compile (to prove that a run compiled nothing). Every compile that takes
+longer than a second logs one line (logger ``cudnn.linear_attention.frost``, INFO).
+Imports cutlass only inside the functions that load or save objects.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import hashlib
 import json
+import logging
 import os
 import platform
+import time
 import warnings
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
@@ -41,7 +52,11 @@ from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
 STORE_ENV = "FROST_KERNEL_CACHE"
 WRITE_ENV = "FROST_KERNEL_CACHE_WRITE"
 STRICT_ENV = "FROST_KERNEL_CACHE_STRICT"
-FORMAT = 2  # bump when the entry layout or the way objects are produced changes (2: ffi)
+FORMAT = 3  # bump when the entry layout or the way objects are produced changes (3: host)
+OFF_VALUES = ("0", "off", "none", "")
+#: compiles longer than this log a line (the cache makes later processes skip them)
+LOG_COMPILE_SECONDS = 1.0
+_log = logging.getLogger("cudnn.linear_attention.frost")
 # Every kernels/ file whose text can change a compiled kernel: the kernel classes, what
 # they import, the launch ABI and compile_kernel.py (algorithm name -> class, compile
 # options). fwd.py (checks, caches, launch) is left out: editing it keeps the store valid.
@@ -101,22 +116,52 @@ def source_hash(directory: str | None = None) -> str:
 @functools.lru_cache(maxsize=1)
 def toolchain() -> dict[str, str]:
     """What besides the config decides an object's content: the CuTe DSL release, the CUDA
-    flavour its libraries were built for, the host machine type and the kernel sources."""
+    flavour its libraries were built for, the TVM-FFI release, the host machine type and
+    the kernel sources."""
+    import importlib.metadata
+
     import cutlass
     from cutlass.base_dsl.version_info import CUDA_VERSION
 
+    try:
+        tvm_ffi = importlib.metadata.version("apache-tvm-ffi")
+    except importlib.metadata.PackageNotFoundError:
+        tvm_ffi = "-"
     return {"cutlass_dsl": str(cutlass.__version__),
-            "dsl_cuda": f"{CUDA_VERSION.major}.{CUDA_VERSION.minor}",
+            "dsl_cuda": f"{CUDA_VERSION.major}.{CUDA_VERSION.minor}", "tvm_ffi": tvm_ffi,
             "machine": platform.machine(), "sources": source_hash()}
 
 
-def key_fields(cfg: FrostFwdConfig, arch: str, ffi: str, tools: dict[str, str]) -> dict:
-    """ffi: the kernel's host calling convention (compile_kernel.FFI_CONVENTIONS)."""
-    return {"format": FORMAT, "config": dataclasses.asdict(cfg), "arch": arch, "ffi": ffi, **tools}
+@functools.cache
+def host_id(host_target: str | None = None) -> str:
+    """The CPU a kernel's host code targets: `host_target` (an LLVM target, e.g.
+    GENERIC_X86_64) when given, else this machine's (its CPU feature flags: code built for
+    one CPU may use instructions another lacks)."""
+    if host_target:
+        return host_target
+    flags = ""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            flags = next((line for line in f if line.startswith(("flags", "Features"))), "")
+    except OSError:
+        pass
+    digest = hashlib.sha256(" ".join(sorted(flags.split(":", 1)[-1].split())).encode())
+    return f"native-{platform.machine()}-{digest.hexdigest()[:12]}"
 
 
-def entry_key(cfg: FrostFwdConfig, arch: str, ffi: str, tools: dict[str, str] | None = None) -> str:
-    fields = key_fields(cfg, arch, ffi, toolchain() if tools is None else tools)
+def key_fields(cfg, arch: str, ffi: str, tools: dict[str, str],
+               host: str | None = None) -> dict:
+    """ffi: the kernel's host calling convention (compile_kernel.FFI_CONVENTIONS); host:
+    host_id() of the CPU its host code targets (default: this machine's). The TVM-FFI
+    release keys only TVM-FFI kernels."""
+    tools = {k: v for k, v in tools.items() if ffi == "tvm" or k != "tvm_ffi"}
+    return {"format": FORMAT, "config": dataclasses.asdict(cfg), "arch": arch, "ffi": ffi,
+            "host": host or host_id(), **tools}
+
+
+def entry_key(cfg, arch: str, ffi: str, tools: dict[str, str] | None = None,
+              host: str | None = None) -> str:
+    fields = key_fields(cfg, arch, ffi, toolchain() if tools is None else tools, host)
     return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:32]
 
 
@@ -142,19 +187,20 @@ class KernelStore:
     def sidecar(self, key: str) -> Path:
         return self.root / f"{key}.json"
 
-    def load(self, cfg: FrostFwdConfig, arch: str, ffi: str):
-        """The stored kernel for (cfg, arch, calling convention ffi) as a
-        compiled_kernel.CompiledKernel, or None (no entry; or a bad one, with a
-        KernelStoreWarning)."""
+    def load(self, cfg: FrostFwdConfig, arch: str, ffi: str, host_target: str | None = None):
+        """The stored kernel for (cfg, arch, calling convention ffi, host code for
+        host_target: default this machine) as a compiled_kernel.CompiledKernel, or None (no
+        entry; or a bad one, with a KernelStoreWarning)."""
         tools = toolchain()
-        key = entry_key(cfg, arch, ffi, tools)
+        host = host_id(host_target)
+        key = entry_key(cfg, arch, ffi, tools, host)
         path = self.sidecar(key)
         if not path.is_file():
             return None
         try:
             entry = json.loads(path.read_text())
             # compared as JSON reads them back: tuple fields (skip_stages) come back as lists
-            expected = json.loads(json.dumps(key_fields(cfg, arch, ffi, tools)))
+            expected = json.loads(json.dumps(key_fields(cfg, arch, ffi, tools, host)))
             wrong = sorted(k for k, v in expected.items() if entry.get(k) != v)
             if wrong:
                 return _warn(path, f"its {', '.join(wrong)} differ from the requested kernel's")
@@ -173,24 +219,46 @@ class KernelStore:
             return _warn(obj, why)
         from cudnn.linear_attention.frost.kernels.compiled_kernel import CompiledKernel
 
-        return CompiledKernel(fn, ffi, cfg)
+        return CompiledKernel(fn, ffi, cfg, host_target=host_target)
 
     def save(self, cfg: FrostFwdConfig, arch: str, kernel) -> Path:
-        """Export a compiled_kernel.CompiledKernel (compile_fwd's result for cfg and arch) as
-        an entry; returns the entry's sidecar path. Raises OSError / the DSL's errors on
-        failure."""
+        """Export a compiled_kernel.CompiledKernel (compile_fwd's or compile_bwd's result for
+        cfg and arch) as an entry; returns the entry's sidecar path. Raises OSError / the
+        DSL's errors on failure."""
         ffi = kernel.ffi
-        key = entry_key(cfg, arch, ffi)
+        host = host_id(getattr(kernel, "host_target", None))
+        key = entry_key(cfg, arch, ffi, host=host)
         data = _dump_object(kernel.fn, symbol_prefix(key), ffi)
         digest = hashlib.sha256(data).hexdigest()
         self.root.mkdir(parents=True, exist_ok=True)
         obj = self.root / f"{key}-{digest[:12]}.o"
         _write_atomic(obj, data)
-        entry = {**key_fields(cfg, arch, ffi, toolchain()), "key": key, "object": obj.name,
+        entry = {**key_fields(cfg, arch, ffi, toolchain(), host), "key": key, "object": obj.name,
                  "sha256": digest, "bytes": len(data), "describe": describe(cfg)}
         path = self.sidecar(key)
         _write_atomic(path, json.dumps(entry, indent=1, sort_keys=True).encode())
         return path
+
+    @contextlib.contextmanager
+    def compiling(self, cfg, arch: str, ffi: str) -> Iterator[None]:
+        """Held while this process compiles (cfg, arch, ffi): another process that wants the
+        same kernel waits here, then finds the entry instead of compiling it again. A
+        cache folder that cannot be written is used without the lock."""
+        key = entry_key(cfg, arch, ffi)
+        try:
+            import fcntl
+
+            self.root.mkdir(parents=True, exist_ok=True)
+            handle = open(self.root / f".{key}.lock", "a+b")
+        except (ImportError, OSError):
+            yield
+            return
+        with handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
 
     def entries(self) -> list[dict]:
         """Every readable entry's sidecar (the precompile tool's manifest and pruning)."""
@@ -205,13 +273,78 @@ class KernelStore:
         return out
 
 
+def default_root() -> Path:
+    """The per-user cache folder: ${XDG_CACHE_HOME:-~/.cache}/cudnn-pygraph/frost."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "cudnn-pygraph" / "frost"
+
+
 def active_store() -> KernelStore | None:
-    """The store FROST_KERNEL_CACHE names (read on every call, so tests can switch it)."""
-    root = os.environ.get(STORE_ENV, "").strip()
-    if not root:
+    """The cache this process uses (None: turned off). The environment is read on every
+    call, so tests and tools can switch it."""
+    root = os.environ.get(STORE_ENV)
+    if root is not None and root.strip().lower() in OFF_VALUES:
         return None
-    return KernelStore(Path(root), writable=os.environ.get(WRITE_ENV, "1") != "0",
+    return KernelStore(Path(root.strip()) if root is not None else default_root(),
+                       writable=os.environ.get(WRITE_ENV, "1") != "0",
                        strict=os.environ.get(STRICT_ENV, "0") == "1")
+
+
+def describe_store() -> str:
+    """One line: where the cache is and what it holds (`python -m cudnn env`)."""
+    store = active_store()
+    if store is None:
+        return f"off ({STORE_ENV}={os.environ.get(STORE_ENV)!r})"
+    entries = store.entries() if store.root.is_dir() else []
+    size = sum(e.get("bytes") or 0 for e in entries)
+    mode = "read-only" if not store.writable else "strict" if store.strict else "read-write"
+    return f"{store.root} ({len(entries)} kernels, {size / 2**20:.1f} MiB, {mode})"
+
+
+def load_or_compile(cfg, arch: str, ffi: str, compile_fn: Callable[[], object],
+                    device: object = None):
+    """The kernel for (cfg, arch, ffi): from the active cache, else compile_fn() (then
+    added to the cache). A kernel precompiled for a generic host in the DSL's own calling
+    convention (`python -m cudnn precompile` without a GPU) serves when the cache has no
+    kernel in ffi for this machine. A compile longer than LOG_COMPILE_SECONDS logs a line
+    naming the kernel, the device (`device`, else the arch) and the time."""
+    store = active_store()
+    if store is None:
+        return _timed_compile(cfg, arch, ffi, compile_fn, device, None)
+    fn = store.load(cfg, arch, ffi)
+    if fn is None:
+        fn = store.load(cfg, arch, "cute", GENERIC_X86_64)
+    if fn is not None:
+        return fn
+    if store.strict:
+        raise KernelStoreMiss(
+            f"FROST: {STRICT_ENV}=1 and {store.root} has no {arch} {ffi}-convention "
+            f"kernel for {describe(cfg)} ({cfg})")
+    with store.compiling(cfg, arch, ffi) if store.writable else contextlib.nullcontext():
+        fn = store.load(cfg, arch, ffi)  # another process may have compiled it meanwhile
+        if fn is not None:
+            return fn
+        fn = _timed_compile(cfg, arch, ffi, compile_fn, device, store if store.writable else None)
+        if store.writable:
+            try:
+                store.save(cfg, arch, fn)
+            except Exception as e:  # a cache that cannot take the entry costs only the entry
+                warnings.warn(f"FROST kernel cache: could not add {describe(cfg)} to "
+                              f"{store.root} ({type(e).__name__}: {str(e)[:200]})",
+                              KernelStoreWarning, stacklevel=3)
+    return fn
+
+
+def _timed_compile(cfg, arch, ffi, compile_fn, device, store):
+    start = time.perf_counter()
+    fn = compile_fn()
+    seconds = time.perf_counter() - start
+    if seconds > LOG_COMPILE_SECONDS:
+        where = f"; cached in {store.root}" if store is not None else "; no kernel cache"
+        target = f"{arch} ({device})" if device is not None else arch
+        _log.info("FROST: compiled %s for %s, %s convention, in %.1f s%s", describe(cfg),
+                  target, ffi, seconds, where)
+    return fn
 
 
 def _write_atomic(path: Path, data: bytes) -> None:

@@ -1,7 +1,7 @@
 """FROST span summaries (gdn/kda/gdn2 _summary and _summary_bwd) built on the FROST
 forward and backward kernels, no kernel of their own.
 
-A span maps its entering state affinely: X_L = X_0 M^T + D (stored V-major, spec §3.7).
+A span maps its entering state affinely: X_L = X_0 M^T + D (stored V-major, docs/CONTEXT_PARALLEL.md).
 - final_state: the forward kernel run on the span (k, v, gates, initial_state), its
   readout discarded: the state chain is the forward's own.
 - transition M^T: the forward kernel run with v = 0 (and GDN-2's w = 0), so nothing is

@@ -1,0 +1,150 @@
+"""`python -m cudnn precompile OP... [shape flags]`: fill the kernel caches ahead of time.
+
+With a GPU (the default, `--devices 0,1` for several): runs each op (gdn, kda, gdn2)
+through its public torch function at the given shape on each device, forward and (with
+`--backward`) backward, so whatever engine the planner picks compiles its kernels into its
+cache (FROST's and cuTile's, docs/CACHING.md); later processes load them in
+milliseconds.
+
+Without a GPU (`--arch sm_90a`, e.g. in a container build): cross-compiles the FROST
+kernels those calls launch for that arch, in the CuTe DSL's own calling convention with
+host code for any x86-64 CPU, using `--jobs` processes. (cuTile kernels compile only where
+a GPU is visible.) Each finished kernel prints a progress line.
+
+    python -m cudnn precompile gdn kda --seqs 8 --seq_len 4096 --backward
+    python -m cudnn precompile gdn --arch sm_90a --jobs 8 --heads 16 --head_dim 128
+"""
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+import multiprocessing
+import os
+import time
+from collections.abc import Sequence
+
+from absl import app, flags
+
+from cudnn.cli import shapes
+
+DEVICES = flags.DEFINE_list("devices", None, "CUDA device indices to compile for (default: all)")
+ARCH = flags.DEFINE_string("arch", None, "cross-compile FROST kernels for this arch (e.g. "
+                           "sm_90a) without running anything: no GPU needed")
+JOBS = flags.DEFINE_integer("jobs", os.cpu_count() or 1, "compile processes for --arch")
+
+FUNCTIONS = {"gdn": "gated_delta_net", "kda": "kimi_delta_attention",
+             "gdn2": "gated_delta_net_v2"}
+
+
+def run_on_devices(ops: Sequence[str], shape: shapes.Shape, devices: Sequence[int],
+                   backward: bool) -> None:
+    import torch
+
+    from cudnn.linear_attention import ops as la_ops
+
+    jobs = [(op, d) for d in devices for op in ops]
+    for i, (op, index) in enumerate(jobs, 1):
+        device = torch.device("cuda", index)
+        args = shapes.torch_inputs(op, shape, device)
+        if backward:
+            for name in ("q", "k", "v"):
+                args[name].requires_grad_(True)
+        start = time.perf_counter()
+        fn = getattr(la_ops, FUNCTIONS[op])
+        o, _ = fn(**args, output_final_state=shape.final_state, use_qk_l2norm_in_kernel=shape.l2norm)
+        if backward:
+            o.float().sum().backward()
+        torch.cuda.synchronize(device)
+        print(f"[{i}/{len(jobs)}] {op} on cuda:{index} ({torch.cuda.get_device_name(device)})"
+              f"{' fwd+bwd' if backward else ' fwd'}: {time.perf_counter() - start:.1f} s",
+              flush=True)
+
+
+def frost_configs(ops: Sequence[str], shape: shapes.Shape, backward: bool) -> list:
+    """The FROST kernel configs the public ops launch for `ops` at `shape` (forward, and
+    the three backward stages), derived from CPU tensors by the launchers' own checks."""
+    from cudnn.linear_attention.frost.kernels import frost_configs as derive
+
+    found = []
+    for op in ops:
+        args = shapes.torch_inputs(op, shape, "cpu")
+        found += derive.call_configs(op, args, final_state=shape.final_state,
+                                     l2norm=shape.l2norm, backward=backward)
+    return list(dict.fromkeys(found))
+
+
+def _compile_one(cfg_blob: bytes, arch: str) -> float:
+    """Worker: cross-compile one config and add it to the kernel cache."""
+    import pickle
+
+    from cudnn.linear_attention.frost.kernels import frost_configs as derive
+
+    start = time.perf_counter()
+    derive.compile_into_cache(pickle.loads(cfg_blob), arch)
+    return time.perf_counter() - start
+
+
+def cross_compile(configs: list, arch: str, jobs: int) -> int:
+    """Compile every config missing from the cache; returns the number of failures."""
+    import pickle
+
+    from cudnn.linear_attention.frost.kernels import frost_configs as derive
+    from cudnn.linear_attention.frost.kernels import kernel_store
+
+    store = kernel_store.active_store()
+    if store is None:
+        raise app.UsageError(f"the FROST kernel cache is off ({kernel_store.STORE_ENV}); "
+                             "set it to a folder to precompile into")
+    todo = [c for c in configs if not derive.is_cached(store, c, arch)]
+    print(f"FROST: {len(configs)} kernel configs, {len(configs) - len(todo)} already in "
+          f"{store.root}; compiling {len(todo)} for {arch} with {jobs} process(es)", flush=True)
+    failures = 0
+    ctx = multiprocessing.get_context("spawn")  # fresh interpreters: no MLIR state crosses a fork
+    with concurrent.futures.ProcessPoolExecutor(max_workers=max(1, jobs), mp_context=ctx) as pool:
+        futures = {pool.submit(_compile_one, pickle.dumps(c), arch): c for c in todo}
+        for i, fut in enumerate(concurrent.futures.as_completed(futures), 1):
+            what = kernel_store.describe(futures[fut])
+            try:
+                print(f"[{i}/{len(todo)}] {what}: {fut.result():.1f} s", flush=True)
+            except Exception as e:  # report every kernel, then fail
+                failures += 1
+                print(f"[{i}/{len(todo)}] {what}: FAILED: {type(e).__name__}: {e}", flush=True)
+    return failures
+
+
+def frost_arches() -> list[str]:
+    """The --arch values FROST has kernels for: the targets its launches compile for."""
+    from cudnn.linear_attention.frost.runtime_probe import KERNEL_ARCHS
+
+    return [f"sm_{sm}{'a' if sm >= 90 else ''}" for sm in sorted(KERNEL_ARCHS)]
+
+
+def main(argv: Sequence[str]) -> None:
+    ops = list(argv[1:])
+    unknown = [op for op in ops if op not in shapes.LINEAR_ATTENTION]
+    if not ops or unknown:
+        raise app.UsageError(f"name the ops to precompile from {shapes.LINEAR_ATTENTION}"
+                             + (f" (unknown: {unknown})" if unknown else ""))
+    logging.getLogger("cudnn").setLevel(logging.INFO)  # the compile lines
+    shape = shapes.shape_from_flags()
+    print(f"precompile {' '.join(ops)}: {shape.describe()}", flush=True)
+    start = time.perf_counter()
+    if ARCH.value:
+        if ARCH.value not in frost_arches():
+            raise app.UsageError(f"--arch: expected one of {frost_arches()} (the GPU targets "
+                                 f"FROST has kernels for), got {ARCH.value!r}")
+        failures = cross_compile(frost_configs(ops, shape, shapes.BACKWARD.value), ARCH.value,
+                                 JOBS.value)
+        if failures:
+            raise SystemExit(f"{failures} kernel(s) failed to compile")
+    else:
+        import torch
+
+        if not torch.cuda.is_available():
+            raise app.UsageError("no CUDA device is visible: pass --arch (e.g. sm_90a) to "
+                                 "cross-compile the FROST kernels instead")
+        devices = [int(d) for d in DEVICES.value] if DEVICES.value else \
+            list(range(torch.cuda.device_count()))
+        run_on_devices(ops, shape, devices, shapes.BACKWARD.value)
+    print(f"done in {time.perf_counter() - start:.1f} s", flush=True)
+

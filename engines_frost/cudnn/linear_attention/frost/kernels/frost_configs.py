@@ -1,0 +1,76 @@
+"""Which FROST kernels a public op call launches, and compiling them into the kernel cache
+without a GPU (`python -m cudnn precompile --arch`).
+
+`call_configs(op, args, ...)` takes the keyword arguments of a public function
+(gated_delta_net, kimi_delta_attention, gated_delta_net_v2) as CPU tensors and derives,
+through the launchers' own checks (fwd.check_operands, bwd.check_bwd_operands), the
+forward config and, with `backward`, the three backward stage configs that the FROST
+engines would launch for tensors laid out like those: the forward with the default
+algorithm, an fp32 final state when the call asks for one; the backward with and without
+an fp32 gradient of the final state. Vector gates also get the config of a gate at an
+address that is not 16-byte aligned. `compile_into_cache(cfg, arch)` cross-compiles one
+config with host code for any x86-64 CPU in the DSL's own calling convention (what a
+machine without the target GPU can build) and adds it to the active kernel cache, where
+the launchers find it (kernel_store.load_or_compile).
+"""
+from __future__ import annotations
+
+import dataclasses
+
+from cudnn.linear_attention.frost.kernels import kernel_store
+
+_OUTPUTS = ("o", "final_state")
+
+
+def call_configs(op: str, args: dict, *, final_state: bool, l2norm: bool,
+                 backward: bool) -> list:
+    """The forward (and backward stage) configs for a call of family `op` with `args`."""
+    import torch
+
+    from cudnn.linear_attention.frost.kernels.bwd import check_bwd_operands
+    from cudnn.linear_attention.frost.kernels.bwd_config import STAGES
+    from cudnn.linear_attention.frost.kernels.fwd import DEFAULT_ALGORITHM, check_operands
+
+    q, v, g, beta = args["q"], args["v"], args["g"], args["beta"]
+    T, HO, V, K = q.shape[0], max(q.shape[1], v.shape[1]), v.shape[2], q.shape[2]
+    N = args["cu_seqlens"].numel() - 1
+    h0 = args.get("initial_state")
+    flags = dict(use_l2norm=l2norm, gate_per_channel=g.dim() == 3,
+                 beta_per_channel=beta.dim() == 3)
+    inputs = {name: args.get(name) for name in ("q", "k", "v", "g", "beta", "w", "cu_seqlens")}
+    fwd = check_operands(**inputs, out=torch.empty(T, HO, V, dtype=q.dtype), initial_state=h0,
+                         final_state=torch.empty(N, HO, V, K) if final_state else None,
+                         algorithm=DEFAULT_ALGORITHM, **flags).config
+    found = [fwd]
+    if backward:
+        grads = {"dq": torch.empty_like(q), "dk": torch.empty_like(args["k"]),
+                 "dv": torch.empty_like(v), "dg": torch.empty_like(g),
+                 "dbeta": torch.empty_like(beta),
+                 "dw": torch.empty_like(args["w"]) if args.get("w") is not None else None,
+                 "d_initial_state": torch.empty_like(h0) if h0 is not None else None}
+        for dht in ((None, torch.empty(N, HO, V, K)) if final_state else (None,)):
+            cfg, _, _ = check_bwd_operands(**inputs, dO=torch.empty(T, HO, V, dtype=q.dtype),
+                                           initial_state=h0, d_final_state=dht, **grads, **flags)
+            found += [cfg.with_stage(stage) for stage in STAGES]
+    if fwd.gate_per_channel and fwd.gate_align16:
+        found.append(dataclasses.replace(fwd, gate_align16=False))
+    return list(dict.fromkeys(found))
+
+
+def is_cached(store: kernel_store.KernelStore, cfg, arch: str) -> bool:
+    """Whether the cache already has cfg's portable precompiled kernel for arch."""
+    key = kernel_store.entry_key(cfg, arch, "cute", host=kernel_store.GENERIC_X86_64)
+    return store.sidecar(key).is_file()
+
+
+def compile_into_cache(cfg, arch: str) -> None:
+    """Cross-compile cfg for arch (no GPU needed) and add it to the active kernel cache."""
+    store = kernel_store.active_store()
+    if store is None:
+        raise RuntimeError(f"the FROST kernel cache is off ({kernel_store.STORE_ENV})")
+    if hasattr(cfg, "stage"):
+        from cudnn.linear_attention.frost.kernels.bwd_compile import compile_bwd as compile_fn
+    else:
+        from cudnn.linear_attention.frost.kernels.compile_kernel import compile_fwd as compile_fn
+    kernel = compile_fn(cfg, arch, host_target=kernel_store.GENERIC_X86_64, ffi="cute")
+    store.save(cfg, arch, kernel)
