@@ -78,7 +78,8 @@ def test_precompile_derives_the_frost_kernels_of_each_call():
     assert [c.algorithm for c in fwd_only] == ["v2"] and fwd_only[0].has_final_state
     both = precompile.frost_configs(["gdn", "kda"], shape, backward=True)
     stages = sorted({c.stage for c in both if isinstance(c, FrostBwdConfig)})
-    assert stages == ["chain", "grads", "states"]
+    assert stages == ["chain", "grads", "states", "values"]   # bf16 training: checkpoints too
+    assert any(not isinstance(c, FrostBwdConfig) and c.write_checkpoints for c in both)
     # KDA's vector gates: the aligned and the unaligned forward config
     assert {c.gate_align16 for c in both if not isinstance(c, FrostBwdConfig)
             and c.gate_per_channel} == {True, False}
