@@ -126,11 +126,11 @@ def bench_fla_kda_fwd(inp, reps):
     return cuda_median_ms(lambda: chunk_kda(*args, cu_seqlens=cu64), reps)
 
 
-def op_fwd_bwd_runner(inp, family: str, plan_name: str | None = None, checkpoints: bool = True):
+def op_fwd_bwd_runner(inp, family: str, plan_name: str | None = None, checkpoints: bool = False):
     """The public torch op as a user trains with it: forward, then autograd's backward
     (torch.autograd.grad w.r.t. every input); the planner's choice of engines unless
-    plan_name pins one (forward and backward). checkpoints=False: without the training
-    checkpoints (the backward recomputes the states; torch_ops/README.md)."""
+    plan_name pins one (forward and backward). checkpoints=True: with the opt-in training
+    checkpoints (the backward reads the forward's states; torch_ops/README.md)."""
     from cudnn.linear_attention import ops
 
     q, k, v, g, beta, cu = inp
@@ -145,12 +145,12 @@ def op_fwd_bwd_runner(inp, family: str, plan_name: str | None = None, checkpoint
     pinned = {} if plan_name is None else {"plan_name": plan_name}
 
     def step():
-        ops.set_training_checkpoints(checkpoints)
+        previous = ops.set_training_checkpoints(checkpoints)
         try:
             o = fn(*leaves, *extra, cu, **pinned)[0]
             torch.autograd.grad(o, leaves + extra, d_out)
         finally:
-            ops.set_training_checkpoints(True)
+            ops.set_training_checkpoints(previous)
     return step
 
 
@@ -175,22 +175,22 @@ def bench_fla_fwd_bwd(family: str):
 CASES_BWD = [
     ("GDN fwd+bwd", False, [
         ("op FROST", lambda inp, reps: cuda_median_ms(op_fwd_bwd_runner(inp, "gdn"), reps)),
-        ("op FROST recompute", lambda inp, reps: cuda_median_ms(
-            op_fwd_bwd_runner(inp, "gdn", checkpoints=False), reps)),
+        ("op FROST checkpoints", lambda inp, reps: cuda_median_ms(
+            op_fwd_bwd_runner(inp, "gdn", checkpoints=True), reps)),
         ("op cuTile", lambda inp, reps: cuda_median_ms(op_fwd_bwd_runner(inp, "gdn", "gdn_cutile"), reps)),
         ("cuTile", lambda inp, reps: cuda_median_ms(cutile_fwd_bwd_runner(inp, False), reps)),
         ("FLA 0.6", bench_fla_fwd_bwd("gdn"))]),
     ("KDA fwd+bwd", True, [
         ("op FROST", lambda inp, reps: cuda_median_ms(op_fwd_bwd_runner(inp, "kda"), reps)),
-        ("op FROST recompute", lambda inp, reps: cuda_median_ms(
-            op_fwd_bwd_runner(inp, "kda", checkpoints=False), reps)),
+        ("op FROST checkpoints", lambda inp, reps: cuda_median_ms(
+            op_fwd_bwd_runner(inp, "kda", checkpoints=True), reps)),
         ("op cuTile", lambda inp, reps: cuda_median_ms(op_fwd_bwd_runner(inp, "kda", "kda_cutile"), reps)),
         ("cuTile", lambda inp, reps: cuda_median_ms(cutile_fwd_bwd_runner(inp, True), reps)),
         ("FLA 0.6", bench_fla_fwd_bwd("kda"))]),
     ("GDN-2 fwd+bwd", True, [
         ("op FROST", lambda inp, reps: cuda_median_ms(op_fwd_bwd_runner(inp, "gdn2"), reps)),
-        ("op FROST recompute", lambda inp, reps: cuda_median_ms(
-            op_fwd_bwd_runner(inp, "gdn2", checkpoints=False), reps))]),
+        ("op FROST checkpoints", lambda inp, reps: cuda_median_ms(
+            op_fwd_bwd_runner(inp, "gdn2", checkpoints=True), reps))]),
 ]
 
 CASES = [

@@ -135,7 +135,7 @@ def test_layer_on_the_engines_matches_the_torch_path(tf, case):
             outs = [layer(steps[:, :64], cache_params=cache)]
             outs += [layer(steps[:, i:i + 1], cache_params=cache) for i in range(64, 70)]
     decode = [rel(a, b) for a, b in zip(outs, outs_ref)]
-    state = rel(cache.get_recurrent_state(0), ref_cache.get_recurrent_state(0))
+    state = rel(tiny.recurrent_state(cache, 0), tiny.recurrent_state(ref_cache, 0))
     print(case, "decode", decode, "state", state)
     assert max(decode) <= OUT_BOUND and state <= OUT_BOUND
 

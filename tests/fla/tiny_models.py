@@ -69,3 +69,22 @@ def kda_layer(config, seed: int = 0) -> torch.nn.Module:
 def new_cache(config):
     from transformers import DynamicCache
     return DynamicCache(config=config)
+
+
+def recurrent_state(cache, layer: int):
+    """The recurrent state a DynamicCache holds for linear-attention layer `layer`, across
+    transformers versions: `get_recurrent_state` where it exists (5.2x), else the state
+    kept on the cache's layer object or on the cache itself (older 5.x, e.g. 5.17)."""
+    get = getattr(cache, "get_recurrent_state", None)
+    if get is not None:
+        return get(layer)
+    layers = getattr(cache, "layers", None)
+    candidates = ([(layers[layer], 0)] if layers is not None else []) + [(cache, layer)]
+    for holder, index in candidates:
+        states = getattr(holder, "recurrent_states", None)
+        if states is None:
+            continue
+        if isinstance(states, (dict, list, tuple)):
+            return states[index]
+        return states
+    raise AttributeError(f"{type(cache).__name__}: no recurrent state found for layer {layer}")

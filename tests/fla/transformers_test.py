@@ -25,7 +25,7 @@ import torch.nn.functional as F
 import cudnn.linear_attention.fla as cfla
 from tests.fla import transformers_reference as tf_ref
 from tests.fla.tiny_models import (gated_delta_net_layer, kda_layer, kimi_linear_config,
-                                   new_cache, qwen3_next_config)
+                                   new_cache, qwen3_next_config, recurrent_state)
 from tests.reference.compare import assert_rel_close
 from tests.torch_ops.reference_engine import reference_engine, reference_engines_installed
 
@@ -214,7 +214,7 @@ def test_layer_prefill_then_decode_matches_the_torch_path(case):
                      for i in range(steps.shape[1])]
     for i, (out, ref) in enumerate(zip(outs, outs_ref)):
         assert_rel_close(f"output of call {i}", out, ref, BOUND)
-    state, state_ref = cache.get_recurrent_state(0), ref_cache.get_recurrent_state(0)
+    state, state_ref = recurrent_state(cache, 0), recurrent_state(ref_cache, 0)
     assert state.shape == state_ref.shape and state.dtype == state_ref.dtype
     assert_rel_close("cached recurrent state", state, state_ref, BOUND)
 

@@ -129,7 +129,11 @@ def test_training_keeps_forward_checkpoints_for_the_backward(case, fresh_caches)
     config = CASES[case]
     inputs = leaves(make_inputs(config, seed=21))
     dO, d_final = make_grad_outputs(config, seed=22)
-    results = call_op(inputs)
+    previous = ops.set_training_checkpoints(True)  # opt-in
+    try:
+        results = call_op(inputs)
+    finally:
+        ops.set_training_checkpoints(previous)
     assert len(results) == 2
     torch.autograd.backward(list(results), [dO, d_final])
 

@@ -1,6 +1,6 @@
-"""Training checkpoints on a CPU: an eager forward that records autograd asks for state
-checkpoints every 64 tokens when the engine serving it takes them, keeps them for the
-backward, and the backward graph reads them (_op_factory.FamilyOps
+"""Training checkpoints on a CPU (the opt-in switch on): an eager forward that records
+autograd asks for state checkpoints every 64 tokens when the engine serving it takes
+them, keeps them for the backward, and the backward graph reads them (_op_factory.FamilyOps
 ._with_training_checkpoints); otherwise the old path, unchanged.
 
 A test engine (the GDN reference engine that also serves checkpoints at cadence 64)
@@ -79,6 +79,25 @@ def _check_all_but_checkpoints(engine, graph, facts) -> None:
         ref.linear_attention_facts = original
 
 
+@pytest.fixture(autouse=True)
+def switched_on():
+    """The behaviour is opt-in (ops.set_training_checkpoints): on for these tests."""
+    previous = ops.set_training_checkpoints(True)
+    yield
+    ops.set_training_checkpoints(previous)
+
+
+def test_off_by_default():
+    """A fresh process starts with the switch off (the measured default)."""
+    import os
+    import subprocess
+    import sys
+    code = ("from cudnn.linear_attention import ops; "
+            "assert ops.set_training_checkpoints(False) is False")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    subprocess.run([sys.executable, "-c", code], check=True, env=env)
+
+
 @pytest.fixture
 def checkpointing():
     with reference_engines_installed({"gdn": CheckpointingGdn}):
@@ -130,7 +149,7 @@ def test_checkpoints_the_caller_asks_for_are_returned_and_reused(checkpointing):
 
 
 def test_the_switch_turns_it_off(checkpointing):
-    ops.set_training_checkpoints(False)
+    assert ops.set_training_checkpoints(False) is True
     try:
         o, _ = call_op(leaves(make_inputs(CONFIG, seed=10)))
         o.sum().backward()

@@ -8,8 +8,8 @@ a cached single-node graph through the graph API; whichever engine the planner r
 first runs it. `graph_caches()`, `clear_graph_caches()` and `set_graph_cache_size()`
 inspect and manage the per-op graph caches; `set_autotune(True)` (or `CUDNN_AUTOTUNE=1`)
 times every plan of a new call signature once and keeps the fastest (recorded winners are
-used without it); `set_training_checkpoints(False)` stops training forwards from keeping
-state checkpoints for the backward (torch_ops/README.md).
+used without it); `set_training_checkpoints(True)` makes training forwards keep state
+checkpoints for the backward (opt-in; torch_ops/README.md).
 """
 from __future__ import annotations
 

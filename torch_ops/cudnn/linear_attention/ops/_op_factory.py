@@ -17,8 +17,9 @@ reads the states instead of recomputing them, and returns only (o, final_state).
 cost device memory from the forward until the backward: [T // 64 + N, HO, V, K] in q's
 dtype (bf16: 2/64 of a [T, HO, V, K] state per token, i.e. V*K/32 bytes per token and
 head, 512 B at K = V = 128; 272 MB for 8 x 4096 tokens and 16 heads). Otherwise, and for
-calls under torch.compile or dispatch modes, the backward recomputes them as before;
-`set_training_checkpoints(False)` turns the behaviour off.
+calls under torch.compile or dispatch modes, the backward recomputes them as before.
+Opt-in: `set_training_checkpoints(True)` turns the behaviour on (off by default: slower
+on the H200 so far, see below).
 
 A kernel looks the call's configuration up in the op's bounded graph cache
 (_graph_cache.py), the torch-op layer's one cache. On a miss it checks the call,
@@ -62,17 +63,22 @@ _Results = tuple[torch.Tensor, ...]
 #: the cadence a training forward asks for on its own: one 64-token chunk of the chunked
 #: kernels (the granularity at which a backward can reuse forward states).
 TRAINING_CHECKPOINT_EVERY = 64
-_training_checkpoints_enabled = True
+# Off by default: on the H200 (8 x 4096 tokens, 16 heads, K = V = 128, bf16) the op's
+# forward + backward measured 3.25 ms with checkpoints against 3.13 ms recomputing (GDN;
+# KDA 4.51 against 4.33): the checkpoint stores slow the forward more than the parallel
+# `values` kernel saves over the serial `states` one (NOTES_bwd.md, v1.2).
+_training_checkpoints_enabled = False
 
 
-def set_training_checkpoints(enabled: bool) -> None:
-    """Whether training forwards ask for state checkpoints on their own (the default; see
-    the module docstring). False: the backward recomputes the states, as before (less
-    memory between forward and backward; benchmarks compare the two)."""
+def set_training_checkpoints(enabled: bool) -> bool:
+    """Whether training forwards ask for state checkpoints on their own (see the module
+    docstring; off by default); returns the previous setting. False: the backward
+    recomputes the states (no memory held between forward and backward)."""
     global _training_checkpoints_enabled
     if not isinstance(enabled, bool):
         raise TypeError(f"set_training_checkpoints: expected a bool, got {type(enabled).__name__}")
-    _training_checkpoints_enabled = enabled
+    previous, _training_checkpoints_enabled = _training_checkpoints_enabled, enabled
+    return previous
 
 
 def default_scale(head_dim: int) -> float:
