@@ -21,6 +21,7 @@ import warnings
 from cudnn.linear_attention.frost.kernels import kernel_store
 from cudnn.linear_attention.frost.kernels.compile_kernel import preferred_ffi
 from cudnn.linear_attention.frost.kernels.decode_compile import compile_decode, decode_pointers
+from cudnn.linear_attention.frost.kernels.operand_checks import check, check_token_operands, dtype_name, fail
 from cudnn.linear_attention.frost.kernels.decode_config import (DECODE_OPERANDS,
                                                                 FrostDecodeConfig,
                                                                 checkpoint_rows,
@@ -33,22 +34,11 @@ WHO = "frost_decode"
 
 
 def _fail(arg: str, expected: str, got) -> ValueError:
-    return ValueError(f"{WHO}: {arg} must be {expected}, got {got}")
-
-
-def _dtype_name(t) -> str:
-    return str(t.dtype).removeprefix("torch.")
+    return fail(WHO, arg, expected, got)
 
 
 def _check(name, t, shape, dtypes, device):
-    if t.device != device:
-        raise _fail(name, f"on {device} (the device of q)", t.device)
-    if tuple(t.shape) != tuple(shape):
-        raise _fail(name, f"of shape {list(shape)}", list(t.shape))
-    if _dtype_name(t) not in dtypes:
-        raise _fail(name, f"of dtype {' or '.join(dtypes)}", t.dtype)
-    if not t.is_contiguous():
-        raise _fail(name, "contiguous (the kernel reads packed rows)", f"strides {t.stride()}")
+    check(WHO, name, t, shape, dtypes, device)
 
 
 def choose_block_v(N: int, HO: int, V: int) -> int:
@@ -83,35 +73,12 @@ def check_decode_operands(*, q, k, v, g, beta, w, cu_seqlens, out, initial_state
     """
     if family not in ("gdn", "kda", "gdn2"):
         raise _fail("family", "'gdn', 'kda' or 'gdn2'", repr(family))
-    for name, t in (("q", q), ("k", k), ("v", v)):
-        if t.dim() != 3:
-            raise _fail(name, "rank 3 [T, heads, dim]", list(t.shape))
-    device = q.device
-    T, H, K = q.shape
-    HK, HV, V = k.shape[1], v.shape[1], v.shape[2]
-    HO = max(H, HV)
-    io = _dtype_name(q)
-    if io not in ("bfloat16", "float16"):
-        raise _fail("q", "of dtype bfloat16 or float16", q.dtype)
-    _check("k", k, (T, HK, K), (io,), device)
-    _check("q", q, (T, H, K), (io,), device)
-    _check("v", v, (T, HV, V), (io,), device)
     per_channel = family != "gdn"
-    _check("g", g, (T, HO, K) if per_channel else (T, HO), ("float32",), device)
-    if family == "gdn2":
-        _check("beta", beta, (T, HO, K), (io,), device)
-        if w is None:
-            raise _fail("w", "a [T, HO, V] tensor for gdn2", None)
-        _check("w", w, (T, HO, V), (io,), device)
-    else:
-        _check("beta", beta, (T, HO), ("float32",), device)
-        if w is not None:
-            raise _fail("w", "None unless family='gdn2'", list(w.shape))
-    if cu_seqlens.dim() != 1 or cu_seqlens.numel() < 2:
-        raise _fail("cu_seqlens", "a 1-D [N + 1] tensor with N >= 1", list(cu_seqlens.shape))
-    N = cu_seqlens.numel() - 1
-    _check("cu_seqlens", cu_seqlens, (N + 1,), ("int32",), device)
-    _check("out", out, (T, HO, V), (io,), device)
+    d = check_token_operands(WHO, q=q, k=k, v=v, g=g, beta=beta, w=w, cu_seqlens=cu_seqlens,
+                             out=out, gate_per_channel=per_channel,
+                             beta_per_channel=family == "gdn2", min_seqs=1)
+    T, H, HK, HV, HO, K, V, N, io, device = (d.T, d.H, d.HK, d.HV, d.HO, d.K, d.V, d.N, d.io,
+                                             d.device)
     state_dtype, S = None, N
     if state_indices is not None:
         _check("state_indices", state_indices, (N,), ("int32",), device)
@@ -124,7 +91,7 @@ def check_decode_operands(*, q, k, v, g, beta, w, cu_seqlens, out, initial_state
             continue
         dtypes = ("float32", "bfloat16") if state_dtype is None else (state_dtype,)
         _check(name, st, (S, HO, V, K), dtypes, device)
-        state_dtype = _dtype_name(st)
+        state_dtype = dtype_name(st)
     for name, t, shape in (("a_log", a_log, (HO,)),
                            ("dt_bias", dt_bias, (HO, K) if per_channel else (HO,))):
         if t is None:
@@ -136,7 +103,7 @@ def check_decode_operands(*, q, k, v, g, beta, w, cu_seqlens, out, initial_state
     if checkpoint_every > 0:
         if checkpoints is None:
             raise _fail("checkpoints", f"a buffer when checkpoint_every = {checkpoint_every}", None)
-        ck_dtype = _dtype_name(checkpoints)
+        ck_dtype = dtype_name(checkpoints)
         _check("checkpoints", checkpoints, (checkpoint_rows(T, N, checkpoint_every), HO, V, K),
                ("float32", io), device)
     elif checkpoints is not None:

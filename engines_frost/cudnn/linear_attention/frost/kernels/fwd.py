@@ -24,6 +24,7 @@ from cudnn.linear_attention.frost.kernels import kernel_store
 from cudnn.linear_attention.frost.kernels.compile_kernel import compile_fwd, kernel_class, preferred_ffi  # noqa: F401
 from cudnn.linear_attention.frost.kernels.checkpoints import checkpoint_rows
 from cudnn.linear_attention.frost.kernels.config import CHECKPOINT_OPERAND, OPERANDS, FrostFwdConfig, abi_operands
+from cudnn.linear_attention.frost.kernels.operand_checks import check, check_token_operands, dtype_name, fail
 
 # v2 (v1's tensor-core chain plus next-chunk prefetch; passed the H200 smoke matrix and
 # is 1.2x / 1.5x faster than v1 for GDN / KDA) serves by default; FROST_FWD_ALGORITHM=v1
@@ -72,25 +73,17 @@ def _load_or_compile(cfg: FrostFwdConfig, arch: str, ffi: str, device=None):
                                         device)
 
 
-def _dtype_name(t) -> str:
-    return str(t.dtype).removeprefix("torch.")
+WHO = "frost_fwd"
+_dtype_name = dtype_name
 
 
-def _fail(arg: str, expected: str, got, who: str = "frost_fwd") -> ValueError:
-    return ValueError(f"{who}: {arg} must be {expected}, got {got}")
+def _fail(arg: str, expected: str, got, who: str = WHO) -> ValueError:
+    return fail(who, arg, expected, got)
 
 
-def _check(name, t, shape, dtypes, device, who: str = "frost_fwd"):
-    """ValueError (naming `who`, the argument, what it must be and what it is) unless t is
-    on `device`, of `shape` and one of `dtypes`, and contiguous."""
-    if t.device != device:
-        raise _fail(name, f"on {device} (the device of q)", t.device, who)
-    if tuple(t.shape) != tuple(shape):
-        raise _fail(name, f"of shape {list(shape)}", list(t.shape), who)
-    if _dtype_name(t) not in dtypes:
-        raise _fail(name, f"of dtype {' or '.join(dtypes)}", t.dtype, who)
-    if not t.is_contiguous():
-        raise _fail(name, "contiguous (the kernels read and write packed rows)", f"strides {t.stride()}", who)
+def _check(name, t, shape, dtypes, device, who: str = WHO):
+    """operand_checks.check with frost_fwd (or `who`) named."""
+    check(who, name, t, shape, dtypes, device)
 
 
 def frost_fwd(*, q, k, v, g, beta, w, cu_seqlens, out, initial_state, final_state,
@@ -229,36 +222,11 @@ def check_operands(*, q, k, v, g, beta, w, cu_seqlens, out, initial_state, final
                    gate_per_channel, beta_per_channel, algorithm=None, state_checkpoints=None) -> CheckedLaunch:
     """Every operand check of frost_fwd except the CUDA-device one (so CPU tests reach them);
     returns the static config and the operands by ABI name."""
-    if q.dim() != 3:
-        raise _fail("q", "rank 3 [T, H, K]", list(q.shape))
-    for name, t in (("k", k), ("v", v)):
-        if t.dim() != 3:
-            raise _fail(name, "rank 3 [T, heads, dim]", list(t.shape))
-    device = q.device
-    T, H, K = q.shape
-    HK, HV, V = k.shape[1], v.shape[1], v.shape[2]
-    HO = max(H, HV)
-    io = _dtype_name(q)
-    if io not in ("bfloat16", "float16"):
-        raise _fail("q", "of dtype bfloat16 or float16", q.dtype)
-    _check("q", q, (T, H, K), (io,), device)
-    _check("k", k, (T, HK, K), (io,), device)
-    _check("v", v, (T, HV, V), (io,), device)
-    _check("g", g, (T, HO, K) if gate_per_channel else (T, HO), ("float32",), device)
-    if beta_per_channel:
-        _check("beta", beta, (T, HO, K), (io,), device)
-        if w is None:
-            raise _fail("w", "a [T, HO, V] tensor when beta_per_channel (GDN-2)", None)
-        _check("w", w, (T, HO, V), (io,), device)
-    else:
-        _check("beta", beta, (T, HO), ("float32",), device)
-        if w is not None:
-            raise _fail("w", "None unless beta_per_channel (GDN-2)", list(w.shape))
-    if cu_seqlens.dim() != 1 or cu_seqlens.numel() < 1:
-        raise _fail("cu_seqlens", "a 1-D [N + 1] tensor", list(cu_seqlens.shape))
-    N = cu_seqlens.numel() - 1
-    _check("cu_seqlens", cu_seqlens, (N + 1,), ("int32",), device)
-    _check("out", out, (T, HO, V), (io,), device)
+    d = check_token_operands(WHO, q=q, k=k, v=v, g=g, beta=beta, w=w, cu_seqlens=cu_seqlens,
+                             out=out, gate_per_channel=gate_per_channel,
+                             beta_per_channel=beta_per_channel)
+    T, H, HK, HV, HO, K, V, N, io, device = (d.T, d.H, d.HK, d.HV, d.HO, d.K, d.V, d.N, d.io,
+                                             d.device)
     state_dtype = None
     for name, st in (("initial_state", initial_state), ("final_state", final_state)):
         if st is None:
