@@ -92,10 +92,10 @@ export CUDA_TILE_CACHE_DIR="${CUDA_TILE_CACHE_DIR:-$PWD/.tilecache}"
 # the carried wheels, then this checkout's source roots (tools/pythonpath.py) and bench/
 export PYTHONPATH="/tmp/site:$(python3 tools/pythonpath.py):$PWD/bench${PYTHONPATH:+:$PYTHONPATH}"
 export CUDNN_WHEELS="${CUDNN_WHEELS:-/opt/cudnn-wheels}"
-# A toolchain someone installed on the machine beforehand (an env.sh under /opt/devkit that
-# adds CuTe DSL / cuTile to PYTHONPATH and PATH) is used when present: a convenience for
-# repeated runs; the wheel stages above are this repository's own way to install them.
-[ -f /opt/devkit/env.sh ] && source /opt/devkit/env.sh
+# TOOLCHAIN_ENV: a shell file someone prepared on the machine beforehand that adds CuTe DSL
+# / cuTile to PYTHONPATH and PATH, sourced when given (a convenience for repeated runs; the
+# wheel stages are this repository's own way to install them).
+if [ -n "${TOOLCHAIN_ENV:-}" ]; then source "$TOOLCHAIN_ENV"; fi
 TMO="${STAGE_TIMEOUT:-300}"
 SUMMARY=()
 
