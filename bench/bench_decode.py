@@ -26,11 +26,12 @@ A peer that is not installed (FLA) reports "absent" and the rest run.
 from __future__ import annotations
 
 import argparse
-import statistics
 import time
 
 import torch
 import torch.nn.functional as F
+
+from bench_linear_attention import cuda_median_ms
 
 HEADS, DIM = 16, 128
 HBM_BYTES_PER_S = 4.3e12
@@ -87,16 +88,9 @@ def fla_call(x: dict, kda: bool):
 
 
 def median_us(fn, reps: int, inner: int) -> float:
-    times = []
-    for _ in range(reps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        for _ in range(inner):
-            fn()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b) * 1e3 / inner)
-    return statistics.median(times)
+    """Median us per call of `inner` back-to-back calls between two CUDA events (the
+    linear-attention bench's timer, without its warm-up: the callers warm up)."""
+    return cuda_median_ms(fn, reps, warmup=0, inner=inner) * 1e3
 
 
 def graph_us(call, reps: int) -> float:

@@ -21,7 +21,7 @@ from cudnn.linear_attention import ops
 from cudnn.linear_attention.fla import _arguments as args
 from cudnn.linear_attention.fla._gates import channel_gate
 from cudnn.linear_attention.fla._run import run_op
-from cudnn.linear_attention.fla.kda import check_lower_bound
+from cudnn.linear_attention.fla.kda import check_lower_bound, kernel_gate_params
 
 
 def _require(fn: str, name: str, ok: bool, expected: str, given: Any) -> None:
@@ -60,12 +60,7 @@ def chunk_gdn2(
                          return_intermediate_states=return_intermediate_states)
     args.check_packed(fn, q, cu_seqlens, initial_state)
     args.require_float32_state(fn, initial_state)
-    A_log = dt_bias = None
-    if use_gate_in_kernel:
-        A_log, dt_bias = kwargs.get("A_log"), kwargs.get("dt_bias")
-        if A_log is None and lower_bound is None:
-            raise ValueError(f"{fn}: argument 'A_log': expected a tensor [H] when "
-                             "use_gate_in_kernel=True and lower_bound is None; got None")
+    A_log, dt_bias = kernel_gate_params(fn, kwargs, use_gate_in_kernel, lower_bound, "H")
     args.check_chunk_size(fn, kwargs, (64,))
     check_lower_bound(fn, safe_gate, use_gate_in_kernel, lower_bound)
     _require(fn, "k", q.shape == k.shape == g.shape, f"q, k and g of one shape {list(q.shape)}",

@@ -36,6 +36,19 @@ def check_lower_bound(fn: str, safe_gate: bool, use_gate_in_kernel: bool,
                          f"got {lower_bound}")
 
 
+def kernel_gate_params(fn: str, kwargs: dict, use_gate_in_kernel: bool,
+                       lower_bound: float | None, heads: str) -> tuple[Any, Any]:
+    """(A_log, dt_bias) from FLA's keywords when the gate is computed in the kernel (None,
+    None otherwise); A_log [heads] is required unless a lower bound replaces it."""
+    if not use_gate_in_kernel:
+        return None, None
+    A_log, dt_bias = kwargs.get("A_log"), kwargs.get("dt_bias")
+    if A_log is None and lower_bound is None:
+        raise ValueError(f"{fn}: argument 'A_log': expected a tensor [{heads}] when "
+                         "use_gate_in_kernel=True and lower_bound is None; got None")
+    return A_log, dt_bias
+
+
 def _check_shapes(fn: str, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: torch.Tensor,
                   beta: torch.Tensor) -> None:
     """chunk_kda's shape rules (FLA asserts them, so AssertionError)."""
@@ -89,12 +102,7 @@ def chunk_kda(
                          return_intermediate_states=return_intermediate_states)
     args.check_packed(fn, q, cu_seqlens, initial_state)
     args.require_float32_state(fn, initial_state)
-    A_log = dt_bias = None
-    if use_gate_in_kernel:
-        A_log, dt_bias = kwargs.get("A_log"), kwargs.get("dt_bias")
-        if A_log is None and lower_bound is None:
-            raise ValueError(f"{fn}: argument 'A_log': expected a tensor [HV] when "
-                             "use_gate_in_kernel=True and lower_bound is None; got None")
+    A_log, dt_bias = kernel_gate_params(fn, kwargs, use_gate_in_kernel, lower_bound, "HV")
     args.check_chunk_size(fn, kwargs, (32, 64))
     check_lower_bound(fn, safe_gate, use_gate_in_kernel, lower_bound)
     args.check_neg_eigval(fn, allow_neg_eigval, use_beta_sigmoid_in_kernel)
