@@ -6,12 +6,13 @@ over cu_seqlens, bounds clamped into [0, T] by seq_bounds.py; rows between seque
 exit). Inputs: the chunk's rows of q, k, v, g,
 beta, dO, U (kernel 1) and dR (kernel 2), the state S entering the chunk (kernel 1's
 checkpoint, or with bcfg.checkpoints the forward's, at its packed row: checkpoints.py)
-and the gradient dS of the state leaving it (kernel 2's), both V-major in
-global memory and transposed to [K, V] on the way into shared memory.
+and the gradient dS of the state leaving it (kernel 2's), both V-major in global memory
+and copied unchanged (16-byte copies) into shared memory; the products read them
+transposed with ldmatrix.trans.
 
 Stages (barriers between them), scalar gates (GDN):
 1. rows     q-hat^T, k-hat^T, kb^T [K, C] (L2 norms by a first pass, kept per row), Gam
-            and e^Gam, e^(Gam_last - Gam) per row; dO, dR, U [C, V]; S, dS as [K, V].
+            and e^Gam, e^(Gam_last - Gam) per row; dO, dR, U [C, V]; S, dS [V, K].
 2. scores   per lower 16x16 tile (t, s): dZp = scale (dO U^T) e^(Gam_t - Gam_s) (s <= t),
             dZm = -(dR U^T) e^(Gam_t - Gam_s) (s < t), bf16.
 3. grads    warp w: rows t of block w % 4, channels d of half w / 4, three accumulators
@@ -33,6 +34,7 @@ import cuda.bindings.driver as cuda
 import cutlass
 import cutlass.cute as cute
 from cutlass import BFloat16, Float32, Int32
+from cutlass.cute.nvgpu import warp
 
 from cudnn.linear_attention.frost.kernels.bwd_abi import FrostBwdLauncher
 from cudnn.linear_attention.frost.kernels.bwd_config import FrostBwdConfig
@@ -66,7 +68,7 @@ def smem_plan(c: FrostFwdConfig):
     return [
         rows("qt", K, C), rows("kt", K, C), rows("kbt", K, C),
         rows("do", C, V), rows("dr", C, V), rows("u", C, V),
-        rows("sf", K, V), rows("dsf", K, V),
+        rows("sf", V, K), rows("dsf", V, K),  # V-major as in global memory (ldmatrix.trans reads them)
         rows("dzp", C, C), rows("dzm", C, C),
         ("g", "f32", (C,), (1,)), ("ea", "f32", (C,), (1,)), ("ekd", "f32", (C,), (1,)),
         ("beta", "f32", (C,), (1,)), ("rq", "f32", (C,), (1,)), ("rk", "f32", (C,), (1,)),
@@ -285,15 +287,38 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
 
     @cute.jit
     def load_state(self, dst, src, rho, h, tid):
-        """A V-major [V, K] checkpoint row into dst [K, V] (a warp: 32 consecutive value
-        rows of one 8-channel slice, so the transposed stores are conflict-free)."""
+        """A V-major [V, K] checkpoint row into dst [V, K], unchanged: 16-byte loads and
+        16-byte shared stores (a warp: consecutive 8-channel slices of its value rows). The
+        products read it transposed by ldmatrix.trans (operand_mn); v1.2 transposed it here
+        with 2-byte shared stores, which the profile showed as the load phase's cost."""
         K, V = self.cfg.K, self.cfg.V
-        jv, cv0 = tid % V, tid // V
-        for u in cutlass.range_constexpr(V * (K // VEC) // THREADS):
-            cv = cv0 + u * (THREADS // V)
+        vk = K // VEC
+        jv0, cv = tid // vk, tid % vk
+        for u in cutlass.range_constexpr(V * vk // THREADS):
+            jv = jv0 + u * (THREADS // vk)
             x = load_vec(cute.local_tile(src[rho, h, jv, None], (VEC,), (cv,)))
-            for e in cutlass.range_constexpr(VEC):
-                dst[cv * VEC + e, jv] = x[e]
+            cute.autovec_copy(x, cute.local_tile(dst[jv, None], (VEC,), (cv,)))
+
+    @cute.jit
+    def operand_mn(self, thr, lane, tile: cute.Tensor) -> cute.Tensor:
+        """B operand registers [N, Kt] from a tile whose N mode is contiguous in shared
+        memory (the V-major S and dS seen as [K, V]): ldmatrix.x4.trans, or element-wise
+        copies of the MMA partition when self.cfg.ldmatrix is False."""
+        frag = thr.make_fragment_B(thr.partition_B(tile))
+        if cutlass.const_expr(self.cfg.ldmatrix):
+            atom = cute.make_copy_atom(warp.LdMatrix8x8x16bOp(True, 4), BFloat16)
+            copy = cute.make_tiled_copy_B(atom, warp_mma())
+            thr_copy = copy.get_slice(lane)
+            cute.copy(copy, thr_copy.partition_S(tile), thr_copy.retile(frag))
+        else:
+            cute.autovec_copy(thr.partition_B(tile), frag)
+        return frag
+
+    @cute.jit
+    def state_kv(self, st: cute.Tensor) -> cute.Tensor:
+        """The V-major [V, K] shared state seen as [K, V] (K mode contiguous)."""
+        K, V = self.cfg.K, self.cfg.V
+        return cute.make_tensor(st.iterator, cute.make_layout((K, V), stride=(1, K + PAD16)))
 
     # ------------------------------------------------------------------ 2: scores
     @cute.jit
@@ -433,12 +458,14 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
         acc_q.fill(0.0)
         acc_kb.fill(0.0)
         acc_k.fill(0.0)
+        sf_kv = self.state_kv(s_sf)
+        dsf_kv = self.state_kv(s_dsf)
         for kk in cutlass.range_constexpr(self.cfg.V // 16):
             a_do = self.operand(thr, lane, cute.local_tile(s_do, (SUB, 16), (bi, kk)), True)
             a_dr = self.operand(thr, lane, cute.local_tile(s_dr, (SUB, 16), (bi, kk)), True)
             a_u = self.operand(thr, lane, cute.local_tile(s_u, (SUB, 16), (bi, kk)), True)
-            b_s = self.operand(thr, lane, cute.local_tile(s_sf, (DN, 16), (hc, kk)), False)
-            b_ds = self.operand(thr, lane, cute.local_tile(s_dsf, (DN, 16), (hc, kk)), False)
+            b_s = self.operand_mn(thr, lane, cute.local_tile(sf_kv, (DN, 16), (hc, kk)))
+            b_ds = self.operand_mn(thr, lane, cute.local_tile(dsf_kv, (DN, 16), (hc, kk)))
             cute.gemm(mma, acc_q, a_do[None, None, 0], b_s[None, None, 0], acc_q)
             cute.gemm(mma, acc_kb, a_dr[None, None, 0], b_s[None, None, 0], acc_kb)
             cute.gemm(mma, acc_k, a_u[None, None, 0], b_ds[None, None, 0], acc_k)
@@ -588,9 +615,9 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
         acc = Float32(0.0)
         for u in cutlass.range_constexpr(K * V // THREADS):
             idx = tid + u * THREADS
-            d = idx // V
-            jv = idx % V
-            acc = acc + s_sf[d, jv].to(Float32) * s_dsf[d, jv].to(Float32)
+            jv = idx // K
+            d = idx % K
+            acc = acc + s_sf[jv, d].to(Float32) * s_dsf[jv, d].to(Float32)
         acc = cute.arch.warp_reduction(acc, lambda a, b: a + b)
         if tid % 32 == 0:
             s_part[1, tid // 32] = acc * cute.arch.exp(s_g[C - 1])

@@ -60,7 +60,7 @@ def _rows(name, r, cols, dtype="bf16", pad=PAD16):
 def smem_regions(c: FrostFwdConfig):
     """(stage-A tensors, stage-B tensors, persistent tensors); A and B share one region."""
     K, V, C = c.K, c.V, CHUNK
-    a = [_rows("do", C, V), _rows("dr", C, V), _rows("u", C, V), _rows("sf", K, V), _rows("dsf", K, V)]
+    a = [_rows("do", C, V), _rows("dr", C, V), _rows("u", C, V), _rows("sf", V, K), _rows("dsf", V, K)]
     b = [_rows("qh", C, K), _rows("kh", C, K), _rows("dgam", C, K, "f32", 4)]
     if c.beta_per_channel:
         b.append(_rows("bst", C, K))  # GDN-2 erase gate b (bf16)
@@ -225,7 +225,7 @@ class FrostBwdGradsVec(FrostBwdGrads):
         part = Float32(0.0)
         for u in cutlass.range_constexpr(V // per):
             jv = (tid % per) * (V // per) + u
-            part = part + s_sf[d, jv].to(Float32) * s_dsf[d, jv].to(Float32)
+            part = part + s_sf[jv, d].to(Float32) * s_dsf[jv, d].to(Float32)
         part = cute.arch.warp_reduction(part, lambda a, b: a + b, threads_in_group=per)
         if tid % per == 0:
             s.sds[d] = part * cute.arch.exp(s_g[C - 1, d])
