@@ -11,7 +11,7 @@ and copied unchanged (16-byte copies) into shared memory; the products read them
 transposed with ldmatrix.trans.
 
 Stages (barriers between them), scalar gates (GDN):
-1. rows     q-hat^T, k-hat^T, kb^T [K, C] (L2 norms by a first pass, kept per row), Gam
+1. rows     q-hat, k-hat, kb [C, K] (L2 norms by a first pass, kept per row), Gam
             and e^Gam, e^(Gam_last - Gam) per row; dO, dR, U [C, V]; S, dS [V, K].
 2. scores   per lower 16x16 tile (t, s): dZp = scale (dO U^T) e^(Gam_t - Gam_s) (s <= t),
             dZm = -(dR U^T) e^(Gam_t - Gam_s) (s < t), bf16.
@@ -66,7 +66,7 @@ def smem_plan(c: FrostFwdConfig):
         return (name, "bf16", (r, cols), (cols + PAD16, 1))
 
     return [
-        rows("qt", K, C), rows("kt", K, C), rows("kbt", K, C),
+        rows("qr", C, K), rows("kr", C, K), rows("kbr", C, K),  # row-major; read as [K, C] views
         rows("do", C, V), rows("dr", C, V), rows("u", C, V),
         rows("sf", V, K), rows("dsf", V, K),  # V-major as in global memory (ldmatrix.trans reads them)
         rows("dzp", C, C), rows("dzm", C, C),
@@ -222,23 +222,26 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
 
     @cute.jit
     def stage_load(self, s, mq, mk, mdo, mu, mdr, mckpt, mdckpt, heads, rho, srow, t0, eos, tid):
-        """q-hat^T, k-hat^T, kb^T (bf16, transposed), dO, U, dR rows, S (row srow) and dS
-        (row rho) as [K, V], e^Gam and e^(Gam_last - Gam) per row. Rows past the sequence
-        are zero."""
-        s_qt = s.qt
-        s_kt = s.kt
-        s_kbt = s.kbt
+        """q-hat, k-hat, kb rows [C, K] (bf16), dO, U, dR rows, S (row srow) and dS (row
+        rho) as [V, K], e^Gam and e^(Gam_last - Gam) per row. Rows past the sequence are
+        zero. Every shared store is 16 bytes (v1.2 stored q/k transposed, 2 bytes at a time:
+        the profile's largest load-phase cost); the products read the rows transposed
+        through channels_first views and ldmatrix.trans."""
+        s_qr = s.qr
+        s_kr = s.kr
+        s_kbr = s.kbr
         s_g = s.g
         c = self.cfg
         K, V, C = c.K, c.V, CHUNK
         hq, hk, _, h = heads
-        r, cv0 = tid % C, tid // C  # a warp: 32 rows of one slice (transposed stores)
-        ok = t0 + r < eos
-        rq = s.rq[r]
-        rk = s.rk[r]
-        bt = s.beta[r]
-        for u in cutlass.range_constexpr(C * (K // VEC) // THREADS):
-            cv = cv0 + u * (THREADS // C)
+        vk = K // VEC
+        r0, cv = tid // vk, tid % vk  # a warp: consecutive 16-byte slices of whole rows
+        for u in cutlass.range_constexpr(C * vk // THREADS):
+            r = r0 + u * (THREADS // vk)
+            ok = t0 + r < eos
+            rq = s.rq[r]
+            rk = s.rk[r]
+            bt = s.beta[r]
             xq = cute.make_rmem_tensor((VEC,), self.io)
             xk = cute.make_rmem_tensor((VEC,), self.io)
             xq.fill(0.0)
@@ -246,12 +249,17 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
             if ok:
                 cute.autovec_copy(cute.local_tile(mq[t0 + r, hq, None], (VEC,), (cv,)), xq)
                 cute.autovec_copy(cute.local_tile(mk[t0 + r, hk, None], (VEC,), (cv,)), xk)
+            yq = cute.make_rmem_tensor((VEC,), BFloat16)
+            yk = cute.make_rmem_tensor((VEC,), BFloat16)
+            ykb = cute.make_rmem_tensor((VEC,), BFloat16)
             for e in cutlass.range_constexpr(VEC):
-                qh = (xq[e].to(Float32) * rq).to(BFloat16)
                 kh = (xk[e].to(Float32) * rk).to(BFloat16)
-                s_qt[cv * VEC + e, r] = qh
-                s_kt[cv * VEC + e, r] = kh
-                s_kbt[cv * VEC + e, r] = (kh.to(Float32) * bt).to(BFloat16)
+                yq[e] = (xq[e].to(Float32) * rq).to(BFloat16)
+                yk[e] = kh
+                ykb[e] = (kh.to(Float32) * bt).to(BFloat16)
+            cute.autovec_copy(yq, cute.local_tile(s_qr[r, None], (VEC,), (cv,)))
+            cute.autovec_copy(yk, cute.local_tile(s_kr[r, None], (VEC,), (cv,)))
+            cute.autovec_copy(ykb, cute.local_tile(s_kbr[r, None], (VEC,), (cv,)))
         self.load_rows(s.do, mdo, h, t0, eos, tid, True)
         self.load_rows(s.u, mu, h, t0, eos, tid, False)
         self.load_rows(s.dr, mdr, h, t0, eos, tid, False)
@@ -313,6 +321,12 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
         else:
             cute.autovec_copy(thr.partition_B(tile), frag)
         return frag
+
+    @cute.jit
+    def channels_first(self, rows: cute.Tensor) -> cute.Tensor:
+        """A row-major [C, K] shared operand (q-hat, k-hat, kb) seen as [K, C]."""
+        K = self.cfg.K
+        return cute.make_tensor(rows.iterator, cute.make_layout((K, CHUNK), stride=(1, K + PAD16)))
 
     @cute.jit
     def state_kv(self, st: cute.Tensor) -> cute.Tensor:
@@ -392,9 +406,9 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
         s_u = s.u
         s_sf = s.sf
         s_dsf = s.dsf
-        s_qt = s.qt
-        s_kt = s.kt
-        s_kbt = s.kbt
+        s_qt = self.channels_first(s.qr)
+        s_kt = self.channels_first(s.kr)
+        s_kbt = self.channels_first(s.kbr)
         s_dzp = s.dzp
         s_dzm = s.dzm
         s_ea = s.ea
@@ -422,7 +436,7 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
         for sb in cutlass.range(bi + 1, unroll=1):
             a_p = self.operand(thr, lane, cute.local_tile(s_dzp, (SUB, SUB), (bi, sb)), True)
             a_m = self.operand(thr, lane, cute.local_tile(s_dzm, (SUB, SUB), (bi, sb)), True)
-            b_k = self.operand(thr, lane, cute.local_tile(s_kt, (DN, SUB), (hc, sb)), False)
+            b_k = self.operand_mn(thr, lane, cute.local_tile(s_kt, (DN, SUB), (hc, sb)))
             cute.gemm(mma, acc_q, a_p[None, None, 0], b_k[None, None, 0], acc_q)
             cute.gemm(mma, acc_kb, a_m[None, None, 0], b_k[None, None, 0], acc_kb)
         dzp_t = cute.make_tensor(s_dzp.iterator, cute.make_layout((C, C), stride=(1, C + PAD16)))
@@ -430,8 +444,8 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
         for tb in cutlass.range(bi, NBLK, unroll=1):
             a_p = self.operand_t(thr, cute.local_tile(dzp_t, (SUB, SUB), (bi, tb)))
             a_m = self.operand_t(thr, cute.local_tile(dzm_t, (SUB, SUB), (bi, tb)))
-            b_q = self.operand(thr, lane, cute.local_tile(s_qt, (DN, SUB), (hc, tb)), False)
-            b_kb = self.operand(thr, lane, cute.local_tile(s_kbt, (DN, SUB), (hc, tb)), False)
+            b_q = self.operand_mn(thr, lane, cute.local_tile(s_qt, (DN, SUB), (hc, tb)))
+            b_kb = self.operand_mn(thr, lane, cute.local_tile(s_kbt, (DN, SUB), (hc, tb)))
             cute.gemm(mma, acc_k, a_p[None, None, 0], b_q[None, None, 0], acc_k)
             cute.gemm(mma, acc_k, a_m[None, None, 0], b_kb[None, None, 0], acc_k)
         self.row_sums(s, acc_q, acc_kb, acc_k, crd, None, heads[3], t0, eos, lane, bi, hc)
@@ -507,16 +521,16 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
 
     @cute.jit
     def kb_value(self, s, t, d):
-        return s.kbt[d, t].to(Float32)
+        return s.kbr[t, d].to(Float32)
 
     @cute.jit
     def q_value(self, s, t, d):
         """q-hat (bf16, as the products used it) at row t, channel d."""
-        return s.qt[d, t].to(Float32)
+        return s.qr[t, d].to(Float32)
 
     @cute.jit
     def k_value(self, s, t, d):
-        return s.kt[d, t].to(Float32)
+        return s.kr[t, d].to(Float32)
 
     @cute.jit
     def beta_at(self, s, t, d):
