@@ -47,5 +47,20 @@ def test_shared_memory_fits(family, dims):
     assert grads <= SMEM_LIMIT
 
 
+@pytest.mark.parametrize("dims", [(128, 128), (128, 64), (64, 128), (64, 64)])
+@pytest.mark.parametrize("out_bits", [16, 32])
+def test_grads_stages_dq_dk_in_dead_shared_memory(dims, out_bits):
+    """GDN grads writes dq/dk through shared memory (16-byte global stores) at every head
+    dim and output width (bf16/fp16, or fp32 for grouped heads): the tensors it reuses are
+    consecutive in the plan and hold at least one padded [64, K] tile."""
+    from cudnn.linear_attention.frost.kernels import bwd_grads
+
+    f = _cfg("gdn", "grads", *dims).fwd
+    room = bwd_grads.staging_bytes(f)
+    tiles = bwd_grads.staging_tiles(dims[0], out_bits, room)
+    assert tiles >= 1, (dims, out_bits, room)
+    assert tiles * 64 * (dims[0] * out_bits // 8 + 16) <= room
+
+
 if __name__ == "__main__":
     raise SystemExit(pytest.main([__file__, "-q"]))

@@ -419,6 +419,11 @@ class FrostBwdGradsVec(FrostBwdGrads):
         cute.arch.sync_threads()
         self.write_qk(s, mdq, mdk, acc_q, acc_kb, acc_k, crd, heads, t0, eos, bi, hc)
 
+    def staging(self, s):
+        """No dq/dk staging here: stage B's tensors (read by the epilogue) overlay the
+        dead stage-A region, so element-wise stores as in v1.2."""
+        return None
+
     @cute.jit
     def visit_element(self, s, mdb, h, t0, eos, t, d, qv, kv, kbv, dq, dkb, dk):
         """dG of the element into shared memory (reverse-cumsummed later); GDN-2's dbeta."""
