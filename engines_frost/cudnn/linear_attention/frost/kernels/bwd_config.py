@@ -120,8 +120,12 @@ def bwd_operand_dtypes(cfg: FrostBwdConfig) -> dict[str, str]:
 
 def bwd_operand_alignment(cfg: FrostBwdConfig) -> dict[str, int]:
     """16 bytes for 16-bit operands (vector accesses), 4 for 32-bit ones, 16 for g under
-    the forward's gate_align16."""
+    the forward's gate_align16, and 16 for fp32 dq/dk/dv: those are only ever the
+    workspace's per-output-head regions (bwd.workspace_layout, 256-byte aligned), which
+    grads stores 16 bytes at a time."""
     align = {name: 4 if dt in ("float32", "int32") else 16 for name, dt in bwd_operand_dtypes(cfg).items()}
+    for name in ("dq", "dk", "dv"):
+        align[name] = 16
     if cfg.fwd.gate_align16:
         align["g"] = 16
     return align
