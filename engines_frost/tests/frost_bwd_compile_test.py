@@ -26,6 +26,8 @@ def _cfg(family, stage, K=128, V=128, H=4, HV=4, l2=True, h0=True):
 CASES = [("gdn", "states", {}), ("gdn", "chain", {}), ("gdn", "grads", {}),
          ("gdn", "grads", dict(K=64, V=64, H=2, HV=4, l2=False, h0=False)),
          ("kda", "chain", {}), ("kda", "grads", {}), ("gdn2", "grads", dict(K=128, V=64)),
+         # the chain's 16-byte dS/dR stores: grouped GDN at K=V=64, vector gates where they fit
+         ("gdn", "chain", dict(K=64, V=64, H=2, HV=4, l2=False, h0=False)), ("kda", "chain", dict(K=64, V=128)),
          # the states kernel zeroes every gradient output (seq_bounds.py): vector gates, w
          ("kda", "states", dict(H=2, HV=4)), ("gdn2", "states", dict(K=128, V=64))]
 
@@ -45,6 +47,16 @@ def test_shared_memory_fits(family, dims):
     assert smem_bytes(f, bwd_chain.smem_plan) <= SMEM_LIMIT
     grads = bwd_grads_vec.smem_bytes(f) if f.gate_per_channel else smem_bytes(f, bwd_grads.smem_plan)
     assert grads <= SMEM_LIMIT
+
+
+@pytest.mark.parametrize("dims", [(128, 128), (128, 64), (64, 128), (64, 64)])
+def test_chain_stores_through_warp_buffers(dims):
+    """GDN's chain has room for its per-warp store buffers at every head dim (the vector
+    gates' plans at K = 128 do not, and keep element stores)."""
+    from cudnn.linear_attention.frost.kernels import bwd_chain
+
+    assert bwd_chain.staged_stores(_cfg("gdn", "chain", *dims).fwd)
+    assert bwd_chain.staged_stores(_cfg("kda", "chain", *dims).fwd) == (dims[0] == 64)
 
 
 @pytest.mark.parametrize("dims", [(128, 128), (128, 64), (64, 128), (64, 64)])

@@ -10,7 +10,8 @@ zero, for the last chunk), per chunk from the last to the first:
     dS  <- Diag(e^Gam_last) dS + QA^T dO - KBA^T dR
 
 writing dS (bf16, checkpoint row cu[n] // 64 + n + j, V-major like the forward's
-checkpoints) before the update and dR (bf16, per token); dS after the first chunk is
+checkpoints) before the update and dR (bf16, per token), both through a per-warp shared
+buffer in 16-byte stores where it fits (gmem_vector_io); dS after the first chunk is
 d_initial_state. Transposed, per warp: dU^T = dO^T P + dS^T KD^T, dR^T_i =
 (dU^T_i - sum_{i' > i} dR^T_i' M_i'i) D_i^-1, dS^T <- dS^T Diag(e^Gam_last) + dO^T QA +
 dR^T (-KBA). So the shared operands are the forward's transposed: QA^T, (-KBA)^T [K, C],
@@ -44,6 +45,7 @@ from cudnn.linear_attention.frost.kernels.fwd_v1 import (
     to_a_operand,
     warp_mma,
 )
+from cudnn.linear_attention.frost.kernels import gmem_vector_io as vio
 from cudnn.linear_attention.frost.kernels.fwd_v2 import FrostFwdV2
 from cudnn.linear_attention.frost.kernels.fwd_v2 import smem_plan as v2_smem_plan
 from cudnn.linear_attention.frost.kernels.seq_bounds import sequence_bounds
@@ -52,10 +54,7 @@ from cudnn.linear_attention.frost.kernels.seq_bounds import sequence_bounds
 _TRANSPOSED = {"qa": "qat", "kba": "kbat", "kdt": "kd", "mneg": "mnegt", "p": "pt", "dinv": "dinvt"}
 
 
-def smem_plan(c: FrostFwdConfig):
-    """v2's plan with QA, KBA as [K, C], KD as [C, K], the Gram blocks and inverses stored
-    transposed, plus dO^T [V, C]. W0's slot stages the next chunk's dO rows (raw io) for
-    scalar gates; vector gates have no room for it (their dO rows load in the rows stage)."""
+def _base_plan(c: FrostFwdConfig):
     K, V, C = c.K, c.V, CHUNK
     plan = []
     for name, dtype, shape, stride in v2_smem_plan(c):
@@ -73,6 +72,21 @@ def smem_plan(c: FrostFwdConfig):
     return plan
 
 
+def staged_stores(c: FrostFwdConfig) -> bool:
+    """Whether the per-warp store buffers fit beside the chain's tensors (scalar gates at
+    every head dim; the vector-gate plans at K = 128 leave no room)."""
+    return vio.has_warp_buffers(smem_plan(c))
+
+
+def smem_plan(c: FrostFwdConfig):
+    """v2's plan with QA, KBA as [K, C], KD as [C, K], the Gram blocks and inverses stored
+    transposed, plus dO^T [V, C]. W0's slot stages the next chunk's dO rows (raw io) for
+    scalar gates; vector gates have no room for it (their dO rows load in the rows stage).
+    Where they fit (staged_stores), one store buffer per warp: dS and dR leave in 16-byte
+    stores (gmem_vector_io) instead of one 4- or 2-byte store per element pair."""
+    return vio.with_warp_buffers(_base_plan(c), c)
+
+
 class FrostBwdChain(FrostBwdLauncher, FrostFwdV2):
     """Callable for cute.compile (bwd_abi's argument list)."""
 
@@ -81,6 +95,7 @@ class FrostBwdChain(FrostBwdLauncher, FrostFwdV2):
     def __init__(self, cfg: FrostBwdConfig):
         super().__init__(cfg.fwd)
         self.bcfg = cfg
+        self.staged = staged_stores(cfg.fwd)
 
     @cute.jit
     def launch_kernel(self, m, T: Int32, N: Int32, scale: Float32, stream: cuda.CUstream):
@@ -123,9 +138,14 @@ class FrostBwdChain(FrostBwdLauncher, FrostFwdV2):
         for jj in cutlass.range(nch, unroll=1):
             j = nch - 1 - jj
             t0 = bos + j * CHUNK
-            for e in cutlass.range_constexpr(cute.size(acc_ds)):
-                jc = coord[e]
-                mdckpt[row0 + j, h, wid * SUB + jc[0], jc[1]] = acc_ds[e].to(BFloat16)
+            if cutlass.const_expr(self.staged):
+                buf = vio.warp_buffer(s, self.cfg, wid, SUB, K)
+                vio.stage_tile(buf, acc_ds, coord, 0, 0, False)
+                vio.flush_rows(buf, mdckpt[row0 + j, h, None, None], wid * SUB, 0, SUB, lane, SUB, K)
+            else:
+                for e in cutlass.range_constexpr(cute.size(acc_ds)):
+                    jc = coord[e]
+                    mdckpt[row0 + j, h, wid * SUB + jc[0], jc[1]] = acc_ds[e].to(BFloat16)
             self.stage_rows(s, mq, mk, mv, mg, mb, mw, heads, t0, eos, tid)
             cute.arch.sync_threads()
             self.stage_operands(s, mb, heads, t0, eos, scale, tid)
@@ -366,6 +386,9 @@ class FrostBwdChain(FrostBwdLauncher, FrostFwdV2):
         a_do = self.operand(thr, lane, cute.local_tile(s_dot, (SUB, CHUNK), (wid, 0)), True)
         a_ds = to_a_operand(acc_ds, thr.partition_shape_A((SUB, K)))
         crd = thr.partition_C(cute.make_identity_tensor((SUB, SUB)))
+        buf = None
+        if cutlass.const_expr(self.staged):
+            buf = vio.warp_buffer(s, self.cfg, wid, CHUNK, SUB)
         acc_du = []
         for bi in cutlass.range_constexpr(NBLK):
             du = cute.make_rmem_tensor(thr.partition_shape_C((SUB, SUB)), Float32)
@@ -390,11 +413,16 @@ class FrostBwdChain(FrostBwdLauncher, FrostFwdV2):
             b_d = self.operand(thr, lane, s_dinvt[bi, None, None], False)
             cute.gemm(mma, dr, a_y[None, None, 0], b_d[None, None, 0], dr)
             a_dr[bi] = to_a_operand(dr, thr.partition_shape_A((SUB, SUB)))
-            for e in cutlass.range_constexpr(cute.size(dr)):
-                jt = crd[e]
-                t = t0 + bi * SUB + jt[1]
-                if t < eos:
-                    mdr[t, h, j0 + jt[0]] = dr[e].to(BFloat16)
+            if cutlass.const_expr(self.staged):
+                vio.stage_tile(buf, dr, crd, bi * SUB, 0, True)  # dR^T block -> rows t
+            else:
+                for e in cutlass.range_constexpr(cute.size(dr)):
+                    jt = crd[e]
+                    t = t0 + bi * SUB + jt[1]
+                    if t < eos:
+                        mdr[t, h, j0 + jt[0]] = dr[e].to(BFloat16)
+        if cutlass.const_expr(self.staged):
+            vio.flush_rows(buf, mdr[None, h, None], t0, j0, eos - t0, lane, CHUNK, SUB)
         for e in cutlass.range_constexpr(cute.size(acc_ds)):
             acc_ds[e] = acc_ds[e] * self.state_decay(s, coord[e][1])
         for bi in cutlass.range_constexpr(NBLK):
