@@ -28,6 +28,7 @@ CASES = [("gdn", "states", {}), ("gdn", "chain", {}), ("gdn", "grads", {}),
          ("kda", "chain", {}), ("kda", "grads", {}), ("gdn2", "grads", dict(K=128, V=64)),
          # the chain's 16-byte dS/dR stores: grouped GDN at K=V=64, vector gates where they fit
          ("gdn", "chain", dict(K=64, V=64, H=2, HV=4, l2=False, h0=False)), ("kda", "chain", dict(K=64, V=128)),
+         ("kda", "states", dict(K=64, V=128)),
          # the states kernel zeroes every gradient output (seq_bounds.py): vector gates, w
          ("kda", "states", dict(H=2, HV=4)), ("gdn2", "states", dict(K=128, V=64))]
 
@@ -50,13 +51,19 @@ def test_shared_memory_fits(family, dims):
 
 
 @pytest.mark.parametrize("dims", [(128, 128), (128, 64), (64, 128), (64, 64)])
-def test_chain_stores_through_warp_buffers(dims):
-    """GDN's chain has room for its per-warp store buffers at every head dim (the vector
-    gates' plans at K = 128 do not, and keep element stores)."""
+def test_chain_states_values_store_through_warp_buffers(dims):
+    """GDN's chain, states and values kernels have room for their per-warp store buffers
+    at every head dim (the vector gates' chain plans at K = 128 do not, and keep element
+    stores)."""
     from cudnn.linear_attention.frost.kernels import bwd_chain
+
+    from cudnn.linear_attention.frost.kernels import bwd_states, bwd_values
+    from cudnn.linear_attention.frost.kernels.gmem_vector_io import has_warp_buffers
 
     assert bwd_chain.staged_stores(_cfg("gdn", "chain", *dims).fwd)
     assert bwd_chain.staged_stores(_cfg("kda", "chain", *dims).fwd) == (dims[0] == 64)
+    for plan in (bwd_states.smem_plan, bwd_values.smem_plan):   # S checkpoints and U
+        assert has_warp_buffers(plan(_cfg("gdn", "states", *dims).fwd))
 
 
 @pytest.mark.parametrize("dims", [(128, 128), (128, 64), (64, 128), (64, 64)])

@@ -7,7 +7,8 @@ FrostFwdV2); per chunk it writes
   (chunk j of sequence n; bwd_config.checkpoint_rows), and
 - U = (I + M)^-1 (W0 - KBA S) [C, V] per token (bf16), the "new values" the chain and the
   gradients read,
-and skips the output products (O = QA S + P U is not needed). No final state.
+both through a per-warp shared buffer in 16-byte stores where the plan has room
+(gmem_vector_io; v2's element stores otherwise), and skips the output products (O = QA S + P U is not needed). No final state.
 Sequence bounds are clamped into [0, T] (seq_bounds.py); warp 0 of the last sequence's
 CTAs zeroes the gradient rows no sequence covers before the grads kernel runs.
 """
@@ -20,18 +21,31 @@ from cutlass import BFloat16, Float32, Int32
 
 from cudnn.linear_attention.frost.kernels.bwd_abi import FrostBwdLauncher
 from cudnn.linear_attention.frost.kernels.bwd_config import FrostBwdConfig
+from cudnn.linear_attention.frost.kernels import gmem_vector_io as vio
+from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
 from cudnn.linear_attention.frost.kernels.fwd_v1 import CHUNK, NBLK, SUB, allocate_smem, to_a_operand, warp_mma
 from cudnn.linear_attention.frost.kernels.fwd_v2 import FrostFwdV2
+from cudnn.linear_attention.frost.kernels.fwd_v2 import smem_plan as v2_smem_plan
 from cudnn.linear_attention.frost.kernels.seq_bounds import (sequence_bounds, table_order,
                                                              zero_uncovered_rows)
+
+
+def smem_plan(c: FrostFwdConfig):
+    """v2's tensors plus, where they fit (GDN; vector gates at K = 64), one store buffer per
+    warp: the S checkpoints and U leave in 16-byte stores (gmem_vector_io)."""
+    return vio.with_warp_buffers(v2_smem_plan(c), c)
 
 
 class FrostBwdStates(FrostBwdLauncher, FrostFwdV2):
     """Callable for cute.compile (bwd_abi's argument list)."""
 
+    smem_plan = staticmethod(smem_plan)
+
     def __init__(self, cfg: FrostBwdConfig):
         super().__init__(cfg.fwd)
         self.bcfg = cfg
+        # the class's own plan decides (values, deriving from this class, has another)
+        self.staged = vio.has_warp_buffers(self.smem_plan(cfg.fwd))
 
     @cute.jit
     def launch_kernel(self, m, T: Int32, N: Int32, scale: Float32, stream: cuda.CUstream):
@@ -67,7 +81,8 @@ class FrostBwdStates(FrostBwdLauncher, FrostFwdV2):
         row0 = bos // CHUNK + n
         self.before_chunks(s, mq, mk, mv, mg, mb, mw, heads, bos, eos, tid, lane, wid)
         for t0 in cutlass.range(bos, eos, CHUNK):
-            self.store_state(mckpt, row0 + (t0 - bos) // CHUNK, T // CHUNK + N, h, acc_s, coord_s, wid)
+            self.store_checkpoint(s, mckpt, row0 + (t0 - bos) // CHUNK, T // CHUNK + N, h, acc_s, coord_s,
+                                  wid, lane)
             self.stage_rows(s, mq, mk, mv, mg, mb, mw, heads, t0, eos, tid)
             cute.arch.sync_threads()
             self.stage_operands(s, mb, heads, t0, eos, scale, tid)
@@ -78,6 +93,18 @@ class FrostBwdStates(FrostBwdLauncher, FrostFwdV2):
             cute.arch.sync_threads()
         if n == N - 1 and wid == 0:
             self.zero_gradient_rows(mcu, T, N, mdq, mdk, mdv, mdg, mdb, mdw, h, lane)
+
+    @cute.jit
+    def store_checkpoint(self, s, mckpt, row, rows, h, acc_s, coord_s, wid, lane):
+        """This warp's 16 rows of S^T into mckpt[row, h] (bf16) when row < rows: through
+        the warp's buffer, or v2's element stores (store_state) where there is none."""
+        if cutlass.const_expr(self.staged):
+            if row < rows:
+                buf = vio.warp_buffer(s, self.cfg, wid, SUB, self.cfg.K)
+                vio.stage_tile(buf, acc_s, coord_s, 0, 0, False)
+                vio.flush_rows(buf, mckpt[row, h, None, None], wid * SUB, 0, SUB, lane, SUB, self.cfg.K)
+        else:
+            self.store_state(mckpt, row, rows, h, acc_s, coord_s, wid)
 
     @cute.jit
     def zero_gradient_rows(self, mcu, T, N, mdq, mdk, mdv, mdg, mdb, mdw, h, lane):
@@ -134,6 +161,9 @@ class FrostBwdStates(FrostBwdLauncher, FrostFwdV2):
         j0 = wid * SUB
         a_s = to_a_operand(acc_s, thr.partition_shape_A((SUB, K)))
         crd = thr.partition_C(cute.make_identity_tensor((SUB, SUB)))
+        buf = None
+        if cutlass.const_expr(self.staged):
+            buf = vio.warp_buffer(s, self.cfg, wid, CHUNK, SUB)
         acc_r = []
         for bi in cutlass.range_constexpr(NBLK):
             r = cute.make_rmem_tensor(thr.partition_shape_C((SUB, SUB)), Float32)
@@ -157,9 +187,14 @@ class FrostBwdStates(FrostBwdLauncher, FrostFwdV2):
             b_d = self.operand(thr, lane, s_dinv[bi, None, None], False)
             cute.gemm(mma, u, a_x[None, None, 0], b_d[None, None, 0], u)
             a_u.append(to_a_operand(u, thr.partition_shape_A((SUB, SUB))))
-            for e in cutlass.range_constexpr(cute.size(u)):
-                jt = crd[e]
-                t = t0 + bi * SUB + jt[1]
-                if t < eos:
-                    mu[t, h, j0 + jt[0]] = u[e].to(BFloat16)
+            if cutlass.const_expr(self.staged):
+                vio.stage_tile(buf, u, crd, bi * SUB, 0, True)  # U^T block -> rows t
+            else:
+                for e in cutlass.range_constexpr(cute.size(u)):
+                    jt = crd[e]
+                    t = t0 + bi * SUB + jt[1]
+                    if t < eos:
+                        mu[t, h, j0 + jt[0]] = u[e].to(BFloat16)
+        if cutlass.const_expr(self.staged):
+            vio.flush_rows(buf, mu[None, h, None], t0, j0, eos - t0, lane, CHUNK, SUB)
         return a_u

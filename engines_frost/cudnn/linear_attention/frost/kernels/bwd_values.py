@@ -21,6 +21,7 @@ import cutlass
 import cutlass.cute as cute
 from cutlass import Float32, Int32
 
+from cudnn.linear_attention.frost.kernels import gmem_vector_io as vio
 from cudnn.linear_attention.frost.kernels.bwd_config import FrostBwdConfig
 from cudnn.linear_attention.frost.kernels.bwd_grads import FrostBwdGrads
 from cudnn.linear_attention.frost.kernels.bwd_states import FrostBwdStates
@@ -32,8 +33,9 @@ from cudnn.linear_attention.frost.kernels.seq_bounds import sequence_bounds
 
 
 def smem_plan(c: FrostFwdConfig):
-    """v2's shared tensors plus the (sequence, chunk) of the CTA."""
-    return v2_smem_plan(c) + [("seq", "i32", (2,), (1,))]
+    """v2's shared tensors plus the (sequence, chunk) of the CTA, and the states kernel's
+    per-warp store buffers for U where they fit (gmem_vector_io)."""
+    return vio.with_warp_buffers(v2_smem_plan(c) + [("seq", "i32", (2,), (1,))], c)
 
 
 class FrostBwdValues(FrostBwdStates):
