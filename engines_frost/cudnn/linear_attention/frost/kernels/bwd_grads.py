@@ -419,10 +419,19 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
 
     # ------------------------------------------------------------------ 3-4: dq, dk
     @cute.jit
-    def operand_t(self, thr, tile: cute.Tensor) -> cute.Tensor:
-        """A operand registers from a tile of any layout (element-wise shared loads)."""
+    def operand_t(self, thr, lane, tile: cute.Tensor) -> cute.Tensor:
+        """A operand registers [16, Kt] from a tile whose M mode is contiguous in shared
+        memory (dZp^T, dZm^T as views of the row-major score tiles): ldmatrix.x4.trans, or
+        element-wise copies of the MMA partition when self.cfg.ldmatrix is False (v1.2 always
+        copied element-wise: 16 two-byte shared loads per tile)."""
         frag = thr.make_fragment_A(thr.partition_A(tile))
-        cute.autovec_copy(thr.partition_A(tile), frag)
+        if cutlass.const_expr(self.cfg.ldmatrix):
+            atom = cute.make_copy_atom(warp.LdMatrix8x8x16bOp(True, 4), BFloat16)
+            copy = cute.make_tiled_copy_A(atom, warp_mma())
+            thr_copy = copy.get_slice(lane)
+            cute.copy(copy, thr_copy.partition_S(tile), thr_copy.retile(frag))
+        else:
+            cute.autovec_copy(thr.partition_A(tile), frag)
         return frag
 
     @cute.jit
@@ -468,8 +477,8 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
         dzp_t = cute.make_tensor(s_dzp.iterator, cute.make_layout((C, C), stride=(1, C + PAD16)))
         dzm_t = cute.make_tensor(s_dzm.iterator, cute.make_layout((C, C), stride=(1, C + PAD16)))
         for tb in cutlass.range(bi, NBLK, unroll=1):
-            a_p = self.operand_t(thr, cute.local_tile(dzp_t, (SUB, SUB), (bi, tb)))
-            a_m = self.operand_t(thr, cute.local_tile(dzm_t, (SUB, SUB), (bi, tb)))
+            a_p = self.operand_t(thr, lane, cute.local_tile(dzp_t, (SUB, SUB), (bi, tb)))
+            a_m = self.operand_t(thr, lane, cute.local_tile(dzm_t, (SUB, SUB), (bi, tb)))
             b_q = self.operand_mn(thr, lane, cute.local_tile(s_qt, (DN, SUB), (hc, tb)))
             b_kb = self.operand_mn(thr, lane, cute.local_tile(s_kbt, (DN, SUB), (hc, tb)))
             cute.gemm(mma, acc_k, a_p[None, None, 0], b_q[None, None, 0], acc_k)

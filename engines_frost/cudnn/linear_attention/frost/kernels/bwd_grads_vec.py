@@ -337,8 +337,8 @@ class FrostBwdGradsVec(FrostBwdGrads):
         if exact:
             first = bi + 1
         for tb in cutlass.range(first, NBLK, unroll=1):
-            a_p = self.operand_t(thr, cute.local_tile(dzp_t, (SUB, SUB), (bi, tb)))
-            a_m = self.operand_t(thr, cute.local_tile(dzm_t, (SUB, SUB), (bi, tb)))
+            a_p = self.operand_t(thr, lane, cute.local_tile(dzp_t, (SUB, SUB), (bi, tb)))
+            a_m = self.operand_t(thr, lane, cute.local_tile(dzm_t, (SUB, SUB), (bi, tb)))
             q_hi, q_lo = self.decayed_b(s, thr, tb, hc, e_row, "q")
             cute.gemm(mma, acc_k, a_p[None, None, 0], q_hi[None, None, 0], acc_k)
             cute.gemm(mma, acc_k, a_p[None, None, 0], q_lo[None, None, 0], acc_k)
