@@ -34,7 +34,7 @@ import cuda.bindings.driver as cuda
 import cutlass
 import cutlass.cute as cute
 from cutlass import BFloat16, Float32, Int32
-from cutlass.cute.nvgpu import warp
+from cutlass.cute.nvgpu import cpasync, warp
 
 from cudnn.linear_attention.frost.kernels.bwd_abi import FrostBwdLauncher
 from cudnn.linear_attention.frost.kernels.bwd_config import FrostBwdConfig
@@ -70,7 +70,7 @@ def smem_plan(c: FrostFwdConfig):
         # do, u, dzp, dzm one after another: dead after the products, they stage dq and dk
         # for 16-byte global stores (staging_bytes)
         rows("do", C, V), rows("u", C, V), rows("dzp", C, C), rows("dzm", C, C),
-        rows("dr", C, V),
+        rows("dr", C, V), rows("vr", C, V),  # vr: v rows (raw io) for stage_values
         rows("sf", V, K), rows("dsf", V, K),  # V-major as in global memory (ldmatrix.trans reads them)
         ("g", "f32", (C,), (1,)), ("ea", "f32", (C,), (1,)), ("ekd", "f32", (C,), (1,)),
         ("beta", "f32", (C,), (1,)), ("rq", "f32", (C,), (1,)), ("rk", "f32", (C,), (1,)),
@@ -147,10 +147,12 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
             lane = cute.arch.lane_idx()
             wid = cute.arch.make_warp_uniform(cute.arch.warp_idx())
             thr = mma.get_slice(lane)
+            srow = self.state_row(mcu, n, j, rho, T, N, lane)
+            self.issue_copies(s, mdo, mu, mdr, mv, mckpt, mdckpt, heads, rho, srow, t0, eos, tid)
+            cute.arch.cp_async_commit_group()
             self.stage_norms(s, mq, mk, mg, mb, heads, t0, eos, tid)
             cute.arch.sync_threads()
-            srow = self.state_row(mcu, n, j, rho, T, N, lane)
-            self.stage_load(s, mq, mk, mdo, mu, mdr, mckpt, mdckpt, heads, rho, srow, t0, eos, tid)
+            self.stage_load(s, mq, mk, heads, t0, eos, tid)
             cute.arch.sync_threads()
             self.stage_scores(s, scale, thr, lane, wid)
             cute.arch.sync_threads()
@@ -247,12 +249,54 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
             s_g[2 * tid + 1] = x
 
     @cute.jit
-    def stage_load(self, s, mq, mk, mdo, mu, mdr, mckpt, mdckpt, heads, rho, srow, t0, eos, tid):
-        """q-hat, k-hat, kb rows [C, K] (bf16), dO, U, dR rows, S (row srow) and dS (row
-        rho) as [V, K], e^Gam and e^(Gam_last - Gam) per row. Rows past the sequence are
-        zero. Every shared store is 16 bytes (v1.2 stored q/k transposed, 2 bytes at a time:
-        the profile's largest load-phase cost); the products read the rows transposed
-        through channels_first views and ldmatrix.trans."""
+    def issue_copies(self, s, mdo, mu, mdr, mv, mckpt, mdckpt, heads, rho, srow, t0, eos, tid):
+        """cp.async (16 bytes each, not committed) of the chunk's dO, U, dR and v rows (zero
+        past the sequence) and of S (row srow) and dS (row rho), [V, K] as in global memory:
+        issued before the norms pass so that all of them are in flight at once and land
+        without passing through registers. dO and v land raw (io dtype); stage_load
+        converts dO to bf16 in place when io is not bf16."""
+        _, _, hv, h = heads
+        a_io = cute.make_copy_atom(cpasync.CopyG2SOp(), self.io, num_bits_per_copy=128)
+        a_bf = cute.make_copy_atom(cpasync.CopyG2SOp(), BFloat16, num_bits_per_copy=128)
+        self.copy_rows_async(a_io, self.io_view(s.do), mdo, h, t0, eos, tid, self.io)
+        self.copy_rows_async(a_bf, s.u, mu, h, t0, eos, tid, BFloat16)
+        self.copy_rows_async(a_bf, s.dr, mdr, h, t0, eos, tid, BFloat16)
+        if cutlass.const_expr(hasattr(s, "vr")):
+            self.copy_rows_async(a_io, self.io_view(s.vr), mv, hv, t0, eos, tid, self.io)
+        self.copy_state_async(a_bf, s.sf, mckpt, srow, h, tid)
+        self.copy_state_async(a_bf, s.dsf, mdckpt, rho, h, tid)
+
+    @cute.jit
+    def copy_rows_async(self, atom, dst, src, head, t0, eos, tid, dtype):
+        """Rows [t0, t0 + C) of src[:, head, :] into dst [C, V] by cp.async, zero past eos
+        (a warp: consecutive 16-byte slices of whole rows)."""
+        V, C = self.cfg.V, CHUNK
+        vv = V // VEC
+        r0, cv = tid // vv, tid % vv
+        for u in cutlass.range_constexpr(C * vv // THREADS):
+            r = r0 + u * (THREADS // vv)
+            self.copy_or_zero(atom, src, t0 + r, head, VEC, cv, cute.local_tile(dst[r, None], (VEC,), (cv,)),
+                              t0 + r < eos, dtype)
+
+    @cute.jit
+    def copy_state_async(self, atom, dst, src, row, h, tid):
+        """A V-major [V, K] state row into dst [V, K] unchanged, by cp.async; the products
+        read it transposed (operand_mn)."""
+        K, V = self.cfg.K, self.cfg.V
+        vk = K // VEC
+        jv0, cv = tid // vk, tid % vk
+        for u in cutlass.range_constexpr(V * vk // THREADS):
+            jv = jv0 + u * (THREADS // vk)
+            cute.copy(atom, cute.local_tile(src[row, h, jv, None], (VEC,), (cv,)),
+                      cute.local_tile(dst[jv, None], (VEC,), (cv,)))
+
+    @cute.jit
+    def stage_load(self, s, mq, mk, heads, t0, eos, tid):
+        """q-hat, k-hat, kb rows [C, K] (bf16), e^Gam and e^(Gam_last - Gam) per row, then
+        the wait for issue_copies (dO converted to bf16 in place for an fp16 io). Rows past
+        the sequence are zero. Every shared store is 16 bytes (v1.2 stored q/k transposed,
+        2 bytes at a time: the profile's largest load-phase cost); the products read the
+        rows transposed through channels_first views and ldmatrix.trans."""
         s_qr = s.qr
         s_kr = s.kr
         s_kbr = s.kbr
@@ -286,15 +330,29 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
             cute.autovec_copy(yq, cute.local_tile(s_qr[r, None], (VEC,), (cv,)))
             cute.autovec_copy(yk, cute.local_tile(s_kr[r, None], (VEC,), (cv,)))
             cute.autovec_copy(ykb, cute.local_tile(s_kbr[r, None], (VEC,), (cv,)))
-        self.load_rows(s.do, mdo, h, t0, eos, tid, True)
-        self.load_rows(s.u, mu, h, t0, eos, tid, False)
-        self.load_rows(s.dr, mdr, h, t0, eos, tid, False)
-        self.load_state(s.sf, mckpt, srow, h, tid)
-        self.load_state(s.dsf, mdckpt, rho, h, tid)
+        cute.arch.cp_async_wait_group(0)
+        if cutlass.const_expr(self.io is not BFloat16):
+            self.convert_rows(s.do, tid)
         if tid < C:
             gl = s_g[C - 1]
             s.ea[tid] = cute.arch.exp(s_g[tid])
             s.ekd[tid] = cute.arch.exp(gl - s_g[tid])
+
+    @cute.jit
+    def convert_rows(self, dst, tid):
+        """dst [C, V] holding raw io rows -> bf16 in place: each thread converts the slices
+        its own copy_rows_async copies wrote (visible to it after its wait)."""
+        V, C = self.cfg.V, CHUNK
+        vv = V // VEC
+        r0, cv = tid // vv, tid % vv
+        raw = self.io_view(dst)
+        for u in cutlass.range_constexpr(C * vv // THREADS):
+            r = r0 + u * (THREADS // vv)
+            x = load_vec(cute.local_tile(raw[r, None], (VEC,), (cv,)))
+            y = cute.make_rmem_tensor((VEC,), BFloat16)
+            for e in cutlass.range_constexpr(VEC):
+                y[e] = x[e].to(Float32).to(BFloat16)
+            cute.autovec_copy(y, cute.local_tile(dst[r, None], (VEC,), (cv,)))
 
     @cute.jit
     def load_rows(self, dst, src, h, t0, eos, tid, convert: cutlass.Constexpr):
@@ -680,10 +738,13 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
             r = r0 + u * (THREADS // vv)
             x = load_vec(cute.local_tile(s_dr[r, None], (VEC,), (cv,)))
             xv = cute.make_rmem_tensor((VEC,), self.io)
-            xv.fill(0.0)
             ok = t0 + r < eos
-            if ok:
-                cute.autovec_copy(cute.local_tile(mv[t0 + r, hv, None], (VEC,), (cv,)), xv)
+            if cutlass.const_expr(hasattr(s, "vr")):  # copied in the load phase (zero past eos)
+                cute.autovec_copy(cute.local_tile(self.io_view(s.vr)[r, None], (VEC,), (cv,)), xv)
+            else:
+                xv.fill(0.0)
+                if ok:
+                    cute.autovec_copy(cute.local_tile(mv[t0 + r, hv, None], (VEC,), (cv,)), xv)
             bt = s_beta[r]
             part = Float32(0.0)
             y = cute.make_rmem_tensor((VEC,), mdv.element_type)
