@@ -54,6 +54,20 @@ def compile_cubin(cfg, out_dir: str) -> str:
     return cubin
 
 
+def compile_bwd_cubin(bcfg, out_dir: str) -> str:
+    """cute.compile a backward stage's kernel class (bwd_compile) for sm_90a, keeping the
+    cubin; returns its path."""
+    import cutlass.cute as cute
+
+    from cudnn.linear_attention.frost.kernels.bwd_abi import bwd_fake_args
+    from cudnn.linear_attention.frost.kernels.bwd_compile import bwd_kernel_class
+
+    kernel = bwd_kernel_class(bcfg.stage, bcfg.fwd.gate_per_channel)(bcfg)
+    cute.compile(kernel, *bwd_fake_args(bcfg), options=f"--gpu-arch sm_90a --keep-cubin --dump-dir {out_dir}")
+    (cubin,) = glob.glob(os.path.join(out_dir, "*.cubin"))
+    return cubin
+
+
 def resource_usage(cubin: str) -> dict[str, int]:
     """REG, STACK, SHARED, LOCAL of the (single) kernel function in the cubin."""
     exe = tool("CUOBJDUMP", "cuobjdump")

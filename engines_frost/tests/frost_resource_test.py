@@ -5,7 +5,10 @@ works at its 255-register ceiling; a spill (local memory or a stack frame) puts 
 local-memory round trip into the serial chunk chain. Each case compiles through
 frost_cubin_report (the same cute.compile the launch uses, keeping the cubin) and reads
 cuobjdump --dump-resource-usage. The first v2 draft spilled 88 bytes at KDA K=V=64 fp16
-(hoisted index arithmetic), which this catches. Skips where cuobjdump or CuTe DSL is absent.
+(hoisted index arithmetic), which this catches. The GDN backward kernels likewise
+(frost_cubin_report.compile_bwd_cubin); a draft of the grads kernel's cp.async load phase
+kept a 32-byte stack frame for the element-wise copy of a transposed A operand, replaced
+by ldmatrix.trans. Skips where cuobjdump or CuTe DSL is absent.
 """
 import os
 import sys
@@ -38,6 +41,29 @@ def test_no_spills(case):
     alg, fam, K, V, l2, io, align16 = case
     with tempfile.TemporaryDirectory() as tmp:
         usage = report.resource_usage(report.compile_cubin(report.config_for(fam, alg, K, V, l2, io, align16), tmp))
+    assert usage["LOCAL"] == 0 and usage["STACK"] == 0, usage
+    assert usage["REG"] <= 255, usage
+
+
+BWD_CASES = [  # (stage, K, V, io, grouped q/k heads, forward checkpoints): GDN
+    ("states", 128, 128, "bfloat16", False, False), ("chain", 128, 128, "bfloat16", False, False),
+    ("grads", 128, 128, "bfloat16", False, False), ("grads", 128, 128, "float16", True, False),
+    ("grads", 64, 64, "bfloat16", True, False), ("values", 128, 128, "bfloat16", False, True),
+]
+
+
+@pytest.mark.parametrize("case", BWD_CASES, ids=lambda c: f"gdn-{c[0]}-K{c[1]}V{c[2]}-{c[3]}-grouped{int(c[4])}")
+def test_backward_no_spills(case):
+    """The GDN backward kernels (the vector-gate grads kernel spills and is not listed)."""
+    from cudnn.linear_attention.frost.kernels.bwd_config import FrostBwdConfig
+    from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
+
+    stage, K, V, io, grouped, ckpt = case
+    H = 2 if grouped else 4
+    f = FrostFwdConfig(io, "float32", H, H, 4, K, V, False, False, False, True, True, False, algorithm="v2")
+    cfg = FrostBwdConfig(f, stage, "float32", "float32", checkpoints=ckpt)
+    with tempfile.TemporaryDirectory() as tmp:
+        usage = report.resource_usage(report.compile_bwd_cubin(cfg, tmp))
     assert usage["LOCAL"] == 0 and usage["STACK"] == 0, usage
     assert usage["REG"] <= 255, usage
 

@@ -55,6 +55,7 @@ class Case:
     dht: bool = False
     l2norm: bool = False
     correlated: bool = False
+    dtype: str = "bfloat16"  # q, k, v, dO (torch dtype name)
 
 
 CASES = [
@@ -68,6 +69,10 @@ CASES = [
     Case("correlated", (256, 100), 2, 2, 128, 128, l2norm=True, correlated=True),
     # many short sequences (0-16 tokens: more sequences than chunks) and an initial state
     Case("manyshort", tuple((i * 7) % 17 for i in range(40)), 4, 4, 64, 64, h0=True, dht=True),
+    # fp32 dq/dk per output head at K = 64 (grads stages both tiles at once), and fp16 io
+    # (dO lands raw by cp.async and is converted in place)
+    Case("k64groups", (90, 64, 5), 2, 4, 64, 64, dht=True, l2norm=True),
+    Case("fp16", (150, 40), 4, 4, 128, 128, h0=True, dht=True, l2norm=True, dtype="float16"),
 ]
 FAMILIES = ("gdn", "kda", "gdn2")
 # vector-gate families run a subset (their kernels take longer to build)
@@ -85,7 +90,7 @@ def make_case(case: Case, family: str, device: str, seed: int = 0):
     from tests.reference.preprocess import Family
 
     cfg = InputConfig(family=Family(family), seq_lens=case.seq_lens, H=case.H, HK=case.HK, HV=case.HV, K=case.K,
-                      V=case.V, dtype=torch.bfloat16, state_dtype=torch.float32, use_qk_l2norm=case.l2norm,
+                      V=case.V, dtype=getattr(torch, case.dtype), state_dtype=torch.float32, use_qk_l2norm=case.l2norm,
                       with_initial_state=case.h0, device=device)
     x = make_inputs(cfg, seed)
     if case.correlated:  # keys at cosine ~0.8 with one another, beta >= 0.5, slow decay

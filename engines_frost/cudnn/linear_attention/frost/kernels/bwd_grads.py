@@ -7,12 +7,14 @@ exit). Inputs: the chunk's rows of q, k, v, g,
 beta, dO, U (kernel 1) and dR (kernel 2), the state S entering the chunk (kernel 1's
 checkpoint, or with bcfg.checkpoints the forward's, at its packed row: checkpoints.py)
 and the gradient dS of the state leaving it (kernel 2's), both V-major in global memory
-and copied unchanged (16-byte copies) into shared memory; the products read them
-transposed with ldmatrix.trans.
+and copied unchanged into shared memory; the products read them transposed with
+ldmatrix.trans. Every shared-memory fill is 16 bytes wide: dO, U, dR, v, S, dS by
+cp.async issued first (issue_copies), q-hat, k-hat, kb row-major from registers.
 
 Stages (barriers between them), scalar gates (GDN):
-1. rows     q-hat, k-hat, kb [C, K] (L2 norms by a first pass, kept per row), Gam
-            and e^Gam, e^(Gam_last - Gam) per row; dO, dR, U [C, V]; S, dS [V, K].
+1. rows     cp.async of dO, U, dR, v [C, V] and S, dS [V, K]; meanwhile the L2 norms
+            (a first pass, kept per row), Gam, then q-hat, k-hat, kb [C, K], e^Gam and
+            e^(Gam_last - Gam) per row, and the wait for the copies.
 2. scores   per lower 16x16 tile (t, s): dZp = scale (dO U^T) e^(Gam_t - Gam_s) (s <= t),
             dZm = -(dR U^T) e^(Gam_t - Gam_s) (s < t), bf16.
 3. grads    warp w: rows t of block w % 4, channels d of half w / 4, three accumulators
@@ -25,6 +27,8 @@ Stages (barriers between them), scalar gates (GDN):
             dk^ = dk^_dir + beta dkb; dv = beta dR and sum_v v dR; dGam_t = q^.dq^ + kb.dkb
             - k^.dk^_dir, plus at the chunk's last row sum_t k^ e^(Gam_last - Gam) dKD +
             e^Gam_last sum S dS; dg = reverse cumsum of dGam, dbeta = k^.dkb + sum_v v dR.
+            dq and dk are staged in the dead do/u/dzp/dzm tensors and leave in 16-byte row
+            slices (write_qk).
 Grouped q/k/v heads: dq/dk/dv go to fp32 per output head (summed by the launcher).
 The algebra is engines_frost/tests/frost_bwd_model.py (stage_grads).
 """
