@@ -23,7 +23,7 @@ from tests.backend.suite_fixtures import gpu_suite_marks, result_table  # noqa: 
 pytestmark = gpu_suite_marks()
 PROBE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "moe_modes_probe.py")
 #: a case compiles and runs one small grouped matmul; the rest is importing torch
-TIMEOUT_S = 240
+TIMEOUT_S = 120
 
 
 def probe(name: str) -> tuple[dict | None, str]:
