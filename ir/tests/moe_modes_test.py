@@ -82,7 +82,7 @@ BAD = [
      "token_ks", f"[1, {R}, 1]", f"dims [1, {R + 1}, 1]"),
     ("none_with_index", lambda g: g.moe_grouped_matmul(
         g.tensor([1, R, K]), *weights(g), index(g)),
-     "token_index", "only mode GATHER and SCATTER reads it", "a tensor"),
+     "token_index", "only modes GATHER and SCATTER read it", "a tensor"),
     ("token_rank", lambda g: _gather(g, token=g.tensor([S, K])),
      "token", "[1, rows, K]", f"dims [{S}, {K}]"),
     ("weight_rank", lambda g: _gather(g, weight=g.tensor([K, N])),

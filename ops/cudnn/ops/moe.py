@@ -46,9 +46,10 @@ def _check_routing(call: OpCall, mode: moe_grouped_matmul_mode) -> None:
         if wanted and not call.has(port):
             raise call.fail(port, f"a [1, R, 1] INT32 tensor (mode {mode.name} reads it)", "None")
         if not wanted and call.has(port):
-            readers = " and ".join(m.name for m, ports in _ROUTING.items() if port in ports)
-            raise call.fail(port, f"None (only mode {readers} reads it; mode is {mode.name})",
-                            "a tensor")
+            readers = [m.name for m, ports in _ROUTING.items() if port in ports]
+            who = f"modes {' and '.join(readers)} read" if len(readers) > 1 else \
+                f"mode {readers[0]} reads"
+            raise call.fail(port, f"None (only {who} it; mode is {mode.name})", "a tensor")
         dims = call.dim(port)
         if dims is not None and (len(dims) != 3 or dims[0] != 1 or dims[2] != 1):
             raise call.fail(port, "dims [1, R, 1] (one entry per routed row)", f"dims {list(dims)}")
