@@ -23,7 +23,7 @@ from cudnn.builders_sdpa import SdpaBuilders
 from cudnn.builders_structured import StructuredBuilders
 from cudnn.framework_arrays import ArrayDescription, describe, is_framework_array
 from cudnn.graph_context import GraphContext, normalize_dtype
-from cudnn.graph_types import Tensor, _as_uid, row_major
+from cudnn.graph_types import Tensor, _as_uid, normalize_dims, row_major
 from cudnn.lifecycle import GraphState, Lifecycle
 from cudnn.nodes import Node
 from cudnn.ops.data_types import data_type, to_data_type
@@ -252,6 +252,19 @@ class pygraph(PointwiseBuilders, StructuredBuilders, SdpaBuilders,  # noqa: N801
                name: str = "", uid: int | None = None, ragged_offset_multiplier: int = 1,
                alignment_value: int = 1, **kwargs: Any) -> Tensor:
         self._check_not_frozen("create a tensor")
+        if not kwargs and stride is not None and ragged_offset is None \
+                and reordering_type is None and uid is None and type(name) is str \
+                and type(is_virtual) is bool and type(is_pass_by_value) is bool \
+                and type(ragged_offset_multiplier) is int and ragged_offset_multiplier == 1 \
+                and type(alignment_value) is int and alignment_value == 1:
+            # the common call, in one step; the checks and their order (and so the
+            # errors) are the general path's below
+            dims = normalize_dims(dim, "tensor ''.set_dim")
+            strides = normalize_dims(stride, "tensor ''.set_stride", "stride")
+            dt = normalize_dtype(data_type, "tensor", "data_type")
+            t = Tensor._made(name or f"tensor_{len(self._tensors)}", dims, strides,
+                             is_virtual, is_pass_by_value, True, True)
+            return self._register(t, dt, None, None)
         t = Tensor()
         t.set_dim(dim)
         if stride is not None:

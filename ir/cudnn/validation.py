@@ -95,12 +95,12 @@ def _infer_node(node: Node) -> None:
         if tensor is None:
             continue
         if tensor.dim_assigned:
-            check_output_dims(spec, out, call, tuple(tensor.dim), out.name)
+            check_output_dims(spec, out, call, tuple(tensor._dim), out.name)
         elif out.infer is not None:
             dims = out.infer(call)
             if dims is not None:
                 dims = tuple(int(n) for n in dims)
-                if dims != tuple(tensor.dim):  # unchanged since the builder: keep it
+                if dims != tuple(tensor._dim):  # unchanged since the builder: keep it
                     tensor._provisional_dims(dims)
         if tensor.data_type is None:
             source = call.dtype(out.dtype_like) if out.dtype_like else None
@@ -116,9 +116,9 @@ def _fill_defaults(graph: pygraph, wired: Iterable[Tensor]) -> None:
             fill = ctx.intermediate_data_type if tensor.is_virtual else ctx.io_data_type
             if fill is not None:
                 tensor._provisional_dtype(fill)
-        if tensor.dim and not tensor.stride_assigned:
-            strides = row_major(tensor.dim)
-            if strides != tuple(tensor.stride):
+        if tensor._dim and not tensor.stride_assigned:
+            strides = row_major(tensor._dim)
+            if strides != tuple(tensor._stride):
                 tensor._provisional_stride(strides)
 
 
