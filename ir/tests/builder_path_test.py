@@ -1,5 +1,6 @@
-"""The builders' one-pass path (op_builder._add_simple) makes the graph the general path
-makes, names nodes in O(1), and keeps a graph's per-node cost flat in its size."""
+"""The builders' one-pass path (op_binders: a builder generated per OpSpec) makes the graph
+the general path makes, names nodes in O(1), and keeps a graph's per-node cost flat in its
+size."""
 from __future__ import annotations
 
 import time
@@ -47,8 +48,9 @@ def describe(g: cudnn.pygraph) -> list:
 
 
 def general_only(monkeypatch) -> None:
-    monkeypatch.setattr(op_builder, "_SIMPLE", {id(pointwise.ADD): (), id(pointwise.RELU): (),
-                                                id(pointwise.MUL): ()})
+    monkeypatch.setattr(op_builder, "_BINDERS", {pointwise.ADD: op_builder._no_binder,
+                                                 pointwise.RELU: op_builder._no_binder,
+                                                 pointwise.MUL: op_builder._no_binder})
 
 
 @pytest.mark.parametrize("names", [False, True])
