@@ -3,12 +3,15 @@ the general path makes, names nodes in O(1), and keeps a graph's per-node cost f
 size."""
 from __future__ import annotations
 
+import random
 import time
 
 import pytest
 
 import cudnn
-from cudnn import op_builder
+import ir_op_cases
+from cudnn import op_binders, op_builder
+from cudnn.ops.registry import all_specs
 from cudnn.graph_types import Tensor
 from cudnn.nodes import Node
 from cudnn.ops import pointwise
@@ -62,6 +65,51 @@ def test_the_one_pass_path_builds_what_the_general_path_builds(monkeypatch, name
     fast.validate()
     slow.validate()
     assert describe(fast) == describe(slow)
+
+
+def _graph_of(case, seed: int) -> tuple[cudnn.pygraph, object]:
+    g = cudnn.pygraph(io_data_type=D.HALF, intermediate_data_type=D.FLOAT)
+    built = case.make(g, random.Random(seed))
+    result = getattr(g, case.op)(*built.args, **built.kwargs)
+    return g, result
+
+
+def _described(g: cudnn.pygraph, result) -> tuple:
+    outs = result if isinstance(result, list) else [result]
+    return (describe(g), [None if t is None else t.uid for t in outs],
+            [(t.name, t.uid, t.data_type, t.data_type_provisional) for t in g.all_tensors()],
+            dict(g._op_counters), g._uids.next_auto)
+
+
+@pytest.mark.parametrize("seed", (0, 1))
+@pytest.mark.parametrize("case", ir_op_cases.all_cases(), ids=lambda c: f"{c.op}-{c.id}")
+def test_every_op_builds_the_same_graph_on_both_paths(monkeypatch, case, seed):
+    g, result = _graph_of(case, seed)
+    fast = _described(g, result)
+    monkeypatch.setattr(op_builder, "_BINDERS", {spec: op_builder._no_binder
+                                                 for spec in all_specs().values()})
+    g, result = _graph_of(case, seed)
+    assert _described(g, result) == fast
+    g.validate()
+
+
+def test_specs_with_only_tensor_inputs_have_a_one_pass_builder():
+    with_binder = {name for name, spec in all_specs().items()
+                   if op_binders.binder(spec) is not None}
+    assert {spec.name for spec in pointwise.SPECS} <= with_binder
+    assert "matmul" in with_binder
+
+
+def test_a_one_pass_builder_leaves_bad_calls_to_the_general_path():
+    g = cudnn.pygraph()
+    x = g.tensor(name="x", dim=[4, 2], stride=[2, 1], data_type=D.FLOAT)
+    bind = op_binders.binder(pointwise.ADD)
+    other = cudnn.pygraph().tensor(name="o", dim=[4, 2], stride=[2, 1])
+    for args in ({"a": x, "b": None}, {"a": x, "b": other}, {"a": x, "b": x, "out_dims": [4, 2]},
+                 {"a": x, "b": x, "unexpected": {"c": 1}}, {"a": x, "b": x, "name": 3},
+                 {"a": x, "b": [1.0]}):
+        assert bind(g, args) is op_binders.GENERAL, args
+    assert g.nodes == [] and len(g.all_tensors()) == 1
 
 
 def test_fast_views_equal_the_dataclass_constructors():
