@@ -49,6 +49,9 @@ class BackendOptions:
     extra: Mapping[str, Any] = field(default_factory=dict)
 
 
+_NO_BACKEND_OPTIONS = BackendOptions()
+
+
 class pygraph(PointwiseBuilders, StructuredBuilders, SdpaBuilders,  # noqa: N801
               LinearAttentionBuilders, PlanListMixin):
     def __init__(self, name: str = "test_graph", io_data_type: Any = None,
@@ -61,25 +64,28 @@ class pygraph(PointwiseBuilders, StructuredBuilders, SdpaBuilders,  # noqa: N801
                  **kwargs: Any) -> None:
         if not isinstance(name, str):
             raise OpTypeError("pygraph", "name", "a str", show(name))
-        setattr_ = object.__setattr__
-        setattr_(self, "_name", name)
-        setattr_(self, "_context", GraphContext(io_data_type, intermediate_data_type,
-                                                compute_data_type, self._before_mutation))
-        setattr_(self, "_lifecycle", Lifecycle(self._freeze_structures))
-        setattr_(self, "_uids", UidTable(self._renumbered))
-        setattr_(self, "_nodes", [])
-        #: {node name: node}; names are unique and nodes never change or leave the graph.
-        setattr_(self, "_node_names", {})
-        setattr_(self, "_tensors", [])
-        setattr_(self, "_auto_bindings", {})
-        setattr_(self, "_producers", {})
-        setattr_(self, "_readers", {})
-        setattr_(self, "_op_counters", {})
-        setattr_(self, "_backend_options", BackendOptions(
-            handle, sm_count, sm_version, kernel_cache, device_property,
-            bool(is_dynamic_shape_enabled), bool(is_override_shape_enabled),
-            cuda_graph_retention, dict(kwargs)))
-        setattr_(self, "_replay_expected", bool(is_cuda_graph_replay_expected))
+        if handle is None and sm_count is None and sm_version is None and kernel_cache is None \
+                and device_property is None and not is_dynamic_shape_enabled \
+                and not is_override_shape_enabled and cuda_graph_retention is None and not kwargs:
+            options = _NO_BACKEND_OPTIONS  # immutable: one instance serves every such graph
+        else:
+            options = BackendOptions(handle, sm_count, sm_version, kernel_cache, device_property,
+                                     bool(is_dynamic_shape_enabled),
+                                     bool(is_override_shape_enabled), cuda_graph_retention,
+                                     dict(kwargs))
+        # private state in one write (pygraph.__setattr__ guards only public names)
+        self.__dict__.update(
+            _name=name,
+            _context=GraphContext(io_data_type, intermediate_data_type, compute_data_type,
+                                  self._before_mutation),
+            _lifecycle=Lifecycle(self._freeze_structures),
+            _uids=UidTable(self._renumbered),
+            _nodes=[],
+            #: {node name: node}; names are unique and nodes never change or leave the graph.
+            _node_names={},
+            _tensors=[], _auto_bindings={}, _producers={}, _readers={}, _op_counters={},
+            _backend_options=options,
+            _replay_expected=bool(is_cuda_graph_replay_expected))
         self._lifecycle.planning.router = router
 
     # -- state and mutation guard ----------------------------------------------------

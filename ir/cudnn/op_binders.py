@@ -57,10 +57,6 @@ def binder(spec: OpSpec) -> Binder | None:
     return namespace["bind"]
 
 
-def _ref(graph: Any) -> weakref.ref[Any]:
-    return weakref.ref(graph)
-
-
 def _view(dim: tuple[int, ...], data_type: Any) -> PortView:
     """`PortView(dim, data_type)` without the frozen dataclass's per-field guard."""
     view = object.__new__(PortView)
@@ -71,7 +67,7 @@ def _view(dim: tuple[int, ...], data_type: Any) -> PortView:
 _RUNTIME: dict[str, Any] = {
     "GENERAL": GENERAL, "Tensor": Tensor, "NewTensor": _NewTensor, "Node": Node,
     "NewNode": _NewNode, "view": _view, "OpCall": OpCall, "new": object.__new__,
-    "proxy": MappingProxyType, "ref": _ref, "ROW_MAJOR": _ROW_MAJOR, "row_major": row_major,
+    "proxy": MappingProxyType, "ref": weakref.ref, "ROW_MAJOR": _ROW_MAJOR, "row_major": row_major,
     "normalize_dims": normalize_dims, "normalize_dtype": normalize_dtype,
     "NO_LISTS": MappingProxyType({}), "NO_OUT_PORTS": frozenset(),
 }
@@ -235,12 +231,14 @@ def _source(spec: OpSpec) -> tuple[str, dict[str, Any]]:
         "    graph._nodes.append(node)",
         "    graph._node_names[name] = node",
         "    producers = graph._producers",
-        "    for x in outputs.values():",
-        "        producers[x] = node",
-        "    readers = graph._readers",
-        "    for v in inputs.values():",
-        "        readers.setdefault(v, node)",
     ]
+    for k, out in enumerate(spec.outputs):
+        lines += ([f"    if x{k} is not None:", f"        producers[x{k}] = node"]
+                  if out.present is not None else [f"    producers[x{k}] = node"])
+    lines.append("    readers = graph._readers")
+    for i, p in enumerate(spec.ports):
+        lines += ([f"    readers.setdefault(v{i}, node)"] if p.required else
+                  [f"    if v{i} is not None:", f"        readers.setdefault(v{i}, node)"])
     if spec.returns is ReturnStyle.SINGLE:
         lines.append("    return x0")
     else:
