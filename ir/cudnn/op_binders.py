@@ -7,10 +7,9 @@ constants it reads bound as globals) that makes the node `op_builder`'s general 
 makes, with the same checks in the same order:
 - the port rules (rank, dtype) of ports that have any; the attrs' `normalize`;
   `compute_data_type` through `normalize_dtype`;
-- the spec's check and shape inference on an OpCall, except where a rule says their
-  answer for the call: an output inferred by `rules.broadcast` over every port, with a
-  check marked `rules.passes_equal_dims` (or none), needs neither when all the ports
-  have the same known dims (the output has those dims);
+- the spec's check and shape inference on an OpCall, except where their answer is
+  known: for a spec `rules.decided_by_equal_dims` accepts, a call whose ports all have
+  the same known dims passes the check and its output has those dims;
 - then, all at once: the node name, the output tensors (row-major provisional strides,
   uids counted up as `UidTable` counts them), the node and the graph's name, producer
   and reader indexes.
@@ -35,6 +34,7 @@ from cudnn.graph_types import _ROW_MAJOR, Tensor, _NewTensor, normalize_dims, ro
 from cudnn.nodes import _NewNode, Node
 from cudnn.ops.op_spec import (Direction, OpCall, OpSpec, PortKind, PortSpec, PortView,
                                ReturnStyle)
+from cudnn.ops.rules import decided_by_equal_dims
 
 #: what a binder returns for a call it leaves to the general path.
 GENERAL = object()
@@ -71,19 +71,6 @@ _RUNTIME: dict[str, Any] = {
     "normalize_dims": normalize_dims, "normalize_dtype": normalize_dtype,
     "NO_LISTS": MappingProxyType({}), "NO_OUT_PORTS": frozenset(),
 }
-
-
-def _equal_dims_shortcut(spec: OpSpec) -> bool:
-    """Whether equal known dims on every port answer the check and the inference."""
-    names = tuple(p.name for p in spec.ports)
-    if len(spec.outputs) != 1 or not all(p.required for p in spec.ports):
-        return False
-    out = spec.outputs[0]
-    if out.present is not None or out.infer is None:
-        return False
-    if tuple(getattr(out.infer, "broadcast_of", ())) != names:
-        return False
-    return spec.check is None or getattr(spec.check, "passes_equal_dims", False)
 
 
 def _source(spec: OpSpec) -> tuple[str, dict[str, Any]]:
@@ -144,7 +131,7 @@ def _source(spec: OpSpec) -> tuple[str, dict[str, Any]]:
                       f"        params[{attr.name!r}] = A{j}.normalize(OP, a)"]
     # -- check and inference: o<k> the output's dims (None: unknown), p<k> its presence
     generic = _generic_rules(spec, constants)
-    if _equal_dims_shortcut(spec):
+    if decided_by_equal_dims(spec):
         same = " and ".join(f"d0 == d{i}" for i in range(1, len(spec.ports)))
         lines += [f"    if d0{' and ' + same if same else ''}:", "        o0 = d0", "    else:"]
         lines += ["    " + line for line in generic]

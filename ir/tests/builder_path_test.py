@@ -10,7 +10,7 @@ import pytest
 
 import cudnn
 import ir_op_cases
-from cudnn import op_binders, op_builder
+from cudnn import op_binders, op_builder, validation
 from cudnn.ops.registry import all_specs
 from cudnn.graph_types import Tensor
 from cudnn.nodes import Node
@@ -91,6 +91,45 @@ def test_every_op_builds_the_same_graph_on_both_paths(monkeypatch, case, seed):
     g, result = _graph_of(case, seed)
     assert _described(g, result) == fast
     g.validate()
+
+
+def _equal_dims_graph(edit: str) -> cudnn.pygraph:
+    """Nodes whose inputs have equal dims, then `edit`ed before validate (re-inferred)."""
+    g = cudnn.pygraph(io_data_type=D.HALF, intermediate_data_type=D.FLOAT)
+    x = g.tensor(name="x", dim=[2, 3, 4], stride=[12, 4, 1])
+    b = g.tensor(name="b", dim=[2, 3, 4], stride=[12, 4, 1], data_type=D.FLOAT)
+    y = g.add(a=x, b=b)
+    z = g.relu(input=y, upper_clip=6.0)
+    w = g.mul(z, b)
+    w.set_output(True)
+    if edit == "inputs":  # all three re-infer [5, 3, 4]
+        x.set_dim([5, 3, 4])
+        b.set_dim([5, 3, 4])
+    elif edit == "broadcast":  # add's inputs differ: the check and inference run
+        x.set_dim([1, 3, 4])
+    elif edit == "caller_set":  # a caller-set output is checked, not re-inferred
+        y.set_dim([2, 3, 4])
+    return g
+
+
+@pytest.mark.parametrize("edit", ["none", "inputs", "broadcast", "caller_set"])
+def test_validate_infers_the_same_with_and_without_the_equal_dims_shortcut(monkeypatch, edit):
+    fast = _equal_dims_graph(edit)
+    fast.validate()
+    monkeypatch.setattr(validation, "_FACTS", {})
+    monkeypatch.setattr(validation, "decided_by_equal_dims", lambda spec: False)
+    slow = _equal_dims_graph(edit)
+    slow.validate()
+    assert describe(fast) == describe(slow)
+    if edit == "inputs":
+        assert tuple(fast.nodes[-1].outputs["OUT_0"].dim) == (5, 3, 4)
+
+
+def test_validate_still_rejects_a_wrong_caller_set_output_of_equal_inputs():
+    g = _equal_dims_graph("none")
+    g.nodes[0].outputs["OUT_0"].set_dim([2, 3, 5])
+    with pytest.raises(cudnn.OpValueError, match="dims"):
+        g.validate()
 
 
 def test_specs_with_only_tensor_inputs_have_a_one_pass_builder():

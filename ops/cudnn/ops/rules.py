@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from cudnn.ops.op_spec import Check, Condition, OpCall, ShapeRule
+from cudnn.ops.op_spec import Check, Condition, OpCall, OpSpec, ShapeRule
 
 
 # -- shape rules -------------------------------------------------------------------
@@ -50,6 +50,20 @@ def broadcast(*ports: str) -> ShapeRule:
         return broadcast_shapes(d for d in dims if d is not None)
     rule.broadcast_of = ports  # type: ignore[attr-defined]
     return rule
+
+
+def decided_by_equal_dims(spec: OpSpec) -> bool:
+    """Whether, for `spec`, a call whose input ports all have the same known dims passes
+    the check and gets those dims for its one output: every port is a required tensor
+    port, the output (always present) is `broadcast` over all of them, and the check is
+    None or marked `passes_equal_dims`. The IR's builders and validate() then skip both."""
+    names = tuple(p.name for p in spec.ports)
+    if len(spec.outputs) != 1 or not names or not all(p.required for p in spec.ports):
+        return False
+    out = spec.outputs[0]
+    if out.present is not None or tuple(getattr(out.infer, "broadcast_of", ())) != names:
+        return False
+    return spec.check is None or getattr(spec.check, "passes_equal_dims", False)
 
 
 def passes_equal_dims(check: Check) -> Check:
