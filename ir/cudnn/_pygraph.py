@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import numbers
+import weakref
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -268,9 +269,20 @@ class pygraph(PointwiseBuilders, StructuredBuilders, SdpaBuilders,  # noqa: N801
             dims = normalize_dims(dim, "tensor ''.set_dim")
             strides = normalize_dims(stride, "tensor ''.set_stride", "stride")
             dt = normalize_dtype(data_type, "tensor", "data_type")
+            # what _register does for a tensor without uid or ragged offset
+            self._lifecycle.check_mutable("create a tensor")
             t = Tensor._made(name or f"tensor_{len(self._tensors)}", dims, strides,
                              is_virtual, is_pass_by_value, True, True)
-            return self._register(t, dt, None, None)
+            object.__setattr__(t, "_owner", weakref.ref(self))
+            if dt is None:
+                ctx = self._context
+                t._provisional_dtype(ctx.intermediate_data_type if is_virtual
+                                     else ctx.io_data_type)
+            else:
+                object.__setattr__(t, "_data_type", dt)
+            self._uids.assign_auto(t)
+            self._tensors.append(t)
+            return t
         t = Tensor()
         t.set_dim(dim)
         if stride is not None:
