@@ -87,7 +87,8 @@ class pygraph(PointwiseBuilders, StructuredBuilders, SdpaBuilders,  # noqa: N801
             _tensors=[], _auto_bindings={}, _producers={}, _readers={}, _op_counters={},
             _backend_options=options,
             _replay_expected=bool(is_cuda_graph_replay_expected))
-        self._lifecycle.planning.router = router
+        if router is not None:
+            self._lifecycle.planning.router = router
 
     # -- state and mutation guard ----------------------------------------------------
     @property
