@@ -34,7 +34,10 @@ INT64_MAX = 2**63 - 1
 def normalize_dims(value: Any, where: str, argument: str = "dim") -> tuple[int, ...]:
     """A sequence of ints in [0, 2**63) (list, tuple, torch.Size, ...) as a tuple."""
     if type(value) is tuple or type(value) is list:  # the common case, without abc checks
-        if all(type(v) is int and 0 <= v <= INT64_MAX for v in value):
+        for v in value:  # a plain loop: no generator frame (every tensor passes here)
+            if type(v) is not int or not 0 <= v <= INT64_MAX:
+                break
+        else:
             return tuple(value)
     if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
         raise OpTypeError(where, argument, "a sequence of ints", show(value))
