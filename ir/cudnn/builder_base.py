@@ -2,7 +2,8 @@
 
 The `builders_*` modules are generated from the OpSpecs by `cudnn.builder_codegen` and
 checked in, so every builder is an ordinary method with an explicit signature that grep,
-IDEs and type checkers see. Each method hands its arguments (`locals()`) to `_add_op` (`op_builder.add_op`).
+IDEs and type checkers see. Each method hands its arguments (`locals()`) to `_add_op`
+(`op_builder.add_op`).
 """
 from __future__ import annotations
 

@@ -13,9 +13,10 @@ makes, with the same checks in the same order:
 - then, all at once: the node name, the output tensors (row-major provisional strides,
   uids counted up as `UidTable` counts them), the node and the graph's name, producer
   and reader indexes.
-Any other call, and every call that would raise in a port rule, returns `GENERAL`: the
-general path then builds or reports it. Nothing touches the graph before the commit and
-nothing in the commit raises, so a failed call leaves the graph as it was.
+Any other call, and every call that would fail a port rule, returns `GENERAL`: the
+general path then builds or reports it. A bad compute dtype or attr and a failed check
+raise here, the general path's errors in its order. Nothing touches the graph before the
+commit and nothing in the commit raises, so a failed call leaves the graph as it was.
 ir/tests/builder_path_test.py compares the graphs both paths build.
 
 Specs with list, tuple, tensor-or-scalar or out-direction ports have no binder
@@ -67,8 +68,8 @@ def _view(dim: tuple[int, ...], data_type: Any) -> PortView:
 _RUNTIME: dict[str, Any] = {
     "GENERAL": GENERAL, "Tensor": Tensor, "NewTensor": _NewTensor, "Node": Node,
     "NewNode": _NewNode, "view": _view, "OpCall": OpCall, "new": object.__new__,
-    "proxy": MappingProxyType, "ref": weakref.ref, "ROW_MAJOR": _ROW_MAJOR, "row_major": row_major,
-    "normalize_dims": normalize_dims, "normalize_dtype": normalize_dtype,
+    "proxy": MappingProxyType, "ref": weakref.ref, "ROW_MAJOR": _ROW_MAJOR,
+    "row_major": row_major, "normalize_dims": normalize_dims, "normalize_dtype": normalize_dtype,
     "NO_LISTS": MappingProxyType({}), "NO_OUT_PORTS": frozenset(),
 }
 
