@@ -1,0 +1,88 @@
+"""The FROST decode engine planned and launched on a CPU, with a recording kernel: what a
+cached serving call costs on the host, and which path it takes, without a GPU.
+
+`decode_engine_on_cpu()` lets the `*_frost_decode` engines plan graphs whose handle is a
+CPU device (the chunked FROST and cuTile engines still decline them), and replaces the
+two GPU-only steps of the launcher (kernels/decode.py): `bind_decode` runs the launcher's
+real operand checks (`check_decode_operands`) and returns a real `DecodeLaunch` around a
+recording function instead of a compiled kernel, and `frost_decode` (the checked path of
+`execute`) runs the same checks and records. Everything between the public torch op and
+the kernel call is the shipped code: the op layer, the graph cache, the launch lane, the
+plan's direct launch and `DecodeLaunch.launch_addresses`.
+
+The returned `DecodeCounts` says how many times each step ran: a cached call that takes
+the fast path adds one `launches` and nothing else.
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from collections.abc import Iterator
+
+import torch
+
+from cudnn.engines import manifest
+from cudnn.linear_attention import ops
+from cudnn.linear_attention.frost import decode_engine, runtime_probe
+from cudnn.linear_attention.frost.kernels import decode as kernels_decode
+from cudnn.linear_attention.ops import _op_factory
+
+
+@dataclasses.dataclass
+class DecodeCounts:
+    builds: int = 0      # graphs built by the op layer (planning + plan build)
+    binds: int = 0       # launcher checks + kernel lookups (direct_launch, once per entry)
+    checked: int = 0     # checked launches through execute (frost_decode)
+    launches: int = 0    # kernel calls through a DecodeLaunch (the lane)
+
+
+@contextlib.contextmanager
+def decode_engine_on_cpu() -> Iterator[DecodeCounts]:
+    counts = DecodeCounts()
+
+    def kernel(*args):  # the compiled kernel's place: TVM-FFI takes addresses as ints
+        counts.launches += 1
+
+    def bind_decode(*, arch=None, **operands):
+        counts.binds += 1
+        checked = kernels_decode.check_decode_operands(**operands)
+        return kernels_decode.DecodeLaunch(
+            checked.config, kernel, "tvm", kernels_decode.operand_signature(checked.tensors),
+            checked.T, checked.N, checked.S)
+
+    def frost_decode(*, scale, stream=None, **operands):
+        counts.checked += 1
+        kernels_decode.check_decode_operands(**operands)
+
+    build = _op_factory.FamilyOps._build
+
+    def counted_build(self, op, values):
+        counts.builds += 1
+        return build(self, op, values)
+
+    saved = [(runtime_probe, "runtime_reason"), (runtime_probe, "kernel_arch"),
+             (decode_engine, "handle_device_reason"), (decode_engine, "_build_device"),
+             (decode_engine, "torch_stream"), (kernels_decode, "bind_decode"),
+             (kernels_decode, "frost_decode"), (_op_factory.FamilyOps, "_build")]
+    originals = [(module, name, getattr(module, name)) for module, name in saved]
+    patches = {
+        (runtime_probe, "runtime_reason"): lambda engine, device=None: None,
+        (runtime_probe, "kernel_arch"): lambda device: runtime_probe.KERNEL_ARCHS[90],
+        (decode_engine, "handle_device_reason"): lambda graph, engine: None,
+        (decode_engine, "_build_device"): lambda handle, engine: torch.device("cpu"),
+        (decode_engine, "torch_stream"): lambda stream, device: None,
+        (kernels_decode, "bind_decode"): bind_decode,
+        (kernels_decode, "frost_decode"): frost_decode,
+        (_op_factory.FamilyOps, "_build"): counted_build,
+    }
+    for (module, name), value in patches.items():
+        setattr(module, name, value)
+    manifest.clear_engine_cache()
+    ops.clear_graph_caches()
+    try:
+        yield counts
+    finally:
+        for module, name, value in originals:
+            setattr(module, name, value)
+        manifest.clear_engine_cache()
+        ops.clear_graph_caches()
