@@ -11,7 +11,9 @@ the kernel call is the shipped code: the op layer, the graph cache, the launch l
 plan's direct launch and `DecodeLaunch.launch_addresses`.
 
 The returned `DecodeCounts` says how many times each step ran: a cached call that takes
-the fast path adds one `launches` and nothing else.
+the fast path adds one `launches` and nothing else. `serving_step` and `serve` make and
+run one decode (or speculative) step as a server does (also used on the GPU by
+op_overhead.py --serve).
 """
 from __future__ import annotations
 
@@ -86,3 +88,39 @@ def decode_engine_on_cpu() -> Iterator[DecodeCounts]:
             setattr(module, name, value)
         manifest.clear_engine_cache()
         ops.clear_graph_caches()
+
+
+FUNCTIONS = {"gdn": ops.gated_delta_net, "kda": ops.kimi_delta_attention,
+             "gdn2": ops.gated_delta_net_v2}
+
+
+def serving_step(family: str, seed: int, *, n: int, heads: int, dim: int, tokens: int = 1,
+                 device: str = "cpu") -> dict:
+    """Fresh tensors (new addresses) for one step of n sequences x `tokens` tokens: bf16
+    q/k/v (and GDN-2's beta, w), float32 gates, int32 cu_seqlens, on `device`."""
+    gen = torch.Generator().manual_seed(seed)
+    T = n * tokens
+
+    def rand(*shape, dtype=torch.float32):
+        return torch.randn(*shape, generator=gen).to(device=device, dtype=dtype)
+    bf16 = torch.bfloat16
+    per_channel = family != "gdn"
+    x = dict(q=rand(T, heads, dim, dtype=bf16), k=rand(T, heads, dim, dtype=bf16),
+             v=rand(T, heads, dim, dtype=bf16),
+             g=-rand(T, heads, dim).abs() if per_channel else -rand(T, heads).abs(),
+             beta=(rand(T, heads, dim).sigmoid().to(bf16) if family == "gdn2"
+                   else rand(T, heads).sigmoid()),
+             cu_seqlens=torch.arange(0, T + 1, tokens, dtype=torch.int32, device=device))
+    if family == "gdn2":
+        x["w"] = rand(T, heads, dim, dtype=bf16)
+    return x
+
+
+def serve(family: str, x: dict, pool: torch.Tensor, slots: torch.Tensor, **kw):
+    """One serving call: the pool read through `slots` and written back in place."""
+    args = [x["q"], x["k"], x["v"], x["g"], x["beta"]]
+    if family == "gdn2":
+        args.append(x["w"])
+    return FUNCTIONS[family](*args, x["cu_seqlens"], initial_state=pool, output_final_state=True,
+                             overwrite_initial_state=True, state_indices=slots,
+                             use_qk_l2norm_in_kernel=True, **kw)
