@@ -36,6 +36,8 @@ class DecodeCounts:
     binds: int = 0       # launcher checks + kernel lookups (direct_launch, once per entry)
     checked: int = 0     # checked launches through execute (frost_decode)
     launches: int = 0    # kernel calls through a DecodeLaunch (the lane)
+    #: the kernel config of every bind and checked launch, in order
+    configs: list = dataclasses.field(default_factory=list)
 
 
 @contextlib.contextmanager
@@ -48,13 +50,14 @@ def decode_engine_on_cpu() -> Iterator[DecodeCounts]:
     def bind_decode(*, arch=None, **operands):
         counts.binds += 1
         checked = kernels_decode.check_decode_operands(**operands)
+        counts.configs.append(checked.config)
         return kernels_decode.DecodeLaunch(
             checked.config, kernel, "tvm", kernels_decode.operand_signature(checked.tensors),
             checked.T, checked.N, checked.S)
 
     def frost_decode(*, scale, stream=None, **operands):
         counts.checked += 1
-        kernels_decode.check_decode_operands(**operands)
+        counts.configs.append(kernels_decode.check_decode_operands(**operands).config)
 
     build = _op_factory.FamilyOps._build
 

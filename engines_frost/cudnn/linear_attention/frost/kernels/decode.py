@@ -8,15 +8,15 @@ nothing looked up, so a launch can be captured in a CUDA graph and replayed with
 buffer contents. ``frost_decode`` is bind + launch. Never reads cu_seqlens or
 state_indices on the host. Imports neither torch nor cutlass at import time.
 
-Kernels come from the precompiled store when FROST_KERNEL_CACHE names one (kernel_store.py,
-filled on any machine by tools/gpu/frost_precompile.py --suites decode), else from a CuTe
-DSL compile (decode_compile.py), which is then added to that store.
+Kernels come from the kernel cache (kernel_store.py: per user by default, FROST_KERNEL_CACHE
+moves it; filled ahead of time by `python -m cudnn precompile` or tools/gpu/
+frost_precompile.py --suites decode), else from a CuTe DSL compile (decode_compile.py),
+which is then added to that cache.
 """
 from __future__ import annotations
 
 import dataclasses
 import threading
-import warnings
 
 from cudnn.linear_attention.frost.kernels import kernel_store
 from cudnn.linear_attention.frost.kernels.compile_kernel import preferred_ffi
@@ -147,26 +147,12 @@ def compiled_decode(cfg: FrostDecodeConfig, arch: str, ffi: str | None = None):
     return kernel
 
 
-def _load_or_compile(cfg: FrostDecodeConfig, arch: str, ffi: str):
-    store = kernel_store.active_store()
-    if store is None:
-        return compile_decode(cfg, arch, ffi=ffi)
-    kernel = store.load(cfg, arch, ffi)
-    if kernel is not None:
-        return kernel
-    if store.strict:
-        raise kernel_store.KernelStoreMiss(
-            f"{WHO}: {kernel_store.STRICT_ENV}=1 and {store.root} has no {arch} {ffi}-convention "
-            f"kernel for {kernel_store.describe(cfg)}")
-    kernel = compile_decode(cfg, arch, ffi=ffi)
-    if store.writable:
-        try:
-            store.save(cfg, arch, kernel)
-        except Exception as e:  # a store that cannot take the entry costs nothing but it
-            warnings.warn(f"FROST kernel store: could not add {kernel_store.describe(cfg)} to "
-                          f"{store.root} ({type(e).__name__}: {str(e)[:200]})",
-                          kernel_store.KernelStoreWarning, stacklevel=2)
-    return kernel
+def _load_or_compile(cfg: FrostDecodeConfig, arch: str, ffi: str, device=None):
+    """From the active kernel cache (a kernel `python -m cudnn precompile --arch` built for
+    any x86-64 host in the DSL's convention serves too), else compiled and added to it:
+    kernel_store.load_or_compile, as the forward's launcher does."""
+    return kernel_store.load_or_compile(cfg, arch, ffi, lambda: compile_decode(cfg, arch, ffi=ffi),
+                                        device)
 
 
 def bind_decode(*, arch: str | None = None, **operands) -> DecodeLaunch:
