@@ -244,23 +244,25 @@ class _PointerCache:
                                                                         decode_operand_dtypes)
         from cudnn.linear_attention.frost.kernels.launch_abi import cutlass_dtype
 
-        align = decode_operand_alignment(cfg)
-        self._specs = tuple((cutlass_dtype(dt), align[name])
-                            for name, dt in decode_operand_dtypes(cfg).items())
-        self._last: list = [None] * len(self._specs)
-        self._stream = None
-
-    def __call__(self, addresses) -> list:
         from cutlass.cute import AddressSpace
         from cutlass.cute.runtime import make_ptr
 
+        align = decode_operand_alignment(cfg)
+        self._specs = tuple((i, cutlass_dtype(dt), align[name])
+                            for i, (name, dt) in enumerate(decode_operand_dtypes(cfg).items()))
+        self._last: list = [(None, None)] * len(self._specs)
+        self._stream = None
+        self._make_ptr, self._gmem = make_ptr, AddressSpace.gmem
+
+    def __call__(self, addresses) -> list:
         last, out = self._last, []
-        for i, ((dtype, align), address) in enumerate(zip(self._specs, addresses)):
+        for (i, dtype, align), address in zip(self._specs, addresses):
             cached = last[i]
-            if cached is None or cached[0] != address:
-                # one list store: a racing thread at worst builds the pointer again
-                cached = last[i] = (address, make_ptr(dtype, address, AddressSpace.gmem,
-                                                      assumed_align=align))
+            if cached[0] != address:
+                # one list store: a racing thread at worst builds the pointer again (each
+                # call uses the pair it read or made, never another call's)
+                cached = last[i] = (address, self._make_ptr(dtype, address, self._gmem,
+                                                            assumed_align=align))
             out.append(cached[1])
         return out
 
