@@ -80,7 +80,10 @@
 #              kept, not packed), then tests/numerics/test_la_decode_gpu.py (state pools over
 #              several calls, checkpoints, bad slots, 100 decode steps in a CUDA graph) and
 #              bench/bench_decode.py (stage decodebench: decode steps vs FLA's fused_recurrent
-#              and the state-traffic floor)
+#              and the state-traffic floor); between them stage decodehost
+#   decodehost tests/torch_ops/op_overhead.py --serve: host time of a cached serving call (decode
+#              step at batch 1, new tensors each call), its launch, and whether every timed
+#              call took the launch lane (checked calls 0)
 #   overhead   tests/torch_ops/op_overhead.py on the GPU (cached-call host overhead)
 #   stagetimes bench/frost_stage_times.py (STAGE_FAMILIES, default "gdn kda")
 #   calls      bench/frost_call_overhead.py: host time of one FROST launch (checked, bound,
@@ -240,7 +243,13 @@ for s in "$@"; do
         --out .frostcache --suites decode --keep --pack ''"
       [ -d .frostcache ] && export FROST_KERNEL_CACHE="$PWD/.frostcache"
       stage decode "python3 -m pytest tests/numerics/test_la_decode_gpu.py -q -s -p no:cacheprovider"
+      stage decodehost "python3 tests/torch_ops/op_overhead.py --serve --device cuda --family gdn \
+        --family kda --profile 25"
       stage decodebench "python3 bench/bench_decode.py --tokens 1,4" ;;
+    decodehost)  # the cached serving call's host time alone (op_overhead.py --serve)
+      [ -d .frostcache ] && export FROST_KERNEL_CACHE="$PWD/.frostcache"
+      stage decodehost "python3 tests/torch_ops/op_overhead.py --serve --device cuda --family gdn \
+        --family kda --profile 25" ;;
     autotune)
       stage autotune "python3 -m pytest tests/numerics/test_la_autotune_gpu.py -q -s \
         -p no:cacheprovider ${AUTOTUNE_ARGS:-}" ;;
