@@ -114,6 +114,9 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
     operand loads, q/k normalisation and gate scan; its own grid and warps."""
 
     smem_plan = staticmethod(smem_plan)
+    # the L2 norms of q and k rows come out of stage_load's own row loads (no first pass
+    # over q and k in stage_norms); the vector-gate kernel has no such stage_load
+    norms_in_stage_load = True
 
     def __init__(self, cfg: FrostBwdConfig, vector_gates: bool = False):
         if cfg.fwd.gate_per_channel != vector_gates:
@@ -207,7 +210,9 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
         K, C = c.K, CHUNK
         hq, hk, _, h = heads
         vr = K // VEC
-        if cutlass.const_expr(c.use_l2norm):
+        if cutlass.const_expr(c.use_l2norm and self.norms_in_stage_load):
+            pass  # stage_load computes and stores them
+        elif cutlass.const_expr(c.use_l2norm):
             r0, cv = tid // vr, tid % vr
             for u in cutlass.range_constexpr(C * vr // THREADS):
                 r = r0 + u * (THREADS // vr)
@@ -313,8 +318,6 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
         for u in cutlass.range_constexpr(C * vk // THREADS):
             r = r0 + u * (THREADS // vk)
             ok = t0 + r < eos
-            rq = s.rq[r]
-            rk = s.rk[r]
             bt = s.beta[r]
             xq = cute.make_rmem_tensor((VEC,), self.io)
             xk = cute.make_rmem_tensor((VEC,), self.io)
@@ -323,6 +326,23 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
             if ok:
                 cute.autovec_copy(cute.local_tile(mq[t0 + r, hq, None], (VEC,), (cv,)), xq)
                 cute.autovec_copy(cute.local_tile(mk[t0 + r, hk, None], (VEC,), (cv,)), xk)
+            rq = Float32(1.0)
+            rk = Float32(1.0)
+            if cutlass.const_expr(c.use_l2norm):
+                # the row's vk slices are on consecutive lanes: stage_norms' first pass had
+                # the same thread mapping and order, so the norms are bitwise its
+                ssq = Float32(0.0)
+                ssk = Float32(0.0)
+                for e in cutlass.range_constexpr(VEC):
+                    ssq = ssq + xq[e].to(Float32) * xq[e].to(Float32)
+                    ssk = ssk + xk[e].to(Float32) * xk[e].to(Float32)
+                ssq = cute.arch.warp_reduction(ssq, lambda a, b: a + b, threads_in_group=vk)
+                ssk = cute.arch.warp_reduction(ssk, lambda a, b: a + b, threads_in_group=vk)
+                rq = cute.math.rsqrt(ssq + Float32(1e-6))
+                rk = cute.math.rsqrt(ssk + Float32(1e-6))
+                if cv == 0:
+                    s.rq[r] = rq
+                    s.rk[r] = rk
             yq = cute.make_rmem_tensor((VEC,), BFloat16)
             yk = cute.make_rmem_tensor((VEC,), BFloat16)
             ykb = cute.make_rmem_tensor((VEC,), BFloat16)

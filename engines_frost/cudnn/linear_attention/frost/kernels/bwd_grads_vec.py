@@ -113,6 +113,8 @@ def allocate(c: FrostFwdConfig) -> SimpleNamespace:
 class FrostBwdGradsVec(FrostBwdGrads):
     """Callable for cute.compile; bwd_grads.FrostBwdGrads's launcher and grid."""
 
+    norms_in_stage_load = False  # stage_norms' first pass computes the L2 norms here
+
     def __init__(self, cfg: FrostBwdConfig):
         if not cfg.fwd.gate_per_channel:
             raise ValueError("FrostBwdGradsVec serves vector gates (KDA, GDN-2); GDN is bwd_grads.py's")
