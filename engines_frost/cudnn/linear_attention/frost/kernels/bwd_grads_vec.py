@@ -88,6 +88,19 @@ def smem_bytes(c: FrostFwdConfig) -> int:
     return max(sum(map(_span_bytes, a)), sum(map(_span_bytes, b))) + sum(map(_span_bytes, keep))
 
 
+def staging_room(c: FrostFwdConfig) -> tuple[str, int]:
+    """Where write_qk may stage dq/dk (after the epilogue's barrier) and how many bytes:
+    "tail", the shared region past stage B's tensors (stage A's, dead by then), or "dz",
+    the score tiles dzp and dzm (consecutive in `keep`, dead after the score adjoints),
+    whichever is larger."""
+    a, b, keep = smem_regions(c)
+    region = max(sum(map(_span_bytes, a)), sum(map(_span_bytes, b)))
+    tail = region - sum(map(_span_bytes, b))
+    assert [e[0] for e in keep[:2]] == ["dzp", "dzm"], keep
+    dz = _span_bytes(keep[0]) + _span_bytes(keep[1])
+    return ("tail", tail) if tail >= dz else ("dz", dz)
+
+
 def allocate(c: FrostFwdConfig) -> SimpleNamespace:
     """The shared tensors by name; stage A's and stage B's overlay one another. Called while
     the kernel is traced."""
@@ -105,6 +118,7 @@ def allocate(c: FrostFwdConfig) -> SimpleNamespace:
                 ptr = cute.recast_ptr(ptr, dtype=_DTYPES[dtype])
             setattr(s, name, cute.make_tensor(ptr, cute.make_layout(shape, stride=stride)))
             offset += _span_bytes(entry)
+    s.b_end = raw.iterator + sum(map(_span_bytes, b)) // 2  # staging_room's "tail"
     for name, dtype, shape, stride in keep:
         setattr(s, name, smem.allocate_tensor(_DTYPES[dtype], cute.make_layout(shape, stride=stride), 16))
     return s
@@ -423,9 +437,11 @@ class FrostBwdGradsVec(FrostBwdGrads):
         self.write_qk(s, mdq, mdk, acc_q, acc_kb, acc_k, crd, heads, t0, eos, bi, hc)
 
     def staging(self, s):
-        """No dq/dk staging here: stage B's tensors (read by the epilogue) overlay the
-        dead stage-A region, so element-wise stores as in v1.2."""
-        return None
+        """(pointer, bytes) for write_qk's dq/dk staging (staging_room): stage B's tensors
+        are read by the epilogue, so the room is what they leave of the stage-A region, or
+        the score tiles."""
+        where, room = staging_room(self.cfg)
+        return (s.b_end if where == "tail" else s.dzp.iterator), room
 
     @cute.jit
     def visit_element(self, s, mdb, h, t0, eos, t, d, qv, kv, kbv, dq, dkb, dk):
