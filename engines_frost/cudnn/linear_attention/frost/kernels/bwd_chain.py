@@ -32,6 +32,7 @@ from cutlass.cute.nvgpu import cpasync
 
 from cudnn.linear_attention.frost.kernels.bwd_abi import FrostBwdLauncher
 from cudnn.linear_attention.frost.kernels.bwd_config import FrostBwdConfig
+from cudnn.linear_attention.frost.kernels.bwd_states import FrostBwdStates
 from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
 from cudnn.linear_attention.frost.kernels.fwd_v1 import (
     CHUNK,
@@ -85,13 +86,14 @@ class FrostBwdChain(FrostBwdLauncher, FrostFwdV2):
     @cute.jit
     def launch_kernel(self, m, T: Int32, N: Int32, scale: Float32, stream: cuda.CUstream):
         self.kernel(m.q, m.k, m.v, m.g, m.beta, m.w, m.cu_seqlens, m.dO, m.d_final_state, m.d_initial_state,
-                    m.dckpt, m.dr, scale, T).launch(grid=[N, self.cfg.HO, 1], block=[self.threads, 1, 1],
-                                                    stream=stream)
+                    m.dckpt, m.dr, scale, T, N, m.dq, m.dk, m.dv, m.dg, m.dbeta, m.dw).launch(
+            grid=[N, self.cfg.HO, 1], block=[self.threads, 1, 1], stream=stream)
 
     @cute.kernel
     def kernel(self, mq: cute.Tensor, mk: cute.Tensor, mv: cute.Tensor, mg: cute.Tensor, mb: cute.Tensor,
                mw: cute.Tensor, mcu: cute.Tensor, mdo: cute.Tensor, mdht: cute.Tensor, mdh0: cute.Tensor,
-               mdckpt: cute.Tensor, mdr: cute.Tensor, scale: Float32, T: Int32):
+               mdckpt: cute.Tensor, mdr: cute.Tensor, scale: Float32, T: Int32, N: Int32, mdq: cute.Tensor,
+               mdk: cute.Tensor, mdv: cute.Tensor, mdg: cute.Tensor, mdb: cute.Tensor, mdw: cute.Tensor):
         c = self.cfg
         K = c.K
         tid, _, _ = cute.arch.thread_idx()
@@ -142,6 +144,11 @@ class FrostBwdChain(FrostBwdLauncher, FrostFwdV2):
             for e in cutlass.range_constexpr(cute.size(acc_ds)):
                 jd = coord[e]
                 mdh0[n, h, wid * SUB + jd[0], jd[1]] = acc_ds[e].to(mdh0.element_type)
+        if cutlass.const_expr(self.bcfg.forward_values):
+            # no states / values kernel ran (U came from the forward): their zeroing of the
+            # gradient rows no sequence covers happens here, before grads writes the others
+            if n == N - 1 and wid == 0:
+                FrostBwdStates.zero_gradient_rows(self, mcu, T, N, mdq, mdk, mdv, mdg, mdb, mdw, h, lane)
 
     # ------------------------------------------------------------------ staging
     @cute.jit

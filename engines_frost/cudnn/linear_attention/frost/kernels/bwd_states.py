@@ -16,11 +16,12 @@ from __future__ import annotations
 import cuda.bindings.driver as cuda
 import cutlass
 import cutlass.cute as cute
-from cutlass import BFloat16, Float32, Int32
+from cutlass import Float32, Int32
 
 from cudnn.linear_attention.frost.kernels.bwd_abi import FrostBwdLauncher
 from cudnn.linear_attention.frost.kernels.bwd_config import FrostBwdConfig
-from cudnn.linear_attention.frost.kernels.fwd_v1 import CHUNK, NBLK, SUB, allocate_smem, to_a_operand, warp_mma
+from cudnn.linear_attention.frost.kernels.fwd_v1 import (CHUNK, NBLK, SUB, allocate_smem, store_values_block,
+                                                         to_a_operand, warp_mma)
 from cudnn.linear_attention.frost.kernels.fwd_v2 import FrostFwdV2
 from cudnn.linear_attention.frost.kernels.seq_bounds import (sequence_bounds, table_order,
                                                              zero_uncovered_rows)
@@ -157,9 +158,5 @@ class FrostBwdStates(FrostBwdLauncher, FrostFwdV2):
             b_d = self.operand(thr, lane, s_dinv[bi, None, None], False)
             cute.gemm(mma, u, a_x[None, None, 0], b_d[None, None, 0], u)
             a_u.append(to_a_operand(u, thr.partition_shape_A((SUB, SUB))))
-            for e in cutlass.range_constexpr(cute.size(u)):
-                jt = crd[e]
-                t = t0 + bi * SUB + jt[1]
-                if t < eos:
-                    mu[t, h, j0 + jt[0]] = u[e].to(BFloat16)
+            store_values_block(mu, u, crd, t0 + bi * SUB, eos, h, j0)
         return a_u

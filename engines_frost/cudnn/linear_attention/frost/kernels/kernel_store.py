@@ -85,7 +85,8 @@ def describe(cfg) -> str:
     """One short line naming a config, forward or backward (progress lines, warnings)."""
     if hasattr(cfg, "stage"):  # bwd_config.FrostBwdConfig
         return (f"bwd-{cfg.stage} {describe(cfg.fwd)} dht={cfg.dht_dtype or '-'} "
-                f"dh0={cfg.dh0_dtype or '-'}{' ckpt' if cfg.checkpoints else ''}")
+                f"dh0={cfg.dh0_dtype or '-'}{' ckpt' if cfg.checkpoints else ''}"
+                f"{' U' if cfg.forward_values else ''}")
     if hasattr(cfg, "block_v"):  # decode_config.FrostDecodeConfig
         flags = "".join(s for on, s in ((cfg.use_l2norm, " l2"), (cfg.has_pool, " pool"),
                                          (cfg.safe_gate, " safe"), (cfg.beta_sigmoid, " sig"),
@@ -95,7 +96,7 @@ def describe(cfg) -> str:
                 f"BV{cfg.block_v} {cfg.io_dtype} {cfg.state_dtype}{flags}")
     state = f"{cfg.state_dtype} h0={int(cfg.has_initial_state)} ht={int(cfg.has_final_state)}"
     flags = "".join(s for on, s in ((cfg.use_l2norm, " l2"), (not cfg.ldmatrix, " no-ldmatrix"),
-                                     (cfg.gate_align16, " g16"), (cfg.write_checkpoints, " ckpt"),
+                                     (cfg.gate_align16, " g16"), (cfg.write_checkpoints, " ckpt"), (cfg.write_values, " U"),
                                      (cfg.skip_stages, " skip=" + "+".join(cfg.skip_stages))) if on)
     return (f"{cfg.algorithm} {cfg.family} H{cfg.H}/HK{cfg.HK}/HV{cfg.HV} K{cfg.K} V{cfg.V} "
             f"{cfg.io_dtype} {state}{flags}")
