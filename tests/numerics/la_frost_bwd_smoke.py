@@ -229,6 +229,9 @@ def matrix_configs(families):
             for (_, lens, H, HV, K, V), l2, h0 in todo:
                 case = Case("matrix", tuple(lens[:3]) or (1,), H, HV, K, V, h0=h0, dht=True, l2norm=l2)
                 out += configs_of(case, fam, checkpoints=with_ckpt, plain_forward=False)
+        for (_, lens, H, HV, K, V), l2, h0 in mx.VALUES_COMBOS:  # the v1.3 path and what it is compared with
+            case = Case("matrix", tuple(lens[:3]) or (1,), H, HV, K, V, h0=h0, dht=True, l2norm=l2)
+            out += configs_of(case, fam) + configs_of(case, fam, checkpoints=True, plain_forward=False, values=True)
     return out
 
 
