@@ -44,6 +44,7 @@ from cutlass.cute.nvgpu import cpasync
 
 from cudnn.linear_attention.frost.kernels.checkpoints import checkpoint_rows
 from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
+from cudnn.linear_attention.frost.kernels.fragment_stores import store_rows_vectorised
 from cudnn.linear_attention.frost.kernels.fwd_v1 import (
     CHUNK,
     GRAM_TILES,
@@ -232,11 +233,11 @@ class FrostFwdV2(FrostFwdV1):
     def store_state(self, mckpt: cute.Tensor, row, rows, h, acc_s, coord_s, wid):
         """This warp's 16 rows of S^T (the fp32 state registers) into mckpt[row, h] as bf16,
         when row < rows (the tensor's row count: a malformed cu_seqlens table may pack past
-        it, and those rows are dropped)."""
+        it, and those rows are dropped); 16-byte stores after a quad exchange of the
+        accumulator's column pairs (fragment_stores.py; the same values and roundings as
+        one store per element)."""
         if row < rows:
-            for e in cutlass.range_constexpr(cute.size(acc_s)):
-                jc = coord_s[e]
-                mckpt[row, h, wid * SUB + jc[0], jc[1]] = acc_s[e].to(BFloat16)
+            store_rows_vectorised(mckpt[row, h, None, None], acc_s, wid * SUB, cute.arch.lane_idx(), self.cfg.K)
 
     @cute.jit
     def state_decay(self, s, d):

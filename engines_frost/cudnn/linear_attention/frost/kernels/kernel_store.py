@@ -62,7 +62,7 @@ _log = logging.getLogger("cudnn.linear_attention.frost")
 # options). fwd.py (checks, caches, launch) is left out: editing it keeps the store valid.
 KEYED_SOURCES = ("bwd_abi.py", "bwd_chain.py", "bwd_compile.py", "bwd_config.py", "bwd_grads.py",
                  "bwd_grads_vec.py", "bwd_states.py", "bwd_values.py", "checkpoints.py", "checkpoints_dsl.py",
-                 "compile_kernel.py", "config.py", "decode_compile.py", "decode_config.py",
+                 "compile_kernel.py", "config.py", "decode_compile.py", "decode_config.py", "fragment_stores.py",
                  "decode_kernel.py", "fwd_v0.py", "fwd_v1.py", "fwd_v2.py", "gmem_views.py", "launch_abi.py",
                  "seq_bounds.py")
 # Imported by compile_kernel.py but never traced into a kernel: the wrapper that pairs a
