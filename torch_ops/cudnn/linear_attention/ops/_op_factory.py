@@ -75,7 +75,7 @@ _TRAINING_PLAIN, _TRAINING_CHECKPOINTS, _TRAINING_VALUES = 0, 1, 2
 # forward + backward measured 3.25 ms with checkpoints against 3.13 ms recomputing (GDN;
 # KDA 4.51 against 4.33): the checkpoint stores slow the forward more than the parallel
 # `values` kernel saves over the serial `states` one (NOTES_bwd.md, v1.2). With the
-# forward's values too (v1.3) the backward recomputes nothing (predicted ~2.65 ms, not
+# forward's values too (v1.3) the backward recomputes nothing (predicted ~2.55 ms, not
 # measured yet); if the GPU confirms it, this line is the default switch (torch_ops/README.md,
 # "Training checkpoints", weighs the memory it holds).
 _training_checkpoints_enabled = False
