@@ -47,10 +47,13 @@
 #              this machine's cores, or loaded from a carried store: build one on the build
 #              host with `FROST_FFI=cute python3 tests/numerics/la_frost_bwd_smoke.py --prebuild
 #              --matrix` and run with FROST_FFI=cute), then the backward engine matrix
-#              (tests/numerics/test_la_frost_bwd_engines.py). Both also run the training path
-#              (forward-written state checkpoints read by the backward): about 300 kernels in
-#              all, so compiling them here wants STAGE_TIMEOUT=1500; --no-checkpoints in
-#              FROST_BWD_SMOKE_ARGS skips that path in the smoke
+#              (tests/numerics/test_la_frost_bwd_engines.py). Both also run the training paths
+#              (forward-written state checkpoints read by the backward, v1.2; and with the
+#              forward's U as well, chain + grads only, v1.3: cases [ckpt+U], timings
+#              fwd[ckpt+U] / bwd[U] / fwd+bwd[U], test_backward_from_forward_values): about
+#              350 kernels in all, so compiling them here wants STAGE_TIMEOUT=1800;
+#              --no-checkpoints in FROST_BWD_SMOKE_ARGS skips both paths in the smoke,
+#              --no-values only the v1.3 one
 #   autotune   autotune over the FROST and cuTile plans of gdn / kda (forward, backward):
 #              the faster plan (timed as the bench times it) wins, and a fresh process
 #              reuses the recorded choice (tests/numerics/test_la_autotune_gpu.py)
