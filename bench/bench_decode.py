@@ -2,22 +2,31 @@
 flash-linear-attention's fused_recurrent kernels in the same process, and against the
 state-traffic floor.
 
-Shape per step: N sequences x 1 token (N = 1, 64, 256, 1024), 16 heads, K = V = 128, bf16
-q/k/v, fp32 gates, fp32 state. The op reads each sequence's state from a pool of N + 8 rows
-through state_indices (a permutation) and writes it back in place
-(overwrite_initial_state=True), as a server does. FLA 0.6 (`fused_recurrent_gated_delta_rule`
-/ `fused_recurrent_kda`, varlen cu_seqlens) reads initial_state [N, H, K, V] and returns a
-new final state: the same state bytes (one read, one write). Floor: 2 x N x 16 x 128 x 128
-x 4 bytes / 4.3 TB/s.
+Shape per step: N sequences x `tokens` tokens (1: a decode step, more: a speculative step;
+N = 1, 64, 256, 1024), 16 heads, K = V = 128, bf16 q/k/v, fp32 gates, fp32 state. The op
+reads each sequence's state from a pool of N + 8 rows through state_indices (a
+permutation) and writes it back in place (overwrite_initial_state=True), as a server does.
+FLA 0.6's public `fused_recurrent_gated_delta_rule` / `fused_recurrent_kda` take the same
+q/k/v/g/beta as [1, T, H, D] views (varlen cu_seqlens, int64), the default scale and no
+in-kernel normalisation or gates (k is normalised beforehand for both), and read
+initial_state [N, H, K, V] (their own layout), returning a new final state. They take no
+slot indices, so two FLA rows are timed:
+  FLA        the kernel on a contiguous [N, H, K, V] state (no pool): the same state bytes
+             as the op's (one read, one write); a lower bound for a server on FLA
+  FLA+pool   what a server on those functions does per step: the N rows gathered from a
+             pool kept in FLA's layout [N + 8, H, K, V] (index_select), the kernel, the
+             final states scattered back (index_copy_): the op's work, done with torch
+Floor: 2 x N x 16 x 128 x 128 x 4 bytes / 4.3 TB/s (state bytes; q/k/v add < 1 %).
 
 Columns (medians of CUDA-event samples after warm-up):
   graph      the call captured 20 times in a CUDA graph, replayed; per call: the GPU time
-             with no host in the loop (FLA: "n/a" when its call does not capture)
+             with no host in the loop ("error: ..." when a peer's call does not capture)
   b2b        20 eager calls back to back between two events, divided: what a host that keeps
              the queue full sees
   host       wall time of 200 eager calls without synchronising, divided, at batch 1 (the
              GPU finishes each step before the next is issued): the host overhead of one
-             cached call, reported once per family
+             cached call, reported once per family with how many of the op's calls took the
+             checked path instead of the launch lane (0 when the cached path holds)
 A peer that is not installed (FLA) reports "absent" and the rest run.
 
   PYTHONPATH=$(python3 tools/pythonpath.py) python3 bench/bench_decode.py [--batches 1,64]
@@ -69,7 +78,8 @@ def op_call(x: dict, kda: bool):
     return call
 
 
-def fla_call(x: dict, kda: bool):
+def fla_function(kda: bool):
+    """FLA's public fused_recurrent function of the family, or None when FLA is absent."""
     try:
         if kda:
             from fla.ops.kda import fused_recurrent_kda as fn
@@ -77,14 +87,41 @@ def fla_call(x: dict, kda: bool):
             from fla.ops.gated_delta_rule import fused_recurrent_gated_delta_rule as fn
     except ImportError:
         return None
+    return fn
+
+
+def fla_call(x: dict, kda: bool, pooled: bool = False, fn=None):
+    """FLA's call on the op's inputs (module docstring): on a contiguous state, or
+    (pooled) with the state rows gathered from and scattered back into a pool."""
+    fn = fn or fla_function(kda)
+    if fn is None:
+        return None
     n = x["cu"].numel() - 1
     args = [t.unsqueeze(0) for t in (x["q"], x["k"], x["v"], x["g"], x["beta"])]
-    h0 = x["pool"][:n].transpose(-1, -2).contiguous()  # FLA's [N, H, K, V]
     cu64 = x["cu"].long()
+    if not pooled:
+        h0 = x["pool"][:n].transpose(-1, -2).contiguous()  # FLA's [N, H, K, V]
 
-    def call():
-        return fn(*args, initial_state=h0, output_final_state=True, cu_seqlens=cu64)
-    return call
+        def call():
+            return fn(*args, initial_state=h0, output_final_state=True, cu_seqlens=cu64)
+        return call
+    pool = x["pool"].transpose(-1, -2).contiguous()  # a server's pool in FLA's layout
+    slots = x["slots"].long()
+
+    def pooled_call():
+        o, final = fn(*args, initial_state=pool.index_select(0, slots), output_final_state=True,
+                      cu_seqlens=cu64)
+        pool.index_copy_(0, slots, final.to(pool.dtype))
+        return o, pool
+    return pooled_call
+
+
+def checked_calls() -> int:
+    """Calls of the op's serving graphs that ran the checked path (not the launch lane)."""
+    from cudnn.linear_attention import ops
+
+    return sum(entry.checked_calls for cache in ops.graph_caches()
+               if cache.name.endswith("_serve") for entry in cache.values())
 
 
 def median_us(fn, reps: int, inner: int) -> float:
@@ -151,23 +188,24 @@ def main() -> None:
             for tokens, n in [(t, n) for t in map(int, a.tokens.split(","))
                               for n in map(int, a.batches.split(","))]:
                 x = inputs(n, kda, tokens=tokens)
-                ours, peer = op_call(x, kda), fla_call(x, kda)
-                row = [family.upper(), str(n), str(tokens), f"{floor_us(n):.1f}",
-                       cell(lambda: graph_us(ours, a.reps)), cell(lambda: eager_us(ours, a.reps)),
-                       "absent" if peer is None else cell(lambda: graph_us(peer, a.reps)),
-                       "absent" if peer is None else cell(lambda: eager_us(peer, a.reps))]
+                row = [family.upper(), str(n), str(tokens), f"{floor_us(n):.1f}"]
+                for call in (op_call(x, kda), fla_call(x, kda), fla_call(x, kda, pooled=True)):
+                    row += (["absent", "absent"] if call is None else
+                            [cell(lambda: graph_us(call, a.reps)), cell(lambda: eager_us(call, a.reps))])
                 rows.append(row)
                 print("  ".join(row), flush=True)
+                del x
             x = inputs(1, kda)
-            print(f"{family.upper()} host overhead of one cached op call (batch 1): "
-                  f"{cell(lambda: host_us(op_call(x, kda)))} us; FLA: "
-                  f"{cell(lambda: None if fla_call(x, kda) is None else host_us(fla_call(x, kda)))} us",
-                  flush=True)
-    print("\n| family | N | tokens | floor | op graph | op b2b | FLA graph | FLA b2b |\n"
-          "|---|---|---|---|---|---|---|---|")
+            before = checked_calls()
+            ours = cell(lambda: host_us(op_call(x, kda)))
+            peer = fla_call(x, kda)
+            print(f"{family.upper()} host overhead of one cached op call (batch 1): {ours} us "
+                  f"({checked_calls() - before} of 220 calls on the checked path); FLA: "
+                  f"{'absent' if peer is None else cell(lambda: host_us(peer))} us", flush=True)
+    print("\n| family | N | tokens | floor | op graph | op b2b | FLA graph | FLA b2b "
+          "| FLA+pool graph | FLA+pool b2b |\n|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         print(f"| {' | '.join(r)} |")
-
 
 if __name__ == "__main__":
     main()

@@ -155,6 +155,29 @@ def test_moe_grouped_matmul_forward_and_weight_gradient():
     assert bwd["outputs"]["dweight"].get_dim() == [4, 64, 32]  # pushed: the IR's dims
 
 
+@pytest.mark.parametrize("mode, routing, attrs, rows", [
+    ("GATHER", ["token_index"], {"mode": 2}, 74),
+    ("SCATTER", ["token_index", "token_ks"], {"mode": 3, "top_k": 2}, 74),
+])
+def test_moe_routed_modes_pass_their_routing_tensors(mode, routing, attrs, rows):
+    """GATHER reads 37 tokens through 74 routed rows (top-2); SCATTER writes 74 routed rows
+    back to 37 x 2 token slots: the output has one row per routed row in both."""
+    g = new_graph()
+    token = g.tensor(dim=[1, 37 if mode == "GATHER" else 74, 64])
+    weight = g.tensor(dim=[4, 64, 32], stride=[2048, 1, 64])
+    offsets = g.tensor(dim=[4, 1, 1], data_type=DT.INT32)
+    tensors = {name: g.tensor(dim=[1, 74, 1], data_type=DT.INT32) for name in routing}
+    out = g.moe_grouped_matmul(token, weight, offsets, **tensors,
+                               mode=getattr(cudnn.moe_grouped_matmul_mode, mode),
+                               top_k=attrs.get("top_k", 0))
+    out.set_output(True)
+    lowered = lowered_of(g)
+    op = only_op(lowered)
+    assert list(op["inputs"]) == ["token", "weight", "first_token_offset"] + routing
+    assert {k: op["attrs"][k] for k in attrs} == attrs
+    assert lowered.tensors[out].get_dim() == [1, rows, 32]
+
+
 def test_moe_combine_is_a_decline_naming_the_engine_that_serves_it():
     g = new_graph()
     token, scores = g.tensor(dim=[1, 96, 64]), g.tensor(dim=[1, 48, 2])

@@ -109,16 +109,40 @@ def test_precompile_skips_what_the_cache_holds(monkeypatch, tmp_path):
     store = kernel_store.active_store()
     shape = shapes.Shape(seqs=2, seq_len=64, H=4, HV=4, K=64, V=64)
     configs = precompile.frost_configs(["gdn"], shape, backward=False)
-    for cfg in configs:
+    decode = precompile.decode_configs(["gdn"], shape)
+    for cfg in configs + decode:
         key = kernel_store.entry_key(cfg, "sm_90a", "cute", host=kernel_store.GENERIC_X86_64)
         store.sidecar(key).parent.mkdir(parents=True, exist_ok=True)
         store.sidecar(key).write_text("{}")
-    result = run("precompile", "gdn", "--arch", "sm_90a", "--seqs", "2", "--seq_len", "64",
-                 "--heads", "4", "--head_dim", "64", frost_cache=str(tmp_path))
+    shape_flags = ("--seqs", "2", "--seq_len", "64", "--heads", "4", "--head_dim", "64")
+    result = run("precompile", "gdn", "--arch", "sm_90a", *shape_flags, frost_cache=str(tmp_path))
     assert result.returncode == 0, result.stderr
-    assert (f"FROST: {len(configs)} kernel configs, {len(configs)} already in {tmp_path}; "
+    total = len(configs) + len(decode)
+    assert (f"FROST: {total} kernel configs, {total} already in {tmp_path}; "
             "compiling 0 for sm_90a") in result.stdout
     assert "done in " in result.stdout
+    result = run("precompile", "gdn", "--arch", "sm_90a", *shape_flags, "--nodecode",
+                 frost_cache=str(tmp_path))
+    assert result.returncode == 0, result.stderr
+    assert f"FROST: {len(configs)} kernel configs, {len(configs)} already in" in result.stdout
+
+
+def test_precompile_covers_the_decode_kernels_of_serving_calls():
+    """8 recurrent-kernel configs per op (K = V in {64, 128}, fp32 / bf16 pools, both V
+    tiles), the shape's heads and l2norm; the shape's own K, V when it is not one of them."""
+    pytest.importorskip("torch")
+    from cudnn.cli import precompile, shapes
+
+    shape = shapes.Shape(H=4, HV=8, K=128, V=128, l2norm=True)
+    configs = precompile.decode_configs(["gdn", "kda", "gdn2"], shape)
+    assert len(configs) == 24
+    assert {(c.family, c.K, c.V, c.state_dtype, c.block_v) for c in configs} == {
+        (f, d, d, s, b) for f in ("gdn", "kda", "gdn2") for d in (64, 128)
+        for s in ("float32", "bfloat16") for b in (16, 32)}
+    assert all(c.has_pool and c.has_initial_state and c.has_final_state and c.use_l2norm
+               and (c.H, c.HV) == (4, 8) and c.io_dtype == "bfloat16" for c in configs)
+    mixed = precompile.decode_configs(["kda"], shapes.Shape(K=128, V=64))
+    assert {(c.K, c.V) for c in mixed} == {(64, 64), (128, 128), (128, 64)}
 
 
 if __name__ == "__main__":

@@ -82,8 +82,8 @@ def test_direct_launch_row_aliases_the_pool_under_overwrite(calls, monkeypatch):
     launched = []
 
     class Bound:
-        def launch_addresses(self, row, scale, stream):
-            launched.append((list(row), scale, stream))
+        def with_scale(self, scale):
+            return lambda row, stream: launched.append((list(row), scale, stream))
 
     monkeypatch.setattr(kernels_decode, "bind_decode", lambda **kw: Bound())
     g, node = op_graph("gdn", **POOL)
@@ -104,6 +104,32 @@ def test_direct_launch_row_aliases_the_pool_under_overwrite(calls, monkeypatch):
     by_uid = dict(zip(direct.uids, addresses))
     assert row[names.index("state_indices")] == by_uid[node.inputs["state_indices"].uid]
     assert row[names.index("w")] == 0  # absent operand
+
+
+def test_the_dsl_convention_reuses_pointer_objects_while_addresses_repeat():
+    """A DecodeLaunch of a kernel in the DSL's own calling convention ("cute") passes typed
+    pointers; a cached call repeats most addresses, so their objects are kept, and an
+    operand whose address changed gets a new one of its dtype."""
+    pytest.importorskip("cutlass")
+    from cudnn.linear_attention.frost.kernels.decode_config import FrostDecodeConfig
+
+    cfg = FrostDecodeConfig(family="kda", io_dtype="bfloat16", state_dtype="float32", H=2,
+                            HK=2, HV=2, K=64, V=64, use_l2norm=False, has_initial_state=True,
+                            has_final_state=True, has_pool=True)
+    calls = []
+    launch = kernels_decode.DecodeLaunch(cfg, lambda *a: calls.append(a), "cute", (), 3, 3, 9)
+    names = kernels_decode.DECODE_OPERANDS
+    first = [4096 * (i + 1) for i in range(len(names))]
+    second = list(first)
+    second[names.index("q")] += 512
+    run = launch.with_scale(0.125)
+    run(first, 5)
+    run(second, 5)
+    a, b = calls
+    assert len(a) == len(names) + 5
+    for i, name in enumerate(names):
+        assert (a[i] is b[i]) == (name != "q"), name
+    assert str(a[names.index("g")].dtype) == "Float32" and str(b[0].dtype) == "BFloat16"
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import numbers
+import weakref
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,7 +24,7 @@ from cudnn.builders_sdpa import SdpaBuilders
 from cudnn.builders_structured import StructuredBuilders
 from cudnn.framework_arrays import ArrayDescription, describe, is_framework_array
 from cudnn.graph_context import GraphContext, normalize_dtype
-from cudnn.graph_types import Tensor, _as_uid, row_major
+from cudnn.graph_types import Tensor, _as_uid, normalize_dims, row_major
 from cudnn.lifecycle import GraphState, Lifecycle
 from cudnn.nodes import Node
 from cudnn.ops.data_types import data_type, to_data_type
@@ -49,6 +50,9 @@ class BackendOptions:
     extra: Mapping[str, Any] = field(default_factory=dict)
 
 
+_NO_BACKEND_OPTIONS = BackendOptions()
+
+
 class pygraph(PointwiseBuilders, StructuredBuilders, SdpaBuilders,  # noqa: N801
               LinearAttentionBuilders, PlanListMixin):
     def __init__(self, name: str = "test_graph", io_data_type: Any = None,
@@ -61,26 +65,30 @@ class pygraph(PointwiseBuilders, StructuredBuilders, SdpaBuilders,  # noqa: N801
                  **kwargs: Any) -> None:
         if not isinstance(name, str):
             raise OpTypeError("pygraph", "name", "a str", show(name))
-        setattr_ = object.__setattr__
-        setattr_(self, "_name", name)
-        setattr_(self, "_context", GraphContext(io_data_type, intermediate_data_type,
-                                                compute_data_type, self._before_mutation))
-        setattr_(self, "_lifecycle", Lifecycle(self._freeze_structures))
-        setattr_(self, "_uids", UidTable(self._renumbered))
-        setattr_(self, "_nodes", [])
-        #: {node name: node}; names are unique and nodes never change or leave the graph.
-        setattr_(self, "_node_names", {})
-        setattr_(self, "_tensors", [])
-        setattr_(self, "_auto_bindings", {})
-        setattr_(self, "_producers", {})
-        setattr_(self, "_readers", {})
-        setattr_(self, "_op_counters", {})
-        setattr_(self, "_backend_options", BackendOptions(
-            handle, sm_count, sm_version, kernel_cache, device_property,
-            bool(is_dynamic_shape_enabled), bool(is_override_shape_enabled),
-            cuda_graph_retention, dict(kwargs)))
-        setattr_(self, "_replay_expected", bool(is_cuda_graph_replay_expected))
-        self._lifecycle.planning.router = router
+        if handle is None and sm_count is None and sm_version is None and kernel_cache is None \
+                and device_property is None and not is_dynamic_shape_enabled \
+                and not is_override_shape_enabled and cuda_graph_retention is None and not kwargs:
+            options = _NO_BACKEND_OPTIONS  # immutable: one instance serves every such graph
+        else:
+            options = BackendOptions(handle, sm_count, sm_version, kernel_cache, device_property,
+                                     bool(is_dynamic_shape_enabled),
+                                     bool(is_override_shape_enabled), cuda_graph_retention,
+                                     dict(kwargs))
+        # private state in one write (pygraph.__setattr__ guards only public names)
+        self.__dict__.update(
+            _name=name,
+            _context=GraphContext(io_data_type, intermediate_data_type, compute_data_type,
+                                  self._before_mutation),
+            _lifecycle=Lifecycle(self._freeze_structures),
+            _uids=UidTable(self._renumbered),
+            _nodes=[],
+            #: {node name: node}; names are unique and nodes never change or leave the graph.
+            _node_names={},
+            _tensors=[], _auto_bindings={}, _producers={}, _readers={}, _op_counters={},
+            _backend_options=options,
+            _replay_expected=bool(is_cuda_graph_replay_expected))
+        if router is not None:
+            self._lifecycle.planning.router = router
 
     # -- state and mutation guard ----------------------------------------------------
     @property
@@ -252,6 +260,30 @@ class pygraph(PointwiseBuilders, StructuredBuilders, SdpaBuilders,  # noqa: N801
                name: str = "", uid: int | None = None, ragged_offset_multiplier: int = 1,
                alignment_value: int = 1, **kwargs: Any) -> Tensor:
         self._check_not_frozen("create a tensor")
+        if not kwargs and stride is not None and ragged_offset is None \
+                and reordering_type is None and uid is None and type(name) is str \
+                and type(is_virtual) is bool and type(is_pass_by_value) is bool \
+                and type(ragged_offset_multiplier) is int and ragged_offset_multiplier == 1 \
+                and type(alignment_value) is int and alignment_value == 1:
+            # the common call, in one step; the checks and their order (and so the
+            # errors) are the general path's below
+            dims = normalize_dims(dim, "tensor ''.set_dim")
+            strides = normalize_dims(stride, "tensor ''.set_stride", "stride")
+            dt = normalize_dtype(data_type, "tensor", "data_type")
+            # what _register does for a tensor without uid or ragged offset
+            self._lifecycle.check_mutable("create a tensor")
+            t = Tensor._made(name or f"tensor_{len(self._tensors)}", dims, strides,
+                             is_virtual, is_pass_by_value, True, True)
+            object.__setattr__(t, "_owner", weakref.ref(self))
+            if dt is None:
+                ctx = self._context
+                t._provisional_dtype(ctx.intermediate_data_type if is_virtual
+                                     else ctx.io_data_type)
+            else:
+                object.__setattr__(t, "_data_type", dt)
+            self._uids.assign_auto(t)
+            self._tensors.append(t)
+            return t
         t = Tensor()
         t.set_dim(dim)
         if stride is not None:

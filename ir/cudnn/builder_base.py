@@ -2,7 +2,8 @@
 
 The `builders_*` modules are generated from the OpSpecs by `cudnn.builder_codegen` and
 checked in, so every builder is an ordinary method with an explicit signature that grep,
-IDEs and type checkers see. Each method hands its arguments (`locals()`) to `_add_op`.
+IDEs and type checkers see. Each method hands its arguments (`locals()`) to `_add_op`
+(`op_builder.add_op`).
 """
 from __future__ import annotations
 
@@ -10,7 +11,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Union
 
 from cudnn.op_builder import add_op
-from cudnn.ops.op_spec import OpSpec
 
 #: an IR Tensor of the graph or a framework array (torch / numpy / any DLPack producer with
 #: a shape), which is described into a tensor and remembered as an auto-binding.
@@ -24,5 +24,6 @@ OutDims = Union[Sequence[int], Mapping[str, Sequence[int]], None]
 class BuilderBase:
     __slots__ = ()
 
-    def _add_op(self, spec: OpSpec, args: Mapping[str, Any]) -> Any:
-        return add_op(self, spec, args)  # type: ignore[arg-type]
+    #: `self._add_op(spec, args)` is `add_op(self, spec, args)` (no wrapper frame: a
+    #: graph calls it once per node).
+    _add_op = add_op

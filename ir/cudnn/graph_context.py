@@ -12,10 +12,13 @@ from typing import Any
 from cudnn.ops.data_types import data_type, to_data_type
 from cudnn.ops.errors import OpTypeError, show
 
+_NOT_SET = data_type.NOT_SET
 _FIELDS = ("io_data_type", "intermediate_data_type", "compute_data_type")
 
 
 def normalize_dtype(value: Any, where: str, argument: str) -> data_type | None:
+    if type(value) is data_type and value is not _NOT_SET:  # the common case, no call
+        return value
     try:
         return to_data_type(value)
     except TypeError:
@@ -32,10 +35,11 @@ class GraphContext:
         io = normalize_dtype(io_data_type, "pygraph", "io_data_type")
         inter = normalize_dtype(intermediate_data_type, "pygraph", "intermediate_data_type")
         comp = normalize_dtype(compute_data_type, "pygraph", "compute_data_type")
-        object.__setattr__(self, "_io", io)
-        object.__setattr__(self, "_intermediate", io if inter is None else inter)
-        object.__setattr__(self, "_compute", io if comp is None else comp)
-        object.__setattr__(self, "_before_mutation", before_mutation)
+        init = object.__setattr__
+        init(self, "_io", io)
+        init(self, "_intermediate", io if inter is None else inter)
+        init(self, "_compute", io if comp is None else comp)
+        init(self, "_before_mutation", before_mutation)
 
     @property
     def io_data_type(self) -> data_type | None:

@@ -6,6 +6,9 @@ apart from inferred ones: `dim_assigned` / `stride_assigned` are True only for v
 caller gave; inferred (provisional) dims and row-major strides are written by the graph
 through the `_provisional_*` hooks, which do not count as mutations.
 `dim`/`stride` are `LayoutList`s while the graph is mutable and tuples after the freeze.
+Internally a layout is stored as a tuple until someone reads `dim` / `stride` on a mutable
+graph: only then is its guarded list made (most tensors of a built graph are never read
+that way, and a list with its edit callback costs more than the tuple).
 """
 from __future__ import annotations
 
@@ -31,7 +34,10 @@ INT64_MAX = 2**63 - 1
 def normalize_dims(value: Any, where: str, argument: str = "dim") -> tuple[int, ...]:
     """A sequence of ints in [0, 2**63) (list, tuple, torch.Size, ...) as a tuple."""
     if type(value) is tuple or type(value) is list:  # the common case, without abc checks
-        if all(type(v) is int and 0 <= v <= INT64_MAX for v in value):
+        for v in value:  # a plain loop: no generator frame (every tensor passes here)
+            if type(v) is not int or not 0 <= v <= INT64_MAX:
+                break
+        else:
             return tuple(value)
     if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
         raise OpTypeError(where, argument, "a sequence of ints", show(value))
@@ -73,7 +79,7 @@ class _TensorSlots:
                  "_pass_by_value", "_uid", "_uid_assigned", "_dim_assigned", "_stride_assigned",
                  "_dtype_provisional", "_reordering_type", "_ragged_offset",
                  "_ragged_offset_multiplier", "_alignment_value", "_scalar_type", "_owner",
-                 "__weakref__")
+                 "_frozen", "__weakref__")
 
 
 class _NewTensor(_TensorSlots):
@@ -92,9 +98,9 @@ class Tensor(_TensorSlots):
         init(self, "_owner", None)
         init(self, "_name", str(name))
         init(self, "_data_type", to_data_type(data_type))
-        init(self, "_dim", self._new_layout(normalize_dims(dim, "Tensor"), "dim"))
-        init(self, "_stride", self._new_layout(normalize_dims(stride, "Tensor", "stride"),
-                                                "stride"))
+        init(self, "_dim", normalize_dims(dim, "Tensor"))
+        init(self, "_stride", normalize_dims(stride, "Tensor", "stride"))
+        init(self, "_frozen", False)
         init(self, "_is_virtual", bool(is_virtual))
         init(self, "_is_pass_by_value", bool(is_pass_by_value))
         init(self, "_pass_by_value", pass_by_value)
@@ -112,32 +118,47 @@ class Tensor(_TensorSlots):
         """An op's virtual output with provisional dims (row-major strides) or none: what
         `Tensor(name=name, is_virtual=True)` then `_provisional_dims(dims)` make, in one
         step (the graph's builders make one per node). The caller attaches it."""
-        n = _NewTensor()
-        n._owner = None
-        n._name = name
-        n._data_type = None
         stride = _ROW_MAJOR.get(dims) if dims else ()
         if stride is None:
             stride = _ROW_MAJOR[dims] = row_major(dims)
             if len(_ROW_MAJOR) > 4096:
                 _ROW_MAJOR.clear()
-        n._is_virtual = True
-        n._is_pass_by_value = False
+        return cls._made(name, dims or (), stride, True, False, False, False)
+
+    @classmethod
+    def _made(cls, name: str, dims: tuple[int, ...], stride: tuple[int, ...],
+              is_virtual: bool, is_pass_by_value: bool, dim_assigned: bool,
+              stride_assigned: bool) -> Tensor:
+        """`Tensor(...)` for values already checked (normalized dims and strides, plain
+        bools), in one step: no per-slot guard. The caller attaches it."""
+        n = _NewTensor()
+        n._owner = None
+        n._name = name
+        n._data_type = None
+        n._dim = dims
+        n._stride = stride
+        n._is_virtual = is_virtual
+        n._is_pass_by_value = is_pass_by_value
         n._pass_by_value = None
         n._uid = 0
-        n._uid_assigned = n._dim_assigned = n._stride_assigned = False
-        n._dtype_provisional = False
+        n._uid_assigned = n._dtype_provisional = n._frozen = False
+        n._dim_assigned = dim_assigned
+        n._stride_assigned = stride_assigned
         n._reordering_type = n._ragged_offset = n._scalar_type = None
         n._ragged_offset_multiplier = n._alignment_value = 1
         n.__class__ = cls
-        t: Tensor = n  # type: ignore[assignment]
-        object.__setattr__(t, "_dim", t._new_layout(dims or (), "dim"))
-        object.__setattr__(t, "_stride", t._new_layout(stride, "stride"))
-        return t
+        return n  # type: ignore[return-value]
 
     # -- plumbing --------------------------------------------------------------------
-    def _new_layout(self, values: Sequence[int], field: str) -> LayoutList:
-        return LayoutList(values, lambda candidate: self._layout_edited(field, candidate))
+    def _guarded(self, field: str) -> LayoutList | tuple[int, ...]:
+        """`dim` / `stride` as callers see it: the stored tuple turned into the guarded
+        list (kept, so later reads and edits share it) while the graph is mutable."""
+        values = getattr(self, "_" + field)
+        if type(values) is not tuple or self._frozen:
+            return values
+        guarded = LayoutList(values, lambda candidate: self._layout_edited(field, candidate))
+        object.__setattr__(self, "_" + field, guarded)
+        return guarded
 
     def _layout_edited(self, field: str, candidate: list[int]) -> tuple[int, ...]:
         """An in-place edit of dim/stride: the values `set_dim` / `set_stride` would take
@@ -178,18 +199,12 @@ class Tensor(_TensorSlots):
     # layouts it inferred): not user mutations, never marked caller-set, allowed when
     # frozen (then stored as tuples, like every layout of a frozen graph).
     def _provisional_dims(self, dims: Sequence[int]) -> None:
-        object.__setattr__(self, "_dim", self._layout_value(dims, "dim"))
+        object.__setattr__(self, "_dim", tuple(dims))
         if not self._stride_assigned:
             self._provisional_stride(row_major(dims))
 
     def _provisional_stride(self, stride: Sequence[int]) -> None:
-        object.__setattr__(self, "_stride", self._layout_value(stride, "stride"))
-
-    def _layout_value(self, values: Sequence[int], field: str) -> LayoutList | tuple[int, ...]:
-        graph = self.owner
-        if graph is not None and graph.is_frozen:
-            return tuple(values)
-        return self._new_layout(values, field)
+        object.__setattr__(self, "_stride", tuple(stride))
 
     def _provisional_dtype(self, dt: data_type | None) -> None:
         object.__setattr__(self, "_data_type", dt)
@@ -198,12 +213,15 @@ class Tensor(_TensorSlots):
     def _freeze_layout(self) -> None:
         object.__setattr__(self, "_dim", tuple(self._dim))
         object.__setattr__(self, "_stride", tuple(self._stride))
+        object.__setattr__(self, "_frozen", True)
 
     # -- read access ----------------------------------------------------------------
     name = property(lambda self: self._name)
     data_type = property(lambda self: self._data_type)
-    dim = property(lambda self: self._dim)
-    stride = property(lambda self: self._stride)
+    dim = property(lambda self: self._dim if type(self._dim) is not tuple or self._frozen
+                   else self._guarded("dim"))
+    stride = property(lambda self: self._stride if type(self._stride) is not tuple
+                      or self._frozen else self._guarded("stride"))
     is_virtual = property(lambda self: self._is_virtual)
     is_pass_by_value = property(lambda self: self._is_pass_by_value)
     pass_by_value = property(lambda self: self._pass_by_value)
@@ -267,7 +285,7 @@ class Tensor(_TensorSlots):
     def set_dim(self, value: Sequence[int]) -> Tensor:
         dims = normalize_dims(value, f"tensor '{self._name}'.set_dim")
         self._mutating(f"set dims of tensor '{self._name}'")
-        object.__setattr__(self, "_dim", self._new_layout(dims, "dim"))
+        object.__setattr__(self, "_dim", dims)
         object.__setattr__(self, "_dim_assigned", True)
         if not self._stride_assigned:
             self._provisional_stride(row_major(dims))
@@ -276,7 +294,7 @@ class Tensor(_TensorSlots):
     def set_stride(self, value: Sequence[int]) -> Tensor:
         strides = normalize_dims(value, f"tensor '{self._name}'.set_stride", "stride")
         self._mutating(f"set strides of tensor '{self._name}'")
-        object.__setattr__(self, "_stride", self._new_layout(strides, "stride"))
+        object.__setattr__(self, "_stride", strides)
         object.__setattr__(self, "_stride_assigned", True)
         return self
 

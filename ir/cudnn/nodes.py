@@ -175,7 +175,7 @@ def list_tensors(inputs: Mapping[str, Tensor], port: str) -> list[Tensor]:
 
 
 def view_of(tensor: Tensor) -> PortView:
-    return PortView(tuple(tensor.dim), tensor.data_type)
+    return PortView(tuple(tensor._dim), tensor._data_type)
 
 
 def make_op_call(spec: OpSpec, inputs: Mapping[str, Tensor], outputs: Mapping[str, Tensor],

@@ -23,6 +23,7 @@ from cudnn.framework_arrays import ArrayDescription, describe, is_framework_arra
 from cudnn.graph_context import normalize_dtype
 from cudnn.graph_types import Tensor, normalize_dims
 from cudnn.nodes import Node, view_of
+from cudnn.op_binders import GENERAL, Binder, binder
 from cudnn.ops.errors import OpTypeError, OpValueError, show
 from cudnn.ops.op_spec import (Direction, OpCall, OpSpec, OutputSpec, PortKind, PortSpec,
                                PortView, ReturnStyle, list_port_key)
@@ -54,14 +55,22 @@ class _Binding:
 
 
 def add_op(graph: pygraph, spec: OpSpec, args: Mapping[str, Any]) -> Any:
-    shape = _SIMPLE.get(id(spec))
-    if shape is None:
-        shape = _SIMPLE[id(spec)] = _simple_shape(spec)
-    if shape:
-        out = _add_simple(graph, spec, shape, args)
-        if out is not _GENERAL:
-            return out
+    bind = _BINDERS.get(spec)
+    if bind is None:
+        bind = _BINDERS[spec] = binder(spec) or _no_binder
+    out = bind(graph, args)
+    if out is not GENERAL:
+        return out
     return _add_general(graph, spec, args)
+
+
+#: {OpSpec: its one-pass builder (op_binders)}; OpSpecs are module-level constants, alive
+#: as long as the process, and hash by identity.
+_BINDERS: dict[OpSpec, Binder] = {}
+
+
+def _no_binder(graph: pygraph, args: Mapping[str, Any]) -> Any:
+    return GENERAL
 
 
 def _add_general(graph: pygraph, spec: OpSpec, args: Mapping[str, Any]) -> Any:
@@ -109,108 +118,6 @@ def check_output_dims(spec: OpSpec, out: OutputSpec, call: OpCall, dims: Sequenc
         raise OpValueError(spec.name, argument,
                            f"dims {list(inferred)} for output '{out.name}' (what "
                            f"{spec.name} produces from its inputs)", f"dims {list(dims)}")
-
-
-# -- the common case, in one pass ------------------------------------------------------
-# Single-tensor input ports given Tensors of this graph, no out_dims, no framework arrays:
-# the same checks and the same node as the general path, without its intermediate
-# records (a graph builds thousands of these). Anything else, including every call that
-# would raise, takes the general path, which then reports it; nothing here touches the
-# graph before the commit, and nothing in the commit raises.
-_GENERAL = object()
-#: {id(OpSpec): (single-tensor input ports, attrs) or () when the spec has other ports}.
-#: OpSpecs are module-level constants, alive as long as the process.
-_SIMPLE: dict[int, tuple[Any, ...]] = {}
-_NO_LISTS: Mapping[str, Any] = {}
-_NO_OUT_PORTS: frozenset[str] = frozenset()
-# PortView and OpCall are frozen dataclasses (a __dict__, fields set one by one through
-# object.__setattr__): the one-pass path fills the __dict__ of a bare instance at once.
-# test_op_builder_fast_path checks the result equals the dataclass constructor's.
-_new_view = object.__new__
-
-
-def _simple_shape(spec: OpSpec) -> tuple[Any, ...]:
-    ports = spec.ports
-    if not ports or any(p.kind is not PortKind.TENSOR or p.direction is not Direction.IN
-                        for p in ports):
-        return ()
-    return (tuple((p.name, p, p.required, bool(p.ranks) or p.dtypes is not None)
-                  for p in ports),
-            tuple((a.name, a) for a in spec.attrs), spec)
-
-
-def _add_simple(graph: pygraph, spec: OpSpec, shape: tuple[Any, ...],
-                args: Mapping[str, Any]) -> Any:
-    ports, attrs, _ = shape
-    if args.get("unexpected") or args.get("out_dims") is not None \
-            or not graph._lifecycle.state.mutable:
-        return _GENERAL
-    name = args.get("name") or ""
-    if type(name) is not str or (name and name in graph._node_names):
-        return _GENERAL
-    inputs: dict[str, Tensor] = {}
-    views: dict[str, PortView] = {}
-    for key, port, required, ruled in ports:
-        value = args.get(key)
-        if value is None:
-            if required:
-                return _GENERAL
-            continue
-        if type(value) is not Tensor:
-            return _GENERAL
-        ref = value._owner
-        if ref is None or ref() is not graph:
-            return _GENERAL
-        view = _new_view(PortView)
-        view.__dict__.update(dim=tuple(value._dim), data_type=value._data_type)
-        if ruled and (port.rank_mismatch(view) or port.dtype_mismatch(view)):
-            return _GENERAL
-        inputs[key] = value
-        views[key] = view
-    op = spec.name
-    params: dict[str, Any] = {}
-    for key, attr in attrs:
-        value = args.get(key)
-        if value is None:
-            if attr.required:
-                return _GENERAL
-            continue
-        params[key] = attr.normalize(op, value)
-    cdt = args.get("compute_data_type")
-    if cdt is not None:
-        cdt = normalize_dtype(cdt, op, "compute_data_type")
-    call = _new_view(OpCall)
-    call.__dict__.update(spec=spec, inputs=views, params=params, lists=_NO_LISTS, outputs={},
-                         out_ports=_NO_OUT_PORTS)
-    if spec.check is not None:
-        spec.check(call)
-    # inference and dtypes read caller values: all of it before the first change, and
-    # nothing after it can raise (a failed call leaves the graph as it was)
-    made = []
-    for out in spec.outputs:
-        if out.present is not None and not out.present(call):
-            continue
-        inferred = None if out.infer is None else out.infer(call)
-        if inferred is not None:
-            inferred = normalize_dims(inferred if type(inferred) is tuple else tuple(inferred),
-                                      op, f"dims of output '{out.name}'")
-        made.append((out, inferred,
-                     None if out.dtype_like is None else call.dtype(out.dtype_like)))
-    graph._before_mutation(f"add a '{op}' node")
-    node_name = graph._claim_node_name(op, name)
-    outputs: dict[str, Tensor] = {}
-    new_output = graph._new_output
-    for out, inferred, dt in made:
-        tensor = new_output(f"{node_name}::{out.suffix or out.name}", inferred)
-        if dt is not None:
-            tensor._provisional_dtype(dt)
-        outputs[out.name] = tensor
-    node = Node._adopt(node_name, spec, inputs, outputs, params,
-                       cdt if cdt is not None else graph.context.compute_data_type, graph)
-    graph._add_node(node)
-    if spec.returns is ReturnStyle.SINGLE:
-        return outputs[spec.outputs[0].name]
-    return [outputs.get(o.name) for o in spec.outputs]
 
 
 # -- phase 1: binding ----------------------------------------------------------------

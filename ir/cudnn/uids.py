@@ -28,7 +28,12 @@ class UidTable:
 
     def assign_auto(self, tensor: Tensor) -> int:
         uid = self._fresh()
-        self._place(tensor, uid, user=False)
+        holders = self._holders
+        if holders.get(tensor._uid) is tensor:  # _place, inline: once per tensor
+            del holders[tensor._uid]
+        holders[uid] = tensor
+        object.__setattr__(tensor, "_uid", uid)
+        object.__setattr__(tensor, "_uid_assigned", False)
         return uid
 
     def claim(self, tensor: Tensor, uid: int) -> None:

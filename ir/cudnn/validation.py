@@ -7,7 +7,8 @@ exist when it is added):
    every output without caller-set dims is re-inferred (provisional), caller-set dims of
    an inferred output must equal the inferred ones (OpValueError quoting them),
    `dtype_like` outputs copy their source dtype and `fill_dtype` outputs (sdpa Stats)
-   get theirs;
+   get theirs (for a spec `rules.decided_by_equal_dims` accepts, inputs with the same
+   known dims pass the check and give the output those dims, without running either);
 3. unset dtypes are filled: virtual tensors get the intermediate dtype, others io;
    tensors without caller-set strides get row-major strides;
 4. every wired tensor is checked (dims, strides, ranks, virtual vs pass-by-value) and
@@ -26,7 +27,8 @@ from cudnn.nodes import Node, view_of
 from cudnn.op_builder import check_output_dims, check_port_view
 from cudnn.ops.data_types import INDEX
 from cudnn.ops.errors import cudnnGraphNotSupportedError
-from cudnn.ops.op_spec import PortKind
+from cudnn.ops.op_spec import OpSpec, PortKind, PortSpec
+from cudnn.ops.rules import decided_by_equal_dims
 
 if TYPE_CHECKING:
     from cudnn._pygraph import pygraph
@@ -79,14 +81,18 @@ def _wired_tensors(nodes: Iterable[Node]) -> Iterator[Tensor]:
 
 def _infer_node(node: Node) -> None:
     spec = node.spec
+    ports, decided = _facts(spec)
+    inputs = node.inputs
     # tensors may have been edited since the builder call: re-check the port rules first,
     # so the spec's check and inference see ranks and dtypes they were written for
-    for port in spec.input_ports:
-        keys = ([k for k in node.inputs if k.startswith(port.name + "_")]
-                if port.kind in (PortKind.TENSOR_LIST, PortKind.MIXED_TUPLE) else [port.name])
+    for port, listed in ports:
+        keys = ([k for k in inputs if k.startswith(port.name + "_")] if listed
+                else [port.name])
         for key in keys:
-            if key in node.inputs:
-                check_port_view(spec.name, port, key, view_of(node.inputs[key]))
+            if key in inputs:
+                check_port_view(spec.name, port, key, view_of(inputs[key]))
+    if decided and _infer_equal_dims(node):
+        return
     call = node.op_call()
     if spec.check is not None:
         spec.check(call)
@@ -95,18 +101,58 @@ def _infer_node(node: Node) -> None:
         if tensor is None:
             continue
         if tensor.dim_assigned:
-            check_output_dims(spec, out, call, tuple(tensor.dim), out.name)
+            check_output_dims(spec, out, call, tuple(tensor._dim), out.name)
         elif out.infer is not None:
             dims = out.infer(call)
             if dims is not None:
                 dims = tuple(int(n) for n in dims)
-                if dims != tuple(tensor.dim):  # unchanged since the builder: keep it
+                if dims != tuple(tensor._dim):  # unchanged since the builder: keep it
                     tensor._provisional_dims(dims)
         if tensor.data_type is None:
             source = call.dtype(out.dtype_like) if out.dtype_like else None
             fill = source if source is not None else out.fill_dtype
             if fill is not None:
                 tensor._provisional_dtype(fill)
+
+
+def _infer_equal_dims(node: Node) -> bool:
+    """The check and inference of a node whose spec `decided_by_equal_dims` accepts, when
+    its inputs all have the same known dims and its output's are not caller-set: the
+    check passes and the output has those dims. False: run them."""
+    dims = None
+    for tensor in node.inputs.values():
+        d = tuple(tensor._dim)
+        if not d or (dims is not None and d != dims):
+            return False
+        dims = d
+    (out,) = node.spec.outputs
+    tensor = node.outputs.get(out.name)
+    if tensor is None or tensor.dim_assigned:
+        return False
+    if dims != tuple(tensor._dim):
+        tensor._provisional_dims(dims)
+    if tensor._data_type is None:
+        source = node.inputs.get(out.dtype_like) if out.dtype_like else None
+        fill = source._data_type if source is not None else None
+        fill = fill if fill is not None else out.fill_dtype
+        if fill is not None:
+            tensor._provisional_dtype(fill)
+    return True
+
+
+#: {OpSpec: (input ports with a rank or dtype rule and whether they are list ports,
+#: whether equal input dims decide its check and inference)}
+_FACTS: dict[OpSpec, tuple[tuple[tuple[PortSpec, bool], ...], bool]] = {}
+
+
+def _facts(spec: OpSpec) -> tuple[tuple[tuple[PortSpec, bool], ...], bool]:
+    facts = _FACTS.get(spec)
+    if facts is None:
+        # a port without rules cannot fail check_port_view
+        ruled = tuple((p, p.kind in (PortKind.TENSOR_LIST, PortKind.MIXED_TUPLE))
+                      for p in spec.input_ports if p.ranks or p.dtypes is not None)
+        facts = _FACTS[spec] = (ruled, decided_by_equal_dims(spec))
+    return facts
 
 
 def _fill_defaults(graph: pygraph, wired: Iterable[Tensor]) -> None:
@@ -116,9 +162,9 @@ def _fill_defaults(graph: pygraph, wired: Iterable[Tensor]) -> None:
             fill = ctx.intermediate_data_type if tensor.is_virtual else ctx.io_data_type
             if fill is not None:
                 tensor._provisional_dtype(fill)
-        if tensor.dim and not tensor.stride_assigned:
-            strides = row_major(tensor.dim)
-            if strides != tuple(tensor.stride):
+        if tensor._dim and not tensor.stride_assigned:
+            strides = row_major(tensor._dim)
+            if strides != tuple(tensor._stride):
                 tensor._provisional_stride(strides)
 
 

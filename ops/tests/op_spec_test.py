@@ -1,6 +1,7 @@
 """The op schema: registry contents, enum binding values, OpSpec and AttrSpec rules."""
 import enum
 import math
+import random
 
 import pytest
 
@@ -8,8 +9,8 @@ from cudnn.ops import enums
 from cudnn.ops.data_types import data_type, to_data_type
 from cudnn.ops.errors import OpTypeError, OpValueError
 from cudnn.ops.node_type import NodeType
-from cudnn.ops.op_spec import (AttrKind, AttrSpec, CallStyle, OpGroup, OpSpec, OutputSpec,
-                               PortSpec, ReturnStyle)
+from cudnn.ops.op_spec import (AttrKind, AttrSpec, CallStyle, OpCall, OpGroup, OpSpec,
+                               OutputSpec, PortSpec, PortView, ReturnStyle)
 from cudnn.ops.registry import all_specs, counts_by_group
 
 
@@ -155,3 +156,25 @@ def test_opspec_rejects_inconsistent_call_styles():
 
 if __name__ == "__main__":
     raise SystemExit(pytest.main([__file__, "-q"]))
+
+
+_SAMPLE_ATTRS = {AttrKind.FLOAT: (-1.5, 0.0, 2.0), AttrKind.INT: (0, 1, 7),
+                 AttrKind.BOOL: (False, True)}
+
+
+@pytest.mark.parametrize("spec", [s for s in all_specs().values()
+                                  if getattr(s.check, "passes_equal_dims", False)],
+                         ids=lambda s: s.name)
+def test_checks_marked_passes_equal_dims_accept_equal_dims(spec):
+    """The IR's one-pass builders skip such a check when all ports have the same dims."""
+    rng = random.Random(spec.name)
+    for _ in range(20):
+        dims = tuple(rng.randint(1, 9) for _ in range(rng.randint(1, 5)))
+        dtype = rng.choice([data_type.FLOAT, data_type.HALF, None])
+        params = {a.name: rng.choice(_SAMPLE_ATTRS[a.kind]) for a in spec.attrs
+                  if a.kind in _SAMPLE_ATTRS and rng.random() < 0.7}
+        call = OpCall(spec, {p.name: PortView(dims, dtype) for p in spec.ports}, params)
+        spec.check(call)
+        for out in spec.outputs:
+            if getattr(out.infer, "broadcast_of", None):
+                assert tuple(out.infer(call)) == dims

@@ -27,7 +27,7 @@ except ImportError:  # outside Bazel: the helper sits beside the backend's own t
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir,
                                     os.pardir, "backend_cc", "tests"))
     import fake_cudnn
-from tests.backend import native_runner  # noqa: E402
+from tests.backend import moe_modes_probe, native_runner  # noqa: E402
 from tests.backend import test_classic_ops_backend as classic  # noqa: E402
 from tests.backend import test_fp8_attention_backend as fp8  # noqa: E402
 from tests.backend import test_native_backend_lowering as suite  # noqa: E402
@@ -175,6 +175,26 @@ def test_sdpa_backward_cudnn_refuses_is_a_failure_not_an_expected_one(monkeypatc
     install(monkeypatch, DryRun(refuse={"reduction"}))  # only the backward graph has one
     with pytest.raises(cudnn.cudnnGraphNotSupportedError, match="no engine config"):
         suite.test_sdpa_backward(None, "gqa_bhsd")
+
+
+@pytest.mark.parametrize("name", sorted(moe_modes_probe.CASES))
+def test_moe_mode_probe_graphs_lower_on_the_backend_path(monkeypatch, name):
+    """The graphs test_moe_modes_backend.py runs (one process each, moe_modes_probe.py)
+    plan on the backend path with the mode's routing tensors, and the float64 reference
+    has the output's shape."""
+    dry = DryRun()
+    install(monkeypatch, dry)
+    case = moe_modes_probe.CASES[name]
+    routing, tensors = moe_modes_probe.inputs(case, "cpu")
+    g = cudnn.pygraph(io_data_type=cudnn.data_type.HALF,
+                      intermediate_data_type=cudnn.data_type.FLOAT,
+                      compute_data_type=cudnn.data_type.FLOAT)
+    y, feeds = moe_modes_probe.graph_of(g, case, tensors)
+    (got,), _ = dry.run_on_backend(g, feeds, [y])
+    (op,) = dry.ext.graphs[-1].real.ops()
+    routed = {"NONE": [], "GATHER": ["token_index"], "SCATTER": ["token_index", "token_ks"]}
+    assert list(op["inputs"]) == ["token", "weight", "first_token_offset"] + routed[case.mode]
+    assert got.shape == moe_modes_probe.reference(case, routing, tensors).shape
 
 
 def test_the_dry_run_covers_the_whole_suite():

@@ -162,9 +162,9 @@ def test_rope_backward(handle):
 # -- MoE grouped matmul (forward 9.18, weight gradient 9.22) ---------------------------------
 # Mode NONE: the tokens are already grouped by expert, expert e owning rows
 # [first_token_offset[e], first_token_offset[e + 1]) (the last one up to the end). GATHER and
-# SCATTER lower too (CPU tests), but their GPU numerics are not established: a GATHER graph
-# with token_index read as "source token of each routed row" hit an illegal memory access on
-# the H200 (cuDNN 9.19), which poisons the CUDA context for every later test.
+# SCATTER run in test_moe_modes_backend.py, one process per case: a GATHER graph once hit an
+# illegal memory access on the H200 (cuDNN 9.19), which poisons the CUDA context of every
+# later test in the same process.
 MOE_SPLITS = {  # tokens routed to each expert, in expert order
     "E4_uneven_one_empty": [24, 40, 0, 32],
     "E8_equal": [16] * 8,

@@ -205,3 +205,30 @@ def test_cuda_graph_of_100_decode_steps(family):
     worst_state = rel_err(pool, pool64)
     print(f"\n{family.value}: 100 replayed steps, worst o {worst:.2e}, pool {worst_state:.2e}")
     assert worst < BOUND and worst_state < BOUND, (worst, worst_state)
+
+
+@pytest.mark.parametrize("family", ["gdn", "kda", "gdn2"])
+def test_repeated_serving_calls_take_the_launch_lane(family):
+    """A server's decode loop (same shapes, new tensors every call) runs every cached call
+    through the launch lane: the entry's checked path runs only for the first call. Also
+    reports the host time per call (the CPU test serving_fast_path_test.py counts the same
+    path through the real plan with a recording kernel)."""
+    import time
+
+    from tests.torch_ops.decode_on_cpu import serve, serving_step
+
+    steps = [serving_step(family, seed, n=4, heads=16, dim=128, device="cuda") for seed in range(8)]
+    pool = torch.zeros(12, 16, 128, 128, device="cuda")
+    slots = torch.tensor([3, 0, 7, 11], dtype=torch.int32, device="cuda")
+    with torch.no_grad():
+        serve(family, steps[0], pool, slots)
+        (entry,) = [e for c in ops.graph_caches() if c.name.endswith("_serve") for e in c.values()]
+        assert entry.plan.startswith(f"{family}_frost_decode") and entry.lane is not None
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        for i in range(200):
+            serve(family, steps[i % 8], pool, slots)
+        host_us = (time.perf_counter() - start) / 200 * 1e6
+        torch.cuda.synchronize()
+    assert entry.checked_calls == 1, entry.checked_calls
+    print(f"\n{family}: cached serving call, host {host_us:.1f} us per call (batch 4)")

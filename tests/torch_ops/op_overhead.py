@@ -14,6 +14,18 @@ Run from the repository root, with the checkout's source roots on the path
   GPU, with the installed engines (the H200 host):
     python tests/torch_ops/op_overhead.py --device cuda --family gdn --family kda
 Target: op overhead <= 20 us median for a cached call on the H200 host.
+
+With --serve it times the serving call instead (`cudnn::<family>_serve` through the
+public function, as a server's decode loop makes it): one token for each of --batch
+sequences (16 heads, K = V = 128 on the GPU; 2 heads, 64 on the CPU), a float32 state pool
+read through state_indices and written in place, new q/k/v/gate tensors on every call
+(eight sets in turn, so the addresses change). On the CPU the real FROST decode engine
+plans and launches with a recording kernel (decode_on_cpu.py). Besides the medians it
+prints how many timed calls took the checked path instead of the launch lane (0 when the
+cached path holds) and, on the GPU, the compiled kernel's calling convention and type.
+Target: <= 25 us per serving call on the H200 host.
+    python tests/torch_ops/op_overhead.py --serve --device cpu --family gdn --family kda
+    python tests/torch_ops/op_overhead.py --serve --device cuda --family gdn --family kda
 """
 from __future__ import annotations
 
@@ -147,6 +159,49 @@ def measure(family: Family, device: str, iters: int, grad: bool,
             (("call", totals), ("engine", record), ("overhead", overheads))}
 
 
+def _serve_setup(family: str, device: str, batch: int):
+    """(call(i), the pool): the i-th serving step of eight prepared input sets."""
+    from tests.torch_ops.decode_on_cpu import serve, serving_step
+
+    heads, dim = (2, 64) if device == "cpu" else (16, 128)
+    steps = [serving_step(family, seed, n=batch, heads=heads, dim=dim, device=device)
+             for seed in range(8)]
+    pool = torch.zeros(batch + 8, heads, dim, dim, device=device)
+    slots = torch.randperm(batch + 8)[:batch].to(device=device, dtype=torch.int32)
+    return (lambda i: serve(family, steps[i % 8], pool, slots)), pool
+
+
+def measure_serve(family: str, device: str, iters: int, skip_engine: bool,
+                  batch: int) -> dict[str, Any]:
+    call, _ = _serve_setup(family, device, batch)
+    record: list[int] = []
+    with torch.no_grad():
+        call(0)  # builds the graph, compiles or loads the kernel, binds the lane
+        call(1)
+        _time_engines(record, skip_engine)
+        caches = [c for c in ops.graph_caches() if c.name.endswith("_serve")]
+        before = sum(entry.checked_calls for cache in caches for entry in cache.values())
+        totals = []
+        while len(totals) < iters:
+            for i in range(min(BATCH, iters - len(totals))):
+                start = time.perf_counter_ns()
+                call(i)
+                totals.append(time.perf_counter_ns() - start)
+            if device != "cpu":
+                torch.cuda.synchronize()
+    after = sum(entry.checked_calls for cache in caches for entry in cache.values())
+    lanes = sum(entry.lane is not None for cache in caches for entry in cache.values())
+    overheads = [t - e for t, e in zip(totals, record)]
+    out: dict[str, Any] = {name: statistics.median(values) / 1e3 for name, values in
+                           (("call", totals), ("engine", record), ("overhead", overheads))}
+    out.update(checked=after - before, lanes=lanes)
+    if device != "cpu":
+        from cudnn.linear_attention.frost.kernels import decode as kernels_decode
+        out["kernels"] = sorted({f"{key[2]}:{type(k.fn).__name__}"
+                                 for key, k in kernels_decode._cache.items()})
+    return out
+
+
 def profile(family: Family, device: str, grad: bool, top: int, calls: int = 500) -> None:
     """cProfile over `calls` cached calls (graph already built), sorted by own time."""
     import cProfile
@@ -200,9 +255,15 @@ def main() -> None:
     parser.add_argument("--profile", type=int, default=0, metavar="N",
                         help="after timing, profile the cached calls (cProfile) and print the "
                              "N entries with the most own time: where a host's time goes")
+    parser.add_argument("--serve", action="store_true",
+                        help="time the serving call (state pool, decode step) instead")
+    parser.add_argument("--batch", type=int, default=1, help="--serve: sequences per step")
     args = parser.parse_args()
     families = [Family(f) for f in (args.family or ["gdn"])]
     print(host_speed())
+    if args.serve:
+        serve_main(args, families)
+        return
     with _engines(args.device), _routing(args.dispatcher):
         for family in families:
             for grad in (False, True):
@@ -218,6 +279,38 @@ def main() -> None:
                       f"op overhead {m['overhead']:6.1f} us")
                 if args.profile:
                     profile(family, args.device, grad, args.profile)
+
+
+def serve_main(args: argparse.Namespace, families: list[Family]) -> None:
+    from tests.torch_ops.decode_on_cpu import decode_engine_on_cpu
+
+    on_cpu = decode_engine_on_cpu() if args.device == "cpu" else contextlib.nullcontext()
+    with on_cpu:
+        for family in families:
+            ops.clear_graph_caches()
+            m = measure_serve(family.value, args.device, args.iters, args.skip_engine, args.batch)
+            mode = "serve, engine skipped" if args.skip_engine else "serve"
+            print(f"{family.value:4s} {args.device:4s} {mode:22s} batch {args.batch:<5d} median over "
+                  f"{args.iters}: call {m['call']:8.1f} us, launch {m['engine']:8.1f} us, "
+                  f"op overhead {m['overhead']:6.1f} us; lanes {m['lanes']}, checked calls "
+                  f"{m['checked']} of {args.iters}"
+                  + (f"; kernels {m['kernels']}" if "kernels" in m else ""), flush=True)
+            if args.profile:
+                import cProfile
+                import io
+                import pstats
+
+                call, _ = _serve_setup(family.value, args.device, args.batch)
+                with torch.no_grad():
+                    call(0)
+                    profiler = cProfile.Profile()
+                    profiler.enable()
+                    for i in range(500):
+                        call(i)
+                    profiler.disable()
+                text = io.StringIO()
+                pstats.Stats(profiler, stream=text).sort_stats("tottime").print_stats(args.profile)
+                print("--- profile, 500 serving calls\n" + text.getvalue().split("\n\n", 1)[-1])
 
 
 if __name__ == "__main__":

@@ -109,5 +109,27 @@ def test_compiled_call_writes_the_pool_like_eager():
     assert torch.equal(eager_pool, compiled_pool) and not torch.equal(eager_pool, _pool(cfg))
 
 
+@pytest.mark.parametrize("serving", [False, True], ids=["forward", "serve"])
+def test_beta_guard_is_refused_by_name(serving):
+    """No engine implements GDN-2's beta_guard: the ops refuse it before planning, naming
+    the argument and what they take, on real and on meta (traced) tensors alike."""
+    from cudnn.linear_attention import ops
+    from tests.torch_ops.serving_steps import step_inputs
+
+    cfg = pool_config(Family.GDN2)
+    x = step_inputs(cfg, DECODE[0], 0)
+    pool = _pool(cfg)
+    extra = dict(initial_state=pool, output_final_state=True, overwrite_initial_state=True,
+                 state_indices=torch.tensor([0, 1, 2], dtype=torch.int32)) if serving else {}
+    for device in ("cpu", "meta"):
+        args = [t.to(device) for t in (x.q, x.k, x.v, x.g, x.beta, x.w, x.cu_seqlens)]
+        kw = {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in extra.items()}
+        with torch.no_grad(), pytest.raises(ValueError, match=r"beta_guard.*expected False "
+                                            r"\(no engine implements GDN-2's erase-gate"):
+            ops.gated_delta_net_v2(*args, beta_guard=True, **kw)
+    with torch.no_grad():  # the same call without it runs
+        ops.gated_delta_net_v2(x.q, x.k, x.v, x.g, x.beta, x.w, x.cu_seqlens, **extra)
+
+
 if __name__ == "__main__":
     raise SystemExit(pytest.main([__file__, "-q"]))

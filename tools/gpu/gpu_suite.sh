@@ -18,6 +18,12 @@
 #   backend    build the C++ extension in place with this machine's compiler (the PEP 517
 #              build of setup.py: pip install -e, offline), run tests/backend
 #   backendlog rerun backend tests matching $BACKEND_K with cuDNN's error log on stderr
+#   moe        MoE grouped matmul modes NONE / GATHER / SCATTER on the backend against float64
+#              (tests/backend/test_moe_modes_backend.py), one process per case so that an
+#              illegal memory access stays in its case; builds the extension as stage backend
+#              does where it is not built yet (stage backend runs these cases too)
+#   moememcheck the probe cases $MOE_CASES (default: the GATHER and SCATTER ones) one by one
+#              under compute-sanitizer memcheck: which kernel reads or writes out of bounds
 #   fla        tests/fla/gpu_test.py: the FLA drop-in (functions, Qwen3-Next / Kimi Linear
 #              layers, a tiny Qwen3-Next that trains and generates) against transformers
 #   fladiag    tests/fla/greedy_diagnose.py: the greedy generation step by step (router
@@ -77,7 +83,10 @@
 #              kept, not packed), then tests/numerics/test_la_decode_gpu.py (state pools over
 #              several calls, checkpoints, bad slots, 100 decode steps in a CUDA graph) and
 #              bench/bench_decode.py (stage decodebench: decode steps vs FLA's fused_recurrent
-#              and the state-traffic floor)
+#              and the state-traffic floor); between them stage decodehost
+#   decodehost tests/torch_ops/op_overhead.py --serve: host time of a cached serving call (decode
+#              step at batch 1, new tensors each call), its launch, and whether every timed
+#              call took the launch lane (checked calls 0)
 #   overhead   tests/torch_ops/op_overhead.py on the GPU (cached-call host overhead)
 #   stagetimes bench/frost_stage_times.py (STAGE_FAMILIES, default "gdn kda")
 #   calls      bench/frost_call_overhead.py: host time of one FROST launch (checked, bound,
@@ -161,6 +170,16 @@ for s in "$@"; do
       stage backendlog "CUDNN_LOGLEVEL_DBG=2 CUDNN_LOGDEST_DBG=stderr python3 -m pytest tests/backend \
         -q -p no:cacheprovider -k '${BACKEND_K:-pointwise_chain or sdpa_backward}' 2>&1 | \
         grep -v '^$' | tail -150" ;;
+    moe)         # the cases' processes print cuDNN's error log (CUDNN_LOGLEVEL_DBG=2) on failure
+      stage moe "{ python3 -c 'import cudnn._pybind_module' 2>/dev/null || python3 -m pip install -q \
+        --no-index --no-build-isolation --no-deps --prefix /tmp/editable -e . ; } && \
+        python3 -m pytest tests/backend/test_moe_modes_backend.py -q -s -rs -p no:cacheprovider" ;;
+    moememcheck) # after stage moe (or backend): the extension must be built
+      stage moememcheck "command -v compute-sanitizer || { echo 'compute-sanitizer is not on PATH'; exit 3; }; \
+        rc=0; for c in \${MOE_CASES:-gather_E4_top2 gather_E3_top1 scatter_E4_top2 scatter_E3_top1}; do \
+        echo \"--- \$c\"; PYTORCH_NO_CUDA_MEMORY_CACHING=1 compute-sanitizer --tool memcheck --print-limit 4 \
+        --error-exitcode 1 python3 tests/backend/moe_modes_probe.py \$c 2>&1 | grep -v '^\$' | tail -40; \
+        [ \${PIPESTATUS[0]} = 0 ] || rc=1; done; exit \$rc" ;;
     torchops)
       stage torchops "python3 -m pytest tests/torch_ops/ops_gpu_test.py -q -s -p no:cacheprovider \
         && python3 tests/torch_ops/op_overhead.py --device cuda --family gdn --family kda --profile 25" ;;
@@ -229,7 +248,13 @@ for s in "$@"; do
         --out .frostcache --suites decode --keep --pack ''"
       [ -d .frostcache ] && export FROST_KERNEL_CACHE="$PWD/.frostcache"
       stage decode "python3 -m pytest tests/numerics/test_la_decode_gpu.py -q -s -p no:cacheprovider"
+      stage decodehost "python3 tests/torch_ops/op_overhead.py --serve --device cuda --family gdn \
+        --family kda --profile 25"
       stage decodebench "python3 bench/bench_decode.py --tokens 1,4" ;;
+    decodehost)  # the cached serving call's host time alone (op_overhead.py --serve)
+      [ -d .frostcache ] && export FROST_KERNEL_CACHE="$PWD/.frostcache"
+      stage decodehost "python3 tests/torch_ops/op_overhead.py --serve --device cuda --family gdn \
+        --family kda --profile 25" ;;
     autotune)
       stage autotune "python3 -m pytest tests/numerics/test_la_autotune_gpu.py -q -s \
         -p no:cacheprovider ${AUTOTUNE_ARGS:-}" ;;

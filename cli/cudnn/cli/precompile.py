@@ -11,6 +11,12 @@ kernels those calls launch for that arch, in the CuTe DSL's own calling conventi
 host code for any x86-64 CPU, using `--jobs` processes. (cuTile kernels compile only where
 a GPU is visible.) Each finished kernel prints a progress line.
 
+Both also fill the cache with the FROST recurrent (decode) kernel that serving calls
+launch (`--decode`, on by default; `--nodecode` skips it): for each op, state pools read
+through state_indices and written in place, K = V in {64, 128} (and the shape's own K, V),
+float32 and bfloat16 states, both V tiles (small and large batches), at the shape's heads,
+dtype and --l2norm: 8 kernels per op, about a second each.
+
     python -m cudnn precompile gdn kda --seqs 8 --seq_len 4096 --backward
     python -m cudnn precompile gdn --arch sm_90a --jobs 8 --heads 16 --head_dim 128
 """
@@ -31,6 +37,10 @@ DEVICES = flags.DEFINE_list("devices", None, "CUDA device indices to compile for
 ARCH = flags.DEFINE_string("arch", None, "cross-compile FROST kernels for this arch (e.g. "
                            "sm_90a) without running anything: no GPU needed")
 JOBS = flags.DEFINE_integer("jobs", os.cpu_count() or 1, "compile processes for --arch")
+DECODE = flags.DEFINE_bool("decode", True, "also the recurrent (decode) kernels of serving "
+                           "calls: pools, K = V in {64, 128}, fp32 and bf16 states")
+#: K = V of the decode kernels precompiled besides the shape's own (decode_config.HEAD_DIMS)
+DECODE_HEAD_DIMS = (64, 128)
 
 FUNCTIONS = {"gdn": "gated_delta_net", "kda": "kimi_delta_attention",
              "gdn2": "gated_delta_net_v2"}
@@ -71,6 +81,43 @@ def frost_configs(ops: Sequence[str], shape: shapes.Shape, backward: bool) -> li
         found += derive.call_configs(op, args, final_state=shape.final_state,
                                      l2norm=shape.l2norm, backward=backward)
     return list(dict.fromkeys(found))
+
+
+def decode_configs(ops: Sequence[str], shape: shapes.Shape) -> list:
+    """The recurrent (decode) kernel configs of serving calls of `ops` (module docstring)."""
+    import dataclasses
+
+    from cudnn.linear_attention.frost.kernels import frost_configs as derive
+    from cudnn.linear_attention.frost.kernels.decode_config import HEAD_DIMS
+
+    dims = [(d, d) for d in DECODE_HEAD_DIMS]
+    if shape.K in HEAD_DIMS and shape.V in HEAD_DIMS:
+        dims.append((shape.K, shape.V))
+    found = []
+    for op in ops:
+        for K, V in dict.fromkeys(dims):
+            one_token = dataclasses.replace(shape, seqs=1, seq_len=1, K=K, V=V)
+            found += derive.serving_configs(op, shapes.torch_inputs(op, one_token, "cpu"),
+                                            l2norm=shape.l2norm)
+    return list(dict.fromkeys(found))
+
+
+def load_on_devices(configs: list, devices: Sequence[int]) -> None:
+    """Load or compile each decode config for each device's arch (the launcher's own path
+    into the cache, in this host's calling convention)."""
+    import torch
+
+    from cudnn.linear_attention.frost.kernels import kernel_store
+    from cudnn.linear_attention.frost.kernels.decode import compiled_decode
+    from cudnn.linear_attention.frost.kernels.fwd import device_arch
+
+    arches = list(dict.fromkeys(device_arch(torch.device("cuda", d)) for d in devices))
+    jobs = [(cfg, arch) for arch in arches for cfg in configs]
+    for i, (cfg, arch) in enumerate(jobs, 1):
+        start = time.perf_counter()
+        compiled_decode(cfg, arch)
+        print(f"[{i}/{len(jobs)}] {kernel_store.describe(cfg)} for {arch}: "
+              f"{time.perf_counter() - start:.1f} s", flush=True)
 
 
 def _compile_one(cfg_blob: bytes, arch: str) -> float:
@@ -133,8 +180,10 @@ def main(argv: Sequence[str]) -> None:
         if ARCH.value not in frost_arches():
             raise app.UsageError(f"--arch: expected one of {frost_arches()} (the GPU targets "
                                  f"FROST has kernels for), got {ARCH.value!r}")
-        failures = cross_compile(frost_configs(ops, shape, shapes.BACKWARD.value), ARCH.value,
-                                 JOBS.value)
+        configs = frost_configs(ops, shape, shapes.BACKWARD.value)
+        if DECODE.value:
+            configs += decode_configs(ops, shape)
+        failures = cross_compile(configs, ARCH.value, JOBS.value)
         if failures:
             raise SystemExit(f"{failures} kernel(s) failed to compile")
     else:
@@ -146,5 +195,7 @@ def main(argv: Sequence[str]) -> None:
         devices = [int(d) for d in DEVICES.value] if DEVICES.value else \
             list(range(torch.cuda.device_count()))
         run_on_devices(ops, shape, devices, shapes.BACKWARD.value)
+        if DECODE.value:
+            load_on_devices(decode_configs(ops, shape), devices)
     print(f"done in {time.perf_counter() - start:.1f} s", flush=True)
 

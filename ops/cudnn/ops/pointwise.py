@@ -9,14 +9,15 @@ keyword names (`a`/`b`, `input`/`comparison`, `loss`/`input`, ...). The one outp
 from __future__ import annotations
 
 from cudnn.ops.node_type import NodeType
-from cudnn.ops.op_spec import (AttrKind, AttrSpec, BuilderKeyword, CallStyle, OpCall, OpGroup,
-                               OpSpec, OutputSpec, PortSpec, ReturnStyle)
-from cudnn.ops.rules import broadcast, broadcast_shapes
+from cudnn.ops.op_spec import (AttrKind, AttrSpec, BuilderKeyword, CallStyle, Check, OpCall,
+                               OpGroup, OpSpec, OutputSpec, PortSpec, ReturnStyle)
+from cudnn.ops.rules import broadcast, broadcast_shapes, passes_equal_dims
 
 _NAME = BuilderKeyword.NAME.value
 _CDT = BuilderKeyword.COMPUTE_DATA_TYPE.value
 
 
+@passes_equal_dims
 def _check_broadcast(call: OpCall) -> None:
     known = [(p.name, call.dim(p.name)) for p in call.spec.ports if call.dim(p.name)]
     first = known[0][1] if known else None
@@ -26,7 +27,11 @@ def _check_broadcast(call: OpCall) -> None:
             raise call.fail(name, "dims broadcast-compatible with "
                             + ", ".join(f"{n} {list(d or ())}" for n, d in known[:i]),
                             f"{name}.dim {list(dims or ())}")
-    if call.spec.name == "gen_index" and "axis" in call.params:
+
+
+def _check_gen_index(call: OpCall) -> None:
+    _check_broadcast(call)
+    if "axis" in call.params:
         dims = call.dim("input")
         axis = call.params["axis"]
         if dims is not None and not 0 <= axis < len(dims):
@@ -44,14 +49,15 @@ def _table(name: str, *ports: str) -> OpSpec:
         summary=f"pointwise {name} of {', '.join(ports)}")
 
 
-def _explicit(name: str, ports: tuple[str, ...], attrs: tuple[AttrSpec, ...]) -> OpSpec:
+def _explicit(name: str, ports: tuple[str, ...], attrs: tuple[AttrSpec, ...],
+              check: Check = _check_broadcast) -> OpSpec:
     """An explicit op: tensors, then scalar params, then name and compute_data_type."""
     return OpSpec(
         name=name, group=OpGroup.POINTWISE, node_type=NodeType.POINTWISE,
         ports=tuple(PortSpec(p, required=True) for p in ports), attrs=attrs,
         outputs=(OutputSpec("OUT_0", infer=broadcast(*ports)),),
         call=CallStyle(positional=ports + tuple(a.name for a in attrs) + (_NAME, _CDT)),
-        returns=ReturnStyle.SINGLE, backend_method=name, check=_check_broadcast,
+        returns=ReturnStyle.SINGLE, backend_method=name, check=check,
         summary=f"pointwise {name} of {', '.join(ports)}")
 
 
@@ -125,7 +131,8 @@ BINARY_SELECT = _table("binary_select", "input0", "input1", "mask")
 RELU = _explicit("relu", _U, _CLIPS)
 LEAKY_RELU = _explicit("leaky_relu", _U, (_float("negative_slope", required=True),))
 SWISH = _explicit("swish", _U, (_float("swish_beta"),))
-GEN_INDEX = _explicit("gen_index", _U, (AttrSpec("axis", AttrKind.INT, required=True, minimum=0),))
+GEN_INDEX = _explicit("gen_index", _U, (AttrSpec("axis", AttrKind.INT, required=True, minimum=0),),
+                      check=_check_gen_index)
 RELU_BACKWARD = _explicit("relu_backward", _BWD, _CLIPS)
 LEAKY_RELU_BACKWARD = _explicit("leaky_relu_backward", _BWD,
                                 (_float("negative_slope", required=True),))

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from cudnn.ops.op_spec import Condition, OpCall, ShapeRule
+from cudnn.ops.op_spec import Check, Condition, OpCall, OpSpec, ShapeRule
 
 
 # -- shape rules -------------------------------------------------------------------
@@ -38,13 +38,40 @@ def broadcast_shapes(shapes: Iterable[Sequence[int]]) -> tuple[int, ...] | None:
 
 
 def broadcast(*ports: str) -> ShapeRule:
-    """Broadcast of the listed ports that are wired (all of them need known dims)."""
+    """Broadcast of the listed ports that are wired (all of them need known dims).
+
+    The rule carries `broadcast_of = ports`: where all of them are wired with the same
+    known dims the result is those dims, which the IR's one-pass builders use without
+    calling the rule."""
     def rule(call: OpCall) -> Sequence[int] | None:
         dims = [call.dim(p) for p in ports if call.has(p)]
         if not dims or any(d is None for d in dims):
             return None
         return broadcast_shapes(d for d in dims if d is not None)
+    rule.broadcast_of = ports  # type: ignore[attr-defined]
     return rule
+
+
+def decided_by_equal_dims(spec: OpSpec) -> bool:
+    """Whether, for `spec`, a call whose input ports all have the same known dims passes
+    the check and gets those dims for its one output: every port is a required tensor
+    port, the output (always present) is `broadcast` over all of them, and the check is
+    None or marked `passes_equal_dims`. The IR's builders and validate() then skip both."""
+    names = tuple(p.name for p in spec.ports)
+    if len(spec.outputs) != 1 or not names or not all(p.required for p in spec.ports):
+        return False
+    out = spec.outputs[0]
+    if out.present is not None or tuple(getattr(out.infer, "broadcast_of", ())) != names:
+        return False
+    return spec.check is None or getattr(spec.check, "passes_equal_dims", False)
+
+
+def passes_equal_dims(check: Check) -> Check:
+    """Mark an OpSpec check that accepts every call whose input ports are all wired with
+    the same known dims, whatever its params (a pure broadcast check): the IR's one-pass
+    builders skip it for such calls. ops/tests checks the claim for each marked spec."""
+    check.passes_equal_dims = True  # type: ignore[attr-defined]
+    return check
 
 
 def fixed(*dims: int) -> ShapeRule:

@@ -14,6 +14,7 @@ sequence (zero output rows, no state row touched).
 """
 from __future__ import annotations
 
+import operator
 from typing import Any, ClassVar
 
 from cudnn import behavior_note
@@ -101,18 +102,17 @@ class _DecodePlan(CompiledPlan):
         from .kernels.decode import DECODE_OPERANDS, bind_decode
         bound = bind_decode(**operands, **self._flags())
         present = [(port, uid) for port, uid in self._uids.items() if buffers[port] is not None]
-        slot_of = {name: i for i, name in enumerate(DECODE_OPERANDS)}
-        slots = [slot_of[_OPERAND_OF.get(port, port)] for port, _ in present]
+        # ABI slot -> position of its address in the launch's list (len(present): absent,
+        # the 0 appended below); under overwrite the final state slot takes the pool's
+        given = {_OPERAND_OF.get(port, port): i for i, (port, _) in enumerate(present)}
         overwrite = self._overwrite_slot()
-        scale = float(self.facts.flags.scale)
+        if overwrite is not None:
+            given[DECODE_OPERANDS[overwrite[1]]] = given[DECODE_OPERANDS[overwrite[0]]]
+        take = operator.itemgetter(*[given.get(name, len(present)) for name in DECODE_OPERANDS])
+        run = bound.with_scale(float(self.facts.flags.scale))
 
         def launch(addresses, _workspace, stream: int) -> None:
-            row = [0] * len(DECODE_OPERANDS)
-            for slot, address in zip(slots, addresses):
-                row[slot] = address
-            if overwrite is not None:  # the final state goes into the initial_state buffer
-                row[overwrite[1]] = row[overwrite[0]]
-            bound.launch_addresses(row, scale, stream)
+            run(take((*addresses, 0)), stream)
         return DirectLaunch(uids=tuple(uid for _, uid in present),
                             alignment=tuple(buffers[p].data_ptr() & 15 for p, _ in present),
                             launch=launch, takes_addresses=True)

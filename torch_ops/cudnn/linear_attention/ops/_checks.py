@@ -69,6 +69,7 @@ def check_call(op: str, family: OpFamily, spec: OpSpec, bound: Mapping[str, Any]
     initial = bound["initial_state"]
     state_dtype = torch.float32 if initial is None else initial.dtype
     _check_tensors(op, family, spec, bound, q, state_dtype)
+    _refuse_unserved(op, bound)
     call = _spec_rules(op, spec, bound)
     _check_checkpoint_dtype(op, bound, q.dtype)
     dims = {out.name: tuple(out.infer(call)) for out in spec.outputs
@@ -127,6 +128,17 @@ def _spec_rules(op: str, spec: OpSpec, bound: Mapping[str, Any]) -> OpCall:
         raise OpValueError(op, argument, "a value the other arguments allow ("
                            f"{_op_words(rule.reason(call))})", given)
     return call
+
+
+def _refuse_unserved(op: str, bound: Mapping[str, Any]) -> None:
+    """Arguments the op accepts (the graph IR and the op spec define them) that no shipped
+    engine implements: refused here, by name, rather than planned and declined by every
+    engine. GDN-2's beta_guard (docs/LINEAR_ATTENTION.md §3.4): FROST, its decode engine
+    and cuTile all lack it, and the float64 reference does not model it."""
+    if bound.get("beta_guard") is True:
+        raise OpValueError(op, "beta_guard", "False (no engine implements GDN-2's erase-gate "
+                           "safeguard, docs/LINEAR_ATTENTION.md §3.4; every other GDN-2 "
+                           "argument is served)", "True")
 
 
 def _check_checkpoint_dtype(op: str, bound: Mapping[str, Any], q_dtype: torch.dtype) -> None:

@@ -64,6 +64,16 @@ class GraphCache(Generic[V]):
                 self._evict_over(self._maxsize)
             return entry
 
+    def get(self, key: Hashable) -> V | None:
+        """The entry of `key` (a hit, as get_or_build counts it), or None without building
+        or counting a miss (the caller's get_or_build after it counts that)."""
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is not None:
+                self._entries.move_to_end(key)
+                self._hits += 1
+            return entry
+
     def __contains__(self, key: Hashable) -> bool:
         with self._lock:
             return key in self._entries

@@ -105,6 +105,9 @@ class CachedGraph:
     executor: BoundExecutor | None = field(default=None, repr=False)
     #: the plan's direct launch bound to the op's positions (None: not offered).
     lane: LaunchLane | None = field(default=None, repr=False)
+    #: calls that ran the bound plan (or the first execute) instead of the lane: a
+    #: diagnostic for benches and tests (counted on that slower path only).
+    checked_calls: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _input_uids: tuple[tuple[int, int], ...] = field(default=(), repr=False)
     _output_uids: tuple[tuple[int, int], ...] = field(default=(), repr=False)
@@ -126,6 +129,7 @@ class CachedGraph:
         return self._run(values)
 
     def _run(self, values: Sequence[Any]) -> tuple[torch.Tensor, ...]:
+        self.checked_calls += 1  # unlocked: a diagnostic count may miss a racing call
         device = self.device
         results = tuple(torch.empty(dims, dtype=dtype, device=device)
                         for dims, dtype in self.results)

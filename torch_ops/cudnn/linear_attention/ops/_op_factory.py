@@ -59,6 +59,8 @@ _PRIMAL_OF = {result: primal for result, (_, primal) in GRADIENTS.items()}
 _GRADIENT_OF = {primal: result for result, primal in _PRIMAL_OF.items()}
 
 _Results = tuple[torch.Tensor, ...]
+_FORWARD_DROPPABLE = (FORWARD_RESULTS.index("state_checkpoints"),)
+_SERVE_DROPPABLE = (FORWARD_RESULTS.index("final_state"), *_FORWARD_DROPPABLE)
 
 #: the cadence a training forward asks for on its own: one 64-token chunk of the chunked
 #: kernels (the granularity at which a backward can reuse forward states).
@@ -260,8 +262,18 @@ class FamilyOps:
                     if bound[n] is not None],
             attrs=attrs, results=op.allocate(bound, checked), outputs=op.written(bound),
             plan_name=bound["plan_name"], device=bound["q"].device,
-            droppable=() if op.backward else (FORWARD_RESULTS.index("state_checkpoints"),),
+            droppable=self._droppable(op, bound),
             aliases=op.aliases(bound)))
+
+    def _droppable(self, op: _OpDef, bound: Mapping[str, Any]) -> tuple[int, ...]:
+        """Result positions whose empty placeholders the caller discards (the lane may
+        return None for them): the checkpoints of a forward that asked for none, and the
+        serving op's final_state under overwrite_initial_state (the pool is returned)."""
+        if op.backward:
+            return ()
+        if op is self.serve_def and bound["overwrite_initial_state"] is True:
+            return _SERVE_DROPPABLE
+        return _FORWARD_DROPPABLE
 
     # -- the public function's body ----------------------------------------------------
     def forward(self, args: tuple[Any, ...], overwrite_initial_state: Any = False,
@@ -355,6 +367,16 @@ class FamilyOps:
         returned as final_state. Inference only: gates and indices are converted, and
         strided inputs packed, as the forward's; the pool never is (a copy would take the
         writes: a pool the engines cannot read as it is gets their error)."""
+        values = (*args, overwrite_initial_state, state_indices)
+        if route(values, self._serve_tensor_positions) == DIRECT:
+            # The cached path (a server's decode loop): a call whose arguments are already
+            # what a built graph of this op was built for (dims, strides, dtypes: the key)
+            # runs it as given; the packing and conversions below would change nothing
+            # (or would pick another graph that is just as valid). DIRECT: nothing records
+            # autograd, so the inference-only check below cannot fire.
+            entry = self.serve_def.cache.get(self.serve_def.cache_key(values))
+            if entry is not None:
+                return self._served(args, overwrite_initial_state, entry.run(values, True))
         name = self.family.name
         if torch.is_grad_enabled() and any(isinstance(t, torch.Tensor) and t.requires_grad
                                            for t in (*args, state_indices)):
@@ -367,14 +389,20 @@ class FamilyOps:
         if isinstance(state_indices, torch.Tensor) and not state_indices.is_contiguous():
             state_indices = state_indices.contiguous()
         values = (*args, overwrite_initial_state, state_indices)
-        checkpoints = args[self._checkpoint_position] > 0
         if route(values, self._serve_tensor_positions) == DIRECT:
-            results = self._run(self.serve_def, values, drop_unused=not checkpoints)
+            results = self._run(self.serve_def, values, drop_unused=True)
         else:
             results = self.serve_op(*values)
+        return self._served(args, overwrite_initial_state, results)
+
+    def _served(self, args: tuple[Any, ...], overwrite_initial_state: Any,
+                results: Sequence[Any]) -> _Results:
+        """The public results of a serving call: under overwrite_initial_state the pool is
+        final_state (the op's own final_state is an empty placeholder, which the launch
+        lane does not even allocate: SERVE_DROPPABLE)."""
         final = args[self._initial_state_position] if overwrite_initial_state is True \
             else results[1]
-        if checkpoints:
+        if args[self._checkpoint_position] > 0:
             return results[0], final, results[2]
         return results[0], final
 

@@ -57,7 +57,8 @@ def gated_delta_net_v2(
             engines read q's dtype; the op converts).
         initial_state: [N, HO, V, K], V-major (transpose FLA's [N, H, K, V] states; the
             shape cannot tell them apart when K == V); final_state likewise.
-        beta_guard: the erase-side safeguard of docs/LINEAR_ATTENTION.md §3.4 (engines that lack it decline).
+        beta_guard: the erase-side safeguard of docs/LINEAR_ATTENTION.md §3.4. No engine
+            implements it yet: True raises ValueError naming it (forward and serving calls).
 
     Returns:
         (o [T, HO, V], final_state), plus state_checkpoints when checkpoint_every_n_tokens.

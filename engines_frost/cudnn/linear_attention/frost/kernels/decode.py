@@ -8,19 +8,19 @@ nothing looked up, so a launch can be captured in a CUDA graph and replayed with
 buffer contents. ``frost_decode`` is bind + launch. Never reads cu_seqlens or
 state_indices on the host. Imports neither torch nor cutlass at import time.
 
-Kernels come from the precompiled store when FROST_KERNEL_CACHE names one (kernel_store.py,
-filled on any machine by tools/gpu/frost_precompile.py --suites decode), else from a CuTe
-DSL compile (decode_compile.py), which is then added to that store.
+Kernels come from the kernel cache (kernel_store.py: per user by default, FROST_KERNEL_CACHE
+moves it; filled ahead of time by `python -m cudnn precompile` or tools/gpu/
+frost_precompile.py --suites decode), else from a CuTe DSL compile (decode_compile.py),
+which is then added to that cache.
 """
 from __future__ import annotations
 
 import dataclasses
 import threading
-import warnings
 
 from cudnn.linear_attention.frost.kernels import kernel_store
 from cudnn.linear_attention.frost.kernels.compile_kernel import preferred_ffi
-from cudnn.linear_attention.frost.kernels.decode_compile import compile_decode, decode_pointers
+from cudnn.linear_attention.frost.kernels.decode_compile import compile_decode
 from cudnn.linear_attention.frost.kernels.operand_checks import check, check_token_operands, dtype_name, fail
 from cudnn.linear_attention.frost.kernels.decode_config import (DECODE_OPERANDS,
                                                                 FrostDecodeConfig,
@@ -147,26 +147,12 @@ def compiled_decode(cfg: FrostDecodeConfig, arch: str, ffi: str | None = None):
     return kernel
 
 
-def _load_or_compile(cfg: FrostDecodeConfig, arch: str, ffi: str):
-    store = kernel_store.active_store()
-    if store is None:
-        return compile_decode(cfg, arch, ffi=ffi)
-    kernel = store.load(cfg, arch, ffi)
-    if kernel is not None:
-        return kernel
-    if store.strict:
-        raise kernel_store.KernelStoreMiss(
-            f"{WHO}: {kernel_store.STRICT_ENV}=1 and {store.root} has no {arch} {ffi}-convention "
-            f"kernel for {kernel_store.describe(cfg)}")
-    kernel = compile_decode(cfg, arch, ffi=ffi)
-    if store.writable:
-        try:
-            store.save(cfg, arch, kernel)
-        except Exception as e:  # a store that cannot take the entry costs nothing but it
-            warnings.warn(f"FROST kernel store: could not add {kernel_store.describe(cfg)} to "
-                          f"{store.root} ({type(e).__name__}: {str(e)[:200]})",
-                          kernel_store.KernelStoreWarning, stacklevel=2)
-    return kernel
+def _load_or_compile(cfg: FrostDecodeConfig, arch: str, ffi: str, device=None):
+    """From the active kernel cache (a kernel `python -m cudnn precompile --arch` built for
+    any x86-64 host in the DSL's convention serves too), else compiled and added to it:
+    kernel_store.load_or_compile, as the forward's launcher does."""
+    return kernel_store.load_or_compile(cfg, arch, ffi, lambda: compile_decode(cfg, arch, ffi=ffi),
+                                        device)
 
 
 def bind_decode(*, arch: str | None = None, **operands) -> DecodeLaunch:
@@ -214,6 +200,13 @@ class DecodeLaunch:
     T: int
     N: int
     S: int
+    #: the DSL's own convention ("cute"): typed pointer objects, reused per operand while
+    #: its address repeats (built once per launch otherwise, ~2 us each)
+    pointers: object = dataclasses.field(default=None, compare=False, repr=False)
+
+    def __post_init__(self):
+        if self.ffi != "tvm" and self.pointers is None:
+            object.__setattr__(self, "pointers", _PointerCache(self.config))
 
     def matches(self, tensors: dict) -> bool:
         return operand_signature(tensors) == self.signature
@@ -225,11 +218,58 @@ class DecodeLaunch:
 
     def launch_addresses(self, addresses, scale: float, stream_handle: int) -> None:
         """Run on base addresses in ABI order (0 for an absent operand)."""
+        self.with_scale(scale)(addresses, stream_handle)
+
+    def with_scale(self, scale: float):
+        """``launch_addresses`` with the scale bound, as ``(addresses, stream_handle) ->
+        None``: what a cached call repeats (TVM-FFI: the kernel called directly with the
+        counts bound here; the DSL's convention: cached argument objects)."""
+        fn, T, N, S, scale = self.fn, self.T, self.N, self.S, float(scale)
         if self.ffi == "tvm":
-            self.fn(*addresses, self.T, self.N, self.S, float(scale), stream_handle)
-            return
-        import cuda.bindings.driver as cuda
+            return lambda addresses, stream_handle: fn(*addresses, T, N, S, scale, stream_handle)
         from cutlass import Float32, Int32
 
-        self.fn(*decode_pointers(self.config, dict(zip(DECODE_OPERANDS, addresses))), Int32(self.T),
-                Int32(self.N), Int32(self.S), Float32(scale), cuda.CUstream(stream_handle))
+        pointers, tail = self.pointers, (Int32(T), Int32(N), Int32(S), Float32(scale))
+        return lambda addresses, stream_handle: fn(*pointers(addresses), *tail,
+                                                   pointers.stream(stream_handle))
+
+
+class _PointerCache:
+    """cute.Pointer per operand for the DSL's calling convention: dtypes and alignments
+    resolved once, the last Pointer (and CUstream) kept while its address repeats, as the
+    forward's launch_args.ArgPacker does."""
+
+    def __init__(self, cfg: FrostDecodeConfig) -> None:
+        from cudnn.linear_attention.frost.kernels.decode_config import (decode_operand_alignment,
+                                                                        decode_operand_dtypes)
+        from cudnn.linear_attention.frost.kernels.launch_abi import cutlass_dtype
+
+        from cutlass.cute import AddressSpace
+        from cutlass.cute.runtime import make_ptr
+
+        align = decode_operand_alignment(cfg)
+        self._specs = tuple((i, cutlass_dtype(dt), align[name])
+                            for i, (name, dt) in enumerate(decode_operand_dtypes(cfg).items()))
+        self._last: list = [(None, None)] * len(self._specs)
+        self._stream = None
+        self._make_ptr, self._gmem = make_ptr, AddressSpace.gmem
+
+    def __call__(self, addresses) -> list:
+        last, out = self._last, []
+        for (i, dtype, align), address in zip(self._specs, addresses):
+            cached = last[i]
+            if cached[0] != address:
+                # one list store: a racing thread at worst builds the pointer again (each
+                # call uses the pair it read or made, never another call's)
+                cached = last[i] = (address, self._make_ptr(dtype, address, self._gmem,
+                                                            assumed_align=align))
+            out.append(cached[1])
+        return out
+
+    def stream(self, handle: int):
+        cached = self._stream
+        if cached is None or cached[0] != handle:
+            import cuda.bindings.driver as cuda
+
+            cached = self._stream = (handle, cuda.CUstream(handle))
+        return cached[1]

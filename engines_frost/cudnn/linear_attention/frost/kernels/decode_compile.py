@@ -51,5 +51,7 @@ def compile_decode(cfg: FrostDecodeConfig, arch: str, host_target: str | None = 
     options = f"--gpu-arch {arch}" + (f" --host-target '{host_target}'" if host_target else "")
     if ffi == "tvm":
         options += " --enable-tvm-ffi"
+    # host_target goes with the kernel: the store keys an entry on the CPU its host code
+    # is for (an entry for any x86-64 CPU must not be filed under this machine's)
     return CompiledKernel(cute.compile(FrostDecode(cfg), *decode_fake_args(cfg), options=options),
-                          ffi, cfg)
+                          ffi, cfg, host_target=host_target)

@@ -9,7 +9,9 @@ engines would launch for tensors laid out like those: the forward with the defau
 algorithm, an fp32 final state when the call asks for one; the backward with and without
 an fp32 gradient of the final state; for bf16 training calls also the forward that writes
 state checkpoints and the backward stages that read them. Vector gates also get the config of a gate at an
-address that is not 16-byte aligned. `compile_into_cache(cfg, arch)` cross-compiles one
+address that is not 16-byte aligned. `serving_configs(op, args, ...)` derives the
+recurrent (decode) kernel's configs that serving calls with state pools launch (decode.py).
+`compile_into_cache(cfg, arch)` cross-compiles one
 config with host code for any x86-64 CPU in the DSL's own calling convention (what a
 machine without the target GPU can build) and adds it to the active kernel cache, where
 the launchers find it (kernel_store.load_or_compile).
@@ -65,6 +67,35 @@ def call_configs(op: str, args: dict, *, final_state: bool, l2norm: bool,
     return list(dict.fromkeys(found))
 
 
+def serving_configs(op: str, args: dict, *, l2norm: bool) -> list:
+    """The recurrent (decode) kernel configs a server's serving calls of family `op` launch
+    with tensors laid out like `args` (heads, K, V, io dtype and gate layout: a public
+    function's keyword arguments, CPU tensors): a state pool [S, HO, V, K] read through
+    state_indices and written back in place (overwrite_initial_state), in float32 and
+    bfloat16, for both V tiles (16 value rows per CTA for small batches, 32 otherwise:
+    decode.choose_block_v), no in-kernel gates, derived through the launcher's own checks
+    (decode.check_decode_operands) with the flags the decode engine passes."""
+    import torch
+
+    from cudnn.linear_attention.frost.kernels.decode import check_decode_operands
+    from cudnn.linear_attention.frost.kernels.decode_config import BLOCK_VS
+
+    q, v = args["q"], args["v"]
+    T, HO, V, K = q.shape[0], max(q.shape[1], v.shape[1]), v.shape[2], q.shape[2]
+    N = args["cu_seqlens"].numel() - 1
+    inputs = {name: args.get(name) for name in ("q", "k", "v", "g", "beta", "w", "cu_seqlens")}
+    found = []
+    for state_dtype in (torch.float32, torch.bfloat16):
+        pool = torch.empty(N + 1, HO, V, K, dtype=state_dtype)
+        for block_v in BLOCK_VS:
+            found.append(check_decode_operands(
+                **inputs, out=torch.empty(T, HO, V, dtype=q.dtype), initial_state=pool,
+                final_state=pool, state_indices=torch.zeros(N, dtype=torch.int32), a_log=None,
+                dt_bias=None, checkpoints=None, family=op, use_l2norm=l2norm,
+                block_v=block_v).config)
+    return list(dict.fromkeys(found))
+
+
 def is_cached(store: kernel_store.KernelStore, cfg, arch: str) -> bool:
     """Whether the cache already has cfg's portable precompiled kernel for arch."""
     key = kernel_store.entry_key(cfg, arch, "cute", host=kernel_store.GENERIC_X86_64)
@@ -78,6 +109,8 @@ def compile_into_cache(cfg, arch: str) -> None:
         raise RuntimeError(f"the FROST kernel cache is off ({kernel_store.STORE_ENV})")
     if hasattr(cfg, "stage"):
         from cudnn.linear_attention.frost.kernels.bwd_compile import compile_bwd as compile_fn
+    elif hasattr(cfg, "block_v"):  # a decode_config.FrostDecodeConfig
+        from cudnn.linear_attention.frost.kernels.decode_compile import compile_decode as compile_fn
     else:
         from cudnn.linear_attention.frost.kernels.compile_kernel import compile_fwd as compile_fn
     kernel = compile_fn(cfg, arch, host_target=kernel_store.GENERIC_X86_64, ffi="cute")
