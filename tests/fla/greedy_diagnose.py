@@ -63,9 +63,11 @@ def main() -> int:
           f"{config.layer_types}, prompt {prompt[0].tolist()}")
 
     if a.cpu:
+        from cudnn.linear_attention import ops
         from tests.torch_ops.reference_engine import reference_engine, reference_engines_installed
         with reference_engines_installed():
             reference_engine("gdn").offers_direct_launch = True  # cached calls take the lane
+            ops.clear_graph_caches()
             pairs = trace.replay(model, prompt, a.steps, lambda: tiny.new_cache(config))
     else:
         pairs = trace.replay(model, prompt, a.steps, lambda: tiny.new_cache(config))
