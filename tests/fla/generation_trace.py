@@ -44,6 +44,8 @@ class GdnCall:
     final_state: torch.Tensor | None
     #: (plan name, "lane" | "executor") per cached graph the call ran (empty on the torch path).
     runs: list[tuple[str, str]]
+    #: address modulo 16 of each tensor argument as the caller passed it.
+    alignment: dict[str, int] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass
@@ -73,7 +75,7 @@ def _named_inputs(args: tuple, kwargs: dict) -> dict[str, Any]:
     named = {("q", "k", "v")[i]: a for i, a in enumerate(args[:3])}
     for name, value in kwargs.items():
         named[{"query": "q", "key": "k", "value": "v"}.get(name, name)] = value
-    return {n: _copy(v) for n, v in named.items()}
+    return named
 
 
 class _GraphRuns:
@@ -121,10 +123,13 @@ def recording(model: torch.nn.Module, into: Forward) -> Iterator[Forward]:
     def wrap(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
         def traced(*args: Any, **kwargs: Any) -> Any:
             start = len(runs.log)
-            inputs = _named_inputs(args, kwargs)
+            named = _named_inputs(args, kwargs)
+            alignment = {n: t.data_ptr() & 15 for n, t in named.items()
+                         if isinstance(t, torch.Tensor)}
+            inputs = {n: _copy(t) for n, t in named.items()}  # before the call: S0 intact
             o, final = fn(*args, **kwargs)
             into.calls.append(GdnCall(name, inputs, _copy(o), _copy(final),
-                                      runs.log[start:]))
+                                      runs.log[start:], alignment))
             return o, final
         return traced
 
@@ -201,9 +206,8 @@ def input_stats(call: GdnCall) -> str:
             f"|k| {kn.min().item():.3g}..{kn.max().item():.3g} "
             f"g min {x['g'].float().min().item():.3g} "
             f"beta {beta.min().item():.3g}..{beta.max().item():.3g} "
-            f"|S0| {0.0 if state is None else state.float().norm().item():.3g} "
-            f"addr%16 q{x['q'].data_ptr() & 15} k{x['k'].data_ptr() & 15} "
-            f"v{x['v'].data_ptr() & 15}")
+            f"|S0| {0.0 if state is None else state.float().norm().item():.3g} addr%16 "
+            + " ".join(f"{n}{a}" for n, a in call.alignment.items()))
 
 
 @dataclasses.dataclass
