@@ -42,11 +42,10 @@ def test_no_spills(case):
     assert usage["REG"] <= 255, usage
 
 
-@pytest.mark.parametrize("family", ["gdn", "gdn2"])
+@pytest.mark.parametrize("family", ["gdn", "kda", "gdn2"])
 def test_training_forward_no_spills(family):
     """The v2 forward writing checkpoints (16-byte stores through the quad exchange,
-    fragment_stores.py) and U (write_values): still no local memory (GDN-2: the largest
-    register footprint)."""
+    fragment_stores.py) and U (write_values): still no local memory, every family."""
     import dataclasses
 
     with tempfile.TemporaryDirectory() as tmp:
