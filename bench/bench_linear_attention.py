@@ -154,6 +154,41 @@ def op_fwd_bwd_runner(inp, family: str, plan_name: str | None = None, checkpoint
     return step
 
 
+def frost_kernels_fwd_bwd_runner(inp, kda: bool, values: bool = False):
+    """The FROST kernels without the op around them: the forward (bound launch) then
+    frost_bwd into preallocated gradients and workspace. values=False: the recompute path
+    (states, chain, grads); True: the training path of NOTES_bwd.md v1.3, the forward
+    writing state checkpoints and U, the backward running only chain and grads."""
+    from cudnn.linear_attention.frost.kernels.bwd import frost_bwd, frost_bwd_workspace_size
+    from cudnn.linear_attention.frost.kernels.checkpoints import checkpoint_rows
+    from cudnn.linear_attention.frost.kernels.fwd import frost_fwd
+
+    q, k, v, g, beta, cu = inp
+    T, H, K = q.shape
+    N, V = cu.numel() - 1, v.shape[2]
+    o = torch.empty(T, H, V, dtype=q.dtype, device=q.device)
+    ckpt = torch.empty(checkpoint_rows(T, N), H, V, K, dtype=torch.bfloat16, device=q.device) if values else None
+    u = torch.empty(T, H, V, dtype=torch.bfloat16, device=q.device) if values else None
+    stream = torch.cuda.current_stream()
+    tensors = dict(q=q, k=k, v=v, g=g, beta=beta, w=None, cu_seqlens=cu, out=o, initial_state=None,
+                   final_state=None, state_checkpoints=ckpt, values=u)
+    flags = dict(scale=1 / math.sqrt(K), use_l2norm=False, gate_per_channel=kda, beta_per_channel=False)
+    bound = frost_fwd(**tensors, **flags, stream=stream, bind=True)
+    grads = dict(dq=torch.empty_like(q), dk=torch.empty_like(k), dv=torch.empty_like(v), dg=torch.empty_like(g),
+                 dbeta=torch.empty_like(beta), dw=None, d_initial_state=None)
+    size = frost_bwd_workspace_size(total_tokens=T, num_seqs=N, heads_q=H, heads_k=k.shape[1], heads_v=v.shape[1],
+                                    head_dim_k=K, head_dim_v=V, checkpoints=values, values=values)
+    ws = torch.empty(size, dtype=torch.uint8, device=q.device)
+    d_out = torch.randn(T, H, V, dtype=q.dtype, device=q.device)
+
+    def step():
+        bound.launch(tensors, stream)
+        frost_bwd(q=q, k=k, v=v, g=g, beta=beta, w=None, cu_seqlens=cu, dO=d_out, initial_state=None,
+                  d_final_state=None, workspace=ws, stream=stream, state_checkpoints=ckpt, values=u,
+                  **flags, **grads)
+    return step
+
+
 def bench_fla_fwd_bwd(family: str):
     def run(inp, reps):
         q, k, v, g, beta, cu = inp
@@ -177,6 +212,9 @@ CASES_BWD = [
         ("op FROST", lambda inp, reps: cuda_median_ms(op_fwd_bwd_runner(inp, "gdn"), reps)),
         ("op FROST checkpoints", lambda inp, reps: cuda_median_ms(
             op_fwd_bwd_runner(inp, "gdn", checkpoints=True), reps)),
+        ("FROST kernels", lambda inp, reps: cuda_median_ms(frost_kernels_fwd_bwd_runner(inp, False), reps)),
+        ("FROST kernels ckpt+U", lambda inp, reps: cuda_median_ms(
+            frost_kernels_fwd_bwd_runner(inp, False, values=True), reps)),
         ("op cuTile", lambda inp, reps: cuda_median_ms(op_fwd_bwd_runner(inp, "gdn", "gdn_cutile"), reps)),
         ("cuTile", lambda inp, reps: cuda_median_ms(cutile_fwd_bwd_runner(inp, False), reps)),
         ("FLA 0.6", bench_fla_fwd_bwd("gdn"))]),
@@ -184,6 +222,9 @@ CASES_BWD = [
         ("op FROST", lambda inp, reps: cuda_median_ms(op_fwd_bwd_runner(inp, "kda"), reps)),
         ("op FROST checkpoints", lambda inp, reps: cuda_median_ms(
             op_fwd_bwd_runner(inp, "kda", checkpoints=True), reps)),
+        ("FROST kernels", lambda inp, reps: cuda_median_ms(frost_kernels_fwd_bwd_runner(inp, True), reps)),
+        ("FROST kernels ckpt+U", lambda inp, reps: cuda_median_ms(
+            frost_kernels_fwd_bwd_runner(inp, True, values=True), reps)),
         ("op cuTile", lambda inp, reps: cuda_median_ms(op_fwd_bwd_runner(inp, "kda", "kda_cutile"), reps)),
         ("cuTile", lambda inp, reps: cuda_median_ms(cutile_fwd_bwd_runner(inp, True), reps)),
         ("FLA 0.6", bench_fla_fwd_bwd("kda"))]),

@@ -94,7 +94,7 @@ def test_dtype_mismatches_are_facts_not_errors():
     t = {p: g.tensor(list(dims[p]), data_type=DT, name=p) for p, DT in (
         ("q", D.HALF), ("k", D.HALF), ("v", D.HALF), ("g", D.FLOAT), ("beta", D.FLOAT),
         ("cu_seqlens", D.INT32), ("initial_state", D.FLOAT))}
-    _, final, _ = g.gdn(**t, output_final_state=True)
+    final = g.gdn(**t, output_final_state=True)[1]
     final.set_data_type(D.HALF)
     g.validate()
     f = linear_attention_facts(g)

@@ -38,5 +38,14 @@ def test_an_engine_that_gates_checkpoints_itself_is_not_declined_here():
                                       checkpoints=True) == "eng: safe_gate=True is not implemented"
 
 
+def test_the_forward_values_are_declined_unless_the_engine_serves_them():
+    g, _ = la_graph("kda", checkpoint_every_n_tokens=16, output_values=True)
+    f = linear_attention_facts(g)
+    assert f.flags.output_values
+    assert unsupported_feature_reason(f, "eng", flags=(), inputs=(), checkpoints=True) == \
+        "eng: output_values=True (the forward's u_t per token) is not implemented"
+    assert unsupported_feature_reason(f, "eng", flags=(), inputs=(), checkpoints=True, values=True) is None
+
+
 if __name__ == "__main__":
     raise SystemExit(pytest.main([__file__, "-q"]))

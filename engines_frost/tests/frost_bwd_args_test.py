@@ -123,6 +123,60 @@ def test_bad_checkpoints_are_named(mutate, needle):
     assert str(e.value).startswith(needle), str(e.value)
 
 
+@pytest.mark.parametrize("family", ["gdn", "kda", "gdn2"])
+def test_forward_values_skip_states_and_values(family):
+    """The forward's U next to its checkpoints: only chain and grads launch; chain is its
+    own kernel (it zeroes the uncovered gradient rows), grads the checkpoint path's."""
+    x = _operands(family=family, h0=True)
+    T, N = x["q"].shape[0], x["cu_seqlens"].numel() - 1
+    x["state_checkpoints"] = torch.zeros(checkpoint_rows(T, N), 4, 64, 64, dtype=torch.bfloat16)
+    flags = dict(use_l2norm=False, gate_per_channel=family != "gdn", beta_per_channel=family == "gdn2")
+    ckpt_only, _, _ = check_bwd_operands(**x, **flags)
+    x["values"] = torch.zeros(T, 4, 64, dtype=torch.bfloat16)
+    cfg, _, _ = check_bwd_operands(**x, **flags)
+    assert cfg.forward_values and cfg.checkpoints and cfg.stages == ("chain", "grads")
+    chain, grads = (cfg.with_stage(s) for s in cfg.stages)
+    assert chain.forward_values and not chain.checkpoints
+    assert chain != ckpt_only.with_stage("chain")                          # compiled with the zeroing
+    assert grads == ckpt_only.with_stage("grads") and not grads.forward_values  # the same grads kernel
+
+
+@pytest.mark.parametrize("mutate, needle", [
+    (lambda x: x.pop("state_checkpoints"), "frost_bwd: values must be None unless state_checkpoints is given"),
+    (lambda x: x.update(values=x["values"][:-1]), "frost_bwd: values must be of shape [130, 4, 64], got [129, 4, 64]"),
+    (lambda x: x.update(values=x["values"].float()), "frost_bwd: values must be of dtype bfloat16, got torch.float32"),
+])
+def test_bad_values_are_named(mutate, needle):
+    x = _operands()
+    x["state_checkpoints"] = torch.zeros(checkpoint_rows(130, 3), 4, 64, 64, dtype=torch.bfloat16)
+    x["values"] = torch.zeros(130, 4, 64, dtype=torch.bfloat16)
+    mutate(x)
+    with pytest.raises(ValueError) as e:
+        _check(x)
+    assert str(e.value).startswith(needle), str(e.value)
+
+
+def test_forward_values_config_rules():
+    cfg, _, _ = _check(_operands())
+    for stage in ("states", "values", "grads"):
+        with pytest.raises(ValueError, match="forward_values must be False for the " + stage):
+            FrostBwdConfig(cfg.fwd, stage, None, None, checkpoints=stage != "states", forward_values=True)
+
+
+def test_workspace_with_values_drops_exactly_the_u_region():
+    """The forward's U replaces the U region on top of the checkpoints' state region."""
+    kw = dict(total_tokens=1000, num_seqs=5, heads_q=2, heads_k=2, heads_v=4, head_dim_k=128, head_dim_v=64)
+    lean, lean_size = workspace_layout(**kw, checkpoints=True)
+    leaner, leaner_size = workspace_layout(**kw, checkpoints=True, values=True)
+    assert [r.name for r in leaner] == [r.name for r in lean if r.name != "u"]
+    u = next(r for r in lean if r.name == "u")
+    assert u.shape == (1000, 4, 64)
+    assert leaner_size == lean_size - -(-1000 * 4 * 64 * 2 // 256) * 256
+    assert frost_bwd_workspace_size(**kw, checkpoints=True, values=True) == leaner_size
+    with pytest.raises(ValueError, match="values must be False unless checkpoints"):
+        workspace_layout(**kw, values=True)
+
+
 def test_stage_and_checkpoints_must_agree():
     cfg, _, _ = _check(_operands())
     with pytest.raises(ValueError, match="checkpoints must be True for the values stage"):

@@ -6,6 +6,8 @@ The backward runs three kernels per (sequence, output head) (kernels/NOTES_bwd.m
             checkpoint row, bf16 S^T) and U = (I + M)^-1 (W0 - KBA S) per token; or, when
             the forward wrote state_checkpoints, values: U of each chunk from its
             checkpointed S, chunks independent (forward_checkpoints_model, stage_values);
+            or, when it wrote U as well (v1.3), nothing: U is the forward's
+            (forward_values_model);
 2. chain    the state gradient backwards over the chunks: with dS the gradient of the
             state leaving chunk c,
                 dU = P^T dO + KD dS,   dR = (I + M)^-T dU,
@@ -79,6 +81,18 @@ def forward_checkpoints_model(q, k, v, g, beta, w, cu_seqlens, *, use_l2norm, in
     """Float64 state_checkpoints as the v2 forward writes them (kernels/checkpoints.py):
     [T // 64 + N, HO, V, K], row packed_row0(n) + j = S^T entering chunk j of sequence
     n; rows no chunk writes are NaN (so any read of them shows)."""
+    return _forward_training_model(q, k, v, g, beta, w, cu_seqlens, use_l2norm, initial_state)[0]
+
+
+def forward_values_model(q, k, v, g, beta, w, cu_seqlens, *, use_l2norm, initial_state=None):
+    """Float64 U [T, HO, V] as the v2 forward writes it under write_values: each chunk's
+    U = (I + M)^-1 (W0 - KBA S) from the state its chain carries into the chunk (the
+    states kernel's U, stage_states); rows no sequence covers are NaN."""
+    return _forward_training_model(q, k, v, g, beta, w, cu_seqlens, use_l2norm, initial_state)[1]
+
+
+def _forward_training_model(q, k, v, g, beta, w, cu_seqlens, use_l2norm, initial_state):
+    """(state_checkpoints, U) of a training forward (the two functions above)."""
     from cudnn.linear_attention.frost.kernels.checkpoints import checkpoint_rows, packed_row0
 
     f64 = torch.float64
@@ -90,6 +104,7 @@ def forward_checkpoints_model(q, k, v, g, beta, w, cu_seqlens, *, use_l2norm, in
     w = None if w is None else w.to(f64)
     qh, kh = (_l2norm(q), _l2norm(k)) if use_l2norm else (q, k)
     out = torch.full((checkpoint_rows(T, N), HO, V, K), float("nan"), dtype=f64)
+    values = torch.full((T, HO, V), float("nan"), dtype=f64)
     cu = [int(x) for x in cu_seqlens.tolist()]
     for n in range(N):
         row0 = packed_row0(cu, n)
@@ -100,9 +115,9 @@ def forward_checkpoints_model(q, k, v, g, beta, w, cu_seqlens, *, use_l2norm, in
             for j, t0 in enumerate(range(cu[n], cu[n + 1], CHUNK)):
                 t1 = min(t0 + CHUNK, cu[n + 1])
                 out[row0 + j, h] = S.T
-                _, S = stage_states(S, qh[t0:t1, h // (HO // H)], kh[t0:t1, hk], v[t0:t1, hv], g[t0:t1, h],
-                                    beta[t0:t1, h], None if w is None else w[t0:t1, h])
-    return out
+                values[t0:t1, h], S = stage_states(S, qh[t0:t1, h // (HO // H)], kh[t0:t1, hk], v[t0:t1, hv],
+                                                   g[t0:t1, h], beta[t0:t1, h], None if w is None else w[t0:t1, h])
+    return out, values
 
 
 def stage_chain(dS, q, k, v, g, beta, w, dO, scale):
@@ -160,13 +175,17 @@ def _l2norm_bwd(x, dx_hat):
 
 
 def frost_bwd_model(q, k, v, g, beta, w, cu_seqlens, dO, *, scale, use_l2norm, initial_state=None,
-                    d_final_state=None, chunk=CHUNK, state_checkpoints=None):
+                    d_final_state=None, chunk=CHUNK, state_checkpoints=None, values=None):
     """Float64 gradients (dq, dk, dv, dg, dbeta, dw or None, d_initial_state or None) of
     <o, dO> + <final_state, d_final_state> by the three-kernel algorithm above; with the
     forward's ``state_checkpoints`` (forward_checkpoints_model's layout, chunk 64), kernel 1
-    is ``values``: each chunk's S is read from its packed row, U from stage_values."""
+    is ``values``: each chunk's S is read from its packed row, U from stage_values; with
+    the forward's ``values`` too (forward_values_model's [T, HO, V]), kernel 1 does not
+    run: U is read from its rows."""
     from cudnn.linear_attention.frost.kernels.checkpoints import packed_row0
 
+    if values is not None and state_checkpoints is None:
+        raise ValueError("frost_bwd_model: values (the forward's U) are read with state_checkpoints only")
     if state_checkpoints is not None and chunk != CHUNK:
         raise ValueError(f"frost_bwd_model: checkpoints are per {CHUNK}-token chunk, got chunk={chunk}")
     f64 = torch.float64
@@ -200,7 +219,10 @@ def frost_bwd_model(q, k, v, g, beta, w, cu_seqlens, dO, *, scale, use_l2norm, i
                 t0, t1, qc, kc, vc, gc, bc, wc = rows(t0)
                 if state_checkpoints is not None:   # values: chunks independent
                     S_c = state_checkpoints[packed_row0(cu, n) + i, h].to(f64).T
-                    saved.append((S_c, stage_values(S_c, qc, kc, vc, gc, bc, wc)))
+                    if values is not None:   # the forward's U: no kernel 1 at all
+                        saved.append((S_c, values[t0:t1, h].to(f64)))
+                    else:
+                        saved.append((S_c, stage_values(S_c, qc, kc, vc, gc, bc, wc)))
                     continue
                 U, S_next = stage_states(S, qc, kc, vc, gc, bc, wc)
                 saved.append((S, U))

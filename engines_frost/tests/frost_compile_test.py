@@ -86,6 +86,36 @@ def test_accumulator_is_the_next_a_operand():
     assert len(coords) == 256  # the 32 lanes cover the 16x16 tile exactly once
 
 
+def test_accumulator_layout_is_the_one_the_stores_assume():
+    """fragment_stores.store_rows_vectorised (the checkpoint stores) reads value e of a
+    [16, K] accumulator at fragment_stores.accumulator_coordinate(lane, e): CuTe's
+    partition_C of the warp MMA must list exactly those coordinates, for every lane, K 64
+    and 128."""
+    import re
+
+    import cutlass.cute as cute
+
+    from cudnn.linear_attention.frost.kernels.fragment_stores import accumulator_coordinate
+    from cudnn.linear_attention.frost.kernels.fwd_v1 import warp_mma
+
+    result = {}
+
+    @cute.jit
+    def probe():
+        mma = warp_mma()
+        for n_cols in cutlass.range_constexpr(64, 192, 64):
+            for lane in cutlass.range_constexpr(32):
+                crd = mma.get_slice(lane).partition_C(cute.make_identity_tensor((16, n_cols)))
+                for e in cutlass.range_constexpr(cute.size(crd)):
+                    result[(n_cols, lane, e)] = str(crd[e])
+
+    cute.compile(probe, options="--gpu-arch sm_90a")
+    assert len(result) == 32 * (16 * 64 + 16 * 128) // 32
+    for (n_cols, lane, e), text in result.items():
+        assert tuple(int(v) for v in re.findall(r"-?\d+", text)) == accumulator_coordinate(lane, e), \
+            (n_cols, lane, e, text)
+
+
 def test_real_args_mirror_fake_args():
     torch = pytest.importorskip("torch")
     from cudnn.linear_attention.frost.kernels.launch_abi import fake_args

@@ -48,7 +48,7 @@ def compile_cubin(cfg, out_dir: str) -> str:
     from cudnn.linear_attention.frost.kernels.fwd import kernel_class
     from cudnn.linear_attention.frost.kernels.launch_abi import fake_args
 
-    cute.compile(kernel_class(cfg.algorithm)(cfg), *fake_args(cfg),
+    cute.compile(kernel_class(cfg.algorithm, cfg.write_checkpoints, cfg.write_values)(cfg), *fake_args(cfg),
                  options=f"--gpu-arch sm_90a --keep-cubin --dump-dir {out_dir}")
     (cubin,) = glob.glob(os.path.join(out_dir, "*.cubin"))
     return cubin

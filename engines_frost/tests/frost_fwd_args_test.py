@@ -109,6 +109,41 @@ def test_bad_state_checkpoints_name_themselves(over, algorithm, message):
     assert str(e.value).startswith(message), str(e.value)
 
 
+@pytest.mark.parametrize("family", ["gdn", "kda", "gdn2"])
+def test_values_select_the_values_kernel(family):
+    """A values buffer (U, [T, HO, V] bf16) next to the checkpoints turns on write_values:
+    the argument list ends state_checkpoints, values; the checkpoint-only kernel is unchanged."""
+    from cudnn.linear_attention.frost.kernels.compile_kernel import kernel_class
+    from cudnn.linear_attention.frost.kernels.config import abi_operands
+
+    ckpt = torch.zeros(T // 64 + N, H, V, K, dtype=torch.bfloat16)
+    u = torch.zeros(T, H, V, dtype=torch.bfloat16)
+    launch = check_operands(**_operands(family), state_checkpoints=ckpt, values=u, algorithm="v2")
+    assert launch.config.write_checkpoints and launch.config.write_values and launch.tensors["values"] is u
+    assert abi_operands(launch.config)[-2:] == ("state_checkpoints", "values")
+    only = check_operands(**_operands(family), state_checkpoints=ckpt, algorithm="v2").config
+    assert not only.write_values and abi_operands(only)[-1] == "state_checkpoints"
+    assert kernel_class("v2", True, True).__name__ == "FrostFwdV2Values"
+    with pytest.raises(ValueError, match="U .values. is written by algorithm 'v2' with state checkpoints only"):
+        kernel_class("v2", False, True)
+
+
+@pytest.mark.parametrize("over, message", [
+    (dict(values=torch.zeros(T, H, V, dtype=torch.bfloat16)),
+     "frost_fwd: values must be None unless state_checkpoints is given"),
+    (dict(state_checkpoints=torch.zeros(T // 64 + N, H, V, K, dtype=torch.bfloat16),
+          values=torch.zeros(T, H, V + 1, dtype=torch.bfloat16)),
+     "frost_fwd: values must be of shape [10, 2, 64], got [10, 2, 65]"),
+    (dict(state_checkpoints=torch.zeros(T // 64 + N, H, V, K, dtype=torch.bfloat16),
+          values=torch.zeros(T, H, V)),
+     "frost_fwd: values must be of dtype bfloat16, got torch.float32"),
+])
+def test_bad_values_name_themselves(over, message):
+    with pytest.raises(ValueError) as e:
+        check_operands(**_operands(), **over, algorithm="v2")
+    assert str(e.value).startswith(message), str(e.value)
+
+
 def test_write_checkpoints_is_a_v2_key():
     base = check_operands(**_operands(), algorithm="v1").config
     with pytest.raises(ValueError, match="write_checkpoints must be False unless algorithm is 'v2'"):

@@ -63,6 +63,40 @@ def test_checkpoints_at_cadence_64_are_claimed_forward_and_backward(family, kw):
     assert reason(g, family) is None
 
 
+@pytest.mark.parametrize("family", ["gdn", "kda", "gdn2"])
+def test_values_with_checkpoints_are_claimed_forward_and_backward(family):
+    """The v1.3 training pair: the forward writing values (u_t) with its checkpoints, the
+    backward reading both; the recurrent engine declines the values output, and so would
+    an engine whose gate does not say it serves them (the shared feature gate)."""
+    from cudnn.linear_attention.common.feature_gates import unsupported_feature_reason
+    from cudnn.linear_attention.frost.decode_gates import decline_reason as decode_reason
+
+    g, _ = op_graph(family, checkpoint_every_n_tokens=64, output_values=True,
+                    out_dtypes={"values": D.BFLOAT16})
+    assert reason(g, family) is None
+    f = linear_attention_facts(g)
+    assert f.flags.output_values and f.has_output("values")
+    assert "output_values=True is not implemented in the recurrent kernel" in \
+        decode_reason(f, TRAITS[family], "x_frost_decode")
+    assert unsupported_feature_reason(f, "eng", flags=(), inputs=(), checkpoints=True) == \
+        "eng: output_values=True (the forward's u_t per token) is not implemented"
+    g, _ = op_graph(f"{family}_bwd", checkpoint_every_n_tokens=64,
+                    extra_inputs=("state_checkpoints", "values"))
+    assert reason(g, family) is None
+    assert unsupported_feature_reason(linear_attention_facts(g), "eng", flags=(), inputs=(),
+                                      checkpoints=True) == \
+        "eng: input 'values' (the forward's u_t per token) is not implemented"
+
+
+def test_values_in_another_dtype_decline():
+    g, _ = op_graph("gdn", checkpoint_every_n_tokens=64, output_values=True,
+                    out_dtypes={"values": D.FLOAT})
+    assert "'values' dtype must be BFLOAT16, got FLOAT" in reason(g)
+    g, _ = op_graph("gdn_bwd", checkpoint_every_n_tokens=64, extra_inputs=("state_checkpoints", "values"),
+                    dtypes={"values": D.HALF})
+    assert "'values' dtype must be BFLOAT16, got HALF" in reason(g)
+
+
 def test_checkpoints_decline_when_the_forward_kernel_is_not_v2(monkeypatch):
     from cudnn.linear_attention.frost.kernels import fwd
     monkeypatch.setattr(fwd, "DEFAULT_ALGORITHM", "v1")

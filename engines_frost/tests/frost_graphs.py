@@ -18,7 +18,7 @@ D = cudnn.data_type
 NATIVE = {"q": D.BFLOAT16, "k": D.BFLOAT16, "v": D.BFLOAT16, "g": D.FLOAT, "beta": D.FLOAT,
           "w": D.BFLOAT16, "cu_seqlens": D.INT32, "initial_state": D.FLOAT, "dO": D.BFLOAT16,
           "d_final_state": D.FLOAT, "a_log": D.FLOAT, "dt_bias": D.FLOAT,
-          "state_indices": D.INT32, "state_checkpoints": D.BFLOAT16}
+          "state_indices": D.INT32, "state_checkpoints": D.BFLOAT16, "values": D.BFLOAT16}
 
 
 def port_dims(family: str, T: int, N: int, H: int, HK: int, HV: int, K: int,
@@ -33,6 +33,7 @@ def port_dims(family: str, T: int, N: int, H: int, HK: int, HV: int, K: int,
         "d_final_state": [N, HO, V, K], "a_log": [HO],
         "dt_bias": [HO, K] if channel else [HO], "state_indices": [N],
         "state_checkpoints": [T // 64 + N, HO, V, K],   # backward input at cadence 64
+        "values": [T, HO, V],                            # backward input: the forward's u_t
     }
 
 

@@ -278,6 +278,33 @@ def test_backward_plan_reads_checkpoints_and_sizes_its_workspace(launches, cpu_p
     assert (calls[0]["state_checkpoints"] is not None) == with_checkpoints
 
 
+def test_forward_plan_hands_the_values_buffer_to_the_kernel(launches, cpu_plans):
+    g, node = built("gdn", checkpoint_every_n_tokens=64, output_values=True)
+    bufs = buffers(node)
+    assert list(bufs["values"].shape) == [40, 4, 64]
+    g.execute(pack(node, bufs))
+    assert launches[0]["values"] is bufs["values"]
+    assert launches[0]["state_checkpoints"] is bufs["state_checkpoints"]
+
+
+def test_backward_plan_reads_values_and_sizes_its_workspace(launches, cpu_plans, monkeypatch):
+    """With the forward's values next to its checkpoints the workspace loses the U region too."""
+    from cudnn.linear_attention.frost.kernels import bwd as kernels_bwd
+
+    calls = []
+    monkeypatch.setattr(kernels_bwd, "frost_bwd", lambda **kw: calls.append(kw))
+    g, node = built("gdn_bwd", checkpoint_every_n_tokens=64, extra_inputs=("state_checkpoints", "values"),
+                    out_dtypes={"dG": D.FLOAT, "dBeta": D.FLOAT})
+    kw = dict(total_tokens=40, num_seqs=3, heads_q=4, heads_k=4, heads_v=4, head_dim_k=64, head_dim_v=64,
+              checkpoints=True)
+    want = kernels_bwd.frost_bwd_workspace_size(**kw, values=True)
+    assert g.get_workspace_size() == want < kernels_bwd.frost_bwd_workspace_size(**kw)
+    bufs = buffers(node)
+    g.execute(pack(node, bufs), _aligned(want))
+    assert calls[0]["values"] is bufs["values"]
+    assert calls[0]["state_checkpoints"] is bufs["state_checkpoints"]
+
+
 # -- carve_scratch ---------------------------------------------------------------------
 CPU = torch.device("cpu")
 

@@ -45,6 +45,21 @@ def test_no_spills(case):
     assert usage["REG"] <= 255, usage
 
 
+@pytest.mark.parametrize("family", ["gdn", "kda", "gdn2"])
+def test_training_forward_no_spills(family):
+    """The v2 forward writing checkpoints (16-byte stores through the quad exchange,
+    fragment_stores.py) and U (write_values): still no local memory, every family."""
+    import dataclasses
+
+    with tempfile.TemporaryDirectory() as tmp:
+        cfg = dataclasses.replace(report.config_for(family, "v2", 128, 128, False, "bfloat16", True),
+                                  write_checkpoints=True, write_values=True)
+        usage = report.resource_usage(report.compile_cubin(cfg, tmp))
+    print(f"{family} training forward: {usage}")
+    assert usage["LOCAL"] == 0 and usage["STACK"] == 0, usage
+    assert usage["REG"] <= 255, usage
+
+
 BWD_CASES = [  # (stage, K, V, io, grouped q/k heads, forward checkpoints): GDN
     ("states", 128, 128, "bfloat16", False, False), ("chain", 128, 128, "bfloat16", False, False),
     ("grads", 128, 128, "bfloat16", False, False), ("grads", 128, 128, "float16", True, False),

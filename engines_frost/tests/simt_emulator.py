@@ -302,6 +302,7 @@ def _shim():
         math=_Namespace(exp=_exp, rsqrt=lambda x: Val(1.0 / math.sqrt(x)),
                         log1p=lambda x: Val(math.log1p(x))),
         local_tile=_local_tile, make_rmem_tensor=lambda shape, dtype: Tensor(np.zeros(shape), dtype),
+        size=lambda t: int(np.prod(t.shape)),
         autovec_copy=_copy_values, copy=lambda atom, src, dst: _copy_values(src, dst),
         make_copy_atom=_nothing, recast_ptr=lambda it, dtype=None: _Iter(it.array, dtype),
     )

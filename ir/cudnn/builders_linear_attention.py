@@ -24,12 +24,12 @@ class LinearAttentionBuilders(BuilderBase):
             checkpoint_every_n_tokens: int | None = None, use_beta_sigmoid: bool | None = None,
             allow_neg_eigval: bool | None = None, safe_gate: bool | None = None,
             gate_domain: str | None = None, batch_invariant: bool | None = None,
-            overwrite_initial_state: bool | None = None, *, name: str = "",
-            compute_data_type: DTypeArg = None, out_dims: OutDims = None,
+            overwrite_initial_state: bool | None = None, output_values: bool | None = None, *,
+            name: str = "", compute_data_type: DTypeArg = None, out_dims: OutDims = None,
             **unexpected: Any) -> list[Tensor | None]:
         """GDN forward (THD, python-engine-only).
 
-        Outputs: O, final_state?, state_checkpoints?; spec linear_attention.GDN.
+        Outputs: O, final_state?, state_checkpoints?, values?; spec linear_attention.GDN.
         """
         return self._add_op(_linear_attention.GDN, locals())
 
@@ -37,12 +37,12 @@ class LinearAttentionBuilders(BuilderBase):
             cu_seqlens: TensorArg, dO: TensorArg, state_checkpoints: TensorArg | None = None,
             initial_state: TensorArg | None = None, d_final_state: TensorArg | None = None,
             a_log: TensorArg | None = None, dt_bias: TensorArg | None = None,
-            scale: float | None = None, use_qk_l2norm: bool | None = None,
-            checkpoint_every_n_tokens: int | None = None, use_beta_sigmoid: bool | None = None,
-            allow_neg_eigval: bool | None = None, safe_gate: bool | None = None,
-            gate_domain: str | None = None, batch_invariant: bool | None = None,
-            overwrite_initial_state: bool | None = None, *, name: str = "",
-            compute_data_type: DTypeArg = None, out_dims: OutDims = None,
+            values: TensorArg | None = None, scale: float | None = None,
+            use_qk_l2norm: bool | None = None, checkpoint_every_n_tokens: int | None = None,
+            use_beta_sigmoid: bool | None = None, allow_neg_eigval: bool | None = None,
+            safe_gate: bool | None = None, gate_domain: str | None = None,
+            batch_invariant: bool | None = None, overwrite_initial_state: bool | None = None, *,
+            name: str = "", compute_data_type: DTypeArg = None, out_dims: OutDims = None,
             **unexpected: Any) -> list[Tensor | None]:
         """GDN backward (THD, python-engine-only).
 
@@ -59,12 +59,13 @@ class LinearAttentionBuilders(BuilderBase):
             checkpoint_every_n_tokens: int | None = None, use_beta_sigmoid: bool | None = None,
             allow_neg_eigval: bool | None = None, safe_gate: bool | None = None,
             gate_domain: str | None = None, gate_lower_bound: float | None = None,
-            batch_invariant: bool | None = None, overwrite_initial_state: bool | None = None, *,
-            name: str = "", compute_data_type: DTypeArg = None, out_dims: OutDims = None,
+            batch_invariant: bool | None = None, overwrite_initial_state: bool | None = None,
+            output_values: bool | None = None, *, name: str = "",
+            compute_data_type: DTypeArg = None, out_dims: OutDims = None,
             **unexpected: Any) -> list[Tensor | None]:
         """KDA forward (THD, python-engine-only).
 
-        Outputs: O, final_state?, state_checkpoints?; spec linear_attention.KDA.
+        Outputs: O, final_state?, state_checkpoints?, values?; spec linear_attention.KDA.
         """
         return self._add_op(_linear_attention.KDA, locals())
 
@@ -72,12 +73,13 @@ class LinearAttentionBuilders(BuilderBase):
             cu_seqlens: TensorArg, dO: TensorArg, state_checkpoints: TensorArg | None = None,
             initial_state: TensorArg | None = None, d_final_state: TensorArg | None = None,
             a_log: TensorArg | None = None, dt_bias: TensorArg | None = None,
-            scale: float | None = None, use_qk_l2norm: bool | None = None,
-            checkpoint_every_n_tokens: int | None = None, use_beta_sigmoid: bool | None = None,
-            allow_neg_eigval: bool | None = None, safe_gate: bool | None = None,
-            gate_domain: str | None = None, gate_lower_bound: float | None = None,
-            batch_invariant: bool | None = None, overwrite_initial_state: bool | None = None, *,
-            name: str = "", compute_data_type: DTypeArg = None, out_dims: OutDims = None,
+            values: TensorArg | None = None, scale: float | None = None,
+            use_qk_l2norm: bool | None = None, checkpoint_every_n_tokens: int | None = None,
+            use_beta_sigmoid: bool | None = None, allow_neg_eigval: bool | None = None,
+            safe_gate: bool | None = None, gate_domain: str | None = None,
+            gate_lower_bound: float | None = None, batch_invariant: bool | None = None,
+            overwrite_initial_state: bool | None = None, *, name: str = "",
+            compute_data_type: DTypeArg = None, out_dims: OutDims = None,
             **unexpected: Any) -> list[Tensor | None]:
         """KDA backward (THD, python-engine-only).
 
@@ -95,12 +97,12 @@ class LinearAttentionBuilders(BuilderBase):
             allow_neg_eigval: bool | None = None, beta_guard: bool | None = None,
             safe_gate: bool | None = None, gate_domain: str | None = None,
             gate_lower_bound: float | None = None, batch_invariant: bool | None = None,
-            overwrite_initial_state: bool | None = None, *, name: str = "",
-            compute_data_type: DTypeArg = None, out_dims: OutDims = None,
+            overwrite_initial_state: bool | None = None, output_values: bool | None = None, *,
+            name: str = "", compute_data_type: DTypeArg = None, out_dims: OutDims = None,
             **unexpected: Any) -> list[Tensor | None]:
         """GDN2 forward (THD, python-engine-only).
 
-        Outputs: O, final_state?, state_checkpoints?; spec linear_attention.GDN2.
+        Outputs: O, final_state?, state_checkpoints?, values?; spec linear_attention.GDN2.
         """
         return self._add_op(_linear_attention.GDN2, locals())
 
@@ -108,13 +110,14 @@ class LinearAttentionBuilders(BuilderBase):
             w: TensorArg, cu_seqlens: TensorArg, dO: TensorArg,
             state_checkpoints: TensorArg | None = None, initial_state: TensorArg | None = None,
             d_final_state: TensorArg | None = None, a_log: TensorArg | None = None,
-            dt_bias: TensorArg | None = None, scale: float | None = None,
-            use_qk_l2norm: bool | None = None, checkpoint_every_n_tokens: int | None = None,
-            use_beta_sigmoid: bool | None = None, allow_neg_eigval: bool | None = None,
-            beta_guard: bool | None = None, safe_gate: bool | None = None,
-            gate_domain: str | None = None, gate_lower_bound: float | None = None,
-            batch_invariant: bool | None = None, overwrite_initial_state: bool | None = None, *,
-            name: str = "", compute_data_type: DTypeArg = None, out_dims: OutDims = None,
+            dt_bias: TensorArg | None = None, values: TensorArg | None = None,
+            scale: float | None = None, use_qk_l2norm: bool | None = None,
+            checkpoint_every_n_tokens: int | None = None, use_beta_sigmoid: bool | None = None,
+            allow_neg_eigval: bool | None = None, beta_guard: bool | None = None,
+            safe_gate: bool | None = None, gate_domain: str | None = None,
+            gate_lower_bound: float | None = None, batch_invariant: bool | None = None,
+            overwrite_initial_state: bool | None = None, *, name: str = "",
+            compute_data_type: DTypeArg = None, out_dims: OutDims = None,
             **unexpected: Any) -> list[Tensor | None]:
         """GDN2 backward (THD, python-engine-only).
 

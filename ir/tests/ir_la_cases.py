@@ -57,7 +57,7 @@ DTYPES = {"q": D.BFLOAT16, "k": D.BFLOAT16, "v": D.BFLOAT16, "g": D.FLOAT, "beta
           "w": D.BFLOAT16, "cu_seqlens": D.INT32, "initial_state": D.FLOAT, "a_log": D.HALF,
           "dt_bias": D.BFLOAT16, "state_indices": D.INT32, "dO": D.BFLOAT16,
           "state_checkpoints": D.FLOAT, "d_final_state": D.FLOAT, "a": D.HALF, "d": D.DOUBLE,
-          "z": D.BFLOAT16, "O_pre": D.BFLOAT16}
+          "z": D.BFLOAT16, "O_pre": D.BFLOAT16, "values": D.BFLOAT16}
 
 
 def _shapes(fam: dict[str, bool], geo: Geo, token_major: bool, pool: int) -> dict[str, tuple]:
@@ -77,7 +77,7 @@ def _shapes(fam: dict[str, bool], geo: Geo, token_major: bool, pool: int) -> dic
         "dt_bias": (HO, K) if fam.get("g_channels") else (HO,), "state_indices": (N,),
         "dO": (T, HO, V), "state_checkpoints": (T // 4 + N, HO, V, K),
         "d_final_state": (N, HO, V, K), "a": (HO,), "d": (HO, V), "z": (T, HO, V),
-        "O_pre": (T, HO, V),
+        "O_pre": (T, HO, V), "values": (T, HO, V),
     }
 
 
@@ -98,7 +98,14 @@ def _ports(family: str, kind: str, full: bool) -> list[str]:
              "summary_bwd": ["d_final_state", *params]}[kind]
     if fam.get("mamba") and kind in ("fwd", "bwd"):
         extra += ["d", "z"] + (["O_pre"] if kind == "bwd" else [])
+    if kind == "bwd" and _has_values(family):
+        extra.append("values")
     return need + extra
+
+
+def _has_values(family: str) -> bool:
+    """The families whose forward emits `values` and whose backward reads them."""
+    return not (FAMILIES[family].get("mamba") or FAMILIES[family].get("householder"))
 
 
 def _attrs(family: str, kind: str, full: bool) -> dict[str, Any]:
@@ -112,6 +119,8 @@ def _attrs(family: str, kind: str, full: bool) -> dict[str, Any]:
         attrs.update(output_final_state=True, checkpoint_every_n_tokens=4)
         if mamba:
             attrs["output_pre_gate"] = True
+        if _has_values(family):
+            attrs["output_values"] = True
     elif kind == "bwd":
         attrs["checkpoint_every_n_tokens"] = 4
     else:
@@ -131,6 +140,8 @@ def _expected(family: str, kind: str, full: bool, geo: Geo, shapes: dict[str, tu
         dims["state_checkpoints"] = (max(T // 4 + N, 1), HO, V, K) if full else None
         if mamba:
             dims["O_pre"] = (T, HO, V) if full else None
+        if _has_values(family):
+            dims["values"] = (T, HO, V) if full else None
     elif kind in ("summary", "summary_bwd"):
         key = "final_state" if kind == "summary" else "d_initial_state"
         dims[key] = (N, HO, V, K)

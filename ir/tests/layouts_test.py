@@ -51,7 +51,7 @@ def test_out_dims_sets_caller_layout():
     gate = g.tensor([10, 2])
     beta = g.tensor([10, 2])
     cu = g.tensor([3], data_type=D.INT32)
-    o, _, _ = g.gdn(q, k, v, gate, beta, cu, out_dims={"O": [10, 2, 4]})
+    o = g.gdn(q, k, v, gate, beta, cu, out_dims={"O": [10, 2, 4]})[0]
     assert o.dim_assigned and list(o.dim) == [10, 2, 4]
     with pytest.raises(cudnn.OpValueError, match="absent output 'final_state'"):
         g.gdn(q, k, v, gate, beta, cu, out_dims={"final_state": [2, 2, 4, 8]})
@@ -77,7 +77,7 @@ def test_conditional_outputs_are_none_and_unwired():
     gate, beta = g.tensor([6, 1]), g.tensor([6, 1])
     cu = g.tensor([2], data_type=D.INT32)
     outs = g.gdn(q, q, v, gate, beta, cu)
-    assert outs[1:] == [None, None]
+    assert outs[1:] == [None, None, None]
     assert set(g.nodes[0].outputs) == {"O"}
     outs = g.gdn(q, q, v, gate, beta, cu, output_final_state=True, checkpoint_every_n_tokens=2)
     assert outs[1] is not None and outs[2] is not None

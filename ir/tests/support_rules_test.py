@@ -39,6 +39,11 @@ LA_RULES = {
     "bwd_checkpoints_without_input": (
         lambda g: _la(g, "gdn_bwd", checkpoint_every_n_tokens=4),
         "requires the state_checkpoints input"),
+    "values_without_checkpoints": (lambda g: _la(g, output_values=True),
+                                   "output_values requires checkpoint_every_n_tokens > 0"),
+    "bwd_values_without_checkpoints": (
+        lambda g: _la(g, "gdn_bwd", values=g.tensor([6, 2, 4])),
+        "values requires the state_checkpoints input"),
     "lower_bound_without_safe_gate": (
         lambda g: _la(g, "kda", g=g.tensor([6, 2, 8]), gate_lower_bound=-3.0),
         "gate_lower_bound requires safe_gate"),
@@ -65,6 +70,24 @@ def test_linear_attention_valid_combination_passes():
         overwrite_initial_state=True)
     g.validate()
     assert g.state.validated
+
+
+def test_linear_attention_values_round_trip_validates():
+    """The forward's values output ([T, HO, V]) and the backward reading them with the
+    checkpoints; a values input of the wrong shape names the port."""
+    g = cudnn.pygraph(io_data_type=D.BFLOAT16, intermediate_data_type=D.FLOAT)
+    outs = _la(g, checkpoint_every_n_tokens=4, output_values=True)
+    assert list(outs[3].dim) == [6, 2, 4]
+    g.validate()
+    g = cudnn.pygraph(io_data_type=D.BFLOAT16, intermediate_data_type=D.FLOAT)
+    _la(g, "gdn_bwd", checkpoint_every_n_tokens=4, state_checkpoints=g.tensor([3, 2, 4, 8]),
+        values=g.tensor([6, 2, 4]))
+    g.validate()
+    g = cudnn.pygraph(io_data_type=D.BFLOAT16, intermediate_data_type=D.FLOAT)
+    with pytest.raises(cudnn.OpValueError, match=re.escape("argument 'values': expected dims [6, 2, 4]")):
+        _la(g, "gdn_bwd", checkpoint_every_n_tokens=4, state_checkpoints=g.tensor([3, 2, 4, 8]),
+            values=g.tensor([6, 2, 5]))
+        g.validate()
 
 
 def _qkv(g, n=3, dims=(1, 2, 8, 16)):

@@ -14,7 +14,10 @@ import torch
 
 
 def qwen3_next_config(*, hidden: int = 32, key_heads: int = 2, value_heads: int = 4,
-                      head_dim: int = 8, layers: int = 2, vocab: int = 64):
+                      head_dim: int = 8, layers: int = 2, vocab: int = 64,
+                      dense_mlp: bool = False):
+    """Qwen3-Next's layer pattern at test size; its MLPs are mixtures of 2 experts (top 1)
+    unless `dense_mlp` (config.mlp_only_layers: every layer a plain MLP)."""
     from transformers import Qwen3NextConfig
     # every layer linear attention except the last (a full-attention one, as in the model)
     layer_types = ["linear_attention"] * (layers - 1) + ["full_attention"]
@@ -25,7 +28,31 @@ def qwen3_next_config(*, hidden: int = 32, key_heads: int = 2, value_heads: int 
         linear_num_value_heads=value_heads, linear_key_head_dim=head_dim,
         linear_value_head_dim=head_dim, linear_conv_kernel_dim=4, num_experts=2,
         num_experts_per_tok=1, moe_intermediate_size=hidden, shared_expert_intermediate_size=hidden,
-        decoder_sparse_step=1, mlp_only_layers=[], max_position_embeddings=256)
+        decoder_sparse_step=1, mlp_only_layers=list(range(layers)) if dense_mlp else [],
+        max_position_embeddings=256)
+
+
+def qwen3_next_lm(*, seed: int, dense_mlp: bool):
+    """A tiny Qwen3-Next causal LM (2 layers: linear attention, full attention; K = V =
+    128, float32 on the CPU), initialised after torch.manual_seed(seed).
+
+    With dense_mlp=False each layer's MLP is a top-1 router over 2 experts. That model
+    trains fine, but a greedy generation compared step by step with another path
+    needs dense_mlp=True: where a token's two expert logits are nearly tied, a
+    rounding-sized difference upstream picks the other expert and replaces that token's
+    whole MLP output (a 0.5 relative logits error from a 5e-3 one), so the comparison
+    would measure the router's tie, not the kernels.
+    """
+    from transformers import Qwen3NextForCausalLM
+    config = qwen3_next_config(hidden=256, key_heads=2, value_heads=4, head_dim=128,
+                               layers=2, vocab=512, dense_mlp=dense_mlp)
+    torch.manual_seed(seed)
+    return config, Qwen3NextForCausalLM(config)
+
+
+def generation_lm():
+    """The LM of gpu_test.py's greedy generation against the torch path (dense MLPs)."""
+    return qwen3_next_lm(seed=2, dense_mlp=True)
 
 
 def kimi_linear_config(*, hidden: int = 32, heads: int = 4, head_dim: int = 8):

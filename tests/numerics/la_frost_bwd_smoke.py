@@ -1,7 +1,7 @@
 """FROST backward on the GPU: every gradient vs float64, determinism, and timing.
 
     python3 tests/numerics/la_frost_bwd_smoke.py [--family gdn] [--jobs 16] [--no-time]
-                                                 [--no-checkpoints]
+                                                 [--no-checkpoints] [--no-values]
 
 1. Precompiles every kernel the run needs in parallel processes into a kernel store
    (FROST_KERNEL_CACHE, default .frostcache), so the cases below load instead of compile.
@@ -17,10 +17,19 @@
    (frost_bwd_model.forward_checkpoints_model, same bound) and the unwritten ones stay NaN, the
    gradients must pass the same bounds, be deterministic, and are reported against the
    recompute path's (vs_recompute, relative).
+   Unless --no-values (or --no-checkpoints), every case a third time on the training path
+   of v1.3 ([ckpt+U]): the forward writes U per token too (into a NaN-filled buffer) and
+   the backward runs only chain and grads: O and the checkpoints must be bitwise those of
+   the checkpoint-only forward, U within the bound of the float64 model
+   (frost_bwd_model.forward_values_model) on every covered row and bitwise the U the
+   recompute path's states kernel writes, rows no sequence covers NaN, and the gradients
+   bitwise equal to the recompute path's (U_vs_states=0, vs_recompute=0) and deterministic.
 3. Timing (unless --no-time), 8 x 4096 tokens, 16 heads, K = V = 128, bf16, CUDA events,
    median: the forward, each backward kernel, and the whole backward; and the
    checkpointed path: the forward writing checkpoints, bwd[values], the backward from
-   them, and forward + backward both ways.
+   them, and forward + backward both ways; and the v1.3 path: the forward writing
+   checkpoints and U (fwd[ckpt+U]), the backward from them (bwd[U] = chain + grads) and
+   fwd+bwd[U].
 Prints one line per case and a SUMMARY; exits 1 on any failure.
 """
 from __future__ import annotations
@@ -117,9 +126,10 @@ def grads_buffers(x, device):
                                                                                  dtype=x.initial_state.dtype))
 
 
-def run_bwd(x, dO, dht, l2norm: bool, out: dict, workspace=None, stages=None, checkpoints=None):
+def run_bwd(x, dO, dht, l2norm: bool, out: dict, workspace=None, stages=None, checkpoints=None, values=None):
     """frost_bwd into `out`; with `checkpoints` (the forward's state_checkpoints) the
-    values path. Returns the workspace (allocated at its exact size when not given)."""
+    values path, with `values` as well (the forward's U) the chain + grads path. Returns
+    the workspace (allocated at its exact size when not given)."""
     import torch
 
     from cudnn.linear_attention.frost.kernels.bwd import frost_bwd, frost_bwd_workspace_size
@@ -129,23 +139,46 @@ def run_bwd(x, dO, dht, l2norm: bool, out: dict, workspace=None, stages=None, ch
     if workspace is None:
         size = frost_bwd_workspace_size(total_tokens=T, num_seqs=N, heads_q=x.q.shape[1], heads_k=x.k.shape[1],
                                         heads_v=x.v.shape[1], head_dim_k=K, head_dim_v=x.v.shape[2],
-                                        checkpoints=checkpoints is not None)
+                                        checkpoints=checkpoints is not None, values=values is not None)
         workspace = torch.empty(max(size, 1), dtype=torch.uint8, device=x.q.device)
     frost_bwd(q=x.q, k=x.k, v=x.v, g=x.g, beta=x.beta, w=x.w, cu_seqlens=x.cu_seqlens, dO=dO,
               initial_state=x.initial_state, d_final_state=dht, workspace=workspace, scale=1.0 / math.sqrt(K),
               use_l2norm=l2norm, gate_per_channel=x.g.dim() == 3, beta_per_channel=x.beta.dim() == 3,
-              stream=None, stages=stages, state_checkpoints=checkpoints, **out)
+              stream=None, stages=stages, state_checkpoints=checkpoints, values=values, **out)
     return workspace
 
 
-def run_fwd(x, l2norm: bool, o, checkpoints=None):
-    """frost_fwd (no final state) into o; with `checkpoints` it writes them too."""
+def run_fwd(x, l2norm: bool, o, checkpoints=None, values=None):
+    """frost_fwd (no final state) into o; with `checkpoints` it writes them too, with
+    `values` U as well."""
     from cudnn.linear_attention.frost.kernels.fwd import frost_fwd
 
     frost_fwd(q=x.q, k=x.k, v=x.v, g=x.g, beta=x.beta, w=x.w, cu_seqlens=x.cu_seqlens, out=o,
               initial_state=x.initial_state, final_state=None, scale=1.0 / math.sqrt(x.q.shape[2]),
               use_l2norm=l2norm, gate_per_channel=x.g.dim() == 3, beta_per_channel=x.beta.dim() == 3,
-              stream=None, state_checkpoints=checkpoints)
+              stream=None, state_checkpoints=checkpoints, values=values)
+
+
+def new_values(x):
+    """A NaN-filled buffer for the forward's U (bf16 [T, HO, V])."""
+    import torch
+
+    T, HO, V = x.q.shape[0], max(x.q.shape[1], x.v.shape[1]), x.v.shape[2]
+    return torch.full((T, HO, V), float("nan"), dtype=torch.bfloat16, device=x.q.device)
+
+
+def workspace_u(x, ws):
+    """The U region of a recompute-path workspace (what the states kernel wrote)."""
+    import torch
+
+    from cudnn.linear_attention.frost.kernels.bwd import workspace_layout
+
+    T, N = x.q.shape[0], x.cu_seqlens.numel() - 1
+    regions, _ = workspace_layout(total_tokens=T, num_seqs=N, heads_q=x.q.shape[1], heads_k=x.k.shape[1],
+                                  heads_v=x.v.shape[1], head_dim_k=x.q.shape[2], head_dim_v=x.v.shape[2])
+    r = next(r for r in regions if r.name == "u")
+    count = math.prod(r.shape)
+    return ws[r.offset:r.offset + 2 * count].view(torch.bfloat16).view(r.shape)
 
 
 def new_checkpoints(x):
@@ -161,9 +194,11 @@ def new_checkpoints(x):
 
 # ---- precompile -----------------------------------------------------------------------------
 
-def configs_of(case: Case, family: str, checkpoints: bool = False, plain_forward: bool = True):
+def configs_of(case: Case, family: str, checkpoints: bool = False, plain_forward: bool = True,
+               values: bool = False):
     """The backward kernels of a case; with `checkpoints`, those of the checkpointed path
-    plus the forward with checkpoints and (plain_forward) without (as run_fwd calls it)."""
+    plus the forward with checkpoints and (plain_forward) without (as run_fwd calls it);
+    with `values` too, those of the v1.3 path and the forward writing U."""
     import dataclasses as dc
 
     from cudnn.linear_attention.frost.kernels.bwd import check_bwd_operands
@@ -174,10 +209,12 @@ def configs_of(case: Case, family: str, checkpoints: bool = False, plain_forward
     cfg, _, _ = check_bwd_operands(q=x.q, k=x.k, v=x.v, g=x.g, beta=x.beta, w=x.w, cu_seqlens=x.cu_seqlens, dO=dO,
                                    initial_state=x.initial_state, d_final_state=dht, use_l2norm=case.l2norm,
                                    gate_per_channel=x.g.dim() == 3, beta_per_channel=x.beta.dim() == 3,
-                                   state_checkpoints=ckpt, **out)
+                                   state_checkpoints=ckpt, values=new_values(x) if values else None, **out)
     kernels = [cfg.with_stage(s) for s in cfg.stages]
     if checkpoints:  # the forward both ways: check_case_checkpoints compares their outputs
         kernels += [cfg.fwd] * plain_forward + [dc.replace(cfg.fwd, write_checkpoints=True)]
+    if values:
+        kernels.append(dc.replace(cfg.fwd, write_checkpoints=True, write_values=True))
     return kernels
 
 
@@ -197,6 +234,9 @@ def matrix_configs(families):
             for (_, lens, H, HV, K, V), l2, h0 in todo:
                 case = Case("matrix", tuple(lens[:3]) or (1,), H, HV, K, V, h0=h0, dht=True, l2norm=l2)
                 out += configs_of(case, fam, checkpoints=with_ckpt, plain_forward=False)
+        for (_, lens, H, HV, K, V), l2, h0 in mx.VALUES_COMBOS:  # the v1.3 path and what it is compared with
+            case = Case("matrix", tuple(lens[:3]) or (1,), H, HV, K, V, h0=h0, dht=True, l2norm=l2)
+            out += configs_of(case, fam) + configs_of(case, fam, checkpoints=True, plain_forward=False, values=True)
     return out
 
 
@@ -319,7 +359,47 @@ def check_case_checkpoints(case: Case, family: str) -> tuple[bool, str]:
                 f"unwritten_nan={unwritten_nan} same_o={same_o} deterministic={same} vs_recompute={drift:.1e}")
 
 
-def time_family(family: str, reps: int = 20, checkpoints: bool = True) -> list[str]:
+def check_case_values(case: Case, family: str) -> tuple[bool, str]:
+    """The case on the v1.3 path (module docstring, step 2): the forward writes U too."""
+    import torch
+
+    from frost_bwd_model import forward_values_model
+    from tests.reference.compare import rel_err
+
+    cfg, x, dO, dht = make_case(case, family, "cuda")
+    o_ckpt, o = torch.empty_like(dO), torch.empty_like(dO)
+    ckpt_only, ckpt, u = new_checkpoints(x), new_checkpoints(x), new_values(x)
+    run_fwd(x, case.l2norm, o_ckpt, checkpoints=ckpt_only)
+    run_fwd(x, case.l2norm, o, checkpoints=ckpt, values=u)
+    recompute = grads_buffers(x, "cuda")
+    ws_states = run_bwd(x, dO, dht, case.l2norm, recompute)
+    torch.cuda.synchronize()
+    same_o = torch.equal(o, o_ckpt) and torch.equal(ckpt.isnan(), ckpt_only.isnan()) \
+        and torch.equal(ckpt.nan_to_num(), ckpt_only.nan_to_num())
+    cpu = x.to(device="cpu")
+    model = forward_values_model(cpu.q, cpu.k, cpu.v, cpu.g, cpu.beta, cpu.w, cpu.cu_seqlens,
+                                 use_l2norm=case.l2norm, initial_state=cpu.initial_state)
+    got = u.double().cpu()
+    covered = ~model.isnan()
+    uncovered_nan = bool(got[~covered].isnan().all())
+    u_err = rel_err(got[covered], model[covered]) if covered.any() else 0.0
+    states_u = workspace_u(x, ws_states).double().cpu()
+    u_vs_states = (got[covered] - states_u[covered]).abs().max().item() if covered.any() else 0.0
+    out = grads_buffers(x, "cuda")
+    ws = run_bwd(x, dO, dht, case.l2norm, out, checkpoints=ckpt, values=u)
+    first = {k: v.clone() for k, v in out.items() if v is not None}
+    ws.fill_(7)
+    run_bwd(x, dO, dht, case.l2norm, out, workspace=ws, checkpoints=ckpt, values=u)
+    torch.cuda.synchronize()
+    same = all(torch.equal(first[k], out[k]) for k in first)
+    drift = max(rel_err(out[k].double(), recompute[k].double()) for k in first)
+    bound = 1.5e-2 if case.correlated else 1e-2
+    ok = same and same_o and uncovered_nan and u_err < bound and u_vs_states == 0.0 and drift == 0.0
+    return ok, (f"{'PASS' if ok else 'FAIL'} {family} {case.name}[ckpt+U]: U={u_err:.2e} U_vs_states={u_vs_states:.1e} "
+                f"uncovered_nan={uncovered_nan} same_o_ckpt={same_o} deterministic={same} vs_recompute={drift:.1e}")
+
+
+def time_family(family: str, reps: int = 20, checkpoints: bool = True, values: bool = True) -> list[str]:
     import torch
 
     from cudnn.linear_attention.frost.kernels.fwd import frost_fwd
@@ -375,6 +455,19 @@ def time_family(family: str, reps: int = 20, checkpoints: bool = True) -> list[s
     lines.append(f"TIME {family} bwd[ckpt] {ms:.3f} ms")
     ms = timed(lambda: (fwd_ckpt(), run_bwd(x, dO, None, False, out, ws_c, checkpoints=ckpt)))
     lines.append(f"TIME {family} fwd+bwd[ckpt] {ms:.3f} ms")
+    if not values:
+        return lines
+    u = new_values(x)
+
+    def fwd_u():
+        run_fwd(x, False, o, checkpoints=ckpt, values=u)
+
+    lines.append(f"TIME {family} fwd[ckpt+U] {timed(fwd_u):.3f} ms")
+    ws_u = run_bwd(x, dO, None, False, out, checkpoints=ckpt, values=u)
+    ms = timed(lambda: run_bwd(x, dO, None, False, out, ws_u, checkpoints=ckpt, values=u))
+    lines.append(f"TIME {family} bwd[U] {ms:.3f} ms")
+    ms = timed(lambda: (fwd_u(), run_bwd(x, dO, None, False, out, ws_u, checkpoints=ckpt, values=u)))
+    lines.append(f"TIME {family} fwd+bwd[U] {ms:.3f} ms")
     return lines
 
 
@@ -386,6 +479,8 @@ def main() -> int:
     ap.add_argument("--only", help="run only the case with this name")
     ap.add_argument("--no-checkpoints", action="store_true",
                     help="skip the checkpointed path (forward writes state_checkpoints, backward reads them)")
+    ap.add_argument("--no-values", action="store_true",
+                    help="skip the v1.3 path (forward writes U too, backward runs chain + grads only)")
     ap.add_argument("--matrix", action="store_true",
                     help="also build the kernels of tests/numerics/test_la_frost_bwd_engines.py")
     ap.add_argument("--prebuild", action="store_true",
@@ -395,14 +490,17 @@ def main() -> int:
     families = args.family or list(FAMILIES)
     root = os.environ.setdefault("FROST_KERNEL_CACHE", str(REPO / ".frostcache"))
     ckpt = not args.no_checkpoints
+    with_u = ckpt and not args.no_values
     cfgs = [c for fam in families for case in cases_for(fam, args.only)
-            for c in configs_of(case, fam) + (configs_of(case, fam, checkpoints=True) if ckpt else [])]
+            for c in configs_of(case, fam) + (configs_of(case, fam, checkpoints=True) if ckpt else [])
+            + (configs_of(case, fam, checkpoints=True, values=True) if with_u else [])]
     if not args.no_time:
         timing = Case("bench", (4096,) * 8, 16, 16, 128, 128)
         for fam in families:
             bench = configs_of(timing, fam)
             cfgs += bench + [bench[0].fwd]  # the timed forward: frost_fwd without states
             cfgs += configs_of(timing, fam, checkpoints=True) if ckpt else []
+            cfgs += configs_of(timing, fam, checkpoints=True, values=True) if with_u else []
     if args.matrix:
         cfgs += matrix_configs(families)
     if args.prebuild:
@@ -433,8 +531,16 @@ def main() -> int:
                     ok, line = False, f"FAIL {fam} {case.name}[ckpt]: {type(e).__name__}: {str(e)[:300]}"
                 failures += not ok
                 print(line, flush=True)
+            if with_u:
+                runs += 1
+                try:
+                    ok, line = check_case_values(case, fam)
+                except Exception as e:
+                    ok, line = False, f"FAIL {fam} {case.name}[ckpt+U]: {type(e).__name__}: {str(e)[:300]}"
+                failures += not ok
+                print(line, flush=True)
         if not args.no_time:
-            for line in time_family(fam, checkpoints=ckpt):
+            for line in time_family(fam, checkpoints=ckpt, values=with_u):
                 print(line, flush=True)
     print(f"SUMMARY {runs - failures} passed, {failures} failed", flush=True)
     return 1 if failures else 0

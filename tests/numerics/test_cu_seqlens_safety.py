@@ -116,6 +116,26 @@ def test_malformed_tables_are_memory_safe(engine, op, per_channel, name, backwar
         assert (outside == 0).all(), f"{label}: rows no sequence covers are not zero"
 
 
+@pytest.mark.parametrize("name", sorted(MALFORMED))
+@pytest.mark.parametrize("engine, op, per_channel", ENGINES[:3], ids=[e[0] for e in ENGINES[:3]])
+def test_training_path_on_malformed_tables(engine, op, per_channel, name):
+    """The FROST training path (ops.set_training_checkpoints: the forward writes state
+    checkpoints and values, the backward runs only its chain and grads kernels, and the
+    chain kernel zeroes the rows no sequence covers in the states kernel's place): the same
+    guarantees as the recompute path."""
+    engine_available(engine, op, per_channel)
+    table = MALFORMED[name]
+    previous = ops.set_training_checkpoints(True)
+    try:
+        o, grads = run(engine, op, per_channel, table, backward=True)
+    finally:
+        ops.set_training_checkpoints(previous)
+    rows = covered(engine, table).cuda()
+    for label, t in [("o", o.detach())] + list(zip(("dq", "dk", "dv", "dg", "dbeta", "dw"), grads)):
+        assert torch.isfinite(t).all(), f"{label}: non-finite values"
+        assert (t[~rows] == 0).all(), f"{label}: rows no sequence covers are not zero"
+
+
 # The recurrent (decode) engines serve any THD forward (no backward): pinned here on the
 # same long-sequence table, so they walk the malformed bounds token by token.
 DECODE_ENGINES = [("gdn_frost_decode", "gdn", False), ("kda_frost_decode", "kda", True),

@@ -11,7 +11,9 @@ other sequences of the batch (batch invariance). The training path with state
 checkpoints: the forward graph with checkpoint_every_n_tokens=64 (FROST first; exactly
 the packed rows written, the rest left NaN; la_frost_bwd_smoke.py checks its O against
 the plain forward's), then the backward graph reading them, same bounds and determinism
-on the same awkward shapes.
+on the same awkward shapes; and with the forward's values as well (output_values: the
+chunked FROST forward first, the recurrent one declining them), the backward reading
+both, whose gradients must be bitwise the recompute path's.
 
   python -m pytest tests/numerics/test_la_frost_bwd_engines.py -s
 """
@@ -69,18 +71,20 @@ def _rel(x, ref, floor=0.0):
     return ((x.double() - ref).norm() / ref.norm().clamp_min(max(floor, 1e-30))).item()
 
 
-def _run_forward(family, inputs, l2, checkpoints):
+def _run_forward(family, inputs, l2, checkpoints, values=False):
     """Plan and run the family's forward graph (no final state; with `checkpoints`, the
-    state_checkpoints output at cadence 64, into a NaN-filled buffer); returns (plan
-    names, O, state_checkpoints or None)."""
+    state_checkpoints output at cadence 64, into a NaN-filled buffer; with `values` the
+    values output too, likewise); returns (plan names, O, state_checkpoints or None) and,
+    with `values`, the values as a fourth item."""
     graph = cudnn.pygraph(io_data_type=DT.BFLOAT16, intermediate_data_type=DT.FLOAT, compute_data_type=DT.FLOAT)
     ir = {n: graph.tensor_like(t, name=n) for n, t in inputs.items()}
-    outs = getattr(graph, family)(**ir, use_qk_l2norm=l2, checkpoint_every_n_tokens=64 if checkpoints else 0)
+    outs = getattr(graph, family)(**ir, use_qk_l2norm=l2, checkpoint_every_n_tokens=64 if checkpoints else 0,
+                                  output_values=values)
     T, N = inputs["q"].shape[0], inputs["cu_seqlens"].numel() - 1
     HO, V, K = max(inputs["q"].shape[1], inputs["v"].shape[1]), inputs["v"].shape[2], inputs["q"].shape[2]
     pack = {t: inputs[n] for n, t in ir.items()}
     o = torch.full((T, HO, V), float("nan"), dtype=torch.bfloat16, device="cuda")
-    ckpt = None
+    ckpt = u = None
     for out in outs:
         if out is None:
             continue
@@ -90,6 +94,9 @@ def _run_forward(family, inputs, l2, checkpoints):
         elif name == "state_checkpoints":
             ckpt = torch.full((T // 64 + N, HO, V, K), float("nan"), dtype=torch.bfloat16, device="cuda")
             pack[out.set_output(True).set_data_type(DT.BFLOAT16)] = ckpt
+        elif name == "values":
+            u = torch.full((T, HO, V), float("nan"), dtype=torch.bfloat16, device="cuda")
+            pack[out.set_output(True).set_data_type(DT.BFLOAT16)] = u
     graph.validate()
     graph.create_execution_plans()
     names = [graph.get_plan_name_at_index(i) for i in range(graph.get_execution_plan_count())]
@@ -97,18 +104,20 @@ def _run_forward(family, inputs, l2, checkpoints):
     ws = torch.empty(max(graph.get_workspace_size(), 1), dtype=torch.uint8, device="cuda")
     graph.execute(pack, ws)
     torch.cuda.synchronize()
-    return names, o, ckpt
+    return (names, o, ckpt, u) if values else (names, o, ckpt)
 
 
-def _run_backward(family, inputs, d_out, dht, l2, state_checkpoints=None):
+def _run_backward(family, inputs, d_out, dht, l2, state_checkpoints=None, values=None):
     """Plan and run the family's _bwd graph on its first plan (reading the forward's
-    state_checkpoints when given); returns (plan names, grads)."""
+    state_checkpoints, and values, when given); returns (plan names, grads)."""
     graph = cudnn.pygraph(io_data_type=DT.BFLOAT16, intermediate_data_type=DT.FLOAT, compute_data_type=DT.FLOAT)
     tensors = dict(inputs, dO=d_out, d_final_state=dht)
     extra = {}
     if state_checkpoints is not None:
         tensors["state_checkpoints"] = state_checkpoints
         extra["checkpoint_every_n_tokens"] = 64
+    if values is not None:
+        tensors["values"] = values
     ir = {n: graph.tensor_like(t, name=n) for n, t in tensors.items()}
     outs = getattr(graph, f"{family}_bwd")(**ir, use_qk_l2norm=l2, **extra)
     nan = float("nan")
@@ -238,6 +247,40 @@ CKPT_COMBOS = [(SHAPES[1], False, False), (SHAPES[1], True, True), (SHAPES[0], T
                          ids=[f"{s[0]}-l2{int(l2)}-h0{int(h0)}" for s, l2, h0 in CKPT_COMBOS])
 def test_backward_from_forward_checkpoints(shape, l2, with_h0, family):
     _check(family, shape, l2, with_h0, checkpoints=True)
+
+
+# the v1.3 training path (forward-written values next to the checkpoints): the mixed
+# lengths with h0 and l2norm, grouped v heads with K 64, and many short sequences (where
+# the recurrent forward, ranked first otherwise, declines the values output)
+VALUES_COMBOS = [(SHAPES[1], True, True), (SHAPES[2], False, False), (LONG_SHAPES[1], False, True)]
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("shape, l2, with_h0", VALUES_COMBOS,
+                         ids=[f"{s[0]}-l2{int(l2)}-h0{int(h0)}" for s, l2, h0 in VALUES_COMBOS])
+def test_backward_from_forward_values(shape, l2, with_h0, family):
+    """The forward graph writes checkpoints and values (the chunked FROST forward: exactly
+    the covered rows of values, O bitwise the checkpoint-only forward's); the backward graph
+    reading both (chain + grads only) gives gradients bitwise equal to the recompute path's,
+    twice."""
+    _, lens, H, HV, K, V = shape
+    x = _inputs(family, lens, H, HV, K, V, seed=len(lens) * 11 + K, with_h0=with_h0)
+    T, N, HO = sum(lens), len(lens), max(H, HV)
+    names, o, ckpt, u = _run_forward(family, x, l2, checkpoints=True, values=True)
+    assert names and names[0] == f"{family}_frost", f"the chunked FROST forward must rank first; the list is {names}"
+    names_ckpt, o_ckpt, _ = _run_forward(family, x, l2, checkpoints=True)
+    if names_ckpt[0] == f"{family}_frost":  # the same kernel without the values stores
+        assert torch.equal(o, o_ckpt), "O differs when the forward writes values too"
+    assert not u.isnan().any(), "a covered row of values was not written"
+    d_out = torch.randn(T, HO, V, device="cuda").bfloat16()
+    dht = torch.randn(N, HO, V, K, device="cuda") * 0.1
+    _, grads = _run_backward(family, x, d_out, dht, l2, ckpt, u)
+    _, again = _run_backward(family, x, d_out, dht, l2, ckpt, u)
+    _, recompute = _run_backward(family, x, d_out, dht, l2)
+    for name in grads:
+        assert torch.equal(grads[name], again[name]), f"{name} differs between two identical runs"
+        assert torch.equal(grads[name], recompute[name]), f"{name} differs from the recompute path's"
+    print(f"\n{family} {shape[0]} values path: gradients bitwise the recompute path's", end="")
 
 
 @pytest.mark.parametrize("checkpoints", [False, True], ids=["recompute", "checkpoints"])

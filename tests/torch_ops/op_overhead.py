@@ -143,20 +143,27 @@ def measure(family: Family, device: str, iters: int, grad: bool,
     record: list[int] = []
     call_op(inputs)  # build the graph
     _time_engines(record, skip_engine)
-    totals = []
-    while len(totals) < iters:
-        for _ in range(min(BATCH, iters - len(totals))):
-            start = time.perf_counter_ns()
-            call_op(inputs)
-            totals.append(time.perf_counter_ns() - start)
-        if device != "cpu":
-            torch.cuda.synchronize()
+    totals = _timed_calls(lambda _: call_op(inputs), iters, device)
     if len(record) != len(totals):
         raise RuntimeError(f"{len(record)} engine executes for {len(totals)} calls: a call "
                            "missed the cache")
     overheads = [t - e for t, e in zip(totals, record)]
     return {name: statistics.median(values) / 1e3 for name, values in
             (("call", totals), ("engine", record), ("overhead", overheads))}
+
+
+def _timed_calls(call, iters: int, device: str) -> list[int]:
+    """Host ns of `iters` calls call(i), synchronising every BATCH calls so the GPU queue
+    never fills (a full queue would make the host wait inside a launch)."""
+    totals: list[int] = []
+    while len(totals) < iters:
+        for _ in range(min(BATCH, iters - len(totals))):
+            start = time.perf_counter_ns()
+            call(len(totals))
+            totals.append(time.perf_counter_ns() - start)
+        if device != "cpu":
+            torch.cuda.synchronize()
+    return totals
 
 
 def _serve_setup(family: str, device: str, batch: int):
@@ -181,14 +188,7 @@ def measure_serve(family: str, device: str, iters: int, skip_engine: bool,
         _time_engines(record, skip_engine)
         caches = [c for c in ops.graph_caches() if c.name.endswith("_serve")]
         before = sum(entry.checked_calls for cache in caches for entry in cache.values())
-        totals = []
-        while len(totals) < iters:
-            for i in range(min(BATCH, iters - len(totals))):
-                start = time.perf_counter_ns()
-                call(i)
-                totals.append(time.perf_counter_ns() - start)
-            if device != "cpu":
-                torch.cuda.synchronize()
+        totals = _timed_calls(call, iters, device)
     after = sum(entry.checked_calls for cache in caches for entry in cache.values())
     lanes = sum(entry.lane is not None for cache in caches for entry in cache.values())
     overheads = [t - e for t, e in zip(totals, record)]

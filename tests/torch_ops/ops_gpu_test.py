@@ -125,7 +125,9 @@ def test_compile_fullgraph_matches_eager(case):
 def test_training_keeps_forward_checkpoints_for_the_backward(case, fresh_caches):
     """bf16 training on FROST: the forward graph writes state checkpoints every 64 tokens,
     the backward graph reads them (torch_ops/README.md, "Training checkpoints"), and the
-    gradients still match the reference; the caller gets (o, final_state)."""
+    gradients still match the reference; the caller gets (o, final_state). Where the
+    chunked forward serves the call (not the recurrent one, ranked first for many short
+    sequences) it writes the values too and the backward reads both (FROST v1.3)."""
     config = CASES[case]
     inputs = leaves(make_inputs(config, seed=21))
     dO, d_final = make_grad_outputs(config, seed=22)
@@ -145,6 +147,14 @@ def test_training_keeps_forward_checkpoints_for_the_backward(case, fresh_caches)
     print(f"{case}: forward graphs {sorted(forward)}, backward graphs {sorted(backward)}")
     assert any(every == 64 and "frost" in plan for every, plan in forward)
     assert any(every == 64 and "frost" in plan for every, plan in backward)
+    caches = ops.graph_caches()[:2] if config.family is Family.GDN else ops.graph_caches()[2:4]
+    reads_values = any("values" in e.graph.nodes[0].inputs for e in caches[1].values())
+    chunked = any(e.plan.split("[")[0].endswith("_frost") and e.graph.nodes[0].params.get("output_values")
+                  for e in caches[0].values())
+    print(f"{case}: forward writes values {chunked}, backward reads them {reads_values}")
+    assert reads_values == chunked
+    if case == "gdn_gva_h0_l2norm":  # long sequences: the chunked forward, so the v1.3 path
+        assert reads_values
     expected = reference_backward(inputs, dO, d_final)
     for name, grad in grads_of(inputs).items():
         assert_rel_close(name, grad, getattr(expected, name), BOUNDS[config.dtype]["grad"])

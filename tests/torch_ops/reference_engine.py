@@ -85,8 +85,9 @@ class _ReferenceEngine(BaseEngine):
                                       f"handle names device {device})")
         flags = facts.flags
         backward_checkpoints = facts.kind is Kind.BWD and flags.checkpoint_every_n_tokens > 0
+        values = flags.output_values or facts.has_input("values")
         for what, used in (("checkpoints on a backward node", backward_checkpoints),
-                           ("beta_guard", flags.beta_guard)):
+                           ("beta_guard", flags.beta_guard), ("the forward's values", values)):
             if used:
                 raise NotImplementedError(f"{self.name}: the reference does not model {what}")
 

@@ -7,7 +7,10 @@ A test engine (the GDN reference engine that also serves checkpoints at cadence 
 writes a marker into the state_checkpoints output and records what each graph asked for
 and what the backward was handed; its gradients are the reference's, computed without
 them, so the op plumbing is what is tested here (the kernels' use of the checkpoints is
-tested in engines_frost and on the GPU).
+tested in engines_frost and on the GPU). A second test engine also serves the forward's
+`values` output and the backward's `values` input (FROST v1.3): then the training forward
+asks for both and the backward is handed both; an engine that serves checkpoints only
+keeps the checkpoint path.
 """
 from __future__ import annotations
 
@@ -63,14 +66,48 @@ class CheckpointingGdn(GdnReferenceEngine):
             self.seen.append(("fwd", every, None if ckpt is None else "marked"))
 
 
-def _check_all_but_checkpoints(engine, graph, facts) -> None:
+VALUES_MARKER = -2.5
+
+
+class ValuesGdn(CheckpointingGdn):
+    """CheckpointingGdn that also serves the forward's values (writing a marker into them)
+    and a backward reading them; records (kind, cadence, checkpoints, values) per execute."""
+
+    def check_support(self, graph) -> None:
+        facts = linear_attention_facts(graph)
+        if facts.flags.checkpoint_every_n_tokens not in (0, 64):
+            raise NotImplementedError(f"{self.name}: checkpoints every "
+                                      f"{facts.flags.checkpoint_every_n_tokens} tokens")
+        _check_all_but_checkpoints(self, graph, facts, values=True)
+
+    def execute(self, graph, data, ctx) -> None:
+        facts = linear_attention_facts(graph)
+        buffers = resolve_node_buffers(graph, data)[graph.nodes[0]]
+        if facts.kind is Kind.BWD:
+            u = buffers.inputs.get("values")
+            self.values_seen.append(("bwd", None if u is None else
+                                     ("marked" if bool((u == VALUES_MARKER).all()) else "other")))
+        super().execute(graph, data, ctx)
+        if facts.kind is Kind.FWD:
+            u = buffers.outputs.get("values")
+            if u is not None:
+                u.fill_(VALUES_MARKER)
+            self.values_seen.append(("fwd", None if u is None else "marked"))
+
+
+def _check_all_but_checkpoints(engine, graph, facts, values: bool = False) -> None:
     """The parent's checks on the facts with the cadence cleared (it declines any
-    checkpoints; it reads the facts through its module's linear_attention_facts)."""
+    checkpoints; it reads the facts through its module's linear_attention_facts), and with
+    `values` the forward's values (output and input) cleared too."""
     import dataclasses
 
     import tests.torch_ops.reference_engine as ref
 
-    plain = dataclasses.replace(facts, flags=dataclasses.replace(facts.flags, checkpoint_every_n_tokens=0))
+    flags = dataclasses.replace(facts.flags, checkpoint_every_n_tokens=0)
+    if values:
+        flags = dataclasses.replace(flags, output_values=False)
+        facts = dataclasses.replace(facts, inputs=facts.inputs - {"values"})
+    plain = dataclasses.replace(facts, flags=flags)
     original = ref.linear_attention_facts
     try:
         ref.linear_attention_facts = lambda g: plain
@@ -107,6 +144,15 @@ def checkpointing():
 
 
 @pytest.fixture
+def with_values():
+    with reference_engines_installed({"gdn": ValuesGdn}):
+        engine = reference_engine("gdn")
+        engine.seen.clear()
+        engine.values_seen = []
+        yield engine
+
+
+@pytest.fixture
 def declining():  # checkpoints in the forward, none in the backward
     with reference_engines_installed():
         yield reference_engine("gdn")
@@ -122,6 +168,46 @@ def test_training_forward_writes_checkpoints_and_the_backward_reads_them(checkpo
     expected = reference_backward(inputs, dO, d_final)
     for name, grad in grads_of(inputs).items():
         assert_rel_close(name, grad, getattr(expected, name), 1e-5)
+
+
+def test_an_engine_without_values_keeps_the_checkpoint_path(checkpointing):
+    """The trial with values is declined (the reference does not model them): the forward
+    asks for checkpoints only and the backward is handed no values."""
+    calls = []
+    original = checkpointing.execute
+
+    def execute(graph, data, ctx):
+        facts = linear_attention_facts(graph)
+        calls.append((facts.kind, facts.flags.output_values, facts.has_input("values")))
+        original(graph, data, ctx)
+
+    checkpointing.execute = execute
+    o, _ = call_op(leaves(make_inputs(CONFIG, seed=7)))
+    o.sum().backward()
+    assert calls == [(Kind.FWD, False, False), (Kind.BWD, False, False)]
+
+
+def test_training_forward_writes_values_and_the_backward_reads_them(with_values):
+    """An engine that serves values: the training forward asks for checkpoints and values,
+    the caller still gets (o, final_state), and the backward is handed both."""
+    inputs = leaves(make_inputs(CONFIG, seed=5))
+    dO, d_final = make_grad_outputs(CONFIG, seed=6)
+    results = call_op(inputs)
+    assert len(results) == 2
+    torch.autograd.backward(list(results), [dO, d_final])
+    assert with_values.seen == [("fwd", 64, "marked"), ("bwd", 64, "marked")]
+    assert with_values.values_seen == [("fwd", "marked"), ("bwd", "marked")]
+    expected = reference_backward(inputs, dO, d_final)
+    for name, grad in grads_of(inputs).items():
+        assert_rel_close(name, grad, getattr(expected, name), 1e-5)
+
+
+def test_values_are_never_returned(with_values):
+    """A caller asking for checkpoints gets (o, final_state, state_checkpoints): the values
+    stay internal even when the engine writes them."""
+    inputs = leaves(make_inputs(CONFIG, seed=8))
+    results = call_op(inputs, checkpoint_every_n_tokens=64)
+    assert len(results) == 3 and results[2].shape[-1] == CONFIG.K
 
 
 def test_the_decision_is_made_once_per_configuration(checkpointing):

@@ -26,6 +26,9 @@
 #              under compute-sanitizer memcheck: which kernel reads or writes out of bounds
 #   fla        tests/fla/gpu_test.py: the FLA drop-in (functions, Qwen3-Next / Kimi Linear
 #              layers, a tiny Qwen3-Next that trains and generates) against transformers
+#   fladiag    tests/fla/greedy_diagnose.py: the greedy generation step by step (router
+#              choices, each GDN call's lane/plan and o / state errors vs float64), on the
+#              2-expert LM and then on the dense LM gpu_test.py uses
 #   torchops   tests/torch_ops/ops_gpu_test.py and the cached-call overhead (op_overhead.py)
 #   cutile     the cuTile engine matrix (tests/numerics/test_la_cutile_engines.py)
 #   smoke      cuTile kernel smoke checks: KDA/GDN forward and backward vs float64
@@ -47,10 +50,13 @@
 #              this machine's cores, or loaded from a carried store: build one on the build
 #              host with `FROST_FFI=cute python3 tests/numerics/la_frost_bwd_smoke.py --prebuild
 #              --matrix` and run with FROST_FFI=cute), then the backward engine matrix
-#              (tests/numerics/test_la_frost_bwd_engines.py). Both also run the training path
-#              (forward-written state checkpoints read by the backward): about 300 kernels in
-#              all, so compiling them here wants STAGE_TIMEOUT=1500; --no-checkpoints in
-#              FROST_BWD_SMOKE_ARGS skips that path in the smoke
+#              (tests/numerics/test_la_frost_bwd_engines.py). Both also run the training paths
+#              (forward-written state checkpoints read by the backward, v1.2; and with the
+#              forward's U as well, chain + grads only, v1.3: cases [ckpt+U], timings
+#              fwd[ckpt+U] / bwd[U] / fwd+bwd[U], test_backward_from_forward_values): about
+#              350 kernels in all, so compiling them here wants STAGE_TIMEOUT=1800;
+#              --no-checkpoints in FROST_BWD_SMOKE_ARGS skips both paths in the smoke,
+#              --no-values only the v1.3 one
 #   autotune   autotune over the FROST and cuTile plans of gdn / kda (forward, backward):
 #              the faster plan (timed as the bench times it) wins, and a fresh process
 #              reuses the recorded choice (tests/numerics/test_la_autotune_gpu.py)
@@ -228,6 +234,8 @@ for s in "$@"; do
       stage cpbench "python3 bench/context_parallel_bench.py ${CP_BENCH_ARGS:-}" ;;
     fla)         # the FLA drop-in on the engines vs transformers' torch path (needs FROST)
       stage fla "python3 -m pytest tests/fla/gpu_test.py -q -s -p no:cacheprovider" ;;
+    fladiag)     # where a generation step's logits part from the torch path, and why
+      stage fladiag "python3 tests/fla/greedy_diagnose.py && python3 tests/fla/greedy_diagnose.py --dense" ;;
     bench)
       stage bench "python3 bench/bench_linear_attention.py" ;;
     cuseqlens)

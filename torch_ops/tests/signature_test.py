@@ -23,6 +23,15 @@ GDN_BWD = ["dO", "q", "k", "v", "g", "beta", "cu_seqlens", "scale", "initial_sta
            "use_qk_l2norm_in_kernel", "batch_invariant", "use_beta_sigmoid_in_kernel",
            "allow_neg_eigval", "safe_gate", "gate_domain", "a_log", "dt_bias", "plan_name"]
 PUBLIC_TAIL = ["overwrite_initial_state", "state_indices", "strict_cu_seqlens"]
+# The ops (not the public functions) carry the forward's values for the training path:
+# output_values last in the forward's schema (a fourth result), values after the
+# checkpoints in the backward's.
+OP_FWD_TAIL = ["output_values"]
+
+
+def _with_values(bwd):
+    at = bwd.index("state_checkpoints") + 1
+    return bwd[:at] + ["values"] + bwd[at:]
 
 
 def test_schema_text_renders_types_and_defaults():
@@ -52,15 +61,15 @@ def _argument_names(op_name):
 
 
 @pytest.mark.parametrize("op_name, names, returns", [
-    ("gated_delta_net_fwd", GDN_FWD, 3),
-    ("kimi_delta_attention_fwd", KDA_FWD, 3),
-    ("gated_delta_net_v2_fwd", GDN2_FWD, 3),
-    ("gated_delta_net_bwd", GDN_BWD, 8),
+    ("gated_delta_net_fwd", GDN_FWD + OP_FWD_TAIL, 4),
+    ("kimi_delta_attention_fwd", KDA_FWD + OP_FWD_TAIL, 4),
+    ("gated_delta_net_v2_fwd", GDN2_FWD + OP_FWD_TAIL, 4),
+    ("gated_delta_net_bwd", _with_values(GDN_BWD), 8),
     ("kimi_delta_attention_bwd",
-     GDN_BWD[:16] + ["safe_gate", "gate_lower_bound", "gate_domain"] + GDN_BWD[18:], 8),
+     _with_values(GDN_BWD[:16] + ["safe_gate", "gate_lower_bound", "gate_domain"] + GDN_BWD[18:]), 8),
     ("gated_delta_net_v2_bwd",
-     GDN_BWD[:6] + ["w"] + GDN_BWD[6:16] + ["beta_guard", "safe_gate", "gate_domain",
-                                           "gate_lower_bound"] + GDN_BWD[18:], 9),
+     _with_values(GDN_BWD[:6] + ["w"] + GDN_BWD[6:16] + ["beta_guard", "safe_gate", "gate_domain",
+                                                         "gate_lower_bound"] + GDN_BWD[18:]), 9),
 ])
 def test_registered_schemas_follow_the_spec(op_name, names, returns):
     assert _argument_names(op_name) == (names, returns)
@@ -84,7 +93,8 @@ def test_public_functions_take_the_spec_arguments(fn, names):
 def test_public_function_hands_every_argument_to_the_op(monkeypatch, module, fn):
     """The public functions list their arguments by hand in schema order (dynamo cannot
     trace locals()): every parameter must reach OPS.forward at its schema position (the
-    three outside the schema after the tuple), unchanged."""
+    three outside the schema after the tuple), unchanged; output_values, which only the
+    training path sets, goes as False."""
     import importlib
 
     mod = importlib.import_module(f"cudnn.linear_attention.ops.{module}")
@@ -101,6 +111,7 @@ def test_public_function_hands_every_argument_to_the_op(monkeypatch, module, fn)
 
     monkeypatch.setattr(mod.OPS, "forward", forward)
     public(**sentinels)
+    assert seen.pop("output_values") is False
     assert sorted(seen) == sorted(names)
     assert all(seen[name] is sentinels[name] for name in names)
 

@@ -35,7 +35,7 @@ def _port(name: str, fam: Family) -> PortSpec:
         "beta": (3,) if fam.per_channel_beta else ((2, 3) if fam.householder else (2,)),
         "w": (3,), "cu_seqlens": (1,), "initial_state": (4,), "a_log": (1,),
         "dt_bias": (2,) if fam.per_channel_gate else (1,), "state_indices": (1,),
-        "dO": (3,), "state_checkpoints": (4,), "d_final_state": (4,), "a": (1,),
+        "dO": (3,), "state_checkpoints": (4,), "values": (3,), "d_final_state": (4,), "a": (1,),
         "d": (1, 2), "z": (3,), "O_pre": (3,),
     }[name]
     dtypes = {"cu_seqlens": INDEX, "state_indices": frozenset({data_type.INT32})}.get(
@@ -59,13 +59,21 @@ def _port_names(fam: Family, kind: Kind) -> tuple[str, ...]:
         Kind.FWD: ("q", "k", "v", "g", "beta", *w, "cu_seqlens", "initial_state", "a_log",
                    "dt_bias", "state_indices"),
         Kind.BWD: ("q", "k", "v", "g", "beta", *w, "cu_seqlens", "dO", "state_checkpoints",
-                   "initial_state", "d_final_state", "a_log", "dt_bias"),
+                   "initial_state", "d_final_state", "a_log", "dt_bias", *_values(fam)),
         Kind.SUMMARY: ("k", "v", "g", "beta", *w, "cu_seqlens", "initial_state", "a_log",
                        "dt_bias"),
         # the state-gradient recurrence needs neither v nor w
         Kind.SUMMARY_BWD: ("q", "k", "g", "beta", "cu_seqlens", "dO", "d_final_state",
                            "a_log", "dt_bias"),
     }[kind]
+
+
+def _values(fam: Family) -> tuple[str, ...]:
+    """The forward's `values` output / the backward's `values` input (the delta rule's
+    corrected values u_t, docs/LINEAR_ATTENTION.md §3.8) where the family has them
+    (Family.has_values), last among ports and attributes so positional calls of the older
+    signature keep their meaning."""
+    return ("values",) if fam.has_values else ()
 
 
 def _bool(name: str, default: bool = False, doc: str = "") -> AttrSpec:
@@ -95,6 +103,7 @@ _ATTRS: dict[str, AttrSpec] = {a.name: a for a in (
     AttrSpec("dt_min", AttrKind.FLOAT, default=0.0, doc="Mamba-2: dt clamp low"),
     AttrSpec("dt_max", AttrKind.FLOAT, default=math.inf, doc="Mamba-2: dt clamp high"),
     _bool("output_pre_gate", doc="Mamba-2: emit O_pre (needs z)"),
+    _bool("output_values", doc="emit values, u_t per token (needs checkpoint_every_n_tokens > 0)"),
 )}
 
 
@@ -114,8 +123,9 @@ def _attr_names(fam: Family, kind: Kind) -> tuple[str, ...]:
     n = ("num_householder",) if fam.householder else ()
     if kind in (Kind.FWD, Kind.BWD):
         final = ("output_final_state",) if kind is Kind.FWD else ()
+        values = tuple(f"output_{v}" for v in _values(fam)) if kind is Kind.FWD else ()
         return (*n, "scale", *final, "use_qk_l2norm", "checkpoint_every_n_tokens", *gate,
-                "batch_invariant", "overwrite_initial_state")
+                "batch_invariant", "overwrite_initial_state", *values)
     scale = ("scale",) if kind is Kind.SUMMARY_BWD else ()
     return (*n, "output_transition", *scale, "use_qk_l2norm", *gate, "batch_invariant")
 
@@ -138,6 +148,8 @@ def _outputs(fam: Family, kind: Kind) -> tuple[OutputSpec, ...]:
             outs.append(OutputSpec("O_pre", present=all_of(when_true("output_pre_gate"),
                                                            when_input("z")),
                                    infer=infer_o(fam)))
+        for name in _values(fam):
+            outs.append(OutputSpec(name, present=when_true("output_values"), infer=infer_o(fam)))
         return tuple(outs)
     if kind is Kind.SUMMARY:
         return (OutputSpec("final_state", infer=infer_summary_state("v")), transition)

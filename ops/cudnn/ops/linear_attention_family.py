@@ -44,6 +44,12 @@ class Family:
     def __str__(self) -> str:
         return self.prefix
 
+    @property
+    def has_values(self) -> bool:
+        """The forward can emit `values` (u_t, one delta-rule step per token) and the
+        backward read them: GDN, KDA, GDN-2 (docs/LINEAR_ATTENTION.md §3.8)."""
+        return not (self.mamba or self.householder)
+
 
 GDN_FAMILY = Family("gdn")
 KDA_FAMILY = Family("kda", per_channel_gate=True, lower_bound=True)

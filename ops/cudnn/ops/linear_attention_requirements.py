@@ -46,6 +46,10 @@ def _safe_gate_rules(fam: Family) -> tuple[Rule, ...]:
     return tuple(rules)
 
 
+def _cadence(call: OpCall) -> bool:
+    return (call.param("checkpoint_every_n_tokens") or 0) > 0
+
+
 def _forward_rules(fam: Family) -> tuple[Rule, ...]:
     rules = [_requires("state_indices", "initial_state", _given("state_indices"),
                        _given("initial_state")),
@@ -56,15 +60,17 @@ def _forward_rules(fam: Family) -> tuple[Rule, ...]:
     if fam.mamba:
         rules.append(_requires("output_pre_gate", "the z gate input", _flag("output_pre_gate"),
                                _given("z")))
+    if fam.has_values:  # values are read back only together with the states they came from
+        rules.append(_requires("output_values", "checkpoint_every_n_tokens > 0 (values are read "
+                               "with the state checkpoints)", _flag("output_values"), _cadence))
     return tuple(rules)
 
 
 def _backward_rules(fam: Family) -> tuple[Rule, ...]:
-    cadence = lambda call: (call.param("checkpoint_every_n_tokens") or 0) > 0  # noqa: E731
-    rules = [_requires("checkpoint_every_n_tokens", "the state_checkpoints input", cadence,
+    rules = [_requires("checkpoint_every_n_tokens", "the state_checkpoints input", _cadence,
                        _given("state_checkpoints"), label="checkpoint_every_n_tokens > 0"),
              _requires("state_checkpoints", "checkpoint_every_n_tokens > 0 (their cadence)",
-                       _given("state_checkpoints"), cadence),
+                       _given("state_checkpoints"), _cadence),
              _requires("overwrite_initial_state",
                        "d_final_state and initial_state (so that d_initial_state exists)",
                        _flag("overwrite_initial_state"),
@@ -72,6 +78,10 @@ def _backward_rules(fam: Family) -> tuple[Rule, ...]:
     if fam.mamba:
         rules.append(_requires("z", "O_pre", _given("z"), _given("O_pre"),
                                label="the z-gate backward"))
+    if fam.has_values:
+        rules.append(_requires("values", "the state_checkpoints input (values are read with "
+                               "the states they came from)", _given("values"),
+                               _given("state_checkpoints")))
     return tuple(rules)
 
 

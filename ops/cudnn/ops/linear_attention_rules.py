@@ -105,7 +105,7 @@ def infer_transition(fam: Family) -> ShapeRule:
 
 
 # -- build-time consistency ---------------------------------------------------------
-_TOKEN_PORTS = ("q", "g", "dO", "z", "O_pre", "w")
+_TOKEN_PORTS = ("q", "g", "dO", "z", "O_pre", "w", "values")
 
 
 def make_check(fam: Family, kind: Kind) -> Check:
@@ -124,7 +124,7 @@ def make_check(fam: Family, kind: Kind) -> Check:
         check_dims(call, "k", _with_rank(call, "k", {-1: k}), "K, the q/k head dim")
         _check_heads(call, ho)
         _check_gates(call, fam, ho, k)
-        for port in ("w", "dO", "z", "O_pre"):
+        for port in ("w", "dO", "z", "O_pre", "values"):
             check_dims(call, port, [t, ho, v], "[T, HO, V]")
         pool = None if call.has("state_indices") else n
         check_dims(call, "initial_state", [pool, ho, v, k], "[N, HO, V, K]")

@@ -62,6 +62,7 @@ class LinearAttentionFlags:
     dt_min: float = 0.0
     dt_max: float = math.inf
     output_pre_gate: bool = False
+    output_values: bool = False
 
 
 _FLAG_NAMES = frozenset(f.name for f in fields(LinearAttentionFlags)) - {"scale_is_default"}

@@ -3,8 +3,9 @@
 Built by FrostLinearAttentionEngine.build_plan for backward nodes. It fixes what every
 port's buffer must look like and the exact workspace (kernels/bwd.py workspace_layout:
 per-chunk states (none when the node carries the forward's state_checkpoints, which the
-kernels read instead of recomputing them) and state gradients, U and dR, fp32 per-head
-gradients for grouped heads); execute hands the caller's buffers and the workspace straight to `frost_bwd` on
+kernels read instead of recomputing them) and state gradients, U (none when the node
+carries the forward's values too: then only the chain and grads kernels run) and dR, fp32
+per-head gradients for grouped heads); execute hands the caller's buffers and the workspace straight to `frost_bwd` on
 the context's stream (ValueError names a port whose buffer the kernels cannot take).
 """
 from __future__ import annotations
@@ -20,7 +21,7 @@ from .engine_gates import FamilyTraits
 from .workspace import carve_scratch
 
 _INPUTS = ("q", "k", "v", "g", "beta", "w", "cu_seqlens", "dO", "initial_state", "d_final_state",
-           "state_checkpoints")
+           "state_checkpoints", "values")
 _OUTPUTS = ("dQ", "dK", "dV", "dG", "dBeta", "dW", "d_initial_state")
 # graph port -> frost_bwd keyword
 _ARGUMENT = {"dQ": "dq", "dK": "dk", "dV": "dv", "dG": "dg", "dBeta": "dbeta", "dW": "dw"}
@@ -37,7 +38,8 @@ class FrostBackwardPlan(CompiledPlan):
         self.ports = _port_buffers(f, traits, _INPUTS, _OUTPUTS)
         self.workspace_size = int(frost_bwd_workspace_size(
             total_tokens=f.total_t, num_seqs=f.n_seq, heads_q=f.h_q, heads_k=f.h_k, heads_v=f.h_v,
-            head_dim_k=f.d_qk, head_dim_v=f.d_v, checkpoints=f.has_input("state_checkpoints")))
+            head_dim_k=f.d_qk, head_dim_v=f.d_v, checkpoints=f.has_input("state_checkpoints"),
+            values=f.has_input("values")))
 
     def get_workspace_size(self) -> int:
         return self.workspace_size
@@ -56,7 +58,7 @@ class FrostBackwardPlan(CompiledPlan):
             q=t["q"], k=t["k"], v=t["v"], g=t["g"], beta=t["beta"], w=t.get("w"),
             cu_seqlens=t["cu_seqlens"], dO=t["dO"], initial_state=t.get("initial_state"),
             d_final_state=t.get("d_final_state"), d_initial_state=t.get("d_initial_state"),
-            state_checkpoints=t.get("state_checkpoints"),
+            state_checkpoints=t.get("state_checkpoints"), values=t.get("values"),
             workspace=scratch, scale=float(f.flags.scale), use_l2norm=f.flags.use_qk_l2norm,
             gate_per_channel=self.traits.gate_per_channel,
             beta_per_channel=self.traits.beta_per_channel,

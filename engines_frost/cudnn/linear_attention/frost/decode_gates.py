@@ -59,6 +59,9 @@ def decline_reason(f: LinearAttentionFacts, traits: FamilyTraits, engine: str) -
                 "uses 32-bit ones")
     if f.flags.beta_guard:
         return f"{engine}: beta_guard=True is not implemented in the recurrent kernel"
+    if f.flags.output_values:
+        return (f"{engine}: output_values=True is not implemented in the recurrent kernel "
+                "(the chunked engine writes values with its checkpoints)")
     if f.flags.use_qk_l2norm and not traits.qk_l2norm:
         return f"{engine}: use_qk_l2norm=True is not implemented for {f.family}"
     ck = f.dtype("state_checkpoints")

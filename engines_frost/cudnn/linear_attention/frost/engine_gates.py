@@ -12,7 +12,9 @@ outputs at the dims the op writes. On top of that the kernels (kernels/fwd.py fo
 kernels/bwd.py backward) need: K, V in {64, 128}; 32-bit offsets; no beta_guard; state
 checkpoints only at the kernels' chunk cadence of 64 tokens, in bf16, and not with the
 serving features (kernels/checkpoints.py: the forward v2 writes them, the backward reads
-them instead of recomputing the states); for the backward, log-domain gates without the
+them instead of recomputing the states), the values output (u_t per token, bf16) with
+them, which the backward reads so that it runs neither its states nor its values kernel;
+for the backward, log-domain gates without the
 safe gate or beta sigmoid, no pools; every port already in the dtype the kernel reads
 (FAMILY_TRAITS' tables). The forward serves state pools, overwrite_initial_state and the
 fused gates (safe gate, beta sigmoid, linear domain) through serving_adapter.py.
@@ -41,7 +43,9 @@ _COMMON_DTYPES = {"g": (FP32,), "cu_seqlens": (INT32,), "O": IO, "a_log": (FP32,
                   "dO": IO, "dQ": IO, "dK": IO, "dV": IO, "dG": (FP32,),
                   "d_final_state": STATE_DTYPES, "d_initial_state": STATE_DTYPES,
                   # forward output / backward input: written and read as bf16 (checkpoints.py)
-                  "state_checkpoints": (BF16,)}
+                  "state_checkpoints": (BF16,),
+                  # forward output / backward input with the checkpoints: u_t per token, bf16
+                  "values": (BF16,)}
 
 
 @dataclass(frozen=True)
@@ -120,7 +124,7 @@ def _feature_reason(f: LinearAttentionFacts, traits: FamilyTraits, engine: str) 
     if f.is_backward:
         return (unsupported_feature_reason(f, engine, flags=_UNSUPPORTED_FLAGS,
                                            inputs=_UNSUPPORTED_INPUTS, not_done=_NOT_YET,
-                                           checkpoints=True)
+                                           checkpoints=True, values=True)
                 or _checkpoint_reason(f, engine))
     for name in _FORWARD_UNSUPPORTED_FLAGS:
         if getattr(f.flags, name):

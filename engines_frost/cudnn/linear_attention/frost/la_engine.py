@@ -9,7 +9,8 @@ One engine per family (gdn_engine.py, kda_engine.py, gdn2_engine.py) declares on
   launcher, and what every port's buffer must look like. The CuTe DSL compiles each
   kernel configuration at its first launch (cached per configuration).
 - execute: the caller's buffers go straight to `frost_fwd` on the context's stream (the
-  state_checkpoints output, when bound, is written by the same kernel: checkpoints.py);
+  state_checkpoints output, when bound, is written by the same kernel: checkpoints.py;
+  so is the values output, u_t per token, which the backward reads with them);
   ValueError names the port of a buffer the kernels cannot take as it is. Every execute
   is checked: the plan keeps nothing per call.
 - direct_launch: the same checks once, for a caller that repeats a call with buffers of
@@ -37,7 +38,7 @@ from .workspace import carve_scratch
 _OPERAND_OF = {"O": "out"}
 # Ports the forward kernel reads or writes (w only for GDN-2), q first.
 _INPUTS = ("q", "k", "v", "g", "beta", "w", "cu_seqlens", "initial_state")
-_OUTPUTS = ("O", "final_state", "state_checkpoints")
+_OUTPUTS = ("O", "final_state", "state_checkpoints", "values")
 # Every kernel operand, absent (None) until a wired port names it.
 _NO_OPERANDS = dict.fromkeys(_OPERAND_OF.get(p, p) for p in _INPUTS + _OUTPUTS)
 # Forward ports the kernel does not read: serving_adapter.py applies them around it.
@@ -124,7 +125,7 @@ class _FrostForwardPlan(CompiledPlan):
         from .kernels.fwd import frost_fwd
         frost_fwd(q=t["q"], k=t["k"], v=t["v"], g=t["g"], beta=t["beta"], w=t.get("w"),
                   cu_seqlens=t["cu_seqlens"], out=t["O"], initial_state=h0, final_state=ht,
-                  state_checkpoints=t.get("state_checkpoints"),
+                  state_checkpoints=t.get("state_checkpoints"), values=t.get("values"),
                   stream=torch_stream(ctx.stream, self.device), **self._flags(), **extra)
 
     def direct_launch(self, graph, data) -> DirectLaunch | None:
@@ -184,10 +185,11 @@ def _port_buffers(f: LinearAttentionFacts, traits: FamilyTraits, inputs=_INPUTS,
 
 def _buffer(node: Any, p: PortBuffer) -> Any:
     """The caller's buffer of port `p`; ValueError naming it when a required one is absent
-    (final_state and state_checkpoints are written only when the caller binds a buffer)."""
+    (final_state, state_checkpoints and values are written only when the caller binds a
+    buffer)."""
     if p.direction == "input":
         return node.input(p.port)
-    if p.port in ("final_state", "state_checkpoints"):
+    if p.port in ("final_state", "state_checkpoints", "values"):
         return node.outputs.get(p.port)
     return node.output(p.port)
 

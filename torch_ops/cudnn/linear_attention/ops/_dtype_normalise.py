@@ -210,7 +210,7 @@ def _backward_values(ops: FamilyOps, values: Sequence[Any],
     d_o = gradient_of_o(forward["q"], forward["v"])
     forward["checkpoint_every_n_tokens"] = 0
     return ops.backward_signature.positional({**forward, "dO": d_o, "d_final_state": None,
-                                              "state_checkpoints": None})
+                                              "state_checkpoints": None, "values": None})
 
 
 def restore_final_state(results: Sequence[torch.Tensor], dtype: torch.dtype | None

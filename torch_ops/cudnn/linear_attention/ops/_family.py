@@ -48,6 +48,7 @@ class DtypeRule(enum.Enum):
 SHARED_DTYPES: Mapping[str, DtypeRule] = {
     "k": DtypeRule.LIKE_Q, "v": DtypeRule.LIKE_Q, "dO": DtypeRule.LIKE_Q,
     "d_final_state": DtypeRule.LIKE_STATE, "state_checkpoints": DtypeRule.FP32_OR_Q,
+    "values": DtypeRule.LIKE_Q,
 }
 
 #: op argument -> graph attribute, where the spellings differ (docs/LINEAR_ATTENTION.md §5 vs §1.3).
@@ -58,10 +59,13 @@ GRAPH_ATTR_NAMES: Mapping[str, str] = {
 #: op arguments that steer the op itself rather than describe the graph's node.
 NOT_GRAPH_ATTRS = frozenset({"checkpoint_dtype", "plan_name"})
 
-FORWARD_RESULTS = ("o", "final_state", "state_checkpoints")
+#: "values" (u_t per token, the graph's values output) is written only for the training
+#: path's backward (_op_factory.py, "Training checkpoints"); the public functions never
+#: return it.
+FORWARD_RESULTS = ("o", "final_state", "state_checkpoints", "values")
 #: forward result -> graph output port.
 FORWARD_PORTS: Mapping[str, str] = {"o": "O", "final_state": "final_state",
-                                    "state_checkpoints": "state_checkpoints"}
+                                    "state_checkpoints": "state_checkpoints", "values": "values"}
 #: gradient result -> (graph output port, primal argument).
 GRADIENTS: Mapping[str, tuple[str, str]] = {
     "dq": ("dQ", "q"), "dk": ("dK", "k"), "dv": ("dV", "v"), "dg": ("dG", "g"),
@@ -115,7 +119,7 @@ class OpFamily:
             ("q", "k", "v", *self.gate_names, "cu_seqlens", "scale", "initial_state",
              "output_final_state", "use_qk_l2norm_in_kernel", "batch_invariant",
              *self.gate_flags, "a_log", "dt_bias", "checkpoint_every_n_tokens",
-             "checkpoint_dtype", "plan_name"),
+             "checkpoint_dtype", "plan_name", "output_values"),
             FORWARD_RESULTS)
 
     def serve_signature(self) -> OpSignature:
@@ -127,7 +131,7 @@ class OpFamily:
     def backward_signature(self) -> OpSignature:
         return OpSignature(
             ("dO", "q", "k", "v", *self.gate_names, "cu_seqlens", "scale", "initial_state",
-             "d_final_state", "state_checkpoints", "checkpoint_every_n_tokens",
+             "d_final_state", "state_checkpoints", "values", "checkpoint_every_n_tokens",
              "use_qk_l2norm_in_kernel", "batch_invariant", *self.gate_flags, "a_log",
              "dt_bias", "plan_name"),
             self.gradient_results)

@@ -44,12 +44,10 @@ class GraphCache(Generic[V]):
         self._hits = self._misses = self._builds = self._evictions = 0
 
     def get_or_build(self, key: Hashable, build: Callable[[], V]) -> V:
+        entry = self.get(key)
+        if entry is not None:
+            return entry
         with self._lock:
-            entry = self._entries.get(key)
-            if entry is not None:
-                self._entries.move_to_end(key)
-                self._hits += 1
-                return entry
             self._misses += 1
         with self._build_lock:
             with self._lock:

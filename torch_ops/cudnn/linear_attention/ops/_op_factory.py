@@ -13,7 +13,11 @@ Training checkpoints: an eager forward that records autograd and did not ask for
 checkpoints asks for them itself, every TRAINING_CHECKPOINT_EVERY tokens, when the engine
 that serves the plain forward also serves the call with checkpoints and a backward graph
 plans that reads them (decided once per configuration, kept in a bounded cache); it saves them for the backward, whose graph then
-reads the states instead of recomputing them, and returns only (o, final_state). They
+reads the states instead of recomputing them, and returns only (o, final_state). Where
+the engine also writes the forward's `values` (u_t per token, [T, HO, V]) and a backward
+graph reading both plans, the forward asks for those too and the backward runs without
+any recompute (FROST backward v1.3: chain and grads only); values cost T x HO x V in q's
+dtype more (134 MB at 8 x 4096 tokens, 16 heads, V = 128). They
 cost device memory from the forward until the backward: [T // 64 + N, HO, V, K] in q's
 dtype (bf16: 2/64 of a [T, HO, V, K] state per token, i.e. V*K/32 bytes per token and
 head, 512 B at K = V = 128; 272 MB for 8 x 4096 tokens and 16 heads). Otherwise, and for
@@ -59,16 +63,23 @@ _PRIMAL_OF = {result: primal for result, (_, primal) in GRADIENTS.items()}
 _GRADIENT_OF = {primal: result for result, primal in _PRIMAL_OF.items()}
 
 _Results = tuple[torch.Tensor, ...]
-_FORWARD_DROPPABLE = (FORWARD_RESULTS.index("state_checkpoints"),)
+_FORWARD_DROPPABLE = (FORWARD_RESULTS.index("state_checkpoints"), FORWARD_RESULTS.index("values"))
 _SERVE_DROPPABLE = (FORWARD_RESULTS.index("final_state"), *_FORWARD_DROPPABLE)
 
 #: the cadence a training forward asks for on its own: one 64-token chunk of the chunked
 #: kernels (the granularity at which a backward can reuse forward states).
 TRAINING_CHECKPOINT_EVERY = 64
+#: what a configuration's training forwards ask for (FamilyOps.checkpoint_decisions):
+#: nothing, checkpoints, or checkpoints and values (the engine writes both, the backward
+#: reads both).
+_TRAINING_PLAIN, _TRAINING_CHECKPOINTS, _TRAINING_VALUES = 0, 1, 2
 # Off by default: on the H200 (8 x 4096 tokens, 16 heads, K = V = 128, bf16) the op's
 # forward + backward measured 3.25 ms with checkpoints against 3.13 ms recomputing (GDN;
 # KDA 4.51 against 4.33): the checkpoint stores slow the forward more than the parallel
-# `values` kernel saves over the serial `states` one (NOTES_bwd.md, v1.2).
+# `values` kernel saves over the serial `states` one (NOTES_bwd.md, v1.2). With the
+# forward's values too (v1.3) the backward recomputes nothing (predicted ~2.55 ms, not
+# measured yet); if the GPU confirms it, this line is the default switch (torch_ops/README.md,
+# "Training checkpoints", weighs the memory it holds).
 _training_checkpoints_enabled = False
 
 
@@ -199,12 +210,14 @@ class FamilyOps:
         self._cu_seqlens_position = self.forward_signature.names.index("cu_seqlens")
         self._checkpoint_position = self.forward_signature.names.index(
             "checkpoint_every_n_tokens")
+        self._output_values_position = self.forward_signature.names.index("output_values")
         self._backward_tensor_positions = _tensor_positions(self.backward_signature)
         self._eager_autograd = self._eager_function()
         self.dtypes = DtypeNormaliser(self)  # the only conversion: _dtype_normalise.py
-        #: plain forward cache key -> whether its training calls ask for checkpoints (made
-        #: with the graphs in the caches, so cleared with them: clear_graph_caches)
-        self.checkpoint_decisions: GraphCache[bool] = GraphCache(f"{self.forward_def.name} checkpoints")
+        #: plain forward cache key -> what its training calls ask for (_TRAINING_PLAIN,
+        #: _TRAINING_CHECKPOINTS or _TRAINING_VALUES; made with the graphs in the caches,
+        #: so cleared with them: clear_graph_caches)
+        self.checkpoint_decisions: GraphCache[int] = GraphCache(f"{self.forward_def.name} checkpoints")
         namespace = getattr(torch.ops, NAMESPACE)
         self.forward_op = getattr(namespace, f"{family.name}_fwd").default
         self.backward_op = getattr(namespace, f"{family.name}_bwd").default
@@ -267,8 +280,9 @@ class FamilyOps:
 
     def _droppable(self, op: _OpDef, bound: Mapping[str, Any]) -> tuple[int, ...]:
         """Result positions whose empty placeholders the caller discards (the lane may
-        return None for them): the checkpoints of a forward that asked for none, and the
-        serving op's final_state under overwrite_initial_state (the pool is returned)."""
+        return None for them): the checkpoints and values of a forward that asked for
+        none, and the serving op's final_state under overwrite_initial_state (the pool is
+        returned)."""
         if op.backward:
             return ()
         if op is self.serve_def and bound["overwrite_initial_state"] is True:
@@ -315,49 +329,59 @@ class FamilyOps:
         else:
             results = self.forward_op(*args)
         results = restore_final_state(results, state_dtype)
-        if checkpoints:
-            return tuple(results)
+        if checkpoints:  # values (results[3]) stay internal: only the backward reads them
+            return results[0], results[1], results[2]
         return results[0], results[1]
 
     def _with_training_checkpoints(self, args: tuple[Any, ...]) -> tuple[Any, ...]:
-        """`args` asking for checkpoints every TRAINING_CHECKPOINT_EVERY tokens when the
-        engine whose plan serves the plain forward serves that call too, else `args`
-        (module docstring). The first call of a configuration builds both forward graphs
-        (into the op's cache); a plain forward that no engine serves is left to fail as
-        it would have."""
+        """`args` asking for checkpoints every TRAINING_CHECKPOINT_EVERY tokens, and for the
+        forward's values as well where that is served too, when the engine whose plan
+        serves the plain forward serves that call (and a backward graph reading what it
+        writes plans), else `args` (module docstring). The first call of a configuration
+        builds the forward graphs (into the op's cache); a plain forward that no engine
+        serves is left to fail as it would have."""
         op = self.forward_def
-        at = self._checkpoint_position
+        at, at_values = self._checkpoint_position, self._output_values_position
         trial = (*args[:at], TRAINING_CHECKPOINT_EVERY, *args[at + 1:])
+        trial_values = (*trial[:at_values], True, *trial[at_values + 1:])
         key = op.cache_key(args)
 
-        def decide() -> bool:
+        def served(plain: CachedGraph, call: tuple[Any, ...]) -> bool:
             try:
-                plain = op.cache.get_or_build(key, lambda: self._build(op, args))
-            except cudnnGraphNotSupportedError:
-                return False
-            try:
-                with_states = op.cache.get_or_build(op.cache_key(trial), lambda: self._build(op, trial))
-                if _engine_of(with_states.plan) != _engine_of(plain.plan):
+                forward = op.cache.get_or_build(op.cache_key(call), lambda: self._build(op, call))
+                if _engine_of(forward.plan) != _engine_of(plain.plan):
                     return False
-                backward, values = self.backward_def, self._backward_with_checkpoints(trial, with_states)
+                backward, values = self.backward_def, self._backward_with_checkpoints(call, forward)
                 backward.cache.get_or_build(backward.cache_key(values), lambda: self._build(backward, values))
             except (cudnnGraphNotSupportedError, OpTypeError):
                 return False
             return True
 
-        return trial if self.checkpoint_decisions.get_or_build(key, decide) else args
+        def decide() -> int:
+            try:
+                plain = op.cache.get_or_build(key, lambda: self._build(op, args))
+            except cudnnGraphNotSupportedError:
+                return _TRAINING_PLAIN
+            if served(plain, trial_values):
+                return _TRAINING_VALUES
+            return _TRAINING_CHECKPOINTS if served(plain, trial) else _TRAINING_PLAIN
+
+        decision = self.checkpoint_decisions.get_or_build(key, decide)
+        return {_TRAINING_PLAIN: args, _TRAINING_CHECKPOINTS: trial, _TRAINING_VALUES: trial_values}[decision]
 
     def _backward_with_checkpoints(self, forward_values: Sequence[Any], forward: CachedGraph
                                    ) -> tuple[Any, ...]:
         """The backward op's arguments for a training forward with checkpoints, as its
-        autograd passes them when only o receives a gradient: fresh dO and checkpoint
-        buffers at the forward graph's result dims (allocated for this one decision)."""
+        autograd passes them when only o receives a gradient: fresh dO, checkpoint (and,
+        when the call asks for them, values) buffers at the forward graph's result dims
+        (allocated for this one decision)."""
         call = dict(zip(self.forward_signature.names, forward_values))
         q = call["q"]
-        (o_dims, o_dtype), _, (ck_dims, ck_dtype) = forward.results
+        (o_dims, o_dtype), _, (ck_dims, ck_dtype), (u_dims, u_dtype) = forward.results
+        values = q.new_empty(u_dims, dtype=u_dtype) if call["output_values"] else None
         return self.backward_signature.positional({
             **call, "dO": q.new_empty(o_dims, dtype=o_dtype), "d_final_state": None,
-            "state_checkpoints": q.new_empty(ck_dims, dtype=ck_dtype)})
+            "state_checkpoints": q.new_empty(ck_dims, dtype=ck_dtype), "values": values})
 
     def serve(self, args: tuple[Any, ...], overwrite_initial_state: Any,
               state_indices: Any) -> _Results:
@@ -415,21 +439,23 @@ class FamilyOps:
                             dtype=checked.state_dtype)
         every = args["checkpoint_every_n_tokens"]
         dtype = args["checkpoint_dtype"] or q.dtype
+        values = q.new_empty(dims["values"] if args["output_values"] else (0,))
         return o, final, q.new_empty(dims["state_checkpoints"] if every > 0 else (0,),
-                                     dtype=dtype)
+                                     dtype=dtype), values
 
     @staticmethod
     def _forward_written(args: Mapping[str, Any]) -> list[tuple[int, str]]:
-        present = (True, bool(args["output_final_state"]), args["checkpoint_every_n_tokens"] > 0)
+        present = (True, bool(args["output_final_state"]), args["checkpoint_every_n_tokens"] > 0,
+                   bool(args["output_values"]))
         return [(i, FORWARD_PORTS[r]) for i, r in enumerate(FORWARD_RESULTS) if present[i]]
 
     def _serve_results(self, args: Mapping[str, Any], checked: CheckedCall) -> _Results:
         """The forward's results; under overwrite_initial_state final_state is a zero-size
         placeholder (the states go into initial_state, which the public function returns)."""
-        o, final, checkpoints = self._forward_results(args, checked)
+        o, final, checkpoints, values = self._forward_results(args, checked)
         if args["overwrite_initial_state"] is True:
             final = args["q"].new_empty((0,), dtype=checked.state_dtype)
-        return o, final, checkpoints
+        return o, final, checkpoints, values
 
     def _serve_written(self, args: Mapping[str, Any]) -> list[tuple[int, str]]:
         written = self._forward_written(args)
@@ -458,20 +484,24 @@ class FamilyOps:
         names = self.forward_signature.names
         if len(inputs) != len(names):
             inputs = self.forward_signature.complete(inputs)
-        checkpoints = output[2]
+        checkpoints, values = output[2], output[3]
         ctx.set_materialize_grads(False)
-        ctx.mark_non_differentiable(checkpoints)
+        ctx.mark_non_differentiable(checkpoints, values)
         every = inputs[self._checkpoint_position]
         reuse = every > 0 and every % self.family.checkpoint_chunk == 0 \
             and checkpoints.numel() > 0
-        ctx.save_for_backward(*self._take_saved(inputs), checkpoints if reuse else None)
+        # values are read only with the checkpoints they came with
+        keep_values = reuse and values.numel() > 0
+        ctx.save_for_backward(*self._take_saved(inputs), checkpoints if reuse else None,
+                              values if keep_values else None)
         attrs = {name: inputs[position] for name, position in self._backward_attrs}
         attrs["checkpoint_every_n_tokens"] = every if reuse else 0
         ctx.attrs = attrs
 
     def _backward(self, ctx: Any, d_o: torch.Tensor | None, d_final: torch.Tensor | None,
-                  _d_checkpoints: torch.Tensor | None) -> tuple[torch.Tensor | None, ...]:
-        saved = dict(zip((*self._saved, "state_checkpoints"), ctx.saved_tensors))
+                  _d_checkpoints: torch.Tensor | None, _d_values: torch.Tensor | None = None
+                  ) -> tuple[torch.Tensor | None, ...]:
+        saved = dict(zip((*self._saved, "state_checkpoints", "values"), ctx.saved_tensors))
         q, v = saved["q"], saved["v"]
         if d_o is None:  # only final_state was used: o receives no gradient
             d_o = q.new_zeros((q.shape[0], max(q.shape[1], v.shape[1]), v.shape[2]))

@@ -63,7 +63,7 @@ def _flag(name: str) -> OpArg:
 ARGS: Mapping[str, OpArg] = {a.name: a for a in (
     *(_tensor(n) for n in ("dO", "q", "k", "v", "g", "beta", "w", "cu_seqlens")),
     OpArg("scale", "float"),
-    *(_optional_tensor(n) for n in ("initial_state", "d_final_state", "state_checkpoints",
+    *(_optional_tensor(n) for n in ("initial_state", "d_final_state", "state_checkpoints", "values",
                                     "a_log", "dt_bias", "state_indices")),
     _flag("output_final_state"),
     _flag("use_qk_l2norm_in_kernel"),
@@ -78,6 +78,7 @@ ARGS: Mapping[str, OpArg] = {a.name: a for a in (
     OpArg("checkpoint_dtype", "ScalarType?", None),
     OpArg("plan_name", "str?", None),
     _flag("overwrite_initial_state"),
+    _flag("output_values"),
 )}
 
 

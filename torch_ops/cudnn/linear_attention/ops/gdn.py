@@ -96,5 +96,5 @@ def gated_delta_net(
         q, k, v, g, beta, cu_seqlens, scale, initial_state, output_final_state,
         use_qk_l2norm_in_kernel, batch_invariant, use_beta_sigmoid_in_kernel, allow_neg_eigval,
         safe_gate, gate_domain, a_log, dt_bias, checkpoint_every_n_tokens, checkpoint_dtype,
-        plan_name,
+        plan_name, False,  # output_values: only the training path asks (_op_factory.py)
     ), overwrite_initial_state, state_indices, strict_cu_seqlens)

@@ -86,5 +86,5 @@ def gated_delta_net_v2(
         q, k, v, g, beta, w, cu_seqlens, scale, initial_state, output_final_state,
         use_qk_l2norm_in_kernel, batch_invariant, use_beta_sigmoid_in_kernel, allow_neg_eigval,
         beta_guard, safe_gate, gate_domain, gate_lower_bound, a_log, dt_bias,
-        checkpoint_every_n_tokens, checkpoint_dtype, plan_name,
+        checkpoint_every_n_tokens, checkpoint_dtype, plan_name, False,  # output_values: training path only
     ), overwrite_initial_state, state_indices, strict_cu_seqlens)

@@ -5,8 +5,8 @@ cache and the three launches (kernels/NOTES_bwd.md).
 gdn2_bwd. It checks every operand (ValueError naming the argument), carves its scratch
 from the caller's workspace (``frost_bwd_workspace_size`` is exact), gets the three
 kernels for the static config (compiled once per process, or loaded from the kernel
-store), launches states (or, given the forward's state_checkpoints, values) -> chain ->
-grads on the caller's stream, and sums dq/dk/dv over
+store), launches states (or, given the forward's state_checkpoints, values; given its U as
+well, nothing) -> chain -> grads on the caller's stream, and sums dq/dk/dv over
 their head groups when q/k/v heads are shared by several output heads. It never reads
 cu_seqlens on the host (no synchronisation) and never allocates; launches are ordered on
 one stream and every result is written by exactly one thread (no atomics), so two runs
@@ -37,17 +37,21 @@ class Region:
 
 def workspace_layout(*, total_tokens: int, num_seqs: int, heads_q: int, heads_k: int, heads_v: int,
                      head_dim_k: int, head_dim_v: int,
-                     checkpoints: bool = False) -> tuple[tuple[Region, ...], int]:
+                     checkpoints: bool = False, values: bool = False) -> tuple[tuple[Region, ...], int]:
     """The backward's scratch regions and their total size in bytes: per-chunk states
     (unless ``checkpoints``: the node's state_checkpoints input holds them) and state
-    gradients [R, HO, V, K] (bf16, R = checkpoint_rows), U and dR [T, HO, V] (bf16), and
-    fp32 per-output-head dq/dk/dv where their heads are grouped."""
+    gradients [R, HO, V, K] (bf16, R = checkpoint_rows), U (unless ``values``: the
+    forward's U input holds it) and dR [T, HO, V] (bf16), and fp32 per-output-head
+    dq/dk/dv where their heads are grouped."""
+    if values and not checkpoints:
+        raise _fail("values", "False unless checkpoints (U is read together with the forward's states)", values)
     T, N, K, V = total_tokens, num_seqs, head_dim_k, head_dim_v
     HO = max(heads_q, heads_v)
     R = checkpoint_rows(T, N)
     want = [] if checkpoints else [("ckpt", (R, HO, V, K), "bfloat16")]
-    want += [("dckpt", (R, HO, V, K), "bfloat16"), ("u", (T, HO, V), "bfloat16"),
-             ("dr", (T, HO, V), "bfloat16")]
+    want += [("dckpt", (R, HO, V, K), "bfloat16")]
+    want += [] if values else [("u", (T, HO, V), "bfloat16")]
+    want += [("dr", (T, HO, V), "bfloat16")]
     if heads_q != HO:
         want.append(("dq", (T, HO, K), "float32"))
     if heads_k != HO:
@@ -115,7 +119,7 @@ def _check_grad(name, t, shape, dtypes, device):
 
 def check_bwd_operands(*, q, k, v, g, beta, w, cu_seqlens, dO, initial_state, d_final_state, dq, dk, dv, dg,
                        dbeta, dw, d_initial_state, use_l2norm, gate_per_channel, beta_per_channel,
-                       state_checkpoints=None):
+                       state_checkpoints=None, values=None):
     """Every operand check of frost_bwd except the CUDA-device one; returns the config
     (the first stage of its path) and T, N."""
     from cudnn.linear_attention.frost.kernels.fwd import _dtype_name, check_operands
@@ -155,19 +159,25 @@ def check_bwd_operands(*, q, k, v, g, beta, w, cu_seqlens, dO, initial_state, d_
     if R * HO * f.V * f.K >= _INDEX_LIMIT:
         raise _fail("q", f"small enough for 32-bit offsets of the state workspace (R*HO*V*K < {_INDEX_LIMIT})",
                     f"R={R}, HO={HO}, K={f.K}, V={f.V}")
+    if values is not None:
+        if state_checkpoints is None:
+            raise _fail("values", "None unless state_checkpoints is given (the forward writes U with them)",
+                        list(values.shape))
+        _check_grad("values", values, (T, HO, f.V), ("bfloat16",), device)
     with_checkpoints = state_checkpoints is not None
+    with_values = values is not None
     cfg = FrostBwdConfig(
-        fwd=f, stage="values" if with_checkpoints else "states",
+        fwd=f, stage="chain" if with_values else "values" if with_checkpoints else "states",
         dht_dtype=None if d_final_state is None else _dtype_name(d_final_state),
         dh0_dtype=None if d_initial_state is None else _dtype_name(d_initial_state),
-        checkpoints=with_checkpoints)
+        checkpoints=with_checkpoints, forward_values=with_values)
     return cfg, T, N
 
 
 def frost_bwd(*, q, k, v, g, beta, w, cu_seqlens, dO, initial_state, d_final_state, dq, dk, dv, dg, dbeta, dw,
               d_initial_state, workspace, scale: float, use_l2norm: bool, gate_per_channel: bool,
               beta_per_channel: bool, stream, stages: tuple[str, ...] | None = None,
-              strict_cu_seqlens: bool | None = None, state_checkpoints=None) -> None:
+              strict_cu_seqlens: bool | None = None, state_checkpoints=None, values=None) -> None:
     """Gradients of the chunked linear-attention forward (GDN / KDA / GDN-2), written into
     dq [T,H,K], dk [T,HK,K], dv [T,HV,V] (io dtype), dg like g, dbeta like beta, dw (GDN-2)
     and d_initial_state [N,HO,V,K] (exactly when initial_state is given). Inputs as
@@ -175,8 +185,10 @@ def frost_bwd(*, q, k, v, g, beta, w, cu_seqlens, dO, initial_state, d_final_sta
     None). state_checkpoints: None, or the bf16 [T // 64 + N, HO, V, K] checkpoints the
     forward wrote (checkpoints.py); then kernel 1 is ``values`` (U from them, chunks in
     parallel) instead of ``states`` (the serial recompute), and the workspace has no
-    state region. workspace: a uint8 CUDA tensor of at least frost_bwd_workspace_size
-    bytes (with checkpoints=True when they are given). ``stages`` (benchmarks) launches a
+    state region. values: None, or the bf16 [T, HO, V] U the forward wrote with those
+    checkpoints (frost_fwd's values); then neither states nor values runs (chain -> grads)
+    and the workspace has no U region either. workspace: a uint8 CUDA tensor of at least frost_bwd_workspace_size
+    bytes (with checkpoints=True when they are given, values=True when U is). ``stages`` (benchmarks) launches a
     subset of the path's kernels (FrostBwdConfig.stages, None: all); each later stage reads
     what an earlier full call left in the workspace. Any cu_seqlens table is safe
     (kernels/seq_bounds.py: gradient rows no sequence covers are zero); ``strict_cu_seqlens``
@@ -193,12 +205,13 @@ def frost_bwd(*, q, k, v, g, beta, w, cu_seqlens, dO, initial_state, d_final_sta
         q=q, k=k, v=v, g=g, beta=beta, w=w, cu_seqlens=cu_seqlens, dO=dO, initial_state=initial_state,
         d_final_state=d_final_state, dq=dq, dk=dk, dv=dv, dg=dg, dbeta=dbeta, dw=dw,
         d_initial_state=d_initial_state, use_l2norm=use_l2norm, gate_per_channel=gate_per_channel,
-        beta_per_channel=beta_per_channel, state_checkpoints=state_checkpoints)
+        beta_per_channel=beta_per_channel, state_checkpoints=state_checkpoints, values=values)
     if q.device.type != "cuda":
         raise _fail("q", "a CUDA tensor (and every other operand on its device)", q.device)
     f = cfg.fwd
     regions, size = workspace_layout(total_tokens=T, num_seqs=N, heads_q=f.H, heads_k=f.HK, heads_v=f.HV,
-                                     head_dim_k=f.K, head_dim_v=f.V, checkpoints=cfg.checkpoints)
+                                     head_dim_k=f.K, head_dim_v=f.V, checkpoints=cfg.checkpoints,
+                                     values=cfg.forward_values)
     if N == 0:
         return
     if workspace is None or workspace.numel() * workspace.element_size() < size:
@@ -214,7 +227,7 @@ def frost_bwd(*, q, k, v, g, beta, w, cu_seqlens, dO, initial_state, d_final_sta
                    d_final_state=d_final_state, dq=ws.get("dq", dq), dk=ws.get("dk", dk), dv=ws.get("dv", dv),
                    dg=dg, dbeta=dbeta, dw=dw, d_initial_state=d_initial_state,
                    ckpt=state_checkpoints if cfg.checkpoints else ws["ckpt"], dckpt=ws["dckpt"],
-                   u=ws["u"], dr=ws["dr"])
+                   u=values if cfg.forward_values else ws["u"], dr=ws["dr"])
     arch, ffi = device_arch(q.device), preferred_ffi()
     for stage in cfg.stages:
         if stages is None or stage in stages:

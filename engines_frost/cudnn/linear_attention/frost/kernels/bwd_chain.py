@@ -10,9 +10,9 @@ zero, for the last chunk), per chunk from the last to the first:
     dS  <- Diag(e^Gam_last) dS + QA^T dO - KBA^T dR
 
 writing dS (bf16, checkpoint row cu[n] // 64 + n + j, V-major like the forward's
-checkpoints) before the update and dR (bf16, per token), both through a per-warp shared
-buffer in 16-byte stores where it fits (gmem_vector_io); dS after the first chunk is
-d_initial_state. Transposed, per warp: dU^T = dO^T P + dS^T KD^T, dR^T_i =
+checkpoints; 16-byte stores after a quad exchange, fragment_stores.py) before the update
+and dR (bf16, per token; through a per-warp shared buffer in 16-byte stores where it
+fits, gmem_vector_io); dS after the first chunk is d_initial_state. Transposed, per warp: dU^T = dO^T P + dS^T KD^T, dR^T_i =
 (dU^T_i - sum_{i' > i} dR^T_i' M_i'i) D_i^-1, dS^T <- dS^T Diag(e^Gam_last) + dO^T QA +
 dR^T (-KBA). So the shared operands are the forward's transposed: QA^T, (-KBA)^T [K, C],
 KD [C, K], P^T, (-M)^T, D_i^-T, and dO^T [V, C] (A operand).
@@ -33,6 +33,7 @@ from cutlass.cute.nvgpu import cpasync
 
 from cudnn.linear_attention.frost.kernels.bwd_abi import FrostBwdLauncher
 from cudnn.linear_attention.frost.kernels.bwd_config import FrostBwdConfig
+from cudnn.linear_attention.frost.kernels.bwd_states import FrostBwdStates
 from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
 from cudnn.linear_attention.frost.kernels.fwd_v1 import (
     CHUNK,
@@ -46,6 +47,7 @@ from cudnn.linear_attention.frost.kernels.fwd_v1 import (
     warp_mma,
 )
 from cudnn.linear_attention.frost.kernels import gmem_vector_io as vio
+from cudnn.linear_attention.frost.kernels.fragment_stores import store_rows_vectorised
 from cudnn.linear_attention.frost.kernels.fwd_v2 import FrostFwdV2
 from cudnn.linear_attention.frost.kernels.fwd_v2 import smem_plan as v2_smem_plan
 from cudnn.linear_attention.frost.kernels.seq_bounds import sequence_bounds
@@ -73,7 +75,7 @@ def _base_plan(c: FrostFwdConfig):
 
 
 def staged_stores(c: FrostFwdConfig) -> bool:
-    """Whether the per-warp store buffers fit beside the chain's tensors (scalar gates at
+    """Whether the per-warp dR buffers fit beside the chain's tensors (scalar gates at
     every head dim; the vector-gate plans at K = 128 leave no room)."""
     return vio.has_warp_buffers(smem_plan(c))
 
@@ -82,8 +84,8 @@ def smem_plan(c: FrostFwdConfig):
     """v2's plan with QA, KBA as [K, C], KD as [C, K], the Gram blocks and inverses stored
     transposed, plus dO^T [V, C]. W0's slot stages the next chunk's dO rows (raw io) for
     scalar gates; vector gates have no room for it (their dO rows load in the rows stage).
-    Where they fit (staged_stores), one store buffer per warp: dS and dR leave in 16-byte
-    stores (gmem_vector_io) instead of one 4- or 2-byte store per element pair."""
+    Where they fit (staged_stores), one store buffer per warp: dR leaves in 16-byte stores
+    (gmem_vector_io) instead of one 2-byte store per element."""
     return vio.with_warp_buffers(_base_plan(c), c)
 
 
@@ -100,13 +102,14 @@ class FrostBwdChain(FrostBwdLauncher, FrostFwdV2):
     @cute.jit
     def launch_kernel(self, m, T: Int32, N: Int32, scale: Float32, stream: cuda.CUstream):
         self.kernel(m.q, m.k, m.v, m.g, m.beta, m.w, m.cu_seqlens, m.dO, m.d_final_state, m.d_initial_state,
-                    m.dckpt, m.dr, scale, T).launch(grid=[N, self.cfg.HO, 1], block=[self.threads, 1, 1],
-                                                    stream=stream)
+                    m.dckpt, m.dr, scale, T, N, m.dq, m.dk, m.dv, m.dg, m.dbeta, m.dw).launch(
+            grid=[N, self.cfg.HO, 1], block=[self.threads, 1, 1], stream=stream)
 
     @cute.kernel
     def kernel(self, mq: cute.Tensor, mk: cute.Tensor, mv: cute.Tensor, mg: cute.Tensor, mb: cute.Tensor,
                mw: cute.Tensor, mcu: cute.Tensor, mdo: cute.Tensor, mdht: cute.Tensor, mdh0: cute.Tensor,
-               mdckpt: cute.Tensor, mdr: cute.Tensor, scale: Float32, T: Int32):
+               mdckpt: cute.Tensor, mdr: cute.Tensor, scale: Float32, T: Int32, N: Int32, mdq: cute.Tensor,
+               mdk: cute.Tensor, mdv: cute.Tensor, mdg: cute.Tensor, mdb: cute.Tensor, mdw: cute.Tensor):
         c = self.cfg
         K = c.K
         tid, _, _ = cute.arch.thread_idx()
@@ -138,14 +141,9 @@ class FrostBwdChain(FrostBwdLauncher, FrostFwdV2):
         for jj in cutlass.range(nch, unroll=1):
             j = nch - 1 - jj
             t0 = bos + j * CHUNK
-            if cutlass.const_expr(self.staged):
-                buf = vio.warp_buffer(s, self.cfg, wid, SUB, K)
-                vio.stage_tile(buf, acc_ds, coord, 0, 0, False)
-                vio.flush_rows(buf, mdckpt[row0 + j, h, None, None], wid * SUB, 0, SUB, lane, SUB, K)
-            else:
-                for e in cutlass.range_constexpr(cute.size(acc_ds)):
-                    jc = coord[e]
-                    mdckpt[row0 + j, h, wid * SUB + jc[0], jc[1]] = acc_ds[e].to(BFloat16)
+            # 16-byte stores after a quad exchange (fragment_stores.py), as the forward's
+            # checkpoints: the same bf16 values as one store per element
+            store_rows_vectorised(mdckpt[row0 + j, h, None, None], acc_ds, wid * SUB, lane, K)
             self.stage_rows(s, mq, mk, mv, mg, mb, mw, heads, t0, eos, tid)
             cute.arch.sync_threads()
             self.stage_operands(s, mb, heads, t0, eos, scale, tid)
@@ -162,6 +160,11 @@ class FrostBwdChain(FrostBwdLauncher, FrostFwdV2):
             for e in cutlass.range_constexpr(cute.size(acc_ds)):
                 jd = coord[e]
                 mdh0[n, h, wid * SUB + jd[0], jd[1]] = acc_ds[e].to(mdh0.element_type)
+        if cutlass.const_expr(self.bcfg.forward_values):
+            # no states / values kernel ran (U came from the forward): their zeroing of the
+            # gradient rows no sequence covers happens here, before grads writes the others
+            if n == N - 1 and wid == 0:
+                FrostBwdStates.zero_gradient_rows(self, mcu, T, N, mdq, mdk, mdv, mdg, mdb, mdw, h, lane)
 
     # ------------------------------------------------------------------ staging
     @cute.jit

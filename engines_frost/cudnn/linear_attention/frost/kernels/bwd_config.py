@@ -17,6 +17,8 @@ STAGES = ("states", "chain", "grads")
 # With the forward's state_checkpoints (cadence 64): ``values`` (U per chunk from the
 # checkpointed state, chunks in parallel) replaces ``states``.
 CHECKPOINT_STAGES = ("values", "chain", "grads")
+# With the forward's U as well (frost_fwd's values): neither states nor values runs.
+FORWARD_VALUES_STAGES = ("chain", "grads")
 ALL_STAGES = STAGES + ("values",)
 STATE_DTYPES = ("float32", "bfloat16")
 CHUNK = 64  # tokens per chunk: the forward kernels' C; checkpoint rows count chunks
@@ -35,6 +37,10 @@ class FrostBwdConfig:
     # S is read from the forward's state_checkpoints (checkpoints.py's packed rows) instead
     # of the states kernel's workspace rows: stages values and grads.
     checkpoints: bool = False
+    # U (per token) comes from the forward too (frost_fwd's values, written with the
+    # checkpoints): only chain and grads run, and chain zeroes the gradient rows no
+    # sequence covers, which states / values do on the other paths.
+    forward_values: bool = False
 
     def __post_init__(self):
         def bad(name, expected):
@@ -46,6 +52,10 @@ class FrostBwdConfig:
             bad("checkpoints", "False for the states stage (it writes the states itself)")
         if self.stage == "values" and not self.checkpoints:
             bad("checkpoints", "True for the values stage (it reads the forward's checkpoints)")
+        if self.forward_values and self.stage in ("states", "values"):
+            bad("forward_values", f"False for the {self.stage} stage (it writes U itself)")
+        if self.forward_values and self.stage == "grads":
+            bad("forward_values", "False for the grads stage (it reads U wherever it comes from: with_stage)")
         if self.fwd.has_final_state:
             bad("fwd", "a forward config without a final state")
         if self.fwd.algorithm != "v2":
@@ -60,17 +70,22 @@ class FrostBwdConfig:
         """The config of one stage's kernel, without what that kernel never reads (so
         backward calls that differ only there share the kernel): states reads no state
         gradient, grads neither states nor state gradients, values (its state comes from a
-        checkpoint) neither; chain never reads a state, so the checkpoints flag is off."""
+        checkpoint) neither; chain never reads a state, so the checkpoints flag is off
+        (forward_values stays: it makes chain zero the uncovered gradient rows); grads
+        reads U from wherever it comes, so forward_values is off there."""
         if stage == "chain":
             return dataclasses.replace(self, stage=stage, checkpoints=False)
         if stage == "states":
             return dataclasses.replace(self, stage=stage, dht_dtype=None)
         fwd = dataclasses.replace(self.fwd, has_initial_state=False, state_dtype=None)
-        return dataclasses.replace(self, fwd=fwd, stage=stage, dht_dtype=None, dh0_dtype=None)
+        return dataclasses.replace(self, fwd=fwd, stage=stage, dht_dtype=None, dh0_dtype=None,
+                                   forward_values=False)
 
     @property
     def stages(self) -> tuple[str, ...]:
         """The kernels one backward call launches, in order."""
+        if self.forward_values:
+            return FORWARD_VALUES_STAGES
         return CHECKPOINT_STAGES if self.checkpoints else STAGES
 
     # -- derived ----------------------------------------------------------------------

@@ -7,8 +7,10 @@ FrostFwdV2); per chunk it writes
   (chunk j of sequence n; bwd_config.checkpoint_rows), and
 - U = (I + M)^-1 (W0 - KBA S) [C, V] per token (bf16), the "new values" the chain and the
   gradients read,
-both through a per-warp shared buffer in 16-byte stores where the plan has room
-(gmem_vector_io; v2's element stores otherwise), and skips the output products (O = QA S + P U is not needed). No final state.
+S through v2's store_state (16-byte stores after a quad exchange, fragment_stores.py), U
+through a per-warp shared buffer in 16-byte stores where the plan has room
+(gmem_vector_io; store_values_block's element stores otherwise), and skips the output
+products (O = QA S + P U is not needed). No final state.
 Sequence bounds are clamped into [0, T] (seq_bounds.py); warp 0 of the last sequence's
 CTAs zeroes the gradient rows no sequence covers before the grads kernel runs.
 """
@@ -17,13 +19,14 @@ from __future__ import annotations
 import cuda.bindings.driver as cuda
 import cutlass
 import cutlass.cute as cute
-from cutlass import BFloat16, Float32, Int32
+from cutlass import Float32, Int32
 
 from cudnn.linear_attention.frost.kernels.bwd_abi import FrostBwdLauncher
 from cudnn.linear_attention.frost.kernels.bwd_config import FrostBwdConfig
 from cudnn.linear_attention.frost.kernels import gmem_vector_io as vio
 from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
-from cudnn.linear_attention.frost.kernels.fwd_v1 import CHUNK, NBLK, SUB, allocate_smem, to_a_operand, warp_mma
+from cudnn.linear_attention.frost.kernels.fwd_v1 import (CHUNK, NBLK, SUB, allocate_smem, store_values_block,
+                                                         to_a_operand, warp_mma)
 from cudnn.linear_attention.frost.kernels.fwd_v2 import FrostFwdV2
 from cudnn.linear_attention.frost.kernels.fwd_v2 import smem_plan as v2_smem_plan
 from cudnn.linear_attention.frost.kernels.seq_bounds import (sequence_bounds, table_order,
@@ -32,7 +35,7 @@ from cudnn.linear_attention.frost.kernels.seq_bounds import (sequence_bounds, ta
 
 def smem_plan(c: FrostFwdConfig):
     """v2's tensors plus, where they fit (GDN; vector gates at K = 64), one store buffer per
-    warp: the S checkpoints and U leave in 16-byte stores (gmem_vector_io)."""
+    warp: U leaves in 16-byte stores (gmem_vector_io)."""
     return vio.with_warp_buffers(v2_smem_plan(c), c)
 
 
@@ -81,8 +84,7 @@ class FrostBwdStates(FrostBwdLauncher, FrostFwdV2):
         row0 = bos // CHUNK + n
         self.before_chunks(s, mq, mk, mv, mg, mb, mw, heads, bos, eos, tid, lane, wid)
         for t0 in cutlass.range(bos, eos, CHUNK):
-            self.store_checkpoint(s, mckpt, row0 + (t0 - bos) // CHUNK, T // CHUNK + N, h, acc_s, coord_s,
-                                  wid, lane)
+            self.store_state(mckpt, row0 + (t0 - bos) // CHUNK, T // CHUNK + N, h, acc_s, coord_s, wid)
             self.stage_rows(s, mq, mk, mv, mg, mb, mw, heads, t0, eos, tid)
             cute.arch.sync_threads()
             self.stage_operands(s, mb, heads, t0, eos, scale, tid)
@@ -93,18 +95,6 @@ class FrostBwdStates(FrostBwdLauncher, FrostFwdV2):
             cute.arch.sync_threads()
         if n == N - 1 and wid == 0:
             self.zero_gradient_rows(mcu, T, N, mdq, mdk, mdv, mdg, mdb, mdw, h, lane)
-
-    @cute.jit
-    def store_checkpoint(self, s, mckpt, row, rows, h, acc_s, coord_s, wid, lane):
-        """This warp's 16 rows of S^T into mckpt[row, h] (bf16) when row < rows: through
-        the warp's buffer, or v2's element stores (store_state) where there is none."""
-        if cutlass.const_expr(self.staged):
-            if row < rows:
-                buf = vio.warp_buffer(s, self.cfg, wid, SUB, self.cfg.K)
-                vio.stage_tile(buf, acc_s, coord_s, 0, 0, False)
-                vio.flush_rows(buf, mckpt[row, h, None, None], wid * SUB, 0, SUB, lane, SUB, self.cfg.K)
-        else:
-            self.store_state(mckpt, row, rows, h, acc_s, coord_s, wid)
 
     @cute.jit
     def zero_gradient_rows(self, mcu, T, N, mdq, mdk, mdv, mdg, mdb, mdw, h, lane):
@@ -190,11 +180,7 @@ class FrostBwdStates(FrostBwdLauncher, FrostFwdV2):
             if cutlass.const_expr(self.staged):
                 vio.stage_tile(buf, u, crd, bi * SUB, 0, True)  # U^T block -> rows t
             else:
-                for e in cutlass.range_constexpr(cute.size(u)):
-                    jt = crd[e]
-                    t = t0 + bi * SUB + jt[1]
-                    if t < eos:
-                        mu[t, h, j0 + jt[0]] = u[e].to(BFloat16)
+                store_values_block(mu, u, crd, t0 + bi * SUB, eos, h, j0)
         if cutlass.const_expr(self.staged):
             vio.flush_rows(buf, mu[None, h, None], t0, j0, eos - t0, lane, CHUNK, SUB)
         return a_u

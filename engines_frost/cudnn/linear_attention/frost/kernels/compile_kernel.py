@@ -18,10 +18,17 @@ FFI_CONVENTIONS = ("tvm", "cute")
 FFI_ENV = "FROST_FFI"
 
 
-def kernel_class(algorithm: str, write_checkpoints: bool = False):
+def kernel_class(algorithm: str, write_checkpoints: bool = False, write_values: bool = False):
     """The CuTe DSL kernel class implementing an algorithm ("v0" oracle, "v1" tensor cores,
     "v2" v1 with prefetched rows and cheaper state-independent stages; v2 writing the
-    state checkpoints too: its launcher with the extra operand)."""
+    state checkpoints too: its launcher with the extra operand; and U as well: the launcher
+    with both)."""
+    if write_values:
+        if not (write_checkpoints and algorithm == "v2"):
+            raise ValueError("frost_fwd: U (values) is written by algorithm 'v2' with state checkpoints only, "
+                             f"got algorithm {algorithm!r}, write_checkpoints={write_checkpoints}")
+        from cudnn.linear_attention.frost.kernels.fwd_v2 import FrostFwdV2Values
+        return FrostFwdV2Values
     if write_checkpoints:
         if algorithm != "v2":
             raise ValueError(f"frost_fwd: state checkpoints are written by algorithm 'v2' only, got {algorithm!r}")
@@ -70,7 +77,7 @@ def compile_fwd(cfg: FrostFwdConfig, arch: str, host_target: str | None = None, 
     ffi = ffi or preferred_ffi(host_target)
     if ffi not in FFI_CONVENTIONS:
         raise ValueError(f"compile_fwd: ffi must be one of {FFI_CONVENTIONS}, got {ffi!r}")
-    kernel = kernel_class(cfg.algorithm, cfg.write_checkpoints)(cfg)
+    kernel = kernel_class(cfg.algorithm, cfg.write_checkpoints, cfg.write_values)(cfg)
     options = f"--gpu-arch {arch}" + (f" --host-target '{host_target}'" if host_target else "")
     if ffi == "tvm":
         options += " --enable-tvm-ffi"

@@ -51,6 +51,11 @@ class FrostFwdConfig:
     # the state entering every 64-token chunk, rows packed as checkpoints.py describes);
     # the kernel then takes one more pointer (operand_dtypes).
     write_checkpoints: bool = False
+    # v2 with write_checkpoints only: also write U = (I + M)^-1 (W0 - KBA S), the chunk
+    # solve's values, per token (bf16 [T, HO, V], the rows the backward's states kernel
+    # writes and its grads kernel reads), so a training backward launches neither states
+    # nor values (NOTES_bwd.md v1.3); one more pointer, ``values``, after state_checkpoints.
+    write_values: bool = False
 
     def __post_init__(self):
         # a tuple however it arrives (JSON sidecars and command lines give lists): hashable
@@ -88,6 +93,8 @@ class FrostFwdConfig:
             bad("skip_stages", f"a tuple of {SKIPPABLE} (v1/v2 only)")
         if self.write_checkpoints and self.algorithm != "v2":
             bad("write_checkpoints", "False unless algorithm is 'v2' (the kernel that writes them)")
+        if self.write_values and not self.write_checkpoints:
+            bad("write_values", "False unless write_checkpoints (U is only useful with the states it came from)")
 
     @property
     def HO(self) -> int:
@@ -101,13 +108,16 @@ class FrostFwdConfig:
 
 
 OPERANDS = ("q", "k", "v", "g", "beta", "w", "cu_seqlens", "out", "initial_state", "final_state")
-#: the extra operand of a kernel compiled with write_checkpoints (last in its argument list)
+#: the extra operand of a kernel compiled with write_checkpoints (after the OPERANDS)
 CHECKPOINT_OPERAND = "state_checkpoints"
+#: the extra operand of a kernel compiled with write_values (last in its argument list)
+VALUES_OPERAND = "values"
 
 
 def operand_dtypes(cfg: FrostFwdConfig) -> dict[str, str]:
     """Element dtype name of each kernel operand, in launch-ABI order (launch_abi.py): the
-    OPERANDS, then state_checkpoints (bf16) for a kernel that writes them."""
+    OPERANDS, then state_checkpoints (bf16) for a kernel that writes them, then values (bf16)
+    for one that writes U too."""
     io = cfg.io_dtype
     st = cfg.state_dtype or "float32"
     dtypes = {
@@ -116,6 +126,8 @@ def operand_dtypes(cfg: FrostFwdConfig) -> dict[str, str]:
     }
     if cfg.write_checkpoints:
         dtypes[CHECKPOINT_OPERAND] = "bfloat16"
+    if cfg.write_values:
+        dtypes[VALUES_OPERAND] = "bfloat16"
     return dtypes
 
 

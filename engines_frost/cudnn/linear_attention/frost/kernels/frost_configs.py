@@ -7,8 +7,8 @@ through the launchers' own checks (fwd.check_operands, bwd.check_bwd_operands), 
 forward config and, with `backward`, the three backward stage configs that the FROST
 engines would launch for tensors laid out like those: the forward with the default
 algorithm, an fp32 final state when the call asks for one; the backward with and without
-an fp32 gradient of the final state; for bf16 training calls also the forward that writes
-state checkpoints and the backward stages that read them. Vector gates also get the config of a gate at an
+an fp32 gradient of the final state; for bf16 training calls also the forwards that write
+state checkpoints (and U with them) and the backward stages that read them. Vector gates also get the config of a gate at an
 address that is not 16-byte aligned. `serving_configs(op, args, ...)` derives the
 recurrent (decode) kernel's configs that serving calls with state pools launch (decode.py).
 `compile_into_cache(cfg, arch)` cross-compiles one
@@ -54,14 +54,16 @@ def call_configs(op: str, args: dict, *, final_state: bool, l2norm: bool,
         # them (torch_ops/README.md): that forward, and the backward that reads them
         training = q.dtype == torch.bfloat16 and fwd.algorithm == "v2"
         for dht in ((None, torch.empty(N, HO, V, K)) if final_state else (None,)):
-            for ckpt in ((None, torch.empty(T // 64 + N, HO, V, K, dtype=torch.bfloat16)) if training
-                         else (None,)):
+            ckpt = torch.empty(T // 64 + N, HO, V, K, dtype=torch.bfloat16)
+            values = torch.empty(T, HO, V, dtype=torch.bfloat16)
+            for saved in (((None, None), (ckpt, None), (ckpt, values)) if training else ((None, None),)):
                 cfg, _, _ = check_bwd_operands(**inputs, dO=torch.empty(T, HO, V, dtype=q.dtype),
                                                initial_state=h0, d_final_state=dht, **grads,
-                                               state_checkpoints=ckpt, **flags)
+                                               state_checkpoints=saved[0], values=saved[1], **flags)
                 found += [cfg.with_stage(stage) for stage in cfg.stages]
         if training:
             found.append(dataclasses.replace(fwd, write_checkpoints=True))
+            found.append(dataclasses.replace(fwd, write_checkpoints=True, write_values=True))
     if fwd.gate_per_channel and fwd.gate_align16:
         found.append(dataclasses.replace(fwd, gate_align16=False))
     return list(dict.fromkeys(found))

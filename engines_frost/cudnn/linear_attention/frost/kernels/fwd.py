@@ -23,7 +23,8 @@ from cudnn.linear_attention.frost.kernels import kernel_store
 # compile_fwd is looked up here at call time (tests replace fwd.compile_fwd)
 from cudnn.linear_attention.frost.kernels.compile_kernel import compile_fwd, kernel_class, preferred_ffi  # noqa: F401
 from cudnn.linear_attention.frost.kernels.checkpoints import checkpoint_rows
-from cudnn.linear_attention.frost.kernels.config import CHECKPOINT_OPERAND, OPERANDS, FrostFwdConfig, abi_operands
+from cudnn.linear_attention.frost.kernels.config import (CHECKPOINT_OPERAND, OPERANDS, VALUES_OPERAND, FrostFwdConfig,
+                                                          abi_operands)
 from cudnn.linear_attention.frost.kernels.operand_checks import check, check_token_operands, dtype_name, fail
 
 # v2 (v1's tensor-core chain plus next-chunk prefetch; passed the H200 smoke matrix and
@@ -89,7 +90,7 @@ def _check(name, t, shape, dtypes, device, who: str = WHO):
 def frost_fwd(*, q, k, v, g, beta, w, cu_seqlens, out, initial_state, final_state,
               scale: float, use_l2norm: bool, gate_per_channel: bool, beta_per_channel: bool,
               stream, algorithm: str | None = None, bind: bool = False,
-              strict_cu_seqlens: bool | None = None, state_checkpoints=None) -> BoundLaunch | None:
+              strict_cu_seqlens: bool | None = None, state_checkpoints=None, values=None) -> BoundLaunch | None:
     """Chunked linear-attention forward (GDN / KDA / GDN-2), written into out and final_state.
 
     q [T,H,K], k [T,HK,K], v [T,HV,V] (bf16 or fp16, one dtype); g fp32 [T,HO] or [T,HO,K]
@@ -97,7 +98,9 @@ def frost_fwd(*, q, k, v, g, beta, w, cu_seqlens, out, initial_state, final_stat
     gate, then w [T,HO,V] io dtype is required); cu_seqlens int32 [N+1] on the device;
     out [T,HO,V] io dtype; initial_state / final_state None or [N,HO,V,K] fp32 or bf16
     (equal dtypes). state_checkpoints None or bf16 [T // 64 + N, HO, V, K]: also written,
-    the state entering every 64-token chunk (checkpoints.py; v2 only). HO = max(H, HV).
+    the state entering every 64-token chunk (checkpoints.py; v2 only). values None or bf16
+    [T, HO, V] (only with state_checkpoints): also written, U = (I + M)^-1 (W0 - KBA S) per
+    token, the values the backward's grads kernel reads (frost_bwd's ``values``). HO = max(H, HV).
     All CUDA tensors on one device, contiguous, 16-byte aligned (4 for fp32/int32 operands). stream: a torch.cuda.Stream (None: the current
     one). ``algorithm`` picks "v0" (SIMT oracle), "v1" or "v2" (default DEFAULT_ALGORITHM).
     Every call is checked (H200 host: ~48 us); with ``bind``, returns the BoundLaunch that
@@ -110,7 +113,8 @@ def frost_fwd(*, q, k, v, g, beta, w, cu_seqlens, out, initial_state, final_stat
     import torch
 
     tensors = dict(q=q, k=k, v=v, g=g, beta=beta, w=w, cu_seqlens=cu_seqlens, out=out,
-                   initial_state=initial_state, final_state=final_state, state_checkpoints=state_checkpoints)
+                   initial_state=initial_state, final_state=final_state, state_checkpoints=state_checkpoints,
+                   values=values)
     bound = bind_fwd(**tensors, scale=scale, use_l2norm=use_l2norm,
                      gate_per_channel=gate_per_channel, beta_per_channel=beta_per_channel,
                      algorithm=algorithm)
@@ -127,14 +131,14 @@ def frost_fwd(*, q, k, v, g, beta, w, cu_seqlens, out, initial_state, final_stat
 
 def bind_fwd(*, q, k, v, g, beta, w, cu_seqlens, out, initial_state, final_state,
              scale: float, use_l2norm: bool, gate_per_channel: bool, beta_per_channel: bool,
-             algorithm: str | None = None, state_checkpoints=None) -> BoundLaunch | None:
+             algorithm: str | None = None, state_checkpoints=None, values=None) -> BoundLaunch | None:
     """frost_fwd's checks and kernel lookup without the launch: the BoundLaunch for
     operands laid out like these (None when N == 0: there is nothing to launch)."""
     launch = check_operands(
         q=q, k=k, v=v, g=g, beta=beta, w=w, cu_seqlens=cu_seqlens, out=out,
         initial_state=initial_state, final_state=final_state, use_l2norm=use_l2norm,
         gate_per_channel=gate_per_channel, beta_per_channel=beta_per_channel,
-        algorithm=algorithm, state_checkpoints=state_checkpoints)
+        algorithm=algorithm, state_checkpoints=state_checkpoints, values=values)
     if q.device.type != "cuda":
         raise _fail("q", "a CUDA tensor (and every other operand on its device)", q.device)
     if launch.N == 0:
@@ -148,7 +152,7 @@ def operand_signature(tensors: dict) -> tuple:
     dims, strides, dtype, device and the base address modulo 16 (which decides every
     alignment check and gate_align16)."""
     return tuple(None if t is None else (t.shape, t.stride(), t.dtype, t.device, t.data_ptr() & 15)
-                 for t in map(tensors.get, (*OPERANDS, CHECKPOINT_OPERAND)))
+                 for t in map(tensors.get, (*OPERANDS, CHECKPOINT_OPERAND, VALUES_OPERAND)))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -219,7 +223,8 @@ class CheckedLaunch:
 
 
 def check_operands(*, q, k, v, g, beta, w, cu_seqlens, out, initial_state, final_state, use_l2norm,
-                   gate_per_channel, beta_per_channel, algorithm=None, state_checkpoints=None) -> CheckedLaunch:
+                   gate_per_channel, beta_per_channel, algorithm=None, state_checkpoints=None,
+                   values=None) -> CheckedLaunch:
     """Every operand check of frost_fwd except the CUDA-device one (so CPU tests reach them);
     returns the static config and the operands by ABI name."""
     d = check_token_operands(WHO, q=q, k=k, v=v, g=g, beta=beta, w=w, cu_seqlens=cu_seqlens,
@@ -241,6 +246,11 @@ def check_operands(*, q, k, v, g, beta, w, cu_seqlens, out, initial_state, final
         if checkpoint_rows(T, N) * HO * V * K >= _INDEX_LIMIT:
             raise _fail("state_checkpoints", f"smaller than {_INDEX_LIMIT} elements (32-bit offsets)",
                         list(state_checkpoints.shape))
+    if values is not None:
+        if state_checkpoints is None:
+            raise _fail("values", "None unless state_checkpoints is given (U is written by the kernel that "
+                        "writes the checkpoints)", f"a tensor of dims {list(values.shape)}")
+        _check("values", values, (T, HO, V), ("bfloat16",), device)
     if T * HO * max(K, V) >= _INDEX_LIMIT or N * HO * V * K >= _INDEX_LIMIT:
         raise _fail("q", f"small enough for 32-bit offsets (T*HO*max(K,V) and N*HO*V*K < {_INDEX_LIMIT})",
                     f"T={T}, N={N}, HO={HO}, K={K}, V={V}")
@@ -251,14 +261,15 @@ def check_operands(*, q, k, v, g, beta, w, cu_seqlens, out, initial_state, final
             use_l2norm=use_l2norm, has_initial_state=initial_state is not None,
             has_final_state=final_state is not None, algorithm=algorithm or DEFAULT_ALGORITHM,
             ldmatrix=USE_LDMATRIX, gate_align16=gate_per_channel and g.data_ptr() % 16 == 0,
-            write_checkpoints=state_checkpoints is not None,
+            write_checkpoints=state_checkpoints is not None, write_values=values is not None,
         )
     except ValueError as e:
         raise ValueError(f"frost_fwd: unsupported operands: {e}") from None
     from cudnn.linear_attention.frost.kernels.config import operand_alignment
 
     tensors = dict(q=q, k=k, v=v, g=g, beta=beta, w=w, cu_seqlens=cu_seqlens, out=out,
-                   initial_state=initial_state, final_state=final_state, state_checkpoints=state_checkpoints)
+                   initial_state=initial_state, final_state=final_state, state_checkpoints=state_checkpoints,
+                   values=values)
     for name, align in operand_alignment(cfg).items():
         t = tensors[name]
         if t is not None and t.numel() and t.data_ptr() % align:

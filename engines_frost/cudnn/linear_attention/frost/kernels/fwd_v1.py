@@ -139,16 +139,18 @@ class FrostFwdV1:
                  p_h0: cute.Pointer, p_ht: cute.Pointer, T: Int32, N: Int32, scale: Float32,
                  stream: cuda.CUstream):
         m = operand_views(self.cfg, p_q, p_k, p_v, p_g, p_beta, p_w, p_cu, p_out, p_h0, p_ht, T, N)
-        # no checkpoint operand in this ABI: the kernel's checkpoint slot gets a view it never
-        # touches (write_checkpoints is off; fwd_v2.FrostFwdV2Checkpoints passes the real one)
-        self.kernel(m.q, m.k, m.v, m.g, m.beta, m.w, m.cu, m.out, m.h0, m.ht, m.ht, scale, T, N).launch(
+        # no checkpoint or values operand in this ABI: the kernel's slots for them get views
+        # it never touches (write_checkpoints / write_values are off; fwd_v2's
+        # FrostFwdV2Checkpoints and FrostFwdV2Values pass the real ones)
+        self.kernel(m.q, m.k, m.v, m.g, m.beta, m.w, m.cu, m.out, m.h0, m.ht, m.ht, m.out, scale, T, N).launch(
             grid=[N, self.cfg.HO, 1], block=[self.threads, 1, 1], stream=stream)
 
     # ------------------------------------------------------------------ kernel
     @cute.kernel
     def kernel(self, mq: cute.Tensor, mk: cute.Tensor, mv: cute.Tensor, mg: cute.Tensor,
                mb: cute.Tensor, mw: cute.Tensor, mcu: cute.Tensor, mo: cute.Tensor,
-               mh0: cute.Tensor, mht: cute.Tensor, mckpt: cute.Tensor, scale: Float32, T: Int32, N: Int32):
+               mh0: cute.Tensor, mht: cute.Tensor, mckpt: cute.Tensor, mu: cute.Tensor, scale: Float32, T: Int32,
+               N: Int32):
         c = self.cfg
         K, C = c.K, CHUNK
         tid, _, _ = cute.arch.thread_idx()
@@ -156,6 +158,7 @@ class FrostFwdV1:
         heads = (h // (c.HO // c.H), h // (c.HO // c.HK), h // (c.HO // c.HV), h)
 
         s = allocate_smem(self.smem_plan(c))
+        s.values = mu  # U per token, stored by the chain under write_values (a v2 training forward)
 
         mma = warp_mma()
         lane = cute.arch.lane_idx()
@@ -641,6 +644,8 @@ class FrostFwdV1:
             b_d = self.operand(thr, lane, s_dinv[bi, None, None], False)
             cute.gemm(mma, u, a_x[None, None, 0], b_d[None, None, 0], u)
             a_u.append(to_a_operand(u, thr.partition_shape_A((SUB, SUB))))
+            if cutlass.const_expr(c.write_values):  # the backward's U, as its states kernel writes it
+                store_values_block(s.values, u, crd, t0 + bi * SUB, eos, h, j0)
         for bi in cutlass.range_constexpr(NBLK):
             o = acc_o[bi]
             for bj in cutlass.range_constexpr(bi + 1):
@@ -675,6 +680,19 @@ def load_vec(src: cute.Tensor) -> cute.Tensor:
     dst = cute.make_rmem_tensor(src.shape, src.element_type)
     cute.autovec_copy(src, dst)
     return dst
+
+
+@cute.jit
+def store_values_block(mu: cute.Tensor, u: cute.Tensor, crd: cute.Tensor, t_first, eos, h, j0):
+    """One warp's 16 x 16 block of U^T (fp32 accumulator u, coordinates crd = (value column
+    j, row t) from partition_C) into mu[t, h, j0 + j] as bf16, rows t_first + t < eos: the
+    rows the backward's grads kernel reads. The one store of U, shared by the v2 forward
+    (write_values) and the backward's states / values kernels, so both write the same bits."""
+    for e in cutlass.range_constexpr(cute.size(u)):
+        jt = crd[e]
+        t = t_first + jt[1]
+        if t < eos:
+            mu[t, h, j0 + jt[0]] = u[e].to(BFloat16)
 
 
 @cute.jit

@@ -28,7 +28,9 @@ reach shared memory and how the state-independent stages spend their time:
 Everything else (the exact diagonal-block fallback, block inverses, the chain) is v1's
 code. Compiled with write_checkpoints (FrostFwdV2Checkpoints: one more pointer), v1's
 chunk loop also stores the state entering every chunk to the state_checkpoints output
-(checkpoints.py; the backward then skips its serial recompute, NOTES_bwd.md v1.2). Shared memory, K = V = 128: KDA / GDN-2 223 KB, GDN 133 KB (see smem_plan).
+(checkpoints.py; the backward then skips its serial recompute, NOTES_bwd.md v1.2); with
+write_values as well (FrostFwdV2Values: two more pointers) the chain also stores U per
+token, so the backward needs neither its states nor its values kernel (v1.3). Shared memory, K = V = 128: KDA / GDN-2 223 KB, GDN 133 KB (see smem_plan).
 """
 from __future__ import annotations
 
@@ -42,6 +44,7 @@ from cutlass.cute.nvgpu import cpasync
 
 from cudnn.linear_attention.frost.kernels.checkpoints import checkpoint_rows
 from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
+from cudnn.linear_attention.frost.kernels.fragment_stores import store_rows_vectorised
 from cudnn.linear_attention.frost.kernels.fwd_v1 import (
     CHUNK,
     GRAM_TILES,
@@ -230,11 +233,11 @@ class FrostFwdV2(FrostFwdV1):
     def store_state(self, mckpt: cute.Tensor, row, rows, h, acc_s, coord_s, wid):
         """This warp's 16 rows of S^T (the fp32 state registers) into mckpt[row, h] as bf16,
         when row < rows (the tensor's row count: a malformed cu_seqlens table may pack past
-        it, and those rows are dropped)."""
+        it, and those rows are dropped); 16-byte stores after a quad exchange of the
+        accumulator's column pairs (fragment_stores.py; the same values and roundings as
+        one store per element)."""
         if row < rows:
-            for e in cutlass.range_constexpr(cute.size(acc_s)):
-                jc = coord_s[e]
-                mckpt[row, h, wid * SUB + jc[0], jc[1]] = acc_s[e].to(BFloat16)
+            store_rows_vectorised(mckpt[row, h, None, None], acc_s, wid * SUB, cute.arch.lane_idx(), self.cfg.K)
 
     @cute.jit
     def state_decay(self, s, d):
@@ -479,5 +482,30 @@ class FrostFwdV2Checkpoints(FrostFwdV2):
                  scale: Float32, stream: cuda.CUstream):
         m = operand_views(self.cfg, p_q, p_k, p_v, p_g, p_beta, p_w, p_cu, p_out, p_h0, p_ht, T, N)
         ckpt = _packed(p_ckpt, (checkpoint_rows(T, N), self.cfg.HO, self.cfg.V, self.cfg.K))
-        self.kernel(m.q, m.k, m.v, m.g, m.beta, m.w, m.cu, m.out, m.h0, m.ht, ckpt, scale, T, N).launch(
+        # no values operand in this ABI: the kernel's slot gets a view it never touches
+        self.kernel(m.q, m.k, m.v, m.g, m.beta, m.w, m.cu, m.out, m.h0, m.ht, ckpt, m.out, scale, T, N).launch(
             grid=[N, self.cfg.HO, 1], block=[self.threads, 1, 1], stream=stream)
+
+
+class FrostFwdV2Values(FrostFwdV2):
+    """v2 compiled with write_checkpoints and write_values: the checkpoint kernel whose chain
+    also stores U per token (fwd_v1.store_values_block, the backward states kernel's store),
+    launched through the ABI with state_checkpoints and values last. The training forward:
+    the backward then runs only its chain and grads kernels (NOTES_bwd.md v1.3)."""
+
+    def __init__(self, cfg: FrostFwdConfig):
+        if not (cfg.write_checkpoints and cfg.write_values):
+            raise ValueError("FrostFwdV2Values: the config must have write_checkpoints=True and write_values=True")
+        super().__init__(cfg)
+
+    @cute.jit
+    def __call__(self, p_q: cute.Pointer, p_k: cute.Pointer, p_v: cute.Pointer, p_g: cute.Pointer,
+                 p_beta: cute.Pointer, p_w: cute.Pointer, p_cu: cute.Pointer, p_out: cute.Pointer,
+                 p_h0: cute.Pointer, p_ht: cute.Pointer, p_ckpt: cute.Pointer, p_u: cute.Pointer, T: Int32,
+                 N: Int32, scale: Float32, stream: cuda.CUstream):
+        c = self.cfg
+        m = operand_views(c, p_q, p_k, p_v, p_g, p_beta, p_w, p_cu, p_out, p_h0, p_ht, T, N)
+        ckpt = _packed(p_ckpt, (checkpoint_rows(T, N), c.HO, c.V, c.K))
+        u = _packed(p_u, (T, c.HO, c.V))
+        self.kernel(m.q, m.k, m.v, m.g, m.beta, m.w, m.cu, m.out, m.h0, m.ht, ckpt, u, scale, T, N).launch(
+            grid=[N, c.HO, 1], block=[self.threads, 1, 1], stream=stream)

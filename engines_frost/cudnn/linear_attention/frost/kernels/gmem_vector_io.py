@@ -1,22 +1,24 @@
-"""16-byte global stores of a warp's MMA accumulator tiles, through a warp-private buffer.
+"""16-byte global stores of a warp's transposed MMA accumulator tiles, through a warp-private buffer.
 
-An m16n8 accumulator leaves each lane two consecutive columns of two rows, so storing it
-element by element costs one 4-byte (or, transposed, 2-byte) store per pair; the FROST
-backward's per-chunk outputs (dS and dR in the chain, S and U in the states kernel) went
-out that way and the Nsight profile showed those stores throttling the load/store pipe.
-Here a warp writes its tile (bf16) into a shared buffer of its own, then every lane
-copies 16-byte row slices to global memory: consecutive lanes take consecutive slices of
-a row, so a warp's stores cover whole 32-byte sectors. Only the warp takes part (warp
-barriers, no CTA barrier), so the callers keep their barrier structure.
+The chain and the states / values kernels hold per-token outputs (dR, U) as blocks of
+their transpose: warp w's [16, 16] accumulator has the value columns j of its slice as
+rows and the tokens t as columns, while memory is [T, H, V] (j contiguous). Stored element
+by element that is one 2-byte store per value, 8 rows of 2 bytes per warp store; the
+Nsight profile showed those stores throttling the load/store pipe. Here a warp writes its
+blocks, transposed, into a shared buffer of its own ([C, 16] bf16), then every lane copies
+16-byte row slices to global memory (two lanes per token row: the warp's 32 contiguous
+bytes, a whole sector). Only the warp takes part (warp barriers, no CTA barrier), so the
+callers keep their barrier structure. Tiles whose columns are contiguous in memory (the
+states S, dS) need no buffer: fragment_stores.py exchanges them within quads.
 
 Protocol: ``stage_tile`` (any number of times, into disjoint parts of the buffer), then
 ``flush_rows``; flush_rows starts and ends with a warp barrier, so the buffer may be
 reused right after it.
 
 The kernels that use it (chain, states, values) give each warp of the v1/v2 layout (warp
-w owns value rows [16 w, 16 w + 16) of the state) one buffer, sized for its [16, K] state
-rows or its [C, 16] columns of a per-token tensor (U, dR), as the plan tensor "wbuf" when
-the kernel's shared memory leaves room for it (with_warp_buffers).
+w owns value rows [16 w, 16 w + 16) of the state) one buffer for its [C, 16] columns of a
+chunk's per-token tensor, as the plan tensor "wbuf" when the kernel's shared memory leaves
+room for it (with_warp_buffers).
 """
 from __future__ import annotations
 
@@ -42,9 +44,8 @@ def buffer_view(ptr, rows: int, cols: int) -> cute.Tensor:
 
 
 def warp_buffer_elements(c: FrostFwdConfig) -> int:
-    """One warp's buffer: its 16 state rows [16, K] or its 16 value columns of a chunk's
-    per-token rows [C, 16], whichever is larger."""
-    return max(buffer_elements(SUB, c.K), buffer_elements(CHUNK, SUB))
+    """One warp's buffer: its 16 value columns of a chunk's per-token rows, [C, 16]."""
+    return buffer_elements(CHUNK, SUB)
 
 
 def with_warp_buffers(plan: list, c: FrostFwdConfig) -> list:

@@ -62,8 +62,8 @@ _log = logging.getLogger("cudnn.linear_attention.frost")
 # options). fwd.py (checks, caches, launch) is left out: editing it keeps the store valid.
 KEYED_SOURCES = ("bwd_abi.py", "bwd_chain.py", "bwd_compile.py", "bwd_config.py", "bwd_grads.py",
                  "bwd_grads_vec.py", "bwd_states.py", "bwd_values.py", "checkpoints.py", "checkpoints_dsl.py",
-                 "compile_kernel.py", "config.py", "decode_compile.py", "decode_config.py",
-                 "decode_kernel.py", "fwd_v0.py", "fwd_v1.py", "fwd_v2.py", "gmem_vector_io.py", "gmem_views.py",
+                 "compile_kernel.py", "config.py", "decode_compile.py", "decode_config.py", "decode_kernel.py",
+                 "fragment_stores.py", "fwd_v0.py", "fwd_v1.py", "fwd_v2.py", "gmem_vector_io.py", "gmem_views.py",
                  "launch_abi.py", "seq_bounds.py")
 # Imported by compile_kernel.py but never traced into a kernel: the wrapper that pairs a
 # compiled function with its calling convention, and the launch-time argument builders.
@@ -85,7 +85,8 @@ def describe(cfg) -> str:
     """One short line naming a config, forward or backward (progress lines, warnings)."""
     if hasattr(cfg, "stage"):  # bwd_config.FrostBwdConfig
         return (f"bwd-{cfg.stage} {describe(cfg.fwd)} dht={cfg.dht_dtype or '-'} "
-                f"dh0={cfg.dh0_dtype or '-'}{' ckpt' if cfg.checkpoints else ''}")
+                f"dh0={cfg.dh0_dtype or '-'}{' ckpt' if cfg.checkpoints else ''}"
+                f"{' U' if cfg.forward_values else ''}")
     if hasattr(cfg, "block_v"):  # decode_config.FrostDecodeConfig
         flags = "".join(s for on, s in ((cfg.use_l2norm, " l2"), (cfg.has_pool, " pool"),
                                          (cfg.safe_gate, " safe"), (cfg.beta_sigmoid, " sig"),
@@ -95,7 +96,7 @@ def describe(cfg) -> str:
                 f"BV{cfg.block_v} {cfg.io_dtype} {cfg.state_dtype}{flags}")
     state = f"{cfg.state_dtype} h0={int(cfg.has_initial_state)} ht={int(cfg.has_final_state)}"
     flags = "".join(s for on, s in ((cfg.use_l2norm, " l2"), (not cfg.ldmatrix, " no-ldmatrix"),
-                                     (cfg.gate_align16, " g16"), (cfg.write_checkpoints, " ckpt"),
+                                     (cfg.gate_align16, " g16"), (cfg.write_checkpoints, " ckpt"), (cfg.write_values, " U"),
                                      (cfg.skip_stages, " skip=" + "+".join(cfg.skip_stages))) if on)
     return (f"{cfg.algorithm} {cfg.family} H{cfg.H}/HK{cfg.HK}/HV{cfg.HV} K{cfg.K} V{cfg.V} "
             f"{cfg.io_dtype} {state}{flags}")
