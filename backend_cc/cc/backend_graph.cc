@@ -8,6 +8,7 @@
 #include "backend_cc/cc/enums.h"
 #include "backend_cc/cc/errors.h"
 #include "backend_cc/cc/handle.h"
+#include "backend_cc/cc/op_rules.h"
 
 namespace cudnn_backend {
 
@@ -49,6 +50,9 @@ void BackendGraph::finalize_op_descriptors() {
   for (const OpRecord& op : record_.ops()) {
     // Recorded before a library was loaded, or the loaded one changed since.
     if (const std::string why = runtime_decline(*op.schema, version); !why.empty()) {
+      throw GraphNotSupported(op_context(op) + ": " + why);
+    }
+    if (const std::string why = known_runtime_fault(op, version); !why.empty()) {
       throw GraphNotSupported(op_context(op) + ": " + why);
     }
   }

@@ -124,6 +124,12 @@ void check_moe(const OpRecord& op) {
   }
 }
 
+// cuDNN 9.19 on an H200 (sm_90) runs a GATHER grouped matmul into an illegal memory access
+// (tests/backend/moe_modes_probe.py: top-1 and top-2, with the routing tensors shaped as the
+// cuDNN documentation gives them), while mode NONE with the same offsets is right. Newer
+// libraries are let through: the same probe tells whether they fixed it.
+constexpr int64_t kMoeGatherLastFaulty = 91900;
+
 void check_slice(const OpRecord& op) {
   const AttrValue* v = op.attr("slices");
   if (v == nullptr) return;
@@ -283,6 +289,17 @@ void check_op_rules(const OpRecord& op, const GraphRecord& /*graph*/) {
     case OpKind::kSdpaFp8Forward: check_sdpa_fp8(op); break;
     default: break;
   }
+}
+
+std::string known_runtime_fault(const OpRecord& op, int64_t loaded_version) {
+  if (op.schema->kind != OpKind::kMoeGroupedMatmul || loaded_version > kMoeGatherLastFaulty) {
+    return "";
+  }
+  const AttrValue* m = op.attr("mode");
+  if (m == nullptr || std::get<int64_t>(*m) != kMoeGather) return "";
+  return "mode GATHER is refused with cuDNN " + std::to_string(loaded_version) +
+         ": cuDNN <= 9.19 ran it into an illegal memory access on sm_90 (H200); gather the "
+         "token rows first (index_select) and use mode NONE";
 }
 
 }  // namespace cudnn_backend

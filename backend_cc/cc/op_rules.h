@@ -9,6 +9,11 @@ namespace cudnn_backend {
 
 void check_op_rules(const OpRecord& op, const GraphRecord& graph);
 
+// Why `op` must not reach the loaded cuDNN (`loaded_version`, cudnnGetVersion units): a
+// combination that cuDNN accepts but that was seen to fault on a GPU, so a refusal beats a
+// poisoned CUDA context. Empty when none applies. Checked when descriptors are built.
+std::string known_runtime_fault(const OpRecord& op, int64_t loaded_version);
+
 // Convolution geometry resolved from the recorded attributes for `spatial` dimensions:
 // pre/post padding fall back to `padding`, then 0; stride and dilation default to 1.
 struct ConvGeometry {
