@@ -87,6 +87,8 @@
 #              several calls, checkpoints, bad slots, 100 decode steps in a CUDA graph) and
 #              bench/bench_decode.py (stage decodebench: decode steps vs FLA's fused_recurrent
 #              and the state-traffic floor); between them stage decodehost
+#   decodesan  bench/bench_decode.py under compute-sanitizer memcheck (DECODESAN_BATCHES,
+#              default 256,1024): attributes an illegal access to the op's or FLA's kernel
 #   decodehost tests/torch_ops/op_overhead.py --serve: host time of a cached serving call (decode
 #              step at batch 1, new tensors each call), its launch, and whether every timed
 #              call took the launch lane (checked calls 0)
@@ -268,6 +270,13 @@ for s in "$@"; do
       [ -d .frostcache ] && export FROST_KERNEL_CACHE="$PWD/.frostcache"
       stage decodehost "python3 tests/torch_ops/op_overhead.py --serve --device cuda --family gdn \
         --family kda --profile 25" ;;
+    decodesan)   # the decode bench (op and FLA columns, graph capture included) under
+                 # compute-sanitizer memcheck: names the kernel of an illegal access seen in
+                 # the FLA graph column without blocking launches (bench/NOTES.md)
+      [ -d .frostcache ] && export FROST_KERNEL_CACHE="$PWD/.frostcache"
+      stage decodesan "command -v compute-sanitizer || { echo 'compute-sanitizer is not on PATH'; exit 3; }; \
+        compute-sanitizer --tool memcheck --print-limit 8 --error-exitcode 1 \
+        python3 bench/bench_decode.py --batches \${DECODESAN_BATCHES:-256,1024} --tokens 1,4" ;;
     autotune)
       stage autotune "python3 -m pytest tests/numerics/test_la_autotune_gpu.py -q -s \
         -p no:cacheprovider ${AUTOTUNE_ARGS:-}" ;;
