@@ -25,7 +25,7 @@ import torch
 
 from cudnn.engines import manifest
 from cudnn.linear_attention import ops
-from cudnn.linear_attention.frost import decode_engine, runtime_probe
+from cudnn.linear_attention.frost import decode_engine, la_engine, runtime_probe
 from cudnn.linear_attention.frost.kernels import decode as kernels_decode
 from cudnn.linear_attention.ops import _op_factory
 
@@ -66,14 +66,17 @@ def decode_engine_on_cpu() -> Iterator[DecodeCounts]:
         return build(self, op, values)
 
     saved = [(runtime_probe, "runtime_reason"), (runtime_probe, "kernel_arch"),
-             (decode_engine, "handle_device_reason"), (decode_engine, "_build_device"),
+             (la_engine, "handle_device_reason"), (decode_engine, "_build_device"),
              (decode_engine, "torch_stream"), (kernels_decode, "bind_decode"),
              (kernels_decode, "frost_decode"), (_op_factory.FamilyOps, "_build")]
     originals = [(module, name, getattr(module, name)) for module, name in saved]
     patches = {
         (runtime_probe, "runtime_reason"): lambda engine, device=None: None,
         (runtime_probe, "kernel_arch"): lambda device: runtime_probe.KERNEL_ARCHS[90],
-        (decode_engine, "handle_device_reason"): lambda graph, engine: None,
+        # the FROST engines' shared support rule asks it; only the decode engines may pass
+        (la_engine, "handle_device_reason"): (
+            lambda graph, engine, device_reason=la_engine.handle_device_reason:
+            None if engine.endswith("_frost_decode") else device_reason(graph, engine)),
         (decode_engine, "_build_device"): lambda handle, engine: torch.device("cpu"),
         (decode_engine, "torch_stream"): lambda stream, device: None,
         (kernels_decode, "bind_decode"): bind_decode,

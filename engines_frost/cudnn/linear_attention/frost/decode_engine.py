@@ -21,12 +21,12 @@ from cudnn import behavior_note
 from cudnn.engines.base import BaseEngine, CompiledPlan, DirectLaunch, PlanConfig, resolve_node_buffers
 from cudnn.linear_attention.common import cost_model as la_cost
 from cudnn.linear_attention.common.facts import LinearAttentionFacts, linear_attention_facts
-from cudnn.linear_attention.common.torch_buffers import handle_device_reason, torch_stream
+from cudnn.linear_attention.common.torch_buffers import torch_stream
 
 from . import runtime_probe
 from .decode_gates import decline_reason, decode_dtypes, predict_seconds
 from .engine_gates import GDN, GDN2, KDA, FamilyTraits
-from .la_engine import _build_device, _cuda_device_of, _port_buffers
+from .la_engine import _build_device, _port_buffers, raise_unless_served
 from cudnn.linear_attention.common.port_buffers import checked_tensors
 
 _INPUTS = ("q", "k", "v", "g", "beta", "w", "cu_seqlens", "initial_state", "a_log", "dt_bias",
@@ -43,11 +43,8 @@ class FrostDecodeEngine(BaseEngine):
                      "first for T <= 16 N (decode_gates.py)"
 
     def check_support(self, graph) -> None:
-        reason = (decline_reason(linear_attention_facts(graph), self.traits, self.name)
-                  or handle_device_reason(graph, self.name)
-                  or runtime_probe.runtime_reason(self.name, _cuda_device_of(graph.handle)))
-        if reason:
-            raise NotImplementedError(reason)
+        raise_unless_served(graph, self.name,
+                            decline_reason(linear_attention_facts(graph), self.traits, self.name))
 
     def predict_time(self, graph, plan: PlanConfig) -> float | None:
         f = linear_attention_facts(graph)

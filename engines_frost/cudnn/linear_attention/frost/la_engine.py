@@ -50,11 +50,8 @@ class FrostLinearAttentionEngine(BaseEngine):
     behavior_notes = (behavior_note.RUNTIME_COMPILATION,)
 
     def check_support(self, graph) -> None:
-        reason = (decline_reason(linear_attention_facts(graph), self.traits, self.name)
-                  or handle_device_reason(graph, self.name)
-                  or runtime_probe.runtime_reason(self.name, _cuda_device_of(graph.handle)))
-        if reason:
-            raise NotImplementedError(reason)
+        raise_unless_served(graph, self.name,
+                            decline_reason(linear_attention_facts(graph), self.traits, self.name))
 
     predict_source = f"gdn/kda/gdn2 frost: {la_cost.SOURCE}"
 
@@ -192,6 +189,15 @@ def _buffer(node: Any, p: PortBuffer) -> Any:
     if p.port in ("final_state", "state_checkpoints", "values"):
         return node.outputs.get(p.port)
     return node.output(p.port)
+
+
+def raise_unless_served(graph, engine: str, gate_reason: str | None) -> None:
+    """Every FROST engine's support rule: its own gate's reason, then the handle's device,
+    then whether the CuTe DSL runtime is usable on it; NotImplementedError with the first."""
+    reason = (gate_reason or handle_device_reason(graph, engine)
+              or runtime_probe.runtime_reason(engine, _cuda_device_of(graph.handle)))
+    if reason:
+        raise NotImplementedError(reason)
 
 
 def _cuda_device_of(handle: Any) -> Any:

@@ -19,7 +19,7 @@ from cudnn.engines.base import BaseEngine, CompiledPlan, PlanConfig, resolve_nod
 from cudnn.linear_attention.common.facts import LinearAttentionFacts, linear_attention_facts
 from cudnn.linear_attention.common.port_buffers import PortBuffer, checked_tensors
 from cudnn.linear_attention.common.port_dtypes import IO
-from cudnn.linear_attention.common.torch_buffers import handle_device_reason, torch_stream
+from cudnn.linear_attention.common.torch_buffers import torch_stream
 
 from . import la_engine, runtime_probe
 from .engine_gates import FamilyTraits
@@ -37,12 +37,8 @@ class FrostSummaryEngine(BaseEngine):
     behavior_notes = (behavior_note.RUNTIME_COMPILATION,)
 
     def check_support(self, graph) -> None:
-        reason = (summary_decline_reason(linear_attention_facts(graph), self.traits, self.name)
-                  or handle_device_reason(graph, self.name)
-                  or runtime_probe.runtime_reason(self.name,
-                                                  la_engine._cuda_device_of(graph.handle)))
-        if reason:
-            raise NotImplementedError(reason)
+        la_engine.raise_unless_served(
+            graph, self.name, summary_decline_reason(linear_attention_facts(graph), self.traits, self.name))
 
     def build_plan(self, graph, plan: PlanConfig, ctx=None) -> CompiledPlan:
         self.check_support(graph)
