@@ -39,7 +39,7 @@ ARCH = flags.DEFINE_string("arch", None, "cross-compile FROST kernels for this a
 JOBS = flags.DEFINE_integer("jobs", os.cpu_count() or 1, "compile processes for --arch")
 DECODE = flags.DEFINE_bool("decode", True, "also the recurrent (decode) kernels of serving "
                            "calls: pools, K = V in {64, 128}, fp32 and bf16 states")
-#: K = V of the decode kernels precompiled besides the shape's own (decode_config.HEAD_DIMS)
+#: K = V of the decode kernels precompiled besides the shape's own (kernels/config.HEAD_DIMS)
 DECODE_HEAD_DIMS = (64, 128)
 
 FUNCTIONS = {"gdn": "gated_delta_net", "kda": "kimi_delta_attention",
@@ -88,7 +88,7 @@ def decode_configs(ops: Sequence[str], shape: shapes.Shape) -> list:
     import dataclasses
 
     from cudnn.linear_attention.frost.kernels import frost_configs as derive
-    from cudnn.linear_attention.frost.kernels.decode_config import HEAD_DIMS
+    from cudnn.linear_attention.frost.kernels.config import HEAD_DIMS
 
     dims = [(d, d) for d in DECODE_HEAD_DIMS]
     if shape.K in HEAD_DIMS and shape.V in HEAD_DIMS:

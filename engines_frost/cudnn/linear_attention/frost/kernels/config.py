@@ -21,6 +21,22 @@ STAGES = ("rows", "operands", "gram", "chain")
 SKIPPABLE = STAGES + ("bounds",)
 
 
+def check_io_state_dims(cfg, bad) -> None:
+    """The rules every FROST kernel config shares (the chunked and the recurrent ones):
+    io dtype, a state dtype exactly when a state operand exists, head dims; `bad(name,
+    expected)` raises naming the field."""
+    if cfg.io_dtype not in IO_DTYPES:
+        bad("io_dtype", f"one of {IO_DTYPES}")
+    has_state = cfg.has_initial_state or cfg.has_final_state
+    if has_state and cfg.state_dtype not in STATE_DTYPES:
+        bad("state_dtype", f"one of {STATE_DTYPES} when a state operand is given")
+    if not has_state and cfg.state_dtype is not None:
+        bad("state_dtype", "None without initial_state and final_state")
+    for name in ("K", "V"):
+        if getattr(cfg, name) not in HEAD_DIMS:
+            bad(name, f"one of {HEAD_DIMS}")
+
+
 @dataclasses.dataclass(frozen=True)
 class FrostFwdConfig:
     """One kernel specialisation. Families: GDN = scalar gate and beta; KDA = per-channel gate,
@@ -64,16 +80,7 @@ class FrostFwdConfig:
         def bad(name, expected):
             raise ValueError(f"FrostFwdConfig: {name} must be {expected}, got {getattr(self, name)!r}")
 
-        if self.io_dtype not in IO_DTYPES:
-            bad("io_dtype", f"one of {IO_DTYPES}")
-        has_state = self.has_initial_state or self.has_final_state
-        if has_state and self.state_dtype not in STATE_DTYPES:
-            bad("state_dtype", f"one of {STATE_DTYPES} when a state operand is given")
-        if not has_state and self.state_dtype is not None:
-            bad("state_dtype", "None without initial_state and final_state")
-        for name in ("K", "V"):
-            if getattr(self, name) not in HEAD_DIMS:
-                bad(name, f"one of {HEAD_DIMS}")
+        check_io_state_dims(self, bad)
         for name in ("H", "HK", "HV"):
             if getattr(self, name) < 1:
                 bad(name, ">= 1")

@@ -18,9 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 
-IO_DTYPES = ("bfloat16", "float16")
-STATE_DTYPES = ("float32", "bfloat16")
-HEAD_DIMS = (64, 128)
+from cudnn.linear_attention.frost.kernels.config import check_io_state_dims
 #: value rows one CTA keeps: its V tile (4 warps, BLOCK_V / 4 rows each)
 BLOCK_VS = (16, 32)
 WARPS = 4
@@ -64,18 +62,9 @@ class FrostDecodeConfig:
 
         if self.family not in ("gdn", "kda", "gdn2"):
             bad("family", "'gdn', 'kda' or 'gdn2'")
-        if self.io_dtype not in IO_DTYPES:
-            bad("io_dtype", f"one of {IO_DTYPES}")
-        has_state = self.has_initial_state or self.has_final_state
-        if has_state and self.state_dtype not in STATE_DTYPES:
-            bad("state_dtype", f"one of {STATE_DTYPES} when a state operand is given")
-        if not has_state and self.state_dtype is not None:
-            bad("state_dtype", "None without initial_state and final_state")
-        if self.has_pool and not has_state:
+        check_io_state_dims(self, bad)
+        if self.has_pool and not (self.has_initial_state or self.has_final_state):
             bad("has_pool", "False without a state operand")
-        for name in ("K", "V"):
-            if getattr(self, name) not in HEAD_DIMS:
-                bad(name, f"one of {HEAD_DIMS}")
         if min(self.H, self.HK, self.HV) < 1 or self.HO % self.H or self.HO % self.HV:
             bad("H", f"a divisor of HO = max(H, HV) (HV = {self.HV}, HK = {self.HK})")
         if self.HK not in (self.H, self.HV):
