@@ -15,7 +15,6 @@ importable; a candidate whose package is missing reports an error row and the re
 """
 import argparse
 import math
-import statistics
 
 import torch
 import torch.nn.functional as F
@@ -26,21 +25,11 @@ _inner = 1  # calls between the two events of one sample (main() sets 1, then BA
 
 
 def cuda_median_ms(fn, reps: int, warmup: int = 5, inner: int | None = None) -> float:
-    """Median over reps of (event-timed ms of `inner` back-to-back calls) / inner."""
-    inner = _inner if inner is None else inner
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        for _ in range(inner):
-            fn()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b) / inner)
-    return statistics.median(times)
+    """Median over reps of (event-timed ms of `inner` back-to-back calls) / inner: the
+    product CLI's timer (`python -m cudnn bench`) with this script's defaults."""
+    from cudnn.cli.bench import cuda_median_ms as timer
+
+    return timer(fn, reps, _inner if inner is None else inner, warmup=warmup)
 
 
 def make_inputs(n_seq, seq_len, heads, dk, dv, kda: bool, dev="cuda"):

@@ -34,10 +34,13 @@ FLA_FUNCTIONS = {"gdn": ("fla.ops.gated_delta_rule", "chunk_gated_delta_rule"),
                  "kda": ("fla.ops.kda", "chunk_kda"), "gdn2": ("fla.ops.gdn2", "chunk_gdn2")}
 
 
-def cuda_median_ms(step: Callable[[], object], reps: int, inner: int) -> float:
+def cuda_median_ms(step: Callable[[], object], reps: int, inner: int, warmup: int = 1) -> float:
+    """Median over reps of (CUDA-event ms of `inner` back-to-back steps) / inner, after
+    `warmup` untimed steps (the first compiles or loads kernels)."""
     import torch
 
-    step()  # compiles or loads kernels; not timed
+    for _ in range(warmup):
+        step()
     torch.cuda.synchronize()
     samples = []
     for _ in range(reps):
