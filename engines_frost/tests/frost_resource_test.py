@@ -79,6 +79,7 @@ def test_backward_no_spills(case):
     cfg = FrostBwdConfig(f, stage, "float32", "float32", checkpoints=ckpt)
     with tempfile.TemporaryDirectory() as tmp:
         usage = report.resource_usage(report.compile_bwd_cubin(cfg, tmp))
+    print(f"gdn {stage} K={K} V={V} {io} grouped={grouped}: {usage}")
     assert usage["LOCAL"] == 0 and usage["STACK"] == 0, usage
     assert usage["REG"] <= 255, usage
 

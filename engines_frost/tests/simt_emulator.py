@@ -238,6 +238,11 @@ def _shuffle_sync_up(value, offset):
     return Val(values[lane - offset] if lane >= offset else value)
 
 
+def _shuffle_sync_down(value, offset):
+    values, lane = _exchange(value), _ctx.tid % 32
+    return Val(values[lane + offset] if lane + offset < 32 else value)
+
+
 def _shuffle_sync_bfly(value, offset, mask=None, mask_and_clamp=None):
     values, lane = _exchange(value), _ctx.tid % 32
     return values[lane ^ offset]
@@ -294,7 +299,8 @@ def _shim():
         lane_idx=lambda: _ctx.tid % 32, warp_idx=lambda: _ctx.tid // 32, make_warp_uniform=lambda x: x,
         sync_threads=lambda: _ctx.barrier.wait(), sync_warp=lambda: _ctx.warps[_ctx.tid // 32].barrier.wait(),
         exp=_exp, fmax=lambda a, b: Val(max(a, b)), fmin=lambda a, b: Val(min(a, b)),
-        warp_reduction=_warp_reduction, shuffle_sync_up=_shuffle_sync_up, shuffle_sync_bfly=_shuffle_sync_bfly,
+        warp_reduction=_warp_reduction, shuffle_sync_up=_shuffle_sync_up, shuffle_sync_down=_shuffle_sync_down,
+        shuffle_sync_bfly=_shuffle_sync_bfly,
         cp_async_commit_group=_nothing, cp_async_wait_group=_nothing,
     )
     cute = _Namespace(
