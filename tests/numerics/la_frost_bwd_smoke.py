@@ -82,6 +82,13 @@ CASES = [
     # (dO lands raw by cp.async and is converted in place)
     Case("k64groups", (90, 64, 5), 2, 4, 64, 64, dht=True, l2norm=True),
     Case("fp16", (150, 40), 4, 4, 128, 128, h0=True, dht=True, l2norm=True, dtype="float16"),
+    # the persistent grads kernel (grid of bwd_grads.GRADS_CTAS CTAs): several items per CTA
+    # (38 rows x 16 heads = 608 items), the next item's copies issued during the current one,
+    # a row no sequence owns (the empty sequence) skipped between them; the first case has
+    # the timing case's config (no extra kernels), the second fp16 io (dO prefetched raw,
+    # converted in place) with fp32 dq/dk per output head at K = 128
+    Case("persistent", (700, 0, 63, 1100, 65, 130), 16, 16, 128, 128),
+    Case("persistfp16", (500, 0, 900, 33), 4, 16, 128, 128, h0=True, dht=True, l2norm=True, dtype="float16"),
 ]
 FAMILIES = ("gdn", "kda", "gdn2")
 # vector-gate families run a subset (their kernels take longer to build)
