@@ -883,7 +883,7 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
         s_beta = s.beta
         s_dbv = s.dbv
         c = self.cfg
-        K, V, C = c.K, c.V, CHUNK
+        V, C = c.V, CHUNK
         _, _, hv, h = heads
         ov = h if cutlass.const_expr(self.bcfg.v_grouped) else hv
         vv = V // VEC
