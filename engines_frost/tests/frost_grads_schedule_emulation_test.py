@@ -3,9 +3,10 @@
 v1.5 of the backward (kernels/NOTES_bwd.md) made the GDN grads kernel persistent: CTA b of
 P runs the (chunk, head) items b, b + P, ... (item = row * HO + head), finds each item's
 sequence during the previous item (two slots of s.seq), and issues the next item's S, dS
-copies after the state products and its dO, U copies after dq/dk left their staging
-(which overlays dO and U). The kernel's own run_item / chunk_item and every SIMT stage run
-here on the simt_emulator (kernel(...).launch over a grid of P CTAs); the tensor-core
+copies after the state products, its dO, U copies after dq/dk left their staging (which
+overlays dO and U) and its dR, v copies after stage_values. The kernel's own run_item /
+chunk_item and every SIMT stage run here on the simt_emulator (kernel(...).launch over a
+grid of P CTAs); the tensor-core
 stages are replaced by stubs that keep their barriers, write garbage where the real ones
 stage dq/dk, and snapshot the operand buffers an item's products would read. Copies land
 at once on the emulator, so a prefetch issued before the last read of the region it fills
@@ -98,10 +99,10 @@ def _stubbed(kern_cls, log):
                     getattr(s, name).array[...] = 1.0e30
             emu.sync_threads()
 
-        def issue_next(self, s, mckpt, mdckpt, mdo, mu, mcu, n, item, T, N, lane, tid, state):
-            super().issue_next(s, mckpt, mdckpt, mdo, mu, mcu, n, item, T, N, lane, tid, state)
+        def issue_next(self, s, mckpt, mdckpt, mdo, mu, mdr, mv, mcu, n, item, T, N, lane, tid, part):
+            super().issue_next(s, mckpt, mdckpt, mdo, mu, mdr, mv, mcu, n, item, T, N, lane, tid, part)
             if tid == 0:
-                log["prefetched"].append((item, bool(state)))
+                log["prefetched"].append((item, part))
 
     return Stub
 
@@ -143,7 +144,7 @@ def test_persistent_items_see_their_own_operands(ctas, ckpt):
     assert [(b, h, t0) for b, (_, h, _, _, t0, _) in ((b, items[it]) for b, it in order)] == log["runs"]
     # the next item's copies were issued by its predecessor exactly when both have a sequence
     want_pf = sorted((it + ctas, st) for b in range(ctas) for it in range(b, len(items) - ctas, ctas)
-                     if items[it] is not None and items[it + ctas] is not None for st in (True, False))
+                     if items[it] is not None and items[it + ctas] is not None for st in ("state", "front", "back"))
     assert sorted(log["prefetched"]) == want_pf
     assert (len(want_pf) > 0) == (ctas < len(items))
 

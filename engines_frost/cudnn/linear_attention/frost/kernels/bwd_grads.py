@@ -193,11 +193,11 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
     @cute.jit
     def chunk_item(self, s, mq, mk, mv, mg, mb, mcu, mdo, mdq, mdk, mdv, mdg, mdb, mckpt, mdckpt, mu, mdr,
                    N, scale, mw, mdw, T, item, n, fetched, nxt, items, ctas, tid):
-        """One (chunk, head) item of sequence n. Copies: S, dS, dO and U were issued by the
-        previous item when `fetched`, else here; dR and v here. While the products' tail
-        and the epilogue run, the next item's (item + ctas, sequence s.seq[nxt]) copies go
-        into what is dead by then: S and dS after the state products, dO and U after dq/dk
-        left their staging (which overlays dO and U)."""
+        """One (chunk, head) item of sequence n. Its cp.async copies (S, dS, dO, U, dR, v) were
+        issued by the previous item when `fetched`, else here. While the products' tail and
+        the epilogue run, the next item's (item + ctas, sequence s.seq[nxt]) copies go into
+        what is dead by then: S and dS after the state products, dO and U after dq/dk left
+        their staging (which overlays dO and U), dR and v after stage_values."""
         lane = cute.arch.lane_idx()
         wid = cute.arch.make_warp_uniform(cute.arch.warp_idx())
         thr = self.mma_slice(lane)
@@ -206,8 +206,8 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
         if fetched == 0:
             self.issue_state(s, mckpt, mdckpt, mcu, n, j, rho, h, T, N, lane, tid)
             self.issue_front(s, mdo, mu, h, t0, eos, tid)
-        self.issue_back(s, mdr, mv, heads, t0, eos, tid)
-        cute.arch.cp_async_commit_group()
+            self.issue_back(s, mdr, mv, heads, t0, eos, tid)
+            cute.arch.cp_async_commit_group()
         self.stage_norms(s, mq, mk, mg, mb, heads, t0, eos, tid)
         cute.arch.sync_threads()
         self.stage_load(s, mq, mk, heads, t0, eos, tid)
@@ -223,25 +223,30 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
             if nn >= 0:
                 ahead = Int32(1)
         if ahead != 0:
-            self.issue_next(s, mckpt, mdckpt, mdo, mu, mcu, nn, item + ctas, T, N, lane, tid, True)
+            self.issue_next(s, mckpt, mdckpt, mdo, mu, mdr, mv, mcu, nn, item + ctas, T, N, lane, tid, "state")
         self.stage_adjoints(s, acc_q, acc_kb, acc_k, crd, heads, t0, eos, scale, thr, lane, wid, bi, hc)
         self.write_qk(s, mdq, mdk, acc_q, acc_kb, acc_k, crd, heads, t0, eos, bi, hc)
         cute.arch.sync_threads()  # dO, U (the dq/dk staging) are dead
         if ahead != 0:
-            self.issue_next(s, mckpt, mdckpt, mdo, mu, mcu, nn, item + ctas, T, N, lane, tid, False)
+            self.issue_next(s, mckpt, mdckpt, mdo, mu, mdr, mv, mcu, nn, item + ctas, T, N, lane, tid, "front")
         self.stage_values(s, mv, mdv, heads, t0, eos, tid, mw, mdw)
-        cute.arch.sync_threads()
+        cute.arch.sync_threads()  # dR and v are dead
+        if ahead != 0:
+            self.issue_next(s, mckpt, mdckpt, mdo, mu, mdr, mv, mcu, nn, item + ctas, T, N, lane, tid, "back")
         self.stage_gates(s, mdg, mdb, heads, t0, eos, tid)
 
     @cute.jit
-    def issue_next(self, s, mckpt, mdckpt, mdo, mu, mcu, n, item, T, N, lane, tid, state: cutlass.Constexpr):
-        """The next item's (sequence n) S and dS copies (state), or its dO and U copies, as
-        one committed group."""
+    def issue_next(self, s, mckpt, mdckpt, mdo, mu, mdr, mv, mcu, n, item, T, N, lane, tid,
+                   part: cutlass.Constexpr):
+        """One committed group of the next item's (sequence n) copies: part "state" (S, dS),
+        "front" (dO, U) or "back" (dR, v)."""
         rho, h, j, t0, eos = self.item_coords(mcu, n, item, T)
-        if cutlass.const_expr(state):
+        if cutlass.const_expr(part == "state"):
             self.issue_state(s, mckpt, mdckpt, mcu, n, j, rho, h, T, N, lane, tid)
-        else:
+        elif cutlass.const_expr(part == "front"):
             self.issue_front(s, mdo, mu, h, t0, eos, tid)
+        else:
+            self.issue_back(s, mdr, mv, self.heads_of(h), t0, eos, tid)
         cute.arch.cp_async_commit_group()
 
     def copy_atoms(self):
