@@ -107,8 +107,10 @@ def _stubbed(kern_cls, log):
     return Stub
 
 
-@pytest.mark.parametrize("ctas", [3, 5, 40])
-@pytest.mark.parametrize("ckpt", [False, True], ids=["workspace-states", "forward-checkpoints"])
+# 3 and 5 CTAs: several items each, P not dividing the 12 items; 40: more CTAs than items
+@pytest.mark.parametrize("ctas, ckpt", [(3, False), (3, True), (5, False), (40, True)],
+                         ids=["3ctas-workspace-states", "3ctas-forward-checkpoints", "5ctas-workspace-states",
+                              "40ctas-forward-checkpoints"])
 def test_persistent_items_see_their_own_operands(ctas, ckpt):
     T, N = CU[-1], len(CU) - 1
     rows = T // C + N
