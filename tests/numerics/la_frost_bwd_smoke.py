@@ -83,7 +83,7 @@ CASES = [
     # (dO lands raw by cp.async and is converted in place)
     Case("k64groups", (90, 64, 5), 2, 4, 64, 64, dht=True, l2norm=True),
     Case("fp16", (150, 40), 4, 4, 128, 128, h0=True, dht=True, l2norm=True, dtype="float16"),
-    # the persistent grads kernel (grid of bwd_grads.GRADS_CTAS CTAs): several items per CTA
+    # the persistent grads kernel (one CTA per SM, FrostBwdConfig.grads_ctas): several items per CTA
     # (38 rows x 16 heads = 608 items), the next item's copies issued during the current one,
     # a row no sequence owns (the empty sequence) skipped between them; the first case has
     # the timing case's config (no extra kernels), the second fp16 io (dO prefetched raw,

@@ -3,7 +3,7 @@
 Work items (chunk, head): item = rho * HO + h for checkpoint row rho < R = T // 64 + N and
 output head h; row rho is chunk j of the sequence n with cu[n] // 64 + n <= rho < that +
 chunks(n) (found by the CTA's threads in one pass over cu_seqlens, bounds clamped into
-[0, T] by seq_bounds.py; rows between sequences are skipped). Persistent (v1.5): GRADS_CTAS
+[0, T] by seq_bounds.py; rows between sequences are skipped). Persistent (v1.5): FrostBwdConfig.grads_ctas
 CTAs of 8 warps, CTA b runs items b, b + P, b + 2P, ... in that order, and while an item's
 tail runs the next item's S, dS, dO and U copies are already in flight (chunk_item). Every
 output element has one writer whichever CTA runs its item, and an item's arithmetic does
@@ -68,10 +68,9 @@ from cudnn.linear_attention.frost.kernels.fwd_v2 import FrostFwdV2, gram_schedul
 WARPS = 8
 THREADS = 32 * WARPS
 ROW_SUMS = 4  # q^.dq^, kb.dkb, k^.dk^_dir, k^.dkb
-# CTAs of the persistent grid: the SM count of an H100 SXM / H200 (one CTA per SM: 214 KB of
-# shared memory at K = V = 128). The ABI has no launch argument for it yet; a GPU with fewer
-# SMs runs the excess CTAs as a second round (same results, slower).
-GRADS_CTAS = 132
+# CTAs of the persistent grid: FrostBwdConfig.grads_ctas, the device's SM count (one CTA per
+# SM: 214 KB of shared memory at K = V = 128), compiled in; the kernel reads it back with
+# grid_dim, so its item loop works for any grid.
 
 
 def smem_plan(c: FrostFwdConfig):
@@ -142,7 +141,7 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
     def launch_kernel(self, m, T: Int32, N: Int32, scale: Float32, stream: cuda.CUstream):
         self.kernel(m.q, m.k, m.v, m.g, m.beta, m.cu_seqlens, m.dO, m.dq, m.dk, m.dv, m.dg, m.dbeta, m.ckpt,
                     m.dckpt, m.u, m.dr, N, scale, m.w, m.dw, T).launch(
-            grid=[GRADS_CTAS, 1, 1], block=[THREADS, 1, 1], stream=stream)
+            grid=[self.bcfg.grads_ctas, 1, 1], block=[THREADS, 1, 1], stream=stream)
 
     @cute.kernel
     def kernel(self, mq: cute.Tensor, mk: cute.Tensor, mv: cute.Tensor, mg: cute.Tensor, mb: cute.Tensor,
