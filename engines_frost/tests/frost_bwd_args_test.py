@@ -236,3 +236,25 @@ def test_checkpoint_rows_never_collide():
 
 if __name__ == "__main__":
     raise SystemExit(pytest.main([__file__, "-q"]))
+
+
+@pytest.mark.parametrize("family", ["gdn", "kda"])
+def test_the_persistent_grid_is_the_devices_sm_count(family, monkeypatch):
+    """grads_ctas comes from the operands' device (its SM count; the ahead-of-time default
+    for CPU tensors) and specialises the scalar-gate grads kernel alone: every other
+    kernel's config is the same whatever the device."""
+    from cudnn.linear_attention.frost.kernels import bwd as bwd_mod
+    from cudnn.linear_attention.frost.kernels.bwd_config import DEFAULT_GRADS_CTAS
+
+    cfg, _, _ = _check(_operands(family=family), family)
+    assert cfg.grads_ctas == DEFAULT_GRADS_CTAS
+    monkeypatch.setattr(bwd_mod, "_sm_count", lambda device: 114)  # an H100 PCIe
+    small, _, _ = _check(_operands(family=family), family)
+    assert small.grads_ctas == 114
+    for stage in ("states", "chain"):
+        assert small.with_stage(stage) == cfg.with_stage(stage)
+    persistent = family == "gdn"
+    assert (small.with_stage("grads").grads_ctas == 114) == persistent
+    assert (small.with_stage("grads") != cfg.with_stage("grads")) == persistent
+    with pytest.raises(ValueError, match="grads_ctas must be a positive int"):
+        FrostBwdConfig(fwd=cfg.fwd, stage="grads", dht_dtype=None, dh0_dtype=None, grads_ctas=0)

@@ -69,7 +69,7 @@ BWD_CASES = [  # (stage, K, V, io, grouped q/k heads, forward checkpoints): GDN
 
 @pytest.mark.parametrize("case", BWD_CASES, ids=lambda c: f"gdn-{c[0]}-K{c[1]}V{c[2]}-{c[3]}-grouped{int(c[4])}")
 def test_backward_no_spills(case):
-    """The GDN backward kernels (the vector-gate grads kernel spills and is not listed)."""
+    """The GDN backward kernels (the vector-gate grads kernel: test_vector_gate_grads_no_spills)."""
     from cudnn.linear_attention.frost.kernels.bwd_config import FrostBwdConfig
     from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
 
@@ -79,6 +79,34 @@ def test_backward_no_spills(case):
     cfg = FrostBwdConfig(f, stage, "float32", "float32", checkpoints=ckpt)
     with tempfile.TemporaryDirectory() as tmp:
         usage = report.resource_usage(report.compile_bwd_cubin(cfg, tmp))
+    print(f"gdn {stage} K={K} V={V} {io} grouped={grouped}: {usage}")
+    assert usage["LOCAL"] == 0 and usage["STACK"] == 0, usage
+    assert usage["REG"] <= 255, usage
+
+
+VEC_GRADS_CASES = [  # (family, K, V, io, grouped q/k heads): the three that spilled up to v1.4
+    ("kda", 128, 128, "bfloat16", False), ("gdn2", 128, 64, "bfloat16", False), ("kda", 64, 64, "float16", True),
+]
+
+
+@pytest.mark.parametrize("case", VEC_GRADS_CASES,
+                         ids=lambda c: f"{c[0]}-grads-K{c[1]}V{c[2]}-{c[3]}-grouped{int(c[4])}")
+def test_vector_gate_grads_no_spills(case):
+    """The vector-gate grads kernel (bwd_grads_vec.py): up to v1.4 it kept a 424-632 byte
+    stack frame, all of it in the score-adjoint region, where exact_diagonal's 16-step sum
+    was unrolled for each of the 32 accumulator elements; as a loop it fits in registers."""
+    from cudnn.linear_attention.frost.kernels.bwd_config import FrostBwdConfig
+    from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
+
+    family, K, V, io, grouped = case
+    per_beta = family == "gdn2"
+    H = 2 if grouped else 4
+    f = FrostFwdConfig(io, "float32", H, H, 4, K, V, True, per_beta, per_beta, True, True, False,
+                       algorithm="v2", gate_align16=True)
+    cfg = FrostBwdConfig(f, "grads", "float32", "float32")
+    with tempfile.TemporaryDirectory() as tmp:
+        usage = report.resource_usage(report.compile_bwd_cubin(cfg, tmp))
+    print(f"{family} grads K={K} V={V} {io} grouped={grouped}: {usage}")
     assert usage["LOCAL"] == 0 and usage["STACK"] == 0, usage
     assert usage["REG"] <= 255, usage
 

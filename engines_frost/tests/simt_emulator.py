@@ -5,7 +5,7 @@ rows, operands) use a small scalar subset of the CuTe DSL: shared-memory tensors
 element and row indexing, ``local_tile`` of a row, register vectors, ``autovec_copy`` /
 ``copy`` (cp.async), re-typed views, ``cutlass.range`` loops, ``const_expr`` branches,
 ``cutlass.min`` / ``max``,
-``thread_idx`` / ``block_idx``, ``sync_threads`` / ``sync_warp``, warp shuffles and
+``thread_idx`` / ``block_idx`` / ``grid_dim``, ``sync_threads`` / ``sync_warp``, warp shuffles and
 reductions, exp / rsqrt / log1p. That subset has an obvious CPU meaning, so this module re-executes
 the kernels' own functions (the originals that ``@cute.jit`` / ``@cute.kernel`` wrap) with
 their module globals replaced by a shim: one Python thread per CUDA thread of a CTA, a
@@ -238,6 +238,11 @@ def _shuffle_sync_up(value, offset):
     return Val(values[lane - offset] if lane >= offset else value)
 
 
+def _shuffle_sync_down(value, offset):
+    values, lane = _exchange(value), _ctx.tid % 32
+    return Val(values[lane + offset] if lane + offset < 32 else value)
+
+
 def _shuffle_sync_bfly(value, offset, mask=None, mask_and_clamp=None):
     values, lane = _exchange(value), _ctx.tid % 32
     return values[lane ^ offset]
@@ -290,11 +295,12 @@ def _shim():
         memory=_Namespace(SmemAllocator=_SmemAllocator), min=_min, max=_max,
     )
     arch = _Namespace(
-        thread_idx=lambda: (_ctx.tid, 0, 0), block_idx=lambda: _ctx.block,
+        thread_idx=lambda: (_ctx.tid, 0, 0), block_idx=lambda: _ctx.block, grid_dim=lambda: _ctx.grid,
         lane_idx=lambda: _ctx.tid % 32, warp_idx=lambda: _ctx.tid // 32, make_warp_uniform=lambda x: x,
         sync_threads=lambda: _ctx.barrier.wait(), sync_warp=lambda: _ctx.warps[_ctx.tid // 32].barrier.wait(),
         exp=_exp, fmax=lambda a, b: Val(max(a, b)), fmin=lambda a, b: Val(min(a, b)),
-        warp_reduction=_warp_reduction, shuffle_sync_up=_shuffle_sync_up, shuffle_sync_bfly=_shuffle_sync_bfly,
+        warp_reduction=_warp_reduction, shuffle_sync_up=_shuffle_sync_up, shuffle_sync_down=_shuffle_sync_down,
+        shuffle_sync_bfly=_shuffle_sync_bfly,
         cp_async_commit_group=_nothing, cp_async_wait_group=_nothing,
     )
     cute = _Namespace(
@@ -367,15 +373,16 @@ def emulated(module, name: str, helper_modules=()):
     return g[name]
 
 
-def run_cta(fn, nthreads: int, *args, block=(0, 0, 0)):
-    """Run fn(*args) once per thread of one CTA of nthreads threads; re-raises the first
-    exception any thread raised."""
+def run_cta(fn, nthreads: int, *args, block=(0, 0, 0), grid=(1, 1, 1)):
+    """Run fn(*args) once per thread of one CTA of nthreads threads (CTA `block` of a grid
+    of `grid` CTAs); re-raises the first exception any thread raised."""
     barrier = threading.Barrier(nthreads)
     warps = [_Warp(min(32, nthreads - w * 32)) for w in range(-(-nthreads // 32))]
     smem, lock, errors = [], threading.Lock(), []
 
     def thread(tid):
         _ctx.tid, _ctx.block, _ctx.barrier, _ctx.warps = tid, block, barrier, warps
+        _ctx.grid = grid
         _ctx.smem, _ctx.lock = smem, lock
         try:
             fn(*args)
@@ -406,7 +413,8 @@ class _Launch:
         for bz in range(int(grid[2])):
             for by in range(int(grid[1])):
                 for bx in range(int(grid[0])):
-                    run_cta(self.body, int(block[0]), self.owner, *self.args, block=(bx, by, bz))
+                    run_cta(self.body, int(block[0]), self.owner, *self.args, block=(bx, by, bz),
+                            grid=tuple(int(x) for x in grid))
 
 
 def _class_cell_to(fn, klass):

@@ -65,6 +65,7 @@ class Case:
     l2norm: bool = False
     correlated: bool = False
     dtype: str = "bfloat16"  # q, k, v, dO (torch dtype name)
+    decay: float = 1.0  # the log-gates are multiplied by it (strong decay: > 1)
 
 
 CASES = [
@@ -82,10 +83,21 @@ CASES = [
     # (dO lands raw by cp.async and is converted in place)
     Case("k64groups", (90, 64, 5), 2, 4, 64, 64, dht=True, l2norm=True),
     Case("fp16", (150, 40), 4, 4, 128, 128, h0=True, dht=True, l2norm=True, dtype="float16"),
+    # the persistent grads kernel (one CTA per SM, FrostBwdConfig.grads_ctas): several items per CTA
+    # (38 rows x 16 heads = 608 items), the next item's copies issued during the current one,
+    # a row no sequence owns (the empty sequence) skipped between them; the first case has
+    # the timing case's config (no extra kernels), the second fp16 io (dO prefetched raw,
+    # converted in place) with fp32 dq/dk per output head at K = 128
+    Case("persistent", (700, 0, 63, 1100, 65, 130), 16, 16, 128, 128),
+    Case("persistfp16", (500, 0, 900, 33), 4, 16, 128, 128, h0=True, dht=True, l2norm=True, dtype="float16"),
+    # strong decay (~6 nats per token and channel): the vector-gate grads kernel's 16-row
+    # blocks span more than SPAN_LIMIT = 80 nats and take exact_diagonal (a loop since
+    # v1.5, unrolled and spilling before); the correlated case's kernels (no extra builds)
+    Case("strongdecay", (200, 64, 33), 2, 2, 128, 128, l2norm=True, decay=8.0),
 ]
 FAMILIES = ("gdn", "kda", "gdn2")
 # vector-gate families run a subset (their kernels take longer to build)
-VECTOR_CASES = ("mixed", "l2norm", "vgroups", "k64v64", "correlated", "manyshort")
+VECTOR_CASES = ("mixed", "l2norm", "vgroups", "k64v64", "correlated", "manyshort", "strongdecay")
 
 
 def cases_for(family: str, only: str | None) -> list[Case]:
@@ -110,6 +122,8 @@ def make_case(case: Case, family: str, device: str, seed: int = 0):
                                 beta=(0.5 + 0.5 * torch.rand(x.beta.shape, generator=gen)).to(device=device,
                                                                                               dtype=x.beta.dtype),
                                 g=(-0.02 * torch.rand(x.g.shape, generator=gen)).to(device=device, dtype=x.g.dtype))
+    if case.decay != 1.0:
+        x = dataclasses.replace(x, g=x.g * case.decay)
     dO, dht = make_grad_outputs(cfg, seed + 1)
     return cfg, x, dO, (dht if case.dht else None)
 

@@ -170,8 +170,27 @@ def check_bwd_operands(*, q, k, v, g, beta, w, cu_seqlens, dO, initial_state, d_
         fwd=f, stage="chain" if with_values else "values" if with_checkpoints else "states",
         dht_dtype=None if d_final_state is None else _dtype_name(d_final_state),
         dh0_dtype=None if d_initial_state is None else _dtype_name(d_initial_state),
-        checkpoints=with_checkpoints, forward_values=with_values)
+        checkpoints=with_checkpoints, forward_values=with_values, grads_ctas=_sm_count(device))
     return cfg, T, N
+
+
+_sm_counts: dict = {}
+
+
+def _sm_count(device) -> int:
+    """The persistent grads grid for `device`: its SM count (a CUDA device), else the
+    ahead-of-time default (bwd_config.DEFAULT_GRADS_CTAS)."""
+    from cudnn.linear_attention.frost.kernels.bwd_config import DEFAULT_GRADS_CTAS
+
+    if getattr(device, "type", None) != "cuda":
+        return DEFAULT_GRADS_CTAS
+    import torch
+
+    index = torch.cuda.current_device() if device.index is None else device.index
+    n = _sm_counts.get(index)
+    if n is None:
+        n = _sm_counts[index] = torch.cuda.get_device_properties(index).multi_processor_count
+    return n
 
 
 def frost_bwd(*, q, k, v, g, beta, w, cu_seqlens, dO, initial_state, d_final_state, dq, dk, dv, dg, dbeta, dw,

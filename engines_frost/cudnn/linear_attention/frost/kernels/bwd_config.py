@@ -22,6 +22,9 @@ FORWARD_VALUES_STAGES = ("chain", "grads")
 ALL_STAGES = STAGES + ("values",)
 STATE_DTYPES = ("float32", "bfloat16")
 CHUNK = 64  # tokens per chunk: the forward kernels' C; checkpoint rows count chunks
+# The persistent grads grid when the device is not known (ahead-of-time builds): the SM count
+# of an H100 SXM / H200, the machines the sm_90a kernels are built for.
+DEFAULT_GRADS_CTAS = 132
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,6 +44,10 @@ class FrostBwdConfig:
     # checkpoints): only chain and grads run, and chain zeroes the gradient rows no
     # sequence covers, which states / values do on the other paths.
     forward_values: bool = False
+    # CTAs of the persistent grads kernel (scalar gates): the device's SM count, so one CTA
+    # per SM walks the (chunk, head) items; a compile-time constant of that kernel only
+    # (with_stage resets it for every other kernel, so they stay shared across devices).
+    grads_ctas: int = DEFAULT_GRADS_CTAS
 
     def __post_init__(self):
         def bad(name, expected):
@@ -65,6 +72,8 @@ class FrostBwdConfig:
                 bad(name, f"None or one of {STATE_DTYPES}")
         if (self.dh0_dtype is not None) != self.fwd.has_initial_state:
             bad("dh0_dtype", "set exactly when the forward has an initial state")
+        if not isinstance(self.grads_ctas, int) or self.grads_ctas < 1:
+            bad("grads_ctas", "a positive int (the device's SM count)")
 
     def with_stage(self, stage: str) -> "FrostBwdConfig":
         """The config of one stage's kernel, without what that kernel never reads (so
@@ -73,13 +82,15 @@ class FrostBwdConfig:
         checkpoint) neither; chain never reads a state, so the checkpoints flag is off
         (forward_values stays: it makes chain zero the uncovered gradient rows); grads
         reads U from wherever it comes, so forward_values is off there."""
+        persistent = stage == "grads" and not self.fwd.gate_per_channel
+        ctas = self.grads_ctas if persistent else DEFAULT_GRADS_CTAS
         if stage == "chain":
-            return dataclasses.replace(self, stage=stage, checkpoints=False)
+            return dataclasses.replace(self, stage=stage, checkpoints=False, grads_ctas=ctas)
         if stage == "states":
-            return dataclasses.replace(self, stage=stage, dht_dtype=None)
+            return dataclasses.replace(self, stage=stage, dht_dtype=None, grads_ctas=ctas)
         fwd = dataclasses.replace(self.fwd, has_initial_state=False, state_dtype=None)
         return dataclasses.replace(self, fwd=fwd, stage=stage, dht_dtype=None, dh0_dtype=None,
-                                   forward_values=False)
+                                   forward_values=False, grads_ctas=ctas)
 
     @property
     def stages(self) -> tuple[str, ...]:

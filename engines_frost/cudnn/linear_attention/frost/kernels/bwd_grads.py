@@ -1,18 +1,23 @@
 """FROST backward, kernel 3 (``grads``): every gradient of one chunk, chunks independent.
 
-Grid (checkpoint rows R = T // 64 + N, HO), 8 warps. Row rho is chunk j of the sequence n
-with cu[n] // 64 + n <= rho < that + chunks(n) (found by the CTA's threads in one pass
-over cu_seqlens, bounds clamped into [0, T] by seq_bounds.py; rows between sequences
-exit). Inputs: the chunk's rows of q, k, v, g,
+Work items (chunk, head): item = rho * HO + h for checkpoint row rho < R = T // 64 + N and
+output head h; row rho is chunk j of the sequence n with cu[n] // 64 + n <= rho < that +
+chunks(n) (found by the CTA's threads in one pass over cu_seqlens, bounds clamped into
+[0, T] by seq_bounds.py; rows between sequences are skipped). Persistent (v1.5): FrostBwdConfig.grads_ctas
+CTAs of 8 warps, CTA b runs items b, b + P, b + 2P, ... in that order, and while an item's
+tail runs the next item's S, dS, dO and U copies are already in flight (chunk_item). Every
+output element has one writer whichever CTA runs its item, and an item's arithmetic does
+not depend on the schedule. Inputs: the chunk's rows of q, k, v, g,
 beta, dO, U (kernel 1) and dR (kernel 2), the state S entering the chunk (kernel 1's
 checkpoint, or with bcfg.checkpoints the forward's, at its packed row: checkpoints.py)
 and the gradient dS of the state leaving it (kernel 2's), both V-major in global memory
 and copied unchanged into shared memory; the products read them transposed with
 ldmatrix.trans. Every shared-memory fill is 16 bytes wide: dO, U, dR, v, S, dS by
-cp.async issued first (issue_copies), q-hat, k-hat, kb row-major from registers.
+cp.async (issue_state, issue_front, issue_back), q-hat, k-hat, kb row-major from registers.
 
-Stages (barriers between them), scalar gates (GDN):
-1. rows     cp.async of dO, U, dR, v [C, V] and S, dS [V, K]; meanwhile the L2 norms
+Stages of an item (barriers between them), scalar gates (GDN):
+1. rows     cp.async of dR, v [C, V] (and of dO, U [C, V], S, dS [V, K] unless the previous
+            item issued them); meanwhile the L2 norms
             (a first pass, kept per row), Gam, then q-hat, k-hat, kb [C, K], e^Gam and
             e^(Gam_last - Gam) per row, and the wait for the copies.
 2. scores   per lower 16x16 tile (t, s): dZp = scale (dO U^T) e^(Gam_t - Gam_s) (s <= t),
@@ -22,13 +27,15 @@ Stages (barriers between them), scalar gates (GDN):
               dkb     = -e^Gam_t (dR S^T) + dZm k^
               dk^_dir = e^(Gam_last - Gam_s) (U dS^T) + dZp^T q^ + dZm^T kb
             and their row sums q^.dq^, kb.dkb, k^.dk^_dir, k^.dkb (quad shuffles, then the
-            two channel halves in a fixed order: deterministic).
+            two channel halves in a fixed order: deterministic). e^Gam_last sum S dS
+            (state_sum) is taken before the state products, the last readers of S and dS:
+            after them the next item's S and dS copies are issued.
 4. outputs  dq = r_q (dq^ - q^ (q^.dq^)) (L2 norm; else dq^), dk likewise from
             dk^ = dk^_dir + beta dkb; dv = beta dR and sum_v v dR; dGam_t = q^.dq^ + kb.dkb
             - k^.dk^_dir, plus at the chunk's last row sum_t k^ e^(Gam_last - Gam) dKD +
             e^Gam_last sum S dS; dg = reverse cumsum of dGam, dbeta = k^.dkb + sum_v v dR.
             dq and dk are staged in the dead do/u/dzp/dzm tensors and leave in 16-byte row
-            slices (write_qk).
+            slices (write_qk); then the next item's dO and U copies are issued.
 Grouped q/k/v heads: dq/dk/dv go to fp32 per output head (summed by the launcher).
 The algebra is engines_frost/tests/frost_bwd_model.py (stage_grads).
 """
@@ -61,6 +68,9 @@ from cudnn.linear_attention.frost.kernels.fwd_v2 import FrostFwdV2, gram_schedul
 WARPS = 8
 THREADS = 32 * WARPS
 ROW_SUMS = 4  # q^.dq^, kb.dkb, k^.dk^_dir, k^.dkb
+# CTAs of the persistent grid: FrostBwdConfig.grads_ctas, the device's SM count (one CTA per
+# SM: 214 KB of shared memory at K = V = 128), compiled in; the kernel reads it back with
+# grid_dim, so its item loop works for any grid.
 
 
 def smem_plan(c: FrostFwdConfig):
@@ -131,54 +141,180 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
     def launch_kernel(self, m, T: Int32, N: Int32, scale: Float32, stream: cuda.CUstream):
         self.kernel(m.q, m.k, m.v, m.g, m.beta, m.cu_seqlens, m.dO, m.dq, m.dk, m.dv, m.dg, m.dbeta, m.ckpt,
                     m.dckpt, m.u, m.dr, N, scale, m.w, m.dw, T).launch(
-            grid=[T // CHUNK + N, self.cfg.HO, 1], block=[THREADS, 1, 1], stream=stream)
+            grid=[self.bcfg.grads_ctas, 1, 1], block=[THREADS, 1, 1], stream=stream)
 
     @cute.kernel
     def kernel(self, mq: cute.Tensor, mk: cute.Tensor, mv: cute.Tensor, mg: cute.Tensor, mb: cute.Tensor,
                mcu: cute.Tensor, mdo: cute.Tensor, mdq: cute.Tensor, mdk: cute.Tensor, mdv: cute.Tensor,
                mdg: cute.Tensor, mdb: cute.Tensor, mckpt: cute.Tensor, mdckpt: cute.Tensor, mu: cute.Tensor,
                mdr: cute.Tensor, N: Int32, scale: Float32, mw: cute.Tensor, mdw: cute.Tensor, T: Int32):
+        """Persistent: CTA b of P runs items b, b + P, b + 2P, ... (run_item)."""
         c = self.cfg
         tid, _, _ = cute.arch.thread_idx()
-        rho, h, _ = cute.arch.block_idx()
+        bid, _, _ = cute.arch.block_idx()
+        ctas, _, _ = cute.arch.grid_dim()
         s = allocate_smem(self.smem_plan(c))
-        self.find_chunk(s, mcu, N, T, rho, tid)
+        items = (T // CHUNK + N) * c.HO
+        if tid < 2:
+            s.seq[tid] = Int32(-1)
         cute.arch.sync_threads()
-        n = s.seq[0]
+        if bid < items:
+            self.find_sequence(s, mcu, N, T, bid // c.HO, tid, 0)
+        for item in cutlass.range(bid, items, ctas, unroll=1):
+            self.run_item(s, mq, mk, mv, mg, mb, mcu, mdo, mdq, mdk, mdv, mdg, mdb, mckpt, mdckpt, mu, mdr,
+                          N, scale, mw, mdw, T, item, bid, items, ctas, tid)
+
+    @cute.jit
+    def run_item(self, s, mq, mk, mv, mg, mb, mcu, mdo, mdq, mdk, mdv, mdg, mdb, mckpt, mdckpt, mu, mdr,
+                 N, scale, mw, mdw, T, item, bid, items, ctas, tid):
+        """Work item `item` (the k-th of this CTA, k = (item - bid) / ctas): which sequence
+        it belongs to was searched for during the previous item (or before the loop) into
+        s.seq[k % 2]; this one searches for the next item's into the other slot."""
+        HO = self.cfg.HO
+        cur = ((item - bid) // ctas) % 2  # this item's slot of s.seq; the next item's is 1 - cur
+        nxt = 1 - cur
+        cute.arch.sync_threads()  # the search for this item landed; the previous item's reads are done
+        n = s.seq[cur]
+        fetched = Int32(0)  # the previous item issued this one's S, dS, dO and U copies
+        if item != bid:
+            if s.seq[nxt] >= 0:
+                fetched = Int32(1)
+        cute.arch.sync_threads()  # every thread has read s.seq[nxt]
+        if tid == 0:
+            s.seq[nxt] = Int32(-1)
+        cute.arch.sync_threads()  # the reset lands before the search
+        if item + ctas < items:
+            self.find_sequence(s, mcu, N, T, (item + ctas) // HO, tid, nxt)
         if n >= 0:
-            bos, eos = sequence_bounds(mcu, n, T)  # inside [0, T] whatever cu_seqlens holds
-            j = rho - (bos // CHUNK + n)
-            t0 = bos + j * CHUNK
-            heads = (h // (c.HO // c.H), h // (c.HO // c.HK), h // (c.HO // c.HV), h)
-            mma = warp_mma()
-            lane = cute.arch.lane_idx()
-            wid = cute.arch.make_warp_uniform(cute.arch.warp_idx())
-            thr = mma.get_slice(lane)
-            srow = self.state_row(mcu, n, j, rho, T, N, lane)
-            self.issue_copies(s, mdo, mu, mdr, mv, mckpt, mdckpt, heads, rho, srow, t0, eos, tid)
+            self.chunk_item(s, mq, mk, mv, mg, mb, mcu, mdo, mdq, mdk, mdv, mdg, mdb, mckpt, mdckpt, mu, mdr,
+                            N, scale, mw, mdw, T, item, n, fetched, nxt, items, ctas, tid)
+
+    @cute.jit
+    def chunk_item(self, s, mq, mk, mv, mg, mb, mcu, mdo, mdq, mdk, mdv, mdg, mdb, mckpt, mdckpt, mu, mdr,
+                   N, scale, mw, mdw, T, item, n, fetched, nxt, items, ctas, tid):
+        """One (chunk, head) item of sequence n. Its cp.async copies (S, dS, dO, U, dR, v) were
+        issued by the previous item when `fetched`, else here. While the products' tail and
+        the epilogue run, the next item's (item + ctas, sequence s.seq[nxt]) copies go into
+        what is dead by then: S and dS after the state products, dO and U after dq/dk left
+        their staging (which overlays dO and U), dR and v after stage_values."""
+        lane = cute.arch.lane_idx()
+        wid = cute.arch.make_warp_uniform(cute.arch.warp_idx())
+        thr = self.mma_slice(lane)
+        rho, h, j, t0, eos = self.item_coords(mcu, n, item, T)
+        heads = self.heads_of(h)
+        if fetched == 0:
+            self.issue_state(s, mckpt, mdckpt, mcu, n, j, rho, h, T, N, lane, tid)
+            self.issue_front(s, mdo, mu, h, t0, eos, tid)
+            self.issue_back(s, mdr, mv, heads, t0, eos, tid)
             cute.arch.cp_async_commit_group()
-            self.stage_norms(s, mq, mk, mg, mb, heads, t0, eos, tid)
-            cute.arch.sync_threads()
-            self.stage_load(s, mq, mk, heads, t0, eos, tid)
-            cute.arch.sync_threads()
-            self.stage_scores(s, scale, thr, lane, wid)
-            cute.arch.sync_threads()
-            self.stage_grads(s, mdq, mdk, heads, t0, eos, scale, thr, lane, wid)
-            self.stage_values(s, mv, mdv, heads, t0, eos, tid, mw, mdw)
-            cute.arch.sync_threads()
-            self.stage_gates(s, mdg, mdb, heads, t0, eos, tid)
+        self.stage_norms(s, mq, mk, mg, mb, heads, t0, eos, tid)
+        cute.arch.sync_threads()
+        self.stage_load(s, mq, mk, heads, t0, eos, tid)
+        cute.arch.sync_threads()
+        self.stage_scores(s, scale, thr, lane, wid)
+        cute.arch.sync_threads()
+        self.state_sum(s, tid)  # the last reader of S and dS besides the state products
+        acc_q, acc_kb, acc_k, crd, bi, hc = self.stage_products(s, thr, lane, wid)
+        # (stage_products ends with a barrier: S and dS are dead, s.seq[nxt] long visible)
+        nn = s.seq[nxt]
+        ahead = Int32(0)
+        if item + ctas < items:
+            if nn >= 0:
+                ahead = Int32(1)
+        if ahead != 0:
+            self.issue_next(s, mckpt, mdckpt, mdo, mu, mdr, mv, mcu, nn, item + ctas, T, N, lane, tid, "state")
+        self.stage_adjoints(s, acc_q, acc_kb, acc_k, crd, heads, t0, eos, scale, thr, lane, wid, bi, hc)
+        self.write_qk(s, mdq, mdk, acc_q, acc_kb, acc_k, crd, heads, t0, eos, bi, hc)
+        cute.arch.sync_threads()  # dO, U (the dq/dk staging) are dead
+        if ahead != 0:
+            self.issue_next(s, mckpt, mdckpt, mdo, mu, mdr, mv, mcu, nn, item + ctas, T, N, lane, tid, "front")
+        self.stage_values(s, mv, mdv, heads, t0, eos, tid, mw, mdw)
+        cute.arch.sync_threads()  # dR and v are dead
+        if ahead != 0:
+            self.issue_next(s, mckpt, mdckpt, mdo, mu, mdr, mv, mcu, nn, item + ctas, T, N, lane, tid, "back")
+        self.stage_gates(s, mdg, mdb, heads, t0, eos, tid)
+
+    @cute.jit
+    def issue_next(self, s, mckpt, mdckpt, mdo, mu, mdr, mv, mcu, n, item, T, N, lane, tid,
+                   part: cutlass.Constexpr):
+        """One committed group of the next item's (sequence n) copies: part "state" (S, dS),
+        "front" (dO, U) or "back" (dR, v)."""
+        rho, h, j, t0, eos = self.item_coords(mcu, n, item, T)
+        if cutlass.const_expr(part == "state"):
+            self.issue_state(s, mckpt, mdckpt, mcu, n, j, rho, h, T, N, lane, tid)
+        elif cutlass.const_expr(part == "front"):
+            self.issue_front(s, mdo, mu, h, t0, eos, tid)
+        else:
+            self.issue_back(s, mdr, mv, self.heads_of(h), t0, eos, tid)
+        cute.arch.cp_async_commit_group()
+
+    def copy_atoms(self):
+        """16-byte cp.async atoms for io-dtype and bf16 rows."""
+        return (cute.make_copy_atom(cpasync.CopyG2SOp(), self.io, num_bits_per_copy=128),
+                cute.make_copy_atom(cpasync.CopyG2SOp(), BFloat16, num_bits_per_copy=128))
+
+    @cute.jit
+    def mma_slice(self, lane):
+        """This lane's slice of the warp MMA (the score and product stages take it)."""
+        return warp_mma().get_slice(lane)
+
+    @cute.jit
+    def item_coords(self, mcu, n, item, T):
+        """(rho, h, j, t0, eos) of work item `item` = rho * HO + h, whose checkpoint row rho
+        is chunk j of sequence n (rows [t0, t0 + C), the sequence ends at eos)."""
+        HO = self.cfg.HO
+        rho = item // HO
+        h = item % HO
+        bos, eos = sequence_bounds(mcu, n, T)  # inside [0, T] whatever cu_seqlens holds
+        j = rho - (bos // CHUNK + n)
+        return rho, h, j, bos + j * CHUNK, eos
+
+    def heads_of(self, h):
+        """(q head, k head, v head, output head) of output head h."""
+        c = self.cfg
+        return (h // (c.HO // c.H), h // (c.HO // c.HK), h // (c.HO // c.HV), h)
+
+    @cute.jit
+    def issue_state(self, s, mckpt, mdckpt, mcu, n, j, rho, h, T, N, lane, tid):
+        """cp.async of S entering the item (state_row) and dS leaving it (row rho), [V, K]."""
+        _, a_bf = self.copy_atoms()
+        srow = self.state_row(mcu, n, j, rho, T, N, lane)
+        self.copy_state_async(a_bf, s.sf, mckpt, srow, h, tid)
+        self.copy_state_async(a_bf, s.dsf, mdckpt, rho, h, tid)
+
+    @cute.jit
+    def issue_front(self, s, mdo, mu, h, t0, eos, tid):
+        """cp.async of the item's dO (raw io) and U rows, zero past eos."""
+        a_io, a_bf = self.copy_atoms()
+        self.copy_rows_async(a_io, self.io_view(s.do), mdo, h, t0, eos, tid, self.io)
+        self.copy_rows_async(a_bf, s.u, mu, h, t0, eos, tid, BFloat16)
+
+    @cute.jit
+    def issue_back(self, s, mdr, mv, heads, t0, eos, tid):
+        """cp.async of the item's dR rows and v rows (raw io), zero past eos."""
+        a_io, a_bf = self.copy_atoms()
+        self.copy_rows_async(a_bf, s.dr, mdr, heads[3], t0, eos, tid, BFloat16)
+        self.copy_rows_async(a_io, self.io_view(s.vr), mv, heads[2], t0, eos, tid, self.io)
 
     # ------------------------------------------------------------------ 0: which chunk
     @cute.jit
     def find_chunk(self, s, mcu, N, T, rho, tid):
         """The sequence n whose chunks hold checkpoint row rho into s.seq[0], -1 for a row
-        between sequences: thread i tests sequence i (and i + threads, ...). Only n is
-        stored (the chunk is rho - first(n)): should a malformed table let two sequences
-        claim the row, whichever write lands leaves a consistent (n, chunk)."""
+        between sequences (one chunk per CTA: the vector-gate kernel)."""
         s_seq = s.seq
         if tid == 0:
             s_seq[0] = Int32(-1)
         cute.arch.sync_threads()
+        self.find_sequence(s, mcu, N, T, rho, tid, 0)
+
+    @cute.jit
+    def find_sequence(self, s, mcu, N, T, rho, tid, slot):
+        """Writes into s.seq[slot] (which holds -1, visible to every thread) the sequence
+        whose chunks hold checkpoint row rho: thread i tests sequence i (and i + threads,
+        ...); a row between sequences leaves -1. Only n is stored (the chunk is rho -
+        first(n)): should a malformed table let two sequences claim the row, whichever
+        write lands leaves a consistent (n, chunk). Readers wait for a barrier."""
+        s_seq = s.seq
         for n0 in cutlass.range(0, N, self.threads, unroll=1):
             n = n0 + tid
             if n < N:
@@ -186,7 +322,7 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
                 first = bos // CHUNK + n
                 count = (eos - bos + CHUNK - 1) // CHUNK
                 if rho >= first and rho < first + count:
-                    s_seq[0] = n
+                    s_seq[slot] = n
 
     @cute.jit
     def state_row(self, mcu, n, j, rho, T, N, lane):
@@ -517,12 +653,19 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
         return frag
 
     @cute.jit
-    def stage_grads(self, s, mdq, mdk, heads, t0, eos, scale, thr, lane, wid):
-        s_do = s.do
-        s_dr = s.dr
-        s_u = s.u
-        s_sf = s.sf
-        s_dsf = s.dsf
+    def stage_products(self, s, thr, lane, wid):
+        """Warp w's state products (rows of block w % 4, channels of half w / 4), then a
+        barrier: S and dS are dead after it (state_sum read them before)."""
+        bi = wid % NBLK
+        hc = wid // NBLK
+        acc_q, acc_kb, acc_k, crd = self.products_with_states(s, thr, lane, bi, hc)
+        cute.arch.sync_threads()
+        return acc_q, acc_kb, acc_k, crd, bi, hc
+
+    @cute.jit
+    def stage_adjoints(self, s, acc_q, acc_kb, acc_k, crd, heads, t0, eos, scale, thr, lane, wid, bi, hc):
+        """The state products scaled by their decays, plus the score adjoints, into dq^,
+        dkb, dk^_dir; the row sums and the KD partial per warp; a barrier."""
         s_qt = self.channels_first(s.qr)
         s_kt = self.channels_first(s.kr)
         s_kbt = self.channels_first(s.kbr)
@@ -530,15 +673,11 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
         s_dzm = s.dzm
         s_ea = s.ea
         s_ekd = s.ekd
-        s_sums = s.sums
         s_part = s.part
         c = self.cfg
-        K, V, C = c.K, c.V, CHUNK
+        K, C = c.K, CHUNK
         DN = K // 2
         mma = warp_mma()
-        bi = wid % NBLK
-        hc = wid // NBLK
-        acc_q, acc_kb, acc_k, crd = self.products_with_states(s, thr, lane, bi, hc)
         kd_sum = Float32(0.0)  # sum k^ e^(Gam_last - Gam) dKD over this lane's elements
         for e in cutlass.range_constexpr(cute.size(acc_q)):
             td = crd[e]
@@ -570,7 +709,6 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
         if lane == 0:
             s_part[0, wid] = kd_sum
         cute.arch.sync_threads()
-        self.write_qk(s, mdq, mdk, acc_q, acc_kb, acc_k, crd, heads, t0, eos, bi, hc)
 
     @cute.jit
     def products_with_states(self, s, thr, lane, bi, hc):
@@ -744,16 +882,12 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
     @cute.jit
     def stage_values(self, s, mv, mdv, heads, t0, eos, tid, mw, mdw):
         """dv = beta dR (GDN-2: w dR, and dw = v dR), and sum_v v dR per row (a row's slices on
-        consecutive lanes); scalar gates also e^Gam_last sum S dS (per-warp partials)."""
+        consecutive lanes)."""
         s_dr = s.dr
         s_beta = s.beta
         s_dbv = s.dbv
-        s_sf = s.sf
-        s_dsf = s.dsf
-        s_part = s.part
-        s_g = s.g
         c = self.cfg
-        K, V, C = c.K, c.V, CHUNK
+        V, C = c.V, CHUNK
         _, _, hv, h = heads
         ov = h if cutlass.const_expr(self.bcfg.v_grouped) else hv
         vv = V // VEC
@@ -794,12 +928,11 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
             part = cute.arch.warp_reduction(part, lambda a, b: a + b, threads_in_group=vv)
             if cv == 0:
                 s_dbv[r] = part
-        if cutlass.const_expr(not c.gate_per_channel):
-            self.state_sum(s, tid)
 
     @cute.jit
     def state_sum(self, s, tid):
-        """e^Gam_last sum_{d, v} S dS as per-warp partials (scalar gates)."""
+        """e^Gam_last sum_{d, v} S dS as per-warp partials (scalar gates; run before the
+        state products, so that S and dS are dead once they end)."""
         s_sf = s.sf
         s_dsf = s.dsf
         s_part = s.part

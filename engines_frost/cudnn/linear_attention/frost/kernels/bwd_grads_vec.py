@@ -392,7 +392,7 @@ class FrostBwdGradsVec(FrostBwdGrads):
             aq = Float32(0.0)
             akb = Float32(0.0)
             ak = Float32(0.0)
-            for i in cutlass.range_constexpr(SUB):
+            for i in cutlass.range(SUB, unroll=1):  # a loop: unrolled, its 32 copies spilled
                 x = r + i
                 fx = cute.arch.exp(cute.arch.fmin(gt - s_g[x, d], Float32(0.0)))   # x <= t: e^(G_t - G_x)
                 fy = cute.arch.exp(cute.arch.fmin(s_g[x, d] - gt, Float32(0.0)))   # x >= t: e^(G_x - G_t)
