@@ -20,7 +20,8 @@ FFI_ENV = "FROST_FFI"
 
 def kernel_class(algorithm: str, write_checkpoints: bool = False, write_values: bool = False):
     """The CuTe DSL kernel class implementing an algorithm ("v0" oracle, "v1" tensor cores,
-    "v2" v1 with prefetched rows and cheaper state-independent stages; v2 writing the
+    "v2" v1 with prefetched rows and cheaper state-independent stages, "v3" v2 with the
+    chain's state products on warpgroup MMA (sm_90a only); v2 writing the
     state checkpoints too: its launcher with the extra operand; and U as well: the launcher
     with both)."""
     if write_values:
@@ -43,7 +44,10 @@ def kernel_class(algorithm: str, write_checkpoints: bool = False, write_values: 
     if algorithm == "v2":
         from cudnn.linear_attention.frost.kernels.fwd_v2 import FrostFwdV2
         return FrostFwdV2
-    raise ValueError(f"frost_fwd: algorithm must be 'v0', 'v1' or 'v2', got {algorithm!r}")
+    if algorithm == "v3":
+        from cudnn.linear_attention.frost.kernels.fwd_v3 import FrostFwdV3
+        return FrostFwdV3
+    raise ValueError(f"frost_fwd: algorithm must be 'v0', 'v1', 'v2' or 'v3', got {algorithm!r}")
 
 
 def preferred_ffi(host_target: str | None = None) -> str:

@@ -12,7 +12,7 @@ import dataclasses
 IO_DTYPES = ("bfloat16", "float16")
 STATE_DTYPES = ("float32", "bfloat16")
 HEAD_DIMS = (64, 128)
-ALGORITHMS = ("v0", "v1", "v2")
+ALGORITHMS = ("v0", "v1", "v2", "v3")
 #: per-chunk stages of v1/v2 that a timing experiment may leave out (bench/frost_stage_times.py)
 STAGES = ("rows", "operands", "gram", "chain")
 #: what else a timing experiment may leave out: "bounds", the cu_seqlens safety of
