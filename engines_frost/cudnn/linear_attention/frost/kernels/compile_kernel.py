@@ -16,6 +16,8 @@ from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
 # host); "cute": the DSL's own (cute.Pointer / Int32 / CUstream objects, ~21 us).
 FFI_CONVENTIONS = ("tvm", "cute")
 FFI_ENV = "FROST_FFI"
+# Algorithms whose kernels use Hopper's warpgroup MMA (wgmma): sm_90a only.
+WGMMA_ALGORITHMS = ("v3",)
 
 
 def kernel_class(algorithm: str, write_checkpoints: bool = False, write_values: bool = False):
@@ -81,6 +83,9 @@ def compile_fwd(cfg: FrostFwdConfig, arch: str, host_target: str | None = None, 
     ffi = ffi or preferred_ffi(host_target)
     if ffi not in FFI_CONVENTIONS:
         raise ValueError(f"compile_fwd: ffi must be one of {FFI_CONVENTIONS}, got {ffi!r}")
+    if cfg.algorithm in WGMMA_ALGORITHMS and arch != "sm_90a":
+        raise ValueError(f"compile_fwd: algorithm {cfg.algorithm!r} uses warpgroup MMA, built for sm_90a only; "
+                         f"got arch {arch!r} (use 'v2')")
     kernel = kernel_class(cfg.algorithm, cfg.write_checkpoints, cfg.write_values)(cfg)
     options = f"--gpu-arch {arch}" + (f" --host-target '{host_target}'" if host_target else "")
     if ffi == "tvm":

@@ -70,13 +70,12 @@ def _tv(layout):
 
 
 def check_fragment_orders(wg, mma, n: int) -> None:
-    """Trace-time check: the warpgroup MMA wg (N = n) sees v1's warp fragments (mma, a
-    [16, 16] tile per warp) as its own, value for value: accumulator C and A operand."""
-    for name, wg_tv, warp_tv, rows in (("C", wg.tv_layout_C, mma.tv_layout_C, SUB),
-                                       ("A", wg.tv_layout_A, mma.tv_layout_A, SUB)):
+    """Trace-time check: the warpgroup MMA wg (N = n) sees v1's warp fragments (mma's
+    16 x 16 tile per warp) as its own, value for value: accumulator C and A operand."""
+    for name, wg_tv, warp_tv in (("C", wg.tv_layout_C, mma.tv_layout_C_tiled),
+                                 ("A", wg.tv_layout_A, mma.tv_layout_A_tiled)):
         wg_tv, warp_tv = _tv(wg_tv), _tv(warp_tv)
-        values = tv_size(warp_tv)[1]
-        if not warp_view_matches(wg_tv, WG_ROWS, warp_tv, rows, values):
+        if not warp_view_matches(wg_tv, WG_ROWS, warp_tv, SUB, tv_size(warp_tv)[1]):
             raise ValueError(f"fwd_v3: the wgmma m64n{n}k16 {name} fragment {wg_tv} does not extend the "
                              f"mma.sync fragment {warp_tv}; v3's register hand-over would be wrong")
 
