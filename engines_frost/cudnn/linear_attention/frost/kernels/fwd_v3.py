@@ -4,8 +4,8 @@ v2's chain runs every product as warp-level m16n8k16 mma.sync, each warp on its 
 value columns: ~232 dependent mma.sync per warp per chunk, issue-latency bound (NOTES.md,
 "Where v2's GDN chunk goes"). v3 moves the two products that carry 3.1 M of the chunk's
 4.1 M MAC onto Hopper's asynchronous warpgroup MMA (wgmma m64nNk16, bf16 in, fp32
-accumulate); the 8 warps (V = 128; 4 for V = 64) are 2 warpgroups (1), each owning 64
-rows of S^T, exactly the rows its four warps already hold:
+accumulate); the 8 warps (V = 128) are 2 warpgroups (V = 64: 4 warps, 1 warpgroup), each
+owning 64 rows of S^T, exactly the rows its four warps already hold:
 
 1. [R^T | O^T] = [W0^T | 0] + S^T [KBA | QA]^T: A = bf16(S^T) from registers (the warp
    fragment v1 already builds), B = KBA and QA stacked as one [128, K] tile in the 128-byte
