@@ -7,23 +7,25 @@ value columns: ~232 dependent mma.sync per warp per chunk, issue-latency bound (
 accumulate); the 8 warps (V = 128) are 2 warpgroups (V = 64: 4 warps, 1 warpgroup), each
 owning 64 rows of S^T, exactly the rows its four warps already hold:
 
-1. [R^T | O^T] = [W0^T | 0] + S^T [KBA | QA]^T: A = bf16(S^T) from registers (the warp
-   fragment v1 already builds), B = KBA and QA stacked as one [128, K] tile in the 128-byte
-   swizzled K-major layout (fwd_v1.SW128), N = 128: K/16 wgmma per warpgroup instead of
-   2 x 4 x K/16 mma.sync per warp.
+1. R^T = W0^T + S^T KBA^T and O^T = S^T QA^T: A = bf16(S^T) from registers (the warp
+   fragment v1 already builds), B = KBA and QA, the two row halves of one [128, K] tile
+   "kq" in the 128-byte swizzled K-major layout (fwd_v1.SW128), N = 64 each: 2 x K/16
+   wgmma per warpgroup instead of 2 x 4 x K/16 mma.sync per warp.
 2. S^T <- S^T Diag(e^Gam_last) + U^T KD: A = bf16(U^T) (the four 16 x 16 blocks the
    block solve leaves in registers), B = KD^T [K, 64] (SW128, chunk rows contiguous),
    N = K, accumulating straight into the state registers: 4 wgmma per warpgroup.
 
-The fp32 state keeps v1's register tensor: a warp's m16n8 accumulator over [16, K] and
+Three wgmma groups per chunk, retired in order: R (waited for first: the block solve
+needs it), O (runs during the solve), the state update (runs during P U and the output
+stores; waited for at the chain's end). The fp32 state keeps v1's register tensor: a warp's m16n8 accumulator over [16, K] and
 a warpgroup's m64nK accumulator hold the same (row, column) in the same value order (up
 to the warp's 16-row offset), as do the bf16 A fragments; wgmma_fragments.py checks that
 on the layouts this CuTe DSL traces (the compile fails otherwise). The block solve, P U,
 the Gram stage, the rows and operand stages and the prefetch stay v2's. The operand stage
 writes KBA, QA and KD^T with ordinary stores into the swizzled tiles and then fences the
 generic proxy against the async proxy (fence.proxy.async.shared::cta), before the barrier
-that ends the stage, so the wgmma reads see them. Every wgmma group is waited for
-(wait_group 0) before its accumulator is read.
+that ends the stage, so the wgmma reads see them. No accumulator or A register of a wgmma
+group is touched before a wait_group that retires the group.
 
 Not here yet (NOTES.md, "v3"): the Gram products on wgmma, TMA loads, warp specialisation
 (producer warpgroup for chunk c+1's state-independent stages). Plain forward only: state
@@ -119,7 +121,9 @@ class FrostFwdV3(FrostFwdV2):
     @cute.jit
     def chain(self, s, mo, acc_s, coord_s, heads, t0, eos, thr, lane, wid):
         """State reads and state update on wgmma (per warpgroup), block solve and P U on
-        mma.sync (per warp, v1's code)."""
+        mma.sync (per warp, v1's code). Three wgmma groups, waited for in order: R (the solve
+        needs it first), O (runs during the solve), the state update (runs during P U and
+        the output stores)."""
         s_w0 = s.w0
         s_mneg = s.mneg
         s_p = s.p
@@ -128,41 +132,46 @@ class FrostFwdV3(FrostFwdV2):
         K, C = c.K, CHUNK
         h = heads[3]
         mma = warp_mma()
-        wg_ro = wgmma(2 * C)
-        wg_st = wgmma(K)
-        check_fragment_orders(wg_ro, mma, 2 * C)
+        wg_half = wgmma(C)  # R^T and O^T: N = C each
+        wg_st = wgmma(K)  # the state update: N = K
+        check_fragment_orders(wg_half, mma, C)
         check_fragment_orders(wg_st, mma, K)
         wtid = (wid % (WG_THREADS // 32)) * 32 + lane  # thread index inside the warpgroup
-        g_ro = wg_ro.get_slice(wtid)
+        g_half = wg_half.get_slice(wtid)
         g_st = wg_st.get_slice(wtid)
         j0 = wid * SUB
         crd = thr.partition_C(cute.make_identity_tensor((SUB, SUB)))
         per = cute.size(thr.partition_shape_C((SUB, SUB)))  # values of a 16 x 16 block per thread
 
-        # 1. [R^T | O^T] = [W0^T | 0] + S^T [KBA | QA]^T; block bi of R^T is values
-        # [per bi, per (bi + 1)) of the accumulator, of O^T the same after NBLK blocks
-        acc_ro = cute.make_rmem_tensor(g_ro.partition_shape_C((WG_ROWS, 2 * C)), Float32)
+        # 1. R^T = W0^T + S^T KBA^T (group 1), O^T = S^T QA^T (group 2); block bi of either
+        # is values [per bi, per (bi + 1)) of its accumulator
+        acc_r = cute.make_rmem_tensor(g_half.partition_shape_C((WG_ROWS, C)), Float32)
+        acc_o = cute.make_rmem_tensor(g_half.partition_shape_C((WG_ROWS, C)), Float32)
+        acc_o.fill(0.0)
         for bi in cutlass.range_constexpr(NBLK):
             for e in cutlass.range_constexpr(per):
                 jt = crd[e]
-                acc_ro[bi * per + e] = s_w0[bi * SUB + jt[1], j0 + jt[0]].to(Float32)
-                acc_ro[(NBLK + bi) * per + e] = Float32(0.0)
+                acc_r[bi * per + e] = s_w0[bi * SUB + jt[1], j0 + jt[0]].to(Float32)
         self.after_rhs_reads(s, heads, t0, eos, lane, wid)
-        a_s = to_a_operand(acc_s, g_ro.partition_shape_A((WG_ROWS, K)))
-        b_kq = wg_ro.make_fragment_B(g_ro.partition_B(s.kq))
-        wg_ro.set(warpgroup.Field.ACCUMULATE, True)
+        a_s = to_a_operand(acc_s, g_half.partition_shape_A((WG_ROWS, K)))
+        b_kba = wg_half.make_fragment_B(g_half.partition_B(s.kba))
+        b_qa = wg_half.make_fragment_B(g_half.partition_B(s.qa))
+        wg_half.set(warpgroup.Field.ACCUMULATE, True)
         warpgroup.fence()
         for kk in cutlass.range_constexpr(K // 16):
-            cute.gemm(wg_ro, acc_ro, a_s[None, None, kk], b_kq[None, None, kk], acc_ro)
+            cute.gemm(wg_half, acc_r, a_s[None, None, kk], b_kba[None, None, kk], acc_r)
         warpgroup.commit_group()
-        warpgroup.wait_group(0)
+        for kk in cutlass.range_constexpr(K // 16):
+            cute.gemm(wg_half, acc_o, a_s[None, None, kk], b_qa[None, None, kk], acc_o)
+        warpgroup.commit_group()
+        warpgroup.wait_group(1)  # R^T is complete; O^T may still run
 
         # 2. block solve U_i = Dinv_i (R_i - sum_{j<i} M_ij U_j), per warp (v1)
         a_u = []
         for bi in cutlass.range_constexpr(NBLK):
             r = cute.make_rmem_tensor(thr.partition_shape_C((SUB, SUB)), Float32)
             for e in cutlass.range_constexpr(per):
-                r[e] = acc_ro[bi * per + e]
+                r[e] = acc_r[bi * per + e]
             for bj in cutlass.range_constexpr(bi):
                 b_m = self.operand(thr, lane, cute.local_tile(s_mneg, (SUB, SUB), (bi, bj)), False)
                 cute.gemm(mma, r, a_u[bj][None, None, 0], b_m[None, None, 0], r)
@@ -173,21 +182,8 @@ class FrostFwdV3(FrostFwdV2):
             cute.gemm(mma, u, a_x[None, None, 0], b_d[None, None, 0], u)
             a_u.append(to_a_operand(u, thr.partition_shape_A((SUB, SUB))))
 
-        # 3. O^T += U^T P^T, stored (v1)
-        for bi in cutlass.range_constexpr(NBLK):
-            o = cute.make_rmem_tensor(thr.partition_shape_C((SUB, SUB)), Float32)
-            for e in cutlass.range_constexpr(per):
-                o[e] = acc_ro[(NBLK + bi) * per + e]
-            for bj in cutlass.range_constexpr(bi + 1):
-                b_p = self.operand(thr, lane, cute.local_tile(s_p, (SUB, SUB), (bi, bj)), False)
-                cute.gemm(mma, o, a_u[bj][None, None, 0], b_p[None, None, 0], o)
-            for e in cutlass.range_constexpr(per):
-                jt = crd[e]
-                t = t0 + bi * SUB + jt[1]
-                if t < eos:
-                    mo[t, h, j0 + jt[0]] = o[e].to(mo.element_type)
-
-        # 4. S^T <- S^T Diag(e^Gam_last) + U^T KD on wgmma, into the state registers
+        # 3. S^T <- S^T Diag(e^Gam_last) + U^T KD on wgmma, into the state registers (group 3;
+        # the O group reads a_s, a copy, so the state registers are free to change)
         for e in cutlass.range_constexpr(cute.size(acc_s)):
             acc_s[e] = acc_s[e] * self.state_decay(s, coord_s[e][1])
         a_uw = cute.make_rmem_tensor(g_st.partition_shape_A((WG_ROWS, C)), BFloat16)
@@ -201,4 +197,19 @@ class FrostFwdV3(FrostFwdV2):
         for kk in cutlass.range_constexpr(C // 16):
             cute.gemm(wg_st, acc_w, a_uw[None, None, kk], b_kd[None, None, kk], acc_w)
         warpgroup.commit_group()
-        warpgroup.wait_group(0)
+        warpgroup.wait_group(1)  # groups retire in order: O^T is complete, the state may still run
+
+        # 4. O^T += U^T P^T, stored (v1)
+        for bi in cutlass.range_constexpr(NBLK):
+            o = cute.make_rmem_tensor(thr.partition_shape_C((SUB, SUB)), Float32)
+            for e in cutlass.range_constexpr(per):
+                o[e] = acc_o[bi * per + e]
+            for bj in cutlass.range_constexpr(bi + 1):
+                b_p = self.operand(thr, lane, cute.local_tile(s_p, (SUB, SUB), (bi, bj)), False)
+                cute.gemm(mma, o, a_u[bj][None, None, 0], b_p[None, None, 0], o)
+            for e in cutlass.range_constexpr(per):
+                jt = crd[e]
+                t = t0 + bi * SUB + jt[1]
+                if t < eos:
+                    mo[t, h, j0 + jt[0]] = o[e].to(mo.element_type)
+        warpgroup.wait_group(0)  # the state registers are final before anyone reads them
