@@ -1,31 +1,36 @@
-"""FROST forward v3, first step: v2 with the chain's two state products on warpgroup MMA.
+"""FROST forward v3, first step: v2 with the chain's large products on warpgroup MMA.
 
 v2's chain runs every product as warp-level m16n8k16 mma.sync, each warp on its own 16
 value columns: ~232 dependent mma.sync per warp per chunk, issue-latency bound (NOTES.md,
-"Where v2's GDN chunk goes"). v3 moves the two products that carry 3.1 M of the chunk's
-4.1 M MAC onto Hopper's asynchronous warpgroup MMA (wgmma m64nNk16, bf16 in, fp32
-accumulate); the 8 warps (V = 128) are 2 warpgroups (V = 64: 4 warps, 1 warpgroup), each
-owning 64 rows of S^T, exactly the rows its four warps already hold:
+"Where v2's GDN chunk goes"). v3 moves the chain's products except the block solve (3.3 M
+of the chunk's 4.1 M MAC) onto Hopper's asynchronous warpgroup MMA (wgmma m64nNk16, bf16
+in, fp32 accumulate); the 8 warps (V = 128) are 2 warpgroups (V = 64: 4 warps, 1
+warpgroup), each owning 64 rows of S^T, exactly the rows its four warps already hold:
 
 1. R^T = W0^T + S^T KBA^T and O^T = S^T QA^T: A = bf16(S^T) from registers (the warp
    fragment v1 already builds), B = KBA and QA, the two row halves of one [128, K] tile
    "kq" in the 128-byte swizzled K-major layout (fwd_v1.SW128), N = 64 each: 2 x K/16
    wgmma per warpgroup instead of 2 x 4 x K/16 mma.sync per warp.
-2. S^T <- S^T Diag(e^Gam_last) + U^T KD: A = bf16(U^T) (the four 16 x 16 blocks the
-   block solve leaves in registers), B = KD^T [K, 64] (SW128, chunk rows contiguous),
-   N = K, accumulating straight into the state registers: 4 wgmma per warpgroup.
+2. O^T += U^T P^T: A = bf16(U^T) (the four 16 x 16 blocks the block solve leaves in
+   registers are its four k-blocks), B = P [t, s] (SW128; its blocks above the diagonal,
+   never written by the Gram stage, are zeroed once), N = 64: 4 wgmma per warpgroup.
+3. S^T <- S^T Diag(e^Gam_last) + U^T KD: the same A, B = KD^T [K, 64] (SW128, chunk rows
+   contiguous), N = K, accumulating straight into the state registers: 4 wgmma.
 
-Three wgmma groups per chunk, retired in order: R (waited for first: the block solve
-needs it), O (runs during the solve), the state update (runs during P U and the output
-stores; waited for at the chain's end). The fp32 state keeps v1's register tensor: a warp's m16n8 accumulator over [16, K] and
-a warpgroup's m64nK accumulator hold the same (row, column) in the same value order (up
-to the warp's 16-row offset), as do the bf16 A fragments; wgmma_fragments.py checks that
-on the layouts this CuTe DSL traces (the compile fails otherwise). The block solve, P U,
-the Gram stage, the rows and operand stages and the prefetch stay v2's. The operand stage
-writes KBA, QA and KD^T with ordinary stores into the swizzled tiles and then fences the
-generic proxy against the async proxy (fence.proxy.async.shared::cta), before the barrier
-that ends the stage, so the wgmma reads see them. No accumulator or A register of a wgmma
-group is touched before a wait_group that retires the group.
+Four wgmma groups per chunk, retired in order: R (waited for first: the block solve
+needs it), O (runs during the solve), P U (accumulates onto O) and the state update
+(runs during the output stores; waited for at the chain's end). No accumulator or A
+register of a wgmma group is touched before a wait_group that retires the group.
+
+The fp32 state keeps v1's register tensor: a warp's m16n8 accumulator over [16, K] and a
+warpgroup's m64nK accumulator hold the same (row, column) in the same value order (up to
+the warp's 16-row offset), as do the bf16 A fragments; wgmma_fragments.py checks that on
+the layouts this CuTe DSL traces (the compile fails otherwise). The block solve (four
+dependent 16 x 16 steps per warp, mma.sync), the Gram stage, the rows and operand stages
+and the prefetch stay v2's. The operand stage writes KBA, QA and KD^T, the Gram stage P,
+with ordinary stores into the swizzled tiles; each stage then fences the generic proxy
+against the async proxy (fence.proxy.async.shared::cta) before the barrier that ends it,
+so the wgmma reads see them.
 
 Not here yet (NOTES.md, "v3"): the Gram products on wgmma, TMA loads, warp specialisation
 (producer warpgroup for chunk c+1's state-independent stages). Plain forward only: state
@@ -47,14 +52,14 @@ from cudnn.linear_attention.frost.kernels.wgmma_fragments import tv_size, warp_v
 WG_ROWS = 64  # wgmma's M: the S^T rows of one warpgroup
 WG_THREADS = 128
 #: what v3 takes out of v2's plan: the chain's B operands, now SW128 tiles
-REPLACED = ("qa", "kba", "kdt")
+REPLACED = ("qa", "kba", "kdt", "p")
 
 
 def smem_plan(c: FrostFwdConfig):
-    """v2's plan with QA, KBA (as one [2C, K] tile "kq": KBA rows 0..C-1, QA rows C..2C-1)
-    and KD^T in the SW128 layout, first (1024-byte aligned without padding)."""
+    """v2's plan with QA, KBA (as one [2C, K] tile "kq": KBA rows 0..C-1, QA rows C..2C-1),
+    KD^T and P in the SW128 layout, first (1024-byte aligned without padding)."""
     K, C = c.K, CHUNK
-    return [("kq", "bf16", (2 * C, K), SW128), ("kdt", "bf16", (K, C), SW128)] + [
+    return [("kq", "bf16", (2 * C, K), SW128), ("kdt", "bf16", (K, C), SW128), ("p", "bf16", (C, C), SW128)] + [
         entry for entry in v2_smem_plan(c) if entry[0] not in REPLACED]
 
 
@@ -95,10 +100,18 @@ class FrostFwdV3(FrostFwdV2):
     # ------------------------------------------------------------------ v2 extension points
     @cute.jit
     def before_chunks(self, s, mq, mk, mv, mg, mb, mw, heads, bos, eos, tid, lane, wid):
-        """KBA and QA are the two row halves of the kq tile; then v2's first-chunk staging."""
-        K = self.cfg.K
-        s.kba = cute.local_tile(s.kq, (CHUNK, K), (0, 0))
-        s.qa = cute.local_tile(s.kq, (CHUNK, K), (1, 0))
+        """KBA and QA are the two row halves of the kq tile; P's blocks above the diagonal,
+        which the Gram stage never writes and the P U wgmma reads, are zeroed once; then
+        v2's first-chunk staging (its closing barrier orders the zeros before any read)."""
+        K, C = self.cfg.K, CHUNK
+        s.kba = cute.local_tile(s.kq, (C, K), (0, 0))
+        s.qa = cute.local_tile(s.kq, (C, K), (1, 0))
+        s_p = s.p
+        for u in cutlass.range_constexpr(C * C // self.threads):
+            idx = tid + u * self.threads
+            t, col = idx // C, idx % C
+            if t // SUB < col // SUB:
+                s_p[t, col] = BFloat16(0.0)
         FrostFwdV2.before_chunks(self, s, mq, mk, mv, mg, mb, mw, heads, bos, eos, tid, lane, wid)
 
     @cute.jit
@@ -106,6 +119,12 @@ class FrostFwdV3(FrostFwdV2):
         """v2's operand stage, then a proxy fence: its generic stores into kq and kdt must be
         visible to the async proxy (wgmma's operand reads) after the stage's barrier."""
         FrostFwdV2.stage_operands(self, s, mb, heads, t0, eos, scale, tid)
+        cute.arch.fence_proxy("async.shared", space="cta")
+
+    @cute.jit
+    def stage_gram(self, s, mb, heads, t0, eos, scale, thr, lane, wid):
+        """v2's Gram stage, then the same fence for its P stores (read by the P U wgmma)."""
+        FrostFwdV2.stage_gram(self, s, mb, heads, t0, eos, scale, thr, lane, wid)
         cute.arch.fence_proxy("async.shared", space="cta")
 
     @cute.jit
@@ -120,13 +139,12 @@ class FrostFwdV3(FrostFwdV2):
     # ------------------------------------------------------------------ the chain
     @cute.jit
     def chain(self, s, mo, acc_s, coord_s, heads, t0, eos, thr, lane, wid):
-        """State reads and state update on wgmma (per warpgroup), block solve and P U on
-        mma.sync (per warp, v1's code). Three wgmma groups, waited for in order: R (the solve
-        needs it first), O (runs during the solve), the state update (runs during P U and
-        the output stores)."""
+        """State reads, P U and the state update on wgmma (per warpgroup), the block solve on
+        mma.sync (per warp, v1's code). Four wgmma groups, retired in order: R (the solve
+        needs it first), O (runs during the solve), P U onto O, the state update (runs
+        during the output stores)."""
         s_w0 = s.w0
         s_mneg = s.mneg
-        s_p = s.p
         s_dinv = s.dinv
         c = self.cfg
         K, C = c.K, CHUNK
@@ -182,34 +200,33 @@ class FrostFwdV3(FrostFwdV2):
             cute.gemm(mma, u, a_x[None, None, 0], b_d[None, None, 0], u)
             a_u.append(to_a_operand(u, thr.partition_shape_A((SUB, SUB))))
 
-        # 3. S^T <- S^T Diag(e^Gam_last) + U^T KD on wgmma, into the state registers (group 3;
-        # the O group reads a_s, a copy, so the state registers are free to change)
-        for e in cutlass.range_constexpr(cute.size(acc_s)):
-            acc_s[e] = acc_s[e] * self.state_decay(s, coord_s[e][1])
+        # 3. O^T += U^T P^T (group 3: A = bf16(U^T), the solve's four blocks as the four
+        # k-blocks, B = P [t, s], s contiguous), then S^T <- S^T Diag(e^Gam_last) + U^T KD
+        # (group 4, into the state registers; the O group read a bf16 copy of S^T)
         a_uw = cute.make_rmem_tensor(g_st.partition_shape_A((WG_ROWS, C)), BFloat16)
         for bj in cutlass.range_constexpr(NBLK):
             for e in cutlass.range_constexpr(cute.size(a_u[bj])):
                 a_uw[bj * cute.size(a_u[bj]) + e] = a_u[bj][e]
+        for e in cutlass.range_constexpr(cute.size(acc_s)):
+            acc_s[e] = acc_s[e] * self.state_decay(s, coord_s[e][1])
         acc_w = cute.make_tensor(acc_s.iterator, cute.make_layout(g_st.partition_shape_C((WG_ROWS, K))))
+        b_p = wg_half.make_fragment_B(g_half.partition_B(s.p))
         b_kd = wg_st.make_fragment_B(g_st.partition_B(s.kdt))
         wg_st.set(warpgroup.Field.ACCUMULATE, True)
         warpgroup.fence()
+        for kk in cutlass.range_constexpr(C // 16):
+            cute.gemm(wg_half, acc_o, a_uw[None, None, kk], b_p[None, None, kk], acc_o)
+        warpgroup.commit_group()
         for kk in cutlass.range_constexpr(C // 16):
             cute.gemm(wg_st, acc_w, a_uw[None, None, kk], b_kd[None, None, kk], acc_w)
         warpgroup.commit_group()
         warpgroup.wait_group(1)  # groups retire in order: O^T is complete, the state may still run
 
-        # 4. O^T += U^T P^T, stored (v1)
+        # 4. the output rows
         for bi in cutlass.range_constexpr(NBLK):
-            o = cute.make_rmem_tensor(thr.partition_shape_C((SUB, SUB)), Float32)
-            for e in cutlass.range_constexpr(per):
-                o[e] = acc_o[bi * per + e]
-            for bj in cutlass.range_constexpr(bi + 1):
-                b_p = self.operand(thr, lane, cute.local_tile(s_p, (SUB, SUB), (bi, bj)), False)
-                cute.gemm(mma, o, a_u[bj][None, None, 0], b_p[None, None, 0], o)
             for e in cutlass.range_constexpr(per):
                 jt = crd[e]
                 t = t0 + bi * SUB + jt[1]
                 if t < eos:
-                    mo[t, h, j0 + jt[0]] = o[e].to(mo.element_type)
+                    mo[t, h, j0 + jt[0]] = acc_o[bi * per + e].to(mo.element_type)
         warpgroup.wait_group(0)  # the state registers are final before anyone reads them
