@@ -124,6 +124,34 @@ def test_v3_shared_memory_fits_and_is_no_larger_than_v2():
     assert names[:2] == ["kq", "kdt"] and not {"qa", "kba"} & set(names)
 
 
+def test_io_view_drops_the_swizzle_so_staged_tiles_stay_plain():
+    """FrostFwdV2.io_view re-types a shared tile by cute.recast_ptr, which (CuTe DSL 4.8)
+    returns an unswizzled pointer: a raw-staged tile in SW128 would be written to the wrong
+    addresses. v3 keeps them plain (fwd_v3.RAW_STAGED); this pins the DSL behaviour that
+    rule exists for, so a DSL that keeps the swizzle shows up here."""
+    import cutlass.cute as cute
+    from cutlass import Float16
+
+    from cudnn.linear_attention.frost.kernels.fwd_v1 import SW128, allocate_smem
+
+    texts = {}
+
+    class Probe:
+        @cute.jit
+        def __call__(self):
+            self.kernel().launch(grid=[1, 1, 1], block=[32, 1, 1])
+
+        @cute.kernel
+        def kernel(self):
+            s = allocate_smem([("t", "bf16", (64, 64), SW128)])
+            texts["tile"] = str(s.t.iterator.type) if hasattr(s.t.iterator, "type") else str(s.t)
+            texts["view"] = str(cute.make_tensor(cute.recast_ptr(s.t.iterator, dtype=Float16), s.t.layout))
+
+    cute.compile(Probe(), options="--gpu-arch sm_90a")
+    assert "S<3,4,3>" in texts["tile"], texts
+    assert "S<3,4,3>" not in texts["view"], texts
+
+
 def test_smem_bytes_counts_the_swizzle_alignment():
     from cudnn.linear_attention.frost.kernels.fwd_v1 import SW128, smem_bytes
 

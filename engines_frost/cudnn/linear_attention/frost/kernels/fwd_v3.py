@@ -53,14 +53,20 @@ WG_ROWS = 64  # wgmma's M: the S^T rows of one warpgroup
 WG_THREADS = 128
 #: what v3 takes out of v2's plan: the chain's B operands, now SW128 tiles
 REPLACED = ("qa", "kba", "kdt", "p")
+#: tiles v2 stages raw in the io dtype through FrostFwdV2.io_view: cute.recast_ptr drops a
+#: pointer's swizzle (CuTe DSL 4.8), so these must not become SW128 without io_view
+#: passing the swizzle on (what putting the Gram on wgmma, with q and k swizzled, needs)
+RAW_STAGED = ("q", "k", "w0", "qr", "kbr", "wst")
 
 
 def smem_plan(c: FrostFwdConfig):
     """v2's plan with QA, KBA (as one [2C, K] tile "kq": KBA rows 0..C-1, QA rows C..2C-1),
     KD^T and P in the SW128 layout, first (1024-byte aligned without padding)."""
     K, C = c.K, CHUNK
-    return [("kq", "bf16", (2 * C, K), SW128), ("kdt", "bf16", (K, C), SW128), ("p", "bf16", (C, C), SW128)] + [
+    plan = [("kq", "bf16", (2 * C, K), SW128), ("kdt", "bf16", (K, C), SW128), ("p", "bf16", (C, C), SW128)] + [
         entry for entry in v2_smem_plan(c) if entry[0] not in REPLACED]
+    assert not any(name in RAW_STAGED and stride == SW128 for name, _, _, stride in plan), plan
+    return plan
 
 
 def wgmma(n: int):
