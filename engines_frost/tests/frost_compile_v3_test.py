@@ -8,6 +8,8 @@ sm_90a, and the layouts it relies on are the ones the installed CuTe DSL builds.
   (row, column) as the warp's m16n8k16 partitions, 16 rows down per warp;
 - the SW128 tiles are the swizzle kernels/wgmma_fragments.sw128_tile_offset describes
   (that map is checked against the hardware's definition by frost_wgmma_fragments_test);
+- FrostFwdV2.io_view (cute.recast_ptr) drops a pointer's swizzle, the reason v3 keeps
+  the raw-staged tiles plain (fwd_v3.RAW_STAGED);
 - v3's shared-memory plan fits every config and is no larger than v2's;
 - v3 refuses checkpoint/values configs and other architectures, by name.
 Skips where nvidia-cutlass-dsl is not importable.
