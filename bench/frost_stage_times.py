@@ -12,6 +12,8 @@ reports it against its budget).
 Run on the GPU machine from the repo root (CuTe DSL importable):
   PYTHONPATH=$(python3 tools/pythonpath.py) python3 bench/frost_stage_times.py [--family gdn kda]
     [--algorithm v2] [--reps 20]
+(--algorithm v3: v2 with the chain's state products on warpgroup MMA; its "chain" stage is
+the wgmma chain.)
 Shape: 8 x 4096 tokens, 16 heads, K = V = 128, bf16, final state fp32 (the bench shape).
 """
 from __future__ import annotations
@@ -73,7 +75,7 @@ def _launcher(family: Family, algorithm: str, skip: tuple[str, ...]):
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--family", nargs="+", default=["gdn", "kda"], choices=["gdn", "kda", "gdn2"])
-    parser.add_argument("--algorithm", default="v2", choices=["v1", "v2"])
+    parser.add_argument("--algorithm", default="v2", choices=["v1", "v2", "v3"])
     parser.add_argument("--reps", type=int, default=20)
     parser.add_argument("--only-full", action="store_true",
                         help="time the full kernel only (for profiling one launch under ncu)")

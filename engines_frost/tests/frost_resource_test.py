@@ -32,6 +32,11 @@ CASES = [  # (algorithm, family, K, V, l2norm, io, vector gates 16-byte aligned)
     ("v2", "kda", 64, 64, False, "float16", False),
     ("v2", "kda", 64, 128, True, "bfloat16", True),
     ("v2", "gdn2", 128, 64, True, "float16", True),
+] + [  # v3: the wgmma accumulators share the state's registers (no copies), so no growth expected
+    ("v3", fam, 128, 128, False, "bfloat16", True) for fam in ("gdn", "kda", "gdn2")
+] + [
+    ("v3", "kda", 64, 64, False, "float16", False),
+    ("v3", "gdn2", 128, 64, True, "float16", True),
 ]
 
 

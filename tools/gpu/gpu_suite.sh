@@ -35,6 +35,12 @@
 #   frost      frostsmoke then frostmatrix (both need the CuTe DSL: stage install):
 #   frostsmoke FROST kernels vs float64 + timing (FROST_SMOKE_ARGS, e.g. "--algorithm all")
 #   frostmatrix the FROST engine matrix through the graph API (FROST_FWD_ALGORITHM picks v1/v2)
+#   frostv3    forward v3 (v2 with the chain's state products on warpgroup MMA): its kernels
+#              precompiled on this machine's cores into .frostcache (stage frostv3build: the
+#              smoke's v2 and v3 kernels, v3's stage-time variants and engine matrix; ~1-2 min
+#              on 16 cores), then the smoke with v2 and v3 side by side (frostv3smoke: every
+#              case vs float64, SUMMARY lines v3/v2), the stage times of v3 (frostv3stages)
+#              and the engine matrix through v3 (frostv3matrix, FROST_FWD_ALGORITHM=v3)
 #   summary    their kernels precompiled on this machine's cores into FROST_KERNEL_CACHE (default
 #              .frostcache; tests/numerics/frost_summary_prebuild.py), then the FROST summary
 #              engines vs float64 (tests/numerics/test_la_frost_summary_engines.py),
@@ -219,6 +225,14 @@ for s in "$@"; do
     smoke)
       stage smoke "python3 tests/numerics/la_cutile_smoke.py kda && \
         python3 tests/numerics/la_cutile_bwd_smoke.py" ;;
+    frostv3)     # forward v3 on warpgroup MMA: precompile, smoke (v2 and v3), stage times, matrix
+      stage frostv3build "python3 tools/gpu/frost_precompile.py --native --jobs \$(nproc) --out .frostcache \
+        --suites frostsmoke,stagetimes,frostmatrix --smoke-algorithms v2,v3 --engine-algorithms v3 --keep --pack ''"
+      [ -d .frostcache ] && export FROST_KERNEL_CACHE="$PWD/.frostcache"
+      stage frostv3smoke "python3 tests/numerics/la_frost_smoke.py --family all --algorithm v2 v3"
+      stage frostv3stages "python3 bench/frost_stage_times.py --family gdn kda --algorithm v3"
+      stage frostv3matrix "FROST_FWD_ALGORITHM=v3 python3 -m pytest tests/numerics/test_la_frost_engines.py -q -s \
+        -p no:cacheprovider" ;;
     frost|frostsmoke|frostmatrix)
       if [ "$s" != frostmatrix ]; then
         stage frostsmoke "python3 tests/numerics/la_frost_smoke.py --family all ${FROST_SMOKE_ARGS:-}"

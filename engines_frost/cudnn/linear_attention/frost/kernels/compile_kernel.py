@@ -16,11 +16,14 @@ from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
 # host); "cute": the DSL's own (cute.Pointer / Int32 / CUstream objects, ~21 us).
 FFI_CONVENTIONS = ("tvm", "cute")
 FFI_ENV = "FROST_FFI"
+# Algorithms whose kernels use Hopper's warpgroup MMA (wgmma): sm_90a only.
+WGMMA_ALGORITHMS = ("v3",)
 
 
 def kernel_class(algorithm: str, write_checkpoints: bool = False, write_values: bool = False):
     """The CuTe DSL kernel class implementing an algorithm ("v0" oracle, "v1" tensor cores,
-    "v2" v1 with prefetched rows and cheaper state-independent stages; v2 writing the
+    "v2" v1 with prefetched rows and cheaper state-independent stages, "v3" v2 with the
+    chain's state products on warpgroup MMA (sm_90a only); v2 writing the
     state checkpoints too: its launcher with the extra operand; and U as well: the launcher
     with both)."""
     if write_values:
@@ -43,7 +46,10 @@ def kernel_class(algorithm: str, write_checkpoints: bool = False, write_values: 
     if algorithm == "v2":
         from cudnn.linear_attention.frost.kernels.fwd_v2 import FrostFwdV2
         return FrostFwdV2
-    raise ValueError(f"frost_fwd: algorithm must be 'v0', 'v1' or 'v2', got {algorithm!r}")
+    if algorithm == "v3":
+        from cudnn.linear_attention.frost.kernels.fwd_v3 import FrostFwdV3
+        return FrostFwdV3
+    raise ValueError(f"frost_fwd: algorithm must be 'v0', 'v1', 'v2' or 'v3', got {algorithm!r}")
 
 
 def preferred_ffi(host_target: str | None = None) -> str:
@@ -77,6 +83,9 @@ def compile_fwd(cfg: FrostFwdConfig, arch: str, host_target: str | None = None, 
     ffi = ffi or preferred_ffi(host_target)
     if ffi not in FFI_CONVENTIONS:
         raise ValueError(f"compile_fwd: ffi must be one of {FFI_CONVENTIONS}, got {ffi!r}")
+    if cfg.algorithm in WGMMA_ALGORITHMS and arch != "sm_90a":
+        raise ValueError(f"compile_fwd: algorithm {cfg.algorithm!r} uses warpgroup MMA, built for sm_90a only; "
+                         f"got arch {arch!r} (use 'v2')")
     kernel = kernel_class(cfg.algorithm, cfg.write_checkpoints, cfg.write_values)(cfg)
     options = f"--gpu-arch {arch}" + (f" --host-target '{host_target}'" if host_target else "")
     if ffi == "tvm":

@@ -12,8 +12,8 @@ import dataclasses
 IO_DTYPES = ("bfloat16", "float16")
 STATE_DTYPES = ("float32", "bfloat16")
 HEAD_DIMS = (64, 128)
-ALGORITHMS = ("v0", "v1", "v2")
-#: per-chunk stages of v1/v2 that a timing experiment may leave out (bench/frost_stage_times.py)
+ALGORITHMS = ("v0", "v1", "v2", "v3")
+#: per-chunk stages of v1/v2/v3 that a timing experiment may leave out (bench/frost_stage_times.py)
 STAGES = ("rows", "operands", "gram", "chain")
 #: what else a timing experiment may leave out: "bounds", the cu_seqlens safety of
 #: seq_bounds.py (sequence bounds read unclamped, no zeroing of rows no sequence covers),
@@ -60,7 +60,7 @@ class FrostFwdConfig:
     # g's base address is 16-byte aligned (frost_fwd reads it off the pointer; vector gates
     # only): v2 then stages gate rows by 16-byte copies instead of 4-byte ones.
     gate_align16: bool = False
-    # Timing experiments only (bench/frost_stage_times.py): v1/v2 stages compiled out of the
+    # Timing experiments only (bench/frost_stage_times.py): v1/v2/v3 stages compiled out of the
     # chunk loop, so the results are wrong. frost_fwd never sets it.
     skip_stages: tuple[str, ...] = ()
     # v2 only: also write the graph's state_checkpoints output (bf16 [T // 64 + N, HO, V, K],
@@ -97,7 +97,7 @@ class FrostFwdConfig:
         if self.algorithm not in ALGORITHMS:
             bad("algorithm", f"one of {ALGORITHMS}")
         if any(st not in SKIPPABLE for st in self.skip_stages) or (self.skip_stages and self.algorithm == "v0"):
-            bad("skip_stages", f"a tuple of {SKIPPABLE} (v1/v2 only)")
+            bad("skip_stages", f"a tuple of {SKIPPABLE} (not v0)")
         if self.write_checkpoints and self.algorithm != "v2":
             bad("write_checkpoints", "False unless algorithm is 'v2' (the kernel that writes them)")
         if self.write_values and not self.write_checkpoints:

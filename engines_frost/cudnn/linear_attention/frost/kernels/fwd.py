@@ -102,7 +102,8 @@ def frost_fwd(*, q, k, v, g, beta, w, cu_seqlens, out, initial_state, final_stat
     [T, HO, V] (only with state_checkpoints): also written, U = (I + M)^-1 (W0 - KBA S) per
     token, the values the backward's grads kernel reads (frost_bwd's ``values``). HO = max(H, HV).
     All CUDA tensors on one device, contiguous, 16-byte aligned (4 for fp32/int32 operands). stream: a torch.cuda.Stream (None: the current
-    one). ``algorithm`` picks "v0" (SIMT oracle), "v1" or "v2" (default DEFAULT_ALGORITHM).
+    one). ``algorithm`` picks "v0" (SIMT oracle), "v1", "v2" or "v3" (v2 with warpgroup MMA, sm_90a;
+    default DEFAULT_ALGORITHM).
     Every call is checked (H200 host: ~48 us); with ``bind``, returns the BoundLaunch that
     repeats this launch for operands of the same layout without the checks (None when
     nothing was launched: N == 0). Any cu_seqlens table is safe (kernels/seq_bounds.py);

@@ -88,22 +88,46 @@ def smem_plan(c: FrostFwdConfig):
     return plan
 
 
+# A plan entry whose stride is SW128 is a bf16 [rows, cols] tile in the 128-byte swizzled
+# K-major layout warpgroup MMA (WGMMA) reads its shared-memory operands in (cols: the
+# contiguous K extent, cols * 2 bytes a multiple of 128); 1024-byte aligned. fwd_v3 uses it.
+SW128 = "sw128"
+SW128_ALIGN = 1024
+
+
 def smem_bytes(c: FrostFwdConfig, plan=smem_plan) -> int:
-    """Bytes a plan (smem_plan or a derived kernel's) occupies, each tensor rounded up to
-    16-byte alignment."""
+    """Bytes a plan (smem_plan or a derived kernel's) occupies, allocated in order: each
+    tensor starts 16-byte aligned (SW128 tiles 1024-byte aligned: the padding is counted)."""
     total = 0
     for _, dtype, shape, stride in plan(c):
+        if stride == SW128:
+            total = -(-total // SW128_ALIGN) * SW128_ALIGN + shape[0] * shape[1] * 2
+            continue
         span = 1 + sum((extent - 1) * st for extent, st in zip(shape, stride))
         total += -(-span * (2 if dtype == "bf16" else 4) // 16) * 16
     return total
 
 
+def sw128_layout(shape):
+    """The SW128 layout of a bf16 [rows, cols] tile: the 8-row x 64-column swizzle atom
+    tiled rows first (the canonical K-major WGMMA operand layout), as a composed layout."""
+    from cutlass.cute.nvgpu import warpgroup
+
+    atom = warpgroup.make_smem_layout_atom(warpgroup.SmemLayoutAtomKind.K_SW128, BFloat16)
+    return cute.tile_to_shape(atom, shape, order=(0, 1))
+
+
 def allocate_smem(plan) -> SimpleNamespace:
     """The shared tensors of a plan (smem_plan's format) by name; called while a kernel is
-    traced."""
+    traced. SW128 tiles carry their swizzle in the pointer (what WGMMA's operand
+    descriptors are built from); indexing them goes through the swizzle as usual."""
     smem = cutlass.memory.SmemAllocator()
     s = SimpleNamespace()
     for name, dtype, shape, stride in plan:
+        if stride == SW128:
+            sw = sw128_layout(shape)
+            setattr(s, name, smem.allocate_tensor(BFloat16, sw.outer, SW128_ALIGN, swizzle=sw.inner))
+            continue
         setattr(s, name, smem.allocate_tensor(_DTYPES[dtype], cute.make_layout(shape, stride=stride), 16))
     return s
 

@@ -1,0 +1,238 @@
+"""FROST forward v3, first step: v2 with the chain's large products on warpgroup MMA.
+
+v2's chain runs every product as warp-level m16n8k16 mma.sync, each warp on its own 16
+value columns: ~232 dependent mma.sync per warp per chunk, issue-latency bound (NOTES.md,
+"Where v2's GDN chunk goes"). v3 moves the chain's products except the block solve (3.3 M
+of the chunk's 4.1 M MAC) onto Hopper's asynchronous warpgroup MMA (wgmma m64nNk16, bf16
+in, fp32 accumulate); the 8 warps (V = 128) are 2 warpgroups (V = 64: 4 warps, 1
+warpgroup), each owning 64 rows of S^T, exactly the rows its four warps already hold:
+
+1. R^T = W0^T + S^T KBA^T and O^T = S^T QA^T: A = bf16(S^T) from registers (the warp
+   fragment v1 already builds), B = KBA and QA, the two row halves of one [128, K] tile
+   "kq" in the 128-byte swizzled K-major layout (fwd_v1.SW128), N = 64 each: 2 x K/16
+   wgmma per warpgroup instead of 2 x 4 x K/16 mma.sync per warp.
+2. O^T += U^T P^T: A = bf16(U^T) (the four 16 x 16 blocks the block solve leaves in
+   registers are its four k-blocks), B = P [t, s] (SW128; its blocks above the diagonal,
+   never written by the Gram stage, are zeroed once), N = 64: 4 wgmma per warpgroup.
+3. S^T <- S^T Diag(e^Gam_last) + U^T KD: the same A, B = KD^T [K, 64] (SW128, chunk rows
+   contiguous), N = K, accumulating straight into the state registers: 4 wgmma.
+
+Four wgmma groups per chunk, retired in order: R (waited for first: the block solve
+needs it), O (runs during the solve), P U (accumulates onto O) and the state update
+(runs during the output stores; waited for at the chain's end). No accumulator or A
+register of a wgmma group is touched before a wait_group that retires the group.
+
+The fp32 state keeps v1's register tensor: a warp's m16n8 accumulator over [16, K] and a
+warpgroup's m64nK accumulator hold the same (row, column) in the same value order (up to
+the warp's 16-row offset), as do the bf16 A fragments; wgmma_fragments.py checks that on
+the layouts this CuTe DSL traces (the compile fails otherwise). The block solve (four
+dependent 16 x 16 steps per warp, mma.sync), the Gram stage, the rows and operand stages
+and the prefetch stay v2's. The operand stage writes KBA, QA and KD^T, the Gram stage P,
+with ordinary stores into the swizzled tiles; each stage then fences the generic proxy
+against the async proxy (fence.proxy.async.shared::cta) before the barrier that ends it,
+so the wgmma reads see them.
+
+Not here yet (NOTES.md, "v3"): the Gram products on wgmma, TMA loads, warp specialisation
+(producer warpgroup for chunk c+1's state-independent stages). Plain forward only: state
+checkpoints and U are written by v2.
+"""
+from __future__ import annotations
+
+import cutlass
+import cutlass.cute as cute
+from cutlass import BFloat16, Float32
+from cutlass.cute.nvgpu import OperandMajorMode, warpgroup
+
+from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
+from cudnn.linear_attention.frost.kernels.fwd_v1 import CHUNK, NBLK, SUB, SW128, to_a_operand, warp_mma
+from cudnn.linear_attention.frost.kernels.fwd_v2 import FrostFwdV2
+from cudnn.linear_attention.frost.kernels.fwd_v2 import smem_plan as v2_smem_plan
+from cudnn.linear_attention.frost.kernels.wgmma_fragments import tv_size, warp_view_matches
+
+WG_ROWS = 64  # wgmma's M: the S^T rows of one warpgroup
+WG_THREADS = 128
+#: what v3 takes out of v2's plan: the chain's B operands, now SW128 tiles
+REPLACED = ("qa", "kba", "kdt", "p")
+#: tiles v2 stages raw in the io dtype through FrostFwdV2.io_view: cute.recast_ptr drops a
+#: pointer's swizzle (CuTe DSL 4.8), so these must not become SW128 without io_view
+#: passing the swizzle on (what putting the Gram on wgmma, with q and k swizzled, needs)
+RAW_STAGED = ("q", "k", "w0", "qr", "kbr", "wst")
+
+
+def smem_plan(c: FrostFwdConfig):
+    """v2's plan with QA, KBA (as one [2C, K] tile "kq": KBA rows 0..C-1, QA rows C..2C-1),
+    KD^T and P in the SW128 layout, first (1024-byte aligned without padding)."""
+    K, C = c.K, CHUNK
+    plan = [("kq", "bf16", (2 * C, K), SW128), ("kdt", "bf16", (K, C), SW128), ("p", "bf16", (C, C), SW128)] + [
+        entry for entry in v2_smem_plan(c) if entry[0] not in REPLACED]
+    assert not any(name in RAW_STAGED and stride == SW128 for name, _, _, stride in plan), plan
+    return plan
+
+
+def wgmma(n: int):
+    """The warpgroup MMA v3's chain uses: m64 n k16, bf16 A from registers, B K-major in
+    shared memory, fp32 accumulate onto the accumulator's contents."""
+    op = warpgroup.MmaF16BF16Op(BFloat16, Float32, (WG_ROWS, n, 16), warpgroup.OperandSource.RMEM,
+                                OperandMajorMode.K, OperandMajorMode.K)
+    return cute.make_tiled_mma(cute.make_mma_atom(op))
+
+
+def _tv(layout):
+    return (cute.get(layout.shape, mode=[0]), cute.get(layout.shape, mode=[1])), \
+        (cute.get(layout.stride, mode=[0]), cute.get(layout.stride, mode=[1]))
+
+
+def check_fragment_orders(wg, mma, n: int) -> None:
+    """Trace-time check: the warpgroup MMA wg (N = n) sees v1's warp fragments (mma's
+    16 x 16 tile per warp) as its own, value for value: accumulator C and A operand."""
+    for name, wg_tv, warp_tv in (("C", wg.tv_layout_C, mma.tv_layout_C_tiled),
+                                 ("A", wg.tv_layout_A, mma.tv_layout_A_tiled)):
+        wg_tv, warp_tv = _tv(wg_tv), _tv(warp_tv)
+        if not warp_view_matches(wg_tv, WG_ROWS, warp_tv, SUB, tv_size(warp_tv)[1]):
+            raise ValueError(f"fwd_v3: the wgmma m64n{n}k16 {name} fragment {wg_tv} does not extend the "
+                             f"mma.sync fragment {warp_tv}; v3's register hand-over would be wrong")
+
+
+class FrostFwdV3(FrostFwdV2):
+    """Callable for cute.compile; see the module docstring for what differs from v2."""
+
+    smem_plan = staticmethod(smem_plan)
+
+    def __init__(self, cfg: FrostFwdConfig):
+        if cfg.write_checkpoints or cfg.write_values:
+            raise ValueError("FrostFwdV3: state checkpoints and values are written by algorithm 'v2' only")
+        super().__init__(cfg)
+
+    # ------------------------------------------------------------------ v2 extension points
+    @cute.jit
+    def before_chunks(self, s, mq, mk, mv, mg, mb, mw, heads, bos, eos, tid, lane, wid):
+        """KBA and QA are the two row halves of the kq tile; P's blocks above the diagonal,
+        which the Gram stage never writes and the P U wgmma reads, are zeroed once; then
+        v2's first-chunk staging (its closing barrier orders the zeros before any read)."""
+        K, C = self.cfg.K, CHUNK
+        s.kba = cute.local_tile(s.kq, (C, K), (0, 0))
+        s.qa = cute.local_tile(s.kq, (C, K), (1, 0))
+        s_p = s.p
+        for u in cutlass.range_constexpr(C * C // self.threads):
+            idx = tid + u * self.threads
+            t, col = idx // C, idx % C
+            if t // SUB < col // SUB:
+                s_p[t, col] = BFloat16(0.0)
+        FrostFwdV2.before_chunks(self, s, mq, mk, mv, mg, mb, mw, heads, bos, eos, tid, lane, wid)
+
+    @cute.jit
+    def stage_operands(self, s, mb, heads, t0, eos, scale, tid):
+        """v2's operand stage, then a proxy fence: its generic stores into kq and kdt must be
+        visible to the async proxy (wgmma's operand reads) after the stage's barrier."""
+        FrostFwdV2.stage_operands(self, s, mb, heads, t0, eos, scale, tid)
+        cute.arch.fence_proxy("async.shared", space="cta")
+
+    @cute.jit
+    def stage_gram(self, s, mb, heads, t0, eos, scale, thr, lane, wid):
+        """v2's Gram stage, then the same fence for its P stores (read by the P U wgmma)."""
+        FrostFwdV2.stage_gram(self, s, mb, heads, t0, eos, scale, thr, lane, wid)
+        cute.arch.fence_proxy("async.shared", space="cta")
+
+    @cute.jit
+    def stage_chain(self, s, mo, acc_s, coord_s, heads, t0, eos, thr, lane, wid):
+        """v2's prefetch around v3's chain."""
+        if t0 + CHUNK < eos:
+            self.prefetch_rows(s, t0 + CHUNK, eos, wid * 32 + lane)
+            cute.arch.cp_async_commit_group()
+        self.chain(s, mo, acc_s, coord_s, heads, t0, eos, thr, lane, wid)
+        cute.arch.cp_async_wait_group(0)
+
+    # ------------------------------------------------------------------ the chain
+    @cute.jit
+    def chain(self, s, mo, acc_s, coord_s, heads, t0, eos, thr, lane, wid):
+        """State reads, P U and the state update on wgmma (per warpgroup), the block solve on
+        mma.sync (per warp, v1's code). Four wgmma groups, retired in order: R (the solve
+        needs it first), O (runs during the solve), P U onto O, the state update (runs
+        during the output stores)."""
+        s_w0 = s.w0
+        s_mneg = s.mneg
+        s_dinv = s.dinv
+        c = self.cfg
+        K, C = c.K, CHUNK
+        h = heads[3]
+        mma = warp_mma()
+        wg_half = wgmma(C)  # R^T and O^T: N = C each
+        wg_st = wgmma(K)  # the state update: N = K
+        check_fragment_orders(wg_half, mma, C)
+        check_fragment_orders(wg_st, mma, K)
+        wtid = (wid % (WG_THREADS // 32)) * 32 + lane  # thread index inside the warpgroup
+        g_half = wg_half.get_slice(wtid)
+        g_st = wg_st.get_slice(wtid)
+        j0 = wid * SUB
+        crd = thr.partition_C(cute.make_identity_tensor((SUB, SUB)))
+        per = cute.size(thr.partition_shape_C((SUB, SUB)))  # values of a 16 x 16 block per thread
+
+        # 1. R^T = W0^T + S^T KBA^T (group 1), O^T = S^T QA^T (group 2); block bi of either
+        # is values [per bi, per (bi + 1)) of its accumulator
+        acc_r = cute.make_rmem_tensor(g_half.partition_shape_C((WG_ROWS, C)), Float32)
+        acc_o = cute.make_rmem_tensor(g_half.partition_shape_C((WG_ROWS, C)), Float32)
+        acc_o.fill(0.0)
+        for bi in cutlass.range_constexpr(NBLK):
+            for e in cutlass.range_constexpr(per):
+                jt = crd[e]
+                acc_r[bi * per + e] = s_w0[bi * SUB + jt[1], j0 + jt[0]].to(Float32)
+        self.after_rhs_reads(s, heads, t0, eos, lane, wid)
+        a_s = to_a_operand(acc_s, g_half.partition_shape_A((WG_ROWS, K)))
+        b_kba = wg_half.make_fragment_B(g_half.partition_B(s.kba))
+        b_qa = wg_half.make_fragment_B(g_half.partition_B(s.qa))
+        wg_half.set(warpgroup.Field.ACCUMULATE, True)
+        warpgroup.fence()
+        for kk in cutlass.range_constexpr(K // 16):
+            cute.gemm(wg_half, acc_r, a_s[None, None, kk], b_kba[None, None, kk], acc_r)
+        warpgroup.commit_group()
+        for kk in cutlass.range_constexpr(K // 16):
+            cute.gemm(wg_half, acc_o, a_s[None, None, kk], b_qa[None, None, kk], acc_o)
+        warpgroup.commit_group()
+        warpgroup.wait_group(1)  # R^T is complete; O^T may still run
+
+        # 2. block solve U_i = Dinv_i (R_i - sum_{j<i} M_ij U_j), per warp (v1)
+        a_u = []
+        for bi in cutlass.range_constexpr(NBLK):
+            r = cute.make_rmem_tensor(thr.partition_shape_C((SUB, SUB)), Float32)
+            for e in cutlass.range_constexpr(per):
+                r[e] = acc_r[bi * per + e]
+            for bj in cutlass.range_constexpr(bi):
+                b_m = self.operand(thr, lane, cute.local_tile(s_mneg, (SUB, SUB), (bi, bj)), False)
+                cute.gemm(mma, r, a_u[bj][None, None, 0], b_m[None, None, 0], r)
+            a_x = to_a_operand(r, thr.partition_shape_A((SUB, SUB)))
+            u = cute.make_rmem_tensor(thr.partition_shape_C((SUB, SUB)), Float32)
+            u.fill(0.0)
+            b_d = self.operand(thr, lane, s_dinv[bi, None, None], False)
+            cute.gemm(mma, u, a_x[None, None, 0], b_d[None, None, 0], u)
+            a_u.append(to_a_operand(u, thr.partition_shape_A((SUB, SUB))))
+
+        # 3. O^T += U^T P^T (group 3: A = bf16(U^T), the solve's four blocks as the four
+        # k-blocks, B = P [t, s], s contiguous), then S^T <- S^T Diag(e^Gam_last) + U^T KD
+        # (group 4, into the state registers; the O group read a bf16 copy of S^T)
+        a_uw = cute.make_rmem_tensor(g_st.partition_shape_A((WG_ROWS, C)), BFloat16)
+        for bj in cutlass.range_constexpr(NBLK):
+            for e in cutlass.range_constexpr(cute.size(a_u[bj])):
+                a_uw[bj * cute.size(a_u[bj]) + e] = a_u[bj][e]
+        for e in cutlass.range_constexpr(cute.size(acc_s)):
+            acc_s[e] = acc_s[e] * self.state_decay(s, coord_s[e][1])
+        acc_w = cute.make_tensor(acc_s.iterator, cute.make_layout(g_st.partition_shape_C((WG_ROWS, K))))
+        b_p = wg_half.make_fragment_B(g_half.partition_B(s.p))
+        b_kd = wg_st.make_fragment_B(g_st.partition_B(s.kdt))
+        wg_st.set(warpgroup.Field.ACCUMULATE, True)
+        warpgroup.fence()
+        for kk in cutlass.range_constexpr(C // 16):
+            cute.gemm(wg_half, acc_o, a_uw[None, None, kk], b_p[None, None, kk], acc_o)
+        warpgroup.commit_group()
+        for kk in cutlass.range_constexpr(C // 16):
+            cute.gemm(wg_st, acc_w, a_uw[None, None, kk], b_kd[None, None, kk], acc_w)
+        warpgroup.commit_group()
+        warpgroup.wait_group(1)  # groups retire in order: O^T is complete, the state may still run
+
+        # 4. the output rows
+        for bi in cutlass.range_constexpr(NBLK):
+            for e in cutlass.range_constexpr(per):
+                jt = crd[e]
+                t = t0 + bi * SUB + jt[1]
+                if t < eos:
+                    mo[t, h, j0 + jt[0]] = acc_o[bi * per + e].to(mo.element_type)
+        warpgroup.wait_group(0)  # the state registers are final before anyone reads them

@@ -1,0 +1,87 @@
+"""Register-fragment and shared-memory index maps that fwd_v3 relies on (pure Python).
+
+fwd_v3 keeps v1/v2's per-warp register tensors (the fp32 state S^T, the bf16 A operands)
+and hands them to warpgroup MMA (WGMMA) unchanged. That is only right if, for every
+thread, value i of the warp-level m16n8k16 fragment and value i of the warpgroup
+m64nNk16 fragment sit at the same (row, column) up to the warp's 16-row offset inside
+the warpgroup. Both fragments are CuTe thread-value layouts: ((threads), (values)) ->
+a column-major index into the tile. ``fragment_coords`` evaluates one, and
+``warp_view_matches`` compares a warpgroup layout with a warp layout; fwd_v3 asserts it
+on the layouts the installed CuTe DSL traces (so a DSL that reorders fragments fails
+the compile, not the numerics), and the CPU tests check the same function on the
+layouts of the PTX fragment tables.
+
+``sw128_byte_offset`` is the 128-byte swizzled K-major layout WGMMA reads B from
+(fwd_v1.SW128 tiles): the tests check that it is a bijection and keeps every 16-byte
+vector of a row contiguous, which the operand stage's 16-byte stores need.
+"""
+from __future__ import annotations
+
+
+def _flatten(t):
+    if isinstance(t, (tuple, list)):
+        out = []
+        for x in t:
+            out.extend(_flatten(x))
+        return out
+    return [t]
+
+
+def _evaluate(shape, stride, index: int) -> int:
+    """A (possibly nested) layout at a flat column-major index."""
+    offset = 0
+    for extent, st in zip(_flatten(shape), _flatten(stride)):
+        offset += (index % extent) * st
+        index //= extent
+    return offset
+
+
+def fragment_coords(tv_shape, tv_stride, rows: int, thread: int, value: int) -> tuple[int, int]:
+    """(row, column) of value ``value`` of thread ``thread`` in a thread-value layout
+    ((thread modes), (value modes)) over a column-major tile with ``rows`` rows."""
+    (t_shape, v_shape), (t_stride, v_stride) = tv_shape, tv_stride
+    offset = _evaluate(t_shape, t_stride, thread) + _evaluate(v_shape, v_stride, value)
+    return offset % rows, offset // rows
+
+
+def _size(shape) -> int:
+    n = 1
+    for extent in _flatten(shape):
+        n *= extent
+    return n
+
+
+def warp_view_matches(wg_tv, wg_rows: int, warp_tv, warp_rows: int, values: int) -> bool:
+    """True when the first ``values`` values of every thread of the warpgroup layout
+    (wg_tv = (shape, stride), 128 threads, wg_rows = 64) are, in order, the warp layout's
+    (warp_tv, 32 threads, warp_rows = 16) values of the same lane, shifted down by 16 rows
+    per warp. Column ranges may differ in width (a 16 x 16 warp tile against the first
+    columns of a 64 x N warpgroup tile)."""
+    for thread in range(128):
+        warp, lane = divmod(thread, 32)
+        for v in range(values):
+            r, col = fragment_coords(*wg_tv, wg_rows, thread, v)
+            wr, wcol = fragment_coords(*warp_tv, warp_rows, lane, v)
+            if (r, col) != (wr + warp_rows * warp, wcol):
+                return False
+    return True
+
+
+def tv_size(tv) -> tuple[int, int]:
+    """(threads, values) of a thread-value layout given as (shape, stride)."""
+    return _size(tv[0][0]), _size(tv[0][1])
+
+
+def sw128_byte_offset(row: int, col: int) -> int:
+    """Byte offset of bf16 element (row, col) inside its 8-row x 64-column swizzle atom
+    (1024 bytes): row r % 8 is 128 bytes, and its 16-byte unit col // 8 is XOR-ed with
+    r % 8 (the hardware's 128-byte swizzle, CuTe's Swizzle<3,4,3> on byte addresses)."""
+    unit = (col % 64) // 8
+    return (row % 8) * 128 + ((unit ^ (row % 8)) * 16) + (col % 8) * 2
+
+
+def sw128_tile_offset(rows: int, row: int, col: int) -> int:
+    """Byte offset of (row, col) in a [rows, cols] SW128 tile (fwd_v1.sw128_layout): the
+    atoms are laid out rows first (row // 8), then by 64-column atom column (col // 64)."""
+    atom = (row // 8) + (rows // 8) * (col // 64)
+    return atom * 1024 + sw128_byte_offset(row, col)

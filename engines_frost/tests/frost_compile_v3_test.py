@@ -1,0 +1,173 @@
+"""L0: FROST forward v3 (the chain's state products on warpgroup MMA) cross-compiles for
+sm_90a, and the layouts it relies on are the ones the installed CuTe DSL builds.
+
+- every family x head dims (bf16, both states) and fp16 without an initial state, plus
+  the grouped-head configs, compile through fwd.compile_fwd (the launch's entry);
+- the register hand-over (fwd_v3 docstring): for every thread of a warpgroup and every
+  value, the wgmma m64nNk16 accumulator and A partitions (N = 64, 128) list the same
+  (row, column) as the warp's m16n8k16 partitions, 16 rows down per warp;
+- the SW128 tiles are the swizzle kernels/wgmma_fragments.sw128_tile_offset describes
+  (that map is checked against the hardware's definition by frost_wgmma_fragments_test);
+- FrostFwdV2.io_view (cute.recast_ptr) drops a pointer's swizzle, the reason v3 keeps
+  the raw-staged tiles plain (fwd_v3.RAW_STAGED);
+- v3's shared-memory plan fits every config and is no larger than v2's;
+- v3 refuses checkpoint/values configs and other architectures, by name.
+Skips where nvidia-cutlass-dsl is not importable.
+"""
+import dataclasses
+import os
+import re
+import sys
+
+import pytest
+
+cutlass = pytest.importorskip("cutlass", reason="nvidia-cutlass-dsl (CuTe DSL) is not installed")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from cudnn.linear_attention.frost.kernels.fwd import compile_fwd  # noqa: E402
+
+from frost_variants import GROUPED, VARIANTS, vid, with_algorithm  # noqa: E402
+
+V3_VARIANTS = [
+    i for i, (fam, c) in enumerate(VARIANTS)
+    if (c.io_dtype, c.has_initial_state, c.has_final_state) == ("bfloat16", True, True)
+    or (c.io_dtype, c.has_initial_state, c.has_final_state, c.K, c.V) == ("float16", False, True, 128, 64)
+]
+
+
+def _v3(cfg):
+    return with_algorithm(cfg, "v3", gate_align16=cfg.gate_per_channel and cfg.io_dtype == "bfloat16")
+
+
+@pytest.mark.parametrize("variant", V3_VARIANTS, ids=vid)
+def test_v3_variant_compiles_for_sm90a(variant):
+    _, cfg = VARIANTS[variant]
+    assert callable(compile_fwd(_v3(cfg), "sm_90a"))
+
+
+@pytest.mark.parametrize("cfg", GROUPED, ids=["gva-kda", "gva-gdn-hk-hv", "gqa-gdn2"])
+def test_v3_grouped_heads_compile(cfg):
+    assert callable(compile_fwd(_v3(cfg), "sm_90a"))
+
+
+def test_v3_stage_timing_variant_compiles():
+    """bench/frost_stage_times.py --algorithm v3 compiles the chain out (skip_stages)."""
+    _, cfg = VARIANTS[V3_VARIANTS[0]]
+    assert callable(compile_fwd(dataclasses.replace(_v3(cfg), skip_stages=("chain",)), "sm_90a"))
+
+
+def test_warpgroup_partitions_extend_the_warp_partitions():
+    import cutlass.cute as cute
+
+    from cudnn.linear_attention.frost.kernels.fwd_v1 import warp_mma
+    from cudnn.linear_attention.frost.kernels.fwd_v3 import wgmma
+
+    result = {}
+
+    @cute.jit
+    def probe():
+        mma = warp_mma()
+        for n in cutlass.range_constexpr(64, 192, 64):
+            wg = wgmma(n)
+            for t in cutlass.range_constexpr(128):
+                w = wg.get_slice(t)
+                s = mma.get_slice(t % 32)
+                for kind in cutlass.range_constexpr(2):
+                    if cutlass.const_expr(kind == 0):
+                        wc = w.partition_C(cute.make_identity_tensor((64, n)))
+                        sc = s.partition_C(cute.make_identity_tensor((16, n)))
+                    else:
+                        wc = w.partition_A(cute.make_identity_tensor((64, n)))
+                        sc = s.partition_A(cute.make_identity_tensor((16, n)))
+                    for e in cutlass.range_constexpr(cute.size(wc)):
+                        result[(kind, n, t, e)] = (str(wc[e]), str(sc[e]))
+
+    cute.compile(probe, options="--gpu-arch sm_90a")
+    assert len(result) == 2 * (64 * 64 + 64 * 128)  # C and A: every value of every thread, N = 64, 128
+    for (kind, n, t, e), (wg_text, warp_text) in result.items():
+        wr, wc = (int(v) for v in re.findall(r"-?\d+", wg_text))
+        r, c = (int(v) for v in re.findall(r"-?\d+", warp_text))
+        assert (wr, wc) == (r + 16 * (t // 32), c), (kind, n, t, e, wg_text, warp_text)
+    covered = {v[0] for k, v in result.items() if k[0] == 0 and k[1] == 64}
+    assert len(covered) == 64 * 64  # the warpgroup's 128 threads cover the 64 x 64 tile once
+
+
+def test_sw128_tiles_are_the_documented_swizzle():
+    """fwd_v1.sw128_layout as the DSL builds it: Swizzle<3,4,3> on byte addresses over
+    8 x 64 bf16 atoms tiled rows first, i.e. wgmma_fragments.sw128_tile_offset."""
+    import cutlass.cute as cute
+
+    from cudnn.linear_attention.frost.kernels.fwd_v1 import sw128_layout
+
+    texts = {}
+
+    @cute.jit
+    def probe():
+        for rows, cols in ((128, 128), (128, 64), (64, 64)):
+            texts[rows, cols] = str(sw128_layout((rows, cols)))
+
+    cute.compile(probe, options="--gpu-arch sm_90a")
+    for (rows, cols), text in texts.items():
+        atom_cols = cols // 64
+        expected = (f"S<3,4,3> o 0 o ((8,{rows // 8}),(64,{atom_cols})):((64,512),"
+                    f"(1,{rows * 64 if atom_cols > 1 else 0}))")
+        assert text == expected, (rows, cols, text)
+
+
+def test_v3_shared_memory_fits_and_is_no_larger_than_v2():
+    from cudnn.linear_attention.frost.kernels.fwd_v1 import SMEM_LIMIT, smem_bytes
+    from cudnn.linear_attention.frost.kernels.fwd_v2 import FrostFwdV2
+    from cudnn.linear_attention.frost.kernels.fwd_v3 import FrostFwdV3
+
+    for fam, cfg in VARIANTS:
+        v3, v2 = smem_bytes(cfg, FrostFwdV3.smem_plan), smem_bytes(cfg, FrostFwdV2.smem_plan)
+        assert v3 <= min(v2, SMEM_LIMIT), (fam, cfg.K, cfg.V, v3, v2)
+    names = [entry[0] for entry in FrostFwdV3.smem_plan(VARIANTS[0][1])]
+    assert names[:2] == ["kq", "kdt"] and not {"qa", "kba"} & set(names)
+
+
+def test_io_view_drops_the_swizzle_so_staged_tiles_stay_plain():
+    """FrostFwdV2.io_view re-types a shared tile by cute.recast_ptr, which (CuTe DSL 4.8)
+    returns an unswizzled pointer: a raw-staged tile in SW128 would be written to the wrong
+    addresses. v3 keeps them plain (fwd_v3.RAW_STAGED); this pins the DSL behaviour that
+    rule exists for, so a DSL that keeps the swizzle shows up here."""
+    import cutlass.cute as cute
+    from cutlass import Float16
+
+    from cudnn.linear_attention.frost.kernels.fwd_v1 import SW128, allocate_smem
+
+    texts = {}
+
+    class Probe:
+        @cute.jit
+        def __call__(self):
+            self.kernel().launch(grid=[1, 1, 1], block=[32, 1, 1])
+
+        @cute.kernel
+        def kernel(self):
+            s = allocate_smem([("t", "bf16", (64, 64), SW128)])
+            texts["tile"] = str(s.t.iterator.type) if hasattr(s.t.iterator, "type") else str(s.t)
+            texts["view"] = str(cute.make_tensor(cute.recast_ptr(s.t.iterator, dtype=Float16), s.t.layout))
+
+    cute.compile(Probe(), options="--gpu-arch sm_90a")
+    assert "S<3,4,3>" in texts["tile"], texts
+    assert "S<3,4,3>" not in texts["view"], texts
+
+
+def test_smem_bytes_counts_the_swizzle_alignment():
+    from cudnn.linear_attention.frost.kernels.fwd_v1 import SW128, smem_bytes
+
+    cfg = VARIANTS[0][1]
+    assert smem_bytes(cfg, lambda c: [("t", "bf16", (64, 64), SW128)]) == 8192
+    assert smem_bytes(cfg, lambda c: [("beta", "f32", (4,), (1,)), ("t", "bf16", (64, 64), SW128)]) == 1024 + 8192
+
+
+def test_v3_refuses_what_it_does_not_do():
+    from cudnn.linear_attention.frost.kernels.fwd_v3 import FrostFwdV3
+
+    _, cfg = VARIANTS[V3_VARIANTS[0]]
+    with pytest.raises(ValueError, match="sm_90a only.*sm_100a"):
+        compile_fwd(_v3(cfg), "sm_100a")
+    ckpt = dataclasses.replace(cfg, algorithm="v2", write_checkpoints=True)
+    with pytest.raises(ValueError, match="algorithm 'v2' only"):
+        FrostFwdV3(ckpt)

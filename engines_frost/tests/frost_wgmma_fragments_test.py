@@ -1,0 +1,99 @@
+"""L0: the index maps fwd_v3 relies on (kernels/wgmma_fragments.py), plain Python.
+
+fwd_v3 hands v1's per-warp register fragments (the fp32 state S^T, the bf16 A operands)
+to warpgroup MMA unchanged, and writes WGMMA's B operands with ordinary 16-byte stores
+into 128-byte swizzled tiles. Checked here against the PTX ISA's fragment tables (written
+out below as formulas, independent of CuTe) and the hardware swizzle's definition:
+- fragment_coords evaluates CuTe thread-value layouts (the ones the DSL traces for
+  wgmma m64nNk16 and mma.sync m16n8k16) to exactly the PTX tables;
+- warp_view_matches accepts those pairs and rejects a layout with two value modes swapped
+  or the warp offset dropped (so fwd_v3's trace-time check can fail);
+- the SW128 map is a bijection of the tile, keeps each 16-byte vector of a row contiguous
+  and aligned, and spreads a column unit's 8 rows over 8 different 16-byte bank groups.
+The same hand-over is checked on the layouts the installed CuTe DSL builds, per thread and
+value, by frost_compile_v3_test (needs the DSL).
+"""
+import os
+import sys
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from cudnn.linear_attention.frost.kernels.wgmma_fragments import (fragment_coords, sw128_byte_offset,  # noqa: E402
+                                                                  sw128_tile_offset, tv_size, warp_view_matches)
+
+
+def wgmma_c(n):
+    """CuTe's wgmma m64nNk16 fp32 accumulator layout (thread, value) -> 64 x N col-major."""
+    return ((4, 8, 4), (2, 2, n // 8)), ((128, 1, 16), (64, 8, 512))
+
+
+WGMMA_A = ((4, 8, 4), (2, 2, 2)), ((128, 1, 16), (64, 8, 512))  # 64 x 16 A from registers
+MMA_C_TILED = ((4, 8), ((2, 2), (1, 2))), ((32, 1), ((16, 8), (0, 128)))  # two m16n8 atoms: 16 x 16
+MMA_A = ((4, 8), (2, 2, 2)), ((32, 1), (16, 8, 128))  # m16n8k16 A: 16 x 16
+
+
+def ptx_wgmma_c(thread, i):
+    """PTX ISA, wgmma .m64nNk16 D fragment: row 16 warp + lane / 4 (+8), column pairs."""
+    warp, lane = divmod(thread, 32)
+    return 16 * warp + lane // 4 + 8 * ((i // 2) % 2), 8 * (i // 4) + 2 * (lane % 4) + i % 2
+
+
+def ptx_mma_c(lane, i):
+    """PTX ISA, mma.m16n8k16 D fragment (c0..c3), repeated every 8 columns."""
+    return lane // 4 + 8 * ((i // 2) % 2), 8 * (i // 4) + 2 * (lane % 4) + i % 2
+
+
+def ptx_a(lane, i, warp=0):
+    """PTX ISA, m16n8k16 (and wgmma m64nNk16 per warp) A fragment a0..a7."""
+    return 16 * warp + lane // 4 + 8 * ((i // 2) % 2), 8 * (i // 4) + 2 * (lane % 4) + i % 2
+
+
+@pytest.mark.parametrize("n", [64, 128])
+def test_wgmma_accumulator_layout_is_the_ptx_table(n):
+    for thread in range(128):
+        for i in range(tv_size(wgmma_c(n))[1]):
+            assert fragment_coords(*wgmma_c(n), 64, thread, i) == ptx_wgmma_c(thread, i), (thread, i)
+
+
+def test_warp_layouts_are_the_ptx_tables():
+    for lane in range(32):
+        for i in range(8):
+            assert fragment_coords(*MMA_C_TILED, 16, lane, i) == ptx_mma_c(lane, i), (lane, i)
+            assert fragment_coords(*MMA_A, 16, lane, i) == ptx_a(lane, i), (lane, i)
+            for warp in range(4):
+                assert fragment_coords(*WGMMA_A, 64, 32 * warp + lane, i) == ptx_a(lane, i, warp)
+
+
+@pytest.mark.parametrize("n", [64, 128])
+def test_warpgroup_fragments_extend_the_warp_fragments(n):
+    assert warp_view_matches(wgmma_c(n), 64, MMA_C_TILED, 16, 8)
+    assert warp_view_matches(WGMMA_A, 64, MMA_A, 16, 8)
+
+
+def test_a_mismatch_is_rejected():
+    (t_shape, v_shape), (t_stride, v_stride) = wgmma_c(64)
+    swapped = (t_shape, v_shape), (t_stride, (8, 64, 512))  # value modes 0 and 1 exchanged
+    assert not warp_view_matches(swapped, 64, MMA_C_TILED, 16, 8)
+    no_warp_offset = (t_shape, v_shape), ((128, 1, 0), v_stride)  # every warp on rows 0..15
+    assert not warp_view_matches(no_warp_offset, 64, MMA_C_TILED, 16, 8)
+
+
+@pytest.mark.parametrize("rows,cols", [(128, 128), (128, 64), (64, 64)])
+def test_sw128_is_a_bijection_with_contiguous_vectors(rows, cols):
+    offsets = {sw128_tile_offset(rows, r, c) for r in range(rows) for c in range(cols)}
+    assert offsets == set(range(0, rows * cols * 2, 2))
+    for r in range(rows):
+        for c0 in range(0, cols, 8):
+            base = sw128_tile_offset(rows, r, c0)
+            assert base % 16 == 0
+            assert [sw128_tile_offset(rows, r, c0 + j) - base for j in range(8)] == list(range(0, 16, 2))
+
+
+def test_sw128_spreads_a_column_unit_over_the_banks():
+    """Eight consecutive rows of one 16-byte column unit land in eight different 16-byte
+    slots of a 128-byte line (what the swizzle is for: conflict-free column reads)."""
+    for unit in range(8):
+        slots = {(sw128_byte_offset(r, 8 * unit) % 128) // 16 for r in range(8)}
+        assert len(slots) == 8, unit
