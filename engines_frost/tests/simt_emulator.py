@@ -5,8 +5,9 @@ rows, operands) use a small scalar subset of the CuTe DSL: shared-memory tensors
 element and row indexing, ``local_tile`` of a row, register vectors, ``autovec_copy`` /
 ``copy`` (cp.async), re-typed views, ``cutlass.range`` loops, ``const_expr`` branches,
 ``cutlass.min`` / ``max``,
-``thread_idx`` / ``block_idx``, ``sync_threads`` / ``sync_warp``, warp shuffles and
-reductions, exp / rsqrt / log1p. That subset has an obvious CPU meaning, so this module re-executes
+``thread_idx`` / ``block_idx``, ``sync_threads`` / ``sync_warp``, warp shuffles (butterfly,
+up, from a source lane) and reductions, exp / rsqrt / log1p. That subset has an obvious CPU
+meaning, so this module re-executes
 the kernels' own functions (the originals that ``@cute.jit`` / ``@cute.kernel`` wrap) with
 their module globals replaced by a shim: one Python thread per CUDA thread of a CTA, a
 ``threading.Barrier`` per CTA (``sync_threads``) and per warp (``sync_warp`` and the
@@ -238,6 +239,11 @@ def _shuffle_sync_up(value, offset):
     return Val(values[lane - offset] if lane >= offset else value)
 
 
+def _shuffle_sync(value, offset, mask=None, mask_and_clamp=None):
+    values = _exchange(value)
+    return values[int(offset)]
+
+
 def _shuffle_sync_bfly(value, offset, mask=None, mask_and_clamp=None):
     values, lane = _exchange(value), _ctx.tid % 32
     return values[lane ^ offset]
@@ -294,7 +300,7 @@ def _shim():
         lane_idx=lambda: _ctx.tid % 32, warp_idx=lambda: _ctx.tid // 32, make_warp_uniform=lambda x: x,
         sync_threads=lambda: _ctx.barrier.wait(), sync_warp=lambda: _ctx.warps[_ctx.tid // 32].barrier.wait(),
         exp=_exp, fmax=lambda a, b: Val(max(a, b)), fmin=lambda a, b: Val(min(a, b)),
-        warp_reduction=_warp_reduction, shuffle_sync_up=_shuffle_sync_up, shuffle_sync_bfly=_shuffle_sync_bfly,
+        warp_reduction=_warp_reduction, shuffle_sync=_shuffle_sync, shuffle_sync_up=_shuffle_sync_up, shuffle_sync_bfly=_shuffle_sync_bfly,
         cp_async_commit_group=_nothing, cp_async_wait_group=_nothing,
     )
     cute = _Namespace(

@@ -48,6 +48,29 @@ LANES = 32
 LINEAR_GATE_FLOOR = 1e-10
 
 
+def log2_int(x: int) -> int:
+    return x.bit_length() - 1
+
+
+def reduced_index(lane, rpw: int):
+    """The entry of a 2 x rpw reduction (FrostDecode.reduce_rows) that `lane` ends with: step
+    k (lane bit 4 - k) keeps the upper half of the rpw >> k ... entries left."""
+    idx = lane * 0
+    for k in range(log2_int(2 * rpw)):  # unrolled while the kernel is traced
+        idx = idx + (lane // (16 >> k)) % 2 * (rpw >> k)
+    return idx
+
+
+def lane_of_sum(entry: int, rpw: int) -> int:
+    """The lowest lane that ends reduce_rows with `entry` (host-side inverse of
+    reduced_index)."""
+    lane = 0
+    for k in range(log2_int(2 * rpw)):
+        if entry & (rpw >> k):
+            lane |= 16 >> k
+    return lane
+
+
 def decode_views(c: FrostDecodeConfig, ptrs, T, N, S):
     """Called while the launcher is traced: packed views of the ABI operands."""
     (p_q, p_k, p_v, p_g, p_beta, p_w, p_cu, p_out, p_h0, p_ht, p_idx, p_alog, p_dtb,
@@ -151,19 +174,54 @@ class FrostDecode:
     @cute.jit
     def walk(self, mq, mk, mv, mg, mb, mw, mo, malog, mdtb, mck, xs, bos, eos, ck_base, h, row0,
              lane, scale):
-        """The recurrence over tokens bos..eos-1 of one sequence, xs the warp's state rows."""
+        """The recurrence over tokens bos..eos-1 of one sequence, xs the warp's state rows.
+
+        Per token one pass over the rows gives both partial sums against the state before
+        the token, X: e = X (alpha b k) and p = X (alpha q) (the decay folded into the
+        vectors), one transposed reduction leaves each lane one of the 2 x RPW sums, the
+        erase-read lanes form u = write * v - e and pass it on, and o = p + u (k . q); the
+        update X = X Diag(alpha) + u k^T closes the token. The next token's operands are
+        loaded at the top and prepared (norms, gates, k . q) in the same straight-line
+        block, so their latency overlaps this token's reductions."""
         c = self.cfg
         KPL = c.K // LANES
         RPW = c.block_v // WARPS
         hq = h // (c.HO // c.H)
         hk = h // (c.HO // c.HK)
         hv = h // (c.HO // c.HV)
-        kq = cute.make_rmem_tensor((KPL,), Float32)
+        # raw operands of the token loaded ahead (lane's channels; v, w of the lane's row)
+        rq = cute.make_rmem_tensor((KPL,), Float32)
+        rk = cute.make_rmem_tensor((KPL,), Float32)
+        rg = cute.make_rmem_tensor((KPL,), Float32)
+        rb = cute.make_rmem_tensor((KPL,), Float32)
+        rvw = cute.make_rmem_tensor((2,), Float32)
+        # the token's prepared vectors: alpha b k, alpha q, k, alpha; [k . q, write * v]
+        ka = cute.make_rmem_tensor((KPL,), Float32)
+        qa = cute.make_rmem_tensor((KPL,), Float32)
         kk = cute.make_rmem_tensor((KPL,), Float32)
-        kb = cute.make_rmem_tensor((KPL,), Float32)
         alpha = cute.make_rmem_tensor((KPL,), Float32)
-        red = cute.make_rmem_tensor((RPW,), Float32)  # per row: erase read, then output
+        sc = cute.make_rmem_tensor((2,), Float32)
+        red = cute.make_rmem_tensor((2 * RPW,), Float32)  # partial e of rows, then p of rows
+        ur = cute.make_rmem_tensor((RPW,), Float32)
+        # loop invariants of the gates: exp(a_log) and the lane's dt_bias channels
+        gates = cute.make_rmem_tensor((KPL + 1,), Float32)
+        gates[KPL] = Float32(1.0)
+        if cutlass.const_expr(c.safe_gate and c.has_a_log):
+            gates[KPL] = cute.math.exp(malog[h].to(Float32))
+        for j in cutlass.range_constexpr(KPL):
+            gates[j] = Float32(0.0)
+            if cutlass.const_expr(c.safe_gate and c.has_dt_bias):
+                if cutlass.const_expr(c.gate_per_channel):
+                    gates[j] = mdtb[h, j * LANES + lane].to(Float32)
+                else:
+                    gates[j] = mdtb[h, 0].to(Float32)
+        idx = reduced_index(lane, RPW)  # which of the 2 x RPW sums this lane ends with
+        own = idx % RPW                 # its row (erase read below 16, output from 16 up)
         for t in cutlass.range(bos, eos):
+            if t == bos:
+                self.load_token(mq, mk, mv, mg, mb, mw, rq, rk, rg, rb, rvw, t, h, hq, hk, hv,
+                                row0 + own, lane)
+                self.prepare(rq, rk, rg, rb, rvw, gates, ka, qa, kk, alpha, sc)
             if cutlass.const_expr(c.checkpoint_every > 0):
                 local = t - bos
                 crow = ck_base + local // c.checkpoint_every
@@ -172,84 +230,135 @@ class FrostDecode:
                     for r in cutlass.range_constexpr(RPW):
                         for j in cutlass.range_constexpr(KPL):
                             mck[crow, h, row0 + r, j * LANES + lane] = xs[r, j].to(self.ck)
-            for j in cutlass.range_constexpr(KPL):
-                kq[j] = mq[t, hq, j * LANES + lane].to(Float32)
-                kk[j] = mk[t, hk, j * LANES + lane].to(Float32)
-            if cutlass.const_expr(c.use_l2norm):
-                sq = Float32(0.0)
-                sk = Float32(0.0)
-                for j in cutlass.range_constexpr(KPL):
-                    sq = sq + kq[j] * kq[j]
-                    sk = sk + kk[j] * kk[j]
-                sq = cute.arch.warp_reduction(sq, lambda a, b: a + b)
-                sk = cute.arch.warp_reduction(sk, lambda a, b: a + b)
-                rq = cute.math.rsqrt(sq + Float32(1e-6))
-                rk = cute.math.rsqrt(sk + Float32(1e-6))
-                for j in cutlass.range_constexpr(KPL):
-                    kq[j] = kq[j] * rq
-                    kk[j] = kk[j] * rk
-            # decay and erase gate per channel of this lane (a scalar gate fills every slot)
-            beta_t = Float32(0.0)
-            if cutlass.const_expr(c.gate_per_channel):
-                for j in cutlass.range_constexpr(KPL):
-                    alpha[j] = self.decay(mg[t, h, j * LANES + lane], malog, mdtb, h,
-                                          j * LANES + lane)
-            else:
-                a_t = self.decay(mg[t, h, 0], malog, mdtb, h, 0)
-                for j in cutlass.range_constexpr(KPL):
-                    alpha[j] = a_t
-            if cutlass.const_expr(c.beta_per_channel):
-                for j in cutlass.range_constexpr(KPL):
-                    kb[j] = self.beta_activation(mb[t, h, j * LANES + lane].to(Float32)) * kk[j]
-            else:
-                beta_t = self.beta_activation(mb[t, h, 0].to(Float32))
-                for j in cutlass.range_constexpr(KPL):
-                    kb[j] = beta_t * kk[j]
-            # Each phase runs over all the warp's rows before the next, so the rows' warp
-            # reductions (5 dependent shuffles each) are independent and overlap.
-            for r in cutlass.range_constexpr(RPW):  # decay, partial erase read
+            # the next token (the last one again at the end: a redundant, in-bounds load)
+            self.load_token(mq, mk, mv, mg, mb, mw, rq, rk, rg, rb, rvw,
+                            cutlass.min(t + 1, eos - 1), h, hq, hk, hv, row0 + own, lane)
+            for r in cutlass.range_constexpr(RPW):
                 e = Float32(0.0)
+                p = Float32(0.0)
                 for j in cutlass.range_constexpr(KPL):
-                    x = xs[r, j] * alpha[j]
-                    xs[r, j] = x
-                    e = e + x * kb[j]
+                    e = e + xs[r, j] * ka[j]
+                    p = p + xs[r, j] * qa[j]
                 red[r] = e
+                red[RPW + r] = p
+            s = self.reduce_rows(red, lane)
+            u = sc[1] - s                                        # lanes 0-15: row own's u
+            u_out = cute.arch.shuffle_sync_bfly(u, offset=16)    # lanes 16-31: their row's u
+            o = (s + u_out * sc[0]) * scale
             for r in cutlass.range_constexpr(RPW):
-                red[r] = cute.arch.warp_reduction(red[r], lambda a, b: a + b)
-            for r in cutlass.range_constexpr(RPW):  # write term, update, partial output
-                write = mv[t, hv, row0 + r].to(Float32)
-                if cutlass.const_expr(c.beta_per_channel):
-                    write = write * mw[t, h, row0 + r].to(Float32)
-                else:
-                    write = write * beta_t
-                u = write - red[r]
-                o = Float32(0.0)
+                ur[r] = cute.arch.shuffle_sync(u, offset=lane_of_sum(r, RPW))
+            for r in cutlass.range_constexpr(RPW):
                 for j in cutlass.range_constexpr(KPL):
-                    x = xs[r, j] + u * kk[j]
-                    xs[r, j] = x
-                    o = o + x * kq[j]
-                red[r] = o
-            for r in cutlass.range_constexpr(RPW):
-                red[r] = cute.arch.warp_reduction(red[r], lambda a, b: a + b)
-            for r in cutlass.range_constexpr(RPW):
-                if lane == r:
-                    mo[t, h, row0 + r] = (red[r] * scale).to(self.io)
+                    xs[r, j] = xs[r, j] * alpha[j] + ur[r] * kk[j]
+            self.prepare(rq, rk, rg, rb, rvw, gates, ka, qa, kk, alpha, sc)
+            if lane >= 16 and lane % (LANES // (2 * RPW)) == 0:
+                mo[t, h, row0 + own] = o.to(self.io)
 
     @cute.jit
-    def decay(self, graw, malog, mdtb, h, d):
-        """alpha = exp(gamma) of one gate element (docs/LINEAR_ATTENTION.md §2)."""
+    def load_token(self, mq, mk, mv, mg, mb, mw, rq, rk, rg, rb, rvw, t, h, hq, hk, hv, row,
+                   lane):
+        """Token t's raw operands for this lane: its channels of q, k, gate, beta, and v (and
+        GDN-2's write gate w) of `row`."""
         c = self.cfg
-        g = graw.to(Float32)
+        KPL = c.K // LANES
+        for j in cutlass.range_constexpr(KPL):
+            rq[j] = mq[t, hq, j * LANES + lane].to(Float32)
+            rk[j] = mk[t, hk, j * LANES + lane].to(Float32)
+            if cutlass.const_expr(c.gate_per_channel):
+                rg[j] = mg[t, h, j * LANES + lane].to(Float32)
+            if cutlass.const_expr(c.beta_per_channel):
+                rb[j] = mb[t, h, j * LANES + lane].to(Float32)
+        if cutlass.const_expr(not c.gate_per_channel):
+            rg[0] = mg[t, h, 0].to(Float32)
+        if cutlass.const_expr(not c.beta_per_channel):
+            rb[0] = mb[t, h, 0].to(Float32)
+        rvw[0] = mv[t, hv, row].to(Float32)
+        rvw[1] = Float32(1.0)
+        if cutlass.const_expr(c.beta_per_channel):
+            rvw[1] = mw[t, h, row].to(Float32)
+
+    @cute.jit
+    def prepare(self, rq, rk, rg, rb, rvw, gates, ka, qa, kk, alpha, sc):
+        """The loaded token's vectors: L2 norms, decay alpha, erase direction alpha b k,
+        alpha q, the scalar k . q and the lane row's write term."""
+        c = self.cfg
+        KPL = c.K // LANES
+        sq = Float32(0.0)
+        sk = Float32(0.0)
+        sqk = Float32(0.0)
+        for j in cutlass.range_constexpr(KPL):
+            sqk = sqk + rq[j] * rk[j]
+            if cutlass.const_expr(c.use_l2norm):
+                sq = sq + rq[j] * rq[j]
+                sk = sk + rk[j] * rk[j]
+        sqk = cute.arch.warp_reduction(sqk, lambda a, b: a + b)
+        rnq = Float32(1.0)
+        rnk = Float32(1.0)
+        if cutlass.const_expr(c.use_l2norm):
+            sq = cute.arch.warp_reduction(sq, lambda a, b: a + b)
+            sk = cute.arch.warp_reduction(sk, lambda a, b: a + b)
+            rnq = cute.math.rsqrt(sq + Float32(1e-6))
+            rnk = cute.math.rsqrt(sk + Float32(1e-6))
+        sc[0] = sqk * rnq * rnk
+        beta_t = Float32(0.0)
+        if cutlass.const_expr(not c.beta_per_channel):
+            beta_t = self.beta_activation(rb[0])
+            sc[1] = rvw[0] * beta_t
+        else:
+            sc[1] = rvw[0] * rvw[1]
+        a_t = Float32(0.0)
+        if cutlass.const_expr(not c.gate_per_channel):
+            a_t = self.decay(rg[0], gates[KPL], gates[0])
+        for j in cutlass.range_constexpr(KPL):
+            a_j = a_t
+            if cutlass.const_expr(c.gate_per_channel):
+                a_j = self.decay(rg[j], gates[KPL], gates[j])
+            b_j = beta_t
+            if cutlass.const_expr(c.beta_per_channel):
+                b_j = self.beta_activation(rb[j])
+            k_j = rk[j] * rnk
+            alpha[j] = a_j
+            kk[j] = k_j
+            ka[j] = a_j * (b_j * k_j)
+            qa[j] = a_j * (rq[j] * rnq)
+
+    @cute.jit
+    def reduce_rows(self, red, lane):
+        """Sums each of red's 2 x RPW entries over the warp; lane l returns the sum of entry
+        reduced_index(l). Each butterfly step halves the entries a lane carries: the lane
+        keeps one half and sends the other to its partner (RPW + RPW / 2 + ... shuffles),
+        then the one entry left is summed over the remaining lanes (plain butterfly):
+        2 x RPW shuffles instead of 2 x RPW x 5."""
+        c = self.cfg
+        RPW = c.block_v // WARPS
+        steps = log2_int(2 * RPW)
+        for k in cutlass.range_constexpr(steps):
+            span = 16 >> k
+            half = RPW >> k
+            if (lane // span) % 2 == 1:  # keep the upper half, send the lower
+                for i in cutlass.range_constexpr(half):
+                    tmp = red[i]
+                    red[i] = red[i + half]
+                    red[i + half] = tmp
+            for i in cutlass.range_constexpr(half):
+                red[i] = red[i] + cute.arch.shuffle_sync_bfly(red[i + half], offset=span)
+        total = red[0]
+        for k in cutlass.range_constexpr(steps, 5):
+            total = total + cute.arch.shuffle_sync_bfly(total, offset=16 >> k)
+        return total
+
+    @cute.jit
+    def decay(self, g, amp, dtb):
+        """alpha = exp(gamma) of one raw gate element g (docs/LINEAR_ATTENTION.md §2); amp =
+        exp(a_log), dtb = its dt_bias channel."""
+        c = self.cfg
         alpha = Float32(0.0)
         if cutlass.const_expr(c.linear_gate):
             alpha = g + Float32(LINEAR_GATE_FLOOR)  # exp(ln(g + 1e-10))
         elif cutlass.const_expr(c.safe_gate):
-            amp = Float32(1.0)
-            if cutlass.const_expr(c.has_a_log):
-                amp = cute.math.exp(malog[h].to(Float32))
             z = g
             if cutlass.const_expr(c.has_dt_bias):
-                z = g + mdtb[h, d].to(Float32)
+                z = g + dtb
             if cutlass.const_expr(c.gate_per_channel):
                 sig = Float32(1.0) / (Float32(1.0) + cute.math.exp(-(amp * z)))
                 alpha = cute.math.exp(Float32(c.gate_lower_bound) * sig)
