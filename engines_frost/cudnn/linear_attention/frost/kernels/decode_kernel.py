@@ -61,6 +61,16 @@ def reduced_index(lane, rpw: int):
     return idx
 
 
+def min_ctas_per_sm(c: FrostDecodeConfig) -> int:
+    """The residency ptxas is held to (its register cap): at BLOCK_V = 32 (batches that fill
+    the GPU) state traffic wants CTAs in flight, 6 for GDN (80 registers), 5 for the
+    per-channel gates of KDA and GDN-2 (96; at 80 KDA needs a stack frame). BLOCK_V = 16
+    serves grids below two CTAs per SM, where residency does not bind: no cap."""
+    if c.block_v < 32:
+        return 0
+    return 6 if c.family == "gdn" else 5
+
+
 def lane_of_sum(entry: int, rpw: int) -> int:
     """The lowest lane that ends reduce_rows with `entry` (host-side inverse of
     reduced_index)."""
@@ -108,9 +118,17 @@ class FrostDecode:
         c = self.cfg
         m = decode_views(c, (p_q, p_k, p_v, p_g, p_beta, p_w, p_cu, p_out, p_h0, p_ht, p_idx,
                              p_alog, p_dtb, p_ck), T, N, S)
-        self.kernel(m.q, m.k, m.v, m.g, m.beta, m.w, m.cu, m.out, m.h0, m.ht, m.idx, m.a_log,
-                    m.dt_bias, m.ck, T, N, S, scale).launch(
-            grid=[N, c.HO, c.V // c.block_v], block=[WARPS * LANES, 1, 1], stream=stream)
+        launch = self.kernel(m.q, m.k, m.v, m.g, m.beta, m.w, m.cu, m.out, m.h0, m.ht, m.idx,
+                             m.a_log, m.dt_bias, m.ck, T, N, S, scale)
+        ctas = min_ctas_per_sm(c)
+        if cutlass.const_expr(ctas > 1):
+            # an explicit carveout (no shared memory: all of it to L1) also spares the DSL a
+            # device query, so the kernel still cross-compiles without a GPU
+            launch.launch(grid=[N, c.HO, c.V // c.block_v], block=[WARPS * LANES, 1, 1],
+                          stream=stream, min_blocks_per_mp=ctas, preferred_smem_carveout=0)
+        else:
+            launch.launch(grid=[N, c.HO, c.V // c.block_v], block=[WARPS * LANES, 1, 1],
+                          stream=stream)
 
     @cute.kernel
     def kernel(self, mq: cute.Tensor, mk: cute.Tensor, mv: cute.Tensor, mg: cute.Tensor,
