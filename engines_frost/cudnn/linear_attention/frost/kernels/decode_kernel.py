@@ -3,16 +3,19 @@
 One CTA per (sequence n, output head h, tile of BLOCK_V value rows); four warps, each
 owning BLOCK_V / 4 rows of the stored state X [V, K] (V-major, X = S^T). Lane l holds
 channels l, l + 32, ... of every row it owns, so each warp-wide load or store of a state
-row touches 32 consecutive elements (coalesced without vector loads) and the two
-reductions over K per row and token (the erase read e and the output o) are warp
-reductions. Per token (docs/LINEAR_ATTENTION.md §3.1-3.3, stored orientation):
+row touches 32 consecutive elements (coalesced without vector loads) and the sums over K
+per row and token are warp reductions. Per token (docs/LINEAR_ATTENTION.md §3.1-3.3,
+stored orientation), computed against the state X before the token:
 
-    X' = X Diag(alpha)             decay (scalar alpha for GDN)
-    e  = X' (b * k)                b = beta (GDN/KDA) or the erase gate row (GDN-2)
+    e  = X (alpha * b * k)         b = beta (GDN/KDA) or the erase gate row (GDN-2)
+    p  = X (alpha * q)             alpha: the decay (scalar for GDN)
     u  = write * v - e             write = beta (GDN/KDA) or w (GDN-2)
-    X  = X' + u k^T ;  o = scale * X q
+    o  = scale * (p + u (k . q))   = scale * X_new q
+    X_new = X Diag(alpha) + u k^T
 
-with q, k L2-normalised in the kernel when asked, and the gates taken raw: safe gate
+so one pass over the state gives both sums and one reduction serves both (the serial
+path of a token is one reduction deep, NOTES_decode.md), with q, k L2-normalised in
+the kernel when asked, and the gates taken raw: safe gate
 (GDN: -exp(a_log) softplus(g + dt_bias); KDA/GDN-2: lb * sigmoid(exp(a_log) (g + dt_bias))),
 linear domain (alpha = g + 1e-10), beta sigmoid (times 2 under allow_neg_eigval).
 
