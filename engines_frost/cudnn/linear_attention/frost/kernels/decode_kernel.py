@@ -65,13 +65,16 @@ def reduced_index(lane, rpw: int):
 
 
 def min_ctas_per_sm(c: FrostDecodeConfig) -> int:
-    """The residency ptxas is held to (its register cap): at BLOCK_V = 32 (batches that fill
-    the GPU) state traffic wants CTAs in flight, 6 for GDN (80 registers), 5 for the
-    per-channel gates of KDA and GDN-2 (96; at 80 KDA needs a stack frame). BLOCK_V = 16
-    serves grids below two CTAs per SM, where residency does not bind: no cap."""
-    if c.block_v < 32:
-        return 0
-    return 6 if c.family == "gdn" else 5
+    """The residency ptxas is held to (its register cap; the caps below are the lowest
+    residency at which no family needs a stack frame). 5 CTAs per SM (96 registers) at
+    BLOCK_V = 32, where batches fill the GPU and 5 x 16 KiB of state loads in flight per
+    SM is still well above what the bandwidth needs; at 6 (80 registers) the token loop
+    spills. At BLOCK_V = 16 (grids below two CTAs per SM) residency does not bind, but
+    left free ptxas still spills a pointer around the loop: 6 (80 registers) for KDA and
+    GDN-2, 5 for GDN."""
+    if c.block_v == 32 or c.family == "gdn":
+        return 5
+    return 6
 
 
 def lane_of_sum(entry: int, rpw: int) -> int:
@@ -123,15 +126,12 @@ class FrostDecode:
                              p_alog, p_dtb, p_ck), T, N, S)
         launch = self.kernel(m.q, m.k, m.v, m.g, m.beta, m.w, m.cu, m.out, m.h0, m.ht, m.idx,
                              m.a_log, m.dt_bias, m.ck, T, N, S, scale)
-        ctas = min_ctas_per_sm(c)
-        if cutlass.const_expr(ctas > 1):
-            # an explicit carveout (no shared memory: all of it to L1) also spares the DSL a
-            # device query, so the kernel still cross-compiles without a GPU
-            launch.launch(grid=[N, c.HO, c.V // c.block_v], block=[WARPS * LANES, 1, 1],
-                          stream=stream, min_blocks_per_mp=ctas, preferred_smem_carveout=0)
-        else:
-            launch.launch(grid=[N, c.HO, c.V // c.block_v], block=[WARPS * LANES, 1, 1],
-                          stream=stream)
+        # an explicit carveout (no shared memory: all of it to L1, which the prefetches
+        # fill) also spares the DSL a device query, so the kernel cross-compiles without
+        # a GPU
+        launch.launch(grid=[N, c.HO, c.V // c.block_v], block=[WARPS * LANES, 1, 1],
+                      stream=stream, min_blocks_per_mp=min_ctas_per_sm(c),
+                      preferred_smem_carveout=0)
 
     @cute.kernel
     def kernel(self, mq: cute.Tensor, mk: cute.Tensor, mv: cute.Tensor, mg: cute.Tensor,
@@ -202,8 +202,10 @@ class FrostDecode:
         vectors), one transposed reduction leaves each lane one of the 2 x RPW sums, the
         erase-read lanes form u = write * v - e and pass it on, and o = p + u (k . q); the
         update X = X Diag(alpha) + u k^T closes the token. The next token's operands are
-        loaded at the top and prepared (norms, gates, k . q) in the same straight-line
-        block, so their latency overlaps this token's reductions."""
+        loaded during this token and prepared (norms, gates, k . q) at its end, in the
+        same straight-line block; ptxas issues those loads late (next to the update), so
+        token t + 2's lines are prefetched into L1 one token earlier
+        (NOTES_decode.md)."""
         c = self.cfg
         KPL = c.K // LANES
         RPW = c.block_v // WARPS
@@ -254,6 +256,10 @@ class FrostDecode:
             # the next token (the last one again at the end: a redundant, in-bounds load)
             self.load_token(mq, mk, mv, mg, mb, mw, rq, rk, rg, rb, rvw,
                             cutlass.min(t + 1, eos - 1), h, hq, hk, hv, row0 + own, lane)
+            # token t + 2's lines into L1 (a hint, no registers held): its loads, issued
+            # during token t + 1 where ptxas places them, then wait on L1 rather than L2
+            self.prefetch_token(mq, mk, mv, mg, mb, mw, cutlass.min(t + 2, eos - 1), h, hq,
+                                hk, hv, row0, lane)
             for r in cutlass.range_constexpr(RPW):
                 e = Float32(0.0)
                 p = Float32(0.0)
@@ -297,6 +303,25 @@ class FrostDecode:
         rvw[1] = Float32(1.0)
         if cutlass.const_expr(c.beta_per_channel):
             rvw[1] = mw[t, h, row].to(Float32)
+
+    @cute.jit
+    def prefetch_token(self, mq, mk, mv, mg, mb, mw, t, h, hq, hk, hv, row0, lane):
+        """L1 prefetches of token t's operand lines: lanes 4 elements apart cover a q / k
+        row (bf16: 2 lines) and a per-channel gate row (fp32: 4 lines); v, w, scalar gates
+        and beta are one line each."""
+        c = self.cfg
+        cute.arch.prefetch((mq[t, hq, None].iterator + lane * 4 % c.K).llvm_ptr)
+        cute.arch.prefetch((mk[t, hk, None].iterator + lane * 4 % c.K).llvm_ptr)
+        cute.arch.prefetch((mv[t, hv, None].iterator + row0).llvm_ptr)
+        if cutlass.const_expr(c.gate_per_channel):
+            cute.arch.prefetch((mg[t, h, None].iterator + lane * 4 % c.K).llvm_ptr)
+        else:
+            cute.arch.prefetch(mg[t, h, None].iterator.llvm_ptr)
+        if cutlass.const_expr(c.beta_per_channel):
+            cute.arch.prefetch((mb[t, h, None].iterator + lane * 4 % c.K).llvm_ptr)
+            cute.arch.prefetch((mw[t, h, None].iterator + row0).llvm_ptr)
+        else:
+            cute.arch.prefetch(mb[t, h, None].iterator.llvm_ptr)
 
     @cute.jit
     def prepare(self, rq, rk, rg, rb, rvw, gates, ka, qa, kk, alpha, sc):
@@ -381,7 +406,9 @@ class FrostDecode:
             if cutlass.const_expr(c.has_dt_bias):
                 z = g + dtb
             if cutlass.const_expr(c.gate_per_channel):
-                sig = Float32(1.0) / (Float32(1.0) + cute.math.exp(-(amp * z)))
+                # MUFU reciprocal (~1 ulp) of a denominator >= 1: no IEEE-division slow
+                # path, whose branch would split the token's straight-line block
+                sig = cute.arch.rcp_approx(Float32(1.0) + cute.math.exp(-(amp * z)))
                 alpha = cute.math.exp(Float32(c.gate_lower_bound) * sig)
             else:  # softplus(z) = max(z, 0) + log1p(exp(-|z|)), finite for every z
                 soft = cute.arch.fmax(z, Float32(0.0)) + cute.math.log1p(
@@ -396,7 +423,7 @@ class FrostDecode:
         c = self.cfg
         out = b
         if cutlass.const_expr(c.beta_sigmoid):
-            out = Float32(1.0) / (Float32(1.0) + cute.math.exp(-b))
+            out = cute.arch.rcp_approx(Float32(1.0) + cute.math.exp(-b))  # as in decay()
             if cutlass.const_expr(c.neg_eigval):
                 out = out * Float32(2.0)
         return out
