@@ -196,13 +196,12 @@ def column_cells(column: str, n: int, kda: bool, tokens: int, reps: int) -> list
     x = inputs(n, kda, tokens=tokens)
     call = (op_call(x, kda) if column == "op" else
             fla_call(x, kda, pooled=column == "flapool"))
-    try:
-        if call is None:
-            return ["absent", "absent"]
-        return [cell(lambda: graph_us(call, reps)), cell(lambda: eager_us(call, reps))]
-    finally:
-        torch.cuda.synchronize()
-        del call, x
+    if call is None:
+        return ["absent", "absent"]
+    cells = [cell(lambda: graph_us(call, reps)), cell(lambda: eager_us(call, reps))]
+    torch.cuda.synchronize()
+    del call, x
+    return cells
 
 
 def main() -> None:
