@@ -11,7 +11,7 @@ at every cadence and dtype, and the skipped-sequence zero rows; fp32 rounding is
 checked (the emulation computes in float64 with the kernel's own .to() roundings).
 
 Sizes: the kernel maps K onto 32 lanes, so K = 32 (one channel per lane) and K = 64; V = 32
-with BLOCK_V = 16 gives two V tiles per head, BLOCK_V = 32 one. Sequences of 0..6 tokens.
+with BLOCK_V = 16 gives two V tiles per head, BLOCK_V = 32 one. Sequences of 0..16 tokens.
 """
 import dataclasses
 import math
@@ -86,6 +86,12 @@ CASES = {
         family=Family.GDN2, lens=(2, 3, 1), H=4, HK=4, HV=2, K=32, slots=(1, 4, 3), pool=4,
         overwrite=False, every=0, ck=None, state="bfloat16",
         opts=dict(gate_domain="linear")),
+    # GDN speculative steps of 16 and 9 tokens (the longest a decode plan serves per
+    # sequence on average) over a pool in place, per-token checkpoints, one V tile of 32
+    "gdn-spec16": dict(
+        family=Family.GDN, lens=(16, 9), H=2, HK=2, HV=2, K=32, slots=(2, 0), pool=3,
+        overwrite=True, every=1, ck="float32", state="float32", block_v=32,
+        opts=dict(use_qk_l2norm=True, safe_gate=True, use_beta_sigmoid=True)),
     # KDA without a safe gate or any state, plain log gates
     "kda-stateless": dict(
         family=Family.KDA, lens=(4, 2), H=2, HK=2, HV=2, K=32, slots=None, pool=None,
