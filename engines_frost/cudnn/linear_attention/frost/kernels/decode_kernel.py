@@ -56,8 +56,10 @@ def log2_int(x: int) -> int:
 
 
 def reduced_index(lane, rpw: int):
-    """The entry of a 2 x rpw reduction (FrostDecode.reduce_rows) that `lane` ends with: step
-    k (lane bit 4 - k) keeps the upper half of the rpw >> k ... entries left."""
+    """Which of the 2 x rpw sums of FrostDecode.reduce_rows `lane` ends with: at step k a
+    lane whose bit 4 - k is set keeps the upper half of the entries it still carries,
+    which adds rpw >> k to its entry. Entries below rpw (the erase reads) end in lanes
+    0-15, the output sums in lanes 16-31, entry i + rpw in the lanes of entry i plus 16."""
     idx = lane * 0
     for k in range(log2_int(2 * rpw)):  # unrolled while the kernel is traced
         idx = idx + (lane // (16 >> k)) % 2 * (rpw >> k)
