@@ -27,10 +27,16 @@ Columns (medians of CUDA-event samples after warm-up):
              GPU finishes each step before the next is issued): the host overhead of one
              cached call, reported once per family with how many of the op's calls took the
              checked path instead of the launch lane (0 when the cached path holds)
-A peer that is not installed (FLA) reports "absent" and the rest run.
+A peer that is not installed (FLA) reports "absent" and the rest run. Each column times its
+own copy of the inputs (same values: the seed is the batch), so no tensor - the op's pool
+written in place, FLA's state copy, cu_seqlens - is shared between columns, and the device
+is idle between columns; `--columns` picks some of op, fla, flapool (the rest print "-").
+An illegal memory access ends the process (the CUDA context is lost); run the failing
+column alone, or the bench under compute-sanitizer (gpu_suite.sh decodesan), to attribute it.
 
   PYTHONPATH=$(python3 tools/pythonpath.py) python3 bench/bench_decode.py [--batches 1,64]
       [--tokens 1,4]   (tokens per sequence: speculative steps; the floor is the state's)
+      [--columns op,fla,flapool]
 """
 from __future__ import annotations
 
@@ -131,17 +137,26 @@ def median_us(fn, reps: int, inner: int) -> float:
 
 
 def graph_us(call, reps: int) -> float:
+    """GPU time per call of INNER calls captured in one CUDA graph. The warm-up runs on a
+    side stream (torch's capture recipe) and the device is idle before the capture and
+    after the last replay; the graph goes before anything it reads, and the outputs of
+    the captured calls (in the graph's private pool) stay referenced until then."""
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
         for _ in range(3):
             call()
     torch.cuda.current_stream().wait_stream(side)
+    torch.cuda.synchronize()
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
-        for _ in range(INNER):
-            call()
-    return median_us(graph.replay, reps, 1) / INNER
+        outputs = [call() for _ in range(INNER)]
+    try:
+        return median_us(graph.replay, reps, 1) / INNER
+    finally:
+        torch.cuda.synchronize()
+        del graph
+        del outputs
 
 
 def eager_us(call, reps: int) -> float:
@@ -171,6 +186,24 @@ def cell(fn) -> str:
     return "absent" if value is None else f"{value:.1f}"
 
 
+COLUMNS = ("op", "fla", "flapool")
+
+
+def column_cells(column: str, n: int, kda: bool, tokens: int, reps: int) -> list[str]:
+    """[graph, b2b] of one column on inputs of its own: no tensor (the op's pool, FLA's
+    state copy, cu_seqlens) is shared with another column, and the device is idle and the
+    column's tensors released before the next column starts."""
+    x = inputs(n, kda, tokens=tokens)
+    call = (op_call(x, kda) if column == "op" else
+            fla_call(x, kda, pooled=column == "flapool"))
+    if call is None:
+        return ["absent", "absent"]
+    cells = [cell(lambda: graph_us(call, reps)), cell(lambda: eager_us(call, reps))]
+    torch.cuda.synchronize()
+    del call, x
+    return cells
+
+
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--batches", default="1,64,256,1024")
@@ -178,7 +211,13 @@ def main() -> None:
     p.add_argument("--reps", type=int, default=30)
     p.add_argument("--tokens", default="1",
                    help="tokens per sequence, comma-separated (e.g. 1,4: decode and speculative)")
+    p.add_argument("--columns", default=",".join(COLUMNS),
+                   help="which of op, fla, flapool to time (the others print '-')")
     a = p.parse_args()
+    columns = a.columns.split(",")
+    unknown = sorted(set(columns) - set(COLUMNS))
+    if unknown:
+        p.error(f"--columns: expected some of {', '.join(COLUMNS)}, given {', '.join(unknown)}")
     print(f"GPU: {torch.cuda.get_device_name()}; decode steps, {HEADS} heads, K = V = {DIM}, "
           f"bf16 io, fp32 state; times in us per step (median of {a.reps})")
     rows = []
@@ -187,14 +226,12 @@ def main() -> None:
             kda = family == "kda"
             for tokens, n in [(t, n) for t in map(int, a.tokens.split(","))
                               for n in map(int, a.batches.split(","))]:
-                x = inputs(n, kda, tokens=tokens)
                 row = [family.upper(), str(n), str(tokens), f"{floor_us(n):.1f}"]
-                for call in (op_call(x, kda), fla_call(x, kda), fla_call(x, kda, pooled=True)):
-                    row += (["absent", "absent"] if call is None else
-                            [cell(lambda: graph_us(call, a.reps)), cell(lambda: eager_us(call, a.reps))])
+                for column in COLUMNS:
+                    row += (column_cells(column, n, kda, tokens, a.reps)
+                            if column in columns else ["-", "-"])
                 rows.append(row)
                 print("  ".join(row), flush=True)
-                del x
             x = inputs(1, kda)
             before = checked_calls()
             ours = cell(lambda: host_us(op_call(x, kda)))

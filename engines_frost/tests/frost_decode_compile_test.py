@@ -44,7 +44,7 @@ def test_decode_variant_compiles_for_sm90a(name):
 
 
 @pytest.mark.parametrize("block_v", [16, 32])
-@pytest.mark.parametrize("family", ["gdn", "kda"])
+@pytest.mark.parametrize("family", ["gdn", "kda", "gdn2"])
 def test_state_stays_in_registers(family, block_v):
     import cutlass.cute as cute
 

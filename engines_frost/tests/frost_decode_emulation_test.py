@@ -11,7 +11,7 @@ at every cadence and dtype, and the skipped-sequence zero rows; fp32 rounding is
 checked (the emulation computes in float64 with the kernel's own .to() roundings).
 
 Sizes: the kernel maps K onto 32 lanes, so K = 32 (one channel per lane) and K = 64; V = 32
-with BLOCK_V = 16 gives two V tiles per head. Sequences of 0..6 tokens.
+with BLOCK_V = 16 gives two V tiles per head, BLOCK_V = 32 one. Sequences of 0..16 tokens.
 """
 import dataclasses
 import math
@@ -74,10 +74,11 @@ CASES = {
         opts=dict(use_qk_l2norm=True, safe_gate=True, use_beta_sigmoid=True,
                   allow_neg_eigval=True)),
     # KDA: no pool (row n), separate final state, checkpoints every 2 tokens in bf16,
-    # safe gate with a lower bound, sigmoid(beta), q heads shared by two output heads
+    # safe gate with a lower bound, sigmoid(beta), q heads shared by two output heads; one
+    # V tile of 32 rows (8 rows a warp: the 16-entry transposed reduction)
     "kda-rows-ck2": dict(
         family=Family.KDA, lens=(5, 1, 6), H=2, HK=2, HV=4, K=64, slots=None, pool=None,
-        overwrite=False, every=2, ck="bfloat16", state="float32",
+        overwrite=False, every=2, ck="bfloat16", state="float32", block_v=32,
         opts=dict(safe_gate=True, gate_lower_bound=-3.0, use_beta_sigmoid=True)),
     # GDN-2: a pool written into a separate pool-shaped final state (slot 4 = S skipped), bf16 state,
     # linear-domain gate, v heads shared (HV < H)
@@ -85,6 +86,12 @@ CASES = {
         family=Family.GDN2, lens=(2, 3, 1), H=4, HK=4, HV=2, K=32, slots=(1, 4, 3), pool=4,
         overwrite=False, every=0, ck=None, state="bfloat16",
         opts=dict(gate_domain="linear")),
+    # GDN speculative steps of 16 and 9 tokens (the longest a decode plan serves per
+    # sequence on average) over a pool in place, per-token checkpoints, one V tile of 32
+    "gdn-spec16": dict(
+        family=Family.GDN, lens=(16, 9), H=2, HK=2, HV=2, K=32, slots=(2, 0), pool=3,
+        overwrite=True, every=1, ck="float32", state="float32", block_v=32,
+        opts=dict(use_qk_l2norm=True, safe_gate=True, use_beta_sigmoid=True)),
     # KDA without a safe gate or any state, plain log gates
     "kda-stateless": dict(
         family=Family.KDA, lens=(4, 2), H=2, HK=2, HV=2, K=32, slots=None, pool=None,
@@ -118,7 +125,7 @@ def test_decode_source_matches_serving_reference(name):
         neg_eigval=inputs.allow_neg_eigval, safe_gate=inputs.safe_gate,
         has_a_log=x.a_log is not None, has_dt_bias=x.dt_bias is not None,
         gate_lower_bound=-5.0 if lb is None else lb, linear_gate=inputs.gate_domain == "linear",
-        block_v=16)
+        block_v=c.get("block_v", 16))
 
     arrays = {name: _np(getattr(x, name, None)) for name in ("q", "k", "v", "g", "beta", "w",
                                                               "a_log", "dt_bias")}

@@ -4,9 +4,10 @@ The FROST v0 kernel (kernels/fwd_v0.py) and the non-MMA stages of v1/v2 (row sta
 rows, operands) use a small scalar subset of the CuTe DSL: shared-memory tensors,
 element and row indexing, ``local_tile`` of a row, register vectors, ``autovec_copy`` /
 ``copy`` (cp.async), re-typed views, ``cutlass.range`` loops, ``const_expr`` branches,
-``cutlass.min`` / ``max``,
-``thread_idx`` / ``block_idx`` / ``grid_dim``, ``sync_threads`` / ``sync_warp``, warp shuffles and
-reductions, exp / rsqrt / log1p. That subset has an obvious CPU meaning, so this module re-executes
+``cutlass.min`` / ``max``, ``thread_idx`` / ``block_idx`` / ``grid_dim``, ``sync_threads`` /
+``sync_warp``, warp shuffles (butterfly, up, down, from a source lane) and reductions, exp / rsqrt /
+log1p / reciprocal, L1 prefetches (their address checked, nothing else). That subset has an
+obvious CPU meaning, so this module re-executes
 the kernels' own functions (the originals that ``@cute.jit`` / ``@cute.kernel`` wrap) with
 their module globals replaced by a shim: one Python thread per CUDA thread of a CTA, a
 ``threading.Barrier`` per CTA (``sync_threads``) and per warp (``sync_warp`` and the
@@ -94,10 +95,29 @@ class Layout:
 
 
 class _Iter:
-    """A tensor's iterator: its storage and element type (recast_ptr changes the type)."""
+    """A tensor's iterator: its storage and element type (recast_ptr changes the type).
+    Adding an element offset is bounds-checked against the tensor it came from (a
+    prefetch address must name an element of that view); llvm_ptr is the iterator."""
 
-    def __init__(self, array, element_type):
-        self.array, self.element_type = array, element_type
+    def __init__(self, array, element_type, offset=0):
+        self.array, self.element_type, self.offset = array, element_type, offset
+
+    def __add__(self, n):
+        offset = self.offset + int(n)
+        if not 0 <= offset < self.array.size:
+            raise IndexError(f"simt_emulator: pointer offset {offset} outside a view of "
+                             f"{self.array.size} elements")
+        return _Iter(self.array, self.element_type, offset)
+
+    @property
+    def llvm_ptr(self):
+        return self
+
+
+def _prefetch(ptr, **_):
+    """A cache hint: no effect, but the address must lie inside an operand."""
+    if not isinstance(ptr, _Iter) or ptr.array is None:
+        raise IndexError("simt_emulator: prefetch of an address outside every operand")
 
 
 class Tensor:
@@ -243,6 +263,11 @@ def _shuffle_sync_down(value, offset):
     return Val(values[lane + offset] if lane + offset < 32 else value)
 
 
+def _shuffle_sync(value, offset, mask=None, mask_and_clamp=None):
+    values = _exchange(value)
+    return values[int(offset)]
+
+
 def _shuffle_sync_bfly(value, offset, mask=None, mask_and_clamp=None):
     values, lane = _exchange(value), _ctx.tid % 32
     return values[lane ^ offset]
@@ -298,10 +323,10 @@ def _shim():
         thread_idx=lambda: (_ctx.tid, 0, 0), block_idx=lambda: _ctx.block, grid_dim=lambda: _ctx.grid,
         lane_idx=lambda: _ctx.tid % 32, warp_idx=lambda: _ctx.tid // 32, make_warp_uniform=lambda x: x,
         sync_threads=lambda: _ctx.barrier.wait(), sync_warp=lambda: _ctx.warps[_ctx.tid // 32].barrier.wait(),
-        exp=_exp, fmax=lambda a, b: Val(max(a, b)), fmin=lambda a, b: Val(min(a, b)),
-        warp_reduction=_warp_reduction, shuffle_sync_up=_shuffle_sync_up, shuffle_sync_down=_shuffle_sync_down,
-        shuffle_sync_bfly=_shuffle_sync_bfly,
-        cp_async_commit_group=_nothing, cp_async_wait_group=_nothing,
+        exp=_exp, rcp_approx=lambda x: Val(1.0 / float(x)), fmax=lambda a, b: Val(max(a, b)), fmin=lambda a, b: Val(min(a, b)),
+        warp_reduction=_warp_reduction, shuffle_sync=_shuffle_sync, shuffle_sync_up=_shuffle_sync_up,
+        shuffle_sync_down=_shuffle_sync_down, shuffle_sync_bfly=_shuffle_sync_bfly,
+        cp_async_commit_group=_nothing, cp_async_wait_group=_nothing, prefetch=_prefetch,
     )
     cute = _Namespace(
         make_layout=Layout, make_tensor=_make_tensor, arch=arch, Tensor=object, Pointer=object,

@@ -91,8 +91,9 @@
 #              cores into .frostcache (frost_precompile.py --suites decode, stage decodebuild;
 #              kept, not packed), then tests/numerics/test_la_decode_gpu.py (state pools over
 #              several calls, checkpoints, bad slots, 100 decode steps in a CUDA graph) and
-#              bench/bench_decode.py (stage decodebench: decode steps vs FLA's fused_recurrent
-#              and the state-traffic floor); between them stage decodehost
+#              bench/bench_decode.py (stage decodebench: decode steps and 4- and 16-token
+#              speculative steps vs FLA's fused_recurrent and the state-traffic floor);
+#              between them stage decodehost
 #   decodesan  bench/bench_decode.py under compute-sanitizer memcheck (DECODESAN_BATCHES,
 #              default 256,1024): attributes an illegal access to the op's or FLA's kernel
 #   decodehost tests/torch_ops/op_overhead.py --serve: host time of a cached serving call (decode
@@ -279,7 +280,7 @@ for s in "$@"; do
       stage decode "python3 -m pytest tests/numerics/test_la_decode_gpu.py -q -s -p no:cacheprovider"
       stage decodehost "python3 tests/torch_ops/op_overhead.py --serve --device cuda --family gdn \
         --family kda --profile 25"
-      stage decodebench "python3 bench/bench_decode.py --tokens 1,4" ;;
+      stage decodebench "python3 bench/bench_decode.py --tokens 1,4,16" ;;
     decodehost)  # the cached serving call's host time alone (op_overhead.py --serve)
       [ -d .frostcache ] && export FROST_KERNEL_CACHE="$PWD/.frostcache"
       stage decodehost "python3 tests/torch_ops/op_overhead.py --serve --device cuda --family gdn \

@@ -28,7 +28,7 @@ FP32, BF16, HALF, INT32 = data_type.FLOAT, data_type.BFLOAT16, data_type.HALF, d
 DECODE_TOKENS_PER_SEQUENCE = 16
 #: H200 HBM3e bandwidth the state-traffic floor divides by (bytes / s)
 HBM_BYTES_PER_S = 4.3e12
-#: one token step of one sequence (two warp reductions per state row, the loads), seconds
+#: one token step of one sequence (a reduction round over the state rows, the gates), seconds
 TOKEN_STEP_S = 0.4e-6
 
 

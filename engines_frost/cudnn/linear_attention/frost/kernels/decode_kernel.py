@@ -3,16 +3,19 @@
 One CTA per (sequence n, output head h, tile of BLOCK_V value rows); four warps, each
 owning BLOCK_V / 4 rows of the stored state X [V, K] (V-major, X = S^T). Lane l holds
 channels l, l + 32, ... of every row it owns, so each warp-wide load or store of a state
-row touches 32 consecutive elements (coalesced without vector loads) and the two
-reductions over K per row and token (the erase read e and the output o) are warp
-reductions. Per token (docs/LINEAR_ATTENTION.md §3.1-3.3, stored orientation):
+row touches 32 consecutive elements (coalesced without vector loads) and the sums over K
+per row and token are warp reductions. Per token (docs/LINEAR_ATTENTION.md §3.1-3.3,
+stored orientation), computed against the state X before the token:
 
-    X' = X Diag(alpha)             decay (scalar alpha for GDN)
-    e  = X' (b * k)                b = beta (GDN/KDA) or the erase gate row (GDN-2)
+    e  = X (alpha * b * k)         b = beta (GDN/KDA) or the erase gate row (GDN-2)
+    p  = X (alpha * q)             alpha: the decay (scalar for GDN)
     u  = write * v - e             write = beta (GDN/KDA) or w (GDN-2)
-    X  = X' + u k^T ;  o = scale * X q
+    o  = scale * (p + u (k . q))   = scale * X_new q
+    X_new = X Diag(alpha) + u k^T
 
-with q, k L2-normalised in the kernel when asked, and the gates taken raw: safe gate
+so one pass over the state gives both sums and one reduction serves both (the serial
+path of a token is one reduction deep, NOTES_decode.md), with q, k L2-normalised in
+the kernel when asked, and the gates taken raw: safe gate
 (GDN: -exp(a_log) softplus(g + dt_bias); KDA/GDN-2: lb * sigmoid(exp(a_log) (g + dt_bias))),
 linear domain (alpha = g + 1e-10), beta sigmoid (times 2 under allow_neg_eigval).
 
@@ -46,6 +49,44 @@ from cudnn.linear_attention.frost.kernels.seq_bounds import (sequence_bounds, ta
 
 LANES = 32
 LINEAR_GATE_FLOOR = 1e-10
+
+
+def log2_int(x: int) -> int:
+    return x.bit_length() - 1
+
+
+def reduced_index(lane, rpw: int):
+    """Which of the 2 x rpw sums of FrostDecode.reduce_rows `lane` ends with: at step k a
+    lane whose bit 4 - k is set keeps the upper half of the entries it still carries,
+    which adds rpw >> k to its entry. Entries below rpw (the erase reads) end in lanes
+    0-15, the output sums in lanes 16-31, entry i + rpw in the lanes of entry i plus 16."""
+    idx = lane * 0
+    for k in range(log2_int(2 * rpw)):  # unrolled while the kernel is traced
+        idx = idx + (lane // (16 >> k)) % 2 * (rpw >> k)
+    return idx
+
+
+def min_ctas_per_sm(c: FrostDecodeConfig) -> int:
+    """The residency ptxas is held to (its register cap; the caps below are the lowest
+    residency at which no family needs a stack frame). 5 CTAs per SM (96 registers) at
+    BLOCK_V = 32, where batches fill the GPU and 5 x 16 KiB of state loads in flight per
+    SM is still well above what the bandwidth needs; at 6 (80 registers) the token loop
+    spills. At BLOCK_V = 16 (grids below two CTAs per SM) residency does not bind, but
+    left free ptxas still spills a pointer around the loop: 6 (80 registers) for KDA and
+    GDN-2, 5 for GDN."""
+    if c.block_v == 32 or c.family == "gdn":
+        return 5
+    return 6
+
+
+def lane_of_sum(entry: int, rpw: int) -> int:
+    """The lowest lane that ends reduce_rows with `entry` (host-side inverse of
+    reduced_index)."""
+    lane = 0
+    for k in range(log2_int(2 * rpw)):
+        if entry & (rpw >> k):
+            lane |= 16 >> k
+    return lane
 
 
 def decode_views(c: FrostDecodeConfig, ptrs, T, N, S):
@@ -85,9 +126,14 @@ class FrostDecode:
         c = self.cfg
         m = decode_views(c, (p_q, p_k, p_v, p_g, p_beta, p_w, p_cu, p_out, p_h0, p_ht, p_idx,
                              p_alog, p_dtb, p_ck), T, N, S)
-        self.kernel(m.q, m.k, m.v, m.g, m.beta, m.w, m.cu, m.out, m.h0, m.ht, m.idx, m.a_log,
-                    m.dt_bias, m.ck, T, N, S, scale).launch(
-            grid=[N, c.HO, c.V // c.block_v], block=[WARPS * LANES, 1, 1], stream=stream)
+        launch = self.kernel(m.q, m.k, m.v, m.g, m.beta, m.w, m.cu, m.out, m.h0, m.ht, m.idx,
+                             m.a_log, m.dt_bias, m.ck, T, N, S, scale)
+        # an explicit carveout (no shared memory: all of it to L1, which the prefetches
+        # fill) also spares the DSL a device query, so the kernel cross-compiles without
+        # a GPU
+        launch.launch(grid=[N, c.HO, c.V // c.block_v], block=[WARPS * LANES, 1, 1],
+                      stream=stream, min_blocks_per_mp=min_ctas_per_sm(c),
+                      preferred_smem_carveout=0)
 
     @cute.kernel
     def kernel(self, mq: cute.Tensor, mk: cute.Tensor, mv: cute.Tensor, mg: cute.Tensor,
@@ -151,19 +197,56 @@ class FrostDecode:
     @cute.jit
     def walk(self, mq, mk, mv, mg, mb, mw, mo, malog, mdtb, mck, xs, bos, eos, ck_base, h, row0,
              lane, scale):
-        """The recurrence over tokens bos..eos-1 of one sequence, xs the warp's state rows."""
+        """The recurrence over tokens bos..eos-1 of one sequence, xs the warp's state rows.
+
+        Per token one pass over the rows gives both partial sums against the state before
+        the token, X: e = X (alpha b k) and p = X (alpha q) (the decay folded into the
+        vectors), one transposed reduction leaves each lane one of the 2 x RPW sums, the
+        erase-read lanes form u = write * v - e and pass it on, and o = p + u (k . q); the
+        update X = X Diag(alpha) + u k^T closes the token. The next token's operands are
+        loaded during this token and prepared (norms, gates, k . q) at its end, in the
+        same straight-line block; ptxas issues those loads late (next to the update), so
+        token t + 2's lines are prefetched into L1 one token earlier
+        (NOTES_decode.md)."""
         c = self.cfg
         KPL = c.K // LANES
         RPW = c.block_v // WARPS
         hq = h // (c.HO // c.H)
         hk = h // (c.HO // c.HK)
         hv = h // (c.HO // c.HV)
-        kq = cute.make_rmem_tensor((KPL,), Float32)
+        # raw operands of the token loaded ahead (lane's channels; v, w of the lane's row)
+        rq = cute.make_rmem_tensor((KPL,), Float32)
+        rk = cute.make_rmem_tensor((KPL,), Float32)
+        rg = cute.make_rmem_tensor((KPL,), Float32)
+        rb = cute.make_rmem_tensor((KPL,), Float32)
+        rvw = cute.make_rmem_tensor((2,), Float32)
+        # the token's prepared vectors: alpha b k, alpha q, k, alpha; [k . q, write * v]
+        ka = cute.make_rmem_tensor((KPL,), Float32)
+        qa = cute.make_rmem_tensor((KPL,), Float32)
         kk = cute.make_rmem_tensor((KPL,), Float32)
-        kb = cute.make_rmem_tensor((KPL,), Float32)
         alpha = cute.make_rmem_tensor((KPL,), Float32)
-        red = cute.make_rmem_tensor((RPW,), Float32)  # per row: erase read, then output
+        sc = cute.make_rmem_tensor((2,), Float32)
+        red = cute.make_rmem_tensor((2 * RPW,), Float32)  # partial e of rows, then p of rows
+        ur = cute.make_rmem_tensor((RPW,), Float32)
+        # loop invariants of the gates: exp(a_log) and the lane's dt_bias channels
+        gates = cute.make_rmem_tensor((KPL + 1,), Float32)
+        gates[KPL] = Float32(1.0)
+        if cutlass.const_expr(c.safe_gate and c.has_a_log):
+            gates[KPL] = cute.math.exp(malog[h].to(Float32))
+        for j in cutlass.range_constexpr(KPL):
+            gates[j] = Float32(0.0)
+            if cutlass.const_expr(c.safe_gate and c.has_dt_bias):
+                if cutlass.const_expr(c.gate_per_channel):
+                    gates[j] = mdtb[h, j * LANES + lane].to(Float32)
+                else:
+                    gates[j] = mdtb[h, 0].to(Float32)
+        idx = reduced_index(lane, RPW)  # which of the 2 x RPW sums this lane ends with
+        own = idx % RPW                 # its row (erase read below 16, output from 16 up)
         for t in cutlass.range(bos, eos):
+            if t == bos:
+                self.load_token(mq, mk, mv, mg, mb, mw, rq, rk, rg, rb, rvw, t, h, hq, hk, hv,
+                                row0 + own, lane)
+                self.prepare(rq, rk, rg, rb, rvw, gates, ka, qa, kk, alpha, sc)
             if cutlass.const_expr(c.checkpoint_every > 0):
                 local = t - bos
                 crow = ck_base + local // c.checkpoint_every
@@ -172,86 +255,162 @@ class FrostDecode:
                     for r in cutlass.range_constexpr(RPW):
                         for j in cutlass.range_constexpr(KPL):
                             mck[crow, h, row0 + r, j * LANES + lane] = xs[r, j].to(self.ck)
-            for j in cutlass.range_constexpr(KPL):
-                kq[j] = mq[t, hq, j * LANES + lane].to(Float32)
-                kk[j] = mk[t, hk, j * LANES + lane].to(Float32)
-            if cutlass.const_expr(c.use_l2norm):
-                sq = Float32(0.0)
-                sk = Float32(0.0)
-                for j in cutlass.range_constexpr(KPL):
-                    sq = sq + kq[j] * kq[j]
-                    sk = sk + kk[j] * kk[j]
-                sq = cute.arch.warp_reduction(sq, lambda a, b: a + b)
-                sk = cute.arch.warp_reduction(sk, lambda a, b: a + b)
-                rq = cute.math.rsqrt(sq + Float32(1e-6))
-                rk = cute.math.rsqrt(sk + Float32(1e-6))
-                for j in cutlass.range_constexpr(KPL):
-                    kq[j] = kq[j] * rq
-                    kk[j] = kk[j] * rk
-            # decay and erase gate per channel of this lane (a scalar gate fills every slot)
-            beta_t = Float32(0.0)
-            if cutlass.const_expr(c.gate_per_channel):
-                for j in cutlass.range_constexpr(KPL):
-                    alpha[j] = self.decay(mg[t, h, j * LANES + lane], malog, mdtb, h,
-                                          j * LANES + lane)
-            else:
-                a_t = self.decay(mg[t, h, 0], malog, mdtb, h, 0)
-                for j in cutlass.range_constexpr(KPL):
-                    alpha[j] = a_t
-            if cutlass.const_expr(c.beta_per_channel):
-                for j in cutlass.range_constexpr(KPL):
-                    kb[j] = self.beta_activation(mb[t, h, j * LANES + lane].to(Float32)) * kk[j]
-            else:
-                beta_t = self.beta_activation(mb[t, h, 0].to(Float32))
-                for j in cutlass.range_constexpr(KPL):
-                    kb[j] = beta_t * kk[j]
-            # Each phase runs over all the warp's rows before the next, so the rows' warp
-            # reductions (5 dependent shuffles each) are independent and overlap.
-            for r in cutlass.range_constexpr(RPW):  # decay, partial erase read
+            # the next token (the last one again at the end: a redundant, in-bounds load)
+            self.load_token(mq, mk, mv, mg, mb, mw, rq, rk, rg, rb, rvw,
+                            cutlass.min(t + 1, eos - 1), h, hq, hk, hv, row0 + own, lane)
+            # token t + 2's lines into L1 (a hint, no registers held): its loads, issued
+            # during token t + 1 where ptxas places them, then wait on L1 rather than L2
+            self.prefetch_token(mq, mk, mv, mg, mb, mw, cutlass.min(t + 2, eos - 1), h, hq,
+                                hk, hv, row0, lane)
+            for r in cutlass.range_constexpr(RPW):
                 e = Float32(0.0)
+                p = Float32(0.0)
                 for j in cutlass.range_constexpr(KPL):
-                    x = xs[r, j] * alpha[j]
-                    xs[r, j] = x
-                    e = e + x * kb[j]
+                    e = e + xs[r, j] * ka[j]
+                    p = p + xs[r, j] * qa[j]
                 red[r] = e
+                red[RPW + r] = p
+            s = self.reduce_rows(red, lane)
+            u = sc[1] - s                                        # lanes 0-15: row own's u
+            u_out = cute.arch.shuffle_sync_bfly(u, offset=16)    # lanes 16-31: their row's u
+            o = (s + u_out * sc[0]) * scale
             for r in cutlass.range_constexpr(RPW):
-                red[r] = cute.arch.warp_reduction(red[r], lambda a, b: a + b)
-            for r in cutlass.range_constexpr(RPW):  # write term, update, partial output
-                write = mv[t, hv, row0 + r].to(Float32)
-                if cutlass.const_expr(c.beta_per_channel):
-                    write = write * mw[t, h, row0 + r].to(Float32)
-                else:
-                    write = write * beta_t
-                u = write - red[r]
-                o = Float32(0.0)
+                ur[r] = cute.arch.shuffle_sync(u, offset=lane_of_sum(r, RPW))
+            for r in cutlass.range_constexpr(RPW):
                 for j in cutlass.range_constexpr(KPL):
-                    x = xs[r, j] + u * kk[j]
-                    xs[r, j] = x
-                    o = o + x * kq[j]
-                red[r] = o
-            for r in cutlass.range_constexpr(RPW):
-                red[r] = cute.arch.warp_reduction(red[r], lambda a, b: a + b)
-            for r in cutlass.range_constexpr(RPW):
-                if lane == r:
-                    mo[t, h, row0 + r] = (red[r] * scale).to(self.io)
+                    xs[r, j] = xs[r, j] * alpha[j] + ur[r] * kk[j]
+            self.prepare(rq, rk, rg, rb, rvw, gates, ka, qa, kk, alpha, sc)
+            if lane >= 16 and lane % (LANES // (2 * RPW)) == 0:
+                mo[t, h, row0 + own] = o.to(self.io)
 
     @cute.jit
-    def decay(self, graw, malog, mdtb, h, d):
-        """alpha = exp(gamma) of one gate element (docs/LINEAR_ATTENTION.md §2)."""
+    def load_token(self, mq, mk, mv, mg, mb, mw, rq, rk, rg, rb, rvw, t, h, hq, hk, hv, row,
+                   lane):
+        """Token t's raw operands for this lane: its channels of q, k, gate, beta, and v (and
+        GDN-2's write gate w) of `row`."""
         c = self.cfg
-        g = graw.to(Float32)
+        KPL = c.K // LANES
+        for j in cutlass.range_constexpr(KPL):
+            rq[j] = mq[t, hq, j * LANES + lane].to(Float32)
+            rk[j] = mk[t, hk, j * LANES + lane].to(Float32)
+            if cutlass.const_expr(c.gate_per_channel):
+                rg[j] = mg[t, h, j * LANES + lane].to(Float32)
+            if cutlass.const_expr(c.beta_per_channel):
+                rb[j] = mb[t, h, j * LANES + lane].to(Float32)
+        if cutlass.const_expr(not c.gate_per_channel):
+            rg[0] = mg[t, h, 0].to(Float32)
+        if cutlass.const_expr(not c.beta_per_channel):
+            rb[0] = mb[t, h, 0].to(Float32)
+        rvw[0] = mv[t, hv, row].to(Float32)
+        rvw[1] = Float32(1.0)
+        if cutlass.const_expr(c.beta_per_channel):
+            rvw[1] = mw[t, h, row].to(Float32)
+
+    @cute.jit
+    def prefetch_token(self, mq, mk, mv, mg, mb, mw, t, h, hq, hk, hv, row0, lane):
+        """L1 prefetches of token t's operand lines: lanes 4 elements apart cover a q / k
+        row (bf16: 2 lines) and a per-channel gate row (fp32: 4 lines); v, w, scalar gates
+        and beta are one line each."""
+        c = self.cfg
+        cute.arch.prefetch((mq[t, hq, None].iterator + lane * 4 % c.K).llvm_ptr)
+        cute.arch.prefetch((mk[t, hk, None].iterator + lane * 4 % c.K).llvm_ptr)
+        cute.arch.prefetch((mv[t, hv, None].iterator + row0).llvm_ptr)
+        if cutlass.const_expr(c.gate_per_channel):
+            cute.arch.prefetch((mg[t, h, None].iterator + lane * 4 % c.K).llvm_ptr)
+        else:
+            cute.arch.prefetch(mg[t, h, None].iterator.llvm_ptr)
+        if cutlass.const_expr(c.beta_per_channel):
+            cute.arch.prefetch((mb[t, h, None].iterator + lane * 4 % c.K).llvm_ptr)
+            cute.arch.prefetch((mw[t, h, None].iterator + row0).llvm_ptr)
+        else:
+            cute.arch.prefetch(mb[t, h, None].iterator.llvm_ptr)
+
+    @cute.jit
+    def prepare(self, rq, rk, rg, rb, rvw, gates, ka, qa, kk, alpha, sc):
+        """The loaded token's vectors: L2 norms, decay alpha, erase direction alpha b k,
+        alpha q, the scalar k . q and the lane row's write term."""
+        c = self.cfg
+        KPL = c.K // LANES
+        sq = Float32(0.0)
+        sk = Float32(0.0)
+        sqk = Float32(0.0)
+        for j in cutlass.range_constexpr(KPL):
+            sqk = sqk + rq[j] * rk[j]
+            if cutlass.const_expr(c.use_l2norm):
+                sq = sq + rq[j] * rq[j]
+                sk = sk + rk[j] * rk[j]
+        sqk = cute.arch.warp_reduction(sqk, lambda a, b: a + b)
+        rnq = Float32(1.0)
+        rnk = Float32(1.0)
+        if cutlass.const_expr(c.use_l2norm):
+            sq = cute.arch.warp_reduction(sq, lambda a, b: a + b)
+            sk = cute.arch.warp_reduction(sk, lambda a, b: a + b)
+            rnq = cute.math.rsqrt(sq + Float32(1e-6))
+            rnk = cute.math.rsqrt(sk + Float32(1e-6))
+        sc[0] = sqk * rnq * rnk
+        beta_t = Float32(0.0)
+        if cutlass.const_expr(not c.beta_per_channel):
+            beta_t = self.beta_activation(rb[0])
+            sc[1] = rvw[0] * beta_t
+        else:
+            sc[1] = rvw[0] * rvw[1]
+        a_t = Float32(0.0)
+        if cutlass.const_expr(not c.gate_per_channel):
+            a_t = self.decay(rg[0], gates[KPL], gates[0])
+        for j in cutlass.range_constexpr(KPL):
+            a_j = a_t
+            if cutlass.const_expr(c.gate_per_channel):
+                a_j = self.decay(rg[j], gates[KPL], gates[j])
+            b_j = beta_t
+            if cutlass.const_expr(c.beta_per_channel):
+                b_j = self.beta_activation(rb[j])
+            k_j = rk[j] * rnk
+            alpha[j] = a_j
+            kk[j] = k_j
+            ka[j] = a_j * (b_j * k_j)
+            qa[j] = a_j * (rq[j] * rnq)
+
+    @cute.jit
+    def reduce_rows(self, red, lane):
+        """Sums each of red's 2 x RPW entries over the warp; lane l returns the sum of entry
+        reduced_index(l). Each butterfly step halves the entries a lane carries: the lane
+        keeps one half and sends the other to its partner (RPW + RPW / 2 + ... shuffles),
+        then the one entry left is summed over the remaining lanes (plain butterfly):
+        2 x RPW shuffles instead of 2 x RPW x 5."""
+        c = self.cfg
+        RPW = c.block_v // WARPS
+        steps = log2_int(2 * RPW)
+        for k in cutlass.range_constexpr(steps):
+            span = 16 >> k
+            half = RPW >> k
+            if (lane // span) % 2 == 1:  # keep the upper half, send the lower
+                for i in cutlass.range_constexpr(half):
+                    tmp = red[i]
+                    red[i] = red[i + half]
+                    red[i + half] = tmp
+            for i in cutlass.range_constexpr(half):
+                red[i] = red[i] + cute.arch.shuffle_sync_bfly(red[i + half], offset=span)
+        total = red[0]
+        for k in cutlass.range_constexpr(steps, 5):
+            total = total + cute.arch.shuffle_sync_bfly(total, offset=16 >> k)
+        return total
+
+    @cute.jit
+    def decay(self, g, amp, dtb):
+        """alpha = exp(gamma) of one raw gate element g (docs/LINEAR_ATTENTION.md §2); amp =
+        exp(a_log), dtb = its dt_bias channel."""
+        c = self.cfg
         alpha = Float32(0.0)
         if cutlass.const_expr(c.linear_gate):
             alpha = g + Float32(LINEAR_GATE_FLOOR)  # exp(ln(g + 1e-10))
         elif cutlass.const_expr(c.safe_gate):
-            amp = Float32(1.0)
-            if cutlass.const_expr(c.has_a_log):
-                amp = cute.math.exp(malog[h].to(Float32))
             z = g
             if cutlass.const_expr(c.has_dt_bias):
-                z = g + mdtb[h, d].to(Float32)
+                z = g + dtb
             if cutlass.const_expr(c.gate_per_channel):
-                sig = Float32(1.0) / (Float32(1.0) + cute.math.exp(-(amp * z)))
+                # MUFU reciprocal (~1 ulp) of a denominator >= 1: no IEEE-division slow
+                # path, whose branch would split the token's straight-line block
+                sig = cute.arch.rcp_approx(Float32(1.0) + cute.math.exp(-(amp * z)))
                 alpha = cute.math.exp(Float32(c.gate_lower_bound) * sig)
             else:  # softplus(z) = max(z, 0) + log1p(exp(-|z|)), finite for every z
                 soft = cute.arch.fmax(z, Float32(0.0)) + cute.math.log1p(
@@ -266,7 +425,7 @@ class FrostDecode:
         c = self.cfg
         out = b
         if cutlass.const_expr(c.beta_sigmoid):
-            out = Float32(1.0) / (Float32(1.0) + cute.math.exp(-b))
+            out = cute.arch.rcp_approx(Float32(1.0) + cute.math.exp(-b))  # as in decay()
             if cutlass.const_expr(c.neg_eigval):
                 out = out * Float32(2.0)
         return out
