@@ -234,9 +234,6 @@ def test_checkpoint_rows_never_collide():
         assert all(0 <= r < checkpoint_rows(cu[-1], len(lens)) for r in rows)
 
 
-if __name__ == "__main__":
-    raise SystemExit(pytest.main([__file__, "-q"]))
-
 
 @pytest.mark.parametrize("family", ["gdn", "kda"])
 def test_the_persistent_grid_is_the_devices_sm_count(family, monkeypatch):
@@ -258,3 +255,7 @@ def test_the_persistent_grid_is_the_devices_sm_count(family, monkeypatch):
     assert (small.with_stage("grads") != cfg.with_stage("grads")) == persistent
     with pytest.raises(ValueError, match="grads_ctas must be a positive int"):
         FrostBwdConfig(fwd=cfg.fwd, stage="grads", dht_dtype=None, dh0_dtype=None, grads_ctas=0)
+
+
+if __name__ == "__main__":
+    raise SystemExit(pytest.main([__file__, "-q"]))

@@ -181,3 +181,25 @@ def test_persistent_items_see_their_own_operands(ctas, ckpt):
     for n in range(N):
         covered[CU[n]:CU[n + 1]] = True
     assert not np.isnan(x["dv"][covered]).any() and np.isnan(x["dv"][~covered]).all()
+
+
+@pytest.mark.parametrize("vector_gates", [False, True], ids=["gdn-persistent", "vector-gates-per-chunk"])
+def test_each_grads_kernel_launches_the_grid_its_kernel_reads(vector_gates):
+    """The vector-gate grads kernel inherits the launcher of the persistent one but reads
+    block_idx as (checkpoint row, head): it must launch one CTA per (row, head). (A vector
+    kernel launched on the persistent grid ran 132 CTAs of head 0 and left the rest of dq,
+    dk, dv unwritten: NaN on the H200.)"""
+    from cudnn.linear_attention.frost.kernels.bwd_compile import bwd_kernel_class
+
+    T, N = CU[-1], len(CU) - 1
+    f = FrostFwdConfig(io_dtype="bfloat16", state_dtype=None, H=HO, HK=HO, HV=HO, K=K, V=V,
+                       gate_per_channel=vector_gates, beta_per_channel=False, has_w=False, use_l2norm=True,
+                       has_initial_state=False, has_final_state=False, algorithm="v2",
+                       gate_align16=vector_gates)
+    cfg = FrostBwdConfig(f, "grads", None, None, grads_ctas=7)
+    kern = bwd_kernel_class("grads", vector_gates)(cfg)
+    grid = kern.grid(T, N)
+    if vector_gates:
+        assert grid == [T // C + N, HO, 1]
+    else:
+        assert grid == [7, 1, 1]

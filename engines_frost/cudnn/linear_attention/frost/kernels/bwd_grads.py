@@ -137,11 +137,16 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
         self.threads = THREADS
         self.owners = gram_schedule(WARPS)
 
+    def grid(self, T, N):
+        """Persistent: grads_ctas CTAs walk the (chunk, head) items. A subclass whose kernel
+        reads block_idx as (row, head) must return the per-chunk grid instead."""
+        return [self.bcfg.grads_ctas, 1, 1]
+
     @cute.jit
     def launch_kernel(self, m, T: Int32, N: Int32, scale: Float32, stream: cuda.CUstream):
         self.kernel(m.q, m.k, m.v, m.g, m.beta, m.cu_seqlens, m.dO, m.dq, m.dk, m.dv, m.dg, m.dbeta, m.ckpt,
                     m.dckpt, m.u, m.dr, N, scale, m.w, m.dw, T).launch(
-            grid=[self.bcfg.grads_ctas, 1, 1], block=[THREADS, 1, 1], stream=stream)
+            grid=self.grid(T, N), block=[THREADS, 1, 1], stream=stream)
 
     @cute.kernel
     def kernel(self, mq: cute.Tensor, mk: cute.Tensor, mv: cute.Tensor, mg: cute.Tensor, mb: cute.Tensor,
@@ -305,7 +310,7 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
         if tid == 0:
             s_seq[0] = Int32(-1)
         cute.arch.sync_threads()
-        self.find_sequence(s, mcu, N, T, rho, tid, 0)
+        FrostBwdGrads.find_sequence(self, s, mcu, N, T, rho, tid, 0)
 
     @cute.jit
     def find_sequence(self, s, mcu, N, T, rho, tid, slot):

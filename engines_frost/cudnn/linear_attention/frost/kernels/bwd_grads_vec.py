@@ -125,7 +125,7 @@ def allocate(c: FrostFwdConfig) -> SimpleNamespace:
 
 
 class FrostBwdGradsVec(FrostBwdGrads):
-    """Callable for cute.compile; bwd_grads.FrostBwdGrads's launcher and grid."""
+    """Callable for cute.compile; bwd_grads.FrostBwdGrads's launcher with a per-chunk grid."""
 
     norms_in_stage_load = False  # stage_norms' first pass computes the L2 norms here
 
@@ -136,6 +136,10 @@ class FrostBwdGradsVec(FrostBwdGrads):
         used = smem_bytes(cfg.fwd)
         if used > SMEM_LIMIT:
             raise ValueError(f"FrostBwdGradsVec: {used} bytes of shared memory exceed {SMEM_LIMIT} for {cfg}")
+
+    def grid(self, T, N):
+        """One CTA per (checkpoint row, output head): this kernel is not persistent."""
+        return [T // CHUNK + N, self.cfg.HO, 1]
 
     @cute.kernel
     def kernel(self, mq: cute.Tensor, mk: cute.Tensor, mv: cute.Tensor, mg: cute.Tensor, mb: cute.Tensor,
