@@ -11,7 +11,7 @@ reports it against its budget).
 
 Run on the GPU machine from the repo root (CuTe DSL importable):
   PYTHONPATH=$(python3 tools/pythonpath.py) python3 bench/frost_stage_times.py [--family gdn kda]
-    [--algorithm v2] [--reps 20]
+    [--algorithm v2] [--reps 20] [--l2norm]
 (--algorithm v3: v2 with the chain's state products on warpgroup MMA; its "chain" stage is
 the wgmma chain.)
 Shape: 8 x 4096 tokens, 16 heads, K = V = 128, bf16, final state fp32 (the bench shape).
@@ -34,35 +34,36 @@ VARIANTS = ((), ("rows",), ("operands",), ("gram",), ("chain",), ("rows", "opera
 CHUNKS = 4096 // 64
 
 
-def base_launch(family: Family, algorithm: str, device: str = "cuda"):
+def base_launch(family: Family, algorithm: str, device: str = "cuda", l2norm: bool = False):
     """(checked launch, inputs) of the bench shape; device="cpu" for enumerating configs
-    without a GPU (tools/gpu/frost_precompile.py)."""
+    without a GPU (tools/gpu/frost_precompile.py); l2norm: q and k normalised in the kernel
+    (the rows stage), drawn unnormalised."""
     from cudnn.linear_attention.frost.kernels import fwd
 
     cfg = InputConfig(family=family, seq_lens=(4096,) * 8, H=16, K=128, V=128,
-                      dtype=torch.bfloat16, device=device)
+                      dtype=torch.bfloat16, device=device, use_qk_l2norm=l2norm)
     x = make_inputs(cfg, 0)
     out = torch.empty(cfg.T, 16, 128, dtype=torch.bfloat16, device=device)
     ht = torch.empty(8, 16, 128, 128, dtype=torch.float32, device=device)
     checked = fwd.check_operands(
         q=x.q, k=x.k, v=x.v, g=x.g, beta=x.beta, w=x.w, cu_seqlens=x.cu_seqlens, out=out,
-        initial_state=None, final_state=ht, use_l2norm=False,
+        initial_state=None, final_state=ht, use_l2norm=l2norm,
         gate_per_channel=family.per_channel_gate, beta_per_channel=family.vector_beta,
         algorithm=algorithm)
     return checked, x
 
 
-def stage_configs(family: Family, algorithm: str, device: str = "cuda"):
+def stage_configs(family: Family, algorithm: str, device: str = "cuda", l2norm: bool = False):
     """The kernel config of every timed variant, in VARIANTS order."""
-    checked, _ = base_launch(family, algorithm, device)
+    checked, _ = base_launch(family, algorithm, device, l2norm)
     return [dataclasses.replace(checked.config, skip_stages=skip) for skip in VARIANTS]
 
 
-def _launcher(family: Family, algorithm: str, skip: tuple[str, ...]):
+def _launcher(family: Family, algorithm: str, skip: tuple[str, ...], l2norm: bool = False):
     """(launch(), compile seconds) for the bench shape with `skip` compiled out."""
     from cudnn.linear_attention.frost.kernels import fwd
 
-    checked, x = base_launch(family, algorithm)
+    checked, x = base_launch(family, algorithm, l2norm=l2norm)
     kernel_cfg = dataclasses.replace(checked.config, skip_stages=skip)
     start = time.perf_counter()
     kernel = fwd._compiled(kernel_cfg, fwd.device_arch(x.q.device))
@@ -77,16 +78,18 @@ def main() -> None:
     parser.add_argument("--family", nargs="+", default=["gdn", "kda"], choices=["gdn", "kda", "gdn2"])
     parser.add_argument("--algorithm", default="v2", choices=["v1", "v2", "v3"])
     parser.add_argument("--reps", type=int, default=20)
+    parser.add_argument("--l2norm", action="store_true",
+                        help="q and k L2-normalised in the kernel (its cost lands in the rows stage)")
     parser.add_argument("--only-full", action="store_true",
                         help="time the full kernel only (for profiling one launch under ncu)")
     args = parser.parse_args()
     print(f"GPU: {torch.cuda.get_device_name()}; 8 x 4096, 16 heads, K = V = 128, bf16; "
-          f"{args.algorithm}; median of {args.reps}; us per chunk = ms / {CHUNKS} chunks")
+          f"{args.algorithm}; l2norm={int(args.l2norm)}; median of {args.reps}; us per chunk = ms / {CHUNKS} chunks")
     for name in args.family:
         family = Family(name)
         full = None
         for skip in VARIANTS[:1] if args.only_full else VARIANTS:
-            launch, compile_s = _launcher(family, args.algorithm, skip)
+            launch, compile_s = _launcher(family, args.algorithm, skip, args.l2norm)
             ms = cuda_median_ms(launch, args.reps, warmup=3)
             full = ms if full is None else full
             label = "full" if not skip else "without " + "+".join(skip)

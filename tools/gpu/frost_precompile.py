@@ -186,6 +186,9 @@ def _stagetimes(engine_algorithm):
     for family in (Family.GDN, Family.KDA):
         for skip, cfg in zip(m.VARIANTS, m.stage_configs(family, engine_algorithm, device="cpu")):
             yield f"{family.value}-skip-{'+'.join(skip) or 'none'}", cfg
+    # --l2norm (gpu_suite's frostv3stages runs it for GDN: the rows stage with the q/k norms)
+    for skip, cfg in zip(m.VARIANTS, m.stage_configs(Family.GDN, engine_algorithm, device="cpu", l2norm=True)):
+        yield f"gdn-l2norm-skip-{'+'.join(skip) or 'none'}", cfg
 
 
 def _cuseqlens(engine_algorithm):

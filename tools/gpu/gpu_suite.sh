@@ -39,8 +39,12 @@
 #              precompiled on this machine's cores into .frostcache (stage frostv3build: the
 #              smoke's v2 and v3 kernels, v3's stage-time variants and engine matrix; ~1-2 min
 #              on 16 cores), then the smoke with v2 and v3 side by side (frostv3smoke: every
-#              case vs float64, SUMMARY lines v3/v2), the stage times of v3 (frostv3stages)
-#              and the engine matrix through v3 (frostv3matrix, FROST_FWD_ALGORITHM=v3)
+#              case vs float64, SUMMARY lines v3/v2 on kernel times), the stage times of v3
+#              (frostv3stages), of v3 GDN with l2norm and of v2 GDN without and with it
+#              (frostv3l2, also a suite of its own: ~2 min, v2's variants compile there) and
+#              the engine matrix through v3 (frostv3matrix, FROST_FWD_ALGORITHM=v3)
+#   frostv3l2  bench/frost_stage_times.py for GDN: v3 with l2norm, v2 without and with it
+#              (v3 without it is frostv3stages); what the q/k norms add per stage
 #   summary    their kernels precompiled on this machine's cores into FROST_KERNEL_CACHE (default
 #              .frostcache; tests/numerics/frost_summary_prebuild.py), then the FROST summary
 #              engines vs float64 (tests/numerics/test_la_frost_summary_engines.py),
@@ -125,6 +129,12 @@ export CUDNN_WHEELS="${CUDNN_WHEELS:-/opt/cudnn-wheels}"
 if [ -n "${TOOLCHAIN_ENV:-}" ]; then source "$TOOLCHAIN_ENV"; fi
 TMO="${STAGE_TIMEOUT:-300}"
 SUMMARY=()
+
+# frostv3l2: the GDN stage times with and without the q/k L2 norms, v3 and v2 (kernel
+# times, back to back: the smoke's per-call timing once showed l2norm costing v3 0.22 ms)
+FROSTV3_L2="python3 bench/frost_stage_times.py --family gdn --algorithm v3 --l2norm && \
+  python3 bench/frost_stage_times.py --family gdn --algorithm v2 && \
+  python3 bench/frost_stage_times.py --family gdn --algorithm v2 --l2norm"
 
 stage() {  # stage NAME CMD...: run CMD with a timeout, log to $OUT/NAME.log
   local name="$1"; shift
@@ -232,8 +242,11 @@ for s in "$@"; do
       [ -d .frostcache ] && export FROST_KERNEL_CACHE="$PWD/.frostcache"
       stage frostv3smoke "python3 tests/numerics/la_frost_smoke.py --family all --algorithm v2 v3"
       stage frostv3stages "python3 bench/frost_stage_times.py --family gdn kda --algorithm v3"
+      stage frostv3l2 "$FROSTV3_L2"
       stage frostv3matrix "FROST_FWD_ALGORITHM=v3 python3 -m pytest tests/numerics/test_la_frost_engines.py -q -s \
         -p no:cacheprovider" ;;
+    frostv3l2)   # what use_l2norm costs v2 and v3 GDN, per stage (kernels compiled on first use)
+      stage frostv3l2 "$FROSTV3_L2" ;;
     frost|frostsmoke|frostmatrix)
       if [ "$s" != frostmatrix ]; then
         stage frostsmoke "python3 tests/numerics/la_frost_smoke.py --family all ${FROST_SMOKE_ARGS:-}"
