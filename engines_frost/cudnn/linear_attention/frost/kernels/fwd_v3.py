@@ -20,14 +20,17 @@ warpgroup), each owning 64 rows of S^T, exactly the rows its four warps already 
 Four wgmma groups per chunk, retired in order: R (waited for first: the block solve
 needs it), O (runs during the solve), P U (accumulates onto O) and the state update
 (runs during the output stores; waited for at the chain's end). No accumulator or A
-register of a wgmma group is touched before a wait_group that retires the group.
+register of a wgmma group is touched before a wait_group that retires the group. v2's
+cp.async prefetch of the next chunk's rows and v is issued after the R and O commits,
+while they run (v2 issues it before its chain: ~230 SASS instructions per thread that
+neither product needs stood between the barrier and the first wgmma).
 
 The fp32 state keeps v1's register tensor: a warp's m16n8 accumulator over [16, K] and a
 warpgroup's m64nK accumulator hold the same (row, column) in the same value order (up to
 the warp's 16-row offset), as do the bf16 A fragments; wgmma_fragments.py checks that on
 the layouts this CuTe DSL traces (the compile fails otherwise). The block solve (four
 dependent 16 x 16 steps per warp, mma.sync), the Gram stage, the rows and operand stages
-and the prefetch stay v2's. The operand stage writes KBA, QA and KD^T, the Gram stage P,
+and the prefetch code stay v2's. The operand stage writes KBA, QA and KD^T, the Gram stage P,
 with ordinary stores into the swizzled tiles; each stage then fences the generic proxy
 against the async proxy (fence.proxy.async.shared::cta) before the barrier that ends it,
 so the wgmma reads see them.
@@ -135,10 +138,8 @@ class FrostFwdV3(FrostFwdV2):
 
     @cute.jit
     def stage_chain(self, s, mo, acc_s, coord_s, heads, t0, eos, thr, lane, wid):
-        """v2's prefetch around v3's chain."""
-        if t0 + CHUNK < eos:
-            self.prefetch_rows(s, t0 + CHUNK, eos, wid * 32 + lane)
-            cute.arch.cp_async_commit_group()
+        """v3's chain (it issues v2's prefetch of the next chunk's rows once its first two
+        wgmma groups run); the copies land before the chunk's closing barrier."""
         self.chain(s, mo, acc_s, coord_s, heads, t0, eos, thr, lane, wid)
         cute.arch.cp_async_wait_group(0)
 
@@ -176,7 +177,6 @@ class FrostFwdV3(FrostFwdV2):
             for e in cutlass.range_constexpr(per):
                 jt = crd[e]
                 acc_r[bi * per + e] = s_w0[bi * SUB + jt[1], j0 + jt[0]].to(Float32)
-        self.after_rhs_reads(s, heads, t0, eos, lane, wid)
         a_s = to_a_operand(acc_s, g_half.partition_shape_A((WG_ROWS, K)))
         b_kba = wg_half.make_fragment_B(g_half.partition_B(s.kba))
         b_qa = wg_half.make_fragment_B(g_half.partition_B(s.qa))
@@ -188,6 +188,13 @@ class FrostFwdV3(FrostFwdV2):
         for kk in cutlass.range_constexpr(K // 16):
             cute.gemm(wg_half, acc_o, a_s[None, None, kk], b_qa[None, None, kk], acc_o)
         warpgroup.commit_group()
+        # the next chunk's row and v copies (v2's prefetch) are issued while R and O run:
+        # they feed neither (cp.async into q, k, g, beta and, after this warp's W0 reads
+        # above, W0's slot; the wgmma read kq only), so they stay off the path to the solve
+        if t0 + CHUNK < eos:
+            self.prefetch_rows(s, t0 + CHUNK, eos, wid * 32 + lane)
+            cute.arch.cp_async_commit_group()
+        self.after_rhs_reads(s, heads, t0, eos, lane, wid)
         warpgroup.wait_group(1)  # R^T is complete; O^T may still run
 
         # 2. block solve U_i = Dinv_i (R_i - sum_{j<i} M_ij U_j), per warp (v1)
