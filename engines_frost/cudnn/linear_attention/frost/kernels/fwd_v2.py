@@ -217,8 +217,14 @@ class FrostFwdV2(FrostFwdV1):
         if t0 + CHUNK < eos:
             self.prefetch_rows(s, t0 + CHUNK, eos, wid * 32 + lane)
             cute.arch.cp_async_commit_group()
-        FrostFwdV1.stage_chain(self, s, mo, acc_s, coord_s, heads, t0, eos, thr, lane, wid)
+        self.chunk_chain(s, mo, acc_s, coord_s, heads, t0, eos, thr, lane, wid)
         cute.arch.cp_async_wait_group(0)
+
+    @cute.jit
+    def chunk_chain(self, s, mo, acc_s, coord_s, heads, t0, eos, thr, lane, wid):
+        """The chain that runs while the next chunk's copies are in flight: v1's (v3 and the
+        backward's states kernel put theirs here)."""
+        FrostFwdV1.stage_chain(self, s, mo, acc_s, coord_s, heads, t0, eos, thr, lane, wid)
 
     @cute.jit
     def after_rhs_reads(self, s, heads, t0, eos, lane, wid):

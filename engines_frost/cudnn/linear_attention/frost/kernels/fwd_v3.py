@@ -133,18 +133,9 @@ class FrostFwdV3(FrostFwdV2):
         FrostFwdV2.stage_gram(self, s, mb, heads, t0, eos, scale, thr, lane, wid)
         cute.arch.fence_proxy("async.shared", space="cta")
 
-    @cute.jit
-    def stage_chain(self, s, mo, acc_s, coord_s, heads, t0, eos, thr, lane, wid):
-        """v2's prefetch around v3's chain."""
-        if t0 + CHUNK < eos:
-            self.prefetch_rows(s, t0 + CHUNK, eos, wid * 32 + lane)
-            cute.arch.cp_async_commit_group()
-        self.chain(s, mo, acc_s, coord_s, heads, t0, eos, thr, lane, wid)
-        cute.arch.cp_async_wait_group(0)
-
     # ------------------------------------------------------------------ the chain
     @cute.jit
-    def chain(self, s, mo, acc_s, coord_s, heads, t0, eos, thr, lane, wid):
+    def chunk_chain(self, s, mo, acc_s, coord_s, heads, t0, eos, thr, lane, wid):
         """State reads, P U and the state update on wgmma (per warpgroup), the block solve on
         mma.sync (per warp, v1's code). Four wgmma groups, retired in order: R (the solve
         needs it first), O (runs during the solve), P U onto O, the state update (runs
