@@ -31,8 +31,13 @@ A peer that is not installed (FLA) reports "absent" and the rest run. Each colum
 own copy of the inputs (same values: the seed is the batch), so no tensor - the op's pool
 written in place, FLA's state copy, cu_seqlens - is shared between columns, and the device
 is idle between columns; `--columns` picks some of op, fla, flapool (the rest print "-").
-An illegal memory access ends the process (the CUDA context is lost); run the failing
-column alone, or the bench under compute-sanitizer (gpu_suite.sh decodesan), to attribute it.
+The peer columns (fla, flapool) run in a worker process each (PeerWorker): an illegal
+memory access in a peer's kernel loses only that worker's CUDA context, its cell reads
+"fault: ..." and a fresh worker takes the next cell, so the op's rows and the other cells
+still come out. (FLA 0.6 with Triton 3.6 has faulted this way in fused_recurrent on the
+H200, intermittently: bench/NOTES.md.) Run the bench under compute-sanitizer
+(gpu_suite.sh decodesan, which keeps the peers in-process with --no-isolate) to attribute
+a fault.
 
   PYTHONPATH=$(python3 tools/pythonpath.py) python3 bench/bench_decode.py [--batches 1,64]
       [--tokens 1,4]   (tokens per sequence: speculative steps; the floor is the state's)
@@ -41,6 +46,9 @@ column alone, or the bench under compute-sanitizer (gpu_suite.sh decodesan), to 
 from __future__ import annotations
 
 import argparse
+import json
+import subprocess
+import sys
 import time
 
 import torch
@@ -204,6 +212,49 @@ def column_cells(column: str, n: int, kda: bool, tokens: int, reps: int) -> list
     return cells
 
 
+class PeerWorker:
+    """One peer column timed in a child process (this script with --worker COLUMN): cells
+    are asked for one at a time over stdin/stdout, so the device is idle between columns as
+    in-process, and a fault kills the child, not the bench."""
+
+    def __init__(self, column: str, reps: int, argv: list[str] | None = None):
+        self.proc = None
+        self.argv = argv or [sys.executable, __file__, "--worker", column, "--reps", str(reps)]
+
+    def _start(self):
+        self.proc = subprocess.Popen(self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True)
+
+    def cells(self, n: int, kda: bool, tokens: int) -> list[str]:
+        if self.proc is None or self.proc.poll() is not None:
+            self._start()
+        try:
+            self.proc.stdin.write(json.dumps([n, kda, tokens]) + "\n")
+            self.proc.stdin.flush()
+            line = self.proc.stdout.readline()
+        except BrokenPipeError:
+            line = ""
+        if line:
+            return json.loads(line)
+        self.proc.wait()
+        err = [ln for ln in self.proc.stderr.read().splitlines() if ln.strip()]
+        self.proc = None
+        return [f"fault: {err[-1][:80] if err else 'worker exited'}", "-"]
+
+    def close(self):
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.stdin.close()
+            self.proc.wait()
+
+
+def worker(column: str, reps: int) -> None:
+    """The child's loop: one JSON request [n, kda, tokens] per line, one JSON reply."""
+    with torch.no_grad():
+        for line in sys.stdin:
+            n, kda, tokens = json.loads(line)
+            print(json.dumps(column_cells(column, n, kda, tokens, reps)), flush=True)
+
+
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--batches", default="1,64,256,1024")
@@ -213,7 +264,12 @@ def main() -> None:
                    help="tokens per sequence, comma-separated (e.g. 1,4: decode and speculative)")
     p.add_argument("--columns", default=",".join(COLUMNS),
                    help="which of op, fla, flapool to time (the others print '-')")
+    p.add_argument("--no-isolate", action="store_true",
+                   help="time the peer columns in this process (a peer's fault ends the bench)")
+    p.add_argument("--worker", choices=COLUMNS[1:], help=argparse.SUPPRESS)
     a = p.parse_args()
+    if a.worker:
+        return worker(a.worker, a.reps)
     columns = a.columns.split(",")
     unknown = sorted(set(columns) - set(COLUMNS))
     if unknown:
@@ -221,6 +277,7 @@ def main() -> None:
     print(f"GPU: {torch.cuda.get_device_name()}; decode steps, {HEADS} heads, K = V = {DIM}, "
           f"bf16 io, fp32 state; times in us per step (median of {a.reps})")
     rows = []
+    peers = {} if a.no_isolate else {c: PeerWorker(c, a.reps) for c in COLUMNS[1:] if c in columns}
     with torch.no_grad():
         for family in a.families.split(","):
             kda = family == "kda"
@@ -228,8 +285,12 @@ def main() -> None:
                               for n in map(int, a.batches.split(","))]:
                 row = [family.upper(), str(n), str(tokens), f"{floor_us(n):.1f}"]
                 for column in COLUMNS:
-                    row += (column_cells(column, n, kda, tokens, a.reps)
-                            if column in columns else ["-", "-"])
+                    if column not in columns:
+                        row += ["-", "-"]
+                    elif column in peers:
+                        row += peers[column].cells(n, kda, tokens)
+                    else:
+                        row += column_cells(column, n, kda, tokens, a.reps)
                 rows.append(row)
                 print("  ".join(row), flush=True)
             x = inputs(1, kda)
@@ -239,6 +300,8 @@ def main() -> None:
             print(f"{family.upper()} host overhead of one cached op call (batch 1): {ours} us "
                   f"({checked_calls() - before} of 220 calls on the checked path); FLA: "
                   f"{'absent' if peer is None else cell(lambda: host_us(peer))} us", flush=True)
+    for w in peers.values():
+        w.close()
     print("\n| family | N | tokens | floor | op graph | op b2b | FLA graph | FLA b2b "
           "| FLA+pool graph | FLA+pool b2b |\n|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:

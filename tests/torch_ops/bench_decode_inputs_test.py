@@ -67,3 +67,30 @@ def test_fla_rows_get_the_op_inputs(kda, pooled):
 
 if __name__ == "__main__":
     raise SystemExit(pytest.main([__file__, "-q"]))
+
+
+_FAULTY_PEER = """
+import json, sys
+for line in sys.stdin:
+    n, kda, tokens = json.loads(line)
+    if n == 256:
+        sys.stderr.write("torch.AcceleratorError: CUDA error: an illegal memory access was encountered\\n")
+        sys.exit(1)
+    print(json.dumps([f"{n}.0", f"{tokens}.0"]), flush=True)
+"""
+
+
+def test_a_faulting_peer_costs_its_cell_only(tmp_path):
+    """A peer column whose kernel faults (its process dies) reports that cell as a fault and
+    a fresh worker times the next cell."""
+    script = tmp_path / "peer.py"
+    script.write_text(_FAULTY_PEER)
+    peer = bench_decode.PeerWorker("fla", 3, argv=[sys.executable, str(script)])
+    assert peer.cells(64, False, 1) == ["64.0", "1.0"]
+    first = peer.proc
+    fault = peer.cells(256, False, 1)
+    assert fault[0].startswith("fault: ") and "illegal memory access" in fault[0] and fault[1] == "-"
+    assert peer.cells(1024, True, 4) == ["1024.0", "4.0"]
+    assert peer.proc is not first  # restarted
+    peer.close()
+    assert peer.proc.poll() == 0

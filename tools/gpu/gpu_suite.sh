@@ -304,7 +304,7 @@ for s in "$@"; do
       [ -d .frostcache ] && export FROST_KERNEL_CACHE="$PWD/.frostcache"
       stage decodesan "command -v compute-sanitizer || { echo 'compute-sanitizer is not on PATH'; exit 3; }; \
         compute-sanitizer --tool memcheck --print-limit 8 --error-exitcode 1 \
-        python3 bench/bench_decode.py --batches \${DECODESAN_BATCHES:-256,1024} --tokens 1,4" ;;
+        python3 bench/bench_decode.py --no-isolate --batches \${DECODESAN_BATCHES:-256,1024} --tokens 1,4" ;;
     autotune)
       stage autotune "python3 -m pytest tests/numerics/test_la_autotune_gpu.py -q -s \
         -p no:cacheprovider ${AUTOTUNE_ARGS:-}" ;;

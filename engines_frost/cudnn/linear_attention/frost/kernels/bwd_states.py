@@ -114,16 +114,7 @@ class FrostBwdStates(FrostBwdLauncher, FrostFwdV2):
             zero_uncovered_rows(mcu, N, T, mdw, h, 0, c.V, first, last, ordered, lane, True)
 
     @cute.jit
-    def stage_chain(self, s, mu, acc_s, coord_s, heads, t0, eos, thr, lane, wid):
-        """v2's prefetch around the U-only chain."""
-        if t0 + CHUNK < eos:
-            self.prefetch_rows(s, t0 + CHUNK, eos, wid * 32 + lane)
-            cute.arch.cp_async_commit_group()
-        self.chain_u(s, mu, acc_s, coord_s, heads, t0, eos, thr, lane, wid)
-        cute.arch.cp_async_wait_group(0)
-
-    @cute.jit
-    def chain_u(self, s, mu, acc_s, coord_s, heads, t0, eos, thr, lane, wid):
+    def chunk_chain(self, s, mu, acc_s, coord_s, heads, t0, eos, thr, lane, wid):
         """v1's chain without the output: U (solve_u), then S^T <- S^T Diag(e^Gam_last) +
         U^T KD."""
         s_kdt = s.kdt

@@ -210,15 +210,32 @@ class FrostFwdV2(FrostFwdV1):
         cute.arch.cp_async_wait_group(0)
         cute.arch.sync_threads()
 
+    #: True where chunk_chain issues prefetch_next_rows itself, at the point of its choosing
+    #: (fwd_v3: once its first wgmma groups run); else stage_chain issues it first
+    chain_issues_prefetch = False
+
     @cute.jit
     def stage_chain(self, s, mo, acc_s, coord_s, heads, t0, eos, thr, lane, wid):
         """v1's chain with the next chunk's copies in flight; they land before the barrier
         that ends the chunk (the caller's sync_threads after this)."""
+        if cutlass.const_expr(not self.chain_issues_prefetch):
+            self.prefetch_next_rows(s, t0, eos, lane, wid)
+        self.chunk_chain(s, mo, acc_s, coord_s, heads, t0, eos, thr, lane, wid)
+        cute.arch.cp_async_wait_group(0)
+
+    @cute.jit
+    def prefetch_next_rows(self, s, t0, eos, lane, wid):
+        """The copies of the next chunk's rows (q, k, gates, beta; GDN-2 b, w) as one
+        committed group, when there is a next chunk (v: after_rhs_reads)."""
         if t0 + CHUNK < eos:
             self.prefetch_rows(s, t0 + CHUNK, eos, wid * 32 + lane)
             cute.arch.cp_async_commit_group()
+
+    @cute.jit
+    def chunk_chain(self, s, mo, acc_s, coord_s, heads, t0, eos, thr, lane, wid):
+        """The chain that runs while the next chunk's copies are in flight: v1's (v3 and the
+        backward's states kernel put theirs here)."""
         FrostFwdV1.stage_chain(self, s, mo, acc_s, coord_s, heads, t0, eos, thr, lane, wid)
-        cute.arch.cp_async_wait_group(0)
 
     @cute.jit
     def after_rhs_reads(self, s, heads, t0, eos, lane, wid):

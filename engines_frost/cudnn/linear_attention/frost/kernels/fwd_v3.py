@@ -100,6 +100,7 @@ class FrostFwdV3(FrostFwdV2):
     """Callable for cute.compile; see the module docstring for what differs from v2."""
 
     smem_plan = staticmethod(smem_plan)
+    chain_issues_prefetch = True  # chunk_chain issues it after the R and O commits
 
     def __init__(self, cfg: FrostFwdConfig):
         if cfg.write_checkpoints or cfg.write_values:
@@ -136,16 +137,9 @@ class FrostFwdV3(FrostFwdV2):
         FrostFwdV2.stage_gram(self, s, mb, heads, t0, eos, scale, thr, lane, wid)
         cute.arch.fence_proxy("async.shared", space="cta")
 
-    @cute.jit
-    def stage_chain(self, s, mo, acc_s, coord_s, heads, t0, eos, thr, lane, wid):
-        """v3's chain (it issues v2's prefetch of the next chunk's rows once its first two
-        wgmma groups run); the copies land before the chunk's closing barrier."""
-        self.chain(s, mo, acc_s, coord_s, heads, t0, eos, thr, lane, wid)
-        cute.arch.cp_async_wait_group(0)
-
     # ------------------------------------------------------------------ the chain
     @cute.jit
-    def chain(self, s, mo, acc_s, coord_s, heads, t0, eos, thr, lane, wid):
+    def chunk_chain(self, s, mo, acc_s, coord_s, heads, t0, eos, thr, lane, wid):
         """State reads, P U and the state update on wgmma (per warpgroup), the block solve on
         mma.sync (per warp, v1's code). Four wgmma groups, retired in order: R (the solve
         needs it first), O (runs during the solve), P U onto O, the state update (runs
@@ -191,9 +185,7 @@ class FrostFwdV3(FrostFwdV2):
         # the next chunk's row and v copies (v2's prefetch) are issued while R and O run:
         # they feed neither (cp.async into q, k, g, beta and, after this warp's W0 reads
         # above, W0's slot; the wgmma read kq only), so they stay off the path to the solve
-        if t0 + CHUNK < eos:
-            self.prefetch_rows(s, t0 + CHUNK, eos, wid * 32 + lane)
-            cute.arch.cp_async_commit_group()
+        self.prefetch_next_rows(s, t0, eos, lane, wid)
         self.after_rhs_reads(s, heads, t0, eos, lane, wid)
         warpgroup.wait_group(1)  # R^T is complete; O^T may still run
 
