@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import math
-import statistics
 import sys
 import traceback
 
@@ -128,17 +127,11 @@ def run_case(family: Family, case: Case, algorithms: list[str], seed: int) -> in
 
 
 def _median_ms(step, reps: int, inner: int) -> float:
-    """Median over reps of the CUDA-event time of `inner` back-to-back steps, per step."""
-    times = []
-    for _ in range(reps):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(inner):
-            step()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) / inner)
-    return statistics.median(times)
+    """Median over reps of the CUDA-event time of `inner` back-to-back steps, per step (the
+    CLI's timer; the caller has warmed up)."""
+    from cudnn.cli.bench import cuda_median_ms
+
+    return cuda_median_ms(step, reps, inner, warmup=0)
 
 
 def time_family(family: Family, algorithm: str | None, l2: bool, reps: int = 20) -> tuple[float, float]:
