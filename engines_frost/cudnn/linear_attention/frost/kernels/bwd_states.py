@@ -159,15 +159,7 @@ class FrostBwdStates(FrostBwdLauncher, FrostFwdV2):
         a_u = []
         for bi in cutlass.range_constexpr(NBLK):
             r = acc_r[bi]
-            for bj in cutlass.range_constexpr(bi):
-                b_m = self.operand(thr, lane, cute.local_tile(s_mneg, (SUB, SUB), (bi, bj)), False)
-                cute.gemm(mma, r, a_u[bj][None, None, 0], b_m[None, None, 0], r)
-            a_x = to_a_operand(r, thr.partition_shape_A((SUB, SUB)))
-            u = cute.make_rmem_tensor(thr.partition_shape_C((SUB, SUB)), Float32)
-            u.fill(0.0)
-            b_d = self.operand(thr, lane, s_dinv[bi, None, None], False)
-            cute.gemm(mma, u, a_x[None, None, 0], b_d[None, None, 0], u)
-            a_u.append(to_a_operand(u, thr.partition_shape_A((SUB, SUB))))
+            u = self.solve_block(mma, thr, lane, r, a_u, s_mneg, s_dinv, bi)
             if cutlass.const_expr(self.staged):
                 vio.stage_tile(buf, u, crd, bi * SUB, 0, True)  # U^T block -> rows t
             else:

@@ -622,6 +622,23 @@ class FrostFwdV1:
             for t in cutlass.range_constexpr(SUB):
                 s_dinv[bi, t, lane] = x[t].to(BFloat16)
 
+    def solve_block(self, mma, thr, lane, r, a_u, s_mneg, s_dinv, bi):
+        """Block bi of the chunk's solve, U_bi = Dinv_bi (R_bi - sum_{j<bi} M_bi,j U_j), on
+        mma.sync per warp: r (R_bi's accumulator) is updated in place, U_bi's A operand is
+        appended to a_u (the earlier blocks' operands), U_bi's fp32 accumulator returned.
+        A plain method, traced inline, shared by the v1/v2 and v3 chains and the backward's
+        states kernel."""
+        for bj in range(bi):  # bi is a Python int (the callers unroll over blocks)
+            b_m = self.operand(thr, lane, cute.local_tile(s_mneg, (SUB, SUB), (bi, bj)), False)
+            cute.gemm(mma, r, a_u[bj][None, None, 0], b_m[None, None, 0], r)
+        a_x = to_a_operand(r, thr.partition_shape_A((SUB, SUB)))
+        u = cute.make_rmem_tensor(thr.partition_shape_C((SUB, SUB)), Float32)
+        u.fill(0.0)
+        b_d = self.operand(thr, lane, s_dinv[bi, None, None], False)
+        cute.gemm(mma, u, a_x[None, None, 0], b_d[None, None, 0], u)
+        a_u.append(to_a_operand(u, thr.partition_shape_A((SUB, SUB))))
+        return u
+
     @cute.jit
     def stage_chain(self, s, mo, acc_s, coord_s, heads, t0, eos, thr, lane, wid):
         """This warp's 16 value columns: state reads, block solve, output, state update."""
@@ -659,15 +676,7 @@ class FrostFwdV1:
         a_u = []
         for bi in cutlass.range_constexpr(NBLK):
             r = acc_r[bi]
-            for bj in cutlass.range_constexpr(bi):
-                b_m = self.operand(thr, lane, cute.local_tile(s_mneg, (SUB, SUB), (bi, bj)), False)
-                cute.gemm(mma, r, a_u[bj][None, None, 0], b_m[None, None, 0], r)
-            a_x = to_a_operand(r, thr.partition_shape_A((SUB, SUB)))
-            u = cute.make_rmem_tensor(thr.partition_shape_C((SUB, SUB)), Float32)
-            u.fill(0.0)
-            b_d = self.operand(thr, lane, s_dinv[bi, None, None], False)
-            cute.gemm(mma, u, a_x[None, None, 0], b_d[None, None, 0], u)
-            a_u.append(to_a_operand(u, thr.partition_shape_A((SUB, SUB))))
+            u = self.solve_block(mma, thr, lane, r, a_u, s_mneg, s_dinv, bi)
             if cutlass.const_expr(c.write_values):  # the backward's U, as its states kernel writes it
                 store_values_block(s.values, u, crd, t0 + bi * SUB, eos, h, j0)
         for bi in cutlass.range_constexpr(NBLK):

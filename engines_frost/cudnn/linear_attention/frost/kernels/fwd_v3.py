@@ -195,15 +195,7 @@ class FrostFwdV3(FrostFwdV2):
             r = cute.make_rmem_tensor(thr.partition_shape_C((SUB, SUB)), Float32)
             for e in cutlass.range_constexpr(per):
                 r[e] = acc_r[bi * per + e]
-            for bj in cutlass.range_constexpr(bi):
-                b_m = self.operand(thr, lane, cute.local_tile(s_mneg, (SUB, SUB), (bi, bj)), False)
-                cute.gemm(mma, r, a_u[bj][None, None, 0], b_m[None, None, 0], r)
-            a_x = to_a_operand(r, thr.partition_shape_A((SUB, SUB)))
-            u = cute.make_rmem_tensor(thr.partition_shape_C((SUB, SUB)), Float32)
-            u.fill(0.0)
-            b_d = self.operand(thr, lane, s_dinv[bi, None, None], False)
-            cute.gemm(mma, u, a_x[None, None, 0], b_d[None, None, 0], u)
-            a_u.append(to_a_operand(u, thr.partition_shape_A((SUB, SUB))))
+            u = self.solve_block(mma, thr, lane, r, a_u, s_mneg, s_dinv, bi)
 
         # 3. O^T += U^T P^T (group 3: A = bf16(U^T), the solve's four blocks as the four
         # k-blocks, B = P [t, s], s contiguous), then S^T <- S^T Diag(e^Gam_last) + U^T KD
