@@ -212,6 +212,9 @@ def column_cells(column: str, n: int, kda: bool, tokens: int, reps: int) -> list
     return cells
 
 
+_REPLY = "cells: "  # marks the worker's reply among whatever else a peer prints
+
+
 class PeerWorker:
     """One peer column timed in a child process (this script with --worker COLUMN): cells
     are asked for one at a time over stdin/stdout, so the device is idle between columns as
@@ -231,11 +234,15 @@ class PeerWorker:
         try:
             self.proc.stdin.write(json.dumps([n, kda, tokens]) + "\n")
             self.proc.stdin.flush()
-            line = self.proc.stdout.readline()
+            while True:  # a peer may print to stdout too: its lines go to stderr
+                line = self.proc.stdout.readline()
+                if not line or line.startswith(_REPLY):
+                    break
+                sys.stderr.write(line)
         except BrokenPipeError:
             line = ""
         if line:
-            return json.loads(line)
+            return json.loads(line[len(_REPLY):])
         self.proc.wait()
         err = [ln for ln in self.proc.stderr.read().splitlines() if ln.strip()]
         self.proc = None
@@ -252,7 +259,7 @@ def worker(column: str, reps: int) -> None:
     with torch.no_grad():
         for line in sys.stdin:
             n, kda, tokens = json.loads(line)
-            print(json.dumps(column_cells(column, n, kda, tokens, reps)), flush=True)
+            print(_REPLY + json.dumps(column_cells(column, n, kda, tokens, reps)), flush=True)
 
 
 def main() -> None:

@@ -76,7 +76,8 @@ for line in sys.stdin:
     if n == 256:
         sys.stderr.write("torch.AcceleratorError: CUDA error: an illegal memory access was encountered\\n")
         sys.exit(1)
-    print(json.dumps([f"{n}.0", f"{tokens}.0"]), flush=True)
+    print("a peer's own output on stdout", flush=True)
+    print("cells: " + json.dumps([f"{n}.0", f"{tokens}.0"]), flush=True)
 """
 
 
