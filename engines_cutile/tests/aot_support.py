@@ -43,7 +43,7 @@ def missing_toolchain() -> str | None:
         return f"cuda.tile is not importable ({e})"
     from cudnn.linear_attention.cutile.kernel_cache import tileiras_path
     if tileiras_path() is None:  # looked up as cuda.tile does: the environment's wheels first
-        return "cuTile's compiler tileiras is not installed (pip install cuda-tile[tileiras])"
+        return "cuTile's compiler tileiras is not installed (pip install 'cudnn-pygraph[cutile]')"
     if ctypes.util.find_library("cuda") is None and shutil.which("cc") is None:
         return "no CUDA driver and no C compiler to build the driver stub"
     return None

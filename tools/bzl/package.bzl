@@ -30,21 +30,33 @@ REQUIRES = ["absl-py>=1.4"]
 # Optional dependencies by extra: what each part needs to run, not just to import.
 #   torch   the torch custom ops (cudnn.linear_attention.ops)
 #   cutile  cuTile engines: cuda-tile and its compiler (tileiras, ptxas, libnvvm) from
-#           NVIDIA's wheels, which cuda.tile finds inside the environment; torch
+#           NVIDIA's wheels, which cuda.tile finds inside the environment; torch. Named
+#           one by one, not as cuda-tile[tileiras]: that extra goes through the
+#           cuda-toolkit metapackage (>= 13.2), which torch 2.11 pins to 13.0.2, so pip
+#           finds no solution next to torch; the components themselves pin nothing torch has
 #   frost   FROST engines: the CuTe DSL with its CUDA 13 libraries, TVM-FFI (the ~6 us
 #           launch convention); torch
 #   cudnn   the cuDNN backend: the library the extension loads at run time
 #   all     every one of them (a test checks it is their union)
 EXTRA_REQUIRES = {
     "torch": ["torch>=2.11"],
-    "cutile": ["cuda-tile[tileiras]>=1.7", "torch>=2.11"],
+    "cutile": [
+        "cuda-tile>=1.7",
+        "nvidia-cuda-nvcc>=13.2,<13.5",
+        "nvidia-cuda-tileiras>=13.2,<13.5",
+        "nvidia-nvvm>=13.2,<13.5",
+        "torch>=2.11",
+    ],
     "frost": ["nvidia-cutlass-dsl[cu13]>=4.8.1", "apache-tvm-ffi>=0.1.15", "torch>=2.11"],
     "cudnn": ["nvidia-cudnn-cu13>=9.13"],
     "all": [
         "apache-tvm-ffi>=0.1.15",
-        "cuda-tile[tileiras]>=1.7",
+        "cuda-tile>=1.7",
+        "nvidia-cuda-nvcc>=13.2,<13.5",
+        "nvidia-cuda-tileiras>=13.2,<13.5",
         "nvidia-cudnn-cu13>=9.13",
         "nvidia-cutlass-dsl[cu13]>=4.8.1",
+        "nvidia-nvvm>=13.2,<13.5",
         "torch>=2.11",
     ],
 }

@@ -16,7 +16,7 @@ Where the specializations come from (any mix):
   --from-cache DIR_OR_DB                 every symbol an earlier cache (e.g. the GPU's) holds
   --symbols FILE                         mangled symbols, one a line
 
-Run from anywhere, with a Python that has cuda-tile[tileiras] (the compiler is found in
+Run from anywhere, with a Python that has the `cutile` extra installed (the compiler is found in
 that environment, or on PATH):
   python3 tools/gpu/cutile_prewarm.py
 then pack:  tar cf - .tilecache | xz -T0 -9 > .kit/tilecache.tar.xz   (or --pack)

@@ -2,7 +2,7 @@
 # Prepares, on a machine with a network, the wheel files a GPU machine without one needs
 # for `pip install ".[all]"`, in loads small enough to carry one per run.
 #
-#   tools/gpu/wheelhouse.sh [PYTHON_VERSION] [LIMIT_MIB]      (defaults: 3.12 60)
+#   tools/gpu/wheelhouse.sh [PYTHON_VERSION] [LIMIT_MIB]      (defaults: 3.12 56)
 #
 # 1. downloads into .whl/all/ the wheels (manylinux x86_64, for that Python) of the
 #    requirements of the `frost` and `cutile` extras and of the package itself, with their
@@ -16,14 +16,14 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 py=${1:-3.12}
-limit=$(( ${2:-60} * 1024 * 1024 ))
+limit=$(( ${2:-56} * 1024 * 1024 ))
 out=.whl
 rm -rf "$out/all" "$out"/load*
 mkdir -p "$out/all"
 python3 -m pip download -q --disable-pip-version-check --only-binary :all: \
   --python-version "$py" --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 \
   --platform manylinux2014_x86_64 --platform manylinux_2_12_x86_64 -d "$out/all" \
-  "cuda-tile[tileiras]>=1.7" "nvidia-cutlass-dsl[cu13]>=4.8.1" "apache-tvm-ffi>=0.1.15" \
+  "cuda-tile>=1.7" "nvidia-cuda-tileiras>=13.2,<13.5" "nvidia-cuda-nvcc>=13.2,<13.5" "nvidia-nvvm>=13.2,<13.5" "nvidia-cutlass-dsl[cu13]>=4.8.1" "apache-tvm-ffi>=0.1.15" \
   "absl-py>=1.4" "setuptools>=77" "pybind11>=2.12"
 # the GPU machine's torch brings these; carrying them again would only cost loads
 rm -f "$out"/all/torch-* "$out"/all/nvidia_cudnn_* "$out"/all/nvidia_cublas_*

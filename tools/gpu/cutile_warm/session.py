@@ -43,7 +43,7 @@ def missing_toolchain() -> str | None:
     from cudnn.linear_attention.cutile.kernel_cache import tileiras_path
     if tileiras_path() is None:
         return ("cuTile's compiler tileiras, whose version is part of the cache key, is not "
-                "installed (pip install cuda-tile[tileiras])")
+                "installed (pip install 'cudnn-pygraph[cutile]')")
     if shutil.which("cc") is None:
         return "no C compiler (cc) to build the stub CUDA driver"
     return None

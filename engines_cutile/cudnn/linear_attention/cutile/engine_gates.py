@@ -68,7 +68,7 @@ def runtime_reason(engine: str) -> str | None:
     from .kernel_cache import tileiras_path
     if tileiras_path() is None:
         return (f"{engine}: cuTile's compiler 'tileiras' is not installed (pip install "
-                "cuda-tile[tileiras], or a CUDA >= 13.3 toolkit on PATH)")
+                "'cudnn-pygraph[cutile]', or a CUDA >= 13.3 toolkit on PATH)")
     try:
         import torch
     except ImportError:

@@ -9,7 +9,7 @@ never changes cuda.tile's settings; it only asks.
 
 `tileiras_path()` finds the compiler as cuda.tile does: inside the Python environment
 first (the `nvidia-cuda-tileiras`, `nvidia-cuda-nvcc` and `nvidia-nvvm` wheels that
-`pip install cuda-tile[tileiras]` brings, under nvidia/cu13/bin), then on PATH, then under
+the `cutile` extra brings, under nvidia/cu13/bin), then on PATH, then under
 CUDA_HOME, then in the standard toolkit folders (/usr/local/cuda, then /usr/local/cuda-X.Y,
 newest first). `first_run` times a plan's first execution, when its kernels are compiled or
 loaded from the cache, and logs one line when that took longer than a second (logger
@@ -88,7 +88,7 @@ def cache_dir() -> str | None:
 
 def describe_cache() -> str:
     """One line: the compiler and the kernel cache (`python -m cudnn env`)."""
-    compiler = tileiras_path() or "not found (pip install cuda-tile[tileiras])"
+    compiler = tileiras_path() or "not found (pip install 'cudnn-pygraph[cutile]')"
     folder = cache_dir()
     if folder is None:
         return f"compiler {compiler}; kernel cache off (CUDA_TILE_CACHE_DIR)"
