@@ -43,6 +43,20 @@ def test_every_engine_extra_brings_torch():
         assert any(req.startswith("torch") for req in extras[name]), name
 
 
+def test_no_extra_goes_through_the_cuda_toolkit_metapackage():
+    # torch's CUDA 13 wheels pin cuda-toolkit==13.0.2; cuda-tile[tileiras] and any direct
+    # cuda-toolkit requirement ask for another release of it, and pip then finds no
+    # solution next to the user's torch (seen on the H200 machine). The compiler wheels are
+    # named one by one instead, and the cuTile engine must find what they install.
+    extras = _package()["EXTRA_REQUIRES"]
+    for name, reqs in extras.items():
+        for req in reqs:
+            assert not req.startswith("cuda-toolkit"), (name, req)
+            assert not req.startswith("cuda-tile["), (name, req)
+    cutile = {re.split(r"[<>=!~\[; ]", r, maxsplit=1)[0] for r in extras["cutile"]}
+    assert {"nvidia-cuda-tileiras", "nvidia-cuda-nvcc", "nvidia-nvvm"} <= cutile
+
+
 @pytest.mark.skipif(sys.version_info < (3, 11), reason="tomllib is new in Python 3.11")
 def test_an_isolated_build_brings_the_headers_setup_py_looks_for():
     # pip's isolated build sees only the build requirements: each header's first-choice
