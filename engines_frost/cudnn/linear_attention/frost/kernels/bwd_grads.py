@@ -937,18 +937,25 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
     @cute.jit
     def state_sum(self, s, tid):
         """e^Gam_last sum_{d, v} S dS as per-warp partials (scalar gates; run before the
-        state products, so that S and dS are dead once they end)."""
+        state products, so that S and dS are dead once they end). A thread reads 8-channel
+        slices of value rows with 16-byte loads (a warp: consecutive slices of whole rows,
+        as copy_state_async wrote them): up to v1.5 it read one element per 2-byte load
+        (K V / 128 LDS.U16 per thread, 128 at K = V = 128, with their address arithmetic:
+        two thirds of the products region's instructions)."""
         s_sf = s.sf
         s_dsf = s.dsf
         s_part = s.part
         s_g = s.g
         K, V, C = self.cfg.K, self.cfg.V, CHUNK
+        vk = K // VEC
+        jv0, cv = tid // vk, tid % vk
         acc = Float32(0.0)
-        for u in cutlass.range_constexpr(K * V // THREADS):
-            idx = tid + u * THREADS
-            jv = idx // K
-            d = idx % K
-            acc = acc + s_sf[jv, d].to(Float32) * s_dsf[jv, d].to(Float32)
+        for u in cutlass.range_constexpr(V * vk // THREADS):
+            jv = jv0 + u * (THREADS // vk)
+            xs = load_vec(cute.local_tile(s_sf[jv, None], (VEC,), (cv,)))
+            xd = load_vec(cute.local_tile(s_dsf[jv, None], (VEC,), (cv,)))
+            for e in cutlass.range_constexpr(VEC):
+                acc = acc + xs[e].to(Float32) * xd[e].to(Float32)
         acc = cute.arch.warp_reduction(acc, lambda a, b: a + b)
         if tid % 32 == 0:
             s_part[1, tid // 32] = acc * cute.arch.exp(s_g[C - 1])
