@@ -2,11 +2,13 @@
 
 The chunk-level term of dg needs e^G_last sum_v S dS: over all channels for scalar gates
 (bwd_grads.state_sum, per-warp partials in s.part[1]), per channel for vector gates
-(bwd_grads_vec.state_pairs, into s.sds). v1.6 reads S and dS with 16-byte shared loads
-(8-channel slices) instead of one element per load, so which thread reads which element
-changed: here, for every head-dim pair the kernels serve and random S, dS and gates, the
-sums equal float64 numpy (every element read once, each channel's partials reduced over
-exactly the lanes that hold it). The emulator sums in float64, so the bound is tight.
+(bwd_grads_vec.state_pairs, into s.sds). v1.6 made state_sum read S and dS with 16-byte
+shared loads (8-channel slices) instead of one element per load, so which thread reads
+which element changed (state_pairs kept its element-wise reads: the same with 16-byte
+slices needs a shuffle reduction per channel, as many instructions as it saves). Here,
+for every head-dim pair the kernels serve and random S, dS and gates, the sums equal
+float64 numpy (every element read once, each channel's partials reduced over exactly
+the lanes that hold it). The emulator sums in float64, so the bound is tight.
 """
 import os
 import sys

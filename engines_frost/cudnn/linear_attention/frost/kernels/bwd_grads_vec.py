@@ -236,30 +236,20 @@ class FrostBwdGradsVec(FrostBwdGrads):
 
     @cute.jit
     def state_pairs(self, s, tid):
-        """e^G_last[d] sum_v S[d, v] dS[d, v] per channel. The `per` consecutive lanes of
-        8-channel slice cv (16 at K = 128, a warp at K = 64) read every per-th value row of
-        it with 16-byte loads (8 rows of a quarter warp at a padded pitch: no bank
-        conflict), then sum each channel over those lanes. Up to v1.5 a thread owned half
-        a channel and read it element by element (V / 2 two-byte loads of each of S, dS)."""
+        """e^G_last[d] sum_v S[d, v] dS[d, v] per channel (two threads per channel)."""
         s_sf = s.sf
         s_dsf = s.dsf
         s_g = s.g
         K, V, C = self.cfg.K, self.cfg.V, CHUNK
-        per = THREADS // (K // VEC)  # lanes per 8-channel slice
-        cv, rg = tid // per, tid % per
-        part = [Float32(0.0)] * VEC
+        per = THREADS // K          # threads per channel (2 for K = 128, 4 for K = 64)
+        d = tid // per
+        part = Float32(0.0)
         for u in cutlass.range_constexpr(V // per):
-            jv = rg + u * per
-            xs = load_vec(cute.local_tile(s_sf[jv, None], (VEC,), (cv,)))
-            xd = load_vec(cute.local_tile(s_dsf[jv, None], (VEC,), (cv,)))
-            for e in cutlass.range_constexpr(VEC):
-                part[e] = part[e] + xs[e].to(Float32) * xd[e].to(Float32)
-        for e in cutlass.range_constexpr(VEC):
-            part[e] = cute.arch.warp_reduction(part[e], lambda a, b: a + b, threads_in_group=per)
-        if rg == 0:
-            for e in cutlass.range_constexpr(VEC):
-                d = cv * VEC + e
-                s.sds[d] = part[e] * cute.arch.exp(s_g[C - 1, d])
+            jv = (tid % per) * (V // per) + u
+            part = part + s_sf[jv, d].to(Float32) * s_dsf[jv, d].to(Float32)
+        part = cute.arch.warp_reduction(part, lambda a, b: a + b, threads_in_group=per)
+        if tid % per == 0:
+            s.sds[d] = part * cute.arch.exp(s_g[C - 1, d])
 
     # ------------------------------------------------------------------ adjoint operands
     @cute.jit
