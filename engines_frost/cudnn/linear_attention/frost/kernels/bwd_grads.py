@@ -34,8 +34,9 @@ Stages of an item (barriers between them), scalar gates (GDN):
             dk^ = dk^_dir + beta dkb; dv = beta dR and sum_v v dR; dGam_t = q^.dq^ + kb.dkb
             - k^.dk^_dir, plus at the chunk's last row sum_t k^ e^(Gam_last - Gam) dKD +
             e^Gam_last sum S dS; dg = reverse cumsum of dGam, dbeta = k^.dkb + sum_v v dR.
-            dq and dk are staged in the dead do/u/dzp/dzm tensors and leave in 16-byte row
-            slices (write_qk); then the next item's dO and U copies are issued.
+            dq and dk are staged in the dead do/u/dzp/dzm tensors (stmatrix, 16-bit
+            outputs: store_fragment) and leave in 16-byte row slices (write_qk); then the
+            next item's dO and U copies are issued.
 Grouped q/k/v heads: dq/dk/dv go to fp32 per output head (summed by the launcher).
 The algebra is engines_frost/tests/frost_bwd_model.py (stage_grads).
 """
