@@ -118,6 +118,7 @@ BWD_CASES = [  # (stage, K, V, io, grouped q/k heads, forward checkpoints): GDN
     ("states", 128, 128, "bfloat16", False, False), ("chain", 128, 128, "bfloat16", False, False),
     ("grads", 128, 128, "bfloat16", False, False), ("grads", 128, 128, "float16", True, False),
     ("grads", 64, 64, "bfloat16", True, False), ("values", 128, 128, "bfloat16", False, True),
+    ("grads", 128, 128, "float16", False, True),  # fp16 dq/dk staged by stmatrix (grouped heads: fp32, element-wise)
 ]
 
 

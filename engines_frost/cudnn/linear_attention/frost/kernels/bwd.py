@@ -16,11 +16,15 @@ in the batch. Imports neither torch nor cutlass at import time.
 from __future__ import annotations
 
 import dataclasses
+import os
 import threading
 
 from cudnn.linear_attention.frost.kernels.bwd_config import FrostBwdConfig, checkpoint_rows
 
 _ALIGN = 256  # bytes between workspace regions
+# FROST_BWD_STMATRIX=0: the grads kernel stages dq/dk with element-wise 2-byte shared
+# stores instead of stmatrix (FrostBwdConfig.stmatrix; an A/B switch, a separate config).
+USE_STMATRIX = os.environ.get("FROST_BWD_STMATRIX", "1") != "0"
 _INDEX_LIMIT = 2**31
 
 _cache: dict[tuple, object] = {}
@@ -170,7 +174,8 @@ def check_bwd_operands(*, q, k, v, g, beta, w, cu_seqlens, dO, initial_state, d_
         fwd=f, stage="chain" if with_values else "values" if with_checkpoints else "states",
         dht_dtype=None if d_final_state is None else _dtype_name(d_final_state),
         dh0_dtype=None if d_initial_state is None else _dtype_name(d_initial_state),
-        checkpoints=with_checkpoints, forward_values=with_values, grads_ctas=_sm_count(device))
+        checkpoints=with_checkpoints, forward_values=with_values, grads_ctas=_sm_count(device),
+        stmatrix=USE_STMATRIX)
     return cfg, T, N
 
 

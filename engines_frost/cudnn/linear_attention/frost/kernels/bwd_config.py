@@ -48,6 +48,10 @@ class FrostBwdConfig:
     # per SM walks the (chunk, head) items; a compile-time constant of that kernel only
     # (with_stage resets it for every other kernel, so they stay shared across devices).
     grads_ctas: int = DEFAULT_GRADS_CTAS
+    # grads stages 16-bit dq/dk tiles in shared memory by stmatrix (one instruction per
+    # 16 x 16 block of a warp's accumulator) instead of one 2-byte store per element; off:
+    # the element-wise stores (an A/B switch: FROST_BWD_STMATRIX=0).
+    stmatrix: bool = True
 
     def __post_init__(self):
         def bad(name, expected):
@@ -74,6 +78,8 @@ class FrostBwdConfig:
             bad("dh0_dtype", "set exactly when the forward has an initial state")
         if not isinstance(self.grads_ctas, int) or self.grads_ctas < 1:
             bad("grads_ctas", "a positive int (the device's SM count)")
+        if not isinstance(self.stmatrix, bool):
+            bad("stmatrix", "a bool")
 
     def with_stage(self, stage: str) -> "FrostBwdConfig":
         """The config of one stage's kernel, without what that kernel never reads (so
@@ -84,13 +90,14 @@ class FrostBwdConfig:
         reads U from wherever it comes, so forward_values is off there."""
         persistent = stage == "grads" and not self.fwd.gate_per_channel
         ctas = self.grads_ctas if persistent else DEFAULT_GRADS_CTAS
+        stsm = self.stmatrix if stage == "grads" else True  # only grads stages dq/dk
         if stage == "chain":
-            return dataclasses.replace(self, stage=stage, checkpoints=False, grads_ctas=ctas)
+            return dataclasses.replace(self, stage=stage, checkpoints=False, grads_ctas=ctas, stmatrix=stsm)
         if stage == "states":
-            return dataclasses.replace(self, stage=stage, dht_dtype=None, grads_ctas=ctas)
+            return dataclasses.replace(self, stage=stage, dht_dtype=None, grads_ctas=ctas, stmatrix=stsm)
         fwd = dataclasses.replace(self.fwd, has_initial_state=False, state_dtype=None)
         return dataclasses.replace(self, fwd=fwd, stage=stage, dht_dtype=None, dh0_dtype=None,
-                                   forward_values=False, grads_ctas=ctas)
+                                   forward_values=False, grads_ctas=ctas, stmatrix=stsm)
 
     @property
     def stages(self) -> tuple[str, ...]:

@@ -34,8 +34,9 @@ Stages of an item (barriers between them), scalar gates (GDN):
             dk^ = dk^_dir + beta dkb; dv = beta dR and sum_v v dR; dGam_t = q^.dq^ + kb.dkb
             - k^.dk^_dir, plus at the chunk's last row sum_t k^ e^(Gam_last - Gam) dKD +
             e^Gam_last sum S dS; dg = reverse cumsum of dGam, dbeta = k^.dkb + sum_v v dR.
-            dq and dk are staged in the dead do/u/dzp/dzm tensors and leave in 16-byte row
-            slices (write_qk); then the next item's dO and U copies are issued.
+            dq and dk are staged in the dead do/u/dzp/dzm tensors (stmatrix, 16-bit
+            outputs: store_fragment) and leave in 16-byte row slices (write_qk); then the
+            next item's dO and U copies are issued.
 Grouped q/k/v heads: dq/dk/dv go to fp32 per output head (summed by the launcher).
 The algebra is engines_frost/tests/frost_bwd_model.py (stage_grads).
 """
@@ -52,6 +53,7 @@ from cudnn.linear_attention.frost.kernels.bwd_config import FrostBwdConfig
 from cudnn.linear_attention.frost.kernels.checkpoints_dsl import checkpoint_row
 from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
 from cudnn.linear_attention.frost.kernels.seq_bounds import sequence_bounds
+from cudnn.linear_attention.frost.kernels.stmatrix_map import check_stmatrix_copy
 from cudnn.linear_attention.frost.kernels.fwd_v1 import (
     CHUNK,
     GRAM_TILES,
@@ -117,6 +119,30 @@ def staging_tiles(K: int, out_bits: int, capacity: int) -> int:
     capacity bytes: 2 (both at once), 1 (dq, then dk) or 0 (no staging: direct stores)."""
     tile = CHUNK * (K * out_bits // 8 + 16)
     return min(2, capacity // tile)
+
+
+@cute.jit
+def store_fragment(frag: cute.Tensor, tile: cute.Tensor):
+    """Run by a whole warp: 16-bit values `frag`, laid out as warp_mma's accumulator over
+    a [16, N] tile, into shared memory `tile` ([16, N] view, unit column stride, 16-byte
+    aligned rows) by stmatrix.x4, one instruction per 16 x 16 block: lane l gives the
+    address of row l % 16, columns 8 (l // 16) .. + 7 of the block, and per 8 x 8 matrix
+    one register (a column pair). Before v1.6 each element was one 2-byte store (32 per
+    [16, 64] tile). The register and address maps CuTe builds for this copy are checked
+    while tracing (stmatrix_map.check_stmatrix_copy) against the PTX tables."""
+    lane = cute.arch.lane_idx()
+    atom = cute.make_copy_atom(warp.StMatrix8x8x16bOp(False, 4), tile.element_type)
+    mma = warp_mma()
+    copy = cute.make_tiled_copy_C(atom, mma)
+    check_stmatrix_copy(_tv(copy.layout_src_tv_tiled), _tv(copy.layout_dst_tv_tiled), _tv(mma.tv_layout_C_tiled))
+    thr_copy = copy.get_slice(lane)
+    cute.copy(copy, thr_copy.retile(frag), thr_copy.partition_D(tile))
+
+
+def _tv(layout):
+    """A traced thread-value layout as ((thread shape, value shape), (strides)), static."""
+    return (cute.get(layout.shape, mode=[0]), cute.get(layout.shape, mode=[1])), \
+        (cute.get(layout.stride, mode=[0]), cute.get(layout.stride, mode=[1]))
 
 
 class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
@@ -624,6 +650,8 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
             cute.gemm(mma, acc_p, a_do[None, None, kk], b_u[None, None, kk], acc_p)
             cute.gemm(mma, acc_m, a_dr[None, None, kk], b_u[None, None, kk], acc_m)
         crd = thr.partition_C(cute.make_identity_tensor((SUB, SUB)))
+        yp = cute.make_rmem_tensor(acc_p.layout, BFloat16)
+        ym = cute.make_rmem_tensor(acc_p.layout, BFloat16)
         for e in cutlass.range_constexpr(cute.size(acc_p)):
             ts = crd[e]
             t = bi * SUB + ts[0]
@@ -637,8 +665,15 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
                 pv = Float32(0.0)
             if u >= t:
                 mv = Float32(0.0)
-            s_dzp[t, u] = pv.to(BFloat16)
-            s_dzm[t, u] = mv.to(BFloat16)
+            if cutlass.const_expr(self.bcfg.stmatrix):
+                yp[e] = pv.to(BFloat16)
+                ym[e] = mv.to(BFloat16)
+            else:
+                s_dzp[t, u] = pv.to(BFloat16)
+                s_dzm[t, u] = mv.to(BFloat16)
+        if cutlass.const_expr(self.bcfg.stmatrix):
+            store_fragment(yp, cute.local_tile(s_dzp, (SUB, SUB), (bi, bj)))
+            store_fragment(ym, cute.local_tile(s_dzm, (SUB, SUB), (bi, bj)))
 
     # ------------------------------------------------------------------ 3-4: dq, dk
     @cute.jit
@@ -850,24 +885,48 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
             st_k = cute.make_tensor(base + C * ld, cute.make_layout((C, K), stride=(ld, 1)))
             if cutlass.const_expr(tiles == 1):
                 st_k = st_q
-            for e in cutlass.range_constexpr(cute.size(acc_q)):
-                t = bi * SUB + crd[e][0]
-                d = hc * DN + crd[e][1]
-                dqh, dkh = self.qk_element(s, acc_q, acc_kb, acc_k, e, t, d)
-                st_q[t, d] = dqh.to(dt)
+            stsm = self.bcfg.stmatrix and dt.width == 16
+            if cutlass.const_expr(stsm):
+                yq = cute.make_rmem_tensor(acc_q.layout, dt)  # the accumulators' fragment, 16-bit
+                yk = cute.make_rmem_tensor(acc_q.layout, dt)
+                for e in cutlass.range_constexpr(cute.size(acc_q)):
+                    t = bi * SUB + crd[e][0]
+                    d = hc * DN + crd[e][1]
+                    dqh, dkh = self.qk_element(s, acc_q, acc_kb, acc_k, e, t, d)
+                    yq[e] = dqh.to(dt)
+                    yk[e] = dkh.to(dt)
+                self.stage_tile(yq, st_q, bi, hc)
                 if cutlass.const_expr(tiles == 2):
-                    st_k[t, d] = dkh.to(dt)
+                    self.stage_tile(yk, st_k, bi, hc)
+            else:
+                for e in cutlass.range_constexpr(cute.size(acc_q)):
+                    t = bi * SUB + crd[e][0]
+                    d = hc * DN + crd[e][1]
+                    dqh, dkh = self.qk_element(s, acc_q, acc_kb, acc_k, e, t, d)
+                    st_q[t, d] = dqh.to(dt)
+                    if cutlass.const_expr(tiles == 2):
+                        st_k[t, d] = dkh.to(dt)
             cute.arch.sync_threads()
             self.store_rows(st_q, mdq, oq, t0, eos, tid)
             if cutlass.const_expr(tiles == 1):
                 cute.arch.sync_threads()
-                for e in cutlass.range_constexpr(cute.size(acc_q)):
-                    t = bi * SUB + crd[e][0]
-                    d = hc * DN + crd[e][1]
-                    _, dkh = self.qk_element(s, acc_q, acc_kb, acc_k, e, t, d)
-                    st_k[t, d] = dkh.to(dt)
+                if cutlass.const_expr(stsm):
+                    self.stage_tile(yk, st_k, bi, hc)
+                else:
+                    for e in cutlass.range_constexpr(cute.size(acc_q)):
+                        t = bi * SUB + crd[e][0]
+                        d = hc * DN + crd[e][1]
+                        _, dkh = self.qk_element(s, acc_q, acc_kb, acc_k, e, t, d)
+                        st_k[t, d] = dkh.to(dt)
                 cute.arch.sync_threads()
             self.store_rows(st_k, mdk, ok, t0, eos, tid)
+
+    @cute.jit
+    def stage_tile(self, frag: cute.Tensor, dst: cute.Tensor, bi, hc):
+        """This warp's [16, K/2] dq or dk tile (rows of block bi, channels of half hc) into
+        the staged [C, K] tile dst (store_fragment)."""
+        DN = self.cfg.K // 2
+        store_fragment(frag, cute.local_tile(dst, (SUB, DN), (bi, hc)))
 
     @cute.jit
     def store_rows(self, src, dst, head, t0, eos, tid):
@@ -937,18 +996,25 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
     @cute.jit
     def state_sum(self, s, tid):
         """e^Gam_last sum_{d, v} S dS as per-warp partials (scalar gates; run before the
-        state products, so that S and dS are dead once they end)."""
+        state products, so that S and dS are dead once they end). A thread reads 8-channel
+        slices of value rows with 16-byte loads (a warp: consecutive slices of whole rows,
+        as copy_state_async wrote them): up to v1.5 it read one element per 2-byte load
+        (K V / 128 LDS.U16 per thread, 128 at K = V = 128, with their address arithmetic:
+        two thirds of the products region's instructions)."""
         s_sf = s.sf
         s_dsf = s.dsf
         s_part = s.part
         s_g = s.g
         K, V, C = self.cfg.K, self.cfg.V, CHUNK
+        vk = K // VEC
+        jv0, cv = tid // vk, tid % vk
         acc = Float32(0.0)
-        for u in cutlass.range_constexpr(K * V // THREADS):
-            idx = tid + u * THREADS
-            jv = idx // K
-            d = idx % K
-            acc = acc + s_sf[jv, d].to(Float32) * s_dsf[jv, d].to(Float32)
+        for u in cutlass.range_constexpr(V * vk // THREADS):
+            jv = jv0 + u * (THREADS // vk)
+            xs = load_vec(cute.local_tile(s_sf[jv, None], (VEC,), (cv,)))
+            xd = load_vec(cute.local_tile(s_dsf[jv, None], (VEC,), (cv,)))
+            for e in cutlass.range_constexpr(VEC):
+                acc = acc + xs[e].to(Float32) * xd[e].to(Float32)
         acc = cute.arch.warp_reduction(acc, lambda a, b: a + b)
         if tid % 32 == 0:
             s_part[1, tid // 32] = acc * cute.arch.exp(s_g[C - 1])
