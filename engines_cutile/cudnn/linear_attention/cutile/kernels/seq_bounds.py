@@ -20,7 +20,7 @@ read the zeroed rows of their fp32 partials and write zeros).
 """
 import cuda.tile as ct
 
-ROWS = 64   # rows per zero tile
+ROWS = 32   # rows per zero tile (each store site stages one tile in shared memory)
 
 
 def _larger(a, b):
