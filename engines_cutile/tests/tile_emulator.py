@@ -209,7 +209,7 @@ def load(array, index, shape, *, padding_mode=PaddingMode.UNDETERMINED, **_):
     return out
 
 
-def store(array, index, tile):
+def store(array, index, tile, **_):
     index = tuple(index) if isinstance(index, (tuple, list)) else (index,)
     tile = np.asarray(tile)
     if tile.ndim == 0 and len(index) == len(array.shape) != 0:

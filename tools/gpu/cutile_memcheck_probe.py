@@ -23,6 +23,16 @@ its own process under memcheck:
 
 Each case checks its result against torch first (a wrong copy is reported as such).
 
+What the sm_90 builds hold (tileiras 13.4.92, cuobjdump -sass of each case's cubin on
+the build machine): a: UTMALDG.3D / UTMASTG.3D plus 2 ATOMG.E.EXCH (4-byte exchanges:
+the kernel writes the slice's tensor-map descriptor into global memory) and
+UTMACCTL.IV (descriptor cache invalidate); b: no TMA at all (LDG.E.128 / STG.E.128);
+c and d: TMA through host-built descriptors (UTMACCTL.PF prefetch, no ATOMG).
+la_wy_fwd_kernel (GDN forward, this shape) has 3 UTMALDG.3D, 3 UTMASTG.3D and 6
+ATOMG.E.EXCH. So if only a and e report errors, the 4-byte accesses are most likely those
+descriptor writes into memory the sanitizer does not know as an allocation; errors in c
+or d would point at TMA itself, in b at the slice arithmetic.
+
 Run from the repository root on the GPU machine (tools/gpu/gpu_suite.sh stage
 cutilememcheck):
   python3 tools/gpu/cutile_memcheck_probe.py              every case without the

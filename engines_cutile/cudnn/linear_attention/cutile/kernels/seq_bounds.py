@@ -20,7 +20,7 @@ read the zeroed rows of their fp32 partials and write zeros).
 """
 import cuda.tile as ct
 
-ROWS = 32   # rows per zero tile (each store site stages one tile in shared memory)
+ROWS = 32   # rows per zero tile
 
 
 def _larger(a, b):
@@ -46,17 +46,21 @@ def zero_rows_outside(out, first, last, total, h, part, parts, BR: int, BD: int)
     """Zeros into rows [0, first) and [last, total) of head h of `out` [T, heads, D]
     (D <= BD: the tile's columns past D are outside the array and not stored); this caller
     takes row tiles part, part + parts, ...  Slices only non-empty ranges (cuTile: a
-    slice must start inside its array) and stores tiles that start inside them."""
+    slice must start inside its array) and stores tiles that start inside them. Plain
+    stores (allow_tma=False): a TMA store through a slice with device-loaded bounds makes
+    the kernel write a tensor-map descriptor in global memory and stage each store site's
+    tile in shared memory (sm_90: 20 KB for the forward's one output, 53 KB for the
+    backward's five), a cost every launch pays for rows a well-formed table never has."""
     zeros = ct.zeros((BR, 1, BD), dtype=out.dtype)
     if h < out.shape[1]:
         if first > 0:
             head = out.slice(axis=0, start=0, stop=first)
             for j in range(part, ct.cdiv(first, BR), parts):
-                ct.store(head, (j, h, 0), tile=zeros)
+                ct.store(head, (j, h, 0), tile=zeros, allow_tma=False)
         if total > last:
             tail = out.slice(axis=0, start=last, stop=total)
             for j in range(part, ct.cdiv(total - last, BR), parts):
-                ct.store(tail, (j, h, 0), tile=zeros)
+                ct.store(tail, (j, h, 0), tile=zeros, allow_tma=False)
 
 
 def add_regions(layout, n_seq: int, int32_dtype) -> None:
