@@ -66,15 +66,15 @@ except ImportError:
 if ct is not None:
     ZERO = ct.PaddingMode.ZERO
 
-    def through_tensor_cores(t, BT_: int, D_: int):
+    def through_tensor_cores(t, dtype, BT_: int, D_: int):
         """t [BT, 1, D] times the identity on the tensor cores (exact for bf16): the load
         feeds an mma, as la_wy_fwd's do, so cuTile stages it in shared memory (a plain
         load-to-store copy compiles to LDG / STG and never reaches TMA)."""
         r = ct.expand_dims(ct.arange(D_, dtype=ct.int32), axis=1)
         c = ct.expand_dims(ct.arange(D_, dtype=ct.int32), axis=0)
-        eye = ct.astype(ct.where(r == c, 1.0, 0.0), t.dtype)
+        eye = ct.astype(ct.where(r == c, 1.0, 0.0), dtype)
         out = ct.mma(ct.reshape(t, (BT_, D_)), eye, ct.zeros((BT_, D_), dtype=ct.float32))
-        return ct.reshape(ct.astype(out, t.dtype), (BT_, 1, D_))
+        return ct.reshape(ct.astype(out, dtype), (BT_, 1, D_))
 
     @ct.kernel
     def slice_dev_bounds_kernel(x, y, cu, table, BT_: ct.Constant[int], D_: ct.Constant[int],
@@ -90,7 +90,8 @@ if ct is not None:
             ys = y.slice(axis=0, start=bos, stop=eos)
             t = ct.load(xs, (chunk, h, 0), shape=(BT_, 1, D_), padding_mode=ZERO,
                         allow_tma=TMA)
-            ct.store(ys, (chunk, h, 0), tile=through_tensor_cores(t, BT_, D_), allow_tma=TMA)
+            ct.store(ys, (chunk, h, 0), tile=through_tensor_cores(t, x.dtype, BT_, D_),
+                     allow_tma=TMA)
 
     @ct.kernel
     def slice_arg_bounds_kernel(x, y, bos: int, eos: int, chunk: int, BT_: ct.Constant[int],
@@ -99,14 +100,14 @@ if ct is not None:
         xs = x.slice(axis=0, start=bos, stop=eos)
         ys = y.slice(axis=0, start=bos, stop=eos)
         t = ct.load(xs, (chunk, h, 0), shape=(BT_, 1, D_), padding_mode=ZERO)
-        ct.store(ys, (chunk, h, 0), tile=through_tensor_cores(t, BT_, D_))
+        ct.store(ys, (chunk, h, 0), tile=through_tensor_cores(t, x.dtype, BT_, D_))
 
     @ct.kernel
     def plain_index_kernel(x, y, BT_: ct.Constant[int], D_: ct.Constant[int]):
         tb = ct.bid(0)
         h = ct.bid(1)
         t = ct.load(x, (tb, h, 0), shape=(BT_, 1, D_), padding_mode=ZERO)
-        ct.store(y, (tb, h, 0), tile=through_tensor_cores(t, BT_, D_))
+        ct.store(y, (tb, h, 0), tile=through_tensor_cores(t, x.dtype, BT_, D_))
 
 
 def chunk_rows(table: list[int], bt: int) -> list[tuple[int, int]]:
