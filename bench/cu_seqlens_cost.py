@@ -6,10 +6,13 @@ gates, as bench_linear_attention.py. Budget: at most 1 % of the pass.
 - FROST forward: the kernel as it ships against the same kernel with the safety compiled
   out (FrostFwdConfig.skip_stages=("bounds",): bounds read unclamped, no zeroing; a timing
   variant, never launched by the engine); the difference is the cost.
-- cuTile forward and backward: the safety is launches of its own on the pass's stream
-  (the sanitised table: a clamp and a running max; one zeroing launch per output,
-  kernels/seq_bounds.py). Timed alone, back to back, against the whole pass: an upper
-  bound of what they add to it.
+- cuTile forward and backward: the safety rides in the chunk-table launch (kernels/
+  chunk_table.py, seq_bounds.py: the sanitised table, a clamp and a max scan in
+  registers stored as cu_safe, and zeros in the uncovered rows of the pass's outputs:
+  o, or the five gradients); no launch of its own. That launch as the pass makes it
+  against its timing variant without the safety (safe=False: raw table, no cu_safe, no
+  zeroing; never launched by the engine), alternating per round; the difference is the
+  cost, against the whole pass.
 - FROST backward: its clamps and its zeroing sit inside the three kernels with no timing
   variant; compare the "fwd+bwd" rows of bench_linear_attention.py between this checkout
   and one from before the safety.
@@ -70,9 +73,9 @@ def frost_forward(family: str, reps: int) -> str:
 
 
 def cutile(family: str, reps: int) -> list[str]:
-    from cudnn.linear_attention.cutile.kernels import seq_bounds
     from cudnn.linear_attention.cutile.kernels.bwd import bwd_layout, chunked_bwd
-    from cudnn.linear_attention.cutile.kernels.fwd import chunked_fwd, fwd_layout
+    from cudnn.linear_attention.cutile.kernels.chunk_table import chunk_table_fwd
+    from cudnn.linear_attention.cutile.kernels.fwd import BT, chunked_fwd, fwd_layout
 
     kda = family == "kda"
     q, k, v, g, beta, cu = make_inputs(8, 4096, 16, 128, 128, kda)
@@ -90,23 +93,22 @@ def cutile(family: str, reps: int) -> list[str]:
     fwd_scratch = carve(fwd_layout(T, N, H, K, V, **common))
     bwd_scratch = carve(bwd_layout(T, N, H, H, K, V, **common))
     d_out = torch.randn_like(o)
-    grads = [torch.empty_like(x) for x in (q, k, v, g, beta)]
+    grads = [torch.empty_like(x) for x in (q, k, v, g, beta)]   # H = HV: no group partials
 
-    def safety(scratch, outputs):
-        def run():
-            safe = seq_bounds.sanitized_cu_seqlens(cu, T, scratch, stream)
-            for out in outputs:
-                seq_bounds.zero_uncovered_rows(safe, out, N, stream)
-        return run
+    def table(scratch, outputs, safe):
+        return lambda: chunk_table_fwd(cu, scratch, T, BT, stream, zeroed=outputs, safe=safe)
 
     fwd = cuda_median_ms(lambda: chunked_fwd(q, k, v, g, beta, cu, o, fwd_scratch, kda=kda,
                                              scale=scale), reps, inner=10)
     bwd = cuda_median_ms(lambda: chunked_bwd(q, k, v, g, beta, cu, d_out, *grads, bwd_scratch,
                                              kda=kda, scale=scale), reps, inner=10)
-    return [_row(f"{family} cuTile forward", fwd,
-                 cuda_median_ms(safety(fwd_scratch, [o]), reps, inner=10)),
-            _row(f"{family} cuTile backward", bwd,
-                 cuda_median_ms(safety(bwd_scratch, grads), reps, inner=10))]
+    rows = []
+    for label, full, scratch, outputs in (("forward", fwd, fwd_scratch, (o,)),
+                                          ("backward", bwd, bwd_scratch, tuple(grads))):
+        _, cost, spread = paired_cost_ms(table(scratch, outputs, True),
+                                         table(scratch, outputs, False), reps)
+        rows.append(_row(f"{family} cuTile {label}", full, cost, spread))
+    return rows
 
 
 def main() -> None:
@@ -115,8 +117,9 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=60)
     args = parser.parse_args()
     print(f"GPU: {torch.cuda.get_device_name()}; 8 x 4096 tokens, 16 heads, K = V = 128, bf16; "
-          f"median of {args.reps} x 10 back-to-back calls; FROST: "
-          f"shipped and unguarded kernels alternate per round, cost = median paired difference")
+          f"median of {args.reps} x 10 back-to-back calls; FROST kernels and cuTile chunk-table "
+          f"launches: shipped and unguarded variants alternate per round, cost = median "
+          f"paired difference")
     has_cutile = importlib.util.find_spec("cuda") is not None and \
         importlib.util.find_spec("cuda.tile") is not None
     for family in args.family:

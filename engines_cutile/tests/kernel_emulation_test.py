@@ -13,6 +13,7 @@ import math
 import os
 import sys
 
+import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -201,10 +202,9 @@ def test_emulated_launches_cover_every_forward_stage():
                                   int32_dtype=torch.int32, float32_dtype=torch.float32)
         kern.fwd.chunked_fwd(q, k, v, g, beta, cu, o, carve(lay), kda=True, scale=0.125,
                              stream=0)
-    names = [name for name, _ in launches]
-    assert names[0] == "chunk_table_kernel" and names[-2:] == ["la_chunk_fwd_kernel",
-                                                               "zero_rows_outside_kernel"]
-    assert "la_wy_fwd_kernel" in names
+    # the cu_seqlens safety rides in the chunk-table launch: no launch of its own
+    assert [name for name, _ in launches] == ["chunk_table_kernel", "la_wy_fwd_kernel",
+                                              "la_wy_fwd_kernel", "la_chunk_fwd_kernel"]
 
 
 @pytest.mark.parametrize("family", ["gdn", "kda"])
@@ -258,16 +258,22 @@ def test_backward_entry_points(family, dtype, K, V, own):
                                                          else (False, True)), names
 
 
-# Malformed cu_seqlens tables (T = 100, N = 3). The emulator slices with torch.narrow, so a
-# slice outside an array raises (out of bounds on the GPU); outputs start as NaN, so a row
-# left unwritten shows up. The kernels read the sanitised table S = running max of the
-# clamped entries: rows outside [S[0], S[N]) must come back zero, the others computed.
-MALFORMED = {
-    "last_past_T": [0, 40, 70, 170],
-    "negative": [-30, 40, 70, 100],
-    "non_monotone": [0, 80, 20, 100],
-    "last_short_of_T": [10, 40, 70, 85],
-    "descending": [100, 60, 30, 0],
+# cu_seqlens tables on T = 100 tokens, N = 4: well formed ones with length-0 and length-1
+# sequences, and malformed ones. The emulator raises on any slice or tile outside its
+# array (undefined on the GPU), and outputs start as NaN, so a row left unwritten shows up.
+# The kernels read the sanitised table S = running max of the entries clamped to [0, T]:
+# rows outside [S[0], S[N]) must come back exactly zero, the others match the float64
+# reference run on S.
+TABLE_T = 100
+TABLES = {
+    "well_formed": [0, 40, 41, 41, 100],        # a length-1 and a length-0 sequence
+    "empty_ends": [0, 0, 1, 100, 100],
+    "last_past_T": [0, 40, 70, 90, 170],
+    "negative": [-30, 1, 40, 70, 100],
+    "non_monotone": [0, 80, 20, 21, 100],
+    "last_short_of_T": [10, 40, 41, 70, 85],
+    "descending": [100, 60, 30, 0, 0],
+    "all_past_T": [150, 160, 170, 180, 190],
 }
 
 
@@ -280,48 +286,144 @@ def _sanitized(table, T):
     return out
 
 
-@pytest.mark.parametrize("backward", [False, True], ids=["fwd", "bwd"])
-@pytest.mark.parametrize("name", sorted(MALFORMED))
-def test_malformed_cu_seqlens_stay_in_bounds_and_zero_uncovered_rows(name, backward):
-    table = MALFORMED[name]
-    T, N, H, K, V = 100, 3, 1, 64, 64
-    q, k, v, g, beta, _ = make_inputs([40, 30, 30], H, H, K, V, False, False, "typical")
-    cu = torch.tensor(table, dtype=torch.int32)
+def _expected_chunk_table(safe, bt, rows):
+    """(table rows, count, offsets) of the sanitised table, as chunk_table.py defines them."""
+    pairs, offsets = [], []
+    for n in range(len(safe) - 1):
+        offsets.append(len(pairs))
+        pairs += [[n, c] for c in range(-(-(safe[n + 1] - safe[n]) // bt))]
+    offsets.append(len(pairs))
+    owners = [n for n, _ in pairs]
+    last = max(owners) if owners else 0
+    return pairs + [[last, rows]] * (rows - len(pairs)), len(pairs), offsets
+
+
+def _covered_reference(family, x, d_out, safe, dht, h0, scale):
+    """float64 backward on the rows [S[0], S[N]) (the reference wants cu = 0 .. T), placed
+    into zeros; with nothing covered every sequence is empty and dh0 = dht."""
+    lo, hi = safe[0], safe[-1]
+    grads = [torch.zeros(a.shape, dtype=torch.float64) for a in x[:5]]
+    if hi == lo:
+        return grads, dht.double()
+    ref_fn = (pytest.importorskip("tests.reference.kda").naive_chunk_kda_bwd if family == "kda"
+              else pytest.importorskip("tests.reference.gdn").naive_chunk_gdn_bwd)
+    cu = torch.tensor([c - lo for c in safe], dtype=torch.long)
+    part = [a[lo:hi].double() for a in x[:5]]
+    ref = ref_fn(*part, cu, d_out[lo:hi].double(), d_final_state=dht.double(), scale=scale,
+                 initial_state=h0.double())
+    for full, got in zip(grads, (ref.dq, ref.dk, ref.dv, ref.dg, ref.dbeta)):
+        full[lo:hi] = got
+    return grads, ref.d_initial_state
+
+
+def _assert_zero_outside(name, out, safe):
+    inside = torch.zeros(out.shape[0], dtype=torch.bool)
+    inside[safe[0]:safe[-1]] = True
+    assert not torch.isnan(out).any(), f"{name}: NaN (a row left unwritten), S = {safe}"
+    assert (out[~inside] == 0).all(), f"{name}: uncovered rows not zero, S = {safe}"
+
+
+@pytest.mark.parametrize("name", sorted(TABLES))
+def test_chunk_table_launch_sanitises_the_table(name):
+    """cu_safe, the chunk rows, the count and the offsets from one chunk-table launch."""
+    table, T = TABLES[name], TABLE_T
     safe = _sanitized(table, T)
-    nan = float("nan")
     with emulated_kernels() as kern:
-        if backward:
-            grads = [torch.full_like(x, nan) for x in (q, k, v, g, beta)]
-            lay = kern.bwd.bwd_layout(T, N, H, H, K, V, kda=False, io_dtype=q.dtype,
-                                      io_itemsize=2, int32_dtype=torch.int32,
-                                      float32_dtype=torch.float32)
-            kern.bwd.chunked_bwd(q, k, v, g, beta, cu, torch.randn(T, H, V).to(q.dtype), *grads,
-                                 carve(lay), kda=False, scale=0.125, stream=0)
-            outs = grads
-        else:
-            o = torch.full((T, H, V), nan, dtype=q.dtype)
-            lay = kern.fwd.fwd_layout(T, N, H, K, V, kda=False, io_dtype=q.dtype, io_itemsize=2,
-                                      int32_dtype=torch.int32, float32_dtype=torch.float32)
-            kern.fwd.chunked_fwd(q, k, v, g, beta, cu, o, carve(lay), kda=False, scale=0.125,
-                                 stream=0)
-            outs = [o]
-    assert carve(lay)["cu_safe"].shape == (N + 1,)
-    for out in outs:
-        for t in range(T):
-            if safe[0] <= t < safe[-1]:
-                assert not torch.isnan(out[t]).any(), (t, safe)
-            else:
-                assert (out[t] == 0).all(), (t, safe)
-
-
-def test_a_well_formed_table_is_its_own_sanitised_copy():
-    q, k, v, g, beta, cu = make_inputs([40, 0, 60], 1, 1, 64, 64, False, False, "typical")
-    with emulated_kernels() as kern:
-        lay = kern.fwd.fwd_layout(100, 3, 1, 64, 64, kda=False, io_dtype=q.dtype, io_itemsize=2,
-                                  int32_dtype=torch.int32, float32_dtype=torch.float32)
+        lay = kern.fwd.fwd_layout(T, 4, 1, 64, 64, kda=False, io_dtype=torch.bfloat16,
+                                  io_itemsize=2, int32_dtype=torch.int32,
+                                  float32_dtype=torch.float32)
         s = carve(lay)
-        safe = kern.seq_bounds.sanitized_cu_seqlens(cu, 100, s, 0)
-    assert safe.tolist() == cu.tolist()
+        for key in ("cu_safe", "table", "count", "offsets"):
+            s[key].fill_(-7)
+        kern.chunk_table.chunk_table_fwd(torch.tensor(table, dtype=torch.int32), s, T,
+                                         kern.fwd.BT, 0)
+    rows, count, offsets = _expected_chunk_table(safe, kern.fwd.BT, s["table"].shape[0])
+    assert s["cu_safe"].tolist() == safe
+    assert (s["count"].item(), s["offsets"].tolist()) == (count, offsets)
+    assert s["table"].tolist() == rows
+    if name == "well_formed":
+        assert safe == table
+
+
+@pytest.mark.parametrize("family", ["gdn", "kda"])
+@pytest.mark.parametrize("name", sorted(TABLES))
+def test_cu_seqlens_tables_forward_in_bounds_reference_rows_zero_elsewhere(name, family):
+    table, T, N = TABLES[name], TABLE_T, 4
+    kda = family == "kda"
+    H, HV, K, V = (1, 2, 64, 64) if kda else (2, 1, 64, 64)
+    HO = max(H, HV)
+    q, k, v, g, beta, _ = make_inputs([25, 25, 25, 25], H, HV, K, V, kda, False, "typical")
+    safe = _sanitized(table, T)
+    h0 = torch.randn(N, HO, V, K) * 0.1
+    o = torch.full((T, HO, V), float("nan"), dtype=q.dtype)
+    ht = torch.full((N, HO, V, K), float("nan"))
+    with emulated_kernels() as kern:
+        lay = kern.fwd.fwd_layout(T, N, HO, K, V, kda=kda, io_dtype=q.dtype, io_itemsize=2,
+                                  int32_dtype=torch.int32, float32_dtype=torch.float32,
+                                  h_q=H, hv=HV)
+        kern.fwd.chunked_fwd(q, k, v, g, beta, torch.tensor(table, dtype=torch.int32), o,
+                             carve(lay), kda=kda, scale=0.125, initial_state=h0,
+                             final_state=ht, stream=0)
+    ro, rh = token_recurrence(q, k, v, g, beta, torch.tensor(safe), 0.125, h0, False)
+    _assert_zero_outside("o", o, safe)
+    assert rel(o, ro) <= BOUND, f"output rel. error {rel(o, ro):.2e}"
+    assert rel(ht, rh) <= BOUND, f"final state rel. error {rel(ht, rh):.2e}"
+
+
+@pytest.mark.parametrize("family", ["gdn", "kda"])
+@pytest.mark.parametrize("name", sorted(TABLES))
+def test_cu_seqlens_tables_backward_in_bounds_reference_rows_zero_elsewhere(name, family):
+    """Grouped heads both ways (GDN: q/k shared, dq / dk go through the fp32 partials
+    and the group sums; KDA: v shared), so the zeroed partials reach the gradients."""
+    table, T, N = TABLES[name], TABLE_T, 4
+    kda = family == "kda"
+    H, HV, K, V = (1, 2, 64, 64) if not kda else (2, 1, 64, 64)
+    HO = max(H, HV)
+    x = make_inputs([25, 25, 25, 25], H, HV, K, V, kda, False, "typical")
+    safe = _sanitized(table, T)
+    h0 = torch.randn(N, HO, V, K) * 0.1
+    dht = torch.randn(N, HO, V, K) * 0.1
+    d_out = torch.randn(T, HO, V).to(x[0].dtype)
+    grads = [torch.full_like(a, float("nan")) for a in x[:5]]
+    dh0 = torch.full((N, HO, V, K), float("nan"))
+    with emulated_kernels() as kern:
+        lay = kern.bwd.bwd_layout(T, N, H, HV, K, V, kda=kda, io_dtype=x[0].dtype,
+                                  io_itemsize=2, int32_dtype=torch.int32,
+                                  float32_dtype=torch.float32)
+        s = carve(lay)
+        for key in ("dq_group", "dk_group", "dv_group"):   # the group sums read every row
+            if key in s:
+                s[key].fill_(float("nan"))
+        kern.bwd.chunked_bwd(*x[:5], torch.tensor(table, dtype=torch.int32), d_out, *grads, s,
+                             kda=kda, scale=0.125, initial_state=h0, d_final_state=dht,
+                             d_initial_state=dh0, stream=0)
+    ref, ref_dh0 = _covered_reference(family, x, d_out, safe, dht, h0, 0.125)
+    for gname, got, want in zip(("dq", "dk", "dv", "dg", "dbeta"), grads, ref):
+        _assert_zero_outside(gname, got, safe)
+        assert rel(got, want) <= BOUND, f"{gname} rel. error {rel(got, want):.2e}"
+    assert rel(dh0, ref_dh0) <= BOUND, f"dh0 rel. error {rel(dh0, ref_dh0):.2e}"
+
+
+def test_emulator_refuses_what_cutile_leaves_undefined():
+    """Array.slice and tile loads / stores follow cuTile's rules (tile_emulator.py)."""
+    import tile_emulator as te
+    arr = te.Array(torch.arange(12, dtype=torch.float32).reshape(6, 2))
+    assert arr.slice(axis=0, start=5, stop=6).shape == (1, 2)
+    for start, stop in ((6, 6), (-1, 2), (2, 1), (0, 7)):
+        with pytest.raises(te.OutOfBounds):
+            arr.slice(axis=0, start=start, stop=stop)
+    part = arr.slice(axis=0, start=2, stop=5)                     # rows 2, 3, 4
+    tile = te.load(part, (1, 0), shape=(2, 2), padding_mode=te.PaddingMode.ZERO)
+    assert tile.tolist() == [[8, 9], [0, 0]]                      # partly outside: padded
+    for index in ((2, 0), (-1, 0), (0, 1)):
+        with pytest.raises(te.OutOfBounds):
+            te.load(part, index, shape=(2, 2), padding_mode=te.PaddingMode.ZERO)
+        with pytest.raises(te.OutOfBounds):
+            te.store(part, index, np.zeros((2, 2), dtype=np.float32))
+    with pytest.raises(te.OutOfBounds):
+        te.load(part, (3, 0), shape=())
+    assert te.scan(np.array([3, 1, 4, 1, 5], dtype=np.int32), 0, lambda a, b: max(a, b),
+                   0).tolist() == [3, 3, 4, 4, 5]
 
 
 def test_backward_occupancy_override_runs_the_same_kernels_and_rejects_bad_values():

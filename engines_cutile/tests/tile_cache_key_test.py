@@ -65,9 +65,11 @@ def session(tmp_path_factory):
 def _chunk_table_launch():
     """Arguments of chunk_table_fwd for 2 sequences of 5 and 65 tokens (as host tensors)."""
     cu = torch.tensor([0, 5, 70], dtype=torch.int32)
-    table = torch.empty(4, 2, dtype=torch.int32)
-    count, offsets = torch.empty(1, dtype=torch.int32), torch.empty(3, dtype=torch.int32)
-    return cu, table, count, offsets
+    scratch = {"cu_safe": torch.empty(3, dtype=torch.int32),
+               "table": torch.empty(4, 2, dtype=torch.int32),
+               "count": torch.empty(1, dtype=torch.int32),
+               "offsets": torch.empty(3, dtype=torch.int32)}
+    return cu, scratch
 
 
 def test_prewarmed_entry_is_found_by_the_launch_path(session, monkeypatch):
@@ -80,12 +82,12 @@ def test_prewarmed_entry_is_found_by_the_launch_path(session, monkeypatch):
     from cutile_warm.warm import warm
     from cudnn.linear_attention.cutile.kernels.chunk_table import chunk_table_fwd
     table, cache_dir = session
-    cu, rows, count, offsets = _chunk_table_launch()
+    cu, scratch = _chunk_table_launch()
     with LaunchRecorder() as rec:
-        chunk_table_fwd(cu, rows, count, offsets, 2, 64, 0)
+        chunk_table_fwd(cu, scratch, 70, 64, 0)
     [spec] = rec.specializations
     with LaunchPathCheck() as before:   # not warmed yet: the GPU would JIT this launch
-        chunk_table_fwd(cu, rows, count, offsets, 2, 64, 0)
+        chunk_table_fwd(cu, scratch, 70, 64, 0)
     assert (before.launches, before.hits, before.misses) == (
         1, set(), {spec.symbol: "chunk_table_kernel"})
     kw = dict(repo=REPO, cache_dir=cache_dir, remote_root=REMOTE_ROOT, jobs=1)
@@ -105,8 +107,11 @@ def test_prewarmed_entry_is_found_by_the_launch_path(session, monkeypatch):
         raise AssertionError("cache miss: the launch path ran tileiras")
     monkeypatch.setattr(compile_module, "cache_lookup", lookup)
     monkeypatch.setattr(compile_module, "compile_cubin", no_tileiras)
-    args = tuple(DeviceView.of(t) for t in (cu, rows, count, offsets))
-    ct.launch(0, (1, 1, 1), table["chunk_table_kernel"], (*args, 2, 4, 64, 4, 128))
+    arrays = (cu, scratch["cu_safe"], scratch["table"], scratch["count"], scratch["offsets"],
+              *[scratch["count"].view(1, 1, 1)] * 5)   # no outputs to zero: placeholders
+    args = tuple(DeviceView.of(t) for t in arrays)
+    ct.launch(0, (1, 1, 1), table["chunk_table_kernel"],
+              (*args, 2, 70, 4, 64, 4, 128, 0, 64, 1, True))
     assert looked_up == [first.key]
 
 

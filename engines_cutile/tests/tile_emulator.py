@@ -7,6 +7,13 @@ elementwise math, reductions, scans, extract/insert) and re-imports the kernels 
 under another name with `cuda.tile` bound to the stand-in, so the host orchestration
 (`chunked_fwd`, `chunked_bwd`) and every kernel body run unchanged.
 
+Memory rules are cuTile's, enforced (on the GPU, breaking them is undefined behaviour, so
+here it is an error, `OutOfBounds`): `Array.slice` needs 0 <= start < N and
+start <= stop <= N along its axis; a tile load or store must overlap its array on every
+axis (tile index >= 0 and starting before the end: the part past the end is padded or
+dropped, a tile entirely outside is not allowed); a scalar load must index an element.
+`gather` / `scatter` check their indices themselves (outside: padding / no store).
+
 Numerics follow the GPU's rounding points: float tiles are float32; `astype` to bf16 /
 fp16 rounds to nearest even, to tf32 rounds the mantissa to 10 bits (ties away, as
 cvt.rna); mma multiplies the (already rounded) operands exactly and accumulates in
@@ -113,12 +120,21 @@ class Constant:
         return item
 
 
+class OutOfBounds(IndexError):
+    """A slice or tile access that cuTile leaves undefined (see the module docstring)."""
+
+
 class _Grid:
     bid = (0, 0, 0)
+    dims = (1, 1, 1)
 
 
 def bid(axis):
     return _Grid.bid[axis]
+
+
+def num_blocks(axis):
+    return _Grid.dims[axis]
 
 
 def cdiv(a, b):
@@ -134,7 +150,12 @@ class Array:
         self.shape = tuple(tensor.shape)
 
     def slice(self, axis, start, stop):
-        return Array(self.t.narrow(int(axis), int(start), int(stop) - int(start)))
+        axis, start, stop = int(axis), int(start), int(stop)
+        n = self.shape[axis]
+        if not (0 <= start < n and start <= stop <= n):
+            raise OutOfBounds(f"slice [{start}, {stop}) of axis {axis} of an array of shape "
+                              f"{self.shape} (cuTile: 0 <= start < {n}, start <= stop <= {n})")
+        return Array(self.t.narrow(axis, start, stop - start))
 
     def read(self, box) -> np.ndarray:
         import torch
@@ -146,6 +167,17 @@ class Array:
     def write(self, box, values: np.ndarray) -> None:
         import torch
         self.t[box] = torch.from_numpy(np.ascontiguousarray(values)).to(self.t.dtype)
+
+
+def _check_tile(what, array_shape, index, shape):
+    """A tile must overlap its array on every axis (cuTile: entirely outside is UB)."""
+    if len(index) != len(array_shape):
+        raise ValueError(f"{what}: index {tuple(index)} for a {len(array_shape)}-d array")
+    for n, i, s in zip(array_shape, index, shape):
+        if not 0 <= int(i) * s < n:
+            raise OutOfBounds(f"{what}: tile {tuple(int(x) for x in index)} of shape "
+                              f"{tuple(shape)} lies outside an array of shape "
+                              f"{tuple(array_shape)}")
 
 
 def _box(array_shape, index, shape):
@@ -163,9 +195,11 @@ def _box(array_shape, index, shape):
 def load(array, index, shape, *, padding_mode=PaddingMode.UNDETERMINED, **_):
     index = tuple(index) if isinstance(index, (tuple, list)) else (index,)
     if shape == ():
+        _check_tile("load", array.shape, index, (1,) * len(array.shape))
         return np.asarray(array.read(tuple(int(i) for i in index)))
     if len(shape) != len(array.shape):
         raise ValueError(f"load: tile shape {shape} for a {len(array.shape)}-d array")
+    _check_tile("load", array.shape, index, shape)
     src, dst = _box(array.shape, index, shape)
     out = np.zeros(shape, dtype=np.float32 if array.dtype.is_float else array.dtype.np_dtype)
     if padding_mode != PaddingMode.ZERO:
@@ -175,13 +209,14 @@ def load(array, index, shape, *, padding_mode=PaddingMode.UNDETERMINED, **_):
     return out
 
 
-def store(array, index, tile):
+def store(array, index, tile, **_):
     index = tuple(index) if isinstance(index, (tuple, list)) else (index,)
     tile = np.asarray(tile)
     if tile.ndim == 0 and len(index) == len(array.shape) != 0:
         tile = tile.reshape((1,) * len(array.shape))
     if tile.ndim != len(array.shape):
         raise ValueError(f"store: tile of shape {tile.shape} into a {len(array.shape)}-d array")
+    _check_tile("store", array.shape, index, tile.shape)
     src, dst = _box(array.shape, index, tile.shape)
     if all(s.stop > s.start for s in src):
         array.write(src, _round_to(tile[dst], array.dtype))
@@ -270,6 +305,26 @@ def _ct_max(x, axis=None, *, keepdims=False):
     return _reduce(np.max, x, axis, keepdims)
 
 
+def _ct_min(x, axis=None, *, keepdims=False):
+    return _reduce(np.min, x, axis, keepdims)
+
+
+def scan(x, axis, func, identity, *, reverse=False):
+    """Inclusive scan with a combining function of two 0-d values (one tile only)."""
+    x = np.asarray(x)
+    out = np.moveaxis(np.array(x, copy=True), axis, 0)
+    if reverse:
+        out = out[::-1]
+    acc = np.full(out.shape[1:], identity, dtype=x.dtype)
+    for t in range(out.shape[0]):
+        acc = np.vectorize(lambda a, b: np.asarray(func(a, b)).item(), otypes=[x.dtype])(
+            acc, out[t]) if acc.ndim else np.asarray(func(acc, out[t]), dtype=x.dtype)
+        out[t] = acc
+    if reverse:
+        out = out[::-1]
+    return np.moveaxis(out, 0, axis)
+
+
 def cumsum(x, axis=0, *, reverse=False):
     x = np.asarray(x)
     if reverse:
@@ -319,6 +374,7 @@ def launch(stream, grid, kern, args):
     launches.append((kern.__name__, tuple(grid)))
     wrapped = [Array(a) if isinstance(a, torch.Tensor) else a for a in args]
     grid = tuple(grid) + (1,) * (3 - len(grid))
+    _Grid.dims = grid
     for b in itertools.product(*(range(g) for g in grid)):
         _Grid.bid = b
         kern.fn(*wrapped)
@@ -329,7 +385,7 @@ def _stand_in() -> types.ModuleType:
     for name, value in globals().items():
         if not name.startswith("__"):
             setattr(mod, name, value)
-    mod.sum, mod.max = _ct_sum, _ct_max
+    mod.sum, mod.max, mod.min = _ct_sum, _ct_max, _ct_min
     return mod
 
 

@@ -91,6 +91,12 @@
 #              tensor is an error (compiles happen in the first run: give it
 #              STAGE_TIMEOUT=900 on a machine without the kernel stores)
 #   seqcost    bench/cu_seqlens_cost.py: what that safety costs at the bench shape
+#   cutilememcheck tools/gpu/cutile_memcheck_probe.py: small cuTile kernels that take
+#              la_wy_fwd's slice accesses apart (bounds from device memory, the same with
+#              TMA off, bounds as launch arguments, no slice view) and the GDN forward on
+#              a well-formed table, each in its own process under compute-sanitizer
+#              memcheck; prints which cases report errors (compiles in the first runs:
+#              STAGE_TIMEOUT=900)
 #   decode     the recurrent (decode) engine: its kernels precompiled first on this machine's
 #              cores into .frostcache (frost_precompile.py --suites decode, stage decodebuild;
 #              kept, not packed), then tests/numerics/test_la_decode_gpu.py (state pools over
@@ -286,6 +292,9 @@ for s in "$@"; do
         python3 -m pytest tests/numerics/test_cu_seqlens_safety.py -q -rs -p no:cacheprovider" ;;
     seqcost)
       stage seqcost "python3 bench/cu_seqlens_cost.py" ;;
+    cutilememcheck)   # each case in its own process under memcheck (caching allocator off)
+      stage cutilememcheck "command -v compute-sanitizer || { echo 'compute-sanitizer is not on PATH'; exit 3; }; \
+        python3 tools/gpu/cutile_memcheck_probe.py --timeout \$(( ${STAGE_TIMEOUT:-300} / 6 ))" ;;
     decode)      # a failed precompile only costs time: the launcher compiles what is missing
       stage decodebuild "python3 tools/gpu/frost_precompile.py --native --jobs \$(nproc) \
         --out .frostcache --suites decode --keep --pack ''"

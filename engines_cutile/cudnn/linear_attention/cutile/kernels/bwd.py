@@ -1,14 +1,17 @@
 """Host orchestration of the chunked GDN / KDA backward (no forward intermediates kept).
 
-1. chunk_table, then forward stage 1 again (wy_fwd, keeping T = (I + A)^-1);
+1. chunk_table (with the cu_seqlens safety, seq_bounds.py: the sanitised table every
+   later kernel reads, clamped into [0, T] and non-decreasing, and zeros in the gradient
+   rows outside every sequence), then forward stage 1 again (wy_fwd, keeping
+   T = (I + A)^-1);
 2. chunk_fwd in RECOMPUTE mode: the state entering every chunk and v_new;
 3. chunk_bwd_dhu: the reverse state-gradient recurrence (dS per chunk, dv_new,
    d_initial_state);
 4. bwd_dqkwg: per chunk dq and the output/state parts of dk, dw, dG;
 5. bwd_wy: per chunk the WY adjoint: dk, dv, dbeta, dg (KDA: two score tiers in 4-5);
-6. head_group_sum when q/k (or v) heads are shared by several output heads;
-7. zeros into the gradient rows outside every sequence (seq_bounds.py; every kernel
-   reads the sanitised copy of cu_seqlens, clamped into [0, T] and non-decreasing).
+6. head_group_sum when q/k (or v) heads are shared by several output heads (the rows
+   outside every sequence of its fp32 partials were zeroed in 1, so it writes zeros
+   there).
 
 Buffers as fwd.py plus d_out [T, HO, V]; d_final_state / d_initial_state
 [N, HO, V, K] fp32 (optional); gradients dq, dk [T, H, K], dv [T, HV, V], dg like g,
@@ -72,7 +75,6 @@ def chunked_bwd(q, k, v, g, beta, cu_seqlens, d_out, dq, dk, dv, dg, dbeta, scra
     from .chunk_fwd import la_chunk_fwd_kernel
     from .chunk_table import chunk_table_fwd
     from .head_group_sum import head_group_sum_kernel
-    from .seq_bounds import sanitized_cu_seqlens, zero_uncovered_rows
     from .wy_fwd import la_wy_fwd_kernel
 
     if stream is None:
@@ -80,8 +82,6 @@ def chunked_bwd(q, k, v, g, beta, cu_seqlens, d_out, dq, dk, dv, dg, dbeta, scra
     if strict_requested(strict_cu_seqlens):
         with (torch.cuda.stream(stream) if cu_seqlens.is_cuda else contextlib.nullcontext()):
             check_cu_seqlens(cu_seqlens, q.shape[0], "cutile")
-    # every kernel reads the sanitised table: rows in [0, T) whatever cu_seqlens holds
-    cu_seqlens = sanitized_cu_seqlens(cu_seqlens, q.shape[0], scratch, stream)
     if occupancy is not None:
         if occupancy not in (1, 2, 3, 4):
             raise ValueError(f"chunked_bwd: occupancy must be 1..4 (CTAs per SM), got "
@@ -117,8 +117,14 @@ def chunked_bwd(q, k, v, g, beta, cu_seqlens, d_out, dq, dk, dv, dg, dbeta, scra
     def want(stage: str) -> bool:
         return stages is None or stage in stages
 
-    if want("table"):
-        chunk_table_fwd(cu_seqlens, s["table"], s["count"], s["offsets"], n_seq, BT, stream)
+    dq_dst = s["dq_group"] if ho != h_q else dq
+    dk_dst = s["dk_group"] if ho != h_q else dk
+    dv_dst = s["dv_group"] if ho != hv else dv
+    if want("table"):   # zeros the rows no later kernel writes (the group sums copy them)
+        chunk_table_fwd(cu_seqlens, s, total, BT, stream,
+                        zeroed=(dq_dst, dk_dst, dv_dst, dg, dbeta))
+    # every later kernel reads the sanitised table: rows in [0, T) whatever cu_seqlens holds
+    cu_seqlens = s["cu_safe"]
     for tier in tiers if want("wy") else ():
         ct.launch(stream, (rows, ho, 1), la_wy_fwd_kernel,
                   (q, k, v, g, beta, cu_seqlens, s["table"], s["w"], s["u"], s["p"], s["qg"],
@@ -140,9 +146,6 @@ def chunked_bwd(q, k, v, g, beta, cu_seqlens, d_out, dq, dk, dv, dg, dbeta, scra
                    placeholder if d_initial_state is None else d_initial_state,
                    s["dstates"], s["dv_new"], BT, bk, bv, gw, d_final_state is not None,
                    d_initial_state is not None))
-    dq_dst = s["dq_group"] if ho != h_q else dq
-    dk_dst = s["dk_group"] if ho != h_q else dk
-    dv_dst = s["dv_group"] if ho != hv else dv
     for tier in tiers:
         for part in (1, 2) if want("dqkwg") else ():
             ct.launch(stream, (rows, ho, 1), dqkwg_kernel,
@@ -162,9 +165,6 @@ def chunked_bwd(q, k, v, g, beta, cu_seqlens, d_out, dq, dk, dv, dg, dbeta, scra
         if groups > 1 and want("group_sum"):
             ct.launch(stream, (t_blocks, out.shape[1], 1), head_group_sum_kernel,
                       (part, out, groups, BT, width))
-    if stages is None:  # last: the group sums write every row
-        for out in (dq, dk, dv, dg, dbeta):
-            zero_uncovered_rows(cu_seqlens, out, n_seq, stream)
 
 
 def kda_wy_hinted(bk: int, bv: int) -> bool:

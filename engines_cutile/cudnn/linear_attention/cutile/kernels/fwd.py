@@ -1,8 +1,9 @@
 """Host orchestration of the chunked GDN / KDA forward: three launches, no host sync.
 
-0. the kernels read a sanitised copy of cu_seqlens (seq_bounds.py: clamped into [0, T],
-   non-decreasing), and the rows outside every sequence are zeroed last;
-1. chunk_table: (sequence, chunk) rows built on device from cu_seqlens;
+1. chunk_table: (sequence, chunk) rows built on device from cu_seqlens, and the
+   cu_seqlens safety (seq_bounds.py): the sanitised table `cu_safe` (clamped into
+   [0, T], non-decreasing) that every later kernel reads instead of cu_seqlens, and
+   zeros in the output rows outside every sequence;
 2. wy_fwd: per chunk and output head: w, u, the intra-chunk scores P and (KDA) decayed
    q/k and the chunk's total decay (scratch);
 3. chunk_fwd: per sequence, head and V block: the state recurrence with fused outputs
@@ -100,7 +101,6 @@ def chunked_fwd(q, k, v, g, beta, cu_seqlens, o, scratch, *, kda: bool, scale: f
 
     from .chunk_fwd import la_chunk_fwd_kernel
     from .chunk_table import chunk_table_fwd
-    from .seq_bounds import sanitized_cu_seqlens, zero_uncovered_rows
     from .wy_fwd import la_wy_fwd_kernel
 
     if stream is None:
@@ -108,8 +108,6 @@ def chunked_fwd(q, k, v, g, beta, cu_seqlens, o, scratch, *, kda: bool, scale: f
     if strict_requested(strict_cu_seqlens):
         with (torch.cuda.stream(stream) if cu_seqlens.is_cuda else contextlib.nullcontext()):
             check_cu_seqlens(cu_seqlens, q.shape[0], "cutile")
-    # every kernel reads the sanitised table: rows in [0, T) whatever cu_seqlens holds
-    cu_seqlens = sanitized_cu_seqlens(cu_seqlens, q.shape[0], scratch, stream)
     if needs_fp32_staging(kda, q.dtype):
         q, k, v = stage_inputs(scratch, {"q": q, "k": k, "v": v}, stream)
     _, h_q, dk = q.shape
@@ -119,14 +117,16 @@ def chunked_fwd(q, k, v, g, beta, cu_seqlens, o, scratch, *, kda: bool, scale: f
     bk, bv_full = pow2(dk), pow2(dv)
     bv = min(bv, bv_full)
     s = scratch
+    if "table" in stages:
+        chunk_table_fwd(cu_seqlens, s, q.shape[0], BT, stream, zeroed=(o,))
+    # every later kernel reads the sanitised table: rows in [0, T) whatever cu_seqlens holds
+    cu_seqlens = s["cu_safe"]
     gw = bk if kda else 1
     placeholder3 = s["count"].view(1, 1, 1)   # ports a flag compiles out still need an array
     rowwise = row_scales(kda, False)
     placeholder2 = s["count"].view(1, 1)
     qg, kd = (placeholder3, placeholder3) if rowwise else (s["qg"], s["kd"])
     q_row, k_row = (s["q_row"], s["k_row"]) if rowwise else (placeholder2, placeholder2)
-    if "table" in stages:
-        chunk_table_fwd(cu_seqlens, s["table"], s["count"], s["offsets"], n_seq, BT, stream)
     # KDA: tier 1 serves chunks whose gate range fits one score split and flags the
     # rest, which the tier-2 variant (blocked exact scores) then serves
     for tier in ((1, 2) if kda else (1,)):
@@ -146,4 +146,3 @@ def chunked_fwd(q, k, v, g, beta, cu_seqlens, o, scratch, *, kda: bool, scale: f
                o, placeholder, o, q if rowwise else placeholder3, k if rowwise else placeholder3,
                q_row, k_row, ho // h_q if rowwise else 1, BT, bk, bv, gw,
                initial_state is not None, final_state is not None, False, rowwise))
-    zero_uncovered_rows(cu_seqlens, o, n_seq, stream)

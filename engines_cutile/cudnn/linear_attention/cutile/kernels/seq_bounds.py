@@ -3,65 +3,66 @@
 cu_seqlens lives on the device and is never read on the host (no synchronisation), so the
 kernels cannot assume it is well formed (0 = cu[0] <= ... <= cu[N] = T): a table with an
 entry past T, a negative entry or a descending step would make them slice outside their
-arrays (undefined behaviour). The host passes therefore hand every kernel a sanitised
-copy instead (`sanitized_cu_seqlens`, two small torch launches into the workspace):
-S[i] = max(clamp(cu[0], 0, T), ..., clamp(cu[i], 0, T)). It is non-decreasing and inside
-[0, T] by construction, so every sequence [S[n], S[n+1]) lies in [0, T) and the chunk
-count stays below NT_bound; a well-formed table is its own sanitised copy, an inverted
-range becomes empty. Rows before S[0] and from S[N] on belong to no sequence:
-`zero_rows_outside_kernel` writes zeros there (one CTA per head, nothing to do for a
-well-formed table), so no output row is returned uninitialised.
+arrays (undefined behaviour). Every kernel reads a sanitised copy instead,
+S[i] = max(clamp(cu[0], 0, T), ..., clamp(cu[i], 0, T)): non-decreasing and inside [0, T]
+by construction, so every sequence [S[n], S[n+1]) lies in [0, T) and the chunk count stays
+below NT_bound; a well-formed table is its own sanitised copy, an inverted range becomes
+empty. Rows before S[0] and from S[N] on belong to no sequence and are written as zeros,
+so no output row is returned uninitialised.
+
+Both happen inside the chunk-table launch (chunk_table.py), no launch of their own: each
+of its CTAs sanitises the table in registers (`sanitized_bounds`: one clamp and one max
+scan over N + 1 entries), CTA (0, 0) stores S into the workspace's `cu_safe` for the
+kernels after it, and the CTAs zero the uncovered rows of the outputs the pass names
+(`zero_rows_outside`; nothing to do for a well-formed table). Nothing else writes those
+rows: every later kernel works inside [S[0], S[N]) only (the backward's head-group sums
+read the zeroed rows of their fp32 partials and write zeros).
 """
 import cuda.tile as ct
 
-ROWS = 64   # rows per zero tile
+ROWS = 32   # rows per zero tile
 
 
-@ct.kernel
-def zero_rows_outside_kernel(cu_safe, out, n_seq: int, total: int, BR: ct.Constant[int],
-                             BD: ct.Constant[int]):
-    """out [T, heads, D]: zeros into rows [0, S[0]) and [S[N], T) of head bid(0)."""
-    h = ct.bid(0)
-    first = ct.load(cu_safe, (0,), shape=())
-    last = ct.load(cu_safe, (n_seq,), shape=())
+def _larger(a, b):
+    return ct.maximum(a, b)
+
+
+def sanitized_bounds(cu_seqlens, n_seq, total, NP: int):
+    """(bos, eos) [NP] int32 tiles: sequence i is [bos[i], eos[i]) of the sanitised table
+    for i < n_seq; bos[i] = S[i] for i <= n_seq and S[N] past it, eos[i] = S[N] from N on.
+    So S[0] = min(bos) and S[N] = max(bos) (NP > n_seq)."""
+    i = ct.arange(NP, dtype=ct.int32)
+    here = ct.gather(cu_seqlens, i, mask=i <= n_seq)
+    after = ct.gather(cu_seqlens, i + 1, mask=i < n_seq)
+    here = ct.minimum(ct.maximum(here, 0), total)
+    after = ct.minimum(ct.maximum(after, 0), total)
+    # entries past N gather as 0 and leave the running max at S[N]
+    bos = ct.scan(here, axis=0, func=_larger, identity=0)
+    # S[i + 1] = max(S[i], clamp(cu[i + 1])): one scan serves both ends
+    return bos, ct.maximum(bos, after)
+
+
+def zero_rows_outside(out, first, last, total, h, part, parts, BR: int, BD: int):
+    """Zeros into rows [0, first) and [last, total) of head h of `out` [T, heads, D]
+    (D <= BD: the tile's columns past D are outside the array and not stored); this caller
+    takes row tiles part, part + parts, ...  Slices only non-empty ranges (cuTile: a
+    slice must start inside its array) and stores tiles that start inside them. Plain
+    stores (allow_tma=False): a TMA store through a slice with device-loaded bounds makes
+    the kernel write a tensor-map descriptor in global memory and stage each store site's
+    tile in shared memory (sm_90: 20 KB for the forward's one output, 53 KB for the
+    backward's five), a cost every launch pays for rows a well-formed table never has."""
     zeros = ct.zeros((BR, 1, BD), dtype=out.dtype)
-    if first > 0:
-        head = out.slice(axis=0, start=0, stop=first)
-        for j in range(ct.cdiv(first, BR)):
-            ct.store(head, (j, h, 0), tile=zeros)
-    if total > last:
-        tail = out.slice(axis=0, start=last, stop=total)
-        for j in range(ct.cdiv(total - last, BR)):
-            ct.store(tail, (j, h, 0), tile=zeros)
-
-
-def sanitized_cu_seqlens(cu_seqlens, total_tokens: int, scratch, stream):
-    """The workspace's `cu_safe` [N+1] int32 filled from cu_seqlens on `stream` (see the
-    module docstring); returns it."""
-    import contextlib
-
-    import torch
-
-    clamped, safe = scratch["cu_clamped"], scratch["cu_safe"]
-    index = scratch["cu_argmax"].view(torch.int64)
-    on_stream = torch.cuda.stream(stream) if cu_seqlens.is_cuda else contextlib.nullcontext()
-    with on_stream:
-        torch.clamp(cu_seqlens, 0, total_tokens, out=clamped)
-        torch.cummax(clamped, 0, out=(safe, index))
-    return safe
-
-
-def zero_uncovered_rows(cu_safe, out, n_seq: int, stream) -> None:
-    """Launch zero_rows_outside_kernel on output `out` ([T, heads, D] or [T, heads])."""
-    from .fwd import pow2
-
-    arr = out if out.dim() == 3 else out.unsqueeze(-1)
-    ct.launch(stream, (arr.shape[1], 1, 1), zero_rows_outside_kernel,
-              (cu_safe, arr, n_seq, arr.shape[0], ROWS, pow2(arr.shape[2])))
+    if h < out.shape[1]:
+        if first > 0:
+            head = out.slice(axis=0, start=0, stop=first)
+            for j in range(part, ct.cdiv(first, BR), parts):
+                ct.store(head, (j, h, 0), tile=zeros, allow_tma=False)
+        if total > last:
+            tail = out.slice(axis=0, start=last, stop=total)
+            for j in range(part, ct.cdiv(total - last, BR), parts):
+                ct.store(tail, (j, h, 0), tile=zeros, allow_tma=False)
 
 
 def add_regions(layout, n_seq: int, int32_dtype) -> None:
-    """The workspace regions sanitized_cu_seqlens writes (argmax: int64 as int32 pairs)."""
-    layout.add("cu_clamped", (n_seq + 1,), int32_dtype, 4)
+    """The workspace region the chunk-table launch stores the sanitised table in."""
     layout.add("cu_safe", (n_seq + 1,), int32_dtype, 4)
-    layout.add("cu_argmax", (2 * (n_seq + 1),), int32_dtype, 4)
