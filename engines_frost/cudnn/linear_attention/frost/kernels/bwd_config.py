@@ -48,6 +48,10 @@ class FrostBwdConfig:
     # per SM walks the (chunk, head) items; a compile-time constant of that kernel only
     # (with_stage resets it for every other kernel, so they stay shared across devices).
     grads_ctas: int = DEFAULT_GRADS_CTAS
+    # The chain kernel runs the next chunk's state-independent prep (rows, operands, Gram,
+    # inverses) in the same barrier phases as this chunk's chain (bwd_chain_pipelined.py,
+    # NOTES_bwd.md v1.6); scalar gates only. Off: the serial chain (bwd_chain.py).
+    chain_pipeline: bool = False
 
     def __post_init__(self):
         def bad(name, expected):
@@ -74,6 +78,8 @@ class FrostBwdConfig:
             bad("dh0_dtype", "set exactly when the forward has an initial state")
         if not isinstance(self.grads_ctas, int) or self.grads_ctas < 1:
             bad("grads_ctas", "a positive int (the device's SM count)")
+        if self.chain_pipeline and self.fwd.gate_per_channel:
+            bad("chain_pipeline", "False for vector gates (no room for a second operand set: NOTES_bwd.md v1.6)")
 
     def with_stage(self, stage: str) -> "FrostBwdConfig":
         """The config of one stage's kernel, without what that kernel never reads (so
@@ -81,16 +87,17 @@ class FrostBwdConfig:
         gradient, grads neither states nor state gradients, values (its state comes from a
         checkpoint) neither; chain never reads a state, so the checkpoints flag is off
         (forward_values stays: it makes chain zero the uncovered gradient rows); grads
-        reads U from wherever it comes, so forward_values is off there."""
+        reads U from wherever it comes, so forward_values is off there. chain_pipeline
+        only changes the chain kernel: off for every other stage."""
         persistent = stage == "grads" and not self.fwd.gate_per_channel
         ctas = self.grads_ctas if persistent else DEFAULT_GRADS_CTAS
         if stage == "chain":
             return dataclasses.replace(self, stage=stage, checkpoints=False, grads_ctas=ctas)
         if stage == "states":
-            return dataclasses.replace(self, stage=stage, dht_dtype=None, grads_ctas=ctas)
+            return dataclasses.replace(self, stage=stage, dht_dtype=None, grads_ctas=ctas, chain_pipeline=False)
         fwd = dataclasses.replace(self.fwd, has_initial_state=False, state_dtype=None)
         return dataclasses.replace(self, fwd=fwd, stage=stage, dht_dtype=None, dh0_dtype=None,
-                                   forward_values=False, grads_ctas=ctas)
+                                   forward_values=False, grads_ctas=ctas, chain_pipeline=False)
 
     @property
     def stages(self) -> tuple[str, ...]:
