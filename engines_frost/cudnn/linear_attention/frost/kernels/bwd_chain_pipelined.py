@@ -3,41 +3,46 @@
 The serial chain (bwd_chain.py) runs, per chunk, its prep (rows, operands, Gram and
 inverses: nothing there depends on dS) and then its chain (dU, dR, the dS update), each
 stage behind a CTA barrier. Here the same 8 warps run chunk j's chain and chunk j - 1's
-prep in the same four barrier phases, so every phase holds two independent instruction
-streams. Same stages, same code (FrostBwdChain's), same grid and threads; scalar gates only.
+prep in the same barrier phases (three per chunk instead of the serial chain's four; two of
+them hold both streams), so a warp stalled on the chain's MMAs has prep work to issue. Same stages, same code (FrostBwdChain's), same grid and threads; scalar gates only.
 
 Which shared tensors need a second copy follows from when each is read and written:
-the chain reads dO^T, P^T, KD only in its dU part (dO^T then stays in registers),
-(-M)^T and D^-T only in its dR part, QA^T, -KBA^T and e^Gam_last in the dS update; the
-prep writes dO^T (rows), KD, QA^T, -KBA^T, e^Gam_last (operands) and P^T, (-M)^T, M_ii,
-D^-T (Gram). Only QA^T, -KBA^T and e^Gam_last are written while the chain still reads
-them, so they alone have two copies (chunk j's in copy j % 2; GDN K = V = 128: 207.6 KB).
+the chain reads P^T, KD in its dU part, (-M)^T and D^-T in its dR part, QA^T, -KBA^T and
+e^Gam_last in the dS update, dO^T in both dU and the update (read twice from shared
+memory: held in registers from dU to the update, ptxas ran out of them at 255 with an
+8-byte stack); the prep writes dO^T (rows), KD, QA^T, -KBA^T, e^Gam_last (operands) and
+P^T, (-M)^T, M_ii, D^-T (Gram). dO^T, QA^T, -KBA^T and e^Gam_last are written while the
+chain still reads them, so they alone have two copies (chunk j's in copy j % 2; GDN
+K = V = 128: 225.6 KB of the 227 KB, the dR store buffers included).
 
 Protocol (b = j % 2; every barrier is bar.sync 0 over all 2V threads and none sits inside a
 data-dependent branch, so all threads pass the same barriers in the same order):
 
   prologue  cp.async rows + dO rows of chunk nch-1; wait_group 0; BAR;
-            rows(nch-1); BAR; operands(nch-1) -> copy (nch-1) % 2; BAR; Gram(nch-1); BAR;
+            rows(nch-1); BAR; operands(nch-1); BAR; Gram(nch-1); BAR   (copy (nch-1) % 2)
             cp.async rows + dO rows of chunk nch-2 (if nch >= 2).
-  per chunk j = nch-1 .. 0:
-  A  dS -> checkpoint row; dO^T -> registers; dU (P^T, KD);
+  per chunk j = nch-1 .. 0 (the prep is chunk j-1's, into copy 1-b):
+  A  dO^T[b] -> registers; dU (P^T, KD);
      wait_group 0 (chunk j-1's rows landed);                                     BAR 1
-  B  dR (-M^T, D^-T; warp-private store buffer, warp barriers only);
-     rows(j-1): q^, k^ in place, dO^T, gate scan                                 BAR 2
-  C  dS *= e^Gam_last[b]; dS += blocks 0, 1 (QA[b], KBA[b]);
-     operands(j-1) -> KD, QA[1-b], KBA[1-b], e^Gam_last[1-b]                     BAR 3
-  D  dS += blocks 2, 3 (QA[b], KBA[b]);
-     Gram + inverses(j-1) -> P^T, (-M)^T, M_ii, D^-T                             BAR 4
-     cp.async rows + dO rows of chunk j-2 (if j >= 2): the staging's last reader
-     (Gram) is behind BAR 4; its first reader (rows, phase B) behind the next BAR 1.
+  B  dR (-M^T, D^-T; warp-private store buffer, warp barriers only); dS -> its
+     checkpoint row; rows(j-1): q^, k^ in place, dO^T[1-b], gate scan            BAR 2
+  C  dO^T[b] -> registers; dS *= e^Gam_last[b]; dS += dO^T QA[b] + dR^T (-KBA[b]);
+     operands(j-1) -> KD, QA[1-b], KBA[1-b], e^Gam_last[1-b];
+     Gram + inverses(j-1) -> P^T, (-M)^T, M_ii, D^-T                            BAR 3
+     cp.async rows + dO rows of chunk j-2 (if j >= 2)
 
-Hazards this excludes, phase by phase: P^T, KD, dO^T are read in A and written in B-D
-(after BAR 1); (-M)^T, D^-T read in B, written in D (after BAR 2); QA, KBA, e^Gam_last
-read from copy b, written into copy 1-b, whose last reader (chunk j+1's update) finished
-before the previous BAR 4. The staging (q, k, g, beta, dO rows) is read in B-D and
-refilled after BAR 4. For j = 0 the prep runs for a "chunk -1" on the stale staging: for
-scalar gates its stages touch shared memory only and its outputs are never read, and it
-keeps each phase free of a branch around the prep.
+Hazards this excludes: P^T, KD are read in A and written in C (after BAR 1); (-M)^T, D^-T
+read in B, written in C (after BAR 2); copy b of the doubled tensors is only read during
+chunk j, copy 1-b only written, and copy 1-b's last reader (chunk j+1's update) finished
+before the previous BAR 3. For scalar gates the Gram reads q^, k^, the gate scan and beta
+(rows stage, B) and nothing the operand stage writes, so operands and Gram share phase C
+(the serial chain has a barrier between them). The staging (q, k, g, beta, dO rows) is
+read in B and C and refilled after BAR 3; its next reader (rows, phase B) is behind the
+next BAR 1, which follows the wait_group. For j = 0 the prep runs for a "chunk -1" on the
+stale staging: for scalar gates its stages touch shared memory only and its outputs are
+never read, and it keeps the prep out of a branch. engines_frost/tests/
+frost_chain_pipeline_protocol_test.py checks this protocol (bwd_chain_schedule.PHASES) for races and for every
+read seeing its own chunk's data.
 
 The dS update is the serial chain's in the same order per accumulator (decay, then blocks
 0..3, QA before KBA), so dS, dR and d_initial_state are meant to be bitwise the serial
@@ -60,9 +65,7 @@ from cudnn.linear_attention.frost.kernels.fragment_stores import store_rows_vect
 from cudnn.linear_attention.frost.kernels.fwd_v1 import CHUNK, NBLK, SUB, allocate_smem, warp_mma
 from cudnn.linear_attention.frost.kernels.seq_bounds import sequence_bounds
 
-# written by the next chunk's operand stage while this chunk's dS update reads them
-DOUBLED = ("qat", "kbat", "alast", "dot")
-COPIES = 2
+from cudnn.linear_attention.frost.kernels.bwd_chain_schedule import COPIES, DOUBLED
 
 
 def _copy_stride(dtype: str, shape, stride) -> int:
