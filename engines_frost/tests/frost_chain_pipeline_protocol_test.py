@@ -39,9 +39,9 @@ def run(protocol: Protocol, nch: int) -> None:
 
     prep_alone(nch - 1)
     for j in range(nch - 1, -1, -1):
-        owner = {"chain": j, "loads": j - 1, **{p: j - 1 for p in PREP}}
+        owner = {"chain": j, "loads": j - 1, "loads_ahead": j - 2, **{p: j - 1 for p in PREP}}
         for name, entries in protocol.phases:
-            active = [e for e in entries if not (e[0] == "loads" and j - 1 < 0)]
+            active = [e for e in entries if not (e[0].startswith("loads") and owner[e[0]] < 0)]
             touched = {}
             for who, op, tensor, copy in active:
                 touched.setdefault(_slot(tensor, copy, j, protocol.doubled), []).append((who, op))
@@ -94,6 +94,8 @@ MUTATIONS = {
     "dR beside Gram": Protocol(_moved("chain", "mnegt", "B", "C"), sched.DOUBLED),
     # the dU reading KD in the phase where the operand stage writes it
     "dU beside operands": Protocol(_moved("chain", "kd", "A", "C"), sched.DOUBLED),
+    # chunk j-2's dO rows issued while the rows stage of j-1 still reads the staging
+    "dO ahead beside rows": Protocol(_moved("loads_ahead", "w0", "C", "B"), sched.DOUBLED),
 }
 
 

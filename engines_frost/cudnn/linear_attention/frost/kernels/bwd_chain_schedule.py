@@ -11,8 +11,9 @@ the table (and pass the test) first.
 Entries are (part, "r" | "w", tensor, copy): copy "cur" is chunk j's copy (j % 2), "nxt"
 the other one, None a tensor with one copy. Parts: chain (chunk j's dU, dR and dS
 update), rows / operands / gram (chunk j - 1's prep stages), loads (the cp.async of chunk
-j - 1's staged rows, issued after the previous chunk's last barrier, landing while phase A
-runs; waited for before BAR 1).
+j - 1's staged rows, landing while phase A runs; waited for before BAR 1), loads_ahead
+(chunk j - 2's dO rows, issued at the start of phase C: in flight through C and the next
+chunk's A, where they appear again as that chunk's loads).
 """
 from __future__ import annotations
 
@@ -41,5 +42,6 @@ PHASES = (
         *(("gram", "r", t, None) for t in ("q", "k", "g", "beta")),
         ("gram", "w", "pt", None), ("gram", "w", "mnegt", None), ("gram", "w", "md", None),
         ("gram", "r", "md", None), ("gram", "w", "dinvt", None),
+        ("loads_ahead", "w", "w0", None),
     )),
 )
