@@ -38,10 +38,16 @@ def run(protocol: Protocol, nch: int) -> None:
                         tags[_slot(tensor, copy, chunk + 1, protocol.doubled)] = chunk
 
     prep_alone(nch - 1)
-    for j in range(nch - 1, -1, -1):
-        owner = {"chain": j, "loads": j - 1, "loads_ahead": j - 2, **{p: j - 1 for p in PREP}}
+    for j in range(nch - 1, -2, -1):  # j = -1: only chunk 0's last update part (chain_prev)
+        owner = {"chain": j, "chain_prev": j + 1, "loads": j - 1, **{p: j - 1 for p in PREP}}
+
+        def runs(part):
+            if part == "chain_prev":
+                return j + 1 < nch
+            return j >= 0 and not (part == "loads" and owner[part] < 0)
+
         for name, entries in protocol.phases:
-            active = [e for e in entries if not (e[0].startswith("loads") and owner[e[0]] < 0)]
+            active = [e for e in entries if runs(e[0])]
             touched = {}
             for who, op, tensor, copy in active:
                 touched.setdefault(_slot(tensor, copy, j, protocol.doubled), []).append((who, op))
@@ -52,7 +58,7 @@ def run(protocol: Protocol, nch: int) -> None:
             for who, op, tensor, copy in active:
                 slot = _slot(tensor, copy, j, protocol.doubled)
                 in_place = (who, "w") in touched[slot]
-                if op == "r" and not in_place and owner[who] >= 0:
+                if op == "r" and not in_place and owner[who] >= 0:  # prep of chunk -1: stale, unread
                     assert tags.get(slot) == owner[who], \
                         f"chunk {j} phase {name}: {who} reads {slot} of chunk {tags.get(slot)}, wants {owner[who]}"
             for who, op, tensor, copy in active:
@@ -88,14 +94,16 @@ MUTATIONS = {
     # QA^T in one copy: the operand stage writes it while the update reads it
     "single qat": Protocol(sched.PHASES, _without("qat")),
     "single alast": Protocol(sched.PHASES, _without("alast")),
+    # the loads issued before the Gram's last read of the staging (BAR 3)
+    "loads beside Gram": Protocol(_moved("loads", "k", "A", "C"), sched.DOUBLED),
     # the rows stage before the loads have landed (no BAR 1 between them)
     "rows in A": Protocol(_moved("rows", "q", "B", "A"), sched.DOUBLED),
     # the chain's dR reading (-M)^T in the phase where the Gram writes it
     "dR beside Gram": Protocol(_moved("chain", "mnegt", "B", "C"), sched.DOUBLED),
     # the dU reading KD in the phase where the operand stage writes it
     "dU beside operands": Protocol(_moved("chain", "kd", "A", "C"), sched.DOUBLED),
-    # chunk j-2's dO rows issued while the rows stage of j-1 still reads the staging
-    "dO ahead beside rows": Protocol(_moved("loads_ahead", "w0", "C", "B"), sched.DOUBLED),
+    # chunk j+1's last update part after chunk j's rows stage has rewritten dO^T's copy
+    "late update": Protocol(_moved("chain_prev", "dot", "A", "C"), sched.DOUBLED),
 }
 
 

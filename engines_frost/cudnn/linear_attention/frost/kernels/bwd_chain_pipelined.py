@@ -26,23 +26,26 @@ data-dependent branch, so all threads pass the same barriers in the same order):
      wait_group 0 (chunk j-1's rows landed);                                     BAR 1
   B  dR (-M^T, D^-T; warp-private store buffer, warp barriers only); dS -> its
      checkpoint row; rows(j-1): q^, k^ in place, dO^T[1-b], gate scan            BAR 2
-  C  cp.async dO rows of chunk j-2 (if j >= 2; their staging's reader, rows, is
-     behind BAR 2); dO^T[b] -> registers; dS *= e^Gam_last[b];
-     dS += dO^T QA[b] + dR^T (-KBA[b]);
+  C  dO^T[b] -> registers; dS *= e^Gam_last[b];
+     dS += dO^T QA[b] + dR^T (-KBA[b]) for token blocks 0, 1;
      operands(j-1) -> KD, QA[1-b], KBA[1-b], e^Gam_last[1-b];
      Gram + inverses(j-1) -> P^T, (-M)^T, M_ii, D^-T                            BAR 3
-     cp.async q, k, gate, beta rows of chunk j-2 (if j >= 2)
+     cp.async q, k, gate, beta and dO rows of chunk j-2 (if j >= 2)
+  D  dO^T[b] -> registers; the update for blocks 2, 3 (no barrier: D runs into the
+     next chunk's A, so the copies issued after BAR 3 land during D and A, not A alone)
 
 Hazards this excludes: P^T, KD are read in A and written in C (after BAR 1); (-M)^T, D^-T
-read in B, written in C (after BAR 2); copy b of the doubled tensors is only read during
-chunk j, copy 1-b only written, and copy 1-b's last reader (chunk j+1's update) finished
-before the previous BAR 3. For scalar gates the Gram reads q^, k^, the gate scan and beta
+read in B, written in C (after BAR 2); copy b of the doubled tensors is read during chunk
+j's phases and the following D, copy 1-b only written; copy 1-b's last reader (chunk
+j+1's D) runs before this chunk's BAR 1, and its writers (rows in B, operands in C) after
+it. For scalar gates the Gram reads q^, k^, the gate scan and beta
 (rows stage, B) and nothing the operand stage writes, so operands and Gram share phase C
-(the serial chain has a barrier between them). The staging's dO rows are read in B only and
-refilled from the start of C; q, k, g, beta are read in B and C and refilled after BAR 3;
-their next reader (rows, phase B) is behind the next BAR 1, which follows the wait_group.
-(The q / k loads have phase A only to land, ~0.5 us of dU: with one staging buffer they
-cannot start earlier, and a second one does not fit.) For j = 0 the prep runs for a "chunk -1" on the
+(the serial chain has a barrier between them). The staging (q, k, g, beta, dO rows) is read in
+B and C and refilled after BAR 3; its next reader (rows, phase B) is behind the next BAR 1,
+which follows the wait_group. The copies have D and A (half the update and dU, ~1.3 us)
+to land: with one staging buffer they cannot start earlier, and a second one does not fit.
+(Issuing the dO rows alone at the start of C, where their staging is already free, took
+the recompute-path config with l2norm to 255 registers and a 16-byte stack.) For j = 0 the prep runs for a "chunk -1" on the
 stale staging: for scalar gates its stages touch shared memory only and its outputs are
 never read, and it keeps the prep out of a branch. engines_frost/tests/
 frost_chain_pipeline_protocol_test.py checks this protocol (bwd_chain_schedule.PHASES) for races and for every
@@ -181,18 +184,20 @@ class FrostBwdChainPipelined(FrostBwdChain):
             # through B) beside the operand stage and the Gram stage (scalar gates: the
             # Gram reads only the rows stage's q^, k^, gate scan and beta, not what the
             # operand stage writes, so the two need no barrier between them)
-            if j > 1:  # the dO rows' staging is free after the rows stage: chunk j-2's
-                self.prefetch_do(s, tp - CHUNK, eos, tid)  # dO rows get phases C and A
-                cute.arch.cp_async_commit_group()
             a_do = self.chain_do(cur, thr, lane, wid)
             self.chain_decay(cur, acc_ds, coord)
-            self.chain_update(cur, acc_ds, a_do, a_dr, 0, NBLK, thr, lane)
+            self.chain_update(cur, acc_ds, a_do, a_dr, 0, NBLK // 2, thr, lane)
             self.stage_operands(nxt, mb, heads, tp, eos, scale, tid)
             self.stage_gram(nxt, mb, heads, tp, eos, scale, thr, lane, wid)
             cute.arch.sync_threads()
             if j > 1:  # q, k, gates, beta: read by the operand and Gram stages until BAR 3
-                self.prefetch_rows(s, tp - CHUNK, eos, tid)
+                self.prefetch_chunk(s, tp - CHUNK, eos, tid)
                 cute.arch.cp_async_commit_group()
+            # D (no barrier: it runs into the next chunk's A, beside those copies): the
+            # update's other half. Its tensors (copy b) are next written by chunk j-2's
+            # rows and operand stages, behind the next chunk's BAR 1 and BAR 2.
+            a_do = self.chain_do(cur, thr, lane, wid)
+            self.chain_update(cur, acc_ds, a_do, a_dr, NBLK // 2, NBLK, thr, lane)
         if cutlass.const_expr(self.bcfg.dh0_dtype is not None):
             for e in cutlass.range_constexpr(cute.size(acc_ds)):
                 jd = coord[e]

@@ -11,9 +11,10 @@ the table (and pass the test) first.
 Entries are (part, "r" | "w", tensor, copy): copy "cur" is chunk j's copy (j % 2), "nxt"
 the other one, None a tensor with one copy. Parts: chain (chunk j's dU, dR and dS
 update), rows / operands / gram (chunk j - 1's prep stages), loads (the cp.async of chunk
-j - 1's staged rows, landing while phase A runs; waited for before BAR 1), loads_ahead
-(chunk j - 2's dO rows, issued at the start of phase C: in flight through C and the next
-chunk's A, where they appear again as that chunk's loads).
+j - 1's staged rows, issued after chunk j + 1's BAR 3, landing while that chunk's last
+update part and phase A run; waited for before BAR 1), chain_prev (chunk j + 1's
+update for token blocks 2, 3: the kernel runs it after chunk j + 1's last barrier, with no
+barrier before chunk j's A, so it belongs to phase A here).
 """
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ STAGING = ("q", "k", "g", "beta", "w0")  # the staged rows (w0: chunk's raw dO r
 
 PHASES = (
     ("A", (
+        ("chain_prev", "r", "dot", "nxt"), ("chain_prev", "r", "qat", "nxt"), ("chain_prev", "r", "kbat", "nxt"),
         ("chain", "r", "dot", "cur"), ("chain", "r", "pt", None), ("chain", "r", "kd", None),
         *(("loads", "w", t, None) for t in STAGING),
     )),
@@ -42,6 +44,5 @@ PHASES = (
         *(("gram", "r", t, None) for t in ("q", "k", "g", "beta")),
         ("gram", "w", "pt", None), ("gram", "w", "mnegt", None), ("gram", "w", "md", None),
         ("gram", "r", "md", None), ("gram", "w", "dinvt", None),
-        ("loads_ahead", "w", "w0", None),
     )),
 )
