@@ -143,6 +143,7 @@ PIPELINED_CHAIN_CASES = [  # (K, V, io, grouped q/k heads, l2norm, initial state
     (128, 128, "bfloat16", False, False, False, None, True),       # training [U] path (the bench's)
     (64, 64, "float16", True, False, True, "bfloat16", True),
     (128, 64, "bfloat16", False, True, False, "float32", False),
+    (128, 128, "float16", True, True, True, "bfloat16", False),    # fp16 io, grouped, l2norm
 ]
 
 
