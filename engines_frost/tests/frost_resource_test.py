@@ -155,6 +155,7 @@ def test_pipelined_chain_no_spills(case):
     from dU to the update it compiled to 255 registers and an 8-byte stack; it re-reads
     dO^T from its shared copy now) and its shared-memory plan fits."""
     from cudnn.linear_attention.frost.kernels import bwd_chain_pipelined
+    from cudnn.linear_attention.frost.kernels import bwd_chain_schedule as sched
     from cudnn.linear_attention.frost.kernels.bwd_config import FrostBwdConfig
     from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
     from cudnn.linear_attention.frost.kernels.fwd_v1 import SMEM_LIMIT, smem_bytes
@@ -166,10 +167,16 @@ def test_pipelined_chain_no_spills(case):
     cfg = FrostBwdConfig(f, "chain", dht, "float32" if h0 else None, forward_values=values, chain_pipeline=True)
     assert smem_bytes(f, bwd_chain_pipelined.smem_plan) <= SMEM_LIMIT
     with tempfile.TemporaryDirectory() as tmp:
-        usage = report.resource_usage(report.compile_bwd_cubin(cfg, tmp))
-    print(f"gdn pipelined chain K={K} V={V} {io} grouped={grouped} U={values}: {usage}")
+        cubin = report.compile_bwd_cubin(cfg, tmp)
+        usage = report.resource_usage(cubin)
+        # the CTA barriers ptxas kept: the protocol's (bwd_chain_schedule), no more, no less
+        bars = None
+        if report.tool("NVDISASM", "nvdisasm") is not None:
+            bars = sum("BAR.SYNC" in ins for ins in report.sass_instructions(cubin))
+    print(f"gdn pipelined chain K={K} V={V} {io} grouped={grouped} U={values}: {usage} barriers={bars}")
     assert usage["LOCAL"] == 0 and usage["STACK"] == 0, usage
     assert usage["REG"] <= 255, usage
+    assert bars in (None, sched.PROLOGUE_BARRIERS + len(sched.PHASES)), bars
 
 
 VEC_GRADS_CASES = [  # (family, K, V, io, grouped q/k heads): the three that spilled up to v1.4

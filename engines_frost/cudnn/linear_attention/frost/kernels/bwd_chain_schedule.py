@@ -22,6 +22,8 @@ from __future__ import annotations
 DOUBLED = ("qat", "kbat", "alast", "dot")
 COPIES = 2
 STAGING = ("q", "k", "g", "beta", "w0")  # the staged rows (w0: chunk's raw dO rows)
+# CTA barriers before the chunk loop: after the first rows' copies, rows, operands, Gram
+PROLOGUE_BARRIERS = 4
 
 PHASES = (
     ("A", (
