@@ -4,7 +4,8 @@ The serial chain (bwd_chain.py) runs, per chunk, its prep (rows, operands, Gram 
 inverses: nothing there depends on dS) and then its chain (dU, dR, the dS update), each
 stage behind a CTA barrier. Here the same 8 warps run chunk j's chain and chunk j - 1's
 prep in the same barrier phases (three per chunk instead of the serial chain's four; two of
-them hold both streams), so a warp stalled on the chain's MMAs has prep work to issue. Same stages, same code (FrostBwdChain's), same grid and threads; scalar gates only.
+them hold both streams), so a warp stalled on the chain's MMAs has prep work to issue.
+Same stages, same code (FrostBwdChain's), same grid and threads; scalar gates only.
 
 Which shared tensors need a second copy follows from when each is read and written:
 the chain reads P^T, KD in its dU part, (-M)^T and D^-T in its dR part, QA^T, -KBA^T and
@@ -38,18 +39,18 @@ Hazards this excludes: P^T, KD are read in A and written in C (after BAR 1); (-M
 read in B, written in C (after BAR 2); copy b of the doubled tensors is read during chunk
 j's phases and the following D, copy 1-b only written; copy 1-b's last reader (chunk
 j+1's D) runs before this chunk's BAR 1, and its writers (rows in B, operands in C) after
-it. For scalar gates the Gram reads q^, k^, the gate scan and beta
-(rows stage, B) and nothing the operand stage writes, so operands and Gram share phase C
-(the serial chain has a barrier between them). The staging (q, k, g, beta, dO rows) is read in
-B and C and refilled after BAR 3; its next reader (rows, phase B) is behind the next BAR 1,
-which follows the wait_group. The copies have D and A (half the update and dU, ~1.3 us)
-to land: with one staging buffer they cannot start earlier, and a second one does not fit.
+it. For scalar gates the Gram reads q^, k^, the gate scan and beta (rows stage, B) and
+nothing the operand stage writes, so operands and Gram share phase C (the serial chain has
+a barrier between them). The staging (q, k, g, beta, dO rows) is read in B and C and
+refilled after BAR 3; its next reader (rows, phase B) is behind the next BAR 1, which
+follows the wait_group. The copies have D and A (half the update and dU, ~1.2 us) to
+land: with one staging buffer they cannot start earlier, and a second one does not fit.
 (Issuing the dO rows alone at the start of C, where their staging is already free, took
-the recompute-path config with l2norm to 255 registers and a 16-byte stack.) For j = 0 the prep runs for a "chunk -1" on the
-stale staging: for scalar gates its stages touch shared memory only and its outputs are
-never read, and it keeps the prep out of a branch. engines_frost/tests/
-frost_chain_pipeline_protocol_test.py checks this protocol (bwd_chain_schedule.PHASES) for races and for every
-read seeing its own chunk's data.
+the recompute-path config with l2norm to 255 registers and a 16-byte stack.) For j = 0
+the prep runs for a "chunk -1" on the stale staging: for scalar gates its stages touch
+shared memory only and its outputs are never read, and it keeps the prep out of a branch.
+engines_frost/tests/frost_chain_pipeline_protocol_test.py checks this protocol
+(bwd_chain_schedule.PHASES) for races and for every read seeing its own chunk's data.
 
 The dS update is the serial chain's in the same order per accumulator (decay, then blocks
 0..3, QA before KBA), so dS, dR and d_initial_state are meant to be bitwise the serial
