@@ -257,5 +257,30 @@ def test_the_persistent_grid_is_the_devices_sm_count(family, monkeypatch):
         FrostBwdConfig(fwd=cfg.fwd, stage="grads", dht_dtype=None, dh0_dtype=None, grads_ctas=0)
 
 
+@pytest.mark.parametrize("family", ["gdn", "kda", "gdn2"])
+def test_chain_variant_comes_from_the_environment(family, monkeypatch):
+    """FROST_BWD_CHAIN=pipelined selects the pipelined chain for scalar gates only (vector
+    gates have no room for its second operand set) and changes the chain kernel's config
+    alone; unset or "serial" is the serial chain; anything else is refused by name."""
+    from cudnn.linear_attention.frost.kernels.bwd import CHAIN_ENV
+
+    monkeypatch.delenv(CHAIN_ENV, raising=False)
+    serial, _, _ = _check(_operands(family=family), family)
+    monkeypatch.setenv(CHAIN_ENV, "serial")
+    assert _check(_operands(family=family), family)[0] == serial
+    monkeypatch.setenv(CHAIN_ENV, "pipelined")
+    cfg, _, _ = _check(_operands(family=family), family)
+    assert cfg.chain_pipeline == (family == "gdn") and not serial.chain_pipeline
+    for stage in ("states", "grads"):
+        assert cfg.with_stage(stage) == serial.with_stage(stage)
+    assert (cfg.with_stage("chain") != serial.with_stage("chain")) == (family == "gdn")
+    monkeypatch.setenv(CHAIN_ENV, "fast")
+    with pytest.raises(ValueError, match="FROST_BWD_CHAIN must be one of"):
+        _check(_operands(family=family), family)
+    if family != "gdn":
+        with pytest.raises(ValueError, match="chain_pipeline must be False for vector gates"):
+            FrostBwdConfig(fwd=serial.fwd, stage="chain", dht_dtype=None, dh0_dtype=None, chain_pipeline=True)
+
+
 if __name__ == "__main__":
     raise SystemExit(pytest.main([__file__, "-q"]))

@@ -51,6 +51,35 @@ def test_shared_memory_fits(family, dims):
 
 
 @pytest.mark.parametrize("dims", [(128, 128), (128, 64), (64, 128), (64, 64)])
+def test_pipelined_chain_fits_with_its_store_buffers(dims):
+    """GDN's pipelined chain (second copies of dO^T, QA^T, -KBA^T, e^Gam_last) fits in
+    shared memory at every head dim, its dR store buffers included; vector gates refuse it."""
+    from cudnn.linear_attention.frost.kernels import bwd_chain_pipelined
+    from cudnn.linear_attention.frost.kernels.fwd_v1 import SMEM_LIMIT, smem_bytes
+    from cudnn.linear_attention.frost.kernels.gmem_vector_io import has_warp_buffers
+
+    f = _cfg("gdn", "chain", *dims).fwd
+    assert smem_bytes(f, bwd_chain_pipelined.smem_plan) <= SMEM_LIMIT
+    assert has_warp_buffers(bwd_chain_pipelined.smem_plan(f))
+    with pytest.raises(ValueError, match="scalar gates only"):
+        bwd_chain_pipelined.smem_plan(_cfg("kda", "chain", *dims).fwd)
+
+
+@pytest.mark.parametrize("forward_values", [False, True])
+def test_pipelined_chain_compiles_through_the_engine_entry(forward_values):
+    """compile_bwd (the launcher's entry) picks the pipelined class from the config."""
+    import dataclasses
+
+    from cudnn.linear_attention.frost.kernels.bwd_chain_pipelined import FrostBwdChainPipelined
+    from cudnn.linear_attention.frost.kernels.bwd_compile import bwd_kernel_for
+
+    cfg = dataclasses.replace(_cfg("gdn", "chain"), chain_pipeline=True, forward_values=forward_values)
+    assert bwd_kernel_for(cfg) is FrostBwdChainPipelined
+    assert bwd_kernel_for(dataclasses.replace(cfg, chain_pipeline=False)) is not FrostBwdChainPipelined
+    assert callable(compile_bwd(cfg, "sm_90a", ffi="cute"))
+
+
+@pytest.mark.parametrize("dims", [(128, 128), (128, 64), (64, 128), (64, 64)])
 def test_chain_states_values_store_through_warp_buffers(dims):
     """GDN's chain, states and values kernels have room for their per-warp dR / U buffers
     at every head dim, the vector gates' at K = 64 (their chain at K = V = 128 does not,

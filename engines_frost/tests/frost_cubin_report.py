@@ -60,9 +60,9 @@ def compile_bwd_cubin(bcfg, out_dir: str) -> str:
     import cutlass.cute as cute
 
     from cudnn.linear_attention.frost.kernels.bwd_abi import bwd_fake_args
-    from cudnn.linear_attention.frost.kernels.bwd_compile import bwd_kernel_class
+    from cudnn.linear_attention.frost.kernels.bwd_compile import bwd_kernel_for
 
-    kernel = bwd_kernel_class(bcfg.stage, bcfg.fwd.gate_per_channel)(bcfg)
+    kernel = bwd_kernel_for(bcfg)(bcfg)
     cute.compile(kernel, *bwd_fake_args(bcfg), options=f"--gpu-arch sm_90a --keep-cubin --dump-dir {out_dir}")
     (cubin,) = glob.glob(os.path.join(out_dir, "*.cubin"))
     return cubin

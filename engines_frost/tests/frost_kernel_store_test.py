@@ -91,8 +91,10 @@ def _kernel_imports(name: str) -> set[str]:
 
 
 def test_keyed_sources_cover_everything_the_kernels_import():
-    # from what a compile reads: the compile entry, the launch ABI, the kernel classes
-    todo = ["compile_kernel.py", "launch_abi.py", *sorted(p.name for p in KERNELS.glob("fwd_v*.py"))]
+    # from what a compile reads: the compile entries, the launch ABI, the kernel classes
+    # (bwd_compile.py imports every backward kernel class, the chain variants included)
+    todo = ["compile_kernel.py", "bwd_compile.py", "launch_abi.py",
+            *sorted(p.name for p in KERNELS.glob("fwd_v*.py"))]
     reached = set()
     while todo:
         name = todo.pop()
@@ -100,14 +102,14 @@ def test_keyed_sources_cover_everything_the_kernels_import():
             reached.add(name)
             todo.extend(_kernel_imports(name))
     reached.discard("kernel_store.py")  # the store's own format is FORMAT, not its text
-    # the runtime wrappers may be reached only through compile_kernel.py, never from code
+    # the runtime wrappers may be reached only through the compile entries, never from code
     # that is traced into a kernel
-    for name in reached - {"compile_kernel.py", *kernel_store.UNKEYED_RUNTIME}:
+    for name in reached - {"compile_kernel.py", "bwd_compile.py", *kernel_store.UNKEYED_RUNTIME}:
         assert not _kernel_imports(name) & set(kernel_store.UNKEYED_RUNTIME), name
     reached -= set(kernel_store.UNKEYED_RUNTIME)
     assert reached <= set(kernel_store.KEYED_SOURCES), reached - set(kernel_store.KEYED_SOURCES)
     assert {"fwd_v0.py", "fwd_v1.py", "fwd_v2.py", "fwd_v3.py", "wgmma_fragments.py", "gmem_views.py",
-            "config.py"} <= reached
+            "config.py", "bwd_chain.py", "bwd_chain_pipelined.py", "bwd_chain_schedule.py"} <= reached
     assert "fwd.py" not in kernel_store.KEYED_SOURCES  # launcher edits keep the store valid
 
 

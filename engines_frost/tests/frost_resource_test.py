@@ -139,6 +139,47 @@ def test_backward_no_spills(case):
     assert usage["REG"] <= 255, usage
 
 
+PIPELINED_CHAIN_CASES = [  # (K, V, io, grouped q/k heads, l2norm, initial state, d_final_state, forward U)
+    (128, 128, "bfloat16", False, True, True, "float32", False),   # recompute path
+    (128, 128, "bfloat16", False, False, False, None, True),       # training [U] path (the bench's)
+    (64, 64, "float16", True, False, True, "bfloat16", True),
+    (128, 64, "bfloat16", False, True, False, "float32", False),
+    (128, 128, "float16", True, True, True, "bfloat16", False),    # fp16 io, grouped, l2norm
+]
+
+
+@pytest.mark.parametrize("case", PIPELINED_CHAIN_CASES,
+                         ids=lambda c: f"gdn-chain-pipelined-K{c[0]}V{c[1]}-{c[2]}-grouped{int(c[3])}-U{int(c[7])}")
+def test_pipelined_chain_no_spills(case):
+    """The pipelined chain (bwd_chain_pipelined.py) holds dS^T, dR^T and the prep's
+    temporaries in the same phases: no local memory or stack (with dO^T held in registers
+    from dU to the update it compiled to 255 registers and an 8-byte stack; it re-reads
+    dO^T from its shared copy now) and its shared-memory plan fits."""
+    from cudnn.linear_attention.frost.kernels import bwd_chain_pipelined
+    from cudnn.linear_attention.frost.kernels import bwd_chain_schedule as sched
+    from cudnn.linear_attention.frost.kernels.bwd_config import FrostBwdConfig
+    from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
+    from cudnn.linear_attention.frost.kernels.fwd_v1 import SMEM_LIMIT, smem_bytes
+
+    K, V, io, grouped, l2, h0, dht, values = case
+    H = 2 if grouped else 4
+    f = FrostFwdConfig(io, "float32" if h0 else None, H, H, 4, K, V, False, False, False, l2, h0, False,
+                       algorithm="v2")
+    cfg = FrostBwdConfig(f, "chain", dht, "float32" if h0 else None, forward_values=values, chain_pipeline=True)
+    assert smem_bytes(f, bwd_chain_pipelined.smem_plan) <= SMEM_LIMIT
+    with tempfile.TemporaryDirectory() as tmp:
+        cubin = report.compile_bwd_cubin(cfg, tmp)
+        usage = report.resource_usage(cubin)
+        # the CTA barriers ptxas kept: the protocol's (bwd_chain_schedule), no more, no less
+        bars = None
+        if report.tool("NVDISASM", "nvdisasm") is not None:
+            bars = sum("BAR.SYNC" in ins for ins in report.sass_instructions(cubin))
+    print(f"gdn pipelined chain K={K} V={V} {io} grouped={grouped} U={values}: {usage} barriers={bars}")
+    assert usage["LOCAL"] == 0 and usage["STACK"] == 0, usage
+    assert usage["REG"] <= 255, usage
+    assert bars in (None, sched.PROLOGUE_BARRIERS + len(sched.PHASES)), bars
+
+
 VEC_GRADS_CASES = [  # (family, K, V, io, grouped q/k heads): the three that spilled up to v1.4
     ("kda", 128, 128, "bfloat16", False), ("gdn2", 128, 64, "bfloat16", False), ("kda", 64, 64, "float16", True),
 ]

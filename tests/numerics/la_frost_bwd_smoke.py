@@ -2,6 +2,7 @@
 
     python3 tests/numerics/la_frost_bwd_smoke.py [--family gdn] [--jobs 16] [--no-time]
                                                  [--no-checkpoints] [--no-values]
+                                                 [--chain serial|pipelined|both]
 
 1. Precompiles every kernel the run needs in parallel processes into a kernel store
    (FROST_KERNEL_CACHE, default .frostcache), so the cases below load instead of compile.
@@ -30,12 +31,18 @@
    them, and forward + backward both ways; and the v1.3 path: the forward writing
    checkpoints and U (fwd[ckpt+U]), the backward from them (bwd[U] = chain + grads) and
    fwd+bwd[U].
+4. --chain (FROST_BWD_CHAIN for the whole run; default: the environment's, else serial)
+   picks the chain kernel (NOTES_bwd.md v1.6; scalar gates only, KDA / GDN-2 always run
+   the serial one). ``both`` runs everything on the pipelined chain, adds a [chains] check
+   per GDN case (recompute path: every gradient bitwise the serial chain's) and times
+   bwd[chain] with the serial chain too.
 Prints one line per case and a SUMMARY; exits 1 on any failure.
 """
 from __future__ import annotations
 
 import argparse
 import concurrent.futures
+import contextlib
 import dataclasses
 import math
 import multiprocessing
@@ -413,7 +420,45 @@ def check_case_values(case: Case, family: str) -> tuple[bool, str]:
                 f"uncovered_nan={uncovered_nan} same_o_ckpt={same_o} deterministic={same} vs_recompute={drift:.1e}")
 
 
-def time_family(family: str, reps: int = 20, checkpoints: bool = True, values: bool = True) -> list[str]:
+@contextlib.contextmanager
+def chain_variant(name: str):
+    """FROST_BWD_CHAIN=name inside the block (frost_bwd reads it on every call)."""
+    from cudnn.linear_attention.frost.kernels.bwd import CHAIN_ENV
+
+    old = os.environ.get(CHAIN_ENV)
+    os.environ[CHAIN_ENV] = name
+    try:
+        yield
+    finally:
+        if old is None:
+            del os.environ[CHAIN_ENV]
+        else:
+            os.environ[CHAIN_ENV] = old
+
+
+def check_case_chains(case: Case, family: str) -> tuple[bool, str]:
+    """The case on the recompute path with the serial and the pipelined chain: the
+    pipelined one runs the serial one's instructions per chunk (another order of stages,
+    the same order of every sum), so every gradient must be bitwise equal."""
+    import torch
+
+    cfg, x, dO, dht = make_case(case, family, "cuda")
+    got = {}
+    for name in ("serial", "pipelined"):
+        with chain_variant(name):
+            got[name] = grads_buffers(x, "cuda")
+            run_bwd(x, dO, dht, case.l2norm, got[name])
+    torch.cuda.synchronize()
+    a, b = got["serial"], got["pipelined"]
+    keys = [k for k in a if a[k] is not None]
+    same = all(torch.equal(a[k], b[k]) for k in keys)
+    diff = max(((a[k].double() - b[k].double()).abs().nan_to_num(float("inf")).max().item() for k in keys),
+               default=0.0)
+    return same, f"{'PASS' if same else 'FAIL'} {family} {case.name}[chains]: bitwise={same} max_abs_diff={diff:.1e}"
+
+
+def time_family(family: str, reps: int = 20, checkpoints: bool = True, values: bool = True,
+                chain_compare: bool = False) -> list[str]:
     import torch
 
     from cudnn.linear_attention.frost.kernels.fwd import frost_fwd
@@ -452,6 +497,10 @@ def time_family(family: str, reps: int = 20, checkpoints: bool = True, values: b
     for stage in ("states", "chain", "grads"):
         ms = timed(lambda s=stage: run_bwd(x, dO, None, False, out, ws, stages=(s,)))
         lines.append(f"TIME {family} bwd[{stage}] {ms:.3f} ms")
+    if chain_compare:
+        with chain_variant("serial"):
+            ms = timed(lambda: run_bwd(x, dO, None, False, out, ws, stages=("chain",)))
+        lines.append(f"TIME {family} bwd[chain, serial] {ms:.3f} ms")
     lines.append(f"TIME {family} bwd {timed(lambda: run_bwd(x, dO, None, False, out, ws)):.3f} ms")
     lines.append(f"TIME {family} fwd+bwd {timed(lambda: (fwd(), run_bwd(x, dO, None, False, out, ws))):.3f} ms")
     if not checkpoints:
@@ -500,8 +549,15 @@ def main() -> int:
     ap.add_argument("--prebuild", action="store_true",
                     help="only build the kernels into the store, for sm_90a and a generic x86-64 host "
                          "(a machine without a GPU; the DSL's own calling convention)")
+    ap.add_argument("--chain", choices=("serial", "pipelined", "both"),
+                    help="the chain kernel (FROST_BWD_CHAIN; module docstring, step 4)")
     args = ap.parse_args()
     families = args.family or list(FAMILIES)
+    compare = args.chain == "both"
+    if args.chain:
+        from cudnn.linear_attention.frost.kernels.bwd import CHAIN_ENV
+
+        os.environ[CHAIN_ENV] = "pipelined" if compare else args.chain
     root = os.environ.setdefault("FROST_KERNEL_CACHE", str(REPO / ".frostcache"))
     ckpt = not args.no_checkpoints
     with_u = ckpt and not args.no_values
@@ -517,6 +573,11 @@ def main() -> int:
             cfgs += configs_of(timing, fam, checkpoints=True, values=True) if with_u else []
     if args.matrix:
         cfgs += matrix_configs(families)
+    if compare:  # the serial chain of every GDN case and of the timing shape
+        with chain_variant("serial"):
+            cases = [c for c in cases_for("gdn", args.only)] if "gdn" in families else []
+            cases += [Case("bench", (4096,) * 8, 16, 16, 128, 128)] if not args.no_time and "gdn" in families else []
+            cfgs += [c for case in cases for c in configs_of(case, "gdn")]
     if args.prebuild:
         from cudnn.linear_attention.frost.kernels.kernel_store import GENERIC_X86_64
 
@@ -553,8 +614,16 @@ def main() -> int:
                     ok, line = False, f"FAIL {fam} {case.name}[ckpt+U]: {type(e).__name__}: {str(e)[:300]}"
                 failures += not ok
                 print(line, flush=True)
+            if compare and fam == "gdn":
+                runs += 1
+                try:
+                    ok, line = check_case_chains(case, fam)
+                except Exception as e:
+                    ok, line = False, f"FAIL {fam} {case.name}[chains]: {type(e).__name__}: {str(e)[:300]}"
+                failures += not ok
+                print(line, flush=True)
         if not args.no_time:
-            for line in time_family(fam, checkpoints=ckpt, values=with_u):
+            for line in time_family(fam, checkpoints=ckpt, values=with_u, chain_compare=compare and fam == "gdn"):
                 print(line, flush=True)
     print(f"SUMMARY {runs - failures} passed, {failures} failed", flush=True)
     return 1 if failures else 0

@@ -374,24 +374,28 @@ class FrostBwdChain(FrostBwdLauncher, FrostFwdV2):
     @cute.jit
     def chain(self, s, mdr, acc_ds, coord, heads, t0, eos, thr, lane, wid):
         """This warp's 16 value rows: dU^T, the back substitution for dR^T (stored), and
-        the state-gradient update."""
-        s_dot = s.dot
+        the state-gradient update. In parts, so that the pipelined chain
+        (bwd_chain_pipelined.py) can put the next chunk's prep between them."""
+        a_do = self.chain_do(s, thr, lane, wid)
+        acc_du = self.chain_du(s, acc_ds, a_do, thr, lane)
+        a_dr = self.chain_dr(s, mdr, acc_du, heads, t0, eos, thr, lane, wid)
+        self.chain_decay(s, acc_ds, coord)
+        self.chain_update(s, acc_ds, a_do, a_dr, 0, NBLK, thr, lane)
+
+    @cute.jit
+    def chain_do(self, s, thr, lane, wid):
+        """This warp's dO^T rows [16, C] as the A operand (registers; read by dU and the
+        state update, so dO^T's shared tile is dead after this)."""
+        return self.operand(thr, lane, cute.local_tile(s.dot, (SUB, CHUNK), (wid, 0)), True)
+
+    @cute.jit
+    def chain_du(self, s, acc_ds, a_do, thr, lane):
+        """dU^T = dO^T P + dS^T KD^T per 16-token block (reads P^T and KD)."""
         s_pt = s.pt
         s_kd = s.kd
-        s_mnegt = s.mnegt
-        s_dinvt = s.dinvt
-        s_qat = s.qat
-        s_kbat = s.kbat
         K = self.cfg.K
-        h = heads[3]
         mma = warp_mma()
-        j0 = wid * SUB
-        a_do = self.operand(thr, lane, cute.local_tile(s_dot, (SUB, CHUNK), (wid, 0)), True)
         a_ds = to_a_operand(acc_ds, thr.partition_shape_A((SUB, K)))
-        crd = thr.partition_C(cute.make_identity_tensor((SUB, SUB)))
-        buf = None
-        if cutlass.const_expr(self.staged):
-            buf = vio.warp_buffer(s, self.cfg, wid, CHUNK, SUB)
         acc_du = []
         for bi in cutlass.range_constexpr(NBLK):
             du = cute.make_rmem_tensor(thr.partition_shape_C((SUB, SUB)), Float32)
@@ -403,6 +407,21 @@ class FrostBwdChain(FrostBwdLauncher, FrostFwdV2):
             for kk in cutlass.range_constexpr(K // 16):
                 cute.gemm(mma, du, a_ds[None, None, kk], b_kd[None, None, kk], du)
             acc_du.append(du)
+        return acc_du
+
+    @cute.jit
+    def chain_dr(self, s, mdr, acc_du, heads, t0, eos, thr, lane, wid):
+        """dR^T_i = (dU^T_i - sum_{i' > i} dR^T_i' M_i'i) D_i^-1, last block first (reads
+        (-M)^T and D^-T), stored per token; returns the blocks as A operands."""
+        s_mnegt = s.mnegt
+        s_dinvt = s.dinvt
+        h = heads[3]
+        mma = warp_mma()
+        j0 = wid * SUB
+        crd = thr.partition_C(cute.make_identity_tensor((SUB, SUB)))
+        buf = None
+        if cutlass.const_expr(self.staged):
+            buf = vio.warp_buffer(s, self.cfg, wid, CHUNK, SUB)
         a_dr = [None] * NBLK
         for ii in cutlass.range_constexpr(NBLK):
             bi = NBLK - 1 - ii
@@ -426,9 +445,23 @@ class FrostBwdChain(FrostBwdLauncher, FrostFwdV2):
                         mdr[t, h, j0 + jt[0]] = dr[e].to(BFloat16)
         if cutlass.const_expr(self.staged):
             vio.flush_rows(buf, mdr[None, h, None], t0, j0, eos - t0, lane, CHUNK, SUB)
+        return a_dr
+
+    @cute.jit
+    def chain_decay(self, s, acc_ds, coord):
+        """dS^T <- dS^T Diag(e^Gam_last) (reads e^Gam_last)."""
         for e in cutlass.range_constexpr(cute.size(acc_ds)):
             acc_ds[e] = acc_ds[e] * self.state_decay(s, coord[e][1])
-        for bi in cutlass.range_constexpr(NBLK):
+
+    @cute.jit
+    def chain_update(self, s, acc_ds, a_do, a_dr, b0: cutlass.Constexpr, b1: cutlass.Constexpr, thr, lane):
+        """dS^T += dO^T QA + dR^T (-KBA) over token blocks [b0, b1), QA before KBA in each
+        (reads QA^T and -KBA^T): any split of the blocks keeps the serial order."""
+        s_qat = s.qat
+        s_kbat = s.kbat
+        K = self.cfg.K
+        mma = warp_mma()
+        for bi in cutlass.range_constexpr(b0, b1):
             b_qa = self.operand(thr, lane, cute.local_tile(s_qat, (K, SUB), (0, bi)), False)
             cute.gemm(mma, acc_ds, a_do[None, None, bi], b_qa[None, None, 0], acc_ds)
             b_kb = self.operand(thr, lane, cute.local_tile(s_kbat, (K, SUB), (0, bi)), False)

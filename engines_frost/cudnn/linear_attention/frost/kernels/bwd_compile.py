@@ -28,6 +28,14 @@ def bwd_kernel_class(stage: str, vector_gates: bool = False):
     raise ValueError(f"frost_bwd: stage must be 'states', 'values', 'chain' or 'grads', got {stage!r}")
 
 
+def bwd_kernel_for(cfg: FrostBwdConfig):
+    """The kernel class that serves cfg (its stage, gate kind and the chain variant)."""
+    if cfg.stage == "chain" and cfg.chain_pipeline:
+        from cudnn.linear_attention.frost.kernels.bwd_chain_pipelined import FrostBwdChainPipelined
+        return FrostBwdChainPipelined
+    return bwd_kernel_class(cfg.stage, cfg.fwd.gate_per_channel)
+
+
 def compile_bwd(cfg: FrostBwdConfig, arch: str, host_target: str | None = None, ffi: str | None = None):
     """cute.compile the kernel of cfg.stage for a target like "sm_90a" (no GPU needed), as
     a compiled_kernel.CompiledKernel over bwd_abi's argument list."""
@@ -39,7 +47,7 @@ def compile_bwd(cfg: FrostBwdConfig, arch: str, host_target: str | None = None, 
     ffi = ffi or preferred_ffi(host_target)
     if ffi not in FFI_CONVENTIONS:
         raise ValueError(f"compile_bwd: ffi must be one of {FFI_CONVENTIONS}, got {ffi!r}")
-    kernel = bwd_kernel_class(cfg.stage, cfg.fwd.gate_per_channel)(cfg)
+    kernel = bwd_kernel_for(cfg)(cfg)
     options = f"--gpu-arch {arch}" + (f" --host-target '{host_target}'" if host_target else "")
     if ffi == "tvm":
         options += " --enable-tvm-ffi"

@@ -52,6 +52,10 @@ class FrostBwdConfig:
     # 16 x 16 block of a warp's accumulator) instead of one 2-byte store per element; off:
     # the element-wise stores (an A/B switch: FROST_BWD_STMATRIX=0).
     stmatrix: bool = True
+    # The chain kernel runs the next chunk's state-independent prep (rows, operands, Gram,
+    # inverses) in the same barrier phases as this chunk's chain (bwd_chain_pipelined.py,
+    # NOTES_bwd.md v1.6); scalar gates only. Off: the serial chain (bwd_chain.py).
+    chain_pipeline: bool = False
 
     def __post_init__(self):
         def bad(name, expected):
@@ -80,6 +84,8 @@ class FrostBwdConfig:
             bad("grads_ctas", "a positive int (the device's SM count)")
         if not isinstance(self.stmatrix, bool):
             bad("stmatrix", "a bool")
+        if self.chain_pipeline and self.fwd.gate_per_channel:
+            bad("chain_pipeline", "False for vector gates (no room for a second operand set: NOTES_bwd.md v1.6)")
 
     def with_stage(self, stage: str) -> "FrostBwdConfig":
         """The config of one stage's kernel, without what that kernel never reads (so
@@ -87,17 +93,21 @@ class FrostBwdConfig:
         gradient, grads neither states nor state gradients, values (its state comes from a
         checkpoint) neither; chain never reads a state, so the checkpoints flag is off
         (forward_values stays: it makes chain zero the uncovered gradient rows); grads
-        reads U from wherever it comes, so forward_values is off there."""
+        reads U from wherever it comes, so forward_values is off there. chain_pipeline
+        only changes the chain kernel: off for every other stage."""
         persistent = stage == "grads" and not self.fwd.gate_per_channel
         ctas = self.grads_ctas if persistent else DEFAULT_GRADS_CTAS
         stsm = self.stmatrix if stage == "grads" else True  # only grads stages dq/dk
         if stage == "chain":
-            return dataclasses.replace(self, stage=stage, checkpoints=False, grads_ctas=ctas, stmatrix=stsm)
+            return dataclasses.replace(self, stage=stage, checkpoints=False, grads_ctas=ctas,
+                                       stmatrix=stsm)
         if stage == "states":
-            return dataclasses.replace(self, stage=stage, dht_dtype=None, grads_ctas=ctas, stmatrix=stsm)
+            return dataclasses.replace(self, stage=stage, dht_dtype=None, grads_ctas=ctas,
+                                       stmatrix=stsm, chain_pipeline=False)
         fwd = dataclasses.replace(self.fwd, has_initial_state=False, state_dtype=None)
         return dataclasses.replace(self, fwd=fwd, stage=stage, dht_dtype=None, dh0_dtype=None,
-                                   forward_values=False, grads_ctas=ctas, stmatrix=stsm)
+                                   forward_values=False, grads_ctas=ctas, stmatrix=stsm,
+                                   chain_pipeline=False)
 
     @property
     def stages(self) -> tuple[str, ...]:
