@@ -190,12 +190,13 @@ class FrostFwdV1:
         if cutlass.const_expr("bounds" in c.skip_stages):  # timing the safety: no zeroing row (grid)
             self.sequence(s, mq, mk, mv, mg, mb, mw, mcu, mo, mh0, mht, mckpt, scale, T, N, n, h)
         else:
-            if h == c.HO:  # the grid's zeroing row: each warp zeroes its share of the heads
+            if h < c.HO:
+                self.sequence(s, mq, mk, mv, mg, mb, mw, mcu, mo, mh0, mht, mckpt, scale, T, N, n, h)
+            else:  # the grid's zeroing row: warp 0 of CTA n zeroes heads n, n + N, ...
                 lane = cute.arch.lane_idx()
                 wid = cute.arch.make_warp_uniform(cute.arch.warp_idx())
-                zero_uncovered_heads(mcu, N, T, mo, c.HO, c.V, n * self.warps + wid, N * self.warps, lane)
-            else:
-                self.sequence(s, mq, mk, mv, mg, mb, mw, mcu, mo, mh0, mht, mckpt, scale, T, N, n, h)
+                if wid == 0:
+                    zero_uncovered_heads(mcu, N, T, mo, c.HO, c.V, n, N, lane)
 
     @cute.jit
     def sequence(self, s, mq: cute.Tensor, mk: cute.Tensor, mv: cute.Tensor, mg: cute.Tensor,

@@ -89,9 +89,10 @@ def zero_uncovered_rows(mcu: cute.Tensor, N, total, mout: cute.Tensor, head, col
 @cute.jit
 def zero_uncovered_heads(mcu: cute.Tensor, N, total, mout: cute.Tensor, heads: cutlass.Constexpr,
                          width: cutlass.Constexpr, job, jobs, lane):
-    """Run by a whole warp, warp `job` of `jobs` warps that share the work: zero_uncovered_rows
-    over all `width` columns of heads job, job + jobs, ... < heads of mout. A warp with no
-    head returns before reading the table."""
+    """Run by a whole warp, the `job`-th of `jobs` warps that share the work (the forward:
+    warp 0 of each CTA of its zeroing grid row): zero_uncovered_rows over all `width`
+    columns of heads job, job + jobs, ... < heads of mout. A warp with no head returns
+    before reading the table."""
     if job < heads:
         first, last, ordered = table_order(mcu, N, total, lane)
         for head in cutlass.range(job, heads, jobs, unroll=1):
