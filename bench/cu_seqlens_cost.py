@@ -4,8 +4,9 @@ at the bench shape, per GPU engine: a benchmark script, not a test.
 Shape: 8 x 4096 tokens (a well-formed table), 16 heads, K = V = 128, bf16 q/k/v, fp32
 gates, as bench_linear_attention.py. Budget: at most 1 % of the pass.
 - FROST forward: the kernel as it ships against the same kernel with the safety compiled
-  out (FrostFwdConfig.skip_stages=("bounds",): bounds read unclamped, no zeroing; a timing
-  variant, never launched by the engine); the difference is the cost.
+  out (FrostFwdConfig.skip_stages=("bounds",): bounds read unclamped, no zeroing, so no
+  zeroing grid row; a timing variant, never launched by the engine); the difference is
+  the cost.
 - cuTile forward and backward: the safety is launches of its own on the pass's stream
   (the sanitised table: a clamp and a running max; one zeroing launch per output,
   kernels/seq_bounds.py). Timed alone, back to back, against the whole pass: an upper
