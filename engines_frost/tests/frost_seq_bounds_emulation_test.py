@@ -81,7 +81,8 @@ def test_one_warp_zeroes_the_rows_no_sequence_covers(name, every_row):
 
 
 @pytest.mark.parametrize("name", ["well_formed", "last_short_of_T", "gap_inside", "descending"])
-@pytest.mark.parametrize("heads,jobs", [(5, 2), (3, 3), (2, 4)], ids=["more_heads", "one_each", "idle_warps"])
+@pytest.mark.parametrize("heads,jobs", [(5, 2), (3, 3), (2, 4)],
+                         ids=["more_heads", "one_each", "idle_warps"])
 def test_zeroing_row_covers_every_head_once(name, heads, jobs):
     """zero_uncovered_heads as the tensor-core forward's zeroing grid row runs it: one warp
     per CTA n of `jobs` (= N) CTAs, heads n, n + N, ...: every head's uncovered rows of
@@ -97,7 +98,8 @@ def test_zeroing_row_covers_every_head_once(name, heads, jobs):
     rows = covered(table)
     for t in range(T):
         want = np.nan if t in rows else 0.0
-        np.testing.assert_array_equal(out.array[t], np.full((heads, WIDTH), want), err_msg=f"row {t}")
+        np.testing.assert_array_equal(out.array[t], np.full((heads, WIDTH), want),
+                                      err_msg=f"row {t}")
 
 
 def test_sequence_bounds_clamp_and_empty_inverted_ranges():

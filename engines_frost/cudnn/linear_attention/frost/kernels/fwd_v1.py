@@ -2,7 +2,8 @@
 
 One CTA per (sequence, output head) owns the whole value width (BV = V, 2V threads: one
 warp per 16 value columns); one more grid row of N CTAs only zeroes the output rows no
-sequence covers (FrostFwdV1.grid). It walks the sequence's chunks of C = 64 tokens; per chunk:
+sequence covers (FrostFwdV1.grid). It walks the sequence's chunks of C = 64 tokens; per
+chunk:
 
 1. rows      q-hat, k-hat (16-byte loads, L2 norms reduced across the lanes of a row),
              the write term W0 = beta v or w*v, beta, the cumulative log gate Gam
@@ -187,7 +188,7 @@ class FrostFwdV1:
         n, h, _ = cute.arch.block_idx()
         s = allocate_smem(self.smem_plan(c))
         s.values = mu  # U per token, stored by the chain under write_values (a v2 training forward)
-        if cutlass.const_expr("bounds" in c.skip_stages):  # timing the safety: no zeroing row (grid)
+        if cutlass.const_expr("bounds" in c.skip_stages):  # timing the safety: no zeroing row
             self.sequence(s, mq, mk, mv, mg, mb, mw, mcu, mo, mh0, mht, mckpt, scale, T, N, n, h)
         else:
             if h < c.HO:

@@ -12,8 +12,8 @@ after cu[N], or a gap a non-monotone table leaves). `table_order` and
 `zero_uncovered_rows` let one warp per output slice write zeros there, so no row is
 returned uninitialised (the tensor-core forward runs them in CTAs of their own, an extra
 grid row, through `zero_uncovered_heads`: zeroing code on the chunk loop's path changed
-the registers ptxas gave that loop, NOTES.md): for a non-decreasing (clamped) table the uncovered rows
-are exactly [0, cu[0]) and [cu[N], T), found from two loads; otherwise each row is
+the registers ptxas gave that loop, NOTES.md): for a non-decreasing (clamped) table the
+uncovered rows are exactly [0, cu[0]) and [cu[N], T), found from two loads; otherwise each row is
 tested against every sequence (slow, and only for malformed tables). The backward zeroes
 in its first kernel, before the one that writes the gradients, so there an unordered table
 simply zeroes every row first (its chunk search may drop a chunk two sequences claim). A
