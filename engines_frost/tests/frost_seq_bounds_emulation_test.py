@@ -1,6 +1,7 @@
 """kernels/seq_bounds.py's own source on the SIMT emulator: one warp zeroes exactly the
 rows no sequence covers, for any cu_seqlens table (the helpers every FROST kernel calls:
-v0/v1/v2 forward at their end, the backward's states kernel before its grads kernel).
+v0 forward at its end, v1/v2/v3 forward in the CTAs of their extra grid row, the
+backward's states kernel before its grads kernel).
 
 Global memory is bounds-checked numpy (an out-of-bounds index raises), the output starts
 as NaN, so a row zeroed that should not be (NaN becomes 0) or one left (NaN stays) shows.
@@ -77,6 +78,28 @@ def test_one_warp_zeroes_the_rows_no_sequence_covers(name, every_row):
             assert zeroed, t
         elif not (every_row and not ordered(table)):
             assert np.isnan(out[t, 1]).all(), t   # a covered row is the kernel's to write
+
+
+@pytest.mark.parametrize("name", ["well_formed", "last_short_of_T", "gap_inside", "descending"])
+@pytest.mark.parametrize("heads,jobs", [(5, 2), (3, 3), (2, 4)],
+                         ids=["more_heads", "one_each", "idle_warps"])
+def test_zeroing_row_covers_every_head_once(name, heads, jobs):
+    """zero_uncovered_heads as the tensor-core forward's zeroing grid row runs it: one warp
+    per CTA n of `jobs` (= N) CTAs, heads n, n + N, ...: every head's uncovered rows of
+    all its columns are zeroed, no covered row is touched, and a warp with no head left
+    (N > heads) writes nothing."""
+    zero_heads = emulated(seq_bounds, "zero_uncovered_heads")
+    table = TABLES[name]
+    cu = Tensor(np.array(table, dtype=np.int64), Int32)
+    out = Tensor(np.full((T, heads, WIDTH), np.nan), Float32)
+    N = len(table) - 1
+    for job in range(jobs):
+        run_cta(lambda j=job: zero_heads(cu, N, T, out, heads, WIDTH, j, jobs, thread_index()), 32)
+    rows = covered(table)
+    for t in range(T):
+        want = np.nan if t in rows else 0.0
+        np.testing.assert_array_equal(out.array[t], np.full((heads, WIDTH), want),
+                                      err_msg=f"row {t}")
 
 
 def test_sequence_bounds_clamp_and_empty_inverted_ranges():

@@ -1,7 +1,9 @@
 """FROST forward v1: the fused chunked kernel on warp-level tensor cores (mma.sync bf16 -> fp32).
 
 One CTA per (sequence, output head) owns the whole value width (BV = V, 2V threads: one
-warp per 16 value columns). It walks the sequence's chunks of C = 64 tokens; per chunk:
+warp per 16 value columns); one more grid row of N CTAs only zeroes the output rows no
+sequence covers (FrostFwdV1.grid). It walks the sequence's chunks of C = 64 tokens; per
+chunk:
 
 1. rows      q-hat, k-hat (16-byte loads, L2 norms reduced across the lanes of a row),
              the write term W0 = beta v or w*v, beta, the cumulative log gate Gam
@@ -27,8 +29,8 @@ bf16 copy feeds the next chunk's products directly as the A operand (an accumula
 m16n8 tiles is, element for element, the A operand of m16n8k16: checked by
 frost_compile_test). The algebra is engines_frost/tests/frost_chunk_model.py with
 decay_mode="factored" (blocked solve). Padded rows of a partial chunk load as zero.
-Sequence bounds are clamped into [0, T] and rows no sequence covers are zeroed, whatever
-cu_seqlens holds (seq_bounds.py).
+Sequence bounds are clamped into [0, T] and rows no sequence covers are zeroed (by the
+extra grid row's CTAs), whatever cu_seqlens holds (seq_bounds.py).
 """
 from __future__ import annotations
 
@@ -44,8 +46,7 @@ from cudnn.linear_attention.frost.kernels.checkpoints_dsl import packed_row0
 from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
 from cudnn.linear_attention.frost.kernels.gmem_views import operand_views
 from cudnn.linear_attention.frost.kernels.launch_abi import cutlass_dtype
-from cudnn.linear_attention.frost.kernels.seq_bounds import (sequence_bounds, table_order,
-                                                             zero_uncovered_rows)
+from cudnn.linear_attention.frost.kernels.seq_bounds import sequence_bounds, zero_uncovered_heads
 
 CHUNK = 64
 SUB = 16  # rows per block: the MMA M extent and the decay-factorisation block
@@ -167,7 +168,15 @@ class FrostFwdV1:
         # it never touches (write_checkpoints / write_values are off; fwd_v2's
         # FrostFwdV2Checkpoints and FrostFwdV2Values pass the real ones)
         self.kernel(m.q, m.k, m.v, m.g, m.beta, m.w, m.cu, m.out, m.h0, m.ht, m.ht, m.out, scale, T, N).launch(
-            grid=[N, self.cfg.HO, 1], block=[self.threads, 1, 1], stream=stream)
+            grid=self.grid(N), block=[self.threads, 1, 1], stream=stream)
+
+    def grid(self, N):
+        """One CTA per (sequence n, output head h): [N, HO] CTAs, plus one more row of N
+        CTAs (blockIdx.y == HO, the last ones launched) that only zero the output rows no
+        sequence covers (seq_bounds.zero_uncovered_heads), unless the bounds are compiled
+        out. Kept off the chunk loop's CTAs: zeroing code on that path changed the
+        registers ptxas gave the loop (GDN 172 instead of 233, NOTES.md)."""
+        return [N, self.cfg.HO + (0 if "bounds" in self.cfg.skip_stages else 1), 1]
 
     # ------------------------------------------------------------------ kernel
     @cute.kernel
@@ -176,13 +185,30 @@ class FrostFwdV1:
                mh0: cute.Tensor, mht: cute.Tensor, mckpt: cute.Tensor, mu: cute.Tensor, scale: Float32, T: Int32,
                N: Int32):
         c = self.cfg
-        K, C = c.K, CHUNK
-        tid, _, _ = cute.arch.thread_idx()
         n, h, _ = cute.arch.block_idx()
-        heads = (h // (c.HO // c.H), h // (c.HO // c.HK), h // (c.HO // c.HV), h)
-
         s = allocate_smem(self.smem_plan(c))
         s.values = mu  # U per token, stored by the chain under write_values (a v2 training forward)
+        if cutlass.const_expr("bounds" in c.skip_stages):  # timing the safety: no zeroing row
+            self.sequence(s, mq, mk, mv, mg, mb, mw, mcu, mo, mh0, mht, mckpt, scale, T, N, n, h)
+        else:
+            if h < c.HO:
+                self.sequence(s, mq, mk, mv, mg, mb, mw, mcu, mo, mh0, mht, mckpt, scale, T, N, n, h)
+            else:  # the grid's zeroing row: warp 0 of CTA n zeroes heads n, n + N, ...
+                lane = cute.arch.lane_idx()
+                wid = cute.arch.make_warp_uniform(cute.arch.warp_idx())
+                if wid == 0:
+                    zero_uncovered_heads(mcu, N, T, mo, c.HO, c.V, n, N, lane)
+
+    @cute.jit
+    def sequence(self, s, mq: cute.Tensor, mk: cute.Tensor, mv: cute.Tensor, mg: cute.Tensor,
+                 mb: cute.Tensor, mw: cute.Tensor, mcu: cute.Tensor, mo: cute.Tensor, mh0: cute.Tensor,
+                 mht: cute.Tensor, mckpt: cute.Tensor, scale: Float32, T: Int32, N: Int32, n, h):
+        """Sequence n's chunks on output head h: the state from mh0 (or zero), every chunk's
+        stages, the final state into mht."""
+        c = self.cfg
+        K, C = c.K, CHUNK
+        tid, _, _ = cute.arch.thread_idx()
+        heads = (h // (c.HO // c.H), h // (c.HO // c.HK), h // (c.HO // c.HV), h)
 
         mma = warp_mma()
         lane = cute.arch.lane_idx()
@@ -229,12 +255,6 @@ class FrostFwdV1:
             for e in cutlass.range_constexpr(cute.size(acc_s)):
                 jd = coord_s[e]
                 mht[n, h, wid * SUB + jd[0], jd[1]] = acc_s[e].to(self.st)
-
-        # warp 0 of the last sequence's CTAs zeroes head h of the rows no sequence covers
-        if cutlass.const_expr("bounds" not in skip):
-            if n == N - 1 and wid == 0:
-                first, last, ordered = table_order(mcu, N, T, lane)
-                zero_uncovered_rows(mcu, N, T, mo, h, 0, c.V, first, last, ordered, lane)
 
     @cute.jit
     def before_chunks(self, s, mq, mk, mv, mg, mb, mw, heads, bos, eos, tid, lane, wid):

@@ -9,9 +9,11 @@ table holds.
 
 A malformed table may leave output rows that no sequence covers (rows before cu[0],
 after cu[N], or a gap a non-monotone table leaves). `table_order` and
-`zero_uncovered_rows` let one warp of one CTA per output slice write zeros there, so no
-row is returned uninitialised: for a non-decreasing (clamped) table the uncovered rows
-are exactly [0, cu[0]) and [cu[N], T), found from two loads; otherwise each row is
+`zero_uncovered_rows` let one warp per output slice write zeros there, so no row is
+returned uninitialised (the tensor-core forward runs them in CTAs of their own, an extra
+grid row, through `zero_uncovered_heads`: zeroing code on the chunk loop's path changed
+the registers ptxas gave that loop, NOTES.md): for a non-decreasing (clamped) table the
+uncovered rows are exactly [0, cu[0]) and [cu[N], T), found from two loads; otherwise each row is
 tested against every sequence (slow, and only for malformed tables). The backward zeroes
 in its first kernel, before the one that writes the gradients, so there an unordered table
 simply zeroes every row first (its chunk search may drop a chunk two sequences claim). A
@@ -82,3 +84,16 @@ def zero_uncovered_rows(mcu: cute.Tensor, N, total, mout: cute.Tensor, head, col
             if covered == 0:
                 for j in cutlass.range(width, unroll=1):
                     mout[t, head, col0 + j] = zero
+
+
+@cute.jit
+def zero_uncovered_heads(mcu: cute.Tensor, N, total, mout: cute.Tensor, heads: cutlass.Constexpr,
+                         width: cutlass.Constexpr, job, jobs, lane):
+    """Run by a whole warp, the `job`-th of `jobs` warps that share the work (the forward:
+    warp 0 of each CTA of its zeroing grid row): zero_uncovered_rows over all `width`
+    columns of heads job, job + jobs, ... < heads of mout. A warp with no head returns
+    before reading the table."""
+    if job < heads:
+        first, last, ordered = table_order(mcu, N, total, lane)
+        for head in cutlass.range(job, heads, jobs, unroll=1):
+            zero_uncovered_rows(mcu, N, total, mout, head, 0, width, first, last, ordered, lane)
