@@ -56,6 +56,12 @@ class FrostBwdConfig:
     # inverses) in the same barrier phases as this chunk's chain (bwd_chain_pipelined.py,
     # NOTES_bwd.md v1.6); scalar gates only. Off: the serial chain (bwd_chain.py).
     chain_pipeline: bool = False
+    # The vector-gate grads kernel (bwd_grads_vec.py) reads its shared bf16 operands with
+    # wide loads instead of one 2-byte load per element (NOTES_bwd.md v1.7): the decayed B
+    # operands by ldmatrix.x4.trans straight into the hi fragment, the accumulator-shaped
+    # reads of q-hat, k-hat, b as bf16 pairs, S dS by ldmatrix.trans. Same values; only
+    # the S dS sum's order changes. Off: v1.6's loads (an A/B switch: FROST_BWD_VEC_WIDE=1).
+    vec_wide_loads: bool = False
 
     def __post_init__(self):
         def bad(name, expected):
@@ -84,6 +90,8 @@ class FrostBwdConfig:
             bad("grads_ctas", "a positive int (the device's SM count)")
         if not isinstance(self.stmatrix, bool):
             bad("stmatrix", "a bool")
+        if not isinstance(self.vec_wide_loads, bool):
+            bad("vec_wide_loads", "a bool")
         if self.chain_pipeline and self.fwd.gate_per_channel:
             bad("chain_pipeline", "False for vector gates (no room for a second operand set: NOTES_bwd.md v1.6)")
 
@@ -98,16 +106,17 @@ class FrostBwdConfig:
         persistent = stage == "grads" and not self.fwd.gate_per_channel
         ctas = self.grads_ctas if persistent else DEFAULT_GRADS_CTAS
         stsm = self.stmatrix if stage == "grads" else True  # only grads stages dq/dk
+        wide = self.vec_wide_loads and stage == "grads" and self.fwd.gate_per_channel
         if stage == "chain":
             return dataclasses.replace(self, stage=stage, checkpoints=False, grads_ctas=ctas,
-                                       stmatrix=stsm)
+                                       stmatrix=stsm, vec_wide_loads=wide)
         if stage == "states":
             return dataclasses.replace(self, stage=stage, dht_dtype=None, grads_ctas=ctas,
-                                       stmatrix=stsm, chain_pipeline=False)
+                                       stmatrix=stsm, chain_pipeline=False, vec_wide_loads=wide)
         fwd = dataclasses.replace(self.fwd, has_initial_state=False, state_dtype=None)
         return dataclasses.replace(self, fwd=fwd, stage=stage, dht_dtype=None, dh0_dtype=None,
                                    forward_values=False, grads_ctas=ctas, stmatrix=stsm,
-                                   chain_pipeline=False)
+                                   chain_pipeline=False, vec_wide_loads=wide)
 
     @property
     def stages(self) -> tuple[str, ...]:

@@ -236,7 +236,48 @@ class FrostBwdGradsVec(FrostBwdGrads):
 
     @cute.jit
     def state_pairs(self, s, tid):
-        """e^G_last[d] sum_v S[d, v] dS[d, v] per channel (two threads per channel)."""
+        """e^G_last[d] sum_v S[d, v] dS[d, v] per channel (two threads per channel; with
+        vec_wide_loads and K = 16 per warp, state_pairs_ldsm)."""
+        if cutlass.const_expr(self.bcfg.vec_wide_loads and self.cfg.ldmatrix and self.cfg.K == 16 * WARPS):
+            self.state_pairs_ldsm(s, tid)
+        else:
+            self.state_pairs_lds(s, tid)
+
+    @cute.jit
+    def state_pairs_ldsm(self, s, tid):
+        """state_pairs by ldmatrix.x4.trans (V / 16 per operand instead of V per 2-byte
+        loads): warp w takes channels [16 w, 16 w + 16) as the B operand of an MMA with the
+        value rows as its contraction mode (operand_mn, as the products read S), so each
+        fragment value (i, j) (i < 4 of n8 tile j) is S[v, d] at one channel d = crd[0] of
+        tile j and one of four rows; a lane sums its rows per tile, then the quad (lanes
+        4 g .. 4 g + 3, the same channel) by two shuffles. Sum order: per lane, then pairs."""
+        s_g = s.g
+        V, C = self.cfg.V, CHUNK
+        mma = warp_mma()
+        lane = cute.arch.lane_idx()
+        w = cute.arch.make_warp_uniform(cute.arch.warp_idx())
+        thr = mma.get_slice(lane)
+        sf_kv = self.state_kv(s.sf)
+        dsf_kv = self.state_kv(s.dsf)
+        crd = thr.partition_B(cute.make_identity_tensor((16, 16)))
+        part = [Float32(0.0), Float32(0.0)]
+        for kk in cutlass.range_constexpr(V // 16):
+            b_s = self.operand_mn(thr, lane, cute.local_tile(sf_kv, (16, 16), (w, kk)))
+            b_ds = self.operand_mn(thr, lane, cute.local_tile(dsf_kv, (16, 16), (w, kk)))
+            for e in cutlass.range_constexpr(cute.size(b_s)):
+                j = e // 4   # fragment ((2, 2), 2, 1): four values of one n8 tile, then the next
+                part[j] = part[j] + b_s[e].to(Float32) * b_ds[e].to(Float32)
+        for j in cutlass.range_constexpr(2):
+            v = part[j]
+            v = v + cute.arch.shuffle_sync_bfly(v, offset=1)
+            v = v + cute.arch.shuffle_sync_bfly(v, offset=2)
+            if lane % 4 == 0:
+                d = w * 16 + crd[4 * j][0]
+                s.sds[d] = v * cute.arch.exp(s_g[C - 1, d])
+
+    @cute.jit
+    def state_pairs_lds(self, s, tid):
+        """state_pairs by 2-byte loads of channel columns (v1.6)."""
         s_sf = s.sf
         s_dsf = s.dsf
         s_g = s.g

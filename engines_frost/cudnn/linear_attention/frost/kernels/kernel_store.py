@@ -87,7 +87,8 @@ def describe(cfg) -> str:
     if hasattr(cfg, "stage"):  # bwd_config.FrostBwdConfig
         return (f"bwd-{cfg.stage} {describe(cfg.fwd)} dht={cfg.dht_dtype or '-'} "
                 f"dh0={cfg.dh0_dtype or '-'}{' ckpt' if cfg.checkpoints else ''}"
-                f"{' U' if cfg.forward_values else ''}{'' if cfg.stmatrix else ' no-stmatrix'}")
+                f"{' U' if cfg.forward_values else ''}{'' if cfg.stmatrix else ' no-stmatrix'}"
+                f"{' vec-wide' if cfg.vec_wide_loads else ''}")
     if hasattr(cfg, "block_v"):  # decode_config.FrostDecodeConfig
         flags = "".join(s for on, s in ((cfg.use_l2norm, " l2"), (cfg.has_pool, " pool"),
                                          (cfg.safe_gate, " safe"), (cfg.beta_sigmoid, " sig"),
