@@ -20,8 +20,9 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from cudnn.linear_attention.frost.kernels.wgmma_fragments import (fragment_coords, sw128_byte_offset,  # noqa: E402
-                                                                  sw128_tile_offset, tv_size, warp_view_matches)
+from cudnn.linear_attention.frost.kernels.wgmma_fragments import (check_b_quads, fragment_coords,  # noqa: E402
+                                                                  sw128_byte_offset, sw128_tile_offset, tv_size,
+                                                                  warp_view_matches)
 
 
 def wgmma_c(n):
@@ -32,6 +33,8 @@ def wgmma_c(n):
 WGMMA_A = ((4, 8, 4), (2, 2, 2)), ((128, 1, 16), (64, 8, 512))  # 64 x 16 A from registers
 MMA_C_TILED = ((4, 8), ((2, 2), (1, 2))), ((32, 1), ((16, 8), (0, 128)))  # two m16n8 atoms: 16 x 16
 MMA_A = ((4, 8), (2, 2, 2)), ((32, 1), (16, 8, 128))  # m16n8k16 A: 16 x 16
+# two m16n8k16 B atoms over a [N = 16, K = 16] tile, as the DSL traces warp_mma's B
+MMA_B_TILED = ((4, 8), ((2, 2), (2, 1))), ((32, 1), ((16, 128), (8, 0)))
 
 
 def ptx_wgmma_c(thread, i):
@@ -64,6 +67,31 @@ def test_warp_layouts_are_the_ptx_tables():
             assert fragment_coords(*MMA_A, 16, lane, i) == ptx_a(lane, i), (lane, i)
             for warp in range(4):
                 assert fragment_coords(*WGMMA_A, 64, 32 * warp + lane, i) == ptx_a(lane, i, warp)
+
+
+def ptx_b(lane, i):
+    """PTX ISA, mma.m16n8k16 B fragment b0..b3 as (n, k), repeated every 8 columns n."""
+    return lane // 4 + 8 * (i // 4), 2 * (lane % 4) + i % 2 + 8 * ((i // 2) % 2)
+
+
+def test_b_layout_is_the_ptx_table_and_its_quads_are_channels():
+    """bwd_grads_vec.state_pairs_ldsm sums each lane's B values in groups of four per
+    channel: right for the PTX table (each group one column n, four k), and check_b_quads,
+    which it runs on the traced layout, says so."""
+    for lane in range(32):
+        for i in range(8):
+            assert fragment_coords(*MMA_B_TILED, 16, lane, i) == ptx_b(lane, i), (lane, i)
+    check_b_quads(MMA_B_TILED, 16)
+
+
+@pytest.mark.parametrize("stride", [
+    ((32, 1), ((16, 8), (128, 0))),   # value modes exchanged: a group spans two columns
+    ((32, 2), ((16, 128), (8, 0))),   # lanes g skip odd columns: half the tile, some twice
+    ((1, 4), ((16, 128), (8, 0))),    # the quad index moves along n, not k
+])
+def test_b_quad_check_rejects_wrong_maps(stride):
+    with pytest.raises(ValueError):
+        check_b_quads((MMA_B_TILED[0], stride), 16)
 
 
 @pytest.mark.parametrize("n", [64, 128])

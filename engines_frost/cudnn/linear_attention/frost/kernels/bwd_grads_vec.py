@@ -34,9 +34,10 @@ import cutlass.cute as cute
 from cutlass import BFloat16, Float32, Int32
 
 from cudnn.linear_attention.frost.kernels.bwd_config import FrostBwdConfig
-from cudnn.linear_attention.frost.kernels.bwd_grads import ROW_SUMS, THREADS, WARPS, FrostBwdGrads
+from cudnn.linear_attention.frost.kernels.bwd_grads import ROW_SUMS, THREADS, WARPS, FrostBwdGrads, _tv
 from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
 from cudnn.linear_attention.frost.kernels.seq_bounds import sequence_bounds
+from cudnn.linear_attention.frost.kernels.wgmma_fragments import check_b_quads
 from cudnn.linear_attention.frost.kernels.fwd_v1 import (
     _DTYPES,
     CHUNK,
@@ -260,12 +261,14 @@ class FrostBwdGradsVec(FrostBwdGrads):
         sf_kv = self.state_kv(s.sf)
         dsf_kv = self.state_kv(s.dsf)
         crd = thr.partition_B(cute.make_identity_tensor((16, 16)))
+        # the traced B layout over its [16 channels, 16 rows] tile, checked while tracing
+        check_b_quads(_tv(mma.tv_layout_B_tiled), 16)
         part = [Float32(0.0), Float32(0.0)]
         for kk in cutlass.range_constexpr(V // 16):
             b_s = self.operand_mn(thr, lane, cute.local_tile(sf_kv, (16, 16), (w, kk)))
             b_ds = self.operand_mn(thr, lane, cute.local_tile(dsf_kv, (16, 16), (w, kk)))
             for e in cutlass.range_constexpr(cute.size(b_s)):
-                j = e // 4   # fragment ((2, 2), 2, 1): four values of one n8 tile, then the next
+                j = e // 4   # fragment ((2, 2), 2, 1): check_b_quads's groups, in order
                 part[j] = part[j] + b_s[e].to(Float32) * b_ds[e].to(Float32)
         for j in cutlass.range_constexpr(2):
             v = part[j]

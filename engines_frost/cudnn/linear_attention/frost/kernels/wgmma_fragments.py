@@ -85,3 +85,22 @@ def sw128_tile_offset(rows: int, row: int, col: int) -> int:
     atoms are laid out rows first (row // 8), then by 64-column atom column (col // 64)."""
     atom = (row // 8) + (rows // 8) * (col // 64)
     return atom * 1024 + sw128_byte_offset(row, col)
+
+
+def check_b_quads(tv, rows: int) -> None:
+    """Raises ValueError unless the m16n8k16 B layout tv ((shape, stride) over a
+    column-major [N = rows, K] tile) gives each lane its values in groups of four that sit
+    in one column n of B (one tile row here) at four different k, and covers the tile once.
+    bwd_grads_vec.state_pairs_ldsm sums a lane's groups per channel on that assumption."""
+    lanes, values = tv_size(tv)
+    if lanes != 32 or values % 4:
+        raise ValueError(f"B layout {tv}: not 32 lanes x a multiple of 4 values")
+    seen = set()
+    for lane in range(32):
+        for g in range(values // 4):
+            quad = [fragment_coords(*tv, rows, lane, 4 * g + i) for i in range(4)]
+            if len({n for n, _ in quad}) != 1 or len({k for _, k in quad}) != 4:
+                raise ValueError(f"B layout {tv}: lane {lane} group {g} is {quad}, not one column")
+            seen.update(quad)
+    if len(seen) != 32 * values:
+        raise ValueError(f"B layout {tv}: covers {len(seen)} of {32 * values} elements")
