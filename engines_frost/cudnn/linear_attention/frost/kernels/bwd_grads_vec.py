@@ -333,7 +333,7 @@ class FrostBwdGradsVec(FrostBwdGrads):
                 cute.autovec_copy(yb, cute.local_tile(s.bst[r, None], (VEC,), (cv,)))
 
     @cute.jit
-    def decayed_b(self, s, thr, blk, hc, ref, kind: cutlass.Constexpr):
+    def decayed_b(self, s, thr, lane, blk, hc, ref, kind: cutlass.Constexpr):
         """B fragment pair (hi, lo) of the [K/2, 16] tile (channels of half hc, rows of block
         blk) of a decayed operand: the decay makes it inexact in bf16, and rounding it once
         costs dG about 1e-2 (a bf16 emulation of this kernel). kind "k": k^_s e^(G_ref - G_s);
@@ -343,14 +343,26 @@ class FrostBwdGradsVec(FrostBwdGrads):
         DN = K // 2
         src = s.qh if cutlass.const_expr(kind == "q") else s.kh
         layout = cute.make_layout((K, C), stride=(1, K + PAD16))   # [channel, row] view of [row, channel]
-        part = thr.partition_B(cute.local_tile(cute.make_tensor(src.iterator, layout), (DN, SUB), (hc, blk)))
+        tile = cute.local_tile(cute.make_tensor(src.iterator, layout), (DN, SUB), (hc, blk))
+        part = thr.partition_B(tile)
         crd = thr.partition_B(cute.make_identity_tensor((DN, SUB)))
-        hi = thr.make_fragment_B(part)
+        # vec_wide_loads: the undecayed operand by ldmatrix.x4.trans (channels contiguous, as
+        # S in the products) straight into hi, converted in place, so no third fragment is
+        # live. Not for kb: with q's and kb's loads both wide, ptxas hoists kb's above q's
+        # MMAs and KDA reaches 255 registers and a 16-byte stack frame.
+        wide = cutlass.const_expr(self.bcfg.vec_wide_loads and self.cfg.ldmatrix and kind != "kb")
+        if cutlass.const_expr(wide):
+            hi = self.operand_mn(thr, lane, tile)
+        else:
+            hi = thr.make_fragment_B(part)
         lo = thr.make_fragment_B(part)
         for e in cutlass.range_constexpr(cute.size(hi)):
             d = hc * DN + crd[e][0]
             row = blk * SUB + crd[e][1]
-            x = part[e].to(Float32)
+            if cutlass.const_expr(wide):
+                x = hi[e].to(Float32)
+            else:
+                x = part[e].to(Float32)
             if cutlass.const_expr(kind == "k"):
                 x = x * cute.arch.exp(s_g[ref, d] - s_g[row, d])
             else:
@@ -392,7 +404,7 @@ class FrostBwdGradsVec(FrostBwdGrads):
         for sb in cutlass.range(count, unroll=1):
             a_p = self.operand(thr, lane, cute.local_tile(s_dzp, (SUB, SUB), (bi, sb)), True)
             a_m = self.operand(thr, lane, cute.local_tile(s_dzm, (SUB, SUB), (bi, sb)), True)
-            k_hi, k_lo = self.decayed_b(s, thr, sb, hc, r, "k")
+            k_hi, k_lo = self.decayed_b(s, thr, lane, sb, hc, r, "k")
             cute.gemm(mma, acc_q, a_p[None, None, 0], k_hi[None, None, 0], acc_q)
             cute.gemm(mma, acc_q, a_p[None, None, 0], k_lo[None, None, 0], acc_q)
             cute.gemm(mma, acc_kb, a_m[None, None, 0], k_hi[None, None, 0], acc_kb)
@@ -404,10 +416,10 @@ class FrostBwdGradsVec(FrostBwdGrads):
         for tb in cutlass.range(first, NBLK, unroll=1):
             a_p = self.operand_t(thr, lane, cute.local_tile(dzp_t, (SUB, SUB), (bi, tb)))
             a_m = self.operand_t(thr, lane, cute.local_tile(dzm_t, (SUB, SUB), (bi, tb)))
-            q_hi, q_lo = self.decayed_b(s, thr, tb, hc, e_row, "q")
+            q_hi, q_lo = self.decayed_b(s, thr, lane, tb, hc, e_row, "q")
             cute.gemm(mma, acc_k, a_p[None, None, 0], q_hi[None, None, 0], acc_k)
             cute.gemm(mma, acc_k, a_p[None, None, 0], q_lo[None, None, 0], acc_k)
-            kb_hi, kb_lo = self.decayed_b(s, thr, tb, hc, e_row, "kb")
+            kb_hi, kb_lo = self.decayed_b(s, thr, lane, tb, hc, e_row, "kb")
             cute.gemm(mma, acc_k, a_m[None, None, 0], kb_hi[None, None, 0], acc_k)
             cute.gemm(mma, acc_k, a_m[None, None, 0], kb_lo[None, None, 0], acc_k)
         for e in cutlass.range_constexpr(cute.size(acc_q)):
