@@ -790,14 +790,15 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
         DN = self.cfg.K // 2
         lo = [Float32(0.0)] * ROW_SUMS
         hi = [Float32(0.0)] * ROW_SUMS
+        pair = None
         for e in cutlass.range_constexpr(cute.size(acc_q)):
             td = crd[e]
             t = bi * SUB + td[0]
             d = hc * DN + td[1]
             up = (td[0] // 8).to(Float32)  # 1.0 for row g + 8
-            qv = self.q_value(s, t, d)
-            kv = self.k_value(s, t, d)
-            kbv = self.kb_value(s, t, d)
+            if cutlass.const_expr(e % 2 == 0):
+                pair = self.row_pair(s, t, d)
+            qv, kv, kbv = self.row_values(s, pair, e % 2, t, d)
             self.visit_element(s, mdb, h, t0, eos, t, d, qv, kv, kbv, acc_q[e], acc_kb[e], acc_k[e])
             terms = (qv * acc_q[e], kbv * acc_kb[e], kv * acc_k[e], kv * acc_kb[e])
             for i in cutlass.range_constexpr(ROW_SUMS):
@@ -808,6 +809,15 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
                 v = cute.arch.warp_reduction(hi[i] if half else lo[i], lambda a, b: a + b, threads_in_group=4)
                 if lane % 4 == 0:
                     s_sums[hc, i, bi * SUB + lane // 4 + 8 * half] = v
+
+    def row_pair(self, s, t, d):
+        """Operands of accumulator values e, e + 1 (row t, columns d, d + 1) read together,
+        or None: row_values reads each element (traced inline, not a kernel function)."""
+        return None
+
+    def row_values(self, s, pair, i, t, d):
+        """(q-hat, k-hat, kb) at row t, channel d, value i of row_pair's pair."""
+        return self.q_value(s, t, d), self.k_value(s, t, d), self.kb_value(s, t, d)
 
     @cute.jit
     def visit_element(self, s, mdb, h, t0, eos, t, d, qv, kv, kbv, dq, dkb, dk):

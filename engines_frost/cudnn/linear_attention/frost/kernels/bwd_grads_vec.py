@@ -37,7 +37,7 @@ from cudnn.linear_attention.frost.kernels.bwd_config import FrostBwdConfig
 from cudnn.linear_attention.frost.kernels.bwd_grads import ROW_SUMS, THREADS, WARPS, FrostBwdGrads, _tv
 from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
 from cudnn.linear_attention.frost.kernels.seq_bounds import sequence_bounds
-from cudnn.linear_attention.frost.kernels.wgmma_fragments import check_b_quads
+from cudnn.linear_attention.frost.kernels.wgmma_fragments import check_b_quads, check_c_pairs
 from cudnn.linear_attention.frost.kernels.fwd_v1 import (
     _DTYPES,
     CHUNK,
@@ -387,11 +387,19 @@ class FrostBwdGradsVec(FrostBwdGrads):
         e_row = r + SUB - 1
         # dG_last's KD term for this block: sum_s k^_s e^(G_e - G_s) (e^(G_last - G_e) dKD)_s
         colsum = cute.make_rmem_tensor(thr.partition_shape_C((SUB, DN)), Float32)
+        kpair = None
         for e in cutlass.range_constexpr(cute.size(acc_k)):
             td = crd[e]
             d = hc * DN + td[1]
             row = r + td[0]
-            colsum[e] = s.kh[row, d].to(Float32) * cute.arch.exp(s_g[e_row, d] - s_g[row, d]) * acc_k[e]
+            if cutlass.const_expr(self.bcfg.vec_wide_loads and self.cfg.ldmatrix):
+                if cutlass.const_expr(e % 2 == 0):
+                    check_c_pairs(_tv(warp_mma().tv_layout_C_tiled), SUB)
+                    kpair = self.pair_of(s.kh, row, d)
+                kx = kpair[e % 2].to(Float32)
+            else:
+                kx = s.kh[row, d].to(Float32)
+            colsum[e] = kx * cute.arch.exp(s_g[e_row, d] - s_g[row, d]) * acc_k[e]
         self.column_sums(s, colsum, crd, lane, bi, hc)
         span = self.block_span(s, bi, lane)
         exact = span >= SPAN_LIMIT
@@ -510,6 +518,32 @@ class FrostBwdGradsVec(FrostBwdGrads):
         if cutlass.const_expr(self.cfg.beta_per_channel):
             if t0 + t < eos:
                 mdb[t0 + t, h, d] = (kv * dkb).to(mdb.element_type)
+
+    def row_pair(self, s, t, d):
+        """vec_wide_loads: q-hat, k-hat (and GDN-2's b) at row t, channels d, d + 1 by one
+        4-byte load each (check_c_pairs: the accumulator's values 2 i, 2 i + 1 are such a
+        column pair, d even); else None (2-byte loads per element, v1.6)."""
+        if not (self.bcfg.vec_wide_loads and self.cfg.ldmatrix):
+            return None
+        check_c_pairs(_tv(warp_mma().tv_layout_C_tiled), SUB)
+        rows = [s.qh, s.kh] + ([s.bst] if self.cfg.beta_per_channel else [])
+        return [self.pair_of(r, t, d) for r in rows]
+
+    @cute.jit
+    def pair_of(self, rows, t, d):
+        x = cute.make_rmem_tensor((2,), BFloat16)
+        cute.autovec_copy(cute.local_tile(rows[t, None], (2,), (d // 2,)), x)
+        return x
+
+    def row_values(self, s, pair, i, t, d):
+        if pair is None:
+            return FrostBwdGrads.row_values(self, s, pair, i, t, d)
+        kv = pair[1][i].to(Float32)
+        if self.cfg.beta_per_channel:
+            kbv = kv * pair[2][i].to(Float32)
+        else:
+            kbv = kv * s.beta[t]
+        return pair[0][i].to(Float32), kv, kbv
 
     @cute.jit
     def q_value(self, s, t, d):

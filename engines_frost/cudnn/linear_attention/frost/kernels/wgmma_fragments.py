@@ -104,3 +104,18 @@ def check_b_quads(tv, rows: int) -> None:
             seen.update(quad)
     if len(seen) != 32 * values:
         raise ValueError(f"B layout {tv}: covers {len(seen)} of {32 * values} elements")
+
+
+def check_c_pairs(tv, rows: int) -> None:
+    """Raises ValueError unless the accumulator layout tv ((shape, stride) over a
+    column-major tile with ``rows`` rows) gives each lane its values in pairs 2 i, 2 i + 1
+    at (r, c), (r, c + 1) with c even: bwd_grads_vec reads the bf16 operands at a pair's
+    two columns with one 4-byte load."""
+    lanes, values = tv_size(tv)
+    if values % 2:
+        raise ValueError(f"accumulator layout {tv}: an odd number of values")
+    for lane in range(lanes):
+        for i in range(0, values, 2):
+            r, c = fragment_coords(*tv, rows, lane, i)
+            if c % 2 or fragment_coords(*tv, rows, lane, i + 1) != (r, c + 1):
+                raise ValueError(f"accumulator layout {tv}: lane {lane} values {i}, {i + 1} are not a column pair")
