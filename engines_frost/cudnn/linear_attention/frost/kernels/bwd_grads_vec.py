@@ -446,11 +446,18 @@ class FrostBwdGradsVec(FrostBwdGrads):
     def exact_diagonal(self, s, acc_q, acc_kb, acc_k, crd, bi, hc, scale):
         """The diagonal block's adjoint terms with pairwise exponentials (decay spans too wide
         to factor): for t, s in block bi, s <= t, every factor e^(G_t - G_s) <= 1."""
+        if cutlass.const_expr(self.bcfg.vec_wide_loads and self.cfg.ldmatrix):
+            self.exact_diagonal_pairs(s, acc_q, acc_kb, acc_k, crd, bi, hc)
+        else:
+            self.exact_diagonal_each(s, acc_q, acc_kb, acc_k, crd, bi, hc)
+
+    @cute.jit
+    def exact_diagonal_each(self, s, acc_q, acc_kb, acc_k, crd, bi, hc):
+        """exact_diagonal one accumulator value at a time (2-byte loads; v1.6)."""
         s_g = s.g
         s_dzp = s.dzp
         s_dzm = s.dzm
-        c = self.cfg
-        DN = c.K // 2
+        DN = self.cfg.K // 2
         r = bi * SUB
         for e in cutlass.range_constexpr(cute.size(acc_q)):
             td = crd[e]
@@ -472,6 +479,53 @@ class FrostBwdGradsVec(FrostBwdGrads):
             acc_q[e] = acc_q[e] + aq
             acc_kb[e] = acc_kb[e] + akb
             acc_k[e] = acc_k[e] + ak
+
+    @cute.jit
+    def exact_diagonal_pairs(self, s, acc_q, acc_kb, acc_k, crd, bi, hc):
+        """exact_diagonal for accumulator values 2 i, 2 i + 1 (row t, channels d, d + 1:
+        check_c_pairs) in one loop: the four score entries are read once for both, the
+        channel operands as 4-byte pairs. Each value's sum runs over x in the same order
+        with the same operations as exact_diagonal's, so the results are bitwise equal."""
+        s_g = s.g
+        s_dzp = s.dzp
+        s_dzm = s.dzm
+        c = self.cfg
+        DN = c.K // 2
+        r = bi * SUB
+        check_c_pairs(_tv(warp_mma().tv_layout_C_tiled), SUB)
+        for e0 in cutlass.range_constexpr(0, cute.size(acc_q), 2):
+            td = crd[e0]
+            t = r + td[0]
+            d = hc * DN + td[1]
+            gt = [s_g[t, d], s_g[t, d + 1]]
+            aq = [Float32(0.0), Float32(0.0)]
+            akb = [Float32(0.0), Float32(0.0)]
+            ak = [Float32(0.0), Float32(0.0)]
+            for i in cutlass.range(SUB, unroll=1):
+                x = r + i
+                pp = s_dzp[t, x].to(Float32)
+                pm = s_dzm[t, x].to(Float32)
+                tp = s_dzp[x, t].to(Float32)
+                tm = s_dzm[x, t].to(Float32)
+                kx2 = self.pair_of(s.kh, x, d)
+                qx2 = self.pair_of(s.qh, x, d)
+                bx2 = self.pair_of(s.bst, x, d) if cutlass.const_expr(c.beta_per_channel) else kx2
+                for j in cutlass.range_constexpr(2):
+                    gx = s_g[x, d + j]
+                    fx = cute.arch.exp(cute.arch.fmin(gt[j] - gx, Float32(0.0)))   # x <= t: e^(G_t - G_x)
+                    fy = cute.arch.exp(cute.arch.fmin(gx - gt[j], Float32(0.0)))   # x >= t: e^(G_x - G_t)
+                    kx = kx2[j].to(Float32)
+                    if cutlass.const_expr(c.beta_per_channel):
+                        kbx = kx * bx2[j].to(Float32)
+                    else:
+                        kbx = kx * s.beta[x]
+                    aq[j] = aq[j] + pp * kx * fx
+                    akb[j] = akb[j] + pm * kx * fx
+                    ak[j] = ak[j] + (tp * qx2[j].to(Float32) + tm * kbx) * fy
+            for j in cutlass.range_constexpr(2):
+                acc_q[e0 + j] = acc_q[e0 + j] + aq[j]
+                acc_kb[e0 + j] = acc_kb[e0 + j] + akb[j]
+                acc_k[e0 + j] = acc_k[e0 + j] + ak[j]
 
     @cute.jit
     def kb_value(self, s, t, d):
