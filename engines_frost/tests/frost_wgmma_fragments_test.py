@@ -20,7 +20,8 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from cudnn.linear_attention.frost.kernels.wgmma_fragments import (check_b_quads, fragment_coords,  # noqa: E402
+from cudnn.linear_attention.frost.kernels.wgmma_fragments import (check_b_quads, check_c_pairs,  # noqa: E402
+                                                                  fragment_coords,
                                                                   sw128_byte_offset, sw128_tile_offset, tv_size,
                                                                   warp_view_matches)
 
@@ -92,6 +93,18 @@ def test_b_layout_is_the_ptx_table_and_its_quads_are_channels():
 def test_b_quad_check_rejects_wrong_maps(stride):
     with pytest.raises(ValueError):
         check_b_quads((MMA_B_TILED[0], stride), 16)
+
+
+def test_accumulator_values_come_in_column_pairs():
+    """bwd_grads_vec reads q-hat, k-hat, b at an accumulator value pair's two channels with
+    one 4-byte load: the PTX table's pairs are (r, 2 c), (r, 2 c + 1); check_c_pairs agrees
+    and rejects a layout whose values 0 and 1 are rows g and g + 8."""
+    check_c_pairs(MMA_C_TILED, 16)
+    (t_shape, v_shape), (t_stride, v_stride) = MMA_C_TILED
+    with pytest.raises(ValueError):
+        check_c_pairs(((t_shape, ((2, 2), (1, 2))), (t_stride, ((8, 16), (0, 128)))), 16)
+    with pytest.raises(ValueError):  # lane l % 4 starting at column l % 4: odd pairs
+        check_c_pairs(((t_shape, v_shape), ((16, 1), v_stride)), 16)
 
 
 @pytest.mark.parametrize("n", [64, 128])
