@@ -124,5 +124,20 @@ def test_grads_stages_dq_dk_in_dead_shared_memory(dims, out_bits):
     assert tiles * 64 * (dims[0] * out_bits // 8 + 16) <= room
 
 
+@pytest.mark.parametrize("family, kw", [("kda", dict(K=128, V=128)), ("kda", dict(K=64, V=64)),
+                                        ("gdn2", dict(K=128, V=64)), ("gdn2", dict(K=64, V=128))])
+def test_vector_grads_compile_with_wide_loads(family, kw):
+    """FrostBwdConfig.vec_wide_loads (FROST_BWD_VEC_WIDE=1, NOTES_bwd.md v1.7): the
+    ldmatrix / 4-byte shared reads of the vector-gate grads kernel, where S dS by ldmatrix
+    applies (K = 128) and where it falls back (K = 64); with_stage keeps the flag for
+    grads only."""
+    import dataclasses
+
+    cfg = dataclasses.replace(_cfg(family, "grads", **kw), vec_wide_loads=True)
+    assert cfg.with_stage("grads").vec_wide_loads and not cfg.with_stage("chain").vec_wide_loads
+    assert callable(compile_bwd(cfg, "sm_90a", ffi="cute"))
+
+
+
 if __name__ == "__main__":
     raise SystemExit(pytest.main([__file__, "-q"]))
