@@ -133,6 +133,7 @@ class FrostBwdChain(FrostBwdLauncher, FrostFwdV2):
         nch = (eos - bos + CHUNK - 1) // CHUNK
         row0 = bos // CHUNK + n
         s.gmem = SimpleNamespace(q=mq, k=mk, v=mv, g=mg, b=mb, w=mw, do=mdo, heads=heads)
+        self.before_chunks(s, tid)  # ordered before the first stages by the barrier below
         if nch > 0:
             self.prefetch_chunk(s, bos + (nch - 1) * CHUNK, eos, tid)
             cute.arch.cp_async_commit_group()
@@ -167,6 +168,12 @@ class FrostBwdChain(FrostBwdLauncher, FrostFwdV2):
                 FrostBwdStates.zero_gradient_rows(self, mcu, T, N, mdq, mdk, mdv, mdg, mdb, mdw, h, lane)
 
     # ------------------------------------------------------------------ staging
+    @cute.jit
+    def before_chunks(self, s, tid):
+        """Shared-memory set-up before the first chunk (none here; the wgmma chain zeroes
+        P^T's blocks that the Gram stage never writes)."""
+        pass
+
     @cute.jit
     def prefetch_chunk(self, s, t0, eos, tid):
         """Chunk t0's q, k, gates, beta (v2's prefetch_rows) and, scalar gates, its dO rows
