@@ -48,7 +48,8 @@ from cudnn.linear_attention.frost.kernels.bwd_chain import FrostBwdChain, _base_
 from cudnn.linear_attention.frost.kernels.bwd_config import FrostBwdConfig
 from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
 from cudnn.linear_attention.frost.kernels.fwd_v1 import CHUNK, NBLK, SUB, SW128, to_a_operand, warp_mma
-from cudnn.linear_attention.frost.kernels.fwd_v3 import WG_ROWS, WG_THREADS, check_fragment_orders, wgmma
+from cudnn.linear_attention.frost.kernels.fwd_v3 import WG_ROWS, WG_THREADS, _tv, check_fragment_orders, wgmma
+from cudnn.linear_attention.frost.kernels.wgmma_fragments import blocks_view_match, tv_size
 
 #: the chain's B operands, read by wgmma from shared memory: SW128 tiles, unpadded
 WGMMA_B = ("pt", "kd", "qat", "kbat")
@@ -63,6 +64,17 @@ def smem_plan(c: FrostFwdConfig):
     tiles = [(name, "bf16", shape, SW128) for name, _, shape, _ in base if name in WGMMA_B]
     assert [t[0] for t in tiles] == [n for n in (e[0] for e in base) if n in WGMMA_B] and len(tiles) == 4, base
     return vio.with_warp_buffers(tiles + [e for e in base if e[0] not in WGMMA_B], c)
+
+
+def check_block_order(wg, mma, n: int) -> None:
+    """Trace-time check: the warpgroup accumulator (N = n) holds, per thread, the warp's
+    16 x 16 accumulator blocks 0 .. n / 16 - 1 one after the other (what cutting acc_du
+    into blocks and running the update into dS^T's warp registers assume)."""
+    wg_tv, warp_tv = _tv(wg.tv_layout_C), _tv(mma.tv_layout_C_tiled)
+    per = tv_size(warp_tv)[1]
+    if not blocks_view_match(wg_tv, WG_ROWS, warp_tv, SUB, per, n // SUB):
+        raise ValueError(f"bwd_chain_wgmma: the wgmma m64n{n}k16 accumulator {wg_tv} is not the warp's "
+                         f"16 x 16 blocks {warp_tv} in order; the register hand-over would be wrong")
 
 
 class FrostBwdChainWgmma(FrostBwdChain):
@@ -113,6 +125,8 @@ class FrostBwdChainWgmma(FrostBwdChain):
         wg_st = wgmma(K)  # the dS^T update: N = K
         check_fragment_orders(wg_du, mma, C)
         check_fragment_orders(wg_st, mma, K)
+        check_block_order(wg_du, mma, C)
+        check_block_order(wg_st, mma, K)
         wtid = (wid % (WG_THREADS // 32)) * 32 + lane  # thread index inside the warpgroup
         g_du = wg_du.get_slice(wtid)
         g_st = wg_st.get_slice(wtid)
