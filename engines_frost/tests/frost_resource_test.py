@@ -212,8 +212,9 @@ def test_wgmma_chain_no_spills(case):
     assert usage["REG"] <= 255, usage
     if ops is not None:
         kb = CHUNK // 16
-        assert ops[f"HGMMA.64x{CHUNK}x16.F32.BF16"] == kb + K // 16, ops
-        assert ops[f"HGMMA.64x{K}x16.F32.BF16"] == 2 * kb, ops
+        want = collections.Counter({f"HGMMA.64x{CHUNK}x16.F32.BF16": kb + K // 16})
+        want[f"HGMMA.64x{K}x16.F32.BF16"] += 2 * kb  # the same instruction where K = C
+        assert {k: v for k, v in ops.items() if k.startswith("HGMMA")} == dict(want), ops
 
 
 VEC_GRADS_CASES = [  # (family, K, V, io, grouped q/k heads): the three that spilled up to v1.4
