@@ -10,19 +10,21 @@ warpgroups, each owning the 64 rows of dS^T its four warps already hold, and the
 operands are read by the tensor cores straight from shared memory, once per warpgroup.
 
 1. dU^T [64, C] = dO^T P + dS^T KD^T (one wgmma group, N = C): A = dO^T (the warp's
-   ldmatrix fragment, bwd_chain.chain_do) for C / 16 k-blocks, then bf16(dS^T) for K / 16;
+   ldmatrix fragment, bwd_chain.chain_do) for C / 16 k-blocks, then bf16(dS^T) for K / 16
+   (dS^T's decay by e^Gam_last runs while the group does: it reads the bf16 copy);
    B = P^T [t, s] and KD [t, k], both SW128 (K-major: the reduction index contiguous, as
    the serial chain already stores them). P^T's blocks below the diagonal (P[s, t] = 0 for
    s < t), never written by the Gram stage, are zeroed once (before_chunks). Waited for
    at once: the back substitution needs it.
 2. dR^T: the serial chain's per-warp back substitution (chain_dr, mma.sync on (-M)^T and
-   D^-T, 20 per warp; the dR stores), fed with the warpgroup accumulator's four 16 x 16
-   blocks (block bi is values [per bi, per (bi + 1)) of each thread's accumulator).
+   D^-T, 20 per warp; the dR rows into the warp's store buffer), fed with the warpgroup
+   accumulator's four 16 x 16 blocks (block bi is values [per bi, per (bi + 1)) of each
+   thread's accumulator).
 3. dS^T <- dS^T Diag(e^Gam_last) + dO^T QA + dR^T (-KBA) (one group, N = K) into the
    fp32 dS^T registers themselves: A = dO^T and dR^T blocks, B = QA^T [k, t] and -KBA^T
-   [k, t] (SW128); per token block QA before KBA, the serial chain's order. Waited for at
-   the chain's end (the next chunk's checkpoint store reads dS^T, its operand stage
-   rewrites QA^T and -KBA^T).
+   [k, t] (SW128); per token block QA before KBA, the serial chain's order. The staged dR
+   rows go to global memory while it runs (flush_dr). Waited for at the chain's end (the
+   next chunk's checkpoint store reads dS^T, its operand stage rewrites QA^T and -KBA^T).
 
 The warp fragments (the fp32 dS^T accumulator over [16, K], the bf16 A fragments of
 dO^T, dS^T and dR^T) are handed to the warpgroup MMA unchanged: fwd_v3.check_fragment_orders
@@ -153,6 +155,8 @@ class FrostBwdChainWgmma(FrostBwdChain):
         for kk in cutlass.range_constexpr(K // 16):
             cute.gemm(wg_du, acc_du, a_ds[None, None, kk], b_kd[None, None, kk], acc_du)
         warpgroup.commit_group()
+        # dS^T's decay while dU runs (dU reads its bf16 copy; the update's fence follows)
+        self.chain_decay(s, acc_ds, coord)
         warpgroup.wait_group(0)
 
         # 2. dR^T per warp (mma.sync), from the accumulator's four 16 x 16 blocks
@@ -162,14 +166,13 @@ class FrostBwdChainWgmma(FrostBwdChain):
             for e in cutlass.range_constexpr(per):
                 du[e] = acc_du[bi * per + e]
             du_blocks.append(du)
-        a_dr = self.chain_dr(s, mdr, du_blocks, heads, t0, eos, thr, lane, wid)
+        a_dr = self.chain_dr(s, mdr, du_blocks, heads, t0, eos, thr, lane, wid, False)
         a_drw = cute.make_rmem_tensor(g_st.partition_shape_A((WG_ROWS, C)), BFloat16)
         for bj in cutlass.range_constexpr(NBLK):
             for e in cutlass.range_constexpr(cute.size(a_dr[bj])):
                 a_drw[bj * cute.size(a_dr[bj]) + e] = a_dr[bj][e]
 
         # 3. dS^T <- dS^T Diag(e^Gam_last) + dO^T QA + dR^T (-KBA), in the dS^T registers
-        self.chain_decay(s, acc_ds, coord)
         acc_w = cute.make_tensor(acc_ds.iterator, cute.make_layout(g_st.partition_shape_C((WG_ROWS, K))))
         b_qa = wg_st.make_fragment_B(g_st.partition_B(s.qat))
         b_kb = wg_st.make_fragment_B(g_st.partition_B(s.kbat))
@@ -179,4 +182,6 @@ class FrostBwdChainWgmma(FrostBwdChain):
             cute.gemm(wg_st, acc_w, a_dow[None, None, bi], b_qa[None, None, bi], acc_w)
             cute.gemm(wg_st, acc_w, a_drw[None, None, bi], b_kb[None, None, bi], acc_w)
         warpgroup.commit_group()
+        if cutlass.const_expr(self.staged):
+            self.flush_dr(s, mdr, heads, t0, eos, lane, wid)  # the dR rows while the update runs
         warpgroup.wait_group(0)  # dS^T is final before the checkpoint store reads it
