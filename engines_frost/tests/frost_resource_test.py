@@ -180,10 +180,14 @@ def test_pipelined_chain_no_spills(case):
     assert bars in (None, sched.PROLOGUE_BARRIERS + len(sched.PHASES)), bars
 
 
-@pytest.mark.parametrize("case", PIPELINED_CHAIN_CASES,
+# the pipelined chain's configs plus K = 64 / V = 128 (one warpgroup's K-wide update at N = C)
+WGMMA_CHAIN_CASES = PIPELINED_CHAIN_CASES + [(64, 128, "bfloat16", False, True, False, "float32", True)]
+
+
+@pytest.mark.parametrize("case", WGMMA_CHAIN_CASES,
                          ids=lambda c: f"gdn-chain-wgmma-K{c[0]}V{c[1]}-{c[2]}-grouped{int(c[3])}-U{int(c[7])}")
 def test_wgmma_chain_no_spills(case):
-    """The wgmma chain (bwd_chain_wgmma.py) over the pipelined chain's configs: no local
+    """The wgmma chain (bwd_chain_wgmma.py) over WGMMA_CHAIN_CASES: no local
     memory or stack, its SW128 plan fits, and (with nvdisasm) exactly the warpgroup MMAs
     of its two products per chunk: dU^T (C / 16 + K / 16 of m64nC) and the dS^T update
     (2 C / 16 of m64nK); ptxas neither duplicates nor drops one."""
