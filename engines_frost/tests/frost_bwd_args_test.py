@@ -261,7 +261,8 @@ def test_the_persistent_grid_is_the_devices_sm_count(family, monkeypatch):
 def test_chain_variant_comes_from_the_environment(family, monkeypatch):
     """FROST_BWD_CHAIN=pipelined selects the pipelined chain for scalar gates only (vector
     gates have no room for its second operand set), =wgmma the wgmma chain (scalar gates
-    too), each changing the chain kernel's config alone; unset or "serial" is the serial chain; anything else is refused by name."""
+    too), each changing the chain kernel's config alone; unset or "serial" is the serial
+    chain; anything else is refused by name."""
     from cudnn.linear_attention.frost.kernels.bwd import CHAIN_ENV
 
     monkeypatch.delenv(CHAIN_ENV, raising=False)
