@@ -56,6 +56,10 @@ class FrostBwdConfig:
     # inverses) in the same barrier phases as this chunk's chain (bwd_chain_pipelined.py,
     # NOTES_bwd.md v1.6); scalar gates only. Off: the serial chain (bwd_chain.py).
     chain_pipeline: bool = False
+    # The chain kernel runs dU^T and the dS^T update on warpgroup MMA (wgmma, B operands
+    # from SW128 shared tiles), the back substitution per warp (bwd_chain_wgmma.py,
+    # NOTES_bwd.md v1.7); scalar gates only. Off: the serial chain.
+    chain_wgmma: bool = False
 
     def __post_init__(self):
         def bad(name, expected):
@@ -86,6 +90,10 @@ class FrostBwdConfig:
             bad("stmatrix", "a bool")
         if self.chain_pipeline and self.fwd.gate_per_channel:
             bad("chain_pipeline", "False for vector gates (no room for a second operand set: NOTES_bwd.md v1.6)")
+        if self.chain_wgmma and self.fwd.gate_per_channel:
+            bad("chain_wgmma", "False for vector gates (the wgmma chain serves scalar gates: NOTES_bwd.md v1.7)")
+        if self.chain_wgmma and self.chain_pipeline:
+            bad("chain_wgmma", "False when chain_pipeline is set (one chain variant at a time)")
 
     def with_stage(self, stage: str) -> "FrostBwdConfig":
         """The config of one stage's kernel, without what that kernel never reads (so
@@ -94,7 +102,7 @@ class FrostBwdConfig:
         checkpoint) neither; chain never reads a state, so the checkpoints flag is off
         (forward_values stays: it makes chain zero the uncovered gradient rows); grads
         reads U from wherever it comes, so forward_values is off there. chain_pipeline
-        only changes the chain kernel: off for every other stage."""
+        and chain_wgmma only change the chain kernel: off for every other stage."""
         persistent = stage == "grads" and not self.fwd.gate_per_channel
         ctas = self.grads_ctas if persistent else DEFAULT_GRADS_CTAS
         stsm = self.stmatrix if stage == "grads" else True  # only grads stages dq/dk
@@ -103,11 +111,11 @@ class FrostBwdConfig:
                                        stmatrix=stsm)
         if stage == "states":
             return dataclasses.replace(self, stage=stage, dht_dtype=None, grads_ctas=ctas,
-                                       stmatrix=stsm, chain_pipeline=False)
+                                       stmatrix=stsm, chain_pipeline=False, chain_wgmma=False)
         fwd = dataclasses.replace(self.fwd, has_initial_state=False, state_dtype=None)
         return dataclasses.replace(self, fwd=fwd, stage=stage, dht_dtype=None, dh0_dtype=None,
                                    forward_values=False, grads_ctas=ctas, stmatrix=stsm,
-                                   chain_pipeline=False)
+                                   chain_pipeline=False, chain_wgmma=False)
 
     @property
     def stages(self) -> tuple[str, ...]:
