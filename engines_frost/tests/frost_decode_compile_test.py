@@ -1,7 +1,7 @@
 """The recurrent (decode) kernel cross-compiles for sm_90a (no GPU needed) over its feature
 matrix, through the launcher's own entry (decode_compile.compile_decode, decode_fake_args), and
 ptxas keeps its state in registers: no local memory (spills) for K = V = 128 at either
-tile width (frost_cubin_report.resource_usage; needs cuobjdump, else that test skips), for
+tile width (16, 32, and 64 under FROST_DECODE_BV64) (frost_cubin_report.resource_usage; needs cuobjdump, else that test skips), for
 both channel maps; under contiguous_channels the state rows move in vector accesses
 (frost_cubin_report.sass_instructions; needs nvdisasm).
 """
@@ -65,7 +65,7 @@ def _cubin_of(cfg, tmp):
 
 
 @pytest.mark.parametrize("contiguous", [False, True], ids=["strided", "contiguous"])
-@pytest.mark.parametrize("block_v", [16, 32])
+@pytest.mark.parametrize("block_v", [16, 32, 64])
 @pytest.mark.parametrize("family", ["gdn", "kda", "gdn2"])
 def test_state_stays_in_registers(family, block_v, contiguous):
     from frost_cubin_report import resource_usage
@@ -79,8 +79,9 @@ def test_state_stays_in_registers(family, block_v, contiguous):
         except FileNotFoundError as e:
             pytest.skip(str(e))
     assert usage["LOCAL"] == 0 and usage["STACK"] == 0, usage
-    # 8 (or 4) rows x 4 channels of state per thread plus the token's operands
-    assert usage["REG"] <= 128, usage
+    # 8 (or 4) rows x 4 channels of state per thread plus the token's operands; 16 rows at
+    # BLOCK_V = 64 (3 CTAs per SM: up to 168 registers)
+    assert usage["REG"] <= (128 if block_v < 64 else 168), usage
 
 
 @pytest.mark.parametrize("state_dtype", ["float32", "bfloat16"])

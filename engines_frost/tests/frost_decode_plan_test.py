@@ -179,5 +179,19 @@ def test_contiguous_channels_fall_back_where_a_vector_would_be_misaligned(shift)
     assert not shifted.config.contiguous_channels
 
 
+
+def test_wide_tiles_only_under_the_environment_and_for_full_waves(monkeypatch):
+    monkeypatch.delenv(kernels_decode.WIDE_TILE_ENV, raising=False)
+    assert kernels_decode.choose_block_v(1024, 16, 128) == 32
+    assert kernels_decode.serving_block_vs() == (16, 32)
+    monkeypatch.setenv(kernels_decode.WIDE_TILE_ENV, "1")
+    assert kernels_decode.serving_block_vs() == (16, 32, 64)
+    # 64 rows where the grid still gives two waves of 3 CTAs on each of 132 SMs
+    big = next(n for n in range(1, 4096) if n * 16 * 2 >= 2 * 3 * 132)
+    assert kernels_decode.choose_block_v(big, 16, 128) == 64
+    assert kernels_decode.choose_block_v(big - 1, 16, 128) == 32
+    assert kernels_decode.choose_block_v(1, 16, 128) == 16
+
+
 if __name__ == "__main__":
     raise SystemExit(pytest.main([__file__, "-q"]))

@@ -12,9 +12,10 @@ ops, against the float64 serving reference (tests/reference/serving.py).
   byte outside the pool changes (guard rows around it);
 - CUDA graphs: 100 decode steps captured once, replayed with new inputs and new slots,
   checked step by step against the reference chain;
-- the two channel maps of the kernel (contiguous_channels: vector state accesses) on the
-  same operands through the launcher, fp32 and bf16 pools.
-With FROST_DECODE_VEC=1 every serving call here takes the contiguous map.
+- the kernel's variants (contiguous_channels: vector state accesses; 64 value rows per
+  CTA) against the default on the same operands through the launcher, fp32 and bf16 pools.
+With FROST_DECODE_VEC=1 every serving call here takes the contiguous map (the calls here
+are too small for FROST_DECODE_BV64's tile: that one is covered by the variants test).
 Bound: relative L2 error <= 1e-2 (bf16 inputs and outputs).
 
   python -m pytest -s tests/numerics/test_la_decode_gpu.py     (about 1-2 minutes: the
@@ -237,11 +238,14 @@ def test_repeated_serving_calls_take_the_launch_lane(family):
     print(f"\n{family}: cached serving call, host {host_us:.1f} us per call (batch 4)")
 
 
+@pytest.mark.parametrize("variant", [(True, 32), (False, 64), (True, 64)],
+                         ids=["vec", "bv64", "vec-bv64"])
 @pytest.mark.parametrize("state", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
 @pytest.mark.parametrize("family", ["gdn", "kda", "gdn2"])
-def test_contiguous_channel_map_matches_the_strided_one(family, state):
+def test_kernel_variants_match_the_default(family, state, variant):
     """The launcher's kernel with lanes holding contiguous channels (vector state accesses,
-    FROST_DECODE_VEC / contiguous_channels) against the element-wise one on the same
+    FROST_DECODE_VEC / contiguous_channels) and / or 64 value rows per CTA
+    (FROST_DECODE_BV64) against the default (element-wise map, 32 rows) on the same
     operands: 70 sequences of 1-4 tokens over a pool of 80 rows (a negative and an
     out-of-range slot among them), per-token fp32 checkpoints, K = V = 128. Only the fp32
     summation order differs, so both agree far below the reference bound."""
@@ -270,17 +274,17 @@ def test_contiguous_channel_map_matches_the_strided_one(family, state):
         ops_["linear_gate"] = True
     pool0 = rnd(S, H, V, K, dtype=state, scale=0.1)
     got = {}
-    for contiguous in (False, True):
+    for contiguous, block_v in ((False, 32), variant):
         pool = pool0.clone()
         out = torch.full((T, H, V), float("nan"), dtype=torch.bfloat16, device="cuda")
         ck = torch.full((T + N, H, V, K), float("nan"), device="cuda")
         bound = frost_decode(scale=K ** -0.5, out=out, initial_state=pool, final_state=pool,
                              checkpoints=ck, a_log=None, dt_bias=None,
-                             contiguous_channels=contiguous, **ops_)
-        assert bound.config.contiguous_channels is contiguous
+                             contiguous_channels=contiguous, block_v=block_v, **ops_)
+        assert (bound.config.contiguous_channels, bound.config.block_v) == (contiguous, block_v)
         torch.cuda.synchronize()
-        got[contiguous] = (out.float(), pool.float(), ck[:T])
-    for name, a, b in zip(("out", "pool", "checkpoints"), got[False], got[True]):
+        got[contiguous, block_v] = (out.float(), pool.float(), ck[:T])
+    for name, a, b in zip(("out", "pool", "checkpoints"), got[False, 32], got[variant]):
         assert not torch.isnan(a).any(), name
         assert not torch.isnan(b).any(), name
         # bf16 rows (out, a bf16 pool) may round a last bit apart; fp32 rows only differ by
@@ -290,4 +294,4 @@ def test_contiguous_channel_map_matches_the_strided_one(family, state):
     # skipped slots: no pool row changed outside the served ones
     served = set(slots.tolist()) - {-1, S + 2}
     untouched = [r for r in range(S) if r not in served]
-    assert torch.equal(got[True][1][untouched], pool0.float()[untouched])
+    assert torch.equal(got[variant][1][untouched], pool0.float()[untouched])

@@ -35,6 +35,10 @@ WHO = "frost_decode"
 #: "1": lanes hold contiguous channels (vector state accesses: decode_config's
 #: contiguous_channels) where the operands are aligned for it; off by default until measured
 CONTIGUOUS_ENV = "FROST_DECODE_VEC"
+#: "1": 64 value rows per CTA where the grid still fills two waves of 3 CTAs per SM
+#: (choose_block_v); off by default until measured (NOTES_decode.md, second knob)
+WIDE_TILE_ENV = "FROST_DECODE_BV64"
+_SMS = 132  # H200
 
 
 def _fail(arg: str, expected: str, got) -> ValueError:
@@ -58,10 +62,23 @@ def _misaligned(cfg: FrostDecodeConfig, tensors: dict) -> str | None:
     return None
 
 
+def wide_tiles_wanted() -> bool:
+    return os.environ.get(WIDE_TILE_ENV, "0").strip() == "1"
+
+
+def serving_block_vs() -> tuple[int, ...]:
+    """The tiles choose_block_v can pick in this process (what precompiling covers)."""
+    return (16, 32, 64) if wide_tiles_wanted() else (16, 32)
+
+
 def choose_block_v(N: int, HO: int, V: int) -> int:
     """Value rows per CTA: 32 (8 rows per warp) unless that leaves under two CTAs per SM of
-    an H200 (132 SMs), then 16 (more CTAs for small batches)."""
-    return 32 if N * HO * (V // 32) >= 2 * 132 else 16
+    an H200 (132 SMs), then 16 (more CTAs for small batches). Under FROST_DECODE_BV64, 64
+    (16 rows per warp, 3 CTAs per SM: more state bytes in flight per CTA, half the CTAs'
+    fixed work) where that still gives two full waves."""
+    if wide_tiles_wanted() and V % 64 == 0 and N * HO * (V // 64) >= 2 * 3 * _SMS:
+        return 64
+    return 32 if N * HO * (V // 32) >= 2 * _SMS else 16
 
 
 @dataclasses.dataclass(frozen=True)

@@ -19,8 +19,9 @@ from __future__ import annotations
 import dataclasses
 
 from cudnn.linear_attention.frost.kernels.config import check_io_state_dims
-#: value rows one CTA keeps: its V tile (4 warps, BLOCK_V / 4 rows each)
-BLOCK_VS = (16, 32)
+#: value rows one CTA keeps: its V tile (4 warps, BLOCK_V / 4 rows each); 64 only under
+#: FROST_DECODE_BV64 (decode.choose_block_v), until measured
+BLOCK_VS = (16, 32, 64)
 WARPS = 4
 
 DECODE_OPERANDS = ("q", "k", "v", "g", "beta", "w", "cu_seqlens", "out", "initial_state",

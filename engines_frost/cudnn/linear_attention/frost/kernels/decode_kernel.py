@@ -78,7 +78,10 @@ def min_ctas_per_sm(c: FrostDecodeConfig) -> int:
     SM is still well above what the bandwidth needs; at 6 (80 registers) the token loop
     spills. At BLOCK_V = 16 (grids below two CTAs per SM) residency does not bind, but
     left free ptxas still spills a pointer around the loop: 6 (80 registers) for KDA and
-    GDN-2, 5 for GDN."""
+    GDN-2, 5 for GDN. At BLOCK_V = 64 (16 rows a warp: 64 state registers a thread at
+    K = 128) 3 (168 registers; at 4, 128 registers, GDN needs a stack frame)."""
+    if c.block_v == 64:
+        return 3
     if c.block_v == 32 or c.family == "gdn":
         return 5
     return 6
