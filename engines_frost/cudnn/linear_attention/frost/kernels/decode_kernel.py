@@ -8,9 +8,9 @@ contiguous_channels it holds channels l * KPL ... l * KPL + KPL - 1 instead (KPL
 which a lane moves as one vector (16 B for an fp32 row at K = 128: load_channels /
 store_channels). Every sum over K (the row sums, k . q, the norms) adds all lanes' channels
 and the update pairs each state element with its own channel's k and alpha, so only the
-K-indexed loads and stores depend on the map. The sums
-over K per row and token are warp reductions. Per token (docs/LINEAR_ATTENTION.md §3.1-3.3,
-stored orientation), computed against the state X before the token:
+K-indexed loads and stores depend on the map. The sums over K per row and token are warp
+reductions. Per token (docs/LINEAR_ATTENTION.md §3.1-3.3, stored orientation), computed
+against the state X before the token:
 
     e  = X (alpha * b * k)         b = beta (GDN/KDA) or the erase gate row (GDN-2)
     p  = X (alpha * q)             alpha: the decay (scalar for GDN)
