@@ -93,7 +93,8 @@ def describe(cfg) -> str:
         flags = "".join(s for on, s in ((cfg.use_l2norm, " l2"), (cfg.has_pool, " pool"),
                                          (cfg.safe_gate, " safe"), (cfg.beta_sigmoid, " sig"),
                                          (cfg.neg_eigval, " neg"), (cfg.linear_gate, " lin"),
-                                         (cfg.checkpoint_every, f" ck{cfg.checkpoint_every}")) if on)
+                                         (cfg.checkpoint_every, f" ck{cfg.checkpoint_every}"),
+                                         (cfg.contiguous_channels, " vec")) if on)
         return (f"decode {cfg.family} H{cfg.H}/HK{cfg.HK}/HV{cfg.HV} K{cfg.K} V{cfg.V} "
                 f"BV{cfg.block_v} {cfg.io_dtype} {cfg.state_dtype}{flags}")
     state = f"{cfg.state_dtype} h0={int(cfg.has_initial_state)} ht={int(cfg.has_final_state)}"
