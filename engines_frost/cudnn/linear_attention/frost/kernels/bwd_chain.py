@@ -120,18 +120,8 @@ class FrostBwdChain(FrostBwdLauncher, FrostFwdV2):
         lane = cute.arch.lane_idx()
         wid = cute.arch.make_warp_uniform(cute.arch.warp_idx())
         thr = mma.get_slice(lane)
-        # dS^T rows j in [16 wid, 16 wid + 16), all K columns (fp32, the whole sequence)
-        acc_ds = cute.make_rmem_tensor(thr.partition_shape_C((SUB, K)), Float32)
-        coord = thr.partition_C(cute.make_identity_tensor((SUB, K)))
-        for e in cutlass.range_constexpr(cute.size(acc_ds)):
-            val = Float32(0.0)
-            if cutlass.const_expr(self.bcfg.dht_dtype is not None):
-                jd = coord[e]
-                val = mdht[n, h, wid * SUB + jd[0], jd[1]].to(Float32)
-            acc_ds[e] = val
-        bos, eos = sequence_bounds(mcu, n, T)  # inside [0, T] whatever cu_seqlens holds
-        nch = (eos - bos + CHUNK - 1) // CHUNK
-        row0 = bos // CHUNK + n
+        acc_ds, coord = self.initial_ds(mdht, n, h, thr, wid)
+        bos, eos, nch, row0 = self.chunk_span(mcu, n, T)
         s.gmem = SimpleNamespace(q=mq, k=mk, v=mv, g=mg, b=mb, w=mw, do=mdo, heads=heads)
         self.before_chunks(s, tid)  # ordered before the first stages by the barrier below
         if nch > 0:
@@ -168,6 +158,30 @@ class FrostBwdChain(FrostBwdLauncher, FrostFwdV2):
                 FrostBwdStates.zero_gradient_rows(self, mcu, T, N, mdq, mdk, mdv, mdg, mdb, mdw, h, lane)
 
     # ------------------------------------------------------------------ staging
+    @cute.jit
+    def initial_ds(self, mdht, n, h, thr, wid):
+        """The warp's dS^T accumulator - value rows [16 wid, 16 wid + 16), all K columns,
+        fp32 for the whole sequence - from d_final_state (zero without it), and the
+        accumulator's (row, column) coordinates. Every chain kernel starts here."""
+        K = self.cfg.K
+        acc_ds = cute.make_rmem_tensor(thr.partition_shape_C((SUB, K)), Float32)
+        coord = thr.partition_C(cute.make_identity_tensor((SUB, K)))
+        for e in cutlass.range_constexpr(cute.size(acc_ds)):
+            val = Float32(0.0)
+            if cutlass.const_expr(self.bcfg.dht_dtype is not None):
+                jd = coord[e]
+                val = mdht[n, h, wid * SUB + jd[0], jd[1]].to(Float32)
+            acc_ds[e] = val
+        return acc_ds, coord
+
+    @cute.jit
+    def chunk_span(self, mcu, n, T):
+        """Sequence n's [bos, eos) (inside [0, T] whatever cu_seqlens holds), its chunk
+        count and its first row of the per-chunk checkpoint tensors."""
+        bos, eos = sequence_bounds(mcu, n, T)
+        nch = (eos - bos + CHUNK - 1) // CHUNK
+        return bos, eos, nch, bos // CHUNK + n
+
     @cute.jit
     def before_chunks(self, s, tid):
         """Shared-memory set-up before the first chunk (none here; the wgmma chain zeroes
