@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import time
@@ -283,6 +284,9 @@ def main() -> None:
         p.error(f"--columns: expected some of {', '.join(COLUMNS)}, given {', '.join(unknown)}")
     print(f"GPU: {torch.cuda.get_device_name()}; decode steps, {HEADS} heads, K = V = {DIM}, "
           f"bf16 io, fp32 state; times in us per step (median of {a.reps})")
+    # the op's kernel variants (kernels/decode.py: read when a call binds its kernel)
+    print("decode kernel: " + ", ".join(f"{k}={os.environ.get(k, '0')}"
+                                        for k in ("FROST_DECODE_VEC", "FROST_DECODE_BV64")))
     rows = []
     peers = {} if a.no_isolate else {c: PeerWorker(c, a.reps) for c in COLUMNS[1:] if c in columns}
     with torch.no_grad():

@@ -260,8 +260,9 @@ def test_the_persistent_grid_is_the_devices_sm_count(family, monkeypatch):
 @pytest.mark.parametrize("family", ["gdn", "kda", "gdn2"])
 def test_chain_variant_comes_from_the_environment(family, monkeypatch):
     """FROST_BWD_CHAIN=pipelined selects the pipelined chain for scalar gates only (vector
-    gates have no room for its second operand set) and changes the chain kernel's config
-    alone; unset or "serial" is the serial chain; anything else is refused by name."""
+    gates have no room for its second operand set), =wgmma the wgmma chain (scalar gates
+    too), each changing the chain kernel's config alone; unset or "serial" is the serial
+    chain; anything else is refused by name."""
     from cudnn.linear_attention.frost.kernels.bwd import CHAIN_ENV
 
     monkeypatch.delenv(CHAIN_ENV, raising=False)
@@ -274,6 +275,12 @@ def test_chain_variant_comes_from_the_environment(family, monkeypatch):
     for stage in ("states", "grads"):
         assert cfg.with_stage(stage) == serial.with_stage(stage)
     assert (cfg.with_stage("chain") != serial.with_stage("chain")) == (family == "gdn")
+    monkeypatch.setenv(CHAIN_ENV, "wgmma")
+    wg, _, _ = _check(_operands(family=family), family)
+    assert wg.chain_wgmma == (family == "gdn") and not wg.chain_pipeline and not serial.chain_wgmma
+    for stage in ("states", "grads"):
+        assert wg.with_stage(stage) == serial.with_stage(stage)
+    assert (wg.with_stage("chain") != serial.with_stage("chain")) == (family == "gdn")
     monkeypatch.setenv(CHAIN_ENV, "fast")
     with pytest.raises(ValueError, match="FROST_BWD_CHAIN must be one of"):
         _check(_operands(family=family), family)

@@ -1,7 +1,9 @@
 """The recurrent (decode) kernel cross-compiles for sm_90a (no GPU needed) over its feature
 matrix, through the launcher's own entry (decode_compile.compile_decode, decode_fake_args), and
 ptxas keeps its state in registers: no local memory (spills) for K = V = 128 at either
-tile width (frost_cubin_report.resource_usage; needs cuobjdump, else that test skips).
+tile width (16, 32, and 64 under FROST_DECODE_BV64) (frost_cubin_report.resource_usage; needs cuobjdump, else that test skips), for
+both channel maps; under contiguous_channels the state rows move in vector accesses
+(frost_cubin_report.sass_instructions; needs nvdisasm).
 """
 import dataclasses
 import glob
@@ -33,6 +35,14 @@ MATRIX = {
                              block_v=16),
     "kda-stateless": dict(family="kda", state_dtype=None, has_initial_state=False,
                           has_final_state=False, has_pool=False),
+    **{f"{fam}-serving-vec": dict(family=fam, contiguous_channels=True, **GATES[fam])
+       for fam in GATES},
+    "kda-ck1-fp32-vec": dict(family="kda", checkpoint_every=1, checkpoint_dtype="float32",
+                             contiguous_channels=True),
+    "gdn2-ck4-bf16-state-vec": dict(family="gdn2", state_dtype="bfloat16", checkpoint_every=4,
+                                    checkpoint_dtype="bfloat16", contiguous_channels=True),
+    "gdn-k64-gva-fp16-vec": dict(family="gdn", io_dtype="float16", K=64, V=64, H=4, HK=4, HV=16,
+                                 block_v=16, contiguous_channels=True),
 }
 
 
@@ -43,26 +53,66 @@ def test_decode_variant_compiles_for_sm90a(name):
     assert callable(kernel.fn) and kernel.ffi == "cute" and kernel.cfg == cfg
 
 
-@pytest.mark.parametrize("block_v", [16, 32])
-@pytest.mark.parametrize("family", ["gdn", "kda", "gdn2"])
-def test_state_stays_in_registers(family, block_v):
+def _cubin_of(cfg, tmp):
     import cutlass.cute as cute
 
-    from frost_cubin_report import resource_usage
     from cudnn.linear_attention.frost.kernels.decode_kernel import FrostDecode
 
-    cfg = FrostDecodeConfig(**{**BASE, "family": family, "block_v": block_v, **GATES[family]})
+    cute.compile(FrostDecode(cfg), *decode_fake_args(cfg),
+                 options=f"--gpu-arch sm_90a --keep-cubin --dump-dir {tmp}")
+    (cubin,) = glob.glob(os.path.join(tmp, "*.cubin"))
+    return cubin
+
+
+@pytest.mark.parametrize("contiguous", [False, True], ids=["strided", "contiguous"])
+@pytest.mark.parametrize("block_v", [16, 32, 64])
+@pytest.mark.parametrize("family", ["gdn", "kda", "gdn2"])
+def test_state_stays_in_registers(family, block_v, contiguous):
+    from frost_cubin_report import resource_usage
+
+    cfg = FrostDecodeConfig(**{**BASE, "family": family, "block_v": block_v, **GATES[family],
+                               "contiguous_channels": contiguous})
     with tempfile.TemporaryDirectory() as tmp:
-        cute.compile(FrostDecode(cfg), *decode_fake_args(cfg),
-                     options=f"--gpu-arch sm_90a --keep-cubin --dump-dir {tmp}")
-        (cubin,) = glob.glob(os.path.join(tmp, "*.cubin"))
+        cubin = _cubin_of(cfg, tmp)
         try:
             usage = resource_usage(cubin)
         except FileNotFoundError as e:
             pytest.skip(str(e))
     assert usage["LOCAL"] == 0 and usage["STACK"] == 0, usage
-    # 8 (or 4) rows x 4 channels of state per thread plus the token's operands
-    assert usage["REG"] <= 128, usage
+    # 8 (or 4) rows x 4 channels of state per thread plus the token's operands; 16 rows at
+    # BLOCK_V = 64 (3 CTAs per SM: up to 168 registers)
+    assert usage["REG"] <= (128 if block_v < 64 else 168), usage
+
+
+@pytest.mark.parametrize("state_dtype", ["float32", "bfloat16"])
+@pytest.mark.parametrize("family", ["gdn", "kda", "gdn2"])
+def test_contiguous_channels_move_state_rows_as_vectors(family, state_dtype):
+    """Each of a warp's RPW state rows is one vector load and one vector store per lane of
+    the lane's KPL = 4 channels (16 B fp32, 8 B bf16), and no state element moves alone:
+    the only global accesses of the state's element width left are the scalar operands'."""
+    import collections
+
+    from frost_cubin_report import sass_instructions
+
+    cfg = FrostDecodeConfig(**{**BASE, "family": family, **GATES[family],
+                               "state_dtype": state_dtype, "contiguous_channels": True})
+    plain = dataclasses.replace(cfg, contiguous_channels=False)
+    counts = {}
+    for c in (cfg, plain):
+        with tempfile.TemporaryDirectory() as tmp:
+            try:
+                instrs = sass_instructions(_cubin_of(c, tmp))
+            except FileNotFoundError as e:
+                pytest.skip(str(e))
+        counts[c] = collections.Counter(i.split()[0] for i in instrs)
+    rows = cfg.block_v // 4
+    width = cfg.K // 32 * (4 if state_dtype == "float32" else 2) * 8
+    vec, old = counts[cfg], counts[plain]
+    assert vec[f"LDG.E.{width}"] >= rows and vec[f"STG.E.{width}"] >= rows, vec
+    # the strided kernel's element-wise state stores are gone (fp32: STG.E; bf16: STG.E.U16
+    # of the state, leaving the output's)
+    elem = "STG.E" if state_dtype == "float32" else "STG.E.U16"
+    assert vec[elem] <= old[elem] - rows * cfg.K // 32, (vec, old)
 
 
 def test_store_round_trip(tmp_path, monkeypatch):

@@ -11,7 +11,10 @@ at every cadence and dtype, and the skipped-sequence zero rows; fp32 rounding is
 checked (the emulation computes in float64 with the kernel's own .to() roundings).
 
 Sizes: the kernel maps K onto 32 lanes, so K = 32 (one channel per lane) and K = 64; V = 32
-with BLOCK_V = 16 gives two V tiles per head, BLOCK_V = 32 one. Sequences of 0..16 tokens.
+with BLOCK_V = 16 gives two V tiles per head, BLOCK_V = 32 one; one case at V = BLOCK_V = 64. Sequences of 0..16 tokens.
+Every case also runs with contiguous_channels (lane l holds channels l * KPL ...: vector
+copies of state, checkpoint, q, k, gate, dt_bias rows) at K = 64 or 128 (KPL = 2, 4; at
+K = 32 both maps are the identity, so that would test nothing).
 """
 import dataclasses
 import math
@@ -78,7 +81,7 @@ CASES = {
     # V tile of 32 rows (8 rows a warp: the 16-entry transposed reduction)
     "kda-rows-ck2": dict(
         family=Family.KDA, lens=(5, 1, 6), H=2, HK=2, HV=4, K=64, slots=None, pool=None,
-        overwrite=False, every=2, ck="bfloat16", state="float32", block_v=32,
+        overwrite=False, every=2, ck="bfloat16", state="float32", block_v=32, K_vec=128,
         opts=dict(safe_gate=True, gate_lower_bound=-3.0, use_beta_sigmoid=True)),
     # GDN-2: a pool written into a separate pool-shaped final state (slot 4 = S skipped), bf16 state,
     # linear-domain gate, v heads shared (HV < H)
@@ -92,6 +95,12 @@ CASES = {
         family=Family.GDN, lens=(16, 9), H=2, HK=2, HV=2, K=32, slots=(2, 0), pool=3,
         overwrite=True, every=1, ck="float32", state="float32", block_v=32,
         opts=dict(use_qk_l2norm=True, safe_gate=True, use_beta_sigmoid=True)),
+    # KDA over 64 value rows per CTA (16 rows a warp: the 32-entry transposed reduction,
+    # one sum per lane), V = 64, a pool with a slot past its end, per-token checkpoints
+    "kda-bv64": dict(
+        family=Family.KDA, lens=(3, 1, 2), H=2, HK=2, HV=2, K=64, V=64, slots=(2, 5, 0),
+        pool=3, overwrite=True, every=1, ck="float32", state="float32", block_v=64,
+        opts=dict(safe_gate=True, use_beta_sigmoid=True, use_qk_l2norm=True)),
     # KDA without a safe gate or any state, plain log gates
     "kda-stateless": dict(
         family=Family.KDA, lens=(4, 2), H=2, HK=2, HV=2, K=32, slots=None, pool=None,
@@ -99,10 +108,13 @@ CASES = {
 }
 
 
+@pytest.mark.parametrize("contiguous", [False, True], ids=["strided", "contiguous"])
 @pytest.mark.parametrize("name", list(CASES))
-def test_decode_source_matches_serving_reference(name):
+def test_decode_source_matches_serving_reference(name, contiguous):
     c = CASES[name]
-    fam, lens, K, V = c["family"], c["lens"], c["K"], 32
+    fam, lens, K, V = c["family"], c["lens"], c["K"], c.get("V", 32)
+    if contiguous:
+        K = c.get("K_vec", 64)
     inputs = InputConfig(family=fam, seq_lens=lens, H=c["H"], HK=c["HK"], HV=c["HV"], K=K, V=V,
                          dtype=torch.bfloat16, **c["opts"])
     x = make_inputs(inputs, 11)
@@ -125,7 +137,7 @@ def test_decode_source_matches_serving_reference(name):
         neg_eigval=inputs.allow_neg_eigval, safe_gate=inputs.safe_gate,
         has_a_log=x.a_log is not None, has_dt_bias=x.dt_bias is not None,
         gate_lower_bound=-5.0 if lb is None else lb, linear_gate=inputs.gate_domain == "linear",
-        block_v=c.get("block_v", 16))
+        block_v=c.get("block_v", 16), contiguous_channels=contiguous)
 
     arrays = {name: _np(getattr(x, name, None)) for name in ("q", "k", "v", "g", "beta", "w",
                                                               "a_log", "dt_bias")}

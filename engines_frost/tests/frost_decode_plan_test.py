@@ -132,5 +132,66 @@ def test_the_dsl_convention_reuses_pointer_objects_while_addresses_repeat():
     assert str(a[names.index("g")].dtype) == "Float32" and str(b[0].dtype) == "BFloat16"
 
 
+
+def _kda_operands(N=3, S=5, K=128, V=64, HO=2, state_offset=0, q_offset=0):
+    """KDA pool operands on the CPU; state_offset / q_offset elements shift that buffer's
+    start (a view into a larger allocation) to break vector alignment."""
+    def buf(shape, dtype, offset=0):
+        n = 1
+        for d in shape:
+            n *= d
+        return torch.zeros(n + offset, dtype=dtype)[offset:].view(shape)
+    pool = buf((S, HO, V, K), torch.float32, state_offset)
+    return dict(q=buf((N, HO, K), torch.bfloat16, q_offset), k=buf((N, HO, K), torch.bfloat16),
+                v=buf((N, HO, V), torch.bfloat16), g=buf((N, HO, K), torch.float32),
+                beta=buf((N, HO), torch.float32), w=None,
+                cu_seqlens=torch.arange(N + 1, dtype=torch.int32),
+                out=buf((N, HO, V), torch.bfloat16), initial_state=pool, final_state=pool,
+                state_indices=torch.arange(N, dtype=torch.int32), a_log=None, dt_bias=None,
+                checkpoints=None, family="kda", use_l2norm=True)
+
+
+@pytest.mark.parametrize("env, want", [(None, False), ("0", False), ("1", True)])
+def test_contiguous_channels_follow_the_environment(monkeypatch, env, want):
+    if env is None:
+        monkeypatch.delenv(kernels_decode.CONTIGUOUS_ENV, raising=False)
+    else:
+        monkeypatch.setenv(kernels_decode.CONTIGUOUS_ENV, env)
+    cfg = kernels_decode.check_decode_operands(**_kda_operands()).config
+    assert cfg.contiguous_channels is want
+    # an explicit argument wins over the environment
+    assert kernels_decode.check_decode_operands(
+        **_kda_operands(), contiguous_channels=not want).config.contiguous_channels is (not want)
+
+
+@pytest.mark.parametrize("shift", ["state_offset", "q_offset"])
+def test_contiguous_channels_fall_back_where_a_vector_would_be_misaligned(shift):
+    """A pool or q starting off a vector boundary (element-aligned: still served) takes the
+    element-wise map."""
+    from cudnn.linear_attention.frost.kernels.decode_config import decode_operand_alignment
+
+    aligned = kernels_decode.check_decode_operands(**_kda_operands(), contiguous_channels=True)
+    assert aligned.config.contiguous_channels
+    need = decode_operand_alignment(aligned.config)
+    assert need["initial_state"] == 16 and need["q"] == 8 and need["v"] == 2
+    shifted = kernels_decode.check_decode_operands(**_kda_operands(**{shift: 1}),
+                                                   contiguous_channels=True)
+    assert not shifted.config.contiguous_channels
+
+
+
+def test_wide_tiles_only_under_the_environment_and_for_full_waves(monkeypatch):
+    monkeypatch.delenv(kernels_decode.WIDE_TILE_ENV, raising=False)
+    assert kernels_decode.choose_block_v(1024, 16, 128) == 32
+    assert kernels_decode.serving_block_vs() == (16, 32)
+    monkeypatch.setenv(kernels_decode.WIDE_TILE_ENV, "1")
+    assert kernels_decode.serving_block_vs() == (16, 32, 64)
+    # 64 rows where the grid still gives two waves of 3 CTAs on each of 132 SMs
+    big = next(n for n in range(1, 4096) if n * 16 * 2 >= 2 * 3 * 132)
+    assert kernels_decode.choose_block_v(big, 16, 128) == 64
+    assert kernels_decode.choose_block_v(big - 1, 16, 128) == 32
+    assert kernels_decode.choose_block_v(1, 16, 128) == 16
+
+
 if __name__ == "__main__":
     raise SystemExit(pytest.main([__file__, "-q"]))

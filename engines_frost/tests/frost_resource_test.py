@@ -180,6 +180,47 @@ def test_pipelined_chain_no_spills(case):
     assert bars in (None, sched.PROLOGUE_BARRIERS + len(sched.PHASES)), bars
 
 
+# the pipelined chain's configs plus K = 64 / V = 128 (one warpgroup's K-wide update at N = C)
+WGMMA_CHAIN_CASES = PIPELINED_CHAIN_CASES + [(64, 128, "bfloat16", False, True, False, "float32", True)]
+
+
+@pytest.mark.parametrize("case", WGMMA_CHAIN_CASES,
+                         ids=lambda c: f"gdn-chain-wgmma-K{c[0]}V{c[1]}-{c[2]}-grouped{int(c[3])}-U{int(c[7])}")
+def test_wgmma_chain_no_spills(case):
+    """The wgmma chain (bwd_chain_wgmma.py) over WGMMA_CHAIN_CASES: no local
+    memory or stack, its SW128 plan fits, and (with nvdisasm) exactly the warpgroup MMAs
+    of its two products per chunk: dU^T (C / 16 + K / 16 of m64nC) and the dS^T update
+    (2 C / 16 of m64nK); ptxas neither duplicates nor drops one."""
+    import collections
+
+    from cudnn.linear_attention.frost.kernels import bwd_chain_wgmma
+    from cudnn.linear_attention.frost.kernels.bwd_config import FrostBwdConfig
+    from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
+    from cudnn.linear_attention.frost.kernels.fwd_v1 import CHUNK, SMEM_LIMIT, smem_bytes
+
+    K, V, io, grouped, l2, h0, dht, values = case
+    H = 2 if grouped else 4
+    f = FrostFwdConfig(io, "float32" if h0 else None, H, H, 4, K, V, False, False, False, l2, h0, False,
+                       algorithm="v2")
+    cfg = FrostBwdConfig(f, "chain", dht, "float32" if h0 else None, forward_values=values, chain_wgmma=True)
+    assert smem_bytes(f, bwd_chain_wgmma.smem_plan) <= SMEM_LIMIT
+    with tempfile.TemporaryDirectory() as tmp:
+        cubin = report.compile_bwd_cubin(cfg, tmp)
+        usage = report.resource_usage(cubin)
+        ops = None
+        if report.tool("NVDISASM", "nvdisasm") is not None:
+            ops = collections.Counter(i.split()[0] for i in report.sass_instructions(cubin))
+    print(f"gdn wgmma chain K={K} V={V} {io} grouped={grouped} U={values}: {usage} "
+          f"{None if ops is None else {k: v for k, v in ops.items() if 'MMA' in k or k.startswith('LDSM')}}")
+    assert usage["LOCAL"] == 0 and usage["STACK"] == 0, usage
+    assert usage["REG"] <= 255, usage
+    if ops is not None:
+        kb = CHUNK // 16
+        want = collections.Counter({f"HGMMA.64x{CHUNK}x16.F32.BF16": kb + K // 16})
+        want[f"HGMMA.64x{K}x16.F32.BF16"] += 2 * kb  # the same instruction where K = C
+        assert {k: v for k, v in ops.items() if k.startswith("HGMMA")} == dict(want), ops
+
+
 VEC_GRADS_CASES = [  # (family, K, V, io, grouped q/k heads): the three that spilled up to v1.4
     ("kda", 128, 128, "bfloat16", False), ("gdn2", 128, 64, "bfloat16", False), ("kda", 64, 64, "float16", True),
 ]

@@ -20,8 +20,8 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from cudnn.linear_attention.frost.kernels.wgmma_fragments import (check_b_quads, check_c_pairs,  # noqa: E402
-                                                                  fragment_coords,
+from cudnn.linear_attention.frost.kernels.wgmma_fragments import (blocks_view_match, check_b_quads,  # noqa: E402
+                                                                  check_c_pairs, fragment_coords,
                                                                   sw128_byte_offset, sw128_tile_offset, tv_size,
                                                                   warp_view_matches)
 
@@ -119,6 +119,34 @@ def test_a_mismatch_is_rejected():
     assert not warp_view_matches(swapped, 64, MMA_C_TILED, 16, 8)
     no_warp_offset = (t_shape, v_shape), ((128, 1, 0), v_stride)  # every warp on rows 0..15
     assert not warp_view_matches(no_warp_offset, 64, MMA_C_TILED, 16, 8)
+
+
+@pytest.mark.parametrize("n", [64, 128])
+def test_warpgroup_accumulator_is_the_warp_blocks_in_order(n):
+    """bwd_chain_wgmma cuts dU^T's m64n64 accumulator into the four 16 x 16 blocks of the
+    per-warp back substitution, and runs the m64nK update into a warp's [16, K] dS^T
+    registers: values [8 b, 8 b + 8) of every thread are the warp's block b."""
+    assert blocks_view_match(wgmma_c(n), 64, MMA_C_TILED, 16, 8, n // 16)
+    # against the PTX tables directly: value i sits in n8 column block i // 4 for both
+    for thread in range(128):
+        warp, lane = divmod(thread, 32)
+        for i in range(n // 2):
+            r, c = ptx_mma_c(lane, i)
+            assert ptx_wgmma_c(thread, i) == (r + 16 * warp, c)
+
+
+def test_block_order_mismatch_is_rejected():
+    """A layout with the column blocks in another order, or one block short, fails."""
+    (t_shape, v_shape), (t_stride, v_stride) = wgmma_c(64)
+    shifted = (t_shape, v_shape), ((128, 1, 16 + 64 * 16), v_stride)  # every thread 16 columns right
+    assert not blocks_view_match(shifted, 64, MMA_C_TILED, 16, 8, 4)
+    # the same columns, n8 blocks in another order (value 4 is block 1's first n8 block,
+    # not block 0's second): a bijection of the tile that is not the warp blocks in order
+    interleaved = (t_shape, (2, 2, 4, 2)), (t_stride, (64, 8, 1024, 512))
+    assert sorted(fragment_coords(*interleaved, 64, 0, i) for i in range(32)) == \
+        sorted(fragment_coords(*wgmma_c(64), 64, 0, i) for i in range(32))
+    assert not blocks_view_match(interleaved, 64, MMA_C_TILED, 16, 8, 4)
+    assert not blocks_view_match(wgmma_c(128), 64, MMA_C_TILED, 16, 8, 8, block_cols=8)
 
 
 @pytest.mark.parametrize("rows,cols", [(128, 128), (128, 64), (64, 64)])

@@ -2,7 +2,7 @@
 
 The FROST v0 kernel (kernels/fwd_v0.py) and the non-MMA stages of v1/v2 (row staging,
 rows, operands) use a small scalar subset of the CuTe DSL: shared-memory tensors,
-element and row indexing, ``local_tile`` of a row, register vectors, ``autovec_copy`` /
+element and row indexing, ``local_tile`` of a row or a 2-D tensor, register vectors, ``autovec_copy`` /
 ``copy`` (cp.async), re-typed views, ``cutlass.range`` loops, ``const_expr`` branches,
 ``cutlass.min`` / ``max``, ``thread_idx`` / ``block_idx`` / ``grid_dim``, ``sync_threads`` /
 ``sync_warp``, warp shuffles (butterfly, up, down, from a source lane) and reductions, exp / rsqrt /
@@ -189,12 +189,18 @@ def _make_tensor(ptr, layout):
 
 
 def _local_tile(t: Tensor, tiler, coord):
-    if len(tiler) != 1 or t.array.ndim != 1:
-        raise AttributeError("simt_emulator: local_tile of a rank-1 tensor only")
-    n, c = int(tiler[0]), _index(coord[0])
-    if c < 0 or (c + 1) * n > t.array.shape[0]:
-        raise IndexError(f"simt_emulator: tile {c} of {n} outside {t.array.shape}")
-    return Tensor(t.array[c * n:(c + 1) * n], t.element_type)
+    """Tile `coord` of shape `tiler` (one extent per mode of t: rank 1 or 2), a view."""
+    if len(tiler) != t.array.ndim or t.array.ndim > 2 or len(coord) != len(tiler):
+        raise AttributeError("simt_emulator: local_tile of a rank-1 or rank-2 tensor with a "
+                             "tiler and coordinate of its rank only")
+    key = []
+    for n, c, extent in zip(tiler, coord, t.array.shape):
+        n, c = int(n), _index(c)
+        if c < 0 or (c + 1) * n > extent:
+            raise IndexError(f"simt_emulator: tile {tuple(coord)} of {tuple(tiler)} outside "
+                             f"{t.array.shape}")
+        key.append(slice(c * n, (c + 1) * n))
+    return Tensor(t.array[tuple(key)], t.element_type)
 
 
 def _copy_values(src: Tensor, dst: Tensor):

@@ -11,7 +11,11 @@ ops, against the float64 serving reference (tests/reference/serving.py).
 - bad slots: negative and >= the pool size skip their sequence (zero output rows) and no
   byte outside the pool changes (guard rows around it);
 - CUDA graphs: 100 decode steps captured once, replayed with new inputs and new slots,
-  checked step by step against the reference chain.
+  checked step by step against the reference chain;
+- the kernel's variants (contiguous_channels: vector state accesses; 64 value rows per
+  CTA) against the default on the same operands through the launcher, fp32 and bf16 pools.
+With FROST_DECODE_VEC=1 every serving call here takes the contiguous map (the calls here
+are too small for FROST_DECODE_BV64's tile: that one is covered by the variants test).
 Bound: relative L2 error <= 1e-2 (bf16 inputs and outputs).
 
   python -m pytest -s tests/numerics/test_la_decode_gpu.py     (about 1-2 minutes: the
@@ -232,3 +236,62 @@ def test_repeated_serving_calls_take_the_launch_lane(family):
         torch.cuda.synchronize()
     assert entry.checked_calls == 1, entry.checked_calls
     print(f"\n{family}: cached serving call, host {host_us:.1f} us per call (batch 4)")
+
+
+@pytest.mark.parametrize("variant", [(True, 32), (False, 64), (True, 64)],
+                         ids=["vec", "bv64", "vec-bv64"])
+@pytest.mark.parametrize("state", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
+@pytest.mark.parametrize("family", ["gdn", "kda", "gdn2"])
+def test_kernel_variants_match_the_default(family, state, variant):
+    """The launcher's kernel with lanes holding contiguous channels (vector state accesses,
+    FROST_DECODE_VEC / contiguous_channels) and / or 64 value rows per CTA
+    (FROST_DECODE_BV64) against the default (element-wise map, 32 rows) on the same
+    operands: 70 sequences of 1-4 tokens over a pool of 80 rows (a negative and an
+    out-of-range slot among them), per-token fp32 checkpoints, K = V = 128. Only the fp32
+    summation order differs, so both agree far below the reference bound."""
+    from cudnn.linear_attention.frost.kernels.decode import frost_decode
+
+    gen = torch.Generator(device="cuda").manual_seed(7)
+    H, K, V, N, S = 4, 128, 128, 70, 80
+    lens = torch.randint(1, 5, (N,), generator=gen, device="cuda")
+    cu = torch.zeros(N + 1, dtype=torch.int32, device="cuda")
+    cu[1:] = torch.cumsum(lens, 0)
+    T = int(cu[-1])
+
+    def rnd(*shape, dtype=torch.bfloat16, scale=1.0):
+        return (torch.randn(*shape, generator=gen, device="cuda") * scale).to(dtype)
+    per_channel = family != "gdn"
+    slots = torch.randperm(S, generator=gen, device="cuda")[:N].to(torch.int32)
+    slots[3], slots[10] = -1, S + 2
+    ops_ = dict(q=rnd(T, H, K), k=rnd(T, H, K), v=rnd(T, H, V),
+                g=-rnd(T, H, *((K,) if per_channel else ()), dtype=torch.float32).abs() * 0.3,
+                beta=(rnd(T, H, K) if family == "gdn2" else rnd(T, H, dtype=torch.float32)),
+                w=rnd(T, H, V) if family == "gdn2" else None, cu_seqlens=cu,
+                state_indices=slots, family=family, use_l2norm=True, beta_sigmoid=True,
+                checkpoint_every=1)
+    if family == "gdn2":
+        ops_["g"] = torch.rand(T, H, K, generator=gen, device="cuda") * 0.5 + 0.5
+        ops_["linear_gate"] = True
+    pool0 = rnd(S, H, V, K, dtype=state, scale=0.1)
+    got = {}
+    for contiguous, block_v in ((False, 32), variant):
+        pool = pool0.clone()
+        out = torch.full((T, H, V), float("nan"), dtype=torch.bfloat16, device="cuda")
+        ck = torch.full((T + N, H, V, K), float("nan"), device="cuda")
+        bound = frost_decode(scale=K ** -0.5, out=out, initial_state=pool, final_state=pool,
+                             checkpoints=ck, a_log=None, dt_bias=None,
+                             contiguous_channels=contiguous, block_v=block_v, **ops_)
+        assert (bound.config.contiguous_channels, bound.config.block_v) == (contiguous, block_v)
+        torch.cuda.synchronize()
+        got[contiguous, block_v] = (out.float(), pool.float(), ck[:T])
+    for name, a, b in zip(("out", "pool", "checkpoints"), got[False, 32], got[variant]):
+        assert not torch.isnan(a).any(), name
+        assert not torch.isnan(b).any(), name
+        # bf16 rows (out, a bf16 pool) may round a last bit apart; fp32 rows only differ by
+        # the order of the fp32 sums
+        limit = 1e-2 if name == "out" or (name == "pool" and state == torch.bfloat16) else 1e-5
+        assert rel_err(b, a) < limit, (name, rel_err(b, a))
+    # skipped slots: no pool row changed outside the served ones
+    served = set(slots.tolist()) - {-1, S + 2}
+    untouched = [r for r in range(S) if r not in served]
+    assert torch.equal(got[variant][1][untouched], pool0.float()[untouched])

@@ -104,6 +104,10 @@
 #              bench/bench_decode.py (stage decodebench: decode steps and 4- and 16-token
 #              speculative steps vs FLA's fused_recurrent and the state-traffic floor);
 #              between them stage decodehost
+#   decodevec  the recurrent kernel's variants (NOTES_decode.md): test_la_decode_gpu.py with
+#              FROST_DECODE_VEC=1 (contiguous channels, vector state accesses; its variants
+#              test runs every variant against the default), then bench_decode.py --tokens 1,4
+#              --columns op for FROST_DECODE_VEC x FROST_DECODE_BV64 in {0,1}^2 (~5-10 min)
 #   decodesan  bench/bench_decode.py under compute-sanitizer memcheck (DECODESAN_BATCHES,
 #              default 256,1024): attributes an illegal access to the op's or FLA's kernel
 #   decodehost tests/torch_ops/op_overhead.py --serve: host time of a cached serving call (decode
@@ -303,6 +307,12 @@ for s in "$@"; do
       stage decodehost "python3 tests/torch_ops/op_overhead.py --serve --device cuda --family gdn \
         --family kda --profile 25"
       stage decodebench "python3 bench/bench_decode.py --tokens 1,4,16" ;;
+    decodevec)   # A/B of the decode kernel's variants, both off by default (NOTES_decode.md)
+      [ -d .frostcache ] && export FROST_KERNEL_CACHE="$PWD/.frostcache"
+      stage decodevectest "FROST_DECODE_VEC=1 python3 -m pytest tests/numerics/test_la_decode_gpu.py \
+        -q -p no:cacheprovider"
+      stage decodevecbench "for w in 0 1; do for v in 0 1; do FROST_DECODE_VEC=\$v FROST_DECODE_BV64=\$w \
+        python3 bench/bench_decode.py --tokens 1,4 --columns op || exit 1; done; done" ;;
     decodehost)  # the cached serving call's host time alone (op_overhead.py --serve)
       [ -d .frostcache ] && export FROST_KERNEL_CACHE="$PWD/.frostcache"
       stage decodehost "python3 tests/torch_ops/op_overhead.py --serve --device cuda --family gdn \

@@ -26,13 +26,15 @@ _ALIGN = 256  # bytes between workspace regions
 # stores instead of stmatrix (FrostBwdConfig.stmatrix; an A/B switch, a separate config).
 USE_STMATRIX = os.environ.get("FROST_BWD_STMATRIX", "1") != "0"
 # FROST_BWD_VEC_WIDE=1: the vector-gate grads kernel's wide shared loads
-# (FrostBwdConfig.vec_wide_loads, NOTES_bwd.md v1.7; off until measured on the GPU).
+# (FrostBwdConfig.vec_wide_loads, NOTES_bwd.md "v1.7 vector-gate grads"; off until
+# measured on the GPU).
 USE_VEC_WIDE = os.environ.get("FROST_BWD_VEC_WIDE", "0") == "1"
 # FROST_BWD_CHAIN=pipelined selects the chain kernel that runs the next chunk's prep beside
-# this chunk's chain (FrostBwdConfig.chain_pipeline, scalar gates; NOTES_bwd.md v1.6);
-# unset or "serial": the serial chain. Read on every call.
+# this chunk's chain (FrostBwdConfig.chain_pipeline, scalar gates; NOTES_bwd.md v1.6),
+# =wgmma the one with dU and the dS update on warpgroup MMA (FrostBwdConfig.chain_wgmma,
+# scalar gates; v1.7); unset or "serial": the serial chain. Read on every call.
 CHAIN_ENV = "FROST_BWD_CHAIN"
-CHAIN_VARIANTS = ("serial", "pipelined")
+CHAIN_VARIANTS = ("serial", "pipelined", "wgmma")
 _INDEX_LIMIT = 2**31
 
 _cache: dict[tuple, object] = {}
@@ -178,13 +180,15 @@ def check_bwd_operands(*, q, k, v, g, beta, w, cu_seqlens, dO, initial_state, d_
         _check_grad("values", values, (T, HO, f.V), ("bfloat16",), device)
     with_checkpoints = state_checkpoints is not None
     with_values = values is not None
+    variant = chain_variant()
     cfg = FrostBwdConfig(
         fwd=f, stage="chain" if with_values else "values" if with_checkpoints else "states",
         dht_dtype=None if d_final_state is None else _dtype_name(d_final_state),
         dh0_dtype=None if d_initial_state is None else _dtype_name(d_initial_state),
         checkpoints=with_checkpoints, forward_values=with_values, grads_ctas=_sm_count(device),
         stmatrix=USE_STMATRIX, vec_wide_loads=USE_VEC_WIDE and f.gate_per_channel,
-        chain_pipeline=chain_variant() == "pipelined" and not f.gate_per_channel)
+        chain_pipeline=variant == "pipelined" and not f.gate_per_channel,
+        chain_wgmma=variant == "wgmma" and not f.gate_per_channel)
     return cfg, T, N
 
 

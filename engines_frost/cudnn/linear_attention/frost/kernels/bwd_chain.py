@@ -120,19 +120,10 @@ class FrostBwdChain(FrostBwdLauncher, FrostFwdV2):
         lane = cute.arch.lane_idx()
         wid = cute.arch.make_warp_uniform(cute.arch.warp_idx())
         thr = mma.get_slice(lane)
-        # dS^T rows j in [16 wid, 16 wid + 16), all K columns (fp32, the whole sequence)
-        acc_ds = cute.make_rmem_tensor(thr.partition_shape_C((SUB, K)), Float32)
-        coord = thr.partition_C(cute.make_identity_tensor((SUB, K)))
-        for e in cutlass.range_constexpr(cute.size(acc_ds)):
-            val = Float32(0.0)
-            if cutlass.const_expr(self.bcfg.dht_dtype is not None):
-                jd = coord[e]
-                val = mdht[n, h, wid * SUB + jd[0], jd[1]].to(Float32)
-            acc_ds[e] = val
-        bos, eos = sequence_bounds(mcu, n, T)  # inside [0, T] whatever cu_seqlens holds
-        nch = (eos - bos + CHUNK - 1) // CHUNK
-        row0 = bos // CHUNK + n
+        acc_ds, coord = self.initial_ds(mdht, n, h, thr, wid)
+        bos, eos, nch, row0 = self.chunk_span(mcu, n, T)
         s.gmem = SimpleNamespace(q=mq, k=mk, v=mv, g=mg, b=mb, w=mw, do=mdo, heads=heads)
+        self.before_chunks(s, tid)  # ordered before the first stages by the barrier below
         if nch > 0:
             self.prefetch_chunk(s, bos + (nch - 1) * CHUNK, eos, tid)
             cute.arch.cp_async_commit_group()
@@ -167,6 +158,36 @@ class FrostBwdChain(FrostBwdLauncher, FrostFwdV2):
                 FrostBwdStates.zero_gradient_rows(self, mcu, T, N, mdq, mdk, mdv, mdg, mdb, mdw, h, lane)
 
     # ------------------------------------------------------------------ staging
+    @cute.jit
+    def initial_ds(self, mdht, n, h, thr, wid):
+        """The warp's dS^T accumulator - value rows [16 wid, 16 wid + 16), all K columns,
+        fp32 for the whole sequence - from d_final_state (zero without it), and the
+        accumulator's (row, column) coordinates. Every chain kernel starts here."""
+        K = self.cfg.K
+        acc_ds = cute.make_rmem_tensor(thr.partition_shape_C((SUB, K)), Float32)
+        coord = thr.partition_C(cute.make_identity_tensor((SUB, K)))
+        for e in cutlass.range_constexpr(cute.size(acc_ds)):
+            val = Float32(0.0)
+            if cutlass.const_expr(self.bcfg.dht_dtype is not None):
+                jd = coord[e]
+                val = mdht[n, h, wid * SUB + jd[0], jd[1]].to(Float32)
+            acc_ds[e] = val
+        return acc_ds, coord
+
+    @cute.jit
+    def chunk_span(self, mcu, n, T):
+        """Sequence n's [bos, eos) (inside [0, T] whatever cu_seqlens holds), its chunk
+        count and its first row of the per-chunk checkpoint tensors."""
+        bos, eos = sequence_bounds(mcu, n, T)
+        nch = (eos - bos + CHUNK - 1) // CHUNK
+        return bos, eos, nch, bos // CHUNK + n
+
+    @cute.jit
+    def before_chunks(self, s, tid):
+        """Shared-memory set-up before the first chunk (none here; the wgmma chain zeroes
+        P^T's blocks that the Gram stage never writes)."""
+        pass
+
     @cute.jit
     def prefetch_chunk(self, s, t0, eos, tid):
         """Chunk t0's q, k, gates, beta (v2's prefetch_rows) and, scalar gates, its dO rows
@@ -410,9 +431,11 @@ class FrostBwdChain(FrostBwdLauncher, FrostFwdV2):
         return acc_du
 
     @cute.jit
-    def chain_dr(self, s, mdr, acc_du, heads, t0, eos, thr, lane, wid):
+    def chain_dr(self, s, mdr, acc_du, heads, t0, eos, thr, lane, wid, flush: cutlass.Constexpr = True):
         """dR^T_i = (dU^T_i - sum_{i' > i} dR^T_i' M_i'i) D_i^-1, last block first (reads
-        (-M)^T and D^-T), stored per token; returns the blocks as A operands."""
+        (-M)^T and D^-T), stored per token; returns the blocks as A operands. With the
+        store buffers and flush False the rows stay in this warp's buffer for the caller
+        to flush (flush_dr: the wgmma chain does it while its update runs)."""
         s_mnegt = s.mnegt
         s_dinvt = s.dinvt
         h = heads[3]
@@ -443,9 +466,15 @@ class FrostBwdChain(FrostBwdLauncher, FrostFwdV2):
                     t = t0 + bi * SUB + jt[1]
                     if t < eos:
                         mdr[t, h, j0 + jt[0]] = dr[e].to(BFloat16)
-        if cutlass.const_expr(self.staged):
-            vio.flush_rows(buf, mdr[None, h, None], t0, j0, eos - t0, lane, CHUNK, SUB)
+        if cutlass.const_expr(self.staged and flush):
+            self.flush_dr(s, mdr, heads, t0, eos, lane, wid)
         return a_dr
+
+    @cute.jit
+    def flush_dr(self, s, mdr, heads, t0, eos, lane, wid):
+        """This warp's staged dR rows (chain_dr's buffer) to global memory, 16 bytes a store."""
+        buf = vio.warp_buffer(s, self.cfg, wid, CHUNK, SUB)
+        vio.flush_rows(buf, mdr[None, heads[3], None], t0, wid * SUB, eos - t0, lane, CHUNK, SUB)
 
     @cute.jit
     def chain_decay(self, s, acc_ds, coord):

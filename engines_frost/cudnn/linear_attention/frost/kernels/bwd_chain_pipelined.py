@@ -71,7 +71,6 @@ from cudnn.linear_attention.frost.kernels.bwd_states import FrostBwdStates
 from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
 from cudnn.linear_attention.frost.kernels.fragment_stores import store_rows_vectorised
 from cudnn.linear_attention.frost.kernels.fwd_v1 import CHUNK, NBLK, SUB, allocate_smem, warp_mma
-from cudnn.linear_attention.frost.kernels.seq_bounds import sequence_bounds
 
 from cudnn.linear_attention.frost.kernels.bwd_chain_schedule import COPIES, DOUBLED
 
@@ -131,18 +130,8 @@ class FrostBwdChainPipelined(FrostBwdChain):
         lane = cute.arch.lane_idx()
         wid = cute.arch.make_warp_uniform(cute.arch.warp_idx())
         thr = warp_mma().get_slice(lane)
-        # dS^T rows j in [16 wid, 16 wid + 16), all K columns (fp32, the whole sequence)
-        acc_ds = cute.make_rmem_tensor(thr.partition_shape_C((SUB, K)), Float32)
-        coord = thr.partition_C(cute.make_identity_tensor((SUB, K)))
-        for e in cutlass.range_constexpr(cute.size(acc_ds)):
-            val = Float32(0.0)
-            if cutlass.const_expr(self.bcfg.dht_dtype is not None):
-                jd = coord[e]
-                val = mdht[n, h, wid * SUB + jd[0], jd[1]].to(Float32)
-            acc_ds[e] = val
-        bos, eos = sequence_bounds(mcu, n, T)  # inside [0, T] whatever cu_seqlens holds
-        nch = (eos - bos + CHUNK - 1) // CHUNK
-        row0 = bos // CHUNK + n
+        acc_ds, coord = self.initial_ds(mdht, n, h, thr, wid)
+        bos, eos, nch, row0 = self.chunk_span(mcu, n, T)
         s.gmem = SimpleNamespace(q=mq, k=mk, v=mv, g=mg, b=mb, w=mw, do=mdo, heads=heads)
 
         # prologue: the last chunk's prep into copy (nch - 1) % 2 (nch = 0: a prep of

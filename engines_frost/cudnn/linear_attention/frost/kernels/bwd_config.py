@@ -56,8 +56,13 @@ class FrostBwdConfig:
     # inverses) in the same barrier phases as this chunk's chain (bwd_chain_pipelined.py,
     # NOTES_bwd.md v1.6); scalar gates only. Off: the serial chain (bwd_chain.py).
     chain_pipeline: bool = False
+    # The chain kernel runs dU^T and the dS^T update on warpgroup MMA (wgmma, B operands
+    # from SW128 shared tiles), the back substitution per warp (bwd_chain_wgmma.py,
+    # NOTES_bwd.md v1.7); scalar gates only. Off: the serial chain.
+    chain_wgmma: bool = False
     # The vector-gate grads kernel (bwd_grads_vec.py) reads its shared bf16 operands with
-    # wide loads instead of one 2-byte load per element (NOTES_bwd.md v1.7): the decayed B
+    # wide loads instead of one 2-byte load per element (NOTES_bwd.md "v1.7 vector-gate
+    # grads"): the decayed B
     # operands by ldmatrix.x4.trans straight into the hi fragment, the accumulator-shaped
     # reads of q-hat, k-hat, b as bf16 pairs, S dS by ldmatrix.trans. Same values; only
     # the S dS sum's order changes. Off: v1.6's loads (an A/B switch: FROST_BWD_VEC_WIDE=1).
@@ -94,6 +99,10 @@ class FrostBwdConfig:
             bad("vec_wide_loads", "a bool")
         if self.chain_pipeline and self.fwd.gate_per_channel:
             bad("chain_pipeline", "False for vector gates (no room for a second operand set: NOTES_bwd.md v1.6)")
+        if self.chain_wgmma and self.fwd.gate_per_channel:
+            bad("chain_wgmma", "False for vector gates (the wgmma chain serves scalar gates: NOTES_bwd.md v1.7)")
+        if self.chain_wgmma and self.chain_pipeline:
+            bad("chain_wgmma", "False when chain_pipeline is set (one chain variant at a time)")
 
     def with_stage(self, stage: str) -> "FrostBwdConfig":
         """The config of one stage's kernel, without what that kernel never reads (so
@@ -102,7 +111,8 @@ class FrostBwdConfig:
         checkpoint) neither; chain never reads a state, so the checkpoints flag is off
         (forward_values stays: it makes chain zero the uncovered gradient rows); grads
         reads U from wherever it comes, so forward_values is off there. chain_pipeline
-        only changes the chain kernel: off for every other stage."""
+        and chain_wgmma only change the chain kernel: off for every other stage;
+        vec_wide_loads only the vector-gate grads kernel."""
         persistent = stage == "grads" and not self.fwd.gate_per_channel
         ctas = self.grads_ctas if persistent else DEFAULT_GRADS_CTAS
         stsm = self.stmatrix if stage == "grads" else True  # only grads stages dq/dk
@@ -112,11 +122,12 @@ class FrostBwdConfig:
                                        stmatrix=stsm, vec_wide_loads=wide)
         if stage == "states":
             return dataclasses.replace(self, stage=stage, dht_dtype=None, grads_ctas=ctas,
-                                       stmatrix=stsm, chain_pipeline=False, vec_wide_loads=wide)
+                                       stmatrix=stsm, chain_pipeline=False, chain_wgmma=False,
+                                       vec_wide_loads=wide)
         fwd = dataclasses.replace(self.fwd, has_initial_state=False, state_dtype=None)
         return dataclasses.replace(self, fwd=fwd, stage=stage, dht_dtype=None, dh0_dtype=None,
                                    forward_values=False, grads_ctas=ctas, stmatrix=stsm,
-                                   chain_pipeline=False, vec_wide_loads=wide)
+                                   chain_pipeline=False, chain_wgmma=False, vec_wide_loads=wide)
 
     @property
     def stages(self) -> tuple[str, ...]:

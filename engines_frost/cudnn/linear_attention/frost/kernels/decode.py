@@ -16,6 +16,7 @@ which is then added to that cache.
 from __future__ import annotations
 
 import dataclasses
+import os
 import threading
 
 from cudnn.linear_attention.frost.kernels import kernel_store
@@ -31,6 +32,13 @@ _INDEX_LIMIT = 2**31
 _cache: dict[tuple[FrostDecodeConfig, str, str], object] = {}
 _cache_lock = threading.Lock()
 WHO = "frost_decode"
+#: "1": lanes hold contiguous channels (vector state accesses: decode_config's
+#: contiguous_channels) where the operands are aligned for it; off by default until measured
+CONTIGUOUS_ENV = "FROST_DECODE_VEC"
+#: "1": 64 value rows per CTA where the grid still fills two waves of 3 CTAs per SM
+#: (choose_block_v); off by default until measured (NOTES_decode.md, second knob)
+WIDE_TILE_ENV = "FROST_DECODE_BV64"
+_SMS = 132  # H200
 
 
 def _fail(arg: str, expected: str, got) -> ValueError:
@@ -41,10 +49,36 @@ def _check(name, t, shape, dtypes, device):
     check(WHO, name, t, shape, dtypes, device)
 
 
+def contiguous_channels_wanted() -> bool:
+    return os.environ.get(CONTIGUOUS_ENV, "0").strip() == "1"
+
+
+def _misaligned(cfg: FrostDecodeConfig, tensors: dict) -> str | None:
+    """The first operand whose address breaks cfg's alignment, None if all hold."""
+    for name, align in decode_operand_alignment(cfg).items():
+        t = tensors[name]
+        if t is not None and t.numel() and t.data_ptr() % align:
+            return name
+    return None
+
+
+def wide_tiles_wanted() -> bool:
+    return os.environ.get(WIDE_TILE_ENV, "0").strip() == "1"
+
+
+def serving_block_vs() -> tuple[int, ...]:
+    """The tiles choose_block_v can pick in this process (what precompiling covers)."""
+    return (16, 32, 64) if wide_tiles_wanted() else (16, 32)
+
+
 def choose_block_v(N: int, HO: int, V: int) -> int:
     """Value rows per CTA: 32 (8 rows per warp) unless that leaves under two CTAs per SM of
-    an H200 (132 SMs), then 16 (more CTAs for small batches)."""
-    return 32 if N * HO * (V // 32) >= 2 * 132 else 16
+    an H200 (132 SMs), then 16 (more CTAs for small batches). Under FROST_DECODE_BV64, 64
+    (16 rows per warp, 3 CTAs per SM: more state bytes in flight per CTA, half the CTAs'
+    fixed work) where that still gives two full waves."""
+    if wide_tiles_wanted() and V % 64 == 0 and N * HO * (V // 64) >= 2 * 3 * _SMS:
+        return 64
+    return 32 if N * HO * (V // 32) >= 2 * _SMS else 16
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,7 +95,8 @@ def check_decode_operands(*, q, k, v, g, beta, w, cu_seqlens, out, initial_state
                           use_l2norm: bool, checkpoint_every: int = 0,
                           beta_sigmoid: bool = False, neg_eigval: bool = False,
                           safe_gate: bool = False, gate_lower_bound: float = -5.0,
-                          linear_gate: bool = False, block_v: int | None = None) -> CheckedDecode:
+                          linear_gate: bool = False, block_v: int | None = None,
+                          contiguous_channels: bool | None = None) -> CheckedDecode:
     """Every operand check of frost_decode except the CUDA-device one (CPU tests reach them).
 
     q [T,H,K], k [T,HK,K], v [T,HV,V] (bf16 / fp16); g fp32 [T,HO] (GDN) or [T,HO,K];
@@ -70,6 +105,10 @@ def check_decode_operands(*, q, k, v, g, beta, w, cu_seqlens, out, initial_state
     without state_indices; may be one buffer); state_indices None or int32 [N];
     a_log fp32 [HO], dt_bias fp32 [HO] (GDN) or [HO,K] (only with safe_gate);
     checkpoints [max(T // n + N, 1),HO,V,K] io dtype or fp32 when checkpoint_every = n > 0.
+    contiguous_channels (None: FROST_DECODE_VEC=1) asks for the vector channel layout; it is
+    taken where K > 32 and the channel operands are aligned to its vectors, else the
+    element-wise layout serves (the choice follows the addresses modulo 16, which the
+    operand signature and a direct launch's alignment key already hold).
     """
     if family not in ("gdn", "kda", "gdn2"):
         raise _fail("family", "'gdn', 'kda' or 'gdn2'", repr(family))
@@ -127,10 +166,16 @@ def check_decode_operands(*, q, k, v, g, beta, w, cu_seqlens, out, initial_state
                    initial_state=initial_state, final_state=final_state,
                    state_indices=state_indices, a_log=a_log, dt_bias=dt_bias,
                    checkpoints=checkpoints)
-    for name, align in decode_operand_alignment(cfg).items():
-        t = tensors[name]
-        if t is not None and t.numel() and t.data_ptr() % align:
-            raise _fail(name, f"{align}-byte aligned", f"address {t.data_ptr():#x}")
+    bad = _misaligned(cfg, tensors)
+    if bad is not None:
+        align = decode_operand_alignment(cfg)[bad]
+        raise _fail(bad, f"{align}-byte aligned", f"address {tensors[bad].data_ptr():#x}")
+    if contiguous_channels is None:
+        contiguous_channels = contiguous_channels_wanted()
+    if contiguous_channels and K > 32:
+        vec = dataclasses.replace(cfg, contiguous_channels=True)
+        if _misaligned(vec, tensors) is None:
+            cfg = vec
     return CheckedDecode(cfg, tensors, T, N, S)
 
 

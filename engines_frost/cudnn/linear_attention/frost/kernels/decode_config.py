@@ -19,8 +19,9 @@ from __future__ import annotations
 import dataclasses
 
 from cudnn.linear_attention.frost.kernels.config import check_io_state_dims
-#: value rows one CTA keeps: its V tile (4 warps, BLOCK_V / 4 rows each)
-BLOCK_VS = (16, 32)
+#: value rows one CTA keeps: its V tile (4 warps, BLOCK_V / 4 rows each); 64 only under
+#: FROST_DECODE_BV64 (decode.choose_block_v), until measured
+BLOCK_VS = (16, 32, 64)
 WARPS = 4
 
 DECODE_OPERANDS = ("q", "k", "v", "g", "beta", "w", "cu_seqlens", "out", "initial_state",
@@ -54,6 +55,11 @@ class FrostDecodeConfig:
     gate_lower_bound: float = -5.0  # KDA / GDN-2 safe gate (log space)
     linear_gate: bool = False   # gate_domain="linear": gamma = ln(g + 1e-10)
     block_v: int = 32
+    # lane l holds channels l * KPL ... l * KPL + KPL - 1 (KPL = K / 32) instead of l, l + 32,
+    # ...: state rows and K-vectors move in KPL-element vector accesses (16 B for fp32 rows
+    # at K = 128); the pointers of those operands must then be aligned to that width
+    # (decode_operand_alignment). Off by default until measured (NOTES_decode.md).
+    contiguous_channels: bool = False
 
     def __post_init__(self):
         def bad(name, expected):
@@ -108,10 +114,32 @@ def decode_operand_dtypes(cfg: FrostDecodeConfig) -> dict[str, str]:
     }
 
 
+def _element_bytes(dtype: str) -> int:
+    return 2 if dtype in ("bfloat16", "float16") else 4
+
+
+def channel_operands(cfg: FrostDecodeConfig) -> tuple[str, ...]:
+    """Operands whose rows run over the K channels (a lane reads its channels of them)."""
+    per_channel = ("g", "dt_bias") if cfg.gate_per_channel else ()
+    return ("q", "k", *per_channel, *(("beta",) if cfg.beta_per_channel else ()),
+            "initial_state", "final_state", "checkpoints")
+
+
+def channel_vector_bytes(cfg: FrostDecodeConfig, dtype: str) -> int:
+    """Bytes of one lane's channel vector under contiguous_channels (at most 16: one
+    LDG.128; wider vectors are several)."""
+    return min(16, cfg.K // 32 * _element_bytes(dtype))
+
+
 def decode_operand_alignment(cfg: FrostDecodeConfig) -> dict[str, int]:
-    """The kernel reads every operand element-wise: element alignment suffices."""
-    return {name: 2 if dt in ("bfloat16", "float16") else 4
-            for name, dt in decode_operand_dtypes(cfg).items()}
+    """Element alignment (element-wise accesses), except under contiguous_channels, where a
+    lane's channels of a K-row move as one vector: those operands need the vector's width."""
+    dtypes = decode_operand_dtypes(cfg)
+    align = {name: _element_bytes(dt) for name, dt in dtypes.items()}
+    if cfg.contiguous_channels:
+        for name in channel_operands(cfg):
+            align[name] = max(align[name], channel_vector_bytes(cfg, dtypes[name]))
+    return align
 
 
 def checkpoint_rows(T: int, N: int, every: int) -> int:

@@ -3,9 +3,14 @@
 One CTA per (sequence n, output head h, tile of BLOCK_V value rows); four warps, each
 owning BLOCK_V / 4 rows of the stored state X [V, K] (V-major, X = S^T). Lane l holds
 channels l, l + 32, ... of every row it owns, so each warp-wide load or store of a state
-row touches 32 consecutive elements (coalesced without vector loads) and the sums over K
-per row and token are warp reductions. Per token (docs/LINEAR_ATTENTION.md §3.1-3.3,
-stored orientation), computed against the state X before the token:
+row touches 32 consecutive elements (coalesced without vector loads); under the config's
+contiguous_channels it holds channels l * KPL ... l * KPL + KPL - 1 instead (KPL = K / 32),
+which a lane moves as one vector (16 B for an fp32 row at K = 128: load_channels /
+store_channels). Every sum over K (the row sums, k . q, the norms) adds all lanes' channels
+and the update pairs each state element with its own channel's k and alpha, so only the
+K-indexed loads and stores depend on the map. The sums over K per row and token are warp
+reductions. Per token (docs/LINEAR_ATTENTION.md §3.1-3.3, stored orientation), computed
+against the state X before the token:
 
     e  = X (alpha * b * k)         b = beta (GDN/KDA) or the erase gate row (GDN-2)
     p  = X (alpha * q)             alpha: the decay (scalar for GDN)
@@ -73,7 +78,10 @@ def min_ctas_per_sm(c: FrostDecodeConfig) -> int:
     SM is still well above what the bandwidth needs; at 6 (80 registers) the token loop
     spills. At BLOCK_V = 16 (grids below two CTAs per SM) residency does not bind, but
     left free ptxas still spills a pointer around the loop: 6 (80 registers) for KDA and
-    GDN-2, 5 for GDN."""
+    GDN-2, 5 for GDN. At BLOCK_V = 64 (16 rows a warp: 64 state registers a thread at
+    K = 128) 3 (168 registers; at 4, 128 registers, GDN needs a stack frame)."""
+    if c.block_v == 64:
+        return 3
     if c.block_v == 32 or c.family == "gdn":
         return 5
     return 6
@@ -177,14 +185,23 @@ class FrostDecode:
         if ok > 0:
             if cutlass.const_expr(c.has_initial_state):
                 for r in cutlass.range_constexpr(RPW):
-                    for j in cutlass.range_constexpr(KPL):
-                        xs[r, j] = mh0[slot, h, row0 + r, j * LANES + lane].to(Float32)
+                    if cutlass.const_expr(c.contiguous_channels):
+                        self.load_channels(self.warp_row(mh0[slot, h, None, None], row0, r),
+                                           lane, xs[r, None])
+                    else:
+                        for j in cutlass.range_constexpr(KPL):
+                            xs[r, j] = mh0[slot, h, row0 + r, j * LANES + lane].to(Float32)
             self.walk(mq, mk, mv, mg, mb, mw, mo, malog, mdtb, mck, xs, bos, eos, ck_base, h,
                       row0, lane, scale)
             if cutlass.const_expr(c.has_final_state):
                 for r in cutlass.range_constexpr(RPW):
-                    for j in cutlass.range_constexpr(KPL):
-                        mht[slot, h, row0 + r, j * LANES + lane] = xs[r, j].to(self.st)
+                    if cutlass.const_expr(c.contiguous_channels):
+                        self.store_channels(xs[r, None],
+                                            self.warp_row(mht[slot, h, None, None], row0, r),
+                                            lane)
+                    else:
+                        for j in cutlass.range_constexpr(KPL):
+                            mht[slot, h, row0 + r, j * LANES + lane] = xs[r, j].to(self.st)
         else:
             self.zero_rows(mo, mck, bos, eos, ck_base, h, row0, lane)
         # warp 0 of the last sequence's CTAs zeroes its output slice of the rows no sequence
@@ -236,10 +253,13 @@ class FrostDecode:
         for j in cutlass.range_constexpr(KPL):
             gates[j] = Float32(0.0)
             if cutlass.const_expr(c.safe_gate and c.has_dt_bias):
-                if cutlass.const_expr(c.gate_per_channel):
+                if cutlass.const_expr(c.gate_per_channel and not c.contiguous_channels):
                     gates[j] = mdtb[h, j * LANES + lane].to(Float32)
-                else:
+                elif cutlass.const_expr(not c.gate_per_channel):
                     gates[j] = mdtb[h, 0].to(Float32)
+        if cutlass.const_expr(c.safe_gate and c.has_dt_bias and c.gate_per_channel
+                              and c.contiguous_channels):
+            self.load_channels(mdtb[h, None], lane, gates)  # entries 0 .. KPL - 1
         idx = reduced_index(lane, RPW)  # which of the 2 x RPW sums this lane ends with
         own = idx % RPW                 # its row (erase read below 16, output from 16 up)
         for t in cutlass.range(bos, eos):
@@ -253,8 +273,13 @@ class FrostDecode:
                 # a malformed table's overlapping sequences can count more rows than exist
                 if local % c.checkpoint_every == 0 and crow < mck.shape[0]:
                     for r in cutlass.range_constexpr(RPW):
-                        for j in cutlass.range_constexpr(KPL):
-                            mck[crow, h, row0 + r, j * LANES + lane] = xs[r, j].to(self.ck)
+                        if cutlass.const_expr(c.contiguous_channels):
+                            self.store_channels(xs[r, None],
+                                                self.warp_row(mck[crow, h, None, None], row0, r),
+                                                lane)
+                        else:
+                            for j in cutlass.range_constexpr(KPL):
+                                mck[crow, h, row0 + r, j * LANES + lane] = xs[r, j].to(self.ck)
             # the next token (the last one again at the end: a redundant, in-bounds load)
             self.load_token(mq, mk, mv, mg, mb, mw, rq, rk, rg, rb, rvw,
                             cutlass.min(t + 1, eos - 1), h, hq, hk, hv, row0 + own, lane)
@@ -290,13 +315,21 @@ class FrostDecode:
         GDN-2's write gate w) of `row`."""
         c = self.cfg
         KPL = c.K // LANES
-        for j in cutlass.range_constexpr(KPL):
-            rq[j] = mq[t, hq, j * LANES + lane].to(Float32)
-            rk[j] = mk[t, hk, j * LANES + lane].to(Float32)
+        if cutlass.const_expr(c.contiguous_channels):
+            self.load_channels(mq[t, hq, None], lane, rq)
+            self.load_channels(mk[t, hk, None], lane, rk)
             if cutlass.const_expr(c.gate_per_channel):
-                rg[j] = mg[t, h, j * LANES + lane].to(Float32)
+                self.load_channels(mg[t, h, None], lane, rg)
             if cutlass.const_expr(c.beta_per_channel):
-                rb[j] = mb[t, h, j * LANES + lane].to(Float32)
+                self.load_channels(mb[t, h, None], lane, rb)
+        else:
+            for j in cutlass.range_constexpr(KPL):
+                rq[j] = mq[t, hq, j * LANES + lane].to(Float32)
+                rk[j] = mk[t, hk, j * LANES + lane].to(Float32)
+                if cutlass.const_expr(c.gate_per_channel):
+                    rg[j] = mg[t, h, j * LANES + lane].to(Float32)
+                if cutlass.const_expr(c.beta_per_channel):
+                    rb[j] = mb[t, h, j * LANES + lane].to(Float32)
         if cutlass.const_expr(not c.gate_per_channel):
             rg[0] = mg[t, h, 0].to(Float32)
         if cutlass.const_expr(not c.beta_per_channel):
@@ -305,6 +338,39 @@ class FrostDecode:
         rvw[1] = Float32(1.0)
         if cutlass.const_expr(c.beta_per_channel):
             rvw[1] = mw[t, h, row].to(Float32)
+
+    def warp_row(self, head, row0, r):
+        """Row row0 + r (r < RPW, row0 the warp's first) of a head's [V, K] state view, through
+        the warp's [RPW, K] tile: its base address is formed once and row r sits a constant
+        r * K elements past it, an immediate offset of the vector access (indexed row by
+        row, ptxas kept one 32-bit row index per row live across the token loop and, for
+        GDN at 96 registers, spilled one)."""
+        c = self.cfg
+        RPW = c.block_v // WARPS
+        return cute.local_tile(head, (RPW, c.K), (row0 // RPW, 0))[r, None]
+
+    @cute.jit
+    def load_channels(self, row, lane, dst):
+        """contiguous_channels: dst[j] = channel lane * KPL + j of `row` (a K-long view) as
+        Float32, all KPL in one vector copy (the operand's pointer is aligned to it:
+        decode_config.decode_operand_alignment)."""
+        c = self.cfg
+        KPL = c.K // LANES
+        frag = cute.make_rmem_tensor((KPL,), row.element_type)
+        cute.autovec_copy(cute.local_tile(row, (KPL,), (lane,)), frag)
+        for j in cutlass.range_constexpr(KPL):
+            dst[j] = frag[j].to(Float32)
+
+    @cute.jit
+    def store_channels(self, src, row, lane):
+        """contiguous_channels: src[0 .. KPL - 1] into channels lane * KPL ... of `row`,
+        converted to its element type, in one vector copy."""
+        c = self.cfg
+        KPL = c.K // LANES
+        frag = cute.make_rmem_tensor((KPL,), row.element_type)
+        for j in cutlass.range_constexpr(KPL):
+            frag[j] = src[j].to(row.element_type)
+        cute.autovec_copy(frag, cute.local_tile(row, (KPL,), (lane,)))
 
     @cute.jit
     def prefetch_token(self, mq, mk, mv, mg, mb, mw, t, h, hq, hk, hv, row0, lane):
@@ -445,6 +511,15 @@ class FrostDecode:
                 crow = ck_base + local // c.checkpoint_every
                 # a malformed table's overlapping sequences can count more rows than exist
                 if local % c.checkpoint_every == 0 and crow < mck.shape[0]:
-                    for r in cutlass.range_constexpr(RPW):
+                    if cutlass.const_expr(c.contiguous_channels):
+                        zeros = cute.make_rmem_tensor((KPL,), Float32)
                         for j in cutlass.range_constexpr(KPL):
-                            mck[crow, h, row0 + r, j * LANES + lane] = Float32(0.0).to(self.ck)
+                            zeros[j] = Float32(0.0)
+                        for r in cutlass.range_constexpr(RPW):
+                            self.store_channels(zeros,
+                                                self.warp_row(mck[crow, h, None, None], row0, r),
+                                                lane)
+                    else:
+                        for r in cutlass.range_constexpr(RPW):
+                            for j in cutlass.range_constexpr(KPL):
+                                mck[crow, h, row0 + r, j * LANES + lane] = Float32(0.0).to(self.ck)

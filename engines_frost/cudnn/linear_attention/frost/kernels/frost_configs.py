@@ -74,13 +74,12 @@ def serving_configs(op: str, args: dict, *, l2norm: bool) -> list:
     with tensors laid out like `args` (heads, K, V, io dtype and gate layout: a public
     function's keyword arguments, CPU tensors): a state pool [S, HO, V, K] read through
     state_indices and written back in place (overwrite_initial_state), in float32 and
-    bfloat16, for both V tiles (16 value rows per CTA for small batches, 32 otherwise:
-    decode.choose_block_v), no in-kernel gates, derived through the launcher's own checks
+    bfloat16, for each V tile decode.choose_block_v can pick (16 value rows per CTA for
+    small batches, 32 otherwise, 64 under FROST_DECODE_BV64: decode.serving_block_vs), no in-kernel gates, derived through the launcher's own checks
     (decode.check_decode_operands) with the flags the decode engine passes."""
     import torch
 
-    from cudnn.linear_attention.frost.kernels.decode import check_decode_operands
-    from cudnn.linear_attention.frost.kernels.decode_config import BLOCK_VS
+    from cudnn.linear_attention.frost.kernels.decode import check_decode_operands, serving_block_vs
 
     q, v = args["q"], args["v"]
     T, HO, V, K = q.shape[0], max(q.shape[1], v.shape[1]), v.shape[2], q.shape[2]
@@ -89,7 +88,7 @@ def serving_configs(op: str, args: dict, *, l2norm: bool) -> list:
     found = []
     for state_dtype in (torch.float32, torch.bfloat16):
         pool = torch.empty(N + 1, HO, V, K, dtype=state_dtype)
-        for block_v in BLOCK_VS:
+        for block_v in serving_block_vs():
             found.append(check_decode_operands(
                 **inputs, out=torch.empty(T, HO, V, dtype=q.dtype), initial_state=pool,
                 final_state=pool, state_indices=torch.zeros(N, dtype=torch.int32), a_log=None,

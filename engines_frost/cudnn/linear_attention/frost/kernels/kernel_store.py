@@ -60,8 +60,9 @@ _log = logging.getLogger("cudnn.linear_attention.frost")
 # Every kernels/ file whose text can change a compiled kernel: the kernel classes, what
 # they import, the launch ABI and compile_kernel.py (algorithm name -> class, compile
 # options). fwd.py (checks, caches, launch) is left out: editing it keeps the store valid.
-KEYED_SOURCES = ("bwd_abi.py", "bwd_chain.py", "bwd_chain_pipelined.py", "bwd_chain_schedule.py", "bwd_compile.py",
-                 "bwd_config.py", "bwd_grads.py", "bwd_grads_vec.py", "bwd_states.py", "bwd_values.py",
+KEYED_SOURCES = ("bwd_abi.py", "bwd_chain.py", "bwd_chain_pipelined.py", "bwd_chain_schedule.py",
+                 "bwd_chain_wgmma.py", "bwd_compile.py", "bwd_config.py", "bwd_grads.py", "bwd_grads_vec.py",
+                 "bwd_states.py", "bwd_values.py",
                  "checkpoints.py", "checkpoints_dsl.py", "compile_kernel.py", "config.py", "decode_compile.py",
                  "decode_config.py", "decode_kernel.py", "fragment_stores.py", "fwd_v0.py", "fwd_v1.py", "fwd_v2.py",
                  "fwd_v3.py", "gmem_vector_io.py", "gmem_views.py", "launch_abi.py", "seq_bounds.py", "stmatrix_map.py",
@@ -93,7 +94,8 @@ def describe(cfg) -> str:
         flags = "".join(s for on, s in ((cfg.use_l2norm, " l2"), (cfg.has_pool, " pool"),
                                          (cfg.safe_gate, " safe"), (cfg.beta_sigmoid, " sig"),
                                          (cfg.neg_eigval, " neg"), (cfg.linear_gate, " lin"),
-                                         (cfg.checkpoint_every, f" ck{cfg.checkpoint_every}")) if on)
+                                         (cfg.checkpoint_every, f" ck{cfg.checkpoint_every}"),
+                                         (cfg.contiguous_channels, " vec")) if on)
         return (f"decode {cfg.family} H{cfg.H}/HK{cfg.HK}/HV{cfg.HV} K{cfg.K} V{cfg.V} "
                 f"BV{cfg.block_v} {cfg.io_dtype} {cfg.state_dtype}{flags}")
     state = f"{cfg.state_dtype} h0={int(cfg.has_initial_state)} ht={int(cfg.has_final_state)}"

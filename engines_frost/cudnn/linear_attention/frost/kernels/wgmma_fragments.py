@@ -67,6 +67,26 @@ def warp_view_matches(wg_tv, wg_rows: int, warp_tv, warp_rows: int, values: int)
     return True
 
 
+def blocks_view_match(wg_tv, wg_rows: int, warp_tv, warp_rows: int, per: int, blocks: int,
+                      block_cols: int = 16) -> bool:
+    """True when every thread's values of the warpgroup layout (128 threads, wg_rows = 64,
+    ``blocks`` x ``block_cols`` columns) come as ``blocks`` runs of ``per``, run b being
+    the warp layout's first ``per`` values (one warp_rows x block_cols tile) shifted down
+    by warp_rows per warp and right by block_cols b. What the wgmma chain (bwd_chain_wgmma)
+    relies on when it cuts a warpgroup accumulator into the per-warp 16 x 16 blocks of the
+    back substitution, and when it runs the update into a warp's [16, K] dS^T registers
+    (K / 16 such runs, in the warp tensor's order)."""
+    for thread in range(128):
+        warp, lane = divmod(thread, 32)
+        for b in range(blocks):
+            for v in range(per):
+                r, col = fragment_coords(*wg_tv, wg_rows, thread, b * per + v)
+                wr, wcol = fragment_coords(*warp_tv, warp_rows, lane, v)
+                if (r, col) != (wr + warp_rows * warp, wcol + block_cols * b):
+                    return False
+    return True
+
+
 def tv_size(tv) -> tuple[int, int]:
     """(threads, values) of a thread-value layout given as (shape, stride)."""
     return _size(tv[0][0]), _size(tv[0][1])
