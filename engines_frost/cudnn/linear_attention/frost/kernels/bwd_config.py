@@ -62,10 +62,10 @@ class FrostBwdConfig:
     chain_wgmma: bool = False
     # The vector-gate grads kernel (bwd_grads_vec.py) reads its shared bf16 operands with
     # wide loads instead of one 2-byte load per element (NOTES_bwd.md "v1.7 vector-gate
-    # grads"): the decayed B
-    # operands by ldmatrix.x4.trans straight into the hi fragment, the accumulator-shaped
-    # reads of q-hat, k-hat, b as bf16 pairs, S dS by ldmatrix.trans. Same values; only
-    # the S dS sum's order changes. Off: v1.6's loads (an A/B switch: FROST_BWD_VEC_WIDE=1).
+    # grads"): k-hat's and q-hat's decayed B operands by ldmatrix.x4.trans straight into
+    # the hi fragment, q-hat, k-hat, b at accumulator positions as bf16 pairs, S dS by
+    # ldmatrix.trans. Same values; only the S dS sum's order changes. Off: v1.6's loads
+    # (an A/B switch: FROST_BWD_VEC_WIDE=1).
     vec_wide_loads: bool = False
 
     def __post_init__(self):
