@@ -31,7 +31,8 @@ def _python_wheel_impl(ctx):
     args.add_all(ctx.attr.strip_path_prefixes, before_each = "--strip-prefix")
     args.add_all(ctx.attr.requires, before_each = "--requires")
     for extra, requirements in sorted(ctx.attr.extra_requires.items()):
-        args.add("--extra", "%s=%s" % (extra, ",".join(requirements)))
+        for requirement in requirements:  # one per flag: specifiers hold commas
+            args.add("--extra", "%s=%s" % (extra, requirement))
     inputs = [listing] + objects
     if ctx.file.readme:
         args.add("--readme", ctx.file.readme)

@@ -2,7 +2,7 @@
 
     build_wheel.py --out-dir DIR --name NAME --version V --files LIST
                    [--strip-prefix P]... [--require-prefix P] [--summary S]
-                   [--python-requires SPEC] [--requires REQ]... [--extra NAME=REQ[,REQ...]]...
+                   [--python-requires SPEC] [--requires REQ]... [--extra NAME=REQ]...
                    [--readme FILE] [--license-expression EXPR] [--license-file FILE]
                    [--python-tag cp311 --ext-suffix .cpython-311-x86_64-linux-gnu.so]
 
@@ -154,11 +154,21 @@ def write_wheel(out_dir: str, name: str, version: str, contents: Dict[str, str],
     return out
 
 
-def _parse_extra(text: str) -> Tuple[str, List[str]]:
-    extra, sep, reqs = text.partition("=")
-    if not sep or not extra or not reqs:
-        raise argparse.ArgumentTypeError(f"--extra wants NAME=REQ[,REQ...], got {text!r}")
-    return extra, reqs.split(",")
+def _parse_extra(text: str) -> Tuple[str, str]:
+    # one requirement per flag: a requirement's own specifiers are comma-separated
+    # (">=13.2,<13.5"), so a list joined by commas could not be split back
+    extra, sep, req = text.partition("=")
+    if not sep or not extra or not req:
+        raise argparse.ArgumentTypeError(f"--extra wants NAME=REQ, got {text!r}")
+    return extra, req
+
+
+def _group_extras(pairs: Sequence[Tuple[str, str]]) -> List[Tuple[str, List[str]]]:
+    """(extra, [requirements]) in the order the extras first appear."""
+    grouped: dict = {}
+    for extra, req in pairs:
+        grouped.setdefault(extra, []).append(req)
+    return list(grouped.items())
 
 
 def main(argv: Sequence[str]) -> int:
@@ -192,7 +202,8 @@ def main(argv: Sequence[str]) -> int:
         with open(args.readme, encoding="utf-8") as f:
             readme = f.read()
     licenses = {os.path.basename(p): p for p in args.license_file}
-    meta = metadata(args.name, args.version, args.summary, args.python_requires, args.extra,
+    meta = metadata(args.name, args.version, args.summary, args.python_requires,
+                    _group_extras(args.extra),
                     args.requires, readme, args.license_expression, sorted(licenses))
     os.makedirs(args.out_dir, exist_ok=True)
     write_wheel(args.out_dir, args.name, args.version, contents, meta, tag, licenses)
