@@ -183,9 +183,16 @@ def bench_fla_fwd_bwd(family: str):
         q, k, v, g, beta, cu = inp
         if family == "gdn":
             from fla.ops.gated_delta_rule import chunk_gated_delta_rule as fn
-        else:
+        elif family == "kda":
             from fla.ops.kda import chunk_kda as fn
+        else:
+            from fla.ops.gdn2 import chunk_gdn2 as fn
         leaves = [x.unsqueeze(0).detach().clone().requires_grad_(True) for x in (q, k, v, g, beta)]
+        if family == "gdn2":   # the per-channel erase gate b and write gate w, as op_fwd_bwd_runner
+            T, H, K = q.shape
+            leaves[4] = torch.sigmoid(torch.randn(1, T, H, K, device=q.device)).to(q.dtype).requires_grad_(True)
+            leaves.append(torch.sigmoid(torch.randn(1, T, H, v.shape[2], device=q.device)).to(q.dtype)
+                          .requires_grad_(True))
         d_out = torch.randn(1, q.shape[0], q.shape[1], v.shape[2], dtype=q.dtype, device=q.device)
         cu64 = cu.long()
 
@@ -220,7 +227,8 @@ CASES_BWD = [
     ("GDN-2 fwd+bwd", True, [
         ("op FROST", lambda inp, reps: cuda_median_ms(op_fwd_bwd_runner(inp, "gdn2"), reps)),
         ("op FROST checkpoints", lambda inp, reps: cuda_median_ms(
-            op_fwd_bwd_runner(inp, "gdn2", checkpoints=True), reps))]),
+            op_fwd_bwd_runner(inp, "gdn2", checkpoints=True), reps)),
+        ("FLA 0.6", bench_fla_fwd_bwd("gdn2"))]),
 ]
 
 CASES = [
@@ -229,6 +237,19 @@ CASES = [
     ("KDA fwd", True, [("FROST", frost_fwd(True)), ("cuTile", cutile_fwd(True)),
                        ("FLA 0.6", bench_fla_kda_fwd)]),
 ]
+
+
+def peer_versions() -> str:
+    """The versions the peer columns ran with (FLA's gated backward needs Triton >= 3.7.1
+    on Hopper; tools/gpu/triton_kit.sh)."""
+    from importlib import metadata
+    found = []
+    for dist in ("fla-core", "triton"):
+        try:
+            found.append(f"{dist} {metadata.version(dist)}")
+        except metadata.PackageNotFoundError:
+            found.append(f"{dist} not installed")
+    return ", ".join(found)
 
 
 def main():
@@ -243,6 +264,7 @@ def main():
     a = p.parse_args()
     print(f"GPU: {torch.cuda.get_device_name()}; {a.seqs} x {a.len} tokens, {a.heads} heads, "
           f"K = V = {a.dim}, bf16; median of {a.reps}")
+    print("peers:", peer_versions())
     rows = []
     for case, kda, candidates in CASES + CASES_BWD:
         if a.cases not in case:

@@ -88,6 +88,10 @@
 #              FROST kernels load from it instead of compiling (FROST_KERNEL_CACHE_STRICT=1:
 #              a kernel missing from it is an error, to prove a run compiled nothing)
 #   bench      bench/bench_linear_attention.py (FLA peer in the same process)
+#   tritonkit  unpack the carried .kit/triton/triton.tar.xz (tools/gpu/triton_kit.sh: a newer
+#              Triton, stripped to what an H200 run loads) into /tmp/triton-kit
+#   flabwd     the fwd+bwd rows of every family with /tmp/triton-kit first on PYTHONPATH, so
+#              that FLA's gated backward (Triton >= 3.7.1 on Hopper) runs beside ours
 #   cuseqlens  malformed cu_seqlens tables on every GPU engine, forward and backward (no
 #              error, uncovered rows zero) and strict mode (tests/numerics/
 #              test_cu_seqlens_safety.py); then memcheck: the same under compute-sanitizer
@@ -305,6 +309,12 @@ for s in "$@"; do
       stage fladiag "python3 tests/fla/greedy_diagnose.py && python3 tests/fla/greedy_diagnose.py --dense" ;;
     bench)
       stage bench "python3 bench/bench_linear_attention.py" ;;
+    tritonkit)   # a newer Triton for FLA's gated backward (carried .kit/triton, triton_kit.sh)
+      stage tritonkit "mkdir -p /tmp/triton-kit && tar xJf .kit/triton/triton.tar.xz -C /tmp/triton-kit && \
+        PYTHONPATH=/tmp/triton-kit python3 -c 'import triton; print(\"triton\", triton.__version__)'" ;;
+    flabwd)      # fwd+bwd of every family, FLA's backward on the unpacked newer Triton (tritonkit)
+      stage flabwd "PYTHONPATH=/tmp/triton-kit:\$PYTHONPATH python3 bench/bench_linear_attention.py \
+        --cases fwd+bwd --reps 10" ;;
     cuseqlens)
       stage cuseqlens "python3 -m pytest tests/numerics/test_cu_seqlens_safety.py -q -rs \
         -p no:cacheprovider"
