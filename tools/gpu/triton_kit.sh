@@ -22,6 +22,8 @@ mkdir "$T/x"
 unzip -q "$T"/triton-*.whl -d "$T/x"
 rm -rf "$T/x/triton/backends/amd" "$T"/x/triton/backends/nvidia/lib/cupti* \
   "$T/x/triton/backends/nvidia/bin/ptxas-blackwell" "$T"/x/triton/instrumentation/*.so
+# the AMD backend's entry point would make Triton import the package just removed
+sed -i '/^amd *= *triton.backends.amd/d' "$T"/x/triton-*.dist-info/entry_points.txt
 find "$T/x" -name '*.so*' -type f -exec strip --strip-unneeded {} +
 mkdir -p "$ROOT/.kit/triton"
 tar cf - -C "$T/x" . | xz -T0 -9 > "$ROOT/.kit/triton/triton.tar.xz"
