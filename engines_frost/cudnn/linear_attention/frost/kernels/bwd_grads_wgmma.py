@@ -34,8 +34,9 @@ Shared memory: dO, U, dR, S, dS unpadded and swizzled (every other reader goes t
 swizzled tensors: the cp.async fills, score_tile's ldmatrix, stage_values' and
 state_sum's 16-byte loads; fp16 dO lands and is converted through a swizzled fp16 view).
 The cp.async fills are generic-proxy writes: stage_load fences them against the async
-proxy before its barrier. dO, U, dZp, dZm stay consecutive (dO, U first), so the dq/dk
-staging overlays them as before, through an unswizzled pointer.
+proxy before its barrier. dO, U, dZp, dZm stay consecutive (dO, U first, then a 1 KB
+tail for the row padding dO and U lost), so the dq/dk staging overlays them as before
+(as many tiles at once as the default kernel), through an unswizzled pointer.
 
 Not bitwise FrostBwdGrads: the k16 steps are summed inside the tensor core in its own
 order; the gradients agree within fp32 rounding of the products (the smoke's
@@ -58,8 +59,12 @@ from cudnn.linear_attention.frost.kernels.fwd_v3 import WG_ROWS, WG_THREADS
 #: the wgmma A operands [C, V] (SW128) and B operands [V, K] (channel-half swizzle)
 WGMMA_A = ("do", "u", "dr")
 WGMMA_B = ("sf", "dsf")
-#: the dq/dk staging's region, consecutive from dO on (as in bwd_grads.STAGED)
-STAGED = ("do", "u", "dzp", "dzm")
+#: the dq/dk staging's region, consecutive from dO on (as in bwd_grads.STAGED); "tail" is
+#: room for it alone: without the default plan's row padding in dO and U the region would
+#: be 32 bytes short of two padded tiles at (K, V) = (128, 64) for 16-bit dq/dk and at
+#: K = V = 64 for fp32 ones, where the default plan stages both at once
+STAGED = ("do", "u", "dzp", "dzm", "tail")
+TAIL_BYTES = 1024
 
 
 def b_swizzle(K: int) -> str:
@@ -72,13 +77,15 @@ def b_swizzle(K: int) -> str:
 
 
 def smem_plan(c: FrostFwdConfig):
-    """FrostBwdGrads' plan with dO, U (then dZp, dZm, padded as before: the staging region),
-    dR, S and dS as swizzled tiles in front (1024-byte aligned, unpadded), the rest after."""
+    """FrostBwdGrads' plan with dO, U (then dZp, dZm, padded as before, and a tail: the
+    staging region), dR, S and dS as swizzled tiles in front (1024-byte aligned,
+    unpadded), the rest after."""
     if c.gate_per_channel:
         raise ValueError("the wgmma grads kernel serves scalar gates only (NOTES_bwd.md v1.8)")
     base = {e[0]: e for e in base_plan(c)}
     sw_b = b_swizzle(c.K)
     front = [(n, "bf16", base[n][2], SW128) for n in ("do", "u")] + [base["dzp"], base["dzm"]]
+    front += [("tail", "bf16", (TAIL_BYTES // 2,), (1,))]
     front += [("dr", "bf16", base["dr"][2], SW128)] + [(n, "bf16", base[n][2], sw_b) for n in WGMMA_B]
     names = {e[0] for e in front}
     return front + [e for e in base_plan(c) if e[0] not in names]
