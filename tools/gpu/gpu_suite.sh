@@ -68,7 +68,8 @@
 #              --no-checkpoints in FROST_BWD_SMOKE_ARGS skips both paths in the smoke,
 #              --no-values only the v1.3 one
 #   bwdab      A/B of the backward's off-by-default switches (FROST_BWD_CHAIN=wgmma,
-#              FROST_BWD_VEC_WIDE=1): smoke vs float64 and the serial chain, op timing
+#              FROST_BWD_GRADS=wgmma, FROST_BWD_VEC_WIDE=1): smoke vs float64 and the
+#              default kernels, op timing
 #   autotune   autotune over the FROST and cuTile plans of gdn / kda (forward, backward):
 #              the faster plan (timed as the bench times it) wins, and a fresh process
 #              reuses the recorded choice (tests/numerics/test_la_autotune_gpu.py)
@@ -272,15 +273,19 @@ for s in "$@"; do
         ${FROST_BWD_SMOKE_ARGS:-}"
       stage frostbwdmatrix "python3 -m pytest tests/numerics/test_la_frost_bwd_engines.py -q -s \
         -p no:cacheprovider ${FROST_BWD_MATRIX_ARGS:-}" ;;
-    bwdab)       # A/B of the backward's switches that are off by default (NOTES_bwd.md v1.7): the
-                 # wgmma chain against float64 and against the serial chain, then the vector-gate
-                 # grads' wide loads on KDA, then the GDN and KDA op rows with and without them
+    bwdab)       # A/B of the backward's switches that are off by default (NOTES_bwd.md v1.7, v1.8):
+                 # the wgmma chain against float64 and against the serial chain, the wgmma grads
+                 # kernel against float64 and the mma.sync one, then the vector-gate grads' wide
+                 # loads on KDA, then the GDN and KDA op rows with and without them
       stage bwdabchain "python3 tests/numerics/la_frost_bwd_smoke.py --jobs \$(nproc) --family gdn \
         --chain wgmma-both"
+      stage bwdabgrads "python3 tests/numerics/la_frost_bwd_smoke.py --jobs \$(nproc) --family gdn \
+        --grads wgmma-both"
       stage bwdabvec "for w in 0 1; do FROST_BWD_VEC_WIDE=\$w python3 tests/numerics/la_frost_bwd_smoke.py \
         --jobs \$(nproc) --family kda || exit 1; done"
       stage bwdabbench "for c in serial wgmma; do FROST_BWD_CHAIN=\$c python3 bench/bench_linear_attention.py \
-        --cases 'GDN fwd+bwd' --reps 10 || exit 1; done; for w in 0 1; do FROST_BWD_VEC_WIDE=\$w \
+        --cases 'GDN fwd+bwd' --reps 10 || exit 1; done; FROST_BWD_GRADS=wgmma python3 \
+        bench/bench_linear_attention.py --cases 'GDN fwd+bwd' --reps 10 || exit 1; for w in 0 1; do FROST_BWD_VEC_WIDE=\$w \
         python3 bench/bench_linear_attention.py --cases 'KDA fwd+bwd' --reps 10 || exit 1; done" ;;
     summary)     # FROST span summaries vs float64; context parallelism (one GPU, NCCL, timing)
       export FROST_KERNEL_CACHE="${FROST_KERNEL_CACHE:-$PWD/.frostcache}"
