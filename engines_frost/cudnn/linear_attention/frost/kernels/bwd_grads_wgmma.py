@@ -8,8 +8,8 @@ FrostBwdGrads computes the three state products
 
 per warp with m16n8k16 mma.sync: warp w owns rows of block w % 4 and channels of half
 w / 4, and every warp reloads its A fragments (dO, dR, U) and the B fragments of S and dS
-(ldmatrix.trans) for all V / 16 k-steps: 3 x 8 x V / 16 mma.sync and ~4 x V / 16
-ldmatrix.x4 per warp per item. Here the four warps of warpgroup g = w / 4 are one
+(ldmatrix.trans) for all V / 16 k-steps: 3 (V / 16)(K / 16) mma.sync and, at K = 128,
+11 V / 16 ldmatrix.x4 per warp per item (192 and 88 at K = V = 128). Here the four warps of warpgroup g = w / 4 are one
 wgmma m64nNk16 (N = K / 2: the warpgroup's channel half g, all 64 rows), both operands
 read by the tensor cores from shared memory (SS mode: no operand registers):
 - A = dO, dR, U [C, V] (K-major: v contiguous), SW128 tiles;
