@@ -231,5 +231,39 @@ def test_wgmma_grads_compiles_through_the_engine_entry(kw):
     assert callable(compile_bwd(cfg, "sm_90a", ffi="cute"))
 
 
+@pytest.mark.parametrize("K", [128, 64])
+def test_wgmma_grads_descriptors(K, tmp_path):
+    """The PTX of the wgmma grads kernel: 3 V / 16 wgmma m64n(K/2)k16 per item, A K-major
+    (imm-trans-a 0), B transposed (imm-trans-b 1: the MN-major S / dS channel halves), and
+    the descriptors' constant fields as the swizzled tiles need them: A SW128 with stride
+    byte offset 1024 (8 rows of 128 B), B SW128 / SBO 1024 at K = 128 and SW64 / SBO 512 at
+    K = 64 (8 value rows of one channel half). A layout that CuTe could not describe, or
+    one described with another swizzle, changes these."""
+    import dataclasses
+    import glob
+    import re
+
+    import cutlass.cute as cute
+
+    from cudnn.linear_attention.frost.kernels.bwd_abi import bwd_fake_args
+    from cudnn.linear_attention.frost.kernels.bwd_compile import bwd_kernel_for
+
+    V = 128
+    cfg = dataclasses.replace(_cfg("gdn", "grads", K, V, l2=False, h0=False), grads_wgmma=True)
+    cute.compile(bwd_kernel_for(cfg)(cfg), *bwd_fake_args(cfg),
+                 options=f"--gpu-arch sm_90a --keep-ptx --dump-dir {tmp_path}")
+    (ptx,) = glob.glob(str(tmp_path / "*.ptx"))
+    text = open(ptx).read()
+    ops = re.findall(r"wgmma\.mma_async\.sync\.aligned\.(m64n\d+k16)\.f32\.bf16\.bf16 \{[^}]*\}, "
+                     r"%rd\d+, %rd\d+, p, (\d), +(\d), (\d), (\d);", text)
+    assert ops == [(f"m64n{K // 2}k16", "1", "1", "0", "1")] * (3 * V // 16), ops
+    sw = {128: 1, 64: 2}  # the descriptor's layout type (bits 62-63): 128- and 64-byte swizzle
+    a_fields = (sw[128] << 62) | ((1024 >> 4) << 32) | (1 << 16)   # LBO 1 (unused for SW K-major)
+    b_hi = (sw[K] << 30) | ((K // 2 * 2 * 8) >> 4)                 # high word: layout type, SBO
+    consts = {int(c) % 2**64 for c in re.findall(r"(-?\d{6,})", text)}
+    assert a_fields in consts, "A descriptor fields"
+    assert b_hi in consts or b_hi - 2**32 in {int(c) for c in re.findall(r"(-?\d{6,})", text)}, "B descriptor"
+
+
 if __name__ == "__main__":
     raise SystemExit(pytest.main([__file__, "-q"]))
