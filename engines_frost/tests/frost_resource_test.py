@@ -237,8 +237,8 @@ WGMMA_GRADS_CASES = [
 def test_wgmma_grads_no_spills(case):
     """The wgmma grads kernel (bwd_grads_wgmma.py) over WGMMA_GRADS_CASES: no local memory
     or stack, its plan fits, and (with nvdisasm) exactly the warpgroup MMAs of its three
-    state products per item: 3 V / 16 of m64n(K/2)k16; ptxas neither duplicates nor drops
-    one, and no per-warp mma.sync of the products is left (the score tiles' and score
+    state products per item: 3 V / 16 of m64n(K/2)k16 in one unserialised group; ptxas
+    neither duplicates nor drops one, and no per-warp mma.sync of the products is left (the score tiles' and score
     adjoints' HMMA only: the default kernel's count less 3 (V / 16) (K / 16) per warp)."""
     import collections
 
@@ -258,7 +258,12 @@ def test_wgmma_grads_no_spills(case):
         cubin = report.compile_bwd_cubin(cfg, tmp)
         usage = report.resource_usage(cubin)
         if report.tool("NVDISASM", "nvdisasm") is not None:
-            ops["wgmma"] = collections.Counter(i.split()[0] for i in report.sass_instructions(cubin))
+            sass = report.sass_instructions(cubin)
+            ops["wgmma"] = collections.Counter(i.split()[0] for i in sass)
+            # one group, issued back to back: a single scoreboard release and a single wait
+            # (ptxas serialising the wgmma would put a wait behind each one)
+            assert sum(i.startswith("HGMMA") and "gsb0" in i for i in sass) == 1, sass
+            assert sum(i.startswith("WARPGROUP.DEPBAR") for i in sass) == 1, sass
     if ops:
         with tempfile.TemporaryDirectory() as tmp:
             ops["mma"] = collections.Counter(i.split()[0] for i in
