@@ -9,9 +9,10 @@ FrostBwdGrads computes the three state products
 per warp with m16n8k16 mma.sync: warp w owns rows of block w % 4 and channels of half
 w / 4, and every warp reloads its A fragments (dO, dR, U) and the B fragments of S and dS
 (ldmatrix.trans) for all V / 16 k-steps: 3 (V / 16)(K / 16) mma.sync and, at K = 128,
-11 V / 16 ldmatrix.x4 per warp per item (192 and 88 at K = V = 128). Here the four warps of warpgroup g = w / 4 are one
-wgmma m64nNk16 (N = K / 2: the warpgroup's channel half g, all 64 rows), both operands
-read by the tensor cores from shared memory (SS mode: no operand registers):
+11 V / 16 ldmatrix.x4 per warp per item (192 and 88 at K = V = 128). Here the four
+warps of warpgroup g = w / 4 issue one wgmma m64nNk16 per k-step (N = K / 2: the
+warpgroup's channel half g, all 64 rows), both operands read by the tensor cores from
+shared memory (SS mode: no operand registers):
 - A = dO, dR, U [C, V] (K-major: v contiguous), SW128 tiles;
 - B = S, dS seen as [K, V] (MN-major: the channel index d contiguous, as in global
   memory, where they are V-major [V, K]); stored as [V, K] tiles with the swizzle atom
@@ -56,8 +57,8 @@ from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
 from cudnn.linear_attention.frost.kernels.fwd_v1 import CHUNK, NBLK, SUB, SW64, SW128, sw128_layout, warp_mma
 from cudnn.linear_attention.frost.kernels.fwd_v3 import WG_ROWS, WG_THREADS
 
-#: the wgmma A operands [C, V] (SW128) and B operands [V, K] (channel-half swizzle)
-WGMMA_A = ("do", "u", "dr")
+#: the wgmma B operands, [V, K] tiles with the channel-half swizzle (the A operands dO, U,
+#: dR are SW128 [C, V] tiles)
 WGMMA_B = ("sf", "dsf")
 #: the dq/dk staging's region, consecutive from dO on (as in bwd_grads.STAGED); "tail" is
 #: room for it alone: without the default plan's row padding in dO and U the region would
