@@ -503,7 +503,8 @@ def check_case_grads(case: Case, family: str, variant: str = "wgmma") -> tuple[b
     bitwise = all(torch.equal(a[k], b[k]) for k in exact)
     ok = bitwise and all(r <= GRADS_ROUNDING_BOUND for r in rels.values())
     detail = " ".join(f"{k}={v:.1e}" for k, v in rels.items())
-    return ok, f"{'PASS' if ok else 'FAIL'} {family} {case.name}[grads {variant}]: rel_diff {detail} bitwise_dv={bitwise}"
+    return ok, (f"{'PASS' if ok else 'FAIL'} {family} {case.name}[grads {variant}]: rel_diff {detail} "
+                f"bitwise_dv={bitwise}")
 
 
 def check_case_chains(case: Case, family: str, variant: str = "pipelined") -> tuple[bool, str]:
