@@ -291,3 +291,32 @@ def test_chain_variant_comes_from_the_environment(family, monkeypatch):
 
 if __name__ == "__main__":
     raise SystemExit(pytest.main([__file__, "-q"]))
+
+
+@pytest.mark.parametrize("family", ["gdn", "kda", "gdn2"])
+def test_grads_variant_comes_from_the_environment(family, monkeypatch):
+    """FROST_BWD_GRADS=wgmma selects the grads kernel with its state products on warpgroup
+    MMA for scalar gates (vector gates ignore it), changing the grads kernel's config
+    alone; unset or "mma" is the default kernel; anything else is refused by name; the
+    config itself refuses the flag with vector gates."""
+    from cudnn.linear_attention.frost.kernels.bwd import GRADS_ENV
+
+    monkeypatch.delenv(GRADS_ENV, raising=False)
+    plain, _, _ = _check(_operands(family=family), family)
+    assert not plain.grads_wgmma
+    monkeypatch.setenv(GRADS_ENV, "mma")
+    assert _check(_operands(family=family), family)[0] == plain
+    monkeypatch.setenv(GRADS_ENV, "wgmma")
+    wg, _, _ = _check(_operands(family=family), family)
+    assert wg.grads_wgmma == (family == "gdn")
+    for stage in ("states", "chain"):
+        assert wg.with_stage(stage) == plain.with_stage(stage)
+        assert not wg.with_stage(stage).grads_wgmma
+    assert wg.with_stage("grads").grads_wgmma == (family == "gdn")
+    assert (wg.with_stage("grads") != plain.with_stage("grads")) == (family == "gdn")
+    monkeypatch.setenv(GRADS_ENV, "fast")
+    with pytest.raises(ValueError, match="FROST_BWD_GRADS must be one of"):
+        _check(_operands(family=family), family)
+    if family != "gdn":
+        with pytest.raises(ValueError, match="grads_wgmma must be False for vector gates"):
+            FrostBwdConfig(fwd=plain.fwd, stage="grads", dht_dtype=None, dh0_dtype=None, grads_wgmma=True)

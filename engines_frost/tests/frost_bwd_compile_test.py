@@ -182,5 +182,88 @@ def test_vector_grads_compile_with_wide_loads(family, kw):
 
 
 
+@pytest.mark.parametrize("dims", [(128, 128), (128, 64), (64, 128), (64, 64)])
+def test_wgmma_grads_plan(dims):
+    """GDN's wgmma grads kernel: dO, U, dR are unpadded SW128 [C, V] tiles and S, dS [V, K]
+    tiles whose swizzle atom is one channel half wide (SW128 at K = 128, SW64 at K = 64),
+    every tensor of the default plan is there once, it fits in less shared memory than the
+    default's, and the dq/dk staging region (dO, U, dZp, dZm, consecutive) holds both
+    padded tiles (out_bits 16) as the default's does; vector gates refuse it."""
+    from cudnn.linear_attention.frost.kernels import bwd_grads, bwd_grads_wgmma as gw
+    from cudnn.linear_attention.frost.kernels.fwd_v1 import SMEM_LIMIT, SW64, SW128, SWIZZLED, smem_bytes
+
+    K, V = dims
+    f = _cfg("gdn", "grads", K, V).fwd
+    plan = gw.smem_plan(f)
+    base = {name: shape for name, _, shape, _ in bwd_grads.smem_plan(f)}
+    swizzled = {name: (shape, stride) for name, _, shape, stride in plan if stride in SWIZZLED}
+    sw_b = SW128 if K == 128 else SW64
+    assert swizzled == {"do": ((64, V), SW128), "u": ((64, V), SW128), "dr": ((64, V), SW128),
+                        "sf": ((V, K), sw_b), "dsf": ((V, K), sw_b)}
+    assert [name for name, _, _, _ in plan][:len(gw.STAGED)] == list(gw.STAGED)
+    assert sorted(name for name, _, _, _ in plan if name != "tail") == sorted(base)
+    assert {name: shape for name, _, shape, _ in plan if name != "tail"} == base
+    assert smem_bytes(f, gw.smem_plan) <= smem_bytes(f, bwd_grads.smem_plan) <= SMEM_LIMIT
+    for bits in (16, 32):
+        assert bwd_grads.staging_tiles(K, bits, gw.staging_bytes(f)) == \
+            bwd_grads.staging_tiles(K, bits, bwd_grads.staging_bytes(f))
+    with pytest.raises(ValueError, match="scalar gates only"):
+        gw.smem_plan(_cfg("kda", "grads", K, V).fwd)
+
+
+@pytest.mark.parametrize("kw", [{}, dict(K=64, V=64, H=2, HV=4, l2=False, h0=False)])
+def test_wgmma_grads_compiles_through_the_engine_entry(kw):
+    """compile_bwd (the launcher's entry) picks the wgmma grads class from the config,
+    with_stage keeps the flag for the grads stage alone, and vector gates refuse it."""
+    import dataclasses
+
+    from cudnn.linear_attention.frost.kernels.bwd_compile import bwd_kernel_for
+    from cudnn.linear_attention.frost.kernels.bwd_grads_wgmma import FrostBwdGradsWgmma
+
+    cfg = dataclasses.replace(_cfg("gdn", "grads", **kw), grads_wgmma=True)
+    assert bwd_kernel_for(cfg) is FrostBwdGradsWgmma
+    assert bwd_kernel_for(dataclasses.replace(cfg, grads_wgmma=False)) is not FrostBwdGradsWgmma
+    assert cfg.with_stage("grads").grads_wgmma
+    for stage in ("states", "chain"):
+        assert not cfg.with_stage(stage).grads_wgmma
+    with pytest.raises(ValueError, match="grads_wgmma must be False for vector gates"):
+        dataclasses.replace(_cfg("kda", "grads"), grads_wgmma=True)
+    assert callable(compile_bwd(cfg, "sm_90a", ffi="cute"))
+
+
+@pytest.mark.parametrize("K", [128, 64])
+def test_wgmma_grads_descriptors(K, tmp_path):
+    """The PTX of the wgmma grads kernel: 3 V / 16 wgmma m64n(K/2)k16 per item, A K-major
+    (imm-trans-a 0), B transposed (imm-trans-b 1: the MN-major S / dS channel halves), and
+    the descriptors' constant fields as the swizzled tiles need them: A SW128 with stride
+    byte offset 1024 (8 rows of 128 B), B SW128 / SBO 1024 at K = 128 and SW64 / SBO 512 at
+    K = 64 (8 value rows of one channel half). A layout that CuTe could not describe, or
+    one described with another swizzle, changes these."""
+    import dataclasses
+    import glob
+    import re
+
+    import cutlass.cute as cute
+
+    from cudnn.linear_attention.frost.kernels.bwd_abi import bwd_fake_args
+    from cudnn.linear_attention.frost.kernels.bwd_compile import bwd_kernel_for
+
+    V = 128
+    cfg = dataclasses.replace(_cfg("gdn", "grads", K, V, l2=False, h0=False), grads_wgmma=True)
+    cute.compile(bwd_kernel_for(cfg)(cfg), *bwd_fake_args(cfg),
+                 options=f"--gpu-arch sm_90a --keep-ptx --dump-dir {tmp_path}")
+    (ptx,) = glob.glob(str(tmp_path / "*.ptx"))
+    text = open(ptx).read()
+    ops = re.findall(r"wgmma\.mma_async\.sync\.aligned\.(m64n\d+k16)\.f32\.bf16\.bf16 \{[^}]*\}, "
+                     r"%rd\d+, %rd\d+, p, (\d), +(\d), (\d), (\d);", text)
+    assert ops == [(f"m64n{K // 2}k16", "1", "1", "0", "1")] * (3 * V // 16), ops
+    sw = {128: 1, 64: 2}  # the descriptor's layout type (bits 62-63): 128- and 64-byte swizzle
+    a_fields = (sw[128] << 62) | ((1024 >> 4) << 32) | (1 << 16)   # LBO 1 (unused for SW K-major)
+    b_hi = (sw[K] << 30) | ((K // 2 * 2 * 8) >> 4)                 # high word: layout type, SBO
+    consts = {int(c) % 2**64 for c in re.findall(r"(-?\d{6,})", text)}
+    assert a_fields in consts, "A descriptor fields"
+    assert b_hi in consts or b_hi - 2**32 in {int(c) for c in re.findall(r"(-?\d{6,})", text)}, "B descriptor"
+
+
 if __name__ == "__main__":
     raise SystemExit(pytest.main([__file__, "-q"]))

@@ -221,6 +221,64 @@ def test_wgmma_chain_no_spills(case):
         assert {k: v for k, v in ops.items() if k.startswith("HGMMA")} == dict(want), ops
 
 
+# (K, V, io, grouped q/k heads, l2norm, forward checkpoints): the bench's config on the
+# recompute and checkpoint paths, fp16 io (dO converted in its swizzled tile), grouped
+# heads (fp32 dq/dk staging), and every head-dim pair (K = 64: the SW64 S / dS tiles)
+WGMMA_GRADS_CASES = [
+    (128, 128, "bfloat16", False, False, False), (128, 128, "bfloat16", False, False, True),
+    (128, 128, "float16", True, True, False), (64, 64, "float16", True, False, False),
+    (64, 64, "bfloat16", False, True, True), (128, 64, "bfloat16", False, True, False),
+    (64, 128, "bfloat16", True, False, True),
+]
+
+
+@pytest.mark.parametrize("case", WGMMA_GRADS_CASES,
+                         ids=lambda c: f"gdn-grads-wgmma-K{c[0]}V{c[1]}-{c[2]}-grouped{int(c[3])}-ckpt{int(c[5])}")
+def test_wgmma_grads_no_spills(case):
+    """The wgmma grads kernel (bwd_grads_wgmma.py) over WGMMA_GRADS_CASES: no local memory
+    or stack, its plan fits, and (with nvdisasm) exactly the warpgroup MMAs of its three
+    state products per item: 3 V / 16 of m64n(K/2)k16 in one unserialised group; ptxas
+    neither duplicates nor drops one, and no per-warp mma.sync of the products is left (the score tiles' and score
+    adjoints' HMMA only: the default kernel's count less 3 (V / 16) (K / 16) per warp)."""
+    import collections
+
+    from cudnn.linear_attention.frost.kernels import bwd_grads_wgmma
+    from cudnn.linear_attention.frost.kernels.bwd_config import FrostBwdConfig
+    from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
+    from cudnn.linear_attention.frost.kernels.fwd_v1 import SMEM_LIMIT, smem_bytes
+
+    K, V, io, grouped, l2, ckpt = case
+    H = 2 if grouped else 4
+    f = FrostFwdConfig(io, None, H, H, 4, K, V, False, False, False, l2, False, False, algorithm="v2")
+    plain = FrostBwdConfig(f, "grads", None, None, checkpoints=ckpt)
+    cfg = FrostBwdConfig(f, "grads", None, None, checkpoints=ckpt, grads_wgmma=True)
+    assert smem_bytes(f, bwd_grads_wgmma.smem_plan) <= SMEM_LIMIT
+    ops = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        cubin = report.compile_bwd_cubin(cfg, tmp)
+        usage = report.resource_usage(cubin)
+        if report.tool("NVDISASM", "nvdisasm") is not None:
+            sass = report.sass_instructions(cubin)
+            ops["wgmma"] = collections.Counter(i.split()[0] for i in sass)
+            # one group, issued back to back: a single scoreboard release and a single wait
+            # (ptxas serialising the wgmma would put a wait behind each one)
+            assert sum(i.startswith("HGMMA") and "gsb0" in i for i in sass) == 1, sass
+            assert sum(i.startswith("WARPGROUP.DEPBAR") for i in sass) == 1, sass
+    if ops:
+        with tempfile.TemporaryDirectory() as tmp:
+            ops["mma"] = collections.Counter(i.split()[0] for i in
+                                             report.sass_instructions(report.compile_bwd_cubin(plain, tmp)))
+    print(f"gdn wgmma grads K={K} V={V} {io} grouped={grouped} ckpt={ckpt}: {usage} "
+          f"{ {k: {o: n for o, n in c.items() if 'MMA' in o or o.startswith('LDSM')} for k, c in ops.items()} }")
+    assert usage["LOCAL"] == 0 and usage["STACK"] == 0, usage
+    assert usage["REG"] <= 255, usage
+    if ops:
+        hgmma = {k: v for k, v in ops["wgmma"].items() if k.startswith("HGMMA")}
+        assert hgmma == {f"HGMMA.64x{K // 2}x16.F32.BF16": 3 * V // 16}, ops["wgmma"]
+        hmma = "HMMA.16816.F32.BF16"
+        assert ops["wgmma"][hmma] == ops["mma"][hmma] - 3 * (V // 16) * (K // 16), ops
+
+
 VEC_GRADS_CASES = [  # (family, K, V, io, grouped q/k heads): the three that spilled up to v1.4
     ("kda", 128, 128, "bfloat16", False), ("gdn2", 128, 64, "bfloat16", False), ("kda", 64, 64, "float16", True),
 ]

@@ -54,7 +54,7 @@ def ptx_a(lane, i, warp=0):
     return 16 * warp + lane // 4 + 8 * ((i // 2) % 2), 8 * (i // 4) + 2 * (lane % 4) + i % 2
 
 
-@pytest.mark.parametrize("n", [64, 128])
+@pytest.mark.parametrize("n", [32, 64, 128])
 def test_wgmma_accumulator_layout_is_the_ptx_table(n):
     for thread in range(128):
         for i in range(tv_size(wgmma_c(n))[1]):
@@ -121,11 +121,13 @@ def test_a_mismatch_is_rejected():
     assert not warp_view_matches(no_warp_offset, 64, MMA_C_TILED, 16, 8)
 
 
-@pytest.mark.parametrize("n", [64, 128])
+@pytest.mark.parametrize("n", [32, 64, 128])
 def test_warpgroup_accumulator_is_the_warp_blocks_in_order(n):
     """bwd_chain_wgmma cuts dU^T's m64n64 accumulator into the four 16 x 16 blocks of the
     per-warp back substitution, and runs the m64nK update into a warp's [16, K] dS^T
-    registers: values [8 b, 8 b + 8) of every thread are the warp's block b."""
+    registers: values [8 b, 8 b + 8) of every thread are the warp's block b. The wgmma
+    grads kernel (bwd_grads_wgmma) runs its m64n(K/2) state products into the per-warp
+    [16, K/2] accumulators the same way (n = 32 at K = 64)."""
     assert blocks_view_match(wgmma_c(n), 64, MMA_C_TILED, 16, 8, n // 16)
     # against the PTX tables directly: value i sits in n8 column block i // 4 for both
     for thread in range(128):

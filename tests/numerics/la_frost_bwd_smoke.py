@@ -3,6 +3,7 @@
     python3 tests/numerics/la_frost_bwd_smoke.py [--family gdn] [--jobs 16] [--no-time]
                                                  [--no-checkpoints] [--no-values]
                                                  [--chain serial|pipelined|wgmma|both|wgmma-both]
+                                                 [--grads mma|wgmma|wgmma-both]
 
 1. Precompiles every kernel the run needs in parallel processes into a kernel store
    (FROST_KERNEL_CACHE, default .frostcache), so the cases below load instead of compile.
@@ -39,6 +40,13 @@
    whose sums run in another order: its [chains] check bounds every gradient's difference
    from the serial chain's (||diff|| / ||serial||, tests.reference.compare.rel_err) by
    CHAIN_ROUNDING_BOUND instead.
+5. --grads (FROST_BWD_GRADS for the whole run; default: the environment's, else mma) picks
+   the grads kernel (NOTES_bwd.md v1.8: ``wgmma`` runs the state products on warpgroup
+   MMA; scalar gates only, KDA / GDN-2 always run theirs). ``wgmma-both`` runs everything
+   on the wgmma grads kernel, adds a [grads wgmma] check per GDN case (recompute path:
+   each gradient's difference from the mma.sync kernel's, ||diff|| / ||mma||, within
+   GRADS_ROUNDING_BOUND; dv is bitwise, as the products do not enter it) and times
+   bwd[grads] with the mma.sync kernel too (TIME bwd[grads, mma]).
 Prints one line per case and a SUMMARY; exits 1 on any failure.
 """
 from __future__ import annotations
@@ -446,6 +454,59 @@ CHAIN_COMPARE = {"both": "pipelined", "wgmma-both": "wgmma"}
 CHAIN_ROUNDING_BOUND = 4e-3
 
 
+@contextlib.contextmanager
+def grads_variant(name: str):
+    """FROST_BWD_GRADS=name inside the block (frost_bwd reads it on every call)."""
+    from cudnn.linear_attention.frost.kernels.bwd import GRADS_ENV
+
+    old = os.environ.get(GRADS_ENV)
+    os.environ[GRADS_ENV] = name
+    try:
+        yield
+    finally:
+        if old is None:
+            del os.environ[GRADS_ENV]
+        else:
+            os.environ[GRADS_ENV] = old
+
+
+# --grads: the variant a compare run puts everything on (checked against the mma.sync kernel)
+GRADS_COMPARE = {"wgmma-both": "wgmma"}
+# wgmma grads vs mma.sync grads, per gradient: the state products' k16 steps summed in
+# another order in fp32, then dq, dk rounded to the io dtype (a flip there is 2^-8 of an
+# element); dg through the row sums of the same products
+GRADS_ROUNDING_BOUND = 4e-3
+
+
+def check_case_grads(case: Case, family: str, variant: str = "wgmma") -> tuple[bool, str]:
+    """The case on the recompute path with the mma.sync grads kernel and `variant`: each
+    gradient within GRADS_ROUNDING_BOUND of the mma.sync kernel's; dv (beta dR) and
+    d_initial_state (the chain's) bitwise."""
+    import torch
+
+    from tests.reference.compare import rel_err
+
+    cfg, x, dO, dht = make_case(case, family, "cuda")
+    got = {}
+    for name in ("mma", variant):
+        with grads_variant(name):
+            got[name] = grads_buffers(x, "cuda")
+            run_bwd(x, dO, dht, case.l2norm, got[name])
+    torch.cuda.synchronize()
+    a, b = got["mma"], got[variant]
+    keys = [k for k in a if a[k] is not None]
+    rels = {}
+    for k in keys:
+        r = rel_err(b[k].double(), a[k].double()) if a[k].numel() else 0.0
+        rels[k] = r if math.isfinite(r) else float("inf")
+    exact = [k for k in ("dv", "d_initial_state") if k in keys]
+    bitwise = all(torch.equal(a[k], b[k]) for k in exact)
+    ok = bitwise and all(r <= GRADS_ROUNDING_BOUND for r in rels.values())
+    detail = " ".join(f"{k}={v:.1e}" for k, v in rels.items())
+    return ok, (f"{'PASS' if ok else 'FAIL'} {family} {case.name}[grads {variant}]: rel_diff {detail} "
+                f"bitwise_dv={bitwise}")
+
+
 def check_case_chains(case: Case, family: str, variant: str = "pipelined") -> tuple[bool, str]:
     """The case on the recompute path with the serial chain and `variant`. The pipelined
     one runs the serial one's instructions per chunk (another order of stages, the same
@@ -475,7 +536,7 @@ def check_case_chains(case: Case, family: str, variant: str = "pipelined") -> tu
 
 
 def time_family(family: str, reps: int = 20, checkpoints: bool = True, values: bool = True,
-                chain_compare: bool = False) -> list[str]:
+                chain_compare: bool = False, grads_compare: bool = False) -> list[str]:
     import torch
 
     from cudnn.linear_attention.frost.kernels.fwd import frost_fwd
@@ -518,6 +579,10 @@ def time_family(family: str, reps: int = 20, checkpoints: bool = True, values: b
         with chain_variant("serial"):
             ms = timed(lambda: run_bwd(x, dO, None, False, out, ws, stages=("chain",)))
         lines.append(f"TIME {family} bwd[chain, serial] {ms:.3f} ms")
+    if grads_compare:
+        with grads_variant("mma"):
+            ms = timed(lambda: run_bwd(x, dO, None, False, out, ws, stages=("grads",)))
+        lines.append(f"TIME {family} bwd[grads, mma] {ms:.3f} ms")
     lines.append(f"TIME {family} bwd {timed(lambda: run_bwd(x, dO, None, False, out, ws)):.3f} ms")
     lines.append(f"TIME {family} fwd+bwd {timed(lambda: (fwd(), run_bwd(x, dO, None, False, out, ws))):.3f} ms")
     if not checkpoints:
@@ -568,6 +633,8 @@ def main() -> int:
                          "(a machine without a GPU; the DSL's own calling convention)")
     ap.add_argument("--chain", choices=("serial", "pipelined", "wgmma", "both", "wgmma-both"),
                     help="the chain kernel (FROST_BWD_CHAIN; module docstring, step 4)")
+    ap.add_argument("--grads", choices=("mma", "wgmma", "wgmma-both"),
+                    help="the grads kernel (FROST_BWD_GRADS; module docstring, step 5)")
     args = ap.parse_args()
     families = args.family or list(FAMILIES)
     compare = CHAIN_COMPARE.get(args.chain)  # the variant checked against the serial chain, or None
@@ -575,6 +642,11 @@ def main() -> int:
         from cudnn.linear_attention.frost.kernels.bwd import CHAIN_ENV
 
         os.environ[CHAIN_ENV] = compare or args.chain
+    gcompare = GRADS_COMPARE.get(args.grads)  # the grads variant checked against mma.sync, or None
+    if args.grads:
+        from cudnn.linear_attention.frost.kernels.bwd import GRADS_ENV
+
+        os.environ[GRADS_ENV] = gcompare or args.grads
     root = os.environ.setdefault("FROST_KERNEL_CACHE", str(REPO / ".frostcache"))
     ckpt = not args.no_checkpoints
     with_u = ckpt and not args.no_values
@@ -592,6 +664,11 @@ def main() -> int:
         cfgs += matrix_configs(families)
     if compare:  # the serial chain of every GDN case and of the timing shape
         with chain_variant("serial"):
+            cases = [c for c in cases_for("gdn", args.only)] if "gdn" in families else []
+            cases += [Case("bench", (4096,) * 8, 16, 16, 128, 128)] if not args.no_time and "gdn" in families else []
+            cfgs += [c for case in cases for c in configs_of(case, "gdn")]
+    if gcompare:  # the mma.sync grads kernel of every GDN case and of the timing shape
+        with grads_variant("mma"):
             cases = [c for c in cases_for("gdn", args.only)] if "gdn" in families else []
             cases += [Case("bench", (4096,) * 8, 16, 16, 128, 128)] if not args.no_time and "gdn" in families else []
             cfgs += [c for case in cases for c in configs_of(case, "gdn")]
@@ -639,9 +716,18 @@ def main() -> int:
                     ok, line = False, f"FAIL {fam} {case.name}[chains]: {type(e).__name__}: {str(e)[:300]}"
                 failures += not ok
                 print(line, flush=True)
+            if gcompare and fam == "gdn":
+                runs += 1
+                try:
+                    ok, line = check_case_grads(case, fam, gcompare)
+                except Exception as e:
+                    ok, line = False, f"FAIL {fam} {case.name}[grads]: {type(e).__name__}: {str(e)[:300]}"
+                failures += not ok
+                print(line, flush=True)
         if not args.no_time:
             for line in time_family(fam, checkpoints=ckpt, values=with_u,
-                                    chain_compare=bool(compare) and fam == "gdn"):
+                                    chain_compare=bool(compare) and fam == "gdn",
+                                    grads_compare=bool(gcompare) and fam == "gdn"):
                 print(line, flush=True)
     print(f"SUMMARY {runs - failures} passed, {failures} failed", flush=True)
     return 1 if failures else 0

@@ -68,9 +68,9 @@
 #              --no-checkpoints in FROST_BWD_SMOKE_ARGS skips both paths in the smoke,
 #              --no-values only the v1.3 one
 #   bwdab      A/B of the backward's off-by-default switches (FROST_BWD_CHAIN=wgmma,
-#              FROST_BWD_VEC_WIDE=1): smoke vs float64 and the serial chain, op timing of
-#              GDN, KDA and GDN-2 fwd+bwd both ways; bwdabchain / bwdabvec / bwdabbench run
-#              one of its three stages (each fits a 10-minute call)
+#              FROST_BWD_GRADS=wgmma, FROST_BWD_VEC_WIDE=1): smoke vs float64 and the default
+#              kernels, op timing of GDN, KDA and GDN-2 fwd+bwd both ways; bwdabchain /
+#              bwdabgrads / bwdabvec / bwdabbench run one of its stages (each fits a 10-minute call)
 #   autotune   autotune over the FROST and cuTile plans of gdn / kda (forward, backward):
 #              the faster plan (timed as the bench times it) wins, and a fresh process
 #              reuses the recorded choice (tests/numerics/test_la_autotune_gpu.py)
@@ -278,17 +278,20 @@ for s in "$@"; do
         ${FROST_BWD_SMOKE_ARGS:-}"
       stage frostbwdmatrix "python3 -m pytest tests/numerics/test_la_frost_bwd_engines.py -q -s \
         -p no:cacheprovider ${FROST_BWD_MATRIX_ARGS:-}" ;;
-    bwdab|bwdabchain|bwdabvec|bwdabbench)
+    bwdab|bwdabchain|bwdabgrads|bwdabvec|bwdabbench)
                  # A/B of the backward's switches that are off by default (NOTES_bwd.md v1.7): the
                  # wgmma chain against float64 and against the serial chain, then the vector-gate
                  # grads' wide loads on KDA, then the GDN and KDA op rows with and without them
                  # (bwdab: all three; bwdabchain / bwdabvec / bwdabbench: one, to fit a call)
       [ "$s" = bwdab ] || [ "$s" = bwdabchain ] && stage bwdabchain "python3 tests/numerics/la_frost_bwd_smoke.py --jobs \$(nproc) --family gdn \
         --chain wgmma-both"
+      [ "$s" = bwdab ] || [ "$s" = bwdabgrads ] && stage bwdabgrads "python3 tests/numerics/la_frost_bwd_smoke.py --jobs \$(nproc) \
+        --family gdn --grads wgmma-both"
       [ "$s" = bwdab ] || [ "$s" = bwdabvec ] && stage bwdabvec "for w in 0 1; do FROST_BWD_VEC_WIDE=\$w python3 tests/numerics/la_frost_bwd_smoke.py \
         --jobs \$(nproc) --family kda || exit 1; done"
       [ "$s" = bwdab ] || [ "$s" = bwdabbench ] && stage bwdabbench "for c in serial wgmma; do FROST_BWD_CHAIN=\$c python3 bench/bench_linear_attention.py \
-        --cases 'GDN fwd+bwd' --reps 10 || exit 1; done; for c in 'KDA fwd+bwd' 'GDN-2 fwd+bwd'; do \
+        --cases 'GDN fwd+bwd' --reps 10 || exit 1; done; FROST_BWD_GRADS=wgmma python3 \
+        bench/bench_linear_attention.py --cases 'GDN fwd+bwd' --reps 10 || exit 1; for c in 'KDA fwd+bwd' 'GDN-2 fwd+bwd'; do \
         for w in 0 1; do FROST_BWD_VEC_WIDE=\$w python3 bench/bench_linear_attention.py --cases \"\$c\" --reps 10 \
         || exit 1; done; done" ;;
     summary)     # FROST span summaries vs float64; context parallelism (one GPU, NCCL, timing)

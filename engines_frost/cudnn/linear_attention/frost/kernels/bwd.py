@@ -35,6 +35,11 @@ USE_VEC_WIDE = os.environ.get("FROST_BWD_VEC_WIDE", "0") == "1"
 # scalar gates; v1.7); unset or "serial": the serial chain. Read on every call.
 CHAIN_ENV = "FROST_BWD_CHAIN"
 CHAIN_VARIANTS = ("serial", "pipelined", "wgmma")
+# FROST_BWD_GRADS=wgmma selects the grads kernel with its state products on warpgroup MMA
+# (FrostBwdConfig.grads_wgmma, scalar gates; NOTES_bwd.md v1.8; vector gates ignore it);
+# unset or "mma": the per-warp mma.sync products. Read on every call.
+GRADS_ENV = "FROST_BWD_GRADS"
+GRADS_VARIANTS = ("mma", "wgmma")
 _INDEX_LIMIT = 2**31
 
 _cache: dict[tuple, object] = {}
@@ -188,7 +193,8 @@ def check_bwd_operands(*, q, k, v, g, beta, w, cu_seqlens, dO, initial_state, d_
         checkpoints=with_checkpoints, forward_values=with_values, grads_ctas=_sm_count(device),
         stmatrix=USE_STMATRIX, vec_wide_loads=USE_VEC_WIDE and f.gate_per_channel,
         chain_pipeline=variant == "pipelined" and not f.gate_per_channel,
-        chain_wgmma=variant == "wgmma" and not f.gate_per_channel)
+        chain_wgmma=variant == "wgmma" and not f.gate_per_channel,
+        grads_wgmma=grads_variant() == "wgmma" and not f.gate_per_channel)
     return cfg, T, N
 
 
@@ -197,6 +203,14 @@ def chain_variant() -> str:
     name = os.environ.get(CHAIN_ENV, "").strip() or "serial"
     if name not in CHAIN_VARIANTS:
         raise ValueError(f"{CHAIN_ENV} must be one of {CHAIN_VARIANTS}, got {name!r}")
+    return name
+
+
+def grads_variant() -> str:
+    """The grads kernel FROST_BWD_GRADS asks for (GRADS_VARIANTS; unset: mma)."""
+    name = os.environ.get(GRADS_ENV, "").strip() or "mma"
+    if name not in GRADS_VARIANTS:
+        raise ValueError(f"{GRADS_ENV} must be one of {GRADS_VARIANTS}, got {name!r}")
     return name
 
 

@@ -29,13 +29,16 @@ def bwd_kernel_class(stage: str, vector_gates: bool = False):
 
 
 def bwd_kernel_for(cfg: FrostBwdConfig):
-    """The kernel class that serves cfg (its stage, gate kind and the chain variant)."""
+    """The kernel class that serves cfg (its stage, gate kind, the chain and grads variants)."""
     if cfg.stage == "chain" and cfg.chain_pipeline:
         from cudnn.linear_attention.frost.kernels.bwd_chain_pipelined import FrostBwdChainPipelined
         return FrostBwdChainPipelined
     if cfg.stage == "chain" and cfg.chain_wgmma:
         from cudnn.linear_attention.frost.kernels.bwd_chain_wgmma import FrostBwdChainWgmma
         return FrostBwdChainWgmma
+    if cfg.stage == "grads" and cfg.grads_wgmma:
+        from cudnn.linear_attention.frost.kernels.bwd_grads_wgmma import FrostBwdGradsWgmma
+        return FrostBwdGradsWgmma
     return bwd_kernel_class(cfg.stage, cfg.fwd.gate_per_channel)
 
 

@@ -67,6 +67,11 @@ class FrostBwdConfig:
     # ldmatrix.trans. Same values; only the S dS sum's order changes. Off: v1.6's loads
     # (an A/B switch: FROST_BWD_VEC_WIDE=1).
     vec_wide_loads: bool = False
+    # The scalar-gate grads kernel runs its three state products (dO S^T, dR S^T, U dS^T)
+    # on warpgroup MMA, both operands from swizzled shared tiles, while the warps compute
+    # the score tiles (bwd_grads_wgmma.py, NOTES_bwd.md v1.8); scalar gates only. Off: the
+    # per-warp mma.sync products (FROST_BWD_GRADS=wgmma turns it on).
+    grads_wgmma: bool = False
 
     def __post_init__(self):
         def bad(name, expected):
@@ -101,6 +106,10 @@ class FrostBwdConfig:
             bad("chain_pipeline", "False for vector gates (no room for a second operand set: NOTES_bwd.md v1.6)")
         if self.chain_wgmma and self.fwd.gate_per_channel:
             bad("chain_wgmma", "False for vector gates (the wgmma chain serves scalar gates: NOTES_bwd.md v1.7)")
+        if not isinstance(self.grads_wgmma, bool):
+            bad("grads_wgmma", "a bool")
+        if self.grads_wgmma and self.fwd.gate_per_channel:
+            bad("grads_wgmma", "False for vector gates (the wgmma grads kernel serves scalar gates: NOTES_bwd.md v1.8)")
         if self.chain_wgmma and self.chain_pipeline:
             bad("chain_wgmma", "False when chain_pipeline is set (one chain variant at a time)")
 
@@ -112,22 +121,25 @@ class FrostBwdConfig:
         (forward_values stays: it makes chain zero the uncovered gradient rows); grads
         reads U from wherever it comes, so forward_values is off there. chain_pipeline
         and chain_wgmma only change the chain kernel: off for every other stage;
-        vec_wide_loads only the vector-gate grads kernel."""
+        vec_wide_loads only the vector-gate grads kernel, grads_wgmma only the scalar-gate
+        grads kernel."""
         persistent = stage == "grads" and not self.fwd.gate_per_channel
         ctas = self.grads_ctas if persistent else DEFAULT_GRADS_CTAS
         stsm = self.stmatrix if stage == "grads" else True  # only grads stages dq/dk
         wide = self.vec_wide_loads and stage == "grads" and self.fwd.gate_per_channel
+        gwg = self.grads_wgmma and persistent
         if stage == "chain":
             return dataclasses.replace(self, stage=stage, checkpoints=False, grads_ctas=ctas,
-                                       stmatrix=stsm, vec_wide_loads=wide)
+                                       stmatrix=stsm, vec_wide_loads=wide, grads_wgmma=gwg)
         if stage == "states":
             return dataclasses.replace(self, stage=stage, dht_dtype=None, grads_ctas=ctas,
                                        stmatrix=stsm, chain_pipeline=False, chain_wgmma=False,
-                                       vec_wide_loads=wide)
+                                       vec_wide_loads=wide, grads_wgmma=gwg)
         fwd = dataclasses.replace(self.fwd, has_initial_state=False, state_dtype=None)
         return dataclasses.replace(self, fwd=fwd, stage=stage, dht_dtype=None, dh0_dtype=None,
                                    forward_values=False, grads_ctas=ctas, stmatrix=stsm,
-                                   chain_pipeline=False, chain_wgmma=False, vec_wide_loads=wide)
+                                   chain_pipeline=False, chain_wgmma=False, vec_wide_loads=wide,
+                                   grads_wgmma=gwg)
 
     @property
     def stages(self) -> tuple[str, ...]:

@@ -242,11 +242,8 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
         cute.arch.sync_threads()
         self.stage_load(s, mq, mk, heads, t0, eos, tid)
         cute.arch.sync_threads()
-        self.stage_scores(s, scale, thr, lane, wid)
-        cute.arch.sync_threads()
-        self.state_sum(s, tid)  # the last reader of S and dS besides the state products
-        acc_q, acc_kb, acc_k, crd, bi, hc = self.stage_products(s, thr, lane, wid)
-        # (stage_products ends with a barrier: S and dS are dead, s.seq[nxt] long visible)
+        acc_q, acc_kb, acc_k, crd, bi, hc = self.scores_and_products(s, scale, thr, lane, wid, tid)
+        # (scores_and_products ends with a barrier: S and dS are dead, s.seq[nxt] long visible)
         nn = s.seq[nxt]
         ahead = Int32(0)
         if item + ctas < items:
@@ -691,6 +688,16 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
         else:
             cute.autovec_copy(thr.partition_A(tile), frag)
         return frag
+
+    @cute.jit
+    def scores_and_products(self, s, scale, thr, lane, wid, tid):
+        """The score tiles, a barrier, e^Gam_last sum S dS (the last reader of S and dS
+        besides the state products), then the state products and their barrier. The
+        warpgroup-MMA variant (bwd_grads_wgmma.py) issues the products first instead."""
+        self.stage_scores(s, scale, thr, lane, wid)
+        cute.arch.sync_threads()
+        self.state_sum(s, tid)
+        return self.stage_products(s, thr, lane, wid)
 
     @cute.jit
     def stage_products(self, s, thr, lane, wid):

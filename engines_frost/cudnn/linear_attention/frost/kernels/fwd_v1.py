@@ -94,6 +94,10 @@ def smem_plan(c: FrostFwdConfig):
 # contiguous K extent, cols * 2 bytes a multiple of 128); 1024-byte aligned. fwd_v3 uses it.
 SW128 = "sw128"
 SW128_ALIGN = 1024
+# The same with the 64-byte swizzle (8-row x 32-column atoms, cols * 2 a multiple of 64):
+# the grads kernel's S and dS at K = 64, read by wgmma as 32-channel MN-major B operands.
+SW64 = "sw64"
+SWIZZLED = (SW128, SW64)
 
 
 def smem_bytes(c: FrostFwdConfig, plan=smem_plan) -> int:
@@ -101,7 +105,7 @@ def smem_bytes(c: FrostFwdConfig, plan=smem_plan) -> int:
     tensor starts 16-byte aligned (SW128 tiles 1024-byte aligned: the padding is counted)."""
     total = 0
     for _, dtype, shape, stride in plan(c):
-        if stride == SW128:
+        if stride in SWIZZLED:
             total = -(-total // SW128_ALIGN) * SW128_ALIGN + shape[0] * shape[1] * 2
             continue
         span = 1 + sum((extent - 1) * st for extent, st in zip(shape, stride))
@@ -109,12 +113,14 @@ def smem_bytes(c: FrostFwdConfig, plan=smem_plan) -> int:
     return total
 
 
-def sw128_layout(shape):
+def sw128_layout(shape, kind: str = SW128):
     """The SW128 layout of a bf16 [rows, cols] tile: the 8-row x 64-column swizzle atom
-    tiled rows first (the canonical K-major WGMMA operand layout), as a composed layout."""
+    tiled rows first (the canonical K-major WGMMA operand layout), as a composed layout.
+    kind SW64: the 8-row x 32-column atom of the 64-byte swizzle, tiled the same way."""
     from cutlass.cute.nvgpu import warpgroup
 
-    atom = warpgroup.make_smem_layout_atom(warpgroup.SmemLayoutAtomKind.K_SW128, BFloat16)
+    atom_kind = warpgroup.SmemLayoutAtomKind.K_SW128 if kind == SW128 else warpgroup.SmemLayoutAtomKind.K_SW64
+    atom = warpgroup.make_smem_layout_atom(atom_kind, BFloat16)
     return cute.tile_to_shape(atom, shape, order=(0, 1))
 
 
@@ -125,8 +131,8 @@ def allocate_smem(plan) -> SimpleNamespace:
     smem = cutlass.memory.SmemAllocator()
     s = SimpleNamespace()
     for name, dtype, shape, stride in plan:
-        if stride == SW128:
-            sw = sw128_layout(shape)
+        if stride in SWIZZLED:
+            sw = sw128_layout(shape, stride)
             setattr(s, name, smem.allocate_tensor(BFloat16, sw.outer, SW128_ALIGN, swizzle=sw.inner))
             continue
         setattr(s, name, smem.allocate_tensor(_DTYPES[dtype], cute.make_layout(shape, stride=stride), 16))

@@ -1,0 +1,224 @@
+"""FROST backward, kernel 3 (grads, scalar gates) with the state products on warpgroup MMA
+(``FrostBwdConfig.grads_wgmma``, NOTES_bwd.md v1.8).
+
+FrostBwdGrads computes the three state products
+
+    dQA = dO S^T,  dKBA = -dR S^T (the sign is applied later),  dKD = U dS^T
+    ([C, V] x [V, K], fp32)
+
+per warp with m16n8k16 mma.sync: warp w owns rows of block w % 4 and channels of half
+w / 4, and every warp reloads its A fragments (dO, dR, U) and the B fragments of S and dS
+(ldmatrix.trans) for all V / 16 k-steps: 3 (V / 16)(K / 16) mma.sync and, at K = 128,
+11 V / 16 ldmatrix.x4 per warp per item (192 and 88 at K = V = 128). Here the four
+warps of warpgroup g = w / 4 issue one wgmma m64nNk16 per k-step (N = K / 2: the
+warpgroup's channel half g, all 64 rows), both operands read by the tensor cores from
+shared memory (SS mode: no operand registers):
+- A = dO, dR, U [C, V] (K-major: v contiguous), SW128 tiles;
+- B = S, dS seen as [K, V] (MN-major: the channel index d contiguous, as in global
+  memory, where they are V-major [V, K]); stored as [V, K] tiles with the swizzle atom
+  one channel half wide (SW128 at K = 128, SW64 at K = 64), so that warpgroup g reads
+  exactly the atom column of its half.
+The accumulators are FrostBwdGrads' per-warp [16, K / 2] tensors themselves: a warpgroup's
+m64nN accumulator holds, per thread, the warp's 16 x 16 blocks in order
+(bwd_chain_wgmma.check_block_order, run on the traced layouts while compiling; the PTX
+tables in frost_wgmma_fragments_test), so stage_adjoints, row_sums and write_qk run
+unchanged on them.
+
+Order of an item (scores_and_products): after stage_load's barrier the three products are
+issued as one wgmma group (3 x V / 16 instructions per warpgroup, asynchronous); while the
+tensor cores run them, the warps compute the score tiles (dZp, dZm: mma.sync and ldmatrix
+on the same dO, dR, U tiles, which both may read at once) and e^Gam_last sum S dS; then
+wait_group(0) and one barrier (the base kernel has a barrier between the scores and the
+products as well: not needed here, the products do not read the scores).
+
+Shared memory: dO, U, dR, S, dS unpadded and swizzled (every other reader goes through the
+swizzled tensors: the cp.async fills, score_tile's ldmatrix, stage_values' and
+state_sum's 16-byte loads; fp16 dO lands and is converted through a swizzled fp16 view).
+The cp.async fills are generic-proxy writes: stage_load fences them against the async
+proxy before its barrier. dO, U, dZp, dZm stay consecutive (dO, U first, then a 1 KB
+tail for the row padding dO and U lost), so the dq/dk staging overlays them as before
+(as many tiles at once as the default kernel), through an unswizzled pointer.
+
+Not bitwise FrostBwdGrads: the k16 steps are summed inside the tensor core in its own
+order; the gradients agree within fp32 rounding of the products (the smoke's
+``--grads wgmma-both`` bounds the difference). Scalar gates only.
+"""
+from __future__ import annotations
+
+import cutlass
+import cutlass.cute as cute
+from cutlass import BFloat16, Float32
+from cutlass.cute.nvgpu import OperandMajorMode, warpgroup
+
+from cudnn.linear_attention.frost.kernels.bwd_chain_wgmma import check_block_order
+from cudnn.linear_attention.frost.kernels.bwd_config import FrostBwdConfig
+from cudnn.linear_attention.frost.kernels.bwd_grads import FrostBwdGrads, smem_plan as base_plan
+from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
+from cudnn.linear_attention.frost.kernels.fwd_v1 import CHUNK, NBLK, SUB, SW64, SW128, sw128_layout, warp_mma
+from cudnn.linear_attention.frost.kernels.fwd_v3 import WG_ROWS, WG_THREADS
+
+#: the wgmma B operands, [V, K] tiles with the channel-half swizzle (the A operands dO, U,
+#: dR are SW128 [C, V] tiles)
+WGMMA_B = ("sf", "dsf")
+#: the dq/dk staging's region, consecutive from dO on (as in bwd_grads.STAGED); "tail" is
+#: room for it alone: without the default plan's row padding in dO and U the region would
+#: be 32 bytes short of two padded tiles at (K, V) = (128, 64) for 16-bit dq/dk and at
+#: K = V = 64 for fp32 ones, where the default plan stages both at once
+STAGED = ("do", "u", "dzp", "dzm", "tail")
+TAIL_BYTES = 1024
+
+
+def b_swizzle(K: int) -> str:
+    """The swizzle of the S / dS tiles: the atom is one channel half (K / 2 bf16) wide."""
+    if K == 128:
+        return SW128
+    if K == 64:
+        return SW64
+    raise ValueError(f"bwd_grads_wgmma: K must be 64 or 128, got {K}")
+
+
+def smem_plan(c: FrostFwdConfig):
+    """FrostBwdGrads' plan with dO, U (then dZp, dZm, padded as before, and a tail: the
+    staging region), dR, S and dS as swizzled tiles in front (1024-byte aligned,
+    unpadded), the rest after."""
+    if c.gate_per_channel:
+        raise ValueError("the wgmma grads kernel serves scalar gates only (NOTES_bwd.md v1.8)")
+    base = {e[0]: e for e in base_plan(c)}
+    sw_b = b_swizzle(c.K)
+    front = [(n, "bf16", base[n][2], SW128) for n in ("do", "u")] + [base["dzp"], base["dzm"]]
+    front += [("tail", "bf16", (TAIL_BYTES // 2,), (1,))]
+    front += [("dr", "bf16", base["dr"][2], SW128)] + [(n, "bf16", base[n][2], sw_b) for n in WGMMA_B]
+    names = {e[0] for e in front}
+    return front + [e for e in base_plan(c) if e[0] not in names]
+
+
+def staging_bytes(c: FrostFwdConfig) -> int:
+    """Bytes from s.do on that the dq/dk staging may use: the consecutive STAGED tensors."""
+    from cudnn.linear_attention.frost.kernels.fwd_v1 import SWIZZLED
+
+    plan = smem_plan(c)
+    names = [e[0] for e in plan]
+    first = names.index(STAGED[0])
+    assert tuple(names[first:first + len(STAGED)]) == STAGED, names
+    total = 0
+    for _, dtype, shape, stride in plan[first:first + len(STAGED)]:
+        if stride in SWIZZLED:
+            assert total % 1024 == 0, plan  # no alignment gap inside the region
+            total += shape[0] * shape[1] * 2
+            continue
+        span = 1 + sum((extent - 1) * st for extent, st in zip(shape, stride))
+        total += -(-span * (2 if dtype == "bf16" else 4) // 16) * 16
+    return total
+
+
+def wgmma_ss(n: int):
+    """m64 n k16, bf16 A K-major and B MN-major, both from shared memory, fp32 accumulate."""
+    op = warpgroup.MmaF16BF16Op(BFloat16, Float32, (WG_ROWS, n, 16), warpgroup.OperandSource.SMEM,
+                                OperandMajorMode.K, OperandMajorMode.MN)
+    return cute.make_tiled_mma(cute.make_mma_atom(op))
+
+
+class FrostBwdGradsWgmma(FrostBwdGrads):
+    """Callable for cute.compile (bwd_abi's argument list), as FrostBwdGrads."""
+
+    smem_plan = staticmethod(smem_plan)
+
+    def __init__(self, cfg: FrostBwdConfig, vector_gates: bool = False):
+        if not cfg.grads_wgmma or cfg.stage != "grads" or vector_gates:
+            raise ValueError("FrostBwdGradsWgmma: a scalar-gate grads config with grads_wgmma set")
+        super().__init__(cfg, vector_gates)
+
+    # ------------------------------------------------------------------ swizzled tiles
+    def swizzled_io_view(self, t: cute.Tensor) -> cute.Tensor:
+        """dO's SW128 tile seen with the io element type, swizzle kept (recast_ptr drops it
+        unless given): raw fp16 rows land, and are converted in place, where bf16 is read."""
+        sw = sw128_layout((CHUNK, self.cfg.V)).inner
+        return cute.make_tensor(cute.recast_ptr(t.iterator, swizzle_=sw, dtype=self.io), t.layout)
+
+    @cute.jit
+    def issue_front(self, s, mdo, mu, h, t0, eos, tid):
+        """cp.async of the item's dO (raw io, through the swizzled view) and U rows."""
+        a_io, a_bf = self.copy_atoms()
+        self.copy_rows_async(a_io, self.swizzled_io_view(s.do), mdo, h, t0, eos, tid, self.io)
+        self.copy_rows_async(a_bf, s.u, mu, h, t0, eos, tid, BFloat16)
+
+    @cute.jit
+    def convert_rows(self, dst, tid):
+        """FrostBwdGrads.convert_rows on the swizzled tile (each thread converts the 16-byte
+        slices its own copies wrote: the same slices through the same swizzle)."""
+        V, C = self.cfg.V, CHUNK
+        vv = V // 8
+        r0, cv = tid // vv, tid % vv
+        raw = self.swizzled_io_view(dst)
+        for u in cutlass.range_constexpr(C * vv // self.threads):
+            r = r0 + u * (self.threads // vv)
+            x = cute.make_rmem_tensor((8,), self.io)
+            cute.autovec_copy(cute.local_tile(raw[r, None], (8,), (cv,)), x)
+            y = cute.make_rmem_tensor((8,), BFloat16)
+            for e in cutlass.range_constexpr(8):
+                y[e] = x[e].to(Float32).to(BFloat16)
+            cute.autovec_copy(y, cute.local_tile(dst[r, None], (8,), (cv,)))
+
+    @cute.jit
+    def stage_load(self, s, mq, mk, heads, t0, eos, tid):
+        """FrostBwdGrads.stage_load (it ends with the wait for the cp.async copies), then a
+        proxy fence: the copies' generic writes must be visible to wgmma after the barrier."""
+        FrostBwdGrads.stage_load(self, s, mq, mk, heads, t0, eos, tid)
+        cute.arch.fence_proxy("async.shared", space="cta")
+
+    def staging(self, s):
+        """dO .. dZm, through a pointer without the swizzle (recast_ptr drops it)."""
+        return s.do.iterator, staging_bytes(self.cfg)
+
+    # ------------------------------------------------------------------ products
+    @cute.jit
+    def scores_and_products(self, s, scale, thr, lane, wid, tid):
+        """Issue the three state products (one wgmma group per warpgroup), compute the score
+        tiles and the S dS sum while they run, wait, barrier (S and dS are dead after it)."""
+        K, V, C = self.cfg.K, self.cfg.V, CHUNK
+        DN = K // 2
+        bi = wid % NBLK
+        hc = wid // NBLK  # the warpgroup, and its channel half
+        mma = warp_mma()
+        wg = wgmma_ss(DN)
+        check_block_order(wg, mma, DN)
+        wtid = (wid % (WG_THREADS // 32)) * 32 + lane  # thread index inside the warpgroup
+        g = wg.get_slice(wtid)
+
+        # FrostBwdGrads' per-warp accumulators, seen as the warpgroup's (same registers)
+        acc_q = cute.make_rmem_tensor(thr.partition_shape_C((SUB, DN)), Float32)
+        acc_kb = cute.make_rmem_tensor(thr.partition_shape_C((SUB, DN)), Float32)
+        acc_k = cute.make_rmem_tensor(thr.partition_shape_C((SUB, DN)), Float32)
+        wg_shape = g.partition_shape_C((WG_ROWS, DN))
+        if cutlass.const_expr(cute.size(wg_shape) != cute.size(acc_q)):
+            raise ValueError(f"bwd_grads_wgmma: wgmma accumulator {wg_shape} vs warp's {acc_q.layout}")
+        w_q = cute.make_tensor(acc_q.iterator, cute.make_layout(wg_shape))
+        w_kb = cute.make_tensor(acc_kb.iterator, cute.make_layout(wg_shape))
+        w_k = cute.make_tensor(acc_k.iterator, cute.make_layout(wg_shape))
+
+        a_do = wg.make_fragment_A(g.partition_A(s.do))
+        a_dr = wg.make_fragment_A(g.partition_A(s.dr))
+        a_u = wg.make_fragment_A(g.partition_A(s.u))
+        b_s = wg.make_fragment_B(g.partition_B(self.channel_half(s.sf, hc)))
+        b_ds = wg.make_fragment_B(g.partition_B(self.channel_half(s.dsf, hc)))
+        warpgroup.fence()
+        for acc, a, b in ((w_q, a_do, b_s), (w_kb, a_dr, b_s), (w_k, a_u, b_ds)):
+            for kk in cutlass.range_constexpr(V // 16):
+                wg.set(warpgroup.Field.ACCUMULATE, kk != 0)
+                cute.gemm(wg, acc, a[None, None, kk], b[None, None, kk], acc)
+        warpgroup.commit_group()
+
+        # independent of the products: the score tiles, e^Gam_last sum S dS
+        self.stage_scores(s, scale, thr, lane, wid)
+        self.state_sum(s, tid)
+        warpgroup.wait_group(0)
+        cute.arch.sync_threads()  # the scores are visible; S and dS are dead
+        return acc_q, acc_kb, acc_k, thr.partition_C(cute.make_identity_tensor((SUB, DN))), bi, hc
+
+    @cute.jit
+    def channel_half(self, st: cute.Tensor, hc) -> cute.Tensor:
+        """Channels [hc K / 2, (hc + 1) K / 2) of a [V, K] state tile, as the wgmma's B
+        [K / 2, V] (N = channels, contiguous; the reduction over value rows)."""
+        K, V = self.cfg.K, self.cfg.V
+        kv = cute.make_tensor(st.iterator, cute.select(st.layout, mode=[1, 0]))
+        return cute.local_tile(kv, (K // 2, V), (hc, 0))
