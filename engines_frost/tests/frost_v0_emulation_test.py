@@ -1,7 +1,7 @@
 """FROST v0's own kernel source, executed on the CPU (simt_emulator), against the float64 recurrences.
 
-v0 (frost_fwd_v0.py, the test-only oracle) is scalar CuTe DSL, so its launcher, kernel body and stages can run
-as Python with a thread per CUDA thread (see simt_emulator.py). That checks on a machine
+v0 (frost_fwd_v0.py, the test-only oracle) is scalar CuTe DSL, so its launcher, kernel body
+and stages can run as Python with a thread per CUDA thread (see simt_emulator.py). That checks on a machine
 without a GPU everything but fp32 rounding: the launch grid, head mapping, operand views,
 const_expr specialisation per family, shared-memory indexing and barriers, the write term
 (beta v / w v), partial and multiple chunks, initial/final state. The first GPU run found
