@@ -20,7 +20,7 @@ import threading
 from cudnn.linear_attention.common.cu_seqlens_check import check_cu_seqlens, strict_requested
 from cudnn.linear_attention.frost.kernels import kernel_store
 # compile_fwd is looked up here at call time (tests replace fwd.compile_fwd)
-from cudnn.linear_attention.frost.kernels.compile_kernel import compile_fwd, kernel_class, preferred_ffi  # noqa: F401
+from cudnn.linear_attention.frost.kernels.compile_kernel import compile_fwd, preferred_ffi  # noqa: F401
 from cudnn.linear_attention.frost.kernels.checkpoints import checkpoint_rows
 from cudnn.linear_attention.frost.kernels.config import (CHECKPOINT_OPERAND, OPERANDS, VALUES_OPERAND, FrostFwdConfig,
                                                           abi_operands)
