@@ -51,7 +51,8 @@ def device_arch(device) -> str:
 def _compiled(cfg: FrostFwdConfig, arch: str, ffi: str | None = None, device=None):
     """The kernel for cfg on arch in calling convention ffi (default preferred_ffi()), as a
     compiled_kernel.CompiledKernel: loaded or compiled once per process (device: named in
-    the log line of a long compile)."""
+    the log line of a long compile). bind_fwd looks it up at call time: the test tooling's
+    frost_fwd_experiments.use_kernel wraps it to launch another kernel version."""
     key = (cfg, arch, ffi or preferred_ffi())
     fn = _cache.get(key)
     if fn is None:
