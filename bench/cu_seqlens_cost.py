@@ -4,9 +4,9 @@ at the bench shape, per GPU engine: a benchmark script, not a test.
 Shape: 8 x 4096 tokens (a well-formed table), 16 heads, K = V = 128, bf16 q/k/v, fp32
 gates, as bench_linear_attention.py. Budget: at most 1 % of the pass.
 - FROST forward: the kernel as it ships against the same kernel with the safety compiled
-  out (FrostFwdConfig.skip_stages=("bounds",): bounds read unclamped, no zeroing, so no
-  zeroing grid row; a timing variant, never launched by the engine); the difference is
-  the cost.
+  out (the test tooling's skip_stages=("bounds",), engines_frost/tests/
+  frost_fwd_experiments.py: bounds read unclamped, no zeroing, so no zeroing grid row; a
+  timing variant, never launched by the engine); the difference is the cost.
 - cuTile forward and backward: the safety rides in the chunk-table launch (kernels/
   chunk_table.py, seq_bounds.py: the sanitised table, a clamp and a max scan in
   registers stored as cu_safe, and zeros in the uncovered rows of the pass's outputs:

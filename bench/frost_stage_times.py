@@ -1,5 +1,6 @@
 """Where a FROST forward chunk spends its time: the kernel timed with each per-chunk stage
-compiled out (FrostFwdConfig.skip_stages), a benchmark script, not a test.
+compiled out (the test tooling's skip_stages, engines_frost/tests/frost_fwd_experiments.py),
+a benchmark script, not a test.
 
 Without hardware counters, a stage's cost is read as the difference between the full
 kernel and the kernel without it (the barriers between stages stay, so each difference is
@@ -12,16 +13,18 @@ reports it against its budget).
 Run on the GPU machine from the repo root (CuTe DSL importable):
   PYTHONPATH=$(python3 tools/pythonpath.py) python3 bench/frost_stage_times.py [--family gdn kda]
     [--algorithm v2] [--reps 20] [--l2norm]
-(--algorithm v3: v2 with the chain's state products on warpgroup MMA; its "chain" stage is
-the wgmma chain.)
+(--algorithm: the kernel version, built as the test tooling builds it: v2 the product's, v1
+its base, v3 v2 with the chain's state products on warpgroup MMA, the candidate successor,
+whose "chain" stage is the wgmma chain.)
 Shape: 8 x 4096 tokens, 16 heads, K = V = 128, bf16, final state fp32 (the bench shape).
 """
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import math
+import sys
 import time
+from pathlib import Path
 
 import torch
 
@@ -29,15 +32,19 @@ from bench_linear_attention import cuda_median_ms
 from tests.reference.inputs import InputConfig, make_inputs
 from tests.reference.preprocess import Family
 
+# the test tooling's kernel versions and experiment knobs (frost_fwd_experiments.py)
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "engines_frost" / "tests"))
+from frost_fwd_experiments import tooling_config  # noqa: E402
+
 VARIANTS = ((), ("rows",), ("operands",), ("gram",), ("chain",), ("rows", "operands", "gram"),
             ("rows", "operands", "gram", "chain"), ("bounds",))
 CHUNKS = 4096 // 64
 
 
-def base_launch(family: Family, algorithm: str, device: str = "cuda", l2norm: bool = False):
-    """(checked launch, inputs) of the bench shape; device="cpu" for enumerating configs
-    without a GPU (tools/gpu/frost_precompile.py); l2norm: q and k normalised in the kernel
-    (the rows stage), drawn unnormalised."""
+def base_launch(family: Family, device: str = "cuda", l2norm: bool = False):
+    """(checked launch, inputs) of the bench shape, with the product's config; device="cpu"
+    for enumerating configs without a GPU (tools/gpu/frost_precompile.py); l2norm: q and k
+    normalised in the kernel (the rows stage), drawn unnormalised."""
     from cudnn.linear_attention.frost.kernels import fwd
 
     cfg = InputConfig(family=family, seq_lens=(4096,) * 8, H=16, K=128, V=128,
@@ -48,23 +55,23 @@ def base_launch(family: Family, algorithm: str, device: str = "cuda", l2norm: bo
     checked = fwd.check_operands(
         q=x.q, k=x.k, v=x.v, g=x.g, beta=x.beta, w=x.w, cu_seqlens=x.cu_seqlens, out=out,
         initial_state=None, final_state=ht, use_l2norm=l2norm,
-        gate_per_channel=family.per_channel_gate, beta_per_channel=family.vector_beta,
-        algorithm=algorithm)
+        gate_per_channel=family.per_channel_gate, beta_per_channel=family.vector_beta)
     return checked, x
 
 
 def stage_configs(family: Family, algorithm: str, device: str = "cuda", l2norm: bool = False):
-    """The kernel config of every timed variant, in VARIANTS order."""
-    checked, _ = base_launch(family, algorithm, device, l2norm)
-    return [dataclasses.replace(checked.config, skip_stages=skip) for skip in VARIANTS]
+    """The kernel config of every timed variant, in VARIANTS order (the full v2 kernel's is
+    the product config)."""
+    checked, _ = base_launch(family, device, l2norm)
+    return [tooling_config(checked.config, algorithm, skip_stages=skip) for skip in VARIANTS]
 
 
 def _launcher(family: Family, algorithm: str, skip: tuple[str, ...], l2norm: bool = False):
     """(launch(), compile seconds) for the bench shape with `skip` compiled out."""
     from cudnn.linear_attention.frost.kernels import fwd
 
-    checked, x = base_launch(family, algorithm, l2norm=l2norm)
-    kernel_cfg = dataclasses.replace(checked.config, skip_stages=skip)
+    checked, x = base_launch(family, l2norm=l2norm)
+    kernel_cfg = tooling_config(checked.config, algorithm, skip_stages=skip)
     start = time.perf_counter()
     kernel = fwd._compiled(kernel_cfg, fwd.device_arch(x.q.device))
     compile_s = time.perf_counter() - start

@@ -1,4 +1,5 @@
-"""pytest hooks shared by the tests under tests/: skip `gpu`-marked tests without a GPU.
+"""pytest hooks shared by the tests under tests/: skip `gpu`-marked tests without a GPU, and
+--frost-fwd-kernel, the test tooling's choice of FROST forward kernel.
 
 Loaded by pytest for every test file below this folder (rootdir is the repository root,
 set by pytest.ini); Bazel test targets get it through the `//tests:conftest` dependency.
@@ -7,6 +8,28 @@ set by pytest.ini); Bazel test targets get it through the `//tests:conftest` dep
 import pytest
 
 from tests import gpu
+
+
+def pytest_addoption(parser):
+    parser.addoption(
+        "--frost-fwd-kernel", default=None, metavar="VERSION",
+        help="launch the FROST forward (so the FROST engines' forward) with this kernel version "
+             "of the test tooling (engines_frost/tests/frost_fwd_experiments.py: v0, v1, v2, v3; e.g. "
+             "v3, the candidate successor); the product launches v2; forwards that write state "
+             "checkpoints stay on v2")
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _frost_fwd_kernel(request):
+    """Routes frost_fwd through --frost-fwd-kernel for the whole session (nothing without it)."""
+    algorithm = request.config.getoption("--frost-fwd-kernel")
+    if algorithm is None:
+        yield
+        return
+    from frost_fwd_experiments import use_kernel  # engines_frost/tests: on sys.path (root conftest.py)
+
+    with use_kernel(algorithm):
+        yield
 
 
 def pytest_collection_modifyitems(config, items):

@@ -75,7 +75,7 @@ def test_precompile_derives_the_frost_kernels_of_each_call():
 
     shape = shapes.Shape(seqs=2, seq_len=64, H=4, HV=4, K=64, V=64)
     fwd_only = precompile.frost_configs(["gdn"], shape, backward=False)
-    assert [c.algorithm for c in fwd_only] == ["v2"] and fwd_only[0].has_final_state
+    assert len(fwd_only) == 1 and type(fwd_only[0]).__name__ == "FrostFwdConfig" and fwd_only[0].has_final_state
     both = precompile.frost_configs(["gdn", "kda"], shape, backward=True)
     stages = sorted({c.stage for c in both if isinstance(c, FrostBwdConfig)})
     assert stages == ["chain", "grads", "states", "values"]   # bf16 training: checkpoints too

@@ -7,8 +7,8 @@ loop's CTAs (after the loop, warp 0 of the last sequence's CTAs) ptxas allocated
 kernel differently: v2 GDN 172 registers against 233 with the safety compiled out, and
 +26 us of 0.48 ms on the H200 (bench/cu_seqlens_cost.py). The zeroing now runs in CTAs of
 its own (FrostFwdV1.grid's extra row), so the loop's CTAs never reach it. Each case
-compiles the shipped kernel and the same config with FrostFwdConfig.skip_stages =
-("bounds",) (what cu_seqlens_cost times against) and asserts: no local memory or stack
+compiles the shipped kernel and the same config with the tooling's skip_stages =
+("bounds",) (frost_fwd_experiments.py; what cu_seqlens_cost times against) and asserts: no local memory or stack
 (a spill sits in the serial chunk chain) and no fewer registers than the bounds-free
 kernel, up to MARGIN. Narrow and wide allocations of one kernel differ by 45-60
 registers, the same allocation by a few, so a change that brings zeroing (or other
@@ -30,6 +30,7 @@ pytest.importorskip("cutlass", reason="nvidia-cutlass-dsl (CuTe DSL) is not inst
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import frost_cubin_report as report  # noqa: E402
+from frost_fwd_experiments import tooling_config  # noqa: E402
 
 pytestmark = pytest.mark.skipif(report.tool("CUOBJDUMP", "cuobjdump") is None,
                                 reason="cuobjdump not found (set CUOBJDUMP)")
@@ -43,7 +44,7 @@ CASES = [  # (algorithm, family, training forward: write_checkpoints and write_v
 ] + [
     ("v2", fam, True) for fam in ("gdn", "kda", "gdn2")      # bf16 training calls
 ] + [
-    ("v3", fam, False) for fam in ("gdn", "kda", "gdn2")     # FROST_FWD_ALGORITHM=v3
+    ("v3", fam, False) for fam in ("gdn", "kda", "gdn2")     # the candidate successor
 ]
 
 
@@ -55,11 +56,11 @@ def usage(cfg):
 @pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c[0]}-{c[1]}{'-training' if c[2] else ''}")
 def test_safety_keeps_the_loop_allocation(case):
     alg, family, training = case
-    cfg = report.config_for(family, alg, 128, 128, False)  # the benchmark's config
+    cfg = report.config_for(family, "v2", 128, 128, False)  # the benchmark's product config
     if training:
         cfg = dataclasses.replace(cfg, write_checkpoints=True, write_values=True)
-    shipped = usage(cfg)
-    bare = usage(dataclasses.replace(cfg, skip_stages=("bounds",)))
+    shipped = usage(tooling_config(cfg, alg))
+    bare = usage(tooling_config(cfg, alg, skip_stages=("bounds",)))
     print(f"{alg} {family} training={training}: shipped {shipped}, bounds compiled out {bare}")
     assert shipped["LOCAL"] == 0 and shipped["STACK"] == 0, shipped
     assert shipped["REG"] >= bare["REG"] - MARGIN, (shipped, bare)

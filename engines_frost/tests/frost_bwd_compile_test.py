@@ -19,7 +19,7 @@ FAMILY = {"gdn": (False, False), "kda": (True, False), "gdn2": (True, True)}
 def _cfg(family, stage, K=128, V=128, H=4, HV=4, l2=True, h0=True):
     vec, per_beta = FAMILY[family]
     f = FrostFwdConfig("bfloat16", "float32" if h0 else None, H, H, HV, K, V, vec, per_beta, per_beta, l2, h0,
-                       False, algorithm="v2", gate_align16=vec)
+                       False, gate_align16=vec)
     return FrostBwdConfig(f, stage, "float32", "float32" if h0 else None)
 
 

@@ -66,7 +66,7 @@ def _inputs(K, V, io, seed):
 def _config(K, V, io, l2):
     f = FrostFwdConfig(io_dtype=io, state_dtype=None, H=1, HK=1, HV=1, K=K, V=V, gate_per_channel=False,
                        beta_per_channel=False, has_w=False, use_l2norm=l2, has_initial_state=False,
-                       has_final_state=False, algorithm="v2")
+                       has_final_state=False)
     return FrostBwdConfig(f, "grads", None, None)
 
 

@@ -118,7 +118,7 @@ def test_kernel_doubles_what_the_protocol_says():
     from cudnn.linear_attention.frost.kernels import bwd_chain_pipelined as pipe
     from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
 
-    f = FrostFwdConfig("bfloat16", None, 4, 4, 4, 128, 128, False, False, False, True, False, False, algorithm="v2")
+    f = FrostFwdConfig("bfloat16", None, 4, 4, 4, 128, 128, False, False, False, True, False, False)
     shapes = {name: shape for name, _, shape, _ in pipe.smem_plan(f)}
     for name in sched.DOUBLED:
         assert shapes[name][-1] == sched.COPIES, (name, shapes[name])

@@ -29,7 +29,7 @@ FAMILY = {"gdn": (False, False), "kda": (True, False), "gdn2": (True, True)}
 def _fwd(family, K=128, V=128, H=4, HV=4, l2=True, h0=True, ckpt=True, values=False):
     vec, per_beta = FAMILY[family]
     return FrostFwdConfig("bfloat16", "float32" if h0 else None, H, H, HV, K, V, vec, per_beta, per_beta, l2,
-                          h0, False, algorithm="v2", gate_align16=vec, write_checkpoints=ckpt, write_values=values)
+                          h0, False, gate_align16=vec, write_checkpoints=ckpt, write_values=values)
 
 
 def _bwd(family, stage, **kw):

@@ -1,5 +1,8 @@
 """L0: every FROST forward v0/v1 kernel variant cross-compiles for sm_90a (no GPU needed).
 
+v0 (the test-only SIMT oracle, frost_fwd_v0.py) and v1 (v2's base class) are no product
+kernels: they are built as the test and bench tooling builds them (frost_fwd_experiments.py).
+
 CuTe DSL lowers to PTX and runs ptxas for the requested arch on a CPU-only machine, so each
 family (GDN, KDA, GDN-2) x head dims x io dtype x state presence/dtype x l2norm x head
 grouping is compiled through the same entry (fwd.compile_fwd, launch_abi.fake_args) the
@@ -37,7 +40,7 @@ def test_grouped_heads_compile(cfg, algorithm):
 
 
 def test_v1_elementwise_operand_loads_compile():
-    """The FROST_FWD_LDMATRIX=0 diagnostic variant of v1 (element-wise shared-memory loads)."""
+    """The tooling's ldmatrix=False diagnostic variant of v1 (element-wise shared-memory loads)."""
     _, cfg = VARIANTS[V1_VARIANTS[-1]]
     assert callable(compile_fwd(_with(cfg, "v1", ldmatrix=False), "sm_90a"))
 

@@ -45,7 +45,7 @@ def test_v2_grouped_heads_compile(cfg):
 
 
 def test_v2_elementwise_operand_loads_compile():
-    """The FROST_FWD_LDMATRIX=0 diagnostic variant (element-wise shared-memory loads)."""
+    """The tooling's ldmatrix=False diagnostic variant (element-wise shared-memory loads)."""
     _, cfg = VARIANTS[V1_VARIANTS[-1]]
     assert callable(compile_fwd(with_algorithm(_v2(cfg), "v2", ldmatrix=False), "sm_90a"))
 

@@ -4,7 +4,9 @@ No GPU needed. Prints the resource usage (registers, local memory = spills, stac
 cuobjdump and, where nvdisasm is found, an instruction histogram per barrier-delimited
 region of the SASS (region 1 ends at the first BAR.SYNC: state init + rows stage; then
 operands, gram, chain for v1/v2). ``--sass FILE`` writes the SASS with addresses stripped,
-so two builds can be diffed (``--sass`` of v1 before and after a refactor must be equal).
+so two builds can be diffed (``--sass`` of v2 before and after a refactor must be equal).
+``--algorithm`` builds another kernel version as the test tooling does
+(frost_fwd_experiments.py: v0, v1, v3; v2, the default, is the product's kernel).
 
   PYTHONPATH=$(python3 tools/pythonpath.py) python3 engines_frost/tests/frost_cubin_report.py --algorithm v2 --family kda
 
@@ -45,10 +47,10 @@ def compile_cubin(cfg, out_dir: str) -> str:
     """cute.compile the config's kernel class for sm_90a, keeping the cubin; returns its path."""
     import cutlass.cute as cute
 
-    from cudnn.linear_attention.frost.kernels.fwd import kernel_class
+    from cudnn.linear_attention.frost.kernels.compile_kernel import kernel_class
     from cudnn.linear_attention.frost.kernels.launch_abi import fake_args
 
-    cute.compile(kernel_class(cfg.algorithm, cfg.write_checkpoints, cfg.write_values)(cfg), *fake_args(cfg),
+    cute.compile(kernel_class(cfg)(cfg), *fake_args(cfg),
                  options=f"--gpu-arch sm_90a --keep-cubin --dump-dir {out_dir}")
     (cubin,) = glob.glob(os.path.join(out_dir, "*.cubin"))
     return cubin
@@ -107,18 +109,22 @@ def region_histograms(instrs: list[str]) -> list[collections.Counter]:
 def config_for(family: str, algorithm: str, K: int, V: int, l2: bool, io: str = "bfloat16",
                gate_align16: bool = True):
     """The benchmark's configuration (no initial state, fp32 final state); vector gates
-    16-byte aligned, as frost_fwd finds them for torch-allocated g, unless told otherwise."""
+    16-byte aligned, as frost_fwd finds them for torch-allocated g, unless told otherwise;
+    for kernel version `algorithm` (the product config for "v2")."""
     from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
 
+    from frost_fwd_experiments import tooling_config
+
     gpc, bpc = FAMILIES[family]
-    return FrostFwdConfig(io_dtype=io, state_dtype="float32", H=16, HK=16, HV=16, K=K, V=V, gate_per_channel=gpc,
-                          beta_per_channel=bpc, has_w=bpc, use_l2norm=l2, has_initial_state=False,
-                          has_final_state=True, algorithm=algorithm, gate_align16=gate_align16 and gpc)
+    cfg = FrostFwdConfig(io_dtype=io, state_dtype="float32", H=16, HK=16, HV=16, K=K, V=V, gate_per_channel=gpc,
+                         beta_per_channel=bpc, has_w=bpc, use_l2norm=l2, has_initial_state=False,
+                         has_final_state=True, gate_align16=gate_align16 and gpc)
+    return tooling_config(cfg, algorithm)
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--algorithm", default="v1")
+    ap.add_argument("--algorithm", default="v2", help="kernel version (frost_fwd_experiments.ALGORITHMS)")
     ap.add_argument("--family", choices=FAMILIES, default="gdn")
     ap.add_argument("--K", type=int, default=128)
     ap.add_argument("--V", type=int, default=128)

@@ -88,24 +88,22 @@ def test_state_checkpoints_select_the_checkpoint_kernel(family):
     from cudnn.linear_attention.frost.kernels.config import abi_operands
 
     ckpt = torch.zeros(T // 64 + N, H, V, K, dtype=torch.bfloat16)
-    launch = check_operands(**_operands(family), state_checkpoints=ckpt, algorithm="v2")
+    launch = check_operands(**_operands(family), state_checkpoints=ckpt)
     assert launch.config.write_checkpoints and launch.tensors["state_checkpoints"] is ckpt
     assert abi_operands(launch.config)[-1] == "state_checkpoints"
-    plain = check_operands(**_operands(family), algorithm="v2").config
+    plain = check_operands(**_operands(family)).config
     assert not plain.write_checkpoints and "state_checkpoints" not in abi_operands(plain)
 
 
-@pytest.mark.parametrize("over, algorithm, message", [
-    (dict(state_checkpoints=torch.zeros(T // 64 + N + 1, H, V, K, dtype=torch.bfloat16)), "v2",
+@pytest.mark.parametrize("over, message", [
+    (dict(state_checkpoints=torch.zeros(T // 64 + N + 1, H, V, K, dtype=torch.bfloat16)),
      "frost_fwd: state_checkpoints must be of shape [2, 2, 64, 64], got [3, 2, 64, 64]"),
-    (dict(state_checkpoints=torch.zeros(T // 64 + N, H, V, K)), "v2",
+    (dict(state_checkpoints=torch.zeros(T // 64 + N, H, V, K)),
      "frost_fwd: state_checkpoints must be of dtype bfloat16, got torch.float32"),
-    (dict(state_checkpoints=torch.zeros(T // 64 + N, H, V, K, dtype=torch.bfloat16)), "v1",
-     "frost_fwd: state_checkpoints must be None unless algorithm is 'v2'"),
 ])
-def test_bad_state_checkpoints_name_themselves(over, algorithm, message):
+def test_bad_state_checkpoints_name_themselves(over, message):
     with pytest.raises(ValueError) as e:
-        check_operands(**_operands(), **over, algorithm=algorithm)
+        check_operands(**_operands(), **over)
     assert str(e.value).startswith(message), str(e.value)
 
 
@@ -118,14 +116,13 @@ def test_values_select_the_values_kernel(family):
 
     ckpt = torch.zeros(T // 64 + N, H, V, K, dtype=torch.bfloat16)
     u = torch.zeros(T, H, V, dtype=torch.bfloat16)
-    launch = check_operands(**_operands(family), state_checkpoints=ckpt, values=u, algorithm="v2")
+    launch = check_operands(**_operands(family), state_checkpoints=ckpt, values=u)
     assert launch.config.write_checkpoints and launch.config.write_values and launch.tensors["values"] is u
     assert abi_operands(launch.config)[-2:] == ("state_checkpoints", "values")
-    only = check_operands(**_operands(family), state_checkpoints=ckpt, algorithm="v2").config
+    only = check_operands(**_operands(family), state_checkpoints=ckpt).config
     assert not only.write_values and abi_operands(only)[-1] == "state_checkpoints"
-    assert kernel_class("v2", True, True).__name__ == "FrostFwdV2Values"
-    with pytest.raises(ValueError, match="U .values. is written by algorithm 'v2' with state checkpoints only"):
-        kernel_class("v2", False, True)
+    assert kernel_class(launch.config).__name__ == "FrostFwdV2Values"
+    assert kernel_class(only).__name__ == "FrostFwdV2Checkpoints"
 
 
 @pytest.mark.parametrize("over, message", [
@@ -140,14 +137,8 @@ def test_values_select_the_values_kernel(family):
 ])
 def test_bad_values_name_themselves(over, message):
     with pytest.raises(ValueError) as e:
-        check_operands(**_operands(), **over, algorithm="v2")
+        check_operands(**_operands(), **over)
     assert str(e.value).startswith(message), str(e.value)
-
-
-def test_write_checkpoints_is_a_v2_key():
-    base = check_operands(**_operands(), algorithm="v1").config
-    with pytest.raises(ValueError, match="write_checkpoints must be False unless algorithm is 'v2'"):
-        FrostFwdConfig(**{**base.__dict__, "write_checkpoints": True})
 
 
 def test_gdn2_requires_w():
@@ -161,16 +152,28 @@ def test_config_rejects_unsupported_combinations():
                 has_final_state=False)
     FrostFwdConfig(**base)
     for over, name in ((dict(HV=3), "H"), (dict(HK=1), "HK"), (dict(has_w=True), "has_w"),
-                       (dict(state_dtype="float32"), "state_dtype"), (dict(algorithm="v9"), "algorithm"),
+                       (dict(state_dtype="float32"), "state_dtype"),
                        (dict(gate_per_channel=False, gate_align16=True), "gate_align16"),
-                       (dict(algorithm="v2", skip_stages=("solve",)), "skip_stages"),
-                       (dict(algorithm="v0", skip_stages=("chain",)), "skip_stages")):
+                       (dict(write_values=True), "write_values")):
         with pytest.raises(ValueError, match=f"FrostFwdConfig: {name} must be"):
             FrostFwdConfig(**{**base, **over})
     assert frost_workspace_size(**base) == 0
-    listed = FrostFwdConfig(**{**base, "algorithm": "v2", "skip_stages": ["chain"]})  # as JSON gives it
-    assert listed.skip_stages == ("chain",) and hash(listed) == hash(
-        FrostFwdConfig(**{**base, "algorithm": "v2", "skip_stages": ("chain",)}))
+
+
+def test_the_product_config_carries_no_experiment_switch():
+    """One kernel family: no config field picks a kernel version or an experiment knob, and
+    no kernels/ module reads the environment variables that once did (their home is
+    frost_fwd_experiments.py, the test tooling's)."""
+    import dataclasses
+    from pathlib import Path
+
+    from cudnn.linear_attention.frost import kernels
+
+    assert not {f.name for f in dataclasses.fields(FrostFwdConfig)} & {"algorithm", "ldmatrix", "skip_stages"}
+    for path in Path(kernels.__file__).parent.glob("*.py"):
+        text = path.read_text()
+        assert "FROST_FWD_ALGORITHM" not in text and "FROST_FWD_LDMATRIX" not in text, path.name
+    assert not (Path(kernels.__file__).parent / "fwd_v0.py").exists()  # the oracle is test-only
 
 
 def test_import_needs_neither_torch_nor_cutlass():

@@ -97,15 +97,6 @@ def test_values_in_another_dtype_decline():
     assert "'values' dtype must be BFLOAT16, got HALF" in reason(g)
 
 
-def test_checkpoints_decline_when_the_forward_kernel_is_not_v2(monkeypatch):
-    from cudnn.linear_attention.frost.kernels import fwd
-    monkeypatch.setattr(fwd, "DEFAULT_ALGORITHM", "v1")
-    g, _ = op_graph("gdn", checkpoint_every_n_tokens=64)
-    assert "written by the v2 forward kernel; FROST_FWD_ALGORITHM selects 'v1'" in reason(g)
-    g, _ = op_graph("gdn")
-    assert reason(g) is None
-
-
 SERVING = [
     ("state_pool", dict(with_h0=True, extra_inputs=("state_indices",),
                         dims={"initial_state": [9, 4, 64, 64]})),

@@ -117,7 +117,7 @@ def test_persistent_items_see_their_own_operands(ctas, ckpt):
     rng = np.random.default_rng(ctas + 7 * ckpt)
     f = FrostFwdConfig(io_dtype="bfloat16", state_dtype=None, H=HO, HK=HO, HV=HO, K=K, V=V,
                        gate_per_channel=False, beta_per_channel=False, has_w=False, use_l2norm=True,
-                       has_initial_state=False, has_final_state=False, algorithm="v2")
+                       has_initial_state=False, has_final_state=False)
     cfg = FrostBwdConfig(f, "grads", None, None, checkpoints=ckpt)
     bf = torch.bfloat16
     x = {
@@ -194,7 +194,7 @@ def test_each_grads_kernel_launches_the_grid_its_kernel_reads(vector_gates):
     T, N = CU[-1], len(CU) - 1
     f = FrostFwdConfig(io_dtype="bfloat16", state_dtype=None, H=HO, HK=HO, HV=HO, K=K, V=V,
                        gate_per_channel=vector_gates, beta_per_channel=False, has_w=False, use_l2norm=True,
-                       has_initial_state=False, has_final_state=False, algorithm="v2",
+                       has_initial_state=False, has_final_state=False,
                        gate_align16=vector_gates)
     cfg = FrostBwdConfig(f, "grads", None, None, grads_ctas=7)
     kern = bwd_kernel_class("grads", vector_gates)(cfg)

@@ -36,7 +36,7 @@ from cudnn.linear_attention.frost.kernels.config import OPERANDS, FrostFwdConfig
 # The cheapest config to compile (~3 s here): v2 GDN, one head, K = V = 64.
 CFG = FrostFwdConfig(io_dtype="bfloat16", state_dtype="float32", H=1, HK=1, HV=1, K=64, V=64,
                      gate_per_channel=False, beta_per_channel=False, has_w=False, use_l2norm=True,
-                     has_initial_state=True, has_final_state=True, algorithm="v2")
+                     has_initial_state=True, has_final_state=True)
 ARCH = "sm_90a"
 GENERIC = kernel_store.GENERIC_X86_64  # the store below holds kernels with a generic host shim
 

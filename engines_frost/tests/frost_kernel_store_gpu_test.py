@@ -29,7 +29,7 @@ pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(),
 
 CFG = FrostFwdConfig(io_dtype="bfloat16", state_dtype="float32", H=2, HK=2, HV=2, K=64, V=64,
                      gate_per_channel=False, beta_per_channel=False, has_w=False, use_l2norm=True,
-                     has_initial_state=True, has_final_state=True, algorithm="v2")
+                     has_initial_state=True, has_final_state=True)
 
 RUN_FROM_STORE = r"""
 import json, math, sys
@@ -55,7 +55,7 @@ ht = torch.full((N, 2, 64, 64), float("nan"), dtype=torch.float32, device="cuda"
 scale = 1 / math.sqrt(64)
 fwd.frost_fwd(q=x.q, k=x.k, v=x.v, g=x.g, beta=x.beta, w=None, cu_seqlens=x.cu_seqlens, out=out,
               initial_state=x.initial_state, final_state=ht, scale=scale, use_l2norm=True,
-              gate_per_channel=False, beta_per_channel=False, stream=None, algorithm="v2")
+              gate_per_channel=False, beta_per_channel=False, stream=None)
 torch.cuda.synchronize()
 d = lambda t: t.double()
 ro, rht = naive_recurrent_gdn(d(x.q), d(x.k), d(x.v), d(x.g), d(x.beta), x.cu_seqlens.long(), scale=scale,

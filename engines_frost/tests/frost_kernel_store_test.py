@@ -23,9 +23,12 @@ from cudnn.linear_attention.frost.kernels import fwd, kernel_store
 from cudnn.linear_attention.frost.kernels.compiled_kernel import CompiledKernel
 from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import frost_fwd_experiments as fx  # noqa: E402
+
 CFG = FrostFwdConfig(io_dtype="bfloat16", state_dtype="float32", H=2, HK=2, HV=2, K=64, V=64,
                      gate_per_channel=True, beta_per_channel=False, has_w=False, use_l2norm=False,
-                     has_initial_state=True, has_final_state=True, algorithm="v2", gate_align16=True)
+                     has_initial_state=True, has_final_state=True, gate_align16=True)
 TOOLS = {"cutlass_dsl": "4.8.1", "dsl_cuda": "13.4", "tvm_ffi": "0.1.15", "machine": "x86_64",
          "sources": "ab" * 32}
 KERNELS = Path(kernel_store.__file__).resolve().parent
@@ -108,7 +111,7 @@ def test_keyed_sources_cover_everything_the_kernels_import():
         assert not _kernel_imports(name) & set(kernel_store.UNKEYED_RUNTIME), name
     reached -= set(kernel_store.UNKEYED_RUNTIME)
     assert reached <= set(kernel_store.KEYED_SOURCES), reached - set(kernel_store.KEYED_SOURCES)
-    assert {"fwd_v0.py", "fwd_v1.py", "fwd_v2.py", "fwd_v3.py", "wgmma_fragments.py", "gmem_views.py",
+    assert {"fwd_v1.py", "fwd_v2.py", "fwd_v3.py", "wgmma_fragments.py", "gmem_views.py",
             "config.py", "bwd_chain.py", "bwd_chain_pipelined.py", "bwd_chain_schedule.py"} <= reached
     assert "fwd.py" not in kernel_store.KEYED_SOURCES  # launcher edits keep the store valid
 
@@ -279,8 +282,9 @@ def test_one_process_compiles_a_kernel_while_the_others_wait(monkeypatch, tmp_pa
 @pytest.mark.parametrize("skip", [(), ("chain",), ("rows", "gram")])
 def test_a_saved_entry_loads_back_through_its_json_sidecar(monkeypatch, tmp_path, skip):
     """save() then load() with the DSL's object export/import stubbed: the sidecar's config
-    (read back from JSON, where tuples become lists) must match the requested config."""
-    cfg = dataclasses.replace(CFG, algorithm="v2", skip_stages=skip)
+    (read back from JSON, where tuples become lists: the tooling's skip_stages) must match
+    the requested config."""
+    cfg = fx.tooling_config(CFG, skip_stages=skip)
     tools = {"cutlass_dsl": "4.8.1", "dsl_cuda": "13.4", "machine": "x86_64", "sources": "s"}
     monkeypatch.setattr(kernel_store, "toolchain", lambda: tools)
     monkeypatch.setattr(kernel_store, "_dump_object", lambda fn, prefix, ffi: b"object:" + prefix.encode())
@@ -293,7 +297,7 @@ def test_a_saved_entry_loads_back_through_its_json_sidecar(monkeypatch, tmp_path
         warnings.simplefilter("error")  # a "config differs" warning fails the test
         got = store.load(cfg, "sm_90a", "tvm")
     assert (got.fn, got.ffi, got.cfg) == (loaded, "tvm", cfg)
-    other = dataclasses.replace(cfg, skip_stages=skip + ("operands",))
+    other = fx.experiment(CFG, skip_stages=skip + ("operands",))
     assert store.load(other, "sm_90a", "tvm") is None  # another key: no entry, no warning
     assert store.load(cfg, "sm_90a", "cute") is None  # another calling convention: another key
 
@@ -307,7 +311,7 @@ def test_modules_import_without_torch_or_cutlass():
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=False)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "v0 gdn H1/HK1/HV1 K64 V64 float16 None h0=0 ht=0 l2"
+    assert out.stdout.strip() == "v2 gdn H1/HK1/HV1 K64 V64 float16 None h0=0 ht=0 l2"
 
 
 if __name__ == "__main__":

@@ -369,7 +369,7 @@ def binds(monkeypatch, launches):
         operands = {name: kw[name] for name in kernels_fwd.OPERANDS}
         # only the ABI's operand list is read off the config (pointer_launch)
         config = FrostFwdConfig("bfloat16", None, 4, 4, 4, 64, 64, False, False, False, False,
-                                False, False, algorithm="v2",
+                                False, False,
                                 write_checkpoints=kw.get("state_checkpoints") is not None)
         return kernels_fwd.BoundLaunch(config, _RecordingKernel(calls["fast"], calls["ffi"]),
                                        kernels_fwd.operand_signature(operands), 40, 3,

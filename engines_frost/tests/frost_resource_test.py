@@ -130,7 +130,7 @@ def test_backward_no_spills(case):
 
     stage, K, V, io, grouped, ckpt = case
     H = 2 if grouped else 4
-    f = FrostFwdConfig(io, "float32", H, H, 4, K, V, False, False, False, True, True, False, algorithm="v2")
+    f = FrostFwdConfig(io, "float32", H, H, 4, K, V, False, False, False, True, True, False)
     cfg = FrostBwdConfig(f, stage, "float32", "float32", checkpoints=ckpt)
     with tempfile.TemporaryDirectory() as tmp:
         usage = report.resource_usage(report.compile_bwd_cubin(cfg, tmp))
@@ -163,8 +163,7 @@ def test_pipelined_chain_no_spills(case):
 
     K, V, io, grouped, l2, h0, dht, values = case
     H = 2 if grouped else 4
-    f = FrostFwdConfig(io, "float32" if h0 else None, H, H, 4, K, V, False, False, False, l2, h0, False,
-                       algorithm="v2")
+    f = FrostFwdConfig(io, "float32" if h0 else None, H, H, 4, K, V, False, False, False, l2, h0, False)
     cfg = FrostBwdConfig(f, "chain", dht, "float32" if h0 else None, forward_values=values, chain_pipeline=True)
     assert smem_bytes(f, bwd_chain_pipelined.smem_plan) <= SMEM_LIMIT
     with tempfile.TemporaryDirectory() as tmp:
@@ -200,8 +199,7 @@ def test_wgmma_chain_no_spills(case):
 
     K, V, io, grouped, l2, h0, dht, values = case
     H = 2 if grouped else 4
-    f = FrostFwdConfig(io, "float32" if h0 else None, H, H, 4, K, V, False, False, False, l2, h0, False,
-                       algorithm="v2")
+    f = FrostFwdConfig(io, "float32" if h0 else None, H, H, 4, K, V, False, False, False, l2, h0, False)
     cfg = FrostBwdConfig(f, "chain", dht, "float32" if h0 else None, forward_values=values, chain_wgmma=True)
     assert smem_bytes(f, bwd_chain_wgmma.smem_plan) <= SMEM_LIMIT
     with tempfile.TemporaryDirectory() as tmp:
@@ -300,7 +298,7 @@ def test_vector_gate_grads_no_spills(case, wide):
     per_beta = family == "gdn2"
     H = 2 if grouped else 4
     f = FrostFwdConfig(io, "float32", H, H, 4, K, V, True, per_beta, per_beta, True, True, False,
-                       algorithm="v2", gate_align16=True)
+                       gate_align16=True)
     cfg = FrostBwdConfig(f, "grads", "float32", "float32", vec_wide_loads=wide)
     with tempfile.TemporaryDirectory() as tmp:
         usage = report.resource_usage(report.compile_bwd_cubin(cfg, tmp))

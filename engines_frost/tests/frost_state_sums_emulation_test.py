@@ -37,7 +37,7 @@ DIMS = [(128, 128), (128, 64), (64, 128), (64, 64)]
 def _kernel(cls, vector_gates, K, V):
     f = FrostFwdConfig(io_dtype="bfloat16", state_dtype=None, H=2, HK=2, HV=2, K=K, V=V,
                        gate_per_channel=vector_gates, beta_per_channel=False, has_w=False, use_l2norm=True,
-                       has_initial_state=False, has_final_state=False, algorithm="v2", gate_align16=vector_gates)
+                       has_initial_state=False, has_final_state=False, gate_align16=vector_gates)
     emulated = emu.emulate_class(cls, helper_modules=[fwd_v1, seq_bounds, checkpoints_dsl])
     return emulated(FrostBwdConfig(f, "grads", None, None))
 

@@ -1,7 +1,7 @@
 """FROST v0's own kernel source, executed on the CPU (simt_emulator), against the float64 recurrences.
 
-v0 (kernels/fwd_v0.py) is scalar CuTe DSL, so its launcher, kernel body and stages can run
-as Python with a thread per CUDA thread (see simt_emulator.py). That checks on a machine
+v0 (frost_fwd_v0.py, the test-only oracle) is scalar CuTe DSL, so its launcher, kernel body
+and stages can run as Python with a thread per CUDA thread (see simt_emulator.py). That checks on a machine
 without a GPU everything but fp32 rounding: the launch grid, head mapping, operand views,
 const_expr specialisation per family, shared-memory indexing and barriers, the write term
 (beta v / w v), partial and multiple chunks, initial/final state. The first GPU run found
@@ -9,7 +9,7 @@ v0 wrong for scalar beta (the write term was v, not beta v); this test fails on 
 (rel. error ~0.8) and passes on the fix (~2e-3: bf16 outputs).
 
 Sizes: FrostFwdConfig limits K and V to the kernels' head dims (64, 128); the emulation
-uses K = V = 16 with CHUNK = 16 and BLOCK_V = 8 (module constants of fwd_v0, overridden
+uses K = V = 16 with CHUNK = 16 and BLOCK_V = 8 (module constants of frost_fwd_v0, overridden
 only here) so sequences of 1..40 tokens span up to three chunks and two value blocks per
 head, and a run takes seconds.
 """
@@ -26,7 +26,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import numpy as np  # noqa: E402
 
-from cudnn.linear_attention.frost.kernels import fwd_v0, gmem_views, seq_bounds  # noqa: E402
+from cudnn.linear_attention.frost.kernels import gmem_views, seq_bounds  # noqa: E402
 from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig, operand_dtypes  # noqa: E402
 from cudnn.linear_attention.frost.kernels.launch_abi import cutlass_dtype  # noqa: E402
 from tests.reference.compare import rel_err  # noqa: E402
@@ -36,6 +36,7 @@ from tests.reference.inputs import InputConfig, make_inputs  # noqa: E402
 from tests.reference.kda import naive_recurrent_kda  # noqa: E402
 from tests.reference.preprocess import Family  # noqa: E402
 
+import frost_fwd_v0  # noqa: E402
 from simt_emulator import Pointer, Val, emulate_class  # noqa: E402
 
 REFERENCES = {Family.GDN: naive_recurrent_gdn, Family.KDA: naive_recurrent_kda, Family.GDN2: naive_recurrent_gdn2}
@@ -54,7 +55,7 @@ def small_config(**fields) -> FrostFwdConfig:
 
 def run_v0_emulated(cfg: FrostFwdConfig, x, T: int, N: int, scale: float):
     """frost_fwd's launch of v0, emulated: returns (out, final_state) as float64 tensors."""
-    kernel = emulate_class(fwd_v0.FrostFwdV0, OVERRIDES, helper_modules=[gmem_views, seq_bounds])(cfg)
+    kernel = emulate_class(frost_fwd_v0.FrostFwdV0, OVERRIDES, helper_modules=[gmem_views, seq_bounds])(cfg)
     dtypes = operand_dtypes(cfg)
     arrays = {
         "q": x.q, "k": x.k, "v": x.v, "g": x.g, "beta": x.beta, "w": x.w, "cu_seqlens": x.cu_seqlens,
@@ -90,8 +91,7 @@ def test_v0_source_matches_recurrence(case):
     scale = 1.0 / math.sqrt(K)
     cfg = small_config(io_dtype="bfloat16", state_dtype="float32" if h0 or ht else None, H=H, HK=HK, HV=HV,
                        K=K, V=V, gate_per_channel=family.per_channel_gate, beta_per_channel=family.vector_beta,
-                       has_w=family.vector_beta, use_l2norm=l2, has_initial_state=h0, has_final_state=ht,
-                       algorithm="v0")
+                       has_w=family.vector_beta, use_l2norm=l2, has_initial_state=h0, has_final_state=ht)
     o, s = run_v0_emulated(cfg, x, inputs.T, inputs.N, scale)
     ref_o, ref_s = REFERENCES[family](*x.args(), **{**x.options(), "scale": scale}, output_final_state=True)
     eo = rel_err(o, ref_o)
@@ -130,7 +130,7 @@ def test_v0_stays_in_bounds_and_zeroes_uncovered_rows(name):
     x = dataclasses.replace(x, cu_seqlens=torch.tensor(table, dtype=torch.int32))
     cfg = small_config(io_dtype="bfloat16", state_dtype="float32", H=1, HK=1, HV=2, K=K, V=V,
                        gate_per_channel=False, beta_per_channel=False, has_w=False, use_l2norm=False,
-                       has_initial_state=True, has_final_state=True, algorithm="v0")
+                       has_initial_state=True, has_final_state=True)
     o, s = run_v0_emulated(cfg, x, inputs.T, inputs.N, 0.25)  # raises on any out-of-bounds access
     covered = covered_rows(table, inputs.T)
     for t in range(inputs.T):
@@ -148,7 +148,7 @@ def test_v0_on_a_clamped_table_matches_the_recurrence_on_that_table():
     x = make_inputs(inputs, 9)
     cfg = small_config(io_dtype="bfloat16", state_dtype="float32", H=1, HK=1, HV=1, K=K, V=V,
                        gate_per_channel=False, beta_per_channel=False, has_w=False, use_l2norm=False,
-                       has_initial_state=False, has_final_state=True, algorithm="v0")
+                       has_initial_state=False, has_final_state=True)
     bad = dataclasses.replace(x, cu_seqlens=torch.tensor([0, 10, 25, 99], dtype=torch.int32))
     o, s = run_v0_emulated(cfg, bad, inputs.T, inputs.N, 0.25)
     ref_o, ref_s = naive_recurrent_gdn(*x.args(), **{**x.options(), "scale": 0.25}, output_final_state=True)

@@ -112,11 +112,10 @@ def test_v2_stages_match_v1(case, chunk):
     x = make_inputs(inputs, 41)
     cfg = FrostFwdConfig(io_dtype=io, state_dtype=None, H=1, HK=1, HV=1, K=K, V=V,
                          gate_per_channel=family.per_channel_gate, beta_per_channel=family.vector_beta,
-                         has_w=family.vector_beta, use_l2norm=l2, has_initial_state=False, has_final_state=False,
-                         algorithm="v1")
+                         has_w=family.vector_beta, use_l2norm=l2, has_initial_state=False, has_final_state=False)
     scale = 1.0 / math.sqrt(K)
     s1 = _run_stages(fwd_v1.FrostFwdV1, cfg, x, inputs.T, inputs.N, chunk, scale)
-    cfg2 = FrostFwdConfig(**{**cfg.__dict__, "algorithm": "v2", "gate_align16": align16})
+    cfg2 = FrostFwdConfig(**{**cfg.__dict__, "gate_align16": align16})
     s2 = _run_stages(fwd_v2.FrostFwdV2, cfg2, x, inputs.T, inputs.N, chunk, scale)
     names = V1_TENSORS + (VECTOR_TENSORS if cfg.gate_per_channel else ()) + (() if cfg.has_w else ("beta",))
     for name in names:

@@ -1,11 +1,15 @@
-"""The FROST forward variant matrix the compile tests (frost_compile_test, frost_compile_v2_test)
-cross-compile: family x head dims x io dtype x state presence/dtype, l2norm alternating,
-plus head-grouping cases. Test-only; plain Python (imports the kernels' config only).
+"""The FROST forward variant matrix the compile tests (frost_compile_test, frost_compile_v2_test,
+frost_compile_v3_test) cross-compile: family x head dims x io dtype x state presence/dtype,
+l2norm alternating, plus head-grouping cases; product configs, turned into the tooling's
+configs of other kernel versions by with_algorithm. Test-only; plain Python (imports the
+kernels' config only).
 """
 import dataclasses
 import itertools
 
 from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
+
+from frost_fwd_experiments import tooling_config
 
 FAMILIES = {  # gate_per_channel, beta_per_channel/has_w
     "gdn": (False, False),
@@ -49,8 +53,10 @@ GROUPED = [  # value grouping (HV = 2H, k at H or HV heads) and query grouping (
 ]
 
 
-def with_algorithm(cfg, algorithm, **changes):
-    return dataclasses.replace(cfg, algorithm=algorithm, **changes)
+def with_algorithm(cfg, algorithm, skip_stages=(), ldmatrix=True, **changes):
+    """cfg with product fields changed, as the tooling builds kernel version `algorithm` with
+    those knobs (frost_fwd_experiments.tooling_config: plain v2 is the product config)."""
+    return tooling_config(dataclasses.replace(cfg, **changes), algorithm, skip_stages, ldmatrix)
 
 
 def vid(i):

@@ -42,7 +42,7 @@ _NO_TRACE_CHECKS = {"check_c_pairs": lambda *a: None, "_tv": lambda layout: None
 def _kernel(per_beta, K, wide):
     f = FrostFwdConfig(io_dtype="bfloat16", state_dtype=None, H=2, HK=2, HV=2, K=K, V=64, gate_per_channel=True,
                        beta_per_channel=per_beta, has_w=per_beta, use_l2norm=False, has_initial_state=False,
-                       has_final_state=False, algorithm="v2", gate_align16=True)
+                       has_final_state=False, gate_align16=True)
     cls = emu.emulate_class(bwd_grads_vec.FrostBwdGradsVec, module_overrides=_NO_TRACE_CHECKS,
                             helper_modules=[fwd_v1, seq_bounds, checkpoints_dsl])
     return cls(FrostBwdConfig(f, "grads", None, None, vec_wide_loads=wide))

@@ -11,9 +11,11 @@ lines, kernel times: v2 against v1, v3 against v2) when both ran.
 
 Run on the GPU machine from the repo root, with CuTe DSL importable:
   PYTHONPATH=$(python3 tools/pythonpath.py) python3 tests/numerics/la_frost_smoke.py --family all
-(--algorithm one or more of v0 v1 v2 v3, or all (the default): v0 is the SIMT oracle, v1
-the tensor-core kernel, v2 v1 with prefetched rows and cheaper state-independent stages,
-v3 v2 with the chain's state products on warpgroup MMA; e.g. --algorithm v2 v3.)
+(--algorithm one or more of v0 v1 v2 v3, or all (the default): v2 is the product's kernel,
+the others the test tooling's (engines_frost/tests/frost_fwd_experiments.py, launched
+through frost_fwd's own checks by its use_kernel): v0 the SIMT oracle (test-only), v1 the
+tensor-core kernel v2 derives from, v3 v2 with the chain's state products on warpgroup MMA,
+the candidate successor; e.g. --algorithm v2 v3.)
 """
 from __future__ import annotations
 
@@ -22,21 +24,25 @@ import dataclasses
 import math
 import sys
 import traceback
+from pathlib import Path
 
 import torch
 
-from tests.reference.compare import rel_err
-from tests.reference.gdn import naive_recurrent_gdn
-from tests.reference.gdn2 import naive_recurrent_gdn2
-from tests.reference.inputs import InputConfig, make_inputs
-from tests.reference.kda import naive_recurrent_kda
-from tests.reference.preprocess import Family
+# the test tooling's kernel versions (frost_fwd_experiments.py, frost_fwd_v0.py)
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "engines_frost" / "tests"))
+from frost_fwd_experiments import ALGORITHMS, use_kernel  # noqa: E402
+
+from tests.reference.compare import rel_err  # noqa: E402
+from tests.reference.gdn import naive_recurrent_gdn  # noqa: E402
+from tests.reference.gdn2 import naive_recurrent_gdn2  # noqa: E402
+from tests.reference.inputs import InputConfig, make_inputs  # noqa: E402
+from tests.reference.kda import naive_recurrent_kda  # noqa: E402
+from tests.reference.preprocess import Family  # noqa: E402
 
 BOUND = 1e-2
 FAMILIES = {"gdn": Family.GDN, "kda": Family.KDA, "gdn2": Family.GDN2}
 REFERENCES = {Family.GDN: naive_recurrent_gdn, Family.KDA: naive_recurrent_kda, Family.GDN2: naive_recurrent_gdn2}
 MIXED = (1, 63, 64, 65, 1000)
-ALGORITHMS = ("v0", "v1", "v2", "v3")
 DEVICE = "cuda"
 BACK_TO_BACK = 10  # kernel launches per timed sample
 
@@ -77,11 +83,12 @@ def _frost_fwd():
     return frost_fwd
 
 
-def _launch(family, x, out, h0, ht, scale, l2, algorithm):
-    _frost_fwd()(
+def _launch(family, x, out, h0, ht, scale, l2, bind=False):
+    """frost_fwd on the inputs x: the kernel version of the use_kernel block around it."""
+    return _frost_fwd()(
         q=x.q, k=x.k, v=x.v, g=x.g, beta=x.beta, w=x.w, cu_seqlens=x.cu_seqlens, out=out, initial_state=h0,
         final_state=ht, scale=scale, use_l2norm=l2, gate_per_channel=family.per_channel_gate,
-        beta_per_channel=family.vector_beta, stream=None, algorithm=algorithm,
+        beta_per_channel=family.vector_beta, stream=None, bind=bind,
     )
 
 
@@ -111,7 +118,8 @@ def run_case(family: Family, case: Case, algorithms: list[str], seed: int) -> in
             out = torch.full((cfg.T, cfg.HO, case.V), float("nan"), dtype=torch.bfloat16, device=DEVICE)
             ht = (torch.full((cfg.N, cfg.HO, case.V, case.K), float("nan"), dtype=case.state_dtype, device=DEVICE)
                   if case.final_state else None)
-            _launch(family, x, out, x.initial_state, ht, scale, case.l2norm, algorithm)
+            with use_kernel(algorithm):
+                _launch(family, x, out, x.initial_state, ht, scale, case.l2norm)
             torch.cuda.synchronize()
             eo = rel_err(out, ref_o)
             es = rel_err(ht, ref_s) if ht is not None else 0.0
@@ -134,7 +142,7 @@ def _median_ms(step, reps: int, inner: int) -> float:
     return cuda_median_ms(step, reps, inner, warmup=0)
 
 
-def time_family(family: Family, algorithm: str | None, l2: bool, reps: int = 20) -> tuple[float, float]:
+def time_family(family: Family, algorithm: str, l2: bool, reps: int = 20) -> tuple[float, float]:
     """(kernel ms, call ms) at the bench shape. kernel: the bound launch (frost_fwd's
     BoundLaunch, no checks) BACK_TO_BACK times between two events, so the GPU never waits
     for the host; call: one frost_fwd call (checks, lookup, launch) between the events,
@@ -146,18 +154,16 @@ def time_family(family: Family, algorithm: str | None, l2: bool, reps: int = 20)
     out = torch.empty(cfg.T, 16, 128, dtype=torch.bfloat16, device=DEVICE)
     ht = torch.empty(8, 16, 128, 128, dtype=torch.float32, device=DEVICE)
     scale = 1.0 / math.sqrt(128)
-    for _ in range(3):
-        _launch(family, x, out, None, ht, scale, l2, algorithm)
-    bound = _frost_fwd()(
-        q=x.q, k=x.k, v=x.v, g=x.g, beta=x.beta, w=x.w, cu_seqlens=x.cu_seqlens, out=out, initial_state=None,
-        final_state=ht, scale=scale, use_l2norm=l2, gate_per_channel=family.per_channel_gate,
-        beta_per_channel=family.vector_beta, stream=None, algorithm=algorithm, bind=True)
     tensors = dict(q=x.q, k=x.k, v=x.v, g=x.g, beta=x.beta, w=x.w, cu_seqlens=x.cu_seqlens, out=out,
                    initial_state=None, final_state=ht, state_checkpoints=None, values=None)
     stream = torch.cuda.current_stream()
-    torch.cuda.synchronize()
-    kernel = _median_ms(lambda: bound.launch(tensors, stream), reps, BACK_TO_BACK)
-    call = _median_ms(lambda: _launch(family, x, out, None, ht, scale, l2, algorithm), reps, 1)
+    with use_kernel(algorithm):
+        for _ in range(3):
+            _launch(family, x, out, None, ht, scale, l2)
+        bound = _launch(family, x, out, None, ht, scale, l2, bind=True)
+        torch.cuda.synchronize()
+        kernel = _median_ms(lambda: bound.launch(tensors, stream), reps, BACK_TO_BACK)
+        call = _median_ms(lambda: _launch(family, x, out, None, ht, scale, l2), reps, 1)
     return kernel, call
 
 
@@ -166,8 +172,8 @@ def main(argv=None) -> int:
     ap.add_argument("--family", choices=[*FAMILIES, "all"], default="all")
     ap.add_argument("--quick", action="store_true", help="skip the 4096-token cases and the timing")
     ap.add_argument("--algorithm", nargs="+", choices=[*ALGORITHMS, "all"], default=["all"],
-                    help="kernel algorithm(s) to check and time (v0: SIMT oracle, v1/v2: tensor cores, "
-                         "v3: v2 with warpgroup MMA)")
+                    help="kernel version(s) to check and time (v2: the product's; the tooling's v0: SIMT "
+                         "oracle, v1: v2's base, v3: v2 with warpgroup MMA)")
     args = ap.parse_args(argv)
     if not torch.cuda.is_available():
         print("SKIP: no CUDA device")

@@ -10,7 +10,9 @@ suites then load each kernel instead of compiling it.
 Which configs: each suite's own case table, turned into tensors on the CPU with the
 suite's input builder and passed, wired as the suite wires its frost_fwd call, through
 fwd.check_operands, which derives the FrostFwdConfig (gate_align16 included, from the
-real pointer) exactly as a launch does:
+real pointer) exactly as a launch does; for kernel versions other than the product's v2
+(--smoke-algorithms, --engine-algorithms: the test tooling's, e.g. v3) the config the
+tooling launches for it (engines_frost/tests/frost_fwd_experiments.py):
   frostmatrix  tests/numerics/test_la_frost_engines.py  SHAPES x FAMILY_L2 x h0, bf16 states
   frostsmoke   tests/numerics/la_frost_smoke.py          CASES x families x --smoke-algorithms,
                                                           and its 8x4096 timing shapes
@@ -46,33 +48,36 @@ SUITES = ("frostmatrix", "frostsmoke", "torchops", "bench", "stagetimes", "cuseq
 
 
 def _use_repo_roots() -> None:
-    """The checkout's source roots (tools/pythonpath.py) and bench/, whose case tables the
-    suites share, first on sys.path."""
+    """The checkout's source roots (tools/pythonpath.py), bench/, whose case tables the
+    suites share, and engines_frost/tests (the tooling's kernel versions) first on sys.path."""
     sys.path.insert(0, str(REPO / "tools"))
     from pythonpath import paths
-    for path in reversed([*paths(REPO), str(REPO / "bench")]):
+    for path in reversed([*paths(REPO), str(REPO / "bench"), str(REPO / "engines_frost" / "tests")]):
         if path not in sys.path:
             sys.path.insert(0, path)
 
 
 # ---- which configs each suite launches ---------------------------------------------------
 
-def _config_of(x, *, l2: bool, final_state_dtype, algorithm: str | None):
-    """The FrostFwdConfig frost_fwd derives for a suite's inputs `x` (tests.reference.inputs
+def _config_of(x, *, l2: bool, final_state_dtype, algorithm: str):
+    """The config frost_fwd launches for a suite's inputs `x` (tests.reference.inputs
     Inputs or a namespace with the same tensors), with out and final_state allocated the
-    way the suites allocate them."""
+    way the suites allocate them: the product's FrostFwdConfig, or what the test tooling's
+    use_kernel(algorithm) launches instead (frost_fwd_experiments.engine_config)."""
     import torch
     from cudnn.linear_attention.frost.kernels.fwd import check_operands
+    from frost_fwd_experiments import engine_config
 
     T, HO, V, K = x.q.shape[0], max(x.q.shape[1], x.v.shape[1]), x.v.shape[2], x.q.shape[2]
     N = x.cu_seqlens.numel() - 1
     out = torch.empty(T, HO, V, dtype=x.q.dtype)
     ht = None if final_state_dtype is None else torch.empty(N, HO, V, K, dtype=final_state_dtype)
     h0 = getattr(x, "initial_state", None)
-    return check_operands(
+    product = check_operands(
         q=x.q, k=x.k, v=x.v, g=x.g, beta=x.beta, w=getattr(x, "w", None), cu_seqlens=x.cu_seqlens, out=out,
         initial_state=h0, final_state=ht, use_l2norm=l2, gate_per_channel=x.g.dim() == 3,
-        beta_per_channel=x.beta.dim() == 3, algorithm=algorithm).config
+        beta_per_channel=x.beta.dim() == 3).config
+    return engine_config(product, algorithm)
 
 
 def _frostmatrix(engine_algorithm):
@@ -150,10 +155,12 @@ def _torchops(engine_algorithm):
         configs[f"op_overhead-{family.value}"] = op_overhead._config(family, "cuda")
     for name, cfg in configs.items():
         x = make_inputs(dataclasses.replace(cfg, device="cpu"), seed=0)
-        fwd = _config_of(x, l2=cfg.use_qk_l2norm, final_state_dtype=torch.float32, algorithm=engine_algorithm)
-        yield name, fwd
-        if cfg.dtype == torch.bfloat16 and fwd.algorithm == "v2":
-            # a training call's forward also writes state checkpoints (torch_ops/README.md)
+        yield name, _config_of(x, l2=cfg.use_qk_l2norm, final_state_dtype=torch.float32,
+                               algorithm=engine_algorithm)
+        if cfg.dtype == torch.bfloat16:
+            # a training call's forward also writes state checkpoints (torch_ops/README.md),
+            # on the product's kernel whatever the run's version (engine_config)
+            fwd = _config_of(x, l2=cfg.use_qk_l2norm, final_state_dtype=torch.float32, algorithm="v2")
             yield f"{name}-training", dataclasses.replace(fwd, write_checkpoints=True)
     # test_two_layer_gdn_model_trains: 2 heads of 128, l2norm in the kernel, o only
     model = dataclasses.replace(m._gpu(Family.GDN, (64,), H=2, use_qk_l2norm=True), device="cpu")
@@ -320,18 +327,17 @@ def _names(text: str) -> list[str]:
 
 # ---- compiling, storing, packing ---------------------------------------------------------
 
-def _build(fields: dict, arch: str, root: str, native: bool) -> tuple[str, float]:
-    """Worker: compile one config for arch and store it: with a generic x86-64 host shim in
-    the DSL's own calling convention, or (native) for this host in the preferred one."""
+def _build(cfg, arch: str, root: str, native: bool) -> tuple[str, float]:
+    """Worker: compile one config (a forward config, the product's or the test tooling's,
+    or a decode config; sent pickled: the spawned worker has this process's sys.path) for
+    arch and store it: with a generic x86-64 host shim in the DSL's own calling convention,
+    or (native) for this host in the preferred one."""
     _use_repo_roots()
     from cudnn.linear_attention.frost.kernels import kernel_store
-    from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
     from cudnn.linear_attention.frost.kernels.decode_compile import compile_decode
-    from cudnn.linear_attention.frost.kernels.decode_config import FrostDecodeConfig
     from cudnn.linear_attention.frost.kernels.fwd import compile_fwd
 
-    decode = "block_v" in fields  # a FrostDecodeConfig (suite decode)
-    cfg = FrostDecodeConfig(**fields) if decode else FrostFwdConfig(**fields)
+    decode = hasattr(cfg, "block_v")  # a FrostDecodeConfig (suite decode)
     t0 = time.perf_counter()
     host = None if native else kernel_store.GENERIC_X86_64
     kernel = compile_decode(cfg, arch, host_target=host) if decode else compile_fwd(cfg, arch, host_target=host)
@@ -365,9 +371,7 @@ def main(argv=None) -> int:
     _use_repo_roots()
     from cudnn.linear_attention.frost.kernels import kernel_store
     from cudnn.linear_attention.frost.kernels.compile_kernel import preferred_ffi
-    from cudnn.linear_attention.frost.kernels.fwd import DEFAULT_ALGORITHM
-
-    from tests.numerics.la_frost_smoke import ALGORITHMS
+    from frost_fwd_experiments import ALGORITHMS, PRODUCT
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, default=REPO / ".frostcache", help="the store directory")
@@ -377,9 +381,10 @@ def main(argv=None) -> int:
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--suites", default=",".join(SUITES), help=f"comma-separated subset of {SUITES}")
     ap.add_argument("--smoke-algorithms", default=",".join(ALGORITHMS),
-                    help="la_frost_smoke algorithms to cover (its --algorithm all runs every one)")
-    ap.add_argument("--engine-algorithms", default=DEFAULT_ALGORITHM,
-                    help="algorithm(s) the engine-level suites launch (FROST_FWD_ALGORITHM on the GPU run)")
+                    help="la_frost_smoke kernel versions to cover (its --algorithm all runs every one)")
+    ap.add_argument("--engine-algorithms", default=PRODUCT,
+                    help="kernel version(s) the engine-level suites launch (v2: the product's; others as "
+                         "pytest --frost-fwd-kernel launches them on the GPU run)")
     ap.add_argument("--aligned-gates-only", action="store_true",
                     help="skip the gate_align16=False twins of vector-gate configs")
     ap.add_argument("--keep", action="store_true", help="keep entries no listed config needs")
@@ -419,7 +424,7 @@ def main(argv=None) -> int:
     ctx = multiprocessing.get_context("spawn")  # fresh interpreters: no MLIR state crosses a fork
     pool = concurrent.futures.ProcessPoolExecutor(max_workers=max(1, args.jobs), mp_context=ctx)
     try:
-        futures = {pool.submit(_build, dataclasses.asdict(cfg), args.arch, str(args.out), args.native): cfg
+        futures = {pool.submit(_build, cfg, args.arch, str(args.out), args.native): cfg
                    for cfg in todo}
         for i, fut in enumerate(concurrent.futures.as_completed(futures), 1):
             cfg = futures[fut]

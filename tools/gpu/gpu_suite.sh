@@ -33,8 +33,10 @@
 #   cutile     the cuTile engine matrix (tests/numerics/test_la_cutile_engines.py)
 #   smoke      cuTile kernel smoke checks: KDA/GDN forward and backward vs float64
 #   frost      frostsmoke then frostmatrix (both need the CuTe DSL: stage install):
-#   frostsmoke FROST kernels vs float64 + timing (FROST_SMOKE_ARGS, e.g. "--algorithm all")
-#   frostmatrix the FROST engine matrix through the graph API (FROST_FWD_ALGORITHM picks v1/v2)
+#   frostsmoke FROST kernels vs float64 + timing (FROST_SMOKE_ARGS, e.g. "--algorithm all": the
+#              product's v2 and the test tooling's v0, v1, v3)
+#   frostmatrix the FROST engine matrix through the graph API (FROST_MATRIX_ARGS, e.g.
+#              "--frost-fwd-kernel v3": the forward on another kernel version of the tooling)
 #   frostv3    forward v3 (v2 with the chain's state products on warpgroup MMA): its kernels
 #              precompiled on this machine's cores into .frostcache (stage frostv3build: the
 #              smoke's v2 and v3 kernels, v3's stage-time variants and engine matrix; ~1-2 min
@@ -42,7 +44,8 @@
 #              case vs float64, SUMMARY lines v3/v2 on kernel times), the stage times of v3
 #              (frostv3stages), of v3 GDN with l2norm and of v2 GDN without and with it
 #              (frostv3l2, also a suite of its own: ~2 min, v2's variants compile there) and
-#              the engine matrix through v3 (frostv3matrix, FROST_FWD_ALGORITHM=v3)
+#              the engine matrix through v3 (frostv3matrix, pytest --frost-fwd-kernel v3:
+#              engines_frost/tests/frost_fwd_experiments.py; training forwards stay on v2)
 #   frostv3l2  bench/frost_stage_times.py for GDN: v3 with l2norm, v2 without and with it
 #              (v3 without it is frostv3stages); what the q/k norms add per stage
 #   summary    their kernels precompiled on this machine's cores into FROST_KERNEL_CACHE (default
@@ -261,8 +264,8 @@ for s in "$@"; do
       stage frostv3smoke "python3 tests/numerics/la_frost_smoke.py --family all --algorithm v2 v3"
       stage frostv3stages "python3 bench/frost_stage_times.py --family gdn kda --algorithm v3"
       stage frostv3l2 "$FROSTV3_L2"
-      stage frostv3matrix "FROST_FWD_ALGORITHM=v3 python3 -m pytest tests/numerics/test_la_frost_engines.py -q -s \
-        -p no:cacheprovider" ;;
+      stage frostv3matrix "python3 -m pytest tests/numerics/test_la_frost_engines.py -q -s \
+        -p no:cacheprovider --frost-fwd-kernel v3" ;;
     frostv3l2)   # what use_l2norm costs v2 and v3 GDN, per stage (kernels compiled on first use)
       stage frostv3l2 "$FROSTV3_L2" ;;
     frost|frostsmoke|frostmatrix)

@@ -11,7 +11,7 @@ other), gates with HO heads (and K channels for vector gates), states [N, HO, V,
 outputs at the dims the op writes. On top of that the kernels (kernels/fwd.py forward,
 kernels/bwd.py backward) need: K, V in {64, 128}; 32-bit offsets; no beta_guard; state
 checkpoints only at the kernels' chunk cadence of 64 tokens, in bf16, and not with the
-serving features (kernels/checkpoints.py: the forward v2 writes them, the backward reads
+serving features (kernels/checkpoints.py: the forward writes them, the backward reads
 them instead of recomputing the states), the values output (u_t per token, bf16) with
 them, which the backward reads so that it runs neither its states nor its values kernel;
 for the backward, log-domain gates without the
@@ -134,8 +134,8 @@ def _feature_reason(f: LinearAttentionFacts, traits: FamilyTraits, engine: str) 
 
 def _checkpoint_reason(f: LinearAttentionFacts, engine: str) -> str | None:
     """State checkpoints: the forward writes them and the backward reads them at a cadence
-    of exactly one 64-token chunk (the layout of kernels/checkpoints.py), by the v2
-    forward kernel, on the plain kernel path (not around serving_adapter.py)."""
+    of exactly one 64-token chunk (the layout of kernels/checkpoints.py), on the plain
+    kernel path (not around serving_adapter.py)."""
     every = f.flags.checkpoint_every_n_tokens
     if not every:
         return None
@@ -148,10 +148,6 @@ def _checkpoint_reason(f: LinearAttentionFacts, engine: str) -> str | None:
         if serving_adapter.needed(f):
             return (f"{engine}: state checkpoints with a state pool, overwrite_initial_state "
                     f"or fused gates {_NOT_YET} (the recurrent engine *_frost_decode writes them)")
-        from .kernels.fwd import DEFAULT_ALGORITHM
-        if DEFAULT_ALGORITHM != "v2":
-            return (f"{engine}: state checkpoints are written by the v2 forward kernel; "
-                    f"FROST_FWD_ALGORITHM selects {DEFAULT_ALGORITHM!r}")
     return None
 
 

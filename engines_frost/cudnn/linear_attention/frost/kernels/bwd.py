@@ -146,8 +146,7 @@ def check_bwd_operands(*, q, k, v, g, beta, w, cu_seqlens, dO, initial_state, d_
     try:  # the forward's operands pass the forward's checks (dO as the output it mirrors)
         launch = check_operands(q=q, k=k, v=v, g=g, beta=beta, w=w, cu_seqlens=cu_seqlens, out=dO,
                                 initial_state=initial_state, final_state=None, use_l2norm=use_l2norm,
-                                gate_per_channel=gate_per_channel, beta_per_channel=beta_per_channel,
-                                algorithm="v2")
+                                gate_per_channel=gate_per_channel, beta_per_channel=beta_per_channel)
     except ValueError as e:
         raise ValueError(str(e).replace("frost_fwd: out ", "frost_bwd: dO ")
                          .replace("frost_fwd:", "frost_bwd:")) from None

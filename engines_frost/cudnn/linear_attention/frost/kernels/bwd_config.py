@@ -89,8 +89,6 @@ class FrostBwdConfig:
             bad("forward_values", "False for the grads stage (it reads U wherever it comes from: with_stage)")
         if self.fwd.has_final_state:
             bad("fwd", "a forward config without a final state")
-        if self.fwd.algorithm != "v2":
-            bad("fwd", "a v2 forward config (the backward reuses v2's stages)")
         for name in ("dht_dtype", "dh0_dtype"):
             if getattr(self, name) not in (None, *STATE_DTYPES):
                 bad(name, f"None or one of {STATE_DTYPES}")

@@ -583,9 +583,9 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
     def operand_mn(self, thr, lane, tile: cute.Tensor) -> cute.Tensor:
         """B operand registers [N, Kt] from a tile whose N mode is contiguous in shared
         memory (the V-major S and dS seen as [K, V]): ldmatrix.x4.trans, or element-wise
-        copies of the MMA partition when self.cfg.ldmatrix is False."""
+        copies of the MMA partition when self.ldmatrix is False."""
         frag = thr.make_fragment_B(thr.partition_B(tile))
-        if cutlass.const_expr(self.cfg.ldmatrix):
+        if cutlass.const_expr(self.ldmatrix):
             atom = cute.make_copy_atom(warp.LdMatrix8x8x16bOp(True, 4), BFloat16)
             copy = cute.make_tiled_copy_B(atom, warp_mma())
             thr_copy = copy.get_slice(lane)
@@ -677,10 +677,10 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
     def operand_t(self, thr, lane, tile: cute.Tensor) -> cute.Tensor:
         """A operand registers [16, Kt] from a tile whose M mode is contiguous in shared
         memory (dZp^T, dZm^T as views of the row-major score tiles): ldmatrix.x4.trans, or
-        element-wise copies of the MMA partition when self.cfg.ldmatrix is False (v1.2 always
+        element-wise copies of the MMA partition when self.ldmatrix is False (v1.2 always
         copied element-wise: 16 two-byte shared loads per tile)."""
         frag = thr.make_fragment_A(thr.partition_A(tile))
-        if cutlass.const_expr(self.cfg.ldmatrix):
+        if cutlass.const_expr(self.ldmatrix):
             atom = cute.make_copy_atom(warp.LdMatrix8x8x16bOp(True, 4), BFloat16)
             copy = cute.make_tiled_copy_A(atom, warp_mma())
             thr_copy = copy.get_slice(lane)

@@ -239,7 +239,7 @@ class FrostBwdGradsVec(FrostBwdGrads):
     def state_pairs(self, s, tid):
         """e^G_last[d] sum_v S[d, v] dS[d, v] per channel (two threads per channel; with
         vec_wide_loads and K = 16 per warp, state_pairs_ldsm)."""
-        if cutlass.const_expr(self.bcfg.vec_wide_loads and self.cfg.ldmatrix and self.cfg.K == 16 * WARPS):
+        if cutlass.const_expr(self.bcfg.vec_wide_loads and self.ldmatrix and self.cfg.K == 16 * WARPS):
             self.state_pairs_ldsm(s, tid)
         else:
             self.state_pairs_lds(s, tid)
@@ -350,7 +350,7 @@ class FrostBwdGradsVec(FrostBwdGrads):
         # S in the products) straight into hi, converted in place, so no third fragment is
         # live. Not for kb: with q's and kb's loads both wide, ptxas hoists kb's above q's
         # MMAs and KDA reaches 255 registers and a 16-byte stack frame.
-        wide = cutlass.const_expr(self.bcfg.vec_wide_loads and self.cfg.ldmatrix and kind != "kb")
+        wide = cutlass.const_expr(self.bcfg.vec_wide_loads and self.ldmatrix and kind != "kb")
         if cutlass.const_expr(wide):
             hi = self.operand_mn(thr, lane, tile)
         else:
@@ -392,7 +392,7 @@ class FrostBwdGradsVec(FrostBwdGrads):
             td = crd[e]
             d = hc * DN + td[1]
             row = r + td[0]
-            if cutlass.const_expr(self.bcfg.vec_wide_loads and self.cfg.ldmatrix):
+            if cutlass.const_expr(self.bcfg.vec_wide_loads and self.ldmatrix):
                 if cutlass.const_expr(e % 2 == 0):
                     check_c_pairs(_tv(warp_mma().tv_layout_C_tiled), SUB)
                     kpair = self.pair_of(s.kh, row, d)
@@ -446,7 +446,7 @@ class FrostBwdGradsVec(FrostBwdGrads):
     def exact_diagonal(self, s, acc_q, acc_kb, acc_k, crd, bi, hc, scale):
         """The diagonal block's adjoint terms with pairwise exponentials (decay spans too wide
         to factor): for t, s in block bi, s <= t, every factor e^(G_t - G_s) <= 1."""
-        if cutlass.const_expr(self.bcfg.vec_wide_loads and self.cfg.ldmatrix):
+        if cutlass.const_expr(self.bcfg.vec_wide_loads and self.ldmatrix):
             self.exact_diagonal_pairs(s, acc_q, acc_kb, acc_k, crd, bi, hc)
         else:
             self.exact_diagonal_each(s, acc_q, acc_kb, acc_k, crd, bi, hc)
@@ -577,7 +577,7 @@ class FrostBwdGradsVec(FrostBwdGrads):
         """vec_wide_loads: q-hat, k-hat (and GDN-2's b) at row t, channels d, d + 1 by one
         4-byte load each (check_c_pairs: the accumulator's values 2 i, 2 i + 1 are such a
         column pair, d even); else None (2-byte loads per element, v1.6)."""
-        if not (self.bcfg.vec_wide_loads and self.cfg.ldmatrix):
+        if not (self.bcfg.vec_wide_loads and self.ldmatrix):
             return None
         check_c_pairs(_tv(warp_mma().tv_layout_C_tiled), SUB)
         rows = [s.qh, s.kh] + ([s.bst] if self.cfg.beta_per_channel else [])

@@ -1,4 +1,4 @@
-"""Which CuTe DSL class implements an algorithm, and compiling it for one config.
+"""Which CuTe DSL class implements a forward config, and compiling it for one config.
 
 Kept apart from fwd.py (the launcher: checks, caches, launch) because this file decides
 what a compiled kernel contains: kernel_store.py keys stored kernels on its text, while
@@ -16,40 +16,25 @@ from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
 # host); "cute": the DSL's own (cute.Pointer / Int32 / CUstream objects, ~21 us).
 FFI_CONVENTIONS = ("tvm", "cute")
 FFI_ENV = "FROST_FFI"
-# Algorithms whose kernels use Hopper's warpgroup MMA (wgmma): sm_90a only.
-WGMMA_ALGORITHMS = ("v3",)
 
 
-def kernel_class(algorithm: str, write_checkpoints: bool = False, write_values: bool = False):
-    """The CuTe DSL kernel class implementing an algorithm ("v0" oracle, "v1" tensor cores,
-    "v2" v1 with prefetched rows and cheaper state-independent stages, "v3" v2 with the
-    chain's state products on warpgroup MMA (sm_90a only); v2 writing the
-    state checkpoints too: its launcher with the extra operand; and U as well: the launcher
-    with both)."""
-    if write_values:
-        if not (write_checkpoints and algorithm == "v2"):
-            raise ValueError("frost_fwd: U (values) is written by algorithm 'v2' with state checkpoints only, "
-                             f"got algorithm {algorithm!r}, write_checkpoints={write_checkpoints}")
-        from cudnn.linear_attention.frost.kernels.fwd_v2 import FrostFwdV2Values
-        return FrostFwdV2Values
-    if write_checkpoints:
-        if algorithm != "v2":
-            raise ValueError(f"frost_fwd: state checkpoints are written by algorithm 'v2' only, got {algorithm!r}")
-        from cudnn.linear_attention.frost.kernels.fwd_v2 import FrostFwdV2Checkpoints
-        return FrostFwdV2Checkpoints
-    if algorithm == "v0":
-        from cudnn.linear_attention.frost.kernels.fwd_v0 import FrostFwdV0
-        return FrostFwdV0
-    if algorithm == "v1":
-        from cudnn.linear_attention.frost.kernels.fwd_v1 import FrostFwdV1
-        return FrostFwdV1
-    if algorithm == "v2":
-        from cudnn.linear_attention.frost.kernels.fwd_v2 import FrostFwdV2
-        return FrostFwdV2
-    if algorithm == "v3":
-        from cudnn.linear_attention.frost.kernels.fwd_v3 import FrostFwdV3
-        return FrostFwdV3
-    raise ValueError(f"frost_fwd: algorithm must be 'v0', 'v1', 'v2' or 'v3', got {algorithm!r}")
+def product_class(cfg: FrostFwdConfig):
+    """The product's forward kernel class for cfg: v2 (fwd_v2.py); its launcher that also
+    writes the state checkpoints when cfg asks for them, and the one that writes U too."""
+    from cudnn.linear_attention.frost.kernels import fwd_v2
+
+    if cfg.write_values:
+        return fwd_v2.FrostFwdV2Values
+    return fwd_v2.FrostFwdV2Checkpoints if cfg.write_checkpoints else fwd_v2.FrostFwdV2
+
+
+def kernel_class(cfg: FrostFwdConfig):
+    """The CuTe DSL class that compiles cfg: product_class(cfg), unless cfg names its own
+    (``cfg.kernel_class()``: the test and bench tooling's experiment configs,
+    engines_frost/tests/frost_fwd_experiments.py, which build the SIMT oracle, v1, v3 or a
+    kernel with stages compiled out; the product never makes one)."""
+    own = getattr(cfg, "kernel_class", None)
+    return own() if own is not None else product_class(cfg)
 
 
 def preferred_ffi(host_target: str | None = None) -> str:
@@ -83,10 +68,11 @@ def compile_fwd(cfg: FrostFwdConfig, arch: str, host_target: str | None = None, 
     ffi = ffi or preferred_ffi(host_target)
     if ffi not in FFI_CONVENTIONS:
         raise ValueError(f"compile_fwd: ffi must be one of {FFI_CONVENTIONS}, got {ffi!r}")
-    if cfg.algorithm in WGMMA_ALGORITHMS and arch != "sm_90a":
-        raise ValueError(f"compile_fwd: algorithm {cfg.algorithm!r} uses warpgroup MMA, built for sm_90a only; "
-                         f"got arch {arch!r} (use 'v2')")
-    kernel = kernel_class(cfg.algorithm, cfg.write_checkpoints, cfg.write_values)(cfg)
+    cls = kernel_class(cfg)
+    if getattr(cls, "SM90A_ONLY", False) and arch != "sm_90a":
+        raise ValueError(f"compile_fwd: {cls.__name__} uses warpgroup MMA, built for sm_90a only; "
+                         f"got arch {arch!r}")
+    kernel = cls(cfg)
     options = f"--gpu-arch {arch}" + (f" --host-target '{host_target}'" if host_target else "")
     if ffi == "tvm":
         options += " --enable-tvm-ffi"

@@ -12,13 +12,6 @@ import dataclasses
 IO_DTYPES = ("bfloat16", "float16")
 STATE_DTYPES = ("float32", "bfloat16")
 HEAD_DIMS = (64, 128)
-ALGORITHMS = ("v0", "v1", "v2", "v3")
-#: per-chunk stages of v1/v2/v3 that a timing experiment may leave out (bench/frost_stage_times.py)
-STAGES = ("rows", "operands", "gram", "chain")
-#: what else a timing experiment may leave out: "bounds", the cu_seqlens safety of
-#: seq_bounds.py (sequence bounds read unclamped, no zeroing of rows no sequence covers),
-#: to time what that safety costs
-SKIPPABLE = STAGES + ("bounds",)
 
 
 def check_io_state_dims(cfg, bad) -> None:
@@ -40,7 +33,11 @@ def check_io_state_dims(cfg, bad) -> None:
 @dataclasses.dataclass(frozen=True)
 class FrostFwdConfig:
     """One kernel specialisation. Families: GDN = scalar gate and beta; KDA = per-channel gate,
-    scalar beta; GDN-2 = per-channel gate, per-channel erase gate (beta) and a write gate w."""
+    scalar beta; GDN-2 = per-channel gate, per-channel erase gate (beta) and a write gate w.
+    Every field is a product field: the product compiles one kernel family (fwd_v2.py), so
+    no field picks an algorithm, and experiment switches (other kernel versions, stages
+    compiled out, element-wise operand loads) live in the test and bench tooling's subclass
+    (engines_frost/tests/frost_fwd_experiments.py), never in a product config's key."""
 
     io_dtype: str  # "bfloat16" | "float16": q, k, v, out (and GDN-2 beta, w)
     state_dtype: str | None  # "float32" | "bfloat16" | None (no state operand)
@@ -55,28 +52,20 @@ class FrostFwdConfig:
     use_l2norm: bool
     has_initial_state: bool
     has_final_state: bool
-    algorithm: str = "v0"
-    ldmatrix: bool = True  # v1/v2: shared-memory MMA operands by ldmatrix (False: element-wise loads)
     # g's base address is 16-byte aligned (frost_fwd reads it off the pointer; vector gates
     # only): v2 then stages gate rows by 16-byte copies instead of 4-byte ones.
     gate_align16: bool = False
-    # Timing experiments only (bench/frost_stage_times.py): v1/v2/v3 stages compiled out of the
-    # chunk loop, so the results are wrong. frost_fwd never sets it.
-    skip_stages: tuple[str, ...] = ()
-    # v2 only: also write the graph's state_checkpoints output (bf16 [T // 64 + N, HO, V, K],
+    # Also write the graph's state_checkpoints output (bf16 [T // 64 + N, HO, V, K],
     # the state entering every 64-token chunk, rows packed as checkpoints.py describes);
     # the kernel then takes one more pointer (operand_dtypes).
     write_checkpoints: bool = False
-    # v2 with write_checkpoints only: also write U = (I + M)^-1 (W0 - KBA S), the chunk
+    # With write_checkpoints only: also write U = (I + M)^-1 (W0 - KBA S), the chunk
     # solve's values, per token (bf16 [T, HO, V], the rows the backward's states kernel
     # writes and its grads kernel reads), so a training backward launches neither states
     # nor values (NOTES_bwd.md v1.3); one more pointer, ``values``, after state_checkpoints.
     write_values: bool = False
 
     def __post_init__(self):
-        # a tuple however it arrives (JSON sidecars and command lines give lists): hashable
-        object.__setattr__(self, "skip_stages", tuple(self.skip_stages))
-
         def bad(name, expected):
             raise ValueError(f"FrostFwdConfig: {name} must be {expected}, got {getattr(self, name)!r}")
 
@@ -94,12 +83,6 @@ class FrostFwdConfig:
             bad("has_w", "False unless beta_per_channel (GDN-2)")
         if self.gate_align16 and not self.gate_per_channel:
             bad("gate_align16", "False for scalar gates")
-        if self.algorithm not in ALGORITHMS:
-            bad("algorithm", f"one of {ALGORITHMS}")
-        if any(st not in SKIPPABLE for st in self.skip_stages) or (self.skip_stages and self.algorithm == "v0"):
-            bad("skip_stages", f"a tuple of {SKIPPABLE} (not v0)")
-        if self.write_checkpoints and self.algorithm != "v2":
-            bad("write_checkpoints", "False unless algorithm is 'v2' (the kernel that writes them)")
         if self.write_values and not self.write_checkpoints:
             bad("write_values", "False unless write_checkpoints (U is only useful with the states it came from)")
 

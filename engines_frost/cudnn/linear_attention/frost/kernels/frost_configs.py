@@ -5,8 +5,8 @@ without a GPU (`python -m cudnn precompile --arch`).
 (gated_delta_net, kimi_delta_attention, gated_delta_net_v2) as CPU tensors and derives,
 through the launchers' own checks (fwd.check_operands, bwd.check_bwd_operands), the
 forward config and, with `backward`, the three backward stage configs that the FROST
-engines would launch for tensors laid out like those: the forward with the default
-algorithm, an fp32 final state when the call asks for one; the backward with and without
+engines would launch for tensors laid out like those: the forward, with an fp32 final
+state when the call asks for one; the backward with and without
 an fp32 gradient of the final state; for bf16 training calls also the forwards that write
 state checkpoints (and U with them) and the backward stages that read them. Vector gates also get the config of a gate at an
 address that is not 16-byte aligned. `serving_configs(op, args, ...)` derives the
@@ -31,7 +31,7 @@ def call_configs(op: str, args: dict, *, final_state: bool, l2norm: bool,
     import torch
 
     from cudnn.linear_attention.frost.kernels.bwd import check_bwd_operands
-    from cudnn.linear_attention.frost.kernels.fwd import DEFAULT_ALGORITHM, check_operands
+    from cudnn.linear_attention.frost.kernels.fwd import check_operands
 
     q, v, g, beta = args["q"], args["v"], args["g"], args["beta"]
     T, HO, V, K = q.shape[0], max(q.shape[1], v.shape[1]), v.shape[2], q.shape[2]
@@ -41,8 +41,7 @@ def call_configs(op: str, args: dict, *, final_state: bool, l2norm: bool,
                  beta_per_channel=beta.dim() == 3)
     inputs = {name: args.get(name) for name in ("q", "k", "v", "g", "beta", "w", "cu_seqlens")}
     fwd = check_operands(**inputs, out=torch.empty(T, HO, V, dtype=q.dtype), initial_state=h0,
-                         final_state=torch.empty(N, HO, V, K) if final_state else None,
-                         algorithm=DEFAULT_ALGORITHM, **flags).config
+                         final_state=torch.empty(N, HO, V, K) if final_state else None, **flags).config
     found = [fwd]
     if backward:
         grads = {"dq": torch.empty_like(q), "dk": torch.empty_like(args["k"]),
@@ -50,9 +49,9 @@ def call_configs(op: str, args: dict, *, final_state: bool, l2norm: bool,
                  "dbeta": torch.empty_like(beta),
                  "dw": torch.empty_like(args["w"]) if args.get("w") is not None else None,
                  "d_initial_state": torch.empty_like(h0) if h0 is not None else None}
-        # a training call on FROST keeps bf16 state checkpoints when the v2 forward writes
-        # them (torch_ops/README.md): that forward, and the backward that reads them
-        training = q.dtype == torch.bfloat16 and fwd.algorithm == "v2"
+        # a bf16 training call on FROST keeps the state checkpoints the forward writes
+        # (torch_ops/README.md): that forward, and the backward that reads them
+        training = q.dtype == torch.bfloat16
         for dht in ((None, torch.empty(N, HO, V, K)) if final_state else (None,)):
             ckpt = torch.empty(T // 64 + N, HO, V, K, dtype=torch.bfloat16)
             values = torch.empty(T, HO, V, dtype=torch.bfloat16)

@@ -15,25 +15,20 @@ This module imports neither torch nor cutlass at import time, so CPU-only CI can
 from __future__ import annotations
 
 import dataclasses
-import os
 import threading
 
 from cudnn.linear_attention.common.cu_seqlens_check import check_cu_seqlens, strict_requested
 from cudnn.linear_attention.frost.kernels import kernel_store
 # compile_fwd is looked up here at call time (tests replace fwd.compile_fwd)
-from cudnn.linear_attention.frost.kernels.compile_kernel import compile_fwd, kernel_class, preferred_ffi  # noqa: F401
+from cudnn.linear_attention.frost.kernels.compile_kernel import compile_fwd, preferred_ffi  # noqa: F401
 from cudnn.linear_attention.frost.kernels.checkpoints import checkpoint_rows
 from cudnn.linear_attention.frost.kernels.config import (CHECKPOINT_OPERAND, OPERANDS, VALUES_OPERAND, FrostFwdConfig,
                                                           abi_operands)
 from cudnn.linear_attention.frost.kernels.operand_checks import check, check_token_operands, dtype_name, fail
 
-# v2 (v1's tensor-core chain plus next-chunk prefetch; passed the H200 smoke matrix and
-# is 1.2x / 1.5x faster than v1 for GDN / KDA) serves by default; FROST_FWD_ALGORITHM=v1
-# or =v0 (SIMT oracle) select the others process-wide, the algorithm= argument per call.
-DEFAULT_ALGORITHM = os.environ.get("FROST_FWD_ALGORITHM", "v2")
-# FROST_FWD_LDMATRIX=0: v1 loads shared-memory MMA operands element-wise instead of by
-# ldmatrix (a diagnostic switch, compiled as a separate config).
-USE_LDMATRIX = os.environ.get("FROST_FWD_LDMATRIX", "1") != "0"
+# One kernel family serves every config: v2 (compile_kernel.product_class). Other kernel
+# versions and experiment switches are the test and bench tooling's
+# (engines_frost/tests/frost_fwd_experiments.py); nothing here reads them.
 _INDEX_LIMIT = 2**31  # the kernels index with 32-bit offsets
 
 _cache: dict[tuple[FrostFwdConfig, str, str], object] = {}
@@ -56,7 +51,8 @@ def device_arch(device) -> str:
 def _compiled(cfg: FrostFwdConfig, arch: str, ffi: str | None = None, device=None):
     """The kernel for cfg on arch in calling convention ffi (default preferred_ffi()), as a
     compiled_kernel.CompiledKernel: loaded or compiled once per process (device: named in
-    the log line of a long compile)."""
+    the log line of a long compile). bind_fwd looks it up at call time: the test tooling's
+    frost_fwd_experiments.use_kernel wraps it to launch another kernel version."""
     key = (cfg, arch, ffi or preferred_ffi())
     fn = _cache.get(key)
     if fn is None:
@@ -89,7 +85,7 @@ def _check(name, t, shape, dtypes, device, who: str = WHO):
 
 def frost_fwd(*, q, k, v, g, beta, w, cu_seqlens, out, initial_state, final_state,
               scale: float, use_l2norm: bool, gate_per_channel: bool, beta_per_channel: bool,
-              stream, algorithm: str | None = None, bind: bool = False,
+              stream, bind: bool = False,
               strict_cu_seqlens: bool | None = None, state_checkpoints=None, values=None) -> BoundLaunch | None:
     """Chunked linear-attention forward (GDN / KDA / GDN-2), written into out and final_state.
 
@@ -98,12 +94,11 @@ def frost_fwd(*, q, k, v, g, beta, w, cu_seqlens, out, initial_state, final_stat
     gate, then w [T,HO,V] io dtype is required); cu_seqlens int32 [N+1] on the device;
     out [T,HO,V] io dtype; initial_state / final_state None or [N,HO,V,K] fp32 or bf16
     (equal dtypes). state_checkpoints None or bf16 [T // 64 + N, HO, V, K]: also written,
-    the state entering every 64-token chunk (checkpoints.py; v2 only). values None or bf16
+    the state entering every 64-token chunk (checkpoints.py). values None or bf16
     [T, HO, V] (only with state_checkpoints): also written, U = (I + M)^-1 (W0 - KBA S) per
     token, the values the backward's grads kernel reads (frost_bwd's ``values``). HO = max(H, HV).
     All CUDA tensors on one device, contiguous, 16-byte aligned (4 for fp32/int32 operands). stream: a torch.cuda.Stream (None: the current
-    one). ``algorithm`` picks "v0" (SIMT oracle), "v1", "v2" or "v3" (v2 with warpgroup MMA, sm_90a;
-    default DEFAULT_ALGORITHM).
+    one).
     Every call is checked (H200 host: ~48 us); with ``bind``, returns the BoundLaunch that
     repeats this launch for operands of the same layout without the checks (None when
     nothing was launched: N == 0). Any cu_seqlens table is safe (kernels/seq_bounds.py);
@@ -117,8 +112,7 @@ def frost_fwd(*, q, k, v, g, beta, w, cu_seqlens, out, initial_state, final_stat
                    initial_state=initial_state, final_state=final_state, state_checkpoints=state_checkpoints,
                    values=values)
     bound = bind_fwd(**tensors, scale=scale, use_l2norm=use_l2norm,
-                     gate_per_channel=gate_per_channel, beta_per_channel=beta_per_channel,
-                     algorithm=algorithm)
+                     gate_per_channel=gate_per_channel, beta_per_channel=beta_per_channel)
     if bound is None:
         return None
     if stream is None:
@@ -132,14 +126,14 @@ def frost_fwd(*, q, k, v, g, beta, w, cu_seqlens, out, initial_state, final_stat
 
 def bind_fwd(*, q, k, v, g, beta, w, cu_seqlens, out, initial_state, final_state,
              scale: float, use_l2norm: bool, gate_per_channel: bool, beta_per_channel: bool,
-             algorithm: str | None = None, state_checkpoints=None, values=None) -> BoundLaunch | None:
+             state_checkpoints=None, values=None) -> BoundLaunch | None:
     """frost_fwd's checks and kernel lookup without the launch: the BoundLaunch for
     operands laid out like these (None when N == 0: there is nothing to launch)."""
     launch = check_operands(
         q=q, k=k, v=v, g=g, beta=beta, w=w, cu_seqlens=cu_seqlens, out=out,
         initial_state=initial_state, final_state=final_state, use_l2norm=use_l2norm,
         gate_per_channel=gate_per_channel, beta_per_channel=beta_per_channel,
-        algorithm=algorithm, state_checkpoints=state_checkpoints, values=values)
+        state_checkpoints=state_checkpoints, values=values)
     if q.device.type != "cuda":
         raise _fail("q", "a CUDA tensor (and every other operand on its device)", q.device)
     if launch.N == 0:
@@ -224,7 +218,7 @@ class CheckedLaunch:
 
 
 def check_operands(*, q, k, v, g, beta, w, cu_seqlens, out, initial_state, final_state, use_l2norm,
-                   gate_per_channel, beta_per_channel, algorithm=None, state_checkpoints=None,
+                   gate_per_channel, beta_per_channel, state_checkpoints=None,
                    values=None) -> CheckedLaunch:
     """Every operand check of frost_fwd except the CUDA-device one (so CPU tests reach them);
     returns the static config and the operands by ABI name."""
@@ -241,9 +235,6 @@ def check_operands(*, q, k, v, g, beta, w, cu_seqlens, out, initial_state, final
         state_dtype = _dtype_name(st)
     if state_checkpoints is not None:
         _check("state_checkpoints", state_checkpoints, (checkpoint_rows(T, N), HO, V, K), ("bfloat16",), device)
-        if (algorithm or DEFAULT_ALGORITHM) != "v2":
-            raise _fail("state_checkpoints", "None unless algorithm is 'v2' (the kernel that writes them)",
-                        f"a tensor with algorithm {algorithm or DEFAULT_ALGORITHM!r}")
         if checkpoint_rows(T, N) * HO * V * K >= _INDEX_LIMIT:
             raise _fail("state_checkpoints", f"smaller than {_INDEX_LIMIT} elements (32-bit offsets)",
                         list(state_checkpoints.shape))
@@ -260,8 +251,8 @@ def check_operands(*, q, k, v, g, beta, w, cu_seqlens, out, initial_state, final
             io_dtype=io, state_dtype=state_dtype, H=H, HK=HK, HV=HV, K=K, V=V,
             gate_per_channel=gate_per_channel, beta_per_channel=beta_per_channel, has_w=beta_per_channel,
             use_l2norm=use_l2norm, has_initial_state=initial_state is not None,
-            has_final_state=final_state is not None, algorithm=algorithm or DEFAULT_ALGORITHM,
-            ldmatrix=USE_LDMATRIX, gate_align16=gate_per_channel and g.data_ptr() % 16 == 0,
+            has_final_state=final_state is not None,
+            gate_align16=gate_per_channel and g.data_ptr() % 16 == 0,
             write_checkpoints=state_checkpoints is not None, write_values=values is not None,
         )
     except ValueError as e:

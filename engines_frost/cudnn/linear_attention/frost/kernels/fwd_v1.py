@@ -31,6 +31,11 @@ frost_compile_test). The algebra is engines_frost/tests/frost_chunk_model.py wit
 decay_mode="factored" (blocked solve). Padded rows of a partial chunk load as zero.
 Sequence bounds are clamped into [0, T] and rows no sequence covers are zeroed (by the
 extra grid row's CTAs), whatever cu_seqlens holds (seq_bounds.py).
+
+The product never launches FrostFwdV1 itself: it is the base class of v2 (the product
+kernel, fwd_v2.py) and of the backward kernels, and this module holds the tile constants
+and MMA helpers they share; the test and bench tooling still builds v1 on its own
+(engines_frost/tests/frost_fwd_experiments.py) to compare against.
 """
 from __future__ import annotations
 
@@ -152,6 +157,14 @@ class FrostFwdV1:
     differs (no-ops or v1's choice here)."""
 
     smem_plan = staticmethod(smem_plan)
+    # Experiment knobs, read at trace time and left at these values by the product (and by
+    # the backward kernels that derive from this class); only the test and bench tooling's
+    # subclasses set others (engines_frost/tests/frost_fwd_experiments.py, keyed there):
+    # per-chunk stages compiled out of the loop ("rows", "operands", "gram", "chain"; and
+    # "bounds", the cu_seqlens safety of seq_bounds.py), so the results are wrong and only
+    # timings mean something; and element-wise shared-memory operand loads instead of ldmatrix.
+    skip_stages: tuple[str, ...] = ()
+    ldmatrix: bool = True
 
     def __init__(self, cfg: FrostFwdConfig):
         self.cfg = cfg
@@ -182,7 +195,7 @@ class FrostFwdV1:
         sequence covers (seq_bounds.zero_uncovered_heads), unless the bounds are compiled
         out. Kept off the chunk loop's CTAs: zeroing code on that path changed the
         registers ptxas gave the loop (GDN 172 instead of 233, NOTES.md)."""
-        return [N, self.cfg.HO + (0 if "bounds" in self.cfg.skip_stages else 1), 1]
+        return [N, self.cfg.HO + (0 if "bounds" in self.skip_stages else 1), 1]
 
     # ------------------------------------------------------------------ kernel
     @cute.kernel
@@ -194,7 +207,7 @@ class FrostFwdV1:
         n, h, _ = cute.arch.block_idx()
         s = allocate_smem(self.smem_plan(c))
         s.values = mu  # U per token, stored by the chain under write_values (a v2 training forward)
-        if cutlass.const_expr("bounds" in c.skip_stages):  # timing the safety: no zeroing row
+        if cutlass.const_expr("bounds" in self.skip_stages):  # timing the safety: no zeroing row
             self.sequence(s, mq, mk, mv, mg, mb, mw, mcu, mo, mh0, mht, mckpt, scale, T, N, n, h)
         else:
             if h < c.HO:
@@ -232,7 +245,7 @@ class FrostFwdV1:
                 val = mh0[n, h, wid * SUB + jd[0], jd[1]].to(Float32)
             acc_s[e] = val
 
-        skip = c.skip_stages  # empty except in timing experiments (config.py)
+        skip = self.skip_stages  # empty except in timing experiments (the class's knobs)
         if cutlass.const_expr("bounds" in skip):  # timing the safety: the table as it is
             bos, eos = mcu[n], mcu[n + 1]
         else:
@@ -271,12 +284,12 @@ class FrostFwdV1:
     def operand(self, thr, lane, tile: cute.Tensor, is_a: cutlass.Constexpr) -> cute.Tensor:
         """Registers holding an MMA operand tile from shared memory: A [16, Kt] or B [N, Kt]
         (rows Kt-contiguous), every k-block, as (values, M or N, k-block). ldmatrix.x4 by
-        default; element-wise copies of the MMA partition when self.cfg.ldmatrix is False."""
+        default; element-wise copies of the MMA partition when self.ldmatrix is False."""
         if cutlass.const_expr(is_a):
             frag = thr.make_fragment_A(thr.partition_A(tile))
         else:
             frag = thr.make_fragment_B(thr.partition_B(tile))
-        if cutlass.const_expr(self.cfg.ldmatrix):
+        if cutlass.const_expr(self.ldmatrix):
             atom = cute.make_copy_atom(warp.LdMatrix8x8x16bOp(False, 4), BFloat16)
             mma = warp_mma()
             if cutlass.const_expr(is_a):

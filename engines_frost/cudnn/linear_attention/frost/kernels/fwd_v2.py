@@ -1,5 +1,9 @@
 """FROST forward v2: v1's tensor-core algorithm with its per-chunk serial overheads removed.
 
+The product's forward kernel (compile_kernel.product_class: every config the engines
+launch compiles one of the classes here). v3 (fwd_v3.py) is its candidate successor,
+built only by the test and bench tooling until it is faster.
+
 Same grid, warps, state registers, MMA algebra and chain as v1 (FrostFwdV2 derives from
 FrostFwdV1 and overrides its extension points); what changes is how a chunk's operands
 reach shared memory and how the state-independent stages spend their time:

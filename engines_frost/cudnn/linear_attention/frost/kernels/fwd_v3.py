@@ -101,10 +101,11 @@ class FrostFwdV3(FrostFwdV2):
 
     smem_plan = staticmethod(smem_plan)
     chain_issues_prefetch = True  # chunk_chain issues it after the R and O commits
+    SM90A_ONLY = True  # warpgroup MMA: compile_kernel.compile_fwd refuses other archs
 
     def __init__(self, cfg: FrostFwdConfig):
         if cfg.write_checkpoints or cfg.write_values:
-            raise ValueError("FrostFwdV3: state checkpoints and values are written by algorithm 'v2' only")
+            raise ValueError("FrostFwdV3: state checkpoints and values are written by v2 (the product kernel) only")
         super().__init__(cfg)
 
     # ------------------------------------------------------------------ v2 extension points

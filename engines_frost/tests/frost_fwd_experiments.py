@@ -1,0 +1,164 @@
+"""The FROST forward kernels only the tests and benchmarks build, and the experiment switches
+that pick them: the one home of what the product (kernels/) no longer carries.
+
+The product compiles one kernel family, v2 (compile_kernel.product_class), from a
+FrostFwdConfig whose fields are all product fields. A FrostFwdExperiment is a FrostFwdConfig
+plus the tooling's choices:
+  algorithm    "v0" (the SIMT oracle, frost_fwd_v0.py, test-only), "v1" (v2's base class
+               on its own), "v2" (the product's kernel) or "v3" (v2 with the chain's state
+               products on warpgroup MMA, sm_90a only: the candidate successor);
+  skip_stages  per-chunk stages compiled out of the loop (STAGES: bench/frost_stage_times.py,
+               whose results are wrong by construction) or "bounds", the cu_seqlens safety
+               of seq_bounds.py (bench/cu_seqlens_cost.py);
+  ldmatrix     False: shared-memory MMA operands by element-wise loads (a diagnostic);
+  sources      the hash of this file and frost_fwd_v0.py: the kernel store keys the product's
+               kernel sources itself, this field keys the tooling's.
+compile_kernel.kernel_class asks such a config for its class (kernel_class() below: the
+kernel class with the knobs as class attributes, which fwd_v1.FrostFwdV1 reads at trace
+time). Its fields key the kernel store and fwd's compile cache, so an experiment kernel
+never stands in for a product one. Nothing in the product builds one: `tooling_config`
+turns a product config (fwd.check_operands') into the config a tooling run of a kernel
+version launches, and `use_kernel` routes frost_fwd, hence the FROST engines, through a
+version (pytest --frost-fwd-kernel, tests/conftest.py; la_frost_smoke.py).
+Plain Python at import: no torch, no cutlass.
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import functools
+import hashlib
+from pathlib import Path
+
+from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
+
+ALGORITHMS = ("v0", "v1", "v2", "v3")
+PRODUCT = "v2"  # the kernel the product compiles for every config (compile_kernel.product_class)
+#: per-chunk stages of v1/v2/v3 that a timing experiment may compile out
+STAGES = ("rows", "operands", "gram", "chain")
+#: what else it may leave out: "bounds", the cu_seqlens safety (sequence bounds read
+#: unclamped, no zeroing of rows no sequence covers), to time what that safety costs
+SKIPPABLE = STAGES + ("bounds",)
+_SOURCES = ("frost_fwd_experiments.py", "frost_fwd_v0.py")
+
+
+@functools.cache
+def sources_hash() -> str:
+    """sha256 (16 hex digits) over the names and bytes of the tooling's kernel sources."""
+    here = Path(__file__).resolve().parent
+    h = hashlib.sha256()
+    for name in _SOURCES:
+        data = (here / name).read_bytes()
+        h.update(f"{name}\0{len(data)}\0".encode())
+        h.update(data)
+    return h.hexdigest()[:16]
+
+
+@dataclasses.dataclass(frozen=True)
+class FrostFwdExperiment(FrostFwdConfig):
+    """A forward config of the test and bench tooling: the product fields plus the kernel
+    version and the experiment knobs (module docstring)."""
+
+    algorithm: str = PRODUCT
+    skip_stages: tuple[str, ...] = ()
+    ldmatrix: bool = True
+    sources: str = dataclasses.field(default_factory=sources_hash)
+
+    def __post_init__(self):
+        # a tuple however it arrives (JSON sidecars and command lines give lists): hashable
+        object.__setattr__(self, "skip_stages", tuple(self.skip_stages))
+        super().__post_init__()
+
+        def bad(name, expected):
+            raise ValueError(f"FrostFwdExperiment: {name} must be {expected}, got {getattr(self, name)!r}")
+
+        if self.algorithm not in ALGORITHMS:
+            bad("algorithm", f"one of {ALGORITHMS}")
+        if any(st not in SKIPPABLE for st in self.skip_stages) or (self.skip_stages and self.algorithm == "v0"):
+            bad("skip_stages", f"a tuple of {SKIPPABLE} (not v0)")
+        if not self.ldmatrix and self.algorithm == "v0":
+            bad("ldmatrix", "True for v0 (no MMA operands)")
+        if self.write_checkpoints and self.algorithm != PRODUCT:
+            bad("write_checkpoints", f"False unless algorithm is {PRODUCT!r} (the kernel that writes them)")
+
+    @property
+    def kernel_label(self) -> str:
+        """The kernel and its knobs in kernel_store.describe's lines."""
+        return (self.algorithm + ("" if self.ldmatrix else " no-ldmatrix")
+                + (" skip=" + "+".join(self.skip_stages) if self.skip_stages else ""))
+
+    def kernel_class(self):
+        """The CuTe DSL class compile_kernel.compile_fwd compiles for this config."""
+        if self.algorithm == "v0":
+            from frost_fwd_v0 import FrostFwdV0
+            return FrostFwdV0
+        if self.algorithm == "v1":
+            from cudnn.linear_attention.frost.kernels.fwd_v1 import FrostFwdV1 as base
+        elif self.algorithm == "v3":
+            from cudnn.linear_attention.frost.kernels.fwd_v3 import FrostFwdV3 as base
+        else:
+            from cudnn.linear_attention.frost.kernels.compile_kernel import product_class
+            base = product_class(self)
+        return with_knobs(base, self.skip_stages, self.ldmatrix)
+
+
+@functools.cache
+def with_knobs(base, skip_stages: tuple[str, ...], ldmatrix: bool):
+    """`base` (FrostFwdV1 or a subclass) itself at the product's knobs, else a subclass that
+    sets them (one class per combination)."""
+    if skip_stages == base.skip_stages and ldmatrix == base.ldmatrix:
+        return base
+    tag = ("" if ldmatrix else "NoLdmatrix") + "".join(f"Skip{st.title()}" for st in skip_stages)
+    return type(f"{base.__name__}{tag}", (base,), {"skip_stages": skip_stages, "ldmatrix": ldmatrix})
+
+
+def experiment(cfg: FrostFwdConfig, algorithm: str = PRODUCT, **knobs) -> FrostFwdExperiment:
+    """cfg's product fields with a kernel version and knobs (skip_stages, ldmatrix)."""
+    product = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(FrostFwdConfig)}
+    return FrostFwdExperiment(**product, algorithm=algorithm, **knobs)
+
+
+@functools.lru_cache(maxsize=None)
+def _tooling_config(cfg: FrostFwdConfig, algorithm: str, skip_stages: tuple[str, ...], ldmatrix: bool):
+    if algorithm == PRODUCT and not skip_stages and ldmatrix:
+        return cfg
+    return experiment(cfg, algorithm, skip_stages=skip_stages, ldmatrix=ldmatrix)
+
+
+def tooling_config(cfg: FrostFwdConfig, algorithm: str = PRODUCT, skip_stages=(), ldmatrix: bool = True):
+    """The config a tooling run of kernel version `algorithm` (with those knobs) launches for
+    the product config cfg: cfg itself for the product's kernel without knobs (so such runs
+    share the product's compiled and stored kernels), else its FrostFwdExperiment."""
+    return _tooling_config(cfg, algorithm, tuple(skip_stages), ldmatrix)
+
+
+def engine_config(cfg: FrostFwdConfig, algorithm: str):
+    """What use_kernel(algorithm) launches for the product config cfg: tooling_config, except
+    that forwards writing state checkpoints (training calls) stay on the product's kernel,
+    the only one that writes them."""
+    return cfg if cfg.write_checkpoints else tooling_config(cfg, algorithm)
+
+
+@contextlib.contextmanager
+def use_kernel(algorithm: str):
+    """Inside the block, frost_fwd and bind_fwd (so the FROST engines) compile and launch
+    `algorithm`'s kernel wherever the product launches v2 (engine_config): fwd._compiled,
+    the launcher's one compile lookup, is wrapped, so every operand check still runs.
+    Process-wide while it lasts (not for concurrent threads)."""
+    if algorithm not in ALGORITHMS:
+        raise ValueError(f"use_kernel: algorithm must be one of {ALGORITHMS}, got {algorithm!r}")
+    if algorithm == PRODUCT:  # what frost_fwd launches anyway: nothing to route
+        yield
+        return
+    from cudnn.linear_attention.frost.kernels import fwd
+
+    product = fwd._compiled
+
+    def compiled(cfg, arch, ffi=None, device=None):
+        return product(engine_config(cfg, algorithm), arch, ffi, device)
+
+    fwd._compiled = compiled
+    try:
+        yield
+    finally:
+        fwd._compiled = product

@@ -1,0 +1,122 @@
+"""The test and bench tooling's forward configs (frost_fwd_experiments.py) against the product's.
+
+Plain Python but for the class test (CuTe DSL, skipped without it): an experiment config
+validates its kernel version and knobs, keys the kernel store apart from every product
+config, names its kernel in describe lines and maps to the class that reads the knobs;
+tooling_config leaves plain v2 on the product config; use_kernel routes frost_fwd's compile
+lookup and puts it back.
+"""
+import dataclasses
+import os
+import sys
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from cudnn.linear_attention.frost.kernels import kernel_store  # noqa: E402
+from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig  # noqa: E402
+
+import frost_fwd_experiments as fx  # noqa: E402
+
+CFG = FrostFwdConfig(io_dtype="bfloat16", state_dtype="float32", H=2, HK=2, HV=2, K=64, V=64,
+                     gate_per_channel=True, beta_per_channel=False, has_w=False, use_l2norm=False,
+                     has_initial_state=True, has_final_state=True, gate_align16=True)
+TOOLS = {"cutlass_dsl": "x", "dsl_cuda": "13.0", "tvm_ffi": "-", "machine": "x86_64", "sources": "s"}
+
+
+def _key(cfg):
+    return kernel_store.entry_key(cfg, "sm_90a", "cute", TOOLS, host="h")
+
+
+def test_experiment_validates_its_version_and_knobs():
+    for over, name in ((dict(algorithm="v9"), "algorithm"), (dict(skip_stages=("solve",)), "skip_stages"),
+                       (dict(algorithm="v0", skip_stages=("chain",)), "skip_stages"),
+                       (dict(algorithm="v0", ldmatrix=False), "ldmatrix")):
+        with pytest.raises(ValueError, match=f"FrostFwdExperiment: {name} must be"):
+            fx.experiment(CFG, **over)
+    ckpt = dataclasses.replace(CFG, write_checkpoints=True)
+    fx.experiment(ckpt, "v2")  # the product's kernel writes them
+    for algorithm in ("v0", "v1", "v3"):
+        with pytest.raises(ValueError, match="write_checkpoints must be False unless algorithm is 'v2'"):
+            fx.experiment(ckpt, algorithm)
+    with pytest.raises(ValueError, match="FrostFwdConfig: HK must be"):  # the product rules still hold
+        fx.FrostFwdExperiment(**{**dataclasses.asdict(CFG), "HK": 3}, algorithm="v3")
+    listed = fx.experiment(CFG, skip_stages=["chain"])  # as JSON gives it
+    assert listed.skip_stages == ("chain",) and hash(listed) == hash(fx.experiment(CFG, skip_stages=("chain",)))
+
+
+def test_experiment_keys_apart_from_the_product():
+    """A product config's store key covers exactly its product fields; an experiment's
+    covers its version, knobs and the tooling's source hash as well, so no experiment
+    kernel (not even plain v2 as an experiment) is served for a product config."""
+    fields = kernel_store.key_fields(CFG, "sm_90a", "cute", TOOLS, host="h")["config"]
+    assert set(fields) == {f.name for f in dataclasses.fields(FrostFwdConfig)}
+    exp = fx.experiment(CFG, "v2")
+    assert set(kernel_store.key_fields(exp, "sm_90a", "cute", TOOLS, host="h")["config"]) - set(fields) == {
+        "algorithm", "skip_stages", "ldmatrix", "sources"}
+    assert exp.sources == fx.sources_hash() and len(exp.sources) == 16
+    keys = {_key(c) for c in (CFG, exp, fx.experiment(CFG, "v3"), fx.experiment(CFG, ldmatrix=False),
+                              fx.experiment(CFG, skip_stages=("bounds",)),
+                              dataclasses.replace(exp, sources="0" * 16))}
+    assert len(keys) == 6
+    assert exp != CFG and fx.experiment(CFG, "v2") == exp
+
+
+def test_describe_names_the_kernel():
+    assert kernel_store.describe(CFG).startswith("v2 kda H2/HK2/HV2 K64 V64 bfloat16")
+    assert kernel_store.describe(fx.experiment(CFG, "v3")).startswith("v3 kda")
+    line = kernel_store.describe(fx.experiment(CFG, "v1", ldmatrix=False, skip_stages=("rows", "gram")))
+    assert line.startswith("v1 no-ldmatrix skip=rows+gram kda")
+
+
+def test_tooling_config_keeps_plain_v2_on_the_product_config():
+    assert fx.tooling_config(CFG) is CFG and fx.tooling_config(CFG, "v2") is CFG
+    assert fx.tooling_config(CFG, "v3") == fx.experiment(CFG, "v3")
+    assert fx.tooling_config(CFG, skip_stages=["chain"]) == fx.experiment(CFG, skip_stages=("chain",))
+    ckpt = dataclasses.replace(CFG, write_checkpoints=True)
+    assert fx.engine_config(ckpt, "v3") is ckpt  # training forwards stay on the kernel that writes them
+    assert fx.engine_config(CFG, "v3") == fx.experiment(CFG, "v3")
+
+
+def test_use_kernel_routes_the_compile_lookup_and_restores_it():
+    from cudnn.linear_attention.frost.kernels import fwd
+
+    product = fwd._compiled
+    seen = []
+    fwd._compiled = lambda cfg, arch, ffi=None, device=None: seen.append(cfg)
+    try:
+        with fx.use_kernel("v3"):
+            fwd._compiled(CFG, "sm_90a")
+            fwd._compiled(dataclasses.replace(CFG, write_checkpoints=True), "sm_90a")
+        fwd._compiled(CFG, "sm_90a")
+    finally:
+        fwd._compiled = product
+    assert [getattr(c, "algorithm", "product") for c in seen] == ["v3", "product", "product"]
+    with pytest.raises(ValueError, match="use_kernel: algorithm must be one of"):
+        with fx.use_kernel("v9"):
+            pass
+
+
+def test_kernel_classes_carry_the_knobs():
+    pytest.importorskip("cutlass", reason="nvidia-cutlass-dsl (CuTe DSL) is not installed")
+    from cudnn.linear_attention.frost.kernels.compile_kernel import kernel_class
+    from cudnn.linear_attention.frost.kernels.fwd_v1 import FrostFwdV1
+    from cudnn.linear_attention.frost.kernels.fwd_v2 import FrostFwdV2, FrostFwdV2Checkpoints
+    from cudnn.linear_attention.frost.kernels.fwd_v3 import FrostFwdV3
+    from frost_fwd_v0 import FrostFwdV0
+
+    assert kernel_class(CFG) is FrostFwdV2
+    assert kernel_class(fx.experiment(CFG, "v2")) is FrostFwdV2
+    assert kernel_class(fx.experiment(dataclasses.replace(CFG, write_checkpoints=True))) is FrostFwdV2Checkpoints
+    assert kernel_class(fx.experiment(CFG, "v0")) is FrostFwdV0
+    assert kernel_class(fx.experiment(CFG, "v1")) is FrostFwdV1
+    assert kernel_class(fx.experiment(CFG, "v3")) is FrostFwdV3
+    cls = kernel_class(fx.experiment(CFG, "v3", skip_stages=("chain",), ldmatrix=False))
+    assert issubclass(cls, FrostFwdV3) and cls.skip_stages == ("chain",) and not cls.ldmatrix
+    assert cls is kernel_class(fx.experiment(CFG, "v3", skip_stages=("chain",), ldmatrix=False))
+    assert FrostFwdV2.skip_stages == () and FrostFwdV2.ldmatrix  # the product's knobs
+
+
+if __name__ == "__main__":
+    raise SystemExit(pytest.main([__file__, "-q"]))
