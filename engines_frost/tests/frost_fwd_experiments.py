@@ -119,9 +119,7 @@ def experiment(cfg: FrostFwdConfig, algorithm: str = PRODUCT, **knobs) -> FrostF
 
 
 @functools.lru_cache(maxsize=None)
-def _tooling_config(cfg: FrostFwdConfig, algorithm: str, skip_stages: tuple[str, ...], ldmatrix: bool):
-    if algorithm == PRODUCT and not skip_stages and ldmatrix:
-        return cfg
+def _experiment(cfg: FrostFwdConfig, algorithm: str, skip_stages: tuple[str, ...], ldmatrix: bool):
     return experiment(cfg, algorithm, skip_stages=skip_stages, ldmatrix=ldmatrix)
 
 
@@ -129,7 +127,9 @@ def tooling_config(cfg: FrostFwdConfig, algorithm: str = PRODUCT, skip_stages=()
     """The config a tooling run of kernel version `algorithm` (with those knobs) launches for
     the product config cfg: cfg itself for the product's kernel without knobs (so such runs
     share the product's compiled and stored kernels), else its FrostFwdExperiment."""
-    return _tooling_config(cfg, algorithm, tuple(skip_stages), ldmatrix)
+    if algorithm == PRODUCT and not skip_stages and ldmatrix:
+        return cfg  # not through the cache: an equal config cached earlier is another object
+    return _experiment(cfg, algorithm, tuple(skip_stages), ldmatrix)
 
 
 def engine_config(cfg: FrostFwdConfig, algorithm: str):

@@ -247,7 +247,7 @@ def test_wgmma_grads_no_spills(case):
 
     K, V, io, grouped, l2, ckpt = case
     H = 2 if grouped else 4
-    f = FrostFwdConfig(io, None, H, H, 4, K, V, False, False, False, l2, False, False, algorithm="v2")
+    f = FrostFwdConfig(io, None, H, H, 4, K, V, False, False, False, l2, False, False)
     plain = FrostBwdConfig(f, "grads", None, None, checkpoints=ckpt)
     cfg = FrostBwdConfig(f, "grads", None, None, checkpoints=ckpt, grads_wgmma=True)
     assert smem_bytes(f, bwd_grads_wgmma.smem_plan) <= SMEM_LIMIT
