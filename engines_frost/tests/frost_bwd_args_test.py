@@ -261,14 +261,18 @@ def test_the_persistent_grid_is_the_devices_sm_count(family, monkeypatch):
 def test_chain_variant_comes_from_the_environment(family, monkeypatch):
     """FROST_BWD_CHAIN=pipelined selects the pipelined chain for scalar gates only (vector
     gates have no room for its second operand set), =wgmma the wgmma chain (scalar gates
-    too), each changing the chain kernel's config alone; unset or "serial" is the serial
-    chain; anything else is refused by name."""
+    too), each changing the chain kernel's config alone; "serial" is the serial chain;
+    unset is the wgmma chain for scalar gates and the serial one for vector gates;
+    anything else is refused by name."""
     from cudnn.linear_attention.frost.kernels.bwd import CHAIN_ENV
 
-    monkeypatch.delenv(CHAIN_ENV, raising=False)
-    serial, _, _ = _check(_operands(family=family), family)
     monkeypatch.setenv(CHAIN_ENV, "serial")
-    assert _check(_operands(family=family), family)[0] == serial
+    serial, _, _ = _check(_operands(family=family), family)
+    assert not serial.chain_wgmma and not serial.chain_pipeline
+    monkeypatch.delenv(CHAIN_ENV, raising=False)
+    unset, _, _ = _check(_operands(family=family), family)
+    assert unset.chain_wgmma == (family == "gdn")
+    assert (unset == serial) == (family != "gdn")
     monkeypatch.setenv(CHAIN_ENV, "pipelined")
     cfg, _, _ = _check(_operands(family=family), family)
     assert cfg.chain_pipeline == (family == "gdn") and not serial.chain_pipeline
@@ -297,15 +301,15 @@ if __name__ == "__main__":
 def test_grads_variant_comes_from_the_environment(family, monkeypatch):
     """FROST_BWD_GRADS=wgmma selects the grads kernel with its state products on warpgroup
     MMA for scalar gates (vector gates ignore it), changing the grads kernel's config
-    alone; unset or "mma" is the default kernel; anything else is refused by name; the
-    config itself refuses the flag with vector gates."""
+    alone; "mma" is the per-warp mma.sync kernel; unset is wgmma; anything else is refused
+    by name; the config itself refuses the flag with vector gates."""
     from cudnn.linear_attention.frost.kernels.bwd import GRADS_ENV
 
-    monkeypatch.delenv(GRADS_ENV, raising=False)
+    monkeypatch.setenv(GRADS_ENV, "mma")
     plain, _, _ = _check(_operands(family=family), family)
     assert not plain.grads_wgmma
-    monkeypatch.setenv(GRADS_ENV, "mma")
-    assert _check(_operands(family=family), family)[0] == plain
+    monkeypatch.delenv(GRADS_ENV, raising=False)
+    assert _check(_operands(family=family), family)[0].grads_wgmma == (family == "gdn")
     monkeypatch.setenv(GRADS_ENV, "wgmma")
     wg, _, _ = _check(_operands(family=family), family)
     assert wg.grads_wgmma == (family == "gdn")

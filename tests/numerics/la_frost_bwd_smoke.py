@@ -32,7 +32,7 @@
    them, and forward + backward both ways; and the v1.3 path: the forward writing
    checkpoints and U (fwd[ckpt+U]), the backward from them (bwd[U] = chain + grads) and
    fwd+bwd[U].
-4. --chain (FROST_BWD_CHAIN for the whole run; default: the environment's, else serial)
+4. --chain (FROST_BWD_CHAIN for the whole run; default: the environment's, else the launcher's: wgmma)
    picks the chain kernel (NOTES_bwd.md v1.6, v1.7; scalar gates only, KDA / GDN-2 always
    run the serial one). ``both`` runs everything on the pipelined chain, adds a [chains]
    check per GDN case (recompute path: every gradient bitwise the serial chain's) and times
@@ -40,7 +40,7 @@
    whose sums run in another order: its [chains] check bounds every gradient's difference
    from the serial chain's (||diff|| / ||serial||, tests.reference.compare.rel_err) by
    CHAIN_ROUNDING_BOUND instead.
-5. --grads (FROST_BWD_GRADS for the whole run; default: the environment's, else mma) picks
+5. --grads (FROST_BWD_GRADS for the whole run; default: the environment's, else the launcher's: wgmma) picks
    the grads kernel (NOTES_bwd.md v1.8: ``wgmma`` runs the state products on warpgroup
    MMA; scalar gates only, KDA / GDN-2 always run theirs). ``wgmma-both`` runs everything
    on the wgmma grads kernel, adds a [grads wgmma] check per GDN case (recompute path:

@@ -25,19 +25,22 @@ _ALIGN = 256  # bytes between workspace regions
 # FROST_BWD_STMATRIX=0: the grads kernel stages dq/dk with element-wise 2-byte shared
 # stores instead of stmatrix (FrostBwdConfig.stmatrix; an A/B switch, a separate config).
 USE_STMATRIX = os.environ.get("FROST_BWD_STMATRIX", "1") != "0"
-# FROST_BWD_VEC_WIDE=1: the vector-gate grads kernel's wide shared loads
-# (FrostBwdConfig.vec_wide_loads, NOTES_bwd.md "v1.7 vector-gate grads"; off until
-# measured on the GPU).
-USE_VEC_WIDE = os.environ.get("FROST_BWD_VEC_WIDE", "0") == "1"
+# The vector-gate grads kernel's wide shared loads (FrostBwdConfig.vec_wide_loads,
+# NOTES_bwd.md "v1.7 vector-gate grads": KDA fwd+bwd -1.5 to -2 % on the H200, the
+# gradients as before); FROST_BWD_VEC_WIDE=0 selects the 2-byte loads for an A/B run.
+USE_VEC_WIDE = os.environ.get("FROST_BWD_VEC_WIDE", "1") != "0"
 # FROST_BWD_CHAIN=pipelined selects the chain kernel that runs the next chunk's prep beside
 # this chunk's chain (FrostBwdConfig.chain_pipeline, scalar gates; NOTES_bwd.md v1.6),
 # =wgmma the one with dU and the dS update on warpgroup MMA (FrostBwdConfig.chain_wgmma,
-# scalar gates; v1.7); unset or "serial": the serial chain. Read on every call.
+# scalar gates; v1.7), =serial the per-warp mma.sync chain. Unset: wgmma for scalar gates
+# (faster on the H200: NOTES_bwd.md "v1.7 and v1.8 on the H200"), serial for vector
+# gates (the only chain they have). Read on every call.
 CHAIN_ENV = "FROST_BWD_CHAIN"
 CHAIN_VARIANTS = ("serial", "pipelined", "wgmma")
 # FROST_BWD_GRADS=wgmma selects the grads kernel with its state products on warpgroup MMA
-# (FrostBwdConfig.grads_wgmma, scalar gates; NOTES_bwd.md v1.8; vector gates ignore it);
-# unset or "mma": the per-warp mma.sync products. Read on every call.
+# (FrostBwdConfig.grads_wgmma, scalar gates; NOTES_bwd.md v1.8; vector gates ignore it),
+# =mma the per-warp mma.sync products. Unset: wgmma (faster on the H200). Read on every
+# call.
 GRADS_ENV = "FROST_BWD_GRADS"
 GRADS_VARIANTS = ("mma", "wgmma")
 _INDEX_LIMIT = 2**31
@@ -198,16 +201,18 @@ def check_bwd_operands(*, q, k, v, g, beta, w, cu_seqlens, dO, initial_state, d_
 
 
 def chain_variant() -> str:
-    """The chain kernel FROST_BWD_CHAIN asks for (CHAIN_VARIANTS; unset: serial)."""
-    name = os.environ.get(CHAIN_ENV, "").strip() or "serial"
+    """The chain kernel FROST_BWD_CHAIN asks for (CHAIN_VARIANTS; unset: wgmma, which
+    vector gates replace by serial where the config is built)."""
+    name = os.environ.get(CHAIN_ENV, "").strip() or "wgmma"
     if name not in CHAIN_VARIANTS:
         raise ValueError(f"{CHAIN_ENV} must be one of {CHAIN_VARIANTS}, got {name!r}")
     return name
 
 
 def grads_variant() -> str:
-    """The grads kernel FROST_BWD_GRADS asks for (GRADS_VARIANTS; unset: mma)."""
-    name = os.environ.get(GRADS_ENV, "").strip() or "mma"
+    """The grads kernel FROST_BWD_GRADS asks for (GRADS_VARIANTS; unset: wgmma, which
+    vector gates ignore)."""
+    name = os.environ.get(GRADS_ENV, "").strip() or "wgmma"
     if name not in GRADS_VARIANTS:
         raise ValueError(f"{GRADS_ENV} must be one of {GRADS_VARIANTS}, got {name!r}")
     return name

@@ -58,19 +58,21 @@ class FrostBwdConfig:
     chain_pipeline: bool = False
     # The chain kernel runs dU^T and the dS^T update on warpgroup MMA (wgmma, B operands
     # from SW128 shared tiles), the back substitution per warp (bwd_chain_wgmma.py,
-    # NOTES_bwd.md v1.7); scalar gates only. Off: the serial chain.
+    # NOTES_bwd.md v1.7); scalar gates only. Off: the serial chain. The launcher sets it
+    # for scalar gates unless FROST_BWD_CHAIN says otherwise (bwd.py).
     chain_wgmma: bool = False
     # The vector-gate grads kernel (bwd_grads_vec.py) reads its shared bf16 operands with
     # wide loads instead of one 2-byte load per element (NOTES_bwd.md "v1.7 vector-gate
     # grads"): k-hat's and q-hat's decayed B operands by ldmatrix.x4.trans straight into
     # the hi fragment, q-hat, k-hat, b at accumulator positions as bf16 pairs, S dS by
-    # ldmatrix.trans. Same values; only the S dS sum's order changes. Off: v1.6's loads
-    # (an A/B switch: FROST_BWD_VEC_WIDE=1).
+    # ldmatrix.trans. Same values; only the S dS sum's order changes. Off: v1.6's loads.
+    # The launcher sets it unless FROST_BWD_VEC_WIDE=0 (bwd.py).
     vec_wide_loads: bool = False
     # The scalar-gate grads kernel runs its three state products (dO S^T, dR S^T, U dS^T)
     # on warpgroup MMA, both operands from swizzled shared tiles, while the warps compute
     # the score tiles (bwd_grads_wgmma.py, NOTES_bwd.md v1.8); scalar gates only. Off: the
-    # per-warp mma.sync products (FROST_BWD_GRADS=wgmma turns it on).
+    # per-warp mma.sync products. The launcher sets it for scalar gates unless
+    # FROST_BWD_GRADS=mma (bwd.py).
     grads_wgmma: bool = False
 
     def __post_init__(self):
