@@ -432,19 +432,25 @@ def check_case_values(case: Case, family: str) -> tuple[bool, str]:
 
 
 @contextlib.contextmanager
-def chain_variant(name: str):
-    """FROST_BWD_CHAIN=name inside the block (frost_bwd reads it on every call)."""
-    from cudnn.linear_attention.frost.kernels.bwd import CHAIN_ENV
-
-    old = os.environ.get(CHAIN_ENV)
-    os.environ[CHAIN_ENV] = name
+def env_set(var: str, value: str):
+    """The environment variable var = value inside the block (frost_bwd reads its
+    switches on every call), restored after."""
+    old = os.environ.get(var)
+    os.environ[var] = value
     try:
         yield
     finally:
         if old is None:
-            del os.environ[CHAIN_ENV]
+            del os.environ[var]
         else:
-            os.environ[CHAIN_ENV] = old
+            os.environ[var] = old
+
+
+def chain_variant(name: str):
+    """FROST_BWD_CHAIN=name inside the block."""
+    from cudnn.linear_attention.frost.kernels.bwd import CHAIN_ENV
+
+    return env_set(CHAIN_ENV, name)
 
 
 # --chain: the variant a compare run puts everything on (checked against the serial chain)
@@ -454,20 +460,11 @@ CHAIN_COMPARE = {"both": "pipelined", "wgmma-both": "wgmma"}
 CHAIN_ROUNDING_BOUND = 4e-3
 
 
-@contextlib.contextmanager
 def grads_variant(name: str):
-    """FROST_BWD_GRADS=name inside the block (frost_bwd reads it on every call)."""
+    """FROST_BWD_GRADS=name inside the block."""
     from cudnn.linear_attention.frost.kernels.bwd import GRADS_ENV
 
-    old = os.environ.get(GRADS_ENV)
-    os.environ[GRADS_ENV] = name
-    try:
-        yield
-    finally:
-        if old is None:
-            del os.environ[GRADS_ENV]
-        else:
-            os.environ[GRADS_ENV] = old
+    return env_set(GRADS_ENV, name)
 
 
 # --grads: the variant a compare run puts everything on (checked against the mma.sync kernel)
