@@ -319,7 +319,9 @@ for s in "$@"; do
       stage tritonkit "mkdir -p /tmp/triton-kit && tar xJf .kit/triton/triton.tar.xz -C /tmp/triton-kit && \
         PYTHONPATH=/tmp/triton-kit python3 -c 'import triton; print(\"triton\", triton.__version__)'" ;;
     flabwd)      # fwd+bwd of every family, FLA's backward on the unpacked newer Triton (tritonkit)
-      stage flabwd "PYTHONPATH=/tmp/triton-kit:\$PYTHONPATH python3 bench/bench_linear_attention.py \
+      stage flabwd "PYTHONPATH=/tmp/triton-kit:\$PYTHONPATH \
+        TRITON_PTXAS_BLACKWELL_PATH=/tmp/triton-kit/triton/backends/nvidia/bin/ptxas \
+        python3 bench/bench_linear_attention.py \
         --cases fwd+bwd --reps 10" ;;
     cuseqlens)
       stage cuseqlens "python3 -m pytest tests/numerics/test_cu_seqlens_safety.py -q -rs \

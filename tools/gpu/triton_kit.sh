@@ -10,7 +10,9 @@
 # CUPTI profiler libraries, Blackwell's ptxas, instrumentation test libraries) and the
 # shared libraries lose their static symbol tables (strip --strip-unneeded keeps the
 # dynamic ones): ~54 MB as .kit/triton/triton.tar.xz, one run's carry. Stage `tritonkit`
-# unpacks it into /tmp/triton-kit; stage `flabwd` puts that first on PYTHONPATH.
+# unpacks it into /tmp/triton-kit; stage `flabwd` puts that first on PYTHONPATH and points
+# TRITON_PTXAS_BLACKWELL_PATH (what Triton 3.9 runs for sm_90 and newer) at the kept
+# ptxas, which compiles sm_90a (measured: FLA's GDN backward ran on the H200 that way).
 set -euo pipefail
 VERSION="${1:-3.9.0}"
 ROOT=$(git rev-parse --show-toplevel)
