@@ -1,0 +1,222 @@
+"""ptxas's resource usage of the FROST backward kernels: no register spills (sm_90a, no GPU).
+
+The backward's half of frost_resource_test.py (the forward's), split off so that the two
+compile-bound files run in parallel under Bazel: the GDN states / values / chain / grads
+kernels, the chain variants (pipelined, warpgroup MMA), the wgmma grads kernel and the
+vector-gate grads kernel, each through frost_cubin_report.compile_bwd_cubin and
+cuobjdump --dump-resource-usage. A draft of the grads kernel's cp.async load phase kept a
+32-byte stack frame for the element-wise copy of a transposed A operand (replaced by
+ldmatrix.trans); the vector-gate grads kernel spilled up to v1.4. Skips where cuobjdump or
+CuTe DSL is absent.
+"""
+import collections
+import os
+import sys
+import tempfile
+
+import pytest
+
+pytest.importorskip("cutlass", reason="nvidia-cutlass-dsl (CuTe DSL) is not installed")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import frost_cubin_report as report  # noqa: E402
+
+pytestmark = pytest.mark.skipif(report.tool("CUOBJDUMP", "cuobjdump") is None,
+                                reason="cuobjdump not found (set CUOBJDUMP)")
+
+
+BWD_CASES = [  # (stage, K, V, io, grouped q/k heads, forward checkpoints): GDN
+    ("states", 128, 128, "bfloat16", False, False), ("chain", 128, 128, "bfloat16", False, False),
+    ("grads", 128, 128, "bfloat16", False, False), ("grads", 128, 128, "float16", True, False),
+    ("grads", 64, 64, "bfloat16", True, False), ("values", 128, 128, "bfloat16", False, True),
+    ("grads", 128, 128, "float16", False, True),  # fp16 dq/dk staged by stmatrix (grouped heads: fp32, element-wise)
+]
+
+
+@pytest.mark.parametrize("case", BWD_CASES, ids=lambda c: f"gdn-{c[0]}-K{c[1]}V{c[2]}-{c[3]}-grouped{int(c[4])}")
+def test_backward_no_spills(case):
+    """The GDN backward kernels (the vector-gate grads kernel: test_vector_gate_grads_no_spills)."""
+    from cudnn.linear_attention.frost.kernels.bwd_config import FrostBwdConfig
+    from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
+
+    stage, K, V, io, grouped, ckpt = case
+    H = 2 if grouped else 4
+    f = FrostFwdConfig(io, "float32", H, H, 4, K, V, False, False, False, True, True, False)
+    cfg = FrostBwdConfig(f, stage, "float32", "float32", checkpoints=ckpt)
+    with tempfile.TemporaryDirectory() as tmp:
+        usage = report.resource_usage(report.compile_bwd_cubin(cfg, tmp))
+    print(f"gdn {stage} K={K} V={V} {io} grouped={grouped}: {usage}")
+    assert usage["LOCAL"] == 0 and usage["STACK"] == 0, usage
+    assert usage["REG"] <= 255, usage
+
+
+PIPELINED_CHAIN_CASES = [  # (K, V, io, grouped q/k heads, l2norm, initial state, d_final_state, forward U)
+    (128, 128, "bfloat16", False, True, True, "float32", False),   # recompute path
+    (128, 128, "bfloat16", False, False, False, None, True),       # training [U] path (the bench's)
+    (64, 64, "float16", True, False, True, "bfloat16", True),
+    (128, 64, "bfloat16", False, True, False, "float32", False),
+    (128, 128, "float16", True, True, True, "bfloat16", False),    # fp16 io, grouped, l2norm
+]
+
+
+@pytest.mark.parametrize("case", PIPELINED_CHAIN_CASES,
+                         ids=lambda c: f"gdn-chain-pipelined-K{c[0]}V{c[1]}-{c[2]}-grouped{int(c[3])}-U{int(c[7])}")
+def test_pipelined_chain_no_spills(case):
+    """The pipelined chain (bwd_chain_pipelined.py) holds dS^T, dR^T and the prep's
+    temporaries in the same phases: no local memory or stack (with dO^T held in registers
+    from dU to the update it compiled to 255 registers and an 8-byte stack; it re-reads
+    dO^T from its shared copy now) and its shared-memory plan fits."""
+    from cudnn.linear_attention.frost.kernels import bwd_chain_pipelined
+    from cudnn.linear_attention.frost.kernels import bwd_chain_schedule as sched
+    from cudnn.linear_attention.frost.kernels.bwd_config import FrostBwdConfig
+    from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
+    from cudnn.linear_attention.frost.kernels.fwd_v1 import SMEM_LIMIT, smem_bytes
+
+    K, V, io, grouped, l2, h0, dht, values = case
+    H = 2 if grouped else 4
+    f = FrostFwdConfig(io, "float32" if h0 else None, H, H, 4, K, V, False, False, False, l2, h0, False)
+    cfg = FrostBwdConfig(f, "chain", dht, "float32" if h0 else None, forward_values=values, chain_pipeline=True)
+    assert smem_bytes(f, bwd_chain_pipelined.smem_plan) <= SMEM_LIMIT
+    with tempfile.TemporaryDirectory() as tmp:
+        cubin = report.compile_bwd_cubin(cfg, tmp)
+        usage = report.resource_usage(cubin)
+        # the CTA barriers ptxas kept: the protocol's (bwd_chain_schedule), no more, no less
+        bars = None
+        if report.tool("NVDISASM", "nvdisasm") is not None:
+            bars = sum("BAR.SYNC" in ins for ins in report.sass_instructions(cubin))
+    print(f"gdn pipelined chain K={K} V={V} {io} grouped={grouped} U={values}: {usage} barriers={bars}")
+    assert usage["LOCAL"] == 0 and usage["STACK"] == 0, usage
+    assert usage["REG"] <= 255, usage
+    assert bars in (None, sched.PROLOGUE_BARRIERS + len(sched.PHASES)), bars
+
+
+# the pipelined chain's configs plus K = 64 / V = 128 (one warpgroup's K-wide update at N = C)
+WGMMA_CHAIN_CASES = PIPELINED_CHAIN_CASES + [(64, 128, "bfloat16", False, True, False, "float32", True)]
+
+
+@pytest.mark.parametrize("case", WGMMA_CHAIN_CASES,
+                         ids=lambda c: f"gdn-chain-wgmma-K{c[0]}V{c[1]}-{c[2]}-grouped{int(c[3])}-U{int(c[7])}")
+def test_wgmma_chain_no_spills(case):
+    """The wgmma chain (bwd_chain_wgmma.py) over WGMMA_CHAIN_CASES: no local
+    memory or stack, its SW128 plan fits, and (with nvdisasm) exactly the warpgroup MMAs
+    of its two products per chunk: dU^T (C / 16 + K / 16 of m64nC) and the dS^T update
+    (2 C / 16 of m64nK); ptxas neither duplicates nor drops one."""
+    import collections
+
+    from cudnn.linear_attention.frost.kernels import bwd_chain_wgmma
+    from cudnn.linear_attention.frost.kernels.bwd_config import FrostBwdConfig
+    from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
+    from cudnn.linear_attention.frost.kernels.fwd_v1 import CHUNK, SMEM_LIMIT, smem_bytes
+
+    K, V, io, grouped, l2, h0, dht, values = case
+    H = 2 if grouped else 4
+    f = FrostFwdConfig(io, "float32" if h0 else None, H, H, 4, K, V, False, False, False, l2, h0, False)
+    cfg = FrostBwdConfig(f, "chain", dht, "float32" if h0 else None, forward_values=values, chain_wgmma=True)
+    assert smem_bytes(f, bwd_chain_wgmma.smem_plan) <= SMEM_LIMIT
+    with tempfile.TemporaryDirectory() as tmp:
+        cubin = report.compile_bwd_cubin(cfg, tmp)
+        usage = report.resource_usage(cubin)
+        ops = None
+        if report.tool("NVDISASM", "nvdisasm") is not None:
+            ops = collections.Counter(i.split()[0] for i in report.sass_instructions(cubin))
+    print(f"gdn wgmma chain K={K} V={V} {io} grouped={grouped} U={values}: {usage} "
+          f"{None if ops is None else {k: v for k, v in ops.items() if 'MMA' in k or k.startswith('LDSM')}}")
+    assert usage["LOCAL"] == 0 and usage["STACK"] == 0, usage
+    assert usage["REG"] <= 255, usage
+    if ops is not None:
+        kb = CHUNK // 16
+        want = collections.Counter({f"HGMMA.64x{CHUNK}x16.F32.BF16": kb + K // 16})
+        want[f"HGMMA.64x{K}x16.F32.BF16"] += 2 * kb  # the same instruction where K = C
+        assert {k: v for k, v in ops.items() if k.startswith("HGMMA")} == dict(want), ops
+
+
+# (K, V, io, grouped q/k heads, l2norm, forward checkpoints): the bench's config on the
+# recompute and checkpoint paths, fp16 io (dO converted in its swizzled tile), grouped
+# heads (fp32 dq/dk staging), and every head-dim pair (K = 64: the SW64 S / dS tiles)
+WGMMA_GRADS_CASES = [
+    (128, 128, "bfloat16", False, False, False), (128, 128, "bfloat16", False, False, True),
+    (128, 128, "float16", True, True, False), (64, 64, "float16", True, False, False),
+    (64, 64, "bfloat16", False, True, True), (128, 64, "bfloat16", False, True, False),
+    (64, 128, "bfloat16", True, False, True),
+]
+
+
+@pytest.mark.parametrize("case", WGMMA_GRADS_CASES,
+                         ids=lambda c: f"gdn-grads-wgmma-K{c[0]}V{c[1]}-{c[2]}-grouped{int(c[3])}-ckpt{int(c[5])}")
+def test_wgmma_grads_no_spills(case):
+    """The wgmma grads kernel (bwd_grads_wgmma.py) over WGMMA_GRADS_CASES: no local memory
+    or stack, its plan fits, and (with nvdisasm) exactly the warpgroup MMAs of its three
+    state products per item: 3 V / 16 of m64n(K/2)k16 in one unserialised group; ptxas
+    neither duplicates nor drops one, and no per-warp mma.sync of the products is left (the score tiles' and score
+    adjoints' HMMA only: the default kernel's count less 3 (V / 16) (K / 16) per warp)."""
+    import collections
+
+    from cudnn.linear_attention.frost.kernels import bwd_grads_wgmma
+    from cudnn.linear_attention.frost.kernels.bwd_config import FrostBwdConfig
+    from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
+    from cudnn.linear_attention.frost.kernels.fwd_v1 import SMEM_LIMIT, smem_bytes
+
+    K, V, io, grouped, l2, ckpt = case
+    H = 2 if grouped else 4
+    f = FrostFwdConfig(io, None, H, H, 4, K, V, False, False, False, l2, False, False)
+    plain = FrostBwdConfig(f, "grads", None, None, checkpoints=ckpt)
+    cfg = FrostBwdConfig(f, "grads", None, None, checkpoints=ckpt, grads_wgmma=True)
+    assert smem_bytes(f, bwd_grads_wgmma.smem_plan) <= SMEM_LIMIT
+    ops = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        cubin = report.compile_bwd_cubin(cfg, tmp)
+        usage = report.resource_usage(cubin)
+        if report.tool("NVDISASM", "nvdisasm") is not None:
+            sass = report.sass_instructions(cubin)
+            ops["wgmma"] = collections.Counter(i.split()[0] for i in sass)
+            # one group, issued back to back: a single scoreboard release and a single wait
+            # (ptxas serialising the wgmma would put a wait behind each one)
+            assert sum(i.startswith("HGMMA") and "gsb0" in i for i in sass) == 1, sass
+            assert sum(i.startswith("WARPGROUP.DEPBAR") for i in sass) == 1, sass
+    if ops:
+        with tempfile.TemporaryDirectory() as tmp:
+            ops["mma"] = collections.Counter(i.split()[0] for i in
+                                             report.sass_instructions(report.compile_bwd_cubin(plain, tmp)))
+    print(f"gdn wgmma grads K={K} V={V} {io} grouped={grouped} ckpt={ckpt}: {usage} "
+          f"{ {k: {o: n for o, n in c.items() if 'MMA' in o or o.startswith('LDSM')} for k, c in ops.items()} }")
+    assert usage["LOCAL"] == 0 and usage["STACK"] == 0, usage
+    assert usage["REG"] <= 255, usage
+    if ops:
+        hgmma = {k: v for k, v in ops["wgmma"].items() if k.startswith("HGMMA")}
+        assert hgmma == {f"HGMMA.64x{K // 2}x16.F32.BF16": 3 * V // 16}, ops["wgmma"]
+        hmma = "HMMA.16816.F32.BF16"
+        assert ops["wgmma"][hmma] == ops["mma"][hmma] - 3 * (V // 16) * (K // 16), ops
+
+
+VEC_GRADS_CASES = [  # (family, K, V, io, grouped q/k heads): the three that spilled up to v1.4
+    ("kda", 128, 128, "bfloat16", False), ("gdn2", 128, 64, "bfloat16", False), ("kda", 64, 64, "float16", True),
+]
+
+
+@pytest.mark.parametrize("wide", [False, True], ids=["v16-loads", "wide-loads"])
+@pytest.mark.parametrize("case", VEC_GRADS_CASES,
+                         ids=lambda c: f"{c[0]}-grads-K{c[1]}V{c[2]}-{c[3]}-grouped{int(c[4])}")
+def test_vector_gate_grads_no_spills(case, wide):
+    """The vector-gate grads kernel (bwd_grads_vec.py): up to v1.4 it kept a 424-632 byte
+    stack frame, all of it in the score-adjoint region, where exact_diagonal's 16-step sum
+    was unrolled for each of the 32 accumulator elements; as a loop it fits in registers.
+    With vec_wide_loads (v1.7) too: the decayed B operands' ldmatrix once pushed KDA to
+    255 registers and a 16-byte stack frame (kb's loads hoisted above q's MMAs)."""
+    from cudnn.linear_attention.frost.kernels.bwd_config import FrostBwdConfig
+    from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
+
+    family, K, V, io, grouped = case
+    per_beta = family == "gdn2"
+    H = 2 if grouped else 4
+    f = FrostFwdConfig(io, "float32", H, H, 4, K, V, True, per_beta, per_beta, True, True, False,
+                       gate_align16=True)
+    cfg = FrostBwdConfig(f, "grads", "float32", "float32", vec_wide_loads=wide)
+    with tempfile.TemporaryDirectory() as tmp:
+        usage = report.resource_usage(report.compile_bwd_cubin(cfg, tmp))
+    print(f"{family} grads K={K} V={V} {io} grouped={grouped} wide={wide}: {usage}")
+    assert usage["LOCAL"] == 0 and usage["STACK"] == 0, usage
+    assert usage["REG"] <= 255, usage
+
+
+if __name__ == "__main__":
+    raise SystemExit(pytest.main([__file__, "-q"]))
