@@ -1,4 +1,4 @@
-"""L0: every FROST forward v0/v1 kernel variant cross-compiles for sm_90a (no GPU needed).
+"""L0: the FROST forward v0/v1 kernels cross-compile for sm_90a (no GPU needed).
 
 v0 (the test-only SIMT oracle, frost_fwd_v0.py) and v1 (v2's base class) are no product
 kernels: they are built as the test and bench tooling builds them (frost_fwd_experiments.py).
@@ -23,7 +23,9 @@ from cudnn.linear_attention.frost.kernels.fwd import compile_fwd  # noqa: E402
 
 from frost_variants import GROUPED, V1_VARIANTS, VARIANTS, vid as _vid, with_algorithm as _with  # noqa: E402
 
-COMPILES = [("v0", i) for i in range(len(VARIANTS))] + [("v1", i) for i in V1_VARIANTS]
+# Neither is a product kernel any more, so neither needs the whole matrix (v2 compiles all
+# 96 variants): both build the subset the tooling runs, every family and head-dim pair.
+COMPILES = [(a, i) for a in ("v0", "v1") for i in V1_VARIANTS]
 
 
 @pytest.mark.parametrize("algorithm,variant", COMPILES, ids=[f"{a}-{_vid(i)}" for a, i in COMPILES])
