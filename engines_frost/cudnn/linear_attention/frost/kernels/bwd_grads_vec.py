@@ -36,6 +36,7 @@ from cutlass import BFloat16, Float32, Int32
 from cudnn.linear_attention.frost.kernels.bwd_config import FrostBwdConfig
 from cudnn.linear_attention.frost.kernels.bwd_grads import ROW_SUMS, THREADS, WARPS, FrostBwdGrads, _tv
 from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
+from cudnn.linear_attention.frost.kernels.decay_ptx import LOG2_E, ex2, ffma, split_bf16x2
 from cudnn.linear_attention.frost.kernels.seq_bounds import sequence_bounds
 from cudnn.linear_attention.frost.kernels.wgmma_fragments import check_b_quads, check_c_pairs
 from cudnn.linear_attention.frost.kernels.fwd_v1 import (
@@ -356,6 +357,9 @@ class FrostBwdGradsVec(FrostBwdGrads):
         else:
             hi = thr.make_fragment_B(part)
         lo = thr.make_fragment_B(part)
+        if cutlass.const_expr(self.bcfg.vec_fast_decay):
+            self.decay_split_fast(s, hi, lo, part, crd, hc, blk, ref, kind, wide)
+            return hi, lo
         for e in cutlass.range_constexpr(cute.size(hi)):
             d = hc * DN + crd[e][0]
             row = blk * SUB + crd[e][1]
@@ -373,6 +377,42 @@ class FrostBwdGradsVec(FrostBwdGrads):
             hi[e] = y
             lo[e] = (x - y.to(Float32)).to(BFloat16)
         return hi, lo
+
+    @cute.jit
+    def decay_split_fast(self, s, hi, lo, part, crd, hc, blk, ref, kind: cutlass.Constexpr, wide: cutlass.Constexpr):
+        """decayed_b's element loop with FrostBwdConfig.vec_fast_decay: the exponent as one
+        FFMA, G_row (+-log2 e) + (-+log2 e) G_ref, with the reference gate scaled once per
+        channel (a lane's fragment values come in groups of four of one channel:
+        check_b_quads), then ex2; the hi + lo split of a register's two values by packed
+        conversions (decay_ptx.split_bf16x2: the same bf16 values as the scalar path).
+        Only the exponent's rounding differs from decayed_b's FADD then FMUL
+        (frost_bwd_precision's fused_exponent models it)."""
+        s_g = s.g
+        DN = self.cfg.K // 2
+        check_b_quads(_tv(warp_mma().tv_layout_B_tiled), 16)
+        hi32 = cute.recast_tensor(hi, Int32)
+        lo32 = cute.recast_tensor(lo, Int32)
+        # k: e^(G_ref - G_s) = 2^(-L G_s + L G_ref); q, kb: e^(G_t - G_ref) = 2^(L G_t - L G_ref)
+        slope = Float32(-LOG2_E) if cutlass.const_expr(kind == "k") else Float32(LOG2_E)
+        base = Float32(0.0)
+        x = [Float32(0.0), Float32(0.0)]
+        for e in cutlass.range_constexpr(cute.size(hi)):
+            d = hc * DN + crd[e][0]
+            row = blk * SUB + crd[e][1]
+            if cutlass.const_expr(e % 4 == 0):
+                base = s_g[ref, d] * (-slope)
+            if cutlass.const_expr(wide):
+                xe = hi[e].to(Float32)
+            else:
+                xe = part[e].to(Float32)
+            xe = xe * ex2(ffma(s_g[row, d], slope, base))
+            if cutlass.const_expr(kind == "kb"):
+                xe = xe * self.beta_at(s, row, d)
+            x[e % 2] = xe
+            if cutlass.const_expr(e % 2 == 1):
+                hw, lw = split_bf16x2(x[0], x[1])
+                hi32[e // 2] = hw
+                lo32[e // 2] = lw
 
     # ------------------------------------------------------------------ score adjoints
     @cute.jit
