@@ -38,6 +38,17 @@ def ex2(a, *, loc=None, ip=None) -> Float32:
 
 
 @dsl_user_op
+def unpack_bf16x2(word, *, loc=None, ip=None):
+    """The two bf16 halves of a 32-bit word as fp32 (low half first): one shift and one
+    mask (the DSL's element conversion extracts the high half first: a third instruction)."""
+    w = Int32(word).ir_value(loc=loc, ip=ip)
+    pair = llvm.StructType.get_literal([T.f32(), T.f32()])
+    res = _asm(pair, [w], "shl.b32 $0, $2, 16;\n\tand.b32 $1, $2, 0xffff0000;", "=f,=f,r")
+    return (Float32(llvm.extractvalue(T.f32(), res, [0], loc=loc, ip=ip)),
+            Float32(llvm.extractvalue(T.f32(), res, [1], loc=loc, ip=ip)))
+
+
+@dsl_user_op
 def split_bf16x2(x0, x1, *, loc=None, ip=None):
     """(hi, lo) as two 32-bit words of bf16 pairs (element 0 in the low half, as an MMA
     operand register holds fragment values 2 i, 2 i + 1): hi = bf16(x), lo = bf16(x - hi),
