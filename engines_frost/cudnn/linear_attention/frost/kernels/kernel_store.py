@@ -65,7 +65,8 @@ _log = logging.getLogger("cudnn.linear_attention.frost")
 KEYED_SOURCES = ("bwd_abi.py", "bwd_chain.py", "bwd_chain_pipelined.py", "bwd_chain_schedule.py",
                  "bwd_chain_wgmma.py", "bwd_compile.py", "bwd_config.py", "bwd_grads.py", "bwd_grads_vec.py",
                  "bwd_grads_wgmma.py", "bwd_states.py", "bwd_values.py",
-                 "checkpoints.py", "checkpoints_dsl.py", "compile_kernel.py", "config.py", "decay_ptx.py", "decode_compile.py",
+                 "checkpoints.py", "checkpoints_dsl.py", "compile_kernel.py", "config.py", "decay_ptx.py",
+                 "decode_compile.py",
                  "decode_config.py", "decode_kernel.py", "fragment_stores.py", "fwd_v1.py", "fwd_v2.py",
                  "fwd_v3.py", "gmem_vector_io.py", "gmem_views.py", "launch_abi.py", "seq_bounds.py", "stmatrix_map.py",
                  "wgmma_fragments.py")
