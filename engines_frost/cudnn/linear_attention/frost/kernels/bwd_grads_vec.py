@@ -357,8 +357,9 @@ class FrostBwdGradsVec(FrostBwdGrads):
         crd = thr.partition_B(cute.make_identity_tensor((DN, SUB)))
         # vec_wide_loads: the undecayed operand by ldmatrix.x4.trans (channels contiguous, as
         # S in the products) straight into hi, converted in place, so no third fragment is
-        # live. Not for kb: with q's and kb's loads both wide, ptxas hoists kb's above q's
-        # MMAs and KDA reaches 255 registers and a 16-byte stack frame.
+        # live. Not for kb unless vec_fast_decay: with q's and kb's loads both wide, ptxas
+        # hoists kb's above q's MMAs and KDA reaches 255 registers and a 16-byte stack
+        # frame; decay_split_fast's shorter loop leaves room (KDA 230 registers, no stack).
         wide = cutlass.const_expr(self.bcfg.vec_wide_loads and self.ldmatrix
                                   and (kind != "kb" or self.bcfg.vec_fast_decay))
         if cutlass.const_expr(wide):
@@ -401,7 +402,8 @@ class FrostBwdGradsVec(FrostBwdGrads):
         check_b_quads), then ex2; the hi + lo split of a register's two values by packed
         conversions (decay_ptx.split_bf16x2: the same bf16 values as the scalar path).
         Only the exponent's rounding differs from decayed_b's FADD then FMUL
-        (frost_bwd_precision's fused_exponent models it)."""
+        (frost_bwd_precision's exponent="fused" models it). kb's operand comes wide here
+        too, and with b32 (GDN-2) b at the same fragment positions."""
         s_g = s.g
         DN = self.cfg.K // 2
         check_b_quads(_tv(warp_mma().tv_layout_B_tiled), 16)
