@@ -293,6 +293,28 @@ def test_chain_variant_comes_from_the_environment(family, monkeypatch):
             FrostBwdConfig(fwd=serial.fwd, stage="chain", dht_dtype=None, dh0_dtype=None, chain_pipeline=True)
 
 
+
+@pytest.mark.parametrize("family", ["gdn", "kda", "gdn2"])
+def test_fast_decay_is_off_unless_asked(family, monkeypatch):
+    """FROST_BWD_VEC_DECAY=1 (bwd.USE_VEC_DECAY, read at import) sets vec_fast_decay for
+    vector gates only, and with_stage keeps it for the grads kernel alone; off by default."""
+    from cudnn.linear_attention.frost.kernels import bwd
+
+    off, _, _ = _check(_operands(family=family), family)
+    assert not off.vec_fast_decay or bwd.USE_VEC_DECAY
+    monkeypatch.setattr(bwd, "USE_VEC_DECAY", False)
+    off, _, _ = _check(_operands(family=family), family)
+    monkeypatch.setattr(bwd, "USE_VEC_DECAY", True)
+    on, _, _ = _check(_operands(family=family), family)
+    assert on.vec_fast_decay == (family != "gdn") and not off.vec_fast_decay
+    for stage in on.stages:
+        changed = stage == "grads" and family != "gdn"
+        assert on.with_stage(stage).vec_fast_decay == changed
+        assert (on.with_stage(stage) != off.with_stage(stage)) == changed
+    with pytest.raises(ValueError, match="vec_fast_decay must be a bool"):
+        FrostBwdConfig(fwd=on.fwd, stage="grads", dht_dtype=None, dh0_dtype=None, vec_fast_decay=1)
+
+
 if __name__ == "__main__":
     raise SystemExit(pytest.main([__file__, "-q"]))
 

@@ -193,15 +193,17 @@ VEC_GRADS_CASES = [  # (family, K, V, io, grouped q/k heads): the three that spi
 ]
 
 
-@pytest.mark.parametrize("wide", [False, True], ids=["v16-loads", "wide-loads"])
+@pytest.mark.parametrize("wide, fast", [(False, False), (True, False), (True, True)],
+                         ids=["v16-loads", "wide-loads", "wide-fast-decay"])
 @pytest.mark.parametrize("case", VEC_GRADS_CASES,
                          ids=lambda c: f"{c[0]}-grads-K{c[1]}V{c[2]}-{c[3]}-grouped{int(c[4])}")
-def test_vector_gate_grads_no_spills(case, wide):
+def test_vector_gate_grads_no_spills(case, wide, fast):
     """The vector-gate grads kernel (bwd_grads_vec.py): up to v1.4 it kept a 424-632 byte
     stack frame, all of it in the score-adjoint region, where exact_diagonal's 16-step sum
     was unrolled for each of the 32 accumulator elements; as a loop it fits in registers.
     With vec_wide_loads (v1.7) too: the decayed B operands' ldmatrix once pushed KDA to
-    255 registers and a 16-byte stack frame (kb's loads hoisted above q's MMAs)."""
+    255 registers and a 16-byte stack frame (kb's loads hoisted above q's MMAs). With
+    vec_fast_decay (v1.9) as well: the fused exponent and packed hi + lo conversions."""
     from cudnn.linear_attention.frost.kernels.bwd_config import FrostBwdConfig
     from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
 
@@ -210,10 +212,10 @@ def test_vector_gate_grads_no_spills(case, wide):
     H = 2 if grouped else 4
     f = FrostFwdConfig(io, "float32", H, H, 4, K, V, True, per_beta, per_beta, True, True, False,
                        gate_align16=True)
-    cfg = FrostBwdConfig(f, "grads", "float32", "float32", vec_wide_loads=wide)
+    cfg = FrostBwdConfig(f, "grads", "float32", "float32", vec_wide_loads=wide, vec_fast_decay=fast)
     with tempfile.TemporaryDirectory() as tmp:
         usage = report.resource_usage(report.compile_bwd_cubin(cfg, tmp))
-    print(f"{family} grads K={K} V={V} {io} grouped={grouped} wide={wide}: {usage}")
+    print(f"{family} grads K={K} V={V} {io} grouped={grouped} wide={wide} fast={fast}: {usage}")
     assert usage["LOCAL"] == 0 and usage["STACK"] == 0, usage
     assert usage["REG"] <= 255, usage
 

@@ -29,6 +29,10 @@ USE_STMATRIX = os.environ.get("FROST_BWD_STMATRIX", "1") != "0"
 # NOTES_bwd.md "v1.7 vector-gate grads": KDA fwd+bwd -1.5 to -2 % on the H200, the
 # gradients as before); FROST_BWD_VEC_WIDE=0 selects the 2-byte loads for an A/B run.
 USE_VEC_WIDE = os.environ.get("FROST_BWD_VEC_WIDE", "1") != "0"
+# FROST_BWD_VEC_DECAY=1: the vector-gate grads kernel's decayed operands with the fused
+# exponent and packed hi + lo conversions (FrostBwdConfig.vec_fast_decay, NOTES_bwd.md
+# "v1.9 vector-gate grads"; off by default until measured on a GPU).
+USE_VEC_DECAY = os.environ.get("FROST_BWD_VEC_DECAY", "0") == "1"
 # FROST_BWD_CHAIN=pipelined selects the chain kernel that runs the next chunk's prep beside
 # this chunk's chain (FrostBwdConfig.chain_pipeline, scalar gates; NOTES_bwd.md v1.6),
 # =wgmma the one with dU and the dS update on warpgroup MMA (FrostBwdConfig.chain_wgmma,
@@ -194,6 +198,7 @@ def check_bwd_operands(*, q, k, v, g, beta, w, cu_seqlens, dO, initial_state, d_
         dh0_dtype=None if d_initial_state is None else _dtype_name(d_initial_state),
         checkpoints=with_checkpoints, forward_values=with_values, grads_ctas=_sm_count(device),
         stmatrix=USE_STMATRIX, vec_wide_loads=USE_VEC_WIDE and f.gate_per_channel,
+        vec_fast_decay=USE_VEC_DECAY and f.gate_per_channel,
         chain_pipeline=variant == "pipelined" and not f.gate_per_channel,
         chain_wgmma=variant == "wgmma" and not f.gate_per_channel,
         grads_wgmma=grads_variant() == "wgmma" and not f.gate_per_channel)

@@ -68,6 +68,13 @@ class FrostBwdConfig:
     # ldmatrix.trans. Same values; only the S dS sum's order changes. Off: v1.6's loads.
     # The launcher sets it unless FROST_BWD_VEC_WIDE=0 (bwd.py).
     vec_wide_loads: bool = False
+    # The vector-gate grads kernel builds its decayed score-adjoint operands with fewer
+    # instructions (NOTES_bwd.md "v1.9 vector-gate grads: fused decay exponent"): the
+    # exponent as one FFMA with log2 e folded into the reference gate per channel, the
+    # bf16 hi + lo split by packed conversions. The split is bitwise the same; the
+    # exponent rounds differently (frost_bwd_precision models it). Off by default
+    # (unmeasured on a GPU); FROST_BWD_VEC_DECAY=1 sets it (bwd.py).
+    vec_fast_decay: bool = False
     # The scalar-gate grads kernel runs its three state products (dO S^T, dR S^T, U dS^T)
     # on warpgroup MMA, both operands from swizzled shared tiles, while the warps compute
     # the score tiles (bwd_grads_wgmma.py, NOTES_bwd.md v1.8); scalar gates only. Off: the
@@ -102,6 +109,8 @@ class FrostBwdConfig:
             bad("stmatrix", "a bool")
         if not isinstance(self.vec_wide_loads, bool):
             bad("vec_wide_loads", "a bool")
+        if not isinstance(self.vec_fast_decay, bool):
+            bad("vec_fast_decay", "a bool")
         if self.chain_pipeline and self.fwd.gate_per_channel:
             bad("chain_pipeline", "False for vector gates (no room for a second operand set: NOTES_bwd.md v1.6)")
         if self.chain_wgmma and self.fwd.gate_per_channel:
@@ -121,25 +130,26 @@ class FrostBwdConfig:
         (forward_values stays: it makes chain zero the uncovered gradient rows); grads
         reads U from wherever it comes, so forward_values is off there. chain_pipeline
         and chain_wgmma only change the chain kernel: off for every other stage;
-        vec_wide_loads only the vector-gate grads kernel, grads_wgmma only the scalar-gate
-        grads kernel."""
+        vec_wide_loads and vec_fast_decay only the vector-gate grads kernel, grads_wgmma only
+        the scalar-gate grads kernel."""
         persistent = stage == "grads" and not self.fwd.gate_per_channel
         ctas = self.grads_ctas if persistent else DEFAULT_GRADS_CTAS
         stsm = self.stmatrix if stage == "grads" else True  # only grads stages dq/dk
         wide = self.vec_wide_loads and stage == "grads" and self.fwd.gate_per_channel
         gwg = self.grads_wgmma and persistent
+        fast = self.vec_fast_decay and stage == "grads" and self.fwd.gate_per_channel
         if stage == "chain":
             return dataclasses.replace(self, stage=stage, checkpoints=False, grads_ctas=ctas,
-                                       stmatrix=stsm, vec_wide_loads=wide, grads_wgmma=gwg)
+                                       stmatrix=stsm, vec_wide_loads=wide, vec_fast_decay=fast, grads_wgmma=gwg)
         if stage == "states":
             return dataclasses.replace(self, stage=stage, dht_dtype=None, grads_ctas=ctas,
                                        stmatrix=stsm, chain_pipeline=False, chain_wgmma=False,
-                                       vec_wide_loads=wide, grads_wgmma=gwg)
+                                       vec_wide_loads=wide, vec_fast_decay=fast, grads_wgmma=gwg)
         fwd = dataclasses.replace(self.fwd, has_initial_state=False, state_dtype=None)
         return dataclasses.replace(self, fwd=fwd, stage=stage, dht_dtype=None, dh0_dtype=None,
                                    forward_values=False, grads_ctas=ctas, stmatrix=stsm,
                                    chain_pipeline=False, chain_wgmma=False, vec_wide_loads=wide,
-                                   grads_wgmma=gwg)
+                                   vec_fast_decay=fast, grads_wgmma=gwg)
 
     @property
     def stages(self) -> tuple[str, ...]:

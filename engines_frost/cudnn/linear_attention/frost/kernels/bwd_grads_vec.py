@@ -36,6 +36,7 @@ from cutlass import BFloat16, Float32, Int32
 from cudnn.linear_attention.frost.kernels.bwd_config import FrostBwdConfig
 from cudnn.linear_attention.frost.kernels.bwd_grads import ROW_SUMS, THREADS, WARPS, FrostBwdGrads, _tv
 from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
+from cudnn.linear_attention.frost.kernels.decay_ptx import LOG2_E, ex2, ffma, split_bf16x2, unpack_bf16x2
 from cudnn.linear_attention.frost.kernels.seq_bounds import sequence_bounds
 from cudnn.linear_attention.frost.kernels.wgmma_fragments import check_b_quads, check_c_pairs
 from cudnn.linear_attention.frost.kernels.fwd_v1 import (
@@ -123,6 +124,14 @@ def allocate(c: FrostFwdConfig) -> SimpleNamespace:
     for name, dtype, shape, stride in keep:
         setattr(s, name, smem.allocate_tensor(_DTYPES[dtype], cute.make_layout(shape, stride=stride), 16))
     return s
+
+
+def _check_in_order(layout) -> None:
+    """Raises ValueError unless a register fragment's layout maps its i-th value to offset i
+    (decay_split_fast writes bf16 pairs as 32-bit words of the same storage)."""
+    for i in range(cute.size(layout)):
+        if cute.crd2idx(i, layout) != i:
+            raise ValueError(f"fragment layout {layout} is not compact in order")
 
 
 class FrostBwdGradsVec(FrostBwdGrads):
@@ -348,14 +357,24 @@ class FrostBwdGradsVec(FrostBwdGrads):
         crd = thr.partition_B(cute.make_identity_tensor((DN, SUB)))
         # vec_wide_loads: the undecayed operand by ldmatrix.x4.trans (channels contiguous, as
         # S in the products) straight into hi, converted in place, so no third fragment is
-        # live. Not for kb: with q's and kb's loads both wide, ptxas hoists kb's above q's
-        # MMAs and KDA reaches 255 registers and a 16-byte stack frame.
-        wide = cutlass.const_expr(self.bcfg.vec_wide_loads and self.ldmatrix and kind != "kb")
+        # live. Not for kb unless vec_fast_decay: with q's and kb's loads both wide, ptxas
+        # hoists kb's above q's MMAs and KDA reaches 255 registers and a 16-byte stack
+        # frame; decay_split_fast's shorter loop leaves room (KDA 230 registers, no stack).
+        wide = cutlass.const_expr(self.bcfg.vec_wide_loads and self.ldmatrix
+                                  and (kind != "kb" or self.bcfg.vec_fast_decay))
         if cutlass.const_expr(wide):
             hi = self.operand_mn(thr, lane, tile)
         else:
             hi = thr.make_fragment_B(part)
         lo = thr.make_fragment_B(part)
+        if cutlass.const_expr(self.bcfg.vec_fast_decay):
+            b32 = None
+            if cutlass.const_expr(wide and kind == "kb" and self.cfg.beta_per_channel):
+                # GDN-2's b at the same fragment positions, by ldmatrix like k-hat
+                btile = cute.local_tile(cute.make_tensor(s.bst.iterator, layout), (DN, SUB), (hc, blk))
+                b32 = cute.recast_tensor(self.operand_mn(thr, lane, btile), Int32)
+            self.decay_split_fast(s, hi, lo, part, crd, hc, blk, ref, kind, wide, b32)
+            return hi, lo
         for e in cutlass.range_constexpr(cute.size(hi)):
             d = hc * DN + crd[e][0]
             row = blk * SUB + crd[e][1]
@@ -373,6 +392,57 @@ class FrostBwdGradsVec(FrostBwdGrads):
             hi[e] = y
             lo[e] = (x - y.to(Float32)).to(BFloat16)
         return hi, lo
+
+    @cute.jit
+    def decay_split_fast(self, s, hi, lo, part, crd, hc, blk, ref, kind: cutlass.Constexpr, wide: cutlass.Constexpr,
+                         b32):
+        """decayed_b's element loop with FrostBwdConfig.vec_fast_decay: the exponent as one
+        FFMA, G_row (+-log2 e) + (-+log2 e) G_ref, with the reference gate scaled once per
+        channel (a lane's fragment values come in groups of four of one channel:
+        check_b_quads), then ex2; the hi + lo split of a register's two values by packed
+        conversions (decay_ptx.split_bf16x2: the same bf16 values as the scalar path).
+        Only the exponent's rounding differs from decayed_b's FADD then FMUL
+        (frost_bwd_precision's exponent="fused" models it). kb's operand comes wide here
+        too, and with b32 (GDN-2) b at the same fragment positions."""
+        s_g = s.g
+        DN = self.cfg.K // 2
+        check_b_quads(_tv(warp_mma().tv_layout_B_tiled), 16)
+        hi32 = cute.recast_tensor(hi, Int32)
+        lo32 = cute.recast_tensor(lo, Int32)
+        # word i of hi32 / lo32 must hold fragment values 2 i (low half) and 2 i + 1: both
+        # layouts map their i-th value to offset i (checked while tracing)
+        for frag in (hi, lo, hi32, lo32):
+            _check_in_order(frag.layout)
+        # k: e^(G_ref - G_s) = 2^(-L G_s + L G_ref); q, kb: e^(G_t - G_ref) = 2^(L G_t - L G_ref)
+        slope = Float32(-LOG2_E) if cutlass.const_expr(kind == "k") else Float32(LOG2_E)
+        base = Float32(0.0)
+        pair = None
+        bpair = None
+        x = [Float32(0.0), Float32(0.0)]
+        for e in cutlass.range_constexpr(cute.size(hi)):
+            d = hc * DN + crd[e][0]
+            row = blk * SUB + crd[e][1]
+            if cutlass.const_expr(e % 4 == 0):
+                base = s_g[ref, d] * (-slope)
+            if cutlass.const_expr(wide):
+                if cutlass.const_expr(e % 2 == 0):
+                    pair = unpack_bf16x2(hi32[e // 2])
+                xe = pair[e % 2]
+            else:
+                xe = part[e].to(Float32)
+            xe = xe * ex2(ffma(s_g[row, d], slope, base))
+            if cutlass.const_expr(kind == "kb"):
+                if cutlass.const_expr(b32 is not None):
+                    if cutlass.const_expr(e % 2 == 0):
+                        bpair = unpack_bf16x2(b32[e // 2])
+                    xe = xe * bpair[e % 2]
+                else:
+                    xe = xe * self.beta_at(s, row, d)
+            x[e % 2] = xe
+            if cutlass.const_expr(e % 2 == 1):
+                hw, lw = split_bf16x2(x[0], x[1])
+                hi32[e // 2] = hw
+                lo32[e // 2] = lw
 
     # ------------------------------------------------------------------ score adjoints
     @cute.jit

@@ -65,7 +65,8 @@ _log = logging.getLogger("cudnn.linear_attention.frost")
 KEYED_SOURCES = ("bwd_abi.py", "bwd_chain.py", "bwd_chain_pipelined.py", "bwd_chain_schedule.py",
                  "bwd_chain_wgmma.py", "bwd_compile.py", "bwd_config.py", "bwd_grads.py", "bwd_grads_vec.py",
                  "bwd_grads_wgmma.py", "bwd_states.py", "bwd_values.py",
-                 "checkpoints.py", "checkpoints_dsl.py", "compile_kernel.py", "config.py", "decode_compile.py",
+                 "checkpoints.py", "checkpoints_dsl.py", "compile_kernel.py", "config.py", "decay_ptx.py",
+                 "decode_compile.py",
                  "decode_config.py", "decode_kernel.py", "fragment_stores.py", "fwd_v1.py", "fwd_v2.py",
                  "fwd_v3.py", "gmem_vector_io.py", "gmem_views.py", "launch_abi.py", "seq_bounds.py", "stmatrix_map.py",
                  "wgmma_fragments.py")
@@ -91,7 +92,8 @@ def describe(cfg) -> str:
         return (f"bwd-{cfg.stage} {describe(cfg.fwd)} dht={cfg.dht_dtype or '-'} "
                 f"dh0={cfg.dh0_dtype or '-'}{' ckpt' if cfg.checkpoints else ''}"
                 f"{' U' if cfg.forward_values else ''}{'' if cfg.stmatrix else ' no-stmatrix'}"
-                f"{' vec-wide' if cfg.vec_wide_loads else ''}")
+                f"{' vec-wide' if cfg.vec_wide_loads else ''}"
+                f"{' vec-fast-decay' if getattr(cfg, 'vec_fast_decay', False) else ''}")
     if hasattr(cfg, "block_v"):  # decode_config.FrostDecodeConfig
         flags = "".join(s for on, s in ((cfg.use_l2norm, " l2"), (cfg.has_pool, " pool"),
                                          (cfg.safe_gate, " safe"), (cfg.beta_sigmoid, " sig"),
