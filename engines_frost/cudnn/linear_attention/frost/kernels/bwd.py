@@ -37,10 +37,16 @@ USE_VEC_DECAY = os.environ.get("FROST_BWD_VEC_DECAY", "0") == "1"
 # this chunk's chain (FrostBwdConfig.chain_pipeline, scalar gates; NOTES_bwd.md v1.6),
 # =wgmma the one with dU and the dS update on warpgroup MMA (FrostBwdConfig.chain_wgmma,
 # scalar gates; v1.7), =serial the per-warp mma.sync chain. Unset: wgmma for scalar gates
-# (faster on the H200: NOTES_bwd.md "v1.7 and v1.8 on the H200"), serial for vector
-# gates (the only chain they have). Read on every call.
+# (faster on the H200: NOTES_bwd.md "v1.7 and v1.8 on the H200"); vector gates follow
+# FROST_BWD_CHAIN_VEC instead (below). Read on every call.
 CHAIN_ENV = "FROST_BWD_CHAIN"
 CHAIN_VARIANTS = ("serial", "pipelined", "wgmma")
+# FROST_BWD_CHAIN_VEC=wgmma puts the vector-gate (KDA, GDN-2) chain on the wgmma chain
+# kernel too (FrostBwdConfig.chain_wgmma; NOTES_bwd.md v1.9, not yet run on a GPU);
+# =serial or unset: the serial chain, their default. Scalar gates ignore it (their chain
+# is FROST_BWD_CHAIN's), vector gates ignore FROST_BWD_CHAIN. Read on every call.
+CHAIN_VEC_ENV = "FROST_BWD_CHAIN_VEC"
+CHAIN_VEC_VARIANTS = ("serial", "wgmma")
 # FROST_BWD_GRADS=wgmma selects the grads kernel with its state products on warpgroup MMA
 # (FrostBwdConfig.grads_wgmma, scalar gates; NOTES_bwd.md v1.8; vector gates ignore it),
 # =mma the per-warp mma.sync products. Unset: wgmma (faster on the H200). Read on every
@@ -191,7 +197,8 @@ def check_bwd_operands(*, q, k, v, g, beta, w, cu_seqlens, dO, initial_state, d_
         _check_grad("values", values, (T, HO, f.V), ("bfloat16",), device)
     with_checkpoints = state_checkpoints is not None
     with_values = values is not None
-    variant = chain_variant()
+    scalar_chain, vector_chain = chain_variant(), chain_vec_variant()  # both checked on every call
+    variant = vector_chain if f.gate_per_channel else scalar_chain
     cfg = FrostBwdConfig(
         fwd=f, stage="chain" if with_values else "values" if with_checkpoints else "states",
         dht_dtype=None if d_final_state is None else _dtype_name(d_final_state),
@@ -200,17 +207,26 @@ def check_bwd_operands(*, q, k, v, g, beta, w, cu_seqlens, dO, initial_state, d_
         stmatrix=USE_STMATRIX, vec_wide_loads=USE_VEC_WIDE and f.gate_per_channel,
         vec_fast_decay=USE_VEC_DECAY and f.gate_per_channel,
         chain_pipeline=variant == "pipelined" and not f.gate_per_channel,
-        chain_wgmma=variant == "wgmma" and not f.gate_per_channel,
+        chain_wgmma=variant == "wgmma",
         grads_wgmma=grads_variant() == "wgmma" and not f.gate_per_channel)
     return cfg, T, N
 
 
 def chain_variant() -> str:
-    """The chain kernel FROST_BWD_CHAIN asks for (CHAIN_VARIANTS; unset: wgmma, which
-    vector gates replace by serial where the config is built)."""
+    """The scalar-gate chain kernel FROST_BWD_CHAIN asks for (CHAIN_VARIANTS; unset:
+    wgmma). Vector gates take theirs from FROST_BWD_CHAIN_VEC (chain_vec_variant)."""
     name = os.environ.get(CHAIN_ENV, "").strip() or "wgmma"
     if name not in CHAIN_VARIANTS:
         raise ValueError(f"{CHAIN_ENV} must be one of {CHAIN_VARIANTS}, got {name!r}")
+    return name
+
+
+def chain_vec_variant() -> str:
+    """The vector-gate chain kernel FROST_BWD_CHAIN_VEC asks for (CHAIN_VEC_VARIANTS;
+    unset: serial)."""
+    name = os.environ.get(CHAIN_VEC_ENV, "").strip() or "serial"
+    if name not in CHAIN_VEC_VARIANTS:
+        raise ValueError(f"{CHAIN_VEC_ENV} must be one of {CHAIN_VEC_VARIANTS}, got {name!r}")
     return name
 
 

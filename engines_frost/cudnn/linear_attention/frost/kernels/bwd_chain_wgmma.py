@@ -36,7 +36,16 @@ swizzle) and fence the generic proxy against the async proxy before their barrie
 Rows, operands, Gram, inverses, prefetch and the dR stores are the serial chain's code.
 The sums are the serial chain's terms in another order inside a k16 step (the tensor
 core's, not mma.sync's) and, for dU, P's blocks before KD's over all four blocks at once:
-gradients match the serial chain within fp32 rounding, not bitwise. Scalar gates only.
+gradients match the serial chain within fp32 rounding, not bitwise.
+
+Vector gates (KDA, GDN-2; NOTES_bwd.md v1.9) run the same class: their per-channel decays
+live inside the operand tiles (QA^T, -KBA^T, KD carry e^Gam per channel and token, made by
+the serial operand stage) and in e^Gam_last per channel (chain_decay, on the registers),
+so the four B operands are plain [C, K] / [K, C] bf16 tiles as for GDN. What differs is
+only around the products: the vector Gram (KE, X, qr, kbr tables and the exact diagonal
+fallback, whose P^T stores go through the same store_gram), dO^T staged from global
+memory in the rows stage (no raw dO slot), and at K = 128 no room for the dR store
+buffers (dR leaves element-wise, as in the serial vector chain).
 """
 from __future__ import annotations
 
@@ -59,9 +68,8 @@ WGMMA_B = ("pt", "kd", "qat", "kbat")
 
 def smem_plan(c: FrostFwdConfig):
     """The serial chain's plan with P^T [C, C], KD [C, K], QA^T and -KBA^T [K, C] as SW128
-    tiles, first (1024-byte aligned without padding), then the per-warp dR buffers."""
-    if c.gate_per_channel:
-        raise ValueError("the wgmma chain serves scalar gates only (NOTES_bwd.md v1.7)")
+    tiles, first (1024-byte aligned without padding), then the per-warp dR buffers where
+    they fit (every scalar-gate plan; vector gates at K = 64 only)."""
     base = _base_plan(c)
     tiles = [(name, "bf16", shape, SW128) for name, _, shape, _ in base if name in WGMMA_B]
     assert len(tiles) == len(WGMMA_B), base

@@ -58,8 +58,9 @@ class FrostBwdConfig:
     chain_pipeline: bool = False
     # The chain kernel runs dU^T and the dS^T update on warpgroup MMA (wgmma, B operands
     # from SW128 shared tiles), the back substitution per warp (bwd_chain_wgmma.py,
-    # NOTES_bwd.md v1.7); scalar gates only. Off: the serial chain. The launcher sets it
-    # for scalar gates unless FROST_BWD_CHAIN says otherwise (bwd.py).
+    # NOTES_bwd.md v1.7; vector gates: "v1.9 vector-gate chain on warpgroup MMA"). Off: the
+    # serial chain. The launcher sets it for scalar gates unless FROST_BWD_CHAIN says
+    # otherwise, for vector gates only under FROST_BWD_CHAIN_VEC=wgmma (bwd.py).
     chain_wgmma: bool = False
     # The vector-gate grads kernel (bwd_grads_vec.py) reads its shared bf16 operands with
     # wide loads instead of one 2-byte load per element (NOTES_bwd.md "v1.7 vector-gate
@@ -113,8 +114,8 @@ class FrostBwdConfig:
             bad("vec_fast_decay", "a bool")
         if self.chain_pipeline and self.fwd.gate_per_channel:
             bad("chain_pipeline", "False for vector gates (no room for a second operand set: NOTES_bwd.md v1.6)")
-        if self.chain_wgmma and self.fwd.gate_per_channel:
-            bad("chain_wgmma", "False for vector gates (the wgmma chain serves scalar gates: NOTES_bwd.md v1.7)")
+        if not isinstance(self.chain_wgmma, bool):
+            bad("chain_wgmma", "a bool")
         if not isinstance(self.grads_wgmma, bool):
             bad("grads_wgmma", "a bool")
         if self.grads_wgmma and self.fwd.gate_per_channel:
