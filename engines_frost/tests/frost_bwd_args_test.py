@@ -263,9 +263,13 @@ def test_chain_variant_comes_from_the_environment(family, monkeypatch):
     gates have no room for its second operand set), =wgmma the wgmma chain (scalar gates
     too), each changing the chain kernel's config alone; "serial" is the serial chain;
     unset is the wgmma chain for scalar gates and the serial one for vector gates;
-    anything else is refused by name."""
-    from cudnn.linear_attention.frost.kernels.bwd import CHAIN_ENV
+    anything else is refused by name. FROST_BWD_CHAIN_VEC=wgmma selects the wgmma chain
+    for vector gates (scalar gates ignore it), changing their chain config alone."""
+    import dataclasses
 
+    from cudnn.linear_attention.frost.kernels.bwd import CHAIN_ENV, CHAIN_VEC_ENV
+
+    monkeypatch.delenv(CHAIN_VEC_ENV, raising=False)
     monkeypatch.setenv(CHAIN_ENV, "serial")
     serial, _, _ = _check(_operands(family=family), family)
     assert not serial.chain_wgmma and not serial.chain_pipeline
@@ -288,6 +292,18 @@ def test_chain_variant_comes_from_the_environment(family, monkeypatch):
     monkeypatch.setenv(CHAIN_ENV, "fast")
     with pytest.raises(ValueError, match="FROST_BWD_CHAIN must be one of"):
         _check(_operands(family=family), family)
+    monkeypatch.delenv(CHAIN_ENV, raising=False)
+    for value in ("wgmma", "serial", "fast"):  # the vector-gate switch: vector gates only
+        monkeypatch.setenv(CHAIN_VEC_ENV, value)
+        if value == "fast":
+            with pytest.raises(ValueError, match="FROST_BWD_CHAIN_VEC must be one of"):
+                _check(_operands(family=family), family)
+            continue
+        got, _, _ = _check(_operands(family=family), family)
+        assert got == (unset if family == "gdn" or value == "serial" else dataclasses.replace(unset, chain_wgmma=True))
+        for stage in ("states", "grads"):
+            assert got.with_stage(stage) == unset.with_stage(stage)
+    monkeypatch.delenv(CHAIN_VEC_ENV, raising=False)
     if family != "gdn":
         with pytest.raises(ValueError, match="chain_pipeline must be False for vector gates"):
             FrostBwdConfig(fwd=serial.fwd, stage="chain", dht_dtype=None, dh0_dtype=None, chain_pipeline=True)

@@ -80,31 +80,36 @@ def test_pipelined_chain_compiles_through_the_engine_entry(forward_values):
 
 
 @pytest.mark.parametrize("dims", [(128, 128), (128, 64), (64, 128), (64, 64)])
-def test_wgmma_chain_plan(dims):
-    """GDN's wgmma chain: its four B operands are unpadded SW128 tiles in the orientation
-    the serial chain stores them (the reduction index contiguous), first in the plan, and
-    the plan fits with the dR store buffers; vector gates refuse it."""
+@pytest.mark.parametrize("family", ["gdn", "kda", "gdn2"])
+def test_wgmma_chain_plan(dims, family):
+    """The wgmma chain: its four B operands are unpadded SW128 tiles in the orientation the
+    serial chain stores them (the reduction index contiguous), first in the plan, and the
+    plan fits, smaller than the serial one (no row padding in the four tiles). The dR
+    store buffers: every plan but the vector gates' at K = V = 128 (GDN-2 at K = 128 /
+    V = 64 gains them: the serial plan has no room, the unpadded tiles make it)."""
     from cudnn.linear_attention.frost.kernels import bwd_chain, bwd_chain_wgmma
     from cudnn.linear_attention.frost.kernels.fwd_v1 import SMEM_LIMIT, SW128, smem_bytes
     from cudnn.linear_attention.frost.kernels.gmem_vector_io import has_warp_buffers
 
-    f = _cfg("gdn", "chain", *dims).fwd
+    f = _cfg(family, "chain", *dims).fwd
     plan = bwd_chain_wgmma.smem_plan(f)
     serial = {name: shape for name, _, shape, _ in bwd_chain.smem_plan(f)}
     tiles = [(name, shape) for name, _, shape, stride in plan if stride == SW128]
     assert tiles == [(name, serial[name]) for name in serial if name in bwd_chain_wgmma.WGMMA_B]
     assert [name for name, _, _, _ in plan[:len(tiles)]] == [name for name, _ in tiles]
     assert {name for name, _, _, _ in plan} - {"wbuf"} == set(serial) - {"wbuf"}
-    assert smem_bytes(f, bwd_chain_wgmma.smem_plan) <= smem_bytes(f, bwd_chain.smem_plan) <= SMEM_LIMIT
-    assert has_warp_buffers(plan)
-    with pytest.raises(ValueError, match="scalar gates only"):
-        bwd_chain_wgmma.smem_plan(_cfg("kda", "chain", *dims).fwd)
+    staged = has_warp_buffers(plan)
+    assert staged >= bwd_chain.staged_stores(f)
+    if staged == bwd_chain.staged_stores(f):
+        assert smem_bytes(f, bwd_chain_wgmma.smem_plan) < smem_bytes(f, bwd_chain.smem_plan)
+    assert smem_bytes(f, bwd_chain_wgmma.smem_plan) <= SMEM_LIMIT
+    assert staged == (family == "gdn" or dims != (128, 128)), (family, dims, staged)
 
 
 @pytest.mark.parametrize("forward_values", [False, True])
 def test_wgmma_chain_compiles_through_the_engine_entry(forward_values):
     """compile_bwd (the launcher's entry) picks the wgmma class from the config, and the
-    config refuses it beside the pipelined chain or with vector gates."""
+    config refuses it beside the pipelined chain (vector gates take it: test below)."""
     import dataclasses
 
     from cudnn.linear_attention.frost.kernels.bwd_chain_wgmma import FrostBwdChainWgmma
@@ -117,8 +122,26 @@ def test_wgmma_chain_compiles_through_the_engine_entry(forward_values):
         assert not cfg.with_stage(stage).chain_wgmma
     with pytest.raises(ValueError, match="one chain variant at a time"):
         dataclasses.replace(cfg, chain_pipeline=True)
-    with pytest.raises(ValueError, match="chain_wgmma must be False for vector gates"):
-        dataclasses.replace(_cfg("kda", "chain"), chain_wgmma=True)
+    assert callable(compile_bwd(cfg, "sm_90a", ffi="cute"))
+
+
+@pytest.mark.parametrize("family, dims", [("kda", (128, 128)), ("gdn2", (128, 64))])
+def test_vector_wgmma_chain_compiles_through_the_engine_entry(family, dims):
+    """Vector gates: the config takes chain_wgmma (FROST_BWD_CHAIN_VEC=wgmma), the chain
+    stage alone keeps it, compile_bwd builds the wgmma class; the pipelined chain stays
+    refused for them."""
+    import dataclasses
+
+    from cudnn.linear_attention.frost.kernels.bwd_chain_wgmma import FrostBwdChainWgmma
+    from cudnn.linear_attention.frost.kernels.bwd_compile import bwd_kernel_for
+
+    cfg = dataclasses.replace(_cfg(family, "chain", *dims), chain_wgmma=True)
+    assert bwd_kernel_for(cfg) is FrostBwdChainWgmma
+    for stage in ("states", "grads"):
+        assert not cfg.with_stage(stage).chain_wgmma
+    assert cfg.with_stage("chain").chain_wgmma
+    with pytest.raises(ValueError, match="chain_pipeline must be False for vector gates"):
+        dataclasses.replace(cfg, chain_wgmma=False, chain_pipeline=True)
     assert callable(compile_bwd(cfg, "sm_90a", ffi="cute"))
 
 

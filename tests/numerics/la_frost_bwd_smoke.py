@@ -3,6 +3,7 @@
     python3 tests/numerics/la_frost_bwd_smoke.py [--family gdn] [--jobs 16] [--no-time]
                                                  [--no-checkpoints] [--no-values]
                                                  [--chain serial|pipelined|wgmma|both|wgmma-both]
+                                                 [--chain-vec serial|wgmma|wgmma-both]
                                                  [--grads mma|wgmma|wgmma-both]
 
 1. Precompiles every kernel the run needs in parallel processes into a kernel store
@@ -33,13 +34,17 @@
    checkpoints and U (fwd[ckpt+U]), the backward from them (bwd[U] = chain + grads) and
    fwd+bwd[U].
 4. --chain (FROST_BWD_CHAIN for the whole run; default: the environment's, else the launcher's: wgmma)
-   picks the chain kernel (NOTES_bwd.md v1.6, v1.7; scalar gates only, KDA / GDN-2 always
-   run the serial one). ``both`` runs everything on the pipelined chain, adds a [chains]
+   picks the chain kernel (NOTES_bwd.md v1.6, v1.7; scalar gates only: KDA / GDN-2 follow
+   --chain-vec). ``both`` runs everything on the pipelined chain, adds a [chains]
    check per GDN case (recompute path: every gradient bitwise the serial chain's) and times
    bwd[chain] with the serial chain too. ``wgmma-both`` does the same for the wgmma chain,
    whose sums run in another order: its [chains] check bounds every gradient's difference
    from the serial chain's (||diff|| / ||serial||, tests.reference.compare.rel_err) by
    CHAIN_ROUNDING_BOUND instead.
+   --chain-vec (FROST_BWD_CHAIN_VEC; default: the environment's, else the launcher's:
+   serial) picks the KDA / GDN-2 chain kernel (NOTES_bwd.md v1.9): ``wgmma`` the wgmma
+   chain, ``wgmma-both`` that on every vector-gate case and path plus the same [chains
+   wgmma] line per KDA / GDN-2 case against the serial chain and TIME bwd[chain, serial].
 5. --grads (FROST_BWD_GRADS for the whole run; default: the environment's, else the launcher's: wgmma) picks
    the grads kernel (NOTES_bwd.md v1.8: ``wgmma`` runs the state products on warpgroup
    MMA; scalar gates only, KDA / GDN-2 always run theirs). ``wgmma-both`` runs everything
@@ -446,14 +451,16 @@ def env_set(var: str, value: str):
             os.environ[var] = old
 
 
-def chain_variant(name: str):
-    """FROST_BWD_CHAIN=name inside the block."""
-    from cudnn.linear_attention.frost.kernels.bwd import CHAIN_ENV
+def chain_variant(name: str, family: str = "gdn"):
+    """The chain switch of `family` = name inside the block: FROST_BWD_CHAIN for scalar
+    gates, FROST_BWD_CHAIN_VEC for vector gates (the launcher reads one per family)."""
+    from cudnn.linear_attention.frost.kernels.bwd import CHAIN_ENV, CHAIN_VEC_ENV
 
-    return env_set(CHAIN_ENV, name)
+    return env_set(CHAIN_ENV if family == "gdn" else CHAIN_VEC_ENV, name)
 
 
-# --chain: the variant a compare run puts everything on (checked against the serial chain)
+# --chain / --chain-vec: the variant a compare run puts everything on (checked against the
+# serial chain)
 CHAIN_COMPARE = {"both": "pipelined", "wgmma-both": "wgmma"}
 # wgmma chain vs serial chain, per gradient: the same terms summed in another order in fp32,
 # then through bf16 dS checkpoints and dR rows (a rounding flip there is 2^-8 of an element)
@@ -516,7 +523,7 @@ def check_case_chains(case: Case, family: str, variant: str = "pipelined") -> tu
     cfg, x, dO, dht = make_case(case, family, "cuda")
     got = {}
     for name in ("serial", variant):
-        with chain_variant(name):
+        with chain_variant(name, family):
             got[name] = grads_buffers(x, "cuda")
             run_bwd(x, dO, dht, case.l2norm, got[name])
     torch.cuda.synchronize()
@@ -573,7 +580,7 @@ def time_family(family: str, reps: int = 20, checkpoints: bool = True, values: b
         ms = timed(lambda s=stage: run_bwd(x, dO, None, False, out, ws, stages=(s,)))
         lines.append(f"TIME {family} bwd[{stage}] {ms:.3f} ms")
     if chain_compare:
-        with chain_variant("serial"):
+        with chain_variant("serial", family):
             ms = timed(lambda: run_bwd(x, dO, None, False, out, ws, stages=("chain",)))
         lines.append(f"TIME {family} bwd[chain, serial] {ms:.3f} ms")
     if grads_compare:
@@ -630,6 +637,8 @@ def main() -> int:
                          "(a machine without a GPU; the DSL's own calling convention)")
     ap.add_argument("--chain", choices=("serial", "pipelined", "wgmma", "both", "wgmma-both"),
                     help="the chain kernel (FROST_BWD_CHAIN; module docstring, step 4)")
+    ap.add_argument("--chain-vec", choices=("serial", "wgmma", "wgmma-both"),
+                    help="the KDA / GDN-2 chain kernel (FROST_BWD_CHAIN_VEC; module docstring, step 4)")
     ap.add_argument("--grads", choices=("mma", "wgmma", "wgmma-both"),
                     help="the grads kernel (FROST_BWD_GRADS; module docstring, step 5)")
     args = ap.parse_args()
@@ -639,6 +648,12 @@ def main() -> int:
         from cudnn.linear_attention.frost.kernels.bwd import CHAIN_ENV
 
         os.environ[CHAIN_ENV] = compare or args.chain
+    vcompare = CHAIN_COMPARE.get(args.chain_vec)  # the same for the vector-gate chain
+    if args.chain_vec:
+        from cudnn.linear_attention.frost.kernels.bwd import CHAIN_VEC_ENV
+
+        os.environ[CHAIN_VEC_ENV] = vcompare or args.chain_vec
+    chain_compare = {fam: compare if fam == "gdn" else vcompare for fam in FAMILIES}
     gcompare = GRADS_COMPARE.get(args.grads)  # the grads variant checked against mma.sync, or None
     if args.grads:
         from cudnn.linear_attention.frost.kernels.bwd import GRADS_ENV
@@ -659,11 +674,12 @@ def main() -> int:
             cfgs += configs_of(timing, fam, checkpoints=True, values=True) if with_u else []
     if args.matrix:
         cfgs += matrix_configs(families)
-    if compare:  # the serial chain of every GDN case and of the timing shape
-        with chain_variant("serial"):
-            cases = [c for c in cases_for("gdn", args.only)] if "gdn" in families else []
-            cases += [Case("bench", (4096,) * 8, 16, 16, 128, 128)] if not args.no_time and "gdn" in families else []
-            cfgs += [c for case in cases for c in configs_of(case, "gdn")]
+    for fam in families:  # the serial chain of every compared case and of the timing shape
+        if chain_compare[fam]:
+            with chain_variant("serial", fam):
+                cases = list(cases_for(fam, args.only))
+                cases += [Case("bench", (4096,) * 8, 16, 16, 128, 128)] if not args.no_time else []
+                cfgs += [c for case in cases for c in configs_of(case, fam)]
     if gcompare:  # the mma.sync grads kernel of every GDN case and of the timing shape
         with grads_variant("mma"):
             cases = [c for c in cases_for("gdn", args.only)] if "gdn" in families else []
@@ -705,10 +721,10 @@ def main() -> int:
                     ok, line = False, f"FAIL {fam} {case.name}[ckpt+U]: {type(e).__name__}: {str(e)[:300]}"
                 failures += not ok
                 print(line, flush=True)
-            if compare and fam == "gdn":
+            if chain_compare[fam]:
                 runs += 1
                 try:
-                    ok, line = check_case_chains(case, fam, compare)
+                    ok, line = check_case_chains(case, fam, chain_compare[fam])
                 except Exception as e:
                     ok, line = False, f"FAIL {fam} {case.name}[chains]: {type(e).__name__}: {str(e)[:300]}"
                 failures += not ok
@@ -723,7 +739,7 @@ def main() -> int:
                 print(line, flush=True)
         if not args.no_time:
             for line in time_family(fam, checkpoints=ckpt, values=with_u,
-                                    chain_compare=bool(compare) and fam == "gdn",
+                                    chain_compare=bool(chain_compare[fam]),
                                     grads_compare=bool(gcompare) and fam == "gdn"):
                 print(line, flush=True)
     print(f"SUMMARY {runs - failures} passed, {failures} failed", flush=True)

@@ -93,7 +93,9 @@ def describe(cfg) -> str:
                 f"dh0={cfg.dh0_dtype or '-'}{' ckpt' if cfg.checkpoints else ''}"
                 f"{' U' if cfg.forward_values else ''}{'' if cfg.stmatrix else ' no-stmatrix'}"
                 f"{' vec-wide' if cfg.vec_wide_loads else ''}"
-                f"{' vec-fast-decay' if getattr(cfg, 'vec_fast_decay', False) else ''}")
+                f"{' vec-fast-decay' if getattr(cfg, 'vec_fast_decay', False) else ''}"
+                f"{' pipelined' if cfg.chain_pipeline else ''}"
+                f"{' wgmma' if cfg.chain_wgmma or cfg.grads_wgmma else ''}")
     if hasattr(cfg, "block_v"):  # decode_config.FrostDecodeConfig
         flags = "".join(s for on, s in ((cfg.use_l2norm, " l2"), (cfg.has_pool, " pool"),
                                          (cfg.safe_gate, " safe"), (cfg.beta_sigmoid, " sig"),
