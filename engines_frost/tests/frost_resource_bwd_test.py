@@ -130,6 +130,60 @@ def test_wgmma_chain_no_spills(case):
         assert {k: v for k, v in ops.items() if k.startswith("HGMMA")} == dict(want), ops
 
 
+# (family, K, V, io, grouped q/k heads, l2norm, initial state, d_final_state, forward U,
+# gates 16-byte aligned): the bench's [U] path, the heaviest rows stage (l2norm, initial
+# and final state, fp16), grouped heads, a gate at a 4-byte address, GDN-2's K != V (at
+# K = 128 / V = 64 the only vector plan with the dR store buffers at K = 128)
+VECTOR_WGMMA_CHAIN_CASES = [
+    ("kda", 128, 128, "bfloat16", False, False, False, None, True, True),
+    ("kda", 128, 128, "float16", True, True, True, "float32", False, False),
+    ("kda", 64, 64, "float16", True, True, True, "float32", False, True),
+    ("gdn2", 128, 64, "bfloat16", False, False, False, None, True, True),
+    ("gdn2", 128, 128, "bfloat16", True, True, True, "float32", False, True),
+    ("gdn2", 64, 128, "float16", False, True, True, "bfloat16", False, False),
+]
+
+
+@pytest.mark.parametrize("case", VECTOR_WGMMA_CHAIN_CASES,
+                         ids=lambda c: f"{c[0]}-chain-wgmma-K{c[1]}V{c[2]}-{c[3]}-grouped{int(c[4])}-U{int(c[8])}")
+def test_vector_wgmma_chain_no_spills(case):
+    """The wgmma chain with vector gates (FROST_BWD_CHAIN_VEC=wgmma) over
+    VECTOR_WGMMA_CHAIN_CASES: no local memory or stack, its plan fits, the same warpgroup
+    MMAs per chunk as for GDN (dU^T: C / 16 + K / 16 of m64nC, the update: 2 C / 16 of
+    m64nK) and only the Gram's and the dR solve's mma.sync left (the serial chain's dU and
+    update HMMA all gone: 264 -> 52 at K = 128)."""
+    from cudnn.linear_attention.frost.kernels import bwd_chain_wgmma
+    from cudnn.linear_attention.frost.kernels.bwd_config import FrostBwdConfig
+    from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
+    from cudnn.linear_attention.frost.kernels.fwd_v1 import CHUNK, SMEM_LIMIT, smem_bytes
+
+    family, K, V, io, grouped, l2, h0, dht, values, align = case
+    H = 2 if grouped else 4
+    per_beta = family == "gdn2"
+    f = FrostFwdConfig(io, "float32" if h0 else None, H, H, 4, K, V, True, per_beta, per_beta, l2, h0, False,
+                       gate_align16=align)
+    cfg = FrostBwdConfig(f, "chain", dht, "float32" if h0 else None, forward_values=values, chain_wgmma=True)
+    assert smem_bytes(f, bwd_chain_wgmma.smem_plan) <= SMEM_LIMIT
+    with tempfile.TemporaryDirectory() as tmp:
+        cubin = report.compile_bwd_cubin(cfg, tmp)
+        usage = report.resource_usage(cubin)
+        ops = None
+        if report.tool("NVDISASM", "nvdisasm") is not None:
+            ops = collections.Counter(i.split()[0] for i in report.sass_instructions(cubin))
+    print(f"{family} wgmma chain K={K} V={V} {io} grouped={grouped} U={values}: {usage} "
+          f"{None if ops is None else {k: v for k, v in ops.items() if 'MMA' in k or k.startswith('LDSM')}}")
+    assert usage["LOCAL"] == 0 and usage["STACK"] == 0, usage
+    assert usage["REG"] <= 255, usage
+    if ops is not None:
+        kb = CHUNK // 16
+        want = collections.Counter({f"HGMMA.64x{CHUNK}x16.F32.BF16": kb + K // 16})
+        want[f"HGMMA.64x{K}x16.F32.BF16"] += 2 * kb
+        assert {k: v for k, v in ops.items() if k.startswith("HGMMA")} == dict(want), ops
+        # mma.sync left: the Gram tile body (M and P, two n8 halves per k16: 4 K / 16; one
+        # copy, dispatched at run time) and the dR solve (6 (-M)^T blocks + 4 inverses, 2 each)
+        assert ops["HMMA.16816.F32.BF16"] == 4 * K // 16 + 20, ops
+
+
 # (K, V, io, grouped q/k heads, l2norm, forward checkpoints): the bench's config on the
 # recompute and checkpoint paths, fp16 io (dO converted in its swizzled tile), grouped
 # heads (fp32 dq/dk staging), and every head-dim pair (K = 64: the SW64 S / dS tiles)

@@ -42,9 +42,10 @@
    from the serial chain's (||diff|| / ||serial||, tests.reference.compare.rel_err) by
    CHAIN_ROUNDING_BOUND instead.
    --chain-vec (FROST_BWD_CHAIN_VEC; default: the environment's, else the launcher's:
-   serial) picks the KDA / GDN-2 chain kernel (NOTES_bwd.md v1.9): ``wgmma`` the wgmma
-   chain, ``wgmma-both`` that on every vector-gate case and path plus the same [chains
-   wgmma] line per KDA / GDN-2 case against the serial chain and TIME bwd[chain, serial].
+   serial) picks the KDA / GDN-2 chain kernel (NOTES_bwd.md "Vector-gate chain on
+   warpgroup MMA"): ``wgmma`` the wgmma chain, ``wgmma-both`` that on every vector-gate
+   case and path plus the same [chains wgmma] line per KDA / GDN-2 case against the
+   serial chain and TIME bwd[chain, serial].
 5. --grads (FROST_BWD_GRADS for the whole run; default: the environment's, else the launcher's: wgmma) picks
    the grads kernel (NOTES_bwd.md v1.8: ``wgmma`` runs the state products on warpgroup
    MMA; scalar gates only, KDA / GDN-2 always run theirs). ``wgmma-both`` runs everything

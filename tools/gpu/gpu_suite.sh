@@ -74,6 +74,11 @@
 #              FROST_BWD_GRADS=wgmma, FROST_BWD_VEC_WIDE=1): smoke vs float64 and the default
 #              kernels, op timing of GDN, KDA and GDN-2 fwd+bwd both ways; bwdabchain /
 #              bwdabgrads / bwdabvec / bwdabbench run one of its stages (each fits a 10-minute call)
+#   chainvec   the vector-gate chain on warpgroup MMA (FROST_BWD_CHAIN_VEC=wgmma, off by
+#              default; NOTES_bwd.md "Vector-gate chain on warpgroup MMA"): KDA and GDN-2
+#              smoke vs float64 and vs the serial chain ([chains wgmma] lines, TIME
+#              bwd[chain] and bwd[chain, serial]), then the KDA fwd+bwd op rows both ways;
+#              chainvecsmoke / chainvecbench run one of them
 #   autotune   autotune over the FROST and cuTile plans of gdn / kda (forward, backward):
 #              the faster plan (timed as the bench times it) wins, and a fresh process
 #              reuses the recorded choice (tests/numerics/test_la_autotune_gpu.py)
@@ -297,6 +302,11 @@ for s in "$@"; do
         bench/bench_linear_attention.py --cases 'GDN fwd+bwd' --reps 10 || exit 1; for c in 'KDA fwd+bwd' 'GDN-2 fwd+bwd'; do \
         for w in 0 1; do FROST_BWD_VEC_WIDE=\$w python3 bench/bench_linear_attention.py --cases \"\$c\" --reps 10 \
         || exit 1; done; done" ;;
+    chainvec|chainvecsmoke|chainvecbench)
+      [ "$s" = chainvecbench ] || stage chainvecsmoke "python3 tests/numerics/la_frost_bwd_smoke.py --jobs \$(nproc) \
+        --family kda --family gdn2 --chain-vec wgmma-both"
+      [ "$s" = chainvecsmoke ] || stage chainvecbench "for c in serial wgmma; do FROST_BWD_CHAIN_VEC=\$c python3 \
+        bench/bench_linear_attention.py --cases 'KDA fwd+bwd' --reps 10 || exit 1; done" ;;
     summary)     # FROST span summaries vs float64; context parallelism (one GPU, NCCL, timing)
       export FROST_KERNEL_CACHE="${FROST_KERNEL_CACHE:-$PWD/.frostcache}"
       stage summarybuild "python3 tests/numerics/frost_summary_prebuild.py --jobs \$(nproc)"

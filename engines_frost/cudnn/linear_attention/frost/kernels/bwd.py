@@ -42,9 +42,10 @@ USE_VEC_DECAY = os.environ.get("FROST_BWD_VEC_DECAY", "0") == "1"
 CHAIN_ENV = "FROST_BWD_CHAIN"
 CHAIN_VARIANTS = ("serial", "pipelined", "wgmma")
 # FROST_BWD_CHAIN_VEC=wgmma puts the vector-gate (KDA, GDN-2) chain on the wgmma chain
-# kernel too (FrostBwdConfig.chain_wgmma; NOTES_bwd.md v1.9, not yet run on a GPU);
-# =serial or unset: the serial chain, their default. Scalar gates ignore it (their chain
-# is FROST_BWD_CHAIN's), vector gates ignore FROST_BWD_CHAIN. Read on every call.
+# kernel too (FrostBwdConfig.chain_wgmma; NOTES_bwd.md "Vector-gate chain on warpgroup
+# MMA"; not yet run on a GPU); =serial or unset: the serial chain, their default.
+# Scalar gates ignore it (their chain is FROST_BWD_CHAIN's), vector gates ignore
+# FROST_BWD_CHAIN. Read on every call.
 CHAIN_VEC_ENV = "FROST_BWD_CHAIN_VEC"
 CHAIN_VEC_VARIANTS = ("serial", "wgmma")
 # FROST_BWD_GRADS=wgmma selects the grads kernel with its state products on warpgroup MMA

@@ -38,14 +38,15 @@ The sums are the serial chain's terms in another order inside a k16 step (the te
 core's, not mma.sync's) and, for dU, P's blocks before KD's over all four blocks at once:
 gradients match the serial chain within fp32 rounding, not bitwise.
 
-Vector gates (KDA, GDN-2; NOTES_bwd.md v1.9) run the same class: their per-channel decays
-live inside the operand tiles (QA^T, -KBA^T, KD carry e^Gam per channel and token, made by
-the serial operand stage) and in e^Gam_last per channel (chain_decay, on the registers),
-so the four B operands are plain [C, K] / [K, C] bf16 tiles as for GDN. What differs is
-only around the products: the vector Gram (KE, X, qr, kbr tables and the exact diagonal
-fallback, whose P^T stores go through the same store_gram), dO^T staged from global
-memory in the rows stage (no raw dO slot), and at K = 128 no room for the dR store
-buffers (dR leaves element-wise, as in the serial vector chain).
+Vector gates (KDA, GDN-2; NOTES_bwd.md "Vector-gate chain on warpgroup MMA") run the
+same class: their per-channel decays live inside the operand tiles (QA^T, -KBA^T and KD
+carry e^Gam per channel and token, made by the serial operand stage) and in e^Gam_last
+per channel (chain_decay, on the registers), so the four B operands are plain [C, K] /
+[K, C] bf16 tiles as for GDN. What differs lies around the products: the vector Gram
+(KE, X, qr, kbr tables; the exact diagonal fallback stores P^T through the same
+store_gram), dO^T staged from global memory in the rows stage (no raw dO slot), and at
+K = V = 128 no room for the dR store buffers (dR leaves element-wise, as in the serial
+vector chain).
 """
 from __future__ import annotations
 

@@ -58,7 +58,7 @@ class FrostBwdConfig:
     chain_pipeline: bool = False
     # The chain kernel runs dU^T and the dS^T update on warpgroup MMA (wgmma, B operands
     # from SW128 shared tiles), the back substitution per warp (bwd_chain_wgmma.py,
-    # NOTES_bwd.md v1.7; vector gates: "v1.9 vector-gate chain on warpgroup MMA"). Off: the
+    # NOTES_bwd.md v1.7; vector gates: "Vector-gate chain on warpgroup MMA"). Off: the
     # serial chain. The launcher sets it for scalar gates unless FROST_BWD_CHAIN says
     # otherwise, for vector gates only under FROST_BWD_CHAIN_VEC=wgmma (bwd.py).
     chain_wgmma: bool = False
