@@ -11,7 +11,7 @@ inputs; each time is the median of CUDA-event timings after warm-up, two ways:
 Run on the GPU machine from the repo root (the package installed with `[all]`, FLA
 importable; a candidate whose package is missing reports an error row and the rest run):
   PYTHONPATH=$(python3 tools/pythonpath.py) python3 bench/bench_linear_attention.py
-  [--reps 30] [--cases "GDN fwd"]
+  [--reps 30] [--cases "GDN fwd"] [--impl FROST]
 """
 import argparse
 import math
@@ -261,6 +261,8 @@ def main():
     p.add_argument("--heads", type=int, default=16)
     p.add_argument("--dim", type=int, default=128)
     p.add_argument("--cases", default="", help="only cases whose name contains this text")
+    p.add_argument("--impl", default="", help="only implementations whose name contains this text "
+                   "(e.g. FROST: the A/B runs of a kernel switch, without the peers' compile time)")
     a = p.parse_args()
     print(f"GPU: {torch.cuda.get_device_name()}; {a.seqs} x {a.len} tokens, {a.heads} heads, "
           f"K = V = {a.dim}, bf16; median of {a.reps}")
@@ -271,6 +273,8 @@ def main():
             continue
         inp = make_inputs(a.seqs, a.len, a.heads, a.dim, a.dim, kda)
         for name, fn in candidates:
+            if a.impl not in name:
+                continue
             cells = []
             for inner in (1, BACK_TO_BACK):
                 _inner = inner

@@ -70,10 +70,9 @@
 #              350 kernels in all, so compiling them here wants STAGE_TIMEOUT=1800;
 #              --no-checkpoints in FROST_BWD_SMOKE_ARGS skips both paths in the smoke,
 #              --no-values only the v1.3 one
-#   bwdab      A/B of the backward's off-by-default switches (FROST_BWD_CHAIN=wgmma,
-#              FROST_BWD_GRADS=wgmma, FROST_BWD_VEC_WIDE=1): smoke vs float64 and the default
-#              kernels, op timing of GDN, KDA and GDN-2 fwd+bwd both ways; bwdabchain /
-#              bwdabgrads / bwdabvec / bwdabbench run one of its stages (each fits a 10-minute call)
+#   bwdab      A/B of the backward's off-by-default switches: FROST_BWD_VEC_DECAY=1 against
+#              float64 (KDA, GDN-2; stage bwdabdecay), then the KDA and GDN-2 op rows for
+#              FROST_BWD_VEC_DECAY x FROST_BWD_CHAIN_VEC (stage bwdabbench, FROST columns)
 #   chainvec   the vector-gate chain on warpgroup MMA (FROST_BWD_CHAIN_VEC=wgmma, off by
 #              default; NOTES_bwd.md "Vector-gate chain on warpgroup MMA"): KDA and GDN-2
 #              smoke vs float64 and vs the serial chain ([chains wgmma] lines, TIME
@@ -286,22 +285,18 @@ for s in "$@"; do
         ${FROST_BWD_SMOKE_ARGS:-}"
       stage frostbwdmatrix "python3 -m pytest tests/numerics/test_la_frost_bwd_engines.py -q -s \
         -p no:cacheprovider ${FROST_BWD_MATRIX_ARGS:-}" ;;
-    bwdab|bwdabchain|bwdabgrads|bwdabvec|bwdabbench)
-                 # A/B of the backward's switches that are off by default (NOTES_bwd.md v1.7): the
-                 # wgmma chain against float64 and against the serial chain, then the vector-gate
-                 # grads' wide loads on KDA, then the GDN and KDA op rows with and without them
-                 # (bwdab: all three; bwdabchain / bwdabvec / bwdabbench: one, to fit a call)
-      [ "$s" = bwdab ] || [ "$s" = bwdabchain ] && stage bwdabchain "python3 tests/numerics/la_frost_bwd_smoke.py --jobs \$(nproc) --family gdn \
-        --chain wgmma-both"
-      [ "$s" = bwdab ] || [ "$s" = bwdabgrads ] && stage bwdabgrads "python3 tests/numerics/la_frost_bwd_smoke.py --jobs \$(nproc) \
-        --family gdn --grads wgmma-both"
-      [ "$s" = bwdab ] || [ "$s" = bwdabvec ] && stage bwdabvec "for w in 0 1; do FROST_BWD_VEC_WIDE=\$w python3 tests/numerics/la_frost_bwd_smoke.py \
-        --jobs \$(nproc) --family kda || exit 1; done"
-      [ "$s" = bwdab ] || [ "$s" = bwdabbench ] && stage bwdabbench "for c in serial wgmma; do FROST_BWD_CHAIN=\$c python3 bench/bench_linear_attention.py \
-        --cases 'GDN fwd+bwd' --reps 10 || exit 1; done; FROST_BWD_GRADS=wgmma python3 \
-        bench/bench_linear_attention.py --cases 'GDN fwd+bwd' --reps 10 || exit 1; for c in 'KDA fwd+bwd' 'GDN-2 fwd+bwd'; do \
-        for w in 0 1; do FROST_BWD_VEC_WIDE=\$w python3 bench/bench_linear_attention.py --cases \"\$c\" --reps 10 \
-        || exit 1; done; done" ;;
+    bwdab|bwdabdecay|bwdabbench)
+                 # A/B of the backward's switches that are off by default: the vector-gate grads'
+                 # fused exponent (FROST_BWD_VEC_DECAY=1, NOTES_bwd.md v1.9) against float64 on
+                 # KDA and GDN-2, then the KDA and GDN-2 op rows (FROST columns) with neither, each
+                 # and both of it and the vector-gate wgmma chain (FROST_BWD_CHAIN_VEC=wgmma; its
+                 # own check against float64 and the serial chain: stage chainvecsmoke)
+      [ "$s" = bwdabbench ] || stage bwdabdecay "FROST_BWD_VEC_DECAY=1 python3 tests/numerics/la_frost_bwd_smoke.py \
+        --jobs \$(nproc) --family kda --family gdn2"
+      [ "$s" = bwdabdecay ] || stage bwdabbench "for c in 'KDA fwd+bwd' 'GDN-2 fwd+bwd'; do for d in 0 1; do \
+        for w in serial wgmma; do echo \"== FROST_BWD_VEC_DECAY=\$d FROST_BWD_CHAIN_VEC=\$w\"; FROST_BWD_VEC_DECAY=\$d \
+        FROST_BWD_CHAIN_VEC=\$w python3 bench/bench_linear_attention.py --cases \"\$c\" --impl FROST --reps 10 \
+        || exit 1; done; done; done" ;;
     chainvec|chainvecsmoke|chainvecbench)
       [ "$s" = chainvecbench ] || stage chainvecsmoke "python3 tests/numerics/la_frost_bwd_smoke.py --jobs \$(nproc) \
         --family kda --family gdn2 --chain-vec wgmma-both"
