@@ -101,25 +101,33 @@ def test_wgmma_chain_no_spills(case):
     memory or stack, its SW128 plan fits, and (with nvdisasm) exactly the warpgroup MMAs
     of its two products per chunk: dU^T (C / 16 + K / 16 of m64nC) and the dS^T update
     (2 C / 16 of m64nK); ptxas neither duplicates nor drops one."""
-    import collections
-
-    from cudnn.linear_attention.frost.kernels import bwd_chain_wgmma
     from cudnn.linear_attention.frost.kernels.bwd_config import FrostBwdConfig
     from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
-    from cudnn.linear_attention.frost.kernels.fwd_v1 import CHUNK, SMEM_LIMIT, smem_bytes
 
     K, V, io, grouped, l2, h0, dht, values = case
     H = 2 if grouped else 4
     f = FrostFwdConfig(io, "float32" if h0 else None, H, H, 4, K, V, False, False, False, l2, h0, False)
     cfg = FrostBwdConfig(f, "chain", dht, "float32" if h0 else None, forward_values=values, chain_wgmma=True)
-    assert smem_bytes(f, bwd_chain_wgmma.smem_plan) <= SMEM_LIMIT
+    check_wgmma_chain(cfg, f"gdn wgmma chain K={K} V={V} {io} grouped={grouped} U={values}")
+
+
+def check_wgmma_chain(cfg, label: str):
+    """Compile the wgmma chain for cfg: its plan fits, no local memory or stack, and (with
+    nvdisasm) exactly the warpgroup MMAs of its two products per chunk, dU^T (C / 16 +
+    K / 16 of m64nC) and the dS^T update (2 C / 16 of m64nK). Returns the SASS opcode
+    counts (None without nvdisasm)."""
+    from cudnn.linear_attention.frost.kernels import bwd_chain_wgmma
+    from cudnn.linear_attention.frost.kernels.fwd_v1 import CHUNK, SMEM_LIMIT, smem_bytes
+
+    K = cfg.fwd.K
+    assert smem_bytes(cfg.fwd, bwd_chain_wgmma.smem_plan) <= SMEM_LIMIT
     with tempfile.TemporaryDirectory() as tmp:
         cubin = report.compile_bwd_cubin(cfg, tmp)
         usage = report.resource_usage(cubin)
         ops = None
         if report.tool("NVDISASM", "nvdisasm") is not None:
             ops = collections.Counter(i.split()[0] for i in report.sass_instructions(cubin))
-    print(f"gdn wgmma chain K={K} V={V} {io} grouped={grouped} U={values}: {usage} "
+    print(f"{label}: {usage} "
           f"{None if ops is None else {k: v for k, v in ops.items() if 'MMA' in k or k.startswith('LDSM')}}")
     assert usage["LOCAL"] == 0 and usage["STACK"] == 0, usage
     assert usage["REG"] <= 255, usage
@@ -128,6 +136,7 @@ def test_wgmma_chain_no_spills(case):
         want = collections.Counter({f"HGMMA.64x{CHUNK}x16.F32.BF16": kb + K // 16})
         want[f"HGMMA.64x{K}x16.F32.BF16"] += 2 * kb  # the same instruction where K = C
         assert {k: v for k, v in ops.items() if k.startswith("HGMMA")} == dict(want), ops
+    return ops
 
 
 # (family, K, V, io, grouped q/k heads, l2norm, initial state, d_final_state, forward U,
@@ -152,10 +161,8 @@ def test_vector_wgmma_chain_no_spills(case):
     MMAs per chunk as for GDN (dU^T: C / 16 + K / 16 of m64nC, the update: 2 C / 16 of
     m64nK) and only the Gram's and the dR solve's mma.sync left (the serial chain's dU and
     update HMMA all gone: 264 -> 52 at K = 128)."""
-    from cudnn.linear_attention.frost.kernels import bwd_chain_wgmma
     from cudnn.linear_attention.frost.kernels.bwd_config import FrostBwdConfig
     from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
-    from cudnn.linear_attention.frost.kernels.fwd_v1 import CHUNK, SMEM_LIMIT, smem_bytes
 
     family, K, V, io, grouped, l2, h0, dht, values, align = case
     H = 2 if grouped else 4
@@ -163,22 +170,8 @@ def test_vector_wgmma_chain_no_spills(case):
     f = FrostFwdConfig(io, "float32" if h0 else None, H, H, 4, K, V, True, per_beta, per_beta, l2, h0, False,
                        gate_align16=align)
     cfg = FrostBwdConfig(f, "chain", dht, "float32" if h0 else None, forward_values=values, chain_wgmma=True)
-    assert smem_bytes(f, bwd_chain_wgmma.smem_plan) <= SMEM_LIMIT
-    with tempfile.TemporaryDirectory() as tmp:
-        cubin = report.compile_bwd_cubin(cfg, tmp)
-        usage = report.resource_usage(cubin)
-        ops = None
-        if report.tool("NVDISASM", "nvdisasm") is not None:
-            ops = collections.Counter(i.split()[0] for i in report.sass_instructions(cubin))
-    print(f"{family} wgmma chain K={K} V={V} {io} grouped={grouped} U={values}: {usage} "
-          f"{None if ops is None else {k: v for k, v in ops.items() if 'MMA' in k or k.startswith('LDSM')}}")
-    assert usage["LOCAL"] == 0 and usage["STACK"] == 0, usage
-    assert usage["REG"] <= 255, usage
+    ops = check_wgmma_chain(cfg, f"{family} wgmma chain K={K} V={V} {io} grouped={grouped} U={values}")
     if ops is not None:
-        kb = CHUNK // 16
-        want = collections.Counter({f"HGMMA.64x{CHUNK}x16.F32.BF16": kb + K // 16})
-        want[f"HGMMA.64x{K}x16.F32.BF16"] += 2 * kb
-        assert {k: v for k, v in ops.items() if k.startswith("HGMMA")} == dict(want), ops
         # mma.sync left: the Gram tile body (M and P, two n8 halves per k16: 4 K / 16; one
         # copy, dispatched at run time) and the dR solve (6 (-M)^T blocks + 4 inverses, 2 each)
         assert ops["HMMA.16816.F32.BF16"] == 4 * K // 16 + 20, ops
