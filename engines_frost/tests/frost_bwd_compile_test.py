@@ -164,17 +164,6 @@ def test_chain_states_values_store_through_warp_buffers(dims):
         assert has_warp_buffers(plan(_cfg("gdn", "states", *dims).fwd))
 
 
-@pytest.mark.parametrize("family, kw", [("gdn", {}), ("gdn2", dict(K=128, V=64))])
-def test_grads_compiles_with_elementwise_shared_stores(family, kw):
-    """FrostBwdConfig.stmatrix=False (FROST_BWD_STMATRIX=0): the 2-byte shared stores of
-    dq/dk and the score tiles that v1.6's stmatrix replaced, kept for A/B runs; GDN-2
-    (V = 64) stages dq and dk one after the other."""
-    import dataclasses
-
-    assert callable(compile_bwd(dataclasses.replace(_cfg(family, "grads", **kw), stmatrix=False), "sm_90a",
-                                ffi="cute"))
-
-
 @pytest.mark.parametrize("dims", [(128, 128), (128, 64), (64, 128), (64, 64)])
 @pytest.mark.parametrize("out_bits", [16, 32])
 def test_grads_stages_dq_dk_in_dead_shared_memory(dims, out_bits):

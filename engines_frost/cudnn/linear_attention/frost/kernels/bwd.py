@@ -22,9 +22,6 @@ import threading
 from cudnn.linear_attention.frost.kernels.bwd_config import FrostBwdConfig, checkpoint_rows
 
 _ALIGN = 256  # bytes between workspace regions
-# FROST_BWD_STMATRIX=0: the grads kernel stages dq/dk with element-wise 2-byte shared
-# stores instead of stmatrix (FrostBwdConfig.stmatrix; an A/B switch, a separate config).
-USE_STMATRIX = os.environ.get("FROST_BWD_STMATRIX", "1") != "0"
 # The vector-gate grads kernel's wide shared loads (FrostBwdConfig.vec_wide_loads,
 # NOTES_bwd.md "v1.7 vector-gate grads": KDA fwd+bwd -1.5 to -2 % on the H200, the
 # gradients as before); FROST_BWD_VEC_WIDE=0 selects the 2-byte loads for an A/B run.
@@ -205,7 +202,7 @@ def check_bwd_operands(*, q, k, v, g, beta, w, cu_seqlens, dO, initial_state, d_
         dht_dtype=None if d_final_state is None else _dtype_name(d_final_state),
         dh0_dtype=None if d_initial_state is None else _dtype_name(d_initial_state),
         checkpoints=with_checkpoints, forward_values=with_values, grads_ctas=_sm_count(device),
-        stmatrix=USE_STMATRIX, vec_wide_loads=USE_VEC_WIDE and f.gate_per_channel,
+        vec_wide_loads=USE_VEC_WIDE and f.gate_per_channel,
         vec_fast_decay=USE_VEC_DECAY and f.gate_per_channel,
         chain_pipeline=variant == "pipelined" and not f.gate_per_channel,
         chain_wgmma=variant == "wgmma",

@@ -48,10 +48,6 @@ class FrostBwdConfig:
     # per SM walks the (chunk, head) items; a compile-time constant of that kernel only
     # (with_stage resets it for every other kernel, so they stay shared across devices).
     grads_ctas: int = DEFAULT_GRADS_CTAS
-    # grads stages 16-bit dq/dk tiles in shared memory by stmatrix (one instruction per
-    # 16 x 16 block of a warp's accumulator) instead of one 2-byte store per element; off:
-    # the element-wise stores (an A/B switch: FROST_BWD_STMATRIX=0).
-    stmatrix: bool = True
     # The chain kernel runs the next chunk's state-independent prep (rows, operands, Gram,
     # inverses) in the same barrier phases as this chunk's chain (bwd_chain_pipelined.py,
     # NOTES_bwd.md v1.6); scalar gates only. Off: the serial chain (bwd_chain.py).
@@ -106,8 +102,6 @@ class FrostBwdConfig:
             bad("dh0_dtype", "set exactly when the forward has an initial state")
         if not isinstance(self.grads_ctas, int) or self.grads_ctas < 1:
             bad("grads_ctas", "a positive int (the device's SM count)")
-        if not isinstance(self.stmatrix, bool):
-            bad("stmatrix", "a bool")
         if not isinstance(self.vec_wide_loads, bool):
             bad("vec_wide_loads", "a bool")
         if not isinstance(self.vec_fast_decay, bool):
@@ -135,20 +129,19 @@ class FrostBwdConfig:
         the scalar-gate grads kernel."""
         persistent = stage == "grads" and not self.fwd.gate_per_channel
         ctas = self.grads_ctas if persistent else DEFAULT_GRADS_CTAS
-        stsm = self.stmatrix if stage == "grads" else True  # only grads stages dq/dk
         wide = self.vec_wide_loads and stage == "grads" and self.fwd.gate_per_channel
         gwg = self.grads_wgmma and persistent
         fast = self.vec_fast_decay and stage == "grads" and self.fwd.gate_per_channel
         if stage == "chain":
             return dataclasses.replace(self, stage=stage, checkpoints=False, grads_ctas=ctas,
-                                       stmatrix=stsm, vec_wide_loads=wide, vec_fast_decay=fast, grads_wgmma=gwg)
+                                       vec_wide_loads=wide, vec_fast_decay=fast, grads_wgmma=gwg)
         if stage == "states":
             return dataclasses.replace(self, stage=stage, dht_dtype=None, grads_ctas=ctas,
-                                       stmatrix=stsm, chain_pipeline=False, chain_wgmma=False,
+                                       chain_pipeline=False, chain_wgmma=False,
                                        vec_wide_loads=wide, vec_fast_decay=fast, grads_wgmma=gwg)
         fwd = dataclasses.replace(self.fwd, has_initial_state=False, state_dtype=None)
         return dataclasses.replace(self, fwd=fwd, stage=stage, dht_dtype=None, dh0_dtype=None,
-                                   forward_values=False, grads_ctas=ctas, stmatrix=stsm,
+                                   forward_values=False, grads_ctas=ctas,
                                    chain_pipeline=False, chain_wgmma=False, vec_wide_loads=wide,
                                    vec_fast_decay=fast, grads_wgmma=gwg)
 

@@ -60,6 +60,7 @@ from cudnn.linear_attention.frost.kernels.fwd_v1 import (
     NBLK,
     PAD16,
     SUB,
+    SWIZZLED,
     VEC,
     allocate_smem,
     load_vec,
@@ -100,15 +101,21 @@ def smem_plan(c: FrostFwdConfig):
 STAGED = ("do", "u", "dzp", "dzm")  # the plan's consecutive tensors free once the products end
 
 
-def staging_bytes(c: FrostFwdConfig) -> int:
-    """Bytes of shared memory from s.do on that the dq/dk staging may use (smem_plan's
-    consecutive STAGED tensors, each a multiple of 16 bytes)."""
-    plan = smem_plan(c)
+def staging_bytes(c: FrostFwdConfig, plan=None, staged: tuple[str, ...] = STAGED) -> int:
+    """Bytes of shared memory from s.do on that the dq/dk staging may use: the plan's
+    (smem_plan(c) unless given) consecutive `staged` tensors, each a multiple of 16 bytes;
+    a swizzled one (bwd_grads_wgmma's) unpadded, 1024-byte aligned, so it may only start
+    the region or follow another that ends on such a boundary."""
+    plan = smem_plan(c) if plan is None else plan
     names = [e[0] for e in plan]
-    first = names.index(STAGED[0])
-    assert tuple(names[first:first + len(STAGED)]) == STAGED, names
+    first = names.index(staged[0])
+    assert tuple(names[first:first + len(staged)]) == staged, names
     total = 0
-    for _, dtype, shape, stride in plan[first:first + len(STAGED)]:
+    for _, dtype, shape, stride in plan[first:first + len(staged)]:
+        if stride in SWIZZLED:
+            assert total % 1024 == 0, plan  # no alignment gap inside the region
+            total += shape[0] * shape[1] * 2
+            continue
         span = 1 + sum((extent - 1) * st for extent, st in zip(shape, stride))
         total += -(-span * (2 if dtype == "bf16" else 4) // 16) * 16
     return total
@@ -150,6 +157,8 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
     operand loads, q/k normalisation and gate scan; its own grid and warps."""
 
     smem_plan = staticmethod(smem_plan)
+    # the plan's tensors, from s.do on, that the dq/dk staging overlays (staging)
+    staged = STAGED
     # the L2 norms of q and k rows come out of stage_load's own row loads (no first pass
     # over q and k in stage_norms); the vector-gate kernel has no such stage_load
     norms_in_stage_load = True
@@ -310,11 +319,16 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
         self.copy_state_async(a_bf, s.sf, mckpt, srow, h, tid)
         self.copy_state_async(a_bf, s.dsf, mdckpt, rho, h, tid)
 
+    def do_io_view(self, s) -> cute.Tensor:
+        """dO's tile seen with the io element type: its raw rows land there (issue_front,
+        issue_copies) and convert_rows reads them. Runs at trace time."""
+        return self.io_view(s.do)
+
     @cute.jit
     def issue_front(self, s, mdo, mu, h, t0, eos, tid):
         """cp.async of the item's dO (raw io) and U rows, zero past eos."""
         a_io, a_bf = self.copy_atoms()
-        self.copy_rows_async(a_io, self.io_view(s.do), mdo, h, t0, eos, tid, self.io)
+        self.copy_rows_async(a_io, self.do_io_view(s), mdo, h, t0, eos, tid, self.io)
         self.copy_rows_async(a_bf, s.u, mu, h, t0, eos, tid, BFloat16)
 
     @cute.jit
@@ -429,9 +443,8 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
         without passing through registers. dO and v land raw (io dtype); stage_load
         converts dO to bf16 in place when io is not bf16."""
         _, _, hv, h = heads
-        a_io = cute.make_copy_atom(cpasync.CopyG2SOp(), self.io, num_bits_per_copy=128)
-        a_bf = cute.make_copy_atom(cpasync.CopyG2SOp(), BFloat16, num_bits_per_copy=128)
-        self.copy_rows_async(a_io, self.io_view(s.do), mdo, h, t0, eos, tid, self.io)
+        a_io, a_bf = self.copy_atoms()
+        self.copy_rows_async(a_io, self.do_io_view(s), mdo, h, t0, eos, tid, self.io)
         self.copy_rows_async(a_bf, s.u, mu, h, t0, eos, tid, BFloat16)
         self.copy_rows_async(a_bf, s.dr, mdr, h, t0, eos, tid, BFloat16)
         if cutlass.const_expr(hasattr(s, "vr")):
@@ -520,20 +533,21 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
             cute.autovec_copy(ykb, cute.local_tile(s_kbr[r, None], (VEC,), (cv,)))
         cute.arch.cp_async_wait_group(0)
         if cutlass.const_expr(self.io is not BFloat16):
-            self.convert_rows(s.do, tid)
+            self.convert_rows(s, tid)
         if tid < C:
             gl = s_g[C - 1]
             s.ea[tid] = cute.arch.exp(s_g[tid])
             s.ekd[tid] = cute.arch.exp(gl - s_g[tid])
 
     @cute.jit
-    def convert_rows(self, dst, tid):
-        """dst [C, V] holding raw io rows -> bf16 in place: each thread converts the slices
-        its own copy_rows_async copies wrote (visible to it after its wait)."""
+    def convert_rows(self, s, tid):
+        """dO [C, V] holding raw io rows (do_io_view) -> bf16 in place: each thread converts
+        the slices its own copy_rows_async copies wrote (visible to it after its wait)."""
         V, C = self.cfg.V, CHUNK
         vv = V // VEC
         r0, cv = tid // vv, tid % vv
-        raw = self.io_view(dst)
+        dst = s.do
+        raw = self.do_io_view(s)
         for u in cutlass.range_constexpr(C * vv // THREADS):
             r = r0 + u * (THREADS // vv)
             x = load_vec(cute.local_tile(raw[r, None], (VEC,), (cv,)))
@@ -543,55 +557,15 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
             cute.autovec_copy(y, cute.local_tile(dst[r, None], (VEC,), (cv,)))
 
     @cute.jit
-    def load_rows(self, dst, src, h, t0, eos, tid, convert: cutlass.Constexpr):
-        """Rows [t0, t0 + C) of src[:, h, :] into dst [C, V] (bf16; io values converted
-        when `convert`), zero past eos."""
-        V, C = self.cfg.V, CHUNK
-        vv = V // VEC
-        r0, cv = tid // vv, tid % vv
-        for u in cutlass.range_constexpr(C * vv // THREADS):
-            r = r0 + u * (THREADS // vv)
-            y = cute.make_rmem_tensor((VEC,), BFloat16)
-            if cutlass.const_expr(convert):
-                x = cute.make_rmem_tensor((VEC,), self.io)
-                x.fill(0.0)
-                if t0 + r < eos:
-                    cute.autovec_copy(cute.local_tile(src[t0 + r, h, None], (VEC,), (cv,)), x)
-                for e in cutlass.range_constexpr(VEC):
-                    y[e] = x[e].to(Float32).to(BFloat16)
-            else:
-                y.fill(0.0)
-                if t0 + r < eos:
-                    cute.autovec_copy(cute.local_tile(src[t0 + r, h, None], (VEC,), (cv,)), y)
-            cute.autovec_copy(y, cute.local_tile(dst[r, None], (VEC,), (cv,)))
-
-    @cute.jit
-    def load_state(self, dst, src, rho, h, tid):
-        """A V-major [V, K] checkpoint row into dst [V, K], unchanged: 16-byte loads and
-        16-byte shared stores (a warp: consecutive 8-channel slices of its value rows). The
-        products read it transposed by ldmatrix.trans (operand_mn); v1.2 transposed it here
-        with 2-byte shared stores, which the profile showed as the load phase's cost."""
-        K, V = self.cfg.K, self.cfg.V
-        vk = K // VEC
-        jv0, cv = tid // vk, tid % vk
-        for u in cutlass.range_constexpr(V * vk // THREADS):
-            jv = jv0 + u * (THREADS // vk)
-            x = load_vec(cute.local_tile(src[rho, h, jv, None], (VEC,), (cv,)))
-            cute.autovec_copy(x, cute.local_tile(dst[jv, None], (VEC,), (cv,)))
-
-    @cute.jit
     def operand_mn(self, thr, lane, tile: cute.Tensor) -> cute.Tensor:
         """B operand registers [N, Kt] from a tile whose N mode is contiguous in shared
-        memory (the V-major S and dS seen as [K, V]): ldmatrix.x4.trans, or element-wise
-        copies of the MMA partition when self.ldmatrix is False."""
+        memory (the V-major S and dS seen as [K, V]): ldmatrix.x4.trans. (FrostFwdV1's
+        ldmatrix knob, which forward test tooling turns off, is never off here.)"""
         frag = thr.make_fragment_B(thr.partition_B(tile))
-        if cutlass.const_expr(self.ldmatrix):
-            atom = cute.make_copy_atom(warp.LdMatrix8x8x16bOp(True, 4), BFloat16)
-            copy = cute.make_tiled_copy_B(atom, warp_mma())
-            thr_copy = copy.get_slice(lane)
-            cute.copy(copy, thr_copy.partition_S(tile), thr_copy.retile(frag))
-        else:
-            cute.autovec_copy(thr.partition_B(tile), frag)
+        atom = cute.make_copy_atom(warp.LdMatrix8x8x16bOp(True, 4), BFloat16)
+        copy = cute.make_tiled_copy_B(atom, warp_mma())
+        thr_copy = copy.get_slice(lane)
+        cute.copy(copy, thr_copy.partition_S(tile), thr_copy.retile(frag))
         return frag
 
     @cute.jit
@@ -662,31 +636,22 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
                 pv = Float32(0.0)
             if u >= t:
                 mv = Float32(0.0)
-            if cutlass.const_expr(self.bcfg.stmatrix):
-                yp[e] = pv.to(BFloat16)
-                ym[e] = mv.to(BFloat16)
-            else:
-                s_dzp[t, u] = pv.to(BFloat16)
-                s_dzm[t, u] = mv.to(BFloat16)
-        if cutlass.const_expr(self.bcfg.stmatrix):
-            store_fragment(yp, cute.local_tile(s_dzp, (SUB, SUB), (bi, bj)))
-            store_fragment(ym, cute.local_tile(s_dzm, (SUB, SUB), (bi, bj)))
+            yp[e] = pv.to(BFloat16)
+            ym[e] = mv.to(BFloat16)
+        store_fragment(yp, cute.local_tile(s_dzp, (SUB, SUB), (bi, bj)))
+        store_fragment(ym, cute.local_tile(s_dzm, (SUB, SUB), (bi, bj)))
 
     # ------------------------------------------------------------------ 3-4: dq, dk
     @cute.jit
     def operand_t(self, thr, lane, tile: cute.Tensor) -> cute.Tensor:
         """A operand registers [16, Kt] from a tile whose M mode is contiguous in shared
-        memory (dZp^T, dZm^T as views of the row-major score tiles): ldmatrix.x4.trans, or
-        element-wise copies of the MMA partition when self.ldmatrix is False (v1.2 always
-        copied element-wise: 16 two-byte shared loads per tile)."""
+        memory (dZp^T, dZm^T as views of the row-major score tiles): ldmatrix.x4.trans
+        (v1.2 copied element-wise: 16 two-byte shared loads per tile)."""
         frag = thr.make_fragment_A(thr.partition_A(tile))
-        if cutlass.const_expr(self.ldmatrix):
-            atom = cute.make_copy_atom(warp.LdMatrix8x8x16bOp(True, 4), BFloat16)
-            copy = cute.make_tiled_copy_A(atom, warp_mma())
-            thr_copy = copy.get_slice(lane)
-            cute.copy(copy, thr_copy.partition_S(tile), thr_copy.retile(frag))
-        else:
-            cute.autovec_copy(thr.partition_A(tile), frag)
+        atom = cute.make_copy_atom(warp.LdMatrix8x8x16bOp(True, 4), BFloat16)
+        copy = cute.make_tiled_copy_A(atom, warp_mma())
+        thr_copy = copy.get_slice(lane)
+        cute.copy(copy, thr_copy.partition_S(tile), thr_copy.retile(frag))
         return frag
 
     @cute.jit
@@ -851,8 +816,8 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
 
     def staging(self, s):
         """(bf16 pointer, bytes) of shared memory dead when write_qk runs, for the dq/dk
-        staging; None: store element-wise. Runs at trace time."""
-        return s.do.iterator, staging_bytes(self.cfg)
+        staging. Runs at trace time."""
+        return s.do.iterator, staging_bytes(self.cfg, self.smem_plan(self.cfg), self.staged)
 
     @cute.jit
     def qk_element(self, s, acc_q, acc_kb, acc_k, e, t, d):
@@ -874,7 +839,8 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
         """dq, dk of this warp's tile. Staged (staging() gives room for at least one [C, K]
         tile): the CTA writes its tiles into shared memory, then every thread stores 16-byte
         row slices (v1.2 stored each element, 2 bytes at a time, with the pointer reloaded
-        per store: 39% of the kernel's profile samples). Else element-wise stores."""
+        per store: 39% of the kernel's profile samples). Else (no room for a tile: the
+        vector-gate kernel's fp32 dq/dk at K = 128, V = 64) element-wise global stores."""
         c = self.cfg
         K, C = c.K, CHUNK
         DN = K // 2
@@ -882,9 +848,7 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
         oq = h if cutlass.const_expr(self.bcfg.q_grouped) else hq
         ok = h if cutlass.const_expr(self.bcfg.k_grouped) else hk
         room = self.staging(s)
-        tiles = 0
-        if cutlass.const_expr(room is not None):
-            tiles = staging_tiles(K, mdq.element_type.width, room[1])
+        tiles = staging_tiles(K, mdq.element_type.width, room[1])
         if cutlass.const_expr(tiles == 0):
             for e in cutlass.range_constexpr(cute.size(acc_q)):
                 t = bi * SUB + crd[e][0]
@@ -902,8 +866,8 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
             st_k = cute.make_tensor(base + C * ld, cute.make_layout((C, K), stride=(ld, 1)))
             if cutlass.const_expr(tiles == 1):
                 st_k = st_q
-            stsm = self.bcfg.stmatrix and dt.width == 16
-            if cutlass.const_expr(stsm):
+            frags = None  # fp32 dq/dk (grouped heads): stored element-wise into the staging
+            if cutlass.const_expr(dt.width == 16):
                 yq = cute.make_rmem_tensor(acc_q.layout, dt)  # the accumulators' fragment, 16-bit
                 yk = cute.make_rmem_tensor(acc_q.layout, dt)
                 for e in cutlass.range_constexpr(cute.size(acc_q)):
@@ -912,31 +876,37 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
                     dqh, dkh = self.qk_element(s, acc_q, acc_kb, acc_k, e, t, d)
                     yq[e] = dqh.to(dt)
                     yk[e] = dkh.to(dt)
-                self.stage_tile(yq, st_q, bi, hc)
-                if cutlass.const_expr(tiles == 2):
-                    self.stage_tile(yk, st_k, bi, hc)
-            else:
-                for e in cutlass.range_constexpr(cute.size(acc_q)):
-                    t = bi * SUB + crd[e][0]
-                    d = hc * DN + crd[e][1]
-                    dqh, dkh = self.qk_element(s, acc_q, acc_kb, acc_k, e, t, d)
-                    st_q[t, d] = dqh.to(dt)
-                    if cutlass.const_expr(tiles == 2):
-                        st_k[t, d] = dkh.to(dt)
+                frags = (yq, yk)
+            self.stage_qk(s, acc_q, acc_kb, acc_k, crd, bi, hc, frags, st_q, st_k if tiles == 2 else None)
             cute.arch.sync_threads()
             self.store_rows(st_q, mdq, oq, t0, eos, tid)
             if cutlass.const_expr(tiles == 1):
                 cute.arch.sync_threads()
-                if cutlass.const_expr(stsm):
-                    self.stage_tile(yk, st_k, bi, hc)
-                else:
-                    for e in cutlass.range_constexpr(cute.size(acc_q)):
-                        t = bi * SUB + crd[e][0]
-                        d = hc * DN + crd[e][1]
-                        _, dkh = self.qk_element(s, acc_q, acc_kb, acc_k, e, t, d)
-                        st_k[t, d] = dkh.to(dt)
+                self.stage_qk(s, acc_q, acc_kb, acc_k, crd, bi, hc, frags, None, st_k)
                 cute.arch.sync_threads()
             self.store_rows(st_k, mdk, ok, t0, eos, tid)
+
+    @cute.jit
+    def stage_qk(self, s, acc_q, acc_kb, acc_k, crd, bi, hc, frags, st_q, st_k):
+        """This warp's part of the staged dq tile st_q and dk tile st_k (either None: not
+        this time). 16-bit outputs: from frags, their fragments, by stmatrix (stage_tile);
+        fp32 (frags None, grouped heads): one 4-byte shared store per element, from the
+        accumulators (qk_element; for dk alone, after dq's tile left, computed again)."""
+        if cutlass.const_expr(frags is not None):
+            if cutlass.const_expr(st_q is not None):
+                self.stage_tile(frags[0], st_q, bi, hc)
+            if cutlass.const_expr(st_k is not None):
+                self.stage_tile(frags[1], st_k, bi, hc)
+        else:
+            DN = self.cfg.K // 2
+            for e in cutlass.range_constexpr(cute.size(acc_q)):
+                t = bi * SUB + crd[e][0]
+                d = hc * DN + crd[e][1]
+                dqh, dkh = self.qk_element(s, acc_q, acc_kb, acc_k, e, t, d)
+                if cutlass.const_expr(st_q is not None):
+                    st_q[t, d] = dqh.to(st_q.element_type)
+                if cutlass.const_expr(st_k is not None):
+                    st_k[t, d] = dkh.to(st_k.element_type)
 
     @cute.jit
     def stage_tile(self, frag: cute.Tensor, dst: cute.Tensor, bi, hc):

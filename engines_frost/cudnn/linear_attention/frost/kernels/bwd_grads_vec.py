@@ -167,11 +167,10 @@ class FrostBwdGradsVec(FrostBwdGrads):
             bos, eos = sequence_bounds(mcu, n, T)  # inside [0, T] whatever cu_seqlens holds
             j = rho - (bos // CHUNK + n)
             t0 = bos + j * CHUNK
-            heads = (h // (c.HO // c.H), h // (c.HO // c.HK), h // (c.HO // c.HV), h)
-            mma = warp_mma()
+            heads = self.heads_of(h)
             lane = cute.arch.lane_idx()
             wid = cute.arch.make_warp_uniform(cute.arch.warp_idx())
-            thr = mma.get_slice(lane)
+            thr = self.mma_slice(lane)
             srow = self.state_row(mcu, n, j, rho, T, N, lane)
             self.issue_copies(s, mdo, mu, mdr, mv, mckpt, mdckpt, heads, rho, srow, t0, eos, tid)
             cute.arch.cp_async_commit_group()
@@ -179,7 +178,7 @@ class FrostBwdGradsVec(FrostBwdGrads):
             self.load_gates(s, mg, heads, t0, eos, tid)
             cute.arch.cp_async_wait_group(0)
             if cutlass.const_expr(self.io is not BFloat16):
-                self.convert_rows(s.do, tid)
+                self.convert_rows(s, tid)
             cute.arch.sync_threads()
             self.scan_gates(s, tid)
             self.stage_scores(s, scale, thr, lane, wid)
@@ -248,7 +247,7 @@ class FrostBwdGradsVec(FrostBwdGrads):
     def state_pairs(self, s, tid):
         """e^G_last[d] sum_v S[d, v] dS[d, v] per channel (two threads per channel; with
         vec_wide_loads and K = 16 per warp, state_pairs_ldsm)."""
-        if cutlass.const_expr(self.bcfg.vec_wide_loads and self.ldmatrix and self.cfg.K == 16 * WARPS):
+        if cutlass.const_expr(self.bcfg.vec_wide_loads and self.cfg.K == 16 * WARPS):
             self.state_pairs_ldsm(s, tid)
         else:
             self.state_pairs_lds(s, tid)
@@ -360,8 +359,7 @@ class FrostBwdGradsVec(FrostBwdGrads):
         # live. Not for kb unless vec_fast_decay: with q's and kb's loads both wide, ptxas
         # hoists kb's above q's MMAs and KDA reaches 255 registers and a 16-byte stack
         # frame; decay_split_fast's shorter loop leaves room (KDA 230 registers, no stack).
-        wide = cutlass.const_expr(self.bcfg.vec_wide_loads and self.ldmatrix
-                                  and (kind != "kb" or self.bcfg.vec_fast_decay))
+        wide = cutlass.const_expr(self.bcfg.vec_wide_loads and (kind != "kb" or self.bcfg.vec_fast_decay))
         if cutlass.const_expr(wide):
             hi = self.operand_mn(thr, lane, tile)
         else:
@@ -462,7 +460,7 @@ class FrostBwdGradsVec(FrostBwdGrads):
             td = crd[e]
             d = hc * DN + td[1]
             row = r + td[0]
-            if cutlass.const_expr(self.bcfg.vec_wide_loads and self.ldmatrix):
+            if cutlass.const_expr(self.bcfg.vec_wide_loads):
                 if cutlass.const_expr(e % 2 == 0):
                     check_c_pairs(_tv(warp_mma().tv_layout_C_tiled), SUB)
                     kpair = self.pair_of(s.kh, row, d)
@@ -516,7 +514,7 @@ class FrostBwdGradsVec(FrostBwdGrads):
     def exact_diagonal(self, s, acc_q, acc_kb, acc_k, crd, bi, hc, scale):
         """The diagonal block's adjoint terms with pairwise exponentials (decay spans too wide
         to factor): for t, s in block bi, s <= t, every factor e^(G_t - G_s) <= 1."""
-        if cutlass.const_expr(self.bcfg.vec_wide_loads and self.ldmatrix):
+        if cutlass.const_expr(self.bcfg.vec_wide_loads):
             self.exact_diagonal_pairs(s, acc_q, acc_kb, acc_k, crd, bi, hc)
         else:
             self.exact_diagonal_each(s, acc_q, acc_kb, acc_k, crd, bi, hc)
@@ -647,7 +645,7 @@ class FrostBwdGradsVec(FrostBwdGrads):
         """vec_wide_loads: q-hat, k-hat (and GDN-2's b) at row t, channels d, d + 1 by one
         4-byte load each (check_c_pairs: the accumulator's values 2 i, 2 i + 1 are such a
         column pair, d even); else None (2-byte loads per element, v1.6)."""
-        if not (self.bcfg.vec_wide_loads and self.ldmatrix):
+        if not (self.bcfg.vec_wide_loads):
             return None
         check_c_pairs(_tv(warp_mma().tv_layout_C_tiled), SUB)
         rows = [s.qh, s.kh] + ([s.bst] if self.cfg.beta_per_channel else [])

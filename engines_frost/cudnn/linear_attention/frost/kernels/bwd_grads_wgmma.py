@@ -53,6 +53,7 @@ from cutlass.cute.nvgpu import OperandMajorMode, warpgroup
 from cudnn.linear_attention.frost.kernels.bwd_chain_wgmma import check_block_order
 from cudnn.linear_attention.frost.kernels.bwd_config import FrostBwdConfig
 from cudnn.linear_attention.frost.kernels.bwd_grads import FrostBwdGrads, smem_plan as base_plan
+from cudnn.linear_attention.frost.kernels.bwd_grads import staging_bytes as grads_staging_bytes
 from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
 from cudnn.linear_attention.frost.kernels.fwd_v1 import CHUNK, NBLK, SUB, SW64, SW128, sw128_layout, warp_mma
 from cudnn.linear_attention.frost.kernels.fwd_v3 import WG_ROWS, WG_THREADS
@@ -94,21 +95,7 @@ def smem_plan(c: FrostFwdConfig):
 
 def staging_bytes(c: FrostFwdConfig) -> int:
     """Bytes from s.do on that the dq/dk staging may use: the consecutive STAGED tensors."""
-    from cudnn.linear_attention.frost.kernels.fwd_v1 import SWIZZLED
-
-    plan = smem_plan(c)
-    names = [e[0] for e in plan]
-    first = names.index(STAGED[0])
-    assert tuple(names[first:first + len(STAGED)]) == STAGED, names
-    total = 0
-    for _, dtype, shape, stride in plan[first:first + len(STAGED)]:
-        if stride in SWIZZLED:
-            assert total % 1024 == 0, plan  # no alignment gap inside the region
-            total += shape[0] * shape[1] * 2
-            continue
-        span = 1 + sum((extent - 1) * st for extent, st in zip(shape, stride))
-        total += -(-span * (2 if dtype == "bf16" else 4) // 16) * 16
-    return total
+    return grads_staging_bytes(c, smem_plan(c), STAGED)
 
 
 def wgmma_ss(n: int):
@@ -122,6 +109,9 @@ class FrostBwdGradsWgmma(FrostBwdGrads):
     """Callable for cute.compile (bwd_abi's argument list), as FrostBwdGrads."""
 
     smem_plan = staticmethod(smem_plan)
+    # dO .. dZm and the tail (FrostBwdGrads.staging reads them through s.do's pointer, which
+    # has no swizzle: recast_ptr drops it)
+    staged = STAGED
 
     def __init__(self, cfg: FrostBwdConfig, vector_gates: bool = False):
         if not cfg.grads_wgmma or cfg.stage != "grads" or vector_gates:
@@ -129,35 +119,13 @@ class FrostBwdGradsWgmma(FrostBwdGrads):
         super().__init__(cfg, vector_gates)
 
     # ------------------------------------------------------------------ swizzled tiles
-    def swizzled_io_view(self, t: cute.Tensor) -> cute.Tensor:
+    def do_io_view(self, s) -> cute.Tensor:
         """dO's SW128 tile seen with the io element type, swizzle kept (recast_ptr drops it
-        unless given): raw fp16 rows land, and are converted in place, where bf16 is read."""
+        unless given): raw fp16 rows land (issue_front), and are converted in place
+        (convert_rows: each thread the 16-byte slices its own copies wrote, through the same
+        swizzle), where bf16 is read."""
         sw = sw128_layout((CHUNK, self.cfg.V)).inner
-        return cute.make_tensor(cute.recast_ptr(t.iterator, swizzle_=sw, dtype=self.io), t.layout)
-
-    @cute.jit
-    def issue_front(self, s, mdo, mu, h, t0, eos, tid):
-        """cp.async of the item's dO (raw io, through the swizzled view) and U rows."""
-        a_io, a_bf = self.copy_atoms()
-        self.copy_rows_async(a_io, self.swizzled_io_view(s.do), mdo, h, t0, eos, tid, self.io)
-        self.copy_rows_async(a_bf, s.u, mu, h, t0, eos, tid, BFloat16)
-
-    @cute.jit
-    def convert_rows(self, dst, tid):
-        """FrostBwdGrads.convert_rows on the swizzled tile (each thread converts the 16-byte
-        slices its own copies wrote: the same slices through the same swizzle)."""
-        V, C = self.cfg.V, CHUNK
-        vv = V // 8
-        r0, cv = tid // vv, tid % vv
-        raw = self.swizzled_io_view(dst)
-        for u in cutlass.range_constexpr(C * vv // self.threads):
-            r = r0 + u * (self.threads // vv)
-            x = cute.make_rmem_tensor((8,), self.io)
-            cute.autovec_copy(cute.local_tile(raw[r, None], (8,), (cv,)), x)
-            y = cute.make_rmem_tensor((8,), BFloat16)
-            for e in cutlass.range_constexpr(8):
-                y[e] = x[e].to(Float32).to(BFloat16)
-            cute.autovec_copy(y, cute.local_tile(dst[r, None], (8,), (cv,)))
+        return cute.make_tensor(cute.recast_ptr(s.do.iterator, swizzle_=sw, dtype=self.io), s.do.layout)
 
     @cute.jit
     def stage_load(self, s, mq, mk, heads, t0, eos, tid):
@@ -165,10 +133,6 @@ class FrostBwdGradsWgmma(FrostBwdGrads):
         proxy fence: the copies' generic writes must be visible to wgmma after the barrier."""
         FrostBwdGrads.stage_load(self, s, mq, mk, heads, t0, eos, tid)
         cute.arch.fence_proxy("async.shared", space="cta")
-
-    def staging(self, s):
-        """dO .. dZm, through a pointer without the swizzle (recast_ptr drops it)."""
-        return s.do.iterator, staging_bytes(self.cfg)
 
     # ------------------------------------------------------------------ products
     @cute.jit

@@ -91,7 +91,7 @@ def describe(cfg) -> str:
     if hasattr(cfg, "stage"):  # bwd_config.FrostBwdConfig
         return (f"bwd-{cfg.stage} {describe(cfg.fwd)} dht={cfg.dht_dtype or '-'} "
                 f"dh0={cfg.dh0_dtype or '-'}{' ckpt' if cfg.checkpoints else ''}"
-                f"{' U' if cfg.forward_values else ''}{'' if cfg.stmatrix else ' no-stmatrix'}"
+                f"{' U' if cfg.forward_values else ''}"
                 f"{' vec-wide' if cfg.vec_wide_loads else ''}"
                 f"{' vec-fast-decay' if getattr(cfg, 'vec_fast_decay', False) else ''}"
                 f"{' pipelined' if cfg.chain_pipeline else ''}"
