@@ -645,7 +645,7 @@ class FrostBwdGradsVec(FrostBwdGrads):
         """vec_wide_loads: q-hat, k-hat (and GDN-2's b) at row t, channels d, d + 1 by one
         4-byte load each (check_c_pairs: the accumulator's values 2 i, 2 i + 1 are such a
         column pair, d even); else None (2-byte loads per element, v1.6)."""
-        if not (self.bcfg.vec_wide_loads):
+        if not self.bcfg.vec_wide_loads:
             return None
         check_c_pairs(_tv(warp_mma().tv_layout_C_tiled), SUB)
         rows = [s.qh, s.kh] + ([s.bst] if self.cfg.beta_per_channel else [])
