@@ -161,8 +161,8 @@ class FrostBwdChainWgmma(FrostBwdChain):
         chunk's wait finds no group (a no-op). Three barriers either way."""
         if cutlass.const_expr(self.bcfg.chain_async):
             self.stage_rows(s, mq, mk, mv, mg, mb, mw, heads, t0, eos, tid)
-            cute.arch.sync_threads()
             if cutlass.const_expr(not self.cfg.gate_per_channel):
+                cute.arch.sync_threads()  # the Gram reads every warp's rows
                 self.stage_gram(s, mb, heads, t0, eos, scale, thr, lane, wid)
             warpgroup.wait_group(0)
             store_rows_vectorised(mckpt, acc_ds, wid * SUB, lane, self.cfg.K)
