@@ -44,9 +44,10 @@ the dS^T checkpoint (prep_chunk). Vector gates keep the Gram after the operand s
 reads the operand stage's qr, kbr, KE and X tables): only their rows stage runs under the
 group. After the last chunk, after_chunks retires it before d_initial_state is read. The
 products, their operands and k16 order are the synchronous schedule's: the gradients are
-bitwise the same. The operand stage cannot run under the group (it rewrites the group's B
-tiles; a second QA^T and -KBA^T, 32 KB at K = 128, does not fit beside the vector plans
-and would cost the scalar plans their dR store buffers: NOTES_bwd.md v1.10).
+bitwise the same. The operand stage cannot run under the group: it rewrites the group's B
+tiles, and a second QA^T and -KBA^T (32 KB at K = 128) does not fit beside the vector
+plans; the GDN plan has room, but its rows and Gram stages already outlast the group
+(NOTES_bwd.md v1.10).
 
 The warp fragments (the fp32 dS^T accumulator over [16, K], the bf16 A fragments of
 dO^T, dS^T and dR^T) are handed to the warpgroup MMA unchanged: fwd_v3.check_fragment_orders
@@ -251,4 +252,4 @@ class FrostBwdChainWgmma(FrostBwdChain):
             self.flush_dr(s, mdr, heads, t0, eos, lane, wid)  # the dR rows while the update runs
         if cutlass.const_expr(not self.bcfg.chain_async):
             warpgroup.wait_group(0)  # dS^T is final before the checkpoint store reads it
-        # else: retired in the next chunk's checkpoint_and_rows, or in after_chunks
+        # else: retired in the next chunk's prep_chunk, or in after_chunks
