@@ -289,18 +289,25 @@ def test_chain_variant_comes_from_the_environment(family, monkeypatch):
     for stage in ("states", "grads"):
         assert wg.with_stage(stage) == serial.with_stage(stage)
     assert (wg.with_stage("chain") != serial.with_stage("chain")) == (family == "gdn")
+    assert not wg.chain_async
+    monkeypatch.setenv(CHAIN_ENV, "wgmma_async")  # the wgmma chain, its update retired late
+    wa, _, _ = _check(_operands(family=family), family)
+    assert wa == (dataclasses.replace(wg, chain_async=True) if family == "gdn" else serial)
+    for stage in ("states", "grads"):
+        assert wa.with_stage(stage) == serial.with_stage(stage)
     monkeypatch.setenv(CHAIN_ENV, "fast")
     with pytest.raises(ValueError, match="FROST_BWD_CHAIN must be one of"):
         _check(_operands(family=family), family)
     monkeypatch.delenv(CHAIN_ENV, raising=False)
-    for value in ("wgmma", "serial", "fast"):  # the vector-gate switch: vector gates only
+    for value in ("wgmma", "wgmma_async", "serial", "fast"):  # the vector-gate switch: vector gates only
         monkeypatch.setenv(CHAIN_VEC_ENV, value)
         if value == "fast":
             with pytest.raises(ValueError, match="FROST_BWD_CHAIN_VEC must be one of"):
                 _check(_operands(family=family), family)
             continue
         got, _, _ = _check(_operands(family=family), family)
-        assert got == (unset if family == "gdn" or value == "serial" else dataclasses.replace(unset, chain_wgmma=True))
+        want = dataclasses.replace(unset, chain_wgmma=True, chain_async=value == "wgmma_async")
+        assert got == (unset if family == "gdn" or value == "serial" else want)
         for stage in ("states", "grads"):
             assert got.with_stage(stage) == unset.with_stage(stage)
     monkeypatch.delenv(CHAIN_VEC_ENV, raising=False)

@@ -125,6 +125,29 @@ def test_wgmma_chain_compiles_through_the_engine_entry(forward_values):
     assert callable(compile_bwd(cfg, "sm_90a", ffi="cute"))
 
 
+@pytest.mark.parametrize("family", ["gdn", "kda"])
+def test_async_chain_config(family):
+    """chain_async (FROST_BWD_CHAIN[_VEC]=wgmma_async) is a schedule of the wgmma chain:
+    refused without chain_wgmma, kept by the chain stage alone, served by the wgmma class
+    (compiled in frost_resource_bwd_test::test_async_chain_no_spills)."""
+    import dataclasses
+
+    from cudnn.linear_attention.frost.kernels.bwd_chain_wgmma import FrostBwdChainWgmma
+    from cudnn.linear_attention.frost.kernels.bwd_compile import bwd_kernel_for
+
+    base = _cfg(family, "chain")
+    with pytest.raises(ValueError, match="chain_async must be False unless chain_wgmma"):
+        dataclasses.replace(base, chain_async=True)
+    with pytest.raises(ValueError, match="chain_async must be a bool"):
+        dataclasses.replace(base, chain_wgmma=True, chain_async=1)
+    cfg = dataclasses.replace(base, chain_wgmma=True, chain_async=True)
+    assert bwd_kernel_for(cfg) is FrostBwdChainWgmma
+    assert cfg.with_stage("chain").chain_async
+    for stage in ("states", "grads"):
+        assert not cfg.with_stage(stage).chain_async and not cfg.with_stage(stage).chain_wgmma
+    assert cfg != dataclasses.replace(cfg, chain_async=False)  # a separate compile key
+
+
 @pytest.mark.parametrize("family, dims", [("kda", (128, 128)), ("gdn2", (128, 64))])
 def test_vector_wgmma_chain_compiles_through_the_engine_entry(family, dims):
     """Vector gates: the config takes chain_wgmma (FROST_BWD_CHAIN_VEC=wgmma), the chain

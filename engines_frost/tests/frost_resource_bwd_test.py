@@ -111,11 +111,12 @@ def test_wgmma_chain_no_spills(case):
     check_wgmma_chain(cfg, f"gdn wgmma chain K={K} V={V} {io} grouped={grouped} U={values}")
 
 
-def check_wgmma_chain(cfg, label: str):
+def check_wgmma_chain(cfg, label: str, opcodes: list | None = None):
     """Compile the wgmma chain for cfg: its plan fits, no local memory or stack, and (with
     nvdisasm) exactly the warpgroup MMAs of its two products per chunk, dU^T (C / 16 +
     K / 16 of m64nC) and the dS^T update (2 C / 16 of m64nK). Returns the SASS opcode
-    counts (None without nvdisasm)."""
+    counts (None without nvdisasm); `opcodes`, if given, gets the SASS opcodes in
+    program order."""
     from cudnn.linear_attention.frost.kernels import bwd_chain_wgmma
     from cudnn.linear_attention.frost.kernels.fwd_v1 import CHUNK, SMEM_LIMIT, smem_bytes
 
@@ -126,7 +127,10 @@ def check_wgmma_chain(cfg, label: str):
         usage = report.resource_usage(cubin)
         ops = None
         if report.tool("NVDISASM", "nvdisasm") is not None:
-            ops = collections.Counter(i.split()[0] for i in report.sass_instructions(cubin))
+            seq = [i.split()[0] for i in report.sass_instructions(cubin)]
+            ops = collections.Counter(seq)
+            if opcodes is not None:
+                opcodes.extend(seq)
     print(f"{label}: {usage} "
           f"{None if ops is None else {k: v for k, v in ops.items() if 'MMA' in k or k.startswith('LDSM')}}")
     assert usage["LOCAL"] == 0 and usage["STACK"] == 0, usage
@@ -175,6 +179,63 @@ def test_vector_wgmma_chain_no_spills(case):
         # mma.sync left: the Gram tile body (M and P, two n8 halves per k16: 4 K / 16; one
         # copy, dispatched at run time) and the dR solve (6 (-M)^T blocks + 4 inverses, 2 each)
         assert ops["HMMA.16816.F32.BF16"] == 4 * K // 16 + 20, ops
+
+
+# (family, K, V, io, grouped q/k heads, l2norm, initial state, d_final_state, forward U):
+# the bench's [U] path for each family, K = V = 64 fp16 grouped with l2norm and both
+# states (the heaviest rows stage), the recompute path with l2norm at K = V = 128, and
+# GDN-2 K = 128 / V = 64 (the vector plan with the dR store buffers at K = 128)
+ASYNC_CHAIN_CASES = [
+    ("gdn", 128, 128, "bfloat16", False, False, False, None, True),
+    ("gdn", 128, 128, "bfloat16", False, True, True, "float32", False),
+    ("gdn", 64, 64, "float16", True, True, True, "float32", False),
+    ("kda", 128, 128, "bfloat16", False, False, False, None, True),
+    ("kda", 64, 64, "float16", True, True, True, "bfloat16", True),
+    ("gdn2", 128, 64, "bfloat16", False, True, False, None, True),
+]
+
+
+@pytest.mark.parametrize("case", ASYNC_CHAIN_CASES,
+                         ids=lambda c: f"{c[0]}-chain-async-K{c[1]}V{c[2]}-{c[3]}-grouped{int(c[4])}-U{int(c[8])}")
+def test_async_chain_no_spills(case):
+    """The wgmma chain with its update group in flight across the chunk boundary
+    (chain_async, FROST_BWD_CHAIN[_VEC]=wgmma_async) over ASYNC_CHAIN_CASES: no local
+    memory or stack, the wgmma chain's HGMMA counts, and (with nvdisasm) the schedule ptxas
+    kept. In program order the update group's last HGMMA is followed by the chunk's last
+    barrier before any warpgroup wait (ptxas did not retire it at once, which it does when
+    it cannot prove the in-flight registers untouched), and the chunk's prep retires it
+    once, after its first barrier: for scalar gates after the Gram stage's mma.sync (the
+    Gram runs under the group), for vector gates before them (their Gram reads the
+    operand stage's tables, behind the retirement)."""
+    from cudnn.linear_attention.frost.kernels.bwd_config import FrostBwdConfig
+    from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
+
+    family, K, V, io, grouped, l2, h0, dht, values = case
+    H = 2 if grouped else 4
+    vec, per_beta = family != "gdn", family == "gdn2"
+    f = FrostFwdConfig(io, "float32" if h0 else None, H, H, 4, K, V, vec, per_beta, per_beta, l2, h0, False)
+    cfg = FrostBwdConfig(f, "chain", dht, "float32" if h0 else None, forward_values=values, chain_wgmma=True,
+                         chain_async=True)
+    sass = []
+    if check_wgmma_chain(cfg, f"{family} async wgmma chain K={K} V={V} {io} grouped={grouped} U={values}",
+                         sass) is None:
+        return
+    hgmma = [i for i, op in enumerate(sass) if op.startswith("HGMMA")]
+    waits = [i for i, op in enumerate(sass) if op == "WARPGROUP.DEPBAR.LE"]
+    bars = [i for i, op in enumerate(sass) if op.startswith("BAR.SYNC")]
+    last = hgmma[-1]  # the update group's last HGMMA (the update is issued after dU)
+    after = [i for i in waits if i > last]
+    assert after and any(last < b < after[0] for b in bars), (last, waits, bars)
+    # the prep's wait: the one before the first HGMMA (dU), after the loop's first barrier
+    prep = [i for i in waits if i < hgmma[0]]
+    assert len(prep) == 1, (prep, hgmma[0])
+    before = [b for b in bars if b < prep[0]]  # the prologue's barrier, then (GDN) rows -> Gram
+    assert len(before) >= (1 if vec else 2), (before, prep)
+    under = sum(op.startswith("HMMA") for op in sass[before[-1]:prep[0]])
+    assert under == (0 if vec else 4 * K // 16), under  # GDN: the Gram tile body under the group
+    # after the wait, the chunk's other barriers up to dU: before the operand stage and the
+    # chain (vector gates: and before their Gram); four per chunk in all, as synchronous
+    assert sum(prep[0] < b < hgmma[0] for b in bars) == (3 if vec else 2), (prep, bars, hgmma[0])
 
 
 # (K, V, io, grouped q/k heads, l2norm, forward checkpoints): the bench's config on the

@@ -2,8 +2,9 @@
 
     python3 tests/numerics/la_frost_bwd_smoke.py [--family gdn] [--jobs 16] [--no-time]
                                                  [--no-checkpoints] [--no-values]
-                                                 [--chain serial|pipelined|wgmma|both|wgmma-both]
-                                                 [--chain-vec serial|wgmma|wgmma-both]
+                                                 [--chain serial|pipelined|wgmma|wgmma_async|both|wgmma-both
+                                                          |wgmma_async-both]
+                                                 [--chain-vec serial|wgmma|wgmma_async|wgmma-both|wgmma_async-both]
                                                  [--grads mma|wgmma|wgmma-both]
 
 1. Precompiles every kernel the run needs in parallel processes into a kernel store
@@ -46,6 +47,11 @@
    warpgroup MMA"): ``wgmma`` the wgmma chain, ``wgmma-both`` that on every vector-gate
    case and path plus the same [chains wgmma] line per KDA / GDN-2 case against the
    serial chain and TIME bwd[chain, serial].
+   ``wgmma_async`` (either option) is the wgmma chain with its dS update group retired
+   after the next chunk's rows (GDN: and Gram) stage (NOTES_bwd.md v1.10);
+   ``wgmma_async-both`` runs everything on it, and its [chains wgmma_async] line is
+   against the synchronous wgmma chain (CHAIN_BASELINE), every gradient bitwise (the same
+   products in the same order), with TIME bwd[chain, wgmma] beside bwd[chain].
 5. --grads (FROST_BWD_GRADS for the whole run; default: the environment's, else the launcher's: wgmma) picks
    the grads kernel (NOTES_bwd.md v1.8: ``wgmma`` runs the state products on warpgroup
    MMA; scalar gates only, KDA / GDN-2 always run theirs). ``wgmma-both`` runs everything
@@ -460,9 +466,15 @@ def chain_variant(name: str, family: str = "gdn"):
     return env_set(CHAIN_ENV if family == "gdn" else CHAIN_VEC_ENV, name)
 
 
-# --chain / --chain-vec: the variant a compare run puts everything on (checked against the
-# serial chain)
-CHAIN_COMPARE = {"both": "pipelined", "wgmma-both": "wgmma"}
+# --chain / --chain-vec: the variant a compare run puts everything on (checked against
+# CHAIN_BASELINE's chain)
+CHAIN_COMPARE = {"both": "pipelined", "wgmma-both": "wgmma", "wgmma_async-both": "wgmma_async"}
+# what each compared variant is checked and timed against, and whether bitwise: the
+# pipelined chain runs the serial one's sums in the same order, the asynchronous wgmma
+# chain the wgmma chain's (only the retirement of a group moves); the wgmma chain sums in
+# the tensor core's order (bitwise on the H200 too, but not required: CHAIN_ROUNDING_BOUND)
+CHAIN_BASELINE = {"pipelined": "serial", "wgmma": "serial", "wgmma_async": "wgmma"}
+CHAIN_BITWISE = ("pipelined", "wgmma_async")
 # wgmma chain vs serial chain, per gradient: the same terms summed in another order in fp32,
 # then through bf16 dS checkpoints and dR rows (a rounding flip there is 2^-8 of an element)
 CHAIN_ROUNDING_BOUND = 4e-3
@@ -513,35 +525,38 @@ def check_case_grads(case: Case, family: str, variant: str = "wgmma") -> tuple[b
 
 
 def check_case_chains(case: Case, family: str, variant: str = "pipelined") -> tuple[bool, str]:
-    """The case on the recompute path with the serial chain and `variant`. The pipelined
-    one runs the serial one's instructions per chunk (another order of stages, the same
-    order of every sum), so every gradient must be bitwise equal; the wgmma one sums in
-    another order, so each gradient must be within CHAIN_ROUNDING_BOUND of the serial's."""
+    """The case on the recompute path with CHAIN_BASELINE[variant] and `variant`. The
+    pipelined one runs the serial one's instructions per chunk (another order of stages,
+    the same order of every sum), the asynchronous wgmma one the wgmma one's, so every
+    gradient must be bitwise equal (CHAIN_BITWISE); the wgmma one sums in another order,
+    so each gradient must be within CHAIN_ROUNDING_BOUND of the serial's."""
     import torch
 
     from tests.reference.compare import rel_err
 
     cfg, x, dO, dht = make_case(case, family, "cuda")
+    base = CHAIN_BASELINE[variant]
     got = {}
-    for name in ("serial", variant):
+    for name in (base, variant):
         with chain_variant(name, family):
             got[name] = grads_buffers(x, "cuda")
             run_bwd(x, dO, dht, case.l2norm, got[name])
     torch.cuda.synchronize()
-    a, b = got["serial"], got[variant]
+    a, b = got[base], got[variant]
     keys = [k for k in a if a[k] is not None]
     same = all(torch.equal(a[k], b[k]) for k in keys)
     diff = max(((a[k].double() - b[k].double()).abs().nan_to_num(float("inf")).max().item() for k in keys),
                default=0.0)
     rel = max((rel_err(b[k].double(), a[k].double()) for k in keys if a[k].numel()), default=0.0)
     rel = rel if math.isfinite(rel) else float("inf")
-    ok = same if variant == "pipelined" else rel <= CHAIN_ROUNDING_BOUND
-    return ok, (f"{'PASS' if ok else 'FAIL'} {family} {case.name}[chains {variant}]: bitwise={same} "
+    ok = same if variant in CHAIN_BITWISE else rel <= CHAIN_ROUNDING_BOUND
+    against = "" if base == "serial" else f"vs {base} "  # the lines of the serial-based variants as before
+    return ok, (f"{'PASS' if ok else 'FAIL'} {family} {case.name}[chains {variant}]: {against}bitwise={same} "
                 f"max_abs_diff={diff:.1e} rel_diff={rel:.1e}")
 
 
 def time_family(family: str, reps: int = 20, checkpoints: bool = True, values: bool = True,
-                chain_compare: bool = False, grads_compare: bool = False) -> list[str]:
+                chain_compare: str | None = None, grads_compare: bool = False) -> list[str]:
     import torch
 
     from cudnn.linear_attention.frost.kernels.fwd import frost_fwd
@@ -580,10 +595,11 @@ def time_family(family: str, reps: int = 20, checkpoints: bool = True, values: b
     for stage in ("states", "chain", "grads"):
         ms = timed(lambda s=stage: run_bwd(x, dO, None, False, out, ws, stages=(s,)))
         lines.append(f"TIME {family} bwd[{stage}] {ms:.3f} ms")
-    if chain_compare:
-        with chain_variant("serial", family):
+    if chain_compare:  # the compared variant's baseline chain (CHAIN_BASELINE)
+        base = CHAIN_BASELINE[chain_compare]
+        with chain_variant(base, family):
             ms = timed(lambda: run_bwd(x, dO, None, False, out, ws, stages=("chain",)))
-        lines.append(f"TIME {family} bwd[chain, serial] {ms:.3f} ms")
+        lines.append(f"TIME {family} bwd[chain, {base}] {ms:.3f} ms")
     if grads_compare:
         with grads_variant("mma"):
             ms = timed(lambda: run_bwd(x, dO, None, False, out, ws, stages=("grads",)))
@@ -636,9 +652,10 @@ def main() -> int:
     ap.add_argument("--prebuild", action="store_true",
                     help="only build the kernels into the store, for sm_90a and a generic x86-64 host "
                          "(a machine without a GPU; the DSL's own calling convention)")
-    ap.add_argument("--chain", choices=("serial", "pipelined", "wgmma", "both", "wgmma-both"),
+    ap.add_argument("--chain", choices=("serial", "pipelined", "wgmma", "wgmma_async", "both", "wgmma-both",
+                                        "wgmma_async-both"),
                     help="the chain kernel (FROST_BWD_CHAIN; module docstring, step 4)")
-    ap.add_argument("--chain-vec", choices=("serial", "wgmma", "wgmma-both"),
+    ap.add_argument("--chain-vec", choices=("serial", "wgmma", "wgmma_async", "wgmma-both", "wgmma_async-both"),
                     help="the KDA / GDN-2 chain kernel (FROST_BWD_CHAIN_VEC; module docstring, step 4)")
     ap.add_argument("--grads", choices=("mma", "wgmma", "wgmma-both"),
                     help="the grads kernel (FROST_BWD_GRADS; module docstring, step 5)")
@@ -675,9 +692,9 @@ def main() -> int:
             cfgs += configs_of(timing, fam, checkpoints=True, values=True) if with_u else []
     if args.matrix:
         cfgs += matrix_configs(families)
-    for fam in families:  # the serial chain of every compared case and of the timing shape
+    for fam in families:  # the baseline chain of every compared case and of the timing shape
         if chain_compare[fam]:
-            with chain_variant("serial", fam):
+            with chain_variant(CHAIN_BASELINE[chain_compare[fam]], fam):
                 cases = list(cases_for(fam, args.only))
                 cases += [Case("bench", (4096,) * 8, 16, 16, 128, 128)] if not args.no_time else []
                 cfgs += [c for case in cases for c in configs_of(case, fam)]
@@ -740,7 +757,7 @@ def main() -> int:
                 print(line, flush=True)
         if not args.no_time:
             for line in time_family(fam, checkpoints=ckpt, values=with_u,
-                                    chain_compare=bool(chain_compare[fam]),
+                                    chain_compare=chain_compare[fam],
                                     grads_compare=bool(gcompare) and fam == "gdn"):
                 print(line, flush=True)
     print(f"SUMMARY {runs - failures} passed, {failures} failed", flush=True)

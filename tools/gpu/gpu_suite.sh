@@ -78,6 +78,12 @@
 #              smoke vs float64 and vs the serial chain ([chains wgmma] lines, TIME
 #              bwd[chain] and bwd[chain, serial]), then the KDA fwd+bwd op rows both ways;
 #              chainvecsmoke / chainvecbench run one of them
+#   chainasync the wgmma chain with its dS update group in flight under the next chunk's
+#              rows (GDN: and Gram) stage (FROST_BWD_CHAIN=wgmma_async, FROST_BWD_CHAIN_VEC=
+#              wgmma_async, off by default; NOTES_bwd.md v1.10): GDN, KDA and GDN-2 smoke vs
+#              float64 and bitwise vs the synchronous wgmma chain ([chains wgmma_async] lines,
+#              TIME bwd[chain] and bwd[chain, wgmma]), then the GDN and KDA fwd+bwd op rows
+#              (FROST columns) wgmma vs wgmma_async; chainasyncsmoke / chainasyncbench run one
 #   autotune   autotune over the FROST and cuTile plans of gdn / kda (forward, backward):
 #              the faster plan (timed as the bench times it) wins, and a fresh process
 #              reuses the recorded choice (tests/numerics/test_la_autotune_gpu.py)
@@ -302,6 +308,15 @@ for s in "$@"; do
         --family kda --family gdn2 --chain-vec wgmma-both"
       [ "$s" = chainvecsmoke ] || stage chainvecbench "for c in serial wgmma; do FROST_BWD_CHAIN_VEC=\$c python3 \
         bench/bench_linear_attention.py --cases 'KDA fwd+bwd' --reps 10 || exit 1; done" ;;
+    chainasync|chainasyncsmoke|chainasyncbench)
+      [ "$s" = chainasyncbench ] || stage chainasyncsmoke "python3 tests/numerics/la_frost_bwd_smoke.py \
+        --jobs \$(nproc) --family gdn --family kda --family gdn2 --chain wgmma_async-both \
+        --chain-vec wgmma_async-both"
+      [ "$s" = chainasyncsmoke ] || stage chainasyncbench "for c in wgmma wgmma_async; do \
+        echo \"== FROST_BWD_CHAIN=\$c\"; FROST_BWD_CHAIN=\$c python3 bench/bench_linear_attention.py \
+        --cases 'GDN fwd+bwd' --impl FROST --reps 10 || exit 1; echo \"== FROST_BWD_CHAIN_VEC=\$c\"; \
+        FROST_BWD_CHAIN_VEC=\$c python3 bench/bench_linear_attention.py --cases 'KDA fwd+bwd' --impl FROST \
+        --reps 10 || exit 1; done" ;;
     summary)     # FROST span summaries vs float64; context parallelism (one GPU, NCCL, timing)
       export FROST_KERNEL_CACHE="${FROST_KERNEL_CACHE:-$PWD/.frostcache}"
       stage summarybuild "python3 tests/numerics/frost_summary_prebuild.py --jobs \$(nproc)"

@@ -35,16 +35,19 @@ USE_VEC_DECAY = os.environ.get("FROST_BWD_VEC_DECAY", "0") == "1"
 # =wgmma the one with dU and the dS update on warpgroup MMA (FrostBwdConfig.chain_wgmma,
 # scalar gates; v1.7), =serial the per-warp mma.sync chain. Unset: wgmma for scalar gates
 # (faster on the H200: NOTES_bwd.md "v1.7 and v1.8 on the H200"); vector gates follow
-# FROST_BWD_CHAIN_VEC instead (below). Read on every call.
+# FROST_BWD_CHAIN_VEC instead (below). =wgmma_async: the wgmma chain with its dS update
+# group retired after the next chunk's rows stage (FrostBwdConfig.chain_async; NOTES_bwd.md
+# v1.10; not yet run on a GPU). Read on every call.
 CHAIN_ENV = "FROST_BWD_CHAIN"
-CHAIN_VARIANTS = ("serial", "pipelined", "wgmma")
+CHAIN_VARIANTS = ("serial", "pipelined", "wgmma", "wgmma_async")
 # FROST_BWD_CHAIN_VEC=wgmma puts the vector-gate (KDA, GDN-2) chain on the wgmma chain
 # kernel too (FrostBwdConfig.chain_wgmma; NOTES_bwd.md "Vector-gate chain on warpgroup
 # MMA"; not yet run on a GPU); =serial or unset: the serial chain, their default.
 # Scalar gates ignore it (their chain is FROST_BWD_CHAIN's), vector gates ignore
-# FROST_BWD_CHAIN. Read on every call.
+# FROST_BWD_CHAIN. =wgmma_async as for scalar gates (FrostBwdConfig.chain_async). Read on
+# every call.
 CHAIN_VEC_ENV = "FROST_BWD_CHAIN_VEC"
-CHAIN_VEC_VARIANTS = ("serial", "wgmma")
+CHAIN_VEC_VARIANTS = ("serial", "wgmma", "wgmma_async")
 # FROST_BWD_GRADS=wgmma selects the grads kernel with its state products on warpgroup MMA
 # (FrostBwdConfig.grads_wgmma, scalar gates; NOTES_bwd.md v1.8; vector gates ignore it),
 # =mma the per-warp mma.sync products. Unset: wgmma (faster on the H200). Read on every
@@ -205,7 +208,7 @@ def check_bwd_operands(*, q, k, v, g, beta, w, cu_seqlens, dO, initial_state, d_
         vec_wide_loads=USE_VEC_WIDE and f.gate_per_channel,
         vec_fast_decay=USE_VEC_DECAY and f.gate_per_channel,
         chain_pipeline=variant == "pipelined" and not f.gate_per_channel,
-        chain_wgmma=variant == "wgmma",
+        chain_wgmma=variant in ("wgmma", "wgmma_async"), chain_async=variant == "wgmma_async",
         grads_wgmma=grads_variant() == "wgmma" and not f.gate_per_channel)
     return cfg, T, N
 

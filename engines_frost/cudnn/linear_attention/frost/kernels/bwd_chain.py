@@ -111,7 +111,6 @@ class FrostBwdChain(FrostBwdLauncher, FrostFwdV2):
                mdckpt: cute.Tensor, mdr: cute.Tensor, scale: Float32, T: Int32, N: Int32, mdq: cute.Tensor,
                mdk: cute.Tensor, mdv: cute.Tensor, mdg: cute.Tensor, mdb: cute.Tensor, mdw: cute.Tensor):
         c = self.cfg
-        K = c.K
         tid, _, _ = cute.arch.thread_idx()
         n, h, _ = cute.arch.block_idx()
         heads = (h // (c.HO // c.H), h // (c.HO // c.HK), h // (c.HO // c.HV), h)
@@ -132,14 +131,8 @@ class FrostBwdChain(FrostBwdLauncher, FrostFwdV2):
         for jj in cutlass.range(nch, unroll=1):
             j = nch - 1 - jj
             t0 = bos + j * CHUNK
-            # 16-byte stores after a quad exchange (fragment_stores.py), as the forward's
-            # checkpoints: the same bf16 values as one store per element
-            store_rows_vectorised(mdckpt[row0 + j, h, None, None], acc_ds, wid * SUB, lane, K)
-            self.stage_rows(s, mq, mk, mv, mg, mb, mw, heads, t0, eos, tid)
-            cute.arch.sync_threads()
-            self.stage_operands(s, mb, heads, t0, eos, scale, tid)
-            cute.arch.sync_threads()
-            self.stage_gram(s, mb, heads, t0, eos, scale, thr, lane, wid)
+            self.prep_chunk(s, mdckpt[row0 + j, h, None, None], acc_ds, mq, mk, mv, mg, mb, mw, heads, t0, eos,
+                            scale, tid, thr, lane, wid)
             cute.arch.sync_threads()
             if j > 0:
                 self.prefetch_chunk(s, t0 - CHUNK, eos, tid)
@@ -147,6 +140,7 @@ class FrostBwdChain(FrostBwdLauncher, FrostFwdV2):
             self.chain(s, mdr, acc_ds, coord, heads, t0, eos, thr, lane, wid)
             cute.arch.cp_async_wait_group(0)
             cute.arch.sync_threads()
+        self.after_chunks()
         if cutlass.const_expr(self.bcfg.dh0_dtype is not None):
             for e in cutlass.range_constexpr(cute.size(acc_ds)):
                 jd = coord[e]
@@ -186,6 +180,27 @@ class FrostBwdChain(FrostBwdLauncher, FrostFwdV2):
     def before_chunks(self, s, tid):
         """Shared-memory set-up before the first chunk (none here; the wgmma chain zeroes
         P^T's blocks that the Gram stage never writes)."""
+        pass
+
+    @cute.jit
+    def prep_chunk(self, s, mckpt, acc_ds, mq, mk, mv, mg, mb, mw, heads, t0, eos, scale, tid, thr, lane, wid):
+        """dS^T (the gradient of the state leaving this chunk) to its checkpoint row mckpt
+        [V, K], then the chunk's rows, operand and Gram stages, a barrier after each but
+        the last (the caller's). A hook: the asynchronous wgmma chain runs stages under its
+        previous update group before retiring it and storing dS^T."""
+        # 16-byte stores after a quad exchange (fragment_stores.py), as the forward's
+        # checkpoints: the same bf16 values as one store per element
+        store_rows_vectorised(mckpt, acc_ds, wid * SUB, lane, self.cfg.K)
+        self.stage_rows(s, mq, mk, mv, mg, mb, mw, heads, t0, eos, tid)
+        cute.arch.sync_threads()
+        self.stage_operands(s, mb, heads, t0, eos, scale, tid)
+        cute.arch.sync_threads()
+        self.stage_gram(s, mb, heads, t0, eos, scale, thr, lane, wid)
+
+    @cute.jit
+    def after_chunks(self):
+        """After the last chunk, before dS^T is read as d_initial_state (nothing here; the
+        asynchronous wgmma chain retires its last update group)."""
         pass
 
     @cute.jit

@@ -24,7 +24,30 @@ operands are read by the tensor cores straight from shared memory, once per warp
    fp32 dS^T registers themselves: A = dO^T and dR^T blocks, B = QA^T [k, t] and -KBA^T
    [k, t] (SW128); per token block QA before KBA, the serial chain's order. The staged dR
    rows go to global memory while it runs (flush_dr). Waited for at the chain's end (the
-   next chunk's checkpoint store reads dS^T, its operand stage rewrites QA^T and -KBA^T).
+   next chunk's checkpoint store reads dS^T, its operand stage rewrites QA^T and -KBA^T),
+   or, with ``FrostBwdConfig.chain_async`` (below), after the next chunk's rows stage.
+
+Asynchronous update (``chain_async``, NOTES_bwd.md v1.10): the update group stays in
+flight across the chunk boundary. What it reads until retired: QA^T and -KBA^T (shared,
+through the async proxy), dO^T's and dR^T's A fragments and the dS^T accumulator
+(registers, written by it). The end of the chunk (the cp.async wait of the prefetched
+rows, the barrier), the next chunk's rows stage and, scalar gates, its Gram stage touch
+none of them: the rows stage reads the prefetched q, k, gates, beta (and dO) slots and
+writes q-hat, k-hat, dO^T and the gate scan in place; the scalar Gram reads q-hat, k-hat,
+the scan and beta and writes P^T, (-M)^T, M's diagonal blocks and their inverses (P^T is
+dU's operand, retired a chunk earlier); none is an update operand, and no register of the
+group is written. So each warpgroup retires its group (wait_group 0) after those stages,
+before the barrier behind which the operand stage rewrites QA^T and -KBA^T (every
+warpgroup's reads done before any thread's write: the barrier orders them; a generic write
+after an async-proxy read that was waited for needs no proxy fence), and only then stores
+the dS^T checkpoint (prep_chunk). Vector gates keep the Gram after the operand stage (it
+reads the operand stage's qr, kbr, KE and X tables): only their rows stage runs under the
+group. After the last chunk, after_chunks retires it before d_initial_state is read. The
+products, their operands and k16 order are the synchronous schedule's: the gradients are
+bitwise the same. The operand stage cannot run under the group: it rewrites the group's B
+tiles, and a second QA^T and -KBA^T (32 KB at K = 128) does not fit beside the vector
+plans; the GDN plan has room, but its rows and Gram stages already outlast the group
+(NOTES_bwd.md v1.10).
 
 The warp fragments (the fp32 dS^T accumulator over [16, K], the bf16 A fragments of
 dO^T, dS^T and dR^T) are handed to the warpgroup MMA unchanged: fwd_v3.check_fragment_orders
@@ -59,6 +82,7 @@ from cudnn.linear_attention.frost.kernels import gmem_vector_io as vio
 from cudnn.linear_attention.frost.kernels.bwd_chain import FrostBwdChain, _base_plan
 from cudnn.linear_attention.frost.kernels.bwd_config import FrostBwdConfig
 from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
+from cudnn.linear_attention.frost.kernels.fragment_stores import store_rows_vectorised
 from cudnn.linear_attention.frost.kernels.fwd_v1 import CHUNK, NBLK, SUB, SW128, to_a_operand, warp_mma
 from cudnn.linear_attention.frost.kernels.fwd_v3 import WG_ROWS, WG_THREADS, _tv, check_fragment_orders, wgmma
 from cudnn.linear_attention.frost.kernels.wgmma_fragments import blocks_view_match, tv_size
@@ -125,6 +149,39 @@ class FrostBwdChainWgmma(FrostBwdChain):
         """The serial Gram stage, then the same fence for its P^T stores."""
         FrostBwdChain.stage_gram(self, s, mb, heads, t0, eos, scale, thr, lane, wid)
         cute.arch.fence_proxy("async.shared", space="cta")
+
+    @cute.jit
+    def prep_chunk(self, s, mckpt, acc_ds, mq, mk, mv, mg, mb, mw, heads, t0, eos, scale, tid, thr, lane, wid):
+        """Synchronous update: the serial order (checkpoint store, rows, operands, Gram).
+        Asynchronous: the rows stage and, scalar gates, the Gram stage (it reads only the
+        rows stage's q-hat, k-hat, gate scan and beta, and writes P^T, (-M)^T and the
+        inverses, none read by the update) under the previous chunk's update group; then
+        its retirement (dS^T final; QA^T and -KBA^T free for the operand stage behind the
+        next barrier), the checkpoint store of dS^T and the operand stage; vector gates
+        (their Gram reads the operand stage's tables) the Gram stage after it. The first
+        chunk's wait finds no group (a no-op). Three barriers either way."""
+        if cutlass.const_expr(self.bcfg.chain_async):
+            self.stage_rows(s, mq, mk, mv, mg, mb, mw, heads, t0, eos, tid)
+            if cutlass.const_expr(not self.cfg.gate_per_channel):
+                cute.arch.sync_threads()  # the Gram reads every warp's rows
+                self.stage_gram(s, mb, heads, t0, eos, scale, thr, lane, wid)
+            warpgroup.wait_group(0)
+            store_rows_vectorised(mckpt, acc_ds, wid * SUB, lane, self.cfg.K)
+            cute.arch.sync_threads()
+            self.stage_operands(s, mb, heads, t0, eos, scale, tid)
+            if cutlass.const_expr(self.cfg.gate_per_channel):
+                cute.arch.sync_threads()
+                self.stage_gram(s, mb, heads, t0, eos, scale, thr, lane, wid)
+        else:
+            FrostBwdChain.prep_chunk(self, s, mckpt, acc_ds, mq, mk, mv, mg, mb, mw, heads, t0, eos, scale, tid,
+                                     thr, lane, wid)
+
+    @cute.jit
+    def after_chunks(self):
+        """Asynchronous update: the last chunk's group, before dS^T is read as
+        d_initial_state (and before the kernel exits with it in flight)."""
+        if cutlass.const_expr(self.bcfg.chain_async):
+            warpgroup.wait_group(0)
 
     # ------------------------------------------------------------------ chain
     @cute.jit
@@ -193,4 +250,6 @@ class FrostBwdChainWgmma(FrostBwdChain):
         warpgroup.commit_group()
         if cutlass.const_expr(self.staged):
             self.flush_dr(s, mdr, heads, t0, eos, lane, wid)  # the dR rows while the update runs
-        warpgroup.wait_group(0)  # dS^T is final before the checkpoint store reads it
+        if cutlass.const_expr(not self.bcfg.chain_async):
+            warpgroup.wait_group(0)  # dS^T is final before the checkpoint store reads it
+        # else: retired in the next chunk's prep_chunk, or in after_chunks

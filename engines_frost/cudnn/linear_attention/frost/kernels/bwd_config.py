@@ -58,6 +58,15 @@ class FrostBwdConfig:
     # serial chain. The launcher sets it for scalar gates unless FROST_BWD_CHAIN says
     # otherwise, for vector gates only under FROST_BWD_CHAIN_VEC=wgmma (bwd.py).
     chain_wgmma: bool = False
+    # The wgmma chain (chain_wgmma) leaves its dS^T update group in flight across the
+    # chunk boundary and retires it after the next chunk's rows stage, which reads and
+    # writes none of the group's operands; the checkpoint store of dS^T moves after that
+    # retirement (bwd_chain_wgmma.py, NOTES_bwd.md "v1.10 chain: the dS update in flight
+    # under the next rows stage"). Same products in the same k16 order: the same gradients,
+    # bitwise. Off: the group is retired at the chain step's end. The launcher sets it
+    # only under FROST_BWD_CHAIN=wgmma_async (scalar gates) or FROST_BWD_CHAIN_VEC=
+    # wgmma_async (vector gates) (bwd.py).
+    chain_async: bool = False
     # The vector-gate grads kernel (bwd_grads_vec.py) reads its shared bf16 operands with
     # wide loads instead of one 2-byte load per element (NOTES_bwd.md "v1.7 vector-gate
     # grads"): k-hat's and q-hat's decayed B operands by ldmatrix.x4.trans straight into
@@ -116,6 +125,10 @@ class FrostBwdConfig:
             bad("grads_wgmma", "False for vector gates (the wgmma grads kernel serves scalar gates: NOTES_bwd.md v1.8)")
         if self.chain_wgmma and self.chain_pipeline:
             bad("chain_wgmma", "False when chain_pipeline is set (one chain variant at a time)")
+        if not isinstance(self.chain_async, bool):
+            bad("chain_async", "a bool")
+        if self.chain_async and not self.chain_wgmma:
+            bad("chain_async", "False unless chain_wgmma is set (it is a schedule of the wgmma chain)")
 
     def with_stage(self, stage: str) -> "FrostBwdConfig":
         """The config of one stage's kernel, without what that kernel never reads (so
@@ -123,8 +136,8 @@ class FrostBwdConfig:
         gradient, grads neither states nor state gradients, values (its state comes from a
         checkpoint) neither; chain never reads a state, so the checkpoints flag is off
         (forward_values stays: it makes chain zero the uncovered gradient rows); grads
-        reads U from wherever it comes, so forward_values is off there. chain_pipeline
-        and chain_wgmma only change the chain kernel: off for every other stage;
+        reads U from wherever it comes, so forward_values is off there. chain_pipeline,
+        chain_wgmma and chain_async only change the chain kernel: off for every other stage;
         vec_wide_loads and vec_fast_decay only the vector-gate grads kernel, grads_wgmma only
         the scalar-gate grads kernel."""
         persistent = stage == "grads" and not self.fwd.gate_per_channel
@@ -138,11 +151,13 @@ class FrostBwdConfig:
         if stage == "states":
             return dataclasses.replace(self, stage=stage, dht_dtype=None, grads_ctas=ctas,
                                        chain_pipeline=False, chain_wgmma=False,
-                                       vec_wide_loads=wide, vec_fast_decay=fast, grads_wgmma=gwg)
+                                       chain_async=False, vec_wide_loads=wide, vec_fast_decay=fast,
+                                       grads_wgmma=gwg)
         fwd = dataclasses.replace(self.fwd, has_initial_state=False, state_dtype=None)
         return dataclasses.replace(self, fwd=fwd, stage=stage, dht_dtype=None, dh0_dtype=None,
                                    forward_values=False, grads_ctas=ctas,
-                                   chain_pipeline=False, chain_wgmma=False, vec_wide_loads=wide,
+                                   chain_pipeline=False, chain_wgmma=False, chain_async=False,
+                                   vec_wide_loads=wide,
                                    vec_fast_decay=fast, grads_wgmma=gwg)
 
     @property

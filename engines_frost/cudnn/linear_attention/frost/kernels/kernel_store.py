@@ -95,7 +95,8 @@ def describe(cfg) -> str:
                 f"{' vec-wide' if cfg.vec_wide_loads else ''}"
                 f"{' vec-fast-decay' if getattr(cfg, 'vec_fast_decay', False) else ''}"
                 f"{' pipelined' if cfg.chain_pipeline else ''}"
-                f"{' wgmma' if cfg.chain_wgmma or cfg.grads_wgmma else ''}")
+                f"{' wgmma' if cfg.chain_wgmma or cfg.grads_wgmma else ''}"
+                f"{' async' if getattr(cfg, 'chain_async', False) else ''}")
     if hasattr(cfg, "block_v"):  # decode_config.FrostDecodeConfig
         flags = "".join(s for on, s in ((cfg.use_l2norm, " l2"), (cfg.has_pool, " pool"),
                                          (cfg.safe_gate, " safe"), (cfg.beta_sigmoid, " sig"),
