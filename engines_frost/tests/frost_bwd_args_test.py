@@ -262,21 +262,23 @@ def test_chain_variant_comes_from_the_environment(family, monkeypatch):
     """FROST_BWD_CHAIN=pipelined selects the pipelined chain for scalar gates only (vector
     gates have no room for its second operand set), =wgmma the wgmma chain (scalar gates
     too), each changing the chain kernel's config alone; "serial" is the serial chain;
-    unset is the wgmma chain for scalar gates and the serial one for vector gates;
-    anything else is refused by name. FROST_BWD_CHAIN_VEC=wgmma selects the wgmma chain
-    for vector gates (scalar gates ignore it), changing their chain config alone."""
+    unset is the wgmma chain for every family; anything else is refused by name.
+    FROST_BWD_CHAIN_VEC picks the vector gates' chain the same way (scalar gates ignore
+    it), changing their chain config alone."""
     import dataclasses
 
     from cudnn.linear_attention.frost.kernels.bwd import CHAIN_ENV, CHAIN_VEC_ENV
 
-    monkeypatch.delenv(CHAIN_VEC_ENV, raising=False)
+    monkeypatch.setenv(CHAIN_VEC_ENV, "serial")
     monkeypatch.setenv(CHAIN_ENV, "serial")
     serial, _, _ = _check(_operands(family=family), family)
     assert not serial.chain_wgmma and not serial.chain_pipeline
     monkeypatch.delenv(CHAIN_ENV, raising=False)
+    monkeypatch.delenv(CHAIN_VEC_ENV, raising=False)
     unset, _, _ = _check(_operands(family=family), family)
-    assert unset.chain_wgmma == (family == "gdn")
-    assert (unset == serial) == (family != "gdn")
+    assert unset.chain_wgmma and not unset.chain_async
+    assert unset == dataclasses.replace(serial, chain_wgmma=True)
+    monkeypatch.setenv(CHAIN_VEC_ENV, "serial")  # below: FROST_BWD_CHAIN alone
     monkeypatch.setenv(CHAIN_ENV, "pipelined")
     cfg, _, _ = _check(_operands(family=family), family)
     assert cfg.chain_pipeline == (family == "gdn") and not serial.chain_pipeline
@@ -306,8 +308,9 @@ def test_chain_variant_comes_from_the_environment(family, monkeypatch):
                 _check(_operands(family=family), family)
             continue
         got, _, _ = _check(_operands(family=family), family)
-        want = dataclasses.replace(unset, chain_wgmma=True, chain_async=value == "wgmma_async")
-        assert got == (unset if family == "gdn" or value == "serial" else want)
+        want = dataclasses.replace(unset, chain_wgmma=value != "serial",
+                                   chain_async=value == "wgmma_async")
+        assert got == (unset if family == "gdn" else want)
         for stage in ("states", "grads"):
             assert got.with_stage(stage) == unset.with_stage(stage)
     monkeypatch.delenv(CHAIN_VEC_ENV, raising=False)
@@ -318,13 +321,17 @@ def test_chain_variant_comes_from_the_environment(family, monkeypatch):
 
 
 @pytest.mark.parametrize("family", ["gdn", "kda", "gdn2"])
-def test_fast_decay_is_off_unless_asked(family, monkeypatch):
-    """FROST_BWD_VEC_DECAY=1 (bwd.USE_VEC_DECAY, read at import) sets vec_fast_decay for
-    vector gates only, and with_stage keeps it for the grads kernel alone; off by default."""
+def test_fast_decay_follows_its_switch(family, monkeypatch):
+    """bwd.USE_VEC_DECAY (read at import: on unless FROST_BWD_VEC_DECAY=0) sets
+    vec_fast_decay for vector gates only, and with_stage keeps it for the grads kernel
+    alone."""
+    import os
+
     from cudnn.linear_attention.frost.kernels import bwd
 
-    off, _, _ = _check(_operands(family=family), family)
-    assert not off.vec_fast_decay or bwd.USE_VEC_DECAY
+    assert bwd.USE_VEC_DECAY == (os.environ.get("FROST_BWD_VEC_DECAY", "1") != "0")
+    default, _, _ = _check(_operands(family=family), family)
+    assert default.vec_fast_decay == (bwd.USE_VEC_DECAY and family != "gdn")
     monkeypatch.setattr(bwd, "USE_VEC_DECAY", False)
     off, _, _ = _check(_operands(family=family), family)
     monkeypatch.setattr(bwd, "USE_VEC_DECAY", True)

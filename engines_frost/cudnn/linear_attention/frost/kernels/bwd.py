@@ -26,10 +26,11 @@ _ALIGN = 256  # bytes between workspace regions
 # NOTES_bwd.md "v1.7 vector-gate grads": KDA fwd+bwd -1.5 to -2 % on the H200, the
 # gradients as before); FROST_BWD_VEC_WIDE=0 selects the 2-byte loads for an A/B run.
 USE_VEC_WIDE = os.environ.get("FROST_BWD_VEC_WIDE", "1") != "0"
-# FROST_BWD_VEC_DECAY=1: the vector-gate grads kernel's decayed operands with the fused
-# exponent and packed hi + lo conversions (FrostBwdConfig.vec_fast_decay, NOTES_bwd.md
-# "v1.9 vector-gate grads"; off by default until measured on a GPU).
-USE_VEC_DECAY = os.environ.get("FROST_BWD_VEC_DECAY", "0") == "1"
+# The vector-gate grads kernel's decayed operands with the fused exponent and packed
+# hi + lo conversions (FrostBwdConfig.vec_fast_decay, NOTES_bwd.md "v1.9 vector-gate
+# grads"; with the vector wgmma chain KDA fwd+bwd -5 % on the H200, the gradients within
+# the float64 bound); FROST_BWD_VEC_DECAY=0 selects the separate exponent and conversions.
+USE_VEC_DECAY = os.environ.get("FROST_BWD_VEC_DECAY", "1") != "0"
 # FROST_BWD_CHAIN=pipelined selects the chain kernel that runs the next chunk's prep beside
 # this chunk's chain (FrostBwdConfig.chain_pipeline, scalar gates; NOTES_bwd.md v1.6),
 # =wgmma the one with dU and the dS update on warpgroup MMA (FrostBwdConfig.chain_wgmma,
@@ -40,9 +41,10 @@ USE_VEC_DECAY = os.environ.get("FROST_BWD_VEC_DECAY", "0") == "1"
 # v1.10; not yet run on a GPU). Read on every call.
 CHAIN_ENV = "FROST_BWD_CHAIN"
 CHAIN_VARIANTS = ("serial", "pipelined", "wgmma", "wgmma_async")
-# FROST_BWD_CHAIN_VEC=wgmma puts the vector-gate (KDA, GDN-2) chain on the wgmma chain
-# kernel too (FrostBwdConfig.chain_wgmma; NOTES_bwd.md "Vector-gate chain on warpgroup
-# MMA"; not yet run on a GPU); =serial or unset: the serial chain, their default.
+# FROST_BWD_CHAIN_VEC: the vector-gate (KDA, GDN-2) chain kernel. Unset or =wgmma: the
+# wgmma chain (FrostBwdConfig.chain_wgmma; NOTES_bwd.md "Vector-gate chain on warpgroup
+# MMA": bitwise the serial chain's gradients, KDA chain -10 % on the H100); =serial the
+# per-warp mma.sync chain.
 # Scalar gates ignore it (their chain is FROST_BWD_CHAIN's), vector gates ignore
 # FROST_BWD_CHAIN. =wgmma_async as for scalar gates (FrostBwdConfig.chain_async). Read on
 # every call.
@@ -224,8 +226,8 @@ def chain_variant() -> str:
 
 def chain_vec_variant() -> str:
     """The vector-gate chain kernel FROST_BWD_CHAIN_VEC asks for (CHAIN_VEC_VARIANTS;
-    unset: serial)."""
-    name = os.environ.get(CHAIN_VEC_ENV, "").strip() or "serial"
+    unset: wgmma)."""
+    name = os.environ.get(CHAIN_VEC_ENV, "").strip() or "wgmma"
     if name not in CHAIN_VEC_VARIANTS:
         raise ValueError(f"{CHAIN_VEC_ENV} must be one of {CHAIN_VEC_VARIANTS}, got {name!r}")
     return name

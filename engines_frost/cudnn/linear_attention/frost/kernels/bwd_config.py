@@ -56,7 +56,7 @@ class FrostBwdConfig:
     # from SW128 shared tiles), the back substitution per warp (bwd_chain_wgmma.py,
     # NOTES_bwd.md v1.7; vector gates: "Vector-gate chain on warpgroup MMA"). Off: the
     # serial chain. The launcher sets it for scalar gates unless FROST_BWD_CHAIN says
-    # otherwise, for vector gates only under FROST_BWD_CHAIN_VEC=wgmma (bwd.py).
+    # otherwise, for vector gates unless FROST_BWD_CHAIN_VEC says otherwise (bwd.py).
     chain_wgmma: bool = False
     # The wgmma chain (chain_wgmma) leaves its dS^T update group in flight across the
     # chunk boundary and retires it after the next chunk's rows stage, which reads and
@@ -78,8 +78,8 @@ class FrostBwdConfig:
     # instructions (NOTES_bwd.md "v1.9 vector-gate grads: fused decay exponent"): the
     # exponent as one FFMA with log2 e folded into the reference gate per channel, the
     # bf16 hi + lo split by packed conversions. The split is bitwise the same; the
-    # exponent rounds differently (frost_bwd_precision models it). Off by default
-    # (unmeasured on a GPU); FROST_BWD_VEC_DECAY=1 sets it (bwd.py).
+    # exponent rounds differently (frost_bwd_precision models it). The launcher sets it
+    # unless FROST_BWD_VEC_DECAY=0 (bwd.py).
     vec_fast_decay: bool = False
     # The scalar-gate grads kernel runs its three state products (dO S^T, dR S^T, U dS^T)
     # on warpgroup MMA, both operands from swizzled shared tiles, while the warps compute
