@@ -33,6 +33,16 @@ ATOMG.E.EXCH. So if only a and e report errors, the 4-byte accesses are most lik
 descriptor writes into memory the sanitizer does not know as an allocation; errors in c
 or d would point at TMA itself, in b at the slice arithmetic.
 
+Measured (H100, tileiras 13.4.92, `gpu_suite.sh cutilememcheck`): every case computes the
+right result; under memcheck a and e report ~640 "Invalid __global__ atomic of size 4
+bytes ... out of bounds" each, at the kernel's entry (the tensor-map writes), addresses
+megabytes away from every buffer of the call; b, c and d are clean. The engine's kernels
+rebuilt with allow_tma=False on every access through a sequence slice (a hand edit, not
+shipped) made e and all 30 cuTile cases of tests/numerics/test_cu_seqlens_safety.py
+clean under memcheck (0 errors), and the cuTile GDN forward 2.2x slower at the bench
+shape (0.815 -> 1.81 ms; fwd+bwd 4.9 -> 12.2 ms): the kernels' own accesses stay inside
+their buffers on every malformed table; the reports are the device-built tensor maps.
+
 Run from the repository root on the GPU machine (tools/gpu/gpu_suite.sh stage
 cutilememcheck):
   python3 tools/gpu/cutile_memcheck_probe.py              every case without the

@@ -70,10 +70,11 @@
 #              350 kernels in all, so compiling them here wants STAGE_TIMEOUT=1800;
 #              --no-checkpoints in FROST_BWD_SMOKE_ARGS skips both paths in the smoke,
 #              --no-values only the v1.3 one
-#   bwdab      A/B of the backward's off-by-default switches: FROST_BWD_VEC_DECAY=1 against
+#   bwdab      A/B of the vector-gate backward's switches (both now on by default; the
+#              previous kernels are FROST_BWD_VEC_DECAY=0, FROST_BWD_CHAIN_VEC=serial): =1 against
 #              float64 (KDA, GDN-2; stage bwdabdecay), then the KDA and GDN-2 op rows for
 #              FROST_BWD_VEC_DECAY x FROST_BWD_CHAIN_VEC (stage bwdabbench, FROST columns)
-#   chainvec   the vector-gate chain on warpgroup MMA (FROST_BWD_CHAIN_VEC=wgmma, off by
+#   chainvec   the vector-gate chain on warpgroup MMA (FROST_BWD_CHAIN_VEC=wgmma, the
 #              default; NOTES_bwd.md "Vector-gate chain on warpgroup MMA"): KDA and GDN-2
 #              smoke vs float64 and vs the serial chain ([chains wgmma] lines, TIME
 #              bwd[chain] and bwd[chain, serial]), then the KDA fwd+bwd op rows both ways;
@@ -292,7 +293,7 @@ for s in "$@"; do
       stage frostbwdmatrix "python3 -m pytest tests/numerics/test_la_frost_bwd_engines.py -q -s \
         -p no:cacheprovider ${FROST_BWD_MATRIX_ARGS:-}" ;;
     bwdab|bwdabdecay|bwdabbench)
-                 # A/B of the backward's switches that are off by default: the vector-gate grads'
+                 # A/B of the vector-gate backward's switches (on by default): the grads'
                  # fused exponent (FROST_BWD_VEC_DECAY=1, NOTES_bwd.md v1.9) against float64 on
                  # KDA and GDN-2, then the KDA and GDN-2 op rows (FROST columns) with neither, each
                  # and both of it and the vector-gate wgmma chain (FROST_BWD_CHAIN_VEC=wgmma; its
