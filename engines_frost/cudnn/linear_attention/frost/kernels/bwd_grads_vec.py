@@ -101,12 +101,22 @@ def _span_bytes(entry) -> int:
     return -(-span * _BYTES[dtype] // 16) * 16
 
 
+def region_bytes(c: FrostFwdConfig, wgmma: bool = False) -> int:
+    """The bytes stage A and stage B share. wgmma: never less than the default plan's, so
+    the dq/dk staging tail past stage B (staging_room) stays as large: the unpadded tiles
+    alone would leave GDN-2 at K = V = 128 room for one bf16 tile instead of two (an
+    extra pair of barriers in write_qk)."""
+    a, b, _ = smem_regions(c, wgmma)
+    region = max(sum(map(_span_bytes, a)), sum(map(_span_bytes, b)))
+    return max(region, region_bytes(c)) if wgmma else region
+
+
 def smem_bytes(c: FrostFwdConfig, wgmma: bool = False) -> int:
     """Dynamic shared memory of the plan (wgmma: plus the worst-case padding that aligns
     the shared region to 1024 bytes)."""
-    a, b, keep = smem_regions(c, wgmma)
+    _, _, keep = smem_regions(c, wgmma)
     pad = SW128_ALIGN - 16 if wgmma else 0
-    return pad + max(sum(map(_span_bytes, a)), sum(map(_span_bytes, b))) + sum(map(_span_bytes, keep))
+    return pad + region_bytes(c, wgmma) + sum(map(_span_bytes, keep))
 
 
 def staging_room(c: FrostFwdConfig, wgmma: bool = False) -> tuple[str, int]:
@@ -114,8 +124,8 @@ def staging_room(c: FrostFwdConfig, wgmma: bool = False) -> tuple[str, int]:
     "tail", the shared region past stage B's tensors (stage A's, dead by then), or "dz",
     the score tiles dzp and dzm (consecutive in `keep`, dead after the score adjoints),
     whichever is larger."""
-    a, b, keep = smem_regions(c, wgmma)
-    region = max(sum(map(_span_bytes, a)), sum(map(_span_bytes, b)))
+    _, b, keep = smem_regions(c, wgmma)
+    region = region_bytes(c, wgmma)
     tail = region - sum(map(_span_bytes, b))
     assert [e[0] for e in keep[:2]] == ["dzp", "dzm"], keep
     dz = _span_bytes(keep[0]) + _span_bytes(keep[1])
@@ -127,7 +137,7 @@ def allocate(c: FrostFwdConfig, wgmma: bool = False) -> SimpleNamespace:
     the kernel is traced. wgmma: smem_regions' swizzled stage A, the region 1024-byte
     aligned; those tiles carry their swizzle in the pointer (as fwd_v1.allocate_smem's)."""
     a, b, keep = smem_regions(c, wgmma)
-    region = max(sum(map(_span_bytes, a)), sum(map(_span_bytes, b)))
+    region = region_bytes(c, wgmma)
     smem = cutlass.memory.SmemAllocator()
     raw = smem.allocate_tensor(BFloat16, cute.make_layout((region // 2,)), SW128_ALIGN if wgmma else 16)
     s = SimpleNamespace()

@@ -82,7 +82,7 @@ def smem_plan(c: FrostFwdConfig):
     staging region), dR, S and dS as swizzled tiles in front (1024-byte aligned,
     unpadded), the rest after."""
     if c.gate_per_channel:
-        raise ValueError("the wgmma grads kernel serves scalar gates only (NOTES_bwd.md v1.8)")
+        raise ValueError("this wgmma grads plan serves scalar gates only (vector gates: bwd_grads_vec.smem_regions)")
     base = {e[0]: e for e in base_plan(c)}
     sw_b = b_swizzle(c.K)
     front = [(n, "bf16", base[n][2], SW128) for n in ("do", "u")] + [base["dzp"], base["dzm"]]
