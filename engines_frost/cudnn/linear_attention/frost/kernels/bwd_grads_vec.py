@@ -24,6 +24,11 @@ and e^G_last sum_v S dS at the last real row. GDN-2: beta is the erase gate b pe
 Shared memory is one region used twice: the state products' operands (dO, dR, U [C, V],
 S, dS [K, V]) until they are done, then the adjoints' (q^, k^ [C, K], b, dG); the scores,
 gates and small tables stay.
+
+FrostBwdGradsVecWgmma (FrostBwdConfig.grads_wgmma, FROST_BWD_GRADS_VEC=wgmma) runs the
+state products on warpgroup MMA from swizzled stage-A tiles (bwd_grads_wgmma's
+WgmmaStateProducts, shared with GDN's kernel) while the warps compute the scores, dv and
+the S dS sum; everything else is this kernel's code.
 """
 from __future__ import annotations
 

@@ -39,9 +39,14 @@ proxy before its barrier. dO, U, dZp, dZm stay consecutive (dO, U first, then a 
 tail for the row padding dO and U lost), so the dq/dk staging overlays them as before
 (as many tiles at once as the default kernel), through an unswizzled pointer.
 
-Not bitwise FrostBwdGrads: the k16 steps are summed inside the tensor core in its own
-order; the gradients agree within fp32 rounding of the products (the smoke's
-``--grads wgmma-both`` bounds the difference). Scalar gates only.
+Numerics: the k16 steps of each product run in the mma.sync kernel's order; on the H200
+the gradients came out bitwise FrostBwdGrads' (NOTES_bwd.md "v1.7 and v1.8 on the H200";
+the smoke's ``--grads wgmma-both`` bounds the difference and reports bitwise equality).
+
+The products themselves (the swizzled views, the issue of the group, the accumulators)
+are WgmmaStateProducts, a mixin: FrostBwdGradsWgmma here (scalar gates) and
+bwd_grads_vec.FrostBwdGradsVecWgmma (vector gates, FROST_BWD_GRADS_VEC=wgmma) derive
+from it; this module's smem_plan is the scalar-gate plan.
 """
 from __future__ import annotations
 
