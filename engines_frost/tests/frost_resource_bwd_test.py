@@ -290,8 +290,9 @@ def test_vector_wgmma_grads_no_spills(case):
         with tempfile.TemporaryDirectory() as tmp:
             ops["mma"] = collections.Counter(i.split()[0] for i in
                                              report.sass_instructions(report.compile_bwd_cubin(plain, tmp)))
+    shown = {k: {o: n for o, n in c.items() if "MMA" in o or o.startswith(("LDSM", "BAR"))} for k, c in ops.items()}
     print(f"{family} wgmma grads K={K} V={V} {io} grouped={grouped} l2={l2} ckpt={ckpt} wide={wide} fast={fast}: "
-          f"{usage} { {k: {o: n for o, n in c.items() if 'MMA' in o or o.startswith(('LDSM', 'BAR'))} for k, c in ops.items()} }")
+          f"{usage} {shown}")
     assert usage["LOCAL"] == 0 and usage["STACK"] == 0, usage
     assert usage["REG"] <= 255, usage
     if ops:

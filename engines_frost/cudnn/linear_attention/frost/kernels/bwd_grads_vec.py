@@ -184,7 +184,8 @@ class FrostBwdGradsVec(FrostBwdGrads):
         if not cfg.fwd.gate_per_channel:
             raise ValueError("FrostBwdGradsVec serves vector gates (KDA, GDN-2); GDN is bwd_grads.py's")
         if cfg.grads_wgmma != self.wgmma_products:
-            raise ValueError(f"{type(self).__name__}: grads_wgmma must be {self.wgmma_products} (bwd_compile picks the class)")
+            raise ValueError(f"{type(self).__name__}: grads_wgmma must be {self.wgmma_products} "
+                             "(bwd_compile picks the class)")
         FrostBwdGrads.__init__(self, cfg, vector_gates=True)
         used = smem_bytes(cfg.fwd, self.wgmma_products)
         if used > SMEM_LIMIT:
