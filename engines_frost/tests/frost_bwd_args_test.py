@@ -354,9 +354,13 @@ def test_grads_variant_comes_from_the_environment(family, monkeypatch):
     """FROST_BWD_GRADS=wgmma selects the grads kernel with its state products on warpgroup
     MMA for scalar gates (vector gates ignore it), changing the grads kernel's config
     alone; "mma" is the per-warp mma.sync kernel; unset is wgmma; anything else is refused
-    by name; the config itself refuses the flag with vector gates."""
-    from cudnn.linear_attention.frost.kernels.bwd import GRADS_ENV
+    by name. FROST_BWD_GRADS_VEC=wgmma selects it for vector gates (scalar gates ignore
+    it; unset or "mma": off), again the grads config alone."""
+    import dataclasses
 
+    from cudnn.linear_attention.frost.kernels.bwd import GRADS_ENV, GRADS_VEC_ENV
+
+    monkeypatch.delenv(GRADS_VEC_ENV, raising=False)
     monkeypatch.setenv(GRADS_ENV, "mma")
     plain, _, _ = _check(_operands(family=family), family)
     assert not plain.grads_wgmma
@@ -373,6 +377,17 @@ def test_grads_variant_comes_from_the_environment(family, monkeypatch):
     monkeypatch.setenv(GRADS_ENV, "fast")
     with pytest.raises(ValueError, match="FROST_BWD_GRADS must be one of"):
         _check(_operands(family=family), family)
-    if family != "gdn":
-        with pytest.raises(ValueError, match="grads_wgmma must be False for vector gates"):
-            FrostBwdConfig(fwd=plain.fwd, stage="grads", dht_dtype=None, dh0_dtype=None, grads_wgmma=True)
+    monkeypatch.delenv(GRADS_ENV, raising=False)
+    unset, _, _ = _check(_operands(family=family), family)
+    for value in ("wgmma", "mma", "fast"):  # the vector-gate switch: vector gates only
+        monkeypatch.setenv(GRADS_VEC_ENV, value)
+        if value == "fast":
+            with pytest.raises(ValueError, match="FROST_BWD_GRADS_VEC must be one of"):
+                _check(_operands(family=family), family)
+            continue
+        got, _, _ = _check(_operands(family=family), family)
+        on = family != "gdn" and value == "wgmma"
+        assert got == (dataclasses.replace(unset, grads_wgmma=True) if on else unset)
+        for stage in ("states", "chain"):
+            assert got.with_stage(stage) == unset.with_stage(stage)
+        assert got.with_stage("grads").grads_wgmma == (on or family == "gdn")

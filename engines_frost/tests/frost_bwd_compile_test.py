@@ -249,7 +249,8 @@ def test_wgmma_grads_plan(dims):
 @pytest.mark.parametrize("kw", [{}, dict(K=64, V=64, H=2, HV=4, l2=False, h0=False)])
 def test_wgmma_grads_compiles_through_the_engine_entry(kw):
     """compile_bwd (the launcher's entry) picks the wgmma grads class from the config,
-    with_stage keeps the flag for the grads stage alone, and vector gates refuse it."""
+    with_stage keeps the flag for the grads stage alone (vector gates:
+    test_vector_wgmma_grads_compiles_through_the_engine_entry)."""
     import dataclasses
 
     from cudnn.linear_attention.frost.kernels.bwd_compile import bwd_kernel_for
@@ -261,19 +262,75 @@ def test_wgmma_grads_compiles_through_the_engine_entry(kw):
     assert cfg.with_stage("grads").grads_wgmma
     for stage in ("states", "chain"):
         assert not cfg.with_stage(stage).grads_wgmma
-    with pytest.raises(ValueError, match="grads_wgmma must be False for vector gates"):
-        dataclasses.replace(_cfg("kda", "grads"), grads_wgmma=True)
     assert callable(compile_bwd(cfg, "sm_90a", ffi="cute"))
 
 
-@pytest.mark.parametrize("K", [128, 64])
-def test_wgmma_grads_descriptors(K, tmp_path):
+@pytest.mark.parametrize("family, dims", [("kda", (128, 128)), ("kda", (64, 64)), ("gdn2", (128, 64)),
+                                          ("gdn2", (64, 128)), ("gdn2", (128, 128))])
+def test_vector_wgmma_grads_plan(family, dims):
+    """The vector-gate wgmma grads kernel (FrostBwdGradsVecWgmma): stage A holds dO, dR, U
+    as unpadded SW128 [C, V] tiles and S, dS as [V, K] tiles with GDN's channel-half
+    swizzle, each at a multiple of 1024 bytes from the (1024-byte aligned) region; stage B
+    and the persistent tensors are the default plan's; it fits (the alignment's worst case
+    counted) in no more shared memory than the default, and the dq/dk staging holds as
+    many tiles as the default's."""
+    from cudnn.linear_attention.frost.kernels import bwd_grads, bwd_grads_vec as gv
+    from cudnn.linear_attention.frost.kernels.fwd_v1 import SMEM_LIMIT, SW64, SW128
+
+    K, V = dims
+    f = _cfg(family, "grads", K, V).fwd
+    a, b, keep = gv.smem_regions(f, wgmma=True)
+    a0, b0, keep0 = gv.smem_regions(f)
+    sw_b = SW128 if K == 128 else SW64
+    assert [(n, shape, stride) for n, _, shape, stride in a] == \
+        [("do", (64, V), SW128), ("dr", (64, V), SW128), ("u", (64, V), SW128), ("sf", (V, K), sw_b),
+         ("dsf", (V, K), sw_b)]
+    assert [(n, shape) for n, _, shape, _ in a] == [(n, shape) for n, _, shape, _ in a0]
+    assert (b, keep) == (b0, keep0)
+    offset = 0
+    for entry in a:
+        assert offset % 1024 == 0, (entry, offset)
+        offset += gv._span_bytes(entry)
+    assert gv.smem_bytes(f, wgmma=True) <= gv.smem_bytes(f) + 1024 and gv.smem_bytes(f, wgmma=True) <= SMEM_LIMIT
+    for bits in (16, 32):
+        assert bwd_grads.staging_tiles(K, bits, gv.staging_room(f, wgmma=True)[1]) == \
+            bwd_grads.staging_tiles(K, bits, gv.staging_room(f)[1])
+
+
+@pytest.mark.parametrize("family, kw", [("kda", {}), ("gdn2", dict(K=128, V=64)),
+                                        ("kda", dict(K=64, V=64, H=2, HV=4, l2=False, h0=False))])
+def test_vector_wgmma_grads_compiles_through_the_engine_entry(family, kw):
+    """Vector gates: the config takes grads_wgmma (FROST_BWD_GRADS_VEC=wgmma), the grads
+    stage alone keeps it, compile_bwd builds FrostBwdGradsVecWgmma (and the mma.sync
+    class without the flag); each class refuses the other's config."""
+    import dataclasses
+
+    from cudnn.linear_attention.frost.kernels.bwd_compile import bwd_kernel_for
+    from cudnn.linear_attention.frost.kernels.bwd_grads_vec import FrostBwdGradsVec, FrostBwdGradsVecWgmma
+
+    cfg = dataclasses.replace(_cfg(family, "grads", **kw), grads_wgmma=True, vec_wide_loads=True)
+    assert bwd_kernel_for(cfg) is FrostBwdGradsVecWgmma
+    plain = dataclasses.replace(cfg, grads_wgmma=False)
+    assert bwd_kernel_for(plain) is FrostBwdGradsVec
+    assert cfg.with_stage("grads").grads_wgmma
+    for stage in ("states", "chain"):
+        assert not cfg.with_stage(stage).grads_wgmma
+    with pytest.raises(ValueError, match="grads_wgmma must be True"):
+        FrostBwdGradsVecWgmma(plain)
+    with pytest.raises(ValueError, match="grads_wgmma must be False"):
+        FrostBwdGradsVec(cfg)
+    assert callable(compile_bwd(cfg, "sm_90a", ffi="cute"))
+
+
+@pytest.mark.parametrize("family, K", [("gdn", 128), ("gdn", 64), ("kda", 128), ("gdn2", 64)])
+def test_wgmma_grads_descriptors(family, K, tmp_path):
     """The PTX of the wgmma grads kernel: 3 V / 16 wgmma m64n(K/2)k16 per item, A K-major
     (imm-trans-a 0), B transposed (imm-trans-b 1: the MN-major S / dS channel halves), and
     the descriptors' constant fields as the swizzled tiles need them: A SW128 with stride
     byte offset 1024 (8 rows of 128 B), B SW128 / SBO 1024 at K = 128 and SW64 / SBO 512 at
     K = 64 (8 value rows of one channel half). A layout that CuTe could not describe, or
-    one described with another swizzle, changes these."""
+    one described with another swizzle, changes these. The vector-gate kernel
+    (FrostBwdGradsVecWgmma) issues the same products from its own plan: the same PTX."""
     import dataclasses
     import glob
     import re
@@ -284,7 +341,7 @@ def test_wgmma_grads_descriptors(K, tmp_path):
     from cudnn.linear_attention.frost.kernels.bwd_compile import bwd_kernel_for
 
     V = 128
-    cfg = dataclasses.replace(_cfg("gdn", "grads", K, V, l2=False, h0=False), grads_wgmma=True)
+    cfg = dataclasses.replace(_cfg(family, "grads", K, V, l2=False, h0=False), grads_wgmma=True)
     cute.compile(bwd_kernel_for(cfg)(cfg), *bwd_fake_args(cfg),
                  options=f"--gpu-arch sm_90a --keep-ptx --dump-dir {tmp_path}")
     (ptx,) = glob.glob(str(tmp_path / "*.ptx"))

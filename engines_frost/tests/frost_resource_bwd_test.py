@@ -3,7 +3,7 @@
 The backward's half of frost_resource_test.py (the forward's), split off so that the two
 compile-bound files run in parallel under Bazel: the GDN states / values / chain / grads
 kernels, the chain variants (pipelined, warpgroup MMA), the wgmma grads kernel and the
-vector-gate grads kernel, each through frost_cubin_report.compile_bwd_cubin and
+vector-gate grads kernel (mma.sync and wgmma products), each through frost_cubin_report.compile_bwd_cubin and
 cuobjdump --dump-resource-usage. A draft of the grads kernel's cp.async load phase kept a
 32-byte stack frame for the element-wise copy of a transposed A operand (replaced by
 ldmatrix.trans); the vector-gate grads kernel spilled up to v1.4. Skips where cuobjdump or
@@ -294,6 +294,76 @@ def test_wgmma_grads_no_spills(case):
         assert hgmma == {f"HGMMA.64x{K // 2}x16.F32.BF16": 3 * V // 16}, ops["wgmma"]
         hmma = "HMMA.16816.F32.BF16"
         assert ops["wgmma"][hmma] == ops["mma"][hmma] - 3 * (V // 16) * (K // 16), ops
+
+
+# (family, K, V, io, grouped q/k heads, l2norm, forward checkpoints, vec_wide_loads,
+# vec_fast_decay): the bench's KDA config (the launcher's defaults: wide loads, fused
+# decay) with and without l2norm on both paths, the wide-load switch off and the fused
+# decay off, GDN-2 at K = 128 / V = 64 and K = V = 128 (l2norm: the most registers), fp16
+# grouped KDA at K = V = 64 (SW64 S / dS, dO converted in its swizzled tile) and fp16
+# GDN-2 at K = 64 / V = 128
+VECTOR_WGMMA_GRADS_CASES = [
+    ("kda", 128, 128, "bfloat16", False, False, False, True, True),
+    ("kda", 128, 128, "bfloat16", False, False, True, True, True),
+    ("kda", 128, 128, "bfloat16", False, True, False, True, True),
+    ("kda", 128, 128, "bfloat16", False, True, True, True, True),
+    ("kda", 128, 128, "bfloat16", False, False, False, False, True),
+    ("kda", 128, 128, "bfloat16", False, False, False, True, False),
+    ("gdn2", 128, 64, "bfloat16", False, False, False, True, True),
+    ("gdn2", 128, 128, "bfloat16", False, True, False, True, True),
+    ("kda", 64, 64, "float16", True, True, False, True, True),
+    ("gdn2", 64, 128, "float16", False, True, True, True, True),
+]
+
+
+@pytest.mark.parametrize("case", VECTOR_WGMMA_GRADS_CASES,
+                         ids=lambda c: f"{c[0]}-grads-wgmma-K{c[1]}V{c[2]}-{c[3]}-grouped{int(c[4])}-l2{int(c[5])}"
+                                       f"-ckpt{int(c[6])}-wide{int(c[7])}-fast{int(c[8])}")
+def test_vector_wgmma_grads_no_spills(case):
+    """The vector-gate grads kernel with its state products on warpgroup MMA
+    (FROST_BWD_GRADS_VEC=wgmma, bwd_grads_vec.FrostBwdGradsVecWgmma) over
+    VECTOR_WGMMA_GRADS_CASES: no local memory or stack, the plan fits, and (with
+    nvdisasm) exactly 3 V / 16 wgmma m64n(K/2)k16 in one unserialised group (a single
+    scoreboard release, a single wait), the mma.sync kernel's HMMA less the products'
+    3 (V / 16) (K / 16) per warp, and one CTA barrier fewer than it."""
+    from cudnn.linear_attention.frost.kernels import bwd_grads_vec
+    from cudnn.linear_attention.frost.kernels.bwd_config import FrostBwdConfig
+    from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
+    from cudnn.linear_attention.frost.kernels.fwd_v1 import SMEM_LIMIT
+
+    family, K, V, io, grouped, l2, ckpt, wide, fast = case
+    per_beta = family == "gdn2"
+    H = 2 if grouped else 4
+    f = FrostFwdConfig(io, None, H, H, 4, K, V, True, per_beta, per_beta, l2, False, False, gate_align16=True)
+    plain = FrostBwdConfig(f, "grads", None, None, checkpoints=ckpt, vec_wide_loads=wide, vec_fast_decay=fast)
+    cfg = FrostBwdConfig(f, "grads", None, None, checkpoints=ckpt, vec_wide_loads=wide, vec_fast_decay=fast,
+                         grads_wgmma=True)
+    assert bwd_grads_vec.smem_bytes(f, wgmma=True) <= SMEM_LIMIT
+    ops = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        cubin = report.compile_bwd_cubin(cfg, tmp)
+        usage = report.resource_usage(cubin)
+        if report.tool("NVDISASM", "nvdisasm") is not None:
+            sass = report.sass_instructions(cubin)
+            ops["wgmma"] = collections.Counter(i.split()[0] for i in sass)
+            assert sum(i.startswith("HGMMA") and "gsb0" in i for i in sass) == 1, sass
+            assert sum(i.startswith("WARPGROUP.DEPBAR") for i in sass) == 1, sass
+    if ops:
+        with tempfile.TemporaryDirectory() as tmp:
+            ops["mma"] = collections.Counter(i.split()[0] for i in
+                                             report.sass_instructions(report.compile_bwd_cubin(plain, tmp)))
+    shown = {k: {o: n for o, n in c.items() if "MMA" in o or o.startswith(("LDSM", "BAR"))} for k, c in ops.items()}
+    print(f"{family} wgmma grads K={K} V={V} {io} grouped={grouped} l2={l2} ckpt={ckpt} wide={wide} fast={fast}: "
+          f"{usage} {shown}")
+    assert usage["LOCAL"] == 0 and usage["STACK"] == 0, usage
+    assert usage["REG"] <= 255, usage
+    if ops:
+        hgmma = {k: v for k, v in ops["wgmma"].items() if k.startswith("HGMMA")}
+        assert hgmma == {f"HGMMA.64x{K // 2}x16.F32.BF16": 3 * V // 16}, ops["wgmma"]
+        hmma = "HMMA.16816.F32.BF16"
+        assert ops["wgmma"][hmma] == ops["mma"][hmma] - 3 * (V // 16) * (K // 16), ops
+        bar = "BAR.SYNC.DEFER_BLOCKING"
+        assert ops["wgmma"][bar] == ops["mma"][bar] - 1, ops
 
 
 VEC_GRADS_CASES = [  # (family, K, V, io, grouped q/k heads): the three that spilled up to v1.4

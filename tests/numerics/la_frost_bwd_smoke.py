@@ -6,6 +6,7 @@
                                                           |wgmma_async-both]
                                                  [--chain-vec serial|wgmma|wgmma_async|wgmma-both|wgmma_async-both]
                                                  [--grads mma|wgmma|wgmma-both]
+                                                 [--grads-vec mma|wgmma|wgmma-both]
 
 1. Precompiles every kernel the run needs in parallel processes into a kernel store
    (FROST_KERNEL_CACHE, default .frostcache), so the cases below load instead of compile.
@@ -59,6 +60,12 @@
    each gradient's difference from the mma.sync kernel's, ||diff|| / ||mma||, within
    GRADS_ROUNDING_BOUND; dv is bitwise, as the products do not enter it) and times
    bwd[grads] with the mma.sync kernel too (TIME bwd[grads, mma]).
+   --grads-vec (FROST_BWD_GRADS_VEC; default: the environment's, else the launcher's: mma)
+   does the same for KDA / GDN-2 (NOTES_bwd.md "Vector-gate grads: state products on
+   warpgroup MMA"): ``wgmma`` the wgmma grads kernel, ``wgmma-both`` that on every
+   vector-gate case and path plus a [grads wgmma] line per KDA / GDN-2 case against the
+   mma.sync kernel (same bound; bitwise= says whether every gradient is bitwise equal, as
+   the products' k16 order is the same) and TIME bwd[grads, mma].
 Prints one line per case and a SUMMARY; exits 1 on any failure.
 """
 from __future__ import annotations
@@ -480,11 +487,12 @@ CHAIN_BITWISE = ("pipelined", "wgmma_async")
 CHAIN_ROUNDING_BOUND = 4e-3
 
 
-def grads_variant(name: str):
-    """FROST_BWD_GRADS=name inside the block."""
-    from cudnn.linear_attention.frost.kernels.bwd import GRADS_ENV
+def grads_variant(name: str, family: str = "gdn"):
+    """The grads switch of `family` = name inside the block: FROST_BWD_GRADS for scalar
+    gates, FROST_BWD_GRADS_VEC for vector gates (the launcher reads one per family)."""
+    from cudnn.linear_attention.frost.kernels.bwd import GRADS_ENV, GRADS_VEC_ENV
 
-    return env_set(GRADS_ENV, name)
+    return env_set(GRADS_ENV if family == "gdn" else GRADS_VEC_ENV, name)
 
 
 # --grads: the variant a compare run puts everything on (checked against the mma.sync kernel)
@@ -506,7 +514,7 @@ def check_case_grads(case: Case, family: str, variant: str = "wgmma") -> tuple[b
     cfg, x, dO, dht = make_case(case, family, "cuda")
     got = {}
     for name in ("mma", variant):
-        with grads_variant(name):
+        with grads_variant(name, family):
             got[name] = grads_buffers(x, "cuda")
             run_bwd(x, dO, dht, case.l2norm, got[name])
     torch.cuda.synchronize()
@@ -518,10 +526,11 @@ def check_case_grads(case: Case, family: str, variant: str = "wgmma") -> tuple[b
         rels[k] = r if math.isfinite(r) else float("inf")
     exact = [k for k in ("dv", "d_initial_state") if k in keys]
     bitwise = all(torch.equal(a[k], b[k]) for k in exact)
+    same = all(torch.equal(a[k], b[k]) for k in keys)
     ok = bitwise and all(r <= GRADS_ROUNDING_BOUND for r in rels.values())
     detail = " ".join(f"{k}={v:.1e}" for k, v in rels.items())
     return ok, (f"{'PASS' if ok else 'FAIL'} {family} {case.name}[grads {variant}]: rel_diff {detail} "
-                f"bitwise_dv={bitwise}")
+                f"bitwise_dv={bitwise} bitwise={same}")
 
 
 def check_case_chains(case: Case, family: str, variant: str = "pipelined") -> tuple[bool, str]:
@@ -601,7 +610,7 @@ def time_family(family: str, reps: int = 20, checkpoints: bool = True, values: b
             ms = timed(lambda: run_bwd(x, dO, None, False, out, ws, stages=("chain",)))
         lines.append(f"TIME {family} bwd[chain, {base}] {ms:.3f} ms")
     if grads_compare:
-        with grads_variant("mma"):
+        with grads_variant("mma", family):
             ms = timed(lambda: run_bwd(x, dO, None, False, out, ws, stages=("grads",)))
         lines.append(f"TIME {family} bwd[grads, mma] {ms:.3f} ms")
     lines.append(f"TIME {family} bwd {timed(lambda: run_bwd(x, dO, None, False, out, ws)):.3f} ms")
@@ -659,6 +668,8 @@ def main() -> int:
                     help="the KDA / GDN-2 chain kernel (FROST_BWD_CHAIN_VEC; module docstring, step 4)")
     ap.add_argument("--grads", choices=("mma", "wgmma", "wgmma-both"),
                     help="the grads kernel (FROST_BWD_GRADS; module docstring, step 5)")
+    ap.add_argument("--grads-vec", choices=("mma", "wgmma", "wgmma-both"),
+                    help="the KDA / GDN-2 grads kernel (FROST_BWD_GRADS_VEC; module docstring, step 5)")
     args = ap.parse_args()
     families = args.family or list(FAMILIES)
     compare = CHAIN_COMPARE.get(args.chain)  # the variant checked against the serial chain, or None
@@ -677,6 +688,12 @@ def main() -> int:
         from cudnn.linear_attention.frost.kernels.bwd import GRADS_ENV
 
         os.environ[GRADS_ENV] = gcompare or args.grads
+    gvcompare = GRADS_COMPARE.get(args.grads_vec)  # the same for the vector-gate grads
+    if args.grads_vec:
+        from cudnn.linear_attention.frost.kernels.bwd import GRADS_VEC_ENV
+
+        os.environ[GRADS_VEC_ENV] = gvcompare or args.grads_vec
+    grads_compare = {fam: gcompare if fam == "gdn" else gvcompare for fam in FAMILIES}
     root = os.environ.setdefault("FROST_KERNEL_CACHE", str(REPO / ".frostcache"))
     ckpt = not args.no_checkpoints
     with_u = ckpt and not args.no_values
@@ -698,11 +715,12 @@ def main() -> int:
                 cases = list(cases_for(fam, args.only))
                 cases += [Case("bench", (4096,) * 8, 16, 16, 128, 128)] if not args.no_time else []
                 cfgs += [c for case in cases for c in configs_of(case, fam)]
-    if gcompare:  # the mma.sync grads kernel of every GDN case and of the timing shape
-        with grads_variant("mma"):
-            cases = [c for c in cases_for("gdn", args.only)] if "gdn" in families else []
-            cases += [Case("bench", (4096,) * 8, 16, 16, 128, 128)] if not args.no_time and "gdn" in families else []
-            cfgs += [c for case in cases for c in configs_of(case, "gdn")]
+    for fam in families:  # the mma.sync grads kernel of every compared case and of the timing shape
+        if grads_compare[fam]:
+            with grads_variant("mma", fam):
+                cases = list(cases_for(fam, args.only))
+                cases += [Case("bench", (4096,) * 8, 16, 16, 128, 128)] if not args.no_time else []
+                cfgs += [c for case in cases for c in configs_of(case, fam)]
     if args.prebuild:
         from cudnn.linear_attention.frost.kernels.kernel_store import GENERIC_X86_64
 
@@ -747,10 +765,10 @@ def main() -> int:
                     ok, line = False, f"FAIL {fam} {case.name}[chains]: {type(e).__name__}: {str(e)[:300]}"
                 failures += not ok
                 print(line, flush=True)
-            if gcompare and fam == "gdn":
+            if grads_compare[fam]:
                 runs += 1
                 try:
-                    ok, line = check_case_grads(case, fam, gcompare)
+                    ok, line = check_case_grads(case, fam, grads_compare[fam])
                 except Exception as e:
                     ok, line = False, f"FAIL {fam} {case.name}[grads]: {type(e).__name__}: {str(e)[:300]}"
                 failures += not ok
@@ -758,7 +776,7 @@ def main() -> int:
         if not args.no_time:
             for line in time_family(fam, checkpoints=ckpt, values=with_u,
                                     chain_compare=chain_compare[fam],
-                                    grads_compare=bool(gcompare) and fam == "gdn"):
+                                    grads_compare=bool(grads_compare[fam])):
                 print(line, flush=True)
     print(f"SUMMARY {runs - failures} passed, {failures} failed", flush=True)
     return 1 if failures else 0

@@ -85,6 +85,14 @@
 #              float64 and bitwise vs the synchronous wgmma chain ([chains wgmma_async] lines,
 #              TIME bwd[chain] and bwd[chain, wgmma]), then the GDN and KDA fwd+bwd op rows
 #              (FROST columns) wgmma vs wgmma_async; chainasyncsmoke / chainasyncbench run one
+#   gradsvec   the vector-gate grads kernel's state products on warpgroup MMA
+#              (FROST_BWD_GRADS_VEC=wgmma, off by default; NOTES_bwd.md "Vector-gate grads:
+#              state products on warpgroup MMA"): KDA and GDN-2 smoke vs float64 and vs the
+#              mma.sync grads ([grads wgmma] lines, bitwise= expected True; TIME bwd[grads]
+#              and bwd[grads, mma]), the same with FROST_BWD_VEC_WIDE=0 FROST_BWD_VEC_DECAY=0
+#              (the other load and decay paths under the new products; no timing), then the
+#              KDA and GDN-2 fwd+bwd op rows both ways (FROST columns); gradsvecsmoke /
+#              gradsveccombo / gradsvecbench run one of them
 #   autotune   autotune over the FROST and cuTile plans of gdn / kda (forward, backward):
 #              the faster plan (timed as the bench times it) wins, and a fresh process
 #              reuses the recorded choice (tests/numerics/test_la_autotune_gpu.py)
@@ -318,6 +326,17 @@ for s in "$@"; do
         --cases 'GDN fwd+bwd' --impl FROST --reps 10 || exit 1; echo \"== FROST_BWD_CHAIN_VEC=\$c\"; \
         FROST_BWD_CHAIN_VEC=\$c python3 bench/bench_linear_attention.py --cases 'KDA fwd+bwd' --impl FROST \
         --reps 10 || exit 1; done" ;;
+    gradsvec|gradsvecsmoke|gradsveccombo|gradsvecbench)
+      case "$s" in gradsvec|gradsvecsmoke)
+        stage gradsvecsmoke "python3 tests/numerics/la_frost_bwd_smoke.py --jobs \$(nproc) \
+          --family kda --family gdn2 --grads-vec wgmma-both" ;; esac
+      case "$s" in gradsvec|gradsveccombo)
+        stage gradsveccombo "FROST_BWD_VEC_WIDE=0 FROST_BWD_VEC_DECAY=0 python3 tests/numerics/la_frost_bwd_smoke.py \
+          --jobs \$(nproc) --family kda --family gdn2 --grads-vec wgmma-both --no-time" ;; esac
+      case "$s" in gradsvec|gradsvecbench)
+        stage gradsvecbench "for c in 'KDA fwd+bwd' 'GDN-2 fwd+bwd'; do for g in mma wgmma; do \
+          echo \"== FROST_BWD_GRADS_VEC=\$g\"; FROST_BWD_GRADS_VEC=\$g python3 bench/bench_linear_attention.py \
+          --cases \"\$c\" --impl FROST --reps 10 || exit 1; done; done" ;; esac ;;
     summary)     # FROST span summaries vs float64; context parallelism (one GPU, NCCL, timing)
       export FROST_KERNEL_CACHE="${FROST_KERNEL_CACHE:-$PWD/.frostcache}"
       stage summarybuild "python3 tests/numerics/frost_summary_prebuild.py --jobs \$(nproc)"

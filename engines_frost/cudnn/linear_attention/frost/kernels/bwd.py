@@ -56,6 +56,12 @@ CHAIN_VEC_VARIANTS = ("serial", "wgmma", "wgmma_async")
 # call.
 GRADS_ENV = "FROST_BWD_GRADS"
 GRADS_VARIANTS = ("mma", "wgmma")
+# FROST_BWD_GRADS_VEC=wgmma puts the vector-gate (KDA, GDN-2) grads kernel's state
+# products on warpgroup MMA too (FrostBwdConfig.grads_wgmma, bwd_grads_vec.
+# FrostBwdGradsVecWgmma; NOTES_bwd.md "Vector-gate grads: state products on warpgroup
+# MMA"; not yet run on a GPU); =mma or unset: the mma.sync products, their default.
+# Scalar gates ignore it, vector gates ignore FROST_BWD_GRADS. Read on every call.
+GRADS_VEC_ENV = "FROST_BWD_GRADS_VEC"
 _INDEX_LIMIT = 2**31
 
 _cache: dict[tuple, object] = {}
@@ -202,6 +208,7 @@ def check_bwd_operands(*, q, k, v, g, beta, w, cu_seqlens, dO, initial_state, d_
     with_values = values is not None
     scalar_chain, vector_chain = chain_variant(), chain_vec_variant()  # both checked on every call
     variant = vector_chain if f.gate_per_channel else scalar_chain
+    scalar_grads, vector_grads = grads_variant(), grads_vec_variant()  # likewise
     cfg = FrostBwdConfig(
         fwd=f, stage="chain" if with_values else "values" if with_checkpoints else "states",
         dht_dtype=None if d_final_state is None else _dtype_name(d_final_state),
@@ -211,7 +218,7 @@ def check_bwd_operands(*, q, k, v, g, beta, w, cu_seqlens, dO, initial_state, d_
         vec_fast_decay=USE_VEC_DECAY and f.gate_per_channel,
         chain_pipeline=variant == "pipelined" and not f.gate_per_channel,
         chain_wgmma=variant in ("wgmma", "wgmma_async"), chain_async=variant == "wgmma_async",
-        grads_wgmma=grads_variant() == "wgmma" and not f.gate_per_channel)
+        grads_wgmma=(vector_grads if f.gate_per_channel else scalar_grads) == "wgmma")
     return cfg, T, N
 
 
@@ -239,6 +246,15 @@ def grads_variant() -> str:
     name = os.environ.get(GRADS_ENV, "").strip() or "wgmma"
     if name not in GRADS_VARIANTS:
         raise ValueError(f"{GRADS_ENV} must be one of {GRADS_VARIANTS}, got {name!r}")
+    return name
+
+
+def grads_vec_variant() -> str:
+    """The vector-gate grads kernel FROST_BWD_GRADS_VEC asks for (GRADS_VARIANTS; unset:
+    mma)."""
+    name = os.environ.get(GRADS_VEC_ENV, "").strip() or "mma"
+    if name not in GRADS_VARIANTS:
+        raise ValueError(f"{GRADS_VEC_ENV} must be one of {GRADS_VARIANTS}, got {name!r}")
     return name
 
 

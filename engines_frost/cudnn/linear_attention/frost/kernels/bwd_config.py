@@ -81,11 +81,13 @@ class FrostBwdConfig:
     # exponent rounds differently (frost_bwd_precision models it). The launcher sets it
     # unless FROST_BWD_VEC_DECAY=0 (bwd.py).
     vec_fast_decay: bool = False
-    # The scalar-gate grads kernel runs its three state products (dO S^T, dR S^T, U dS^T)
-    # on warpgroup MMA, both operands from swizzled shared tiles, while the warps compute
-    # the score tiles (bwd_grads_wgmma.py, NOTES_bwd.md v1.8); scalar gates only. Off: the
-    # per-warp mma.sync products. The launcher sets it for scalar gates unless
-    # FROST_BWD_GRADS=mma (bwd.py).
+    # The grads kernel runs its three state products (dO S^T, dR S^T, U dS^T) on warpgroup
+    # MMA, both operands from swizzled shared tiles, while the warps compute the score
+    # tiles (scalar gates: bwd_grads_wgmma.py, NOTES_bwd.md v1.8; vector gates:
+    # bwd_grads_vec.FrostBwdGradsVecWgmma, "Vector-gate grads: state products on warpgroup
+    # MMA"). Off: the per-warp mma.sync products. The launcher sets it for scalar gates
+    # unless FROST_BWD_GRADS=mma, for vector gates only under FROST_BWD_GRADS_VEC=wgmma
+    # (bwd.py).
     grads_wgmma: bool = False
 
     def __post_init__(self):
@@ -121,8 +123,6 @@ class FrostBwdConfig:
             bad("chain_wgmma", "a bool")
         if not isinstance(self.grads_wgmma, bool):
             bad("grads_wgmma", "a bool")
-        if self.grads_wgmma and self.fwd.gate_per_channel:
-            bad("grads_wgmma", "False for vector gates (the wgmma grads kernel serves scalar gates: NOTES_bwd.md v1.8)")
         if self.chain_wgmma and self.chain_pipeline:
             bad("chain_wgmma", "False when chain_pipeline is set (one chain variant at a time)")
         if not isinstance(self.chain_async, bool):
@@ -139,11 +139,11 @@ class FrostBwdConfig:
         reads U from wherever it comes, so forward_values is off there. chain_pipeline,
         chain_wgmma and chain_async only change the chain kernel: off for every other stage;
         vec_wide_loads and vec_fast_decay only the vector-gate grads kernel, grads_wgmma only
-        the scalar-gate grads kernel."""
+        the grads kernels."""
         persistent = stage == "grads" and not self.fwd.gate_per_channel
         ctas = self.grads_ctas if persistent else DEFAULT_GRADS_CTAS
         wide = self.vec_wide_loads and stage == "grads" and self.fwd.gate_per_channel
-        gwg = self.grads_wgmma and persistent
+        gwg = self.grads_wgmma and stage == "grads"
         fast = self.vec_fast_decay and stage == "grads" and self.fwd.gate_per_channel
         if stage == "chain":
             return dataclasses.replace(self, stage=stage, checkpoints=False, grads_ctas=ctas,

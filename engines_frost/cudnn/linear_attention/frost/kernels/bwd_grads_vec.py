@@ -24,6 +24,11 @@ and e^G_last sum_v S dS at the last real row. GDN-2: beta is the erase gate b pe
 Shared memory is one region used twice: the state products' operands (dO, dR, U [C, V],
 S, dS [K, V]) until they are done, then the adjoints' (q^, k^ [C, K], b, dG); the scores,
 gates and small tables stay.
+
+FrostBwdGradsVecWgmma (FrostBwdConfig.grads_wgmma, FROST_BWD_GRADS_VEC=wgmma) runs the
+state products on warpgroup MMA from swizzled stage-A tiles (bwd_grads_wgmma's
+WgmmaStateProducts, shared with GDN's kernel) while the warps compute the scores, dv and
+the S dS sum; everything else is this kernel's code.
 """
 from __future__ import annotations
 
@@ -32,9 +37,11 @@ from types import SimpleNamespace
 import cutlass
 import cutlass.cute as cute
 from cutlass import BFloat16, Float32, Int32
+from cutlass.cute.nvgpu import warpgroup
 
 from cudnn.linear_attention.frost.kernels.bwd_config import FrostBwdConfig
 from cudnn.linear_attention.frost.kernels.bwd_grads import ROW_SUMS, THREADS, WARPS, FrostBwdGrads, _tv
+from cudnn.linear_attention.frost.kernels.bwd_grads_wgmma import WgmmaStateProducts, b_swizzle
 from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
 from cudnn.linear_attention.frost.kernels.decay_ptx import LOG2_E, ex2, ffma, split_bf16x2, unpack_bf16x2
 from cudnn.linear_attention.frost.kernels.seq_bounds import sequence_bounds
@@ -47,8 +54,12 @@ from cudnn.linear_attention.frost.kernels.fwd_v1 import (
     SMEM_LIMIT,
     SPAN_LIMIT,
     SUB,
+    SW128,
+    SW128_ALIGN,
+    SWIZZLED,
     VEC,
     load_vec,
+    sw128_layout,
     warp_mma,
 )
 
@@ -59,10 +70,18 @@ def _rows(name, r, cols, dtype="bf16", pad=PAD16):
     return (name, dtype, (r, cols), (cols + pad, 1))
 
 
-def smem_regions(c: FrostFwdConfig):
-    """(stage-A tensors, stage-B tensors, persistent tensors); A and B share one region."""
+def smem_regions(c: FrostFwdConfig, wgmma: bool = False):
+    """(stage-A tensors, stage-B tensors, persistent tensors); A and B share one region.
+    wgmma (FrostBwdGradsVecWgmma): stage A's tiles unpadded and swizzled, as warpgroup MMA
+    reads them (bwd_grads_wgmma.WgmmaStateProducts: dO, dR, U SW128 [C, V]; S, dS [V, K]
+    with the channel-half swizzle), each a multiple of 1024 bytes from a 1024-byte aligned
+    region."""
     K, V, C = c.K, c.V, CHUNK
-    a = [_rows("do", C, V), _rows("dr", C, V), _rows("u", C, V), _rows("sf", V, K), _rows("dsf", V, K)]
+    if wgmma:
+        a = [(n, "bf16", (C, V), SW128) for n in ("do", "dr", "u")]
+        a += [(n, "bf16", (V, K), b_swizzle(K)) for n in ("sf", "dsf")]
+    else:
+        a = [_rows("do", C, V), _rows("dr", C, V), _rows("u", C, V), _rows("sf", V, K), _rows("dsf", V, K)]
     b = [_rows("qh", C, K), _rows("kh", C, K), _rows("dgam", C, K, "f32", 4)]
     if c.beta_per_channel:
         b.append(_rows("bst", C, K))  # GDN-2 erase gate b (bf16)
@@ -81,41 +100,62 @@ def smem_regions(c: FrostFwdConfig):
 
 def _span_bytes(entry) -> int:
     _, dtype, shape, stride = entry
+    if stride in SWIZZLED:
+        return shape[0] * shape[1] * 2
     span = 1 + sum((extent - 1) * st for extent, st in zip(shape, stride))
     return -(-span * _BYTES[dtype] // 16) * 16
 
 
-def smem_bytes(c: FrostFwdConfig) -> int:
-    a, b, keep = smem_regions(c)
-    return max(sum(map(_span_bytes, a)), sum(map(_span_bytes, b))) + sum(map(_span_bytes, keep))
+def region_bytes(c: FrostFwdConfig, wgmma: bool = False) -> int:
+    """The bytes stage A and stage B share. wgmma: never less than the default plan's, so
+    the dq/dk staging tail past stage B (staging_room) stays as large: the unpadded tiles
+    alone would leave GDN-2 at K = V = 128 room for one bf16 tile instead of two (an
+    extra pair of barriers in write_qk)."""
+    a, b, _ = smem_regions(c, wgmma)
+    region = max(sum(map(_span_bytes, a)), sum(map(_span_bytes, b)))
+    return max(region, region_bytes(c)) if wgmma else region
 
 
-def staging_room(c: FrostFwdConfig) -> tuple[str, int]:
+def smem_bytes(c: FrostFwdConfig, wgmma: bool = False) -> int:
+    """Dynamic shared memory of the plan (wgmma: plus the worst-case padding that aligns
+    the shared region to 1024 bytes)."""
+    _, _, keep = smem_regions(c, wgmma)
+    pad = SW128_ALIGN - 16 if wgmma else 0
+    return pad + region_bytes(c, wgmma) + sum(map(_span_bytes, keep))
+
+
+def staging_room(c: FrostFwdConfig, wgmma: bool = False) -> tuple[str, int]:
     """Where write_qk may stage dq/dk (after the epilogue's barrier) and how many bytes:
     "tail", the shared region past stage B's tensors (stage A's, dead by then), or "dz",
     the score tiles dzp and dzm (consecutive in `keep`, dead after the score adjoints),
     whichever is larger."""
-    a, b, keep = smem_regions(c)
-    region = max(sum(map(_span_bytes, a)), sum(map(_span_bytes, b)))
+    _, b, keep = smem_regions(c, wgmma)
+    region = region_bytes(c, wgmma)
     tail = region - sum(map(_span_bytes, b))
     assert [e[0] for e in keep[:2]] == ["dzp", "dzm"], keep
     dz = _span_bytes(keep[0]) + _span_bytes(keep[1])
     return ("tail", tail) if tail >= dz else ("dz", dz)
 
 
-def allocate(c: FrostFwdConfig) -> SimpleNamespace:
+def allocate(c: FrostFwdConfig, wgmma: bool = False) -> SimpleNamespace:
     """The shared tensors by name; stage A's and stage B's overlay one another. Called while
-    the kernel is traced."""
-    a, b, keep = smem_regions(c)
-    region = max(sum(map(_span_bytes, a)), sum(map(_span_bytes, b)))
+    the kernel is traced. wgmma: smem_regions' swizzled stage A, the region 1024-byte
+    aligned; those tiles carry their swizzle in the pointer (as fwd_v1.allocate_smem's)."""
+    a, b, keep = smem_regions(c, wgmma)
+    region = region_bytes(c, wgmma)
     smem = cutlass.memory.SmemAllocator()
-    raw = smem.allocate_tensor(BFloat16, cute.make_layout((region // 2,)), 16)
+    raw = smem.allocate_tensor(BFloat16, cute.make_layout((region // 2,)), SW128_ALIGN if wgmma else 16)
     s = SimpleNamespace()
     for group in (a, b):
         offset = 0
         for entry in group:
             name, dtype, shape, stride = entry
             ptr = raw.iterator + offset // 2
+            if stride in SWIZZLED:
+                sw = sw128_layout(shape, stride)
+                setattr(s, name, cute.make_tensor(cute.recast_ptr(ptr, swizzle_=sw.inner), sw.outer))
+                offset += _span_bytes(entry)
+                continue
             if dtype != "bf16":
                 ptr = cute.recast_ptr(ptr, dtype=_DTYPES[dtype])
             setattr(s, name, cute.make_tensor(ptr, cute.make_layout(shape, stride=stride)))
@@ -138,12 +178,16 @@ class FrostBwdGradsVec(FrostBwdGrads):
     """Callable for cute.compile; bwd_grads.FrostBwdGrads's launcher with a per-chunk grid."""
 
     norms_in_stage_load = False  # stage_norms' first pass computes the L2 norms here
+    wgmma_products = False  # stage A's plan (smem_regions' wgmma)
 
     def __init__(self, cfg: FrostBwdConfig):
         if not cfg.fwd.gate_per_channel:
             raise ValueError("FrostBwdGradsVec serves vector gates (KDA, GDN-2); GDN is bwd_grads.py's")
+        if cfg.grads_wgmma != self.wgmma_products:
+            raise ValueError(f"{type(self).__name__}: grads_wgmma must be {self.wgmma_products} "
+                             "(bwd_compile picks the class)")
         FrostBwdGrads.__init__(self, cfg, vector_gates=True)
-        used = smem_bytes(cfg.fwd)
+        used = smem_bytes(cfg.fwd, self.wgmma_products)
         if used > SMEM_LIMIT:
             raise ValueError(f"FrostBwdGradsVec: {used} bytes of shared memory exceed {SMEM_LIMIT} for {cfg}")
 
@@ -159,7 +203,7 @@ class FrostBwdGradsVec(FrostBwdGrads):
         c = self.cfg
         tid, _, _ = cute.arch.thread_idx()
         rho, h, _ = cute.arch.block_idx()
-        s = allocate(c)
+        s = allocate(c, self.wgmma_products)
         self.find_chunk(s, mcu, N, T, rho, tid)
         cute.arch.sync_threads()
         n = s.seq[0]
@@ -176,19 +220,11 @@ class FrostBwdGradsVec(FrostBwdGrads):
             cute.arch.cp_async_commit_group()
             self.stage_norms(s, mq, mk, mg, mb, heads, t0, eos, tid)
             self.load_gates(s, mg, heads, t0, eos, tid)
-            cute.arch.cp_async_wait_group(0)
-            if cutlass.const_expr(self.io is not BFloat16):
-                self.convert_rows(s, tid)
+            self.land_copies(s, tid)
             cute.arch.sync_threads()
             self.scan_gates(s, tid)
-            self.stage_scores(s, scale, thr, lane, wid)
-            cute.arch.sync_threads()
-            bi = wid % NBLK
-            hc = wid // NBLK
-            acc_q, acc_kb, acc_k, crd = self.state_products(s, scale, thr, lane, bi, hc)
-            self.stage_values(s, mv, mdv, heads, t0, eos, tid, mw, mdw)
-            self.state_pairs(s, tid)
-            cute.arch.sync_threads()
+            acc_q, acc_kb, acc_k, crd, bi, hc = self.scores_and_products_vec(
+                s, mv, mdv, mw, mdw, heads, t0, eos, scale, thr, lane, wid, tid)
             self.stage_operands_vec(s, mq, mk, mb, heads, t0, eos, tid)
             cute.arch.sync_threads()
             self.score_adjoints(s, acc_q, acc_kb, acc_k, crd, thr, lane, bi, hc, scale)
@@ -225,15 +261,42 @@ class FrostBwdGradsVec(FrostBwdGrads):
                 s_g[r, tid] = acc
         cute.arch.sync_threads()
 
+    @cute.jit
+    def land_copies(self, s, tid):
+        """The wait for issue_copies (dO converted to bf16 in place for an fp16 io)."""
+        cute.arch.cp_async_wait_group(0)
+        if cutlass.const_expr(self.io is not BFloat16):
+            self.convert_rows(s, tid)
+
     # ------------------------------------------------------------------ state products
     @cute.jit
+    def scores_and_products_vec(self, s, mv, mdv, mw, mdw, heads, t0, eos, scale, thr, lane, wid, tid):
+        """The score tiles, a barrier, the decayed state products, dv (GDN-2: dw) and
+        e^G_last sum S dS, a barrier: after it stage A's region is free."""
+        self.stage_scores(s, scale, thr, lane, wid)
+        cute.arch.sync_threads()
+        bi = wid % NBLK
+        hc = wid // NBLK
+        acc_q, acc_kb, acc_k, crd = self.state_products(s, scale, thr, lane, bi, hc)
+        self.stage_values(s, mv, mdv, heads, t0, eos, tid, mw, mdw)
+        self.state_pairs(s, tid)
+        cute.arch.sync_threads()
+        return acc_q, acc_kb, acc_k, crd, bi, hc
+
+    @cute.jit
     def state_products(self, s, scale, thr, lane, bi, hc):
-        """dO S^T, -dR S^T, U dS^T for this warp's tile, pre-scaled by scale e^G_r,
-        -e^G_r and e^(G_last - G_e) per channel (r, e: first and last row of block bi)."""
+        """dO S^T, -dR S^T, U dS^T for this warp's tile, pre-scaled (decay_products)."""
+        acc_q, acc_kb, acc_k, crd = self.products_with_states(s, thr, lane, bi, hc)
+        self.decay_products(s, scale, acc_q, acc_kb, acc_k, crd, bi, hc)
+        return acc_q, acc_kb, acc_k, crd
+
+    @cute.jit
+    def decay_products(self, s, scale, acc_q, acc_kb, acc_k, crd, bi, hc):
+        """The state products of this warp's tile times scale e^G_r, -e^G_r and
+        e^(G_last - G_e) per channel (r, e: first and last row of block bi), in place."""
         s_g = s.g
         K, C = self.cfg.K, CHUNK
         DN = K // 2
-        acc_q, acc_kb, acc_k, crd = self.products_with_states(s, thr, lane, bi, hc)
         r = bi * SUB
         for e in cutlass.range_constexpr(cute.size(acc_q)):
             d = hc * DN + crd[e][1]
@@ -241,7 +304,6 @@ class FrostBwdGradsVec(FrostBwdGrads):
             acc_q[e] = acc_q[e] * (scale * ar)
             acc_kb[e] = acc_kb[e] * (-ar)
             acc_k[e] = acc_k[e] * cute.arch.exp(s_g[C - 1, d] - s_g[r + SUB - 1, d])
-        return acc_q, acc_kb, acc_k, crd
 
     @cute.jit
     def state_pairs(self, s, tid):
@@ -630,7 +692,7 @@ class FrostBwdGradsVec(FrostBwdGrads):
         """(pointer, bytes) for write_qk's dq/dk staging (staging_room): stage B's tensors
         are read by the epilogue, so the room is what they leave of the stage-A region, or
         the score tiles."""
-        where, room = staging_room(self.cfg)
+        where, room = staging_room(self.cfg, self.wgmma_products)
         return (s.b_end if where == "tail" else s.dzp.iterator), room
 
     @cute.jit
@@ -711,3 +773,44 @@ class FrostBwdGradsVec(FrostBwdGrads):
                 r = tid - K
                 if t0 + r < eos:
                     mdb[t0 + r, h, 0] = (s.sums[0, 3, r] + s.sums[1, 3, r]) + s.dbv[r]
+
+
+class FrostBwdGradsVecWgmma(WgmmaStateProducts, FrostBwdGradsVec):
+    """FrostBwdGradsVec with its three state products on warpgroup MMA
+    (FrostBwdConfig.grads_wgmma with vector gates; NOTES_bwd.md "Vector-gate grads: state
+    products on warpgroup MMA"): stage A's tiles are swizzled (smem_regions' wgmma plan),
+    the cp.async fills and fp16 dO's in-place conversion are fenced against the async
+    proxy before the barrier that ends the load phase, and scores_and_products_vec issues
+    the products (WgmmaStateProducts.issue_state_products, GDN's code) first, then runs
+    the score tiles, dv and the S dS sum while they are in flight, retires them, applies
+    the per-channel decays and ends with one barrier (the default has two: the products do
+    not read the scores). The k16 steps of each product run in mma.sync's order, so the
+    products, and every gradient, should be bitwise the default kernel's (GDN's wgmma
+    grads were, on the H200)."""
+
+    wgmma_products = True
+
+    @cute.jit
+    def land_copies(self, s, tid):
+        """FrostBwdGradsVec.land_copies, then the generic-to-async proxy fence (the copies'
+        and the conversion's shared writes must be visible to wgmma after the barrier)."""
+        FrostBwdGradsVec.land_copies(self, s, tid)
+        cute.arch.fence_proxy("async.shared", space="cta")
+
+    @cute.jit
+    def scores_and_products_vec(self, s, mv, mdv, mw, mdw, heads, t0, eos, scale, thr, lane, wid, tid):
+        """The products issued as one wgmma group per warpgroup; while they run the score
+        tiles, dv (GDN-2: dw) and e^G_last sum S dS (readers of the same tiles, reads only);
+        then the wait, the per-channel decays and one barrier (stage A is dead after it)."""
+        DN = self.cfg.K // 2
+        bi = wid % NBLK
+        hc = wid // NBLK
+        acc_q, acc_kb, acc_k = self.issue_state_products(s, thr, lane, wid)
+        self.stage_scores(s, scale, thr, lane, wid)
+        self.stage_values(s, mv, mdv, heads, t0, eos, tid, mw, mdw)
+        self.state_pairs(s, tid)
+        warpgroup.wait_group(0)
+        crd = thr.partition_C(cute.make_identity_tensor((SUB, DN)))
+        self.decay_products(s, scale, acc_q, acc_kb, acc_k, crd, bi, hc)
+        cute.arch.sync_threads()
+        return acc_q, acc_kb, acc_k, crd, bi, hc

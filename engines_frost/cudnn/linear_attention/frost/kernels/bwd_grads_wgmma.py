@@ -39,9 +39,14 @@ proxy before its barrier. dO, U, dZp, dZm stay consecutive (dO, U first, then a 
 tail for the row padding dO and U lost), so the dq/dk staging overlays them as before
 (as many tiles at once as the default kernel), through an unswizzled pointer.
 
-Not bitwise FrostBwdGrads: the k16 steps are summed inside the tensor core in its own
-order; the gradients agree within fp32 rounding of the products (the smoke's
-``--grads wgmma-both`` bounds the difference). Scalar gates only.
+Numerics: the k16 steps of each product run in the mma.sync kernel's order; on the H200
+the gradients came out bitwise FrostBwdGrads' (NOTES_bwd.md "v1.7 and v1.8 on the H200";
+the smoke's ``--grads wgmma-both`` bounds the difference and reports bitwise equality).
+
+The products themselves (the swizzled views, the issue of the group, the accumulators)
+are WgmmaStateProducts, a mixin: FrostBwdGradsWgmma here (scalar gates) and
+bwd_grads_vec.FrostBwdGradsVecWgmma (vector gates, FROST_BWD_GRADS_VEC=wgmma) derive
+from it; this module's smem_plan is the scalar-gate plan.
 """
 from __future__ import annotations
 
@@ -83,7 +88,7 @@ def smem_plan(c: FrostFwdConfig):
     staging region), dR, S and dS as swizzled tiles in front (1024-byte aligned,
     unpadded), the rest after."""
     if c.gate_per_channel:
-        raise ValueError("the wgmma grads kernel serves scalar gates only (NOTES_bwd.md v1.8)")
+        raise ValueError("this wgmma grads plan serves scalar gates only (vector gates: bwd_grads_vec.smem_regions)")
     base = {e[0]: e for e in base_plan(c)}
     sw_b = b_swizzle(c.K)
     front = [(n, "bf16", base[n][2], SW128) for n in ("do", "u")] + [base["dzp"], base["dzm"]]
@@ -105,43 +110,46 @@ def wgmma_ss(n: int):
     return cute.make_tiled_mma(cute.make_mma_atom(op))
 
 
-class FrostBwdGradsWgmma(FrostBwdGrads):
-    """Callable for cute.compile (bwd_abi's argument list), as FrostBwdGrads."""
-
-    smem_plan = staticmethod(smem_plan)
-    # dO .. dZm and the tail (FrostBwdGrads.staging reads them through s.do's pointer, which
-    # has no swizzle: recast_ptr drops it)
-    staged = STAGED
-
-    def __init__(self, cfg: FrostBwdConfig, vector_gates: bool = False):
-        if not cfg.grads_wgmma or cfg.stage != "grads" or vector_gates:
-            raise ValueError("FrostBwdGradsWgmma: a scalar-gate grads config with grads_wgmma set")
-        super().__init__(cfg, vector_gates)
+class WgmmaStateProducts:
+    """The three state products dO S^T, dR S^T, U dS^T on warpgroup MMA, both operands from
+    swizzled shared tiles (SS mode), for a grads kernel deriving from FrostBwdGrads: the
+    scalar-gate FrostBwdGradsWgmma below and the vector-gate FrostBwdGradsVecWgmma
+    (bwd_grads_vec.py). Its shared plan holds dO, dR, U as SW128 [C, V] tiles and S, dS as
+    [V, K] tiles with the swizzle b_swizzle(K); the kernel fences its cp.async fills against
+    the async proxy before the barrier that precedes issue_state_products, and retires the
+    group (warpgroup.wait_group) before it reads the accumulators or overwrites the tiles."""
 
     # ------------------------------------------------------------------ swizzled tiles
     def do_io_view(self, s) -> cute.Tensor:
         """dO's SW128 tile seen with the io element type, swizzle kept (recast_ptr drops it
-        unless given): raw fp16 rows land (issue_front), and are converted in place
-        (convert_rows: each thread the 16-byte slices its own copies wrote, through the same
-        swizzle), where bf16 is read."""
+        unless given): raw fp16 rows land (issue_front, issue_copies), and are converted in
+        place (convert_rows: each thread the 16-byte slices its own copies wrote, through
+        the same swizzle), where bf16 is read."""
         sw = sw128_layout((CHUNK, self.cfg.V)).inner
         return cute.make_tensor(cute.recast_ptr(s.do.iterator, swizzle_=sw, dtype=self.io), s.do.layout)
 
+    def state_kv(self, st: cute.Tensor) -> cute.Tensor:
+        """A swizzled [V, K] state tile seen as [K, V] (the swizzle stays in the pointer;
+        FrostBwdGrads.state_kv assumes padded rows)."""
+        return cute.make_tensor(st.iterator, cute.select(st.layout, mode=[1, 0]))
+
     @cute.jit
-    def stage_load(self, s, mq, mk, heads, t0, eos, tid):
-        """FrostBwdGrads.stage_load (it ends with the wait for the cp.async copies), then a
-        proxy fence: the copies' generic writes must be visible to wgmma after the barrier."""
-        FrostBwdGrads.stage_load(self, s, mq, mk, heads, t0, eos, tid)
-        cute.arch.fence_proxy("async.shared", space="cta")
+    def channel_half(self, st: cute.Tensor, hc) -> cute.Tensor:
+        """Channels [hc K / 2, (hc + 1) K / 2) of a [V, K] state tile, as the wgmma's B
+        [K / 2, V] (N = channels, contiguous; the reduction over value rows)."""
+        K, V = self.cfg.K, self.cfg.V
+        return cute.local_tile(self.state_kv(st), (K // 2, V), (hc, 0))
 
     # ------------------------------------------------------------------ products
     @cute.jit
-    def scores_and_products(self, s, scale, thr, lane, wid, tid):
-        """Issue the three state products (one wgmma group per warpgroup), compute the score
-        tiles and the S dS sum while they run, wait, barrier (S and dS are dead after it)."""
-        K, V, C = self.cfg.K, self.cfg.V, CHUNK
+    def issue_state_products(self, s, thr, lane, wid):
+        """Issue warp wid's warpgroup's three products (rows: all 64, channels: half
+        wid // 4; V / 16 k16 steps each, in FrostBwdGrads.products_with_states' order, the
+        first without ACCUMULATE: no zero fill) as one committed, not yet retired, group.
+        Returns FrostBwdGrads' per-warp [16, K / 2] accumulators, whose registers the
+        warpgroup's m64 accumulators are (check_block_order)."""
+        K, V = self.cfg.K, self.cfg.V
         DN = K // 2
-        bi = wid % NBLK
         hc = wid // NBLK  # the warpgroup, and its channel half
         mma = warp_mma()
         wg = wgmma_ss(DN)
@@ -171,6 +179,38 @@ class FrostBwdGradsWgmma(FrostBwdGrads):
                 wg.set(warpgroup.Field.ACCUMULATE, kk != 0)
                 cute.gemm(wg, acc, a[None, None, kk], b[None, None, kk], acc)
         warpgroup.commit_group()
+        return acc_q, acc_kb, acc_k
+
+
+class FrostBwdGradsWgmma(WgmmaStateProducts, FrostBwdGrads):
+    """Callable for cute.compile (bwd_abi's argument list), as FrostBwdGrads."""
+
+    smem_plan = staticmethod(smem_plan)
+    # dO .. dZm and the tail (FrostBwdGrads.staging reads them through s.do's pointer, which
+    # has no swizzle: recast_ptr drops it)
+    staged = STAGED
+
+    def __init__(self, cfg: FrostBwdConfig, vector_gates: bool = False):
+        if not cfg.grads_wgmma or cfg.stage != "grads" or vector_gates:
+            raise ValueError("FrostBwdGradsWgmma: a scalar-gate grads config with grads_wgmma set")
+        super().__init__(cfg, vector_gates)
+
+    @cute.jit
+    def stage_load(self, s, mq, mk, heads, t0, eos, tid):
+        """FrostBwdGrads.stage_load (it ends with the wait for the cp.async copies), then a
+        proxy fence: the copies' generic writes must be visible to wgmma after the barrier."""
+        FrostBwdGrads.stage_load(self, s, mq, mk, heads, t0, eos, tid)
+        cute.arch.fence_proxy("async.shared", space="cta")
+
+    # ------------------------------------------------------------------ products
+    @cute.jit
+    def scores_and_products(self, s, scale, thr, lane, wid, tid):
+        """Issue the three state products (one wgmma group per warpgroup), compute the score
+        tiles and the S dS sum while they run, wait, barrier (S and dS are dead after it)."""
+        DN = self.cfg.K // 2
+        bi = wid % NBLK
+        hc = wid // NBLK
+        acc_q, acc_kb, acc_k = self.issue_state_products(s, thr, lane, wid)
 
         # independent of the products: the score tiles, e^Gam_last sum S dS
         self.stage_scores(s, scale, thr, lane, wid)
@@ -178,11 +218,3 @@ class FrostBwdGradsWgmma(FrostBwdGrads):
         warpgroup.wait_group(0)
         cute.arch.sync_threads()  # the scores are visible; S and dS are dead
         return acc_q, acc_kb, acc_k, thr.partition_C(cute.make_identity_tensor((SUB, DN))), bi, hc
-
-    @cute.jit
-    def channel_half(self, st: cute.Tensor, hc) -> cute.Tensor:
-        """Channels [hc K / 2, (hc + 1) K / 2) of a [V, K] state tile, as the wgmma's B
-        [K / 2, V] (N = channels, contiguous; the reduction over value rows)."""
-        K, V = self.cfg.K, self.cfg.V
-        kv = cute.make_tensor(st.iterator, cute.select(st.layout, mode=[1, 0]))
-        return cute.local_tile(kv, (K // 2, V), (hc, 0))
