@@ -111,7 +111,7 @@ def test_kda_fp16_tier2_wy_kernel_compiles_natively():
             FakeArray((T, H, K), h16), FakeArray((T, H, K), h16),
             FakeArray((rows, H, K), "float32"), FakeArray((rows, H), "int32"),
             FakeArray((1, 1, 1), "int32"), FakeArray((1, 1), "int32"), FakeArray((1, 1), "int32"),
-            0.1, 1, 1, BT, 6, K, V, K, True, False, 2, False, False)
+            0.1, 1, 1, BT, 6, K, V, K, True, False, 2, False, False, True)
     compile_sm90(la_wy_fwd_kernel, args)
 
 

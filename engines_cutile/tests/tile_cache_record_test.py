@@ -127,6 +127,23 @@ def test_recorder_keeps_each_distinct_launch_once_and_compiles_nothing(monkeypat
     assert ct.launch is launch and ct.kernel._compile is compile_method
 
 
+@pytest.mark.parametrize("backward", [False, True], ids=["fwd", "bwd"])
+def test_slice_tma_builds_are_distinct_cache_entries(backward):
+    """CUDNN_CUTILE_SLICE_TMA=0 (the memcheck build) and the default are different
+    specializations (the SLICE_TMA constant is in the mangled symbol, so in the cache key):
+    a cache warmed for one never serves the other, and the prewarm lists both."""
+    def symbols(tma):
+        case = LaCase("t", False, (1, 63, 65), 2, 2, 64, 64, forward=not backward,
+                      backward=backward, slice_tma=tma)
+        with LaunchRecorder() as rec:
+            drive(case)
+        return {s.kernel: s.symbol for s in rec.specializations}
+    on, off = symbols(True), symbols(False)
+    assert set(on) == set(off)
+    same = {k for k in on if on[k] == off[k]}
+    assert same == {"chunk_table_kernel"}, same   # the only launch without sequence slices
+
+
 def test_recorded_symbols_round_trip_to_their_signatures():
     from cuda.tile.compilation._name_mangling import demangle_kernel_name
     with LaunchRecorder() as rec:

@@ -19,7 +19,9 @@ its own process under memcheck:
                          per chunk-table row): no device-loaded bound reaches the slice
   d  plain_index         no slice view: the tile index over the whole [T, H, D] array
   e  gdn_forward         the engine's GDN forward (kernels/fwd.chunked_fwd) on that table,
-                         with a workspace of exactly the plan's size
+                         with a workspace of exactly the plan's size, in the build
+                         CUDNN_CUTILE_SLICE_TMA picks (passed on to the sanitized process;
+                         default TMA; =0 is the engine's memcheck build, as b)
 
 Each case checks its result against torch first (a wrong copy is reported as such).
 
@@ -37,11 +39,12 @@ Measured (H100, tileiras 13.4.92, `gpu_suite.sh cutilememcheck`): every case com
 right result; under memcheck a and e report ~640 "Invalid __global__ atomic of size 4
 bytes ... out of bounds" each, at the kernel's entry (the tensor-map writes), addresses
 megabytes away from every buffer of the call; b, c and d are clean. The engine's kernels
-rebuilt with allow_tma=False on every access through a sequence slice (a hand edit, not
-shipped) made e and all 30 cuTile cases of tests/numerics/test_cu_seqlens_safety.py
-clean under memcheck (0 errors), and the cuTile GDN forward 2.2x slower at the bench
-shape (0.815 -> 1.81 ms; fwd+bwd 4.9 -> 12.2 ms): the kernels' own accesses stay inside
-their buffers on every malformed table; the reports are the device-built tensor maps.
+rebuilt with allow_tma=False on every access through a sequence slice (then a hand
+edit; now the opt-in CUDNN_CUTILE_SLICE_TMA=0) made e and all 30 cuTile cases of
+tests/numerics/test_cu_seqlens_safety.py clean under memcheck (0 errors), and the cuTile
+GDN forward 2.2x slower at the bench shape (0.815 -> 1.81 ms; fwd+bwd 4.9 -> 12.2 ms):
+the kernels' own accesses stay inside their buffers on every malformed table; the
+reports are the device-built tensor maps.
 
 Run from the repository root on the GPU machine (tools/gpu/gpu_suite.sh stage
 cutilememcheck):

@@ -9,10 +9,11 @@ kernel's bytecode, which embeds the source path, so entries are made for --remot
 where the GPU machine reads the sources).
 
 Where the specializations come from (any mix):
-  --suites cutile,smoke,torchops,bench,cuseqlens
+  --suites cutile,smoke,torchops,bench,cuseqlens,cutiletma
                                          replay the suites' launches on CPU tensors through
-                                         cuTile's real launch path (default: those five;
-                                         also: stagetimes)
+                                         cuTile's real launch path (default: those six;
+                                         also: stagetimes); cuseqlens and cutiletma include
+                                         the CUDNN_CUTILE_SLICE_TMA=0 build they run
   --from-cache DIR_OR_DB                 every symbol an earlier cache (e.g. the GPU's) holds
   --symbols FILE                         mangled symbols, one a line
 
@@ -46,7 +47,8 @@ def _parse(argv):
                                 epilog="\n".join(__doc__.splitlines()[2:]))
     p.add_argument("--suites", default=None,
                    help="comma-separated suites to replay (default cutile,smoke,torchops,"
-                        "bench,cuseqlens unless --from-cache/--symbols is given; 'none' for none)")
+                        "bench,cuseqlens,cutiletma unless --from-cache/--symbols is given; "
+                        "'none' for none)")
     p.add_argument("--from-cache", action="append", default=[], metavar="DIR_OR_DB")
     p.add_argument("--symbols", action="append", default=[], metavar="FILE")
     p.add_argument("--cache-dir", default=os.path.join(REPO, ".tilecache"))

@@ -118,8 +118,16 @@
 #              error, uncovered rows zero) and strict mode (tests/numerics/
 #              test_cu_seqlens_safety.py); then memcheck: the same under compute-sanitizer
 #              memcheck with torch's caching allocator off, so that an access past any
-#              tensor is an error (compiles happen in the first run: give it
-#              STAGE_TIMEOUT=900 on a machine without the kernel stores)
+#              tensor is an error, and with CUDNN_CUTILE_SLICE_TMA=0: the cuTile kernels
+#              without TMA through sequence slices, whose tensor maps tileiras otherwise
+#              builds on the device (writes memcheck reports; stage cutiletma) (compiles
+#              happen in the first run: give it STAGE_TIMEOUT=900 on a machine without the
+#              kernel stores)
+#   cutiletma  what CUDNN_CUTILE_SLICE_TMA=0 is for and costs: memcheck of
+#              test_cu_seqlens_safety.py on the default cuTile build (stage tmamemcheck:
+#              reports the device-built tensor maps; its exit status is not the verdict),
+#              then bench_linear_attention.py's cuTile GDN forward with the switch 1 and 0
+#              (stages tmabench1 / tmabench0)
 #   seqcost    bench/cu_seqlens_cost.py: what that safety costs at the bench shape
 #   cutilememcheck tools/gpu/cutile_memcheck_probe.py: small cuTile kernels that take
 #              la_wy_fwd's slice accesses apart (bounds from device memory, the same with
@@ -366,9 +374,22 @@ for s in "$@"; do
     cuseqlens)
       stage cuseqlens "python3 -m pytest tests/numerics/test_cu_seqlens_safety.py -q -rs \
         -p no:cacheprovider"
+      # SLICE_TMA=0: with TMA the cuTile kernels write their sequence slices' tensor maps
+      # into global memory, which memcheck reports as out-of-bounds atomics (stage cutiletma)
       stage memcheck "command -v compute-sanitizer || { echo 'compute-sanitizer is not on PATH'; exit 3; }; \
-        PYTORCH_NO_CUDA_MEMORY_CACHING=1 compute-sanitizer --tool memcheck --error-exitcode 1 \
-        python3 -m pytest tests/numerics/test_cu_seqlens_safety.py -q -rs -p no:cacheprovider" ;;
+        CUDNN_CUTILE_SLICE_TMA=0 PYTORCH_NO_CUDA_MEMORY_CACHING=1 compute-sanitizer --tool memcheck \
+        --error-exitcode 1 python3 -m pytest tests/numerics/test_cu_seqlens_safety.py -q -rs \
+        -p no:cacheprovider" ;;
+    cutiletma)   # no --error-exitcode: the default build's reports are expected, the log
+                 # (first 20 and ERROR SUMMARY) is the result; the 30 cuTile cases only
+      stage tmamemcheck "command -v compute-sanitizer || { echo 'compute-sanitizer is not on PATH'; exit 3; }; \
+        CUDNN_CUTILE_SLICE_TMA=1 PYTORCH_NO_CUDA_MEMORY_CACHING=1 compute-sanitizer --tool memcheck \
+        --print-limit 20 python3 -m pytest tests/numerics/test_cu_seqlens_safety.py -q -rs \
+        -p no:cacheprovider -k cutile"
+      stage tmabench1 "CUDNN_CUTILE_SLICE_TMA=1 python3 bench/bench_linear_attention.py \
+        --cases 'GDN fwd' --impl cuTile --reps 20"
+      stage tmabench0 "CUDNN_CUTILE_SLICE_TMA=0 python3 bench/bench_linear_attention.py \
+        --cases 'GDN fwd' --impl cuTile --reps 20" ;;
     seqcost)
       stage seqcost "python3 bench/cu_seqlens_cost.py" ;;
     cutilememcheck)   # each case in its own process under memcheck (caching allocator off)

@@ -5,9 +5,10 @@ Each GPU entry point reaches the kernels through the same host orchestration,
 scripts, bench) or through the cuTile engine's `execute` (graph API, torch ops), which
 passes the caller's contiguous tensors and a carved workspace straight through.  A
 `LaCase` holds what decides the specializations: family, sequence lengths, heads, head
-dims, io dtype, flags, which optional state tensors are present, and whether the
+dims, io dtype, flags, which optional state tensors are present, whether the
 workspace layout is told the q/k and v head counts (the engine does; direct callers do
-not, which matters only for float16 KDA staging).  `drive` replays one case on CPU
+not, which matters only for float16 KDA staging) and the SLICE_TMA build the suite runs
+(CUDNN_CUTILE_SLICE_TMA: 0 under compute-sanitizer; each value is its own specialization).  `drive` replays one case on CPU
 tensors that are never read (torch.empty).
 
 The case tables are read from the suites themselves where they are module-level
@@ -38,6 +39,7 @@ class LaCase:
     d_final: bool = True        # the backward gets d_final_state
     head_counts_in_layout: bool = True
     bv: int = 64
+    slice_tma: bool = True      # CUDNN_CUTILE_SLICE_TMA (kernels/fwd.slice_tma_requested)
 
 
 # -- the tables of each suite ------------------------------------------------------------
@@ -117,14 +119,26 @@ def stage_times() -> list[LaCase]:
                    head_counts_in_layout=False) for kda in (False, True) for bv in (32, 64, 128)]
 
 
-def cu_seqlens_safety() -> list[LaCase]:
+def cu_seqlens_safety(slice_tma: tuple[bool, ...] = (True, False)) -> list[LaCase]:
     """tests/numerics/test_cu_seqlens_safety.py: its one shape through the torch ops, forward
     (final_state out) and backward (o's gradient only), both families; a malformed table
-    launches the same specializations as a good one."""
+    launches the same specializations as a good one.  gpu_suite.sh `cuseqlens` runs it
+    plainly and under memcheck with CUDNN_CUTILE_SLICE_TMA=0: both builds."""
     from tests.numerics import test_cu_seqlens_safety as m
     lens = tuple(b - a for a, b in zip(m.GOOD, m.GOOD[1:]))
-    return [LaCase("cuseqlens", kda, lens, m.H, m.H, m.K, m.V, backward=True, d_final=False)
-            for kda in (False, True)]
+    return [LaCase("cuseqlens", kda, lens, m.H, m.H, m.K, m.V, backward=True, d_final=False,
+                   slice_tma=tma)
+            for tma in slice_tma for kda in (False, True)]
+
+
+def slice_tma_cost() -> list[LaCase]:
+    """gpu_suite.sh `cutiletma`: the cu_seqlens memcheck on the default build (the =0 build
+    is `cuseqlens`') and the bench's GDN forward (`--cases "GDN fwd" --impl cuTile`) with
+    CUDNN_CUTILE_SLICE_TMA 1 and 0."""
+    lens = (4096,) * 8
+    return cu_seqlens_safety((True,)) + [
+        LaCase("cutiletma", False, lens, 16, 16, 128, 128, final=False,
+               head_counts_in_layout=False, slice_tma=tma) for tma in (True, False)]
 
 
 SUITES = {
@@ -134,8 +148,9 @@ SUITES = {
     "torchops": torch_ops,
     "bench": bench,
     "stagetimes": stage_times,
+    "cutiletma": slice_tma_cost,
 }
-DEFAULT_SUITES = ("cutile", "smoke", "torchops", "bench", "cuseqlens")
+DEFAULT_SUITES = ("cutile", "smoke", "torchops", "bench", "cuseqlens", "cutiletma")
 
 
 _GPU_ALIGN = 512
@@ -179,7 +194,7 @@ def drive(case: LaCase) -> None:
         chunked_fwd(q, k, v, g, beta, cu, empty(T, HO, V, dtype=io), scratch, kda=case.kda,
                     scale=scale, initial_state=h0,
                     final_state=empty(N, HO, V, K) if case.final else None,
-                    use_l2norm=case.l2, stream=0, bv=case.bv)
+                    use_l2norm=case.l2, stream=0, bv=case.bv, slice_tma=case.slice_tma)
     if case.backward:
         scratch = carve(bwd_layout(T, N, case.H, case.HV, K, V, **kw))
         chunked_bwd(q, k, v, g, beta, cu, empty(T, HO, V, dtype=io), torch.empty_like(q),
@@ -188,7 +203,7 @@ def drive(case: LaCase) -> None:
                     initial_state=h0,
                     d_final_state=empty(N, HO, V, K) if case.d_final else None,
                     d_initial_state=empty(N, HO, V, K) if case.h0 else None,
-                    use_l2norm=case.l2, stream=0)
+                    use_l2norm=case.l2, stream=0, slice_tma=case.slice_tma)
 
 
 def cases_of(suites) -> list[LaCase]:

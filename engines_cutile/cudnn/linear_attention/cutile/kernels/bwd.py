@@ -26,7 +26,7 @@ import math
 
 from cudnn.linear_attention.common.cu_seqlens_check import check_cu_seqlens, strict_requested
 
-from .fwd import BT, BV_STAGE2, fwd_layout, pow2, scratch_dtype
+from .fwd import BT, BV_STAGE2, fwd_layout, pow2, scratch_dtype, slice_tma_requested
 from .input_staging import add_staging, needs_fp32_staging, stage_inputs
 
 
@@ -60,12 +60,14 @@ def chunked_bwd(q, k, v, g, beta, cu_seqlens, d_out, dq, dk, dv, dg, dbeta, scra
                 kda: bool, scale: float, initial_state=None, d_final_state=None,
                 d_initial_state=None, use_l2norm: bool = False, stream=None,
                 bv: int = BV_STAGE2, stages: tuple[str, ...] | None = None,
-                occupancy: int | None = None, strict_cu_seqlens: bool | None = None) -> None:
+                occupancy: int | None = None, strict_cu_seqlens: bool | None = None,
+                slice_tma: bool | None = None) -> None:
     """Run the backward; `stages` (default: all) lets benchmarks time launches one kind at
     a time: "table", "wy", "recompute", "dhu", "dqkwg", "bwd_wy", "group_sum" (each later
     stage reads the scratch an earlier full call left).  `occupancy` (benchmarks) replaces
     the dqkwg / bwd_wy kernels' hint (1): at 2 tileiras builds them for two CTAs per SM
-    (fewer registers and less shared memory each, more spill), compiled on first use."""
+    (fewer registers and less shared memory each, more spill), compiled on first use.
+    `slice_tma` as chunked_fwd's (None: CUDNN_CUTILE_SLICE_TMA)."""
     import cuda.tile as ct
     import torch
 
@@ -77,6 +79,7 @@ def chunked_bwd(q, k, v, g, beta, cu_seqlens, d_out, dq, dk, dv, dg, dbeta, scra
     from .head_group_sum import head_group_sum_kernel
     from .wy_fwd import la_wy_fwd_kernel
 
+    tma = slice_tma_requested(slice_tma)   # read first: a bad value fails before any launch
     if stream is None:
         stream = torch.cuda.current_stream()
     if strict_requested(strict_cu_seqlens):
@@ -130,7 +133,7 @@ def chunked_bwd(q, k, v, g, beta, cu_seqlens, d_out, dq, dk, dv, dg, dbeta, scra
                   (q, k, v, g, beta, cu_seqlens, s["table"], s["w"], s["u"], s["p"], s["qg"],
                    s["kd"], s["decay"], s["reroute"], s["tinv"], placeholder2, placeholder2,
                    float(scale), ho // h_q, ho // hv, BT, int(math.log2(BT)), bk, bv_full, gw,
-                   bool(kda), bool(use_l2norm), tier, True, False))
+                   bool(kda), bool(use_l2norm), tier, True, False, tma))
     v_blocks = (d_v + bv - 1) // bv
     if want("recompute"):
         ct.launch(stream, (n_seq, ho, v_blocks), la_chunk_fwd_kernel,
@@ -138,27 +141,27 @@ def chunked_bwd(q, k, v, g, beta, cu_seqlens, d_out, dq, dk, dv, dg, dbeta, scra
                    s["offsets"], placeholder if initial_state is None else initial_state,
                    placeholder, placeholder3, s["states"], s["v_new"], placeholder3,
                    placeholder3, placeholder2, placeholder2, 1, BT, bk, bv, gw,
-                   initial_state is not None, False, True, False))
+                   initial_state is not None, False, True, False, tma))
     if want("dhu"):
         ct.launch(stream, (n_seq, ho, v_blocks), la_chunk_bwd_dhu_kernel,
                   (s["w"], s["p"], s["qg"], s["kd"], s["decay"], d_out, cu_seqlens,
                    s["offsets"], placeholder if d_final_state is None else d_final_state,
                    placeholder if d_initial_state is None else d_initial_state,
                    s["dstates"], s["dv_new"], BT, bk, bv, gw, d_final_state is not None,
-                   d_initial_state is not None))
+                   d_initial_state is not None, tma))
     for tier in tiers:
         for part in (1, 2) if want("dqkwg") else ():
             ct.launch(stream, (rows, ho, 1), dqkwg_kernel,
                       (q, k, g, d_out, cu_seqlens, s["table"], s["reroute"], s["states"],
                        s["dstates"], s["v_new"], s["dv_new"], dq_dst, s["dk_part"], s["dw"],
                        s["dg_part"], float(scale), ho // h_q, BT, bk, bv_full, gw, bool(kda),
-                       bool(use_l2norm), tier, part))
+                       bool(use_l2norm), tier, part, tma))
         if want("bwd_wy"):
             ct.launch(stream, (rows, ho, 1), wy_kernel,
                       (k, v, g, beta, cu_seqlens, s["table"], s["reroute"], s["tinv"],
                        s["dv_new"], s["dw"], s["dk_part"], s["dg_part"], dk_dst, dv_dst, dg,
                        dbeta, ho // h_q, ho // hv, BT, bk, bv_full, gw, bool(kda),
-                       bool(use_l2norm), tier))
+                       bool(use_l2norm), tier, tma))
     t_blocks = (total + BT - 1) // BT
     for part, out, groups, width in ((dq_dst, dq, ho // h_q, bk), (dk_dst, dk, ho // h_q, bk),
                                      (dv_dst, dv, ho // hv, bv_full)):

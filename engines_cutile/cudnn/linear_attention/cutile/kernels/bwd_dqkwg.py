@@ -74,11 +74,11 @@ def la_bwd_dqkwg_kernel(q, k, g, d_out, cu_seqlens, table, reroute, states, dsta
                         GROUP_QK: ct.Constant[int], BT: ct.Constant[int], BK: ct.Constant[int],
                         BV: ct.Constant[int], GW: ct.Constant[int], KDA: ct.Constant[bool],
                         USE_L2NORM: ct.Constant[bool], TIER: ct.Constant[int],
-                        PART: ct.Constant[int]):
+                        PART: ct.Constant[int], SLICE_TMA: ct.Constant[bool]):
     """GDN's launch, and fp32-staged (fp16) KDA's (see chunked_bwd)."""
     _bwd_dqkwg(q, k, g, d_out, cu_seqlens, table, reroute, states, dstates, v_new, dv_new, dq,
                dk_part, dw, dg_part, scale, GROUP_QK, BT, BK, BV, GW, KDA, USE_L2NORM, TIER,
-               PART)
+               PART, SLICE_TMA)
 
 
 @ct.kernel(occupancy=1, num_worker_warps=8)
@@ -87,46 +87,49 @@ def la_bwd_dqkwg_kda_kernel(q, k, g, d_out, cu_seqlens, table, reroute, states, 
                             GROUP_QK: ct.Constant[int], BT: ct.Constant[int],
                             BK: ct.Constant[int], BV: ct.Constant[int], GW: ct.Constant[int],
                             KDA: ct.Constant[bool], USE_L2NORM: ct.Constant[bool],
-                            TIER: ct.Constant[int], PART: ct.Constant[int]):
+                            TIER: ct.Constant[int], PART: ct.Constant[int],
+                            SLICE_TMA: ct.Constant[bool]):
     """KDA's launch: the same body with 8 compute warps (plus tileiras' load warps), so a
     [64, 128] fp32 tile costs 32 registers a thread (sm_90, bench shapes: part 1 tier 1
     176 B stack and 3896 SASS instead of 1088 B and 6528 under the default hint)."""
     _bwd_dqkwg(q, k, g, d_out, cu_seqlens, table, reroute, states, dstates, v_new, dv_new, dq,
                dk_part, dw, dg_part, scale, GROUP_QK, BT, BK, BV, GW, KDA, USE_L2NORM, TIER,
-               PART)
+               PART, SLICE_TMA)
 
 
 def _bwd_dqkwg(q, k, g, d_out, cu_seqlens, table, reroute, states, dstates, v_new, dv_new,
                dq, dk_part, dw, dg_part, scale, GROUP_QK: int, BT: int, BK: int, BV: int,
-               GW: int, KDA: bool, USE_L2NORM: bool, TIER: int, PART: int):
+               GW: int, KDA: bool, USE_L2NORM: bool, TIER: int, PART: int,
+               SLICE_TMA: bool):
     row = ct.bid(0)
     h = ct.bid(1)
     if tier_serves(reroute, row, h, KDA, TIER):
         live, chunk, bos, eos = chunk_live(table, cu_seqlens, row, BT)
         if live:
             qk_head = h // GROUP_QK
-            kr = load_rows(k.slice(axis=0, start=bos, stop=eos), chunk, qk_head, BT, BK)
+            kr = load_rows(k.slice(axis=0, start=bos, stop=eos), chunk, qk_head, BT, BK, SLICE_TMA)
             rk = ct.full((BT, 1), 1.0, ct.float32)
             if USE_L2NORM:
                 rk = ct.rsqrt(ct.sum(kr * kr, axis=1, keepdims=True) + L2NORM_EPS)
             kt = kr * rk
             gc, g_last = load_gate_cumsum(g.slice(axis=0, start=bos, stop=eos), chunk, h, BT, BK,
-                                          KDA)
+                                          KDA, SLICE_TMA)
             r, c = row_col_index(BT)
             # states, v_new and dO enter the products as stored (16-bit io; TF32 when staged
             # in fp32): exact operands, without fp32 [BK, BV] copies
             mm_dtype = mma_dtype(states.dtype)
             vn = ct.astype(load_rows_raw(v_new.slice(axis=0, start=bos, stop=eos), chunk, h,
-                                         BT, BV), mm_dtype)
+                                         BT, BV, SLICE_TMA), mm_dtype)
             hs = ct.astype(load_state_kmajor_raw(states, row, h, BK, BV), mm_dtype)
             if PART == 1:
-                qr = load_rows(q.slice(axis=0, start=bos, stop=eos), chunk, qk_head, BT, BK)
+                qr = load_rows(q.slice(axis=0, start=bos, stop=eos), chunk, qk_head, BT, BK,
+                               SLICE_TMA)
                 rq = ct.full((BT, 1), 1.0, ct.float32)
                 if USE_L2NORM:
                     rq = ct.rsqrt(ct.sum(qr * qr, axis=1, keepdims=True) + L2NORM_EPS)
                 qt = qr * rq
                 dot = ct.astype(load_rows_raw(d_out.slice(axis=0, start=bos, stop=eos), chunk, h,
-                                              BT, BV), mm_dtype)
+                                              BT, BV, SLICE_TMA), mm_dtype)
                 dq_h = ct.mma(dot, ct.transpose(hs), ct.zeros((BT, BK), dtype=ct.float32))
                 if not KDA:
                     dq_h = dq_h * (ct.exp(gc) * scale)
@@ -145,8 +148,9 @@ def _bwd_dqkwg(q, k, g, d_out, cu_seqlens, table, reroute, states, dstates, v_ne
                     dgt = dg_x + to_gate(qt * dq_h, KDA)
                 if USE_L2NORM:
                     d_q = (d_q - qt * ct.sum(qt * d_q, axis=1, keepdims=True)) * rq
-                store_rows(dq.slice(axis=0, start=bos, stop=eos), chunk, h, d_q, BT, BK)
-                store_rows(dk_part.slice(axis=0, start=bos, stop=eos), chunk, h, dk_y, BT, BK)
+                store_rows(dq.slice(axis=0, start=bos, stop=eos), chunk, h, d_q, BT, BK, SLICE_TMA)
+                store_rows(dk_part.slice(axis=0, start=bos, stop=eos), chunk, h, dk_y, BT, BK,
+                           SLICE_TMA)
             else:
                 dhs = ct.astype(load_state_kmajor_raw(dstates, row, h, BK, BV), mm_dtype)
                 dk_h = ct.mma(vn, ct.transpose(dhs), ct.zeros((BT, BK), dtype=ct.float32))
@@ -154,16 +158,18 @@ def _bwd_dqkwg(q, k, g, d_out, cu_seqlens, table, reroute, states, dstates, v_ne
                     dk_h = dk_h * fast_exp(g_last - gc)
                 else:
                     dk_h = dk_h * ct.exp(g_last - gc)
-                dk_rows = load_rows(dk_part.slice(axis=0, start=bos, stop=eos), chunk, h, BT, BK)
+                dk_rows = load_rows(dk_part.slice(axis=0, start=bos, stop=eos), chunk, h, BT, BK,
+                                    SLICE_TMA)
                 store_rows(dk_part.slice(axis=0, start=bos, stop=eos), chunk, h, dk_rows + dk_h,
-                           BT, BK)
-                dvn = load_rows(dv_new.slice(axis=0, start=bos, stop=eos), chunk, h, BT, BV)
+                           BT, BK, SLICE_TMA)
+                dvn = load_rows(dv_new.slice(axis=0, start=bos, stop=eos), chunk, h, BT, BV,
+                                SLICE_TMA)
                 # dv_new (fp32) as hi + lo in the states' dtype: ~16 bits on the 16-bit path
                 dvn_hi, dvn_lo = split_hi_lo(dvn, mm_dtype)
                 hs_t = ct.transpose(hs)
                 d_w = ct.mma(dvn_lo, hs_t,
                              ct.mma(dvn_hi, hs_t, ct.zeros((BT, BK), dtype=ct.float32)))
-                store_rows(dw.slice(axis=0, start=bos, stop=eos), chunk, h, -d_w, BT, BK)
+                store_rows(dw.slice(axis=0, start=bos, stop=eos), chunk, h, -d_w, BT, BK, SLICE_TMA)
                 h_dh = to_gate(ct.transpose(ct.sum(ct.astype(hs, ct.float32) *
                                                    ct.astype(dhs, ct.float32),
                                                    axis=1, keepdims=True)), KDA)
@@ -172,7 +178,8 @@ def _bwd_dqkwg(q, k, g, d_out, cu_seqlens, table, reroute, states, dstates, v_ne
                 # on the chunk's last REAL row: padded rows do not survive the scratch round
                 # trip, and the reverse cumsum hands it to every real row either way
                 last_row = ct.minimum(eos - bos - chunk * BT, BT) - 1
-                dgt = load_rows(dg_part.slice(axis=0, start=bos, stop=eos), chunk, h, BT, GW) - \
+                dgt = load_rows(dg_part.slice(axis=0, start=bos, stop=eos), chunk, h, BT, GW,
+                                SLICE_TMA) - \
                     to_gate(kt * dk_h, KDA) + ct.where(r == last_row, last, 0.0)
-            store_rows(dg_part.slice(axis=0, start=bos, stop=eos), chunk, h, dgt, BT, GW)
+            store_rows(dg_part.slice(axis=0, start=bos, stop=eos), chunk, h, dgt, BT, GW, SLICE_TMA)
 

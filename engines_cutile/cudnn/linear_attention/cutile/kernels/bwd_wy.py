@@ -32,11 +32,13 @@ def la_bwd_wy_kernel(k, v, g, beta, cu_seqlens, table, reroute, tinv, dv_new, dw
                      GROUP_QK: ct.Constant[int], GROUP_V: ct.Constant[int],
                      BT: ct.Constant[int], BK: ct.Constant[int], BV: ct.Constant[int],
                      GW: ct.Constant[int], KDA: ct.Constant[bool],
-                     USE_L2NORM: ct.Constant[bool], TIER: ct.Constant[int]):
+                     USE_L2NORM: ct.Constant[bool], TIER: ct.Constant[int],
+                     SLICE_TMA: ct.Constant[bool]):
     """GDN's launch, and fp32-staged (fp16) KDA's (see chunked_bwd); tileiras
     warp-specialises it: 384 threads, 168 registers."""
     _bwd_wy(k, v, g, beta, cu_seqlens, table, reroute, tinv, dv_new, dw, dk_part, dg_part,
-            dk, dv, dg, dbeta, GROUP_QK, GROUP_V, BT, BK, BV, KDA, USE_L2NORM, TIER)
+            dk, dv, dg, dbeta, GROUP_QK, GROUP_V, BT, BK, BV, KDA, USE_L2NORM, TIER,
+            SLICE_TMA)
 
 
 @ct.kernel(occupancy=1, num_worker_warps=8)
@@ -45,17 +47,19 @@ def la_bwd_wy_kda_kernel(k, v, g, beta, cu_seqlens, table, reroute, tinv, dv_new
                          GROUP_QK: ct.Constant[int], GROUP_V: ct.Constant[int],
                          BT: ct.Constant[int], BK: ct.Constant[int], BV: ct.Constant[int],
                          GW: ct.Constant[int], KDA: ct.Constant[bool],
-                         USE_L2NORM: ct.Constant[bool], TIER: ct.Constant[int]):
+                         USE_L2NORM: ct.Constant[bool], TIER: ct.Constant[int],
+                         SLICE_TMA: ct.Constant[bool]):
     """KDA's launch: the same body on 8 compute warps without warp specialisation, so a
     [64, 128] fp32 tile costs 32 registers a thread (tier 1, sm_90: 255 registers, 32 B
     stack, 6760 SASS; under the default hint 168 registers, 1.1 KB stack, 9584 SASS)."""
     _bwd_wy(k, v, g, beta, cu_seqlens, table, reroute, tinv, dv_new, dw, dk_part, dg_part,
-            dk, dv, dg, dbeta, GROUP_QK, GROUP_V, BT, BK, BV, KDA, USE_L2NORM, TIER)
+            dk, dv, dg, dbeta, GROUP_QK, GROUP_V, BT, BK, BV, KDA, USE_L2NORM, TIER,
+            SLICE_TMA)
 
 
 def _bwd_wy(k, v, g, beta, cu_seqlens, table, reroute, tinv, dv_new, dw, dk_part, dg_part,
             dk, dv, dg, dbeta, GROUP_QK: int, GROUP_V: int, BT: int, BK: int, BV: int,
-            KDA: bool, USE_L2NORM: bool, TIER: int):
+            KDA: bool, USE_L2NORM: bool, TIER: int, SLICE_TMA: bool):
     row = ct.bid(0)
     h = ct.bid(1)
     if tier_serves(reroute, row, h, KDA, TIER):
@@ -64,24 +68,25 @@ def _bwd_wy(k, v, g, beta, cu_seqlens, table, reroute, tinv, dv_new, dw, dk_part
             if KDA:
                 _adjoint_kda(k, v, g, beta, tinv, dv_new, dw, dk_part, dg_part, dk, dv, dg,
                              dbeta, chunk, bos, eos, h, GROUP_QK, GROUP_V, BT, BK, BV,
-                             USE_L2NORM, TIER)
+                             USE_L2NORM, TIER, SLICE_TMA)
             else:
                 _adjoint_gdn(k, v, g, beta, tinv, dv_new, dw, dk_part, dg_part, dk, dv, dg,
                              dbeta, chunk, bos, eos, h, GROUP_QK, GROUP_V, BT, BK, BV,
-                             USE_L2NORM)
+                             USE_L2NORM, SLICE_TMA)
 
 def _adjoint_gdn(k, v, g, beta, tinv, dv_new, dw, dk_part, dg_part, dk, dv, dg, dbeta,
                  chunk, bos, eos, h, GROUP_QK: int, GROUP_V: int, BT: int, BK: int, BV: int,
-                 USE_L2NORM: bool):
+                 USE_L2NORM: bool, SLICE_TMA: bool):
     """GDN chunk: scalar gates, so the decays are row / column scales of raw-key products."""
-    kr = load_rows(k.slice(axis=0, start=bos, stop=eos), chunk, h // GROUP_QK, BT, BK)
+    kr = load_rows(k.slice(axis=0, start=bos, stop=eos), chunk, h // GROUP_QK, BT, BK, SLICE_TMA)
     rk = ct.full((BT, 1), 1.0, ct.float32)
     if USE_L2NORM:
         rk = ct.rsqrt(ct.sum(kr * kr, axis=1, keepdims=True) + L2NORM_EPS)
     kt = kr * rk
     b = ct.astype(ct.load(beta.slice(axis=0, start=bos, stop=eos), (chunk, h),
-                          shape=(BT, 1), padding_mode=ZERO), ct.float32)
-    gc, _ = load_gate_cumsum(g.slice(axis=0, start=bos, stop=eos), chunk, h, BT, BK, False)
+                          shape=(BT, 1), padding_mode=ZERO, allow_tma=SLICE_TMA), ct.float32)
+    gc, _ = load_gate_cumsum(g.slice(axis=0, start=bos, stop=eos), chunk, h, BT, BK, False,
+                             SLICE_TMA)
     e_g = ct.exp(gc)
     r, c = row_col_index(BT)
     # tensor-core products in the io dtype `mt` (bf16 / fp16; fp32 when staged) with
@@ -91,18 +96,18 @@ def _adjoint_gdn(k, v, g, beta, tinv, dv_new, dw, dk_part, dg_part, dk, dv, dg, 
     # an operand stays live for a TF32 product.
     mt = mma_dtype(k.dtype)
     t_t = ct.astype(ct.transpose(load_rows(tinv.slice(axis=0, start=bos, stop=eos),
-                                           chunk, h, BT, BT)), mt)
+                                           chunk, h, BT, BT, SLICE_TMA)), mt)
     dvn_hi, dvn_lo = split_hi_lo(load_rows(dv_new.slice(axis=0, start=bos,
-                                                     stop=eos), chunk, h, BT, BV), mt)
+                                                     stop=eos), chunk, h, BT, BV, SLICE_TMA), mt)
     vr = ct.astype(load_rows_raw(v.slice(axis=0, start=bos, stop=eos), chunk,
-                                 h // GROUP_V, BT, BV), mt)
+                                 h // GROUP_V, BT, BV, SLICE_TMA), mt)
     d_bv = ct.mma(t_t, dvn_lo, mm16(t_t, dvn_hi, BT, BV))
-    store_rows(dv.slice(axis=0, start=bos, stop=eos), chunk, h, b * d_bv, BT, BV)
+    store_rows(dv.slice(axis=0, start=bos, stop=eos), chunk, h, b * d_bv, BT, BV, SLICE_TMA)
     d_beta = ct.sum(ct.astype(vr, ct.float32) * d_bv, axis=1, keepdims=True)
     v_t = ct.transpose(vr)
     d_t = ct.mma(dvn_lo, v_t, mm16(dvn_hi, v_t, BT, BT)) * ct.transpose(b)
     dw_hi, dw_lo = split_hi_lo(load_rows(dw.slice(axis=0, start=bos, stop=eos), chunk,
-                                         h, BT, BK), mt)
+                                         h, BT, BK, SLICE_TMA), mt)
     kbe = kt * (b * e_g)
     kbe_t = ct.transpose(ct.astype(kbe, mt))
     d_t = ct.mma(dw_lo, kbe_t, ct.mma(dw_hi, kbe_t, d_t))
@@ -113,25 +118,25 @@ def _adjoint_gdn(k, v, g, beta, tinv, dv_new, dw, dk_part, dg_part, dk, dv, dg, 
     d_kb = d_kbe * e_g + dkb_x
     d_beta = d_beta + ct.sum(kt * d_kb, axis=1, keepdims=True)
     ct.store(dbeta.slice(axis=0, start=bos, stop=eos), (chunk, h),
-             tile=ct.astype(d_beta, dbeta.dtype))
+             tile=ct.astype(d_beta, dbeta.dtype), allow_tma=SLICE_TMA)
 
-    d_k = load_rows(dk_part.slice(axis=0, start=bos, stop=eos), chunk, h, BT, BK) + \
+    d_k = load_rows(dk_part.slice(axis=0, start=bos, stop=eos), chunk, h, BT, BK, SLICE_TMA) + \
         b * d_kb + dk_a
     if USE_L2NORM:
         d_k = (d_k - kt * ct.sum(kt * d_k, axis=1, keepdims=True)) * rk
-    store_rows(dk.slice(axis=0, start=bos, stop=eos), chunk, h, d_k, BT, BK)
+    store_rows(dk.slice(axis=0, start=bos, stop=eos), chunk, h, d_k, BT, BK, SLICE_TMA)
 
-    dgt = load_rows(dg_part.slice(axis=0, start=bos, stop=eos), chunk, h, BT, 1) + \
+    dgt = load_rows(dg_part.slice(axis=0, start=bos, stop=eos), chunk, h, BT, 1, SLICE_TMA) + \
         dg_a + ct.sum(kbe * d_kbe, axis=1, keepdims=True)
     dg_rows = ct.cumsum(dgt, axis=0, reverse=True)
     ct.store(dg.slice(axis=0, start=bos, stop=eos), (chunk, h),
-             tile=ct.astype(dg_rows, dg.dtype))
+             tile=ct.astype(dg_rows, dg.dtype), allow_tma=SLICE_TMA)
 
 
 
 def _adjoint_kda(k, v, g, beta, tinv, dv_new, dw, dk_part, dg_part, dk, dv, dg, dbeta,
                  chunk, bos, eos, h, GROUP_QK: int, GROUP_V: int, BT: int, BK: int, BV: int,
-                 USE_L2NORM: bool, TIER: int):
+                 USE_L2NORM: bool, TIER: int, SLICE_TMA: bool):
     """KDA chunk: every decay is a [BT, BK] tile, so the kernel's cost is how many fp32
     [BT, BK] tiles stay live (64 registers each at 128 threads).  Besides gc, at most two
     do: d(beta k) and the Gram's dk, because
@@ -140,27 +145,29 @@ def _adjoint_kda(k, v, g, beta, tinv, dv_new, dw, dk_part, dg_part, dk, dv, dg, 
     dG term into one product, and k stays in the io dtype with its l2norm factor as a row
     scale.  Exponentials on the SFU (`fast_exp`), as in the forward."""
     mt = mma_dtype(k.dtype)
-    b = load_column(beta.slice(axis=0, start=bos, stop=eos), chunk, h, BT)
+    b = load_column(beta.slice(axis=0, start=bos, stop=eos), chunk, h, BT, SLICE_TMA)
     t_t = ct.astype(ct.transpose(load_rows(tinv.slice(axis=0, start=bos, stop=eos), chunk, h,
-                                           BT, BT)), mt)
+                                           BT, BT, SLICE_TMA)), mt)
     # the v side first (dv, its dbeta and dT terms), so its tiles die before k's
     dvn_hi, dvn_lo = split_hi_lo(load_rows(dv_new.slice(axis=0, start=bos, stop=eos), chunk,
-                                           h, BT, BV), mt)
+                                           h, BT, BV, SLICE_TMA), mt)
     vr = ct.astype(load_rows_raw(v.slice(axis=0, start=bos, stop=eos), chunk, h // GROUP_V,
-                                 BT, BV), mt)
+                                 BT, BV, SLICE_TMA), mt)
     d_bv = ct.mma(t_t, dvn_lo, mm16(t_t, dvn_hi, BT, BV))
-    store_rows(dv.slice(axis=0, start=bos, stop=eos), chunk, h, b * d_bv, BT, BV)
+    store_rows(dv.slice(axis=0, start=bos, stop=eos), chunk, h, b * d_bv, BT, BV, SLICE_TMA)
     d_beta = ct.sum(ct.astype(vr, ct.float32) * d_bv, axis=1, keepdims=True)
     v_t = ct.transpose(vr)
     d_t = ct.mma(dvn_lo, v_t, mm16(dvn_hi, v_t, BT, BT)) * ct.transpose(b)
 
-    kraw = load_rows_raw(k.slice(axis=0, start=bos, stop=eos), chunk, h // GROUP_QK, BT, BK)
+    kraw = load_rows_raw(k.slice(axis=0, start=bos, stop=eos), chunk, h // GROUP_QK, BT, BK,
+                         SLICE_TMA)
     rk = ct.full((BT, 1), 1.0, ct.float32)
     if USE_L2NORM:
         rk = l2_row_factor(kraw)
-    gc, _ = load_gate_cumsum(g.slice(axis=0, start=bos, stop=eos), chunk, h, BT, BK, True)
+    gc, _ = load_gate_cumsum(g.slice(axis=0, start=bos, stop=eos), chunk, h, BT, BK, True,
+                             SLICE_TMA)
     dw_hi, dw_lo = split_hi_lo(load_rows(dw.slice(axis=0, start=bos, stop=eos), chunk, h,
-                                         BT, BK), mt)
+                                         BT, BK, SLICE_TMA), mt)
     kbe_t = ct.transpose(ct.astype(ct.astype(kraw, ct.float32) * (rk * b) * fast_exp(gc), mt))
     d_t = ct.mma(dw_lo, kbe_t, ct.mma(dw_hi, kbe_t, d_t))
     r, c = row_col_index(BT)
@@ -172,17 +179,18 @@ def _adjoint_kda(k, v, g, beta, tinv, dv_new, dw, dk_part, dg_part, dk, dv, dg, 
     d_kb = d_kb + dkb_x
     d_beta = d_beta + ct.sum(kt * d_kb, axis=1, keepdims=True)
     ct.store(dbeta.slice(axis=0, start=bos, stop=eos), (chunk, h),
-             tile=ct.astype(d_beta, dbeta.dtype))
+             tile=ct.astype(d_beta, dbeta.dtype), allow_tma=SLICE_TMA)
     u = b * d_kb
-    dgt = load_rows(dg_part.slice(axis=0, start=bos, stop=eos), chunk, h, BT, BK) + \
+    dgt = load_rows(dg_part.slice(axis=0, start=bos, stop=eos), chunk, h, BT, BK, SLICE_TMA) + \
         kt * (u - dk_a)
     # reverse cumsum along the second axis of the transpose (cheaper, see load_gate_cumsum)
     store_rows(dg.slice(axis=0, start=bos, stop=eos), chunk, h,
-               ct.transpose(ct.cumsum(ct.transpose(dgt), axis=1, reverse=True)), BT, BK)
-    d_k = load_rows(dk_part.slice(axis=0, start=bos, stop=eos), chunk, h, BT, BK) + u + dk_a
+               ct.transpose(ct.cumsum(ct.transpose(dgt), axis=1, reverse=True)), BT, BK, SLICE_TMA)
+    d_k = load_rows(dk_part.slice(axis=0, start=bos, stop=eos), chunk, h, BT, BK,
+                    SLICE_TMA) + u + dk_a
     if USE_L2NORM:
         d_k = (d_k - kt * ct.sum(kt * d_k, axis=1, keepdims=True)) * rk
-    store_rows(dk.slice(axis=0, start=bos, stop=eos), chunk, h, d_k, BT, BK)
+    store_rows(dk.slice(axis=0, start=bos, stop=eos), chunk, h, d_k, BT, BK, SLICE_TMA)
 
 def mm16(a, b, M: int, N: int):
     """a @ b of two 16-bit (or fp32) tiles, fp32 result."""

@@ -23,7 +23,8 @@ def la_chunk_bwd_dhu_kernel(w, p, qg, kd, decay, d_out, cu_seqlens, chunk_offset
                             d_final_state, d_initial_state, dstates, dv_new_out,
                             BT: ct.Constant[int], BK: ct.Constant[int], BV: ct.Constant[int],
                             GW: ct.Constant[int], HAS_D_FINAL: ct.Constant[bool],
-                            STORE_D_INITIAL: ct.Constant[bool]):
+                            STORE_D_INITIAL: ct.Constant[bool],
+                            SLICE_TMA: ct.Constant[bool]):
     n = ct.bid(0)
     h = ct.bid(1)
     vb = ct.bid(2)
@@ -49,19 +50,22 @@ def la_chunk_bwd_dhu_kernel(w, p, qg, kd, decay, d_out, cu_seqlens, chunk_offset
             ct.store(dstates, (first_row + chunk, h, 0, vb),
                      tile=ct.reshape(ct.astype(ds, dstates.dtype), (1, 1, BK, BV)))
             ds_lo = ct.astype(ds, mt)
-            dot = ct.reshape(ct.load(dos, (chunk, h, vb), shape=(BT, 1, BV), padding_mode=ZERO),
-                             (BT, BV))
+            dot = ct.reshape(ct.load(dos, (chunk, h, vb), shape=(BT, 1, BV), padding_mode=ZERO,
+                                     allow_tma=SLICE_TMA), (BT, BV))
             dot = ct.astype(dot, mt)
-            dv = ct.mma(ct.transpose(ct.astype(load_rows_raw(ps, chunk, h, BT, BT), mt)), dot,
+            dv = ct.mma(ct.transpose(ct.astype(load_rows_raw(ps, chunk, h, BT, BT, SLICE_TMA),
+                                               mt)), dot,
                         ct.zeros((BT, BV), dtype=ct.float32))
-            dv = ct.mma(ct.astype(load_rows_raw(ks, chunk, h, BT, BK), mt), ds_lo, dv)
+            dv = ct.mma(ct.astype(load_rows_raw(ks, chunk, h, BT, BK, SLICE_TMA), mt), ds_lo, dv)
             ct.store(dvs, (chunk, h, vb), tile=ct.reshape(ct.astype(dv, dv_new_out.dtype),
-                                                         (BT, 1, BV)))
+                                                         (BT, 1, BV)), allow_tma=SLICE_TMA)
             dec = ct.reshape(ct.load(decay, (first_row + chunk, h, 0), shape=(1, 1, GW),
                                      padding_mode=ZERO), (1, GW))
             ds = ds * ct.transpose(dec)
-            ds = ct.mma(ct.transpose(ct.astype(load_rows_raw(qs, chunk, h, BT, BK), mt)), dot, ds)
-            ds = ds - ct.mma(ct.transpose(ct.astype(load_rows_raw(ws, chunk, h, BT, BK), mt)),
+            ds = ct.mma(ct.transpose(ct.astype(load_rows_raw(qs, chunk, h, BT, BK, SLICE_TMA),
+                                               mt)), dot, ds)
+            ds = ds - ct.mma(ct.transpose(ct.astype(load_rows_raw(ws, chunk, h, BT, BK, SLICE_TMA),
+                                                    mt)),
                              ct.astype(dv, mt), ct.zeros((BK, BV), dtype=ct.float32))
 
     if STORE_D_INITIAL:

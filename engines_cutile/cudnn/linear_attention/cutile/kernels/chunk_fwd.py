@@ -38,7 +38,7 @@ def la_chunk_fwd_kernel(w, u, p, qg, kd, decay, cu_seqlens, chunk_offsets,
                         BT: ct.Constant[int], BK: ct.Constant[int], BV: ct.Constant[int],
                         GW: ct.Constant[int], HAS_INITIAL: ct.Constant[bool],
                         STORE_FINAL: ct.Constant[bool], RECOMPUTE: ct.Constant[bool],
-                        ROW_SCALES: ct.Constant[bool]):
+                        ROW_SCALES: ct.Constant[bool], SLICE_TMA: ct.Constant[bool]):
     n = ct.bid(0)
     h = ct.bid(1)
     vb = ct.bid(2)
@@ -69,30 +69,33 @@ def la_chunk_fwd_kernel(w, u, p, qg, kd, decay, cu_seqlens, chunk_offsets,
         qk_head = h // GROUP_QK   # 1 unless ROW_SCALES (ROW_SCALES)
         for chunk in range(ct.cdiv(eos - bos, BT)):
             ut = ct.astype(ct.reshape(ct.load(us, (chunk, h, vb), shape=(BT, 1, BV),
-                                              padding_mode=ZERO), (BT, BV)), ct.float32)
+                                              padding_mode=ZERO, allow_tma=SLICE_TMA),
+                                      (BT, BV)), ct.float32)
             dec = ct.reshape(ct.load(decay, (first_row + chunk, h, 0), shape=(1, 1, GW),
                                      padding_mode=ZERO), (1, GW))
             s_lo = ct.astype(state, w.dtype)
-            v_new = ut - ct.mma(load_rows_raw(ws, chunk, h, BT, BK), s_lo,
+            v_new = ut - ct.mma(load_rows_raw(ws, chunk, h, BT, BK, SLICE_TMA), s_lo,
                                 ct.zeros((BT, BV), dtype=ct.float32))
             v_lo = ct.astype(v_new, w.dtype)
             if RECOMPUTE:
                 ct.store(states, (first_row + chunk, h, 0, vb),
                          tile=ct.reshape(s_lo, (1, 1, BK, BV)))
-                ct.store(vns, (chunk, h, vb), tile=ct.reshape(v_lo, (BT, 1, BV)))
+                ct.store(vns, (chunk, h, vb), tile=ct.reshape(v_lo, (BT, 1, BV)),
+                         allow_tma=SLICE_TMA)
             else:
-                out = ct.mma(load_rows_raw(qs, chunk, qk_head, BT, BK), s_lo,
+                out = ct.mma(load_rows_raw(qs, chunk, qk_head, BT, BK, SLICE_TMA), s_lo,
                              ct.zeros((BT, BV), dtype=ct.float32))
                 if ROW_SCALES:
-                    out = out * load_column(qrs, chunk, h, BT)
-                out = ct.mma(load_rows_raw(ps, chunk, h, BT, BT), v_lo, out)
+                    out = out * load_column(qrs, chunk, h, BT, SLICE_TMA)
+                out = ct.mma(load_rows_raw(ps, chunk, h, BT, BT, SLICE_TMA), v_lo, out)
                 ct.store(os_, (chunk, h, vb),
-                         tile=ct.reshape(ct.astype(out, o.dtype), (BT, 1, BV)))
+                         tile=ct.reshape(ct.astype(out, o.dtype), (BT, 1, BV)),
+                         allow_tma=SLICE_TMA)
             v_k = v_lo
             if ROW_SCALES:
-                v_k = ct.astype(v_new * load_column(krs, chunk, h, BT), w.dtype)
+                v_k = ct.astype(v_new * load_column(krs, chunk, h, BT, SLICE_TMA), w.dtype)
             state = state * ct.transpose(dec) + ct.mma(
-                ct.transpose(load_rows_raw(ks, chunk, qk_head, BT, BK)), v_k,
+                ct.transpose(load_rows_raw(ks, chunk, qk_head, BT, BK, SLICE_TMA)), v_k,
                 ct.zeros((BK, BV), dtype=ct.float32))
 
     if STORE_FINAL:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
 
 from cudnn.linear_attention.common.cu_seqlens_check import check_cu_seqlens, strict_requested
 
@@ -30,6 +31,27 @@ from .seq_bounds import add_regions as add_cu_regions
 
 BT = 64          # chunk length: the WY inverse is BT x BT, the scan step of stage 2
 BV_STAGE2 = 64   # V block of stage 2 (one CTA per sequence x head x V block)
+SLICE_TMA_ENV = "CUDNN_CUTILE_SLICE_TMA"
+
+
+def slice_tma_requested(flag: bool | None = None) -> bool:
+    """The kernels' SLICE_TMA constant: whether loads and stores through a per-sequence
+    slice (bounds read from cu_seqlens on the device) may use TMA.  `flag` when given,
+    else CUDNN_CUTILE_SLICE_TMA: unset, empty or 1 allows it (the fast default), 0 makes
+    them plain loads and stores.  With TMA tileiras builds those slices' tensor maps in the
+    kernel, and compute-sanitizer's memcheck reports the map writes as out-of-bounds
+    atomics; the =0 build is memcheck-clean but its GDN forward is 2.2x slower (0.815 ->
+    1.81 ms at 8 x 4096 tokens, 16 heads, K = V = 128; fwd+bwd 4.9 -> 12.2 ms), so it is
+    for sanitizer runs only.  Each value is its own kernel specialization (cache entry)."""
+    if flag is not None:
+        return bool(flag)
+    value = os.environ.get(SLICE_TMA_ENV, "").strip()
+    if value in ("", "1"):
+        return True
+    if value == "0":
+        return False
+    raise ValueError(f"{SLICE_TMA_ENV}={value!r}: expected 1 (TMA through sequence slices, "
+                     f"the default) or 0 (no TMA there: the compute-sanitizer build)")
 
 
 def nt_bound(total_tokens: int, n_seq: int, bt: int = BT) -> int:
@@ -91,11 +113,13 @@ def chunked_fwd(q, k, v, g, beta, cu_seqlens, o, scratch, *, kda: bool, scale: f
                 initial_state=None, final_state=None, use_l2norm: bool = False,
                 stream=None, bv: int = BV_STAGE2,
                 stages: tuple[str, ...] = ("table", "wy", "chunk"),
-                strict_cu_seqlens: bool | None = None) -> None:
+                strict_cu_seqlens: bool | None = None,
+                slice_tma: bool | None = None) -> None:
     """Run the forward; `stages` lets benchmarks time one launch at a time ("wy1" / "wy2":
     one KDA score tier of the "wy" stage). `strict_cu_seqlens` (None: the
     CUDNN_STRICT_CU_SEQLENS environment variable) checks cu_seqlens on the device first
-    (ValueError naming its first bad entry; one synchronisation)."""
+    (ValueError naming its first bad entry; one synchronisation).  `slice_tma` (None:
+    CUDNN_CUTILE_SLICE_TMA, see `slice_tma_requested`) picks the kernels' SLICE_TMA build."""
     import cuda.tile as ct
     import torch
 
@@ -103,6 +127,7 @@ def chunked_fwd(q, k, v, g, beta, cu_seqlens, o, scratch, *, kda: bool, scale: f
     from .chunk_table import chunk_table_fwd
     from .wy_fwd import la_wy_fwd_kernel
 
+    tma = slice_tma_requested(slice_tma)   # read first: a bad value fails before any launch
     if stream is None:
         stream = torch.cuda.current_stream()
     if strict_requested(strict_cu_seqlens):
@@ -135,7 +160,7 @@ def chunked_fwd(q, k, v, g, beta, cu_seqlens, o, scratch, *, kda: bool, scale: f
                       (q, k, v, g, beta, cu_seqlens, s["table"], s["w"], s["u"], s["p"],
                        qg, kd, s["decay"], s["reroute"], placeholder3, q_row, k_row,
                        float(scale), ho // h_q, ho // hv, BT, int(math.log2(BT)), bk,
-                       bv_full, gw, bool(kda), bool(use_l2norm), tier, False, rowwise))
+                       bv_full, gw, bool(kda), bool(use_l2norm), tier, False, rowwise, tma))
     if "chunk" not in stages:
         return
     placeholder = s["count"].view(1, 1, 1, 1)
@@ -145,4 +170,4 @@ def chunked_fwd(q, k, v, g, beta, cu_seqlens, o, scratch, *, kda: bool, scale: f
                placeholder if final_state is None else final_state,
                o, placeholder, o, q if rowwise else placeholder3, k if rowwise else placeholder3,
                q_row, k_row, ho // h_q if rowwise else 1, BT, bk, bv, gw,
-               initial_state is not None, final_state is not None, False, rowwise))
+               initial_state is not None, final_state is not None, False, rowwise, tma))
