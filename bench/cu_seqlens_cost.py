@@ -67,8 +67,8 @@ def frost_forward(family: str, reps: int) -> str:
     from frost_stage_times import _launcher
     from tests.reference.preprocess import Family
 
-    shipped, _ = _launcher(Family(family), "v2", ())
-    unguarded, _ = _launcher(Family(family), "v2", ("bounds",))
+    shipped, _ = _launcher(Family(family), "product", ())  # what the product compiles
+    unguarded, _ = _launcher(Family(family), "product", ("bounds",))
     full, cost, spread = paired_cost_ms(shipped, unguarded, reps)
     return _row(f"{family} FROST forward", full, cost, spread)
 

@@ -12,10 +12,10 @@ reports it against its budget).
 
 Run on the GPU machine from the repo root (CuTe DSL importable):
   PYTHONPATH=$(python3 tools/pythonpath.py) python3 bench/frost_stage_times.py [--family gdn kda]
-    [--algorithm v2] [--reps 20] [--l2norm]
-(--algorithm: the kernel version, built as the test tooling builds it: v2 the product's, v1
-its base, v3 v2 with the chain's state products on warpgroup MMA, the candidate successor,
-whose "chain" stage is the wgmma chain.)
+    [--algorithm product] [--reps 20] [--l2norm]
+(--algorithm: the kernel version, built as the test tooling builds it: product (default) what
+the product compiles for the shape (v3 here, bf16 on sm_90a), v1 v2's base, v2 forced, v3 v2
+with the chain's products on warpgroup MMA, whose "chain" stage is the wgmma chain.)
 Shape: 8 x 4096 tokens, 16 heads, K = V = 128, bf16, final state fp32 (the bench shape).
 """
 from __future__ import annotations
@@ -60,8 +60,8 @@ def base_launch(family: Family, device: str = "cuda", l2norm: bool = False):
 
 
 def stage_configs(family: Family, algorithm: str, device: str = "cuda", l2norm: bool = False):
-    """The kernel config of every timed variant, in VARIANTS order (the full v2 kernel's is
-    the product config)."""
+    """The kernel config of every timed variant, in VARIANTS order (the full kernel's is the
+    product config where `algorithm` is what the product picks)."""
     checked, _ = base_launch(family, device, l2norm)
     return [tooling_config(checked.config, algorithm, skip_stages=skip) for skip in VARIANTS]
 
@@ -83,7 +83,7 @@ def _launcher(family: Family, algorithm: str, skip: tuple[str, ...], l2norm: boo
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--family", nargs="+", default=["gdn", "kda"], choices=["gdn", "kda", "gdn2"])
-    parser.add_argument("--algorithm", default="v2", choices=["v1", "v2", "v3"])
+    parser.add_argument("--algorithm", default="product", choices=["product", "v1", "v2", "v3"])
     parser.add_argument("--reps", type=int, default=20)
     parser.add_argument("--l2norm", action="store_true",
                         help="q and k L2-normalised in the kernel (its cost lands in the rows stage)")

@@ -40,11 +40,11 @@ pytestmark = pytest.mark.skipif(report.tool("CUOBJDUMP", "cuobjdump") is None,
 MARGIN = 8
 
 CASES = [  # (algorithm, family, training forward: write_checkpoints and write_values)
-    ("v2", fam, False) for fam in ("gdn", "kda", "gdn2")     # the default forward
+    ("v2", fam, False) for fam in ("gdn", "kda", "gdn2")     # the fp16 / other-GPU forward
 ] + [
     ("v2", fam, True) for fam in ("gdn", "kda", "gdn2")      # bf16 training calls
 ] + [
-    ("v3", fam, False) for fam in ("gdn", "kda", "gdn2")     # the candidate successor
+    ("v3", fam, False) for fam in ("gdn", "kda", "gdn2")     # the default forward (bf16, sm_90a)
 ]
 
 

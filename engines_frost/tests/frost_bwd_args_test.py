@@ -262,7 +262,8 @@ def test_chain_variant_comes_from_the_environment(family, monkeypatch):
     """FROST_BWD_CHAIN=pipelined selects the pipelined chain for scalar gates only (vector
     gates have no room for its second operand set), =wgmma the wgmma chain (scalar gates
     too), each changing the chain kernel's config alone; "serial" is the serial chain;
-    unset is the wgmma chain for every family; anything else is refused by name.
+    unset is the wgmma chain for every family (scalar gates: its asynchronous schedule);
+    anything else is refused by name.
     FROST_BWD_CHAIN_VEC picks the vector gates' chain the same way (scalar gates ignore
     it), changing their chain config alone."""
     import dataclasses
@@ -276,8 +277,8 @@ def test_chain_variant_comes_from_the_environment(family, monkeypatch):
     monkeypatch.delenv(CHAIN_ENV, raising=False)
     monkeypatch.delenv(CHAIN_VEC_ENV, raising=False)
     unset, _, _ = _check(_operands(family=family), family)
-    assert unset.chain_wgmma and not unset.chain_async
-    assert unset == dataclasses.replace(serial, chain_wgmma=True)
+    assert unset.chain_wgmma and unset.chain_async == (family == "gdn")
+    assert unset == dataclasses.replace(serial, chain_wgmma=True, chain_async=family == "gdn")
     monkeypatch.setenv(CHAIN_VEC_ENV, "serial")  # below: FROST_BWD_CHAIN alone
     monkeypatch.setenv(CHAIN_ENV, "pipelined")
     cfg, _, _ = _check(_operands(family=family), family)

@@ -50,7 +50,7 @@ def compile_cubin(cfg, out_dir: str) -> str:
     from cudnn.linear_attention.frost.kernels.compile_kernel import kernel_class
     from cudnn.linear_attention.frost.kernels.launch_abi import fake_args
 
-    cute.compile(kernel_class(cfg)(cfg), *fake_args(cfg),
+    cute.compile(kernel_class(cfg, "sm_90a")(cfg), *fake_args(cfg),
                  options=f"--gpu-arch sm_90a --keep-cubin --dump-dir {out_dir}")
     (cubin,) = glob.glob(os.path.join(out_dir, "*.cubin"))
     return cubin
@@ -110,7 +110,7 @@ def config_for(family: str, algorithm: str, K: int, V: int, l2: bool, io: str = 
                gate_align16: bool = True):
     """The benchmark's configuration (no initial state, fp32 final state); vector gates
     16-byte aligned, as frost_fwd finds them for torch-allocated g, unless told otherwise;
-    for kernel version `algorithm` (the product config for "v2")."""
+    for kernel version `algorithm` (the product config where that is the product's pick)."""
     from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
 
     from frost_fwd_experiments import tooling_config

@@ -151,7 +151,7 @@ def _kda_operands(N=3, S=5, K=128, V=64, HO=2, state_offset=0, q_offset=0):
                 checkpoints=None, family="kda", use_l2norm=True)
 
 
-@pytest.mark.parametrize("env, want", [(None, False), ("0", False), ("1", True)])
+@pytest.mark.parametrize("env, want", [(None, True), ("0", False), ("1", True)])
 def test_contiguous_channels_follow_the_environment(monkeypatch, env, want):
     if env is None:
         monkeypatch.delenv(kernels_decode.CONTIGUOUS_ENV, raising=False)

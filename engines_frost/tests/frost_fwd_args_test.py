@@ -121,8 +121,8 @@ def test_values_select_the_values_kernel(family):
     assert abi_operands(launch.config)[-2:] == ("state_checkpoints", "values")
     only = check_operands(**_operands(family), state_checkpoints=ckpt).config
     assert not only.write_values and abi_operands(only)[-1] == "state_checkpoints"
-    assert kernel_class(launch.config).__name__ == "FrostFwdV2Values"
-    assert kernel_class(only).__name__ == "FrostFwdV2Checkpoints"
+    assert kernel_class(launch.config, "sm_90a").__name__ == "FrostFwdV2Values"
+    assert kernel_class(only, "sm_90a").__name__ == "FrostFwdV2Checkpoints"
 
 
 @pytest.mark.parametrize("over, message", [

@@ -1,12 +1,15 @@
 """The FROST forward kernels only the tests and benchmarks build, and the experiment switches
 that pick them: the one home of what the product (kernels/) no longer carries.
 
-The product compiles one kernel family, v2 (compile_kernel.product_class), from a
-FrostFwdConfig whose fields are all product fields. A FrostFwdExperiment is a FrostFwdConfig
-plus the tooling's choices:
+The product compiles one kernel family from a FrostFwdConfig whose fields are all product
+fields: v3 for plain bf16 forwards on sm_90a, v2 for the rest
+(compile_kernel.product_algorithm). A FrostFwdExperiment is a FrostFwdConfig plus the
+tooling's choices:
   algorithm    "v0" (the SIMT oracle, frost_fwd_v0.py, test-only), "v1" (v2's base class
-               on its own), "v2" (the product's kernel) or "v3" (v2 with the chain's state
-               products on warpgroup MMA, sm_90a only: the candidate successor);
+               on its own), "v2" (forced, also where the product picks v3) or "v3" (v2 with
+               the chain's products on warpgroup MMA, sm_90a only); PRODUCT ("product") in
+               the functions below means what the product picks for the config on
+               TOOLING_ARCH;
   skip_stages  per-chunk stages compiled out of the loop (STAGES: bench/frost_stage_times.py,
                whose results are wrong by construction) or "bounds", the cu_seqlens safety
                of seq_bounds.py (bench/cu_seqlens_cost.py);
@@ -33,7 +36,8 @@ from pathlib import Path
 from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
 
 ALGORITHMS = ("v0", "v1", "v2", "v3")
-PRODUCT = "v2"  # the kernel the product compiles for every config (compile_kernel.product_class)
+PRODUCT = "product"  # the version compile_kernel.product_algorithm picks for each config
+TOOLING_ARCH = "sm_90a"  # the arch the tooling's runs target (the H200)
 #: per-chunk stages of v1/v2/v3 that a timing experiment may compile out
 STAGES = ("rows", "operands", "gram", "chain")
 #: what else it may leave out: "bounds", the cu_seqlens safety (sequence bounds read
@@ -59,7 +63,7 @@ class FrostFwdExperiment(FrostFwdConfig):
     """A forward config of the test and bench tooling: the product fields plus the kernel
     version and the experiment knobs (module docstring)."""
 
-    algorithm: str = PRODUCT
+    algorithm: str = "v2"
     skip_stages: tuple[str, ...] = ()
     ldmatrix: bool = True
     sources: str = dataclasses.field(default_factory=sources_hash)
@@ -78,8 +82,8 @@ class FrostFwdExperiment(FrostFwdConfig):
             bad("skip_stages", f"a tuple of {SKIPPABLE} (not v0)")
         if not self.ldmatrix and self.algorithm == "v0":
             bad("ldmatrix", "True for v0 (no MMA operands)")
-        if self.write_checkpoints and self.algorithm != PRODUCT:
-            bad("write_checkpoints", f"False unless algorithm is {PRODUCT!r} (the kernel that writes them)")
+        if (self.write_checkpoints or self.write_values) and self.algorithm != "v2":
+            bad("write_checkpoints", "False unless algorithm is 'v2' (the kernel that writes them)")
 
     @property
     def kernel_label(self) -> str:
@@ -97,8 +101,8 @@ class FrostFwdExperiment(FrostFwdConfig):
         elif self.algorithm == "v3":
             from cudnn.linear_attention.frost.kernels.fwd_v3 import FrostFwdV3 as base
         else:
-            from cudnn.linear_attention.frost.kernels.compile_kernel import product_class
-            base = product_class(self)
+            from cudnn.linear_attention.frost.kernels.compile_kernel import v2_class
+            base = v2_class(self)
         return with_knobs(base, self.skip_stages, self.ldmatrix)
 
 
@@ -112,10 +116,24 @@ def with_knobs(base, skip_stages: tuple[str, ...], ldmatrix: bool):
     return type(f"{base.__name__}{tag}", (base,), {"skip_stages": skip_stages, "ldmatrix": ldmatrix})
 
 
+def product_algorithm(cfg: FrostFwdConfig) -> str:
+    """The kernel version the product compiles for cfg on TOOLING_ARCH."""
+    from cudnn.linear_attention.frost.kernels.compile_kernel import product_algorithm as picked
+
+    return picked(cfg, TOOLING_ARCH)
+
+
+def resolve(cfg: FrostFwdConfig, algorithm: str) -> str:
+    """algorithm itself (FrostFwdExperiment validates it), or for PRODUCT the version the
+    product picks for cfg."""
+    return product_algorithm(cfg) if algorithm == PRODUCT else algorithm
+
+
 def experiment(cfg: FrostFwdConfig, algorithm: str = PRODUCT, **knobs) -> FrostFwdExperiment:
-    """cfg's product fields with a kernel version and knobs (skip_stages, ldmatrix)."""
+    """cfg's product fields with a kernel version (PRODUCT: the product's for cfg) and knobs
+    (skip_stages, ldmatrix)."""
     product = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(FrostFwdConfig)}
-    return FrostFwdExperiment(**product, algorithm=algorithm, **knobs)
+    return FrostFwdExperiment(**product, algorithm=resolve(cfg, algorithm), **knobs)
 
 
 @functools.lru_cache(maxsize=None)
@@ -125,9 +143,10 @@ def _experiment(cfg: FrostFwdConfig, algorithm: str, skip_stages: tuple[str, ...
 
 def tooling_config(cfg: FrostFwdConfig, algorithm: str = PRODUCT, skip_stages=(), ldmatrix: bool = True):
     """The config a tooling run of kernel version `algorithm` (with those knobs) launches for
-    the product config cfg: cfg itself for the product's kernel without knobs (so such runs
-    share the product's compiled and stored kernels), else its FrostFwdExperiment."""
-    if algorithm == PRODUCT and not skip_stages and ldmatrix:
+    the product config cfg: cfg itself where that is the version the product picks for cfg
+    and there are no knobs (so such runs share the product's compiled and stored kernels),
+    else its FrostFwdExperiment."""
+    if resolve(cfg, algorithm) == product_algorithm(cfg) and not skip_stages and ldmatrix:
         return cfg  # not through the cache: an equal config cached earlier is another object
     return _experiment(cfg, algorithm, tuple(skip_stages), ldmatrix)
 
@@ -142,11 +161,11 @@ def engine_config(cfg: FrostFwdConfig, algorithm: str):
 @contextlib.contextmanager
 def use_kernel(algorithm: str):
     """Inside the block, frost_fwd and bind_fwd (so the FROST engines) compile and launch
-    `algorithm`'s kernel wherever the product launches v2 (engine_config): fwd._compiled,
+    `algorithm`'s kernel wherever the product launches v2 or v3 (engine_config): fwd._compiled,
     the launcher's one compile lookup, is wrapped, so every operand check still runs.
     Process-wide while it lasts (not for concurrent threads)."""
-    if algorithm not in ALGORITHMS:
-        raise ValueError(f"use_kernel: algorithm must be one of {ALGORITHMS}, got {algorithm!r}")
+    if algorithm not in ALGORITHMS and algorithm != PRODUCT:
+        raise ValueError(f"use_kernel: algorithm must be one of {(*ALGORITHMS, PRODUCT)}, got {algorithm!r}")
     if algorithm == PRODUCT:  # what frost_fwd launches anyway: nothing to route
         yield
         return

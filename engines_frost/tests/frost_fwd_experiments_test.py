@@ -3,8 +3,9 @@
 Plain Python but for the class test (CuTe DSL, skipped without it): an experiment config
 validates its kernel version and knobs, keys the kernel store apart from every product
 config, names its kernel in describe lines and maps to the class that reads the knobs;
-tooling_config leaves plain v2 on the product config; use_kernel routes frost_fwd's compile
-lookup and puts it back.
+tooling_config leaves the version the product picks on the product config (v3 for plain bf16
+forwards on sm_90a, v2 for training calls and fp16) and forces any other as an experiment;
+use_kernel routes frost_fwd's compile lookup and puts it back.
 """
 import dataclasses
 import os
@@ -36,7 +37,8 @@ def test_experiment_validates_its_version_and_knobs():
         with pytest.raises(ValueError, match=f"FrostFwdExperiment: {name} must be"):
             fx.experiment(CFG, **over)
     ckpt = dataclasses.replace(CFG, write_checkpoints=True)
-    fx.experiment(ckpt, "v2")  # the product's kernel writes them
+    fx.experiment(ckpt, "v2")  # the kernel that writes them
+    assert fx.experiment(ckpt).algorithm == "v2"  # the product's pick for a training call
     for algorithm in ("v0", "v1", "v3"):
         with pytest.raises(ValueError, match="write_checkpoints must be False unless algorithm is 'v2'"):
             fx.experiment(ckpt, algorithm)
@@ -64,19 +66,26 @@ def test_experiment_keys_apart_from_the_product():
 
 
 def test_describe_names_the_kernel():
-    assert kernel_store.describe(CFG).startswith("v2 kda H2/HK2/HV2 K64 V64 bfloat16")
+    assert kernel_store.describe(CFG).startswith("fwd kda H2/HK2/HV2 K64 V64 bfloat16")
     assert kernel_store.describe(fx.experiment(CFG, "v3")).startswith("v3 kda")
     line = kernel_store.describe(fx.experiment(CFG, "v1", ldmatrix=False, skip_stages=("rows", "gram")))
     assert line.startswith("v1 no-ldmatrix skip=rows+gram kda")
 
 
-def test_tooling_config_keeps_plain_v2_on_the_product_config():
-    assert fx.tooling_config(CFG) is CFG and fx.tooling_config(CFG, "v2") is CFG
-    assert fx.tooling_config(CFG, "v3") == fx.experiment(CFG, "v3")
-    assert fx.tooling_config(CFG, skip_stages=["chain"]) == fx.experiment(CFG, skip_stages=("chain",))
+def test_tooling_config_keeps_the_product_pick_on_the_product_config():
+    # plain bf16 on sm_90a: the product compiles v3, so v3 is the product config and v2 is forced
+    assert fx.product_algorithm(CFG) == "v3"
+    assert fx.tooling_config(CFG) is CFG and fx.tooling_config(CFG, "v3") is CFG
+    assert fx.tooling_config(CFG, "v2") == fx.experiment(CFG, "v2") and fx.experiment(CFG, "v2") != CFG
+    assert fx.tooling_config(CFG, skip_stages=["chain"]) == fx.experiment(CFG, "v3", skip_stages=("chain",))
+    fp16 = dataclasses.replace(CFG, io_dtype="float16")  # fp16 stays on v2
+    assert fx.product_algorithm(fp16) == "v2" and fx.tooling_config(fp16, "v2") is fp16
+    assert fx.tooling_config(fp16, "v3") == fx.experiment(fp16, "v3")
     ckpt = dataclasses.replace(CFG, write_checkpoints=True)
     assert fx.engine_config(ckpt, "v3") is ckpt  # training forwards stay on the kernel that writes them
-    assert fx.engine_config(CFG, "v3") == fx.experiment(CFG, "v3")
+    assert fx.engine_config(CFG, "v2") == fx.experiment(CFG, "v2")
+    with pytest.raises(ValueError, match="FrostFwdExperiment: algorithm must be"):
+        fx.tooling_config(CFG, "v9")
 
 
 def test_use_kernel_routes_the_compile_lookup_and_restores_it():
@@ -86,13 +95,15 @@ def test_use_kernel_routes_the_compile_lookup_and_restores_it():
     seen = []
     fwd._compiled = lambda cfg, arch, ffi=None, device=None: seen.append(cfg)
     try:
-        with fx.use_kernel("v3"):
+        with fx.use_kernel("v2"):
             fwd._compiled(CFG, "sm_90a")
             fwd._compiled(dataclasses.replace(CFG, write_checkpoints=True), "sm_90a")
+        with fx.use_kernel(fx.PRODUCT):
+            fwd._compiled(CFG, "sm_90a")
         fwd._compiled(CFG, "sm_90a")
     finally:
         fwd._compiled = product
-    assert [getattr(c, "algorithm", "product") for c in seen] == ["v3", "product", "product"]
+    assert [getattr(c, "algorithm", "product") for c in seen] == ["v2", "product", "product", "product"]
     with pytest.raises(ValueError, match="use_kernel: algorithm must be one of"):
         with fx.use_kernel("v9"):
             pass
@@ -106,15 +117,21 @@ def test_kernel_classes_carry_the_knobs():
     from cudnn.linear_attention.frost.kernels.fwd_v3 import FrostFwdV3
     from frost_fwd_v0 import FrostFwdV0
 
-    assert kernel_class(CFG) is FrostFwdV2
-    assert kernel_class(fx.experiment(CFG, "v2")) is FrostFwdV2
-    assert kernel_class(fx.experiment(dataclasses.replace(CFG, write_checkpoints=True))) is FrostFwdV2Checkpoints
-    assert kernel_class(fx.experiment(CFG, "v0")) is FrostFwdV0
-    assert kernel_class(fx.experiment(CFG, "v1")) is FrostFwdV1
-    assert kernel_class(fx.experiment(CFG, "v3")) is FrostFwdV3
-    cls = kernel_class(fx.experiment(CFG, "v3", skip_stages=("chain",), ldmatrix=False))
+    # the product: v3 for plain bf16 on sm_90a; v2 on other archs, for fp16 and training calls
+    assert kernel_class(CFG, "sm_90a") is FrostFwdV3
+    assert kernel_class(CFG, "sm_100a") is FrostFwdV2
+    assert kernel_class(dataclasses.replace(CFG, io_dtype="float16"), "sm_90a") is FrostFwdV2
+    assert kernel_class(dataclasses.replace(CFG, write_checkpoints=True), "sm_90a") is FrostFwdV2Checkpoints
+    # the tooling's versions, whatever the arch
+    assert kernel_class(fx.experiment(CFG, "v2"), "sm_90a") is FrostFwdV2
+    assert kernel_class(fx.experiment(dataclasses.replace(CFG, write_checkpoints=True)), "sm_90a") \
+        is FrostFwdV2Checkpoints
+    assert kernel_class(fx.experiment(CFG, "v0"), "sm_90a") is FrostFwdV0
+    assert kernel_class(fx.experiment(CFG, "v1"), "sm_90a") is FrostFwdV1
+    assert kernel_class(fx.experiment(CFG, "v3"), "sm_90a") is FrostFwdV3
+    cls = kernel_class(fx.experiment(CFG, "v3", skip_stages=("chain",), ldmatrix=False), "sm_90a")
     assert issubclass(cls, FrostFwdV3) and cls.skip_stages == ("chain",) and not cls.ldmatrix
-    assert cls is kernel_class(fx.experiment(CFG, "v3", skip_stages=("chain",), ldmatrix=False))
+    assert cls is kernel_class(fx.experiment(CFG, "v3", skip_stages=("chain",), ldmatrix=False), "sm_90a")
     assert FrostFwdV2.skip_stages == () and FrostFwdV2.ldmatrix  # the product's knobs
 
 

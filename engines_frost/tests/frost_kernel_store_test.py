@@ -196,7 +196,7 @@ def test_a_read_only_store_is_not_written(monkeypatch, compiles):
 
 def test_a_store_that_cannot_be_written_warns_and_the_kernel_still_runs(monkeypatch, compiles):
     _use(monkeypatch, FakeStore(fail_save=True))
-    with pytest.warns(kernel_store.KernelStoreWarning, match="could not add v2 kda .* read-only file system"):
+    with pytest.warns(kernel_store.KernelStoreWarning, match="could not add fwd kda .* read-only file system"):
         fn = fwd._load_or_compile(CFG, "sm_90a", "cute")
     assert fn is not None and len(compiles) == 1
 
@@ -204,7 +204,7 @@ def test_a_store_that_cannot_be_written_warns_and_the_kernel_still_runs(monkeypa
 def test_strict_store_refuses_a_miss(monkeypatch, compiles):
     _use(monkeypatch, FakeStore(strict=True))
     with pytest.raises(kernel_store.KernelStoreMiss,
-                       match="FROST_KERNEL_CACHE_STRICT=1 .* no sm_90a cute-convention kernel for v2 kda"):
+                       match="FROST_KERNEL_CACHE_STRICT=1 .* no sm_90a cute-convention kernel for fwd kda"):
         fwd._load_or_compile(CFG, "sm_90a", "cute")
     assert compiles == []
 
@@ -243,7 +243,7 @@ def test_a_long_compile_logs_one_line(monkeypatch, compiles, caplog):
     with caplog.at_level("INFO", logger="cudnn.linear_attention.frost"):
         fwd._load_or_compile(CFG, "sm_90a", "cute", device="cuda:0")
     (record,) = caplog.records
-    assert record.getMessage().startswith("FROST: compiled v2 kda H2/HK2/HV2 K64 V64 bfloat16")
+    assert record.getMessage().startswith("FROST: compiled fwd kda H2/HK2/HV2 K64 V64 bfloat16")
     assert "for sm_90a (cuda:0), cute convention, in " in record.getMessage()
 
 
@@ -311,7 +311,7 @@ def test_modules_import_without_torch_or_cutlass():
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=False)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "v2 gdn H1/HK1/HV1 K64 V64 float16 None h0=0 ht=0 l2"
+    assert out.stdout.strip() == "fwd gdn H1/HK1/HV1 K64 V64 float16 None h0=0 ht=0 l2"
 
 
 if __name__ == "__main__":

@@ -11,11 +11,12 @@ lines, kernel times: v2 against v1, v3 against v2) when both ran.
 
 Run on the GPU machine from the repo root, with CuTe DSL importable:
   PYTHONPATH=$(python3 tools/pythonpath.py) python3 tests/numerics/la_frost_smoke.py --family all
-(--algorithm one or more of v0 v1 v2 v3, or all (the default): v2 is the product's kernel,
-the others the test tooling's (engines_frost/tests/frost_fwd_experiments.py, launched
-through frost_fwd's own checks by its use_kernel): v0 the SIMT oracle (test-only), v1 the
-tensor-core kernel v2 derives from, v3 v2 with the chain's state products on warpgroup MMA,
-the candidate successor; e.g. --algorithm v2 v3.)
+(--algorithm one or more of v0 v1 v2 v3, or all (the default), each forced by the test
+tooling (engines_frost/tests/frost_fwd_experiments.py, launched through frost_fwd's own
+checks by its use_kernel): v3 (v2 with the chain's products on warpgroup MMA) is the
+product's kernel for these plain bf16 forwards on sm_90a, v2 its base (the product's for
+training forwards and fp16), v1 the tensor-core kernel v2 derives from, v0 the SIMT oracle
+(test-only); e.g. --algorithm v2 v3.)
 """
 from __future__ import annotations
 

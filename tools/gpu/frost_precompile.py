@@ -10,8 +10,8 @@ suites then load each kernel instead of compiling it.
 Which configs: each suite's own case table, turned into tensors on the CPU with the
 suite's input builder and passed, wired as the suite wires its frost_fwd call, through
 fwd.check_operands, which derives the FrostFwdConfig (gate_align16 included, from the
-real pointer) exactly as a launch does; for kernel versions other than the product's v2
-(--smoke-algorithms, --engine-algorithms: the test tooling's, e.g. v3) the config the
+real pointer) exactly as a launch does; for kernel versions other than the product's
+(--smoke-algorithms, --engine-algorithms: the test tooling's, e.g. a forced v2) the config the
 tooling launches for it (engines_frost/tests/frost_fwd_experiments.py):
   frostmatrix  tests/numerics/test_la_frost_engines.py  SHAPES x FAMILY_L2 x h0, bf16 states
   frostsmoke   tests/numerics/la_frost_smoke.py          CASES x families x --smoke-algorithms,
@@ -142,6 +142,7 @@ def _torchops(engine_algorithm):
     GPU shape: the ops always write an fp32 final_state."""
     import torch
 
+    from frost_fwd_experiments import PRODUCT
     from tests.reference.inputs import make_inputs
     from tests.reference.preprocess import Family
     from tests.torch_ops import op_overhead
@@ -160,7 +161,7 @@ def _torchops(engine_algorithm):
         if cfg.dtype == torch.bfloat16:
             # a training call's forward also writes state checkpoints (torch_ops/README.md),
             # on the product's kernel whatever the run's version (engine_config)
-            fwd = _config_of(x, l2=cfg.use_qk_l2norm, final_state_dtype=torch.float32, algorithm="v2")
+            fwd = _config_of(x, l2=cfg.use_qk_l2norm, final_state_dtype=torch.float32, algorithm=PRODUCT)
             yield f"{name}-training", dataclasses.replace(fwd, write_checkpoints=True)
     # test_two_layer_gdn_model_trains: 2 heads of 128, l2norm in the kernel, o only
     model = dataclasses.replace(m._gpu(Family.GDN, (64,), H=2, use_qk_l2norm=True), device="cpu")
@@ -383,7 +384,7 @@ def main(argv=None) -> int:
     ap.add_argument("--smoke-algorithms", default=",".join(ALGORITHMS),
                     help="la_frost_smoke kernel versions to cover (its --algorithm all runs every one)")
     ap.add_argument("--engine-algorithms", default=PRODUCT,
-                    help="kernel version(s) the engine-level suites launch (v2: the product's; others as "
+                    help=f"kernel version(s) the engine-level suites launch ({PRODUCT}: the product's; others as "
                          "pytest --frost-fwd-kernel launches them on the GPU run)")
     ap.add_argument("--aligned-gates-only", action="store_true",
                     help="skip the gate_align16=False twins of vector-gate configs")

@@ -34,11 +34,12 @@ USE_VEC_DECAY = os.environ.get("FROST_BWD_VEC_DECAY", "1") != "0"
 # FROST_BWD_CHAIN=pipelined selects the chain kernel that runs the next chunk's prep beside
 # this chunk's chain (FrostBwdConfig.chain_pipeline, scalar gates; NOTES_bwd.md v1.6),
 # =wgmma the one with dU and the dS update on warpgroup MMA (FrostBwdConfig.chain_wgmma,
-# scalar gates; v1.7), =serial the per-warp mma.sync chain. Unset: wgmma for scalar gates
-# (faster on the H200: NOTES_bwd.md "v1.7 and v1.8 on the H200"); vector gates follow
-# FROST_BWD_CHAIN_VEC instead (below). =wgmma_async: the wgmma chain with its dS update
-# group retired after the next chunk's rows stage (FrostBwdConfig.chain_async; NOTES_bwd.md
-# v1.10; not yet run on a GPU). Read on every call.
+# scalar gates; v1.7), =wgmma_async the wgmma chain with its dS update group retired after
+# the next chunk's rows stage (FrostBwdConfig.chain_async; NOTES_bwd.md v1.10), =serial the
+# per-warp mma.sync chain. Unset: wgmma_async for scalar gates (bitwise the wgmma chain's
+# gradients, GDN fwd+bwd kernels -1.3 % on the H200: NOTES_bwd.md "v1.10 and the
+# vector-gate wgmma grads on the H200"); vector gates follow FROST_BWD_CHAIN_VEC instead
+# (below). Read on every call.
 CHAIN_ENV = "FROST_BWD_CHAIN"
 CHAIN_VARIANTS = ("serial", "pipelined", "wgmma", "wgmma_async")
 # FROST_BWD_CHAIN_VEC: the vector-gate (KDA, GDN-2) chain kernel. Unset or =wgmma: the
@@ -46,8 +47,8 @@ CHAIN_VARIANTS = ("serial", "pipelined", "wgmma", "wgmma_async")
 # MMA": bitwise the serial chain's gradients, KDA chain -10 % on the H100); =serial the
 # per-warp mma.sync chain.
 # Scalar gates ignore it (their chain is FROST_BWD_CHAIN's), vector gates ignore
-# FROST_BWD_CHAIN. =wgmma_async as for scalar gates (FrostBwdConfig.chain_async). Read on
-# every call.
+# FROST_BWD_CHAIN. =wgmma_async as for scalar gates (FrostBwdConfig.chain_async; flat for
+# KDA on the H200, so not the default). Read on every call.
 CHAIN_VEC_ENV = "FROST_BWD_CHAIN_VEC"
 CHAIN_VEC_VARIANTS = ("serial", "wgmma", "wgmma_async")
 # FROST_BWD_GRADS=wgmma selects the grads kernel with its state products on warpgroup MMA
@@ -59,7 +60,8 @@ GRADS_VARIANTS = ("mma", "wgmma")
 # FROST_BWD_GRADS_VEC=wgmma puts the vector-gate (KDA, GDN-2) grads kernel's state
 # products on warpgroup MMA too (FrostBwdConfig.grads_wgmma, bwd_grads_vec.
 # FrostBwdGradsVecWgmma; NOTES_bwd.md "Vector-gate grads: state products on warpgroup
-# MMA"; not yet run on a GPU); =mma or unset: the mma.sync products, their default.
+# MMA": bitwise the mma.sync kernel's gradients, but no faster on the H200); =mma or
+# unset: the mma.sync products, their default.
 # Scalar gates ignore it, vector gates ignore FROST_BWD_GRADS. Read on every call.
 GRADS_VEC_ENV = "FROST_BWD_GRADS_VEC"
 _INDEX_LIMIT = 2**31
@@ -224,8 +226,8 @@ def check_bwd_operands(*, q, k, v, g, beta, w, cu_seqlens, dO, initial_state, d_
 
 def chain_variant() -> str:
     """The scalar-gate chain kernel FROST_BWD_CHAIN asks for (CHAIN_VARIANTS; unset:
-    wgmma). Vector gates take theirs from FROST_BWD_CHAIN_VEC (chain_vec_variant)."""
-    name = os.environ.get(CHAIN_ENV, "").strip() or "wgmma"
+    wgmma_async). Vector gates take theirs from FROST_BWD_CHAIN_VEC (chain_vec_variant)."""
+    name = os.environ.get(CHAIN_ENV, "").strip() or "wgmma_async"
     if name not in CHAIN_VARIANTS:
         raise ValueError(f"{CHAIN_ENV} must be one of {CHAIN_VARIANTS}, got {name!r}")
     return name

@@ -18,9 +18,21 @@ FFI_CONVENTIONS = ("tvm", "cute")
 FFI_ENV = "FROST_FFI"
 
 
-def product_class(cfg: FrostFwdConfig):
-    """The product's forward kernel class for cfg: v2 (fwd_v2.py); its launcher that also
-    writes the state checkpoints when cfg asks for them, and the one that writes U too."""
+def product_algorithm(cfg: FrostFwdConfig, arch: str) -> str:
+    """The forward kernel version the product compiles for cfg on arch: "v3" (fwd_v3.py,
+    the chain on warpgroup MMA: 11-17 % less kernel time than v2 on the H200, NOTES.md) for
+    plain bf16 forwards on sm_90a; "v2" (fwd_v2.py) for training forwards (only v2 writes
+    state checkpoints and U), fp16 io (v3's GPU matrix ran bf16 only) and other archs
+    (v3's warpgroup MMA is sm_90a's). A function of (cfg, arch) alone: the kernel store
+    keys entries on both, so no switch may change the answer."""
+    if cfg.write_checkpoints or cfg.write_values or cfg.io_dtype != "bfloat16" or arch != "sm_90a":
+        return "v2"
+    return "v3"
+
+
+def v2_class(cfg: FrostFwdConfig):
+    """v2's class for cfg: the plain forward, its launcher that also writes the state
+    checkpoints when cfg asks for them, and the one that writes U too."""
     from cudnn.linear_attention.frost.kernels import fwd_v2
 
     if cfg.write_values:
@@ -28,13 +40,22 @@ def product_class(cfg: FrostFwdConfig):
     return fwd_v2.FrostFwdV2Checkpoints if cfg.write_checkpoints else fwd_v2.FrostFwdV2
 
 
-def kernel_class(cfg: FrostFwdConfig):
-    """The CuTe DSL class that compiles cfg: product_class(cfg), unless cfg names its own
-    (``cfg.kernel_class()``: the test and bench tooling's experiment configs,
-    engines_frost/tests/frost_fwd_experiments.py, which build the SIMT oracle, v1, v3 or a
-    kernel with stages compiled out; the product never makes one)."""
+def product_class(cfg: FrostFwdConfig, arch: str):
+    """The product's forward kernel class for cfg on arch (product_algorithm)."""
+    if product_algorithm(cfg, arch) == "v3":
+        from cudnn.linear_attention.frost.kernels.fwd_v3 import FrostFwdV3
+
+        return FrostFwdV3
+    return v2_class(cfg)
+
+
+def kernel_class(cfg: FrostFwdConfig, arch: str):
+    """The CuTe DSL class that compiles cfg for arch: product_class(cfg, arch), unless cfg
+    names its own (``cfg.kernel_class()``: the test and bench tooling's experiment configs,
+    engines_frost/tests/frost_fwd_experiments.py, which build the SIMT oracle, v1, a forced
+    v2 or v3, or a kernel with stages compiled out; the product never makes one)."""
     own = getattr(cfg, "kernel_class", None)
-    return own() if own is not None else product_class(cfg)
+    return own() if own is not None else product_class(cfg, arch)
 
 
 def preferred_ffi(host_target: str | None = None) -> str:
@@ -68,7 +89,7 @@ def compile_fwd(cfg: FrostFwdConfig, arch: str, host_target: str | None = None, 
     ffi = ffi or preferred_ffi(host_target)
     if ffi not in FFI_CONVENTIONS:
         raise ValueError(f"compile_fwd: ffi must be one of {FFI_CONVENTIONS}, got {ffi!r}")
-    cls = kernel_class(cfg)
+    cls = kernel_class(cfg, arch)
     if getattr(cls, "SM90A_ONLY", False) and arch != "sm_90a":
         raise ValueError(f"compile_fwd: {cls.__name__} uses warpgroup MMA, built for sm_90a only; "
                          f"got arch {arch!r}")

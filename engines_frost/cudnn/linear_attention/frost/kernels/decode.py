@@ -32,8 +32,9 @@ _INDEX_LIMIT = 2**31
 _cache: dict[tuple[FrostDecodeConfig, str, str], object] = {}
 _cache_lock = threading.Lock()
 WHO = "frost_decode"
-#: "1": lanes hold contiguous channels (vector state accesses: decode_config's
-#: contiguous_channels) where the operands are aligned for it; off by default until measured
+#: unset or "1": lanes hold contiguous channels (vector state accesses: decode_config's
+#: contiguous_channels) where the operands are aligned for it (on the H200 1-5 % less time
+#: per decode step than the element-wise map, NOTES_decode.md); "0": the element-wise map
 CONTIGUOUS_ENV = "FROST_DECODE_VEC"
 #: "1": 64 value rows per CTA where the grid still fills two waves of 3 CTAs per SM
 #: (choose_block_v); off by default until measured (NOTES_decode.md, second knob)
@@ -50,7 +51,7 @@ def _check(name, t, shape, dtypes, device):
 
 
 def contiguous_channels_wanted() -> bool:
-    return os.environ.get(CONTIGUOUS_ENV, "0").strip() == "1"
+    return os.environ.get(CONTIGUOUS_ENV, "1").strip() != "0"
 
 
 def _misaligned(cfg: FrostDecodeConfig, tensors: dict) -> str | None:
@@ -105,7 +106,7 @@ def check_decode_operands(*, q, k, v, g, beta, w, cu_seqlens, out, initial_state
     without state_indices; may be one buffer); state_indices None or int32 [N];
     a_log fp32 [HO], dt_bias fp32 [HO] (GDN) or [HO,K] (only with safe_gate);
     checkpoints [max(T // n + N, 1),HO,V,K] io dtype or fp32 when checkpoint_every = n > 0.
-    contiguous_channels (None: FROST_DECODE_VEC=1) asks for the vector channel layout; it is
+    contiguous_channels (None: unless FROST_DECODE_VEC=0) asks for the vector channel layout; it is
     taken where K > 32 and the channel operands are aligned to its vectors, else the
     element-wise layout serves (the choice follows the addresses modulo 16, which the
     operand signature and a direct launch's alignment key already hold).

@@ -37,7 +37,8 @@ so the wgmma reads see them.
 
 Not here yet (NOTES.md, "v3"): the Gram products on wgmma, TMA loads, warp specialisation
 (producer warpgroup for chunk c+1's state-independent stages). Plain forward only: state
-checkpoints and U are written by v2.
+checkpoints and U are written by v2. The product compiles it for plain bf16 forwards on
+sm_90a (compile_kernel.product_algorithm); fp16 io stays on v2 until a GPU matrix runs it.
 """
 from __future__ import annotations
 

@@ -108,9 +108,10 @@ def describe(cfg) -> str:
     state = f"{cfg.state_dtype} h0={int(cfg.has_initial_state)} ht={int(cfg.has_final_state)}"
     flags = "".join(s for on, s in ((cfg.use_l2norm, " l2"), (cfg.gate_align16, " g16"),
                                      (cfg.write_checkpoints, " ckpt"), (cfg.write_values, " U")) if on)
-    # the product's kernel is v2; the test tooling's experiment configs name theirs, with
-    # their knobs (frost_fwd_experiments.py)
-    kernel = getattr(cfg, "kernel_label", "v2")
+    # the product's kernel version depends on the arch too (compile_kernel.product_algorithm),
+    # which a config does not hold: "fwd"; the test tooling's experiment configs name theirs,
+    # with their knobs (frost_fwd_experiments.py)
+    kernel = getattr(cfg, "kernel_label", "fwd")
     return (f"{kernel} {cfg.family} H{cfg.H}/HK{cfg.HK}/HV{cfg.HV} K{cfg.K} V{cfg.V} "
             f"{cfg.io_dtype} {state}{flags}")
 
