@@ -11,7 +11,7 @@ inputs; each time is the median of CUDA-event timings after warm-up, two ways:
 Run on the GPU machine from the repo root (the package installed with `[all]`, FLA
 importable; a candidate whose package is missing reports an error row and the rest run):
   PYTHONPATH=$(python3 tools/pythonpath.py) python3 bench/bench_linear_attention.py
-  [--reps 30] [--cases "GDN fwd"] [--impl FROST]
+  [--reps 30] [--cases "GDN fwd"] [--impl FROST] [--fwd-only]
 """
 import argparse
 import math
@@ -115,6 +115,35 @@ def bench_fla_kda_fwd(inp, reps):
     return cuda_median_ms(lambda: chunk_kda(*args, cu_seqlens=cu64), reps)
 
 
+def _op_operands(inp, family: str):
+    """The op, its leaf inputs (GDN-2: a per-channel erase gate b in the io dtype and a
+    write gate w added) and cu_seqlens for `family` on the bench inputs."""
+    from cudnn.linear_attention import ops
+
+    q, k, v, g, beta, cu = inp
+    leaves = [x.detach().clone() for x in (q, k, v, g, beta)]
+    if family == "gdn2":
+        T, H, K = q.shape
+        leaves[4] = torch.sigmoid(torch.randn(T, H, K, device=q.device)).to(q.dtype)
+        leaves.append(torch.sigmoid(torch.randn(T, H, v.shape[2], device=q.device)).to(q.dtype))
+    fn = {"gdn": ops.gated_delta_net, "kda": ops.kimi_delta_attention, "gdn2": ops.gated_delta_net_v2}[family]
+    return fn, leaves, cu
+
+
+def op_fwd_runner(inp, family: str):
+    """The public torch op's forward as a user serves with it (no autograd), planner's choice."""
+    fn, leaves, cu = _op_operands(inp, family)
+
+    def step():
+        with torch.no_grad():
+            fn(*leaves, cu)
+    return step
+
+
+def op_fwd(family: str):
+    return lambda inp, reps: cuda_median_ms(op_fwd_runner(inp, family), reps)
+
+
 def op_fwd_bwd_runner(inp, family: str, plan_name: str | None = None, checkpoints: bool = False):
     """The public torch op as a user trains with it: forward, then autograd's backward
     (torch.autograd.grad w.r.t. every input); the planner's choice of engines unless
@@ -122,22 +151,17 @@ def op_fwd_bwd_runner(inp, family: str, plan_name: str | None = None, checkpoint
     checkpoints (the backward reads the forward's states; torch_ops/README.md)."""
     from cudnn.linear_attention import ops
 
-    q, k, v, g, beta, cu = inp
-    leaves = [x.detach().clone().requires_grad_(True) for x in (q, k, v, g, beta)]
-    extra = []
-    if family == "gdn2":   # GDN-2: per-channel erase gate b (io dtype) and write gate w
-        T, H, K = q.shape
-        leaves[4] = torch.sigmoid(torch.randn(T, H, K, device=q.device)).to(q.dtype).requires_grad_(True)
-        extra = [torch.sigmoid(torch.randn(T, H, v.shape[2], device=q.device)).to(q.dtype).requires_grad_(True)]
-    fn = {"gdn": ops.gated_delta_net, "kda": ops.kimi_delta_attention, "gdn2": ops.gated_delta_net_v2}[family]
+    fn, leaves, cu = _op_operands(inp, family)
+    leaves = [x.requires_grad_(True) for x in leaves]
+    q, v = leaves[0], leaves[2]
     d_out = torch.randn(q.shape[0], q.shape[1], v.shape[2], dtype=q.dtype, device=q.device)
     pinned = {} if plan_name is None else {"plan_name": plan_name}
 
     def step():
         previous = ops.set_training_checkpoints(checkpoints)
         try:
-            o = fn(*leaves, *extra, cu, **pinned)[0]
-            torch.autograd.grad(o, leaves + extra, d_out)
+            o = fn(*leaves, cu, **pinned)[0]
+            torch.autograd.grad(o, leaves, d_out)
         finally:
             ops.set_training_checkpoints(previous)
     return step
@@ -232,10 +256,11 @@ CASES_BWD = [
 ]
 
 CASES = [
-    ("GDN fwd", False, [("FROST", frost_fwd(False)), ("cuTile", cutile_fwd(False)),
+    ("GDN fwd", False, [("op FROST", op_fwd("gdn")), ("FROST", frost_fwd(False)), ("cuTile", cutile_fwd(False)),
                         ("FLA 0.6", bench_fla_gdn_fwd)]),
-    ("KDA fwd", True, [("FROST", frost_fwd(True)), ("cuTile", cutile_fwd(True)),
+    ("KDA fwd", True, [("op FROST", op_fwd("kda")), ("FROST", frost_fwd(True)), ("cuTile", cutile_fwd(True)),
                        ("FLA 0.6", bench_fla_kda_fwd)]),
+    ("GDN-2 fwd", True, [("op FROST", op_fwd("gdn2"))]),
 ]
 
 
@@ -263,12 +288,13 @@ def main():
     p.add_argument("--cases", default="", help="only cases whose name contains this text")
     p.add_argument("--impl", default="", help="only implementations whose name contains this text "
                    "(e.g. FROST: the A/B runs of a kernel switch, without the peers' compile time)")
+    p.add_argument("--fwd-only", action="store_true", help="only the forward cases")
     a = p.parse_args()
     print(f"GPU: {torch.cuda.get_device_name()}; {a.seqs} x {a.len} tokens, {a.heads} heads, "
           f"K = V = {a.dim}, bf16; median of {a.reps}")
     print("peers:", peer_versions())
     rows = []
-    for case, kda, candidates in CASES + CASES_BWD:
+    for case, kda, candidates in CASES + ([] if a.fwd_only else CASES_BWD):
         if a.cases not in case:
             continue
         inp = make_inputs(a.seqs, a.len, a.heads, a.dim, a.dim, kda)
