@@ -27,6 +27,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cudnn.linear_attention.frost.kernels.fwd import compile_fwd  # noqa: E402
 
 from frost_variants import GROUPED, VARIANTS, vid, with_algorithm  # noqa: E402
+from frost_fwd_experiments import experiment  # noqa: E402
 
 V3_VARIANTS = [
     i for i, (fam, c) in enumerate(VARIANTS)
@@ -53,7 +54,8 @@ def test_v3_grouped_heads_compile(cfg):
 def test_v3_stage_timing_variant_compiles():
     """bench/frost_stage_times.py --algorithm v3 compiles the chain out (skip_stages)."""
     _, cfg = VARIANTS[V3_VARIANTS[0]]
-    assert callable(compile_fwd(dataclasses.replace(_v3(cfg), skip_stages=("chain",)), "sm_90a"))
+    assert callable(compile_fwd(with_algorithm(cfg, "v3", skip_stages=("chain",), gate_align16=cfg.gate_per_channel
+                                               and cfg.io_dtype == "bfloat16"), "sm_90a"))
 
 
 def test_warpgroup_partitions_extend_the_warp_partitions():
@@ -166,8 +168,8 @@ def test_v3_refuses_what_it_does_not_do():
     from cudnn.linear_attention.frost.kernels.fwd_v3 import FrostFwdV3
 
     _, cfg = VARIANTS[V3_VARIANTS[0]]
-    with pytest.raises(ValueError, match="sm_90a only.*sm_100a"):
-        compile_fwd(_v3(cfg), "sm_100a")
+    with pytest.raises(ValueError, match="sm_90a only.*sm_100a"):  # a forced v3; the product picks v2 there
+        compile_fwd(experiment(cfg, "v3"), "sm_100a")
     ckpt = dataclasses.replace(cfg, write_checkpoints=True)
-    with pytest.raises(ValueError, match="written by v2 .the product kernel. only"):
+    with pytest.raises(ValueError, match="written by v2 only"):
         FrostFwdV3(ckpt)

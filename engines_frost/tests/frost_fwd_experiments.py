@@ -116,6 +116,13 @@ def with_knobs(base, skip_stages: tuple[str, ...], ldmatrix: bool):
     return type(f"{base.__name__}{tag}", (base,), {"skip_stages": skip_stages, "ldmatrix": ldmatrix})
 
 
+def product_config(cfg: FrostFwdConfig) -> FrostFwdConfig:
+    """cfg's product fields as a product config (cfg itself when it is one)."""
+    if type(cfg) is FrostFwdConfig:
+        return cfg
+    return FrostFwdConfig(**{f.name: getattr(cfg, f.name) for f in dataclasses.fields(FrostFwdConfig)})
+
+
 def product_algorithm(cfg: FrostFwdConfig) -> str:
     """The kernel version the product compiles for cfg on TOOLING_ARCH."""
     from cudnn.linear_attention.frost.kernels.compile_kernel import product_algorithm as picked
@@ -147,7 +154,7 @@ def tooling_config(cfg: FrostFwdConfig, algorithm: str = PRODUCT, skip_stages=()
     and there are no knobs (so such runs share the product's compiled and stored kernels),
     else its FrostFwdExperiment."""
     if resolve(cfg, algorithm) == product_algorithm(cfg) and not skip_stages and ldmatrix:
-        return cfg  # not through the cache: an equal config cached earlier is another object
+        return product_config(cfg)  # not through the cache: an equal config cached earlier is another object
     return _experiment(cfg, algorithm, tuple(skip_stages), ldmatrix)
 
 

@@ -86,6 +86,10 @@ def test_tooling_config_keeps_the_product_pick_on_the_product_config():
     assert fx.engine_config(CFG, "v2") == fx.experiment(CFG, "v2")
     with pytest.raises(ValueError, match="FrostFwdExperiment: algorithm must be"):
         fx.tooling_config(CFG, "v9")
+    # an experiment config in: its product fields decide, never its own version
+    assert fx.tooling_config(fx.experiment(CFG, "v2"), "v3") is not CFG
+    assert fx.tooling_config(fx.experiment(CFG, "v2"), "v3") == CFG
+    assert type(fx.tooling_config(fx.experiment(CFG, "v2"), "v3")) is FrostFwdConfig
 
 
 def test_use_kernel_routes_the_compile_lookup_and_restores_it():

@@ -55,7 +55,8 @@ GROUPED = [  # value grouping (HV = 2H, k at H or HV heads) and query grouping (
 
 def with_algorithm(cfg, algorithm, skip_stages=(), ldmatrix=True, **changes):
     """cfg with product fields changed, as the tooling builds kernel version `algorithm` with
-    those knobs (frost_fwd_experiments.tooling_config: plain v2 is the product config)."""
+    those knobs (frost_fwd_experiments.tooling_config: the product's pick for the config
+    without knobs is the product config)."""
     return tooling_config(dataclasses.replace(cfg, **changes), algorithm, skip_stages, ldmatrix)
 
 

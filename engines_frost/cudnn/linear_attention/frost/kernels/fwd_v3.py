@@ -106,7 +106,7 @@ class FrostFwdV3(FrostFwdV2):
 
     def __init__(self, cfg: FrostFwdConfig):
         if cfg.write_checkpoints or cfg.write_values:
-            raise ValueError("FrostFwdV3: state checkpoints and values are written by v2 (the product kernel) only")
+            raise ValueError("FrostFwdV3: state checkpoints and values are written by v2 only (the training forward)")
         super().__init__(cfg)
 
     # ------------------------------------------------------------------ v2 extension points
