@@ -17,8 +17,12 @@ Run under compute-sanitizer to prove that no kernel reads or writes out of bound
 torch's caching allocator off (each tensor its own allocation, so that an access past
 one is outside every allocation; tools/gpu/gpu_suite.sh stages cuseqlens and memcheck):
 
-  PYTORCH_NO_CUDA_MEMORY_CACHING=1 compute-sanitizer --tool memcheck --error-exitcode 1 \\
+  CUDNN_CUTILE_SLICE_TMA=0 PYTORCH_NO_CUDA_MEMORY_CACHING=1 compute-sanitizer --tool memcheck \\
+      --report-api-errors no --error-exitcode 1 \\
       python -m pytest -q -rs -p no:cacheprovider tests/numerics/test_cu_seqlens_safety.py
+
+(--report-api-errors no: cuda-python's driver bindings probe for entry points this driver
+lacks, which memcheck would count as errors; CUDNN_CUTILE_SLICE_TMA=0: docs/DEVELOPMENT.md.)
 
 Skips without a GPU, and per engine with the reason its runtime probe gives.
 """

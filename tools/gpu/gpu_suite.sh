@@ -250,7 +250,7 @@ for s in "$@"; do
     moememcheck) # after stage moe (or backend): the extension must be built
       stage moememcheck "command -v compute-sanitizer || { echo 'compute-sanitizer is not on PATH'; exit 3; }; \
         rc=0; for c in \${MOE_CASES:-gather_E4_top2 gather_E3_top1 scatter_E4_top2 scatter_E3_top1}; do \
-        echo \"--- \$c\"; PYTORCH_NO_CUDA_MEMORY_CACHING=1 compute-sanitizer --tool memcheck --print-limit 4 \
+        echo \"--- \$c\"; PYTORCH_NO_CUDA_MEMORY_CACHING=1 compute-sanitizer --tool memcheck --report-api-errors no --print-limit 4 \
         --error-exitcode 1 python3 tests/backend/moe_modes_probe.py \$c 2>&1 | grep -v '^\$' | tail -40; \
         [ \${PIPESTATUS[0]} = 0 ] || rc=1; done; exit \$rc" ;;
     torchops)
@@ -377,13 +377,13 @@ for s in "$@"; do
       # SLICE_TMA=0: with TMA the cuTile kernels write their sequence slices' tensor maps
       # into global memory, which memcheck reports as out-of-bounds atomics (stage cutiletma)
       stage memcheck "command -v compute-sanitizer || { echo 'compute-sanitizer is not on PATH'; exit 3; }; \
-        CUDNN_CUTILE_SLICE_TMA=0 PYTORCH_NO_CUDA_MEMORY_CACHING=1 compute-sanitizer --tool memcheck \
+        CUDNN_CUTILE_SLICE_TMA=0 PYTORCH_NO_CUDA_MEMORY_CACHING=1 compute-sanitizer --tool memcheck --report-api-errors no \
         --error-exitcode 1 python3 -m pytest tests/numerics/test_cu_seqlens_safety.py -q -rs \
         -p no:cacheprovider" ;;
     cutiletma)   # no --error-exitcode: the default build's reports are expected, the log
                  # (first 20 and ERROR SUMMARY) is the result; the 30 cuTile cases only
       stage tmamemcheck "command -v compute-sanitizer || { echo 'compute-sanitizer is not on PATH'; exit 3; }; \
-        CUDNN_CUTILE_SLICE_TMA=1 PYTORCH_NO_CUDA_MEMORY_CACHING=1 compute-sanitizer --tool memcheck \
+        CUDNN_CUTILE_SLICE_TMA=1 PYTORCH_NO_CUDA_MEMORY_CACHING=1 compute-sanitizer --tool memcheck --report-api-errors no \
         --print-limit 20 python3 -m pytest tests/numerics/test_cu_seqlens_safety.py -q -rs \
         -p no:cacheprovider -k cutile"
       stage tmabench1 "CUDNN_CUTILE_SLICE_TMA=1 python3 bench/bench_linear_attention.py \
@@ -418,7 +418,7 @@ for s in "$@"; do
                  # the FLA graph column without blocking launches (bench/NOTES.md)
       [ -d .frostcache ] && export FROST_KERNEL_CACHE="$PWD/.frostcache"
       stage decodesan "command -v compute-sanitizer || { echo 'compute-sanitizer is not on PATH'; exit 3; }; \
-        compute-sanitizer --tool memcheck --print-limit 8 --error-exitcode 1 \
+        compute-sanitizer --tool memcheck --report-api-errors no --print-limit 8 --error-exitcode 1 \
         python3 bench/bench_decode.py --no-isolate --batches \${DECODESAN_BATCHES:-256,1024} --tokens 1,4" ;;
     autotune)
       stage autotune "python3 -m pytest tests/numerics/test_la_autotune_gpu.py -q -s \
