@@ -33,8 +33,8 @@
 #   cutile     the cuTile engine matrix (tests/numerics/test_la_cutile_engines.py)
 #   smoke      cuTile kernel smoke checks: KDA/GDN forward and backward vs float64
 #   frost      frostsmoke then frostmatrix (both need the CuTe DSL: stage install):
-#   frostsmoke FROST kernels vs float64 + timing (FROST_SMOKE_ARGS, e.g. "--algorithm all": the
-#              product's v2 and the test tooling's v0, v1, v3)
+#   frostsmoke FROST kernels vs float64 + timing (FROST_SMOKE_ARGS, e.g. "--algorithm all": v0,
+#              v1, v2, v3 forced by the test tooling; v3 is the product's for these bf16 cases)
 #   frostmatrix the FROST engine matrix through the graph API (FROST_MATRIX_ARGS, e.g.
 #              "--frost-fwd-kernel v3": the forward on another kernel version of the tooling)
 #   frostv3    forward v3 (v2 with the chain's state products on warpgroup MMA): its kernels
@@ -100,8 +100,8 @@
 #              earlier (on a GPU machine, or ahead of time by cutile_prewarm.py on a
 #              build host) are not compiled again; prints the cache's entries and tileiras
 #   frostbuild frost_precompile.py on this machine's cores (FROST_BUILD_SUITES; smoke
-#              kernels for FROST_BUILD_SMOKE_ALGORITHMS, default v2: run frostsmoke with
-#              FROST_SMOKE_ARGS="--algorithm v2"), into
+#              kernels for FROST_BUILD_SMOKE_ALGORITHMS, default v3, the product's for the
+#              smoke's cases: run frostsmoke with FROST_SMOKE_ARGS="--algorithm v3"), into
 #              .frostcache, then as frostcache; the packed store comes back in $OUT
 #   packcache  report what this machine still JIT-compiled, pack .tilecache into $OUT
 #              (copy it to .kit/tilecache.tar.xz here afterwards)
@@ -228,7 +228,7 @@ for s in "$@"; do
                  # the store comes back as $OUT/frostcache.tar.xz for .kit/ on the build host
       stage frostbuild "python3 tools/gpu/frost_precompile.py --native --jobs \$(nproc) --out .frostcache \
         --suites \${FROST_BUILD_SUITES:-torchops,frostmatrix,bench,stagetimes,frostsmoke,cuseqlens} \
-        --smoke-algorithms \${FROST_BUILD_SMOKE_ALGORITHMS:-v2} --pack $OUT/frostcache.tar.xz"
+        --smoke-algorithms \${FROST_BUILD_SMOKE_ALGORITHMS:-v3} --pack $OUT/frostcache.tar.xz"
       [ -d .frostcache ] && export FROST_KERNEL_CACHE="$PWD/.frostcache" ;;
     packcache)   # bring this machine's cuTile kernel cache back (then keep it in .kit/)
       stage packcache "python3 tools/gpu/cutile_cache_report.py .tilecache \
