@@ -9,7 +9,9 @@ tooling's choices:
                on its own), "v2" (forced, also where the product picks v3) or "v3" (v2 with
                the chain's products on warpgroup MMA, sm_90a only); PRODUCT ("product") in
                the functions below means what the product picks for the config on
-               TOOLING_ARCH;
+               TOOLING_ARCH. Training configs (write_checkpoints, write_values) take v2
+               (the product's pick for them) or v3 (TRAINING_ALGORITHMS: fwd_v3's training
+               launchers, built by the tooling only until they have run on a GPU);
   skip_stages  per-chunk stages compiled out of the loop (STAGES: bench/frost_stage_times.py,
                whose results are wrong by construction) or "bounds", the cu_seqlens safety
                of seq_bounds.py (bench/cu_seqlens_cost.py);
@@ -22,7 +24,10 @@ time). Its fields key the kernel store and fwd's compile cache, so an experiment
 never stands in for a product one. Nothing in the product builds one: `tooling_config`
 turns a product config (fwd.check_operands') into the config a tooling run of a kernel
 version launches, and `use_kernel` routes frost_fwd, hence the FROST engines, through a
-version (pytest --frost-fwd-kernel, tests/conftest.py; la_frost_smoke.py).
+version (pytest --frost-fwd-kernel, tests/conftest.py; la_frost_smoke.py). Training
+forwards stay on the product's kernel unless the caller asks for them too
+(`use_kernel(algorithm, training=True)`: la_frost_bwd_smoke.py --fwd-kernel,
+bench_linear_attention.py --frost-fwd-kernel).
 Plain Python at import: no torch, no cutlass.
 """
 from __future__ import annotations
@@ -36,6 +41,8 @@ from pathlib import Path
 from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
 
 ALGORITHMS = ("v0", "v1", "v2", "v3")
+#: the versions that write state checkpoints and U (a training forward's config may name them)
+TRAINING_ALGORITHMS = ("v2", "v3")
 PRODUCT = "product"  # the version compile_kernel.product_algorithm picks for each config
 TOOLING_ARCH = "sm_90a"  # the arch the tooling's runs target (the H200)
 #: per-chunk stages of v1/v2/v3 that a timing experiment may compile out
@@ -82,8 +89,9 @@ class FrostFwdExperiment(FrostFwdConfig):
             bad("skip_stages", f"a tuple of {SKIPPABLE} (not v0)")
         if not self.ldmatrix and self.algorithm == "v0":
             bad("ldmatrix", "True for v0 (no MMA operands)")
-        if (self.write_checkpoints or self.write_values) and self.algorithm != "v2":
-            bad("write_checkpoints", "False unless algorithm is 'v2' (the kernel that writes them)")
+        if (self.write_checkpoints or self.write_values) and self.algorithm not in TRAINING_ALGORITHMS:
+            bad("write_checkpoints", f"False unless algorithm is one of {TRAINING_ALGORITHMS} (the kernels "
+                "that write them)")
 
     @property
     def kernel_label(self) -> str:
@@ -99,7 +107,8 @@ class FrostFwdExperiment(FrostFwdConfig):
         if self.algorithm == "v1":
             from cudnn.linear_attention.frost.kernels.fwd_v1 import FrostFwdV1 as base
         elif self.algorithm == "v3":
-            from cudnn.linear_attention.frost.kernels.fwd_v3 import FrostFwdV3 as base
+            from cudnn.linear_attention.frost.kernels.fwd_v3 import v3_class
+            base = v3_class(self)
         else:
             from cudnn.linear_attention.frost.kernels.compile_kernel import v2_class
             base = v2_class(self)
@@ -158,21 +167,33 @@ def tooling_config(cfg: FrostFwdConfig, algorithm: str = PRODUCT, skip_stages=()
     return _experiment(cfg, algorithm, tuple(skip_stages), ldmatrix)
 
 
-def engine_config(cfg: FrostFwdConfig, algorithm: str):
-    """What use_kernel(algorithm) launches for the product config cfg: tooling_config, except
-    that forwards writing state checkpoints (training calls) stay on the product's kernel,
-    the only one that writes them."""
-    return cfg if cfg.write_checkpoints else tooling_config(cfg, algorithm)
+def engine_config(cfg: FrostFwdConfig, algorithm: str, training: bool = False):
+    """What use_kernel(algorithm, training) launches for the product config cfg:
+    tooling_config, except that forwards writing state checkpoints (training calls) stay on
+    the product's kernel unless `training` is set (then `algorithm` must be one of
+    TRAINING_ALGORITHMS, or PRODUCT)."""
+    if cfg.write_checkpoints and not training:
+        return cfg
+    return tooling_config(cfg, algorithm)
+
+
+def check_training(algorithm: str, training: bool) -> None:
+    """Refuses, by name, routing training forwards to a version that cannot write them."""
+    if training and algorithm not in (*TRAINING_ALGORITHMS, PRODUCT):
+        raise ValueError(f"use_kernel: training forwards run one of {(*TRAINING_ALGORITHMS, PRODUCT)}, "
+                         f"got {algorithm!r}")
 
 
 @contextlib.contextmanager
-def use_kernel(algorithm: str):
+def use_kernel(algorithm: str, training: bool = False):
     """Inside the block, frost_fwd and bind_fwd (so the FROST engines) compile and launch
-    `algorithm`'s kernel wherever the product launches v2 or v3 (engine_config): fwd._compiled,
+    `algorithm`'s kernel wherever the product launches v2 or v3 (engine_config; with
+    `training`, for the forwards that write state checkpoints and U as well): fwd._compiled,
     the launcher's one compile lookup, is wrapped, so every operand check still runs.
     Process-wide while it lasts (not for concurrent threads)."""
     if algorithm not in ALGORITHMS and algorithm != PRODUCT:
         raise ValueError(f"use_kernel: algorithm must be one of {(*ALGORITHMS, PRODUCT)}, got {algorithm!r}")
+    check_training(algorithm, training)
     if algorithm == PRODUCT:  # what frost_fwd launches anyway: nothing to route
         yield
         return
@@ -181,7 +202,7 @@ def use_kernel(algorithm: str):
     product = fwd._compiled
 
     def compiled(cfg, arch, ffi=None, device=None):
-        return product(engine_config(cfg, algorithm), arch, ffi, device)
+        return product(engine_config(cfg, algorithm, training), arch, ffi, device)
 
     fwd._compiled = compiled
     try:

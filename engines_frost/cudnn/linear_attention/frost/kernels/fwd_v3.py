@@ -35,10 +35,18 @@ with ordinary stores into the swizzled tiles; each stage then fences the generic
 against the async proxy (fence.proxy.async.shared::cta) before the barrier that ends it,
 so the wgmma reads see them.
 
+Training launchers (FrostFwdV3Checkpoints, FrostFwdV3Values: v2's launch ABI, one and two
+more pointers): the state entering each chunk is stored by v1's chunk loop from the state
+registers, which the chain's closing wait_group(0) has made final; U is stored by the
+chain right after each block of the solve, from the solve's own fp32 accumulator (an
+mma.sync register, in no wgmma group), with v1's store_values_block, so the bf16 rounding
+and the rows are v2's. Only the test tooling builds them so far (frost_fwd_experiments):
+the product keeps v2 for training forwards until they have run on a GPU.
+
 Not here yet (NOTES.md, "v3"): the Gram products on wgmma, TMA loads, warp specialisation
-(producer warpgroup for chunk c+1's state-independent stages). Plain forward only: state
-checkpoints and U are written by v2. The product compiles it for plain bf16 forwards on
-sm_90a (compile_kernel.product_algorithm); fp16 io stays on v2 until a GPU matrix runs it.
+(producer warpgroup for chunk c+1's state-independent stages). The product compiles v3 for
+plain bf16 forwards on sm_90a (compile_kernel.product_algorithm); fp16 io stays on v2
+until a GPU matrix runs it.
 """
 from __future__ import annotations
 
@@ -48,8 +56,16 @@ from cutlass import BFloat16, Float32
 from cutlass.cute.nvgpu import OperandMajorMode, warpgroup
 
 from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
-from cudnn.linear_attention.frost.kernels.fwd_v1 import CHUNK, NBLK, SUB, SW128, to_a_operand, warp_mma
-from cudnn.linear_attention.frost.kernels.fwd_v2 import FrostFwdV2
+from cudnn.linear_attention.frost.kernels.fwd_v1 import (
+    CHUNK,
+    NBLK,
+    SUB,
+    SW128,
+    store_values_block,
+    to_a_operand,
+    warp_mma,
+)
+from cudnn.linear_attention.frost.kernels.fwd_v2 import FrostFwdV2, FrostFwdV2Checkpoints, FrostFwdV2Values
 from cudnn.linear_attention.frost.kernels.fwd_v2 import smem_plan as v2_smem_plan
 from cudnn.linear_attention.frost.kernels.wgmma_fragments import tv_size, warp_view_matches
 
@@ -104,9 +120,14 @@ class FrostFwdV3(FrostFwdV2):
     chain_issues_prefetch = True  # chunk_chain issues it after the R and O commits
     SM90A_ONLY = True  # warpgroup MMA: compile_kernel.compile_fwd refuses other archs
 
+    #: True in the launchers whose __call__ passes the checkpoint (and values) pointers
+    #: (FrostFwdV3Checkpoints, FrostFwdV3Values); this class's own launch has no slot for them
+    TRAINING_LAUNCHER = False
+
     def __init__(self, cfg: FrostFwdConfig):
-        if cfg.write_checkpoints or cfg.write_values:
-            raise ValueError("FrostFwdV3: state checkpoints and values are written by v2 only (the training forward)")
+        if (cfg.write_checkpoints or cfg.write_values) and not self.TRAINING_LAUNCHER:
+            raise ValueError("FrostFwdV3: state checkpoints and values are written by its training launchers "
+                             "(FrostFwdV3Checkpoints, FrostFwdV3Values; fwd_v3.v3_class picks one)")
         super().__init__(cfg)
 
     # ------------------------------------------------------------------ v2 extension points
@@ -198,6 +219,12 @@ class FrostFwdV3(FrostFwdV2):
             for e in cutlass.range_constexpr(per):
                 r[e] = acc_r[bi * per + e]
             u = self.solve_block(mma, thr, lane, r, a_u, s_mneg, s_dinv, bi)
+            if cutlass.const_expr(c.write_values):
+                # the backward's U (v1's store, the same bf16 rounding of the same fp32
+                # accumulator): u is the solve's mma.sync result, in no wgmma group, and
+                # dead after this block's A operand (a_u) is made, so the store needs no
+                # wait and keeps no register live across the wgmma issue below
+                store_values_block(s.values, u, crd, t0 + bi * SUB, eos, h, j0)
 
         # 3. O^T += U^T P^T (group 3: A = bf16(U^T), the solve's four blocks as the four
         # k-blocks, B = P [t, s], s contiguous), then S^T <- S^T Diag(e^Gam_last) + U^T KD
@@ -229,3 +256,28 @@ class FrostFwdV3(FrostFwdV2):
                 if t < eos:
                     mo[t, h, j0 + jt[0]] = acc_o[bi * per + e].to(mo.element_type)
         warpgroup.wait_group(0)  # the state registers are final before anyone reads them
+
+
+class FrostFwdV3Checkpoints(FrostFwdV3, FrostFwdV2Checkpoints):
+    """v3 compiled with write_checkpoints, launched through v2's checkpoint ABI (the extra
+    state_checkpoints pointer: FrostFwdV2Checkpoints.__call__, inherited). v1's chunk loop
+    stores the state registers as bf16 before each chunk's stages; v3's chain ends with
+    wait_group(0), so the state update's wgmma group has retired when they are read."""
+
+    TRAINING_LAUNCHER = True
+
+
+class FrostFwdV3Values(FrostFwdV3, FrostFwdV2Values):
+    """v3 compiled with write_checkpoints and write_values, launched through v2's values ABI
+    (state_checkpoints and values last: FrostFwdV2Values.__call__, inherited): the
+    checkpoint kernel whose chain also stores U per token (chunk_chain)."""
+
+    TRAINING_LAUNCHER = True
+
+
+def v3_class(cfg: FrostFwdConfig):
+    """v3's class for cfg, as compile_kernel.v2_class for v2: the plain forward, or the
+    launcher that writes the state checkpoints, or the one that writes U too."""
+    if cfg.write_values:
+        return FrostFwdV3Values
+    return FrostFwdV3Checkpoints if cfg.write_checkpoints else FrostFwdV3
