@@ -11,7 +11,12 @@ inputs; each time is the median of CUDA-event timings after warm-up, two ways:
 Run on the GPU machine from the repo root (the package installed with `[all]`, FLA
 importable; a candidate whose package is missing reports an error row and the rest run):
   PYTHONPATH=$(python3 tools/pythonpath.py) python3 bench/bench_linear_attention.py
-  [--reps 30] [--cases "GDN fwd"] [--impl FROST] [--fwd-only]
+  [--reps 30] [--cases "GDN fwd"] [--impl FROST] [--fwd-only] [--frost-fwd-kernel v3]
+
+--frost-fwd-kernel (default product) runs every FROST forward of the process, the training
+ones (checkpoints, U: the "op FROST checkpoints" and "FROST kernels ckpt+U" rows) included,
+on one version of the test tooling (engines_frost/tests/frost_fwd_experiments.py
+use_kernel(..., training=True)): the A/B of a forward version is two runs, with and without.
 """
 import argparse
 import math
@@ -278,7 +283,6 @@ def peer_versions() -> str:
 
 
 def main():
-    global _inner
     p = argparse.ArgumentParser()
     p.add_argument("--reps", type=int, default=30)
     p.add_argument("--seqs", type=int, default=8)
@@ -289,10 +293,28 @@ def main():
     p.add_argument("--impl", default="", help="only implementations whose name contains this text "
                    "(e.g. FROST: the A/B runs of a kernel switch, without the peers' compile time)")
     p.add_argument("--fwd-only", action="store_true", help="only the forward cases")
+    p.add_argument("--frost-fwd-kernel", default="product",
+                   help="FROST forward version of every forward call, training ones included (module docstring)")
     a = p.parse_args()
     print(f"GPU: {torch.cuda.get_device_name()}; {a.seqs} x {a.len} tokens, {a.heads} heads, "
           f"K = V = {a.dim}, bf16; median of {a.reps}")
     print("peers:", peer_versions())
+    if a.frost_fwd_kernel == "product":
+        run(a)
+        return
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "engines_frost" / "tests"))
+    from frost_fwd_experiments import use_kernel
+
+    print(f"FROST forward: {a.frost_fwd_kernel}, training forwards included (test tooling)")
+    with use_kernel(a.frost_fwd_kernel, training=True):
+        run(a)
+
+
+def run(a):
+    global _inner
     rows = []
     for case, kda, candidates in CASES + ([] if a.fwd_only else CASES_BWD):
         if a.cases not in case:

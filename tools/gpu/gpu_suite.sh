@@ -93,6 +93,14 @@
 #              (the other load and decay paths under the new products; no timing), then the
 #              KDA and GDN-2 fwd+bwd op rows both ways (FROST columns); gradsvecsmoke /
 #              gradsveccombo / gradsvecbench run one of them
+#   v3train    the training forward (state checkpoints + U) on fwd_v3's training launchers,
+#              reached through the test tooling only (the product keeps v2 for them;
+#              kernels/NOTES.md "v3 training forward"): the backward smoke with every forward
+#              forced to v3 (--fwd-kernel v3: GDN, KDA, GDN-2 vs float64, [ckpt+U] within
+#              FWD_ROUNDING_BOUND of the recompute path's U and gradients, bitwise= expected
+#              True; TIME fwd[ckpt+U] and fwd+bwd[U] beside the product's [.., product] lines),
+#              then the fwd+bwd rows (FROST columns) with the product's forward and with
+#              --frost-fwd-kernel v3; v3trainsmoke / v3trainbench run one of them
 #   autotune   autotune over the FROST and cuTile plans of gdn / kda (forward, backward):
 #              the faster plan (timed as the bench times it) wins, and a fresh process
 #              reuses the recorded choice (tests/numerics/test_la_autotune_gpu.py)
@@ -345,6 +353,12 @@ for s in "$@"; do
         stage gradsvecbench "for c in 'KDA fwd+bwd' 'GDN-2 fwd+bwd'; do for g in mma wgmma; do \
           echo \"== FROST_BWD_GRADS_VEC=\$g\"; FROST_BWD_GRADS_VEC=\$g python3 bench/bench_linear_attention.py \
           --cases \"\$c\" --impl FROST --reps 10 || exit 1; done; done" ;; esac ;;
+    v3train|v3trainsmoke|v3trainbench)  # training forward on v3 (tooling only), smoke and A/B
+      [ "$s" = v3trainbench ] || stage v3trainsmoke "python3 tests/numerics/la_frost_bwd_smoke.py \
+        --jobs \$(nproc) --family gdn --family kda --family gdn2 --fwd-kernel v3"
+      [ "$s" = v3trainsmoke ] || stage v3trainbench "for k in product v3; do echo \"== FROST forward \$k\"; \
+        python3 bench/bench_linear_attention.py --cases fwd+bwd --impl FROST --reps 10 --frost-fwd-kernel \$k \
+        || exit 1; done" ;;
     summary)     # FROST span summaries vs float64; context parallelism (one GPU, NCCL, timing)
       export FROST_KERNEL_CACHE="${FROST_KERNEL_CACHE:-$PWD/.frostcache}"
       stage summarybuild "python3 tests/numerics/frost_summary_prebuild.py --jobs \$(nproc)"
