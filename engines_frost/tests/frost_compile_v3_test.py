@@ -11,8 +11,14 @@ sm_90a, and the layouts it relies on are the ones the installed CuTe DSL builds.
 - FrostFwdV2.io_view (cute.recast_ptr) drops a pointer's swizzle, the reason v3 keeps
   the raw-staged tiles plain (fwd_v3.RAW_STAGED);
 - v3's shared-memory plan fits every config and is no larger than v2's;
-- v3 refuses checkpoint/values configs and other architectures, by name.
-Skips where nvidia-cutlass-dsl is not importable.
+- v3 refuses other architectures, and checkpoint / values configs outside its training
+  launchers, by name;
+- the training launchers (FrostFwdV3Checkpoints, FrostFwdV3Values) compile for GDN, KDA,
+  GDN-2 at K = V = 128 and GDN at K = V = 64 without local memory or a stack frame, with
+  exactly the global stores of v2's training kernel (the bf16 checkpoint rows, U), and
+  with the plain v3 kernel's wgmma issue and wait sequence (the stores serialise nothing).
+Skips where nvidia-cutlass-dsl is not importable (the SASS checks where cuobjdump or
+nvdisasm is not found).
 """
 import dataclasses
 import os
@@ -165,11 +171,84 @@ def test_smem_bytes_counts_the_swizzle_alignment():
 
 
 def test_v3_refuses_what_it_does_not_do():
-    from cudnn.linear_attention.frost.kernels.fwd_v3 import FrostFwdV3
+    from cudnn.linear_attention.frost.kernels.fwd_v3 import (
+        FrostFwdV3,
+        FrostFwdV3Checkpoints,
+        FrostFwdV3Values,
+        v3_class,
+    )
 
     _, cfg = VARIANTS[V3_VARIANTS[0]]
     with pytest.raises(ValueError, match="sm_90a only.*sm_100a"):  # a forced v3; the product picks v2 there
         compile_fwd(experiment(cfg, "v3"), "sm_100a")
     ckpt = dataclasses.replace(cfg, write_checkpoints=True)
-    with pytest.raises(ValueError, match="written by v2 only"):
-        FrostFwdV3(ckpt)
+    values = dataclasses.replace(ckpt, write_values=True)
+    # the plain launcher has no checkpoint or values pointer: only the training launchers take them
+    for training in (ckpt, values):
+        with pytest.raises(ValueError, match="written by its training launchers"):
+            FrostFwdV3(training)
+    with pytest.raises(ValueError, match="must have write_checkpoints=True"):
+        FrostFwdV3Checkpoints(cfg)
+    with pytest.raises(ValueError, match="write_values=True"):
+        FrostFwdV3Values(ckpt)
+    assert [v3_class(c) for c in (cfg, ckpt, values)] == [FrostFwdV3, FrostFwdV3Checkpoints, FrostFwdV3Values]
+    with pytest.raises(ValueError, match="sm_90a only.*sm_100a"):
+        compile_fwd(experiment(values, "v3"), "sm_100a")
+
+
+TRAINING = [("gdn", 128, True), ("kda", 128, True), ("gdn2", 128, True), ("gdn", 64, True), ("gdn", 128, False)]
+
+
+def _sass(cfg):
+    """(resource usage, normalised SASS) of cfg's kernel for sm_90a (frost_cubin_report)."""
+    import tempfile
+
+    import frost_cubin_report as report
+
+    if report.tool("CUOBJDUMP", "cuobjdump") is None or report.tool("NVDISASM", "nvdisasm") is None:
+        pytest.skip("cuobjdump / nvdisasm not found (set CUOBJDUMP, NVDISASM)")
+    with tempfile.TemporaryDirectory() as tmp:
+        cubin = report.compile_cubin(cfg, tmp)
+        return report.resource_usage(cubin), report.sass_instructions(cubin)
+
+
+def _global_stores(instrs):
+    """How many of each global store instruction (STG.E.128: checkpoint rows; STG.E.U16: U
+    and the output; STG.E: the fp32 final state) the kernel holds."""
+    import collections
+
+    ops = (re.sub(r"^@!?U?P[0-9T]\s+", "", ins).split()[0] for ins in instrs)
+    return collections.Counter(op for op in ops if op.startswith("STG"))
+
+
+def _wgmma_sequence(instrs):
+    """The kernel's warpgroup MMA issue / fence / wait instructions in order, registers and
+    descriptors blanked: ptxas serialising the groups (an added WARPGROUP.DEPBAR or a
+    changed wait depth) changes it."""
+    return [re.sub(r"gdesc\[[^]]*\]", "gdesc", re.sub(r"\bU?R\d+\b", "R", ins))
+            for ins in instrs if "HGMMA" in ins or "WARPGROUP" in ins]
+
+
+@pytest.mark.parametrize("family,K,with_values", TRAINING,
+                         ids=[f"{f}-K{k}-{'ckpt+U' if u else 'ckpt'}" for f, k, u in TRAINING])
+def test_v3_training_launchers_store_what_v2_stores(family, K, with_values):
+    """v3's training kernel against v2's (the product's training forward) and the plain v3
+    kernel, on the benchmark config as a training call: no spills; the same global stores
+    as v2's training kernel, which has more than the plain kernel (the checkpoint rows;
+    with U, 4 blocks x 8 values per thread and chunk more 2-byte stores); the plain v3
+    kernel's wgmma sequence."""
+    import frost_cubin_report as report
+    from frost_fwd_experiments import product_config
+
+    plain = product_config(report.config_for(family, "product", K, K, False))
+    training = dataclasses.replace(plain, write_checkpoints=True, write_values=with_values)
+    v3_usage, v3 = _sass(experiment(training, "v3"))
+    _, v2 = _sass(training)  # the product's training forward: v2
+    _, v3_plain = _sass(plain)  # the product's plain bf16 forward on sm_90a: v3
+    assert v3_usage["LOCAL"] == 0 and v3_usage["STACK"] == 0 and v3_usage["REG"] <= 255, v3_usage
+    stores, plain_stores = _global_stores(v3), _global_stores(v3_plain)
+    assert stores == _global_stores(v2), (stores, _global_stores(v2))
+    assert stores["STG.E.128"] > plain_stores["STG.E.128"], (stores, plain_stores)  # the checkpoint rows
+    assert stores["STG.E.U16"] - plain_stores["STG.E.U16"] == (32 if with_values else 0), (stores, plain_stores)
+    sequence = _wgmma_sequence(v3)
+    assert sum("HGMMA" in ins for ins in sequence) > 0 and sequence == _wgmma_sequence(v3_plain)

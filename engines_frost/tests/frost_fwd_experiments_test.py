@@ -5,7 +5,8 @@ validates its kernel version and knobs, keys the kernel store apart from every p
 config, names its kernel in describe lines and maps to the class that reads the knobs;
 tooling_config leaves the version the product picks on the product config (v3 for plain bf16
 forwards on sm_90a, v2 for training calls and fp16) and forces any other as an experiment;
-use_kernel routes frost_fwd's compile lookup and puts it back.
+use_kernel routes frost_fwd's compile lookup and puts it back (training forwards only when
+asked, and only to a version with training launchers).
 """
 import dataclasses
 import os
@@ -37,10 +38,12 @@ def test_experiment_validates_its_version_and_knobs():
         with pytest.raises(ValueError, match=f"FrostFwdExperiment: {name} must be"):
             fx.experiment(CFG, **over)
     ckpt = dataclasses.replace(CFG, write_checkpoints=True)
-    fx.experiment(ckpt, "v2")  # the kernel that writes them
+    fx.experiment(ckpt, "v2")  # the kernels that write them
+    fx.experiment(ckpt, "v3")
+    fx.experiment(dataclasses.replace(ckpt, write_values=True), "v3")
     assert fx.experiment(ckpt).algorithm == "v2"  # the product's pick for a training call
-    for algorithm in ("v0", "v1", "v3"):
-        with pytest.raises(ValueError, match="write_checkpoints must be False unless algorithm is 'v2'"):
+    for algorithm in ("v0", "v1"):
+        with pytest.raises(ValueError, match="write_checkpoints must be False unless algorithm is one of"):
             fx.experiment(ckpt, algorithm)
     with pytest.raises(ValueError, match="FrostFwdConfig: HK must be"):  # the product rules still hold
         fx.FrostFwdExperiment(**{**dataclasses.asdict(CFG), "HK": 3}, algorithm="v3")
@@ -82,7 +85,12 @@ def test_tooling_config_keeps_the_product_pick_on_the_product_config():
     assert fx.product_algorithm(fp16) == "v2" and fx.tooling_config(fp16, "v2") is fp16
     assert fx.tooling_config(fp16, "v3") == fx.experiment(fp16, "v3")
     ckpt = dataclasses.replace(CFG, write_checkpoints=True)
-    assert fx.engine_config(ckpt, "v3") is ckpt  # training forwards stay on the kernel that writes them
+    assert fx.engine_config(ckpt, "v3") is ckpt  # training forwards stay on the product's kernel...
+    # ...unless the caller routes them too: v3's training launchers, or v2 as the product
+    assert fx.engine_config(ckpt, "v3", training=True) == fx.experiment(ckpt, "v3")
+    assert fx.engine_config(ckpt, "v2", training=True) is ckpt
+    assert fx.engine_config(ckpt, fx.PRODUCT, training=True) is ckpt
+    assert fx.engine_config(CFG, "v3", training=True) is CFG  # plain forwards as without the flag
     assert fx.engine_config(CFG, "v2") == fx.experiment(CFG, "v2")
     with pytest.raises(ValueError, match="FrostFwdExperiment: algorithm must be"):
         fx.tooling_config(CFG, "v9")
@@ -111,14 +119,31 @@ def test_use_kernel_routes_the_compile_lookup_and_restores_it():
     with pytest.raises(ValueError, match="use_kernel: algorithm must be one of"):
         with fx.use_kernel("v9"):
             pass
+    # training=True: the training forwards too (v3's launchers), plain ones as before
+    seen.clear()
+    values = dataclasses.replace(CFG, write_checkpoints=True, write_values=True)
+    fwd._compiled = lambda cfg, arch, ffi=None, device=None: seen.append(cfg)
+    try:
+        with fx.use_kernel("v3", training=True):
+            fwd._compiled(values, "sm_90a")
+            fwd._compiled(CFG, "sm_90a")
+        fwd._compiled(values, "sm_90a")
+    finally:
+        fwd._compiled = product
+    assert seen[0] == fx.experiment(values, "v3") and seen[1] is CFG and seen[2] is values
+    for algorithm in ("v0", "v1"):  # no training launcher: refused by name, before any routing
+        with pytest.raises(ValueError, match="use_kernel: training forwards run one of"):
+            with fx.use_kernel(algorithm, training=True):
+                pass
+    assert fwd._compiled is product
 
 
 def test_kernel_classes_carry_the_knobs():
     pytest.importorskip("cutlass", reason="nvidia-cutlass-dsl (CuTe DSL) is not installed")
     from cudnn.linear_attention.frost.kernels.compile_kernel import kernel_class
     from cudnn.linear_attention.frost.kernels.fwd_v1 import FrostFwdV1
-    from cudnn.linear_attention.frost.kernels.fwd_v2 import FrostFwdV2, FrostFwdV2Checkpoints
-    from cudnn.linear_attention.frost.kernels.fwd_v3 import FrostFwdV3
+    from cudnn.linear_attention.frost.kernels.fwd_v2 import FrostFwdV2, FrostFwdV2Checkpoints, FrostFwdV2Values
+    from cudnn.linear_attention.frost.kernels.fwd_v3 import FrostFwdV3, FrostFwdV3Checkpoints, FrostFwdV3Values
     from frost_fwd_v0 import FrostFwdV0
 
     # the product: v3 for plain bf16 on sm_90a; v2 on other archs, for fp16 and training calls
@@ -133,6 +158,12 @@ def test_kernel_classes_carry_the_knobs():
     assert kernel_class(fx.experiment(CFG, "v0"), "sm_90a") is FrostFwdV0
     assert kernel_class(fx.experiment(CFG, "v1"), "sm_90a") is FrostFwdV1
     assert kernel_class(fx.experiment(CFG, "v3"), "sm_90a") is FrostFwdV3
+    ckpt = dataclasses.replace(CFG, write_checkpoints=True)
+    values = dataclasses.replace(ckpt, write_values=True)
+    assert kernel_class(fx.experiment(ckpt, "v3"), "sm_90a") is FrostFwdV3Checkpoints
+    assert kernel_class(fx.experiment(values, "v3"), "sm_90a") is FrostFwdV3Values
+    assert kernel_class(values, "sm_90a") is FrostFwdV2Values  # the product keeps v2 for training
+    assert kernel_class(fx.experiment(values, "v2"), "sm_90a") is FrostFwdV2Values
     cls = kernel_class(fx.experiment(CFG, "v3", skip_stages=("chain",), ldmatrix=False), "sm_90a")
     assert issubclass(cls, FrostFwdV3) and cls.skip_stages == ("chain",) and not cls.ldmatrix
     assert cls is kernel_class(fx.experiment(CFG, "v3", skip_stages=("chain",), ldmatrix=False), "sm_90a")
