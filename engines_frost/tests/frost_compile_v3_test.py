@@ -16,7 +16,8 @@ sm_90a, and the layouts it relies on are the ones the installed CuTe DSL builds.
 - the training launchers (FrostFwdV3Checkpoints, FrostFwdV3Values) compile for GDN, KDA,
   GDN-2 at K = V = 128 and GDN at K = V = 64 without local memory or a stack frame, with
   exactly the global stores of v2's training kernel (the bf16 checkpoint rows, U), and
-  with the plain v3 kernel's wgmma issue and wait sequence (the stores serialise nothing).
+  with the plain v3 kernel's wgmma issue and wait sequence (the stores serialise nothing);
+  traced, v2's and v3's chains store as U the solve's own fp32 accumulator of each block.
 Skips where nvidia-cutlass-dsl is not importable (the SASS checks where cuobjdump or
 nvdisasm is not found).
 """
@@ -252,3 +253,37 @@ def test_v3_training_launchers_store_what_v2_stores(family, K, with_values):
     assert stores["STG.E.U16"] - plain_stores["STG.E.U16"] == (32 if with_values else 0), (stores, plain_stores)
     sequence = _wgmma_sequence(v3)
     assert sum("HGMMA" in ins for ins in sequence) > 0 and sequence == _wgmma_sequence(v3_plain)
+
+
+@pytest.mark.parametrize("algorithm", ["v2", "v3"])
+def test_u_stored_is_the_solves_accumulator(monkeypatch, algorithm):
+    """What a training forward stores as U, seen while the kernel is traced: in v2's chain
+    (fwd_v1.stage_chain) and in v3's (fwd_v3.chunk_chain) the one U store
+    (fwd_v1.store_values_block: the same bf16 conversion and rows) is called once per block
+    of the solve, in block order, with the very fp32 accumulator solve_block returned for
+    that block: not a bf16 copy, not a wgmma operand, not another block's. So v3 stores the
+    same rounding of the same value v2 does, up to the order of the fp32 sums that made R
+    (the tensor cores'; kernels/NOTES.md "v3 training forward")."""
+    from cudnn.linear_attention.frost.kernels import fwd_v1, fwd_v3
+    from cudnn.linear_attention.frost.kernels.fwd_v1 import NBLK
+
+    solved, stored = [], []
+    solve = fwd_v1.FrostFwdV1.solve_block
+
+    def recording_solve(self, *args):
+        u = solve(self, *args)
+        solved.append(u)
+        return u
+
+    monkeypatch.setattr(fwd_v1.FrostFwdV1, "solve_block", recording_solve)
+    for module in (fwd_v1, fwd_v3):
+        def recording_store(mu, u, *rest, _store=module.store_values_block):
+            stored.append(u)
+            return _store(mu, u, *rest)
+
+        monkeypatch.setattr(module, "store_values_block", recording_store)
+    _, cfg = VARIANTS[V3_VARIANTS[0]]
+    values = dataclasses.replace(cfg, write_checkpoints=True, write_values=True)
+    assert callable(compile_fwd(experiment(values, algorithm), "sm_90a"))
+    assert len(solved) == NBLK and len(stored) == NBLK, (len(solved), len(stored))
+    assert all(u is s for u, s in zip(stored, solved))
