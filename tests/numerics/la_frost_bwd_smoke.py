@@ -19,7 +19,9 @@
    Unless --no-checkpoints, every case again on the training path of v1.2: the forward
    writes state_checkpoints (cadence 64, into a NaN-filled buffer) and the backward reads
    them (kernel ``values`` instead of ``states``): the forward's output must be bitwise
-   the plain forward's, the written rows must match the float64 model of the checkpoints
+   the plain forward's where both run one kernel version (one_forward_kernel; else within
+   FWD_ROUNDING_BOUND: the product's bf16 plain forward is v3 on sm_90a, its training
+   forward v2), the written rows must match the float64 model of the checkpoints
    (frost_bwd_model.forward_checkpoints_model, same bound) and the unwritten ones stay NaN, the
    gradients must pass the same bounds, be deterministic, and are reported against the
    recompute path's (vs_recompute, relative).
@@ -217,6 +219,18 @@ def run_bwd(x, dO, dht, l2norm: bool, out: dict, workspace=None, stages=None, ch
 # points, the products' fp32 sums in the wgmma order (as CHAIN_ROUNDING_BOUND)
 FWD_KERNEL = "product"
 FWD_ROUNDING_BOUND = 4e-3
+
+
+def one_forward_kernel(x) -> bool:
+    """Whether the plain and the training forward of x run one kernel version (then their O
+    must be bitwise equal): always under a forced --fwd-kernel; under the product's picks
+    not for bf16 on sm_90a (compile_kernel.product_algorithm: v3 plain, v2 training), whose
+    O may differ by the products' fp32 sum order (FWD_ROUNDING_BOUND)."""
+    import torch
+
+    from cudnn.linear_attention.frost.kernels.fwd import device_arch
+
+    return FWD_KERNEL != "product" or not (x.q.dtype == torch.bfloat16 and device_arch(x.q.device) == "sm_90a")
 
 
 def fwd_kernel(kernel: str | None = None):
@@ -421,6 +435,8 @@ def check_case_checkpoints(case: Case, family: str) -> tuple[bool, str]:
     run_fwd(x, case.l2norm, o, checkpoints=ckpt)
     torch.cuda.synchronize()
     same_o = torch.equal(o, o_plain)
+    if not one_forward_kernel(x):  # the product's v3 plain forward against its v2 training one
+        same_o = rel_err(o.double(), o_plain.double()) <= FWD_ROUNDING_BOUND
     cpu = x.to(device="cpu")
     model = forward_checkpoints_model(cpu.q, cpu.k, cpu.v, cpu.g, cpu.beta, cpu.w, cpu.cu_seqlens,
                                       use_l2norm=case.l2norm, initial_state=cpu.initial_state)
