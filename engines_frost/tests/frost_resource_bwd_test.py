@@ -339,22 +339,24 @@ def test_vector_wgmma_grads_no_spills(case):
     cfg = FrostBwdConfig(f, "grads", None, None, checkpoints=ckpt, vec_wide_loads=wide, vec_fast_decay=fast,
                          grads_wgmma=True)
     assert bwd_grads_vec.smem_bytes(f, wgmma=True) <= SMEM_LIMIT
-    ops = {}
+    ops, loads = {}, {}
     with tempfile.TemporaryDirectory() as tmp:
         cubin = report.compile_bwd_cubin(cfg, tmp)
         usage = report.resource_usage(cubin)
         if report.tool("NVDISASM", "nvdisasm") is not None:
             sass = report.sass_instructions(cubin)
             ops["wgmma"] = collections.Counter(i.split()[0] for i in sass)
+            loads["wgmma"] = load_phase(sass)
             assert sum(i.startswith("HGMMA") and "gsb0" in i for i in sass) == 1, sass
             assert sum(i.startswith("WARPGROUP.DEPBAR") for i in sass) == 1, sass
     if ops:
         with tempfile.TemporaryDirectory() as tmp:
-            ops["mma"] = collections.Counter(i.split()[0] for i in
-                                             report.sass_instructions(report.compile_bwd_cubin(plain, tmp)))
+            sass = report.sass_instructions(report.compile_bwd_cubin(plain, tmp))
+            ops["mma"] = collections.Counter(i.split()[0] for i in sass)
+            loads["mma"] = load_phase(sass)
     shown = {k: {o: n for o, n in c.items() if "MMA" in o or o.startswith(("LDSM", "BAR"))} for k, c in ops.items()}
     print(f"{family} wgmma grads K={K} V={V} {io} grouped={grouped} l2={l2} ckpt={ckpt} wide={wide} fast={fast}: "
-          f"{usage} {shown}")
+          f"{usage} {shown} load phase {({k: len(v) for k, v in loads.items()})}")
     assert usage["LOCAL"] == 0 and usage["STACK"] == 0, usage
     assert usage["REG"] <= 255, usage
     if ops:
@@ -364,6 +366,35 @@ def test_vector_wgmma_grads_no_spills(case):
         assert ops["wgmma"][hmma] == ops["mma"][hmma] - 3 * (V // 16) * (K // 16), ops
         bar = "BAR.SYNC.DEFER_BLOCKING"
         assert ops["wgmma"][bar] == ops["mma"][bar] - 1, ops
+        check_load_phase(loads["wgmma"], loads["mma"])
+
+
+# Instructions per thread the wgmma vector grads kernel's load phase may issue beyond the
+# mma.sync kernel's (whose padded tiles need no swizzle): one swizzled first offset per
+# tile shape (~6 each), the generic-to-async proxy fence, and the first global source of
+# each of dO, U, dR, S, dS as a 64-bit address (the mma.sync kernel forms one per copy:
+# these are fewer). The swizzle per copy that it replaced cost 159 at the bench config.
+LOAD_PHASE_MARGIN = 16
+
+
+def load_phase(sass: list[str]) -> list[str]:
+    """The barrier region that issues the cp.async copies (LDGSTS): exactly one."""
+    (region,) = [r for r in report.barrier_regions(sass) if any("LDGSTS" in i for i in r)]
+    return region
+
+
+def check_load_phase(wgmma: list[str], mma: list[str]):
+    """FrostBwdGradsVecWgmma's load phase (NOTES_bwd.md "Vector-gate wgmma grads: swizzled
+    copy addresses once per thread"): the cp.async copies into the swizzled dO, U, dR
+    [C, V] and S, dS [V, K] tiles address shared memory through one register per tile
+    shape plus immediate offsets (the swizzle computed once per thread, not per copy: 28
+    different registers before), as many copies as the mma.sync kernel's, and the phase
+    is at most LOAD_PHASE_MARGIN instructions longer than the mma.sync kernel's."""
+    copies = [i for i in wgmma if "LDGSTS" in i]
+    bases = collections.Counter(i.split("[", 1)[1].split("]")[0].split("+")[0] for i in copies)
+    assert len(bases) == 2, bases
+    assert len(copies) == sum("LDGSTS" in i for i in mma), (len(copies), bases)
+    assert len(wgmma) <= len(mma) + LOAD_PHASE_MARGIN, (len(wgmma), len(mma))
 
 
 VEC_GRADS_CASES = [  # (family, K, V, io, grouped q/k heads): the three that spilled up to v1.4

@@ -101,6 +101,11 @@
 #              True; TIME fwd[ckpt+U] and fwd+bwd[U] beside the product's [.., product] lines),
 #              then the fwd+bwd rows (FROST columns) with the product's forward and with
 #              --frost-fwd-kernel v3; v3trainsmoke / v3trainbench run one of them
+#   gradsvecncu the KDA grads kernel (bench shape) under Nsight Compute with the mma.sync and
+#              the wgmma state products (FROST_BWD_GRADS_VEC=mma / wgmma; NOTES_bwd.md
+#              "Vector-gate wgmma grads: swizzled copy addresses once per thread"): details of
+#              both and one per-SASS CSV each (ncu_gradsvec_{mma,wgmma}_sass.csv) for
+#              tools/gpu/ncu_source_report.py
 #   autotune   autotune over the FROST and cuTile plans of gdn / kda (forward, backward):
 #              the faster plan (timed as the bench times it) wins, and a fresh process
 #              reuses the recorded choice (tests/numerics/test_la_autotune_gpu.py)
@@ -359,6 +364,13 @@ for s in "$@"; do
       [ "$s" = v3trainsmoke ] || stage v3trainbench "for k in product v3; do echo \"== FROST forward \$k\"; \
         python3 bench/bench_linear_attention.py --cases fwd+bwd --impl FROST --reps 10 --frost-fwd-kernel \$k \
         || exit 1; done" ;;
+    gradsvecncu) # the KDA grads kernel under Nsight Compute, mma.sync vs wgmma state products
+      stage gradsvecncu "command -v ncu && for g in mma wgmma; do FROST_BWD_GRADS_VEC=\$g ncu --profile-from-start off \
+        --clock-control none --set full --import-source no -f -o $OUT/ncu_gradsvec_\$g \
+        python3 bench/frost_bwd_profile.py --family kda --stages grads && \
+        ncu -i $OUT/ncu_gradsvec_\$g.ncu-rep --page details --print-details all > $OUT/ncu_gradsvec_\$g.txt && \
+        ncu -i $OUT/ncu_gradsvec_\$g.ncu-rep -k regex:bwd_grads --page source --csv --print-source sass \
+          > $OUT/ncu_gradsvec_\${g}_sass.csv || exit 1; done; ls -la $OUT/ncu_gradsvec*" ;;
     summary)     # FROST span summaries vs float64; context parallelism (one GPU, NCCL, timing)
       export FROST_KERNEL_CACHE="${FROST_KERNEL_CACHE:-$PWD/.frostcache}"
       stage summarybuild "python3 tests/numerics/frost_summary_prebuild.py --jobs \$(nproc)"
