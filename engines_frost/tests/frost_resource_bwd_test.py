@@ -257,8 +257,6 @@ def test_wgmma_grads_no_spills(case):
     state products per item: 3 V / 16 of m64n(K/2)k16 in one unserialised group; ptxas
     neither duplicates nor drops one, and no per-warp mma.sync of the products is left (the score tiles' and score
     adjoints' HMMA only: the default kernel's count less 3 (V / 16) (K / 16) per warp)."""
-    import collections
-
     from cudnn.linear_attention.frost.kernels import bwd_grads_wgmma
     from cudnn.linear_attention.frost.kernels.bwd_config import FrostBwdConfig
     from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
@@ -270,21 +268,7 @@ def test_wgmma_grads_no_spills(case):
     plain = FrostBwdConfig(f, "grads", None, None, checkpoints=ckpt)
     cfg = FrostBwdConfig(f, "grads", None, None, checkpoints=ckpt, grads_wgmma=True)
     assert smem_bytes(f, bwd_grads_wgmma.smem_plan) <= SMEM_LIMIT
-    ops = {}
-    with tempfile.TemporaryDirectory() as tmp:
-        cubin = report.compile_bwd_cubin(cfg, tmp)
-        usage = report.resource_usage(cubin)
-        if report.tool("NVDISASM", "nvdisasm") is not None:
-            sass = report.sass_instructions(cubin)
-            ops["wgmma"] = collections.Counter(i.split()[0] for i in sass)
-            # one group, issued back to back: a single scoreboard release and a single wait
-            # (ptxas serialising the wgmma would put a wait behind each one)
-            assert sum(i.startswith("HGMMA") and "gsb0" in i for i in sass) == 1, sass
-            assert sum(i.startswith("WARPGROUP.DEPBAR") for i in sass) == 1, sass
-    if ops:
-        with tempfile.TemporaryDirectory() as tmp:
-            ops["mma"] = collections.Counter(i.split()[0] for i in
-                                             report.sass_instructions(report.compile_bwd_cubin(plain, tmp)))
+    usage, ops, _ = wgmma_and_mma_sass(cfg, plain)
     print(f"gdn wgmma grads K={K} V={V} {io} grouped={grouped} ckpt={ckpt}: {usage} "
           f"{ {k: {o: n for o, n in c.items() if 'MMA' in o or o.startswith('LDSM')} for k, c in ops.items()} }")
     assert usage["LOCAL"] == 0 and usage["STACK"] == 0, usage
@@ -294,6 +278,27 @@ def test_wgmma_grads_no_spills(case):
         assert hgmma == {f"HGMMA.64x{K // 2}x16.F32.BF16": 3 * V // 16}, ops["wgmma"]
         hmma = "HMMA.16816.F32.BF16"
         assert ops["wgmma"][hmma] == ops["mma"][hmma] - 3 * (V // 16) * (K // 16), ops
+
+
+def wgmma_and_mma_sass(cfg, plain):
+    """Compile the grads kernel cfg (state products on warpgroup MMA) and, with nvdisasm,
+    its mma.sync twin `plain`: (cfg's resource usage, {"wgmma", "mma": opcode Counter},
+    {"wgmma", "mma": SASS lines}; both empty without nvdisasm). Checks on the way that
+    cfg's wgmma are one group issued back to back: a single scoreboard release and a
+    single wait (ptxas serialising them would put a wait behind each one)."""
+    sass = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        cubin = report.compile_bwd_cubin(cfg, tmp)
+        usage = report.resource_usage(cubin)
+        if report.tool("NVDISASM", "nvdisasm") is not None:
+            sass["wgmma"] = report.sass_instructions(cubin)
+    if sass:
+        got = sass["wgmma"]
+        assert sum(i.startswith("HGMMA") and "gsb0" in i for i in got) == 1, got
+        assert sum(i.startswith("WARPGROUP.DEPBAR") for i in got) == 1, got
+        with tempfile.TemporaryDirectory() as tmp:
+            sass["mma"] = report.sass_instructions(report.compile_bwd_cubin(plain, tmp))
+    return usage, {k: collections.Counter(i.split()[0] for i in v) for k, v in sass.items()}, sass
 
 
 # (family, K, V, io, grouped q/k heads, l2norm, forward checkpoints, vec_wide_loads,
@@ -339,21 +344,8 @@ def test_vector_wgmma_grads_no_spills(case):
     cfg = FrostBwdConfig(f, "grads", None, None, checkpoints=ckpt, vec_wide_loads=wide, vec_fast_decay=fast,
                          grads_wgmma=True)
     assert bwd_grads_vec.smem_bytes(f, wgmma=True) <= SMEM_LIMIT
-    ops, loads = {}, {}
-    with tempfile.TemporaryDirectory() as tmp:
-        cubin = report.compile_bwd_cubin(cfg, tmp)
-        usage = report.resource_usage(cubin)
-        if report.tool("NVDISASM", "nvdisasm") is not None:
-            sass = report.sass_instructions(cubin)
-            ops["wgmma"] = collections.Counter(i.split()[0] for i in sass)
-            loads["wgmma"] = load_phase(sass)
-            assert sum(i.startswith("HGMMA") and "gsb0" in i for i in sass) == 1, sass
-            assert sum(i.startswith("WARPGROUP.DEPBAR") for i in sass) == 1, sass
-    if ops:
-        with tempfile.TemporaryDirectory() as tmp:
-            sass = report.sass_instructions(report.compile_bwd_cubin(plain, tmp))
-            ops["mma"] = collections.Counter(i.split()[0] for i in sass)
-            loads["mma"] = load_phase(sass)
+    usage, ops, sass = wgmma_and_mma_sass(cfg, plain)
+    loads = {k: load_phase(v) for k, v in sass.items()}
     shown = {k: {o: n for o, n in c.items() if "MMA" in o or o.startswith(("LDSM", "BAR"))} for k, c in ops.items()}
     print(f"{family} wgmma grads K={K} V={V} {io} grouped={grouped} l2={l2} ckpt={ckpt} wide={wide} fast={fast}: "
           f"{usage} {shown} load phase {({k: len(v) for k, v in loads.items()})}")
