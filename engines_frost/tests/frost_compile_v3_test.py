@@ -172,12 +172,8 @@ def test_smem_bytes_counts_the_swizzle_alignment():
 
 
 def test_v3_refuses_what_it_does_not_do():
-    from cudnn.linear_attention.frost.kernels.fwd_v3 import (
-        FrostFwdV3,
-        FrostFwdV3Checkpoints,
-        FrostFwdV3Values,
-        v3_class,
-    )
+    from cudnn.linear_attention.frost.kernels.compile_kernel import version_class
+    from cudnn.linear_attention.frost.kernels.fwd_v3 import FrostFwdV3, FrostFwdV3Checkpoints, FrostFwdV3Values
 
     _, cfg = VARIANTS[V3_VARIANTS[0]]
     with pytest.raises(ValueError, match="sm_90a only.*sm_100a"):  # a forced v3; the product picks v2 there
@@ -192,7 +188,8 @@ def test_v3_refuses_what_it_does_not_do():
         FrostFwdV3Checkpoints(cfg)
     with pytest.raises(ValueError, match="write_values=True"):
         FrostFwdV3Values(ckpt)
-    assert [v3_class(c) for c in (cfg, ckpt, values)] == [FrostFwdV3, FrostFwdV3Checkpoints, FrostFwdV3Values]
+    assert [version_class("v3", c) for c in (cfg, ckpt, values)] == [FrostFwdV3, FrostFwdV3Checkpoints,
+                                                                      FrostFwdV3Values]
     with pytest.raises(ValueError, match="sm_90a only.*sm_100a"):
         compile_fwd(experiment(values, "v3"), "sm_100a")
 

@@ -106,12 +106,9 @@ class FrostFwdExperiment(FrostFwdConfig):
             return FrostFwdV0
         if self.algorithm == "v1":
             from cudnn.linear_attention.frost.kernels.fwd_v1 import FrostFwdV1 as base
-        elif self.algorithm == "v3":
-            from cudnn.linear_attention.frost.kernels.fwd_v3 import v3_class
-            base = v3_class(self)
         else:
-            from cudnn.linear_attention.frost.kernels.compile_kernel import v2_class
-            base = v2_class(self)
+            from cudnn.linear_attention.frost.kernels.compile_kernel import version_class
+            base = version_class(self.algorithm, self)
         return with_knobs(base, self.skip_stages, self.ldmatrix)
 
 
@@ -125,11 +122,14 @@ def with_knobs(base, skip_stages: tuple[str, ...], ldmatrix: bool):
     return type(f"{base.__name__}{tag}", (base,), {"skip_stages": skip_stages, "ldmatrix": ldmatrix})
 
 
+def product_fields(cfg: FrostFwdConfig) -> dict:
+    """cfg's product fields (an experiment config's too), by name."""
+    return {f.name: getattr(cfg, f.name) for f in dataclasses.fields(FrostFwdConfig)}
+
+
 def product_config(cfg: FrostFwdConfig) -> FrostFwdConfig:
     """cfg's product fields as a product config (cfg itself when it is one)."""
-    if type(cfg) is FrostFwdConfig:
-        return cfg
-    return FrostFwdConfig(**{f.name: getattr(cfg, f.name) for f in dataclasses.fields(FrostFwdConfig)})
+    return cfg if type(cfg) is FrostFwdConfig else FrostFwdConfig(**product_fields(cfg))
 
 
 def product_algorithm(cfg: FrostFwdConfig) -> str:
@@ -148,8 +148,7 @@ def resolve(cfg: FrostFwdConfig, algorithm: str) -> str:
 def experiment(cfg: FrostFwdConfig, algorithm: str = PRODUCT, **knobs) -> FrostFwdExperiment:
     """cfg's product fields with a kernel version (PRODUCT: the product's for cfg) and knobs
     (skip_stages, ldmatrix)."""
-    product = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(FrostFwdConfig)}
-    return FrostFwdExperiment(**product, algorithm=resolve(cfg, algorithm), **knobs)
+    return FrostFwdExperiment(**product_fields(cfg), algorithm=resolve(cfg, algorithm), **knobs)
 
 
 @functools.lru_cache(maxsize=None)
@@ -177,13 +176,6 @@ def engine_config(cfg: FrostFwdConfig, algorithm: str, training: bool = False):
     return tooling_config(cfg, algorithm)
 
 
-def check_training(algorithm: str, training: bool) -> None:
-    """Refuses, by name, routing training forwards to a version that cannot write them."""
-    if training and algorithm not in (*TRAINING_ALGORITHMS, PRODUCT):
-        raise ValueError(f"use_kernel: training forwards run one of {(*TRAINING_ALGORITHMS, PRODUCT)}, "
-                         f"got {algorithm!r}")
-
-
 @contextlib.contextmanager
 def use_kernel(algorithm: str, training: bool = False):
     """Inside the block, frost_fwd and bind_fwd (so the FROST engines) compile and launch
@@ -193,7 +185,9 @@ def use_kernel(algorithm: str, training: bool = False):
     Process-wide while it lasts (not for concurrent threads)."""
     if algorithm not in ALGORITHMS and algorithm != PRODUCT:
         raise ValueError(f"use_kernel: algorithm must be one of {(*ALGORITHMS, PRODUCT)}, got {algorithm!r}")
-    check_training(algorithm, training)
+    if training and algorithm not in (*TRAINING_ALGORITHMS, PRODUCT):  # v0, v1 write neither
+        raise ValueError(f"use_kernel: training forwards run one of {(*TRAINING_ALGORITHMS, PRODUCT)}, "
+                         f"got {algorithm!r}")
     if algorithm == PRODUCT:  # what frost_fwd launches anyway: nothing to route
         yield
         return

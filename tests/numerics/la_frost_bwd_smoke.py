@@ -221,16 +221,19 @@ FWD_KERNEL = "product"
 FWD_ROUNDING_BOUND = 4e-3
 
 
-def one_forward_kernel(x) -> bool:
-    """Whether the plain and the training forward of x run one kernel version (then their O
-    must be bitwise equal): always under a forced --fwd-kernel; under the product's picks
-    not for bf16 on sm_90a (compile_kernel.product_algorithm: v3 plain, v2 training), whose
-    O may differ by the products' fp32 sum order (FWD_ROUNDING_BOUND)."""
-    import torch
+def one_forward_kernel(case: Case, family: str, arch: str) -> bool:
+    """Whether the plain and the training forward of the case's checkpointed path run one
+    kernel version on arch (then their O must be bitwise equal): the versions of the two
+    forward configs configs_of lists for it, as the tooling routes them (a forced version)
+    or as compile_kernel.product_algorithm picks them (the product's bf16 plain forward is
+    v3 on sm_90a, its training forward v2: O may differ by the fp32 sum order there)."""
+    from cudnn.linear_attention.frost.kernels.compile_kernel import product_algorithm
 
-    from cudnn.linear_attention.frost.kernels.fwd import device_arch
+    *_, plain, training = configs_of(case, family, checkpoints=True)
 
-    return FWD_KERNEL != "product" or not (x.q.dtype == torch.bfloat16 and device_arch(x.q.device) == "sm_90a")
+    def version(cfg):
+        return getattr(cfg, "algorithm", None) or product_algorithm(cfg, arch)
+    return version(plain) == version(training)
 
 
 def fwd_kernel(kernel: str | None = None):
@@ -424,6 +427,7 @@ def check_case_checkpoints(case: Case, family: str) -> tuple[bool, str]:
     """The case on the checkpointed path (module docstring, step 2)."""
     import torch
 
+    from cudnn.linear_attention.frost.kernels.fwd import device_arch
     from frost_bwd_model import forward_checkpoints_model
     from tests.reference.compare import rel_err
     from tests.reference.families import reference_backward
@@ -435,7 +439,7 @@ def check_case_checkpoints(case: Case, family: str) -> tuple[bool, str]:
     run_fwd(x, case.l2norm, o, checkpoints=ckpt)
     torch.cuda.synchronize()
     same_o = torch.equal(o, o_plain)
-    if not one_forward_kernel(x):  # the product's v3 plain forward against its v2 training one
+    if not one_forward_kernel(case, family, device_arch(x.q.device)):  # e.g. v3 plain, v2 training
         same_o = rel_err(o.double(), o_plain.double()) <= FWD_ROUNDING_BOUND
     cpu = x.to(device="cpu")
     model = forward_checkpoints_model(cpu.q, cpu.k, cpu.v, cpu.g, cpu.beta, cpu.w, cpu.cu_seqlens,

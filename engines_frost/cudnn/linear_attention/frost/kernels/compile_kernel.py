@@ -24,31 +24,39 @@ def product_algorithm(cfg: FrostFwdConfig, arch: str) -> str:
     plain bf16 forwards on sm_90a; "v2" (fwd_v2.py) for training forwards (v3's launchers
     that write state checkpoints and U, fwd_v3.FrostFwdV3Checkpoints / Values, have not run
     on a GPU yet: the test tooling reaches them), fp16 io (v3's GPU matrix ran bf16 only)
-    and other archs
-    (v3's warpgroup MMA is sm_90a's). A function of (cfg, arch) alone: the kernel store
+    and other archs (v3's warpgroup MMA is sm_90a's). A function of (cfg, arch) alone: the kernel store
     keys entries on both, so no switch may change the answer."""
     if cfg.write_checkpoints or cfg.write_values or cfg.io_dtype != "bfloat16" or arch != "sm_90a":
         return "v2"
     return "v3"
 
 
-def v2_class(cfg: FrostFwdConfig):
-    """v2's class for cfg: the plain forward, its launcher that also writes the state
-    checkpoints when cfg asks for them, and the one that writes U too."""
-    from cudnn.linear_attention.frost.kernels import fwd_v2
-
+def version_class(version: str, cfg: FrostFwdConfig):
+    """Forward version "v2" (fwd_v2.py) or "v3" (fwd_v3.py)'s class for cfg: the plain
+    forward, its launcher that also writes the state checkpoints when cfg asks for them, or
+    the one that writes U too (each module has the three)."""
+    if version == "v3":
+        from cudnn.linear_attention.frost.kernels.fwd_v3 import (
+            FrostFwdV3 as plain,
+            FrostFwdV3Checkpoints as checkpoints,
+            FrostFwdV3Values as values,
+        )
+    elif version == "v2":
+        from cudnn.linear_attention.frost.kernels.fwd_v2 import (
+            FrostFwdV2 as plain,
+            FrostFwdV2Checkpoints as checkpoints,
+            FrostFwdV2Values as values,
+        )
+    else:
+        raise ValueError(f"version_class: version must be 'v2' or 'v3', got {version!r}")
     if cfg.write_values:
-        return fwd_v2.FrostFwdV2Values
-    return fwd_v2.FrostFwdV2Checkpoints if cfg.write_checkpoints else fwd_v2.FrostFwdV2
+        return values
+    return checkpoints if cfg.write_checkpoints else plain
 
 
 def product_class(cfg: FrostFwdConfig, arch: str):
     """The product's forward kernel class for cfg on arch (product_algorithm)."""
-    if product_algorithm(cfg, arch) == "v3":
-        from cudnn.linear_attention.frost.kernels.fwd_v3 import FrostFwdV3
-
-        return FrostFwdV3
-    return v2_class(cfg)
+    return version_class(product_algorithm(cfg, arch), cfg)
 
 
 def kernel_class(cfg: FrostFwdConfig, arch: str):

@@ -127,7 +127,7 @@ class FrostFwdV3(FrostFwdV2):
     def __init__(self, cfg: FrostFwdConfig):
         if (cfg.write_checkpoints or cfg.write_values) and not self.TRAINING_LAUNCHER:
             raise ValueError("FrostFwdV3: state checkpoints and values are written by its training launchers "
-                             "(FrostFwdV3Checkpoints, FrostFwdV3Values; fwd_v3.v3_class picks one)")
+                             "(FrostFwdV3Checkpoints, FrostFwdV3Values; compile_kernel.version_class picks one)")
         super().__init__(cfg)
 
     # ------------------------------------------------------------------ v2 extension points
@@ -274,10 +274,3 @@ class FrostFwdV3Values(FrostFwdV3, FrostFwdV2Values):
 
     TRAINING_LAUNCHER = True
 
-
-def v3_class(cfg: FrostFwdConfig):
-    """v3's class for cfg, as compile_kernel.v2_class for v2: the plain forward, or the
-    launcher that writes the state checkpoints, or the one that writes U too."""
-    if cfg.write_values:
-        return FrostFwdV3Values
-    return FrostFwdV3Checkpoints if cfg.write_checkpoints else FrostFwdV3
