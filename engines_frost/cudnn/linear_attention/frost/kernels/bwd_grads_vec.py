@@ -780,8 +780,7 @@ class FrostBwdGradsVecWgmma(WgmmaStateProducts, FrostBwdGradsVec):
     """FrostBwdGradsVec with its three state products on warpgroup MMA
     (FrostBwdConfig.grads_wgmma with vector gates; NOTES_bwd.md "Vector-gate grads: state
     products on warpgroup MMA"): stage A's tiles are swizzled (smem_regions' wgmma plan),
-    the cp.async fills (each thread's swizzled destinations from one offset per tile shape:
-    issue_copies, copy_walk) and fp16 dO's in-place conversion are fenced against the async
+    the cp.async fills and fp16 dO's in-place conversion are fenced against the async
     proxy before the barrier that ends the load phase, and scores_and_products_vec issues
     the products (WgmmaStateProducts.issue_state_products, GDN's code) first, then runs
     the score tiles, dv and the S dS sum while they are in flight, retires them, applies
