@@ -357,57 +357,5 @@ def test_wgmma_grads_descriptors(family, K, tmp_path):
     assert b_hi in consts or b_hi - 2**32 in {int(c) for c in re.findall(r"(-?\d{6,})", text)}, "B descriptor"
 
 
-def _canonical_swizzled(r: int, c: int, rows: int, atom: int) -> int:
-    """Byte offset of element (r, c) of a bf16 [rows, cols] tile in the wgmma K-major
-    swizzled layout, from the PTX ISA's definition and independent of CuTe: atoms of 8 rows
-    x `atom` elements (64: 128-byte swizzle, 32: 64-byte), tiled rows first, and inside an
-    atom row the 16-byte chunk index XORed with address bits 7-9 (128-byte: r % 8) or 7-8
-    (64-byte: (r % 8) // 2) of the row's offset."""
-    row_bytes = 2 * atom
-    chunk = (2 * (c % atom)) // 16
-    xor = r % 8 if atom == 64 else (r % 8) // 2
-    return ((c // atom) * rows * row_bytes + (r // 8) * 8 * row_bytes + (r % 8) * row_bytes
-            + ((chunk ^ xor) * 16) + (2 * c) % 16)
-
-
-@cutlass.cute.jit
-def _copy_walk(shape: cutlass.Constexpr, kind: cutlass.Constexpr, threads: cutlass.Constexpr, out: cutlass.Constexpr):
-    from cudnn.linear_attention.frost.kernels.bwd_grads_wgmma import copy_walk
-
-    out.append(copy_walk(shape, kind, threads))
-
-
-@pytest.mark.parametrize("K, V", [(128, 128), (128, 64), (64, 128), (64, 64)])
-def test_copy_walk_is_the_swizzled_tiles_walk(K, V):
-    """copy_walk (FrostBwdGradsVecWgmma's load phase: each thread's cp.async destinations
-    from one swizzled offset plus constants) over the vector wgmma grads kernel's swizzled
-    tiles, dO, U, dR [C, V] (SW128) and S, dS [V, K] (b_swizzle(K)): its walk covers each
-    16-byte slice of the tile once, and copy u of every thread lands at copy 0 plus u stride
-    in the canonical swizzled layout (_canonical_swizzled, not CuTe's). A walk whose row step
-    is not whole swizzle periods (32 threads: 2 or 4 rows) is refused."""
-    from cudnn.linear_attention.frost.kernels.bwd_grads import THREADS
-    from cudnn.linear_attention.frost.kernels.bwd_grads_wgmma import b_swizzle
-    from cudnn.linear_attention.frost.kernels.fwd_v1 import CHUNK, SW128, VEC
-
-    for shape, kind in (((CHUNK, V), SW128), ((V, K), b_swizzle(K))):
-        out = []
-        _copy_walk(shape, kind, THREADS, out)
-        (per_row, step, count, stride), = out
-        rows, cols = shape
-        atom = 64 if kind == SW128 else 32
-        assert per_row * VEC == cols and count * THREADS == rows * per_row
-        seen = set()
-        for tid in range(THREADS):
-            r0, col = tid // per_row, (tid % per_row) * VEC
-            first = _canonical_swizzled(r0, col, rows, atom)
-            for u in range(count):
-                at = _canonical_swizzled(r0 + step * u, col, rows, atom)
-                assert at == first + u * stride, (shape, kind, tid, u)
-                seen.add(at)
-        assert seen == set(range(0, rows * cols * 2, 16)), (shape, kind)
-    with pytest.raises(ValueError, match="copy_walk"):
-        _copy_walk((CHUNK, V), SW128, 32, [])
-
-
 if __name__ == "__main__":
     raise SystemExit(pytest.main([__file__, "-q"]))

@@ -94,19 +94,6 @@ def sass_instructions(cubin: str) -> list[str]:
     return out
 
 
-def barrier_regions(instrs: list[str]) -> list[list[str]]:
-    """The instructions split after each BAR.SYNC (region_histograms' regions, as lists)."""
-    regions, cur = [], []
-    for ins in instrs:
-        cur.append(ins)
-        op = ins.split()[0] if not ins.startswith("@") else ins.split()[1]
-        if op.startswith("BAR.SYNC"):
-            regions.append(cur)
-            cur = []
-    regions.append(cur)
-    return regions
-
-
 def region_histograms(instrs: list[str]) -> list[collections.Counter]:
     regions, cur = [], collections.Counter()
     for ins in instrs:

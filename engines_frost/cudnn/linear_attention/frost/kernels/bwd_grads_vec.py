@@ -37,12 +37,11 @@ from types import SimpleNamespace
 import cutlass
 import cutlass.cute as cute
 from cutlass import BFloat16, Float32, Int32
-from cutlass.cute import AddressSpace
 from cutlass.cute.nvgpu import warpgroup
 
 from cudnn.linear_attention.frost.kernels.bwd_config import FrostBwdConfig
 from cudnn.linear_attention.frost.kernels.bwd_grads import ROW_SUMS, THREADS, WARPS, FrostBwdGrads, _tv
-from cudnn.linear_attention.frost.kernels.bwd_grads_wgmma import WgmmaStateProducts, b_swizzle, copy_walk
+from cudnn.linear_attention.frost.kernels.bwd_grads_wgmma import WgmmaStateProducts, b_swizzle
 from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
 from cudnn.linear_attention.frost.kernels.decay_ptx import LOG2_E, ex2, ffma, split_bf16x2, unpack_bf16x2
 from cudnn.linear_attention.frost.kernels.seq_bounds import sequence_bounds
@@ -790,106 +789,6 @@ class FrostBwdGradsVecWgmma(WgmmaStateProducts, FrostBwdGradsVec):
     grads were, on the H200)."""
 
     wgmma_products = True
-
-    # ------------------------------------------------------------------ load phase
-    @cute.jit
-    def issue_copies(self, s, mdo, mu, mdr, mv, mckpt, mdckpt, heads, rho, srow, t0, eos, tid):
-        """FrostBwdGrads.issue_copies (the same copies in the same order, to the same bytes)
-        with each thread's shared destinations computed once: a swizzled tensor's element
-        address is the swizzle of the full address, which ptxas cannot take apart (the
-        shared base is a run-time value), so indexing dO, U, dR, S, dS recomputed the
-        swizzle for each of the thread's 28 copies (K = V = 128). copy_walk shows (while
-        tracing) that copy u of a thread lands at its first slice's swizzled offset plus
-        u stride, and the tiles' bases are multiples of the swizzle period: one offset per
-        tile shape (the [C, V] tiles share theirs), the rest constants."""
-        c = self.cfg
-        h = heads[3]
-        a_io, a_bf = self.copy_atoms()
-        rows = self.first_slice((CHUNK, c.V), SW128, tid)
-        self.copy_rows_walk(a_io, self.do_io_view(s), rows, mdo, h, t0, eos, tid, self.io)
-        self.copy_rows_walk(a_bf, s.u, rows, mu, h, t0, eos, tid, BFloat16)
-        self.copy_rows_walk(a_bf, s.dr, rows, mdr, h, t0, eos, tid, BFloat16)
-        states = self.first_slice((c.V, c.K), b_swizzle(c.K), tid)
-        self.copy_state_walk(a_bf, s.sf, states, mckpt, srow, h, tid)
-        self.copy_state_walk(a_bf, s.dsf, states, mdckpt, rho, h, tid)
-
-    def first_slice(self, shape, kind, tid):
-        """(byte offset of thread tid's first 16-byte slice in a swizzled [rows, cols] tile
-        whose base is a multiple of the swizzle period, copy_walk's walk): the offset from
-        CuTe's own swizzled indexing at a zero base, once per thread."""
-        walk = copy_walk(shape, kind, THREADS)
-        per_row = walk[0]
-        sw = sw128_layout(shape, kind)
-        zero = cute.make_tensor(cute.make_ptr(BFloat16, 0, AddressSpace.smem, assumed_align=SW128_ALIGN,
-                                              swizzle_=sw.inner), sw.outer)
-        first = cute.local_tile(zero[tid // per_row, None], (VEC,), (tid % per_row,)).iterator.toint()
-        return first, walk
-
-    def slice_at(self, tile: cute.Tensor, start, u: int, dtype) -> cute.Tensor:
-        """Copy u's 16-byte destination in a swizzled tile, (first, walk) = start: the tile's
-        address (its pointer without the swizzle, which is the tile's base) plus the
-        thread's first offset plus u stride."""
-        first, (_, _, _, stride) = start
-        base = cute.recast_ptr(tile.iterator, dtype=dtype).toint()
-        ptr = cute.make_ptr(dtype, base + first + u * stride, AddressSpace.smem, assumed_align=16)
-        return cute.make_tensor(ptr, cute.make_layout((VEC,)))
-
-    def row_stride(self, src: cute.Tensor, mode: int) -> int:
-        """The static element stride of a packed global view's mode (bwd_views: compact,
-        row-major), which must be flat: then element (.., x + i, ..) is element (.., x, ..)
-        plus i stride, and a thread's later copies are its first source plus constants."""
-        shape, stride = src.layout.shape[mode], src.layout.stride[mode]
-        if not isinstance(stride, int) or isinstance(shape, tuple):
-            raise ValueError(f"{type(self).__name__}: mode {mode} of {src.layout} is not one static stride")
-        return stride
-
-    @cute.jit
-    def copy_rows_walk(self, atom, dst, start, src, head, t0, eos, tid, dtype):
-        """copy_rows_async into a swizzled [C, V] tile through slice_at, the sources from one
-        address per thread: row t0 (inside the sequence, so inside the tensor, as every
-        view copy_or_zero forms) plus the thread's rows as static multiples of the row
-        stride (rows past eos get an address, never an access: their copy is the zero
-        store)."""
-        per_row, step, count, _ = start[1]
-        r0, cv = tid // per_row, tid % per_row
-        rs = self.row_stride(src, 0)
-        if cutlass.const_expr(rs % VEC != 0):
-            raise ValueError(f"{type(self).__name__}: row stride {rs} is not whole 16-byte slices")
-        # r0 rs is a multiple of the 16-byte slice (rs is, as row_stride checks)
-        first = cute.local_tile(src[t0, head, None], (VEC,), (cv,)).iterator + cute.assume(r0 * rs, divby=VEC)
-        for u in cutlass.range_constexpr(count):
-            r = r0 + u * step
-            d = self.slice_at(dst, start, u, dtype)
-            if t0 + r < eos:
-                cute.copy(atom, cute.make_tensor(first + u * step * rs, cute.make_layout((VEC,))), d)
-            else:
-                z = cute.make_rmem_tensor((VEC,), dtype)
-                z.fill(0.0)
-                cute.autovec_copy(z, d)
-
-    @cute.jit
-    def copy_state_walk(self, atom, dst, start, src, row, h, tid):
-        """copy_state_async into a swizzled [V, K] tile through slice_at, the sources from
-        the thread's first one plus static multiples of the value-row stride."""
-        per_row, step, count, _ = start[1]
-        jv0, cv = tid // per_row, tid % per_row
-        rs = self.row_stride(src, 2)
-        first = cute.local_tile(src[row, h, jv0, None], (VEC,), (cv,)).iterator
-        for u in cutlass.range_constexpr(count):
-            cute.copy(atom, cute.make_tensor(first + u * step * rs, cute.make_layout((VEC,))),
-                      self.slice_at(dst, start, u, BFloat16))
-
-    @cute.jit
-    def convert_rows(self, s, tid):
-        """FrostBwdGrads.convert_rows (fp16 io: dO's raw rows -> bf16 in place, each thread
-        the slices its own copies wrote) through first_slice and slice_at, as the copies."""
-        start = self.first_slice((CHUNK, self.cfg.V), SW128, tid)
-        for u in cutlass.range_constexpr(start[1][2]):
-            x = load_vec(self.slice_at(s.do, start, u, self.io))
-            y = cute.make_rmem_tensor((VEC,), BFloat16)
-            for e in cutlass.range_constexpr(VEC):
-                y[e] = x[e].to(Float32).to(BFloat16)
-            cute.autovec_copy(y, self.slice_at(s.do, start, u, BFloat16))
 
     @cute.jit
     def land_copies(self, s, tid):

@@ -60,8 +60,7 @@ from cudnn.linear_attention.frost.kernels.bwd_config import FrostBwdConfig
 from cudnn.linear_attention.frost.kernels.bwd_grads import FrostBwdGrads, smem_plan as base_plan
 from cudnn.linear_attention.frost.kernels.bwd_grads import staging_bytes as grads_staging_bytes
 from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
-from cudnn.linear_attention.frost.kernels.fwd_v1 import (CHUNK, NBLK, SUB, SW64, SW128, SW128_ALIGN, VEC, sw128_layout,
-                                                       warp_mma)
+from cudnn.linear_attention.frost.kernels.fwd_v1 import CHUNK, NBLK, SUB, SW64, SW128, sw128_layout, warp_mma
 from cudnn.linear_attention.frost.kernels.fwd_v3 import WG_ROWS, WG_THREADS
 
 #: the wgmma B operands, [V, K] tiles with the channel-half swizzle (the A operands dO, U,
@@ -102,45 +101,6 @@ def smem_plan(c: FrostFwdConfig):
 def staging_bytes(c: FrostFwdConfig) -> int:
     """Bytes from s.do on that the dq/dk staging may use: the consecutive STAGED tensors."""
     return grads_staging_bytes(c, smem_plan(c), STAGED)
-
-
-def swizzle_bytes(x: int, sw) -> int:
-    """CuTe's Swizzle<B, M, S> (a swizzled shared pointer's, applied to byte addresses): bits
-    [M + S, M + S + B) of x XORed into bits [M, M + B)."""
-    return x ^ ((x >> sw.num_shift) & (((1 << sw.num_bits) - 1) << sw.num_base))
-
-
-def copy_walk(shape, kind: str, threads: int) -> tuple[int, int, int, int]:
-    """Trace time (static layouts): the walk of `threads` threads filling a swizzled bf16
-    [rows, cols] tile (sw128_layout(shape, kind)) with 16-byte slices, as copy_rows_async
-    and copy_state_async do: thread tid copies slice tid % per_row of rows
-    tid // per_row + step u, u < count. Returns (per_row, step, count, stride) where
-    stride is a byte constant such that, for every thread, copy u lands at copy 0's byte
-    address plus u stride, and the tile's address plus the swizzled offset at a zero base:
-    so a thread's destinations need its first swizzled offset only, computed once, and
-    the u stride and each tile's base come in as constants. Raises ValueError unless that
-    holds for every (tid, u) (the step must be whole swizzle periods of rows) and the
-    swizzle's period divides SW128_ALIGN (the alignment of every swizzled tile's base:
-    allocate's region and the plan's 1024-byte multiples)."""
-    rows, cols = shape
-    per_row = cols // VEC
-    step = threads // per_row
-    count = rows * per_row // threads
-    sw = sw128_layout(shape, kind)
-    period = 1 << (sw.inner.num_bits + sw.inner.num_base + sw.inner.num_shift)
-    if SW128_ALIGN % period or count * threads != rows * per_row:
-        raise ValueError(f"copy_walk: {shape} {kind} over {threads} threads (period {period})")
-    stride = 2 * (cute.crd2idx((step, 0), sw.outer) - cute.crd2idx((0, 0), sw.outer))
-    for tid in range(threads):
-        r0, col = tid // per_row, (tid % per_row) * VEC
-        first = swizzle_bytes(2 * cute.crd2idx((r0, col), sw.outer), sw.inner)
-        for u in range(count):
-            at = 2 * cute.crd2idx((r0 + step * u, col), sw.outer)
-            for base in (0, SW128_ALIGN):
-                if swizzle_bytes(base + at, sw.inner) != base + first + u * stride:
-                    raise ValueError(f"copy_walk: {shape} {kind}: thread {tid} copy {u} is not "
-                                     f"copy 0 + {u} x {stride} bytes")
-    return per_row, step, count, stride
 
 
 def wgmma_ss(n: int):
