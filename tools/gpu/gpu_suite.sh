@@ -358,6 +358,12 @@ for s in "$@"; do
         stage gradsvecbench "for c in 'KDA fwd+bwd' 'GDN-2 fwd+bwd'; do for g in mma wgmma; do \
           echo \"== FROST_BWD_GRADS_VEC=\$g\"; FROST_BWD_GRADS_VEC=\$g python3 bench/bench_linear_attention.py \
           --cases \"\$c\" --impl FROST --reps 10 || exit 1; done; done" ;; esac ;;
+    spansplit|spansplittest|spansplitbench)  # long sequences split into spans (ops/_span_split.py)
+      [ "$s" = spansplitbench ] || stage spansplittest "python3 -m pytest -q -s -p no:cacheprovider \
+        tests/torch_ops/span_split_gpu_test.py"
+      [ "$s" = spansplittest ] || stage spansplitbench "for n in 0 ''; do echo \"== CUDNN_LA_SPAN_TOKENS=\$n\"; \
+        CUDNN_LA_SPAN_TOKENS=\$n python3 bench/bench_linear_attention.py --seqs 1 --len 32768 --reps 10 \
+        || exit 1; done" ;;
     v3train|v3trainsmoke|v3trainbench)  # training forward on v3 (tooling only), smoke and A/B
       [ "$s" = v3trainbench ] || stage v3trainsmoke "python3 tests/numerics/la_frost_bwd_smoke.py \
         --jobs \$(nproc) --family gdn --family kda --family gdn2 --fwd-kernel v3"

@@ -36,6 +36,7 @@ before calling the op (_dtype_normalise.py).
 """
 from __future__ import annotations
 
+import functools
 import math
 import operator
 from collections.abc import Callable, Mapping, Sequence
@@ -54,6 +55,7 @@ from cudnn.linear_attention.ops._family import (FORWARD_PORTS, FORWARD_RESULTS, 
 from cudnn.linear_attention.ops._graph_cache import GraphCache
 from cudnn.linear_attention.ops._graph_runner import CachedGraph, GraphRequest, build_graph
 from cudnn.linear_attention.ops._signature import OpSignature
+from cudnn.linear_attention.ops._span_split import SpanSplit
 from cudnn.ops.errors import OpTypeError, OpValueError, cudnnGraphNotSupportedError
 from cudnn.ops.op_spec import OpSpec
 
@@ -318,7 +320,7 @@ class FamilyOps:
         how = route(args, self._forward_tensor_positions)  # _direct_call.py
         args, state_dtype = self.dtypes.normalise(args, how)
         if how == DIRECT:  # nobody sees the checkpoint placeholder: the lane may skip it
-            results = self._run(self.forward_def, args, drop_unused=not checkpoints)
+            results = self._eager_forward(args, drop_unused=not checkpoints)
         elif how == DIRECT_AUTOGRAD:  # see _eager_function: only what records goes alone
             if not checkpoints and _training_checkpoints_enabled:
                 args = self._with_training_checkpoints(args)
@@ -332,6 +334,33 @@ class FamilyOps:
         if checkpoints:  # values (results[3]) stay internal: only the backward reads them
             return results[0], results[1], results[2]
         return results[0], results[1]
+
+    def _eager_forward(self, args: tuple[Any, ...], drop_unused: bool = False) -> _Results:
+        """The forward op's results for an eager call: split into spans that run side by
+        side where that pays (_span_split.py: long sequences on few heads), else the
+        forward graph."""
+        span = self._span_split.span_for(args)
+        if span is not None:
+            split = self._span_split
+            key = self.forward_def.cache_key(args)
+            if key not in split.checked:  # the forward's own checks name bad arguments
+                op = self.forward_def
+                check_call(op.name, self.family, op.spec, dict(zip(op.signature.names, args)))
+                split.checked.add(key)
+            if key not in split.declined:
+                results = split.run(args, span)
+                if results is not None:
+                    return results
+                split.declined.add(key)  # no engine serves its summary
+        return self._run(self.forward_def, args, drop_unused)
+
+    @functools.cached_property
+    def _span_split(self) -> SpanSplit:
+        from cudnn.linear_attention.ops.summary import SUMMARY_OPS  # registers them
+
+        (summary,) = [s.summary for s in SUMMARY_OPS if s.family.name == self.family.name]
+        return SpanSplit(self.forward_signature.names,
+                         lambda args: self._run(self.forward_def, args), summary)
 
     def _with_training_checkpoints(self, args: tuple[Any, ...]) -> tuple[Any, ...]:
         """`args` asking for checkpoints every TRAINING_CHECKPOINT_EVERY tokens, and for the
@@ -536,7 +565,7 @@ class FamilyOps:
             def forward(ctx: Any, call: tuple[tuple[Any, ...], tuple[int, ...]],
                         *_recording: Any) -> _Results:
                 args, ctx.recording = call
-                results = ops._forward_kernel(*args)
+                results = ops._eager_forward(args)
                 ops._setup_context(ctx, args, results)
                 return results
 

@@ -1,0 +1,92 @@
+"""The span-split forward (ops/_span_split.py) on the GPU with the installed engines
+(tag gpu; skipped without a GPU): GDN, KDA and GDN-2 split into spans (forced lengths,
+chunk-aligned and not, and the automatic rule on one long sequence) against the float64
+recurrent references, and the split's gradients (the unsplit backward's). Run on the GPU
+machine from the repository root:
+  python -m pytest -q -s tests/torch_ops/span_split_gpu_test.py
+"""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from cudnn.linear_attention.ops import _span_split as ss
+from tests.reference.compare import assert_rel_close, rel_err
+from tests.reference.families import reference_backward, reference_forward
+from tests.reference.inputs import InputConfig, make_grad_outputs, make_inputs
+from tests.reference.preprocess import Family
+from tests.torch_ops.op_calls import call_op, grads_of, leaves
+
+pytestmark = pytest.mark.gpu
+BOUND = 1e-2  # bf16: the bound ops_gpu_test.py holds the unsplit op to
+
+
+@pytest.fixture(autouse=True)
+def gpu():
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+
+
+@pytest.fixture
+def splits(monkeypatch):
+    """Counts the calls that did split."""
+    ran = []
+    real = ss.SpanSplit.run
+
+    def run(self, args, span):
+        results = real(self, args, span)
+        ran.append((span, results is not None))
+        return results
+
+    monkeypatch.setattr(ss.SpanSplit, "run", run)
+    return ran
+
+
+def _config(family, seq_lens, **kw):
+    base = dict(family=family, seq_lens=seq_lens, H=4, K=128, V=128, dtype=torch.bfloat16,
+                device="cuda", with_initial_state=True, use_qk_l2norm=True)
+    base.update(kw)
+    return InputConfig(**base)
+
+
+@pytest.mark.parametrize("family", list(Family), ids=lambda f: f.value)
+@pytest.mark.parametrize("tokens", [512, 333])
+def test_forced_split_matches_the_reference(family, tokens, splits, monkeypatch):
+    monkeypatch.setenv(ss.ENV, str(tokens))
+    x = make_inputs(_config(family, (3000, 0, 1, 1100, 64)), seed=tokens)
+    o, final = call_op(x)
+    assert splits == [(tokens, True)], splits
+    ref_o, ref_final = reference_forward(x)
+    print(f"{family.value} span {tokens}: o {rel_err(o, ref_o):.2e}, "
+          f"final_state {rel_err(final, ref_final):.2e}")
+    assert_rel_close("o", o, ref_o, BOUND)
+    assert_rel_close("final_state", final, ref_final, BOUND)
+
+
+@pytest.mark.parametrize("family", list(Family), ids=lambda f: f.value)
+def test_one_long_sequence_splits_on_its_own(family, splits, monkeypatch):
+    monkeypatch.delenv(ss.ENV, raising=False)
+    x = make_inputs(_config(family, (8191,), H=2, with_initial_state=False), seed=7)
+    o, final = call_op(x)
+    assert len(splits) == 1 and splits[0][1], splits
+    ref_o, ref_final = reference_forward(x)
+    print(f"{family.value} auto span {splits[0][0]}: o {rel_err(o, ref_o):.2e}, "
+          f"final_state {rel_err(final, ref_final):.2e}")
+    assert_rel_close("o", o, ref_o, BOUND)
+    assert_rel_close("final_state", final, ref_final, BOUND)
+
+
+@pytest.mark.parametrize("family", list(Family), ids=lambda f: f.value)
+def test_split_forward_gradients(family, splits, monkeypatch):
+    monkeypatch.setenv(ss.ENV, "256")
+    config = _config(family, (700, 1, 300))
+    x = leaves(make_inputs(config, seed=3))
+    dO, dht = make_grad_outputs(config, seed=4)
+    o, final = call_op(x)
+    assert splits == [(256, True)], splits
+    torch.autograd.backward((o, final), (dO, dht))
+    ref = reference_backward(x, dO, dht)
+    for name, grad in grads_of(x).items():
+        if grad is not None:
+            print(f"{family.value} {name}: {rel_err(grad, getattr(ref, name)):.2e}")
+            assert_rel_close(name, grad, getattr(ref, name), BOUND)

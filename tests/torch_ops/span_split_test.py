@@ -1,0 +1,166 @@
+"""The span-split forward (torch_ops/.../ops/_span_split.py) on a CPU: its span table and
+state composition against plain Python, the public ops split through the test-only
+reference engines against the float64 references (forward and autograd), and the calls
+it must leave alone.
+
+CUDNN_LA_SPAN_TOKENS forces the split on the CPU (its auto rule is for GPUs)."""
+from __future__ import annotations
+
+import random
+
+import pytest
+import torch
+
+from cudnn.linear_attention.ops import _span_split as ss
+from tests.reference.compare import assert_rel_close
+from tests.reference.families import reference_backward, reference_forward
+from tests.reference.inputs import InputConfig, make_grad_outputs, make_inputs
+from tests.reference.preprocess import Family
+from tests.torch_ops.op_calls import call_op, grads_of, leaves
+from tests.torch_ops.reference_summary_engine import (cp_reference_engines_installed,
+                                                      loaded_engine)
+
+F64 = torch.float64
+BOUND = 1e-10  # float64 throughout: only the order of the sums differs from the reference
+
+
+@pytest.fixture(scope="module", autouse=True)
+def engines():
+    with cp_reference_engines_installed():
+        yield
+
+
+@pytest.fixture
+def span(monkeypatch):
+    def force(n: int) -> None:
+        monkeypatch.setenv(ss.ENV, str(n))
+    return force
+
+
+def _summary_calls(family: Family) -> int:
+    return len(loaded_engine(family.value, f"{family.value}_summary_reference").calls)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_span_table_tiles_each_sequence(seed):
+    rng = random.Random(seed)
+    lengths = [rng.choice([0, 1, 2, 5, 7, 8, 9, 16, 31]) for _ in range(rng.randint(1, 7))]
+    span = rng.choice([1, 3, 4, 8])
+    cu = torch.tensor([0, *torch.tensor(lengths).cumsum(0).tolist()], dtype=torch.int32)
+    T, N = int(cu[-1]), len(lengths)
+    spans = ss.span_count_bound(T, N, span)
+    span_cu, first, count = ss.span_table(cu, span, spans)
+    assert span_cu.dtype == torch.int32 and span_cu.shape == (spans + 1,)
+    want, at = [], 0
+    for n, length in enumerate(lengths):
+        pieces = max(1, -(-length // span))
+        assert (int(first[n]), int(count[n])) == (len(want), pieces)
+        want += [int(cu[n]) + j * span for j in range(pieces)]
+        at += length
+    want += [T] * (spans + 1 - len(want))
+    assert span_cu.tolist() == want
+
+
+def test_entering_states_compose_the_maps():
+    gen = torch.Generator().manual_seed(3)
+    counts = [3, 1, 2]
+    spans, HO, V, K = sum(counts) + 2, 2, 3, 4
+    final0 = torch.randn(spans, HO, V, K, dtype=F64, generator=gen)
+    transition = torch.randn(spans, HO, K, K, dtype=F64, generator=gen) / 2
+    initial = torch.randn(len(counts), HO, V, K, dtype=F64, generator=gen)
+    first = torch.tensor([0, 3, 4])
+    got = ss.entering_states(initial, final0, transition, first, torch.tensor(counts), 3, F64)
+    for n, c in enumerate(counts):
+        x = initial[n]
+        for j in range(c):
+            i = int(first[n]) + j
+            assert_rel_close(f"span {i}", got[i], x, 1e-14)
+            x = x @ transition[i] + final0[i]
+    assert torch.count_nonzero(got[sum(counts):]) == 0
+
+
+def test_auto_rule():
+    assert ss.auto_span_tokens(32768, 1, 16, 132) == 4096
+    for T, N, HO in [(32768, 1, 16), (65536, 2, 8), (200000, 1, 4), (32768, 3, 8)]:
+        span = ss.auto_span_tokens(T, N, HO, 132)
+        if span is None:
+            continue
+        assert span % ss.CHUNK == 0 and span >= ss.MIN_SPAN
+        assert T // span >= ss.MIN_GAIN * N  # the split pays
+        assert ss.span_count_bound(T, N, span) * HO <= 132 + N * HO  # about one wave
+    assert ss.auto_span_tokens(8 * 4096, 8, 16, 132) is None  # pairs already fill the GPU
+    assert ss.auto_span_tokens(2048, 1, 16, 132) is None      # too short to cut in MIN_GAIN
+    assert ss.auto_span_tokens(32768, 1, 64, 132) is None     # heads fill the GPU
+
+
+def _config(family, seq_lens=(13, 0, 1, 7, 20), **kw):
+    base = dict(family=family, seq_lens=seq_lens, H=2, HV=4, K=4, V=3, dtype=F64,
+                gate_dtype=F64, state_dtype=F64, param_dtype=F64, with_initial_state=True)
+    base.update(kw)
+    return InputConfig(**base)
+
+
+@pytest.mark.parametrize("family", list(Family), ids=lambda f: f.value)
+@pytest.mark.parametrize("tokens", [1, 4, 6, 64])
+def test_split_forward_matches_the_reference(family, tokens, span):
+    span(tokens)
+    config = _config(family, use_qk_l2norm=True)
+    x = make_inputs(config, seed=11 + tokens)
+    before = _summary_calls(family)
+    o, final = call_op(x)
+    assert _summary_calls(family) == before + 1  # it did split
+    ref_o, ref_final = reference_forward(x)
+    assert_rel_close("o", o, ref_o, BOUND)
+    assert_rel_close("final_state", final, ref_final, BOUND)
+
+
+@pytest.mark.parametrize("family", list(Family), ids=lambda f: f.value)
+def test_split_without_initial_or_final_state(family, span):
+    span(5)
+    x = make_inputs(_config(family, with_initial_state=False), seed=21)
+    o, final = call_op(x, output_final_state=False)
+    assert final.numel() == 0
+    assert_rel_close("o", o, reference_forward(x)[0], BOUND)
+
+
+@pytest.mark.parametrize("family", list(Family), ids=lambda f: f.value)
+def test_split_forward_keeps_the_backward(family, span):
+    """Autograd saves the call's own arguments: the gradients are the unsplit backward's."""
+    span(4)
+    config = _config(family)
+    x = leaves(make_inputs(config, seed=31))
+    dO, dht = make_grad_outputs(config, seed=32)
+    before = _summary_calls(family)
+    o, final = call_op(x)
+    assert _summary_calls(family) == before + 1
+    torch.autograd.backward((o, final), (dO, dht))
+    ref = reference_backward(make_inputs(config, seed=31), dO, dht)
+    for name, grad in grads_of(x).items():
+        if grad is not None:
+            assert_rel_close(name, grad, getattr(ref, name), 1e-9)
+
+
+def test_calls_it_leaves_alone(span):
+    span(4)
+    x = make_inputs(_config(Family.GDN), seed=41)
+    before = _summary_calls(Family.GDN)
+    call_op(x, batch_invariant=True)
+    call_op(x, checkpoint_every_n_tokens=4)
+    assert _summary_calls(Family.GDN) == before
+    span(0)
+    call_op(x)
+    assert _summary_calls(Family.GDN) == before
+
+
+def test_bad_setting_is_named(span):
+    span(-3)
+    x = make_inputs(_config(Family.GDN), seed=51)
+    with pytest.raises(ValueError, match=ss.ENV):
+        call_op(x)
+
+
+def test_bad_input_gets_the_forwards_error(span):
+    span(4)
+    x = make_inputs(_config(Family.KDA), seed=61)
+    with pytest.raises(ValueError, match="'v'"):
+        call_op(x.__class__(**{**{f: getattr(x, f) for f in x.__dataclass_fields__}, "v": x.v[:5]}))

@@ -1,0 +1,206 @@
+"""Long sequences on few heads: the forward split into spans that run side by side.
+
+The chunked kernels walk each (sequence, head) pair's state serially, one CTA per pair, so
+a call with few pairs leaves most of the GPU idle: one 32k-token sequence with 16 heads
+keeps 16 of an H200's 132 SMs busy and takes 8x the time of the same tokens as 8
+sequences. The state a span leaves is an affine function of the state entering it
+(X_out = X_in @ transition + final_from_zero, ops/summary.py), so the forward can run as:
+
+1. cut every sequence into spans of S tokens (span j of sequence n starts at
+   cu[n] + j S; a sequence always has at least one span, an empty one if it is empty);
+2. one span-summary call over all spans at once (their final states from zero and their
+   transitions: two forward passes, every span in parallel);
+3. the entering state of each span by composing those maps along each sequence (a few
+   small batched matmuls per span of the longest sequence, on the device);
+4. the forward over all spans at once, each from its entering state; a sequence's final
+   state is its last span's.
+
+That is three forward passes with S-token critical paths instead of one with the whole
+sequence's, so it pays when the spans multiply the pairs by well over three
+(`auto_span_tokens`). Nothing reads cu_seqlens on the host: the span table is built on
+the device with a static bound on its length (N + T // S spans; spans past the real ones
+are empty, at T). The backward is untouched: autograd saves the call's own arguments and
+the backward graph sees the unsplit sequences.
+
+Not split: calls that ask for checkpoints or values (their rows are laid out by the
+unsplit sequences), a pinned plan (it must run as asked), batch_invariant (the span
+length depends on the batch's size), calls under torch.compile (they go through the
+registered op), and calls whose summary no engine serves (remembered per configuration).
+CUDNN_LA_SPAN_TOKENS overrides the choice: 0 never splits, a positive n splits every call
+that may be split into n-token spans (on any device: the tests use it on the CPU).
+"""
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+
+ENV = "CUDNN_LA_SPAN_TOKENS"
+#: spans are whole 64-token chunks of the kernels, and at least this long: shorter spans
+#: spend more of each pass in the per-span prologue and the transition pass than they save
+MIN_SPAN = 1024
+CHUNK = 64
+#: split only when spans multiply the (sequence, head) pairs by at least this much: the
+#: split runs three passes where the plain forward runs one
+MIN_GAIN = 4
+
+_sm_counts: dict[int, int] = {}
+
+
+def _sms(device: torch.device) -> int:
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    count = _sm_counts.get(index)
+    if count is None:
+        count = _sm_counts[index] = torch.cuda.get_device_properties(index).multi_processor_count
+    return count
+
+
+def auto_span_tokens(T: int, N: int, HO: int, sms: int) -> int | None:
+    """The span length for T tokens in N sequences with HO heads on `sms` SMs, or None when
+    splitting would not pay: about one wave of (span, head) pairs, in whole chunks, at
+    least MIN_SPAN tokens, and at least MIN_GAIN spans per sequence on average."""
+    if N < 1 or T < 1 or HO < 1:
+        return None
+    spans = sms // HO  # one wave: each (span, head) pair is one CTA
+    if spans < MIN_GAIN * N:
+        return None
+    span = -(-T // spans)
+    span = max(MIN_SPAN, -(-span // CHUNK) * CHUNK)
+    if T // span < MIN_GAIN * N:
+        return None
+    return span
+
+
+def span_tokens(T: int, N: int, HO: int, device: torch.device) -> int | None:
+    """The span length this call splits into (ENV, else auto_span_tokens on a GPU), or None."""
+    forced = os.environ.get(ENV)
+    if forced is not None and forced.strip() != "":
+        try:
+            n = int(forced)
+        except ValueError:
+            raise ValueError(f"{ENV}: expected a non-negative integer; got {forced!r}") from None
+        if n < 0:
+            raise ValueError(f"{ENV}: expected a non-negative integer; got {n}")
+        return n if n > 0 and N >= 1 and T >= 1 else None
+    if device.type != "cuda":
+        return None
+    return auto_span_tokens(T, N, HO, _sms(device))
+
+
+def span_count_bound(T: int, N: int, span: int) -> int:
+    """Spans of the table for T tokens in N sequences: sum of ceil(len / span), at least
+    one per sequence, is at most N + T // span."""
+    return N + T // span
+
+
+def span_table(cu_seqlens: torch.Tensor, span: int, spans: int
+               ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(span_cu [spans + 1] in cu_seqlens' dtype, first [N], count [N]) on the device:
+    sequence n's spans are first[n] .. first[n] + count[n] - 1, of `span` tokens each but
+    the last; the rows past the real spans are empty spans at T."""
+    cu = cu_seqlens.long()
+    N = cu.numel() - 1
+    lengths = cu[1:] - cu[:-1]
+    count = torch.clamp((lengths + span - 1) // span, min=1)
+    ends = torch.cumsum(count, 0)
+    first = ends - count
+    i = torch.arange(spans, device=cu.device)
+    n = torch.searchsorted(ends, i, right=True)  # the sequence of span i; N past the real ones
+    real = n < N
+    n = n.clamp(max=N - 1)
+    starts = torch.where(real, cu[n] + (i - first[n]) * span, cu[N])
+    return torch.cat([starts, cu[N:]]).to(cu_seqlens.dtype), first, count
+
+
+def entering_states(initial: torch.Tensor | None, final0: torch.Tensor, transition: torch.Tensor,
+                    first: torch.Tensor, count: torch.Tensor, steps: int, dtype: torch.dtype
+                    ) -> torch.Tensor:
+    """The state entering each span ([spans, HO, V, K], `dtype`), composing the spans'
+    maps X -> X @ transition + final0 along each sequence from its initial state (zero
+    when None). `steps` bounds the spans of one sequence; each step advances every
+    sequence by one span. A sequence with fewer spans reads an identity row and a zero row
+    (its state stands still) and writes a row of its own past the real ones, so no two
+    writes of a step meet and the result does not depend on scatter order."""
+    spans, HO, V, K = final0.shape
+    N = first.numel()
+    acc = torch.float64 if final0.dtype == torch.float64 else torch.float32
+    eye = torch.eye(K, dtype=acc, device=final0.device).expand(1, HO, K, K)
+    maps = torch.cat([transition.to(acc), eye])          # row `spans`: the identity
+    shifts = torch.cat([final0.to(acc), final0.new_zeros((1, HO, V, K), dtype=acc)])
+    x_in = final0.new_zeros((spans + N, HO, V, K), dtype=acc)
+    state = (initial.to(acc).clone() if initial is not None
+             else final0.new_zeros((N, HO, V, K), dtype=acc))
+    j = torch.arange(steps, device=first.device)[:, None]
+    live = j < count[None]
+    at = first[None] + j
+    write = torch.where(live, at, spans + torch.arange(N, device=first.device)[None])
+    read = torch.where(live, at, spans)
+    for step in range(steps):
+        x_in[write[step]] = state
+        rows = read[step]
+        state = torch.baddbmm(shifts[rows].flatten(0, 1), state.flatten(0, 1),
+                              maps[rows].flatten(0, 1)).view(N, HO, V, K)
+    return x_in[:spans].to(dtype)
+
+
+class SpanSplit:
+    """The split forward of one family (FamilyOps builds one; module docstring).
+
+    `run_forward(args)` runs the family's forward op on schema-ordered args and returns its
+    results; `summary_kernel` is the family's summary op kernel (ops/_summary_ops.py)."""
+
+    def __init__(self, names: Sequence[str], run_forward: Callable[[tuple[Any, ...]], tuple],
+                 summary: Any) -> None:
+        self._names = tuple(names)
+        self._at = {name: i for i, name in enumerate(names)}
+        self._run_forward = run_forward
+        self._summary = summary
+        self._summary_args = tuple(n for n in summary.signature.names
+                                   if n not in ("cu_seqlens", "initial_state", "output_transition"))
+        #: forward-op cache keys the forward's checks passed, and those whose summary no
+        #: engine serves (or whose summary's checks refuse what the forward takes)
+        self.checked: set[Any] = set()
+        self.declined: set[Any] = set()
+
+    def span_for(self, args: Sequence[Any]) -> int | None:
+        """The span length to split this forward call into, or None (module docstring)."""
+        at = self._at
+        if (args[at["checkpoint_every_n_tokens"]] or args[at["output_values"]]
+                or args[at["plan_name"]] is not None or args[at["batch_invariant"]]):
+            return None
+        q, cu = args[at["q"]], args[at["cu_seqlens"]]
+        HO = max(q.shape[1], args[at["v"]].shape[1])
+        return span_tokens(q.shape[0], cu.numel() - 1, HO, q.device)
+
+    def run(self, args: tuple[Any, ...], span: int) -> tuple | None:
+        """The forward's results (o, final_state, and the unused placeholders) by spans, or
+        None when the summary is not served (then the caller runs the plain forward)."""
+        from cudnn.ops.errors import OpTypeError, OpValueError, cudnnGraphNotSupportedError
+
+        at = self._at
+        q, cu, initial = args[at["q"]], args[at["cu_seqlens"]], args[at["initial_state"]]
+        T, N = q.shape[0], cu.numel() - 1
+        spans = span_count_bound(T, N, span)
+        span_cu, first, count = span_table(cu, span, spans)
+        summary_args = {n: args[at[n]] for n in self._summary_args}
+        try:
+            final0, transition = self._summary.op(cu_seqlens=span_cu, initial_state=None,
+                                                  output_transition=True, **summary_args)
+        except (cudnnGraphNotSupportedError, OpTypeError, OpValueError):
+            return None
+        dtype = initial.dtype if initial is not None else final0.dtype
+        steps = min(spans, -(-T // span))
+        x_in = entering_states(initial, final0, transition, first, count, steps, dtype)
+        split = list(args)
+        split[at["cu_seqlens"]] = span_cu
+        split[at["initial_state"]] = x_in
+        split[at["output_final_state"]] = True
+        results = self._run_forward(tuple(split))
+        o, finals = results[0], results[1]
+        if args[at["output_final_state"]]:
+            final = finals.index_select(0, first + count - 1)
+        else:
+            final = finals.new_empty((0,))
+        return (o, final, *results[2:])
