@@ -164,3 +164,19 @@ def test_bad_input_gets_the_forwards_error(span):
     x = make_inputs(_config(Family.KDA), seed=61)
     with pytest.raises(ValueError, match="'v'"):
         call_op(x.__class__(**{**{f: getattr(x, f) for f in x.__dataclass_fields__}, "v": x.v[:5]}))
+
+
+def test_table_follows_a_table_written_in_place(span):
+    """The span table is kept for the next call with the same cu_seqlens tensor; writing
+    into that tensor must rebuild it."""
+    span(4)
+    x = make_inputs(_config(Family.GDN, seq_lens=(9, 11)), seed=71)
+    o, _ = call_op(x)
+    assert_rel_close("o", o, reference_forward(x)[0], BOUND)
+    x.cu_seqlens[1] = 15  # now (15, 5): same tensor, same T
+    moved = make_inputs(_config(Family.GDN, seq_lens=(15, 5)), seed=71)
+    assert torch.equal(moved.q, x.q) and torch.equal(moved.cu_seqlens, x.cu_seqlens)
+    o2, final2 = call_op(x)
+    ref_o, ref_final = reference_forward(moved)
+    assert_rel_close("o after the in-place write", o2, ref_o, BOUND)
+    assert_rel_close("final_state after the in-place write", final2, ref_final, BOUND)

@@ -137,12 +137,36 @@ def entering_states(initial: torch.Tensor | None, final0: torch.Tensor, transiti
     at = first[None] + j
     write = torch.where(live, at, spans + torch.arange(N, device=first.device)[None])
     read = torch.where(live, at, spans)
-    for step in range(steps):
-        x_in[write[step]] = state
-        rows = read[step]
-        state = torch.baddbmm(shifts[rows].flatten(0, 1), state.flatten(0, 1),
-                              maps[rows].flatten(0, 1)).view(N, HO, V, K)
+    entering = []
+    # index_select and baddbmm rather than tensor indexing: this loop is host-bound (a few
+    # microseconds of GPU work per step), and they are the cheapest calls to launch
+    for rows in read.unbind(0):
+        entering.append(state)
+        state = torch.baddbmm(shifts.index_select(0, rows).flatten(0, 1), state.flatten(0, 1),
+                              maps.index_select(0, rows).flatten(0, 1)).view(N, HO, V, K)
+    x_in.index_copy_(0, write.flatten(), torch.stack(entering).flatten(0, 1))
     return x_in[:spans].to(dtype)
+
+
+class _TableCache:
+    """The last span table, for the next call with the same cu_seqlens tensor (a model's
+    layers share one): kept with a reference to that tensor, so `is` cannot meet a new
+    tensor at a freed address, and with its version counter, so writing into it in place
+    rebuilds the table."""
+
+    def __init__(self) -> None:
+        self._key: tuple[Any, ...] | None = None
+        self._cu: torch.Tensor | None = None
+        self._table: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None
+
+    def get(self, cu_seqlens: torch.Tensor, span: int, spans: int
+            ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        key = (cu_seqlens._version, span, spans, torch.cuda.current_stream(cu_seqlens.device)
+               if cu_seqlens.is_cuda else None)
+        if self._cu is not cu_seqlens or self._key != key:
+            self._table = span_table(cu_seqlens, span, spans)
+            self._cu, self._key = cu_seqlens, key
+        return self._table
 
 
 class SpanSplit:
@@ -163,6 +187,7 @@ class SpanSplit:
         #: engine serves (or whose summary's checks refuse what the forward takes)
         self.checked: set[Any] = set()
         self.declined: set[Any] = set()
+        self._tables = _TableCache()
 
     def span_for(self, args: Sequence[Any]) -> int | None:
         """The span length to split this forward call into, or None (module docstring)."""
@@ -183,11 +208,12 @@ class SpanSplit:
         q, cu, initial = args[at["q"]], args[at["cu_seqlens"]], args[at["initial_state"]]
         T, N = q.shape[0], cu.numel() - 1
         spans = span_count_bound(T, N, span)
-        span_cu, first, count = span_table(cu, span, spans)
+        span_cu, first, count = self._tables.get(cu, span, spans)
         summary_args = {n: args[at[n]] for n in self._summary_args}
         try:
-            final0, transition = self._summary.op(cu_seqlens=span_cu, initial_state=None,
-                                                  output_transition=True, **summary_args)
+            # the kernel itself, not the dispatcher: this call is already eager and checked
+            final0, transition = self._summary._kernel(cu_seqlens=span_cu, initial_state=None,
+                                                       output_transition=True, **summary_args)
         except (cudnnGraphNotSupportedError, OpTypeError, OpValueError):
             return None
         dtype = initial.dtype if initial is not None else final0.dtype
