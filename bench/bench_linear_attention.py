@@ -17,7 +17,7 @@ importable; a candidate whose package is missing reports an error row and the re
 ones (checkpoints, U: the "op FROST checkpoints" and "FROST kernels ckpt+U" rows) included,
 on one version of the test tooling (engines_frost/tests/frost_fwd_experiments.py
 use_kernel(..., training=True)): the A/B of a forward version is two runs, with and without
-(e.g. --frost-fwd-kernel v2 against the product's v3, training forwards included).
+(e.g. --frost-fwd-kernel v2 against the product's picks, training forwards included).
 """
 import argparse
 import math
