@@ -16,7 +16,8 @@ importable; a candidate whose package is missing reports an error row and the re
 --frost-fwd-kernel (default product) runs every FROST forward of the process, the training
 ones (checkpoints, U: the "op FROST checkpoints" and "FROST kernels ckpt+U" rows) included,
 on one version of the test tooling (engines_frost/tests/frost_fwd_experiments.py
-use_kernel(..., training=True)): the A/B of a forward version is two runs, with and without.
+use_kernel(..., training=True)): the A/B of a forward version is two runs, with and without
+(e.g. --frost-fwd-kernel v2 against the product's picks, training forwards included).
 """
 import argparse
 import math
@@ -308,7 +309,8 @@ def main():
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "engines_frost" / "tests"))
     from frost_fwd_experiments import use_kernel
 
-    print(f"FROST forward: {a.frost_fwd_kernel}, training forwards included (test tooling)")
+    print(f"FROST forward: {a.frost_fwd_kernel}, forced by the test tooling on every forward, training ones "
+          f"included (the A/B against a run without --frost-fwd-kernel, the product's picks)")
     with use_kernel(a.frost_fwd_kernel, training=True):
         run(a)
 

@@ -13,10 +13,11 @@ sm_90a, and the layouts it relies on are the ones the installed CuTe DSL builds.
 - v3's shared-memory plan fits every config and is no larger than v2's;
 - v3 refuses other architectures, and checkpoint / values configs outside its training
   launchers, by name;
-- the training launchers (FrostFwdV3Checkpoints, FrostFwdV3Values) compile for GDN, KDA,
-  GDN-2 at K = V = 128 and GDN at K = V = 64 without local memory or a stack frame, with
-  exactly the global stores of v2's training kernel (the bf16 checkpoint rows, U), and
-  with the plain v3 kernel's wgmma issue and wait sequence (the stores serialise nothing);
+- the training launchers (FrostFwdV3Checkpoints, FrostFwdV3Values: the product's training
+  forward for bf16 on sm_90a) compile for GDN, KDA, GDN-2 at K = V = 128 and GDN at
+  K = V = 64 without local memory or a stack frame, with exactly the global stores of
+  v2's training kernel (the bf16 checkpoint rows, U), and with the plain v3 kernel's
+  wgmma issue and wait sequence (the stores serialise nothing);
   traced, v2's and v3's chains store as U the solve's own fp32 accumulator of each block.
 Skips where nvidia-cutlass-dsl is not importable (the SASS checks where cuobjdump or
 nvdisasm is not found).
@@ -230,18 +231,20 @@ def _wgmma_sequence(instrs):
 @pytest.mark.parametrize("family,K,with_values", TRAINING,
                          ids=[f"{f}-K{k}-{'ckpt+U' if u else 'ckpt'}" for f, k, u in TRAINING])
 def test_v3_training_launchers_store_what_v2_stores(family, K, with_values):
-    """v3's training kernel against v2's (the product's training forward) and the plain v3
-    kernel, on the benchmark config as a training call: no spills; the same global stores
-    as v2's training kernel, which has more than the plain kernel (the checkpoint rows;
-    with U, 4 blocks x 8 values per thread and chunk more 2-byte stores); the plain v3
-    kernel's wgmma sequence."""
+    """v3's training kernel (the product's training forward on sm_90a) against v2's (the
+    training forward it replaced there, still the product's on other archs) and the plain
+    v3 kernel, on the benchmark config as a training call: no spills; the same global
+    stores as v2's training kernel, which has more than the plain kernel (the checkpoint
+    rows; with U, 4 blocks x 8 values per thread and chunk more 2-byte stores); the plain
+    v3 kernel's wgmma sequence."""
     import frost_cubin_report as report
-    from frost_fwd_experiments import product_config
+    from frost_fwd_experiments import product_algorithm, product_config
 
     plain = product_config(report.config_for(family, "product", K, K, False))
     training = dataclasses.replace(plain, write_checkpoints=True, write_values=with_values)
-    v3_usage, v3 = _sass(experiment(training, "v3"))
-    _, v2 = _sass(training)  # the product's training forward: v2
+    assert product_algorithm(training) == product_algorithm(plain) == "v3"  # what the SASS below is
+    v3_usage, v3 = _sass(training)  # the product's training forward on sm_90a: v3's launcher
+    _, v2 = _sass(experiment(training, "v2"))  # v2's launcher, forced
     _, v3_plain = _sass(plain)  # the product's plain bf16 forward on sm_90a: v3
     assert v3_usage["LOCAL"] == 0 and v3_usage["STACK"] == 0 and v3_usage["REG"] <= 255, v3_usage
     stores, plain_stores = _global_stores(v3), _global_stores(v3_plain)

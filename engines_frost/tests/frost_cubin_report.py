@@ -6,7 +6,8 @@ region of the SASS (region 1 ends at the first BAR.SYNC: state init + rows stage
 operands, gram, chain for v1/v2). ``--sass FILE`` writes the SASS with addresses stripped,
 so two builds can be diffed (``--sass`` of v2 before and after a refactor must be equal).
 ``--algorithm`` builds another kernel version as the test tooling does
-(frost_fwd_experiments.py: v0, v1, v3; v2, the default, is the product's kernel).
+(frost_fwd_experiments.py: v0, v1, v3; v2, the default, is the product's kernel for fp16
+and other archs, forced here for bf16 sm_90a, where the product compiles v3).
 
   PYTHONPATH=$(python3 tools/pythonpath.py) python3 engines_frost/tests/frost_cubin_report.py --algorithm v2 --family kda
 

@@ -121,8 +121,11 @@ def test_values_select_the_values_kernel(family):
     assert abi_operands(launch.config)[-2:] == ("state_checkpoints", "values")
     only = check_operands(**_operands(family), state_checkpoints=ckpt).config
     assert not only.write_values and abi_operands(only)[-1] == "state_checkpoints"
-    assert kernel_class(launch.config, "sm_90a").__name__ == "FrostFwdV2Values"
-    assert kernel_class(only, "sm_90a").__name__ == "FrostFwdV2Checkpoints"
+    # each version's values launcher for the bf16 call: v3's on sm_90a, v2's elsewhere
+    assert kernel_class(launch.config, "sm_90a").__name__ == "FrostFwdV3Values"
+    assert kernel_class(only, "sm_90a").__name__ == "FrostFwdV3Checkpoints"
+    assert kernel_class(launch.config, "sm_100a").__name__ == "FrostFwdV2Values"
+    assert kernel_class(only, "sm_100a").__name__ == "FrostFwdV2Checkpoints"
 
 
 @pytest.mark.parametrize("over, message", [

@@ -2,16 +2,17 @@
 that pick them: the one home of what the product (kernels/) no longer carries.
 
 The product compiles one kernel family from a FrostFwdConfig whose fields are all product
-fields: v3 for plain bf16 forwards on sm_90a, v2 for the rest
+fields: v3 for bf16 forwards on sm_90a (plain and training), v2 for the rest
 (compile_kernel.product_algorithm). A FrostFwdExperiment is a FrostFwdConfig plus the
 tooling's choices:
   algorithm    "v0" (the SIMT oracle, frost_fwd_v0.py, test-only), "v1" (v2's base class
                on its own), "v2" (forced, also where the product picks v3) or "v3" (v2 with
                the chain's products on warpgroup MMA, sm_90a only); PRODUCT ("product") in
                the functions below means what the product picks for the config on
-               TOOLING_ARCH. Training configs (write_checkpoints, write_values) take v2
-               (the product's pick for them) or v3 (TRAINING_ALGORITHMS: fwd_v3's training
-               launchers, built by the tooling only until they have run on a GPU);
+               TOOLING_ARCH. Training configs (write_checkpoints, write_values) take the
+               versions with training launchers (TRAINING_ALGORITHMS): v3 (the product's
+               pick for bf16 ones) or v2 (forced there: the training forward the product
+               ran before, for A/B runs);
   skip_stages  per-chunk stages compiled out of the loop (STAGES: bench/frost_stage_times.py,
                whose results are wrong by construction) or "bounds", the cu_seqlens safety
                of seq_bounds.py (bench/cu_seqlens_cost.py);
@@ -25,9 +26,9 @@ never stands in for a product one. Nothing in the product builds one: `tooling_c
 turns a product config (fwd.check_operands') into the config a tooling run of a kernel
 version launches, and `use_kernel` routes frost_fwd, hence the FROST engines, through a
 version (pytest --frost-fwd-kernel, tests/conftest.py; la_frost_smoke.py). Training
-forwards stay on the product's kernel unless the caller asks for them too
-(`use_kernel(algorithm, training=True)`: la_frost_bwd_smoke.py --fwd-kernel,
-bench_linear_attention.py --frost-fwd-kernel).
+forwards stay on the product's kernel (v3 for bf16 on TOOLING_ARCH) unless the caller asks
+for them too (`use_kernel(algorithm, training=True)`: la_frost_bwd_smoke.py --fwd-kernel,
+bench_linear_attention.py --frost-fwd-kernel; e.g. "v2" for the A/B against the product).
 Plain Python at import: no torch, no cutlass.
 """
 from __future__ import annotations
@@ -169,8 +170,8 @@ def tooling_config(cfg: FrostFwdConfig, algorithm: str = PRODUCT, skip_stages=()
 def engine_config(cfg: FrostFwdConfig, algorithm: str, training: bool = False):
     """What use_kernel(algorithm, training) launches for the product config cfg:
     tooling_config, except that forwards writing state checkpoints (training calls) stay on
-    the product's kernel unless `training` is set (then `algorithm` must be one of
-    TRAINING_ALGORITHMS, or PRODUCT)."""
+    the product's kernel (cfg itself, whatever its version) unless `training` is set (then
+    `algorithm` must be one of TRAINING_ALGORITHMS, or PRODUCT)."""
     if cfg.write_checkpoints and not training:
         return cfg
     return tooling_config(cfg, algorithm)

@@ -3,10 +3,10 @@
 Plain Python but for the class test (CuTe DSL, skipped without it): an experiment config
 validates its kernel version and knobs, keys the kernel store apart from every product
 config, names its kernel in describe lines and maps to the class that reads the knobs;
-tooling_config leaves the version the product picks on the product config (v3 for plain bf16
-forwards on sm_90a, v2 for training calls and fp16) and forces any other as an experiment;
-use_kernel routes frost_fwd's compile lookup and puts it back (training forwards only when
-asked, and only to a version with training launchers).
+tooling_config leaves the version the product picks on the product config (v3 for bf16
+forwards on sm_90a, training calls included; v2 for fp16) and forces any other as an
+experiment; use_kernel routes frost_fwd's compile lookup and puts it back (training
+forwards only when asked, and only to a version with training launchers).
 """
 import dataclasses
 import os
@@ -41,7 +41,8 @@ def test_experiment_validates_its_version_and_knobs():
     fx.experiment(ckpt, "v2")  # the kernels that write them
     fx.experiment(ckpt, "v3")
     fx.experiment(dataclasses.replace(ckpt, write_values=True), "v3")
-    assert fx.experiment(ckpt).algorithm == "v2"  # the product's pick for a training call
+    assert fx.experiment(ckpt).algorithm == "v3"  # the product's pick for a bf16 training call
+    assert fx.experiment(dataclasses.replace(ckpt, io_dtype="float16")).algorithm == "v2"  # for an fp16 one
     for algorithm in ("v0", "v1"):
         with pytest.raises(ValueError, match="write_checkpoints must be False unless algorithm is one of"):
             fx.experiment(ckpt, algorithm)
@@ -84,14 +85,25 @@ def test_tooling_config_keeps_the_product_pick_on_the_product_config():
     fp16 = dataclasses.replace(CFG, io_dtype="float16")  # fp16 stays on v2
     assert fx.product_algorithm(fp16) == "v2" and fx.tooling_config(fp16, "v2") is fp16
     assert fx.tooling_config(fp16, "v3") == fx.experiment(fp16, "v3")
+    # bf16 training forwards on sm_90a: v3 as well (its training launchers), so a forced v2
+    # is the experiment there, the A/B against the training forward the product ran before
     ckpt = dataclasses.replace(CFG, write_checkpoints=True)
-    assert fx.engine_config(ckpt, "v3") is ckpt  # training forwards stay on the product's kernel...
-    # ...unless the caller routes them too: v3's training launchers, or v2 as the product
-    assert fx.engine_config(ckpt, "v3", training=True) == fx.experiment(ckpt, "v3")
-    assert fx.engine_config(ckpt, "v2", training=True) is ckpt
+    assert fx.product_algorithm(ckpt) == "v3"
+    assert fx.engine_config(ckpt, "v2") is ckpt  # training forwards stay on the product's kernel...
+    # ...unless the caller routes them too: v2's training launchers forced, v3 as the product
+    assert fx.engine_config(ckpt, "v2", training=True) == fx.experiment(ckpt, "v2")
+    assert fx.engine_config(ckpt, "v2", training=True) != ckpt
+    assert fx.engine_config(ckpt, "v3", training=True) is ckpt
     assert fx.engine_config(ckpt, fx.PRODUCT, training=True) is ckpt
     assert fx.engine_config(CFG, "v3", training=True) is CFG  # plain forwards as without the flag
     assert fx.engine_config(CFG, "v2") == fx.experiment(CFG, "v2")
+    assert fx.engine_config(CFG, "v2", training=True) == fx.experiment(CFG, "v2")
+    # fp16 training forwards stay on v2: there v3's training launchers are the experiment
+    ckpt16 = dataclasses.replace(fp16, write_checkpoints=True)
+    assert fx.product_algorithm(ckpt16) == "v2"
+    assert fx.engine_config(ckpt16, "v3") is ckpt16
+    assert fx.engine_config(ckpt16, "v3", training=True) == fx.experiment(ckpt16, "v3")
+    assert fx.engine_config(ckpt16, "v2", training=True) is ckpt16
     with pytest.raises(ValueError, match="FrostFwdExperiment: algorithm must be"):
         fx.tooling_config(CFG, "v9")
     # an experiment config in: its product fields decide, never its own version
@@ -119,18 +131,24 @@ def test_use_kernel_routes_the_compile_lookup_and_restores_it():
     with pytest.raises(ValueError, match="use_kernel: algorithm must be one of"):
         with fx.use_kernel("v9"):
             pass
-    # training=True: the training forwards too (v3's launchers), plain ones as before
+    # training=True: the training forwards too (v2's launchers forced: the product runs v3's
+    # for bf16 on sm_90a), plain ones as before; v3, the product's pick for both, routes none
     seen.clear()
     values = dataclasses.replace(CFG, write_checkpoints=True, write_values=True)
     fwd._compiled = lambda cfg, arch, ffi=None, device=None: seen.append(cfg)
     try:
+        with fx.use_kernel("v2", training=True):
+            fwd._compiled(values, "sm_90a")
+            fwd._compiled(CFG, "sm_90a")
         with fx.use_kernel("v3", training=True):
             fwd._compiled(values, "sm_90a")
             fwd._compiled(CFG, "sm_90a")
         fwd._compiled(values, "sm_90a")
     finally:
         fwd._compiled = product
-    assert seen[0] == fx.experiment(values, "v3") and seen[1] is CFG and seen[2] is values
+    assert seen[0] == fx.experiment(values, "v2") and seen[0].algorithm == "v2"
+    assert seen[1] == fx.experiment(CFG, "v2")
+    assert seen[2] is values and seen[3] is CFG and seen[4] is values
     for algorithm in ("v0", "v1"):  # no training launcher: refused by name, before any routing
         with pytest.raises(ValueError, match="use_kernel: training forwards run one of"):
             with fx.use_kernel(algorithm, training=True):
@@ -146,23 +164,25 @@ def test_kernel_classes_carry_the_knobs():
     from cudnn.linear_attention.frost.kernels.fwd_v3 import FrostFwdV3, FrostFwdV3Checkpoints, FrostFwdV3Values
     from frost_fwd_v0 import FrostFwdV0
 
-    # the product: v3 for plain bf16 on sm_90a; v2 on other archs, for fp16 and training calls
+    # the product: v3 for bf16 on sm_90a, plain and training calls; v2 on other archs and for fp16
+    ckpt = dataclasses.replace(CFG, write_checkpoints=True)
+    values = dataclasses.replace(ckpt, write_values=True)
     assert kernel_class(CFG, "sm_90a") is FrostFwdV3
     assert kernel_class(CFG, "sm_100a") is FrostFwdV2
     assert kernel_class(dataclasses.replace(CFG, io_dtype="float16"), "sm_90a") is FrostFwdV2
-    assert kernel_class(dataclasses.replace(CFG, write_checkpoints=True), "sm_90a") is FrostFwdV2Checkpoints
+    assert kernel_class(ckpt, "sm_90a") is FrostFwdV3Checkpoints
+    assert kernel_class(values, "sm_90a") is FrostFwdV3Values
+    assert kernel_class(ckpt, "sm_100a") is FrostFwdV2Checkpoints
+    assert kernel_class(dataclasses.replace(values, io_dtype="float16"), "sm_90a") is FrostFwdV2Values
     # the tooling's versions, whatever the arch
     assert kernel_class(fx.experiment(CFG, "v2"), "sm_90a") is FrostFwdV2
-    assert kernel_class(fx.experiment(dataclasses.replace(CFG, write_checkpoints=True)), "sm_90a") \
-        is FrostFwdV2Checkpoints
+    assert kernel_class(fx.experiment(ckpt), "sm_90a") is FrostFwdV3Checkpoints  # the product's pick
     assert kernel_class(fx.experiment(CFG, "v0"), "sm_90a") is FrostFwdV0
     assert kernel_class(fx.experiment(CFG, "v1"), "sm_90a") is FrostFwdV1
     assert kernel_class(fx.experiment(CFG, "v3"), "sm_90a") is FrostFwdV3
-    ckpt = dataclasses.replace(CFG, write_checkpoints=True)
-    values = dataclasses.replace(ckpt, write_values=True)
     assert kernel_class(fx.experiment(ckpt, "v3"), "sm_90a") is FrostFwdV3Checkpoints
     assert kernel_class(fx.experiment(values, "v3"), "sm_90a") is FrostFwdV3Values
-    assert kernel_class(values, "sm_90a") is FrostFwdV2Values  # the product keeps v2 for training
+    assert kernel_class(fx.experiment(ckpt, "v2"), "sm_90a") is FrostFwdV2Checkpoints  # v2 forced (A/B)
     assert kernel_class(fx.experiment(values, "v2"), "sm_90a") is FrostFwdV2Values
     cls = kernel_class(fx.experiment(CFG, "v3", skip_stages=("chain",), ldmatrix=False), "sm_90a")
     assert issubclass(cls, FrostFwdV3) and cls.skip_stages == ("chain",) and not cls.ldmatrix

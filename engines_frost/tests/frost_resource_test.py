@@ -102,7 +102,8 @@ def test_v3_gdn_l2norm_adds_only_v2s_rows_code():
 @pytest.mark.parametrize("family", ["gdn", "kda", "gdn2"])
 def test_training_forward_no_spills(family):
     """The v2 forward writing checkpoints (16-byte stores through the quad exchange,
-    fragment_stores.py) and U (write_values): still no local memory, every family."""
+    fragment_stores.py) and U (write_values; the product's training forward on archs other
+    than sm_90a, v3's there: frost_compile_v3_test): still no local memory, every family."""
     import dataclasses
 
     with tempfile.TemporaryDirectory() as tmp:

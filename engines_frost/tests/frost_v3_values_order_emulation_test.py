@@ -13,10 +13,13 @@ operands: each k16 step rounded to fp32 once, and each step as two k8 halves rou
 between (R and the state update only: the solve stays mma.sync in both kernels). The
 stored U and checkpoints of the two differ (the emulation does exercise another order),
 by at most a quarter of la_frost_bwd_smoke.FWD_ROUNDING_BOUND (what the GPU smoke accepts
-for v3's U against the recompute path's under --fwd-kernel v3) and a quarter of U's own
+for v3's U against the recompute path's wherever the forward writing U runs v3: the
+product's for bf16 on sm_90a, or forced by --fwd-kernel v3) and a quarter of U's own
 bf16 error against the unrounded algebra. Measured here (relative L2, 32 chunks, K = V =
 128): random keys ~4e-5 against a bf16 error of ~2.9e-3; the smoke's correlated keys
-(cosine ~0.8, an ill-conditioned solve) 2-5e-4 against ~5e-3.
+(cosine ~0.8, an ill-conditioned solve) 2-5e-4 against ~5e-3. The smoke applies that
+bound wherever v3 writes U (the product's training forward for bf16 on sm_90a) and
+requires bitwise where v2 does (the last test: which cases get which).
 """
 import math
 
@@ -111,3 +114,24 @@ def test_another_sum_order_moves_u_and_checkpoints_far_less_than_the_bound(corre
     assert order_u <= FWD_ROUNDING_BOUND / 4 and order_s <= FWD_ROUNDING_BOUND / 4, (order_u, order_s)
     assert order_u <= rounding_u / 4, (order_u, rounding_u)
     assert _rel(s_one[1:], s_exact[1:]) < 1e-2  # the emulation itself is the forward's algebra
+
+
+def test_the_smoke_bounds_u_where_v3_writes_it(monkeypatch):
+    """Which [ckpt+U] cases the GPU smoke holds to FWD_ROUNDING_BOUND instead of bitwise,
+    and where it requires the training forward's O bitwise the plain one's: derived from
+    the kernel versions the product (compile_kernel.product_algorithm) or --fwd-kernel
+    picks, so v3 training forwards (bf16 on sm_90a) get the bound, v2 ones (fp16, other
+    archs, a forced v2) bitwise, and plain and training forward always share a version."""
+    import tests.numerics.la_frost_bwd_smoke as smoke
+
+    bf16 = next(c for c in smoke.CASES if c.dtype == "bfloat16")
+    fp16 = next(c for c in smoke.CASES if c.dtype == "float16")
+    for family in ("gdn", "kda"):
+        assert smoke.values_on_wgmma(bf16, family, "sm_90a")  # the product's training forward: v3
+        assert not smoke.values_on_wgmma(fp16, family, "sm_90a")
+        assert not smoke.values_on_wgmma(bf16, family, "sm_100a")
+        assert smoke.one_forward_kernel(bf16, family, "sm_90a") and smoke.one_forward_kernel(fp16, family, "sm_90a")
+    monkeypatch.setattr(smoke, "FWD_KERNEL", "v2")  # --fwd-kernel v2: every forward on v2
+    assert not smoke.values_on_wgmma(bf16, "gdn", "sm_90a") and smoke.one_forward_kernel(bf16, "gdn", "sm_90a")
+    monkeypatch.setattr(smoke, "FWD_KERNEL", "v3")  # --fwd-kernel v3: fp16 on v3's launchers too
+    assert smoke.values_on_wgmma(fp16, "gdn", "sm_90a") and smoke.one_forward_kernel(fp16, "gdn", "sm_90a")

@@ -19,9 +19,10 @@
    Unless --no-checkpoints, every case again on the training path of v1.2: the forward
    writes state_checkpoints (cadence 64, into a NaN-filled buffer) and the backward reads
    them (kernel ``values`` instead of ``states``): the forward's output must be bitwise
-   the plain forward's where both run one kernel version (one_forward_kernel; else within
-   FWD_ROUNDING_BOUND: the product's bf16 plain forward is v3 on sm_90a, its training
-   forward v2), the written rows must match the float64 model of the checkpoints
+   the plain forward's where both run one kernel version (one_forward_kernel: the product
+   picks one version for both, v3 for bf16 on sm_90a, and --fwd-kernel routes both; a
+   rule that split them would get FWD_ROUNDING_BOUND instead), the written rows must
+   match the float64 model of the checkpoints
    (frost_bwd_model.forward_checkpoints_model, same bound) and the unwritten ones stay NaN, the
    gradients must pass the same bounds, be deterministic, and are reported against the
    recompute path's (vs_recompute, relative).
@@ -29,9 +30,11 @@
    of v1.3 ([ckpt+U]): the forward writes U per token too (into a NaN-filled buffer) and
    the backward runs only chain and grads: O and the checkpoints must be bitwise those of
    the checkpoint-only forward, U within the bound of the float64 model
-   (frost_bwd_model.forward_values_model) on every covered row and bitwise the U the
-   recompute path's states kernel writes, rows no sequence covers NaN, and the gradients
-   bitwise equal to the recompute path's (U_vs_states=0, vs_recompute=0) and deterministic.
+   (frost_bwd_model.forward_values_model) on every covered row, rows no sequence covers
+   NaN, the gradients deterministic, and U and the gradients bitwise the recompute path's
+   (U_vs_states=0, vs_recompute=0) where the forward writing U is v2 (mma.sync, as the
+   backward's states kernel), within FWD_ROUNDING_BOUND where it is v3 (values_on_wgmma:
+   the product's for bf16 on sm_90a; bitwise= says whether they were bitwise anyway).
 3. Timing (unless --no-time), 8 x 4096 tokens, 16 heads, K = V = 128, bf16, CUDA events,
    median: the forward, each backward kernel, and the whole backward; and the
    checkpointed path: the forward writing checkpoints, bwd[values], the backward from
@@ -69,17 +72,19 @@
    vector-gate case and path plus a [grads wgmma] line per KDA / GDN-2 case against the
    mma.sync kernel (same bound; bitwise= says whether every gradient is bitwise equal, as
    the products' k16 order is the same) and TIME bwd[grads, mma].
-6. --fwd-kernel (default product: v3 for plain bf16 forwards, v2 for the training ones and
-   fp16) forces one forward version on every forward call of the run, the training ones
-   (checkpoints, U) included, through the test tooling (frost_fwd_experiments.use_kernel
-   with training=True; the kernels are precompiled as that version). ``v3`` puts the
-   checkpoints and U on fwd_v3's training launchers (kernels/NOTES.md "v3 training
-   forward"): their products run in the tensor core's wgmma order while the backward's
-   states kernel (the recompute path) runs mma.sync, so [ckpt+U] then requires U and the
-   gradients within FWD_ROUNDING_BOUND of the recompute path's instead of bitwise (and
-   prints bitwise=, expected True: the H200 summed the backward's wgmma and mma.sync
-   products bitwise alike), and the timing adds TIME fwd[ckpt+U, product] and
-   fwd+bwd[U, product] (the product's training forward, v2, in the same process).
+6. --fwd-kernel (default product: v3 for bf16 forwards on sm_90a, plain and training; v2
+   for fp16) forces one forward version on every forward call of the run, the training
+   ones (checkpoints, U) included, through the test tooling (frost_fwd_experiments.use_kernel
+   with training=True; the kernels are precompiled as that version). Where the checkpoints
+   and U come from fwd_v3's training launchers (kernels/NOTES.md "v3 training forward",
+   "v3 training forwards on the H200") their products run in the tensor core's wgmma
+   order while the backward's states kernel (the recompute path) runs mma.sync, so
+   [ckpt+U] requires U and the gradients within FWD_ROUNDING_BOUND of the recompute path's
+   instead of bitwise (and prints bitwise=, predicted True: the H200 summed the
+   backward's wgmma and mma.sync products bitwise alike). ``v2`` puts every forward on v2,
+   the product's training forward before v3's launchers (the A/B); with any forced
+   version the timing adds TIME fwd[ckpt+U, product] and fwd+bwd[U, product] (the
+   product's training forward in the same process).
 Prints one line per case and a SUMMARY; exits 1 on any failure.
 """
 from __future__ import annotations
@@ -214,26 +219,34 @@ def run_bwd(x, dO, dht, l2norm: bool, out: dict, workspace=None, stages=None, ch
 
 
 # the forward version of every forward call (--fwd-kernel; frost_fwd_experiments.PRODUCT: the
-# product's picks) and what the v3 training forward's U and gradients may differ from the
+# product's picks) and what a v3 training forward's U and gradients may differ from the
 # recompute path's by (relative, tests.reference.compare.rel_err): the same bf16 rounding
 # points, the products' fp32 sums in the wgmma order (as CHAIN_ROUNDING_BOUND)
 FWD_KERNEL = "product"
 FWD_ROUNDING_BOUND = 4e-3
 
 
-def one_forward_kernel(case: Case, family: str, arch: str) -> bool:
-    """Whether the plain and the training forward of the case's checkpointed path run one
-    kernel version on arch (then their O must be bitwise equal): the versions of the two
-    forward configs configs_of lists for it, as the tooling routes them (a forced version)
-    or as compile_kernel.product_algorithm picks them (the product's bf16 plain forward is
-    v3 on sm_90a, its training forward v2: O may differ by the fp32 sum order there)."""
+def forward_version(cfg, arch: str) -> str:
+    """The kernel version a forward config configs_of lists runs on arch: the tooling's
+    forced one (an experiment config names it), else compile_kernel.product_algorithm's."""
     from cudnn.linear_attention.frost.kernels.compile_kernel import product_algorithm
 
-    *_, plain, training = configs_of(case, family, checkpoints=True)
+    return getattr(cfg, "algorithm", None) or product_algorithm(cfg, arch)
 
-    def version(cfg):
-        return getattr(cfg, "algorithm", None) or product_algorithm(cfg, arch)
-    return version(plain) == version(training)
+
+def one_forward_kernel(case: Case, family: str, arch: str) -> bool:
+    """Whether the plain and the training forward of the case's checkpointed path run one
+    kernel version on arch (then their O must be bitwise equal; else they may differ by the
+    fp32 sum order)."""
+    *_, plain, training = configs_of(case, family, checkpoints=True)
+    return forward_version(plain, arch) == forward_version(training, arch)
+
+
+def values_on_wgmma(case: Case, family: str, arch: str) -> bool:
+    """Whether the case's forward writing U (the v1.3 path) runs v3 on arch, whose R and
+    state update sum on wgmma while the backward's states kernel sums on mma.sync."""
+    *_, values = configs_of(case, family, checkpoints=True, values=True)
+    return forward_version(values, arch) == "v3"
 
 
 def fwd_kernel(kernel: str | None = None):
@@ -439,7 +452,7 @@ def check_case_checkpoints(case: Case, family: str) -> tuple[bool, str]:
     run_fwd(x, case.l2norm, o, checkpoints=ckpt)
     torch.cuda.synchronize()
     same_o = torch.equal(o, o_plain)
-    if not one_forward_kernel(case, family, device_arch(x.q.device)):  # e.g. v3 plain, v2 training
+    if not one_forward_kernel(case, family, device_arch(x.q.device)):  # two versions: fp32 sum orders
         same_o = rel_err(o.double(), o_plain.double()) <= FWD_ROUNDING_BOUND
     cpu = x.to(device="cpu")
     model = forward_checkpoints_model(cpu.q, cpu.k, cpu.v, cpu.g, cpu.beta, cpu.w, cpu.cu_seqlens,
@@ -476,6 +489,7 @@ def check_case_values(case: Case, family: str) -> tuple[bool, str]:
     """The case on the v1.3 path (module docstring, step 2): the forward writes U too."""
     import torch
 
+    from cudnn.linear_attention.frost.kernels.fwd import device_arch
     from frost_bwd_model import forward_values_model
     from tests.reference.compare import rel_err
 
@@ -508,7 +522,7 @@ def check_case_values(case: Case, family: str) -> tuple[bool, str]:
     drift = max(rel_err(out[k].double(), recompute[k].double()) for k in first)
     bound = 1.5e-2 if case.correlated else 1e-2
     bitwise = u_vs_states == 0.0 and drift == 0.0
-    if FWD_KERNEL == "v3":  # wgmma sums against the states kernel's mma.sync (FWD_ROUNDING_BOUND)
+    if values_on_wgmma(case, family, device_arch(x.q.device)):  # wgmma sums vs the states kernel's mma.sync
         u_rel = rel_err(got[covered], states_u[covered]) if covered.any() else 0.0
         close = u_rel <= FWD_ROUNDING_BOUND and drift <= FWD_ROUNDING_BOUND
         extra = f" U_rel_vs_states={u_rel:.1e} bitwise={bitwise}"

@@ -14,9 +14,9 @@ Run on the GPU machine from the repo root, with CuTe DSL importable:
 (--algorithm one or more of v0 v1 v2 v3, or all (the default), each forced by the test
 tooling (engines_frost/tests/frost_fwd_experiments.py, launched through frost_fwd's own
 checks by its use_kernel): v3 (v2 with the chain's products on warpgroup MMA) is the
-product's kernel for these plain bf16 forwards on sm_90a, v2 its base (the product's for
-training forwards and fp16), v1 the tensor-core kernel v2 derives from, v0 the SIMT oracle
-(test-only); e.g. --algorithm v2 v3.)
+product's kernel for these bf16 forwards on sm_90a (and for bf16 training forwards there),
+v2 its base (the product's for fp16 and other archs), v1 the tensor-core kernel v2 derives
+from, v0 the SIMT oracle (test-only); e.g. --algorithm v2 v3.)
 """
 from __future__ import annotations
 

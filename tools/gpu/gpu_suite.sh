@@ -45,7 +45,8 @@
 #              (frostv3stages), of v3 GDN with l2norm and of v2 GDN without and with it
 #              (frostv3l2, also a suite of its own: ~2 min, v2's variants compile there) and
 #              the engine matrix through v3 (frostv3matrix, pytest --frost-fwd-kernel v3:
-#              engines_frost/tests/frost_fwd_experiments.py; training forwards stay on v2)
+#              engines_frost/tests/frost_fwd_experiments.py; training forwards stay on the
+#              product's kernel, v3 too for bf16)
 #   frostv3l2  bench/frost_stage_times.py for GDN: v3 with l2norm, v2 without and with it
 #              (v3 without it is frostv3stages); what the q/k norms add per stage
 #   summary    their kernels precompiled on this machine's cores into FROST_KERNEL_CACHE (default
@@ -93,14 +94,20 @@
 #              (the other load and decay paths under the new products; no timing), then the
 #              KDA and GDN-2 fwd+bwd op rows both ways (FROST columns); gradsvecsmoke /
 #              gradsveccombo / gradsvecbench run one of them
-#   v3train    the training forward (state checkpoints + U) on fwd_v3's training launchers,
-#              reached through the test tooling only (the product keeps v2 for them;
-#              kernels/NOTES.md "v3 training forward"): the backward smoke with every forward
-#              forced to v3 (--fwd-kernel v3: GDN, KDA, GDN-2 vs float64, [ckpt+U] within
-#              FWD_ROUNDING_BOUND of the recompute path's U and gradients, bitwise= expected
-#              True; TIME fwd[ckpt+U] and fwd+bwd[U] beside the product's [.., product] lines),
-#              then the fwd+bwd rows (FROST columns) with the product's forward and with
-#              --frost-fwd-kernel v3; v3trainsmoke / v3trainbench run one of them
+#   spansplit  the span-split forward (torch_ops/.../ops/_span_split.py: long sequences on
+#              few heads as spans side by side): tests/torch_ops/span_split_gpu_test.py vs
+#              float64, then the 1 x 32768 forward rows with the split off
+#              (CUDNN_LA_SPAN_TOKENS=0) and on (the automatic rule); spansplittest /
+#              spansplitbench run one of them
+#   v3train    the training forward (state checkpoints + U): A/B of v2's training launchers
+#              (forced by the test tooling) against the product's, fwd_v3's for bf16 on sm_90a
+#              (kernels/NOTES.md "v3 training forwards on the H200"): the backward smoke with
+#              every forward forced to v2 (--fwd-kernel v2: GDN, KDA, GDN-2 vs float64,
+#              [ckpt+U] bitwise the recompute path's; TIME fwd[ckpt+U] and fwd+bwd[U] of v2
+#              beside the product's [.., product] lines; the product's own [ckpt+U] checks,
+#              within FWD_ROUNDING_BOUND with bitwise=, are stage frostbwd's), then the fwd+bwd
+#              rows (FROST columns) with --frost-fwd-kernel v2 and with the product's forward;
+#              v3trainsmoke / v3trainbench run one of them
 #   gradsvecncu the KDA grads kernel (bench shape) under Nsight Compute with the mma.sync and
 #              the wgmma state products (FROST_BWD_GRADS_VEC=mma / wgmma; NOTES_bwd.md
 #              "Vector-gate wgmma grads: swizzled copy addresses once per thread"): details of
@@ -362,12 +369,12 @@ for s in "$@"; do
       [ "$s" = spansplitbench ] || stage spansplittest "python3 -m pytest -q -s -p no:cacheprovider \
         tests/torch_ops/span_split_gpu_test.py"
       [ "$s" = spansplittest ] || stage spansplitbench "for n in 0 ''; do echo \"== CUDNN_LA_SPAN_TOKENS=\$n\"; \
-        CUDNN_LA_SPAN_TOKENS=\$n python3 bench/bench_linear_attention.py --seqs 1 --len 32768 --reps 10 \
+        CUDNN_LA_SPAN_TOKENS=\$n python3 bench/bench_linear_attention.py --seqs 1 --len 32768 --reps 20 --fwd-only \
         || exit 1; done" ;;
-    v3train|v3trainsmoke|v3trainbench)  # training forward on v3 (tooling only), smoke and A/B
+    v3train|v3trainsmoke|v3trainbench)  # training forward: v2 forced against the product's (v3), smoke and A/B
       [ "$s" = v3trainbench ] || stage v3trainsmoke "python3 tests/numerics/la_frost_bwd_smoke.py \
-        --jobs \$(nproc) --family gdn --family kda --family gdn2 --fwd-kernel v3"
-      [ "$s" = v3trainsmoke ] || stage v3trainbench "for k in product v3; do echo \"== FROST forward \$k\"; \
+        --jobs \$(nproc) --family gdn --family kda --family gdn2 --fwd-kernel v2"
+      [ "$s" = v3trainsmoke ] || stage v3trainbench "for k in v2 product; do echo \"== FROST forward \$k\"; \
         python3 bench/bench_linear_attention.py --cases fwd+bwd --impl FROST --reps 10 --frost-fwd-kernel \$k \
         || exit 1; done" ;;
     gradsvecncu) # the KDA grads kernel under Nsight Compute, mma.sync vs wgmma state products
