@@ -130,21 +130,24 @@ def entering_states(initial: torch.Tensor | None, final0: torch.Tensor, transiti
     maps = torch.cat([transition.to(acc), eye])          # row `spans`: the identity
     shifts = torch.cat([final0.to(acc), final0.new_zeros((1, HO, V, K), dtype=acc)])
     x_in = final0.new_zeros((spans + N, HO, V, K), dtype=acc)
-    state = (initial.to(acc).clone() if initial is not None
-             else final0.new_zeros((N, HO, V, K), dtype=acc))
     j = torch.arange(steps, device=first.device)[:, None]
     live = j < count[None]
     at = first[None] + j
     write = torch.where(live, at, spans + torch.arange(N, device=first.device)[None])
     read = torch.where(live, at, spans)
-    entering = []
-    # index_select and baddbmm rather than tensor indexing: this loop is host-bound (a few
-    # microseconds of GPU work per step), and they are the cheapest calls to launch
-    for rows in read.unbind(0):
-        entering.append(state)
-        state = torch.baddbmm(shifts.index_select(0, rows).flatten(0, 1), state.flatten(0, 1),
-                              maps.index_select(0, rows).flatten(0, 1)).view(N, HO, V, K)
-    x_in.index_copy_(0, write.flatten(), torch.stack(entering).flatten(0, 1))
+    # the maps of every step gathered once, each step one baddbmm into the next row: this
+    # loop is host-bound (microseconds of GPU work per step), so it launches little
+    pairs = N * HO
+    step_maps = maps.index_select(0, read.flatten()).view(steps, pairs, K, K)
+    step_shifts = shifts.index_select(0, read.flatten()).view(steps, pairs, V, K)
+    entering = x_in.new_empty((steps, pairs, V, K))
+    if initial is None:
+        entering[0].zero_()
+    else:
+        entering[0] = initial.reshape(pairs, V, K)
+    for step in range(steps - 1):
+        torch.baddbmm(step_shifts[step], entering[step], step_maps[step], out=entering[step + 1])
+    x_in.index_copy_(0, write.flatten(), entering.view(steps * N, HO, V, K))
     return x_in[:spans].to(dtype)
 
 
