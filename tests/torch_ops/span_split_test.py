@@ -89,7 +89,7 @@ def test_auto_rule():
         assert T // span >= ss.MIN_GAIN * N  # the split pays
         assert ss.span_count_bound(T, N, span) * HO <= 132 + N * HO  # about one wave
     assert ss.auto_span_tokens(8 * 4096, 8, 16, 132) is None  # pairs already fill the GPU
-    assert ss.auto_span_tokens(2048, 1, 16, 132) is None      # too short to cut in MIN_GAIN
+    assert ss.auto_span_tokens(16384, 1, 16, 132) is None     # too short to cut in MIN_GAIN
     assert ss.auto_span_tokens(32768, 1, 64, 132) is None     # heads fill the GPU
 
 

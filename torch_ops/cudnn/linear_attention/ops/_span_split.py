@@ -38,13 +38,16 @@ from typing import Any
 import torch
 
 ENV = "CUDNN_LA_SPAN_TOKENS"
-#: spans are whole 64-token chunks of the kernels, and at least this long: shorter spans
-#: spend more of each pass in the per-span prologue and the transition pass than they save
-MIN_SPAN = 1024
+#: spans are whole 64-token chunks of the kernels, and at least this long. The split's
+#: host work (the summary and forward calls, the composition's launches) measured ~1 ms
+#: on the H200's host, so it pays only on sequences whose serial walk is several ms:
+#: 1 x 32768 tokens, 16 heads (8 spans of 4096) went from 2.9 to 2.1-2.3 ms (GDN) and 4.0
+#: to 1.9-2.1 ms (KDA); shorter cases were not measured, and are not split
+MIN_SPAN = 4096
 CHUNK = 64
 #: split only when spans multiply the (sequence, head) pairs by at least this much: the
-#: split runs three passes where the plain forward runs one
-MIN_GAIN = 4
+#: split runs three passes where the plain forward runs one, plus the host work above
+MIN_GAIN = 8
 
 _sm_counts: dict[int, int] = {}
 
