@@ -11,6 +11,7 @@ import random
 import pytest
 import torch
 
+from cudnn.linear_attention.ops import _span_maps as sm
 from cudnn.linear_attention.ops import _span_split as ss
 from tests.reference.compare import assert_rel_close
 from tests.reference.families import reference_backward, reference_forward
@@ -37,8 +38,9 @@ def span(monkeypatch):
     return force
 
 
-def _summary_calls(family: Family) -> int:
-    return len(loaded_engine(family.value, f"{family.value}_summary_reference").calls)
+def _summary_calls(family: Family, kind: str | None = None) -> int:
+    calls = loaded_engine(family.value, f"{family.value}_summary_reference").calls
+    return len([c for c in calls if kind is None or c == kind])
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -48,8 +50,8 @@ def test_span_table_tiles_each_sequence(seed):
     span = rng.choice([1, 3, 4, 8])
     cu = torch.tensor([0, *torch.tensor(lengths).cumsum(0).tolist()], dtype=torch.int32)
     T, N = int(cu[-1]), len(lengths)
-    spans = ss.span_count_bound(T, N, span)
-    span_cu, first, count = ss.span_table(cu, span, spans)
+    spans = sm.span_count_bound(T, N, span)
+    span_cu, first, count = sm.span_table(cu, span, spans)
     assert span_cu.dtype == torch.int32 and span_cu.shape == (spans + 1,)
     want, at = [], 0
     for n, length in enumerate(lengths):
@@ -69,7 +71,7 @@ def test_entering_states_compose_the_maps():
     transition = torch.randn(spans, HO, K, K, dtype=F64, generator=gen) / 2
     initial = torch.randn(len(counts), HO, V, K, dtype=F64, generator=gen)
     first = torch.tensor([0, 3, 4])
-    got = ss.entering_states(initial, final0, transition, first, torch.tensor(counts), 3, F64)
+    got = sm.entering_states(initial, final0, transition, first, torch.tensor(counts), 3, F64)
     for n, c in enumerate(counts):
         x = initial[n]
         for j in range(c):
@@ -77,6 +79,23 @@ def test_entering_states_compose_the_maps():
             assert_rel_close(f"span {i}", got[i], x, 1e-14)
             x = x @ transition[i] + final0[i]
     assert torch.count_nonzero(got[sum(counts):]) == 0
+
+
+def test_leaving_gradients_compose_the_transposed_maps():
+    gen = torch.Generator().manual_seed(4)
+    counts = [2, 3, 1]
+    spans, HO, V, K = sum(counts) + 1, 2, 3, 4
+    d_entering = torch.randn(spans, HO, V, K, dtype=F64, generator=gen)
+    transition = torch.randn(spans, HO, K, K, dtype=F64, generator=gen) / 2
+    d_final = torch.randn(len(counts), HO, V, K, dtype=F64, generator=gen)
+    first = torch.tensor([0, 2, 5])
+    for start in (d_final, None):
+        got = sm.leaving_gradients(start, d_entering, transition, first, torch.tensor(counts), 3, F64)
+        for n, c in enumerate(counts):
+            g = start[n] if start is not None else torch.zeros(HO, V, K, dtype=F64)
+            for i in reversed(range(int(first[n]), int(first[n]) + c)):
+                assert_rel_close(f"span {i}", got[i], g, 1e-14)
+                g = g @ transition[i].transpose(-1, -2) + d_entering[i]
 
 
 def test_auto_rule():
@@ -87,7 +106,7 @@ def test_auto_rule():
             continue
         assert span % ss.CHUNK == 0 and span >= ss.MIN_SPAN
         assert T // span >= ss.MIN_GAIN * N  # the split pays
-        assert ss.span_count_bound(T, N, span) * HO <= 132 + N * HO  # about one wave
+        assert sm.span_count_bound(T, N, span) * HO <= 132 + N * HO  # about one wave
     assert ss.auto_span_tokens(8 * 4096, 8, 16, 132) is None  # pairs already fill the GPU
     assert ss.auto_span_tokens(16384, 1, 16, 132) is None     # too short to cut in MIN_GAIN
     assert ss.auto_span_tokens(32768, 1, 64, 132) is None     # heads fill the GPU
@@ -138,6 +157,34 @@ def test_split_forward_keeps_the_backward(family, span):
     for name, grad in grads_of(x).items():
         if grad is not None:
             assert_rel_close(name, grad, getattr(ref, name), 1e-9)
+
+
+@pytest.mark.parametrize("family", list(Family), ids=lambda f: f.value)
+@pytest.mark.parametrize("with_h0, final", [(True, True), (False, False)], ids=["h0-dht", "plain"])
+def test_split_backward_matches_the_reference(family, with_h0, final, span, monkeypatch):
+    """CUDNN_LA_SPAN_BACKWARD=1: the backward of a split forward runs by spans too (the
+    backward summary, the composed leaving-state gradients, one backward over all spans)."""
+    span(4)
+    monkeypatch.setenv(ss.BACKWARD_ENV, "1")
+    config = _config(family, with_initial_state=with_h0)
+    x = leaves(make_inputs(config, seed=33))
+    dO, dht = make_grad_outputs(config, seed=34)
+    before = _summary_calls(family, "summary_bwd")
+    o, fin = call_op(x, output_final_state=final)
+    torch.autograd.backward((o, fin) if final else (o,), (dO, dht) if final else (dO,))
+    assert _summary_calls(family, "summary_bwd") == before + 1  # it did split
+    ref = reference_backward(make_inputs(config, seed=33), dO, dht if final else None)
+    for name, grad in grads_of(x).items():
+        if grad is not None:
+            assert_rel_close(name, grad, getattr(ref, name), 1e-9)
+
+
+def test_backward_setting_is_checked(span, monkeypatch):
+    span(4)
+    monkeypatch.setenv(ss.BACKWARD_ENV, "yes")
+    x = leaves(make_inputs(_config(Family.GDN), seed=35))
+    with pytest.raises(ValueError, match=ss.BACKWARD_ENV):
+        call_op(x)
 
 
 def test_calls_it_leaves_alone(span):

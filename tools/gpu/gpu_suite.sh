@@ -96,9 +96,10 @@
 #              gradsveccombo / gradsvecbench run one of them
 #   spansplit  the span-split forward (torch_ops/.../ops/_span_split.py: long sequences on
 #              few heads as spans side by side): tests/torch_ops/span_split_gpu_test.py vs
-#              float64, then the 1 x 32768 forward rows with the split off
-#              (CUDNN_LA_SPAN_TOKENS=0) and on (the automatic rule); spansplittest /
-#              spansplitbench run one of them
+#              float64 (forward, and the backward with CUDNN_LA_SPAN_BACKWARD=1), then the
+#              1 x 32768 forward rows with the split off (CUDNN_LA_SPAN_TOKENS=0) and on (the
+#              automatic rule), and the fwd+bwd op rows with the backward split off and on;
+#              spansplittest / spansplitbench run one of them
 #   v3train    the training forward (state checkpoints + U): A/B of v2's training launchers
 #              (forced by the test tooling) against the product's, fwd_v3's for bf16 on sm_90a
 #              (kernels/NOTES.md "v3 training forwards on the H200"): the backward smoke with
@@ -370,6 +371,8 @@ for s in "$@"; do
         tests/torch_ops/span_split_gpu_test.py"
       [ "$s" = spansplittest ] || stage spansplitbench "for n in 0 ''; do echo \"== CUDNN_LA_SPAN_TOKENS=\$n\"; \
         CUDNN_LA_SPAN_TOKENS=\$n python3 bench/bench_linear_attention.py --seqs 1 --len 32768 --reps 20 --fwd-only \
+        || exit 1; done; for b in 0 1; do echo \"== CUDNN_LA_SPAN_BACKWARD=\$b\"; CUDNN_LA_SPAN_BACKWARD=\$b \
+        python3 bench/bench_linear_attention.py --seqs 1 --len 32768 --reps 5 --cases fwd+bwd --impl 'op FROST' \
         || exit 1; done" ;;
     v3train|v3trainsmoke|v3trainbench)  # training forward: v2 forced against the product's (v3), smoke and A/B
       [ "$s" = v3trainbench ] || stage v3trainsmoke "python3 tests/numerics/la_frost_bwd_smoke.py \

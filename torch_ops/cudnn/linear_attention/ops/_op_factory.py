@@ -55,7 +55,7 @@ from cudnn.linear_attention.ops._family import (FORWARD_PORTS, FORWARD_RESULTS, 
 from cudnn.linear_attention.ops._graph_cache import GraphCache
 from cudnn.linear_attention.ops._graph_runner import CachedGraph, GraphRequest, build_graph
 from cudnn.linear_attention.ops._signature import OpSignature
-from cudnn.linear_attention.ops._span_split import SpanSplit
+from cudnn.linear_attention.ops._span_split import SpanCall, SpanSplit, backward_split_enabled
 from cudnn.ops.errors import OpTypeError, OpValueError, cudnnGraphNotSupportedError
 from cudnn.ops.op_spec import OpSpec
 
@@ -320,7 +320,7 @@ class FamilyOps:
         how = route(args, self._forward_tensor_positions)  # _direct_call.py
         args, state_dtype = self.dtypes.normalise(args, how)
         if how == DIRECT:  # nobody sees the checkpoint placeholder: the lane may skip it
-            results = self._eager_forward(args, drop_unused=not checkpoints)
+            results, _ = self._eager_forward(args, drop_unused=not checkpoints)
         elif how == DIRECT_AUTOGRAD:  # see _eager_function: only what records goes alone
             if not checkpoints and _training_checkpoints_enabled:
                 args = self._with_training_checkpoints(args)
@@ -335,10 +335,12 @@ class FamilyOps:
             return results[0], results[1], results[2]
         return results[0], results[1]
 
-    def _eager_forward(self, args: tuple[Any, ...], drop_unused: bool = False) -> _Results:
+    def _eager_forward(self, args: tuple[Any, ...], drop_unused: bool = False,
+                       autograd: bool = False) -> tuple[_Results, SpanCall | None]:
         """The forward op's results for an eager call: split into spans that run side by
         side where that pays (_span_split.py: long sequences on few heads), else the
-        forward graph."""
+        forward graph; and, for an `autograd` call whose backward splits too
+        (_span_split.backward_split_enabled), what that backward needs (else None)."""
         span = self._span_split.span_for(args)
         if span is not None:
             split = self._span_split
@@ -348,19 +350,20 @@ class FamilyOps:
                 check_call(op.name, self.family, op.spec, dict(zip(op.signature.names, args)))
                 split.checked.add(key)
             if key not in split.declined:
-                results = split.run(args, span)
-                if results is not None:
-                    return results
+                ran = split.run(args, span, autograd and backward_split_enabled())
+                if ran is not None:
+                    return ran
                 split.declined.add(key)  # no engine serves its summary
-        return self._run(self.forward_def, args, drop_unused)
+        return self._run(self.forward_def, args, drop_unused), None
 
     @functools.cached_property
     def _span_split(self) -> SpanSplit:
         from cudnn.linear_attention.ops.summary import SUMMARY_OPS  # registers them
 
-        (summary,) = [s.summary for s in SUMMARY_OPS if s.family.name == self.family.name]
+        (summaries,) = [s for s in SUMMARY_OPS if s.family.name == self.family.name]
         return SpanSplit(self.forward_signature.names,
-                         lambda args: self._run(self.forward_def, args), summary)
+                         lambda args: self._run(self.forward_def, args), summaries,
+                         self.family.gradient_results)
 
     def _with_training_checkpoints(self, args: tuple[Any, ...]) -> tuple[Any, ...]:
         """`args` asking for checkpoints every TRAINING_CHECKPOINT_EVERY tokens, and for the
@@ -539,9 +542,14 @@ class FamilyOps:
             d_final = None  # output_final_state=False: the empty placeholder
         elif d_final is not None:
             d_final = d_final.contiguous()
-        args = self.backward_signature.positional(
-            {**saved, **ctx.attrs, "dO": d_o, "d_final_state": d_final})
-        if route(args, self._backward_tensor_positions) == DIRECT:
+        named = {**saved, **ctx.attrs, "dO": d_o, "d_final_state": d_final}
+        args = self.backward_signature.positional(named)
+        spans = getattr(ctx, "spans", None)
+        how = route(args, self._backward_tensor_positions)
+        if how == DIRECT and spans is not None:
+            grads = self._span_split.backward(  # the forward split: so does its backward
+                spans, named, lambda n: self._backward_kernel(*self.backward_signature.positional(n)))
+        elif how == DIRECT:
             grads = self._backward_kernel(*args)
         else:  # traced, under a mode, or a double backward: the registered op
             grads = self.backward_op(*args)
@@ -565,7 +573,7 @@ class FamilyOps:
             def forward(ctx: Any, call: tuple[tuple[Any, ...], tuple[int, ...]],
                         *_recording: Any) -> _Results:
                 args, ctx.recording = call
-                results = ops._eager_forward(args)
+                results, ctx.spans = ops._eager_forward(args, autograd=True)
                 ops._setup_context(ctx, args, results)
                 return results
 

@@ -18,9 +18,16 @@ sequences. The state a span leaves is an affine function of the state entering i
 That is three forward passes with S-token critical paths instead of one with the whole
 sequence's, so it pays when the spans multiply the pairs by well over three
 (`auto_span_tokens`). Nothing reads cu_seqlens on the host: the span table is built on
-the device with a static bound on its length (N + T // S spans; spans past the real ones
-are empty, at T). The backward is untouched: autograd saves the call's own arguments and
-the backward graph sees the unsplit sequences.
+the device with a static bound on its length (N + T // span spans; spans past the real
+ones are empty, at T; _span_maps.py has the table and the composition).
+
+The backward: autograd saves the call's own arguments, and by default the backward graph
+runs on the unsplit sequences. With CUDNN_LA_SPAN_BACKWARD=1 (off until it has run on a
+GPU) a split forward also keeps its span table, entering states and transitions, and the
+backward splits the same way: the backward summary (each span's outputs' gradient of its
+entering state, every span at once), the gradient of each span's leaving state composed
+backward along each sequence through the transposed transitions, then one backward over
+all spans from their entering states and leaving-state gradients.
 
 Not split: calls that ask for checkpoints or values (their rows are laid out by the
 unsplit sequences), a pinned plan (it must run as asked), batch_invariant (the span
@@ -31,13 +38,19 @@ that may be split into n-token spans (on any device: the tests use it on the CPU
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
 
+from cudnn.linear_attention.ops._span_maps import (entering_states, leaving_gradients,
+                                                   span_count_bound, span_table)
+
 ENV = "CUDNN_LA_SPAN_TOKENS"
+#: 1: the backward of a split forward splits too (off until it has run on a GPU)
+BACKWARD_ENV = "CUDNN_LA_SPAN_BACKWARD"
 #: spans are whole 64-token chunks of the kernels, and at least this long. The split's
 #: host work (the summary and forward calls, the composition's launches) measured ~1 ms
 #: on the H200's host, so it pays only on sequences whose serial walk is several ms:
@@ -92,68 +105,6 @@ def span_tokens(T: int, N: int, HO: int, device: torch.device) -> int | None:
     return auto_span_tokens(T, N, HO, _sms(device))
 
 
-def span_count_bound(T: int, N: int, span: int) -> int:
-    """Spans of the table for T tokens in N sequences: sum of ceil(len / span), at least
-    one per sequence, is at most N + T // span."""
-    return N + T // span
-
-
-def span_table(cu_seqlens: torch.Tensor, span: int, spans: int
-               ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(span_cu [spans + 1] in cu_seqlens' dtype, first [N], count [N]) on the device:
-    sequence n's spans are first[n] .. first[n] + count[n] - 1, of `span` tokens each but
-    the last; the rows past the real spans are empty spans at T."""
-    cu = cu_seqlens.long()
-    N = cu.numel() - 1
-    lengths = cu[1:] - cu[:-1]
-    count = torch.clamp((lengths + span - 1) // span, min=1)
-    ends = torch.cumsum(count, 0)
-    first = ends - count
-    i = torch.arange(spans, device=cu.device)
-    n = torch.searchsorted(ends, i, right=True)  # the sequence of span i; N past the real ones
-    real = n < N
-    n = n.clamp(max=N - 1)
-    starts = torch.where(real, cu[n] + (i - first[n]) * span, cu[N])
-    return torch.cat([starts, cu[N:]]).to(cu_seqlens.dtype), first, count
-
-
-def entering_states(initial: torch.Tensor | None, final0: torch.Tensor, transition: torch.Tensor,
-                    first: torch.Tensor, count: torch.Tensor, steps: int, dtype: torch.dtype
-                    ) -> torch.Tensor:
-    """The state entering each span ([spans, HO, V, K], `dtype`), composing the spans'
-    maps X -> X @ transition + final0 along each sequence from its initial state (zero
-    when None). `steps` bounds the spans of one sequence; each step advances every
-    sequence by one span. A sequence with fewer spans reads an identity row and a zero row
-    (its state stands still) and writes a row of its own past the real ones, so no two
-    writes of a step meet and the result does not depend on scatter order."""
-    spans, HO, V, K = final0.shape
-    N = first.numel()
-    acc = torch.float64 if final0.dtype == torch.float64 else torch.float32
-    eye = torch.eye(K, dtype=acc, device=final0.device).expand(1, HO, K, K)
-    maps = torch.cat([transition.to(acc), eye])          # row `spans`: the identity
-    shifts = torch.cat([final0.to(acc), final0.new_zeros((1, HO, V, K), dtype=acc)])
-    x_in = final0.new_zeros((spans + N, HO, V, K), dtype=acc)
-    j = torch.arange(steps, device=first.device)[:, None]
-    live = j < count[None]
-    at = first[None] + j
-    write = torch.where(live, at, spans + torch.arange(N, device=first.device)[None])
-    read = torch.where(live, at, spans)
-    # the maps of every step gathered once, each step one baddbmm into the next row: this
-    # loop is host-bound (microseconds of GPU work per step), so it launches little
-    pairs = N * HO
-    step_maps = maps.index_select(0, read.flatten()).view(steps, pairs, K, K)
-    step_shifts = shifts.index_select(0, read.flatten()).view(steps, pairs, V, K)
-    entering = x_in.new_empty((steps, pairs, V, K))
-    if initial is None:
-        entering[0].zero_()
-    else:
-        entering[0] = initial.reshape(pairs, V, K)
-    for step in range(steps - 1):
-        torch.baddbmm(step_shifts[step], entering[step], step_maps[step], out=entering[step + 1])
-    x_in.index_copy_(0, write.flatten(), entering.view(steps * N, HO, V, K))
-    return x_in[:spans].to(dtype)
-
-
 class _TableCache:
     """The last span table, for the next call with the same cu_seqlens tensor (a model's
     layers share one): kept with a reference to that tensor, so `is` cannot meet a new
@@ -175,20 +126,44 @@ class _TableCache:
         return self._table
 
 
+@dataclasses.dataclass(frozen=True)
+class SpanCall:
+    """What a split forward keeps for a split backward: its span table and the spans'
+    entering states and transitions (float32: [spans, HO, V, K] and [spans, HO, K, K],
+    9.4 MB at 1 x 32768 tokens, 16 heads, K = V = 128)."""
+    span_cu: torch.Tensor
+    first: torch.Tensor
+    count: torch.Tensor
+    steps: int
+    entering: torch.Tensor
+    transition: torch.Tensor
+
+
+def backward_split_enabled() -> bool:
+    """BACKWARD_ENV=1: a forward that split keeps what its backward needs to split too."""
+    value = os.environ.get(BACKWARD_ENV, "0").strip()
+    if value not in ("0", "1", ""):
+        raise ValueError(f"{BACKWARD_ENV}: expected 0 or 1; got {value!r}")
+    return value == "1"
+
+
 class SpanSplit:
-    """The split forward of one family (FamilyOps builds one; module docstring).
+    """The split forward and backward of one family (FamilyOps builds one; module docstring).
 
     `run_forward(args)` runs the family's forward op on schema-ordered args and returns its
-    results; `summary_kernel` is the family's summary op kernel (ops/_summary_ops.py)."""
+    results; `summaries` is the family's SummaryOps (ops/_summary_ops.py);
+    `gradient_results` names the backward op's results in order."""
 
     def __init__(self, names: Sequence[str], run_forward: Callable[[tuple[Any, ...]], tuple],
-                 summary: Any) -> None:
-        self._names = tuple(names)
+                 summaries: Any, gradient_results: Sequence[str]) -> None:
         self._at = {name: i for i, name in enumerate(names)}
+        self._gradient_at_initial_state = tuple(gradient_results).index("d_initial_state")
         self._run_forward = run_forward
-        self._summary = summary
-        self._summary_args = tuple(n for n in summary.signature.names
+        self._summary, self._summary_bwd = summaries.summary, summaries.summary_bwd
+        self._summary_args = tuple(n for n in self._summary.signature.names
                                    if n not in ("cu_seqlens", "initial_state", "output_transition"))
+        self._summary_bwd_args = tuple(n for n in self._summary_bwd.signature.names
+                                       if n not in ("cu_seqlens", "d_final_state", "output_transition"))
         #: forward-op cache keys the forward's checks passed, and those whose summary no
         #: engine serves (or whose summary's checks refuse what the forward takes)
         self.checked: set[Any] = set()
@@ -205,9 +180,11 @@ class SpanSplit:
         HO = max(q.shape[1], args[at["v"]].shape[1])
         return span_tokens(q.shape[0], cu.numel() - 1, HO, q.device)
 
-    def run(self, args: tuple[Any, ...], span: int) -> tuple | None:
-        """The forward's results (o, final_state, and the unused placeholders) by spans, or
-        None when the summary is not served (then the caller runs the plain forward)."""
+    def run(self, args: tuple[Any, ...], span: int, keep: bool = False
+            ) -> tuple[tuple, SpanCall | None] | None:
+        """(the forward's results (o, final_state and the unused placeholders) by spans,
+        the SpanCall a split backward reads when `keep`), or None when the summary is not
+        served (then the caller runs the plain forward)."""
         from cudnn.ops.errors import OpTypeError, OpValueError, cudnnGraphNotSupportedError
 
         at = self._at
@@ -235,4 +212,31 @@ class SpanSplit:
             final = finals.index_select(0, first + count - 1)
         else:
             final = finals.new_empty((0,))
-        return (o, final, *results[2:])
+        call = SpanCall(span_cu, first, count, steps, x_in, transition) if keep else None
+        return (o, final, *results[2:]), call
+
+    def backward(self, call: SpanCall, named: dict[str, Any],
+                 run_backward: Callable[[dict[str, Any]], tuple]) -> tuple:
+        """The backward op's results for the forward `call` split, by spans: each span's
+        own outputs' gradient of its entering state (the backward summary, every span at
+        once), the gradient of each span's leaving state composed backward along each
+        sequence, then the backward over all spans at once from their entering states and
+        leaving-state gradients. `named` holds the unsplit backward's arguments by name;
+        `run_backward(named)` runs the backward op. d_initial_state comes back per
+        sequence (its first span's)."""
+        from cudnn.ops.errors import OpTypeError, OpValueError, cudnnGraphNotSupportedError
+
+        try:
+            d_entering, _ = self._summary_bwd._kernel(
+                cu_seqlens=call.span_cu, d_final_state=None, output_transition=False,
+                **{n: named[n] for n in self._summary_bwd_args})
+        except (cudnnGraphNotSupportedError, OpTypeError, OpValueError):
+            return run_backward(named)  # the unsplit backward: the same gradients
+        d_leaving = leaving_gradients(named["d_final_state"], d_entering, call.transition, call.first,
+                                      call.count, call.steps, call.entering.dtype)
+        grads = list(run_backward({**named, "cu_seqlens": call.span_cu, "initial_state": call.entering,
+                                   "d_final_state": d_leaving}))
+        at = self._gradient_at_initial_state
+        if grads[at] is not None and grads[at].numel():
+            grads[at] = grads[at].index_select(0, call.first)
+        return tuple(grads)
