@@ -80,9 +80,14 @@ def test_one_long_sequence_splits_on_its_own(family, splits, monkeypatch):
 
 
 @pytest.mark.parametrize("family", list(Family), ids=lambda f: f.value)
-def test_split_forward_gradients(family, splits, monkeypatch):
+@pytest.mark.parametrize("backward, with_h0", [("0", True), ("1", True), ("1", False)],
+                         ids=["unsplit-bwd", "split-bwd-h0", "split-bwd"])
+def test_split_forward_gradients(family, backward, with_h0, splits, monkeypatch):
+    """The gradients of a split forward: by default the unsplit backward's; with
+    CUDNN_LA_SPAN_BACKWARD=1 the backward splits as its forward did."""
     monkeypatch.setenv(ss.ENV, "256")
-    config = _config(family, (700, 1, 300))
+    monkeypatch.setenv(ss.BACKWARD_ENV, backward)
+    config = _config(family, (700, 1, 300, 0), with_initial_state=with_h0)
     x = leaves(make_inputs(config, seed=3))
     dO, dht = make_grad_outputs(config, seed=4)
     o, final = call_op(x)
@@ -91,24 +96,5 @@ def test_split_forward_gradients(family, splits, monkeypatch):
     ref = reference_backward(x, dO, dht)
     for name, grad in grads_of(x).items():
         if grad is not None:
-            print(f"{family.value} {name}: {rel_err(grad, getattr(ref, name)):.2e}")
-            assert_rel_close(name, grad, getattr(ref, name), BOUND)
-
-
-@pytest.mark.parametrize("family", list(Family), ids=lambda f: f.value)
-@pytest.mark.parametrize("with_h0", [True, False], ids=["h0", "no_h0"])
-def test_split_backward_gradients(family, with_h0, splits, monkeypatch):
-    """CUDNN_LA_SPAN_BACKWARD=1: the backward splits as its forward did."""
-    monkeypatch.setenv(ss.ENV, "256")
-    monkeypatch.setenv(ss.BACKWARD_ENV, "1")
-    config = _config(family, (700, 1, 300, 0), with_initial_state=with_h0)
-    x = leaves(make_inputs(config, seed=5))
-    dO, dht = make_grad_outputs(config, seed=6)
-    o, final = call_op(x)
-    assert splits == [(256, True)], splits
-    torch.autograd.backward((o, final), (dO, dht))
-    ref = reference_backward(x, dO, dht)
-    for name, grad in grads_of(x).items():
-        if grad is not None:
-            print(f"{family.value} split backward {name}: {rel_err(grad, getattr(ref, name)):.2e}")
+            print(f"{family.value} backward split={backward} {name}: {rel_err(grad, getattr(ref, name)):.2e}")
             assert_rel_close(name, grad, getattr(ref, name), BOUND)
