@@ -51,49 +51,54 @@ def test_span_table_tiles_each_sequence(seed):
     cu = torch.tensor([0, *torch.tensor(lengths).cumsum(0).tolist()], dtype=torch.int32)
     T, N = int(cu[-1]), len(lengths)
     spans = sm.span_count_bound(T, N, span)
-    span_cu, first, count = sm.span_table(cu, span, spans)
-    assert span_cu.dtype == torch.int32 and span_cu.shape == (spans + 1,)
-    want, at = [], 0
+    table = sm.span_table(cu, span, spans, steps=max(1, -(-T // span)))
+    assert table.span_cu.dtype == torch.int32 and table.span_cu.shape == (spans + 1,)
+    want = []
     for n, length in enumerate(lengths):
         pieces = max(1, -(-length // span))
-        assert (int(first[n]), int(count[n])) == (len(want), pieces)
+        assert (int(table.first[n]), int(table.last[n])) == (len(want), len(want) + pieces - 1)
         want += [int(cu[n]) + j * span for j in range(pieces)]
-        at += length
     want += [T] * (spans + 1 - len(want))
-    assert span_cu.tolist() == want
+    assert table.span_cu.tolist() == want
+
+
+def _walk_case(seed, lengths, span):
+    """A span table over `lengths` and random maps for its spans (float64)."""
+    gen = torch.Generator().manual_seed(seed)
+    cu = torch.tensor([0, *torch.tensor(lengths).cumsum(0).tolist()])
+    T, N = int(cu[-1]), len(lengths)
+    spans = sm.span_count_bound(T, N, span)
+    table = sm.span_table(cu, span, spans, steps=-(-T // span))
+    HO, V, K = 2, 3, 4
+    shifts = torch.randn(spans, HO, V, K, dtype=F64, generator=gen)
+    transition = torch.randn(spans, HO, K, K, dtype=F64, generator=gen) / 2
+    start = torch.randn(N, HO, V, K, dtype=F64, generator=gen)
+    return table, shifts, transition, start
+
+
+def _sequence_spans(table):
+    return [range(int(f), int(l) + 1) for f, l in zip(table.first, table.last)]
 
 
 def test_entering_states_compose_the_maps():
-    gen = torch.Generator().manual_seed(3)
-    counts = [3, 1, 2]
-    spans, HO, V, K = sum(counts) + 2, 2, 3, 4
-    final0 = torch.randn(spans, HO, V, K, dtype=F64, generator=gen)
-    transition = torch.randn(spans, HO, K, K, dtype=F64, generator=gen) / 2
-    initial = torch.randn(len(counts), HO, V, K, dtype=F64, generator=gen)
-    first = torch.tensor([0, 3, 4])
-    got = sm.entering_states(initial, final0, transition, first, torch.tensor(counts), 3, F64)
-    for n, c in enumerate(counts):
-        x = initial[n]
-        for j in range(c):
-            i = int(first[n]) + j
-            assert_rel_close(f"span {i}", got[i], x, 1e-14)
-            x = x @ transition[i] + final0[i]
-    assert torch.count_nonzero(got[sum(counts):]) == 0
+    table, final0, transition, initial = _walk_case(3, [5, 2, 4, 0], span=2)
+    for start in (initial, None):
+        got = sm.entering_states(start, final0, transition, table, F64)
+        for n, spans in enumerate(_sequence_spans(table)):
+            x = start[n] if start is not None else torch.zeros_like(initial[n])
+            for i in spans:
+                assert_rel_close(f"span {i}", got[i], x, 1e-14)
+                x = x @ transition[i] + final0[i]
+        assert torch.count_nonzero(got[int(table.last[-1]) + 1:]) == 0  # the empty spans at T
 
 
 def test_leaving_gradients_compose_the_transposed_maps():
-    gen = torch.Generator().manual_seed(4)
-    counts = [2, 3, 1]
-    spans, HO, V, K = sum(counts) + 1, 2, 3, 4
-    d_entering = torch.randn(spans, HO, V, K, dtype=F64, generator=gen)
-    transition = torch.randn(spans, HO, K, K, dtype=F64, generator=gen) / 2
-    d_final = torch.randn(len(counts), HO, V, K, dtype=F64, generator=gen)
-    first = torch.tensor([0, 2, 5])
+    table, d_entering, transition, d_final = _walk_case(4, [3, 6, 1], span=2)
     for start in (d_final, None):
-        got = sm.leaving_gradients(start, d_entering, transition, first, torch.tensor(counts), 3, F64)
-        for n, c in enumerate(counts):
-            g = start[n] if start is not None else torch.zeros(HO, V, K, dtype=F64)
-            for i in reversed(range(int(first[n]), int(first[n]) + c)):
+        got = sm.leaving_gradients(start, d_entering, transition, table, F64)
+        for n, spans in enumerate(_sequence_spans(table)):
+            g = start[n] if start is not None else torch.zeros_like(d_final[n])
+            for i in reversed(spans):
                 assert_rel_close(f"span {i}", got[i], g, 1e-14)
                 g = g @ transition[i].transpose(-1, -2) + d_entering[i]
 

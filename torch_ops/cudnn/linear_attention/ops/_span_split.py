@@ -45,7 +45,7 @@ from typing import Any
 
 import torch
 
-from cudnn.linear_attention.ops._span_maps import (entering_states, leaving_gradients,
+from cudnn.linear_attention.ops._span_maps import (SpanTable, entering_states, leaving_gradients,
                                                    span_count_bound, span_table)
 
 ENV = "CUDNN_LA_SPAN_TOKENS"
@@ -114,14 +114,13 @@ class _TableCache:
     def __init__(self) -> None:
         self._key: tuple[Any, ...] | None = None
         self._cu: torch.Tensor | None = None
-        self._table: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None
+        self._table: SpanTable | None = None
 
-    def get(self, cu_seqlens: torch.Tensor, span: int, spans: int
-            ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        key = (cu_seqlens._version, span, spans, torch.cuda.current_stream(cu_seqlens.device)
+    def get(self, cu_seqlens: torch.Tensor, span: int, spans: int, steps: int) -> SpanTable:
+        key = (cu_seqlens._version, span, spans, steps, torch.cuda.current_stream(cu_seqlens.device)
                if cu_seqlens.is_cuda else None)
         if self._cu is not cu_seqlens or self._key != key:
-            self._table = span_table(cu_seqlens, span, spans)
+            self._table = span_table(cu_seqlens, span, spans, steps)
             self._cu, self._key = cu_seqlens, key
         return self._table
 
@@ -131,10 +130,7 @@ class SpanCall:
     """What a split forward keeps for a split backward: its span table and the spans'
     entering states and transitions (float32: [spans, HO, V, K] and [spans, HO, K, K],
     9.4 MB at 1 x 32768 tokens, 16 heads, K = V = 128)."""
-    span_cu: torch.Tensor
-    first: torch.Tensor
-    count: torch.Tensor
-    steps: int
+    table: SpanTable
     entering: torch.Tensor
     transition: torch.Tensor
 
@@ -191,28 +187,27 @@ class SpanSplit:
         q, cu, initial = args[at["q"]], args[at["cu_seqlens"]], args[at["initial_state"]]
         T, N = q.shape[0], cu.numel() - 1
         spans = span_count_bound(T, N, span)
-        span_cu, first, count = self._tables.get(cu, span, spans)
+        table = self._tables.get(cu, span, spans, min(spans, -(-T // span)))
         summary_args = {n: args[at[n]] for n in self._summary_args}
         try:
             # the kernel itself, not the dispatcher: this call is already eager and checked
-            final0, transition = self._summary._kernel(cu_seqlens=span_cu, initial_state=None,
+            final0, transition = self._summary._kernel(cu_seqlens=table.span_cu, initial_state=None,
                                                        output_transition=True, **summary_args)
         except (cudnnGraphNotSupportedError, OpTypeError, OpValueError):
             return None
         dtype = initial.dtype if initial is not None else final0.dtype
-        steps = min(spans, -(-T // span))
-        x_in = entering_states(initial, final0, transition, first, count, steps, dtype)
+        x_in = entering_states(initial, final0, transition, table, dtype)
         split = list(args)
-        split[at["cu_seqlens"]] = span_cu
+        split[at["cu_seqlens"]] = table.span_cu
         split[at["initial_state"]] = x_in
         split[at["output_final_state"]] = True
         results = self._run_forward(tuple(split))
         o, finals = results[0], results[1]
         if args[at["output_final_state"]]:
-            final = finals.index_select(0, first + count - 1)
+            final = finals.index_select(0, table.last)
         else:
             final = finals.new_empty((0,))
-        call = SpanCall(span_cu, first, count, steps, x_in, transition) if keep else None
+        call = SpanCall(table, x_in, transition) if keep else None
         return (o, final, *results[2:]), call
 
     def backward(self, call: SpanCall, named: dict[str, Any],
@@ -228,15 +223,15 @@ class SpanSplit:
 
         try:
             d_entering, _ = self._summary_bwd._kernel(
-                cu_seqlens=call.span_cu, d_final_state=None, output_transition=False,
+                cu_seqlens=call.table.span_cu, d_final_state=None, output_transition=False,
                 **{n: named[n] for n in self._summary_bwd_args})
         except (cudnnGraphNotSupportedError, OpTypeError, OpValueError):
             return run_backward(named)  # the unsplit backward: the same gradients
-        d_leaving = leaving_gradients(named["d_final_state"], d_entering, call.transition, call.first,
-                                      call.count, call.steps, call.entering.dtype)
-        grads = list(run_backward({**named, "cu_seqlens": call.span_cu, "initial_state": call.entering,
+        d_leaving = leaving_gradients(named["d_final_state"], d_entering, call.transition, call.table,
+                                      call.entering.dtype)
+        grads = list(run_backward({**named, "cu_seqlens": call.table.span_cu, "initial_state": call.entering,
                                    "d_final_state": d_leaving}))
         at = self._gradient_at_initial_state
         if grads[at] is not None and grads[at].numel():
-            grads[at] = grads[at].index_select(0, call.first)
+            grads[at] = grads[at].index_select(0, call.table.first)
         return tuple(grads)
