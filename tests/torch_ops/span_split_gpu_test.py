@@ -98,3 +98,23 @@ def test_split_forward_gradients(family, backward, with_h0, splits, monkeypatch)
         if grad is not None:
             print(f"{family.value} backward split={backward} {name}: {rel_err(grad, getattr(ref, name)):.2e}")
             assert_rel_close(name, grad, getattr(ref, name), BOUND)
+
+
+def test_split_forward_in_a_cuda_graph(splits, monkeypatch):
+    """A split call captured in a CUDA graph replays to the eager call's result, and an
+    eager call after the capture (same cu_seqlens tensor) does not read a table that only
+    the graph fills."""
+    monkeypatch.setenv(ss.ENV, "512")
+    x = make_inputs(_config(Family.GDN, (3000, 1, 1100)), seed=9)
+    eager, eager_final = call_op(x)
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.stream(stream), torch.cuda.graph(graph, stream=stream):
+        o, final = call_op(x)
+    graph.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(o, eager) and torch.equal(final, eager_final)
+    again, again_final = call_op(x)
+    assert torch.equal(again, eager) and torch.equal(again_final, eager_final)
+    assert len(splits) == 3 and all(ran for _, ran in splits), splits

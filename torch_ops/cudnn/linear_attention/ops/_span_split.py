@@ -119,6 +119,10 @@ class _TableCache:
     def get(self, cu_seqlens: torch.Tensor, span: int, spans: int, steps: int) -> SpanTable:
         key = (cu_seqlens._version, span, spans, steps, torch.cuda.current_stream(cu_seqlens.device)
                if cu_seqlens.is_cuda else None)
+        if cu_seqlens.is_cuda and torch.cuda.is_current_stream_capturing():
+            # a table built inside a CUDA graph capture holds its values only when the graph
+            # replays: build it into the graph, keep nothing
+            return span_table(cu_seqlens, span, spans, steps)
         if self._cu is not cu_seqlens or self._key != key:
             self._table = span_table(cu_seqlens, span, spans, steps)
             self._cu, self._key = cu_seqlens, key
