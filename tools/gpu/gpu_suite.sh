@@ -100,6 +100,9 @@
 #              1 x 32768 forward rows with the split off (CUDNN_LA_SPAN_TOKENS=0) and on (the
 #              automatic rule), and the fwd+bwd op rows with the backward split off and on;
 #              spansplittest / spansplitbench run one of them
+#   spansplitprofile the split's components at 1 x 32768 (bench/span_split_profile.py: span
+#              table, summary, composition, forward over spans, backward summary, leaving
+#              gradients, backward over spans; GPU back-to-back and host time of each)
 #   v3train    the training forward (state checkpoints + U): A/B of v2's training launchers
 #              (forced by the test tooling) against the product's, fwd_v3's for bf16 on sm_90a
 #              (kernels/NOTES.md "v3 training forwards on the H200"): the backward smoke with
@@ -366,6 +369,9 @@ for s in "$@"; do
         stage gradsvecbench "for c in 'KDA fwd+bwd' 'GDN-2 fwd+bwd'; do for g in mma wgmma; do \
           echo \"== FROST_BWD_GRADS_VEC=\$g\"; FROST_BWD_GRADS_VEC=\$g python3 bench/bench_linear_attention.py \
           --cases \"\$c\" --impl FROST --reps 10 || exit 1; done; done" ;; esac ;;
+    spansplitprofile)  # the split's components, GPU and host time each (bench/span_split_profile.py)
+      stage spansplitprofile "for f in gdn kda gdn2; do python3 bench/span_split_profile.py --family \$f \
+        --backward || exit 1; done" ;;
     spansplit|spansplittest|spansplitbench)  # long sequences split into spans (ops/_span_split.py)
       [ "$s" = spansplitbench ] || stage spansplittest "python3 -m pytest -q -s -p no:cacheprovider \
         tests/torch_ops/span_split_gpu_test.py"
