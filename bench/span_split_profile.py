@@ -84,7 +84,7 @@ def main() -> None:
     fn, leaves, cu = _op_operands(inp, a.family)
     q = leaves[0]
     T, N, HO = q.shape[0], cu.numel() - 1, q.shape[1]
-    span = a.span or ss.span_tokens(T, N, HO, q.device) or 0
+    span = a.span or ss.auto_span_tokens(T, N, HO, ss._sms(q.device)) or 0
     if not span:
         raise SystemExit(f"the automatic rule does not split {N} x {a.len} tokens with {HO} heads; pass --span")
     spans = sm.span_count_bound(T, N, span)

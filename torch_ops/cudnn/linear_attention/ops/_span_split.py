@@ -89,20 +89,18 @@ def auto_span_tokens(T: int, N: int, HO: int, sms: int) -> int | None:
     return span
 
 
-def span_tokens(T: int, N: int, HO: int, device: torch.device) -> int | None:
-    """The span length this call splits into (ENV, else auto_span_tokens on a GPU), or None."""
+def forced_span_tokens() -> int | None:
+    """ENV's span length (0: never split), or None when it is unset or empty."""
     forced = os.environ.get(ENV)
-    if forced is not None and forced.strip() != "":
-        try:
-            n = int(forced)
-        except ValueError:
-            raise ValueError(f"{ENV}: expected a non-negative integer; got {forced!r}") from None
-        if n < 0:
-            raise ValueError(f"{ENV}: expected a non-negative integer; got {n}")
-        return n if n > 0 and N >= 1 and T >= 1 else None
-    if device.type != "cuda":
+    if forced is None or forced.strip() == "":
         return None
-    return auto_span_tokens(T, N, HO, _sms(device))
+    try:
+        n = int(forced)
+    except ValueError:
+        raise ValueError(f"{ENV}: expected a non-negative integer; got {forced!r}") from None
+    if n < 0:
+        raise ValueError(f"{ENV}: expected a non-negative integer; got {n}")
+    return n
 
 
 class _TableCache:
@@ -156,7 +154,10 @@ class SpanSplit:
 
     def __init__(self, names: Sequence[str], run_forward: Callable[[tuple[Any, ...]], tuple],
                  summaries: Any, gradient_results: Sequence[str]) -> None:
-        self._at = {name: i for i, name in enumerate(names)}
+        self._at = at = {name: i for i, name in enumerate(names)}
+        self._every, self._values = at["checkpoint_every_n_tokens"], at["output_values"]
+        self._plan, self._invariant = at["plan_name"], at["batch_invariant"]
+        self._q, self._v, self._cu = at["q"], at["v"], at["cu_seqlens"]
         self._gradient_at_initial_state = tuple(gradient_results).index("d_initial_state")
         self._run_forward = run_forward
         self._summary, self._summary_bwd = summaries.summary, summaries.summary_bwd
@@ -171,14 +172,19 @@ class SpanSplit:
         self._tables = _TableCache()
 
     def span_for(self, args: Sequence[Any]) -> int | None:
-        """The span length to split this forward call into, or None (module docstring)."""
-        at = self._at
-        if (args[at["checkpoint_every_n_tokens"]] or args[at["output_values"]]
-                or args[at["plan_name"]] is not None or args[at["batch_invariant"]]):
+        """The span length to split this forward call into, or None (module docstring).
+        Every eager forward asks, so the common answer (None) comes first and cheap."""
+        if (args[self._every] or args[self._values] or args[self._plan] is not None
+                or args[self._invariant]):
             return None
-        q, cu = args[at["q"]], args[at["cu_seqlens"]]
-        HO = max(q.shape[1], args[at["v"]].shape[1])
-        return span_tokens(q.shape[0], cu.numel() - 1, HO, q.device)
+        forced = forced_span_tokens()
+        q = args[self._q]
+        if forced is None and not q.is_cuda:
+            return None
+        T, N = q.shape[0], args[self._cu].numel() - 1
+        if forced is not None:
+            return forced if forced > 0 and N >= 1 and T >= 1 else None
+        return auto_span_tokens(T, N, max(q.shape[1], args[self._v].shape[1]), _sms(q.device))
 
     def run(self, args: tuple[Any, ...], span: int, keep: bool = False
             ) -> tuple[tuple, SpanCall | None] | None:
