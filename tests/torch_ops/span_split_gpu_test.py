@@ -118,3 +118,27 @@ def test_split_forward_in_a_cuda_graph(splits, monkeypatch):
     again, again_final = call_op(x)
     assert torch.equal(again, eager) and torch.equal(again_final, eager_final)
     assert len(splits) == 3 and all(ran for _, ran in splits), splits
+
+
+@pytest.mark.parametrize("table", [[0, 1500, 900, 2048], [0, 2100, 2048, 2048], [0, 0, 2048, 1200],
+                                   [100, 600, 1200, 1800]],
+                         ids=["inverted", "past-T", "short-end", "late-start"])
+def test_malformed_tables_cover_the_same_rows(table, splits, monkeypatch):
+    """A table that breaks the contract (0 = cu[0] <= ... <= cu[N] = T) is memory-safe
+    and zeroes the rows no sequence covers (README "Bad input"); the span table keeps
+    each sequence's rows (its spans end where the next sequence starts), so the split
+    and the unsplit forward agree, the uncovered rows zero in both."""
+    x = make_inputs(_config(Family.KDA, (700, 700, 648)), seed=12)
+    x.cu_seqlens.copy_(torch.tensor(table, dtype=x.cu_seqlens.dtype))
+    monkeypatch.setenv(ss.ENV, "0")
+    want = call_op(x)
+    monkeypatch.setenv(ss.ENV, "256")
+    got = call_op(x)
+    assert splits == [(256, True)], splits
+    for name, a, b in zip(("o", "final_state"), got, want):
+        print(f"malformed {table} {name}: {rel_err(a, b):.2e}")
+        assert_rel_close(name, a, b, BOUND)
+    covered = torch.zeros(x.q.shape[0], dtype=torch.bool, device=x.q.device)
+    for start, end in zip(table, table[1:]):
+        covered[max(start, 0):max(min(end, x.q.shape[0]), 0)] = True
+    assert torch.count_nonzero(got[0][~covered]) == 0

@@ -232,3 +232,4 @@ def test_table_follows_a_table_written_in_place(span):
     ref_o, ref_final = reference_forward(moved)
     assert_rel_close("o after the in-place write", o2, ref_o, BOUND)
     assert_rel_close("final_state after the in-place write", final2, ref_final, BOUND)
+
