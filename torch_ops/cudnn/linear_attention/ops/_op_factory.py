@@ -30,9 +30,10 @@ A kernel looks the call's configuration up in the op's bounded graph cache
 allocates its results (absent optional results are zero-size tensors: custom ops cannot
 return None) and builds the single-node graph (_graph_runner.py); the configuration key
 holds every dim, stride, dtype, device and attribute the checks read, so a hit skips
-them. Then the graph runs into fresh results. The ops never name an engine; the public
-function converts gate, index and state dtypes to the ones the planned engine reads
-before calling the op (_dtype_normalise.py).
+them. Then the graph runs into fresh results. An eager forward of long sequences on few
+heads runs as spans side by side instead (`_eager_forward`, _span_split.py). The ops
+never name an engine; the public function converts gate, index and state dtypes to the
+ones the planned engine reads before calling the op (_dtype_normalise.py).
 """
 from __future__ import annotations
 
