@@ -16,6 +16,7 @@ from tests.reference.families import reference_backward, reference_forward
 from tests.reference.inputs import InputConfig, make_grad_outputs, make_inputs
 from tests.reference.preprocess import Family
 from tests.torch_ops.op_calls import call_op, grads_of, leaves
+from tests.torch_ops.serving_steps import Step, run_steps
 
 pytestmark = pytest.mark.gpu
 BOUND = 1e-2  # bf16: the bound ops_gpu_test.py holds the unsplit op to
@@ -142,3 +143,20 @@ def test_malformed_tables_cover_the_same_rows(table, splits, monkeypatch):
     for start, end in zip(table, table[1:]):
         covered[max(start, 0):max(min(end, x.q.shape[0]), 0)] = True
     assert torch.count_nonzero(got[0][~covered]) == 0
+
+
+@pytest.mark.parametrize("family", list(Family), ids=lambda f: f.value)
+@pytest.mark.parametrize("state", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
+def test_split_serving_calls(family, state, splits, monkeypatch):
+    """Prefill through the serving op (a state pool, slots, skipped slots) by spans, over
+    several calls, against the float64 serving reference."""
+    monkeypatch.setenv(ss.ENV, "256")
+    cfg = _config(family, (1,), with_initial_state=False)
+    steps = [Step((1500, 2, 900, 700), (0, -1, 5, 12)), Step((600, 800, 64), (5, 0, 11)),
+             Step((1000, 300), (11, 5))]  # -1 and 12 (the pool size) skip their sequence
+    gen = torch.Generator(device="cuda").manual_seed(2)
+    pool = torch.randn(12, cfg.HO, cfg.V, cfg.K, device="cuda", generator=gen).to(state)
+    worst = run_steps(cfg, steps, pool, device="cuda")
+    print(f"{family.value} {state} split serving: {worst}")
+    assert len(splits) == len(steps) and all(ran for _, ran in splits), splits
+    assert max(worst.values()) < BOUND, worst

@@ -18,6 +18,7 @@ from tests.reference.families import reference_backward, reference_forward
 from tests.reference.inputs import InputConfig, make_grad_outputs, make_inputs
 from tests.reference.preprocess import Family
 from tests.torch_ops.op_calls import call_op, grads_of, leaves
+from tests.torch_ops.serving_steps import Step, pool_config, run_steps
 from tests.torch_ops.reference_summary_engine import (cp_reference_engines_installed,
                                                       loaded_engine)
 
@@ -233,3 +234,22 @@ def test_table_follows_a_table_written_in_place(span):
     assert_rel_close("o after the in-place write", o2, ref_o, BOUND)
     assert_rel_close("final_state after the in-place write", final2, ref_final, BOUND)
 
+
+
+@pytest.mark.parametrize("family", list(Family), ids=lambda f: f.value)
+@pytest.mark.parametrize("overwrite", [True, False], ids=["overwrite", "fresh"])
+def test_split_serving_call(family, overwrite, span):
+    """A serving call (state pool, slots, skipped slots) by spans: the pool (or the fresh
+    final_state rows), o and the skipped sequences' zero rows as the float64 serving
+    reference has them, over several calls."""
+    span(3)
+    cfg = pool_config(family, safe_gate=True, use_beta_sigmoid=True, use_qk_l2norm=True)
+    pool = torch.randn(6, cfg.HO, cfg.V, cfg.K, generator=torch.Generator().manual_seed(1))
+    # -1, 6 and 7 skip their sequence; the skipped slot 6 of the third call clamps onto
+    # the served slot 5 of another sequence than the first served; the last skips all
+    steps = [Step((7, 2, 9, 5), (0, 3, -1, 2)), Step((4, 6, 1, 8), (2, 6, 0, 5)),
+             Step((4, 6, 5), (0, 5, 6)), Step((5, 5), (-1, 7))]
+    before = _summary_calls(family)
+    worst = run_steps(cfg, steps if overwrite else steps[:1], pool, overwrite=overwrite)
+    assert _summary_calls(family) == before + (len(steps) if overwrite else 1)
+    assert max(worst.values()) < 1e-5, worst

@@ -357,6 +357,26 @@ class FamilyOps:
                 split.declined.add(key)  # no engine serves its summary
         return self._run(self.forward_def, args, drop_unused), None
 
+    def _split_serve(self, values: tuple[Any, ...]) -> _Results | None:
+        """The serving op's results by spans (_span_split.SpanSplit.serve) where the split
+        applies to the call (its forward arguments: values less the last two), else None."""
+        args, overwrite, state_indices = values[:-2], values[-2], values[-1]
+        split = self._span_split
+        span = split.span_for(args)
+        if span is None:
+            return None
+        key = self.serve_def.cache_key(values)
+        if key not in split.checked:  # the serving op's own checks name bad arguments
+            op = self.serve_def
+            check_call(op.name, self.family, op.spec, dict(zip(op.signature.names, values)))
+            split.checked.add(key)
+        if key in split.declined:
+            return None
+        results = split.serve(args, state_indices, overwrite is True, span)
+        if results is None:
+            split.declined.add(key)  # no engine serves its summary
+        return results
+
     @functools.cached_property
     def _span_split(self) -> SpanSplit:
         from cudnn.linear_attention.ops.summary import SUMMARY_OPS  # registers them
@@ -447,7 +467,9 @@ class FamilyOps:
             state_indices = state_indices.contiguous()
         values = (*args, overwrite_initial_state, state_indices)
         if route(values, self._serve_tensor_positions) == DIRECT:
-            results = self._run(self.serve_def, values, drop_unused=True)
+            results = self._split_serve(values)  # a long prefill on few heads: by spans
+            if results is None:
+                results = self._run(self.serve_def, values, drop_unused=True)
         else:
             results = self.serve_op(*values)
         return self._served(args, overwrite_initial_state, results)

@@ -220,6 +220,47 @@ class SpanSplit:
         call = SpanCall(table, x_in, transition) if keep else None
         return (o, final, *results[2:]), call
 
+    def serve(self, args: tuple[Any, ...], state_indices: torch.Tensor | None,
+              overwrite: bool, span: int) -> tuple | None:
+        """A serving call (state pool in initial_state, FamilyOps.serve) by spans: each
+        sequence's slot gathered from the pool (zero for a skipped slot, outside [0, S)),
+        the split forward from those states, the skipped sequences' output rows zeroed,
+        the final states scattered into the pool (overwrite) or into a fresh pool-shaped
+        tensor whose unserved rows stay unwritten. Results as the serving op's (o, final
+        placeholder or pool-shaped final), or None when the summary is not served.
+        Nothing synchronises: a skipped sequence writes the row and value of the first
+        served one (or its own row's current value when none is served), so every write
+        is determined whatever order the scatter takes."""
+        at = self._at
+        q, cu, pool = args[at["q"]], args[at["cu_seqlens"]], args[at["initial_state"]]
+        N, S = cu.numel() - 1, pool.shape[0]
+        slots = (state_indices.long() if state_indices is not None
+                 else torch.arange(N, device=pool.device))
+        served = (slots >= 0) & (slots < S)
+        rows = slots.clamp(0, max(S - 1, 0))
+        # at least float32 between the spans (a bf16 pool is rounded once, at the end)
+        wide = torch.promote_types(pool.dtype, torch.float32)
+        initial = pool.index_select(0, rows).to(wide) * served.view(N, 1, 1, 1).to(wide)
+        forward = list(args)
+        forward[at["initial_state"]] = initial
+        forward[at["output_final_state"]] = True
+        ran = self.run(tuple(forward), span)
+        if ran is None:
+            return None
+        (o, final, *rest), _ = ran
+        # the rows of a skipped sequence: zero, as the engines leave them
+        token_seq = torch.searchsorted(cu[1:].long(), torch.arange(q.shape[0], device=cu.device),
+                                       right=True).clamp(max=N - 1)
+        o = o * served.index_select(0, token_seq).view(-1, 1, 1).to(o.dtype)
+        first = torch.argmax(served.to(torch.int8))  # the first served sequence (0 if none)
+        anyone = served.any()
+        target = torch.where(served, rows, torch.where(anyone, rows[first], rows))
+        out = pool if overwrite else torch.empty_like(pool)
+        value = torch.where(served.view(N, 1, 1, 1), final.to(pool.dtype),
+                            torch.where(anyone, final[first].to(pool.dtype), out.index_select(0, rows)))
+        out.index_copy_(0, target, value)
+        return (o, out if not overwrite else final.new_empty((0,)), *rest)
+
     def backward(self, call: SpanCall, named: dict[str, Any],
                  run_backward: Callable[[dict[str, Any]], tuple]) -> tuple:
         """The backward op's results for the forward `call` split, by spans: each span's
