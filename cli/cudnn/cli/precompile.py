@@ -17,6 +17,12 @@ through state_indices and written in place, K = V in {64, 128} (and the shape's 
 float32 and bfloat16 states, both V tiles (small and large batches), at the shape's heads,
 dtype and --l2norm: 8 kernels per op, about a second each.
 
+Long sequences on few heads run as spans side by side (torch_ops/README.md, "Long
+sequences on few heads"): with a GPU, a shape that splits (e.g. `--seqs 1 --seq_len
+32768 --heads 16`) compiles the span summary's kernels too, as the call runs them;
+`--arch` compiles the unsplit call's kernels only, so a split call compiles its summary
+kernels on first use.
+
     python -m cudnn precompile gdn kda --seqs 8 --seq_len 4096 --backward
     python -m cudnn precompile gdn --arch sm_90a --jobs 8 --heads 16 --head_dim 128
 """
