@@ -252,7 +252,7 @@ class SpanSplit:
         token_seq = torch.searchsorted(cu[1:].long(), torch.arange(q.shape[0], device=cu.device),
                                        right=True).clamp(max=N - 1)
         o = o * served.index_select(0, token_seq).view(-1, 1, 1).to(o.dtype)
-        first = torch.argmax(served.to(torch.int8))  # the first served sequence (0 if none)
+        first = torch.argmax(served.to(torch.int32))  # the first served sequence (0 if none)
         anyone = served.any()
         target = torch.where(served, rows, torch.where(anyone, rows[first], rows))
         out = pool if overwrite else torch.empty_like(pool)
