@@ -29,20 +29,11 @@ BACK = 10
 
 
 def gpu_ms(fn, reps: int) -> float:
-    """Median over reps of the event-timed ms of BACK back-to-back calls, per call."""
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(BACK):
-            fn()
-        end.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(end) / BACK)
-    return statistics.median(times)
+    """Median over reps of the event-timed ms of BACK back-to-back calls, per call (the
+    product CLI's timer)."""
+    from cudnn.cli.bench import cuda_median_ms
+
+    return cuda_median_ms(fn, reps, BACK, warmup=3)
 
 
 def host_ms(fn, reps: int) -> float:

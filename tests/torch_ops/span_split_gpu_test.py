@@ -50,18 +50,22 @@ def _config(family, seq_lens, **kw):
     return InputConfig(**base)
 
 
+def _check_forward(x, label: str) -> None:
+    """The op's o and final_state on x against the float64 reference, within BOUND."""
+    o, final = call_op(x)
+    ref_o, ref_final = reference_forward(x)
+    print(f"{label}: o {rel_err(o, ref_o):.2e}, final_state {rel_err(final, ref_final):.2e}")
+    assert_rel_close("o", o, ref_o, BOUND)
+    assert_rel_close("final_state", final, ref_final, BOUND)
+
+
 @pytest.mark.parametrize("family", list(Family), ids=lambda f: f.value)
 @pytest.mark.parametrize("tokens", [512, 333])
 def test_forced_split_matches_the_reference(family, tokens, splits, monkeypatch):
     monkeypatch.setenv(ss.ENV, str(tokens))
     x = make_inputs(_config(family, (3000, 0, 1, 1100, 64)), seed=tokens)
-    o, final = call_op(x)
+    _check_forward(x, f"{family.value} span {tokens}")
     assert splits == [(tokens, True)], splits
-    ref_o, ref_final = reference_forward(x)
-    print(f"{family.value} span {tokens}: o {rel_err(o, ref_o):.2e}, "
-          f"final_state {rel_err(final, ref_final):.2e}")
-    assert_rel_close("o", o, ref_o, BOUND)
-    assert_rel_close("final_state", final, ref_final, BOUND)
 
 
 @pytest.mark.parametrize("family", list(Family), ids=lambda f: f.value)
@@ -71,13 +75,8 @@ def test_one_long_sequence_splits_on_its_own(family, splits, monkeypatch):
     # reference quick, the rule (SM count, one wave, whole chunks) is the product's
     monkeypatch.setattr(ss, "MIN_SPAN", 1024)
     x = make_inputs(_config(family, (9000,), H=2, with_initial_state=False), seed=7)
-    o, final = call_op(x)
+    _check_forward(x, f"{family.value} auto span")
     assert len(splits) == 1 and splits[0][1], splits
-    ref_o, ref_final = reference_forward(x)
-    print(f"{family.value} auto span {splits[0][0]}: o {rel_err(o, ref_o):.2e}, "
-          f"final_state {rel_err(final, ref_final):.2e}")
-    assert_rel_close("o", o, ref_o, BOUND)
-    assert_rel_close("final_state", final, ref_final, BOUND)
 
 
 @pytest.mark.parametrize("family", list(Family), ids=lambda f: f.value)
