@@ -40,7 +40,7 @@ from cutlass.cute.nvgpu import OperandMajorMode, warpgroup
 from cutlass.cutlass_dsl import T, dsl_user_op
 
 from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
-from cudnn.linear_attention.frost.kernels.fwd_v1 import CHUNK, NBLK, SUB, SW128
+from cudnn.linear_attention.frost.kernels.fwd_v1 import CHUNK, NBLK, SUB, SW128, warp_mma
 from cudnn.linear_attention.frost.kernels.fwd_v3 import WG_ROWS, WG_THREADS
 from cudnn.linear_attention.frost.kernels.fwd_v3 import smem_plan as v3_smem_plan
 from cudnn.linear_attention.frost.kernels.wgmma_fragments import fragment_coords, shared_coordinate, tv_size
@@ -113,8 +113,9 @@ class GramWgmma:
     #: epilogue (16 registers), 1 waits for each block before its epilogue (8)
     gram_buffers = 2
     opaque_operand_tid = False
+    opaque_rows_tid = True
     #: the row gates and betas: loaded once per stage ("stage") or per column block ("block")
-    row_loads = "block"
+    row_loads = "stage"
 
     def __init__(self, cfg: FrostFwdConfig):
         if cfg.gate_per_channel or cfg.io_dtype != "bfloat16":
@@ -127,6 +128,21 @@ class GramWgmma:
         """bf16 io: the staged rows are already bf16, and recast_ptr would drop the SW128
         tiles' swizzle (CuTe DSL 4.8), so the tensor itself."""
         return t
+
+    def final_state_coords(self, coord_s):
+        """The state registers' coordinates again, from lane_in_loop: with an initial state,
+        LLVM otherwise reuses the initial state's load offsets for the final state's stores
+        and keeps them across the chunk loop (one spilled register in the training launcher
+        without l2norm)."""
+        thr = warp_mma().get_slice(lane_in_loop())
+        return thr.partition_C(cute.make_identity_tensor((SUB, self.cfg.K)))
+
+    @cute.jit
+    def stage_rows(self, s, mq, mk, mv, mg, mb, mw, heads, t0, eos, tid):
+        """v3's rows stage, with its addresses computed per chunk when opaque_rows_tid."""
+        if cutlass.const_expr(self.opaque_rows_tid):
+            tid = tid_in_loop()
+        super(GramWgmma, self).stage_rows(s, mq, mk, mv, mg, mb, mw, heads, t0, eos, tid)
 
     @cute.jit
     def stage_operands(self, s, mb, heads, t0, eos, scale, tid):
