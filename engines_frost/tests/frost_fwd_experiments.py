@@ -212,20 +212,22 @@ def engine_config(cfg: FrostFwdConfig, algorithm: str, training: bool = False, g
 
 
 @contextlib.contextmanager
-def use_kernel(algorithm: str, training: bool = False):
+def use_kernel(algorithm: str, training: bool = False, gram: str | None = None):
     """Inside the block, frost_fwd and bind_fwd (so the FROST engines) compile and launch
     `algorithm`'s kernel wherever the product launches v2 or v3 (engine_config; with
     `training`, for the forwards that write state checkpoints and U as well): fwd._compiled,
     the launcher's one compile lookup, is wrapped, so every operand check still runs.
-    Process-wide while it lasts (not for concurrent threads). FROST_FWD_GRAM (gram_requested)
-    is read on entry: "wgmma" routes even a PRODUCT block, onto the wgmma-Gram v3 kernel
-    where it exists."""
+    Process-wide while it lasts (not for concurrent threads). gram: GRAMS, None (default):
+    FROST_FWD_GRAM's (gram_requested), read on entry; "wgmma" routes even a PRODUCT block,
+    onto the wgmma-Gram v3 kernel where it exists (tooling_config)."""
     if algorithm not in ALGORITHMS and algorithm != PRODUCT:
         raise ValueError(f"use_kernel: algorithm must be one of {(*ALGORITHMS, PRODUCT)}, got {algorithm!r}")
     if training and algorithm not in (*TRAINING_ALGORITHMS, PRODUCT):  # v0, v1 write neither
         raise ValueError(f"use_kernel: training forwards run one of {(*TRAINING_ALGORITHMS, PRODUCT)}, "
                          f"got {algorithm!r}")
-    gram = gram_requested()
+    gram = gram_requested() if gram is None else gram
+    if gram not in GRAMS:
+        raise ValueError(f"use_kernel: gram must be one of {GRAMS}, got {gram!r}")
     if algorithm == PRODUCT and gram == "mma":  # what frost_fwd launches anyway: nothing to route
         yield
         return
