@@ -19,6 +19,11 @@ chunk loop) spilled; here:
 - the epilogue loads a thread's gate and beta once per distinct row (two per thread,
   wgmma_fragments.shared_coordinate, checked at trace time on the DSL's layout) and the
   column gates once per distinct column and block;
+- the epilogue's store addresses (SW128 P offsets: a row XOR per value and block), the
+  rows stage's (q and k are SW128 now) and, with an initial state, the final state's
+  offsets are loop-invariant: LLVM hoisted them out of the chunk loop and ptxas spilled
+  them (8 to 96 bytes in the drafts); lane_in_loop / tid_in_loop (volatile reads of
+  %laneid / %tid.x) and final_state_coords keep them inside (NOTES.md);
 - warp w of a warpgroup holds rows [16 w, 16 w + 16) of the accumulator, so it stores
   only the blocks (w, bj) with bj <= w: -M_wbj (bf16, bj < w), M_ww (fp32, the diagonal
   block the inverse reads) and P_wbj (bf16, SW128, bj <= w; the blocks above the diagonal
@@ -70,8 +75,7 @@ def lane_in_loop(*, loc=None, ip=None) -> Int32:
 
 @dsl_user_op
 def tid_in_loop(*, loc=None, ip=None) -> Int32:
-    """%tid.x through a volatile mov (lane_in_loop's reason, for the operand stage: its q
-    and k addresses carry the SW128 row XOR here, and hoisted they spilled)."""
+    """%tid.x through a volatile mov (lane_in_loop's reason, for the rows stage)."""
     return Int32(llvm.inline_asm(T.i32(), [], "mov.u32 $0, %tid.x;", "=r", has_side_effects=True,
                                  is_align_stack=False, asm_dialect=llvm.AsmDialect.AD_ATT))
 
@@ -112,10 +116,6 @@ class GramWgmma:
     #: accumulators of the column-block pipeline: 2 issues block bj + 1 before block bj's
     #: epilogue (16 registers), 1 waits for each block before its epilogue (8)
     gram_buffers = 2
-    opaque_operand_tid = False
-    opaque_rows_tid = True
-    #: the row gates and betas: loaded once per stage ("stage") or per column block ("block")
-    row_loads = "stage"
 
     def __init__(self, cfg: FrostFwdConfig):
         if cfg.gate_per_channel or cfg.io_dtype != "bfloat16":
@@ -139,17 +139,10 @@ class GramWgmma:
 
     @cute.jit
     def stage_rows(self, s, mq, mk, mv, mg, mb, mw, heads, t0, eos, tid):
-        """v3's rows stage, with its addresses computed per chunk when opaque_rows_tid."""
-        if cutlass.const_expr(self.opaque_rows_tid):
-            tid = tid_in_loop()
-        super(GramWgmma, self).stage_rows(s, mq, mk, mv, mg, mb, mw, heads, t0, eos, tid)
-
-    @cute.jit
-    def stage_operands(self, s, mb, heads, t0, eos, scale, tid):
-        """v3's operand stage with its addresses computed per chunk (tid_in_loop)."""
-        if cutlass.const_expr(self.opaque_operand_tid):
-            tid = tid_in_loop()
-        super(GramWgmma, self).stage_operands(s, mb, heads, t0, eos, scale, tid)
+        """v3's rows stage with its addresses computed per chunk (tid_in_loop: its q and k
+        addresses carry the SW128 row XOR now; hoisted, one spilled). The operand stage
+        keeps the hoisted form: given tid_in_loop too, ptxas spilled 80 bytes."""
+        super(GramWgmma, self).stage_rows(s, mq, mk, mv, mg, mb, mw, heads, t0, eos, tid_in_loop())
 
     @cute.jit
     def stage_gram(self, s, mb, heads, t0, eos, scale, thr, lane, wid):
@@ -173,8 +166,7 @@ class GramWgmma:
         crd = gslice.partition_C(cute.make_identity_tensor((WG_ROWS, GRAM_N)))
         nval = cute.size(crd)
         # the row gates and betas of this thread's accumulator rows, once per distinct row
-        if cutlass.const_expr(self.row_loads == "stage"):
-            g_row, b_row = self.row_terms(s_g, s_beta, crd, row_rep, nval)
+        g_row, b_row = self.row_terms(s_g, s_beta, crd, row_rep, nval)
         for prod in cutlass.range_constexpr(2):  # 0: M (A = k), 1: P (A = q)
             if wid // (WG_THREADS // 32) == prod % groups:
                 if cutlass.const_expr(prod == 0):
@@ -199,10 +191,6 @@ class GramWgmma:
                         warpgroup.wait_group(0)
                     acc = accs[bj % nb]
                     if wl >= bj:  # warps above the block's rows hold only masked values
-                        if cutlass.const_expr(self.row_loads == "block"):
-                            g_use, b_use = self.row_terms(s_g, s_beta, crd, row_rep, nval)
-                        else:
-                            g_use, b_use = g_row, b_row
                         g_col = []
                         for e in cutlass.range_constexpr(nval):
                             if cutlass.const_expr(col_rep[e] == e):
@@ -213,9 +201,9 @@ class GramWgmma:
                             t = crd[e][0]
                             ul = crd[e][1]
                             u = bj * GRAM_N + ul
-                            f = cute.arch.exp(cute.arch.fmin(g_use[e] - g_col[e], Float32(0.0)))
+                            f = cute.arch.exp(cute.arch.fmin(g_row[e] - g_col[e], Float32(0.0)))
                             if cutlass.const_expr(prod == 0):
-                                mval = acc[e] * f * b_use[e]
+                                mval = acc[e] * f * b_row[e]
                                 if u >= t:
                                     mval = Float32(0.0)
                                 if wl == bj:
