@@ -45,13 +45,13 @@ from cutlass.cute.nvgpu import OperandMajorMode, warpgroup
 from cutlass.cutlass_dsl import T, dsl_user_op
 
 from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
-from cudnn.linear_attention.frost.kernels.fwd_v1 import CHUNK, NBLK, SUB, SW128, warp_mma
+from cudnn.linear_attention.frost.kernels.fwd_v1 import CHUNK, SUB, SW128, warp_mma
 from cudnn.linear_attention.frost.kernels.fwd_v3 import WG_ROWS, WG_THREADS
 from cudnn.linear_attention.frost.kernels.fwd_v3 import smem_plan as v3_smem_plan
 from cudnn.linear_attention.frost.kernels.wgmma_fragments import fragment_coords, shared_coordinate, tv_size
 
-GRAM_N = SUB  # the accumulator's N: one 16-column block of M or P per wgmma group
-GRAM_BLOCKS = CHUNK // GRAM_N
+GRAM_N = SUB  # the accumulator's N (default): one 16-column block of M or P per wgmma group
+GRAM_NS = (16, 32)  # the widths the epilogue handles (gram_n)
 #: shared tiles this kernel stages SW128 on top of v3's: the Gram's A and B operands
 SWIZZLED_ROWS = ("q", "k")
 
@@ -87,24 +87,27 @@ def wgmma_ss(n: int):
     return cute.make_tiled_mma(cute.make_mma_atom(op))
 
 
-def accumulator_coordinate_maps(wg):
-    """(row representatives, column representatives) of wg's accumulator (shared_coordinate),
-    after checking at trace time what the epilogue assumes of the layout: 128 threads, thread
-    t's rows inside [16 (t // 32), 16 (t // 32) + 16) (warp w owns block row w) and every
-    column inside [0, GRAM_N)."""
+def accumulator_coordinate_maps(wg, n: int):
+    """(row representatives, column representatives, 16-column sub-block per value) of wg's
+    m64n accumulator (shared_coordinate), after checking at trace time what the epilogue
+    assumes of the layout: 128 threads, thread t's rows inside [16 (t // 32), 16 (t // 32)
+    + 16) (warp w owns block row w), every column inside [0, n), and value v's column in
+    the same 16-column sub-block on every thread."""
     shape, stride = wg.tv_layout_C.shape, wg.tv_layout_C.stride
     tv = ((cute.get(shape, mode=[0]), cute.get(shape, mode=[1])),
           (cute.get(stride, mode=[0]), cute.get(stride, mode=[1])))
     threads, values = tv_size(tv)
+    sub = [fragment_coords(*tv, WG_ROWS, 0, v)[1] // SUB for v in range(values)]
     for t in range(threads if threads == WG_THREADS else 0):
         for v in range(values):
             r, col = fragment_coords(*tv, WG_ROWS, t, v)
-            if r // SUB != t // 32 or not 0 <= col < GRAM_N:
+            if r // SUB != t // 32 or not 0 <= col < n or col // SUB != sub[v]:
                 threads = -1
     if threads != WG_THREADS:
-        raise ValueError(f"fwd_v3_gram: the wgmma m64n{GRAM_N} accumulator {tv} is not warp w on rows "
-                         f"[16 w, 16 w + 16); the Gram epilogue's stores would be wrong")
-    return shared_coordinate(tv, WG_ROWS, 0), shared_coordinate(tv, WG_ROWS, 1)
+        raise ValueError(f"fwd_v3_gram: the wgmma m64n{n} accumulator {tv} is not warp w on rows "
+                         f"[16 w, 16 w + 16), value v in one 16-column block; the Gram epilogue's stores "
+                         f"would be wrong")
+    return shared_coordinate(tv, WG_ROWS, 0), shared_coordinate(tv, WG_ROWS, 1), sub
 
 
 class GramWgmma:
@@ -116,6 +119,9 @@ class GramWgmma:
     #: accumulators of the column-block pipeline: 2 issues block bj + 1 before block bj's
     #: epilogue (16 registers), 1 waits for each block before its epilogue (8)
     gram_buffers = 2
+    #: the accumulator's N: 16 (8 registers per block, A read from shared memory four
+    #: times per product) or 32 (16 registers, A read twice)
+    gram_n = GRAM_N
 
     def __init__(self, cfg: FrostFwdConfig):
         if cfg.gate_per_channel or cfg.io_dtype != "bfloat16":
@@ -158,12 +164,14 @@ class GramWgmma:
         s_dinv = s.dinv
         K = self.cfg.K
         groups = self.warps // (WG_THREADS // 32)
-        wg = wgmma_ss(GRAM_N)
-        row_rep, col_rep = accumulator_coordinate_maps(wg)
+        n = self.gram_n
+        blocks = CHUNK // n
+        wg = wgmma_ss(n)
+        row_rep, col_rep, sub = accumulator_coordinate_maps(wg, n)
         wl = wid % (WG_THREADS // 32)  # warp inside its warpgroup = block row it stores
         lane = lane_in_loop()  # the addresses below are computed here, per chunk
         gslice = wg.get_slice(wl * 32 + lane)
-        crd = gslice.partition_C(cute.make_identity_tensor((WG_ROWS, GRAM_N)))
+        crd = gslice.partition_C(cute.make_identity_tensor((WG_ROWS, n)))
         nval = cute.size(crd)
         # the row gates and betas of this thread's accumulator rows, once per distinct row
         g_row, b_row = self.row_terms(s_g, s_beta, crd, row_rep, nval)
@@ -174,47 +182,49 @@ class GramWgmma:
                 else:
                     a_frag = wg.make_fragment_A(gslice.partition_A(s_q))
                 nb = self.gram_buffers
-                accs = [cute.make_rmem_tensor(gslice.partition_shape_C((WG_ROWS, GRAM_N)), Float32)
+                accs = [cute.make_rmem_tensor(gslice.partition_shape_C((WG_ROWS, n)), Float32)
                         for _ in range(nb)]
                 if cutlass.const_expr(nb == 2):
-                    self.gram_issue(wg, gslice, a_frag, s_k, accs[0], 0, K)
-                for bj in cutlass.range_constexpr(GRAM_BLOCKS):
+                    self.gram_issue(wg, gslice, a_frag, s_k, accs[0], 0, K, n)
+                for bj in cutlass.range_constexpr(blocks):
                     if cutlass.const_expr(nb == 1):
-                        self.gram_issue(wg, gslice, a_frag, s_k, accs[0], bj, K)
+                        self.gram_issue(wg, gslice, a_frag, s_k, accs[0], bj, K, n)
                         warpgroup.wait_group(0)
-                    elif cutlass.const_expr(bj + 1 < GRAM_BLOCKS):
+                    elif cutlass.const_expr(bj + 1 < blocks):
                         # block bj + 1 runs while block bj's epilogue does (the fence in
                         # gram_issue orders the epilogue's reads of block bj - 1's registers)
-                        self.gram_issue(wg, gslice, a_frag, s_k, accs[(bj + 1) % 2], bj + 1, K)
+                        self.gram_issue(wg, gslice, a_frag, s_k, accs[(bj + 1) % 2], bj + 1, K, n)
                         warpgroup.wait_group(1)
                     else:
                         warpgroup.wait_group(0)
                     acc = accs[bj % nb]
-                    if wl >= bj:  # warps above the block's rows hold only masked values
-                        g_col = []
-                        for e in cutlass.range_constexpr(nval):
-                            if cutlass.const_expr(col_rep[e] == e):
-                                g_col.append(s_g[bj * GRAM_N + crd[e][1], 0])
-                            else:
-                                g_col.append(g_col[col_rep[e]])
-                        for e in cutlass.range_constexpr(nval):
-                            t = crd[e][0]
-                            ul = crd[e][1]
-                            u = bj * GRAM_N + ul
-                            f = cute.arch.exp(cute.arch.fmin(g_row[e] - g_col[e], Float32(0.0)))
-                            if cutlass.const_expr(prod == 0):
-                                mval = acc[e] * f * b_row[e]
-                                if u >= t:
-                                    mval = Float32(0.0)
-                                if wl == bj:
-                                    s_md[bj, t - bj * SUB, ul] = mval
+                    for sb in cutlass.range_constexpr(n // SUB):
+                        c = bj * (n // SUB) + sb  # the 16-column block of M / P these values are in
+                        vals = [e for e in range(nval) if sub[e] == sb]
+                        if wl >= c:  # warps above the block's rows hold only masked values
+                            g_col = {}
+                            for e in vals:
+                                if cutlass.const_expr(col_rep[e] == e):
+                                    g_col[e] = s_g[bj * n + crd[e][1], 0]
                                 else:
-                                    s_mneg[t, u] = (-mval).to(BFloat16)
-                            else:
-                                pval = acc[e] * scale * f
-                                if u > t:
-                                    pval = Float32(0.0)
-                                s_p[t, u] = pval.to(BFloat16)
+                                    g_col[e] = g_col[col_rep[e]]
+                            for e in vals:
+                                t = crd[e][0]
+                                u = bj * n + crd[e][1]
+                                f = cute.arch.exp(cute.arch.fmin(g_row[e] - g_col[e], Float32(0.0)))
+                                if cutlass.const_expr(prod == 0):
+                                    mval = acc[e] * f * b_row[e]
+                                    if u >= t:
+                                        mval = Float32(0.0)
+                                    if wl == c:
+                                        s_md[c, t - c * SUB, u - c * SUB] = mval
+                                    else:
+                                        s_mneg[t, u] = (-mval).to(BFloat16)
+                                else:
+                                    pval = acc[e] * scale * f
+                                    if u > t:
+                                        pval = Float32(0.0)
+                                    s_p[t, u] = pval.to(BFloat16)
                 if cutlass.const_expr(prod == 0):
                     # after the last block: no accumulator or row gate is live any more, so
                     # the inverse's 120 broadcast reads of M_ww have the registers to
@@ -238,10 +248,11 @@ class GramWgmma:
         return g_row, b_row
 
     @cute.jit
-    def gram_issue(self, wg, gslice, a_frag, s_k, acc, bj: cutlass.Constexpr, K: cutlass.Constexpr):
-        """One column block of the warpgroup's product: acc = A k[16 bj : 16 bj + 16]^T,
+    def gram_issue(self, wg, gslice, a_frag, s_k, acc, bj: cutlass.Constexpr, K: cutlass.Constexpr,
+                   n: cutlass.Constexpr):
+        """One column block of the warpgroup's product: acc = A k[n bj : n bj + n]^T,
         K / 16 chained SS wgmma (the first overwrites acc), committed as one group."""
-        b_frag = wg.make_fragment_B(gslice.partition_B(cute.local_tile(s_k, (GRAM_N, K), (bj, 0))))
+        b_frag = wg.make_fragment_B(gslice.partition_B(cute.local_tile(s_k, (n, K), (bj, 0))))
         warpgroup.fence()
         wg.set(warpgroup.Field.ACCUMULATE, False)
         for kk in cutlass.range_constexpr(K // 16):
@@ -265,5 +276,3 @@ class GramWgmma:
             for t in cutlass.range_constexpr(SUB):
                 s_dinv[bi, t, lane] = x[t].to(BFloat16)
 
-
-assert GRAM_BLOCKS == NBLK
