@@ -302,8 +302,9 @@ def main():
     print("peers:", peer_versions())
     import os
 
-    # FROST_FWD_GRAM=wgmma (frost_fwd_experiments.GRAM_ENV): the tooling's wgmma-Gram v3 for
-    # every scalar-gate bf16 forward, product version or not (the A/B: a run without it)
+    # FROST_FWD_GRAM=wgmma / wgmma16 / wgmma64 (frost_fwd_experiments.GRAM_ENV): the
+    # tooling's wgmma-Gram v3 for every scalar-gate bf16 forward, product version or not
+    # (the A/B: a run without it)
     gram = os.environ.get("FROST_FWD_GRAM", "").strip() or "mma"
     if a.frost_fwd_kernel == "product" and gram == "mma":
         run(a)

@@ -11,15 +11,16 @@ lines, kernel times: v2 against v1, v3 against v2) when both ran.
 
 Run on the GPU machine from the repo root, with CuTe DSL importable:
   PYTHONPATH=$(python3 tools/pythonpath.py) python3 tests/numerics/la_frost_smoke.py --family all
-(--algorithm one or more of v0 v1 v2 v3 v3gram, or all (the default: v0-v3), each forced by the test
-tooling (engines_frost/tests/frost_fwd_experiments.py, launched through frost_fwd's own
+(--algorithm one or more of v0 v1 v2 v3 v3gram v3gram16 v3gram64, or all (the default:
+v0-v3), each forced by the test tooling (engines_frost/tests/frost_fwd_experiments.py, launched through frost_fwd's own
 checks by its use_kernel): v3 (v2 with the chain's products on warpgroup MMA) is the
 product's kernel for these bf16 forwards on sm_90a (and for bf16 training forwards there),
 v2 its base (the product's for fp16 and other archs), v1 the tensor-core kernel v2 derives
 from, v0 the SIMT oracle (test-only), v3gram v3 with the scalar-gate Gram on warpgroup MMA
-(fwd_v3_gram.py; an experiment, GDN only: other families run plain v3 under that name);
-e.g. --algorithm v2 v3. With v3 and v3gram both run, a "v3gram vs v3" line per case gives
-their outputs' relative difference (close, not bitwise: another summation order).)
+(fwd_v3_gram.py, m64n32 blocks; v3gram16, v3gram64: m64n16, m64n64; an experiment, GDN
+only: other families run plain v3 under those names); e.g. --algorithm v2 v3. With v3 and a
+v3gram kernel both run, a "v3gram vs v3" line per case gives their outputs' relative
+difference (close, not bitwise: another summation order).)
 """
 from __future__ import annotations
 
@@ -36,14 +37,16 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "engines_frost" / "tests"))
 from frost_fwd_experiments import ALGORITHMS, use_kernel  # noqa: E402
 
-#: kernel names this script takes: the tooling's versions, plus v3gram (v3, gram="wgmma")
-KERNELS = (*ALGORITHMS, "v3gram")
+#: kernel names this script takes beyond the tooling's versions: v3 with the GDN Gram on
+#: warpgroup MMA (frost_fwd_experiments.GRAM_WIDTHS: m64n32, m64n16, m64n64 blocks)
+GRAM_KERNELS = {"v3gram": "wgmma", "v3gram16": "wgmma16", "v3gram64": "wgmma64"}
+KERNELS = (*ALGORITHMS, *GRAM_KERNELS)
 
 
 def kernel_block(name: str):
     """use_kernel for one of KERNELS (FROST_FWD_GRAM is not read: each name says its Gram)."""
-    if name == "v3gram":
-        return use_kernel("v3", gram="wgmma")
+    if name in GRAM_KERNELS:
+        return use_kernel("v3", gram=GRAM_KERNELS[name])
     return use_kernel(name, gram="mma")
 
 from tests.reference.compare import rel_err  # noqa: E402
@@ -147,10 +150,12 @@ def run_case(family: Family, case: Case, algorithms: list[str], seed: int) -> in
             print(f"{algorithm:3s} {family.value:5s} {case.name:28s} ERROR", flush=True)
             traceback.print_exc()
         failures += not ok
-    if "v3" in outputs and "v3gram" in outputs:
-        (o3, s3), (og, sg) = outputs["v3"], outputs["v3gram"]
+    for name in GRAM_KERNELS:
+        if "v3" not in outputs or name not in outputs:
+            continue
+        (o3, s3), (og, sg) = outputs["v3"], outputs[name]
         same = torch.equal(o3, og) and (s3 is None or torch.equal(s3, sg))
-        print(f"v3gram vs v3 {family.value:5s} {case.name:28s} rel_out={rel_err(og, o3):.2e} "
+        print(f"{name} vs v3 {family.value:5s} {case.name:28s} rel_out={rel_err(og, o3):.2e} "
               f"rel_state={rel_err(sg, s3) if s3 is not None else 0.0:.2e} {'bitwise' if same else 'differ'}",
               flush=True)
     return failures
@@ -227,7 +232,7 @@ def main(argv=None) -> int:
                         failures += 1
                         print(f"TIME {algorithm} {family.value:5s} ERROR", flush=True)
                         traceback.print_exc()
-        for old, new in (("v1", "v2"), ("v2", "v3"), ("v3", "v3gram")):
+        for old, new in (("v1", "v2"), ("v2", "v3"), *(("v3", name) for name in GRAM_KERNELS)):
             for family in families:
                 for l2 in (False, True):
                     if (old, family, l2) in times and (new, family, l2) in times:

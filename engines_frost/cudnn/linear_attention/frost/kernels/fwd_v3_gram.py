@@ -50,8 +50,8 @@ from cudnn.linear_attention.frost.kernels.fwd_v3 import WG_ROWS, WG_THREADS
 from cudnn.linear_attention.frost.kernels.fwd_v3 import smem_plan as v3_smem_plan
 from cudnn.linear_attention.frost.kernels.wgmma_fragments import fragment_coords, shared_coordinate, tv_size
 
-GRAM_N = SUB  # the accumulator's N (default): one 16-column block of M or P per wgmma group
-GRAM_NS = (16, 32)  # the widths the epilogue handles (gram_n)
+GRAM_N = 32  # the accumulator's N (default): 32 columns of M or P per wgmma group
+GRAM_NS = (16, 32, 64)  # the widths the epilogue handles (gram_n)
 #: shared tiles this kernel stages SW128 on top of v3's: the Gram's A and B operands
 SWIZZLED_ROWS = ("q", "k")
 
@@ -119,11 +119,14 @@ class GramWgmma:
     #: accumulators of the column-block pipeline: 2 issues block bj + 1 before block bj's
     #: epilogue (16 registers), 1 waits for each block before its epilogue (8)
     gram_buffers = 2
-    #: the accumulator's N: 16 (8 registers per block, A read from shared memory four
-    #: times per product) or 32 (16 registers, A read twice)
+    #: the accumulator's N (GRAM_NS): 16 (8 registers per block, A read from shared memory
+    #: four times per product), 32 (16 registers, A read twice) or 64 (32 registers, one
+    #: block: nothing overlaps its epilogue)
     gram_n = GRAM_N
 
     def __init__(self, cfg: FrostFwdConfig):
+        if self.gram_n not in GRAM_NS:
+            raise ValueError(f"{type(self).__name__}: gram_n must be one of {GRAM_NS}, got {self.gram_n}")
         if cfg.gate_per_channel or cfg.io_dtype != "bfloat16":
             raise ValueError(f"{type(self).__name__}: the Gram on wgmma is built for scalar gates and bf16 io, "
                              f"got gate_per_channel={cfg.gate_per_channel}, io {cfg.io_dtype}")
