@@ -1,21 +1,22 @@
 """FROST forward v3 with the scalar-gate (GDN) Gram on warpgroup MMA: an experiment kernel.
 
 Not a product kernel: the test and bench tooling builds it (frost_fwd_experiments.py, knob
-gram="wgmma", environment FROST_FWD_GRAM=wgmma); the product's v3 classes never set
+gram="wgmma" / "wgmma16" / "wgmma64", environment FROST_FWD_GRAM); the product's v3 classes never set
 ``gram_wgmma`` and trace exactly as before (NOTES.md, "v3 Gram on wgmma for scalar gates").
 
 v2's Gram stage builds M = beta k k^T * decay and P = scale q k^T * decay tile by tile on
 mma.sync (ten 16 x 16 x K tiles dealt to the eight warps, ~1.7 us per chunk on the H200).
-Here each product is one SS warpgroup MMA per 16-column block of its 64 x 64 square:
-A = k (M) or q (P), the whole [64, K] tile, B = k rows [16 bj, 16 bj + 16), both read from
+Here each product is one SS warpgroup MMA chain per N-column block of its 64 x 64 square
+(N = gram_n: 32 by default, 16 or 64): A = k (M) or q (P), the whole [64, K] tile, B = k
+rows [N bj, N bj + N), both read from
 shared memory by the tensor cores (q and k are staged in the 128-byte swizzled K-major
 layout for that). Warpgroup 0 builds M, warpgroup 1 P (V = 64: one warpgroup builds both,
 one after the other). The first attempt (m64n64: 32 accumulator registers, per-element
 gate and beta loads in the epilogue, on top of the 64 state registers held across the
 chunk loop) spilled; here:
-- the accumulator is m64n16 (8 fp32 registers): the four column blocks are issued one
-  after the other into two such accumulators, block bj + 1 issued before block bj's
-  epilogue runs (16 accumulator registers live, the tensor cores busy during the epilogue);
+- the accumulator is m64nN (N / 2 fp32 registers): the column blocks are issued one after
+  the other into two such accumulators, block bj + 1 issued before block bj's epilogue
+  runs (the tensor cores busy during the epilogue; N = 64 is one block);
 - the epilogue loads a thread's gate and beta once per distinct row (two per thread,
   wgmma_fragments.shared_coordinate, checked at trace time on the DSL's layout) and the
   column gates once per distinct column and block;
@@ -25,8 +26,8 @@ chunk loop) spilled; here:
   them (8 to 96 bytes in the drafts); lane_in_loop / tid_in_loop (volatile reads of
   %laneid / %tid.x) and final_state_coords keep them inside (NOTES.md);
 - warp w of a warpgroup holds rows [16 w, 16 w + 16) of the accumulator, so it stores
-  only the blocks (w, bj) with bj <= w: -M_wbj (bf16, bj < w), M_ww (fp32, the diagonal
-  block the inverse reads) and P_wbj (bf16, SW128, bj <= w; the blocks above the diagonal
+  only the 16 x 16 blocks (w, c) with c <= w: -M_wc (bf16, c < w), M_ww (fp32, the diagonal
+  block the inverse reads) and P_wc (bf16, SW128, c <= w; the blocks above the diagonal
   stay the zeros v3's before_chunks wrote). Warp w of the M warpgroup inverts its diagonal
   block after the last block's epilogue (sync_warp only, as v2).
 Full squares are computed (1.05 M MAC instead of the ten tiles' 0.66 M): the masked
