@@ -300,7 +300,13 @@ def main():
     print(f"GPU: {torch.cuda.get_device_name()}; {a.seqs} x {a.len} tokens, {a.heads} heads, "
           f"K = V = {a.dim}, bf16; median of {a.reps}")
     print("peers:", peer_versions())
-    if a.frost_fwd_kernel == "product":
+    import os
+
+    # FROST_FWD_GRAM=wgmma / wgmma16 / wgmma64 (frost_fwd_experiments.GRAM_ENV): the
+    # tooling's wgmma-Gram v3 for every scalar-gate bf16 forward, product version or not
+    # (the A/B: a run without it)
+    gram = os.environ.get("FROST_FWD_GRAM", "").strip() or "mma"
+    if a.frost_fwd_kernel == "product" and gram == "mma":
         run(a)
         return
     import sys
@@ -309,9 +315,10 @@ def main():
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "engines_frost" / "tests"))
     from frost_fwd_experiments import use_kernel
 
-    print(f"FROST forward: {a.frost_fwd_kernel}, forced by the test tooling on every forward, training ones "
-          f"included (the A/B against a run without --frost-fwd-kernel, the product's picks)")
-    with use_kernel(a.frost_fwd_kernel, training=True):
+    print(f"FROST forward: {a.frost_fwd_kernel}, Gram {gram}, forced by the test tooling on every forward, "
+          f"training ones included (the A/B against a run without --frost-fwd-kernel / FROST_FWD_GRAM, "
+          f"the product's picks)")
+    with use_kernel(a.frost_fwd_kernel, training=True, gram=gram):
         run(a)
 
 

@@ -15,7 +15,8 @@ Run on the GPU machine from the repo root (CuTe DSL importable):
     [--algorithm product] [--reps 20] [--l2norm]
 (--algorithm: the kernel version, built as the test tooling builds it: product (default) what
 the product compiles for the shape (v3 here, bf16 on sm_90a), v1 v2's base, v2 forced, v3 v2
-with the chain's products on warpgroup MMA, whose "chain" stage is the wgmma chain.)
+with the chain's products on warpgroup MMA, whose "chain" stage is the wgmma chain.
+FROST_FWD_GRAM=wgmma with v3 or product: GDN's Gram stage on warpgroup MMA, fwd_v3_gram.py.)
 Shape: 8 x 4096 tokens, 16 heads, K = V = 128, bf16, final state fp32 (the bench shape).
 """
 from __future__ import annotations
@@ -34,7 +35,7 @@ from tests.reference.preprocess import Family
 
 # the test tooling's kernel versions and experiment knobs (frost_fwd_experiments.py)
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "engines_frost" / "tests"))
-from frost_fwd_experiments import tooling_config  # noqa: E402
+from frost_fwd_experiments import gram_requested, tooling_config  # noqa: E402
 
 VARIANTS = ((), ("rows",), ("operands",), ("gram",), ("chain",), ("rows", "operands", "gram"),
             ("rows", "operands", "gram", "chain"), ("bounds",))
@@ -63,7 +64,7 @@ def stage_configs(family: Family, algorithm: str, device: str = "cuda", l2norm: 
     """The kernel config of every timed variant, in VARIANTS order (the full kernel's is the
     product config where `algorithm` is what the product picks)."""
     checked, _ = base_launch(family, device, l2norm)
-    return [tooling_config(checked.config, algorithm, skip_stages=skip) for skip in VARIANTS]
+    return [tooling_config(checked.config, algorithm, skip_stages=skip, gram=gram_requested()) for skip in VARIANTS]
 
 
 def _launcher(family: Family, algorithm: str, skip: tuple[str, ...], l2norm: bool = False):
@@ -71,7 +72,7 @@ def _launcher(family: Family, algorithm: str, skip: tuple[str, ...], l2norm: boo
     from cudnn.linear_attention.frost.kernels import fwd
 
     checked, x = base_launch(family, l2norm=l2norm)
-    kernel_cfg = tooling_config(checked.config, algorithm, skip_stages=skip)
+    kernel_cfg = tooling_config(checked.config, algorithm, skip_stages=skip, gram=gram_requested())
     start = time.perf_counter()
     kernel = fwd._compiled(kernel_cfg, fwd.device_arch(x.q.device))
     compile_s = time.perf_counter() - start

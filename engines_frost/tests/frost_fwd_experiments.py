@@ -17,6 +17,11 @@ tooling's choices:
                whose results are wrong by construction) or "bounds", the cu_seqlens safety
                of seq_bounds.py (bench/cu_seqlens_cost.py);
   ldmatrix     False: shared-memory MMA operands by element-wise loads (a diagnostic);
+  gram         "wgmma": v3's scalar-gate Gram stage on warpgroup MMA (kernels/fwd_v3_gram.py,
+               v3, GDN, bf16 only; m64n32 blocks), "wgmma16" / "wgmma64" the same with
+               m64n16 / m64n64 blocks (GRAM_WIDTHS); "mma" (default): v2's mma.sync Gram.
+               The environment variable FROST_FWD_GRAM (GRAM_ENV) sets it for use_kernel's
+               blocks;
   sources      the hash of this file and frost_fwd_v0.py: the kernel store keys the product's
                kernel sources itself, this field keys the tooling's.
 compile_kernel.kernel_class asks such a config for its class (kernel_class() below: the
@@ -52,6 +57,13 @@ STAGES = ("rows", "operands", "gram", "chain")
 #: unclamped, no zeroing of rows no sequence covers), to time what that safety costs
 SKIPPABLE = STAGES + ("bounds",)
 _SOURCES = ("frost_fwd_experiments.py", "frost_fwd_v0.py")
+#: the wgmma Gram's accumulator width per knob value (fwd_v3_gram.GramWgmma.gram_n)
+GRAM_WIDTHS = {"wgmma": 32, "wgmma16": 16, "wgmma64": 64}
+GRAMS = ("mma", *GRAM_WIDTHS)
+#: FROST_FWD_GRAM=wgmma (or wgmma16, wgmma64): every forward a use_kernel block routes (la_frost_smoke.py, the
+#: bench's --frost-fwd-kernel, and the bench when the variable is set) builds its Gram on
+#: wgmma where that kernel exists (v3, scalar gates, bf16); unset or "mma": v2's Gram
+GRAM_ENV = "FROST_FWD_GRAM"
 
 
 @functools.cache
@@ -74,6 +86,7 @@ class FrostFwdExperiment(FrostFwdConfig):
     algorithm: str = "v2"
     skip_stages: tuple[str, ...] = ()
     ldmatrix: bool = True
+    gram: str = "mma"
     sources: str = dataclasses.field(default_factory=sources_hash)
 
     def __post_init__(self):
@@ -90,6 +103,8 @@ class FrostFwdExperiment(FrostFwdConfig):
             bad("skip_stages", f"a tuple of {SKIPPABLE} (not v0)")
         if not self.ldmatrix and self.algorithm == "v0":
             bad("ldmatrix", "True for v0 (no MMA operands)")
+        if self.gram not in GRAMS or (self.gram != "mma" and not gram_wgmma_applies(self, self.algorithm)):
+            bad("gram", f"one of {GRAMS}, and 'mma' unless algorithm is v3 with scalar gates and bf16 io")
         if (self.write_checkpoints or self.write_values) and self.algorithm not in TRAINING_ALGORITHMS:
             bad("write_checkpoints", f"False unless algorithm is one of {TRAINING_ALGORITHMS} (the kernels "
                 "that write them)")
@@ -97,7 +112,7 @@ class FrostFwdExperiment(FrostFwdConfig):
     @property
     def kernel_label(self) -> str:
         """The kernel and its knobs in kernel_store.describe's lines."""
-        return (self.algorithm + ("" if self.ldmatrix else " no-ldmatrix")
+        return (self.algorithm + ("" if self.ldmatrix else " no-ldmatrix") + ("" if self.gram == "mma" else f" gram-{self.gram}")
                 + (" skip=" + "+".join(self.skip_stages) if self.skip_stages else ""))
 
     def kernel_class(self):
@@ -110,17 +125,38 @@ class FrostFwdExperiment(FrostFwdConfig):
         else:
             from cudnn.linear_attention.frost.kernels.compile_kernel import version_class
             base = version_class(self.algorithm, self)
-        return with_knobs(base, self.skip_stages, self.ldmatrix)
+        return with_knobs(base, self.skip_stages, self.ldmatrix, self.gram)
+
+
+def gram_wgmma_applies(cfg: FrostFwdConfig, algorithm: str) -> bool:
+    """Whether the wgmma Gram exists for cfg's kernel version `algorithm` (a resolved one)."""
+    return algorithm == "v3" and not cfg.gate_per_channel and cfg.io_dtype == "bfloat16"
+
+
+def gram_requested() -> str:
+    """GRAM_ENV's value ("mma" when unset); ValueError for anything but GRAMS."""
+    import os
+
+    gram = os.environ.get(GRAM_ENV, "").strip() or "mma"
+    if gram not in GRAMS:
+        raise ValueError(f"{GRAM_ENV} must be one of {GRAMS}, got {gram!r}")
+    return gram
 
 
 @functools.cache
-def with_knobs(base, skip_stages: tuple[str, ...], ldmatrix: bool):
+def with_knobs(base, skip_stages: tuple[str, ...], ldmatrix: bool, gram: str = "mma"):
     """`base` (FrostFwdV1 or a subclass) itself at the product's knobs, else a subclass that
-    sets them (one class per combination)."""
-    if skip_stages == base.skip_stages and ldmatrix == base.ldmatrix:
+    sets them (one class per combination; a wgmma gram puts fwd_v3_gram.GramWgmma first,
+    with its width)."""
+    if skip_stages == base.skip_stages and ldmatrix == base.ldmatrix and gram == "mma":
         return base
     tag = ("" if ldmatrix else "NoLdmatrix") + "".join(f"Skip{st.title()}" for st in skip_stages)
-    return type(f"{base.__name__}{tag}", (base,), {"skip_stages": skip_stages, "ldmatrix": ldmatrix})
+    bases, attrs = (base,), {"skip_stages": skip_stages, "ldmatrix": ldmatrix}
+    if gram != "mma":
+        from cudnn.linear_attention.frost.kernels.fwd_v3_gram import GramWgmma
+        bases, tag = (GramWgmma, base), tag + f"GramWgmma{GRAM_WIDTHS[gram]}"
+        attrs["gram_n"] = GRAM_WIDTHS[gram]
+    return type(f"{base.__name__}{tag}", bases, attrs)
 
 
 def product_fields(cfg: FrostFwdConfig) -> dict:
@@ -153,43 +189,52 @@ def experiment(cfg: FrostFwdConfig, algorithm: str = PRODUCT, **knobs) -> FrostF
 
 
 @functools.lru_cache(maxsize=None)
-def _experiment(cfg: FrostFwdConfig, algorithm: str, skip_stages: tuple[str, ...], ldmatrix: bool):
-    return experiment(cfg, algorithm, skip_stages=skip_stages, ldmatrix=ldmatrix)
+def _experiment(cfg: FrostFwdConfig, algorithm: str, skip_stages: tuple[str, ...], ldmatrix: bool, gram: str):
+    return experiment(cfg, algorithm, skip_stages=skip_stages, ldmatrix=ldmatrix, gram=gram)
 
 
-def tooling_config(cfg: FrostFwdConfig, algorithm: str = PRODUCT, skip_stages=(), ldmatrix: bool = True):
+def tooling_config(cfg: FrostFwdConfig, algorithm: str = PRODUCT, skip_stages=(), ldmatrix: bool = True,
+                   gram: str = "mma"):
     """The config a tooling run of kernel version `algorithm` (with those knobs) launches for
     the product config cfg: cfg itself where that is the version the product picks for cfg
     and there are no knobs (so such runs share the product's compiled and stored kernels),
-    else its FrostFwdExperiment."""
-    if resolve(cfg, algorithm) == product_algorithm(cfg) and not skip_stages and ldmatrix:
+    else its FrostFwdExperiment. A wgmma gram applies where that Gram exists
+    (gram_wgmma_applies) and is dropped elsewhere, so one switch can cover a mixed run."""
+    if gram != "mma" and not gram_wgmma_applies(cfg, resolve(cfg, algorithm)):
+        gram = "mma"
+    if resolve(cfg, algorithm) == product_algorithm(cfg) and not skip_stages and ldmatrix and gram == "mma":
         return product_config(cfg)  # not through the cache: an equal config cached earlier is another object
-    return _experiment(cfg, algorithm, tuple(skip_stages), ldmatrix)
+    return _experiment(cfg, algorithm, tuple(skip_stages), ldmatrix, gram)
 
 
-def engine_config(cfg: FrostFwdConfig, algorithm: str, training: bool = False):
+def engine_config(cfg: FrostFwdConfig, algorithm: str, training: bool = False, gram: str = "mma"):
     """What use_kernel(algorithm, training) launches for the product config cfg:
     tooling_config, except that forwards writing state checkpoints (training calls) stay on
     the product's kernel (cfg itself, whatever its version) unless `training` is set (then
     `algorithm` must be one of TRAINING_ALGORITHMS, or PRODUCT)."""
     if cfg.write_checkpoints and not training:
         return cfg
-    return tooling_config(cfg, algorithm)
+    return tooling_config(cfg, algorithm, gram=gram)
 
 
 @contextlib.contextmanager
-def use_kernel(algorithm: str, training: bool = False):
+def use_kernel(algorithm: str, training: bool = False, gram: str | None = None):
     """Inside the block, frost_fwd and bind_fwd (so the FROST engines) compile and launch
     `algorithm`'s kernel wherever the product launches v2 or v3 (engine_config; with
     `training`, for the forwards that write state checkpoints and U as well): fwd._compiled,
     the launcher's one compile lookup, is wrapped, so every operand check still runs.
-    Process-wide while it lasts (not for concurrent threads)."""
+    Process-wide while it lasts (not for concurrent threads). gram: GRAMS, None (default):
+    FROST_FWD_GRAM's (gram_requested), read on entry; a wgmma gram routes even a PRODUCT
+    block, onto the wgmma-Gram v3 kernel where it exists (tooling_config)."""
     if algorithm not in ALGORITHMS and algorithm != PRODUCT:
         raise ValueError(f"use_kernel: algorithm must be one of {(*ALGORITHMS, PRODUCT)}, got {algorithm!r}")
     if training and algorithm not in (*TRAINING_ALGORITHMS, PRODUCT):  # v0, v1 write neither
         raise ValueError(f"use_kernel: training forwards run one of {(*TRAINING_ALGORITHMS, PRODUCT)}, "
                          f"got {algorithm!r}")
-    if algorithm == PRODUCT:  # what frost_fwd launches anyway: nothing to route
+    gram = gram_requested() if gram is None else gram
+    if gram not in GRAMS:
+        raise ValueError(f"use_kernel: gram must be one of {GRAMS}, got {gram!r}")
+    if algorithm == PRODUCT and gram == "mma":  # what frost_fwd launches anyway: nothing to route
         yield
         return
     from cudnn.linear_attention.frost.kernels import fwd
@@ -197,7 +242,7 @@ def use_kernel(algorithm: str, training: bool = False):
     product = fwd._compiled
 
     def compiled(cfg, arch, ffi=None, device=None):
-        return product(engine_config(cfg, algorithm, training), arch, ffi, device)
+        return product(engine_config(cfg, algorithm, training, gram), arch, ffi, device)
 
     fwd._compiled = compiled
     try:

@@ -60,13 +60,18 @@ def test_experiment_keys_apart_from_the_product():
     assert set(fields) == {f.name for f in dataclasses.fields(FrostFwdConfig)}
     exp = fx.experiment(CFG, "v2")
     assert set(kernel_store.key_fields(exp, "sm_90a", "cute", TOOLS, host="h")["config"]) - set(fields) == {
-        "algorithm", "skip_stages", "ldmatrix", "sources"}
+        "algorithm", "skip_stages", "ldmatrix", "gram", "sources"}
     assert exp.sources == fx.sources_hash() and len(exp.sources) == 16
     keys = {_key(c) for c in (CFG, exp, fx.experiment(CFG, "v3"), fx.experiment(CFG, ldmatrix=False),
                               fx.experiment(CFG, skip_stages=("bounds",)),
                               dataclasses.replace(exp, sources="0" * 16))}
     assert len(keys) == 6
     assert exp != CFG and fx.experiment(CFG, "v2") == exp
+    # the wgmma Gram (scalar gates): keyed apart from v3 with v2's Gram and from the product
+    gdn = dataclasses.replace(CFG, gate_per_channel=False, gate_align16=False)
+    gram = fx.tooling_config(gdn, "v3", gram="wgmma")
+    assert gram.gram == "wgmma" and len({_key(gdn), _key(fx.experiment(gdn, "v3")), _key(gram)}) == 3
+    assert kernel_store.describe(gram).startswith("v3 gram-wgmma gdn")
 
 
 def test_describe_names_the_kernel():

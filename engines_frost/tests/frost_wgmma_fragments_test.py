@@ -21,7 +21,7 @@ import pytest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from cudnn.linear_attention.frost.kernels.wgmma_fragments import (blocks_view_match, check_b_quads,  # noqa: E402
-                                                                  check_c_pairs, fragment_coords,
+                                                                  check_c_pairs, fragment_coords, shared_coordinate,
                                                                   sw128_byte_offset, sw128_tile_offset, tv_size,
                                                                   warp_view_matches)
 
@@ -168,3 +168,29 @@ def test_sw128_spreads_a_column_unit_over_the_banks():
     for unit in range(8):
         slots = {(sw128_byte_offset(r, 8 * unit) % 128) // 16 for r in range(8)}
         assert len(slots) == 8, unit
+
+
+@pytest.mark.parametrize("n", [16, 32])
+def test_shared_coordinate_finds_the_repeated_rows_and_columns(n):
+    """fwd_v3_gram loads a gate once per distinct row / column of a thread's values: the
+    map must send each value to the first one at the same row (column) per the PTX table."""
+    rows, cols = shared_coordinate(wgmma_c(n), 64, 0), shared_coordinate(wgmma_c(n), 64, 1)
+    for axis, rep in ((0, rows), (1, cols)):
+        for i, r in enumerate(rep):
+            assert r <= i
+            for thread in range(128):
+                assert ptx_wgmma_c(thread, r)[axis] == ptx_wgmma_c(thread, i)[axis], (axis, thread, i, r)
+            # and r is the first such value (a later one would be loaded needlessly)
+            assert all(any(ptx_wgmma_c(t, j)[axis] != ptx_wgmma_c(t, i)[axis] for t in range(128))
+                       for j in range(r))
+    assert len(set(rows)) == 2 and len(set(cols)) == n // 4  # two rows, n / 4 column pairs per thread
+
+
+def test_shared_coordinate_keeps_distinct_values_apart():
+    """Values at distinct rows (columns) map to themselves: nothing is merged that differs."""
+    tv = ((2,), (4,)), ((256,), (1,))  # thread t, value v -> row v, column 4 t
+    assert shared_coordinate(tv, 64, 0) == [0, 1, 2, 3]
+    assert shared_coordinate(tv, 64, 1) == [0, 0, 0, 0]
+    pairs = ((2,), (2, 2)), ((256,), (1, 64))  # value (a, b) -> row a, column 4 t + b
+    assert shared_coordinate(pairs, 64, 0) == [0, 1, 0, 1]
+    assert shared_coordinate(pairs, 64, 1) == [0, 0, 2, 2]

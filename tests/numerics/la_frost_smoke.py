@@ -11,12 +11,16 @@ lines, kernel times: v2 against v1, v3 against v2) when both ran.
 
 Run on the GPU machine from the repo root, with CuTe DSL importable:
   PYTHONPATH=$(python3 tools/pythonpath.py) python3 tests/numerics/la_frost_smoke.py --family all
-(--algorithm one or more of v0 v1 v2 v3, or all (the default), each forced by the test
-tooling (engines_frost/tests/frost_fwd_experiments.py, launched through frost_fwd's own
+(--algorithm one or more of v0 v1 v2 v3 v3gram v3gram16 v3gram64, or all (the default:
+v0-v3), each forced by the test tooling (engines_frost/tests/frost_fwd_experiments.py, launched through frost_fwd's own
 checks by its use_kernel): v3 (v2 with the chain's products on warpgroup MMA) is the
 product's kernel for these bf16 forwards on sm_90a (and for bf16 training forwards there),
 v2 its base (the product's for fp16 and other archs), v1 the tensor-core kernel v2 derives
-from, v0 the SIMT oracle (test-only); e.g. --algorithm v2 v3.)
+from, v0 the SIMT oracle (test-only), v3gram v3 with the scalar-gate Gram on warpgroup MMA
+(fwd_v3_gram.py, m64n32 blocks; v3gram16, v3gram64: m64n16, m64n64; an experiment, GDN
+only: other families run plain v3 under those names); e.g. --algorithm v2 v3. With v3 and a
+v3gram kernel both run, a "v3gram vs v3" line per case gives their outputs' relative
+difference (close, not bitwise: another summation order).)
 """
 from __future__ import annotations
 
@@ -32,6 +36,18 @@ import torch
 # the test tooling's kernel versions (frost_fwd_experiments.py, frost_fwd_v0.py)
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "engines_frost" / "tests"))
 from frost_fwd_experiments import ALGORITHMS, use_kernel  # noqa: E402
+
+#: kernel names this script takes beyond the tooling's versions: v3 with the GDN Gram on
+#: warpgroup MMA (frost_fwd_experiments.GRAM_WIDTHS: m64n32, m64n16, m64n64 blocks)
+GRAM_KERNELS = {"v3gram": "wgmma", "v3gram16": "wgmma16", "v3gram64": "wgmma64"}
+KERNELS = (*ALGORITHMS, *GRAM_KERNELS)
+
+
+def kernel_block(name: str):
+    """use_kernel for one of KERNELS (FROST_FWD_GRAM is not read: each name says its Gram)."""
+    if name in GRAM_KERNELS:
+        return use_kernel("v3", gram=GRAM_KERNELS[name])
+    return use_kernel(name, gram="mma")
 
 from tests.reference.compare import rel_err  # noqa: E402
 from tests.reference.gdn import naive_recurrent_gdn  # noqa: E402
@@ -114,14 +130,16 @@ def run_case(family: Family, case: Case, algorithms: list[str], seed: int) -> in
     scale = 1.0 / math.sqrt(case.K)
     ref_o, ref_s = REFERENCES[family](*x.args(), **{**x.options(), "scale": scale}, output_final_state=True)
     failures = 0
+    outputs = {}
     for algorithm in algorithms:
         try:
             out = torch.full((cfg.T, cfg.HO, case.V), float("nan"), dtype=torch.bfloat16, device=DEVICE)
             ht = (torch.full((cfg.N, cfg.HO, case.V, case.K), float("nan"), dtype=case.state_dtype, device=DEVICE)
                   if case.final_state else None)
-            with use_kernel(algorithm):
+            with kernel_block(algorithm):
                 _launch(family, x, out, x.initial_state, ht, scale, case.l2norm)
             torch.cuda.synchronize()
+            outputs[algorithm] = (out, ht)
             eo = rel_err(out, ref_o)
             es = rel_err(ht, ref_s) if ht is not None else 0.0
             ok = eo <= BOUND and es <= BOUND  # nan fails both comparisons
@@ -132,6 +150,14 @@ def run_case(family: Family, case: Case, algorithms: list[str], seed: int) -> in
             print(f"{algorithm:3s} {family.value:5s} {case.name:28s} ERROR", flush=True)
             traceback.print_exc()
         failures += not ok
+    for name in GRAM_KERNELS:
+        if "v3" not in outputs or name not in outputs:
+            continue
+        (o3, s3), (og, sg) = outputs["v3"], outputs[name]
+        same = torch.equal(o3, og) and (s3 is None or torch.equal(s3, sg))
+        print(f"{name} vs v3 {family.value:5s} {case.name:28s} rel_out={rel_err(og, o3):.2e} "
+              f"rel_state={rel_err(sg, s3) if s3 is not None else 0.0:.2e} {'bitwise' if same else 'differ'}",
+              flush=True)
     return failures
 
 
@@ -158,7 +184,7 @@ def time_family(family: Family, algorithm: str, l2: bool, reps: int = 20) -> tup
     tensors = dict(q=x.q, k=x.k, v=x.v, g=x.g, beta=x.beta, w=x.w, cu_seqlens=x.cu_seqlens, out=out,
                    initial_state=None, final_state=ht, state_checkpoints=None, values=None)
     stream = torch.cuda.current_stream()
-    with use_kernel(algorithm):
+    with kernel_block(algorithm):
         for _ in range(3):
             _launch(family, x, out, None, ht, scale, l2)
         bound = _launch(family, x, out, None, ht, scale, l2, bind=True)
@@ -172,7 +198,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--family", choices=[*FAMILIES, "all"], default="all")
     ap.add_argument("--quick", action="store_true", help="skip the 4096-token cases and the timing")
-    ap.add_argument("--algorithm", nargs="+", choices=[*ALGORITHMS, "all"], default=["all"],
+    ap.add_argument("--algorithm", nargs="+", choices=[*KERNELS, "all"], default=["all"],
                     help="kernel version(s) to check and time (v2: the product's; the tooling's v0: SIMT "
                          "oracle, v1: v2's base, v3: v2 with warpgroup MMA)")
     args = ap.parse_args(argv)
@@ -206,7 +232,7 @@ def main(argv=None) -> int:
                         failures += 1
                         print(f"TIME {algorithm} {family.value:5s} ERROR", flush=True)
                         traceback.print_exc()
-        for old, new in (("v1", "v2"), ("v2", "v3")):
+        for old, new in (("v1", "v2"), ("v2", "v3"), *(("v3", name) for name in GRAM_KERNELS)):
             for family in families:
                 for l2 in (False, True):
                     if (old, family, l2) in times and (new, family, l2) in times:

@@ -49,6 +49,13 @@
 #              product's kernel, v3 too for bf16)
 #   frostv3l2  bench/frost_stage_times.py for GDN: v3 with l2norm, v2 without and with it
 #              (v3 without it is frostv3stages); what the q/k norms add per stage
+#   gramwgmma  forward v3 with the GDN Gram on warpgroup MMA (fwd_v3_gram.py, off by default:
+#              FROST_FWD_GRAM=wgmma|wgmma16|wgmma64 / la_frost_smoke's v3gram*): gramwgmmasmoke
+#              (GDN cases vs float64, v3 and the three widths side by side, "v3gram vs v3"
+#              lines), gramwgmmatrain (GDN
+#              training forwards through it, backward smoke), gramwgmmastages (v3 GDN l2norm
+#              stage times, Gram on mma.sync then each width), gramwgmmabench (GDN fwd,
+#              switch off then each width); kernels compiled on first use
 #   summary    their kernels precompiled on this machine's cores into FROST_KERNEL_CACHE (default
 #              .frostcache; tests/numerics/frost_summary_prebuild.py), then the FROST summary
 #              engines vs float64 (tests/numerics/test_la_frost_summary_engines.py),
@@ -380,6 +387,18 @@ for s in "$@"; do
         || exit 1; done; for b in 0 1; do echo \"== CUDNN_LA_SPAN_BACKWARD=\$b\"; CUDNN_LA_SPAN_BACKWARD=\$b \
         python3 bench/bench_linear_attention.py --seqs 1 --len 32768 --reps 5 --cases fwd+bwd --impl 'op FROST' \
         || exit 1; done" ;;
+    gramwgmma|gramwgmmasmoke|gramwgmmatrain|gramwgmmastages|gramwgmmabench)  # GDN Gram on wgmma (FROST_FWD_GRAM=wgmma) vs v3
+      [ "$s" = gramwgmma ] || [ "$s" = gramwgmmasmoke ] && stage gramwgmmasmoke "python3 \
+        tests/numerics/la_frost_smoke.py --family gdn --algorithm v3 v3gram v3gram16 v3gram64"
+      [ "$s" = gramwgmma ] || [ "$s" = gramwgmmatrain ] && stage gramwgmmatrain "FROST_FWD_GRAM=wgmma python3 \
+        tests/numerics/la_frost_bwd_smoke.py --jobs \$(nproc) --family gdn --fwd-kernel v3"
+      [ "$s" = gramwgmma ] || [ "$s" = gramwgmmastages ] && stage gramwgmmastages "for m in mma wgmma16 wgmma wgmma64; do \
+        echo \"== FROST_FWD_GRAM=\$m\"; FROST_FWD_GRAM=\$m python3 bench/frost_stage_times.py --family gdn \
+        --algorithm v3 --l2norm || exit 1; done"
+      [ "$s" = gramwgmma ] || [ "$s" = gramwgmmabench ] && stage gramwgmmabench "for m in mma wgmma16 wgmma wgmma64; do \
+        echo \"== FROST_FWD_GRAM=\$m\"; FROST_FWD_GRAM=\$m python3 bench/bench_linear_attention.py --fwd-only \
+        --cases 'GDN fwd' --reps 20 || exit 1; done"
+      true ;;
     v3train|v3trainsmoke|v3trainbench)  # training forward: v2 forced against the product's (v3), smoke and A/B
       [ "$s" = v3trainbench ] || stage v3trainsmoke "python3 tests/numerics/la_frost_bwd_smoke.py \
         --jobs \$(nproc) --family gdn --family kda --family gdn2 --fwd-kernel v2"

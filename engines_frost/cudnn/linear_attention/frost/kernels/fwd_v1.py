@@ -271,9 +271,16 @@ class FrostFwdV1:
             cute.arch.sync_threads()
 
         if cutlass.const_expr(c.has_final_state):
+            coord_ht = self.final_state_coords(coord_s)
             for e in cutlass.range_constexpr(cute.size(acc_s)):
-                jd = coord_s[e]
+                jd = coord_ht[e]
                 mht[n, h, wid * SUB + jd[0], jd[1]] = acc_s[e].to(self.st)
+
+    def final_state_coords(self, coord_s):
+        """Extension point (traced inline): the state registers' coordinates for the final
+        state's stores (v1: coord_s itself). fwd_v3_gram recomputes them after the loop so
+        the store offsets are not the initial state's, kept live across the chunk loop."""
+        return coord_s
 
     @cute.jit
     def before_chunks(self, s, mq, mk, mv, mg, mb, mw, heads, bos, eos, tid, lane, wid):

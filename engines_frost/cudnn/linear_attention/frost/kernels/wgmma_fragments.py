@@ -139,3 +139,19 @@ def check_c_pairs(tv, rows: int) -> None:
             r, c = fragment_coords(*tv, rows, lane, i)
             if c % 2 or fragment_coords(*tv, rows, lane, i + 1) != (r, c + 1):
                 raise ValueError(f"accumulator layout {tv}: lane {lane} values {i}, {i + 1} are not a column pair")
+
+
+def shared_coordinate(tv, rows: int, axis: int) -> list[int]:
+    """For each value v of the thread-value layout tv ((shape, stride) over a column-major
+    tile with ``rows`` rows), the first value index whose row (axis 0) or column (axis 1)
+    equals v's for every thread. fwd_v3_gram's Gram epilogue loads a gate or beta once per
+    distinct row (column) of a thread's accumulator values and reuses it for the values
+    this map sends there; a DSL layout whose repeats differ between threads gives the
+    identity map for those values (each loads its own), never a wrong reuse."""
+    threads, values = tv_size(tv)
+    coords = [[fragment_coords(*tv, rows, t, v) for v in range(values)] for t in range(threads)]
+    rep = []
+    for v in range(values):
+        rep.append(next(w for w in range(v + 1)
+                        if all(coords[t][w][axis] == coords[t][v][axis] for t in range(threads))))
+    return rep

@@ -1,0 +1,282 @@
+"""FROST forward v3 with the scalar-gate (GDN) Gram on warpgroup MMA: an experiment kernel.
+
+Not a product kernel: the test and bench tooling builds it (frost_fwd_experiments.py, knob
+gram="wgmma" / "wgmma16" / "wgmma64", environment FROST_FWD_GRAM); the product's v3 classes never set
+``gram_wgmma`` and trace exactly as before (NOTES.md, "v3 Gram on wgmma for scalar gates").
+
+v2's Gram stage builds M = beta k k^T * decay and P = scale q k^T * decay tile by tile on
+mma.sync (ten 16 x 16 x K tiles dealt to the eight warps, ~1.7 us per chunk on the H200).
+Here each product is one SS warpgroup MMA chain per N-column block of its 64 x 64 square
+(N = gram_n: 32 by default, 16 or 64): A = k (M) or q (P), the whole [64, K] tile, B = k
+rows [N bj, N bj + N), both read from
+shared memory by the tensor cores (q and k are staged in the 128-byte swizzled K-major
+layout for that). Warpgroup 0 builds M, warpgroup 1 P (V = 64: one warpgroup builds both,
+one after the other). The first attempt (m64n64: 32 accumulator registers, per-element
+gate and beta loads in the epilogue, on top of the 64 state registers held across the
+chunk loop) spilled; here:
+- the accumulator is m64nN (N / 2 fp32 registers): the column blocks are issued one after
+  the other into two such accumulators, block bj + 1 issued before block bj's epilogue
+  runs (the tensor cores busy during the epilogue; N = 64 is one block);
+- the epilogue loads a thread's gate and beta once per distinct row (two per thread,
+  wgmma_fragments.shared_coordinate, checked at trace time on the DSL's layout) and the
+  column gates once per distinct column and block;
+- the epilogue's store addresses (SW128 P offsets: a row XOR per value and block), the
+  rows stage's (q and k are SW128 now) and, with an initial state, the final state's
+  offsets are loop-invariant: LLVM hoisted them out of the chunk loop and ptxas spilled
+  them (8 to 96 bytes in the drafts); lane_in_loop / tid_in_loop (volatile reads of
+  %laneid / %tid.x) and final_state_coords keep them inside (NOTES.md);
+- warp w of a warpgroup holds rows [16 w, 16 w + 16) of the accumulator, so it stores
+  only the 16 x 16 blocks (w, c) with c <= w: -M_wc (bf16, c < w), M_ww (fp32, the diagonal
+  block the inverse reads) and P_wc (bf16, SW128, c <= w; the blocks above the diagonal
+  stay the zeros v3's before_chunks wrote). Warp w of the M warpgroup inverts its diagonal
+  block after the last block's epilogue (sync_warp only, as v2).
+Full squares are computed (1.05 M MAC instead of the ten tiles' 0.66 M): the masked
+upper blocks cost tensor time, not registers or stores.
+
+bf16 io only (q and k are staged raw as bf16, so io_view needs no recast and keeps the
+swizzle), scalar gates only, sm_90a only (v3's).
+"""
+from __future__ import annotations
+
+import cutlass
+import cutlass.cute as cute
+from cutlass import BFloat16, Float32, Int32
+from cutlass._mlir.dialects import llvm
+from cutlass.cute.nvgpu import OperandMajorMode, warpgroup
+from cutlass.cutlass_dsl import T, dsl_user_op
+
+from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
+from cudnn.linear_attention.frost.kernels.fwd_v1 import CHUNK, SUB, SW128, warp_mma
+from cudnn.linear_attention.frost.kernels.fwd_v3 import WG_ROWS, WG_THREADS
+from cudnn.linear_attention.frost.kernels.fwd_v3 import smem_plan as v3_smem_plan
+from cudnn.linear_attention.frost.kernels.wgmma_fragments import fragment_coords, shared_coordinate, tv_size
+
+GRAM_N = 32  # the accumulator's N (default): 32 columns of M or P per wgmma group
+GRAM_NS = (16, 32, 64)  # the widths the epilogue handles (gram_n)
+#: shared tiles this kernel stages SW128 on top of v3's: the Gram's A and B operands
+SWIZZLED_ROWS = ("q", "k")
+
+
+def smem_plan(c: FrostFwdConfig):
+    """v3's plan with q and k as [C, K] SW128 tiles (1024-byte aligned, first)."""
+    K, C = c.K, CHUNK
+    rows = [(name, "bf16", (C, K), SW128) for name in SWIZZLED_ROWS]
+    return rows + [entry for entry in v3_smem_plan(c) if entry[0] not in SWIZZLED_ROWS]
+
+
+@dsl_user_op
+def lane_in_loop(*, loc=None, ip=None) -> Int32:
+    """%laneid through a volatile mov: the same value as cute.arch.lane_idx(), but LLVM may
+    not hoist it (or anything computed from it) out of the chunk loop. The Gram epilogue's
+    store addresses (SW128 P offsets: a row XOR per value and block) are loop-invariant;
+    hoisted, ~20 of them sat in registers across the whole chunk and ptxas spilled them."""
+    return Int32(llvm.inline_asm(T.i32(), [], "mov.u32 $0, %laneid;", "=r", has_side_effects=True,
+                                 is_align_stack=False, asm_dialect=llvm.AsmDialect.AD_ATT))
+
+
+@dsl_user_op
+def tid_in_loop(*, loc=None, ip=None) -> Int32:
+    """%tid.x through a volatile mov (lane_in_loop's reason, for the rows stage)."""
+    return Int32(llvm.inline_asm(T.i32(), [], "mov.u32 $0, %tid.x;", "=r", has_side_effects=True,
+                                 is_align_stack=False, asm_dialect=llvm.AsmDialect.AD_ATT))
+
+
+def wgmma_ss(n: int):
+    """m64 n k16, A and B K-major SW128 tiles in shared memory, fp32 accumulate."""
+    op = warpgroup.MmaF16BF16Op(BFloat16, Float32, (WG_ROWS, n, 16), warpgroup.OperandSource.SMEM,
+                                OperandMajorMode.K, OperandMajorMode.K)
+    return cute.make_tiled_mma(cute.make_mma_atom(op))
+
+
+def accumulator_coordinate_maps(wg, n: int):
+    """(row representatives, column representatives, 16-column sub-block per value) of wg's
+    m64n accumulator (shared_coordinate), after checking at trace time what the epilogue
+    assumes of the layout: 128 threads, thread t's rows inside [16 (t // 32), 16 (t // 32)
+    + 16) (warp w owns block row w), every column inside [0, n), and value v's column in
+    the same 16-column sub-block on every thread."""
+    shape, stride = wg.tv_layout_C.shape, wg.tv_layout_C.stride
+    tv = ((cute.get(shape, mode=[0]), cute.get(shape, mode=[1])),
+          (cute.get(stride, mode=[0]), cute.get(stride, mode=[1])))
+    threads, values = tv_size(tv)
+    sub = [fragment_coords(*tv, WG_ROWS, 0, v)[1] // SUB for v in range(values)]
+    for t in range(threads if threads == WG_THREADS else 0):
+        for v in range(values):
+            r, col = fragment_coords(*tv, WG_ROWS, t, v)
+            if r // SUB != t // 32 or not 0 <= col < n or col // SUB != sub[v]:
+                threads = -1
+    if threads != WG_THREADS:
+        raise ValueError(f"fwd_v3_gram: the wgmma m64n{n} accumulator {tv} is not warp w on rows "
+                         f"[16 w, 16 w + 16), value v in one 16-column block; the Gram epilogue's stores "
+                         f"would be wrong")
+    return shared_coordinate(tv, WG_ROWS, 0), shared_coordinate(tv, WG_ROWS, 1), sub
+
+
+class GramWgmma:
+    """Mixin over a v3 class (FrostFwdV3 or its training launchers): the scalar-gate Gram
+    stage on warpgroup MMA (module docstring). Put first in the bases."""
+
+    smem_plan = staticmethod(smem_plan)
+    gram_wgmma = True
+    #: accumulators of the column-block pipeline: 2 issues block bj + 1 before block bj's
+    #: epilogue (16 registers), 1 waits for each block before its epilogue (8)
+    gram_buffers = 2
+    #: the accumulator's N (GRAM_NS): 16 (8 registers per block, A read from shared memory
+    #: four times per product), 32 (16 registers, A read twice) or 64 (32 registers, one
+    #: block: nothing overlaps its epilogue)
+    gram_n = GRAM_N
+
+    def __init__(self, cfg: FrostFwdConfig):
+        if self.gram_n not in GRAM_NS:
+            raise ValueError(f"{type(self).__name__}: gram_n must be one of {GRAM_NS}, got {self.gram_n}")
+        if cfg.gate_per_channel or cfg.io_dtype != "bfloat16":
+            raise ValueError(f"{type(self).__name__}: the Gram on wgmma is built for scalar gates and bf16 io, "
+                             f"got gate_per_channel={cfg.gate_per_channel}, io {cfg.io_dtype}")
+        super().__init__(cfg)
+
+    @cute.jit
+    def io_view(self, t: cute.Tensor) -> cute.Tensor:
+        """bf16 io: the staged rows are already bf16, and recast_ptr would drop the SW128
+        tiles' swizzle (CuTe DSL 4.8), so the tensor itself."""
+        return t
+
+    def final_state_coords(self, coord_s):
+        """The state registers' coordinates again, from lane_in_loop: with an initial state,
+        LLVM otherwise reuses the initial state's load offsets for the final state's stores
+        and keeps them across the chunk loop (one spilled register in the training launcher
+        without l2norm)."""
+        thr = warp_mma().get_slice(lane_in_loop())
+        return thr.partition_C(cute.make_identity_tensor((SUB, self.cfg.K)))
+
+    @cute.jit
+    def stage_rows(self, s, mq, mk, mv, mg, mb, mw, heads, t0, eos, tid):
+        """v3's rows stage with its addresses computed per chunk (tid_in_loop: its q and k
+        addresses carry the SW128 row XOR now; hoisted, one spilled). The operand stage
+        keeps the hoisted form: given tid_in_loop too, ptxas spilled 80 bytes."""
+        super(GramWgmma, self).stage_rows(s, mq, mk, mv, mg, mb, mw, heads, t0, eos, tid_in_loop())
+
+    @cute.jit
+    def stage_gram(self, s, mb, heads, t0, eos, scale, thr, lane, wid):
+        """M on warpgroup 0, P on warpgroup 1 (V = 64: both on warpgroup 0), then v3's
+        fence for the generic-proxy P stores the P U wgmma reads."""
+        s_q = s.q
+        s_k = s.k
+        s_g = s.g
+        s_beta = s.beta
+        s_mneg = s.mneg
+        s_p = s.p
+        s_md = s.md
+        s_dinv = s.dinv
+        K = self.cfg.K
+        groups = self.warps // (WG_THREADS // 32)
+        n = self.gram_n
+        blocks = CHUNK // n
+        wg = wgmma_ss(n)
+        row_rep, col_rep, sub = accumulator_coordinate_maps(wg, n)
+        wl = wid % (WG_THREADS // 32)  # warp inside its warpgroup = block row it stores
+        lane = lane_in_loop()  # the addresses below are computed here, per chunk
+        gslice = wg.get_slice(wl * 32 + lane)
+        crd = gslice.partition_C(cute.make_identity_tensor((WG_ROWS, n)))
+        nval = cute.size(crd)
+        # the row gates and betas of this thread's accumulator rows, once per distinct row
+        g_row, b_row = self.row_terms(s_g, s_beta, crd, row_rep, nval)
+        for prod in cutlass.range_constexpr(2):  # 0: M (A = k), 1: P (A = q)
+            if wid // (WG_THREADS // 32) == prod % groups:
+                if cutlass.const_expr(prod == 0):
+                    a_frag = wg.make_fragment_A(gslice.partition_A(s_k))
+                else:
+                    a_frag = wg.make_fragment_A(gslice.partition_A(s_q))
+                nb = self.gram_buffers
+                accs = [cute.make_rmem_tensor(gslice.partition_shape_C((WG_ROWS, n)), Float32)
+                        for _ in range(nb)]
+                if cutlass.const_expr(nb == 2):
+                    self.gram_issue(wg, gslice, a_frag, s_k, accs[0], 0, K, n)
+                for bj in cutlass.range_constexpr(blocks):
+                    if cutlass.const_expr(nb == 1):
+                        self.gram_issue(wg, gslice, a_frag, s_k, accs[0], bj, K, n)
+                        warpgroup.wait_group(0)
+                    elif cutlass.const_expr(bj + 1 < blocks):
+                        # block bj + 1 runs while block bj's epilogue does (the fence in
+                        # gram_issue orders the epilogue's reads of block bj - 1's registers)
+                        self.gram_issue(wg, gslice, a_frag, s_k, accs[(bj + 1) % 2], bj + 1, K, n)
+                        warpgroup.wait_group(1)
+                    else:
+                        warpgroup.wait_group(0)
+                    acc = accs[bj % nb]
+                    for sb in cutlass.range_constexpr(n // SUB):
+                        c = bj * (n // SUB) + sb  # the 16-column block of M / P these values are in
+                        vals = [e for e in range(nval) if sub[e] == sb]
+                        if wl >= c:  # warps above the block's rows hold only masked values
+                            g_col = {}
+                            for e in vals:
+                                if cutlass.const_expr(col_rep[e] == e):
+                                    g_col[e] = s_g[bj * n + crd[e][1], 0]
+                                else:
+                                    g_col[e] = g_col[col_rep[e]]
+                            for e in vals:
+                                t = crd[e][0]
+                                u = bj * n + crd[e][1]
+                                f = cute.arch.exp(cute.arch.fmin(g_row[e] - g_col[e], Float32(0.0)))
+                                if cutlass.const_expr(prod == 0):
+                                    mval = acc[e] * f * b_row[e]
+                                    if u >= t:
+                                        mval = Float32(0.0)
+                                    if wl == c:
+                                        s_md[c, t - c * SUB, u - c * SUB] = mval
+                                    else:
+                                        s_mneg[t, u] = (-mval).to(BFloat16)
+                                else:
+                                    pval = acc[e] * scale * f
+                                    if u > t:
+                                        pval = Float32(0.0)
+                                    s_p[t, u] = pval.to(BFloat16)
+                if cutlass.const_expr(prod == 0):
+                    # after the last block: no accumulator or row gate is live any more, so
+                    # the inverse's 120 broadcast reads of M_ww have the registers to
+                    # themselves (run after each diagonal block, ptxas hoisted them next
+                    # to the in-flight accumulator and spilled)
+                    cute.arch.sync_warp()  # this warp's M_ww stores are visible to its lanes
+                    self.block_inverse_at(s_md, s_dinv, wl, lane)
+        cute.arch.fence_proxy("async.shared", space="cta")
+
+    def row_terms(self, s_g, s_beta, crd, row_rep, nval):
+        """Per accumulator value: its row's gate and beta, loaded once per distinct row."""
+        g_row = []
+        b_row = []
+        for e in range(nval):
+            if row_rep[e] == e:
+                g_row.append(s_g[crd[e][0], 0])
+                b_row.append(s_beta[crd[e][0]])
+            else:
+                g_row.append(g_row[row_rep[e]])
+                b_row.append(b_row[row_rep[e]])
+        return g_row, b_row
+
+    @cute.jit
+    def gram_issue(self, wg, gslice, a_frag, s_k, acc, bj: cutlass.Constexpr, K: cutlass.Constexpr,
+                   n: cutlass.Constexpr):
+        """One column block of the warpgroup's product: acc = A k[n bj : n bj + n]^T,
+        K / 16 chained SS wgmma (the first overwrites acc), committed as one group."""
+        b_frag = wg.make_fragment_B(gslice.partition_B(cute.local_tile(s_k, (n, K), (bj, 0))))
+        warpgroup.fence()
+        wg.set(warpgroup.Field.ACCUMULATE, False)
+        for kk in cutlass.range_constexpr(K // 16):
+            cute.gemm(wg, acc, a_frag[None, None, kk], b_frag[None, None, kk], acc)
+            wg.set(warpgroup.Field.ACCUMULATE, True)
+        warpgroup.commit_group()
+
+    @cute.jit
+    def block_inverse_at(self, s_md, s_dinv, bi, lane):
+        """v1's block_inverse on the local aliases (a staged branch must not read the
+        shared tensors through the namespace: NOTES.md, v3 plan step 2)."""
+        if lane < SUB:
+            x = []
+            for t in cutlass.range_constexpr(SUB):
+                acc = Float32(0.0)
+                if lane == t:
+                    acc = Float32(1.0)
+                for u in cutlass.range_constexpr(t):
+                    acc = acc - s_md[bi, t, u] * x[u]
+                x.append(acc)
+            for t in cutlass.range_constexpr(SUB):
+                s_dinv[bi, t, lane] = x[t].to(BFloat16)
+
