@@ -654,8 +654,12 @@ class FrostFwdV1:
     def block_inverse(self, s, bi, lane):
         """(I + M_ii)^-1 of diagonal block bi by the warp that built M_ii: lane c < 16
         forward-substitutes column c."""
-        s_md = s.md
-        s_dinv = s.dinv
+        self.block_inverse_at(s.md, s.dinv, bi, lane)
+
+    @cute.jit
+    def block_inverse_at(self, s_md, s_dinv, bi, lane):
+        """block_inverse on given M and Dinv tensors (a staged branch passes local aliases:
+        it must not read the shared tensors through the namespace, NOTES.md v3 step 2)."""
         if lane < SUB:
             x = []
             for t in cutlass.range_constexpr(SUB):

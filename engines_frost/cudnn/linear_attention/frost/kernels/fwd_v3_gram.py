@@ -264,19 +264,3 @@ class GramWgmma:
             wg.set(warpgroup.Field.ACCUMULATE, True)
         warpgroup.commit_group()
 
-    @cute.jit
-    def block_inverse_at(self, s_md, s_dinv, bi, lane):
-        """v1's block_inverse on the local aliases (a staged branch must not read the
-        shared tensors through the namespace: NOTES.md, v3 plan step 2)."""
-        if lane < SUB:
-            x = []
-            for t in cutlass.range_constexpr(SUB):
-                acc = Float32(0.0)
-                if lane == t:
-                    acc = Float32(1.0)
-                for u in cutlass.range_constexpr(t):
-                    acc = acc - s_md[bi, t, u] * x[u]
-                x.append(acc)
-            for t in cutlass.range_constexpr(SUB):
-                s_dinv[bi, t, lane] = x[t].to(BFloat16)
-
