@@ -109,6 +109,9 @@ def test_split_forward_in_a_cuda_graph(splits, monkeypatch):
     eager, eager_final = call_op(x)
     stream = torch.cuda.Stream()
     stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):  # warm up on the capturing stream (cuBLAS workspace)
+        call_op(x)
+    torch.cuda.current_stream().wait_stream(stream)
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.stream(stream), torch.cuda.graph(graph, stream=stream):
         o, final = call_op(x)
@@ -117,12 +120,14 @@ def test_split_forward_in_a_cuda_graph(splits, monkeypatch):
     assert torch.equal(o, eager) and torch.equal(final, eager_final)
     again, again_final = call_op(x)
     assert torch.equal(again, eager) and torch.equal(again_final, eager_final)
-    assert len(splits) == 3 and all(ran for _, ran in splits), splits
+    assert len(splits) == 4 and all(ran for _, ran in splits), splits
 
 
-@pytest.mark.parametrize("table", [[0, 1500, 900, 2048], [0, 2100, 2048, 2048], [0, 0, 2048, 1200],
+# no two sequences share a row: rows written twice are a race in any forward (the
+# numbers of such a table are meaningless, README "Bad input"), so nothing to compare
+@pytest.mark.parametrize("table", [[0, 900, 2048, 1200], [0, 2100, 2048, 2048], [0, 0, 2048, 1200],
                                    [100, 600, 1200, 1800]],
-                         ids=["inverted", "past-T", "short-end", "late-start"])
+                         ids=["inverted", "past-T", "empty-first", "late-start"])
 def test_malformed_tables_cover_the_same_rows(table, splits, monkeypatch):
     """A table that breaks the contract (0 = cu[0] <= ... <= cu[N] = T) is memory-safe
     and zeroes the rows no sequence covers (README "Bad input"); the span table keeps
