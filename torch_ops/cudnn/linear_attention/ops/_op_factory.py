@@ -344,37 +344,36 @@ class FamilyOps:
         (_span_split.backward_split_enabled), what that backward needs (else None)."""
         span = self._span_split.span_for(args)
         if span is not None:
-            split = self._span_split
-            key = self.forward_def.cache_key(args)
-            if key not in split.checked:  # the forward's own checks name bad arguments
-                op = self.forward_def
-                check_call(op.name, self.family, op.spec, dict(zip(op.signature.names, args)))
-                split.checked.add(key)
-            if key not in split.declined:
-                ran = split.run(args, span, autograd and backward_split_enabled())
-                if ran is not None:
-                    return ran
-                split.declined.add(key)  # no engine serves its summary
+            ran = self._split_once(self.forward_def, args, lambda: self._span_split.run(
+                args, span, autograd and backward_split_enabled()))
+            if ran is not None:
+                return ran
         return self._run(self.forward_def, args, drop_unused), None
 
     def _split_serve(self, values: tuple[Any, ...]) -> _Results | None:
         """The serving op's results by spans (_span_split.SpanSplit.serve) where the split
         applies to the call (its forward arguments: values less the last two), else None."""
         args, overwrite, state_indices = values[:-2], values[-2], values[-1]
-        split = self._span_split
-        span = split.span_for(args)
+        span = self._span_split.span_for(args)
         if span is None:
             return None
-        key = self.serve_def.cache_key(values)
-        if key not in split.checked:  # the serving op's own checks name bad arguments
-            op = self.serve_def
+        return self._split_once(self.serve_def, values, lambda: self._span_split.serve(
+            args, state_indices, overwrite is True, span))
+
+    def _split_once(self, op: _OpDef, values: tuple[Any, ...], run: Callable[[], Any]) -> Any:
+        """run() (a split of a call of `op` with `values`) after op's own checks, which
+        name bad arguments (once per configuration), or None for a configuration whose
+        summary no engine serves (run() returned None for it once before)."""
+        split = self._span_split
+        key = op.cache_key(values)
+        if key not in split.checked:
             check_call(op.name, self.family, op.spec, dict(zip(op.signature.names, values)))
             split.checked.add(key)
         if key in split.declined:
             return None
-        results = split.serve(args, state_indices, overwrite is True, span)
+        results = run()
         if results is None:
-            split.declined.add(key)  # no engine serves its summary
+            split.declined.add(key)
         return results
 
     @functools.cached_property
