@@ -103,7 +103,7 @@ def main() -> None:
         ss.SpanSplit.run = real_run
     args, split = captured["args"], captured["split"]
     at = {n: i for i, n in enumerate(ops.forward_signature.names)}
-    table = sm.span_table(cu, span, spans, steps)
+    table = sm.span_table(cu, T, span, spans, steps)
     summary_args = {n: args[at[n]] for n in split._summary_args}
 
     def summary():
@@ -117,7 +117,7 @@ def main() -> None:
     spanned[at["output_final_state"]] = True
     spanned = tuple(spanned)
 
-    row("span table (cached in the op)", lambda: sm.span_table(cu, span, spans, steps), a.reps)
+    row("span table (cached in the op)", lambda: sm.span_table(cu, T, span, spans, steps), a.reps)
     row("summary (final from zero + M)", summary, a.reps)
     row("composition (entering states)", lambda: sm.entering_states(None, final0, transition, table,
                                                                     torch.float32), a.reps)

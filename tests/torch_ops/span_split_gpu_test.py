@@ -34,8 +34,8 @@ def splits(monkeypatch):
     ran = []
     real = ss.SpanSplit.run
 
-    def run(self, args, span):
-        results = real(self, args, span)
+    def run(self, args, span, *rest):
+        results = real(self, args, span, *rest)
         ran.append((span, results is not None))
         return results
 
@@ -83,8 +83,8 @@ def test_one_long_sequence_splits_on_its_own(family, splits, monkeypatch):
 @pytest.mark.parametrize("backward, with_h0", [("0", True), ("1", True), ("1", False)],
                          ids=["unsplit-bwd", "split-bwd-h0", "split-bwd"])
 def test_split_forward_gradients(family, backward, with_h0, splits, monkeypatch):
-    """The gradients of a split forward: by default the unsplit backward's; with
-    CUDNN_LA_SPAN_BACKWARD=1 the backward splits as its forward did."""
+    """The gradients of a split forward: with CUDNN_LA_SPAN_BACKWARD=0 the unsplit
+    backward's; by default (1) the backward splits as its forward did."""
     monkeypatch.setenv(ss.ENV, "256")
     monkeypatch.setenv(ss.BACKWARD_ENV, backward)
     config = _config(family, (700, 1, 300, 0), with_initial_state=with_h0)
@@ -155,7 +155,8 @@ def test_split_serving_calls(family, state, splits, monkeypatch):
     """Prefill through the serving op (a state pool, slots, skipped slots) by spans, over
     several calls, against the float64 serving reference."""
     monkeypatch.setenv(ss.ENV, "256")
-    cfg = _config(family, (1,), with_initial_state=False)
+    # inputs made on the CPU: run_steps moves them to the device, the reference keeps them
+    cfg = _config(family, (1,), with_initial_state=False, device="cpu")
     steps = [Step((1500, 2, 900, 700), (0, -1, 5, 12)), Step((600, 800, 64), (5, 0, 11)),
              Step((1000, 300), (11, 5))]  # -1 and 12 (the pool size) skip their sequence
     gen = torch.Generator(device="cuda").manual_seed(2)

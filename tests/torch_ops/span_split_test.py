@@ -52,7 +52,7 @@ def test_span_table_tiles_each_sequence(seed):
     cu = torch.tensor([0, *torch.tensor(lengths).cumsum(0).tolist()], dtype=torch.int32)
     T, N = int(cu[-1]), len(lengths)
     spans = sm.span_count_bound(T, N, span)
-    table = sm.span_table(cu, span, spans, steps=max(1, -(-T // span)))
+    table = sm.span_table(cu, T, span, spans, steps=max(1, -(-T // span)))
     assert table.span_cu.dtype == torch.int32 and table.span_cu.shape == (spans + 1,)
     want = []
     for n, length in enumerate(lengths):
@@ -63,13 +63,39 @@ def test_span_table_tiles_each_sequence(seed):
     assert table.span_cu.tolist() == want
 
 
+@pytest.mark.parametrize("table", [[0, 900, 2048, 1200], [0, 2100, 2048, 2048], [0, 0, 2048, 1200],
+                                   [100, 600, 1200, 1800], [-50, 3000, 10, 5000], [700, 0, 0, 0]],
+                         ids=["inverted", "past-T", "empty-first", "late-start", "wild", "drop"])
+def test_span_table_of_a_malformed_table(table):
+    """A table outside [0, T] or decreasing is read as its clamped running maximum: every
+    span inside [0, T], each sequence's spans tiling its clamped range, no sequence with
+    more spans than the walk's steps (T / span) or the table's rows (span_count_bound).
+    Read raw, a sequence past T had spans the walk never reached, its entering state
+    never written."""
+    T, span = 2048, 256
+    cu = torch.tensor(table, dtype=torch.int32)
+    N = cu.numel() - 1
+    spans, steps = sm.span_count_bound(T, N, span), -(-T // span)
+    got = sm.span_table(cu, T, span, spans, steps)
+    clamped, top = [], 0
+    for c in table:
+        top = max(top, min(max(c, 0), T))
+        clamped.append(top)
+    span_cu = got.span_cu.tolist()
+    assert all(0 <= r <= T for r in span_cu) and span_cu == sorted(span_cu)
+    for n in range(N):
+        first, last = int(got.first[n]), int(got.last[n])
+        assert 0 <= first <= last < spans and last - first < steps
+        assert span_cu[first] == clamped[n] and span_cu[last + 1] == clamped[n + 1]
+
+
 def _walk_case(seed, lengths, span):
     """A span table over `lengths` and random maps for its spans (float64)."""
     gen = torch.Generator().manual_seed(seed)
     cu = torch.tensor([0, *torch.tensor(lengths).cumsum(0).tolist()])
     T, N = int(cu[-1]), len(lengths)
     spans = sm.span_count_bound(T, N, span)
-    table = sm.span_table(cu, span, spans, steps=-(-T // span))
+    table = sm.span_table(cu, T, span, spans, steps=-(-T // span))
     HO, V, K = 2, 3, 4
     shifts = torch.randn(spans, HO, V, K, dtype=F64, generator=gen)
     transition = torch.randn(spans, HO, K, K, dtype=F64, generator=gen) / 2
@@ -149,16 +175,19 @@ def test_split_without_initial_or_final_state(family, span):
 
 
 @pytest.mark.parametrize("family", list(Family), ids=lambda f: f.value)
-def test_split_forward_keeps_the_backward(family, span):
-    """Autograd saves the call's own arguments: the gradients are the unsplit backward's."""
+def test_split_forward_keeps_the_backward(family, span, monkeypatch):
+    """CUDNN_LA_SPAN_BACKWARD=0: autograd saves the call's own arguments, the gradients are
+    the unsplit backward's."""
     span(4)
+    monkeypatch.setenv(ss.BACKWARD_ENV, "0")
     config = _config(family)
     x = leaves(make_inputs(config, seed=31))
     dO, dht = make_grad_outputs(config, seed=32)
-    before = _summary_calls(family)
+    before, before_bwd = _summary_calls(family), _summary_calls(family, "summary_bwd")
     o, final = call_op(x)
     assert _summary_calls(family) == before + 1
     torch.autograd.backward((o, final), (dO, dht))
+    assert _summary_calls(family, "summary_bwd") == before_bwd  # the backward did not split
     ref = reference_backward(make_inputs(config, seed=31), dO, dht)
     for name, grad in grads_of(x).items():
         if grad is not None:
@@ -166,12 +195,17 @@ def test_split_forward_keeps_the_backward(family, span):
 
 
 @pytest.mark.parametrize("family", list(Family), ids=lambda f: f.value)
-@pytest.mark.parametrize("with_h0, final", [(True, True), (False, False)], ids=["h0-dht", "plain"])
-def test_split_backward_matches_the_reference(family, with_h0, final, span, monkeypatch):
-    """CUDNN_LA_SPAN_BACKWARD=1: the backward of a split forward runs by spans too (the
-    backward summary, the composed leaving-state gradients, one backward over all spans)."""
+@pytest.mark.parametrize("with_h0, final, setting", [(True, True, "1"), (False, False, None)],
+                         ids=["h0-dht", "plain-default"])
+def test_split_backward_matches_the_reference(family, with_h0, final, setting, span, monkeypatch):
+    """The backward of a split forward runs by spans too, by default and with
+    CUDNN_LA_SPAN_BACKWARD=1 (the backward summary, the composed leaving-state gradients,
+    one backward over all spans)."""
     span(4)
-    monkeypatch.setenv(ss.BACKWARD_ENV, "1")
+    if setting is None:
+        monkeypatch.delenv(ss.BACKWARD_ENV, raising=False)
+    else:
+        monkeypatch.setenv(ss.BACKWARD_ENV, setting)
     config = _config(family, with_initial_state=with_h0)
     x = leaves(make_inputs(config, seed=33))
     dO, dht = make_grad_outputs(config, seed=34)

@@ -38,11 +38,19 @@ class SpanTable:
     backward: tuple[torch.Tensor, torch.Tensor]
 
 
-def span_table(cu_seqlens: torch.Tensor, span: int, spans: int, steps: int) -> SpanTable:
+def span_table(cu_seqlens: torch.Tensor, total: int, span: int, spans: int,
+               steps: int) -> SpanTable:
     """The table of `spans` spans (span_count_bound) of `span` tokens each but each
-    sequence's last; a sequence has at least one span (an empty one when it is empty), the
-    rows past the real spans are empty spans at T. `steps` bounds one sequence's spans."""
-    cu = cu_seqlens.long()
+    sequence's last over `total` tokens; a sequence has at least one span (an empty one when
+    it is empty), the rows past the real spans are empty spans at its end. `steps` bounds one
+    sequence's spans.
+
+    The table is read as the engines read a well-formed one; a malformed one (entries
+    outside [0, total], decreasing) is first clamped into [0, total] and made
+    non-decreasing (its running maximum), so no sequence is longer than `total` and the
+    spans stay within `spans` and `steps`: a sequence past the end would otherwise own
+    spans the walk never reaches, its entering state never written."""
+    cu = torch.cummax(cu_seqlens.long().clamp(0, total), 0).values
     N = cu.numel() - 1
     lengths = cu[1:] - cu[:-1]
     count = torch.clamp((lengths + span - 1) // span, min=1)

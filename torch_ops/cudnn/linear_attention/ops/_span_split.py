@@ -52,10 +52,10 @@ ENV = "CUDNN_LA_SPAN_TOKENS"
 #: 1: the backward of a split forward splits too (off until it has run on a GPU)
 BACKWARD_ENV = "CUDNN_LA_SPAN_BACKWARD"
 #: spans are whole 64-token chunks of the kernels, and at least this long. The split's
-#: host work (the summary and forward calls, the composition's launches) measured ~1 ms
+#: host work (the summary and forward calls, the composition's launches) measured ~0.8 ms
 #: on the H200's host, so it pays only on sequences whose serial walk is several ms:
-#: 1 x 32768 tokens, 16 heads (8 spans of 4096) went from 2.9 to 2.1-2.3 ms (GDN) and 4.0
-#: to 1.9-2.1 ms (KDA); shorter cases were not measured, and are not split
+#: 1 x 32768 tokens, 16 heads (8 spans of 4096) went from 2.9 to 1.3 ms (GDN), 4.0 to 1.8
+#: (KDA) and 4.4 to 1.9 (GDN-2); shorter cases were not measured, and are not split
 MIN_SPAN = 4096
 CHUNK = 64
 #: split only when spans multiply the (sequence, head) pairs by at least this much: the
@@ -114,15 +114,17 @@ class _TableCache:
         self._cu: torch.Tensor | None = None
         self._table: SpanTable | None = None
 
-    def get(self, cu_seqlens: torch.Tensor, span: int, spans: int, steps: int) -> SpanTable:
-        key = (cu_seqlens._version, span, spans, steps, torch.cuda.current_stream(cu_seqlens.device)
+    def get(self, cu_seqlens: torch.Tensor, total: int, span: int, spans: int,
+            steps: int) -> SpanTable:
+        key = (cu_seqlens._version, total, span, spans, steps,
+               torch.cuda.current_stream(cu_seqlens.device)
                if cu_seqlens.is_cuda else None)
         if cu_seqlens.is_cuda and torch.cuda.is_current_stream_capturing():
             # a table built inside a CUDA graph capture holds its values only when the graph
             # replays: build it into the graph, keep nothing
-            return span_table(cu_seqlens, span, spans, steps)
+            return span_table(cu_seqlens, total, span, spans, steps)
         if self._cu is not cu_seqlens or self._key != key:
-            self._table = span_table(cu_seqlens, span, spans, steps)
+            self._table = span_table(cu_seqlens, total, span, spans, steps)
             self._cu, self._key = cu_seqlens, key
         return self._table
 
@@ -138,11 +140,14 @@ class SpanCall:
 
 
 def backward_split_enabled() -> bool:
-    """BACKWARD_ENV=1: a forward that split keeps what its backward needs to split too."""
-    value = os.environ.get(BACKWARD_ENV, "0").strip()
+    """On unless BACKWARD_ENV=0: a forward that split keeps what its backward needs to split
+    too (its span table, entering states and transitions, ~2 x spans x HO x K x V floats).
+    H200, 1 x 32768 tokens, 16 heads, fwd+bwd op: GDN 9.1 -> 4.0 ms, KDA 12.9 -> 5.3, GDN-2
+    13.7 -> 5.8 (the unsplit backward walks each (sequence, head) pair serially)."""
+    value = os.environ.get(BACKWARD_ENV, "1").strip()
     if value not in ("0", "1", ""):
         raise ValueError(f"{BACKWARD_ENV}: expected 0 or 1; got {value!r}")
-    return value == "1"
+    return value != "0"
 
 
 class SpanSplit:
@@ -197,7 +202,7 @@ class SpanSplit:
         q, cu, initial = args[at["q"]], args[at["cu_seqlens"]], args[at["initial_state"]]
         T, N = q.shape[0], cu.numel() - 1
         spans = span_count_bound(T, N, span)
-        table = self._tables.get(cu, span, spans, min(spans, -(-T // span)))
+        table = self._tables.get(cu, T, span, spans, min(spans, -(-T // span)))
         summary_args = {n: args[at[n]] for n in self._summary_args}
         try:
             # the kernel itself, not the dispatcher: this call is already eager and checked
