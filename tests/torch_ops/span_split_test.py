@@ -219,6 +219,42 @@ def test_split_backward_matches_the_reference(family, with_h0, final, setting, s
             assert_rel_close(name, grad, getattr(ref, name), 1e-9)
 
 
+@pytest.mark.parametrize("forced, backward", [(4, "1"), (0, "1"), (4, "0")],
+                         ids=["split", "unsplit", "split-fwd-only"])
+def test_training_checkpoints_give_way_to_the_split(forced, backward, span, monkeypatch):
+    """With training checkpoints switched on, an autograd call that splits, backward
+    included, does not ask for them (the faster way to train it); one that does not
+    split, or whose backward would not, still does."""
+    from cudnn.linear_attention.ops import _op_factory
+
+    span(forced)
+    monkeypatch.setenv(ss.BACKWARD_ENV, backward)
+    asked = []
+    real = _op_factory.FamilyOps._with_training_checkpoints
+
+    def spy(self, args):
+        asked.append(True)
+        return real(self, args)
+
+    monkeypatch.setattr(_op_factory.FamilyOps, "_with_training_checkpoints", spy)
+    previous = _op_factory.set_training_checkpoints(True)
+    try:
+        config = _config(Family.GDN)
+        x = leaves(make_inputs(config, seed=37))
+        dO, dht = make_grad_outputs(config, seed=38)
+        before = _summary_calls(Family.GDN, "summary_bwd")
+        torch.autograd.backward(call_op(x), (dO, dht))
+    finally:
+        _op_factory.set_training_checkpoints(previous)
+    split = forced > 0 and backward == "1"
+    assert asked == ([] if split else [True])
+    assert _summary_calls(Family.GDN, "summary_bwd") == before + split
+    ref = reference_backward(make_inputs(config, seed=37), dO, dht)
+    for name, grad in grads_of(x).items():
+        if grad is not None:
+            assert_rel_close(name, grad, getattr(ref, name), 1e-9)
+
+
 def test_backward_setting_is_checked(span, monkeypatch):
     span(4)
     monkeypatch.setenv(ss.BACKWARD_ENV, "yes")
