@@ -107,6 +107,9 @@
 #              1 x 32768 forward rows with the split off (CUDNN_LA_SPAN_TOKENS=0) and on (the
 #              automatic rule), and the fwd+bwd op rows with the backward split off and on;
 #              spansplittest / spansplitbench run one of them
+#   spansplitshapes where the automatic rule might reach next: 2 x 16384, 4 x 8192 and
+#              1 x 16384 tokens, 16 heads, forward and fwd+bwd op rows (GDN, KDA) with spans
+#              of 4096 forced (CUDNN_LA_SPAN_TOKENS=4096) against the split off (=0)
 #   spansplitprofile the split's components at 1 x 32768 (bench/span_split_profile.py: span
 #              table, summary, composition, forward over spans, backward summary, leaving
 #              gradients, backward over spans; GPU back-to-back and host time of each)
@@ -379,6 +382,11 @@ for s in "$@"; do
     spansplitprofile)  # the split's components, GPU and host time each (bench/span_split_profile.py)
       stage spansplitprofile "for f in gdn kda gdn2; do python3 bench/span_split_profile.py --family \$f \
         --backward || exit 1; done" ;;
+    spansplitshapes)  # the split off / forced at shapes the automatic rule leaves alone
+      stage spansplitshapes "for shape in '2 16384' '4 8192' '1 16384'; do set -- \$shape; \
+        for n in 0 4096; do echo \"== \$1 x \$2, CUDNN_LA_SPAN_TOKENS=\$n\"; for c in 'GDN fwd' 'KDA fwd'; do \
+        CUDNN_LA_SPAN_TOKENS=\$n python3 bench/bench_linear_attention.py --seqs \$1 --len \$2 --reps 10 \
+        --cases \"\$c\" --impl 'op FROST' || exit 1; done; done; done" ;;
     spansplit|spansplittest|spansplitbench)  # long sequences split into spans (ops/_span_split.py)
       [ "$s" = spansplitbench ] || stage spansplittest "python3 -m pytest -q -s -p no:cacheprovider \
         tests/torch_ops/span_split_gpu_test.py"
