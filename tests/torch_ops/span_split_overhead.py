@@ -8,6 +8,7 @@ test-only float64 reference engines at a tiny shape whose engine work is then sk
 op_overhead.py --skip-engine does), so what is timed is the op layer and the split's own
 torch glue:
 
+- `unsplit forward`: the public function, no autograd, not split (the op layer alone);
 - `split forward`: the public function, no autograd, forced into spans;
 - `split fwd+bwd`: the public function on leaves, then torch.autograd.grad (the backward
   splits too);
@@ -161,18 +162,36 @@ def main() -> None:
         summary_args = {n: args[at[n]] for n in split._summary_args}
         table = call.table
 
-        def summary() -> Any:
+        spanned_args = list(args)
+        spanned_args[at["cu_seqlens"]] = table.span_cu
+        spanned = {**named, "cu_seqlens": table.span_cu}
+
+        def summary() -> Any:  # as the split calls it (positional values where it has them)
+            if hasattr(split, "_summary_values"):
+                return split._summary.run(split._summary_values(split._summary_take(spanned_args)))
             return split._summary._kernel(cu_seqlens=table.span_cu, initial_state=None,
                                           output_transition=True, **summary_args)
 
         def summary_bwd() -> Any:
+            if hasattr(split, "_summary_bwd_values"):
+                return split._summary_bwd.run(split._summary_bwd_values(
+                    split._summary_bwd_take(spanned)))
             return split._summary_bwd._kernel(cu_seqlens=table.span_cu, d_final_state=None,
                                               output_transition=False,
                                               **{n: named[n] for n in split._summary_bwd_args})
         final0, transition = summary()
         d_entering, _ = summary_bwd()
         initial = args[at["initial_state"]].detach()
+        def unsplit() -> Any:
+            os.environ[ss.ENV] = "0"
+            try:
+                return forward()
+            finally:
+                os.environ[ss.ENV] = str(a.span)
+        unsplit()  # builds the unsplit forward's graph (its engine then skipped too)
+        _time_engines(record, skip=True)
         rows = [
+            ("unsplit forward", unsplit),
             ("split forward", forward),
             ("split fwd+bwd", fwd_bwd),
             ("summary", summary),
