@@ -109,7 +109,8 @@
 #              spansplittest / spansplitbench run one of them
 #   spansplitprofile the split's components at 1 x 32768 (bench/span_split_profile.py: span
 #              table, summary, composition, forward over spans, backward summary, leaving
-#              gradients, backward over spans; GPU back-to-back and host time of each)
+#              gradients, backward over spans; GPU back-to-back and host time of each;
+#              first the host-device syncs of one split call, --sync-check)
 #   v3train    the training forward (state checkpoints + U): A/B of v2's training launchers
 #              (forced by the test tooling) against the product's, fwd_v3's for bf16 on sm_90a
 #              (kernels/NOTES.md "v3 training forwards on the H200"): the backward smoke with
@@ -378,7 +379,7 @@ for s in "$@"; do
           --cases \"\$c\" --impl FROST --reps 10 || exit 1; done; done" ;; esac ;;
     spansplitprofile)  # the split's components, GPU and host time each (bench/span_split_profile.py)
       stage spansplitprofile "for f in gdn kda gdn2; do python3 bench/span_split_profile.py --family \$f \
-        --backward || exit 1; done" ;;
+        --backward --sync-check || exit 1; done" ;;
     spansplit|spansplittest|spansplitbench)  # long sequences split into spans (ops/_span_split.py)
       [ "$s" = spansplitbench ] || stage spansplittest "python3 -m pytest -q -s -p no:cacheprovider \
         tests/torch_ops/span_split_gpu_test.py"
