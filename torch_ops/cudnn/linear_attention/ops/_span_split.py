@@ -222,13 +222,12 @@ class SpanSplit:
         dtype = initial.dtype if initial is not None else final0.dtype
         x_in = entering_states(initial, final0, transition, table, dtype)
         split[at["initial_state"]] = x_in
-        split[at["output_final_state"]] = True
+        # the spans' final states only when the call wants its own (no split backward reads
+        # them); else the forward op's zero-size placeholder is the call's
         results = self._run_forward(tuple(split))
-        o, finals = results[0], results[1]
+        o, final = results[0], results[1]
         if args[at["output_final_state"]]:
-            final = finals.index_select(0, table.last)
-        else:
-            final = finals.new_empty((0,))
+            final = final.index_select(0, table.last)
         call = SpanCall(table, x_in, transition) if keep else None
         return (o, final, *results[2:]), call
 
