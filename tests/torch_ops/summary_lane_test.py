@@ -2,6 +2,9 @@
 planned and launched on a CPU with a recording kernel: a cached summary op call takes the
 op's launch lane and launches what the checked path (execute -> frost_summary) launches.
 
+The backward summary (chain stage only, no transition) likewise: the backward stages'
+compiled kernels are replaced by recorders of the operands they get.
+
 The shipped FROST summary engine plans graphs on a CPU handle here (its runtime probe and
 device rules answered as on an sm_90 GPU), and the two GPU-only steps of the forward
 launcher are replaced: `frost_fwd` runs the launcher's real operand checks and records
@@ -23,13 +26,15 @@ import torch
 from cudnn.engines import manifest
 from cudnn.linear_attention import ops
 from cudnn.linear_attention.frost import la_engine, runtime_probe, summary_engine
+from cudnn.linear_attention.frost.kernels import bwd as kernels_bwd
 from cudnn.linear_attention.frost.kernels import config as kernel_config
 from cudnn.linear_attention.frost.kernels import fwd as kernels_fwd
 from cudnn.linear_attention.frost.kernels import summary as kernels_summary
 from cudnn.linear_attention.ops.summary import GDN2_SUMMARY, GDN_SUMMARY, KDA_SUMMARY
 
 
-_WRITTEN = ("out", "final_state")
+#: scratch operands the kernels read, whose content the fills must have set
+_READ_FROM_SCRATCH = ("q", "v", "w", "initial_state")
 
 
 class _Recorder:
@@ -39,18 +44,20 @@ class _Recorder:
         self.binds = 0
         self.tensors: dict[str, torch.Tensor] = {}  # the call's own tensors, by name
         self.scratch: dict[str, torch.Tensor] = {}  # the current call's carved regions
-        self.base = 0
+        self.base = self.end = 0
+        self.bwd: list[tuple] = []       # backward stage launches, either path
+        self.bwd_binds = 0
 
     def role(self, address: int, operand: str) -> tuple:
         """What kernel operand `operand` got at `address`."""
         for name, t in self.tensors.items():
             if t is not None and t.numel() and t.data_ptr() == address:
                 return ("tensor", name)
-        for t in self.scratch.values():
-            if t.data_ptr() == address:
-                # what a region the kernel reads holds (one it writes may hold anything)
-                read = operand not in _WRITTEN
-                return ("scratch", address - self.base, _content(t) if read else "written")
+        if self.base <= address < self.end:
+            # what a scratch operand the kernels read holds (written ones may hold anything)
+            known = [t for t in self.scratch.values() if t.data_ptr() == address]
+            content = _content(known[0]) if known and operand in _READ_FROM_SCRATCH else "-"
+            return ("scratch", address - self.base, content)
         return ("unknown", address)
 
 
@@ -86,9 +93,27 @@ def summary_engines_on_cpu(rec: _Recorder) -> Iterator[None]:
     carve = kernels_summary._carve
 
     def recorded_carve(workspace, regions):
+        # scratch comes dirty from the allocator: what a launch reads, a fill must have set
+        workspace.view(-1).view(torch.uint8).fill_(0xA5)
         rec.scratch = carve(workspace, regions)
         rec.base = workspace.data_ptr()
+        rec.end = rec.base + workspace.numel() * workspace.element_size()
         return rec.scratch
+
+    class StageKernel:  # a compiled backward stage's place
+        def __init__(self, stage: str) -> None:
+            self.stage = stage
+
+        def launch(self, tensors, T, N, scale, stream) -> None:
+            rec.bwd.append((self.stage, tuple(
+                (name, None if t is None else rec.role(t.data_ptr(), name))
+                for name, t in sorted(tensors.items()))))
+
+    bind_bwd = kernels_bwd.bind_bwd
+
+    def counted_bind_bwd(**operands):
+        rec.bwd_binds += 1
+        return bind_bwd(**operands)
 
     summary = ("_summary_frost",)
     patches = {
@@ -100,7 +125,12 @@ def summary_engines_on_cpu(rec: _Recorder) -> Iterator[None]:
         (la_engine, "_build_device"): (
             lambda handle, engine, build=la_engine._build_device:
             torch.device("cpu") if engine.endswith(summary) else build(handle, engine)),
-        (summary_engine, "torch_stream"): lambda stream, device: None,
+        (summary_engine, "torch_stream"): lambda stream, device: types.SimpleNamespace(
+            cuda_stream=0),
+        (kernels_bwd, "_require_cuda"): lambda q: None,
+        (kernels_bwd, "_stage_kernels"): lambda cfg, stages, device: tuple(
+            StageKernel(stage) for stage in cfg.stages if stages is None or stage in stages),
+        (kernels_bwd, "bind_bwd"): counted_bind_bwd,
         # a CPU allocation is not 128-byte aligned as a CUDA one is (512): nothing else differs
         (summary_engine, "carve_scratch"): lambda engine, workspace, size, device: workspace,
         (kernels_fwd, "frost_fwd"): frost_fwd,
@@ -204,3 +234,41 @@ def test_without_the_switch_no_lane(monkeypatch):
             _call(rec, "gdn", x, None)
         (entry,) = GDN_SUMMARY.summary.cache.values()
     assert entry.lane is None and rec.binds == 0 and len(rec.checked) == 4
+
+
+@pytest.mark.parametrize("family", ["gdn", "kda", "gdn2"])
+@pytest.mark.parametrize("with_final", [False, True], ids=["no-dht", "dht"])
+def test_cached_backward_summary_takes_the_lane(family, with_final, monkeypatch):
+    monkeypatch.setenv(summary_engine.LANE_ENV, "1")
+    rec = _Recorder()
+    with summary_engines_on_cpu(rec):
+        x = _inputs(family, seed=3)
+        T, N, HO = x["k"].shape[0], x["cu_seqlens"].numel() - 1, x["g"].shape[1]
+        gen = torch.Generator().manual_seed(4)
+        x["q"] = torch.randn(T, HO, 64, generator=gen).to(torch.bfloat16)
+        x["dO"] = torch.randn(T, HO, 64, generator=gen).to(torch.bfloat16)
+        d_final = torch.randn(N, HO, 64, 64, generator=gen) if with_final else None
+        op = _OPS[family].summary_bwd
+        roles = []
+        for call in range(3):
+            if call:
+                x = {n: t.clone() for n, t in x.items()}
+                d_final = None if d_final is None else d_final.clone()
+            rec.tensors = {**x, "d_final_state": d_final}
+            before = len(rec.bwd)
+            d_initial, _ = op.op(x["dO"], x["q"], x["k"], x["g"], x["beta"], x["cu_seqlens"],
+                                 0.125, d_final_state=d_final, output_transition=False,
+                                 use_qk_l2norm_in_kernel=True)
+            named = {d_initial.data_ptr(): ("tensor", "d_initial_state")}
+            roles.append([(stage, tuple((n, r if r is None or r[0] != "unknown"
+                                         else named.get(r[1], r)) for n, r in launch))
+                          for stage, launch in rec.bwd[before:]])
+        (entry,) = op.cache.values()
+    assert entry.lane is not None and rec.bwd_binds == 1 and entry.checked_calls == 1
+    assert [stage for stage, _ in roles[0]] == ["chain"]
+    assert roles[1] == roles[0] and roles[2] == roles[0], (roles[0], roles[1])
+    chain = dict(roles[0][0][1])
+    assert chain["initial_state"][2] == "zero" and chain["v"][2] == "zero", chain
+    assert chain["d_initial_state"] == ("tensor", "d_initial_state")
+    assert chain["d_final_state"] == (("tensor", "d_final_state") if with_final else None)
+    assert all(r is None or r[0] != "unknown" for r in chain.values()), chain

@@ -9,11 +9,11 @@ forward/backward kernels (kernels/summary.py says how).
 - execute: the caller's buffers go straight to frost_summary / frost_summary_bwd on the
   context's stream (ValueError names a port whose buffer the kernels cannot take as it
   is); scratch is carved from the caller's workspace.
-- direct_launch (forward summaries, with LANE_ENV=1): frost_summary's checks and kernel
-  lookups done once (kernels/summary.py bind_summary), so a cached torch-op call takes
-  the op's launch lane (ops/_launch_lane.py) as the forward's does: per call only the
-  scratch views, the zero / identity fills and the two launches. Off by default until
-  it has run on a GPU; the backward summary's chain stage has no bound launch (execute).
+- direct_launch (with LANE_ENV=1): frost_summary's checks and kernel lookups done once
+  (kernels/summary.py bind_summary; the backward's, without a transition, bind_summary_bwd
+  on kernels/bwd.py bind_bwd), so a cached torch-op call takes the op's launch lane
+  (ops/_launch_lane.py) as the forward's does: per call only the scratch views, the zero
+  / identity fills and the launches. Off by default until it has run on a GPU.
 """
 from __future__ import annotations
 
@@ -135,30 +135,35 @@ class FrostSummaryPlan(CompiledPlan):
                                   final_state=t["final_state"], **common)
 
     def direct_launch(self, graph, data) -> DirectLaunch | None:
-        """frost_summary for buffers laid out like `data`'s, its checks done here once
-        (module docstring); None for the backward, without LANE_ENV=1, in strict
-        cu_seqlens mode (execute checks the table on every call), for buffers that are not
-        plain torch tensors and for calls with nothing to launch."""
+        """frost_summary (frost_summary_bwd) for buffers laid out like `data`'s, its checks
+        done here once (module docstring); None without LANE_ENV=1, in strict cu_seqlens
+        mode (execute checks the table on every call), for buffers that are not plain
+        torch tensors, for a backward with a transition and for calls with nothing to
+        launch."""
         import torch
 
-        if self.backward or not lane_enabled() or strict_requested():
+        if not lane_enabled() or strict_requested():
             return None
         node = self.facts.node
         wired = {**node.inputs, **node.outputs}
-        ports = tuple(p for p in (*_FORWARD[0], *_FORWARD[1]) if p in wired)
+        inputs, outputs = _BACKWARD if self.backward else _FORWARD
+        ports = tuple(p for p in (*inputs, *outputs) if p in wired)
         uids = tuple(wired[p].uid for p in ports)
         given = [data.get(uid) for uid in uids]
         if any(type(b) is not torch.Tensor for b in given):
             return None
-        absent = dict.fromkeys((*_FORWARD[0], *_FORWARD[1]))
+        absent = dict.fromkeys((*inputs, *outputs))
         from .kernels import summary
         flags = dict(use_l2norm=self.facts.flags.use_qk_l2norm,
                      gate_per_channel=self.traits.gate_per_channel,
                      beta_per_channel=self.traits.beta_per_channel)
+        if self.backward:
+            bind, flags["scale"] = summary.bind_summary_bwd, float(self.facts.flags.scale)
+        else:
+            bind = summary.bind_summary
         # laid out as every call's scratch is: fresh from torch's allocator, this size
         probe = torch.empty(self.workspace_size, dtype=torch.uint8, device=given[0].device)
-        run = summary.bind_summary(**{**absent, **dict(zip(ports, given))}, workspace=probe,
-                                   **flags)
+        run = bind(**{**absent, **dict(zip(ports, given))}, workspace=probe, **flags)
         if run is None:
             return None
 

@@ -250,6 +250,33 @@ def bind_summary(*, k, v, g, beta, w, cu_seqlens, initial_state, final_state, tr
     return run
 
 
+def _backward_regions(q, k, g, beta, cu_seqlens, dO, d_initial_state, transition):
+    T, H, K = q.shape
+    HK, HO, V = k.shape[1], g.shape[1], dO.shape[2]
+    N = cu_seqlens.numel() - 1
+    shape = _shape_of(True, T, N, HO, HK, H, K, V, q, d_initial_state, transition, g, beta)
+    return summary_workspace_layout(shape)[0], shape.stand_in
+
+
+def _chain_operands(ws: dict, *, q, k, g, beta, cu_seqlens, dO, d_final_state, d_initial_state,
+                    beta_per_channel: bool, stand_in: int) -> dict:
+    """frost_bwd's operands of the backward summary's chain pass on the carved workspace
+    `ws`: zero v (and w) of the stand-in heads, a zero initial state, every other
+    gradient into one discarded sink, the chain's own workspace."""
+    T, V = q.shape[0], dO.shape[2]
+    HO = g.shape[1]
+    zeros, sink = ws["zeros"].reshape(-1), ws["sink"]
+    v0 = zeros[:T * stand_in * V].view(T, stand_in, V)
+    w0 = zeros[:T * HO * V].view(T, HO, V) if beta_per_channel else None
+    return dict(q=q, k=k, v=v0, g=g, beta=beta, w=w0, cu_seqlens=cu_seqlens, dO=dO,
+                initial_state=ws["h0"], d_final_state=d_final_state,
+                dq=_view(sink, q.shape, q.dtype), dk=_view(sink, k.shape, k.dtype),
+                dv=_view(sink, v0.shape, q.dtype), dg=_view(sink, g.shape, g.dtype),
+                dbeta=_view(sink, beta.shape, beta.dtype),
+                dw=None if w0 is None else _view(sink, w0.shape, q.dtype),
+                d_initial_state=d_initial_state, workspace=ws["chain"])
+
+
 def frost_summary_bwd(*, q, k, g, beta, cu_seqlens, dO, d_final_state, d_initial_state,
                       transition, workspace, scale: float, use_l2norm: bool,
                       gate_per_channel: bool, beta_per_channel: bool, stream) -> None:
@@ -257,34 +284,57 @@ def frost_summary_bwd(*, q, k, g, beta, cu_seqlens, dO, d_final_state, d_initial
     transition [N, HO, K, K] (M, the backward orientation)."""
     import torch
 
-    T, H, K = q.shape
-    HK, HO, V = k.shape[1], g.shape[1], dO.shape[2]
-    N = cu_seqlens.numel() - 1
-    shape = _shape_of(True, T, N, HO, HK, H, K, V, q, d_initial_state, transition, g, beta)
-    regions, _ = summary_workspace_layout(shape)
+    regions, stand_in = _backward_regions(q, k, g, beta, cu_seqlens, dO, d_initial_state,
+                                          transition)
     ws = _carve(workspace, regions)
-    HVs = shape.stand_in
     with torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext():
         ws["zeros"].zero_()
         ws["h0"].zero_()
-        zeros, sink = ws["zeros"].reshape(-1), ws["sink"]
-        v0 = zeros[:T * HVs * V].view(T, HVs, V)
-        w0 = zeros[:T * HO * V].view(T, HO, V) if beta_per_channel else None
-        _bwd.frost_bwd(
-            q=q, k=k, v=v0, g=g, beta=beta, w=w0, cu_seqlens=cu_seqlens, dO=dO,
-            initial_state=ws["h0"], d_final_state=d_final_state, dq=_view(sink, q.shape, q.dtype),
-            dk=_view(sink, k.shape, k.dtype), dv=_view(sink, v0.shape, q.dtype),
-            dg=_view(sink, g.shape, g.dtype), dbeta=_view(sink, beta.shape, beta.dtype),
-            dw=None if w0 is None else _view(sink, w0.shape, q.dtype),
-            d_initial_state=d_initial_state, workspace=ws["chain"], scale=scale,
-            use_l2norm=use_l2norm, gate_per_channel=gate_per_channel,
-            beta_per_channel=beta_per_channel, stream=stream, stages=("chain",))
+        _bwd.frost_bwd(**_chain_operands(ws, q=q, k=k, g=g, beta=beta, cu_seqlens=cu_seqlens,
+                                         dO=dO, d_final_state=d_final_state,
+                                         d_initial_state=d_initial_state,
+                                         beta_per_channel=beta_per_channel, stand_in=stand_in),
+                       scale=scale, use_l2norm=use_l2norm, gate_per_channel=gate_per_channel,
+                       beta_per_channel=beta_per_channel, stream=stream, stages=("chain",))
         if transition is not None:
             _transition_run(q=q, k=k, g=g, beta=beta, cu_seqlens=cu_seqlens, zeros=ws["zeros"],
                             eye=ws["eye"], out_t=ws["o_t"], into=ws["m"], use_l2norm=use_l2norm,
                             gate_per_channel=gate_per_channel,
-                            beta_per_channel=beta_per_channel, stream=stream, v_heads=HVs)
+                            beta_per_channel=beta_per_channel, stream=stream, v_heads=stand_in)
             transition.copy_(ws["m"].transpose(-1, -2))
+
+
+def bind_summary_bwd(*, q, k, g, beta, cu_seqlens, dO, d_final_state, d_initial_state,
+                     transition, workspace, scale: float, use_l2norm: bool,
+                     gate_per_channel: bool, beta_per_channel: bool):
+    """frost_summary_bwd's checks and kernel lookup done once (kernels/bwd.py bind_bwd,
+    the chain stage), as bind_summary for the forward: `launch(operands, workspace,
+    stream_handle)` zeroes the scratch the chain reads and launches it. None with a
+    transition (its forward run and transpose: execute) or nothing to launch."""
+    if transition is not None:
+        return None
+    regions, stand_in = _backward_regions(q, k, g, beta, cu_seqlens, dO, d_initial_state, None)
+    common = dict(beta_per_channel=beta_per_channel, stand_in=stand_in)
+    operands = _chain_operands(_carve(workspace, regions), q=q, k=k, g=g, beta=beta,
+                               cu_seqlens=cu_seqlens, dO=dO, d_final_state=d_final_state,
+                               d_initial_state=d_initial_state, **common)
+    bound = _bwd.bind_bwd(**operands, scale=scale, use_l2norm=use_l2norm,
+                          gate_per_channel=gate_per_channel, beta_per_channel=beta_per_channel,
+                          stages=("chain",))
+    if bound is None:
+        return None
+
+    def run(ops: dict, scratch, stream: int) -> None:
+        ws = _carve(scratch, regions)
+        ws["zeros"].zero_()
+        ws["h0"].zero_()
+        chain = _chain_operands(ws, **{n: ops[n] for n in _CHAIN_INPUTS}, **common)
+        chain_workspace = chain.pop("workspace")
+        bound.launch({**chain, "state_checkpoints": None, "values": None}, chain_workspace, stream)
+    return run
+
+
+_CHAIN_INPUTS = ("q", "k", "g", "beta", "cu_seqlens", "dO", "d_final_state", "d_initial_state")
 
 
 def dtype_name(t) -> str | None:
