@@ -1,7 +1,7 @@
 """Where the span-split forward (and backward) spends its time, one component at a time.
 
     python3 bench/span_split_profile.py [--family gdn] [--seqs 1 --len 32768] [--span 0]
-                                        [--reps 20] [--backward]
+                                        [--reps 20] [--backward] [--sync-check]
 
 (from the repository root on a GPU machine, PYTHONPATH as for bench_linear_attention.py).
 For the public op's own split (torch_ops/.../ops/_span_split.py, the automatic span
@@ -13,6 +13,11 @@ unsplit op (CUDNN_LA_SPAN_TOKENS=0). With --backward: the backward summary, the
 leaving-state composition, the backward over the spans, and fwd+bwd of the op with the
 backward split on and off. A component whose GPU time is below its host time is
 host-bound in the op (the GPU waits on the launches).
+
+With --sync-check it first runs the split op (and, with --backward, its fwd+bwd) once
+under torch.cuda.set_sync_debug_mode("warn"), which prints a warning with the stack for
+every host-device synchronisation: the split path should have none, and a host time per
+call well above the sum of its components' host times would point at one.
 """
 from __future__ import annotations
 
@@ -53,6 +58,26 @@ def row(name: str, fn, reps: int) -> None:
           f"{host_ms(fn, reps):7.3f} ms", flush=True)
 
 
+def sync_check(fn, name: str) -> None:
+    """Run fn once (warm) under the sync debug mode and say how many syncs it warned of."""
+    import warnings
+
+    fn()
+    torch.cuda.synchronize()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        torch.cuda.set_sync_debug_mode("warn")
+        try:
+            fn()
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+    torch.cuda.synchronize()
+    syncs = [w for w in caught if "synchroniz" in str(w.message).lower()]
+    print(f"sync check, {name}: {len(syncs)} host-device synchronisation(s)", flush=True)
+    for w in syncs:
+        print(f"  {w.filename}:{w.lineno}: {w.message}", flush=True)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--family", choices=("gdn", "kda", "gdn2"), default="gdn")
@@ -62,6 +87,8 @@ def main() -> None:
     p.add_argument("--span", type=int, default=0, help="span tokens (0: the automatic rule)")
     p.add_argument("--reps", type=int, default=20)
     p.add_argument("--backward", action="store_true")
+    p.add_argument("--sync-check", action="store_true",
+                   help="report host-device synchronisations of one split call first")
     a = p.parse_args()
 
     from cudnn.linear_attention.ops import _span_maps as sm
@@ -102,6 +129,12 @@ def main() -> None:
     finally:
         ss.SpanSplit.run = real_run
     args, split = captured["args"], captured["split"]
+    if a.sync_check:
+        sync_check(lambda: op(), "op, split")
+        if a.backward:
+            d_out = torch.randn(T, HO, leaves[2].shape[2], dtype=q.dtype, device=q.device)
+            xs = [x.detach().clone().requires_grad_(True) for x in leaves]
+            sync_check(lambda: torch.autograd.grad(fn(*xs, cu)[0], xs, d_out), "op fwd+bwd, split")
     at = {n: i for i, n in enumerate(ops.forward_signature.names)}
     table = sm.span_table(cu, T, span, spans, steps)
     summary_args = {n: args[at[n]] for n in split._summary_args}

@@ -10,6 +10,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from cudnn.linear_attention.ops import _span_maps as sm
 from cudnn.linear_attention.ops import _span_split as ss
 from tests.reference.compare import assert_rel_close, rel_err
 from tests.reference.families import reference_backward, reference_forward
@@ -165,3 +166,80 @@ def test_split_serving_calls(family, state, splits, monkeypatch):
     print(f"{family.value} {state} split serving: {worst}")
     assert len(splits) == len(steps) and all(ran for _, ran in splits), splits
     assert max(worst.values()) < BOUND, worst
+
+
+@pytest.mark.parametrize("family", list(Family), ids=lambda f: f.value)
+def test_summary_lane_matches_the_checked_summary(family, monkeypatch):
+    """CUDNN_FROST_SUMMARY_LANE=1 (summary_engine.py): the split's cached forward summary
+    calls take the op's launch lane (its bound launches and scratch fills), the split
+    forward matches float64, and a lane call writes what the bound plan's execute
+    (frost_summary, checked) writes, bitwise; the same for the split backward's summary
+    (frost_summary_bwd's chain stage), after a split fwd+bwd matching float64."""
+    from cudnn.linear_attention.frost import summary_engine
+    from cudnn.linear_attention.ops import clear_graph_caches
+
+    monkeypatch.setenv(summary_engine.LANE_ENV, "1")
+    monkeypatch.setenv(ss.ENV, "512")
+    clear_graph_caches()  # entries bound without the switch keep no lane
+    captured = []
+    real = ss.SpanSplit.run
+
+    def run(self, args, span, *rest):
+        captured.append((self, args))
+        return real(self, args, span, *rest)
+
+    monkeypatch.setattr(ss.SpanSplit, "run", run)
+    backward = []
+    real_backward = ss.SpanSplit.backward
+
+    def spy_backward(self, call, named, run_backward):
+        backward.append((self, call, named))
+        return real_backward(self, call, named, run_backward)
+
+    monkeypatch.setattr(ss.SpanSplit, "backward", spy_backward)
+    x = make_inputs(_config(family, (3000, 0, 1, 1100, 64)), seed=5)
+    try:
+        _check_summary_lane(x, family, captured)
+        _check_summary_bwd_lane(family, backward)
+    finally:
+        clear_graph_caches()  # no lane outlives the switch
+
+
+def _check_summary_lane(x, family, captured) -> None:
+    _check_forward(x, f"{family.value} split, summary lane on")
+    split, args = captured[0]
+    T, N = args[split._q].shape[0], args[split._cu].numel() - 1
+    spans = sm.span_count_bound(T, N, 512)
+    table = split._tables.get(args[split._cu], T, 512, spans, min(spans, -(-T // 512)))
+    spanned = list(args)
+    spanned[split._cu] = table.span_cu
+    values = split._summary_values(split._summary_take(spanned))
+    (entry,) = [e for e in split._summary.cache.values() if e.lane is not None]
+    checked = entry.checked_calls
+    by_lane = entry.run(values)
+    assert entry.checked_calls == checked  # the lane ran it
+    by_execute = entry._run(values)  # the bound plan's execute: frost_summary, checked
+    for name, a, b in zip(("final_state", "transition"), by_lane, by_execute):
+        assert torch.equal(a, b), name
+
+
+def _check_summary_bwd_lane(family, backward) -> None:
+    """The split backward's summary (chain stage) by its lane against execute, bitwise,
+    after a split fwd+bwd whose gradients match float64."""
+    config = _config(family, (700, 1, 300, 0))  # the gradient test's shape: 512-token spans
+    x = leaves(make_inputs(config, seed=6))
+    dO, dht = make_grad_outputs(config, seed=7)
+    torch.autograd.backward(call_op(x), (dO, dht))
+    ref = reference_backward(make_inputs(config, seed=6), dO, dht)
+    for name, grad in grads_of(x).items():
+        if grad is not None:
+            assert_rel_close(name, grad, getattr(ref, name), BOUND)
+    split, call, named = backward[-1]
+    spanned = {**named, "cu_seqlens": call.table.span_cu}
+    values = split._summary_bwd_values(split._summary_bwd_take(spanned))
+    (entry,) = [e for e in split._summary_bwd.cache.values() if e.lane is not None]
+    checked = entry.checked_calls
+    by_lane = entry.run(values)
+    assert entry.checked_calls == checked  # the lane ran it
+    by_execute = entry._run(values)
+    assert torch.equal(by_lane[0], by_execute[0]), "d_initial_state"

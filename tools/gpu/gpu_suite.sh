@@ -112,7 +112,10 @@
 #              of 4096 forced (CUDNN_LA_SPAN_TOKENS=4096) against the split off (=0)
 #   spansplitprofile the split's components at 1 x 32768 (bench/span_split_profile.py: span
 #              table, summary, composition, forward over spans, backward summary, leaving
-#              gradients, backward over spans; GPU back-to-back and host time of each)
+#              gradients, backward over spans; GPU back-to-back and host time of each;
+#              first the host-device syncs of one split call, --sync-check)
+#   spansplitlane the same test and profile (GDN, KDA) with CUDNN_FROST_SUMMARY_LANE=1: the
+#              FROST summaries' direct launches (summary_engine.py), off by default
 #   v3train    the training forward (state checkpoints + U): A/B of v2's training launchers
 #              (forced by the test tooling) against the product's, fwd_v3's for bf16 on sm_90a
 #              (kernels/NOTES.md "v3 training forwards on the H200"): the backward smoke with
@@ -379,9 +382,13 @@ for s in "$@"; do
         stage gradsvecbench "for c in 'KDA fwd+bwd' 'GDN-2 fwd+bwd'; do for g in mma wgmma; do \
           echo \"== FROST_BWD_GRADS_VEC=\$g\"; FROST_BWD_GRADS_VEC=\$g python3 bench/bench_linear_attention.py \
           --cases \"\$c\" --impl FROST --reps 10 || exit 1; done; done" ;; esac ;;
+    spansplitlane)  # the span split with the forward summary's launch lane on
+      stage spansplitlane "CUDNN_FROST_SUMMARY_LANE=1 python3 -m pytest -q -s -p no:cacheprovider \
+        tests/torch_ops/span_split_gpu_test.py && for f in gdn kda; do CUDNN_FROST_SUMMARY_LANE=1 \
+        python3 bench/span_split_profile.py --family \$f --backward --sync-check || exit 1; done" ;;
     spansplitprofile)  # the split's components, GPU and host time each (bench/span_split_profile.py)
       stage spansplitprofile "for f in gdn kda gdn2; do python3 bench/span_split_profile.py --family \$f \
-        --backward || exit 1; done" ;;
+        --backward --sync-check || exit 1; done" ;;
     spansplitshapes)  # the split off / forced at shapes the automatic rule leaves alone
       stage spansplitshapes "for shape in '2 16384' '4 8192' '1 16384'; do set -- \$shape; \
         for n in 0 4096; do echo \"== \$1 x \$2, CUDNN_LA_SPAN_TOKENS=\$n\"; for c in 'GDN fwd' 'KDA fwd'; do \

@@ -9,13 +9,21 @@ forward/backward kernels (kernels/summary.py says how).
 - execute: the caller's buffers go straight to frost_summary / frost_summary_bwd on the
   context's stream (ValueError names a port whose buffer the kernels cannot take as it
   is); scratch is carved from the caller's workspace.
+- direct_launch (with LANE_ENV=1): frost_summary's checks and kernel lookups done once
+  (kernels/summary.py bind_summary; the backward's, without a transition, bind_summary_bwd
+  on kernels/bwd.py bind_bwd), so a cached torch-op call takes the op's launch lane
+  (ops/_launch_lane.py) as the forward's does: per call only the scratch views, the zero
+  / identity fills and the launches. Off by default until it has run on a GPU.
 """
 from __future__ import annotations
 
+import os
 from typing import Any, ClassVar
 
 from cudnn import behavior_note
-from cudnn.engines.base import BaseEngine, CompiledPlan, PlanConfig, resolve_node_buffers
+from cudnn.engines.base import (BaseEngine, CompiledPlan, DirectLaunch, PlanConfig,
+                                resolve_node_buffers)
+from cudnn.linear_attention.common.cu_seqlens_check import strict_requested
 from cudnn.linear_attention.common.facts import LinearAttentionFacts, linear_attention_facts
 from cudnn.linear_attention.common.port_buffers import PortBuffer, checked_tensors
 from cudnn.linear_attention.common.port_dtypes import IO
@@ -30,6 +38,12 @@ _FORWARD = (("k", "v", "g", "beta", "w", "cu_seqlens", "initial_state"),
             ("final_state", "transition"))
 _BACKWARD = (("q", "k", "g", "beta", "cu_seqlens", "dO", "d_final_state"),
              ("d_initial_state", "transition"))
+#: 1: forward summary plans offer a direct launch (module docstring); anything else: not
+LANE_ENV = "CUDNN_FROST_SUMMARY_LANE"
+
+
+def lane_enabled() -> bool:
+    return os.environ.get(LANE_ENV, "").strip() == "1"
 
 
 class FrostSummaryEngine(BaseEngine):
@@ -119,6 +133,44 @@ class FrostSummaryPlan(CompiledPlan):
             summary.frost_summary(k=t["k"], v=t["v"], w=t.get("w"),
                                   initial_state=t.get("initial_state"),
                                   final_state=t["final_state"], **common)
+
+    def direct_launch(self, graph, data) -> DirectLaunch | None:
+        """frost_summary (frost_summary_bwd) for buffers laid out like `data`'s, its checks
+        done here once (module docstring); None without LANE_ENV=1, in strict cu_seqlens
+        mode (execute checks the table on every call), for buffers that are not plain
+        torch tensors, for a backward with a transition and for calls with nothing to
+        launch."""
+        import torch
+
+        if not lane_enabled() or strict_requested():
+            return None
+        node = self.facts.node
+        wired = {**node.inputs, **node.outputs}
+        inputs, outputs = _BACKWARD if self.backward else _FORWARD
+        ports = tuple(p for p in (*inputs, *outputs) if p in wired)
+        uids = tuple(wired[p].uid for p in ports)
+        given = [data.get(uid) for uid in uids]
+        if any(type(b) is not torch.Tensor for b in given):
+            return None
+        absent = dict.fromkeys((*inputs, *outputs))
+        from .kernels import summary
+        flags = dict(use_l2norm=self.facts.flags.use_qk_l2norm,
+                     gate_per_channel=self.traits.gate_per_channel,
+                     beta_per_channel=self.traits.beta_per_channel)
+        if self.backward:
+            bind, flags["scale"] = summary.bind_summary_bwd, float(self.facts.flags.scale)
+        else:
+            bind = summary.bind_summary
+        # laid out as every call's scratch is: fresh from torch's allocator, this size
+        probe = torch.empty(self.workspace_size, dtype=torch.uint8, device=given[0].device)
+        run = bind(**{**absent, **dict(zip(ports, given))}, workspace=probe, **flags)
+        if run is None:
+            return None
+
+        def launch(buffers, workspace, stream: int) -> None:
+            run({**absent, **dict(zip(ports, buffers))}, workspace, stream)
+        return DirectLaunch(uids=uids, alignment=tuple(b.data_ptr() & 15 for b in given),
+                            launch=launch)
 
     def __repr__(self) -> str:
         return f"FrostSummaryPlan({self.engine}, {self.device})"

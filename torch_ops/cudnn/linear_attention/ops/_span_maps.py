@@ -22,20 +22,32 @@ def span_count_bound(T: int, N: int, span: int) -> int:
 
 
 @dataclasses.dataclass(frozen=True)
+class WalkRows:
+    """The rows one walk (`walk`) reads and writes, [steps x N] step-major: `read` the span
+    whose map step j of sequence n applies (None when that is span j of the only
+    sequence: the walk then reads the maps as they lie, no gather), `received` for every
+    span of the table the row of the walk's values it receives (1 + j N + n for step j
+    of sequence n, 0, a zero row, for the empty spans past the real ones)."""
+    read: torch.Tensor | None
+    received: torch.Tensor
+
+
+@dataclasses.dataclass(frozen=True)
 class SpanTable:
     """Where every sequence's spans are (device tensors, `span_table` builds them):
     span_cu [spans + 1] in cu_seqlens' dtype; sequence n's spans are first[n] .. last[n].
     A walk (`walk`) visits them one per step, step j of sequence n at span first[n] + j
     (forward) or last[n] - j (backward) while j < its span count: `forward` and
-    `backward` hold each walk's (read, write) rows, [steps x N] flattened, read = `spans`
-    (an identity row) and write = spans + n (a row of its own) once the sequence is past
-    its spans. Built once per table: the walks are host-bound."""
+    `backward` are each walk's rows (WalkRows). Past its spans a sequence keeps walking
+    (each step reads some real span's map) but nothing reads what it computes there: the
+    values the spans receive are gathered from the live steps only. Built once per
+    table: the walks are host-bound, so everything they index by is precomputed."""
     span_cu: torch.Tensor
     first: torch.Tensor
     last: torch.Tensor
     steps: int
-    forward: tuple[torch.Tensor, torch.Tensor]
-    backward: tuple[torch.Tensor, torch.Tensor]
+    forward: WalkRows
+    backward: WalkRows
 
 
 def span_table(cu_seqlens: torch.Tensor, total: int, span: int, spans: int,
@@ -56,55 +68,59 @@ def span_table(cu_seqlens: torch.Tensor, total: int, span: int, spans: int,
     count = torch.clamp((lengths + span - 1) // span, min=1)
     ends = torch.cumsum(count, 0)
     first = ends - count
+    last = ends - 1
     i = torch.arange(spans, device=cu.device)
     n = torch.searchsorted(ends, i, right=True)  # the sequence of span i; N past the real ones
     real = n < N
     n = n.clamp(max=N - 1)
     starts = torch.where(real, cu[n] + (i - first[n]) * span, cu[N])
     j = torch.arange(steps, device=cu.device)[:, None]
-    live = j < count[None]
-    own = spans + torch.arange(N, device=cu.device)[None]
 
-    def rows(order: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        return torch.where(live, order, spans).flatten(), torch.where(live, order, own).flatten()
+    def rows(order: torch.Tensor, step_of_span: torch.Tensor, static: bool) -> WalkRows:
+        read = None if static else order.clamp(0, spans - 1).flatten()
+        return WalkRows(read, torch.where(real, 1 + step_of_span * N + n, 0))
 
-    last = ends - 1
+    # one sequence walks its spans forward in table order: step j reads span j as it lies
+    static = N == 1 and steps <= spans
     return SpanTable(span_cu=torch.cat([starts, cu[N:]]).to(cu_seqlens.dtype), first=first,
-                     last=last, steps=steps, forward=rows(first[None] + j),
-                     backward=rows(last[None] - j))
+                     last=last, steps=steps,
+                     forward=rows(first[None] + j, i - first[n], static),
+                     backward=rows(last[None] - j, last[n] - i, False))
 
 
 def walk(start: torch.Tensor | None, shifts: torch.Tensor, maps: torch.Tensor,
-         rows: tuple[torch.Tensor, torch.Tensor], steps: int, dtype: torch.dtype) -> torch.Tensor:
+         rows: WalkRows, steps: int, dtype: torch.dtype) -> torch.Tensor:
     """The value each span receives ([spans, HO, V, K], `dtype`) when every sequence walks
-    its spans in the order `rows` gives (SpanTable.forward / backward: read and write rows,
-    [steps x N]) from start[n] (zero when None), each span p taking v to
-    v @ maps[p] + shifts[p] (maps [spans, HO, K, K], shifts [spans, HO, V, K]). A sequence
-    past its spans reads the identity row appended here (it stands still) and writes a
-    row of its own past the real ones, so no two writes meet and the result does not
-    depend on scatter order."""
-    read, write = rows
+    its spans in the order `rows` gives (SpanTable.forward / backward) from start[n]
+    (zero when None), each span p taking v to v @ maps[p] + shifts[p] (maps
+    [spans, HO, K, K], shifts [spans, HO, V, K]). Each step is one baddbmm into the next
+    step's row of one buffer; the spans' values are one gather from it (every span's row
+    is its own, so the result does not depend on any scatter order)."""
     spans, HO, V, K = shifts.shape
-    N = read.numel() // steps
     acc = torch.float64 if shifts.dtype == torch.float64 else torch.float32
-    eye = torch.eye(K, dtype=acc, device=shifts.device).expand(1, HO, K, K)
-    maps = torch.cat([maps.to(acc), eye])          # row `spans`: the identity
-    shifts = torch.cat([shifts.to(acc), shifts.new_zeros((1, HO, V, K), dtype=acc)])
-    # every step's maps gathered once, each step one baddbmm into the next row: the loop is
-    # host-bound (microseconds of GPU work per step), so it launches as little as it can
-    pairs = N * HO
-    step_maps = maps.index_select(0, read).view(steps, pairs, K, K)
-    step_shifts = shifts.index_select(0, read).view(steps, pairs, V, K)
-    values = shifts.new_empty((steps, pairs, V, K))
-    if start is None:
-        values[0].zero_()
+    maps, shifts = maps.to(acc), shifts.to(acc)  # no copy when they are already
+    if rows.read is None:  # span j of the one sequence at step j: the maps as they lie
+        N = 1
+        step_maps, step_shifts = maps[:steps], shifts[:steps]
     else:
-        values[0] = start.reshape(pairs, V, K)
+        N = rows.read.numel() // steps
+        step_maps = maps.index_select(0, rows.read).view(steps, N * HO, K, K)
+        step_shifts = shifts.index_select(0, rows.read).view(steps, N * HO, V, K)
+    pairs = N * HO
+    # row 0 zero (what the empty spans receive), then the values of steps 0 .. steps - 1
+    flat = shifts.new_empty((1 + steps * N, HO, V, K))
+    if start is None:
+        flat[:1 + N].zero_()
+    else:
+        flat[0].zero_()
+        flat[1:1 + N].copy_(start)
+    values = flat[1:].view(steps, pairs, V, K).unbind(0)
+    step_maps, step_shifts = step_maps.reshape(steps, pairs, K, K).unbind(0), \
+        step_shifts.reshape(steps, pairs, V, K).unbind(0)
+    # the loop is host-bound (microseconds of GPU work per step): one launch per step
     for step in range(steps - 1):
         torch.baddbmm(step_shifts[step], values[step], step_maps[step], out=values[step + 1])
-    received = shifts.new_zeros((spans + N, HO, V, K))  # the empty spans past the real ones: 0
-    received.index_copy_(0, write, values.view(steps * N, HO, V, K))
-    return received[:spans].to(dtype)
+    return flat.index_select(0, rows.received).to(dtype)
 
 
 def entering_states(initial: torch.Tensor | None, final0: torch.Tensor, transition: torch.Tensor,

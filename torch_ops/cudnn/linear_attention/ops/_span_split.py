@@ -39,6 +39,7 @@ that may be split into n-token spans (on any device: the tests use it on the CPU
 from __future__ import annotations
 
 import dataclasses
+import operator
 import os
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -166,10 +167,18 @@ class SpanSplit:
         self._gradient_at_initial_state = tuple(gradient_results).index("d_initial_state")
         self._run_forward = run_forward
         self._summary, self._summary_bwd = summaries.summary, summaries.summary_bwd
-        self._summary_args = tuple(n for n in self._summary.signature.names
-                                   if n not in ("cu_seqlens", "initial_state", "output_transition"))
-        self._summary_bwd_args = tuple(n for n in self._summary_bwd.signature.names
-                                       if n not in ("cu_seqlens", "d_final_state", "output_transition"))
+        # each call's summary values straight in schema order (the op's run, not its
+        # keyword path): the forward's arguments by position, the backward's by name,
+        # with the spans' table in cu_seqlens
+        taken, self._summary_values = self._summary.signature.arranger(
+            {"initial_state": None, "output_transition": True})
+        self._summary_take = operator.itemgetter(*[at[n] for n in taken])
+        taken_bwd, self._summary_bwd_values = self._summary_bwd.signature.arranger(
+            {"d_final_state": None, "output_transition": False})
+        self._summary_bwd_take = operator.itemgetter(*taken_bwd)
+        #: the other summary arguments (bench/span_split_profile.py calls the ops with them)
+        self._summary_args = tuple(n for n in taken if n != "cu_seqlens")
+        self._summary_bwd_args = tuple(n for n in taken_bwd if n != "cu_seqlens")
         #: forward-op cache keys the forward's checks passed, and those whose summary no
         #: engine serves (or whose summary's checks refuse what the forward takes)
         self.checked: set[Any] = set()
@@ -203,25 +212,22 @@ class SpanSplit:
         T, N = q.shape[0], cu.numel() - 1
         spans = span_count_bound(T, N, span)
         table = self._tables.get(cu, T, span, spans, min(spans, -(-T // span)))
-        summary_args = {n: args[at[n]] for n in self._summary_args}
+        split = list(args)
+        split[self._cu] = table.span_cu
         try:
             # the kernel itself, not the dispatcher: this call is already eager and checked
-            final0, transition = self._summary._kernel(cu_seqlens=table.span_cu, initial_state=None,
-                                                       output_transition=True, **summary_args)
+            final0, transition = self._summary.run(self._summary_values(self._summary_take(split)))
         except (cudnnGraphNotSupportedError, OpTypeError, OpValueError):
             return None
         dtype = initial.dtype if initial is not None else final0.dtype
         x_in = entering_states(initial, final0, transition, table, dtype)
-        split = list(args)
-        split[at["cu_seqlens"]] = table.span_cu
         split[at["initial_state"]] = x_in
-        split[at["output_final_state"]] = True
+        # the spans' final states only when the call wants its own (no split backward reads
+        # them); else the forward op's zero-size placeholder is the call's
         results = self._run_forward(tuple(split))
-        o, finals = results[0], results[1]
+        o, final = results[0], results[1]
         if args[at["output_final_state"]]:
-            final = finals.index_select(0, table.last)
-        else:
-            final = finals.new_empty((0,))
+            final = final.index_select(0, table.last)
         call = SpanCall(table, x_in, transition) if keep else None
         return (o, final, *results[2:]), call
 
@@ -277,16 +283,17 @@ class SpanSplit:
         sequence (its first span's)."""
         from cudnn.ops.errors import OpTypeError, OpValueError, cudnnGraphNotSupportedError
 
+        spanned = dict(named)
+        spanned["cu_seqlens"] = call.table.span_cu
         try:
-            d_entering, _ = self._summary_bwd._kernel(
-                cu_seqlens=call.table.span_cu, d_final_state=None, output_transition=False,
-                **{n: named[n] for n in self._summary_bwd_args})
+            d_entering, _ = self._summary_bwd.run(self._summary_bwd_values(
+                self._summary_bwd_take(spanned)))
         except (cudnnGraphNotSupportedError, OpTypeError, OpValueError):
             return run_backward(named)  # the unsplit backward: the same gradients
-        d_leaving = leaving_gradients(named["d_final_state"], d_entering, call.transition, call.table,
-                                      call.entering.dtype)
-        grads = list(run_backward({**named, "cu_seqlens": call.table.span_cu, "initial_state": call.entering,
-                                   "d_final_state": d_leaving}))
+        spanned["d_final_state"] = leaving_gradients(named["d_final_state"], d_entering,
+                                                     call.transition, call.table, call.entering.dtype)
+        spanned["initial_state"] = call.entering
+        grads = list(run_backward(spanned))
         at = self._gradient_at_initial_state
         if grads[at] is not None and grads[at].numel():
             grads[at] = grads[at].index_select(0, call.table.first)

@@ -13,7 +13,7 @@ HO output heads (= g.shape[1]: summaries have no q or no v to derive it from), K
 """
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -57,6 +57,25 @@ class SummarySignature:
             literal = f'"{default}"' if isinstance(default, str) else str(default)
             return f"{kind} {name}={literal}"
         return f"({', '.join(map(one, self.names))}) -> (Tensor, Tensor)"
+
+    def arranger(self, fixed: dict[str, Any]
+                 ) -> tuple[tuple[str, ...], Callable[[Sequence[Any]], tuple[Any, ...]]]:
+        """(the other arguments' names, `arrange(others)`): every value in schema order,
+        the `fixed` ones as given here and the others from `others` (values in the order
+        of those names), for a caller that makes the same kind of call many times (the
+        positions are resolved here once; no defaults are filled in)."""
+        unknown = sorted(set(fixed) - set(self.names))
+        if unknown:
+            raise TypeError(f"unknown arguments {unknown}")
+        constant = tuple(fixed.get(n) for n in self.names)
+        asked = tuple(i for i, n in enumerate(self.names) if n not in fixed)
+
+        def arrange(others: Sequence[Any]) -> tuple[Any, ...]:
+            values = list(constant)
+            for i, value in zip(asked, others):
+                values[i] = value
+            return tuple(values)
+        return tuple(self.names[i] for i in asked), arrange
 
     def complete(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
         """All values in schema order (defaults filled in, keywords placed)."""

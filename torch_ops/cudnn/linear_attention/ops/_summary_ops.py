@@ -9,10 +9,14 @@ an autograd whose outputs are non-differentiable: a summary is a building block 
 differentiable composition (context parallelism writes that composition's backward), not
 a function to differentiate through.
 
-A call looks its configuration up in the op's graph cache; a miss checks it
+A call looks its configuration up in the op's graph cache (the forward ops' key,
+_op_factory.cache_key_function); a miss checks it
 (_summary_checks.py) and builds the single-node summary graph through the same graph
 runner as the other ops (_graph_runner.py), so whichever engine the planner ranks first
-runs it and a call no engine serves gets the per-engine reasons.
+runs it and a call no engine serves gets the per-engine reasons. A hit runs the cached
+graph (CachedGraph.run: the plan's launch lane when it offers one, else the bound plan).
+`run(values)` is that call on values already in schema order, for callers that build
+them once per call without keywords (the span split, _span_split.py).
 """
 from __future__ import annotations
 
@@ -24,6 +28,7 @@ import torch
 
 from cudnn.linear_attention.ops._graph_cache import GraphCache
 from cudnn.linear_attention.ops._graph_runner import CachedGraph, GraphRequest, build_graph
+from cudnn.linear_attention.ops._op_factory import cache_key_function
 from cudnn.linear_attention.ops._summary_checks import SummaryGeometry, check_summary_call
 from cudnn.linear_attention.ops._summary_family import (GRAPH_ATTR_NAMES, NOT_GRAPH_ATTRS,
                                                         SummaryFamily, SummarySignature)
@@ -44,10 +49,7 @@ class _SummaryOp:
         self.builder = family.graph_summary_bwd if backward else family.graph_summary
         self.state_port = "d_initial_state" if backward else "final_state"
         self.cache: GraphCache[CachedGraph] = GraphCache(self.name)
-        names = self.signature.names
-        self._tensor_positions = tuple(names.index(n) for n in self.signature.tensor_names)
-        self._other_positions = tuple(i for i in range(len(names))
-                                      if i not in self._tensor_positions)
+        self._cache_key = cache_key_function(self.signature)
         registered = torch.library.custom_op(self.name, self._kernel, mutates_args=(),
                                              schema=self.signature.schema())
         registered.register_fake(self._fake)
@@ -56,21 +58,19 @@ class _SummaryOp:
 
     # -- kernels -------------------------------------------------------------------------
     def _kernel(self, *args: Any, **kwargs: Any) -> _Results:
-        values = self.signature.complete(args, kwargs)
-        entry = self.cache.get_or_build(self._key(values), lambda: self._build(values))
+        return self.run(self.signature.complete(args, kwargs))
+
+    def run(self, values: Sequence[Any]) -> _Results:
+        """The kernel on every argument in schema order (SummarySignature.complete's
+        result): checked and built on the first call of its configuration (the key holds
+        everything the checks read), the cached graph after."""
+        entry = self.cache.get_or_build(self._cache_key(values), lambda: self._build(values))
         return entry.run(values)
 
     def _fake(self, *args: Any, **kwargs: Any) -> _Results:
         bound = dict(zip(self.signature.names, self.signature.complete(args, kwargs)))
         return self._allocate(bound, check_summary_call(self.name, self.family, bound,
                                                         self.backward))
-
-    def _key(self, values: Sequence[Any]) -> tuple[Any, ...]:
-        """Everything that shapes the graph and that the checks read."""
-        tensors = tuple(None if values[i] is None else
-                        (values[i].shape, values[i].stride(), values[i].dtype,
-                         values[i].get_device()) for i in self._tensor_positions)
-        return (tuple(values[i] for i in self._other_positions), tensors)
 
     def _allocate(self, bound: Mapping[str, Any], geo: SummaryGeometry) -> _Results:
         like = bound["q" if self.backward else "k"]

@@ -303,43 +303,119 @@ def frost_bwd(*, q, k, v, g, beta, w, cu_seqlens, dO, initial_state, d_final_sta
 
     from cudnn.linear_attention.common.cu_seqlens_check import check_cu_seqlens, strict_requested
 
-    from cudnn.linear_attention.frost.kernels.compile_kernel import preferred_ffi
-    from cudnn.linear_attention.frost.kernels.fwd import device_arch
-
     cfg, T, N = check_bwd_operands(
         q=q, k=k, v=v, g=g, beta=beta, w=w, cu_seqlens=cu_seqlens, dO=dO, initial_state=initial_state,
         d_final_state=d_final_state, dq=dq, dk=dk, dv=dv, dg=dg, dbeta=dbeta, dw=dw,
         d_initial_state=d_initial_state, use_l2norm=use_l2norm, gate_per_channel=gate_per_channel,
         beta_per_channel=beta_per_channel, state_checkpoints=state_checkpoints, values=values)
-    if q.device.type != "cuda":
-        raise _fail("q", "a CUDA tensor (and every other operand on its device)", q.device)
-    f = cfg.fwd
-    regions, size = workspace_layout(total_tokens=T, num_seqs=N, heads_q=f.H, heads_k=f.HK, heads_v=f.HV,
-                                     head_dim_k=f.K, head_dim_v=f.V, checkpoints=cfg.checkpoints,
-                                     values=cfg.forward_values)
+    _require_cuda(q)
+    regions, size = _regions(cfg, T, N)
     if N == 0:
         return
-    if workspace is None or workspace.numel() * workspace.element_size() < size:
-        got = None if workspace is None else workspace.numel() * workspace.element_size()
-        raise _fail("workspace", f"at least {size} bytes", got)
+    _check_workspace(workspace, size)
     ws = _carve(workspace.reshape(-1).view(torch.uint8), regions)
     if stream is None:
         stream = torch.cuda.current_stream(q.device)
     if strict_requested(strict_cu_seqlens):
         with torch.cuda.stream(stream):
             check_cu_seqlens(cu_seqlens, T, "frost_bwd")
-    tensors = dict(q=q, k=k, v=v, g=g, beta=beta, w=w, cu_seqlens=cu_seqlens, dO=dO, initial_state=initial_state,
-                   d_final_state=d_final_state, dq=ws.get("dq", dq), dk=ws.get("dk", dk), dv=ws.get("dv", dv),
-                   dg=dg, dbeta=dbeta, dw=dw, d_initial_state=d_initial_state,
-                   ckpt=state_checkpoints if cfg.checkpoints else ws["ckpt"], dckpt=ws["dckpt"],
-                   u=values if cfg.forward_values else ws["u"], dr=ws["dr"])
-    arch, ffi = device_arch(q.device), preferred_ffi()
-    for stage in cfg.stages:
-        if stages is None or stage in stages:
-            _compiled(cfg.with_stage(stage), arch, ffi, q.device).launch(tensors, T, N, float(scale), stream)
+    tensors = _launch_tensors(cfg, ws, q=q, k=k, v=v, g=g, beta=beta, w=w, cu_seqlens=cu_seqlens, dO=dO,
+                              initial_state=initial_state, d_final_state=d_final_state, dq=dq, dk=dk, dv=dv,
+                              dg=dg, dbeta=dbeta, dw=dw, d_initial_state=d_initial_state,
+                              state_checkpoints=state_checkpoints, values=values)
+    for kernel in _stage_kernels(cfg, stages, q.device):
+        kernel.launch(tensors, T, N, float(scale), stream)
     if stages is None or "grads" in stages:
         with torch.cuda.stream(stream):
             for name, out in (("dq", dq), ("dk", dk), ("dv", dv)):
                 if name in ws and T:
                     part = ws[name]
                     out.copy_(part.view(T, out.shape[1], part.shape[1] // out.shape[1], -1).sum(2))
+
+
+def _require_cuda(q) -> None:
+    if q.device.type != "cuda":
+        raise _fail("q", "a CUDA tensor (and every other operand on its device)", q.device)
+
+
+def _regions(cfg: FrostBwdConfig, T: int, N: int):
+    f = cfg.fwd
+    return workspace_layout(total_tokens=T, num_seqs=N, heads_q=f.H, heads_k=f.HK, heads_v=f.HV,
+                            head_dim_k=f.K, head_dim_v=f.V, checkpoints=cfg.checkpoints,
+                            values=cfg.forward_values)
+
+
+def _check_workspace(workspace, size: int) -> None:
+    if workspace is None or workspace.numel() * workspace.element_size() < size:
+        got = None if workspace is None else workspace.numel() * workspace.element_size()
+        raise _fail("workspace", f"at least {size} bytes", got)
+
+
+def _launch_tensors(cfg: FrostBwdConfig, ws: dict, *, q, k, v, g, beta, w, cu_seqlens, dO, initial_state,
+                    d_final_state, dq, dk, dv, dg, dbeta, dw, d_initial_state, state_checkpoints,
+                    values) -> dict:
+    """The kernels' operands by ABI name: the caller's buffers and the carved workspace
+    regions (dq/dk/dv partials where the layout has them, the states, U, the chain's)."""
+    return dict(q=q, k=k, v=v, g=g, beta=beta, w=w, cu_seqlens=cu_seqlens, dO=dO, initial_state=initial_state,
+                d_final_state=d_final_state, dq=ws.get("dq", dq), dk=ws.get("dk", dk), dv=ws.get("dv", dv),
+                dg=dg, dbeta=dbeta, dw=dw, d_initial_state=d_initial_state,
+                ckpt=state_checkpoints if cfg.checkpoints else ws["ckpt"], dckpt=ws["dckpt"],
+                u=values if cfg.forward_values else ws["u"], dr=ws["dr"])
+
+
+def _stage_kernels(cfg: FrostBwdConfig, stages, device) -> tuple:
+    """The compiled kernels of the path's stages in `stages` (None: all), in launch order."""
+    from cudnn.linear_attention.frost.kernels.compile_kernel import preferred_ffi
+    from cudnn.linear_attention.frost.kernels.fwd import device_arch
+
+    arch, ffi = device_arch(device), preferred_ffi()
+    return tuple(_compiled(cfg.with_stage(stage), arch, ffi, device)
+                 for stage in cfg.stages if stages is None or stage in stages)
+
+
+@dataclasses.dataclass(frozen=True)
+class BoundBwd:
+    """Kernel stages of one checked frost_bwd call, held by a caller that repeats it
+    (bind_bwd: the FROST summary's direct launch). `launch` carves the workspace and
+    launches the stages with no checks; the caller owes operands laid out as the bound
+    call's and a workspace of at least its size (as BoundLaunch's callers do)."""
+    cfg: FrostBwdConfig
+    T: int
+    N: int
+    regions: tuple
+    kernels: tuple
+    scale: float
+
+    def launch(self, operands: dict, workspace, stream: int) -> None:
+        """Run the stages on ``operands`` (frost_bwd's names, state_checkpoints and values
+        included) on the raw CUDA stream handle ``stream``."""
+        import torch
+
+        from cudnn.linear_attention.frost.kernels.fwd import _RawStream
+
+        ws = _carve(workspace.reshape(-1).view(torch.uint8), self.regions)
+        tensors = _launch_tensors(self.cfg, ws, **operands)
+        handle = _RawStream(stream)
+        for kernel in self.kernels:
+            kernel.launch(tensors, self.T, self.N, self.scale, handle)
+
+
+def bind_bwd(*, q, k, v, g, beta, w, cu_seqlens, dO, initial_state, d_final_state, dq, dk, dv, dg, dbeta, dw,
+             d_initial_state, workspace, scale: float, use_l2norm: bool, gate_per_channel: bool,
+             beta_per_channel: bool, stages: tuple[str, ...], state_checkpoints=None,
+             values=None) -> BoundBwd | None:
+    """frost_bwd's checks, workspace layout and kernel lookups without the launches, for
+    operands and a workspace laid out like these, `stages` only; None when there is
+    nothing to launch (N == 0) or when the stages end with the grads' partial sums
+    (frost_bwd adds them up after the kernels: execute does that)."""
+    cfg, T, N = check_bwd_operands(
+        q=q, k=k, v=v, g=g, beta=beta, w=w, cu_seqlens=cu_seqlens, dO=dO, initial_state=initial_state,
+        d_final_state=d_final_state, dq=dq, dk=dk, dv=dv, dg=dg, dbeta=dbeta, dw=dw,
+        d_initial_state=d_initial_state, use_l2norm=use_l2norm, gate_per_channel=gate_per_channel,
+        beta_per_channel=beta_per_channel, state_checkpoints=state_checkpoints, values=values)
+    _require_cuda(q)
+    regions, size = _regions(cfg, T, N)
+    if N == 0 or ("grads" in stages and any(r.name in ("dq", "dk", "dv") for r in regions)):
+        return None
+    _check_workspace(workspace, size)
+    return BoundBwd(cfg, T, N, regions, _stage_kernels(cfg, stages, q.device), float(scale))

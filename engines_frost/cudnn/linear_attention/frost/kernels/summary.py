@@ -139,18 +139,61 @@ def _identity(eye) -> None:
     eye.diagonal(dim1=-2, dim2=-1).fill_(1)
 
 
+def _transition_operands(*, q, k, g, beta, cu_seqlens, zeros, eye, out_t, into,
+                         beta_per_channel, v_heads) -> dict:
+    """frost_fwd's operands of the transition run (M^T into `into`): the forward from the
+    identity `eye` with zero v (and w), V = K."""
+    T, K = k.shape[0], k.shape[2]
+    HO = g.shape[1]
+    v0 = zeros.reshape(-1)[:T * v_heads * K].view(T, v_heads, K)
+    w0 = zeros.reshape(-1)[:T * HO * K].view(T, HO, K) if beta_per_channel else None
+    return dict(q=q, k=k, v=v0, g=g, beta=beta, w=w0, cu_seqlens=cu_seqlens, out=out_t,
+                initial_state=eye, final_state=into)
+
+
 def _transition_run(*, q, k, g, beta, cu_seqlens, zeros, eye, out_t, into, use_l2norm,
                     gate_per_channel, beta_per_channel, stream, v_heads) -> None:
     """M^T into `into`: the forward from the identity with zero v (and w), V = K."""
-    T, K = k.shape[0], k.shape[2]
-    HO = g.shape[1]
     _identity(eye)
-    v0 = zeros.reshape(-1)[:T * v_heads * K].view(T, v_heads, K)
-    w0 = zeros.reshape(-1)[:T * HO * K].view(T, HO, K) if beta_per_channel else None
-    _fwd.frost_fwd(q=q, k=k, v=v0, g=g, beta=beta, w=w0, cu_seqlens=cu_seqlens, out=out_t,
-                   initial_state=eye, final_state=into, scale=1.0, use_l2norm=use_l2norm,
-                   gate_per_channel=gate_per_channel, beta_per_channel=beta_per_channel,
-                   stream=stream)
+    _fwd.frost_fwd(**_transition_operands(q=q, k=k, g=g, beta=beta, cu_seqlens=cu_seqlens,
+                                          zeros=zeros, eye=eye, out_t=out_t, into=into,
+                                          beta_per_channel=beta_per_channel, v_heads=v_heads),
+                   scale=1.0, use_l2norm=use_l2norm, gate_per_channel=gate_per_channel,
+                   beta_per_channel=beta_per_channel, stream=stream)
+
+
+def _forward_runs(ws: dict, *, k, v, g, beta, w, cu_seqlens, initial_state, final_state,
+                  transition, beta_per_channel: bool) -> list:
+    """frost_summary's launches on the carved workspace `ws`, in order, as (prepare,
+    frost_fwd operands): prepare() sets what the launch reads from scratch first (the
+    zero stand-in q; the zero v / w and the identity of the transition run)."""
+    q = ws.get("q", k)
+    runs = [(ws["q"].zero_ if "q" in ws else _nothing,
+             dict(q=q, k=k, v=v, g=g, beta=beta, w=w, cu_seqlens=cu_seqlens, out=ws["o"],
+                  initial_state=initial_state, final_state=final_state))]
+    if transition is not None:
+        zeros, eye = ws["zeros"], ws["eye"]
+
+        def prepare() -> None:
+            zeros.zero_()
+            _identity(eye)
+        runs.append((prepare, _transition_operands(
+            q=q, k=k, g=g, beta=beta, cu_seqlens=cu_seqlens, zeros=zeros, eye=eye,
+            out_t=ws["o_t"], into=transition, beta_per_channel=beta_per_channel,
+            v_heads=v.shape[1])))
+    return runs
+
+
+def _nothing() -> None:
+    return None
+
+
+def _forward_regions(k, v, g, beta, cu_seqlens, final_state, transition):
+    T, HK, K = k.shape
+    HV, V = v.shape[1], v.shape[2]
+    HO, N = g.shape[1], cu_seqlens.numel() - 1
+    return summary_workspace_layout(
+        _shape_of(False, T, N, HO, HK, HV, K, V, k, final_state, transition, g, beta))[0]
 
 
 def frost_summary(*, k, v, g, beta, w, cu_seqlens, initial_state, final_state, transition,
@@ -161,27 +204,77 @@ def frost_summary(*, k, v, g, beta, w, cu_seqlens, initial_state, final_state, t
     workspace: at least summary_workspace_layout(...)[1] bytes (uint8, on the device)."""
     import torch
 
-    T, HK, K = k.shape
-    HV, V = v.shape[1], v.shape[2]
-    HO, N = g.shape[1], cu_seqlens.numel() - 1
-    shape = _shape_of(False, T, N, HO, HK, HV, K, V, k, final_state, transition, g, beta)
-    regions, _ = summary_workspace_layout(shape)
-    ws = _carve(workspace, regions)
+    ws = _carve(workspace, _forward_regions(k, v, g, beta, cu_seqlens, final_state, transition))
     with torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext():
-        q = k
-        if "q" in ws:
-            q = ws["q"]
-            q.zero_()
-        _fwd.frost_fwd(q=q, k=k, v=v, g=g, beta=beta, w=w, cu_seqlens=cu_seqlens, out=ws["o"],
-                       initial_state=initial_state, final_state=final_state, scale=1.0,
-                       use_l2norm=use_l2norm, gate_per_channel=gate_per_channel,
-                       beta_per_channel=beta_per_channel, stream=stream)
-        if transition is not None:
-            ws["zeros"].zero_()
-            _transition_run(q=q, k=k, g=g, beta=beta, cu_seqlens=cu_seqlens, zeros=ws["zeros"],
-                            eye=ws["eye"], out_t=ws["o_t"], into=transition,
-                            use_l2norm=use_l2norm, gate_per_channel=gate_per_channel,
-                            beta_per_channel=beta_per_channel, stream=stream, v_heads=HV)
+        for prepare, operands in _forward_runs(
+                ws, k=k, v=v, g=g, beta=beta, w=w, cu_seqlens=cu_seqlens,
+                initial_state=initial_state, final_state=final_state, transition=transition,
+                beta_per_channel=beta_per_channel):
+            prepare()
+            _fwd.frost_fwd(**operands, scale=1.0, use_l2norm=use_l2norm,
+                           gate_per_channel=gate_per_channel,
+                           beta_per_channel=beta_per_channel, stream=stream)
+
+
+def bind_summary(*, k, v, g, beta, w, cu_seqlens, initial_state, final_state, transition,
+                 workspace, use_l2norm: bool, gate_per_channel: bool, beta_per_channel: bool):
+    """frost_summary's checks and kernel lookups done once (kernels/fwd.py bind_fwd, per
+    launch), for operands and a workspace laid out like these: `launch(operands, workspace,
+    stream_handle)` then runs frost_summary's fills and launches with no checks, on the
+    current torch stream, which must be `stream_handle`'s (operands by frost_summary's
+    names; the caller owes operands of this layout, as BoundLaunch's callers do). None
+    when a launch has nothing to run (no sequences)."""
+    flags = dict(use_l2norm=use_l2norm, gate_per_channel=gate_per_channel,
+                 beta_per_channel=beta_per_channel)
+    regions = _forward_regions(k, v, g, beta, cu_seqlens, final_state, transition)
+    bound = []
+    for _, operands in _forward_runs(
+            _carve(workspace, regions), k=k, v=v, g=g, beta=beta, w=w, cu_seqlens=cu_seqlens,
+            initial_state=initial_state, final_state=final_state, transition=transition,
+            beta_per_channel=beta_per_channel):
+        launch = _fwd.bind_fwd(**operands, scale=1.0, **flags)
+        if launch is None:
+            return None
+        names = tuple(n for n in _fwd.OPERANDS if operands[n] is not None)
+        by_address = launch.pointer_launch(names)
+        bound.append((names, by_address, None if by_address else launch.buffer_launch(names)))
+
+    def run(ops: dict, scratch, stream: int) -> None:
+        runs = _forward_runs(_carve(scratch, regions), **ops, beta_per_channel=beta_per_channel)
+        for (prepare, operands), (names, by_address, by_buffer) in zip(runs, bound):
+            prepare()
+            if by_address is not None:
+                by_address([operands[n].data_ptr() for n in names], stream)
+            else:
+                by_buffer([operands[n] for n in names], stream)
+    return run
+
+
+def _backward_regions(q, k, g, beta, cu_seqlens, dO, d_initial_state, transition):
+    T, H, K = q.shape
+    HK, HO, V = k.shape[1], g.shape[1], dO.shape[2]
+    N = cu_seqlens.numel() - 1
+    shape = _shape_of(True, T, N, HO, HK, H, K, V, q, d_initial_state, transition, g, beta)
+    return summary_workspace_layout(shape)[0], shape.stand_in
+
+
+def _chain_operands(ws: dict, *, q, k, g, beta, cu_seqlens, dO, d_final_state, d_initial_state,
+                    beta_per_channel: bool, stand_in: int) -> dict:
+    """frost_bwd's operands of the backward summary's chain pass on the carved workspace
+    `ws`: zero v (and w) of the stand-in heads, a zero initial state, every other
+    gradient into one discarded sink, the chain's own workspace."""
+    T, V = q.shape[0], dO.shape[2]
+    HO = g.shape[1]
+    zeros, sink = ws["zeros"].reshape(-1), ws["sink"]
+    v0 = zeros[:T * stand_in * V].view(T, stand_in, V)
+    w0 = zeros[:T * HO * V].view(T, HO, V) if beta_per_channel else None
+    return dict(q=q, k=k, v=v0, g=g, beta=beta, w=w0, cu_seqlens=cu_seqlens, dO=dO,
+                initial_state=ws["h0"], d_final_state=d_final_state,
+                dq=_view(sink, q.shape, q.dtype), dk=_view(sink, k.shape, k.dtype),
+                dv=_view(sink, v0.shape, q.dtype), dg=_view(sink, g.shape, g.dtype),
+                dbeta=_view(sink, beta.shape, beta.dtype),
+                dw=None if w0 is None else _view(sink, w0.shape, q.dtype),
+                d_initial_state=d_initial_state, workspace=ws["chain"])
 
 
 def frost_summary_bwd(*, q, k, g, beta, cu_seqlens, dO, d_final_state, d_initial_state,
@@ -191,34 +284,57 @@ def frost_summary_bwd(*, q, k, g, beta, cu_seqlens, dO, d_final_state, d_initial
     transition [N, HO, K, K] (M, the backward orientation)."""
     import torch
 
-    T, H, K = q.shape
-    HK, HO, V = k.shape[1], g.shape[1], dO.shape[2]
-    N = cu_seqlens.numel() - 1
-    shape = _shape_of(True, T, N, HO, HK, H, K, V, q, d_initial_state, transition, g, beta)
-    regions, _ = summary_workspace_layout(shape)
+    regions, stand_in = _backward_regions(q, k, g, beta, cu_seqlens, dO, d_initial_state,
+                                          transition)
     ws = _carve(workspace, regions)
-    HVs = shape.stand_in
     with torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext():
         ws["zeros"].zero_()
         ws["h0"].zero_()
-        zeros, sink = ws["zeros"].reshape(-1), ws["sink"]
-        v0 = zeros[:T * HVs * V].view(T, HVs, V)
-        w0 = zeros[:T * HO * V].view(T, HO, V) if beta_per_channel else None
-        _bwd.frost_bwd(
-            q=q, k=k, v=v0, g=g, beta=beta, w=w0, cu_seqlens=cu_seqlens, dO=dO,
-            initial_state=ws["h0"], d_final_state=d_final_state, dq=_view(sink, q.shape, q.dtype),
-            dk=_view(sink, k.shape, k.dtype), dv=_view(sink, v0.shape, q.dtype),
-            dg=_view(sink, g.shape, g.dtype), dbeta=_view(sink, beta.shape, beta.dtype),
-            dw=None if w0 is None else _view(sink, w0.shape, q.dtype),
-            d_initial_state=d_initial_state, workspace=ws["chain"], scale=scale,
-            use_l2norm=use_l2norm, gate_per_channel=gate_per_channel,
-            beta_per_channel=beta_per_channel, stream=stream, stages=("chain",))
+        _bwd.frost_bwd(**_chain_operands(ws, q=q, k=k, g=g, beta=beta, cu_seqlens=cu_seqlens,
+                                         dO=dO, d_final_state=d_final_state,
+                                         d_initial_state=d_initial_state,
+                                         beta_per_channel=beta_per_channel, stand_in=stand_in),
+                       scale=scale, use_l2norm=use_l2norm, gate_per_channel=gate_per_channel,
+                       beta_per_channel=beta_per_channel, stream=stream, stages=("chain",))
         if transition is not None:
             _transition_run(q=q, k=k, g=g, beta=beta, cu_seqlens=cu_seqlens, zeros=ws["zeros"],
                             eye=ws["eye"], out_t=ws["o_t"], into=ws["m"], use_l2norm=use_l2norm,
                             gate_per_channel=gate_per_channel,
-                            beta_per_channel=beta_per_channel, stream=stream, v_heads=HVs)
+                            beta_per_channel=beta_per_channel, stream=stream, v_heads=stand_in)
             transition.copy_(ws["m"].transpose(-1, -2))
+
+
+def bind_summary_bwd(*, q, k, g, beta, cu_seqlens, dO, d_final_state, d_initial_state,
+                     transition, workspace, scale: float, use_l2norm: bool,
+                     gate_per_channel: bool, beta_per_channel: bool):
+    """frost_summary_bwd's checks and kernel lookup done once (kernels/bwd.py bind_bwd,
+    the chain stage), as bind_summary for the forward: `launch(operands, workspace,
+    stream_handle)` zeroes the scratch the chain reads and launches it. None with a
+    transition (its forward run and transpose: execute) or nothing to launch."""
+    if transition is not None:
+        return None
+    regions, stand_in = _backward_regions(q, k, g, beta, cu_seqlens, dO, d_initial_state, None)
+    common = dict(beta_per_channel=beta_per_channel, stand_in=stand_in)
+    operands = _chain_operands(_carve(workspace, regions), q=q, k=k, g=g, beta=beta,
+                               cu_seqlens=cu_seqlens, dO=dO, d_final_state=d_final_state,
+                               d_initial_state=d_initial_state, **common)
+    bound = _bwd.bind_bwd(**operands, scale=scale, use_l2norm=use_l2norm,
+                          gate_per_channel=gate_per_channel, beta_per_channel=beta_per_channel,
+                          stages=("chain",))
+    if bound is None:
+        return None
+
+    def run(ops: dict, scratch, stream: int) -> None:
+        ws = _carve(scratch, regions)
+        ws["zeros"].zero_()
+        ws["h0"].zero_()
+        chain = _chain_operands(ws, **{n: ops[n] for n in _CHAIN_INPUTS}, **common)
+        chain_workspace = chain.pop("workspace")
+        bound.launch({**chain, "state_checkpoints": None, "values": None}, chain_workspace, stream)
+    return run
+
+
+_CHAIN_INPUTS = ("q", "k", "g", "beta", "cu_seqlens", "dO", "d_final_state", "d_initial_state")
 
 
 def dtype_name(t) -> str | None:
