@@ -303,13 +303,11 @@ def frost_bwd(*, q, k, v, g, beta, w, cu_seqlens, dO, initial_state, d_final_sta
 
     from cudnn.linear_attention.common.cu_seqlens_check import check_cu_seqlens, strict_requested
 
-    cfg, T, N = check_bwd_operands(
+    cfg, T, N, regions, size = _checked_layout(
         q=q, k=k, v=v, g=g, beta=beta, w=w, cu_seqlens=cu_seqlens, dO=dO, initial_state=initial_state,
         d_final_state=d_final_state, dq=dq, dk=dk, dv=dv, dg=dg, dbeta=dbeta, dw=dw,
         d_initial_state=d_initial_state, use_l2norm=use_l2norm, gate_per_channel=gate_per_channel,
         beta_per_channel=beta_per_channel, state_checkpoints=state_checkpoints, values=values)
-    _require_cuda(q)
-    regions, size = _regions(cfg, T, N)
     if N == 0:
         return
     _check_workspace(workspace, size)
@@ -331,6 +329,14 @@ def frost_bwd(*, q, k, v, g, beta, w, cu_seqlens, dO, initial_state, d_final_sta
                 if name in ws and T:
                     part = ws[name]
                     out.copy_(part.view(T, out.shape[1], part.shape[1] // out.shape[1], -1).sum(2))
+
+
+def _checked_layout(**operands):
+    """(cfg, T, N, workspace regions, workspace bytes) of a frost_bwd call: its operand
+    checks, the device check and the workspace layout (frost_bwd and bind_bwd)."""
+    cfg, T, N = check_bwd_operands(**operands)
+    _require_cuda(operands["q"])
+    return (cfg, T, N, *_regions(cfg, T, N))
 
 
 def _require_cuda(q) -> None:
@@ -408,13 +414,11 @@ def bind_bwd(*, q, k, v, g, beta, w, cu_seqlens, dO, initial_state, d_final_stat
     operands and a workspace laid out like these, `stages` only; None when there is
     nothing to launch (N == 0) or when the stages end with the grads' partial sums
     (frost_bwd adds them up after the kernels: execute does that)."""
-    cfg, T, N = check_bwd_operands(
+    cfg, T, N, regions, size = _checked_layout(
         q=q, k=k, v=v, g=g, beta=beta, w=w, cu_seqlens=cu_seqlens, dO=dO, initial_state=initial_state,
         d_final_state=d_final_state, dq=dq, dk=dk, dv=dv, dg=dg, dbeta=dbeta, dw=dw,
         d_initial_state=d_initial_state, use_l2norm=use_l2norm, gate_per_channel=gate_per_channel,
         beta_per_channel=beta_per_channel, state_checkpoints=state_checkpoints, values=values)
-    _require_cuda(q)
-    regions, size = _regions(cfg, T, N)
     if N == 0 or ("grads" in stages and any(r.name in ("dq", "dk", "dv") for r in regions)):
         return None
     _check_workspace(workspace, size)
