@@ -236,6 +236,14 @@ def test_without_the_switch_no_lane(monkeypatch):
     assert entry.lane is None and rec.binds == 0 and len(rec.checked) == 4
 
 
+def test_a_bad_switch_value_is_named(monkeypatch):
+    monkeypatch.setenv(summary_engine.LANE_ENV, "yes")
+    with pytest.raises(ValueError, match=summary_engine.LANE_ENV):
+        summary_engine.lane_enabled()
+    monkeypatch.setenv(summary_engine.LANE_ENV, "0")
+    assert summary_engine.lane_enabled() is False
+
+
 @pytest.mark.parametrize("family", ["gdn", "kda", "gdn2"])
 @pytest.mark.parametrize("with_final", [False, True], ids=["no-dht", "dht"])
 def test_cached_backward_summary_takes_the_lane(family, with_final, monkeypatch):

@@ -38,12 +38,15 @@ _FORWARD = (("k", "v", "g", "beta", "w", "cu_seqlens", "initial_state"),
             ("final_state", "transition"))
 _BACKWARD = (("q", "k", "g", "beta", "cu_seqlens", "dO", "d_final_state"),
              ("d_initial_state", "transition"))
-#: 1: forward summary plans offer a direct launch (module docstring); anything else: not
+#: 1: summary plans offer a direct launch (module docstring); 0 or unset: not
 LANE_ENV = "CUDNN_FROST_SUMMARY_LANE"
 
 
 def lane_enabled() -> bool:
-    return os.environ.get(LANE_ENV, "").strip() == "1"
+    value = os.environ.get(LANE_ENV, "").strip()
+    if value not in ("", "0", "1"):
+        raise ValueError(f"{LANE_ENV}: expected 0 or 1; got {value!r}")
+    return value == "1"
 
 
 class FrostSummaryEngine(BaseEngine):
