@@ -1,4 +1,4 @@
-"""The FROST forward summary's direct launch (summary_engine.py, CUDNN_FROST_SUMMARY_LANE=1)
+"""The FROST forward summary's direct launch (summary_engine.py; on unless CUDNN_FROST_SUMMARY_LANE=0)
 planned and launched on a CPU with a recording kernel: a cached summary op call takes the
 op's launch lane and launches what the checked path (execute -> frost_summary) launches.
 
@@ -225,8 +225,8 @@ def test_cached_summary_takes_the_lane_and_launches_what_execute_does(family, wi
         assert first[0][0] == "scratch" and first[0][2] == "zero", first[0]
 
 
-def test_without_the_switch_no_lane(monkeypatch):
-    monkeypatch.delenv(summary_engine.LANE_ENV, raising=False)
+def test_with_the_switch_off_no_lane(monkeypatch):
+    monkeypatch.setenv(summary_engine.LANE_ENV, "0")
     rec = _Recorder()
     with summary_engines_on_cpu(rec):
         x = _inputs("gdn", seed=2)
@@ -242,6 +242,8 @@ def test_a_bad_switch_value_is_named(monkeypatch):
         summary_engine.lane_enabled()
     monkeypatch.setenv(summary_engine.LANE_ENV, "0")
     assert summary_engine.lane_enabled() is False
+    monkeypatch.delenv(summary_engine.LANE_ENV)
+    assert summary_engine.lane_enabled() is True  # the default since its H200 run
 
 
 @pytest.mark.parametrize("family", ["gdn", "kda", "gdn2"])

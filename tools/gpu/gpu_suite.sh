@@ -115,7 +115,7 @@
 #              gradients, backward over spans; GPU back-to-back and host time of each;
 #              first the host-device syncs of one split call, --sync-check)
 #   spansplitlane the same test and profile (GDN, KDA) with CUDNN_FROST_SUMMARY_LANE=1: the
-#              FROST summaries' direct launches (summary_engine.py), off by default
+#              FROST summaries' direct launches (summary_engine.py), the default since then
 #   v3train    the training forward (state checkpoints + U): A/B of v2's training launchers
 #              (forced by the test tooling) against the product's, fwd_v3's for bf16 on sm_90a
 #              (kernels/NOTES.md "v3 training forwards on the H200"): the backward smoke with

@@ -9,11 +9,12 @@ forward/backward kernels (kernels/summary.py says how).
 - execute: the caller's buffers go straight to frost_summary / frost_summary_bwd on the
   context's stream (ValueError names a port whose buffer the kernels cannot take as it
   is); scratch is carved from the caller's workspace.
-- direct_launch (with LANE_ENV=1): frost_summary's checks and kernel lookups done once
+- direct_launch (unless LANE_ENV=0): frost_summary's checks and kernel lookups done once
   (kernels/summary.py bind_summary; the backward's, without a transition, bind_summary_bwd
   on kernels/bwd.py bind_bwd), so a cached torch-op call takes the op's launch lane
   (ops/_launch_lane.py) as the forward's does: per call only the scratch views, the zero
-  / identity fills and the launches. Off by default until it has run on a GPU.
+  / identity fills and the launches. On by default since the H200 run: bitwise what
+  execute writes, the summary call's host time 0.79 -> 0.31 ms (GDN, 1 x 32768 tokens).
 """
 from __future__ import annotations
 
@@ -38,7 +39,7 @@ _FORWARD = (("k", "v", "g", "beta", "w", "cu_seqlens", "initial_state"),
             ("final_state", "transition"))
 _BACKWARD = (("q", "k", "g", "beta", "cu_seqlens", "dO", "d_final_state"),
              ("d_initial_state", "transition"))
-#: 1: summary plans offer a direct launch (module docstring); 0 or unset: not
+#: unset or 1: summary plans offer a direct launch (module docstring); 0: not
 LANE_ENV = "CUDNN_FROST_SUMMARY_LANE"
 
 
@@ -46,7 +47,7 @@ def lane_enabled() -> bool:
     value = os.environ.get(LANE_ENV, "").strip()
     if value not in ("", "0", "1"):
         raise ValueError(f"{LANE_ENV}: expected 0 or 1; got {value!r}")
-    return value == "1"
+    return value != "0"
 
 
 class FrostSummaryEngine(BaseEngine):
@@ -139,7 +140,7 @@ class FrostSummaryPlan(CompiledPlan):
 
     def direct_launch(self, graph, data) -> DirectLaunch | None:
         """frost_summary (frost_summary_bwd) for buffers laid out like `data`'s, its checks
-        done here once (module docstring); None without LANE_ENV=1, in strict cu_seqlens
+        done here once (module docstring); None with LANE_ENV=0, in strict cu_seqlens
         mode (execute checks the table on every call), for buffers that are not plain
         torch tensors, for a backward with a transition and for calls with nothing to
         launch."""
