@@ -23,6 +23,8 @@ one is outside every allocation; tools/gpu/gpu_suite.sh stages cuseqlens and mem
 
 (--report-api-errors no: cuda-python's driver bindings probe for entry points this driver
 lacks, which memcheck would count as errors; CUDNN_CUTILE_SLICE_TMA=0: docs/DEVELOPMENT.md.)
+The default (TMA) cuTile build cannot run under memcheck; without a sanitizer,
+test_kernels_read_no_row_outside_their_inputs puts NaN rows around every input instead.
 
 Skips without a GPU, and per engine with the reason its runtime probe gives.
 """
@@ -86,13 +88,28 @@ def inputs(op: str, per_channel: bool, seed: int = 0):
     return q, k, v, g, torch.sigmoid(rnd(T, H))
 
 
-def run(engine, op, per_channel, table, backward, **kw):
-    leaves = [t.requires_grad_(backward) for t in inputs(op, per_channel)]
+GUARD = 64
+
+
+def guarded(t: torch.Tensor) -> torch.Tensor:
+    """t's values as a view into a buffer holding GUARD rows of NaN before and after them
+    (token dimension): a kernel that read a row before 0 or from T on would carry NaN into
+    its results, which the tests find as non-finite values (the offset keeps t's alignment:
+    GUARD rows of H x 64 elements are whole 16-byte multiples)."""
+    big = torch.full((t.shape[0] + 2 * GUARD, *t.shape[1:]), float("nan"), dtype=t.dtype,
+                     device=t.device)
+    big[GUARD:GUARD + t.shape[0]] = t
+    return big[GUARD:GUARD + t.shape[0]]
+
+
+def run(engine, op, per_channel, table, backward, guard=False, **kw):
+    wrap = guarded if guard else (lambda t: t)
+    leaves = [wrap(t).requires_grad_(backward) for t in inputs(op, per_channel)]
     cu = torch.tensor(table, dtype=torch.int32, device="cuda")
     o, _ = FUNCTIONS[op](*leaves, cu, plan_name=engine, **kw)
     grads = []
     if backward:
-        o.backward(torch.randn_like(o))
+        o.backward(wrap(torch.randn_like(o)))
         grads = [t.grad for t in leaves]
     torch.cuda.synchronize()
     return o, grads
@@ -118,6 +135,27 @@ def test_malformed_tables_are_memory_safe(engine, op, per_channel, name, backwar
         assert torch.isfinite(t).all(), f"{label}: non-finite values"
         outside = t[~rows]
         assert (outside == 0).all(), f"{label}: rows no sequence covers are not zero"
+
+
+@pytest.mark.parametrize("backward", [False, True], ids=["fwd", "bwd"])
+@pytest.mark.parametrize("name", sorted(MALFORMED) + ["well_formed"])
+@pytest.mark.parametrize("engine, op, per_channel", ENGINES, ids=[e[0] for e in ENGINES])
+def test_kernels_read_no_row_outside_their_inputs(engine, op, per_channel, name, backward):
+    """Without a sanitizer: every input (and dO) lies between rows of NaN. This is the check
+    that covers the cuTile engines' default build, whose sequence slices go through TMA:
+    compute-sanitizer's memcheck stops those kernels at the tensor-map writes tileiras
+    emits (the launch then fails and the memcheck cases skip), so only the
+    CUDNN_CUTILE_SLICE_TMA=0 build runs under it. A TMA load is bounded by its tensor map;
+    this test shows the maps end where the inputs end (a tile of the last chunk reaching
+    past T reads zeros, not the NaN behind the buffer) on every table, malformed or not."""
+    engine_available(engine, op, per_channel)
+    table = MALFORMED.get(name, GOOD)
+    o, grads = run(engine, op, per_channel, table, backward, guard=True)
+    rows = covered(engine, table).cuda()
+    for label, t in [("o", o.detach())] + list(zip(("dq", "dk", "dv", "dg", "dbeta", "dw"),
+                                                   grads)):
+        assert torch.isfinite(t).all(), f"{label}: non-finite values (a read outside the inputs)"
+        assert (t[~rows] == 0).all(), f"{label}: rows no sequence covers are not zero"
 
 
 @pytest.mark.parametrize("name", sorted(MALFORMED))

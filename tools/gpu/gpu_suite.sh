@@ -165,6 +165,9 @@
 #              reports the device-built tensor maps; its exit status is not the verdict),
 #              then bench_linear_attention.py's cuTile GDN forward with the switch 1 and 0
 #              (stages tmabench1 / tmabench0)
+#   guardreads every GPU engine on inputs that lie between NaN rows, each table malformed or
+#              not (test_cu_seqlens_safety.py -k read_no_row): the out-of-bounds read check
+#              that covers the default (TMA) cuTile build, which memcheck cannot run
 #   seqcost    bench/cu_seqlens_cost.py: what that safety costs at the bench shape
 #   cutilememcheck tools/gpu/cutile_memcheck_probe.py: small cuTile kernels that take
 #              la_wy_fwd's slice accesses apart (bounds from device memory, the same with
@@ -472,6 +475,9 @@ for s in "$@"; do
         --cases 'GDN fwd' --impl cuTile --reps 20"
       stage tmabench0 "CUDNN_CUTILE_SLICE_TMA=0 python3 bench/bench_linear_attention.py \
         --cases 'GDN fwd' --impl cuTile --reps 20" ;;
+    guardreads)
+      stage guardreads "python3 -m pytest tests/numerics/test_cu_seqlens_safety.py -q -rs \
+        -p no:cacheprovider -k read_no_row" ;;
     seqcost)
       stage seqcost "python3 bench/cu_seqlens_cost.py" ;;
     cutilememcheck)   # each case in its own process under memcheck (caching allocator off)
