@@ -144,6 +144,46 @@ def test_auto_rule():
     assert ss.auto_span_tokens(32768, 1, 64, 132) is None     # heads fill the GPU
 
 
+@pytest.mark.parametrize("T, N, forward, training", [
+    (32768, 1, 4096, 4096), (16384, 1, None, 4096), (32768, 2, None, 4096),
+    (32768, 4, None, None), (8192, 1, None, None), (65536, 2, None, 8192)])
+def test_training_rule_splits_shorter_sequences(T, N, forward, training):
+    """A training call whose backward splits needs half the spans per sequence (measured
+    on the H200 at 16 heads: 1 and 2 x 16384 train faster split, forward-only at 2 x 16384
+    does not, 4 x 8192 neither)."""
+    assert ss.auto_span_tokens(T, N, 16, 132) == forward
+    assert ss.auto_span_tokens(T, N, 16, 132, ss.MIN_GAIN_TRAINING) == training
+
+
+@pytest.mark.parametrize("case, expected", [
+    ("grad", True), ("no-grad", False), ("backward-unsplit", False), ("checkpoints", False)])
+def test_which_calls_ask_the_training_rule(case, expected, monkeypatch):
+    """The forward asks span_for with training=True exactly for an autograd call whose
+    backward splits and recomputes (no training checkpoints asked)."""
+    from cudnn.linear_attention.ops import _op_factory
+
+    asked = []
+    real = ss.SpanSplit.span_for
+
+    def spy(self, args, training=False):
+        asked.append(training)
+        return real(self, args, training)
+
+    monkeypatch.setattr(ss.SpanSplit, "span_for", spy)
+    monkeypatch.setenv(ss.ENV, "0")  # no split: only which rule is asked matters here
+    monkeypatch.setenv(ss.BACKWARD_ENV, "0" if case == "backward-unsplit" else "1")
+    previous = _op_factory.set_training_checkpoints(case == "checkpoints")
+    try:
+        x = make_inputs(_config(Family.KDA), seed=39)
+        if case == "no-grad":
+            call_op(x)
+        else:
+            call_op(leaves(x))
+    finally:
+        _op_factory.set_training_checkpoints(previous)
+    assert asked and asked[-1] is expected, asked
+
+
 def _config(family, seq_lens=(13, 0, 1, 7, 20), **kw):
     base = dict(family=family, seq_lens=seq_lens, H=2, HV=4, K=4, V=3, dtype=F64,
                 gate_dtype=F64, state_dtype=F64, param_dtype=F64, with_initial_state=True)

@@ -346,10 +346,14 @@ class FamilyOps:
         side where that pays (_span_split.py: long sequences on few heads), else the
         forward graph; and, for an `autograd` call whose backward splits too
         (_span_split.backward_split_enabled), what that backward needs (else None)."""
-        span = self._span_split.span_for(args)
+        split_backward = autograd and backward_split_enabled()
+        # training checkpoints asked for would be given up for the split: a call that may
+        # have them keeps the forward's rule (_span_split.MIN_GAIN_TRAINING says why)
+        span = self._span_split.span_for(
+            args, training=split_backward and not _training_checkpoints_enabled)
         if span is not None:
             ran = self._split_once(self.forward_def, args, lambda: self._span_split.run(
-                args, span, autograd and backward_split_enabled()))
+                args, span, split_backward))
             if ran is not None:
                 return ran
         return self._run(self.forward_def, args, drop_unused), None

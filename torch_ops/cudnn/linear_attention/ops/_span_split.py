@@ -17,14 +17,13 @@ sequences. The state a span leaves is an affine function of the state entering i
 
 That is three forward passes with S-token critical paths instead of one with the whole
 sequence's, so it pays when the spans multiply the pairs by well over three
-(`auto_span_tokens`). Nothing reads cu_seqlens on the host: the span table is built on
+(`auto_span_tokens`: 8 spans per sequence, 4 for a training call whose backward splits). Nothing reads cu_seqlens on the host: the span table is built on
 the device with a static bound on its length (N + T // span spans; spans past the real
 ones are empty, at T; _span_maps.py has the table and the composition).
 
-The backward: autograd saves the call's own arguments, and by default the backward graph
-runs on the unsplit sequences. With CUDNN_LA_SPAN_BACKWARD=1 (off until it has run on a
-GPU) a split forward also keeps its span table, entering states and transitions, and the
-backward splits the same way: the backward summary (each span's outputs' gradient of its
+The backward: a split forward also keeps its span table, entering states and transitions,
+and the backward splits the same way (CUDNN_LA_SPAN_BACKWARD=0: autograd saves the call's
+own arguments and the backward runs on the unsplit sequences): the backward summary (each span's outputs' gradient of its
 entering state, every span at once), the gradient of each span's leaving state composed
 backward along each sequence through the transposed transitions, then one backward over
 all spans from their entering states and leaving-state gradients.
@@ -50,18 +49,27 @@ from cudnn.linear_attention.ops._span_maps import (SpanTable, entering_states, l
                                                    span_count_bound, span_table)
 
 ENV = "CUDNN_LA_SPAN_TOKENS"
-#: 1: the backward of a split forward splits too (off until it has run on a GPU)
+#: 0: the backward of a split forward runs unsplit (unset, empty or 1: it splits too)
 BACKWARD_ENV = "CUDNN_LA_SPAN_BACKWARD"
 #: spans are whole 64-token chunks of the kernels, and at least this long. The split's
 #: host work (the summary and forward calls, the composition's launches) measured ~0.8 ms
 #: on the H200's host, so it pays only on sequences whose serial walk is several ms:
 #: 1 x 32768 tokens, 16 heads (8 spans of 4096) went from 2.9 to 1.3 ms (GDN), 4.0 to 1.8
-#: (KDA) and 4.4 to 1.9 (GDN-2); shorter cases were not measured, and are not split
+#: (KDA) and 4.4 to 1.9 (GDN-2); the forward alone at 2 x 16384 and 4 x 8192 lost
+#: (1.43 -> 1.59, 0.72 -> 1.64 ms GDN), so those are not split (see MIN_GAIN_TRAINING)
 MIN_SPAN = 4096
 CHUNK = 64
 #: split only when spans multiply the (sequence, head) pairs by at least this much: the
 #: split runs three passes where the plain forward runs one, plus the host work above
 MIN_GAIN = 8
+#: the same for a training call whose backward splits too (and recomputes: no training
+#: checkpoints): H200, 16 heads, fwd+bwd back to back, split into spans of 4096 against
+#: unsplit: 1 x 16384 GDN 5.29 -> 4.53 ms, KDA 7.45 -> 4.35; 2 x 16384 GDN 5.61 -> 4.74,
+#: KDA 8.21 -> 5.38 (4 spans per sequence), where the forward alone gains at 1 x 16384
+#: (1.46 -> 1.21 ms) but loses at 2 x 16384 (1.43 -> 1.59); 4 x 8192 (2 spans) loses both
+#: ways. With training checkpoints GDN trains faster unsplit there (3.76 / 4.15 ms), so
+#: those calls keep MIN_GAIN
+MIN_GAIN_TRAINING = 4
 
 _sm_counts: dict[int, int] = {}
 
@@ -74,18 +82,19 @@ def _sms(device: torch.device) -> int:
     return count
 
 
-def auto_span_tokens(T: int, N: int, HO: int, sms: int) -> int | None:
+def auto_span_tokens(T: int, N: int, HO: int, sms: int, min_gain: int = MIN_GAIN
+                     ) -> int | None:
     """The span length for T tokens in N sequences with HO heads on `sms` SMs, or None when
     splitting would not pay: about one wave of (span, head) pairs, in whole chunks, at
-    least MIN_SPAN tokens, and at least MIN_GAIN spans per sequence on average."""
+    least MIN_SPAN tokens, and at least `min_gain` spans per sequence on average."""
     if N < 1 or T < 1 or HO < 1:
         return None
     spans = sms // HO  # one wave: each (span, head) pair is one CTA
-    if spans < MIN_GAIN * N:
+    if spans < min_gain * N:
         return None
     span = -(-T // spans)
     span = max(MIN_SPAN, -(-span // CHUNK) * CHUNK)
-    if T // span < MIN_GAIN * N:
+    if T // span < min_gain * N:
         return None
     return span
 
@@ -185,8 +194,9 @@ class SpanSplit:
         self.declined: set[Any] = set()
         self._tables = _TableCache()
 
-    def span_for(self, args: Sequence[Any]) -> int | None:
+    def span_for(self, args: Sequence[Any], training: bool = False) -> int | None:
         """The span length to split this forward call into, or None (module docstring).
+        `training`: the call's backward splits too and recomputes (MIN_GAIN_TRAINING).
         Every eager forward asks, so the common answer (None) comes first and cheap."""
         if (args[self._every] or args[self._values] or args[self._plan] is not None
                 or args[self._invariant]):
@@ -198,7 +208,8 @@ class SpanSplit:
         T, N = q.shape[0], args[self._cu].numel() - 1
         if forced is not None:
             return forced if forced > 0 and N >= 1 and T >= 1 else None
-        return auto_span_tokens(T, N, max(q.shape[1], args[self._v].shape[1]), _sms(q.device))
+        return auto_span_tokens(T, N, max(q.shape[1], args[self._v].shape[1]), _sms(q.device),
+                                MIN_GAIN_TRAINING if training else MIN_GAIN)
 
     def run(self, args: tuple[Any, ...], span: int, keep: bool = False
             ) -> tuple[tuple, SpanCall | None] | None:
