@@ -185,14 +185,19 @@ def backward_call(family: str, seed: int = 0, seqs=(40, 0, 88), heads: int = 2,
     return named
 
 
-def run_backward(family: str, named: dict, plan_name: str | None = None) -> dict:
-    """One backward op call as the op's eager autograd makes it; the results by name."""
+def backward_args(family: str, named: dict, plan_name: str | None = None) -> tuple:
+    """(kernel, args): the backward op's kernel as the op's eager autograd calls it (no
+    dispatcher) and the call's arguments in schema order; the FROST plan pinned."""
     family_ops = FAMILY_OPS[family]
     call = {"scale": 0.125, "use_qk_l2norm_in_kernel": True,
             "plan_name": plan_name or ENGINES[family], **named}
-    args = family_ops.backward_signature.positional(call)
-    results = family_ops._backward_kernel(*args)
-    return dict(zip(family_ops.family.gradient_results, results))
+    return family_ops._backward_kernel, family_ops.backward_signature.positional(call)
+
+
+def run_backward(family: str, named: dict, plan_name: str | None = None) -> dict:
+    """One backward op call as the op's eager autograd makes it; the results by name."""
+    kernel, args = backward_args(family, named, plan_name)
+    return dict(zip(FAMILY_OPS[family].family.gradient_results, kernel(*args)))
 
 
 def backward_entry(family: str):
