@@ -14,7 +14,11 @@ stage of the call's path: states, or values with state_checkpoints, or neither w
 forward's values too; then chain and grads and, for grouped heads, the head-group sums),
 so a cached torch-op backward call takes the op's launch lane (ops/_launch_lane.py) as
 the forward's does: per call only the scratch views and the launches. A backward call's
-checked execute costs ~0.4-1.0 ms of host time on the H200 host (bench/NOTES.md).
+checked execute costs ~0.4-1.0 ms of host time on the H200 host (bench/NOTES.md). The
+kernel switches frost_bwd reads on every call (FROST_BWD_CHAIN, FROST_BWD_GRADS and their
+_VEC forms) are read once here, at the bind: a process that changes them between calls of
+one configuration keeps the first call's kernels on the lane (A/B runs switch them per
+process).
 """
 from __future__ import annotations
 
