@@ -26,6 +26,20 @@ cached path holds) and, on the GPU, the compiled kernel's calling convention and
 Target: <= 25 us per serving call on the H200 host.
     python tests/torch_ops/op_overhead.py --serve --device cpu --family gdn --family kda
     python tests/torch_ops/op_overhead.py --serve --device cuda --family gdn --family kda
+
+With --backward it times a cached backward op call (`cudnn::<family>_bwd` as the op's
+eager autograd calls it: no dispatcher) on the FROST backward plan, with its launch lane
+off and on (CUDNN_FROST_BWD_LANE=0 / 1, read when a configuration's first call binds its
+cached graph), on the recompute path (states, chain, grads) and on the training path
+(the forward's state checkpoints and values as inputs: chain, grads). On the CPU the real
+FROST backward engine plans, checks and carves with recording stage kernels that only
+count (frost_bwd_on_cpu.py; 3 sequences of 40, 0 and 88 tokens, 2 heads, K = V = 64); on
+the GPU it launches the real kernels (2 x 256 tokens, 8 heads, K = V = 128; the host time
+of a call includes its three or two kernel launches, not their GPU time). Besides the
+medians it prints how many timed calls took the checked path (the whole count with the
+lane off, 0 with it on when the lane holds).
+    python tests/torch_ops/op_overhead.py --backward --device cpu --family gdn --family kda
+    python tests/torch_ops/op_overhead.py --backward --device cuda --family gdn --family kda
 """
 from __future__ import annotations
 
@@ -166,6 +180,54 @@ def _timed_calls(call, iters: int, device: str) -> list[int]:
     return totals
 
 
+#: --backward's paths: backward_call's keywords
+BACKWARD_PATHS = {"recompute": {}, "checkpoints+values": dict(checkpoints=True, values=True)}
+
+
+def measure_backward(family: str, device: str, iters: int, lane: bool, path: str
+                     ) -> dict[str, float]:
+    """Median host us of a cached backward op call on the FROST plan (--backward)."""
+    import os
+
+    from cudnn.linear_attention.frost import bwd_plan
+    from tests.torch_ops.frost_bwd_on_cpu import backward_args, backward_call, backward_entry
+
+    shape = dict(seqs=(256, 256), heads=8, dim=128) if device != "cpu" else {}
+    named = backward_call(family, device=device, **shape, **BACKWARD_PATHS[path])
+    kernel, args = backward_args(family, named)
+    previous = os.environ.get(bwd_plan.LANE_ENV)
+    os.environ[bwd_plan.LANE_ENV] = "1" if lane else "0"
+    try:
+        ops.clear_graph_caches()
+        kernel(*args)  # builds the graph, binds the lane (or not)
+    finally:
+        if previous is None:
+            del os.environ[bwd_plan.LANE_ENV]
+        else:
+            os.environ[bwd_plan.LANE_ENV] = previous
+    entry = backward_entry(family)
+    checked = entry.checked_calls
+    totals = _timed_calls(lambda _: kernel(*args), iters, device)
+    return {"call": statistics.median(totals) / 1e3, "checked": entry.checked_calls - checked,
+            "lane": entry.lane is not None}
+
+
+def backward_main(args: argparse.Namespace, families: list[Family]) -> None:
+    from tests.torch_ops.frost_bwd_on_cpu import BwdRecorder, frost_bwd_on_cpu
+
+    rec = BwdRecorder(detailed=False)
+    on_cpu = frost_bwd_on_cpu(rec) if args.device == "cpu" else contextlib.nullcontext()
+    with on_cpu:
+        for family in families:
+            for path in BACKWARD_PATHS:
+                for lane in (False, True):
+                    m = measure_backward(family.value, args.device, args.iters, lane, path)
+                    mode = f"backward {path}, lane {'on' if lane else 'off'}"
+                    print(f"{family.value:4s} {args.device:4s} {mode:38s} median over "
+                          f"{args.iters}: call {m['call']:8.1f} us; lane bound {m['lane']}, "
+                          f"checked calls {m['checked']} of {args.iters}", flush=True)
+
+
 def _serve_setup(family: str, device: str, batch: int):
     """(call(i), the pool): the i-th serving step of eight prepared input sets."""
     from tests.torch_ops.decode_on_cpu import serve, serving_step
@@ -245,7 +307,7 @@ def host_speed() -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    parser.add_argument("--family", action="append", choices=["gdn", "kda"])
+    parser.add_argument("--family", action="append", choices=["gdn", "kda", "gdn2"])
     parser.add_argument("--iters", type=int, default=2000)
     parser.add_argument("--skip-engine", action="store_true",
                         help="time the op layer with the engine's execute skipped")
@@ -258,11 +320,18 @@ def main() -> None:
     parser.add_argument("--serve", action="store_true",
                         help="time the serving call (state pool, decode step) instead")
     parser.add_argument("--batch", type=int, default=1, help="--serve: sequences per step")
+    parser.add_argument("--backward", action="store_true",
+                        help="time the FROST backward call, its launch lane off and on")
     args = parser.parse_args()
     families = [Family(f) for f in (args.family or ["gdn"])]
+    if Family.GDN2 in families and not args.backward:
+        parser.error("--family gdn2 is timed with --backward only")
     print(host_speed())
     if args.serve:
         serve_main(args, families)
+        return
+    if args.backward:
+        backward_main(args, families)
         return
     with _engines(args.device), _routing(args.dispatcher):
         for family in families:

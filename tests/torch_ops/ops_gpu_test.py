@@ -335,6 +335,78 @@ def test_gdn2_trains_through_the_frost_backward():
     assert any("gdn2_frost" in entry.plan for entry in cache.values())
 
 
+#: grouped heads (2 q/k heads for 4 v heads: the fp32 partials and their head-group sums)
+#: with an initial state, GDN, KDA and GDN-2
+LANE_CASES = {
+    "gdn_gva_h0_l2norm": CASES["gdn_gva_h0_l2norm"],
+    "kda_gva_h0": CASES["kda_gva_h0"],
+    "gdn2_gva_h0": _gpu(Family.GDN2, (100, 37), H=2, HV=4, with_initial_state=True,
+                        use_qk_l2norm=True),
+}
+_BACKWARD_CACHES = {Family.GDN: "cudnn::gated_delta_net_bwd",
+                    Family.KDA: "cudnn::kimi_delta_attention_bwd",
+                    Family.GDN2: "cudnn::gated_delta_net_v2_bwd"}
+
+
+@pytest.mark.parametrize("training", [False, True], ids=["recompute", "checkpoints"])
+@pytest.mark.parametrize("case", sorted(LANE_CASES))
+def test_backward_launch_lane_is_bitwise_the_checked_path(case, training, monkeypatch,
+                                                          fresh_caches):
+    """The FROST backward plan's direct launch (CUDNN_FROST_BWD_LANE=1, bwd_plan.py): fwd+bwd
+    three times with the lane off, then three times with it on (a fresh graph cache each
+    way); with it on, the first backward runs the checked execute and the next two take
+    the launch lane; every gradient is bitwise the lane-off path's and within the float64
+    bound. `training`: the opt-in training checkpoints, so the backward reads the
+    forward's checkpoints (and values) instead of recomputing them."""
+    reason = _frost_reason()
+    if reason is not None:
+        pytest.skip(f"the backward lane is FROST's: {reason}")
+    config = LANE_CASES[case]
+    base = make_inputs(config, seed=31)
+    dO, d_final = make_grad_outputs(config, seed=32)
+
+    def fwd_bwd() -> dict[str, torch.Tensor]:
+        inputs = leaves(base)
+        previous = ops.set_training_checkpoints(training)
+        try:
+            o, final = call_op(inputs)
+        finally:
+            ops.set_training_checkpoints(previous)
+        torch.autograd.backward([o, final], [dO, d_final])
+        return grads_of(inputs)
+
+    runs = {}
+    for switch in ("0", "1"):
+        monkeypatch.setenv("CUDNN_FROST_BWD_LANE", switch)
+        ops.clear_graph_caches()
+        grads = [fwd_bwd()]
+        cache = next(c for c in ops.graph_caches() if c.name == _BACKWARD_CACHES[config.family])
+        # the entry that ran (training also builds, without running, the backward graph
+        # its checkpoint decision plans)
+        (entry,) = [e for e in cache.values() if e.executor is not None]
+        launches: list[int] = []
+        if entry.lane is not None:
+            inner = entry.lane.launch
+            entry.lane.launch = lambda *args: (launches.append(1), inner(*args))
+        grads += [fwd_bwd() for _ in range(2)]
+        runs[switch] = grads, entry, launches
+    (off, off_entry, _), (on, on_entry, launches) = runs["0"], runs["1"]
+    print(f"{case} {'checkpoints' if training else 'recompute'}: plan {on_entry.plan}, "
+          f"backward inputs {sorted(on_entry.graph.nodes[0].inputs)}")
+    assert "frost" in on_entry.plan
+    assert off_entry.lane is None and off_entry.checked_calls == 3
+    assert on_entry.lane is not None and on_entry.checked_calls == 1 and len(launches) == 2
+    if training:
+        assert "state_checkpoints" in on_entry.graph.nodes[0].inputs
+    for grads in (*off[1:], *on):
+        for name, grad in grads.items():
+            assert torch.equal(grad, off[0][name]), name
+    expected = reference_backward(base, dO, d_final)
+    for name, grad in on[-1].items():
+        print(f"{case} lane {name} {rel_err(grad, getattr(expected, name)):.2e}")
+        assert_rel_close(name, grad, getattr(expected, name), BOUNDS[torch.bfloat16]["grad"])
+
+
 def test_cpu_tensors_are_refused_with_reasons():
     inputs = make_inputs(dataclasses.replace(CASES["gdn_T63_T65"], device="cpu"), seed=9)
     with pytest.raises(cudnn.cudnnGraphNotSupportedError) as info:

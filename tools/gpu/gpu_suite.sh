@@ -116,6 +116,13 @@
 #              first the host-device syncs of one split call, --sync-check)
 #   spansplitlane the same test and profile (GDN, KDA) with CUDNN_FROST_SUMMARY_LANE=1: the
 #              FROST summaries' direct launches (summary_engine.py), the default since then
+#   bwdlane    the FROST backward plan's direct launch (CUDNN_FROST_BWD_LANE=1, off by default;
+#              engines_frost/.../frost/bwd_plan.py): ops_gpu_test's backward lane test (GDN,
+#              KDA, GDN-2 with grouped heads, recompute and training checkpoints: later calls
+#              take the lane, gradients bitwise the lane-off path's and within the float64
+#              bound), the cached backward call's host time lane off / on (op_overhead.py
+#              --backward), then the fwd+bwd op rows (op FROST columns) with the switch 0 and 1;
+#              bwdlanetest / bwdlanebench run one of them
 #   v3train    the training forward (state checkpoints + U): A/B of v2's training launchers
 #              (forced by the test tooling) against the product's, fwd_v3's for bf16 on sm_90a
 #              (kernels/NOTES.md "v3 training forwards on the H200"): the backward smoke with
@@ -385,6 +392,15 @@ for s in "$@"; do
         stage gradsvecbench "for c in 'KDA fwd+bwd' 'GDN-2 fwd+bwd'; do for g in mma wgmma; do \
           echo \"== FROST_BWD_GRADS_VEC=\$g\"; FROST_BWD_GRADS_VEC=\$g python3 bench/bench_linear_attention.py \
           --cases \"\$c\" --impl FROST --reps 10 || exit 1; done; done" ;; esac ;;
+    bwdlane|bwdlanetest|bwdlanebench)  # the FROST backward's launch lane (bwd_plan.py direct_launch)
+      case "$s" in bwdlane|bwdlanetest)
+        stage bwdlanetest "python3 -m pytest -q -s -p no:cacheprovider tests/torch_ops/ops_gpu_test.py \
+          -k backward_launch_lane && python3 tests/torch_ops/op_overhead.py --backward --device cuda \
+          --family gdn --family kda --family gdn2 --iters 1000" ;; esac
+      case "$s" in bwdlane|bwdlanebench)
+        stage bwdlanebench "for l in 0 1; do echo \"== CUDNN_FROST_BWD_LANE=\$l\"; CUDNN_FROST_BWD_LANE=\$l \
+          python3 bench/bench_linear_attention.py --cases fwd+bwd --impl 'op FROST' --reps 10 || exit 1; \
+          done" ;; esac ;;
     spansplitlane)  # the span split with the forward summary's launch lane on
       stage spansplitlane "CUDNN_FROST_SUMMARY_LANE=1 python3 -m pytest -q -s -p no:cacheprovider \
         tests/torch_ops/span_split_gpu_test.py && for f in gdn kda; do CUDNN_FROST_SUMMARY_LANE=1 \

@@ -7,16 +7,29 @@ kernels read instead of recomputing them) and state gradients, U (none when the 
 carries the forward's values too: then only the chain and grads kernels run) and dR, fp32
 per-head gradients for grouped heads); execute hands the caller's buffers and the workspace straight to `frost_bwd` on
 the context's stream (ValueError names a port whose buffer the kernels cannot take).
+
+direct_launch (with CUDNN_FROST_BWD_LANE=1; off until it has run on a GPU): frost_bwd's
+checks, workspace layout and kernel lookups done once (kernels/bwd.py bind_bwd, every
+stage of the call's path: states, or values with state_checkpoints, or neither with the
+forward's values too; then chain and grads and, for grouped heads, the head-group sums),
+so a cached torch-op backward call takes the op's launch lane (ops/_launch_lane.py) as
+the forward's does: per call only the scratch views and the launches. A backward call's
+checked execute costs ~0.4-1.0 ms of host time on the H200 host (bench/NOTES.md). The
+kernel switches frost_bwd reads on every call (FROST_BWD_CHAIN, FROST_BWD_GRADS and their
+_VEC forms) are read once here, at the bind: a process that changes them between calls of
+one configuration keeps the first call's kernels on the lane (A/B runs switch them per
+process).
 """
 from __future__ import annotations
 
 from typing import Any
 
-from cudnn.engines.base import CompiledPlan, resolve_node_buffers
+from cudnn.engines.base import CompiledPlan, DirectLaunch, resolve_node_buffers
 from cudnn.linear_attention.common.facts import LinearAttentionFacts
 from cudnn.linear_attention.common.port_buffers import checked_tensors
 from cudnn.linear_attention.common.torch_buffers import torch_stream
 
+from .direct_launch import bound_direct_launch, lane_switch
 from .engine_gates import FamilyTraits
 from .workspace import carve_scratch
 
@@ -25,6 +38,12 @@ _INPUTS = ("q", "k", "v", "g", "beta", "w", "cu_seqlens", "dO", "initial_state",
 _OUTPUTS = ("dQ", "dK", "dV", "dG", "dBeta", "dW", "d_initial_state")
 # graph port -> frost_bwd keyword
 _ARGUMENT = {"dQ": "dq", "dK": "dk", "dV": "dv", "dG": "dg", "dBeta": "dbeta", "dW": "dw"}
+#: 1: backward plans offer a direct launch (module docstring); unset or 0: not
+LANE_ENV = "CUDNN_FROST_BWD_LANE"
+
+
+def lane_enabled() -> bool:
+    return lane_switch(LANE_ENV, default=False)
 
 
 class FrostBackwardPlan(CompiledPlan):
@@ -64,6 +83,26 @@ class FrostBackwardPlan(CompiledPlan):
             beta_per_channel=self.traits.beta_per_channel,
             stream=torch_stream(ctx.stream, self.device),
             **{arg: t.get(port) for port, arg in _ARGUMENT.items()})
+
+    def direct_launch(self, graph, data) -> DirectLaunch | None:
+        """frost_bwd for buffers laid out like `data`'s, its checks, workspace layout and
+        kernel lookups done here once (module docstring; direct_launch.py builds it); None
+        unless LANE_ENV=1, in strict cu_seqlens mode (execute checks the table on every
+        call), for buffers that are not plain torch tensors and for calls with nothing to
+        launch (no sequences)."""
+        if not lane_enabled():
+            return None
+        from .kernels.bwd import bind_bwd
+        f = self.facts
+        flags = dict(scale=float(f.flags.scale), use_l2norm=f.flags.use_qk_l2norm,
+                     gate_per_channel=self.traits.gate_per_channel,
+                     beta_per_channel=self.traits.beta_per_channel)
+
+        def bind(operands: dict, workspace):
+            bound = bind_bwd(**operands, workspace=workspace, **flags)
+            return None if bound is None else bound.launch
+        return bound_direct_launch(f.node, (*_INPUTS, *_OUTPUTS), data, self.workspace_size,
+                                   bind, _ARGUMENT)
 
     def __repr__(self) -> str:
         return f"FrostBackwardPlan({self.engine}, {self.device}, {self.arch.variant})"

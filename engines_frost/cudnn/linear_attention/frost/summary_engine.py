@@ -18,19 +18,18 @@ forward/backward kernels (kernels/summary.py says how).
 """
 from __future__ import annotations
 
-import os
 from typing import Any, ClassVar
 
 from cudnn import behavior_note
 from cudnn.engines.base import (BaseEngine, CompiledPlan, DirectLaunch, PlanConfig,
                                 resolve_node_buffers)
-from cudnn.linear_attention.common.cu_seqlens_check import strict_requested
 from cudnn.linear_attention.common.facts import LinearAttentionFacts, linear_attention_facts
 from cudnn.linear_attention.common.port_buffers import PortBuffer, checked_tensors
 from cudnn.linear_attention.common.port_dtypes import IO
 from cudnn.linear_attention.common.torch_buffers import torch_stream
 
 from . import la_engine, runtime_probe
+from .direct_launch import bound_direct_launch, lane_switch
 from .engine_gates import FamilyTraits
 from .summary_gates import summary_decline_reason, summary_dtypes
 from .workspace import carve_scratch
@@ -44,10 +43,7 @@ LANE_ENV = "CUDNN_FROST_SUMMARY_LANE"
 
 
 def lane_enabled() -> bool:
-    value = os.environ.get(LANE_ENV, "").strip()
-    if value not in ("", "0", "1"):
-        raise ValueError(f"{LANE_ENV}: expected 0 or 1; got {value!r}")
-    return value != "0"
+    return lane_switch(LANE_ENV, default=True)
 
 
 class FrostSummaryEngine(BaseEngine):
@@ -140,23 +136,12 @@ class FrostSummaryPlan(CompiledPlan):
 
     def direct_launch(self, graph, data) -> DirectLaunch | None:
         """frost_summary (frost_summary_bwd) for buffers laid out like `data`'s, its checks
-        done here once (module docstring); None with LANE_ENV=0, in strict cu_seqlens
-        mode (execute checks the table on every call), for buffers that are not plain
-        torch tensors, for a backward with a transition and for calls with nothing to
-        launch."""
-        import torch
-
-        if not lane_enabled() or strict_requested():
+        done here once (module docstring; direct_launch.py builds it); None with
+        LANE_ENV=0, in strict cu_seqlens mode (execute checks the table on every call),
+        for buffers that are not plain torch tensors, for a backward with a transition
+        and for calls with nothing to launch."""
+        if not lane_enabled():
             return None
-        node = self.facts.node
-        wired = {**node.inputs, **node.outputs}
-        inputs, outputs = _BACKWARD if self.backward else _FORWARD
-        ports = tuple(p for p in (*inputs, *outputs) if p in wired)
-        uids = tuple(wired[p].uid for p in ports)
-        given = [data.get(uid) for uid in uids]
-        if any(type(b) is not torch.Tensor for b in given):
-            return None
-        absent = dict.fromkeys((*inputs, *outputs))
         from .kernels import summary
         flags = dict(use_l2norm=self.facts.flags.use_qk_l2norm,
                      gate_per_channel=self.traits.gate_per_channel,
@@ -165,16 +150,10 @@ class FrostSummaryPlan(CompiledPlan):
             bind, flags["scale"] = summary.bind_summary_bwd, float(self.facts.flags.scale)
         else:
             bind = summary.bind_summary
-        # laid out as every call's scratch is: fresh from torch's allocator, this size
-        probe = torch.empty(self.workspace_size, dtype=torch.uint8, device=given[0].device)
-        run = bind(**{**absent, **dict(zip(ports, given))}, workspace=probe, **flags)
-        if run is None:
-            return None
-
-        def launch(buffers, workspace, stream: int) -> None:
-            run({**absent, **dict(zip(ports, buffers))}, workspace, stream)
-        return DirectLaunch(uids=uids, alignment=tuple(b.data_ptr() & 15 for b in given),
-                            launch=launch)
+        inputs, outputs = _BACKWARD if self.backward else _FORWARD
+        return bound_direct_launch(
+            self.facts.node, (*inputs, *outputs), data, self.workspace_size,
+            lambda operands, workspace: bind(**operands, workspace=workspace, **flags))
 
     def __repr__(self) -> str:
         return f"FrostSummaryPlan({self.engine}, {self.device})"

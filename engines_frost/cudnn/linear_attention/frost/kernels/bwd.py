@@ -11,7 +11,9 @@ their head groups when q/k/v heads are shared by several output heads. It never 
 cu_seqlens on the host (no synchronisation) and never allocates; launches are ordered on
 one stream and every result is written by exactly one thread (no atomics), so two runs
 give bitwise-identical gradients, and a sequence's results do not depend on the others
-in the batch. Imports neither torch nor cutlass at import time.
+in the batch. ``bind_bwd`` does the checks, the layout and the kernel lookups once for a
+caller that repeats a call (``BoundBwd``: the direct launches of the FROST backward plan
+and of the backward summary). Imports neither torch nor cutlass at import time.
 """
 from __future__ import annotations
 
@@ -325,10 +327,19 @@ def frost_bwd(*, q, k, v, g, beta, w, cu_seqlens, dO, initial_state, d_final_sta
         kernel.launch(tensors, T, N, float(scale), stream)
     if stages is None or "grads" in stages:
         with torch.cuda.stream(stream):
-            for name, out in (("dq", dq), ("dk", dk), ("dv", dv)):
-                if name in ws and T:
-                    part = ws[name]
-                    out.copy_(part.view(T, out.shape[1], part.shape[1] // out.shape[1], -1).sum(2))
+            _sum_head_groups(ws, T, dq=dq, dk=dk, dv=dv)
+
+
+def _sum_head_groups(ws: dict, T: int, **grads) -> None:
+    """dq / dk / dv (``grads``, the caller's [T, heads, D] results) as the sums over their
+    head groups of the fp32 per-output-head partials the grads kernel wrote into the
+    workspace regions of the same names (layouts without such a region: nothing to do).
+    On torch's current stream; frost_bwd and BoundBwd both end with it, so the two write
+    the same bits."""
+    for name, out in grads.items():
+        part = ws.get(name)
+        if part is not None and T:
+            out.copy_(part.view(T, out.shape[1], part.shape[1] // out.shape[1], -1).sum(2))
 
 
 def _checked_layout(**operands):
@@ -382,15 +393,19 @@ def _stage_kernels(cfg: FrostBwdConfig, stages, device) -> tuple:
 @dataclasses.dataclass(frozen=True)
 class BoundBwd:
     """Kernel stages of one checked frost_bwd call, held by a caller that repeats it
-    (bind_bwd: the FROST summary's direct launch). `launch` carves the workspace and
-    launches the stages with no checks; the caller owes operands laid out as the bound
-    call's and a workspace of at least its size (as BoundLaunch's callers do)."""
+    (bind_bwd: the FROST backward plan's and the FROST summary's direct launches).
+    `launch` carves the workspace, launches the stages with no checks and, when the bound
+    stages end with the grads and the layout has per-head partials (grouped heads), sums
+    them into dq / dk / dv as frost_bwd does; the caller owes operands laid out as the
+    bound call's and a workspace of at least its size (as BoundLaunch's callers do)."""
     cfg: FrostBwdConfig
     T: int
     N: int
     regions: tuple
     kernels: tuple
     scale: float
+    #: the grads stage is bound and the layout has dq / dk / dv partial regions
+    sums: bool = False
 
     def launch(self, operands: dict, workspace, stream: int) -> None:
         """Run the stages on ``operands`` (frost_bwd's names, state_checkpoints and values
@@ -404,22 +419,44 @@ class BoundBwd:
         handle = _RawStream(stream)
         for kernel in self.kernels:
             kernel.launch(tensors, self.T, self.N, self.scale, handle)
+        if self.sums:
+            grads = dict(dq=operands["dq"], dk=operands["dk"], dv=operands["dv"])
+            if _is_current(operands["dq"].device, stream):
+                _sum_head_groups(ws, self.T, **grads)
+                return
+            # torch queues the sums on its current stream, and they must follow the grads
+            # kernel on `stream`: point torch at that stream for them (ExternalStream wraps
+            # the handle, it creates nothing). The op's launch lane passes torch's current
+            # stream, so it never pays for the wrapper.
+            with torch.cuda.stream(torch.cuda.ExternalStream(stream, device=operands["dq"].device)):
+                _sum_head_groups(ws, self.T, **grads)
+
+
+def _is_current(device, stream: int) -> bool:
+    """Whether the raw handle ``stream`` is torch's current stream on ``device`` (a
+    non-CUDA device has no streams: always)."""
+    if device.type != "cuda":
+        return True
+    import torch
+
+    return torch._C._cuda_getCurrentRawStream(device.index) == stream
 
 
 def bind_bwd(*, q, k, v, g, beta, w, cu_seqlens, dO, initial_state, d_final_state, dq, dk, dv, dg, dbeta, dw,
              d_initial_state, workspace, scale: float, use_l2norm: bool, gate_per_channel: bool,
-             beta_per_channel: bool, stages: tuple[str, ...], state_checkpoints=None,
+             beta_per_channel: bool, stages: tuple[str, ...] | None = None, state_checkpoints=None,
              values=None) -> BoundBwd | None:
     """frost_bwd's checks, workspace layout and kernel lookups without the launches, for
-    operands and a workspace laid out like these, `stages` only; None when there is
-    nothing to launch (N == 0) or when the stages end with the grads' partial sums
-    (frost_bwd adds them up after the kernels: execute does that)."""
+    operands and a workspace laid out like these, `stages` only (None: every stage of the
+    path, as frost_bwd); None when there is nothing to launch (N == 0). The bound launch
+    ends with frost_bwd's head-group sums where its stages include the grads."""
     cfg, T, N, regions, size = _checked_layout(
         q=q, k=k, v=v, g=g, beta=beta, w=w, cu_seqlens=cu_seqlens, dO=dO, initial_state=initial_state,
         d_final_state=d_final_state, dq=dq, dk=dk, dv=dv, dg=dg, dbeta=dbeta, dw=dw,
         d_initial_state=d_initial_state, use_l2norm=use_l2norm, gate_per_channel=gate_per_channel,
         beta_per_channel=beta_per_channel, state_checkpoints=state_checkpoints, values=values)
-    if N == 0 or ("grads" in stages and any(r.name in ("dq", "dk", "dv") for r in regions)):
+    if N == 0:
         return None
     _check_workspace(workspace, size)
-    return BoundBwd(cfg, T, N, regions, _stage_kernels(cfg, stages, q.device), float(scale))
+    sums = (stages is None or "grads" in stages) and any(r.name in ("dq", "dk", "dv") for r in regions)
+    return BoundBwd(cfg, T, N, regions, _stage_kernels(cfg, stages, q.device), float(scale), sums)
