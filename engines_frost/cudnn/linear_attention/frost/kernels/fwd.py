@@ -231,7 +231,7 @@ def check_operands(*, q, k, v, g, beta, w, cu_seqlens, out, initial_state, final
     """Every operand check of frost_fwd except the CUDA-device one (so CPU tests reach them);
     returns the static config and the operands by ABI name. write_output=False: q and out
     must be None (and final_state given; no checkpoints)."""
-    if write_output not in (True, False):
+    if not isinstance(write_output, bool):
         raise _fail("write_output", "True or False", repr(write_output))
     d = check_token_operands(WHO, q=q, k=k, v=v, g=g, beta=beta, w=w, cu_seqlens=cu_seqlens,
                              out=out, gate_per_channel=gate_per_channel,

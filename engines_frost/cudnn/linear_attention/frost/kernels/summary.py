@@ -240,7 +240,7 @@ def _forward_regions(k, v, g, beta, cu_seqlens, final_state, transition, no_outp
 def _resolve_no_output(no_output: bool | None) -> bool:
     if no_output is None:
         return no_output_requested()
-    if no_output not in (True, False):
+    if not isinstance(no_output, bool):
         raise ValueError(f"frost_summary: no_output must be None, True or False, got {no_output!r}")
     return no_output
 
