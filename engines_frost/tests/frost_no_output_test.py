@@ -156,6 +156,17 @@ def test_no_output_kernels_compile_smaller_without_spills(case, tmp_path):
         assert 2 * _count(ins, "HGMMA") == _count(twin_ins, "HGMMA") > 0
 
 
+def test_the_tooling_refuses_no_output_experiments_that_would_read_q():
+    from frost_fwd_experiments import experiment
+
+    cfg = _config(write_output=False)
+    for algorithm in ("v2", "v3"):
+        assert experiment(cfg, algorithm).write_output is False
+    for algorithm, knobs in (("v0", {}), ("v1", {}), ("v3", {"gram": "wgmma"})):
+        with pytest.raises(ValueError, match="FrostFwdExperiment: write_output must be True unless"):
+            experiment(cfg, algorithm, **knobs)
+
+
 def test_other_kernel_classes_refuse_no_output_configs():
     pytest.importorskip("cutlass", reason="nvidia-cutlass-dsl (CuTe DSL) is not installed")
     from cudnn.linear_attention.frost.kernels.fwd_v1 import FrostFwdV1
