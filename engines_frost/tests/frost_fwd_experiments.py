@@ -108,6 +108,10 @@ class FrostFwdExperiment(FrostFwdConfig):
         if (self.write_checkpoints or self.write_values) and self.algorithm not in TRAINING_ALGORITHMS:
             bad("write_checkpoints", f"False unless algorithm is one of {TRAINING_ALGORITHMS} (the kernels "
                 "that write them)")
+        if not self.write_output and (self.algorithm in ("v0", "v1") or self.gram != "mma"):
+            # v0 would read the null q; v1's own stages and the wgmma Gram keep the q side
+            bad("write_output", "True unless algorithm is v2 or v3 with the mma Gram (the kernels that "
+                "compile the output out)")
 
     @property
     def kernel_label(self) -> str:

@@ -26,18 +26,24 @@ class FakeKernels:
 
     def __init__(self):
         self.calls = []
+        self.configs = []  # the FrostFwdConfig of each frost_fwd call, as its checks derive it
 
     def frost_fwd(self, *, q, k, v, g, beta, w, cu_seqlens, out, initial_state, final_state,
-                  scale, use_l2norm, gate_per_channel, beta_per_channel, stream, **_):
-        fwd_module.check_operands(q=q, k=k, v=v, g=g, beta=beta, w=w, cu_seqlens=cu_seqlens,
-                                  out=out, initial_state=initial_state, final_state=final_state,
-                                  use_l2norm=use_l2norm, gate_per_channel=gate_per_channel,
-                                  beta_per_channel=beta_per_channel)
+                  scale, use_l2norm, gate_per_channel, beta_per_channel, stream, write_output=True, **_):
+        checked = fwd_module.check_operands(
+            q=q, k=k, v=v, g=g, beta=beta, w=w, cu_seqlens=cu_seqlens, out=out,
+            initial_state=initial_state, final_state=final_state, use_l2norm=use_l2norm,
+            gate_per_channel=gate_per_channel, beta_per_channel=beta_per_channel,
+            write_output=write_output)
+        self.configs.append(checked.config)
         family = _family(gate_per_channel, beta_per_channel)
+        if q is None:  # a write_output=False kernel: q reaches no state, any q of its heads does
+            q = torch.zeros(k.shape[0], checked.config.H, k.shape[2], dtype=k.dtype)
         x = Primals(q, k, v, g, beta, cu_seqlens, w=w, initial_state=initial_state)
         o, final = run_recurrent("fake_fwd", family, Options(scale=scale, use_qk_l2norm=use_l2norm),
                                  x, final_state is not None)
-        out.copy_(o)
+        if out is not None:
+            out.copy_(o)
         if final_state is not None:
             final_state.copy_(final)
         self.calls.append(("fwd", v.shape[-1], initial_state is not None))

@@ -13,6 +13,8 @@ checked on the GPU (tests/numerics/test_la_frost_summary_engines.py).
 """
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -103,6 +105,74 @@ def test_summary_backward(kernels, family, shape, with_dht):
     assert_rel_close("d_initial_state", d_init, want, BOUND)
     assert_rel_close("transition", transition, want_transition, BOUND)
     assert kernels.calls == [("bwd", ("chain",)), ("fwd", K, True)]
+
+
+@pytest.mark.parametrize("family", list(Family), ids=lambda f: f.value)
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: s[0])
+def test_summary_forward_without_output(kernels, family, shape, monkeypatch):
+    """FROST_SUMMARY_NO_OUTPUT=1: both passes run write_output=False kernels (no q, no out),
+    on a workspace without the stand-in q, o and o_t, with the default's results."""
+    config, x = _inputs(family, shape, True)
+    N, HO, K, V = config.N, config.HO, config.K, config.V
+    layout = summary.SummaryShape(
+        backward=False, T=config.T, N=N, HO=HO, HK=x.k.shape[1], H_or_HV=x.v.shape[1], K=K,
+        V=V, io="bfloat16", state="float32", transition="float32",
+        gate_per_channel=family is not Family.GDN, beta_per_channel=family is Family.GDN2,
+        beta=summary.dtype_name(x.beta))
+    lean = dataclasses.replace(layout, no_output=True)
+    results = {}
+    for switch, shape_for in (("0", layout), ("1", lean)):
+        monkeypatch.setenv(summary.NO_OUTPUT_ENV, switch)
+        final, transition = torch.empty(N, HO, V, K), torch.empty(N, HO, K, K)
+        summary.frost_summary(
+            k=x.k, v=x.v, g=x.g, beta=x.beta, w=x.w, cu_seqlens=x.cu_seqlens,
+            initial_state=x.initial_state, final_state=final, transition=transition,
+            workspace=_workspace(shape_for), use_l2norm=True,
+            gate_per_channel=layout.gate_per_channel, beta_per_channel=layout.beta_per_channel,
+            stream=None)
+        results[switch] = (final, transition)
+    assert [c.write_output for c in kernels.configs] == [True, True, False, False]
+    assert kernels.calls[2:] == [("fwd", V, True), ("fwd", K, True)]
+    for got, want in zip(results["1"], results["0"]):
+        assert torch.equal(got, want)
+    names = [r.name for r in summary.summary_workspace_layout(lean)[0]]
+    assert "o" not in names and "o_t" not in names and "q" not in names, names
+    assert summary.summary_workspace_layout(lean)[1] < summary.summary_workspace_layout(layout)[1]
+    # a workspace sized for the lean layout is too small for the default passes: named
+    monkeypatch.setenv(summary.NO_OUTPUT_ENV, "0")
+    with pytest.raises(ValueError, match=f"workspace must hold at least .*{summary.NO_OUTPUT_ENV}"):
+        summary.frost_summary(
+            k=x.k, v=x.v, g=x.g, beta=x.beta, w=x.w, cu_seqlens=x.cu_seqlens,
+            initial_state=x.initial_state, final_state=results["0"][0], transition=results["0"][1],
+            workspace=_workspace(lean), use_l2norm=True, gate_per_channel=layout.gate_per_channel,
+            beta_per_channel=layout.beta_per_channel, stream=None)
+    # an explicit choice overrides the environment (what a plan passes)
+    summary.frost_summary(
+        k=x.k, v=x.v, g=x.g, beta=x.beta, w=x.w, cu_seqlens=x.cu_seqlens,
+        initial_state=x.initial_state, final_state=results["0"][0], transition=results["0"][1],
+        workspace=_workspace(lean), use_l2norm=True, gate_per_channel=layout.gate_per_channel,
+        beta_per_channel=layout.beta_per_channel, stream=None, no_output=True)
+    assert kernels.configs[-1].write_output is False
+
+
+def test_the_switch_parses_strictly(monkeypatch):
+    for value, want in (("", False), ("0", False), (" 1 ", True), ("1", True)):
+        monkeypatch.setenv(summary.NO_OUTPUT_ENV, value)
+        assert summary.no_output_requested() is want
+    monkeypatch.delenv(summary.NO_OUTPUT_ENV)
+    assert summary.no_output_requested() is False
+    for value in ("2", "yes", "true", "on"):
+        monkeypatch.setenv(summary.NO_OUTPUT_ENV, value)
+        with pytest.raises(ValueError, match=summary.NO_OUTPUT_ENV):
+            summary.no_output_requested()
+
+
+def test_the_lean_layout_leaves_the_backward_alone():
+    shape = summary.SummaryShape(backward=True, T=100, N=3, HO=4, HK=2, H_or_HV=4, K=64,
+                                 V=128, io="bfloat16", state="float32", transition="float32",
+                                 gate_per_channel=True, beta_per_channel=False, beta="float32")
+    assert summary.summary_workspace_layout(dataclasses.replace(shape, no_output=True)) == \
+        summary.summary_workspace_layout(shape)
 
 
 def test_layout_is_exact_and_aligned():

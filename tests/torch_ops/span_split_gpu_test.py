@@ -243,3 +243,41 @@ def _check_summary_bwd_lane(family, backward) -> None:
     assert entry.checked_calls == checked  # the lane ran it
     by_execute = entry._run(values)
     assert torch.equal(by_lane[0], by_execute[0]), "d_initial_state"
+
+
+@pytest.mark.parametrize("family", ["gdn", "kda"])
+def test_summary_op_with_the_switch_is_bitwise_the_default(family, monkeypatch):
+    """FROST_SUMMARY_NO_OUTPUT=1 (kernels/summary.py): the summary op's plan, read at its
+    build, runs the passes on write_output=False kernels: bitwise the default's results,
+    through execute (first call) and the cached call's lane."""
+    from cudnn.engines import manifest
+    from cudnn.linear_attention import ops
+    from cudnn.linear_attention.frost.kernels import summary
+    from cudnn.linear_attention.ops.summary import GDN_SUMMARY, KDA_SUMMARY
+
+    op = {"gdn": GDN_SUMMARY, "kda": KDA_SUMMARY}[family].summary
+    gen = torch.Generator().manual_seed(3)
+    T, HO, K, V = 3 * 4096 + 77, 16, 128, 128
+    k = torch.randn(T, HO, K, generator=gen).to(torch.bfloat16).cuda()
+    v = torch.randn(T, HO, V, generator=gen).to(torch.bfloat16).cuda()
+    g = -(torch.rand(T, HO, K, generator=gen) if family == "kda" else torch.rand(T, HO, generator=gen)).cuda()
+    beta = torch.rand(T, HO, generator=gen).cuda()
+    cu = torch.tensor([0, 4096, 8192, 8192, T], dtype=torch.int32).cuda()
+    results = {}
+    for switch in ("0", "1"):
+        monkeypatch.setenv(summary.NO_OUTPUT_ENV, switch)
+        manifest.clear_engine_cache()
+        ops.clear_graph_caches()
+        runs = [op.op(k, v, g, beta, cu, initial_state=None, output_transition=True,
+                      use_qk_l2norm_in_kernel=True) for _ in range(3)]  # checked, then the lane
+        torch.cuda.synchronize()
+        for final, trans in runs[1:]:
+            assert torch.equal(final, runs[0][0]) and torch.equal(trans, runs[0][1])
+        name = {"gdn": "gated_delta_net", "kda": "kimi_delta_attention"}[family]
+        cache = next(c for c in ops.graph_caches() if c.name == f"cudnn::{name}_summary")
+        assert cache.values()[-1].plan == f"{family}_summary_frost"  # the FROST engine ran it
+        results[switch] = runs[0]
+    manifest.clear_engine_cache()
+    ops.clear_graph_caches()
+    assert torch.equal(results["1"][0], results["0"][0])
+    assert torch.equal(results["1"][1], results["0"][1])

@@ -47,6 +47,7 @@ class _Recorder:
         self.base = self.end = 0
         self.bwd: list[tuple] = []       # backward stage launches, either path
         self.bwd_binds = 0
+        self.configs: list = []          # the forward config of each check (call or bind)
 
     def role(self, address: int, operand: str) -> tuple:
         """What kernel operand `operand` got at `address`."""
@@ -74,12 +75,14 @@ def _content(t: torch.Tensor) -> str:
 def summary_engines_on_cpu(rec: _Recorder) -> Iterator[None]:
     def frost_fwd(*, scale, stream=None, **operands):
         checked = kernels_fwd.check_operands(**operands)
+        rec.configs.append(checked.config)
         rec.checked.append(tuple(rec.role(checked.tensors[n].data_ptr(), n) if checked.tensors[n]
                                  is not None else None for n in kernel_config.OPERANDS))
 
     def bind_fwd(*, scale, **operands):
         rec.binds += 1
         checked = kernels_fwd.check_operands(**operands)
+        rec.configs.append(checked.config)
 
         def kernel(*args):  # TVM-FFI's plain ints, in ABI order, then T, N, scale, stream
             abi = kernel_config.abi_operands(checked.config)
@@ -223,6 +226,81 @@ def test_cached_summary_takes_the_lane_and_launches_what_execute_does(family, wi
     assert all(r is None or r[0] != "unknown" for launch in roles[0] for r in launch), roles[0]
     if k_heads == 1:
         assert first[0][0] == "scratch" and first[0][2] == "zero", first[0]
+
+
+@pytest.mark.parametrize("family", ["gdn", "kda", "gdn2"])
+@pytest.mark.parametrize("k_heads", [None, 1], ids=["own-kv", "shared-kv"])
+def test_summary_without_output_launches_no_q_and_no_out(family, k_heads, monkeypatch):
+    """FROST_SUMMARY_NO_OUTPUT=1: the checked call and the lane launch write_output=False
+    kernels with q and out absent, the same scratch for the same roles (the zero v / w and
+    the identity), on a plan whose workspace is smaller than the switch-off plan's."""
+    monkeypatch.setenv(summary_engine.LANE_ENV, "1")
+    sizes = {}
+    for switch in ("0", "1"):
+        monkeypatch.setenv(kernels_summary.NO_OUTPUT_ENV, switch)
+        rec = _Recorder()
+        with summary_engines_on_cpu(rec):
+            x = _inputs(family, seed=7, k_heads=k_heads)
+            roles = []
+            for call in range(3):
+                if call:
+                    x = {n: t.clone() for n, t in x.items()}
+                before_checked, before_lane = len(rec.checked), len(rec.lane)
+                state, transition = _call(rec, family, x, None)
+                results = {state.data_ptr(): ("tensor", "final_state"),
+                           transition.data_ptr(): ("tensor", "transition")}
+                records = rec.checked[before_checked:] or rec.lane[before_lane:]
+                roles.append([tuple(r if r is None or r[0] != "unknown" else results.get(r[1], r)
+                                    for r in launch) for launch in records])
+            (entry,) = _OPS[family].summary.cache.values()
+            (plan,) = {id(p): p for p in _plans(entry)}.values()
+            sizes[switch] = plan.get_workspace_size()
+        assert entry.lane is not None and len(rec.checked) == 2 and len(rec.lane) == 4
+        assert roles[1] == roles[0] and roles[2] == roles[0], (roles[0], roles[1])
+        assert all(r is None or r[0] != "unknown" for launch in roles[0] for r in launch)
+        first, transition_run = roles[0]
+        assert transition_run[kernel_config.OPERANDS.index("initial_state")][2] == "identity"
+        assert transition_run[kernel_config.OPERANDS.index("v")][2] == "zero"
+        lean = switch == "1"
+        assert {c.write_output for c in rec.configs} == {not lean}
+        for launch in (first, transition_run):
+            for name in ("q", "out"):
+                assert (launch[kernel_config.OPERANDS.index(name)] is None) == lean, (name, launch)
+    assert sizes["1"] < sizes["0"], sizes
+
+
+def test_the_plan_keeps_the_switch_it_was_built_with(monkeypatch):
+    """The switch decides the workspace a plan sizes: read once, at the plan's build; a later
+    change of the environment does not reach the cached plan's calls (execute path)."""
+    monkeypatch.setenv(summary_engine.LANE_ENV, "0")
+    rec = _Recorder()
+    with summary_engines_on_cpu(rec):
+        x = _inputs("kda", seed=8)
+        monkeypatch.setenv(kernels_summary.NO_OUTPUT_ENV, "1")
+        _call(rec, "kda", x, None)
+        monkeypatch.setenv(kernels_summary.NO_OUTPUT_ENV, "0")
+        _call(rec, "kda", x, None)
+    assert len(rec.configs) == 4 and {c.write_output for c in rec.configs} == {False}
+
+
+def _plans(entry):
+    """The FrostSummaryPlan objects reachable from a cached op entry's attributes."""
+    seen, todo, found = set(), [entry], []
+    while todo:
+        obj = todo.pop()
+        if id(obj) in seen or len(seen) > 2000:
+            continue
+        seen.add(id(obj))
+        if isinstance(obj, summary_engine.FrostSummaryPlan):
+            found.append(obj)
+            continue
+        if isinstance(obj, dict):
+            todo.extend(obj.values())
+        elif isinstance(obj, (list, tuple, set)):
+            todo.extend(obj)
+        elif hasattr(obj, "__dict__") and type(obj).__module__.startswith("cudnn"):
+            todo.extend(vars(obj).values())
+    return found
 
 
 def test_with_the_switch_off_no_lane(monkeypatch):

@@ -123,6 +123,16 @@
 #              bound), the cached backward call's host time lane off / on (op_overhead.py
 #              --backward), then the fwd+bwd op rows (op FROST columns) with the switch 0 and 1;
 #              bwdlanetest / bwdlanebench run one of them
+#   summarynoout the forward span summary on forward kernels compiled without the output
+#              (FROST_SUMMARY_NO_OUTPUT=1, off by default; kernels/NOTES.md "Summary passes
+#              without the output"): engines_frost/tests/frost_summary_no_output_gpu_test.py
+#              (final states and transitions bitwise the default passes', and vs float64) and
+#              the summary op's switch test (span_split_gpu_test.py -k switch), the span split
+#              vs float64 with the switch on, then bench/span_split_profile.py for GDN and KDA
+#              at 1 x 32768, 16 heads with FROST_SUMMARY_NO_OUTPUT=0 and =1 (the "summary"
+#              row: GPU time of the two passes); the new kernels compile on first use, so the
+#              stage's own timeout is 900 s unless STAGE_TIMEOUT says otherwise;
+#              summarynoouttest / summarynooutbench run one of them
 #   v3train    the training forward (state checkpoints + U): A/B of v2's training launchers
 #              (forced by the test tooling) against the product's, fwd_v3's for bf16 on sm_90a
 #              (kernels/NOTES.md "v3 training forwards on the H200"): the backward smoke with
@@ -401,6 +411,19 @@ for s in "$@"; do
         stage bwdlanebench "for l in 0 1; do echo \"== CUDNN_FROST_BWD_LANE=\$l\"; CUDNN_FROST_BWD_LANE=\$l \
           python3 bench/bench_linear_attention.py --cases fwd+bwd --impl 'op FROST' --reps 10 || exit 1; \
           done" ;; esac ;;
+    summarynoout|summarynoouttest|summarynooutbench)  # the summary passes without the output
+      TMO_SAVED="$TMO"; TMO="${STAGE_TIMEOUT:-900}"
+      case "$s" in summarynoout|summarynoouttest)
+        stage summarynoouttest "python3 -m pytest -q -s -p no:cacheprovider \
+          engines_frost/tests/frost_summary_no_output_gpu_test.py && python3 -m pytest -q -s \
+          -p no:cacheprovider tests/torch_ops/span_split_gpu_test.py -k switch && \
+          FROST_SUMMARY_NO_OUTPUT=1 python3 -m pytest -q -s -p no:cacheprovider \
+          tests/torch_ops/span_split_gpu_test.py" ;; esac
+      case "$s" in summarynoout|summarynooutbench)
+        stage summarynooutbench "for f in gdn kda; do for n in 0 1; do echo \"== \$f FROST_SUMMARY_NO_OUTPUT=\$n\"; \
+          FROST_SUMMARY_NO_OUTPUT=\$n python3 bench/span_split_profile.py --family \$f --reps 20 || exit 1; \
+          done; done" ;; esac
+      TMO="$TMO_SAVED" ;;
     spansplitlane)  # the span split with the forward summary's launch lane on
       stage spansplitlane "CUDNN_FROST_SUMMARY_LANE=1 python3 -m pytest -q -s -p no:cacheprovider \
         tests/torch_ops/span_split_gpu_test.py && for f in gdn kda; do CUDNN_FROST_SUMMARY_LANE=1 \

@@ -66,10 +66,13 @@ class FrostSummaryEngine(BaseEngine):
 class FrostSummaryPlan(CompiledPlan):
     def __init__(self, engine: str, traits: FamilyTraits, facts: LinearAttentionFacts,
                  device: Any) -> None:
-        from .kernels.summary import summary_workspace_layout
+        from .kernels.summary import no_output_requested, summary_workspace_layout
 
         self.engine, self.traits, self.facts, self.device = engine, traits, facts, device
         self.backward = facts.kind.value == "summary_bwd"
+        # FROST_SUMMARY_NO_OUTPUT, read once here: it decides the workspace layout, so every
+        # call of this plan runs the passes it was sized for (execute passes it on)
+        self.no_output = not self.backward and no_output_requested()
         inputs, outputs = _BACKWARD if self.backward else _FORWARD
         rules = summary_dtypes(traits)
         self.ports = []
@@ -103,7 +106,7 @@ class FrostSummaryPlan(CompiledPlan):
             state=name(state, "float32"),
             transition=name("transition", "float32") if f.has_output("transition") else None,
             gate_per_channel=t.gate_per_channel, beta_per_channel=t.beta_per_channel,
-            beta=name("beta", "float32"))
+            beta=name("beta", "float32"), no_output=self.no_output)
 
     def get_workspace_size(self) -> int:
         return self.workspace_size
@@ -132,7 +135,7 @@ class FrostSummaryPlan(CompiledPlan):
         else:
             summary.frost_summary(k=t["k"], v=t["v"], w=t.get("w"),
                                   initial_state=t.get("initial_state"),
-                                  final_state=t["final_state"], **common)
+                                  final_state=t["final_state"], no_output=self.no_output, **common)
 
     def direct_launch(self, graph, data) -> DirectLaunch | None:
         """frost_summary (frost_summary_bwd) for buffers laid out like `data`'s, its checks

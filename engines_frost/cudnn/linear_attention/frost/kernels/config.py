@@ -65,6 +65,13 @@ class FrostFwdConfig:
     # writes and its grads kernel reads), so a training backward launches neither states
     # nor values (NOTES_bwd.md v1.3); one more pointer, ``values``, after state_checkpoints.
     write_values: bool = False
+    # False: a forward that yields only its final state (the span summaries' two passes,
+    # summary.py): everything that serves only the output o (q's rows, their L2 norm and
+    # decay-folded operand, the q k^T half of the Gram stage, the chain's O products and
+    # the o stores, the grid row that zeroes uncovered output rows) is compiled out; the
+    # state path is the same code. q and out are then absent at launch (null pointers the
+    # kernel never reads; fwd.check_operands: None). The plain launchers (v2, v3) only.
+    write_output: bool = True
 
     def __post_init__(self):
         def bad(name, expected):
@@ -86,6 +93,10 @@ class FrostFwdConfig:
             bad("gate_align16", "False for scalar gates")
         if self.write_values and not self.write_checkpoints:
             bad("write_values", "False unless write_checkpoints (U is only useful with the states it came from)")
+        if not self.write_output and self.write_checkpoints:
+            bad("write_output", "True with write_checkpoints (a training forward needs its output)")
+        if not self.write_output and not self.has_final_state:
+            bad("write_output", "True without final_state (the kernel would write nothing)")
 
     @property
     def HO(self) -> int:

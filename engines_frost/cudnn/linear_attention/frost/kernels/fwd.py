@@ -87,7 +87,8 @@ def _check(name, t, shape, dtypes, device, who: str = WHO):
 def frost_fwd(*, q, k, v, g, beta, w, cu_seqlens, out, initial_state, final_state,
               scale: float, use_l2norm: bool, gate_per_channel: bool, beta_per_channel: bool,
               stream, bind: bool = False,
-              strict_cu_seqlens: bool | None = None, state_checkpoints=None, values=None) -> BoundLaunch | None:
+              strict_cu_seqlens: bool | None = None, state_checkpoints=None, values=None,
+              write_output: bool = True) -> BoundLaunch | None:
     """Chunked linear-attention forward (GDN / KDA / GDN-2), written into out and final_state.
 
     q [T,H,K], k [T,HK,K], v [T,HV,V] (bf16 or fp16, one dtype); g fp32 [T,HO] or [T,HO,K]
@@ -98,6 +99,9 @@ def frost_fwd(*, q, k, v, g, beta, w, cu_seqlens, out, initial_state, final_stat
     the state entering every 64-token chunk (checkpoints.py). values None or bf16
     [T, HO, V] (only with state_checkpoints): also written, U = (I + M)^-1 (W0 - KBA S) per
     token, the values the backward's grads kernel reads (frost_bwd's ``values``). HO = max(H, HV).
+    write_output=False: only final_state is written (the span summaries): q and out must be
+    None, and the kernel compiled without everything that serves the output runs
+    (FrostFwdConfig.write_output); H is then operand_checks.queryless_heads.
     All CUDA tensors on one device, contiguous, 16-byte aligned (4 for fp32/int32 operands). stream: a torch.cuda.Stream (None: the current
     one).
     Every call is checked (H200 host: ~48 us); with ``bind``, returns the BoundLaunch that
@@ -113,11 +117,12 @@ def frost_fwd(*, q, k, v, g, beta, w, cu_seqlens, out, initial_state, final_stat
                    initial_state=initial_state, final_state=final_state, state_checkpoints=state_checkpoints,
                    values=values)
     bound = bind_fwd(**tensors, scale=scale, use_l2norm=use_l2norm,
-                     gate_per_channel=gate_per_channel, beta_per_channel=beta_per_channel)
+                     gate_per_channel=gate_per_channel, beta_per_channel=beta_per_channel,
+                     write_output=write_output)
     if bound is None:
         return None
     if stream is None:
-        stream = torch.cuda.current_stream(q.device)
+        stream = torch.cuda.current_stream(k.device)
     if strict_requested(strict_cu_seqlens):
         with torch.cuda.stream(stream):
             check_cu_seqlens(cu_seqlens, bound.T, "frost_fwd")
@@ -127,19 +132,21 @@ def frost_fwd(*, q, k, v, g, beta, w, cu_seqlens, out, initial_state, final_stat
 
 def bind_fwd(*, q, k, v, g, beta, w, cu_seqlens, out, initial_state, final_state,
              scale: float, use_l2norm: bool, gate_per_channel: bool, beta_per_channel: bool,
-             state_checkpoints=None, values=None) -> BoundLaunch | None:
+             state_checkpoints=None, values=None, write_output: bool = True) -> BoundLaunch | None:
     """frost_fwd's checks and kernel lookup without the launch: the BoundLaunch for
     operands laid out like these (None when N == 0: there is nothing to launch)."""
     launch = check_operands(
         q=q, k=k, v=v, g=g, beta=beta, w=w, cu_seqlens=cu_seqlens, out=out,
         initial_state=initial_state, final_state=final_state, use_l2norm=use_l2norm,
         gate_per_channel=gate_per_channel, beta_per_channel=beta_per_channel,
-        state_checkpoints=state_checkpoints, values=values)
-    if q.device.type != "cuda":
-        raise _fail("q", "a CUDA tensor (and every other operand on its device)", q.device)
+        state_checkpoints=state_checkpoints, values=values, write_output=write_output)
+    lead = q if write_output else k  # the operand the others' device is checked against
+    if lead.device.type != "cuda":
+        raise _fail("q" if write_output else "k", "a CUDA tensor (and every other operand on its device)",
+                    lead.device)
     if launch.N == 0:
         return None
-    return BoundLaunch(launch.config, _compiled(launch.config, device_arch(q.device), device=q.device),
+    return BoundLaunch(launch.config, _compiled(launch.config, device_arch(lead.device), device=lead.device),
                        operand_signature(launch.tensors), launch.T, launch.N, float(scale))
 
 
@@ -220,12 +227,15 @@ class CheckedLaunch:
 
 def check_operands(*, q, k, v, g, beta, w, cu_seqlens, out, initial_state, final_state, use_l2norm,
                    gate_per_channel, beta_per_channel, state_checkpoints=None,
-                   values=None) -> CheckedLaunch:
+                   values=None, write_output: bool = True) -> CheckedLaunch:
     """Every operand check of frost_fwd except the CUDA-device one (so CPU tests reach them);
-    returns the static config and the operands by ABI name."""
+    returns the static config and the operands by ABI name. write_output=False: q and out
+    must be None (and final_state given; no checkpoints)."""
+    if not isinstance(write_output, bool):
+        raise _fail("write_output", "True or False", repr(write_output))
     d = check_token_operands(WHO, q=q, k=k, v=v, g=g, beta=beta, w=w, cu_seqlens=cu_seqlens,
                              out=out, gate_per_channel=gate_per_channel,
-                             beta_per_channel=beta_per_channel)
+                             beta_per_channel=beta_per_channel, queryless=not write_output)
     T, H, HK, HV, HO, K, V, N, io, device = (d.T, d.H, d.HK, d.HV, d.HO, d.K, d.V, d.N, d.io,
                                              d.device)
     state_dtype = None
@@ -255,6 +265,7 @@ def check_operands(*, q, k, v, g, beta, w, cu_seqlens, out, initial_state, final
             has_final_state=final_state is not None,
             gate_align16=gate_per_channel and g.data_ptr() % 16 == 0,
             write_checkpoints=state_checkpoints is not None, write_values=values is not None,
+            write_output=write_output,
         )
     except ValueError as e:
         raise ValueError(f"frost_fwd: unsupported operands: {e}") from None

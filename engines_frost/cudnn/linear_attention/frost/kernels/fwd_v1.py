@@ -165,8 +165,14 @@ class FrostFwdV1:
     # timings mean something; and element-wise shared-memory operand loads instead of ldmatrix.
     skip_stages: tuple[str, ...] = ()
     ldmatrix: bool = True
+    #: whether this class compiles write_output=False configs (FrostFwdConfig): v2 and v3
+    #: do (their rows, operand and Gram stages drop the q side); v1's own stages do not
+    OUTPUT_OPTIONAL = False
 
     def __init__(self, cfg: FrostFwdConfig):
+        if not cfg.write_output and not self.OUTPUT_OPTIONAL:
+            raise ValueError(f"{type(self).__name__}: write_output=False is compiled by the v2 and v3 "
+                             f"forwards only")
         self.cfg = cfg
         self.io = cutlass_dtype(cfg.io_dtype)
         self.st = cutlass_dtype(cfg.state_dtype) if cfg.state_dtype else Float32
@@ -195,7 +201,7 @@ class FrostFwdV1:
         sequence covers (seq_bounds.zero_uncovered_heads), unless the bounds are compiled
         out. Kept off the chunk loop's CTAs: zeroing code on that path changed the
         registers ptxas gave the loop (GDN 172 instead of 233, NOTES.md)."""
-        return [N, self.cfg.HO + (0 if "bounds" in self.skip_stages else 1), 1]
+        return [N, self.cfg.HO + (0 if "bounds" in self.skip_stages or not self.cfg.write_output else 1), 1]
 
     # ------------------------------------------------------------------ kernel
     @cute.kernel
@@ -207,7 +213,7 @@ class FrostFwdV1:
         n, h, _ = cute.arch.block_idx()
         s = allocate_smem(self.smem_plan(c))
         s.values = mu  # U per token, stored by the chain under write_values (a v2 training forward)
-        if cutlass.const_expr("bounds" in self.skip_stages):  # timing the safety: no zeroing row
+        if cutlass.const_expr("bounds" in self.skip_stages or not c.write_output):  # no zeroing row
             self.sequence(s, mq, mk, mv, mg, mb, mw, mcu, mo, mh0, mht, mckpt, scale, T, N, n, h)
         else:
             if h < c.HO:
@@ -415,6 +421,23 @@ class FrostFwdV1:
         return yq, yk
 
     @cute.jit
+    def k_hat(self, xk: cute.Tensor):
+        """qk_hat's k half alone (write_output=False: no q): the same operations on xk in
+        the same order, so k-hat is bitwise qk_hat's."""
+        vr = self.cfg.K // VEC
+        inv_k = Float32(1.0)
+        if cutlass.const_expr(self.cfg.use_l2norm):
+            ssk = Float32(0.0)
+            for e in cutlass.range_constexpr(VEC):
+                ssk = ssk + xk[e].to(Float32) * xk[e].to(Float32)
+            ssk = cute.arch.warp_reduction(ssk, lambda a, b: a + b, threads_in_group=vr)
+            inv_k = cute.math.rsqrt(ssk + Float32(1e-6))
+        yk = cute.make_rmem_tensor((VEC,), BFloat16)
+        for e in cutlass.range_constexpr(VEC):
+            yk[e] = (xk[e].to(Float32) * inv_k).to(BFloat16)
+        return yk
+
+    @cute.jit
     def scalar_gate_scan(self, s_g, ga, gb, tid):
         """Warp 0 (tid < 32): inclusive scan of the chunk's 64 scalar log gates, lane tid
         holding rows 2 tid (ga) and 2 tid + 1 (gb); results into s_g[:, 0]."""
@@ -547,43 +570,54 @@ class FrostFwdV1:
         c = self.cfg
         K = c.K
         mma = warp_mma()
+        wo = c.write_output  # False: M alone (P only serves the output)
         acc_m = cute.make_rmem_tensor(thr.partition_shape_C((SUB, SUB)), Float32)
-        acc_p = cute.make_rmem_tensor(thr.partition_shape_C((SUB, SUB)), Float32)
+        if cutlass.const_expr(wo):
+            acc_p = cute.make_rmem_tensor(thr.partition_shape_C((SUB, SUB)), Float32)
         acc_m.fill(0.0)
-        acc_p.fill(0.0)
+        if cutlass.const_expr(wo):
+            acc_p.fill(0.0)
         if cutlass.const_expr(c.gate_per_channel):
             a_m_all = self.operand(thr, lane, cute.local_tile(s_kbr, (SUB, K), (bi, 0)), True)
-            a_p_all = self.operand(thr, lane, cute.local_tile(s_qr, (SUB, K), (bi, 0)), True)
+            if cutlass.const_expr(wo):
+                a_p_all = self.operand(thr, lane, cute.local_tile(s_qr, (SUB, K), (bi, 0)), True)
             b_src = self.gram_b_source(s, bi, bj, thr, lane)
         else:
             a_m_all = self.operand(thr, lane, cute.local_tile(s_k, (SUB, K), (bi, 0)), True)
-            a_p_all = self.operand(thr, lane, cute.local_tile(s_q, (SUB, K), (bi, 0)), True)
+            if cutlass.const_expr(wo):
+                a_p_all = self.operand(thr, lane, cute.local_tile(s_q, (SUB, K), (bi, 0)), True)
             b_all = self.operand(thr, lane, cute.local_tile(s_k, (SUB, K), (bj, 0)), False)
         b_crd = thr.partition_B(cute.make_identity_tensor((SUB, K)))
         for kk in cutlass.range_constexpr(K // 16):
             a_m = a_m_all[None, None, kk]
-            a_p = a_p_all[None, None, kk]
+            if cutlass.const_expr(wo):
+                a_p = a_p_all[None, None, kk]
             if cutlass.const_expr(c.gate_per_channel):
                 b = self.gram_b_block(s, bi, bj, b_src, b_crd[None, None, kk], kk)
             else:
                 b = b_all[None, None, kk]
             cute.gemm(mma, acc_m, a_m, b, acc_m)
-            cute.gemm(mma, acc_p, a_p, b, acc_p)
+            if cutlass.const_expr(wo):
+                cute.gemm(mma, acc_p, a_p, b, acc_p)
         crd_c = thr.partition_C(cute.make_identity_tensor((SUB, SUB)))
         for e in cutlass.range_constexpr(cute.size(acc_m)):
             ts = crd_c[e]
             t = bi * SUB + ts[0]
             u = bj * SUB + ts[1]
             mval = acc_m[e]
-            pval = acc_p[e] * scale
+            pval = Float32(0.0)  # write_output=False: never stored (store_gram)
+            if cutlass.const_expr(wo):
+                pval = acc_p[e] * scale
             if cutlass.const_expr(not c.gate_per_channel):
                 f = cute.arch.exp(cute.arch.fmin(s_g[t, 0] - s_g[u, 0], Float32(0.0)))
                 mval = mval * f * s_beta[t]
-                pval = pval * f
+                if cutlass.const_expr(wo):
+                    pval = pval * f
             if u >= t:
                 mval = Float32(0.0)
-            if u > t:
-                pval = Float32(0.0)
+            if cutlass.const_expr(wo):
+                if u > t:
+                    pval = Float32(0.0)
             self.store_gram(s, bi, bj, t, u, ts, mval, pval)
 
     @cute.jit
@@ -612,7 +646,8 @@ class FrostFwdV1:
         s_p = s.p
         s_md = s.md
         s_mneg[t, u] = (-mval).to(BFloat16)
-        s_p[t, u] = pval.to(BFloat16)
+        if cutlass.const_expr(self.cfg.write_output):
+            s_p[t, u] = pval.to(BFloat16)
         if cutlass.const_expr(bi == bj):
             s_md[bi, ts[0], ts[1]] = mval
 
@@ -644,8 +679,10 @@ class FrostFwdV1:
                         kbt = s_k[t, d].to(Float32) * bv
                     f = s_k[u, d].to(Float32) * cute.arch.exp(s_g[t, d] - s_g[u, d])
                     mval = mval + kbt * f
-                    pval = pval + s_q[t, d].to(Float32) * f
-                pval = pval * scale
+                    if cutlass.const_expr(c.write_output):  # else pval stays 0, never stored
+                        pval = pval + s_q[t, d].to(Float32) * f
+                if cutlass.const_expr(c.write_output):
+                    pval = pval * scale
                 if ul == tl:
                     mval = Float32(0.0)
             self.store_gram(s, bi, bi, t, u, (tl, ul), mval, pval)
@@ -706,6 +743,7 @@ class FrostFwdV1:
         j0 = wid * SUB
         a_s = to_a_operand(acc_s, thr.partition_shape_A((SUB, K)))
         crd = thr.partition_C(cute.make_identity_tensor((SUB, SUB)))
+        wo = c.write_output  # False: no O products, no o stores (the state path as is)
         acc_r = []
         acc_o = []
         for bi in cutlass.range_constexpr(NBLK):
@@ -713,15 +751,19 @@ class FrostFwdV1:
             for e in cutlass.range_constexpr(cute.size(r)):
                 jt = crd[e]
                 r[e] = s_w0[bi * SUB + jt[1], j0 + jt[0]].to(Float32)
-            o = cute.make_rmem_tensor(thr.partition_shape_C((SUB, SUB)), Float32)
-            o.fill(0.0)
+            if cutlass.const_expr(wo):
+                o = cute.make_rmem_tensor(thr.partition_shape_C((SUB, SUB)), Float32)
+                o.fill(0.0)
             b_kba = self.operand(thr, lane, cute.local_tile(s_kba, (SUB, K), (bi, 0)), False)
-            b_qa = self.operand(thr, lane, cute.local_tile(s_qa, (SUB, K), (bi, 0)), False)
+            if cutlass.const_expr(wo):
+                b_qa = self.operand(thr, lane, cute.local_tile(s_qa, (SUB, K), (bi, 0)), False)
             for kk in cutlass.range_constexpr(K // 16):
                 cute.gemm(mma, r, a_s[None, None, kk], b_kba[None, None, kk], r)
-                cute.gemm(mma, o, a_s[None, None, kk], b_qa[None, None, kk], o)
+                if cutlass.const_expr(wo):
+                    cute.gemm(mma, o, a_s[None, None, kk], b_qa[None, None, kk], o)
             acc_r.append(r)
-            acc_o.append(o)
+            if cutlass.const_expr(wo):
+                acc_o.append(o)
         self.after_rhs_reads(s, heads, t0, eos, lane, wid)
         a_u = []
         for bi in cutlass.range_constexpr(NBLK):
@@ -729,7 +771,7 @@ class FrostFwdV1:
             u = self.solve_block(mma, thr, lane, r, a_u, s_mneg, s_dinv, bi)
             if cutlass.const_expr(c.write_values):  # the backward's U, as its states kernel writes it
                 store_values_block(s.values, u, crd, t0 + bi * SUB, eos, h, j0)
-        for bi in cutlass.range_constexpr(NBLK):
+        for bi in cutlass.range_constexpr(NBLK if wo else 0):
             o = acc_o[bi]
             for bj in cutlass.range_constexpr(bi + 1):
                 b_p = self.operand(thr, lane, cute.local_tile(s_p, (SUB, SUB), (bi, bj)), False)

@@ -98,6 +98,7 @@ class FrostFwdV2(FrostFwdV1):
     """Callable for cute.compile; see the module docstring for what differs from v1."""
 
     smem_plan = staticmethod(smem_plan)
+    OUTPUT_OPTIONAL = True  # write_output=False: no q prefetch, rows, operands or P (below)
 
     def __init__(self, cfg: FrostFwdConfig):
         super().__init__(cfg)
@@ -148,8 +149,9 @@ class FrostFwdV2(FrostFwdV1):
         for u in cutlass.range_constexpr(C * vr // NT):
             r = r0 + u * (NT // vr)
             ok = t0 + r < eos
-            self.copy_or_zero(a16, m.q, t0 + r, hq, VEC, cv, cute.local_tile(q_in[r, None], (VEC,), (cv,)), ok,
-                              self.io)
+            if cutlass.const_expr(c.write_output):  # q serves only the output
+                self.copy_or_zero(a16, m.q, t0 + r, hq, VEC, cv, cute.local_tile(q_in[r, None], (VEC,), (cv,)), ok,
+                                  self.io)
             self.copy_or_zero(a16, m.k, t0 + r, hk, VEC, cv, cute.local_tile(k_in[r, None], (VEC,), (cv,)), ok,
                               self.io)
             if cutlass.const_expr(c.beta_per_channel):  # GDN-2 erase gate b -> qr (dead until operands)
@@ -319,7 +321,8 @@ class FrostFwdV2(FrostFwdV1):
         s_p = s.p
         s_md = s.md
         s_mneg[t, u] = (-mval).to(BFloat16)
-        s_p[t, u] = pval.to(BFloat16)
+        if cutlass.const_expr(self.cfg.write_output):
+            s_p[t, u] = pval.to(BFloat16)
         if bi == bj:
             s_md[bi, ts[0], ts[1]] = mval
 
@@ -356,11 +359,16 @@ class FrostFwdV2(FrostFwdV1):
         r0, cv = tid // vr, tid % vr
         for u in cutlass.range_constexpr(C * vr // NT):
             r = r0 + u * (NT // vr)
-            xq = load_vec(cute.local_tile(q_in[r, None], (VEC,), (cv,)))
-            xk = load_vec(cute.local_tile(k_in[r, None], (VEC,), (cv,)))
-            yq, yk = self.qk_hat(xq, xk)
-            cute.autovec_copy(yq, cute.local_tile(s_q[r, None], (VEC,), (cv,)))
-            cute.autovec_copy(yk, cute.local_tile(s_k[r, None], (VEC,), (cv,)))
+            if cutlass.const_expr(c.write_output):
+                xq = load_vec(cute.local_tile(q_in[r, None], (VEC,), (cv,)))
+                xk = load_vec(cute.local_tile(k_in[r, None], (VEC,), (cv,)))
+                yq, yk = self.qk_hat(xq, xk)
+                cute.autovec_copy(yq, cute.local_tile(s_q[r, None], (VEC,), (cv,)))
+                cute.autovec_copy(yk, cute.local_tile(s_k[r, None], (VEC,), (cv,)))
+            else:  # no q: k-hat alone (bitwise qk_hat's)
+                xk = load_vec(cute.local_tile(k_in[r, None], (VEC,), (cv,)))
+                yk = self.k_hat(xk)
+                cute.autovec_copy(yk, cute.local_tile(s_k[r, None], (VEC,), (cv,)))
         v_in = self.io_view(s_w0)
         vv = V // VEC
         r0, cv = tid // vv, tid % vv
@@ -419,7 +427,8 @@ class FrostFwdV2(FrostFwdV1):
         for u in cutlass.range_constexpr(C * vr // NT):
             cv = cv0 + u * (NT // C)
             d0 = cv * VEC
-            xq = load_vec(cute.local_tile(s_q[r, None], (VEC,), (cv,)))
+            if cutlass.const_expr(c.write_output):
+                xq = load_vec(cute.local_tile(s_q[r, None], (VEC,), (cv,)))
             xk = load_vec(cute.local_tile(s_k[r, None], (VEC,), (cv,)))
             if cutlass.const_expr(c.beta_per_channel):
                 xb = load_vec(cute.local_tile(b_in[r, None], (VEC,), (cv,)))
@@ -448,7 +457,8 @@ class FrostFwdV2(FrostFwdV1):
                 a_row = cute.arch.exp(s_g[r, 0])
                 kd_row = cute.arch.exp(s_g[C - 1, 0] - s_g[r, 0])
             for e in cutlass.range_constexpr(VEC):
-                qv = xq[e].to(Float32)
+                if cutlass.const_expr(c.write_output):
+                    qv = xq[e].to(Float32)
                 kv = xk[e].to(Float32)
                 if cutlass.const_expr(c.beta_per_channel):
                     kb = kv * xb[e].to(Float32)
@@ -461,16 +471,20 @@ class FrostFwdV2(FrostFwdV1):
                     a = cute.arch.exp(gam)
                     kd = cute.arch.exp(gl[e] - gam)
                     rel = cute.arch.exp(gam - gr[e])
-                    qr[e] = (qv * rel).to(BFloat16)
+                    if cutlass.const_expr(c.write_output):
+                        qr[e] = (qv * rel).to(BFloat16)
                     kbr[e] = (kb * rel).to(BFloat16)
                     ke[e] = (kv * cute.arch.exp(ge[e] - gam)).to(BFloat16)
-                qa[e] = (qv * a * scale).to(BFloat16)
+                if cutlass.const_expr(c.write_output):
+                    qa[e] = (qv * a * scale).to(BFloat16)
                 kba[e] = (-(kb * a)).to(BFloat16)
                 s_kdt[d0 + e, r] = (kv * kd).to(BFloat16)
-            cute.autovec_copy(qa, cute.local_tile(s_qa[r, None], (VEC,), (cv,)))
+            if cutlass.const_expr(c.write_output):
+                cute.autovec_copy(qa, cute.local_tile(s_qa[r, None], (VEC,), (cv,)))
             cute.autovec_copy(kba, cute.local_tile(s_kba[r, None], (VEC,), (cv,)))
             if cutlass.const_expr(c.gate_per_channel):
-                cute.autovec_copy(qr, cute.local_tile(s_qr[r, None], (VEC,), (cv,)))
+                if cutlass.const_expr(c.write_output):
+                    cute.autovec_copy(qr, cute.local_tile(s_qr[r, None], (VEC,), (cv,)))
                 cute.autovec_copy(kbr, cute.local_tile(s_kbr[r, None], (VEC,), (cv,)))
                 cute.autovec_copy(ke, cute.local_tile(s_ke[r, None], (VEC,), (cv,)))
         if cutlass.const_expr(c.gate_per_channel):

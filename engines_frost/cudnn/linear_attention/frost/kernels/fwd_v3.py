@@ -141,7 +141,7 @@ class FrostFwdV3(FrostFwdV2):
         s.kba = cute.local_tile(s.kq, (C, K), (0, 0))
         s.qa = cute.local_tile(s.kq, (C, K), (1, 0))
         s_p = s.p
-        for u in cutlass.range_constexpr(C * C // self.threads):
+        for u in cutlass.range_constexpr(C * C // self.threads if self.cfg.write_output else 0):  # P: output only
             idx = tid + u * self.threads
             t, col = idx // C, idx % C
             if t // SUB < col // SUB:
@@ -187,31 +187,36 @@ class FrostFwdV3(FrostFwdV2):
         per = cute.size(thr.partition_shape_C((SUB, SUB)))  # values of a 16 x 16 block per thread
 
         # 1. R^T = W0^T + S^T KBA^T (group 1), O^T = S^T QA^T (group 2); block bi of either
-        # is values [per bi, per (bi + 1)) of its accumulator
+        # is values [per bi, per (bi + 1)) of its accumulator. write_output=False: no O
+        # group (nor P U, nor the stores): R, then the state update, the same code
+        wo = c.write_output
         acc_r = cute.make_rmem_tensor(g_half.partition_shape_C((WG_ROWS, C)), Float32)
-        acc_o = cute.make_rmem_tensor(g_half.partition_shape_C((WG_ROWS, C)), Float32)
-        acc_o.fill(0.0)
+        if cutlass.const_expr(wo):
+            acc_o = cute.make_rmem_tensor(g_half.partition_shape_C((WG_ROWS, C)), Float32)
+            acc_o.fill(0.0)
         for bi in cutlass.range_constexpr(NBLK):
             for e in cutlass.range_constexpr(per):
                 jt = crd[e]
                 acc_r[bi * per + e] = s_w0[bi * SUB + jt[1], j0 + jt[0]].to(Float32)
         a_s = to_a_operand(acc_s, g_half.partition_shape_A((WG_ROWS, K)))
         b_kba = wg_half.make_fragment_B(g_half.partition_B(s.kba))
-        b_qa = wg_half.make_fragment_B(g_half.partition_B(s.qa))
+        if cutlass.const_expr(wo):
+            b_qa = wg_half.make_fragment_B(g_half.partition_B(s.qa))
         wg_half.set(warpgroup.Field.ACCUMULATE, True)
         warpgroup.fence()
         for kk in cutlass.range_constexpr(K // 16):
             cute.gemm(wg_half, acc_r, a_s[None, None, kk], b_kba[None, None, kk], acc_r)
         warpgroup.commit_group()
-        for kk in cutlass.range_constexpr(K // 16):
-            cute.gemm(wg_half, acc_o, a_s[None, None, kk], b_qa[None, None, kk], acc_o)
-        warpgroup.commit_group()
+        if cutlass.const_expr(wo):
+            for kk in cutlass.range_constexpr(K // 16):
+                cute.gemm(wg_half, acc_o, a_s[None, None, kk], b_qa[None, None, kk], acc_o)
+            warpgroup.commit_group()
         # the next chunk's row and v copies (v2's prefetch) are issued while R and O run:
         # they feed neither (cp.async into q, k, g, beta and, after this warp's W0 reads
         # above, W0's slot; the wgmma read kq only), so they stay off the path to the solve
         self.prefetch_next_rows(s, t0, eos, lane, wid)
         self.after_rhs_reads(s, heads, t0, eos, lane, wid)
-        warpgroup.wait_group(1)  # R^T is complete; O^T may still run
+        warpgroup.wait_group(1 if wo else 0)  # R^T is complete; O^T may still run
 
         # 2. block solve U_i = Dinv_i (R_i - sum_{j<i} M_ij U_j), per warp (v1)
         a_u = []
@@ -237,20 +242,23 @@ class FrostFwdV3(FrostFwdV2):
         for e in cutlass.range_constexpr(cute.size(acc_s)):
             acc_s[e] = acc_s[e] * self.state_decay(s, coord_s[e][1])
         acc_w = cute.make_tensor(acc_s.iterator, cute.make_layout(g_st.partition_shape_C((WG_ROWS, K))))
-        b_p = wg_half.make_fragment_B(g_half.partition_B(s.p))
+        if cutlass.const_expr(wo):
+            b_p = wg_half.make_fragment_B(g_half.partition_B(s.p))
         b_kd = wg_st.make_fragment_B(g_st.partition_B(s.kdt))
         wg_st.set(warpgroup.Field.ACCUMULATE, True)
         warpgroup.fence()
-        for kk in cutlass.range_constexpr(C // 16):
-            cute.gemm(wg_half, acc_o, a_uw[None, None, kk], b_p[None, None, kk], acc_o)
-        warpgroup.commit_group()
+        if cutlass.const_expr(wo):
+            for kk in cutlass.range_constexpr(C // 16):
+                cute.gemm(wg_half, acc_o, a_uw[None, None, kk], b_p[None, None, kk], acc_o)
+            warpgroup.commit_group()
         for kk in cutlass.range_constexpr(C // 16):
             cute.gemm(wg_st, acc_w, a_uw[None, None, kk], b_kd[None, None, kk], acc_w)
         warpgroup.commit_group()
-        warpgroup.wait_group(1)  # groups retire in order: O^T is complete, the state may still run
+        if cutlass.const_expr(wo):
+            warpgroup.wait_group(1)  # groups retire in order: O^T is complete, the state may still run
 
         # 4. the output rows
-        for bi in cutlass.range_constexpr(NBLK):
+        for bi in cutlass.range_constexpr(NBLK if wo else 0):
             for e in cutlass.range_constexpr(per):
                 jt = crd[e]
                 t = t0 + bi * SUB + jt[1]

@@ -131,6 +131,9 @@ class GramWgmma:
         if cfg.gate_per_channel or cfg.io_dtype != "bfloat16":
             raise ValueError(f"{type(self).__name__}: the Gram on wgmma is built for scalar gates and bf16 io, "
                              f"got gate_per_channel={cfg.gate_per_channel}, io {cfg.io_dtype}")
+        if not cfg.write_output:
+            raise ValueError(f"{type(self).__name__}: the Gram on wgmma builds P on its own warpgroup; "
+                             f"write_output=False is the product v2 / v3 kernels'")
         super().__init__(cfg)
 
     @cute.jit

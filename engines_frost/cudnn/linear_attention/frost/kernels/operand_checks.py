@@ -45,22 +45,48 @@ class TokenDims:
     device: Any
 
 
+def queryless_heads(HK: int, HV: int, HO: int) -> int:
+    """The q head count of a launch without q (a forward compiled with write_output=False):
+    HO when k is grouped like v, else k's own: what the head rules (HK in {H, HV}, HO =
+    max(H, HV)) accept, the heads summary.py's zero stand-in q had."""
+    return HO if HK == HV else HK
+
+
 def check_token_operands(who: str, *, q, k, v, g, beta, w, cu_seqlens, out,
                          gate_per_channel: bool, beta_per_channel: bool,
-                         min_seqs: int = 0) -> TokenDims:
+                         min_seqs: int = 0, queryless: bool = False) -> TokenDims:
     """The checks both launchers share; returns the dims they read off q, k, v and
-    cu_seqlens. min_seqs: the fewest sequences cu_seqlens may describe."""
+    cu_seqlens. min_seqs: the fewest sequences cu_seqlens may describe. queryless: a launch
+    that reads no q and writes no out (both must be None; H is queryless_heads, HO g's
+    head count); otherwise both must be tensors."""
+    if queryless:
+        for name, t in (("q", q), ("out", out)):
+            if t is not None:
+                raise fail(who, name, "None for a kernel compiled with write_output=False (it reads no q and "
+                           "writes no output)", f"a tensor of dims {list(t.shape)}")
+    else:
+        for name, t in (("q", q), ("out", out)):
+            if t is None:
+                raise fail(who, name, "a tensor (None only with write_output=False)", None)
     for name, t in (("q", q), ("k", k), ("v", v)):
-        if t.dim() != 3:
+        if t is not None and t.dim() != 3:
             raise fail(who, name, "rank 3 [T, heads, dim]", list(t.shape))
-    device = q.device
-    T, H, K = q.shape
+    lead = k if queryless else q  # the tensor the io dtype, device and T are read off
+    device = lead.device
+    T, _, K = lead.shape
     HK, HV, V = k.shape[1], v.shape[1], v.shape[2]
+    if queryless:
+        if g.dim() not in (2, 3):
+            raise fail(who, "g", "rank 2 [T, HO] or 3 [T, HO, K]", list(g.shape))
+        H = queryless_heads(HK, HV, g.shape[1])
+    else:
+        H = q.shape[1]
     HO = max(H, HV)
-    io = dtype_name(q)
+    io = dtype_name(lead)
     if io not in ("bfloat16", "float16"):
-        raise fail(who, "q", "of dtype bfloat16 or float16", q.dtype)
-    check(who, "q", q, (T, H, K), (io,), device)
+        raise fail(who, "k" if queryless else "q", "of dtype bfloat16 or float16", lead.dtype)
+    if not queryless:
+        check(who, "q", q, (T, H, K), (io,), device)
     check(who, "k", k, (T, HK, K), (io,), device)
     check(who, "v", v, (T, HV, V), (io,), device)
     check(who, "g", g, (T, HO, K) if gate_per_channel else (T, HO), ("float32",), device)
@@ -78,5 +104,6 @@ def check_token_operands(who: str, *, q, k, v, g, beta, w, cu_seqlens, out,
                    list(cu_seqlens.shape))
     N = cu_seqlens.numel() - 1
     check(who, "cu_seqlens", cu_seqlens, (N + 1,), ("int32",), device)
-    check(who, "out", out, (T, HO, V), (io,), device)
+    if not queryless:
+        check(who, "out", out, (T, HO, V), (io,), device)
     return TokenDims(T, H, HK, HV, HO, K, V, N, io, device)

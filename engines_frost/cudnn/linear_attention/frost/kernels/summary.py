@@ -22,17 +22,34 @@ caller's stream; nothing is allocated, nothing reads cu_seqlens on the host.
 
 Costs: one forward pass for final_state, one more (V = K wide) for a transition; the
 backward summary is one chain pass (plus a forward pass for its transition).
+
+FROST_SUMMARY_NO_OUTPUT=1 (off by default; read when a plan is built, kept in its
+SummaryShape): the forward summary's two passes run the forward kernels compiled with
+write_output=False (config.py), which read no q and compute and store no output, so
+there is no stand-in q and no discarded o / o_t in the workspace; the state path is the
+same code, so final_state and transition are bitwise those of the default passes.
 """
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import os
 
 from cudnn.linear_attention.frost.kernels import bwd as _bwd
 from cudnn.linear_attention.frost.kernels import fwd as _fwd
 
 _ALIGN = 256
 _BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
+#: 1: the forward summary's passes skip the output (module docstring); unset, empty or 0: not
+NO_OUTPUT_ENV = "FROST_SUMMARY_NO_OUTPUT"
+
+
+def no_output_requested() -> bool:
+    """FROST_SUMMARY_NO_OUTPUT: True for 1, False unset, empty or 0, else ValueError."""
+    value = os.environ.get(NO_OUTPUT_ENV, "").strip()
+    if value not in ("", "0", "1"):
+        raise ValueError(f"{NO_OUTPUT_ENV}: expected 0 or 1 (or unset); got {value!r}")
+    return value == "1"
 
 
 def stand_in_heads(known: int, other: int, ho: int) -> int:
@@ -58,6 +75,8 @@ class SummaryShape:
     gate_per_channel: bool
     beta_per_channel: bool
     beta: str             # beta's dtype
+    # forward only: the passes run write_output=False kernels (no stand-in q, no o, no o_t)
+    no_output: bool = False
 
     @property
     def stand_in(self) -> int:
@@ -75,16 +94,19 @@ class Region:
 def summary_workspace_layout(s: SummaryShape) -> tuple[tuple[Region, ...], int]:
     """The scratch regions of one summary call and their total bytes."""
     T, N, HO, K, V, io = s.T, s.N, s.HO, s.K, s.V, s.io
+    readout = s.backward or not s.no_output  # the passes take a q and write an output
     want = []
-    if not s.backward and s.stand_in != s.HK:
+    if not s.backward and readout and s.stand_in != s.HK:
         want.append(("q", (T, HO, K), io))                 # zero stand-in q
-    if not s.backward:
+    if not s.backward and readout:
         want.append(("o", (T, HO, V), io))                 # the final-state run's readout
     if s.transition or s.backward:
         # zero v [T, <=HO, V or K] and w [T, HO, V or K] (read-only: one region serves both)
         want.append(("zeros", (T, HO, max(V, K) if s.backward else K), io))
     if s.transition:
-        want += [("eye", (N, HO, K, K), s.transition), ("o_t", (T, HO, K), io)]
+        want.append(("eye", (N, HO, K, K), s.transition))
+        if readout:
+            want.append(("o_t", (T, HO, K), io))
         if s.backward:
             want.append(("m", (N, HO, K, K), s.transition))  # M^T, transposed into place
     if s.backward:
@@ -113,6 +135,15 @@ def _carve(workspace, regions):
 
     dtypes = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
     ws = workspace.reshape(-1).view(torch.uint8)
+    if regions:
+        last = regions[-1]
+        end = last.offset + (last.shape[0] if last.name in ("sink", "chain") else
+                             _BYTES[last.dtype] * _count(last.shape))
+        if ws.numel() < end:
+            # a plan sizes the workspace when it is built: FROST_SUMMARY_NO_OUTPUT changed since?
+            raise ValueError(f"frost_summary: workspace must hold at least {end} bytes for regions "
+                             f"{[r.name for r in regions]} (summary_workspace_layout; {NO_OUTPUT_ENV} is "
+                             f"read when a plan is built), got {ws.numel()}")
     out = {}
     for r in regions:
         if r.name in ("sink", "chain"):  # raw bytes
@@ -124,6 +155,13 @@ def _carve(workspace, regions):
         nbytes = count * _BYTES[r.dtype]
         out[r.name] = ws[r.offset:r.offset + nbytes].view(dtypes[r.dtype]).view(r.shape)
     return out
+
+
+def _count(shape) -> int:
+    count = 1
+    for extent in shape:
+        count *= extent
+    return count
 
 
 def _view(raw, shape, dtype):
@@ -163,13 +201,15 @@ def _transition_run(*, q, k, g, beta, cu_seqlens, zeros, eye, out_t, into, use_l
 
 
 def _forward_runs(ws: dict, *, k, v, g, beta, w, cu_seqlens, initial_state, final_state,
-                  transition, beta_per_channel: bool) -> list:
+                  transition, beta_per_channel: bool, no_output: bool = False) -> list:
     """frost_summary's launches on the carved workspace `ws`, in order, as (prepare,
     frost_fwd operands): prepare() sets what the launch reads from scratch first (the
-    zero stand-in q; the zero v / w and the identity of the transition run)."""
-    q = ws.get("q", k)
+    zero stand-in q; the zero v / w and the identity of the transition run). no_output:
+    q and out are None (the write_output=False kernels read and write neither)."""
+    q = None if no_output else ws.get("q", k)
     runs = [(ws["q"].zero_ if "q" in ws else _nothing,
-             dict(q=q, k=k, v=v, g=g, beta=beta, w=w, cu_seqlens=cu_seqlens, out=ws["o"],
+             dict(q=q, k=k, v=v, g=g, beta=beta, w=w, cu_seqlens=cu_seqlens,
+                  out=None if no_output else ws["o"],
                   initial_state=initial_state, final_state=final_state))]
     if transition is not None:
         zeros, eye = ws["zeros"], ws["eye"]
@@ -179,8 +219,8 @@ def _forward_runs(ws: dict, *, k, v, g, beta, w, cu_seqlens, initial_state, fina
             _identity(eye)
         runs.append((prepare, _transition_operands(
             q=q, k=k, g=g, beta=beta, cu_seqlens=cu_seqlens, zeros=zeros, eye=eye,
-            out_t=ws["o_t"], into=transition, beta_per_channel=beta_per_channel,
-            v_heads=v.shape[1])))
+            out_t=None if no_output else ws["o_t"], into=transition,
+            beta_per_channel=beta_per_channel, v_heads=v.shape[1])))
     return runs
 
 
@@ -188,50 +228,69 @@ def _nothing() -> None:
     return None
 
 
-def _forward_regions(k, v, g, beta, cu_seqlens, final_state, transition):
+def _forward_regions(k, v, g, beta, cu_seqlens, final_state, transition, no_output: bool = False):
     T, HK, K = k.shape
     HV, V = v.shape[1], v.shape[2]
     HO, N = g.shape[1], cu_seqlens.numel() - 1
     return summary_workspace_layout(
-        _shape_of(False, T, N, HO, HK, HV, K, V, k, final_state, transition, g, beta))[0]
+        _shape_of(False, T, N, HO, HK, HV, K, V, k, final_state, transition, g, beta,
+                  no_output=no_output))[0]
+
+
+def _resolve_no_output(no_output: bool | None) -> bool:
+    if no_output is None:
+        return no_output_requested()
+    if not isinstance(no_output, bool):
+        raise ValueError(f"frost_summary: no_output must be None, True or False, got {no_output!r}")
+    return no_output
 
 
 def frost_summary(*, k, v, g, beta, w, cu_seqlens, initial_state, final_state, transition,
                   workspace, use_l2norm: bool, gate_per_channel: bool,
-                  beta_per_channel: bool, stream) -> None:
+                  beta_per_channel: bool, stream, no_output: bool | None = None) -> None:
     """final_state [N, HO, V, K] (from initial_state or zero) and, when given, transition
     [N, HO, K, K] (M^T) of each sequence of cu_seqlens. Operands as frost_fwd takes them;
-    workspace: at least summary_workspace_layout(...)[1] bytes (uint8, on the device)."""
+    workspace: at least summary_workspace_layout(...)[1] bytes (uint8, on the device), of
+    the shape with this no_output (None: FROST_SUMMARY_NO_OUTPUT now; a plan passes the
+    value it sized its workspace for)."""
     import torch
 
-    ws = _carve(workspace, _forward_regions(k, v, g, beta, cu_seqlens, final_state, transition))
+    no_output = _resolve_no_output(no_output)
+    ws = _carve(workspace, _forward_regions(k, v, g, beta, cu_seqlens, final_state, transition,
+                                            no_output))
     with torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext():
         for prepare, operands in _forward_runs(
                 ws, k=k, v=v, g=g, beta=beta, w=w, cu_seqlens=cu_seqlens,
                 initial_state=initial_state, final_state=final_state, transition=transition,
-                beta_per_channel=beta_per_channel):
+                beta_per_channel=beta_per_channel, no_output=no_output):
             prepare()
             _fwd.frost_fwd(**operands, scale=1.0, use_l2norm=use_l2norm,
                            gate_per_channel=gate_per_channel,
-                           beta_per_channel=beta_per_channel, stream=stream)
+                           beta_per_channel=beta_per_channel, stream=stream,
+                           **({"write_output": False} if no_output else {}))
 
 
 def bind_summary(*, k, v, g, beta, w, cu_seqlens, initial_state, final_state, transition,
-                 workspace, use_l2norm: bool, gate_per_channel: bool, beta_per_channel: bool):
+                 workspace, use_l2norm: bool, gate_per_channel: bool, beta_per_channel: bool,
+                 no_output: bool | None = None):
     """frost_summary's checks and kernel lookups done once (kernels/fwd.py bind_fwd, per
     launch), for operands and a workspace laid out like these: `launch(operands, workspace,
     stream_handle)` then runs frost_summary's fills and launches with no checks, on the
     current torch stream, which must be `stream_handle`'s (operands by frost_summary's
     names; the caller owes operands of this layout, as BoundLaunch's callers do). None
-    when a launch has nothing to run (no sequences)."""
+    when a launch has nothing to run (no sequences). no_output as frost_summary's, fixed
+    here for every launch."""
+    no_output = _resolve_no_output(no_output)
     flags = dict(use_l2norm=use_l2norm, gate_per_channel=gate_per_channel,
                  beta_per_channel=beta_per_channel)
-    regions = _forward_regions(k, v, g, beta, cu_seqlens, final_state, transition)
+    if no_output:
+        flags["write_output"] = False
+    regions = _forward_regions(k, v, g, beta, cu_seqlens, final_state, transition, no_output)
     bound = []
     for _, operands in _forward_runs(
             _carve(workspace, regions), k=k, v=v, g=g, beta=beta, w=w, cu_seqlens=cu_seqlens,
             initial_state=initial_state, final_state=final_state, transition=transition,
-            beta_per_channel=beta_per_channel):
+            beta_per_channel=beta_per_channel, no_output=no_output):
         launch = _fwd.bind_fwd(**operands, scale=1.0, **flags)
         if launch is None:
             return None
@@ -240,7 +299,8 @@ def bind_summary(*, k, v, g, beta, w, cu_seqlens, initial_state, final_state, tr
         bound.append((names, by_address, None if by_address else launch.buffer_launch(names)))
 
     def run(ops: dict, scratch, stream: int) -> None:
-        runs = _forward_runs(_carve(scratch, regions), **ops, beta_per_channel=beta_per_channel)
+        runs = _forward_runs(_carve(scratch, regions), **ops, beta_per_channel=beta_per_channel,
+                             no_output=no_output)
         for (prepare, operands), (names, by_address, by_buffer) in zip(runs, bound):
             prepare()
             if by_address is not None:
@@ -341,8 +401,10 @@ def dtype_name(t) -> str | None:
     return None if t is None else str(t.dtype).removeprefix("torch.")
 
 
-def _shape_of(backward, T, N, HO, HK, other, K, V, io_tensor, state, transition, g, beta):
+def _shape_of(backward, T, N, HO, HK, other, K, V, io_tensor, state, transition, g, beta,
+              no_output: bool = False):
     return SummaryShape(backward=backward, T=T, N=N, HO=HO, HK=HK, H_or_HV=other, K=K, V=V,
                         io=dtype_name(io_tensor), state=dtype_name(state),
                         transition=dtype_name(transition), gate_per_channel=g.dim() == 3,
-                        beta_per_channel=beta.dim() == 3, beta=dtype_name(beta))
+                        beta_per_channel=beta.dim() == 3, beta=dtype_name(beta),
+                        no_output=no_output)
