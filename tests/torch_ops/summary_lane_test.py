@@ -269,18 +269,30 @@ def test_summary_without_output_launches_no_q_and_no_out(family, k_heads, monkey
     assert sizes["1"] < sizes["0"], sizes
 
 
-def test_the_plan_keeps_the_switch_it_was_built_with(monkeypatch):
+@pytest.mark.parametrize("lane", ["0", "1"], ids=["execute", "lane"])
+@pytest.mark.parametrize("built, later", [("1", "0"), ("0", "1")])
+def test_the_plan_keeps_the_switch_it_was_built_with(lane, built, later, monkeypatch):
     """The switch decides the workspace a plan sizes: read once, at the plan's build; a later
-    change of the environment does not reach the cached plan's calls (execute path)."""
-    monkeypatch.setenv(summary_engine.LANE_ENV, "0")
+    change of the environment reaches neither the cached plan's execute nor its lane (which
+    binds at the second call: a lane that read the environment instead would launch kernels
+    that need more scratch than the plan sized, or other kernels than execute's)."""
+    monkeypatch.setenv(summary_engine.LANE_ENV, lane)
+    real = summary_engine.FrostSummaryPlan.direct_launch
+
+    def direct_launch(self, graph, data):  # the plan is built; the environment changes now
+        monkeypatch.setenv(kernels_summary.NO_OUTPUT_ENV, later)
+        return real(self, graph, data)
+
+    monkeypatch.setattr(summary_engine.FrostSummaryPlan, "direct_launch", direct_launch)
     rec = _Recorder()
     with summary_engines_on_cpu(rec):
         x = _inputs("kda", seed=8)
-        monkeypatch.setenv(kernels_summary.NO_OUTPUT_ENV, "1")
-        _call(rec, "kda", x, None)
-        monkeypatch.setenv(kernels_summary.NO_OUTPUT_ENV, "0")
-        _call(rec, "kda", x, None)
-    assert len(rec.configs) == 4 and {c.write_output for c in rec.configs} == {False}
+        monkeypatch.setenv(kernels_summary.NO_OUTPUT_ENV, built)
+        for _ in range(3):
+            _call(rec, "kda", x, None)
+    assert len(rec.configs) == (4 if lane == "1" else 6)  # checked launches and binds
+    assert {c.write_output for c in rec.configs} == {built == "0"}
+    assert len(rec.lane) == (4 if lane == "1" else 0)
 
 
 def _plans(entry):

@@ -152,7 +152,8 @@ class FrostSummaryPlan(CompiledPlan):
         if self.backward:
             bind, flags["scale"] = summary.bind_summary_bwd, float(self.facts.flags.scale)
         else:
-            bind = summary.bind_summary
+            # the plan's own reading of the switch (at build): its workspace is sized by it
+            bind, flags["no_output"] = summary.bind_summary, self.no_output
         inputs, outputs = _BACKWARD if self.backward else _FORWARD
         return bound_direct_launch(
             self.facts.node, (*inputs, *outputs), data, self.workspace_size,
