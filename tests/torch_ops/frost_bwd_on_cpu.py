@@ -137,6 +137,15 @@ def frost_bwd_on_cpu(rec: BwdRecorder) -> Iterator[None]:
         (kernels_bwd, "frost_bwd"): counted_frost_bwd,
         (kernels_bwd, "bind_bwd"): counted_bind_bwd,
     }
+    with engines_patched(patches):
+        yield
+
+
+@contextlib.contextmanager
+def engines_patched(patches: dict) -> Iterator[None]:
+    """Set each (module, name) to its value while planning and calling, with the engine and
+    op caches cleared on the way in and out (nothing planned with the patches outlives
+    them); the FROST plans on a CPU handle of this file and of summary_lane_test.py."""
     originals = {key: getattr(*key) for key in patches}
     for (module, name), value in patches.items():
         setattr(module, name, value)

@@ -23,7 +23,6 @@ from collections.abc import Iterator
 import pytest
 import torch
 
-from cudnn.engines import manifest
 from cudnn.linear_attention import ops
 from cudnn.linear_attention.frost import la_engine, runtime_probe, summary_engine
 from cudnn.linear_attention.frost.kernels import bwd as kernels_bwd
@@ -31,6 +30,7 @@ from cudnn.linear_attention.frost.kernels import config as kernel_config
 from cudnn.linear_attention.frost.kernels import fwd as kernels_fwd
 from cudnn.linear_attention.frost.kernels import summary as kernels_summary
 from cudnn.linear_attention.ops.summary import GDN2_SUMMARY, GDN_SUMMARY, KDA_SUMMARY
+from tests.torch_ops.frost_bwd_on_cpu import engines_patched
 
 
 #: scratch operands the kernels read, whose content the fills must have set
@@ -140,18 +140,8 @@ def summary_engines_on_cpu(rec: _Recorder) -> Iterator[None]:
         (kernels_fwd, "bind_fwd"): bind_fwd,
         (kernels_summary, "_carve"): recorded_carve,
     }
-    originals = {key: getattr(*key) for key in patches}
-    for (module, name), value in patches.items():
-        setattr(module, name, value)
-    manifest.clear_engine_cache()
-    ops.clear_graph_caches()
-    try:
+    with engines_patched(patches):
         yield
-    finally:
-        for (module, name), value in originals.items():
-            setattr(module, name, value)
-        manifest.clear_engine_cache()
-        ops.clear_graph_caches()
 
 
 def _inputs(family: str, seed: int, seqs=(40, 0, 88), heads=2, K=64, V=64, k_heads=None):
