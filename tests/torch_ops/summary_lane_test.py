@@ -175,6 +175,26 @@ def _call(rec: _Recorder, family: str, x: dict, initial: torch.Tensor | None):
     return state, transition
 
 
+def _roles_of_three_calls(rec, family, x, initial) -> list:
+    """Per call (the first checked, the next two by the lane where there is one), the
+    role of every operand of each launch it made; every call on fresh copies of the
+    inputs (new addresses, same layout)."""
+    roles = []
+    for call in range(3):  # fresh results each call: the roles name them per call
+        if call:
+            x = {n: t.clone() for n, t in x.items()}
+            initial = None if initial is None else initial.clone()
+        before_checked, before_lane = len(rec.checked), len(rec.lane)
+        state, transition = _call(rec, family, x, initial)
+        # the results exist only once the call returns: name their addresses now
+        results = {state.data_ptr(): ("tensor", "final_state"),
+                   transition.data_ptr(): ("tensor", "transition")}
+        records = rec.checked[before_checked:] or rec.lane[before_lane:]
+        roles.append([tuple(r if r is None or r[0] != "unknown" else results.get(r[1], r)
+                            for r in launch) for launch in records])
+    return roles
+
+
 @pytest.mark.parametrize("family", ["gdn", "kda", "gdn2"])
 @pytest.mark.parametrize("with_initial, k_heads", [(False, None), (True, None), (False, 1)],
                          ids=["zero", "h0", "shared-kv"])
@@ -188,19 +208,7 @@ def test_cached_summary_takes_the_lane_and_launches_what_execute_does(family, wi
         x = _inputs(family, seed=1, k_heads=k_heads)
         N, HO = x["cu_seqlens"].numel() - 1, x["g"].shape[1]
         initial = torch.randn(N, HO, 64, 64) if with_initial else None
-        roles = []
-        for call in range(3):  # fresh results each call: the roles name them per call
-            if call:
-                x = {n: t.clone() for n, t in x.items()}  # new addresses, same layout
-                initial = None if initial is None else initial.clone()
-            before_checked, before_lane = len(rec.checked), len(rec.lane)
-            state, transition = _call(rec, family, x, initial)
-            # the results exist only once the call returns: name their addresses now
-            results = {state.data_ptr(): ("tensor", "final_state"),
-                       transition.data_ptr(): ("tensor", "transition")}
-            records = rec.checked[before_checked:] or rec.lane[before_lane:]
-            roles.append([tuple(r if r is None or r[0] != "unknown" else results.get(r[1], r)
-                                for r in launch) for launch in records])
+        roles = _roles_of_three_calls(rec, family, x, initial)
         cache = _OPS[family].summary.cache
         (entry,) = cache.values()
     assert entry.lane is not None and rec.binds == 2  # bound once: both runs
@@ -230,18 +238,8 @@ def test_summary_without_output_launches_no_q_and_no_out(family, k_heads, monkey
         monkeypatch.setenv(kernels_summary.NO_OUTPUT_ENV, switch)
         rec = _Recorder()
         with summary_engines_on_cpu(rec):
-            x = _inputs(family, seed=7, k_heads=k_heads)
-            roles = []
-            for call in range(3):
-                if call:
-                    x = {n: t.clone() for n, t in x.items()}
-                before_checked, before_lane = len(rec.checked), len(rec.lane)
-                state, transition = _call(rec, family, x, None)
-                results = {state.data_ptr(): ("tensor", "final_state"),
-                           transition.data_ptr(): ("tensor", "transition")}
-                records = rec.checked[before_checked:] or rec.lane[before_lane:]
-                roles.append([tuple(r if r is None or r[0] != "unknown" else results.get(r[1], r)
-                                    for r in launch) for launch in records])
+            roles = _roles_of_three_calls(rec, family, _inputs(family, seed=7, k_heads=k_heads),
+                                          None)
             (entry,) = _OPS[family].summary.cache.values()
             (plan,) = {id(p): p for p in _plans(entry)}.values()
             sizes[switch] = plan.get_workspace_size()
