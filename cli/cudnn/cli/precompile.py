@@ -19,12 +19,18 @@ dtype and --l2norm: 8 kernels per op, about a second each.
 
 Long sequences on few heads run as spans side by side (torch_ops/README.md, "Long
 sequences on few heads"): with a GPU, a shape that splits (e.g. `--seqs 1 --seq_len
-32768 --heads 16`) compiles the span summary's kernels too, as the call runs them;
-`--arch` compiles the unsplit call's kernels only, so a split call compiles its summary
-kernels on first use.
+32768 --heads 16`) compiles the span split's kernels too, as the call runs them. `--arch`
+compiles them too where the call would split on that arch: the span length is the op's
+own choice (CUDNN_LA_SPAN_TOKENS when set, else its automatic rule, the training rule
+with `--backward` unless CUDNN_LA_SPAN_BACKWARD=0) on the SM count of the arch's flagship
+GPU (sm_90a: 132, the H100 SXM / H200; `--sms` for another part, e.g. 114 for the H100
+PCIe), and the kernels are the span summary's two passes (FROST_SUMMARY_NO_OUTPUT read as
+the summary plan reads it), the forward over the spans and, with `--backward`, the
+backward summary's chain stage and the backward over the spans' stages.
 
     python -m cudnn precompile gdn kda --seqs 8 --seq_len 4096 --backward
     python -m cudnn precompile gdn --arch sm_90a --jobs 8 --heads 16 --head_dim 128
+    python -m cudnn precompile gdn --arch sm_90a --seqs 1 --seq_len 32768 --backward
 """
 from __future__ import annotations
 
@@ -43,6 +49,11 @@ DEVICES = flags.DEFINE_list("devices", None, "CUDA device indices to compile for
 ARCH = flags.DEFINE_string("arch", None, "cross-compile FROST kernels for this arch (e.g. "
                            "sm_90a) without running anything: no GPU needed")
 JOBS = flags.DEFINE_integer("jobs", os.cpu_count() or 1, "compile processes for --arch")
+SMS = flags.DEFINE_integer("sms", None, "--arch: SM count of the GPU the span split's "
+                           "automatic rule assumes (default: the arch's flagship, sm_90a: 132, "
+                           "the H100 SXM / H200)")
+#: the SM count of each --arch's flagship part, for the span split's automatic rule
+FLAGSHIP_SMS = {"sm_90a": 132}
 DECODE = flags.DEFINE_bool("decode", True, "also the recurrent (decode) kernels of serving "
                            "calls: pools, K = V in {64, 128}, fp32 and bf16 states")
 #: K = V of the decode kernels precompiled besides the shape's own (kernels/config.HEAD_DIMS)
@@ -87,6 +98,43 @@ def frost_configs(ops: Sequence[str], shape: shapes.Shape, backward: bool) -> li
         found += derive.call_configs(op, args, final_state=shape.final_state,
                                      l2norm=shape.l2norm, backward=backward)
     return list(dict.fromkeys(found))
+
+
+def split_span(shape: shapes.Shape, sms: int, backward: bool) -> int | None:
+    """The span length the public ops split a call at `shape` into on a GPU of `sms` SMs,
+    or None when it runs unsplit: the op's own rule (_span_split.py, _op_factory.py's
+    `_eager_forward`): CUDNN_LA_SPAN_TOKENS when set, else `auto_span_tokens` with the
+    training rule for an autograd call whose backward splits (`backward`, unless
+    CUDNN_LA_SPAN_BACKWARD=0; training checkpoints are off by default), else the forward's."""
+    from cudnn.linear_attention.ops import _span_split as ss
+
+    forced = ss.forced_span_tokens()
+    if forced is not None:
+        return forced if forced > 0 and shape.seqs >= 1 and shape.T >= 1 else None
+    training = backward and ss.backward_split_enabled()
+    return ss.auto_span_tokens(shape.T, shape.seqs, shape.HO, sms,
+                               ss.MIN_GAIN_TRAINING if training else ss.MIN_GAIN)
+
+
+def split_configs(ops: Sequence[str], shape: shapes.Shape, backward: bool,
+                  sms: int) -> tuple[int | None, list]:
+    """(span length, the FROST kernel configs of `ops`' calls at `shape` run as spans on
+    a GPU of `sms` SMs: frost_configs.split_configs), or (None, []) when they run unsplit.
+    With `backward` the backward's split stages only where the backward splits."""
+    from cudnn.linear_attention.frost.kernels import frost_configs as derive
+    from cudnn.linear_attention.ops import _span_split as ss
+    from cudnn.linear_attention.ops._span_maps import span_count_bound
+
+    span = split_span(shape, sms, backward)
+    if span is None:
+        return None, []
+    found = []
+    for op in ops:
+        args = shapes.torch_inputs(op, shape, "cpu")
+        found += derive.split_configs(op, args, spans=span_count_bound(shape.T, shape.seqs, span),
+                                      final_state=shape.final_state, l2norm=shape.l2norm,
+                                      backward=backward and ss.backward_split_enabled())
+    return span, list(dict.fromkeys(found))
 
 
 def decode_configs(ops: Sequence[str], shape: shapes.Shape) -> list:
@@ -187,6 +235,16 @@ def main(argv: Sequence[str]) -> None:
             raise app.UsageError(f"--arch: expected one of {frost_arches()} (the GPU targets "
                                  f"FROST has kernels for), got {ARCH.value!r}")
         configs = frost_configs(ops, shape, shapes.BACKWARD.value)
+        sms = SMS.value if SMS.value is not None else FLAGSHIP_SMS.get(ARCH.value)
+        if sms is None or sms < 1:
+            raise app.UsageError(f"--sms: the SM count of the {ARCH.value} GPU to precompile "
+                                 f"for (a positive integer), got {SMS.value}")
+        span, split = split_configs(ops, shape, shapes.BACKWARD.value, sms)
+        if span is not None:
+            extra = [c for c in split if c not in configs]
+            print(f"span split: on {sms} SMs this shape runs as spans of {span} tokens "
+                  f"(torch_ops/README.md); its kernels add {len(extra)} config(s)", flush=True)
+            configs += extra
         if DECODE.value:
             configs += decode_configs(ops, shape)
         failures = cross_compile(configs, ARCH.value, JOBS.value)

@@ -11,6 +11,11 @@ an fp32 gradient of the final state; for bf16 training calls also the forwards t
 state checkpoints (and U with them) and the backward stages that read them. Vector gates also get the config of a gate at an
 address that is not 16-byte aligned. `serving_configs(op, args, ...)` derives the
 recurrent (decode) kernel's configs that serving calls with state pools launch (decode.py).
+`split_configs(op, args, spans=...)` derives those of the same call run as spans side by
+side (torch_ops/README.md, "Long sequences on few heads"): the span summary's two forward
+passes, the forward over all spans from their entering states and, with `backward`, the
+backward summary's chain stage and the backward over all spans; the caller picks the span
+length (the op's rule lives in torch_ops, which this layer does not import).
 `compile_into_cache(cfg, arch)` cross-compiles one
 config with host code for any x86-64 CPU in the DSL's own calling convention (what a
 machine without the target GPU can build) and adds it to the active kernel cache, where
@@ -65,6 +70,86 @@ def call_configs(op: str, args: dict, *, final_state: bool, l2norm: bool,
             found.append(dataclasses.replace(fwd, write_checkpoints=True, write_values=True))
     if fwd.gate_per_channel and fwd.gate_align16:
         found.append(dataclasses.replace(fwd, gate_align16=False))
+    return list(dict.fromkeys(found))
+
+
+def split_configs(op: str, args: dict, *, spans: int, final_state: bool, l2norm: bool,
+                  backward: bool, no_output: bool | None = None) -> list:
+    """The configs a call of family `op` with `args` (as call_configs takes them) launches
+    when it runs as `spans` spans side by side (torch_ops' _span_split.py; `spans`: the
+    rows of its span table, N + T // span). Each launch's operands are built as the
+    launcher that makes it builds them, on CPU tensors of the same layouts, and go through
+    that launcher's own checks:
+    - the span summary (summary.frost_summary over the span table, no initial state): the
+      final-state-from-zero pass and the transition pass (identity initial state, v = 0 of
+      width K), their fp32 states; with no_output (None: FROST_SUMMARY_NO_OUTPUT now, as a
+      summary plan reads it when it is built) the write_output=False kernels;
+    - the forward over all spans from their entering states (the call's initial-state
+      dtype, else fp32), with the spans' final states when the call asks for its own;
+    - with `backward` (the split backward, training calls without checkpoints): the
+      backward summary's chain stage (summary.frost_summary_bwd: zero initial state, no
+      final-state gradient) and every stage of the backward over all spans (entering
+      states and leaving-state gradients given).
+    Vector gates also get the forward configs of a gate that is not 16-byte aligned (the
+    split hands every launch the call's own g)."""
+    import torch
+
+    from cudnn.linear_attention.frost.kernels import summary
+    from cudnn.linear_attention.frost.kernels.bwd import check_bwd_operands
+    from cudnn.linear_attention.frost.kernels.fwd import check_operands
+
+    q, k, v, g, beta, w = (args.get(name) for name in ("q", "k", "v", "g", "beta", "w"))
+    T, H, HK, HV = q.shape[0], q.shape[1], k.shape[1], v.shape[1]
+    HO, V, K = max(H, HV), v.shape[2], q.shape[2]
+    # the launchers read only the table's length (the kernels read its values)
+    span_cu = torch.zeros(spans + 1, dtype=torch.int32)
+    flags = dict(use_l2norm=l2norm, gate_per_channel=g.dim() == 3,
+                 beta_per_channel=beta.dim() == 3)
+    # the summary ops' states: fp32 for a 16-bit io dtype (_summary_checks.state_dtype_for)
+    fp32 = torch.float32
+    no_output = summary._resolve_no_output(no_output)
+
+    def scratch(shape):  # the summary call's workspace, carved as the summary carves it
+        regions, size = summary.summary_workspace_layout(shape)
+        return summary._carve(torch.empty(size, dtype=torch.uint8), regions)
+
+    found = []
+    final0, transition = torch.empty(spans, HO, V, K, dtype=fp32), torch.empty(spans, HO, K, K, dtype=fp32)
+    ws = scratch(summary._shape_of(False, T, spans, HO, HK, HV, K, V, k, final0, transition, g,
+                                   beta, no_output=no_output))
+    for _, operands in summary._forward_runs(
+            ws, k=k, v=v, g=g, beta=beta, w=w, cu_seqlens=span_cu, initial_state=None,
+            final_state=final0, transition=transition,
+            beta_per_channel=flags["beta_per_channel"], no_output=no_output):
+        found.append(check_operands(**operands, **flags, write_output=not no_output).config)
+    h0 = args.get("initial_state")
+    entering = torch.empty(spans, HO, V, K, dtype=h0.dtype if h0 is not None else fp32)
+    inputs = dict(q=q, k=k, v=v, g=g, beta=beta, w=w, cu_seqlens=span_cu)
+    found.append(check_operands(**inputs, out=torch.empty(T, HO, V, dtype=q.dtype),
+                                initial_state=entering,
+                                final_state=torch.empty_like(entering) if final_state else None,
+                                **flags).config)
+    if backward:
+        dO = torch.empty(T, HO, V, dtype=q.dtype)
+        d_entering = torch.empty(spans, HO, V, K, dtype=fp32)
+        ws = scratch(summary._shape_of(True, T, spans, HO, HK, H, K, V, q, d_entering, None, g,
+                                       beta))
+        chain = summary._chain_operands(
+            ws, q=q, k=k, g=g, beta=beta, cu_seqlens=span_cu, dO=dO, d_final_state=None,
+            d_initial_state=d_entering, beta_per_channel=flags["beta_per_channel"],
+            stand_in=summary.stand_in_heads(HK, H, HO))
+        chain.pop("workspace")
+        cfg, _, _ = check_bwd_operands(**chain, **flags)
+        found.append(cfg.with_stage("chain"))  # frost_summary_bwd launches that stage alone
+        grads = {"dq": torch.empty_like(q), "dk": torch.empty_like(k), "dv": torch.empty_like(v),
+                 "dg": torch.empty_like(g), "dbeta": torch.empty_like(beta),
+                 "dw": torch.empty_like(w) if w is not None else None,
+                 "d_initial_state": torch.empty_like(entering)}
+        cfg, _, _ = check_bwd_operands(**inputs, dO=dO, initial_state=entering,
+                                       d_final_state=torch.empty_like(entering), **grads, **flags)
+        found += [cfg.with_stage(stage) for stage in cfg.stages]
+    found += [dataclasses.replace(c, gate_align16=False) for c in found
+              if not hasattr(c, "stage") and c.gate_per_channel and c.gate_align16]
     return list(dict.fromkeys(found))
 
 
