@@ -27,7 +27,6 @@ import pytest
 import torch
 
 from cudnn.cli import precompile, shapes
-from cudnn.engines import manifest
 from cudnn.linear_attention import ops
 from cudnn.linear_attention.frost import bwd_plan, la_engine, runtime_probe, summary_engine
 from cudnn.linear_attention.frost.kernels import bwd as kernels_bwd
@@ -37,6 +36,7 @@ from cudnn.linear_attention.frost.kernels import kernel_store
 from cudnn.linear_attention.frost.kernels import summary as kernels_summary
 from cudnn.linear_attention.frost.kernels.bwd_config import FrostBwdConfig
 from cudnn.linear_attention.ops import _span_split as ss
+from tests.torch_ops.frost_bwd_on_cpu import engines_patched
 
 FAMILIES = ["gdn", "kda", "gdn2"]
 H200 = 132
@@ -96,18 +96,8 @@ def frost_launches_on_cpu(launched: list) -> Iterator[None]:
         (kernels_bwd, "_require_cuda"): lambda q: None,
         (kernels_bwd, "_stage_kernels"): stage_kernels,
     }
-    originals = {key: getattr(*key) for key in patches}
-    for (module, name), value in patches.items():
-        setattr(module, name, value)
-    manifest.clear_engine_cache()
-    ops.clear_graph_caches()
-    try:
+    with engines_patched(patches):
         yield
-    finally:
-        for (module, name), value in originals.items():
-            setattr(module, name, value)
-        manifest.clear_engine_cache()
-        ops.clear_graph_caches()
 
 
 def _call(family: str, shape: shapes.Shape, backward: bool) -> None:
