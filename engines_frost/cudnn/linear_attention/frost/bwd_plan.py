@@ -27,9 +27,10 @@ from typing import Any
 from cudnn.engines.base import CompiledPlan, DirectLaunch, resolve_node_buffers
 from cudnn.linear_attention.common.facts import LinearAttentionFacts
 from cudnn.linear_attention.common.port_buffers import checked_tensors
+from cudnn.linear_attention.common.switches import binary_switch
 from cudnn.linear_attention.common.torch_buffers import torch_stream
 
-from .direct_launch import bound_direct_launch, lane_switch
+from .direct_launch import bound_direct_launch
 from .engine_gates import FamilyTraits
 from .workspace import carve_scratch
 
@@ -43,7 +44,7 @@ LANE_ENV = "CUDNN_FROST_BWD_LANE"
 
 
 def lane_enabled() -> bool:
-    return lane_switch(LANE_ENV, default=False)
+    return binary_switch(LANE_ENV, default=False)
 
 
 class FrostBackwardPlan(CompiledPlan):

@@ -3,10 +3,6 @@ one way for every plan whose execute hands its ports' buffers to a checked launc
 whose launcher can bind its checks once (kernels/summary.py bind_summary /
 bind_summary_bwd, kernels/bwd.py bind_bwd).
 
-- `lane_switch`: the environment switch each plan's lane sits behind (summary_engine.py
-  CUDNN_FROST_SUMMARY_LANE, bwd_plan.py CUDNN_FROST_BWD_LANE): "0" or "1", or unset for
-  the plan's default; anything else is a ValueError naming the variable, so a typo never
-  silently picks a path.
 - `bound_direct_launch`: the node's wired ports -> their uids -> the buffers the first call
   was given (plain torch tensors only: execute converts the others) -> a workspace laid
   out as every lane call's (fresh from torch's allocator, the plan's size) -> the
@@ -16,7 +12,6 @@ bind_summary_bwd, kernels/bwd.py bind_bwd).
 """
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -25,15 +20,6 @@ from cudnn.linear_attention.common.cu_seqlens_check import strict_requested
 
 #: what a launcher's bind returns: run(operands by keyword, workspace, raw stream handle)
 Run = Callable[[dict, Any, int], None]
-
-
-def lane_switch(variable: str, default: bool) -> bool:
-    """Whether the environment variable `variable` turns a lane on: "1" yes, "0" no,
-    unset or empty `default`; any other value is a ValueError naming it."""
-    value = os.environ.get(variable, "").strip()
-    if value not in ("", "0", "1"):
-        raise ValueError(f"{variable}: expected 0 or 1; got {value!r}")
-    return default if value == "" else value == "1"
 
 
 def bound_direct_launch(node: Any, ports: Sequence[str], data: Mapping[int, Any],

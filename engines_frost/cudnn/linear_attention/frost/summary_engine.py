@@ -26,10 +26,11 @@ from cudnn.engines.base import (BaseEngine, CompiledPlan, DirectLaunch, PlanConf
 from cudnn.linear_attention.common.facts import LinearAttentionFacts, linear_attention_facts
 from cudnn.linear_attention.common.port_buffers import PortBuffer, checked_tensors
 from cudnn.linear_attention.common.port_dtypes import IO
+from cudnn.linear_attention.common.switches import binary_switch
 from cudnn.linear_attention.common.torch_buffers import torch_stream
 
 from . import la_engine, runtime_probe
-from .direct_launch import bound_direct_launch, lane_switch
+from .direct_launch import bound_direct_launch
 from .engine_gates import FamilyTraits
 from .summary_gates import summary_decline_reason, summary_dtypes
 from .workspace import carve_scratch
@@ -43,7 +44,7 @@ LANE_ENV = "CUDNN_FROST_SUMMARY_LANE"
 
 
 def lane_enabled() -> bool:
-    return lane_switch(LANE_ENV, default=True)
+    return binary_switch(LANE_ENV, default=True)
 
 
 class FrostSummaryEngine(BaseEngine):

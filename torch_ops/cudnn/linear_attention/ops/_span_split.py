@@ -45,6 +45,7 @@ from typing import Any
 
 import torch
 
+from cudnn.linear_attention.common.switches import binary_switch
 from cudnn.linear_attention.ops._span_maps import (SpanTable, entering_states, leaving_gradients,
                                                    span_count_bound, span_table)
 
@@ -154,10 +155,7 @@ def backward_split_enabled() -> bool:
     too (its span table, entering states and transitions, ~2 x spans x HO x K x V floats).
     H200, 1 x 32768 tokens, 16 heads, fwd+bwd op: GDN 9.1 -> 4.0 ms, KDA 12.9 -> 5.3, GDN-2
     13.7 -> 5.8 (the unsplit backward walks each (sequence, head) pair serially)."""
-    value = os.environ.get(BACKWARD_ENV, "1").strip()
-    if value not in ("0", "1", ""):
-        raise ValueError(f"{BACKWARD_ENV}: expected 0 or 1; got {value!r}")
-    return value != "0"
+    return binary_switch(BACKWARD_ENV, default=True)
 
 
 class SpanSplit:

@@ -33,8 +33,8 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import os
 
+from cudnn.linear_attention.common.switches import binary_switch
 from cudnn.linear_attention.frost.kernels import bwd as _bwd
 from cudnn.linear_attention.frost.kernels import fwd as _fwd
 
@@ -46,10 +46,7 @@ NO_OUTPUT_ENV = "FROST_SUMMARY_NO_OUTPUT"
 
 def no_output_requested() -> bool:
     """FROST_SUMMARY_NO_OUTPUT: True for 1, False unset, empty or 0, else ValueError."""
-    value = os.environ.get(NO_OUTPUT_ENV, "").strip()
-    if value not in ("", "0", "1"):
-        raise ValueError(f"{NO_OUTPUT_ENV}: expected 0 or 1 (or unset); got {value!r}")
-    return value == "1"
+    return binary_switch(NO_OUTPUT_ENV, default=False)
 
 
 def stand_in_heads(known: int, other: int, ho: int) -> int:
