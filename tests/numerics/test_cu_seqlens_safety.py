@@ -76,7 +76,8 @@ def covered(engine: str, table: list[int]) -> torch.Tensor:
 
 
 def inputs(op: str, per_channel: bool, seed: int = 0):
-    """q, k, v, g, beta (and GDN-2's w): beta per channel [T, H, K] for GDN-2 only."""
+    """q, k, v, g, beta (and GDN-2's w): beta per channel [T, H, K] for GDN-2 only, where
+    beta and w come in q's dtype as GDN-2's ops require."""
     gen = torch.Generator(device="cuda").manual_seed(seed)
     rnd = lambda *s: torch.randn(*s, device="cuda", generator=gen)  # noqa: E731
     q = torch.nn.functional.normalize(rnd(T, H, K), dim=-1).bfloat16()
@@ -84,7 +85,8 @@ def inputs(op: str, per_channel: bool, seed: int = 0):
     v = rnd(T, H, V).bfloat16()
     g = torch.nn.functional.logsigmoid(rnd(*((T, H, K) if per_channel else (T, H))))
     if op == "gdn2":
-        return q, k, v, g, torch.sigmoid(rnd(T, H, K)), torch.sigmoid(rnd(T, H, V))
+        return (q, k, v, g, torch.sigmoid(rnd(T, H, K)).bfloat16(),
+                torch.sigmoid(rnd(T, H, V)).bfloat16())
     return q, k, v, g, torch.sigmoid(rnd(T, H))
 
 
@@ -204,8 +206,6 @@ SUMMARIES = {"gdn": (ops.gated_delta_net_summary, ops.gated_delta_net_summary_bw
 def run_summary(op, table):
     """The FROST span summary, forward and backward, of every sequence of `table`."""
     q, k, v, g, beta, *w = inputs(op, op != "gdn")
-    if op == "gdn2":  # the summary ops take GDN-2's beta and w in q's dtype (no conversion)
-        beta, w = beta.bfloat16(), [w[0].bfloat16()]
     cu = torch.tensor(table, dtype=torch.int32, device="cuda")
     forward, backward = SUMMARIES[op]
     engine = f"{op}_summary_frost"
