@@ -200,9 +200,12 @@ def _roles_of_three_calls(rec, family, x, initial) -> list:
                          ids=["zero", "h0", "shared-kv"])
 def test_cached_summary_takes_the_lane_and_launches_what_execute_does(family, with_initial,
                                                                       k_heads, monkeypatch):
-    """With one k and v head for two gate heads the first run reads a zero stand-in q of
-    HO heads from scratch (kernels/summary.py), which the lane must zero too."""
+    """On the passes with the output (FROST_SUMMARY_NO_OUTPUT=0; the output-free default is
+    test_summary_without_output_launches_no_q_and_no_out's): with one k and v head for two
+    gate heads the first run reads a zero stand-in q of HO heads from scratch
+    (kernels/summary.py), which the lane must zero too."""
     monkeypatch.setenv(summary_engine.LANE_ENV, "1")
+    monkeypatch.setenv(kernels_summary.NO_OUTPUT_ENV, "0")
     rec = _Recorder()
     with summary_engines_on_cpu(rec):
         x = _inputs(family, seed=1, k_heads=k_heads)
@@ -229,7 +232,7 @@ def test_cached_summary_takes_the_lane_and_launches_what_execute_does(family, wi
 @pytest.mark.parametrize("family", ["gdn", "kda", "gdn2"])
 @pytest.mark.parametrize("k_heads", [None, 1], ids=["own-kv", "shared-kv"])
 def test_summary_without_output_launches_no_q_and_no_out(family, k_heads, monkeypatch):
-    """FROST_SUMMARY_NO_OUTPUT=1: the checked call and the lane launch write_output=False
+    """FROST_SUMMARY_NO_OUTPUT=1 (the default): the checked call and the lane launch write_output=False
     kernels with q and out absent, the same scratch for the same roles (the zero v / w and
     the identity), on a plan whose workspace is smaller than the switch-off plan's."""
     monkeypatch.setenv(summary_engine.LANE_ENV, "1")

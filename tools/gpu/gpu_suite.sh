@@ -116,7 +116,7 @@
 #              first the host-device syncs of one split call, --sync-check)
 #   spansplitlane the same test and profile (GDN, KDA) with CUDNN_FROST_SUMMARY_LANE=1: the
 #              FROST summaries' direct launches (summary_engine.py), the default since then
-#   bwdlane    the FROST backward plan's direct launch (CUDNN_FROST_BWD_LANE=1, off by default;
+#   bwdlane    the FROST backward plan's direct launch (CUDNN_FROST_BWD_LANE, the default since;
 #              engines_frost/.../frost/bwd_plan.py): ops_gpu_test's backward lane test (GDN,
 #              KDA, GDN-2 with grouped heads, recompute and training checkpoints: later calls
 #              take the lane, gradients bitwise the lane-off path's and within the float64
@@ -124,7 +124,7 @@
 #              --backward), then the fwd+bwd op rows (op FROST columns) with the switch 0 and 1;
 #              bwdlanetest / bwdlanebench run one of them
 #   summarynoout the forward span summary on forward kernels compiled without the output
-#              (FROST_SUMMARY_NO_OUTPUT=1, off by default; kernels/NOTES.md "Summary passes
+#              (FROST_SUMMARY_NO_OUTPUT, the default since; kernels/NOTES.md "Summary passes
 #              without the output"): engines_frost/tests/frost_summary_no_output_gpu_test.py
 #              (final states and transitions bitwise the default passes', and vs float64) and
 #              the summary op's switch test (span_split_gpu_test.py -k switch), the span split

@@ -8,7 +8,7 @@ carries the forward's values too: then only the chain and grads kernels run) and
 per-head gradients for grouped heads); execute hands the caller's buffers and the workspace straight to `frost_bwd` on
 the context's stream (ValueError names a port whose buffer the kernels cannot take).
 
-direct_launch (with CUDNN_FROST_BWD_LANE=1; off until it has run on a GPU): frost_bwd's
+direct_launch (unless CUDNN_FROST_BWD_LANE=0; bitwise execute's gradients on the H200): frost_bwd's
 checks, workspace layout and kernel lookups done once (kernels/bwd.py bind_bwd, every
 stage of the call's path: states, or values with state_checkpoints, or neither with the
 forward's values too; then chain and grads and, for grouped heads, the head-group sums),
@@ -39,12 +39,12 @@ _INPUTS = ("q", "k", "v", "g", "beta", "w", "cu_seqlens", "dO", "initial_state",
 _OUTPUTS = ("dQ", "dK", "dV", "dG", "dBeta", "dW", "d_initial_state")
 # graph port -> frost_bwd keyword
 _ARGUMENT = {"dQ": "dq", "dK": "dk", "dV": "dv", "dG": "dg", "dBeta": "dbeta", "dW": "dw"}
-#: 1: backward plans offer a direct launch (module docstring); unset or 0: not
+#: 1, unset or empty: backward plans offer a direct launch (module docstring); 0: not
 LANE_ENV = "CUDNN_FROST_BWD_LANE"
 
 
 def lane_enabled() -> bool:
-    return binary_switch(LANE_ENV, default=False)
+    return binary_switch(LANE_ENV, default=True)
 
 
 class FrostBackwardPlan(CompiledPlan):

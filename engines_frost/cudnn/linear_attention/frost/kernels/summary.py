@@ -23,8 +23,8 @@ caller's stream; nothing is allocated, nothing reads cu_seqlens on the host.
 Costs: one forward pass for final_state, one more (V = K wide) for a transition; the
 backward summary is one chain pass (plus a forward pass for its transition).
 
-FROST_SUMMARY_NO_OUTPUT=1 (off by default; read when a plan is built, kept in its
-SummaryShape): the forward summary's two passes run the forward kernels compiled with
+FROST_SUMMARY_NO_OUTPUT (1 by default, 0 turns it off; read when a plan is built, kept in
+its SummaryShape): the forward summary's two passes run the forward kernels compiled with
 write_output=False (config.py), which read no q and compute and store no output, so
 there is no stand-in q and no discarded o / o_t in the workspace; the state path is the
 same code, so final_state and transition are bitwise those of the default passes.
@@ -40,13 +40,13 @@ from cudnn.linear_attention.frost.kernels import fwd as _fwd
 
 _ALIGN = 256
 _BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
-#: 1: the forward summary's passes skip the output (module docstring); unset, empty or 0: not
+#: 1, unset or empty: the forward summary's passes skip the output (module docstring); 0: not
 NO_OUTPUT_ENV = "FROST_SUMMARY_NO_OUTPUT"
 
 
 def no_output_requested() -> bool:
-    """FROST_SUMMARY_NO_OUTPUT: True for 1, False unset, empty or 0, else ValueError."""
-    return binary_switch(NO_OUTPUT_ENV, default=False)
+    """FROST_SUMMARY_NO_OUTPUT: True for 1, unset or empty, False for 0, else ValueError."""
+    return binary_switch(NO_OUTPUT_ENV, default=True)
 
 
 def stand_in_heads(known: int, other: int, ho: int) -> int:
