@@ -305,49 +305,34 @@ def frost_bwd(*, q, k, v, g, beta, w, cu_seqlens, dO, initial_state, d_final_sta
 
     from cudnn.linear_attention.common.cu_seqlens_check import check_cu_seqlens, strict_requested
 
-    cfg, T, N, regions, size = _checked_layout(
-        q=q, k=k, v=v, g=g, beta=beta, w=w, cu_seqlens=cu_seqlens, dO=dO, initial_state=initial_state,
-        d_final_state=d_final_state, dq=dq, dk=dk, dv=dv, dg=dg, dbeta=dbeta, dw=dw,
-        d_initial_state=d_initial_state, use_l2norm=use_l2norm, gate_per_channel=gate_per_channel,
-        beta_per_channel=beta_per_channel, state_checkpoints=state_checkpoints, values=values)
-    if N == 0:
+    # one home for the checks, the layout, the launch order and the head-group sums: the
+    # bound call a direct launch keeps, here bound and run once (bitwise the same work)
+    operands = dict(q=q, k=k, v=v, g=g, beta=beta, w=w, cu_seqlens=cu_seqlens, dO=dO,
+                    initial_state=initial_state, d_final_state=d_final_state, dq=dq, dk=dk, dv=dv,
+                    dg=dg, dbeta=dbeta, dw=dw, d_initial_state=d_initial_state,
+                    state_checkpoints=state_checkpoints, values=values)
+    bound = _bind(operands, workspace=workspace, scale=scale, use_l2norm=use_l2norm,
+                  gate_per_channel=gate_per_channel, beta_per_channel=beta_per_channel, stages=stages)
+    if bound is None:
         return
-    _check_workspace(workspace, size)
-    ws = _carve(workspace.reshape(-1).view(torch.uint8), regions)
     if stream is None:
         stream = torch.cuda.current_stream(q.device)
     if strict_requested(strict_cu_seqlens):
         with torch.cuda.stream(stream):
-            check_cu_seqlens(cu_seqlens, T, "frost_bwd")
-    tensors = _launch_tensors(cfg, ws, q=q, k=k, v=v, g=g, beta=beta, w=w, cu_seqlens=cu_seqlens, dO=dO,
-                              initial_state=initial_state, d_final_state=d_final_state, dq=dq, dk=dk, dv=dv,
-                              dg=dg, dbeta=dbeta, dw=dw, d_initial_state=d_initial_state,
-                              state_checkpoints=state_checkpoints, values=values)
-    for kernel in _stage_kernels(cfg, stages, q.device):
-        kernel.launch(tensors, T, N, float(scale), stream)
-    if stages is None or "grads" in stages:
-        with torch.cuda.stream(stream):
-            _sum_head_groups(ws, T, dq=dq, dk=dk, dv=dv)
+            check_cu_seqlens(cu_seqlens, bound.T, "frost_bwd")
+    bound.launch(operands, workspace, stream.cuda_stream)
 
 
 def _sum_head_groups(ws: dict, T: int, **grads) -> None:
     """dq / dk / dv (``grads``, the caller's [T, heads, D] results) as the sums over their
     head groups of the fp32 per-output-head partials the grads kernel wrote into the
     workspace regions of the same names (layouts without such a region: nothing to do).
-    On torch's current stream; frost_bwd and BoundBwd both end with it, so the two write
-    the same bits."""
+    On torch's current stream; BoundBwd.launch ends with it (frost_bwd's calls and the
+    direct launches alike)."""
     for name, out in grads.items():
         part = ws.get(name)
         if part is not None and T:
             out.copy_(part.view(T, out.shape[1], part.shape[1] // out.shape[1], -1).sum(2))
-
-
-def _checked_layout(**operands):
-    """(cfg, T, N, workspace regions, workspace bytes) of a frost_bwd call: its operand
-    checks, the device check and the workspace layout (frost_bwd and bind_bwd)."""
-    cfg, T, N = check_bwd_operands(**operands)
-    _require_cuda(operands["q"])
-    return (cfg, T, N, *_regions(cfg, T, N))
 
 
 def _require_cuda(q) -> None:
@@ -392,11 +377,12 @@ def _stage_kernels(cfg: FrostBwdConfig, stages, device) -> tuple:
 
 @dataclasses.dataclass(frozen=True)
 class BoundBwd:
-    """Kernel stages of one checked frost_bwd call, held by a caller that repeats it
-    (bind_bwd: the FROST backward plan's and the FROST summary's direct launches).
+    """Kernel stages of one checked frost_bwd call: what frost_bwd runs once, and what a
+    caller that repeats the call keeps (bind_bwd: the FROST backward plan's and the FROST
+    summary's direct launches).
     `launch` carves the workspace, launches the stages with no checks and, when the bound
     stages end with the grads and the layout has per-head partials (grouped heads), sums
-    them into dq / dk / dv as frost_bwd does; the caller owes operands laid out as the
+    them into dq / dk / dv; the caller owes operands laid out as the
     bound call's and a workspace of at least its size (as BoundLaunch's callers do)."""
     cfg: FrostBwdConfig
     T: int
@@ -442,21 +428,30 @@ def _is_current(device, stream: int) -> bool:
     return torch._C._cuda_getCurrentRawStream(device.index) == stream
 
 
-def bind_bwd(*, q, k, v, g, beta, w, cu_seqlens, dO, initial_state, d_final_state, dq, dk, dv, dg, dbeta, dw,
-             d_initial_state, workspace, scale: float, use_l2norm: bool, gate_per_channel: bool,
-             beta_per_channel: bool, stages: tuple[str, ...] | None = None, state_checkpoints=None,
-             values=None) -> BoundBwd | None:
+def bind_bwd(*, workspace, scale: float, use_l2norm: bool, gate_per_channel: bool,
+             beta_per_channel: bool, stages: tuple[str, ...] | None = None,
+             **operands) -> BoundBwd | None:
     """frost_bwd's checks, workspace layout and kernel lookups without the launches, for
-    operands and a workspace laid out like these, `stages` only (None: every stage of the
-    path, as frost_bwd); None when there is nothing to launch (N == 0). The bound launch
-    ends with frost_bwd's head-group sums where its stages include the grads."""
-    cfg, T, N, regions, size = _checked_layout(
-        q=q, k=k, v=v, g=g, beta=beta, w=w, cu_seqlens=cu_seqlens, dO=dO, initial_state=initial_state,
-        d_final_state=d_final_state, dq=dq, dk=dk, dv=dv, dg=dg, dbeta=dbeta, dw=dw,
-        d_initial_state=d_initial_state, use_l2norm=use_l2norm, gate_per_channel=gate_per_channel,
-        beta_per_channel=beta_per_channel, state_checkpoints=state_checkpoints, values=values)
+    operands (frost_bwd's names: q ... d_initial_state, state_checkpoints and values) and a
+    workspace laid out like these, `stages` only (None: every stage of the path, as
+    frost_bwd); None when there is nothing to launch (N == 0). The bound launch ends with
+    frost_bwd's head-group sums where its stages include the grads."""
+    return _bind(operands, workspace=workspace, scale=scale, use_l2norm=use_l2norm,
+                 gate_per_channel=gate_per_channel, beta_per_channel=beta_per_channel, stages=stages)
+
+
+def _bind(operands: dict, *, workspace, scale: float, use_l2norm: bool, gate_per_channel: bool,
+          beta_per_channel: bool, stages) -> BoundBwd | None:
+    """bind_bwd's work (frost_bwd binds through here, so that a caller counting bind_bwd's
+    calls sees only the direct launches' binds)."""
+    cfg, T, N = check_bwd_operands(**operands, use_l2norm=use_l2norm,
+                                   gate_per_channel=gate_per_channel,
+                                   beta_per_channel=beta_per_channel)
+    _require_cuda(operands["q"])
     if N == 0:
         return None
+    regions, size = _regions(cfg, T, N)
     _check_workspace(workspace, size)
     sums = (stages is None or "grads" in stages) and any(r.name in ("dq", "dk", "dv") for r in regions)
-    return BoundBwd(cfg, T, N, regions, _stage_kernels(cfg, stages, q.device), float(scale), sums)
+    return BoundBwd(cfg, T, N, regions, _stage_kernels(cfg, stages, operands["q"].device),
+                    float(scale), sums)
