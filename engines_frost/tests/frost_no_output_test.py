@@ -45,10 +45,12 @@ def test_config_rules():
     assert _config().write_output is True  # the default: every existing config keeps its kernel
     _config(write_output=False)
     _config(write_output=False, has_initial_state=True)
-    for over in (dict(write_checkpoints=True), dict(write_checkpoints=True, write_values=True),
-                 dict(has_final_state=False, state_dtype=None)):
+    for over in (dict(write_checkpoints=True), dict(has_final_state=False, state_dtype=None)):
         with pytest.raises(ValueError, match="FrostFwdConfig: write_output must be True"):
             _config(write_output=False, **over)
+    # the backward's recompute on the forward kernel: checkpoints and U, no final state
+    _config(write_output=False, write_checkpoints=True, write_values=True, has_final_state=False,
+            state_dtype=None)
 
 
 def test_the_store_key_and_description_tell_the_twins_apart():
@@ -153,6 +155,31 @@ def test_no_output_kernels_compile_smaller_without_spills(case, tmp_path):
     assert _count(ins, "HMMA") < _count(twin_ins, "HMMA")  # no P tiles (and on v2 no O)
     assert _count(ins, "LDGSTS") < _count(twin_ins, "LDGSTS")  # no q rows prefetched
     if io == "bfloat16":  # v3: R and the state update, of R, O, P U and the state update
+        assert 2 * _count(ins, "HGMMA") == _count(twin_ins, "HGMMA") > 0
+
+
+# (id, family, io, has_initial_state): the backward's recompute forwards (bwd.py
+# recompute_configs): checkpoints and U without the output or a final state
+RECOMPUTE = [("v3-gdn", "gdn", "bfloat16", False), ("v3-kda-h0", "kda", "bfloat16", True),
+             ("v2-gdn", "gdn", "float16", False)]
+
+
+@pytest.mark.parametrize("case", RECOMPUTE, ids=[c[0] for c in RECOMPUTE])
+def test_recompute_forwards_compile_smaller_than_the_training_forward(case, tmp_path):
+    """Against the training forward (checkpoints, U and the output): the same checkpoint
+    and U stores and barriers, no o rows, no q rows, half the warpgroup MMAs on v3."""
+    _, family, io, h0 = case
+    twin = _config(family, io, has_initial_state=h0, has_final_state=False,
+                   state_dtype="float32" if h0 else None, write_checkpoints=True, write_values=True)
+    cfg = dataclasses.replace(twin, write_output=False)
+    res, ins = _sass(cfg, tmp_path)
+    twin_res, twin_ins = _sass(twin, tmp_path)
+    assert res["LOCAL"] == 0 and res["STACK"] == 0, res
+    assert len(ins) < len(twin_ins), (len(ins), len(twin_ins))
+    assert _count(ins, "BAR.SYNC") == _count(twin_ins, "BAR.SYNC")
+    assert 0 < _count(ins, "STG") < _count(twin_ins, "STG")  # checkpoints and U stay, o goes
+    assert _count(ins, "LDGSTS") < _count(twin_ins, "LDGSTS")  # no q rows prefetched
+    if io == "bfloat16":
         assert 2 * _count(ins, "HGMMA") == _count(twin_ins, "HGMMA") > 0
 
 

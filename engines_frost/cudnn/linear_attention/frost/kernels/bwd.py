@@ -366,13 +366,65 @@ def _launch_tensors(cfg: FrostBwdConfig, ws: dict, *, q, k, v, g, beta, w, cu_se
 
 
 def _stage_kernels(cfg: FrostBwdConfig, stages, device) -> tuple:
-    """The compiled kernels of the path's stages in `stages` (None: all), in launch order."""
+    """The compiled kernels of the path's stages in `stages` (None: all), in launch order.
+    Under FROST_BWD_RECOMPUTE_FORWARD=1 the recompute path's states stage is the forward
+    kernel compiled without its output (recompute_configs)."""
+    from cudnn.linear_attention.frost.kernels import fwd
     from cudnn.linear_attention.frost.kernels.compile_kernel import preferred_ffi
-    from cudnn.linear_attention.frost.kernels.fwd import device_arch
 
-    arch, ffi = device_arch(device), preferred_ffi()
-    return tuple(_compiled(cfg.with_stage(stage), arch, ffi, device)
-                 for stage in cfg.stages if stages is None or stage in stages)
+    arch, ffi = fwd.device_arch(device), preferred_ffi()
+    on_forward = recompute_configs(cfg)
+    kernels = []
+    for stage in cfg.stages:
+        if stages is not None and stage not in stages:
+            continue
+        if on_forward is not None and stage in on_forward:
+            config = on_forward[stage]
+            kernels.append(ForwardStates(fwd._compiled(config, arch, ffi, device))
+                           if stage == "states" else _compiled(config, arch, ffi, device))
+        else:
+            kernels.append(_compiled(cfg.with_stage(stage), arch, ffi, device))
+    return tuple(kernels)
+
+
+#: 1: the recompute path's states stage runs on the forward kernel (recompute_configs); unset
+#: or 0: on the backward's states kernel
+RECOMPUTE_FORWARD_ENV = "FROST_BWD_RECOMPUTE_FORWARD"
+
+
+def recompute_configs(cfg: FrostBwdConfig) -> dict | None:
+    """Under FROST_BWD_RECOMPUTE_FORWARD=1, for a call on the recompute path (no
+    checkpoints from the forward): the kernels that replace the states kernel's work, by
+    stage. "states": the forward kernel compiled with write_checkpoints and write_values
+    and without its output (no q, no o, no final state), which writes the per-chunk bf16
+    states and U into the workspace regions the states kernel fills, in the same layout
+    (checkpoints.py's rows; U per token); "chain": the chain kernel of the forward-values
+    path, which zeroes the gradient rows no sequence covers (the states kernel's job on
+    this path). grads is unchanged. None otherwise (the switch off, or the checkpoint
+    paths). U and the states come from the forward's chain, so the gradients are within
+    rounding of the states kernel's, not bitwise (as the training path's)."""
+    from cudnn.linear_attention.common.switches import binary_switch
+
+    if cfg.checkpoints or not binary_switch(RECOMPUTE_FORWARD_ENV, default=False):
+        return None
+    forward = dataclasses.replace(cfg.fwd, has_final_state=False, write_checkpoints=True,
+                                  write_values=True, write_output=False)
+    chain = dataclasses.replace(cfg, stage="chain", forward_values=True).with_stage("chain")
+    return {"states": forward, "chain": chain}
+
+
+@dataclasses.dataclass(frozen=True)
+class ForwardStates:
+    """The output-free training forward as the backward's states stage: launched with the
+    backward's operands by ABI name (its state_checkpoints and values are the workspace's
+    ckpt and u regions; q and out are absent, no final state)."""
+    kernel: object  # compiled_kernel.CompiledKernel of recompute_configs' "states" config
+
+    def launch(self, tensors: dict, T: int, N: int, scale: float, stream) -> None:
+        forward = {name: tensors[name] for name in ("k", "v", "g", "beta", "w", "cu_seqlens",
+                                                      "initial_state")}
+        self.kernel.launch({**forward, "state_checkpoints": tensors["ckpt"], "values": tensors["u"]},
+                           T, N, scale, stream)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -70,7 +70,9 @@ class FrostFwdConfig:
     # decay-folded operand, the q k^T half of the Gram stage, the chain's O products and
     # the o stores, the grid row that zeroes uncovered output rows) is compiled out; the
     # state path is the same code. q and out are then absent at launch (null pointers the
-    # kernel never reads; fwd.check_operands: None). The plain launchers (v2, v3) only.
+    # kernel never reads; fwd.check_operands: None). The plain launchers (v2, v3), and the
+    # values launchers with write_checkpoints and write_values: the backward's recompute of
+    # its states and U on the forward kernel (bwd.py FROST_BWD_RECOMPUTE_FORWARD).
     write_output: bool = True
 
     def __post_init__(self):
@@ -93,10 +95,11 @@ class FrostFwdConfig:
             bad("gate_align16", "False for scalar gates")
         if self.write_values and not self.write_checkpoints:
             bad("write_values", "False unless write_checkpoints (U is only useful with the states it came from)")
-        if not self.write_output and self.write_checkpoints:
-            bad("write_output", "True with write_checkpoints (a training forward needs its output)")
-        if not self.write_output and not self.has_final_state:
-            bad("write_output", "True without final_state (the kernel would write nothing)")
+        if not self.write_output and self.write_checkpoints and not self.write_values:
+            bad("write_output", "True with write_checkpoints unless write_values (the output-free "
+                "training forward is the backward's recompute: checkpoints and U)")
+        if not self.write_output and not (self.has_final_state or self.write_checkpoints):
+            bad("write_output", "True without final_state or checkpoints (the kernel would write nothing)")
 
     @property
     def HO(self) -> int:

@@ -1,0 +1,151 @@
+"""FROST_BWD_RECOMPUTE_FORWARD=1 (kernels/bwd.py recompute_configs) on the CPU: the
+recompute path's states stage runs on the output-free training forward.
+
+- which calls it applies to (the recompute path with the switch on; never the checkpoint
+  paths), and that its kernels are ones the product already builds or a config the
+  forward's own rules accept: the forward config is the call's own forward with
+  checkpoints and U and without the output; the chain is exactly the forward-values
+  path's chain kernel (the one that zeroes the gradient rows no sequence covers);
+- the stage list and launch order through frost_bwd with recording kernels: the forward
+  gets the workspace's ckpt and u regions as its state_checkpoints and values and the
+  backward's k, v, g, beta, w, cu_seqlens and initial state, never q, an output or a
+  final state; chain and grads then read the same regions;
+- the operand names it hands the forward kernel are that kernel's launch-ABI names.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import sys
+
+import pytest
+
+torch = pytest.importorskip("torch")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from frost_bwd_args_test import _operands  # noqa: E402
+
+from cudnn.linear_attention.frost.kernels import bwd as kernels_bwd  # noqa: E402
+from cudnn.linear_attention.frost.kernels import fwd as kernels_fwd  # noqa: E402
+from cudnn.linear_attention.frost.kernels.bwd_config import checkpoint_rows  # noqa: E402
+from cudnn.linear_attention.frost.kernels.config import abi_operands  # noqa: E402
+
+FAMILIES = ["gdn", "kda", "gdn2"]
+
+
+def _flags(family):
+    return dict(use_l2norm=True, gate_per_channel=family != "gdn", beta_per_channel=family == "gdn2")
+
+
+def _config(family, **extra):
+    x = _operands(family=family, h0=True, H=2, HV=4)
+    x.update(extra)
+    return kernels_bwd.check_bwd_operands(**x, **_flags(family))[0], x
+
+
+@pytest.mark.parametrize("value", [None, "0"])
+def test_off_by_default(value, monkeypatch):
+    if value is None:
+        monkeypatch.delenv(kernels_bwd.RECOMPUTE_FORWARD_ENV, raising=False)
+    else:
+        monkeypatch.setenv(kernels_bwd.RECOMPUTE_FORWARD_ENV, value)
+    assert kernels_bwd.recompute_configs(_config("gdn")[0]) is None
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_the_kernels_it_runs(family, monkeypatch):
+    monkeypatch.setenv(kernels_bwd.RECOMPUTE_FORWARD_ENV, "1")
+    cfg, x = _config(family)
+    plan = kernels_bwd.recompute_configs(cfg)
+    forward = plan["states"]
+    assert (forward.write_checkpoints, forward.write_values, forward.write_output) == (True, True, False)
+    assert not forward.has_final_state
+    assert dataclasses.replace(forward, write_checkpoints=False, write_values=False,
+                               write_output=True) == cfg.fwd
+    # the chain is the forward-values path's own kernel: that path's config, derived from
+    # the call with the forward's checkpoints and U given
+    T, N, HO, V, K = x["q"].shape[0], 3, 4, x["v"].shape[-1], x["k"].shape[-1]
+    with_u, _ = _config(family, state_checkpoints=torch.zeros(checkpoint_rows(T, N), HO, V, K,
+                                                              dtype=torch.bfloat16),
+                        values=torch.zeros(T, HO, V, dtype=torch.bfloat16))
+    assert plan["chain"] == with_u.with_stage("chain")
+    assert set(plan) == {"states", "chain"}  # grads stays the recompute path's
+
+
+def test_not_on_the_checkpoint_paths(monkeypatch):
+    monkeypatch.setenv(kernels_bwd.RECOMPUTE_FORWARD_ENV, "1")
+    x = _operands(family="kda")
+    T, N, HO, V, K = x["q"].shape[0], 3, 4, 64, 64
+    ckpt = torch.zeros(checkpoint_rows(T, N), HO, V, K, dtype=torch.bfloat16)
+    cfg, _, _ = kernels_bwd.check_bwd_operands(**x, state_checkpoints=ckpt, **_flags("kda"))
+    assert kernels_bwd.recompute_configs(cfg) is None
+
+
+def test_a_bad_switch_value_is_named(monkeypatch):
+    monkeypatch.setenv(kernels_bwd.RECOMPUTE_FORWARD_ENV, "yes")
+    with pytest.raises(ValueError, match=kernels_bwd.RECOMPUTE_FORWARD_ENV):
+        kernels_bwd.recompute_configs(_config("gdn")[0])
+
+
+class _Kernel:
+    def __init__(self, name, log):
+        self.name, self.log = name, log
+
+    def launch(self, tensors, T, N, scale, stream):
+        self.log.append((self.name, dict(tensors)))
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_frost_bwd_launches_the_forward_then_chain_and_grads(family, monkeypatch):
+    monkeypatch.setenv(kernels_bwd.RECOMPUTE_FORWARD_ENV, "1")
+    log, configs = [], {}
+
+    def backward_kernel(cfg, arch, ffi, device=None):
+        configs[cfg.stage] = cfg
+        return _Kernel(cfg.stage, log)
+
+    def forward_kernel(cfg, arch, ffi=None, device=None):
+        configs["forward"] = cfg
+        return _Kernel("forward", log)
+
+    monkeypatch.setattr(kernels_bwd, "_compiled", backward_kernel)
+    monkeypatch.setattr(kernels_fwd, "_compiled", forward_kernel)
+    monkeypatch.setattr(kernels_fwd, "device_arch", lambda device: "sm_90a")
+    monkeypatch.setattr(kernels_bwd, "_require_cuda", lambda q: None)
+    cfg, x = _config(family)
+    workspace = torch.zeros(kernels_bwd.frost_bwd_workspace_size(
+        total_tokens=130, num_seqs=3, heads_q=2, heads_k=4, heads_v=4, head_dim_k=64,
+        head_dim_v=64), dtype=torch.uint8)
+    kernels_bwd.frost_bwd(**x, workspace=workspace, scale=0.125,
+                          stream=type("S", (), {"cuda_stream": 0})(), **_flags(family))
+    assert [name for name, _ in log] == ["forward", "chain", "grads"]
+    plan = kernels_bwd.recompute_configs(cfg)
+    assert configs["forward"] == plan["states"] and configs["chain"] == plan["chain"]
+    assert configs["grads"] == cfg.with_stage("grads")
+    forward, chain, grads = (t for _, t in log)
+    # the forward writes the regions chain and grads read, and reads the call's inputs
+    assert forward["state_checkpoints"] is grads["ckpt"] and forward["values"] is grads["u"]
+    assert forward["values"] is chain["u"]
+    for name in ("k", "v", "g", "beta", "w", "cu_seqlens", "initial_state"):
+        assert forward[name] is x[name], name
+    assert "q" not in forward and "out" not in forward and "final_state" not in forward
+    assert set(forward) <= set(abi_operands(configs["forward"]))
+
+
+def test_the_forward_abi_takes_the_names_it_is_given():
+    """Every name ForwardStates hands over is an operand of the recompute forward's launch
+    ABI, so no operand is dropped on the way (a missing name would launch a null pointer)."""
+    cfg, _ = _config("gdn2")
+    os.environ[kernels_bwd.RECOMPUTE_FORWARD_ENV] = "1"
+    try:
+        forward = kernels_bwd.recompute_configs(cfg)["states"]
+    finally:
+        del os.environ[kernels_bwd.RECOMPUTE_FORWARD_ENV]
+    log = []
+    tensors = {name: torch.zeros(1) for name in ("k", "v", "g", "beta", "w", "cu_seqlens",
+                                                  "initial_state", "ckpt", "u", "q", "dO")}
+    kernels_bwd.ForwardStates(_Kernel("forward", log)).launch(tensors, 1, 1, 1.0, None)
+    (_, given), = log
+    abi = abi_operands(forward)
+    assert set(given) <= set(abi)
+    assert set(abi) - set(given) == {"q", "out", "final_state"}
