@@ -149,3 +149,26 @@ def test_the_forward_abi_takes_the_names_it_is_given():
     abi = abi_operands(forward)
     assert set(given) <= set(abi)
     assert set(abi) - set(given) == {"q", "out", "final_state"}
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_precompile_lists_what_the_switch_launches(family, monkeypatch):
+    """frost_configs.call_configs (python -m cudnn precompile --backward) lists the kernels
+    of the recompute path as the launcher runs them: with the switch, the output-free
+    forward and the forward-values chain; without it, the states kernel."""
+    from cudnn.linear_attention.frost.kernels import frost_configs
+
+    x = _operands(family=family, h0=True, H=2, HV=4)
+    args = {name: x[name] for name in ("q", "k", "v", "g", "beta", "w", "cu_seqlens",
+                                       "initial_state")}
+    lists = {}
+    for value in ("0", "1"):
+        monkeypatch.setenv(kernels_bwd.RECOMPUTE_FORWARD_ENV, value)
+        lists[value] = frost_configs.call_configs(family, args, final_state=True, l2norm=True,
+                                                  backward=True)
+    cfg, _ = _config(family)
+    monkeypatch.setenv(kernels_bwd.RECOMPUTE_FORWARD_ENV, "1")
+    plan = kernels_bwd.recompute_configs(cfg)
+    assert plan["states"] in lists["1"] and plan["states"] not in lists["0"]
+    assert plan["chain"] in lists["1"]
+    assert cfg.with_stage("states") in lists["0"] and cfg.with_stage("states") not in lists["1"]

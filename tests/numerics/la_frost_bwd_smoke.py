@@ -311,7 +311,7 @@ def configs_of(case: Case, family: str, checkpoints: bool = False, plain_forward
     with `values` too, those of the v1.3 path and the forward writing U."""
     import dataclasses as dc
 
-    from cudnn.linear_attention.frost.kernels.bwd import check_bwd_operands
+    from cudnn.linear_attention.frost.kernels.bwd import check_bwd_operands, stage_configs
 
     _, x, dO, dht = make_case(case, family, "cpu")
     out = grads_buffers(x, "cpu")
@@ -320,7 +320,7 @@ def configs_of(case: Case, family: str, checkpoints: bool = False, plain_forward
                                    initial_state=x.initial_state, d_final_state=dht, use_l2norm=case.l2norm,
                                    gate_per_channel=x.g.dim() == 3, beta_per_channel=x.beta.dim() == 3,
                                    state_checkpoints=ckpt, values=new_values(x) if values else None, **out)
-    kernels = [cfg.with_stage(s) for s in cfg.stages]
+    kernels = list(stage_configs(cfg))
     forwards = []
     if checkpoints:  # the forward both ways: check_case_checkpoints compares their outputs
         forwards += [cfg.fwd] * plain_forward + [dc.replace(cfg.fwd, write_checkpoints=True)]

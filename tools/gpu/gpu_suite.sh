@@ -123,6 +123,13 @@
 #              bound), the cached backward call's host time lane off / on (op_overhead.py
 #              --backward), then the fwd+bwd op rows (op FROST columns) with the switch 0 and 1;
 #              bwdlanetest / bwdlanebench run one of them
+#   bwdrecompute the FROST backward's recompute path with its states stage on the output-free
+#              training forward (FROST_BWD_RECOMPUTE_FORWARD=1, off by default; kernels/bwd.py
+#              recompute_configs, NOTES_bwd.md "The recompute path's states on the forward
+#              kernel"): ops_gpu_test's gradients vs float64 and the FROST backward cases of
+#              the cu_seqlens safety tests with the switch on, then the fwd+bwd op rows with
+#              the switch 0 and 1 (the recompute rows move; the checkpoint rows must not);
+#              bwdrecomputetest / bwdrecomputebench run one of them
 #   summarynoout the forward span summary on forward kernels compiled without the output
 #              (FROST_SUMMARY_NO_OUTPUT, the default since; kernels/NOTES.md "Summary passes
 #              without the output"): engines_frost/tests/frost_summary_no_output_gpu_test.py
@@ -411,6 +418,15 @@ for s in "$@"; do
         stage bwdlanebench "for l in 0 1; do echo \"== CUDNN_FROST_BWD_LANE=\$l\"; CUDNN_FROST_BWD_LANE=\$l \
           python3 bench/bench_linear_attention.py --cases fwd+bwd --impl 'op FROST' --reps 10 || exit 1; \
           done" ;; esac ;;
+    bwdrecompute|bwdrecomputetest|bwdrecomputebench)  # the recompute path's states on the forward
+      case "$s" in bwdrecompute|bwdrecomputetest)
+        stage bwdrecomputetest "FROST_BWD_RECOMPUTE_FORWARD=1 python3 -m pytest -q -s -p no:cacheprovider \
+          tests/torch_ops/ops_gpu_test.py -k gradients_match && FROST_BWD_RECOMPUTE_FORWARD=1 python3 -m pytest \
+          -q -p no:cacheprovider tests/numerics/test_cu_seqlens_safety.py -k 'frost and not decode and bwd'" ;; esac
+      case "$s" in bwdrecompute|bwdrecomputebench)
+        stage bwdrecomputebench "for r in 0 1; do echo \"== FROST_BWD_RECOMPUTE_FORWARD=\$r\"; \
+          FROST_BWD_RECOMPUTE_FORWARD=\$r python3 bench/bench_linear_attention.py --cases fwd+bwd \
+          --impl 'op FROST' --reps 10 || exit 1; done" ;; esac ;;
     summarynoout|summarynoouttest|summarynooutbench)  # the summary passes without the output
       TMO_SAVED="$TMO"; TMO="${STAGE_TIMEOUT:-900}"
       case "$s" in summarynoout|summarynoouttest)

@@ -366,25 +366,25 @@ def _launch_tensors(cfg: FrostBwdConfig, ws: dict, *, q, k, v, g, beta, w, cu_se
 
 
 def _stage_kernels(cfg: FrostBwdConfig, stages, device) -> tuple:
-    """The compiled kernels of the path's stages in `stages` (None: all), in launch order.
-    Under FROST_BWD_RECOMPUTE_FORWARD=1 the recompute path's states stage is the forward
-    kernel compiled without its output (recompute_configs)."""
+    """The compiled kernels of the path's stages in `stages` (None: all), in launch order
+    (stage_configs: a forward config is the output-free forward as the states stage)."""
     from cudnn.linear_attention.frost.kernels import fwd
     from cudnn.linear_attention.frost.kernels.compile_kernel import preferred_ffi
 
     arch, ffi = fwd.device_arch(device), preferred_ffi()
-    on_forward = recompute_configs(cfg)
-    kernels = []
-    for stage in cfg.stages:
-        if stages is not None and stage not in stages:
-            continue
-        if on_forward is not None and stage in on_forward:
-            config = on_forward[stage]
-            kernels.append(ForwardStates(fwd._compiled(config, arch, ffi, device))
-                           if stage == "states" else _compiled(config, arch, ffi, device))
-        else:
-            kernels.append(_compiled(cfg.with_stage(stage), arch, ffi, device))
-    return tuple(kernels)
+    return tuple(_compiled(config, arch, ffi, device) if isinstance(config, FrostBwdConfig)
+                 else ForwardStates(fwd._compiled(config, arch, ffi, device))
+                 for config in stage_configs(cfg, stages))
+
+
+def stage_configs(cfg: FrostBwdConfig, stages=None) -> tuple:
+    """The kernel configs of a call's stages in `stages` (None: all), in launch order: a
+    FrostBwdConfig per stage, except that under FROST_BWD_RECOMPUTE_FORWARD=1 the recompute
+    path runs recompute_configs' kernels (its states stage a FrostFwdConfig). What the
+    launcher compiles and what precompile lists (frost_configs.py)."""
+    on_forward = recompute_configs(cfg) or {}
+    return tuple(on_forward.get(stage) or cfg.with_stage(stage) for stage in cfg.stages
+                 if stages is None or stage in stages)
 
 
 #: 1: the recompute path's states stage runs on the forward kernel (recompute_configs); unset

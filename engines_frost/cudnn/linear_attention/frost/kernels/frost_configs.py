@@ -35,7 +35,7 @@ def call_configs(op: str, args: dict, *, final_state: bool, l2norm: bool,
     """The forward (and backward stage) configs for a call of family `op` with `args`."""
     import torch
 
-    from cudnn.linear_attention.frost.kernels.bwd import check_bwd_operands
+    from cudnn.linear_attention.frost.kernels.bwd import check_bwd_operands, stage_configs
     from cudnn.linear_attention.frost.kernels.fwd import check_operands
 
     q, v, g, beta = args["q"], args["v"], args["g"], args["beta"]
@@ -64,7 +64,7 @@ def call_configs(op: str, args: dict, *, final_state: bool, l2norm: bool,
                 cfg, _, _ = check_bwd_operands(**inputs, dO=torch.empty(T, HO, V, dtype=q.dtype),
                                                initial_state=h0, d_final_state=dht, **grads,
                                                state_checkpoints=saved[0], values=saved[1], **flags)
-                found += [cfg.with_stage(stage) for stage in cfg.stages]
+                found += list(stage_configs(cfg))
         if training:
             found.append(dataclasses.replace(fwd, write_checkpoints=True))
             found.append(dataclasses.replace(fwd, write_checkpoints=True, write_values=True))
@@ -95,7 +95,7 @@ def split_configs(op: str, args: dict, *, spans: int, final_state: bool, l2norm:
     import torch
 
     from cudnn.linear_attention.frost.kernels import summary
-    from cudnn.linear_attention.frost.kernels.bwd import check_bwd_operands
+    from cudnn.linear_attention.frost.kernels.bwd import check_bwd_operands, stage_configs
     from cudnn.linear_attention.frost.kernels.fwd import check_operands
 
     q, k, v, g, beta, w = (args.get(name) for name in ("q", "k", "v", "g", "beta", "w"))
@@ -147,7 +147,7 @@ def split_configs(op: str, args: dict, *, spans: int, final_state: bool, l2norm:
                  "d_initial_state": torch.empty_like(entering)}
         cfg, _, _ = check_bwd_operands(**inputs, dO=dO, initial_state=entering,
                                        d_final_state=torch.empty_like(entering), **grads, **flags)
-        found += [cfg.with_stage(stage) for stage in cfg.stages]
+        found += list(stage_configs(cfg))
     found += [dataclasses.replace(c, gate_align16=False) for c in found
               if not hasattr(c, "stage") and c.gate_per_channel and c.gate_align16]
     return list(dict.fromkeys(found))
