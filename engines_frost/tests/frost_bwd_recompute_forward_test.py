@@ -23,7 +23,7 @@ import pytest
 torch = pytest.importorskip("torch")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from frost_bwd_args_test import _operands  # noqa: E402
+from frost_bwd_operands import bwd_operands as _operands  # noqa: E402
 
 from cudnn.linear_attention.frost.kernels import bwd as kernels_bwd  # noqa: E402
 from cudnn.linear_attention.frost.kernels import fwd as kernels_fwd  # noqa: E402
