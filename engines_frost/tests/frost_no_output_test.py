@@ -1,7 +1,9 @@
 """The forward kernels compiled with write_output=False (config.py; what the span summaries'
-passes run under FROST_SUMMARY_NO_OUTPUT=1, kernels/summary.py), on the CPU:
+passes run by default, kernels/summary.py, and the backward's recompute under
+FROST_BWD_RECOMPUTE_FORWARD=1, kernels/bwd.py), on the CPU:
 
-- the config rules (no training forward, a final state required) and the kernel-store key
+- the config rules (a final state required, or checkpoints with U: the backward's
+  recompute; never checkpoints alone) and the kernel-store key
   and description that tell such a kernel from its twin;
 - frost_fwd's checks: q and out must be None exactly for write_output=False, with the
   stand-in head count (operand_checks.queryless_heads) in the config;

@@ -1,5 +1,6 @@
 """GPU: the forward span summary on write_output=False kernels (FROST_SUMMARY_NO_OUTPUT=1,
-kernels/summary.py) writes bitwise the final states and transitions of the default passes.
+the default, kernels/summary.py) writes bitwise the final states and transitions of the
+passes with the output (FROST_SUMMARY_NO_OUTPUT=0).
 
 The kernels compiled without the output run the same state path (config.py
 write_output), so on the GPU final_state and transition must be equal bit for bit to

@@ -1,4 +1,4 @@
-"""The FROST backward plan's direct launch (bwd_plan.py; on with CUDNN_FROST_BWD_LANE=1)
+"""The FROST backward plan's direct launch (bwd_plan.py; on unless CUDNN_FROST_BWD_LANE=0)
 planned and launched on a CPU with recording stage kernels (frost_bwd_on_cpu.py): a cached
 backward op call takes the op's launch lane after its first, checked call, and the lane
 launches the stages execute launches, in the same order, with the same buffers (the
