@@ -52,25 +52,37 @@ def _workspace(shape):
     return torch.zeros(summary.summary_workspace_layout(shape)[1], dtype=torch.uint8)
 
 
+def _forward_layout(config, x, family):
+    """The forward summary's SummaryShape of these inputs (with the output)."""
+    return summary.SummaryShape(
+        backward=False, T=config.T, N=config.N, HO=config.HO, HK=x.k.shape[1],
+        H_or_HV=x.v.shape[1], K=config.K, V=config.V, io="bfloat16", state="float32",
+        transition="float32", gate_per_channel=family is not Family.GDN,
+        beta_per_channel=family is Family.GDN2, beta=summary.dtype_name(x.beta))
+
+
+def _summarize(x, layout, workspace_for, l2norm, **options):
+    """(final_state, transition) of frost_summary on x, on a workspace sized for
+    `workspace_for` (options: frost_summary's own, e.g. no_output)."""
+    N, HO, K, V = layout.N, layout.HO, layout.K, layout.V
+    final, transition = torch.empty(N, HO, V, K), torch.empty(N, HO, K, K)
+    summary.frost_summary(
+        k=x.k, v=x.v, g=x.g, beta=x.beta, w=x.w, cu_seqlens=x.cu_seqlens,
+        initial_state=x.initial_state, final_state=final, transition=transition,
+        workspace=_workspace(workspace_for), use_l2norm=l2norm,
+        gate_per_channel=layout.gate_per_channel, beta_per_channel=layout.beta_per_channel,
+        stream=None, **options)
+    return final, transition
+
+
 @pytest.mark.parametrize("family", list(Family), ids=lambda f: f.value)
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: s[0])
 @pytest.mark.parametrize("l2norm", [False, True], ids=["plain", "l2norm"])
 def test_summary_forward(kernels, family, shape, l2norm):
     config, x = _inputs(family, shape, l2norm)
-    N, HO, K, V = config.N, config.HO, config.K, config.V
-    final = torch.empty(N, HO, V, K)
-    transition = torch.empty(N, HO, K, K)
-    layout = summary.SummaryShape(
-        backward=False, T=config.T, N=N, HO=HO, HK=x.k.shape[1], H_or_HV=x.v.shape[1], K=K,
-        V=V, io="bfloat16", state="float32", transition="float32",
-        gate_per_channel=family is not Family.GDN, beta_per_channel=family is Family.GDN2,
-        beta=summary.dtype_name(x.beta))
-    summary.frost_summary(
-        k=x.k, v=x.v, g=x.g, beta=x.beta, w=x.w, cu_seqlens=x.cu_seqlens,
-        initial_state=x.initial_state, final_state=final, transition=transition,
-        workspace=_workspace(layout), use_l2norm=l2norm,
-        gate_per_channel=layout.gate_per_channel, beta_per_channel=layout.beta_per_channel,
-        stream=None)
+    K, V = config.K, config.V
+    layout = _forward_layout(config, x, family)
+    final, transition = _summarize(x, layout, layout, l2norm)
     want_final, want_transition = summary_reference(
         family, x.k, x.v, x.g, x.beta, x.cu_seqlens, w=x.w, initial_state=x.initial_state,
         opts=Options(use_qk_l2norm=l2norm))
@@ -113,24 +125,13 @@ def test_summary_forward_without_output(kernels, family, shape, monkeypatch):
     """FROST_SUMMARY_NO_OUTPUT=1: both passes run write_output=False kernels (no q, no out),
     on a workspace without the stand-in q, o and o_t, with the default's results."""
     config, x = _inputs(family, shape, True)
-    N, HO, K, V = config.N, config.HO, config.K, config.V
-    layout = summary.SummaryShape(
-        backward=False, T=config.T, N=N, HO=HO, HK=x.k.shape[1], H_or_HV=x.v.shape[1], K=K,
-        V=V, io="bfloat16", state="float32", transition="float32",
-        gate_per_channel=family is not Family.GDN, beta_per_channel=family is Family.GDN2,
-        beta=summary.dtype_name(x.beta))
+    K, V = config.K, config.V
+    layout = _forward_layout(config, x, family)
     lean = dataclasses.replace(layout, no_output=True)
     results = {}
     for switch, shape_for in (("0", layout), ("1", lean)):
         monkeypatch.setenv(summary.NO_OUTPUT_ENV, switch)
-        final, transition = torch.empty(N, HO, V, K), torch.empty(N, HO, K, K)
-        summary.frost_summary(
-            k=x.k, v=x.v, g=x.g, beta=x.beta, w=x.w, cu_seqlens=x.cu_seqlens,
-            initial_state=x.initial_state, final_state=final, transition=transition,
-            workspace=_workspace(shape_for), use_l2norm=True,
-            gate_per_channel=layout.gate_per_channel, beta_per_channel=layout.beta_per_channel,
-            stream=None)
-        results[switch] = (final, transition)
+        results[switch] = _summarize(x, layout, shape_for, True)
     assert [c.write_output for c in kernels.configs] == [True, True, False, False]
     assert kernels.calls[2:] == [("fwd", V, True), ("fwd", K, True)]
     for got, want in zip(results["1"], results["0"]):
@@ -141,17 +142,9 @@ def test_summary_forward_without_output(kernels, family, shape, monkeypatch):
     # a workspace sized for the lean layout is too small for the default passes: named
     monkeypatch.setenv(summary.NO_OUTPUT_ENV, "0")
     with pytest.raises(ValueError, match=f"workspace must hold at least .*{summary.NO_OUTPUT_ENV}"):
-        summary.frost_summary(
-            k=x.k, v=x.v, g=x.g, beta=x.beta, w=x.w, cu_seqlens=x.cu_seqlens,
-            initial_state=x.initial_state, final_state=results["0"][0], transition=results["0"][1],
-            workspace=_workspace(lean), use_l2norm=True, gate_per_channel=layout.gate_per_channel,
-            beta_per_channel=layout.beta_per_channel, stream=None)
+        _summarize(x, layout, lean, True)
     # an explicit choice overrides the environment (what a plan passes)
-    summary.frost_summary(
-        k=x.k, v=x.v, g=x.g, beta=x.beta, w=x.w, cu_seqlens=x.cu_seqlens,
-        initial_state=x.initial_state, final_state=results["0"][0], transition=results["0"][1],
-        workspace=_workspace(lean), use_l2norm=True, gate_per_channel=layout.gate_per_channel,
-        beta_per_channel=layout.beta_per_channel, stream=None, no_output=True)
+    _summarize(x, layout, lean, True, no_output=True)
     assert kernels.configs[-1].write_output is False
 
 
