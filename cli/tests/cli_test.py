@@ -68,8 +68,9 @@ def test_gpu_commands_without_a_gpu_say_so(command):
         assert "--arch" in result.stderr
 
 
-def test_precompile_derives_the_frost_kernels_of_each_call():
+def test_precompile_derives_the_frost_kernels_of_each_call(monkeypatch):
     pytest.importorskip("torch")
+    monkeypatch.delenv("FROST_BWD_RECOMPUTE_FORWARD", raising=False)
     from cudnn.cli import precompile, shapes
     from cudnn.linear_attention.frost.kernels.bwd_config import FrostBwdConfig
 
@@ -78,8 +79,12 @@ def test_precompile_derives_the_frost_kernels_of_each_call():
     assert len(fwd_only) == 1 and type(fwd_only[0]).__name__ == "FrostFwdConfig" and fwd_only[0].has_final_state
     both = precompile.frost_configs(["gdn", "kda"], shape, backward=True)
     stages = sorted({c.stage for c in both if isinstance(c, FrostBwdConfig)})
-    assert stages == ["chain", "grads", "states", "values"]   # bf16 training: checkpoints too
-    assert any(not isinstance(c, FrostBwdConfig) and c.write_checkpoints for c in both)
+    # bf16 training: checkpoints too; the recompute path's states run on the forward kernel
+    # (FROST_BWD_RECOMPUTE_FORWARD, on by default), compiled without its output
+    assert stages == ["chain", "grads", "values"]
+    assert any(not isinstance(c, FrostBwdConfig) and c.write_checkpoints and c.write_output for c in both)
+    assert any(not isinstance(c, FrostBwdConfig) and c.write_checkpoints and not c.write_output
+               for c in both)
     # KDA's vector gates: the aligned and the unaligned forward config
     assert {c.gate_align16 for c in both if not isinstance(c, FrostBwdConfig)
             and c.gate_per_channel} == {True, False}

@@ -1,11 +1,14 @@
-"""FROST_BWD_RECOMPUTE_FORWARD=1 (kernels/bwd.py recompute_configs) on the CPU: the
-recompute path's states stage runs on the output-free training forward.
+"""FROST_BWD_RECOMPUTE_FORWARD (kernels/bwd.py recompute_configs; on unless 0) on the CPU:
+the recompute path's states stage runs on the output-free training forward.
 
 - which calls it applies to (the recompute path with the switch on; never the checkpoint
   paths), and that its kernels are ones the product already builds or a config the
   forward's own rules accept: the forward config is the call's own forward with
   checkpoints and U and without the output; the chain is exactly the forward-values
-  path's chain kernel (the one that zeroes the gradient rows no sequence covers);
+  path's chain kernel (the one that zeroes the gradient rows no sequence covers); grads
+  is the checkpoint paths' kernel, which reads the states at the forward's packed rows
+  (the states kernel's reader takes other rows once a sequence starts off a chunk
+  boundary: the bug the first H200 run found, wrong dq / dk / dg for such tables);
 - the stage list and launch order through frost_bwd with recording kernels: the forward
   gets the workspace's ckpt and u regions as its state_checkpoints and values and the
   backward's k, v, g, beta, w, cu_seqlens and initial state, never q, an output or a
@@ -28,7 +31,7 @@ from frost_bwd_operands import bwd_operands as _operands  # noqa: E402
 from cudnn.linear_attention.frost.kernels import bwd as kernels_bwd  # noqa: E402
 from cudnn.linear_attention.frost.kernels import fwd as kernels_fwd  # noqa: E402
 from cudnn.linear_attention.frost.kernels.bwd_config import checkpoint_rows  # noqa: E402
-from cudnn.linear_attention.frost.kernels.config import abi_operands  # noqa: E402
+from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig, abi_operands  # noqa: E402
 
 FAMILIES = ["gdn", "kda", "gdn2"]
 
@@ -43,13 +46,16 @@ def _config(family, **extra):
     return kernels_bwd.check_bwd_operands(**x, **_flags(family))[0], x
 
 
-@pytest.mark.parametrize("value", [None, "0"])
-def test_off_by_default(value, monkeypatch):
-    if value is None:
-        monkeypatch.delenv(kernels_bwd.RECOMPUTE_FORWARD_ENV, raising=False)
-    else:
-        monkeypatch.setenv(kernels_bwd.RECOMPUTE_FORWARD_ENV, value)
-    assert kernels_bwd.recompute_configs(_config("gdn")[0]) is None
+def test_on_by_default_and_0_turns_it_off(monkeypatch):
+    monkeypatch.delenv(kernels_bwd.RECOMPUTE_FORWARD_ENV, raising=False)
+    cfg = _config("gdn")[0]
+    assert set(kernels_bwd.recompute_configs(cfg)) == {"states", "chain", "grads"}
+    assert isinstance(kernels_bwd.stage_configs(cfg)[0], FrostFwdConfig)
+    # a call of the chain stage alone (the backward summary's) keeps the path's chain
+    assert kernels_bwd.stage_configs(cfg, ("chain",)) == (cfg.with_stage("chain"),)
+    monkeypatch.setenv(kernels_bwd.RECOMPUTE_FORWARD_ENV, "0")
+    assert kernels_bwd.recompute_configs(cfg) is None
+    assert kernels_bwd.stage_configs(cfg) == tuple(cfg.with_stage(s) for s in cfg.stages)
 
 
 @pytest.mark.parametrize("family", FAMILIES)
@@ -69,7 +75,11 @@ def test_the_kernels_it_runs(family, monkeypatch):
                                                               dtype=torch.bfloat16),
                         values=torch.zeros(T, HO, V, dtype=torch.bfloat16))
     assert plan["chain"] == with_u.with_stage("chain")
-    assert set(plan) == {"states", "chain"}  # grads stays the recompute path's
+    # grads reads the states where the forward wrote them (packed rows): the checkpoint
+    # paths' grads kernel, not the states kernel's reader (rows cu[n] // 64 + n + j)
+    assert plan["grads"] == with_u.with_stage("grads")
+    assert plan["grads"] != cfg.with_stage("grads")
+    assert set(plan) == {"states", "chain", "grads"}
 
 
 def test_not_on_the_checkpoint_paths(monkeypatch):
@@ -121,7 +131,7 @@ def test_frost_bwd_launches_the_forward_then_chain_and_grads(family, monkeypatch
     assert [name for name, _ in log] == ["forward", "chain", "grads"]
     plan = kernels_bwd.recompute_configs(cfg)
     assert configs["forward"] == plan["states"] and configs["chain"] == plan["chain"]
-    assert configs["grads"] == cfg.with_stage("grads")
+    assert configs["grads"] == plan["grads"]
     forward, chain, grads = (t for _, t in log)
     # the forward writes the regions chain and grads read, and reads the call's inputs
     assert forward["state_checkpoints"] is grads["ckpt"] and forward["values"] is grads["u"]

@@ -68,8 +68,8 @@ def frost_launches_on_cpu(launched: list) -> Iterator[None]:
             pass
 
     def stage_kernels(cfg, stages, device):
-        chosen = [s for s in cfg.stages if stages is None or s in stages]
-        launched.extend(cfg.with_stage(s) for s in chosen)
+        chosen = kernels_bwd.stage_configs(cfg, stages)  # the launcher's own list
+        launched.extend(chosen)
         return tuple(Stage() for _ in chosen)
 
     def frost(engine: str) -> bool:
@@ -150,9 +150,10 @@ def test_precompile_lists_what_a_split_call_launches(family, case, backward, no_
     assert set(launched) - unsplit
     # ... and every split kernel precompile adds is one it launched
     assert _aligned(split) <= set(launched), _aligned(split) - set(launched)
-    # the summary passes follow the switch as the summary plan read it
+    # the summary passes follow the switch as the summary plan read it (the backward's
+    # recompute forward, also output-free, writes checkpoints: not a summary pass)
     summary_passes = [c for c in launched if not isinstance(c, FrostBwdConfig)
-                      and not c.write_output]
+                      and not c.write_output and not c.write_checkpoints]
     assert bool(summary_passes) == (no_output == "1")
 
 
@@ -203,10 +204,15 @@ def test_a_long_sequence_on_few_heads_lists_the_split_forward(family, monkeypatc
 
 
 @pytest.mark.parametrize("family", FAMILIES)
-def test_a_training_call_lists_the_split_backward(family, monkeypatch):
-    """1 x 16384 splits only by the training rule (MIN_GAIN_TRAINING): with --backward."""
+@pytest.mark.parametrize("on_forward", ["0", "1"], ids=["states-kernel", "states-on-forward"])
+def test_a_training_call_lists_the_split_backward(family, on_forward, monkeypatch):
+    """1 x 16384 splits only by the training rule (MIN_GAIN_TRAINING): with --backward.
+    With FROST_BWD_RECOMPUTE_FORWARD on (the default), the spans' states stage is the
+    output-free training forward, their chain the forward-values chain and their grads the
+    checkpoint reader's (kernels/bwd.py recompute_configs)."""
     monkeypatch.delenv(ss.ENV, raising=False)
     monkeypatch.delenv(ss.BACKWARD_ENV, raising=False)
+    monkeypatch.setenv(kernels_bwd.RECOMPUTE_FORWARD_ENV, "0")  # the unsplit list below
     shape = _long(1, 16384)
     assert precompile.split_configs([family], shape, backward=False, sms=H200) == (None, [])
     span, split = precompile.split_configs([family], shape, backward=True, sms=H200)
@@ -230,6 +236,16 @@ def test_a_training_call_lists_the_split_backward(family, monkeypatch):
     summary = from_entering(plain["chain"], None)
     assert bwd == spans | {summary}, (bwd, spans | {summary})
     assert summary not in unsplit and from_entering(plain["chain"], "float32") not in unsplit
+    if on_forward == "1":
+        monkeypatch.setenv(kernels_bwd.RECOMPUTE_FORWARD_ENV, "1")
+        _, split_on = precompile.split_configs([family], shape, backward=True, sms=H200)
+        states = from_entering(plain["states"], None)
+        forward = dataclasses.replace(states.fwd, has_final_state=False, write_checkpoints=True,
+                                      write_values=True, write_output=False)
+        chain = dataclasses.replace(from_entering(plain["chain"], "float32"), forward_values=True)
+        grads = dataclasses.replace(plain["grads"], checkpoints=True)
+        assert {c for c in split_on if isinstance(c, FrostBwdConfig)} == {chain, grads, summary}
+        assert forward in split_on and states not in split_on
     # the backward summary's unsplit-path switch: CUDNN_LA_SPAN_BACKWARD=0 keeps the forward
     # rule, which does not split 1 x 16384
     monkeypatch.setenv(ss.BACKWARD_ENV, "0")

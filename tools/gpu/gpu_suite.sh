@@ -124,7 +124,7 @@
 #              --backward), then the fwd+bwd op rows (op FROST columns) with the switch 0 and 1;
 #              bwdlanetest / bwdlanebench run one of them
 #   bwdrecompute the FROST backward's recompute path with its states stage on the output-free
-#              training forward (FROST_BWD_RECOMPUTE_FORWARD=1, off by default; kernels/bwd.py
+#              training forward (FROST_BWD_RECOMPUTE_FORWARD=1, the default; kernels/bwd.py
 #              recompute_configs, NOTES_bwd.md "The recompute path's states on the forward
 #              kernel"): ops_gpu_test's gradients vs float64 and the FROST backward cases of
 #              the cu_seqlens safety tests with the switch on, then the fwd+bwd op rows with

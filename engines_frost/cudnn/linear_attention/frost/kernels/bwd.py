@@ -379,38 +379,46 @@ def _stage_kernels(cfg: FrostBwdConfig, stages, device) -> tuple:
 
 def stage_configs(cfg: FrostBwdConfig, stages=None) -> tuple:
     """The kernel configs of a call's stages in `stages` (None: all), in launch order: a
-    FrostBwdConfig per stage, except that under FROST_BWD_RECOMPUTE_FORWARD=1 the recompute
-    path runs recompute_configs' kernels (its states stage a FrostFwdConfig). What the
-    launcher compiles and what precompile lists (frost_configs.py)."""
-    on_forward = recompute_configs(cfg) or {}
+    FrostBwdConfig per stage, except that unless FROST_BWD_RECOMPUTE_FORWARD=0 a recompute
+    path call that runs its states stage runs recompute_configs' kernels (its states stage
+    a FrostFwdConfig); a call of some stages without states (the backward summary's chain
+    alone) keeps the path's own kernels. What the launcher compiles and what precompile
+    lists (frost_configs.py)."""
+    runs_states = stages is None or "states" in stages
+    on_forward = (recompute_configs(cfg) if runs_states else None) or {}
     return tuple(on_forward.get(stage) or cfg.with_stage(stage) for stage in cfg.stages
                  if stages is None or stage in stages)
 
 
-#: 1: the recompute path's states stage runs on the forward kernel (recompute_configs); unset
-#: or 0: on the backward's states kernel
+#: 1 or unset (the default since its H200 run, kernels/NOTES_bwd.md): the recompute path's
+#: states stage runs on the forward kernel (recompute_configs); 0: on the backward's states
+#: kernel
 RECOMPUTE_FORWARD_ENV = "FROST_BWD_RECOMPUTE_FORWARD"
 
 
 def recompute_configs(cfg: FrostBwdConfig) -> dict | None:
-    """Under FROST_BWD_RECOMPUTE_FORWARD=1, for a call on the recompute path (no
+    """Unless FROST_BWD_RECOMPUTE_FORWARD=0, for a call on the recompute path (no
     checkpoints from the forward): the kernels that replace the states kernel's work, by
     stage. "states": the forward kernel compiled with write_checkpoints and write_values
     and without its output (no q, no o, no final state), which writes the per-chunk bf16
     states and U into the workspace regions the states kernel fills, in the same layout
-    (checkpoints.py's rows; U per token); "chain": the chain kernel of the forward-values
-    path, which zeroes the gradient rows no sequence covers (the states kernel's job on
-    this path). grads is unchanged. None otherwise (the switch off, or the checkpoint
+    (checkpoints.py's packed rows; U per token); "chain": the chain kernel of the
+    forward-values path, which zeroes the gradient rows no sequence covers (the states
+    kernel's job on this path); "grads": the checkpoint paths' grads kernel, which reads
+    the states at the forward's packed rows (the states kernel writes chunk j of sequence
+    n at row cu[n] // 64 + n + j instead: the two differ once a sequence starts off a
+    chunk boundary or is empty). None otherwise (the switch off, or the checkpoint
     paths). U and the states come from the forward's chain, so the gradients are within
     rounding of the states kernel's, not bitwise (as the training path's)."""
     from cudnn.linear_attention.common.switches import binary_switch
 
-    if cfg.checkpoints or not binary_switch(RECOMPUTE_FORWARD_ENV, default=False):
+    if cfg.checkpoints or not binary_switch(RECOMPUTE_FORWARD_ENV, default=True):
         return None
     forward = dataclasses.replace(cfg.fwd, has_final_state=False, write_checkpoints=True,
                                   write_values=True, write_output=False)
     chain = dataclasses.replace(cfg, stage="chain", forward_values=True).with_stage("chain")
-    return {"states": forward, "chain": chain}
+    grads = dataclasses.replace(cfg, stage="grads", checkpoints=True).with_stage("grads")
+    return {"states": forward, "chain": chain, "grads": grads}
 
 
 @dataclasses.dataclass(frozen=True)
