@@ -108,10 +108,11 @@ def region_histograms(instrs: list[str]) -> list[collections.Counter]:
 
 
 def config_for(family: str, algorithm: str, K: int, V: int, l2: bool, io: str = "bfloat16",
-               gate_align16: bool = True):
+               gate_align16: bool = True, skip_stages: tuple[str, ...] = ()):
     """The benchmark's configuration (no initial state, fp32 final state); vector gates
     16-byte aligned, as frost_fwd finds them for torch-allocated g, unless told otherwise;
-    for kernel version `algorithm` (the product config where that is the product's pick)."""
+    for kernel version `algorithm` (the product config where that is the product's pick),
+    with `skip_stages` compiled out of the chunk loop (what a stage alone keeps live)."""
     from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
 
     from frost_fwd_experiments import tooling_config
@@ -120,7 +121,7 @@ def config_for(family: str, algorithm: str, K: int, V: int, l2: bool, io: str = 
     cfg = FrostFwdConfig(io_dtype=io, state_dtype="float32", H=16, HK=16, HV=16, K=K, V=V, gate_per_channel=gpc,
                          beta_per_channel=bpc, has_w=bpc, use_l2norm=l2, has_initial_state=False,
                          has_final_state=True, gate_align16=gate_align16 and gpc)
-    return tooling_config(cfg, algorithm)
+    return tooling_config(cfg, algorithm, skip_stages=tuple(skip_stages))
 
 
 def main(argv=None) -> int:
@@ -133,11 +134,16 @@ def main(argv=None) -> int:
     ap.add_argument("--io", default="bfloat16")
     ap.add_argument("--sass", help="write the normalised SASS here")
     ap.add_argument("--gate-align4", action="store_true", help="vector gates only 4-byte aligned")
+    ap.add_argument("--skip", nargs="*", default=[], metavar="STAGE",
+                    help="per-chunk stages compiled out (frost_fwd_experiments.SKIPPABLE): the registers "
+                         "and instructions of what is left, e.g. the chain alone or the stages before it")
     args = ap.parse_args(argv)
-    cfg = config_for(args.family, args.algorithm, args.K, args.V, args.l2norm, args.io, not args.gate_align4)
+    cfg = config_for(args.family, args.algorithm, args.K, args.V, args.l2norm, args.io, not args.gate_align4,
+                     args.skip)
     with tempfile.TemporaryDirectory() as tmp:
         cubin = compile_cubin(cfg, tmp)
-        print(f"{args.algorithm} {args.family} K={args.K} V={args.V} l2norm={int(args.l2norm)} {args.io}:",
+        print(f"{args.algorithm} {args.family} K={args.K} V={args.V} l2norm={int(args.l2norm)} {args.io}"
+              f"{' skip=' + '+'.join(args.skip) if args.skip else ''}:",
               resource_usage(cubin))
         try:
             instrs = sass_instructions(cubin)
