@@ -127,7 +127,7 @@
 #              training forward (FROST_BWD_RECOMPUTE_FORWARD=1, the default; kernels/bwd.py
 #              recompute_configs, NOTES_bwd.md "The recompute path's states on the forward
 #              kernel"): ops_gpu_test's gradients vs float64 and the FROST backward cases of
-#              the cu_seqlens safety tests with the switch on, then the fwd+bwd op rows with
+#              the cu_seqlens safety tests and the span split's training gradients with the switch on, then the fwd+bwd op rows with
 #              the switch 0 and 1 (the recompute rows move; the checkpoint rows must not);
 #              bwdrecomputetest / bwdrecomputebench run one of them
 #   summarynoout the forward span summary on forward kernels compiled without the output
@@ -422,7 +422,9 @@ for s in "$@"; do
       case "$s" in bwdrecompute|bwdrecomputetest)
         stage bwdrecomputetest "FROST_BWD_RECOMPUTE_FORWARD=1 python3 -m pytest -q -s -p no:cacheprovider \
           tests/torch_ops/ops_gpu_test.py -k gradients_match && FROST_BWD_RECOMPUTE_FORWARD=1 python3 -m pytest \
-          -q -p no:cacheprovider tests/numerics/test_cu_seqlens_safety.py -k 'frost and not decode and bwd'" ;; esac
+          -q -p no:cacheprovider tests/numerics/test_cu_seqlens_safety.py -k 'frost and not decode and bwd' && \
+          FROST_BWD_RECOMPUTE_FORWARD=1 python3 -m pytest -q -p no:cacheprovider \
+          tests/torch_ops/span_split_gpu_test.py -k split_forward_gradients" ;; esac
       case "$s" in bwdrecompute|bwdrecomputebench)
         stage bwdrecomputebench "for r in 0 1; do echo \"== FROST_BWD_RECOMPUTE_FORWARD=\$r\"; \
           FROST_BWD_RECOMPUTE_FORWARD=\$r python3 bench/bench_linear_attention.py --cases fwd+bwd \
