@@ -304,28 +304,32 @@ def test_chain_variant_comes_from_the_environment(family, monkeypatch):
 
 
 @pytest.mark.parametrize("family", ["gdn", "kda", "gdn2"])
-def test_fast_decay_follows_its_switch(family, monkeypatch):
-    """bwd.USE_VEC_DECAY (read at import: on unless FROST_BWD_VEC_DECAY=0) sets
-    vec_fast_decay for vector gates only, and with_stage keeps it for the grads kernel
-    alone."""
-    import os
-
+@pytest.mark.parametrize("variable, field", [("FROST_BWD_VEC_DECAY", "vec_fast_decay"),
+                                             ("FROST_BWD_VEC_WIDE", "vec_wide_loads")])
+def test_vector_grads_switches(family, variable, field, monkeypatch):
+    """FROST_BWD_VEC_DECAY and FROST_BWD_VEC_WIDE (on unless 0, read on every checked call)
+    set their config field for vector gates only, and with_stage keeps it for the grads
+    kernel alone; a value other than 0 or 1 is a ValueError naming the variable."""
     from cudnn.linear_attention.frost.kernels import bwd
 
-    assert bwd.USE_VEC_DECAY == (os.environ.get("FROST_BWD_VEC_DECAY", "1") != "0")
+    assert variable in (bwd.VEC_DECAY_ENV, bwd.VEC_WIDE_ENV)
+    monkeypatch.delenv(variable, raising=False)
     default, _, _ = _check(_operands(family=family), family)
-    assert default.vec_fast_decay == (bwd.USE_VEC_DECAY and family != "gdn")
-    monkeypatch.setattr(bwd, "USE_VEC_DECAY", False)
+    assert getattr(default, field) == (family != "gdn")
+    monkeypatch.setenv(variable, "0")
     off, _, _ = _check(_operands(family=family), family)
-    monkeypatch.setattr(bwd, "USE_VEC_DECAY", True)
+    monkeypatch.setenv(variable, "1")
     on, _, _ = _check(_operands(family=family), family)
-    assert on.vec_fast_decay == (family != "gdn") and not off.vec_fast_decay
+    assert getattr(on, field) == (family != "gdn") and not getattr(off, field)
     for stage in on.stages:
         changed = stage == "grads" and family != "gdn"
-        assert on.with_stage(stage).vec_fast_decay == changed
+        assert getattr(on.with_stage(stage), field) == changed
         assert (on.with_stage(stage) != off.with_stage(stage)) == changed
-    with pytest.raises(ValueError, match="vec_fast_decay must be a bool"):
-        FrostBwdConfig(fwd=on.fwd, stage="grads", dht_dtype=None, dh0_dtype=None, vec_fast_decay=1)
+    with pytest.raises(ValueError, match=f"{field} must be a bool"):
+        FrostBwdConfig(fwd=on.fwd, stage="grads", dht_dtype=None, dh0_dtype=None, **{field: 1})
+    monkeypatch.setenv(variable, "on")
+    with pytest.raises(ValueError, match=variable):
+        _check(_operands(family=family), family)
 
 
 if __name__ == "__main__":

@@ -193,5 +193,15 @@ def test_wide_tiles_only_under_the_environment_and_for_full_waves(monkeypatch):
     assert kernels_decode.choose_block_v(1, 16, 128) == 16
 
 
+@pytest.mark.parametrize("variable, read", [
+    (kernels_decode.CONTIGUOUS_ENV, lambda: kernels_decode.check_decode_operands(**_kda_operands())),
+    (kernels_decode.WIDE_TILE_ENV, kernels_decode.serving_block_vs)])
+def test_a_decode_switch_takes_0_or_1(variable, read, monkeypatch):
+    """"yes" once read as on for one switch and as off for the other: now both name it."""
+    monkeypatch.setenv(variable, "yes")
+    with pytest.raises(ValueError, match=variable):
+        read()
+
+
 if __name__ == "__main__":
     raise SystemExit(pytest.main([__file__, "-q"]))

@@ -130,6 +130,11 @@ def test_environment_selects_the_store(monkeypatch, tmp_path):
     monkeypatch.setenv(kernel_store.WRITE_ENV, "0")
     monkeypatch.setenv(kernel_store.STRICT_ENV, "1")
     assert kernel_store.active_store() == kernel_store.KernelStore(tmp_path, writable=False, strict=True)
+    for name in (kernel_store.WRITE_ENV, kernel_store.STRICT_ENV):  # 0 or 1, nothing else
+        monkeypatch.setenv(name, "true")
+        with pytest.raises(ValueError, match=name):
+            kernel_store.active_store()
+        monkeypatch.delenv(name)
 
 
 @dataclasses.dataclass

@@ -21,18 +21,22 @@ import dataclasses
 import os
 import threading
 
+from cudnn.linear_attention.common.switches import binary_switch
 from cudnn.linear_attention.frost.kernels.bwd_config import FrostBwdConfig, checkpoint_rows
 
 _ALIGN = 256  # bytes between workspace regions
 # The vector-gate grads kernel's wide shared loads (FrostBwdConfig.vec_wide_loads,
 # NOTES_bwd.md "v1.7 vector-gate grads": KDA fwd+bwd -1.5 to -2 % on the H200, the
 # gradients as before); FROST_BWD_VEC_WIDE=0 selects the 2-byte loads for an A/B run.
-USE_VEC_WIDE = os.environ.get("FROST_BWD_VEC_WIDE", "1") != "0"
+VEC_WIDE_ENV = "FROST_BWD_VEC_WIDE"
 # The vector-gate grads kernel's decayed operands with the fused exponent and packed
 # hi + lo conversions (FrostBwdConfig.vec_fast_decay, NOTES_bwd.md "v1.9 vector-gate
 # grads"; with the vector wgmma chain KDA fwd+bwd -5 % on the H200, the gradients within
 # the float64 bound); FROST_BWD_VEC_DECAY=0 selects the separate exponent and conversions.
-USE_VEC_DECAY = os.environ.get("FROST_BWD_VEC_DECAY", "1") != "0"
+VEC_DECAY_ENV = "FROST_BWD_VEC_DECAY"
+# Both are read on every checked backward call (a cached call's launch lane keeps the
+# kernels of its first), 0 or 1 (common.switches.binary_switch: other values are a
+# ValueError naming the variable).
 # FROST_BWD_CHAIN=pipelined selects the chain kernel that runs the next chunk's prep beside
 # this chunk's chain (FrostBwdConfig.chain_pipeline, scalar gates; NOTES_bwd.md v1.6),
 # =wgmma the one with dU and the dS update on warpgroup MMA (FrostBwdConfig.chain_wgmma,
@@ -218,8 +222,8 @@ def check_bwd_operands(*, q, k, v, g, beta, w, cu_seqlens, dO, initial_state, d_
         dht_dtype=None if d_final_state is None else _dtype_name(d_final_state),
         dh0_dtype=None if d_initial_state is None else _dtype_name(d_initial_state),
         checkpoints=with_checkpoints, forward_values=with_values, grads_ctas=_sm_count(device),
-        vec_wide_loads=USE_VEC_WIDE and f.gate_per_channel,
-        vec_fast_decay=USE_VEC_DECAY and f.gate_per_channel,
+        vec_wide_loads=binary_switch(VEC_WIDE_ENV, default=True) and f.gate_per_channel,
+        vec_fast_decay=binary_switch(VEC_DECAY_ENV, default=True) and f.gate_per_channel,
         chain_pipeline=variant == "pipelined" and not f.gate_per_channel,
         chain_wgmma=variant in ("wgmma", "wgmma_async"), chain_async=variant == "wgmma_async",
         grads_wgmma=(vector_grads if f.gate_per_channel else scalar_grads) == "wgmma")
@@ -410,8 +414,6 @@ def recompute_configs(cfg: FrostBwdConfig) -> dict | None:
     chunk boundary or is empty). None otherwise (the switch off, or the checkpoint
     paths). U and the states come from the forward's chain, so the gradients are within
     rounding of the states kernel's, not bitwise (as the training path's)."""
-    from cudnn.linear_attention.common.switches import binary_switch
-
     if cfg.checkpoints or not binary_switch(RECOMPUTE_FORWARD_ENV, default=True):
         return None
     forward = dataclasses.replace(cfg.fwd, has_final_state=False, write_checkpoints=True,

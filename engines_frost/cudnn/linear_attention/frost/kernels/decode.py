@@ -16,9 +16,9 @@ which is then added to that cache.
 from __future__ import annotations
 
 import dataclasses
-import os
 import threading
 
+from cudnn.linear_attention.common.switches import binary_switch
 from cudnn.linear_attention.frost.kernels import kernel_store
 from cudnn.linear_attention.frost.kernels.compile_kernel import preferred_ffi
 from cudnn.linear_attention.frost.kernels.decode_compile import compile_decode
@@ -32,7 +32,8 @@ _INDEX_LIMIT = 2**31
 _cache: dict[tuple[FrostDecodeConfig, str, str], object] = {}
 _cache_lock = threading.Lock()
 WHO = "frost_decode"
-#: unset or "1": lanes hold contiguous channels (vector state accesses: decode_config's
+#: 0 or 1 (common.switches.binary_switch: other values are a ValueError naming the variable),
+#: read when a call looks up its kernel. Unset or "1": lanes hold contiguous channels (vector state accesses: decode_config's
 #: contiguous_channels) where the operands are aligned for it (on the H200 1-5 % less time
 #: per decode step than the element-wise map, NOTES_decode.md); "0": the element-wise map
 CONTIGUOUS_ENV = "FROST_DECODE_VEC"
@@ -51,7 +52,7 @@ def _check(name, t, shape, dtypes, device):
 
 
 def contiguous_channels_wanted() -> bool:
-    return os.environ.get(CONTIGUOUS_ENV, "1").strip() != "0"
+    return binary_switch(CONTIGUOUS_ENV, default=True)
 
 
 def _misaligned(cfg: FrostDecodeConfig, tensors: dict) -> str | None:
@@ -64,7 +65,7 @@ def _misaligned(cfg: FrostDecodeConfig, tensors: dict) -> str | None:
 
 
 def wide_tiles_wanted() -> bool:
-    return os.environ.get(WIDE_TILE_ENV, "0").strip() == "1"
+    return binary_switch(WIDE_TILE_ENV, default=False)
 
 
 def serving_block_vs() -> tuple[int, ...]:

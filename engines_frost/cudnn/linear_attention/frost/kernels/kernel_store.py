@@ -47,6 +47,7 @@ import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from cudnn.linear_attention.common.switches import binary_switch
 from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
 
 STORE_ENV = "FROST_KERNEL_CACHE"
@@ -302,8 +303,8 @@ def active_store() -> KernelStore | None:
     if root is not None and root.strip().lower() in OFF_VALUES:
         return None
     return KernelStore(Path(root.strip()) if root is not None else default_root(),
-                       writable=os.environ.get(WRITE_ENV, "1") != "0",
-                       strict=os.environ.get(STRICT_ENV, "0") == "1")
+                       writable=binary_switch(WRITE_ENV, default=True),
+                       strict=binary_switch(STRICT_ENV, default=False))
 
 
 def describe_store() -> str:
