@@ -307,6 +307,26 @@ def test_a_saved_entry_loads_back_through_its_json_sidecar(monkeypatch, tmp_path
     assert store.load(cfg, "sm_90a", "cute") is None  # another calling convention: another key
 
 
+def test_tvm_arguments_follow_the_launch_abi():
+    """CompiledKernel.args in the TVM-FFI convention: one int per ABI operand in the ABI's
+    order (0 for an absent one), then T, N, scale and the raw stream, for a forward and a
+    backward config (the names are looked up once per kernel, not per launch)."""
+    import types
+
+    from cudnn.linear_attention.frost.kernels.bwd_config import BWD_OPERANDS, FrostBwdConfig
+    from cudnn.linear_attention.frost.kernels.config import abi_operands
+
+    fwd0 = dataclasses.replace(CFG, has_final_state=False)
+    stream = types.SimpleNamespace(cuda_stream=77)
+    for cfg, names in ((CFG, abi_operands(CFG)),
+                       (FrostBwdConfig(fwd0, "chain", None, "float32"), BWD_OPERANDS)):
+        given = {name: types.SimpleNamespace(data_ptr=lambda i=i: 4096 * (i + 1))
+                 for i, name in enumerate(names) if i % 3}  # every third operand absent
+        got = CompiledKernel(None, "tvm", cfg).args({**given, "not_an_operand": None}, 640, 3, 0.5, stream)
+        want = [4096 * (i + 1) if i % 3 else 0 for i in range(len(names))]
+        assert list(got) == [*want, 640, 3, 0.5, 77]
+
+
 def test_modules_import_without_torch_or_cutlass():
     code = ("import sys; sys.modules.update(torch=None, cutlass=None); "
             "from cudnn.linear_attention.frost.kernels import fwd, kernel_store; "

@@ -53,8 +53,12 @@ class CompiledKernel:
     # the CPU its host shim was built for: None for this machine's, else the LLVM target
     # (kernel_store.GENERIC_X86_64); the kernel store keys on it
     host_target: str | None = None
+    #: the launch ABI's operand names, in order (abi_of, once: it costs 2-5 us of host time,
+    #: and the backward's cached calls launch three kernels)
+    names: tuple = dataclasses.field(default=(), init=False, compare=False, repr=False)
 
     def __post_init__(self):
+        object.__setattr__(self, "names", tuple(abi_of(self.cfg)[0]))
         if self.ffi == "cute" and self.packer is None:
             from cudnn.linear_attention.frost.kernels.launch_args import ArgPacker
 
@@ -64,7 +68,7 @@ class CompiledKernel:
         """The argument list for ``fn``: ``tensors`` by ABI name (None or no key for an
         absent operand), a torch.cuda.Stream."""
         if self.ffi == "tvm":
-            ptrs = [0 if t is None else t.data_ptr() for t in map(tensors.get, abi_of(self.cfg)[0])]
+            ptrs = [0 if t is None else t.data_ptr() for t in map(tensors.get, self.names)]
             return (*ptrs, T, N, scale, stream.cuda_stream)
         return self.packer(tensors, T, N, scale, stream)
 
