@@ -332,6 +332,27 @@ def test_vector_grads_switches(family, variable, field, monkeypatch):
         _check(_operands(family=family), family)
 
 
+def test_region_operands_are_the_carved_addresses():
+    """BoundBwd.launch hands the kernels each workspace region as its address alone, the
+    address the carved view has; the names the host reads back (grouped heads' partials)
+    stay torch views of the right shape and dtype."""
+    from cudnn.linear_attention.frost.kernels import bwd
+
+    regions, size = bwd.workspace_layout(total_tokens=130, num_seqs=3, heads_q=2, heads_k=2,
+                                         heads_v=4, head_dim_k=64, head_dim_v=64)
+    assert {r.name for r in regions} >= {"ckpt", "dckpt", "u", "dr", "dq", "dk"}
+    workspace = torch.empty(size + 512, dtype=torch.uint8)[512:]  # a base off the allocation's
+    carved = bwd._carve(workspace, regions)
+    got = bwd._region_operands(workspace, regions, ("dq", "dk", "dv"))
+    assert set(got) == set(carved)
+    for name, view in carved.items():
+        assert got[name].data_ptr() == view.data_ptr(), name
+    for name in ("dq", "dk"):  # dv has no partial region here (heads_v is the output's)
+        assert isinstance(got[name], torch.Tensor)
+        assert (got[name].shape, got[name].dtype) == (carved[name].shape, carved[name].dtype)
+    assert not isinstance(got["ckpt"], torch.Tensor)
+
+
 if __name__ == "__main__":
     raise SystemExit(pytest.main([__file__, "-q"]))
 

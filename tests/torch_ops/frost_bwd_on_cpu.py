@@ -6,7 +6,7 @@ costs on the host, without a GPU.
 graphs whose handle is a CPU device (their runtime probe answered as on an sm_90 GPU,
 their device rules patched) and replaces the GPU-only steps of the backward launcher
 (kernels/bwd.py): `_stage_kernels` returns recorders in place of compiled kernels, the CUDA
-device check passes, and `_carve` dirties the workspace before carving it (a lane's
+device check passes, and `_region_operands` dirties the workspace before carving it (a lane's
 scratch comes fresh from the allocator: nothing may rely on what an earlier call left).
 Everything between the op and the kernel launch is the shipped code: the op layer, the
 graph cache, the launch lane, FrostBackwardPlan (execute and direct_launch),
@@ -99,14 +99,14 @@ def frost_bwd_on_cpu(rec: BwdRecorder) -> Iterator[None]:
             rec.launches.append((self.stage, tuple((name, rec.role(t))
                                                    for name, t in sorted(tensors.items()))))
 
-    carve = kernels_bwd._carve
+    carve = kernels_bwd._region_operands
 
-    def recorded_carve(workspace, regions):
+    def recorded_carve(workspace, regions, views=()):
         if rec.detailed:  # scratch comes dirty from the allocator
             workspace.view(-1).view(torch.uint8).fill_(0xA5)
         rec.base = workspace.data_ptr()
         rec.end = rec.base + workspace.numel() * workspace.element_size()
-        return carve(workspace, regions)
+        return carve(workspace, regions, views)
 
     frost_bwd, bind_bwd = kernels_bwd.frost_bwd, kernels_bwd.bind_bwd
 
@@ -133,7 +133,7 @@ def frost_bwd_on_cpu(rec: BwdRecorder) -> Iterator[None]:
         (kernels_bwd, "_require_cuda"): lambda q: None,
         (kernels_bwd, "_stage_kernels"): lambda cfg, stages, device: tuple(
             StageKernel(stage) for stage in cfg.stages if stages is None or stage in stages),
-        (kernels_bwd, "_carve"): recorded_carve,
+        (kernels_bwd, "_region_operands"): recorded_carve,
         (kernels_bwd, "frost_bwd"): counted_frost_bwd,
         (kernels_bwd, "bind_bwd"): counted_bind_bwd,
     }
