@@ -142,15 +142,12 @@ def test_frost_bwd_launches_the_forward_then_chain_and_grads(family, monkeypatch
     assert set(forward) <= set(abi_operands(configs["forward"]))
 
 
-def test_the_forward_abi_takes_the_names_it_is_given():
+def test_the_forward_abi_takes_the_names_it_is_given(monkeypatch):
     """Every name ForwardStates hands over is an operand of the recompute forward's launch
     ABI, so no operand is dropped on the way (a missing name would launch a null pointer)."""
+    monkeypatch.setenv(kernels_bwd.RECOMPUTE_FORWARD_ENV, "1")
     cfg, _ = _config("gdn2")
-    os.environ[kernels_bwd.RECOMPUTE_FORWARD_ENV] = "1"
-    try:
-        forward = kernels_bwd.recompute_configs(cfg)["states"]
-    finally:
-        del os.environ[kernels_bwd.RECOMPUTE_FORWARD_ENV]
+    forward = kernels_bwd.recompute_configs(cfg)["states"]
     log = []
     tensors = {name: torch.zeros(1) for name in ("k", "v", "g", "beta", "w", "cu_seqlens",
                                                   "initial_state", "ckpt", "u", "q", "dO")}
@@ -165,7 +162,8 @@ def test_the_forward_abi_takes_the_names_it_is_given():
 def test_precompile_lists_what_the_switch_launches(family, monkeypatch):
     """frost_configs.call_configs (python -m cudnn precompile --backward) lists the kernels
     of the recompute path as the launcher runs them: with the switch, the output-free
-    forward and the forward-values chain; without it, the states kernel."""
+    forward, the forward-values chain and the packed-row grads; without it, the states
+    kernel."""
     from cudnn.linear_attention.frost.kernels import frost_configs
 
     x = _operands(family=family, h0=True, H=2, HV=4)
@@ -180,5 +178,5 @@ def test_precompile_lists_what_the_switch_launches(family, monkeypatch):
     monkeypatch.setenv(kernels_bwd.RECOMPUTE_FORWARD_ENV, "1")
     plan = kernels_bwd.recompute_configs(cfg)
     assert plan["states"] in lists["1"] and plan["states"] not in lists["0"]
-    assert plan["chain"] in lists["1"]
+    assert plan["chain"] in lists["1"] and plan["grads"] in lists["1"]
     assert cfg.with_stage("states") in lists["0"] and cfg.with_stage("states") not in lists["1"]

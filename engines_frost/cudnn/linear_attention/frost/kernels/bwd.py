@@ -498,7 +498,7 @@ class BoundBwd:
         for kernel in self.kernels:
             kernel.launch(tensors, self.T, self.N, self.scale, handle)
         if self.sums:
-            grads = dict(dq=operands["dq"], dk=operands["dk"], dv=operands["dv"])
+            grads = {name: operands[name] for name in _PARTIALS}
             if _is_current(operands["dq"].device, stream):
                 _sum_head_groups(ws, self.T, **grads)
                 return
