@@ -27,6 +27,12 @@ import subprocess
 import tempfile
 
 FAMILIES = {"gdn": (False, False), "kda": (True, False), "gdn2": (True, True)}
+#: the forward's launchers by what they write (FrostFwdConfig's write_* fields): the plain
+#: forward, the span summaries' output-free one, the training forwards (checkpoints; + U)
+#: and the backward's output-free recompute of checkpoints and U
+BUILDS = {"plain": {}, "no-output": {"write_output": False}, "checkpoints": {"write_checkpoints": True},
+          "values": {"write_checkpoints": True, "write_values": True},
+          "recompute": {"write_checkpoints": True, "write_values": True, "write_output": False}}
 _INSTR = re.compile(r"^\s+/\*[0-9a-f]{4,6}\*/\s+(?:@!?U?P[0-9T]\s+)?([A-Z0-9_]+(?:\.[A-Z0-9_]+)*)(.*?);")
 
 
@@ -108,11 +114,12 @@ def region_histograms(instrs: list[str]) -> list[collections.Counter]:
 
 
 def config_for(family: str, algorithm: str, K: int, V: int, l2: bool, io: str = "bfloat16",
-               gate_align16: bool = True, skip_stages: tuple[str, ...] = ()):
+               gate_align16: bool = True, skip_stages: tuple[str, ...] = (), build: str = "plain"):
     """The benchmark's configuration (no initial state, fp32 final state); vector gates
     16-byte aligned, as frost_fwd finds them for torch-allocated g, unless told otherwise;
     for kernel version `algorithm` (the product config where that is the product's pick),
-    with `skip_stages` compiled out of the chunk loop (what a stage alone keeps live)."""
+    with `skip_stages` compiled out of the chunk loop (what a stage alone keeps live) and
+    the launcher `build` names (BUILDS: the output, state checkpoints, U)."""
     from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
 
     from frost_fwd_experiments import tooling_config
@@ -120,7 +127,7 @@ def config_for(family: str, algorithm: str, K: int, V: int, l2: bool, io: str = 
     gpc, bpc = FAMILIES[family]
     cfg = FrostFwdConfig(io_dtype=io, state_dtype="float32", H=16, HK=16, HV=16, K=K, V=V, gate_per_channel=gpc,
                          beta_per_channel=bpc, has_w=bpc, use_l2norm=l2, has_initial_state=False,
-                         has_final_state=True, gate_align16=gate_align16 and gpc)
+                         has_final_state=True, gate_align16=gate_align16 and gpc, **BUILDS[build])
     return tooling_config(cfg, algorithm, skip_stages=tuple(skip_stages))
 
 
@@ -137,13 +144,15 @@ def main(argv=None) -> int:
     ap.add_argument("--skip", nargs="*", default=[], metavar="STAGE",
                     help="per-chunk stages compiled out (frost_fwd_experiments.SKIPPABLE): the registers "
                          "and instructions of what is left, e.g. the chain alone or the stages before it")
+    ap.add_argument("--build", choices=BUILDS, default="plain", help="which launcher (what the kernel writes)")
     args = ap.parse_args(argv)
     cfg = config_for(args.family, args.algorithm, args.K, args.V, args.l2norm, args.io, not args.gate_align4,
-                     args.skip)
+                     args.skip, args.build)
     with tempfile.TemporaryDirectory() as tmp:
         cubin = compile_cubin(cfg, tmp)
         print(f"{args.algorithm} {args.family} K={args.K} V={args.V} l2norm={int(args.l2norm)} {args.io}"
-              f"{' skip=' + '+'.join(args.skip) if args.skip else ''}:",
+              f"{' skip=' + '+'.join(args.skip) if args.skip else ''}"
+              f"{'' if args.build == 'plain' else ' ' + args.build}:",
               resource_usage(cubin))
         try:
             instrs = sass_instructions(cubin)

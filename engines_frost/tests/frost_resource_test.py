@@ -113,3 +113,27 @@ def test_training_forward_no_spills(family):
     print(f"{family} training forward: {usage}")
     assert usage["LOCAL"] == 0 and usage["STACK"] == 0, usage
     assert usage["REG"] <= 255, usage
+
+
+@pytest.mark.parametrize("family,build", [("gdn", "plain"), ("gdn", "recompute"), ("kda", "plain"),
+                                          ("gdn2", "no-output")])
+def test_v3_state_update_retires_after_the_next_rows_stage(family, build):
+    """v3's chain leaves its last wgmma group (the state update S^T <- S^T D + U^T KD, N = K)
+    in flight; fwd_v3.settle_state retires it at the end of the next chunk's rows stage,
+    before that stage's barrier (the operand stage then rewrites KD^T), and after the loop.
+    In the SASS: the chain region issues the HGMMA.64x128 and waits for nothing after it
+    (no DEPBAR to zero groups: ptxas did not serialise the group either), and the rows
+    region's last instructions wait for zero groups right before its barrier."""
+    if report.tool("NVDISASM", "nvdisasm") is None:
+        pytest.skip("nvdisasm not found (set NVDISASM)")
+    with tempfile.TemporaryDirectory() as tmp:
+        cubin = report.compile_cubin(report.config_for(family, "v3", 128, 128, True, "bfloat16", build=build), tmp)
+        regions = _regions(cubin)
+    assert len(regions) == 6, [len(r) for r in regions]  # init, rows, operands, gram, chain, tail
+    rows, chain, tail = regions[1], regions[4], regions[5]
+    update = [i for i, ins in enumerate(chain) if ins.startswith("HGMMA.64x128x16")]
+    assert update, "no state update (HGMMA.64x128x16) in the chain region"
+    drained = [i for i, ins in enumerate(chain) if "DEPBAR.LE gsb0, 0x0" in ins]
+    assert not drained or max(drained) < min(update), "the chain waits for its state update"
+    assert any("DEPBAR.LE gsb0, 0x0" in ins for ins in rows[-4:]), rows[-4:]
+    assert any("DEPBAR.LE gsb0, 0x0" in ins for ins in tail[:8]), tail[:8]

@@ -329,6 +329,15 @@ def configs_of(case: Case, family: str, checkpoints: bool = False, plain_forward
     return kernels + [routed(f) for f in forwards]
 
 
+def forward_of(kernels) -> object:
+    """The forward config of the call a backward kernel list (configs_of) serves: the .fwd
+    of its first backward config (on the recompute path the states stage is the forward
+    kernel itself, compiled without its output: bwd.recompute_configs, so not the first)."""
+    from cudnn.linear_attention.frost.kernels.bwd_config import FrostBwdConfig
+
+    return next(k for k in kernels if isinstance(k, FrostBwdConfig)).fwd
+
+
 def routed(fwd_cfg, kernel: str | None = None):
     """The forward config run_fwd launches for the product config fwd_cfg on `kernel`."""
     from frost_fwd_experiments import engine_config
@@ -802,11 +811,11 @@ def main() -> int:
         timing = Case("bench", (4096,) * 8, 16, 16, 128, 128)
         for fam in families:
             bench = configs_of(timing, fam)
-            cfgs += bench + [routed(bench[0].fwd)]  # the timed forward: frost_fwd without states
+            cfgs += bench + [routed(forward_of(bench))]  # the timed forward: frost_fwd without states
             cfgs += configs_of(timing, fam, checkpoints=True) if ckpt else []
             cfgs += configs_of(timing, fam, checkpoints=True, values=True) if with_u else []
             if with_u and FWD_KERNEL != "product":  # the product's training forward (the A/B lines)
-                fwd_u = dataclasses.replace(bench[0].fwd, write_checkpoints=True, write_values=True)
+                fwd_u = dataclasses.replace(forward_of(bench), write_checkpoints=True, write_values=True)
                 cfgs.append(routed(fwd_u, "product"))
     if args.matrix:
         cfgs += matrix_configs(families)

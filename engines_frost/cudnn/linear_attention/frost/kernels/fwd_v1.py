@@ -165,6 +165,10 @@ class FrostFwdV1:
     # timings mean something; and element-wise shared-memory operand loads instead of ldmatrix.
     skip_stages: tuple[str, ...] = ()
     ldmatrix: bool = True
+    #: True: the chain leaves the state registers final (v1, v2); False: its last products
+    #: are still in flight until settle_state (fwd_v3), so the checkpoint store of the state
+    #: entering a chunk runs after that chunk's rows stage instead of before it
+    STATE_FINAL_AT_CHAIN_END = True
     #: whether this class compiles write_output=False configs (FrostFwdConfig): v2 and v3
     #: do (their rows, operand and Gram stages drop the q side); v1's own stages do not
     OUTPUT_OPTIONAL = False
@@ -260,12 +264,17 @@ class FrostFwdV1:
         row0 = Int32(0)
         if cutlass.const_expr(c.write_checkpoints):
             row0 = packed_row0(mcu, n, T, lane)  # checkpoints_dsl.py
+        final_early = self.STATE_FINAL_AT_CHAIN_END
         for t0 in cutlass.range(bos, eos, C):
-            if cutlass.const_expr(c.write_checkpoints):  # the state entering this chunk
+            # the state entering this chunk, as soon as the state registers are final
+            if cutlass.const_expr(c.write_checkpoints and final_early):
                 self.store_state(mckpt, row0 + (t0 - bos) // C, T // C + N, h, acc_s, coord_s, wid)
             if cutlass.const_expr("rows" not in skip):
                 self.stage_rows(s, mq, mk, mv, mg, mb, mw, heads, t0, eos, tid)
+            self.settle_state()
             cute.arch.sync_threads()
+            if cutlass.const_expr(c.write_checkpoints and not final_early):
+                self.store_state(mckpt, row0 + (t0 - bos) // C, T // C + N, h, acc_s, coord_s, wid)
             if cutlass.const_expr("operands" not in skip):
                 self.stage_operands(s, mb, heads, t0, eos, scale, tid)
             cute.arch.sync_threads()
@@ -276,11 +285,21 @@ class FrostFwdV1:
                 self.stage_chain(s, mo, acc_s, coord_s, heads, t0, eos, thr, lane, wid)
             cute.arch.sync_threads()
 
+        self.settle_state()
         if cutlass.const_expr(c.has_final_state):
             coord_ht = self.final_state_coords(coord_s)
             for e in cutlass.range_constexpr(cute.size(acc_s)):
                 jd = coord_ht[e]
                 mht[n, h, wid * SUB + jd[0], jd[1]] = acc_s[e].to(self.st)
+
+    @cute.jit
+    def settle_state(self):
+        """Extension point (v1: nothing; its chain leaves the state registers final): the
+        state registers and the operand tiles the chain's last products read are settled
+        after this, which runs at the end of each chunk's rows stage, before its barrier
+        (the operand stage then rewrites those tiles), and after the chunk loop. fwd_v3
+        retires its state update here, so the update runs under the rows stage."""
+        pass
 
     def final_state_coords(self, coord_s):
         """Extension point (traced inline): the state registers' coordinates for the final

@@ -19,7 +19,8 @@ warpgroup), each owning 64 rows of S^T, exactly the rows its four warps already 
 
 Four wgmma groups per chunk, retired in order: R (waited for first: the block solve
 needs it), O (runs during the solve), P U (accumulates onto O) and the state update
-(runs during the output stores; waited for at the chain's end). No accumulator or A
+(runs during the output stores and the next chunk's rows stage: settle_state waits for
+it after that stage, before the barrier that lets the operand stage rewrite KD^T). No accumulator or A
 register of a wgmma group is touched before a wait_group that retires the group. v2's
 cp.async prefetch of the next chunk's rows and v is issued after the R and O commits,
 while they run (v2 issues it before its chain: ~230 SASS instructions per thread that
@@ -37,10 +38,10 @@ so the wgmma reads see them.
 
 Training launchers (FrostFwdV3Checkpoints, FrostFwdV3Values: v2's launch ABI, one and two
 more pointers): the state entering each chunk is stored by v1's chunk loop from the state
-registers, which the chain's closing wait_group(0) has made final; U is stored by the
+registers after settle_state's wait_group(0) has made them final; U is stored by the
 chain right after each block of the solve, from the solve's own fp32 accumulator (an
-mma.sync register, in no wgmma group), with v1's store_values_block, so the bf16 rounding
-and the rows are v2's. The product launches them for bf16 training forwards on sm_90a
+mma.sync register, in no wgmma group), with v1's store_values_block, so the bf16
+rounding and the rows are v2's. The product launches them for bf16 training forwards on sm_90a
 since they passed the backward smoke on the H200 (NOTES.md "v3 training forwards on the
 H200"); v2's stay the tooling's alternative there (frost_fwd_experiments).
 
@@ -120,6 +121,11 @@ class FrostFwdV3(FrostFwdV2):
     smem_plan = staticmethod(smem_plan)
     chain_issues_prefetch = True  # chunk_chain issues it after the R and O commits
     SM90A_ONLY = True  # warpgroup MMA: compile_kernel.compile_fwd refuses other archs
+
+    #: False: the chain leaves its state update in flight and settle_state retires it after
+    #: the next chunk's rows stage (FrostFwdV1.STATE_FINAL_AT_CHAIN_END); the wgmma Gram
+    #: experiment (fwd_v3_gram.GramWgmma) sets True: the chain waits at its end, as before
+    STATE_FINAL_AT_CHAIN_END = False
 
     #: True in the launchers whose __call__ passes the checkpoint (and values) pointers
     #: (FrostFwdV3Checkpoints, FrostFwdV3Values); this class's own launch has no slot for them
@@ -264,13 +270,28 @@ class FrostFwdV3(FrostFwdV2):
                 t = t0 + bi * SUB + jt[1]
                 if t < eos:
                     mo[t, h, j0 + jt[0]] = acc_o[bi * per + e].to(mo.element_type)
-        warpgroup.wait_group(0)  # the state registers are final before anyone reads them
+        # the state update (group 4) stays in flight: settle_state retires it after the next
+        # chunk's rows stage, which touches neither the state registers nor KD^T
+        if cutlass.const_expr(self.STATE_FINAL_AT_CHAIN_END):
+            warpgroup.wait_group(0)
+
+    @cute.jit
+    def settle_state(self):
+        """Retire the state update (the chain's last wgmma group): called after each chunk's
+        rows stage, before the barrier that lets the operand stage rewrite KD^T (every
+        warpgroup's own groups retired before any thread writes the tile: the wait, then
+        the barrier), and after the chunk loop, before the final state's stores. Between
+        the chain and here the update runs under the output stores, the chunk's closing
+        barrier and the next chunk's rows stage (its cp.async rows landed during the chain).
+        With nothing in flight (STATE_FINAL_AT_CHAIN_END, or no chunk yet) the wait returns
+        at once."""
+        warpgroup.wait_group(0)
 
 
 class FrostFwdV3Checkpoints(FrostFwdV3, FrostFwdV2Checkpoints):
     """v3 compiled with write_checkpoints, launched through v2's checkpoint ABI (the extra
     state_checkpoints pointer: FrostFwdV2Checkpoints.__call__, inherited). v1's chunk loop
-    stores the state registers as bf16 before each chunk's stages; v3's chain ends with
+    stores the state registers as bf16 after each chunk's rows stage and settle_state's
     wait_group(0), so the state update's wgmma group has retired when they are read."""
 
     TRAINING_LAUNCHER = True

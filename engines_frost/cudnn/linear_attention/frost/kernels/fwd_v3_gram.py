@@ -117,6 +117,10 @@ class GramWgmma:
 
     smem_plan = staticmethod(smem_plan)
     gram_wgmma = True
+    #: the chain waits for its state update and the checkpoint store stays at the loop's
+    #: top (fwd_v1.FrostFwdV1.STATE_FINAL_AT_CHAIN_END): with the store after the rows stage
+    #: the m64n16 Gram's training build reached 255 registers and an 8-byte stack frame
+    STATE_FINAL_AT_CHAIN_END = True
     #: accumulators of the column-block pipeline: 2 issues block bj + 1 before block bj's
     #: epilogue (16 registers), 1 waits for each block before its epilogue (8)
     gram_buffers = 2
