@@ -394,5 +394,53 @@ def test_vector_gate_grads_no_spills(case, wide, fast):
     assert usage["REG"] <= 255, usage
 
 
+PREFETCH_CASES = [  # (family, K, V, io, grouped q/k heads, forward checkpoints)
+    ("kda", 128, 128, "bfloat16", False, True), ("gdn2", 128, 64, "bfloat16", False, False),
+    ("kda", 64, 64, "float16", True, True),
+]
+
+
+@pytest.mark.parametrize("case", PREFETCH_CASES,
+                         ids=lambda c: f"{c[0]}-K{c[1]}V{c[2]}-{c[3]}-grouped{int(c[4])}-ckpt{int(c[5])}")
+def test_vector_gate_grads_prefetch(case):
+    """FrostBwdConfig.grads_prefetch (FROST_BWD_GRADS_PREFETCH=1): the vector-gate grads
+    kernel with the L2 prefetch of the next wave's rows keeps no local memory or stack, and
+    (with nvdisasm) issues exactly as many L2 prefetches (CCTL) more than the kernel without
+    it as its line jobs make: 7 token rows (dO, U, dR, v, q, k, g) in 128-byte lines, one
+    per thread per job, plus the S and dS rows' lines spread over the CTA's threads; every
+    other instruction class is that kernel's."""
+    from cudnn.linear_attention.frost.kernels.bwd_config import FrostBwdConfig
+    from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
+
+    family, K, V, io, grouped, ckpt = case
+    per_beta = family == "gdn2"
+    H = 2 if grouped else 4
+    f = FrostFwdConfig(io, None, H, H, 4, K, V, True, per_beta, per_beta, True, False, False, gate_align16=True)
+    plain = FrostBwdConfig(f, "grads", None, None, checkpoints=ckpt, vec_wide_loads=True, vec_fast_decay=True)
+    cfg = FrostBwdConfig(f, "grads", None, None, checkpoints=ckpt, vec_wide_loads=True, vec_fast_decay=True,
+                         grads_prefetch=True)
+    ops = {}
+    for name, c in (("plain", plain), ("prefetch", cfg)):
+        with tempfile.TemporaryDirectory() as tmp:
+            cubin = report.compile_bwd_cubin(c, tmp)
+            usage = report.resource_usage(cubin)
+            assert usage["LOCAL"] == 0 and usage["STACK"] == 0, (name, usage)
+            assert usage["REG"] <= 255, (name, usage)
+            if report.tool("NVDISASM", "nvdisasm") is not None:
+                ops[name] = collections.Counter(i.split()[0] for i in report.sass_instructions(cubin)
+                                                if not i.startswith("@"))
+                ops[name] += collections.Counter(i.split()[1] for i in report.sass_instructions(cubin)
+                                                 if i.startswith("@"))
+    if not ops:
+        return
+    cctl = lambda c: sum(n for o, n in c.items() if o.startswith("CCTL"))  # noqa: E731
+    io_bytes = 2
+    lines = 4 * (V * io_bytes // 128) + 2 * (K * io_bytes // 128) + K * 4 // 128  # dO U dR v, q k, g (fp32)
+    state_lines = -(-V * K * 2 // 128 // 256)  # per thread, S and dS each
+    print(f"{family} K={K} V={V} {io}: CCTL plain {cctl(ops['plain'])} prefetch {cctl(ops['prefetch'])}")
+    assert cctl(ops["plain"]) == 0, ops["plain"]
+    assert cctl(ops["prefetch"]) == lines + 2 * state_lines, (cctl(ops["prefetch"]), lines, state_lines)
+
+
 if __name__ == "__main__":
     raise SystemExit(pytest.main([__file__, "-q"]))

@@ -130,6 +130,12 @@
 #              the cu_seqlens safety tests and the span split's training gradients with the switch on, then the fwd+bwd op rows with
 #              the switch 0 and 1 (the recompute rows move; the checkpoint rows must not);
 #              bwdrecomputetest / bwdrecomputebench run one of them
+#   gradsprefetch the vector-gate grads kernel's L2 prefetch of the next wave's rows
+#              (FROST_BWD_GRADS_PREFETCH=1, off by default; kernels/NOTES_bwd.md "The grads
+#              kernels under Nsight Compute"): KDA and GDN-2 smoke vs float64 with it on, then
+#              the fwd+bwd op rows with the switch 0, 1, 0, 1 (one process each; GDN's rows
+#              are the control: its grads kernel ignores the switch);
+#              gradsprefetchtest / gradsprefetchbench run one of them
 #   summarynoout the forward span summary on forward kernels compiled without the output
 #              (FROST_SUMMARY_NO_OUTPUT, the default since; kernels/NOTES.md "Summary passes
 #              without the output"): engines_frost/tests/frost_summary_no_output_gpu_test.py
@@ -428,6 +434,14 @@ for s in "$@"; do
       case "$s" in bwdrecompute|bwdrecomputebench)
         stage bwdrecomputebench "for r in 0 1; do echo \"== FROST_BWD_RECOMPUTE_FORWARD=\$r\"; \
           FROST_BWD_RECOMPUTE_FORWARD=\$r python3 bench/bench_linear_attention.py --cases fwd+bwd \
+          --impl 'op FROST' --reps 10 || exit 1; done" ;; esac ;;
+    gradsprefetch|gradsprefetchtest|gradsprefetchbench)  # the vector grads kernel's L2 prefetch
+      case "$s" in gradsprefetch|gradsprefetchtest)
+        stage gradsprefetchtest "FROST_BWD_GRADS_PREFETCH=1 python3 tests/numerics/la_frost_bwd_smoke.py \
+          --jobs \$(nproc) --family kda --family gdn2" ;; esac
+      case "$s" in gradsprefetch|gradsprefetchbench)
+        stage gradsprefetchbench "for p in 0 1 0 1; do echo \"== FROST_BWD_GRADS_PREFETCH=\$p\"; \
+          FROST_BWD_GRADS_PREFETCH=\$p python3 bench/bench_linear_attention.py --cases fwd+bwd \
           --impl 'op FROST' --reps 10 || exit 1; done" ;; esac ;;
     summarynoout|summarynoouttest|summarynooutbench)  # the summary passes without the output
       TMO_SAVED="$TMO"; TMO="${STAGE_TIMEOUT:-900}"

@@ -89,6 +89,14 @@ class FrostBwdConfig:
     # unless FROST_BWD_GRADS=mma, for vector gates only under FROST_BWD_GRADS_VEC=wgmma
     # (bwd.py).
     grads_wgmma: bool = False
+    # The vector-gate grads kernel (one CTA per chunk and head, one CTA per SM, 63 waves at
+    # the bench shape) asks L2 for the rows of the CTA one wave ahead once its own copies
+    # have landed (prefetch.global.L2: the next wave's loads then come from L2 while this
+    # wave computes; the Nsight Compute profile in NOTES_bwd.md "The grads kernels under
+    # Nsight Compute" puts ~20 % of the kernel's warp samples on global-load waits). Hints
+    # only: the same gradients, bitwise. The launcher sets it only under
+    # FROST_BWD_GRADS_PREFETCH=1 (bwd.py); not yet measured on a GPU.
+    grads_prefetch: bool = False
 
     def __post_init__(self):
         def bad(name, expected):
@@ -123,6 +131,11 @@ class FrostBwdConfig:
             bad("chain_wgmma", "a bool")
         if not isinstance(self.grads_wgmma, bool):
             bad("grads_wgmma", "a bool")
+        if not isinstance(self.grads_prefetch, bool):
+            bad("grads_prefetch", "a bool")
+        if self.grads_prefetch and not self.fwd.gate_per_channel:
+            bad("grads_prefetch", "False for scalar gates (their persistent grads kernel copies the next "
+                "item's operands itself)")
         if self.chain_wgmma and self.chain_pipeline:
             bad("chain_wgmma", "False when chain_pipeline is set (one chain variant at a time)")
         if not isinstance(self.chain_async, bool):
@@ -138,27 +151,29 @@ class FrostBwdConfig:
         (forward_values stays: it makes chain zero the uncovered gradient rows); grads
         reads U from wherever it comes, so forward_values is off there. chain_pipeline,
         chain_wgmma and chain_async only change the chain kernel: off for every other stage;
-        vec_wide_loads and vec_fast_decay only the vector-gate grads kernel, grads_wgmma only
-        the grads kernels."""
+        vec_wide_loads, vec_fast_decay and grads_prefetch only the vector-gate grads kernel,
+        grads_wgmma only the grads kernels."""
         persistent = stage == "grads" and not self.fwd.gate_per_channel
         ctas = self.grads_ctas if persistent else DEFAULT_GRADS_CTAS
         wide = self.vec_wide_loads and stage == "grads" and self.fwd.gate_per_channel
         gwg = self.grads_wgmma and stage == "grads"
         fast = self.vec_fast_decay and stage == "grads" and self.fwd.gate_per_channel
+        pf = self.grads_prefetch and stage == "grads"
         if stage == "chain":
             return dataclasses.replace(self, stage=stage, checkpoints=False, grads_ctas=ctas,
-                                       vec_wide_loads=wide, vec_fast_decay=fast, grads_wgmma=gwg)
+                                       vec_wide_loads=wide, vec_fast_decay=fast, grads_wgmma=gwg,
+                                       grads_prefetch=pf)
         if stage == "states":
             return dataclasses.replace(self, stage=stage, dht_dtype=None, grads_ctas=ctas,
                                        chain_pipeline=False, chain_wgmma=False,
                                        chain_async=False, vec_wide_loads=wide, vec_fast_decay=fast,
-                                       grads_wgmma=gwg)
+                                       grads_wgmma=gwg, grads_prefetch=pf)
         fwd = dataclasses.replace(self.fwd, has_initial_state=False, state_dtype=None)
         return dataclasses.replace(self, fwd=fwd, stage=stage, dht_dtype=None, dh0_dtype=None,
                                    forward_values=False, grads_ctas=ctas,
                                    chain_pipeline=False, chain_wgmma=False, chain_async=False,
                                    vec_wide_loads=wide,
-                                   vec_fast_decay=fast, grads_wgmma=gwg)
+                                   vec_fast_decay=fast, grads_wgmma=gwg, grads_prefetch=pf)
 
     @property
     def stages(self) -> tuple[str, ...]:

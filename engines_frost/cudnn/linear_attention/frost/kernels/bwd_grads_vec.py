@@ -222,6 +222,8 @@ class FrostBwdGradsVec(FrostBwdGrads):
             self.load_gates(s, mg, heads, t0, eos, tid)
             self.land_copies(s, tid)
             cute.arch.sync_threads()
+            if cutlass.const_expr(self.bcfg.grads_prefetch):
+                self.prefetch_next_wave(mq, mk, mv, mg, mdo, mu, mdr, mckpt, mdckpt, rho, h, srow, t0, T, tid)
             self.scan_gates(s, tid)
             acc_q, acc_kb, acc_k, crd, bi, hc = self.scores_and_products_vec(
                 s, mv, mdv, mw, mdw, heads, t0, eos, scale, thr, lane, wid, tid)
@@ -231,6 +233,45 @@ class FrostBwdGradsVec(FrostBwdGrads):
             self.epilogue_vec(s, mdq, mdk, mdb, acc_q, acc_kb, acc_k, crd, heads, t0, eos, lane, bi, hc)
             cute.arch.sync_threads()
             self.gate_scan_out(s, mdg, mdb, heads, t0, eos, tid)
+
+    @cute.jit
+    def prefetch_next_wave(self, mq, mk, mv, mg, mdo, mu, mdr, mckpt, mdckpt, rho, h, srow, t0, T, tid):
+        """FrostBwdConfig.grads_prefetch: prefetch.global.L2 of what the CTA one wave ahead
+        (block rho + nsmid along the grid's rows, head-major: the CTA that takes this SM's
+        place next, roughly) copies: its dO, U, dR, v, q, k and g rows and its S and dS rows.
+        Issued once this CTA's own copies have landed, so the requests use the DRAM time of
+        this CTA's compute. The other CTA's rows are estimated from this one's (tokens and
+        S rows move one chunk per grid row; exact inside a sequence, a chunk off per
+        sequence boundary crossed); its dS row is exact. Addresses outside the tensors are
+        skipped; the rest are hints, so nothing read changes."""
+        K, V, C = self.cfg.K, self.cfg.V, CHUNK
+        rows, heads_n, _ = cute.arch.grid_dim()
+        ahead = h * rows + rho + cute.arch.nsmid()
+        if ahead < rows * heads_n:
+            rho2 = ahead % rows
+            hq, hk, hv, ho = self.heads_of(ahead // rows)
+            shift = rho2 - rho
+            r, part = tid % C, tid // C  # token row of the chunk; which quarter of the line jobs
+            t = t0 + shift * C + r
+            if t >= 0 and t < T:
+                jobs = []
+                for src, head, width in ((mdo, ho, V), (mu, ho, V), (mdr, ho, V), (mv, hv, V), (mq, hq, K),
+                                         (mk, hk, K), (mg, ho, K)):
+                    per_line = 128 * 8 // src.element_type.width  # elements in a 128-byte line
+                    jobs += [(src, head, off) for off in range(0, width, per_line)]
+                for i, (src, head, off) in enumerate(jobs):
+                    if part == i % (THREADS // C):
+                        cute.arch.prefetch((src[t, head, None].iterator + off).llvm_ptr, cache_level="L2")
+            per_line = 128 * 8 // mckpt.element_type.width
+            srow2 = srow + shift
+            for u in cutlass.range_constexpr(-(-V * K // per_line // THREADS)):
+                e = (tid + u * THREADS) * per_line
+                if e < V * K:
+                    if srow2 >= 0 and srow2 < rows:
+                        cute.arch.prefetch((mckpt[srow2, ho, e // K, None].iterator + e % K).llvm_ptr,
+                                           cache_level="L2")
+                    cute.arch.prefetch((mdckpt[rho2, ho, e // K, None].iterator + e % K).llvm_ptr,
+                                       cache_level="L2")
 
     # ------------------------------------------------------------------ gates
     @cute.jit
