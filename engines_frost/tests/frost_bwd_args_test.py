@@ -335,22 +335,20 @@ def test_vector_grads_switches(family, variable, field, monkeypatch):
 @pytest.mark.parametrize("family", ["gdn", "kda", "gdn2"])
 def test_grads_prefetch_switch(family, monkeypatch):
     """FROST_BWD_GRADS_PREFETCH (off unless 1, read on every checked call) sets
-    grads_prefetch for vector gates only, with_stage keeps it for the grads kernel alone,
-    scalar gates refuse the field, and a value other than 0 or 1 names the variable."""
+    grads_prefetch, with_stage keeps it for the grads kernel alone, and a value other than
+    0 or 1 names the variable."""
     from cudnn.linear_attention.frost.kernels import bwd
 
     monkeypatch.delenv(bwd.GRADS_PREFETCH_ENV, raising=False)
     default, _, _ = _check(_operands(family=family), family)
     monkeypatch.setenv(bwd.GRADS_PREFETCH_ENV, "1")
     on, _, _ = _check(_operands(family=family), family)
-    assert not default.grads_prefetch and on.grads_prefetch == (family != "gdn")
-    for stage in on.stages:
-        assert on.with_stage(stage).grads_prefetch == (stage == "grads" and family != "gdn")
+    assert not default.grads_prefetch and on.grads_prefetch
     for stage in on.stages:  # only the grads kernel's config (and so its store key) differs
-        assert (on.with_stage(stage) != default.with_stage(stage)) == (stage == "grads" and family != "gdn")
-    if family == "gdn":
-        with pytest.raises(ValueError, match="grads_prefetch must be False for scalar gates"):
-            FrostBwdConfig(fwd=on.fwd, stage="grads", dht_dtype=None, dh0_dtype=None, grads_prefetch=True)
+        assert on.with_stage(stage).grads_prefetch == (stage == "grads")
+        assert (on.with_stage(stage) != default.with_stage(stage)) == (stage == "grads")
+    with pytest.raises(ValueError, match="grads_prefetch must be a bool"):
+        FrostBwdConfig(fwd=on.fwd, stage="grads", dht_dtype=None, dh0_dtype=None, grads_prefetch=1)
     monkeypatch.setenv(bwd.GRADS_PREFETCH_ENV, "yes")
     with pytest.raises(ValueError, match=bwd.GRADS_PREFETCH_ENV):
         _check(_operands(family=family), family)

@@ -442,5 +442,33 @@ def test_vector_gate_grads_prefetch(case):
     assert cctl(ops["prefetch"]) == lines + 2 * state_lines, (cctl(ops["prefetch"]), lines, state_lines)
 
 
+@pytest.mark.parametrize("case", [(128, "bfloat16", True, True), (64, "float16", False, False)],
+                         ids=lambda c: f"gdn-K{c[0]}-{c[1]}-wgmma{int(c[2])}-ckpt{int(c[3])}")
+def test_scalar_gate_grads_prefetch(case):
+    """grads_prefetch in GDN's persistent grads kernel: the next item's q and k rows into
+    L2 when that item's copies are issued; no local memory or stack, and (with nvdisasm)
+    exactly 2 K / 64 more CCTL than without (q and k rows in 128-byte lines, one job per
+    thread quarter)."""
+    from cudnn.linear_attention.frost.kernels.bwd_config import FrostBwdConfig
+    from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
+
+    K, io, wgmma, ckpt = case
+    f = FrostFwdConfig(io, None, 4, 4, 4, K, K, False, False, False, True, False, False)
+    counts = []
+    for pf in (False, True):
+        cfg = FrostBwdConfig(f, "grads", None, None, checkpoints=ckpt, grads_wgmma=wgmma, grads_prefetch=pf,
+                             grads_ctas=132)
+        with tempfile.TemporaryDirectory() as tmp:
+            cubin = report.compile_bwd_cubin(cfg, tmp)
+            usage = report.resource_usage(cubin)
+            assert usage["LOCAL"] == 0 and usage["STACK"] == 0, (pf, usage)
+            assert usage["REG"] <= 255, (pf, usage)
+            if report.tool("NVDISASM", "nvdisasm") is not None:
+                counts.append(sum("CCTL" in i for i in report.sass_instructions(cubin)))
+    print(f"gdn grads K={K} {io} wgmma={wgmma}: CCTL {counts}")
+    if counts:
+        assert counts[1] - counts[0] == 2 * K * 2 // 128, counts
+
+
 if __name__ == "__main__":
     raise SystemExit(pytest.main([__file__, "-q"]))

@@ -130,11 +130,11 @@
 #              the cu_seqlens safety tests and the span split's training gradients with the switch on, then the fwd+bwd op rows with
 #              the switch 0 and 1 (the recompute rows move; the checkpoint rows must not);
 #              bwdrecomputetest / bwdrecomputebench run one of them
-#   gradsprefetch the vector-gate grads kernel's L2 prefetch of the next wave's rows
+#   gradsprefetch the grads kernels' L2 prefetch of rows they read next
 #              (FROST_BWD_GRADS_PREFETCH=1, off by default; kernels/NOTES_bwd.md "The grads
-#              kernels under Nsight Compute"): KDA and GDN-2 smoke vs float64 with it on, then
-#              the fwd+bwd op rows with the switch 0, 1, 0, 1 (one process each; GDN's rows
-#              are the control: its grads kernel ignores the switch);
+#              kernels under Nsight Compute"): the smoke of the three families vs float64
+#              with it on, then the fwd+bwd op rows with the switch 0, 1, 0, 1 (one process
+#              each);
 #              gradsprefetchtest / gradsprefetchbench run one of them
 #   summarynoout the forward span summary on forward kernels compiled without the output
 #              (FROST_SUMMARY_NO_OUTPUT, the default since; kernels/NOTES.md "Summary passes
@@ -438,7 +438,7 @@ for s in "$@"; do
     gradsprefetch|gradsprefetchtest|gradsprefetchbench)  # the vector grads kernel's L2 prefetch
       case "$s" in gradsprefetch|gradsprefetchtest)
         stage gradsprefetchtest "FROST_BWD_GRADS_PREFETCH=1 python3 tests/numerics/la_frost_bwd_smoke.py \
-          --jobs \$(nproc) --family kda --family gdn2" ;; esac
+          --jobs \$(nproc) --family gdn --family kda --family gdn2" ;; esac
       case "$s" in gradsprefetch|gradsprefetchbench)
         stage gradsprefetchbench "for p in 0 1 0 1; do echo \"== FROST_BWD_GRADS_PREFETCH=\$p\"; \
           FROST_BWD_GRADS_PREFETCH=\$p python3 bench/bench_linear_attention.py --cases fwd+bwd \

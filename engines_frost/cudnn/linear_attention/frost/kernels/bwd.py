@@ -70,9 +70,10 @@ GRADS_VARIANTS = ("mma", "wgmma")
 # unset: the mma.sync products, their default.
 # Scalar gates ignore it, vector gates ignore FROST_BWD_GRADS. Read on every call.
 GRADS_VEC_ENV = "FROST_BWD_GRADS_VEC"
-# FROST_BWD_GRADS_PREFETCH=1: the vector-gate grads kernel prefetches the rows of the CTA
-# one wave ahead into L2 (FrostBwdConfig.grads_prefetch; the same gradients, bitwise; not
-# yet timed on a GPU, so off by default). 0 or 1 (binary_switch), read on every call.
+# FROST_BWD_GRADS_PREFETCH=1: the grads kernels prefetch rows they read later into L2
+# (FrostBwdConfig.grads_prefetch: the vector-gate kernel the next wave's rows, the scalar-
+# gate kernel the next item's q and k; the same gradients, bitwise; not yet timed on a
+# GPU, so off by default). 0 or 1 (binary_switch), read on every call.
 GRADS_PREFETCH_ENV = "FROST_BWD_GRADS_PREFETCH"
 _INDEX_LIMIT = 2**31
 
@@ -261,7 +262,7 @@ def check_bwd_operands(*, q, k, v, g, beta, w, cu_seqlens, dO, initial_state, d_
         chain_pipeline=variant == "pipelined" and not f.gate_per_channel,
         chain_wgmma=variant in ("wgmma", "wgmma_async"), chain_async=variant == "wgmma_async",
         grads_wgmma=(vector_grads if f.gate_per_channel else scalar_grads) == "wgmma",
-        grads_prefetch=binary_switch(GRADS_PREFETCH_ENV, default=False) and f.gate_per_channel)
+        grads_prefetch=binary_switch(GRADS_PREFETCH_ENV, default=False))
     return cfg, T, N
 
 

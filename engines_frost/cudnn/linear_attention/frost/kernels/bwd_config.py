@@ -89,12 +89,13 @@ class FrostBwdConfig:
     # unless FROST_BWD_GRADS=mma, for vector gates only under FROST_BWD_GRADS_VEC=wgmma
     # (bwd.py).
     grads_wgmma: bool = False
-    # The vector-gate grads kernel (one CTA per chunk and head, one CTA per SM, 63 waves at
-    # the bench shape) asks L2 for the rows of the CTA one wave ahead once its own copies
-    # have landed (prefetch.global.L2: the next wave's loads then come from L2 while this
-    # wave computes; the Nsight Compute profile in NOTES_bwd.md "The grads kernels under
-    # Nsight Compute" puts ~20 % of the kernel's warp samples on global-load waits). Hints
-    # only: the same gradients, bitwise. The launcher sets it only under
+    # The grads kernels ask L2 for rows they will read later (prefetch.global.L2; the
+    # Nsight Compute profiles in NOTES_bwd.md "The grads kernels under Nsight Compute" put
+    # ~17-20 % of their warp samples on global-load waits): the vector-gate kernel (one CTA
+    # per chunk and head, one CTA per SM) the rows of the CTA one wave ahead once its own
+    # copies have landed; the persistent scalar-gate kernel the next item's q and k rows
+    # (its norms pass reads them with plain loads) when it issues that item's copies.
+    # Hints only: the same gradients, bitwise. The launcher sets it only under
     # FROST_BWD_GRADS_PREFETCH=1 (bwd.py); not yet measured on a GPU.
     grads_prefetch: bool = False
 
@@ -133,9 +134,6 @@ class FrostBwdConfig:
             bad("grads_wgmma", "a bool")
         if not isinstance(self.grads_prefetch, bool):
             bad("grads_prefetch", "a bool")
-        if self.grads_prefetch and not self.fwd.gate_per_channel:
-            bad("grads_prefetch", "False for scalar gates (their persistent grads kernel copies the next "
-                "item's operands itself)")
         if self.chain_wgmma and self.chain_pipeline:
             bad("chain_wgmma", "False when chain_pipeline is set (one chain variant at a time)")
         if not isinstance(self.chain_async, bool):
@@ -151,8 +149,8 @@ class FrostBwdConfig:
         (forward_values stays: it makes chain zero the uncovered gradient rows); grads
         reads U from wherever it comes, so forward_values is off there. chain_pipeline,
         chain_wgmma and chain_async only change the chain kernel: off for every other stage;
-        vec_wide_loads, vec_fast_decay and grads_prefetch only the vector-gate grads kernel,
-        grads_wgmma only the grads kernels."""
+        vec_wide_loads and vec_fast_decay only the vector-gate grads kernel, grads_wgmma and
+        grads_prefetch only the grads kernels."""
         persistent = stage == "grads" and not self.fwd.gate_per_channel
         ctas = self.grads_ctas if persistent else DEFAULT_GRADS_CTAS
         wide = self.vec_wide_loads and stage == "grads" and self.fwd.gate_per_channel

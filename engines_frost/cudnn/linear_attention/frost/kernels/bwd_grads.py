@@ -260,6 +260,8 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
                 ahead = Int32(1)
         if ahead != 0:
             self.issue_next(s, mckpt, mdckpt, mdo, mu, mdr, mv, mcu, nn, item + ctas, T, N, lane, tid, "state")
+            if cutlass.const_expr(self.bcfg.grads_prefetch):
+                self.prefetch_next_norm_rows(mq, mk, mcu, nn, item + ctas, T, tid)
         self.stage_adjoints(s, acc_q, acc_kb, acc_k, crd, heads, t0, eos, scale, thr, lane, wid, bi, hc)
         self.write_qk(s, mdq, mdk, acc_q, acc_kb, acc_k, crd, heads, t0, eos, bi, hc)
         cute.arch.sync_threads()  # dO, U (the dq/dk staging) are dead
@@ -270,6 +272,33 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
         if ahead != 0:
             self.issue_next(s, mckpt, mdckpt, mdo, mu, mdr, mv, mcu, nn, item + ctas, T, N, lane, tid, "back")
         self.stage_gates(s, mdg, mdb, heads, t0, eos, tid)
+
+    @cute.jit
+    def prefetch_rows_l2(self, rows, t, tid):
+        """prefetch.global.L2 of token row t of each (tensor, head, width) in `rows`, in
+        128-byte lines; the line jobs go round the CTA's THREADS // C quarters (thread tid
+        is in quarter tid // C, the caller's t its row tid % C of some chunk). A hint:
+        nothing read changes (FrostBwdConfig.grads_prefetch)."""
+        part = tid // CHUNK
+        jobs = []
+        for src, head, width in rows:
+            per_line = 128 * 8 // src.element_type.width  # elements in a 128-byte line
+            jobs += [(src, head, off) for off in range(0, width, per_line)]
+        for i, (src, head, off) in enumerate(jobs):
+            if part == i % (THREADS // CHUNK):
+                cute.arch.prefetch((src[t, head, None].iterator + off).llvm_ptr, cache_level="L2")
+
+    @cute.jit
+    def prefetch_next_norm_rows(self, mq, mk, mcu, n, item, T, tid):
+        """grads_prefetch for the persistent kernel: the next item's (sequence n) q and k
+        rows, which its norms pass reads with plain loads (the cp.async copies cover the
+        rest), into L2 while this item computes."""
+        K = self.cfg.K
+        _, h, _, t0, eos = self.item_coords(mcu, n, item, T)
+        hq, hk, _, _ = self.heads_of(h)
+        t = t0 + tid % CHUNK
+        if t < eos:
+            self.prefetch_rows_l2(((mq, hq, K), (mk, hk, K)), t, tid)
 
     @cute.jit
     def issue_next(self, s, mckpt, mdckpt, mdo, mu, mdr, mv, mcu, n, item, T, N, lane, tid,

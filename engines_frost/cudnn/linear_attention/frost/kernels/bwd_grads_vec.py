@@ -251,17 +251,10 @@ class FrostBwdGradsVec(FrostBwdGrads):
             rho2 = ahead % rows
             hq, hk, hv, ho = self.heads_of(ahead // rows)
             shift = rho2 - rho
-            r, part = tid % C, tid // C  # token row of the chunk; which quarter of the line jobs
-            t = t0 + shift * C + r
+            t = t0 + shift * C + tid % C
             if t >= 0 and t < T:
-                jobs = []
-                for src, head, width in ((mdo, ho, V), (mu, ho, V), (mdr, ho, V), (mv, hv, V), (mq, hq, K),
-                                         (mk, hk, K), (mg, ho, K)):
-                    per_line = 128 * 8 // src.element_type.width  # elements in a 128-byte line
-                    jobs += [(src, head, off) for off in range(0, width, per_line)]
-                for i, (src, head, off) in enumerate(jobs):
-                    if part == i % (THREADS // C):
-                        cute.arch.prefetch((src[t, head, None].iterator + off).llvm_ptr, cache_level="L2")
+                self.prefetch_rows_l2(((mdo, ho, V), (mu, ho, V), (mdr, ho, V), (mv, hv, V), (mq, hq, K),
+                                       (mk, hk, K), (mg, ho, K)), t, tid)
             per_line = 128 * 8 // mckpt.element_type.width
             srow2 = srow + shift
             for u in cutlass.range_constexpr(-(-V * K // per_line // THREADS)):
