@@ -130,6 +130,9 @@
 #              the cu_seqlens safety tests and the span split's training gradients with the switch on, then the fwd+bwd op rows with
 #              the switch 0 and 1 (the recompute rows move; the checkpoint rows must not);
 #              bwdrecomputetest / bwdrecomputebench run one of them
+#   tmaprobe   the TMA rows probe (engines_frost/tests/frost_tma_rows_probe.py: 64-row boxes
+#              into the forward's SW128 operand tile, the descriptor encoded per call):
+#              frost_tma_rows_probe_gpu_test.py (bitwise read-back, zeros past T)
 #   gradsprefetch the grads kernels' L2 prefetch of rows they read next
 #              (FROST_BWD_GRADS_PREFETCH=1, off by default; kernels/NOTES_bwd.md "The grads
 #              kernels under Nsight Compute"): the smoke of the three families vs float64
@@ -435,6 +438,8 @@ for s in "$@"; do
         stage bwdrecomputebench "for r in 0 1; do echo \"== FROST_BWD_RECOMPUTE_FORWARD=\$r\"; \
           FROST_BWD_RECOMPUTE_FORWARD=\$r python3 bench/bench_linear_attention.py --cases fwd+bwd \
           --impl 'op FROST' --reps 10 || exit 1; done" ;; esac ;;
+    tmaprobe)    # TMA boxes into the SW128 tile (the forward's warp-specialisation step 1)
+      stage tmaprobe "python3 -m pytest -q -s -p no:cacheprovider engines_frost/tests/frost_tma_rows_probe_gpu_test.py" ;;
     gradsprefetch|gradsprefetchtest|gradsprefetchbench)  # the vector grads kernel's L2 prefetch
       case "$s" in gradsprefetch|gradsprefetchtest)
         stage gradsprefetchtest "FROST_BWD_GRADS_PREFETCH=1 python3 tests/numerics/la_frost_bwd_smoke.py \
