@@ -359,12 +359,13 @@ def test_region_operands_are_the_carved_addresses():
     address the carved view has; the names the host reads back (grouped heads' partials)
     stay torch views of the right shape and dtype."""
     from cudnn.linear_attention.frost.kernels import bwd
+    from cudnn.linear_attention.frost.kernels.workspace_regions import carve
 
     regions, size = bwd.workspace_layout(total_tokens=130, num_seqs=3, heads_q=2, heads_k=2,
                                          heads_v=4, head_dim_k=64, head_dim_v=64)
     assert {r.name for r in regions} >= {"ckpt", "dckpt", "u", "dr", "dq", "dk"}
     workspace = torch.empty(size + 512, dtype=torch.uint8)[512:]  # a base off the allocation's
-    carved = bwd._carve(workspace, regions)
+    carved = carve(workspace, regions)
     got = bwd._region_operands(workspace, regions, ("dq", "dk", "dv"))
     assert set(got) == set(carved)
     for name, view in carved.items():

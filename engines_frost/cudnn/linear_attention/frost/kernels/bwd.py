@@ -23,8 +23,8 @@ import threading
 
 from cudnn.linear_attention.common.switches import binary_switch
 from cudnn.linear_attention.frost.kernels.bwd_config import FrostBwdConfig, checkpoint_rows
+from cudnn.linear_attention.frost.kernels.workspace_regions import Region, carve, pack
 
-_ALIGN = 256  # bytes between workspace regions
 # The vector-gate grads kernel's wide shared loads (FrostBwdConfig.vec_wide_loads,
 # NOTES_bwd.md "v1.7 vector-gate grads": KDA fwd+bwd -1.5 to -2 % on the H200, the
 # gradients as before); FROST_BWD_VEC_WIDE=0 selects the 2-byte loads for an A/B run.
@@ -81,14 +81,6 @@ _cache: dict[tuple, object] = {}
 _cache_lock = threading.Lock()
 
 
-@dataclasses.dataclass(frozen=True)
-class Region:
-    name: str
-    offset: int
-    shape: tuple[int, ...]
-    dtype: str  # "bfloat16" | "float32"
-
-
 def workspace_layout(*, total_tokens: int, num_seqs: int, heads_q: int, heads_k: int, heads_v: int,
                      head_dim_k: int, head_dim_v: int,
                      checkpoints: bool = False, values: bool = False) -> tuple[tuple[Region, ...], int]:
@@ -112,14 +104,7 @@ def workspace_layout(*, total_tokens: int, num_seqs: int, heads_q: int, heads_k:
         want.append(("dk", (T, HO, K), "float32"))
     if heads_v != HO:
         want.append(("dv", (T, HO, V), "float32"))
-    regions, offset = [], 0
-    for name, shape, dtype in want:
-        regions.append(Region(name, offset, shape, dtype))
-        count = 1
-        for extent in shape:
-            count *= extent
-        offset += -(-count * (2 if dtype == "bfloat16" else 4) // _ALIGN) * _ALIGN
-    return tuple(regions), offset
+    return pack(want)
 
 
 def frost_bwd_workspace_size(**static_config) -> int:
@@ -145,7 +130,7 @@ _PARTIALS = ("dq", "dk", "dv")
 
 
 def _region_operands(workspace, regions, views=()) -> dict:
-    """The workspace's regions as launch operands: an _Address each, torch views (_carve)
+    """The workspace's regions as launch operands: an _Address each, torch views (carve)
     only for the names in `views`. Three torch view ops per region cost ~10-40 us of host
     time on every backward call; the kernels need the addresses alone."""
     base = workspace.data_ptr()
@@ -154,21 +139,7 @@ def _region_operands(workspace, regions, views=()) -> dict:
     if wanted:
         import torch
 
-        out.update(_carve(workspace.reshape(-1).view(torch.uint8), wanted))
-    return out
-
-
-def _carve(workspace, regions) -> dict:
-    import torch
-
-    dtypes = {"bfloat16": torch.bfloat16, "float32": torch.float32}
-    out = {}
-    for r in regions:
-        count = 1
-        for extent in r.shape:
-            count *= extent
-        nbytes = count * (2 if r.dtype == "bfloat16" else 4)
-        out[r.name] = workspace[r.offset:r.offset + nbytes].view(dtypes[r.dtype]).view(r.shape)
+        out.update(carve(workspace.reshape(-1).view(torch.uint8), wanted))
     return out
 
 

@@ -37,9 +37,8 @@ import dataclasses
 from cudnn.linear_attention.common.switches import binary_switch
 from cudnn.linear_attention.frost.kernels import bwd as _bwd
 from cudnn.linear_attention.frost.kernels import fwd as _fwd
-
-_ALIGN = 256
-_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
+from cudnn.linear_attention.frost.kernels.workspace_regions import ITEM_BYTES as _BYTES
+from cudnn.linear_attention.frost.kernels.workspace_regions import Region, carve, pack
 #: 1, unset or empty: the forward summary's passes skip the output (module docstring); 0: not
 NO_OUTPUT_ENV = "FROST_SUMMARY_NO_OUTPUT"
 
@@ -80,14 +79,6 @@ class SummaryShape:
         return stand_in_heads(self.HK, self.H_or_HV, self.HO)
 
 
-@dataclasses.dataclass(frozen=True)
-class Region:
-    name: str
-    offset: int
-    shape: tuple[int, ...]
-    dtype: str
-
-
 def summary_workspace_layout(s: SummaryShape) -> tuple[tuple[Region, ...], int]:
     """The scratch regions of one summary call and their total bytes."""
     T, N, HO, K, V, io = s.T, s.N, s.HO, s.K, s.V, s.io
@@ -112,53 +103,27 @@ def summary_workspace_layout(s: SummaryShape) -> tuple[tuple[Region, ...], int]:
         sink = max(T * s.H_or_HV * K * _BYTES[io], T * s.HK * K * _BYTES[io],
                    T * s.stand_in * V * _BYTES[io], T * HO * gk * 4,
                    T * HO * bk * _BYTES[s.beta], T * HO * V * _BYTES[io])
-        want += [("h0", (N, HO, V, K), s.state), ("sink", (sink,), "bfloat16"),
+        want += [("h0", (N, HO, V, K), s.state), ("sink", (sink,), "uint8"),
                  ("chain", (_bwd.frost_bwd_workspace_size(
                      total_tokens=T, num_seqs=N, heads_q=s.H_or_HV, heads_k=s.HK,
-                     heads_v=s.stand_in, head_dim_k=K, head_dim_v=V),), "bfloat16")]
-    regions, offset = [], 0
-    for name, shape, dtype in want:
-        regions.append(Region(name, offset, shape, dtype))
-        count = 1
-        for extent in shape:
-            count *= extent
-        size = count if name in ("sink", "chain") else count * _BYTES[dtype]
-        offset += -(-size // _ALIGN) * _ALIGN
-    return tuple(regions), offset
+                     heads_v=s.stand_in, head_dim_k=K, head_dim_v=V),), "uint8")]
+    return pack(want)
 
 
 def _carve(workspace, regions):
+    """workspace_regions.carve after checking that the workspace holds the last region
+    (a plan sizes it when it is built, with the switches of that moment)."""
     import torch
 
-    dtypes = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
     ws = workspace.reshape(-1).view(torch.uint8)
     if regions:
-        last = regions[-1]
-        end = last.offset + (last.shape[0] if last.name in ("sink", "chain") else
-                             _BYTES[last.dtype] * _count(last.shape))
+        end = regions[-1].offset + regions[-1].nbytes
         if ws.numel() < end:
             # a plan sizes the workspace when it is built: FROST_SUMMARY_NO_OUTPUT changed since?
             raise ValueError(f"frost_summary: workspace must hold at least {end} bytes for regions "
                              f"{[r.name for r in regions]} (summary_workspace_layout; {NO_OUTPUT_ENV} is "
                              f"read when a plan is built), got {ws.numel()}")
-    out = {}
-    for r in regions:
-        if r.name in ("sink", "chain"):  # raw bytes
-            out[r.name] = ws[r.offset:r.offset + r.shape[0]]
-            continue
-        count = 1
-        for extent in r.shape:
-            count *= extent
-        nbytes = count * _BYTES[r.dtype]
-        out[r.name] = ws[r.offset:r.offset + nbytes].view(dtypes[r.dtype]).view(r.shape)
-    return out
-
-
-def _count(shape) -> int:
-    count = 1
-    for extent in shape:
-        count *= extent
-    return count
+    return carve(ws, regions)
 
 
 def _view(raw, shape, dtype):
