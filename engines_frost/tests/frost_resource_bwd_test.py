@@ -10,6 +10,7 @@ ldmatrix.trans); the vector-gate grads kernel spilled up to v1.4. Skips where cu
 CuTe DSL is absent.
 """
 import collections
+import dataclasses
 import os
 import sys
 import tempfile
@@ -394,6 +395,22 @@ def test_vector_gate_grads_no_spills(case, wide, fast):
     assert usage["REG"] <= 255, usage
 
 
+def prefetch_cctl(plain, prefetch):
+    """Compile a grads kernel without and with grads_prefetch: no local memory or stack and
+    at most 255 registers either way; the CCTL (prefetch) count of each build, None
+    without nvdisasm."""
+    counts = []
+    for cfg in (plain, prefetch):
+        with tempfile.TemporaryDirectory() as tmp:
+            cubin = report.compile_bwd_cubin(cfg, tmp)
+            usage = report.resource_usage(cubin)
+            assert usage["LOCAL"] == 0 and usage["STACK"] == 0, (cfg.grads_prefetch, usage)
+            assert usage["REG"] <= 255, (cfg.grads_prefetch, usage)
+            if report.tool("NVDISASM", "nvdisasm") is not None:
+                counts.append(sum("CCTL" in i for i in report.sass_instructions(cubin)))
+    return tuple(counts) if counts else None
+
+
 PREFETCH_CASES = [  # (family, K, V, io, grouped q/k heads, forward checkpoints)
     ("kda", 128, 128, "bfloat16", False, True), ("gdn2", 128, 64, "bfloat16", False, False),
     ("kda", 64, 64, "float16", True, True),
@@ -405,10 +422,9 @@ PREFETCH_CASES = [  # (family, K, V, io, grouped q/k heads, forward checkpoints)
 def test_vector_gate_grads_prefetch(case):
     """FrostBwdConfig.grads_prefetch (FROST_BWD_GRADS_PREFETCH=1): the vector-gate grads
     kernel with the L2 prefetch of the next wave's rows keeps no local memory or stack, and
-    (with nvdisasm) issues exactly as many L2 prefetches (CCTL) more than the kernel without
-    it as its line jobs make: 7 token rows (dO, U, dR, v, q, k, g) in 128-byte lines, one
-    per thread per job, plus the S and dS rows' lines spread over the CTA's threads; every
-    other instruction class is that kernel's."""
+    (with nvdisasm) issues exactly as many L2 prefetches (CCTL) as its line jobs make, none
+    without the flag: 7 token rows (dO, U, dR, v, q, k, g) in 128-byte lines, one per
+    thread per job, plus the S and dS rows' lines spread over the CTA's threads."""
     from cudnn.linear_attention.frost.kernels.bwd_config import FrostBwdConfig
     from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
 
@@ -417,29 +433,15 @@ def test_vector_gate_grads_prefetch(case):
     H = 2 if grouped else 4
     f = FrostFwdConfig(io, None, H, H, 4, K, V, True, per_beta, per_beta, True, False, False, gate_align16=True)
     plain = FrostBwdConfig(f, "grads", None, None, checkpoints=ckpt, vec_wide_loads=True, vec_fast_decay=True)
-    cfg = FrostBwdConfig(f, "grads", None, None, checkpoints=ckpt, vec_wide_loads=True, vec_fast_decay=True,
-                         grads_prefetch=True)
-    ops = {}
-    for name, c in (("plain", plain), ("prefetch", cfg)):
-        with tempfile.TemporaryDirectory() as tmp:
-            cubin = report.compile_bwd_cubin(c, tmp)
-            usage = report.resource_usage(cubin)
-            assert usage["LOCAL"] == 0 and usage["STACK"] == 0, (name, usage)
-            assert usage["REG"] <= 255, (name, usage)
-            if report.tool("NVDISASM", "nvdisasm") is not None:
-                ops[name] = collections.Counter(i.split()[0] for i in report.sass_instructions(cubin)
-                                                if not i.startswith("@"))
-                ops[name] += collections.Counter(i.split()[1] for i in report.sass_instructions(cubin)
-                                                 if i.startswith("@"))
-    if not ops:
+    counts = prefetch_cctl(plain, dataclasses.replace(plain, grads_prefetch=True))
+    if counts is None:
         return
-    cctl = lambda c: sum(n for o, n in c.items() if o.startswith("CCTL"))  # noqa: E731
     io_bytes = 2
     lines = 4 * (V * io_bytes // 128) + 2 * (K * io_bytes // 128) + K * 4 // 128  # dO U dR v, q k, g (fp32)
     state_lines = -(-V * K * 2 // 128 // 256)  # per thread, S and dS each
-    print(f"{family} K={K} V={V} {io}: CCTL plain {cctl(ops['plain'])} prefetch {cctl(ops['prefetch'])}")
-    assert cctl(ops["plain"]) == 0, ops["plain"]
-    assert cctl(ops["prefetch"]) == lines + 2 * state_lines, (cctl(ops["prefetch"]), lines, state_lines)
+    print(f"{family} K={K} V={V} {io}: CCTL plain / prefetch {counts}")
+    assert counts[0] == 0, counts
+    assert counts[1] == lines + 2 * state_lines, (counts, lines, state_lines)
 
 
 @pytest.mark.parametrize("case", [(128, "bfloat16", True, True), (64, "float16", False, False)],
@@ -454,18 +456,9 @@ def test_scalar_gate_grads_prefetch(case):
 
     K, io, wgmma, ckpt = case
     f = FrostFwdConfig(io, None, 4, 4, 4, K, K, False, False, False, True, False, False)
-    counts = []
-    for pf in (False, True):
-        cfg = FrostBwdConfig(f, "grads", None, None, checkpoints=ckpt, grads_wgmma=wgmma, grads_prefetch=pf,
-                             grads_ctas=132)
-        with tempfile.TemporaryDirectory() as tmp:
-            cubin = report.compile_bwd_cubin(cfg, tmp)
-            usage = report.resource_usage(cubin)
-            assert usage["LOCAL"] == 0 and usage["STACK"] == 0, (pf, usage)
-            assert usage["REG"] <= 255, (pf, usage)
-            if report.tool("NVDISASM", "nvdisasm") is not None:
-                counts.append(sum("CCTL" in i for i in report.sass_instructions(cubin)))
-    print(f"gdn grads K={K} {io} wgmma={wgmma}: CCTL {counts}")
+    plain = FrostBwdConfig(f, "grads", None, None, checkpoints=ckpt, grads_wgmma=wgmma, grads_ctas=132)
+    counts = prefetch_cctl(plain, dataclasses.replace(plain, grads_prefetch=True))
+    print(f"gdn grads K={K} {io} wgmma={wgmma}: CCTL plain / prefetch {counts}")
     if counts:
         assert counts[1] - counts[0] == 2 * K * 2 // 128, counts
 
