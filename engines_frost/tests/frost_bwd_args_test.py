@@ -334,19 +334,23 @@ def test_vector_grads_switches(family, variable, field, monkeypatch):
 
 @pytest.mark.parametrize("family", ["gdn", "kda", "gdn2"])
 def test_grads_prefetch_switch(family, monkeypatch):
-    """FROST_BWD_GRADS_PREFETCH (off unless 1, read on every checked call) sets
-    grads_prefetch, with_stage keeps it for the grads kernel alone, and a value other than
-    0 or 1 names the variable."""
+    """FROST_BWD_GRADS_PREFETCH (read on every checked call; unset: on for GDN's scalar
+    gates, off for vector gates; 0 or 1 sets it for all) sets grads_prefetch, with_stage
+    keeps it for the grads kernel alone, and a value other than 0 or 1 names the
+    variable."""
     from cudnn.linear_attention.frost.kernels import bwd
 
     monkeypatch.delenv(bwd.GRADS_PREFETCH_ENV, raising=False)
-    default, _, _ = _check(_operands(family=family), family)
+    unset, _, _ = _check(_operands(family=family), family)
+    monkeypatch.setenv(bwd.GRADS_PREFETCH_ENV, "0")
+    off, _, _ = _check(_operands(family=family), family)
     monkeypatch.setenv(bwd.GRADS_PREFETCH_ENV, "1")
     on, _, _ = _check(_operands(family=family), family)
-    assert not default.grads_prefetch and on.grads_prefetch
+    assert not off.grads_prefetch and on.grads_prefetch
+    assert unset == (off if family in ("kda", "gdn2") else on)
     for stage in on.stages:  # only the grads kernel's config (and so its store key) differs
         assert on.with_stage(stage).grads_prefetch == (stage == "grads")
-        assert (on.with_stage(stage) != default.with_stage(stage)) == (stage == "grads")
+        assert (on.with_stage(stage) != off.with_stage(stage)) == (stage == "grads")
     with pytest.raises(ValueError, match="grads_prefetch must be a bool"):
         FrostBwdConfig(fwd=on.fwd, stage="grads", dht_dtype=None, dh0_dtype=None, grads_prefetch=1)
     monkeypatch.setenv(bwd.GRADS_PREFETCH_ENV, "yes")

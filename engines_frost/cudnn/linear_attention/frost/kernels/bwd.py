@@ -70,10 +70,12 @@ GRADS_VARIANTS = ("mma", "wgmma")
 # unset: the mma.sync products, their default.
 # Scalar gates ignore it, vector gates ignore FROST_BWD_GRADS. Read on every call.
 GRADS_VEC_ENV = "FROST_BWD_GRADS_VEC"
-# FROST_BWD_GRADS_PREFETCH=1: the grads kernels prefetch rows they read later into L2
-# (FrostBwdConfig.grads_prefetch: the vector-gate kernel the next wave's rows, the scalar-
-# gate kernel the next item's q and k; the same gradients, bitwise; not yet timed on a
-# GPU, so off by default). 0 or 1 (binary_switch), read on every call.
+# FROST_BWD_GRADS_PREFETCH: the grads kernels prefetch rows they read later into L2
+# (FrostBwdConfig.grads_prefetch: the scalar-gate kernel the next item's q and k, the
+# vector-gate kernel the next wave's S and dS rows; the same gradients, bitwise). Unset:
+# on for scalar gates (faster on the H200: NOTES_bwd.md "The L2 prefetch on the H200"),
+# off for vector gates (not yet measured); 0 or 1 sets both (binary_switch), read on
+# every call.
 GRADS_PREFETCH_ENV = "FROST_BWD_GRADS_PREFETCH"
 _INDEX_LIMIT = 2**31
 
@@ -233,7 +235,7 @@ def check_bwd_operands(*, q, k, v, g, beta, w, cu_seqlens, dO, initial_state, d_
         chain_pipeline=variant == "pipelined" and not f.gate_per_channel,
         chain_wgmma=variant in ("wgmma", "wgmma_async"), chain_async=variant == "wgmma_async",
         grads_wgmma=(vector_grads if f.gate_per_channel else scalar_grads) == "wgmma",
-        grads_prefetch=binary_switch(GRADS_PREFETCH_ENV, default=False))
+        grads_prefetch=binary_switch(GRADS_PREFETCH_ENV, default=not f.gate_per_channel))
     return cfg, T, N
 
 

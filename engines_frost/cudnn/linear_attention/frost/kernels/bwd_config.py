@@ -91,12 +91,12 @@ class FrostBwdConfig:
     grads_wgmma: bool = False
     # The grads kernels ask L2 for rows they will read later (prefetch.global.L2; the
     # Nsight Compute profiles in NOTES_bwd.md "The grads kernels under Nsight Compute" put
-    # ~17-20 % of their warp samples on global-load waits): the vector-gate kernel (one CTA
-    # per chunk and head, one CTA per SM) the rows of the CTA one wave ahead once its own
-    # copies have landed; the persistent scalar-gate kernel the next item's q and k rows
-    # (its norms pass reads them with plain loads) when it issues that item's copies.
-    # Hints only: the same gradients, bitwise. The launcher sets it only under
-    # FROST_BWD_GRADS_PREFETCH=1 (bwd.py); not yet measured on a GPU.
+    # ~17-20 % of their warp samples on global-load waits): the persistent scalar-gate
+    # kernel the next item's q and k rows (its norms pass reads them with plain loads) when
+    # it issues that item's copies; the vector-gate kernel (one CTA per chunk and head, one
+    # CTA per SM) the S and dS rows of the CTA one wave ahead once its own copies have
+    # landed. Hints only: the same gradients, bitwise. The launcher sets it for scalar
+    # gates unless FROST_BWD_GRADS_PREFETCH=0, for vector gates only under =1 (bwd.py).
     grads_prefetch: bool = False
 
     def __post_init__(self):
