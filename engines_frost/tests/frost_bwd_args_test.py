@@ -334,25 +334,30 @@ def test_vector_grads_switches(family, variable, field, monkeypatch):
 
 @pytest.mark.parametrize("family", ["gdn", "kda", "gdn2"])
 def test_grads_prefetch_switch(family, monkeypatch):
-    """FROST_BWD_GRADS_PREFETCH (read on every checked call; unset: on for GDN's scalar
-    gates, off for vector gates; 0 or 1 sets it for all) sets grads_prefetch, with_stage
-    keeps it for the grads kernel alone, and a value other than 0 or 1 names the
-    variable."""
+    """FROST_BWD_GRADS_PREFETCH (read on every checked call; unset or 1: on, 0: off) sets
+    grads_prefetch for GDN's scalar gates and never for vector gates (whose config refuses
+    it), with_stage keeps it for the grads kernel alone, and a value other than 0 or 1
+    names the variable."""
+    import dataclasses
+
     from cudnn.linear_attention.frost.kernels import bwd
 
+    vector = family in ("kda", "gdn2")
     monkeypatch.delenv(bwd.GRADS_PREFETCH_ENV, raising=False)
     unset, _, _ = _check(_operands(family=family), family)
     monkeypatch.setenv(bwd.GRADS_PREFETCH_ENV, "0")
     off, _, _ = _check(_operands(family=family), family)
     monkeypatch.setenv(bwd.GRADS_PREFETCH_ENV, "1")
     on, _, _ = _check(_operands(family=family), family)
-    assert not off.grads_prefetch and on.grads_prefetch
-    assert unset == (off if family in ("kda", "gdn2") else on)
+    assert not off.grads_prefetch and on.grads_prefetch != vector and unset == on
     for stage in on.stages:  # only the grads kernel's config (and so its store key) differs
-        assert on.with_stage(stage).grads_prefetch == (stage == "grads")
-        assert (on.with_stage(stage) != off.with_stage(stage)) == (stage == "grads")
+        assert on.with_stage(stage).grads_prefetch == (stage == "grads" and not vector)
+        assert (on.with_stage(stage) != off.with_stage(stage)) == (stage == "grads" and not vector)
     with pytest.raises(ValueError, match="grads_prefetch must be a bool"):
         FrostBwdConfig(fwd=on.fwd, stage="grads", dht_dtype=None, dh0_dtype=None, grads_prefetch=1)
+    if vector:
+        with pytest.raises(ValueError, match="grads_prefetch must be False for vector gates"):
+            dataclasses.replace(on, grads_prefetch=True)
     monkeypatch.setenv(bwd.GRADS_PREFETCH_ENV, "yes")
     with pytest.raises(ValueError, match=bwd.GRADS_PREFETCH_ENV):
         _check(_operands(family=family), family)

@@ -133,10 +133,10 @@
 #   tmaprobe   the TMA rows probe (engines_frost/tests/frost_tma_rows_probe.py: 64-row boxes
 #              into the forward's SW128 operand tile, the descriptor encoded per call):
 #              frost_tma_rows_probe_gpu_test.py (bitwise read-back, zeros past T)
-#   gradsprefetch the grads kernels' L2 prefetch of rows they read next
-#              (FROST_BWD_GRADS_PREFETCH=1, off by default; kernels/NOTES_bwd.md "The grads
-#              kernels under Nsight Compute"): the smoke of the three families vs float64
-#              with it on, then the fwd+bwd op rows with the switch 0, 1, 0, 1 (one process
+#   gradsprefetch GDN's grads kernel's L2 prefetch of the next item's q and k rows (on by
+#              default; FROST_BWD_GRADS_PREFETCH=0 turns it off; kernels/NOTES_bwd.md "The L2
+#              prefetch on the H200"): the GDN smoke vs float64 with it off (stage frostbwd
+#              runs it on), then the fwd+bwd op rows with the switch 0, 1, 0, 1 (one process
 #              each);
 #              gradsprefetchtest / gradsprefetchbench run one of them
 #   summarynoout the forward span summary on forward kernels compiled without the output
@@ -439,11 +439,12 @@ for s in "$@"; do
           FROST_BWD_RECOMPUTE_FORWARD=\$r python3 bench/bench_linear_attention.py --cases fwd+bwd \
           --impl 'op FROST' --reps 10 || exit 1; done" ;; esac ;;
     tmaprobe)    # TMA boxes into the SW128 tile (the forward's warp-specialisation step 1)
-      stage tmaprobe "python3 -m pytest -q -s -p no:cacheprovider engines_frost/tests/frost_tma_rows_probe_gpu_test.py" ;;
-    gradsprefetch|gradsprefetchtest|gradsprefetchbench)  # the vector grads kernel's L2 prefetch
+      stage tmaprobe "python3 -m pytest -q -s -p no:cacheprovider -o faulthandler_timeout=40 \
+        engines_frost/tests/frost_tma_rows_probe_gpu_test.py" ;;
+    gradsprefetch|gradsprefetchtest|gradsprefetchbench)  # GDN's grads kernel's L2 prefetch
       case "$s" in gradsprefetch|gradsprefetchtest)
-        stage gradsprefetchtest "FROST_BWD_GRADS_PREFETCH=1 python3 tests/numerics/la_frost_bwd_smoke.py \
-          --jobs \$(nproc) --family gdn --family kda --family gdn2" ;; esac
+        stage gradsprefetchtest "FROST_BWD_GRADS_PREFETCH=0 python3 tests/numerics/la_frost_bwd_smoke.py \
+          --jobs \$(nproc) --family gdn" ;; esac
       case "$s" in gradsprefetch|gradsprefetchbench)
         stage gradsprefetchbench "for p in 0 1 0 1; do echo \"== FROST_BWD_GRADS_PREFETCH=\$p\"; \
           FROST_BWD_GRADS_PREFETCH=\$p python3 bench/bench_linear_attention.py --cases fwd+bwd \

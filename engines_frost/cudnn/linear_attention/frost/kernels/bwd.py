@@ -70,12 +70,10 @@ GRADS_VARIANTS = ("mma", "wgmma")
 # unset: the mma.sync products, their default.
 # Scalar gates ignore it, vector gates ignore FROST_BWD_GRADS. Read on every call.
 GRADS_VEC_ENV = "FROST_BWD_GRADS_VEC"
-# FROST_BWD_GRADS_PREFETCH: the grads kernels prefetch rows they read later into L2
-# (FrostBwdConfig.grads_prefetch: the scalar-gate kernel the next item's q and k, the
-# vector-gate kernel the next wave's S and dS rows; the same gradients, bitwise). Unset:
-# on for scalar gates (faster on the H200: NOTES_bwd.md "The L2 prefetch on the H200"),
-# off for vector gates (not yet measured); 0 or 1 sets both (binary_switch), read on
-# every call.
+# FROST_BWD_GRADS_PREFETCH=0 turns off the scalar-gate grads kernel's L2 prefetch of the
+# next item's q and k rows (FrostBwdConfig.grads_prefetch; the same gradients, bitwise;
+# on by default: faster on the H200, NOTES_bwd.md "The L2 prefetch on the H200"). Vector
+# gates have none (measured slower). 0 or 1 (binary_switch), read on every call.
 GRADS_PREFETCH_ENV = "FROST_BWD_GRADS_PREFETCH"
 _INDEX_LIMIT = 2**31
 
@@ -235,7 +233,7 @@ def check_bwd_operands(*, q, k, v, g, beta, w, cu_seqlens, dO, initial_state, d_
         chain_pipeline=variant == "pipelined" and not f.gate_per_channel,
         chain_wgmma=variant in ("wgmma", "wgmma_async"), chain_async=variant == "wgmma_async",
         grads_wgmma=(vector_grads if f.gate_per_channel else scalar_grads) == "wgmma",
-        grads_prefetch=binary_switch(GRADS_PREFETCH_ENV, default=not f.gate_per_channel))
+        grads_prefetch=binary_switch(GRADS_PREFETCH_ENV, default=True) and not f.gate_per_channel)
     return cfg, T, N
 
 

@@ -89,14 +89,13 @@ class FrostBwdConfig:
     # unless FROST_BWD_GRADS=mma, for vector gates only under FROST_BWD_GRADS_VEC=wgmma
     # (bwd.py).
     grads_wgmma: bool = False
-    # The grads kernels ask L2 for rows they will read later (prefetch.global.L2; the
-    # Nsight Compute profiles in NOTES_bwd.md "The grads kernels under Nsight Compute" put
-    # ~17-20 % of their warp samples on global-load waits): the persistent scalar-gate
-    # kernel the next item's q and k rows (its norms pass reads them with plain loads) when
-    # it issues that item's copies; the vector-gate kernel (one CTA per chunk and head, one
-    # CTA per SM) the S and dS rows of the CTA one wave ahead once its own copies have
-    # landed. Hints only: the same gradients, bitwise. The launcher sets it for scalar
-    # gates unless FROST_BWD_GRADS_PREFETCH=0, for vector gates only under =1 (bwd.py).
+    # The persistent scalar-gate grads kernel asks L2 for the next item's q and k rows
+    # (prefetch.global.L2) when it issues that item's copies: its norms pass reads them
+    # with plain loads, which the Nsight Compute profile (NOTES_bwd.md "The grads kernels
+    # under Nsight Compute") puts among its ~17 % global-load waits. A hint only: the same
+    # gradients, bitwise. Scalar gates only: the vector-gate kernel's prefetch of the next
+    # wave's rows made it slower on the H200 (NOTES_bwd.md "The L2 prefetch on the H200").
+    # The launcher sets it unless FROST_BWD_GRADS_PREFETCH=0 (bwd.py).
     grads_prefetch: bool = False
 
     def __post_init__(self):
@@ -134,6 +133,8 @@ class FrostBwdConfig:
             bad("grads_wgmma", "a bool")
         if not isinstance(self.grads_prefetch, bool):
             bad("grads_prefetch", "a bool")
+        if self.grads_prefetch and self.fwd.gate_per_channel:
+            bad("grads_prefetch", "False for vector gates (scalar gates only: NOTES_bwd.md \"The L2 prefetch on the H200\")")
         if self.chain_wgmma and self.chain_pipeline:
             bad("chain_wgmma", "False when chain_pipeline is set (one chain variant at a time)")
         if not isinstance(self.chain_async, bool):

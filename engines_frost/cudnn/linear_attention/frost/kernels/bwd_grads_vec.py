@@ -222,8 +222,6 @@ class FrostBwdGradsVec(FrostBwdGrads):
             self.load_gates(s, mg, heads, t0, eos, tid)
             self.land_copies(s, tid)
             cute.arch.sync_threads()
-            if cutlass.const_expr(self.bcfg.grads_prefetch):
-                self.prefetch_next_wave(mckpt, mdckpt, rho, h, srow, tid)
             self.scan_gates(s, tid)
             acc_q, acc_kb, acc_k, crd, bi, hc = self.scores_and_products_vec(
                 s, mv, mdv, mw, mdw, heads, t0, eos, scale, thr, lane, wid, tid)
@@ -233,34 +231,6 @@ class FrostBwdGradsVec(FrostBwdGrads):
             self.epilogue_vec(s, mdq, mdk, mdb, acc_q, acc_kb, acc_k, crd, heads, t0, eos, lane, bi, hc)
             cute.arch.sync_threads()
             self.gate_scan_out(s, mdg, mdb, heads, t0, eos, tid)
-
-    @cute.jit
-    def prefetch_next_wave(self, mckpt, mdckpt, rho, h, srow, tid):
-        """FrostBwdConfig.grads_prefetch: prefetch.global.L2 of the S and dS rows of the CTA
-        one wave ahead (block rho + nsmid along the grid's rows, head-major: the CTA that
-        takes this SM's place next, roughly), issued once this CTA's own copies have
-        landed, so the requests use the DRAM time of this CTA's compute. Its S row is
-        estimated from this one's (one row per grid row: a row off per sequence boundary
-        crossed), its dS row is exact; rows outside the tensors are skipped. Only the two
-        state rows (8 MB a wave at the bench shape): prefetching the token rows as well
-        (~24 MB a wave) made the kernel slower on the H200 (NOTES_bwd.md "The L2 prefetch
-        on the H200"). Hints only: nothing read changes."""
-        K, V = self.cfg.K, self.cfg.V
-        rows, heads_n, _ = cute.arch.grid_dim()
-        ahead = h * rows + rho + cute.arch.nsmid()
-        if ahead < rows * heads_n:
-            rho2 = ahead % rows
-            _, _, _, ho = self.heads_of(ahead // rows)
-            per_line = 128 * 8 // mckpt.element_type.width
-            srow2 = srow + rho2 - rho
-            for u in cutlass.range_constexpr(-(-V * K // per_line // THREADS)):
-                e = (tid + u * THREADS) * per_line
-                if e < V * K:
-                    if srow2 >= 0 and srow2 < rows:
-                        cute.arch.prefetch((mckpt[srow2, ho, e // K, None].iterator + e % K).llvm_ptr,
-                                           cache_level="L2")
-                    cute.arch.prefetch((mdckpt[rho2, ho, e // K, None].iterator + e % K).llvm_ptr,
-                                       cache_level="L2")
 
     # ------------------------------------------------------------------ gates
     @cute.jit
