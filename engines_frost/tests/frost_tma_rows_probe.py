@@ -7,8 +7,9 @@ product would: x is [T, H, D] bf16 (tokens, heads, channels), viewed as (T, D, H
 that the box modes (64 tokens, D channels) come first and the head is the rest mode; the
 shared tile is the canonical K-major SW128 layout that warpgroup MMA reads
 (fwd_v1.sw128_layout: 8-row x 64-column swizzle atoms), which makes the box 64 rows x 64
-channels, D / 64 boxes per tile; one thread arms an mbarrier with the tile's bytes and
-issues them, every thread waits on the barrier's phase 0. CTA (c, h) then writes its
+channels, D / 64 boxes per tile; warp 0 arms an mbarrier with the tile's bytes (one
+elected lane) and issues them (the copy elects its own lane: it must be reached by the
+whole warp), every thread waits on the barrier's phase 0. CTA (c, h) then writes its
 tile back, all 64 rows, into out [ceil(T / 64) * 64, H, D], so a run shows both the
 coordinates (out[:T] == x, bitwise) and TMA's out-of-bounds fill (rows >= T read as
 zeros; rows past a sequence's end inside the tensor are NOT zeroed: that stays the
@@ -56,19 +57,26 @@ class TmaRowsProbe:
     def kernel(self, atom: cute.CopyAtom, tma_x: cute.Tensor, out: cute.Tensor):
         D = self.D
         tid, _, _ = cute.arch.thread_idx()
+        warp = cute.arch.make_warp_uniform(cute.arch.warp_idx())
         c, h, _ = cute.arch.block_idx()
-        smem = cutlass.utils.SmemAllocator()
+        smem = cutlass.memory.SmemAllocator()
         tile = smem.allocate_tensor(BFloat16, tile_layout(D), byte_alignment=1024)
         bar = smem.allocate_array(Int64, 1)
-        if tid == 0:
-            cute.arch.mbarrier_init(bar, 1)
+        # Warp 0 as a whole, one lane elected inside: the TMA copy elects its issuing lane
+        # with a full-warp elect.sync, so issued from a one-thread branch (tid == 0) it
+        # waits for 31 lanes parked at the branch's reconvergence point, and the CTA hangs
+        # (the first H200 run of this probe did).
+        if warp == 0:
+            with cute.arch.elect_one():
+                cute.arch.mbarrier_init(bar, 1)
         cute.arch.mbarrier_init_fence()
         cute.arch.sync_threads()
         box = cute.local_tile(tma_x, (CHUNK, D), (c, 0, h))
         dst, src = cpasync.tma_partition(atom, 0, cute.make_layout(1), cute.group_modes(tile, 0, 2),
                                          cute.group_modes(box, 0, 2))
-        if tid == 0:
-            cute.arch.mbarrier_arrive_and_expect_tx(bar, CHUNK * D * 2)
+        if warp == 0:
+            with cute.arch.elect_one():
+                cute.arch.mbarrier_arrive_and_expect_tx(bar, CHUNK * D * 2)
             cute.copy(atom, src, dst, tma_bar_ptr=bar)
         cute.arch.mbarrier_wait(bar, 0)
         for u in cutlass.range_constexpr(CHUNK * D // THREADS):
