@@ -24,16 +24,17 @@ from __future__ import annotations
 import cutlass
 import cutlass.cute as cute
 from cutlass import BFloat16, Int32, Int64
-from cutlass.cute.nvgpu import cpasync, warpgroup
+from cutlass.cute.nvgpu import cpasync
+
+from cudnn.linear_attention.frost.kernels.fwd_v1 import SW128_ALIGN, sw128_layout
 
 CHUNK = 64
 THREADS = 128
 
 
 def tile_layout(D: int):
-    """[CHUNK, D] bf16 in the K-major SW128 layout (fwd_v1.sw128_layout's)."""
-    atom = warpgroup.make_smem_layout_atom(warpgroup.SmemLayoutAtomKind.K_SW128, BFloat16)
-    return cute.tile_to_shape(atom, (CHUNK, D), order=(0, 1))
+    """[CHUNK, D] bf16 in the K-major SW128 layout (fwd_v1.sw128_layout's), composed."""
+    return sw128_layout((CHUNK, D))
 
 
 class TmaRowsProbe:
@@ -60,7 +61,12 @@ class TmaRowsProbe:
         warp = cute.arch.make_warp_uniform(cute.arch.warp_idx())
         c, h, _ = cute.arch.block_idx()
         smem = cutlass.memory.SmemAllocator()
-        tile = smem.allocate_tensor(BFloat16, tile_layout(D), byte_alignment=1024)
+        # The swizzle goes in the pointer, as the forward's tiles carry it (fwd_v1.
+        # allocate_smem): given the composed layout instead, allocate_tensor applies the
+        # atom's swizzle to element indices while TMA applies it to byte addresses, and the
+        # read-back saw 16-byte chunks and rows permuted (the H200 run before this).
+        lay = tile_layout(D)
+        tile = smem.allocate_tensor(BFloat16, lay.outer, SW128_ALIGN, swizzle=lay.inner)
         bar = smem.allocate_array(Int64, 1)
         # Warp 0 as a whole, one lane elected inside: the TMA copy elects its issuing lane
         # with a full-warp elect.sync, so issued from a one-thread branch (tid == 0) it
