@@ -133,6 +133,12 @@
 #   tmaprobe   the TMA rows probe (engines_frost/tests/frost_tma_rows_probe.py: 64-row boxes
 #              into the forward's SW128 operand tile, the descriptor encoded per call):
 #              frost_tma_rows_probe_gpu_test.py (bitwise read-back, zeros past T)
+#   tmastream  the warp-specialised TMA chunk stream (engines_frost/tests/
+#              frost_tma_stream_probe.py: a producer warp fills a ring of SW128 stages through
+#              cutlass.pipeline.PipelineTmaAsync, a consumer warpgroup sums rows):
+#              frost_tma_stream_probe_gpu_test.py (row sums vs float64 over varlen tables,
+#              rows past each sequence untouched), then its --bench (the stream at the bench
+#              shape with 2, 3, 4 stages against the byte floor; host time per call)
 #   gradsprefetch GDN's grads kernel's L2 prefetch of the next item's q and k rows (on by
 #              default; FROST_BWD_GRADS_PREFETCH=0 turns it off; kernels/NOTES_bwd.md "The L2
 #              prefetch on the H200"): the GDN smoke vs float64 with it off (stage frostbwd
@@ -441,6 +447,10 @@ for s in "$@"; do
     tmaprobe)    # TMA boxes into the SW128 tile (the forward's warp-specialisation step 1)
       stage tmaprobe "python3 -m pytest -q -s -p no:cacheprovider -o faulthandler_timeout=40 \
         engines_frost/tests/frost_tma_rows_probe_gpu_test.py" ;;
+    tmastream)   # the producer warp's TMA ring (the forward's warp-specialisation step 2)
+      stage tmastream "python3 -m pytest -q -s -p no:cacheprovider -o faulthandler_timeout=60 \
+        engines_frost/tests/frost_tma_stream_probe_gpu_test.py && \
+        python3 engines_frost/tests/frost_tma_stream_probe_gpu_test.py --bench" ;;
     gradsprefetch|gradsprefetchtest|gradsprefetchbench)  # GDN's grads kernel's L2 prefetch
       case "$s" in gradsprefetch|gradsprefetchtest)
         stage gradsprefetchtest "FROST_BWD_GRADS_PREFETCH=0 python3 tests/numerics/la_frost_bwd_smoke.py \
