@@ -16,7 +16,7 @@ zeros; rows past a sequence's end inside the tensor are NOT zeroed: that stays t
 kernel's job). The descriptor is encoded by the compiled host function on every call
 (the NOTES' option (a)).
 
-CPU: frost_tma_rows_probe_test.py (sm_90a build: D / 64 UTMALDG per CTA, an mbarrier);
+CPU: frost_tma_probes_test.py (sm_90a build: D / 64 UTMALDG per CTA, an mbarrier);
 GPU: frost_tma_rows_probe_gpu_test.py.
 """
 from __future__ import annotations

@@ -22,7 +22,7 @@ barriers (one arrive per consumer warp). The consumer writes out[t, h] = sum_d (
 v)[t, h, d] in fp32 for the sequence's rows, a value every row's data reaches, so a wrong
 box, a wrong swizzle or a missed mask shows in the result.
 
-CPU: frost_tma_stream_probe_test.py (sm_90a build); GPU: frost_tma_stream_probe_gpu_test.py
+CPU: frost_tma_probes_test.py (sm_90a build); GPU: frost_tma_stream_probe_gpu_test.py
 (values vs float64, and `--bench` for the stream's time at the bench shape).
 """
 from __future__ import annotations
