@@ -58,7 +58,6 @@ from cudnn.linear_attention.frost.kernels.fwd_v1 import (
     SW128_ALIGN,
     SWIZZLED,
     VEC,
-    load_vec,
     sw128_layout,
     warp_mma,
 )
