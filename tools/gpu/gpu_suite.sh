@@ -134,8 +134,8 @@
 #              into the forward's SW128 operand tile, the descriptor encoded per call):
 #              frost_tma_rows_probe_gpu_test.py (bitwise read-back, zeros past T)
 #   chainprep  the backward chain kernel with its prep stages compiled out
-#              (bench/frost_chain_prep_times.py: --skip none, gram, gram+operands,
-#              gram+operands+rows; GDN and KDA; the GPU time of the chain in a CUDA graph):
+#              (bench/frost_chain_prep_times.py: --skip none, gram, gram+operands; GDN and
+#              KDA, one process each; the GPU time of the chain in a CUDA graph):
 #              the ceiling of NOTES_bwd.md "Next: the chain without its prep"
 #   tmastream  the warp-specialised TMA chunk stream (engines_frost/tests/
 #              frost_tma_stream_probe.py: a producer warp fills a ring of SW128 stages through
@@ -452,7 +452,7 @@ for s in "$@"; do
       stage tmaprobe "python3 -m pytest -q -s -p no:cacheprovider -o faulthandler_timeout=40 \
         engines_frost/tests/frost_tma_rows_probe_gpu_test.py" ;;
     chainprep)   # the chain's time without its prep stages (their stored-prep ceiling)
-      stage chainprep "for f in gdn kda; do for k in '' gram gram,operands gram,operands,rows; do \
+      stage chainprep "for f in gdn kda; do for k in '' gram gram,operands; do \
         python3 bench/frost_chain_prep_times.py --family \$f --skip \"\$k\" || exit 1; done; done" ;;
     tmastream)   # the producer warp's TMA ring (the forward's warp-specialisation step 2)
       stage tmastream "python3 -m pytest -q -s -p no:cacheprovider -o faulthandler_timeout=60 \
