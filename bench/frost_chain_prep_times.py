@@ -11,9 +11,10 @@ stale, so the gradients are wrong: timing only.
     python3 bench/frost_chain_prep_times.py --family gdn [--skip gram[,operands[,rows]]]
 
 One process per variant (the chain kernel with skipped stages is compiled, never taken
-from or put in the compiled-kernel cache: its keys do not see the tooling subclass). The chain runs inside a CUDA graph,
-so the times are the GPU's (the checked launcher's host time stays out); median of
---reps replays of 10 chains. Shape: 8 x 4096 tokens, 16 heads, K = V = 128, bf16.
+from or put in the compiled-kernel cache: its keys do not see the tooling subclass). The
+chain runs inside a CUDA graph, so the times are the GPU's (the checked launcher's host
+time stays out); median of --reps replays of 10 chains. Shape: 8 x 4096 tokens, 16
+heads, K = V = 128, bf16.
 """
 from __future__ import annotations
 
