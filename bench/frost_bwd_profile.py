@@ -19,6 +19,25 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests" / "numerics"))
 
 
+def bench_shape_backward(family: str):
+    """(x, dO, out, workspace) of one FROST backward at the bench shape, run once (so its
+    kernels are compiled and the workspace filled): the inputs of la_frost_bwd_smoke.py's
+    timing (unit-norm keys, a moderate gate)."""
+    import torch
+
+    from la_frost_bwd_smoke import grads_buffers, run_bwd
+    from tests.reference.inputs import InputConfig, make_grad_outputs, make_inputs
+    from tests.reference.preprocess import Family
+
+    cfg = InputConfig(family=Family(family), seq_lens=(4096,) * 8, H=16, K=128, V=128,
+                      dtype=torch.bfloat16, device="cuda")
+    x = make_inputs(cfg, 0)
+    x = dataclasses.replace(x, k=torch.nn.functional.normalize(x.k.float(), dim=-1).to(x.k.dtype), g=x.g * 0.5)
+    dO, _ = make_grad_outputs(cfg, 1)
+    out = grads_buffers(x, "cuda")
+    return x, dO, out, run_bwd(x, dO, None, False, out)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--family", default="gdn", choices=("gdn", "kda", "gdn2"))
@@ -26,19 +45,10 @@ def main() -> int:
     args = ap.parse_args()
     import torch
 
-    from la_frost_bwd_smoke import grads_buffers, run_bwd
-    from tests.reference.inputs import InputConfig, make_grad_outputs, make_inputs
-    from tests.reference.preprocess import Family
+    from la_frost_bwd_smoke import run_bwd
 
-    cfg = InputConfig(family=Family(args.family), seq_lens=(4096,) * 8, H=16, K=128, V=128,
-                      dtype=torch.bfloat16, device="cuda")
-    x = make_inputs(cfg, 0)
-    # unit-norm keys and a moderate gate, as the timing in la_frost_bwd_smoke.py uses
-    x = dataclasses.replace(x, k=torch.nn.functional.normalize(x.k.float(), dim=-1).to(x.k.dtype), g=x.g * 0.5)
-    dO, _ = make_grad_outputs(cfg, 1)
-    out = grads_buffers(x, "cuda")
+    x, dO, out, ws = bench_shape_backward(args.family)
     stages = tuple(args.stages.split(","))
-    ws = run_bwd(x, dO, None, False, out)
     for _ in range(2):
         for s in stages:
             run_bwd(x, dO, None, False, out, ws, stages=(s,))

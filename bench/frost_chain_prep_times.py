@@ -19,7 +19,6 @@ heads, K = V = 128, bf16.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import sys
 from pathlib import Path
 
@@ -65,9 +64,8 @@ def main(argv=None) -> int:
     import torch
 
     from cudnn.linear_attention.frost.kernels import bwd_compile, kernel_store
-    from la_frost_bwd_smoke import grads_buffers, run_bwd
-    from tests.reference.inputs import InputConfig, make_grad_outputs, make_inputs
-    from tests.reference.preprocess import Family
+    from frost_bwd_profile import bench_shape_backward
+    from la_frost_bwd_smoke import run_bwd
 
     if skip:
         product = bwd_compile.bwd_kernel_for
@@ -86,17 +84,11 @@ def main(argv=None) -> int:
 
         kernel_store.load_or_compile = load_or_compile
 
-    cfg = InputConfig(family=Family(args.family), seq_lens=(4096,) * 8, H=16, K=128, V=128,
-                      dtype=torch.bfloat16, device="cuda")
-    x = make_inputs(cfg, 0)
-    # unit-norm keys and a moderate gate, as the timing in la_frost_bwd_smoke.py uses
-    x = dataclasses.replace(x, k=torch.nn.functional.normalize(x.k.float(), dim=-1).to(x.k.dtype), g=x.g * 0.5)
-    dO, _ = make_grad_outputs(cfg, 1)
-    out = grads_buffers(x, "cuda")
-    ws = run_bwd(x, dO, None, False, out)  # every stage once: the chain's inputs in the workspace
+    x, dO, out, ws = bench_shape_backward(args.family)  # the chain's inputs in the workspace
     for _ in range(2):
         run_bwd(x, dO, None, False, out, ws, stages=("chain",))
     torch.cuda.synchronize()
+
     def ten_chains():
         for _ in range(10):
             run_bwd(x, dO, None, False, out, ws, stages=("chain",))
