@@ -240,9 +240,10 @@
 #              bare call, TVM-FFI)
 #   ncu        Nsight Compute warp-state and source-counter sections (stall reasons, hottest
 #              SASS) for one FROST GDN launch; ncu reads the counters on these machines
-#   ncubwd     the same for the three FROST GDN backward kernels at the bench shape
-#              (bench/frost_bwd_profile.py): details of all three, one per-SASS CSV per
-#              kernel (ncu_bwd_{states,chain,grads}_sass.csv) for tools/gpu/ncu_source_report.py
+#   ncubwd     the same for the FROST backward's kernels at the bench shape
+#              (bench/frost_bwd_profile.py; NCU_FAMILY=gdn|kda|gdn2, default gdn): details of
+#              all, one per-SASS CSV per kernel found (ncu_bwd_<family>_{states,chain,grads}_
+#              sass.csv) for tools/gpu/ncu_source_report.py
 # Each stage runs under `timeout` (STAGE_TIMEOUT, default 300 s) so one hang cannot eat the
 # call; the summary line per stage says pass/FAIL/timeout. cuTile's disk cache is kept in
 # .tilecache (ignored by git), so kernels JIT once per machine, not once per process.
@@ -355,13 +356,14 @@ for s in "$@"; do
           --section WarpStateStats --section SchedulerStats --section MemoryWorkloadAnalysis_Tables && \
         ncu -i $OUT/ncu_gdn.ncu-rep --page source --csv --print-source sass > $OUT/ncu_gdn_sass.csv; \
         ls -la $OUT/ncu_gdn*" ;;
-    ncubwd)      # the GDN backward's kernels under Nsight Compute (one warm backward in a
-                 # profiler range); the kernel-name filter picks each kernel's SASS page
+    ncubwd)      # a backward's kernels under Nsight Compute (one warm backward in a profiler
+                 # range; NCU_FAMILY, default gdn); the kernel-name filter picks each SASS page
+      NF="${NCU_FAMILY:-gdn}"
       stage ncubwd "command -v ncu && ncu --profile-from-start off --clock-control none --set full \
-        --import-source no -f -o $OUT/ncu_bwd python3 bench/frost_bwd_profile.py --family gdn && \
-        ncu -i $OUT/ncu_bwd.ncu-rep --page details --print-details all > $OUT/ncu_bwd.txt && \
-        for k in states chain grads; do ncu -i $OUT/ncu_bwd.ncu-rep -k regex:bwd_\${k} --page source --csv \
-          --print-source sass > $OUT/ncu_bwd_\${k}_sass.csv; done; ls -la $OUT/ncu_bwd*" ;;
+        --import-source no -f -o $OUT/ncu_bwd_$NF python3 bench/frost_bwd_profile.py --family $NF && \
+        ncu -i $OUT/ncu_bwd_$NF.ncu-rep --page details --print-details all > $OUT/ncu_bwd_$NF.txt && \
+        for k in states chain grads; do ncu -i $OUT/ncu_bwd_$NF.ncu-rep -k regex:bwd_\${k} --page source --csv \
+          --print-source sass > $OUT/ncu_bwd_${NF}_\${k}_sass.csv; done; ls -la $OUT/ncu_bwd*" ;;
     cutile)
       stage cutile "python3 -m pytest tests/numerics/test_la_cutile_engines.py -q -s -p no:cacheprovider" ;;
     smoke)
