@@ -3,7 +3,8 @@ matches float64, rows no sequence covers stay untouched (the consumer masks rows
 eos), over varlen tables with empty, one-token and off-grid sequences; `python3
 frost_tma_stream_probe_gpu_test.py --bench` times the stream at the bench shape (8 x 4096
 tokens, 16 heads, D = 128; launches back to back) against the byte floor, and the host
-time of one call (its three TMA descriptors are encoded per call). Skips without a Hopper GPU or CuTe DSL."""
+time of one call (its three TMA descriptors are encoded per call). Skips without a Hopper
+GPU or CuTe DSL."""
 import argparse
 import os
 import sys
