@@ -143,6 +143,11 @@
 #              frost_tma_stream_probe_gpu_test.py (row sums vs float64 over varlen tables,
 #              rows past each sequence untouched), then its --bench (the stream at the bench
 #              shape with 2, 3, 4 stages against the byte floor; host time per call)
+#   vecrows    the vector-gate grads kernel's v (GDN-2: w) and gate rows copied in its load
+#              phase (kernels/NOTES_bwd.md "Vector-gate grads: every row in the load phase"):
+#              the KDA and GDN-2 backward smoke vs float64, then the fwd+bwd op rows; with
+#              OLD_TREE (a copy of the checkout with the earlier kernel files) the same rows
+#              from there first, one process each; vecrowstest / vecrowsbench run one of them
 #   gradsprefetch GDN's grads kernel's L2 prefetch of the next item's q and k rows (on by
 #              default; FROST_BWD_GRADS_PREFETCH=0 turns it off; kernels/NOTES_bwd.md "The L2
 #              prefetch on the H200"): the GDN smoke vs float64 with it off (stage frostbwd
@@ -252,6 +257,8 @@ OUT="${OUT:-/tmp/gpu_suite_out}"
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
 export CUDA_TILE_CACHE_DIR="${CUDA_TILE_CACHE_DIR:-$PWD/.tilecache}"
+# what the caller's environment (the kits' env.sh) put there, for stages that run another tree
+BASE_PYTHONPATH="${PYTHONPATH:-}"
 # the carried wheels, then this checkout's source roots (tools/pythonpath.py) and bench/
 export PYTHONPATH="/tmp/site:$(python3 tools/pythonpath.py):$PWD/bench${PYTHONPATH:+:$PYTHONPATH}"
 export CUDNN_WHEELS="${CUDNN_WHEELS:-/opt/cudnn-wheels}"
@@ -460,6 +467,14 @@ for s in "$@"; do
       stage tmastream "python3 -m pytest -q -s -p no:cacheprovider -o faulthandler_timeout=60 \
         engines_frost/tests/frost_tma_stream_probe_gpu_test.py && \
         python3 engines_frost/tests/frost_tma_stream_probe_gpu_test.py --bench" ;;
+    vecrows|vecrowstest|vecrowsbench)  # vector-gate grads: rows in the load phase
+      case "$s" in vecrows|vecrowstest)
+        stage vecrowstest "python3 tests/numerics/la_frost_bwd_smoke.py --jobs \$(nproc) --family kda \
+          --family gdn2" ;; esac
+      case "$s" in vecrows|vecrowsbench)
+        stage vecrowsbench "for tree in \${OLD_TREE:-} \$PWD \${OLD_TREE:-} \$PWD; do echo \"== \$tree\"; \
+          (cd \$tree && PYTHONPATH=/tmp/site:\$(python3 tools/pythonpath.py):\$tree/bench:$BASE_PYTHONPATH python3 \
+          bench/bench_linear_attention.py --cases fwd+bwd --impl 'op FROST' --reps 10) || exit 1; done" ;; esac ;;
     gradsprefetch|gradsprefetchtest|gradsprefetchbench)  # GDN's grads kernel's L2 prefetch
       case "$s" in gradsprefetch|gradsprefetchtest)
         stage gradsprefetchtest "FROST_BWD_GRADS_PREFETCH=0 python3 tests/numerics/la_frost_bwd_smoke.py \

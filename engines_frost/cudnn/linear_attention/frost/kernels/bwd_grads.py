@@ -988,9 +988,12 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
             y = cute.make_rmem_tensor((VEC,), mdv.element_type)
             if cutlass.const_expr(c.has_w):
                 xw = cute.make_rmem_tensor((VEC,), self.io)
-                xw.fill(0.0)
-                if ok:
-                    cute.autovec_copy(cute.local_tile(mw[t0 + r, h, None], (VEC,), (cv,)), xw)
+                if cutlass.const_expr(hasattr(s, "wr")):  # copied in the load phase (zero past eos)
+                    cute.autovec_copy(cute.local_tile(self.io_view(s.wr)[r, None], (VEC,), (cv,)), xw)
+                else:
+                    xw.fill(0.0)
+                    if ok:
+                        cute.autovec_copy(cute.local_tile(mw[t0 + r, h, None], (VEC,), (cv,)), xw)
                 yw = cute.make_rmem_tensor((VEC,), mdw.element_type)
                 for e in cutlass.range_constexpr(VEC):
                     dr = x[e].to(Float32)

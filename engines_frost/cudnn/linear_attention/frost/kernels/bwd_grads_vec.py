@@ -81,6 +81,14 @@ def smem_regions(c: FrostFwdConfig, wgmma: bool = False):
         a += [(n, "bf16", (V, K), b_swizzle(K)) for n in ("sf", "dsf")]
     else:
         a = [_rows("do", C, V), _rows("dr", C, V), _rows("u", C, V), _rows("sf", V, K), _rows("dsf", V, K)]
+    # v (GDN-2: and w) rows, raw io, for stage_values: copied with the load phase's other
+    # rows instead of read from global memory in the products phase, where each of its
+    # row loops waited on a DRAM round trip with nothing else in flight (Nsight Compute:
+    # ~10 % of GDN-2's grads samples). Last in stage A, past stage B's end: nothing
+    # overwrites them before stage_values reads them.
+    a.append(_rows("vr", C, V))
+    if c.has_w:
+        a.append(_rows("wr", C, V))
     b = [_rows("qh", C, K), _rows("kh", C, K), _rows("dgam", C, K, "f32", 4)]
     if c.beta_per_channel:
         b.append(_rows("bst", C, K))  # GDN-2 erase gate b (bf16)
@@ -216,9 +224,12 @@ class FrostBwdGradsVec(FrostBwdGrads):
             thr = self.mma_slice(lane)
             srow = self.state_row(mcu, n, j, rho, T, N, lane)
             self.issue_copies(s, mdo, mu, mdr, mv, mckpt, mdckpt, heads, rho, srow, t0, eos, tid)
+            if cutlass.const_expr(c.has_w):
+                a_io, _ = self.copy_atoms()
+                self.copy_rows_async(a_io, self.io_view(s.wr), mw, h, t0, eos, tid, self.io)
+            self.copy_gate_rows_async(mg, h, s.g, t0, eos, tid, THREADS)
             cute.arch.cp_async_commit_group()
             self.stage_norms(s, mq, mk, mg, mb, heads, t0, eos, tid)
-            self.load_gates(s, mg, heads, t0, eos, tid)
             self.land_copies(s, tid)
             cute.arch.sync_threads()
             self.scan_gates(s, tid)
@@ -232,22 +243,6 @@ class FrostBwdGradsVec(FrostBwdGrads):
             self.gate_scan_out(s, mdg, mdb, heads, t0, eos, tid)
 
     # ------------------------------------------------------------------ gates
-    @cute.jit
-    def load_gates(self, s, mg, heads, t0, eos, tid):
-        """The chunk's raw log-gate rows [C, K] (zero past eos; the scan makes them G_last)."""
-        s_g = s.g
-        K, C = self.cfg.K, CHUNK
-        h = heads[3]
-        vg = K // 4
-        r0, cv = tid // vg, tid % vg
-        for u in cutlass.range_constexpr(C * vg // THREADS):
-            r = r0 + u * (THREADS // vg)
-            x = cute.make_rmem_tensor((4,), Float32)
-            x.fill(0.0)
-            if t0 + r < eos:
-                cute.autovec_copy(cute.local_tile(mg[t0 + r, h, None], (4,), (cv,)), x)
-            cute.autovec_copy(x, cute.local_tile(s_g[r, None], (4,), (cv,)))
-
     @cute.jit
     def scan_gates(self, s, tid):
         """Inclusive cumsum per channel (thread d < K), then a barrier."""

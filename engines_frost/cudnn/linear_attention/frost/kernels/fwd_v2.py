@@ -133,6 +133,29 @@ class FrostFwdV2(FrostFwdV1):
             cute.autovec_copy(z, dst)
 
     @cute.jit
+    def copy_gate_rows_async(self, mg, h, s_g, t0, eos, tid, NT: cutlass.Constexpr):
+        """cp.async (not committed) of the chunk's per-channel log-gate rows [C, K] (fp32)
+        into s_g, zero past eos: 16-byte copies where the forward's alignment check found
+        the gate rows 16-byte aligned (gate_align16), else 4-byte ones. s_g's rows are
+        16-byte multiples (K + 4 floats)."""
+        K, C = self.cfg.K, CHUNK
+        if cutlass.const_expr(self.cfg.gate_align16):
+            ag = cute.make_copy_atom(cpasync.CopyG2SOp(), Float32, num_bits_per_copy=128)
+            vg = K // 4
+            r0, cv = tid // vg, tid % vg
+            for u in cutlass.range_constexpr(C * vg // NT):
+                r = r0 + u * (NT // vg)
+                self.copy_or_zero(ag, mg, t0 + r, h, 4, cv, cute.local_tile(s_g[r, None], (4,), (cv,)),
+                                  t0 + r < eos, Float32)
+        else:
+            a4 = cute.make_copy_atom(cpasync.CopyG2SOp(), Float32, num_bits_per_copy=32)
+            r0, d = tid // K, tid % K
+            for u in cutlass.range_constexpr(C * K // NT):
+                r = r0 + u * (NT // K)
+                self.copy_or_zero(a4, mg, t0 + r, h, 1, d, cute.local_tile(s_g[r, None], (1,), (d,)),
+                                  t0 + r < eos, Float32)
+
+    @cute.jit
     def prefetch_rows(self, s, t0, eos, tid):
         """Issue the copies of chunk t0's q, k, gates, beta (GDN-2: b, w) rows; v is copied
         per warp by prefetch_v. Not committed: the caller commits and waits."""
@@ -165,22 +188,8 @@ class FrostFwdV2(FrostFwdV1):
                 r = r0 + u * (NT // vv)
                 self.copy_or_zero(a16, m.w, t0 + r, h, VEC, cv, cute.local_tile(w_in[r, None], (VEC,), (cv,)),
                                   t0 + r < eos, self.io)
-        if cutlass.const_expr(c.gate_per_channel and c.gate_align16):
-            s_g = s.g
-            ag = cute.make_copy_atom(cpasync.CopyG2SOp(), Float32, num_bits_per_copy=128)
-            vg = K // 4  # 4 fp32 per 16-byte copy; s_g rows are 16-byte multiples (K + 4 floats)
-            r0, cv = tid // vg, tid % vg
-            for u in cutlass.range_constexpr(C * vg // NT):
-                r = r0 + u * (NT // vg)
-                self.copy_or_zero(ag, m.g, t0 + r, h, 4, cv, cute.local_tile(s_g[r, None], (4,), (cv,)),
-                                  t0 + r < eos, Float32)
-        elif cutlass.const_expr(c.gate_per_channel):
-            s_g = s.g
-            r0, d = tid // K, tid % K
-            for u in cutlass.range_constexpr(C * K // NT):  # 4-byte copies: g only 4-byte aligned
-                r = r0 + u * (NT // K)
-                self.copy_or_zero(a4, m.g, t0 + r, h, 1, d, cute.local_tile(s_g[r, None], (1,), (d,)),
-                                  t0 + r < eos, Float32)
+        if cutlass.const_expr(c.gate_per_channel):
+            self.copy_gate_rows_async(m.g, h, s.g, t0, eos, tid, NT)
         else:
             if tid < C:
                 self.copy_or_zero(a4, m.g, t0 + tid, h, 1, 0, cute.local_tile(s.g[tid, None], (1,), (0,)),
