@@ -430,5 +430,32 @@ def test_scalar_gate_grads_prefetch(case):
         assert counts[1] - counts[0] == 2 * K * 2 // 128, counts
 
 
+@pytest.mark.parametrize("case", [("kda", 128, 128, False), ("gdn2", 128, 64, True), ("gdn2", 64, 64, False)],
+                         ids=lambda c: f"{c[0]}-K{c[1]}V{c[2]}-l2{int(c[3])}")
+def test_vector_gate_grads_operand_prefetch(case):
+    """The vector-gate grads kernel asks L2 for the rows stage_operands_vec reads with plain
+    loads (prefetch_operand_rows): q and k without use_l2norm (with it the norms pass has
+    read them), and GDN-2's b; one CCTL per 128-byte line of a row, so (with nvdisasm)
+    exactly that many in the SASS, and no local memory or stack."""
+    from cudnn.linear_attention.frost.kernels.bwd_config import FrostBwdConfig
+    from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
+
+    family, K, V, l2 = case
+    per_beta = family == "gdn2"
+    f = FrostFwdConfig("bfloat16", None, 4, 4, 4, K, V, True, per_beta, per_beta, l2, False, False,
+                       gate_align16=True)
+    cfg = FrostBwdConfig(f, "grads", None, None, vec_wide_loads=True, vec_fast_decay=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        cubin = report.compile_bwd_cubin(cfg, tmp)
+        usage = report.resource_usage(cubin)
+        assert usage["LOCAL"] == 0 and usage["STACK"] == 0 and usage["REG"] <= 255, usage
+        if report.tool("NVDISASM", "nvdisasm") is None:
+            pytest.skip("nvdisasm not found: resources checked, CCTL count not")
+        cctl = sum("CCTL" in i for i in report.sass_instructions(cubin))
+    lines = K * 2 // 128 * ((0 if l2 else 2) + (1 if per_beta else 0))
+    print(f"{family} grads K={K} V={V} l2norm={l2}: {usage}, CCTL {cctl}")
+    assert cctl == lines, (cctl, lines)
+
+
 if __name__ == "__main__":
     raise SystemExit(pytest.main([__file__, "-q"]))

@@ -278,7 +278,7 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
         """prefetch.global.L2 of token row t of each (tensor, head, width) in `rows`, in
         128-byte lines; the line jobs go round the CTA's THREADS // C quarters (thread tid
         is in quarter tid // C, the caller's t its row tid % C of some chunk). A hint:
-        nothing read changes (FrostBwdConfig.grads_prefetch)."""
+        nothing read changes."""
         part = tid // CHUNK
         jobs = []
         for src, head, width in rows:

@@ -232,6 +232,7 @@ class FrostBwdGradsVec(FrostBwdGrads):
             self.stage_norms(s, mq, mk, mg, mb, heads, t0, eos, tid)
             self.land_copies(s, tid)
             cute.arch.sync_threads()
+            self.prefetch_operand_rows(mq, mk, mb, heads, t0, eos, tid)
             self.scan_gates(s, tid)
             acc_q, acc_kb, acc_k, crd, bi, hc = self.scores_and_products_vec(
                 s, mv, mdv, mw, mdw, heads, t0, eos, scale, thr, lane, wid, tid)
@@ -241,6 +242,27 @@ class FrostBwdGradsVec(FrostBwdGrads):
             self.epilogue_vec(s, mdq, mdk, mdb, acc_q, acc_kb, acc_k, crd, heads, t0, eos, lane, bi, hc)
             cute.arch.sync_threads()
             self.gate_scan_out(s, mdg, mdb, heads, t0, eos, tid)
+
+    @cute.jit
+    def prefetch_operand_rows(self, mq, mk, mb, heads, t0, eos, tid):
+        """prefetch.global.L2 of the rows stage_operands_vec reads with plain loads after
+        the state products: q and k (unless the norms pass read them already) and GDN-2's b.
+        No shared memory is left to copy them into with the load phase (GDN-2 at K = V = 128
+        uses ~214 of 227 KB), and read cold they cost each of that stage's row loops a DRAM
+        round trip (Nsight Compute: ~12 % of GDN-2's grads samples, long scoreboard); asked
+        for here, they arrive in L2 while the scores and products run. A hint: nothing
+        read changes."""
+        c = self.cfg
+        hq, hk, _, h = heads
+        rows = []
+        if cutlass.const_expr(not c.use_l2norm):
+            rows += [(mq, hq, c.K), (mk, hk, c.K)]
+        if cutlass.const_expr(c.beta_per_channel):
+            rows.append((mb, h, c.K))
+        if cutlass.const_expr(len(rows) > 0):
+            t = t0 + tid % CHUNK
+            if t < eos:
+                self.prefetch_rows_l2(tuple(rows), t, tid)
 
     # ------------------------------------------------------------------ gates
     @cute.jit
