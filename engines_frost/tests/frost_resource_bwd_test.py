@@ -112,12 +112,12 @@ def test_wgmma_chain_no_spills(case):
     check_wgmma_chain(cfg, f"gdn wgmma chain K={K} V={V} {io} grouped={grouped} U={values}")
 
 
-def check_wgmma_chain(cfg, label: str, opcodes: list | None = None):
+def check_wgmma_chain(cfg, label: str, opcodes: list | None = None, instructions: list | None = None):
     """Compile the wgmma chain for cfg: its plan fits, no local memory or stack, and (with
     nvdisasm) exactly the warpgroup MMAs of its two products per chunk, dU^T (C / 16 +
     K / 16 of m64nC) and the dS^T update (2 C / 16 of m64nK). Returns the SASS opcode
     counts (None without nvdisasm); `opcodes`, if given, gets the SASS opcodes in
-    program order."""
+    program order, `instructions` the whole instructions (predicates included)."""
     from cudnn.linear_attention.frost.kernels import bwd_chain_wgmma
     from cudnn.linear_attention.frost.kernels.fwd_v1 import CHUNK, SMEM_LIMIT, smem_bytes
 
@@ -128,10 +128,13 @@ def check_wgmma_chain(cfg, label: str, opcodes: list | None = None):
         usage = report.resource_usage(cubin)
         ops = None
         if report.tool("NVDISASM", "nvdisasm") is not None:
-            seq = [i.split()[0] for i in report.sass_instructions(cubin)]
+            whole = report.sass_instructions(cubin)
+            seq = [i.split()[0] for i in whole]
             ops = collections.Counter(seq)
             if opcodes is not None:
                 opcodes.extend(seq)
+            if instructions is not None:
+                instructions.extend(whole)
     print(f"{label}: {usage} "
           f"{None if ops is None else {k: v for k, v in ops.items() if 'MMA' in k or k.startswith('LDSM')}}")
     assert usage["LOCAL"] == 0 and usage["STACK"] == 0, usage
@@ -207,7 +210,8 @@ def test_async_chain_no_spills(case):
     it cannot prove the in-flight registers untouched), and the chunk's prep retires it
     once, after its first barrier: for scalar gates after the Gram stage's mma.sync (the
     Gram runs under the group), for vector gates before them (their Gram reads the
-    operand stage's tables, behind the retirement)."""
+    operand stage's tables, behind the retirement). Vector gates: the L2 prefetch of the
+    next chunk's dO rows, exactly one CCTL per 128-byte line at each of its two sites."""
     from cudnn.linear_attention.frost.kernels.bwd_config import FrostBwdConfig
     from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
 
@@ -217,10 +221,15 @@ def test_async_chain_no_spills(case):
     f = FrostFwdConfig(io, "float32" if h0 else None, H, H, 4, K, V, vec, per_beta, per_beta, l2, h0, False)
     cfg = FrostBwdConfig(f, "chain", dht, "float32" if h0 else None, forward_values=values, chain_wgmma=True,
                          chain_async=True)
-    sass = []
+    sass, whole = [], []
     if check_wgmma_chain(cfg, f"{family} async wgmma chain K={K} V={V} {io} grouped={grouped} U={values}",
-                         sass) is None:
+                         sass, whole) is None:
         return
+    # vector gates: prefetch_chunk asks L2 for the next chunk's dO rows (one CCTL per
+    # 128-byte line of a row; prefetch_chunk runs before the loop and in it); scalar gates
+    # stage dO in shared memory instead
+    cctl = sum("CCTL" in i for i in whole)
+    assert cctl == (2 * (V * 2 // 128) if vec else 0), cctl  # 16-bit dO
     hgmma = [i for i, op in enumerate(sass) if op.startswith("HGMMA")]
     waits = [i for i, op in enumerate(sass) if op == "WARPGROUP.DEPBAR.LE"]
     bars = [i for i, op in enumerate(sass) if op.startswith("BAR.SYNC")]

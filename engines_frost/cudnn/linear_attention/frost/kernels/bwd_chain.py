@@ -206,10 +206,18 @@ class FrostBwdChain(FrostBwdLauncher, FrostFwdV2):
     @cute.jit
     def prefetch_chunk(self, s, t0, eos, tid):
         """Chunk t0's q, k, gates, beta (v2's prefetch_rows) and, scalar gates, its dO rows
-        into W0's slot."""
+        into W0's slot; vector gates, its dO rows into L2."""
         self.prefetch_rows(s, t0, eos, tid)
         if cutlass.const_expr(not self.cfg.gate_per_channel):
             self.prefetch_do(s, t0, eos, tid)
+        else:
+            # no shared slot for vector gates' dO: stage_rows reads it from global memory
+            # inside the serial chain, where a cold read cost each chunk a DRAM round trip
+            # (Nsight Compute: ~8 % of the KDA / GDN-2 chain's samples on one load); asked
+            # for here, a chunk ahead, it is in L2 by then. A hint: nothing read changes.
+            t = t0 + tid % CHUNK
+            if t < eos:
+                self.prefetch_rows_l2(((s.gmem.do, s.gmem.heads[3], self.cfg.V),), t, tid)
 
     @cute.jit
     def prefetch_do(self, s, t0, eos, tid):

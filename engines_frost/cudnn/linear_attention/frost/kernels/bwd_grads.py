@@ -274,21 +274,6 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
         self.stage_gates(s, mdg, mdb, heads, t0, eos, tid)
 
     @cute.jit
-    def prefetch_rows_l2(self, rows, t, tid):
-        """prefetch.global.L2 of token row t of each (tensor, head, width) in `rows`, in
-        128-byte lines; the line jobs go round the CTA's THREADS // C quarters (thread tid
-        is in quarter tid // C, the caller's t its row tid % C of some chunk). A hint:
-        nothing read changes."""
-        part = tid // CHUNK
-        jobs = []
-        for src, head, width in rows:
-            per_line = 128 * 8 // src.element_type.width  # elements in a 128-byte line
-            jobs += [(src, head, off) for off in range(0, width, per_line)]
-        for i, (src, head, off) in enumerate(jobs):
-            if part == i % (THREADS // CHUNK):
-                cute.arch.prefetch((src[t, head, None].iterator + off).llvm_ptr, cache_level="L2")
-
-    @cute.jit
     def prefetch_next_norm_rows(self, mq, mk, mcu, n, item, T, tid):
         """grads_prefetch for the persistent kernel: the next item's (sequence n) q and k
         rows, which its norms pass reads with plain loads (the cp.async copies cover the
