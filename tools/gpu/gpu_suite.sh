@@ -145,9 +145,11 @@
 #              shape with 2, 3, 4 stages against the byte floor; host time per call)
 #   vecrows    the vector-gate grads kernel's v (GDN-2: w) and gate rows copied in its load
 #              phase (kernels/NOTES_bwd.md "Vector-gate grads: every row in the load phase"):
-#              the KDA and GDN-2 backward smoke vs float64, then the fwd+bwd op rows; with
-#              OLD_TREE (a copy of the checkout with the earlier kernel files) the same rows
-#              from there first, one process each; vecrowstest / vecrowsbench run one of them
+#              vecrowstest, the KDA and GDN-2 backward smoke vs float64, then treeab
+#   treeab     the fwd+bwd op rows (bench_linear_attention.py --cases fwd+bwd --impl 'op
+#              FROST' --reps 10) from OLD_TREE (a copy of the checkout with earlier kernel
+#              files, made on the machine) and from this checkout, alternating, twice, one
+#              process each; without OLD_TREE this checkout's rows twice
 #   gradsprefetch GDN's grads kernel's L2 prefetch of the next item's q and k rows (on by
 #              default; FROST_BWD_GRADS_PREFETCH=0 turns it off; kernels/NOTES_bwd.md "The L2
 #              prefetch on the H200"): the GDN smoke vs float64 with it off (stage frostbwd
@@ -248,7 +250,8 @@
 #   ncubwd     the same for the FROST backward's kernels at the bench shape
 #              (bench/frost_bwd_profile.py; NCU_FAMILY=gdn|kda|gdn2, default gdn): details of
 #              all, one per-SASS CSV per kernel found (ncu_bwd_<family>_{states,chain,grads}_
-#              sass.csv) for tools/gpu/ncu_source_report.py
+#              sass.csv; "states" is whichever kernel recomputes or reads the states: the
+#              recompute path's is the training forward, fwd_v3) for tools/gpu/ncu_source_report.py
 # Each stage runs under `timeout` (STAGE_TIMEOUT, default 300 s) so one hang cannot eat the
 # call; the summary line per stage says pass/FAIL/timeout. cuTile's disk cache is kept in
 # .tilecache (ignored by git), so kernels JIT once per machine, not once per process.
@@ -369,8 +372,9 @@ for s in "$@"; do
       stage ncubwd "command -v ncu && ncu --profile-from-start off --clock-control none --set full \
         --import-source no -f -o $OUT/ncu_bwd_$NF python3 bench/frost_bwd_profile.py --family $NF && \
         ncu -i $OUT/ncu_bwd_$NF.ncu-rep --page details --print-details all > $OUT/ncu_bwd_$NF.txt && \
-        for k in states chain grads; do ncu -i $OUT/ncu_bwd_$NF.ncu-rep -k regex:bwd_\${k} --page source --csv \
-          --print-source sass > $OUT/ncu_bwd_${NF}_\${k}_sass.csv; done; ls -la $OUT/ncu_bwd*" ;;
+        for k in states:'bwd_states|bwd_values|fwd_v3' chain:bwd_chain grads:bwd_grads; do \
+          ncu -i $OUT/ncu_bwd_$NF.ncu-rep -k \"regex:\${k#*:}\" --page source --csv --print-source sass \
+          > $OUT/ncu_bwd_${NF}_\${k%%:*}_sass.csv; done; ls -la $OUT/ncu_bwd*" ;;
     cutile)
       stage cutile "python3 -m pytest tests/numerics/test_la_cutile_engines.py -q -s -p no:cacheprovider" ;;
     smoke)
@@ -467,12 +471,12 @@ for s in "$@"; do
       stage tmastream "python3 -m pytest -q -s -p no:cacheprovider -o faulthandler_timeout=60 \
         engines_frost/tests/frost_tma_stream_probe_gpu_test.py && \
         python3 engines_frost/tests/frost_tma_stream_probe_gpu_test.py --bench" ;;
-    vecrows|vecrowstest|vecrowsbench)  # vector-gate grads: rows in the load phase
+    vecrows|vecrowstest|treeab)  # vector-gate grads: rows in the load phase; an A/B of two trees
       case "$s" in vecrows|vecrowstest)
         stage vecrowstest "python3 tests/numerics/la_frost_bwd_smoke.py --jobs \$(nproc) --family kda \
           --family gdn2" ;; esac
-      case "$s" in vecrows|vecrowsbench)
-        stage vecrowsbench "for tree in \${OLD_TREE:-} \$PWD \${OLD_TREE:-} \$PWD; do echo \"== \$tree\"; \
+      case "$s" in vecrows|treeab)
+        stage treeab "for tree in \${OLD_TREE:-} \$PWD \${OLD_TREE:-} \$PWD; do echo \"== \$tree\"; \
           (cd \$tree && PYTHONPATH=/tmp/site:\$(python3 tools/pythonpath.py):\$tree/bench:$BASE_PYTHONPATH python3 \
           bench/bench_linear_attention.py --cases fwd+bwd --impl 'op FROST' --reps 10) || exit 1; done" ;; esac ;;
     gradsprefetch|gradsprefetchtest|gradsprefetchbench)  # GDN's grads kernel's L2 prefetch

@@ -261,7 +261,7 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
         if ahead != 0:
             self.issue_next(s, mckpt, mdckpt, mdo, mu, mdr, mv, mcu, nn, item + ctas, T, N, lane, tid, "state")
             if cutlass.const_expr(self.bcfg.grads_prefetch):
-                self.prefetch_next_norm_rows(mq, mk, mcu, nn, item + ctas, T, tid)
+                self.prefetch_next_norm_rows(mq, mk, mg, mb, mcu, nn, item + ctas, T, tid)
         self.stage_adjoints(s, acc_q, acc_kb, acc_k, crd, heads, t0, eos, scale, thr, lane, wid, bi, hc)
         self.write_qk(s, mdq, mdk, acc_q, acc_kb, acc_k, crd, heads, t0, eos, bi, hc)
         cute.arch.sync_threads()  # dO, U (the dq/dk staging) are dead
@@ -274,16 +274,18 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
         self.stage_gates(s, mdg, mdb, heads, t0, eos, tid)
 
     @cute.jit
-    def prefetch_next_norm_rows(self, mq, mk, mcu, n, item, T, tid):
-        """grads_prefetch for the persistent kernel: the next item's (sequence n) q and k
-        rows, which its norms pass reads with plain loads (the cp.async copies cover the
-        rest), into L2 while this item computes."""
+    def prefetch_next_norm_rows(self, mq, mk, mg, mb, mcu, n, item, T, tid):
+        """grads_prefetch for the persistent kernel: the next item's (sequence n) rows that
+        its norms pass and stage_load read with plain loads (the cp.async copies cover the
+        rest) into L2 while this item computes: q and k, and the scalar gate and beta of
+        each row (one 4-byte element a row, one line job each: without them the norms
+        pass waited on a DRAM round trip for them every item)."""
         K = self.cfg.K
         _, h, _, t0, eos = self.item_coords(mcu, n, item, T)
         hq, hk, _, _ = self.heads_of(h)
         t = t0 + tid % CHUNK
         if t < eos:
-            self.prefetch_rows_l2(((mq, hq, K), (mk, hk, K)), t, tid)
+            self.prefetch_rows_l2(((mq, hq, K), (mk, hk, K), (mg, h, 1), (mb, h, 1)), t, tid)
 
     @cute.jit
     def issue_next(self, s, mckpt, mdckpt, mdo, mu, mdr, mv, mcu, n, item, T, N, lane, tid,
