@@ -962,25 +962,13 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
         for u in cutlass.range_constexpr(C * vv // THREADS):
             r = r0 + u * (THREADS // vv)
             x = load_vec(cute.local_tile(s_dr[r, None], (VEC,), (cv,)))
-            xv = cute.make_rmem_tensor((VEC,), self.io)
             ok = t0 + r < eos
-            if cutlass.const_expr(hasattr(s, "vr")):  # copied in the load phase (zero past eos)
-                cute.autovec_copy(cute.local_tile(self.io_view(s.vr)[r, None], (VEC,), (cv,)), xv)
-            else:
-                xv.fill(0.0)
-                if ok:
-                    cute.autovec_copy(cute.local_tile(mv[t0 + r, hv, None], (VEC,), (cv,)), xv)
+            xv = self.value_row_slice(s, "vr", mv, hv, t0, r, cv, ok)
             bt = s_beta[r]
             part = Float32(0.0)
             y = cute.make_rmem_tensor((VEC,), mdv.element_type)
             if cutlass.const_expr(c.has_w):
-                xw = cute.make_rmem_tensor((VEC,), self.io)
-                if cutlass.const_expr(hasattr(s, "wr")):  # copied in the load phase (zero past eos)
-                    cute.autovec_copy(cute.local_tile(self.io_view(s.wr)[r, None], (VEC,), (cv,)), xw)
-                else:
-                    xw.fill(0.0)
-                    if ok:
-                        cute.autovec_copy(cute.local_tile(mw[t0 + r, h, None], (VEC,), (cv,)), xw)
+                xw = self.value_row_slice(s, "wr", mw, h, t0, r, cv, ok)
                 yw = cute.make_rmem_tensor((VEC,), mdw.element_type)
                 for e in cutlass.range_constexpr(VEC):
                     dr = x[e].to(Float32)
@@ -998,6 +986,20 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
             part = cute.arch.warp_reduction(part, lambda a, b: a + b, threads_in_group=vv)
             if cv == 0:
                 s_dbv[r] = part
+
+    @cute.jit
+    def value_row_slice(self, s, tile: cutlass.Constexpr, src, head, t0, r, cv, ok):
+        """Slice cv (VEC elements, io dtype) of row r of v or w: from the tile the load phase
+        copied it into when the kernel's plan has one (named `tile`; zero past eos), else
+        from global memory (zero unless ok)."""
+        x = cute.make_rmem_tensor((VEC,), self.io)
+        if cutlass.const_expr(hasattr(s, tile)):
+            cute.autovec_copy(cute.local_tile(self.io_view(getattr(s, tile))[r, None], (VEC,), (cv,)), x)
+        else:
+            x.fill(0.0)
+            if ok:
+                cute.autovec_copy(cute.local_tile(src[t0 + r, head, None], (VEC,), (cv,)), x)
+        return x
 
     @cute.jit
     def state_sum(self, s, tid):
