@@ -270,26 +270,30 @@ def test_wgmma_grads_compiles_through_the_engine_entry(kw):
 def test_vector_wgmma_grads_plan(family, dims):
     """The vector-gate wgmma grads kernel (FrostBwdGradsVecWgmma): stage A holds dO, dR, U
     as unpadded SW128 [C, V] tiles and S, dS as [V, K] tiles with GDN's channel-half
-    swizzle, each at a multiple of 1024 bytes from the (1024-byte aligned) region; stage B
+    swizzle, each at a multiple of 1024 bytes from the (1024-byte aligned) region, then the
+    padded v (GDN-2: and w) rows the load phase copies for stage_values; stage B
     and the persistent tensors are the default plan's; it fits (the alignment's worst case
     counted) in no more shared memory than the default, and the dq/dk staging holds as
     many tiles as the default's."""
     from cudnn.linear_attention.frost.kernels import bwd_grads, bwd_grads_vec as gv
-    from cudnn.linear_attention.frost.kernels.fwd_v1 import SMEM_LIMIT, SW64, SW128
+    from cudnn.linear_attention.frost.kernels.fwd_v1 import SMEM_LIMIT, SW64, SW128, SWIZZLED
 
     K, V = dims
     f = _cfg(family, "grads", K, V).fwd
     a, b, keep = gv.smem_regions(f, wgmma=True)
     a0, b0, keep0 = gv.smem_regions(f)
     sw_b = SW128 if K == 128 else SW64
+    rows = [("vr", (64, V), (V + 8, 1))] + ([("wr", (64, V), (V + 8, 1))] if family == "gdn2" else [])
     assert [(n, shape, stride) for n, _, shape, stride in a] == \
         [("do", (64, V), SW128), ("dr", (64, V), SW128), ("u", (64, V), SW128), ("sf", (V, K), sw_b),
-         ("dsf", (V, K), sw_b)]
+         ("dsf", (V, K), sw_b)] + rows
     assert [(n, shape) for n, _, shape, _ in a] == [(n, shape) for n, _, shape, _ in a0]
     assert (b, keep) == (b0, keep0)
     offset = 0
     for entry in a:
-        assert offset % 1024 == 0, (entry, offset)
+        if entry[3] in SWIZZLED:  # the padded row tiles after them need only 16 bytes
+            assert offset % 1024 == 0, (entry, offset)
+        assert offset % 16 == 0, (entry, offset)
         offset += gv._span_bytes(entry)
     assert gv.smem_bytes(f, wgmma=True) <= gv.smem_bytes(f) + 1024 and gv.smem_bytes(f, wgmma=True) <= SMEM_LIMIT
     for bits in (16, 32):
