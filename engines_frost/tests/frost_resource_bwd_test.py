@@ -112,12 +112,12 @@ def test_wgmma_chain_no_spills(case):
     check_wgmma_chain(cfg, f"gdn wgmma chain K={K} V={V} {io} grouped={grouped} U={values}")
 
 
-def check_wgmma_chain(cfg, label: str, opcodes: list | None = None, instructions: list | None = None):
+def check_wgmma_chain(cfg, label: str, instructions: list | None = None):
     """Compile the wgmma chain for cfg: its plan fits, no local memory or stack, and (with
     nvdisasm) exactly the warpgroup MMAs of its two products per chunk, dU^T (C / 16 +
     K / 16 of m64nC) and the dS^T update (2 C / 16 of m64nK). Returns the SASS opcode
-    counts (None without nvdisasm); `opcodes`, if given, gets the SASS opcodes in
-    program order, `instructions` the whole instructions (predicates included)."""
+    counts (None without nvdisasm); `instructions`, if given, gets the SASS instructions
+    in program order (predicates included)."""
     from cudnn.linear_attention.frost.kernels import bwd_chain_wgmma
     from cudnn.linear_attention.frost.kernels.fwd_v1 import CHUNK, SMEM_LIMIT, smem_bytes
 
@@ -129,10 +129,7 @@ def check_wgmma_chain(cfg, label: str, opcodes: list | None = None, instructions
         ops = None
         if report.tool("NVDISASM", "nvdisasm") is not None:
             whole = report.sass_instructions(cubin)
-            seq = [i.split()[0] for i in whole]
-            ops = collections.Counter(seq)
-            if opcodes is not None:
-                opcodes.extend(seq)
+            ops = collections.Counter(i.split()[0] for i in whole)
             if instructions is not None:
                 instructions.extend(whole)
     print(f"{label}: {usage} "
@@ -221,10 +218,11 @@ def test_async_chain_no_spills(case):
     f = FrostFwdConfig(io, "float32" if h0 else None, H, H, 4, K, V, vec, per_beta, per_beta, l2, h0, False)
     cfg = FrostBwdConfig(f, "chain", dht, "float32" if h0 else None, forward_values=values, chain_wgmma=True,
                          chain_async=True)
-    sass, whole = [], []
+    whole = []
     if check_wgmma_chain(cfg, f"{family} async wgmma chain K={K} V={V} {io} grouped={grouped} U={values}",
-                         sass, whole) is None:
+                         whole) is None:
         return
+    sass = [i.split()[0] for i in whole]
     # vector gates: prefetch_chunk asks L2 for the next chunk's dO rows (one CCTL per
     # 128-byte line of a row; prefetch_chunk runs before the loop and in it); scalar gates
     # stage dO in shared memory instead

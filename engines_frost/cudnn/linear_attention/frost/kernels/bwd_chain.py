@@ -215,9 +215,7 @@ class FrostBwdChain(FrostBwdLauncher, FrostFwdV2):
             # inside the serial chain, where a cold read cost each chunk a DRAM round trip
             # (Nsight Compute: ~8 % of the KDA / GDN-2 chain's samples on one load); asked
             # for here, a chunk ahead, it is in L2 by then. A hint: nothing read changes.
-            t = t0 + tid % CHUNK
-            if t < eos:
-                self.prefetch_rows_l2(((s.gmem.do, s.gmem.heads[3], self.cfg.V),), t, tid)
+            self.prefetch_rows_l2(((s.gmem.do, s.gmem.heads[3], self.cfg.V),), t0, eos, tid)
 
     @cute.jit
     def prefetch_do(self, s, t0, eos, tid):

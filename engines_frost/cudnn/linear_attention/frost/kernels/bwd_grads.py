@@ -283,9 +283,7 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
         K = self.cfg.K
         _, h, _, t0, eos = self.item_coords(mcu, n, item, T)
         hq, hk, _, _ = self.heads_of(h)
-        t = t0 + tid % CHUNK
-        if t < eos:
-            self.prefetch_rows_l2(((mq, hq, K), (mk, hk, K), (mg, h, 1), (mb, h, 1)), t, tid)
+        self.prefetch_rows_l2(((mq, hq, K), (mk, hk, K), (mg, h, 1), (mb, h, 1)), t0, eos, tid)
 
     @cute.jit
     def issue_next(self, s, mckpt, mdckpt, mdo, mu, mdr, mv, mcu, n, item, T, N, lane, tid,

@@ -260,9 +260,7 @@ class FrostBwdGradsVec(FrostBwdGrads):
         if cutlass.const_expr(c.beta_per_channel):
             rows.append((mb, h, c.K))
         if cutlass.const_expr(len(rows) > 0):
-            t = t0 + tid % CHUNK
-            if t < eos:
-                self.prefetch_rows_l2(tuple(rows), t, tid)
+            self.prefetch_rows_l2(tuple(rows), t0, eos, tid)
 
     # ------------------------------------------------------------------ gates
     @cute.jit

@@ -133,19 +133,21 @@ class FrostFwdV2(FrostFwdV1):
             cute.autovec_copy(z, dst)
 
     @cute.jit
-    def prefetch_rows_l2(self, rows, t, tid):
-        """prefetch.global.L2 of token row t of each (tensor, head, width) in `rows`, in
-        128-byte lines; the line jobs go round the CTA's threads // C quarters (thread tid
-        is in quarter tid // C, the caller's t its row tid % C of some chunk). A hint:
-        nothing read changes."""
+    def prefetch_rows_l2(self, rows, t0, eos, tid):
+        """prefetch.global.L2 of the chunk's token rows [t0, min(t0 + C, eos)) of each
+        (tensor, head, width) in `rows`, in 128-byte lines: thread tid takes row
+        t0 + tid % C, and the line jobs of a row go round the CTA's threads // C quarters
+        (thread tid is in quarter tid // C). A hint: nothing read changes."""
+        t = t0 + tid % CHUNK
         part = tid // CHUNK
         jobs = []
         for src, head, width in rows:
             per_line = 128 * 8 // src.element_type.width  # elements in a 128-byte line
             jobs += [(src, head, off) for off in range(0, width, per_line)]
-        for i, (src, head, off) in enumerate(jobs):
-            if part == i % (self.threads // CHUNK):
-                cute.arch.prefetch((src[t, head, None].iterator + off).llvm_ptr, cache_level="L2")
+        if t < eos:
+            for i, (src, head, off) in enumerate(jobs):
+                if part == i % (self.threads // CHUNK):
+                    cute.arch.prefetch((src[t, head, None].iterator + off).llvm_ptr, cache_level="L2")
 
     @cute.jit
     def copy_gate_rows_async(self, mg, h, s_g, t0, eos, tid, NT: cutlass.Constexpr):
