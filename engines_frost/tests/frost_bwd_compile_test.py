@@ -363,3 +363,47 @@ def test_wgmma_grads_descriptors(family, K, tmp_path):
 
 if __name__ == "__main__":
     raise SystemExit(pytest.main([__file__, "-q"]))
+
+
+@pytest.mark.parametrize("family", ["kda", "gdn2"])
+@pytest.mark.parametrize("dims", [(128, 128), (128, 64), (64, 128), (64, 64)])
+def test_persistent_vector_grads_plan(family, dims):
+    """The persistent vector-gate grads plan: S and dS start past stage B's end (stage B
+    is written while the next item's S and dS are in flight) and do not overlap each
+    other or the rest of stage A; the score tiles and the bytes after them hold two
+    16-bit dq/dk staging tiles (one fp32 tile); it fits the SM's shared memory."""
+    from cudnn.linear_attention.frost.kernels import bwd_grads_vec_persistent as per
+    from cudnn.linear_attention.frost.kernels.bwd_grads import staging_tiles
+    from cudnn.linear_attention.frost.kernels.bwd_grads_vec import _span_bytes
+
+    f = _cfg(family, "grads", *dims).fwd
+    p = per.plan(f)
+    spans = {e[0]: (p.offsets[e[0]], p.offsets[e[0]] + _span_bytes(e)) for e in p.stage_a}
+    b_end = max(p.offsets[e[0]] + _span_bytes(e) for e in p.stage_b)
+    for name in per.STATES:
+        assert spans[name][0] >= b_end
+    ordered = sorted(spans.values())
+    assert all(a[1] <= b[0] for a, b in zip(ordered, ordered[1:]))  # stage A's tiles disjoint
+    assert max(end for _, end in ordered) == p.region
+    assert staging_tiles(f.K, 16, p.dz + p.stk) == 2
+    assert staging_tiles(f.K, 32, p.dz + p.stk) >= 1
+    assert per.fits(f)
+
+
+@pytest.mark.parametrize("family, kw", [("kda", {}), ("gdn2", dict(K=128, V=64)),
+                                        ("kda", dict(H=2, HV=4, l2=False, h0=False))])
+def test_persistent_vector_grads_compile_through_the_engine_entry(family, kw):
+    """compile_bwd picks the persistent class from grads_vec_persistent (grouped heads:
+    fp32 dq/dk staged one tile at a time), with the product's wide loads and fast decay."""
+    import dataclasses
+
+    from cudnn.linear_attention.frost.kernels.bwd_compile import bwd_kernel_for
+    from cudnn.linear_attention.frost.kernels.bwd_grads_vec_persistent import FrostBwdGradsVecPersistent
+
+    cfg = dataclasses.replace(_cfg(family, "grads", **kw), grads_vec_persistent=True, vec_wide_loads=True,
+                              vec_fast_decay=True).with_stage("grads")
+    assert bwd_kernel_for(cfg) is FrostBwdGradsVecPersistent
+    assert bwd_kernel_for(dataclasses.replace(cfg, grads_vec_persistent=False)) is not FrostBwdGradsVecPersistent
+    assert callable(compile_bwd(cfg, "sm_90a", ffi="cute"))
+    with pytest.raises(ValueError, match="grads_vec_persistent must be set"):
+        FrostBwdGradsVecPersistent(dataclasses.replace(cfg, grads_vec_persistent=False))

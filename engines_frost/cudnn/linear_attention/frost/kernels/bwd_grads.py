@@ -193,7 +193,7 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
         tid, _, _ = cute.arch.thread_idx()
         bid, _, _ = cute.arch.block_idx()
         ctas, _, _ = cute.arch.grid_dim()
-        s = allocate_smem(self.smem_plan(c))
+        s = self.allocate_shared()
         items = (T // CHUNK + N) * c.HO
         if tid < 2:
             s.seq[tid] = Int32(-1)
@@ -203,6 +203,10 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
         for item in cutlass.range(bid, items, ctas, unroll=1):
             self.run_item(s, mq, mk, mv, mg, mb, mcu, mdo, mdq, mdk, mdv, mdg, mdb, mckpt, mdckpt, mu, mdr,
                           N, scale, mw, mdw, T, item, bid, items, ctas, tid)
+
+    def allocate_shared(self):
+        """The kernel's shared tensors by name (smem_plan's). Called while tracing."""
+        return allocate_smem(self.smem_plan(self.cfg))
 
     @cute.jit
     def run_item(self, s, mq, mk, mv, mg, mb, mcu, mdo, mdq, mdk, mdv, mdg, mdb, mckpt, mdckpt, mu, mdr,
