@@ -553,7 +553,7 @@ for s in "$@"; do
         python3 bench/bench_linear_attention.py --cases fwd+bwd --impl FROST --reps 10 --frost-fwd-kernel \$k \
         || exit 1; done" ;;
     gradsvecncu) # the KDA grads kernel under Nsight Compute, mma.sync vs wgmma state products
-      stage gradsvecncu "command -v ncu && for g in mma wgmma; do FROST_BWD_GRADS_VEC=\$g ncu --profile-from-start off \
+      stage gradsvecncu "command -v ncu && for g in ${GRADSVEC_NCU:-mma wgmma}; do FROST_BWD_GRADS_VEC=\$g ncu --profile-from-start off \
         --clock-control none --set full --import-source no -f -o $OUT/ncu_gradsvec_\$g \
         python3 bench/frost_bwd_profile.py --family kda --stages grads && \
         ncu -i $OUT/ncu_gradsvec_\$g.ncu-rep --page details --print-details all > $OUT/ncu_gradsvec_\$g.txt && \

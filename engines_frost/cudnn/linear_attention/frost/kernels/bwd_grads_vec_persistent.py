@@ -159,13 +159,13 @@ class FrostBwdGradsVecPersistent(FrostBwdGradsVec):
         acc_q, acc_kb, acc_k, crd, bi, hc = self.scores_and_products_vec(
             s, mv, mdv, mw, mdw, heads, t0, eos, scale, thr, lane, wid, tid)
         # (its closing barrier: S and dS are dead, s.seq[nxt] long visible)
+        self.stage_operands_vec(s, mq, mk, mb, heads, t0, eos, tid)
+        cute.arch.sync_threads()
+        self.score_adjoints(s, acc_q, acc_kb, acc_k, crd, thr, lane, bi, hc, scale)
         nn = s.seq[nxt]
         if item + ctas < items:
             if nn >= 0:
                 self.issue_next(s, mckpt, mdckpt, mdo, mu, mdr, mv, mcu, nn, item + ctas, T, N, lane, tid, "state")
-        self.stage_operands_vec(s, mq, mk, mb, heads, t0, eos, tid)
-        cute.arch.sync_threads()
-        self.score_adjoints(s, acc_q, acc_kb, acc_k, crd, thr, lane, bi, hc, scale)
         self.epilogue_vec(s, mdq, mdk, mdb, acc_q, acc_kb, acc_k, crd, heads, t0, eos, lane, bi, hc)
         cute.arch.sync_threads()
         self.gate_scan_out(s, mdg, mdb, heads, t0, eos, tid)
