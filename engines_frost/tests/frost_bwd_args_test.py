@@ -431,35 +431,3 @@ def test_grads_variant_comes_from_the_environment(family, monkeypatch):
         for stage in ("states", "chain"):
             assert got.with_stage(stage) == unset.with_stage(stage)
         assert got.with_stage("grads").grads_wgmma == (on or family == "gdn")
-
-
-@pytest.mark.parametrize("family", ["gdn", "kda", "gdn2"])
-def test_persistent_vector_grads_switch(family, monkeypatch):
-    """FROST_BWD_GRADS_VEC=persistent sets grads_vec_persistent for vector gates (scalar
-    gates ignore it), which changes the grads kernel's config alone and makes its grid the
-    device's SM count; the config refuses it for scalar gates and with grads_wgmma."""
-    import dataclasses
-
-    pytest.importorskip("cutlass", reason="the persistent plan's fit is computed by the kernel module")
-    from cudnn.linear_attention.frost.kernels import bwd as bwd_mod
-
-    monkeypatch.delenv(bwd_mod.GRADS_VEC_ENV, raising=False)
-    monkeypatch.setattr(bwd_mod, "_sm_count", lambda device: 114)
-    unset, _, _ = _check(_operands(family=family), family)
-    monkeypatch.setenv(bwd_mod.GRADS_VEC_ENV, "persistent")
-    got, _, _ = _check(_operands(family=family), family)
-    on = family != "gdn"
-    assert got == (dataclasses.replace(unset, grads_vec_persistent=True) if on else unset)
-    for stage in ("states", "chain"):
-        assert got.with_stage(stage) == unset.with_stage(stage)
-        assert not got.with_stage(stage).grads_vec_persistent
-    grads = got.with_stage("grads")
-    assert grads.grads_vec_persistent == on
-    assert grads.grads_ctas == 114  # persistent either way now
-    if on:
-        assert unset.with_stage("grads").grads_ctas != 114  # the per-chunk kernel's config ignores it
-        with pytest.raises(ValueError, match="grads_vec_persistent must be False when grads_wgmma"):
-            dataclasses.replace(got, grads_wgmma=True)
-    else:
-        with pytest.raises(ValueError, match="grads_vec_persistent must be False for scalar gates"):
-            dataclasses.replace(got, grads_vec_persistent=True)

@@ -150,11 +150,6 @@
 #              FROST' --reps 10) from OLD_TREE (a copy of the checkout with earlier kernel
 #              files, made on the machine) and from this checkout, alternating, twice, one
 #              process each; without OLD_TREE this checkout's rows twice
-#   gradsvecper the persistent vector-gate grads kernel (FROST_BWD_GRADS_VEC=persistent;
-#              kernels/NOTES_bwd.md "v1.11 vector-gate grads"): gradsvecpertest, the KDA and
-#              GDN-2 smoke vs float64 on it and bitwise against the per-chunk kernel;
-#              gradsvecperbench, the fwd+bwd op rows (op FROST) from OLD_TREE (if set) with
-#              the per-chunk kernel, this tree with it and this tree persistent, twice
 #   gradsprefetch GDN's grads kernel's L2 prefetch of the next item's q and k rows (on by
 #              default; FROST_BWD_GRADS_PREFETCH=0 turns it off; kernels/NOTES_bwd.md "The L2
 #              prefetch on the H200"): the GDN smoke vs float64 with it off (stage frostbwd
@@ -484,15 +479,6 @@ for s in "$@"; do
         stage treeab "for tree in \${OLD_TREE:-} \$PWD \${OLD_TREE:-} \$PWD; do echo \"== \$tree\"; \
           (cd \$tree && PYTHONPATH=/tmp/site:\$(python3 tools/pythonpath.py):\$tree/bench:$BASE_PYTHONPATH python3 \
           bench/bench_linear_attention.py --cases fwd+bwd --impl 'op FROST' --reps 10) || exit 1; done" ;; esac ;;
-    gradsvecper|gradsvecpertest|gradsvecperbench)  # the persistent vector-gate grads kernel
-      case "$s" in gradsvecper|gradsvecpertest)
-        stage gradsvecpertest "python3 tests/numerics/la_frost_bwd_smoke.py --jobs \$(nproc) --family kda \
-          --family gdn2 --grads-vec persistent-both" ;; esac
-      case "$s" in gradsvecper|gradsvecperbench)
-        stage gradsvecperbench "for r in 1 2; do for run in \${OLD_TREE:+\$OLD_TREE:mma} \$PWD:mma \$PWD:persistent; do \
-          tree=\${run%:*}; g=\${run##*:}; echo \"== \$tree FROST_BWD_GRADS_VEC=\$g\"; (cd \$tree && \
-          PYTHONPATH=/tmp/site:\$(python3 tools/pythonpath.py):\$tree/bench:$BASE_PYTHONPATH FROST_BWD_GRADS_VEC=\$g \
-          python3 bench/bench_linear_attention.py --cases fwd+bwd --impl 'op FROST' --reps 10) || exit 1; done; done" ;; esac ;;
     gradsprefetch|gradsprefetchtest|gradsprefetchbench)  # GDN's grads kernel's L2 prefetch
       case "$s" in gradsprefetch|gradsprefetchtest)
         stage gradsprefetchtest "FROST_BWD_GRADS_PREFETCH=0 python3 tests/numerics/la_frost_bwd_smoke.py \
@@ -553,7 +539,7 @@ for s in "$@"; do
         python3 bench/bench_linear_attention.py --cases fwd+bwd --impl FROST --reps 10 --frost-fwd-kernel \$k \
         || exit 1; done" ;;
     gradsvecncu) # the KDA grads kernel under Nsight Compute, mma.sync vs wgmma state products
-      stage gradsvecncu "command -v ncu && for g in ${GRADSVEC_NCU:-mma wgmma}; do FROST_BWD_GRADS_VEC=\$g ncu --profile-from-start off \
+      stage gradsvecncu "command -v ncu && for g in mma wgmma; do FROST_BWD_GRADS_VEC=\$g ncu --profile-from-start off \
         --clock-control none --set full --import-source no -f -o $OUT/ncu_gradsvec_\$g \
         python3 bench/frost_bwd_profile.py --family kda --stages grads && \
         ncu -i $OUT/ncu_gradsvec_\$g.ncu-rep --page details --print-details all > $OUT/ncu_gradsvec_\$g.txt && \

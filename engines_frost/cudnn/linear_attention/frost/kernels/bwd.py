@@ -67,13 +67,9 @@ GRADS_VARIANTS = ("mma", "wgmma")
 # products on warpgroup MMA too (FrostBwdConfig.grads_wgmma, bwd_grads_vec.
 # FrostBwdGradsVecWgmma; NOTES_bwd.md "Vector-gate grads: state products on warpgroup
 # MMA": bitwise the mma.sync kernel's gradients, but no faster on the H200); =mma or
-# unset: the mma.sync products, their default; =persistent the mma.sync kernel walking
-# the items with one CTA per SM, the next item's S and dS copied under this item's work
-# (FrostBwdConfig.grads_vec_persistent, bwd_grads_vec_persistent.py; bitwise the same
-# gradients; where its shared-memory plan does not fit, the per-chunk kernel runs).
+# unset: the mma.sync products, their default.
 # Scalar gates ignore it, vector gates ignore FROST_BWD_GRADS. Read on every call.
 GRADS_VEC_ENV = "FROST_BWD_GRADS_VEC"
-GRADS_VEC_VARIANTS = ("mma", "wgmma", "persistent")
 # FROST_BWD_GRADS_PREFETCH=0 turns off the scalar-gate grads kernel's L2 prefetch of the
 # next item's q and k rows (FrostBwdConfig.grads_prefetch; the same gradients, bitwise;
 # on by default: faster on the H200, NOTES_bwd.md "The L2 prefetch on the H200"). Vector
@@ -237,7 +233,6 @@ def check_bwd_operands(*, q, k, v, g, beta, w, cu_seqlens, dO, initial_state, d_
         chain_pipeline=variant == "pipelined" and not f.gate_per_channel,
         chain_wgmma=variant in ("wgmma", "wgmma_async"), chain_async=variant == "wgmma_async",
         grads_wgmma=(vector_grads if f.gate_per_channel else scalar_grads) == "wgmma",
-        grads_vec_persistent=f.gate_per_channel and vector_grads == "persistent" and persistent_fits(f),
         grads_prefetch=binary_switch(GRADS_PREFETCH_ENV, default=True) and not f.gate_per_channel)
     return cfg, T, N
 
@@ -270,20 +265,12 @@ def grads_variant() -> str:
 
 
 def grads_vec_variant() -> str:
-    """The vector-gate grads kernel FROST_BWD_GRADS_VEC asks for (GRADS_VEC_VARIANTS;
-    unset: mma)."""
+    """The vector-gate grads kernel FROST_BWD_GRADS_VEC asks for (GRADS_VARIANTS; unset:
+    mma)."""
     name = os.environ.get(GRADS_VEC_ENV, "").strip() or "mma"
-    if name not in GRADS_VEC_VARIANTS:
-        raise ValueError(f"{GRADS_VEC_ENV} must be one of {GRADS_VEC_VARIANTS}, got {name!r}")
+    if name not in GRADS_VARIANTS:
+        raise ValueError(f"{GRADS_VEC_ENV} must be one of {GRADS_VARIANTS}, got {name!r}")
     return name
-
-
-def persistent_fits(f) -> bool:
-    """Whether the persistent vector-gate grads kernel's shared memory fits for forward
-    config f (bwd_grads_vec_persistent.fits)."""
-    from cudnn.linear_attention.frost.kernels.bwd_grads_vec_persistent import fits
-
-    return fits(f)
 
 
 _sm_counts: dict = {}

@@ -44,8 +44,7 @@ class FrostBwdConfig:
     # checkpoints): only chain and grads run, and chain zeroes the gradient rows no
     # sequence covers, which states / values do on the other paths.
     forward_values: bool = False
-    # CTAs of the persistent grads kernel (scalar gates; vector gates with
-    # grads_vec_persistent): the device's SM count, so one CTA
+    # CTAs of the persistent grads kernel (scalar gates): the device's SM count, so one CTA
     # per SM walks the (chunk, head) items; a compile-time constant of that kernel only
     # (with_stage resets it for every other kernel, so they stay shared across devices).
     grads_ctas: int = DEFAULT_GRADS_CTAS
@@ -90,8 +89,8 @@ class FrostBwdConfig:
     # unless FROST_BWD_GRADS=mma, for vector gates only under FROST_BWD_GRADS_VEC=wgmma
     # (bwd.py).
     grads_wgmma: bool = False
-    # The persistent scalar-gate grads kernel asks L2 for the next item's q and k rows and
-    # its gate and beta elements (prefetch.global.L2) when it issues that item's copies:
+    # The persistent scalar-gate grads kernel asks L2 for the next item's q and k rows
+    # (prefetch.global.L2) when it issues that item's copies:
     # its norms pass reads them with plain loads, which the Nsight Compute profile
     # (NOTES_bwd.md "The grads kernels under Nsight Compute") puts among its ~17 %
     # global-load waits. A hint only: the same gradients, bitwise. Scalar gates only: the
@@ -100,12 +99,6 @@ class FrostBwdConfig:
     # rows (bwd_grads_vec.prefetch_operand_rows) are always on, not this switch.
     # The launcher sets it unless FROST_BWD_GRADS_PREFETCH=0 (bwd.py).
     grads_prefetch: bool = False
-    # The vector-gate grads kernel is persistent (bwd_grads_vec_persistent.py, NOTES_bwd.md
-    # "v1.11 vector-gate grads: persistent, the next S and dS in flight"): grads_ctas CTAs
-    # walk the (chunk, head) items and copy the next item's S and dS while this one runs.
-    # The same gradients, bitwise. Vector gates with the mma.sync products only. The
-    # launcher sets it under FROST_BWD_GRADS_VEC=persistent when the plan fits (bwd.py).
-    grads_vec_persistent: bool = False
 
     def __post_init__(self):
         def bad(name, expected):
@@ -144,12 +137,6 @@ class FrostBwdConfig:
             bad("grads_prefetch", "a bool")
         if self.grads_prefetch and self.fwd.gate_per_channel:
             bad("grads_prefetch", "False for vector gates (scalar gates only: NOTES_bwd.md \"The L2 prefetch on the H200\")")
-        if not isinstance(self.grads_vec_persistent, bool):
-            bad("grads_vec_persistent", "a bool")
-        if self.grads_vec_persistent and not self.fwd.gate_per_channel:
-            bad("grads_vec_persistent", "False for scalar gates (their grads kernel is always persistent)")
-        if self.grads_vec_persistent and self.grads_wgmma:
-            bad("grads_vec_persistent", "False when grads_wgmma is set (the persistent kernel uses mma.sync products)")
         if self.chain_wgmma and self.chain_pipeline:
             bad("chain_wgmma", "False when chain_pipeline is set (one chain variant at a time)")
         if not isinstance(self.chain_async, bool):
@@ -165,10 +152,9 @@ class FrostBwdConfig:
         (forward_values stays: it makes chain zero the uncovered gradient rows); grads
         reads U from wherever it comes, so forward_values is off there. chain_pipeline,
         chain_wgmma and chain_async only change the chain kernel: off for every other stage;
-        vec_wide_loads, vec_fast_decay and grads_vec_persistent only the vector-gate grads
-        kernel, grads_wgmma and grads_prefetch only the grads kernels."""
-        vper = self.grads_vec_persistent and stage == "grads"
-        persistent = stage == "grads" and (vper or not self.fwd.gate_per_channel)
+        vec_wide_loads and vec_fast_decay only the vector-gate grads kernel, grads_wgmma and
+        grads_prefetch only the grads kernels."""
+        persistent = stage == "grads" and not self.fwd.gate_per_channel
         ctas = self.grads_ctas if persistent else DEFAULT_GRADS_CTAS
         wide = self.vec_wide_loads and stage == "grads" and self.fwd.gate_per_channel
         gwg = self.grads_wgmma and stage == "grads"
@@ -177,18 +163,18 @@ class FrostBwdConfig:
         if stage == "chain":
             return dataclasses.replace(self, stage=stage, checkpoints=False, grads_ctas=ctas,
                                        vec_wide_loads=wide, vec_fast_decay=fast, grads_wgmma=gwg,
-                                       grads_prefetch=pf, grads_vec_persistent=vper)
+                                       grads_prefetch=pf)
         if stage == "states":
             return dataclasses.replace(self, stage=stage, dht_dtype=None, grads_ctas=ctas,
                                        chain_pipeline=False, chain_wgmma=False,
                                        chain_async=False, vec_wide_loads=wide, vec_fast_decay=fast,
-                                       grads_wgmma=gwg, grads_prefetch=pf, grads_vec_persistent=vper)
+                                       grads_wgmma=gwg, grads_prefetch=pf)
         fwd = dataclasses.replace(self.fwd, has_initial_state=False, state_dtype=None)
         return dataclasses.replace(self, fwd=fwd, stage=stage, dht_dtype=None, dh0_dtype=None,
                                    forward_values=False, grads_ctas=ctas,
                                    chain_pipeline=False, chain_wgmma=False, chain_async=False,
                                    vec_wide_loads=wide,
-                                   vec_fast_decay=fast, grads_wgmma=gwg, grads_prefetch=pf, grads_vec_persistent=vper)
+                                   vec_fast_decay=fast, grads_wgmma=gwg, grads_prefetch=pf)
 
     @property
     def stages(self) -> tuple[str, ...]:

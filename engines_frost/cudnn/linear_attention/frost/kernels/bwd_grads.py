@@ -193,7 +193,7 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
         tid, _, _ = cute.arch.thread_idx()
         bid, _, _ = cute.arch.block_idx()
         ctas, _, _ = cute.arch.grid_dim()
-        s = self.allocate_shared()
+        s = allocate_smem(self.smem_plan(c))
         items = (T // CHUNK + N) * c.HO
         if tid < 2:
             s.seq[tid] = Int32(-1)
@@ -203,10 +203,6 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
         for item in cutlass.range(bid, items, ctas, unroll=1):
             self.run_item(s, mq, mk, mv, mg, mb, mcu, mdo, mdq, mdk, mdv, mdg, mdb, mckpt, mdckpt, mu, mdr,
                           N, scale, mw, mdw, T, item, bid, items, ctas, tid)
-
-    def allocate_shared(self):
-        """The kernel's shared tensors by name (smem_plan's). Called while tracing."""
-        return allocate_smem(self.smem_plan(self.cfg))
 
     @cute.jit
     def run_item(self, s, mq, mk, mv, mg, mb, mcu, mdo, mdq, mdk, mdv, mdg, mdb, mckpt, mdckpt, mu, mdr,
@@ -265,7 +261,7 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
         if ahead != 0:
             self.issue_next(s, mckpt, mdckpt, mdo, mu, mdr, mv, mcu, nn, item + ctas, T, N, lane, tid, "state")
             if cutlass.const_expr(self.bcfg.grads_prefetch):
-                self.prefetch_next_norm_rows(mq, mk, mg, mb, mcu, nn, item + ctas, T, tid)
+                self.prefetch_next_norm_rows(mq, mk, mcu, nn, item + ctas, T, tid)
         self.stage_adjoints(s, acc_q, acc_kb, acc_k, crd, heads, t0, eos, scale, thr, lane, wid, bi, hc)
         self.write_qk(s, mdq, mdk, acc_q, acc_kb, acc_k, crd, heads, t0, eos, bi, hc)
         cute.arch.sync_threads()  # dO, U (the dq/dk staging) are dead
@@ -278,16 +274,15 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
         self.stage_gates(s, mdg, mdb, heads, t0, eos, tid)
 
     @cute.jit
-    def prefetch_next_norm_rows(self, mq, mk, mg, mb, mcu, n, item, T, tid):
-        """grads_prefetch for the persistent kernel: the next item's (sequence n) rows that
-        its norms pass and stage_load read with plain loads (the cp.async copies cover the
-        rest) into L2 while this item computes: q and k, and the scalar gate and beta of
-        each row (one 4-byte element a row, one line job each: without them the norms
-        pass waited on a DRAM round trip for them every item)."""
+    def prefetch_next_norm_rows(self, mq, mk, mcu, n, item, T, tid):
+        """grads_prefetch for the persistent kernel: the next item's (sequence n) q and k
+        rows, which its norms pass reads with plain loads (the cp.async copies cover the
+        rest), into L2 while this item computes. (Its gate and beta elements too measured
+        flat on the H200: NOTES_bwd.md "The L2 prefetch on the H200".)"""
         K = self.cfg.K
         _, h, _, t0, eos = self.item_coords(mcu, n, item, T)
         hq, hk, _, _ = self.heads_of(h)
-        self.prefetch_rows_l2(((mq, hq, K), (mk, hk, K), (mg, h, 1), (mb, h, 1)), t0, eos, tid)
+        self.prefetch_rows_l2(((mq, hq, K), (mk, hk, K)), t0, eos, tid)
 
     @cute.jit
     def issue_next(self, s, mckpt, mdckpt, mdo, mu, mdr, mv, mcu, n, item, T, N, lane, tid,
