@@ -162,6 +162,9 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
     # the L2 norms of q and k rows come out of stage_load's own row loads (no first pass
     # over q and k in stage_norms); the vector-gate kernel has no such stage_load
     norms_in_stage_load = True
+    # a scalar beta lands in s.beta by cp.async with the other copies (the vector-gate
+    # kernel's load phase) instead of a plain load in stage_norms
+    beta_by_copy = False
 
     def __init__(self, cfg: FrostBwdConfig, vector_gates: bool = False):
         if cfg.fwd.gate_per_channel != vector_gates:
@@ -424,13 +427,14 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
             if tid < C:
                 s_rq[tid] = Float32(1.0)
                 s_rk[tid] = Float32(1.0)
-        if tid >= 64 and tid < 64 + C:
-            rb = tid - 64
-            bt = Float32(0.0)
-            if cutlass.const_expr(not c.beta_per_channel):
-                if t0 + rb < eos:
-                    bt = mb[t0 + rb, h, 0]
-            s_beta[rb] = bt
+        if cutlass.const_expr(c.beta_per_channel or not self.beta_by_copy):
+            if tid >= 64 and tid < 64 + C:
+                rb = tid - 64
+                bt = Float32(0.0)  # GDN-2: its b is per channel (stage B's bst)
+                if cutlass.const_expr(not c.beta_per_channel):
+                    if t0 + rb < eos:
+                        bt = mb[t0 + rb, h, 0]
+                s_beta[rb] = bt
         if cutlass.const_expr(c.gate_per_channel):
             pass  # per-channel gates: the vector kernel loads and scans them
         elif tid < 32:

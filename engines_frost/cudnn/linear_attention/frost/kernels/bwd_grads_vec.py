@@ -37,7 +37,7 @@ from types import SimpleNamespace
 import cutlass
 import cutlass.cute as cute
 from cutlass import BFloat16, Float32, Int32
-from cutlass.cute.nvgpu import warpgroup
+from cutlass.cute.nvgpu import cpasync, warpgroup
 
 from cudnn.linear_attention.frost.kernels.bwd_config import FrostBwdConfig
 from cudnn.linear_attention.frost.kernels.bwd_grads import ROW_SUMS, THREADS, WARPS, FrostBwdGrads, _tv
@@ -185,6 +185,7 @@ class FrostBwdGradsVec(FrostBwdGrads):
     """Callable for cute.compile; bwd_grads.FrostBwdGrads's launcher with a per-chunk grid."""
 
     norms_in_stage_load = False  # stage_norms' first pass computes the L2 norms here
+    beta_by_copy = True  # KDA's scalar beta: copy_beta_async
     wgmma_products = False  # stage A's plan (smem_regions' wgmma)
 
     def __init__(self, cfg: FrostBwdConfig):
@@ -211,9 +212,18 @@ class FrostBwdGradsVec(FrostBwdGrads):
         tid, _, _ = cute.arch.thread_idx()
         rho, h, _ = cute.arch.block_idx()
         s = allocate(c, self.wgmma_products)
+        # dS (row rho) and, without checkpoints, S (row rho too) do not depend on which
+        # sequence the row belongs to: their 64 KB are in flight during the search
+        _, a_bf = self.copy_atoms()
+        self.copy_state_async(a_bf, s.dsf, mdckpt, rho, h, tid)
+        if cutlass.const_expr(not self.bcfg.checkpoints):
+            self.copy_state_async(a_bf, s.sf, mckpt, rho, h, tid)
+        cute.arch.cp_async_commit_group()
         self.find_chunk(s, mcu, N, T, rho, tid)
         cute.arch.sync_threads()
         n = s.seq[0]
+        if n < 0:
+            cute.arch.cp_async_wait_group(0)  # a row between sequences: nothing to do
         if n >= 0:
             bos, eos = sequence_bounds(mcu, n, T)  # inside [0, T] whatever cu_seqlens holds
             j = rho - (bos // CHUNK + n)
@@ -222,12 +232,16 @@ class FrostBwdGradsVec(FrostBwdGrads):
             lane = cute.arch.lane_idx()
             wid = cute.arch.make_warp_uniform(cute.arch.warp_idx())
             thr = self.mma_slice(lane)
-            srow = self.state_row(mcu, n, j, rho, T, N, lane)
-            self.issue_copies(s, mdo, mu, mdr, mv, mckpt, mdckpt, heads, rho, srow, t0, eos, tid)
+            if cutlass.const_expr(self.bcfg.checkpoints):
+                self.copy_state_async(a_bf, s.sf, mckpt, self.state_row(mcu, n, j, rho, T, N, lane), h, tid)
+            self.issue_front(s, mdo, mu, h, t0, eos, tid)
+            self.issue_back(s, mdr, mv, heads, t0, eos, tid)
             if cutlass.const_expr(c.has_w):
                 a_io, _ = self.copy_atoms()
                 self.copy_rows_async(a_io, self.io_view(s.wr), mw, h, t0, eos, tid, self.io)
             self.copy_gate_rows_async(mg, h, s.g, t0, eos, tid, THREADS)
+            if cutlass.const_expr(not c.beta_per_channel):
+                self.copy_beta_async(mb, h, s.beta, t0, eos, tid)
             cute.arch.cp_async_commit_group()
             self.stage_norms(s, mq, mk, mg, mb, heads, t0, eos, tid)
             self.land_copies(s, tid)
@@ -242,6 +256,16 @@ class FrostBwdGradsVec(FrostBwdGrads):
             self.epilogue_vec(s, mdq, mdk, mdb, acc_q, acc_kb, acc_k, crd, heads, t0, eos, lane, bi, hc)
             cute.arch.sync_threads()
             self.gate_scan_out(s, mdg, mdb, heads, t0, eos, tid)
+
+    @cute.jit
+    def copy_beta_async(self, mb, h, s_beta, t0, eos, tid):
+        """KDA's scalar beta of the chunk's rows into s_beta by 4-byte cp.async (zero past
+        eos), with the load phase's other copies: as a plain load in stage_norms its round
+        trip was the load phase's second-largest wait (Nsight Compute)."""
+        if tid < CHUNK:
+            a4 = cute.make_copy_atom(cpasync.CopyG2SOp(), Float32, num_bits_per_copy=32)
+            self.copy_or_zero(a4, mb, t0 + tid, h, 1, 0, cute.local_tile(s_beta, (1,), (tid,)), t0 + tid < eos,
+                              Float32)
 
     @cute.jit
     def prefetch_operand_rows(self, mq, mk, mb, heads, t0, eos, tid):
