@@ -212,18 +212,9 @@ class FrostBwdGradsVec(FrostBwdGrads):
         tid, _, _ = cute.arch.thread_idx()
         rho, h, _ = cute.arch.block_idx()
         s = allocate(c, self.wgmma_products)
-        # dS (row rho) and, without checkpoints, S (row rho too) do not depend on which
-        # sequence the row belongs to: their 64 KB are in flight during the search
-        _, a_bf = self.copy_atoms()
-        self.copy_state_async(a_bf, s.dsf, mdckpt, rho, h, tid)
-        if cutlass.const_expr(not self.bcfg.checkpoints):
-            self.copy_state_async(a_bf, s.sf, mckpt, rho, h, tid)
-        cute.arch.cp_async_commit_group()
         self.find_chunk(s, mcu, N, T, rho, tid)
         cute.arch.sync_threads()
         n = s.seq[0]
-        if n < 0:
-            cute.arch.cp_async_wait_group(0)  # a row between sequences: nothing to do
         if n >= 0:
             bos, eos = sequence_bounds(mcu, n, T)  # inside [0, T] whatever cu_seqlens holds
             j = rho - (bos // CHUNK + n)
@@ -232,10 +223,8 @@ class FrostBwdGradsVec(FrostBwdGrads):
             lane = cute.arch.lane_idx()
             wid = cute.arch.make_warp_uniform(cute.arch.warp_idx())
             thr = self.mma_slice(lane)
-            if cutlass.const_expr(self.bcfg.checkpoints):
-                self.copy_state_async(a_bf, s.sf, mckpt, self.state_row(mcu, n, j, rho, T, N, lane), h, tid)
-            self.issue_front(s, mdo, mu, h, t0, eos, tid)
-            self.issue_back(s, mdr, mv, heads, t0, eos, tid)
+            srow = self.state_row(mcu, n, j, rho, T, N, lane)
+            self.issue_copies(s, mdo, mu, mdr, mv, mckpt, mdckpt, heads, rho, srow, t0, eos, tid)
             if cutlass.const_expr(c.has_w):
                 a_io, _ = self.copy_atoms()
                 self.copy_rows_async(a_io, self.io_view(s.wr), mw, h, t0, eos, tid, self.io)
