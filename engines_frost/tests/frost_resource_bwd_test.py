@@ -443,7 +443,9 @@ def test_vector_gate_grads_operand_prefetch(case):
     """The vector-gate grads kernel asks L2 for the rows stage_operands_vec reads with plain
     loads (prefetch_operand_rows): q and k without use_l2norm (with it the norms pass has
     read them), and GDN-2's b; one CCTL per 128-byte line of a row, so (with nvdisasm)
-    exactly that many in the SASS, and no local memory or stack."""
+    exactly that many in the SASS, and no local memory or stack. KDA's scalar beta arrives
+    by one 4-byte cp.async per row (copy_beta_async: the kernel's only LDGSTS narrower
+    than 16 bytes, the gate rows being 16-byte aligned here); GDN-2 has none."""
     from cudnn.linear_attention.frost.kernels.bwd_config import FrostBwdConfig
     from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
 
@@ -458,10 +460,13 @@ def test_vector_gate_grads_operand_prefetch(case):
         assert usage["LOCAL"] == 0 and usage["STACK"] == 0 and usage["REG"] <= 255, usage
         if report.tool("NVDISASM", "nvdisasm") is None:
             pytest.skip("nvdisasm not found: resources checked, CCTL count not")
-        cctl = sum("CCTL" in i for i in report.sass_instructions(cubin))
+        sass = report.sass_instructions(cubin)
+    cctl = sum("CCTL" in i for i in sass)
+    narrow = [i for i in sass if i.startswith("LDGSTS") and ".128" not in i]
     lines = K * 2 // 128 * ((0 if l2 else 2) + (1 if per_beta else 0))
-    print(f"{family} grads K={K} V={V} l2norm={l2}: {usage}, CCTL {cctl}")
+    print(f"{family} grads K={K} V={V} l2norm={l2}: {usage}, CCTL {cctl}, narrow cp.async {narrow}")
     assert cctl == lines, (cctl, lines)
+    assert len(narrow) == (0 if per_beta else 1), narrow
 
 
 if __name__ == "__main__":
