@@ -39,10 +39,6 @@ C = fwd_v1.CHUNK
 SEQS = (100, 7)  # sequence 0's chunk 1 holds rows 64..99: 36 real rows, 28 past the end
 
 
-def _round(a, dtype):
-    return torch.from_numpy(np.ascontiguousarray(a)).to(dtype).to(torch.float64).numpy()
-
-
 def _inputs(K, V, io, seed):
     """Random operands (values exact in their dtypes), float64 numpy, by ABI name."""
     rng = np.random.default_rng(seed)
@@ -50,13 +46,13 @@ def _inputs(K, V, io, seed):
     rows = T // C + N
     tio = getattr(torch, io)
     x = {
-        "q": _round(rng.standard_normal((T, 1, K)), tio), "k": _round(rng.standard_normal((T, 1, K)), tio),
-        "v": _round(rng.standard_normal((T, 1, V)), tio), "dO": _round(rng.standard_normal((T, 1, V)), tio),
+        "q": emu.rounded(rng.standard_normal((T, 1, K)), tio), "k": emu.rounded(rng.standard_normal((T, 1, K)), tio),
+        "v": emu.rounded(rng.standard_normal((T, 1, V)), tio), "dO": emu.rounded(rng.standard_normal((T, 1, V)), tio),
         "g": -np.abs(rng.standard_normal((T, 1, 1))) * 0.1, "beta": rng.uniform(0.1, 0.9, (T, 1, 1)),
-        "u": _round(rng.standard_normal((T, 1, V)), torch.bfloat16),
-        "dr": _round(rng.standard_normal((T, 1, V)), torch.bfloat16),
-        "ckpt": _round(rng.standard_normal((rows, 1, V, K)), torch.bfloat16),
-        "dckpt": _round(rng.standard_normal((rows, 1, V, K)), torch.bfloat16),
+        "u": emu.rounded(rng.standard_normal((T, 1, V)), torch.bfloat16),
+        "dr": emu.rounded(rng.standard_normal((T, 1, V)), torch.bfloat16),
+        "ckpt": emu.rounded(rng.standard_normal((rows, 1, V, K)), torch.bfloat16),
+        "dckpt": emu.rounded(rng.standard_normal((rows, 1, V, K)), torch.bfloat16),
         "cu_seqlens": np.array([0, SEQS[0], T], dtype=np.int32),
         "dq": np.full((T, 1, K), np.nan), "dk": np.full((T, 1, K), np.nan),
     }
@@ -113,10 +109,10 @@ def test_grads_load_phase_and_row_stores(case):
 
     q, k = x["q"][rows, 0], x["k"][rows, 0]
     rq, rk = rnorm(q), rnorm(k)
-    kh = _round(k * rk, torch.bfloat16)
+    kh = emu.rounded(k * rk, torch.bfloat16)
     expect = {
-        "qr": _round(q * rq, torch.bfloat16), "kr": kh, "kbr": _round(kh * x["beta"][rows, 0], torch.bfloat16),
-        "do": _round(x["dO"][rows, 0], torch.bfloat16), "u": x["u"][rows, 0], "dr": x["dr"][rows, 0],
+        "qr": emu.rounded(q * rq, torch.bfloat16), "kr": kh, "kbr": emu.rounded(kh * x["beta"][rows, 0], torch.bfloat16),
+        "do": emu.rounded(x["dO"][rows, 0], torch.bfloat16), "u": x["u"][rows, 0], "dr": x["dr"][rows, 0],
         "vr": x["v"][rows, 0],
     }
     for name, want in expect.items():

@@ -40,10 +40,6 @@ C = fwd_v1.CHUNK
 SEQS = (100, 7)  # sequence 0's chunk 1 holds rows 64..99: 36 real rows, 28 past the end
 
 
-def _round(a, dtype):
-    return torch.from_numpy(np.ascontiguousarray(a)).to(dtype).to(torch.float64).numpy()
-
-
 def _inputs(family, K, V, seed):
     """Random operands (values exact in their dtypes), float64 numpy, by ABI name."""
     rng = np.random.default_rng(seed)
@@ -51,20 +47,20 @@ def _inputs(family, K, V, seed):
     rows = T // C + N
     bf = torch.bfloat16
     x = {
-        "q": _round(rng.standard_normal((T, 1, K)), bf), "k": _round(rng.standard_normal((T, 1, K)), bf),
-        "v": _round(rng.standard_normal((T, 1, V)), bf), "dO": _round(rng.standard_normal((T, 1, V)), bf),
-        "g": _round(-np.abs(rng.standard_normal((T, 1, K))) * 0.05, torch.float32),
-        "u": _round(rng.standard_normal((T, 1, V)), bf), "dr": _round(rng.standard_normal((T, 1, V)), bf),
-        "ckpt": _round(rng.standard_normal((rows, 1, V, K)), bf),
-        "dckpt": _round(rng.standard_normal((rows, 1, V, K)), bf),
+        "q": emu.rounded(rng.standard_normal((T, 1, K)), bf), "k": emu.rounded(rng.standard_normal((T, 1, K)), bf),
+        "v": emu.rounded(rng.standard_normal((T, 1, V)), bf), "dO": emu.rounded(rng.standard_normal((T, 1, V)), bf),
+        "g": emu.rounded(-np.abs(rng.standard_normal((T, 1, K))) * 0.05, torch.float32),
+        "u": emu.rounded(rng.standard_normal((T, 1, V)), bf), "dr": emu.rounded(rng.standard_normal((T, 1, V)), bf),
+        "ckpt": emu.rounded(rng.standard_normal((rows, 1, V, K)), bf),
+        "dckpt": emu.rounded(rng.standard_normal((rows, 1, V, K)), bf),
         "cu_seqlens": np.array([0, SEQS[0], T], dtype=np.int32),
         "dq": np.full((T, 1, K), np.nan),
     }
     if family == "gdn2":
-        x["beta"] = _round(rng.uniform(0.1, 0.9, (T, 1, K)), bf)
-        x["w"] = _round(rng.standard_normal((T, 1, V)), bf)
+        x["beta"] = emu.rounded(rng.uniform(0.1, 0.9, (T, 1, K)), bf)
+        x["w"] = emu.rounded(rng.standard_normal((T, 1, V)), bf)
     else:
-        x["beta"] = _round(rng.uniform(0.1, 0.9, (T, 1, 1)), torch.float32)
+        x["beta"] = emu.rounded(rng.uniform(0.1, 0.9, (T, 1, 1)), torch.float32)
     return x, T, N
 
 
@@ -100,13 +96,8 @@ def test_vector_grads_simt_stages(case):
             setattr(s, name, alloc.allocate_tensor(None, emu.Layout(shape)))
         st = alloc.allocate_tensor(m.dq.element_type, emu.Layout((C, K)))
         heads = (0, 0, 0, 0)
-        kern.issue_copies(s, m.dO, m.u, m.dr, m.v, m.ckpt, m.dckpt, heads, rho, rho, t0, eos, tid)
-        if family == "gdn2":
-            a_io, _ = kern.copy_atoms()
-            kern.copy_rows_async(a_io, kern.io_view(s.wr), m.w, 0, t0, eos, tid, kern.io)
-        kern.copy_gate_rows_async(m.g, 0, s.g, t0, eos, tid, kern.threads)
-        if family == "kda":
-            kern.copy_beta_async(m.beta, 0, s.beta, t0, eos, tid)
+        kern.issue_load_copies(s, m.dO, m.u, m.dr, m.v, m.w, m.g, m.beta, m.ckpt, m.dckpt, heads, rho, rho, t0,
+                               eos, tid)
         kern.stage_norms(s, m.q, m.k, m.g, m.beta, heads, t0, eos, tid)
         kern.land_copies(s, tid)
         emu.sync_threads()
@@ -153,8 +144,8 @@ def test_vector_grads_simt_stages(case):
     np.testing.assert_allclose(snap["rq"][:n], rq[:, 0], rtol=1e-12)
     np.testing.assert_allclose(snap["rk"][:n], rk[:, 0], rtol=1e-12)
     # one bf16 step of slack: the emulator's float64 sums may order differently
-    np.testing.assert_allclose(snap["qh"][:n], _round(q * rq, torch.bfloat16), rtol=8e-3, atol=1e-12)
-    np.testing.assert_allclose(snap["kh"][:n], _round(k * rk, torch.bfloat16), rtol=8e-3, atol=1e-12)
+    np.testing.assert_allclose(snap["qh"][:n], emu.rounded(q * rq, torch.bfloat16), rtol=8e-3, atol=1e-12)
+    np.testing.assert_allclose(snap["kh"][:n], emu.rounded(k * rk, torch.bfloat16), rtol=8e-3, atol=1e-12)
     assert np.all(snap["qh"][n:] == 0) and np.all(snap["kh"][n:] == 0)
     sds = np.exp(cum[-1]) * (x["ckpt"][rho, 0] * x["dckpt"][rho, 0]).sum(0)
     np.testing.assert_allclose(snap["sds"], sds, rtol=1e-5, atol=1e-9, err_msg="e^G_last sum_v S dS")

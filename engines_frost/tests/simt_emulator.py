@@ -55,6 +55,12 @@ def _convert(x: float, dtype) -> "Val":
     raise AttributeError(f"simt_emulator: no conversion to {name}")
 
 
+def rounded(a, dtype: torch.dtype) -> np.ndarray:
+    """An array's values as a kernel holds them in `dtype` (a torch dtype), back in float64:
+    test inputs exact in their operand dtypes, and expected values after a kernel's .to()."""
+    return torch.from_numpy(np.ascontiguousarray(a)).to(dtype).to(torch.float64).numpy()
+
+
 class Val(float):
     """A scalar register: float arithmetic that keeps the type, plus the DSL's .to()."""
 

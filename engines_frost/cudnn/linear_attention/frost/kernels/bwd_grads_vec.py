@@ -224,13 +224,7 @@ class FrostBwdGradsVec(FrostBwdGrads):
             wid = cute.arch.make_warp_uniform(cute.arch.warp_idx())
             thr = self.mma_slice(lane)
             srow = self.state_row(mcu, n, j, rho, T, N, lane)
-            self.issue_copies(s, mdo, mu, mdr, mv, mckpt, mdckpt, heads, rho, srow, t0, eos, tid)
-            if cutlass.const_expr(c.has_w):
-                a_io, _ = self.copy_atoms()
-                self.copy_rows_async(a_io, self.io_view(s.wr), mw, h, t0, eos, tid, self.io)
-            self.copy_gate_rows_async(mg, h, s.g, t0, eos, tid, THREADS)
-            if cutlass.const_expr(not c.beta_per_channel):
-                self.copy_beta_async(mb, h, s.beta, t0, eos, tid)
+            self.issue_load_copies(s, mdo, mu, mdr, mv, mw, mg, mb, mckpt, mdckpt, heads, rho, srow, t0, eos, tid)
             cute.arch.cp_async_commit_group()
             self.stage_norms(s, mq, mk, mg, mb, heads, t0, eos, tid)
             self.land_copies(s, tid)
@@ -245,6 +239,20 @@ class FrostBwdGradsVec(FrostBwdGrads):
             self.epilogue_vec(s, mdq, mdk, mdb, acc_q, acc_kb, acc_k, crd, heads, t0, eos, lane, bi, hc)
             cute.arch.sync_threads()
             self.gate_scan_out(s, mdg, mdb, heads, t0, eos, tid)
+
+    @cute.jit
+    def issue_load_copies(self, s, mdo, mu, mdr, mv, mw, mg, mb, mckpt, mdckpt, heads, rho, srow, t0, eos, tid):
+        """Every cp.async of the load phase, not committed: issue_copies' rows and states,
+        GDN-2's w rows, the per-channel gate rows and KDA's scalar beta."""
+        c = self.cfg
+        h = heads[3]
+        self.issue_copies(s, mdo, mu, mdr, mv, mckpt, mdckpt, heads, rho, srow, t0, eos, tid)
+        if cutlass.const_expr(c.has_w):
+            a_io, _ = self.copy_atoms()
+            self.copy_rows_async(a_io, self.io_view(s.wr), mw, h, t0, eos, tid, self.io)
+        self.copy_gate_rows_async(mg, h, s.g, t0, eos, tid, THREADS)
+        if cutlass.const_expr(not c.beta_per_channel):
+            self.copy_beta_async(mb, h, s.beta, t0, eos, tid)
 
     @cute.jit
     def copy_beta_async(self, mb, h, s_beta, t0, eos, tid):
