@@ -363,3 +363,41 @@ def test_wgmma_grads_descriptors(family, K, tmp_path):
 
 if __name__ == "__main__":
     raise SystemExit(pytest.main([__file__, "-q"]))
+
+
+@pytest.mark.parametrize("family", ["kda", "gdn2"])
+@pytest.mark.parametrize("dims", [(128, 128), (128, 64), (64, 128), (64, 64)])
+def test_sixteen_warp_vector_grads_fit(family, dims):
+    """The 16-warp vector-gate grads plan (four channel parts of the row sums, sixteen
+    warps' partials) fits the SM's shared memory at every head dim and is larger than the
+    8-warp plan by exactly those tables."""
+    from cudnn.linear_attention.frost.kernels import bwd_grads_vec
+    from cudnn.linear_attention.frost.kernels.bwd_grads import ROW_SUMS
+    from cudnn.linear_attention.frost.kernels.fwd_v1 import CHUNK, SMEM_LIMIT
+
+    f = _cfg(family, "grads", *dims).fwd
+    eight, sixteen = bwd_grads_vec.smem_bytes(f, warps=8), bwd_grads_vec.smem_bytes(f, warps=16)
+    assert sixteen <= SMEM_LIMIT
+    assert sixteen - eight == 2 * ROW_SUMS * CHUNK * 4 + 2 * 8 * 4
+
+
+@pytest.mark.parametrize("family, kw", [("kda", {}), ("gdn2", dict(K=128, V=64)),
+                                        ("kda", dict(H=2, HV=4, l2=False, h0=False))])
+def test_sixteen_warp_vector_grads_compile_through_the_engine_entry(family, kw):
+    """compile_bwd picks FrostBwdGradsVec16 from grads_warps = 16 (grouped heads: fp32
+    dq/dk), with the product's wide loads and fast decay; the 8-warp class refuses the
+    config and the 16-warp class an 8-warp one."""
+    import dataclasses
+
+    from cudnn.linear_attention.frost.kernels.bwd_compile import bwd_kernel_for
+    from cudnn.linear_attention.frost.kernels.bwd_grads_vec import FrostBwdGradsVec, FrostBwdGradsVec16
+
+    cfg = dataclasses.replace(_cfg(family, "grads", **kw), grads_warps=16, vec_wide_loads=True,
+                              vec_fast_decay=True).with_stage("grads")
+    assert bwd_kernel_for(cfg) is FrostBwdGradsVec16
+    assert bwd_kernel_for(dataclasses.replace(cfg, grads_warps=8)) is FrostBwdGradsVec
+    assert callable(compile_bwd(cfg, "sm_90a", ffi="cute"))
+    with pytest.raises(ValueError, match="grads_warps must be 8"):
+        FrostBwdGradsVec(cfg)
+    with pytest.raises(ValueError, match="grads_warps must be 16"):
+        FrostBwdGradsVec16(dataclasses.replace(cfg, grads_warps=8))

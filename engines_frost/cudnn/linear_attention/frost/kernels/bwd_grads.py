@@ -162,6 +162,8 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
     # the L2 norms of q and k rows come out of stage_load's own row loads (no first pass
     # over q and k in stage_norms); the vector-gate kernel has no such stage_load
     norms_in_stage_load = True
+    # warps per CTA: four row blocks times the channel parts of a row block's tile
+    cta_warps = WARPS
     # a scalar beta lands in s.beta by cp.async with the other copies (the vector-gate
     # kernel's load phase) instead of a plain load in stage_norms
     beta_by_copy = False
@@ -171,9 +173,27 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
             raise ValueError("FrostBwdGrads serves scalar gates (GDN); vector gates are bwd_grads_vec.py's")
         super().__init__(cfg.fwd)
         self.bcfg = cfg
-        self.warps = WARPS
-        self.threads = THREADS
-        self.owners = gram_schedule(WARPS)
+        self.warps = self.cta_warps
+        self.threads = 32 * self.cta_warps
+        self.owners = gram_schedule(self.cta_warps)
+
+    @property
+    def halves(self) -> int:
+        """Channel parts of a row block's tile: warps // 4 (the warps of a row block)."""
+        return self.warps // NBLK
+
+    @property
+    def dn(self) -> int:
+        """Channels of one warp's accumulator tile."""
+        return self.cfg.K // self.halves
+
+    def part_sum(self, s_sums, i, t):
+        """Row sum i of row t over the channel parts, in a fixed order (pairs, then pairs
+        of pairs). Traced inline."""
+        parts = [s_sums[p, i, t] for p in range(self.halves)]
+        while len(parts) > 1:
+            parts = [parts[j] + parts[j + 1] for j in range(0, len(parts), 2)]
+        return parts[0]
 
     def grid(self, T, N):
         """Persistent: grads_ctas CTAs walk the (chunk, head) items. A subclass whose kernel
@@ -184,7 +204,7 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
     def launch_kernel(self, m, T: Int32, N: Int32, scale: Float32, stream: cuda.CUstream):
         self.kernel(m.q, m.k, m.v, m.g, m.beta, m.cu_seqlens, m.dO, m.dq, m.dk, m.dv, m.dg, m.dbeta, m.ckpt,
                     m.dckpt, m.u, m.dr, N, scale, m.w, m.dw, T).launch(
-            grid=self.grid(T, N), block=[THREADS, 1, 1], stream=stream)
+            grid=self.grid(T, N), block=[self.threads, 1, 1], stream=stream)
 
     @cute.kernel
     def kernel(self, mq: cute.Tensor, mk: cute.Tensor, mv: cute.Tensor, mg: cute.Tensor, mb: cute.Tensor,
@@ -408,8 +428,8 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
             pass  # stage_load computes and stores them
         elif cutlass.const_expr(c.use_l2norm):
             r0, cv = tid // vr, tid % vr
-            for u in cutlass.range_constexpr(C * vr // THREADS):
-                r = r0 + u * (THREADS // vr)
+            for u in cutlass.range_constexpr(C * vr // self.threads):
+                r = r0 + u * (self.threads // vr)
                 ssq = Float32(0.0)
                 ssk = Float32(0.0)
                 if t0 + r < eos:
@@ -476,8 +496,8 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
         V, C = self.cfg.V, CHUNK
         vv = V // VEC
         r0, cv = tid // vv, tid % vv
-        for u in cutlass.range_constexpr(C * vv // THREADS):
-            r = r0 + u * (THREADS // vv)
+        for u in cutlass.range_constexpr(C * vv // self.threads):
+            r = r0 + u * (self.threads // vv)
             self.copy_or_zero(atom, src, t0 + r, head, VEC, cv, cute.local_tile(dst[r, None], (VEC,), (cv,)),
                               t0 + r < eos, dtype)
 
@@ -488,8 +508,8 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
         K, V = self.cfg.K, self.cfg.V
         vk = K // VEC
         jv0, cv = tid // vk, tid % vk
-        for u in cutlass.range_constexpr(V * vk // THREADS):
-            jv = jv0 + u * (THREADS // vk)
+        for u in cutlass.range_constexpr(V * vk // self.threads):
+            jv = jv0 + u * (self.threads // vk)
             cute.copy(atom, cute.local_tile(src[row, h, jv, None], (VEC,), (cv,)),
                       cute.local_tile(dst[jv, None], (VEC,), (cv,)))
 
@@ -509,8 +529,8 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
         hq, hk, _, h = heads
         vk = K // VEC
         r0, cv = tid // vk, tid % vk  # a warp: consecutive 16-byte slices of whole rows
-        for u in cutlass.range_constexpr(C * vk // THREADS):
-            r = r0 + u * (THREADS // vk)
+        for u in cutlass.range_constexpr(C * vk // self.threads):
+            r = r0 + u * (self.threads // vk)
             ok = t0 + r < eos
             bt = s.beta[r]
             xq = cute.make_rmem_tensor((VEC,), self.io)
@@ -565,8 +585,8 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
         r0, cv = tid // vv, tid % vv
         dst = s.do
         raw = self.do_io_view(s)
-        for u in cutlass.range_constexpr(C * vv // THREADS):
-            r = r0 + u * (THREADS // vv)
+        for u in cutlass.range_constexpr(C * vv // self.threads):
+            r = r0 + u * (self.threads // vv)
             x = load_vec(cute.local_tile(raw[r, None], (VEC,), (cv,)))
             y = cute.make_rmem_tensor((VEC,), BFloat16)
             for e in cutlass.range_constexpr(VEC):
@@ -604,13 +624,13 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
         (gram_schedule's deal: the tile code exists once)."""
         slots = self.gram_slots()
         count = Int32(len(slots[0]))
-        for w in cutlass.range_constexpr(1, WARPS):
+        for w in cutlass.range_constexpr(1, self.warps):
             if wid == w:
                 count = Int32(len(slots[w]))
         for jj in cutlass.range(count, unroll=1):
             bi = Int32(0)
             bj = Int32(0)
-            for w in cutlass.range_constexpr(WARPS):
+            for w in cutlass.range_constexpr(self.warps):
                 for k in cutlass.range_constexpr(len(slots[w])):
                     if wid == w and jj == k:
                         bi = Int32(GRAM_TILES[slots[w][k]][0])
@@ -705,7 +725,7 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
         s_part = s.part
         c = self.cfg
         K, C = c.K, CHUNK
-        DN = K // 2
+        DN = self.dn
         mma = warp_mma()
         kd_sum = Float32(0.0)  # sum k^ e^(Gam_last - Gam) dKD over this lane's elements
         for e in cutlass.range_constexpr(cute.size(acc_q)):
@@ -748,7 +768,7 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
         s_u = s.u
         s_sf = s.sf
         s_dsf = s.dsf
-        DN = self.cfg.K // 2
+        DN = self.dn
         mma = warp_mma()
         acc_q = cute.make_rmem_tensor(thr.partition_shape_C((SUB, DN)), Float32)
         acc_kb = cute.make_rmem_tensor(thr.partition_shape_C((SUB, DN)), Float32)
@@ -776,7 +796,7 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
         m16n8 accumulator holds rows g and g + 8 of the block (g = lane // 4): each sum is
         kept as a (row g, row g + 8) pair, then reduced over the quad in a fixed order."""
         s_sums = s.sums
-        DN = self.cfg.K // 2
+        DN = self.dn
         lo = [Float32(0.0)] * ROW_SUMS
         hi = [Float32(0.0)] * ROW_SUMS
         pair = None
@@ -844,9 +864,9 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
         dqh = acc_q[e]
         dkh = acc_k[e] + self.beta_at(s, t, d) * acc_kb[e]
         if cutlass.const_expr(self.cfg.use_l2norm):
-            sq = s_sums[0, 0, t] + s_sums[1, 0, t]
+            sq = self.part_sum(s_sums, 0, t)
             # k^.dk^ = k^.dk^_d + sum_d beta k^ dkb = k^.dk^_d + kb.dkb
-            sk = (s_sums[0, 2, t] + s_sums[1, 2, t]) + (s_sums[0, 1, t] + s_sums[1, 1, t])
+            sk = self.part_sum(s_sums, 2, t) + self.part_sum(s_sums, 1, t)
             dqh = s.rq[t] * (dqh - self.q_value(s, t, d) * sq)
             dkh = s.rk[t] * (dkh - self.k_value(s, t, d) * sk)
         return dqh, dkh
@@ -860,7 +880,7 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
         vector-gate kernel's fp32 dq/dk at K = 128, V = 64) element-wise global stores."""
         c = self.cfg
         K, C = c.K, CHUNK
-        DN = K // 2
+        DN = self.dn
         hq, hk, _, h = heads
         oq = h if cutlass.const_expr(self.bcfg.q_grouped) else hq
         ok = h if cutlass.const_expr(self.bcfg.k_grouped) else hk
@@ -915,7 +935,7 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
             if cutlass.const_expr(st_k is not None):
                 self.stage_tile(frags[1], st_k, bi, hc)
         else:
-            DN = self.cfg.K // 2
+            DN = self.dn
             for e in cutlass.range_constexpr(cute.size(acc_q)):
                 t = bi * SUB + crd[e][0]
                 d = hc * DN + crd[e][1]
@@ -929,7 +949,7 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
     def stage_tile(self, frag: cute.Tensor, dst: cute.Tensor, bi, hc):
         """This warp's [16, K/2] dq or dk tile (rows of block bi, channels of half hc) into
         the staged [C, K] tile dst (store_fragment)."""
-        DN = self.cfg.K // 2
+        DN = self.dn
         store_fragment(frag, cute.local_tile(dst, (SUB, DN), (bi, hc)))
 
     @cute.jit
@@ -940,8 +960,8 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
         vec = 128 // dst.element_type.width
         vk = K // vec
         r0, cv = tid // vk, tid % vk
-        for u in cutlass.range_constexpr(C * vk // THREADS):
-            r = r0 + u * (THREADS // vk)
+        for u in cutlass.range_constexpr(C * vk // self.threads):
+            r = r0 + u * (self.threads // vk)
             if t0 + r < eos:
                 x = load_vec(cute.local_tile(src[r, None], (vec,), (cv,)))
                 cute.autovec_copy(x, cute.local_tile(dst[t0 + r, head, None], (vec,), (cv,)))
@@ -960,8 +980,8 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
         ov = h if cutlass.const_expr(self.bcfg.v_grouped) else hv
         vv = V // VEC
         r0, cv = tid // vv, tid % vv
-        for u in cutlass.range_constexpr(C * vv // THREADS):
-            r = r0 + u * (THREADS // vv)
+        for u in cutlass.range_constexpr(C * vv // self.threads):
+            r = r0 + u * (self.threads // vv)
             x = load_vec(cute.local_tile(s_dr[r, None], (VEC,), (cv,)))
             ok = t0 + r < eos
             xv = self.value_row_slice(s, "vr", mv, hv, t0, r, cv, ok)
@@ -1018,8 +1038,8 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
         vk = K // VEC
         jv0, cv = tid // vk, tid % vk
         acc = Float32(0.0)
-        for u in cutlass.range_constexpr(V * vk // THREADS):
-            jv = jv0 + u * (THREADS // vk)
+        for u in cutlass.range_constexpr(V * vk // self.threads):
+            jv = jv0 + u * (self.threads // vk)
             xs = load_vec(cute.local_tile(s_sf[jv, None], (VEC,), (cv,)))
             xd = load_vec(cute.local_tile(s_dsf[jv, None], (VEC,), (cv,)))
             for e in cutlass.range_constexpr(VEC):
@@ -1039,9 +1059,9 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
         if tid < 32:
             last = cutlass.min(eos - 1 - t0, CHUNK - 1)  # the chunk's last real row
             tail = Float32(0.0)
-            for w in cutlass.range_constexpr(WARPS):
+            for w in cutlass.range_constexpr(self.warps):
                 tail = tail + s_part[0, w]
-            for w in cutlass.range_constexpr(WARPS):
+            for w in cutlass.range_constexpr(self.warps):
                 tail = tail + s_part[1, w]
             dgam = []
             for half in cutlass.range_constexpr(2):
