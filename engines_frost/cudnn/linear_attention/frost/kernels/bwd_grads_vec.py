@@ -345,14 +345,17 @@ class FrostBwdGradsVec(FrostBwdGrads):
     @cute.jit
     def state_pairs(self, s, tid):
         """e^G_last[d] sum_v S[d, v] dS[d, v] per channel (two threads per channel; with
-        vec_wide_loads and K = 16 per warp, state_pairs_ldsm)."""
-        if cutlass.const_expr(self.bcfg.vec_wide_loads and self.cfg.K == 16 * self.warps):
-            self.state_pairs_ldsm(s, tid)
+        vec_wide_loads and K = 16 x 8, state_pairs_ldsm on the first K / 16 warps: all of
+        the 8-warp kernel's; the 16-warp kernel's warps w and w + 8 both run channels
+        [16 w, 16 w + 16), w writes)."""
+        K = self.cfg.K
+        if cutlass.const_expr(self.bcfg.vec_wide_loads and K == 16 * WARPS):
+            self.state_pairs_ldsm(s)
         else:
             self.state_pairs_lds(s, tid)
 
     @cute.jit
-    def state_pairs_ldsm(self, s, tid):
+    def state_pairs_ldsm(self, s):
         """state_pairs by ldmatrix.x4.trans (V / 16 per operand instead of V per 2-byte
         loads): warp w takes channels [16 w, 16 w + 16) as the B operand of an MMA with the
         value rows as its contraction mode (operand_mn, as the products read S), so each
@@ -360,10 +363,16 @@ class FrostBwdGradsVec(FrostBwdGrads):
         tile j and one of four rows; a lane sums its rows per tile, then the quad (lanes
         4 g .. 4 g + 3, the same channel) by two shuffles. Sum order: per lane, then pairs."""
         s_g = s.g
-        V, C = self.cfg.V, CHUNK
+        K, V, C = self.cfg.K, self.cfg.V, CHUNK
         mma = warp_mma()
         lane = cute.arch.lane_idx()
+        # the 16-warp kernel: warps w and w + 8 compute the same channels (the same sums as
+        # the 8-warp kernel's), the first of them writes
         w = cute.arch.make_warp_uniform(cute.arch.warp_idx())
+        writer = True
+        if cutlass.const_expr(self.warps > K // 16):
+            writer = w < K // 16
+            w = w % (K // 16)
         thr = mma.get_slice(lane)
         sf_kv = self.state_kv(s.sf)
         dsf_kv = self.state_kv(s.dsf)
@@ -381,7 +390,7 @@ class FrostBwdGradsVec(FrostBwdGrads):
             v = part[j]
             v = v + cute.arch.shuffle_sync_bfly(v, offset=1)
             v = v + cute.arch.shuffle_sync_bfly(v, offset=2)
-            if lane % 4 == 0:
+            if lane % 4 == 0 and writer:
                 d = w * 16 + crd[4 * j][0]
                 s.sds[d] = v * cute.arch.exp(s_g[C - 1, d])
 
