@@ -436,8 +436,8 @@ def test_grads_variant_comes_from_the_environment(family, monkeypatch):
 @pytest.mark.parametrize("family", ["gdn", "kda", "gdn2"])
 def test_sixteen_warp_vector_grads_switch(family, monkeypatch):
     """FROST_BWD_GRADS_VEC=mma16 sets grads_warps = 16 for vector gates (scalar gates
-    ignore it), changing the grads kernel's config alone; the config refuses 16 warps for
-    scalar gates, with grads_wgmma, and any count but 8 or 16."""
+    ignore it; theirs is FROST_BWD_GRADS=mma16), changing the grads kernel's config alone;
+    the config refuses 16 warps with grads_wgmma and any count but 8 or 16."""
     import dataclasses
 
     from cudnn.linear_attention.frost.kernels.bwd import GRADS_VEC_ENV
@@ -457,6 +457,11 @@ def test_sixteen_warp_vector_grads_switch(family, monkeypatch):
             dataclasses.replace(got, grads_wgmma=True)
         with pytest.raises(ValueError, match="grads_warps must be 8 or 16"):
             dataclasses.replace(got, grads_warps=12)
-    else:
-        with pytest.raises(ValueError, match="grads_warps must be 8 for scalar gates"):
+    else:  # scalar gates: FROST_BWD_GRADS=mma16 (their default is the wgmma kernel)
+        with pytest.raises(ValueError, match="grads_warps must be 8 when grads_wgmma"):
             dataclasses.replace(got, grads_warps=16)
+        monkeypatch.setenv("FROST_BWD_GRADS", "mma16")
+        gdn16, _, _ = _check(_operands(family=family), family)
+        assert gdn16 == dataclasses.replace(unset, grads_warps=16, grads_wgmma=False)
+        assert gdn16.with_stage("grads").grads_warps == 16
+        assert gdn16.with_stage("chain").grads_warps == 8

@@ -401,3 +401,22 @@ def test_sixteen_warp_vector_grads_compile_through_the_engine_entry(family, kw):
         FrostBwdGradsVec(cfg)
     with pytest.raises(ValueError, match="grads_warps must be 16"):
         FrostBwdGradsVec16(dataclasses.replace(cfg, grads_warps=8))
+
+
+@pytest.mark.parametrize("kw", [{}, dict(K=64, V=64, H=2, HV=4, l2=False, h0=False)])
+def test_sixteen_warp_scalar_grads_compile_through_the_engine_entry(kw):
+    """compile_bwd picks bwd_grads.FrostBwdGrads16 for scalar gates with grads_warps = 16
+    (persistent, mma.sync products; grouped heads: fp32 dq/dk); the 8-warp classes refuse
+    the config."""
+    import dataclasses
+
+    from cudnn.linear_attention.frost.kernels.bwd_compile import bwd_kernel_for
+    from cudnn.linear_attention.frost.kernels.bwd_grads import FrostBwdGrads, FrostBwdGrads16
+
+    cfg = dataclasses.replace(_cfg("gdn", "grads", **kw), grads_warps=16, grads_prefetch=True).with_stage("grads")
+    assert bwd_kernel_for(cfg) is FrostBwdGrads16
+    assert callable(compile_bwd(cfg, "sm_90a", ffi="cute"))
+    with pytest.raises(ValueError, match="grads_warps must be 8"):
+        FrostBwdGrads(cfg)
+    with pytest.raises(ValueError, match="grads_warps must be 16"):
+        FrostBwdGrads16(dataclasses.replace(cfg, grads_warps=8))

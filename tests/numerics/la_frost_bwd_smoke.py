@@ -5,7 +5,7 @@
                                                  [--chain serial|pipelined|wgmma|wgmma_async|both|wgmma-both
                                                           |wgmma_async-both]
                                                  [--chain-vec serial|wgmma|wgmma_async|wgmma-both|wgmma_async-both]
-                                                 [--grads mma|wgmma|wgmma-both]
+                                                 [--grads mma|wgmma|wgmma-both|mma16|mma16-both]
                                                  [--grads-vec mma|wgmma|wgmma-both|mma16|mma16-both]
                                                  [--fwd-kernel product|v2|v3]
 
@@ -771,7 +771,7 @@ def main() -> int:
                     help="the chain kernel (FROST_BWD_CHAIN; module docstring, step 4)")
     ap.add_argument("--chain-vec", choices=("serial", "wgmma", "wgmma_async", "wgmma-both", "wgmma_async-both"),
                     help="the KDA / GDN-2 chain kernel (FROST_BWD_CHAIN_VEC; module docstring, step 4)")
-    ap.add_argument("--grads", choices=("mma", "wgmma", "wgmma-both"),
+    ap.add_argument("--grads", choices=("mma", "wgmma", "wgmma-both", "mma16", "mma16-both"),
                     help="the grads kernel (FROST_BWD_GRADS; module docstring, step 5)")
     ap.add_argument("--grads-vec", choices=("mma", "wgmma", "wgmma-both", "mma16", "mma16-both"),
                     help="the KDA / GDN-2 grads kernel (FROST_BWD_GRADS_VEC; module docstring, step 5)")

@@ -59,10 +59,10 @@ CHAIN_VEC_ENV = "FROST_BWD_CHAIN_VEC"
 CHAIN_VEC_VARIANTS = ("serial", "wgmma", "wgmma_async")
 # FROST_BWD_GRADS=wgmma selects the grads kernel with its state products on warpgroup MMA
 # (FrostBwdConfig.grads_wgmma, scalar gates; NOTES_bwd.md v1.8; vector gates ignore it),
-# =mma the per-warp mma.sync products. Unset: wgmma (faster on the H200). Read on every
-# call.
+# =mma the per-warp mma.sync products, =mma16 those with 16 warps (FrostBwdConfig.
+# grads_warps). Unset: wgmma (faster on the H200). Read on every call.
 GRADS_ENV = "FROST_BWD_GRADS"
-GRADS_VARIANTS = ("mma", "wgmma")
+GRADS_VARIANTS = ("mma", "wgmma", "mma16")
 # FROST_BWD_GRADS_VEC=wgmma puts the vector-gate (KDA, GDN-2) grads kernel's state
 # products on warpgroup MMA too (FrostBwdConfig.grads_wgmma, bwd_grads_vec.
 # FrostBwdGradsVecWgmma; NOTES_bwd.md "Vector-gate grads: state products on warpgroup
@@ -235,7 +235,7 @@ def check_bwd_operands(*, q, k, v, g, beta, w, cu_seqlens, dO, initial_state, d_
         chain_pipeline=variant == "pipelined" and not f.gate_per_channel,
         chain_wgmma=variant in ("wgmma", "wgmma_async"), chain_async=variant == "wgmma_async",
         grads_wgmma=(vector_grads if f.gate_per_channel else scalar_grads) == "wgmma",
-        grads_warps=16 if f.gate_per_channel and vector_grads == "mma16" else 8,
+        grads_warps=16 if (vector_grads if f.gate_per_channel else scalar_grads) == "mma16" else 8,
         grads_prefetch=binary_switch(GRADS_PREFETCH_ENV, default=True) and not f.gate_per_channel)
     return cfg, T, N
 

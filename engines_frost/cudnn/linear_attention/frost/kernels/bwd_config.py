@@ -98,12 +98,13 @@ class FrostBwdConfig:
     # rows (bwd_grads_vec.prefetch_operand_rows) are always on, not this switch.
     # The launcher sets it unless FROST_BWD_GRADS_PREFETCH=0 (bwd.py).
     grads_prefetch: bool = False
-    # Warps per CTA of the vector-gate grads kernel: 8 (warp tiles [16 rows, K / 2
-    # channels]) or 16 (bwd_grads_vec.FrostBwdGradsVec16: [16, K / 4], 128 registers a
-    # thread, twice the warps per SM for a kernel the profile finds latency bound;
-    # NOTES_bwd.md "v1.11 vector-gate grads with 16 warps"). The products' k-order is the
-    # same; the row sums combine four channel parts instead of two (another rounding of the
-    # same sums). The launcher sets 16 under FROST_BWD_GRADS_VEC=mma16 (bwd.py).
+    # Warps per CTA of the mma.sync grads kernels: 8 (warp tiles [16 rows, K / 2
+    # channels]) or 16 (bwd_grads_vec.FrostBwdGradsVec16, bwd_grads.FrostBwdGrads16: [16,
+    # K / 4], 128 registers a thread, twice the warps per SM for kernels the profile finds
+    # latency bound; NOTES_bwd.md "v1.11 vector-gate grads with 16 warps"). The products'
+    # k-order is the same; the row sums combine four channel parts instead of two (another
+    # rounding of the same sums). The launcher sets 16 under FROST_BWD_GRADS_VEC=mma16
+    # (vector gates) or FROST_BWD_GRADS=mma16 (scalar gates) (bwd.py).
     grads_warps: int = 8
 
     def __post_init__(self):
@@ -145,10 +146,8 @@ class FrostBwdConfig:
             bad("grads_prefetch", "False for vector gates (scalar gates only: NOTES_bwd.md \"The L2 prefetch on the H200\")")
         if self.grads_warps not in (8, 16):
             bad("grads_warps", "8 or 16")
-        if self.grads_warps == 16 and not self.fwd.gate_per_channel:
-            bad("grads_warps", "8 for scalar gates (16 is the vector-gate grads kernel's)")
         if self.grads_warps == 16 and self.grads_wgmma:
-            bad("grads_warps", "8 when grads_wgmma is set (the 16-warp kernel uses mma.sync products)")
+            bad("grads_warps", "8 when grads_wgmma is set (the 16-warp kernels use mma.sync products)")
         if self.chain_wgmma and self.chain_pipeline:
             bad("chain_wgmma", "False when chain_pipeline is set (one chain variant at a time)")
         if not isinstance(self.chain_async, bool):

@@ -76,7 +76,7 @@ ROW_SUMS = 4  # q^.dq^, kb.dkb, k^.dk^_dir, k^.dkb
 # grid_dim, so its item loop works for any grid.
 
 
-def smem_plan(c: FrostFwdConfig):
+def smem_plan(c: FrostFwdConfig, warps: int = WARPS):
     K, V, C = c.K, c.V, CHUNK
 
     def rows(name, r, cols):
@@ -91,9 +91,9 @@ def smem_plan(c: FrostFwdConfig):
         rows("sf", V, K), rows("dsf", V, K),  # V-major as in global memory (ldmatrix.trans reads them)
         ("g", "f32", (C,), (1,)), ("ea", "f32", (C,), (1,)), ("ekd", "f32", (C,), (1,)),
         ("beta", "f32", (C,), (1,)), ("rq", "f32", (C,), (1,)), ("rk", "f32", (C,), (1,)),
-        ("sums", "f32", (2, ROW_SUMS, C), (ROW_SUMS * C, C, 1)),   # per channel half
+        ("sums", "f32", (warps // NBLK, ROW_SUMS, C), (ROW_SUMS * C, C, 1)),   # per channel part
         ("dbv", "f32", (C,), (1,)),                                  # sum_v v dR per row
-        ("part", "f32", (2, THREADS // 32), (THREADS // 32, 1)),     # per-warp partials
+        ("part", "f32", (2, warps), (warps, 1)),                     # per-warp partials
         ("seq", "i32", (2,), (1,)),                                  # n of this CTA (slot 1 spare)
     ]
 
@@ -171,6 +171,8 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
     def __init__(self, cfg: FrostBwdConfig, vector_gates: bool = False):
         if cfg.fwd.gate_per_channel != vector_gates:
             raise ValueError("FrostBwdGrads serves scalar gates (GDN); vector gates are bwd_grads_vec.py's")
+        if not vector_gates and cfg.grads_warps != self.cta_warps:
+            raise ValueError(f"{type(self).__name__}: grads_warps must be {self.cta_warps} (bwd_compile picks the class)")
         super().__init__(cfg.fwd)
         self.bcfg = cfg
         self.warps = self.cta_warps
@@ -1066,8 +1068,8 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
             dgam = []
             for half in cutlass.range_constexpr(2):
                 r = 2 * tid + half
-                v = ((s_sums[0, 0, r] + s_sums[1, 0, r]) + (s_sums[0, 1, r] + s_sums[1, 1, r])
-                     - (s_sums[0, 2, r] + s_sums[1, 2, r]))
+                v = ((self.part_sum(s_sums, 0, r)) + (self.part_sum(s_sums, 1, r))
+                     - (self.part_sum(s_sums, 2, r)))
                 if r == last:
                     v = v + tail
                 if r > last:
@@ -1086,4 +1088,19 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
                     val = x - dgam[0]
                 if t0 + r < eos:
                     mdg[t0 + r, h, 0] = val
-                    mdb[t0 + r, h, 0] = (s_sums[0, 3, r] + s_sums[1, 3, r]) + s_dbv[r]
+                    mdb[t0 + r, h, 0] = self.part_sum(s_sums, 3, r) + s_dbv[r]
+
+
+class FrostBwdGrads16(FrostBwdGrads):
+    """FrostBwdGrads (mma.sync products) with 16 warps (FrostBwdConfig.grads_warps = 16,
+    FROST_BWD_GRADS=mma16): warp w owns the rows of block w % 4 and the channels of
+    quarter w // 4, 128 registers a thread, twice the warps per SM (NOTES_bwd.md "v1.11
+    vector-gate grads with 16 warps": the same change for the scalar-gate kernel)."""
+
+    cta_warps = 16
+    smem_plan = staticmethod(lambda c: smem_plan(c, 16))
+
+    def __init__(self, cfg: FrostBwdConfig, vector_gates: bool = False):
+        if cfg.grads_warps != 16 or cfg.grads_wgmma:
+            raise ValueError("FrostBwdGrads16: grads_warps must be 16 and grads_wgmma False (bwd_compile picks the class)")
+        super().__init__(cfg, vector_gates)
