@@ -431,37 +431,3 @@ def test_grads_variant_comes_from_the_environment(family, monkeypatch):
         for stage in ("states", "chain"):
             assert got.with_stage(stage) == unset.with_stage(stage)
         assert got.with_stage("grads").grads_wgmma == (on or family == "gdn")
-
-
-@pytest.mark.parametrize("family", ["gdn", "kda", "gdn2"])
-def test_sixteen_warp_vector_grads_switch(family, monkeypatch):
-    """FROST_BWD_GRADS_VEC=mma16 sets grads_warps = 16 for vector gates (scalar gates
-    ignore it; theirs is FROST_BWD_GRADS=mma16), changing the grads kernel's config alone;
-    the config refuses 16 warps with grads_wgmma and any count but 8 or 16."""
-    import dataclasses
-
-    from cudnn.linear_attention.frost.kernels.bwd import GRADS_VEC_ENV
-
-    monkeypatch.delenv(GRADS_VEC_ENV, raising=False)
-    unset, _, _ = _check(_operands(family=family), family)
-    monkeypatch.setenv(GRADS_VEC_ENV, "mma16")
-    got, _, _ = _check(_operands(family=family), family)
-    on = family != "gdn"
-    assert got == (dataclasses.replace(unset, grads_warps=16) if on else unset)
-    for stage in ("states", "chain"):
-        assert got.with_stage(stage) == unset.with_stage(stage)
-        assert got.with_stage(stage).grads_warps == 8
-    assert got.with_stage("grads").grads_warps == (16 if on else 8)
-    if on:
-        with pytest.raises(ValueError, match="grads_warps must be 8 when grads_wgmma"):
-            dataclasses.replace(got, grads_wgmma=True)
-        with pytest.raises(ValueError, match="grads_warps must be 8 or 16"):
-            dataclasses.replace(got, grads_warps=12)
-    else:  # scalar gates: FROST_BWD_GRADS=mma16 (their default is the wgmma kernel)
-        with pytest.raises(ValueError, match="grads_warps must be 8 when grads_wgmma"):
-            dataclasses.replace(got, grads_warps=16)
-        monkeypatch.setenv("FROST_BWD_GRADS", "mma16")
-        gdn16, _, _ = _check(_operands(family=family), family)
-        assert gdn16 == dataclasses.replace(unset, grads_warps=16, grads_wgmma=False)
-        assert gdn16.with_stage("grads").grads_warps == 16
-        assert gdn16.with_stage("chain").grads_warps == 8

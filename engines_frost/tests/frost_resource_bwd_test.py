@@ -471,24 +471,3 @@ def test_vector_gate_grads_operand_prefetch(case):
 
 if __name__ == "__main__":
     raise SystemExit(pytest.main([__file__, "-q"]))
-
-
-@pytest.mark.parametrize("case", [("kda", 128, 128), ("gdn2", 128, 128), ("gdn2", 128, 64), ("gdn", 128, 128)],
-                         ids=lambda c: f"{c[0]}-K{c[1]}V{c[2]}")
-def test_sixteen_warp_grads_registers(case):
-    """The 16-warp grads kernels (vector gates; GDN's persistent one) fit 128 registers a
-    thread (512 threads, one CTA per SM) without local memory or a stack frame."""
-    from cudnn.linear_attention.frost.kernels.bwd_config import FrostBwdConfig
-    from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
-
-    family, K, V = case
-    per_beta = family == "gdn2"
-    vec = family != "gdn"
-    f = FrostFwdConfig("bfloat16", None, 16, 16, 16, K, V, vec, per_beta, per_beta, True, False, False,
-                       gate_align16=vec)
-    cfg = FrostBwdConfig(f, "grads", None, None, vec_wide_loads=vec, vec_fast_decay=vec, grads_warps=16,
-                         grads_prefetch=not vec)
-    with tempfile.TemporaryDirectory() as tmp:
-        usage = report.resource_usage(report.compile_bwd_cubin(cfg, tmp))
-    print(f"{family} grads 16 warps K={K} V={V}: {usage}")
-    assert usage["REG"] <= 128 and usage["LOCAL"] == 0 and usage["STACK"] == 0, usage

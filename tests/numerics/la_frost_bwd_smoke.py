@@ -5,8 +5,8 @@
                                                  [--chain serial|pipelined|wgmma|wgmma_async|both|wgmma-both
                                                           |wgmma_async-both]
                                                  [--chain-vec serial|wgmma|wgmma_async|wgmma-both|wgmma_async-both]
-                                                 [--grads mma|wgmma|wgmma-both|mma16|mma16-both]
-                                                 [--grads-vec mma|wgmma|wgmma-both|mma16|mma16-both]
+                                                 [--grads mma|wgmma|wgmma-both]
+                                                 [--grads-vec mma|wgmma|wgmma-both]
                                                  [--fwd-kernel product|v2|v3]
 
 1. Precompiles every kernel the run needs in parallel processes into a kernel store
@@ -71,10 +71,7 @@
    warpgroup MMA"): ``wgmma`` the wgmma grads kernel, ``wgmma-both`` that on every
    vector-gate case and path plus a [grads wgmma] line per KDA / GDN-2 case against the
    mma.sync kernel (same bound; bitwise= says whether every gradient is bitwise equal, as
-   the products' k16 order is the same) and TIME bwd[grads, mma]. ``mma16`` /
-   ``mma16-both`` likewise for the 16-warp mma.sync kernel (NOTES_bwd.md "v1.11
-   vector-gate grads with 16 warps"; its row sums combine four channel parts, so
-   bitwise= is expected False, the bound is the same).
+   the products' k16 order is the same) and TIME bwd[grads, mma].
 6. --fwd-kernel (default product: v3 for bf16 forwards on sm_90a, plain and training; v2
    for fp16) forces one forward version on every forward call of the run, the training
    ones (checkpoints, U) included, through the test tooling (frost_fwd_experiments.use_kernel
@@ -592,7 +589,7 @@ def grads_variant(name: str, family: str = "gdn"):
 
 
 # --grads: the variant a compare run puts everything on (checked against the mma.sync kernel)
-GRADS_COMPARE = {"wgmma-both": "wgmma", "mma16-both": "mma16"}
+GRADS_COMPARE = {"wgmma-both": "wgmma"}
 # wgmma grads vs mma.sync grads, per gradient: the state products' k16 steps summed in
 # another order in fp32, then dq, dk rounded to the io dtype (a flip there is 2^-8 of an
 # element); dg through the row sums of the same products
@@ -771,9 +768,9 @@ def main() -> int:
                     help="the chain kernel (FROST_BWD_CHAIN; module docstring, step 4)")
     ap.add_argument("--chain-vec", choices=("serial", "wgmma", "wgmma_async", "wgmma-both", "wgmma_async-both"),
                     help="the KDA / GDN-2 chain kernel (FROST_BWD_CHAIN_VEC; module docstring, step 4)")
-    ap.add_argument("--grads", choices=("mma", "wgmma", "wgmma-both", "mma16", "mma16-both"),
+    ap.add_argument("--grads", choices=("mma", "wgmma", "wgmma-both"),
                     help="the grads kernel (FROST_BWD_GRADS; module docstring, step 5)")
-    ap.add_argument("--grads-vec", choices=("mma", "wgmma", "wgmma-both", "mma16", "mma16-both"),
+    ap.add_argument("--grads-vec", choices=("mma", "wgmma", "wgmma-both"),
                     help="the KDA / GDN-2 grads kernel (FROST_BWD_GRADS_VEC; module docstring, step 5)")
     ap.add_argument("--fwd-kernel", choices=("product", "v2", "v3"), default="product",
                     help="the forward version of every forward call, training ones included (module "

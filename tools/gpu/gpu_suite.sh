@@ -150,12 +150,6 @@
 #              FROST' --reps 10) from OLD_TREE (a copy of the checkout with earlier kernel
 #              files, made on the machine) and from this checkout, alternating, twice, one
 #              process each; without OLD_TREE this checkout's rows twice
-#   grads16    the 16-warp grads kernels (FROST_BWD_GRADS_VEC=mma16 for KDA / GDN-2,
-#              FROST_BWD_GRADS=mma16 for GDN; kernels/NOTES_bwd.md "v1.11 vector-gate grads
-#              with 16 warps"): grads16test, the smoke of every family vs float64 on them and
-#              against the 8-warp mma.sync kernels ([grads mma16] lines, TIME bwd[grads] and
-#              bwd[grads, mma]); grads16bench, the fwd+bwd op rows with the defaults (GDN
-#              wgmma, vector mma) and with the 16-warp kernels, alternating, twice
 #   gradsprefetch GDN's grads kernel's L2 prefetch of the next item's q and k rows (on by
 #              default; FROST_BWD_GRADS_PREFETCH=0 turns it off; kernels/NOTES_bwd.md "The L2
 #              prefetch on the H200"): the GDN smoke vs float64 with it off (stage frostbwd
@@ -485,14 +479,6 @@ for s in "$@"; do
         stage treeab "for tree in \${OLD_TREE:-} \$PWD \${OLD_TREE:-} \$PWD; do echo \"== \$tree\"; \
           (cd \$tree && PYTHONPATH=/tmp/site:\$(python3 tools/pythonpath.py):\$tree/bench:$BASE_PYTHONPATH python3 \
           bench/bench_linear_attention.py --cases fwd+bwd --impl 'op FROST' --reps 10) || exit 1; done" ;; esac ;;
-    grads16|grads16test|grads16bench)  # the 16-warp vector-gate grads kernel
-      case "$s" in grads16|grads16test)
-        stage grads16test "python3 tests/numerics/la_frost_bwd_smoke.py --jobs \$(nproc) \
-          --grads mma16-both --grads-vec mma16-both" ;; esac
-      case "$s" in grads16|grads16bench)
-        stage grads16bench "for g in 8 16 8 16; do v=mma; s=wgmma; [ \$g = 16 ] && v=mma16 s=mma16; \
-          echo \"== FROST_BWD_GRADS=\$s FROST_BWD_GRADS_VEC=\$v\"; FROST_BWD_GRADS=\$s FROST_BWD_GRADS_VEC=\$v \
-          python3 bench/bench_linear_attention.py --cases fwd+bwd --impl 'op FROST' --reps 10 || exit 1; done" ;; esac ;;
     gradsprefetch|gradsprefetchtest|gradsprefetchbench)  # GDN's grads kernel's L2 prefetch
       case "$s" in gradsprefetch|gradsprefetchtest)
         stage gradsprefetchtest "FROST_BWD_GRADS_PREFETCH=0 python3 tests/numerics/la_frost_bwd_smoke.py \

@@ -59,19 +59,17 @@ CHAIN_VEC_ENV = "FROST_BWD_CHAIN_VEC"
 CHAIN_VEC_VARIANTS = ("serial", "wgmma", "wgmma_async")
 # FROST_BWD_GRADS=wgmma selects the grads kernel with its state products on warpgroup MMA
 # (FrostBwdConfig.grads_wgmma, scalar gates; NOTES_bwd.md v1.8; vector gates ignore it),
-# =mma the per-warp mma.sync products, =mma16 those with 16 warps (FrostBwdConfig.
-# grads_warps). Unset: wgmma (faster on the H200). Read on every call.
+# =mma the per-warp mma.sync products. Unset: wgmma (faster on the H200). Read on every
+# call.
 GRADS_ENV = "FROST_BWD_GRADS"
-GRADS_VARIANTS = ("mma", "wgmma", "mma16")
+GRADS_VARIANTS = ("mma", "wgmma")
 # FROST_BWD_GRADS_VEC=wgmma puts the vector-gate (KDA, GDN-2) grads kernel's state
 # products on warpgroup MMA too (FrostBwdConfig.grads_wgmma, bwd_grads_vec.
 # FrostBwdGradsVecWgmma; NOTES_bwd.md "Vector-gate grads: state products on warpgroup
 # MMA": bitwise the mma.sync kernel's gradients, but no faster on the H200); =mma or
-# unset: the mma.sync products, their default; =mma16 the mma.sync kernel with 16 warps
-# (FrostBwdConfig.grads_warps; NOTES_bwd.md "v1.11 vector-gate grads with 16 warps").
+# unset: the mma.sync products, their default.
 # Scalar gates ignore it, vector gates ignore FROST_BWD_GRADS. Read on every call.
 GRADS_VEC_ENV = "FROST_BWD_GRADS_VEC"
-GRADS_VEC_VARIANTS = ("mma", "wgmma", "mma16")
 # FROST_BWD_GRADS_PREFETCH=0 turns off the scalar-gate grads kernel's L2 prefetch of the
 # next item's q and k rows (FrostBwdConfig.grads_prefetch; the same gradients, bitwise;
 # on by default: faster on the H200, NOTES_bwd.md "The L2 prefetch on the H200"). Vector
@@ -235,7 +233,6 @@ def check_bwd_operands(*, q, k, v, g, beta, w, cu_seqlens, dO, initial_state, d_
         chain_pipeline=variant == "pipelined" and not f.gate_per_channel,
         chain_wgmma=variant in ("wgmma", "wgmma_async"), chain_async=variant == "wgmma_async",
         grads_wgmma=(vector_grads if f.gate_per_channel else scalar_grads) == "wgmma",
-        grads_warps=16 if (vector_grads if f.gate_per_channel else scalar_grads) == "mma16" else 8,
         grads_prefetch=binary_switch(GRADS_PREFETCH_ENV, default=True) and not f.gate_per_channel)
     return cfg, T, N
 
@@ -268,11 +265,11 @@ def grads_variant() -> str:
 
 
 def grads_vec_variant() -> str:
-    """The vector-gate grads kernel FROST_BWD_GRADS_VEC asks for (GRADS_VEC_VARIANTS;
-    unset: mma)."""
+    """The vector-gate grads kernel FROST_BWD_GRADS_VEC asks for (GRADS_VARIANTS; unset:
+    mma)."""
     name = os.environ.get(GRADS_VEC_ENV, "").strip() or "mma"
-    if name not in GRADS_VEC_VARIANTS:
-        raise ValueError(f"{GRADS_VEC_ENV} must be one of {GRADS_VEC_VARIANTS}, got {name!r}")
+    if name not in GRADS_VARIANTS:
+        raise ValueError(f"{GRADS_VEC_ENV} must be one of {GRADS_VARIANTS}, got {name!r}")
     return name
 
 

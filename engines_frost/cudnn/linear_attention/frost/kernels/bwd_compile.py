@@ -36,12 +36,6 @@ def bwd_kernel_for(cfg: FrostBwdConfig):
     if cfg.stage == "chain" and cfg.chain_wgmma:
         from cudnn.linear_attention.frost.kernels.bwd_chain_wgmma import FrostBwdChainWgmma
         return FrostBwdChainWgmma
-    if cfg.stage == "grads" and cfg.grads_warps == 16 and cfg.fwd.gate_per_channel:
-        from cudnn.linear_attention.frost.kernels.bwd_grads_vec import FrostBwdGradsVec16
-        return FrostBwdGradsVec16
-    if cfg.stage == "grads" and cfg.grads_warps == 16:
-        from cudnn.linear_attention.frost.kernels.bwd_grads import FrostBwdGrads16
-        return FrostBwdGrads16
     if cfg.stage == "grads" and cfg.grads_wgmma and cfg.fwd.gate_per_channel:
         from cudnn.linear_attention.frost.kernels.bwd_grads_vec import FrostBwdGradsVecWgmma
         return FrostBwdGradsVecWgmma

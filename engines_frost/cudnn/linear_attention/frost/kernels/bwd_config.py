@@ -98,14 +98,6 @@ class FrostBwdConfig:
     # rows (bwd_grads_vec.prefetch_operand_rows) are always on, not this switch.
     # The launcher sets it unless FROST_BWD_GRADS_PREFETCH=0 (bwd.py).
     grads_prefetch: bool = False
-    # Warps per CTA of the mma.sync grads kernels: 8 (warp tiles [16 rows, K / 2
-    # channels]) or 16 (bwd_grads_vec.FrostBwdGradsVec16, bwd_grads.FrostBwdGrads16: [16,
-    # K / 4], 128 registers a thread, twice the warps per SM for kernels the profile finds
-    # latency bound; NOTES_bwd.md "v1.11 vector-gate grads with 16 warps"). The products'
-    # k-order is the same; the row sums combine four channel parts instead of two (another
-    # rounding of the same sums). The launcher sets 16 under FROST_BWD_GRADS_VEC=mma16
-    # (vector gates) or FROST_BWD_GRADS=mma16 (scalar gates) (bwd.py).
-    grads_warps: int = 8
 
     def __post_init__(self):
         def bad(name, expected):
@@ -144,10 +136,6 @@ class FrostBwdConfig:
             bad("grads_prefetch", "a bool")
         if self.grads_prefetch and self.fwd.gate_per_channel:
             bad("grads_prefetch", "False for vector gates (scalar gates only: NOTES_bwd.md \"The L2 prefetch on the H200\")")
-        if self.grads_warps not in (8, 16):
-            bad("grads_warps", "8 or 16")
-        if self.grads_warps == 16 and self.grads_wgmma:
-            bad("grads_warps", "8 when grads_wgmma is set (the 16-warp kernels use mma.sync products)")
         if self.chain_wgmma and self.chain_pipeline:
             bad("chain_wgmma", "False when chain_pipeline is set (one chain variant at a time)")
         if not isinstance(self.chain_async, bool):
@@ -163,30 +151,29 @@ class FrostBwdConfig:
         (forward_values stays: it makes chain zero the uncovered gradient rows); grads
         reads U from wherever it comes, so forward_values is off there. chain_pipeline,
         chain_wgmma and chain_async only change the chain kernel: off for every other stage;
-        vec_wide_loads and vec_fast_decay only the vector-gate grads kernel, grads_wgmma,
-        grads_prefetch and grads_warps only the grads kernels."""
+        vec_wide_loads and vec_fast_decay only the vector-gate grads kernel, grads_wgmma and
+        grads_prefetch only the grads kernels."""
         persistent = stage == "grads" and not self.fwd.gate_per_channel
         ctas = self.grads_ctas if persistent else DEFAULT_GRADS_CTAS
         wide = self.vec_wide_loads and stage == "grads" and self.fwd.gate_per_channel
         gwg = self.grads_wgmma and stage == "grads"
         fast = self.vec_fast_decay and stage == "grads" and self.fwd.gate_per_channel
         pf = self.grads_prefetch and stage == "grads"
-        gw = self.grads_warps if stage == "grads" else 8
         if stage == "chain":
             return dataclasses.replace(self, stage=stage, checkpoints=False, grads_ctas=ctas,
                                        vec_wide_loads=wide, vec_fast_decay=fast, grads_wgmma=gwg,
-                                       grads_prefetch=pf, grads_warps=gw)
+                                       grads_prefetch=pf)
         if stage == "states":
             return dataclasses.replace(self, stage=stage, dht_dtype=None, grads_ctas=ctas,
                                        chain_pipeline=False, chain_wgmma=False,
                                        chain_async=False, vec_wide_loads=wide, vec_fast_decay=fast,
-                                       grads_wgmma=gwg, grads_prefetch=pf, grads_warps=gw)
+                                       grads_wgmma=gwg, grads_prefetch=pf)
         fwd = dataclasses.replace(self.fwd, has_initial_state=False, state_dtype=None)
         return dataclasses.replace(self, fwd=fwd, stage=stage, dht_dtype=None, dh0_dtype=None,
                                    forward_values=False, grads_ctas=ctas,
                                    chain_pipeline=False, chain_wgmma=False, chain_async=False,
                                    vec_wide_loads=wide,
-                                   vec_fast_decay=fast, grads_wgmma=gwg, grads_prefetch=pf, grads_warps=gw)
+                                   vec_fast_decay=fast, grads_wgmma=gwg, grads_prefetch=pf)
 
     @property
     def stages(self) -> tuple[str, ...]:

@@ -76,7 +76,7 @@ ROW_SUMS = 4  # q^.dq^, kb.dkb, k^.dk^_dir, k^.dkb
 # grid_dim, so its item loop works for any grid.
 
 
-def smem_plan(c: FrostFwdConfig, warps: int = WARPS):
+def smem_plan(c: FrostFwdConfig):
     K, V, C = c.K, c.V, CHUNK
 
     def rows(name, r, cols):
@@ -91,9 +91,9 @@ def smem_plan(c: FrostFwdConfig, warps: int = WARPS):
         rows("sf", V, K), rows("dsf", V, K),  # V-major as in global memory (ldmatrix.trans reads them)
         ("g", "f32", (C,), (1,)), ("ea", "f32", (C,), (1,)), ("ekd", "f32", (C,), (1,)),
         ("beta", "f32", (C,), (1,)), ("rq", "f32", (C,), (1,)), ("rk", "f32", (C,), (1,)),
-        ("sums", "f32", (warps // NBLK, ROW_SUMS, C), (ROW_SUMS * C, C, 1)),   # per channel part
+        ("sums", "f32", (2, ROW_SUMS, C), (ROW_SUMS * C, C, 1)),   # per channel half
         ("dbv", "f32", (C,), (1,)),                                  # sum_v v dR per row
-        ("part", "f32", (2, warps), (warps, 1)),                     # per-warp partials
+        ("part", "f32", (2, THREADS // 32), (THREADS // 32, 1)),     # per-warp partials
         ("seq", "i32", (2,), (1,)),                                  # n of this CTA (slot 1 spare)
     ]
 
@@ -162,8 +162,6 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
     # the L2 norms of q and k rows come out of stage_load's own row loads (no first pass
     # over q and k in stage_norms); the vector-gate kernel has no such stage_load
     norms_in_stage_load = True
-    # warps per CTA: four row blocks times the channel parts of a row block's tile
-    cta_warps = WARPS
     # a scalar beta lands in s.beta by cp.async with the other copies (the vector-gate
     # kernel's load phase) instead of a plain load in stage_norms
     beta_by_copy = False
@@ -171,31 +169,11 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
     def __init__(self, cfg: FrostBwdConfig, vector_gates: bool = False):
         if cfg.fwd.gate_per_channel != vector_gates:
             raise ValueError("FrostBwdGrads serves scalar gates (GDN); vector gates are bwd_grads_vec.py's")
-        if not vector_gates and cfg.grads_warps != self.cta_warps:
-            raise ValueError(f"{type(self).__name__}: grads_warps must be {self.cta_warps} (bwd_compile picks the class)")
         super().__init__(cfg.fwd)
         self.bcfg = cfg
-        self.warps = self.cta_warps
-        self.threads = 32 * self.cta_warps
-        self.owners = gram_schedule(self.cta_warps)
-
-    @property
-    def halves(self) -> int:
-        """Channel parts of a row block's tile: warps // 4 (the warps of a row block)."""
-        return self.warps // NBLK
-
-    @property
-    def dn(self) -> int:
-        """Channels of one warp's accumulator tile."""
-        return self.cfg.K // self.halves
-
-    def part_sum(self, s_sums, i, t):
-        """Row sum i of row t over the channel parts, in a fixed order (pairs, then pairs
-        of pairs). Traced inline."""
-        parts = [s_sums[p, i, t] for p in range(self.halves)]
-        while len(parts) > 1:
-            parts = [parts[j] + parts[j + 1] for j in range(0, len(parts), 2)]
-        return parts[0]
+        self.warps = WARPS
+        self.threads = THREADS
+        self.owners = gram_schedule(WARPS)
 
     def grid(self, T, N):
         """Persistent: grads_ctas CTAs walk the (chunk, head) items. A subclass whose kernel
@@ -206,7 +184,7 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
     def launch_kernel(self, m, T: Int32, N: Int32, scale: Float32, stream: cuda.CUstream):
         self.kernel(m.q, m.k, m.v, m.g, m.beta, m.cu_seqlens, m.dO, m.dq, m.dk, m.dv, m.dg, m.dbeta, m.ckpt,
                     m.dckpt, m.u, m.dr, N, scale, m.w, m.dw, T).launch(
-            grid=self.grid(T, N), block=[self.threads, 1, 1], stream=stream)
+            grid=self.grid(T, N), block=[THREADS, 1, 1], stream=stream)
 
     @cute.kernel
     def kernel(self, mq: cute.Tensor, mk: cute.Tensor, mv: cute.Tensor, mg: cute.Tensor, mb: cute.Tensor,
@@ -430,8 +408,8 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
             pass  # stage_load computes and stores them
         elif cutlass.const_expr(c.use_l2norm):
             r0, cv = tid // vr, tid % vr
-            for u in cutlass.range_constexpr(C * vr // self.threads):
-                r = r0 + u * (self.threads // vr)
+            for u in cutlass.range_constexpr(C * vr // THREADS):
+                r = r0 + u * (THREADS // vr)
                 ssq = Float32(0.0)
                 ssk = Float32(0.0)
                 if t0 + r < eos:
@@ -498,8 +476,8 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
         V, C = self.cfg.V, CHUNK
         vv = V // VEC
         r0, cv = tid // vv, tid % vv
-        for u in cutlass.range_constexpr(C * vv // self.threads):
-            r = r0 + u * (self.threads // vv)
+        for u in cutlass.range_constexpr(C * vv // THREADS):
+            r = r0 + u * (THREADS // vv)
             self.copy_or_zero(atom, src, t0 + r, head, VEC, cv, cute.local_tile(dst[r, None], (VEC,), (cv,)),
                               t0 + r < eos, dtype)
 
@@ -510,8 +488,8 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
         K, V = self.cfg.K, self.cfg.V
         vk = K // VEC
         jv0, cv = tid // vk, tid % vk
-        for u in cutlass.range_constexpr(V * vk // self.threads):
-            jv = jv0 + u * (self.threads // vk)
+        for u in cutlass.range_constexpr(V * vk // THREADS):
+            jv = jv0 + u * (THREADS // vk)
             cute.copy(atom, cute.local_tile(src[row, h, jv, None], (VEC,), (cv,)),
                       cute.local_tile(dst[jv, None], (VEC,), (cv,)))
 
@@ -531,8 +509,8 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
         hq, hk, _, h = heads
         vk = K // VEC
         r0, cv = tid // vk, tid % vk  # a warp: consecutive 16-byte slices of whole rows
-        for u in cutlass.range_constexpr(C * vk // self.threads):
-            r = r0 + u * (self.threads // vk)
+        for u in cutlass.range_constexpr(C * vk // THREADS):
+            r = r0 + u * (THREADS // vk)
             ok = t0 + r < eos
             bt = s.beta[r]
             xq = cute.make_rmem_tensor((VEC,), self.io)
@@ -587,8 +565,8 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
         r0, cv = tid // vv, tid % vv
         dst = s.do
         raw = self.do_io_view(s)
-        for u in cutlass.range_constexpr(C * vv // self.threads):
-            r = r0 + u * (self.threads // vv)
+        for u in cutlass.range_constexpr(C * vv // THREADS):
+            r = r0 + u * (THREADS // vv)
             x = load_vec(cute.local_tile(raw[r, None], (VEC,), (cv,)))
             y = cute.make_rmem_tensor((VEC,), BFloat16)
             for e in cutlass.range_constexpr(VEC):
@@ -626,13 +604,13 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
         (gram_schedule's deal: the tile code exists once)."""
         slots = self.gram_slots()
         count = Int32(len(slots[0]))
-        for w in cutlass.range_constexpr(1, self.warps):
+        for w in cutlass.range_constexpr(1, WARPS):
             if wid == w:
                 count = Int32(len(slots[w]))
         for jj in cutlass.range(count, unroll=1):
             bi = Int32(0)
             bj = Int32(0)
-            for w in cutlass.range_constexpr(self.warps):
+            for w in cutlass.range_constexpr(WARPS):
                 for k in cutlass.range_constexpr(len(slots[w])):
                     if wid == w and jj == k:
                         bi = Int32(GRAM_TILES[slots[w][k]][0])
@@ -727,7 +705,7 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
         s_part = s.part
         c = self.cfg
         K, C = c.K, CHUNK
-        DN = self.dn
+        DN = K // 2
         mma = warp_mma()
         kd_sum = Float32(0.0)  # sum k^ e^(Gam_last - Gam) dKD over this lane's elements
         for e in cutlass.range_constexpr(cute.size(acc_q)):
@@ -770,7 +748,7 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
         s_u = s.u
         s_sf = s.sf
         s_dsf = s.dsf
-        DN = self.dn
+        DN = self.cfg.K // 2
         mma = warp_mma()
         acc_q = cute.make_rmem_tensor(thr.partition_shape_C((SUB, DN)), Float32)
         acc_kb = cute.make_rmem_tensor(thr.partition_shape_C((SUB, DN)), Float32)
@@ -798,7 +776,7 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
         m16n8 accumulator holds rows g and g + 8 of the block (g = lane // 4): each sum is
         kept as a (row g, row g + 8) pair, then reduced over the quad in a fixed order."""
         s_sums = s.sums
-        DN = self.dn
+        DN = self.cfg.K // 2
         lo = [Float32(0.0)] * ROW_SUMS
         hi = [Float32(0.0)] * ROW_SUMS
         pair = None
@@ -866,9 +844,9 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
         dqh = acc_q[e]
         dkh = acc_k[e] + self.beta_at(s, t, d) * acc_kb[e]
         if cutlass.const_expr(self.cfg.use_l2norm):
-            sq = self.part_sum(s_sums, 0, t)
+            sq = s_sums[0, 0, t] + s_sums[1, 0, t]
             # k^.dk^ = k^.dk^_d + sum_d beta k^ dkb = k^.dk^_d + kb.dkb
-            sk = self.part_sum(s_sums, 2, t) + self.part_sum(s_sums, 1, t)
+            sk = (s_sums[0, 2, t] + s_sums[1, 2, t]) + (s_sums[0, 1, t] + s_sums[1, 1, t])
             dqh = s.rq[t] * (dqh - self.q_value(s, t, d) * sq)
             dkh = s.rk[t] * (dkh - self.k_value(s, t, d) * sk)
         return dqh, dkh
@@ -882,7 +860,7 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
         vector-gate kernel's fp32 dq/dk at K = 128, V = 64) element-wise global stores."""
         c = self.cfg
         K, C = c.K, CHUNK
-        DN = self.dn
+        DN = K // 2
         hq, hk, _, h = heads
         oq = h if cutlass.const_expr(self.bcfg.q_grouped) else hq
         ok = h if cutlass.const_expr(self.bcfg.k_grouped) else hk
@@ -937,7 +915,7 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
             if cutlass.const_expr(st_k is not None):
                 self.stage_tile(frags[1], st_k, bi, hc)
         else:
-            DN = self.dn
+            DN = self.cfg.K // 2
             for e in cutlass.range_constexpr(cute.size(acc_q)):
                 t = bi * SUB + crd[e][0]
                 d = hc * DN + crd[e][1]
@@ -951,7 +929,7 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
     def stage_tile(self, frag: cute.Tensor, dst: cute.Tensor, bi, hc):
         """This warp's [16, K/2] dq or dk tile (rows of block bi, channels of half hc) into
         the staged [C, K] tile dst (store_fragment)."""
-        DN = self.dn
+        DN = self.cfg.K // 2
         store_fragment(frag, cute.local_tile(dst, (SUB, DN), (bi, hc)))
 
     @cute.jit
@@ -962,8 +940,8 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
         vec = 128 // dst.element_type.width
         vk = K // vec
         r0, cv = tid // vk, tid % vk
-        for u in cutlass.range_constexpr(C * vk // self.threads):
-            r = r0 + u * (self.threads // vk)
+        for u in cutlass.range_constexpr(C * vk // THREADS):
+            r = r0 + u * (THREADS // vk)
             if t0 + r < eos:
                 x = load_vec(cute.local_tile(src[r, None], (vec,), (cv,)))
                 cute.autovec_copy(x, cute.local_tile(dst[t0 + r, head, None], (vec,), (cv,)))
@@ -982,8 +960,8 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
         ov = h if cutlass.const_expr(self.bcfg.v_grouped) else hv
         vv = V // VEC
         r0, cv = tid // vv, tid % vv
-        for u in cutlass.range_constexpr(C * vv // self.threads):
-            r = r0 + u * (self.threads // vv)
+        for u in cutlass.range_constexpr(C * vv // THREADS):
+            r = r0 + u * (THREADS // vv)
             x = load_vec(cute.local_tile(s_dr[r, None], (VEC,), (cv,)))
             ok = t0 + r < eos
             xv = self.value_row_slice(s, "vr", mv, hv, t0, r, cv, ok)
@@ -1040,8 +1018,8 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
         vk = K // VEC
         jv0, cv = tid // vk, tid % vk
         acc = Float32(0.0)
-        for u in cutlass.range_constexpr(V * vk // self.threads):
-            jv = jv0 + u * (self.threads // vk)
+        for u in cutlass.range_constexpr(V * vk // THREADS):
+            jv = jv0 + u * (THREADS // vk)
             xs = load_vec(cute.local_tile(s_sf[jv, None], (VEC,), (cv,)))
             xd = load_vec(cute.local_tile(s_dsf[jv, None], (VEC,), (cv,)))
             for e in cutlass.range_constexpr(VEC):
@@ -1061,15 +1039,15 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
         if tid < 32:
             last = cutlass.min(eos - 1 - t0, CHUNK - 1)  # the chunk's last real row
             tail = Float32(0.0)
-            for w in cutlass.range_constexpr(self.warps):
+            for w in cutlass.range_constexpr(WARPS):
                 tail = tail + s_part[0, w]
-            for w in cutlass.range_constexpr(self.warps):
+            for w in cutlass.range_constexpr(WARPS):
                 tail = tail + s_part[1, w]
             dgam = []
             for half in cutlass.range_constexpr(2):
                 r = 2 * tid + half
-                v = ((self.part_sum(s_sums, 0, r)) + (self.part_sum(s_sums, 1, r))
-                     - (self.part_sum(s_sums, 2, r)))
+                v = ((s_sums[0, 0, r] + s_sums[1, 0, r]) + (s_sums[0, 1, r] + s_sums[1, 1, r])
+                     - (s_sums[0, 2, r] + s_sums[1, 2, r]))
                 if r == last:
                     v = v + tail
                 if r > last:
@@ -1088,19 +1066,4 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
                     val = x - dgam[0]
                 if t0 + r < eos:
                     mdg[t0 + r, h, 0] = val
-                    mdb[t0 + r, h, 0] = self.part_sum(s_sums, 3, r) + s_dbv[r]
-
-
-class FrostBwdGrads16(FrostBwdGrads):
-    """FrostBwdGrads (mma.sync products) with 16 warps (FrostBwdConfig.grads_warps = 16,
-    FROST_BWD_GRADS=mma16): warp w owns the rows of block w % 4 and the channels of
-    quarter w // 4, 128 registers a thread, twice the warps per SM (NOTES_bwd.md "v1.11
-    vector-gate grads with 16 warps": the same change for the scalar-gate kernel)."""
-
-    cta_warps = 16
-    smem_plan = staticmethod(lambda c: smem_plan(c, 16))
-
-    def __init__(self, cfg: FrostBwdConfig, vector_gates: bool = False):
-        if cfg.grads_warps != 16 or cfg.grads_wgmma:
-            raise ValueError("FrostBwdGrads16: grads_warps must be 16 and grads_wgmma False (bwd_compile picks the class)")
-        super().__init__(cfg, vector_gates)
+                    mdb[t0 + r, h, 0] = (s_sums[0, 3, r] + s_sums[1, 3, r]) + s_dbv[r]

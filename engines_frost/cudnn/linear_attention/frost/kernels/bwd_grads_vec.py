@@ -40,7 +40,7 @@ from cutlass import BFloat16, Float32, Int32
 from cutlass.cute.nvgpu import cpasync, warpgroup
 
 from cudnn.linear_attention.frost.kernels.bwd_config import FrostBwdConfig
-from cudnn.linear_attention.frost.kernels.bwd_grads import ROW_SUMS, WARPS, FrostBwdGrads, _tv
+from cudnn.linear_attention.frost.kernels.bwd_grads import ROW_SUMS, THREADS, WARPS, FrostBwdGrads, _tv
 from cudnn.linear_attention.frost.kernels.bwd_grads_wgmma import WgmmaStateProducts, b_swizzle
 from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
 from cudnn.linear_attention.frost.kernels.decay_ptx import LOG2_E, ex2, ffma, split_bf16x2, unpack_bf16x2
@@ -69,7 +69,7 @@ def _rows(name, r, cols, dtype="bf16", pad=PAD16):
     return (name, dtype, (r, cols), (cols + pad, 1))
 
 
-def smem_regions(c: FrostFwdConfig, wgmma: bool = False, warps: int = WARPS):
+def smem_regions(c: FrostFwdConfig, wgmma: bool = False):
     """(stage-A tensors, stage-B tensors, persistent tensors); A and B share one region.
     wgmma (FrostBwdGradsVecWgmma): stage A's tiles unpadded and swizzled, as warpgroup MMA
     reads them (bwd_grads_wgmma.WgmmaStateProducts: dO, dR, U SW128 [C, V]; S, dS [V, K]
@@ -95,9 +95,9 @@ def smem_regions(c: FrostFwdConfig, wgmma: bool = False, warps: int = WARPS):
     keep = [
         _rows("dzp", C, C), _rows("dzm", C, C), _rows("g", C, K, "f32", 4),
         ("beta", "f32", (C,), (1,)), ("rq", "f32", (C,), (1,)), ("rk", "f32", (C,), (1,)),
-        ("sums", "f32", (warps // NBLK, ROW_SUMS, C), (ROW_SUMS * C, C, 1)),
+        ("sums", "f32", (2, ROW_SUMS, C), (ROW_SUMS * C, C, 1)),
         ("dbv", "f32", (C,), (1,)),
-        ("part", "f32", (2, warps), (warps, 1)),
+        ("part", "f32", (2, WARPS), (WARPS, 1)),
         ("dgl", "f32", (NBLK, K), (K, 1)),   # per row block: sum_t KE_t (e^(G_last - G_e) dKD)_t
         ("sds", "f32", (K,), (1,)),          # e^G_last sum_v S dS per channel
         ("seq", "i32", (2,), (1,)),
@@ -123,10 +123,10 @@ def region_bytes(c: FrostFwdConfig, wgmma: bool = False) -> int:
     return max(region, region_bytes(c)) if wgmma else region
 
 
-def smem_bytes(c: FrostFwdConfig, wgmma: bool = False, warps: int = WARPS) -> int:
+def smem_bytes(c: FrostFwdConfig, wgmma: bool = False) -> int:
     """Dynamic shared memory of the plan (wgmma: plus the worst-case padding that aligns
     the shared region to 1024 bytes)."""
-    _, _, keep = smem_regions(c, wgmma, warps)
+    _, _, keep = smem_regions(c, wgmma)
     pad = SW128_ALIGN - 16 if wgmma else 0
     return pad + region_bytes(c, wgmma) + sum(map(_span_bytes, keep))
 
@@ -144,11 +144,11 @@ def staging_room(c: FrostFwdConfig, wgmma: bool = False) -> tuple[str, int]:
     return ("tail", tail) if tail >= dz else ("dz", dz)
 
 
-def allocate(c: FrostFwdConfig, wgmma: bool = False, warps: int = WARPS) -> SimpleNamespace:
+def allocate(c: FrostFwdConfig, wgmma: bool = False) -> SimpleNamespace:
     """The shared tensors by name; stage A's and stage B's overlay one another. Called while
     the kernel is traced. wgmma: smem_regions' swizzled stage A, the region 1024-byte
     aligned; those tiles carry their swizzle in the pointer (as fwd_v1.allocate_smem's)."""
-    a, b, keep = smem_regions(c, wgmma, warps)
+    a, b, keep = smem_regions(c, wgmma)
     region = region_bytes(c, wgmma)
     smem = cutlass.memory.SmemAllocator()
     raw = smem.allocate_tensor(BFloat16, cute.make_layout((region // 2,)), SW128_ALIGN if wgmma else 16)
@@ -194,10 +194,8 @@ class FrostBwdGradsVec(FrostBwdGrads):
         if cfg.grads_wgmma != self.wgmma_products:
             raise ValueError(f"{type(self).__name__}: grads_wgmma must be {self.wgmma_products} "
                              "(bwd_compile picks the class)")
-        if cfg.grads_warps != self.cta_warps:
-            raise ValueError(f"{type(self).__name__}: grads_warps must be {self.cta_warps} (bwd_compile picks the class)")
         FrostBwdGrads.__init__(self, cfg, vector_gates=True)
-        used = smem_bytes(cfg.fwd, self.wgmma_products, self.warps)
+        used = smem_bytes(cfg.fwd, self.wgmma_products)
         if used > SMEM_LIMIT:
             raise ValueError(f"FrostBwdGradsVec: {used} bytes of shared memory exceed {SMEM_LIMIT} for {cfg}")
 
@@ -213,7 +211,7 @@ class FrostBwdGradsVec(FrostBwdGrads):
         c = self.cfg
         tid, _, _ = cute.arch.thread_idx()
         rho, h, _ = cute.arch.block_idx()
-        s = allocate(c, self.wgmma_products, self.warps)
+        s = allocate(c, self.wgmma_products)
         self.find_chunk(s, mcu, N, T, rho, tid)
         cute.arch.sync_threads()
         n = s.seq[0]
@@ -252,7 +250,7 @@ class FrostBwdGradsVec(FrostBwdGrads):
         if cutlass.const_expr(c.has_w):
             a_io, _ = self.copy_atoms()
             self.copy_rows_async(a_io, self.io_view(s.wr), mw, h, t0, eos, tid, self.io)
-        self.copy_gate_rows_async(mg, h, s.g, t0, eos, tid, self.threads)
+        self.copy_gate_rows_async(mg, h, s.g, t0, eos, tid, THREADS)
         if cutlass.const_expr(not c.beta_per_channel):
             self.copy_beta_async(mb, h, s.beta, t0, eos, tid)
 
@@ -333,7 +331,7 @@ class FrostBwdGradsVec(FrostBwdGrads):
         e^(G_last - G_e) per channel (r, e: first and last row of block bi), in place."""
         s_g = s.g
         K, C = self.cfg.K, CHUNK
-        DN = self.dn
+        DN = K // 2
         r = bi * SUB
         for e in cutlass.range_constexpr(cute.size(acc_q)):
             d = hc * DN + crd[e][1]
@@ -345,17 +343,14 @@ class FrostBwdGradsVec(FrostBwdGrads):
     @cute.jit
     def state_pairs(self, s, tid):
         """e^G_last[d] sum_v S[d, v] dS[d, v] per channel (two threads per channel; with
-        vec_wide_loads and K = 16 x 8, state_pairs_ldsm on the first K / 16 warps: all of
-        the 8-warp kernel's; the 16-warp kernel's warps w and w + 8 both run channels
-        [16 w, 16 w + 16), w writes)."""
-        K = self.cfg.K
-        if cutlass.const_expr(self.bcfg.vec_wide_loads and K == 16 * WARPS):
-            self.state_pairs_ldsm(s)
+        vec_wide_loads and K = 16 per warp, state_pairs_ldsm)."""
+        if cutlass.const_expr(self.bcfg.vec_wide_loads and self.cfg.K == 16 * WARPS):
+            self.state_pairs_ldsm(s, tid)
         else:
             self.state_pairs_lds(s, tid)
 
     @cute.jit
-    def state_pairs_ldsm(self, s):
+    def state_pairs_ldsm(self, s, tid):
         """state_pairs by ldmatrix.x4.trans (V / 16 per operand instead of V per 2-byte
         loads): warp w takes channels [16 w, 16 w + 16) as the B operand of an MMA with the
         value rows as its contraction mode (operand_mn, as the products read S), so each
@@ -363,16 +358,10 @@ class FrostBwdGradsVec(FrostBwdGrads):
         tile j and one of four rows; a lane sums its rows per tile, then the quad (lanes
         4 g .. 4 g + 3, the same channel) by two shuffles. Sum order: per lane, then pairs."""
         s_g = s.g
-        K, V, C = self.cfg.K, self.cfg.V, CHUNK
+        V, C = self.cfg.V, CHUNK
         mma = warp_mma()
         lane = cute.arch.lane_idx()
-        # the 16-warp kernel: warps w and w + 8 compute the same channels (the same sums as
-        # the 8-warp kernel's), the first of them writes
         w = cute.arch.make_warp_uniform(cute.arch.warp_idx())
-        writer = True
-        if cutlass.const_expr(self.warps > K // 16):
-            writer = w < K // 16
-            w = w % (K // 16)
         thr = mma.get_slice(lane)
         sf_kv = self.state_kv(s.sf)
         dsf_kv = self.state_kv(s.dsf)
@@ -390,7 +379,7 @@ class FrostBwdGradsVec(FrostBwdGrads):
             v = part[j]
             v = v + cute.arch.shuffle_sync_bfly(v, offset=1)
             v = v + cute.arch.shuffle_sync_bfly(v, offset=2)
-            if lane % 4 == 0 and writer:
+            if lane % 4 == 0:
                 d = w * 16 + crd[4 * j][0]
                 s.sds[d] = v * cute.arch.exp(s_g[C - 1, d])
 
@@ -401,7 +390,7 @@ class FrostBwdGradsVec(FrostBwdGrads):
         s_dsf = s.dsf
         s_g = s.g
         K, V, C = self.cfg.K, self.cfg.V, CHUNK
-        per = self.threads // K     # threads per channel (2 for K = 128, 4 for K = 64 with 8 warps)
+        per = THREADS // K          # threads per channel (2 for K = 128, 4 for K = 64)
         d = tid // per
         part = Float32(0.0)
         for u in cutlass.range_constexpr(V // per):
@@ -421,8 +410,8 @@ class FrostBwdGradsVec(FrostBwdGrads):
         hq, hk, _, h = heads
         vr = K // VEC
         r0, cv = tid // vr, tid % vr
-        for u in cutlass.range_constexpr(C * vr // self.threads):
-            r = r0 + u * (self.threads // vr)
+        for u in cutlass.range_constexpr(C * vr // THREADS):
+            r = r0 + u * (THREADS // vr)
             rq = s.rq[r]
             rk = s.rk[r]
             xq = cute.make_rmem_tensor((VEC,), self.io)
@@ -456,7 +445,7 @@ class FrostBwdGradsVec(FrostBwdGrads):
         "q": q^_t e^(G_t - G_ref); "kb": kb_t e^(G_t - G_ref)."""
         s_g = s.g
         K, C = self.cfg.K, CHUNK
-        DN = self.dn
+        DN = K // 2
         src = s.qh if cutlass.const_expr(kind == "q") else s.kh
         layout = cute.make_layout((K, C), stride=(1, K + PAD16))   # [channel, row] view of [row, channel]
         tile = cute.local_tile(cute.make_tensor(src.iterator, layout), (DN, SUB), (hc, blk))
@@ -511,7 +500,7 @@ class FrostBwdGradsVec(FrostBwdGrads):
         (frost_bwd_precision's exponent="fused" models it). kb's operand comes wide here
         too, and with b32 (GDN-2) b at the same fragment positions."""
         s_g = s.g
-        DN = self.dn
+        DN = self.cfg.K // 2
         check_b_quads(_tv(warp_mma().tv_layout_B_tiled), 16)
         hi32 = cute.recast_tensor(hi, Int32)
         lo32 = cute.recast_tensor(lo, Int32)
@@ -557,7 +546,7 @@ class FrostBwdGradsVec(FrostBwdGrads):
         s_dzm = s.dzm
         s_g = s.g
         K, C = self.cfg.K, CHUNK
-        DN = self.dn
+        DN = K // 2
         mma = warp_mma()
         r = bi * SUB
         e_row = r + SUB - 1
@@ -633,7 +622,7 @@ class FrostBwdGradsVec(FrostBwdGrads):
         s_g = s.g
         s_dzp = s.dzp
         s_dzm = s.dzm
-        DN = self.dn
+        DN = self.cfg.K // 2
         r = bi * SUB
         for e in cutlass.range_constexpr(cute.size(acc_q)):
             td = crd[e]
@@ -666,7 +655,7 @@ class FrostBwdGradsVec(FrostBwdGrads):
         s_dzp = s.dzp
         s_dzm = s.dzm
         c = self.cfg
-        DN = self.dn
+        DN = c.K // 2
         r = bi * SUB
         check_c_pairs(_tv(warp_mma().tv_layout_C_tiled), SUB)
         for e0 in cutlass.range_constexpr(0, cute.size(acc_q), 2):
@@ -715,7 +704,7 @@ class FrostBwdGradsVec(FrostBwdGrads):
     def column_sums(self, s, colsum, crd, lane, bi, hc):
         """sum over the block's 16 rows of colsum per channel -> s.dgl[bi, d] (fixed order:
         the lane's two rows, then lanes g = 0..7 by shuffles)."""
-        DN = self.dn
+        DN = self.cfg.K // 2
         # an m16n8 accumulator: values e and e + 2 hold rows g and g + 8 of one column
         for e in cutlass.range_constexpr(cute.size(colsum)):
             if cutlass.const_expr((e // 2) % 2 == 0):
@@ -818,7 +807,7 @@ class FrostBwdGradsVec(FrostBwdGrads):
             if tid >= K and tid < K + C:
                 r = tid - K
                 if t0 + r < eos:
-                    mdb[t0 + r, h, 0] = self.part_sum(s.sums, 3, r) + s.dbv[r]
+                    mdb[t0 + r, h, 0] = (s.sums[0, 3, r] + s.sums[1, 3, r]) + s.dbv[r]
 
 
 class FrostBwdGradsVecWgmma(WgmmaStateProducts, FrostBwdGradsVec):
@@ -848,7 +837,7 @@ class FrostBwdGradsVecWgmma(WgmmaStateProducts, FrostBwdGradsVec):
         """The products issued as one wgmma group per warpgroup; while they run the score
         tiles, dv (GDN-2: dw) and e^G_last sum S dS (readers of the same tiles, reads only);
         then the wait, the per-channel decays and one barrier (stage A is dead after it)."""
-        DN = self.dn
+        DN = self.cfg.K // 2
         bi = wid % NBLK
         hc = wid // NBLK
         acc_q, acc_kb, acc_k = self.issue_state_products(s, thr, lane, wid)
@@ -860,16 +849,3 @@ class FrostBwdGradsVecWgmma(WgmmaStateProducts, FrostBwdGradsVec):
         self.decay_products(s, scale, acc_q, acc_kb, acc_k, crd, bi, hc)
         cute.arch.sync_threads()
         return acc_q, acc_kb, acc_k, crd, bi, hc
-
-
-class FrostBwdGradsVec16(FrostBwdGradsVec):
-    """FrostBwdGradsVec with 16 warps (FrostBwdConfig.grads_warps = 16): warp w owns the
-    rows of block w % 4 and the channels of quarter w // 4 (tiles [16, K / 4]), so a
-    thread holds half the accumulators and operand fragments and the SM runs twice the
-    warps (128 registers a thread) for stages the profile finds latency bound (NOTES_bwd.md
-    "v1.11 vector-gate grads with 16 warps"). Every loop that deals rows or channels over
-    the CTA's threads takes 512 of them; the row sums combine four channel parts in a
-    fixed order (FrostBwdGrads.part_sum); the score tiles go to ten of the sixteen warps
-    (gram_schedule)."""
-
-    cta_warps = 16
