@@ -1,24 +1,21 @@
-"""L0: the stmatrix map the kernels' 16-bit shared stores rely on (kernels/stmatrix_map.py).
+"""L0: the stmatrix map the grads kernel's 16-bit shared stores rely on (kernels/stmatrix_map.py).
 
-fragment_stores.store_fragment stores a warp's accumulator tile (the grads kernel's dq/dk
-staging and score tiles dZp and dZm; with .trans, the forward's output blocks on their way
-to 16-byte global stores) with stmatrix.x4 through CuTe's tiled copy and, while tracing,
-passes the copy's register and address layouts to check_stmatrix_copy. Checked here, in plain Python
+bwd_grads.store_fragment stores a warp's accumulator tile (dq/dk staging, the score tiles
+dZp and dZm) with stmatrix.x4 through CuTe's tiled copy and, while tracing, passes the
+copy's register and address layouts to check_stmatrix_copy. Checked here, in plain Python
 against the PTX ISA (written out below as formulas, independent of CuTe):
 - the layouts CuTe DSL 4.8 traces for that copy (constants below; compiling the kernel
   re-checks the installed DSL's own) store every accumulator value at its coordinate,
   through an instruction model of stmatrix that takes per-lane addresses and registers;
 - check_stmatrix_copy accepts them and rejects a register layout with two value modes
-  exchanged, an address layout with two matrices exchanged and the other form's
-  addresses (plain vs .trans), both ways;
-- the staged tiles' row pitches (and the output scratch's) put the 8 rows of a matrix in
-  8 different 16-byte bank groups (one shared-memory wavefront per matrix).
+  exchanged, an address layout with two matrices exchanged and the transposed form;
+- the staged tiles' row pitches put the 8 rows of a matrix in 8 different 16-byte bank
+  groups (one shared-memory wavefront per matrix).
 """
 import random
 
 import pytest
 
-from cudnn.linear_attention.frost.kernels.fragment_stores import SCRATCH_PITCH
 from cudnn.linear_attention.frost.kernels.stmatrix_map import (BLOCK, bank_groups, check_stmatrix_copy,
                                                                ptx_stmatrix_x4)
 from cudnn.linear_attention.frost.kernels.wgmma_fragments import fragment_coords
@@ -27,8 +24,7 @@ from cudnn.linear_attention.frost.kernels.wgmma_fragments import fragment_coords
 ACC = ((4, 8), ((2, 2), (1, 2))), ((32, 1), ((16, 8), (0, 128)))     # warp_mma's tv_layout_C_tiled
 SRC = ((4, 8), ((2, 2, 2), 1)), ((32, 1), ((16, 8, 128), 0))         # stmatrix.x4 copy, registers
 DST = ((16, 2), (8, 1)), ((1, 128), (16, 0))                          # stmatrix.x4 copy, addresses
-DST_TRANS = ((8, 2, 2), (8, 1)), ((16, 8, 128), (1, 0))               # stmatrix.x4.trans copy, addresses
-# (the .trans copy's register layout is SRC: what the forward's output store traces)
+DST_TRANS = ((8, 2, 2), (8, 1)), ((16, 8, 128), (1, 0))               # the .trans form's addresses
 
 
 def ptx_accumulator(lane, v):
@@ -61,29 +57,8 @@ def test_instruction_model_stores_the_accumulator(pitch):
     assert written == {r * pitch + c: block[r][c] for r in range(BLOCK) for c in range(BLOCK)}
 
 
-@pytest.mark.parametrize("pitch", [SCRATCH_PITCH, 40])  # elements between the block's columns in memory
-def test_instruction_model_stores_the_accumulator_transposed(pitch):
-    """The .trans form into a column-major scratch (element (r, c) at c * pitch + r): each
-    lane's address is the first of its column's 8 rows; the instruction model puts every
-    accumulator value at its (row, column)."""
-    rng = random.Random(pitch + 1)
-    block = [[rng.random() for _ in range(BLOCK)] for _ in range(BLOCK)]
-    frag = [[block[r][c] for r, c in (ptx_accumulator(lane, v) for v in range(8))] for lane in range(32)]
-    addresses = []
-    for lane in range(32):
-        r, c = fragment_coords(*DST_TRANS, BLOCK, lane, 0)
-        addresses.append(c * pitch + r)
-        assert addresses[-1] * 2 % 16 == 0
-    registers = [[(frag[lane][2 * i], frag[lane][2 * i + 1]) for i in range(4)] for lane in range(32)]
-    written = ptx_stmatrix_x4(addresses, registers, transpose=True)
-    assert written == {c * pitch + r: block[r][c] for r in range(BLOCK) for c in range(BLOCK)}
-    # the plain instruction with the same addresses would not transpose
-    assert ptx_stmatrix_x4(addresses, registers) != written
-
-
 def test_check_accepts_the_traced_layouts():
     check_stmatrix_copy(SRC, DST, ACC)
-    check_stmatrix_copy(SRC, DST_TRANS, ACC, transpose=True)
 
 
 def test_check_rejects_wrong_maps():
@@ -96,14 +71,9 @@ def test_check_rejects_wrong_maps():
         check_stmatrix_copy(SRC, swapped_matrices, ACC)
     with pytest.raises(ValueError, match="does not address one row"):
         check_stmatrix_copy(SRC, DST_TRANS, ACC)
-    with pytest.raises(ValueError, match="does not address one column"):
-        check_stmatrix_copy(SRC, DST, ACC, transpose=True)
-    trans_swapped = ((8, 2, 2), (8, 1)), ((16, 128, 8), (1, 0))  # lanes 8-15 right of 0-7, 16-23 below
-    with pytest.raises(ValueError, match="lands at"):
-        check_stmatrix_copy(SRC, trans_swapped, ACC, transpose=True)
 
 
-@pytest.mark.parametrize("elements", [64 + 8, 128 + 8, SCRATCH_PITCH])  # score tiles, [C, K] staging, output scratch
+@pytest.mark.parametrize("elements", [64 + 8, 128 + 8])  # [C, C] score tiles and [C, K] staging, bf16
 def test_staged_rows_are_conflict_free(elements):
     assert sorted(bank_groups(2 * elements)) == list(range(8))
     assert sorted(bank_groups(2 * 128)) != list(range(8))  # unpadded rows would conflict

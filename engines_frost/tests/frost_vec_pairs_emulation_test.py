@@ -35,7 +35,7 @@ C, SUB = fwd_v1.CHUNK, fwd_v1.SUB
 
 
 # the trace-time layout check needs the DSL's MMA (frost_wgmma_fragments_test covers it)
-_NO_TRACE_CHECKS = {"check_c_pairs": lambda *a: None, "traced_tv": lambda layout: None,
+_NO_TRACE_CHECKS = {"check_c_pairs": lambda *a: None, "_tv": lambda layout: None,
                     "warp_mma": lambda: SimpleNamespace(tv_layout_C_tiled=None)}
 
 

@@ -82,9 +82,9 @@ from cudnn.linear_attention.frost.kernels import gmem_vector_io as vio
 from cudnn.linear_attention.frost.kernels.bwd_chain import FrostBwdChain, _base_plan
 from cudnn.linear_attention.frost.kernels.bwd_config import FrostBwdConfig
 from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
-from cudnn.linear_attention.frost.kernels.fragment_stores import store_rows_vectorised, traced_tv
+from cudnn.linear_attention.frost.kernels.fragment_stores import store_rows_vectorised
 from cudnn.linear_attention.frost.kernels.fwd_v1 import CHUNK, NBLK, SUB, SW128, to_a_operand, warp_mma
-from cudnn.linear_attention.frost.kernels.fwd_v3 import WG_ROWS, WG_THREADS, check_fragment_orders, wgmma
+from cudnn.linear_attention.frost.kernels.fwd_v3 import WG_ROWS, WG_THREADS, _tv, check_fragment_orders, wgmma
 from cudnn.linear_attention.frost.kernels.wgmma_fragments import blocks_view_match, tv_size
 
 #: the chain's B operands, read by wgmma from shared memory: SW128 tiles, unpadded
@@ -105,7 +105,7 @@ def check_block_order(wg, mma, n: int) -> None:
     """Trace-time check: the warpgroup accumulator (N = n) holds, per thread, the warp's
     16 x 16 accumulator blocks 0 .. n / 16 - 1 one after the other (what cutting acc_du
     into blocks and running the update into dS^T's warp registers assume)."""
-    wg_tv, warp_tv = traced_tv(wg.tv_layout_C), traced_tv(mma.tv_layout_C_tiled)
+    wg_tv, warp_tv = _tv(wg.tv_layout_C), _tv(mma.tv_layout_C_tiled)
     per = tv_size(warp_tv)[1]
     if not blocks_view_match(wg_tv, WG_ROWS, warp_tv, SUB, per, n // SUB):
         raise ValueError(f"bwd_chain_wgmma: the wgmma m64n{n}k16 accumulator {wg_tv} is not the warp's "

@@ -52,8 +52,8 @@ from cudnn.linear_attention.frost.kernels.bwd_abi import FrostBwdLauncher
 from cudnn.linear_attention.frost.kernels.bwd_config import FrostBwdConfig
 from cudnn.linear_attention.frost.kernels.checkpoints_dsl import checkpoint_row
 from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
-from cudnn.linear_attention.frost.kernels.fragment_stores import store_fragment, traced_tv
 from cudnn.linear_attention.frost.kernels.seq_bounds import sequence_bounds
+from cudnn.linear_attention.frost.kernels.stmatrix_map import check_stmatrix_copy
 from cudnn.linear_attention.frost.kernels.fwd_v1 import (
     CHUNK,
     GRAM_TILES,
@@ -126,6 +126,30 @@ def staging_tiles(K: int, out_bits: int, capacity: int) -> int:
     capacity bytes: 2 (both at once), 1 (dq, then dk) or 0 (no staging: direct stores)."""
     tile = CHUNK * (K * out_bits // 8 + 16)
     return min(2, capacity // tile)
+
+
+@cute.jit
+def store_fragment(frag: cute.Tensor, tile: cute.Tensor):
+    """Run by a whole warp: 16-bit values `frag`, laid out as warp_mma's accumulator over
+    a [16, N] tile, into shared memory `tile` ([16, N] view, unit column stride, 16-byte
+    aligned rows) by stmatrix.x4, one instruction per 16 x 16 block: lane l gives the
+    address of row l % 16, columns 8 (l // 16) .. + 7 of the block, and per 8 x 8 matrix
+    one register (a column pair). Before v1.6 each element was one 2-byte store (32 per
+    [16, 64] tile). The register and address maps CuTe builds for this copy are checked
+    while tracing (stmatrix_map.check_stmatrix_copy) against the PTX tables."""
+    lane = cute.arch.lane_idx()
+    atom = cute.make_copy_atom(warp.StMatrix8x8x16bOp(False, 4), tile.element_type)
+    mma = warp_mma()
+    copy = cute.make_tiled_copy_C(atom, mma)
+    check_stmatrix_copy(_tv(copy.layout_src_tv_tiled), _tv(copy.layout_dst_tv_tiled), _tv(mma.tv_layout_C_tiled))
+    thr_copy = copy.get_slice(lane)
+    cute.copy(copy, thr_copy.retile(frag), thr_copy.partition_D(tile))
+
+
+def _tv(layout):
+    """A traced thread-value layout as ((thread shape, value shape), (strides)), static."""
+    return (cute.get(layout.shape, mode=[0]), cute.get(layout.shape, mode=[1])), \
+        (cute.get(layout.stride, mode=[0]), cute.get(layout.stride, mode=[1]))
 
 
 class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):

@@ -40,11 +40,10 @@ from cutlass import BFloat16, Float32, Int32
 from cutlass.cute.nvgpu import cpasync, warpgroup
 
 from cudnn.linear_attention.frost.kernels.bwd_config import FrostBwdConfig
-from cudnn.linear_attention.frost.kernels.bwd_grads import ROW_SUMS, THREADS, WARPS, FrostBwdGrads
+from cudnn.linear_attention.frost.kernels.bwd_grads import ROW_SUMS, THREADS, WARPS, FrostBwdGrads, _tv
 from cudnn.linear_attention.frost.kernels.bwd_grads_wgmma import WgmmaStateProducts, b_swizzle
 from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
 from cudnn.linear_attention.frost.kernels.decay_ptx import LOG2_E, ex2, ffma, split_bf16x2, unpack_bf16x2
-from cudnn.linear_attention.frost.kernels.fragment_stores import traced_tv
 from cudnn.linear_attention.frost.kernels.seq_bounds import sequence_bounds
 from cudnn.linear_attention.frost.kernels.wgmma_fragments import check_b_quads, check_c_pairs
 from cudnn.linear_attention.frost.kernels.fwd_v1 import (
@@ -368,7 +367,7 @@ class FrostBwdGradsVec(FrostBwdGrads):
         dsf_kv = self.state_kv(s.dsf)
         crd = thr.partition_B(cute.make_identity_tensor((16, 16)))
         # the traced B layout over its [16 channels, 16 rows] tile, checked while tracing
-        check_b_quads(traced_tv(mma.tv_layout_B_tiled), 16)
+        check_b_quads(_tv(mma.tv_layout_B_tiled), 16)
         part = [Float32(0.0), Float32(0.0)]
         for kk in cutlass.range_constexpr(V // 16):
             b_s = self.operand_mn(thr, lane, cute.local_tile(sf_kv, (16, 16), (w, kk)))
@@ -502,7 +501,7 @@ class FrostBwdGradsVec(FrostBwdGrads):
         too, and with b32 (GDN-2) b at the same fragment positions."""
         s_g = s.g
         DN = self.cfg.K // 2
-        check_b_quads(traced_tv(warp_mma().tv_layout_B_tiled), 16)
+        check_b_quads(_tv(warp_mma().tv_layout_B_tiled), 16)
         hi32 = cute.recast_tensor(hi, Int32)
         lo32 = cute.recast_tensor(lo, Int32)
         # word i of hi32 / lo32 must hold fragment values 2 i (low half) and 2 i + 1: both
@@ -560,7 +559,7 @@ class FrostBwdGradsVec(FrostBwdGrads):
             row = r + td[0]
             if cutlass.const_expr(self.bcfg.vec_wide_loads):
                 if cutlass.const_expr(e % 2 == 0):
-                    check_c_pairs(traced_tv(warp_mma().tv_layout_C_tiled), SUB)
+                    check_c_pairs(_tv(warp_mma().tv_layout_C_tiled), SUB)
                     kpair = self.pair_of(s.kh, row, d)
                 kx = kpair[e % 2].to(Float32)
             else:
@@ -658,7 +657,7 @@ class FrostBwdGradsVec(FrostBwdGrads):
         c = self.cfg
         DN = c.K // 2
         r = bi * SUB
-        check_c_pairs(traced_tv(warp_mma().tv_layout_C_tiled), SUB)
+        check_c_pairs(_tv(warp_mma().tv_layout_C_tiled), SUB)
         for e0 in cutlass.range_constexpr(0, cute.size(acc_q), 2):
             td = crd[e0]
             t = r + td[0]
@@ -745,7 +744,7 @@ class FrostBwdGradsVec(FrostBwdGrads):
         column pair, d even); else None (2-byte loads per element, v1.6)."""
         if not self.bcfg.vec_wide_loads:
             return None
-        check_c_pairs(traced_tv(warp_mma().tv_layout_C_tiled), SUB)
+        check_c_pairs(_tv(warp_mma().tv_layout_C_tiled), SUB)
         rows = [s.qh, s.kh] + ([s.bst] if self.cfg.beta_per_channel else [])
         return [self.pair_of(r, t, d) for r in rows]
 

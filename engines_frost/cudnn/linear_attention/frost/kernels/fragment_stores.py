@@ -1,4 +1,4 @@
-"""Stores of m16n8 accumulator tiles: 16-byte global rows, and stmatrix into shared memory.
+"""16-byte global stores of an m16n8 accumulator tile whose columns are contiguous in memory.
 
 The state S^T lives in the chain's fp32 accumulators: a warp's [16, K] tile of m16n8
 tiles, where lane l holds rows l // 4 and l // 4 + 8 and, in each n8 tile, the column pair
@@ -12,27 +12,14 @@ hold the same rows, swap column pairs (quad_exchange: two butterfly stages of sh
 until each holds the 8 consecutive columns of one n8 tile, converted to bf16 and stored
 as one 16-byte vector: 8 stores per thread per chunk, each warp store writing 8 rows x
 64 contiguous bytes. The values and their bf16 rounding are unchanged, only who stores
-them.
-
-When the tile's rows are the memory's columns (the forward's O^T: rows are value
-channels, columns tokens, and out[t, h, v] is contiguous in v), no quad holds a memory
-row: store_block_transposed writes each 16 x 16 block through a per-warp shared scratch
-with one stmatrix.x4.trans (store_fragment with transpose: the block lands token-major)
-and leaves it as one 16-byte load and one 16-byte global store per lane, where one
-2-byte store per element (8 per lane and block, 32 per lane and chunk) used to go.
-
-Imports cutlass; store_rows_vectorised and quad_exchange are also run on the CPU by
-engines_frost/tests/simt_emulator.py (stmatrix is not in its subset).
+them. Imports cutlass; the functions are called from kernel code while it is traced (and
+run on the CPU by engines_frost/tests/simt_emulator.py).
 """
 from __future__ import annotations
 
 import cutlass
 import cutlass.cute as cute
 from cutlass import BFloat16, Float32
-from cutlass.cute.nvgpu import warp
-
-from cudnn.linear_attention.frost.kernels.fwd_v1 import warp_mma
-from cudnn.linear_attention.frost.kernels.stmatrix_map import BLOCK, check_stmatrix_copy
 
 QUAD = 4  # lanes sharing a row of an m16n8 accumulator
 VEC = 8   # bf16 per 16-byte store: one n8 tile's row
@@ -90,61 +77,3 @@ def store_rows_vectorised(dst: cute.Tensor, acc: cute.Tensor, row0, lane, ncols:
             for e in cutlass.range_constexpr(VEC):       # piece p: columns 2p, 2p + 1 of tile 4m + t
                 y[e] = x[e].to(BFloat16)
             cute.autovec_copy(y, cute.local_tile(dst[row0 + g + 8 * half, None], (VEC,), (QUAD * m + t,)))
-
-
-def traced_tv(layout):
-    """A traced thread-value layout as ((thread shape, value shape), (strides)), static."""
-    return (cute.get(layout.shape, mode=[0]), cute.get(layout.shape, mode=[1])), \
-        (cute.get(layout.stride, mode=[0]), cute.get(layout.stride, mode=[1]))
-
-
-@cute.jit
-def store_fragment(frag: cute.Tensor, tile: cute.Tensor, transpose: cutlass.Constexpr = False):
-    """Run by a whole warp: 16-bit values `frag`, laid out as warp_mma's accumulator over
-    a [16, N] tile, into shared memory `tile` ([16, N] view) by stmatrix.x4, one
-    instruction per 16 x 16 block. Plain: `tile` has unit column stride and 16-byte
-    aligned rows; lane l gives the address of row l % 16, columns 8 (l // 16) .. + 7 of
-    the block, and per 8 x 8 matrix one register (a column pair). transpose
-    (stmatrix.trans): `tile` has unit row stride and 16-byte aligned columns; each lane
-    addresses 8 consecutive rows of one column. Before v1.6 each element was one 2-byte
-    store (32 per [16, 64] tile). The register and address maps CuTe builds for the copy
-    are checked while tracing (stmatrix_map.check_stmatrix_copy) against the PTX tables."""
-    lane = cute.arch.lane_idx()
-    atom = cute.make_copy_atom(warp.StMatrix8x8x16bOp(transpose, 4), tile.element_type)
-    mma = warp_mma()
-    copy = cute.make_tiled_copy_C(atom, mma)
-    check_stmatrix_copy(traced_tv(copy.layout_src_tv_tiled), traced_tv(copy.layout_dst_tv_tiled),
-                        traced_tv(mma.tv_layout_C_tiled), transpose)
-    thr_copy = copy.get_slice(lane)
-    cute.copy(copy, thr_copy.retile(frag), thr_copy.partition_D(tile))
-
-
-SCRATCH_PITCH = BLOCK + VEC  # elements per scratch row: 48 bytes, so the 8 rows of a matrix
-# (and of a quarter-warp's 16-byte loads) fall in 8 different 16-byte bank groups
-
-
-def scratch_shape() -> tuple[tuple[int, int], tuple[int, int]]:
-    """(shape, stride) of one warp's store_block_transposed scratch: [16 rows, pitch]."""
-    return (BLOCK, BLOCK), (SCRATCH_PITCH, 1)
-
-
-@cute.jit
-def store_block_transposed(frag: cute.Tensor, scratch: cute.Tensor, dst: cute.Tensor, row0, rows, col0, lane):
-    """Run by a whole warp: a 16-bit [16, 16] accumulator block `frag` (warp_mma's layout;
-    block row j, column i) into dst[row0 + i, col0 + j] for row0 + i < rows: dst a
-    [rows, cols] view with unit column stride and 16-byte aligned rows, col0 a multiple of
-    8, scratch this warp's [16, SCRATCH_PITCH] shared tile (scratch_shape). The block is
-    stored transposed into scratch (row i: 16 consecutive values), then lane l moves row
-    l % 16, columns 8 (l // 16) .. + 7 with one 16-byte load and one 16-byte store. The
-    warp syncs after the stmatrix (other lanes' values are read) and at the end (the next
-    block may overwrite the scratch)."""
-    view = cute.make_tensor(scratch.iterator, cute.make_layout((BLOCK, BLOCK), stride=(1, SCRATCH_PITCH)))
-    store_fragment(frag, view, True)
-    cute.arch.sync_warp()
-    i = lane % BLOCK
-    half = lane // BLOCK
-    y = cute.make_rmem_tensor((VEC,), frag.element_type)
-    cute.autovec_copy(cute.local_tile(scratch[i, None], (VEC,), (half,)), y)
-    if row0 + i < rows:
-        cute.autovec_copy(y, cute.local_tile(dst[row0 + i, None], (VEC,), (col0 // VEC + half,)))
-    cute.arch.sync_warp()

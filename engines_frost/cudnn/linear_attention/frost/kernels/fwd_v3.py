@@ -58,7 +58,6 @@ from cutlass import BFloat16, Float32
 from cutlass.cute.nvgpu import OperandMajorMode, warpgroup
 
 from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
-from cudnn.linear_attention.frost.kernels.fragment_stores import scratch_shape, store_block_transposed, traced_tv
 from cudnn.linear_attention.frost.kernels.fwd_v1 import (
     CHUNK,
     NBLK,
@@ -88,9 +87,6 @@ def smem_plan(c: FrostFwdConfig):
     K, C = c.K, CHUNK
     plan = [("kq", "bf16", (2 * C, K), SW128), ("kdt", "bf16", (K, C), SW128), ("p", "bf16", (C, C), SW128)] + [
         entry for entry in v2_smem_plan(c) if entry[0] not in REPLACED]
-    if c.write_output:  # each warp's output block on its way to 16-byte stores (io dtype, bf16-sized)
-        (rows, pitch), (row_stride, _) = scratch_shape()
-        plan.append(("ostage", "bf16", (c.V // SUB, rows, pitch), (rows * row_stride, row_stride, 1)))
     assert not any(name in RAW_STAGED and stride == SW128 for name, _, _, stride in plan), plan
     return plan
 
@@ -103,12 +99,17 @@ def wgmma(n: int):
     return cute.make_tiled_mma(cute.make_mma_atom(op))
 
 
+def _tv(layout):
+    return (cute.get(layout.shape, mode=[0]), cute.get(layout.shape, mode=[1])), \
+        (cute.get(layout.stride, mode=[0]), cute.get(layout.stride, mode=[1]))
+
+
 def check_fragment_orders(wg, mma, n: int) -> None:
     """Trace-time check: the warpgroup MMA wg (N = n) sees v1's warp fragments (mma's
     16 x 16 tile per warp) as its own, value for value: accumulator C and A operand."""
     for name, wg_tv, warp_tv in (("C", wg.tv_layout_C, mma.tv_layout_C_tiled),
                                  ("A", wg.tv_layout_A, mma.tv_layout_A_tiled)):
-        wg_tv, warp_tv = traced_tv(wg_tv), traced_tv(warp_tv)
+        wg_tv, warp_tv = _tv(wg_tv), _tv(warp_tv)
         if not warp_view_matches(wg_tv, WG_ROWS, warp_tv, SUB, tv_size(warp_tv)[1]):
             raise ValueError(f"fwd_v3: the wgmma m64n{n}k16 {name} fragment {wg_tv} does not extend the "
                              f"mma.sync fragment {warp_tv}; v3's register hand-over would be wrong")
@@ -262,15 +263,13 @@ class FrostFwdV3(FrostFwdV2):
         if cutlass.const_expr(wo):
             warpgroup.wait_group(1)  # groups retire in order: O^T is complete, the state may still run
 
-        # 4. the output rows: O^T's block bi holds tokens as columns, so each goes through
-        # this warp's shared scratch (stmatrix.trans) to one 16-byte store per lane
-        if cutlass.const_expr(wo):
-            scratch = self.io_view(s.ostage[wid, None, None])
-            for bi in cutlass.range_constexpr(NBLK):
-                o16 = cute.make_rmem_tensor(thr.partition_shape_C((SUB, SUB)), mo.element_type)
-                for e in cutlass.range_constexpr(per):
-                    o16[e] = acc_o[bi * per + e].to(mo.element_type)
-                store_block_transposed(o16, scratch, mo[None, h, None], t0 + bi * SUB, eos, j0, lane)
+        # 4. the output rows
+        for bi in cutlass.range_constexpr(NBLK if wo else 0):
+            for e in cutlass.range_constexpr(per):
+                jt = crd[e]
+                t = t0 + bi * SUB + jt[1]
+                if t < eos:
+                    mo[t, h, j0 + jt[0]] = acc_o[bi * per + e].to(mo.element_type)
         # the state update (group 4) stays in flight: settle_state retires it after the next
         # chunk's rows stage, which touches neither the state registers nor KD^T
         if cutlass.const_expr(self.STATE_FINAL_AT_CHAIN_END):

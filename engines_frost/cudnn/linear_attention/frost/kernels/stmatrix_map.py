@@ -1,13 +1,12 @@
-"""The stmatrix map the kernels' 16-bit shared stores rely on (pure Python).
+"""The stmatrix map the grads kernel's 16-bit shared stores rely on (pure Python).
 
-fragment_stores.store_fragment writes a warp's accumulator tile (bf16/fp16, the m16n8 layout:
+bwd_grads.store_fragment writes a warp's accumulator tile (bf16/fp16, the m16n8 layout:
 lane l holds rows l // 4 and l // 4 + 8, column pairs 2 (l % 4) + {0, 1} of each n8 tile)
 into shared memory with ``stmatrix.sync.aligned.m8n8.x4.b16`` through CuTe's tiled copy
 (make_tiled_copy_C). The PTX instruction, per the ISA: lanes 8 i .. 8 i + 7 give the row
 addresses (16 contiguous bytes each) of 8 x 8 matrix i, and register i of lane l holds
 row l // 4, columns 2 (l % 4) and 2 (l % 4) + 1 of matrix i, the lower column in the low
-half (the .trans form stores each matrix column by column: the forward's output blocks,
-whose accumulator rows are the output's columns). CuTe describes the copy by two thread-value layouts over the 16 x 16 block: the
+half. CuTe describes the copy by two thread-value layouts over the 16 x 16 block: the
 register side (value v of a lane is half v % 2 of its register v // 2) and the address
 side (the 8 consecutive elements of the row a lane addresses). ``check_stmatrix_copy``
 says whether such a pair, with the MMA's accumulator layout, stores every accumulator
@@ -23,35 +22,28 @@ from cudnn.linear_attention.frost.kernels.wgmma_fragments import fragment_coords
 BLOCK = 16  # rows and columns one stmatrix.x4 covers (four 8 x 8 matrices)
 
 
-def ptx_stmatrix_x4(addresses, registers, transpose: bool = False) -> dict[int, object]:
-    """What stmatrix.m8n8.x4[.trans].b16 writes: addresses[l] is the element offset of the
-    row lane l addresses, registers[l][i] = (low half, high half) of lane l's register i,
-    which holds row r = l // 4, columns 2 (l % 4) + {0, 1} of matrix i. Plain: matrix row r
-    goes to lanes 8 i + r's address; .trans: the matrix is stored column by column, so its
-    element (r, c) goes to position r of lane 8 i + c's address. Returns {element offset:
-    value}."""
+def ptx_stmatrix_x4(addresses, registers) -> dict[int, object]:
+    """What stmatrix.m8n8.x4.b16 writes: addresses[l] is the element offset of the row lane
+    l addresses, registers[l][i] = (low half, high half) of lane l's register i. Returns
+    {element offset: value}."""
     out = {}
     for i in range(4):
         for r in range(8):
+            base = addresses[8 * i + r]
             for c in range(8):
-                value = registers[4 * r + c // 2][i][c % 2]
-                if transpose:
-                    out[addresses[8 * i + c] + r] = value
-                else:
-                    out[addresses[8 * i + r] + c] = value
+                out[base + c] = registers[4 * r + c // 2][i][c % 2]
     return out
 
 
-def check_stmatrix_copy(src_tv, dst_tv, acc_tv, transpose: bool = False) -> None:
+def check_stmatrix_copy(src_tv, dst_tv, acc_tv) -> None:
     """Raises ValueError unless a 16 x 16 stmatrix.x4 copy whose register-side layout is
     src_tv and address-side layout dst_tv (CuTe thread-value layouts over a column-major
     16 x 16 block, given as (shape, stride)) writes value v of every lane at the
     coordinate the accumulator layout acc_tv gives it: src_tv must list each lane's values
     as acc_tv does (so the accumulator fragment is the copy's source as it is), each lane
-    must address 8 consecutive columns of one row (transpose: 8 consecutive rows of one
-    column), and the PTX placement of register i, half h of lane l (plain: position
-    2 (l % 4) + h of lane 8 i + l // 4's address; .trans: position l // 4 of lane
-    8 i + 2 (l % 4) + h's) must be that value's coordinate."""
+    must address 8 consecutive columns of one row, and the PTX placement of register i,
+    half h of lane l (row l // 4 of matrix i, column 2 (l % 4) + h) must be that value's
+    coordinate."""
     for name, tv in (("register", src_tv), ("address", dst_tv), ("accumulator", acc_tv)):
         if tv_size(tv) != (32, 8):
             raise ValueError(f"stmatrix: the {name} layout {tv} is not 32 lanes x 8 values")
@@ -61,17 +53,12 @@ def check_stmatrix_copy(src_tv, dst_tv, acc_tv, transpose: bool = False) -> None
                 raise ValueError(f"stmatrix: register layout {src_tv} differs from the accumulator's {acc_tv} "
                                  f"at lane {lane}, value {v}")
         r0, c0 = fragment_coords(*dst_tv, BLOCK, lane, 0)
-        line = [(r0 + c, c0) if transpose else (r0, c0 + c) for c in range(8)]
-        if [fragment_coords(*dst_tv, BLOCK, lane, c) for c in range(8)] != line:
-            raise ValueError(f"stmatrix: lane {lane} of the address layout {dst_tv} does not address one "
-                             f"{'column' if transpose else 'row'}")
+        if [fragment_coords(*dst_tv, BLOCK, lane, c) for c in range(8)] != [(r0, c0 + c) for c in range(8)]:
+            raise ValueError(f"stmatrix: lane {lane} of the address layout {dst_tv} does not address one row")
     for lane in range(32):
         for i in range(4):
             for h in range(2):
-                if transpose:
-                    placed = fragment_coords(*dst_tv, BLOCK, 8 * i + 2 * (lane % 4) + h, lane // 4)
-                else:
-                    placed = fragment_coords(*dst_tv, BLOCK, 8 * i + lane // 4, 2 * (lane % 4) + h)
+                placed = fragment_coords(*dst_tv, BLOCK, 8 * i + lane // 4, 2 * (lane % 4) + h)
                 if placed != fragment_coords(*src_tv, BLOCK, lane, 2 * i + h):
                     raise ValueError(f"stmatrix: lane {lane} register {i} half {h} lands at {placed}, not at "
                                      f"its value's coordinate (layouts {src_tv}, {dst_tv})")
