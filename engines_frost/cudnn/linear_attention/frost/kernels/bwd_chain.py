@@ -263,15 +263,7 @@ class FrostBwdChain(FrostBwdLauncher, FrostFwdV2):
                 x = load_vec(cute.local_tile(self.io_view(s.w0)[r, None], (VEC,), (cv,)))
             for e in cutlass.range_constexpr(VEC):
                 s_dot[cv * VEC + e, r] = x[e].to(Float32).to(BFloat16)
-        if cutlass.const_expr(c.gate_per_channel):
-            if tid < K:
-                acc = Float32(0.0)
-                for rr in cutlass.range_constexpr(C):
-                    acc = acc + s_g[rr, tid]
-                    s_g[rr, tid] = acc
-        else:
-            if tid < 32:
-                self.scalar_gate_scan(s_g, s_g[2 * tid, 0], s_g[2 * tid + 1, 0], tid)
+        self.scan_gates_in_place(s_g, tid)
 
     @cute.jit
     def stage_operands(self, s, mb, heads, t0, eos, scale, tid):

@@ -287,13 +287,7 @@ class FrostBwdGradsVec(FrostBwdGrads):
     @cute.jit
     def scan_gates(self, s, tid):
         """Inclusive cumsum per channel (thread d < K), then a barrier."""
-        s_g = s.g
-        K, C = self.cfg.K, CHUNK
-        if tid < K:
-            acc = Float32(0.0)
-            for r in cutlass.range_constexpr(C):
-                acc = acc + s_g[r, tid]
-                s_g[r, tid] = acc
+        self.scan_gates_in_place(s.g, tid)
         cute.arch.sync_threads()
 
     @cute.jit

@@ -457,6 +457,21 @@ class FrostFwdV1:
         return yk
 
     @cute.jit
+    def scan_gates_in_place(self, s_g, tid):
+        """The chunk's staged log gates s_g [C, K or 1] turned into their inclusive scan over
+        the rows: vector gates, thread d < K scans channel d; scalar gates, warp 0
+        (scalar_gate_scan). No barrier: the caller's stage ends with one."""
+        if cutlass.const_expr(self.cfg.gate_per_channel):
+            if tid < self.cfg.K:
+                acc = Float32(0.0)
+                for r in cutlass.range_constexpr(CHUNK):
+                    acc = acc + s_g[r, tid]
+                    s_g[r, tid] = acc
+        else:
+            if tid < 32:
+                self.scalar_gate_scan(s_g, s_g[2 * tid, 0], s_g[2 * tid + 1, 0], tid)
+
+    @cute.jit
     def scalar_gate_scan(self, s_g, ga, gb, tid):
         """Warp 0 (tid < 32): inclusive scan of the chunk's 64 scalar log gates, lane tid
         holding rows 2 tid (ga) and 2 tid + 1 (gb); results into s_g[:, 0]."""

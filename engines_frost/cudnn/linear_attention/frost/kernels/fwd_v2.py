@@ -411,15 +411,7 @@ class FrostFwdV2(FrostFwdV1):
                 for e in cutlass.range_constexpr(VEC):
                     w0[e] = (xv[e].to(Float32) * bt).to(BFloat16)
             cute.autovec_copy(w0, cute.local_tile(s_w0[r, None], (VEC,), (cv,)))
-        if cutlass.const_expr(c.gate_per_channel):
-            if tid < K:
-                acc = Float32(0.0)
-                for r in cutlass.range_constexpr(C):
-                    acc = acc + s_g[r, tid]
-                    s_g[r, tid] = acc
-        else:
-            if tid < 32:
-                self.scalar_gate_scan(s_g, s_g[2 * tid, 0], s_g[2 * tid + 1, 0], tid)
+        self.scan_gates_in_place(s_g, tid)
 
     @cute.jit
     def stage_operands(self, s, mb, heads, t0, eos, scale, tid):
