@@ -389,20 +389,11 @@ class FrostBwdChain(FrostBwdLauncher, FrostFwdV2):
     @cute.jit
     def block_inverse(self, s, bi, lane):
         """v1's substitution for column `lane` of (I + M_ii)^-1, stored as row `lane` of
-        the transposed inverse."""
-        s_md = s.md
-        s_dinvt = s.dinvt
-        if lane < SUB:
-            x = []
-            for t in cutlass.range_constexpr(SUB):
-                acc = Float32(0.0)
-                if lane == t:
-                    acc = Float32(1.0)
-                for u in cutlass.range_constexpr(t):
-                    acc = acc - s_md[bi, t, u] * x[u]
-                x.append(acc)
-            for t in cutlass.range_constexpr(SUB):
-                s_dinvt[bi, lane, t] = x[t].to(BFloat16)
+        the transposed inverse: v1's block_inverse_at through a view of s.dinvt with its
+        two inner modes exchanged."""
+        (nb, r, c), (sb, sr, sc) = s.dinvt.shape, s.dinvt.stride
+        dinv = cute.make_tensor(s.dinvt.iterator, cute.make_layout((nb, c, r), stride=(sb, sc, sr)))
+        self.block_inverse_at(s.md, dinv, bi, lane)
 
     # ------------------------------------------------------------------ chain
     @cute.jit
