@@ -184,8 +184,13 @@ def _rank_main(rank: int, args: argparse.Namespace, init_file: str) -> None:
         with engines:
             _measure(rank, args, device, io_dtype, gate_dtype)
         dist.barrier()
-    finally:
+    except BaseException:
         dist.destroy_process_group()
+        raise
+    if cpu:  # gloo ranks could abort on the way out (tests/context_parallel/spawned_rank.py)
+        from tests.context_parallel.spawned_rank import leave_gloo_world
+        leave_gloo_world(init_file, rank, args.world, datetime.timedelta(seconds=60))
+    dist.destroy_process_group()
 
 
 def _measure(rank: int, args: argparse.Namespace, device, io_dtype, gate_dtype) -> None:

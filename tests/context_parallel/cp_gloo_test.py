@@ -26,6 +26,7 @@ def _rank_main(rank: int, world: int, init_file: str) -> None:
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank,
                             world_size=world, timeout=TIMEOUT)
+    from tests.context_parallel.spawned_rank import leave_gloo_world
     try:
         from tests.context_parallel.cp_cases import CASES, check_rank
         from tests.torch_ops.reference_summary_engine import cp_reference_engines_installed
@@ -37,8 +38,10 @@ def _rank_main(rank: int, world: int, init_file: str) -> None:
             if pair is not None and rank in (1, 3):
                 check_rank(CASES[0], 2, dist.get_rank(pair), pair, "cpu", torch.float64, EXACT)
         dist.barrier()
-    finally:
+    except BaseException:
         dist.destroy_process_group()
+        raise
+    leave_gloo_world(init_file, rank, world, TIMEOUT)  # spawned_rank.py: why not a plain exit
 
 
 @pytest.mark.parametrize("world", [2, 4], ids=lambda world: f"world{world}")
