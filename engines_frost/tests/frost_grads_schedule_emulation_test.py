@@ -50,10 +50,6 @@ HO = 2
 CU = [0, 100, 100, 107, 177]
 
 
-def _round(a, dtype):
-    return torch.from_numpy(np.ascontiguousarray(a)).to(dtype).to(torch.float64).numpy()
-
-
 def _items(T, N):
     """(row, head, sequence, chunk, t0, eos) of every item, None for a row no sequence owns."""
     owner = {}
@@ -121,12 +117,12 @@ def test_persistent_items_see_their_own_operands(ctas, ckpt):
     cfg = FrostBwdConfig(f, "grads", None, None, checkpoints=ckpt)
     bf = torch.bfloat16
     x = {
-        "q": _round(rng.standard_normal((T, HO, K)), bf), "k": _round(rng.standard_normal((T, HO, K)), bf),
-        "v": _round(rng.standard_normal((T, HO, V)), bf), "dO": _round(rng.standard_normal((T, HO, V)), bf),
+        "q": emu.rounded(rng.standard_normal((T, HO, K)), bf), "k": emu.rounded(rng.standard_normal((T, HO, K)), bf),
+        "v": emu.rounded(rng.standard_normal((T, HO, V)), bf), "dO": emu.rounded(rng.standard_normal((T, HO, V)), bf),
         "g": -np.abs(rng.standard_normal((T, HO, 1))) * 0.1, "beta": rng.uniform(0.1, 0.9, (T, HO, 1)),
-        "u": _round(rng.standard_normal((T, HO, V)), bf), "dr": _round(rng.standard_normal((T, HO, V)), bf),
-        "ckpt": _round(rng.standard_normal((rows, HO, V, K)), bf),
-        "dckpt": _round(rng.standard_normal((rows, HO, V, K)), bf),
+        "u": emu.rounded(rng.standard_normal((T, HO, V)), bf), "dr": emu.rounded(rng.standard_normal((T, HO, V)), bf),
+        "ckpt": emu.rounded(rng.standard_normal((rows, HO, V, K)), bf),
+        "dckpt": emu.rounded(rng.standard_normal((rows, HO, V, K)), bf),
         "cu_seqlens": np.array(CU, dtype=np.int32),
         "dq": np.full((T, HO, K), np.nan), "dk": np.full((T, HO, K), np.nan), "dv": np.full((T, HO, V), np.nan),
         "dg": np.full((T, HO, 1), np.nan), "dbeta": np.full((T, HO, 1), np.nan),
@@ -166,11 +162,11 @@ def test_persistent_items_see_their_own_operands(ctas, ckpt):
         assert np.array_equal(seen["sf"], x["ckpt"][srow, h]), f"{tag}: S"
         assert np.array_equal(seen["dsf"], x["dckpt"][rho, h]), f"{tag}: dS"
         kh = x["k"][t0:t0 + r, h]
-        kh = _round(kh / np.sqrt((kh * kh).sum(-1, keepdims=True) + 1e-6), bf)
+        kh = emu.rounded(kh / np.sqrt((kh * kh).sum(-1, keepdims=True) + 1e-6), bf)
         np.testing.assert_allclose(seen["kr"][:r], kh, rtol=8e-3, atol=1e-12, err_msg=f"{tag}: k-hat")
 
         sl = slice(t0, t0 + r)
-        np.testing.assert_allclose(x["dv"][sl, h], _round(x["beta"][sl, h] * x["dr"][sl, h], bf), rtol=1e-6,
+        np.testing.assert_allclose(x["dv"][sl, h], emu.rounded(x["beta"][sl, h] * x["dr"][sl, h], bf), rtol=1e-6,
                                    err_msg=f"{tag}: dv")
         np.testing.assert_allclose(x["dbeta"][sl, h, 0], (x["v"][sl, h] * x["dr"][sl, h]).sum(-1), rtol=1e-5,
                                    atol=1e-6, err_msg=f"{tag}: dbeta")

@@ -92,10 +92,11 @@ class FrostBwdConfig:
     # The persistent scalar-gate grads kernel asks L2 for the next item's q and k rows
     # (prefetch.global.L2) when it issues that item's copies: its norms pass reads them
     # with plain loads, which the Nsight Compute profile (NOTES_bwd.md "The grads kernels
-    # under Nsight Compute") puts among its ~17 % global-load waits. A hint only: the same gradients, bitwise. Scalar gates only: the
-    # vector-gate kernel's prefetch of the next wave's rows made it slower on the H200
-    # (NOTES_bwd.md "The L2 prefetch on the H200"); its requests for its own chunk's later
-    # rows (bwd_grads_vec.prefetch_operand_rows) are always on, not this switch.
+    # under Nsight Compute") puts among its ~17 % global-load waits. A hint only: the
+    # same gradients, bitwise. Scalar gates only: the vector-gate kernel's prefetch of
+    # the next wave's rows made it slower on the H200 (NOTES_bwd.md "The L2 prefetch on
+    # the H200"); its requests for its own chunk's later rows
+    # (bwd_grads_vec.prefetch_operand_rows) are always on, not this switch.
     # The launcher sets it unless FROST_BWD_GRADS_PREFETCH=0 (bwd.py).
     grads_prefetch: bool = False
 
