@@ -306,7 +306,10 @@ def main():
     # tooling's wgmma-Gram v3 for every scalar-gate bf16 forward, product version or not
     # (the A/B: a run without it)
     gram = os.environ.get("FROST_FWD_GRAM", "").strip() or "mma"
-    if a.frost_fwd_kernel == "product" and gram == "mma":
+    # FROST_FWD_DECAY=scaled (frost_fwd_experiments.DECAY_ENV): the tooling's scaled-decay
+    # v3 (no operand stage) for every scalar-gate bf16 forward, training ones included
+    decay = os.environ.get("FROST_FWD_DECAY", "").strip() or "folded"
+    if a.frost_fwd_kernel == "product" and gram == "mma" and decay == "folded":
         run(a)
         return
     import sys
@@ -315,10 +318,10 @@ def main():
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "engines_frost" / "tests"))
     from frost_fwd_experiments import use_kernel
 
-    print(f"FROST forward: {a.frost_fwd_kernel}, Gram {gram}, forced by the test tooling on every forward, "
-          f"training ones included (the A/B against a run without --frost-fwd-kernel / FROST_FWD_GRAM, "
-          f"the product's picks)")
-    with use_kernel(a.frost_fwd_kernel, training=True, gram=gram):
+    print(f"FROST forward: {a.frost_fwd_kernel}, Gram {gram}, decays {decay}, forced by the test tooling on every "
+          f"forward, training ones included (the A/B against a run without --frost-fwd-kernel / FROST_FWD_GRAM / "
+          f"FROST_FWD_DECAY, the product's picks)")
+    with use_kernel(a.frost_fwd_kernel, training=True, gram=gram, decay=decay):
         run(a)
 
 

@@ -16,7 +16,9 @@ Run on the GPU machine from the repo root (CuTe DSL importable):
 (--algorithm: the kernel version, built as the test tooling builds it: product (default) what
 the product compiles for the shape (v3 here, bf16 on sm_90a), v1 v2's base, v2 forced, v3 v2
 with the chain's products on warpgroup MMA, whose "chain" stage is the wgmma chain.
-FROST_FWD_GRAM=wgmma with v3 or product: GDN's Gram stage on warpgroup MMA, fwd_v3_gram.py.)
+FROST_FWD_GRAM=wgmma with v3 or product: GDN's Gram stage on warpgroup MMA, fwd_v3_gram.py;
+FROST_FWD_DECAY=scaled: GDN's chain with the decays as factors and no operand stage,
+fwd_v3_scaled.py, whose "operands" row is then the factor rows alone.)
 Shape: 8 x 4096 tokens, 16 heads, K = V = 128, bf16, final state fp32 (the bench shape).
 """
 from __future__ import annotations
@@ -35,7 +37,7 @@ from tests.reference.preprocess import Family
 
 # the test tooling's kernel versions and experiment knobs (frost_fwd_experiments.py)
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "engines_frost" / "tests"))
-from frost_fwd_experiments import gram_requested, tooling_config  # noqa: E402
+from frost_fwd_experiments import decay_requested, gram_requested, tooling_config  # noqa: E402
 
 VARIANTS = ((), ("rows",), ("operands",), ("gram",), ("chain",), ("rows", "operands", "gram"),
             ("rows", "operands", "gram", "chain"), ("bounds",))
@@ -64,7 +66,8 @@ def stage_configs(family: Family, algorithm: str, device: str = "cuda", l2norm: 
     """The kernel config of every timed variant, in VARIANTS order (the full kernel's is the
     product config where `algorithm` is what the product picks)."""
     checked, _ = base_launch(family, device, l2norm)
-    return [tooling_config(checked.config, algorithm, skip_stages=skip, gram=gram_requested()) for skip in VARIANTS]
+    return [tooling_config(checked.config, algorithm, skip_stages=skip, gram=gram_requested(), decay=decay_requested())
+            for skip in VARIANTS]
 
 
 def _launcher(family: Family, algorithm: str, skip: tuple[str, ...], l2norm: bool = False):
@@ -72,7 +75,8 @@ def _launcher(family: Family, algorithm: str, skip: tuple[str, ...], l2norm: boo
     from cudnn.linear_attention.frost.kernels import fwd
 
     checked, x = base_launch(family, l2norm=l2norm)
-    kernel_cfg = tooling_config(checked.config, algorithm, skip_stages=skip, gram=gram_requested())
+    kernel_cfg = tooling_config(checked.config, algorithm, skip_stages=skip, gram=gram_requested(),
+                                decay=decay_requested())
     start = time.perf_counter()
     kernel = fwd._compiled(kernel_cfg, fwd.device_arch(x.q.device))
     compile_s = time.perf_counter() - start

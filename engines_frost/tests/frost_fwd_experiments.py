@@ -22,6 +22,11 @@ tooling's choices:
                m64n16 / m64n64 blocks (GRAM_WIDTHS); "mma" (default): v2's mma.sync Gram.
                The environment variable FROST_FWD_GRAM (GRAM_ENV) sets it for use_kernel's
                blocks;
+  decay        "scaled": v3's scalar-gate chain with the decays as per-token factors on its
+               fp32 results and no operand stage (kernels/fwd_v3_scaled.py, v3, GDN, bf16
+               only; plain, training and output-free builds); "folded" (default): the
+               decays folded into v2's bf16 operands. FROST_FWD_DECAY (DECAY_ENV) sets it
+               for use_kernel's blocks;
   sources      the hash of this file and frost_fwd_v0.py: the kernel store keys the product's
                kernel sources itself, this field keys the tooling's.
 compile_kernel.kernel_class asks such a config for its class (kernel_class() below: the
@@ -64,6 +69,12 @@ GRAMS = ("mma", *GRAM_WIDTHS)
 #: bench's --frost-fwd-kernel, and the bench when the variable is set) builds its Gram on
 #: wgmma where that kernel exists (v3, scalar gates, bf16); unset or "mma": v2's Gram
 GRAM_ENV = "FROST_FWD_GRAM"
+#: where the scalar-gate chain's decays go (fwd_v3_scaled.py): folded into the operands or
+#: scaled onto the chain's fp32 results
+DECAYS = ("folded", "scaled")
+#: FROST_FWD_DECAY=scaled: every forward a use_kernel block routes runs the scaled-decay v3
+#: where that kernel exists (v3, scalar gates, bf16); unset or "folded": v3's own chain
+DECAY_ENV = "FROST_FWD_DECAY"
 
 
 @functools.cache
@@ -87,6 +98,7 @@ class FrostFwdExperiment(FrostFwdConfig):
     skip_stages: tuple[str, ...] = ()
     ldmatrix: bool = True
     gram: str = "mma"
+    decay: str = "folded"
     sources: str = dataclasses.field(default_factory=sources_hash)
 
     def __post_init__(self):
@@ -105,6 +117,10 @@ class FrostFwdExperiment(FrostFwdConfig):
             bad("ldmatrix", "True for v0 (no MMA operands)")
         if self.gram not in GRAMS or (self.gram != "mma" and not gram_wgmma_applies(self, self.algorithm)):
             bad("gram", f"one of {GRAMS}, and 'mma' unless algorithm is v3 with scalar gates and bf16 io")
+        if self.decay not in DECAYS or (self.decay != "folded" and not scalar_gate_v3(self, self.algorithm)):
+            bad("decay", f"one of {DECAYS}, and 'folded' unless algorithm is v3 with scalar gates and bf16 io")
+        if self.decay != "folded" and self.gram != "mma":
+            bad("decay", "'folded' with a wgmma gram (both re-plan q and k; not combined)")
         if (self.write_checkpoints or self.write_values) and self.algorithm not in TRAINING_ALGORITHMS:
             bad("write_checkpoints", f"False unless algorithm is one of {TRAINING_ALGORITHMS} (the kernels "
                 "that write them)")
@@ -117,7 +133,7 @@ class FrostFwdExperiment(FrostFwdConfig):
     def kernel_label(self) -> str:
         """The kernel and its knobs in kernel_store.describe's lines."""
         return (self.algorithm + ("" if self.ldmatrix else " no-ldmatrix") + ("" if self.gram == "mma" else f" gram-{self.gram}")
-                + (" skip=" + "+".join(self.skip_stages) if self.skip_stages else ""))
+                + ("" if self.decay == "folded" else f" decay-{self.decay}") + (" skip=" + "+".join(self.skip_stages) if self.skip_stages else ""))
 
     def kernel_class(self):
         """The CuTe DSL class compile_kernel.compile_fwd compiles for this config."""
@@ -129,12 +145,26 @@ class FrostFwdExperiment(FrostFwdConfig):
         else:
             from cudnn.linear_attention.frost.kernels.compile_kernel import version_class
             base = version_class(self.algorithm, self)
-        return with_knobs(base, self.skip_stages, self.ldmatrix, self.gram)
+        return with_knobs(base, self.skip_stages, self.ldmatrix, self.gram, self.decay)
 
 
-def gram_wgmma_applies(cfg: FrostFwdConfig, algorithm: str) -> bool:
-    """Whether the wgmma Gram exists for cfg's kernel version `algorithm` (a resolved one)."""
+def scalar_gate_v3(cfg: FrostFwdConfig, algorithm: str) -> bool:
+    """Whether cfg's kernel version `algorithm` (a resolved one) is v3 for scalar gates and
+    bf16 io: where the wgmma Gram and the scaled-decay chain exist."""
     return algorithm == "v3" and not cfg.gate_per_channel and cfg.io_dtype == "bfloat16"
+
+
+gram_wgmma_applies = scalar_gate_v3
+
+
+def decay_requested() -> str:
+    """DECAY_ENV's value ("folded" when unset); ValueError for anything but DECAYS."""
+    import os
+
+    decay = os.environ.get(DECAY_ENV, "").strip() or "folded"
+    if decay not in DECAYS:
+        raise ValueError(f"{DECAY_ENV} must be one of {DECAYS}, got {decay!r}")
+    return decay
 
 
 def gram_requested() -> str:
@@ -148,11 +178,11 @@ def gram_requested() -> str:
 
 
 @functools.cache
-def with_knobs(base, skip_stages: tuple[str, ...], ldmatrix: bool, gram: str = "mma"):
+def with_knobs(base, skip_stages: tuple[str, ...], ldmatrix: bool, gram: str = "mma", decay: str = "folded"):
     """`base` (FrostFwdV1 or a subclass) itself at the product's knobs, else a subclass that
     sets them (one class per combination; a wgmma gram puts fwd_v3_gram.GramWgmma first,
-    with its width)."""
-    if skip_stages == base.skip_stages and ldmatrix == base.ldmatrix and gram == "mma":
+    with its width; the scaled decay fwd_v3_scaled.ScaledDecayChain)."""
+    if skip_stages == base.skip_stages and ldmatrix == base.ldmatrix and gram == "mma" and decay == "folded":
         return base
     tag = ("" if ldmatrix else "NoLdmatrix") + "".join(f"Skip{st.title()}" for st in skip_stages)
     bases, attrs = (base,), {"skip_stages": skip_stages, "ldmatrix": ldmatrix}
@@ -160,6 +190,9 @@ def with_knobs(base, skip_stages: tuple[str, ...], ldmatrix: bool, gram: str = "
         from cudnn.linear_attention.frost.kernels.fwd_v3_gram import GramWgmma
         bases, tag = (GramWgmma, base), tag + f"GramWgmma{GRAM_WIDTHS[gram]}"
         attrs["gram_n"] = GRAM_WIDTHS[gram]
+    if decay == "scaled":
+        from cudnn.linear_attention.frost.kernels.fwd_v3_scaled import ScaledDecayChain
+        bases, tag = (ScaledDecayChain, *bases), tag + "ScaledDecay"
     return type(f"{base.__name__}{tag}", bases, attrs)
 
 
@@ -193,43 +226,50 @@ def experiment(cfg: FrostFwdConfig, algorithm: str = PRODUCT, **knobs) -> FrostF
 
 
 @functools.lru_cache(maxsize=None)
-def _experiment(cfg: FrostFwdConfig, algorithm: str, skip_stages: tuple[str, ...], ldmatrix: bool, gram: str):
-    return experiment(cfg, algorithm, skip_stages=skip_stages, ldmatrix=ldmatrix, gram=gram)
+def _experiment(cfg: FrostFwdConfig, algorithm: str, skip_stages: tuple[str, ...], ldmatrix: bool, gram: str,
+                decay: str = "folded"):
+    return experiment(cfg, algorithm, skip_stages=skip_stages, ldmatrix=ldmatrix, gram=gram, decay=decay)
 
 
 def tooling_config(cfg: FrostFwdConfig, algorithm: str = PRODUCT, skip_stages=(), ldmatrix: bool = True,
-                   gram: str = "mma"):
+                   gram: str = "mma", decay: str = "folded"):
     """The config a tooling run of kernel version `algorithm` (with those knobs) launches for
     the product config cfg: cfg itself where that is the version the product picks for cfg
     and there are no knobs (so such runs share the product's compiled and stored kernels),
     else its FrostFwdExperiment. A wgmma gram applies where that Gram exists
-    (gram_wgmma_applies) and is dropped elsewhere, so one switch can cover a mixed run."""
+    (gram_wgmma_applies) and is dropped elsewhere, so one switch can cover a mixed run; so
+    is a scaled decay."""
     if gram != "mma" and not gram_wgmma_applies(cfg, resolve(cfg, algorithm)):
         gram = "mma"
-    if resolve(cfg, algorithm) == product_algorithm(cfg) and not skip_stages and ldmatrix and gram == "mma":
+    if decay != "folded" and not scalar_gate_v3(cfg, resolve(cfg, algorithm)):
+        decay = "folded"
+    if (resolve(cfg, algorithm) == product_algorithm(cfg) and not skip_stages and ldmatrix and gram == "mma"
+            and decay == "folded"):
         return product_config(cfg)  # not through the cache: an equal config cached earlier is another object
-    return _experiment(cfg, algorithm, tuple(skip_stages), ldmatrix, gram)
+    return _experiment(cfg, algorithm, tuple(skip_stages), ldmatrix, gram, decay)
 
 
-def engine_config(cfg: FrostFwdConfig, algorithm: str, training: bool = False, gram: str = "mma"):
+def engine_config(cfg: FrostFwdConfig, algorithm: str, training: bool = False, gram: str = "mma",
+                  decay: str = "folded"):
     """What use_kernel(algorithm, training) launches for the product config cfg:
     tooling_config, except that forwards writing state checkpoints (training calls) stay on
     the product's kernel (cfg itself, whatever its version) unless `training` is set (then
     `algorithm` must be one of TRAINING_ALGORITHMS, or PRODUCT)."""
     if cfg.write_checkpoints and not training:
         return cfg
-    return tooling_config(cfg, algorithm, gram=gram)
+    return tooling_config(cfg, algorithm, gram=gram, decay=decay)
 
 
 @contextlib.contextmanager
-def use_kernel(algorithm: str, training: bool = False, gram: str | None = None):
+def use_kernel(algorithm: str, training: bool = False, gram: str | None = None, decay: str | None = None):
     """Inside the block, frost_fwd and bind_fwd (so the FROST engines) compile and launch
     `algorithm`'s kernel wherever the product launches v2 or v3 (engine_config; with
     `training`, for the forwards that write state checkpoints and U as well): fwd._compiled,
     the launcher's one compile lookup, is wrapped, so every operand check still runs.
     Process-wide while it lasts (not for concurrent threads). gram: GRAMS, None (default):
     FROST_FWD_GRAM's (gram_requested), read on entry; a wgmma gram routes even a PRODUCT
-    block, onto the wgmma-Gram v3 kernel where it exists (tooling_config)."""
+    block, onto the wgmma-Gram v3 kernel where it exists (tooling_config). decay: DECAYS,
+    None (default): FROST_FWD_DECAY's (decay_requested), the same way."""
     if algorithm not in ALGORITHMS and algorithm != PRODUCT:
         raise ValueError(f"use_kernel: algorithm must be one of {(*ALGORITHMS, PRODUCT)}, got {algorithm!r}")
     if training and algorithm not in (*TRAINING_ALGORITHMS, PRODUCT):  # v0, v1 write neither
@@ -238,7 +278,10 @@ def use_kernel(algorithm: str, training: bool = False, gram: str | None = None):
     gram = gram_requested() if gram is None else gram
     if gram not in GRAMS:
         raise ValueError(f"use_kernel: gram must be one of {GRAMS}, got {gram!r}")
-    if algorithm == PRODUCT and gram == "mma":  # what frost_fwd launches anyway: nothing to route
+    decay = decay_requested() if decay is None else decay
+    if decay not in DECAYS:
+        raise ValueError(f"use_kernel: decay must be one of {DECAYS}, got {decay!r}")
+    if algorithm == PRODUCT and gram == "mma" and decay == "folded":  # what frost_fwd launches anyway
         yield
         return
     from cudnn.linear_attention.frost.kernels import fwd
@@ -246,7 +289,7 @@ def use_kernel(algorithm: str, training: bool = False, gram: str | None = None):
     product = fwd._compiled
 
     def compiled(cfg, arch, ffi=None, device=None):
-        return product(engine_config(cfg, algorithm, training, gram), arch, ffi, device)
+        return product(engine_config(cfg, algorithm, training, gram, decay), arch, ffi, device)
 
     fwd._compiled = compiled
     try:

@@ -60,7 +60,7 @@ def test_experiment_keys_apart_from_the_product():
     assert set(fields) == {f.name for f in dataclasses.fields(FrostFwdConfig)}
     exp = fx.experiment(CFG, "v2")
     assert set(kernel_store.key_fields(exp, "sm_90a", "cute", TOOLS, host="h")["config"]) - set(fields) == {
-        "algorithm", "skip_stages", "ldmatrix", "gram", "sources"}
+        "algorithm", "skip_stages", "ldmatrix", "gram", "decay", "sources"}
     assert exp.sources == fx.sources_hash() and len(exp.sources) == 16
     keys = {_key(c) for c in (CFG, exp, fx.experiment(CFG, "v3"), fx.experiment(CFG, ldmatrix=False),
                               fx.experiment(CFG, skip_stages=("bounds",)),
@@ -72,6 +72,16 @@ def test_experiment_keys_apart_from_the_product():
     gram = fx.tooling_config(gdn, "v3", gram="wgmma")
     assert gram.gram == "wgmma" and len({_key(gdn), _key(fx.experiment(gdn, "v3")), _key(gram)}) == 3
     assert kernel_store.describe(gram).startswith("v3 gram-wgmma gdn")
+    # the scaled-decay chain likewise; dropped where it does not exist (vector gates), and
+    # refused together with a wgmma Gram
+    scaled = fx.tooling_config(gdn, "v3", decay="scaled")
+    assert scaled.decay == "scaled" and len({_key(gdn), _key(fx.experiment(gdn, "v3")), _key(gram), _key(scaled)}) == 4
+    assert kernel_store.describe(scaled).startswith("v3 decay-scaled gdn")
+    assert fx.tooling_config(CFG, "v3", decay="scaled") == fx.tooling_config(CFG, "v3")
+    with pytest.raises(ValueError, match="decay must be 'folded' with a wgmma gram"):
+        fx.experiment(gdn, "v3", gram="wgmma", decay="scaled")
+    with pytest.raises(ValueError, match="decay must be one of"):
+        fx.experiment(gdn, "v2", decay="scaled")
 
 
 def test_describe_names_the_kernel():

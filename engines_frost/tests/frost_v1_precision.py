@@ -15,7 +15,11 @@ error against the float64 recurrence predicts what the GPU kernel can reach. Wit
 variant="v2" it rounds like fwd_v2 instead, which differs in one place: for vector gates
 the Gram B side is bf16(bf16(KE_j) X_ij), KE_j = k e^(Gam_e - Gam_s) rounded when stored,
 X_ij = e^(Gam_r_i - Gam_e_j) in fp32 (e the last row of block j); v1 rounds
-k e^(Gam_r_i - Gam_s) once.
+k e^(Gam_r_i - Gam_s) once. With variant="scaled" (scalar gates only) it rounds like
+fwd_v3_scaled: no decay-folded operands; the chain's wgmma read q-hat and k-hat, and the
+per-token factors scale fp32 results: R = W0 - beta e^Gam (k S), O = scale e^Gam (q S) + P U,
+S <- e^Gam_last S + k^T bf16(U e^(Gam_last - Gam)), U's fp32 solve result rounded once
+for P U (and the next blocks) and once, scaled, for the state update.
 """
 from __future__ import annotations
 
@@ -88,22 +92,38 @@ def _chunk(S, q, k, v, gam, beta, w, scale, variant, inverse=_unit_lower_inverse
             P[i0:i1, i0:i1] = scale * _pairwise(q[i0:i1], k[i0:i1], gam[i0:i1], True)
     Mb, Pb = bf16(M), bf16(P)
     Sb = bf16(S)
-    rhs = w0 - kba @ Sb
-    O = qa @ Sb
+    scaled = variant == "scaled"
+    if scaled:  # the factors are per token: column 0 of the (expanded) scalar gate scan
+        a = A[:, 0]
+        rhs = w0 - (beta * a)[:, None] * (k @ Sb)
+        O = (scale * a)[:, None] * (q @ Sb)
+        fk = torch.exp(gam[c - 1, 0] - gam[:, 0])[:, None]
+    else:
+        rhs = w0 - kba @ Sb
+        O = qa @ Sb
     U = torch.zeros_like(rhs)
+    Uk = torch.zeros_like(rhs)
     for i0 in range(0, c, SUB):
         i1 = min(i0 + SUB, c)
         x = bf16(rhs[i0:i1] - Mb[i0:i1, :i0] @ U[:i0])
-        U[i0:i1] = bf16(bf16(inverse(M[i0:i1, i0:i1])) @ x)
+        u = bf16(inverse(M[i0:i1, i0:i1])) @ x
+        U[i0:i1] = bf16(u)
+        if scaled:
+            Uk[i0:i1] = bf16(u * fk[i0:i1])
     O = O + Pb @ U
-    S = torch.exp(gam[c - 1])[:, None] * S + kd.T @ U
+    if scaled:
+        S = torch.exp(gam[c - 1])[:, None] * S + k.T @ Uk
+    else:
+        S = torch.exp(gam[c - 1])[:, None] * S + kd.T @ U
     return O, S
 
 
 def frost_fwd_v1_emulated(q, k, v, g, beta, w, cu_seqlens, *, scale, use_l2norm, initial_state=None,
                           variant="v1", inverse="substitution"):
-    if variant not in ("v1", "v2"):
-        raise ValueError(f"frost_fwd_v1_emulated: variant must be v1 or v2, got {variant!r}")
+    if variant not in ("v1", "v2", "scaled"):
+        raise ValueError(f"frost_fwd_v1_emulated: variant must be v1, v2 or scaled, got {variant!r}")
+    if variant == "scaled" and g.dim() != 2:
+        raise ValueError("frost_fwd_v1_emulated: variant scaled is for scalar gates (g [T, H])")
     invert = INVERSES[inverse]
     return run_chunked(
         q, k, v, g, beta, w, cu_seqlens, use_l2norm=use_l2norm, initial_state=initial_state,

@@ -130,3 +130,57 @@ def test_tensor_core_block_inverse_keeps_the_precision(family, extreme):
 
 if __name__ == "__main__":
     raise SystemExit(pytest.main([__file__, "-q"]))
+
+
+@pytest.mark.parametrize("extreme", [False, True], ids=["typical", "gates-e-30"])
+@pytest.mark.parametrize("l2", [False, True], ids=["prenorm", "l2norm"])
+def test_scaled_decays_round_no_worse_than_folded_ones(l2, extreme):
+    """fwd_v3_scaled (GDN): the decays scale fp32 results instead of bf16 operands. Its
+    rounding must stay inside the bound, really differ from the folded one's, and not cost
+    more than a quarter over it (the factors move roundings, they add one: U e^(Gam_last -
+    Gam) for the state update)."""
+    cfg = InputConfig(family=Family.GDN, seq_lens=(1, 63, 65, 150, 64), H=1, HV=2, K=64, V=64,
+                      dtype=torch.bfloat16, use_qk_l2norm=l2, with_initial_state=not l2)
+    x = make_inputs(cfg, 23)
+    g = x.g
+    if extreme:  # the e^-30 gates: factors e^Gam far below bf16's smallest normal steps
+        g = g.clone()
+        g[::7] = -30.0
+    scale = 1.0 / math.sqrt(cfg.K)
+    ro, rs = naive_recurrent_gdn(x.q, x.k, x.v, g, x.beta, x.cu_seqlens, **{**x.options(), "scale": scale},
+                                 output_final_state=True)
+    errs = {}
+    for variant in ("v1", "scaled"):
+        o, s = frost_fwd_v1_emulated(x.q, x.k, x.v, g, x.beta, None, x.cu_seqlens, scale=scale, use_l2norm=l2,
+                                     initial_state=x.initial_state, variant=variant)
+        errs[variant] = (rel_err(o, ro), rel_err(s, rs))
+        if variant == "v1":
+            folded = o
+    eo, es = errs["scaled"]
+    assert eo < BOUND and es < BOUND, errs
+    assert not torch.equal(o, folded)
+    assert eo < 1.25 * errs["v1"][0] and es < 1.25 * errs["v1"][1], errs
+
+
+def test_scaled_decays_on_correlated_keys():
+    """The ill-conditioned case of test_correlated_keys_stay_inside_the_bound, GDN, with the
+    scaled decays: inside the same bound."""
+    gen = torch.Generator().manual_seed(5)
+    lens, H, K = (200, 150), 2, 64
+    T = sum(lens)
+    cu = torch.tensor([0, lens[0], T], dtype=torch.int32)
+    rnd = lambda *shape: torch.randn(*shape, generator=gen)  # noqa: E731
+    q = rnd(T, H, K).bfloat16()
+    k = 0.9 * F.normalize(rnd(1, H, K), dim=-1) + 0.436 * F.normalize(rnd(T, H, K), dim=-1)
+    k = F.normalize(k, dim=-1).bfloat16()
+    v = rnd(T, H, K).bfloat16()
+    g = F.logsigmoid(rnd(T, H)) * 0.01
+    beta = 0.5 + 0.5 * torch.sigmoid(rnd(T, H))
+    scale = 1.0 / math.sqrt(K)
+    ro, rs = naive_recurrent_gdn(q, k, v, g, beta, cu, scale=scale, output_final_state=True)
+    o, s = frost_fwd_v1_emulated(q, k, v, g, beta, None, cu, scale=scale, use_l2norm=False, variant="scaled")
+    eo, es = rel_err(o, ro), rel_err(s, rs)
+    assert eo < CORRELATED_BOUND and es < CORRELATED_BOUND, (eo, es)
+    with pytest.raises(ValueError, match="scalar gates"):
+        frost_fwd_v1_emulated(q, k, v, g[..., None].expand(T, H, K), beta, None, cu, scale=scale,
+                              use_l2norm=False, variant="scaled")

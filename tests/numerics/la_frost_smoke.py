@@ -11,16 +11,18 @@ lines, kernel times: v2 against v1, v3 against v2) when both ran.
 
 Run on the GPU machine from the repo root, with CuTe DSL importable:
   PYTHONPATH=$(python3 tools/pythonpath.py) python3 tests/numerics/la_frost_smoke.py --family all
-(--algorithm one or more of v0 v1 v2 v3 v3gram v3gram16 v3gram64, or all (the default:
+(--algorithm one or more of v0 v1 v2 v3 v3gram v3gram16 v3gram64 v3scaled, or all (the default:
 v0-v3), each forced by the test tooling (engines_frost/tests/frost_fwd_experiments.py, launched through frost_fwd's own
 checks by its use_kernel): v3 (v2 with the chain's products on warpgroup MMA) is the
 product's kernel for these bf16 forwards on sm_90a (and for bf16 training forwards there),
 v2 its base (the product's for fp16 and other archs), v1 the tensor-core kernel v2 derives
 from, v0 the SIMT oracle (test-only), v3gram v3 with the scalar-gate Gram on warpgroup MMA
 (fwd_v3_gram.py, m64n32 blocks; v3gram16, v3gram64: m64n16, m64n64; an experiment, GDN
-only: other families run plain v3 under those names); e.g. --algorithm v2 v3. With v3 and a
-v3gram kernel both run, a "v3gram vs v3" line per case gives their outputs' relative
-difference (close, not bitwise: another summation order).)
+only: other families run plain v3 under those names), v3scaled v3 with GDN's decays as
+per-token factors on the chain's fp32 results and no operand stage (fwd_v3_scaled.py, an
+experiment, GDN only likewise); e.g. --algorithm v2 v3. With v3 and a v3gram or v3scaled
+kernel both run, a "<name> vs v3" line per case gives their outputs' relative difference
+(close, not bitwise: another summation order, other rounding points).)
 """
 from __future__ import annotations
 
@@ -40,14 +42,19 @@ from frost_fwd_experiments import ALGORITHMS, use_kernel  # noqa: E402
 #: kernel names this script takes beyond the tooling's versions: v3 with the GDN Gram on
 #: warpgroup MMA (frost_fwd_experiments.GRAM_WIDTHS: m64n32, m64n16, m64n64 blocks)
 GRAM_KERNELS = {"v3gram": "wgmma", "v3gram16": "wgmma16", "v3gram64": "wgmma64"}
-KERNELS = (*ALGORITHMS, *GRAM_KERNELS)
+#: and v3 with the GDN chain's decays as per-token factors, no operand stage (fwd_v3_scaled.py)
+SCALED_KERNEL = "v3scaled"
+KERNELS = (*ALGORITHMS, *GRAM_KERNELS, SCALED_KERNEL)
 
 
 def kernel_block(name: str):
-    """use_kernel for one of KERNELS (FROST_FWD_GRAM is not read: each name says its Gram)."""
+    """use_kernel for one of KERNELS (FROST_FWD_GRAM and FROST_FWD_DECAY are not read: each
+    name says its Gram and decays)."""
     if name in GRAM_KERNELS:
-        return use_kernel("v3", gram=GRAM_KERNELS[name])
-    return use_kernel(name, gram="mma")
+        return use_kernel("v3", gram=GRAM_KERNELS[name], decay="folded")
+    if name == SCALED_KERNEL:
+        return use_kernel("v3", gram="mma", decay="scaled")
+    return use_kernel(name, gram="mma", decay="folded")
 
 from tests.reference.compare import rel_err  # noqa: E402
 from tests.reference.gdn import naive_recurrent_gdn  # noqa: E402
@@ -150,7 +157,7 @@ def run_case(family: Family, case: Case, algorithms: list[str], seed: int) -> in
             print(f"{algorithm:3s} {family.value:5s} {case.name:28s} ERROR", flush=True)
             traceback.print_exc()
         failures += not ok
-    for name in GRAM_KERNELS:
+    for name in (*GRAM_KERNELS, SCALED_KERNEL):
         if "v3" not in outputs or name not in outputs:
             continue
         (o3, s3), (og, sg) = outputs["v3"], outputs[name]
@@ -232,7 +239,7 @@ def main(argv=None) -> int:
                         failures += 1
                         print(f"TIME {algorithm} {family.value:5s} ERROR", flush=True)
                         traceback.print_exc()
-        for old, new in (("v1", "v2"), ("v2", "v3"), *(("v3", name) for name in GRAM_KERNELS)):
+        for old, new in (("v1", "v2"), ("v2", "v3"), *(("v3", name) for name in (*GRAM_KERNELS, SCALED_KERNEL))):
             for family in families:
                 for l2 in (False, True):
                     if (old, family, l2) in times and (new, family, l2) in times:

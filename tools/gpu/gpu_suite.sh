@@ -56,6 +56,12 @@
 #              training forwards through it, backward smoke), gramwgmmastages (v3 GDN l2norm
 #              stage times, Gram on mma.sync then each width), gramwgmmabench (GDN fwd,
 #              switch off then each width); kernels compiled on first use
+#   scaled     forward v3 with GDN's decays as per-token factors and no operand stage
+#              (fwd_v3_scaled.py, off by default: FROST_FWD_DECAY=scaled / la_frost_smoke's
+#              v3scaled): scaledsmoke (GDN cases vs float64, v3 and v3scaled side by side,
+#              "v3scaled vs v3" lines, kernel times), scaledtrain (GDN training and
+#              recompute forwards through it, backward smoke), scaledbench (GDN fwd and
+#              fwd+bwd op rows, folded then scaled then folded); kernels compiled on first use
 #   summary    their kernels precompiled on this machine's cores into FROST_KERNEL_CACHE (default
 #              .frostcache; tests/numerics/frost_summary_prebuild.py), then the FROST summary
 #              engines vs float64 (tests/numerics/test_la_frost_summary_engines.py),
@@ -531,6 +537,16 @@ for s in "$@"; do
       [ "$s" = gramwgmma ] || [ "$s" = gramwgmmabench ] && stage gramwgmmabench "for m in mma wgmma16 wgmma wgmma64; do \
         echo \"== FROST_FWD_GRAM=\$m\"; FROST_FWD_GRAM=\$m python3 bench/bench_linear_attention.py --fwd-only \
         --cases 'GDN fwd' --reps 20 || exit 1; done"
+      true ;;
+    scaled|scaledsmoke|scaledtrain|scaledbench)  # GDN decays as factors (FROST_FWD_DECAY=scaled) vs v3
+      [ "$s" = scaled ] || [ "$s" = scaledsmoke ] && stage scaledsmoke "python3 \
+        tests/numerics/la_frost_smoke.py --family gdn --algorithm v3 v3scaled"
+      [ "$s" = scaled ] || [ "$s" = scaledtrain ] && stage scaledtrain "FROST_FWD_DECAY=scaled python3 \
+        tests/numerics/la_frost_bwd_smoke.py --jobs \$(nproc) --family gdn --fwd-kernel v3"
+      [ "$s" = scaled ] || [ "$s" = scaledbench ] && stage scaledbench "for d in folded scaled folded; do \
+        echo \"== FROST_FWD_DECAY=\$d\"; FROST_FWD_DECAY=\$d python3 bench/bench_linear_attention.py --fwd-only \
+        --cases 'GDN fwd' --impl FROST --reps 20 && FROST_FWD_DECAY=\$d python3 bench/bench_linear_attention.py \
+        --cases 'GDN fwd+bwd' --impl 'op FROST' --reps 10 || exit 1; done"
       true ;;
     v3train|v3trainsmoke|v3trainbench)  # training forward: v2 forced against the product's (v3), smoke and A/B
       [ "$s" = v3trainbench ] || stage v3trainsmoke "python3 tests/numerics/la_frost_bwd_smoke.py \

@@ -146,13 +146,21 @@ class FrostFwdV3(FrostFwdV2):
         K, C = self.cfg.K, CHUNK
         s.kba = cute.local_tile(s.kq, (C, K), (0, 0))
         s.qa = cute.local_tile(s.kq, (C, K), (1, 0))
+        self.zero_p_above_diagonal(s, tid)
+        FrostFwdV2.before_chunks(self, s, mq, mk, mv, mg, mb, mw, heads, bos, eos, tid, lane, wid)
+
+    @cute.jit
+    def zero_p_above_diagonal(self, s, tid):
+        """P's 16 x 16 blocks above the diagonal, which no Gram stage writes and the P U
+        wgmma reads, as zeros (write_output only: P serves the output). No barrier: the
+        caller's first-chunk staging ends with one."""
+        C = CHUNK
         s_p = s.p
-        for u in cutlass.range_constexpr(C * C // self.threads if self.cfg.write_output else 0):  # P: output only
+        for u in cutlass.range_constexpr(C * C // self.threads if self.cfg.write_output else 0):
             idx = tid + u * self.threads
             t, col = idx // C, idx % C
             if t // SUB < col // SUB:
                 s_p[t, col] = BFloat16(0.0)
-        FrostFwdV2.before_chunks(self, s, mq, mk, mv, mg, mb, mw, heads, bos, eos, tid, lane, wid)
 
     @cute.jit
     def stage_operands(self, s, mb, heads, t0, eos, scale, tid):

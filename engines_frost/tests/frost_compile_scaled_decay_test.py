@@ -1,0 +1,87 @@
+"""sm_90a compiles of the scaled-decay forward (kernels/fwd_v3_scaled.py, the tooling's knob
+decay="scaled"): no spills, fewer registers than v3's folded chain, the chain's wgmma with
+the state update reading k-hat as a transposed (MN-major) B, no operand-stage transpose
+left, and the knob's reach.
+
+Each case compiles the kernel and reads cuobjdump's resource usage and the SASS
+(frost_cubin_report). GDN only: the knob is dropped elsewhere.
+"""
+import dataclasses
+import functools
+import os
+import sys
+import tempfile
+
+import pytest
+
+pytest.importorskip("cutlass", reason="nvidia-cutlass-dsl (CuTe DSL) is not installed")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import frost_cubin_report as report  # noqa: E402
+import frost_fwd_experiments as fx  # noqa: E402
+
+pytestmark = pytest.mark.skipif(report.tool("CUOBJDUMP", "cuobjdump") is None
+                                or report.tool("NVDISASM", "nvdisasm") is None,
+                                reason="cuobjdump / nvdisasm not found")
+
+MODES = ("plain", "training", "output-free")  # output-free: the backward's recompute (checkpoints + U)
+CASES = [(128, True, "plain"), (128, False, "plain"), (64, True, "plain"), (128, True, "training"),
+         (128, False, "training"), (128, True, "output-free"), (64, False, "output-free")]
+
+
+def _config(K, l2, mode, decay):
+    cfg = report.config_for("gdn", "product", K, K, l2)
+    if mode == "training":
+        cfg = dataclasses.replace(cfg, has_initial_state=True, write_checkpoints=True, write_values=True)
+    elif mode == "output-free":
+        cfg = dataclasses.replace(cfg, write_checkpoints=True, write_values=True, write_output=False)
+    return fx.tooling_config(cfg, "v3", decay=decay)
+
+
+@functools.cache
+def _build(K, l2, mode, decay):
+    with tempfile.TemporaryDirectory() as tmp:
+        cubin = report.compile_cubin(_config(K, l2, mode, decay), tmp)
+        return report.resource_usage(cubin), tuple(report.sass_instructions(cubin))
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: f"K{c[0]}-l2{int(c[1])}-{c[2]}")
+def test_scaled_decay_compiles_without_spills(case):
+    K, l2, mode = case
+    cfg = _config(K, l2, mode, "scaled")
+    assert cfg.decay == "scaled" and "decay-scaled" in cfg.kernel_label
+    usage, sass = _build(K, l2, mode, "scaled")
+    assert usage["LOCAL"] == 0 and usage["STACK"] == 0, usage
+    folded, folded_sass = _build(K, l2, mode, "folded")
+    # the folded operands' tiles and stage are gone: no more registers than v3's own chain
+    assert usage["REG"] <= folded["REG"], (usage, folded)
+    wo = mode != "output-free"
+    hgmma = [i for i in sass if i.startswith("HGMMA")]
+    # X = S^T K^T (K/16) and, with the output, S^T Q^T (K/16) and P U (4); the state update (4)
+    assert len(hgmma) == (2 * K // 16 + 8 if wo else K // 16 + 4), hgmma
+    # the state update reads k-hat [t, d] transposed: its four m64nK are the only .tnspB ones
+    transposed = [i for i in hgmma if ".tnspB" in i]
+    assert len(transposed) == 4 and all(i.startswith(f"HGMMA.64x{K}x16.") for i in transposed), hgmma
+    assert not any(".tnspB" in i for i in folded_sass if i.startswith("HGMMA"))
+    # v2's operand stage stored KD^T element by element (2-byte transposed stores) and
+    # QA / KBA as 16-byte vectors; the scaled build stores neither
+    assert sum(i.startswith("STS.U16") for i in sass) < sum(i.startswith("STS.U16") for i in folded_sass)
+
+
+def test_the_knob_reaches_gdn_bf16_v3_only():
+    from cudnn.linear_attention.frost.kernels.compile_kernel import kernel_class
+    from cudnn.linear_attention.frost.kernels.fwd_v3 import FrostFwdV3, FrostFwdV3Values
+    from cudnn.linear_attention.frost.kernels.fwd_v3_scaled import ScaledDecayChain
+
+    gdn = report.config_for("gdn", "product", 128, 128, True)
+    cls = kernel_class(fx.tooling_config(gdn, "v3", decay="scaled"), "sm_90a")
+    assert issubclass(cls, ScaledDecayChain) and issubclass(cls, FrostFwdV3) and cls.decay_scaled
+    train = kernel_class(_config(128, True, "training", "scaled"), "sm_90a")
+    assert issubclass(train, ScaledDecayChain) and issubclass(train, FrostFwdV3Values)
+    # the product's classes never carry it
+    assert kernel_class(gdn, "sm_90a") is FrostFwdV3 and not getattr(FrostFwdV3, "decay_scaled", False)
+    # where the kernel does not exist the switch leaves the config alone
+    kda = report.config_for("kda", "product", 128, 128, True)
+    assert fx.tooling_config(kda, "v3", decay="scaled") == fx.tooling_config(kda, "v3")
+    with pytest.raises(ValueError, match="scaled-decay chain is built for scalar gates"):
+        ScaledDecayChain.__init__(object.__new__(cls), dataclasses.replace(gdn, io_dtype="float16"))
