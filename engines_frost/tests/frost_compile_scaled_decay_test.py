@@ -1,7 +1,7 @@
 """sm_90a compiles of the scaled-decay forward (kernels/fwd_v3_scaled.py, the tooling's knob
-decay="scaled"): no spills, fewer registers than v3's folded chain, the chain's wgmma with
+decay="scaled"): no spills, fewer registers than v3's folded chain at K = 128, the chain's wgmma with
 the state update reading k-hat as a transposed (MN-major) B, no operand-stage transpose
-left, and the knob's reach.
+left, with "scaled-lead" no row copy issued inside the chain, and the knob's reach.
 
 Each case compiles the kernel and reads cuobjdump's resource usage and the SASS
 (frost_cubin_report). GDN only: the knob is dropped elsewhere.
@@ -45,16 +45,19 @@ def _build(K, l2, mode, decay):
         return report.resource_usage(cubin), tuple(report.sass_instructions(cubin))
 
 
+@pytest.mark.parametrize("decay", ["scaled", "scaled-lead"])
 @pytest.mark.parametrize("case", CASES, ids=lambda c: f"K{c[0]}-l2{int(c[1])}-{c[2]}")
-def test_scaled_decay_compiles_without_spills(case):
+def test_scaled_decay_compiles_without_spills(case, decay):
     K, l2, mode = case
-    cfg = _config(K, l2, mode, "scaled")
-    assert cfg.decay == "scaled" and "decay-scaled" in cfg.kernel_label
-    usage, sass = _build(K, l2, mode, "scaled")
+    cfg = _config(K, l2, mode, decay)
+    assert cfg.decay == decay and f"decay-{decay}" in cfg.kernel_label
+    usage, sass = _build(K, l2, mode, decay)
     assert usage["LOCAL"] == 0 and usage["STACK"] == 0, usage
     folded, folded_sass = _build(K, l2, mode, "folded")
-    # the folded operands' tiles and stage are gone: no more registers than v3's own chain
-    assert usage["REG"] <= folded["REG"], (usage, folded)
+    # at K = V = 128 (v3's GDN chain at 253 registers) the folded operands' stage is gone
+    # and the chain needs fewer (K = 64 builds sit far below the file either way)
+    if K == 128:
+        assert usage["REG"] < folded["REG"], (usage, folded)
     wo = mode != "output-free"
     hgmma = [i for i in sass if i.startswith("HGMMA")]
     # X = S^T K^T (K/16) and, with the output, S^T Q^T (K/16) and P U (4); the state update (4)
@@ -66,16 +69,25 @@ def test_scaled_decay_compiles_without_spills(case):
     # v2's operand stage stored KD^T element by element (2-byte transposed stores) and
     # QA / KBA as 16-byte vectors; the scaled build stores neither
     assert sum(i.startswith("STS.U16") for i in sass) < sum(i.startswith("STS.U16") for i in folded_sass)
+    # where the next chunk's rows are copied: inside the chain (between its first and last
+    # wgmma) unless they lead by a chunk (issued in the operand stage, before the Gram)
+    first = next(n for n, i in enumerate(sass) if i.startswith("HGMMA"))
+    last = max(n for n, i in enumerate(sass) if i.startswith("HGMMA"))
+    in_chain = sum(i.startswith("LDGSTS") for i in sass[first:last])
+    assert (in_chain == 0) == (decay == "scaled-lead"), in_chain
 
 
 def test_the_knob_reaches_gdn_bf16_v3_only():
     from cudnn.linear_attention.frost.kernels.compile_kernel import kernel_class
     from cudnn.linear_attention.frost.kernels.fwd_v3 import FrostFwdV3, FrostFwdV3Values
-    from cudnn.linear_attention.frost.kernels.fwd_v3_scaled import ScaledDecayChain
+    from cudnn.linear_attention.frost.kernels.fwd_v3_scaled import ScaledDecayChain, ScaledDecayLeadChain
 
     gdn = report.config_for("gdn", "product", 128, 128, True)
     cls = kernel_class(fx.tooling_config(gdn, "v3", decay="scaled"), "sm_90a")
     assert issubclass(cls, ScaledDecayChain) and issubclass(cls, FrostFwdV3) and cls.decay_scaled
+    assert not cls.rows_lead and not issubclass(cls, ScaledDecayLeadChain)
+    lead = kernel_class(fx.tooling_config(gdn, "v3", decay="scaled-lead"), "sm_90a")
+    assert issubclass(lead, ScaledDecayLeadChain) and lead.rows_lead
     train = kernel_class(_config(128, True, "training", "scaled"), "sm_90a")
     assert issubclass(train, ScaledDecayChain) and issubclass(train, FrostFwdV3Values)
     # the product's classes never carry it

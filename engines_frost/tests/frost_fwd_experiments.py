@@ -25,7 +25,9 @@ tooling's choices:
   decay        "scaled": v3's scalar-gate chain with the decays as per-token factors on its
                fp32 results and no operand stage (kernels/fwd_v3_scaled.py, v3, GDN, bf16
                only; plain, training and output-free builds); "folded" (default): the
-               decays folded into v2's bf16 operands. FROST_FWD_DECAY (DECAY_ENV) sets it
+               decays folded into v2's bf16 operands; "scaled-lead": "scaled" with the next
+               chunk's rows copied a chunk ahead (fwd_v3_scaled.ScaledDecayLeadChain).
+               FROST_FWD_DECAY (DECAY_ENV) sets it
                for use_kernel's blocks;
   sources      the hash of this file and frost_fwd_v0.py: the kernel store keys the product's
                kernel sources itself, this field keys the tooling's.
@@ -71,8 +73,8 @@ GRAMS = ("mma", *GRAM_WIDTHS)
 GRAM_ENV = "FROST_FWD_GRAM"
 #: where the scalar-gate chain's decays go (fwd_v3_scaled.py): folded into the operands or
 #: scaled onto the chain's fp32 results
-DECAYS = ("folded", "scaled")
-#: FROST_FWD_DECAY=scaled: every forward a use_kernel block routes runs the scaled-decay v3
+DECAYS = ("folded", "scaled", "scaled-lead")
+#: FROST_FWD_DECAY=scaled (or scaled-lead): every forward a use_kernel block routes runs the scaled-decay v3
 #: where that kernel exists (v3, scalar gates, bf16); unset or "folded": v3's own chain
 DECAY_ENV = "FROST_FWD_DECAY"
 
@@ -190,9 +192,11 @@ def with_knobs(base, skip_stages: tuple[str, ...], ldmatrix: bool, gram: str = "
         from cudnn.linear_attention.frost.kernels.fwd_v3_gram import GramWgmma
         bases, tag = (GramWgmma, base), tag + f"GramWgmma{GRAM_WIDTHS[gram]}"
         attrs["gram_n"] = GRAM_WIDTHS[gram]
-    if decay == "scaled":
-        from cudnn.linear_attention.frost.kernels.fwd_v3_scaled import ScaledDecayChain
-        bases, tag = (ScaledDecayChain, *bases), tag + "ScaledDecay"
+    if decay != "folded":
+        from cudnn.linear_attention.frost.kernels.fwd_v3_scaled import ScaledDecayChain, ScaledDecayLeadChain
+        lead = decay == "scaled-lead"
+        bases = ((ScaledDecayLeadChain if lead else ScaledDecayChain), *bases)
+        tag += "ScaledDecayLead" if lead else "ScaledDecay"
     return type(f"{base.__name__}{tag}", bases, attrs)
 
 

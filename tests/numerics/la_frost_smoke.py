@@ -11,7 +11,7 @@ lines, kernel times: v2 against v1, v3 against v2) when both ran.
 
 Run on the GPU machine from the repo root, with CuTe DSL importable:
   PYTHONPATH=$(python3 tools/pythonpath.py) python3 tests/numerics/la_frost_smoke.py --family all
-(--algorithm one or more of v0 v1 v2 v3 v3gram v3gram16 v3gram64 v3scaled, or all (the default:
+(--algorithm one or more of v0 v1 v2 v3 v3gram v3gram16 v3gram64 v3scaled v3scaledlead, or all (the default:
 v0-v3), each forced by the test tooling (engines_frost/tests/frost_fwd_experiments.py, launched through frost_fwd's own
 checks by its use_kernel): v3 (v2 with the chain's products on warpgroup MMA) is the
 product's kernel for these bf16 forwards on sm_90a (and for bf16 training forwards there),
@@ -20,7 +20,7 @@ from, v0 the SIMT oracle (test-only), v3gram v3 with the scalar-gate Gram on war
 (fwd_v3_gram.py, m64n32 blocks; v3gram16, v3gram64: m64n16, m64n64; an experiment, GDN
 only: other families run plain v3 under those names), v3scaled v3 with GDN's decays as
 per-token factors on the chain's fp32 results and no operand stage (fwd_v3_scaled.py, an
-experiment, GDN only likewise); e.g. --algorithm v2 v3. With v3 and a v3gram or v3scaled
+experiment, GDN only likewise; v3scaledlead with the next chunk's rows copied a chunk ahead); e.g. --algorithm v2 v3. With v3 and a v3gram or v3scaled
 kernel both run, a "<name> vs v3" line per case gives their outputs' relative difference
 (close, not bitwise: another summation order, other rounding points).)
 """
@@ -42,9 +42,10 @@ from frost_fwd_experiments import ALGORITHMS, use_kernel  # noqa: E402
 #: kernel names this script takes beyond the tooling's versions: v3 with the GDN Gram on
 #: warpgroup MMA (frost_fwd_experiments.GRAM_WIDTHS: m64n32, m64n16, m64n64 blocks)
 GRAM_KERNELS = {"v3gram": "wgmma", "v3gram16": "wgmma16", "v3gram64": "wgmma64"}
-#: and v3 with the GDN chain's decays as per-token factors, no operand stage (fwd_v3_scaled.py)
-SCALED_KERNEL = "v3scaled"
-KERNELS = (*ALGORITHMS, *GRAM_KERNELS, SCALED_KERNEL)
+#: and v3 with the GDN chain's decays as per-token factors, no operand stage (fwd_v3_scaled.py;
+#: v3scaledlead: the next chunk's rows copied a chunk ahead as well)
+SCALED_KERNELS = {"v3scaled": "scaled", "v3scaledlead": "scaled-lead"}
+KERNELS = (*ALGORITHMS, *GRAM_KERNELS, *SCALED_KERNELS)
 
 
 def kernel_block(name: str):
@@ -52,8 +53,8 @@ def kernel_block(name: str):
     name says its Gram and decays)."""
     if name in GRAM_KERNELS:
         return use_kernel("v3", gram=GRAM_KERNELS[name], decay="folded")
-    if name == SCALED_KERNEL:
-        return use_kernel("v3", gram="mma", decay="scaled")
+    if name in SCALED_KERNELS:
+        return use_kernel("v3", gram="mma", decay=SCALED_KERNELS[name])
     return use_kernel(name, gram="mma", decay="folded")
 
 from tests.reference.compare import rel_err  # noqa: E402
@@ -157,7 +158,7 @@ def run_case(family: Family, case: Case, algorithms: list[str], seed: int) -> in
             print(f"{algorithm:3s} {family.value:5s} {case.name:28s} ERROR", flush=True)
             traceback.print_exc()
         failures += not ok
-    for name in (*GRAM_KERNELS, SCALED_KERNEL):
+    for name in (*GRAM_KERNELS, *SCALED_KERNELS):
         if "v3" not in outputs or name not in outputs:
             continue
         (o3, s3), (og, sg) = outputs["v3"], outputs[name]
@@ -239,7 +240,7 @@ def main(argv=None) -> int:
                         failures += 1
                         print(f"TIME {algorithm} {family.value:5s} ERROR", flush=True)
                         traceback.print_exc()
-        for old, new in (("v1", "v2"), ("v2", "v3"), *(("v3", name) for name in (*GRAM_KERNELS, SCALED_KERNEL))):
+        for old, new in (("v1", "v2"), ("v2", "v3"), *(("v3", name) for name in (*GRAM_KERNELS, *SCALED_KERNELS))):
             for family in families:
                 for l2 in (False, True):
                     if (old, family, l2) in times and (new, family, l2) in times:

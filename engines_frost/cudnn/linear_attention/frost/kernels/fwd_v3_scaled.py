@@ -29,6 +29,14 @@ tiles each, chunk i of a sequence on tile i mod 2 (chunk_tiles). The gate and be
 stay single: the factors are made from them before the chain, and the Gram stage, their
 other reader, ends before it. Shared memory at K = V = 128: ~107 KB (v3's GDN plan: ~122).
 
+ScaledDecayLeadChain (knob decay="scaled-lead") also double-buffers W0, the gates and beta
+(GDN: +18 KB, ~125 KB in all) and copies chunk c + 1's rows at the start of chunk c's
+operand stage, as soon as chunk c - 1's readers of those tiles are done (the state
+update, retired by settle_state before the barrier that stage follows): the copies get
+the operand, Gram and chain stages (~4-5 us) to land instead of the chain alone (~2 us),
+where the chunk's closing barrier waited on them (3.5 % of the plain forward's samples,
+5.5 % of the training forward's: NOTES.md), and the chain issues no copies at all.
+
 bf16 io only (q and k are staged raw as bf16 into swizzled tiles: io_view keeps the
 swizzle), scalar gates only, sm_90a only (v3's). Plain, training (checkpoints, U) and
 output-free builds: the same switches as v3's chain.
@@ -55,13 +63,28 @@ DROPPED = ("q", "k", "qa", "kba", "kdt", "p")
 FR, FO, FK = 0, 1, 2
 
 
-def smem_plan(c: FrostFwdConfig):
+#: v2's row tiles ScaledDecayLeadChain double-buffers as well (chunk parity, like q and k)
+LEAD_ROWS = ("w0", "g", "beta")
+
+
+def smem_plan(c: FrostFwdConfig, lead: bool = False):
     """q and k as two [C, K] SW128 tiles each (rows [C i, C i + C) of a [2C, K] tile: chunk
-    parity i), P [C, C] SW128, v2's remaining tiles, and the factor rows fr, fo, fk [3, C]."""
+    parity i), P [C, C] SW128, v2's remaining tiles, and the factor rows fr, fo, fk [3, C];
+    with `lead` the LEAD_ROWS tiles twice as tall the same way."""
     K, C = c.K, CHUNK
     tiles = [("q", "bf16", (2 * C, K), SW128), ("k", "bf16", (2 * C, K), SW128), ("p", "bf16", (C, C), SW128)]
-    rest = [entry for entry in v2_smem_plan(c) if entry[0] not in DROPPED]
+    rest = []
+    for name, dtype, shape, stride in v2_smem_plan(c):
+        if name in DROPPED:
+            continue
+        if lead and name in LEAD_ROWS:
+            shape = (2 * shape[0], *shape[1:])
+        rest.append((name, dtype, shape, stride))
     return tiles + rest + [("fac", "f32", (3, C), (C, 1))]
+
+
+def smem_plan_lead(c: FrostFwdConfig):
+    return smem_plan(c, lead=True)
 
 
 def wgmma_mn(n: int):
@@ -78,6 +101,9 @@ class ScaledDecayChain:
 
     smem_plan = staticmethod(smem_plan)
     decay_scaled = True
+    #: True: the next chunk's rows are copied at the start of the operand stage into the
+    #: other parity's tiles (ScaledDecayLeadChain); False: during the chain, as v3
+    rows_lead = False
 
     def __init__(self, cfg: FrostFwdConfig):
         if cfg.gate_per_channel or cfg.io_dtype != "bfloat16":
@@ -92,13 +118,17 @@ class ScaledDecayChain:
         return t
 
     def chunk_tiles(self, s, t0):
-        """s with q and k the tiles of the chunk starting at token t0 (chunk parity
-        (t0 - bos) / C mod 2 of the [2C, K] tiles kept as q2, k2). Traced inline."""
-        K, C = self.cfg.K, CHUNK
+        """s with q and k (and with rows_lead W0, g, beta) the tiles of the chunk starting at
+        token t0: chunk parity (t0 - bos) / C mod 2 of the double-height tiles kept in
+        s.both. Traced inline."""
+        C = CHUNK
         par = ((t0 - s.bos) // C) % 2
         v = SimpleNamespace(**vars(s))
-        v.q = cute.local_tile(s.q2, (C, K), (par, 0))
-        v.k = cute.local_tile(s.k2, (C, K), (par, 0))
+        for name, both in s.both.items():
+            if cute.rank(both.layout) == 1:
+                setattr(v, name, cute.local_tile(both, (C,), (par,)))
+            else:
+                setattr(v, name, cute.local_tile(both, (C, both.shape[1]), (par, 0)))
         return v
 
     # ------------------------------------------------------------------ v1/v2 extension points
@@ -106,8 +136,7 @@ class ScaledDecayChain:
     def before_chunks(self, s, mq, mk, mv, mg, mb, mw, heads, bos, eos, tid, lane, wid):
         """Keep the [2C, K] tiles and bos (chunk_tiles), zero P above its diagonal blocks,
         then v2's first-chunk staging into the parity-0 tiles (its barrier orders both)."""
-        s.q2 = s.q
-        s.k2 = s.k
+        s.both = {name: getattr(s, name) for name in ("q", "k", *(LEAD_ROWS if self.rows_lead else ()))}
         s.bos = bos
         FrostFwdV3.zero_p_above_diagonal(self, s, tid)
         first = self.chunk_tiles(s, bos)
@@ -116,21 +145,46 @@ class ScaledDecayChain:
 
     @cute.jit
     def prefetch_next_rows(self, s, t0, eos, lane, wid):
-        """v2's prefetch of the next chunk's rows, into the other parity's q and k tiles."""
+        """v2's prefetch of the next chunk's rows, into the other parity's q and k tiles
+        (rows_lead: none here, copy_next_chunk_rows issued them)."""
+        if cutlass.const_expr(not self.rows_lead):
+            if t0 + CHUNK < eos:
+                self.prefetch_rows(self.chunk_tiles(s, t0 + CHUNK), t0 + CHUNK, eos, wid * 32 + lane)
+                cute.arch.cp_async_commit_group()
+
+    @cute.jit
+    def after_rhs_reads(self, s, heads, t0, eos, lane, wid):
+        """v2's copy of the next chunk's v into this warp's W0 columns (rows_lead: none, the
+        operand stage copied it into the other W0 tile)."""
+        if cutlass.const_expr(not self.rows_lead):
+            FrostFwdV2.after_rhs_reads(self, s, heads, t0, eos, lane, wid)
+
+    @cute.jit
+    def copy_next_chunk_rows(self, s, t0, eos, tid):
+        """rows_lead: chunk t0 + C's q, k, gates, beta and v into the other parity's tiles,
+        one committed group (the chain's closing cp.async wait retires it)."""
         if t0 + CHUNK < eos:
-            self.prefetch_rows(self.chunk_tiles(s, t0 + CHUNK), t0 + CHUNK, eos, wid * 32 + lane)
+            nxt = self.chunk_tiles(s, t0 + CHUNK)
+            self.prefetch_rows(nxt, t0 + CHUNK, eos, tid)
+            self.prefetch_v(nxt, t0 + CHUNK, eos, cute.arch.lane_idx(),
+                            cute.arch.make_warp_uniform(cute.arch.warp_idx()))
             cute.arch.cp_async_commit_group()
 
     @cute.jit
     def stage_rows(self, s, mq, mk, mv, mg, mb, mw, heads, t0, eos, tid):
-        """v2's rows stage on this chunk's q and k tiles."""
+        """v2's rows stage on this chunk's tiles."""
         FrostFwdV2.stage_rows(self, self.chunk_tiles(s, t0), mq, mk, mv, mg, mb, mw, heads, t0, eos, tid)
 
     @cute.jit
     def stage_operands(self, s, mb, heads, t0, eos, scale, tid):
         """What is left of the operand stage: the factor rows fr, fo, fk and e^Gam_last
         (threads 0 .. C-1, a row each), then v3's proxy fence, now for the rows stage's
-        q-hat and k-hat stores, which the chain's wgmma read."""
+        q-hat and k-hat stores, which the chain's wgmma read. rows_lead: first the copies of
+        the next chunk's rows (the other parity's tiles are free: their last reader, the
+        previous chunk's state update, retired before this stage's barrier)."""
+        if cutlass.const_expr(self.rows_lead):
+            self.copy_next_chunk_rows(s, t0, eos, tid)
+        s = self.chunk_tiles(s, t0)
         s_g = s.g
         s_beta = s.beta
         s_fac = s.fac
@@ -265,3 +319,11 @@ class ScaledDecayChain:
                     mo[t, h, j0 + jt[0]] = acc_o[bi * per + e].to(mo.element_type)
         if cutlass.const_expr(self.STATE_FINAL_AT_CHAIN_END):
             warpgroup.wait_group(0)
+
+
+class ScaledDecayLeadChain(ScaledDecayChain):
+    """ScaledDecayChain with W0, the gates and beta double-buffered too, and the next
+    chunk's rows copied at the start of the operand stage (module docstring)."""
+
+    smem_plan = staticmethod(smem_plan_lead)
+    rows_lead = True
