@@ -26,7 +26,10 @@ tooling's choices:
                fp32 results and no operand stage (kernels/fwd_v3_scaled.py, v3, GDN, bf16
                only; plain, training and output-free builds); "folded" (default): the
                decays folded into v2's bf16 operands; "scaled-lead": "scaled" with the next
-               chunk's rows copied a chunk ahead (fwd_v3_scaled.ScaledDecayLeadChain).
+               chunk's rows copied a chunk ahead (fwd_v3_scaled.ScaledDecayLeadChain);
+               "scaled-ws": the scaled chain warp-specialised, a producer role running the
+               next chunk's rows and Gram (kernels/fwd_ws.py; plain K = V = 128 forwards,
+               ws_applies: elsewhere "scaled").
                FROST_FWD_DECAY (DECAY_ENV) sets it
                for use_kernel's blocks;
   sources      the hash of this file and frost_fwd_v0.py: the kernel store keys the product's
@@ -73,7 +76,7 @@ GRAMS = ("mma", *GRAM_WIDTHS)
 GRAM_ENV = "FROST_FWD_GRAM"
 #: where the scalar-gate chain's decays go (fwd_v3_scaled.py): folded into the operands or
 #: scaled onto the chain's fp32 results
-DECAYS = ("folded", "scaled", "scaled-lead")
+DECAYS = ("folded", "scaled", "scaled-lead", "scaled-ws")
 #: FROST_FWD_DECAY=scaled (or scaled-lead): every forward a use_kernel block routes runs the scaled-decay v3
 #: where that kernel exists (v3, scalar gates, bf16); unset or "folded": v3's own chain
 DECAY_ENV = "FROST_FWD_DECAY"
@@ -121,6 +124,8 @@ class FrostFwdExperiment(FrostFwdConfig):
             bad("gram", f"one of {GRAMS}, and 'mma' unless algorithm is v3 with scalar gates and bf16 io")
         if self.decay not in DECAYS or (self.decay != "folded" and not scalar_gate_v3(self, self.algorithm)):
             bad("decay", f"one of {DECAYS}, and 'folded' unless algorithm is v3 with scalar gates and bf16 io")
+        if self.decay == "scaled-ws" and not ws_applies(self):
+            bad("decay", "'scaled-ws' only for plain K = V = 128 forwards (ws_applies)")
         if self.decay != "folded" and self.gram != "mma":
             bad("decay", "'folded' with a wgmma gram (both re-plan q and k; not combined)")
         if (self.write_checkpoints or self.write_values) and self.algorithm not in TRAINING_ALGORITHMS:
@@ -159,6 +164,12 @@ def scalar_gate_v3(cfg: FrostFwdConfig, algorithm: str) -> bool:
 gram_wgmma_applies = scalar_gate_v3
 
 
+def ws_applies(cfg: FrostFwdConfig) -> bool:
+    """Whether the warp-specialised scaled chain (fwd_ws.py) is built for cfg: plain
+    forwards (output, no checkpoints or U) at K = V = 128 (with scalar_gate_v3)."""
+    return (cfg.K, cfg.V) == (128, 128) and cfg.write_output and not cfg.write_checkpoints
+
+
 def decay_requested() -> str:
     """DECAY_ENV's value ("folded" when unset); ValueError for anything but DECAYS."""
     import os
@@ -194,9 +205,10 @@ def with_knobs(base, skip_stages: tuple[str, ...], ldmatrix: bool, gram: str = "
         attrs["gram_n"] = GRAM_WIDTHS[gram]
     if decay != "folded":
         from cudnn.linear_attention.frost.kernels.fwd_v3_scaled import ScaledDecayChain, ScaledDecayLeadChain
-        lead = decay == "scaled-lead"
-        bases = ((ScaledDecayLeadChain if lead else ScaledDecayChain), *bases)
-        tag += "ScaledDecayLead" if lead else "ScaledDecay"
+        from cudnn.linear_attention.frost.kernels.fwd_ws import WarpSpecialisedChain
+        mixin, name = {"scaled": (ScaledDecayChain, "ScaledDecay"), "scaled-lead": (ScaledDecayLeadChain, "ScaledDecayLead"),
+                       "scaled-ws": (WarpSpecialisedChain, "WarpSpecialised")}[decay]
+        bases, tag = (mixin, *bases), tag + name
     return type(f"{base.__name__}{tag}", bases, attrs)
 
 
@@ -247,6 +259,8 @@ def tooling_config(cfg: FrostFwdConfig, algorithm: str = PRODUCT, skip_stages=()
         gram = "mma"
     if decay != "folded" and not scalar_gate_v3(cfg, resolve(cfg, algorithm)):
         decay = "folded"
+    if decay == "scaled-ws" and not ws_applies(cfg):
+        decay = "scaled"
     if (resolve(cfg, algorithm) == product_algorithm(cfg) and not skip_stages and ldmatrix and gram == "mma"
             and decay == "folded"):
         return product_config(cfg)  # not through the cache: an equal config cached earlier is another object

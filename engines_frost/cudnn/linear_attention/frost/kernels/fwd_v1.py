@@ -197,7 +197,13 @@ class FrostFwdV1:
         # it never touches (write_checkpoints / write_values are off; fwd_v2's
         # FrostFwdV2Checkpoints and FrostFwdV2Values pass the real ones)
         self.kernel(m.q, m.k, m.v, m.g, m.beta, m.w, m.cu, m.out, m.h0, m.ht, m.ht, m.out, scale, T, N).launch(
-            grid=self.grid(N), block=[self.threads, 1, 1], stream=stream)
+            grid=self.grid(N), block=[self.block_threads, 1, 1], stream=stream)
+
+    @property
+    def block_threads(self) -> int:
+        """Threads per CTA at launch: self.threads, the ones the stages are written for
+        (fwd_ws: more, in roles)."""
+        return self.threads
 
     def grid(self, N):
         """One CTA per (sequence n, output head h): [N, HO] CTAs, plus one more row of N

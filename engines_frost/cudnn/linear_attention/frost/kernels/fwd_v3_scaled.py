@@ -184,7 +184,13 @@ class ScaledDecayChain:
         previous chunk's state update, retired before this stage's barrier)."""
         if cutlass.const_expr(self.rows_lead):
             self.copy_next_chunk_rows(s, t0, eos, tid)
-        s = self.chunk_tiles(s, t0)
+        self.write_factors(self.chunk_tiles(s, t0), scale, tid)
+        cute.arch.fence_proxy("async.shared", space="cta")
+
+    @cute.jit
+    def write_factors(self, s, scale, tid):
+        """fr, fo, fk of the chunk's rows into s.fac and e^Gam_last into s.alast, from the
+        scanned gates s.g and s.beta: threads 0 .. C-1, a row each."""
         s_g = s.g
         s_beta = s.beta
         s_fac = s.fac
@@ -198,7 +204,6 @@ class ScaledDecayChain:
             s_fac[FK, tid] = cute.arch.exp(last - gam)
             if tid == 0:
                 s_alast[0] = cute.arch.exp(last)
-        cute.arch.fence_proxy("async.shared", space="cta")
 
     @cute.jit
     def stage_gram(self, s, mb, heads, t0, eos, scale, thr, lane, wid):

@@ -1,0 +1,303 @@
+"""FROST forward for scalar gates (GDN), warp-specialised: an experiment kernel.
+
+Not a product kernel until it has run on the GPU: the test and bench tooling builds it
+(frost_fwd_experiments.py, knob decay="scaled-ws", la_frost_smoke.py v3scaledws; NOTES.md
+"Warp-specialised GDN forward on the scaled-decay chain").
+
+Every v3 chunk is a serial row of stages (rows, operands, Gram, chain) that all eight
+warps run one after the other, each latency-bound; only the chain depends on the state.
+With the decays scaled onto the chain's results (fwd_v3_scaled.py) the state-independent
+work of a chunk is its rows (q-hat, k-hat, W0, gate scan), the factor rows and the Gram
+(M, P, the diagonal inverses). Here a CTA of 16 warps runs them in two roles:
+
+- consumers, warps 0-7 (warpgroups 0 and 1): v3's chain exactly as the scaled kernel runs
+  it (same warp indices, the same state registers, value rows [16 w, 16 w + 16)), chunk
+  after chunk, reading the chunk's operand set;
+- producer, warps 8-15 (warpgroups 2 and 3): the rows, factor and Gram stages of chunk
+  c + 1 (the stages' code unchanged, with producer thread / warp indices 0-255 / 0-7)
+  into the other operand set while the consumers run chunk c, and the copies of chunk
+  c + 2's rows into its private raw tiles as soon as chunk c + 1's rows stage has read
+  them.
+
+Operand sets (two, by chunk parity): q-hat, k-hat, P ([C, K] / [C, C] SW128: wgmma's
+operands), W0, -M, the inverses, the factor rows and e^Gam_last; the producer's own: the raw
+q, k, v rows (one set: free after the rows stage), the gate and beta rows (two: the Gram
+reads them after the next copies are issued) and M's diagonal blocks. ~200 KB at
+K = V = 128.
+
+Hand-over through named barriers (bar.sync / bar.arrive, 512 threads each, ids below):
+FULL[b] - the producer arrives after the set b stages (each thread's generic stores
+fenced for the async proxy first), the consumers wait before the chain; EMPTY[b] - the
+consumers arrive once chunk c's chain has retired its last wgmma group (the state update
+reads k-hat), the producer waits before writing set b for chunk c + 2. Producer-internal
+ordering (raw rows landed, rows stage done before the Gram reads it) is a 256-thread
+named barrier. No barrier is left with arrivals nobody waits for: EMPTY is arrived only
+for chunks c with c + 2 < chunks.
+
+Registers: the 512-thread CTA starts at 128 per thread; the consumers raise theirs to
+CONSUMER_REGS and the producer lowers its own to PRODUCER_REGS (setmaxnreg, per
+warpgroup; 2 x 128 x 216 + 2 x 128 x 40 = 65,536).
+
+GDN, bf16, K = V = 128, sm_90a, the plain forward (output and final state; no
+checkpoints or U): the configs the knob reaches (frost_fwd_experiments.ws_applies).
+"""
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import cutlass
+import cutlass.cute as cute
+from cutlass import BFloat16, Float32, Int32
+from cutlass.cute.nvgpu import warpgroup
+
+from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
+from cudnn.linear_attention.frost.kernels.fwd_v1 import CHUNK, NBLK, PAD16, SUB, SW128, VEC, allocate_smem, \
+    load_vec, warp_mma
+from cudnn.linear_attention.frost.kernels.fwd_v3 import FrostFwdV3
+from cudnn.linear_attention.frost.kernels.fwd_v3_gram import lane_in_loop, tid_in_loop
+from cudnn.linear_attention.frost.kernels.fwd_v3_scaled import ScaledDecayChain
+from cudnn.linear_attention.frost.kernels.seq_bounds import sequence_bounds, zero_uncovered_heads
+
+CONSUMER_WARPS = 8
+PRODUCER_WARPS = 8
+ROLE_THREADS = 256  # threads of either role
+BLOCK_THREADS = 32 * (CONSUMER_WARPS + PRODUCER_WARPS)
+# 216 leaves the chain (the scaled kernel's, 223 registers with everything) unspilled; the
+# producer's 40 spill its Gram tiles' swizzled ldmatrix addresses (~50 local loads and
+# stores per chunk, sm_90a build: frost_compile_ws_test), the cheaper side to spill
+CONSUMER_REGS = 216
+PRODUCER_REGS = 40
+assert ROLE_THREADS * (CONSUMER_REGS + PRODUCER_REGS) <= 65536
+SETS = 2  # operand sets, by chunk parity
+# named barrier ids (0 is __syncthreads, used once before the roles split)
+BAR_PRODUCER = 1
+BAR_FULL = 2  # + set
+BAR_EMPTY = BAR_FULL + SETS  # + set
+
+
+def waits_for_release(i):
+    """Whether the producer waits on EMPTY before writing chunk i's set (i % SETS): the
+    set's previous chunk, i - SETS, exists."""
+    return i >= SETS
+
+
+def releases(i, chunks):
+    """Whether the consumers arrive on EMPTY after chunk i's chain: only where the producer
+    will wait for it (chunk i + SETS exists), so no barrier keeps arrivals at exit."""
+    return i + SETS < chunks
+
+
+def smem_plan(c: FrostFwdConfig):
+    """Two operand sets stacked as double-height tiles (set b = rows [C b, C b + C)), the
+    producer's raw rows and M's diagonal blocks."""
+    K, V, C = c.K, c.V, CHUNK
+
+    def rows(name, r, cols):
+        return (name, "bf16", (r, cols), (cols + PAD16, 1))
+
+    return [
+        ("q", "bf16", (2 * C, K), SW128), ("k", "bf16", (2 * C, K), SW128), ("p", "bf16", (2 * C, C), SW128),
+        rows("w0", 2 * C, V), rows("mneg", 2 * C, C),
+        ("dinv", "bf16", (2 * NBLK, SUB, SUB), (SUB * 24, 24, 1)),
+        ("fac", "f32", (2, 3, C), (3 * C, C, 1)), ("alast", "f32", (2,), (1,)),
+        rows("rq", C, K), rows("rk", C, K), rows("rv", C, V),  # raw rows (the producer's)
+        ("g", "f32", (2 * C, 1), (1, 1)), ("beta", "f32", (2 * C,), (1,)),  # raw, then scanned
+        ("md", "f32", (NBLK, SUB, SUB), (SUB * 17, 17, 1)),
+    ]
+
+
+class WarpSpecialisedChain(ScaledDecayChain):
+    """Mixin over FrostFwdV3: the scaled-decay GDN forward with a producer and a consumer
+    role per CTA (module docstring). Put first in the bases."""
+
+    smem_plan = staticmethod(smem_plan)
+    warp_specialised = True
+    #: setmaxnreg of either role (multiples of 8; 256 x (consumer + producer) <= 65,536)
+    consumer_regs = CONSUMER_REGS
+    producer_regs = PRODUCER_REGS
+
+    def __init__(self, cfg: FrostFwdConfig):
+        if (cfg.K, cfg.V) != (128, 128) or not cfg.write_output or cfg.write_checkpoints or cfg.write_values:
+            raise ValueError(f"{type(self).__name__}: built for K = V = 128 plain forwards (output and final "
+                             f"state), got K={cfg.K}, V={cfg.V}, write_output={cfg.write_output}, "
+                             f"write_checkpoints={cfg.write_checkpoints}")
+        super().__init__(cfg)
+
+    @property
+    def block_threads(self) -> int:
+        return BLOCK_THREADS
+
+    # ------------------------------------------------------------------ operand sets
+    def set_views(self, s, b):
+        """Operand set b (0 or 1, a run-time value) as the stages' tile names."""
+        K, V, C = self.cfg.K, self.cfg.V, CHUNK
+        return SimpleNamespace(
+            q=cute.local_tile(s.q, (C, K), (b, 0)), k=cute.local_tile(s.k, (C, K), (b, 0)),
+            p=cute.local_tile(s.p, (C, C), (b, 0)), w0=cute.local_tile(s.w0, (C, V), (b, 0)),
+            mneg=cute.local_tile(s.mneg, (C, C), (b, 0)), dinv=cute.local_tile(s.dinv, (NBLK, SUB, SUB), (b, 0, 0)),
+            fac=s.fac[b, None, None], alast=cute.local_tile(s.alast, (1,), (b,)),
+            g=cute.local_tile(s.g, (C, 1), (b, 0)), beta=cute.local_tile(s.beta, (C,), (b,)),
+            md=s.md, gmem=s.gmem)
+
+    def raw_views(self, s, b):
+        """The producer's copy targets for a chunk of parity b, named as v2's prefetch
+        (prefetch_rows, prefetch_v) names them."""
+        C = CHUNK
+        return SimpleNamespace(q=s.rq, k=s.rk, w0=s.rv, g=cute.local_tile(s.g, (C, 1), (b, 0)),
+                               beta=cute.local_tile(s.beta, (C,), (b,)), gmem=s.gmem)
+
+    def chunk_tiles(self, s, t0):
+        """The consumers pass the chunk's set itself (set_views)."""
+        return s
+
+    @cute.jit
+    def prefetch_next_rows(self, s, t0, eos, lane, wid):
+        """The producer copies the rows; the chain issues none."""
+        pass
+
+    @cute.jit
+    def after_rhs_reads(self, s, heads, t0, eos, lane, wid):
+        pass
+
+    # ------------------------------------------------------------------ kernel
+    @cute.kernel
+    def kernel(self, mq: cute.Tensor, mk: cute.Tensor, mv: cute.Tensor, mg: cute.Tensor,
+               mb: cute.Tensor, mw: cute.Tensor, mcu: cute.Tensor, mo: cute.Tensor,
+               mh0: cute.Tensor, mht: cute.Tensor, mckpt: cute.Tensor, mu: cute.Tensor, scale: Float32, T: Int32,
+               N: Int32):
+        c = self.cfg
+        n, h, _ = cute.arch.block_idx()
+        s = allocate_smem(self.smem_plan(c))
+        if h < c.HO:
+            self.roles(s, mq, mk, mv, mg, mb, mw, mcu, mo, mh0, mht, scale, T, N, n, h)
+        else:  # the grid's zeroing row (fwd_v1.FrostFwdV1.grid): warp 0 of CTA n
+            lane = cute.arch.lane_idx()
+            wid = cute.arch.make_warp_uniform(cute.arch.warp_idx())
+            if wid == 0:
+                zero_uncovered_heads(mcu, N, T, mo, c.HO, c.V, n, N, lane)
+
+    @cute.jit
+    def roles(self, s, mq, mk, mv, mg, mb, mw, mcu, mo, mh0, mht, scale, T, N, n, h):
+        """P's blocks above the diagonal zeroed in both sets (every thread), then the split."""
+        c = self.cfg
+        C = CHUNK
+        tid, _, _ = cute.arch.thread_idx()
+        lane = cute.arch.lane_idx()
+        wid = cute.arch.make_warp_uniform(cute.arch.warp_idx())
+        heads = (h // (c.HO // c.H), h // (c.HO // c.HK), h // (c.HO // c.HV), h)
+        bos, eos = sequence_bounds(mcu, n, T)
+        chunks = (eos - bos + C - 1) // C
+        s.gmem = SimpleNamespace(q=mq, k=mk, v=mv, g=mg, b=mb, w=mw, heads=heads)
+        s_p = s.p
+        for u in cutlass.range_constexpr(2 * C * C // BLOCK_THREADS):
+            idx = tid + u * BLOCK_THREADS
+            t, col = idx // C, idx % C
+            if (t % C) // SUB < col // SUB:
+                s_p[t, col] = BFloat16(0.0)
+        cute.arch.fence_proxy("async.shared", space="cta")
+        cute.arch.sync_threads()
+        if wid >= CONSUMER_WARPS:
+            cute.arch.setmaxregister_decrease(self.producer_regs)
+            self.produce(s, mb, heads, bos, eos, chunks, scale, tid - ROLE_THREADS, wid - CONSUMER_WARPS, lane)
+        else:
+            cute.arch.setmaxregister_increase(self.consumer_regs)
+            self.consume(s, mo, mh0, mht, heads, n, h, bos, eos, chunks, tid, wid, lane)
+
+    # ------------------------------------------------------------------ producer
+    @cute.jit
+    def copy_rows(self, s, t0, bos, eos, ptid, pwid, lane):
+        """Chunk t0's q, k, v into the raw tiles and its gates and beta into their parity's
+        rows (v2's copies at producer indices), one committed group."""
+        raw = self.raw_views(s, ((t0 - bos) // CHUNK) % SETS)
+        self.prefetch_rows(raw, t0, eos, ptid)
+        self.prefetch_v(raw, t0, eos, lane, pwid)
+        cute.arch.cp_async_commit_group()
+
+    @cute.jit
+    def produce(self, s, mb, heads, bos, eos, chunks, scale, ptid, pwid, lane):
+        C = CHUNK
+        if chunks > 0:
+            self.copy_rows(s, bos, bos, eos, ptid, pwid, lane)
+        for i in cutlass.range(chunks, unroll=1):
+            t0 = bos + i * C
+            b = i % SETS
+            # thread indices read again per chunk (volatile): hoisted, the addresses made
+            # from them stay live across the loop and spill at the producer's registers
+            ptid = tid_in_loop() - ROLE_THREADS
+            lane = lane_in_loop()
+            thr = warp_mma().get_slice(lane)
+            cute.arch.cp_async_wait_group(0)
+            cute.arch.barrier(barrier_id=BAR_PRODUCER, number_of_threads=ROLE_THREADS)  # raw rows landed
+            if waits_for_release(i):  # set b free: chunk i - SETS's chain retired its reads
+                cute.arch.barrier(barrier_id=BAR_EMPTY + b, number_of_threads=BLOCK_THREADS)
+            st = self.set_views(s, b)
+            self.rows_into_set(s, st, ptid)
+            cute.arch.barrier(barrier_id=BAR_PRODUCER, number_of_threads=ROLE_THREADS)  # raw rows read
+            if i + 1 < chunks:
+                self.copy_rows(s, t0 + C, bos, eos, ptid, pwid, lane)
+            self.write_factors(st, scale, ptid)
+            FrostFwdV3.stage_gram(self, st, mb, heads, t0, eos, scale, thr, lane, pwid)  # ends with the proxy fence
+            cute.arch.barrier_arrive(barrier_id=BAR_FULL + b, number_of_threads=BLOCK_THREADS)
+
+    @cute.jit
+    def rows_into_set(self, s, st, ptid):
+        """v2's rows stage from the raw tiles into set st: q-hat, k-hat (SW128), W0 = beta v,
+        and the gate scan in place (st.g)."""
+        c = self.cfg
+        K, V, C, NT = c.K, c.V, CHUNK, ROLE_THREADS
+        s_rq = s.rq
+        s_rk = s.rk
+        s_rv = s.rv
+        s_q = st.q
+        s_k = st.k
+        s_w0 = st.w0
+        s_beta = st.beta
+        vr = K // VEC  # a row's slices on consecutive lanes (qk_hat reduces over them)
+        r0, cv = ptid // vr, ptid % vr
+        for u in cutlass.range_constexpr(C * vr // NT):
+            r = r0 + u * (NT // vr)
+            xq = load_vec(cute.local_tile(s_rq[r, None], (VEC,), (cv,)))
+            xk = load_vec(cute.local_tile(s_rk[r, None], (VEC,), (cv,)))
+            yq, yk = self.qk_hat(xq, xk)
+            cute.autovec_copy(yq, cute.local_tile(s_q[r, None], (VEC,), (cv,)))
+            cute.autovec_copy(yk, cute.local_tile(s_k[r, None], (VEC,), (cv,)))
+        vv = V // VEC
+        r0, cv = ptid // vv, ptid % vv
+        for u in cutlass.range_constexpr(C * vv // NT):
+            r = r0 + u * (NT // vv)
+            xv = load_vec(cute.local_tile(s_rv[r, None], (VEC,), (cv,)))
+            bt = s_beta[r]
+            w0 = cute.make_rmem_tensor((VEC,), BFloat16)
+            for e in cutlass.range_constexpr(VEC):
+                w0[e] = (xv[e].to(Float32) * bt).to(BFloat16)
+            cute.autovec_copy(w0, cute.local_tile(s_w0[r, None], (VEC,), (cv,)))
+        self.scan_gates_in_place(st.g, ptid)
+
+    # ------------------------------------------------------------------ consumers
+    @cute.jit
+    def consume(self, s, mo, mh0, mht, heads, n, h, bos, eos, chunks, tid, wid, lane):
+        c = self.cfg
+        K, C = c.K, CHUNK
+        thr = warp_mma().get_slice(lane)
+        acc_s = cute.make_rmem_tensor(thr.partition_shape_C((SUB, K)), Float32)
+        coord_s = thr.partition_C(cute.make_identity_tensor((SUB, K)))
+        for e in cutlass.range_constexpr(cute.size(acc_s)):
+            val = Float32(0.0)
+            if cutlass.const_expr(c.has_initial_state):
+                jd = coord_s[e]
+                val = mh0[n, h, wid * SUB + jd[0], jd[1]].to(Float32)
+            acc_s[e] = val
+        for i in cutlass.range(chunks, unroll=1):
+            t0 = bos + i * C
+            b = i % SETS
+            cute.arch.barrier(barrier_id=BAR_FULL + b, number_of_threads=BLOCK_THREADS)
+            ScaledDecayChain.chunk_chain(self, self.set_views(s, b), mo, acc_s, coord_s, heads, t0, eos, thr, lane,
+                                         wid)
+            warpgroup.wait_group(0)  # the state update read k-hat: retired before set b is released
+            if releases(i, chunks):
+                cute.arch.barrier_arrive(barrier_id=BAR_EMPTY + b, number_of_threads=BLOCK_THREADS)
+        if cutlass.const_expr(c.has_final_state):
+            coord_ht = self.final_state_coords(coord_s)
+            for e in cutlass.range_constexpr(cute.size(acc_s)):
+                jd = coord_ht[e]
+                mht[n, h, wid * SUB + jd[0], jd[1]] = acc_s[e].to(self.st)
