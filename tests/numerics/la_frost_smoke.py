@@ -11,7 +11,7 @@ lines, kernel times: v2 against v1, v3 against v2) when both ran.
 
 Run on the GPU machine from the repo root, with CuTe DSL importable:
   PYTHONPATH=$(python3 tools/pythonpath.py) python3 tests/numerics/la_frost_smoke.py --family all
-(--algorithm one or more of v0 v1 v2 v3 v3gram v3gram16 v3gram64 v3scaled v3scaledlead, or all (the default:
+(--algorithm one or more of v0 v1 v2 v3 v3gram v3gram16 v3gram64 v3scaled v3scaledlead v3scaledws, or all (the default:
 v0-v3), each forced by the test tooling (engines_frost/tests/frost_fwd_experiments.py, launched through frost_fwd's own
 checks by its use_kernel): v3 (v2 with the chain's products on warpgroup MMA) is the
 product's kernel for these bf16 forwards on sm_90a (and for bf16 training forwards there),
@@ -20,7 +20,9 @@ from, v0 the SIMT oracle (test-only), v3gram v3 with the scalar-gate Gram on war
 (fwd_v3_gram.py, m64n32 blocks; v3gram16, v3gram64: m64n16, m64n64; an experiment, GDN
 only: other families run plain v3 under those names), v3scaled v3 with GDN's decays as
 per-token factors on the chain's fp32 results and no operand stage (fwd_v3_scaled.py, an
-experiment, GDN only likewise; v3scaledlead with the next chunk's rows copied a chunk ahead); e.g. --algorithm v2 v3. With v3 and a v3gram or v3scaled
+experiment, GDN only likewise; v3scaledlead with the next chunk's rows copied a chunk ahead,
+v3scaledws warp-specialised: a producer role for the next chunk's rows and Gram, fwd_ws.py;
+plain K = V = 128 forwards, else it runs as v3scaled); e.g. --algorithm v2 v3. With v3 and a v3gram or v3scaled
 kernel both run, a "<name> vs v3" line per case gives their outputs' relative difference
 (close, not bitwise: another summation order, other rounding points).)
 """
@@ -43,8 +45,9 @@ from frost_fwd_experiments import ALGORITHMS, use_kernel  # noqa: E402
 #: warpgroup MMA (frost_fwd_experiments.GRAM_WIDTHS: m64n32, m64n16, m64n64 blocks)
 GRAM_KERNELS = {"v3gram": "wgmma", "v3gram16": "wgmma16", "v3gram64": "wgmma64"}
 #: and v3 with the GDN chain's decays as per-token factors, no operand stage (fwd_v3_scaled.py;
-#: v3scaledlead: the next chunk's rows copied a chunk ahead as well)
-SCALED_KERNELS = {"v3scaled": "scaled", "v3scaledlead": "scaled-lead"}
+#: v3scaledlead: the next chunk's rows copied a chunk ahead as well; v3scaledws: warp-specialised,
+#: fwd_ws.py)
+SCALED_KERNELS = {"v3scaled": "scaled", "v3scaledlead": "scaled-lead", "v3scaledws": "scaled-ws"}
 KERNELS = (*ALGORITHMS, *GRAM_KERNELS, *SCALED_KERNELS)
 
 

@@ -59,10 +59,11 @@
 #   scaled     forward v3 with GDN's decays as per-token factors and no operand stage
 #              (fwd_v3_scaled.py, off by default: FROST_FWD_DECAY=scaled / la_frost_smoke's
 #              v3scaled; =scaled-lead / v3scaledlead: the next chunk's rows copied a chunk
-#              ahead too): scaledsmoke (GDN cases vs float64, v3 and both side by side,
+#              ahead too; =scaled-ws / v3scaledws: warp-specialised, fwd_ws.py): scaledsmoke (GDN cases vs float64, v3 and both side by side,
 #              "<name> vs v3" lines, kernel times), scaledtrain (GDN training and recompute
 #              forwards through each, backward smoke), scaledbench (GDN fwd and fwd+bwd op
-#              rows, folded, scaled, scaled-lead, folded); kernels compiled on first use
+#              rows, folded, scaled, scaled-lead, scaled-ws, folded); kernels compiled on
+#              first use
 #   summary    their kernels precompiled on this machine's cores into FROST_KERNEL_CACHE (default
 #              .frostcache; tests/numerics/frost_summary_prebuild.py), then the FROST summary
 #              engines vs float64 (tests/numerics/test_la_frost_summary_engines.py),
@@ -541,11 +542,11 @@ for s in "$@"; do
       true ;;
     scaled|scaledsmoke|scaledtrain|scaledbench)  # GDN decays as factors (FROST_FWD_DECAY=scaled) vs v3
       [ "$s" = scaled ] || [ "$s" = scaledsmoke ] && stage scaledsmoke "python3 \
-        tests/numerics/la_frost_smoke.py --family gdn --algorithm v3 v3scaled v3scaledlead"
+        tests/numerics/la_frost_smoke.py --family gdn --algorithm v3 v3scaled v3scaledlead v3scaledws"
       [ "$s" = scaled ] || [ "$s" = scaledtrain ] && stage scaledtrain "for d in scaled scaled-lead; do \
         echo \"== FROST_FWD_DECAY=\$d\"; FROST_FWD_DECAY=\$d python3 tests/numerics/la_frost_bwd_smoke.py \
         --jobs \$(nproc) --family gdn --fwd-kernel v3 || exit 1; done"
-      [ "$s" = scaled ] || [ "$s" = scaledbench ] && stage scaledbench "for d in folded scaled scaled-lead folded; do \
+      [ "$s" = scaled ] || [ "$s" = scaledbench ] && stage scaledbench "for d in folded scaled scaled-lead scaled-ws folded; do \
         echo \"== FROST_FWD_DECAY=\$d\"; FROST_FWD_DECAY=\$d python3 bench/bench_linear_attention.py --fwd-only \
         --cases 'GDN fwd' --impl FROST --reps 20 && FROST_FWD_DECAY=\$d python3 bench/bench_linear_attention.py \
         --cases 'GDN fwd+bwd' --impl 'op FROST' --reps 10 || exit 1; done"
