@@ -28,8 +28,8 @@ tooling's choices:
                decays folded into v2's bf16 operands; "scaled-lead": "scaled" with the next
                chunk's rows copied a chunk ahead (fwd_v3_scaled.ScaledDecayLeadChain);
                "scaled-ws": the scaled chain warp-specialised, a producer role running the
-               next chunk's rows and Gram (kernels/fwd_ws.py; plain K = V = 128 forwards,
-               ws_applies: elsewhere "scaled").
+               next chunk's rows and Gram (kernels/fwd_ws.py; K = V = 128, ws_applies:
+               elsewhere "scaled").
                FROST_FWD_DECAY (DECAY_ENV) sets it
                for use_kernel's blocks;
   sources      the hash of this file and frost_fwd_v0.py: the kernel store keys the product's
@@ -125,7 +125,7 @@ class FrostFwdExperiment(FrostFwdConfig):
         if self.decay not in DECAYS or (self.decay != "folded" and not scalar_gate_v3(self, self.algorithm)):
             bad("decay", f"one of {DECAYS}, and 'folded' unless algorithm is v3 with scalar gates and bf16 io")
         if self.decay == "scaled-ws" and not ws_applies(self):
-            bad("decay", "'scaled-ws' only for plain K = V = 128 forwards (ws_applies)")
+            bad("decay", "'scaled-ws' only for K = V = 128 (ws_applies)")
         if self.decay != "folded" and self.gram != "mma":
             bad("decay", "'folded' with a wgmma gram (both re-plan q and k; not combined)")
         if (self.write_checkpoints or self.write_values) and self.algorithm not in TRAINING_ALGORITHMS:
@@ -165,9 +165,9 @@ gram_wgmma_applies = scalar_gate_v3
 
 
 def ws_applies(cfg: FrostFwdConfig) -> bool:
-    """Whether the warp-specialised scaled chain (fwd_ws.py) is built for cfg: plain
-    forwards (output, no checkpoints or U) at K = V = 128 (with scalar_gate_v3)."""
-    return (cfg.K, cfg.V) == (128, 128) and cfg.write_output and not cfg.write_checkpoints
+    """Whether the warp-specialised scaled chain (fwd_ws.py) is built for cfg: K = V = 128
+    (two consumer warpgroups; with scalar_gate_v3)."""
+    return (cfg.K, cfg.V) == (128, 128)
 
 
 def decay_requested() -> str:

@@ -543,7 +543,7 @@ for s in "$@"; do
     scaled|scaledsmoke|scaledtrain|scaledbench)  # GDN decays as factors (FROST_FWD_DECAY=scaled) vs v3
       [ "$s" = scaled ] || [ "$s" = scaledsmoke ] && stage scaledsmoke "python3 \
         tests/numerics/la_frost_smoke.py --family gdn --algorithm v3 v3scaled v3scaledlead v3scaledws"
-      [ "$s" = scaled ] || [ "$s" = scaledtrain ] && stage scaledtrain "for d in scaled scaled-lead; do \
+      [ "$s" = scaled ] || [ "$s" = scaledtrain ] && stage scaledtrain "for d in scaled scaled-lead scaled-ws; do \
         echo \"== FROST_FWD_DECAY=\$d\"; FROST_FWD_DECAY=\$d python3 tests/numerics/la_frost_bwd_smoke.py \
         --jobs \$(nproc) --family gdn --fwd-kernel v3 || exit 1; done"
       [ "$s" = scaled ] || [ "$s" = scaledbench ] && stage scaledbench "for d in folded scaled scaled-lead scaled-ws folded; do \

@@ -538,7 +538,7 @@ class FrostFwdV2Checkpoints(FrostFwdV2):
         ckpt = _packed(p_ckpt, (checkpoint_rows(T, N), self.cfg.HO, self.cfg.V, self.cfg.K))
         # no values operand in this ABI: the kernel's slot gets a view it never touches
         self.kernel(m.q, m.k, m.v, m.g, m.beta, m.w, m.cu, m.out, m.h0, m.ht, ckpt, m.out, scale, T, N).launch(
-            grid=self.grid(N), block=[self.threads, 1, 1], stream=stream)
+            grid=self.grid(N), block=[self.block_threads, 1, 1], stream=stream)
 
 
 class FrostFwdV2Values(FrostFwdV2):
@@ -562,4 +562,4 @@ class FrostFwdV2Values(FrostFwdV2):
         ckpt = _packed(p_ckpt, (checkpoint_rows(T, N), c.HO, c.V, c.K))
         u = _packed(p_u, (T, c.HO, c.V))
         self.kernel(m.q, m.k, m.v, m.g, m.beta, m.w, m.cu, m.out, m.h0, m.ht, ckpt, u, scale, T, N).launch(
-            grid=self.grid(N), block=[self.threads, 1, 1], stream=stream)
+            grid=self.grid(N), block=[self.block_threads, 1, 1], stream=stream)

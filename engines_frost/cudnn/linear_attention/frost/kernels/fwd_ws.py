@@ -38,8 +38,11 @@ Registers: the 512-thread CTA starts at 128 per thread; the consumers raise thei
 CONSUMER_REGS and the producer lowers its own to PRODUCER_REGS (setmaxnreg, per
 warpgroup; 2 x 128 x 216 + 2 x 128 x 40 = 65,536).
 
-GDN, bf16, K = V = 128, sm_90a, the plain forward (output and final state; no
-checkpoints or U): the configs the knob reaches (frost_fwd_experiments.ws_applies).
+GDN, bf16, K = V = 128, sm_90a: the plain forward, the training launchers (the consumers
+store the state entering each chunk, from registers final at the chunk's top since each
+chain retires its update, and the chain stores U as the scaled kernel's does) and the
+output-free build (the backward's recompute: no q copy, q-hat, P or O): the configs the
+knob reaches (frost_fwd_experiments.ws_applies).
 """
 from __future__ import annotations
 
@@ -50,6 +53,7 @@ import cutlass.cute as cute
 from cutlass import BFloat16, Float32, Int32
 from cutlass.cute.nvgpu import warpgroup
 
+from cudnn.linear_attention.frost.kernels.checkpoints_dsl import packed_row0
 from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
 from cudnn.linear_attention.frost.kernels.fwd_v1 import CHUNK, NBLK, PAD16, SUB, SW128, VEC, allocate_smem, \
     load_vec, warp_mma
@@ -117,10 +121,9 @@ class WarpSpecialisedChain(ScaledDecayChain):
     producer_regs = PRODUCER_REGS
 
     def __init__(self, cfg: FrostFwdConfig):
-        if (cfg.K, cfg.V) != (128, 128) or not cfg.write_output or cfg.write_checkpoints or cfg.write_values:
-            raise ValueError(f"{type(self).__name__}: built for K = V = 128 plain forwards (output and final "
-                             f"state), got K={cfg.K}, V={cfg.V}, write_output={cfg.write_output}, "
-                             f"write_checkpoints={cfg.write_checkpoints}")
+        if (cfg.K, cfg.V) != (128, 128):
+            raise ValueError(f"{type(self).__name__}: built for K = V = 128 (two consumer warpgroups), got "
+                             f"K={cfg.K}, V={cfg.V}")
         super().__init__(cfg)
 
     @property
@@ -137,7 +140,7 @@ class WarpSpecialisedChain(ScaledDecayChain):
             mneg=cute.local_tile(s.mneg, (C, C), (b, 0)), dinv=cute.local_tile(s.dinv, (NBLK, SUB, SUB), (b, 0, 0)),
             fac=s.fac[b, None, None], alast=cute.local_tile(s.alast, (1,), (b,)),
             g=cute.local_tile(s.g, (C, 1), (b, 0)), beta=cute.local_tile(s.beta, (C,), (b,)),
-            md=s.md, gmem=s.gmem)
+            md=s.md, gmem=s.gmem, values=s.values)
 
     def raw_views(self, s, b):
         """The producer's copy targets for a chunk of parity b, named as v2's prefetch
@@ -168,16 +171,20 @@ class WarpSpecialisedChain(ScaledDecayChain):
         c = self.cfg
         n, h, _ = cute.arch.block_idx()
         s = allocate_smem(self.smem_plan(c))
-        if h < c.HO:
-            self.roles(s, mq, mk, mv, mg, mb, mw, mcu, mo, mh0, mht, scale, T, N, n, h)
-        else:  # the grid's zeroing row (fwd_v1.FrostFwdV1.grid): warp 0 of CTA n
-            lane = cute.arch.lane_idx()
-            wid = cute.arch.make_warp_uniform(cute.arch.warp_idx())
-            if wid == 0:
-                zero_uncovered_heads(mcu, N, T, mo, c.HO, c.V, n, N, lane)
+        s.values = mu  # U per token, stored by the chain under write_values
+        if cutlass.const_expr(not c.write_output):  # no zeroing row (fwd_v1.FrostFwdV1.grid)
+            self.roles(s, mq, mk, mv, mg, mb, mw, mcu, mo, mh0, mht, mckpt, scale, T, N, n, h)
+        else:
+            if h < c.HO:
+                self.roles(s, mq, mk, mv, mg, mb, mw, mcu, mo, mh0, mht, mckpt, scale, T, N, n, h)
+            else:  # the grid's zeroing row (fwd_v1.FrostFwdV1.grid): warp 0 of CTA n
+                lane = cute.arch.lane_idx()
+                wid = cute.arch.make_warp_uniform(cute.arch.warp_idx())
+                if wid == 0:
+                    zero_uncovered_heads(mcu, N, T, mo, c.HO, c.V, n, N, lane)
 
     @cute.jit
-    def roles(self, s, mq, mk, mv, mg, mb, mw, mcu, mo, mh0, mht, scale, T, N, n, h):
+    def roles(self, s, mq, mk, mv, mg, mb, mw, mcu, mo, mh0, mht, mckpt, scale, T, N, n, h):
         """P's blocks above the diagonal zeroed in both sets (every thread), then the split."""
         c = self.cfg
         C = CHUNK
@@ -189,7 +196,7 @@ class WarpSpecialisedChain(ScaledDecayChain):
         chunks = (eos - bos + C - 1) // C
         s.gmem = SimpleNamespace(q=mq, k=mk, v=mv, g=mg, b=mb, w=mw, heads=heads)
         s_p = s.p
-        for u in cutlass.range_constexpr(2 * C * C // BLOCK_THREADS):
+        for u in cutlass.range_constexpr(2 * C * C // BLOCK_THREADS if c.write_output else 0):  # P: output only
             idx = tid + u * BLOCK_THREADS
             t, col = idx // C, idx % C
             if (t % C) // SUB < col // SUB:
@@ -201,7 +208,7 @@ class WarpSpecialisedChain(ScaledDecayChain):
             self.produce(s, mb, heads, bos, eos, chunks, scale, tid - ROLE_THREADS, wid - CONSUMER_WARPS, lane)
         else:
             cute.arch.setmaxregister_increase(self.consumer_regs)
-            self.consume(s, mo, mh0, mht, heads, n, h, bos, eos, chunks, tid, wid, lane)
+            self.consume(s, mo, mh0, mht, mckpt, mcu, T, N, heads, n, h, bos, eos, chunks, wid, lane)
 
     # ------------------------------------------------------------------ producer
     @cute.jit
@@ -256,10 +263,13 @@ class WarpSpecialisedChain(ScaledDecayChain):
         r0, cv = ptid // vr, ptid % vr
         for u in cutlass.range_constexpr(C * vr // NT):
             r = r0 + u * (NT // vr)
-            xq = load_vec(cute.local_tile(s_rq[r, None], (VEC,), (cv,)))
             xk = load_vec(cute.local_tile(s_rk[r, None], (VEC,), (cv,)))
-            yq, yk = self.qk_hat(xq, xk)
-            cute.autovec_copy(yq, cute.local_tile(s_q[r, None], (VEC,), (cv,)))
+            if cutlass.const_expr(c.write_output):
+                xq = load_vec(cute.local_tile(s_rq[r, None], (VEC,), (cv,)))
+                yq, yk = self.qk_hat(xq, xk)
+                cute.autovec_copy(yq, cute.local_tile(s_q[r, None], (VEC,), (cv,)))
+            else:  # no q: k-hat alone (bitwise qk_hat's)
+                yk = self.k_hat(xk)
             cute.autovec_copy(yk, cute.local_tile(s_k[r, None], (VEC,), (cv,)))
         vv = V // VEC
         r0, cv = ptid // vv, ptid % vv
@@ -275,9 +285,12 @@ class WarpSpecialisedChain(ScaledDecayChain):
 
     # ------------------------------------------------------------------ consumers
     @cute.jit
-    def consume(self, s, mo, mh0, mht, heads, n, h, bos, eos, chunks, tid, wid, lane):
+    def consume(self, s, mo, mh0, mht, mckpt, mcu, T, N, heads, n, h, bos, eos, chunks, wid, lane):
         c = self.cfg
         K, C = c.K, CHUNK
+        row0 = 0
+        if cutlass.const_expr(c.write_checkpoints):
+            row0 = packed_row0(mcu, n, T, lane)  # checkpoints_dsl.py
         thr = warp_mma().get_slice(lane)
         acc_s = cute.make_rmem_tensor(thr.partition_shape_C((SUB, K)), Float32)
         coord_s = thr.partition_C(cute.make_identity_tensor((SUB, K)))
@@ -290,6 +303,8 @@ class WarpSpecialisedChain(ScaledDecayChain):
         for i in cutlass.range(chunks, unroll=1):
             t0 = bos + i * C
             b = i % SETS
+            if cutlass.const_expr(c.write_checkpoints):  # the state entering chunk i: final (retired below)
+                self.store_state(mckpt, row0 + i, T // C + N, h, acc_s, coord_s, wid)
             cute.arch.barrier(barrier_id=BAR_FULL + b, number_of_threads=BLOCK_THREADS)
             ScaledDecayChain.chunk_chain(self, self.set_views(s, b), mo, acc_s, coord_s, heads, t0, eos, thr, lane,
                                          wid)
