@@ -64,6 +64,10 @@
 #              forwards through each, backward smoke), scaledbench (GDN fwd and fwd+bwd op
 #              rows, folded, scaled, scaled-lead, scaled-ws, folded); kernels compiled on
 #              first use
+#   bwdscaled  the backward's scaled-decay chain (bwd_chain_scaled.py, FROST_BWD_CHAIN=
+#              wgmma_scaled): bwdscaledsmoke (GDN backward smoke vs float64 with it),
+#              bwdscaledbench (GDN fwd+bwd op rows: default, the scaled chain, the scaled
+#              chain with every forward on fwd_ws.py (FROST_FWD_DECAY=scaled-ws), default)
 #   summary    their kernels precompiled on this machine's cores into FROST_KERNEL_CACHE (default
 #              .frostcache; tests/numerics/frost_summary_prebuild.py), then the FROST summary
 #              engines vs float64 (tests/numerics/test_la_frost_summary_engines.py),
@@ -550,6 +554,15 @@ for s in "$@"; do
         echo \"== FROST_FWD_DECAY=\$d\"; FROST_FWD_DECAY=\$d python3 bench/bench_linear_attention.py --fwd-only \
         --cases 'GDN fwd' --impl FROST --reps 20 && FROST_FWD_DECAY=\$d python3 bench/bench_linear_attention.py \
         --cases 'GDN fwd+bwd' --impl 'op FROST' --reps 10 || exit 1; done"
+      true ;;
+    bwdscaled|bwdscaledsmoke|bwdscaledbench)  # GDN backward chain with the decays as factors
+      [ "$s" = bwdscaled ] || [ "$s" = bwdscaledsmoke ] && stage bwdscaledsmoke "FROST_BWD_CHAIN=wgmma_scaled \
+        python3 tests/numerics/la_frost_bwd_smoke.py --jobs \$(nproc) --family gdn"
+      [ "$s" = bwdscaled ] || [ "$s" = bwdscaledbench ] && stage bwdscaledbench "for v in default scaled ws default; do \
+        echo \"== \$v\"; case \$v in default) e='';; scaled) e='FROST_BWD_CHAIN=wgmma_scaled';; \
+        ws) e='FROST_BWD_CHAIN=wgmma_scaled FROST_FWD_DECAY=scaled-ws';; esac; \
+        env \$e python3 bench/bench_linear_attention.py --cases 'GDN fwd+bwd' --impl 'op FROST' --reps 10 \
+        || exit 1; done"
       true ;;
     v3train|v3trainsmoke|v3trainbench)  # training forward: v2 forced against the product's (v3), smoke and A/B
       [ "$s" = v3trainbench ] || stage v3trainsmoke "python3 tests/numerics/la_frost_bwd_smoke.py \

@@ -42,12 +42,15 @@ VEC_DECAY_ENV = "FROST_BWD_VEC_DECAY"
 # =wgmma the one with dU and the dS update on warpgroup MMA (FrostBwdConfig.chain_wgmma,
 # scalar gates; v1.7), =wgmma_async the wgmma chain with its dS update group retired after
 # the next chunk's rows stage (FrostBwdConfig.chain_async; NOTES_bwd.md v1.10), =serial the
-# per-warp mma.sync chain. Unset: wgmma_async for scalar gates (bitwise the wgmma chain's
+# per-warp mma.sync chain, =wgmma_scaled the wgmma_async chain with the decays as per-token
+# factors and no folded operand tiles (FrostBwdConfig.chain_scaled, bf16 io; an experiment,
+# NOTES_bwd.md "The scalar-gate chain without its operand stage"; fp16 io runs wgmma_async).
+# Unset: wgmma_async for scalar gates (bitwise the wgmma chain's
 # gradients, GDN fwd+bwd kernels -1.3 % on the H200: NOTES_bwd.md "v1.10 and the
 # vector-gate wgmma grads on the H200"); vector gates follow FROST_BWD_CHAIN_VEC instead
 # (below). Read on every call.
 CHAIN_ENV = "FROST_BWD_CHAIN"
-CHAIN_VARIANTS = ("serial", "pipelined", "wgmma", "wgmma_async")
+CHAIN_VARIANTS = ("serial", "pipelined", "wgmma", "wgmma_async", "wgmma_scaled")
 # FROST_BWD_CHAIN_VEC: the vector-gate (KDA, GDN-2) chain kernel. Unset or =wgmma: the
 # wgmma chain (FrostBwdConfig.chain_wgmma; NOTES_bwd.md "Vector-gate chain on warpgroup
 # MMA": bitwise the serial chain's gradients, KDA chain -10 % on the H100); =serial the
@@ -231,7 +234,9 @@ def check_bwd_operands(*, q, k, v, g, beta, w, cu_seqlens, dO, initial_state, d_
         vec_wide_loads=binary_switch(VEC_WIDE_ENV, default=True) and f.gate_per_channel,
         vec_fast_decay=binary_switch(VEC_DECAY_ENV, default=True) and f.gate_per_channel,
         chain_pipeline=variant == "pipelined" and not f.gate_per_channel,
-        chain_wgmma=variant in ("wgmma", "wgmma_async"), chain_async=variant == "wgmma_async",
+        chain_wgmma=variant in ("wgmma", "wgmma_async", "wgmma_scaled"),
+        chain_async=variant in ("wgmma_async", "wgmma_scaled"),
+        chain_scaled=variant == "wgmma_scaled" and f.io_dtype == "bfloat16",
         grads_wgmma=(vector_grads if f.gate_per_channel else scalar_grads) == "wgmma",
         grads_prefetch=binary_switch(GRADS_PREFETCH_ENV, default=True) and not f.gate_per_channel)
     return cfg, T, N

@@ -435,11 +435,14 @@ class FrostBwdChain(FrostBwdLauncher, FrostFwdV2):
         return acc_du
 
     @cute.jit
-    def chain_dr(self, s, mdr, acc_du, heads, t0, eos, thr, lane, wid, flush: cutlass.Constexpr = True):
+    def chain_dr(self, s, mdr, acc_du, heads, t0, eos, thr, lane, wid, flush: cutlass.Constexpr = True,
+                 col_scale=None):
         """dR^T_i = (dU^T_i - sum_{i' > i} dR^T_i' M_i'i) D_i^-1, last block first (reads
         (-M)^T and D^-T), stored per token; returns the blocks as A operands. With the
         store buffers and flush False the rows stay in this warp's buffer for the caller
-        to flush (flush_dr: the wgmma chain does it while its update runs)."""
+        to flush (flush_dr: the wgmma chain does it while its update runs). With col_scale
+        (a [C] factor per token, bwd_chain_scaled) it returns (those, the blocks of
+        dR^T diag(col_scale) as A operands, rounded once from fp32)."""
         s_mnegt = s.mnegt
         s_dinvt = s.dinvt
         h = heads[3]
@@ -450,6 +453,7 @@ class FrostBwdChain(FrostBwdLauncher, FrostFwdV2):
         if cutlass.const_expr(self.staged):
             buf = vio.warp_buffer(s, self.cfg, wid, CHUNK, SUB)
         a_dr = [None] * NBLK
+        a_drs = [None] * NBLK
         for ii in cutlass.range_constexpr(NBLK):
             bi = NBLK - 1 - ii
             y = acc_du[bi]
@@ -462,6 +466,11 @@ class FrostBwdChain(FrostBwdLauncher, FrostFwdV2):
             b_d = self.operand(thr, lane, s_dinvt[bi, None, None], False)
             cute.gemm(mma, dr, a_y[None, None, 0], b_d[None, None, 0], dr)
             a_dr[bi] = to_a_operand(dr, thr.partition_shape_A((SUB, SUB)))
+            if cutlass.const_expr(col_scale is not None):
+                drs = cute.make_rmem_tensor(thr.partition_shape_C((SUB, SUB)), Float32)
+                for e in cutlass.range_constexpr(cute.size(dr)):
+                    drs[e] = dr[e] * col_scale[bi * SUB + crd[e][1]]
+                a_drs[bi] = to_a_operand(drs, thr.partition_shape_A((SUB, SUB)))
             if cutlass.const_expr(self.staged):
                 vio.stage_tile(buf, dr, crd, bi * SUB, 0, True)  # dR^T block -> rows t
             else:
@@ -472,6 +481,8 @@ class FrostBwdChain(FrostBwdLauncher, FrostFwdV2):
                         mdr[t, h, j0 + jt[0]] = dr[e].to(BFloat16)
         if cutlass.const_expr(self.staged and flush):
             self.flush_dr(s, mdr, heads, t0, eos, lane, wid)
+        if cutlass.const_expr(col_scale is not None):
+            return a_dr, a_drs
         return a_dr
 
     @cute.jit

@@ -67,6 +67,12 @@ class FrostBwdConfig:
     # only under FROST_BWD_CHAIN=wgmma_async (scalar gates) or FROST_BWD_CHAIN_VEC=
     # wgmma_async (vector gates) (bwd.py).
     chain_async: bool = False
+    # The wgmma chain with the scalar decays as per-token factors on its fp32 results and
+    # its B operands q-hat and k-hat themselves, no decay-folded QA^T, -KBA^T, KD tiles
+    # (bwd_chain_scaled.py, NOTES_bwd.md "The scalar-gate chain without its operand
+    # stage"). Scalar gates, bf16 io, with chain_wgmma. An experiment: the launcher sets
+    # it only under FROST_BWD_CHAIN=wgmma_scaled (bwd.py).
+    chain_scaled: bool = False
     # The vector-gate grads kernel (bwd_grads_vec.py) reads its shared bf16 operands with
     # wide loads instead of one 2-byte load per element (NOTES_bwd.md "v1.7 vector-gate
     # grads"): k-hat's and q-hat's decayed B operands by ldmatrix.x4.trans straight into
@@ -143,6 +149,11 @@ class FrostBwdConfig:
             bad("chain_async", "a bool")
         if self.chain_async and not self.chain_wgmma:
             bad("chain_async", "False unless chain_wgmma is set (it is a schedule of the wgmma chain)")
+        if not isinstance(self.chain_scaled, bool):
+            bad("chain_scaled", "a bool")
+        if self.chain_scaled and not (self.chain_wgmma and not self.fwd.gate_per_channel
+                                      and self.fwd.io_dtype == "bfloat16"):
+            bad("chain_scaled", "False unless chain_wgmma is set, with scalar gates and bf16 io")
 
     def with_stage(self, stage: str) -> "FrostBwdConfig":
         """The config of one stage's kernel, without what that kernel never reads (so
@@ -167,12 +178,13 @@ class FrostBwdConfig:
         if stage == "states":
             return dataclasses.replace(self, stage=stage, dht_dtype=None, grads_ctas=ctas,
                                        chain_pipeline=False, chain_wgmma=False,
-                                       chain_async=False, vec_wide_loads=wide, vec_fast_decay=fast,
+                                       chain_async=False, chain_scaled=False, vec_wide_loads=wide,
+                                       vec_fast_decay=fast,
                                        grads_wgmma=gwg, grads_prefetch=pf)
         fwd = dataclasses.replace(self.fwd, has_initial_state=False, state_dtype=None)
         return dataclasses.replace(self, fwd=fwd, stage=stage, dht_dtype=None, dh0_dtype=None,
                                    forward_values=False, grads_ctas=ctas,
-                                   chain_pipeline=False, chain_wgmma=False, chain_async=False,
+                                   chain_pipeline=False, chain_wgmma=False, chain_async=False, chain_scaled=False,
                                    vec_wide_loads=wide,
                                    vec_fast_decay=fast, grads_wgmma=gwg, grads_prefetch=pf)
 

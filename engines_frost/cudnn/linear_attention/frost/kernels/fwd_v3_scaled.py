@@ -87,6 +87,23 @@ def smem_plan_lead(c: FrostFwdConfig):
     return smem_plan(c, lead=True)
 
 
+@cute.jit
+def write_decay_factors(s_g, s_beta, s_fac, s_alast, scale, tid):
+    """The chunk's per-token factors from its scanned scalar gates s_g [C, 1] and beta:
+    s_fac[FR, t] = -beta_t e^Gam_t, s_fac[FO, t] = scale e^Gam_t, s_fac[FK, t] =
+    e^(Gam_last - Gam_t), and s_alast[0] = e^Gam_last; threads 0 .. C-1, a row each. The
+    forward's and the backward chain's (bwd_chain_scaled.py) one home."""
+    if tid < CHUNK:
+        gam = s_g[tid, 0]
+        last = s_g[CHUNK - 1, 0]
+        a = cute.arch.exp(gam)
+        s_fac[FR, tid] = -(s_beta[tid] * a)
+        s_fac[FO, tid] = a * scale
+        s_fac[FK, tid] = cute.arch.exp(last - gam)
+        if tid == 0:
+            s_alast[0] = cute.arch.exp(last)
+
+
 def wgmma_mn(n: int):
     """v3's chain MMA (m64 n k16, A from registers) with B MN-major: the state update reads
     k-hat [t, d] (d contiguous) as B [N = d, K = t]."""
@@ -189,21 +206,8 @@ class ScaledDecayChain:
 
     @cute.jit
     def write_factors(self, s, scale, tid):
-        """fr, fo, fk of the chunk's rows into s.fac and e^Gam_last into s.alast, from the
-        scanned gates s.g and s.beta: threads 0 .. C-1, a row each."""
-        s_g = s.g
-        s_beta = s.beta
-        s_fac = s.fac
-        s_alast = s.alast
-        if tid < CHUNK:
-            gam = s_g[tid, 0]
-            last = s_g[CHUNK - 1, 0]
-            a = cute.arch.exp(gam)
-            s_fac[FR, tid] = -(s_beta[tid] * a)
-            s_fac[FO, tid] = a * scale
-            s_fac[FK, tid] = cute.arch.exp(last - gam)
-            if tid == 0:
-                s_alast[0] = cute.arch.exp(last)
+        """write_decay_factors on s's gate, beta, factor and e^Gam_last tiles."""
+        write_decay_factors(s.g, s.beta, s.fac, s.alast, scale, tid)
 
     @cute.jit
     def stage_gram(self, s, mb, heads, t0, eos, scale, thr, lane, wid):

@@ -1,0 +1,69 @@
+"""sm_90a compiles of the backward's scaled-decay chain (kernels/bwd_chain_scaled.py,
+FrostBwdConfig.chain_scaled): no spills and fewer registers than the wgmma chain it
+replaces, its 20 wgmma with the update's 8 reading q-hat and k-hat transposed (.tnspB),
+the folded operand tiles' transposed 2-byte stores gone; the config's and the launcher's
+rules for it.
+"""
+import dataclasses
+import functools
+import os
+import sys
+import tempfile
+
+import pytest
+
+pytest.importorskip("cutlass", reason="nvidia-cutlass-dsl (CuTe DSL) is not installed")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import frost_cubin_report as report  # noqa: E402
+from frost_bwd_compile_test import _cfg  # noqa: E402
+
+pytestmark = pytest.mark.skipif(report.tool("CUOBJDUMP", "cuobjdump") is None
+                                or report.tool("NVDISASM", "nvdisasm") is None,
+                                reason="cuobjdump / nvdisasm not found")
+
+ASYNC = dict(chain_wgmma=True, chain_async=True)
+
+
+@functools.cache
+def _build(scaled, h0, K=128, l2=True, forward_values=False):
+    cfg = dataclasses.replace(_cfg("gdn", "chain", K=K, V=K, H=16, HV=16, l2=l2, h0=h0), **ASYNC,
+                              chain_scaled=scaled, forward_values=forward_values)
+    with tempfile.TemporaryDirectory() as tmp:
+        cubin = report.compile_bwd_cubin(cfg, tmp)
+        return report.resource_usage(cubin), tuple(report.sass_instructions(cubin))
+
+
+@pytest.mark.parametrize("K,h0,l2,fv", [(128, False, True, False), (128, True, False, False), (128, False, True, True),
+                                        (64, True, True, False)])
+def test_scaled_chain_as_compiled(K, h0, l2, fv):
+    usage, sass = _build(True, h0, K, l2, fv)
+    base, base_sass = _build(False, h0, K, l2, fv)
+    assert usage["LOCAL"] == 0 and usage["STACK"] == 0, usage
+    if K == 128:  # the wgmma chain sits at 249 there
+        assert usage["REG"] < base["REG"], (usage, base)
+    hgmma = [i for i in sass if i.startswith("HGMMA")]
+    # dS^T K^T (K/16) and dO^T P (4) at N = C; the update, dO fo Q and dR fr K per token block (8)
+    assert len(hgmma) == K // 16 + 4 + 8, hgmma
+    tn = [i for i in hgmma if ".tnspB" in i]
+    assert len(tn) == 8 and all(i.startswith(f"HGMMA.64x{K}x16.") for i in tn), hgmma
+    assert not any(".tnsp" in i for i in base_sass)
+    sts16 = sum(i.startswith("STS.U16") for i in sass), sum(i.startswith("STS.U16") for i in base_sass)
+    assert sts16[0] < sts16[1], sts16
+
+
+def test_config_and_launcher_rules():
+    from cudnn.linear_attention.frost.kernels import bwd
+    from cudnn.linear_attention.frost.kernels.bwd_chain_scaled import FrostBwdChainScaled
+    from cudnn.linear_attention.frost.kernels.bwd_compile import bwd_kernel_for
+
+    gdn = dataclasses.replace(_cfg("gdn", "chain"), **ASYNC, chain_scaled=True)
+    assert bwd_kernel_for(gdn) is FrostBwdChainScaled
+    for bad in (dict(chain_wgmma=False, chain_async=False), ):
+        with pytest.raises(ValueError, match="chain_scaled must be False unless chain_wgmma"):
+            dataclasses.replace(gdn, **bad)
+    with pytest.raises(ValueError, match="chain_scaled must be False unless chain_wgmma"):
+        dataclasses.replace(_cfg("kda", "chain"), chain_wgmma=True, chain_scaled=True)
+    # only the chain kernel carries it
+    assert not gdn.with_stage("grads").chain_scaled and gdn.with_stage("chain").chain_scaled
+    assert "wgmma_scaled" in bwd.CHAIN_VARIANTS
