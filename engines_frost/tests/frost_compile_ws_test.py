@@ -26,7 +26,7 @@ pytestmark = pytest.mark.skipif(report.tool("CUOBJDUMP", "cuobjdump") is None
 MODES = ("plain", "initial-state", "training", "output-free")  # output-free: the backward's recompute
 
 
-def _config(l2, mode="plain"):
+def _config(l2, mode="plain", gram="mma"):
     cfg = report.config_for("gdn", "product", 128, 128, l2)
     if mode == "initial-state":
         cfg = dataclasses.replace(cfg, has_initial_state=True, state_dtype=cfg.state_dtype or "float32")
@@ -34,15 +34,15 @@ def _config(l2, mode="plain"):
         cfg = dataclasses.replace(cfg, has_initial_state=True, write_checkpoints=True, write_values=True)
     elif mode == "output-free":
         cfg = dataclasses.replace(cfg, write_checkpoints=True, write_values=True, write_output=False)
-    return fx.tooling_config(cfg, "v3", decay="scaled-ws")
+    return fx.tooling_config(cfg, "v3", decay="scaled-ws", gram=gram)
 
 
 @functools.cache
-def _build(l2, mode="plain"):
+def _build(l2, mode="plain", gram="mma"):
     """(resources, SASS instructions with their guard predicates stripped: the hand-over
     barriers are conditional, @P BAR...)."""
     with tempfile.TemporaryDirectory() as tmp:
-        cubin = report.compile_cubin(_config(l2, mode), tmp)
+        cubin = report.compile_cubin(_config(l2, mode, gram), tmp)
         sass = report.sass_instructions(cubin)
         return report.resource_usage(cubin), tuple(re.sub(r"^@!?U?P[0-9T]+\s+", "", i) for i in sass)
 
@@ -105,3 +105,26 @@ def test_the_knob_reaches_k128_gdn_only():
     assert fx.tooling_config(small, "v3", decay="scaled-ws").decay == "scaled"
     with pytest.raises(ValueError, match="scaled-ws' only for K = V = 128"):
         fx.experiment(small, "v3", decay="scaled-ws")
+
+
+def test_wgmma_gram_in_the_producer_keeps_the_role_split():
+    """gram="wgmma16" with the producer role (fwd_ws.GRAM_WGMMA_REGS): ptxas honours both
+    setmaxnreg (at 40 it dropped the producer's and with it the split), the Gram's 8
+    SS wgmma per column block sit on the producer side, no mma.sync Gram is left there."""
+    from cudnn.linear_attention.frost.kernels import fwd_ws as ws
+
+    cfg = _config(True, gram="wgmma16")
+    assert cfg.gram == "wgmma16" and cfg.decay == "scaled-ws"
+    _, sass = _build(True, "plain", "wgmma16")
+    consumer_regs, producer_regs = ws.GRAM_WGMMA_REGS
+    dealloc = [n for n, i in enumerate(sass) if i.startswith("USETMAXREG.DEALLOC")]
+    alloc = [n for n, i in enumerate(sass) if i.startswith("USETMAXREG.TRY_ALLOC")]
+    assert len(dealloc) == 1 and len(alloc) == 1 and dealloc[0] < alloc[0], (dealloc, alloc)
+    assert f"{producer_regs:#x}" in sass[dealloc[0]] and f"{consumer_regs:#x}" in sass[alloc[0]]
+    producer = sass[dealloc[0]:alloc[0]]
+    # M and P: 64 / 16 column blocks x K / 16 k-steps each, m64n16
+    assert sum(i.startswith("HGMMA.64x16x16") for i in producer) == 2 * 4 * 8
+    assert not any(i.startswith("HMMA") for i in producer)
+    # output-free builds have no P warpgroup: the knob leaves them on the mma.sync Gram
+    free = _config(True, "output-free", gram="wgmma16")
+    assert free.gram == "mma" and free.decay == "scaled-ws"

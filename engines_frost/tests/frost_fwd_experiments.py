@@ -126,8 +126,8 @@ class FrostFwdExperiment(FrostFwdConfig):
             bad("decay", f"one of {DECAYS}, and 'folded' unless algorithm is v3 with scalar gates and bf16 io")
         if self.decay == "scaled-ws" and not ws_applies(self):
             bad("decay", "'scaled-ws' only for K = V = 128 (ws_applies)")
-        if self.decay != "folded" and self.gram != "mma":
-            bad("decay", "'folded' with a wgmma gram (both re-plan q and k; not combined)")
+        if self.decay in ("scaled", "scaled-lead") and self.gram != "mma":
+            bad("decay", "'folded' or 'scaled-ws' with a wgmma gram (the others re-plan q and k their own way)")
         if (self.write_checkpoints or self.write_values) and self.algorithm not in TRAINING_ALGORITHMS:
             bad("write_checkpoints", f"False unless algorithm is one of {TRAINING_ALGORITHMS} (the kernels "
                 "that write them)")
@@ -261,6 +261,8 @@ def tooling_config(cfg: FrostFwdConfig, algorithm: str = PRODUCT, skip_stages=()
         decay = "folded"
     if decay == "scaled-ws" and not ws_applies(cfg):
         decay = "scaled"
+    if gram != "mma" and decay != "folded" and (decay != "scaled-ws" or not cfg.write_output):
+        gram = "mma"  # the wgmma Gram combines with the warp-specialised producer only (output builds)
     if (resolve(cfg, algorithm) == product_algorithm(cfg) and not skip_stages and ldmatrix and gram == "mma"
             and decay == "folded"):
         return product_config(cfg)  # not through the cache: an equal config cached earlier is another object

@@ -78,7 +78,7 @@ def test_experiment_keys_apart_from_the_product():
     assert scaled.decay == "scaled" and len({_key(gdn), _key(fx.experiment(gdn, "v3")), _key(gram), _key(scaled)}) == 4
     assert kernel_store.describe(scaled).startswith("v3 decay-scaled gdn")
     assert fx.tooling_config(CFG, "v3", decay="scaled") == fx.tooling_config(CFG, "v3")
-    with pytest.raises(ValueError, match="decay must be 'folded' with a wgmma gram"):
+    with pytest.raises(ValueError, match="decay must be 'folded' or 'scaled-ws' with a wgmma gram"):
         fx.experiment(gdn, "v3", gram="wgmma", decay="scaled")
     with pytest.raises(ValueError, match="decay must be one of"):
         fx.experiment(gdn, "v2", decay="scaled")

@@ -71,7 +71,12 @@ BLOCK_THREADS = 32 * (CONSUMER_WARPS + PRODUCER_WARPS)
 # stores per chunk, sm_90a build: frost_compile_ws_test), the cheaper side to spill
 CONSUMER_REGS = 216
 PRODUCER_REGS = 40
-assert ROLE_THREADS * (CONSUMER_REGS + PRODUCER_REGS) <= 65536
+# with the wgmma Gram in the producer (gram knob): at 40 ptxas ignores the producer's
+# setmaxnreg ("to maintain minimum register requirements": every role at 128, the chain
+# spilled 576 bytes), at 48 the m64n32 Gram's wgmma are serialized for want of registers
+# and the m64n16 one's are not; 208 costs the chain a few spills (sm_90a builds)
+GRAM_WGMMA_REGS = (208, 48)
+assert ROLE_THREADS * (CONSUMER_REGS + PRODUCER_REGS) <= 65536 and ROLE_THREADS * sum(GRAM_WGMMA_REGS) <= 65536
 SETS = 2  # operand sets, by chunk parity
 # named barrier ids (0 is __syncthreads, used once before the roles split)
 BAR_PRODUCER = 1
@@ -125,6 +130,8 @@ class WarpSpecialisedChain(ScaledDecayChain):
             raise ValueError(f"{type(self).__name__}: built for K = V = 128 (two consumer warpgroups), got "
                              f"K={cfg.K}, V={cfg.V}")
         super().__init__(cfg)
+        if getattr(self, "gram_wgmma", False):
+            self.consumer_regs, self.producer_regs = GRAM_WGMMA_REGS
 
     @property
     def block_threads(self) -> int:
@@ -243,8 +250,22 @@ class WarpSpecialisedChain(ScaledDecayChain):
             if i + 1 < chunks:
                 self.copy_rows(s, t0 + C, bos, eos, ptid, pwid, lane)
             self.write_factors(st, scale, ptid)
-            FrostFwdV3.stage_gram(self, st, mb, heads, t0, eos, scale, thr, lane, pwid)  # ends with the proxy fence
+            self.producer_gram(st, mb, heads, t0, eos, scale, thr, lane, pwid)  # ends with the proxy fence
             cute.arch.barrier_arrive(barrier_id=BAR_FULL + b, number_of_threads=BLOCK_THREADS)
+
+    @cute.jit
+    def producer_gram(self, st, mb, heads, t0, eos, scale, thr, lane, pwid):
+        """The Gram stage on set st at producer warp pwid: v3's (mma.sync tiles dealt to the
+        8 warps), or with the wgmma Gram knob (fwd_v3_gram.GramWgmma in the bases, the
+        tooling's gram="wgmma"), M on the producer's first warpgroup and P on its second,
+        whose SS wgmma need no per-thread ldmatrix addresses (what spills at 40 registers).
+        Either ends with the proxy fence."""
+        if cutlass.const_expr(getattr(self, "gram_wgmma", False)):
+            from cudnn.linear_attention.frost.kernels.fwd_v3_gram import GramWgmma
+
+            GramWgmma.stage_gram(self, st, mb, heads, t0, eos, scale, thr, lane, pwid)
+        else:
+            FrostFwdV3.stage_gram(self, st, mb, heads, t0, eos, scale, thr, lane, pwid)
 
     @cute.jit
     def rows_into_set(self, s, st, ptid):
