@@ -1,5 +1,6 @@
 """sm_90a compiles of the backward's scaled-decay chain (kernels/bwd_chain_scaled.py,
-FrostBwdConfig.chain_scaled): no spills and fewer registers than the wgmma chain it
+FrostBwdConfig.chain_scaled) and of its warp-specialised form (bwd_chain_ws.py,
+chain_ws): no spills and fewer registers than the wgmma chain it
 replaces, its 20 wgmma with the update's 8 reading q-hat and k-hat transposed (.tnspB),
 the folded operand tiles' transposed 2-byte stores gone; the config's and the launcher's
 rules for it.
@@ -7,6 +8,7 @@ rules for it.
 import dataclasses
 import functools
 import os
+import re
 import sys
 import tempfile
 
@@ -26,12 +28,13 @@ ASYNC = dict(chain_wgmma=True, chain_async=True)
 
 
 @functools.cache
-def _build(scaled, h0, K=128, l2=True, forward_values=False):
+def _build(scaled, h0, K=128, l2=True, forward_values=False, ws=False):
     cfg = dataclasses.replace(_cfg("gdn", "chain", K=K, V=K, H=16, HV=16, l2=l2, h0=h0), **ASYNC,
-                              chain_scaled=scaled, forward_values=forward_values)
+                              chain_scaled=scaled, forward_values=forward_values, chain_ws=ws)
     with tempfile.TemporaryDirectory() as tmp:
         cubin = report.compile_bwd_cubin(cfg, tmp)
-        return report.resource_usage(cubin), tuple(report.sass_instructions(cubin))
+        sass = report.sass_instructions(cubin)
+        return report.resource_usage(cubin), tuple(re.sub(r"^@!?U?P[0-9T]+\s+", "", i) for i in sass)
 
 
 @pytest.mark.parametrize("K,h0,l2,fv", [(128, False, True, False), (128, True, False, False), (128, False, True, True),
@@ -67,3 +70,41 @@ def test_config_and_launcher_rules():
     # only the chain kernel carries it
     assert not gdn.with_stage("grads").chain_scaled and gdn.with_stage("chain").chain_scaled
     assert "wgmma_scaled" in bwd.CHAIN_VARIANTS
+
+
+@pytest.mark.parametrize("h0,fv", [(False, False), (True, False), (False, True)])
+def test_warp_specialised_chain_as_compiled(h0, fv):
+    from cudnn.linear_attention.frost.kernels import fwd_ws as ws
+
+    _, sass = _build(True, h0, 128, True, fv, ws=True)
+    dealloc = [n for n, i in enumerate(sass) if i.startswith("USETMAXREG.DEALLOC")]
+    alloc = [n for n, i in enumerate(sass) if i.startswith("USETMAXREG.TRY_ALLOC")]
+    assert len(dealloc) == 1 and len(alloc) == 1 and dealloc[0] < alloc[0], (dealloc, alloc)
+    assert f"{ws.PRODUCER_REGS:#x}" in sass[dealloc[0]] and f"{ws.CONSUMER_REGS:#x}" in sass[alloc[0]]
+    producer, consumer = sass[dealloc[0]:alloc[0]], sass[alloc[0]:]
+    # the chain step's 20 wgmma on the consumer side, unspilled; the copies and the Gram's
+    # mma.sync on the producer side; the hand-over barriers as the forward's
+    assert sum(i.startswith("HGMMA") for i in consumer) == 20 and not any(i.startswith("HGMMA") for i in producer)
+    # (the forward_values build's tail, warp 0 zeroing uncovered gradient rows, reloads a
+    # value the prologue spilled: outside the chain step, which must have none)
+    first = next(n for n, i in enumerate(consumer) if i.startswith("HGMMA"))
+    last = max(n for n, i in enumerate(consumer) if i.startswith("HGMMA"))
+    assert not any(i.startswith(("STL", "LDL")) for i in consumer[first:last])
+    assert any(i.startswith("LDGSTS") for i in producer) and not any(i.startswith("LDGSTS") for i in consumer)
+    assert sum(i.startswith("HMMA") for i in producer) == 32 and sum(i.startswith("HMMA") for i in consumer) == 20
+    for part, op in ((producer, "BAR.ARV"), (producer, "BAR.SYNC"), (consumer, "BAR.SYNC"), (consumer, "BAR.ARV")):
+        assert sum(i.startswith(op) and f"{ws.BLOCK_THREADS:#x}" in i for i in part) == 1, (op, part is producer)
+
+
+def test_warp_specialised_chain_rules():
+    from cudnn.linear_attention.frost.kernels import bwd
+    from cudnn.linear_attention.frost.kernels.bwd_chain_ws import FrostBwdChainWs
+    from cudnn.linear_attention.frost.kernels.bwd_compile import bwd_kernel_for
+
+    gdn = dataclasses.replace(_cfg("gdn", "chain", H=16, HV=16), **ASYNC, chain_scaled=True, chain_ws=True)
+    assert bwd_kernel_for(gdn) is FrostBwdChainWs and not gdn.with_stage("grads").chain_ws
+    with pytest.raises(ValueError, match="chain_ws must be False unless chain_scaled"):
+        dataclasses.replace(gdn, chain_scaled=False)
+    with pytest.raises(ValueError, match="chain_ws must be False unless chain_scaled"):
+        dataclasses.replace(_cfg("gdn", "chain", K=64, V=64), **ASYNC, chain_scaled=True, chain_ws=True)
+    assert "wgmma_ws" in bwd.CHAIN_VARIANTS

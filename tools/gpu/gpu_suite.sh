@@ -65,9 +65,10 @@
 #              rows, folded, scaled, scaled-lead, scaled-ws, folded); kernels compiled on
 #              first use
 #   bwdscaled  the backward's scaled-decay chain (bwd_chain_scaled.py, FROST_BWD_CHAIN=
-#              wgmma_scaled): bwdscaledsmoke (GDN backward smoke vs float64 with it),
-#              bwdscaledbench (GDN fwd+bwd op rows: default, the scaled chain, the scaled
-#              chain with every forward on fwd_ws.py (FROST_FWD_DECAY=scaled-ws), default)
+#              wgmma_scaled) and its warp-specialised form (bwd_chain_ws.py, =wgmma_ws):
+#              bwdscaledsmoke (GDN backward smoke vs float64 with each), bwdscaledbench (GDN
+#              fwd+bwd op rows: default, scaled, ws, ws with every forward on fwd_ws.py
+#              (FROST_FWD_DECAY=scaled-ws), default)
 #   summary    their kernels precompiled on this machine's cores into FROST_KERNEL_CACHE (default
 #              .frostcache; tests/numerics/frost_summary_prebuild.py), then the FROST summary
 #              engines vs float64 (tests/numerics/test_la_frost_summary_engines.py),
@@ -556,11 +557,12 @@ for s in "$@"; do
         --cases 'GDN fwd+bwd' --impl 'op FROST' --reps 10 || exit 1; done"
       true ;;
     bwdscaled|bwdscaledsmoke|bwdscaledbench)  # GDN backward chain with the decays as factors
-      [ "$s" = bwdscaled ] || [ "$s" = bwdscaledsmoke ] && stage bwdscaledsmoke "FROST_BWD_CHAIN=wgmma_scaled \
-        python3 tests/numerics/la_frost_bwd_smoke.py --jobs \$(nproc) --family gdn"
-      [ "$s" = bwdscaled ] || [ "$s" = bwdscaledbench ] && stage bwdscaledbench "for v in default scaled ws default; do \
+      [ "$s" = bwdscaled ] || [ "$s" = bwdscaledsmoke ] && stage bwdscaledsmoke "for c in wgmma_scaled wgmma_ws; do \
+        echo \"== FROST_BWD_CHAIN=\$c\"; FROST_BWD_CHAIN=\$c python3 tests/numerics/la_frost_bwd_smoke.py \
+        --jobs \$(nproc) --family gdn || exit 1; done"
+      [ "$s" = bwdscaled ] || [ "$s" = bwdscaledbench ] && stage bwdscaledbench "for v in default scaled ws wsfwd default; do \
         echo \"== \$v\"; case \$v in default) e='';; scaled) e='FROST_BWD_CHAIN=wgmma_scaled';; \
-        ws) e='FROST_BWD_CHAIN=wgmma_scaled FROST_FWD_DECAY=scaled-ws';; esac; \
+        ws) e='FROST_BWD_CHAIN=wgmma_ws';; wsfwd) e='FROST_BWD_CHAIN=wgmma_ws FROST_FWD_DECAY=scaled-ws';; esac; \
         env \$e python3 bench/bench_linear_attention.py --cases 'GDN fwd+bwd' --impl 'op FROST' --reps 10 \
         || exit 1; done"
       true ;;

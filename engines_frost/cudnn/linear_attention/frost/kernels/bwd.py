@@ -44,13 +44,15 @@ VEC_DECAY_ENV = "FROST_BWD_VEC_DECAY"
 # the next chunk's rows stage (FrostBwdConfig.chain_async; NOTES_bwd.md v1.10), =serial the
 # per-warp mma.sync chain, =wgmma_scaled the wgmma_async chain with the decays as per-token
 # factors and no folded operand tiles (FrostBwdConfig.chain_scaled, bf16 io; an experiment,
-# NOTES_bwd.md "The scalar-gate chain without its operand stage"; fp16 io runs wgmma_async).
+# NOTES_bwd.md "The scalar-gate chain without its operand stage"; fp16 io runs wgmma_async),
+# =wgmma_ws that chain warp-specialised (FrostBwdConfig.chain_ws, K = V = 128, else
+# wgmma_scaled; NOTES_bwd.md "Warp-specialised scalar-gate chain").
 # Unset: wgmma_async for scalar gates (bitwise the wgmma chain's
 # gradients, GDN fwd+bwd kernels -1.3 % on the H200: NOTES_bwd.md "v1.10 and the
 # vector-gate wgmma grads on the H200"); vector gates follow FROST_BWD_CHAIN_VEC instead
 # (below). Read on every call.
 CHAIN_ENV = "FROST_BWD_CHAIN"
-CHAIN_VARIANTS = ("serial", "pipelined", "wgmma", "wgmma_async", "wgmma_scaled")
+CHAIN_VARIANTS = ("serial", "pipelined", "wgmma", "wgmma_async", "wgmma_scaled", "wgmma_ws")
 # FROST_BWD_CHAIN_VEC: the vector-gate (KDA, GDN-2) chain kernel. Unset or =wgmma: the
 # wgmma chain (FrostBwdConfig.chain_wgmma; NOTES_bwd.md "Vector-gate chain on warpgroup
 # MMA": bitwise the serial chain's gradients, KDA chain -10 % on the H100); =serial the
@@ -234,9 +236,10 @@ def check_bwd_operands(*, q, k, v, g, beta, w, cu_seqlens, dO, initial_state, d_
         vec_wide_loads=binary_switch(VEC_WIDE_ENV, default=True) and f.gate_per_channel,
         vec_fast_decay=binary_switch(VEC_DECAY_ENV, default=True) and f.gate_per_channel,
         chain_pipeline=variant == "pipelined" and not f.gate_per_channel,
-        chain_wgmma=variant in ("wgmma", "wgmma_async", "wgmma_scaled"),
-        chain_async=variant in ("wgmma_async", "wgmma_scaled"),
-        chain_scaled=variant == "wgmma_scaled" and f.io_dtype == "bfloat16",
+        chain_wgmma=variant in ("wgmma", "wgmma_async", "wgmma_scaled", "wgmma_ws"),
+        chain_async=variant in ("wgmma_async", "wgmma_scaled", "wgmma_ws"),
+        chain_scaled=variant in ("wgmma_scaled", "wgmma_ws") and f.io_dtype == "bfloat16",
+        chain_ws=variant == "wgmma_ws" and f.io_dtype == "bfloat16" and (f.K, f.V) == (128, 128),
         grads_wgmma=(vector_grads if f.gate_per_channel else scalar_grads) == "wgmma",
         grads_prefetch=binary_switch(GRADS_PREFETCH_ENV, default=True) and not f.gate_per_channel)
     return cfg, T, N

@@ -33,6 +33,9 @@ def bwd_kernel_for(cfg: FrostBwdConfig):
     if cfg.stage == "chain" and cfg.chain_pipeline:
         from cudnn.linear_attention.frost.kernels.bwd_chain_pipelined import FrostBwdChainPipelined
         return FrostBwdChainPipelined
+    if cfg.stage == "chain" and cfg.chain_ws:
+        from cudnn.linear_attention.frost.kernels.bwd_chain_ws import FrostBwdChainWs
+        return FrostBwdChainWs
     if cfg.stage == "chain" and cfg.chain_scaled:
         from cudnn.linear_attention.frost.kernels.bwd_chain_scaled import FrostBwdChainScaled
         return FrostBwdChainScaled

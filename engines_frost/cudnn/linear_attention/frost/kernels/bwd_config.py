@@ -73,6 +73,11 @@ class FrostBwdConfig:
     # stage"). Scalar gates, bf16 io, with chain_wgmma. An experiment: the launcher sets
     # it only under FROST_BWD_CHAIN=wgmma_scaled (bwd.py).
     chain_scaled: bool = False
+    # The scaled chain warp-specialised (bwd_chain_ws.py, NOTES_bwd.md "Warp-specialised
+    # scalar-gate chain"): a producer role runs the previous chunk's rows, factor rows and
+    # Gram while the consumers run this chunk's dS step. With chain_scaled, K = V = 128. An
+    # experiment: the launcher sets it only under FROST_BWD_CHAIN=wgmma_ws (bwd.py).
+    chain_ws: bool = False
     # The vector-gate grads kernel (bwd_grads_vec.py) reads its shared bf16 operands with
     # wide loads instead of one 2-byte load per element (NOTES_bwd.md "v1.7 vector-gate
     # grads"): k-hat's and q-hat's decayed B operands by ldmatrix.x4.trans straight into
@@ -154,6 +159,10 @@ class FrostBwdConfig:
         if self.chain_scaled and not (self.chain_wgmma and not self.fwd.gate_per_channel
                                       and self.fwd.io_dtype == "bfloat16"):
             bad("chain_scaled", "False unless chain_wgmma is set, with scalar gates and bf16 io")
+        if not isinstance(self.chain_ws, bool):
+            bad("chain_ws", "a bool")
+        if self.chain_ws and not (self.chain_scaled and (self.fwd.K, self.fwd.V) == (128, 128)):
+            bad("chain_ws", "False unless chain_scaled is set, at K = V = 128")
 
     def with_stage(self, stage: str) -> "FrostBwdConfig":
         """The config of one stage's kernel, without what that kernel never reads (so
@@ -178,13 +187,15 @@ class FrostBwdConfig:
         if stage == "states":
             return dataclasses.replace(self, stage=stage, dht_dtype=None, grads_ctas=ctas,
                                        chain_pipeline=False, chain_wgmma=False,
-                                       chain_async=False, chain_scaled=False, vec_wide_loads=wide,
+                                       chain_async=False, chain_scaled=False, chain_ws=False,
+                                       vec_wide_loads=wide,
                                        vec_fast_decay=fast,
                                        grads_wgmma=gwg, grads_prefetch=pf)
         fwd = dataclasses.replace(self.fwd, has_initial_state=False, state_dtype=None)
         return dataclasses.replace(self, fwd=fwd, stage=stage, dht_dtype=None, dh0_dtype=None,
                                    forward_values=False, grads_ctas=ctas,
                                    chain_pipeline=False, chain_wgmma=False, chain_async=False, chain_scaled=False,
+                                   chain_ws=False,
                                    vec_wide_loads=wide,
                                    vec_fast_decay=fast, grads_wgmma=gwg, grads_prefetch=pf)
 
