@@ -63,6 +63,31 @@ def compile_cubin(cfg, out_dir: str) -> str:
     return cubin
 
 
+#: cute.compile options that make the DSL's ptxas run verbose and hand its log to the DSL's
+#: remark printer (stderr), where ptxas_notes reads its performance notes
+PTXAS_NOTES_OPTIONS = "--gpu-arch sm_90a --ptxas-options '-v' --remark-filter ptxas"
+#: ptxas's "Potential Performance Loss" notes on Hopper code, by number: a setmaxnreg it
+#: ignored (C7507), wgmma serialised for want of registers (C7511, C7512), a wgmma wait or
+#: arrive it injected because registers of an in-flight wgmma are touched (C7517, C7519)
+PTXAS_NOTE = re.compile(r"\((C75\d\d)\)")
+
+
+def ptxas_notes(kernel, args) -> set[str]:
+    """The C75xx performance notes (PTXAS_NOTE) ptxas prints for `kernel` (a CuTe DSL
+    callable, with its cute.compile arguments) built for sm_90a. No GPU needed."""
+    import contextlib
+    import io
+    import warnings
+
+    import cutlass.cute as cute
+
+    err = io.StringIO()
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cute.compile(kernel, *args, options=PTXAS_NOTES_OPTIONS)
+    return set(PTXAS_NOTE.findall(err.getvalue()))
+
+
 def compile_bwd_cubin(bcfg, out_dir: str) -> str:
     """cute.compile a backward stage's kernel class (bwd_compile) for sm_90a, keeping the
     cubin; returns its path."""

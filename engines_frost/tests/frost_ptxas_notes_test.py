@@ -1,0 +1,83 @@
+"""ptxas's Hopper performance notes on the FROST kernels' sm_90a builds (no GPU needed).
+
+ptxas prints "Potential Performance Loss" notes (C75xx) where it changes what the kernel
+asked for: a setmaxnreg it ignores (C7507: the warp-specialised split would collapse),
+wgmma it serialises for want of registers (C7511, C7512), a wgmma wait or arrive it
+injects because code touches registers of a wgmma group in flight (C7517, C7519: the
+overlap the kernel was written for is lost there). None of them shows in the SASS counts
+the other compile tests read. Each case compiles one kernel with the DSL's own ptxas run
+verbose (frost_cubin_report.ptxas_notes) and compares its notes with what is known:
+nothing, except the vector-gate wgmma chain's injected wait after its dU group
+(kernels/NOTES_bwd.md "Warp-specialised scalar-gate chain": a one-line fix to A/B on the
+GPU first). A new note, or the known one gone, fails here.
+"""
+import dataclasses
+import os
+import sys
+
+import pytest
+
+pytest.importorskip("cutlass", reason="nvidia-cutlass-dsl (CuTe DSL) is not installed")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import frost_cubin_report as report  # noqa: E402
+import frost_fwd_experiments as fx  # noqa: E402
+from frost_bwd_compile_test import _cfg  # noqa: E402
+
+ASYNC = dict(chain_wgmma=True, chain_async=True)
+FORWARDS = {  # name: (family, tooling decay, build)
+    "gdn": ("gdn", "folded", "plain"), "kda": ("kda", "folded", "plain"), "gdn2": ("gdn2", "folded", "plain"),
+    "gdn-values": ("gdn", "folded", "values"), "gdn-recompute": ("gdn", "folded", "recompute"),
+    "kda-values": ("kda", "folded", "values"),
+    "gdn-scaled": ("gdn", "scaled", "plain"), "gdn-scaled-lead": ("gdn", "scaled-lead", "plain"),
+    "gdn-ws": ("gdn", "scaled-ws", "plain"), "gdn-ws-values": ("gdn", "scaled-ws", "values"),
+    "gdn-ws-recompute": ("gdn", "scaled-ws", "recompute"),
+}
+BACKWARDS = {  # name: (family, stage, config fields)
+    "gdn-chain": ("gdn", "chain", ASYNC), "kda-chain": ("kda", "chain", dict(chain_wgmma=True)),
+    "gdn2-chain": ("gdn2", "chain", dict(chain_wgmma=True)),
+    "gdn-chain-scaled": ("gdn", "chain", dict(ASYNC, chain_scaled=True)),
+    "gdn-chain-ws": ("gdn", "chain", dict(ASYNC, chain_scaled=True, chain_ws=True)),
+    "gdn-grads": ("gdn", "grads", dict(grads_wgmma=True, grads_prefetch=True)),
+    "kda-grads": ("kda", "grads", dict(vec_wide_loads=True, vec_fast_decay=True)),
+    "gdn-states": ("gdn", "states", {}),
+}
+KNOWN = {"kda-chain": {"C7517"}, "gdn2-chain": {"C7517"}}
+
+
+@pytest.mark.parametrize("name", FORWARDS)
+def test_forward_notes(name):
+    from cudnn.linear_attention.frost.kernels.compile_kernel import kernel_class
+    from cudnn.linear_attention.frost.kernels.launch_abi import fake_args
+
+    family, decay, build = FORWARDS[name]
+    cfg = report.config_for(family, "product", 128, 128, True, build=build)
+    if decay != "folded":
+        cfg = fx.tooling_config(cfg, "v3", decay=decay)
+        assert cfg.decay == decay
+    assert report.ptxas_notes(kernel_class(cfg, "sm_90a")(cfg), fake_args(cfg)) == KNOWN.get(name, set())
+
+
+@pytest.mark.parametrize("name", BACKWARDS)
+def test_backward_notes(name):
+    from cudnn.linear_attention.frost.kernels.bwd_abi import bwd_fake_args
+    from cudnn.linear_attention.frost.kernels.bwd_compile import bwd_kernel_for
+
+    family, stage, fields = BACKWARDS[name]
+    cfg = dataclasses.replace(_cfg(family, stage, H=16, HV=16, h0=False), **fields)
+    assert report.ptxas_notes(bwd_kernel_for(cfg)(cfg), bwd_fake_args(cfg)) == KNOWN.get(name, set())
+
+
+def test_the_notes_are_read():
+    """The reader finds a note where ptxas prints one: the warp-specialised forward with
+    its producer at fewer registers than its wgmma Gram needs (C7507, setmaxnreg ignored)."""
+    from cudnn.linear_attention.frost.kernels import fwd_ws
+    from cudnn.linear_attention.frost.kernels.compile_kernel import kernel_class
+    from cudnn.linear_attention.frost.kernels.launch_abi import fake_args
+
+    cfg = fx.tooling_config(report.config_for("gdn", "product", 128, 128, True), "v3", decay="scaled-ws",
+                            gram="wgmma")
+    cls = kernel_class(cfg, "sm_90a")
+    kernel = cls(cfg)
+    kernel.consumer_regs, kernel.producer_regs = fwd_ws.CONSUMER_REGS, fwd_ws.PRODUCER_REGS  # 216 / 40
+    assert "C7507" in report.ptxas_notes(kernel, fake_args(cfg))
