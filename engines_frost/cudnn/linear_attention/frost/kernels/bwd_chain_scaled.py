@@ -41,7 +41,14 @@ from cudnn.linear_attention.frost.kernels.bwd_chain_wgmma import FrostBwdChainWg
 from cudnn.linear_attention.frost.kernels.bwd_config import FrostBwdConfig
 from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
 from cudnn.linear_attention.frost.kernels.fwd_v1 import CHUNK, NBLK, SUB, SW128, to_a_operand, warp_mma
-from cudnn.linear_attention.frost.kernels.fwd_v3 import WG_ROWS, WG_THREADS, check_fragment_orders, wgmma
+from cudnn.linear_attention.frost.kernels.fwd_v3 import (
+    WG_ROWS,
+    WG_THREADS,
+    assemble_a,
+    block_of,
+    check_fragment_orders,
+    wgmma,
+)
 from cudnn.linear_attention.frost.kernels.fwd_v3_scaled import FK, FO, FR, wgmma_mn, write_decay_factors
 
 #: the wgmma chain's tiles this kernel replaces (the folded operands) or re-plans (q, k, P^T)
@@ -56,16 +63,6 @@ def smem_plan(c: FrostFwdConfig):
     tiles = [("q", "bf16", (2 * C, K), SW128), ("k", "bf16", (2 * C, K), SW128), ("pt", "bf16", (C, C), SW128)]
     rest = [entry for entry in _base_plan(c) if entry[0] not in DROPPED]
     return vio.with_warp_buffers(tiles + rest + [("fac", "f32", (3, C), (C, 1))], c)
-
-
-def assemble_a(parts, shape):
-    """One warpgroup A operand from a warp's per-block bf16 fragments, block after block
-    (the order fwd_v3.check_fragment_orders and check_block_order establish)."""
-    out = cute.make_rmem_tensor(shape, BFloat16)
-    for b, part in enumerate(parts):
-        for e in range(cute.size(part)):  # traced inline (a plain function): Python loops
-            out[b * cute.size(part) + e] = part[e]
-    return out
 
 
 class FrostBwdChainScaled(FrostBwdChainWgmma):
@@ -179,12 +176,7 @@ class FrostBwdChainScaled(FrostBwdChainWgmma):
         warpgroup.wait_group(0)
 
         # 2. dR^T per warp (mma.sync), and dR^T diag(fr) for the update
-        du_blocks = []
-        for bi in cutlass.range_constexpr(NBLK):
-            du = cute.make_rmem_tensor(thr.partition_shape_C((SUB, SUB)), Float32)
-            for e in cutlass.range_constexpr(per):
-                du[e] = acc_du[bi * per + e]
-            du_blocks.append(du)
+        du_blocks = [block_of(acc_du, bi, thr.partition_shape_C((SUB, SUB))) for bi in range(NBLK)]
         _, a_drs = self.chain_dr(s, mdr, du_blocks, heads, t0, eos, thr, lane, wid, False,
                                  col_scale=s_fac[FR, None])
         a_drw = assemble_a(a_drs, g_st.partition_shape_A((WG_ROWS, C)))

@@ -84,7 +84,15 @@ from cudnn.linear_attention.frost.kernels.bwd_config import FrostBwdConfig
 from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
 from cudnn.linear_attention.frost.kernels.fragment_stores import store_rows_vectorised
 from cudnn.linear_attention.frost.kernels.fwd_v1 import CHUNK, NBLK, SUB, SW128, to_a_operand, warp_mma
-from cudnn.linear_attention.frost.kernels.fwd_v3 import WG_ROWS, WG_THREADS, _tv, check_fragment_orders, wgmma
+from cudnn.linear_attention.frost.kernels.fwd_v3 import (
+    WG_ROWS,
+    WG_THREADS,
+    _tv,
+    assemble_a,
+    block_of,
+    check_fragment_orders,
+    wgmma,
+)
 from cudnn.linear_attention.frost.kernels.wgmma_fragments import blocks_view_match, tv_size
 
 #: the chain's B operands, read by wgmma from shared memory: SW128 tiles, unpadded
@@ -198,15 +206,10 @@ class FrostBwdChainWgmma(FrostBwdChain):
         wtid = (wid % (WG_THREADS // 32)) * 32 + lane  # thread index inside the warpgroup
         g_du = wg_du.get_slice(wtid)
         g_st = wg_st.get_slice(wtid)
-        per = cute.size(thr.partition_shape_C((SUB, SUB)))  # values of a 16 x 16 block per thread
 
         # dO^T [64, C] (this warp's 16 rows, every token block) as the warpgroup's A
         a_do = self.chain_do(s, thr, lane, wid)
-        a_dow = cute.make_rmem_tensor(g_st.partition_shape_A((WG_ROWS, C)), BFloat16)
-        for kk in cutlass.range_constexpr(NBLK):
-            blk = a_do[None, None, kk]
-            for e in cutlass.range_constexpr(cute.size(blk)):
-                a_dow[kk * cute.size(blk) + e] = blk[e]
+        a_dow = assemble_a([a_do[None, None, kk] for kk in range(NBLK)], g_st.partition_shape_A((WG_ROWS, C)))
 
         # 1. dU^T = dO^T P + dS^T KD^T (one group; the solve waits for it)
         acc_du = cute.make_rmem_tensor(g_du.partition_shape_C((WG_ROWS, C)), Float32)
@@ -226,17 +229,9 @@ class FrostBwdChainWgmma(FrostBwdChain):
         warpgroup.wait_group(0)
 
         # 2. dR^T per warp (mma.sync), from the accumulator's four 16 x 16 blocks
-        du_blocks = []
-        for bi in cutlass.range_constexpr(NBLK):
-            du = cute.make_rmem_tensor(thr.partition_shape_C((SUB, SUB)), Float32)
-            for e in cutlass.range_constexpr(per):
-                du[e] = acc_du[bi * per + e]
-            du_blocks.append(du)
+        du_blocks = [block_of(acc_du, bi, thr.partition_shape_C((SUB, SUB))) for bi in range(NBLK)]
         a_dr = self.chain_dr(s, mdr, du_blocks, heads, t0, eos, thr, lane, wid, False)
-        a_drw = cute.make_rmem_tensor(g_st.partition_shape_A((WG_ROWS, C)), BFloat16)
-        for bj in cutlass.range_constexpr(NBLK):
-            for e in cutlass.range_constexpr(cute.size(a_dr[bj])):
-                a_drw[bj * cute.size(a_dr[bj]) + e] = a_dr[bj][e]
+        a_drw = assemble_a(a_dr, g_st.partition_shape_A((WG_ROWS, C)))
 
         # 3. dS^T <- dS^T Diag(e^Gam_last) + dO^T QA + dR^T (-KBA), in the dS^T registers
         acc_w = cute.make_tensor(acc_ds.iterator, cute.make_layout(g_st.partition_shape_C((WG_ROWS, K))))

@@ -29,7 +29,6 @@ import cutlass.cute as cute
 from cutlass import BFloat16, Float32, Int32
 from cutlass.cute.nvgpu import warpgroup
 
-from cudnn.linear_attention.frost.kernels.bwd_chain import FrostBwdChain
 from cudnn.linear_attention.frost.kernels.bwd_chain_scaled import FrostBwdChainScaled
 from cudnn.linear_attention.frost.kernels.bwd_chain_wgmma import FrostBwdChainWgmma
 from cudnn.linear_attention.frost.kernels.bwd_config import FrostBwdConfig

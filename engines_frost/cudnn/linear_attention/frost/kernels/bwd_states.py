@@ -63,7 +63,6 @@ class FrostBwdStates(FrostBwdLauncher, FrostFwdV2):
                       mdq: cute.Tensor, mdk: cute.Tensor, mdv: cute.Tensor, mdg: cute.Tensor,
                       mdb: cute.Tensor, mdw: cute.Tensor):
         c = self.cfg
-        K = c.K
         tid, _, _ = cute.arch.thread_idx()
         n, h, _ = cute.arch.block_idx()
         heads = (h // (c.HO // c.H), h // (c.HO // c.HK), h // (c.HO // c.HV), h)
@@ -72,14 +71,7 @@ class FrostBwdStates(FrostBwdLauncher, FrostFwdV2):
         lane = cute.arch.lane_idx()
         wid = cute.arch.make_warp_uniform(cute.arch.warp_idx())
         thr = mma.get_slice(lane)
-        acc_s = cute.make_rmem_tensor(thr.partition_shape_C((SUB, K)), Float32)
-        coord_s = thr.partition_C(cute.make_identity_tensor((SUB, K)))
-        for e in cutlass.range_constexpr(cute.size(acc_s)):
-            val = Float32(0.0)
-            if cutlass.const_expr(c.has_initial_state):
-                jd = coord_s[e]
-                val = mh0[n, h, wid * SUB + jd[0], jd[1]].to(Float32)
-            acc_s[e] = val
+        acc_s, coord_s = self.initial_state(mh0, n, h, thr, wid)
         bos, eos = sequence_bounds(mcu, n, T)  # inside [0, T] whatever cu_seqlens holds
         row0 = bos // CHUNK + n
         self.before_chunks(s, mq, mk, mv, mg, mb, mw, heads, bos, eos, tid, lane, wid)

@@ -241,7 +241,7 @@ class FrostFwdV1:
         """Sequence n's chunks on output head h: the state from mh0 (or zero), every chunk's
         stages, the final state into mht."""
         c = self.cfg
-        K, C = c.K, CHUNK
+        C = CHUNK
         tid, _, _ = cute.arch.thread_idx()
         heads = (h // (c.HO // c.H), h // (c.HO // c.HK), h // (c.HO // c.HV), h)
 
@@ -251,15 +251,7 @@ class FrostFwdV1:
         wid = cute.arch.make_warp_uniform(wid)
         thr = mma.get_slice(lane)
 
-        # S^T rows j in [16 wid, 16 wid + 16), all K columns: the persistent fp32 state.
-        acc_s = cute.make_rmem_tensor(thr.partition_shape_C((SUB, K)), Float32)
-        coord_s = thr.partition_C(cute.make_identity_tensor((SUB, K)))
-        for e in cutlass.range_constexpr(cute.size(acc_s)):
-            val = Float32(0.0)
-            if cutlass.const_expr(c.has_initial_state):
-                jd = coord_s[e]
-                val = mh0[n, h, wid * SUB + jd[0], jd[1]].to(Float32)
-            acc_s[e] = val
+        acc_s, coord_s = self.initial_state(mh0, n, h, thr, wid)
 
         skip = self.skip_stages  # empty except in timing experiments (the class's knobs)
         if cutlass.const_expr("bounds" in skip):  # timing the safety: the table as it is
@@ -297,6 +289,21 @@ class FrostFwdV1:
             for e in cutlass.range_constexpr(cute.size(acc_s)):
                 jd = coord_ht[e]
                 mht[n, h, wid * SUB + jd[0], jd[1]] = acc_s[e].to(self.st)
+
+    def initial_state(self, mh0, n, h, thr, wid):
+        """(acc_s, coord_s): this warp's rows j in [16 wid, 16 wid + 16) of S^T, all K
+        columns, as the persistent fp32 state registers (from mh0[n, h], or zero without an
+        initial state) and their (row, column) coordinates. Traced inline; every kernel that
+        carries the state starts here (fwd_ws, the backward's states kernel)."""
+        acc_s = cute.make_rmem_tensor(thr.partition_shape_C((SUB, self.cfg.K)), Float32)
+        coord_s = thr.partition_C(cute.make_identity_tensor((SUB, self.cfg.K)))
+        for e in range(cute.size(acc_s)):  # traced inline (a plain method): a Python loop
+            val = Float32(0.0)
+            if self.cfg.has_initial_state:
+                jd = coord_s[e]
+                val = mh0[n, h, wid * SUB + jd[0], jd[1]].to(Float32)
+            acc_s[e] = val
+        return acc_s, coord_s
 
     @cute.jit
     def settle_state(self):

@@ -115,6 +115,41 @@ def check_fragment_orders(wg, mma, n: int) -> None:
                              f"mma.sync fragment {warp_tv}; v3's register hand-over would be wrong")
 
 
+def assemble_a(parts, shape):
+    """One warpgroup A operand (bf16 registers of `shape`) from a warp's per-block
+    fragments, block after block: the order check_fragment_orders (and the backward's
+    check_block_order) establish. A plain function, traced inline."""
+    out = cute.make_rmem_tensor(shape, BFloat16)
+    for b, part in enumerate(parts):
+        for e in range(cute.size(part)):
+            out[b * cute.size(part) + e] = part[e]
+    return out
+
+
+def block_of(acc, bi: int, shape):
+    """Block bi of a warpgroup m64nN accumulator as the warp's 16 x 16 fp32 accumulator
+    (`shape`: thr.partition_shape_C((SUB, SUB))): values [per bi, per (bi + 1)) of each
+    thread's. A plain function, traced inline."""
+    blk = cute.make_rmem_tensor(shape, Float32)
+    per = cute.size(blk)
+    for e in range(per):
+        blk[e] = acc[bi * per + e]
+    return blk
+
+
+@cute.jit
+def store_output_rows(mo: cute.Tensor, acc_o: cute.Tensor, crd: cute.Tensor, t0, eos, h, j0):
+    """This warp's output values from the O^T accumulator (m64nC, blocks in order) into
+    mo[t, h, j0 + j] for rows t0 + t < eos: one 2-byte store per value."""
+    per = cute.size(crd)
+    for bi in cutlass.range_constexpr(NBLK):
+        for e in cutlass.range_constexpr(per):
+            jt = crd[e]
+            t = t0 + bi * SUB + jt[1]
+            if t < eos:
+                mo[t, h, j0 + jt[0]] = acc_o[bi * per + e].to(mo.element_type)
+
+
 class FrostFwdV3(FrostFwdV2):
     """Callable for cute.compile; see the module docstring for what differs from v2."""
 
@@ -235,9 +270,7 @@ class FrostFwdV3(FrostFwdV2):
         # 2. block solve U_i = Dinv_i (R_i - sum_{j<i} M_ij U_j), per warp (v1)
         a_u = []
         for bi in cutlass.range_constexpr(NBLK):
-            r = cute.make_rmem_tensor(thr.partition_shape_C((SUB, SUB)), Float32)
-            for e in cutlass.range_constexpr(per):
-                r[e] = acc_r[bi * per + e]
+            r = block_of(acc_r, bi, thr.partition_shape_C((SUB, SUB)))
             u = self.solve_block(mma, thr, lane, r, a_u, s_mneg, s_dinv, bi)
             if cutlass.const_expr(c.write_values):
                 # the backward's U (v1's store, the same bf16 rounding of the same fp32
@@ -249,10 +282,7 @@ class FrostFwdV3(FrostFwdV2):
         # 3. O^T += U^T P^T (group 3: A = bf16(U^T), the solve's four blocks as the four
         # k-blocks, B = P [t, s], s contiguous), then S^T <- S^T Diag(e^Gam_last) + U^T KD
         # (group 4, into the state registers; the O group read a bf16 copy of S^T)
-        a_uw = cute.make_rmem_tensor(g_st.partition_shape_A((WG_ROWS, C)), BFloat16)
-        for bj in cutlass.range_constexpr(NBLK):
-            for e in cutlass.range_constexpr(cute.size(a_u[bj])):
-                a_uw[bj * cute.size(a_u[bj]) + e] = a_u[bj][e]
+        a_uw = assemble_a(a_u, g_st.partition_shape_A((WG_ROWS, C)))
         for e in cutlass.range_constexpr(cute.size(acc_s)):
             acc_s[e] = acc_s[e] * self.state_decay(s, coord_s[e][1])
         acc_w = cute.make_tensor(acc_s.iterator, cute.make_layout(g_st.partition_shape_C((WG_ROWS, K))))
@@ -272,12 +302,8 @@ class FrostFwdV3(FrostFwdV2):
             warpgroup.wait_group(1)  # groups retire in order: O^T is complete, the state may still run
 
         # 4. the output rows
-        for bi in cutlass.range_constexpr(NBLK if wo else 0):
-            for e in cutlass.range_constexpr(per):
-                jt = crd[e]
-                t = t0 + bi * SUB + jt[1]
-                if t < eos:
-                    mo[t, h, j0 + jt[0]] = acc_o[bi * per + e].to(mo.element_type)
+        if cutlass.const_expr(wo):
+            store_output_rows(mo, acc_o, crd, t0, eos, h, j0)
         # the state update (group 4) stays in flight: settle_state retires it after the next
         # chunk's rows stage, which touches neither the state registers nor KD^T
         if cutlass.const_expr(self.STATE_FINAL_AT_CHAIN_END):

@@ -55,7 +55,16 @@ from cudnn.linear_attention.frost.kernels.fwd_v1 import CHUNK, NBLK, SUB, SW128,
     warp_mma
 from cudnn.linear_attention.frost.kernels.fwd_v2 import FrostFwdV2
 from cudnn.linear_attention.frost.kernels.fwd_v2 import smem_plan as v2_smem_plan
-from cudnn.linear_attention.frost.kernels.fwd_v3 import WG_ROWS, WG_THREADS, FrostFwdV3, check_fragment_orders, wgmma
+from cudnn.linear_attention.frost.kernels.fwd_v3 import (
+    WG_ROWS,
+    WG_THREADS,
+    FrostFwdV3,
+    assemble_a,
+    block_of,
+    check_fragment_orders,
+    store_output_rows,
+    wgmma,
+)
 
 #: v2's tiles this kernel does not have (the folded operands) or re-plans (q, k, P)
 DROPPED = ("q", "k", "qa", "kba", "kdt", "p")
@@ -276,9 +285,7 @@ class ScaledDecayChain:
         a_u = []
         a_k = []
         for bi in cutlass.range_constexpr(NBLK):
-            r = cute.make_rmem_tensor(thr.partition_shape_C((SUB, SUB)), Float32)
-            for e in cutlass.range_constexpr(per):
-                r[e] = acc_x[bi * per + e]
+            r = block_of(acc_x, bi, thr.partition_shape_C((SUB, SUB)))
             u = self.solve_block(mma, thr, lane, r, a_u, s_mneg, s_dinv, bi)
             if cutlass.const_expr(c.write_values):
                 store_values_block(s.values, u, crd, t0 + bi * SUB, eos, h, j0)
@@ -293,12 +300,8 @@ class ScaledDecayChain:
             for bi in cutlass.range_constexpr(NBLK):
                 for e in cutlass.range_constexpr(per):
                     acc_o[bi * per + e] = acc_o[bi * per + e] * s_fac[FO, bi * SUB + crd[e][1]]
-        a_uw = cute.make_rmem_tensor(g_st.partition_shape_A((WG_ROWS, C)), BFloat16)
-        a_kw = cute.make_rmem_tensor(g_st.partition_shape_A((WG_ROWS, C)), BFloat16)
-        for bj in cutlass.range_constexpr(NBLK):
-            for e in cutlass.range_constexpr(cute.size(a_u[bj])):
-                a_uw[bj * cute.size(a_u[bj]) + e] = a_u[bj][e]
-                a_kw[bj * cute.size(a_k[bj]) + e] = a_k[bj][e]
+        a_uw = assemble_a(a_u, g_st.partition_shape_A((WG_ROWS, C)))
+        a_kw = assemble_a(a_k, g_st.partition_shape_A((WG_ROWS, C)))
         for e in cutlass.range_constexpr(cute.size(acc_s)):
             acc_s[e] = acc_s[e] * self.state_decay(s, coord_s[e][1])
         acc_w = cute.make_tensor(acc_s.iterator, cute.make_layout(g_st.partition_shape_C((WG_ROWS, K))))
@@ -320,12 +323,8 @@ class ScaledDecayChain:
             warpgroup.wait_group(1)  # groups retire in order: O is complete, the state may still run
 
         # 5. the output rows (v3's stores)
-        for bi in cutlass.range_constexpr(NBLK if wo else 0):
-            for e in cutlass.range_constexpr(per):
-                jt = crd[e]
-                t = t0 + bi * SUB + jt[1]
-                if t < eos:
-                    mo[t, h, j0 + jt[0]] = acc_o[bi * per + e].to(mo.element_type)
+        if cutlass.const_expr(wo):
+            store_output_rows(mo, acc_o, crd, t0, eos, h, j0)
         if cutlass.const_expr(self.STATE_FINAL_AT_CHAIN_END):
             warpgroup.wait_group(0)
 

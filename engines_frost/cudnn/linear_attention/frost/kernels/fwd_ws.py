@@ -50,17 +50,16 @@ from types import SimpleNamespace
 
 import cutlass
 import cutlass.cute as cute
-from cutlass import BFloat16, Float32, Int32
+from cutlass import BFloat16, Float32
 from cutlass.cute.nvgpu import warpgroup
 
 from cudnn.linear_attention.frost.kernels.checkpoints_dsl import packed_row0
 from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
-from cudnn.linear_attention.frost.kernels.fwd_v1 import CHUNK, NBLK, PAD16, SUB, SW128, VEC, allocate_smem, \
-    load_vec, warp_mma
+from cudnn.linear_attention.frost.kernels.fwd_v1 import CHUNK, NBLK, PAD16, SUB, SW128, VEC, load_vec, warp_mma
 from cudnn.linear_attention.frost.kernels.fwd_v3 import FrostFwdV3
 from cudnn.linear_attention.frost.kernels.fwd_v3_gram import lane_in_loop, tid_in_loop
 from cudnn.linear_attention.frost.kernels.fwd_v3_scaled import ScaledDecayChain
-from cudnn.linear_attention.frost.kernels.seq_bounds import sequence_bounds, zero_uncovered_heads
+from cudnn.linear_attention.frost.kernels.seq_bounds import sequence_bounds
 
 CONSUMER_WARPS = 8
 PRODUCER_WARPS = 8
@@ -169,30 +168,12 @@ class WarpSpecialisedChain(ScaledDecayChain):
     def after_rhs_reads(self, s, heads, t0, eos, lane, wid):
         pass
 
-    # ------------------------------------------------------------------ kernel
-    @cute.kernel
-    def kernel(self, mq: cute.Tensor, mk: cute.Tensor, mv: cute.Tensor, mg: cute.Tensor,
-               mb: cute.Tensor, mw: cute.Tensor, mcu: cute.Tensor, mo: cute.Tensor,
-               mh0: cute.Tensor, mht: cute.Tensor, mckpt: cute.Tensor, mu: cute.Tensor, scale: Float32, T: Int32,
-               N: Int32):
-        c = self.cfg
-        n, h, _ = cute.arch.block_idx()
-        s = allocate_smem(self.smem_plan(c))
-        s.values = mu  # U per token, stored by the chain under write_values
-        if cutlass.const_expr(not c.write_output):  # no zeroing row (fwd_v1.FrostFwdV1.grid)
-            self.roles(s, mq, mk, mv, mg, mb, mw, mcu, mo, mh0, mht, mckpt, scale, T, N, n, h)
-        else:
-            if h < c.HO:
-                self.roles(s, mq, mk, mv, mg, mb, mw, mcu, mo, mh0, mht, mckpt, scale, T, N, n, h)
-            else:  # the grid's zeroing row (fwd_v1.FrostFwdV1.grid): warp 0 of CTA n
-                lane = cute.arch.lane_idx()
-                wid = cute.arch.make_warp_uniform(cute.arch.warp_idx())
-                if wid == 0:
-                    zero_uncovered_heads(mcu, N, T, mo, c.HO, c.V, n, N, lane)
-
+    # ------------------------------------------------------------------ the CTA's work
     @cute.jit
-    def roles(self, s, mq, mk, mv, mg, mb, mw, mcu, mo, mh0, mht, mckpt, scale, T, N, n, h):
-        """P's blocks above the diagonal zeroed in both sets (every thread), then the split."""
+    def sequence(self, s, mq, mk, mv, mg, mb, mw, mcu, mo, mh0, mht, mckpt, scale, T, N, n, h):
+        """Sequence n on output head h (v1's kernel calls it, its grid's zeroing row as
+        before): P's blocks above the diagonal zeroed in both sets (every thread), then the
+        roles."""
         c = self.cfg
         C = CHUNK
         tid, _, _ = cute.arch.thread_idx()
@@ -308,19 +289,12 @@ class WarpSpecialisedChain(ScaledDecayChain):
     @cute.jit
     def consume(self, s, mo, mh0, mht, mckpt, mcu, T, N, heads, n, h, bos, eos, chunks, wid, lane):
         c = self.cfg
-        K, C = c.K, CHUNK
+        C = CHUNK
         row0 = 0
         if cutlass.const_expr(c.write_checkpoints):
             row0 = packed_row0(mcu, n, T, lane)  # checkpoints_dsl.py
         thr = warp_mma().get_slice(lane)
-        acc_s = cute.make_rmem_tensor(thr.partition_shape_C((SUB, K)), Float32)
-        coord_s = thr.partition_C(cute.make_identity_tensor((SUB, K)))
-        for e in cutlass.range_constexpr(cute.size(acc_s)):
-            val = Float32(0.0)
-            if cutlass.const_expr(c.has_initial_state):
-                jd = coord_s[e]
-                val = mh0[n, h, wid * SUB + jd[0], jd[1]].to(Float32)
-            acc_s[e] = val
+        acc_s, coord_s = self.initial_state(mh0, n, h, thr, wid)
         for i in cutlass.range(chunks, unroll=1):
             t0 = bos + i * C
             b = i % SETS
