@@ -69,6 +69,7 @@ class FrostBwdChainScaled(FrostBwdChainWgmma):
     """Callable for cute.compile (bwd_abi's argument list), as FrostBwdChainWgmma."""
 
     smem_plan = staticmethod(smem_plan)
+    RAW_ROWS_SWIZZLED = True  # q and k staged raw into SW128 tiles (bf16 io only)
 
     def __init__(self, cfg: FrostBwdConfig):
         if not cfg.chain_scaled:
@@ -78,12 +79,6 @@ class FrostBwdChainScaled(FrostBwdChainWgmma):
                              f"{cfg.fwd.gate_per_channel}, io {cfg.fwd.io_dtype}")
         super().__init__(cfg)
         self.staged = vio.has_warp_buffers(smem_plan(cfg.fwd))
-
-    @cute.jit
-    def io_view(self, t: cute.Tensor) -> cute.Tensor:
-        """bf16 io: the raw rows are bf16 already, and recast_ptr would drop the SW128 tiles'
-        swizzle (CuTe DSL 4.8), so the tensor itself."""
-        return t
 
     def chunk_tiles(self, s, t0):
         """s with q and k the tiles of the chunk starting at t0 (parity (t0 / C) mod 2 of the

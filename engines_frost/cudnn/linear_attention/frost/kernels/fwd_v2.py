@@ -107,10 +107,18 @@ class FrostFwdV2(FrostFwdV1):
     def gram_owner(self, p: int) -> int:
         return self.owners[p]
 
+    #: True in the kernels that stage bf16 rows raw into SW128 tiles (the wgmma Gram, the
+    #: scaled-decay chains): io_view must keep the tensor as it is there
+    RAW_ROWS_SWIZZLED = False
+
     # ------------------------------------------------------------------ staging
     @cute.jit
     def io_view(self, t: cute.Tensor) -> cute.Tensor:
-        """A bf16 shared tensor seen with the io element type (raw staged rows)."""
+        """A bf16 shared tensor seen with the io element type (raw staged rows). With
+        RAW_ROWS_SWIZZLED (bf16 io only) the tensor itself: the rows are bf16 already, and
+        recast_ptr would drop an SW128 tile's swizzle (CuTe DSL 4.8)."""
+        if cutlass.const_expr(self.RAW_ROWS_SWIZZLED):
+            return t
         return cute.make_tensor(cute.recast_ptr(t.iterator, dtype=self.io), t.layout)
 
     @cute.jit

@@ -117,6 +117,7 @@ class GramWgmma:
 
     smem_plan = staticmethod(smem_plan)
     gram_wgmma = True
+    RAW_ROWS_SWIZZLED = True  # q and k staged raw into SW128 tiles (bf16 io only)
     #: the chain waits for its state update and the checkpoint store stays at the loop's
     #: top (fwd_v1.FrostFwdV1.STATE_FINAL_AT_CHAIN_END): with the store after the rows stage
     #: the m64n16 Gram's training build reached 255 registers and an 8-byte stack frame
@@ -139,12 +140,6 @@ class GramWgmma:
             raise ValueError(f"{type(self).__name__}: the Gram on wgmma builds P on its own warpgroup; "
                              f"write_output=False is the product v2 / v3 kernels'")
         super().__init__(cfg)
-
-    @cute.jit
-    def io_view(self, t: cute.Tensor) -> cute.Tensor:
-        """bf16 io: the staged rows are already bf16, and recast_ptr would drop the SW128
-        tiles' swizzle (CuTe DSL 4.8), so the tensor itself."""
-        return t
 
     def final_state_coords(self, coord_s):
         """The state registers' coordinates again, from lane_in_loop: with an initial state,

@@ -127,6 +127,7 @@ class ScaledDecayChain:
 
     smem_plan = staticmethod(smem_plan)
     decay_scaled = True
+    RAW_ROWS_SWIZZLED = True  # q and k staged raw into SW128 tiles (bf16 io only)
     #: True: the next chunk's rows are copied at the start of the operand stage into the
     #: other parity's tiles (ScaledDecayLeadChain); False: during the chain, as v3
     rows_lead = False
@@ -136,12 +137,6 @@ class ScaledDecayChain:
             raise ValueError(f"{type(self).__name__}: the scaled-decay chain is built for scalar gates and bf16 "
                              f"io, got gate_per_channel={cfg.gate_per_channel}, io {cfg.io_dtype}")
         super().__init__(cfg)
-
-    @cute.jit
-    def io_view(self, t: cute.Tensor) -> cute.Tensor:
-        """bf16 io: the staged rows are bf16 already, and recast_ptr would drop the SW128
-        tiles' swizzle (CuTe DSL 4.8), so the tensor itself."""
-        return t
 
     def chunk_tiles(self, s, t0):
         """s with q and k (and with rows_lead W0, g, beta) the tiles of the chunk starting at
