@@ -28,10 +28,8 @@ ASYNC = dict(chain_wgmma=True, chain_async=True)
 FORWARDS = {  # name: (family, tooling decay, build)
     "gdn": ("gdn", "folded", "plain"), "kda": ("kda", "folded", "plain"), "gdn2": ("gdn2", "folded", "plain"),
     "gdn-values": ("gdn", "folded", "values"), "gdn-recompute": ("gdn", "folded", "recompute"),
-    "kda-values": ("kda", "folded", "values"),
     "gdn-scaled": ("gdn", "scaled", "plain"), "gdn-scaled-lead": ("gdn", "scaled-lead", "plain"),
-    "gdn-ws": ("gdn", "scaled-ws", "plain"), "gdn-ws-values": ("gdn", "scaled-ws", "values"),
-    "gdn-ws-recompute": ("gdn", "scaled-ws", "recompute"),
+    "gdn-ws": ("gdn", "scaled-ws", "plain"), "gdn-ws-recompute": ("gdn", "scaled-ws", "recompute"),
 }
 BACKWARDS = {  # name: (family, stage, config fields)
     "gdn-chain": ("gdn", "chain", ASYNC), "kda-chain": ("kda", "chain", dict(chain_wgmma=True)),
@@ -40,7 +38,6 @@ BACKWARDS = {  # name: (family, stage, config fields)
     "gdn-chain-ws": ("gdn", "chain", dict(ASYNC, chain_scaled=True, chain_ws=True)),
     "gdn-grads": ("gdn", "grads", dict(grads_wgmma=True, grads_prefetch=True)),
     "kda-grads": ("kda", "grads", dict(vec_wide_loads=True, vec_fast_decay=True)),
-    "gdn-states": ("gdn", "states", {}),
 }
 KNOWN = {"kda-chain": {"C7517"}, "gdn2-chain": {"C7517"}}
 
