@@ -27,10 +27,10 @@ The chain's wgmma read q and k while the next chunk's rows are copied in (v2's p
 issued once R and O are committed), so q and k are double-buffered: two [C, K] SW128
 tiles each, chunk i of a sequence on tile i mod 2 (chunk_tiles). The gate and beta rows
 stay single: the factors are made from them before the chain, and the Gram stage, their
-other reader, ends before it. Shared memory at K = V = 128: ~107 KB (v3's GDN plan: ~122).
+other reader, ends before it. Shared memory at K = V = 128: 106 KiB (v3's GDN plan: 124 KiB).
 
 ScaledDecayLeadChain (knob decay="scaled-lead") also double-buffers W0, the gates and beta
-(GDN: +18 KB, ~125 KB in all) and copies chunk c + 1's rows at the start of chunk c's
+(GDN: +17 KiB, 124 KiB in all) and copies chunk c + 1's rows at the start of chunk c's
 operand stage, as soon as chunk c - 1's readers of those tiles are done (the state
 update, retired by settle_state before the barrier that stage follows): the copies get
 the operand, Gram and chain stages (~4-5 us) to land instead of the chain alone (~2 us),
