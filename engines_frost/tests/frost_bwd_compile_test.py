@@ -5,22 +5,18 @@ differ from it, through the same entry (bwd_compile.compile_bwd, bwd_abi.bwd_fak
 the GPU launch uses; plus the shared-memory budget of every family's chain and grads at
 the largest head dims. Skips where nvidia-cutlass-dsl is not importable.
 """
+import os
+import sys
+
 import pytest
 
 cutlass = pytest.importorskip("cutlass", reason="nvidia-cutlass-dsl (CuTe DSL) is not installed")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from frost_cubin_report import FAMILIES as FAMILY  # noqa: E402
+from frost_cubin_report import bwd_config_for as _cfg  # noqa: E402
 
 from cudnn.linear_attention.frost.kernels.bwd_compile import compile_bwd  # noqa: E402
-from cudnn.linear_attention.frost.kernels.bwd_config import FrostBwdConfig  # noqa: E402
-from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig  # noqa: E402
-
-FAMILY = {"gdn": (False, False), "kda": (True, False), "gdn2": (True, True)}
-
-
-def _cfg(family, stage, K=128, V=128, H=4, HV=4, l2=True, h0=True):
-    vec, per_beta = FAMILY[family]
-    f = FrostFwdConfig("bfloat16", "float32" if h0 else None, H, H, HV, K, V, vec, per_beta, per_beta, l2, h0,
-                       False, gate_align16=vec)
-    return FrostBwdConfig(f, stage, "float32", "float32" if h0 else None)
 
 
 CASES = [("gdn", "states", {}), ("gdn", "chain", {}), ("gdn", "grads", {}),

@@ -18,7 +18,7 @@ pytest.importorskip("cutlass", reason="nvidia-cutlass-dsl (CuTe DSL) is not inst
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import frost_cubin_report as report  # noqa: E402
-from frost_bwd_compile_test import _cfg  # noqa: E402
+from frost_cubin_report import bwd_config_for as _cfg  # noqa: E402
 
 pytestmark = pytest.mark.skipif(report.tool("CUOBJDUMP", "cuobjdump") is None
                                 or report.tool("NVDISASM", "nvdisasm") is None,

@@ -156,6 +156,20 @@ def config_for(family: str, algorithm: str, K: int, V: int, l2: bool, io: str = 
     return tooling_config(cfg, algorithm, skip_stages=tuple(skip_stages))
 
 
+def bwd_config_for(family: str, stage: str, K: int = 128, V: int = 128, H: int = 4, HV: int = 4, l2: bool = True,
+                   h0: bool = True):
+    """A backward kernel config for the compile tests: bf16, grouped heads H / HV, fp32
+    state gradients, an initial state (and so d_initial_state) with h0, 16-byte aligned
+    vector gates."""
+    from cudnn.linear_attention.frost.kernels.bwd_config import FrostBwdConfig
+    from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
+
+    vec, per_beta = FAMILIES[family]
+    f = FrostFwdConfig("bfloat16", "float32" if h0 else None, H, H, HV, K, V, vec, per_beta, per_beta, l2, h0,
+                       False, gate_align16=vec)
+    return FrostBwdConfig(f, stage, "float32", "float32" if h0 else None)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--algorithm", default="v2", help="kernel version (frost_fwd_experiments.ALGORITHMS)")

@@ -21,8 +21,8 @@ pytest.importorskip("cutlass", reason="nvidia-cutlass-dsl (CuTe DSL) is not inst
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import frost_cubin_report as report  # noqa: E402
+from frost_cubin_report import bwd_config_for as _cfg  # noqa: E402
 import frost_fwd_experiments as fx  # noqa: E402
-from frost_bwd_compile_test import _cfg  # noqa: E402
 
 ASYNC = dict(chain_wgmma=True, chain_async=True)
 FORWARDS = {  # name: (family, tooling decay, build)
