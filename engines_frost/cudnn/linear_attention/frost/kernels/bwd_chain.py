@@ -234,14 +234,23 @@ class FrostBwdChain(FrostBwdLauncher, FrostFwdV2):
     @cute.jit
     def stage_rows(self, s, mq, mk, mv, mg, mb, mw, heads, t0, eos, tid):
         """q-hat, k-hat in place, dO^T (bf16) from the staged rows, the inclusive gate scan."""
+        do_in = None  # vector gates: no staging slot (rows_from reads dO from global memory)
+        if cutlass.const_expr(not self.cfg.gate_per_channel):
+            do_in = self.io_view(s.w0)
+        self.rows_from(s, self.io_view(s.q), self.io_view(s.k), do_in, heads, t0, eos, tid)
+
+    @cute.jit
+    def rows_from(self, s, q_in, k_in, do_in, heads, t0, eos, tid):
+        """The rows stage from the raw q, k, dO rows q_in, k_in, do_in (io dtype; the in-place
+        stage passes s.q, s.k and W0's slot, the warp-specialised producer its private raw
+        tiles; vector gates read dO from global memory instead): q-hat, k-hat into s.q, s.k,
+        dO^T into s.dot, the gate scan in s.g."""
         s_q = s.q
         s_k = s.k
         s_g = s.g
         s_dot = s.dot
         c = self.cfg
         K, V, C, NT = c.K, c.V, CHUNK, self.threads
-        q_in = self.io_view(s_q)
-        k_in = self.io_view(s_k)
         vr = K // VEC
         r0, cv = tid // vr, tid % vr
         for u in cutlass.range_constexpr(C * vr // NT):
@@ -260,7 +269,7 @@ class FrostBwdChain(FrostBwdLauncher, FrostFwdV2):
                 if t0 + r < eos:
                     cute.autovec_copy(cute.local_tile(s.gmem.do[t0 + r, heads[3], None], (VEC,), (cv,)), x)
             else:
-                x = load_vec(cute.local_tile(self.io_view(s.w0)[r, None], (VEC,), (cv,)))
+                x = load_vec(cute.local_tile(do_in[r, None], (VEC,), (cv,)))
             for e in cutlass.range_constexpr(VEC):
                 s_dot[cv * VEC + e, r] = x[e].to(Float32).to(BFloat16)
         self.scan_gates_in_place(s_g, tid)

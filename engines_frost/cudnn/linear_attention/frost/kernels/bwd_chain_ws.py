@@ -35,8 +35,7 @@ from cudnn.linear_attention.frost.kernels.bwd_config import FrostBwdConfig
 from cudnn.linear_attention.frost.kernels.bwd_states import FrostBwdStates
 from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
 from cudnn.linear_attention.frost.kernels.fragment_stores import store_rows_vectorised
-from cudnn.linear_attention.frost.kernels.fwd_v1 import CHUNK, NBLK, PAD16, SUB, SW128, VEC, allocate_smem, \
-    load_vec, warp_mma
+from cudnn.linear_attention.frost.kernels.fwd_v1 import CHUNK, NBLK, PAD16, SUB, SW128, allocate_smem, warp_mma
 from cudnn.linear_attention.frost.kernels.fwd_v3_gram import lane_in_loop, tid_in_loop
 from cudnn.linear_attention.frost.kernels.fwd_v3_scaled import write_decay_factors
 from cudnn.linear_attention.frost.kernels.fwd_ws import (
@@ -184,43 +183,13 @@ class FrostBwdChainWs(FrostBwdChainScaled):
             if waits_for_release(i):
                 cute.arch.barrier(barrier_id=BAR_EMPTY + b, number_of_threads=BLOCK_THREADS)
             st = self.set_views(s, b)
-            self.rows_into_set(s, st, ptid)
+            self.rows_from(st, s.rq, s.rk, s.rdo, heads, t0, eos, ptid)  # the chain's rows stage into set b
             cute.arch.barrier(barrier_id=BAR_PRODUCER, number_of_threads=ROLE_THREADS)  # raw rows read
             if i + 1 < nch:
                 self.copy_rows(s, j - 1, bos, eos, i + 1, ptid)
             write_decay_factors(st.g, st.beta, st.fac, st.alast, scale, ptid)
             FrostBwdChainWgmma.stage_gram(self, st, mb, heads, t0, eos, scale, thr, lane, pwid)  # + proxy fence
             cute.arch.barrier_arrive(barrier_id=BAR_FULL + b, number_of_threads=BLOCK_THREADS)
-
-    @cute.jit
-    def rows_into_set(self, s, st, ptid):
-        """The serial chain's rows stage from the raw tiles into set st: q-hat, k-hat (SW128),
-        dO^T (a warp takes 32 rows of one slice: conflict-free transposed stores), and the
-        gate scan in place (st.g)."""
-        c = self.cfg
-        K, V, C, NT = c.K, c.V, CHUNK, ROLE_THREADS
-        s_rq = s.rq
-        s_rk = s.rk
-        s_rdo = s.rdo
-        s_q = st.q
-        s_k = st.k
-        s_dot = st.dot
-        vr = K // VEC
-        r0, cv = ptid // vr, ptid % vr
-        for u in cutlass.range_constexpr(C * vr // NT):
-            r = r0 + u * (NT // vr)
-            xq = load_vec(cute.local_tile(s_rq[r, None], (VEC,), (cv,)))
-            xk = load_vec(cute.local_tile(s_rk[r, None], (VEC,), (cv,)))
-            yq, yk = self.qk_hat(xq, xk)
-            cute.autovec_copy(yq, cute.local_tile(s_q[r, None], (VEC,), (cv,)))
-            cute.autovec_copy(yk, cute.local_tile(s_k[r, None], (VEC,), (cv,)))
-        r, cv0 = ptid % C, ptid // C
-        for u in cutlass.range_constexpr(C * (V // VEC) // NT):
-            cv = cv0 + u * (NT // C)
-            x = load_vec(cute.local_tile(s_rdo[r, None], (VEC,), (cv,)))
-            for e in cutlass.range_constexpr(VEC):
-                s_dot[cv * VEC + e, r] = x[e].to(Float32).to(BFloat16)
-        self.scan_gates_in_place(st.g, ptid)
 
     # ------------------------------------------------------------------ consumers
     @cute.jit

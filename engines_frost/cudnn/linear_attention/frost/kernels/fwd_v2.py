@@ -380,6 +380,13 @@ class FrostFwdV2(FrostFwdV1):
     def stage_rows(self, s, mq, mk, mv, mg, mb, mw, heads, t0, eos, tid):
         """In place on the staged rows: q-hat, k-hat (bf16), W0 = beta v or w * v (bf16) and
         the inclusive gate scan. beta is already in s.beta."""
+        self.rows_from(s, self.io_view(s.q), self.io_view(s.k), self.io_view(s.w0), tid)
+
+    @cute.jit
+    def rows_from(self, s, q_in, k_in, v_in, tid):
+        """The rows stage from the raw q, k, v rows q_in, k_in, v_in (io dtype; the in-place
+        stage passes s.q, s.k, s.w0 themselves, the warp-specialised producer its private
+        raw tiles): q-hat, k-hat into s.q, s.k, W0 into s.w0, the gate scan in s.g."""
         s_q = s.q
         s_k = s.k
         s_w0 = s.w0
@@ -387,8 +394,6 @@ class FrostFwdV2(FrostFwdV1):
         s_beta = s.beta
         c = self.cfg
         K, V, C, NT = c.K, c.V, CHUNK, self.threads
-        q_in = self.io_view(s_q)
-        k_in = self.io_view(s_k)
         vr = K // VEC  # a row's slices on consecutive lanes (qk_hat reduces over them)
         r0, cv = tid // vr, tid % vr
         for u in cutlass.range_constexpr(C * vr // NT):
@@ -403,7 +408,6 @@ class FrostFwdV2(FrostFwdV1):
                 xk = load_vec(cute.local_tile(k_in[r, None], (VEC,), (cv,)))
                 yk = self.k_hat(xk)
                 cute.autovec_copy(yk, cute.local_tile(s_k[r, None], (VEC,), (cv,)))
-        v_in = self.io_view(s_w0)
         vv = V // VEC
         r0, cv = tid // vv, tid % vv
         for u in cutlass.range_constexpr(C * vv // NT):

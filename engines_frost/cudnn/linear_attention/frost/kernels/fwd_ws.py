@@ -50,12 +50,12 @@ from types import SimpleNamespace
 
 import cutlass
 import cutlass.cute as cute
-from cutlass import BFloat16, Float32
+from cutlass import BFloat16
 from cutlass.cute.nvgpu import warpgroup
 
 from cudnn.linear_attention.frost.kernels.checkpoints_dsl import packed_row0
 from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
-from cudnn.linear_attention.frost.kernels.fwd_v1 import CHUNK, NBLK, PAD16, SUB, SW128, VEC, load_vec, warp_mma
+from cudnn.linear_attention.frost.kernels.fwd_v1 import CHUNK, NBLK, PAD16, SUB, SW128, warp_mma
 from cudnn.linear_attention.frost.kernels.fwd_v3 import FrostFwdV3
 from cudnn.linear_attention.frost.kernels.fwd_v3_gram import lane_in_loop, tid_in_loop
 from cudnn.linear_attention.frost.kernels.fwd_v3_scaled import ScaledDecayChain
@@ -226,7 +226,7 @@ class WarpSpecialisedChain(ScaledDecayChain):
             if waits_for_release(i):  # set b free: chunk i - SETS's chain retired its reads
                 cute.arch.barrier(barrier_id=BAR_EMPTY + b, number_of_threads=BLOCK_THREADS)
             st = self.set_views(s, b)
-            self.rows_into_set(s, st, ptid)
+            self.rows_from(st, s.rq, s.rk, s.rv, ptid)  # v2's rows stage, raw tiles into set b
             cute.arch.barrier(barrier_id=BAR_PRODUCER, number_of_threads=ROLE_THREADS)  # raw rows read
             if i + 1 < chunks:
                 self.copy_rows(s, t0 + C, bos, eos, ptid, pwid, lane)
@@ -247,43 +247,6 @@ class WarpSpecialisedChain(ScaledDecayChain):
             GramWgmma.stage_gram(self, st, mb, heads, t0, eos, scale, thr, lane, pwid)
         else:
             FrostFwdV3.stage_gram(self, st, mb, heads, t0, eos, scale, thr, lane, pwid)
-
-    @cute.jit
-    def rows_into_set(self, s, st, ptid):
-        """v2's rows stage from the raw tiles into set st: q-hat, k-hat (SW128), W0 = beta v,
-        and the gate scan in place (st.g)."""
-        c = self.cfg
-        K, V, C, NT = c.K, c.V, CHUNK, ROLE_THREADS
-        s_rq = s.rq
-        s_rk = s.rk
-        s_rv = s.rv
-        s_q = st.q
-        s_k = st.k
-        s_w0 = st.w0
-        s_beta = st.beta
-        vr = K // VEC  # a row's slices on consecutive lanes (qk_hat reduces over them)
-        r0, cv = ptid // vr, ptid % vr
-        for u in cutlass.range_constexpr(C * vr // NT):
-            r = r0 + u * (NT // vr)
-            xk = load_vec(cute.local_tile(s_rk[r, None], (VEC,), (cv,)))
-            if cutlass.const_expr(c.write_output):
-                xq = load_vec(cute.local_tile(s_rq[r, None], (VEC,), (cv,)))
-                yq, yk = self.qk_hat(xq, xk)
-                cute.autovec_copy(yq, cute.local_tile(s_q[r, None], (VEC,), (cv,)))
-            else:  # no q: k-hat alone (bitwise qk_hat's)
-                yk = self.k_hat(xk)
-            cute.autovec_copy(yk, cute.local_tile(s_k[r, None], (VEC,), (cv,)))
-        vv = V // VEC
-        r0, cv = ptid // vv, ptid % vv
-        for u in cutlass.range_constexpr(C * vv // NT):
-            r = r0 + u * (NT // vv)
-            xv = load_vec(cute.local_tile(s_rv[r, None], (VEC,), (cv,)))
-            bt = s_beta[r]
-            w0 = cute.make_rmem_tensor((VEC,), BFloat16)
-            for e in cutlass.range_constexpr(VEC):
-                w0[e] = (xv[e].to(Float32) * bt).to(BFloat16)
-            cute.autovec_copy(w0, cute.local_tile(s_w0[r, None], (VEC,), (cv,)))
-        self.scan_gates_in_place(st.g, ptid)
 
     # ------------------------------------------------------------------ consumers
     @cute.jit
