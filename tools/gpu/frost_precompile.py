@@ -63,10 +63,19 @@ def _config_of(x, *, l2: bool, final_state_dtype, algorithm: str):
     """The config frost_fwd launches for a suite's inputs `x` (tests.reference.inputs
     Inputs or a namespace with the same tensors), with out and final_state allocated the
     way the suites allocate them: the product's FrostFwdConfig, or what the test tooling's
-    use_kernel(algorithm) launches instead (frost_fwd_experiments.engine_config)."""
+    use_kernel(algorithm) launches instead (frost_fwd_experiments.engine_config). The
+    smoke's Gram / decay names (v3gram*, v3scaled*) say their own knobs; every other name
+    takes FROST_FWD_GRAM / FROST_FWD_DECAY's, as use_kernel does."""
     import torch
     from cudnn.linear_attention.frost.kernels.fwd import check_operands
-    from frost_fwd_experiments import engine_config
+    from frost_fwd_experiments import decay_requested, engine_config, gram_requested
+    from tests.numerics.la_frost_smoke import GRAM_KERNELS, SCALED_KERNELS
+
+    gram, decay = gram_requested(), decay_requested()
+    if algorithm in GRAM_KERNELS:
+        algorithm, gram, decay = "v3", GRAM_KERNELS[algorithm], "folded"
+    elif algorithm in SCALED_KERNELS:
+        algorithm, gram, decay = "v3", "mma", SCALED_KERNELS[algorithm]
 
     T, HO, V, K = x.q.shape[0], max(x.q.shape[1], x.v.shape[1]), x.v.shape[2], x.q.shape[2]
     N = x.cu_seqlens.numel() - 1
@@ -77,7 +86,7 @@ def _config_of(x, *, l2: bool, final_state_dtype, algorithm: str):
         q=x.q, k=x.k, v=x.v, g=x.g, beta=x.beta, w=getattr(x, "w", None), cu_seqlens=x.cu_seqlens, out=out,
         initial_state=h0, final_state=ht, use_l2norm=l2, gate_per_channel=x.g.dim() == 3,
         beta_per_channel=x.beta.dim() == 3).config
-    return engine_config(product, algorithm)
+    return engine_config(product, algorithm, gram=gram, decay=decay)
 
 
 def _frostmatrix(engine_algorithm):
@@ -393,6 +402,8 @@ def main(argv=None) -> int:
                     help="build for this host (on the GPU machine itself: the fast TVM-FFI calling "
                          "convention where apache-tvm-ffi is installed) instead of a generic x86-64 "
                          "host shim in the DSL's own convention (what a build machine can make)")
+    ap.add_argument("--families", default="",
+                    help="comma-separated families (gdn, kda, gdn2) to keep; all when empty")
     ap.add_argument("--list", action="store_true", help="print the configs and exit")
     args = ap.parse_args(argv)
     suites = [s for s in args.suites.split(",") if s]
@@ -403,6 +414,9 @@ def main(argv=None) -> int:
     t_enum = time.perf_counter()
     wanted = suite_configs(suites, _names(args.smoke_algorithms), _names(args.engine_algorithms),
                            unaligned_gates=not args.aligned_gates_only)
+    if args.families:
+        keep = set(_names(args.families))
+        wanted = collections.OrderedDict((c, n) for c, n in wanted.items() if getattr(c.family, "value", c.family) in keep)
     print(f"{len(wanted)} configs from {', '.join(suites)} ({time.perf_counter() - t_enum:.1f} s)", flush=True)
     if args.list:
         for cfg, cases in wanted.items():
