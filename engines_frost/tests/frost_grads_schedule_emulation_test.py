@@ -95,10 +95,10 @@ def _stubbed(kern_cls, log):
                     getattr(s, name).array[...] = 1.0e30
             emu.sync_threads()
 
-        def issue_next(self, s, mckpt, mdckpt, mdo, mu, mdr, mv, mcu, n, item, T, N, lane, tid, part):
-            super().issue_next(s, mckpt, mdckpt, mdo, mu, mdr, mv, mcu, n, item, T, N, lane, tid, part)
-            if tid == 0:
-                log["prefetched"].append((item, part))
+        def issue_next(self, s, mckpt, mdckpt, mdo, mu, mdr, mv, at, tid, part):
+            super().issue_next(s, mckpt, mdckpt, mdo, mu, mdr, mv, at, tid, part)
+            if tid == 0:  # at: the next item's (checkpoint row, head, ...), found before its copies
+                log["prefetched"].append((int(at[0]) * HO + int(at[1]), part))
 
     return Stub
 

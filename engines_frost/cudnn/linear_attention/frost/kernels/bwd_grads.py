@@ -52,7 +52,7 @@ from cudnn.linear_attention.frost.kernels.bwd_abi import FrostBwdLauncher
 from cudnn.linear_attention.frost.kernels.bwd_config import FrostBwdConfig
 from cudnn.linear_attention.frost.kernels.checkpoints_dsl import checkpoint_row
 from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
-from cudnn.linear_attention.frost.kernels.seq_bounds import sequence_bounds
+from cudnn.linear_attention.frost.kernels.seq_bounds import bounds_of, sequence_bounds
 from cudnn.linear_attention.frost.kernels.stmatrix_map import check_stmatrix_copy
 from cudnn.linear_attention.frost.kernels.fwd_v1 import (
     CHUNK,
@@ -246,55 +246,66 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
         rho, h, j, t0, eos = self.item_coords(mcu, n, item, T)
         heads = self.heads_of(h)
         if fetched == 0:
-            self.issue_state(s, mckpt, mdckpt, mcu, n, j, rho, h, T, N, lane, tid)
+            self.issue_state(s, mckpt, mdckpt, (rho, h, self.state_row(mcu, n, j, rho, T, N, lane)), tid)
             self.issue_front(s, mdo, mu, h, t0, eos, tid)
             self.issue_back(s, mdr, mv, heads, t0, eos, tid)
             cute.arch.cp_async_commit_group()
         self.stage_norms(s, mq, mk, mg, mb, heads, t0, eos, tid)
         cute.arch.sync_threads()
-        self.stage_load(s, mq, mk, heads, t0, eos, tid)
-        cute.arch.sync_threads()
-        acc_q, acc_kb, acc_k, crd, bi, hc = self.scores_and_products(s, scale, thr, lane, wid, tid)
-        # (scores_and_products ends with a barrier: S and dS are dead, s.seq[nxt] long visible)
+        # the next item's sequence (s.seq[nxt], visible since the barrier above) and its two
+        # cu_seqlens entries: loaded here, first used when its copies are issued after the
+        # products, so the loads' latency passes under stage_load and the products
         nn = s.seq[nxt]
         ahead = Int32(0)
         if item + ctas < items:
             if nn >= 0:
                 ahead = Int32(1)
+        cu_n, cu_next = Int32(0), Int32(0)
         if ahead != 0:
-            self.issue_next(s, mckpt, mdckpt, mdo, mu, mdr, mv, mcu, nn, item + ctas, T, N, lane, tid, "state")
+            cu_n, cu_next = mcu[nn], mcu[nn + 1]
+        self.stage_load(s, mq, mk, heads, t0, eos, tid)
+        cute.arch.sync_threads()
+        acc_q, acc_kb, acc_k, crd, bi, hc = self.scores_and_products(s, scale, thr, lane, wid, tid)
+        # (scores_and_products ends with a barrier: S and dS are dead)
+        # where the next item's rows and states are, once for its three copy groups: rho, h,
+        # t0, eos and its S row
+        nxt_at = (Int32(0), Int32(0), Int32(0), Int32(0), Int32(0))
+        if ahead != 0:
+            n_rho, n_h, n_j, n_t0, n_eos = self.coords_in(bounds_of(cu_n, cu_next, T), nn, item + ctas)
+            nxt_at = (n_rho, n_h, n_t0, n_eos, self.state_row(mcu, nn, n_j, n_rho, T, N, lane))
+            self.issue_next(s, mckpt, mdckpt, mdo, mu, mdr, mv, nxt_at, tid, "state")
             if cutlass.const_expr(self.bcfg.grads_prefetch):
-                self.prefetch_next_norm_rows(mq, mk, mcu, nn, item + ctas, T, tid)
+                self.prefetch_next_norm_rows(mq, mk, nxt_at, tid)
         self.stage_adjoints(s, acc_q, acc_kb, acc_k, crd, heads, t0, eos, scale, thr, lane, wid, bi, hc)
         self.write_qk(s, mdq, mdk, acc_q, acc_kb, acc_k, crd, heads, t0, eos, bi, hc)
         cute.arch.sync_threads()  # dO, U (the dq/dk staging) are dead
         if ahead != 0:
-            self.issue_next(s, mckpt, mdckpt, mdo, mu, mdr, mv, mcu, nn, item + ctas, T, N, lane, tid, "front")
+            self.issue_next(s, mckpt, mdckpt, mdo, mu, mdr, mv, nxt_at, tid, "front")
         self.stage_values(s, mv, mdv, heads, t0, eos, tid, mw, mdw)
         cute.arch.sync_threads()  # dR and v are dead
         if ahead != 0:
-            self.issue_next(s, mckpt, mdckpt, mdo, mu, mdr, mv, mcu, nn, item + ctas, T, N, lane, tid, "back")
+            self.issue_next(s, mckpt, mdckpt, mdo, mu, mdr, mv, nxt_at, tid, "back")
         self.stage_gates(s, mdg, mdb, heads, t0, eos, tid)
 
     @cute.jit
-    def prefetch_next_norm_rows(self, mq, mk, mcu, n, item, T, tid):
-        """grads_prefetch for the persistent kernel: the next item's (sequence n) q and k
-        rows, which its norms pass reads with plain loads (the cp.async copies cover the
-        rest), into L2 while this item computes. (Its gate and beta elements too measured
+    def prefetch_next_norm_rows(self, mq, mk, at, tid):
+        """grads_prefetch for the persistent kernel: the next item's (at: chunk_item's nxt_at)
+        q and k rows, which its norms pass reads with plain loads (the cp.async copies cover
+        the rest), into L2 while this item computes. (Its gate and beta elements too measured
         flat on the H200: NOTES_bwd.md "The L2 prefetch on the H200".)"""
         K = self.cfg.K
-        _, h, _, t0, eos = self.item_coords(mcu, n, item, T)
+        _, h, t0, eos, _ = at
         hq, hk, _, _ = self.heads_of(h)
         self.prefetch_rows_l2(((mq, hq, K), (mk, hk, K)), t0, eos, tid)
 
     @cute.jit
-    def issue_next(self, s, mckpt, mdckpt, mdo, mu, mdr, mv, mcu, n, item, T, N, lane, tid,
-                   part: cutlass.Constexpr):
-        """One committed group of the next item's (sequence n) copies: part "state" (S, dS),
+    def issue_next(self, s, mckpt, mdckpt, mdo, mu, mdr, mv, at, tid, part: cutlass.Constexpr):
+        """One committed group of the next item's copies (at: chunk_item's nxt_at = its
+        checkpoint row, head, first token, sequence end and S row): part "state" (S, dS),
         "front" (dO, U) or "back" (dR, v)."""
-        rho, h, j, t0, eos = self.item_coords(mcu, n, item, T)
+        rho, h, t0, eos, srow = at
         if cutlass.const_expr(part == "state"):
-            self.issue_state(s, mckpt, mdckpt, mcu, n, j, rho, h, T, N, lane, tid)
+            self.issue_state(s, mckpt, mdckpt, (rho, h, srow), tid)
         elif cutlass.const_expr(part == "front"):
             self.issue_front(s, mdo, mu, h, t0, eos, tid)
         else:
@@ -315,10 +326,15 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
     def item_coords(self, mcu, n, item, T):
         """(rho, h, j, t0, eos) of work item `item` = rho * HO + h, whose checkpoint row rho
         is chunk j of sequence n (rows [t0, t0 + C), the sequence ends at eos)."""
+        return self.coords_in(sequence_bounds(mcu, n, T), n, item)  # inside [0, T] whatever cu_seqlens holds
+
+    @cute.jit
+    def coords_in(self, bounds, n, item):
+        """item_coords from sequence n's (bos, eos)."""
         HO = self.cfg.HO
         rho = item // HO
         h = item % HO
-        bos, eos = sequence_bounds(mcu, n, T)  # inside [0, T] whatever cu_seqlens holds
+        bos, eos = bounds
         j = rho - (bos // CHUNK + n)
         return rho, h, j, bos + j * CHUNK, eos
 
@@ -328,10 +344,11 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
         return (h // (c.HO // c.H), h // (c.HO // c.HK), h // (c.HO // c.HV), h)
 
     @cute.jit
-    def issue_state(self, s, mckpt, mdckpt, mcu, n, j, rho, h, T, N, lane, tid):
-        """cp.async of S entering the item (state_row) and dS leaving it (row rho), [V, K]."""
+    def issue_state(self, s, mckpt, mdckpt, at, tid):
+        """cp.async of S entering the item (row srow: state_row) and dS leaving it (row rho),
+        [V, K]; at = (rho, h, srow)."""
         _, a_bf = self.copy_atoms()
-        srow = self.state_row(mcu, n, j, rho, T, N, lane)
+        rho, h, srow = at
         self.copy_state_async(a_bf, s.sf, mckpt, srow, h, tid)
         self.copy_state_async(a_bf, s.dsf, mdckpt, rho, h, tid)
 

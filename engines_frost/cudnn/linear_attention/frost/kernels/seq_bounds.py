@@ -40,8 +40,15 @@ def clamp_row(x, total):
 def sequence_bounds(mcu: cute.Tensor, n, total):
     """(bos, eos) of sequence n: cu_seqlens[n], cu_seqlens[n + 1] clamped into [0, total],
     with eos >= bos (an inverted range is empty)."""
-    bos = clamp_row(mcu[n], total)
-    eos = cutlass.max(clamp_row(mcu[n + 1], total), bos)
+    return bounds_of(mcu[n], mcu[n + 1], total)
+
+
+@cute.jit
+def bounds_of(cu_n, cu_next, total):
+    """sequence_bounds from the two table entries, loaded by the caller (who may load them
+    well before it needs the bounds)."""
+    bos = clamp_row(cu_n, total)
+    eos = cutlass.max(clamp_row(cu_next, total), bos)
     return bos, eos
 
 
