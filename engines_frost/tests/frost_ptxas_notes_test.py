@@ -39,7 +39,7 @@ BACKWARDS = {  # name: (family, stage, config fields)
     "gdn-grads": ("gdn", "grads", dict(grads_wgmma=True, grads_prefetch=True)),
     "kda-grads": ("kda", "grads", dict(vec_wide_loads=True, vec_fast_decay=True)),
 }
-KNOWN = {"kda-chain": {"C7517"}, "gdn2-chain": {"C7517"}}
+KNOWN = {}
 
 
 @pytest.mark.parametrize("name", FORWARDS)

@@ -206,6 +206,11 @@ class FrostBwdChainWgmma(FrostBwdChain):
         wtid = (wid % (WG_THREADS // 32)) * 32 + lane  # thread index inside the warpgroup
         g_du = wg_du.get_slice(wtid)
         g_st = wg_st.get_slice(wtid)
+        if cutlass.const_expr(not self.bcfg.chain_async):
+            # a no-op at run time (the previous step waited for its update at its end), but
+            # without it ptxas did not see that wait on the loop's back edge and injected one
+            # after the dU group's commit (C7517), so the dS^T decay waited for dU
+            warpgroup.wait_group(0)
 
         # dO^T [64, C] (this warp's 16 rows, every token block) as the warpgroup's A
         a_do = self.chain_do(s, thr, lane, wid)
