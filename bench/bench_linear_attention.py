@@ -306,10 +306,11 @@ def main():
     # tooling's wgmma-Gram v3 for every scalar-gate bf16 forward, product version or not
     # (the A/B: a run without it)
     gram = os.environ.get("FROST_FWD_GRAM", "").strip() or "mma"
-    # FROST_FWD_DECAY=scaled (frost_fwd_experiments.DECAY_ENV): the tooling's scaled-decay
-    # v3 (no operand stage) for every scalar-gate bf16 forward, training ones included
-    decay = os.environ.get("FROST_FWD_DECAY", "").strip() or "folded"
-    if a.frost_fwd_kernel == "product" and gram == "mma" and decay == "folded":
+    # FROST_FWD_DECAY=folded / scaled-lead / scaled-ws (frost_fwd_experiments.DECAY_ENV):
+    # that GDN chain for every scalar-gate bf16 forward, training ones included (unset: the
+    # product's, the scaled chain)
+    decay = os.environ.get("FROST_FWD_DECAY", "").strip() or None
+    if a.frost_fwd_kernel == "product" and gram == "mma" and decay is None:
         run(a)
         return
     import sys

@@ -17,8 +17,9 @@ Run on the GPU machine from the repo root (CuTe DSL importable):
 the product compiles for the shape (v3 here, bf16 on sm_90a), v1 v2's base, v2 forced, v3 v2
 with the chain's products on warpgroup MMA, whose "chain" stage is the wgmma chain.
 FROST_FWD_GRAM=wgmma with v3 or product: GDN's Gram stage on warpgroup MMA, fwd_v3_gram.py;
-FROST_FWD_DECAY=scaled: GDN's chain with the decays as factors and no operand stage,
-fwd_v3_scaled.py, whose "operands" row is then the factor rows alone.)
+GDN's v3 chain has the decays as factors and no operand stage (fwd_v3_scaled.py, the
+product's): its "operands" row is the factor rows alone; FROST_FWD_DECAY=folded: the
+chain with the decays folded into bf16 operands.)
 Shape: 8 x 4096 tokens, 16 heads, K = V = 128, bf16, final state fp32 (the bench shape).
 """
 from __future__ import annotations

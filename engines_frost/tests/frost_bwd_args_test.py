@@ -244,7 +244,8 @@ def test_chain_variant_comes_from_the_environment(family, monkeypatch):
     """FROST_BWD_CHAIN=pipelined selects the pipelined chain for scalar gates only (vector
     gates have no room for its second operand set), =wgmma the wgmma chain (scalar gates
     too), each changing the chain kernel's config alone; "serial" is the serial chain;
-    unset is the wgmma chain for every family (scalar gates: its asynchronous schedule);
+    unset is the wgmma chain for every family (scalar gates: its asynchronous schedule with the
+    decays as factors, wgmma_scaled);
     anything else is refused by name.
     FROST_BWD_CHAIN_VEC picks the vector gates' chain the same way (scalar gates ignore
     it), changing their chain config alone."""
@@ -260,7 +261,8 @@ def test_chain_variant_comes_from_the_environment(family, monkeypatch):
     monkeypatch.delenv(CHAIN_VEC_ENV, raising=False)
     unset, _, _ = _check(_operands(family=family), family)
     assert unset.chain_wgmma and unset.chain_async == (family == "gdn")
-    assert unset == dataclasses.replace(serial, chain_wgmma=True, chain_async=family == "gdn")
+    assert unset == dataclasses.replace(serial, chain_wgmma=True, chain_async=family == "gdn",
+                                        chain_scaled=family == "gdn")
     monkeypatch.setenv(CHAIN_VEC_ENV, "serial")  # below: FROST_BWD_CHAIN alone
     monkeypatch.setenv(CHAIN_ENV, "pipelined")
     cfg, _, _ = _check(_operands(family=family), family)
@@ -278,6 +280,8 @@ def test_chain_variant_comes_from_the_environment(family, monkeypatch):
     monkeypatch.setenv(CHAIN_ENV, "wgmma_async")  # the wgmma chain, its update retired late
     wa, _, _ = _check(_operands(family=family), family)
     assert wa == (dataclasses.replace(wg, chain_async=True) if family == "gdn" else serial)
+    if family == "gdn":  # unset: wgmma_async with the decays as factors
+        assert unset == dataclasses.replace(wa, chain_scaled=True)
     for stage in ("states", "grads"):
         assert wa.with_stage(stage) == serial.with_stage(stage)
     monkeypatch.setenv(CHAIN_ENV, "fast")
@@ -291,9 +295,11 @@ def test_chain_variant_comes_from_the_environment(family, monkeypatch):
                 _check(_operands(family=family), family)
             continue
         got, _, _ = _check(_operands(family=family), family)
-        want = dataclasses.replace(unset, chain_wgmma=value != "serial",
-                                   chain_async=value == "wgmma_async")
-        assert got == (unset if family == "gdn" else want)
+        if family == "gdn":
+            assert got == unset
+        else:
+            assert got == dataclasses.replace(unset, chain_wgmma=value != "serial",
+                                              chain_async=value == "wgmma_async")
         for stage in ("states", "grads"):
             assert got.with_stage(stage) == unset.with_stage(stage)
     monkeypatch.delenv(CHAIN_VEC_ENV, raising=False)

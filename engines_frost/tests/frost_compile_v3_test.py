@@ -255,16 +255,17 @@ def test_v3_training_launchers_store_what_v2_stores(family, K, with_values):
     assert sum("HGMMA" in ins for ins in sequence) > 0 and sequence == _wgmma_sequence(v3_plain)
 
 
-@pytest.mark.parametrize("algorithm", ["v2", "v3"])
-def test_u_stored_is_the_solves_accumulator(monkeypatch, algorithm):
+@pytest.mark.parametrize("algorithm, decay", [("v2", "folded"), ("v3", "folded"), ("v3", "scaled")])
+def test_u_stored_is_the_solves_accumulator(monkeypatch, algorithm, decay):
     """What a training forward stores as U, seen while the kernel is traced: in v2's chain
     (fwd_v1.stage_chain) and in v3's (fwd_v3.chunk_chain) the one U store
     (fwd_v1.store_values_block: the same bf16 conversion and rows) is called once per block
     of the solve, in block order, with the very fp32 accumulator solve_block returned for
     that block: not a bf16 copy, not a wgmma operand, not another block's. So v3 stores the
     same rounding of the same value v2 does, up to the order of the fp32 sums that made R
-    (the tensor cores'; kernels/NOTES.md "v3 training forward")."""
-    from cudnn.linear_attention.frost.kernels import fwd_v1, fwd_v3
+    (the tensor cores'; kernels/NOTES.md "v3 training forward"). The same holds for v3's
+    chain with the decays as factors (fwd_v3_scaled.py, the product's for GDN)."""
+    from cudnn.linear_attention.frost.kernels import fwd_v1, fwd_v3, fwd_v3_scaled
     from cudnn.linear_attention.frost.kernels.fwd_v1 import NBLK
 
     solved, stored = [], []
@@ -276,7 +277,7 @@ def test_u_stored_is_the_solves_accumulator(monkeypatch, algorithm):
         return u
 
     monkeypatch.setattr(fwd_v1.FrostFwdV1, "solve_block", recording_solve)
-    for module in (fwd_v1, fwd_v3):
+    for module in (fwd_v1, fwd_v3, fwd_v3_scaled):
         def recording_store(mu, u, *rest, _store=module.store_values_block):
             stored.append(u)
             return _store(mu, u, *rest)
@@ -284,6 +285,6 @@ def test_u_stored_is_the_solves_accumulator(monkeypatch, algorithm):
         monkeypatch.setattr(module, "store_values_block", recording_store)
     _, cfg = VARIANTS[V3_VARIANTS[0]]
     values = dataclasses.replace(cfg, write_checkpoints=True, write_values=True)
-    assert callable(compile_fwd(experiment(values, algorithm), "sm_90a"))
+    assert callable(compile_fwd(experiment(values, algorithm, decay=decay), "sm_90a"))
     assert len(solved) == NBLK and len(stored) == NBLK, (len(solved), len(stored))
     assert all(u is s for u, s in zip(stored, solved))

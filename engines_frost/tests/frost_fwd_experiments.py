@@ -24,8 +24,9 @@ tooling's choices:
                blocks;
   decay        "scaled": v3's scalar-gate chain with the decays as per-token factors on its
                fp32 results and no operand stage (kernels/fwd_v3_scaled.py, v3, GDN, bf16
-               only; plain, training and output-free builds); "folded" (default): the
-               decays folded into v2's bf16 operands; "scaled-lead": "scaled" with the next
+               only; plain, training and output-free builds: the product's, so the default
+               there, default_decay); "folded": the decays folded into v2's bf16 operands
+               (the default elsewhere and beside a wgmma Gram); "scaled-lead": "scaled" with the next
                chunk's rows copied a chunk ahead (fwd_v3_scaled.ScaledDecayLeadChain);
                "scaled-ws": the scaled chain warp-specialised, a producer role running the
                next chunk's rows and Gram (kernels/fwd_ws.py; K = V = 128, ws_applies:
@@ -77,8 +78,8 @@ GRAM_ENV = "FROST_FWD_GRAM"
 #: where the scalar-gate chain's decays go (fwd_v3_scaled.py): folded into the operands or
 #: scaled onto the chain's fp32 results
 DECAYS = ("folded", "scaled", "scaled-lead", "scaled-ws")
-#: FROST_FWD_DECAY=scaled (or scaled-lead): every forward a use_kernel block routes runs the scaled-decay v3
-#: where that kernel exists (v3, scalar gates, bf16); unset or "folded": v3's own chain
+#: FROST_FWD_DECAY=folded (or scaled-lead, scaled-ws): every forward a use_kernel block routes runs that
+#: chain where v3 runs for scalar gates and bf16 (elsewhere the chain is folded anyway); unset: default_decay
 DECAY_ENV = "FROST_FWD_DECAY"
 
 
@@ -170,12 +171,13 @@ def ws_applies(cfg: FrostFwdConfig) -> bool:
     return (cfg.K, cfg.V) == (128, 128)
 
 
-def decay_requested() -> str:
-    """DECAY_ENV's value ("folded" when unset); ValueError for anything but DECAYS."""
+def decay_requested() -> str | None:
+    """DECAY_ENV's value (None when unset: default_decay, the product's); ValueError for
+    anything but DECAYS."""
     import os
 
-    decay = os.environ.get(DECAY_ENV, "").strip() or "folded"
-    if decay not in DECAYS:
+    decay = os.environ.get(DECAY_ENV, "").strip() or None
+    if decay is not None and decay not in DECAYS:
         raise ValueError(f"{DECAY_ENV} must be one of {DECAYS}, got {decay!r}")
     return decay
 
@@ -235,10 +237,20 @@ def resolve(cfg: FrostFwdConfig, algorithm: str) -> str:
     return product_algorithm(cfg) if algorithm == PRODUCT else algorithm
 
 
+def default_decay(cfg: FrostFwdConfig, version: str, gram: str = "mma") -> str:
+    """The decay knob left unset (None) for cfg's kernel version `version` (a resolved one):
+    the product's where v3 runs for scalar gates (scaled, compile_kernel.product_decay),
+    else folded; folded beside a wgmma Gram too (its experiments ran on the folded chain)."""
+    return "scaled" if scalar_gate_v3(cfg, version) and gram == "mma" else "folded"
+
+
 def experiment(cfg: FrostFwdConfig, algorithm: str = PRODUCT, **knobs) -> FrostFwdExperiment:
     """cfg's product fields with a kernel version (PRODUCT: the product's for cfg) and knobs
-    (skip_stages, ldmatrix)."""
-    return FrostFwdExperiment(**product_fields(cfg), algorithm=resolve(cfg, algorithm), **knobs)
+    (skip_stages, ldmatrix, gram, decay: default_decay where not given or None)."""
+    version = resolve(cfg, algorithm)
+    if knobs.get("decay") is None:
+        knobs["decay"] = default_decay(cfg, version, knobs.get("gram", "mma"))
+    return FrostFwdExperiment(**product_fields(cfg), algorithm=version, **knobs)
 
 
 @functools.lru_cache(maxsize=None)
@@ -248,29 +260,32 @@ def _experiment(cfg: FrostFwdConfig, algorithm: str, skip_stages: tuple[str, ...
 
 
 def tooling_config(cfg: FrostFwdConfig, algorithm: str = PRODUCT, skip_stages=(), ldmatrix: bool = True,
-                   gram: str = "mma", decay: str = "folded"):
+                   gram: str = "mma", decay: str | None = None):
     """The config a tooling run of kernel version `algorithm` (with those knobs) launches for
     the product config cfg: cfg itself where that is the version the product picks for cfg
     and there are no knobs (so such runs share the product's compiled and stored kernels),
     else its FrostFwdExperiment. A wgmma gram applies where that Gram exists
     (gram_wgmma_applies) and is dropped elsewhere, so one switch can cover a mixed run; so
-    is a scaled decay."""
-    if gram != "mma" and not gram_wgmma_applies(cfg, resolve(cfg, algorithm)):
+    is a scaled decay. decay None: default_decay (the product's)."""
+    version = resolve(cfg, algorithm)
+    if gram != "mma" and not gram_wgmma_applies(cfg, version):
         gram = "mma"
-    if decay != "folded" and not scalar_gate_v3(cfg, resolve(cfg, algorithm)):
+    if decay is None:
+        decay = default_decay(cfg, version, gram)
+    if decay != "folded" and not scalar_gate_v3(cfg, version):
         decay = "folded"
     if decay == "scaled-ws" and not ws_applies(cfg):
         decay = "scaled"
     if gram != "mma" and decay != "folded" and (decay != "scaled-ws" or not cfg.write_output):
         gram = "mma"  # the wgmma Gram combines with the warp-specialised producer only (output builds)
-    if (resolve(cfg, algorithm) == product_algorithm(cfg) and not skip_stages and ldmatrix and gram == "mma"
-            and decay == "folded"):
+    if (version == product_algorithm(cfg) and not skip_stages and ldmatrix and gram == "mma"
+            and decay == default_decay(cfg, version)):
         return product_config(cfg)  # not through the cache: an equal config cached earlier is another object
     return _experiment(cfg, algorithm, tuple(skip_stages), ldmatrix, gram, decay)
 
 
 def engine_config(cfg: FrostFwdConfig, algorithm: str, training: bool = False, gram: str = "mma",
-                  decay: str = "folded"):
+                  decay: str | None = None):
     """What use_kernel(algorithm, training) launches for the product config cfg:
     tooling_config, except that forwards writing state checkpoints (training calls) stay on
     the product's kernel (cfg itself, whatever its version) unless `training` is set (then
@@ -289,7 +304,7 @@ def use_kernel(algorithm: str, training: bool = False, gram: str | None = None, 
     Process-wide while it lasts (not for concurrent threads). gram: GRAMS, None (default):
     FROST_FWD_GRAM's (gram_requested), read on entry; a wgmma gram routes even a PRODUCT
     block, onto the wgmma-Gram v3 kernel where it exists (tooling_config). decay: DECAYS,
-    None (default): FROST_FWD_DECAY's (decay_requested), the same way."""
+    None (default): FROST_FWD_DECAY's (decay_requested; unset: the product's), the same way."""
     if algorithm not in ALGORITHMS and algorithm != PRODUCT:
         raise ValueError(f"use_kernel: algorithm must be one of {(*ALGORITHMS, PRODUCT)}, got {algorithm!r}")
     if training and algorithm not in (*TRAINING_ALGORITHMS, PRODUCT):  # v0, v1 write neither
@@ -299,9 +314,9 @@ def use_kernel(algorithm: str, training: bool = False, gram: str | None = None, 
     if gram not in GRAMS:
         raise ValueError(f"use_kernel: gram must be one of {GRAMS}, got {gram!r}")
     decay = decay_requested() if decay is None else decay
-    if decay not in DECAYS:
-        raise ValueError(f"use_kernel: decay must be one of {DECAYS}, got {decay!r}")
-    if algorithm == PRODUCT and gram == "mma" and decay == "folded":  # what frost_fwd launches anyway
+    if decay is not None and decay not in DECAYS:
+        raise ValueError(f"use_kernel: decay must be one of {DECAYS} or None, got {decay!r}")
+    if algorithm == PRODUCT and gram == "mma" and decay is None:  # what frost_fwd launches anyway
         yield
         return
     from cudnn.linear_attention.frost.kernels import fwd

@@ -70,14 +70,22 @@ def test_experiment_keys_apart_from_the_product():
     # the wgmma Gram (scalar gates): keyed apart from v3 with v2's Gram and from the product
     gdn = dataclasses.replace(CFG, gate_per_channel=False, gate_align16=False)
     gram = fx.tooling_config(gdn, "v3", gram="wgmma")
-    assert gram.gram == "wgmma" and len({_key(gdn), _key(fx.experiment(gdn, "v3")), _key(gram)}) == 3
+    folded = fx.experiment(gdn, "v3", decay="folded")
+    assert gram.gram == "wgmma" and gram.decay == "folded"  # the Gram's experiments ran on the folded chain
+    assert len({_key(gdn), _key(folded), _key(gram)}) == 3
     assert kernel_store.describe(gram).startswith("v3 gram-wgmma gdn")
-    # the scaled-decay chain likewise; dropped where it does not exist (vector gates), and
-    # refused together with a wgmma Gram
-    scaled = fx.tooling_config(gdn, "v3", decay="scaled")
-    assert scaled.decay == "scaled" and len({_key(gdn), _key(fx.experiment(gdn, "v3")), _key(gram), _key(scaled)}) == 4
-    assert kernel_store.describe(scaled).startswith("v3 decay-scaled gdn")
+    # the decays: scaled is the product's chain for scalar gates (so the product config and
+    # the default), folded the experiment; dropped where the choice does not exist (vector
+    # gates), and scaled refused together with a wgmma Gram
+    assert fx.tooling_config(gdn, "v3", decay="scaled") is gdn and fx.tooling_config(gdn, "v3") is gdn
+    assert fx.experiment(gdn, "v3").decay == "scaled" and folded.decay == "folded"
+    assert fx.tooling_config(gdn, "v3", decay="folded") == folded
+    lead = fx.tooling_config(gdn, "v3", decay="scaled-lead")
+    assert len({_key(gdn), _key(folded), _key(gram), _key(lead), _key(fx.experiment(gdn, "v3"))}) == 5
+    assert kernel_store.describe(folded).startswith("v3 gdn")
+    assert kernel_store.describe(lead).startswith("v3 decay-scaled-lead gdn")
     assert fx.tooling_config(CFG, "v3", decay="scaled") == fx.tooling_config(CFG, "v3")
+    assert fx.tooling_config(CFG, "v3", decay="folded") is CFG
     with pytest.raises(ValueError, match="decay must be 'folded' or 'scaled-ws' with a wgmma gram"):
         fx.experiment(gdn, "v3", gram="wgmma", decay="scaled")
     with pytest.raises(ValueError, match="decay must be one of"):

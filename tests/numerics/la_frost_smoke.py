@@ -19,8 +19,9 @@ v2 its base (the product's for fp16 and other archs), v1 the tensor-core kernel 
 from, v0 the SIMT oracle (test-only), v3gram v3 with the scalar-gate Gram on warpgroup MMA
 (fwd_v3_gram.py, m64n32 blocks; v3gram16, v3gram64: m64n16, m64n64; an experiment, GDN
 only: other families run plain v3 under those names), v3scaled v3 with GDN's decays as
-per-token factors on the chain's fp32 results and no operand stage (fwd_v3_scaled.py, an
-experiment, GDN only likewise; v3scaledlead with the next chunk's rows copied a chunk ahead,
+per-token factors on the chain's fp32 results and no operand stage (fwd_v3_scaled.py, the
+product's GDN chain, whereas this script's v3 keeps them folded into bf16 operands, the
+A/B; GDN only likewise; v3scaledlead with the next chunk's rows copied a chunk ahead,
 v3scaledws warp-specialised: a producer role for the next chunk's rows and Gram, fwd_ws.py;
 plain K = V = 128 forwards, else it runs as v3scaled); e.g. --algorithm v2 v3. With v3 and a v3gram or v3scaled
 kernel both run, a "<name> vs v3" line per case gives their outputs' relative difference

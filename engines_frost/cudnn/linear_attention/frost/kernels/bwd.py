@@ -43,13 +43,14 @@ VEC_DECAY_ENV = "FROST_BWD_VEC_DECAY"
 # scalar gates; v1.7), =wgmma_async the wgmma chain with its dS update group retired after
 # the next chunk's rows stage (FrostBwdConfig.chain_async; NOTES_bwd.md v1.10), =serial the
 # per-warp mma.sync chain, =wgmma_scaled the wgmma_async chain with the decays as per-token
-# factors and no folded operand tiles (FrostBwdConfig.chain_scaled, bf16 io; an experiment,
-# NOTES_bwd.md "The scalar-gate chain without its operand stage"; fp16 io runs wgmma_async),
-# =wgmma_ws that chain warp-specialised (FrostBwdConfig.chain_ws, K = V = 128, else
-# wgmma_scaled; NOTES_bwd.md "Warp-specialised scalar-gate chain").
-# Unset: wgmma_async for scalar gates (bitwise the wgmma chain's
-# gradients, GDN fwd+bwd kernels -1.3 % on the H200: NOTES_bwd.md "v1.10 and the
-# vector-gate wgmma grads on the H200"); vector gates follow FROST_BWD_CHAIN_VEC instead
+# factors and no folded operand tiles (FrostBwdConfig.chain_scaled, bf16 io; NOTES_bwd.md
+# "The scalar-gate chain without its operand stage"; fp16 io runs wgmma_async), =wgmma_ws
+# that chain warp-specialised (FrostBwdConfig.chain_ws, K = V = 128, else wgmma_scaled;
+# an experiment, slower than wgmma_scaled on the H200: NOTES_bwd.md "Warp-specialised
+# scalar-gate chain").
+# Unset: wgmma_scaled for scalar gates (its chain kernel -12 %, GDN fwd+bwd -2.5 % on the
+# H200 against wgmma_async, the gradients within the same float64 bounds: NOTES_bwd.md
+# "The scalar-gate chains on the H200"); vector gates follow FROST_BWD_CHAIN_VEC instead
 # (below). Read on every call.
 CHAIN_ENV = "FROST_BWD_CHAIN"
 CHAIN_VARIANTS = ("serial", "pipelined", "wgmma", "wgmma_async", "wgmma_scaled", "wgmma_ws")
@@ -247,8 +248,8 @@ def check_bwd_operands(*, q, k, v, g, beta, w, cu_seqlens, dO, initial_state, d_
 
 def chain_variant() -> str:
     """The scalar-gate chain kernel FROST_BWD_CHAIN asks for (CHAIN_VARIANTS; unset:
-    wgmma_async). Vector gates take theirs from FROST_BWD_CHAIN_VEC (chain_vec_variant)."""
-    name = os.environ.get(CHAIN_ENV, "").strip() or "wgmma_async"
+    wgmma_scaled). Vector gates take theirs from FROST_BWD_CHAIN_VEC (chain_vec_variant)."""
+    name = os.environ.get(CHAIN_ENV, "").strip() or "wgmma_scaled"
     if name not in CHAIN_VARIANTS:
         raise ValueError(f"{CHAIN_ENV} must be one of {CHAIN_VARIANTS}, got {name!r}")
     return name

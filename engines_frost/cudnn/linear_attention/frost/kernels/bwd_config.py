@@ -70,13 +70,14 @@ class FrostBwdConfig:
     # The wgmma chain with the scalar decays as per-token factors on its fp32 results and
     # its B operands q-hat and k-hat themselves, no decay-folded QA^T, -KBA^T, KD tiles
     # (bwd_chain_scaled.py, NOTES_bwd.md "The scalar-gate chain without its operand
-    # stage"). Scalar gates, bf16 io, with chain_wgmma. An experiment: the launcher sets
-    # it only under FROST_BWD_CHAIN=wgmma_scaled (bwd.py).
+    # stage"). Scalar gates, bf16 io, with chain_wgmma. The launcher sets it unless
+    # FROST_BWD_CHAIN names another chain (bwd.py; the chain kernel -12 % on the H200).
     chain_scaled: bool = False
     # The scaled chain warp-specialised (bwd_chain_ws.py, NOTES_bwd.md "Warp-specialised
     # scalar-gate chain"): a producer role runs the previous chunk's rows, factor rows and
     # Gram while the consumers run this chunk's dS step. With chain_scaled, K = V = 128. An
-    # experiment: the launcher sets it only under FROST_BWD_CHAIN=wgmma_ws (bwd.py).
+    # experiment (slower than chain_scaled alone on the H200): the launcher sets it only
+    # under FROST_BWD_CHAIN=wgmma_ws (bwd.py).
     chain_ws: bool = False
     # The vector-gate grads kernel (bwd_grads_vec.py) reads its shared bf16 operands with
     # wide loads instead of one 2-byte load per element (NOTES_bwd.md "v1.7 vector-gate

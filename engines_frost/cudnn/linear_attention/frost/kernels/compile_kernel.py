@@ -55,9 +55,23 @@ def version_class(version: str, cfg: FrostFwdConfig):
     return checkpoints if cfg.write_checkpoints else plain
 
 
+def product_decay(cfg: FrostFwdConfig, arch: str) -> str:
+    """Where the product's forward puts the gate decays for cfg on arch: "scaled" for v3
+    with scalar gates (GDN; fwd_v3_scaled.ScaledDecayChain: per-token factors on the
+    chain's fp32 results, no operand stage; GDN forward kernel -6 %, fwd+bwd -2 % on the
+    H200, every backward smoke case within its float64 bound), "folded" into bf16 copies
+    of q and k otherwise (vector gates, v2). A function of (cfg, arch) alone, as
+    product_algorithm."""
+    return "scaled" if product_algorithm(cfg, arch) == "v3" and not cfg.gate_per_channel else "folded"
+
+
 def product_class(cfg: FrostFwdConfig, arch: str):
-    """The product's forward kernel class for cfg on arch (product_algorithm)."""
-    return version_class(product_algorithm(cfg, arch), cfg)
+    """The product's forward kernel class for cfg on arch (product_algorithm, product_decay)."""
+    cls = version_class(product_algorithm(cfg, arch), cfg)
+    if product_decay(cfg, arch) == "scaled":
+        from cudnn.linear_attention.frost.kernels.fwd_v3_scaled import scaled_decay_class
+        cls = scaled_decay_class(cls)
+    return cls
 
 
 def kernel_class(cfg: FrostFwdConfig, arch: str):

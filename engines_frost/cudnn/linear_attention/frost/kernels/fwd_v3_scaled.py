@@ -1,9 +1,9 @@
-"""FROST forward v3 for scalar gates (GDN) without the operand stage: an experiment kernel.
+"""FROST forward v3 for scalar gates (GDN) without the operand stage: the product's GDN chain.
 
-Not a product kernel until it has run on the GPU: the test and bench tooling builds it
-(frost_fwd_experiments.py, knob decay="scaled", environment FROST_FWD_DECAY); the product's
-v3 classes never trace this code (NOTES.md, "v3 for scalar gates without the operand
-stage").
+compile_kernel.product_decay picks it for every v3 GDN build (plain, training, output-free;
+the H200's kernel time 6 % below the folded chain's, NOTES.md "The scalar-gate forwards on
+the H200"); the test and bench tooling builds the folded chain for an A/B (knob
+decay="folded", environment FROST_FWD_DECAY) and the variants below (decay="scaled-lead").
 
 With a scalar gate every decay the chain needs is one number per token t, so it can scale
 the chain's fp32 results instead of being folded into bf16 copies of q and k:
@@ -43,6 +43,7 @@ output-free builds: the same switches as v3's chain.
 """
 from __future__ import annotations
 
+import functools
 from types import SimpleNamespace
 
 import cutlass
@@ -330,3 +331,10 @@ class ScaledDecayLeadChain(ScaledDecayChain):
 
     smem_plan = staticmethod(smem_plan_lead)
     rows_lead = True
+
+
+@functools.cache
+def scaled_decay_class(base):
+    """`base` (a v3 class: FrostFwdV3 or one of its training launchers) with the scaled
+    decays: one class per base, so one compile per config."""
+    return type(f"{base.__name__}ScaledDecay", (ScaledDecayChain, base), {})

@@ -1,8 +1,10 @@
 """FROST forward for scalar gates (GDN), warp-specialised: an experiment kernel.
 
-Not a product kernel until it has run on the GPU: the test and bench tooling builds it
-(frost_fwd_experiments.py, knob decay="scaled-ws", la_frost_smoke.py v3scaledws; NOTES.md
-"Warp-specialised GDN forward on the scaled-decay chain").
+Not a product kernel: on the H200 it computes the scaled kernel's results bit for bit but
+takes 28 % longer (NOTES.md "The scalar-gate forwards on the H200": the roles' times add
+instead of overlapping). The test and bench tooling builds it (frost_fwd_experiments.py,
+knob decay="scaled-ws", la_frost_smoke.py v3scaledws; NOTES.md "Warp-specialised GDN
+forward on the scaled-decay chain").
 
 Every v3 chunk is a serial row of stages (rows, operands, Gram, chain) that all eight
 warps run one after the other, each latency-bound; only the chain depends on the state.
