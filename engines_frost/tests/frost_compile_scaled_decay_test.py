@@ -1,5 +1,5 @@
-"""sm_90a compiles of the scaled-decay forward (kernels/fwd_v3_scaled.py, the tooling's knob
-decay="scaled"): no spills, fewer registers than v3's folded chain at K = 128, the chain's wgmma with
+"""sm_90a compiles of the scaled-decay forward (kernels/fwd_v3_scaled.py, the product's GDN
+chain, compile_kernel.product_decay; the tooling's knob decay="folded" builds the A/B): no spills, fewer registers than v3's folded chain at K = 128, the chain's wgmma with
 the state update reading k-hat as a transposed (MN-major) B, no operand-stage transpose
 left, with "scaled-lead" no row copy issued inside the chain, and the knob's reach.
 
@@ -38,6 +38,13 @@ def _config(K, l2, mode, decay):
     return fx.tooling_config(cfg, "v3", decay=decay)
 
 
+def _decay_of(cfg):
+    """The decays a config's kernel runs with: the tooling's knob, else the product's."""
+    from cudnn.linear_attention.frost.kernels.compile_kernel import product_decay
+
+    return getattr(cfg, "decay", None) or product_decay(cfg, "sm_90a")
+
+
 @functools.cache
 def _build(K, l2, mode, decay):
     with tempfile.TemporaryDirectory() as tmp:
@@ -50,7 +57,8 @@ def _build(K, l2, mode, decay):
 def test_scaled_decay_compiles_without_spills(case, decay):
     K, l2, mode = case
     cfg = _config(K, l2, mode, decay)
-    assert cfg.decay == decay and f"decay-{decay}" in cfg.kernel_label
+    assert _decay_of(cfg) == decay
+    assert (type(cfg) is fx.FrostFwdConfig) == (decay == "scaled")  # the product's config for its own chain
     usage, sass = _build(K, l2, mode, decay)
     assert usage["LOCAL"] == 0 and usage["STACK"] == 0, usage
     folded, folded_sass = _build(K, l2, mode, "folded")
@@ -83,17 +91,23 @@ def test_the_knob_reaches_gdn_bf16_v3_only():
     from cudnn.linear_attention.frost.kernels.fwd_v3_scaled import ScaledDecayChain, ScaledDecayLeadChain
 
     gdn = report.config_for("gdn", "product", 128, 128, True)
-    cls = kernel_class(fx.tooling_config(gdn, "v3", decay="scaled"), "sm_90a")
+    cls = kernel_class(gdn, "sm_90a")  # the product's v3 for scalar gates
     assert issubclass(cls, ScaledDecayChain) and issubclass(cls, FrostFwdV3) and cls.decay_scaled
+    assert kernel_class(fx.tooling_config(gdn, "v3", decay="scaled"), "sm_90a") is cls
     assert not cls.rows_lead and not issubclass(cls, ScaledDecayLeadChain)
     lead = kernel_class(fx.tooling_config(gdn, "v3", decay="scaled-lead"), "sm_90a")
     assert issubclass(lead, ScaledDecayLeadChain) and lead.rows_lead
     train = kernel_class(_config(128, True, "training", "scaled"), "sm_90a")
     assert issubclass(train, ScaledDecayChain) and issubclass(train, FrostFwdV3Values)
-    # the product's classes never carry it
-    assert kernel_class(gdn, "sm_90a") is FrostFwdV3 and not getattr(FrostFwdV3, "decay_scaled", False)
-    # where the kernel does not exist the switch leaves the config alone
+    # the folded chain is the tooling's A/B; vector gates and v2 never carry the factors
+    folded = kernel_class(fx.tooling_config(gdn, "v3", decay="folded"), "sm_90a")
+    assert issubclass(folded, FrostFwdV3) and not getattr(folded, "decay_scaled", False)
     kda = report.config_for("kda", "product", 128, 128, True)
+    assert kernel_class(kda, "sm_90a") is FrostFwdV3 and not getattr(FrostFwdV3, "decay_scaled", False)
+    assert not getattr(kernel_class(gdn, "sm_80"), "decay_scaled", False)  # v2 there
+    fp16 = dataclasses.replace(gdn, io_dtype="float16")
+    assert not getattr(kernel_class(fp16, "sm_90a"), "decay_scaled", False)
+    # where the kernel does not exist the switch leaves the config alone
     assert fx.tooling_config(kda, "v3", decay="scaled") == fx.tooling_config(kda, "v3")
     with pytest.raises(ValueError, match="scaled-decay chain is built for scalar gates"):
         ScaledDecayChain.__init__(object.__new__(cls), dataclasses.replace(gdn, io_dtype="float16"))

@@ -139,12 +139,14 @@ def region_histograms(instrs: list[str]) -> list[collections.Counter]:
 
 
 def config_for(family: str, algorithm: str, K: int, V: int, l2: bool, io: str = "bfloat16",
-               gate_align16: bool = True, skip_stages: tuple[str, ...] = (), build: str = "plain"):
+               gate_align16: bool = True, skip_stages: tuple[str, ...] = (), build: str = "plain",
+               decay: str | None = None):
     """The benchmark's configuration (no initial state, fp32 final state); vector gates
     16-byte aligned, as frost_fwd finds them for torch-allocated g, unless told otherwise;
     for kernel version `algorithm` (the product config where that is the product's pick),
     with `skip_stages` compiled out of the chunk loop (what a stage alone keeps live) and
-    the launcher `build` names (BUILDS: the output, state checkpoints, U)."""
+    the launcher `build` names (BUILDS: the output, state checkpoints, U); `decay` the
+    tooling's knob (None: the product's, frost_fwd_experiments.default_decay)."""
     from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
 
     from frost_fwd_experiments import tooling_config
@@ -153,7 +155,7 @@ def config_for(family: str, algorithm: str, K: int, V: int, l2: bool, io: str = 
     cfg = FrostFwdConfig(io_dtype=io, state_dtype="float32", H=16, HK=16, HV=16, K=K, V=V, gate_per_channel=gpc,
                          beta_per_channel=bpc, has_w=bpc, use_l2norm=l2, has_initial_state=False,
                          has_final_state=True, gate_align16=gate_align16 and gpc, **BUILDS[build])
-    return tooling_config(cfg, algorithm, skip_stages=tuple(skip_stages))
+    return tooling_config(cfg, algorithm, skip_stages=tuple(skip_stages), decay=decay)
 
 
 def bwd_config_for(family: str, stage: str, K: int = 128, V: int = 128, H: int = 4, HV: int = 4, l2: bool = True,

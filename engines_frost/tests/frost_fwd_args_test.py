@@ -121,9 +121,15 @@ def test_values_select_the_values_kernel(family):
     assert abi_operands(launch.config)[-2:] == ("state_checkpoints", "values")
     only = check_operands(**_operands(family), state_checkpoints=ckpt).config
     assert not only.write_values and abi_operands(only)[-1] == "state_checkpoints"
-    # each version's values launcher for the bf16 call: v3's on sm_90a, v2's elsewhere
-    assert kernel_class(launch.config, "sm_90a").__name__ == "FrostFwdV3Values"
-    assert kernel_class(only, "sm_90a").__name__ == "FrostFwdV3Checkpoints"
+    # each version's values launcher for the bf16 call: v3's on sm_90a (GDN's with the
+    # decays as factors, fwd_v3_scaled.scaled_decay_class), v2's elsewhere
+    from cudnn.linear_attention.frost.kernels.fwd_v3 import FrostFwdV3Checkpoints, FrostFwdV3Values
+
+    assert issubclass(kernel_class(launch.config, "sm_90a"), FrostFwdV3Values)
+    assert issubclass(kernel_class(only, "sm_90a"), FrostFwdV3Checkpoints)
+    assert not issubclass(kernel_class(only, "sm_90a"), FrostFwdV3Values)
+    for cfg in (launch.config, only):
+        assert getattr(kernel_class(cfg, "sm_90a"), "decay_scaled", False) == (family == "gdn")
     assert kernel_class(launch.config, "sm_100a").__name__ == "FrostFwdV2Values"
     assert kernel_class(only, "sm_100a").__name__ == "FrostFwdV2Checkpoints"
 
