@@ -437,3 +437,22 @@ def test_grads_variant_comes_from_the_environment(family, monkeypatch):
         for stage in ("states", "chain"):
             assert got.with_stage(stage) == unset.with_stage(stage)
         assert got.with_stage("grads").grads_wgmma == (on or family == "gdn")
+
+
+def test_fp16_scalar_gates_keep_the_folded_chain(monkeypatch):
+    """The default chain's decays as factors (wgmma_scaled) are a bf16 kernel: fp16 io
+    runs the same wgmma chain with them folded (wgmma_async), whatever FROST_BWD_CHAIN asks."""
+    import dataclasses
+
+    from cudnn.linear_attention.frost.kernels.bwd import CHAIN_ENV
+
+    monkeypatch.delenv(CHAIN_ENV, raising=False)
+    bf16, _, _ = _check(_operands())
+    half = {k: v.half() if isinstance(v, torch.Tensor) and v.dtype == torch.bfloat16 else v
+            for k, v in _operands().items()}
+    fp16, _, _ = _check(half)
+    assert bf16.chain_scaled and not fp16.chain_scaled and fp16.chain_async and fp16.chain_wgmma
+    assert fp16 == dataclasses.replace(bf16, fwd=fp16.fwd, chain_scaled=False)
+    monkeypatch.setenv(CHAIN_ENV, "wgmma_ws")
+    ws, _, _ = _check(half)
+    assert not ws.chain_scaled and not ws.chain_ws and ws.chain_async
