@@ -57,17 +57,18 @@
 #              stage times, Gram on mma.sync then each width), gramwgmmabench (GDN fwd,
 #              switch off then each width); kernels compiled on first use
 #   scaled     forward v3 with GDN's decays as per-token factors and no operand stage
-#              (fwd_v3_scaled.py, off by default: FROST_FWD_DECAY=scaled / la_frost_smoke's
-#              v3scaled; =scaled-lead / v3scaledlead: the next chunk's rows copied a chunk
-#              ahead too; =scaled-ws / v3scaledws: warp-specialised, fwd_ws.py): scaledsmoke (GDN cases vs float64, v3 and both side by side,
+#              (fwd_v3_scaled.py, the product's; FROST_FWD_DECAY=folded / la_frost_smoke's
+#              v3: the folded chain, the A/B; =scaled-lead / v3scaledlead: the next chunk's
+#              rows copied a chunk ahead too; =scaled-ws / v3scaledws: warp-specialised,
+#              fwd_ws.py): scaledsmoke (GDN cases vs float64, v3 and both side by side,
 #              "<name> vs v3" lines, kernel times), scaledtrain (GDN training and recompute
 #              forwards through each, backward smoke), scaledbench (GDN fwd and fwd+bwd op
 #              rows, folded, scaled, scaled-lead, scaled-ws, folded); kernels compiled on
 #              first use
 #   bwdscaled  the backward's scaled-decay chain (bwd_chain_scaled.py, FROST_BWD_CHAIN=
-#              wgmma_scaled) and its warp-specialised form (bwd_chain_ws.py, =wgmma_ws):
+#              wgmma_scaled, the default) and its warp-specialised form (bwd_chain_ws.py, =wgmma_ws):
 #              bwdscaledsmoke (GDN backward smoke vs float64 with each), bwdscaledbench (GDN
-#              fwd+bwd op rows: default, scaled, ws, ws with every forward on fwd_ws.py
+#              fwd+bwd op rows: default, folded (wgmma_async chain and folded forwards, the A/B), ws, ws with every forward on fwd_ws.py
 #              (FROST_FWD_DECAY=scaled-ws), default)
 #   summary    their kernels precompiled on this machine's cores into FROST_KERNEL_CACHE (default
 #              .frostcache; tests/numerics/frost_summary_prebuild.py), then the FROST summary
@@ -560,8 +561,8 @@ for s in "$@"; do
       [ "$s" = bwdscaled ] || [ "$s" = bwdscaledsmoke ] && stage bwdscaledsmoke "for c in wgmma_scaled wgmma_ws; do \
         echo \"== FROST_BWD_CHAIN=\$c\"; FROST_BWD_CHAIN=\$c python3 tests/numerics/la_frost_bwd_smoke.py \
         --jobs \$(nproc) --family gdn || exit 1; done"
-      [ "$s" = bwdscaled ] || [ "$s" = bwdscaledbench ] && stage bwdscaledbench "for v in default scaled ws wsfwd default; do \
-        echo \"== \$v\"; case \$v in default) e='';; scaled) e='FROST_BWD_CHAIN=wgmma_scaled';; \
+      [ "$s" = bwdscaled ] || [ "$s" = bwdscaledbench ] && stage bwdscaledbench "for v in default folded ws wsfwd default; do \
+        echo \"== \$v\"; case \$v in default) e='';; folded) e='FROST_BWD_CHAIN=wgmma_async FROST_FWD_DECAY=folded';; \
         ws) e='FROST_BWD_CHAIN=wgmma_ws';; wsfwd) e='FROST_BWD_CHAIN=wgmma_ws FROST_FWD_DECAY=scaled-ws';; esac; \
         env \$e python3 bench/bench_linear_attention.py --cases 'GDN fwd+bwd' --impl 'op FROST' --reps 10 \
         || exit 1; done"
