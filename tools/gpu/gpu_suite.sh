@@ -260,12 +260,15 @@
 #   calls      bench/frost_call_overhead.py: host time of one FROST launch (checked, bound,
 #              bare call, TVM-FFI)
 #   ncu        Nsight Compute warp-state and source-counter sections (stall reasons, hottest
-#              SASS) for one FROST GDN launch; ncu reads the counters on these machines
+#              SASS) for one FROST GDN launch; ncu reads the counters on these machines;
+#              FROST_FWD_DECAY / FROST_FWD_GRAM pick the kernel as for frost_stage_times.py
+#              (e.g. FROST_FWD_DECAY=scaled-ws: the warp-specialised forward)
 #   ncubwd     the same for the FROST backward's kernels at the bench shape
 #              (bench/frost_bwd_profile.py; NCU_FAMILY=gdn|kda|gdn2, default gdn): details of
 #              all, one per-SASS CSV per kernel found (ncu_bwd_<family>_{states,chain,grads}_
 #              sass.csv; "states" is whichever kernel recomputes or reads the states: the
-#              recompute path's is the training forward, fwd_v3) for tools/gpu/ncu_source_report.py
+#              recompute path's is the training forward, fwd_v3) for tools/gpu/ncu_source_report.py;
+#              FROST_BWD_CHAIN / FROST_FWD_DECAY pick the kernels as for any backward call
 # Each stage runs under `timeout` (STAGE_TIMEOUT, default 300 s) so one hang cannot eat the
 # call; the summary line per stage says pass/FAIL/timeout. cuTile's disk cache is kept in
 # .tilecache (ignored by git), so kernels JIT once per machine, not once per process.
