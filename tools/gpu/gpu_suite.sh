@@ -268,7 +268,7 @@
 #              all, one per-SASS CSV per kernel found (ncu_bwd_<family>_{states,chain,grads}_
 #              sass.csv; "states" is whichever kernel recomputes or reads the states: the
 #              recompute path's is the training forward, fwd_v3) for tools/gpu/ncu_source_report.py;
-#              FROST_BWD_CHAIN / FROST_FWD_DECAY pick the kernels as for any backward call
+#              FROST_BWD_CHAIN picks the chain kernel as for any backward call
 # Each stage runs under `timeout` (STAGE_TIMEOUT, default 300 s) so one hang cannot eat the
 # call; the summary line per stage says pass/FAIL/timeout. cuTile's disk cache is kept in
 # .tilecache (ignored by git), so kernels JIT once per machine, not once per process.
