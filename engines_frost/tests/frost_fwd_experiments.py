@@ -196,7 +196,11 @@ def gram_requested() -> str:
 def with_knobs(base, skip_stages: tuple[str, ...], ldmatrix: bool, gram: str = "mma", decay: str = "folded"):
     """`base` (FrostFwdV1 or a subclass) itself at the product's knobs, else a subclass that
     sets them (one class per combination; a wgmma gram puts fwd_v3_gram.GramWgmma first,
-    with its width; the scaled decay fwd_v3_scaled.ScaledDecayChain)."""
+    with its width; the scaled decays the product's own class, fwd_v3_scaled.scaled_decay_class,
+    as the base, the lead and warp-specialised chains their mixins first)."""
+    if decay == "scaled":
+        from cudnn.linear_attention.frost.kernels.fwd_v3_scaled import scaled_decay_class
+        base, decay = scaled_decay_class(base), "folded"  # the product's GDN class: the same kernel
     if skip_stages == base.skip_stages and ldmatrix == base.ldmatrix and gram == "mma" and decay == "folded":
         return base
     tag = ("" if ldmatrix else "NoLdmatrix") + "".join(f"Skip{st.title()}" for st in skip_stages)
@@ -206,9 +210,9 @@ def with_knobs(base, skip_stages: tuple[str, ...], ldmatrix: bool, gram: str = "
         bases, tag = (GramWgmma, base), tag + f"GramWgmma{GRAM_WIDTHS[gram]}"
         attrs["gram_n"] = GRAM_WIDTHS[gram]
     if decay != "folded":
-        from cudnn.linear_attention.frost.kernels.fwd_v3_scaled import ScaledDecayChain, ScaledDecayLeadChain
+        from cudnn.linear_attention.frost.kernels.fwd_v3_scaled import ScaledDecayLeadChain
         from cudnn.linear_attention.frost.kernels.fwd_ws import WarpSpecialisedChain
-        mixin, name = {"scaled": (ScaledDecayChain, "ScaledDecay"), "scaled-lead": (ScaledDecayLeadChain, "ScaledDecayLead"),
+        mixin, name = {"scaled-lead": (ScaledDecayLeadChain, "ScaledDecayLead"),
                        "scaled-ws": (WarpSpecialisedChain, "WarpSpecialised")}[decay]
         bases, tag = (mixin, *bases), tag + name
     return type(f"{base.__name__}{tag}", bases, attrs)
