@@ -19,7 +19,8 @@ with the chain's products on warpgroup MMA, whose "chain" stage is the wgmma cha
 FROST_FWD_GRAM=wgmma with v3 or product: GDN's Gram stage on warpgroup MMA, fwd_v3_gram.py;
 GDN's v3 chain has the decays as factors and no operand stage (fwd_v3_scaled.py, the
 product's): its "operands" row is the factor rows alone; FROST_FWD_DECAY=folded: the
-chain with the decays folded into bf16 operands.)
+chain with the decays folded into bf16 operands; =scaled-ws: the warp-specialised kernel,
+FROST_FWD_WS_REGS=consumer,producer its setmaxnreg split.)
 Shape: 8 x 4096 tokens, 16 heads, K = V = 128, bf16, final state fp32 (the bench shape).
 """
 from __future__ import annotations
@@ -38,7 +39,7 @@ from tests.reference.preprocess import Family
 
 # the test tooling's kernel versions and experiment knobs (frost_fwd_experiments.py)
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "engines_frost" / "tests"))
-from frost_fwd_experiments import decay_requested, gram_requested, tooling_config  # noqa: E402
+from frost_fwd_experiments import decay_requested, gram_requested, tooling_config, ws_regs_requested  # noqa: E402
 
 VARIANTS = ((), ("rows",), ("operands",), ("gram",), ("chain",), ("rows", "operands", "gram"),
             ("rows", "operands", "gram", "chain"), ("bounds",))
@@ -67,8 +68,8 @@ def stage_configs(family: Family, algorithm: str, device: str = "cuda", l2norm: 
     """The kernel config of every timed variant, in VARIANTS order (the full kernel's is the
     product config where `algorithm` is what the product picks)."""
     checked, _ = base_launch(family, device, l2norm)
-    return [tooling_config(checked.config, algorithm, skip_stages=skip, gram=gram_requested(), decay=decay_requested())
-            for skip in VARIANTS]
+    return [tooling_config(checked.config, algorithm, skip_stages=skip, gram=gram_requested(), decay=decay_requested(),
+                           ws_regs=ws_regs_requested()) for skip in VARIANTS]
 
 
 def _launcher(family: Family, algorithm: str, skip: tuple[str, ...], l2norm: bool = False):
@@ -77,7 +78,7 @@ def _launcher(family: Family, algorithm: str, skip: tuple[str, ...], l2norm: boo
 
     checked, x = base_launch(family, l2norm=l2norm)
     kernel_cfg = tooling_config(checked.config, algorithm, skip_stages=skip, gram=gram_requested(),
-                                decay=decay_requested())
+                                decay=decay_requested(), ws_regs=ws_regs_requested())
     start = time.perf_counter()
     kernel = fwd._compiled(kernel_cfg, fwd.device_arch(x.q.device))
     compile_s = time.perf_counter() - start

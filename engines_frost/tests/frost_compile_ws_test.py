@@ -26,7 +26,7 @@ pytestmark = pytest.mark.skipif(report.tool("CUOBJDUMP", "cuobjdump") is None
 MODES = ("plain", "initial-state", "training", "output-free")  # output-free: the backward's recompute
 
 
-def _config(l2, mode="plain", gram="mma"):
+def _config(l2, mode="plain", gram="mma", ws_regs=()):
     cfg = report.config_for("gdn", "product", 128, 128, l2)
     if mode == "initial-state":
         cfg = dataclasses.replace(cfg, has_initial_state=True, state_dtype=cfg.state_dtype or "float32")
@@ -34,15 +34,15 @@ def _config(l2, mode="plain", gram="mma"):
         cfg = dataclasses.replace(cfg, has_initial_state=True, write_checkpoints=True, write_values=True)
     elif mode == "output-free":
         cfg = dataclasses.replace(cfg, write_checkpoints=True, write_values=True, write_output=False)
-    return fx.tooling_config(cfg, "v3", decay="scaled-ws", gram=gram)
+    return fx.tooling_config(cfg, "v3", decay="scaled-ws", gram=gram, ws_regs=ws_regs)
 
 
 @functools.cache
-def _build(l2, mode="plain", gram="mma"):
+def _build(l2, mode="plain", gram="mma", ws_regs=()):
     """(resources, SASS instructions with their guard predicates stripped: the hand-over
     barriers are conditional, @P BAR...)."""
     with tempfile.TemporaryDirectory() as tmp:
-        cubin = report.compile_cubin(_config(l2, mode, gram), tmp)
+        cubin = report.compile_cubin(_config(l2, mode, gram, ws_regs), tmp)
         sass = report.sass_instructions(cubin)
         return report.resource_usage(cubin), tuple(re.sub(r"^@!?U?P[0-9T]+\s+", "", i) for i in sass)
 
@@ -128,3 +128,13 @@ def test_wgmma_gram_in_the_producer_keeps_the_role_split():
     # output-free builds have no P warpgroup: the knob leaves them on the mma.sync Gram
     free = _config(True, "output-free", gram="wgmma16")
     assert free.gram == "mma" and free.decay == "scaled-ws"
+
+
+def test_register_split_knob_reaches_setmaxnreg():
+    """ws_regs=(184, 72) (FROST_FWD_WS_REGS): the producer lowers to 72 and the consumers
+    raise to 184 in the build, the roles otherwise as compiled above."""
+    _, sass = _build(True, "plain", ws_regs=(184, 72))
+    dealloc = [i for i in sass if i.startswith("USETMAXREG.DEALLOC")]
+    alloc = [i for i in sass if i.startswith("USETMAXREG.TRY_ALLOC")]
+    assert len(dealloc) == 1 and len(alloc) == 1 and f"{72:#x}" in dealloc[0] and f"{184:#x}" in alloc[0], (dealloc,
+                                                                                                          alloc)

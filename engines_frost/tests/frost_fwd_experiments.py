@@ -33,6 +33,9 @@ tooling's choices:
                elsewhere "scaled").
                FROST_FWD_DECAY (DECAY_ENV) sets it
                for use_kernel's blocks;
+  ws_regs      with "scaled-ws": the roles' setmaxnreg split (consumer, producer), () for
+               the kernel's own (fwd_ws.WarpSpecialisedChain.register_split);
+               FROST_FWD_WS_REGS="184,72" (WS_REGS_ENV) sets it for use_kernel's blocks;
   sources      the hash of this file and frost_fwd_v0.py: the kernel store keys the product's
                kernel sources itself, this field keys the tooling's.
 compile_kernel.kernel_class asks such a config for its class (kernel_class() below: the
@@ -81,6 +84,8 @@ DECAYS = ("folded", "scaled", "scaled-lead", "scaled-ws")
 #: FROST_FWD_DECAY=folded (or scaled-lead, scaled-ws): every forward a use_kernel block routes runs that
 #: chain where v3 runs for scalar gates and bf16 (elsewhere the chain is folded anyway); unset: default_decay
 DECAY_ENV = "FROST_FWD_DECAY"
+#: FROST_FWD_WS_REGS="consumer,producer": the warp-specialised forward's setmaxnreg split
+WS_REGS_ENV = "FROST_FWD_WS_REGS"
 
 
 @functools.cache
@@ -105,11 +110,13 @@ class FrostFwdExperiment(FrostFwdConfig):
     ldmatrix: bool = True
     gram: str = "mma"
     decay: str = "folded"
+    ws_regs: tuple[int, ...] = ()
     sources: str = dataclasses.field(default_factory=sources_hash)
 
     def __post_init__(self):
         # a tuple however it arrives (JSON sidecars and command lines give lists): hashable
         object.__setattr__(self, "skip_stages", tuple(self.skip_stages))
+        object.__setattr__(self, "ws_regs", tuple(self.ws_regs))
         super().__post_init__()
 
         def bad(name, expected):
@@ -127,6 +134,9 @@ class FrostFwdExperiment(FrostFwdConfig):
             bad("decay", f"one of {DECAYS}, and 'folded' unless algorithm is v3 with scalar gates and bf16 io")
         if self.decay == "scaled-ws" and not ws_applies(self):
             bad("decay", "'scaled-ws' only for K = V = 128 (ws_applies)")
+        if self.ws_regs and (self.decay != "scaled-ws" or not register_split_ok(self.ws_regs)):
+            bad("ws_regs", "() or, with decay 'scaled-ws', (consumer, producer) setmaxnreg counts: multiples "
+                "of 8 in [24, 256] with 256 x (consumer + producer) <= 65,536")
         if self.decay in ("scaled", "scaled-lead") and self.gram != "mma":
             bad("decay", "'folded' or 'scaled-ws' with a wgmma gram (the others re-plan q and k their own way)")
         if (self.write_checkpoints or self.write_values) and self.algorithm not in TRAINING_ALGORITHMS:
@@ -141,7 +151,9 @@ class FrostFwdExperiment(FrostFwdConfig):
     def kernel_label(self) -> str:
         """The kernel and its knobs in kernel_store.describe's lines."""
         return (self.algorithm + ("" if self.ldmatrix else " no-ldmatrix") + ("" if self.gram == "mma" else f" gram-{self.gram}")
-                + ("" if self.decay == "folded" else f" decay-{self.decay}") + (" skip=" + "+".join(self.skip_stages) if self.skip_stages else ""))
+                + ("" if self.decay == "folded" else f" decay-{self.decay}")
+                + (" regs=" + "/".join(map(str, self.ws_regs)) if self.ws_regs else "")
+                + (" skip=" + "+".join(self.skip_stages) if self.skip_stages else ""))
 
     def kernel_class(self):
         """The CuTe DSL class compile_kernel.compile_fwd compiles for this config."""
@@ -153,7 +165,7 @@ class FrostFwdExperiment(FrostFwdConfig):
         else:
             from cudnn.linear_attention.frost.kernels.compile_kernel import version_class
             base = version_class(self.algorithm, self)
-        return with_knobs(base, self.skip_stages, self.ldmatrix, self.gram, self.decay)
+        return with_knobs(base, self.skip_stages, self.ldmatrix, self.gram, self.decay, self.ws_regs)
 
 
 def scalar_gate_v3(cfg: FrostFwdConfig, algorithm: str) -> bool:
@@ -169,6 +181,29 @@ def ws_applies(cfg: FrostFwdConfig) -> bool:
     """Whether the warp-specialised scaled chain (fwd_ws.py) is built for cfg: K = V = 128
     (two consumer warpgroups; with scalar_gate_v3)."""
     return (cfg.K, cfg.V) == (128, 128)
+
+
+def register_split_ok(regs) -> bool:
+    """Whether regs is a (consumer, producer) setmaxnreg pair the 2 x 2 warpgroups can hold."""
+    return (len(regs) == 2 and all(isinstance(r, int) and 24 <= r <= 256 and r % 8 == 0 for r in regs)
+            and 256 * sum(regs) <= 65536)
+
+
+def ws_regs_requested() -> tuple[int, ...]:
+    """WS_REGS_ENV's value as (consumer, producer), () when unset; ValueError otherwise."""
+    import os
+
+    text = os.environ.get(WS_REGS_ENV, "").strip()
+    if not text:
+        return ()
+    try:
+        regs = tuple(int(x) for x in text.split(","))
+    except ValueError:
+        regs = None
+    if regs is None or not register_split_ok(regs):
+        raise ValueError(f"{WS_REGS_ENV} must be 'consumer,producer' (multiples of 8 in [24, 256], "
+                         f"256 x their sum <= 65536), got {text!r}")
+    return regs
 
 
 def decay_requested() -> str | None:
@@ -193,7 +228,8 @@ def gram_requested() -> str:
 
 
 @functools.cache
-def with_knobs(base, skip_stages: tuple[str, ...], ldmatrix: bool, gram: str = "mma", decay: str = "folded"):
+def with_knobs(base, skip_stages: tuple[str, ...], ldmatrix: bool, gram: str = "mma", decay: str = "folded",
+               ws_regs: tuple[int, ...] = ()):
     """`base` (FrostFwdV1 or a subclass) itself at the product's knobs, else a subclass that
     sets them (one class per combination; a wgmma gram puts fwd_v3_gram.GramWgmma first,
     with its width; the scaled decays the product's own class, fwd_v3_scaled.scaled_decay_class,
@@ -215,6 +251,8 @@ def with_knobs(base, skip_stages: tuple[str, ...], ldmatrix: bool, gram: str = "
         mixin, name = {"scaled-lead": (ScaledDecayLeadChain, "ScaledDecayLead"),
                        "scaled-ws": (WarpSpecialisedChain, "WarpSpecialised")}[decay]
         bases, tag = (mixin, *bases), tag + name
+    if ws_regs:
+        attrs["register_split"], tag = ws_regs, tag + "Regs{}x{}".format(*ws_regs)
     return type(f"{base.__name__}{tag}", bases, attrs)
 
 
@@ -259,18 +297,20 @@ def experiment(cfg: FrostFwdConfig, algorithm: str = PRODUCT, **knobs) -> FrostF
 
 @functools.lru_cache(maxsize=None)
 def _experiment(cfg: FrostFwdConfig, algorithm: str, skip_stages: tuple[str, ...], ldmatrix: bool, gram: str,
-                decay: str = "folded"):
-    return experiment(cfg, algorithm, skip_stages=skip_stages, ldmatrix=ldmatrix, gram=gram, decay=decay)
+                decay: str = "folded", ws_regs: tuple[int, ...] = ()):
+    return experiment(cfg, algorithm, skip_stages=skip_stages, ldmatrix=ldmatrix, gram=gram, decay=decay,
+                      ws_regs=ws_regs)
 
 
 def tooling_config(cfg: FrostFwdConfig, algorithm: str = PRODUCT, skip_stages=(), ldmatrix: bool = True,
-                   gram: str = "mma", decay: str | None = None):
+                   gram: str = "mma", decay: str | None = None, ws_regs: tuple[int, ...] = ()):
     """The config a tooling run of kernel version `algorithm` (with those knobs) launches for
     the product config cfg: cfg itself where that is the version the product picks for cfg
     and there are no knobs (so such runs share the product's compiled and stored kernels),
     else its FrostFwdExperiment. A wgmma gram applies where that Gram exists
     (gram_wgmma_applies) and is dropped elsewhere, so one switch can cover a mixed run; so
-    is a scaled decay. decay None: default_decay (the product's)."""
+    is a scaled decay. decay None: default_decay (the product's). ws_regs: with the
+    warp-specialised kernel only (dropped where it does not run)."""
     version = resolve(cfg, algorithm)
     if gram != "mma" and not gram_wgmma_applies(cfg, version):
         gram = "mma"
@@ -282,21 +322,23 @@ def tooling_config(cfg: FrostFwdConfig, algorithm: str = PRODUCT, skip_stages=()
         decay = "scaled"
     if gram != "mma" and decay != "folded" and (decay != "scaled-ws" or not cfg.write_output):
         gram = "mma"  # the wgmma Gram combines with the warp-specialised producer only (output builds)
+    if decay != "scaled-ws":
+        ws_regs = ()
     if (version == product_algorithm(cfg) and not skip_stages and ldmatrix and gram == "mma"
             and decay == default_decay(cfg, version)):
         return product_config(cfg)  # not through the cache: an equal config cached earlier is another object
-    return _experiment(cfg, algorithm, tuple(skip_stages), ldmatrix, gram, decay)
+    return _experiment(cfg, algorithm, tuple(skip_stages), ldmatrix, gram, decay, tuple(ws_regs))
 
 
 def engine_config(cfg: FrostFwdConfig, algorithm: str, training: bool = False, gram: str = "mma",
-                  decay: str | None = None):
+                  decay: str | None = None, ws_regs: tuple[int, ...] = ()):
     """What use_kernel(algorithm, training) launches for the product config cfg:
     tooling_config, except that forwards writing state checkpoints (training calls) stay on
     the product's kernel (cfg itself, whatever its version) unless `training` is set (then
     `algorithm` must be one of TRAINING_ALGORITHMS, or PRODUCT)."""
     if cfg.write_checkpoints and not training:
         return cfg
-    return tooling_config(cfg, algorithm, gram=gram, decay=decay)
+    return tooling_config(cfg, algorithm, gram=gram, decay=decay, ws_regs=ws_regs)
 
 
 @contextlib.contextmanager
@@ -308,7 +350,8 @@ def use_kernel(algorithm: str, training: bool = False, gram: str | None = None, 
     Process-wide while it lasts (not for concurrent threads). gram: GRAMS, None (default):
     FROST_FWD_GRAM's (gram_requested), read on entry; a wgmma gram routes even a PRODUCT
     block, onto the wgmma-Gram v3 kernel where it exists (tooling_config). decay: DECAYS,
-    None (default): FROST_FWD_DECAY's (decay_requested; unset: the product's), the same way."""
+    None (default): FROST_FWD_DECAY's (decay_requested; unset: the product's), the same way.
+    The warp-specialised kernel's register split: FROST_FWD_WS_REGS's (ws_regs_requested)."""
     if algorithm not in ALGORITHMS and algorithm != PRODUCT:
         raise ValueError(f"use_kernel: algorithm must be one of {(*ALGORITHMS, PRODUCT)}, got {algorithm!r}")
     if training and algorithm not in (*TRAINING_ALGORITHMS, PRODUCT):  # v0, v1 write neither
@@ -320,6 +363,7 @@ def use_kernel(algorithm: str, training: bool = False, gram: str | None = None, 
     decay = decay_requested() if decay is None else decay
     if decay is not None and decay not in DECAYS:
         raise ValueError(f"use_kernel: decay must be one of {DECAYS} or None, got {decay!r}")
+    ws_regs = ws_regs_requested()
     if algorithm == PRODUCT and gram == "mma" and decay is None:  # what frost_fwd launches anyway
         yield
         return
@@ -328,7 +372,7 @@ def use_kernel(algorithm: str, training: bool = False, gram: str | None = None, 
     product = fwd._compiled
 
     def compiled(cfg, arch, ffi=None, device=None):
-        return product(engine_config(cfg, algorithm, training, gram, decay), arch, ffi, device)
+        return product(engine_config(cfg, algorithm, training, gram, decay, ws_regs), arch, ffi, device)
 
     fwd._compiled = compiled
     try:

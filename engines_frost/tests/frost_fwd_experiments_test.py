@@ -60,7 +60,7 @@ def test_experiment_keys_apart_from_the_product():
     assert set(fields) == {f.name for f in dataclasses.fields(FrostFwdConfig)}
     exp = fx.experiment(CFG, "v2")
     assert set(kernel_store.key_fields(exp, "sm_90a", "cute", TOOLS, host="h")["config"]) - set(fields) == {
-        "algorithm", "skip_stages", "ldmatrix", "gram", "decay", "sources"}
+        "algorithm", "skip_stages", "ldmatrix", "gram", "decay", "ws_regs", "sources"}
     assert exp.sources == fx.sources_hash() and len(exp.sources) == 16
     keys = {_key(c) for c in (CFG, exp, fx.experiment(CFG, "v3"), fx.experiment(CFG, ldmatrix=False),
                               fx.experiment(CFG, skip_stages=("bounds",)),
@@ -90,6 +90,42 @@ def test_experiment_keys_apart_from_the_product():
         fx.experiment(gdn, "v3", gram="wgmma", decay="scaled")
     with pytest.raises(ValueError, match="decay must be one of"):
         fx.experiment(gdn, "v2", decay="scaled")
+
+
+def test_ws_register_split_is_a_keyed_knob_of_the_warp_specialised_kernel_only(monkeypatch):
+    """ws_regs (FROST_FWD_WS_REGS): only beside decay 'scaled-ws', a pair the register file
+    holds; keyed apart from the kernel's own split; dropped by tooling_config where the
+    warp-specialised kernel does not run; read by use_kernel on entry."""
+    gdn = dataclasses.replace(CFG, gate_per_channel=False, gate_align16=False, K=128, V=128)
+    ws = fx.tooling_config(gdn, "v3", decay="scaled-ws")
+    split = fx.tooling_config(gdn, "v3", decay="scaled-ws", ws_regs=(184, 72))
+    assert ws.ws_regs == () and split.ws_regs == (184, 72) and split.decay == "scaled-ws"
+    assert len({_key(ws), _key(split), _key(fx.tooling_config(gdn, "v3", decay="scaled-ws", ws_regs=[200, 56]))}) == 3
+    assert kernel_store.describe(split).startswith("v3 decay-scaled-ws regs=184/72 gdn")
+    assert fx.tooling_config(gdn, "v3", decay="scaled", ws_regs=(184, 72)) is gdn  # no ws kernel: dropped
+    for regs in ((184, 80), (180, 72), (184,), (256, 16)):  # over the file, not multiples of 8, not a pair, < 24
+        with pytest.raises(ValueError, match="FrostFwdExperiment: ws_regs must be"):
+            fx.experiment(gdn, "v3", decay="scaled-ws", ws_regs=regs)
+    with pytest.raises(ValueError, match="FrostFwdExperiment: ws_regs must be"):
+        fx.experiment(gdn, "v3", decay="scaled", ws_regs=(184, 72))
+    monkeypatch.delenv(fx.WS_REGS_ENV, raising=False)
+    assert fx.ws_regs_requested() == ()
+    monkeypatch.setenv(fx.WS_REGS_ENV, " 184,72 ")
+    assert fx.ws_regs_requested() == (184, 72)
+    from cudnn.linear_attention.frost.kernels import fwd
+
+    product, seen = fwd._compiled, []
+    fwd._compiled = lambda cfg, arch, ffi=None, device=None: seen.append(cfg)
+    try:
+        with fx.use_kernel(fx.PRODUCT, decay="scaled-ws"):
+            fwd._compiled(gdn, "sm_90a")
+    finally:
+        fwd._compiled = product
+    assert seen == [split]
+    for text in ("184", "184,x", "184,80"):
+        monkeypatch.setenv(fx.WS_REGS_ENV, text)
+        with pytest.raises(ValueError, match="FROST_FWD_WS_REGS must be"):
+            fx.ws_regs_requested()
 
 
 def test_describe_names_the_kernel():
@@ -211,6 +247,14 @@ def test_kernel_classes_carry_the_knobs():
     assert issubclass(cls, FrostFwdV3) and cls.skip_stages == ("chain",) and not cls.ldmatrix
     assert cls is kernel_class(fx.experiment(CFG, "v3", skip_stages=("chain",), ldmatrix=False), "sm_90a")
     assert FrostFwdV2.skip_stages == () and FrostFwdV2.ldmatrix  # the product's knobs
+    # the warp-specialised kernel's register split: its own, or the knob's as a class attribute
+    from cudnn.linear_attention.frost.kernels import fwd_ws
+
+    gdn = dataclasses.replace(CFG, gate_per_channel=False, gate_align16=False, K=128, V=128)
+    own = kernel_class(fx.experiment(gdn, "v3", decay="scaled-ws"), "sm_90a")
+    split = kernel_class(fx.experiment(gdn, "v3", decay="scaled-ws", ws_regs=(184, 72)), "sm_90a")
+    assert issubclass(split, fwd_ws.WarpSpecialisedChain) and issubclass(own, fwd_ws.WarpSpecialisedChain)
+    assert own.register_split is None and split.register_split == (184, 72) and split is not own
 
 
 if __name__ == "__main__":

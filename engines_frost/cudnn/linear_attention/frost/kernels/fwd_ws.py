@@ -122,17 +122,17 @@ class WarpSpecialisedChain(ScaledDecayChain):
 
     smem_plan = staticmethod(smem_plan)
     warp_specialised = True
-    #: setmaxnreg of either role (multiples of 8; 256 x (consumer + producer) <= 65,536)
-    consumer_regs = CONSUMER_REGS
-    producer_regs = PRODUCER_REGS
+    #: (consumer, producer) setmaxnreg (multiples of 8; 256 x their sum <= 65,536); None: the
+    #: module's split (CONSUMER_REGS, PRODUCER_REGS; GRAM_WGMMA_REGS beside the wgmma Gram)
+    register_split = None
 
     def __init__(self, cfg: FrostFwdConfig):
         if (cfg.K, cfg.V) != (128, 128):
             raise ValueError(f"{type(self).__name__}: built for K = V = 128 (two consumer warpgroups), got "
                              f"K={cfg.K}, V={cfg.V}")
         super().__init__(cfg)
-        if getattr(self, "gram_wgmma", False):
-            self.consumer_regs, self.producer_regs = GRAM_WGMMA_REGS
+        default = GRAM_WGMMA_REGS if getattr(self, "gram_wgmma", False) else (CONSUMER_REGS, PRODUCER_REGS)
+        self.consumer_regs, self.producer_regs = self.register_split or default
 
     @property
     def block_threads(self) -> int:
