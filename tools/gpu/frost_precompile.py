@@ -65,10 +65,10 @@ def _config_of(x, *, l2: bool, final_state_dtype, algorithm: str):
     way the suites allocate them: the product's FrostFwdConfig, or what the test tooling's
     use_kernel(algorithm) launches instead (frost_fwd_experiments.engine_config). The
     smoke's Gram / decay names (v3gram*, v3scaled*) say their own knobs; every other name
-    takes FROST_FWD_GRAM / FROST_FWD_DECAY's, as use_kernel does."""
+    takes FROST_FWD_GRAM / FROST_FWD_DECAY's (and FROST_FWD_WS_REGS'), as use_kernel does."""
     import torch
     from cudnn.linear_attention.frost.kernels.fwd import check_operands
-    from frost_fwd_experiments import decay_requested, engine_config, gram_requested
+    from frost_fwd_experiments import decay_requested, engine_config, gram_requested, ws_regs_requested
     from tests.numerics.la_frost_smoke import GRAM_KERNELS, SCALED_KERNELS
 
     gram, decay = gram_requested(), decay_requested()
@@ -86,7 +86,7 @@ def _config_of(x, *, l2: bool, final_state_dtype, algorithm: str):
         q=x.q, k=x.k, v=x.v, g=x.g, beta=x.beta, w=getattr(x, "w", None), cu_seqlens=x.cu_seqlens, out=out,
         initial_state=h0, final_state=ht, use_l2norm=l2, gate_per_channel=x.g.dim() == 3,
         beta_per_channel=x.beta.dim() == 3).config
-    return engine_config(product, algorithm, gram=gram, decay=decay)
+    return engine_config(product, algorithm, gram=gram, decay=decay, ws_regs=ws_regs_requested())
 
 
 def _frostmatrix(engine_algorithm):
