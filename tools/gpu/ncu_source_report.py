@@ -69,6 +69,7 @@ def main(argv=None) -> int:
         top = ", ".join(f"{c[6:]} {v / agg['samples']:.0%}" for c, v in agg["stalls"].most_common(3) if v)
         print(f"{i:>6} {agg['first']:>8} {agg['instrs']:>6} {agg['samples']:>8.0f} "
               f"{agg['samples'] / total:>6.1%} {agg['executed']:>10.0f}  {top}")
+    print_roles(rows, stalls, total)
     print(f"\ntop {args.top} instructions by samples")
     for region_i, r, samples in sorted(tagged, key=lambda t: -t[2])[:args.top]:
         top = ", ".join(f"{c[6:]} {_num(r[c]):.0f}" for c in sorted(stalls, key=lambda c: -_num(r[c]))[:3]
@@ -76,6 +77,29 @@ def main(argv=None) -> int:
         print(f"  r{region_i:<3} {r['Address']:>6} {samples:6.0f} {samples / total:5.1%}  "
               f"{r['Source'].strip()[:60]:60s} {top}")
     return 0
+
+
+def print_roles(rows: list[dict], stalls: list[str], total: float) -> None:
+    """A warp-specialised kernel (one USETMAXREG.DEALLOC, then one USETMAXREG.TRY_ALLOC:
+    ptxas lays the register-lowering role's branch out first): samples, instructions
+    executed and top stalls before the split, of that role and of the other."""
+    src = [r["Source"].strip() for r in rows]
+    dealloc = [n for n, t in enumerate(src) if t.startswith("USETMAXREG.DEALLOC") or " USETMAXREG.DEALLOC" in t]
+    alloc = [n for n, t in enumerate(src) if t.startswith("USETMAXREG.TRY_ALLOC") or " USETMAXREG.TRY_ALLOC" in t]
+    if len(dealloc) != 1 or len(alloc) != 1 or dealloc[0] > alloc[0]:
+        return
+    print("\nroles (register split)")
+    for name, part in (("prologue", rows[:dealloc[0]]), ("lowered (producer)", rows[dealloc[0]:alloc[0]]),
+                       ("raised (consumers)", rows[alloc[0]:])):
+        samples = sum(_num(r["Warp Stall Sampling (All Samples)"]) for r in part) or 1.0
+        executed = sum(_num(r["Instructions Executed"]) for r in part)
+        agg = collections.Counter()
+        for r in part:
+            for c in stalls:
+                agg[c] += _num(r[c])
+        top = ", ".join(f"{c[6:]} {v / samples:.0%}" for c, v in agg.most_common(5) if v)
+        print(f"  {name:20s} {len(part):>5} instrs {samples:>8.0f} samples ({samples / total:.1%}) "
+              f"{executed:>10.0f} executed  {top}")
 
 
 if __name__ == "__main__":
