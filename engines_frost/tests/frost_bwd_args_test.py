@@ -456,3 +456,38 @@ def test_fp16_scalar_gates_keep_the_folded_chain(monkeypatch):
     monkeypatch.setenv(CHAIN_ENV, "wgmma_ws")
     ws, _, _ = _check(half)
     assert not ws.chain_scaled and not ws.chain_ws and ws.chain_async
+
+
+def test_ws_register_split_comes_from_the_environment(monkeypatch):
+    """FROST_BWD_WS_REGS sets the warp-specialised chain's setmaxnreg split (chain_ws_regs,
+    keyed in the chain config only) and nothing without FROST_BWD_CHAIN=wgmma_ws; a split
+    the register file cannot hold is refused by name, by the launcher and by the config."""
+    import dataclasses
+
+    from cudnn.linear_attention.frost.kernels.bwd import CHAIN_ENV, WS_REGS_ENV
+
+    monkeypatch.setenv(CHAIN_ENV, "wgmma_ws")
+    monkeypatch.delenv(WS_REGS_ENV, raising=False)
+    own, _, _ = _check(_operands(K=128, V=128))
+    assert own.chain_ws and own.chain_ws_regs == ()
+    monkeypatch.setenv(WS_REGS_ENV, "184,72")
+    split, _, _ = _check(_operands(K=128, V=128))
+    assert split == dataclasses.replace(own, chain_ws_regs=(184, 72))
+    assert split.with_stage("chain") != own.with_stage("chain")
+    for stage in ("states", "grads"):
+        assert split.with_stage(stage) == own.with_stage(stage) and split.with_stage(stage).chain_ws_regs == ()
+    small, _, _ = _check(_operands())  # K = 64: no warp-specialised chain, so no split
+    assert not small.chain_ws and small.chain_ws_regs == ()
+    monkeypatch.setenv(CHAIN_ENV, "wgmma_scaled")
+    scaled, _, _ = _check(_operands(K=128, V=128))
+    assert not scaled.chain_ws and scaled.chain_ws_regs == ()
+    monkeypatch.setenv(CHAIN_ENV, "wgmma_ws")
+    for text in ("184,80", "184", "a,b", "180,72"):
+        monkeypatch.setenv(WS_REGS_ENV, text)
+        with pytest.raises(ValueError, match="FROST_BWD_WS_REGS must be 'consumer,producer'"):
+            _check(_operands(K=128, V=128))
+    with pytest.raises(ValueError, match="FrostBwdConfig: chain_ws_regs must be"):
+        dataclasses.replace(scaled, chain_ws_regs=(184, 72))
+    with pytest.raises(ValueError, match="FrostBwdConfig: chain_ws_regs must be"):
+        dataclasses.replace(own, chain_ws_regs=(256, 16))
+    assert dataclasses.replace(own, chain_ws_regs=[184, 72]) == split  # as a JSON sidecar gives it

@@ -28,9 +28,10 @@ ASYNC = dict(chain_wgmma=True, chain_async=True)
 
 
 @functools.cache
-def _build(scaled, h0, K=128, l2=True, forward_values=False, ws=False):
+def _build(scaled, h0, K=128, l2=True, forward_values=False, ws=False, ws_regs=()):
     cfg = dataclasses.replace(_cfg("gdn", "chain", K=K, V=K, H=16, HV=16, l2=l2, h0=h0), **ASYNC,
-                              chain_scaled=scaled, forward_values=forward_values, chain_ws=ws)
+                              chain_scaled=scaled, forward_values=forward_values, chain_ws=ws,
+                              chain_ws_regs=ws_regs)
     with tempfile.TemporaryDirectory() as tmp:
         cubin = report.compile_bwd_cubin(cfg, tmp)
         sass = report.sass_instructions(cubin)
@@ -94,6 +95,16 @@ def test_warp_specialised_chain_as_compiled(h0, fv):
     assert sum(i.startswith("HMMA") for i in producer) == 32 and sum(i.startswith("HMMA") for i in consumer) == 20
     for part, op in ((producer, "BAR.ARV"), (producer, "BAR.SYNC"), (consumer, "BAR.SYNC"), (consumer, "BAR.ARV")):
         assert sum(i.startswith(op) and f"{ws.BLOCK_THREADS:#x}" in i for i in part) == 1, (op, part is producer)
+
+
+def test_warp_specialised_chain_register_split_reaches_setmaxnreg():
+    """chain_ws_regs=(184, 72) (FROST_BWD_WS_REGS): the producer lowers to 72, the consumers
+    raise to 184."""
+    _, sass = _build(True, False, 128, True, False, ws=True, ws_regs=(184, 72))
+    dealloc = [i for i in sass if i.startswith("USETMAXREG.DEALLOC")]
+    alloc = [i for i in sass if i.startswith("USETMAXREG.TRY_ALLOC")]
+    assert len(dealloc) == 1 and len(alloc) == 1 and f"{72:#x}" in dealloc[0] and f"{184:#x}" in alloc[0], (dealloc,
+                                                                                                          alloc)
 
 
 def test_warp_specialised_chain_rules():

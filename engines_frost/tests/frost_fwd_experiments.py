@@ -58,7 +58,7 @@ import functools
 import hashlib
 from pathlib import Path
 
-from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
+from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig, parse_register_split, register_split_ok
 
 ALGORITHMS = ("v0", "v1", "v2", "v3")
 #: the versions that write state checkpoints and U (a training forward's config may name them)
@@ -183,27 +183,11 @@ def ws_applies(cfg: FrostFwdConfig) -> bool:
     return (cfg.K, cfg.V) == (128, 128)
 
 
-def register_split_ok(regs) -> bool:
-    """Whether regs is a (consumer, producer) setmaxnreg pair the 2 x 2 warpgroups can hold."""
-    return (len(regs) == 2 and all(isinstance(r, int) and 24 <= r <= 256 and r % 8 == 0 for r in regs)
-            and 256 * sum(regs) <= 65536)
-
-
 def ws_regs_requested() -> tuple[int, ...]:
     """WS_REGS_ENV's value as (consumer, producer), () when unset; ValueError otherwise."""
     import os
 
-    text = os.environ.get(WS_REGS_ENV, "").strip()
-    if not text:
-        return ()
-    try:
-        regs = tuple(int(x) for x in text.split(","))
-    except ValueError:
-        regs = None
-    if regs is None or not register_split_ok(regs):
-        raise ValueError(f"{WS_REGS_ENV} must be 'consumer,producer' (multiples of 8 in [24, 256], "
-                         f"256 x their sum <= 65536), got {text!r}")
-    return regs
+    return parse_register_split(os.environ.get(WS_REGS_ENV, ""), WS_REGS_ENV)
 
 
 def decay_requested() -> str | None:

@@ -23,6 +23,7 @@ import threading
 
 from cudnn.linear_attention.common.switches import binary_switch
 from cudnn.linear_attention.frost.kernels.bwd_config import FrostBwdConfig, checkpoint_rows
+from cudnn.linear_attention.frost.kernels.config import parse_register_split
 from cudnn.linear_attention.frost.kernels.workspace_regions import Region, carve, pack
 
 # The vector-gate grads kernel's wide shared loads (FrostBwdConfig.vec_wide_loads,
@@ -53,6 +54,10 @@ VEC_DECAY_ENV = "FROST_BWD_VEC_DECAY"
 # "The scalar-gate chains on the H200"); vector gates follow FROST_BWD_CHAIN_VEC instead
 # (below). Read on every call.
 CHAIN_ENV = "FROST_BWD_CHAIN"
+# FROST_BWD_WS_REGS="consumer,producer": with FROST_BWD_CHAIN=wgmma_ws, the warp-specialised
+# chain's setmaxnreg split (FrostBwdConfig.chain_ws_regs; unset: the kernel's own). An
+# experiment's knob, read on every call; ignored by every other chain.
+WS_REGS_ENV = "FROST_BWD_WS_REGS"
 CHAIN_VARIANTS = ("serial", "pipelined", "wgmma", "wgmma_async", "wgmma_scaled", "wgmma_ws")
 # FROST_BWD_CHAIN_VEC: the vector-gate (KDA, GDN-2) chain kernel. Unset or =wgmma: the
 # wgmma chain (FrostBwdConfig.chain_wgmma; NOTES_bwd.md "Vector-gate chain on warpgroup
@@ -228,6 +233,7 @@ def check_bwd_operands(*, q, k, v, g, beta, w, cu_seqlens, dO, initial_state, d_
     with_values = values is not None
     scalar_chain, vector_chain = chain_variant(), chain_vec_variant()  # both checked on every call
     variant = vector_chain if f.gate_per_channel else scalar_chain
+    chain_ws = variant == "wgmma_ws" and f.io_dtype == "bfloat16" and (f.K, f.V) == (128, 128)
     scalar_grads, vector_grads = grads_variant(), grads_vec_variant()  # likewise
     cfg = FrostBwdConfig(
         fwd=f, stage="chain" if with_values else "values" if with_checkpoints else "states",
@@ -240,7 +246,8 @@ def check_bwd_operands(*, q, k, v, g, beta, w, cu_seqlens, dO, initial_state, d_
         chain_wgmma=variant in ("wgmma", "wgmma_async", "wgmma_scaled", "wgmma_ws"),
         chain_async=variant in ("wgmma_async", "wgmma_scaled", "wgmma_ws"),
         chain_scaled=variant in ("wgmma_scaled", "wgmma_ws") and f.io_dtype == "bfloat16",
-        chain_ws=variant == "wgmma_ws" and f.io_dtype == "bfloat16" and (f.K, f.V) == (128, 128),
+        chain_ws=chain_ws,
+        chain_ws_regs=ws_regs_requested() if chain_ws else (),
         grads_wgmma=(vector_grads if f.gate_per_channel else scalar_grads) == "wgmma",
         grads_prefetch=binary_switch(GRADS_PREFETCH_ENV, default=True) and not f.gate_per_channel)
     return cfg, T, N
@@ -253,6 +260,12 @@ def chain_variant() -> str:
     if name not in CHAIN_VARIANTS:
         raise ValueError(f"{CHAIN_ENV} must be one of {CHAIN_VARIANTS}, got {name!r}")
     return name
+
+
+def ws_regs_requested() -> tuple[int, ...]:
+    """FROST_BWD_WS_REGS as (consumer, producer), () when unset; ValueError naming the
+    variable for anything but two setmaxnreg counts the register file holds."""
+    return parse_register_split(os.environ.get(WS_REGS_ENV, ""), WS_REGS_ENV)
 
 
 def chain_vec_variant() -> str:

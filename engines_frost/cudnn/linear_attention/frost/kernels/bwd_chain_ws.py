@@ -87,6 +87,8 @@ class FrostBwdChainWs(FrostBwdChainScaled):
                              f"K={cfg.fwd.K}, V={cfg.fwd.V}")
         super().__init__(cfg)
         self.staged = False  # no dR store buffers beside two operand sets
+        if cfg.chain_ws_regs:  # the experiment's split (FROST_BWD_WS_REGS), keyed in the config
+            self.consumer_regs, self.producer_regs = cfg.chain_ws_regs
 
     @cute.jit
     def launch_kernel(self, m, T: Int32, N: Int32, scale: Float32, stream: cuda.CUstream):

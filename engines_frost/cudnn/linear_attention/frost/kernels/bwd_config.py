@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 
 from cudnn.linear_attention.frost.kernels.checkpoints import checkpoint_rows as _rows
-from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
+from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig, register_split_ok
 
 STAGES = ("states", "chain", "grads")
 # With the forward's state_checkpoints (cadence 64): ``values`` (U per chunk from the
@@ -79,6 +79,10 @@ class FrostBwdConfig:
     # experiment (slower than chain_scaled alone on the H200): the launcher sets it only
     # under FROST_BWD_CHAIN=wgmma_ws (bwd.py).
     chain_ws: bool = False
+    # With chain_ws: the roles' setmaxnreg split (consumer, producer); () the kernel's own
+    # (bwd_chain_ws: fwd_ws.CONSUMER_REGS / PRODUCER_REGS). An experiment's knob: the
+    # launcher sets it only from FROST_BWD_WS_REGS="consumer,producer" (bwd.py).
+    chain_ws_regs: tuple[int, ...] = ()
     # The vector-gate grads kernel (bwd_grads_vec.py) reads its shared bf16 operands with
     # wide loads instead of one 2-byte load per element (NOTES_bwd.md "v1.7 vector-gate
     # grads"): k-hat's and q-hat's decayed B operands by ldmatrix.x4.trans straight into
@@ -115,6 +119,9 @@ class FrostBwdConfig:
     def __post_init__(self):
         def bad(name, expected):
             raise ValueError(f"FrostBwdConfig: {name} must be {expected}, got {getattr(self, name)!r}")
+
+        if isinstance(self.chain_ws_regs, list):  # JSON sidecars give lists: hashable again
+            object.__setattr__(self, "chain_ws_regs", tuple(self.chain_ws_regs))
 
         if self.stage not in ALL_STAGES:
             bad("stage", f"one of {ALL_STAGES}")
@@ -164,6 +171,9 @@ class FrostBwdConfig:
             bad("chain_ws", "a bool")
         if self.chain_ws and not (self.chain_scaled and (self.fwd.K, self.fwd.V) == (128, 128)):
             bad("chain_ws", "False unless chain_scaled is set, at K = V = 128")
+        if self.chain_ws_regs and not (self.chain_ws and register_split_ok(self.chain_ws_regs)):
+            bad("chain_ws_regs", "() or, with chain_ws, (consumer, producer) setmaxnreg counts: multiples of 8 "
+                "in [24, 256] with 256 x (consumer + producer) <= 65,536")
 
     def with_stage(self, stage: str) -> "FrostBwdConfig":
         """The config of one stage's kernel, without what that kernel never reads (so
@@ -189,14 +199,14 @@ class FrostBwdConfig:
             return dataclasses.replace(self, stage=stage, dht_dtype=None, grads_ctas=ctas,
                                        chain_pipeline=False, chain_wgmma=False,
                                        chain_async=False, chain_scaled=False, chain_ws=False,
-                                       vec_wide_loads=wide,
+                                       chain_ws_regs=(), vec_wide_loads=wide,
                                        vec_fast_decay=fast,
                                        grads_wgmma=gwg, grads_prefetch=pf)
         fwd = dataclasses.replace(self.fwd, has_initial_state=False, state_dtype=None)
         return dataclasses.replace(self, fwd=fwd, stage=stage, dht_dtype=None, dh0_dtype=None,
                                    forward_values=False, grads_ctas=ctas,
                                    chain_pipeline=False, chain_wgmma=False, chain_async=False, chain_scaled=False,
-                                   chain_ws=False,
+                                   chain_ws=False, chain_ws_regs=(),
                                    vec_wide_loads=wide,
                                    vec_fast_decay=fast, grads_wgmma=gwg, grads_prefetch=pf)
 

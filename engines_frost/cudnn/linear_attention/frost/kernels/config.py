@@ -12,6 +12,35 @@ import dataclasses
 IO_DTYPES = ("bfloat16", "float16")
 STATE_DTYPES = ("float32", "bfloat16")
 HEAD_DIMS = (64, 128)
+#: threads per role of the warp-specialised kernels (two warpgroups each: fwd_ws.py,
+#: bwd_chain_ws.py), and the register file their setmaxnreg split shares
+WS_ROLE_THREADS = 256
+REGISTER_FILE = 65536
+
+
+def register_split_ok(regs) -> bool:
+    """Whether regs is a (consumer, producer) setmaxnreg pair for the warp-specialised
+    kernels: multiples of 8 in [24, 256] whose two roles fit the register file."""
+    return (isinstance(regs, tuple) and len(regs) == 2
+            and all(isinstance(r, int) and 24 <= r <= 256 and r % 8 == 0 for r in regs)
+            and WS_ROLE_THREADS * sum(regs) <= REGISTER_FILE)
+
+
+def parse_register_split(text: str, name: str) -> tuple[int, ...]:
+    """A "consumer,producer" setting (the experiment switches' FROST_*_WS_REGS, `name`) as
+    the pair, () when empty; ValueError naming `name` for anything register_split_ok
+    refuses."""
+    text = text.strip()
+    if not text:
+        return ()
+    try:
+        regs = tuple(int(x) for x in text.split(","))
+    except ValueError:
+        regs = None
+    if regs is None or not register_split_ok(regs):
+        raise ValueError(f"{name} must be 'consumer,producer' (multiples of 8 in [24, 256], "
+                         f"{WS_ROLE_THREADS} x their sum <= {REGISTER_FILE}), got {text!r}")
+    return regs
 
 
 def check_io_state_dims(cfg, bad) -> None:

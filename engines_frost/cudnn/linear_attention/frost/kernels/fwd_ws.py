@@ -56,7 +56,7 @@ from cutlass import BFloat16
 from cutlass.cute.nvgpu import warpgroup
 
 from cudnn.linear_attention.frost.kernels.checkpoints_dsl import packed_row0
-from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
+from cudnn.linear_attention.frost.kernels.config import WS_ROLE_THREADS, FrostFwdConfig, register_split_ok
 from cudnn.linear_attention.frost.kernels.fwd_v1 import CHUNK, NBLK, PAD16, SUB, SW128, warp_mma
 from cudnn.linear_attention.frost.kernels.fwd_v3 import FrostFwdV3
 from cudnn.linear_attention.frost.kernels.fwd_v3_gram import lane_in_loop, tid_in_loop
@@ -65,7 +65,7 @@ from cudnn.linear_attention.frost.kernels.seq_bounds import sequence_bounds
 
 CONSUMER_WARPS = 8
 PRODUCER_WARPS = 8
-ROLE_THREADS = 256  # threads of either role
+ROLE_THREADS = WS_ROLE_THREADS  # threads of either role
 BLOCK_THREADS = 32 * (CONSUMER_WARPS + PRODUCER_WARPS)
 # 216 leaves the chain (the scaled kernel's, 223 registers with everything) unspilled; the
 # producer's 40 spill its Gram tiles' swizzled ldmatrix addresses (~50 local loads and
@@ -77,7 +77,7 @@ PRODUCER_REGS = 40
 # spilled 576 bytes), at 48 the m64n32 Gram's wgmma are serialized for want of registers
 # and the m64n16 one's are not; 208 costs the chain a few spills (sm_90a builds)
 GRAM_WGMMA_REGS = (208, 48)
-assert ROLE_THREADS * (CONSUMER_REGS + PRODUCER_REGS) <= 65536 and ROLE_THREADS * sum(GRAM_WGMMA_REGS) <= 65536
+assert register_split_ok((CONSUMER_REGS, PRODUCER_REGS)) and register_split_ok(GRAM_WGMMA_REGS)
 SETS = 2  # operand sets, by chunk parity
 # named barrier ids (0 is __syncthreads, used once before the roles split)
 BAR_PRODUCER = 1
