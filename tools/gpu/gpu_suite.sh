@@ -60,13 +60,15 @@
 #              (fwd_v3_scaled.py, the product's; FROST_FWD_DECAY=folded / la_frost_smoke's
 #              v3: the folded chain, the A/B; =scaled-lead / v3scaledlead: the next chunk's
 #              rows copied a chunk ahead too; =scaled-ws / v3scaledws: warp-specialised,
-#              fwd_ws.py): scaledsmoke (GDN cases vs float64, v3 and both side by side,
+#              fwd_ws.py; FROST_FWD_WS_REGS=consumer,producer its setmaxnreg split, e.g.
+#              184,72): scaledsmoke (GDN cases vs float64, v3 and both side by side,
 #              "<name> vs v3" lines, kernel times), scaledtrain (GDN training and recompute
 #              forwards through each, backward smoke), scaledbench (GDN fwd and fwd+bwd op
 #              rows, folded, scaled, scaled-lead, scaled-ws, folded); kernels compiled on
 #              first use
 #   bwdscaled  the backward's scaled-decay chain (bwd_chain_scaled.py, FROST_BWD_CHAIN=
-#              wgmma_scaled, the default) and its warp-specialised form (bwd_chain_ws.py, =wgmma_ws):
+#              wgmma_scaled, the default) and its warp-specialised form (bwd_chain_ws.py, =wgmma_ws;
+#              FROST_BWD_WS_REGS=consumer,producer its setmaxnreg split):
 #              bwdscaledsmoke (GDN backward smoke vs float64 with each), bwdscaledbench (GDN
 #              fwd+bwd op rows: default, folded (wgmma_async chain and folded forwards, the A/B), ws, ws with every forward on fwd_ws.py
 #              (FROST_FWD_DECAY=scaled-ws), default)
