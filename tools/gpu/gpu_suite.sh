@@ -66,6 +66,12 @@
 #              forwards through each, backward smoke), scaledbench (GDN fwd and fwd+bwd op
 #              rows, folded, scaled, scaled-lead, scaled-ws, folded); kernels compiled on
 #              first use
+#   wssplit    the warp-specialised forward (fwd_ws.py) and chain (bwd_chain_ws.py) at each
+#              setmaxnreg split of WS_SPLITS (default "184,72 200,56 168,88"; consumer,producer):
+#              wssplitfwd (the forwards precompiled side by side, then GDN fwd rows, kernel
+#              and op: the product, ws at its own 216 / 40, each split, the product again),
+#              wssplitbwd (the backward smoke's "mixed" case vs float64 and its kernel times:
+#              the product's chain, ws at 216 / 40, each split); STAGE_TIMEOUT=600 for both
 #   bwdscaled  the backward's scaled-decay chain (bwd_chain_scaled.py, FROST_BWD_CHAIN=
 #              wgmma_scaled, the default) and its warp-specialised form (bwd_chain_ws.py, =wgmma_ws;
 #              FROST_BWD_WS_REGS=consumer,producer its setmaxnreg split):
@@ -571,6 +577,25 @@ for s in "$@"; do
         ws) e='FROST_BWD_CHAIN=wgmma_ws';; wsfwd) e='FROST_BWD_CHAIN=wgmma_ws FROST_FWD_DECAY=scaled-ws';; esac; \
         env \$e python3 bench/bench_linear_attention.py --cases 'GDN fwd+bwd' --impl 'op FROST' --reps 10 \
         || exit 1; done"
+      true ;;
+    wssplit|wssplitfwd|wssplitbwd)  # the warp-specialised kernels' setmaxnreg splits (WS_SPLITS)
+      SPLITS="${WS_SPLITS:-184,72 200,56 168,88}"
+      export FROST_KERNEL_CACHE="${FROST_KERNEL_CACHE:-$PWD/.frostcache}"
+      # the forwards compiled side by side first (one process per split), then timed in turn
+      [ "$s" = wssplitbwd ] || stage wssplitfwd "python3 tools/gpu/frost_precompile.py --native --jobs 2 \
+        --out \$FROST_KERNEL_CACHE --suites bench --families gdn --keep --pack '' > /dev/null & \
+        for r in default $SPLITS; do [ \$r = default ] && r=; FROST_FWD_DECAY=scaled-ws FROST_FWD_WS_REGS=\$r \
+        python3 tools/gpu/frost_precompile.py --native --jobs 2 --out \$FROST_KERNEL_CACHE --suites bench \
+        --families gdn --keep --pack '' > /dev/null & done; wait; \
+        for r in product default $SPLITS product; do \
+        echo \"== forward \$r\"; case \$r in product) e='';; default) e='FROST_FWD_DECAY=scaled-ws';; \
+        *) e=\"FROST_FWD_DECAY=scaled-ws FROST_FWD_WS_REGS=\$r\";; esac; env \$e python3 \
+        bench/bench_linear_attention.py --fwd-only --cases 'GDN fwd' --impl FROST --reps 20 || exit 1; done"
+      # one case against float64 (the split changes no arithmetic) and the kernel times
+      [ "$s" = wssplitfwd ] || stage wssplitbwd "for r in product default $SPLITS; do \
+        echo \"== chain \$r\"; case \$r in product) e='';; default) e='FROST_BWD_CHAIN=wgmma_ws';; \
+        *) e=\"FROST_BWD_CHAIN=wgmma_ws FROST_BWD_WS_REGS=\$r\";; esac; env \$e python3 \
+        tests/numerics/la_frost_bwd_smoke.py --jobs \$(nproc) --family gdn --only mixed || exit 1; done"
       true ;;
     v3train|v3trainsmoke|v3trainbench)  # training forward: v2 forced against the product's (v3), smoke and A/B
       [ "$s" = v3trainbench ] || stage v3trainsmoke "python3 tests/numerics/la_frost_bwd_smoke.py \
