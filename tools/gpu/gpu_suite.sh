@@ -67,7 +67,7 @@
 #              rows, folded, scaled, scaled-lead, scaled-ws, folded); kernels compiled on
 #              first use
 #   wssplit    the warp-specialised forward (fwd_ws.py) and chain (bwd_chain_ws.py) at each
-#              setmaxnreg split of WS_SPLITS (default "184,72 200,56 168,88"; consumer,producer):
+#              setmaxnreg split of WS_SPLITS (default "208,48 200,56 184,72"; consumer,producer):
 #              wssplitfwd (the forwards precompiled side by side, then GDN fwd rows, kernel
 #              and op: the product, ws at its own 216 / 40, each split, the product again),
 #              wssplitbwd (the backward smoke's "mixed" case vs float64 and its kernel times:
@@ -579,7 +579,7 @@ for s in "$@"; do
         || exit 1; done"
       true ;;
     wssplit|wssplitfwd|wssplitbwd)  # the warp-specialised kernels' setmaxnreg splits (WS_SPLITS)
-      SPLITS="${WS_SPLITS:-184,72 200,56 168,88}"
+      SPLITS="${WS_SPLITS:-208,48 200,56 184,72}"
       export FROST_KERNEL_CACHE="${FROST_KERNEL_CACHE:-$PWD/.frostcache}"
       # the forwards compiled side by side first (one process per split), then timed in turn
       [ "$s" = wssplitbwd ] || stage wssplitfwd "python3 tools/gpu/frost_precompile.py --native --jobs 2 \
