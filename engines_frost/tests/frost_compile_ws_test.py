@@ -57,8 +57,7 @@ def test_roles_as_compiled(l2, mode):
     usage, sass = _build(l2, mode)
     wo = mode != "output-free"
     assert usage["REG"] <= 65536 // ws.BLOCK_THREADS, usage  # the launch's share; the roles re-split it
-    dealloc = [n for n, i in enumerate(sass) if i.startswith("USETMAXREG.DEALLOC")]
-    alloc = [n for n, i in enumerate(sass) if i.startswith("USETMAXREG.TRY_ALLOC")]
+    dealloc, alloc = report.setmaxnreg_sites(sass)
     assert len(dealloc) == 1 and len(alloc) == 1, (dealloc, alloc)
     assert f"{ws.PRODUCER_REGS:#x}" in sass[dealloc[0]] and f"{ws.CONSUMER_REGS:#x}" in sass[alloc[0]]
     # ptxas lays the producer branch out first, then the consumers' (checked, not assumed)
@@ -117,8 +116,7 @@ def test_wgmma_gram_in_the_producer_keeps_the_role_split():
     assert cfg.gram == "wgmma16" and cfg.decay == "scaled-ws"
     _, sass = _build(True, "plain", "wgmma16")
     consumer_regs, producer_regs = ws.GRAM_WGMMA_REGS
-    dealloc = [n for n, i in enumerate(sass) if i.startswith("USETMAXREG.DEALLOC")]
-    alloc = [n for n, i in enumerate(sass) if i.startswith("USETMAXREG.TRY_ALLOC")]
+    dealloc, alloc = report.setmaxnreg_sites(sass)
     assert len(dealloc) == 1 and len(alloc) == 1 and dealloc[0] < alloc[0], (dealloc, alloc)
     assert f"{producer_regs:#x}" in sass[dealloc[0]] and f"{consumer_regs:#x}" in sass[alloc[0]]
     producer = sass[dealloc[0]:alloc[0]]
@@ -134,7 +132,6 @@ def test_register_split_knob_reaches_setmaxnreg():
     """ws_regs=(184, 72) (FROST_FWD_WS_REGS): the producer lowers to 72 and the consumers
     raise to 184 in the build, the roles otherwise as compiled above."""
     _, sass = _build(True, "plain", ws_regs=(184, 72))
-    dealloc = [i for i in sass if i.startswith("USETMAXREG.DEALLOC")]
-    alloc = [i for i in sass if i.startswith("USETMAXREG.TRY_ALLOC")]
-    assert len(dealloc) == 1 and len(alloc) == 1 and f"{72:#x}" in dealloc[0] and f"{184:#x}" in alloc[0], (dealloc,
-                                                                                                          alloc)
+    dealloc, alloc = report.setmaxnreg_sites(sass)
+    assert len(dealloc) == 1 and len(alloc) == 1, (dealloc, alloc)
+    assert f"{72:#x}" in sass[dealloc[0]] and f"{184:#x}" in sass[alloc[0]], (sass[dealloc[0]], sass[alloc[0]])

@@ -126,6 +126,14 @@ def sass_instructions(cubin: str) -> list[str]:
     return out
 
 
+def setmaxnreg_sites(instrs: list[str]) -> tuple[list[int], list[int]]:
+    """Where a warp-specialised kernel re-splits its registers (instructions without guard
+    predicates): the indices of its USETMAXREG.DEALLOC (the role that lowers its count)
+    and of its USETMAXREG.TRY_ALLOC (the role that raises it)."""
+    return ([n for n, i in enumerate(instrs) if i.startswith("USETMAXREG.DEALLOC")],
+            [n for n, i in enumerate(instrs) if i.startswith("USETMAXREG.TRY_ALLOC")])
+
+
 def region_histograms(instrs: list[str]) -> list[collections.Counter]:
     regions, cur = [], collections.Counter()
     for ins in instrs:
