@@ -19,7 +19,10 @@ k e^(Gam_r_i - Gam_s) once. With variant="scaled" (scalar gates only) it rounds 
 fwd_v3_scaled: no decay-folded operands; the chain's wgmma read q-hat and k-hat, and the
 per-token factors scale fp32 results: R = W0 - beta e^Gam (k S), O = scale e^Gam (q S) + P U,
 S <- e^Gam_last S + k^T bf16(U e^(Gam_last - Gam)), U's fp32 solve result rounded once
-for P U (and the next blocks) and once, scaled, for the state update.
+for P U (and the next blocks) and once, scaled, for the state update. The WY_VARIANTS
+(scalar gates) replace the block solve by the full inverse A = (I + M)^-1, formed from
+bf16 block products as a producer warpgroup would, and applied by tensor-core products
+(the design study of kernels/NOTES.md "Forward with the full inverse on the producer").
 """
 from __future__ import annotations
 
@@ -92,6 +95,8 @@ def _chunk(S, q, k, v, gam, beta, w, scale, variant, inverse=_unit_lower_inverse
             P[i0:i1, i0:i1] = scale * _pairwise(q[i0:i1], k[i0:i1], gam[i0:i1], True)
     Mb, Pb = bf16(M), bf16(P)
     Sb = bf16(S)
+    if variant in WY_VARIANTS:
+        return _chunk_wy(S, Sb, q, k, w0, gam, beta, M, Mb, Pb, scale, inverse, variant)
     scaled = variant == "scaled"
     if scaled:  # the factors are per token: column 0 of the (expanded) scalar gate scan
         a = A[:, 0]
@@ -118,12 +123,76 @@ def _chunk(S, q, k, v, gam, beta, w, scale, variant, inverse=_unit_lower_inverse
     return O, S
 
 
+#: full-inverse (WY) chains for scalar gates: the producer forms A = (I + M)^-1 and the
+#: state-independent W' = A diag(fr) K and U0 = A W0, the chain does U = U0 + W' S with no
+#: solve. "wy": A, W' rounded to bf16 once each (A's off-diagonal blocks from bf16 block
+#: products), U0 kept fp32; "wy-bf16u0": U0 rounded to bf16 too; "wy-fp32a": A formed in
+#: fp32 and rounded once; "wy-hilo": W' as two bf16 terms (hi + lo), A likewise, i.e. the
+#: chain's U group issued twice. "wy-chain": the inverse applied in the chain instead, U =
+#: bf16(R) A^T after R = W0 + diag(fr) K S as today (two dependent products in the chain, no
+#: W'); "wy-chain-f16": the same with R and A in fp16 (wgmma's other 16-bit type).
+WY_VARIANTS = ("wy", "wy-bf16u0", "wy-fp32a", "wy-hilo", "wy-chain", "wy-chain-f16")
+
+
+def f16(x: torch.Tensor) -> torch.Tensor:
+    return x.to(torch.float16).to(torch.float64)
+
+
+def _blocked_inverse(M, Mb, inverse, fp32_blocks):
+    """(I + M)^-1 by 16-row blocks as a warpgroup would form it: diagonal blocks D_i^-1 from
+    fp32 M_ii (rounded to bf16), off-diagonal A_ij = -D_i^-1 sum_{j<=l<i} M_il A_lj, each
+    product from bf16 operands into fp32 and its result rounded to bf16 (fp32_blocks: no
+    rounding inside, the exact blocked inverse of the bf16 M)."""
+    c = M.shape[0]
+    r = (lambda x: x) if fp32_blocks else bf16
+    A = torch.zeros(c, c, dtype=torch.float64)
+    starts = list(range(0, c, SUB))
+    for i0 in starts:
+        i1 = min(i0 + SUB, c)
+        A[i0:i1, i0:i1] = r(inverse(M[i0:i1, i0:i1]))
+    for i0 in starts:
+        i1 = min(i0 + SUB, c)
+        for j0 in starts:
+            if j0 >= i0:
+                break
+            acc = r(Mb[i0:i1, j0:i0]) @ r(A[j0:i0, j0:min(j0 + SUB, c)])
+            A[i0:i1, j0:min(j0 + SUB, c)] = r(-(A[i0:i1, i0:i1] @ r(acc)))
+    return A
+
+
+def _hilo(x):
+    hi = bf16(x)
+    return hi + bf16(x - hi)
+
+
+def _chunk_wy(S, Sb, q, k, w0, gam, beta, M, Mb, Pb, scale, inverse, variant):
+    c = k.shape[0]
+    a = torch.exp(gam[:, 0])
+    fr, fo = -(beta * a), scale * a
+    fk = torch.exp(gam[c - 1, 0] - gam[:, 0])[:, None]
+    A = _blocked_inverse(M, Mb, inverse, fp32_blocks=variant == "wy-fp32a")
+    if variant.startswith("wy-chain"):
+        rnd = f16 if variant == "wy-chain-f16" else bf16
+        U = rnd(A) @ rnd(w0 + fr[:, None] * (k @ Sb))
+    else:
+        rnd = _hilo if variant == "wy-hilo" else bf16
+        Wp = rnd(rnd(A * fr[None, :]) @ k)  # W' = (A diag(fr)) K, k-hat already bf16
+        U0 = rnd(A) @ w0
+        if variant == "wy-bf16u0":
+            U0 = bf16(U0)
+        U = U0 + Wp @ Sb
+    O = fo[:, None] * (q @ Sb) + Pb @ bf16(U)
+    S = torch.exp(gam[c - 1])[:, None] * S + k.T @ bf16(U * fk)
+    return O, S
+
+
 def frost_fwd_v1_emulated(q, k, v, g, beta, w, cu_seqlens, *, scale, use_l2norm, initial_state=None,
                           variant="v1", inverse="substitution"):
-    if variant not in ("v1", "v2", "scaled"):
-        raise ValueError(f"frost_fwd_v1_emulated: variant must be v1, v2 or scaled, got {variant!r}")
-    if variant == "scaled" and g.dim() != 2:
-        raise ValueError("frost_fwd_v1_emulated: variant scaled is for scalar gates (g [T, H])")
+    if variant not in ("v1", "v2", "scaled") + WY_VARIANTS:
+        raise ValueError(f"frost_fwd_v1_emulated: variant must be v1, v2, scaled or one of {WY_VARIANTS}, "
+                         f"got {variant!r}")
+    if (variant == "scaled" or variant in WY_VARIANTS) and g.dim() != 2:
+        raise ValueError(f"frost_fwd_v1_emulated: variant {variant} is for scalar gates (g [T, H])")
     invert = INVERSES[inverse]
     return run_chunked(
         q, k, v, g, beta, w, cu_seqlens, use_l2norm=use_l2norm, initial_state=initial_state,
