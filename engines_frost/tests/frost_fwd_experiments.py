@@ -30,10 +30,12 @@ tooling's choices:
                chunk's rows copied a chunk ahead (fwd_v3_scaled.ScaledDecayLeadChain);
                "scaled-ws": the scaled chain warp-specialised, a producer role running the
                next chunk's rows and Gram (kernels/fwd_ws.py; K = V = 128, ws_applies:
-               elsewhere "scaled").
+               elsewhere "scaled"); "wy-ws": "scaled-ws" with the chunk's inverse and W'
+               formed by the producer, the chain without its block solve
+               (kernels/fwd_ws_wy.py; the same configs, mma Gram only).
                FROST_FWD_DECAY (DECAY_ENV) sets it
                for use_kernel's blocks;
-  ws_regs      with "scaled-ws": the roles' setmaxnreg split (consumer, producer), () for
+  ws_regs      with "scaled-ws" or "wy-ws": the roles' setmaxnreg split (consumer, producer), () for
                the kernel's own (fwd_ws.WarpSpecialisedChain.register_split);
                FROST_FWD_WS_REGS="184,72" (WS_REGS_ENV) sets it for use_kernel's blocks;
   sources      the hash of this file and frost_fwd_v0.py: the kernel store keys the product's
@@ -80,7 +82,9 @@ GRAMS = ("mma", *GRAM_WIDTHS)
 GRAM_ENV = "FROST_FWD_GRAM"
 #: where the scalar-gate chain's decays go (fwd_v3_scaled.py): folded into the operands or
 #: scaled onto the chain's fp32 results
-DECAYS = ("folded", "scaled", "scaled-lead", "scaled-ws")
+DECAYS = ("folded", "scaled", "scaled-lead", "scaled-ws", "wy-ws")
+#: the warp-specialised decays (ws_applies; the setmaxnreg split knob ws_regs)
+WS_DECAYS = ("scaled-ws", "wy-ws")
 #: FROST_FWD_DECAY=folded (or scaled-lead, scaled-ws): every forward a use_kernel block routes runs that
 #: chain where v3 runs for scalar gates and bf16 (elsewhere the chain is folded anyway); unset: default_decay
 DECAY_ENV = "FROST_FWD_DECAY"
@@ -132,10 +136,12 @@ class FrostFwdExperiment(FrostFwdConfig):
             bad("gram", f"one of {GRAMS}, and 'mma' unless algorithm is v3 with scalar gates and bf16 io")
         if self.decay not in DECAYS or (self.decay != "folded" and not scalar_gate_v3(self, self.algorithm)):
             bad("decay", f"one of {DECAYS}, and 'folded' unless algorithm is v3 with scalar gates and bf16 io")
-        if self.decay == "scaled-ws" and not ws_applies(self):
-            bad("decay", "'scaled-ws' only for K = V = 128 (ws_applies)")
-        if self.ws_regs and (self.decay != "scaled-ws" or not register_split_ok(self.ws_regs)):
-            bad("ws_regs", "() or, with decay 'scaled-ws', (consumer, producer) setmaxnreg counts: multiples "
+        if self.decay in WS_DECAYS and not ws_applies(self):
+            bad("decay", f"one of {WS_DECAYS} only for K = V = 128 (ws_applies)")
+        if self.decay == "wy-ws" and self.gram != "mma":
+            bad("gram", "'mma' with decay 'wy-ws' (its producer builds the mma Gram's single -M tiles)")
+        if self.ws_regs and (self.decay not in WS_DECAYS or not register_split_ok(self.ws_regs)):
+            bad("ws_regs", f"() or, with decay in {WS_DECAYS}, (consumer, producer) setmaxnreg counts: multiples "
                 "of 8 in [24, 256] with 256 x (consumer + producer) <= 65,536")
         if self.decay in ("scaled", "scaled-lead") and self.gram != "mma":
             bad("decay", "'folded' or 'scaled-ws' with a wgmma gram (the others re-plan q and k their own way)")
@@ -232,8 +238,10 @@ def with_knobs(base, skip_stages: tuple[str, ...], ldmatrix: bool, gram: str = "
     if decay != "folded":
         from cudnn.linear_attention.frost.kernels.fwd_v3_scaled import ScaledDecayLeadChain
         from cudnn.linear_attention.frost.kernels.fwd_ws import WarpSpecialisedChain
+        from cudnn.linear_attention.frost.kernels.fwd_ws_wy import FullInverseChain
         mixin, name = {"scaled-lead": (ScaledDecayLeadChain, "ScaledDecayLead"),
-                       "scaled-ws": (WarpSpecialisedChain, "WarpSpecialised")}[decay]
+                       "scaled-ws": (WarpSpecialisedChain, "WarpSpecialised"),
+                       "wy-ws": (FullInverseChain, "FullInverse")}[decay]
         bases, tag = (mixin, *bases), tag + name
     if ws_regs:
         attrs["register_split"], tag = ws_regs, tag + "Regs{}x{}".format(*ws_regs)
@@ -302,11 +310,11 @@ def tooling_config(cfg: FrostFwdConfig, algorithm: str = PRODUCT, skip_stages=()
         decay = default_decay(cfg, version, gram)
     if decay != "folded" and not scalar_gate_v3(cfg, version):
         decay = "folded"
-    if decay == "scaled-ws" and not ws_applies(cfg):
+    if decay in WS_DECAYS and not ws_applies(cfg):
         decay = "scaled"
     if gram != "mma" and decay != "folded" and (decay != "scaled-ws" or not cfg.write_output):
         gram = "mma"  # the wgmma Gram combines with the warp-specialised producer only (output builds)
-    if decay != "scaled-ws":
+    if decay not in WS_DECAYS:
         ws_regs = ()
     if (version == product_algorithm(cfg) and not skip_stages and ldmatrix and gram == "mma"
             and decay == default_decay(cfg, version)):

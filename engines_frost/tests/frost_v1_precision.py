@@ -96,7 +96,7 @@ def _chunk(S, q, k, v, gam, beta, w, scale, variant, inverse=_unit_lower_inverse
     Mb, Pb = bf16(M), bf16(P)
     Sb = bf16(S)
     if variant in WY_VARIANTS:
-        return _chunk_wy(S, Sb, q, k, w0, gam, beta, M, Mb, Pb, scale, inverse, variant)
+        return _chunk_wy(S, Sb, q, k, v, w0, gam, beta, M, Mb, Pb, scale, inverse, variant)
     scaled = variant == "scaled"
     if scaled:  # the factors are per token: column 0 of the (expanded) scalar gate scan
         a = A[:, 0]
@@ -131,7 +131,10 @@ def _chunk(S, q, k, v, gam, beta, w, scale, variant, inverse=_unit_lower_inverse
 #: chain's U group issued twice. "wy-chain": the inverse applied in the chain instead, U =
 #: bf16(R) A^T after R = W0 + diag(fr) K S as today (two dependent products in the chain, no
 #: W'); "wy-chain-f16": the same with R and A in fp16 (wgmma's other 16-bit type).
-WY_VARIANTS = ("wy", "wy-bf16u0", "wy-fp32a", "wy-hilo", "wy-chain", "wy-chain-f16")
+#: "wy-solve": the producer runs the block substitution itself (the chain's solve, bf16
+#: block operands) on R = I (giving A^T) and on R = diag(fr) K (giving W'^T), and stores
+#: A diag(beta) for the raw v rows.
+WY_VARIANTS = ("wy", "wy-bf16u0", "wy-fp32a", "wy-hilo", "wy-chain", "wy-chain-f16", "wy-solve")
 
 
 def f16(x: torch.Tensor) -> torch.Tensor:
@@ -160,18 +163,37 @@ def _blocked_inverse(M, Mb, inverse, fp32_blocks):
     return A
 
 
+def _block_solve_bf16(M, Mb, rhs, inverse):
+    """(I + M)^-1 rhs by the chain's block substitution: each block's input and result
+    rounded to bf16 as the tensor-core operands of the next blocks, results in fp32."""
+    c = M.shape[0]
+    U = torch.zeros_like(rhs)
+    Ub = torch.zeros_like(rhs)
+    for i0 in range(0, c, SUB):
+        i1 = min(i0 + SUB, c)
+        x = bf16(rhs[i0:i1] - Mb[i0:i1, :i0] @ Ub[:i0])
+        U[i0:i1] = bf16(inverse(M[i0:i1, i0:i1])) @ x
+        Ub[i0:i1] = bf16(U[i0:i1])
+    return U
+
+
 def _hilo(x):
     hi = bf16(x)
     return hi + bf16(x - hi)
 
 
-def _chunk_wy(S, Sb, q, k, w0, gam, beta, M, Mb, Pb, scale, inverse, variant):
+def _chunk_wy(S, Sb, q, k, v, w0, gam, beta, M, Mb, Pb, scale, inverse, variant):
     c = k.shape[0]
     a = torch.exp(gam[:, 0])
     fr, fo = -(beta * a), scale * a
     fk = torch.exp(gam[c - 1, 0] - gam[:, 0])[:, None]
     A = _blocked_inverse(M, Mb, inverse, fp32_blocks=variant == "wy-fp32a")
-    if variant.startswith("wy-chain"):
+    if variant == "wy-solve":
+        ident = torch.eye(c, dtype=torch.float64)
+        A = _block_solve_bf16(M, Mb, ident, inverse)
+        Wp = bf16(_block_solve_bf16(M, Mb, fr[:, None] * k, inverse))
+        U = bf16(A * beta[None, :]) @ bf16(v) + Wp @ Sb
+    elif variant.startswith("wy-chain"):
         rnd = f16 if variant == "wy-chain-f16" else bf16
         U = rnd(A) @ rnd(w0 + fr[:, None] * (k @ Sb))
     else:

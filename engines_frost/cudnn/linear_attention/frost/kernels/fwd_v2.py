@@ -383,10 +383,11 @@ class FrostFwdV2(FrostFwdV1):
         self.rows_from(s, self.io_view(s.q), self.io_view(s.k), self.io_view(s.w0), tid)
 
     @cute.jit
-    def rows_from(self, s, q_in, k_in, v_in, tid):
+    def rows_from(self, s, q_in, k_in, v_in, tid, values: cutlass.Constexpr = True):
         """The rows stage from the raw q, k, v rows q_in, k_in, v_in (io dtype; the in-place
         stage passes s.q, s.k, s.w0 themselves, the warp-specialised producer its private
-        raw tiles): q-hat, k-hat into s.q, s.k, W0 into s.w0, the gate scan in s.g."""
+        raw tiles): q-hat, k-hat into s.q, s.k, W0 into s.w0 (not with values=False: the
+        full-inverse forward scales v where it reads it), the gate scan in s.g."""
         s_q = s.q
         s_k = s.k
         s_w0 = s.w0
@@ -410,7 +411,7 @@ class FrostFwdV2(FrostFwdV1):
                 cute.autovec_copy(yk, cute.local_tile(s_k[r, None], (VEC,), (cv,)))
         vv = V // VEC
         r0, cv = tid // vv, tid % vv
-        for u in cutlass.range_constexpr(C * vv // NT):
+        for u in cutlass.range_constexpr(C * vv // NT if values else 0):
             r = r0 + u * (NT // vv)
             xv = load_vec(cute.local_tile(v_in[r, None], (VEC,), (cv,)))
             w0 = cute.make_rmem_tensor((VEC,), BFloat16)

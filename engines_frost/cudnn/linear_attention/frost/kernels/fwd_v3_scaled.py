@@ -289,39 +289,60 @@ class ScaledDecayChain:
                 u[e] = u[e] * s_fac[FK, bi * SUB + crd[e][1]]
             a_k.append(to_a_operand(u, thr.partition_shape_A((SUB, SUB))))
 
+        self.finish_chain(s, mo, acc_s, coord_s, acc_o if wo else None, a_u, a_k, h, t0, eos, thr, lane, wid)
+
+    def finish_chain(self, s, mo, acc_s, coord_s, acc_o, a_u, a_k, h, t0, eos, thr, lane, wid):
+        """The chain's last two steps from U's per-block bf16 A operands, a_u (U^T) and a_k
+        (U^T diag(fk)), and the S^T Q^T accumulator acc_o (None without the output), its
+        group still in flight: O scaled by fo, O += U^T P^T (group 3), the state update
+        (group 4), the output rows. A plain method, traced inline; the full-inverse chain
+        (fwd_ws_wy.py) ends the same way."""
+        s_fac = s.fac
+        c = self.cfg
+        K, C = c.K, CHUNK
+        wg_half = wgmma(C)
+        wg_st = wgmma_mn(K)
+        wtid = (wid % (WG_THREADS // 32)) * 32 + lane
+        g_half = wg_half.get_slice(wtid)
+        g_st = wg_st.get_slice(wtid)
+        j0 = wid * SUB
+        crd = thr.partition_C(cute.make_identity_tensor((SUB, SUB)))
+        per = cute.size(thr.partition_shape_C((SUB, SUB)))
+        wo = c.write_output
+
         # 4. O = (S^T Q^T) diag(fo), then O += U^T P^T (group 3); S^T <- S^T e^Gam_last +
         # (U^T diag(fk)) K (group 4, into the state registers)
-        if cutlass.const_expr(wo):
+        if wo:
             warpgroup.wait_group(0)
-            for bi in cutlass.range_constexpr(NBLK):
-                for e in cutlass.range_constexpr(per):
+            for bi in range(NBLK):
+                for e in range(per):
                     acc_o[bi * per + e] = acc_o[bi * per + e] * s_fac[FO, bi * SUB + crd[e][1]]
         a_uw = assemble_a(a_u, g_st.partition_shape_A((WG_ROWS, C)))
         a_kw = assemble_a(a_k, g_st.partition_shape_A((WG_ROWS, C)))
-        for e in cutlass.range_constexpr(cute.size(acc_s)):
+        for e in range(cute.size(acc_s)):
             acc_s[e] = acc_s[e] * self.state_decay(s, coord_s[e][1])
         acc_w = cute.make_tensor(acc_s.iterator, cute.make_layout(g_st.partition_shape_C((WG_ROWS, K))))
         k_dt = cute.make_tensor(s.k.iterator, cute.select(s.k.layout, mode=[1, 0]))  # [d, t]
         b_kd = wg_st.make_fragment_B(g_st.partition_B(k_dt))
-        if cutlass.const_expr(wo):
+        if wo:
             b_p = wg_half.make_fragment_B(g_half.partition_B(s.p))
         wg_half.set(warpgroup.Field.ACCUMULATE, True)
         wg_st.set(warpgroup.Field.ACCUMULATE, True)
         warpgroup.fence()
-        if cutlass.const_expr(wo):
-            for kk in cutlass.range_constexpr(C // 16):
+        if wo:
+            for kk in range(C // 16):
                 cute.gemm(wg_half, acc_o, a_uw[None, None, kk], b_p[None, None, kk], acc_o)
             warpgroup.commit_group()
-        for kk in cutlass.range_constexpr(C // 16):
+        for kk in range(C // 16):
             cute.gemm(wg_st, acc_w, a_kw[None, None, kk], b_kd[None, None, kk], acc_w)
         warpgroup.commit_group()
-        if cutlass.const_expr(wo):
+        if wo:
             warpgroup.wait_group(1)  # groups retire in order: O is complete, the state may still run
 
         # 5. the output rows (v3's stores)
-        if cutlass.const_expr(wo):
+        if wo:
             store_output_rows(mo, acc_o, crd, t0, eos, h, j0)
-        if cutlass.const_expr(self.STATE_FINAL_AT_CHAIN_END):
+        if self.STATE_FINAL_AT_CHAIN_END:
             warpgroup.wait_group(0)
 
 

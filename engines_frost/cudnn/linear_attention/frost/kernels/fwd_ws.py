@@ -252,6 +252,11 @@ class WarpSpecialisedChain(ScaledDecayChain):
 
     # ------------------------------------------------------------------ consumers
     @cute.jit
+    def consumer_chain(self, st, mo, acc_s, coord_s, heads, t0, eos, thr, lane, wid):
+        """One chunk's chain on operand set st: the scaled kernel's (fwd_ws_wy.py's has its own)."""
+        ScaledDecayChain.chunk_chain(self, st, mo, acc_s, coord_s, heads, t0, eos, thr, lane, wid)
+
+    @cute.jit
     def consume(self, s, mo, mh0, mht, mckpt, mcu, T, N, heads, n, h, bos, eos, chunks, wid, lane):
         c = self.cfg
         C = CHUNK
@@ -266,8 +271,7 @@ class WarpSpecialisedChain(ScaledDecayChain):
             if cutlass.const_expr(c.write_checkpoints):  # the state entering chunk i: final (retired below)
                 self.store_state(mckpt, row0 + i, T // C + N, h, acc_s, coord_s, wid)
             cute.arch.barrier(barrier_id=BAR_FULL + b, number_of_threads=BLOCK_THREADS)
-            ScaledDecayChain.chunk_chain(self, self.set_views(s, b), mo, acc_s, coord_s, heads, t0, eos, thr, lane,
-                                         wid)
+            self.consumer_chain(self.set_views(s, b), mo, acc_s, coord_s, heads, t0, eos, thr, lane, wid)
             warpgroup.wait_group(0)  # the state update read k-hat: retired before set b is released
             if releases(i, chunks):
                 cute.arch.barrier_arrive(barrier_id=BAR_EMPTY + b, number_of_threads=BLOCK_THREADS)

@@ -1,0 +1,292 @@
+"""FROST forward for scalar gates (GDN), warp-specialised, with the full inverse formed by the
+producer: an experiment kernel (not the product's; the test and bench tooling builds it,
+frost_fwd_experiments.py knob decay="wy-ws").
+
+fwd_ws.py's consumers still run the block solve of each chunk, four dependent steps on
+mma.sync per warp, on the state's critical path. Here the producer role forms what the
+solve needs ahead of the chain, so the chain is tensor-core products only:
+
+    A  = (I + M)^-1                 the chunk's inverse (producer warps 0-3, column blocks)
+    W' = A diag(fr) K               fr_t = -beta_t e^Gam_t (producer, all 8 warps)
+    U^T = W0^T A^T + S^T W'^T       one wgmma group on the consumers, W0 = beta v
+
+(R = W0 + diag(fr) K S and U = A R, so U = A W0 + W' S.) The producer gets both by the
+chain's own block substitution (FrostFwdV1.solve_block, bf16 block operands, fp32
+results) run on right-hand sides that do not depend on the state: R^T = I gives A^T (a
+warp's 16 pseudo-value rows are A's columns [16 w, 16 w + 16)), R^T = K^T diag(fr) gives
+W'^T (rows d of K). Rounding (engines_frost/tests/frost_v1_precision.py, variant
+"wy-solve"): within a few percent of the block solve's error against float64, correlated
+keys included (kernels/NOTES.md "Forward with the full inverse on the producer").
+
+Per operand set (fwd_ws.py's two, by chunk parity), on top of q-hat, k-hat and P: A
+[C, C] and W' [C, K] (SW128, the consumers' B operands), the raw v rows (copied by the
+producer straight into the set once it is free; the consumers scale them by beta when
+they build W0^T's A operand, the rows stage's rounding bf16(beta v)), and beta as a
+fourth factor row (the producer's gate and beta rows are overwritten by the next chunk's
+copies while the consumers may still run this set). -M, the diagonal inverses and M's
+diagonal blocks are the producer's alone now: single tiles. ~214 KB at K = V = 128.
+
+GDN, bf16, K = V = 128, sm_90a; the plain forward and the training launchers (U and the
+state checkpoints from the consumers, as fwd_ws.py), output-free builds included.
+"""
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import cutlass
+import cutlass.cute as cute
+from cutlass import BFloat16, Float32
+from cutlass.cute.nvgpu import warpgroup
+
+from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig, register_split_ok
+from cudnn.linear_attention.frost.kernels.fwd_v1 import CHUNK, NBLK, SUB, SW128, store_values_block, to_a_operand, \
+    warp_mma
+from cudnn.linear_attention.frost.kernels.fwd_v3 import WG_ROWS, WG_THREADS, assemble_a, block_of, \
+    check_fragment_orders, wgmma
+from cudnn.linear_attention.frost.kernels.fwd_v3_gram import lane_in_loop, tid_in_loop
+from cudnn.linear_attention.frost.kernels.fwd_v3_scaled import FK, FR, wgmma_mn
+from cudnn.linear_attention.frost.kernels.fwd_ws import (
+    BAR_EMPTY,
+    BAR_FULL,
+    BAR_PRODUCER,
+    BLOCK_THREADS,
+    ROLE_THREADS,
+    SETS,
+    WarpSpecialisedChain,
+    waits_for_release,
+)
+from cudnn.linear_attention.frost.kernels.fwd_ws import smem_plan as ws_smem_plan
+
+REGISTER_SPLIT = (200, 56)
+assert register_split_ok(REGISTER_SPLIT)
+#: the factor row holding beta (after fwd_v3_scaled's FR, FO, FK)
+FB = 3
+FACTOR_ROWS = 4
+#: fwd_ws.py's set tiles the producer keeps one of here, and its raw v tile (v goes to the set)
+SINGLE = ("mneg", "dinv")
+DROPPED = ("rv",)
+
+
+def smem_plan(c: FrostFwdConfig):
+    """fwd_ws.py's plan with A and W' per set (SW128, after P), -M and the diagonal inverses
+    single, four factor rows per set, no raw v tile; "w0" holds a set's raw v rows."""
+    K, C = c.K, CHUNK
+    plan = []
+    for name, dtype, shape, stride in ws_smem_plan(c):
+        if name in DROPPED:
+            continue
+        if name in SINGLE:
+            shape = (shape[0] // 2, *shape[1:])
+        if name == "fac":
+            shape, stride = (SETS, FACTOR_ROWS, C), (FACTOR_ROWS * C, C, 1)
+        plan.append((name, dtype, shape, stride))
+        if name == "p":
+            plan += [("ainv", "bf16", (SETS * C, C), SW128), ("wp", "bf16", (SETS * C, K), SW128)]
+    return plan
+
+
+class FullInverseChain(WarpSpecialisedChain):
+    """Mixin over FrostFwdV3 (or its training launchers): fwd_ws.py's roles with the solve
+    moved to the producer (module docstring). Put first in the bases."""
+
+    smem_plan = staticmethod(smem_plan)
+    #: (consumer, producer) setmaxnreg: at fwd_ws.py's 216 / 40 the producer's solves spill
+    #: 47 stores / 63 reloads per chunk; at 200 / 56 one / one, the consumers none, and no
+    #: ptxas performance note (at 184 / 72: C7512, the chain's wgmma serialized); sm_90a builds
+    register_split = REGISTER_SPLIT
+    #: True: the consumers issue S^T Q^T after the U group retired (fewer live registers
+    #: while U's operands are in flight); False: both groups in flight together
+    sq_after_u = True
+
+    # ------------------------------------------------------------------ tiles
+    def set_views(self, s, b):
+        v = WarpSpecialisedChain.set_views(self, s, b)
+        C, K = CHUNK, self.cfg.K
+        v.mneg, v.dinv = s.mneg, s.dinv
+        v.ainv = cute.local_tile(s.ainv, (C, C), (b, 0))
+        v.wp = cute.local_tile(s.wp, (C, K), (b, 0))
+        return v
+
+    def raw_views(self, s, b):
+        C = CHUNK
+        return SimpleNamespace(q=s.rq, k=s.rk, g=cute.local_tile(s.g, (C, 1), (b, 0)),
+                               beta=cute.local_tile(s.beta, (C,), (b,)), gmem=s.gmem)
+
+    # ------------------------------------------------------------------ producer
+    @cute.jit
+    def copy_rows(self, s, t0, bos, eos, ptid, pwid, lane):
+        """Chunk t0's q, k, gates and beta into the producer's tiles (no v), one group."""
+        self.prefetch_rows(self.raw_views(s, ((t0 - bos) // CHUNK) % SETS), t0, eos, ptid)
+        cute.arch.cp_async_commit_group()
+
+    @cute.jit
+    def zero_a_above_diagonal(self, s, ptid):
+        """A's blocks above the diagonal blocks, in both sets: never written per chunk."""
+        s_a = s.ainv
+        C = CHUNK
+        for u in cutlass.range_constexpr(SETS * C * C // ROLE_THREADS):
+            idx = ptid + u * ROLE_THREADS
+            t, col = idx // C, idx % C
+            if (t % C) // SUB < col // SUB:
+                s_a[t, col] = BFloat16(0.0)
+
+    @cute.jit
+    def produce(self, s, mb, heads, bos, eos, chunks, scale, ptid, pwid, lane):
+        C = CHUNK
+        self.zero_a_above_diagonal(s, ptid)
+        if chunks > 0:
+            self.copy_rows(s, bos, bos, eos, ptid, pwid, lane)
+        for i in cutlass.range(chunks, unroll=1):
+            t0 = bos + i * C
+            b = i % SETS
+            ptid = tid_in_loop() - ROLE_THREADS  # volatile, as fwd_ws.py's producer
+            lane = lane_in_loop()
+            thr = warp_mma().get_slice(lane)
+            if waits_for_release(i):  # set b free: chunk i - SETS's chain retired its reads
+                cute.arch.barrier(barrier_id=BAR_EMPTY + b, number_of_threads=BLOCK_THREADS)
+            st = self.set_views(s, b)
+            self.prefetch_v(st, t0, eos, lane, pwid)  # v straight into the set: read by the consumers only
+            cute.arch.cp_async_commit_group()
+            cute.arch.cp_async_wait_group(1)  # this chunk's q, k, gate, beta rows (the older group)
+            cute.arch.barrier(barrier_id=BAR_PRODUCER, number_of_threads=ROLE_THREADS)
+            self.rows_from(st, s.rq, s.rk, None, ptid, values=False)
+            cute.arch.barrier(barrier_id=BAR_PRODUCER, number_of_threads=ROLE_THREADS)  # raw rows read
+            if i + 1 < chunks:
+                self.copy_rows(s, t0 + C, bos, eos, ptid, pwid, lane)
+            self.write_factors(st, scale, ptid)
+            if ptid < C:
+                st.fac[FB, ptid] = st.beta[ptid]
+            self.producer_gram(st, mb, heads, t0, eos, scale, thr, lane, pwid)
+            cute.arch.barrier(barrier_id=BAR_PRODUCER, number_of_threads=ROLE_THREADS)  # -M, Dinv, factors
+            self.solve_products(st, thr, lane, pwid)
+            if i + 1 < chunks:
+                cute.arch.cp_async_wait_group(1)  # this chunk's v (the next rows may still fly)
+            else:
+                cute.arch.cp_async_wait_group(0)
+            cute.arch.fence_proxy("async.shared", space="cta")  # A and W' are wgmma operands
+            cute.arch.barrier_arrive(barrier_id=BAR_FULL + b, number_of_threads=BLOCK_THREADS)
+
+    @cute.jit
+    def solve_products(self, st, thr, lane, pwid):
+        """W'^T rows [16 w, 16 w + 16) on producer warp w (R^T = K^T diag(fr) through the
+        block solve), then A's column block w on warps 0-3 (R^T = I)."""
+        s_k = st.k
+        s_fac = st.fac
+        s_wp = st.wp
+        mma = warp_mma()
+        crd = thr.partition_C(cute.make_identity_tensor((SUB, SUB)))  # (row d or v, token t in block)
+        per = cute.size(thr.partition_shape_C((SUB, SUB)))
+        d0 = pwid * SUB
+        a_u = []
+        for bi in cutlass.range_constexpr(NBLK):
+            r = cute.make_rmem_tensor(thr.partition_shape_C((SUB, SUB)), Float32)
+            for e in cutlass.range_constexpr(per):
+                t = bi * SUB + crd[e][1]
+                r[e] = s_fac[FR, t] * s_k[t, d0 + crd[e][0]].to(Float32)
+            u = self.solve_block(mma, thr, lane, r, a_u, st.mneg, st.dinv, bi)
+            for e in cutlass.range_constexpr(per):
+                s_wp[bi * SUB + crd[e][1], d0 + crd[e][0]] = u[e].to(BFloat16)
+        for w in cutlass.range_constexpr(NBLK):
+            if pwid == w:
+                self.inverse_columns(st, thr, lane, crd, w)
+
+    @cute.jit
+    def inverse_columns(self, st, thr, lane, crd, w: cutlass.Constexpr):
+        """A's columns [16 w, 16 w + 16) (A^T's rows): the block solve of R^T = I, whose
+        blocks above w are zero and skipped."""
+        s_mneg = st.mneg
+        s_dinv = st.dinv
+        s_a = st.ainv
+        mma = warp_mma()
+        per = cute.size(crd)
+        a_u = []
+        for bi in cutlass.range_constexpr(w, NBLK):
+            r = cute.make_rmem_tensor(thr.partition_shape_C((SUB, SUB)), Float32)
+            for e in cutlass.range_constexpr(per):
+                r[e] = Float32(0.0)
+                if cutlass.const_expr(bi == w):
+                    if crd[e][0] == crd[e][1]:
+                        r[e] = Float32(1.0)
+            for bj in cutlass.range_constexpr(w, bi):
+                b_m = self.operand(thr, lane, cute.local_tile(s_mneg, (SUB, SUB), (bi, bj)), False)
+                cute.gemm(mma, r, a_u[bj - w][None, None, 0], b_m[None, None, 0], r)
+            a_x = to_a_operand(r, thr.partition_shape_A((SUB, SUB)))
+            u = cute.make_rmem_tensor(thr.partition_shape_C((SUB, SUB)), Float32)
+            u.fill(0.0)
+            b_d = self.operand(thr, lane, s_dinv[bi, None, None], False)
+            cute.gemm(mma, u, a_x[None, None, 0], b_d[None, None, 0], u)
+            a_u.append(to_a_operand(u, thr.partition_shape_A((SUB, SUB))))
+            for e in cutlass.range_constexpr(per):
+                s_a[bi * SUB + crd[e][1], w * SUB + crd[e][0]] = u[e].to(BFloat16)
+
+    # ------------------------------------------------------------------ consumers
+    @cute.jit
+    def consumer_chain(self, st, mo, acc_s, coord_s, heads, t0, eos, thr, lane, wid):
+        """U^T = W0^T A^T + S^T W'^T (one group), S^T Q^T, then fwd_v3_scaled's finish_chain."""
+        s_v = st.w0
+        s_fac = st.fac
+        c = self.cfg
+        K, C = c.K, CHUNK
+        h = heads[3]
+        mma = warp_mma()
+        wg_half = wgmma(C)  # U^T and S^T Q^T: N = C, B = A / W' / q-hat [t, .] K-major
+        wg_st = wgmma_mn(K)
+        check_fragment_orders(wg_half, mma, C)
+        check_fragment_orders(wg_st, mma, K)
+        wtid = (wid % (WG_THREADS // 32)) * 32 + lane
+        g_half = wg_half.get_slice(wtid)
+        g_st = wg_st.get_slice(wtid)
+        j0 = wid * SUB
+        crd = thr.partition_C(cute.make_identity_tensor((SUB, SUB)))  # (value column j, token t in block)
+        per = cute.size(thr.partition_shape_C((SUB, SUB)))
+        wo = c.write_output
+
+        # W0^T = (beta v)^T, this warp's 16 value rows, as the U group's first A operand
+        parts = []
+        for bi in cutlass.range_constexpr(NBLK):
+            blk = cute.make_rmem_tensor(thr.partition_shape_C((SUB, SUB)), Float32)
+            for e in cutlass.range_constexpr(per):
+                t = bi * SUB + crd[e][1]
+                blk[e] = s_v[t, j0 + crd[e][0]].to(Float32) * s_fac[FB, t]
+            parts.append(to_a_operand(blk, thr.partition_shape_A((SUB, SUB))))
+        a_w0 = assemble_a(parts, g_st.partition_shape_A((WG_ROWS, C)))
+        a_s = to_a_operand(acc_s, g_half.partition_shape_A((WG_ROWS, K)))
+        acc_u = cute.make_rmem_tensor(g_half.partition_shape_C((WG_ROWS, C)), Float32)
+        b_a = wg_half.make_fragment_B(g_half.partition_B(st.ainv))
+        b_w = wg_half.make_fragment_B(g_half.partition_B(st.wp))
+        warpgroup.fence()
+        for kk in cutlass.range_constexpr(C // 16):
+            wg_half.set(warpgroup.Field.ACCUMULATE, kk != 0)
+            cute.gemm(wg_half, acc_u, a_w0[None, None, kk], b_a[None, None, kk], acc_u)
+        wg_half.set(warpgroup.Field.ACCUMULATE, True)
+        for kk in cutlass.range_constexpr(K // 16):
+            cute.gemm(wg_half, acc_u, a_s[None, None, kk], b_w[None, None, kk], acc_u)
+        warpgroup.commit_group()
+        acc_o = None
+        if cutlass.const_expr(wo):
+            if cutlass.const_expr(self.sq_after_u):
+                warpgroup.wait_group(0)
+            acc_o = cute.make_rmem_tensor(g_half.partition_shape_C((WG_ROWS, C)), Float32)
+            b_q = wg_half.make_fragment_B(g_half.partition_B(st.q))
+            warpgroup.fence()
+            for kk in cutlass.range_constexpr(K // 16):
+                wg_half.set(warpgroup.Field.ACCUMULATE, kk != 0)
+                cute.gemm(wg_half, acc_o, a_s[None, None, kk], b_q[None, None, kk], acc_o)
+            warpgroup.commit_group()
+            if cutlass.const_expr(not self.sq_after_u):
+                warpgroup.wait_group(1)  # U is complete; S^T Q^T may still run
+        else:
+            warpgroup.wait_group(0)
+
+        # U's blocks: the training store, U^T for P U, U^T diag(fk) for the state update
+        a_u = []
+        a_k = []
+        for bi in cutlass.range_constexpr(NBLK):
+            u = block_of(acc_u, bi, thr.partition_shape_C((SUB, SUB)))
+            if cutlass.const_expr(c.write_values):
+                store_values_block(st.values, u, crd, t0 + bi * SUB, eos, h, j0)
+            a_u.append(to_a_operand(u, thr.partition_shape_A((SUB, SUB))))
+            for e in cutlass.range_constexpr(per):
+                u[e] = u[e] * s_fac[FK, bi * SUB + crd[e][1]]
+            a_k.append(to_a_operand(u, thr.partition_shape_A((SUB, SUB))))
+        self.finish_chain(st, mo, acc_s, coord_s, acc_o, a_u, a_k, h, t0, eos, thr, lane, wid)

@@ -1,0 +1,132 @@
+"""sm_90a compiles of the warp-specialised GDN forward with the full inverse on the producer
+(kernels/fwd_ws_wy.py, the tooling's knob decay="wy-ws"; plain, training and output-free
+builds): where ptxas put the work of each role (the chain's wgmma and nothing else of
+the solve on the consumer side, the Gram and both block solves on the producer side),
+spills at the kernel's register split, no performance note, the shared-memory plan
+under the limit, and the knob's reach.
+"""
+import dataclasses
+import functools
+import os
+import re
+import sys
+import tempfile
+
+import pytest
+
+pytest.importorskip("cutlass", reason="nvidia-cutlass-dsl (CuTe DSL) is not installed")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import frost_cubin_report as report  # noqa: E402
+import frost_fwd_experiments as fx  # noqa: E402
+
+pytestmark = pytest.mark.skipif(report.tool("CUOBJDUMP", "cuobjdump") is None
+                                or report.tool("NVDISASM", "nvdisasm") is None,
+                                reason="cuobjdump / nvdisasm not found")
+
+
+def _config(l2, mode="plain", ws_regs=()):
+    cfg = report.config_for("gdn", "product", 128, 128, l2)
+    if mode == "training":
+        cfg = dataclasses.replace(cfg, has_initial_state=True, write_checkpoints=True, write_values=True)
+    elif mode == "output-free":
+        cfg = dataclasses.replace(cfg, write_checkpoints=True, write_values=True, write_output=False)
+    return fx.tooling_config(cfg, "v3", decay="wy-ws", ws_regs=ws_regs)
+
+
+@functools.cache
+def _build(l2, mode="plain", ws_regs=()):
+    with tempfile.TemporaryDirectory() as tmp:
+        cubin = report.compile_cubin(_config(l2, mode, ws_regs), tmp)
+        sass = report.sass_instructions(cubin)
+        return report.resource_usage(cubin), tuple(re.sub(r"^@!?U?P[0-9T]+\s+", "", i) for i in sass)
+
+
+def _count(instrs, prefix):
+    return sum(i.startswith(prefix) for i in instrs)
+
+
+@pytest.mark.parametrize("l2,mode", [(True, "plain"), (False, "plain"), (True, "training"), (True, "output-free")])
+def test_roles_as_compiled(l2, mode):
+    from cudnn.linear_attention.frost.kernels import fwd_ws as ws
+    from cudnn.linear_attention.frost.kernels import fwd_ws_wy as wy
+
+    cfg = _config(l2, mode)
+    assert cfg.decay == "wy-ws" and "decay-wy-ws" in cfg.kernel_label
+    usage, sass = _build(l2, mode)
+    wo = mode != "output-free"
+    assert usage["REG"] <= 65536 // ws.BLOCK_THREADS, usage
+    dealloc, alloc = report.setmaxnreg_sites(sass)
+    assert len(dealloc) == 1 and len(alloc) == 1 and dealloc[0] < alloc[0], (dealloc, alloc)
+    consumer_regs, producer_regs = wy.REGISTER_SPLIT
+    assert f"{producer_regs:#x}" in sass[dealloc[0]] and f"{consumer_regs:#x}" in sass[alloc[0]]
+    producer, consumer = sass[dealloc[0]:alloc[0]], sass[alloc[0]:]
+    # the consumers: U^T (C / 16 + K / 16 = 12 k-steps), S^T Q^T (8), P U (4), the state
+    # update (4); output-free U and the update. No mma.sync: the solve left the chain.
+    assert _count(consumer, "HGMMA") == (28 if wo else 16)
+    assert _count(consumer, "HMMA") == 0 and _count(producer, "HGMMA") == 0
+    # the producer: the Gram (32 / 16 output-free), the W' solve (4 blocks, 10 16 x 16 x 16
+    # products = 20), the four inverse column blocks' solves (10 + 6 + 3 + 1 products = 40)
+    assert _count(producer, "HMMA") == (32 if wo else 16) + 20 + 40
+    assert _count(producer, "LDGSTS") > 0 and _count(consumer, "LDGSTS") == 0
+    # spills at 200 / 56 (the consumers none; the producer one or two, output-free more)
+    assert _count(consumer, "STL") == 0 and _count(consumer, "LDL") == 0
+    if wo:
+        assert _count(producer, "STL") <= 2 and _count(producer, "LDL") <= 2
+    # the hand-over of fwd_ws.py: one FULL arrive / wait, one EMPTY wait / arrive
+    full_arrive = [i for i in producer if i.startswith("BAR.ARV") and f"{ws.BLOCK_THREADS:#x}" in i]
+    empty_wait = [i for i in producer if i.startswith("BAR.SYNC") and f"{ws.BLOCK_THREADS:#x}" in i]
+    full_wait = [i for i in consumer if i.startswith("BAR.SYNC") and f"{ws.BLOCK_THREADS:#x}" in i]
+    empty_arrive = [i for i in consumer if i.startswith("BAR.ARV") and f"{ws.BLOCK_THREADS:#x}" in i]
+    assert len(full_arrive) == len(empty_wait) == len(full_wait) == len(empty_arrive) == 1
+
+
+@pytest.mark.parametrize("mode", ["plain", "training"])
+def test_no_ptxas_performance_note(mode):
+    """At 200 / 56 ptxas keeps the chain's wgmma asynchronous (at 184 / 72 it serializes
+    them, C7512: test_a_smaller_consumer_share_serializes_the_chain)."""
+    from cudnn.linear_attention.frost.kernels.compile_kernel import kernel_class
+    from cudnn.linear_attention.frost.kernels.launch_abi import fake_args
+
+    cfg = _config(True, mode)
+    assert report.ptxas_notes(kernel_class(cfg, "sm_90a")(cfg), fake_args(cfg)) == set()
+
+
+def test_a_smaller_consumer_share_serializes_the_chain():
+    from cudnn.linear_attention.frost.kernels.compile_kernel import kernel_class
+    from cudnn.linear_attention.frost.kernels.launch_abi import fake_args
+
+    cfg = _config(True, "plain", ws_regs=(184, 72))
+    assert "C7512" in report.ptxas_notes(kernel_class(cfg, "sm_90a")(cfg), fake_args(cfg))
+
+
+def test_shared_memory_plan():
+    """Two operand sets with A and W' fit the 227 KB a CTA may use; without dropping the raw
+    v tile and single-buffering -M and the inverses they would not."""
+    from cudnn.linear_attention.frost.kernels import fwd_ws, fwd_ws_wy
+    from cudnn.linear_attention.frost.kernels.fwd_v1 import SMEM_LIMIT, smem_bytes
+
+    cfg = _config(True)
+    used = smem_bytes(cfg, fwd_ws_wy.smem_plan)
+    assert used <= SMEM_LIMIT
+    added = [e for e in fwd_ws_wy.smem_plan(cfg) if e[0] in ("ainv", "wp")]
+    assert smem_bytes(cfg, lambda c: fwd_ws.smem_plan(c) + added) > SMEM_LIMIT
+    names = [e[0] for e in fwd_ws_wy.smem_plan(cfg)]
+    assert "rv" not in names and names.count("ainv") == names.count("wp") == 1
+
+
+def test_the_knob():
+    from cudnn.linear_attention.frost.kernels.compile_kernel import kernel_class
+    from cudnn.linear_attention.frost.kernels.fwd_ws_wy import FullInverseChain
+
+    gdn = report.config_for("gdn", "product", 128, 128, True)
+    cls = kernel_class(fx.tooling_config(gdn, "v3", decay="wy-ws"), "sm_90a")
+    assert issubclass(cls, FullInverseChain) and cls.register_split == (200, 56)
+    split = kernel_class(fx.tooling_config(gdn, "v3", decay="wy-ws", ws_regs=(208, 48)), "sm_90a")
+    assert split.register_split == (208, 48)
+    small = report.config_for("gdn", "product", 64, 64, True)
+    assert fx.tooling_config(small, "v3", decay="wy-ws") is small  # K = 64: the product's scaled chain
+    with pytest.raises(ValueError, match="gram"):
+        fx.experiment(gdn, "v3", decay="wy-ws", gram="wgmma16")
+    with pytest.raises(ValueError, match="decay"):
+        fx.experiment(report.config_for("kda", "product", 128, 128, True), "v3", decay="wy-ws")
