@@ -102,7 +102,7 @@ def test_the_knob_reaches_k128_gdn_only():
     # at K = 64 (one consumer warpgroup) the scaled chain without the roles
     small = report.config_for("gdn", "product", 64, 64, True)
     assert fx.tooling_config(small, "v3", decay="scaled-ws") is small  # the product's own (scaled) chain
-    with pytest.raises(ValueError, match=r"decay must be one of \('scaled-ws', 'wy-ws'\) only for K = V = 128"):
+    with pytest.raises(ValueError, match=r"decay must be one of .* only for K = V = 128"):
         fx.experiment(small, "v3", decay="scaled-ws")
 
 

@@ -32,7 +32,9 @@ tooling's choices:
                next chunk's rows and Gram (kernels/fwd_ws.py; K = V = 128, ws_applies:
                elsewhere "scaled"); "wy-ws": "scaled-ws" with the chunk's inverse and W'
                formed by the producer, the chain without its block solve
-               (kernels/fwd_ws_wy.py; the same configs, mma Gram only).
+               (kernels/fwd_ws_wy.py; the same configs, mma Gram only); "wyc-ws": the
+               same without W', the chain applying the inverse to its R
+               (fwd_ws_wy.FullInverseInChain).
                FROST_FWD_DECAY (DECAY_ENV) sets it
                for use_kernel's blocks;
   ws_regs      with "scaled-ws" or "wy-ws": the roles' setmaxnreg split (consumer, producer), () for
@@ -82,9 +84,9 @@ GRAMS = ("mma", *GRAM_WIDTHS)
 GRAM_ENV = "FROST_FWD_GRAM"
 #: where the scalar-gate chain's decays go (fwd_v3_scaled.py): folded into the operands or
 #: scaled onto the chain's fp32 results
-DECAYS = ("folded", "scaled", "scaled-lead", "scaled-ws", "wy-ws")
+DECAYS = ("folded", "scaled", "scaled-lead", "scaled-ws", "wy-ws", "wyc-ws")
 #: the warp-specialised decays (ws_applies; the setmaxnreg split knob ws_regs)
-WS_DECAYS = ("scaled-ws", "wy-ws")
+WS_DECAYS = ("scaled-ws", "wy-ws", "wyc-ws")
 #: FROST_FWD_DECAY=folded (or scaled-lead, scaled-ws): every forward a use_kernel block routes runs that
 #: chain where v3 runs for scalar gates and bf16 (elsewhere the chain is folded anyway); unset: default_decay
 DECAY_ENV = "FROST_FWD_DECAY"
@@ -138,8 +140,8 @@ class FrostFwdExperiment(FrostFwdConfig):
             bad("decay", f"one of {DECAYS}, and 'folded' unless algorithm is v3 with scalar gates and bf16 io")
         if self.decay in WS_DECAYS and not ws_applies(self):
             bad("decay", f"one of {WS_DECAYS} only for K = V = 128 (ws_applies)")
-        if self.decay == "wy-ws" and self.gram != "mma":
-            bad("gram", "'mma' with decay 'wy-ws' (its producer builds the mma Gram's single -M tiles)")
+        if self.decay in ("wy-ws", "wyc-ws") and self.gram != "mma":
+            bad("gram", "'mma' with the full-inverse decays (their producer builds the mma Gram's single -M tiles)")
         if self.ws_regs and (self.decay not in WS_DECAYS or not register_split_ok(self.ws_regs)):
             bad("ws_regs", f"() or, with decay in {WS_DECAYS}, (consumer, producer) setmaxnreg counts: multiples "
                 "of 8 in [24, 256] with 256 x (consumer + producer) <= 65,536")
@@ -238,10 +240,11 @@ def with_knobs(base, skip_stages: tuple[str, ...], ldmatrix: bool, gram: str = "
     if decay != "folded":
         from cudnn.linear_attention.frost.kernels.fwd_v3_scaled import ScaledDecayLeadChain
         from cudnn.linear_attention.frost.kernels.fwd_ws import WarpSpecialisedChain
-        from cudnn.linear_attention.frost.kernels.fwd_ws_wy import FullInverseChain
+        from cudnn.linear_attention.frost.kernels.fwd_ws_wy import FullInverseChain, FullInverseInChain
         mixin, name = {"scaled-lead": (ScaledDecayLeadChain, "ScaledDecayLead"),
                        "scaled-ws": (WarpSpecialisedChain, "WarpSpecialised"),
-                       "wy-ws": (FullInverseChain, "FullInverse")}[decay]
+                       "wy-ws": (FullInverseChain, "FullInverse"),
+                       "wyc-ws": (FullInverseInChain, "FullInverseInChain")}[decay]
         bases, tag = (mixin, *bases), tag + name
     if ws_regs:
         attrs["register_split"], tag = ws_regs, tag + "Regs{}x{}".format(*ws_regs)

@@ -67,9 +67,10 @@ SINGLE = ("mneg", "dinv")
 DROPPED = ("rv",)
 
 
-def smem_plan(c: FrostFwdConfig):
-    """fwd_ws.py's plan with A and W' per set (SW128, after P), -M and the diagonal inverses
-    single, four factor rows per set, no raw v tile; "w0" holds a set's raw v rows."""
+def smem_plan(c: FrostFwdConfig, with_wp: bool = True):
+    """fwd_ws.py's plan with A and W' per set (SW128, after P; with_wp False: A only), -M and
+    the diagonal inverses single, four factor rows per set, no raw v tile; "w0" holds a
+    set's raw v rows."""
     K, C = c.K, CHUNK
     plan = []
     for name, dtype, shape, stride in ws_smem_plan(c):
@@ -81,8 +82,14 @@ def smem_plan(c: FrostFwdConfig):
             shape, stride = (SETS, FACTOR_ROWS, C), (FACTOR_ROWS * C, C, 1)
         plan.append((name, dtype, shape, stride))
         if name == "p":
-            plan += [("ainv", "bf16", (SETS * C, C), SW128), ("wp", "bf16", (SETS * C, K), SW128)]
+            plan.append(("ainv", "bf16", (SETS * C, C), SW128))
+            if with_wp:
+                plan.append(("wp", "bf16", (SETS * C, K), SW128))
     return plan
+
+
+def smem_plan_in_chain(c: FrostFwdConfig):
+    return smem_plan(c, with_wp=False)
 
 
 class FullInverseChain(WarpSpecialisedChain):
@@ -94,6 +101,9 @@ class FullInverseChain(WarpSpecialisedChain):
     #: 47 stores / 63 reloads per chunk; at 200 / 56 one / one, the consumers none, and no
     #: ptxas performance note (at 184 / 72: C7512, the chain's wgmma serialized); sm_90a builds
     register_split = REGISTER_SPLIT
+    #: False: the producer forms W' and the chain's U group is W0^T A^T + S^T W'^T;
+    #: True (FullInverseInChain): no W', the chain applies A to its R = W0 + diag(fr) K S
+    inverse_in_chain = False
     #: True: the consumers issue S^T Q^T after the U group retired (fewer live registers
     #: while U's operands are in flight); False: both groups in flight together
     sq_after_u = True
@@ -104,7 +114,8 @@ class FullInverseChain(WarpSpecialisedChain):
         C, K = CHUNK, self.cfg.K
         v.mneg, v.dinv = s.mneg, s.dinv
         v.ainv = cute.local_tile(s.ainv, (C, C), (b, 0))
-        v.wp = cute.local_tile(s.wp, (C, K), (b, 0))
+        if cutlass.const_expr(not self.inverse_in_chain):
+            v.wp = cute.local_tile(s.wp, (C, K), (b, 0))
         return v
 
     def raw_views(self, s, b):
@@ -172,13 +183,13 @@ class FullInverseChain(WarpSpecialisedChain):
         block solve), then A's column block w on warps 0-3 (R^T = I)."""
         s_k = st.k
         s_fac = st.fac
-        s_wp = st.wp
         mma = warp_mma()
         crd = thr.partition_C(cute.make_identity_tensor((SUB, SUB)))  # (row d or v, token t in block)
         per = cute.size(thr.partition_shape_C((SUB, SUB)))
         d0 = pwid * SUB
         a_u = []
-        for bi in cutlass.range_constexpr(NBLK):
+        for bi in cutlass.range_constexpr(0 if self.inverse_in_chain else NBLK):
+            s_wp = st.wp
             r = cute.make_rmem_tensor(thr.partition_shape_C((SUB, SUB)), Float32)
             for e in cutlass.range_constexpr(per):
                 t = bi * SUB + crd[e][1]
@@ -222,26 +233,67 @@ class FullInverseChain(WarpSpecialisedChain):
     # ------------------------------------------------------------------ consumers
     @cute.jit
     def consumer_chain(self, st, mo, acc_s, coord_s, heads, t0, eos, thr, lane, wid):
-        """U^T = W0^T A^T + S^T W'^T (one group), S^T Q^T, then fwd_v3_scaled's finish_chain."""
-        s_v = st.w0
+        """U (u_products or u_through_r), then U's blocks and fwd_v3_scaled's finish_chain."""
         s_fac = st.fac
         c = self.cfg
-        K, C = c.K, CHUNK
         h = heads[3]
-        mma = warp_mma()
-        wg_half = wgmma(C)  # U^T and S^T Q^T: N = C, B = A / W' / q-hat [t, .] K-major
-        wg_st = wgmma_mn(K)
-        check_fragment_orders(wg_half, mma, C)
-        check_fragment_orders(wg_st, mma, K)
-        wtid = (wid % (WG_THREADS // 32)) * 32 + lane
-        g_half = wg_half.get_slice(wtid)
-        g_st = wg_st.get_slice(wtid)
         j0 = wid * SUB
         crd = thr.partition_C(cute.make_identity_tensor((SUB, SUB)))  # (value column j, token t in block)
         per = cute.size(thr.partition_shape_C((SUB, SUB)))
-        wo = c.write_output
+        if cutlass.const_expr(self.inverse_in_chain):
+            acc_u, acc_o = self.u_through_r(st, acc_s, thr, lane, wid)
+        else:
+            acc_u, acc_o = self.u_products(st, acc_s, thr, lane, wid)
+        # U's blocks: the training store, U^T for P U, U^T diag(fk) for the state update
+        a_u = []
+        a_k = []
+        for bi in cutlass.range_constexpr(NBLK):
+            u = block_of(acc_u, bi, thr.partition_shape_C((SUB, SUB)))
+            if cutlass.const_expr(c.write_values):
+                store_values_block(st.values, u, crd, t0 + bi * SUB, eos, h, j0)
+            a_u.append(to_a_operand(u, thr.partition_shape_A((SUB, SUB))))
+            for e in cutlass.range_constexpr(per):
+                u[e] = u[e] * s_fac[FK, bi * SUB + crd[e][1]]
+            a_k.append(to_a_operand(u, thr.partition_shape_A((SUB, SUB))))
+        self.finish_chain(st, mo, acc_s, coord_s, acc_o, a_u, a_k, h, t0, eos, thr, lane, wid)
 
-        # W0^T = (beta v)^T, this warp's 16 value rows, as the U group's first A operand
+    def chain_mmas(self, thr, lane, wid):
+        """(wg_half, g_half, g_st, crd, per): the chain's m64 n=C MMA (B K-major: A, W',
+        q-hat, k-hat [t, .]), its thread slice, the state update's slice, and the warp's
+        16 x 16 block coordinates (value column j, token t) with their count per thread."""
+        c = self.cfg
+        mma = warp_mma()
+        wg_half = wgmma(CHUNK)
+        wg_st = wgmma_mn(c.K)
+        check_fragment_orders(wg_half, mma, CHUNK)
+        check_fragment_orders(wg_st, mma, c.K)
+        wtid = (wid % (WG_THREADS // 32)) * 32 + lane
+        crd = thr.partition_C(cute.make_identity_tensor((SUB, SUB)))
+        per = cute.size(thr.partition_shape_C((SUB, SUB)))
+        return wg_half, wg_half.get_slice(wtid), wg_st.get_slice(wtid), crd, per
+
+    def sq_group(self, st, a_s, g_half, wg_half):
+        """S^T Q^T (K / 16 k-steps, its own group), or None without the output."""
+        if not self.cfg.write_output:
+            return None
+        acc_o = cute.make_rmem_tensor(g_half.partition_shape_C((WG_ROWS, CHUNK)), Float32)
+        b_q = wg_half.make_fragment_B(g_half.partition_B(st.q))
+        warpgroup.fence()
+        for kk in range(self.cfg.K // 16):
+            wg_half.set(warpgroup.Field.ACCUMULATE, kk != 0)
+            cute.gemm(wg_half, acc_o, a_s[None, None, kk], b_q[None, None, kk], acc_o)
+        warpgroup.commit_group()
+        return acc_o
+
+    @cute.jit
+    def u_products(self, st, acc_s, thr, lane, wid):
+        """U^T = W0^T A^T + S^T W'^T, one group (W0 = beta v, this warp's 16 value rows, as
+        its first A operand), and S^T Q^T; returns (U^T, S^T Q^T) with U complete."""
+        s_v = st.w0
+        s_fac = st.fac
+        K, C = self.cfg.K, CHUNK
+        wg_half, g_half, g_st, crd, per = self.chain_mmas(thr, lane, wid)
+        j0 = wid * SUB
         parts = []
         for bi in cutlass.range_constexpr(NBLK):
             blk = cute.make_rmem_tensor(thr.partition_shape_C((SUB, SUB)), Float32)
@@ -262,31 +314,56 @@ class FullInverseChain(WarpSpecialisedChain):
         for kk in cutlass.range_constexpr(K // 16):
             cute.gemm(wg_half, acc_u, a_s[None, None, kk], b_w[None, None, kk], acc_u)
         warpgroup.commit_group()
-        acc_o = None
-        if cutlass.const_expr(wo):
-            if cutlass.const_expr(self.sq_after_u):
-                warpgroup.wait_group(0)
-            acc_o = cute.make_rmem_tensor(g_half.partition_shape_C((WG_ROWS, C)), Float32)
-            b_q = wg_half.make_fragment_B(g_half.partition_B(st.q))
-            warpgroup.fence()
-            for kk in cutlass.range_constexpr(K // 16):
-                wg_half.set(warpgroup.Field.ACCUMULATE, kk != 0)
-                cute.gemm(wg_half, acc_o, a_s[None, None, kk], b_q[None, None, kk], acc_o)
-            warpgroup.commit_group()
-            if cutlass.const_expr(not self.sq_after_u):
-                warpgroup.wait_group(1)  # U is complete; S^T Q^T may still run
+        if cutlass.const_expr(self.sq_after_u or not self.cfg.write_output):
+            warpgroup.wait_group(0)
+        acc_o = self.sq_group(st, a_s, g_half, wg_half)
+        if cutlass.const_expr(self.cfg.write_output and not self.sq_after_u):
+            warpgroup.wait_group(1)  # U is complete; S^T Q^T may still run
+        return acc_u, acc_o
+
+    @cute.jit
+    def u_through_r(self, st, acc_s, thr, lane, wid):
+        """X = S^T K^T and S^T Q^T (the scaled chain's first groups), R = W0 + X diag(fr)
+        in fp32 (W0 = beta v), then U^T = bf16(R^T) A^T (C / 16 k-steps); returns
+        (U^T, S^T Q^T) with U complete."""
+        s_v = st.w0
+        s_fac = st.fac
+        K, C = self.cfg.K, CHUNK
+        wg_half, g_half, g_st, crd, per = self.chain_mmas(thr, lane, wid)
+        j0 = wid * SUB
+        a_s = to_a_operand(acc_s, g_half.partition_shape_A((WG_ROWS, K)))
+        acc_x = cute.make_rmem_tensor(g_half.partition_shape_C((WG_ROWS, C)), Float32)
+        b_k = wg_half.make_fragment_B(g_half.partition_B(st.k))
+        warpgroup.fence()
+        for kk in cutlass.range_constexpr(K // 16):
+            wg_half.set(warpgroup.Field.ACCUMULATE, kk != 0)
+            cute.gemm(wg_half, acc_x, a_s[None, None, kk], b_k[None, None, kk], acc_x)
+        warpgroup.commit_group()
+        acc_o = self.sq_group(st, a_s, g_half, wg_half)
+        if cutlass.const_expr(self.cfg.write_output):
+            warpgroup.wait_group(1)  # X is complete; S^T Q^T may still run
         else:
             warpgroup.wait_group(0)
-
-        # U's blocks: the training store, U^T for P U, U^T diag(fk) for the state update
-        a_u = []
-        a_k = []
         for bi in cutlass.range_constexpr(NBLK):
-            u = block_of(acc_u, bi, thr.partition_shape_C((SUB, SUB)))
-            if cutlass.const_expr(c.write_values):
-                store_values_block(st.values, u, crd, t0 + bi * SUB, eos, h, j0)
-            a_u.append(to_a_operand(u, thr.partition_shape_A((SUB, SUB))))
             for e in cutlass.range_constexpr(per):
-                u[e] = u[e] * s_fac[FK, bi * SUB + crd[e][1]]
-            a_k.append(to_a_operand(u, thr.partition_shape_A((SUB, SUB))))
-        self.finish_chain(st, mo, acc_s, coord_s, acc_o, a_u, a_k, h, t0, eos, thr, lane, wid)
+                t = bi * SUB + crd[e][1]
+                acc_x[bi * per + e] = (s_v[t, j0 + crd[e][0]].to(Float32) * s_fac[FB, t]
+                                       + s_fac[FR, t] * acc_x[bi * per + e])
+        a_r = to_a_operand(acc_x, g_st.partition_shape_A((WG_ROWS, C)))
+        acc_u = cute.make_rmem_tensor(g_half.partition_shape_C((WG_ROWS, C)), Float32)
+        b_a = wg_half.make_fragment_B(g_half.partition_B(st.ainv))
+        warpgroup.fence()
+        for kk in cutlass.range_constexpr(C // 16):
+            wg_half.set(warpgroup.Field.ACCUMULATE, kk != 0)
+            cute.gemm(wg_half, acc_u, a_r[None, None, kk], b_a[None, None, kk], acc_u)
+        warpgroup.commit_group()
+        warpgroup.wait_group(0)  # U (and S^T Q^T before it: groups retire in order)
+        return acc_u, acc_o
+
+
+class FullInverseInChain(FullInverseChain):
+    """FullInverseChain without W': the producer forms A only, the chain applies it to R
+    (two dependent product groups in the chain instead of one; 32 KB less shared memory)."""
+
+    smem_plan = staticmethod(smem_plan_in_chain)
+    inverse_in_chain = True
