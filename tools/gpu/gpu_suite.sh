@@ -73,11 +73,13 @@
 #              wssplitbwd (the backward smoke's "mixed" case vs float64 and its kernel times:
 #              the product's chain, ws at 216 / 40, each split); STAGE_TIMEOUT=600 for both
 #   wy         the warp-specialised GDN forward with the full inverse on the producer
-#              (fwd_ws_wy.py, FROST_FWD_DECAY=wy-ws / la_frost_smoke's v3wyws; its split
-#              200,56 unless FROST_FWD_WS_REGS): wysmoke (GDN cases vs float64, the scaled
-#              product, scaled-ws and wy-ws side by side, kernel times), wytrain (GDN training
-#              and recompute forwards through it, backward smoke), wybench (GDN fwd and
-#              fwd+bwd op rows: product, wy-ws, wy-ws at 208,48, product); STAGE_TIMEOUT=600
+#              (fwd_ws_wy.py, FROST_FWD_DECAY=wy-ws / la_frost_smoke's v3wyws; without W',
+#              the chain applying the inverse: wyc-ws / v3wycws; split 200,56 unless
+#              FROST_FWD_WS_REGS): wysmoke (GDN cases vs float64, the scaled product,
+#              scaled-ws, wy-ws and wyc-ws side by side, kernel times), wytrain (GDN training
+#              and recompute forwards through each, backward smoke), wybench (GDN fwd and
+#              fwd+bwd op rows: product, wy-ws, wyc-ws, wy-ws at 208,48, product);
+#              STAGE_TIMEOUT=600
 #   bwdscaled  the backward's scaled-decay chain (bwd_chain_scaled.py, FROST_BWD_CHAIN=
 #              wgmma_scaled, the default) and its warp-specialised form (bwd_chain_ws.py, =wgmma_ws;
 #              FROST_BWD_WS_REGS=consumer,producer its setmaxnreg split):
@@ -587,11 +589,13 @@ for s in "$@"; do
     wy|wysmoke|wytrain|wybench)  # the full inverse on the producer (FROST_FWD_DECAY=wy-ws) vs the product
       export FROST_KERNEL_CACHE="${FROST_KERNEL_CACHE:-$PWD/.frostcache}"
       [ "$s" = wy ] || [ "$s" = wysmoke ] && stage wysmoke "python3 \
-        tests/numerics/la_frost_smoke.py --family gdn --algorithm v3scaled v3scaledws v3wyws"
-      [ "$s" = wy ] || [ "$s" = wytrain ] && stage wytrain "FROST_FWD_DECAY=wy-ws python3 \
-        tests/numerics/la_frost_bwd_smoke.py --jobs \$(nproc) --family gdn --fwd-kernel v3"
-      [ "$s" = wy ] || [ "$s" = wybench ] && stage wybench "for r in product wy wy208 product; do \
+        tests/numerics/la_frost_smoke.py --family gdn --algorithm v3scaled v3scaledws v3wyws v3wycws"
+      [ "$s" = wy ] || [ "$s" = wytrain ] && stage wytrain "for d in wy-ws wyc-ws; do echo \"== \$d\"; \
+        FROST_FWD_DECAY=\$d python3 tests/numerics/la_frost_bwd_smoke.py --jobs \$(nproc) --family gdn \
+        --fwd-kernel v3 || exit 1; done"
+      [ "$s" = wy ] || [ "$s" = wybench ] && stage wybench "for r in product wy wyc wy208 product; do \
         echo \"== forward \$r\"; case \$r in product) e='';; wy) e='FROST_FWD_DECAY=wy-ws';; \
+        wyc) e='FROST_FWD_DECAY=wyc-ws';; \
         wy208) e='FROST_FWD_DECAY=wy-ws FROST_FWD_WS_REGS=208,48';; esac; env \$e python3 \
         bench/bench_linear_attention.py --fwd-only --cases 'GDN fwd' --impl FROST --reps 20 && env \$e python3 \
         bench/bench_linear_attention.py --cases 'GDN fwd+bwd' --impl 'op FROST' --reps 10 || exit 1; done"
