@@ -58,7 +58,8 @@ from cudnn.linear_attention.frost.kernels.fwd_ws import (
 from cudnn.linear_attention.frost.kernels.fwd_ws import smem_plan as ws_smem_plan
 
 REGISTER_SPLIT = (200, 56)
-assert register_split_ok(REGISTER_SPLIT)
+IN_CHAIN_REGISTER_SPLIT = (208, 48)  # FullInverseInChain's
+assert register_split_ok(REGISTER_SPLIT) and register_split_ok(IN_CHAIN_REGISTER_SPLIT)
 #: the factor row holding beta (after fwd_v3_scaled's FR, FO, FK)
 FB = 3
 FACTOR_ROWS = 4
@@ -367,3 +368,7 @@ class FullInverseInChain(FullInverseChain):
 
     smem_plan = staticmethod(smem_plan_in_chain)
     inverse_in_chain = True
+    #: at 200 / 56 ptxas serializes this chain's wgmma (C7512: X, S^T Q^T and R's A operand
+    #: live together); at 208 / 48 it does not, the consumers do not spill and the producer
+    #: spills 11 stores / 21 reloads per chunk (sm_90a builds)
+    register_split = IN_CHAIN_REGISTER_SPLIT
