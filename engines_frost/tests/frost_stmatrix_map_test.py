@@ -10,14 +10,17 @@ against the PTX ISA (written out below as formulas, independent of CuTe):
 - check_stmatrix_copy accepts them and rejects a register layout with two value modes
   exchanged, an address layout with two matrices exchanged and the transposed form;
 - the staged tiles' row pitches put the 8 rows of a matrix in 8 different 16-byte bank
-  groups (one shared-memory wavefront per matrix).
+  groups (one shared-memory wavefront per matrix);
+- the .trans forms (fwd_ws_wy.py's block loads and stores): the instruction models move
+  the transpose, and check_trans_copy accepts the traced .trans layouts only.
 """
 import random
 
 import pytest
 
 from cudnn.linear_attention.frost.kernels.stmatrix_map import (BLOCK, bank_groups, check_stmatrix_copy,
-                                                               ptx_stmatrix_x4)
+                                                               check_trans_copy, ptx_ldmatrix_x4_trans,
+                                                               ptx_stmatrix_x4, ptx_stmatrix_x4_trans)
 from cudnn.linear_attention.frost.kernels.wgmma_fragments import fragment_coords
 
 # (shape, stride) of the traced layouts, column-major over the 16 x 16 block
@@ -77,3 +80,50 @@ def test_check_rejects_wrong_maps():
 def test_staged_rows_are_conflict_free(elements):
     assert sorted(bank_groups(2 * elements)) == list(range(8))
     assert sorted(bank_groups(2 * 128)) != list(range(8))  # unpadded rows would conflict
+
+
+def test_trans_instruction_model_stores_the_transpose():
+    """stmatrix.trans of the accumulator over [16 j, 16 t] with the .trans address layout
+    (DST_TRANS: lane a + 8 b + 16 c addresses rows 8 b .. 8 b + 7 of column a + 8 c) into a
+    row-major [t, j] tile: element (j, t) lands at row t, column j."""
+    pitch = 64
+    rng = random.Random(3)
+    block = [[rng.random() for _ in range(BLOCK)] for _ in range(BLOCK)]  # block[j][t]
+    frag = [[block[r][c] for r, c in (ptx_accumulator(lane, v) for v in range(8))] for lane in range(32)]
+    addresses = []
+    for lane in range(32):
+        j, t = fragment_coords(*DST_TRANS, BLOCK, lane, 0)
+        addresses.append(t * pitch + j)  # the transposed view: (j, t) is memory row t, column j
+        assert addresses[-1] * 2 % 16 == 0
+    registers = [[(frag[lane][2 * i], frag[lane][2 * i + 1]) for i in range(4)] for lane in range(32)]
+    written = ptx_stmatrix_x4_trans(addresses, registers)
+    assert written == {t * pitch + j: block[j][t] for j in range(BLOCK) for t in range(BLOCK)}
+
+
+def test_trans_load_model_loads_the_transpose():
+    """ldmatrix.trans from a row-major [t, j] tile through the same addresses gives each lane
+    the accumulator-order fragment of the (j, t) block: the inverse of the store above."""
+    pitch = 72
+    rng = random.Random(4)
+    memory = {t * pitch + j: rng.random() for t in range(BLOCK) for j in range(BLOCK)}
+    addresses = []
+    for lane in range(32):
+        j, t = fragment_coords(*DST_TRANS, BLOCK, lane, 0)
+        addresses.append(t * pitch + j)
+    registers = ptx_ldmatrix_x4_trans(addresses, memory)
+    for lane in range(32):
+        for v in range(8):
+            j, t = ptx_accumulator(lane, v)
+            assert registers[lane][v // 2][v % 2] == memory[t * pitch + j]
+
+
+def test_trans_check_accepts_the_trans_layouts_and_rejects_others():
+    """The same check serves both directions (check_trans_copy(register side, address side,
+    fragment)): it accepts the traced .trans layouts and rejects the plain form's
+    addresses and two matrices exchanged."""
+    check_trans_copy(SRC, DST_TRANS, ACC)
+    with pytest.raises(ValueError, match="consecutive rows"):
+        check_trans_copy(SRC, DST, ACC)  # the plain form's addresses
+    swapped = ((8, 2, 2), (8, 1)), ((16, 128, 8), (1, 0))  # matrices 1 and 2 exchanged
+    with pytest.raises(ValueError, match="lands at"):
+        check_trans_copy(SRC, swapped, ACC)

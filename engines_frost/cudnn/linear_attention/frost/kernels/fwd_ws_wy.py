@@ -36,12 +36,12 @@ from types import SimpleNamespace
 import cutlass
 import cutlass.cute as cute
 from cutlass import BFloat16, Float32
-from cutlass.cute.nvgpu import warpgroup
+from cutlass.cute.nvgpu import warp, warpgroup
 
 from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig, register_split_ok
 from cudnn.linear_attention.frost.kernels.fwd_v1 import CHUNK, NBLK, SUB, SW128, store_values_block, to_a_operand, \
     warp_mma
-from cudnn.linear_attention.frost.kernels.fwd_v3 import WG_ROWS, WG_THREADS, assemble_a, block_of, \
+from cudnn.linear_attention.frost.kernels.fwd_v3 import WG_ROWS, WG_THREADS, _tv, assemble_a, block_of, \
     check_fragment_orders, wgmma
 from cudnn.linear_attention.frost.kernels.fwd_v3_gram import lane_in_loop, tid_in_loop
 from cudnn.linear_attention.frost.kernels.fwd_v3_scaled import FK, FR, wgmma_mn
@@ -56,8 +56,9 @@ from cudnn.linear_attention.frost.kernels.fwd_ws import (
     waits_for_release,
 )
 from cudnn.linear_attention.frost.kernels.fwd_ws import smem_plan as ws_smem_plan
+from cudnn.linear_attention.frost.kernels.stmatrix_map import check_trans_copy
 
-REGISTER_SPLIT = (200, 56)
+REGISTER_SPLIT = (192, 64)
 IN_CHAIN_REGISTER_SPLIT = (208, 48)  # FullInverseInChain's
 assert register_split_ok(REGISTER_SPLIT) and register_split_ok(IN_CHAIN_REGISTER_SPLIT)
 #: the factor row holding beta (after fwd_v3_scaled's FR, FO, FK)
@@ -93,14 +94,52 @@ def smem_plan_in_chain(c: FrostFwdConfig):
     return smem_plan(c, with_wp=False)
 
 
+@cute.jit
+def store_block_transposed(u: cute.Tensor, tile: cute.Tensor, thr, lane):
+    """Run by a whole warp: its fp32 16 x 16 block u (warp_mma's accumulator over (row j,
+    column t)) as bf16 into the shared block tile[t, j] (rows 16-byte aligned; an SW128 tile
+    keeps 16-byte units whole) by one stmatrix.x4.trans: the producer's stores of W'^T and
+    A^T blocks as W' and A rows. Element by element they were 8 two-byte stores per thread
+    and block, each with its own swizzled address. The register and address maps CuTe
+    builds are checked while tracing (stmatrix_map.check_trans_copy)."""
+    frag = cute.make_rmem_tensor(thr.partition_shape_C((SUB, SUB)), BFloat16)
+    for e in cutlass.range_constexpr(cute.size(frag)):
+        frag[e] = u[e].to(BFloat16)
+    atom = cute.make_copy_atom(warp.StMatrix8x8x16bOp(True, 4), BFloat16)
+    mma = warp_mma()
+    copy = cute.make_tiled_copy_C(atom, mma)
+    check_trans_copy(_tv(copy.layout_src_tv_tiled), _tv(copy.layout_dst_tv_tiled), _tv(mma.tv_layout_C_tiled))
+    view = cute.make_tensor(tile.iterator, cute.select(tile.layout, mode=[1, 0]))  # (j, t) -> tile[t, j]
+    thr_copy = copy.get_slice(lane)
+    cute.copy(copy, thr_copy.retile(frag), thr_copy.partition_D(view))
+
+
+@cute.jit
+def load_block_transposed(tile: cute.Tensor, thr, lane) -> cute.Tensor:
+    """Run by a whole warp: the shared block tile[t, j] (bf16, rows 16-byte aligned) as the
+    warp's bf16 fragment of its transpose (j, t), in warp_mma's accumulator order (its A
+    operand's for a 16 x 16 block: the same map), by one ldmatrix.x4.trans: the W' solve's
+    right-hand side K^T from k-hat. Checked while tracing as store_block_transposed."""
+    frag = cute.make_rmem_tensor(thr.partition_shape_C((SUB, SUB)), BFloat16)
+    atom = cute.make_copy_atom(warp.LdMatrix8x8x16bOp(True, 4), BFloat16)
+    mma = warp_mma()
+    copy = cute.make_tiled_copy_C(atom, mma)
+    check_trans_copy(_tv(copy.layout_dst_tv_tiled), _tv(copy.layout_src_tv_tiled), _tv(mma.tv_layout_C_tiled))
+    view = cute.make_tensor(tile.iterator, cute.select(tile.layout, mode=[1, 0]))  # (j, t) -> tile[t, j]
+    thr_copy = copy.get_slice(lane)
+    cute.copy(copy, thr_copy.partition_S(view), thr_copy.retile(frag))
+    return frag
+
+
 class FullInverseChain(WarpSpecialisedChain):
     """Mixin over FrostFwdV3 (or its training launchers): fwd_ws.py's roles with the solve
     moved to the producer (module docstring). Put first in the bases."""
 
     smem_plan = staticmethod(smem_plan)
-    #: (consumer, producer) setmaxnreg: at fwd_ws.py's 216 / 40 the producer's solves spill
-    #: 47 stores / 63 reloads per chunk; at 200 / 56 one / one, the consumers none, and no
-    #: ptxas performance note (at 184 / 72: C7512, the chain's wgmma serialized); sm_90a builds
+    #: (consumer, producer) setmaxnreg (sm_90a builds, GDN l2norm): at fwd_ws.py's 216 / 40 the
+    #: producer spills 20 stores / 28 reloads per chunk and the consumers 6 / 5; at 192 / 64
+    #: the producer 5 / 5, the consumers none, and ptxas leaves no performance note (at
+    #: 184 / 72: C7512, the chain's wgmma serialized for want of registers)
     register_split = REGISTER_SPLIT
     #: False: the producer forms W' and the chain's U group is W0^T A^T + S^T W'^T;
     #: True (FullInverseInChain): no W', the chain applies A to its R = W0 + diag(fr) K S
@@ -187,17 +226,15 @@ class FullInverseChain(WarpSpecialisedChain):
         mma = warp_mma()
         crd = thr.partition_C(cute.make_identity_tensor((SUB, SUB)))  # (row d or v, token t in block)
         per = cute.size(thr.partition_shape_C((SUB, SUB)))
-        d0 = pwid * SUB
         a_u = []
         for bi in cutlass.range_constexpr(0 if self.inverse_in_chain else NBLK):
             s_wp = st.wp
+            kt = load_block_transposed(cute.local_tile(s_k, (SUB, SUB), (bi, pwid)), thr, lane)
             r = cute.make_rmem_tensor(thr.partition_shape_C((SUB, SUB)), Float32)
             for e in cutlass.range_constexpr(per):
-                t = bi * SUB + crd[e][1]
-                r[e] = s_fac[FR, t] * s_k[t, d0 + crd[e][0]].to(Float32)
+                r[e] = s_fac[FR, bi * SUB + crd[e][1]] * kt[e].to(Float32)
             u = self.solve_block(mma, thr, lane, r, a_u, st.mneg, st.dinv, bi)
-            for e in cutlass.range_constexpr(per):
-                s_wp[bi * SUB + crd[e][1], d0 + crd[e][0]] = u[e].to(BFloat16)
+            store_block_transposed(u, cute.local_tile(s_wp, (SUB, SUB), (bi, pwid)), thr, lane)
         for w in cutlass.range_constexpr(NBLK):
             if pwid == w:
                 self.inverse_columns(st, thr, lane, crd, w)
@@ -228,8 +265,7 @@ class FullInverseChain(WarpSpecialisedChain):
             b_d = self.operand(thr, lane, s_dinv[bi, None, None], False)
             cute.gemm(mma, u, a_x[None, None, 0], b_d[None, None, 0], u)
             a_u.append(to_a_operand(u, thr.partition_shape_A((SUB, SUB))))
-            for e in cutlass.range_constexpr(per):
-                s_a[bi * SUB + crd[e][1], w * SUB + crd[e][0]] = u[e].to(BFloat16)
+            store_block_transposed(u, cute.local_tile(s_a, (SUB, SUB), (bi, w)), thr, lane)
 
     # ------------------------------------------------------------------ consumers
     @cute.jit
@@ -370,5 +406,5 @@ class FullInverseInChain(FullInverseChain):
     inverse_in_chain = True
     #: at 200 / 56 ptxas serializes this chain's wgmma (C7512: X, S^T Q^T and R's A operand
     #: live together); at 208 / 48 it does not, the consumers do not spill and the producer
-    #: spills 11 stores / 21 reloads per chunk (sm_90a builds)
+    #: spills 6 stores / 14 reloads per chunk (sm_90a builds)
     register_split = IN_CHAIN_REGISTER_SPLIT
