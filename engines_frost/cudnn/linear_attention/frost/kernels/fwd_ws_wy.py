@@ -214,6 +214,7 @@ class FullInverseChain(WarpSpecialisedChain):
                 cute.arch.cp_async_wait_group(1)  # this chunk's v (the next rows may still fly)
             else:
                 cute.arch.cp_async_wait_group(0)
+            # (the waits' accounting: engines_frost/tests/frost_ws_wy_copies_emulation_test.py)
             cute.arch.fence_proxy("async.shared", space="cta")  # A and W' are wgmma operands
             cute.arch.barrier_arrive(barrier_id=BAR_FULL + b, number_of_threads=BLOCK_THREADS)
 
