@@ -22,13 +22,14 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from frost_bwd_model import _chunk_rows, _grams, stage_chain  # noqa: E402
 from frost_chunk_model import _unit_lower_inverse  # noqa: E402
-from frost_v1_precision import bf16  # noqa: E402
+from frost_v1_precision import _block_solve_bf16, bf16  # noqa: E402
 
 SUB = 16
 
 
-def chain_step(dS, q, k, g, beta, dO, scale, scaled):
-    """(dR, dS entering the chunk) of one emulated chain step (module docstring)."""
+def chain_step(dS, q, k, g, beta, dO, scale, scaled, wy=False):
+    """(dR, dS entering the chunk) of one emulated chain step (module docstring); wy: the
+    full-inverse form (wy_step)."""
     gam, kb, _ = _chunk_rows(g, beta, None, k, k)
     M, P = _grams(q, k, kb, gam, scale)
     a = torch.exp(gam[:, 0])
@@ -41,6 +42,8 @@ def chain_step(dS, q, k, g, beta, dO, scale, scaled):
         dU = bf16(P).T @ dO + bf16(k * fk[:, None]) @ dSb
     c = dU.shape[0]
     Mb = bf16(M)
+    if wy:
+        return wy_step(dS, dU, q, k, M, Mb, fo, fr, last, dO)
     dR = torch.zeros_like(dU)
     dRb = torch.zeros_like(dU)  # the A operands fed back and to the update
     for i0 in reversed(range(0, c, SUB)):
@@ -55,13 +58,28 @@ def chain_step(dS, q, k, g, beta, dO, scale, scaled):
     return dR, dS_prev
 
 
+def wy_step(dS, dU, q, k, M, Mb, fo, fr, last, dO):
+    """The chain step with the forward producer's inverse and W' (kernels/fwd_ws_wy.py; a
+    design for the backward, NOTES_bwd.md "The chain without its back substitution"): with
+    A = (I + M)^-1, dR = A^T dU, and the update's (dR^T diag(fr)) K is dU^T W', W' = A
+    diag(fr) K. A and W' from the block solve as the forward producer forms them (bf16
+    block operands, W' rounded once), dU rounded once as the A operand of both products."""
+    c = dU.shape[0]
+    A = _block_solve_bf16(M, Mb, torch.eye(c, dtype=torch.float64), _unit_lower_inverse)
+    Wp = bf16(_block_solve_bf16(M, Mb, fr[:, None] * k, _unit_lower_inverse))
+    dUb = bf16(dU)
+    dR = bf16(A).T @ dUb
+    dS_prev = q.T @ bf16(fo[:, None] * dO) + math.exp(last) * dS + Wp.T @ dUb
+    return dR, dS_prev
+
+
 def _rel(x, ref):
     return float((x - ref).norm() / ref.norm())
 
 
 def _errors(gen, correlated, c=64, K=64, V=64, chunks=6):
     """Max over chunks of the relative dR and dS errors, folded and scaled."""
-    worst = {False: [0.0, 0.0], True: [0.0, 0.0]}
+    worst = {False: [0.0, 0.0], True: [0.0, 0.0], "wy": [0.0, 0.0]}
     for _ in range(chunks):
         q = bf16(F.normalize(torch.randn(c, K, generator=gen, dtype=torch.float64), dim=-1))
         if correlated:
@@ -76,10 +94,10 @@ def _errors(gen, correlated, c=64, K=64, V=64, chunks=6):
         dS = torch.randn(K, V, generator=gen, dtype=torch.float64)
         scale = 1.0 / math.sqrt(K)
         ref_dR, ref_dS = stage_chain(dS, q, k, torch.zeros_like(dO), g, beta, None, dO, scale)
-        for scaled in (False, True):
-            dR, dS_prev = chain_step(dS, q, k, g, beta, dO, scale, scaled)
-            worst[scaled][0] = max(worst[scaled][0], _rel(dR, ref_dR))
-            worst[scaled][1] = max(worst[scaled][1], _rel(dS_prev, ref_dS))
+        for mode in (False, True, "wy"):
+            dR, dS_prev = chain_step(dS, q, k, g, beta, dO, scale, mode is not False, wy=mode == "wy")
+            worst[mode][0] = max(worst[mode][0], _rel(dR, ref_dR))
+            worst[mode][1] = max(worst[mode][1], _rel(dS_prev, ref_dS))
     return worst
 
 
@@ -96,3 +114,14 @@ def test_the_emulation_rounds_at_all():
     """A float64 pass-through would agree with stage_chain to ~1e-15."""
     worst = _errors(torch.Generator().manual_seed(3), False, chunks=2)
     assert min(worst[True]) > 1e-5 and min(worst[False]) > 1e-5, worst
+
+
+@pytest.mark.parametrize("correlated", [False, True], ids=["random-keys", "correlated-keys"])
+def test_full_inverse_step_rounds_like_the_back_substitution(correlated):
+    """The full-inverse chain step (wy_step) against float64: inside the bound and within
+    15 % of the scaled chain's back substitution, dR and dS alike, and really different."""
+    worst = _errors(torch.Generator().manual_seed(11 + correlated), correlated)
+    (sr, ss), (wr, ws) = worst[True], worst["wy"]
+    assert wr < 1e-2 and ws < 1e-2, worst
+    assert wr < 1.15 * sr + 1e-4 and ws < 1.15 * ss + 1e-4, worst
+    assert (wr, ws) != (sr, ss)
