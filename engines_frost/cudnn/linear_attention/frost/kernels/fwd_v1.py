@@ -756,15 +756,16 @@ class FrostFwdV1:
             for t in cutlass.range_constexpr(SUB):
                 s_dinv[bi, t, lane] = x[t].to(BFloat16)
 
-    def solve_block(self, mma, thr, lane, r, a_u, s_mneg, s_dinv, bi):
+    def solve_block(self, mma, thr, lane, r, a_u, s_mneg, s_dinv, bi, first=0):
         """Block bi of the chunk's solve, U_bi = Dinv_bi (R_bi - sum_{j<bi} M_bi,j U_j), on
         mma.sync per warp: r (R_bi's accumulator) is updated in place, U_bi's A operand is
         appended to a_u (the earlier blocks' operands), U_bi's fp32 accumulator returned.
-        A plain method, traced inline, shared by the v1/v2 and v3 chains and the backward's
-        states kernel."""
-        for bj in range(bi):  # bi is a Python int (the callers unroll over blocks)
+        With `first`, blocks before it are zero and skipped (a_u starts at block first: the
+        full-inverse producer's column blocks of A, fwd_ws_wy.py). A plain method, traced
+        inline, shared by the v1/v2 and v3 chains and the backward's states kernel."""
+        for bj in range(first, bi):  # bi is a Python int (the callers unroll over blocks)
             b_m = self.operand(thr, lane, cute.local_tile(s_mneg, (SUB, SUB), (bi, bj)), False)
-            cute.gemm(mma, r, a_u[bj][None, None, 0], b_m[None, None, 0], r)
+            cute.gemm(mma, r, a_u[bj - first][None, None, 0], b_m[None, None, 0], r)
         a_x = to_a_operand(r, thr.partition_shape_A((SUB, SUB)))
         u = cute.make_rmem_tensor(thr.partition_shape_C((SUB, SUB)), Float32)
         u.fill(0.0)

@@ -94,23 +94,43 @@ def smem_plan_in_chain(c: FrostFwdConfig):
     return smem_plan(c, with_wp=False)
 
 
+def mma_group(wg, acc, terms):
+    """One committed wgmma group: acc = sum of a b over terms [(a, b, k-steps), ...], the
+    first k-step overwriting acc. A plain function, traced inline."""
+    warpgroup.fence()
+    first = True
+    for a, b, steps in terms:
+        for kk in range(steps):
+            wg.set(warpgroup.Field.ACCUMULATE, not first)
+            cute.gemm(wg, acc, a[None, None, kk], b[None, None, kk], acc)
+            first = False
+    warpgroup.commit_group()
+
+
+def _transposed_copy(op, tile: cute.Tensor, lane, registers_are_source: bool):
+    """(tiled copy, lane's slice, (j, t) view of tile[t, j]) for the .trans op (stmatrix or
+    ldmatrix x4) over warp_mma's 16 x 16 accumulator map, the copy's register and address
+    maps checked while tracing (stmatrix_map.check_trans_copy). A plain function."""
+    mma = warp_mma()
+    copy = cute.make_tiled_copy_C(cute.make_copy_atom(op, BFloat16), mma)
+    src, dst = copy.layout_src_tv_tiled, copy.layout_dst_tv_tiled
+    registers, addresses = (src, dst) if registers_are_source else (dst, src)
+    check_trans_copy(_tv(registers), _tv(addresses), _tv(mma.tv_layout_C_tiled))
+    view = cute.make_tensor(tile.iterator, cute.select(tile.layout, mode=[1, 0]))  # (j, t) -> tile[t, j]
+    return copy, copy.get_slice(lane), view
+
+
 @cute.jit
 def store_block_transposed(u: cute.Tensor, tile: cute.Tensor, thr, lane):
     """Run by a whole warp: its fp32 16 x 16 block u (warp_mma's accumulator over (row j,
     column t)) as bf16 into the shared block tile[t, j] (rows 16-byte aligned; an SW128 tile
     keeps 16-byte units whole) by one stmatrix.x4.trans: the producer's stores of W'^T and
     A^T blocks as W' and A rows. Element by element they were 8 two-byte stores per thread
-    and block, each with its own swizzled address. The register and address maps CuTe
-    builds are checked while tracing (stmatrix_map.check_trans_copy)."""
+    and block, each with its own swizzled address."""
     frag = cute.make_rmem_tensor(thr.partition_shape_C((SUB, SUB)), BFloat16)
     for e in cutlass.range_constexpr(cute.size(frag)):
         frag[e] = u[e].to(BFloat16)
-    atom = cute.make_copy_atom(warp.StMatrix8x8x16bOp(True, 4), BFloat16)
-    mma = warp_mma()
-    copy = cute.make_tiled_copy_C(atom, mma)
-    check_trans_copy(_tv(copy.layout_src_tv_tiled), _tv(copy.layout_dst_tv_tiled), _tv(mma.tv_layout_C_tiled))
-    view = cute.make_tensor(tile.iterator, cute.select(tile.layout, mode=[1, 0]))  # (j, t) -> tile[t, j]
-    thr_copy = copy.get_slice(lane)
+    copy, thr_copy, view = _transposed_copy(warp.StMatrix8x8x16bOp(True, 4), tile, lane, True)
     cute.copy(copy, thr_copy.retile(frag), thr_copy.partition_D(view))
 
 
@@ -119,14 +139,9 @@ def load_block_transposed(tile: cute.Tensor, thr, lane) -> cute.Tensor:
     """Run by a whole warp: the shared block tile[t, j] (bf16, rows 16-byte aligned) as the
     warp's bf16 fragment of its transpose (j, t), in warp_mma's accumulator order (its A
     operand's for a 16 x 16 block: the same map), by one ldmatrix.x4.trans: the W' solve's
-    right-hand side K^T from k-hat. Checked while tracing as store_block_transposed."""
+    right-hand side K^T from k-hat."""
     frag = cute.make_rmem_tensor(thr.partition_shape_C((SUB, SUB)), BFloat16)
-    atom = cute.make_copy_atom(warp.LdMatrix8x8x16bOp(True, 4), BFloat16)
-    mma = warp_mma()
-    copy = cute.make_tiled_copy_C(atom, mma)
-    check_trans_copy(_tv(copy.layout_dst_tv_tiled), _tv(copy.layout_src_tv_tiled), _tv(mma.tv_layout_C_tiled))
-    view = cute.make_tensor(tile.iterator, cute.select(tile.layout, mode=[1, 0]))  # (j, t) -> tile[t, j]
-    thr_copy = copy.get_slice(lane)
+    copy, thr_copy, view = _transposed_copy(warp.LdMatrix8x8x16bOp(True, 4), tile, lane, False)
     cute.copy(copy, thr_copy.partition_S(view), thr_copy.retile(frag))
     return frag
 
@@ -257,15 +272,7 @@ class FullInverseChain(WarpSpecialisedChain):
                 if cutlass.const_expr(bi == w):
                     if crd[e][0] == crd[e][1]:
                         r[e] = Float32(1.0)
-            for bj in cutlass.range_constexpr(w, bi):
-                b_m = self.operand(thr, lane, cute.local_tile(s_mneg, (SUB, SUB), (bi, bj)), False)
-                cute.gemm(mma, r, a_u[bj - w][None, None, 0], b_m[None, None, 0], r)
-            a_x = to_a_operand(r, thr.partition_shape_A((SUB, SUB)))
-            u = cute.make_rmem_tensor(thr.partition_shape_C((SUB, SUB)), Float32)
-            u.fill(0.0)
-            b_d = self.operand(thr, lane, s_dinv[bi, None, None], False)
-            cute.gemm(mma, u, a_x[None, None, 0], b_d[None, None, 0], u)
-            a_u.append(to_a_operand(u, thr.partition_shape_A((SUB, SUB))))
+            u = self.solve_block(mma, thr, lane, r, a_u, s_mneg, s_dinv, bi, first=w)
             store_block_transposed(u, cute.local_tile(s_a, (SUB, SUB), (bi, w)), thr, lane)
 
     # ------------------------------------------------------------------ consumers
@@ -315,12 +322,7 @@ class FullInverseChain(WarpSpecialisedChain):
         if not self.cfg.write_output:
             return None
         acc_o = cute.make_rmem_tensor(g_half.partition_shape_C((WG_ROWS, CHUNK)), Float32)
-        b_q = wg_half.make_fragment_B(g_half.partition_B(st.q))
-        warpgroup.fence()
-        for kk in range(self.cfg.K // 16):
-            wg_half.set(warpgroup.Field.ACCUMULATE, kk != 0)
-            cute.gemm(wg_half, acc_o, a_s[None, None, kk], b_q[None, None, kk], acc_o)
-        warpgroup.commit_group()
+        mma_group(wg_half, acc_o, [(a_s, wg_half.make_fragment_B(g_half.partition_B(st.q)), self.cfg.K // 16)])
         return acc_o
 
     @cute.jit
@@ -344,14 +346,7 @@ class FullInverseChain(WarpSpecialisedChain):
         acc_u = cute.make_rmem_tensor(g_half.partition_shape_C((WG_ROWS, C)), Float32)
         b_a = wg_half.make_fragment_B(g_half.partition_B(st.ainv))
         b_w = wg_half.make_fragment_B(g_half.partition_B(st.wp))
-        warpgroup.fence()
-        for kk in cutlass.range_constexpr(C // 16):
-            wg_half.set(warpgroup.Field.ACCUMULATE, kk != 0)
-            cute.gemm(wg_half, acc_u, a_w0[None, None, kk], b_a[None, None, kk], acc_u)
-        wg_half.set(warpgroup.Field.ACCUMULATE, True)
-        for kk in cutlass.range_constexpr(K // 16):
-            cute.gemm(wg_half, acc_u, a_s[None, None, kk], b_w[None, None, kk], acc_u)
-        warpgroup.commit_group()
+        mma_group(wg_half, acc_u, [(a_w0, b_a, C // 16), (a_s, b_w, K // 16)])
         if cutlass.const_expr(self.sq_after_u or not self.cfg.write_output):
             warpgroup.wait_group(0)
         acc_o = self.sq_group(st, a_s, g_half, wg_half)
@@ -371,12 +366,7 @@ class FullInverseChain(WarpSpecialisedChain):
         j0 = wid * SUB
         a_s = to_a_operand(acc_s, g_half.partition_shape_A((WG_ROWS, K)))
         acc_x = cute.make_rmem_tensor(g_half.partition_shape_C((WG_ROWS, C)), Float32)
-        b_k = wg_half.make_fragment_B(g_half.partition_B(st.k))
-        warpgroup.fence()
-        for kk in cutlass.range_constexpr(K // 16):
-            wg_half.set(warpgroup.Field.ACCUMULATE, kk != 0)
-            cute.gemm(wg_half, acc_x, a_s[None, None, kk], b_k[None, None, kk], acc_x)
-        warpgroup.commit_group()
+        mma_group(wg_half, acc_x, [(a_s, wg_half.make_fragment_B(g_half.partition_B(st.k)), K // 16)])
         acc_o = self.sq_group(st, a_s, g_half, wg_half)
         if cutlass.const_expr(self.cfg.write_output):
             warpgroup.wait_group(1)  # X is complete; S^T Q^T may still run
@@ -389,12 +379,7 @@ class FullInverseChain(WarpSpecialisedChain):
                                        + s_fac[FR, t] * acc_x[bi * per + e])
         a_r = to_a_operand(acc_x, g_st.partition_shape_A((WG_ROWS, C)))
         acc_u = cute.make_rmem_tensor(g_half.partition_shape_C((WG_ROWS, C)), Float32)
-        b_a = wg_half.make_fragment_B(g_half.partition_B(st.ainv))
-        warpgroup.fence()
-        for kk in cutlass.range_constexpr(C // 16):
-            wg_half.set(warpgroup.Field.ACCUMULATE, kk != 0)
-            cute.gemm(wg_half, acc_u, a_r[None, None, kk], b_a[None, None, kk], acc_u)
-        warpgroup.commit_group()
+        mma_group(wg_half, acc_u, [(a_r, wg_half.make_fragment_B(g_half.partition_B(st.ainv)), C // 16)])
         warpgroup.wait_group(0)  # U (and S^T Q^T before it: groups retire in order)
         return acc_u, acc_o
 

@@ -39,6 +39,19 @@ def ptx_stmatrix_x4(addresses, registers) -> dict[int, object]:
     return out
 
 
+def _check_register_side(what, register_tv, address_tv, fragment_tv) -> None:
+    """Both checks' common part: three 32-lane x 8-value layouts, and the register side
+    listing each lane's values as the fragment does."""
+    for name, tv in (("register", register_tv), ("address", address_tv), ("fragment", fragment_tv)):
+        if tv_size(tv) != (32, 8):
+            raise ValueError(f"{what}: the {name} layout {tv} is not 32 lanes x 8 values")
+    for lane in range(32):
+        for v in range(8):
+            if fragment_coords(*register_tv, BLOCK, lane, v) != fragment_coords(*fragment_tv, BLOCK, lane, v):
+                raise ValueError(f"{what}: register layout {register_tv} differs from the fragment's "
+                                 f"{fragment_tv} at lane {lane}, value {v}")
+
+
 def check_stmatrix_copy(src_tv, dst_tv, acc_tv) -> None:
     """Raises ValueError unless a 16 x 16 stmatrix.x4 copy whose register-side layout is
     src_tv and address-side layout dst_tv (CuTe thread-value layouts over a column-major
@@ -48,14 +61,8 @@ def check_stmatrix_copy(src_tv, dst_tv, acc_tv) -> None:
     must address 8 consecutive columns of one row, and the PTX placement of register i,
     half h of lane l (row l // 4 of matrix i, column 2 (l % 4) + h) must be that value's
     coordinate."""
-    for name, tv in (("register", src_tv), ("address", dst_tv), ("accumulator", acc_tv)):
-        if tv_size(tv) != (32, 8):
-            raise ValueError(f"stmatrix: the {name} layout {tv} is not 32 lanes x 8 values")
+    _check_register_side("stmatrix", src_tv, dst_tv, acc_tv)
     for lane in range(32):
-        for v in range(8):
-            if fragment_coords(*src_tv, BLOCK, lane, v) != fragment_coords(*acc_tv, BLOCK, lane, v):
-                raise ValueError(f"stmatrix: register layout {src_tv} differs from the accumulator's {acc_tv} "
-                                 f"at lane {lane}, value {v}")
         r0, c0 = fragment_coords(*dst_tv, BLOCK, lane, 0)
         if [fragment_coords(*dst_tv, BLOCK, lane, c) for c in range(8)] != [(r0, c0 + c) for c in range(8)]:
             raise ValueError(f"stmatrix: lane {lane} of the address layout {dst_tv} does not address one row")
@@ -101,14 +108,8 @@ def check_trans_copy(register_tv, address_tv, fragment_tv) -> None:
     column, and that placement is each value's coordinate. CuTe DSL layouts as
     check_stmatrix_copy's (the copy's register side and address side, from the tiled
     copy: source and destination for stmatrix, destination and source for ldmatrix)."""
-    for name, tv in (("register", register_tv), ("address", address_tv), ("fragment", fragment_tv)):
-        if tv_size(tv) != (32, 8):
-            raise ValueError(f"trans copy: the {name} layout {tv} is not 32 lanes x 8 values")
+    _check_register_side("trans copy", register_tv, address_tv, fragment_tv)
     for lane in range(32):
-        for v in range(8):
-            if fragment_coords(*register_tv, BLOCK, lane, v) != fragment_coords(*fragment_tv, BLOCK, lane, v):
-                raise ValueError(f"trans copy: register layout {register_tv} differs from the fragment's "
-                                 f"{fragment_tv} at lane {lane}, value {v}")
         r0, c0 = fragment_coords(*address_tv, BLOCK, lane, 0)
         if [fragment_coords(*address_tv, BLOCK, lane, x) for x in range(8)] != [(r0 + x, c0) for x in range(8)]:
             raise ValueError(f"trans copy: lane {lane} of the address layout {address_tv} does not address "
