@@ -1,6 +1,7 @@
 """FROST forward for scalar gates (GDN), warp-specialised, with the full inverse formed by the
 producer: an experiment kernel (not the product's; the test and bench tooling builds it,
-frost_fwd_experiments.py knob decay="wy-ws").
+frost_fwd_experiments.py knobs decay="wy-ws" and, without W' (FullInverseInChain: the
+chain applies A to its R, U^T = bf16(R^T) A^T, a second dependent group), "wyc-ws").
 
 fwd_ws.py's consumers still run the block solve of each chunk, four dependent steps on
 mma.sync per warp, on the state's critical path. Here the producer role forms what the
@@ -24,7 +25,9 @@ producer straight into the set once it is free; the consumers scale them by beta
 they build W0^T's A operand, the rows stage's rounding bf16(beta v)), and beta as a
 fourth factor row (the producer's gate and beta rows are overwritten by the next chunk's
 copies while the consumers may still run this set). -M, the diagonal inverses and M's
-diagonal blocks are the producer's alone now: single tiles. ~214 KB at K = V = 128.
+diagonal blocks are the producer's alone now: single tiles. 220,352 bytes at K = V = 128
+(FullInverseInChain: 187,584). The producer loads K^T blocks by ldmatrix.trans and stores
+W' and A blocks by stmatrix.trans (load_block_transposed, store_block_transposed).
 
 GDN, bf16, K = V = 128, sm_90a; the plain forward and the training launchers (U and the
 state checkpoints from the consumers, as fwd_ws.py), output-free builds included.
