@@ -491,3 +491,25 @@ def test_ws_register_split_comes_from_the_environment(monkeypatch):
     with pytest.raises(ValueError, match="FrostBwdConfig: chain_ws_regs must be"):
         dataclasses.replace(own, chain_ws_regs=(256, 16))
     assert dataclasses.replace(own, chain_ws_regs=[184, 72]) == split  # as a JSON sidecar gives it
+
+
+def test_wy_chain_comes_from_the_environment(monkeypatch):
+    """FROST_BWD_CHAIN=wgmma_wy: the warp-specialised chain without its back substitution
+    (chain_ws and chain_wy, keyed in the chain config only); at K = 64 or fp16 io the
+    scaled / folded chain as for wgmma_ws; FROST_BWD_WS_REGS reaches it too."""
+    from cudnn.linear_attention.frost.kernels.bwd import CHAIN_ENV, WS_REGS_ENV
+
+    monkeypatch.delenv(WS_REGS_ENV, raising=False)
+    monkeypatch.setenv(CHAIN_ENV, "wgmma_ws")
+    ws, _, _ = _check(_operands(K=128, V=128))
+    monkeypatch.setenv(CHAIN_ENV, "wgmma_wy")
+    wy, _, _ = _check(_operands(K=128, V=128))
+    assert wy.chain_ws and wy.chain_wy and wy.chain_scaled and not ws.chain_wy
+    assert wy.with_stage("chain") != ws.with_stage("chain")
+    for stage in ("states", "grads"):
+        assert wy.with_stage(stage) == ws.with_stage(stage)
+    small, _, _ = _check(_operands())
+    assert not small.chain_ws and not small.chain_wy and small.chain_scaled
+    monkeypatch.setenv(WS_REGS_ENV, "200,56")
+    split, _, _ = _check(_operands(K=128, V=128))
+    assert split.chain_wy and split.chain_ws_regs == (200, 56)

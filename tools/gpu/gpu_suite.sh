@@ -77,8 +77,10 @@
 #              the chain applying the inverse: wyc-ws / v3wycws; split 200,56 unless
 #              FROST_FWD_WS_REGS): wysmoke (GDN cases vs float64, the scaled product,
 #              scaled-ws, wy-ws and wyc-ws side by side, kernel times), wytrain (GDN training
-#              and recompute forwards through each, backward smoke), wybench (GDN fwd and
-#              fwd+bwd op rows: product, wy-ws, wyc-ws, wy-ws at 208,48, product);
+#              and recompute forwards through each, backward smoke; then the backward chain
+#              without its back substitution, FROST_BWD_CHAIN=wgmma_wy, bwd_chain_ws_wy.py:
+#              smoke vs float64 and chain kernel times), wybench (GDN fwd and fwd+bwd op rows:
+#              product, wy-ws, wyc-ws, wy-ws at 208,48, the wgmma_wy chain, both wy, product);
 #              STAGE_TIMEOUT=600
 #   bwdscaled  the backward's scaled-decay chain (bwd_chain_scaled.py, FROST_BWD_CHAIN=
 #              wgmma_scaled, the default) and its warp-specialised form (bwd_chain_ws.py, =wgmma_ws;
@@ -592,10 +594,12 @@ for s in "$@"; do
         tests/numerics/la_frost_smoke.py --family gdn --algorithm v3scaled v3scaledws v3wyws v3wycws"
       [ "$s" = wy ] || [ "$s" = wytrain ] && stage wytrain "for d in wy-ws wyc-ws; do echo \"== \$d\"; \
         FROST_FWD_DECAY=\$d python3 tests/numerics/la_frost_bwd_smoke.py --jobs \$(nproc) --family gdn \
-        --fwd-kernel v3 || exit 1; done"
-      [ "$s" = wy ] || [ "$s" = wybench ] && stage wybench "for r in product wy wyc wy208 product; do \
+        --fwd-kernel v3 || exit 1; done; echo '== FROST_BWD_CHAIN=wgmma_wy'; FROST_BWD_CHAIN=wgmma_wy python3 \
+        tests/numerics/la_frost_bwd_smoke.py --jobs \$(nproc) --family gdn"
+      [ "$s" = wy ] || [ "$s" = wybench ] && stage wybench "for r in product wy wyc wy208 bwdwy both product; do \
         echo \"== forward \$r\"; case \$r in product) e='';; wy) e='FROST_FWD_DECAY=wy-ws';; \
-        wyc) e='FROST_FWD_DECAY=wyc-ws';; \
+        wyc) e='FROST_FWD_DECAY=wyc-ws';; bwdwy) e='FROST_BWD_CHAIN=wgmma_wy';; \
+        both) e='FROST_FWD_DECAY=wy-ws FROST_BWD_CHAIN=wgmma_wy';; \
         wy208) e='FROST_FWD_DECAY=wy-ws FROST_FWD_WS_REGS=208,48';; esac; env \$e python3 \
         bench/bench_linear_attention.py --fwd-only --cases 'GDN fwd' --impl FROST --reps 20 && env \$e python3 \
         bench/bench_linear_attention.py --cases 'GDN fwd+bwd' --impl 'op FROST' --reps 10 || exit 1; done"

@@ -240,15 +240,16 @@ class FrostBwdChain(FrostBwdLauncher, FrostFwdV2):
         self.rows_from(s, self.io_view(s.q), self.io_view(s.k), do_in, heads, t0, eos, tid)
 
     @cute.jit
-    def rows_from(self, s, q_in, k_in, do_in, heads, t0, eos, tid):
+    def rows_from(self, s, q_in, k_in, do_in, heads, t0, eos, tid, transpose_do: cutlass.Constexpr = True):
         """The rows stage from the raw q, k, dO rows q_in, k_in, do_in (io dtype; the in-place
         stage passes s.q, s.k and W0's slot, the warp-specialised producer its private raw
         tiles; vector gates read dO from global memory instead): q-hat, k-hat into s.q, s.k,
-        dO^T into s.dot, the gate scan in s.g."""
+        dO^T into s.dot (not with transpose_do=False: the full-inverse chain loads its dO^T
+        operand from the rows themselves), the gate scan in s.g."""
         s_q = s.q
         s_k = s.k
         s_g = s.g
-        s_dot = s.dot
+        s_dot = s.dot if transpose_do else None
         c = self.cfg
         K, V, C, NT = c.K, c.V, CHUNK, self.threads
         vr = K // VEC
@@ -261,7 +262,7 @@ class FrostBwdChain(FrostBwdLauncher, FrostFwdV2):
             cute.autovec_copy(yq, cute.local_tile(s_q[r, None], (VEC,), (cv,)))
             cute.autovec_copy(yk, cute.local_tile(s_k[r, None], (VEC,), (cv,)))
         r, cv0 = tid % C, tid // C  # a warp: 32 rows of one slice -> conflict-free transposed stores
-        for u in cutlass.range_constexpr(C * (V // VEC) // NT):
+        for u in cutlass.range_constexpr(C * (V // VEC) // NT if transpose_do else 0):
             cv = cv0 + u * (NT // C)
             if cutlass.const_expr(c.gate_per_channel):  # no staging slot: straight from dO
                 x = cute.make_rmem_tensor((VEC,), self.io)

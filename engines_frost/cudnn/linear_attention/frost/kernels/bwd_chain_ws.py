@@ -136,14 +136,7 @@ class FrostBwdChainWs(FrostBwdChainScaled):
         wid = cute.arch.make_warp_uniform(cute.arch.warp_idx())
         bos, eos, nch, row0 = self.chunk_span(mcu, n, T)
         s.gmem = SimpleNamespace(q=mq, k=mk, v=mv, g=mg, b=mb, w=mw, do=mdo, heads=heads)
-        # P^T's blocks below the diagonal (P[s, t] = 0 for s < t) in both sets: no Gram
-        # stage writes them and dU's wgmma reads the whole tile
-        s_pt = s.pt
-        for u in cutlass.range_constexpr(2 * C * C // BLOCK_THREADS):
-            idx = tid + u * BLOCK_THREADS
-            t, col = idx // C, idx % C
-            if (t % C) // SUB > col // SUB:
-                s_pt[t, col] = BFloat16(0.0)
+        self.zero_set_blocks(s, tid)
         cute.arch.fence_proxy("async.shared", space="cta")
         cute.arch.sync_threads()
         if wid >= CONSUMER_WARPS:
@@ -157,6 +150,19 @@ class FrostBwdChainWs(FrostBwdChainScaled):
                 # zeroed here, before grads writes the others (FrostBwdChain.kernel)
                 if n == N - 1 and wid == 0:
                     FrostBwdStates.zero_gradient_rows(self, mcu, T, N, mdq, mdk, mdv, mdg, mdb, mdw, h, lane)
+
+    @cute.jit
+    def zero_set_blocks(self, s, tid):
+        """P^T's blocks below the diagonal (P[s, t] = 0 for s < t) in both sets, by every
+        thread before the roles split: no Gram stage writes them and dU's wgmma reads the
+        whole tile."""
+        C = CHUNK
+        s_pt = s.pt
+        for u in cutlass.range_constexpr(2 * C * C // BLOCK_THREADS):
+            idx = tid + u * BLOCK_THREADS
+            t, col = idx // C, idx % C
+            if (t % C) // SUB > col // SUB:
+                s_pt[t, col] = BFloat16(0.0)
 
     # ------------------------------------------------------------------ producer
     @cute.jit
@@ -195,6 +201,11 @@ class FrostBwdChainWs(FrostBwdChainScaled):
 
     # ------------------------------------------------------------------ consumers
     @cute.jit
+    def consumer_chain(self, st, mdr, acc_ds, coord, heads, t0, eos, thr, lane, wid):
+        """One chain step on operand set st: the scaled chain's (bwd_chain_ws_wy.py has its own)."""
+        FrostBwdChainScaled.chain(self, st, mdr, acc_ds, coord, heads, t0, eos, thr, lane, wid)
+
+    @cute.jit
     def consume(self, s, mdht, mdh0, mdckpt, mdr, heads, n, h, bos, eos, nch, row0, wid, lane):
         thr = warp_mma().get_slice(lane)
         acc_ds, coord = self.initial_ds(mdht, n, h, thr, wid)
@@ -210,8 +221,7 @@ class FrostBwdChainWs(FrostBwdChainScaled):
             # dS^T leaving chunk j, final
             store_rows_vectorised(mdckpt[row0 + j, h, None, None], acc_ds, wid * SUB, lane, self.cfg.K)
             cute.arch.barrier(barrier_id=BAR_FULL + b, number_of_threads=BLOCK_THREADS)
-            FrostBwdChainScaled.chain(self, self.set_views(s, b), mdr, acc_ds, coord, heads, t0, eos, thr, lane,
-                                      wid)
+            self.consumer_chain(self.set_views(s, b), mdr, acc_ds, coord, heads, t0, eos, thr, lane, wid)
             warpgroup.wait_group(0)  # the update read q-hat and k-hat: retired before set b is released
             if releases(i, nch):
                 cute.arch.barrier_arrive(barrier_id=BAR_EMPTY + b, number_of_threads=BLOCK_THREADS)

@@ -83,6 +83,11 @@ class FrostBwdConfig:
     # (bwd_chain_ws: fwd_ws.CONSUMER_REGS / PRODUCER_REGS). An experiment's knob: the
     # launcher sets it only from FROST_BWD_WS_REGS="consumer,producer" (bwd.py).
     chain_ws_regs: tuple[int, ...] = ()
+    # With chain_ws: the consumers' step without the back substitution, the producer forming
+    # the chunk's inverse A and W' = A diag(fr) K (bwd_chain_ws_wy.py, NOTES_bwd.md "The
+    # chain without its back substitution"). An experiment: the launcher sets it only under
+    # FROST_BWD_CHAIN=wgmma_wy (bwd.py).
+    chain_wy: bool = False
     # The vector-gate grads kernel (bwd_grads_vec.py) reads its shared bf16 operands with
     # wide loads instead of one 2-byte load per element (NOTES_bwd.md "v1.7 vector-gate
     # grads"): k-hat's and q-hat's decayed B operands by ldmatrix.x4.trans straight into
@@ -171,6 +176,10 @@ class FrostBwdConfig:
             bad("chain_ws", "a bool")
         if self.chain_ws and not (self.chain_scaled and (self.fwd.K, self.fwd.V) == (128, 128)):
             bad("chain_ws", "False unless chain_scaled is set, at K = V = 128")
+        if not isinstance(self.chain_wy, bool):
+            bad("chain_wy", "a bool")
+        if self.chain_wy and not self.chain_ws:
+            bad("chain_wy", "False unless chain_ws is set (it is that chain's consumer step)")
         if self.chain_ws_regs and not (self.chain_ws and register_split_ok(self.chain_ws_regs)):
             bad("chain_ws_regs", "() or, with chain_ws, (consumer, producer) setmaxnreg counts: multiples of 8 "
                 "in [24, 256] with 256 x (consumer + producer) <= 65,536")
@@ -199,14 +208,14 @@ class FrostBwdConfig:
             return dataclasses.replace(self, stage=stage, dht_dtype=None, grads_ctas=ctas,
                                        chain_pipeline=False, chain_wgmma=False,
                                        chain_async=False, chain_scaled=False, chain_ws=False,
-                                       chain_ws_regs=(), vec_wide_loads=wide,
+                                       chain_ws_regs=(), chain_wy=False, vec_wide_loads=wide,
                                        vec_fast_decay=fast,
                                        grads_wgmma=gwg, grads_prefetch=pf)
         fwd = dataclasses.replace(self.fwd, has_initial_state=False, state_dtype=None)
         return dataclasses.replace(self, fwd=fwd, stage=stage, dht_dtype=None, dh0_dtype=None,
                                    forward_values=False, grads_ctas=ctas,
                                    chain_pipeline=False, chain_wgmma=False, chain_async=False, chain_scaled=False,
-                                   chain_ws=False, chain_ws_regs=(),
+                                   chain_ws=False, chain_ws_regs=(), chain_wy=False,
                                    vec_wide_loads=wide,
                                    vec_fast_decay=fast, grads_wgmma=gwg, grads_prefetch=pf)
 

@@ -97,11 +97,11 @@ def smem_plan_in_chain(c: FrostFwdConfig):
     return smem_plan(c, with_wp=False)
 
 
-def mma_group(wg, acc, terms):
+def mma_group(wg, acc, terms, fresh: bool = True):
     """One committed wgmma group: acc = sum of a b over terms [(a, b, k-steps), ...], the
-    first k-step overwriting acc. A plain function, traced inline."""
+    first k-step overwriting acc (fresh) or adding to it. A plain function, traced inline."""
     warpgroup.fence()
-    first = True
+    first = fresh
     for a, b, steps in terms:
         for kk in range(steps):
             wg.set(warpgroup.Field.ACCUMULATE, not first)
@@ -149,44 +149,14 @@ def load_block_transposed(tile: cute.Tensor, thr, lane) -> cute.Tensor:
     return frag
 
 
-class FullInverseChain(WarpSpecialisedChain):
-    """Mixin over FrostFwdV3 (or its training launchers): fwd_ws.py's roles with the solve
-    moved to the producer (module docstring). Put first in the bases."""
+class InverseProducts:
+    """The producer's state-free products of the full-inverse kernels, for any class with
+    FrostFwdV1's solve_block and operand loads and operand-set views that name k-hat (k),
+    the factor rows (fac), -M (mneg), the diagonal inverses (dinv), A (ainv) and W' (wp):
+    this module's forward and the backward chain's twin (bwd_chain_ws_wy.py)."""
 
-    smem_plan = staticmethod(smem_plan)
-    #: (consumer, producer) setmaxnreg (sm_90a builds, GDN l2norm): at fwd_ws.py's 216 / 40 the
-    #: producer spills 20 stores / 28 reloads per chunk and the consumers 6 / 5; at 192 / 64
-    #: the producer 5 / 5, the consumers none, and ptxas leaves no performance note (at
-    #: 184 / 72: C7512, the chain's wgmma serialized for want of registers)
-    register_split = REGISTER_SPLIT
-    #: False: the producer forms W' and the chain's U group is W0^T A^T + S^T W'^T;
-    #: True (FullInverseInChain): no W', the chain applies A to its R = W0 + diag(fr) K S
+    #: True: A only (the chain applies it); False: A and W'
     inverse_in_chain = False
-    #: True: the consumers issue S^T Q^T after the U group retired (fewer live registers
-    #: while U's operands are in flight); False: both groups in flight together
-    sq_after_u = True
-
-    # ------------------------------------------------------------------ tiles
-    def set_views(self, s, b):
-        v = WarpSpecialisedChain.set_views(self, s, b)
-        C, K = CHUNK, self.cfg.K
-        v.mneg, v.dinv = s.mneg, s.dinv
-        v.ainv = cute.local_tile(s.ainv, (C, C), (b, 0))
-        if cutlass.const_expr(not self.inverse_in_chain):
-            v.wp = cute.local_tile(s.wp, (C, K), (b, 0))
-        return v
-
-    def raw_views(self, s, b):
-        C = CHUNK
-        return SimpleNamespace(q=s.rq, k=s.rk, g=cute.local_tile(s.g, (C, 1), (b, 0)),
-                               beta=cute.local_tile(s.beta, (C,), (b,)), gmem=s.gmem)
-
-    # ------------------------------------------------------------------ producer
-    @cute.jit
-    def copy_rows(self, s, t0, bos, eos, ptid, pwid, lane):
-        """Chunk t0's q, k, gates and beta into the producer's tiles (no v), one group."""
-        self.prefetch_rows(self.raw_views(s, ((t0 - bos) // CHUNK) % SETS), t0, eos, ptid)
-        cute.arch.cp_async_commit_group()
 
     @cute.jit
     def zero_a_above_diagonal(self, s, ptid):
@@ -198,43 +168,6 @@ class FullInverseChain(WarpSpecialisedChain):
             t, col = idx // C, idx % C
             if (t % C) // SUB < col // SUB:
                 s_a[t, col] = BFloat16(0.0)
-
-    @cute.jit
-    def produce(self, s, mb, heads, bos, eos, chunks, scale, ptid, pwid, lane):
-        C = CHUNK
-        self.zero_a_above_diagonal(s, ptid)
-        if chunks > 0:
-            self.copy_rows(s, bos, bos, eos, ptid, pwid, lane)
-        for i in cutlass.range(chunks, unroll=1):
-            t0 = bos + i * C
-            b = i % SETS
-            ptid = tid_in_loop() - ROLE_THREADS  # volatile, as fwd_ws.py's producer
-            lane = lane_in_loop()
-            thr = warp_mma().get_slice(lane)
-            if waits_for_release(i):  # set b free: chunk i - SETS's chain retired its reads
-                cute.arch.barrier(barrier_id=BAR_EMPTY + b, number_of_threads=BLOCK_THREADS)
-            st = self.set_views(s, b)
-            self.prefetch_v(st, t0, eos, lane, pwid)  # v straight into the set: read by the consumers only
-            cute.arch.cp_async_commit_group()
-            cute.arch.cp_async_wait_group(1)  # this chunk's q, k, gate, beta rows (the older group)
-            cute.arch.barrier(barrier_id=BAR_PRODUCER, number_of_threads=ROLE_THREADS)
-            self.rows_from(st, s.rq, s.rk, None, ptid, values=False)
-            cute.arch.barrier(barrier_id=BAR_PRODUCER, number_of_threads=ROLE_THREADS)  # raw rows read
-            if i + 1 < chunks:
-                self.copy_rows(s, t0 + C, bos, eos, ptid, pwid, lane)
-            self.write_factors(st, scale, ptid)
-            if ptid < C:
-                st.fac[FB, ptid] = st.beta[ptid]
-            self.producer_gram(st, mb, heads, t0, eos, scale, thr, lane, pwid)
-            cute.arch.barrier(barrier_id=BAR_PRODUCER, number_of_threads=ROLE_THREADS)  # -M, Dinv, factors
-            self.solve_products(st, thr, lane, pwid)
-            if i + 1 < chunks:
-                cute.arch.cp_async_wait_group(1)  # this chunk's v (the next rows may still fly)
-            else:
-                cute.arch.cp_async_wait_group(0)
-            # (the waits' accounting: engines_frost/tests/frost_ws_wy_copies_emulation_test.py)
-            cute.arch.fence_proxy("async.shared", space="cta")  # A and W' are wgmma operands
-            cute.arch.barrier_arrive(barrier_id=BAR_FULL + b, number_of_threads=BLOCK_THREADS)
 
     @cute.jit
     def solve_products(self, st, thr, lane, pwid):
@@ -277,6 +210,82 @@ class FullInverseChain(WarpSpecialisedChain):
                         r[e] = Float32(1.0)
             u = self.solve_block(mma, thr, lane, r, a_u, s_mneg, s_dinv, bi, first=w)
             store_block_transposed(u, cute.local_tile(s_a, (SUB, SUB), (bi, w)), thr, lane)
+
+class FullInverseChain(InverseProducts, WarpSpecialisedChain):
+    """Mixin over FrostFwdV3 (or its training launchers): fwd_ws.py's roles with the solve
+    moved to the producer (module docstring). Put first in the bases."""
+
+    smem_plan = staticmethod(smem_plan)
+    #: (consumer, producer) setmaxnreg (sm_90a builds, GDN l2norm): at fwd_ws.py's 216 / 40 the
+    #: producer spills 20 stores / 28 reloads per chunk and the consumers 6 / 5; at 192 / 64
+    #: the producer 5 / 5, the consumers none, and ptxas leaves no performance note (at
+    #: 184 / 72: C7512, the chain's wgmma serialized for want of registers)
+    register_split = REGISTER_SPLIT
+    #: (InverseProducts.inverse_in_chain) False: the producer forms W' and the chain's U
+    #: group is W0^T A^T + S^T W'^T; True (FullInverseInChain): no W', the chain applies A to
+    #: its R = W0 + diag(fr) K S
+    #: True: the consumers issue S^T Q^T after the U group retired (fewer live registers
+    #: while U's operands are in flight); False: both groups in flight together
+    sq_after_u = True
+
+    # ------------------------------------------------------------------ tiles
+    def set_views(self, s, b):
+        v = WarpSpecialisedChain.set_views(self, s, b)
+        C, K = CHUNK, self.cfg.K
+        v.mneg, v.dinv = s.mneg, s.dinv
+        v.ainv = cute.local_tile(s.ainv, (C, C), (b, 0))
+        if cutlass.const_expr(not self.inverse_in_chain):
+            v.wp = cute.local_tile(s.wp, (C, K), (b, 0))
+        return v
+
+    def raw_views(self, s, b):
+        C = CHUNK
+        return SimpleNamespace(q=s.rq, k=s.rk, g=cute.local_tile(s.g, (C, 1), (b, 0)),
+                               beta=cute.local_tile(s.beta, (C,), (b,)), gmem=s.gmem)
+
+    # ------------------------------------------------------------------ producer
+    @cute.jit
+    def copy_rows(self, s, t0, bos, eos, ptid, pwid, lane):
+        """Chunk t0's q, k, gates and beta into the producer's tiles (no v), one group."""
+        self.prefetch_rows(self.raw_views(s, ((t0 - bos) // CHUNK) % SETS), t0, eos, ptid)
+        cute.arch.cp_async_commit_group()
+
+    @cute.jit
+    def produce(self, s, mb, heads, bos, eos, chunks, scale, ptid, pwid, lane):
+        C = CHUNK
+        self.zero_a_above_diagonal(s, ptid)
+        if chunks > 0:
+            self.copy_rows(s, bos, bos, eos, ptid, pwid, lane)
+        for i in cutlass.range(chunks, unroll=1):
+            t0 = bos + i * C
+            b = i % SETS
+            ptid = tid_in_loop() - ROLE_THREADS  # volatile, as fwd_ws.py's producer
+            lane = lane_in_loop()
+            thr = warp_mma().get_slice(lane)
+            if waits_for_release(i):  # set b free: chunk i - SETS's chain retired its reads
+                cute.arch.barrier(barrier_id=BAR_EMPTY + b, number_of_threads=BLOCK_THREADS)
+            st = self.set_views(s, b)
+            self.prefetch_v(st, t0, eos, lane, pwid)  # v straight into the set: read by the consumers only
+            cute.arch.cp_async_commit_group()
+            cute.arch.cp_async_wait_group(1)  # this chunk's q, k, gate, beta rows (the older group)
+            cute.arch.barrier(barrier_id=BAR_PRODUCER, number_of_threads=ROLE_THREADS)
+            self.rows_from(st, s.rq, s.rk, None, ptid, values=False)
+            cute.arch.barrier(barrier_id=BAR_PRODUCER, number_of_threads=ROLE_THREADS)  # raw rows read
+            if i + 1 < chunks:
+                self.copy_rows(s, t0 + C, bos, eos, ptid, pwid, lane)
+            self.write_factors(st, scale, ptid)
+            if ptid < C:
+                st.fac[FB, ptid] = st.beta[ptid]
+            self.producer_gram(st, mb, heads, t0, eos, scale, thr, lane, pwid)
+            cute.arch.barrier(barrier_id=BAR_PRODUCER, number_of_threads=ROLE_THREADS)  # -M, Dinv, factors
+            self.solve_products(st, thr, lane, pwid)
+            if i + 1 < chunks:
+                cute.arch.cp_async_wait_group(1)  # this chunk's v (the next rows may still fly)
+            else:
+                cute.arch.cp_async_wait_group(0)
+            # (the waits' accounting: engines_frost/tests/frost_ws_wy_copies_emulation_test.py)
+            cute.arch.fence_proxy("async.shared", space="cta")  # A and W' are wgmma operands
+            cute.arch.barrier_arrive(barrier_id=BAR_FULL + b, number_of_threads=BLOCK_THREADS)
 
     # ------------------------------------------------------------------ consumers
     @cute.jit

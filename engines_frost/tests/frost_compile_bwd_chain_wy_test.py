@@ -1,0 +1,101 @@
+"""sm_90a compiles of the backward chain without its back substitution
+(kernels/bwd_chain_ws_wy.py, FrostBwdConfig.chain_wy, FROST_BWD_CHAIN=wgmma_wy): the
+consumers' step is wgmma only (dS^T K^T, dO^T P, dR^T = dU^T A, the update with dU^T W'),
+the block solves and the Gram sit on the producer side, spills and ptxas notes at the
+kernel's register split, the shared-memory plan, and the config and launcher rules.
+"""
+import dataclasses
+import functools
+import os
+import re
+import sys
+import tempfile
+
+import pytest
+
+pytest.importorskip("cutlass", reason="nvidia-cutlass-dsl (CuTe DSL) is not installed")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import frost_cubin_report as report  # noqa: E402
+from frost_cubin_report import bwd_config_for as _cfg  # noqa: E402
+
+pytestmark = pytest.mark.skipif(report.tool("CUOBJDUMP", "cuobjdump") is None
+                                or report.tool("NVDISASM", "nvdisasm") is None,
+                                reason="cuobjdump / nvdisasm not found")
+
+WY = dict(chain_wgmma=True, chain_async=True, chain_scaled=True, chain_ws=True, chain_wy=True)
+
+
+def _config(h0=False, forward_values=False, ws_regs=()):
+    return dataclasses.replace(_cfg("gdn", "chain", K=128, V=128, H=16, HV=16, l2=True, h0=h0), **WY,
+                               forward_values=forward_values, chain_ws_regs=ws_regs)
+
+
+@functools.cache
+def _build(h0=False, forward_values=False, ws_regs=()):
+    with tempfile.TemporaryDirectory() as tmp:
+        cubin = report.compile_bwd_cubin(_config(h0, forward_values, ws_regs), tmp)
+        sass = report.sass_instructions(cubin)
+        return report.resource_usage(cubin), tuple(re.sub(r"^@!?U?P[0-9T]+\s+", "", i) for i in sass)
+
+
+def _count(instrs, prefix):
+    return sum(i.startswith(prefix) for i in instrs)
+
+
+@pytest.mark.parametrize("h0,fv", [(False, False), (True, True)])
+def test_roles_as_compiled(h0, fv):
+    from cudnn.linear_attention.frost.kernels import bwd_chain_ws_wy as wy
+    from cudnn.linear_attention.frost.kernels import fwd_ws as ws
+
+    usage, sass = _build(h0, fv)
+    assert usage["REG"] <= 65536 // ws.BLOCK_THREADS, usage
+    dealloc, alloc = report.setmaxnreg_sites(sass)
+    assert len(dealloc) == 1 and len(alloc) == 1 and dealloc[0] < alloc[0], (dealloc, alloc)
+    consumer_regs, producer_regs = wy.REGISTER_SPLIT
+    assert f"{producer_regs:#x}" in sass[dealloc[0]] and f"{consumer_regs:#x}" in sass[alloc[0]]
+    producer, consumer = sass[dealloc[0]:alloc[0]], sass[alloc[0]:]
+    # dS^T K^T (8), dO^T P (4), dR^T = dU^T A (4), the update dO^T fo Q + dU^T W' (8); no
+    # mma.sync: the back substitution left the step
+    assert _count(consumer, "HGMMA") == 24 and _count(consumer, "HMMA") == 0
+    assert _count(consumer, "LDSM.16.MT88.4") == 4  # dO^T's four blocks, from the rows
+    # the producer: the forward's Gram (32), the W' solve (20), the inverse's columns (40)
+    assert _count(producer, "HMMA") == 32 + 20 + 40 and _count(producer, "HGMMA") == 0
+    assert _count(producer, "STSM.16.MT88.4") == 4 + 10
+    assert _count(consumer, "STL") == 0 and _count(consumer, "LDL") == 0
+    assert _count(producer, "STL") <= 6 and _count(producer, "LDL") <= 6
+    full_arrive = [i for i in producer if i.startswith("BAR.ARV") and f"{ws.BLOCK_THREADS:#x}" in i]
+    full_wait = [i for i in consumer if i.startswith("BAR.SYNC") and f"{ws.BLOCK_THREADS:#x}" in i]
+    assert len(full_arrive) == len(full_wait) == 1
+
+
+def test_no_ptxas_performance_note():
+    from cudnn.linear_attention.frost.kernels.bwd_abi import bwd_fake_args
+    from cudnn.linear_attention.frost.kernels.bwd_compile import bwd_kernel_for
+
+    cfg = _config()
+    assert report.ptxas_notes(bwd_kernel_for(cfg)(cfg), bwd_fake_args(cfg)) == set()
+
+
+def test_shared_memory_plan():
+    from cudnn.linear_attention.frost.kernels import bwd_chain_ws_wy
+    from cudnn.linear_attention.frost.kernels.fwd_v1 import SMEM_LIMIT, smem_bytes
+
+    fwd = _config().fwd
+    assert smem_bytes(fwd, bwd_chain_ws_wy.smem_plan) <= SMEM_LIMIT
+    names = [e[0] for e in bwd_chain_ws_wy.smem_plan(fwd)]
+    assert {"ainv", "wp", "do"} <= set(names) and not {"dot", "rdo", "pt"} & set(names)
+
+
+def test_config_and_launcher_rules(monkeypatch):
+    from cudnn.linear_attention.frost.kernels import bwd
+    from cudnn.linear_attention.frost.kernels.bwd_chain_ws_wy import FrostBwdChainWsWy
+    from cudnn.linear_attention.frost.kernels.bwd_compile import bwd_kernel_for
+
+    assert bwd_kernel_for(_config()) is FrostBwdChainWsWy
+    with pytest.raises(ValueError, match="chain_wy"):
+        dataclasses.replace(_config(), chain_ws=False)
+    assert dataclasses.replace(_config(), stage="grads").with_stage("grads").chain_wy is False
+    assert "wgmma_wy" in bwd.CHAIN_VARIANTS
+    monkeypatch.setenv(bwd.CHAIN_ENV, "wgmma_wy")
+    assert bwd.chain_variant() == "wgmma_wy"
