@@ -155,7 +155,8 @@ class InverseProducts:
     the factor rows (fac), -M (mneg), the diagonal inverses (dinv), A (ainv) and W' (wp):
     this module's forward and the backward chain's twin (bwd_chain_ws_wy.py)."""
 
-    #: True: A only (the chain applies it); False: A and W'
+    #: False: A and W' (the forward's U group is W0^T A^T + S^T W'^T, the backward's update
+    #: takes dU^T W'); True (FullInverseInChain): A only, the chain applies it to its R
     inverse_in_chain = False
 
     @cute.jit
@@ -211,6 +212,7 @@ class InverseProducts:
             u = self.solve_block(mma, thr, lane, r, a_u, s_mneg, s_dinv, bi, first=w)
             store_block_transposed(u, cute.local_tile(s_a, (SUB, SUB), (bi, w)), thr, lane)
 
+
 class FullInverseChain(InverseProducts, WarpSpecialisedChain):
     """Mixin over FrostFwdV3 (or its training launchers): fwd_ws.py's roles with the solve
     moved to the producer (module docstring). Put first in the bases."""
@@ -221,9 +223,6 @@ class FullInverseChain(InverseProducts, WarpSpecialisedChain):
     #: the producer 5 / 5, the consumers none, and ptxas leaves no performance note (at
     #: 184 / 72: C7512, the chain's wgmma serialized for want of registers)
     register_split = REGISTER_SPLIT
-    #: (InverseProducts.inverse_in_chain) False: the producer forms W' and the chain's U
-    #: group is W0^T A^T + S^T W'^T; True (FullInverseInChain): no W', the chain applies A to
-    #: its R = W0 + diag(fr) K S
     #: True: the consumers issue S^T Q^T after the U group retired (fewer live registers
     #: while U's operands are in flight); False: both groups in flight together
     sq_after_u = True
