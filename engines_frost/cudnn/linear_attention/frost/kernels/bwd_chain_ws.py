@@ -26,7 +26,7 @@ from types import SimpleNamespace
 import cuda.bindings.driver as cuda
 import cutlass
 import cutlass.cute as cute
-from cutlass import BFloat16, Float32, Int32
+from cutlass import Float32, Int32
 from cutlass.cute.nvgpu import warpgroup
 
 from cudnn.linear_attention.frost.kernels.bwd_chain_scaled import FrostBwdChainScaled
@@ -50,6 +50,7 @@ from cudnn.linear_attention.frost.kernels.fwd_ws import (
     SETS,
     releases,
     waits_for_release,
+    zero_blocks,
 )
 
 
@@ -156,13 +157,7 @@ class FrostBwdChainWs(FrostBwdChainScaled):
         """P^T's blocks below the diagonal (P[s, t] = 0 for s < t) in both sets, by every
         thread before the roles split: no Gram stage writes them and dU's wgmma reads the
         whole tile."""
-        C = CHUNK
-        s_pt = s.pt
-        for u in cutlass.range_constexpr(2 * C * C // BLOCK_THREADS):
-            idx = tid + u * BLOCK_THREADS
-            t, col = idx // C, idx % C
-            if (t % C) // SUB > col // SUB:
-                s_pt[t, col] = BFloat16(0.0)
+        zero_blocks(s.pt, tid, BLOCK_THREADS, False)
 
     # ------------------------------------------------------------------ producer
     @cute.jit

@@ -40,19 +40,21 @@ from cudnn.linear_attention.frost.kernels.bwd_chain_wgmma import FrostBwdChainWg
 from cudnn.linear_attention.frost.kernels.bwd_chain_ws import FrostBwdChainWs
 from cudnn.linear_attention.frost.kernels.bwd_config import FrostBwdConfig
 from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
-from cudnn.linear_attention.frost.kernels.fwd_v1 import CHUNK, NBLK, PAD16, SUB, SW128, to_a_operand, warp_mma
+from cudnn.linear_attention.frost.kernels.fwd_v1 import CHUNK, NBLK, PAD16, SUB, SW128, FrostFwdV1, to_a_operand, \
+    warp_mma
+from cudnn.linear_attention.frost.kernels.fwd_v2 import FrostFwdV2
 from cudnn.linear_attention.frost.kernels.fwd_v3 import WG_ROWS, WG_THREADS, assemble_a, block_of, \
     check_fragment_orders, wgmma
 from cudnn.linear_attention.frost.kernels.fwd_v3_gram import lane_in_loop, tid_in_loop
 from cudnn.linear_attention.frost.kernels.fwd_v3_scaled import FK, FO, wgmma_mn, write_decay_factors
 from cudnn.linear_attention.frost.kernels.fwd_ws import (
     BAR_EMPTY,
-    BAR_FULL,
     BAR_PRODUCER,
     BLOCK_THREADS,
     ROLE_THREADS,
     SETS,
     waits_for_release,
+    zero_blocks,
 )
 from cudnn.linear_attention.frost.kernels.fwd_ws_wy import InverseProducts, load_block_transposed, mma_group
 
@@ -99,6 +101,9 @@ class FrostBwdChainWsWy(InverseProducts, FrostBwdChainWs):
     def __init__(self, cfg: FrostBwdConfig):
         if not cfg.chain_wy:
             raise ValueError("FrostBwdChainWsWy: a chain config with chain_wy set")
+        if not cfg.fwd.write_output:
+            raise ValueError("FrostBwdChainWsWy: the forward config's write_output must be True (the Gram "
+                             "stage stores P only then)")
         super().__init__(cfg)
 
     # ------------------------------------------------------------------ operand sets
@@ -121,30 +126,13 @@ class FrostBwdChainWsWy(InverseProducts, FrostBwdChainWs):
     def zero_set_blocks(self, s, tid):
         """P's blocks above the diagonal (P[t, s] = 0 for s > t) in both sets: the forward's
         Gram writes only those at and below it, and dU's wgmma reads the whole tile."""
-        C = CHUNK
-        s_p = s.p
-        for u in cutlass.range_constexpr(2 * C * C // BLOCK_THREADS):
-            idx = tid + u * BLOCK_THREADS
-            t, col = idx // C, idx % C
-            if (t % C) // SUB < col // SUB:
-                s_p[t, col] = BFloat16(0.0)
+        zero_blocks(s.p, tid, BLOCK_THREADS, True)
 
-    # ------------------------------------------------------------------ the forward's Gram
-    @cute.jit
-    def store_gram(self, s, bi, bj, t, u, ts, mval, pval):
-        """-M and P in the forward's orientation (the block solves read -M as v1's chain does)."""
-        s_mneg = s.mneg
-        s_p = s.p
-        s_md = s.md
-        s_mneg[t, u] = (-mval).to(BFloat16)
-        s_p[t, u] = pval.to(BFloat16)
-        if bi == bj:
-            s_md[bi, ts[0], ts[1]] = mval
-
-    @cute.jit
-    def block_inverse(self, s, bi, lane):
-        """v1's (I + M_ii)^-1, not transposed."""
-        self.block_inverse_at(s.md, s.dinv, bi, lane)
+    # the forward's Gram stores: -M, P (cfg.fwd.write_output, checked in __init__) and M's
+    # diagonal blocks in the forward's orientation, and v1's (I + M_ii)^-1, not transposed,
+    # which the block solves read as v1's chain does
+    store_gram = FrostFwdV2.store_gram
+    block_inverse = FrostFwdV1.block_inverse
 
     # ------------------------------------------------------------------ producer
     @cute.jit
@@ -179,14 +167,7 @@ class FrostBwdChainWsWy(InverseProducts, FrostBwdChainWs):
                 self.copy_rows(s, j - 1, bos, eos, i + 1, ptid)
             write_decay_factors(st.g, st.beta, st.fac, st.alast, scale, ptid)
             FrostBwdChainWgmma.stage_gram(self, st, mb, heads, t0, eos, scale, thr, lane, pwid)  # + proxy fence
-            cute.arch.barrier(barrier_id=BAR_PRODUCER, number_of_threads=ROLE_THREADS)  # -M, inverses, factors
-            self.solve_products(st, thr, lane, pwid)
-            if i + 1 < nch:
-                cute.arch.cp_async_wait_group(1)  # this chunk's dO (the next rows may still fly)
-            else:
-                cute.arch.cp_async_wait_group(0)
-            cute.arch.fence_proxy("async.shared", space="cta")  # A and W' are wgmma operands
-            cute.arch.barrier_arrive(barrier_id=BAR_FULL + b, number_of_threads=BLOCK_THREADS)
+            self.solve_and_publish(st, thr, lane, pwid, b, i + 1 < nch)
 
     # ------------------------------------------------------------------ consumers
     @cute.jit

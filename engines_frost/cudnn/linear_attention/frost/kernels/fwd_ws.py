@@ -85,6 +85,24 @@ BAR_FULL = 2  # + set
 BAR_EMPTY = BAR_FULL + SETS  # + set
 
 
+@cute.jit
+def zero_blocks(tile: cute.Tensor, tid, threads: cutlass.Constexpr, above: cutlass.Constexpr):
+    """Zero the 16 x 16 blocks above (or below) the diagonal blocks of every [C, C] square
+    stacked in tile ([SETS C, C]: each operand set's), threads tid of `threads` sharing
+    the work: the blocks no Gram stage or solve writes and a wgmma reads whole."""
+    C = CHUNK
+    rows = cute.size(tile, mode=[0])
+    for u in cutlass.range_constexpr(rows * C // threads):
+        idx = tid + u * threads
+        t, col = idx // C, idx % C
+        if cutlass.const_expr(above):
+            if (t % C) // SUB < col // SUB:
+                tile[t, col] = BFloat16(0.0)
+        else:
+            if (t % C) // SUB > col // SUB:
+                tile[t, col] = BFloat16(0.0)
+
+
 def waits_for_release(i):
     """Whether the producer waits on EMPTY before writing chunk i's set (i % SETS): the
     set's previous chunk, i - SETS, exists."""
@@ -185,12 +203,8 @@ class WarpSpecialisedChain(ScaledDecayChain):
         bos, eos = sequence_bounds(mcu, n, T)
         chunks = (eos - bos + C - 1) // C
         s.gmem = SimpleNamespace(q=mq, k=mk, v=mv, g=mg, b=mb, w=mw, heads=heads)
-        s_p = s.p
-        for u in cutlass.range_constexpr(2 * C * C // BLOCK_THREADS if c.write_output else 0):  # P: output only
-            idx = tid + u * BLOCK_THREADS
-            t, col = idx // C, idx % C
-            if (t % C) // SUB < col // SUB:
-                s_p[t, col] = BFloat16(0.0)
+        if cutlass.const_expr(c.write_output):  # P serves the output only
+            zero_blocks(s.p, tid, BLOCK_THREADS, True)
         cute.arch.fence_proxy("async.shared", space="cta")
         cute.arch.sync_threads()
         if wid >= CONSUMER_WARPS:

@@ -57,6 +57,7 @@ from cudnn.linear_attention.frost.kernels.fwd_ws import (
     SETS,
     WarpSpecialisedChain,
     waits_for_release,
+    zero_blocks,
 )
 from cudnn.linear_attention.frost.kernels.fwd_ws import smem_plan as ws_smem_plan
 from cudnn.linear_attention.frost.kernels.stmatrix_map import check_trans_copy
@@ -162,13 +163,22 @@ class InverseProducts:
     @cute.jit
     def zero_a_above_diagonal(self, s, ptid):
         """A's blocks above the diagonal blocks, in both sets: never written per chunk."""
-        s_a = s.ainv
-        C = CHUNK
-        for u in cutlass.range_constexpr(SETS * C * C // ROLE_THREADS):
-            idx = ptid + u * ROLE_THREADS
-            t, col = idx // C, idx % C
-            if (t % C) // SUB < col // SUB:
-                s_a[t, col] = BFloat16(0.0)
+        zero_blocks(s.ainv, ptid, ROLE_THREADS, True)
+
+    @cute.jit
+    def solve_and_publish(self, st, thr, lane, pwid, b, more):
+        """After the producer's Gram stage for set b: its barrier (-M, the inverses and the
+        factor rows written), the solves, then the set's copies landed (more: the next
+        chunk's rows, committed later, may still fly), the proxy fence (A and W' are wgmma
+        operands) and FULL. The waits' accounting: frost_ws_wy_copies_emulation_test."""
+        cute.arch.barrier(barrier_id=BAR_PRODUCER, number_of_threads=ROLE_THREADS)
+        self.solve_products(st, thr, lane, pwid)
+        if more:
+            cute.arch.cp_async_wait_group(1)
+        else:
+            cute.arch.cp_async_wait_group(0)
+        cute.arch.fence_proxy("async.shared", space="cta")
+        cute.arch.barrier_arrive(barrier_id=BAR_FULL + b, number_of_threads=BLOCK_THREADS)
 
     @cute.jit
     def solve_products(self, st, thr, lane, pwid):
@@ -276,15 +286,7 @@ class FullInverseChain(InverseProducts, WarpSpecialisedChain):
             if ptid < C:
                 st.fac[FB, ptid] = st.beta[ptid]
             self.producer_gram(st, mb, heads, t0, eos, scale, thr, lane, pwid)
-            cute.arch.barrier(barrier_id=BAR_PRODUCER, number_of_threads=ROLE_THREADS)  # -M, Dinv, factors
-            self.solve_products(st, thr, lane, pwid)
-            if i + 1 < chunks:
-                cute.arch.cp_async_wait_group(1)  # this chunk's v (the next rows may still fly)
-            else:
-                cute.arch.cp_async_wait_group(0)
-            # (the waits' accounting: engines_frost/tests/frost_ws_wy_copies_emulation_test.py)
-            cute.arch.fence_proxy("async.shared", space="cta")  # A and W' are wgmma operands
-            cute.arch.barrier_arrive(barrier_id=BAR_FULL + b, number_of_threads=BLOCK_THREADS)
+            self.solve_and_publish(st, thr, lane, pwid, b, i + 1 < chunks)
 
     # ------------------------------------------------------------------ consumers
     @cute.jit
