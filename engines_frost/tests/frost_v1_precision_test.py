@@ -207,7 +207,7 @@ WY_CASES = {"typical": lambda: _typical_gdn(False, False), "l2norm": lambda: _ty
             "correlated-b": lambda: _correlated_gdn(7, lens=(1000,), H=1, K=128)}
 
 
-@pytest.mark.parametrize("variant", ["wy", "wy-solve", "wy-chain", "wy-chain-f16"])
+@pytest.mark.parametrize("variant", ["wy", "wy-solve", "wy-fp32a", "wy-hilo", "wy-chain", "wy-chain-f16"])
 @pytest.mark.parametrize("case", list(WY_CASES))
 def test_full_inverse_chains_round_like_the_block_solve(case, variant):
     """The full-inverse (WY) chain for scalar gates (kernels/NOTES.md "Forward with the full

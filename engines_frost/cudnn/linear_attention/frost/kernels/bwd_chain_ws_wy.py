@@ -57,14 +57,10 @@ from cudnn.linear_attention.frost.kernels.fwd_ws import (
     zero_blocks,
 )
 from cudnn.linear_attention.frost.kernels.fwd_ws_wy import InverseProducts, load_block_transposed, mma_group
+from cudnn.linear_attention.frost.kernels.fwd_ws_wy import transposed_view as mn_view
 
 
 REGISTER_SPLIT = (184, 72)
-
-
-def mn_view(tile: cute.Tensor) -> cute.Tensor:
-    """[t, x] rows seen as [x, t]: an MN-major B operand of the chain's wgmma."""
-    return cute.make_tensor(tile.iterator, cute.select(tile.layout, mode=[1, 0]))
 
 
 def smem_plan(c: FrostFwdConfig):
@@ -116,11 +112,6 @@ class FrostBwdChainWsWy(InverseProducts, FrostBwdChainWs):
             fac=s.fac[b, None, None], alast=cute.local_tile(s.alast, (1,), (b,)),
             g=cute.local_tile(s.g, (C, 1), (b, 0)), beta=cute.local_tile(s.beta, (C,), (b,)),
             mneg=s.mneg, dinv=s.dinv, md=s.md, gmem=s.gmem)
-
-    def raw_views(self, s, b):
-        C = CHUNK
-        return SimpleNamespace(q=s.rq, k=s.rk, g=cute.local_tile(s.g, (C, 1), (b, 0)),
-                               beta=cute.local_tile(s.beta, (C,), (b,)), gmem=s.gmem)
 
     @cute.jit
     def zero_set_blocks(self, s, tid):

@@ -111,6 +111,12 @@ def mma_group(wg, acc, terms, fresh: bool = True):
     warpgroup.commit_group()
 
 
+def transposed_view(tile: cute.Tensor) -> cute.Tensor:
+    """tile[t, x] seen as [x, t]: the transposed block copies' targets and the chains'
+    MN-major B operands."""
+    return cute.make_tensor(tile.iterator, cute.select(tile.layout, mode=[1, 0]))
+
+
 def _transposed_copy(op, tile: cute.Tensor, lane, registers_are_source: bool):
     """(tiled copy, lane's slice, (j, t) view of tile[t, j]) for the .trans op (stmatrix or
     ldmatrix x4) over warp_mma's 16 x 16 accumulator map, the copy's register and address
@@ -120,8 +126,7 @@ def _transposed_copy(op, tile: cute.Tensor, lane, registers_are_source: bool):
     src, dst = copy.layout_src_tv_tiled, copy.layout_dst_tv_tiled
     registers, addresses = (src, dst) if registers_are_source else (dst, src)
     check_trans_copy(_tv(registers), _tv(addresses), _tv(mma.tv_layout_C_tiled))
-    view = cute.make_tensor(tile.iterator, cute.select(tile.layout, mode=[1, 0]))  # (j, t) -> tile[t, j]
-    return copy, copy.get_slice(lane), view
+    return copy, copy.get_slice(lane), transposed_view(tile)  # (j, t) -> tile[t, j]
 
 
 @cute.jit
@@ -151,7 +156,8 @@ def load_block_transposed(tile: cute.Tensor, thr, lane) -> cute.Tensor:
 
 
 class InverseProducts:
-    """The producer's state-free products of the full-inverse kernels, for any class with
+    """The producer's side the full-inverse kernels share (its copy targets, A's zero blocks,
+    the state-free products and their publication), for any class with
     FrostFwdV1's solve_block and operand loads and operand-set views that name k-hat (k),
     the factor rows (fac), -M (mneg), the diagonal inverses (dinv), A (ainv) and W' (wp):
     this module's forward and the backward chain's twin (bwd_chain_ws_wy.py)."""
@@ -159,6 +165,13 @@ class InverseProducts:
     #: False: A and W' (the forward's U group is W0^T A^T + S^T W'^T, the backward's update
     #: takes dU^T W'); True (FullInverseInChain): A only, the chain applies it to its R
     inverse_in_chain = False
+
+    def raw_views(self, s, b):
+        """The producer's copy targets for a chunk of parity b: its raw q, k tiles, the gate
+        and beta rows of that parity (v or dO go straight into the operand set)."""
+        C = CHUNK
+        return SimpleNamespace(q=s.rq, k=s.rk, g=cute.local_tile(s.g, (C, 1), (b, 0)),
+                               beta=cute.local_tile(s.beta, (C,), (b,)), gmem=s.gmem)
 
     @cute.jit
     def zero_a_above_diagonal(self, s, ptid):
@@ -233,9 +246,6 @@ class FullInverseChain(InverseProducts, WarpSpecialisedChain):
     #: the producer 5 / 5, the consumers none, and ptxas leaves no performance note (at
     #: 184 / 72: C7512, the chain's wgmma serialized for want of registers)
     register_split = REGISTER_SPLIT
-    #: True: the consumers issue S^T Q^T after the U group retired (fewer live registers
-    #: while U's operands are in flight); False: both groups in flight together
-    sq_after_u = True
 
     # ------------------------------------------------------------------ tiles
     def set_views(self, s, b):
@@ -246,11 +256,6 @@ class FullInverseChain(InverseProducts, WarpSpecialisedChain):
         if cutlass.const_expr(not self.inverse_in_chain):
             v.wp = cute.local_tile(s.wp, (C, K), (b, 0))
         return v
-
-    def raw_views(self, s, b):
-        C = CHUNK
-        return SimpleNamespace(q=s.rq, k=s.rk, g=cute.local_tile(s.g, (C, 1), (b, 0)),
-                               beta=cute.local_tile(s.beta, (C,), (b,)), gmem=s.gmem)
 
     # ------------------------------------------------------------------ producer
     @cute.jit
@@ -341,7 +346,8 @@ class FullInverseChain(InverseProducts, WarpSpecialisedChain):
     @cute.jit
     def u_products(self, st, acc_s, thr, lane, wid):
         """U^T = W0^T A^T + S^T W'^T, one group (W0 = beta v, this warp's 16 value rows, as
-        its first A operand), and S^T Q^T; returns (U^T, S^T Q^T) with U complete."""
+        its first A operand), then S^T Q^T; returns (U^T, S^T Q^T) with U complete and
+        S^T Q^T in flight (finish_chain waits for it)."""
         s_v = st.w0
         s_fac = st.fac
         K, C = self.cfg.K, CHUNK
@@ -360,12 +366,9 @@ class FullInverseChain(InverseProducts, WarpSpecialisedChain):
         b_a = wg_half.make_fragment_B(g_half.partition_B(st.ainv))
         b_w = wg_half.make_fragment_B(g_half.partition_B(st.wp))
         mma_group(wg_half, acc_u, [(a_w0, b_a, C // 16), (a_s, b_w, K // 16)])
-        if cutlass.const_expr(self.sq_after_u or not self.cfg.write_output):
-            warpgroup.wait_group(0)
-        acc_o = self.sq_group(st, a_s, g_half, wg_half)
-        if cutlass.const_expr(self.cfg.write_output and not self.sq_after_u):
-            warpgroup.wait_group(1)  # U is complete; S^T Q^T may still run
-        return acc_u, acc_o
+        # S^T Q^T only once U retired: fewer registers live while U's operands are in flight
+        warpgroup.wait_group(0)
+        return acc_u, self.sq_group(st, a_s, g_half, wg_half)
 
     @cute.jit
     def u_through_r(self, st, acc_s, thr, lane, wid):
