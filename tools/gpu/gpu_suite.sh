@@ -81,7 +81,8 @@
 #              without its back substitution, FROST_BWD_CHAIN=wgmma_wy, bwd_chain_ws_wy.py:
 #              smoke vs float64 and chain kernel times), wybench (GDN fwd and fwd+bwd op rows:
 #              product, wy-ws, wyc-ws, wy-ws at 208,48, the wgmma_wy chain, both wy, product);
-#              STAGE_TIMEOUT=600
+#              wysmoke and wybench compile each variant in its own process first (one per
+#              core), then run in turn on the warm kernel store; STAGE_TIMEOUT=600
 #   bwdscaled  the backward's scaled-decay chain (bwd_chain_scaled.py, FROST_BWD_CHAIN=
 #              wgmma_scaled, the default) and its warp-specialised form (bwd_chain_ws.py, =wgmma_ws;
 #              FROST_BWD_WS_REGS=consumer,producer its setmaxnreg split):
@@ -590,17 +591,23 @@ for s in "$@"; do
       true ;;
     wy|wysmoke|wytrain|wybench)  # the full inverse on the producer (FROST_FWD_DECAY=wy-ws) vs the product
       export FROST_KERNEL_CACHE="${FROST_KERNEL_CACHE:-$PWD/.frostcache}"
-      [ "$s" = wy ] || [ "$s" = wysmoke ] && stage wysmoke "python3 \
-        tests/numerics/la_frost_smoke.py --family gdn --algorithm v3scaled v3scaledws v3wyws v3wycws"
+      # each variant's kernels compiled in its own process first (16 cores), then run in turn
+      [ "$s" = wy ] || [ "$s" = wysmoke ] && stage wysmoke "for a in v3scaled v3scaledws v3wyws v3wycws; do \
+        python3 tests/numerics/la_frost_smoke.py --family gdn --algorithm \$a > /dev/null 2>&1 & done; wait; \
+        python3 tests/numerics/la_frost_smoke.py --family gdn --algorithm v3scaled v3scaledws v3wyws v3wycws"
       [ "$s" = wy ] || [ "$s" = wytrain ] && stage wytrain "for d in wy-ws wyc-ws; do echo \"== \$d\"; \
         FROST_FWD_DECAY=\$d python3 tests/numerics/la_frost_bwd_smoke.py --jobs \$(nproc) --family gdn \
         --fwd-kernel v3 || exit 1; done; echo '== FROST_BWD_CHAIN=wgmma_wy'; FROST_BWD_CHAIN=wgmma_wy python3 \
         tests/numerics/la_frost_bwd_smoke.py --jobs \$(nproc) --family gdn"
-      [ "$s" = wy ] || [ "$s" = wybench ] && stage wybench "for r in product wy wyc wy208 bwdwy both product; do \
-        echo \"== forward \$r\"; case \$r in product) e='';; wy) e='FROST_FWD_DECAY=wy-ws';; \
-        wyc) e='FROST_FWD_DECAY=wyc-ws';; bwdwy) e='FROST_BWD_CHAIN=wgmma_wy';; \
+      [ "$s" = wy ] || [ "$s" = wybench ] && stage wybench "rowenv() { case \$1 in product) e='';; \
+        wy) e='FROST_FWD_DECAY=wy-ws';; wyc) e='FROST_FWD_DECAY=wyc-ws';; bwdwy) e='FROST_BWD_CHAIN=wgmma_wy';; \
         both) e='FROST_FWD_DECAY=wy-ws FROST_BWD_CHAIN=wgmma_wy';; \
-        wy208) e='FROST_FWD_DECAY=wy-ws FROST_FWD_WS_REGS=208,48';; esac; env \$e python3 \
+        wy208) e='FROST_FWD_DECAY=wy-ws FROST_FWD_WS_REGS=208,48';; esac; }; \
+        for r in product wy wyc wy208 bwdwy both; do rowenv \$r; (env \$e python3 bench/bench_linear_attention.py \
+        --fwd-only --cases 'GDN fwd' --impl FROST --reps 1; env \$e python3 bench/bench_linear_attention.py \
+        --cases 'GDN fwd+bwd' --impl 'op FROST' --reps 1) > \$OUT/wybench_warm_\$r.txt 2>&1 & done; wait; \
+        for r in product wy wyc wy208 bwdwy both product; do \
+        echo \"== forward \$r\"; rowenv \$r; env \$e python3 \
         bench/bench_linear_attention.py --fwd-only --cases 'GDN fwd' --impl FROST --reps 20 && env \$e python3 \
         bench/bench_linear_attention.py --cases 'GDN fwd+bwd' --impl 'op FROST' --reps 10 || exit 1; done"
       true ;;
