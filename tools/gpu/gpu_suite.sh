@@ -83,6 +83,8 @@
 #              product, wy-ws, wyc-ws, wy-ws at 208,48, the wgmma_wy chain, both wy, product);
 #              wysmoke and wybench compile each variant in its own process first (one per
 #              core), then run in turn on the warm kernel store; STAGE_TIMEOUT=600
+#   wysplit    wy-ws / wyc-ws GDN forward kernel rows at each setmaxnreg split (WY_SPLITS,
+#              decay:consumer,producer; compiled side by side first), the product before and after
 #   bwdscaled  the backward's scaled-decay chain (bwd_chain_scaled.py, FROST_BWD_CHAIN=
 #              wgmma_scaled, the default) and its warp-specialised form (bwd_chain_ws.py, =wgmma_ws;
 #              FROST_BWD_WS_REGS=consumer,producer its setmaxnreg split):
@@ -611,6 +613,14 @@ for s in "$@"; do
         bench/bench_linear_attention.py --fwd-only --cases 'GDN fwd' --impl FROST --reps 20 && env \$e python3 \
         bench/bench_linear_attention.py --cases 'GDN fwd+bwd' --impl 'op FROST' --reps 10 || exit 1; done"
       true ;;
+    wysplit)     # both full-inverse forwards at each register split (WY_SPLITS: decay:consumer,producer)
+      export FROST_KERNEL_CACHE="${FROST_KERNEL_CACHE:-$PWD/.frostcache}"
+      ROWS="${WY_SPLITS:-wyc-ws:208,48 wyc-ws:200,56 wyc-ws:184,72 wyc-ws:168,88 wyc-ws:152,104 wy-ws:192,64 wy-ws:176,80 wy-ws:160,96}"
+      stage wysplit "for r in $ROWS; do FROST_FWD_DECAY=\${r%%:*} FROST_FWD_WS_REGS=\${r#*:} python3 \
+        bench/bench_linear_attention.py --fwd-only --cases 'GDN fwd' --impl FROST --reps 1 > /dev/null 2>&1 & done; \
+        wait; for r in product $ROWS product; do echo \"== forward \$r\"; e=; [ \$r = product ] || \
+        e=\"FROST_FWD_DECAY=\${r%%:*} FROST_FWD_WS_REGS=\${r#*:}\"; env \$e python3 \
+        bench/bench_linear_attention.py --fwd-only --cases 'GDN fwd' --impl FROST --reps 20 || exit 1; done" ;;
     wssplit|wssplitfwd|wssplitbwd)  # the warp-specialised kernels' setmaxnreg splits (WS_SPLITS)
       SPLITS="${WS_SPLITS:-208,48 200,56 184,72}"
       export FROST_KERNEL_CACHE="${FROST_KERNEL_CACHE:-$PWD/.frostcache}"
