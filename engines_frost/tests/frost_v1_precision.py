@@ -134,7 +134,11 @@ def _chunk(S, q, k, v, gam, beta, w, scale, variant, inverse=_unit_lower_inverse
 #: "wy-solve": the producer runs the block substitution itself (the chain's solve, bf16
 #: block operands) on R = I (giving A^T) and on R = diag(fr) K (giving W'^T), and stores
 #: A diag(beta) for the raw v rows.
-WY_VARIANTS = ("wy", "wy-bf16u0", "wy-fp32a", "wy-hilo", "wy-chain", "wy-chain-f16", "wy-solve")
+#: "wy-raw": wy-chain without q-hat and k-hat (the chain's raw operands, kernels/NOTES.md
+#: "The full inverse on the producer, measured", item 3): the kernel's wgmma read q and k as
+#: the caller gave them (bf16) and the l2 norms join the decays as per-token fp32 factors,
+#: on the Gram's elements (M, P) and on the chain's fp32 results (k S, q S, U's columns).
+WY_VARIANTS = ("wy", "wy-bf16u0", "wy-fp32a", "wy-hilo", "wy-chain", "wy-chain-f16", "wy-solve", "wy-raw")
 
 
 def f16(x: torch.Tensor) -> torch.Tensor:
@@ -208,6 +212,29 @@ def _chunk_wy(S, Sb, q, k, v, w0, gam, beta, M, Mb, Pb, scale, inverse, variant)
     return O, S
 
 
+def _chunk_raw(S, q, k, v, g, beta, w, scale, l2, inverse):
+    """One chunk of "wy-raw": q, k are the raw bf16 rows; nq, nk their inverse norms (1
+    without the in-kernel l2 norm, the norm's own formula with it, in fp32 on the GPU);
+    every decay is an elementwise e^(Gam_t - Gam_s) of the Gram epilogue or a per-token
+    factor of the chain, so no span limit and no exact diagonal fallback."""
+    c = k.shape[0]
+    gam = torch.cumsum(g, 0)
+    inv_norm = lambda x: 1.0 / torch.sqrt((x * x).sum(-1) + 1e-6)  # noqa: E731
+    one = torch.ones(c, dtype=torch.float64)
+    nq, nk = (inv_norm(q), inv_norm(k)) if l2 else (one, one)
+    decay = torch.exp(torch.tril(gam[:, None] - gam[None, :]))
+    M = torch.tril((beta * nk)[:, None] * (k @ k.T) * nk[None, :] * decay, -1)
+    P = torch.tril((scale * nq)[:, None] * (q @ k.T) * nk[None, :] * decay)
+    Mb, Pb, Sb = bf16(M), bf16(P), bf16(S)
+    A = _blocked_inverse(M, Mb, inverse, fp32_blocks=False)
+    a = torch.exp(gam)
+    R = beta[:, None] * v - (beta * a * nk)[:, None] * (k @ Sb)
+    U = bf16(A) @ bf16(R)
+    O = (scale * a * nq)[:, None] * (q @ Sb) + Pb @ bf16(U)
+    S = torch.exp(gam[c - 1]) * S + k.T @ bf16(U * (torch.exp(gam[c - 1] - gam) * nk)[:, None])
+    return O, S
+
+
 def frost_fwd_v1_emulated(q, k, v, g, beta, w, cu_seqlens, *, scale, use_l2norm, initial_state=None,
                           variant="v1", inverse="substitution"):
     if variant not in ("v1", "v2", "scaled") + WY_VARIANTS:
@@ -216,6 +243,11 @@ def frost_fwd_v1_emulated(q, k, v, g, beta, w, cu_seqlens, *, scale, use_l2norm,
     if (variant == "scaled" or variant in WY_VARIANTS) and g.dim() != 2:
         raise ValueError(f"frost_fwd_v1_emulated: variant {variant} is for scalar gates (g [T, H])")
     invert = INVERSES[inverse]
+    if variant == "wy-raw":  # the rows as given: the norms are the chunk's factors
+        return run_chunked(
+            q, k, v, g, beta, w, cu_seqlens, use_l2norm=False, initial_state=initial_state,
+            chunk=CHUNK, operand=bf16,
+            chunk_fn=lambda S, *rows: _chunk_raw(S, *rows, scale, use_l2norm, invert))
     return run_chunked(
         q, k, v, g, beta, w, cu_seqlens, use_l2norm=use_l2norm, initial_state=initial_state,
         chunk=CHUNK, operand=bf16,
