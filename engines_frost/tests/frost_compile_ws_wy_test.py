@@ -25,19 +25,19 @@ pytestmark = pytest.mark.skipif(report.tool("CUOBJDUMP", "cuobjdump") is None
                                 reason="cuobjdump / nvdisasm not found")
 
 
-def _config(l2, mode="plain", ws_regs=(), decay="wy-ws"):
+def _config(l2, mode="plain", ws_regs=(), decay="wy-ws", gram="mma"):
     cfg = report.config_for("gdn", "product", 128, 128, l2)
     if mode == "training":
         cfg = dataclasses.replace(cfg, has_initial_state=True, write_checkpoints=True, write_values=True)
     elif mode == "output-free":
         cfg = dataclasses.replace(cfg, write_checkpoints=True, write_values=True, write_output=False)
-    return fx.tooling_config(cfg, "v3", decay=decay, ws_regs=ws_regs)
+    return fx.tooling_config(cfg, "v3", decay=decay, ws_regs=ws_regs, gram=gram)
 
 
 @functools.cache
-def _build(l2, mode="plain", ws_regs=(), decay="wy-ws"):
+def _build(l2, mode="plain", ws_regs=(), decay="wy-ws", gram="mma"):
     with tempfile.TemporaryDirectory() as tmp:
-        cubin = report.compile_cubin(_config(l2, mode, ws_regs, decay), tmp)
+        cubin = report.compile_cubin(_config(l2, mode, ws_regs, decay, gram), tmp)
         sass = report.sass_instructions(cubin)
         return report.resource_usage(cubin), tuple(re.sub(r"^@!?U?P[0-9T]+\s+", "", i) for i in sass)
 
@@ -90,6 +90,27 @@ def test_roles_as_compiled(l2, mode, decay):
     assert len(full_arrive) == len(empty_wait) == len(full_wait) == len(empty_arrive) == 1
 
 
+@pytest.mark.parametrize("decay", ["wy-ws", "wyc-ws"])
+def test_wgmma_gram_in_the_producer(decay):
+    """The wgmma Gram knob (fwd_v3_gram.GramWgmma, m64n64) in either full-inverse producer at
+    its split (GRAM_WGMMA_REGISTER_SPLIT, 192 / 64): the setmaxnreg pair survives, the
+    producer's mma.sync Gram (32 HMMA) becomes two 8-step wgmma chains (M on its first
+    warpgroup, P on its second) beside the solves' mma.sync, the consumers are the mma
+    Gram build's and do not spill."""
+    from cudnn.linear_attention.frost.kernels import fwd_ws_wy as wy
+
+    _, sass = _build(True, decay=decay, gram="wgmma64")
+    dealloc, alloc = report.setmaxnreg_sites(sass)
+    assert len(dealloc) == 1 and len(alloc) == 1, (dealloc, alloc)
+    consumer_regs, producer_regs = wy.GRAM_WGMMA_REGISTER_SPLIT
+    assert f"{producer_regs:#x}" in sass[dealloc[0]] and f"{consumer_regs:#x}" in sass[alloc[0]]
+    producer, consumer = sass[dealloc[0]:alloc[0]], sass[alloc[0]:]
+    assert _count(producer, "HGMMA") == 2 * 8
+    assert _count(producer, "HMMA") == (20 if decay == "wy-ws" else 0) + 40
+    assert _count(consumer, "HGMMA") == 28 and _count(consumer, "HMMA") == 0
+    assert _count(consumer, "STL") == 0 and _count(consumer, "LDL") == 0
+
+
 @pytest.mark.parametrize("mode,decay", [("plain", "wy-ws"), ("training", "wy-ws"), ("plain", "wyc-ws")])
 def test_no_ptxas_performance_note(mode, decay):
     """At their splits (192 / 64, 208 / 48) ptxas keeps the chains' wgmma asynchronous (8
@@ -129,19 +150,25 @@ def test_shared_memory_plan():
 
 def test_the_knob():
     from cudnn.linear_attention.frost.kernels.compile_kernel import kernel_class
+    from cudnn.linear_attention.frost.kernels.fwd_v3_gram import GramWgmma
     from cudnn.linear_attention.frost.kernels.fwd_ws_wy import FullInverseChain, FullInverseInChain
 
     gdn = report.config_for("gdn", "product", 128, 128, True)
-    cls = kernel_class(fx.tooling_config(gdn, "v3", decay="wy-ws"), "sm_90a")
-    assert issubclass(cls, FullInverseChain) and cls.register_split == (192, 64) and not cls.inverse_in_chain
-    in_chain = kernel_class(fx.tooling_config(gdn, "v3", decay="wyc-ws"), "sm_90a")
-    assert issubclass(in_chain, FullInverseInChain) and in_chain.inverse_in_chain
-    assert in_chain.register_split == (208, 48)
-    split = kernel_class(fx.tooling_config(gdn, "v3", decay="wy-ws", ws_regs=(208, 48)), "sm_90a")
-    assert split.register_split == (208, 48)
+    def split(**knobs):
+        cfg = fx.tooling_config(gdn, "v3", **knobs)
+        kernel = kernel_class(cfg, "sm_90a")(cfg)
+        return type(kernel), (kernel.consumer_regs, kernel.producer_regs)
+
+    cls, regs = split(decay="wy-ws")
+    assert issubclass(cls, FullInverseChain) and regs == (192, 64) and not cls.inverse_in_chain
+    in_chain, regs = split(decay="wyc-ws")
+    assert issubclass(in_chain, FullInverseInChain) and in_chain.inverse_in_chain and regs == (208, 48)
+    assert split(decay="wy-ws", ws_regs=(208, 48))[1] == (208, 48)
+    # the wgmma Gram knob: GramWgmma first in the bases, its own default split, the override kept
+    gram, regs = split(decay="wyc-ws", gram="wgmma64")
+    assert issubclass(gram, GramWgmma) and issubclass(gram, FullInverseInChain) and gram.gram_n == 64
+    assert regs == (192, 64) and split(decay="wyc-ws", gram="wgmma", ws_regs=(184, 72))[1] == (184, 72)
     small = report.config_for("gdn", "product", 64, 64, True)
     assert fx.tooling_config(small, "v3", decay="wy-ws") is small  # K = 64: the product's scaled chain
-    with pytest.raises(ValueError, match="gram"):
-        fx.experiment(gdn, "v3", decay="wy-ws", gram="wgmma16")
     with pytest.raises(ValueError, match="decay"):
         fx.experiment(report.config_for("kda", "product", 128, 128, True), "v3", decay="wy-ws")

@@ -32,13 +32,15 @@ tooling's choices:
                next chunk's rows and Gram (kernels/fwd_ws.py; K = V = 128, ws_applies:
                elsewhere "scaled"); "wy-ws": "scaled-ws" with the chunk's inverse and W'
                formed by the producer, the chain without its block solve
-               (kernels/fwd_ws_wy.py; the same configs, mma Gram only); "wyc-ws": the
-               same without W', the chain applying the inverse to its R
-               (fwd_ws_wy.FullInverseInChain).
+               (kernels/fwd_ws_wy.py; the same configs); "wyc-ws": the same without W',
+               the chain applying the inverse to its R (fwd_ws_wy.FullInverseInChain).
+               The warp-specialised decays take a wgmma gram in their producer (output
+               builds; elsewhere the gram falls back to "mma").
                FROST_FWD_DECAY (DECAY_ENV) sets it
                for use_kernel's blocks;
-  ws_regs      with "scaled-ws" or "wy-ws": the roles' setmaxnreg split (consumer, producer), () for
-               the kernel's own (fwd_ws.WarpSpecialisedChain.register_split);
+  ws_regs      with a warp-specialised decay: the roles' setmaxnreg split (consumer, producer), ()
+               for the kernel's own (fwd_ws.WarpSpecialisedChain.split_mma_gram /
+               split_wgmma_gram);
                FROST_FWD_WS_REGS="184,72" (WS_REGS_ENV) sets it for use_kernel's blocks;
   sources      the hash of this file and frost_fwd_v0.py: the kernel store keys the product's
                kernel sources itself, this field keys the tooling's.
@@ -140,8 +142,6 @@ class FrostFwdExperiment(FrostFwdConfig):
             bad("decay", f"one of {DECAYS}, and 'folded' unless algorithm is v3 with scalar gates and bf16 io")
         if self.decay in WS_DECAYS and not ws_applies(self):
             bad("decay", f"one of {WS_DECAYS} only for K = V = 128 (ws_applies)")
-        if self.decay in ("wy-ws", "wyc-ws") and self.gram != "mma":
-            bad("gram", "'mma' with the full-inverse decays (their producer builds the mma Gram's single -M tiles)")
         if self.ws_regs and (self.decay not in WS_DECAYS or not register_split_ok(self.ws_regs)):
             bad("ws_regs", f"() or, with decay in {WS_DECAYS}, (consumer, producer) setmaxnreg counts: multiples "
                 "of 8 in [24, 256] with 256 x (consumer + producer) <= 65,536")
@@ -315,7 +315,7 @@ def tooling_config(cfg: FrostFwdConfig, algorithm: str = PRODUCT, skip_stages=()
         decay = "folded"
     if decay in WS_DECAYS and not ws_applies(cfg):
         decay = "scaled"
-    if gram != "mma" and decay != "folded" and (decay != "scaled-ws" or not cfg.write_output):
+    if gram != "mma" and decay != "folded" and (decay not in WS_DECAYS or not cfg.write_output):
         gram = "mma"  # the wgmma Gram combines with the warp-specialised producer only (output builds)
     if decay not in WS_DECAYS:
         ws_regs = ()

@@ -11,7 +11,7 @@ lines, kernel times: v2 against v1, v3 against v2) when both ran.
 
 Run on the GPU machine from the repo root, with CuTe DSL importable:
   PYTHONPATH=$(python3 tools/pythonpath.py) python3 tests/numerics/la_frost_smoke.py --family all
-(--algorithm one or more of v0 v1 v2 v3 v3gram v3gram16 v3gram64 v3scaled v3scaledlead v3scaledws v3wyws v3wycws, or all (the default:
+(--algorithm one or more of v0 v1 v2 v3 v3gram v3gram16 v3gram64 v3scaled v3scaledlead v3scaledws v3wyws v3wycws v3wyws64 v3wycws64, or all (the default:
 v0-v3), each forced by the test tooling (engines_frost/tests/frost_fwd_experiments.py, launched through frost_fwd's own
 checks by its use_kernel): v3 (v2 with the chain's products on warpgroup MMA) is the
 product's kernel for these bf16 forwards on sm_90a (and for bf16 training forwards there),
@@ -24,8 +24,9 @@ product's GDN chain, whereas this script's v3 keeps them folded into bf16 operan
 A/B; GDN only likewise; v3scaledlead with the next chunk's rows copied a chunk ahead,
 v3scaledws warp-specialised: a producer role for the next chunk's rows and Gram, fwd_ws.py;
 v3wyws the same with the chunk's inverse formed by the producer and no solve in the chain,
-fwd_ws_wy.py, v3wycws without W' (the chain applies the inverse); these for plain K = V =
-128 forwards, else they run as v3scaled); e.g. --algorithm v2 v3. With v3 and a v3gram or v3scaled
+fwd_ws_wy.py, v3wycws without W' (the chain applies the inverse); v3wyws64 / v3wycws64
+those with the m64n64 wgmma Gram in their producer; these for plain K = V = 128 forwards,
+else they run as v3scaled); e.g. --algorithm v2 v3. With v3 and a v3gram or v3scaled
 kernel both run, a "<name> vs v3" line per case gives their outputs' relative difference
 (close, not bitwise: another summation order, other rounding points).)
 """
@@ -53,17 +54,30 @@ GRAM_KERNELS = {"v3gram": "wgmma", "v3gram16": "wgmma16", "v3gram64": "wgmma64"}
 #: v3wycws: the same without W')
 SCALED_KERNELS = {"v3scaled": "scaled", "v3scaledlead": "scaled-lead", "v3scaledws": "scaled-ws",
                   "v3wyws": "wy-ws", "v3wycws": "wyc-ws"}
-KERNELS = (*ALGORITHMS, *GRAM_KERNELS, *SCALED_KERNELS)
+#: the full-inverse kernels with the m64n64 wgmma Gram in their producer (name: (decay, gram))
+WS_GRAM_KERNELS = {"v3wyws64": ("wy-ws", "wgmma64"), "v3wycws64": ("wyc-ws", "wgmma64")}
+KERNELS = (*ALGORITHMS, *GRAM_KERNELS, *SCALED_KERNELS, *WS_GRAM_KERNELS)
+COMPARED = (*GRAM_KERNELS, *SCALED_KERNELS, *WS_GRAM_KERNELS)  # each against v3 where both ran
+
+
+def kernel_knobs(name: str) -> tuple[str, str, str]:
+    """(algorithm, gram, decay) of one of KERNELS: what the name says (the plain versions:
+    the mma Gram and folded decays)."""
+    if name in GRAM_KERNELS:
+        return "v3", GRAM_KERNELS[name], "folded"
+    if name in SCALED_KERNELS:
+        return "v3", "mma", SCALED_KERNELS[name]
+    if name in WS_GRAM_KERNELS:
+        decay, gram = WS_GRAM_KERNELS[name]
+        return "v3", gram, decay
+    return name, "mma", "folded"
 
 
 def kernel_block(name: str):
     """use_kernel for one of KERNELS (FROST_FWD_GRAM and FROST_FWD_DECAY are not read: each
-    name says its Gram and decays)."""
-    if name in GRAM_KERNELS:
-        return use_kernel("v3", gram=GRAM_KERNELS[name], decay="folded")
-    if name in SCALED_KERNELS:
-        return use_kernel("v3", gram="mma", decay=SCALED_KERNELS[name])
-    return use_kernel(name, gram="mma", decay="folded")
+    name says its Gram and decays, kernel_knobs)."""
+    algorithm, gram, decay = kernel_knobs(name)
+    return use_kernel(algorithm, gram=gram, decay=decay)
 
 from tests.reference.compare import rel_err  # noqa: E402
 from tests.reference.gdn import naive_recurrent_gdn  # noqa: E402
@@ -166,7 +180,7 @@ def run_case(family: Family, case: Case, algorithms: list[str], seed: int) -> in
             print(f"{algorithm:3s} {family.value:5s} {case.name:28s} ERROR", flush=True)
             traceback.print_exc()
         failures += not ok
-    for name in (*GRAM_KERNELS, *SCALED_KERNELS):
+    for name in COMPARED:
         if "v3" not in outputs or name not in outputs:
             continue
         (o3, s3), (og, sg) = outputs["v3"], outputs[name]
@@ -248,7 +262,7 @@ def main(argv=None) -> int:
                         failures += 1
                         print(f"TIME {algorithm} {family.value:5s} ERROR", flush=True)
                         traceback.print_exc()
-        for old, new in (("v1", "v2"), ("v2", "v3"), *(("v3", name) for name in (*GRAM_KERNELS, *SCALED_KERNELS))):
+        for old, new in (("v1", "v2"), ("v2", "v3"), *(("v3", name) for name in COMPARED)):
             for family in families:
                 for l2 in (False, True):
                     if (old, family, l2) in times and (new, family, l2) in times:

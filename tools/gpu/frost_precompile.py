@@ -64,18 +64,17 @@ def _config_of(x, *, l2: bool, final_state_dtype, algorithm: str):
     Inputs or a namespace with the same tensors), with out and final_state allocated the
     way the suites allocate them: the product's FrostFwdConfig, or what the test tooling's
     use_kernel(algorithm) launches instead (frost_fwd_experiments.engine_config). The
-    smoke's Gram / decay names (v3gram*, v3scaled*) say their own knobs; every other name
-    takes FROST_FWD_GRAM / FROST_FWD_DECAY's (and FROST_FWD_WS_REGS'), as use_kernel does."""
+    smoke's Gram / decay names (v3gram*, v3scaled*, v3wy*: la_frost_smoke.COMPARED) say their
+    own knobs; every other name takes FROST_FWD_GRAM / FROST_FWD_DECAY's (and
+    FROST_FWD_WS_REGS'), as use_kernel does."""
     import torch
     from cudnn.linear_attention.frost.kernels.fwd import check_operands
     from frost_fwd_experiments import decay_requested, engine_config, gram_requested, ws_regs_requested
-    from tests.numerics.la_frost_smoke import GRAM_KERNELS, SCALED_KERNELS
+    from tests.numerics.la_frost_smoke import COMPARED, kernel_knobs
 
     gram, decay = gram_requested(), decay_requested()
-    if algorithm in GRAM_KERNELS:
-        algorithm, gram, decay = "v3", GRAM_KERNELS[algorithm], "folded"
-    elif algorithm in SCALED_KERNELS:
-        algorithm, gram, decay = "v3", "mma", SCALED_KERNELS[algorithm]
+    if algorithm in COMPARED:
+        algorithm, gram, decay = kernel_knobs(algorithm)
 
     T, HO, V, K = x.q.shape[0], max(x.q.shape[1], x.v.shape[1]), x.v.shape[2], x.q.shape[2]
     N = x.cu_seqlens.numel() - 1

@@ -74,17 +74,19 @@
 #              the product's chain, ws at 216 / 40, each split); STAGE_TIMEOUT=600 for both
 #   wy         the warp-specialised GDN forward with the full inverse on the producer
 #              (fwd_ws_wy.py, FROST_FWD_DECAY=wy-ws / la_frost_smoke's v3wyws; without W',
-#              the chain applying the inverse: wyc-ws / v3wycws; split 200,56 unless
+#              the chain applying the inverse: wyc-ws / v3wycws; splits 192,64 / 208,48 unless
 #              FROST_FWD_WS_REGS): wysmoke (GDN cases vs float64, the scaled product,
-#              scaled-ws, wy-ws and wyc-ws side by side, kernel times), wytrain (GDN training
+#              scaled-ws, wy-ws and wyc-ws, the last two also with the m64n64 wgmma Gram in
+#              their producer, side by side, kernel times; WY_SMOKE names them), wytrain (GDN training
 #              and recompute forwards through each, backward smoke; then the backward chain
 #              without its back substitution, FROST_BWD_CHAIN=wgmma_wy, bwd_chain_ws_wy.py:
 #              smoke vs float64 and chain kernel times), wybench (GDN fwd and fwd+bwd op rows:
 #              product, wy-ws, wyc-ws, wy-ws at 208,48, the wgmma_wy chain, both wy, product);
 #              wysmoke and wybench compile each variant in its own process first (one per
 #              core), then run in turn on the warm kernel store; STAGE_TIMEOUT=600
-#   wysplit    wy-ws / wyc-ws GDN forward kernel rows at each setmaxnreg split (WY_SPLITS,
-#              decay:consumer,producer; compiled side by side first), the product before and after
+#   wysplit    wy-ws / wyc-ws GDN forward kernel rows at each setmaxnreg split and Gram (WY_SPLITS,
+#              decay:consumer,producer[:gram], FROST_FWD_GRAM's values; compiled side by side
+#              first), the product before and after
 #   bwdscaled  the backward's scaled-decay chain (bwd_chain_scaled.py, FROST_BWD_CHAIN=
 #              wgmma_scaled, the default) and its warp-specialised form (bwd_chain_ws.py, =wgmma_ws;
 #              FROST_BWD_WS_REGS=consumer,producer its setmaxnreg split):
@@ -592,11 +594,12 @@ for s in "$@"; do
         || exit 1; done"
       true ;;
     wy|wysmoke|wytrain|wybench)  # the full inverse on the producer (FROST_FWD_DECAY=wy-ws) vs the product
+      WY_SMOKE="${WY_SMOKE:-v3scaled v3scaledws v3wyws v3wycws v3wyws64 v3wycws64}"
       export FROST_KERNEL_CACHE="${FROST_KERNEL_CACHE:-$PWD/.frostcache}"
       # each variant's kernels compiled in its own process first (16 cores), then run in turn
-      [ "$s" = wy ] || [ "$s" = wysmoke ] && stage wysmoke "for a in v3scaled v3scaledws v3wyws v3wycws; do \
+      [ "$s" = wy ] || [ "$s" = wysmoke ] && stage wysmoke "for a in $WY_SMOKE; do \
         python3 tests/numerics/la_frost_smoke.py --family gdn --algorithm \$a > /dev/null 2>&1 & done; wait; \
-        python3 tests/numerics/la_frost_smoke.py --family gdn --algorithm v3scaled v3scaledws v3wyws v3wycws"
+        python3 tests/numerics/la_frost_smoke.py --family gdn --algorithm $WY_SMOKE"
       [ "$s" = wy ] || [ "$s" = wytrain ] && stage wytrain "for d in wy-ws wyc-ws; do echo \"== \$d\"; \
         FROST_FWD_DECAY=\$d python3 tests/numerics/la_frost_bwd_smoke.py --jobs \$(nproc) --family gdn \
         --fwd-kernel v3 || exit 1; done; echo '== FROST_BWD_CHAIN=wgmma_wy'; FROST_BWD_CHAIN=wgmma_wy python3 \
@@ -613,13 +616,16 @@ for s in "$@"; do
         bench/bench_linear_attention.py --fwd-only --cases 'GDN fwd' --impl FROST --reps 20 && env \$e python3 \
         bench/bench_linear_attention.py --cases 'GDN fwd+bwd' --impl 'op FROST' --reps 10 || exit 1; done"
       true ;;
-    wysplit)     # both full-inverse forwards at each register split (WY_SPLITS: decay:consumer,producer)
+    wysplit)     # the full-inverse forwards at each register split and Gram (WY_SPLITS: decay:consumer,producer[:gram])
       export FROST_KERNEL_CACHE="${FROST_KERNEL_CACHE:-$PWD/.frostcache}"
-      ROWS="${WY_SPLITS:-wyc-ws:208,48 wyc-ws:200,56 wyc-ws:184,72 wyc-ws:168,88 wyc-ws:152,104 wy-ws:192,64 wy-ws:176,80 wy-ws:160,96}"
-      stage wysplit "for r in $ROWS; do FROST_FWD_DECAY=\${r%%:*} FROST_FWD_WS_REGS=\${r#*:} python3 \
-        bench/bench_linear_attention.py --fwd-only --cases 'GDN fwd' --impl FROST --reps 1 > /dev/null 2>&1 & done; \
-        wait; for r in product $ROWS product; do echo \"== forward \$r\"; e=; [ \$r = product ] || \
-        e=\"FROST_FWD_DECAY=\${r%%:*} FROST_FWD_WS_REGS=\${r#*:}\"; env \$e python3 \
+      ROWS="${WY_SPLITS:-wyc-ws:208,48 wyc-ws:184,72 wyc-ws:168,88 wy-ws:192,64 wy-ws:176,80 \
+        wy-ws:192,64:wgmma64 wyc-ws:192,64:wgmma64 wy-ws:192,64:wgmma wy-ws:184,72:wgmma64}"
+      stage wysplit "rowenv() { e=; [ \$1 = product ] && return; d=\${1%%:*}; x=\${1#*:}; \
+        g=mma; case \$x in *:*) g=\${x#*:}; x=\${x%%:*};; esac; \
+        e=\"FROST_FWD_DECAY=\$d FROST_FWD_WS_REGS=\$x FROST_FWD_GRAM=\$g\"; }; \
+        for r in $ROWS; do rowenv \$r; env \$e python3 bench/bench_linear_attention.py --fwd-only \
+        --cases 'GDN fwd' --impl FROST --reps 1 > /dev/null 2>&1 & done; wait; \
+        for r in product $ROWS product; do echo \"== forward \$r\"; rowenv \$r; env \$e python3 \
         bench/bench_linear_attention.py --fwd-only --cases 'GDN fwd' --impl FROST --reps 20 || exit 1; done" ;;
     wssplit|wssplitfwd|wssplitbwd)  # the warp-specialised kernels' setmaxnreg splits (WS_SPLITS)
       SPLITS="${WS_SPLITS:-208,48 200,56 184,72}"

@@ -140,16 +140,19 @@ class WarpSpecialisedChain(ScaledDecayChain):
 
     smem_plan = staticmethod(smem_plan)
     warp_specialised = True
-    #: (consumer, producer) setmaxnreg (multiples of 8; 256 x their sum <= 65,536); None: the
-    #: module's split (CONSUMER_REGS, PRODUCER_REGS; GRAM_WGMMA_REGS beside the wgmma Gram)
+    #: (consumer, producer) setmaxnreg (multiples of 8; 256 x their sum <= 65,536): the
+    #: tooling's override (ws_regs); None: split_mma_gram, or split_wgmma_gram beside the
+    #: wgmma Gram knob (the kernel's own defaults)
     register_split = None
+    split_mma_gram = (CONSUMER_REGS, PRODUCER_REGS)
+    split_wgmma_gram = GRAM_WGMMA_REGS
 
     def __init__(self, cfg: FrostFwdConfig):
         if (cfg.K, cfg.V) != (128, 128):
             raise ValueError(f"{type(self).__name__}: built for K = V = 128 (two consumer warpgroups), got "
                              f"K={cfg.K}, V={cfg.V}")
         super().__init__(cfg)
-        default = GRAM_WGMMA_REGS if getattr(self, "gram_wgmma", False) else (CONSUMER_REGS, PRODUCER_REGS)
+        default = self.split_wgmma_gram if getattr(self, "gram_wgmma", False) else self.split_mma_gram
         self.consumer_regs, self.producer_regs = self.register_split or default
 
     @property

@@ -64,7 +64,10 @@ from cudnn.linear_attention.frost.kernels.stmatrix_map import check_trans_copy
 
 REGISTER_SPLIT = (192, 64)
 IN_CHAIN_REGISTER_SPLIT = (208, 48)  # FullInverseInChain's
-assert register_split_ok(REGISTER_SPLIT) and register_split_ok(IN_CHAIN_REGISTER_SPLIT)
+#: both kernels' with the wgmma Gram knob (fwd_v3_gram.GramWgmma in the bases): at 48
+#: producer registers ptxas drops the setmaxnreg pair altogether (every role at 128)
+GRAM_WGMMA_REGISTER_SPLIT = (192, 64)
+assert all(map(register_split_ok, (REGISTER_SPLIT, IN_CHAIN_REGISTER_SPLIT, GRAM_WGMMA_REGISTER_SPLIT)))
 #: the factor row holding beta (after fwd_v3_scaled's FR, FO, FK)
 FB = 3
 FACTOR_ROWS = 4
@@ -245,7 +248,10 @@ class FullInverseChain(InverseProducts, WarpSpecialisedChain):
     #: producer spills 20 stores / 28 reloads per chunk and the consumers 6 / 5; at 192 / 64
     #: the producer 5 / 5, the consumers none, and ptxas leaves no performance note (at
     #: 184 / 72: C7512, the chain's wgmma serialized for want of registers)
-    register_split = REGISTER_SPLIT
+    split_mma_gram = REGISTER_SPLIT
+    #: with the wgmma Gram the producer spills 40 / 41 at 64 registers and 24 / 24 at 72-88,
+    #: where the consumers' wgmma serialize (C7512); at 192 / 64 they do not
+    split_wgmma_gram = GRAM_WGMMA_REGISTER_SPLIT
 
     # ------------------------------------------------------------------ tiles
     def set_views(self, s, b):
@@ -408,5 +414,6 @@ class FullInverseInChain(FullInverseChain):
     inverse_in_chain = True
     #: at 200 / 56 ptxas serializes this chain's wgmma (C7512: X, S^T Q^T and R's A operand
     #: live together); at 208 / 48 it does not, the consumers do not spill and the producer
-    #: spills 6 stores / 14 reloads per chunk (sm_90a builds)
-    register_split = IN_CHAIN_REGISTER_SPLIT
+    #: spills 6 stores / 14 reloads per chunk (sm_90a builds); with the wgmma Gram, 192 / 64:
+    #: the producer 24 / 24, the consumers none but their wgmma serialized (C7512)
+    split_mma_gram = IN_CHAIN_REGISTER_SPLIT
