@@ -33,15 +33,19 @@ tooling's choices:
                elsewhere "scaled"); "wy-ws": "scaled-ws" with the chunk's inverse and W'
                formed by the producer, the chain without its block solve
                (kernels/fwd_ws_wy.py; the same configs); "wyc-ws": the same without W',
-               the chain applying the inverse to its R (fwd_ws_wy.FullInverseInChain).
+               the chain applying the inverse to its R (fwd_ws_wy.FullInverseInChain);
+               "wy-ws4": wy-ws's chain with its producer split into a math warpgroup
+               (rows, the wgmma Gram at m64n64, the solves) and a copy warpgroup
+               (kernels/fwd_ws4.py; output builds, gram forced to "wgmma64").
                The warp-specialised decays take a wgmma gram in their producer (output
                builds; elsewhere the gram falls back to "mma").
                FROST_FWD_DECAY (DECAY_ENV) sets it
                for use_kernel's blocks;
-  ws_regs      with a warp-specialised decay: the roles' setmaxnreg split (consumer, producer), ()
+  ws_regs      with a warp-specialised decay: the roles' setmaxnreg split (consumer, producer;
+               wy-ws4: chain, math, copies), ()
                for the kernel's own (fwd_ws.WarpSpecialisedChain.split_mma_gram /
                split_wgmma_gram);
-               FROST_FWD_WS_REGS="184,72" (WS_REGS_ENV) sets it for use_kernel's blocks;
+               FROST_FWD_WS_REGS="184,72" (or "192,104,24"; WS_REGS_ENV) sets it for use_kernel's blocks;
   sources      the hash of this file and frost_fwd_v0.py: the kernel store keys the product's
                kernel sources itself, this field keys the tooling's.
 compile_kernel.kernel_class asks such a config for its class (kernel_class() below: the
@@ -86,9 +90,13 @@ GRAMS = ("mma", *GRAM_WIDTHS)
 GRAM_ENV = "FROST_FWD_GRAM"
 #: where the scalar-gate chain's decays go (fwd_v3_scaled.py): folded into the operands or
 #: scaled onto the chain's fp32 results
-DECAYS = ("folded", "scaled", "scaled-lead", "scaled-ws", "wy-ws", "wyc-ws")
+DECAYS = ("folded", "scaled", "scaled-lead", "scaled-ws", "wy-ws", "wyc-ws", "wy-ws4")
 #: the warp-specialised decays (ws_applies; the setmaxnreg split knob ws_regs)
-WS_DECAYS = ("scaled-ws", "wy-ws", "wyc-ws")
+WS_DECAYS = ("scaled-ws", "wy-ws", "wyc-ws", "wy-ws4")
+#: the four-role decay (kernels/fwd_ws4.py): its Gram is the wgmma one at m64n64, and its
+#: register split a (chain, math, copies) triple
+FOUR_ROLES = "wy-ws4"
+FOUR_ROLE_GRAM = "wgmma64"
 #: FROST_FWD_DECAY=folded (or scaled-lead, scaled-ws): every forward a use_kernel block routes runs that
 #: chain where v3 runs for scalar gates and bf16 (elsewhere the chain is folded anyway); unset: default_decay
 DECAY_ENV = "FROST_FWD_DECAY"
@@ -142,9 +150,11 @@ class FrostFwdExperiment(FrostFwdConfig):
             bad("decay", f"one of {DECAYS}, and 'folded' unless algorithm is v3 with scalar gates and bf16 io")
         if self.decay in WS_DECAYS and not ws_applies(self):
             bad("decay", f"one of {WS_DECAYS} only for K = V = 128 (ws_applies)")
-        if self.ws_regs and (self.decay not in WS_DECAYS or not register_split_ok(self.ws_regs)):
-            bad("ws_regs", f"() or, with decay in {WS_DECAYS}, (consumer, producer) setmaxnreg counts: multiples "
-                "of 8 in [24, 256] with 256 x (consumer + producer) <= 65,536")
+        if self.ws_regs and (self.decay not in WS_DECAYS or not register_split_ok(self.ws_regs, split_lengths(self.decay))):
+            bad("ws_regs", f"() or, with decay in {WS_DECAYS}, (consumer, producer) setmaxnreg counts (wy-ws4: "
+                "(chain, math, copies)): multiples of 8 in [24, 256] that fit 65,536 registers")
+        if self.decay == FOUR_ROLES and (self.gram != FOUR_ROLE_GRAM or not self.write_output):
+            bad("gram", f"{FOUR_ROLE_GRAM!r} with decay {FOUR_ROLES!r}, in output builds (its math warpgroup's Gram)")
         if self.decay in ("scaled", "scaled-lead") and self.gram != "mma":
             bad("decay", "'folded' or 'scaled-ws' with a wgmma gram (the others re-plan q and k their own way)")
         if (self.write_checkpoints or self.write_values) and self.algorithm not in TRAINING_ALGORITHMS:
@@ -191,11 +201,18 @@ def ws_applies(cfg: FrostFwdConfig) -> bool:
     return (cfg.K, cfg.V) == (128, 128)
 
 
-def ws_regs_requested() -> tuple[int, ...]:
-    """WS_REGS_ENV's value as (consumer, producer), () when unset; ValueError otherwise."""
+def split_lengths(decay: str | None) -> tuple[int, ...]:
+    """The register split forms a decay takes: a (chain, math, copies) triple for the four
+    roles, a (consumer, producer) pair for the others."""
+    return (3,) if decay == FOUR_ROLES else (2,)
+
+
+def ws_regs_requested(decay: str | None = None) -> tuple[int, ...]:
+    """WS_REGS_ENV's value as (consumer, producer) (decay wy-ws4: (chain, math, copies)),
+    () when unset; ValueError otherwise."""
     import os
 
-    return parse_register_split(os.environ.get(WS_REGS_ENV, ""), WS_REGS_ENV)
+    return parse_register_split(os.environ.get(WS_REGS_ENV, ""), WS_REGS_ENV, split_lengths(decay))
 
 
 def decay_requested() -> str | None:
@@ -240,8 +257,10 @@ def with_knobs(base, skip_stages: tuple[str, ...], ldmatrix: bool, gram: str = "
     if decay != "folded":
         from cudnn.linear_attention.frost.kernels.fwd_v3_scaled import ScaledDecayLeadChain
         from cudnn.linear_attention.frost.kernels.fwd_ws import WarpSpecialisedChain
+        from cudnn.linear_attention.frost.kernels.fwd_ws4 import FourRoles
         from cudnn.linear_attention.frost.kernels.fwd_ws_wy import FullInverseChain, FullInverseInChain
         mixin, name = {"scaled-lead": (ScaledDecayLeadChain, "ScaledDecayLead"),
+                       "wy-ws4": (FourRoles, "FourRoles"),
                        "scaled-ws": (WarpSpecialisedChain, "WarpSpecialised"),
                        "wy-ws": (FullInverseChain, "FullInverse"),
                        "wyc-ws": (FullInverseInChain, "FullInverseInChain")}[decay]
@@ -317,7 +336,12 @@ def tooling_config(cfg: FrostFwdConfig, algorithm: str = PRODUCT, skip_stages=()
         decay = "scaled"
     if gram != "mma" and decay != "folded" and (decay not in WS_DECAYS or not cfg.write_output):
         gram = "mma"  # the wgmma Gram combines with the warp-specialised producer only (output builds)
-    if decay not in WS_DECAYS:
+    if decay == FOUR_ROLES:
+        if cfg.write_output:
+            gram = FOUR_ROLE_GRAM
+        else:  # the backward's output-free recompute: wy-ws's kernel (the four roles need P)
+            decay = "wy-ws"
+    if decay not in WS_DECAYS or len(ws_regs) not in split_lengths(decay):
         ws_regs = ()
     if (version == product_algorithm(cfg) and not skip_stages and ldmatrix and gram == "mma"
             and decay == default_decay(cfg, version)):
@@ -358,7 +382,7 @@ def use_kernel(algorithm: str, training: bool = False, gram: str | None = None, 
     decay = decay_requested() if decay is None else decay
     if decay is not None and decay not in DECAYS:
         raise ValueError(f"use_kernel: decay must be one of {DECAYS} or None, got {decay!r}")
-    ws_regs = ws_regs_requested()
+    ws_regs = ws_regs_requested(decay)
     if algorithm == PRODUCT and gram == "mma" and decay is None:  # what frost_fwd launches anyway
         yield
         return

@@ -18,18 +18,23 @@ WS_ROLE_THREADS = 256
 REGISTER_FILE = 65536
 
 
-def register_split_ok(regs) -> bool:
-    """Whether regs is a (consumer, producer) setmaxnreg pair for the warp-specialised
-    kernels: multiples of 8 in [24, 256] whose two roles fit the register file."""
-    return (isinstance(regs, tuple) and len(regs) == 2
-            and all(isinstance(r, int) and 24 <= r <= 256 and r % 8 == 0 for r in regs)
-            and WS_ROLE_THREADS * sum(regs) <= REGISTER_FILE)
+def register_split_ok(regs, lengths=(2,)) -> bool:
+    """Whether regs is a setmaxnreg split of the warp-specialised kernels: a (consumer,
+    producer) pair (two roles of WS_ROLE_THREADS) or a (chain, math, copies) triple (the
+    four-role forward, fwd_ws4.py: two chain warpgroups, one math, one copy warpgroup);
+    multiples of 8 in [24, 256] that fit the register file; lengths: the forms accepted."""
+    if not (isinstance(regs, tuple) and len(regs) in lengths and len(regs) in (2, 3)
+            and all(isinstance(r, int) and 24 <= r <= 256 and r % 8 == 0 for r in regs)):
+        return False
+    if len(regs) == 2:
+        return WS_ROLE_THREADS * sum(regs) <= REGISTER_FILE
+    return (WS_ROLE_THREADS // 2) * (2 * regs[0] + regs[1] + regs[2]) <= REGISTER_FILE
 
 
-def parse_register_split(text: str, name: str) -> tuple[int, ...]:
-    """A "consumer,producer" setting (the experiment switches' FROST_*_WS_REGS, `name`) as
-    the pair, () when empty; ValueError naming `name` for anything register_split_ok
-    refuses."""
+def parse_register_split(text: str, name: str, lengths=(2,)) -> tuple[int, ...]:
+    """A "consumer,producer" (or "chain,math,copies") setting (the experiment switches'
+    FROST_*_WS_REGS, `name`) as the tuple, () when empty; ValueError naming `name` for
+    anything register_split_ok refuses."""
     text = text.strip()
     if not text:
         return ()
@@ -37,9 +42,10 @@ def parse_register_split(text: str, name: str) -> tuple[int, ...]:
         regs = tuple(int(x) for x in text.split(","))
     except ValueError:
         regs = None
-    if regs is None or not register_split_ok(regs):
-        raise ValueError(f"{name} must be 'consumer,producer' (multiples of 8 in [24, 256], "
-                         f"{WS_ROLE_THREADS} x their sum <= {REGISTER_FILE}), got {text!r}")
+    if regs is None or not register_split_ok(regs, lengths):
+        forms = " or ".join(("'consumer,producer'", "'chain,math,copies'")[n - 2] for n in lengths)
+        raise ValueError(f"{name} must be {forms} (multiples of 8 in [24, 256] that fit {REGISTER_FILE} "
+                         f"registers), got {text!r}")
     return regs
 
 

@@ -129,6 +129,9 @@ class GramWgmma:
     #: four times per product), 32 (16 registers, A read twice) or 64 (32 registers, one
     #: block: nothing overlaps its epilogue)
     gram_n = GRAM_N
+    #: the warpgroups the two products are dealt to (warps 0 .. 4 groups - 1 of the caller's
+    #: numbering); None: all of the CTA's (self.warps // 4)
+    gram_warpgroups = None
 
     def __init__(self, cfg: FrostFwdConfig):
         if self.gram_n not in GRAM_NS:
@@ -158,8 +161,9 @@ class GramWgmma:
 
     @cute.jit
     def stage_gram(self, s, mb, heads, t0, eos, scale, thr, lane, wid):
-        """M on warpgroup 0, P on warpgroup 1 (V = 64: both on warpgroup 0), then v3's
-        fence for the generic-proxy P stores the P U wgmma reads."""
+        """M on warpgroup 0, P on warpgroup 1 (V = 64 or gram_warpgroups 1: both on
+        warpgroup 0, one after the other), then v3's fence for the generic-proxy P stores
+        the P U wgmma reads."""
         s_q = s.q
         s_k = s.k
         s_g = s.g
@@ -169,7 +173,7 @@ class GramWgmma:
         s_md = s.md
         s_dinv = s.dinv
         K = self.cfg.K
-        groups = self.warps // (WG_THREADS // 32)
+        groups = self.gram_warpgroups or self.warps // (WG_THREADS // 32)
         n = self.gram_n
         blocks = CHUNK // n
         wg = wgmma_ss(n)

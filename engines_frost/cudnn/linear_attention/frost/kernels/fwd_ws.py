@@ -153,7 +153,11 @@ class WarpSpecialisedChain(ScaledDecayChain):
                              f"K={cfg.K}, V={cfg.V}")
         super().__init__(cfg)
         default = self.split_wgmma_gram if getattr(self, "gram_wgmma", False) else self.split_mma_gram
-        self.consumer_regs, self.producer_regs = self.register_split or default
+        self.take_register_split(self.register_split or default)
+
+    def take_register_split(self, regs):
+        """The setmaxnreg counts per role, from the override or the kernel's default."""
+        self.consumer_regs, self.producer_regs = regs
 
     @property
     def block_threads(self) -> int:

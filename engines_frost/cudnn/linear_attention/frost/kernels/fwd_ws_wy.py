@@ -200,23 +200,30 @@ class InverseProducts:
     def solve_products(self, st, thr, lane, pwid):
         """W'^T rows [16 w, 16 w + 16) on producer warp w (R^T = K^T diag(fr) through the
         block solve), then A's column block w on warps 0-3 (R^T = I)."""
+        if cutlass.const_expr(not self.inverse_in_chain):
+            self.w_prime_rows(st, thr, lane, pwid)
+        for w in cutlass.range_constexpr(NBLK):
+            if pwid == w:
+                self.inverse_columns(st, thr, lane, thr.partition_C(cute.make_identity_tensor((SUB, SUB))), w)
+
+    @cute.jit
+    def w_prime_rows(self, st, thr, lane, d):
+        """W'^T rows [16 d, 16 d + 16): the block solve of R^T = K^T diag(fr), K^T's blocks
+        (d, bi) loaded from k-hat by ldmatrix.trans, W' blocks stored by stmatrix.trans."""
         s_k = st.k
         s_fac = st.fac
+        s_wp = st.wp
         mma = warp_mma()
         crd = thr.partition_C(cute.make_identity_tensor((SUB, SUB)))  # (row d or v, token t in block)
         per = cute.size(thr.partition_shape_C((SUB, SUB)))
         a_u = []
-        for bi in cutlass.range_constexpr(0 if self.inverse_in_chain else NBLK):
-            s_wp = st.wp
-            kt = load_block_transposed(cute.local_tile(s_k, (SUB, SUB), (bi, pwid)), thr, lane)
+        for bi in cutlass.range_constexpr(NBLK):
+            kt = load_block_transposed(cute.local_tile(s_k, (SUB, SUB), (bi, d)), thr, lane)
             r = cute.make_rmem_tensor(thr.partition_shape_C((SUB, SUB)), Float32)
             for e in cutlass.range_constexpr(per):
                 r[e] = s_fac[FR, bi * SUB + crd[e][1]] * kt[e].to(Float32)
             u = self.solve_block(mma, thr, lane, r, a_u, st.mneg, st.dinv, bi)
-            store_block_transposed(u, cute.local_tile(s_wp, (SUB, SUB), (bi, pwid)), thr, lane)
-        for w in cutlass.range_constexpr(NBLK):
-            if pwid == w:
-                self.inverse_columns(st, thr, lane, crd, w)
+            store_block_transposed(u, cute.local_tile(s_wp, (SUB, SUB), (bi, d)), thr, lane)
 
     @cute.jit
     def inverse_columns(self, st, thr, lane, crd, w: cutlass.Constexpr):

@@ -1,0 +1,182 @@
+"""FROST forward for scalar gates (GDN) in four roles per CTA: an experiment kernel (the test
+and bench tooling builds it, frost_fwd_experiments.py knob decay="wy-ws4").
+
+fwd_ws_wy.py's full-inverse kernel runs its state-free work on one producer role of eight
+warps at 64 registers: the copies, the rows stage, the Gram and the solves of A and W'.
+Profiled, that role needs ~6 us per chunk against the chain's ~2.7 (kernels/NOTES.md "The
+full inverse on the producer, measured"): each of its warps issues one dependent stream at
+~0.1 instructions per cycle, its Gram tiles per warp on mma.sync. Here the producer's work
+is split by what it needs, as the published Hopper design for this problem splits it:
+
+- warps 0-7 (warpgroups 0, 1), the chain at CHAIN_REGS: fwd_ws_wy.py's consumers unchanged
+  (U^T = W0^T A^T + S^T W'^T, then the scaled chain's ending);
+- warps 8-11 (warpgroup 2), math at MATH_REGS: the rows stage, the factor rows, both Gram
+  products as SS wgmma on this one warpgroup (fwd_v3_gram.GramWgmma, m64n64, M then P:
+  one accumulator live at a time), the diagonal inverses, A's column blocks (a warp
+  each) and W' (two row blocks of K per warp);
+- warps 12-15 (warpgroup 3), copies at COPY_REGS: chunk c's raw q, k, gate and beta rows
+  into the math warpgroup's tiles as soon as it has read chunk c - 1's, and chunk c's v
+  straight into its operand set once the chain has released that set.
+
+Hand-over (named barriers; ids below, fwd_ws.py's FULL / EMPTY kept):
+RAW_FULL - the copies arrive once chunk c's q, k, gate and beta rows have landed, the math
+warpgroup waits before its rows stage; RAW_FREE - the math warpgroup arrives once its rows
+stage has read the raw tiles (only where a next chunk exists), the copies wait before
+writing them again; FULL[b] - math (A, W', P, q-hat, k-hat, the factor rows; proxy-fenced)
+and copies (v landed) arrive, the chain waits: 512 threads; EMPTY[b] - the chain arrives
+once chunk c's last wgmma group retired, math and copies wait before writing set b for
+chunk c + 2: 512 threads. The gate and beta rows are per chunk parity, as before: the
+copies write parity c only after RAW_FREE(c - 1), by when chunk c - 2's math is done.
+
+Registers (setmaxnreg per warpgroup): 2 x 128 x CHAIN_REGS + 128 x (MATH_REGS + COPY_REGS)
+<= 65,536. GDN, bf16, K = V = 128, output builds (the Gram's P), sm_90a.
+"""
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import cutlass
+import cutlass.cute as cute
+from cudnn.linear_attention.frost.kernels.config import REGISTER_FILE, FrostFwdConfig, register_split_ok
+from cudnn.linear_attention.frost.kernels.fwd_v1 import CHUNK, warp_mma
+from cudnn.linear_attention.frost.kernels.fwd_v3 import WG_THREADS
+from cudnn.linear_attention.frost.kernels.fwd_v3_gram import GramWgmma, lane_in_loop, tid_in_loop
+from cudnn.linear_attention.frost.kernels.fwd_ws import BAR_EMPTY, BAR_FULL, BLOCK_THREADS, SETS, zero_blocks
+from cudnn.linear_attention.frost.kernels.fwd_ws_wy import FB, FullInverseChain
+from cudnn.linear_attention.frost.kernels.seq_bounds import sequence_bounds
+
+CHAIN_WARPS = 8
+MATH_WARP0 = 8  # warpgroup 2
+COPY_WARP0 = 12  # warpgroup 3
+MATH_TID0 = 32 * MATH_WARP0
+COPY_TID0 = 32 * COPY_WARP0
+#: (chain, math, copies) setmaxnreg: the chain's 192 are wy-ws's unspilled split; the math
+#: warpgroup's 104 built the wgmma Gram and the solves unspilled (NOTES.md "The wgmma Gram
+#: inside the full-inverse producers, on the H200"); the copies keep 24
+REGISTER_SPLIT = (192, 104, 24)
+# named barriers beyond fwd_ws.py's (1: the producer's own, here the math warpgroup's)
+BAR_MATH = 1
+BAR_RAW_FULL = BAR_EMPTY + SETS
+BAR_RAW_FREE = BAR_RAW_FULL + 1
+PAIR_THREADS = 2 * WG_THREADS  # copies + math on RAW_FULL / RAW_FREE
+
+
+assert register_split_ok(REGISTER_SPLIT, (3,))
+
+
+class FourRoles(FullInverseChain):
+    """Mixin over GramWgmma and a FrostFwdV3 class (module docstring). Put first in the
+    bases; the tooling composes (FourRoles, GramWgmma, v3 class) with gram_n 64."""
+
+    #: both Gram products on the math warpgroup (fwd_v3_gram.GramWgmma.stage_gram)
+    gram_warpgroups = 1
+    register_split = None
+    split_mma_gram = REGISTER_SPLIT
+    split_wgmma_gram = REGISTER_SPLIT
+
+    def __init__(self, cfg: FrostFwdConfig):
+        if not isinstance(self, GramWgmma) or self.gram_n != 64:
+            raise ValueError(f"{type(self).__name__}: the math warpgroup runs the wgmma Gram at m64n64 "
+                             f"(GramWgmma in the bases, gram_n 64)")
+        FullInverseChain.__init__(self, cfg)
+
+    def take_register_split(self, regs):
+        if not register_split_ok(regs, (3,)):
+            raise ValueError(f"{type(self).__name__}: register_split must be (chain, math, copies), multiples of "
+                             f"8 in [24, 256] with 128 x (2 chain + math + copies) <= {REGISTER_FILE}, got {regs!r}")
+        self.chain_regs, self.math_regs, self.copy_regs = regs
+
+    def as_role(self, threads: int, fn, *args, **kwargs):
+        """fn traced with self.threads = threads: the stages written for the CTA's threads
+        (rows_from, prefetch_rows) dealt to one warpgroup. A plain function, traced inline."""
+        saved = self.threads
+        self.threads = threads
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            self.threads = saved
+
+    # ------------------------------------------------------------------ the CTA's work
+    @cute.jit
+    def sequence(self, s, mq, mk, mv, mg, mb, mw, mcu, mo, mh0, mht, mckpt, scale, T, N, n, h):
+        """fwd_ws.py's set-up (P's and A's blocks above the diagonal zeroed by every thread:
+        one loop of 512 threads, where the math warpgroup alone unrolled 64 steps per
+        thread with spills), then the roles."""
+        c = self.cfg
+        C = CHUNK
+        tid, _, _ = cute.arch.thread_idx()
+        lane = cute.arch.lane_idx()
+        wid = cute.arch.make_warp_uniform(cute.arch.warp_idx())
+        heads = (h // (c.HO // c.H), h // (c.HO // c.HK), h // (c.HO // c.HV), h)
+        bos, eos = sequence_bounds(mcu, n, T)
+        chunks = (eos - bos + C - 1) // C
+        s.gmem = SimpleNamespace(q=mq, k=mk, v=mv, g=mg, b=mb, w=mw, heads=heads)
+        zero_blocks(s.p, tid, BLOCK_THREADS, True)
+        zero_blocks(s.ainv, tid, BLOCK_THREADS, True)  # A above its diagonal blocks: never written per chunk
+        cute.arch.fence_proxy("async.shared", space="cta")
+        cute.arch.sync_threads()
+        if wid >= COPY_WARP0:
+            cute.arch.setmaxregister_decrease(self.copy_regs)
+            self.copies(s, bos, eos, chunks)
+        elif wid >= MATH_WARP0:
+            cute.arch.setmaxregister_decrease(self.math_regs)
+            self.math(s, mb, heads, bos, eos, chunks, scale)
+        else:
+            cute.arch.setmaxregister_increase(self.chain_regs)
+            self.consume(s, mo, mh0, mht, mckpt, mcu, T, N, heads, n, h, bos, eos, chunks, wid, lane)
+
+    # ------------------------------------------------------------------ copies
+    @cute.jit
+    def copies(self, s, bos, eos, chunks):
+        C = CHUNK
+        for i in cutlass.range(chunks, unroll=1):
+            t0 = bos + i * C
+            b = i % SETS
+            ctid = tid_in_loop() - COPY_TID0  # per chunk (volatile): hoisted addresses spill
+            lane = lane_in_loop()
+            cwid = ctid // 32
+            if i >= 1:  # the math warpgroup read chunk i - 1's raw rows
+                cute.arch.barrier(barrier_id=BAR_RAW_FREE, number_of_threads=PAIR_THREADS)
+            self.as_role(WG_THREADS, self.prefetch_rows, self.raw_views(s, b), t0, eos, ctid)
+            cute.arch.cp_async_commit_group()
+            cute.arch.cp_async_wait_group(0)
+            cute.arch.barrier_arrive(barrier_id=BAR_RAW_FULL, number_of_threads=PAIR_THREADS)
+            if i >= SETS:  # set b free: chunk i - SETS's chain retired its reads
+                cute.arch.barrier(barrier_id=BAR_EMPTY + b, number_of_threads=BLOCK_THREADS)
+            st = self.set_views(s, b)
+            for part in cutlass.range_constexpr(CHAIN_WARPS // 4):  # v's 16-column slices, two per warp
+                self.prefetch_v(st, t0, eos, lane, cwid + 4 * part)
+            cute.arch.cp_async_commit_group()
+            cute.arch.cp_async_wait_group(0)
+            cute.arch.barrier_arrive(barrier_id=BAR_FULL + b, number_of_threads=BLOCK_THREADS)
+
+    # ------------------------------------------------------------------ math
+    @cute.jit
+    def math(self, s, mb, heads, bos, eos, chunks, scale):
+        C = CHUNK
+        for i in cutlass.range(chunks, unroll=1):
+            t0 = bos + i * C
+            b = i % SETS
+            mtid = tid_in_loop() - MATH_TID0
+            lane = lane_in_loop()
+            mwid = cute.arch.make_warp_uniform(mtid // 32)
+            thr = warp_mma().get_slice(lane)
+            if i >= SETS:
+                cute.arch.barrier(barrier_id=BAR_EMPTY + b, number_of_threads=BLOCK_THREADS)
+            cute.arch.barrier(barrier_id=BAR_RAW_FULL, number_of_threads=PAIR_THREADS)
+            st = self.set_views(s, b)
+            self.as_role(WG_THREADS, self.rows_from, st, s.rq, s.rk, None, mtid, values=False)
+            if i + 1 < chunks:  # this thread's raw reads are done
+                cute.arch.barrier_arrive(barrier_id=BAR_RAW_FREE, number_of_threads=PAIR_THREADS)
+            cute.arch.fence_proxy("async.shared", space="cta")  # q-hat, k-hat: the Gram's wgmma operands
+            cute.arch.barrier(barrier_id=BAR_MATH, number_of_threads=WG_THREADS)  # rows and the gate scan
+            self.write_factors(st, scale, mtid)
+            if mtid < C:
+                st.fac[FB, mtid] = st.beta[mtid]
+            GramWgmma.stage_gram(self, st, mb, heads, t0, eos, scale, thr, lane, mwid)  # ends with the fence
+            cute.arch.barrier(barrier_id=BAR_MATH, number_of_threads=WG_THREADS)  # -M, inverses, factors
+            # W' row blocks mwid + 4 and mwid, then A's column block mwid
+            self.w_prime_rows(st, thr, lane, mwid + 4)
+            self.solve_products(st, thr, lane, mwid)
+            cute.arch.fence_proxy("async.shared", space="cta")  # A and W': the chain's wgmma operands
+            cute.arch.barrier_arrive(barrier_id=BAR_FULL + b, number_of_threads=BLOCK_THREADS)
