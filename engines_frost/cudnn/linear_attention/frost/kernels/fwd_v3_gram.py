@@ -173,7 +173,7 @@ class GramWgmma:
         s_md = s.md
         s_dinv = s.dinv
         K = self.cfg.K
-        groups = self.gram_warpgroups or self.warps // (WG_THREADS // 32)
+        groups = self.gram_groups()
         n = self.gram_n
         blocks = CHUNK // n
         wg = wgmma_ss(n)
@@ -243,6 +243,10 @@ class GramWgmma:
                     cute.arch.sync_warp()  # this warp's M_ww stores are visible to its lanes
                     self.block_inverse_at(s_md, s_dinv, wl, lane)
         cute.arch.fence_proxy("async.shared", space="cta")
+
+    def gram_groups(self) -> int:
+        """The warpgroups M and P are dealt to (gram_warpgroups, else all of the CTA's)."""
+        return self.gram_warpgroups if self.gram_warpgroups is not None else self.warps // (WG_THREADS // 32)
 
     def row_terms(self, s_g, s_beta, crd, row_rep, nval):
         """Per accumulator value: its row's gate and beta, loaded once per distinct row."""

@@ -69,7 +69,7 @@ KEYED_SOURCES = ("bwd_abi.py", "bwd_chain.py", "bwd_chain_pipelined.py", "bwd_ch
                  "checkpoints.py", "checkpoints_dsl.py", "compile_kernel.py", "config.py", "decay_ptx.py",
                  "decode_compile.py",
                  "decode_config.py", "decode_kernel.py", "fragment_stores.py", "fwd_v1.py", "fwd_v2.py",
-                 "fwd_v3.py", "fwd_v3_gram.py", "fwd_v3_scaled.py", "fwd_ws.py", "fwd_ws_wy.py", "gmem_vector_io.py", "gmem_views.py",
+                 "fwd_v3.py", "fwd_v3_gram.py", "fwd_v3_scaled.py", "fwd_ws.py", "fwd_ws4.py", "fwd_ws_wy.py", "gmem_vector_io.py", "gmem_views.py",
                  "launch_abi.py", "seq_bounds.py", "stmatrix_map.py",
                  "wgmma_fragments.py")
 # Imported by compile_kernel.py but never traced into a kernel: the wrapper that pairs a

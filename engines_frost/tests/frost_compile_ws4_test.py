@@ -1,0 +1,116 @@
+"""sm_90a compiles of the four-role GDN forward (kernels/fwd_ws4.py, the tooling's knob
+decay="wy-ws4"; plain and training builds): the three setmaxnreg sites in the kernel's
+split, where ptxas put each role's work (the copies' cp.async on the copy warpgroup
+alone, both Gram products' wgmma and the solves' mma.sync on the math warpgroup, the
+chain's wgmma on the chain), spills per role, no performance note, and the knob's reach.
+"""
+import dataclasses
+import functools
+import os
+import re
+import sys
+import tempfile
+
+import pytest
+
+pytest.importorskip("cutlass", reason="nvidia-cutlass-dsl (CuTe DSL) is not installed")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import frost_cubin_report as report  # noqa: E402
+import frost_fwd_experiments as fx  # noqa: E402
+
+pytestmark = pytest.mark.skipif(report.tool("CUOBJDUMP", "cuobjdump") is None
+                                or report.tool("NVDISASM", "nvdisasm") is None,
+                                reason="cuobjdump / nvdisasm not found")
+
+
+def _config(mode="plain", ws_regs=()):
+    cfg = report.config_for("gdn", "product", 128, 128, True)
+    if mode == "training":
+        cfg = dataclasses.replace(cfg, has_initial_state=True, write_checkpoints=True, write_values=True)
+    return fx.tooling_config(cfg, "v3", decay="wy-ws4", ws_regs=ws_regs)
+
+
+@functools.cache
+def _build(mode="plain"):
+    with tempfile.TemporaryDirectory() as tmp:
+        cubin = report.compile_cubin(_config(mode), tmp)
+        sass = report.sass_instructions(cubin)
+        return report.resource_usage(cubin), tuple(re.sub(r"^@!?U?P[0-9T]+\s+", "", i) for i in sass)
+
+
+def _count(instrs, prefix):
+    return sum(i.startswith(prefix) for i in instrs)
+
+
+@pytest.mark.parametrize("mode", ["plain", "training"])
+def test_roles_as_compiled(mode):
+    from cudnn.linear_attention.frost.kernels import fwd_ws4 as ws4
+
+    usage, sass = _build(mode)
+    assert usage["REG"] <= 65536 // ws4.BLOCK_THREADS, usage
+    dealloc, alloc = report.setmaxnreg_sites(sass)
+    assert len(dealloc) == 2 and len(alloc) == 1 and dealloc[1] < alloc[0], (dealloc, alloc)
+    chain_regs, math_regs, copy_regs = ws4.REGISTER_SPLIT
+    # the copies' branch first (the highest warps), then math, then the chain
+    assert f"{copy_regs:#x}" in sass[dealloc[0]] and f"{math_regs:#x}" in sass[dealloc[1]]
+    assert f"{chain_regs:#x}" in sass[alloc[0]]
+    copies, math, chain = sass[dealloc[0]:dealloc[1]], sass[dealloc[1]:alloc[0]], sass[alloc[0]:]
+    # the copies: cp.async only (q, k, gate, beta rows; v's two 16-column slices per warp)
+    assert _count(copies, "LDGSTS") > 0 and _count(math, "LDGSTS") == _count(chain, "LDGSTS") == 0
+    assert _count(copies, "HGMMA") == _count(copies, "HMMA") == 0
+    # math: M and P, 8 k-steps each on one warpgroup; the two W' row blocks (20 products
+    # each) and A's column blocks (10 + 6 + 3 + 1) on mma.sync
+    assert _count(math, "HGMMA") == 2 * 8 and _count(math, "HMMA") == 2 * 20 + 40
+    # the chain: wy-ws's (U 12, S^T Q^T 8, P U 4, the update 4), no mma.sync
+    assert _count(chain, "HGMMA") == 28 and _count(chain, "HMMA") == 0
+    # spills: none in the chain or the copies, at most a register's worth in math
+    assert _count(chain, "STL") == _count(chain, "LDL") == 0
+    assert _count(copies, "STL") == _count(copies, "LDL") == 0
+    assert _count(math, "STL") <= 4 and _count(math, "LDL") <= 4
+    # the hand-over: FULL arrived by math and the copies, waited by the chain; EMPTY the other way
+    block = f"{ws4.BLOCK_THREADS:#x}"
+    assert _count([i for i in math if block in i], "BAR.ARV") == 1
+    assert _count([i for i in copies if block in i], "BAR.ARV") == 1
+    assert _count([i for i in chain if block in i], "BAR.SYNC") == 1
+    assert _count([i for i in chain if block in i], "BAR.ARV") == 1
+
+
+def test_no_ptxas_performance_note():
+    from cudnn.linear_attention.frost.kernels.compile_kernel import kernel_class
+    from cudnn.linear_attention.frost.kernels.launch_abi import fake_args
+
+    cfg = _config()
+    assert report.ptxas_notes(kernel_class(cfg, "sm_90a")(cfg), fake_args(cfg)) == set()
+
+
+def test_the_knob():
+    from cudnn.linear_attention.frost.kernels.compile_kernel import kernel_class
+    from cudnn.linear_attention.frost.kernels.fwd_v3_gram import GramWgmma
+    from cudnn.linear_attention.frost.kernels.fwd_ws4 import REGISTER_SPLIT, FourRoles
+
+    cfg = _config()
+    assert cfg.decay == "wy-ws4" and cfg.gram == fx.FOUR_ROLE_GRAM and "decay-wy-ws4" in cfg.kernel_label
+    kernel = kernel_class(cfg, "sm_90a")(cfg)
+    assert isinstance(kernel, FourRoles) and isinstance(kernel, GramWgmma) and kernel.gram_n == 64
+    assert (kernel.chain_regs, kernel.math_regs, kernel.copy_regs) == REGISTER_SPLIT
+    other = _config(ws_regs=(184, 120, 24))
+    k2 = kernel_class(other, "sm_90a")(other)
+    assert (k2.chain_regs, k2.math_regs, k2.copy_regs) == (184, 120, 24)
+    # a pair is wy-ws's form: dropped here (not silently used as a triple)
+    assert _config(ws_regs=(192, 64)).ws_regs == ()
+    # the backward's output-free recompute has no P: wy-ws's kernel serves it
+    free = dataclasses.replace(report.config_for("gdn", "product", 128, 128, True), write_checkpoints=True,
+                               write_values=True, write_output=False)
+    assert fx.tooling_config(free, "v3", decay="wy-ws4").decay == "wy-ws"
+    with pytest.raises(ValueError, match="ws_regs"):
+        fx.experiment(report.config_for("gdn", "product", 128, 128, True), "v3", decay="wy-ws4",
+                      gram="wgmma64", ws_regs=(200, 104, 24))  # 128 x (400 + 128) > 65,536
+    with pytest.raises(ValueError, match="gram"):
+        fx.experiment(report.config_for("gdn", "product", 128, 128, True), "v3", decay="wy-ws4")
+    with pytest.raises(ValueError, match="FROST_FWD_WS_REGS"):
+        os.environ[fx.WS_REGS_ENV] = "192,64"
+        try:
+            fx.ws_regs_requested("wy-ws4")
+        finally:
+            del os.environ[fx.WS_REGS_ENV]

@@ -1,0 +1,152 @@
+"""L0: the four-role forward's hand-over (kernels/fwd_ws4.py) under named-barrier semantics,
+over random interleavings of its roles. Pure Python (no cutlass).
+
+Three actors: the chain (its two warpgroups, 256 threads), math (128) and copies (128).
+bar.arrive adds the actor's threads to a barrier, bar.sync adds them and blocks until
+the barrier holds its count (FULL / EMPTY: the CTA's 512; RAW_FULL / RAW_FREE: math +
+copies, 256), which releases every waiter and starts its next generation. Each role's
+program is the kernel's order of barriers and tile accesses, per chunk i:
+- copies: RAW_FREE wait (i >= 1), write the raw q / k tiles and the gate / beta rows of
+  parity i, RAW_FULL arrive, EMPTY[b] wait (i >= SETS), write v into set b, FULL[b] arrive;
+- math: EMPTY[b] wait (i >= SETS), RAW_FULL wait, read the raw tiles (the rows stage),
+  RAW_FREE arrive (if chunk i + 1 exists), write set b's math part, read the gate / beta
+  rows of parity i (factors, Gram), FULL[b] arrive;
+- chain: FULL[b] wait, read set b (both parts), EMPTY[b] arrive (if chunk i + 2 exists).
+Checked for 0 to 7 chunks and many schedules: no deadlock, every read sees its own
+chunk's data, nothing is written while another role reads it, and no barrier holds
+arrivals at exit. The mutations at the end must each be caught, so the check can fail.
+"""
+import random
+
+import pytest
+
+from cudnn.linear_attention.frost.kernels import fwd_ws4 as ws4
+
+SETS = ws4.SETS
+THREADS = {"chain": 256, "math": 128, "copies": 128}
+CAPACITY = {**{ws4.BAR_FULL + b: ws4.BLOCK_THREADS for b in range(SETS)},
+            **{ws4.BAR_EMPTY + b: ws4.BLOCK_THREADS for b in range(SETS)},
+            ws4.BAR_RAW_FULL: ws4.PAIR_THREADS, ws4.BAR_RAW_FREE: ws4.PAIR_THREADS}
+
+
+def copies_ops(chunks, free_from=1, empty_from=SETS):
+    for i in range(chunks):
+        b = i % SETS
+        if i >= free_from:
+            yield ("sync", ws4.BAR_RAW_FREE)
+        yield ("write", "raw", i)
+        yield ("write", f"rows{b}", i)
+        yield ("arrive", ws4.BAR_RAW_FULL)
+        if i >= empty_from:
+            yield ("sync", ws4.BAR_EMPTY + b)
+        yield ("write", f"v{b}", i)
+        yield ("arrive", ws4.BAR_FULL + b)
+
+
+def math_ops(chunks, empty_from=SETS, frees=lambda i, chunks: i + 1 < chunks):
+    for i in range(chunks):
+        b = i % SETS
+        if i >= empty_from:
+            yield ("sync", ws4.BAR_EMPTY + b)
+        yield ("sync", ws4.BAR_RAW_FULL)
+        yield ("read", "raw", i)
+        yield ("done", "raw")
+        if frees(i, chunks):
+            yield ("arrive", ws4.BAR_RAW_FREE)
+        yield ("write", f"set{b}", i)
+        yield ("read", f"rows{b}", i)
+        yield ("done", f"rows{b}")
+        yield ("arrive", ws4.BAR_FULL + b)
+
+
+def chain_ops(chunks, releases=lambda i, chunks: i + SETS < chunks):
+    for i in range(chunks):
+        b = i % SETS
+        yield ("sync", ws4.BAR_FULL + b)
+        yield ("read", f"set{b}", i)
+        yield ("read", f"v{b}", i)
+        yield ("done", f"set{b}")
+        yield ("done", f"v{b}")
+        if releases(i, chunks):
+            yield ("arrive", ws4.BAR_EMPTY + b)
+
+
+class Deadlock(AssertionError):
+    pass
+
+
+def run(chunks, seed, copies=copies_ops, math=math_ops, chain=chain_ops):
+    rng = random.Random(seed)
+    count, gen, blocked = {}, {}, {}
+    programs = {"copies": copies(chunks), "math": math(chunks), "chain": chain(chunks)}
+    pending = {name: next(ops, None) for name, ops in programs.items()}
+    tag = {}  # tile -> chunk whose data it holds
+    readers = {}  # tile -> set of actors reading it
+    while any(op is not None for op in pending.values()):
+        runnable = [a for a, op in pending.items()
+                    if op is not None and (a not in blocked or gen.get(blocked[a][0], 0) > blocked[a][1])]
+        if not runnable:
+            raise Deadlock(f"{chunks} chunks: {pending} blocked on {blocked}")
+        actor = rng.choice(runnable)
+        op = pending[actor]
+        if actor in blocked:
+            del blocked[actor]
+        elif op[0] in ("arrive", "sync"):
+            bar = op[1]
+            count[bar] = count.get(bar, 0) + THREADS[actor]
+            assert count[bar] <= CAPACITY[bar], f"{chunks} chunks: barrier {bar} over-arrived"
+            if count[bar] == CAPACITY[bar]:
+                count[bar] = 0
+                gen[bar] = gen.get(bar, 0) + 1
+            elif op[0] == "sync":
+                blocked[actor] = (bar, gen.get(bar, 0))
+                continue
+        elif op[0] == "write":
+            _, tile, i = op
+            assert not readers.get(tile), f"chunk {i}'s {tile} written while {readers[tile]} read it"
+            tag[tile] = i
+        elif op[0] == "read":
+            _, tile, i = op
+            assert tag.get(tile) == i, f"{actor} reads {tile} for chunk {i}, holding chunk {tag.get(tile)}"
+            readers.setdefault(tile, set()).add(actor)
+        elif op[0] == "done":
+            readers[op[1]].discard(actor)
+        pending[actor] = next(programs[actor], None)
+    assert not any(count.values()), f"{chunks} chunks: arrivals left at exit {count}"
+
+
+@pytest.mark.parametrize("chunks", range(8))
+def test_hand_over_is_safe_under_any_interleaving(chunks):
+    for seed in range(300):
+        run(chunks, seed)
+
+
+def test_barrier_ids_are_distinct_and_not_syncthreads():
+    ids = [ws4.BAR_MATH, ws4.BAR_RAW_FULL, ws4.BAR_RAW_FREE,
+           *(ws4.BAR_FULL + b for b in range(SETS)), *(ws4.BAR_EMPTY + b for b in range(SETS))]
+    assert len(set(ids)) == len(ids) and 0 not in ids and max(ids) < 16
+    assert ws4.PAIR_THREADS == THREADS["math"] + THREADS["copies"]
+    assert ws4.BLOCK_THREADS == sum(THREADS.values())
+
+
+def _fails(chunks_range, **mutation):
+    for chunks in chunks_range:
+        for seed in range(300):
+            try:
+                run(chunks, seed, **mutation)
+            except AssertionError:
+                return True
+    return False
+
+
+def test_mutations_are_caught():
+    # copies not waiting for the raw tiles to be read: chunk i + 1's rows over chunk i's
+    assert _fails(range(2, 5), copies=lambda n: copies_ops(n, free_from=n + 1))
+    # copies not waiting for the set's release: v rewritten under a chain
+    assert _fails(range(3, 7), copies=lambda n: copies_ops(n, empty_from=n + 1))
+    # math not waiting for the release
+    assert _fails(range(3, 7), math=lambda n: math_ops(n, empty_from=n + 1))
+    # math freeing the raw tiles after the last chunk too: arrivals left at exit
+    assert _fails(range(1, 4), math=lambda n: math_ops(n, frees=lambda i, c: True))
+    # the chain releasing after every chunk
+    assert _fails(range(1, 4), chain=lambda n: chain_ops(n, releases=lambda i, c: True))
