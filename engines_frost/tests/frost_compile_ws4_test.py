@@ -24,17 +24,17 @@ pytestmark = pytest.mark.skipif(report.tool("CUOBJDUMP", "cuobjdump") is None
                                 reason="cuobjdump / nvdisasm not found")
 
 
-def _config(mode="plain", ws_regs=()):
+def _config(mode="plain", ws_regs=(), decay="wy-ws4"):
     cfg = report.config_for("gdn", "product", 128, 128, True)
     if mode == "training":
         cfg = dataclasses.replace(cfg, has_initial_state=True, write_checkpoints=True, write_values=True)
-    return fx.tooling_config(cfg, "v3", decay="wy-ws4", ws_regs=ws_regs)
+    return fx.tooling_config(cfg, "v3", decay=decay, ws_regs=ws_regs)
 
 
 @functools.cache
-def _build(mode="plain"):
+def _build(mode="plain", decay="wy-ws4"):
     with tempfile.TemporaryDirectory() as tmp:
-        cubin = report.compile_cubin(_config(mode), tmp)
+        cubin = report.compile_cubin(_config(mode, decay=decay), tmp)
         sass = report.sass_instructions(cubin)
         return report.resource_usage(cubin), tuple(re.sub(r"^@!?U?P[0-9T]+\s+", "", i) for i in sass)
 
@@ -43,11 +43,12 @@ def _count(instrs, prefix):
     return sum(i.startswith(prefix) for i in instrs)
 
 
-@pytest.mark.parametrize("mode", ["plain", "training"])
-def test_roles_as_compiled(mode):
+@pytest.mark.parametrize("mode,decay", [("plain", "wy-ws4"), ("training", "wy-ws4"), ("plain", "wy-ws4raw"),
+                                        ("training", "wy-ws4raw")])
+def test_roles_as_compiled(mode, decay):
     from cudnn.linear_attention.frost.kernels import fwd_ws4 as ws4
 
-    usage, sass = _build(mode)
+    usage, sass = _build(mode, decay)
     assert usage["REG"] <= 65536 // ws4.BLOCK_THREADS, usage
     dealloc, alloc = report.setmaxnreg_sites(sass)
     assert len(dealloc) == 2 and len(alloc) == 1 and dealloc[1] < alloc[0], (dealloc, alloc)
@@ -64,10 +65,16 @@ def test_roles_as_compiled(mode):
     assert _count(math, "HGMMA") == 2 * 8 and _count(math, "HMMA") == 2 * 20 + 40
     # the chain: wy-ws's (U 12, S^T Q^T 8, P U 4, the update 4), no mma.sync
     assert _count(chain, "HGMMA") == 28 and _count(chain, "HMMA") == 0
-    # spills: none in the chain or the copies, at most a register's worth in math
+    # spills: none in the chain or the copies, at most a register's worth in math (the raw
+    # ring's math, without the rows stage, none)
     assert _count(chain, "STL") == _count(chain, "LDL") == 0
     assert _count(copies, "STL") == _count(copies, "LDL") == 0
-    assert _count(math, "STL") <= 4 and _count(math, "LDL") <= 4
+    limit = 0 if decay == "wy-ws4raw" else 4
+    assert _count(math, "STL") <= limit and _count(math, "LDL") <= limit
+    if decay == "wy-ws4raw":  # the ring: stage full waited by math, stage empty by the copies
+        assert _count([i for i in math if f"{ws4.PAIR_THREADS:#x}" in i], "BAR.SYNC") == 1
+        assert _count([i for i in copies if f"{ws4.RING_EMPTY_THREADS:#x}" in i], "BAR.SYNC") == 1
+        assert _count([i for i in chain if f"{ws4.RING_EMPTY_THREADS:#x}" in i], "BAR.ARV") == 1
     # the hand-over: FULL arrived by math and the copies, waited by the chain; EMPTY the other way
     block = f"{ws4.BLOCK_THREADS:#x}"
     assert _count([i for i in math if block in i], "BAR.ARV") == 1
@@ -76,18 +83,33 @@ def test_roles_as_compiled(mode):
     assert _count([i for i in chain if block in i], "BAR.ARV") == 1
 
 
-def test_no_ptxas_performance_note():
+@pytest.mark.parametrize("decay", ["wy-ws4", "wy-ws4raw"])
+def test_no_ptxas_performance_note(decay):
     from cudnn.linear_attention.frost.kernels.compile_kernel import kernel_class
     from cudnn.linear_attention.frost.kernels.launch_abi import fake_args
 
-    cfg = _config()
+    cfg = _config(decay=decay)
     assert report.ptxas_notes(kernel_class(cfg, "sm_90a")(cfg), fake_args(cfg)) == set()
+
+
+def test_shared_memory_plans():
+    """Both plans fit the 227 KB a CTA may use; the ring's raw q / k stages replace the
+    q-hat / k-hat sets and the raw copies beside them."""
+    from cudnn.linear_attention.frost.kernels import fwd_ws4, fwd_ws_wy
+    from cudnn.linear_attention.frost.kernels.fwd_v1 import SMEM_LIMIT, smem_bytes
+
+    cfg = _config()
+    assert smem_bytes(cfg, fwd_ws_wy.smem_plan) <= SMEM_LIMIT
+    assert smem_bytes(cfg, fwd_ws4.ring_smem_plan) <= SMEM_LIMIT
+    ring = {e[0]: e for e in fwd_ws4.ring_smem_plan(cfg)}
+    assert "rq" not in ring and "rk" not in ring and ring["q"][2][0] == fwd_ws4.RING * 64
+    assert ring["g"][2][0] == ring["beta"][2][0] == fwd_ws4.RING * 64 and ring["norm"][2] == (2, 64)
 
 
 def test_the_knob():
     from cudnn.linear_attention.frost.kernels.compile_kernel import kernel_class
     from cudnn.linear_attention.frost.kernels.fwd_v3_gram import GramWgmma
-    from cudnn.linear_attention.frost.kernels.fwd_ws4 import REGISTER_SPLIT, FourRoles
+    from cudnn.linear_attention.frost.kernels.fwd_ws4 import REGISTER_SPLIT, FourRoles, RawRing
 
     cfg = _config()
     assert cfg.decay == "wy-ws4" and cfg.gram == fx.FOUR_ROLE_GRAM and "decay-wy-ws4" in cfg.kernel_label
@@ -97,6 +119,12 @@ def test_the_knob():
     other = _config(ws_regs=(184, 120, 24))
     k2 = kernel_class(other, "sm_90a")(other)
     assert (k2.chain_regs, k2.math_regs, k2.copy_regs) == (184, 120, 24)
+    raw = _config(decay="wy-ws4raw")
+    ring = kernel_class(raw, "sm_90a")(raw)
+    assert isinstance(ring, RawRing) and ring.gram_norms and raw.gram == fx.FOUR_ROLE_GRAM
+    plain = dataclasses.replace(report.config_for("gdn", "product", 128, 128, False))
+    unnormed = fx.tooling_config(plain, "v3", decay="wy-ws4raw")
+    assert not kernel_class(unnormed, "sm_90a")(unnormed).gram_norms  # no l2norm: no norms to apply
     # a pair is wy-ws's form: dropped here (not silently used as a triple)
     assert _config(ws_regs=(192, 64)).ws_regs == ()
     # the backward's output-free recompute has no P: wy-ws's kernel serves it

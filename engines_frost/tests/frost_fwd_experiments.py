@@ -36,7 +36,10 @@ tooling's choices:
                the chain applying the inverse to its R (fwd_ws_wy.FullInverseInChain);
                "wy-ws4": wy-ws's chain with its producer split into a math warpgroup
                (rows, the wgmma Gram at m64n64, the solves) and a copy warpgroup
-               (kernels/fwd_ws4.py; output builds, gram forced to "wgmma64").
+               (kernels/fwd_ws4.py; output builds, gram forced to "wgmma64"); "wy-ws4raw":
+               the same without the rows stage, the chain and the Gram on the caller's
+               raw q / k rows with the norms as factors, a 3-stage ring of raw rows
+               (fwd_ws4.RawRing).
                The warp-specialised decays take a wgmma gram in their producer (output
                builds; elsewhere the gram falls back to "mma").
                FROST_FWD_DECAY (DECAY_ENV) sets it
@@ -90,12 +93,12 @@ GRAMS = ("mma", *GRAM_WIDTHS)
 GRAM_ENV = "FROST_FWD_GRAM"
 #: where the scalar-gate chain's decays go (fwd_v3_scaled.py): folded into the operands or
 #: scaled onto the chain's fp32 results
-DECAYS = ("folded", "scaled", "scaled-lead", "scaled-ws", "wy-ws", "wyc-ws", "wy-ws4")
+DECAYS = ("folded", "scaled", "scaled-lead", "scaled-ws", "wy-ws", "wyc-ws", "wy-ws4", "wy-ws4raw")
 #: the warp-specialised decays (ws_applies; the setmaxnreg split knob ws_regs)
-WS_DECAYS = ("scaled-ws", "wy-ws", "wyc-ws", "wy-ws4")
-#: the four-role decay (kernels/fwd_ws4.py): its Gram is the wgmma one at m64n64, and its
-#: register split a (chain, math, copies) triple
-FOUR_ROLES = "wy-ws4"
+WS_DECAYS = ("scaled-ws", "wy-ws", "wyc-ws", "wy-ws4", "wy-ws4raw")
+#: the four-role decays (kernels/fwd_ws4.py): their Gram is the wgmma one at m64n64, and
+#: their register split a (chain, math, copies) triple
+FOUR_ROLES = ("wy-ws4", "wy-ws4raw")
 FOUR_ROLE_GRAM = "wgmma64"
 #: FROST_FWD_DECAY=folded (or scaled-lead, scaled-ws): every forward a use_kernel block routes runs that
 #: chain where v3 runs for scalar gates and bf16 (elsewhere the chain is folded anyway); unset: default_decay
@@ -153,8 +156,8 @@ class FrostFwdExperiment(FrostFwdConfig):
         if self.ws_regs and (self.decay not in WS_DECAYS or not register_split_ok(self.ws_regs, split_lengths(self.decay))):
             bad("ws_regs", f"() or, with decay in {WS_DECAYS}, (consumer, producer) setmaxnreg counts (wy-ws4: "
                 "(chain, math, copies)): multiples of 8 in [24, 256] that fit 65,536 registers")
-        if self.decay == FOUR_ROLES and (self.gram != FOUR_ROLE_GRAM or not self.write_output):
-            bad("gram", f"{FOUR_ROLE_GRAM!r} with decay {FOUR_ROLES!r}, in output builds (its math warpgroup's Gram)")
+        if self.decay in FOUR_ROLES and (self.gram != FOUR_ROLE_GRAM or not self.write_output):
+            bad("gram", f"{FOUR_ROLE_GRAM!r} with decay in {FOUR_ROLES}, in output builds (the math warpgroup's Gram)")
         if self.decay in ("scaled", "scaled-lead") and self.gram != "mma":
             bad("decay", "'folded' or 'scaled-ws' with a wgmma gram (the others re-plan q and k their own way)")
         if (self.write_checkpoints or self.write_values) and self.algorithm not in TRAINING_ALGORITHMS:
@@ -204,7 +207,7 @@ def ws_applies(cfg: FrostFwdConfig) -> bool:
 def split_lengths(decay: str | None) -> tuple[int, ...]:
     """The register split forms a decay takes: a (chain, math, copies) triple for the four
     roles, a (consumer, producer) pair for the others."""
-    return (3,) if decay == FOUR_ROLES else (2,)
+    return (3,) if decay in FOUR_ROLES else (2,)
 
 
 def ws_regs_requested(decay: str | None = None) -> tuple[int, ...]:
@@ -257,10 +260,10 @@ def with_knobs(base, skip_stages: tuple[str, ...], ldmatrix: bool, gram: str = "
     if decay != "folded":
         from cudnn.linear_attention.frost.kernels.fwd_v3_scaled import ScaledDecayLeadChain
         from cudnn.linear_attention.frost.kernels.fwd_ws import WarpSpecialisedChain
-        from cudnn.linear_attention.frost.kernels.fwd_ws4 import FourRoles
+        from cudnn.linear_attention.frost.kernels.fwd_ws4 import FourRoles, RawRing
         from cudnn.linear_attention.frost.kernels.fwd_ws_wy import FullInverseChain, FullInverseInChain
         mixin, name = {"scaled-lead": (ScaledDecayLeadChain, "ScaledDecayLead"),
-                       "wy-ws4": (FourRoles, "FourRoles"),
+                       "wy-ws4": (FourRoles, "FourRoles"), "wy-ws4raw": (RawRing, "RawRing"),
                        "scaled-ws": (WarpSpecialisedChain, "WarpSpecialised"),
                        "wy-ws": (FullInverseChain, "FullInverse"),
                        "wyc-ws": (FullInverseInChain, "FullInverseInChain")}[decay]
@@ -336,7 +339,7 @@ def tooling_config(cfg: FrostFwdConfig, algorithm: str = PRODUCT, skip_stages=()
         decay = "scaled"
     if gram != "mma" and decay != "folded" and (decay not in WS_DECAYS or not cfg.write_output):
         gram = "mma"  # the wgmma Gram combines with the warp-specialised producer only (output builds)
-    if decay == FOUR_ROLES:
+    if decay in FOUR_ROLES:
         if cfg.write_output:
             gram = FOUR_ROLE_GRAM
         else:  # the backward's output-free recompute: wy-ws's kernel (the four roles need P)

@@ -52,7 +52,9 @@ from cudnn.linear_attention.frost.kernels.fwd_v3 import smem_plan as v3_smem_pla
 from cudnn.linear_attention.frost.kernels.wgmma_fragments import fragment_coords, shared_coordinate, tv_size
 
 GRAM_N = 32  # the accumulator's N (default): 32 columns of M or P per wgmma group
-GRAM_NS = (16, 32, 64)  # the widths the epilogue handles (gram_n)
+GRAM_NS = (16, 32, 64)
+#: rows of the inverse-norm tile s.norm the normed epilogue reads (gram_norms)
+NORM_K, NORM_Q = 0, 1  # the widths the epilogue handles (gram_n)
 #: shared tiles this kernel stages SW128 on top of v3's: the Gram's A and B operands
 SWIZZLED_ROWS = ("q", "k")
 
@@ -132,6 +134,9 @@ class GramWgmma:
     #: the warpgroups the two products are dealt to (warps 0 .. 4 groups - 1 of the caller's
     #: numbering); None: all of the CTA's (self.warps // 4)
     gram_warpgroups = None
+    #: True: q and k are the caller's raw rows and s.norm [2, C] holds their l2 norms'
+    #: inverses (rows NORM_K, NORM_Q): M_ts gets nk_t nk_s, P_ts nq_t nk_s (fwd_ws4.RawRing)
+    gram_norms = False
 
     def __init__(self, cfg: FrostFwdConfig):
         if self.gram_n not in GRAM_NS:
@@ -185,6 +190,17 @@ class GramWgmma:
         nval = cute.size(crd)
         # the row gates and betas of this thread's accumulator rows, once per distinct row
         g_row, b_row = self.row_terms(s_g, s_beta, crd, row_rep, nval)
+        p_row = None
+        if cutlass.const_expr(self.gram_norms):  # raw q, k: the l2 norms' factors on rows and columns
+            s_norm = s.norm
+            p_row = []
+            for e in cutlass.range_constexpr(nval):
+                if cutlass.const_expr(row_rep[e] == e):
+                    b_row[e] = b_row[e] * s_norm[NORM_K, crd[e][0]]
+                    p_row.append(scale * s_norm[NORM_Q, crd[e][0]])
+                else:
+                    b_row[e] = b_row[row_rep[e]]
+                    p_row.append(p_row[row_rep[e]])
         for prod in cutlass.range_constexpr(2):  # 0: M (A = k), 1: P (A = q)
             if wid // (WG_THREADS // 32) == prod % groups:
                 if cutlass.const_expr(prod == 0):
@@ -213,15 +229,22 @@ class GramWgmma:
                         vals = [e for e in range(nval) if sub[e] == sb]
                         if wl >= c:  # warps above the block's rows hold only masked values
                             g_col = {}
+                            n_col = {}
                             for e in vals:
                                 if cutlass.const_expr(col_rep[e] == e):
                                     g_col[e] = s_g[bj * n + crd[e][1], 0]
+                                    if cutlass.const_expr(self.gram_norms):
+                                        n_col[e] = s_norm[NORM_K, bj * n + crd[e][1]]
                                 else:
                                     g_col[e] = g_col[col_rep[e]]
+                                    if cutlass.const_expr(self.gram_norms):
+                                        n_col[e] = n_col[col_rep[e]]
                             for e in vals:
                                 t = crd[e][0]
                                 u = bj * n + crd[e][1]
                                 f = cute.arch.exp(cute.arch.fmin(g_row[e] - g_col[e], Float32(0.0)))
+                                if cutlass.const_expr(self.gram_norms):
+                                    f = f * n_col[e]
                                 if cutlass.const_expr(prod == 0):
                                     mval = acc[e] * f * b_row[e]
                                     if u >= t:
@@ -231,7 +254,10 @@ class GramWgmma:
                                     else:
                                         s_mneg[t, u] = (-mval).to(BFloat16)
                                 else:
-                                    pval = acc[e] * scale * f
+                                    if cutlass.const_expr(self.gram_norms):
+                                        pval = acc[e] * f * p_row[e]
+                                    else:
+                                        pval = acc[e] * scale * f
                                     if u > t:
                                         pval = Float32(0.0)
                                     s_p[t, u] = pval.to(BFloat16)

@@ -277,6 +277,17 @@ class WarpSpecialisedChain(ScaledDecayChain):
         """One chunk's chain on operand set st: the scaled kernel's (fwd_ws_wy.py's has its own)."""
         ScaledDecayChain.chunk_chain(self, st, mo, acc_s, coord_s, heads, t0, eos, thr, lane, wid)
 
+    def chunk_views(self, s, i):
+        """What chunk i's chain reads: operand set i mod SETS. Traced inline."""
+        return self.set_views(s, i % SETS)
+
+    @cute.jit
+    def release_chunk(self, i, chunks):
+        """After chunk i's chain retired its reads: EMPTY for its set, where the producer
+        waits for it."""
+        if releases(i, chunks):
+            cute.arch.barrier_arrive(barrier_id=BAR_EMPTY + i % SETS, number_of_threads=BLOCK_THREADS)
+
     @cute.jit
     def consume(self, s, mo, mh0, mht, mckpt, mcu, T, N, heads, n, h, bos, eos, chunks, wid, lane):
         c = self.cfg
@@ -292,10 +303,9 @@ class WarpSpecialisedChain(ScaledDecayChain):
             if cutlass.const_expr(c.write_checkpoints):  # the state entering chunk i: final (retired below)
                 self.store_state(mckpt, row0 + i, T // C + N, h, acc_s, coord_s, wid)
             cute.arch.barrier(barrier_id=BAR_FULL + b, number_of_threads=BLOCK_THREADS)
-            self.consumer_chain(self.set_views(s, b), mo, acc_s, coord_s, heads, t0, eos, thr, lane, wid)
+            self.consumer_chain(self.chunk_views(s, i), mo, acc_s, coord_s, heads, t0, eos, thr, lane, wid)
             warpgroup.wait_group(0)  # the state update read k-hat: retired before set b is released
-            if releases(i, chunks):
-                cute.arch.barrier_arrive(barrier_id=BAR_EMPTY + b, number_of_threads=BLOCK_THREADS)
+            self.release_chunk(i, chunks)
         if cutlass.const_expr(c.has_final_state):
             coord_ht = self.final_state_coords(coord_s)
             for e in cutlass.range_constexpr(cute.size(acc_s)):

@@ -37,12 +37,16 @@ from types import SimpleNamespace
 
 import cutlass
 import cutlass.cute as cute
+from cutlass import Float32
+
 from cudnn.linear_attention.frost.kernels.config import REGISTER_FILE, FrostFwdConfig, register_split_ok
-from cudnn.linear_attention.frost.kernels.fwd_v1 import CHUNK, warp_mma
+from cudnn.linear_attention.frost.kernels.fwd_v1 import CHUNK, VEC, load_vec, warp_mma
 from cudnn.linear_attention.frost.kernels.fwd_v3 import WG_THREADS
-from cudnn.linear_attention.frost.kernels.fwd_v3_gram import GramWgmma, lane_in_loop, tid_in_loop
+from cudnn.linear_attention.frost.kernels.fwd_v3_gram import NORM_K, NORM_Q, GramWgmma, lane_in_loop, tid_in_loop
+from cudnn.linear_attention.frost.kernels.fwd_v3_scaled import FK, FO, FR
 from cudnn.linear_attention.frost.kernels.fwd_ws import BAR_EMPTY, BAR_FULL, BLOCK_THREADS, SETS, zero_blocks
 from cudnn.linear_attention.frost.kernels.fwd_ws_wy import FB, FullInverseChain
+from cudnn.linear_attention.frost.kernels.fwd_ws_wy import smem_plan as wy_smem_plan
 from cudnn.linear_attention.frost.kernels.seq_bounds import sequence_bounds
 
 CHAIN_WARPS = 8
@@ -180,3 +184,171 @@ class FourRoles(FullInverseChain):
             self.solve_products(st, thr, lane, mwid)
             cute.arch.fence_proxy("async.shared", space="cta")  # A and W': the chain's wgmma operands
             cute.arch.barrier_arrive(barrier_id=BAR_FULL + b, number_of_threads=BLOCK_THREADS)
+
+
+# ---------------------------------------------------------------------- raw operands, ring
+#: chunks of raw q / k rows (and their gate and beta rows) in flight or in use at once
+RING = 3
+BAR_RING_FULL = BAR_EMPTY + SETS  # + stage: the copies arrive, math waits (256)
+BAR_RING_EMPTY = BAR_RING_FULL + RING  # + stage: the chain arrives, the copies wait (384)
+RING_EMPTY_THREADS = CHAIN_WARPS * 32 + WG_THREADS
+#: fwd_ws_wy.py's per-parity tiles that become ring stages here, and its raw tiles (gone)
+RING_TILES = ("q", "k", "g", "beta")
+DROPPED = ("rq", "rk")
+
+
+def ring_smem_plan(c: FrostFwdConfig):
+    """fwd_ws_wy.py's plan with q, k, the gate and beta rows RING stages tall (the caller's
+    raw rows: no q-hat / k-hat tiles, no raw copies beside them) and the inverse norms
+    [2, C] (fp32, rows NORM_K, NORM_Q)."""
+    plan = []
+    for name, dtype, shape, stride in wy_smem_plan(c):
+        if name in DROPPED:
+            continue
+        if name in RING_TILES:
+            shape = (shape[0] // SETS * RING, *shape[1:])
+        plan.append((name, dtype, shape, stride))
+    return plan + [("norm", "f32", (2, CHUNK), (CHUNK, 1))]
+
+
+class RawRing(FourRoles):
+    """FourRoles without the rows stage (module docstring, "raw operands"): the copies bring
+    chunk c + 1's raw q, k, gate and beta rows into ring stage (c + 1) mod RING as soon as
+    chunk c + 1 - RING's chain released it, so a chunk's rows are in flight a whole chain
+    ahead of the math warpgroup that reads them; math forms the l2 norms' inverses (a row
+    per thread), folds them into the factor rows (fr = -beta e^Gam nk, fo = scale e^Gam nq,
+    fk = e^(Gam_last - Gam) nk) and the Gram's epilogue (M_ts beta_t nk_t nk_s, P_ts scale
+    nq_t nk_s: GramWgmma.gram_norms), and the chain's wgmma read the raw rows themselves.
+    Rounding: frost_v1_precision.py's "wy-raw" model (8-33 % below the product's error).
+    Hand-over: RING_FULL[r] (copies arrive once the stage's rows landed and are fenced for
+    the async proxy; math waits), RING_EMPTY[r] (the chain arrives after the chunk's last
+    group retired, where chunk c + RING exists; the copies wait), FULL / EMPTY per operand
+    set as FourRoles (v still goes into the set)."""
+
+    smem_plan = staticmethod(ring_smem_plan)
+
+    @property
+    def gram_norms(self) -> bool:
+        """The Gram's epilogue applies the norms where the caller asked for l2norm."""
+        return self.cfg.use_l2norm
+
+    def ring_view(self, s, r):
+        """Ring stage r's raw q, k, gate and beta rows, named as prefetch_rows names them."""
+        C, K = CHUNK, self.cfg.K
+        return SimpleNamespace(q=cute.local_tile(s.q, (C, K), (r, 0)), k=cute.local_tile(s.k, (C, K), (r, 0)),
+                               g=cute.local_tile(s.g, (C, 1), (r, 0)), beta=cute.local_tile(s.beta, (C,), (r,)),
+                               gmem=s.gmem)
+
+    def chunk_views(self, s, i):
+        """Chunk i's operand set (i mod SETS) with its raw rows from ring stage i mod RING."""
+        st = self.set_views(s, i % SETS)
+        ring = self.ring_view(s, i % RING)
+        st.q, st.k, st.g, st.beta, st.norm = ring.q, ring.k, ring.g, ring.beta, s.norm
+        return st
+
+    @cute.jit
+    def release_chunk(self, i, chunks):
+        FourRoles.release_chunk(self, i, chunks)
+        if i + RING < chunks:
+            cute.arch.barrier_arrive(barrier_id=BAR_RING_EMPTY + i % RING, number_of_threads=RING_EMPTY_THREADS)
+
+    # ------------------------------------------------------------------ copies
+    @cute.jit
+    def copy_ring_rows(self, s, r, t0, eos):
+        """Chunk t0's raw q, k, gate and beta rows into ring stage r, one committed group."""
+        self.as_role(WG_THREADS, self.prefetch_rows, self.ring_view(s, r), t0, eos, tid_in_loop() - COPY_TID0)
+        cute.arch.cp_async_commit_group()
+
+    @cute.jit
+    def copies(self, s, bos, eos, chunks):
+        C = CHUNK
+        if chunks > 0:
+            self.copy_ring_rows(s, 0, bos, eos)
+            cute.arch.cp_async_wait_group(0)
+            cute.arch.fence_proxy("async.shared", space="cta")  # wgmma operands, written by cp.async
+            cute.arch.barrier_arrive(barrier_id=BAR_RING_FULL, number_of_threads=PAIR_THREADS)
+        for i in cutlass.range(chunks, unroll=1):
+            t0 = bos + i * C
+            b = i % SETS
+            r = (i + 1) % RING
+            lane = lane_in_loop()
+            cwid = (tid_in_loop() - COPY_TID0) // 32
+            # chunk i + 1's rows and chunk i's v: both wait for chunk i - 2's chain
+            if i + 1 < chunks:
+                if i + 1 >= RING:
+                    cute.arch.barrier(barrier_id=BAR_RING_EMPTY + r, number_of_threads=RING_EMPTY_THREADS)
+                self.copy_ring_rows(s, r, t0 + C, eos)
+            if i >= SETS:
+                cute.arch.barrier(barrier_id=BAR_EMPTY + b, number_of_threads=BLOCK_THREADS)
+            st = self.set_views(s, b)
+            for part in cutlass.range_constexpr(CHAIN_WARPS // 4):
+                self.prefetch_v(st, t0, eos, lane, cwid + 4 * part)
+            cute.arch.cp_async_commit_group()
+            cute.arch.cp_async_wait_group(0)
+            cute.arch.fence_proxy("async.shared", space="cta")
+            if i + 1 < chunks:
+                cute.arch.barrier_arrive(barrier_id=BAR_RING_FULL + r, number_of_threads=PAIR_THREADS)
+            cute.arch.barrier_arrive(barrier_id=BAR_FULL + b, number_of_threads=BLOCK_THREADS)
+
+    # ------------------------------------------------------------------ math
+    @cute.jit
+    def math(self, s, mb, heads, bos, eos, chunks, scale):
+        C = CHUNK
+        for i in cutlass.range(chunks, unroll=1):
+            t0 = bos + i * C
+            b = i % SETS
+            mtid = tid_in_loop() - MATH_TID0
+            lane = lane_in_loop()
+            mwid = cute.arch.make_warp_uniform(mtid // 32)
+            thr = warp_mma().get_slice(lane)
+            if i >= SETS:
+                cute.arch.barrier(barrier_id=BAR_EMPTY + b, number_of_threads=BLOCK_THREADS)
+            cute.arch.barrier(barrier_id=BAR_RING_FULL + i % RING, number_of_threads=PAIR_THREADS)
+            st = self.chunk_views(s, i)
+            if cutlass.const_expr(self.cfg.use_l2norm):
+                self.inverse_norms(st, mtid)
+            self.scan_gates_in_place(st.g, mtid)
+            cute.arch.barrier(barrier_id=BAR_MATH, number_of_threads=WG_THREADS)  # norms and the gate scan
+            self.write_raw_factors(st, scale, mtid)
+            GramWgmma.stage_gram(self, st, mb, heads, t0, eos, scale, thr, lane, mwid)  # ends with the fence
+            cute.arch.barrier(barrier_id=BAR_MATH, number_of_threads=WG_THREADS)  # -M, inverses, factors
+            self.w_prime_rows(st, thr, lane, mwid + 4)
+            self.solve_products(st, thr, lane, mwid)
+            cute.arch.fence_proxy("async.shared", space="cta")  # A and W': the chain's wgmma operands
+            cute.arch.barrier_arrive(barrier_id=BAR_FULL + b, number_of_threads=BLOCK_THREADS)
+
+    @cute.jit
+    def inverse_norms(self, st, mtid):
+        """1 / sqrt(|row|^2 + 1e-6) (qk_hat's) of k row mtid (threads 0 .. C-1) or q row
+        mtid - C (threads C .. 2C-1) into st.norm; rows past the sequence are zeros there."""
+        K, C = self.cfg.K, CHUNK
+        row = mtid % C
+        src = st.k
+        if mtid >= C:
+            src = st.q
+        ss = Float32(0.0)
+        for cv in cutlass.range_constexpr(K // VEC):
+            x = load_vec(cute.local_tile(src[row, None], (VEC,), (cv,)))
+            for e in cutlass.range_constexpr(VEC):
+                ss = ss + x[e].to(Float32) * x[e].to(Float32)
+        st.norm[mtid // C, row] = cute.math.rsqrt(ss + Float32(1e-6))
+
+    @cute.jit
+    def write_raw_factors(self, st, scale, mtid):
+        """fwd_v3_scaled.write_decay_factors' rows with the norms folded in, and beta (FB)."""
+        if mtid < CHUNK:
+            nk = Float32(1.0)
+            nq = Float32(1.0)
+            if cutlass.const_expr(self.cfg.use_l2norm):
+                nk = st.norm[NORM_K, mtid]
+                nq = st.norm[NORM_Q, mtid]
+            gam = st.g[mtid, 0]
+            last = st.g[CHUNK - 1, 0]
+            bt = st.beta[mtid]
+            a = cute.arch.exp(gam)
+            st.fac[FR, mtid] = -(bt * a) * nk
+            st.fac[FO, mtid] = a * scale * nq
+            st.fac[FK, mtid] = cute.arch.exp(last - gam) * nk
+            st.fac[FB, mtid] = bt
+            if mtid == 0:
+                st.alast[0] = cute.arch.exp(last)
