@@ -138,7 +138,11 @@ def _chunk(S, q, k, v, gam, beta, w, scale, variant, inverse=_unit_lower_inverse
 #: "The full inverse on the producer, measured", item 3): the kernel's wgmma read q and k as
 #: the caller gave them (bf16) and the l2 norms join the decays as per-token fp32 factors,
 #: on the Gram's elements (M, P) and on the chain's fp32 results (k S, q S, U's columns).
-WY_VARIANTS = ("wy", "wy-bf16u0", "wy-fp32a", "wy-hilo", "wy-chain", "wy-chain-f16", "wy-solve", "wy-raw")
+#: "wy-raw-solve": the same raw operands with wy-solve's products (the four-role kernel,
+#: kernels/fwd_ws4.py RawRing): A and W' = A diag(fr) K by the block substitution, fr =
+#: -beta e^Gam nk on the raw k rows, U = A bf16(beta v) + W' S.
+RAW_VARIANTS = ("wy-raw", "wy-raw-solve")
+WY_VARIANTS = ("wy", "wy-bf16u0", "wy-fp32a", "wy-hilo", "wy-chain", "wy-chain-f16", "wy-solve", *RAW_VARIANTS)
 
 
 def f16(x: torch.Tensor) -> torch.Tensor:
@@ -212,11 +216,12 @@ def _chunk_wy(S, Sb, q, k, v, w0, gam, beta, M, Mb, Pb, scale, inverse, variant)
     return O, S
 
 
-def _chunk_raw(S, q, k, v, g, beta, w, scale, l2, inverse):
+def _chunk_raw(S, q, k, v, g, beta, w, scale, l2, inverse, solve=False):
     """One chunk of "wy-raw": q, k are the raw bf16 rows; nq, nk their inverse norms (1
     without the in-kernel l2 norm, the norm's own formula with it, in fp32 on the GPU);
     every decay is an elementwise e^(Gam_t - Gam_s) of the Gram epilogue or a per-token
-    factor of the chain, so no span limit and no exact diagonal fallback."""
+    factor of the chain, so no span limit and no exact diagonal fallback. solve: A and W'
+    by the block substitution, U = A W0 + W' S ("wy-raw-solve")."""
     c = k.shape[0]
     gam = torch.cumsum(g, 0)
     inv_norm = lambda x: 1.0 / torch.sqrt((x * x).sum(-1) + 1e-6)  # noqa: E731
@@ -226,10 +231,15 @@ def _chunk_raw(S, q, k, v, g, beta, w, scale, l2, inverse):
     M = torch.tril((beta * nk)[:, None] * (k @ k.T) * nk[None, :] * decay, -1)
     P = torch.tril((scale * nq)[:, None] * (q @ k.T) * nk[None, :] * decay)
     Mb, Pb, Sb = bf16(M), bf16(P), bf16(S)
-    A = _blocked_inverse(M, Mb, inverse, fp32_blocks=False)
     a = torch.exp(gam)
-    R = beta[:, None] * v - (beta * a * nk)[:, None] * (k @ Sb)
-    U = bf16(A) @ bf16(R)
+    if solve:
+        A = _block_solve_bf16(M, Mb, torch.eye(c, dtype=torch.float64), inverse)
+        Wp = bf16(_block_solve_bf16(M, Mb, -(beta * a * nk)[:, None] * k, inverse))
+        U = bf16(A) @ bf16(beta[:, None] * v) + Wp @ Sb
+    else:
+        A = _blocked_inverse(M, Mb, inverse, fp32_blocks=False)
+        R = beta[:, None] * v - (beta * a * nk)[:, None] * (k @ Sb)
+        U = bf16(A) @ bf16(R)
     O = (scale * a * nq)[:, None] * (q @ Sb) + Pb @ bf16(U)
     S = torch.exp(gam[c - 1]) * S + k.T @ bf16(U * (torch.exp(gam[c - 1] - gam) * nk)[:, None])
     return O, S
@@ -243,11 +253,12 @@ def frost_fwd_v1_emulated(q, k, v, g, beta, w, cu_seqlens, *, scale, use_l2norm,
     if (variant == "scaled" or variant in WY_VARIANTS) and g.dim() != 2:
         raise ValueError(f"frost_fwd_v1_emulated: variant {variant} is for scalar gates (g [T, H])")
     invert = INVERSES[inverse]
-    if variant == "wy-raw":  # the rows as given: the norms are the chunk's factors
+    if variant in RAW_VARIANTS:  # the rows as given: the norms are the chunk's factors
+        solve = variant == "wy-raw-solve"
         return run_chunked(
             q, k, v, g, beta, w, cu_seqlens, use_l2norm=False, initial_state=initial_state,
             chunk=CHUNK, operand=bf16,
-            chunk_fn=lambda S, *rows: _chunk_raw(S, *rows, scale, use_l2norm, invert))
+            chunk_fn=lambda S, *rows: _chunk_raw(S, *rows, scale, use_l2norm, invert, solve))
     return run_chunked(
         q, k, v, g, beta, w, cu_seqlens, use_l2norm=use_l2norm, initial_state=initial_state,
         chunk=CHUNK, operand=bf16,

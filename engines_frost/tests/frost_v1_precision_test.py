@@ -247,16 +247,21 @@ def _correlated_raw_gdn(seed):
     return case
 
 
+@pytest.mark.parametrize("variant", ["wy-raw", "wy-raw-solve"])
 @pytest.mark.parametrize("case", [*WY_CASES, "correlated-raw"])
-def test_raw_operand_chain_rounds_no_worse_than_the_scaled_one(case):
+def test_raw_operand_chain_rounds_no_worse_than_the_scaled_one(case, variant):
     """"wy-raw" (kernels/NOTES.md "The full inverse on the producer, measured", item 3): no
     q-hat / k-hat rows, the norms and decays as fp32 per-token factors and elementwise Gram
     decays. It must stay inside the bound and at or below the product's (scaled block solve)
-    error on every case: it drops the rounding of q-hat and k-hat (measured -8 % to -33 %)."""
+    error on every case: it drops the rounding of q-hat and k-hat (measured -8 % to -33 %).
+    "wy-raw-solve", the four-role kernel's form (A and W' by the block solve): its output
+    the same, its state within 5 % of the product's (measured +3.7 % on the typical case,
+    where the solve's bf16 W' carries the state's update; below it on the correlated ones)."""
     inputs = _correlated_raw_gdn(5) if case == "correlated-raw" else WY_CASES[case]()
     bound = CORRELATED_BOUND if case.startswith("correlated") else BOUND
     o_ref, (so, ss) = _errors(inputs, "scaled")
-    o, (eo, es) = _errors(inputs, "wy-raw")
+    o, (eo, es) = _errors(inputs, variant)
     assert eo < bound and es < bound, (eo, es)
-    assert eo <= so and es <= ss, ((eo, es), (so, ss))
+    state_margin = 1.05 if variant == "wy-raw-solve" else 1.0
+    assert eo <= so and es <= ss * state_margin, ((eo, es), (so, ss))
     assert not torch.equal(o, o_ref)
