@@ -200,7 +200,7 @@ DROPPED = ("rq", "rk")
 def ring_smem_plan(c: FrostFwdConfig):
     """fwd_ws_wy.py's plan with q, k, the gate and beta rows RING stages tall (the caller's
     raw rows: no q-hat / k-hat tiles, no raw copies beside them) and the inverse norms
-    [2, C] (fp32, rows NORM_K, NORM_Q)."""
+    per stage [2 RING, C] (fp32, rows 2 r + NORM_K, 2 r + NORM_Q)."""
     plan = []
     for name, dtype, shape, stride in wy_smem_plan(c):
         if name in DROPPED:
@@ -208,7 +208,7 @@ def ring_smem_plan(c: FrostFwdConfig):
         if name in RING_TILES:
             shape = (shape[0] // SETS * RING, *shape[1:])
         plan.append((name, dtype, shape, stride))
-    return plan + [("norm", "f32", (2, CHUNK), (CHUNK, 1))]
+    return plan + [("norm", "f32", (2 * RING, CHUNK), (CHUNK, 1))]
 
 
 class RawRing(FourRoles):
@@ -237,13 +237,13 @@ class RawRing(FourRoles):
         C, K = CHUNK, self.cfg.K
         return SimpleNamespace(q=cute.local_tile(s.q, (C, K), (r, 0)), k=cute.local_tile(s.k, (C, K), (r, 0)),
                                g=cute.local_tile(s.g, (C, 1), (r, 0)), beta=cute.local_tile(s.beta, (C,), (r,)),
-                               gmem=s.gmem)
+                               norm=cute.local_tile(s.norm, (2, C), (r, 0)), gmem=s.gmem)
 
     def chunk_views(self, s, i):
         """Chunk i's operand set (i mod SETS) with its raw rows from ring stage i mod RING."""
         st = self.set_views(s, i % SETS)
         ring = self.ring_view(s, i % RING)
-        st.q, st.k, st.g, st.beta, st.norm = ring.q, ring.k, ring.g, ring.beta, s.norm
+        st.q, st.k, st.g, st.beta, st.norm = ring.q, ring.k, ring.g, ring.beta, ring.norm
         return st
 
     @cute.jit
@@ -253,6 +253,19 @@ class RawRing(FourRoles):
             cute.arch.barrier_arrive(barrier_id=BAR_RING_EMPTY + i % RING, number_of_threads=RING_EMPTY_THREADS)
 
     # ------------------------------------------------------------------ copies
+    #: True: the copy warpgroup forms the stage's inverse norms once its rows landed (a
+    #: chain ahead of their use), False: the math warpgroup, before its Gram
+    norms_in_copies = True
+
+    @cute.jit
+    def stage_landed(self, s, r):
+        """The copies' side of RING_FULL[r] once the stage's group landed: the norms
+        (norms_in_copies), the proxy fence (the wgmma read the rows), the arrive."""
+        if cutlass.const_expr(self.cfg.use_l2norm and self.norms_in_copies):
+            self.inverse_norms(self.ring_view(s, r), tid_in_loop() - COPY_TID0)
+        cute.arch.fence_proxy("async.shared", space="cta")
+        cute.arch.barrier_arrive(barrier_id=BAR_RING_FULL + r, number_of_threads=PAIR_THREADS)
+
     @cute.jit
     def copy_ring_rows(self, s, r, t0, eos):
         """Chunk t0's raw q, k, gate and beta rows into ring stage r, one committed group."""
@@ -265,8 +278,7 @@ class RawRing(FourRoles):
         if chunks > 0:
             self.copy_ring_rows(s, 0, bos, eos)
             cute.arch.cp_async_wait_group(0)
-            cute.arch.fence_proxy("async.shared", space="cta")  # wgmma operands, written by cp.async
-            cute.arch.barrier_arrive(barrier_id=BAR_RING_FULL, number_of_threads=PAIR_THREADS)
+            self.stage_landed(s, 0)
         for i in cutlass.range(chunks, unroll=1):
             t0 = bos + i * C
             b = i % SETS
@@ -285,9 +297,10 @@ class RawRing(FourRoles):
                 self.prefetch_v(st, t0, eos, lane, cwid + 4 * part)
             cute.arch.cp_async_commit_group()
             cute.arch.cp_async_wait_group(0)
-            cute.arch.fence_proxy("async.shared", space="cta")
             if i + 1 < chunks:
-                cute.arch.barrier_arrive(barrier_id=BAR_RING_FULL + r, number_of_threads=PAIR_THREADS)
+                self.stage_landed(s, r)
+            else:
+                cute.arch.fence_proxy("async.shared", space="cta")
             cute.arch.barrier_arrive(barrier_id=BAR_FULL + b, number_of_threads=BLOCK_THREADS)
 
     # ------------------------------------------------------------------ math
@@ -305,7 +318,7 @@ class RawRing(FourRoles):
                 cute.arch.barrier(barrier_id=BAR_EMPTY + b, number_of_threads=BLOCK_THREADS)
             cute.arch.barrier(barrier_id=BAR_RING_FULL + i % RING, number_of_threads=PAIR_THREADS)
             st = self.chunk_views(s, i)
-            if cutlass.const_expr(self.cfg.use_l2norm):
+            if cutlass.const_expr(self.cfg.use_l2norm and not self.norms_in_copies):
                 self.inverse_norms(st, mtid)
             self.scan_gates_in_place(st.g, mtid)
             cute.arch.barrier(barrier_id=BAR_MATH, number_of_threads=WG_THREADS)  # norms and the gate scan
