@@ -71,7 +71,9 @@ def test_roles_as_compiled(mode, decay):
     assert _count(copies, "STL") == _count(copies, "LDL") == 0
     limit = 0 if decay == "wy-ws4raw" else 4
     assert _count(math, "STL") <= limit and _count(math, "LDL") <= limit
-    if decay == "wy-ws4raw":  # the ring: stage full waited by math, stage empty by the copies
+    if decay == "wy-ws4raw":  # the ring: stage full waited by math, stage empty by the copies;
+        # the inverse norms on the copies (their only floating-point math: FFMA sums, MUFU.RSQ)
+        assert _count(copies, "MUFU.RSQ") > 0 and _count(math, "MUFU.RSQ") == 0
         assert _count([i for i in math if f"{ws4.PAIR_THREADS:#x}" in i], "BAR.SYNC") == 1
         assert _count([i for i in copies if f"{ws4.RING_EMPTY_THREADS:#x}" in i], "BAR.SYNC") == 1
         assert _count([i for i in chain if f"{ws4.RING_EMPTY_THREADS:#x}" in i], "BAR.ARV") == 1
@@ -103,7 +105,7 @@ def test_shared_memory_plans():
     assert smem_bytes(cfg, fwd_ws4.ring_smem_plan) <= SMEM_LIMIT
     ring = {e[0]: e for e in fwd_ws4.ring_smem_plan(cfg)}
     assert "rq" not in ring and "rk" not in ring and ring["q"][2][0] == fwd_ws4.RING * 64
-    assert ring["g"][2][0] == ring["beta"][2][0] == fwd_ws4.RING * 64 and ring["norm"][2] == (2, 64)
+    assert ring["g"][2][0] == ring["beta"][2][0] == fwd_ws4.RING * 64 and ring["norm"][2] == (2 * fwd_ws4.RING, 64)
 
 
 def test_the_knob():
