@@ -21,9 +21,8 @@ reads the stage and set b, arriving EMPTY[b] and RING_EMPTY[i mod RING] where ch
 chunk's data, nothing is written while another role reads it, and no barrier holds
 arrivals at exit. The mutations at the end must each be caught, so the check can fail.
 """
-import random
-
 import pytest
+from named_barrier_emulator import fails, run_actors
 
 from cudnn.linear_attention.frost.kernels import fwd_ws4 as ws4
 
@@ -125,48 +124,9 @@ def ring_chain_ops(chunks, ring_releases=lambda i, chunks: i + RING < chunks):
             yield ("arrive", ws4.BAR_RING_EMPTY + r)
 
 
-class Deadlock(AssertionError):
-    pass
-
-
 def run(chunks, seed, copies=copies_ops, math=math_ops, chain=chain_ops, capacity=CAPACITY):
-    rng = random.Random(seed)
-    count, gen, blocked = {}, {}, {}
     programs = {"copies": copies(chunks), "math": math(chunks), "chain": chain(chunks)}
-    pending = {name: next(ops, None) for name, ops in programs.items()}
-    tag = {}  # tile -> chunk whose data it holds
-    readers = {}  # tile -> set of actors reading it
-    while any(op is not None for op in pending.values()):
-        runnable = [a for a, op in pending.items()
-                    if op is not None and (a not in blocked or gen.get(blocked[a][0], 0) > blocked[a][1])]
-        if not runnable:
-            raise Deadlock(f"{chunks} chunks: {pending} blocked on {blocked}")
-        actor = rng.choice(runnable)
-        op = pending[actor]
-        if actor in blocked:
-            del blocked[actor]
-        elif op[0] in ("arrive", "sync"):
-            bar = op[1]
-            count[bar] = count.get(bar, 0) + THREADS[actor]
-            assert count[bar] <= capacity[bar], f"{chunks} chunks: barrier {bar} over-arrived"
-            if count[bar] == capacity[bar]:
-                count[bar] = 0
-                gen[bar] = gen.get(bar, 0) + 1
-            elif op[0] == "sync":
-                blocked[actor] = (bar, gen.get(bar, 0))
-                continue
-        elif op[0] == "write":
-            _, tile, i = op
-            assert not readers.get(tile), f"chunk {i}'s {tile} written while {readers[tile]} read it"
-            tag[tile] = i
-        elif op[0] == "read":
-            _, tile, i = op
-            assert tag.get(tile) == i, f"{actor} reads {tile} for chunk {i}, holding chunk {tag.get(tile)}"
-            readers.setdefault(tile, set()).add(actor)
-        elif op[0] == "done":
-            readers[op[1]].discard(actor)
-        pending[actor] = next(programs[actor], None)
-    assert not any(count.values()), f"{chunks} chunks: arrivals left at exit {count}"
+    run_actors(programs, THREADS, capacity, seed, f"{chunks} chunks")
 
 
 @pytest.mark.parametrize("chunks", range(8))
@@ -198,13 +158,7 @@ def test_barrier_ids_are_distinct_and_not_syncthreads():
 
 
 def _fails(chunks_range, runner=run, **mutation):
-    for chunks in chunks_range:
-        for seed in range(300):
-            try:
-                runner(chunks, seed, **mutation)
-            except AssertionError:
-                return True
-    return False
+    return fails(runner, chunks_range, **mutation)
 
 
 def test_mutations_are_caught():

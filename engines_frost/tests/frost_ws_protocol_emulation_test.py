@@ -11,9 +11,8 @@ and many schedules: no deadlock, every chain reads its own chunk's set, no set i
 while a chain reads it, and no barrier is left holding arrivals at exit. The mutations
 at the end must each be caught, so the check can fail.
 """
-import random
-
 import pytest
+from named_barrier_emulator import fails, run_actors
 
 from cudnn.linear_attention.frost.kernels import fwd_ws as ws
 
@@ -39,49 +38,11 @@ def consumer_ops(chunks, releases=ws.releases):
             yield ("arrive", ws.BAR_EMPTY + b)
 
 
-class Deadlock(AssertionError):
-    pass
-
-
 def run(chunks, seed, producer=producer_ops, consumer=consumer_ops):
-    rng = random.Random(seed)
-    count = {}  # barrier id -> arrivals in its current generation
-    gen = {}  # barrier id -> completed generations
     programs = {"producer": producer(chunks), "consumer": consumer(chunks)}
-    pending = {name: next(ops, None) for name, ops in programs.items()}
-    blocked = {}  # actor -> (barrier id, generation it waits to complete)
-    tag = {}  # set -> chunk whose data it holds
-    reading = {}  # set -> chunk a chain is reading
-    while any(op is not None for op in pending.values()):
-        runnable = [a for a, op in pending.items()
-                    if op is not None and (a not in blocked or gen.get(blocked[a][0], 0) > blocked[a][1])]
-        if not runnable:
-            raise Deadlock(f"{chunks} chunks: {pending} blocked on {blocked}")
-        actor = rng.choice(runnable)
-        op = pending[actor]
-        if actor in blocked:  # its sync completed: move on
-            del blocked[actor]
-        elif op[0] in ("arrive", "sync"):
-            bar = op[1]
-            count[bar] = count.get(bar, 0) + HALF
-            if count[bar] == ws.BLOCK_THREADS:
-                count[bar] = 0
-                gen[bar] = gen.get(bar, 0) + 1
-            elif op[0] == "sync":
-                blocked[actor] = (bar, gen.get(bar, 0))
-                continue
-        elif op[0] == "write":
-            _, b, i = op
-            assert b not in reading, f"chunk {i}'s set {b} written while chunk {reading.get(b)}'s chain reads it"
-            tag[b] = i
-        elif op[0] == "read":
-            _, b, i = op
-            assert tag.get(b) == i, f"chunk {i}'s chain reads set {b} holding chunk {tag.get(b)}"
-            reading[b] = i
-        elif op[0] == "done":
-            del reading[op[1]]
-        pending[actor] = next(programs[actor], None)
-    assert not any(count.values()), f"{chunks} chunks: arrivals left at exit {count}"
+    capacity = {ws.BAR_FULL + b: ws.BLOCK_THREADS for b in range(ws.SETS)}
+    capacity.update({ws.BAR_EMPTY + b: ws.BLOCK_THREADS for b in range(ws.SETS)})
+    run_actors(programs, {"producer": HALF, "consumer": HALF}, capacity, seed, f"{chunks} chunks")
 
 
 @pytest.mark.parametrize("chunks", range(8))
@@ -96,13 +57,7 @@ def test_barrier_ids_are_distinct_and_not_syncthreads():
 
 
 def _fails(chunks_range, **mutation):
-    for chunks in chunks_range:
-        for seed in range(300):
-            try:
-                run(chunks, seed, **mutation)
-            except AssertionError:
-                return True
-    return False
+    return fails(run, chunks_range, **mutation)
 
 
 def test_mutations_are_caught():
