@@ -196,20 +196,26 @@ class WarpSpecialisedChain(ScaledDecayChain):
         pass
 
     # ------------------------------------------------------------------ the CTA's work
+    def roles_setup(self, s, mq, mk, mv, mg, mb, mw, mcu, T, n, h):
+        """(tid, lane, warp, heads, bos, eos, chunks) of the CTA's sequence n on output head
+        h, with the global views kept in s.gmem for the copies. Traced inline."""
+        c = self.cfg
+        tid, _, _ = cute.arch.thread_idx()
+        lane = cute.arch.lane_idx()
+        wid = cute.arch.make_warp_uniform(cute.arch.warp_idx())
+        heads = (h // (c.HO // c.H), h // (c.HO // c.HK), h // (c.HO // c.HV), h)
+        bos, eos = sequence_bounds(mcu, n, T)
+        chunks = (eos - bos + CHUNK - 1) // CHUNK
+        s.gmem = SimpleNamespace(q=mq, k=mk, v=mv, g=mg, b=mb, w=mw, heads=heads)
+        return tid, lane, wid, heads, bos, eos, chunks
+
     @cute.jit
     def sequence(self, s, mq, mk, mv, mg, mb, mw, mcu, mo, mh0, mht, mckpt, scale, T, N, n, h):
         """Sequence n on output head h (v1's kernel calls it, its grid's zeroing row as
         before): P's blocks above the diagonal zeroed in both sets (every thread), then the
         roles."""
         c = self.cfg
-        C = CHUNK
-        tid, _, _ = cute.arch.thread_idx()
-        lane = cute.arch.lane_idx()
-        wid = cute.arch.make_warp_uniform(cute.arch.warp_idx())
-        heads = (h // (c.HO // c.H), h // (c.HO // c.HK), h // (c.HO // c.HV), h)
-        bos, eos = sequence_bounds(mcu, n, T)
-        chunks = (eos - bos + C - 1) // C
-        s.gmem = SimpleNamespace(q=mq, k=mk, v=mv, g=mg, b=mb, w=mw, heads=heads)
+        tid, lane, wid, heads, bos, eos, chunks = self.roles_setup(s, mq, mk, mv, mg, mb, mw, mcu, T, n, h)
         if cutlass.const_expr(c.write_output):  # P serves the output only
             zero_blocks(s.p, tid, BLOCK_THREADS, True)
         cute.arch.fence_proxy("async.shared", space="cta")

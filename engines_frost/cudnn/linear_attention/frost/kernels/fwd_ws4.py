@@ -47,7 +47,6 @@ from cudnn.linear_attention.frost.kernels.fwd_v3_scaled import FK, FO, FR
 from cudnn.linear_attention.frost.kernels.fwd_ws import BAR_EMPTY, BAR_FULL, BLOCK_THREADS, SETS, zero_blocks
 from cudnn.linear_attention.frost.kernels.fwd_ws_wy import FB, FullInverseChain
 from cudnn.linear_attention.frost.kernels.fwd_ws_wy import smem_plan as wy_smem_plan
-from cudnn.linear_attention.frost.kernels.seq_bounds import sequence_bounds
 
 CHAIN_WARPS = 8
 MATH_WARP0 = 8  # warpgroup 2
@@ -106,15 +105,7 @@ class FourRoles(FullInverseChain):
         """fwd_ws.py's set-up (P's and A's blocks above the diagonal zeroed by every thread:
         one loop of 512 threads, where the math warpgroup alone unrolled 64 steps per
         thread with spills), then the roles."""
-        c = self.cfg
-        C = CHUNK
-        tid, _, _ = cute.arch.thread_idx()
-        lane = cute.arch.lane_idx()
-        wid = cute.arch.make_warp_uniform(cute.arch.warp_idx())
-        heads = (h // (c.HO // c.H), h // (c.HO // c.HK), h // (c.HO // c.HV), h)
-        bos, eos = sequence_bounds(mcu, n, T)
-        chunks = (eos - bos + C - 1) // C
-        s.gmem = SimpleNamespace(q=mq, k=mk, v=mv, g=mg, b=mb, w=mw, heads=heads)
+        tid, lane, wid, heads, bos, eos, chunks = self.roles_setup(s, mq, mk, mv, mg, mb, mw, mcu, T, n, h)
         zero_blocks(s.p, tid, BLOCK_THREADS, True)
         zero_blocks(s.ainv, tid, BLOCK_THREADS, True)  # A above its diagonal blocks: never written per chunk
         cute.arch.fence_proxy("async.shared", space="cta")
@@ -157,6 +148,8 @@ class FourRoles(FullInverseChain):
     # ------------------------------------------------------------------ math
     @cute.jit
     def math(self, s, mb, heads, bos, eos, chunks, scale):
+        """Per chunk: the set's release, the chunk's inputs (math_inputs), the factor rows,
+        the Gram, then W' (row blocks mwid + 4 and mwid) and A's column block mwid, FULL."""
         C = CHUNK
         for i in cutlass.range(chunks, unroll=1):
             t0 = bos + i * C
@@ -167,24 +160,34 @@ class FourRoles(FullInverseChain):
             thr = warp_mma().get_slice(lane)
             if i >= SETS:
                 cute.arch.barrier(barrier_id=BAR_EMPTY + b, number_of_threads=BLOCK_THREADS)
-            cute.arch.barrier(barrier_id=BAR_RAW_FULL, number_of_threads=PAIR_THREADS)
-            st = self.set_views(s, b)
-            self.as_role(WG_THREADS, self.rows_from, st, s.rq, s.rk, None, mtid, values=False)
-            if i + 1 < chunks:  # this thread's raw reads are done
-                cute.arch.barrier_arrive(barrier_id=BAR_RAW_FREE, number_of_threads=PAIR_THREADS)
-            cute.arch.fence_proxy("async.shared", space="cta")  # q-hat, k-hat: the Gram's wgmma operands
-            cute.arch.barrier(barrier_id=BAR_MATH, number_of_threads=WG_THREADS)  # rows and the gate scan
-            self.write_factors(st, scale, mtid)
-            if mtid < C:
-                st.fac[FB, mtid] = st.beta[mtid]
+            st = self.chunk_views(s, i)
+            self.math_inputs(s, st, i, chunks, mtid)  # ends with the math warpgroup's barrier
+            self.math_factors(st, scale, mtid)
             GramWgmma.stage_gram(self, st, mb, heads, t0, eos, scale, thr, lane, mwid)  # ends with the fence
             cute.arch.barrier(barrier_id=BAR_MATH, number_of_threads=WG_THREADS)  # -M, inverses, factors
-            # W' row blocks mwid + 4 and mwid, then A's column block mwid
             self.w_prime_rows(st, thr, lane, mwid + 4)
             self.solve_products(st, thr, lane, mwid)
             cute.arch.fence_proxy("async.shared", space="cta")  # A and W': the chain's wgmma operands
             cute.arch.barrier_arrive(barrier_id=BAR_FULL + b, number_of_threads=BLOCK_THREADS)
 
+    @cute.jit
+    def math_inputs(self, s, st, i, chunks, mtid):
+        """RAW_FULL, the rows stage from the raw tiles into set st (q-hat, k-hat, the gate
+        scan), RAW_FREE where a next chunk exists, the proxy fence (q-hat and k-hat are the
+        Gram's wgmma operands) and the math warpgroup's barrier."""
+        cute.arch.barrier(barrier_id=BAR_RAW_FULL, number_of_threads=PAIR_THREADS)
+        self.as_role(WG_THREADS, self.rows_from, st, s.rq, s.rk, None, mtid, values=False)
+        if i + 1 < chunks:  # this thread's raw reads are done
+            cute.arch.barrier_arrive(barrier_id=BAR_RAW_FREE, number_of_threads=PAIR_THREADS)
+        cute.arch.fence_proxy("async.shared", space="cta")
+        cute.arch.barrier(barrier_id=BAR_MATH, number_of_threads=WG_THREADS)  # rows and the gate scan
+
+    @cute.jit
+    def math_factors(self, st, scale, mtid):
+        """fwd_v3_scaled's factor rows and beta (FB, for the chain's W0)."""
+        self.write_factors(st, scale, mtid)
+        if mtid < CHUNK:
+            st.fac[FB, mtid] = st.beta[mtid]
 
 # ---------------------------------------------------------------------- raw operands, ring
 #: chunks of raw q / k rows (and their gate and beta rows) in flight or in use at once
@@ -305,30 +308,14 @@ class RawRing(FourRoles):
 
     # ------------------------------------------------------------------ math
     @cute.jit
-    def math(self, s, mb, heads, bos, eos, chunks, scale):
-        C = CHUNK
-        for i in cutlass.range(chunks, unroll=1):
-            t0 = bos + i * C
-            b = i % SETS
-            mtid = tid_in_loop() - MATH_TID0
-            lane = lane_in_loop()
-            mwid = cute.arch.make_warp_uniform(mtid // 32)
-            thr = warp_mma().get_slice(lane)
-            if i >= SETS:
-                cute.arch.barrier(barrier_id=BAR_EMPTY + b, number_of_threads=BLOCK_THREADS)
-            cute.arch.barrier(barrier_id=BAR_RING_FULL + i % RING, number_of_threads=PAIR_THREADS)
-            st = self.chunk_views(s, i)
-            if cutlass.const_expr(self.cfg.use_l2norm and not self.norms_in_copies):
-                self.inverse_norms(st, mtid)
-            self.scan_gates_in_place(st.g, mtid)
-            cute.arch.barrier(barrier_id=BAR_MATH, number_of_threads=WG_THREADS)  # norms and the gate scan
-            self.write_raw_factors(st, scale, mtid)
-            GramWgmma.stage_gram(self, st, mb, heads, t0, eos, scale, thr, lane, mwid)  # ends with the fence
-            cute.arch.barrier(barrier_id=BAR_MATH, number_of_threads=WG_THREADS)  # -M, inverses, factors
-            self.w_prime_rows(st, thr, lane, mwid + 4)
-            self.solve_products(st, thr, lane, mwid)
-            cute.arch.fence_proxy("async.shared", space="cta")  # A and W': the chain's wgmma operands
-            cute.arch.barrier_arrive(barrier_id=BAR_FULL + b, number_of_threads=BLOCK_THREADS)
+    def math_inputs(self, s, st, i, chunks, mtid):
+        """RING_FULL of the chunk's stage, the norms (unless the copies formed them), the gate
+        scan in the stage, the math warpgroup's barrier."""
+        cute.arch.barrier(barrier_id=BAR_RING_FULL + i % RING, number_of_threads=PAIR_THREADS)
+        if cutlass.const_expr(self.cfg.use_l2norm and not self.norms_in_copies):
+            self.inverse_norms(st, mtid)
+        self.scan_gates_in_place(st.g, mtid)
+        cute.arch.barrier(barrier_id=BAR_MATH, number_of_threads=WG_THREADS)  # norms and the gate scan
 
     @cute.jit
     def inverse_norms(self, st, mtid):
@@ -347,7 +334,7 @@ class RawRing(FourRoles):
         st.norm[mtid // C, row] = cute.math.rsqrt(ss + Float32(1e-6))
 
     @cute.jit
-    def write_raw_factors(self, st, scale, mtid):
+    def math_factors(self, st, scale, mtid):
         """fwd_v3_scaled.write_decay_factors' rows with the norms folded in, and beta (FB)."""
         if mtid < CHUNK:
             nk = Float32(1.0)
