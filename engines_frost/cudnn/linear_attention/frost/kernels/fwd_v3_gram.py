@@ -54,7 +54,8 @@ from cudnn.linear_attention.frost.kernels.wgmma_fragments import fragment_coords
 GRAM_N = 32  # the accumulator's N (default): 32 columns of M or P per wgmma group
 GRAM_NS = (16, 32, 64)
 #: rows of the inverse-norm tile s.norm the normed epilogue reads (gram_norms)
-NORM_K, NORM_Q = 0, 1  # the widths the epilogue handles (gram_n)
+NORM_K, NORM_Q = 0, 1
+LOG2_E = 1.4426950408889634  # the widths the epilogue handles (gram_n)
 #: shared tiles this kernel stages SW128 on top of v3's: the Gram's A and B operands
 SWIZZLED_ROWS = ("q", "k")
 
@@ -137,6 +138,10 @@ class GramWgmma:
     #: True: q and k are the caller's raw rows and s.norm [2, C] holds their l2 norms'
     #: inverses (rows NORM_K, NORM_Q): M_ts gets nk_t nk_s, P_ts nq_t nk_s (fwd_ws4.RawRing)
     gram_norms = False
+    #: True: the decays as 2^(Gam_t log2 e - Gam_s log2 e + log2 nk_s) without the clamp
+    #: (three instructions fewer per value: the masked values, whose exponent may overflow,
+    #: are replaced, not scaled); False: e^min(Gam_t - Gam_s, 0) times the norm
+    gram_log2 = False
 
     def __init__(self, cfg: FrostFwdConfig):
         if self.gram_n not in GRAM_NS:
@@ -201,6 +206,12 @@ class GramWgmma:
                 else:
                     b_row[e] = b_row[row_rep[e]]
                     p_row.append(p_row[row_rep[e]])
+        if cutlass.const_expr(self.gram_log2):  # the row gates in the exponent's base-2 units
+            for e in cutlass.range_constexpr(nval):
+                if cutlass.const_expr(row_rep[e] == e):
+                    g_row[e] = g_row[e] * Float32(LOG2_E)
+                else:
+                    g_row[e] = g_row[row_rep[e]]
         for prod in cutlass.range_constexpr(2):  # 0: M (A = k), 1: P (A = q)
             if wid // (WG_THREADS // 32) == prod % groups:
                 if cutlass.const_expr(prod == 0):
@@ -235,6 +246,12 @@ class GramWgmma:
                                     g_col[e] = s_g[bj * n + crd[e][1], 0]
                                     if cutlass.const_expr(self.gram_norms):
                                         n_col[e] = s_norm[NORM_K, bj * n + crd[e][1]]
+                                    if cutlass.const_expr(self.gram_log2):
+                                        # e^(Gam_t - Gam_s) nk_s = 2^(row - col): the column's
+                                        # norm joins its exponent
+                                        g_col[e] = g_col[e] * Float32(LOG2_E)
+                                        if cutlass.const_expr(self.gram_norms):
+                                            g_col[e] = g_col[e] - cute.math.log2(n_col[e], fastmath=True)
                                 else:
                                     g_col[e] = g_col[col_rep[e]]
                                     if cutlass.const_expr(self.gram_norms):
@@ -242,9 +259,13 @@ class GramWgmma:
                             for e in vals:
                                 t = crd[e][0]
                                 u = bj * n + crd[e][1]
-                                f = cute.arch.exp(cute.arch.fmin(g_row[e] - g_col[e], Float32(0.0)))
-                                if cutlass.const_expr(self.gram_norms):
-                                    f = f * n_col[e]
+                                if cutlass.const_expr(self.gram_log2):
+                                    # no clamp: a masked value's overflow is selected away below
+                                    f = cute.arch.exp2(g_row[e] - g_col[e])
+                                else:
+                                    f = cute.arch.exp(cute.arch.fmin(g_row[e] - g_col[e], Float32(0.0)))
+                                    if cutlass.const_expr(self.gram_norms):
+                                        f = f * n_col[e]
                                 if cutlass.const_expr(prod == 0):
                                     mval = acc[e] * f * b_row[e]
                                     if u >= t:

@@ -229,6 +229,7 @@ class RawRing(FourRoles):
     set as FourRoles (v still goes into the set)."""
 
     smem_plan = staticmethod(ring_smem_plan)
+    gram_log2 = True
 
     @property
     def gram_norms(self) -> bool:
