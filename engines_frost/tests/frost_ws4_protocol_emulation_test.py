@@ -152,7 +152,8 @@ def test_barrier_ids_are_distinct_and_not_syncthreads():
     assert ws4.PAIR_THREADS == THREADS["math"] + THREADS["copies"]
     assert ws4.BLOCK_THREADS == sum(THREADS.values())
     ring = [ws4.BAR_MATH, *(ws4.BAR_FULL + b for b in range(SETS)), *(ws4.BAR_EMPTY + b for b in range(SETS)),
-            *(ws4.BAR_RING_FULL + r for r in range(RING)), *(ws4.BAR_RING_EMPTY + r for r in range(RING))]
+            *(ws4.BAR_RING_FULL + r for r in range(RING)), *(ws4.BAR_RING_EMPTY + r for r in range(RING)),
+            ws4.BAR_COPIES]
     assert len(set(ring)) == len(ring) and 0 not in ring and max(ring) < 16
     assert ws4.RING_EMPTY_THREADS == THREADS["chain"] + THREADS["copies"]
 

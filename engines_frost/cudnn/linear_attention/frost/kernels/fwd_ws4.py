@@ -195,6 +195,7 @@ RING = 3
 BAR_RING_FULL = BAR_EMPTY + SETS  # + stage: the copies arrive, math waits (256)
 BAR_RING_EMPTY = BAR_RING_FULL + RING  # + stage: the chain arrives, the copies wait (384)
 RING_EMPTY_THREADS = CHAIN_WARPS * 32 + WG_THREADS
+BAR_COPIES = BAR_RING_EMPTY + RING  # the copy warpgroup's own (128)
 #: fwd_ws_wy.py's per-parity tiles that become ring stages here, and its raw tiles (gone)
 RING_TILES = ("q", "k", "g", "beta")
 DROPPED = ("rq", "rk")
@@ -266,6 +267,8 @@ class RawRing(FourRoles):
         """The copies' side of RING_FULL[r] once the stage's group landed: the norms
         (norms_in_copies), the proxy fence (the wgmma read the rows), the arrive."""
         if cutlass.const_expr(self.cfg.use_l2norm and self.norms_in_copies):
+            # a row's slices were copied by 16 threads: every copy thread's wait first
+            cute.arch.barrier(barrier_id=BAR_COPIES, number_of_threads=WG_THREADS)
             self.inverse_norms(self.ring_view(s, r), tid_in_loop() - COPY_TID0)
         cute.arch.fence_proxy("async.shared", space="cta")
         cute.arch.barrier_arrive(barrier_id=BAR_RING_FULL + r, number_of_threads=PAIR_THREADS)
