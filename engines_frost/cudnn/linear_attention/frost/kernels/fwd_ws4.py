@@ -73,7 +73,6 @@ class FourRoles(FullInverseChain):
 
     #: both Gram products on the math warpgroup (fwd_v3_gram.GramWgmma.stage_gram)
     gram_warpgroups = 1
-    register_split = None
     split_mma_gram = REGISTER_SPLIT
     split_wgmma_gram = REGISTER_SPLIT
 
