@@ -44,7 +44,8 @@ def _count(instrs, prefix):
 
 
 @pytest.mark.parametrize("mode,decay", [("plain", "wy-ws4"), ("training", "wy-ws4"), ("plain", "wy-ws4raw"),
-                                        ("training", "wy-ws4raw")])
+                                        ("training", "wy-ws4raw"), ("plain", "wyc-ws4raw"),
+                                        ("training", "wyc-ws4raw")])
 def test_roles_as_compiled(mode, decay):
     from cudnn.linear_attention.frost.kernels import fwd_ws4 as ws4
 
@@ -52,7 +53,8 @@ def test_roles_as_compiled(mode, decay):
     assert usage["REG"] <= 65536 // ws4.BLOCK_THREADS, usage
     dealloc, alloc = report.setmaxnreg_sites(sass)
     assert len(dealloc) == 2 and len(alloc) == 1 and dealloc[1] < alloc[0], (dealloc, alloc)
-    chain_regs, math_regs, copy_regs = ws4.REGISTER_SPLIT
+    in_chain = decay == "wyc-ws4raw"
+    chain_regs, math_regs, copy_regs = ws4.IN_CHAIN_REGISTER_SPLIT if in_chain else ws4.REGISTER_SPLIT
     # the copies' branch first (the highest warps), then math, then the chain
     assert f"{copy_regs:#x}" in sass[dealloc[0]] and f"{math_regs:#x}" in sass[dealloc[1]]
     assert f"{chain_regs:#x}" in sass[alloc[0]]
@@ -61,17 +63,18 @@ def test_roles_as_compiled(mode, decay):
     assert _count(copies, "LDGSTS") > 0 and _count(math, "LDGSTS") == _count(chain, "LDGSTS") == 0
     assert _count(copies, "HGMMA") == _count(copies, "HMMA") == 0
     # math: M and P, 8 k-steps each on one warpgroup; the two W' row blocks (20 products
-    # each) and A's column blocks (10 + 6 + 3 + 1) on mma.sync
-    assert _count(math, "HGMMA") == 2 * 8 and _count(math, "HMMA") == 2 * 20 + 40
-    # the chain: wy-ws's (U 12, S^T Q^T 8, P U 4, the update 4), no mma.sync
+    # each; none in the in-chain kernel) and A's column blocks (10 + 6 + 3 + 1) on mma.sync
+    assert _count(math, "HGMMA") == 2 * 8 and _count(math, "HMMA") == (0 if in_chain else 2 * 20) + 40
+    # the chain: wy-ws's (U 12, S^T Q^T 8, P U 4, the update 4), or wyc-ws's (X 8, S^T Q^T
+    # 8, U through R 4, P U 4, the update 4), no mma.sync
     assert _count(chain, "HGMMA") == 28 and _count(chain, "HMMA") == 0
-    # spills: none in the chain or the copies, at most a register's worth in math (the raw
-    # ring's math, without the rows stage, none)
+    # spills: none in the chain or the copies, at most a register's worth in math (the
+    # in-chain kernel's math, without W', none)
     assert _count(chain, "STL") == _count(chain, "LDL") == 0
     assert _count(copies, "STL") == _count(copies, "LDL") == 0
-    limit = 0 if decay == "wy-ws4raw" else 4
+    limit = 0 if in_chain else 4
     assert _count(math, "STL") <= limit and _count(math, "LDL") <= limit
-    if decay == "wy-ws4raw":  # the ring: stage full waited by math, stage empty by the copies;
+    if decay != "wy-ws4":  # the ring: stage full waited by math, stage empty by the copies;
         # the inverse norms on the copies (their only floating-point math: FFMA sums, MUFU.RSQ)
         assert _count(copies, "MUFU.RSQ") > 0 and _count(math, "MUFU.RSQ") == 0
         # ... and only after the copies' own barrier: a row's slices come from 16 threads'
@@ -91,7 +94,7 @@ def test_roles_as_compiled(mode, decay):
     assert _count([i for i in chain if block in i], "BAR.ARV") == 1
 
 
-@pytest.mark.parametrize("decay", ["wy-ws4", "wy-ws4raw"])
+@pytest.mark.parametrize("decay", ["wy-ws4", "wy-ws4raw", "wyc-ws4raw"])
 def test_no_ptxas_performance_note(decay):
     from cudnn.linear_attention.frost.kernels.compile_kernel import kernel_class
     from cudnn.linear_attention.frost.kernels.launch_abi import fake_args
@@ -109,6 +112,8 @@ def test_shared_memory_plans():
     cfg = _config()
     assert smem_bytes(cfg, fwd_ws_wy.smem_plan) <= SMEM_LIMIT
     assert smem_bytes(cfg, fwd_ws4.ring_smem_plan) <= SMEM_LIMIT
+    # without W' (two sets of [C, K] bf16)
+    assert smem_bytes(cfg, fwd_ws4.ring_smem_plan_in_chain) == smem_bytes(cfg, fwd_ws4.ring_smem_plan) - 2 * 64 * 128 * 2
     ring = {e[0]: e for e in fwd_ws4.ring_smem_plan(cfg)}
     assert "rq" not in ring and "rk" not in ring and ring["q"][2][0] == fwd_ws4.RING * 64
     assert ring["g"][2][0] == ring["beta"][2][0] == fwd_ws4.RING * 64 and ring["norm"][2] == (2 * fwd_ws4.RING, 64)
@@ -117,7 +122,8 @@ def test_shared_memory_plans():
 def test_the_knob():
     from cudnn.linear_attention.frost.kernels.compile_kernel import kernel_class
     from cudnn.linear_attention.frost.kernels.fwd_v3_gram import GramWgmma
-    from cudnn.linear_attention.frost.kernels.fwd_ws4 import REGISTER_SPLIT, FourRoles, RawRing
+    from cudnn.linear_attention.frost.kernels.fwd_ws4 import (IN_CHAIN_REGISTER_SPLIT, REGISTER_SPLIT, FourRoles,
+                                                              RawRing, RawRingInChain)
 
     cfg = _config()
     assert cfg.decay == "wy-ws4" and cfg.gram == fx.FOUR_ROLE_GRAM and "decay-wy-ws4" in cfg.kernel_label
@@ -133,12 +139,17 @@ def test_the_knob():
     plain = dataclasses.replace(report.config_for("gdn", "product", 128, 128, False))
     unnormed = fx.tooling_config(plain, "v3", decay="wy-ws4raw")
     assert not kernel_class(unnormed, "sm_90a")(unnormed).gram_norms  # no l2norm: no norms to apply
+    in_chain = _config(decay="wyc-ws4raw")
+    k3 = kernel_class(in_chain, "sm_90a")(in_chain)
+    assert isinstance(k3, RawRingInChain) and k3.inverse_in_chain and k3.gram_p_transposed
+    assert (k3.chain_regs, k3.math_regs, k3.copy_regs) == IN_CHAIN_REGISTER_SPLIT
     # a pair is wy-ws's form: dropped here (not silently used as a triple)
     assert _config(ws_regs=(192, 64)).ws_regs == ()
     # the backward's output-free recompute has no P: wy-ws's kernel serves it
     free = dataclasses.replace(report.config_for("gdn", "product", 128, 128, True), write_checkpoints=True,
                                write_values=True, write_output=False)
     assert fx.tooling_config(free, "v3", decay="wy-ws4").decay == "wy-ws"
+    assert fx.tooling_config(free, "v3", decay="wyc-ws4raw").decay == "wyc-ws"
     with pytest.raises(ValueError, match="ws_regs"):
         fx.experiment(report.config_for("gdn", "product", 128, 128, True), "v3", decay="wy-ws4",
                       gram="wgmma64", ws_regs=(200, 104, 24))  # 128 x (400 + 128) > 65,536

@@ -39,7 +39,8 @@ tooling's choices:
                (kernels/fwd_ws4.py; output builds, gram forced to "wgmma64"); "wy-ws4raw":
                the same without the rows stage, the chain and the Gram on the caller's
                raw q / k rows with the norms as factors, a 3-stage ring of raw rows
-               (fwd_ws4.RawRing).
+               (fwd_ws4.RawRing); "wyc-ws4raw": that without W', the chain applying
+               the inverse to its R (fwd_ws4.RawRingInChain).
                The warp-specialised decays take a wgmma gram in their producer (output
                builds; elsewhere the gram falls back to "mma").
                FROST_FWD_DECAY (DECAY_ENV) sets it
@@ -93,12 +94,12 @@ GRAMS = ("mma", *GRAM_WIDTHS)
 GRAM_ENV = "FROST_FWD_GRAM"
 #: where the scalar-gate chain's decays go (fwd_v3_scaled.py): folded into the operands or
 #: scaled onto the chain's fp32 results
-DECAYS = ("folded", "scaled", "scaled-lead", "scaled-ws", "wy-ws", "wyc-ws", "wy-ws4", "wy-ws4raw")
+DECAYS = ("folded", "scaled", "scaled-lead", "scaled-ws", "wy-ws", "wyc-ws", "wy-ws4", "wy-ws4raw", "wyc-ws4raw")
 #: the warp-specialised decays (ws_applies; the setmaxnreg split knob ws_regs)
-WS_DECAYS = ("scaled-ws", "wy-ws", "wyc-ws", "wy-ws4", "wy-ws4raw")
+WS_DECAYS = ("scaled-ws", "wy-ws", "wyc-ws", "wy-ws4", "wy-ws4raw", "wyc-ws4raw")
 #: the four-role decays (kernels/fwd_ws4.py): their Gram is the wgmma one at m64n64, and
 #: their register split a (chain, math, copies) triple
-FOUR_ROLES = ("wy-ws4", "wy-ws4raw")
+FOUR_ROLES = ("wy-ws4", "wy-ws4raw", "wyc-ws4raw")
 FOUR_ROLE_GRAM = "wgmma64"
 #: FROST_FWD_DECAY=folded (or scaled-lead, scaled-ws): every forward a use_kernel block routes runs that
 #: chain where v3 runs for scalar gates and bf16 (elsewhere the chain is folded anyway); unset: default_decay
@@ -260,16 +261,17 @@ def with_knobs(base, skip_stages: tuple[str, ...], ldmatrix: bool, gram: str = "
     if decay != "folded":
         from cudnn.linear_attention.frost.kernels.fwd_v3_scaled import ScaledDecayLeadChain
         from cudnn.linear_attention.frost.kernels.fwd_ws import WarpSpecialisedChain
-        from cudnn.linear_attention.frost.kernels.fwd_ws4 import FourRoles, RawRing
+        from cudnn.linear_attention.frost.kernels.fwd_ws4 import FourRoles, RawRing, RawRingInChain
         from cudnn.linear_attention.frost.kernels.fwd_ws_wy import FullInverseChain, FullInverseInChain
         mixin, name = {"scaled-lead": (ScaledDecayLeadChain, "ScaledDecayLead"),
                        "wy-ws4": (FourRoles, "FourRoles"), "wy-ws4raw": (RawRing, "RawRing"),
+                       "wyc-ws4raw": (RawRingInChain, "RawRingInChain"),
                        "scaled-ws": (WarpSpecialisedChain, "WarpSpecialised"),
                        "wy-ws": (FullInverseChain, "FullInverse"),
                        "wyc-ws": (FullInverseInChain, "FullInverseInChain")}[decay]
         bases, tag = (mixin, *bases), tag + name
     if ws_regs:
-        attrs["register_split"], tag = ws_regs, tag + "Regs{}x{}".format(*ws_regs)
+        attrs["register_split"], tag = ws_regs, tag + "Regs" + "x".join(map(str, ws_regs))
     return type(f"{base.__name__}{tag}", bases, attrs)
 
 
@@ -342,8 +344,8 @@ def tooling_config(cfg: FrostFwdConfig, algorithm: str = PRODUCT, skip_stages=()
     if decay in FOUR_ROLES:
         if cfg.write_output:
             gram = FOUR_ROLE_GRAM
-        else:  # the backward's output-free recompute: wy-ws's kernel (the four roles need P)
-            decay = "wy-ws"
+        else:  # the backward's output-free recompute: wy-ws's kernel, wyc-ws's for the
+            decay = "wyc-ws" if decay.startswith("wyc") else "wy-ws"  # in-chain one (the four roles need P)
     if decay not in WS_DECAYS or len(ws_regs) not in split_lengths(decay):
         ws_regs = ()
     if (version == product_algorithm(cfg) and not skip_stages and ldmatrix and gram == "mma"

@@ -142,6 +142,11 @@ class GramWgmma:
     #: (three instructions fewer per value: the masked values, whose exponent may overflow,
     #: are replaced, not scaled); False: e^min(Gam_t - Gam_s, 0) times the norm
     gram_log2 = False
+    #: True: P built transposed, P^T = k q^T (A = k, B = q), stored back as P: warp w then
+    #: stores P's blocks (c, w) with c >= w (4 - w of them) against M's w + 1, so with both
+    #: products on one warpgroup every warp runs five epilogue blocks, not warp 3 eight
+    #: and warp 0 two; False: P = q k^T
+    gram_p_transposed = False
 
     def __init__(self, cfg: FrostFwdConfig):
         if self.gram_n not in GRAM_NS:
@@ -195,6 +200,7 @@ class GramWgmma:
         nval = cute.size(crd)
         # the row gates and betas of this thread's accumulator rows, once per distinct row
         g_row, b_row = self.row_terms(s_g, s_beta, crd, row_rep, nval)
+        pt = self.gram_p_transposed
         p_row = None
         if cutlass.const_expr(self.gram_norms):  # raw q, k: the l2 norms' factors on rows and columns
             s_norm = s.norm
@@ -202,7 +208,8 @@ class GramWgmma:
             for e in cutlass.range_constexpr(nval):
                 if cutlass.const_expr(row_rep[e] == e):
                     b_row[e] = b_row[e] * s_norm[NORM_K, crd[e][0]]
-                    p_row.append(scale * s_norm[NORM_Q, crd[e][0]])
+                    # P's row is a q row, P^T's a k row
+                    p_row.append(scale * s_norm[NORM_K if pt else NORM_Q, crd[e][0]])
                 else:
                     b_row[e] = b_row[row_rep[e]]
                     p_row.append(p_row[row_rep[e]])
@@ -214,23 +221,29 @@ class GramWgmma:
                     g_row[e] = g_row[row_rep[e]]
         for prod in cutlass.range_constexpr(2):  # 0: M (A = k), 1: P (A = q)
             if wid // (WG_THREADS // 32) == prod % groups:
-                if cutlass.const_expr(prod == 0):
+                # the accumulator's rows are k rows in M and P^T (A = k), q rows in P;
+                # its columns k rows, but q rows in P^T (B)
+                tr = prod == 1 and pt
+                s_b = s_k
+                if cutlass.const_expr(prod == 0 or tr):
                     a_frag = wg.make_fragment_A(gslice.partition_A(s_k))
+                    if cutlass.const_expr(tr):
+                        s_b = s_q
                 else:
                     a_frag = wg.make_fragment_A(gslice.partition_A(s_q))
                 nb = self.gram_buffers
                 accs = [cute.make_rmem_tensor(gslice.partition_shape_C((WG_ROWS, n)), Float32)
                         for _ in range(nb)]
                 if cutlass.const_expr(nb == 2):
-                    self.gram_issue(wg, gslice, a_frag, s_k, accs[0], 0, K, n)
+                    self.gram_issue(wg, gslice, a_frag, s_b, accs[0], 0, K, n)
                 for bj in cutlass.range_constexpr(blocks):
                     if cutlass.const_expr(nb == 1):
-                        self.gram_issue(wg, gslice, a_frag, s_k, accs[0], bj, K, n)
+                        self.gram_issue(wg, gslice, a_frag, s_b, accs[0], bj, K, n)
                         warpgroup.wait_group(0)
                     elif cutlass.const_expr(bj + 1 < blocks):
                         # block bj + 1 runs while block bj's epilogue does (the fence in
                         # gram_issue orders the epilogue's reads of block bj - 1's registers)
-                        self.gram_issue(wg, gslice, a_frag, s_k, accs[(bj + 1) % 2], bj + 1, K, n)
+                        self.gram_issue(wg, gslice, a_frag, s_b, accs[(bj + 1) % 2], bj + 1, K, n)
                         warpgroup.wait_group(1)
                     else:
                         warpgroup.wait_group(0)
@@ -238,20 +251,28 @@ class GramWgmma:
                     for sb in cutlass.range_constexpr(n // SUB):
                         c = bj * (n // SUB) + sb  # the 16-column block of M / P these values are in
                         vals = [e for e in range(nval) if sub[e] == sb]
-                        if wl >= c:  # warps above the block's rows hold only masked values
+                        # warps above the block's rows (below, in P^T) hold only masked values
+                        if cutlass.const_expr(tr):
+                            live = wl <= c
+                        else:
+                            live = wl >= c
+                        if live:
                             g_col = {}
                             n_col = {}
                             for e in vals:
                                 if cutlass.const_expr(col_rep[e] == e):
                                     g_col[e] = s_g[bj * n + crd[e][1], 0]
                                     if cutlass.const_expr(self.gram_norms):
-                                        n_col[e] = s_norm[NORM_K, bj * n + crd[e][1]]
+                                        n_col[e] = s_norm[NORM_Q if tr else NORM_K, bj * n + crd[e][1]]
                                     if cutlass.const_expr(self.gram_log2):
                                         # e^(Gam_t - Gam_s) nk_s = 2^(row - col): the column's
-                                        # norm joins its exponent
+                                        # norm joins its exponent (in P^T, nq_t: col - row)
                                         g_col[e] = g_col[e] * Float32(LOG2_E)
                                         if cutlass.const_expr(self.gram_norms):
-                                            g_col[e] = g_col[e] - cute.math.log2(n_col[e], fastmath=True)
+                                            if cutlass.const_expr(tr):
+                                                g_col[e] = g_col[e] + cute.math.log2(n_col[e], fastmath=True)
+                                            else:
+                                                g_col[e] = g_col[e] - cute.math.log2(n_col[e], fastmath=True)
                                 else:
                                     g_col[e] = g_col[col_rep[e]]
                                     if cutlass.const_expr(self.gram_norms):
@@ -259,11 +280,17 @@ class GramWgmma:
                             for e in vals:
                                 t = crd[e][0]
                                 u = bj * n + crd[e][1]
+                                # the decay's exponent: later position's gate minus earlier's
+                                late = g_row[e]
+                                early = g_col[e]
+                                if cutlass.const_expr(tr):
+                                    late = g_col[e]
+                                    early = g_row[e]
                                 if cutlass.const_expr(self.gram_log2):
                                     # no clamp: a masked value's overflow is selected away below
-                                    f = cute.arch.exp2(g_row[e] - g_col[e])
+                                    f = cute.arch.exp2(late - early)
                                 else:
-                                    f = cute.arch.exp(cute.arch.fmin(g_row[e] - g_col[e], Float32(0.0)))
+                                    f = cute.arch.exp(cute.arch.fmin(late - early, Float32(0.0)))
                                     if cutlass.const_expr(self.gram_norms):
                                         f = f * n_col[e]
                                 if cutlass.const_expr(prod == 0):
@@ -279,9 +306,14 @@ class GramWgmma:
                                         pval = acc[e] * f * p_row[e]
                                     else:
                                         pval = acc[e] * scale * f
-                                    if u > t:
-                                        pval = Float32(0.0)
-                                    s_p[t, u] = pval.to(BFloat16)
+                                    if cutlass.const_expr(tr):  # value (t, u) is P's (u, t)
+                                        if u < t:
+                                            pval = Float32(0.0)
+                                        s_p[u, t] = pval.to(BFloat16)
+                                    else:
+                                        if u > t:
+                                            pval = Float32(0.0)
+                                        s_p[t, u] = pval.to(BFloat16)
                 if cutlass.const_expr(prod == 0):
                     # after the last block: no accumulator or row gate is live any more, so
                     # the inverse's 120 broadcast reads of M_ww have the registers to
@@ -309,11 +341,12 @@ class GramWgmma:
         return g_row, b_row
 
     @cute.jit
-    def gram_issue(self, wg, gslice, a_frag, s_k, acc, bj: cutlass.Constexpr, K: cutlass.Constexpr,
+    def gram_issue(self, wg, gslice, a_frag, s_b, acc, bj: cutlass.Constexpr, K: cutlass.Constexpr,
                    n: cutlass.Constexpr):
-        """One column block of the warpgroup's product: acc = A k[n bj : n bj + n]^T,
-        K / 16 chained SS wgmma (the first overwrites acc), committed as one group."""
-        b_frag = wg.make_fragment_B(gslice.partition_B(cute.local_tile(s_k, (n, K), (bj, 0))))
+        """One column block of the warpgroup's product: acc = A b[n bj : n bj + n]^T (b: the
+        k rows, or q's in P^T), K / 16 chained SS wgmma (the first overwrites acc),
+        committed as one group."""
+        b_frag = wg.make_fragment_B(gslice.partition_B(cute.local_tile(s_b, (n, K), (bj, 0))))
         warpgroup.fence()
         wg.set(warpgroup.Field.ACCUMULATE, False)
         for kk in cutlass.range_constexpr(K // 16):

@@ -73,6 +73,8 @@ class FourRoles(FullInverseChain):
 
     #: both Gram products on the math warpgroup (fwd_v3_gram.GramWgmma.stage_gram)
     gram_warpgroups = 1
+    #: P built as P^T: five epilogue blocks per warp of M and P, not 2 (warp 0) to 8 (warp 3)
+    gram_p_transposed = True
     split_mma_gram = REGISTER_SPLIT
     split_wgmma_gram = REGISTER_SPLIT
 
@@ -164,7 +166,8 @@ class FourRoles(FullInverseChain):
             self.math_factors(st, scale, mtid)
             GramWgmma.stage_gram(self, st, mb, heads, t0, eos, scale, thr, lane, mwid)  # ends with the fence
             cute.arch.barrier(barrier_id=BAR_MATH, number_of_threads=WG_THREADS)  # -M, inverses, factors
-            self.w_prime_rows(st, thr, lane, mwid + 4)
+            if cutlass.const_expr(not self.inverse_in_chain):
+                self.w_prime_rows(st, thr, lane, mwid + 4)
             self.solve_products(st, thr, lane, mwid)
             cute.arch.fence_proxy("async.shared", space="cta")  # A and W': the chain's wgmma operands
             cute.arch.barrier_arrive(barrier_id=BAR_FULL + b, number_of_threads=BLOCK_THREADS)
@@ -200,12 +203,12 @@ RING_TILES = ("q", "k", "g", "beta")
 DROPPED = ("rq", "rk")
 
 
-def ring_smem_plan(c: FrostFwdConfig):
+def ring_smem_plan(c: FrostFwdConfig, with_wp: bool = True):
     """fwd_ws_wy.py's plan with q, k, the gate and beta rows RING stages tall (the caller's
     raw rows: no q-hat / k-hat tiles, no raw copies beside them) and the inverse norms
-    per stage [2 RING, C] (fp32, rows 2 r + NORM_K, 2 r + NORM_Q)."""
+    per stage [2 RING, C] (fp32, rows 2 r + NORM_K, 2 r + NORM_Q); with_wp False: no W'."""
     plan = []
-    for name, dtype, shape, stride in wy_smem_plan(c):
+    for name, dtype, shape, stride in wy_smem_plan(c, with_wp):
         if name in DROPPED:
             continue
         if name in RING_TILES:
@@ -355,3 +358,28 @@ class RawRing(FourRoles):
             st.fac[FB, mtid] = bt
             if mtid == 0:
                 st.alast[0] = cute.arch.exp(last)
+
+
+def ring_smem_plan_in_chain(c: FrostFwdConfig):
+    return ring_smem_plan(c, with_wp=False)
+
+
+#: RawRingInChain's (chain, math, copies) setmaxnreg: see its docstring
+IN_CHAIN_REGISTER_SPLIT = (192, 104, 24)
+assert register_split_ok(IN_CHAIN_REGISTER_SPLIT, (3,))
+
+
+class RawRingInChain(RawRing):
+    """RawRing without W' (knob decay="wyc-ws4raw"): the math warpgroup forms A only and the
+    chain applies it to its R, fwd_ws_wy.FullInverseInChain's u_through_r (X = S^T K^T on
+    the raw k rows, R = W0 + X diag(fr) with the norm in fr, U^T = bf16(R^T) A^T): a second
+    dependent product group on the chain for the W' row blocks, a quarter of the math
+    warpgroup's instructions per chunk, and 32 KB of shared memory."""
+
+    smem_plan = staticmethod(ring_smem_plan_in_chain)
+    inverse_in_chain = True
+    #: S^T Q^T after U's group: issued with X, the chain's wgmma serialize at 192 registers
+    #: (ptxas C7512; X, S^T Q^T and R's operand live together)
+    sq_with_x = False
+    split_mma_gram = IN_CHAIN_REGISTER_SPLIT
+    split_wgmma_gram = IN_CHAIN_REGISTER_SPLIT

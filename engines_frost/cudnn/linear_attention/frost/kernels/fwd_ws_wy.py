@@ -383,11 +383,15 @@ class FullInverseChain(InverseProducts, WarpSpecialisedChain):
         warpgroup.wait_group(0)
         return acc_u, self.sq_group(st, a_s, g_half, wg_half)
 
+    #: u_through_r's S^T Q^T group: True issued with X (it runs while R is formed), False
+    #: after U's group (X, R's A operand and its accumulator never live together)
+    sq_with_x = True
+
     @cute.jit
     def u_through_r(self, st, acc_s, thr, lane, wid):
-        """X = S^T K^T and S^T Q^T (the scaled chain's first groups), R = W0 + X diag(fr)
-        in fp32 (W0 = beta v), then U^T = bf16(R^T) A^T (C / 16 k-steps); returns
-        (U^T, S^T Q^T) with U complete."""
+        """X = S^T K^T and S^T Q^T (the scaled chain's first groups; sq_with_x False: S^T
+        Q^T after U's), R = W0 + X diag(fr) in fp32 (W0 = beta v), then U^T = bf16(R^T) A^T
+        (C / 16 k-steps); returns (U^T, S^T Q^T) with U complete."""
         s_v = st.w0
         s_fac = st.fac
         K, C = self.cfg.K, CHUNK
@@ -396,8 +400,10 @@ class FullInverseChain(InverseProducts, WarpSpecialisedChain):
         a_s = to_a_operand(acc_s, g_half.partition_shape_A((WG_ROWS, K)))
         acc_x = cute.make_rmem_tensor(g_half.partition_shape_C((WG_ROWS, C)), Float32)
         mma_group(wg_half, acc_x, [(a_s, wg_half.make_fragment_B(g_half.partition_B(st.k)), K // 16)])
-        acc_o = self.sq_group(st, a_s, g_half, wg_half)
-        if cutlass.const_expr(self.cfg.write_output):
+        acc_o = None
+        if cutlass.const_expr(self.sq_with_x):
+            acc_o = self.sq_group(st, a_s, g_half, wg_half)
+        if cutlass.const_expr(self.cfg.write_output and self.sq_with_x):
             warpgroup.wait_group(1)  # X is complete; S^T Q^T may still run
         else:
             warpgroup.wait_group(0)
@@ -409,7 +415,14 @@ class FullInverseChain(InverseProducts, WarpSpecialisedChain):
         a_r = to_a_operand(acc_x, g_st.partition_shape_A((WG_ROWS, C)))
         acc_u = cute.make_rmem_tensor(g_half.partition_shape_C((WG_ROWS, C)), Float32)
         mma_group(wg_half, acc_u, [(a_r, wg_half.make_fragment_B(g_half.partition_B(st.ainv)), C // 16)])
-        warpgroup.wait_group(0)  # U (and S^T Q^T before it: groups retire in order)
+        if cutlass.const_expr(self.sq_with_x):
+            warpgroup.wait_group(0)  # U (and S^T Q^T before it: groups retire in order)
+        else:
+            acc_o = self.sq_group(st, a_s, g_half, wg_half)
+            if cutlass.const_expr(self.cfg.write_output):
+                warpgroup.wait_group(1)  # U; S^T Q^T may still run (finish_chain waits)
+            else:
+                warpgroup.wait_group(0)
         return acc_u, acc_o
 
 
