@@ -364,7 +364,10 @@ def ring_smem_plan_in_chain(c: FrostFwdConfig):
     return ring_smem_plan(c, with_wp=False)
 
 
-#: RawRingInChain's (chain, math, copies) setmaxnreg: see its docstring
+#: RawRingInChain's (chain, math, copies) setmaxnreg, a measured trade: here ptxas
+#: serializes the kernel's wgmma (C7512: the chain's X, R and U live together; also at
+#: 200 / 88 and with S^T Q^T after U), at 208 / 72 it does not but the math warpgroup
+#: spills ~60 registers: 0.304 against 0.509 ms kernel time on the H100 (NOTES.md)
 IN_CHAIN_REGISTER_SPLIT = (192, 104, 24)
 assert register_split_ok(IN_CHAIN_REGISTER_SPLIT, (3,))
 
@@ -378,8 +381,8 @@ class RawRingInChain(RawRing):
 
     smem_plan = staticmethod(ring_smem_plan_in_chain)
     inverse_in_chain = True
-    #: S^T Q^T after U's group: issued with X, the chain's wgmma serialize at 192 registers
-    #: (ptxas C7512; X, S^T Q^T and R's operand live together)
+    #: S^T Q^T after U's group (fewer registers live while R is formed; ptxas serializes
+    #: the wgmma at IN_CHAIN_REGISTER_SPLIT either way); the H100 times are this order's
     sq_with_x = False
     split_mma_gram = IN_CHAIN_REGISTER_SPLIT
     split_wgmma_gram = IN_CHAIN_REGISTER_SPLIT
