@@ -84,11 +84,11 @@
 #              product, wy-ws, wyc-ws, wy-ws at 208,48, the wgmma_wy chain, both wy, product);
 #              wysmoke and wybench compile each variant in its own process first (one per
 #              core), then run in turn on the warm kernel store; STAGE_TIMEOUT=600; the
-#              four-role forwards (fwd_ws4.py) by WY_SMOKE="v3scaled v3wyws4 v3wyws4raw"
+#              four-role forwards (fwd_ws4.py) by WY_SMOKE="v3scaled v3wyws4 v3wyws4raw v3wycws4raw"
 #   wysplit    wy-ws / wyc-ws GDN forward kernel rows at each setmaxnreg split and Gram (WY_SPLITS,
 #              decay:consumer,producer[:gram], FROST_FWD_GRAM's values; compiled side by side
 #              first), the product before and after; the four-role decays take a
-#              chain,math,copies triple (WY_SPLITS="wy-ws4raw:192,104,24 wy-ws4raw:184,120,24")
+#              chain,math,copies triple (WY_SPLITS="wy-ws4raw:192,104,24 wyc-ws4raw:208,72,24")
 #   bwdscaled  the backward's scaled-decay chain (bwd_chain_scaled.py, FROST_BWD_CHAIN=
 #              wgmma_scaled, the default) and its warp-specialised form (bwd_chain_ws.py, =wgmma_ws;
 #              FROST_BWD_WS_REGS=consumer,producer its setmaxnreg split):

@@ -11,9 +11,10 @@ is split by what it needs, as the published Hopper design for this problem split
 - warps 0-7 (warpgroups 0, 1), the chain at CHAIN_REGS: fwd_ws_wy.py's consumers unchanged
   (U^T = W0^T A^T + S^T W'^T, then the scaled chain's ending);
 - warps 8-11 (warpgroup 2), math at MATH_REGS: the rows stage, the factor rows, both Gram
-  products as SS wgmma on this one warpgroup (fwd_v3_gram.GramWgmma, m64n64, M then P:
-  one accumulator live at a time), the diagonal inverses, A's column blocks (a warp
-  each) and W' (two row blocks of K per warp);
+  products as SS wgmma on this one warpgroup (fwd_v3_gram.GramWgmma, m64n64, M then P
+  built as P^T so that every warp stores five blocks: one accumulator live at a time),
+  the diagonal inverses, A's column blocks (a warp each) and W' (two row blocks of K per
+  warp; RawRingInChain: none, its chain applies A to its R);
 - warps 12-15 (warpgroup 3), copies at COPY_REGS: chunk c's raw q, k, gate and beta rows
   into the math warpgroup's tiles as soon as it has read chunk c - 1's, and chunk c's v
   straight into its operand set once the chain has released that set.
