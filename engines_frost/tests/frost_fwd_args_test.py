@@ -13,7 +13,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig  # noqa: E402
+from cudnn.linear_attention.frost.kernels.config import PIPELINE_MIN_TOKENS, FrostFwdConfig  # noqa: E402
 from cudnn.linear_attention.frost.kernels.fwd import check_operands, frost_fwd, frost_workspace_size  # noqa: E402
 
 T, N, H, K, V = 10, 2, 2, 64, 64
@@ -148,6 +148,18 @@ def test_bad_values_name_themselves(over, message):
     with pytest.raises(ValueError) as e:
         check_operands(**_operands(), **over)
     assert str(e.value).startswith(message), str(e.value)
+
+
+@pytest.mark.parametrize("tokens", [0, 1, PIPELINE_MIN_TOKENS * 2 - 1, PIPELINE_MIN_TOKENS * 2])
+def test_pipelined_from_the_average_sequence_length(tokens):
+    """Two sequences (the first of one token): the config asks for the four-role kernel
+    once T >= PIPELINE_MIN_TOKENS * N, whatever the lengths' split."""
+    bf = torch.bfloat16
+    cu = torch.tensor([0, min(1, tokens), tokens], dtype=torch.int32)
+    ops = _operands("gdn", q=torch.zeros(tokens, H, K, dtype=bf), k=torch.zeros(tokens, H, K, dtype=bf),
+                    v=torch.zeros(tokens, H, V, dtype=bf), g=torch.zeros(tokens, H), beta=torch.zeros(tokens, H),
+                    out=torch.zeros(tokens, H, V, dtype=bf), cu_seqlens=cu)
+    assert check_operands(**ops).config.pipelined == (tokens >= PIPELINE_MIN_TOKENS * N)
 
 
 def test_gdn2_requires_w():

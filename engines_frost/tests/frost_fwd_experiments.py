@@ -300,9 +300,17 @@ def resolve(cfg: FrostFwdConfig, algorithm: str) -> str:
 
 def default_decay(cfg: FrostFwdConfig, version: str, gram: str = "mma") -> str:
     """The decay knob left unset (None) for cfg's kernel version `version` (a resolved one):
-    the product's where v3 runs for scalar gates (scaled, compile_kernel.product_decay),
-    else folded; folded beside a wgmma Gram too (its experiments ran on the folded chain)."""
-    return "scaled" if scalar_gate_v3(cfg, version) and gram == "mma" else "folded"
+    the product's where v3 runs for scalar gates (compile_kernel.product_decay: the
+    four-role kernel where four_roles_apply, else scaled), else folded; folded beside a
+    wgmma Gram too (its experiments ran on the folded chain)."""
+    from cudnn.linear_attention.frost.kernels.compile_kernel import FOUR_ROLES as PRODUCT_FOUR_ROLES
+    from cudnn.linear_attention.frost.kernels.compile_kernel import four_roles_apply
+
+    if not scalar_gate_v3(cfg, version):
+        return "folded"
+    if four_roles_apply(cfg) and gram == "mma":
+        return PRODUCT_FOUR_ROLES
+    return "scaled" if gram == "mma" else "folded"
 
 
 def experiment(cfg: FrostFwdConfig, algorithm: str = PRODUCT, **knobs) -> FrostFwdExperiment:
@@ -348,7 +356,9 @@ def tooling_config(cfg: FrostFwdConfig, algorithm: str = PRODUCT, skip_stages=()
             decay = "wyc-ws" if decay.startswith("wyc") else "wy-ws"  # in-chain one (the four roles need P)
     if decay not in WS_DECAYS or len(ws_regs) not in split_lengths(decay):
         ws_regs = ()
-    if (version == product_algorithm(cfg) and not skip_stages and ldmatrix and gram == "mma"
+    # the four-role decays force their Gram: the product's (four_roles_apply) is one of them
+    product_gram = gram == "mma" or (decay in FOUR_ROLES and gram == FOUR_ROLE_GRAM)
+    if (version == product_algorithm(cfg) and not skip_stages and ldmatrix and product_gram and not ws_regs
             and decay == default_decay(cfg, version)):
         return product_config(cfg)  # not through the cache: an equal config cached earlier is another object
     return _experiment(cfg, algorithm, tuple(skip_stages), ldmatrix, gram, decay, tuple(ws_regs))

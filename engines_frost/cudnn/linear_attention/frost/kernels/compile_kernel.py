@@ -56,21 +56,43 @@ def version_class(version: str, cfg: FrostFwdConfig):
 
 
 def product_decay(cfg: FrostFwdConfig, arch: str) -> str:
-    """Where the product's forward puts the gate decays for cfg on arch: "scaled" for v3
-    with scalar gates (GDN; fwd_v3_scaled.ScaledDecayChain: per-token factors on the
-    chain's fp32 results, no operand stage; GDN forward kernel -6 %, fwd+bwd -2 % on the
-    H200, every backward smoke case within its float64 bound), "folded" into bf16 copies
-    of q and k otherwise (vector gates, v2). A function of (cfg, arch) alone, as
+    """Where the product's forward puts the gate decays for cfg on arch: FOUR_ROLES where
+    four_roles_apply (v3 GDN, K = V = 128, an output, long sequences: the scaled chain's
+    factors on the raw rows, warp-specialised, fwd_ws4.py), else "scaled" for v3 with
+    scalar gates (GDN; fwd_v3_scaled.ScaledDecayChain: per-token factors on the chain's
+    fp32 results, no operand stage; GDN forward kernel -6 %, fwd+bwd -2 % on the H200,
+    every backward smoke case within its float64 bound), "folded" into bf16 copies of q
+    and k otherwise (vector gates, v2). A function of (cfg, arch) alone, as
     product_algorithm."""
-    return "scaled" if product_algorithm(cfg, arch) == "v3" and not cfg.gate_per_channel else "folded"
+    if product_algorithm(cfg, arch) != "v3" or cfg.gate_per_channel:
+        return "folded"
+    return FOUR_ROLES if four_roles_apply(cfg) else "scaled"
+
+
+#: product_decay's name for the four-role forward (fwd_ws4.RawRingInChain; the test
+#: tooling's knob decay of the same name builds it too)
+FOUR_ROLES = "wyc-ws4raw"
+
+
+def four_roles_apply(cfg: FrostFwdConfig) -> bool:
+    """Whether a v3 scalar-gate (GDN) config runs the four-role forward (fwd_ws4.py): K = V
+    = 128 (its two chain warpgroups), an output (its math warpgroup builds P) and
+    cfg.pipelined (sequences of >= PIPELINE_MIN_TOKENS tokens on average). On the H100 at
+    8 x 4096 tokens, 16 heads: 0.29-0.30 against 0.34 ms kernel time; at 512 x 64, 13 %
+    slower than the scaled chain (NOTES.md "Four roles per CTA: ... without W'")."""
+    return (cfg.K, cfg.V) == (128, 128) and cfg.write_output and cfg.pipelined
 
 
 def product_class(cfg: FrostFwdConfig, arch: str):
     """The product's forward kernel class for cfg on arch (product_algorithm, product_decay)."""
     cls = version_class(product_algorithm(cfg, arch), cfg)
-    if product_decay(cfg, arch) == "scaled":
+    decay = product_decay(cfg, arch)
+    if decay == "scaled":
         from cudnn.linear_attention.frost.kernels.fwd_v3_scaled import scaled_decay_class
         cls = scaled_decay_class(cls)
+    elif decay == FOUR_ROLES:
+        from cudnn.linear_attention.frost.kernels.fwd_ws4 import four_role_class
+        cls = four_role_class(cls)
     return cls
 
 

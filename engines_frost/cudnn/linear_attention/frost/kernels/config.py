@@ -16,6 +16,8 @@ HEAD_DIMS = (64, 128)
 #: bwd_chain_ws.py), and the register file their setmaxnreg split shares
 WS_ROLE_THREADS = 256
 REGISTER_FILE = 65536
+#: tokens per sequence, on average over a launch, from which FrostFwdConfig.pipelined is set
+PIPELINE_MIN_TOKENS = 512
 
 
 def register_split_ok(regs, lengths=(2,)) -> bool:
@@ -109,6 +111,11 @@ class FrostFwdConfig:
     # values launchers with write_checkpoints and write_values: the backward's recompute of
     # its states and U on the forward kernel (bwd.py FROST_BWD_RECOMPUTE_FORWARD).
     write_output: bool = True
+    # The launch's sequences average at least PIPELINE_MIN_TOKENS tokens (check_operands
+    # sets it from T and N): the bf16 GDN forwards with an output at K = V = 128 then run
+    # the four-role kernel (fwd_ws4.py; compile_kernel.product_decay), whose pipeline across
+    # a sequence's chunks costs set-up that a one-chunk sequence does not repay.
+    pipelined: bool = False
 
     def __post_init__(self):
         def bad(name, expected):

@@ -22,8 +22,8 @@ from cudnn.linear_attention.frost.kernels import kernel_store
 # compile_fwd is looked up here at call time (tests replace fwd.compile_fwd)
 from cudnn.linear_attention.frost.kernels.compile_kernel import compile_fwd, preferred_ffi  # noqa: F401
 from cudnn.linear_attention.frost.kernels.checkpoints import checkpoint_rows
-from cudnn.linear_attention.frost.kernels.config import (CHECKPOINT_OPERAND, OPERANDS, VALUES_OPERAND, FrostFwdConfig,
-                                                          abi_operands)
+from cudnn.linear_attention.frost.kernels.config import (CHECKPOINT_OPERAND, OPERANDS, PIPELINE_MIN_TOKENS,
+                                                          VALUES_OPERAND, FrostFwdConfig, abi_operands)
 from cudnn.linear_attention.frost.kernels.operand_checks import check, check_token_operands, dtype_name, fail
 
 # One kernel family serves every config: v3 for bf16 forwards on sm_90a (training ones
@@ -265,7 +265,7 @@ def check_operands(*, q, k, v, g, beta, w, cu_seqlens, out, initial_state, final
             has_final_state=final_state is not None,
             gate_align16=gate_per_channel and g.data_ptr() % 16 == 0,
             write_checkpoints=state_checkpoints is not None, write_values=values is not None,
-            write_output=write_output,
+            write_output=write_output, pipelined=T >= PIPELINE_MIN_TOKENS * N,
         )
     except ValueError as e:
         raise ValueError(f"frost_fwd: unsupported operands: {e}") from None

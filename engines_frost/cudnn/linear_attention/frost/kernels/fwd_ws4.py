@@ -1,5 +1,8 @@
-"""FROST forward for scalar gates (GDN) in four roles per CTA: an experiment kernel (the test
-and bench tooling builds it, frost_fwd_experiments.py knob decay="wy-ws4").
+"""FROST forward for scalar gates (GDN) in four roles per CTA. RawRingInChain (bottom of the
+file) is the product's GDN forward for long sequences (compile_kernel.four_roles_apply,
+four_role_class); FourRoles and RawRing are experiment kernels the test and bench tooling
+builds (frost_fwd_experiments.py knob decay="wy-ws4", "wy-ws4raw"; "wyc-ws4raw" is the
+product's).
 
 fwd_ws_wy.py's full-inverse kernel runs its state-free work on one producer role of eight
 warps at 64 registers: the copies, the rows stage, the Gram and the solves of A and W'.
@@ -387,3 +390,12 @@ class RawRingInChain(RawRing):
     sq_with_x = False
     split_mma_gram = IN_CHAIN_REGISTER_SPLIT
     split_wgmma_gram = IN_CHAIN_REGISTER_SPLIT
+
+
+def four_role_class(base):
+    """The product's four-role forward over a v3 class (compile_kernel.product_class):
+    RawRingInChain with the m64n64 wgmma Gram, composed as the test tooling composes its
+    decay="wyc-ws4raw" experiment, so both build the same kernel."""
+    from cudnn.linear_attention.frost.kernels.fwd_v3_gram import GramWgmma
+
+    return type(f"{base.__name__}FourRoles", (RawRingInChain, GramWgmma, base), {"gram_n": 64})

@@ -110,7 +110,8 @@ def describe(cfg) -> str:
     state = f"{cfg.state_dtype} h0={int(cfg.has_initial_state)} ht={int(cfg.has_final_state)}"
     flags = "".join(s for on, s in ((cfg.use_l2norm, " l2"), (cfg.gate_align16, " g16"),
                                      (cfg.write_checkpoints, " ckpt"), (cfg.write_values, " U"),
-                                     (not getattr(cfg, "write_output", True), " no-out")) if on)
+                                     (not getattr(cfg, "write_output", True), " no-out"),
+                                     (getattr(cfg, "pipelined", False), " long")) if on)
     # the product's kernel version depends on the arch too (compile_kernel.product_algorithm),
     # which a config does not hold: "fwd"; the test tooling's experiment configs name theirs,
     # with their knobs (frost_fwd_experiments.py)
