@@ -150,16 +150,30 @@ def test_bad_values_name_themselves(over, message):
     assert str(e.value).startswith(message), str(e.value)
 
 
-@pytest.mark.parametrize("tokens", [0, 1, PIPELINE_MIN_TOKENS * 2 - 1, PIPELINE_MIN_TOKENS * 2])
-def test_pipelined_from_the_average_sequence_length(tokens):
-    """Two sequences (the first of one token): the config asks for the four-role kernel
-    once T >= PIPELINE_MIN_TOKENS * N, whatever the lengths' split."""
+def _gdn_tokens(tokens):
+    """GDN operands of `tokens` tokens in two sequences, the first of one token."""
     bf = torch.bfloat16
     cu = torch.tensor([0, min(1, tokens), tokens], dtype=torch.int32)
-    ops = _operands("gdn", q=torch.zeros(tokens, H, K, dtype=bf), k=torch.zeros(tokens, H, K, dtype=bf),
-                    v=torch.zeros(tokens, H, V, dtype=bf), g=torch.zeros(tokens, H), beta=torch.zeros(tokens, H),
-                    out=torch.zeros(tokens, H, V, dtype=bf), cu_seqlens=cu)
-    assert check_operands(**ops).config.pipelined == (tokens >= PIPELINE_MIN_TOKENS * N)
+    return _operands("gdn", q=torch.zeros(tokens, H, K, dtype=bf), k=torch.zeros(tokens, H, K, dtype=bf),
+                     v=torch.zeros(tokens, H, V, dtype=bf), g=torch.zeros(tokens, H), beta=torch.zeros(tokens, H),
+                     out=torch.zeros(tokens, H, V, dtype=bf), cu_seqlens=cu)
+
+
+@pytest.mark.parametrize("tokens", [0, 1, PIPELINE_MIN_TOKENS * 2 - 1, PIPELINE_MIN_TOKENS * 2])
+def test_pipelined_from_the_average_sequence_length(tokens):
+    """The config asks for the four-role kernel once T >= PIPELINE_MIN_TOKENS * N, whatever
+    the lengths' split."""
+    assert check_operands(**_gdn_tokens(tokens)).config.pipelined == (tokens >= PIPELINE_MIN_TOKENS * N)
+
+
+def test_batch_invariant_launches_never_pick_by_length():
+    """A choice made from the batch's average length would make a sequence's result depend
+    on the others in its batch: batch_invariant launches keep one kernel."""
+    ops = _gdn_tokens(PIPELINE_MIN_TOKENS * 4)
+    assert check_operands(**ops).config.pipelined
+    assert not check_operands(**ops, batch_invariant=True).config.pipelined
+    with pytest.raises(ValueError, match="batch_invariant must be True or False"):
+        check_operands(**ops, batch_invariant=1)
 
 
 def test_gdn2_requires_w():

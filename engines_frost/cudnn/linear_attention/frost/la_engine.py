@@ -154,7 +154,8 @@ class _FrostForwardPlan(CompiledPlan):
         f = self.facts
         return dict(scale=float(f.flags.scale), use_l2norm=f.flags.use_qk_l2norm,
                     gate_per_channel=self.traits.gate_per_channel,
-                    beta_per_channel=self.traits.beta_per_channel)
+                    beta_per_channel=self.traits.beta_per_channel,
+                    batch_invariant=f.flags.batch_invariant)
 
     def _uid_operands(self, data) -> dict | None:
         """{kernel operand: buffer} straight from the uid-keyed variant pack when every

@@ -88,7 +88,7 @@ def frost_fwd(*, q, k, v, g, beta, w, cu_seqlens, out, initial_state, final_stat
               scale: float, use_l2norm: bool, gate_per_channel: bool, beta_per_channel: bool,
               stream, bind: bool = False,
               strict_cu_seqlens: bool | None = None, state_checkpoints=None, values=None,
-              write_output: bool = True) -> BoundLaunch | None:
+              write_output: bool = True, batch_invariant: bool = False) -> BoundLaunch | None:
     """Chunked linear-attention forward (GDN / KDA / GDN-2), written into out and final_state.
 
     q [T,H,K], k [T,HK,K], v [T,HV,V] (bf16 or fp16, one dtype); g fp32 [T,HO] or [T,HO,K]
@@ -102,6 +102,9 @@ def frost_fwd(*, q, k, v, g, beta, w, cu_seqlens, out, initial_state, final_stat
     write_output=False: only final_state is written (the span summaries): q and out must be
     None, and the kernel compiled without everything that serves the output runs
     (FrostFwdConfig.write_output); H is then operand_checks.queryless_heads.
+    batch_invariant=True: one kernel whatever the batch's composition (otherwise GDN's
+    bf16 forwards at K = V = 128 whose sequences average >= 512 tokens run the four-role
+    kernel, the others the scaled chain: FrostFwdConfig.pipelined).
     All CUDA tensors on one device, contiguous, 16-byte aligned (4 for fp32/int32 operands). stream: a torch.cuda.Stream (None: the current
     one).
     Every call is checked (H200 host: ~48 us); with ``bind``, returns the BoundLaunch that
@@ -118,7 +121,7 @@ def frost_fwd(*, q, k, v, g, beta, w, cu_seqlens, out, initial_state, final_stat
                    values=values)
     bound = bind_fwd(**tensors, scale=scale, use_l2norm=use_l2norm,
                      gate_per_channel=gate_per_channel, beta_per_channel=beta_per_channel,
-                     write_output=write_output)
+                     write_output=write_output, batch_invariant=batch_invariant)
     if bound is None:
         return None
     if stream is None:
@@ -132,14 +135,16 @@ def frost_fwd(*, q, k, v, g, beta, w, cu_seqlens, out, initial_state, final_stat
 
 def bind_fwd(*, q, k, v, g, beta, w, cu_seqlens, out, initial_state, final_state,
              scale: float, use_l2norm: bool, gate_per_channel: bool, beta_per_channel: bool,
-             state_checkpoints=None, values=None, write_output: bool = True) -> BoundLaunch | None:
+             state_checkpoints=None, values=None, write_output: bool = True,
+             batch_invariant: bool = False) -> BoundLaunch | None:
     """frost_fwd's checks and kernel lookup without the launch: the BoundLaunch for
     operands laid out like these (None when N == 0: there is nothing to launch)."""
     launch = check_operands(
         q=q, k=k, v=v, g=g, beta=beta, w=w, cu_seqlens=cu_seqlens, out=out,
         initial_state=initial_state, final_state=final_state, use_l2norm=use_l2norm,
         gate_per_channel=gate_per_channel, beta_per_channel=beta_per_channel,
-        state_checkpoints=state_checkpoints, values=values, write_output=write_output)
+        state_checkpoints=state_checkpoints, values=values, write_output=write_output,
+        batch_invariant=batch_invariant)
     lead = q if write_output else k  # the operand the others' device is checked against
     if lead.device.type != "cuda":
         raise _fail("q" if write_output else "k", "a CUDA tensor (and every other operand on its device)",
@@ -227,12 +232,15 @@ class CheckedLaunch:
 
 def check_operands(*, q, k, v, g, beta, w, cu_seqlens, out, initial_state, final_state, use_l2norm,
                    gate_per_channel, beta_per_channel, state_checkpoints=None,
-                   values=None, write_output: bool = True) -> CheckedLaunch:
+                   values=None, write_output: bool = True, batch_invariant: bool = False) -> CheckedLaunch:
     """Every operand check of frost_fwd except the CUDA-device one (so CPU tests reach them);
     returns the static config and the operands by ABI name. write_output=False: q and out
-    must be None (and final_state given; no checkpoints)."""
-    if not isinstance(write_output, bool):
-        raise _fail("write_output", "True or False", repr(write_output))
+    must be None (and final_state given; no checkpoints). batch_invariant: the kernel may
+    not depend on the batch's composition, so the config is never `pipelined` (a choice
+    made from the launch's average sequence length)."""
+    for name, flag in (("write_output", write_output), ("batch_invariant", batch_invariant)):
+        if not isinstance(flag, bool):
+            raise _fail(name, "True or False", repr(flag))
     d = check_token_operands(WHO, q=q, k=k, v=v, g=g, beta=beta, w=w, cu_seqlens=cu_seqlens,
                              out=out, gate_per_channel=gate_per_channel,
                              beta_per_channel=beta_per_channel, queryless=not write_output)
@@ -265,7 +273,7 @@ def check_operands(*, q, k, v, g, beta, w, cu_seqlens, out, initial_state, final
             has_final_state=final_state is not None,
             gate_align16=gate_per_channel and g.data_ptr() % 16 == 0,
             write_checkpoints=state_checkpoints is not None, write_values=values is not None,
-            write_output=write_output, pipelined=T >= PIPELINE_MIN_TOKENS * N,
+            write_output=write_output, pipelined=not batch_invariant and T >= PIPELINE_MIN_TOKENS * N,
         )
     except ValueError as e:
         raise ValueError(f"frost_fwd: unsupported operands: {e}") from None
