@@ -177,3 +177,17 @@ def test_the_knob():
             fx.ws_regs_requested("wy-ws4")
         finally:
             del os.environ[fx.WS_REGS_ENV]
+
+
+def test_the_product_builds_the_tooling_kernel():
+    """The product's four-role forward (a pipelined config, compile_kernel.four_role_class)
+    compiles to the SASS of the tooling's decay="wyc-ws4raw" experiment, instruction for
+    instruction but the kernel's name: what the GPU runs of one (la_frost_smoke v3wycws4raw,
+    FROST_FWD_DECAY=wyc-ws4raw through the engine matrix) holds for the other."""
+    base = fx.product_config(report.config_for("gdn", "product", 128, 128, True))
+    built = []
+    for cfg in (dataclasses.replace(base, pipelined=True), fx.tooling_config(base, "v3", decay="wyc-ws4raw")):
+        with tempfile.TemporaryDirectory() as tmp:
+            sass = report.sass_instructions(report.compile_cubin(cfg, tmp))
+        built.append([re.sub(r"kernel_cutlass_kernel\S*", "KERNEL", i) for i in sass])
+    assert built[0] == built[1] and any(i.startswith("HGMMA") for i in built[0])
