@@ -45,7 +45,7 @@ def _count(instrs, prefix):
 
 @pytest.mark.parametrize("mode,decay", [("plain", "wy-ws4"), ("training", "wy-ws4"), ("plain", "wy-ws4raw"),
                                         ("training", "wy-ws4raw"), ("plain", "wyc-ws4raw"),
-                                        ("training", "wyc-ws4raw")])
+                                        ("training", "wyc-ws4raw"), ("plain", "wyc-ws4rawd")])
 def test_roles_as_compiled(mode, decay):
     from cudnn.linear_attention.frost.kernels import fwd_ws4 as ws4
 
@@ -53,7 +53,7 @@ def test_roles_as_compiled(mode, decay):
     assert usage["REG"] <= 65536 // ws4.BLOCK_THREADS, usage
     dealloc, alloc = report.setmaxnreg_sites(sass)
     assert len(dealloc) == 2 and len(alloc) == 1 and dealloc[1] < alloc[0], (dealloc, alloc)
-    in_chain = decay == "wyc-ws4raw"
+    in_chain = decay.startswith("wyc-")
     chain_regs, math_regs, copy_regs = ws4.IN_CHAIN_REGISTER_SPLIT if in_chain else ws4.REGISTER_SPLIT
     # the copies' branch first (the highest warps), then math, then the chain
     assert f"{copy_regs:#x}" in sass[dealloc[0]] and f"{math_regs:#x}" in sass[dealloc[1]]
@@ -101,6 +101,22 @@ def test_no_ptxas_performance_note(decay):
 
     cfg = _config(decay=decay)
     assert report.ptxas_notes(kernel_class(cfg, "sm_90a")(cfg), fake_args(cfg)) == set()
+
+
+def test_warp_dispatch_leaves_fewer_predicated_instructions():
+    """gram_warp_dispatch's point: the Gram epilogue's per-warp guards were if-converted
+    (every math warp issued every block, predicated off outside its own); dispatched, each
+    warp branches to its own blocks, so the math role keeps far fewer predicated
+    instructions, though more code."""
+    roles = {}
+    for decay in ("wyc-ws4raw", "wyc-ws4rawd"):
+        with tempfile.TemporaryDirectory() as tmp:  # _build strips the predicates
+            sass = report.sass_instructions(report.compile_cubin(_config(decay=decay), tmp))
+        dealloc, alloc = report.setmaxnreg_sites(sass)
+        roles[decay] = sass[dealloc[1]:alloc[0]]
+    predicated = {d: sum(bool(re.match(r"^@!?U?P[0-9]+\s", i)) for i in m) for d, m in roles.items()}
+    assert predicated["wyc-ws4rawd"] * 2 < predicated["wyc-ws4raw"], predicated
+    assert len(roles["wyc-ws4rawd"]) > len(roles["wyc-ws4raw"])
 
 
 def test_in_chain_register_trade():

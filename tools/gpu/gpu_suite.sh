@@ -84,7 +84,8 @@
 #              product, wy-ws, wyc-ws, wy-ws at 208,48, the wgmma_wy chain, both wy, product);
 #              wysmoke and wybench compile each variant in its own process first (one per
 #              core), then run in turn on the warm kernel store; STAGE_TIMEOUT=600; the
-#              four-role forwards (fwd_ws4.py) by WY_SMOKE="v3scaled v3wyws4 v3wyws4raw v3wycws4raw"
+#              four-role forwards (fwd_ws4.py) by WY_SMOKE="v3scaled v3wycws4raw v3wycws4rawd"
+#              (v3wyws4, v3wyws4raw: the earlier ones)
 #   wysplit    wy-ws / wyc-ws GDN forward kernel rows at each setmaxnreg split and Gram (WY_SPLITS,
 #              decay:consumer,producer[:gram], FROST_FWD_GRAM's values; compiled side by side
 #              first), the product before and after; the four-role decays take a
