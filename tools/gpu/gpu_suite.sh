@@ -86,6 +86,11 @@
 #              core), then run in turn on the warm kernel store; STAGE_TIMEOUT=600; the
 #              four-role forwards (fwd_ws4.py) by WY_SMOKE="v3scaled v3wycws4raw v3wycws4rawd"
 #              (v3wyws4, v3wyws4raw: the earlier ones)
+#   fourroles  GDN's four-role forward (fwd_ws4.py; the product's for sequences of >= 512 tokens on
+#              average): fourrolessmoke (FR_SMOKE, default v3scaled v3wycws4raw v3wycws4rawd: vs
+#              float64 and kernel times), fourrolesmatrix (the GDN engine matrix, no knob: the
+#              product path), fourrolesgate (GDN fwd rows at 1 to 64 chunks per sequence with
+#              FROST_FWD_DECAY=scaled / wyc-ws4raw: where the 512-token gate should sit)
 #   wysplit    wy-ws / wyc-ws GDN forward kernel rows at each setmaxnreg split and Gram (WY_SPLITS,
 #              decay:consumer,producer[:gram], FROST_FWD_GRAM's values; compiled side by side
 #              first), the product before and after; the four-role decays take a
@@ -618,6 +623,24 @@ for s in "$@"; do
         echo \"== forward \$r\"; rowenv \$r; env \$e python3 \
         bench/bench_linear_attention.py --fwd-only --cases 'GDN fwd' --impl FROST --reps 20 && env \$e python3 \
         bench/bench_linear_attention.py --cases 'GDN fwd+bwd' --impl 'op FROST' --reps 10 || exit 1; done"
+      true ;;
+    fourroles|fourrolessmoke|fourrolesmatrix|fourrolesgate)  # GDN's four-role forward (fwd_ws4.py)
+      export FROST_KERNEL_CACHE="${FROST_KERNEL_CACHE:-$PWD/.frostcache}"
+      FR_SMOKE="${FR_SMOKE:-v3scaled v3wycws4raw v3wycws4rawd}"
+      # each variant vs float64 with its kernel times (compiled side by side first)
+      case "$s" in fourroles|fourrolessmoke) stage fourrolessmoke "for a in $FR_SMOKE; do \
+        python3 tests/numerics/la_frost_smoke.py --family gdn --algorithm \$a > /dev/null 2>&1 & done; wait; \
+        python3 tests/numerics/la_frost_smoke.py --family gdn --algorithm $FR_SMOKE";; esac
+      # the product path, no knob: long mixed-length GDN cases take the four roles
+      case "$s" in fourroles|fourrolesmatrix) stage fourrolesmatrix "python3 -m pytest \
+        tests/numerics/test_la_frost_engines.py -q -s -p no:cacheprovider -k 'gdn and not gdn2'";; esac
+      # the 512-token gate (compile_kernel.four_roles_apply): each decay forced at 1 to 64 chunks per sequence
+      case "$s" in fourroles|fourrolesgate) stage fourrolesgate "S='8:4096 64:512 128:256 256:128 512:64'; \
+        for d in scaled wyc-ws4raw; do for x in \$S; do FROST_FWD_DECAY=\$d python3 bench/bench_linear_attention.py \
+        --fwd-only --cases 'GDN fwd' --impl FROST --reps 1 --seqs \${x%%:*} --len \${x#*:} > /dev/null 2>&1 & done; \
+        done; wait; for d in scaled wyc-ws4raw scaled wyc-ws4raw; do for x in \$S; do echo \"== \$d \$x\"; \
+        FROST_FWD_DECAY=\$d python3 bench/bench_linear_attention.py --fwd-only --cases 'GDN fwd' --impl FROST \
+        --reps 30 --seqs \${x%%:*} --len \${x#*:} | grep '^| GDN' || exit 1; done; done";; esac
       true ;;
     wysplit)     # the full-inverse forwards at each register split and Gram (WY_SPLITS: decay:consumer,producer[:gram])
       export FROST_KERNEL_CACHE="${FROST_KERNEL_CACHE:-$PWD/.frostcache}"
