@@ -15,7 +15,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import frost_cubin_report as report  # noqa: E402
 import frost_fwd_experiments as fx  # noqa: E402
 
-from cudnn.linear_attention.frost.kernels.compile_kernel import (FOUR_ROLES, kernel_class,  # noqa: E402
+from cudnn.linear_attention.frost.kernels.compile_kernel import (FOUR_ROLE_DECAY, kernel_class,  # noqa: E402
                                                                  product_class, product_decay)
 
 
@@ -31,7 +31,7 @@ def test_long_gdn_forwards_run_four_roles():
     for over in ({}, dict(write_checkpoints=True), dict(write_checkpoints=True, write_values=True),
                  dict(has_initial_state=True), dict(use_l2norm=False)):
         cfg = _cfg(**over)
-        assert product_decay(cfg, "sm_90a") == FOUR_ROLES, over
+        assert product_decay(cfg, "sm_90a") == FOUR_ROLE_DECAY, over
         cls = product_class(cfg, "sm_90a")
         assert issubclass(cls, RawRingInChain) and issubclass(cls, GramWgmma) and cls.gram_n == 64, over
         kernel = cls(cfg)
@@ -55,11 +55,11 @@ def test_other_forwards_keep_their_kernels(cfg, arch, decay):
 
 def test_the_tooling_follows_the_product():
     cfg = _cfg()
-    assert fx.default_decay(cfg, "v3") == FOUR_ROLES
+    assert fx.default_decay(cfg, "v3") == FOUR_ROLE_DECAY
     assert fx.tooling_config(cfg, "v3") is not None and type(fx.tooling_config(cfg, "v3")) is type(cfg)
-    assert fx.tooling_config(cfg, "v3", decay=FOUR_ROLES) == cfg  # the knob at the product's own value
+    assert fx.tooling_config(cfg, "v3", decay=FOUR_ROLE_DECAY) == cfg  # the knob at the product's own value
     scaled = fx.tooling_config(cfg, "v3", decay="scaled")
     assert scaled.decay == "scaled" and "ScaledDecay" in kernel_class(scaled, "sm_90a").__name__
-    regs = fx.tooling_config(cfg, "v3", decay=FOUR_ROLES, ws_regs=(208, 72, 24))
+    regs = fx.tooling_config(cfg, "v3", decay=FOUR_ROLE_DECAY, ws_regs=(208, 72, 24))
     assert regs.ws_regs == (208, 72, 24)  # a split is an experiment, not the product
     assert fx.default_decay(_cfg(pipelined=False), "v3") == "scaled"

@@ -308,13 +308,13 @@ def default_decay(cfg: FrostFwdConfig, version: str, gram: str = "mma") -> str:
     the product's where v3 runs for scalar gates (compile_kernel.product_decay: the
     four-role kernel where four_roles_apply, else scaled), else folded; folded beside a
     wgmma Gram too (its experiments ran on the folded chain)."""
-    from cudnn.linear_attention.frost.kernels.compile_kernel import FOUR_ROLES as PRODUCT_FOUR_ROLES
+    from cudnn.linear_attention.frost.kernels.compile_kernel import FOUR_ROLE_DECAY
     from cudnn.linear_attention.frost.kernels.compile_kernel import four_roles_apply
 
     if not scalar_gate_v3(cfg, version):
         return "folded"
     if four_roles_apply(cfg) and gram == "mma":
-        return PRODUCT_FOUR_ROLES
+        return FOUR_ROLE_DECAY
     return "scaled" if gram == "mma" else "folded"
 
 

@@ -56,7 +56,7 @@ def version_class(version: str, cfg: FrostFwdConfig):
 
 
 def product_decay(cfg: FrostFwdConfig, arch: str) -> str:
-    """Where the product's forward puts the gate decays for cfg on arch: FOUR_ROLES where
+    """Where the product's forward puts the gate decays for cfg on arch: FOUR_ROLE_DECAY where
     four_roles_apply (v3 GDN, K = V = 128, an output, long sequences: the scaled chain's
     factors on the raw rows, warp-specialised, fwd_ws4.py), else "scaled" for v3 with
     scalar gates (GDN; fwd_v3_scaled.ScaledDecayChain: per-token factors on the chain's
@@ -66,12 +66,12 @@ def product_decay(cfg: FrostFwdConfig, arch: str) -> str:
     product_algorithm."""
     if product_algorithm(cfg, arch) != "v3" or cfg.gate_per_channel:
         return "folded"
-    return FOUR_ROLES if four_roles_apply(cfg) else "scaled"
+    return FOUR_ROLE_DECAY if four_roles_apply(cfg) else "scaled"
 
 
 #: product_decay's name for the four-role forward (fwd_ws4.RawRingInChain; the test
 #: tooling's knob decay of the same name builds it too)
-FOUR_ROLES = "wyc-ws4raw"
+FOUR_ROLE_DECAY = "wyc-ws4raw"
 
 
 def four_roles_apply(cfg: FrostFwdConfig) -> bool:
@@ -90,7 +90,7 @@ def product_class(cfg: FrostFwdConfig, arch: str):
     if decay == "scaled":
         from cudnn.linear_attention.frost.kernels.fwd_v3_scaled import scaled_decay_class
         cls = scaled_decay_class(cls)
-    elif decay == FOUR_ROLES:
+    elif decay == FOUR_ROLE_DECAY:
         from cudnn.linear_attention.frost.kernels.fwd_ws4 import four_role_class
         cls = four_role_class(cls)
     return cls

@@ -368,12 +368,11 @@ def ring_smem_plan_in_chain(c: FrostFwdConfig):
     return ring_smem_plan(c, with_wp=False)
 
 
-#: RawRingInChain's (chain, math, copies) setmaxnreg, a measured trade: here ptxas
-#: serializes the kernel's wgmma (C7512: the chain's X, R and U live together; also at
-#: 200 / 88 and with S^T Q^T after U), at 208 / 72 it does not but the math warpgroup
-#: spills ~60 registers: 0.304 against 0.509 ms kernel time on the H100 (NOTES.md)
-IN_CHAIN_REGISTER_SPLIT = (192, 104, 24)
-assert register_split_ok(IN_CHAIN_REGISTER_SPLIT, (3,))
+#: RawRingInChain's (chain, math, copies) setmaxnreg, FourRoles' own, kept as a measured
+#: trade: here ptxas serializes the kernel's wgmma (C7512: the chain's X, R and U live
+#: together; also at 200 / 88 and with S^T Q^T after U), at 208 / 72 it does not but the
+#: math warpgroup spills ~60 registers: 0.304 against 0.509 ms kernel time on the H100
+IN_CHAIN_REGISTER_SPLIT = REGISTER_SPLIT
 
 
 class RawRingInChain(RawRing):
@@ -388,8 +387,6 @@ class RawRingInChain(RawRing):
     #: S^T Q^T after U's group (fewer registers live while R is formed; ptxas serializes
     #: the wgmma at IN_CHAIN_REGISTER_SPLIT either way); the H100 times are this order's
     sq_with_x = False
-    split_mma_gram = IN_CHAIN_REGISTER_SPLIT
-    split_wgmma_gram = IN_CHAIN_REGISTER_SPLIT
 
 
 class RawRingInChainDispatch(RawRingInChain):
