@@ -21,26 +21,39 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from cudnn.linear_attention.frost.kernels.fwd import compile_fwd  # noqa: E402
 
+from compile_tiers import FULL_ENV, full_matrix, tiered  # noqa: E402
 from frost_variants import GROUPED, V1_VARIANTS, VARIANTS, vid as _vid, with_algorithm as _with  # noqa: E402
 
 # Neither is a product kernel any more, so neither needs the whole matrix (v2 compiles all
-# 96 variants): both build the subset the tooling runs, every family and head-dim pair.
+# 96 variants): both build the subset the tooling runs, every family and head-dim pair;
+# the matrix's core (compile_tiers) two variants each, between them every family and
+# K = 64 fp16 with a bf16 state.
 COMPILES = [(a, i) for a in ("v0", "v1") for i in V1_VARIANTS]
+COMPILES_CORE = {("v0", "gdn-K128V128-bfloat16-h01ht1-float32-l21"), ("v0", "gdn2-K128V128-bfloat16-h01ht1-float32-l21"),
+                 ("v1", "kda-K128V128-bfloat16-h01ht1-float32-l21"), ("v1", "gdn-K64V64-float16-h00ht1-bfloat16-l21")}
 
 
-@pytest.mark.parametrize("algorithm,variant", COMPILES, ids=[f"{a}-{_vid(i)}" for a, i in COMPILES])
+@pytest.mark.parametrize("algorithm,variant", tiered(
+    COMPILES, [n for n, (a, i) in enumerate(COMPILES) if (a, _vid(i)) in COMPILES_CORE],
+    ids=lambda c: f"{c[0]}-{_vid(c[1])}", unpack=True))
 def test_variant_compiles_for_sm90a(variant, algorithm):
     _, cfg = VARIANTS[variant]
     fn = compile_fwd(_with(cfg, algorithm), "sm_90a")
     assert callable(fn)
 
 
-@pytest.mark.parametrize("algorithm", ["v0", "v1"])
-@pytest.mark.parametrize("cfg", GROUPED, ids=["gva-kda", "gva-gdn-hk-hv", "gqa-gdn2"])
-def test_grouped_heads_compile(cfg, algorithm):
-    assert callable(compile_fwd(_with(cfg, algorithm), "sm_90a"))
+GROUPED_IDS = ["gva-kda", "gva-gdn-hk-hv", "gqa-gdn2"]
+GROUPED_COMPILES = [(g, a) for a in ("v0", "v1") for g in range(len(GROUPED))]
 
 
+@pytest.mark.parametrize("group,algorithm", tiered(
+    GROUPED_COMPILES, [GROUPED_COMPILES.index((2, "v0")), GROUPED_COMPILES.index((0, "v1"))],
+    ids=lambda c: f"{GROUPED_IDS[c[0]]}-{c[1]}", unpack=True))
+def test_grouped_heads_compile(group, algorithm):
+    assert callable(compile_fwd(_with(GROUPED[group], algorithm), "sm_90a"))
+
+
+@pytest.mark.skipif(not full_matrix(), reason=f"outside the matrix's core: set {FULL_ENV}=1 to build it")
 def test_v1_elementwise_operand_loads_compile():
     """The tooling's ldmatrix=False diagnostic variant of v1 (element-wise shared-memory loads)."""
     _, cfg = VARIANTS[V1_VARIANTS[-1]]

@@ -21,6 +21,7 @@ pytest.importorskip("cutlass", reason="nvidia-cutlass-dsl (CuTe DSL) is not inst
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import frost_cubin_report as report  # noqa: E402
+from compile_tiers import tiered  # noqa: E402
 
 pytestmark = pytest.mark.skipif(report.tool("CUOBJDUMP", "cuobjdump") is None,
                                 reason="cuobjdump not found (set CUOBJDUMP)")
@@ -60,8 +61,9 @@ PIPELINED_CHAIN_CASES = [  # (K, V, io, grouped q/k heads, l2norm, initial state
 ]
 
 
-@pytest.mark.parametrize("case", PIPELINED_CHAIN_CASES,
-                         ids=lambda c: f"gdn-chain-pipelined-K{c[0]}V{c[1]}-{c[2]}-grouped{int(c[3])}-U{int(c[7])}")
+@pytest.mark.parametrize("case", tiered(  # core: the bench's [U] path, fp16 grouped K = V = 64
+    PIPELINED_CHAIN_CASES, [1, 2],
+    ids=lambda c: f"gdn-chain-pipelined-K{c[0]}V{c[1]}-{c[2]}-grouped{int(c[3])}-U{int(c[7])}"))
 def test_pipelined_chain_no_spills(case):
     """The pipelined chain (bwd_chain_pipelined.py) holds dS^T, dR^T and the prep's
     temporaries in the same phases: no local memory or stack (with dO^T held in registers
@@ -95,8 +97,9 @@ def test_pipelined_chain_no_spills(case):
 WGMMA_CHAIN_CASES = PIPELINED_CHAIN_CASES + [(64, 128, "bfloat16", False, True, False, "float32", True)]
 
 
-@pytest.mark.parametrize("case", WGMMA_CHAIN_CASES,
-                         ids=lambda c: f"gdn-chain-wgmma-K{c[0]}V{c[1]}-{c[2]}-grouped{int(c[3])}-U{int(c[7])}")
+@pytest.mark.parametrize("case", tiered(  # core: recompute and [U] paths at the bench's dims, K = 64 / V = 128
+    WGMMA_CHAIN_CASES, [0, 1, 5],
+    ids=lambda c: f"gdn-chain-wgmma-K{c[0]}V{c[1]}-{c[2]}-grouped{int(c[3])}-U{int(c[7])}"))
 def test_wgmma_chain_no_spills(case):
     """The wgmma chain (bwd_chain_wgmma.py) over WGMMA_CHAIN_CASES: no local
     memory or stack, its SW128 plan fits, and (with nvdisasm) exactly the warpgroup MMAs
@@ -158,8 +161,9 @@ VECTOR_WGMMA_CHAIN_CASES = [
 ]
 
 
-@pytest.mark.parametrize("case", VECTOR_WGMMA_CHAIN_CASES,
-                         ids=lambda c: f"{c[0]}-chain-wgmma-K{c[1]}V{c[2]}-{c[3]}-grouped{int(c[4])}-U{int(c[8])}")
+@pytest.mark.parametrize("case", tiered(  # core (the product's vector chain): KDA's and GDN-2's bench
+    VECTOR_WGMMA_CHAIN_CASES, [0, 2, 3],  # configs, fp16 grouped K = V = 64
+    ids=lambda c: f"{c[0]}-chain-wgmma-K{c[1]}V{c[2]}-{c[3]}-grouped{int(c[4])}-U{int(c[8])}"))
 def test_vector_wgmma_chain_no_spills(case):
     """The wgmma chain with vector gates (FROST_BWD_CHAIN_VEC=wgmma) over
     VECTOR_WGMMA_CHAIN_CASES: no local memory or stack, its plan fits, the same warpgroup
@@ -196,8 +200,9 @@ ASYNC_CHAIN_CASES = [
 ]
 
 
-@pytest.mark.parametrize("case", ASYNC_CHAIN_CASES,
-                         ids=lambda c: f"{c[0]}-chain-async-K{c[1]}V{c[2]}-{c[3]}-grouped{int(c[4])}-U{int(c[8])}")
+@pytest.mark.parametrize("case", tiered(  # core: GDN's and KDA's bench configs
+    ASYNC_CHAIN_CASES, [0, 3],
+    ids=lambda c: f"{c[0]}-chain-async-K{c[1]}V{c[2]}-{c[3]}-grouped{int(c[4])}-U{int(c[8])}"))
 def test_async_chain_no_spills(case):
     """The wgmma chain with its update group in flight across the chunk boundary
     (chain_async, FROST_BWD_CHAIN[_VEC]=wgmma_async) over ASYNC_CHAIN_CASES: no local
@@ -257,8 +262,9 @@ WGMMA_GRADS_CASES = [
 ]
 
 
-@pytest.mark.parametrize("case", WGMMA_GRADS_CASES,
-                         ids=lambda c: f"gdn-grads-wgmma-K{c[0]}V{c[1]}-{c[2]}-grouped{int(c[3])}-ckpt{int(c[5])}")
+@pytest.mark.parametrize("case", tiered(  # core (the product's GDN grads): both bench paths, fp16 grouped,
+    WGMMA_GRADS_CASES, [0, 1, 2, 3],  # K = V = 64 (SW64)
+    ids=lambda c: f"gdn-grads-wgmma-K{c[0]}V{c[1]}-{c[2]}-grouped{int(c[3])}-ckpt{int(c[5])}"))
 def test_wgmma_grads_no_spills(case):
     """The wgmma grads kernel (bwd_grads_wgmma.py) over WGMMA_GRADS_CASES: no local memory
     or stack, its plan fits, and (with nvdisasm) exactly the warpgroup MMAs of its three
@@ -337,9 +343,10 @@ VECTOR_WGMMA_GRADS_CASES = [
 ]
 
 
-@pytest.mark.parametrize("case", VECTOR_WGMMA_GRADS_CASES,
-                         ids=lambda c: f"{c[0]}-grads-wgmma-K{c[1]}V{c[2]}-{c[3]}-grouped{int(c[4])}-l2{int(c[5])}"
-                                       f"-ckpt{int(c[6])}-wide{int(c[7])}-fast{int(c[8])}")
+@pytest.mark.parametrize("case", tiered(  # an experiment (FROST_BWD_GRADS_VEC=wgmma): core KDA's bench config
+    VECTOR_WGMMA_GRADS_CASES, [0, 8],  # and fp16 grouped K = V = 64
+    ids=lambda c: f"{c[0]}-grads-wgmma-K{c[1]}V{c[2]}-{c[3]}-grouped{int(c[4])}-l2{int(c[5])}"
+                  f"-ckpt{int(c[6])}-wide{int(c[7])}-fast{int(c[8])}"))
 def test_vector_wgmma_grads_no_spills(case):
     """The vector-gate grads kernel with its state products on warpgroup MMA
     (FROST_BWD_GRADS_VEC=wgmma, bwd_grads_vec.FrostBwdGradsVecWgmma) over
@@ -375,10 +382,14 @@ VEC_GRADS_CASES = [  # (family, K, V, io, grouped q/k heads): the three that spi
 ]
 
 
-@pytest.mark.parametrize("wide, fast", [(False, False), (True, False), (True, True)],
-                         ids=["v16-loads", "wide-loads", "wide-fast-decay"])
-@pytest.mark.parametrize("case", VEC_GRADS_CASES,
-                         ids=lambda c: f"{c[0]}-grads-K{c[1]}V{c[2]}-{c[3]}-grouped{int(c[4])}")
+LOAD_SWITCHES = {(False, False): "v16-loads", (True, False): "wide-loads", (True, True): "wide-fast-decay"}
+VEC_GRADS_BUILDS = [(c, w, f) for (w, f) in LOAD_SWITCHES for c in VEC_GRADS_CASES]
+
+
+@pytest.mark.parametrize("case,wide,fast", tiered(  # core: each case with the product's switches (wide, fast)
+    VEC_GRADS_BUILDS, [i for i, b in enumerate(VEC_GRADS_BUILDS) if b[1:] == (True, True)],
+    ids=lambda b: f"{b[0][0]}-grads-K{b[0][1]}V{b[0][2]}-{b[0][3]}-grouped{int(b[0][4])}-{LOAD_SWITCHES[b[1:]]}",
+    unpack=True))
 def test_vector_gate_grads_no_spills(case, wide, fast):
     """The vector-gate grads kernel (bwd_grads_vec.py): up to v1.4 it kept a 424-632 byte
     stack frame, all of it in the score-adjoint region, where exact_diagonal's 16-step sum
@@ -437,8 +448,9 @@ def test_scalar_gate_grads_prefetch(case):
         assert counts[1] - counts[0] == 2 * K * 2 // 128, counts
 
 
-@pytest.mark.parametrize("case", [("kda", 128, 128, False), ("gdn2", 128, 64, True), ("gdn2", 64, 64, False)],
-                         ids=lambda c: f"{c[0]}-K{c[1]}V{c[2]}-l2{int(c[3])}")
+@pytest.mark.parametrize("case", tiered(  # core: KDA (q, k and the beta copy), GDN-2 without l2norm (+ b)
+    [("kda", 128, 128, False), ("gdn2", 128, 64, True), ("gdn2", 64, 64, False)], [0, 2],
+    ids=lambda c: f"{c[0]}-K{c[1]}V{c[2]}-l2{int(c[3])}"))
 def test_vector_gate_grads_operand_prefetch(case):
     """The vector-gate grads kernel asks L2 for the rows stage_operands_vec reads with plain
     loads (prefetch_operand_rows): q and k without use_l2norm (with it the norms pass has

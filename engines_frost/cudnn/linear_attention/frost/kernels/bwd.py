@@ -50,7 +50,9 @@ VEC_DECAY_ENV = "FROST_BWD_VEC_DECAY"
 # an experiment, slower than wgmma_scaled on the H200: NOTES_bwd.md "Warp-specialised
 # scalar-gate chain"), =wgmma_wy that one without its back substitution (FrostBwdConfig.
 # chain_wy: the producer forms the chunk's inverse and W'; an experiment, NOTES_bwd.md "The
-# chain without its back substitution"; K = V = 128 and bf16, else wgmma_scaled).
+# chain without its back substitution"; K = V = 128 and bf16, else wgmma_scaled), =wgmma_ws4
+# that chain in four roles (FrostBwdConfig.chain_ws4: chain, math, copies; an experiment,
+# NOTES_bwd.md "The wy chain in four roles"; the same shapes, else wgmma_scaled).
 # Unset: wgmma_scaled for scalar gates (its chain kernel -12 %, GDN fwd+bwd -2.5 % on the
 # H200 against wgmma_async, the gradients within the same float64 bounds: NOTES_bwd.md
 # "The scalar-gate chains on the H200"); vector gates follow FROST_BWD_CHAIN_VEC instead
@@ -58,9 +60,11 @@ VEC_DECAY_ENV = "FROST_BWD_VEC_DECAY"
 CHAIN_ENV = "FROST_BWD_CHAIN"
 # FROST_BWD_WS_REGS="consumer,producer": with FROST_BWD_CHAIN=wgmma_ws or wgmma_wy, the warp-specialised
 # chain's setmaxnreg split (FrostBwdConfig.chain_ws_regs; unset: the kernel's own). An
-# experiment's knob, read on every call; ignored by every other chain.
+# experiment's knob, read on every call; ignored by every other chain (wgmma_ws4 included:
+# its three roles' split is its own).
 WS_REGS_ENV = "FROST_BWD_WS_REGS"
-CHAIN_VARIANTS = ("serial", "pipelined", "wgmma", "wgmma_async", "wgmma_scaled", "wgmma_ws", "wgmma_wy")
+CHAIN_VARIANTS = ("serial", "pipelined", "wgmma", "wgmma_async", "wgmma_scaled", "wgmma_ws", "wgmma_wy",
+                  "wgmma_ws4")
 # FROST_BWD_CHAIN_VEC: the vector-gate (KDA, GDN-2) chain kernel. Unset or =wgmma: the
 # wgmma chain (FrostBwdConfig.chain_wgmma; NOTES_bwd.md "Vector-gate chain on warpgroup
 # MMA": bitwise the serial chain's gradients, KDA chain -10 % on the H100); =serial the
@@ -236,7 +240,9 @@ def check_bwd_operands(*, q, k, v, g, beta, w, cu_seqlens, dO, initial_state, d_
     with_values = values is not None
     scalar_chain, vector_chain = chain_variant(), chain_vec_variant()  # both checked on every call
     variant = vector_chain if f.gate_per_channel else scalar_chain
-    chain_ws = variant in ("wgmma_ws", "wgmma_wy") and f.io_dtype == "bfloat16" and (f.K, f.V) == (128, 128)
+    wy = ("wgmma_wy", "wgmma_ws4")
+    chain_ws = variant in ("wgmma_ws",) + wy and f.io_dtype == "bfloat16" and (f.K, f.V) == (128, 128)
+    chain_ws4 = chain_ws and variant == "wgmma_ws4"
     scalar_grads, vector_grads = grads_variant(), grads_vec_variant()  # likewise
     cfg = FrostBwdConfig(
         fwd=f, stage="chain" if with_values else "values" if with_checkpoints else "states",
@@ -246,11 +252,11 @@ def check_bwd_operands(*, q, k, v, g, beta, w, cu_seqlens, dO, initial_state, d_
         vec_wide_loads=binary_switch(VEC_WIDE_ENV, default=True) and f.gate_per_channel,
         vec_fast_decay=binary_switch(VEC_DECAY_ENV, default=True) and f.gate_per_channel,
         chain_pipeline=variant == "pipelined" and not f.gate_per_channel,
-        chain_wgmma=variant in ("wgmma", "wgmma_async", "wgmma_scaled", "wgmma_ws", "wgmma_wy"),
-        chain_async=variant in ("wgmma_async", "wgmma_scaled", "wgmma_ws", "wgmma_wy"),
-        chain_scaled=variant in ("wgmma_scaled", "wgmma_ws", "wgmma_wy") and f.io_dtype == "bfloat16",
-        chain_ws=chain_ws, chain_wy=chain_ws and variant == "wgmma_wy",
-        chain_ws_regs=ws_regs_requested() if chain_ws else (),
+        chain_wgmma=variant in ("wgmma", "wgmma_async", "wgmma_scaled", "wgmma_ws") + wy,
+        chain_async=variant in ("wgmma_async", "wgmma_scaled", "wgmma_ws") + wy,
+        chain_scaled=variant in ("wgmma_scaled", "wgmma_ws") + wy and f.io_dtype == "bfloat16",
+        chain_ws=chain_ws, chain_wy=chain_ws and variant in wy, chain_ws4=chain_ws4,
+        chain_ws_regs=ws_regs_requested() if chain_ws and not chain_ws4 else (),
         grads_wgmma=(vector_grads if f.gate_per_channel else scalar_grads) == "wgmma",
         grads_prefetch=binary_switch(GRADS_PREFETCH_ENV, default=True) and not f.gate_per_channel)
     return cfg, T, N

@@ -141,8 +141,7 @@ class FrostBwdChainWs(FrostBwdChainScaled):
         cute.arch.fence_proxy("async.shared", space="cta")
         cute.arch.sync_threads()
         if wid >= CONSUMER_WARPS:
-            cute.arch.setmaxregister_decrease(self.producer_regs)
-            self.produce(s, mb, heads, bos, eos, nch, scale, tid - ROLE_THREADS, wid - CONSUMER_WARPS, lane)
+            self.state_free_roles(s, mb, heads, bos, eos, nch, scale, tid, wid, lane)
         else:
             cute.arch.setmaxregister_increase(self.consumer_regs)
             self.consume(s, mdht, mdh0, mdckpt, mdr, heads, n, h, bos, eos, nch, row0, wid, lane)
@@ -151,6 +150,12 @@ class FrostBwdChainWs(FrostBwdChainScaled):
                 # zeroed here, before grads writes the others (FrostBwdChain.kernel)
                 if n == N - 1 and wid == 0:
                     FrostBwdStates.zero_gradient_rows(self, mcu, T, N, mdq, mdk, mdv, mdg, mdb, mdw, h, lane)
+
+    @cute.jit
+    def state_free_roles(self, s, mb, heads, bos, eos, nch, scale, tid, wid, lane):
+        """Warps 8-15 (wid >= CONSUMER_WARPS): one producer (bwd_chain_ws4.py splits them)."""
+        cute.arch.setmaxregister_decrease(self.producer_regs)
+        self.produce(s, mb, heads, bos, eos, nch, scale, tid - ROLE_THREADS, wid - CONSUMER_WARPS, lane)
 
     @cute.jit
     def zero_set_blocks(self, s, tid):

@@ -88,6 +88,11 @@ class FrostBwdConfig:
     # chain without its back substitution"). An experiment: the launcher sets it only under
     # FROST_BWD_CHAIN=wgmma_wy (bwd.py).
     chain_wy: bool = False
+    # With chain_wy: that chain in four roles (bwd_chain_ws4.py, NOTES_bwd.md "The wy chain
+    # in four roles"): the chain, a math warpgroup (rows, the Gram on warpgroup MMA, the
+    # inverses and solves) and a copy warpgroup. An experiment: the launcher sets it only
+    # under FROST_BWD_CHAIN=wgmma_ws4 (bwd.py).
+    chain_ws4: bool = False
     # The vector-gate grads kernel (bwd_grads_vec.py) reads its shared bf16 operands with
     # wide loads instead of one 2-byte load per element (NOTES_bwd.md "v1.7 vector-gate
     # grads"): k-hat's and q-hat's decayed B operands by ldmatrix.x4.trans straight into
@@ -180,6 +185,10 @@ class FrostBwdConfig:
             bad("chain_wy", "a bool")
         if self.chain_wy and not self.chain_ws:
             bad("chain_wy", "False unless chain_ws is set (it is that chain's consumer step)")
+        if not isinstance(self.chain_ws4, bool):
+            bad("chain_ws4", "a bool")
+        if self.chain_ws4 and not (self.chain_wy and not self.chain_ws_regs):
+            bad("chain_ws4", "False unless chain_wy is set, with chain_ws_regs () (its split is its own)")
         if self.chain_ws_regs and not (self.chain_ws and register_split_ok(self.chain_ws_regs)):
             bad("chain_ws_regs", "() or, with chain_ws, (consumer, producer) setmaxnreg counts: multiples of 8 "
                 "in [24, 256] with 256 x (consumer + producer) <= 65,536")
@@ -208,14 +217,14 @@ class FrostBwdConfig:
             return dataclasses.replace(self, stage=stage, dht_dtype=None, grads_ctas=ctas,
                                        chain_pipeline=False, chain_wgmma=False,
                                        chain_async=False, chain_scaled=False, chain_ws=False,
-                                       chain_ws_regs=(), chain_wy=False, vec_wide_loads=wide,
+                                       chain_ws_regs=(), chain_wy=False, chain_ws4=False, vec_wide_loads=wide,
                                        vec_fast_decay=fast,
                                        grads_wgmma=gwg, grads_prefetch=pf)
         fwd = dataclasses.replace(self.fwd, has_initial_state=False, state_dtype=None)
         return dataclasses.replace(self, fwd=fwd, stage=stage, dht_dtype=None, dh0_dtype=None,
                                    forward_values=False, grads_ctas=ctas,
                                    chain_pipeline=False, chain_wgmma=False, chain_async=False, chain_scaled=False,
-                                   chain_ws=False, chain_ws_regs=(), chain_wy=False,
+                                   chain_ws=False, chain_ws_regs=(), chain_wy=False, chain_ws4=False,
                                    vec_wide_loads=wide,
                                    vec_fast_decay=fast, grads_wgmma=gwg, grads_prefetch=pf)
 

@@ -1,0 +1,157 @@
+"""FROST backward, kernel 2, scalar gates, in four roles per CTA: an experiment
+(FrostBwdConfig.chain_ws4, FROST_BWD_CHAIN=wgmma_ws4; NOTES_bwd.md "The wy chain in four
+roles").
+
+bwd_chain_ws_wy.py's consumers step the chain without its back substitution (dU^T, dR^T =
+dU^T A, dS^T <- dS^T e^Gam_last + (dO^T fo) Q + dU^T W'); its producer, eight warps at 72
+registers, ran the rows, the Gram on mma.sync, the inverses and the solves for A and W' and
+paced the kernel (0.675 ms on an H100 against the scaled chain's ~0.45 on an H200). The
+forward met the same bound and split the producer by what it needs (fwd_ws4.py); here the
+same split, walking the chunks backwards:
+
+- warps 0-7 (warpgroups 0, 1), the chain at CHAIN_REGS: bwd_chain_ws_wy.py's consumers
+  unchanged;
+- warps 8-11 (warpgroup 2), math at MATH_REGS: the rows stage from the raw tiles (q-hat,
+  k-hat, the gate scan), the factor rows, both Gram products as SS wgmma on this warpgroup
+  (fwd_v3_gram.GramWgmma.stage_gram at m64n64, P = q k^T in the forward's orientation, as
+  the consumers read it), the diagonal inverses, W' (two row blocks of K per warp) and A's
+  column block (a warp each);
+- warps 12-15 (warpgroup 3), copies at COPY_REGS: chunk j's raw q, k, gate and beta rows as
+  soon as the math warpgroup has read chunk j + 1's, and chunk j's dO rows straight into its
+  operand set once the chain has released that set.
+
+Hand-over as fwd_ws4.py's: RAW_FULL / RAW_FREE between copies and math (256 threads),
+FULL[b] (math and copies arrive, the chain waits: 512), EMPTY[b] (the chain arrives, math
+and copies wait: 512). The gate and beta rows are per set parity; the chain reads only the
+factor rows and e^Gam_last, so the copies may overwrite parity b's raw gates while the
+chain still runs set b.
+
+GDN, bf16, K = V = 128, sm_90a.
+"""
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import cutlass
+import cutlass.cute as cute
+
+from cudnn.linear_attention.frost.kernels.bwd_chain_ws_wy import FrostBwdChainWsWy
+from cudnn.linear_attention.frost.kernels.bwd_config import FrostBwdConfig
+from cudnn.linear_attention.frost.kernels.config import register_split_ok
+from cudnn.linear_attention.frost.kernels.fwd_v1 import CHUNK, warp_mma
+from cudnn.linear_attention.frost.kernels.fwd_v3 import WG_THREADS
+from cudnn.linear_attention.frost.kernels.fwd_v3_gram import GramWgmma, lane_in_loop, tid_in_loop
+from cudnn.linear_attention.frost.kernels.fwd_v3_scaled import write_decay_factors
+from cudnn.linear_attention.frost.kernels.fwd_ws import BAR_EMPTY, BAR_FULL, BLOCK_THREADS, SETS, \
+    waits_for_release, zero_blocks
+from cudnn.linear_attention.frost.kernels.fwd_ws4 import BAR_MATH, BAR_RAW_FREE, BAR_RAW_FULL, COPY_TID0, \
+    COPY_WARP0, MATH_TID0, PAIR_THREADS, FourRoles
+
+
+#: (chain, math, copies) setmaxnreg (sm_90a, GDN l2norm, 16 heads): the chain at
+#: bwd_chain_ws_wy.py's 184 (its consumers unchanged: no spill, no ptxas note), the math
+#: warpgroup the rest but the copies' 24. At the forward's 192 / 104 / 24 the math
+#: warpgroup spilled 2 stores / 2 reloads; at 184 / 112 and 184 / 120 neither role spills
+#: and ptxas leaves no note
+REGISTER_SPLIT = (184, 120, 24)
+assert register_split_ok(REGISTER_SPLIT, (3,))
+
+
+class FrostBwdChainWs4(FrostBwdChainWsWy):
+    """Callable for cute.compile (bwd_abi's argument list), as FrostBwdChainWsWy."""
+
+    consumer_regs, math_regs, copy_regs = REGISTER_SPLIT
+    # the Gram on the math warpgroup: GramWgmma's stage at m64n64, both products on one
+    # warpgroup, P in the forward's orientation (the consumers read it as MN-major B)
+    gram_n = 64
+    gram_warpgroups = 1
+    gram_p_transposed = False
+    gram_buffers = GramWgmma.gram_buffers
+    gram_norms = False
+    gram_log2 = False
+    gram_warp_dispatch = False
+    row_terms = GramWgmma.row_terms
+    gram_issue = GramWgmma.gram_issue
+    gram_groups = GramWgmma.gram_groups
+    as_role = FourRoles.as_role
+
+    def __init__(self, cfg: FrostBwdConfig):
+        if not cfg.chain_ws4:
+            raise ValueError("FrostBwdChainWs4: a chain config with chain_ws4 set")
+        if cfg.chain_ws_regs:
+            raise ValueError(f"FrostBwdChainWs4: its register split is its own ({REGISTER_SPLIT}: chain, math, "
+                             f"copies); chain_ws_regs must be (), got {cfg.chain_ws_regs!r}")
+        super().__init__(cfg)
+
+    @cute.jit
+    def zero_set_blocks(self, s, tid):
+        """P's and A's blocks above the diagonal in both sets, by every thread before the
+        roles split (neither the Gram nor the solves write them; the chain's wgmma read
+        the whole tiles)."""
+        zero_blocks(s.p, tid, BLOCK_THREADS, True)
+        zero_blocks(s.ainv, tid, BLOCK_THREADS, True)
+
+    @cute.jit
+    def state_free_roles(self, s, mb, heads, bos, eos, nch, scale, tid, wid, lane):
+        if wid >= COPY_WARP0:
+            cute.arch.setmaxregister_decrease(self.copy_regs)
+            self.copies(s, bos, eos, nch)
+        else:
+            cute.arch.setmaxregister_decrease(self.math_regs)
+            self.math(s, mb, heads, bos, eos, nch, scale)
+
+    # ------------------------------------------------------------------ copies
+    @cute.jit
+    def copies(self, s, bos, eos, nch):
+        """Per chunk (backwards): RAW_FREE, the raw q, k, gate and beta rows, RAW_FULL; then
+        the set's release, dO straight into the set, FULL."""
+        for i in cutlass.range(nch, unroll=1):
+            j = nch - 1 - i
+            t0 = bos + j * CHUNK
+            b = i % SETS
+            ctid = tid_in_loop() - COPY_TID0  # per chunk (volatile): hoisted addresses spill
+            if i >= 1:  # the math warpgroup read chunk j + 1's raw rows
+                cute.arch.barrier(barrier_id=BAR_RAW_FREE, number_of_threads=PAIR_THREADS)
+            self.as_role(WG_THREADS, self.prefetch_rows, self.raw_views(s, b), t0, eos, ctid)
+            cute.arch.cp_async_commit_group()
+            cute.arch.cp_async_wait_group(0)
+            cute.arch.barrier_arrive(barrier_id=BAR_RAW_FULL, number_of_threads=PAIR_THREADS)
+            if waits_for_release(i):  # set b free: the chain retired chunk j + SETS's reads
+                cute.arch.barrier(barrier_id=BAR_EMPTY + b, number_of_threads=BLOCK_THREADS)
+            st = self.set_views(s, b)
+            self.as_role(WG_THREADS, self.prefetch_do, SimpleNamespace(w0=st.do, gmem=s.gmem), t0, eos, ctid)
+            cute.arch.cp_async_commit_group()
+            cute.arch.cp_async_wait_group(0)
+            cute.arch.barrier_arrive(barrier_id=BAR_FULL + b, number_of_threads=BLOCK_THREADS)
+
+    # ------------------------------------------------------------------ math
+    @cute.jit
+    def math(self, s, mb, heads, bos, eos, nch, scale):
+        """Per chunk (backwards): the set's release, RAW_FULL, the rows stage into the set,
+        RAW_FREE (where a next chunk exists), the factor rows, the Gram and inverses, W'
+        row blocks mwid + 4 and mwid and A's column block mwid, FULL."""
+        for i in cutlass.range(nch, unroll=1):
+            j = nch - 1 - i
+            t0 = bos + j * CHUNK
+            b = i % SETS
+            mtid = tid_in_loop() - MATH_TID0
+            lane = lane_in_loop()
+            mwid = cute.arch.make_warp_uniform(mtid // 32)
+            thr = warp_mma().get_slice(lane)
+            if waits_for_release(i):
+                cute.arch.barrier(barrier_id=BAR_EMPTY + b, number_of_threads=BLOCK_THREADS)
+            st = self.set_views(s, b)
+            cute.arch.barrier(barrier_id=BAR_RAW_FULL, number_of_threads=PAIR_THREADS)
+            self.as_role(WG_THREADS, self.rows_from, st, s.rq, s.rk, None, heads, t0, eos, mtid,
+                         transpose_do=False)
+            if i + 1 < nch:  # this thread's raw reads are done
+                cute.arch.barrier_arrive(barrier_id=BAR_RAW_FREE, number_of_threads=PAIR_THREADS)
+            cute.arch.fence_proxy("async.shared", space="cta")  # q-hat, k-hat: the Gram's wgmma operands
+            cute.arch.barrier(barrier_id=BAR_MATH, number_of_threads=WG_THREADS)  # rows and the gate scan
+            write_decay_factors(st.g, st.beta, st.fac, st.alast, scale, mtid)
+            GramWgmma.stage_gram(self, st, mb, heads, t0, eos, scale, thr, lane, mwid)  # ends with the fence
+            cute.arch.barrier(barrier_id=BAR_MATH, number_of_threads=WG_THREADS)  # -M, inverses, factors
+            self.w_prime_rows(st, thr, lane, mwid + 4)
+            self.solve_products(st, thr, lane, mwid)  # W' rows mwid, A's columns mwid
+            cute.arch.fence_proxy("async.shared", space="cta")  # A and W': the chain's wgmma operands
+            cute.arch.barrier_arrive(barrier_id=BAR_FULL + b, number_of_threads=BLOCK_THREADS)
