@@ -4,6 +4,8 @@ Every check raises ValueError naming the argument, what was expected and what wa
 the workspace size is exactly the sum of its aligned regions and grows with the grouped
 heads' fp32 gradients; the config derived from real tensors matches the operands.
 """
+import dataclasses
+
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -249,7 +251,6 @@ def test_chain_variant_comes_from_the_environment(family, monkeypatch):
     anything else is refused by name.
     FROST_BWD_CHAIN_VEC picks the vector gates' chain the same way (scalar gates ignore
     it), changing their chain config alone."""
-    import dataclasses
 
     from cudnn.linear_attention.frost.kernels.bwd import CHAIN_ENV, CHAIN_VEC_ENV
 
@@ -344,7 +345,6 @@ def test_grads_prefetch_switch(family, monkeypatch):
     grads_prefetch for GDN's scalar gates and never for vector gates (whose config refuses
     it), with_stage keeps it for the grads kernel alone, and a value other than 0 or 1
     names the variable."""
-    import dataclasses
 
     from cudnn.linear_attention.frost.kernels import bwd
 
@@ -402,7 +402,6 @@ def test_grads_variant_comes_from_the_environment(family, monkeypatch):
     alone; "mma" is the per-warp mma.sync kernel; unset is wgmma; anything else is refused
     by name. FROST_BWD_GRADS_VEC=wgmma selects it for vector gates (scalar gates ignore
     it; unset or "mma": off), again the grads config alone."""
-    import dataclasses
 
     from cudnn.linear_attention.frost.kernels.bwd import GRADS_ENV, GRADS_VEC_ENV
 
@@ -442,7 +441,6 @@ def test_grads_variant_comes_from_the_environment(family, monkeypatch):
 def test_fp16_scalar_gates_keep_the_folded_chain(monkeypatch):
     """The default chain's decays as factors (wgmma_scaled) are a bf16 kernel: fp16 io
     runs the same wgmma chain with them folded (wgmma_async), whatever FROST_BWD_CHAIN asks."""
-    import dataclasses
 
     from cudnn.linear_attention.frost.kernels.bwd import CHAIN_ENV
 
@@ -462,7 +460,6 @@ def test_ws_register_split_comes_from_the_environment(monkeypatch):
     """FROST_BWD_WS_REGS sets the warp-specialised chain's setmaxnreg split (chain_ws_regs,
     keyed in the chain config only) and nothing without FROST_BWD_CHAIN=wgmma_ws; a split
     the register file cannot hold is refused by name, by the launcher and by the config."""
-    import dataclasses
 
     from cudnn.linear_attention.frost.kernels.bwd import CHAIN_ENV, WS_REGS_ENV
 
@@ -513,3 +510,30 @@ def test_wy_chain_comes_from_the_environment(monkeypatch):
     monkeypatch.setenv(WS_REGS_ENV, "200,56")
     split, _, _ = _check(_operands(K=128, V=128))
     assert split.chain_wy and split.chain_ws_regs == (200, 56)
+
+
+def test_four_role_chain_comes_from_the_environment(monkeypatch):
+    """FROST_BWD_CHAIN=wgmma_ws4: the wy chain in four roles (chain_ws, chain_wy and
+    chain_ws4, keyed in the chain config only); the scaled chain where the wy chain does
+    not apply; FROST_BWD_WS_REGS does not reach it (its three roles' split is its own),
+    and a config that asks for both is refused."""
+    from cudnn.linear_attention.frost.kernels.bwd import CHAIN_ENV, WS_REGS_ENV
+
+    monkeypatch.delenv(WS_REGS_ENV, raising=False)
+    monkeypatch.setenv(CHAIN_ENV, "wgmma_wy")
+    wy, _, _ = _check(_operands(K=128, V=128))
+    monkeypatch.setenv(CHAIN_ENV, "wgmma_ws4")
+    ws4, _, _ = _check(_operands(K=128, V=128))
+    assert ws4.chain_ws and ws4.chain_wy and ws4.chain_ws4 and not wy.chain_ws4
+    assert ws4.with_stage("chain") != wy.with_stage("chain")
+    for stage in ("states", "grads"):
+        assert ws4.with_stage(stage) == wy.with_stage(stage) and not ws4.with_stage(stage).chain_ws4
+    small, _, _ = _check(_operands())
+    assert not small.chain_ws4 and not small.chain_wy and small.chain_scaled
+    monkeypatch.setenv(WS_REGS_ENV, "200,56")
+    split, _, _ = _check(_operands(K=128, V=128))
+    assert split.chain_ws4 and split.chain_ws_regs == ()
+    with pytest.raises(ValueError, match="chain_ws4"):
+        dataclasses.replace(ws4, chain_ws_regs=(200, 56))
+    with pytest.raises(ValueError, match="chain_ws4"):
+        dataclasses.replace(wy, chain_wy=False, chain_ws4=True)

@@ -2,7 +2,9 @@
 (kernels/bwd_chain_ws_wy.py, FrostBwdConfig.chain_wy, FROST_BWD_CHAIN=wgmma_wy): the
 consumers' step is wgmma only (dS^T K^T, dO^T P, dR^T = dU^T A, the update with dU^T W'),
 the block solves and the Gram sit on the producer side, spills and ptxas notes at the
-kernel's register split, the shared-memory plan, and the config and launcher rules.
+kernel's register split, the shared-memory plan, and the config and launcher rules. The
+same chain in four roles (kernels/bwd_chain_ws4.py, chain_ws4, FROST_BWD_CHAIN=wgmma_ws4):
+where ptxas put each role's work and barriers.
 """
 import dataclasses
 import functools
@@ -26,15 +28,15 @@ pytestmark = pytest.mark.skipif(report.tool("CUOBJDUMP", "cuobjdump") is None
 WY = dict(chain_wgmma=True, chain_async=True, chain_scaled=True, chain_ws=True, chain_wy=True)
 
 
-def _config(h0=False, forward_values=False, ws_regs=()):
+def _config(h0=False, forward_values=False, ws_regs=(), ws4=False):
     return dataclasses.replace(_cfg("gdn", "chain", K=128, V=128, H=16, HV=16, l2=True, h0=h0), **WY,
-                               forward_values=forward_values, chain_ws_regs=ws_regs)
+                               forward_values=forward_values, chain_ws_regs=ws_regs, chain_ws4=ws4)
 
 
 @functools.cache
-def _build(h0=False, forward_values=False, ws_regs=()):
+def _build(h0=False, forward_values=False, ws_regs=(), ws4=False):
     with tempfile.TemporaryDirectory() as tmp:
-        cubin = report.compile_bwd_cubin(_config(h0, forward_values, ws_regs), tmp)
+        cubin = report.compile_bwd_cubin(_config(h0, forward_values, ws_regs, ws4), tmp)
         sass = report.sass_instructions(cubin)
         return report.resource_usage(cubin), tuple(re.sub(r"^@!?U?P[0-9T]+\s+", "", i) for i in sass)
 
@@ -69,11 +71,50 @@ def test_roles_as_compiled(h0, fv):
     assert len(full_arrive) == len(full_wait) == 1
 
 
-def test_no_ptxas_performance_note():
+@pytest.mark.parametrize("h0,fv", [(False, True), (True, False)])
+def test_four_roles_as_compiled(h0, fv):
+    """The three setmaxnreg sites in bwd_chain_ws4's split (copies, math, then the chain);
+    cp.async on the copies alone, the Gram's wgmma and the solves' mma.sync on math, the
+    chain's step as the wy chain's; no spills; the hand-over's barriers per role."""
+    from cudnn.linear_attention.frost.kernels import bwd_chain_ws4 as ws4
+    from cudnn.linear_attention.frost.kernels import fwd_ws4
+
+    usage, sass = _build(h0, fv, ws4=True)
+    assert usage["REG"] <= 65536 // fwd_ws4.BLOCK_THREADS, usage
+    dealloc, alloc = report.setmaxnreg_sites(sass)
+    assert len(dealloc) == 2 and len(alloc) == 1 and dealloc[1] < alloc[0], (dealloc, alloc)
+    chain_regs, math_regs, copy_regs = ws4.REGISTER_SPLIT
+    assert f"{copy_regs:#x}" in sass[dealloc[0]] and f"{math_regs:#x}" in sass[dealloc[1]]
+    assert f"{chain_regs:#x}" in sass[alloc[0]]
+    copies, math, chain = sass[dealloc[0]:dealloc[1]], sass[dealloc[1]:alloc[0]], sass[alloc[0]:]
+    # the copies: the raw q, k, gate and beta rows and dO into the set, nothing else
+    assert _count(copies, "LDGSTS") > 0 and _count(math, "LDGSTS") == _count(chain, "LDGSTS") == 0
+    assert _count(copies, "HGMMA") == _count(copies, "HMMA") == 0
+    # math: M and P on one warpgroup (8 k-steps each), two W' row blocks per warp (20 each)
+    # and A's column blocks (10 + 6 + 3 + 1) on mma.sync
+    assert _count(math, "HGMMA") == 2 * 8 and _count(math, "HMMA") == 2 * 20 + 40
+    # the chain: the wy chain's step (24 wgmma, dO^T's four blocks from the rows)
+    assert _count(chain, "HGMMA") == 24 and _count(chain, "HMMA") == 0
+    assert _count(chain, "LDSM.16.MT88.4") == 4
+    for role in (copies, math, chain):
+        assert _count(role, "STL") == _count(role, "LDL") == 0
+    # FULL arrived by math and the copies, waited by the chain; EMPTY the other way;
+    # RAW_FULL arrived by the copies, waited by math; RAW_FREE the other way
+    block, pair = f"{fwd_ws4.BLOCK_THREADS:#x}", f"{fwd_ws4.PAIR_THREADS:#x}"
+    for role, arv, syn in ((math, 1, 1), (copies, 1, 1), (chain, 1, 1)):
+        assert _count([i for i in role if block in i], "BAR.ARV") == arv
+        assert _count([i for i in role if block in i], "BAR.SYNC") == syn
+    for role in (math, copies):
+        assert _count([i for i in role if pair in i], "BAR.ARV") == 1
+        assert _count([i for i in role if pair in i], "BAR.SYNC") == 1
+
+
+@pytest.mark.parametrize("ws4", [False, True])
+def test_no_ptxas_performance_note(ws4):
     from cudnn.linear_attention.frost.kernels.bwd_abi import bwd_fake_args
     from cudnn.linear_attention.frost.kernels.bwd_compile import bwd_kernel_for
 
-    cfg = _config()
+    cfg = _config(ws4=ws4)
     assert report.ptxas_notes(bwd_kernel_for(cfg)(cfg), bwd_fake_args(cfg)) == set()
 
 
@@ -92,7 +133,10 @@ def test_config_and_launcher_rules(monkeypatch):
     from cudnn.linear_attention.frost.kernels.bwd_chain_ws_wy import FrostBwdChainWsWy
     from cudnn.linear_attention.frost.kernels.bwd_compile import bwd_kernel_for
 
+    from cudnn.linear_attention.frost.kernels.bwd_chain_ws4 import FrostBwdChainWs4
+
     assert bwd_kernel_for(_config()) is FrostBwdChainWsWy
+    assert bwd_kernel_for(_config(ws4=True)) is FrostBwdChainWs4
     with pytest.raises(ValueError, match="chain_wy"):
         dataclasses.replace(_config(), chain_ws=False)
     assert dataclasses.replace(_config(), stage="grads").with_stage("grads").chain_wy is False
