@@ -91,6 +91,10 @@
 #              float64 and kernel times), fourrolesmatrix (the GDN engine matrix, no knob: the
 #              product path), fourrolesgate (GDN fwd rows at 1 to 64 chunks per sequence with
 #              FROST_FWD_DECAY=scaled / wyc-ws4raw: where the 512-token gate should sit)
+#   bwdfour    the backward's wy chain in four roles (bwd_chain_ws4.py, FROST_BWD_CHAIN=wgmma_ws4):
+#              bwdfoursmoke (GDN backward smoke vs float64 with it, every case; then the
+#              mixed case's chain kernel times, the product's chain and wgmma_ws4 in turn),
+#              bwdfourbench (GDN fwd+bwd op rows, product and wgmma_ws4 alternating A B A B)
 #   wysplit    wy-ws / wyc-ws GDN forward kernel rows at each setmaxnreg split and Gram (WY_SPLITS,
 #              decay:consumer,producer[:gram], FROST_FWD_GRAM's values; compiled side by side
 #              first), the product before and after; the four-role decays take a
@@ -623,6 +627,16 @@ for s in "$@"; do
         echo \"== forward \$r\"; rowenv \$r; env \$e python3 \
         bench/bench_linear_attention.py --fwd-only --cases 'GDN fwd' --impl FROST --reps 20 && env \$e python3 \
         bench/bench_linear_attention.py --cases 'GDN fwd+bwd' --impl 'op FROST' --reps 10 || exit 1; done"
+      true ;;
+    bwdfour|bwdfoursmoke|bwdfourbench)  # the backward's wy chain in four roles (bwd_chain_ws4.py)
+      export FROST_KERNEL_CACHE="${FROST_KERNEL_CACHE:-$PWD/.frostcache}"
+      case "$s" in bwdfour|bwdfoursmoke) stage bwdfoursmoke "FROST_BWD_CHAIN=wgmma_ws4 python3 \
+        tests/numerics/la_frost_bwd_smoke.py --jobs \$(nproc) --family gdn && for c in wgmma_scaled wgmma_ws4; do \
+        echo \"== FROST_BWD_CHAIN=\$c\"; FROST_BWD_CHAIN=\$c python3 tests/numerics/la_frost_bwd_smoke.py \
+        --family gdn --only mixed || exit 1; done";; esac
+      case "$s" in bwdfour|bwdfourbench) stage bwdfourbench "for c in wgmma_scaled wgmma_ws4 wgmma_scaled \
+        wgmma_ws4; do echo \"== FROST_BWD_CHAIN=\$c\"; FROST_BWD_CHAIN=\$c python3 bench/bench_linear_attention.py \
+        --cases 'GDN fwd+bwd' --impl 'op FROST' --reps 10 | grep '^| GDN' || exit 1; done";; esac
       true ;;
     fourroles|fourrolessmoke|fourrolesmatrix|fourrolesgate)  # GDN's four-role forward (fwd_ws4.py)
       export FROST_KERNEL_CACHE="${FROST_KERNEL_CACHE:-$PWD/.frostcache}"
