@@ -537,3 +537,9 @@ def test_four_role_chain_comes_from_the_environment(monkeypatch):
         dataclasses.replace(ws4, chain_ws_regs=(200, 56))
     with pytest.raises(ValueError, match="chain_ws4"):
         dataclasses.replace(wy, chain_wy=False, chain_ws4=True)
+    monkeypatch.setenv(CHAIN_ENV, "wgmma_ws4c")
+    ws4c, _, _ = _check(_operands(K=128, V=128))
+    assert ws4c.chain_ws4 and ws4c.chain_a_in_chain and not ws4.chain_a_in_chain
+    assert ws4c.with_stage("chain") != ws4.with_stage("chain") and ws4c.with_stage("grads") == ws4.with_stage("grads")
+    small, _, _ = _check(_operands())
+    assert not small.chain_ws4 and not small.chain_a_in_chain and small.chain_scaled

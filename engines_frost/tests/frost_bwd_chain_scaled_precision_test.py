@@ -27,9 +27,9 @@ from frost_v1_precision import _block_solve_bf16, bf16  # noqa: E402
 SUB = 16
 
 
-def chain_step(dS, q, k, g, beta, dO, scale, scaled, wy=False):
+def chain_step(dS, q, k, g, beta, dO, scale, scaled, wy=False, in_chain=False):
     """(dR, dS entering the chunk) of one emulated chain step (module docstring); wy: the
-    full-inverse form (wy_step)."""
+    full-inverse form (wy_step; in_chain: without W')."""
     gam, kb, _ = _chunk_rows(g, beta, None, k, k)
     M, P = _grams(q, k, kb, gam, scale)
     a = torch.exp(gam[:, 0])
@@ -43,7 +43,7 @@ def chain_step(dS, q, k, g, beta, dO, scale, scaled, wy=False):
     c = dU.shape[0]
     Mb = bf16(M)
     if wy:
-        return wy_step(dS, dU, q, k, M, Mb, fo, fr, last, dO)
+        return wy_step(dS, dU, q, k, M, Mb, fo, fr, last, dO, in_chain)
     dR = torch.zeros_like(dU)
     dRb = torch.zeros_like(dU)  # the A operands fed back and to the update
     for i0 in reversed(range(0, c, SUB)):
@@ -58,19 +58,23 @@ def chain_step(dS, q, k, g, beta, dO, scale, scaled, wy=False):
     return dR, dS_prev
 
 
-def wy_step(dS, dU, q, k, M, Mb, fo, fr, last, dO):
+def wy_step(dS, dU, q, k, M, Mb, fo, fr, last, dO, in_chain=False):
     """The chain step with the forward producer's inverse and W' (kernels/fwd_ws_wy.py; a
     design for the backward, NOTES_bwd.md "The chain without its back substitution"): with
     A = (I + M)^-1, dR = A^T dU, and the update's (dR^T diag(fr)) K is dU^T W', W' = A
     diag(fr) K. A and W' from the block solve as the forward producer forms them (bf16
-    block operands, W' rounded once), dU rounded once as the A operand of both products."""
+    block operands, W' rounded once), dU rounded once as the A operand of both products.
+    in_chain (kernels/bwd_chain_ws4.py FrostBwdChainWs4InChain): no W', the update takes
+    (dR^T diag(fr)) K with dR from its fp32 accumulator, scaled, rounded as the A operand."""
     c = dU.shape[0]
     A = _block_solve_bf16(M, Mb, torch.eye(c, dtype=torch.float64), _unit_lower_inverse)
-    Wp = bf16(_block_solve_bf16(M, Mb, fr[:, None] * k, _unit_lower_inverse))
     dUb = bf16(dU)
     dR = bf16(A).T @ dUb
-    dS_prev = q.T @ bf16(fo[:, None] * dO) + math.exp(last) * dS + Wp.T @ dUb
-    return dR, dS_prev
+    dS_prev = q.T @ bf16(fo[:, None] * dO) + math.exp(last) * dS
+    if in_chain:
+        return dR, dS_prev + k.T @ bf16(fr[:, None] * dR)
+    Wp = bf16(_block_solve_bf16(M, Mb, fr[:, None] * k, _unit_lower_inverse))
+    return dR, dS_prev + Wp.T @ dUb
 
 
 def _rel(x, ref):
@@ -79,7 +83,7 @@ def _rel(x, ref):
 
 def _errors(gen, correlated, c=64, K=64, V=64, chunks=6):
     """Max over chunks of the relative dR and dS errors, folded and scaled."""
-    worst = {False: [0.0, 0.0], True: [0.0, 0.0], "wy": [0.0, 0.0]}
+    worst = {False: [0.0, 0.0], True: [0.0, 0.0], "wy": [0.0, 0.0], "wyc": [0.0, 0.0]}
     for _ in range(chunks):
         q = bf16(F.normalize(torch.randn(c, K, generator=gen, dtype=torch.float64), dim=-1))
         if correlated:
@@ -94,8 +98,9 @@ def _errors(gen, correlated, c=64, K=64, V=64, chunks=6):
         dS = torch.randn(K, V, generator=gen, dtype=torch.float64)
         scale = 1.0 / math.sqrt(K)
         ref_dR, ref_dS = stage_chain(dS, q, k, torch.zeros_like(dO), g, beta, None, dO, scale)
-        for mode in (False, True, "wy"):
-            dR, dS_prev = chain_step(dS, q, k, g, beta, dO, scale, mode is not False, wy=mode == "wy")
+        for mode in (False, True, "wy", "wyc"):
+            dR, dS_prev = chain_step(dS, q, k, g, beta, dO, scale, mode is not False, wy=mode in ("wy", "wyc"),
+                                     in_chain=mode == "wyc")
             worst[mode][0] = max(worst[mode][0], _rel(dR, ref_dR))
             worst[mode][1] = max(worst[mode][1], _rel(dS_prev, ref_dS))
     return worst
@@ -125,3 +130,15 @@ def test_full_inverse_step_rounds_like_the_back_substitution(correlated):
     assert wr < 1e-2 and ws < 1e-2, worst
     assert wr < 1.15 * sr + 1e-4 and ws < 1.15 * ss + 1e-4, worst
     assert (wr, ws) != (sr, ss)
+
+
+@pytest.mark.parametrize("correlated", [False, True], ids=["random-keys", "correlated-keys"])
+def test_inverse_in_chain_step_rounds_like_the_back_substitution(correlated):
+    """The full-inverse step without W' (in_chain) against float64: inside the bound,
+    within 15 % of the back substitution, and rounding differently from W' (its dS)."""
+    worst = _errors(torch.Generator().manual_seed(11 + correlated), correlated)
+    (sr, ss), (cr, cs), (wr, ws) = worst[True], worst["wyc"], worst["wy"]
+    print(f"back substitution {sr:.3e} / {ss:.3e}, W' {wr:.3e} / {ws:.3e}, in chain {cr:.3e} / {cs:.3e}")
+    assert cr < 1e-2 and cs < 1e-2, worst
+    assert cr < 1.15 * sr + 1e-4 and cs < 1.15 * ss + 1e-4, worst
+    assert cr == wr and cs != ws  # dR is the same product; the update rounds another operand

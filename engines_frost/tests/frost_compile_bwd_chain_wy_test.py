@@ -28,15 +28,16 @@ pytestmark = pytest.mark.skipif(report.tool("CUOBJDUMP", "cuobjdump") is None
 WY = dict(chain_wgmma=True, chain_async=True, chain_scaled=True, chain_ws=True, chain_wy=True)
 
 
-def _config(h0=False, forward_values=False, ws_regs=(), ws4=False):
+def _config(h0=False, forward_values=False, ws_regs=(), ws4=False, in_chain=False):
     return dataclasses.replace(_cfg("gdn", "chain", K=128, V=128, H=16, HV=16, l2=True, h0=h0), **WY,
-                               forward_values=forward_values, chain_ws_regs=ws_regs, chain_ws4=ws4)
+                               forward_values=forward_values, chain_ws_regs=ws_regs, chain_ws4=ws4,
+                               chain_a_in_chain=in_chain)
 
 
 @functools.cache
-def _build(h0=False, forward_values=False, ws_regs=(), ws4=False):
+def _build(h0=False, forward_values=False, ws_regs=(), ws4=False, in_chain=False):
     with tempfile.TemporaryDirectory() as tmp:
-        cubin = report.compile_bwd_cubin(_config(h0, forward_values, ws_regs, ws4), tmp)
+        cubin = report.compile_bwd_cubin(_config(h0, forward_values, ws_regs, ws4, in_chain), tmp)
         sass = report.sass_instructions(cubin)
         return report.resource_usage(cubin), tuple(re.sub(r"^@!?U?P[0-9T]+\s+", "", i) for i in sass)
 
@@ -71,15 +72,16 @@ def test_roles_as_compiled(h0, fv):
     assert len(full_arrive) == len(full_wait) == 1
 
 
-@pytest.mark.parametrize("h0,fv", [(False, True), (True, False)])
-def test_four_roles_as_compiled(h0, fv):
+@pytest.mark.parametrize("h0,fv,in_chain", [(False, True, False), (True, False, True)])
+def test_four_roles_as_compiled(h0, fv, in_chain):
     """The three setmaxnreg sites in bwd_chain_ws4's split (copies, math, then the chain);
     cp.async on the copies alone, the Gram's wgmma and the solves' mma.sync on math, the
-    chain's step as the wy chain's; no spills; the hand-over's barriers per role."""
+    chain's step as the wy chain's (in_chain: its update's W' term as (dR^T fr) K, the same
+    number of wgmma); no spills; the hand-over's barriers per role."""
     from cudnn.linear_attention.frost.kernels import bwd_chain_ws4 as ws4
     from cudnn.linear_attention.frost.kernels import fwd_ws4
 
-    usage, sass = _build(h0, fv, ws4=True)
+    usage, sass = _build(h0, fv, ws4=True, in_chain=in_chain)
     assert usage["REG"] <= 65536 // fwd_ws4.BLOCK_THREADS, usage
     dealloc, alloc = report.setmaxnreg_sites(sass)
     assert len(dealloc) == 2 and len(alloc) == 1 and dealloc[1] < alloc[0], (dealloc, alloc)
@@ -90,9 +92,9 @@ def test_four_roles_as_compiled(h0, fv):
     # the copies: the raw q, k, gate and beta rows and dO into the set, nothing else
     assert _count(copies, "LDGSTS") > 0 and _count(math, "LDGSTS") == _count(chain, "LDGSTS") == 0
     assert _count(copies, "HGMMA") == _count(copies, "HMMA") == 0
-    # math: M and P on one warpgroup (8 k-steps each), two W' row blocks per warp (20 each)
-    # and A's column blocks (10 + 6 + 3 + 1) on mma.sync
-    assert _count(math, "HGMMA") == 2 * 8 and _count(math, "HMMA") == 2 * 20 + 40
+    # math: M and P on one warpgroup (8 k-steps each), two W' row blocks per warp (20 each;
+    # none in chain) and A's column blocks (10 + 6 + 3 + 1) on mma.sync
+    assert _count(math, "HGMMA") == 2 * 8 and _count(math, "HMMA") == (0 if in_chain else 2 * 20) + 40
     # the chain: the wy chain's step (24 wgmma, dO^T's four blocks from the rows)
     assert _count(chain, "HGMMA") == 24 and _count(chain, "HMMA") == 0
     assert _count(chain, "LDSM.16.MT88.4") == 4
@@ -109,12 +111,12 @@ def test_four_roles_as_compiled(h0, fv):
         assert _count([i for i in role if pair in i], "BAR.SYNC") == 1
 
 
-@pytest.mark.parametrize("ws4", [False, True])
-def test_no_ptxas_performance_note(ws4):
+@pytest.mark.parametrize("ws4,in_chain", [(False, False), (True, False), (True, True)])
+def test_no_ptxas_performance_note(ws4, in_chain):
     from cudnn.linear_attention.frost.kernels.bwd_abi import bwd_fake_args
     from cudnn.linear_attention.frost.kernels.bwd_compile import bwd_kernel_for
 
-    cfg = _config(ws4=ws4)
+    cfg = _config(ws4=ws4, in_chain=in_chain)
     assert report.ptxas_notes(bwd_kernel_for(cfg)(cfg), bwd_fake_args(cfg)) == set()
 
 
@@ -133,10 +135,13 @@ def test_config_and_launcher_rules(monkeypatch):
     from cudnn.linear_attention.frost.kernels.bwd_chain_ws_wy import FrostBwdChainWsWy
     from cudnn.linear_attention.frost.kernels.bwd_compile import bwd_kernel_for
 
-    from cudnn.linear_attention.frost.kernels.bwd_chain_ws4 import FrostBwdChainWs4
+    from cudnn.linear_attention.frost.kernels.bwd_chain_ws4 import FrostBwdChainWs4, FrostBwdChainWs4InChain
 
     assert bwd_kernel_for(_config()) is FrostBwdChainWsWy
     assert bwd_kernel_for(_config(ws4=True)) is FrostBwdChainWs4
+    assert bwd_kernel_for(_config(ws4=True, in_chain=True)) is FrostBwdChainWs4InChain
+    with pytest.raises(ValueError, match="chain_a_in_chain"):
+        _config(in_chain=True)
     with pytest.raises(ValueError, match="chain_wy"):
         dataclasses.replace(_config(), chain_ws=False)
     assert dataclasses.replace(_config(), stage="grads").with_stage("grads").chain_wy is False

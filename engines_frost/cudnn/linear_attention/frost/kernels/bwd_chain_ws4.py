@@ -26,6 +26,17 @@ and copies wait: 512). The gate and beta rows are per set parity; the chain read
 factor rows and e^Gam_last, so the copies may overwrite parity b's raw gates while the
 chain still runs set b.
 
+FrostBwdChainWs4InChain (chain_a_in_chain, FROST_BWD_CHAIN=wgmma_ws4c) leaves W' out, as
+the forward's RawRingInChain does: the math warpgroup solves A alone, and the chain applies
+it, its update's (dR^T diag(fr)) K taking dR^T = dU^T A (already formed for the grads
+kernel) scaled by fr per token as the A operand and k-hat as B:
+
+    dS^T <- dS^T e^Gam_last + (dO^T diag(fo)) Q + (dR^T diag(fr)) K
+
+The (dO^T fo) Q group is issued before dR^T retires, so the chain waits for dR^T (4 k-steps
+after dU) where W' let it issue the whole update at once; the math warpgroup loses its 40
+W' products per warp and chunk (in the forward that traded 0.353 for 0.304 ms, H100).
+
 GDN, bf16, K = V = 128, sm_90a.
 """
 from __future__ import annotations
@@ -34,16 +45,21 @@ from types import SimpleNamespace
 
 import cutlass
 import cutlass.cute as cute
+from cutlass import BFloat16, Float32
+from cutlass.cute.nvgpu import warpgroup
 
 from cudnn.linear_attention.frost.kernels.bwd_chain_ws_wy import FrostBwdChainWsWy
 from cudnn.linear_attention.frost.kernels.bwd_config import FrostBwdConfig
 from cudnn.linear_attention.frost.kernels.config import register_split_ok
-from cudnn.linear_attention.frost.kernels.fwd_v1 import CHUNK, warp_mma
-from cudnn.linear_attention.frost.kernels.fwd_v3 import WG_THREADS
+from cudnn.linear_attention.frost.kernels.fwd_v1 import CHUNK, NBLK, SUB, to_a_operand, warp_mma
+from cudnn.linear_attention.frost.kernels.fwd_v3 import WG_ROWS, WG_THREADS, assemble_a, block_of, \
+    check_fragment_orders, wgmma
 from cudnn.linear_attention.frost.kernels.fwd_v3_gram import GramWgmma, lane_in_loop, tid_in_loop
-from cudnn.linear_attention.frost.kernels.fwd_v3_scaled import write_decay_factors
+from cudnn.linear_attention.frost.kernels.fwd_v3_scaled import FK, FO, FR, wgmma_mn, write_decay_factors
 from cudnn.linear_attention.frost.kernels.fwd_ws import BAR_EMPTY, BAR_FULL, BLOCK_THREADS, SETS, \
     waits_for_release, zero_blocks
+from cudnn.linear_attention.frost.kernels.fwd_ws_wy import load_block_transposed, mma_group
+from cudnn.linear_attention.frost.kernels.fwd_ws_wy import transposed_view as mn_view
 from cudnn.linear_attention.frost.kernels.fwd_ws4 import BAR_MATH, BAR_RAW_FREE, BAR_RAW_FULL, COPY_TID0, \
     COPY_WARP0, MATH_TID0, PAIR_THREADS, FourRoles
 
@@ -151,7 +167,89 @@ class FrostBwdChainWs4(FrostBwdChainWsWy):
             write_decay_factors(st.g, st.beta, st.fac, st.alast, scale, mtid)
             GramWgmma.stage_gram(self, st, mb, heads, t0, eos, scale, thr, lane, mwid)  # ends with the fence
             cute.arch.barrier(barrier_id=BAR_MATH, number_of_threads=WG_THREADS)  # -M, inverses, factors
-            self.w_prime_rows(st, thr, lane, mwid + 4)
-            self.solve_products(st, thr, lane, mwid)  # W' rows mwid, A's columns mwid
+            if cutlass.const_expr(not self.inverse_in_chain):
+                self.w_prime_rows(st, thr, lane, mwid + 4)
+            self.solve_products(st, thr, lane, mwid)  # W' rows mwid (not in chain), A's columns mwid
             cute.arch.fence_proxy("async.shared", space="cta")  # A and W': the chain's wgmma operands
             cute.arch.barrier_arrive(barrier_id=BAR_FULL + b, number_of_threads=BLOCK_THREADS)
+
+
+class FrostBwdChainWs4InChain(FrostBwdChainWs4):
+    """FrostBwdChainWs4 without W': the chain applies A (module docstring)."""
+
+    inverse_in_chain = True
+
+    def __init__(self, cfg: FrostBwdConfig):
+        if not cfg.chain_a_in_chain:
+            raise ValueError("FrostBwdChainWs4InChain: a chain config with chain_a_in_chain set")
+        super().__init__(cfg)
+
+    @cute.jit
+    def consumer_chain(self, st, mdr, acc_ds, coord, heads, t0, eos, thr, lane, wid):
+        """dU^T (dS^T K^T scaled, dO^T P onto it), dR^T = dU^T A, then the update with
+        (dO^T fo) Q issued at once and (dR^T fr) K once dR^T has retired; dR^T stored
+        unscaled while the update runs."""
+        s_fac = st.fac
+        K, C = self.cfg.K, CHUNK
+        h = heads[3]
+        mma = warp_mma()
+        wg_du = wgmma(C)  # dU^T: N = C, B = k-hat [t, d] K-major
+        wg_c = wgmma_mn(C)  # dO^T P and dR^T: N = C, B = P / A rows [t, s] seen as [s, t]
+        wg_st = wgmma_mn(K)  # the update: N = K, B = q-hat, k-hat [t, d] seen as [d, t]
+        check_fragment_orders(wg_du, mma, C)
+        check_fragment_orders(wg_c, mma, C)
+        check_fragment_orders(wg_st, mma, K)
+        wtid = (wid % (WG_THREADS // 32)) * 32 + lane
+        g_du = wg_du.get_slice(wtid)
+        g_c = wg_c.get_slice(wtid)
+        g_st = wg_st.get_slice(wtid)
+        per = cute.size(thr.partition_shape_C((SUB, SUB)))
+        crd = thr.partition_C(cute.make_identity_tensor((SUB, SUB)))  # (value row j, token in block)
+        j0 = wid * SUB
+
+        # 1. dS^T K^T (group 1) while dS^T decays and the dO^T operands load
+        acc_du = cute.make_rmem_tensor(g_du.partition_shape_C((WG_ROWS, C)), Float32)
+        a_ds = to_a_operand(acc_ds, g_du.partition_shape_A((WG_ROWS, K)))
+        mma_group(wg_du, acc_du, [(a_ds, wg_du.make_fragment_B(g_du.partition_B(st.k)), K // 16)])
+        self.chain_decay(st, acc_ds, coord)
+        parts = []
+        scaled = []
+        for bi in cutlass.range_constexpr(NBLK):
+            part = load_block_transposed(cute.local_tile(st.do, (SUB, SUB), (bi, wid)), thr, lane)
+            parts.append(part)
+            fo = cute.make_rmem_tensor(thr.partition_shape_C((SUB, SUB)), BFloat16)
+            for e in cutlass.range_constexpr(per):
+                fo[e] = (part[e].to(Float32) * s_fac[FO, bi * SUB + crd[e][1]]).to(BFloat16)
+            scaled.append(fo)
+        a_do = assemble_a(parts, g_st.partition_shape_A((WG_ROWS, C)))
+        a_dof = assemble_a(scaled, g_st.partition_shape_A((WG_ROWS, C)))
+        warpgroup.wait_group(0)
+        for bi in cutlass.range_constexpr(NBLK):
+            for e in cutlass.range_constexpr(per):
+                acc_du[bi * per + e] = acc_du[bi * per + e] * s_fac[FK, bi * SUB + crd[e][1]]
+        # 2. dO^T P onto it (group 2)
+        mma_group(wg_c, acc_du, [(a_do, wg_c.make_fragment_B(g_c.partition_B(mn_view(st.p))), C // 16)],
+                  fresh=False)
+        warpgroup.wait_group(0)
+
+        # 3. dR^T = dU^T A (group 3) and the update's (dO^T fo) Q (group 4) in flight together
+        a_du = to_a_operand(acc_du, g_st.partition_shape_A((WG_ROWS, C)))
+        acc_dr = cute.make_rmem_tensor(g_c.partition_shape_C((WG_ROWS, C)), Float32)
+        mma_group(wg_c, acc_dr, [(a_du, wg_c.make_fragment_B(g_c.partition_B(mn_view(st.ainv))), C // 16)])
+        acc_w = cute.make_tensor(acc_ds.iterator, cute.make_layout(g_st.partition_shape_C((WG_ROWS, K))))
+        mma_group(wg_st, acc_w, [(a_dof, wg_st.make_fragment_B(g_st.partition_B(mn_view(st.q))), C // 16)],
+                  fresh=False)
+        warpgroup.wait_group(1)  # dR^T complete; (dO^T fo) Q may still run
+        # 4. (dR^T fr) K onto the update (group 5), after the first in issue order
+        a_dr = cute.make_rmem_tensor(g_st.partition_shape_A((WG_ROWS, C)), BFloat16)
+        for bi in cutlass.range_constexpr(NBLK):
+            for e in cutlass.range_constexpr(per):
+                a_dr[bi * per + e] = (acc_dr[bi * per + e] * s_fac[FR, bi * SUB + crd[e][1]]).to(BFloat16)
+        mma_group(wg_st, acc_w, [(a_dr, wg_st.make_fragment_B(g_st.partition_B(mn_view(st.k))), C // 16)],
+                  fresh=False)
+        for bi in cutlass.range_constexpr(NBLK):
+            dr = block_of(acc_dr, bi, thr.partition_shape_C((SUB, SUB)))
+            for e in cutlass.range_constexpr(per):
+                t = t0 + bi * SUB + crd[e][1]
+                if t < eos:
+                    mdr[t, h, j0 + crd[e][0]] = dr[e].to(BFloat16)

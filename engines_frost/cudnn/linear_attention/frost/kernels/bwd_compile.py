@@ -33,6 +33,9 @@ def bwd_kernel_for(cfg: FrostBwdConfig):
     if cfg.stage == "chain" and cfg.chain_pipeline:
         from cudnn.linear_attention.frost.kernels.bwd_chain_pipelined import FrostBwdChainPipelined
         return FrostBwdChainPipelined
+    if cfg.stage == "chain" and cfg.chain_a_in_chain:
+        from cudnn.linear_attention.frost.kernels.bwd_chain_ws4 import FrostBwdChainWs4InChain
+        return FrostBwdChainWs4InChain
     if cfg.stage == "chain" and cfg.chain_ws4:
         from cudnn.linear_attention.frost.kernels.bwd_chain_ws4 import FrostBwdChainWs4
         return FrostBwdChainWs4

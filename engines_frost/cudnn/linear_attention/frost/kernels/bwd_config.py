@@ -93,6 +93,9 @@ class FrostBwdConfig:
     # inverses and solves) and a copy warpgroup. An experiment: the launcher sets it only
     # under FROST_BWD_CHAIN=wgmma_ws4 (bwd.py).
     chain_ws4: bool = False
+    # With chain_ws4: no W', the chain applies the inverse to its dR (bwd_chain_ws4.
+    # FrostBwdChainWs4InChain). An experiment: FROST_BWD_CHAIN=wgmma_ws4c (bwd.py).
+    chain_a_in_chain: bool = False
     # The vector-gate grads kernel (bwd_grads_vec.py) reads its shared bf16 operands with
     # wide loads instead of one 2-byte load per element (NOTES_bwd.md "v1.7 vector-gate
     # grads"): k-hat's and q-hat's decayed B operands by ldmatrix.x4.trans straight into
@@ -189,6 +192,10 @@ class FrostBwdConfig:
             bad("chain_ws4", "a bool")
         if self.chain_ws4 and not (self.chain_wy and not self.chain_ws_regs):
             bad("chain_ws4", "False unless chain_wy is set, with chain_ws_regs () (its split is its own)")
+        if not isinstance(self.chain_a_in_chain, bool):
+            bad("chain_a_in_chain", "a bool")
+        if self.chain_a_in_chain and not self.chain_ws4:
+            bad("chain_a_in_chain", "False unless chain_ws4 is set (the four-role chain without W')")
         if self.chain_ws_regs and not (self.chain_ws and register_split_ok(self.chain_ws_regs)):
             bad("chain_ws_regs", "() or, with chain_ws, (consumer, producer) setmaxnreg counts: multiples of 8 "
                 "in [24, 256] with 256 x (consumer + producer) <= 65,536")
@@ -217,7 +224,8 @@ class FrostBwdConfig:
             return dataclasses.replace(self, stage=stage, dht_dtype=None, grads_ctas=ctas,
                                        chain_pipeline=False, chain_wgmma=False,
                                        chain_async=False, chain_scaled=False, chain_ws=False,
-                                       chain_ws_regs=(), chain_wy=False, chain_ws4=False, vec_wide_loads=wide,
+                                       chain_ws_regs=(), chain_wy=False, chain_ws4=False,
+                                       chain_a_in_chain=False, vec_wide_loads=wide,
                                        vec_fast_decay=fast,
                                        grads_wgmma=gwg, grads_prefetch=pf)
         fwd = dataclasses.replace(self.fwd, has_initial_state=False, state_dtype=None)
@@ -225,6 +233,7 @@ class FrostBwdConfig:
                                    forward_values=False, grads_ctas=ctas,
                                    chain_pipeline=False, chain_wgmma=False, chain_async=False, chain_scaled=False,
                                    chain_ws=False, chain_ws_regs=(), chain_wy=False, chain_ws4=False,
+                                   chain_a_in_chain=False,
                                    vec_wide_loads=wide,
                                    vec_fast_decay=fast, grads_wgmma=gwg, grads_prefetch=pf)
 
