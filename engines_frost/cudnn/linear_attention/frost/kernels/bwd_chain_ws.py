@@ -205,6 +205,17 @@ class FrostBwdChainWs(FrostBwdChainScaled):
         """One chain step on operand set st: the scaled chain's (bwd_chain_ws_wy.py has its own)."""
         FrostBwdChainScaled.chain(self, st, mdr, acc_ds, coord, heads, t0, eos, thr, lane, wid)
 
+    def chunk_set(self, s, i):
+        """The operand set the chain reads for its i-th chunk (bwd_chain_ws4's ring adds the
+        chunk's raw rows)."""
+        return self.set_views(s, i % SETS)
+
+    @cute.jit
+    def release_chunk(self, i, nch):
+        """The chain's arrive on EMPTY of its i-th chunk's set, where chunk i + SETS exists."""
+        if releases(i, nch):
+            cute.arch.barrier_arrive(barrier_id=BAR_EMPTY + i % SETS, number_of_threads=BLOCK_THREADS)
+
     @cute.jit
     def consume(self, s, mdht, mdh0, mdckpt, mdr, heads, n, h, bos, eos, nch, row0, wid, lane):
         thr = warp_mma().get_slice(lane)
@@ -221,10 +232,9 @@ class FrostBwdChainWs(FrostBwdChainScaled):
             # dS^T leaving chunk j, final
             store_rows_vectorised(mdckpt[row0 + j, h, None, None], acc_ds, wid * SUB, lane, self.cfg.K)
             cute.arch.barrier(barrier_id=BAR_FULL + b, number_of_threads=BLOCK_THREADS)
-            self.consumer_chain(self.set_views(s, b), mdr, acc_ds, coord, heads, t0, eos, thr, lane, wid)
+            self.consumer_chain(self.chunk_set(s, i), mdr, acc_ds, coord, heads, t0, eos, thr, lane, wid)
             warpgroup.wait_group(0)  # the update read q-hat and k-hat: retired before set b is released
-            if releases(i, nch):
-                cute.arch.barrier_arrive(barrier_id=BAR_EMPTY + b, number_of_threads=BLOCK_THREADS)
+            self.release_chunk(i, nch)
         if cutlass.const_expr(self.bcfg.dh0_dtype is not None):
             for e in cutlass.range_constexpr(cute.size(acc_ds)):
                 jd = coord[e]
