@@ -543,3 +543,10 @@ def test_four_role_chain_comes_from_the_environment(monkeypatch):
     assert ws4c.with_stage("chain") != ws4.with_stage("chain") and ws4c.with_stage("grads") == ws4.with_stage("grads")
     small, _, _ = _check(_operands())
     assert not small.chain_ws4 and not small.chain_a_in_chain and small.chain_scaled
+    for name, in_chain in (("wgmma_ws4raw", False), ("wgmma_ws4rawc", True)):
+        monkeypatch.setenv(CHAIN_ENV, name)
+        raw, _, _ = _check(_operands(K=128, V=128))
+        assert raw.chain_ws4 and raw.chain_raw_rows and raw.chain_a_in_chain == in_chain
+        assert raw.with_stage("grads") == ws4.with_stage("grads") and not raw.with_stage("grads").chain_raw_rows
+        small, _, _ = _check(_operands())
+        assert not small.chain_raw_rows and small.chain_scaled

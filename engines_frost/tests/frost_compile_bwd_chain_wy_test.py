@@ -28,16 +28,16 @@ pytestmark = pytest.mark.skipif(report.tool("CUOBJDUMP", "cuobjdump") is None
 WY = dict(chain_wgmma=True, chain_async=True, chain_scaled=True, chain_ws=True, chain_wy=True)
 
 
-def _config(h0=False, forward_values=False, ws_regs=(), ws4=False, in_chain=False):
+def _config(h0=False, forward_values=False, ws_regs=(), ws4=False, in_chain=False, raw=False):
     return dataclasses.replace(_cfg("gdn", "chain", K=128, V=128, H=16, HV=16, l2=True, h0=h0), **WY,
                                forward_values=forward_values, chain_ws_regs=ws_regs, chain_ws4=ws4,
-                               chain_a_in_chain=in_chain)
+                               chain_a_in_chain=in_chain, chain_raw_rows=raw)
 
 
 @functools.cache
-def _build(h0=False, forward_values=False, ws_regs=(), ws4=False, in_chain=False):
+def _build(h0=False, forward_values=False, ws_regs=(), ws4=False, in_chain=False, raw=False):
     with tempfile.TemporaryDirectory() as tmp:
-        cubin = report.compile_bwd_cubin(_config(h0, forward_values, ws_regs, ws4, in_chain), tmp)
+        cubin = report.compile_bwd_cubin(_config(h0, forward_values, ws_regs, ws4, in_chain, raw), tmp)
         sass = report.sass_instructions(cubin)
         return report.resource_usage(cubin), tuple(re.sub(r"^@!?U?P[0-9T]+\s+", "", i) for i in sass)
 
@@ -72,16 +72,18 @@ def test_roles_as_compiled(h0, fv):
     assert len(full_arrive) == len(full_wait) == 1
 
 
-@pytest.mark.parametrize("h0,fv,in_chain", [(False, True, False), (True, False, True)])
-def test_four_roles_as_compiled(h0, fv, in_chain):
+@pytest.mark.parametrize("h0,fv,in_chain,raw", [(False, True, False, False), (True, False, True, False),
+                                                (False, True, False, True), (True, True, True, True)])
+def test_four_roles_as_compiled(h0, fv, in_chain, raw):
     """The three setmaxnreg sites in bwd_chain_ws4's split (copies, math, then the chain);
     cp.async on the copies alone, the Gram's wgmma and the solves' mma.sync on math, the
     chain's step as the wy chain's (in_chain: its update's W' term as (dR^T fr) K, the same
-    number of wgmma); no spills; the hand-over's barriers per role."""
+    number of wgmma); no spills (raw: a few on the chain); the hand-over's barriers per
+    role (raw: the ring's, and the norms on the copies after their own barrier)."""
     from cudnn.linear_attention.frost.kernels import bwd_chain_ws4 as ws4
     from cudnn.linear_attention.frost.kernels import fwd_ws4
 
-    usage, sass = _build(h0, fv, ws4=True, in_chain=in_chain)
+    usage, sass = _build(h0, fv, ws4=True, in_chain=in_chain, raw=raw)
     assert usage["REG"] <= 65536 // fwd_ws4.BLOCK_THREADS, usage
     dealloc, alloc = report.setmaxnreg_sites(sass)
     assert len(dealloc) == 2 and len(alloc) == 1 and dealloc[1] < alloc[0], (dealloc, alloc)
@@ -98,34 +100,54 @@ def test_four_roles_as_compiled(h0, fv, in_chain):
     # the chain: the wy chain's step (24 wgmma, dO^T's four blocks from the rows)
     assert _count(chain, "HGMMA") == 24 and _count(chain, "HMMA") == 0
     assert _count(chain, "LDSM.16.MT88.4") == 4
-    for role in (copies, math, chain):
+    for role in (copies, math):
         assert _count(role, "STL") == _count(role, "LDL") == 0
-    # FULL arrived by math and the copies, waited by the chain; EMPTY the other way;
-    # RAW_FULL arrived by the copies, waited by math; RAW_FREE the other way
+    # on raw rows the chain keeps a loop-carried offset or two in local memory (the ring's
+    # stage index is one more live value): up to 5 stores / 3 reloads at 184 registers
+    assert _count(chain, "STL") <= (5 if raw else 0) and _count(chain, "LDL") <= (3 if raw else 0)
+    # FULL arrived by math and the copies, waited by the chain; EMPTY the other way
     block, pair = f"{fwd_ws4.BLOCK_THREADS:#x}", f"{fwd_ws4.PAIR_THREADS:#x}"
-    for role, arv, syn in ((math, 1, 1), (copies, 1, 1), (chain, 1, 1)):
-        assert _count([i for i in role if block in i], "BAR.ARV") == arv
-        assert _count([i for i in role if block in i], "BAR.SYNC") == syn
-    for role in (math, copies):
-        assert _count([i for i in role if pair in i], "BAR.ARV") == 1
-        assert _count([i for i in role if pair in i], "BAR.SYNC") == 1
+    for role in (math, copies, chain):
+        assert _count([i for i in role if block in i], "BAR.ARV") == 1
+        assert _count([i for i in role if block in i], "BAR.SYNC") == 1
+    if not raw:  # RAW_FULL arrived by the copies, waited by math; RAW_FREE the other way
+        for role in (math, copies):
+            assert _count([i for i in role if pair in i], "BAR.ARV") == 1
+            assert _count([i for i in role if pair in i], "BAR.SYNC") == 1
+        return
+    # the ring: RING_FULL arrived by the copies (the first stage before the loop, then
+    # each next one), waited by math; RING_EMPTY arrived by the chain, waited by the copies
+    ring_empty = f"{fwd_ws4.RING_EMPTY_THREADS:#x}"
+    assert _count([i for i in math if pair in i], "BAR.SYNC") == 1
+    assert _count([i for i in copies if pair in i], "BAR.ARV") == 2
+    assert _count([i for i in copies if ring_empty in i], "BAR.SYNC") == 1
+    assert _count([i for i in chain if ring_empty in i], "BAR.ARV") == 1
+    # the inverse norms on the copies alone, each after the copy warpgroup's own barrier
+    own = [n for n, i in enumerate(copies) if i.startswith("BAR.SYNC") and i.endswith(f"{fwd_ws4.WG_THREADS:#x} ;")]
+    rsq = [n for n, i in enumerate(copies) if i.startswith("MUFU.RSQ")]
+    assert rsq and own and all(any(b < r for b in own) for r in rsq), (own, rsq)
+    assert _count(math, "MUFU.RSQ") == _count(chain, "MUFU.RSQ") == 0
 
 
-@pytest.mark.parametrize("ws4,in_chain", [(False, False), (True, False), (True, True)])
-def test_no_ptxas_performance_note(ws4, in_chain):
+@pytest.mark.parametrize("ws4,in_chain,raw", [(False, False, False), (True, False, False), (True, True, False),
+                                              (True, True, True)])
+def test_no_ptxas_performance_note(ws4, in_chain, raw):
     from cudnn.linear_attention.frost.kernels.bwd_abi import bwd_fake_args
     from cudnn.linear_attention.frost.kernels.bwd_compile import bwd_kernel_for
 
-    cfg = _config(ws4=ws4, in_chain=in_chain)
+    cfg = _config(ws4=ws4, in_chain=in_chain, raw=raw)
     assert report.ptxas_notes(bwd_kernel_for(cfg)(cfg), bwd_fake_args(cfg)) == set()
 
 
 def test_shared_memory_plan():
-    from cudnn.linear_attention.frost.kernels import bwd_chain_ws_wy
+    from cudnn.linear_attention.frost.kernels import bwd_chain_ws4, bwd_chain_ws_wy
     from cudnn.linear_attention.frost.kernels.fwd_v1 import SMEM_LIMIT, smem_bytes
 
     fwd = _config().fwd
     assert smem_bytes(fwd, bwd_chain_ws_wy.smem_plan) <= SMEM_LIMIT
+    assert smem_bytes(fwd, bwd_chain_ws4.ring_smem_plan) <= SMEM_LIMIT
+    ring = {e[0]: e[2] for e in bwd_chain_ws4.ring_smem_plan(fwd)}
+    assert ring["q"][0] == ring["k"][0] == 3 * 64 and "norm" in ring and not {"rq", "rk"} & set(ring)
     names = [e[0] for e in bwd_chain_ws_wy.smem_plan(fwd)]
     assert {"ainv", "wp", "do"} <= set(names) and not {"dot", "rdo", "pt"} & set(names)
 
@@ -135,13 +157,18 @@ def test_config_and_launcher_rules(monkeypatch):
     from cudnn.linear_attention.frost.kernels.bwd_chain_ws_wy import FrostBwdChainWsWy
     from cudnn.linear_attention.frost.kernels.bwd_compile import bwd_kernel_for
 
-    from cudnn.linear_attention.frost.kernels.bwd_chain_ws4 import FrostBwdChainWs4, FrostBwdChainWs4InChain
+    from cudnn.linear_attention.frost.kernels.bwd_chain_ws4 import (FrostBwdChainWs4, FrostBwdChainWs4InChain,
+                                                                    FrostBwdChainWs4Raw, FrostBwdChainWs4RawInChain)
 
     assert bwd_kernel_for(_config()) is FrostBwdChainWsWy
     assert bwd_kernel_for(_config(ws4=True)) is FrostBwdChainWs4
     assert bwd_kernel_for(_config(ws4=True, in_chain=True)) is FrostBwdChainWs4InChain
+    assert bwd_kernel_for(_config(ws4=True, raw=True)) is FrostBwdChainWs4Raw
+    assert bwd_kernel_for(_config(ws4=True, in_chain=True, raw=True)) is FrostBwdChainWs4RawInChain
     with pytest.raises(ValueError, match="chain_a_in_chain"):
         _config(in_chain=True)
+    with pytest.raises(ValueError, match="chain_raw_rows"):
+        _config(raw=True)
     with pytest.raises(ValueError, match="chain_wy"):
         dataclasses.replace(_config(), chain_ws=False)
     assert dataclasses.replace(_config(), stage="grads").with_stage("grads").chain_wy is False

@@ -91,11 +91,12 @@
 #              float64 and kernel times), fourrolesmatrix (the GDN engine matrix, no knob: the
 #              product path), fourrolesgate (GDN fwd rows at 1 to 64 chunks per sequence with
 #              FROST_FWD_DECAY=scaled / wyc-ws4raw: where the 512-token gate should sit)
-#   bwdfour    the backward's wy chain in four roles (bwd_chain_ws4.py, FROST_BWD_CHAIN=wgmma_ws4,
-#              and without W', =wgmma_ws4c): bwdfoursmoke (GDN backward smoke vs float64 with
-#              each, every case; then the mixed case's chain kernel times, the product's
-#              chain, wgmma_ws4 and wgmma_ws4c in turn), bwdfourbench (GDN fwd+bwd op rows,
-#              product, wgmma_ws4, wgmma_ws4c, twice)
+#   bwdfour    the backward's wy chain in four roles (bwd_chain_ws4.py: FROST_BWD_CHAIN=wgmma_ws4,
+#              =wgmma_ws4c without W', =wgmma_ws4raw / wgmma_ws4rawc on raw rows in a ring;
+#              BWD_FOUR names them, default all four): bwdfoursmoke (GDN backward smoke vs
+#              float64 with each, every case; then the mixed case's chain kernel times, the
+#              product's chain and each in turn), bwdfourbench (GDN fwd+bwd op rows, the
+#              product and each, twice)
 #   wysplit    wy-ws / wyc-ws GDN forward kernel rows at each setmaxnreg split and Gram (WY_SPLITS,
 #              decay:consumer,producer[:gram], FROST_FWD_GRAM's values; compiled side by side
 #              first), the product before and after; the four-role decays take a
@@ -631,13 +632,14 @@ for s in "$@"; do
       true ;;
     bwdfour|bwdfoursmoke|bwdfourbench)  # the backward's wy chain in four roles (bwd_chain_ws4.py)
       export FROST_KERNEL_CACHE="${FROST_KERNEL_CACHE:-$PWD/.frostcache}"
-      case "$s" in bwdfour|bwdfoursmoke) stage bwdfoursmoke "for c in wgmma_ws4c wgmma_ws4; do echo \"== \$c\"; \
+      BWD_FOUR="${BWD_FOUR:-wgmma_ws4rawc wgmma_ws4c wgmma_ws4raw wgmma_ws4}"
+      case "$s" in bwdfour|bwdfoursmoke) stage bwdfoursmoke "for c in $BWD_FOUR; do echo \"== \$c\"; \
         FROST_BWD_CHAIN=\$c python3 tests/numerics/la_frost_bwd_smoke.py --jobs \$(nproc) --family gdn || exit 1; \
-        done; for c in wgmma_scaled wgmma_ws4 wgmma_ws4c; do \
+        done; for c in wgmma_scaled $BWD_FOUR; do \
         echo \"== FROST_BWD_CHAIN=\$c\"; FROST_BWD_CHAIN=\$c python3 tests/numerics/la_frost_bwd_smoke.py \
         --family gdn --only mixed || exit 1; done";; esac
-      case "$s" in bwdfour|bwdfourbench) stage bwdfourbench "for c in wgmma_scaled wgmma_ws4 wgmma_ws4c \
-        wgmma_scaled wgmma_ws4 wgmma_ws4c; do echo \"== FROST_BWD_CHAIN=\$c\"; FROST_BWD_CHAIN=\$c python3 bench/bench_linear_attention.py \
+      case "$s" in bwdfour|bwdfourbench) stage bwdfourbench "for c in wgmma_scaled $BWD_FOUR wgmma_scaled \
+        $BWD_FOUR; do echo \"== FROST_BWD_CHAIN=\$c\"; FROST_BWD_CHAIN=\$c python3 bench/bench_linear_attention.py \
         --cases 'GDN fwd+bwd' --impl 'op FROST' --reps 10 | grep '^| GDN' || exit 1; done";; esac
       true ;;
     fourroles|fourrolessmoke|fourrolesmatrix|fourrolesgate)  # GDN's four-role forward (fwd_ws4.py)

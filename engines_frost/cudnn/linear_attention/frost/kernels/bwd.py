@@ -53,7 +53,9 @@ VEC_DECAY_ENV = "FROST_BWD_VEC_DECAY"
 # chain without its back substitution"; K = V = 128 and bf16, else wgmma_scaled), =wgmma_ws4
 # that chain in four roles (FrostBwdConfig.chain_ws4: chain, math, copies; an experiment,
 # NOTES_bwd.md "The wy chain in four roles"; the same shapes, else wgmma_scaled), =wgmma_ws4c
-# that one without W' (FrostBwdConfig.chain_a_in_chain: the chain applies the inverse).
+# that one without W' (FrostBwdConfig.chain_a_in_chain: the chain applies the inverse),
+# =wgmma_ws4raw / =wgmma_ws4rawc both on raw rows in a ring (FrostBwdConfig.chain_raw_rows:
+# no rows stage, the norms in the factor rows).
 # Unset: wgmma_scaled for scalar gates (its chain kernel -12 %, GDN fwd+bwd -2.5 % on the
 # H200 against wgmma_async, the gradients within the same float64 bounds: NOTES_bwd.md
 # "The scalar-gate chains on the H200"); vector gates follow FROST_BWD_CHAIN_VEC instead
@@ -65,7 +67,7 @@ CHAIN_ENV = "FROST_BWD_CHAIN"
 # its three roles' split is its own).
 WS_REGS_ENV = "FROST_BWD_WS_REGS"
 CHAIN_VARIANTS = ("serial", "pipelined", "wgmma", "wgmma_async", "wgmma_scaled", "wgmma_ws", "wgmma_wy",
-                  "wgmma_ws4", "wgmma_ws4c")
+                  "wgmma_ws4", "wgmma_ws4c", "wgmma_ws4raw", "wgmma_ws4rawc")
 # FROST_BWD_CHAIN_VEC: the vector-gate (KDA, GDN-2) chain kernel. Unset or =wgmma: the
 # wgmma chain (FrostBwdConfig.chain_wgmma; NOTES_bwd.md "Vector-gate chain on warpgroup
 # MMA": bitwise the serial chain's gradients, KDA chain -10 % on the H100); =serial the
@@ -241,9 +243,10 @@ def check_bwd_operands(*, q, k, v, g, beta, w, cu_seqlens, dO, initial_state, d_
     with_values = values is not None
     scalar_chain, vector_chain = chain_variant(), chain_vec_variant()  # both checked on every call
     variant = vector_chain if f.gate_per_channel else scalar_chain
-    wy = ("wgmma_wy", "wgmma_ws4", "wgmma_ws4c")
+    four = ("wgmma_ws4", "wgmma_ws4c", "wgmma_ws4raw", "wgmma_ws4rawc")
+    wy = ("wgmma_wy",) + four
     chain_ws = variant in ("wgmma_ws",) + wy and f.io_dtype == "bfloat16" and (f.K, f.V) == (128, 128)
-    chain_ws4 = chain_ws and variant in ("wgmma_ws4", "wgmma_ws4c")
+    chain_ws4 = chain_ws and variant in four
     scalar_grads, vector_grads = grads_variant(), grads_vec_variant()  # likewise
     cfg = FrostBwdConfig(
         fwd=f, stage="chain" if with_values else "values" if with_checkpoints else "states",
@@ -257,7 +260,8 @@ def check_bwd_operands(*, q, k, v, g, beta, w, cu_seqlens, dO, initial_state, d_
         chain_async=variant in ("wgmma_async", "wgmma_scaled", "wgmma_ws") + wy,
         chain_scaled=variant in ("wgmma_scaled", "wgmma_ws") + wy and f.io_dtype == "bfloat16",
         chain_ws=chain_ws, chain_wy=chain_ws and variant in wy, chain_ws4=chain_ws4,
-        chain_a_in_chain=chain_ws4 and variant == "wgmma_ws4c",
+        chain_a_in_chain=chain_ws4 and variant in ("wgmma_ws4c", "wgmma_ws4rawc"),
+        chain_raw_rows=chain_ws4 and variant in ("wgmma_ws4raw", "wgmma_ws4rawc"),
         chain_ws_regs=ws_regs_requested() if chain_ws and not chain_ws4 else (),
         grads_wgmma=(vector_grads if f.gate_per_channel else scalar_grads) == "wgmma",
         grads_prefetch=binary_switch(GRADS_PREFETCH_ENV, default=True) and not f.gate_per_channel)

@@ -37,6 +37,17 @@ The (dO^T fo) Q group is issued before dR^T retires, so the chain waits for dR^T
 after dU) where W' let it issue the whole update at once; the math warpgroup loses its 40
 W' products per warp and chunk (in the forward that traded 0.353 for 0.304 ms, H100).
 
+FrostBwdChainWs4Raw / FrostBwdChainWs4RawInChain (chain_raw_rows, FROST_BWD_CHAIN=
+wgmma_ws4raw / wgmma_ws4rawc) take the forward's other step (fwd_ws4.RawRing): no rows stage.
+The copies bring chunk j - 1's raw q, k, gate and beta rows into ring stage (i + 1) mod RING
+(i: the chunk's place in the backward walk) as soon as the chain released the chunk RING
+places back, and form the rows' inverse l2 norms there; math scans the gates in the
+stage, folds the norms into the factor rows (fk = e^(Gam_last - Gam) nk, fo = scale e^Gam
+nq, fr = -beta e^Gam nk) and the Gram's epilogue (GramWgmma.gram_norms), and every wgmma
+reads the raw rows: dS^T K^T diag(fk), (dO^T diag(fo)) Q, W' = A diag(fr) K and
+(dR^T diag(fr)) K are the k-hat / q-hat products with the norms moved into the per-token
+factors. The chain arrives RING_EMPTY of the stage after its last group retired.
+
 GDN, bf16, K = V = 128, sm_90a.
 """
 from __future__ import annotations
@@ -49,19 +60,20 @@ from cutlass import BFloat16, Float32
 from cutlass.cute.nvgpu import warpgroup
 
 from cudnn.linear_attention.frost.kernels.bwd_chain_ws_wy import FrostBwdChainWsWy
+from cudnn.linear_attention.frost.kernels.bwd_chain_ws_wy import smem_plan as wy_smem_plan
 from cudnn.linear_attention.frost.kernels.bwd_config import FrostBwdConfig
 from cudnn.linear_attention.frost.kernels.config import register_split_ok
 from cudnn.linear_attention.frost.kernels.fwd_v1 import CHUNK, NBLK, SUB, to_a_operand, warp_mma
 from cudnn.linear_attention.frost.kernels.fwd_v3 import WG_ROWS, WG_THREADS, assemble_a, block_of, \
     check_fragment_orders, wgmma
-from cudnn.linear_attention.frost.kernels.fwd_v3_gram import GramWgmma, lane_in_loop, tid_in_loop
+from cudnn.linear_attention.frost.kernels.fwd_v3_gram import NORM_K, NORM_Q, GramWgmma, lane_in_loop, tid_in_loop
 from cudnn.linear_attention.frost.kernels.fwd_v3_scaled import FK, FO, FR, wgmma_mn, write_decay_factors
 from cudnn.linear_attention.frost.kernels.fwd_ws import BAR_EMPTY, BAR_FULL, BLOCK_THREADS, SETS, \
     waits_for_release, zero_blocks
 from cudnn.linear_attention.frost.kernels.fwd_ws_wy import load_block_transposed, mma_group
 from cudnn.linear_attention.frost.kernels.fwd_ws_wy import transposed_view as mn_view
-from cudnn.linear_attention.frost.kernels.fwd_ws4 import BAR_MATH, BAR_RAW_FREE, BAR_RAW_FULL, COPY_TID0, \
-    COPY_WARP0, MATH_TID0, PAIR_THREADS, FourRoles
+from cudnn.linear_attention.frost.kernels.fwd_ws4 import BAR_MATH, BAR_RAW_FREE, BAR_RAW_FULL, BAR_RING_EMPTY, \
+    BAR_RING_FULL, COPY_TID0, COPY_WARP0, MATH_TID0, PAIR_THREADS, RING, RING_EMPTY_THREADS, FourRoles, RawRing
 
 
 #: (chain, math, copies) setmaxnreg (sm_90a, GDN l2norm, 16 heads): the chain at
@@ -253,3 +265,144 @@ class FrostBwdChainWs4InChain(FrostBwdChainWs4):
                 t = t0 + bi * SUB + crd[e][1]
                 if t < eos:
                     mdr[t, h, j0 + crd[e][0]] = dr[e].to(BFloat16)
+
+
+def ring_smem_plan(c):
+    """bwd_chain_ws_wy.py's plan with q, k, the gate and beta rows RING stages tall (raw
+    rows: no q-hat / k-hat, no raw copies beside them), the inverse norms per stage [2 RING,
+    C] (fp32, rows 2 r + NORM_K, 2 r + NORM_Q). W' stays in the in-chain kernel's plan too
+    (one CTA per SM either way: the block holds the whole register file)."""
+    plan = []
+    for name, dtype, shape, stride in wy_smem_plan(c):
+        if name in ("rq", "rk"):
+            continue
+        if name in ("q", "k", "g", "beta"):
+            shape = (shape[0] // SETS * RING, *shape[1:])
+        plan.append((name, dtype, shape, stride))
+    return plan + [("norm", "f32", (2 * RING, CHUNK), (CHUNK, 1))]
+
+
+class FrostBwdChainWs4Raw(FrostBwdChainWs4):
+    """FrostBwdChainWs4 on raw rows in a ring (module docstring)."""
+
+    smem_plan = staticmethod(ring_smem_plan)
+    gram_log2 = True
+    norms_in_copies = True
+    ring_view = RawRing.ring_view
+    inverse_norms = RawRing.inverse_norms
+    stage_landed = RawRing.stage_landed
+    copy_ring_rows = RawRing.copy_ring_rows
+
+    def __init__(self, cfg: FrostBwdConfig):
+        if not cfg.chain_raw_rows:
+            raise ValueError(f"{type(self).__name__}: a chain config with chain_raw_rows set")
+        super().__init__(cfg)
+
+    @property
+    def gram_norms(self) -> bool:
+        """The Gram's epilogue applies the norms where the caller asked for l2norm."""
+        return self.cfg.use_l2norm
+
+    def chunk_set(self, s, i):
+        """The i-th chunk's operand set (i mod SETS) with its raw rows from stage i mod RING."""
+        st = self.set_views(s, i % SETS)
+        ring = self.ring_view(s, i % RING)
+        st.q, st.k, st.g, st.beta, st.norm = ring.q, ring.k, ring.g, ring.beta, ring.norm
+        return st
+
+    @cute.jit
+    def release_chunk(self, i, nch):
+        FrostBwdChainWs4.release_chunk(self, i, nch)
+        if i + RING < nch:
+            cute.arch.barrier_arrive(barrier_id=BAR_RING_EMPTY + i % RING, number_of_threads=RING_EMPTY_THREADS)
+
+    # ------------------------------------------------------------------ copies
+    @cute.jit
+    def copies(self, s, bos, eos, nch):
+        """The last chunk's rows into stage 0 first; then per chunk i (backwards): chunk
+        j - 1's rows into stage (i + 1) mod RING once the chain released it, the set's
+        release, chunk j's dO into the set, the stage's norms and RING_FULL, FULL."""
+        C = CHUNK
+        if nch > 0:
+            self.copy_ring_rows(s, 0, bos + (nch - 1) * C, eos)
+            cute.arch.cp_async_wait_group(0)
+            self.stage_landed(s, 0)
+        for i in cutlass.range(nch, unroll=1):
+            j = nch - 1 - i
+            t0 = bos + j * C
+            b = i % SETS
+            r = (i + 1) % RING
+            if i + 1 < nch:
+                if i + 1 >= RING:
+                    cute.arch.barrier(barrier_id=BAR_RING_EMPTY + r, number_of_threads=RING_EMPTY_THREADS)
+                self.copy_ring_rows(s, r, t0 - C, eos)
+            if waits_for_release(i):
+                cute.arch.barrier(barrier_id=BAR_EMPTY + b, number_of_threads=BLOCK_THREADS)
+            st = self.set_views(s, b)
+            self.as_role(WG_THREADS, self.prefetch_do, SimpleNamespace(w0=st.do, gmem=s.gmem), t0, eos,
+                         tid_in_loop() - COPY_TID0)
+            cute.arch.cp_async_commit_group()
+            cute.arch.cp_async_wait_group(0)
+            if i + 1 < nch:
+                self.stage_landed(s, r)
+            cute.arch.barrier_arrive(barrier_id=BAR_FULL + b, number_of_threads=BLOCK_THREADS)
+
+    # ------------------------------------------------------------------ math
+    @cute.jit
+    def math(self, s, mb, heads, bos, eos, nch, scale):
+        """Per chunk (backwards): the set's release, RING_FULL of the chunk's stage, the gate
+        scan there, the factor rows with the norms, the Gram (norms in its epilogue), the
+        inverses and solves, FULL."""
+        for i in cutlass.range(nch, unroll=1):
+            j = nch - 1 - i
+            t0 = bos + j * CHUNK
+            b = i % SETS
+            mtid = tid_in_loop() - MATH_TID0
+            lane = lane_in_loop()
+            mwid = cute.arch.make_warp_uniform(mtid // 32)
+            thr = warp_mma().get_slice(lane)
+            if waits_for_release(i):
+                cute.arch.barrier(barrier_id=BAR_EMPTY + b, number_of_threads=BLOCK_THREADS)
+            st = self.chunk_set(s, i)
+            cute.arch.barrier(barrier_id=BAR_RING_FULL + i % RING, number_of_threads=PAIR_THREADS)
+            self.scan_gates_in_place(st.g, mtid)
+            cute.arch.barrier(barrier_id=BAR_MATH, number_of_threads=WG_THREADS)  # the gate scan
+            self.ring_factors(st, scale, mtid)
+            GramWgmma.stage_gram(self, st, mb, heads, t0, eos, scale, thr, lane, mwid)  # ends with the fence
+            cute.arch.barrier(barrier_id=BAR_MATH, number_of_threads=WG_THREADS)  # -M, inverses, factors
+            if cutlass.const_expr(not self.inverse_in_chain):
+                self.w_prime_rows(st, thr, lane, mwid + 4)
+            self.solve_products(st, thr, lane, mwid)
+            cute.arch.fence_proxy("async.shared", space="cta")  # A and W': the chain's wgmma operands
+            cute.arch.barrier_arrive(barrier_id=BAR_FULL + b, number_of_threads=BLOCK_THREADS)
+
+    @cute.jit
+    def ring_factors(self, st, scale, mtid):
+        """fwd_v3_scaled.write_decay_factors' rows with the inverse norms folded in (the raw
+        rows stand for q-hat and k-hat in every product that reads them)."""
+        if mtid < CHUNK:
+            nk = Float32(1.0)
+            nq = Float32(1.0)
+            if cutlass.const_expr(self.cfg.use_l2norm):
+                nk = st.norm[NORM_K, mtid]
+                nq = st.norm[NORM_Q, mtid]
+            gam = st.g[mtid, 0]
+            last = st.g[CHUNK - 1, 0]
+            a = cute.arch.exp(gam)
+            st.fac[FR, mtid] = -(st.beta[mtid] * a) * nk
+            st.fac[FO, mtid] = a * scale * nq
+            st.fac[FK, mtid] = cute.arch.exp(last - gam) * nk
+            if mtid == 0:
+                st.alast[0] = cute.arch.exp(last)
+
+
+class FrostBwdChainWs4RawInChain(FrostBwdChainWs4Raw):
+    """FrostBwdChainWs4Raw without W': the chain applies A (FrostBwdChainWs4InChain's step)."""
+
+    inverse_in_chain = True
+    consumer_chain = FrostBwdChainWs4InChain.consumer_chain
+
+    def __init__(self, cfg: FrostBwdConfig):
+        if not cfg.chain_a_in_chain:
+            raise ValueError("FrostBwdChainWs4RawInChain: a chain config with chain_a_in_chain set")
+        super().__init__(cfg)

@@ -33,6 +33,12 @@ def bwd_kernel_for(cfg: FrostBwdConfig):
     if cfg.stage == "chain" and cfg.chain_pipeline:
         from cudnn.linear_attention.frost.kernels.bwd_chain_pipelined import FrostBwdChainPipelined
         return FrostBwdChainPipelined
+    if cfg.stage == "chain" and cfg.chain_raw_rows and cfg.chain_a_in_chain:
+        from cudnn.linear_attention.frost.kernels.bwd_chain_ws4 import FrostBwdChainWs4RawInChain
+        return FrostBwdChainWs4RawInChain
+    if cfg.stage == "chain" and cfg.chain_raw_rows:
+        from cudnn.linear_attention.frost.kernels.bwd_chain_ws4 import FrostBwdChainWs4Raw
+        return FrostBwdChainWs4Raw
     if cfg.stage == "chain" and cfg.chain_a_in_chain:
         from cudnn.linear_attention.frost.kernels.bwd_chain_ws4 import FrostBwdChainWs4InChain
         return FrostBwdChainWs4InChain

@@ -96,6 +96,10 @@ class FrostBwdConfig:
     # With chain_ws4: no W', the chain applies the inverse to its dR (bwd_chain_ws4.
     # FrostBwdChainWs4InChain). An experiment: FROST_BWD_CHAIN=wgmma_ws4c (bwd.py).
     chain_a_in_chain: bool = False
+    # With chain_ws4: raw q / k / gate / beta rows in a ring, the norms on the copies and in
+    # the factor rows, no rows stage (bwd_chain_ws4.FrostBwdChainWs4Raw). An experiment:
+    # FROST_BWD_CHAIN=wgmma_ws4raw, =wgmma_ws4rawc without W' (bwd.py).
+    chain_raw_rows: bool = False
     # The vector-gate grads kernel (bwd_grads_vec.py) reads its shared bf16 operands with
     # wide loads instead of one 2-byte load per element (NOTES_bwd.md "v1.7 vector-gate
     # grads"): k-hat's and q-hat's decayed B operands by ldmatrix.x4.trans straight into
@@ -196,6 +200,10 @@ class FrostBwdConfig:
             bad("chain_a_in_chain", "a bool")
         if self.chain_a_in_chain and not self.chain_ws4:
             bad("chain_a_in_chain", "False unless chain_ws4 is set (the four-role chain without W')")
+        if not isinstance(self.chain_raw_rows, bool):
+            bad("chain_raw_rows", "a bool")
+        if self.chain_raw_rows and not self.chain_ws4:
+            bad("chain_raw_rows", "False unless chain_ws4 is set (the four-role chain on raw rows)")
         if self.chain_ws_regs and not (self.chain_ws and register_split_ok(self.chain_ws_regs)):
             bad("chain_ws_regs", "() or, with chain_ws, (consumer, producer) setmaxnreg counts: multiples of 8 "
                 "in [24, 256] with 256 x (consumer + producer) <= 65,536")
@@ -225,7 +233,7 @@ class FrostBwdConfig:
                                        chain_pipeline=False, chain_wgmma=False,
                                        chain_async=False, chain_scaled=False, chain_ws=False,
                                        chain_ws_regs=(), chain_wy=False, chain_ws4=False,
-                                       chain_a_in_chain=False, vec_wide_loads=wide,
+                                       chain_a_in_chain=False, chain_raw_rows=False, vec_wide_loads=wide,
                                        vec_fast_decay=fast,
                                        grads_wgmma=gwg, grads_prefetch=pf)
         fwd = dataclasses.replace(self.fwd, has_initial_state=False, state_dtype=None)
@@ -233,7 +241,7 @@ class FrostBwdConfig:
                                    forward_values=False, grads_ctas=ctas,
                                    chain_pipeline=False, chain_wgmma=False, chain_async=False, chain_scaled=False,
                                    chain_ws=False, chain_ws_regs=(), chain_wy=False, chain_ws4=False,
-                                   chain_a_in_chain=False,
+                                   chain_a_in_chain=False, chain_raw_rows=False,
                                    vec_wide_loads=wide,
                                    vec_fast_decay=fast, grads_wgmma=gwg, grads_prefetch=pf)
 
