@@ -19,6 +19,7 @@ pytest.importorskip("cutlass", reason="nvidia-cutlass-dsl (CuTe DSL) is not inst
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import frost_cubin_report as report  # noqa: E402
+from compile_tiers import tiered  # noqa: E402
 from frost_cubin_report import bwd_config_for as _cfg  # noqa: E402
 
 pytestmark = pytest.mark.skipif(report.tool("CUOBJDUMP", "cuobjdump") is None
@@ -72,8 +73,9 @@ def test_roles_as_compiled(h0, fv):
     assert len(full_arrive) == len(full_wait) == 1
 
 
-@pytest.mark.parametrize("h0,fv,in_chain,raw", [(False, True, False, False), (True, False, True, False),
-                                                (False, True, False, True), (True, True, True, True)])
+@pytest.mark.parametrize("h0,fv,in_chain,raw", tiered(  # core: the first four-role kernel and the last step
+    [(False, True, False, False), (True, False, True, False), (False, True, False, True), (True, True, True, True)],
+    [0, 3], unpack=True))
 def test_four_roles_as_compiled(h0, fv, in_chain, raw):
     """The three setmaxnreg sites in bwd_chain_ws4's split (copies, math, then the chain);
     cp.async on the copies alone, the Gram's wgmma and the solves' mma.sync on math, the
@@ -129,8 +131,8 @@ def test_four_roles_as_compiled(h0, fv, in_chain, raw):
     assert _count(math, "MUFU.RSQ") == _count(chain, "MUFU.RSQ") == 0
 
 
-@pytest.mark.parametrize("ws4,in_chain,raw", [(False, False, False), (True, False, False), (True, True, False),
-                                              (True, True, True)])
+@pytest.mark.parametrize("ws4,in_chain,raw", tiered(
+    [(False, False, False), (True, False, False), (True, True, False), (True, True, True)], [0, 3], unpack=True))
 def test_no_ptxas_performance_note(ws4, in_chain, raw):
     from cudnn.linear_attention.frost.kernels.bwd_abi import bwd_fake_args
     from cudnn.linear_attention.frost.kernels.bwd_compile import bwd_kernel_for

@@ -18,6 +18,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import frost_cubin_report as report  # noqa: E402
 import frost_fwd_experiments as fx  # noqa: E402
+from compile_tiers import tiered  # noqa: E402
 
 pytestmark = pytest.mark.skipif(report.tool("CUOBJDUMP", "cuobjdump") is None
                                 or report.tool("NVDISASM", "nvdisasm") is None,
@@ -43,9 +44,9 @@ def _count(instrs, prefix):
     return sum(i.startswith(prefix) for i in instrs)
 
 
-@pytest.mark.parametrize("mode,decay", [("plain", "wy-ws4"), ("training", "wy-ws4"), ("plain", "wy-ws4raw"),
-                                        ("training", "wy-ws4raw"), ("plain", "wyc-ws4raw"),
-                                        ("training", "wyc-ws4raw"), ("plain", "wyc-ws4rawd")])
+@pytest.mark.parametrize("mode,decay", tiered(  # core: the product's kernel (plain, training), the dispatch
+    [("plain", "wy-ws4"), ("training", "wy-ws4"), ("plain", "wy-ws4raw"), ("training", "wy-ws4raw"),
+     ("plain", "wyc-ws4raw"), ("training", "wyc-ws4raw"), ("plain", "wyc-ws4rawd")], [4, 5, 6], unpack=True))
 def test_roles_as_compiled(mode, decay):
     from cudnn.linear_attention.frost.kernels import fwd_ws4 as ws4
 
@@ -94,7 +95,7 @@ def test_roles_as_compiled(mode, decay):
     assert _count([i for i in chain if block in i], "BAR.ARV") == 1
 
 
-@pytest.mark.parametrize("decay", ["wy-ws4", "wy-ws4raw"])
+@pytest.mark.parametrize("decay", tiered(["wy-ws4", "wy-ws4raw"], [1]))
 def test_no_ptxas_performance_note(decay):
     from cudnn.linear_attention.frost.kernels.compile_kernel import kernel_class
     from cudnn.linear_attention.frost.kernels.launch_abi import fake_args
