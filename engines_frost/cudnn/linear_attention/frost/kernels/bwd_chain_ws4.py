@@ -66,14 +66,15 @@ from cudnn.linear_attention.frost.kernels.config import register_split_ok
 from cudnn.linear_attention.frost.kernels.fwd_v1 import CHUNK, NBLK, SUB, to_a_operand, warp_mma
 from cudnn.linear_attention.frost.kernels.fwd_v3 import WG_ROWS, WG_THREADS, assemble_a, block_of, \
     check_fragment_orders, wgmma
-from cudnn.linear_attention.frost.kernels.fwd_v3_gram import NORM_K, NORM_Q, GramWgmma, lane_in_loop, tid_in_loop
+from cudnn.linear_attention.frost.kernels.fwd_v3_gram import GramWgmma, lane_in_loop, tid_in_loop
 from cudnn.linear_attention.frost.kernels.fwd_v3_scaled import FK, FO, FR, wgmma_mn, write_decay_factors
 from cudnn.linear_attention.frost.kernels.fwd_ws import BAR_EMPTY, BAR_FULL, BLOCK_THREADS, SETS, \
     waits_for_release, zero_blocks
 from cudnn.linear_attention.frost.kernels.fwd_ws_wy import load_block_transposed, mma_group
 from cudnn.linear_attention.frost.kernels.fwd_ws_wy import transposed_view as mn_view
 from cudnn.linear_attention.frost.kernels.fwd_ws4 import BAR_MATH, BAR_RAW_FREE, BAR_RAW_FULL, BAR_RING_EMPTY, \
-    BAR_RING_FULL, COPY_TID0, COPY_WARP0, MATH_TID0, PAIR_THREADS, RING, RING_EMPTY_THREADS, FourRoles, RawRing
+    BAR_RING_FULL, COPY_TID0, COPY_WARP0, MATH_TID0, PAIR_THREADS, RING, RING_EMPTY_THREADS, FourRoles, RawRing, \
+    ring_decay_factors
 
 
 #: (chain, math, copies) setmaxnreg (sm_90a, GDN l2norm, 16 heads): the chain at
@@ -367,7 +368,7 @@ class FrostBwdChainWs4Raw(FrostBwdChainWs4):
             cute.arch.barrier(barrier_id=BAR_RING_FULL + i % RING, number_of_threads=PAIR_THREADS)
             self.scan_gates_in_place(st.g, mtid)
             cute.arch.barrier(barrier_id=BAR_MATH, number_of_threads=WG_THREADS)  # the gate scan
-            self.ring_factors(st, scale, mtid)
+            ring_decay_factors(st, scale, mtid, self.cfg.use_l2norm, False)
             GramWgmma.stage_gram(self, st, mb, heads, t0, eos, scale, thr, lane, mwid)  # ends with the fence
             cute.arch.barrier(barrier_id=BAR_MATH, number_of_threads=WG_THREADS)  # -M, inverses, factors
             if cutlass.const_expr(not self.inverse_in_chain):
@@ -375,25 +376,6 @@ class FrostBwdChainWs4Raw(FrostBwdChainWs4):
             self.solve_products(st, thr, lane, mwid)
             cute.arch.fence_proxy("async.shared", space="cta")  # A and W': the chain's wgmma operands
             cute.arch.barrier_arrive(barrier_id=BAR_FULL + b, number_of_threads=BLOCK_THREADS)
-
-    @cute.jit
-    def ring_factors(self, st, scale, mtid):
-        """fwd_v3_scaled.write_decay_factors' rows with the inverse norms folded in (the raw
-        rows stand for q-hat and k-hat in every product that reads them)."""
-        if mtid < CHUNK:
-            nk = Float32(1.0)
-            nq = Float32(1.0)
-            if cutlass.const_expr(self.cfg.use_l2norm):
-                nk = st.norm[NORM_K, mtid]
-                nq = st.norm[NORM_Q, mtid]
-            gam = st.g[mtid, 0]
-            last = st.g[CHUNK - 1, 0]
-            a = cute.arch.exp(gam)
-            st.fac[FR, mtid] = -(st.beta[mtid] * a) * nk
-            st.fac[FO, mtid] = a * scale * nq
-            st.fac[FK, mtid] = cute.arch.exp(last - gam) * nk
-            if mtid == 0:
-                st.alast[0] = cute.arch.exp(last)
 
 
 class FrostBwdChainWs4RawInChain(FrostBwdChainWs4Raw):

@@ -345,23 +345,34 @@ class RawRing(FourRoles):
 
     @cute.jit
     def math_factors(self, st, scale, mtid):
-        """fwd_v3_scaled.write_decay_factors' rows with the norms folded in, and beta (FB)."""
-        if mtid < CHUNK:
-            nk = Float32(1.0)
-            nq = Float32(1.0)
-            if cutlass.const_expr(self.cfg.use_l2norm):
-                nk = st.norm[NORM_K, mtid]
-                nq = st.norm[NORM_Q, mtid]
-            gam = st.g[mtid, 0]
-            last = st.g[CHUNK - 1, 0]
-            bt = st.beta[mtid]
-            a = cute.arch.exp(gam)
-            st.fac[FR, mtid] = -(bt * a) * nk
-            st.fac[FO, mtid] = a * scale * nq
-            st.fac[FK, mtid] = cute.arch.exp(last - gam) * nk
+        """ring_decay_factors, with beta (FB, for the chain's W0)."""
+        ring_decay_factors(st, scale, mtid, self.cfg.use_l2norm, True)
+
+
+@cute.jit
+def ring_decay_factors(st, scale, mtid, l2norm: cutlass.Constexpr, with_beta: cutlass.Constexpr):
+    """fwd_v3_scaled.write_decay_factors' rows for raw q / k rows, the inverse norms st.norm
+    folded in (fr = -beta e^Gam nk, fo = scale e^Gam nq, fk = e^(Gam_last - Gam) nk; the raw
+    rows then stand for q-hat and k-hat in every product that reads them), threads 0 .. C-1
+    a row each; with_beta: beta too (row FB). The forward's RawRing and the backward's
+    four-role chain on raw rows (bwd_chain_ws4.py) share it."""
+    if mtid < CHUNK:
+        nk = Float32(1.0)
+        nq = Float32(1.0)
+        if cutlass.const_expr(l2norm):
+            nk = st.norm[NORM_K, mtid]
+            nq = st.norm[NORM_Q, mtid]
+        gam = st.g[mtid, 0]
+        last = st.g[CHUNK - 1, 0]
+        bt = st.beta[mtid]
+        a = cute.arch.exp(gam)
+        st.fac[FR, mtid] = -(bt * a) * nk
+        st.fac[FO, mtid] = a * scale * nq
+        st.fac[FK, mtid] = cute.arch.exp(last - gam) * nk
+        if cutlass.const_expr(with_beta):
             st.fac[FB, mtid] = bt
-            if mtid == 0:
-                st.alast[0] = cute.arch.exp(last)
+        if mtid == 0:
+            st.alast[0] = cute.arch.exp(last)
 
 
 def ring_smem_plan_in_chain(c: FrostFwdConfig):
