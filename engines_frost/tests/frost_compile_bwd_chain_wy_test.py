@@ -87,12 +87,7 @@ def test_four_roles_as_compiled(h0, fv, in_chain, raw):
 
     usage, sass = _build(h0, fv, ws4=True, in_chain=in_chain, raw=raw)
     assert usage["REG"] <= 65536 // fwd_ws4.BLOCK_THREADS, usage
-    dealloc, alloc = report.setmaxnreg_sites(sass)
-    assert len(dealloc) == 2 and len(alloc) == 1 and dealloc[1] < alloc[0], (dealloc, alloc)
-    chain_regs, math_regs, copy_regs = ws4.REGISTER_SPLIT
-    assert f"{copy_regs:#x}" in sass[dealloc[0]] and f"{math_regs:#x}" in sass[dealloc[1]]
-    assert f"{chain_regs:#x}" in sass[alloc[0]]
-    copies, math, chain = sass[dealloc[0]:dealloc[1]], sass[dealloc[1]:alloc[0]], sass[alloc[0]:]
+    copies, math, chain = report.four_role_regions(sass, ws4.REGISTER_SPLIT)
     # the copies: the raw q, k, gate and beta rows and dO into the set, nothing else
     assert _count(copies, "LDGSTS") > 0 and _count(math, "LDGSTS") == _count(chain, "LDGSTS") == 0
     assert _count(copies, "HGMMA") == _count(copies, "HMMA") == 0

@@ -52,14 +52,10 @@ def test_roles_as_compiled(mode, decay):
 
     usage, sass = _build(mode, decay)
     assert usage["REG"] <= 65536 // ws4.BLOCK_THREADS, usage
-    dealloc, alloc = report.setmaxnreg_sites(sass)
-    assert len(dealloc) == 2 and len(alloc) == 1 and dealloc[1] < alloc[0], (dealloc, alloc)
     in_chain = decay.startswith("wyc-")
-    chain_regs, math_regs, copy_regs = ws4.IN_CHAIN_REGISTER_SPLIT if in_chain else ws4.REGISTER_SPLIT
     # the copies' branch first (the highest warps), then math, then the chain
-    assert f"{copy_regs:#x}" in sass[dealloc[0]] and f"{math_regs:#x}" in sass[dealloc[1]]
-    assert f"{chain_regs:#x}" in sass[alloc[0]]
-    copies, math, chain = sass[dealloc[0]:dealloc[1]], sass[dealloc[1]:alloc[0]], sass[alloc[0]:]
+    copies, math, chain = report.four_role_regions(sass, ws4.IN_CHAIN_REGISTER_SPLIT if in_chain
+                                                   else ws4.REGISTER_SPLIT)
     # the copies: cp.async only (q, k, gate, beta rows; v's two 16-column slices per warp)
     assert _count(copies, "LDGSTS") > 0 and _count(math, "LDGSTS") == _count(chain, "LDGSTS") == 0
     assert _count(copies, "HGMMA") == _count(copies, "HMMA") == 0

@@ -134,6 +134,19 @@ def setmaxnreg_sites(instrs: list[str]) -> tuple[list[int], list[int]]:
             [n for n, i in enumerate(instrs) if i.startswith("USETMAXREG.TRY_ALLOC")])
 
 
+def four_role_regions(instrs: list[str], split: tuple[int, int, int]) -> tuple[list[str], list[str], list[str]]:
+    """(copies, math, chain) SASS of a four-role kernel (fwd_ws4.py, bwd_chain_ws4.py) whose
+    (chain, math, copies) setmaxnreg split is `split`: the copies' branch first (the highest
+    warps lower their count first), then math's, then the chain's raise; AssertionError
+    where the sites or their counts are not so."""
+    dealloc, alloc = setmaxnreg_sites(instrs)
+    assert len(dealloc) == 2 and len(alloc) == 1 and dealloc[1] < alloc[0], (dealloc, alloc)
+    chain_regs, math_regs, copy_regs = split
+    assert f"{copy_regs:#x}" in instrs[dealloc[0]] and f"{math_regs:#x}" in instrs[dealloc[1]], split
+    assert f"{chain_regs:#x}" in instrs[alloc[0]], split
+    return instrs[dealloc[0]:dealloc[1]], instrs[dealloc[1]:alloc[0]], instrs[alloc[0]:]
+
+
 def region_histograms(instrs: list[str]) -> list[collections.Counter]:
     regions, cur = [], collections.Counter()
     for ins in instrs:

@@ -64,13 +64,12 @@ from cudnn.linear_attention.frost.kernels.bwd_chain_ws_wy import smem_plan as wy
 from cudnn.linear_attention.frost.kernels.bwd_config import FrostBwdConfig
 from cudnn.linear_attention.frost.kernels.config import register_split_ok
 from cudnn.linear_attention.frost.kernels.fwd_v1 import CHUNK, NBLK, SUB, to_a_operand, warp_mma
-from cudnn.linear_attention.frost.kernels.fwd_v3 import WG_ROWS, WG_THREADS, assemble_a, block_of, \
-    check_fragment_orders, wgmma
+from cudnn.linear_attention.frost.kernels.fwd_v3 import WG_ROWS, WG_THREADS, block_of
 from cudnn.linear_attention.frost.kernels.fwd_v3_gram import GramWgmma, lane_in_loop, tid_in_loop
-from cudnn.linear_attention.frost.kernels.fwd_v3_scaled import FK, FO, FR, wgmma_mn, write_decay_factors
+from cudnn.linear_attention.frost.kernels.fwd_v3_scaled import FR, write_decay_factors
 from cudnn.linear_attention.frost.kernels.fwd_ws import BAR_EMPTY, BAR_FULL, BLOCK_THREADS, SETS, \
     waits_for_release, zero_blocks
-from cudnn.linear_attention.frost.kernels.fwd_ws_wy import load_block_transposed, mma_group
+from cudnn.linear_attention.frost.kernels.fwd_ws_wy import mma_group
 from cudnn.linear_attention.frost.kernels.fwd_ws_wy import transposed_view as mn_view
 from cudnn.linear_attention.frost.kernels.fwd_ws4 import BAR_MATH, BAR_RAW_FREE, BAR_RAW_FULL, BAR_RING_EMPTY, \
     BAR_RING_FULL, COPY_TID0, COPY_WARP0, MATH_TID0, PAIR_THREADS, RING, RING_EMPTY_THREADS, FourRoles, RawRing, \
@@ -199,58 +198,22 @@ class FrostBwdChainWs4InChain(FrostBwdChainWs4):
 
     @cute.jit
     def consumer_chain(self, st, mdr, acc_ds, coord, heads, t0, eos, thr, lane, wid):
-        """dU^T (dS^T K^T scaled, dO^T P onto it), dR^T = dU^T A, then the update with
-        (dO^T fo) Q issued at once and (dR^T fr) K once dR^T has retired; dR^T stored
-        unscaled while the update runs."""
+        """dU^T (the wy chain's chain_du), dR^T = dU^T A, then the update with (dO^T fo) Q
+        issued at once and (dR^T fr) K once dR^T has retired; dR^T stored unscaled while
+        the update runs."""
         s_fac = st.fac
         K, C = self.cfg.K, CHUNK
         h = heads[3]
-        mma = warp_mma()
-        wg_du = wgmma(C)  # dU^T: N = C, B = k-hat [t, d] K-major
-        wg_c = wgmma_mn(C)  # dO^T P and dR^T: N = C, B = P / A rows [t, s] seen as [s, t]
-        wg_st = wgmma_mn(K)  # the update: N = K, B = q-hat, k-hat [t, d] seen as [d, t]
-        check_fragment_orders(wg_du, mma, C)
-        check_fragment_orders(wg_c, mma, C)
-        check_fragment_orders(wg_st, mma, K)
-        wtid = (wid % (WG_THREADS // 32)) * 32 + lane
-        g_du = wg_du.get_slice(wtid)
-        g_c = wg_c.get_slice(wtid)
-        g_st = wg_st.get_slice(wtid)
-        per = cute.size(thr.partition_shape_C((SUB, SUB)))
-        crd = thr.partition_C(cute.make_identity_tensor((SUB, SUB)))  # (value row j, token in block)
         j0 = wid * SUB
-
-        # 1. dS^T K^T (group 1) while dS^T decays and the dO^T operands load
-        acc_du = cute.make_rmem_tensor(g_du.partition_shape_C((WG_ROWS, C)), Float32)
-        a_ds = to_a_operand(acc_ds, g_du.partition_shape_A((WG_ROWS, K)))
-        mma_group(wg_du, acc_du, [(a_ds, wg_du.make_fragment_B(g_du.partition_B(st.k)), K // 16)])
-        self.chain_decay(st, acc_ds, coord)
-        parts = []
-        scaled = []
-        for bi in cutlass.range_constexpr(NBLK):
-            part = load_block_transposed(cute.local_tile(st.do, (SUB, SUB), (bi, wid)), thr, lane)
-            parts.append(part)
-            fo = cute.make_rmem_tensor(thr.partition_shape_C((SUB, SUB)), BFloat16)
-            for e in cutlass.range_constexpr(per):
-                fo[e] = (part[e].to(Float32) * s_fac[FO, bi * SUB + crd[e][1]]).to(BFloat16)
-            scaled.append(fo)
-        a_do = assemble_a(parts, g_st.partition_shape_A((WG_ROWS, C)))
-        a_dof = assemble_a(scaled, g_st.partition_shape_A((WG_ROWS, C)))
-        warpgroup.wait_group(0)
-        for bi in cutlass.range_constexpr(NBLK):
-            for e in cutlass.range_constexpr(per):
-                acc_du[bi * per + e] = acc_du[bi * per + e] * s_fac[FK, bi * SUB + crd[e][1]]
-        # 2. dO^T P onto it (group 2)
-        mma_group(wg_c, acc_du, [(a_do, wg_c.make_fragment_B(g_c.partition_B(mn_view(st.p))), C // 16)],
-                  fresh=False)
-        warpgroup.wait_group(0)
+        d = self.chain_du(st, acc_ds, coord, thr, lane, wid)
+        wg_c, wg_st, g_c, g_st, per, crd = d.wg_c, d.wg_st, d.g_c, d.g_st, d.per, d.crd
 
         # 3. dR^T = dU^T A (group 3) and the update's (dO^T fo) Q (group 4) in flight together
-        a_du = to_a_operand(acc_du, g_st.partition_shape_A((WG_ROWS, C)))
+        a_du = to_a_operand(d.acc_du, g_st.partition_shape_A((WG_ROWS, C)))
         acc_dr = cute.make_rmem_tensor(g_c.partition_shape_C((WG_ROWS, C)), Float32)
         mma_group(wg_c, acc_dr, [(a_du, wg_c.make_fragment_B(g_c.partition_B(mn_view(st.ainv))), C // 16)])
         acc_w = cute.make_tensor(acc_ds.iterator, cute.make_layout(g_st.partition_shape_C((WG_ROWS, K))))
-        mma_group(wg_st, acc_w, [(a_dof, wg_st.make_fragment_B(g_st.partition_B(mn_view(st.q))), C // 16)],
+        mma_group(wg_st, acc_w, [(d.a_dof, wg_st.make_fragment_B(g_st.partition_B(mn_view(st.q))), C // 16)],
                   fresh=False)
         warpgroup.wait_group(1)  # dR^T complete; (dO^T fo) Q may still run
         # 4. (dR^T fr) K onto the update (group 5), after the first in issue order

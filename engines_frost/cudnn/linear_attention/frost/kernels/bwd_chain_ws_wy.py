@@ -161,17 +161,17 @@ class FrostBwdChainWsWy(InverseProducts, FrostBwdChainWs):
             self.solve_and_publish(st, thr, lane, pwid, b, i + 1 < nch)
 
     # ------------------------------------------------------------------ consumers
-    @cute.jit
-    def consumer_chain(self, st, mdr, acc_ds, coord, heads, t0, eos, thr, lane, wid):
-        """dU^T (dS^T K^T scaled, dO^T P onto it), then dR^T = dU^T A (stored) and the dS^T
-        update with dU^T W' (module docstring)."""
+    def chain_du(self, st, acc_ds, coord, thr, lane, wid):
+        """The step's first half, shared with bwd_chain_ws4's in-chain step: dS^T K^T (group
+        1) while dS^T decays and the dO^T operands load, scaled by fk, then dO^T P onto it
+        (group 2), both retired. A plain method, traced inline (no run-time branches);
+        returns the MMAs, their slices, dU^T and (dO^T fo) as the update's A operand."""
         s_fac = st.fac
         K, C = self.cfg.K, CHUNK
-        h = heads[3]
         mma = warp_mma()
         wg_du = wgmma(C)  # dU^T: N = C, B = k-hat [t, d] K-major
         wg_c = wgmma_mn(C)  # dO^T P and dR^T: N = C, B = P / A rows [t, s] seen as [s, t]
-        wg_st = wgmma_mn(K)  # the update: N = K, B = q-hat, W' [t, d] seen as [d, t]
+        wg_st = wgmma_mn(K)  # the update: N = K, B = q-hat, W' or k-hat [t, d] seen as [d, t]
         check_fragment_orders(wg_du, mma, C)
         check_fragment_orders(wg_c, mma, C)
         check_fragment_orders(wg_st, mma, K)
@@ -181,7 +181,6 @@ class FrostBwdChainWsWy(InverseProducts, FrostBwdChainWs):
         g_st = wg_st.get_slice(wtid)
         per = cute.size(thr.partition_shape_C((SUB, SUB)))
         crd = thr.partition_C(cute.make_identity_tensor((SUB, SUB)))  # (value row j, token in block)
-        j0 = wid * SUB
 
         # 1. dS^T K^T (group 1) while dS^T decays and the dO^T operands load
         acc_du = cute.make_rmem_tensor(g_du.partition_shape_C((WG_ROWS, C)), Float32)
@@ -190,32 +189,44 @@ class FrostBwdChainWsWy(InverseProducts, FrostBwdChainWs):
         self.chain_decay(st, acc_ds, coord)
         parts = []
         scaled = []
-        for bi in cutlass.range_constexpr(NBLK):
+        for bi in range(NBLK):
             part = load_block_transposed(cute.local_tile(st.do, (SUB, SUB), (bi, wid)), thr, lane)
             parts.append(part)
             fo = cute.make_rmem_tensor(thr.partition_shape_C((SUB, SUB)), BFloat16)
-            for e in cutlass.range_constexpr(per):
+            for e in range(per):
                 fo[e] = (part[e].to(Float32) * s_fac[FO, bi * SUB + crd[e][1]]).to(BFloat16)
             scaled.append(fo)
         a_do = assemble_a(parts, g_st.partition_shape_A((WG_ROWS, C)))
         a_dof = assemble_a(scaled, g_st.partition_shape_A((WG_ROWS, C)))
         warpgroup.wait_group(0)
-        for bi in cutlass.range_constexpr(NBLK):
-            for e in cutlass.range_constexpr(per):
+        for bi in range(NBLK):
+            for e in range(per):
                 acc_du[bi * per + e] = acc_du[bi * per + e] * s_fac[FK, bi * SUB + crd[e][1]]
         # 2. dO^T P onto it (group 2)
         mma_group(wg_c, acc_du, [(a_do, wg_c.make_fragment_B(g_c.partition_B(mn_view(st.p))), C // 16)],
                   fresh=False)
         warpgroup.wait_group(0)
+        return SimpleNamespace(wg_c=wg_c, wg_st=wg_st, g_c=g_c, g_st=g_st, per=per, crd=crd, acc_du=acc_du,
+                               a_dof=a_dof)
+
+    @cute.jit
+    def consumer_chain(self, st, mdr, acc_ds, coord, heads, t0, eos, thr, lane, wid):
+        """dU^T (dS^T K^T scaled, dO^T P onto it), then dR^T = dU^T A (stored) and the dS^T
+        update with dU^T W' (module docstring)."""
+        K, C = self.cfg.K, CHUNK
+        h = heads[3]
+        j0 = wid * SUB
+        d = self.chain_du(st, acc_ds, coord, thr, lane, wid)
+        wg_c, wg_st, g_c, g_st, per, crd = d.wg_c, d.wg_st, d.g_c, d.g_st, d.per, d.crd
 
         # 3. dR^T = dU^T A (group 3), then the update (group 4) into the dS^T registers
-        a_du = to_a_operand(acc_du, g_st.partition_shape_A((WG_ROWS, C)))
+        a_du = to_a_operand(d.acc_du, g_st.partition_shape_A((WG_ROWS, C)))
         acc_dr = cute.make_rmem_tensor(g_c.partition_shape_C((WG_ROWS, C)), Float32)
         mma_group(wg_c, acc_dr, [(a_du, wg_c.make_fragment_B(g_c.partition_B(mn_view(st.ainv))), C // 16)])
         acc_w = cute.make_tensor(acc_ds.iterator, cute.make_layout(g_st.partition_shape_C((WG_ROWS, K))))
         b_q = wg_st.make_fragment_B(g_st.partition_B(mn_view(st.q)))
         b_w = wg_st.make_fragment_B(g_st.partition_B(mn_view(st.wp)))
-        mma_group(wg_st, acc_w, [(a_dof, b_q, C // 16), (a_du, b_w, C // 16)], fresh=False)
+        mma_group(wg_st, acc_w, [(d.a_dof, b_q, C // 16), (a_du, b_w, C // 16)], fresh=False)
         warpgroup.wait_group(1)  # dR^T complete; the update may still run
         for bi in cutlass.range_constexpr(NBLK):
             dr = block_of(acc_dr, bi, thr.partition_shape_C((SUB, SUB)))
