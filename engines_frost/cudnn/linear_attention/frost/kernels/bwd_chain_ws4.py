@@ -64,7 +64,7 @@ from cudnn.linear_attention.frost.kernels.bwd_chain_ws_wy import smem_plan as wy
 from cudnn.linear_attention.frost.kernels.bwd_config import FrostBwdConfig
 from cudnn.linear_attention.frost.kernels.config import register_split_ok
 from cudnn.linear_attention.frost.kernels.fwd_v1 import CHUNK, NBLK, SUB, to_a_operand, warp_mma
-from cudnn.linear_attention.frost.kernels.fwd_v3 import WG_ROWS, WG_THREADS, block_of
+from cudnn.linear_attention.frost.kernels.fwd_v3 import WG_ROWS, WG_THREADS
 from cudnn.linear_attention.frost.kernels.fwd_v3_gram import GramWgmma, lane_in_loop, tid_in_loop
 from cudnn.linear_attention.frost.kernels.fwd_v3_scaled import FR, write_decay_factors
 from cudnn.linear_attention.frost.kernels.fwd_ws import BAR_EMPTY, BAR_FULL, BLOCK_THREADS, SETS, \
@@ -223,12 +223,7 @@ class FrostBwdChainWs4InChain(FrostBwdChainWs4):
                 a_dr[bi * per + e] = (acc_dr[bi * per + e] * s_fac[FR, bi * SUB + crd[e][1]]).to(BFloat16)
         mma_group(wg_st, acc_w, [(a_dr, wg_st.make_fragment_B(g_st.partition_B(mn_view(st.k))), C // 16)],
                   fresh=False)
-        for bi in cutlass.range_constexpr(NBLK):
-            dr = block_of(acc_dr, bi, thr.partition_shape_C((SUB, SUB)))
-            for e in cutlass.range_constexpr(per):
-                t = t0 + bi * SUB + crd[e][1]
-                if t < eos:
-                    mdr[t, h, j0 + crd[e][0]] = dr[e].to(BFloat16)
+        self.store_dr(mdr, acc_dr, h, t0, eos, j0, thr, crd)
 
 
 def ring_smem_plan(c):
@@ -262,17 +257,9 @@ class FrostBwdChainWs4Raw(FrostBwdChainWs4):
             raise ValueError(f"{type(self).__name__}: a chain config with chain_raw_rows set")
         super().__init__(cfg)
 
-    @property
-    def gram_norms(self) -> bool:
-        """The Gram's epilogue applies the norms where the caller asked for l2norm."""
-        return self.cfg.use_l2norm
+    gram_norms = RawRing.gram_norms  # where the caller asked for l2norm
 
-    def chunk_set(self, s, i):
-        """The i-th chunk's operand set (i mod SETS) with its raw rows from stage i mod RING."""
-        st = self.set_views(s, i % SETS)
-        ring = self.ring_view(s, i % RING)
-        st.q, st.k, st.g, st.beta, st.norm = ring.q, ring.k, ring.g, ring.beta, ring.norm
-        return st
+    chunk_set = RawRing.chunk_views  # the set (i mod SETS) with the raw rows of stage i mod RING
 
     @cute.jit
     def release_chunk(self, i, nch):

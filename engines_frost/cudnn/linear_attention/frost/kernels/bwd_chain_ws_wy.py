@@ -217,7 +217,7 @@ class FrostBwdChainWsWy(InverseProducts, FrostBwdChainWs):
         h = heads[3]
         j0 = wid * SUB
         d = self.chain_du(st, acc_ds, coord, thr, lane, wid)
-        wg_c, wg_st, g_c, g_st, per, crd = d.wg_c, d.wg_st, d.g_c, d.g_st, d.per, d.crd
+        wg_c, wg_st, g_c, g_st = d.wg_c, d.wg_st, d.g_c, d.g_st
 
         # 3. dR^T = dU^T A (group 3), then the update (group 4) into the dS^T registers
         a_du = to_a_operand(d.acc_du, g_st.partition_shape_A((WG_ROWS, C)))
@@ -228,6 +228,13 @@ class FrostBwdChainWsWy(InverseProducts, FrostBwdChainWs):
         b_w = wg_st.make_fragment_B(g_st.partition_B(mn_view(st.wp)))
         mma_group(wg_st, acc_w, [(d.a_dof, b_q, C // 16), (a_du, b_w, C // 16)], fresh=False)
         warpgroup.wait_group(1)  # dR^T complete; the update may still run
+        self.store_dr(mdr, acc_dr, h, t0, eos, j0, thr, d.crd)
+
+    @cute.jit
+    def store_dr(self, mdr, acc_dr, h, t0, eos, j0, thr, crd):
+        """dR^T's fp32 accumulator to global memory, element by element, rows past eos left
+        alone (unscaled, as the grads kernel reads it)."""
+        per = cute.size(thr.partition_shape_C((SUB, SUB)))
         for bi in cutlass.range_constexpr(NBLK):
             dr = block_of(acc_dr, bi, thr.partition_shape_C((SUB, SUB)))
             for e in cutlass.range_constexpr(per):
