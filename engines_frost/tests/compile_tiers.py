@@ -1,13 +1,14 @@
-"""Which cases of an sm_90a compile matrix every test run builds, and which wait for the
-full matrix.
+"""Which cases of an expensive CPU matrix (sm_90a compiles, the kernels' source run on the
+CPU emulator) every test run takes, and which wait for the full matrix.
 
-One CuTe DSL build of a kernel costs ~3-18 s on a two-core CI machine, and the resource
-and compile matrices hold a few hundred of them. Every run builds a matrix's core: each
-kernel the product launches at the configs its engines pick (the bench shape among them)
-and at least one awkward config per kernel (K = 64, fp16, grouped heads). The other cases
-(experiment kernels at more head-dim pairs, the tooling's v0 / v1 at every variant, switch
-combinations the product does not use) build with FROST_FULL_MATRIX=1 and are reported as
-skipped, with that reason, otherwise:
+One CuTe DSL build of a kernel costs ~3-18 s on a two-core CI machine, one emulated decode
+launch ~15 s, and the resource and compile matrices hold a few hundred builds. Every run
+takes a matrix's core: each kernel the product launches at the configs its engines pick
+(the bench shape among them) and at least one awkward config per kernel (K = 64, fp16,
+grouped heads), each emulated case once. The other cases (experiment kernels at more
+head-dim pairs, the tooling's v0 / v1 at every variant, switch combinations the product
+does not use, an emulated case's second layout) run with FROST_FULL_MATRIX=1 and are
+reported as skipped, with that reason, otherwise:
 
     FROST_FULL_MATRIX=1 python3 -m pytest engines_frost/tests/frost_resource_bwd_test.py
     tools/bazel test --test_env=FROST_FULL_MATRIX=1 //engines_frost/...
@@ -27,7 +28,7 @@ def full_matrix() -> bool:
     return os.environ.get(FULL_ENV, "").strip() not in ("", "0")
 
 
-_SKIP = pytest.mark.skipif(not full_matrix(), reason=f"outside the matrix's core: set {FULL_ENV}=1 to build it")
+_SKIP = pytest.mark.skipif(not full_matrix(), reason=f"outside the matrix's core: set {FULL_ENV}=1 to run it")
 
 
 def tiered(cases: Sequence, core: Iterable[int], ids: Callable | None = None, unpack: bool = False) -> list:

@@ -53,7 +53,7 @@ def test_grouped_heads_compile(group, algorithm):
     assert callable(compile_fwd(_with(GROUPED[group], algorithm), "sm_90a"))
 
 
-@pytest.mark.skipif(not full_matrix(), reason=f"outside the matrix's core: set {FULL_ENV}=1 to build it")
+@pytest.mark.skipif(not full_matrix(), reason=f"outside the matrix's core: set {FULL_ENV}=1 to run it")
 def test_v1_elementwise_operand_loads_compile():
     """The tooling's ldmatrix=False diagnostic variant of v1 (element-wise shared-memory loads)."""
     _, cfg = VARIANTS[V1_VARIANTS[-1]]

@@ -28,6 +28,7 @@ pytest.importorskip("cutlass", reason="nvidia-cutlass-dsl (CuTe DSL) is not inst
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import numpy as np  # noqa: E402
+from compile_tiers import tiered  # noqa: E402
 
 from cudnn.linear_attention.frost.kernels import decode_kernel, gmem_views, seq_bounds  # noqa: E402
 from cudnn.linear_attention.frost.kernels.decode_config import (  # noqa: E402
@@ -108,8 +109,14 @@ CASES = {
 }
 
 
-@pytest.mark.parametrize("contiguous", [False, True], ids=["strided", "contiguous"])
-@pytest.mark.parametrize("name", list(CASES))
+# each case once in the core (compile_tiers), the layouts alternating over the cases so
+# both run for every family; the other layout of each with FROST_FULL_MATRIX=1
+RUNS = [(name, contiguous) for contiguous in (False, True) for name in CASES]
+
+
+@pytest.mark.parametrize("name,contiguous", tiered(
+    RUNS, [i for i, (name, contiguous) in enumerate(RUNS) if list(CASES).index(name) % 2 == contiguous],
+    ids=lambda r: f"{r[0]}-{'contiguous' if r[1] else 'strided'}", unpack=True))
 def test_decode_source_matches_serving_reference(name, contiguous):
     c = CASES[name]
     fam, lens, K, V = c["family"], c["lens"], c["K"], c.get("V", 32)
