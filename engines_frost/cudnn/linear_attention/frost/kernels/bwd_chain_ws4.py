@@ -9,15 +9,15 @@ paced the kernel (0.675 ms on an H100 against the scaled chain's ~0.45 on an H20
 forward met the same bound and split the producer by what it needs (fwd_ws4.py); here the
 same split, walking the chunks backwards:
 
-- warps 0-7 (warpgroups 0, 1), the chain at CHAIN_REGS: bwd_chain_ws_wy.py's consumers
-  unchanged;
-- warps 8-11 (warpgroup 2), math at MATH_REGS: the rows stage from the raw tiles (q-hat,
-  k-hat, the gate scan), the factor rows, both Gram products as SS wgmma on this warpgroup
+- warps 0-7 (warpgroups 0, 1), the chain (REGISTER_SPLIT: 184 registers):
+  bwd_chain_ws_wy.py's consumers unchanged;
+- warps 8-11 (warpgroup 2), math (120): the rows stage from the raw tiles (q-hat, k-hat,
+  the gate scan), the factor rows, both Gram products as SS wgmma on this warpgroup
   (fwd_v3_gram.GramWgmma.stage_gram at m64n64, P = q k^T in the forward's orientation, as
   the consumers read it), the diagonal inverses, W' (two row blocks of K per warp) and A's
   column block (a warp each);
-- warps 12-15 (warpgroup 3), copies at COPY_REGS: chunk j's raw q, k, gate and beta rows as
-  soon as the math warpgroup has read chunk j + 1's, and chunk j's dO rows straight into its
+- warps 12-15 (warpgroup 3), copies (24): chunk j's raw q, k, gate and beta rows as soon
+  as the math warpgroup has read chunk j + 1's, and chunk j's dO rows straight into its
   operand set once the chain has released that set.
 
 Hand-over as fwd_ws4.py's: RAW_FULL / RAW_FREE between copies and math (256 threads),
