@@ -155,9 +155,9 @@ class FrostBwdChainWs4(FrostBwdChainWsWy):
     # ------------------------------------------------------------------ math
     @cute.jit
     def math(self, s, mb, heads, bos, eos, nch, scale):
-        """Per chunk (backwards): the set's release, RAW_FULL, the rows stage into the set,
-        RAW_FREE (where a next chunk exists), the factor rows, the Gram and inverses, W'
-        row blocks mwid + 4 and mwid and A's column block mwid, FULL."""
+        """Per chunk (backwards): the set's release, the chunk's inputs and factor rows
+        (math_inputs, math_factors), the Gram and inverses, W' row blocks mwid + 4 and mwid
+        and A's column block mwid, FULL."""
         for i in cutlass.range(nch, unroll=1):
             j = nch - 1 - i
             t0 = bos + j * CHUNK
@@ -168,15 +168,9 @@ class FrostBwdChainWs4(FrostBwdChainWsWy):
             thr = warp_mma().get_slice(lane)
             if waits_for_release(i):
                 cute.arch.barrier(barrier_id=BAR_EMPTY + b, number_of_threads=BLOCK_THREADS)
-            st = self.set_views(s, b)
-            cute.arch.barrier(barrier_id=BAR_RAW_FULL, number_of_threads=PAIR_THREADS)
-            self.as_role(WG_THREADS, self.rows_from, st, s.rq, s.rk, None, heads, t0, eos, mtid,
-                         transpose_do=False)
-            if i + 1 < nch:  # this thread's raw reads are done
-                cute.arch.barrier_arrive(barrier_id=BAR_RAW_FREE, number_of_threads=PAIR_THREADS)
-            cute.arch.fence_proxy("async.shared", space="cta")  # q-hat, k-hat: the Gram's wgmma operands
-            cute.arch.barrier(barrier_id=BAR_MATH, number_of_threads=WG_THREADS)  # rows and the gate scan
-            write_decay_factors(st.g, st.beta, st.fac, st.alast, scale, mtid)
+            st = self.chunk_set(s, i)
+            self.math_inputs(s, st, i, nch, heads, t0, eos, mtid)  # ends with the math warpgroup's barrier
+            self.math_factors(st, scale, mtid)
             GramWgmma.stage_gram(self, st, mb, heads, t0, eos, scale, thr, lane, mwid)  # ends with the fence
             cute.arch.barrier(barrier_id=BAR_MATH, number_of_threads=WG_THREADS)  # -M, inverses, factors
             if cutlass.const_expr(not self.inverse_in_chain):
@@ -184,6 +178,22 @@ class FrostBwdChainWs4(FrostBwdChainWsWy):
             self.solve_products(st, thr, lane, mwid)  # W' rows mwid (not in chain), A's columns mwid
             cute.arch.fence_proxy("async.shared", space="cta")  # A and W': the chain's wgmma operands
             cute.arch.barrier_arrive(barrier_id=BAR_FULL + b, number_of_threads=BLOCK_THREADS)
+
+    @cute.jit
+    def math_inputs(self, s, st, i, nch, heads, t0, eos, mtid):
+        """RAW_FULL, the rows stage from the raw tiles into set st (q-hat, k-hat, the gate
+        scan), RAW_FREE where a next chunk exists, the proxy fence (q-hat and k-hat are the
+        Gram's wgmma operands) and the math warpgroup's barrier."""
+        cute.arch.barrier(barrier_id=BAR_RAW_FULL, number_of_threads=PAIR_THREADS)
+        self.as_role(WG_THREADS, self.rows_from, st, s.rq, s.rk, None, heads, t0, eos, mtid, transpose_do=False)
+        if i + 1 < nch:  # this thread's raw reads are done
+            cute.arch.barrier_arrive(barrier_id=BAR_RAW_FREE, number_of_threads=PAIR_THREADS)
+        cute.arch.fence_proxy("async.shared", space="cta")
+        cute.arch.barrier(barrier_id=BAR_MATH, number_of_threads=WG_THREADS)  # rows and the gate scan
+
+    @cute.jit
+    def math_factors(self, st, scale, mtid):
+        write_decay_factors(st.g, st.beta, st.fac, st.alast, scale, mtid)
 
 
 class FrostBwdChainWs4InChain(FrostBwdChainWs4):
@@ -300,32 +310,16 @@ class FrostBwdChainWs4Raw(FrostBwdChainWs4):
 
     # ------------------------------------------------------------------ math
     @cute.jit
-    def math(self, s, mb, heads, bos, eos, nch, scale):
-        """Per chunk (backwards): the set's release, RING_FULL of the chunk's stage, the gate
-        scan there, the factor rows with the norms, the Gram (norms in its epilogue), the
-        inverses and solves, FULL."""
-        for i in cutlass.range(nch, unroll=1):
-            j = nch - 1 - i
-            t0 = bos + j * CHUNK
-            b = i % SETS
-            mtid = tid_in_loop() - MATH_TID0
-            lane = lane_in_loop()
-            mwid = cute.arch.make_warp_uniform(mtid // 32)
-            thr = warp_mma().get_slice(lane)
-            if waits_for_release(i):
-                cute.arch.barrier(barrier_id=BAR_EMPTY + b, number_of_threads=BLOCK_THREADS)
-            st = self.chunk_set(s, i)
-            cute.arch.barrier(barrier_id=BAR_RING_FULL + i % RING, number_of_threads=PAIR_THREADS)
-            self.scan_gates_in_place(st.g, mtid)
-            cute.arch.barrier(barrier_id=BAR_MATH, number_of_threads=WG_THREADS)  # the gate scan
-            ring_decay_factors(st, scale, mtid, self.cfg.use_l2norm, False)
-            GramWgmma.stage_gram(self, st, mb, heads, t0, eos, scale, thr, lane, mwid)  # ends with the fence
-            cute.arch.barrier(barrier_id=BAR_MATH, number_of_threads=WG_THREADS)  # -M, inverses, factors
-            if cutlass.const_expr(not self.inverse_in_chain):
-                self.w_prime_rows(st, thr, lane, mwid + 4)
-            self.solve_products(st, thr, lane, mwid)
-            cute.arch.fence_proxy("async.shared", space="cta")  # A and W': the chain's wgmma operands
-            cute.arch.barrier_arrive(barrier_id=BAR_FULL + b, number_of_threads=BLOCK_THREADS)
+    def math_inputs(self, s, st, i, nch, heads, t0, eos, mtid):
+        """RING_FULL of the chunk's stage, the gate scan there, the math warpgroup's barrier
+        (no rows stage: the Gram and the chain read the raw rows)."""
+        cute.arch.barrier(barrier_id=BAR_RING_FULL + i % RING, number_of_threads=PAIR_THREADS)
+        self.scan_gates_in_place(st.g, mtid)
+        cute.arch.barrier(barrier_id=BAR_MATH, number_of_threads=WG_THREADS)  # the gate scan
+
+    @cute.jit
+    def math_factors(self, st, scale, mtid):
+        ring_decay_factors(st, scale, mtid, self.cfg.use_l2norm, False)
 
 
 class FrostBwdChainWs4RawInChain(FrostBwdChainWs4Raw):
