@@ -6,7 +6,9 @@ ncu brings it back as ncu_gdn_sass.csv) and prints
 - per barrier-delimited region (a region ends at each BAR.SYNC, the way the FROST kernels'
   stages end at a CTA barrier): PC samples, share of all samples, instructions executed
   and the three largest stall reasons;
-- the N instructions with the most samples, with their region and stall reasons.
+- per role of a warp-specialised kernel (cut at its setmaxnreg sites: producer /
+  consumers, or copies / math / chain for the four-role kernels): the same totals;
+- the N instructions with the most samples, with their region, role and stall reasons.
 
   python3 tools/gpu/ncu_source_report.py ncu_gdn_sass.csv [--top 25]
 """
@@ -70,27 +72,43 @@ def main(argv=None) -> int:
         print(f"{i:>6} {agg['first']:>8} {agg['instrs']:>6} {agg['samples']:>8.0f} "
               f"{agg['samples'] / total:>6.1%} {agg['executed']:>10.0f}  {top}")
     print_roles(rows, stalls, total)
+    role_of = {id(r): name for name, part in role_segments(rows) for r in part}
     print(f"\ntop {args.top} instructions by samples")
     for region_i, r, samples in sorted(tagged, key=lambda t: -t[2])[:args.top]:
         top = ", ".join(f"{c[6:]} {_num(r[c]):.0f}" for c in sorted(stalls, key=lambda c: -_num(r[c]))[:3]
                         if _num(r[c]))
-        print(f"  r{region_i:<3} {r['Address']:>6} {samples:6.0f} {samples / total:5.1%}  "
+        print(f"  r{region_i:<3} {role_of.get(id(r), ''):8s} {r['Address']:>6} {samples:6.0f} {samples / total:5.1%}  "
               f"{r['Source'].strip()[:60]:60s} {top}")
     return 0
 
 
-def print_roles(rows: list[dict], stalls: list[str], total: float) -> None:
-    """A warp-specialised kernel (one USETMAXREG.DEALLOC, then one USETMAXREG.TRY_ALLOC:
-    ptxas lays the register-lowering role's branch out first): samples, instructions
-    executed and top stalls before the split, of that role and of the other."""
+def role_segments(rows: list[dict]) -> list[tuple[str, list[dict]]]:
+    """A warp-specialised kernel's SASS rows cut at its setmaxnreg sites, in address order
+    (ptxas lays the register-lowering roles' branches out first, the raising role's last):
+    one USETMAXREG.DEALLOC then one TRY_ALLOC (producer / consumers: fwd_ws.py,
+    bwd_chain_ws.py), or two DEALLOCs then one TRY_ALLOC (copies / math / chain: the
+    four-role kernels, fwd_ws4.py and bwd_chain_ws4.py). [] for any other kernel."""
     src = [r["Source"].strip() for r in rows]
-    dealloc = [n for n, t in enumerate(src) if t.startswith("USETMAXREG.DEALLOC") or " USETMAXREG.DEALLOC" in t]
-    alloc = [n for n, t in enumerate(src) if t.startswith("USETMAXREG.TRY_ALLOC") or " USETMAXREG.TRY_ALLOC" in t]
-    if len(dealloc) != 1 or len(alloc) != 1 or dealloc[0] > alloc[0]:
+
+    def sites(op):
+        return [n for n, t in enumerate(src) if t.startswith(op) or f" {op}" in t]
+
+    dealloc, alloc = sites("USETMAXREG.DEALLOC"), sites("USETMAXREG.TRY_ALLOC")
+    if len(alloc) != 1 or not dealloc or dealloc[-1] > alloc[0] or len(dealloc) > 2:
+        return []
+    names = ("producer", "consumers") if len(dealloc) == 1 else ("copies", "math", "chain")
+    cuts = dealloc + alloc + [len(rows)]
+    return [("prologue", rows[:cuts[0]])] + [(n, rows[a:b]) for n, a, b in zip(names, cuts, cuts[1:])]
+
+
+def print_roles(rows: list[dict], stalls: list[str], total: float) -> None:
+    """Per role of a warp-specialised kernel (role_segments): instructions, samples,
+    instructions executed and the top stalls."""
+    segments = role_segments(rows)
+    if not segments:
         return
     print("\nroles (register split)")
-    for name, part in (("prologue", rows[:dealloc[0]]), ("lowered (producer)", rows[dealloc[0]:alloc[0]]),
-                       ("raised (consumers)", rows[alloc[0]:])):
+    for name, part in segments:
         samples = sum(_num(r["Warp Stall Sampling (All Samples)"]) for r in part) or 1.0
         executed = sum(_num(r["Instructions Executed"]) for r in part)
         agg = collections.Counter()
@@ -100,7 +118,6 @@ def print_roles(rows: list[dict], stalls: list[str], total: float) -> None:
         top = ", ".join(f"{c[6:]} {v / samples:.0%}" for c, v in agg.most_common(5) if v)
         print(f"  {name:20s} {len(part):>5} instrs {samples:>8.0f} samples ({samples / total:.1%}) "
               f"{executed:>10.0f} executed  {top}")
-
 
 if __name__ == "__main__":
     raise SystemExit(main())
