@@ -550,3 +550,27 @@ def test_four_role_chain_comes_from_the_environment(monkeypatch):
         assert raw.with_stage("grads") == ws4.with_stage("grads") and not raw.with_stage("grads").chain_raw_rows
         small, _, _ = _check(_operands())
         assert not small.chain_raw_rows and small.chain_scaled
+
+
+def test_default_chain_is_the_four_role_raw_chain_at_its_shapes(monkeypatch):
+    """FROST_BWD_CHAIN unset: at K = V = 128 with bf16 io the chain config is exactly
+    wgmma_ws4rawc's (four roles, raw rows, the inverse applied in the chain); at K = 64 the
+    scaled chain, with fp16 io the folded one (the knob's own fallbacks); the other stages'
+    configs are the scaled chain's."""
+    from cudnn.linear_attention.frost.kernels.bwd import CHAIN_ENV
+
+    half = {k: v.half() if isinstance(v, torch.Tensor) and v.dtype == torch.bfloat16 else v
+            for k, v in _operands(K=128, V=128).items()}
+    monkeypatch.setenv(CHAIN_ENV, "wgmma_ws4rawc")
+    asked = [_check(ops)[0] for ops in (_operands(K=128, V=128), _operands(), half)]
+    monkeypatch.setenv(CHAIN_ENV, "wgmma_scaled")
+    scaled = _check(_operands(K=128, V=128))[0]
+    monkeypatch.delenv(CHAIN_ENV, raising=False)
+    unset = [_check(ops)[0] for ops in (_operands(K=128, V=128), _operands(), half)]
+    assert unset == asked
+    big, small, fp16 = unset
+    assert big.chain_ws4 and big.chain_raw_rows and big.chain_a_in_chain
+    assert not small.chain_ws and small.chain_scaled
+    assert not fp16.chain_ws and not fp16.chain_scaled and fp16.chain_async
+    for stage in ("states", "grads"):
+        assert big.with_stage(stage) == scaled.with_stage(stage)

@@ -56,16 +56,21 @@ VEC_DECAY_ENV = "FROST_BWD_VEC_DECAY"
 # that one without W' (FrostBwdConfig.chain_a_in_chain: the chain applies the inverse),
 # =wgmma_ws4raw / =wgmma_ws4rawc both on raw rows in a ring (FrostBwdConfig.chain_raw_rows:
 # no rows stage, the norms in the factor rows).
-# Unset: wgmma_scaled for scalar gates (its chain kernel -12 %, GDN fwd+bwd -2.5 % on the
-# H200 against wgmma_async, the gradients within the same float64 bounds: NOTES_bwd.md
-# "The scalar-gate chains on the H200"); vector gates follow FROST_BWD_CHAIN_VEC instead
-# (below). Read on every call.
+# Unset: wgmma_ws4rawc for scalar gates (K = V = 128 with bf16 io; wgmma_scaled at other
+# shapes, wgmma_async for fp16: the fallbacks above). On the H200, GDN fwd+bwd back to back
+# -3.4 % recompute / -2.6 % with checkpoints against wgmma_scaled, its chain kernel -10 %,
+# the 42 smoke cases within their float64 bounds: NOTES_bwd.md "The wy chain in four
+# roles, measured"; wgmma_scaled had been -12 % chain against wgmma_async ("The scalar-gate
+# chains on the H200"). Vector gates follow FROST_BWD_CHAIN_VEC instead (below). Read on
+# every call.
 CHAIN_ENV = "FROST_BWD_CHAIN"
 # FROST_BWD_WS_REGS="consumer,producer": with FROST_BWD_CHAIN=wgmma_ws or wgmma_wy, the warp-specialised
 # chain's setmaxnreg split (FrostBwdConfig.chain_ws_regs; unset: the kernel's own). An
 # experiment's knob, read on every call; ignored by every other chain (wgmma_ws4 included:
 # its three roles' split is its own).
 WS_REGS_ENV = "FROST_BWD_WS_REGS"
+#: the scalar-gate chain when FROST_BWD_CHAIN is unset (its shapes' fallbacks as above)
+DEFAULT_CHAIN = "wgmma_ws4rawc"
 CHAIN_VARIANTS = ("serial", "pipelined", "wgmma", "wgmma_async", "wgmma_scaled", "wgmma_ws", "wgmma_wy",
                   "wgmma_ws4", "wgmma_ws4c", "wgmma_ws4raw", "wgmma_ws4rawc")
 # FROST_BWD_CHAIN_VEC: the vector-gate (KDA, GDN-2) chain kernel. Unset or =wgmma: the
@@ -270,8 +275,8 @@ def check_bwd_operands(*, q, k, v, g, beta, w, cu_seqlens, dO, initial_state, d_
 
 def chain_variant() -> str:
     """The scalar-gate chain kernel FROST_BWD_CHAIN asks for (CHAIN_VARIANTS; unset:
-    wgmma_scaled). Vector gates take theirs from FROST_BWD_CHAIN_VEC (chain_vec_variant)."""
-    name = os.environ.get(CHAIN_ENV, "").strip() or "wgmma_scaled"
+    DEFAULT_CHAIN). Vector gates take theirs from FROST_BWD_CHAIN_VEC (chain_vec_variant)."""
+    name = os.environ.get(CHAIN_ENV, "").strip() or DEFAULT_CHAIN
     if name not in CHAIN_VARIANTS:
         raise ValueError(f"{CHAIN_ENV} must be one of {CHAIN_VARIANTS}, got {name!r}")
     return name
