@@ -84,10 +84,10 @@
 #              product, wy-ws, wyc-ws, wy-ws at 208,48, the wgmma_wy chain, both wy, product);
 #              wysmoke and wybench compile each variant in its own process first (one per
 #              core), then run in turn on the warm kernel store; STAGE_TIMEOUT=600; the
-#              four-role forwards (fwd_ws4.py) by WY_SMOKE="v3scaled v3wycws4raw v3wycws4rawd"
+#              four-role forwards (fwd_ws4.py) by WY_SMOKE="v3scaled v3wycws4raw"
 #              (v3wyws4, v3wyws4raw: the earlier ones)
 #   fourroles  GDN's four-role forward (fwd_ws4.py; the product's for sequences of >= 512 tokens on
-#              average): fourrolessmoke (FR_SMOKE, default v3scaled v3wycws4raw v3wycws4rawd: vs
+#              average): fourrolessmoke (FR_SMOKE, default v3scaled v3wycws4raw: vs
 #              float64 and kernel times), fourrolesmatrix (the GDN engine matrix, no knob: the
 #              product path), fourrolesgate (GDN fwd rows at 1 to 64 chunks per sequence with
 #              FROST_FWD_DECAY=scaled / wyc-ws4raw: where the 512-token gate should sit)
@@ -644,7 +644,7 @@ for s in "$@"; do
       true ;;
     fourroles|fourrolessmoke|fourrolesmatrix|fourrolesgate)  # GDN's four-role forward (fwd_ws4.py)
       export FROST_KERNEL_CACHE="${FROST_KERNEL_CACHE:-$PWD/.frostcache}"
-      FR_SMOKE="${FR_SMOKE:-v3scaled v3wycws4raw v3wycws4rawd}"
+      FR_SMOKE="${FR_SMOKE:-v3scaled v3wycws4raw}"
       # each variant vs float64 with its kernel times (compiled side by side first)
       case "$s" in fourroles|fourrolessmoke) stage fourrolessmoke "for a in $FR_SMOKE; do \
         python3 tests/numerics/la_frost_smoke.py --family gdn --algorithm \$a > /dev/null 2>&1 & done; wait; \

@@ -97,7 +97,6 @@ class FrostBwdChainWs4(FrostBwdChainWsWy):
     gram_buffers = GramWgmma.gram_buffers
     gram_norms = False
     gram_log2 = False
-    gram_warp_dispatch = False
     row_terms = GramWgmma.row_terms
     gram_issue = GramWgmma.gram_issue
     gram_groups = GramWgmma.gram_groups

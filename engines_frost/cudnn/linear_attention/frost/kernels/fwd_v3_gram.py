@@ -147,11 +147,6 @@ class GramWgmma:
     #: products on one warpgroup every warp runs five epilogue blocks, not warp 3 eight
     #: and warp 0 two; False: P = q k^T
     gram_p_transposed = False
-    #: True: each warp branches once to the epilogue blocks it stores, their diagonal known
-    #: at trace time (no masks or md / -M choice off the diagonal); False: every block's
-    #: epilogue guarded by the warp's index, which ptxas if-converts, so every warp issues
-    #: every block's instructions, predicated off where they are not its own
-    gram_warp_dispatch = False
 
     def __init__(self, cfg: FrostFwdConfig):
         if self.gram_n not in GRAM_NS:
@@ -253,103 +248,72 @@ class GramWgmma:
                     else:
                         warpgroup.wait_group(0)
                     acc = accs[bj % nb]
-                    # gram_warp_dispatch: each warp branches once to the blocks it stores
-                    # (warp-uniform, static block sets and diagonals); else every block's
-                    # epilogue is guarded per warp, which ptxas predicates: all warps issue all
-                    warp_cases = 1
-                    if cutlass.const_expr(self.gram_warp_dispatch):
-                        warp_cases = WG_THREADS // 32
-                    for w in cutlass.range_constexpr(warp_cases):
-                        wcond = True
-                        if cutlass.const_expr(self.gram_warp_dispatch):
-                            wcond = wl == w
-                        if wcond:
-                            for sb in cutlass.range_constexpr(n // SUB):
-                                c = bj * (n // SUB) + sb  # the 16-column block of M / P these values are in
-                                vals = [e for e in range(nval) if sub[e] == sb]
-                                # warps above the block's rows (below, in P^T) hold only masked
-                                # values; diag: None (decided per warp at run time) or static
-                                stored = True
-                                diag = None
-                                if cutlass.const_expr(self.gram_warp_dispatch):
-                                    diag = w == c
-                                    live = True
-                                    if cutlass.const_expr(tr):
-                                        stored = w <= c
-                                    else:
-                                        stored = w >= c
-                                elif cutlass.const_expr(tr):
-                                    live = wl <= c
-                                else:
-                                    live = wl >= c
-                                if cutlass.const_expr(stored):
-                                    if live:
-                                        g_col = {}
-                                        n_col = {}
-                                        for e in vals:
-                                            if cutlass.const_expr(col_rep[e] == e):
-                                                g_col[e] = s_g[bj * n + crd[e][1], 0]
-                                                if cutlass.const_expr(self.gram_norms):
-                                                    n_col[e] = s_norm[NORM_Q if tr else NORM_K, bj * n + crd[e][1]]
-                                                if cutlass.const_expr(self.gram_log2):
-                                                    # e^(Gam_t - Gam_s) nk_s = 2^(row - col): the column's
-                                                    # norm joins its exponent (in P^T, nq_t: col - row)
-                                                    g_col[e] = g_col[e] * Float32(LOG2_E)
-                                                    if cutlass.const_expr(self.gram_norms):
-                                                        lg = cute.math.log2(n_col[e], fastmath=True)
-                                                        if cutlass.const_expr(tr):
-                                                            g_col[e] = g_col[e] + lg
-                                                        else:
-                                                            g_col[e] = g_col[e] - lg
-                                            else:
-                                                g_col[e] = g_col[col_rep[e]]
-                                                if cutlass.const_expr(self.gram_norms):
-                                                    n_col[e] = n_col[col_rep[e]]
-                                        for e in vals:
-                                            t = crd[e][0]
-                                            u = bj * n + crd[e][1]
-                                            # the decay's exponent: later position's gate minus earlier's
-                                            late = g_row[e]
-                                            early = g_col[e]
+                    for sb in cutlass.range_constexpr(n // SUB):
+                        c = bj * (n // SUB) + sb  # the 16-column block of M / P these values are in
+                        vals = [e for e in range(nval) if sub[e] == sb]
+                        # warps above the block's rows (below, in P^T) hold only masked values
+                        if cutlass.const_expr(tr):
+                            live = wl <= c
+                        else:
+                            live = wl >= c
+                        if live:
+                            g_col = {}
+                            n_col = {}
+                            for e in vals:
+                                if cutlass.const_expr(col_rep[e] == e):
+                                    g_col[e] = s_g[bj * n + crd[e][1], 0]
+                                    if cutlass.const_expr(self.gram_norms):
+                                        n_col[e] = s_norm[NORM_Q if tr else NORM_K, bj * n + crd[e][1]]
+                                    if cutlass.const_expr(self.gram_log2):
+                                        # e^(Gam_t - Gam_s) nk_s = 2^(row - col): the column's
+                                        # norm joins its exponent (in P^T, nq_t: col - row)
+                                        g_col[e] = g_col[e] * Float32(LOG2_E)
+                                        if cutlass.const_expr(self.gram_norms):
                                             if cutlass.const_expr(tr):
-                                                late = g_col[e]
-                                                early = g_row[e]
-                                            if cutlass.const_expr(self.gram_log2):
-                                                # no clamp: a masked value's overflow is selected away below
-                                                f = cute.arch.exp2(late - early)
+                                                g_col[e] = g_col[e] + cute.math.log2(n_col[e], fastmath=True)
                                             else:
-                                                f = cute.arch.exp(cute.arch.fmin(late - early, Float32(0.0)))
-                                                if cutlass.const_expr(self.gram_norms):
-                                                    f = f * n_col[e]
-                                            if cutlass.const_expr(prod == 0):
-                                                mval = acc[e] * f * b_row[e]
-                                                if cutlass.const_expr(diag is None or diag):
-                                                    if u >= t:
-                                                        mval = Float32(0.0)
-                                                if cutlass.const_expr(diag is None):
-                                                    if wl == c:
-                                                        s_md[c, t - c * SUB, u - c * SUB] = mval
-                                                    else:
-                                                        s_mneg[t, u] = (-mval).to(BFloat16)
-                                                elif cutlass.const_expr(diag):
-                                                    s_md[c, t - c * SUB, u - c * SUB] = mval
-                                                else:
-                                                    s_mneg[t, u] = (-mval).to(BFloat16)
-                                            else:
-                                                if cutlass.const_expr(self.gram_norms):
-                                                    pval = acc[e] * f * p_row[e]
-                                                else:
-                                                    pval = acc[e] * scale * f
-                                                if cutlass.const_expr(tr):  # value (t, u) is P's (u, t)
-                                                    if cutlass.const_expr(diag is None or diag):
-                                                        if u < t:
-                                                            pval = Float32(0.0)
-                                                    s_p[u, t] = pval.to(BFloat16)
-                                                else:
-                                                    if cutlass.const_expr(diag is None or diag):
-                                                        if u > t:
-                                                            pval = Float32(0.0)
-                                                    s_p[t, u] = pval.to(BFloat16)
+                                                g_col[e] = g_col[e] - cute.math.log2(n_col[e], fastmath=True)
+                                else:
+                                    g_col[e] = g_col[col_rep[e]]
+                                    if cutlass.const_expr(self.gram_norms):
+                                        n_col[e] = n_col[col_rep[e]]
+                            for e in vals:
+                                t = crd[e][0]
+                                u = bj * n + crd[e][1]
+                                # the decay's exponent: later position's gate minus earlier's
+                                late = g_row[e]
+                                early = g_col[e]
+                                if cutlass.const_expr(tr):
+                                    late = g_col[e]
+                                    early = g_row[e]
+                                if cutlass.const_expr(self.gram_log2):
+                                    # no clamp: a masked value's overflow is selected away below
+                                    f = cute.arch.exp2(late - early)
+                                else:
+                                    f = cute.arch.exp(cute.arch.fmin(late - early, Float32(0.0)))
+                                    if cutlass.const_expr(self.gram_norms):
+                                        f = f * n_col[e]
+                                if cutlass.const_expr(prod == 0):
+                                    mval = acc[e] * f * b_row[e]
+                                    if u >= t:
+                                        mval = Float32(0.0)
+                                    if wl == c:
+                                        s_md[c, t - c * SUB, u - c * SUB] = mval
+                                    else:
+                                        s_mneg[t, u] = (-mval).to(BFloat16)
+                                else:
+                                    if cutlass.const_expr(self.gram_norms):
+                                        pval = acc[e] * f * p_row[e]
+                                    else:
+                                        pval = acc[e] * scale * f
+                                    if cutlass.const_expr(tr):  # value (t, u) is P's (u, t)
+                                        if u < t:
+                                            pval = Float32(0.0)
+                                        s_p[u, t] = pval.to(BFloat16)
+                                    else:
+                                        if u > t:
+                                            pval = Float32(0.0)
+                                        s_p[t, u] = pval.to(BFloat16)
                 if cutlass.const_expr(prod == 0):
                     # after the last block: no accumulator or row gate is live any more, so
                     # the inverse's 120 broadcast reads of M_ww have the registers to

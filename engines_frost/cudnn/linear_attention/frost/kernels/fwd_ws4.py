@@ -400,16 +400,6 @@ class RawRingInChain(RawRing):
     sq_with_x = False
 
 
-class RawRingInChainDispatch(RawRingInChain):
-    """RawRingInChain with the Gram's epilogue dispatched per warp (an experiment, knob
-    decay="wyc-ws4rawd"): GramWgmma.gram_warp_dispatch, so each math warp issues only its
-    five blocks (where every warp issued all eight, predicated off outside its own: Nsight
-    Compute counted 732 of the Gram region's 1,191 instructions per warp and chunk
-    predicated), their diagonals known at trace time."""
-
-    gram_warp_dispatch = True
-
-
 def four_role_class(base):
     """The product's four-role forward over a v3 class (compile_kernel.product_class):
     RawRingInChain with the m64n64 wgmma Gram, composed as the test tooling composes its
