@@ -29,6 +29,9 @@ def _config(mode="plain", ws_regs=(), decay="wy-ws4"):
     cfg = report.config_for("gdn", "product", 128, 128, True)
     if mode == "training":
         cfg = dataclasses.replace(cfg, has_initial_state=True, write_checkpoints=True, write_values=True)
+    if mode == "recompute":  # the backward's recompute of its states: checkpoints and U, no output
+        cfg = dataclasses.replace(cfg, has_initial_state=True, has_final_state=False, write_checkpoints=True,
+                                  write_values=True, write_output=False)
     return fx.tooling_config(cfg, "v3", decay=decay, ws_regs=ws_regs)
 
 
@@ -89,6 +92,37 @@ def test_roles_as_compiled(mode, decay):
     assert _count([i for i in copies if block in i], "BAR.ARV") == 1
     assert _count([i for i in chain if block in i], "BAR.SYNC") == 1
     assert _count([i for i in chain if block in i], "BAR.ARV") == 1
+
+
+def test_output_free_build_drops_the_output_work():
+    """The in-chain four-role kernel without an output (the backward's recompute of its
+    states and U; not the product's yet, kernels/NOTES_bwd.md): the copies bring no q rows,
+    math builds M alone (8 of the Gram's 16 k-steps), the chain drops S^T Q^T and P U (12
+    of its 28 wgmma) and O's stores, and keeps every other store; no spill in math or the
+    chain, no ptxas note (the output build's C7512 included)."""
+    from cudnn.linear_attention.frost.kernels import fwd_ws4 as ws4
+    from cudnn.linear_attention.frost.kernels.compile_kernel import kernel_class
+    from cudnn.linear_attention.frost.kernels.launch_abi import fake_args
+
+    roles = {}
+    for mode in ("training", "recompute"):
+        usage, sass = _build(mode, "wyc-ws4raw")
+        assert usage["REG"] <= 65536 // ws4.BLOCK_THREADS and usage["LOCAL"] == 0, usage
+        roles[mode] = dict(zip(("copies", "math", "chain"),
+                               report.four_role_regions(sass, ws4.IN_CHAIN_REGISTER_SPLIT)))
+    full, free = roles["training"], roles["recompute"]
+    # q's rows: C x K bf16 in 16-byte copies over the copy warpgroup's 128 threads, at both
+    # of the ring's copy sites (the first chunk's before the loop, the next chunk's in it)
+    q_copies = 64 * 128 * 2 // 16 // ws4.WG_THREADS
+    assert _count(free["copies"], "LDGSTS") == _count(full["copies"], "LDGSTS") - 2 * q_copies
+    assert _count(full["math"], "HGMMA") == 16 and _count(free["math"], "HGMMA") == 8
+    assert _count(full["chain"], "HGMMA") == 28 and _count(free["chain"], "HGMMA") == 16
+    assert 0 < _count(free["chain"], "STG") < _count(full["chain"], "STG")
+    for role in ("math", "chain"):
+        assert _count(free[role], "STL") == _count(free[role], "LDL") == 0, role
+    cfg = _config("recompute", decay="wyc-ws4raw")
+    assert not cfg.write_output
+    assert report.ptxas_notes(kernel_class(cfg, "sm_90a")(cfg), fake_args(cfg)) == set()
 
 
 @pytest.mark.parametrize("decay", tiered(["wy-ws4", "wy-ws4raw"], [1]))

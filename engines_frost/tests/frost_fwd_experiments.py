@@ -36,7 +36,7 @@ tooling's choices:
                the chain applying the inverse to its R (fwd_ws_wy.FullInverseInChain);
                "wy-ws4": wy-ws's chain with its producer split into a math warpgroup
                (rows, the wgmma Gram at m64n64, the solves) and a copy warpgroup
-               (kernels/fwd_ws4.py; output builds, gram forced to "wgmma64"); "wy-ws4raw":
+               (kernels/fwd_ws4.py; gram forced to "wgmma64", M alone without an output); "wy-ws4raw":
                the same without the rows stage, the chain and the Gram on the caller's
                raw q / k rows with the norms as factors, a 3-stage ring of raw rows
                (fwd_ws4.RawRing); "wyc-ws4raw": that without W', the chain applying
@@ -158,17 +158,19 @@ class FrostFwdExperiment(FrostFwdConfig):
         if self.ws_regs and (self.decay not in WS_DECAYS or not register_split_ok(self.ws_regs, split_lengths(self.decay))):
             bad("ws_regs", f"() or, with decay in {WS_DECAYS}, (consumer, producer) setmaxnreg counts (wy-ws4: "
                 "(chain, math, copies)): multiples of 8 in [24, 256] that fit 65,536 registers")
-        if self.decay in FOUR_ROLES and (self.gram != FOUR_ROLE_GRAM or not self.write_output):
-            bad("gram", f"{FOUR_ROLE_GRAM!r} with decay in {FOUR_ROLES}, in output builds (the math warpgroup's Gram)")
+        if self.decay in FOUR_ROLES and self.gram != FOUR_ROLE_GRAM:
+            bad("gram", f"{FOUR_ROLE_GRAM!r} with decay in {FOUR_ROLES} (the math warpgroup's Gram)")
         if self.decay in ("scaled", "scaled-lead") and self.gram != "mma":
             bad("decay", "'folded' or 'scaled-ws' with a wgmma gram (the others re-plan q and k their own way)")
         if (self.write_checkpoints or self.write_values) and self.algorithm not in TRAINING_ALGORITHMS:
             bad("write_checkpoints", f"False unless algorithm is one of {TRAINING_ALGORITHMS} (the kernels "
                 "that write them)")
-        if not self.write_output and (self.algorithm in ("v0", "v1") or self.gram != "mma"):
-            # v0 would read the null q; v1's own stages and the wgmma Gram keep the q side
-            bad("write_output", "True unless algorithm is v2 or v3 with the mma Gram (the kernels that "
-                "compile the output out)")
+        if not self.write_output and (self.algorithm in ("v0", "v1")
+                                      or (self.gram != "mma" and self.decay not in FOUR_ROLES)):
+            # v0 would read the null q; v1's own stages and the two-warpgroup wgmma Gram keep
+            # the q side (the four-role kernels drop P and the q rows without an output)
+            bad("write_output", "True unless algorithm is v2 or v3 with the mma Gram, or a four-role decay "
+                "(the kernels that compile the output out)")
 
     @property
     def kernel_label(self) -> str:
@@ -350,11 +352,8 @@ def tooling_config(cfg: FrostFwdConfig, algorithm: str = PRODUCT, skip_stages=()
         decay = "scaled"
     if gram != "mma" and decay != "folded" and (decay not in WS_DECAYS or not cfg.write_output):
         gram = "mma"  # the wgmma Gram combines with the warp-specialised producer only (output builds)
-    if decay in FOUR_ROLES:
-        if cfg.write_output:
-            gram = FOUR_ROLE_GRAM
-        else:  # the backward's output-free recompute: wy-ws's kernel, wyc-ws's for the
-            decay = "wyc-ws" if decay.startswith("wyc") else "wy-ws"  # in-chain one (the four roles need P)
+    if decay in FOUR_ROLES:  # the output-free builds (the backward's recompute) too: M alone
+        gram = FOUR_ROLE_GRAM
     if decay not in WS_DECAYS or len(ws_regs) not in split_lengths(decay):
         ws_regs = ()
     # the four-role decays force their Gram: the product's (four_roles_apply) is one of them

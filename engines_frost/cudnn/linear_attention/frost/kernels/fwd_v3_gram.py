@@ -154,9 +154,6 @@ class GramWgmma:
         if cfg.gate_per_channel or cfg.io_dtype != "bfloat16":
             raise ValueError(f"{type(self).__name__}: the Gram on wgmma is built for scalar gates and bf16 io, "
                              f"got gate_per_channel={cfg.gate_per_channel}, io {cfg.io_dtype}")
-        if not cfg.write_output:
-            raise ValueError(f"{type(self).__name__}: the Gram on wgmma builds P on its own warpgroup; "
-                             f"write_output=False is the product v2 / v3 kernels'")
         super().__init__(cfg)
 
     def final_state_coords(self, coord_s):
@@ -177,8 +174,8 @@ class GramWgmma:
     @cute.jit
     def stage_gram(self, s, mb, heads, t0, eos, scale, thr, lane, wid):
         """M on warpgroup 0, P on warpgroup 1 (V = 64 or gram_warpgroups 1: both on
-        warpgroup 0, one after the other), then v3's fence for the generic-proxy P stores
-        the P U wgmma reads."""
+        warpgroup 0, one after the other; without the output M alone: P serves only O),
+        then v3's fence for the generic-proxy P stores the P U wgmma reads."""
         s_q = s.q
         s_k = s.k
         s_g = s.g
@@ -202,6 +199,7 @@ class GramWgmma:
         g_row, b_row = self.row_terms(s_g, s_beta, crd, row_rep, nval)
         pt = self.gram_p_transposed
         p_row = None
+        wo = self.cfg.write_output
         if cutlass.const_expr(self.gram_norms):  # raw q, k: the l2 norms' factors on rows and columns
             s_norm = s.norm
             p_row = []
@@ -209,17 +207,19 @@ class GramWgmma:
                 if cutlass.const_expr(row_rep[e] == e):
                     b_row[e] = b_row[e] * s_norm[NORM_K, crd[e][0]]
                     # P's row is a q row, P^T's a k row
-                    p_row.append(scale * s_norm[NORM_K if pt else NORM_Q, crd[e][0]])
+                    if cutlass.const_expr(wo):
+                        p_row.append(scale * s_norm[NORM_K if pt else NORM_Q, crd[e][0]])
                 else:
                     b_row[e] = b_row[row_rep[e]]
-                    p_row.append(p_row[row_rep[e]])
+                    if cutlass.const_expr(wo):
+                        p_row.append(p_row[row_rep[e]])
         if cutlass.const_expr(self.gram_log2):  # the row gates in the exponent's base-2 units
             for e in cutlass.range_constexpr(nval):
                 if cutlass.const_expr(row_rep[e] == e):
                     g_row[e] = g_row[e] * Float32(LOG2_E)
                 else:
                     g_row[e] = g_row[row_rep[e]]
-        for prod in cutlass.range_constexpr(2):  # 0: M (A = k), 1: P (A = q)
+        for prod in cutlass.range_constexpr(2 if wo else 1):  # 0: M (A = k), 1: P (A = q)
             if wid // (WG_THREADS // 32) == prod % groups:
                 # the accumulator's rows are k rows in M and P^T (A = k), q rows in P;
                 # its columns k rows, but q rows in P^T (B)
