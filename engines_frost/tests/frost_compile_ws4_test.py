@@ -192,11 +192,12 @@ def test_the_knob():
     assert (k3.chain_regs, k3.math_regs, k3.copy_regs) == IN_CHAIN_REGISTER_SPLIT
     # a pair is wy-ws's form: dropped here (not silently used as a triple)
     assert _config(ws_regs=(192, 64)).ws_regs == ()
-    # the backward's output-free recompute has no P: wy-ws's kernel serves it
+    # the backward's output-free recompute: the same four-role kernels, without P
     free = dataclasses.replace(report.config_for("gdn", "product", 128, 128, True), write_checkpoints=True,
                                write_values=True, write_output=False)
-    assert fx.tooling_config(free, "v3", decay="wy-ws4").decay == "wy-ws"
-    assert fx.tooling_config(free, "v3", decay="wyc-ws4raw").decay == "wyc-ws"
+    for decay in ("wy-ws4", "wyc-ws4raw"):
+        got = fx.tooling_config(free, "v3", decay=decay)
+        assert (got.decay, got.gram, got.write_output) == (decay, fx.FOUR_ROLE_GRAM, False)
     with pytest.raises(ValueError, match="ws_regs"):
         fx.experiment(report.config_for("gdn", "product", 128, 128, True), "v3", decay="wy-ws4",
                       gram="wgmma64", ws_regs=(200, 104, 24))  # 128 x (400 + 128) > 65,536
