@@ -148,12 +148,20 @@ class GramWgmma:
     #: and warp 0 two; False: P = q k^T
     gram_p_transposed = False
 
+    #: True: the class compiles write_output=False configs, the Gram then M alone (the
+    #: four-role kernels, fwd_ws4.py); False: they are refused (the v3 Gram experiments,
+    #: whose P has its own warpgroup)
+    gram_output_optional = False
+
     def __init__(self, cfg: FrostFwdConfig):
         if self.gram_n not in GRAM_NS:
             raise ValueError(f"{type(self).__name__}: gram_n must be one of {GRAM_NS}, got {self.gram_n}")
         if cfg.gate_per_channel or cfg.io_dtype != "bfloat16":
             raise ValueError(f"{type(self).__name__}: the Gram on wgmma is built for scalar gates and bf16 io, "
                              f"got gate_per_channel={cfg.gate_per_channel}, io {cfg.io_dtype}")
+        if not cfg.write_output and not self.gram_output_optional:
+            raise ValueError(f"{type(self).__name__}: the Gram on wgmma builds P on its own warpgroup; "
+                             f"write_output=False is the product v2 / v3 kernels' and the four-role kernels'")
         super().__init__(cfg)
 
     def final_state_coords(self, coord_s):

@@ -79,6 +79,8 @@ class FourRoles(FullInverseChain):
     gram_warpgroups = 1
     #: P built as P^T: five epilogue blocks per warp of M and P, not 2 (warp 0) to 8 (warp 3)
     gram_p_transposed = True
+    #: without an output (the backward's recompute of its states) the Gram is M alone
+    gram_output_optional = True
     split_mma_gram = REGISTER_SPLIT
     split_wgmma_gram = REGISTER_SPLIT
 
