@@ -82,6 +82,33 @@ def test_the_kernels_it_runs(family, monkeypatch):
     assert set(plan) == {"states", "chain", "grads"}
 
 
+def test_long_gdn_states_run_the_forwards_four_role_kernel(monkeypatch):
+    """GDN at K = V = 128 with sequences averaging >= PIPELINE_MIN_TOKENS: the states
+    stage is the forward config the user's forward had (pipelined), so it builds the
+    four-role kernel without an output, as the U path's forward does with one (the two
+    training paths then round U alike); batch_invariant, or a short batch, keeps the scaled
+    kernel. Every backward kernel is the same for all three calls (one compiled kernel)."""
+    from cudnn.linear_attention.frost.kernels.compile_kernel import FOUR_ROLE_DECAY, product_decay
+    from cudnn.linear_attention.frost.kernels.config import PIPELINE_MIN_TOKENS
+
+    monkeypatch.setenv(kernels_bwd.RECOMPUTE_FORWARD_ENV, "1")
+    N, long_T = 2, 2 * PIPELINE_MIN_TOKENS + 7
+    plans = {}
+    for name, T, invariant in (("long", long_T, False), ("invariant", long_T, True),
+                               ("short", 2 * PIPELINE_MIN_TOKENS - 1, False)):
+        x = _operands(T=T, N=N, K=128, V=128)
+        x["cu_seqlens"] = torch.tensor([0, T // 3, T], dtype=torch.int32)
+        cfg = kernels_bwd.check_bwd_operands(**x, **_flags("gdn"), batch_invariant=invariant)[0]
+        plans[name] = kernels_bwd.recompute_configs(cfg)
+        for stage in cfg.stages:
+            assert not cfg.with_stage(stage).fwd.pipelined, (name, stage)
+    decay = {name: product_decay(plan["states"], "sm_90a") for name, plan in plans.items()}
+    assert decay == {"long": FOUR_ROLE_DECAY, "invariant": "scaled", "short": "scaled"}
+    assert not plans["long"]["states"].write_output and plans["long"]["states"].write_values
+    for stage in ("chain", "grads"):
+        assert plans["long"][stage] == plans["invariant"][stage] == plans["short"][stage], stage
+
+
 def test_not_on_the_checkpoint_paths(monkeypatch):
     monkeypatch.setenv(kernels_bwd.RECOMPUTE_FORWARD_ENV, "1")
     x = _operands(family="kda")

@@ -1,7 +1,8 @@
 """Which long-sequence GDN forwards the product runs on the four-role kernel (fwd_ws4.py,
 RawRingInChain) and that the test tooling's product identity follows it: a pipelined bf16
-GDN config with an output at K = V = 128 builds four_role_class on sm_90a; short launches,
-K = 64, output-free recomputes, vector gates and other archs keep their kernels; the
+GDN config at K = V = 128 with an output, or without one but writing U (the recompute
+path's states stage), builds four_role_class on sm_90a; short launches, K = 64, the span
+summaries (final state alone), vector gates and other archs keep their kernels; the
 tooling's knobs still reach the scaled chain and the register-split experiments."""
 import dataclasses
 import os
@@ -29,7 +30,9 @@ def test_long_gdn_forwards_run_four_roles():
     from cudnn.linear_attention.frost.kernels.fwd_ws4 import RawRingInChain
 
     for over in ({}, dict(write_checkpoints=True), dict(write_checkpoints=True, write_values=True),
-                 dict(has_initial_state=True), dict(use_l2norm=False)):
+                 dict(has_initial_state=True), dict(use_l2norm=False),
+                 dict(write_checkpoints=True, write_values=True, write_output=False, has_final_state=False,
+                      state_dtype=None)):
         cfg = _cfg(**over)
         assert product_decay(cfg, "sm_90a") == FOUR_ROLE_DECAY, over
         cls = product_class(cfg, "sm_90a")
@@ -41,11 +44,11 @@ def test_long_gdn_forwards_run_four_roles():
 @pytest.mark.parametrize("cfg, arch, decay", [
     (_cfg(pipelined=False), "sm_90a", "scaled"),
     (_cfg(K=64), "sm_90a", "scaled"),
-    (_cfg(write_checkpoints=True, write_values=True, write_output=False), "sm_90a", "scaled"),
+    (_cfg(write_output=False, has_final_state=True), "sm_90a", "scaled"),
     (_cfg("kda"), "sm_90a", "folded"),
     (_cfg(), "sm_80", "folded"),
     (_cfg(io_dtype="float16"), "sm_90a", "folded"),
-], ids=["short", "K64", "output-free", "kda", "sm_80", "fp16"])
+], ids=["short", "K64", "summary", "kda", "sm_80", "fp16"])
 def test_other_forwards_keep_their_kernels(cfg, arch, decay):
     from cudnn.linear_attention.frost.kernels.fwd_ws4 import RawRing
 

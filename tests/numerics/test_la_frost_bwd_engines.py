@@ -6,17 +6,16 @@ get_workspace_size() bytes and NaN-filled outputs, and compares every gradient w
 float64 reference backward (tests/reference: the chunked algebra for GDN/KDA, autograd
 through the token recurrence for GDN-2). Bound: relative L2 error <= 1e-2 per tensor for
 bf16 inputs (1.5e-2 for correlated keys, where even a float64 WY inverse leaves ~6e-3).
-Also: two runs are bitwise identical, and a sequence's gradients do not depend on the
-other sequences of the batch (batch invariance). The training path with state
+Also: two runs are bitwise identical, and under batch_invariant a sequence's gradients do
+not depend on the other sequences of the batch (batch invariance). The training path with state
 checkpoints: the forward graph with checkpoint_every_n_tokens=64 (FROST first; exactly
 the packed rows written, the rest left NaN; la_frost_bwd_smoke.py checks its O against
 the plain forward's), then the backward graph reading them, same bounds and determinism
 on the same awkward shapes; and with the forward's values as well (output_values: the
 chunked FROST forward first, the recurrent one declining them), the backward reading
-both, whose gradients must be bitwise the recompute path's (v3's training forward
-writes U bitwise the backward's states kernel: 28 of 28 smoke cases on the H200) unless
-the forward ran the four-role kernel (GDN, K = V = 128, long sequences), which the
-output-free training forward cannot: then both paths are held to the float64 bound.
+both, whose gradients must be bitwise the recompute path's: that path's states stage is
+the forward kernel the user's forward ran, without its output (the four-role kernel for
+long GDN sequences at K = V = 128, the v3 chain otherwise), and writes U as it does.
 
   python -m pytest tests/numerics/test_la_frost_bwd_engines.py -s
 """
@@ -75,15 +74,15 @@ def _rel(x, ref, floor=0.0):
     return ((x.double() - ref).norm() / ref.norm().clamp_min(max(floor, 1e-30))).item()
 
 
-def _run_forward(family, inputs, l2, checkpoints, values=False):
+def _run_forward(family, inputs, l2, checkpoints, values=False, invariant=False):
     """Plan and run the family's forward graph (no final state; with `checkpoints`, the
     state_checkpoints output at cadence 64, into a NaN-filled buffer; with `values` the
-    values output too, likewise); returns (plan names, O, state_checkpoints or None) and,
-    with `values`, the values as a fourth item."""
+    values output too, likewise; batch_invariant with `invariant`); returns (plan names,
+    O, state_checkpoints or None) and, with `values`, the values as a fourth item."""
     graph = cudnn.pygraph(io_data_type=DT.BFLOAT16, intermediate_data_type=DT.FLOAT, compute_data_type=DT.FLOAT)
     ir = {n: graph.tensor_like(t, name=n) for n, t in inputs.items()}
     outs = getattr(graph, family)(**ir, use_qk_l2norm=l2, checkpoint_every_n_tokens=64 if checkpoints else 0,
-                                  output_values=values)
+                                  output_values=values, **({"batch_invariant": True} if invariant else {}))
     T, N = inputs["q"].shape[0], inputs["cu_seqlens"].numel() - 1
     HO, V, K = max(inputs["q"].shape[1], inputs["v"].shape[1]), inputs["v"].shape[2], inputs["q"].shape[2]
     pack = {t: inputs[n] for n, t in ir.items()}
@@ -111,9 +110,10 @@ def _run_forward(family, inputs, l2, checkpoints, values=False):
     return (names, o, ckpt, u) if values else (names, o, ckpt)
 
 
-def _run_backward(family, inputs, d_out, dht, l2, state_checkpoints=None, values=None):
+def _run_backward(family, inputs, d_out, dht, l2, state_checkpoints=None, values=None, invariant=False):
     """Plan and run the family's _bwd graph on its first plan (reading the forward's
-    state_checkpoints, and values, when given); returns (plan names, grads)."""
+    state_checkpoints, and values, when given; batch_invariant with `invariant`); returns
+    (plan names, grads)."""
     graph = cudnn.pygraph(io_data_type=DT.BFLOAT16, intermediate_data_type=DT.FLOAT, compute_data_type=DT.FLOAT)
     tensors = dict(inputs, dO=d_out, d_final_state=dht)
     extra = {}
@@ -122,6 +122,8 @@ def _run_backward(family, inputs, d_out, dht, l2, state_checkpoints=None, values
         extra["checkpoint_every_n_tokens"] = 64
     if values is not None:
         tensors["values"] = values
+    if invariant:
+        extra["batch_invariant"] = True
     ir = {n: graph.tensor_like(t, name=n) for n, t in tensors.items()}
     outs = getattr(graph, f"{family}_bwd")(**ir, use_qk_l2norm=l2, **extra)
     nan = float("nan")
@@ -271,7 +273,7 @@ def test_backward_from_forward_values(shape, l2, with_h0, family):
     """The forward graph writes checkpoints and values (the chunked FROST forward: exactly
     the covered rows of values, O bitwise the checkpoint-only forward's); the backward graph
     reading both (chain + grads only) gives the same gradients twice, bitwise the
-    recompute path's where both forwards are one kernel (else each within the bound)."""
+    recompute path's (its states stage runs the forward's kernel without the output)."""
     _, lens, H, HV, K, V = shape
     x = _inputs(family, lens, H, HV, K, V, seed=len(lens) * 11 + K, with_h0=with_h0)
     T, N, HO = sum(lens), len(lens), max(H, HV)
@@ -288,44 +290,35 @@ def test_backward_from_forward_values(shape, l2, with_h0, family):
     _, recompute = _run_backward(family, x, d_out, dht, l2)
     for name in grads:
         assert torch.equal(grads[name], again[name]), f"{name} differs between two identical runs"
-    if _forward_takes_four_roles(family, lens, K, V):
-        # U came from the four-role forward, the recompute path's from the output-free
-        # training forward (another kernel, another rounding): each within the bound
-        _assert_near_reference(family, x, d_out, dht, l2, grads, f"{shape[0]} values path (four-role forward)")
-        _assert_near_reference(family, x, d_out, dht, l2, recompute, f"{shape[0]} recompute path")
-        return
     for name in grads:
         assert torch.equal(grads[name], recompute[name]), f"{name} differs from the recompute path's"
     print(f"\n{family} {shape[0]} values path: gradients bitwise the recompute path's", end="")
 
 
-def _forward_takes_four_roles(family, lens, K, V) -> bool:
-    """Whether the forward graph runs the four-role kernel (compile_kernel.four_roles_apply:
-    GDN, K = V = 128, an output, sequences averaging >= PIPELINE_MIN_TOKENS tokens), which
-    the recompute path's output-free training forward cannot run."""
-    return family == "gdn" and (K, V) == (128, 128) and sum(lens) >= PIPELINE_MIN_TOKENS * len(lens)
-
-
 @pytest.mark.parametrize("checkpoints", [False, True], ids=["recompute", "checkpoints"])
 @pytest.mark.parametrize("family", FAMILIES)
 def test_batch_invariance(family, checkpoints):
-    """A sequence's gradients are bitwise the same alone and inside a batch (with forward
-    checkpoints too: its rows sit at another packed offset, the values are the same)."""
-    lens = [300, 129, 1000]
+    """Under batch_invariant, a sequence's gradients are bitwise the same alone and inside a
+    batch (with forward checkpoints too: its rows sit at another packed offset, the values
+    are the same). The batch averages >= PIPELINE_MIN_TOKENS tokens a sequence and the
+    sequence alone fewer, so without the flag the forward and the recompute path's states
+    stage would take the long-sequence kernel for the batch only (GDN)."""
+    lens = [300, 129, 1700]
+    assert sum(lens) >= PIPELINE_MIN_TOKENS * len(lens) > lens[1]
     x = _inputs(family, lens, 8, 8, 128, 128, seed=5, with_h0=True)
     T, HO, V, K = sum(lens), 8, 128, 128
     d_out = torch.randn(T, HO, V, device="cuda").bfloat16()
     dht = torch.randn(len(lens), HO, V, K, device="cuda") * 0.1
-    ckpt = _run_forward(family, x, True, checkpoints=True)[2] if checkpoints else None
-    _, batch = _run_backward(family, x, d_out, dht, True, ckpt)
+    ckpt = _run_forward(family, x, True, checkpoints=True, invariant=True)[2] if checkpoints else None
+    _, batch = _run_backward(family, x, d_out, dht, True, ckpt, invariant=True)
     a, b = lens[0], lens[0] + lens[1]
     alone = {n: t[a:b] for n, t in x.items() if n not in ("cu_seqlens", "initial_state")}
     alone["cu_seqlens"] = torch.tensor([0, lens[1]], dtype=torch.int32, device="cuda")
     alone["initial_state"] = x["initial_state"][1:2]
-    ckpt_alone = _run_forward(family, alone, True, checkpoints=True)[2] if checkpoints else None
+    ckpt_alone = _run_forward(family, alone, True, checkpoints=True, invariant=True)[2] if checkpoints else None
     if checkpoints:  # sequence 1's rows: after sequence 0's ceil(300 / 64) = 5
         assert torch.equal(ckpt[5:8], ckpt_alone[:3]), "checkpoints of sequence 1 depend on the batch"
-    _, single = _run_backward(family, alone, d_out[a:b], dht[1:2], True, ckpt_alone)
+    _, single = _run_backward(family, alone, d_out[a:b], dht[1:2], True, ckpt_alone, invariant=True)
     for name, t in single.items():
         part = batch[name][1:2] if name == "d_initial_state" else batch[name][a:b]
         assert torch.equal(part, t), f"{name} of sequence 1 depends on the batch"

@@ -164,3 +164,20 @@ def test_strict_cu_seqlens_no_lane(monkeypatch):
         entry = backward_entry("gdn")
     assert entry.lane is None and rec.binds == 0 and rec.checked == 2
 
+
+
+@pytest.mark.parametrize("invariant", [False, True])
+def test_batch_invariant_reaches_the_backward(invariant, monkeypatch):
+    """The op's batch_invariant reaches frost_bwd and bind_bwd (it keeps the recompute
+    path's states stage off the long-sequence forward kernel, kernels/bwd.py), on the
+    checked call and on the lane's bind alike."""
+    monkeypatch.setenv(bwd_plan.LANE_ENV, "1")
+    rec = BwdRecorder()
+    with frost_bwd_on_cpu(rec):
+        for call in range(2):
+            named = backward_call("gdn", seed=call)
+            named["batch_invariant"] = invariant
+            rec.tensors = named
+            run_backward("gdn", named)
+    assert rec.checked == 1 and rec.binds == 1
+    assert rec.invariant == [invariant, invariant]

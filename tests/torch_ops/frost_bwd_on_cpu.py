@@ -52,6 +52,8 @@ class BwdRecorder:
     #: frost_bwd calls (the plan's checked execute) and bind_bwd calls (direct_launch)
     checked: int = 0
     binds: int = 0
+    #: the batch_invariant each of those calls was given, in call order
+    invariant: list = field(default_factory=list)
     #: the call's own tensors, by name (set by the caller before each call)
     tensors: dict = field(default_factory=dict)
     #: per grads launch, {dq / dk / dv: what the recorder wrote into its partial region}
@@ -112,10 +114,12 @@ def frost_bwd_on_cpu(rec: BwdRecorder) -> Iterator[None]:
 
     def counted_frost_bwd(**operands):
         rec.checked += 1
+        rec.invariant.append(operands.get("batch_invariant"))
         return frost_bwd(**operands)
 
     def counted_bind_bwd(**operands):
         rec.binds += 1
+        rec.invariant.append(operands.get("batch_invariant"))
         return bind_bwd(**operands)
 
     patches = {

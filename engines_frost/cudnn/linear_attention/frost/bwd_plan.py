@@ -81,7 +81,7 @@ class FrostBackwardPlan(CompiledPlan):
             state_checkpoints=t.get("state_checkpoints"), values=t.get("values"),
             workspace=scratch, scale=float(f.flags.scale), use_l2norm=f.flags.use_qk_l2norm,
             gate_per_channel=self.traits.gate_per_channel,
-            beta_per_channel=self.traits.beta_per_channel,
+            beta_per_channel=self.traits.beta_per_channel, batch_invariant=f.flags.batch_invariant,
             stream=torch_stream(ctx.stream, self.device),
             **{arg: t.get(port) for port, arg in _ARGUMENT.items()})
 
@@ -97,7 +97,8 @@ class FrostBackwardPlan(CompiledPlan):
         f = self.facts
         flags = dict(scale=float(f.flags.scale), use_l2norm=f.flags.use_qk_l2norm,
                      gate_per_channel=self.traits.gate_per_channel,
-                     beta_per_channel=self.traits.beta_per_channel)
+                     beta_per_channel=self.traits.beta_per_channel,
+                     batch_invariant=f.flags.batch_invariant)
 
         def bind(operands: dict, workspace):
             bound = bind_bwd(**operands, workspace=workspace, **flags)

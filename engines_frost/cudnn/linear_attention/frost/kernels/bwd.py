@@ -199,20 +199,23 @@ def _check_grad(name, t, shape, dtypes, device):
 
 def check_bwd_operands(*, q, k, v, g, beta, w, cu_seqlens, dO, initial_state, d_final_state, dq, dk, dv, dg,
                        dbeta, dw, d_initial_state, use_l2norm, gate_per_channel, beta_per_channel,
-                       state_checkpoints=None, values=None):
+                       state_checkpoints=None, values=None, batch_invariant: bool = False):
     """Every operand check of frost_bwd except the CUDA-device one; returns the config
-    (the first stage of its path) and T, N."""
+    (the first stage of its path) and T, N. Its fwd is the config the user's forward had
+    (check_operands, batch_invariant included): its `pipelined` picks the recompute path's
+    states kernel as it picked the forward's (recompute_configs); every backward kernel
+    drops it (FrostBwdConfig.with_stage)."""
     from cudnn.linear_attention.frost.kernels.fwd import _dtype_name, check_operands
 
     try:  # the forward's operands pass the forward's checks (dO as the output it mirrors)
         launch = check_operands(q=q, k=k, v=v, g=g, beta=beta, w=w, cu_seqlens=cu_seqlens, out=dO,
                                 initial_state=initial_state, final_state=None, use_l2norm=use_l2norm,
-                                gate_per_channel=gate_per_channel, beta_per_channel=beta_per_channel)
+                                gate_per_channel=gate_per_channel, beta_per_channel=beta_per_channel,
+                                batch_invariant=batch_invariant)
     except ValueError as e:
         raise ValueError(str(e).replace("frost_fwd: out ", "frost_bwd: dO ")
                          .replace("frost_fwd:", "frost_bwd:")) from None
-    # the backward's kernels do not depend on the forward's kernel choice: one key for all
-    f = dataclasses.replace(launch.config, pipelined=False)
+    f = launch.config
     T, N, device = launch.T, launch.N, q.device
     io = f.io_dtype
     HO = f.HO
@@ -337,7 +340,8 @@ def _sm_count(device) -> int:
 def frost_bwd(*, q, k, v, g, beta, w, cu_seqlens, dO, initial_state, d_final_state, dq, dk, dv, dg, dbeta, dw,
               d_initial_state, workspace, scale: float, use_l2norm: bool, gate_per_channel: bool,
               beta_per_channel: bool, stream, stages: tuple[str, ...] | None = None,
-              strict_cu_seqlens: bool | None = None, state_checkpoints=None, values=None) -> None:
+              strict_cu_seqlens: bool | None = None, state_checkpoints=None, values=None,
+              batch_invariant: bool = False) -> None:
     """Gradients of the chunked linear-attention forward (GDN / KDA / GDN-2), written into
     dq [T,H,K], dk [T,HK,K], dv [T,HV,V] (io dtype), dg like g, dbeta like beta, dw (GDN-2)
     and d_initial_state [N,HO,V,K] (exactly when initial_state is given). Inputs as
@@ -353,7 +357,10 @@ def frost_bwd(*, q, k, v, g, beta, w, cu_seqlens, dO, initial_state, d_final_sta
     what an earlier full call left in the workspace. Any cu_seqlens table is safe
     (kernels/seq_bounds.py: gradient rows no sequence covers are zero); ``strict_cu_seqlens``
     (None: the CUDNN_STRICT_CU_SEQLENS environment variable) checks it on the device first
-    and raises ValueError naming its first bad entry (one synchronisation)."""
+    and raises ValueError naming its first bad entry (one synchronisation).
+    batch_invariant: as frost_fwd's; the recompute path's states stage (the forward kernel)
+    then never takes the long-sequence kernel, so a sequence's gradients do not depend on
+    the batch around it."""
     import torch
 
     from cudnn.linear_attention.common.cu_seqlens_check import check_cu_seqlens, strict_requested
@@ -365,7 +372,8 @@ def frost_bwd(*, q, k, v, g, beta, w, cu_seqlens, dO, initial_state, d_final_sta
                     dg=dg, dbeta=dbeta, dw=dw, d_initial_state=d_initial_state,
                     state_checkpoints=state_checkpoints, values=values)
     bound = _bind(operands, workspace=workspace, scale=scale, use_l2norm=use_l2norm,
-                  gate_per_channel=gate_per_channel, beta_per_channel=beta_per_channel, stages=stages)
+                  gate_per_channel=gate_per_channel, beta_per_channel=beta_per_channel, stages=stages,
+                  batch_invariant=batch_invariant)
     if bound is None:
         return
     if stream is None:
@@ -541,23 +549,24 @@ def _is_current(device, stream: int) -> bool:
 
 def bind_bwd(*, workspace, scale: float, use_l2norm: bool, gate_per_channel: bool,
              beta_per_channel: bool, stages: tuple[str, ...] | None = None,
-             **operands) -> BoundBwd | None:
+             batch_invariant: bool = False, **operands) -> BoundBwd | None:
     """frost_bwd's checks, workspace layout and kernel lookups without the launches, for
     operands (frost_bwd's names: q ... d_initial_state, state_checkpoints and values) and a
     workspace laid out like these, `stages` only (None: every stage of the path, as
     frost_bwd); None when there is nothing to launch (N == 0). The bound launch ends with
     frost_bwd's head-group sums where its stages include the grads."""
     return _bind(operands, workspace=workspace, scale=scale, use_l2norm=use_l2norm,
-                 gate_per_channel=gate_per_channel, beta_per_channel=beta_per_channel, stages=stages)
+                 gate_per_channel=gate_per_channel, beta_per_channel=beta_per_channel, stages=stages,
+                 batch_invariant=batch_invariant)
 
 
 def _bind(operands: dict, *, workspace, scale: float, use_l2norm: bool, gate_per_channel: bool,
-          beta_per_channel: bool, stages) -> BoundBwd | None:
+          beta_per_channel: bool, stages, batch_invariant: bool = False) -> BoundBwd | None:
     """bind_bwd's work (frost_bwd binds through here, so that a caller counting bind_bwd's
     calls sees only the direct launches' binds)."""
     cfg, T, N = check_bwd_operands(**operands, use_l2norm=use_l2norm,
                                    gate_per_channel=gate_per_channel,
-                                   beta_per_channel=beta_per_channel)
+                                   beta_per_channel=beta_per_channel, batch_invariant=batch_invariant)
     _require_cuda(operands["q"])
     if N == 0:
         return None

@@ -224,19 +224,22 @@ class FrostBwdConfig:
         gwg = self.grads_wgmma and stage == "grads"
         fast = self.vec_fast_decay and stage == "grads" and self.fwd.gate_per_channel
         pf = self.grads_prefetch and stage == "grads"
+        # fwd.pipelined picks the recompute path's states kernel (the forward's), never a
+        # backward kernel: off, so long and short batches share those
+        unpiped = dataclasses.replace(self.fwd, pipelined=False)
         if stage == "chain":
-            return dataclasses.replace(self, stage=stage, checkpoints=False, grads_ctas=ctas,
+            return dataclasses.replace(self, fwd=unpiped, stage=stage, checkpoints=False, grads_ctas=ctas,
                                        vec_wide_loads=wide, vec_fast_decay=fast, grads_wgmma=gwg,
                                        grads_prefetch=pf)
         if stage == "states":
-            return dataclasses.replace(self, stage=stage, dht_dtype=None, grads_ctas=ctas,
+            return dataclasses.replace(self, fwd=unpiped, stage=stage, dht_dtype=None, grads_ctas=ctas,
                                        chain_pipeline=False, chain_wgmma=False,
                                        chain_async=False, chain_scaled=False, chain_ws=False,
                                        chain_ws_regs=(), chain_wy=False, chain_ws4=False,
                                        chain_a_in_chain=False, chain_raw_rows=False, vec_wide_loads=wide,
                                        vec_fast_decay=fast,
                                        grads_wgmma=gwg, grads_prefetch=pf)
-        fwd = dataclasses.replace(self.fwd, has_initial_state=False, state_dtype=None)
+        fwd = dataclasses.replace(unpiped, has_initial_state=False, state_dtype=None)
         return dataclasses.replace(self, fwd=fwd, stage=stage, dht_dtype=None, dh0_dtype=None,
                                    forward_values=False, grads_ctas=ctas,
                                    chain_pipeline=False, chain_wgmma=False, chain_async=False, chain_scaled=False,

@@ -76,11 +76,14 @@ FOUR_ROLE_DECAY = "wyc-ws4raw"
 
 def four_roles_apply(cfg: FrostFwdConfig) -> bool:
     """Whether a v3 scalar-gate (GDN) config runs the four-role forward (fwd_ws4.py): K = V
-    = 128 (its two chain warpgroups), an output (its math warpgroup builds P) and
-    cfg.pipelined (sequences of >= PIPELINE_MIN_TOKENS tokens on average). On the H100 at
-    8 x 4096 tokens, 16 heads: 0.29-0.30 against 0.34 ms kernel time; at 512 x 64, 13 %
-    slower than the scaled chain (NOTES.md "Four roles per CTA: ... without W'")."""
-    return (cfg.K, cfg.V) == (128, 128) and cfg.write_output and cfg.pipelined
+    = 128 (its two chain warpgroups), an output or U (without an output the math warpgroup
+    builds M alone: the recompute path's states stage, so that it writes U and the
+    checkpoints as the user's forward does; the span summaries, final state only, keep the
+    scaled chain) and cfg.pipelined (sequences of >= PIPELINE_MIN_TOKENS tokens on
+    average). On the H100 at 8 x 4096 tokens, 16 heads: 0.29-0.30 against 0.34 ms kernel
+    time; at 512 x 64, 13 % slower than the scaled chain (NOTES.md "Four roles per CTA:
+    ... without W'")."""
+    return (cfg.K, cfg.V) == (128, 128) and (cfg.write_output or cfg.write_values) and cfg.pipelined
 
 
 def product_class(cfg: FrostFwdConfig, arch: str):
