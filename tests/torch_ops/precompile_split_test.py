@@ -240,8 +240,10 @@ def test_a_training_call_lists_the_split_backward(family, on_forward, monkeypatc
         monkeypatch.setenv(kernels_bwd.RECOMPUTE_FORWARD_ENV, "1")
         _, split_on = precompile.split_configs([family], shape, backward=True, sms=H200)
         states = from_entering(plain["states"], None)
+        # the spans average 4096 tokens, so the states stage keeps the forward's `pipelined`
+        # (kernels/bwd.py check_bwd_operands; the backward kernels drop it: with_stage)
         forward = dataclasses.replace(states.fwd, has_final_state=False, write_checkpoints=True,
-                                      write_values=True, write_output=False)
+                                      write_values=True, write_output=False, pipelined=True)
         chain = dataclasses.replace(from_entering(plain["chain"], "float32"), forward_values=True)
         grads = dataclasses.replace(plain["grads"], checkpoints=True)
         assert {c for c in split_on if isinstance(c, FrostBwdConfig)} == {chain, grads, summary}
