@@ -63,17 +63,16 @@ from cudnn.linear_attention.frost.kernels.bwd_chain_ws_wy import FrostBwdChainWs
 from cudnn.linear_attention.frost.kernels.bwd_chain_ws_wy import smem_plan as wy_smem_plan
 from cudnn.linear_attention.frost.kernels.bwd_config import FrostBwdConfig
 from cudnn.linear_attention.frost.kernels.config import register_split_ok
-from cudnn.linear_attention.frost.kernels.fwd_v1 import CHUNK, NBLK, SUB, to_a_operand, warp_mma
+from cudnn.linear_attention.frost.kernels.fwd_v1 import CHUNK, NBLK, SUB, to_a_operand
 from cudnn.linear_attention.frost.kernels.fwd_v3 import WG_ROWS, WG_THREADS
-from cudnn.linear_attention.frost.kernels.fwd_v3_gram import GramWgmma, lane_in_loop, tid_in_loop
+from cudnn.linear_attention.frost.kernels.fwd_v3_gram import GramWgmma, tid_in_loop
 from cudnn.linear_attention.frost.kernels.fwd_v3_scaled import FR, write_decay_factors
 from cudnn.linear_attention.frost.kernels.fwd_ws import BAR_EMPTY, BAR_FULL, BLOCK_THREADS, SETS, \
     waits_for_release, zero_blocks
 from cudnn.linear_attention.frost.kernels.fwd_ws_wy import mma_group
 from cudnn.linear_attention.frost.kernels.fwd_ws_wy import transposed_view as mn_view
-from cudnn.linear_attention.frost.kernels.fwd_ws4 import BAR_MATH, BAR_RAW_FREE, BAR_RAW_FULL, BAR_RING_EMPTY, \
-    BAR_RING_FULL, COPY_TID0, COPY_WARP0, MATH_TID0, PAIR_THREADS, RING, RING_EMPTY_THREADS, FourRoles, RawRing, \
-    ring_decay_factors
+from cudnn.linear_attention.frost.kernels.fwd_ws4 import BAR_RAW_FREE, BAR_RAW_FULL, BAR_RING_EMPTY, COPY_TID0, \
+    COPY_WARP0, PAIR_THREADS, RING, RING_EMPTY_THREADS, FourRoles, RawRing, ring_decay_factors
 
 
 #: (chain, math, copies) setmaxnreg (sm_90a, GDN l2norm, 16 heads): the chain at
@@ -152,43 +151,17 @@ class FrostBwdChainWs4(FrostBwdChainWsWy):
             cute.arch.barrier_arrive(barrier_id=BAR_FULL + b, number_of_threads=BLOCK_THREADS)
 
     # ------------------------------------------------------------------ math
-    @cute.jit
-    def math(self, s, mb, heads, bos, eos, nch, scale):
-        """Per chunk (backwards): the set's release, the chunk's inputs and factor rows
-        (math_inputs, math_factors), the Gram and inverses, W' row blocks mwid + 4 and mwid
-        and A's column block mwid, FULL."""
-        for i in cutlass.range(nch, unroll=1):
-            j = nch - 1 - i
-            t0 = bos + j * CHUNK
-            b = i % SETS
-            mtid = tid_in_loop() - MATH_TID0
-            lane = lane_in_loop()
-            mwid = cute.arch.make_warp_uniform(mtid // 32)
-            thr = warp_mma().get_slice(lane)
-            if waits_for_release(i):
-                cute.arch.barrier(barrier_id=BAR_EMPTY + b, number_of_threads=BLOCK_THREADS)
-            st = self.chunk_set(s, i)
-            self.math_inputs(s, st, i, nch, heads, t0, eos, mtid)  # ends with the math warpgroup's barrier
-            self.math_factors(st, scale, mtid)
-            GramWgmma.stage_gram(self, st, mb, heads, t0, eos, scale, thr, lane, mwid)  # ends with the fence
-            cute.arch.barrier(barrier_id=BAR_MATH, number_of_threads=WG_THREADS)  # -M, inverses, factors
-            if cutlass.const_expr(not self.inverse_in_chain):
-                self.w_prime_rows(st, thr, lane, mwid + 4)
-            self.solve_products(st, thr, lane, mwid)  # W' rows mwid (not in chain), A's columns mwid
-            cute.arch.fence_proxy("async.shared", space="cta")  # A and W': the chain's wgmma operands
-            cute.arch.barrier_arrive(barrier_id=BAR_FULL + b, number_of_threads=BLOCK_THREADS)
+    math = FourRoles.math  # the forward's loop, walking the chunks backwards (chunk_start)
+    math_inputs = FourRoles.math_inputs
+
+    def chunk_start(self, bos, i, chunks):
+        """The first token of the i-th chunk of the backward walk: chunk chunks - 1 - i."""
+        return bos + (chunks - 1 - i) * CHUNK
 
     @cute.jit
-    def math_inputs(self, s, st, i, nch, heads, t0, eos, mtid):
-        """RAW_FULL, the rows stage from the raw tiles into set st (q-hat, k-hat, the gate
-        scan), RAW_FREE where a next chunk exists, the proxy fence (q-hat and k-hat are the
-        Gram's wgmma operands) and the math warpgroup's barrier."""
-        cute.arch.barrier(barrier_id=BAR_RAW_FULL, number_of_threads=PAIR_THREADS)
+    def raw_rows_stage(self, s, st, heads, t0, eos, mtid):
+        """The rows stage from the raw tiles into set st (q-hat, k-hat, the gate scan)."""
         self.as_role(WG_THREADS, self.rows_from, st, s.rq, s.rk, None, heads, t0, eos, mtid, transpose_do=False)
-        if i + 1 < nch:  # this thread's raw reads are done
-            cute.arch.barrier_arrive(barrier_id=BAR_RAW_FREE, number_of_threads=PAIR_THREADS)
-        cute.arch.fence_proxy("async.shared", space="cta")
-        cute.arch.barrier(barrier_id=BAR_MATH, number_of_threads=WG_THREADS)  # rows and the gate scan
 
     @cute.jit
     def math_factors(self, st, scale, mtid):
@@ -308,13 +281,7 @@ class FrostBwdChainWs4Raw(FrostBwdChainWs4):
             cute.arch.barrier_arrive(barrier_id=BAR_FULL + b, number_of_threads=BLOCK_THREADS)
 
     # ------------------------------------------------------------------ math
-    @cute.jit
-    def math_inputs(self, s, st, i, nch, heads, t0, eos, mtid):
-        """RING_FULL of the chunk's stage, the gate scan there, the math warpgroup's barrier
-        (no rows stage: the Gram and the chain read the raw rows)."""
-        cute.arch.barrier(barrier_id=BAR_RING_FULL + i % RING, number_of_threads=PAIR_THREADS)
-        self.scan_gates_in_place(st.g, mtid)
-        cute.arch.barrier(barrier_id=BAR_MATH, number_of_threads=WG_THREADS)  # the gate scan
+    math_inputs = RawRing.math_inputs  # the norms came from the copies (norms_in_copies)
 
     @cute.jit
     def math_factors(self, st, scale, mtid):

@@ -48,7 +48,8 @@ from cudnn.linear_attention.frost.kernels.fwd_v1 import CHUNK, VEC, load_vec, wa
 from cudnn.linear_attention.frost.kernels.fwd_v3 import WG_THREADS
 from cudnn.linear_attention.frost.kernels.fwd_v3_gram import NORM_K, NORM_Q, GramWgmma, lane_in_loop, tid_in_loop
 from cudnn.linear_attention.frost.kernels.fwd_v3_scaled import FK, FO, FR
-from cudnn.linear_attention.frost.kernels.fwd_ws import BAR_EMPTY, BAR_FULL, BLOCK_THREADS, SETS, zero_blocks
+from cudnn.linear_attention.frost.kernels.fwd_ws import BAR_EMPTY, BAR_FULL, BLOCK_THREADS, SETS, \
+    waits_for_release, zero_blocks
 from cudnn.linear_attention.frost.kernels.fwd_ws_wy import FB, FullInverseChain
 from cudnn.linear_attention.frost.kernels.fwd_ws_wy import smem_plan as wy_smem_plan
 
@@ -155,40 +156,54 @@ class FourRoles(FullInverseChain):
     # ------------------------------------------------------------------ math
     @cute.jit
     def math(self, s, mb, heads, bos, eos, chunks, scale):
-        """Per chunk: the set's release, the chunk's inputs (math_inputs), the factor rows,
-        the Gram, then W' (row blocks mwid + 4 and mwid) and A's column block mwid, FULL."""
-        C = CHUNK
+        """Per chunk, in the kernel's walk (chunk_start: forwards here, backwards in
+        bwd_chain_ws4.py, which runs this loop too): the set's release, the chunk's inputs
+        (math_inputs), the factor rows, the Gram, then W' (row blocks mwid + 4 and mwid)
+        and A's column block mwid, FULL."""
         for i in cutlass.range(chunks, unroll=1):
-            t0 = bos + i * C
+            t0 = self.chunk_start(bos, i, chunks)
             b = i % SETS
             mtid = tid_in_loop() - MATH_TID0
             lane = lane_in_loop()
             mwid = cute.arch.make_warp_uniform(mtid // 32)
             thr = warp_mma().get_slice(lane)
-            if i >= SETS:
+            if waits_for_release(i):
                 cute.arch.barrier(barrier_id=BAR_EMPTY + b, number_of_threads=BLOCK_THREADS)
-            st = self.chunk_views(s, i)
-            self.math_inputs(s, st, i, chunks, mtid)  # ends with the math warpgroup's barrier
+            st = self.chunk_set(s, i)
+            self.math_inputs(s, st, i, chunks, heads, t0, eos, mtid)  # ends with the math warpgroup's barrier
             self.math_factors(st, scale, mtid)
             GramWgmma.stage_gram(self, st, mb, heads, t0, eos, scale, thr, lane, mwid)  # ends with the fence
             cute.arch.barrier(barrier_id=BAR_MATH, number_of_threads=WG_THREADS)  # -M, inverses, factors
             if cutlass.const_expr(not self.inverse_in_chain):
                 self.w_prime_rows(st, thr, lane, mwid + 4)
-            self.solve_products(st, thr, lane, mwid)
+            self.solve_products(st, thr, lane, mwid)  # W' rows mwid (not in chain), A's columns mwid
             cute.arch.fence_proxy("async.shared", space="cta")  # A and W': the chain's wgmma operands
             cute.arch.barrier_arrive(barrier_id=BAR_FULL + b, number_of_threads=BLOCK_THREADS)
 
+    def chunk_start(self, bos, i, chunks):
+        """The first token of the i-th chunk the math warpgroup takes: chunk i. Traced inline."""
+        return bos + i * CHUNK
+
+    def chunk_set(self, s, i):
+        """What the i-th chunk's math reads and writes (chunk_views). Traced inline."""
+        return self.chunk_views(s, i)
+
     @cute.jit
-    def math_inputs(self, s, st, i, chunks, mtid):
+    def math_inputs(self, s, st, i, chunks, heads, t0, eos, mtid):
         """RAW_FULL, the rows stage from the raw tiles into set st (q-hat, k-hat, the gate
-        scan), RAW_FREE where a next chunk exists, the proxy fence (q-hat and k-hat are the
-        Gram's wgmma operands) and the math warpgroup's barrier."""
+        scan: raw_rows_stage), RAW_FREE where a next chunk exists, the proxy fence (q-hat
+        and k-hat are the Gram's wgmma operands) and the math warpgroup's barrier."""
         cute.arch.barrier(barrier_id=BAR_RAW_FULL, number_of_threads=PAIR_THREADS)
-        self.as_role(WG_THREADS, self.rows_from, st, s.rq, s.rk, None, mtid, values=False)
+        self.raw_rows_stage(s, st, heads, t0, eos, mtid)
         if i + 1 < chunks:  # this thread's raw reads are done
             cute.arch.barrier_arrive(barrier_id=BAR_RAW_FREE, number_of_threads=PAIR_THREADS)
         cute.arch.fence_proxy("async.shared", space="cta")
         cute.arch.barrier(barrier_id=BAR_MATH, number_of_threads=WG_THREADS)  # rows and the gate scan
+
+    @cute.jit
+    def raw_rows_stage(self, s, st, heads, t0, eos, mtid):
+        """The forward's rows stage on the math warpgroup (no U rows here)."""
+        self.as_role(WG_THREADS, self.rows_from, st, s.rq, s.rk, None, mtid, values=False)
 
     @cute.jit
     def math_factors(self, st, scale, mtid):
@@ -320,9 +335,10 @@ class RawRing(FourRoles):
 
     # ------------------------------------------------------------------ math
     @cute.jit
-    def math_inputs(self, s, st, i, chunks, mtid):
+    def math_inputs(self, s, st, i, chunks, heads, t0, eos, mtid):
         """RING_FULL of the chunk's stage, the norms (unless the copies formed them), the gate
-        scan in the stage, the math warpgroup's barrier."""
+        scan in the stage, the math warpgroup's barrier (no rows stage: the Gram and the
+        chain read the raw rows)."""
         cute.arch.barrier(barrier_id=BAR_RING_FULL + i % RING, number_of_threads=PAIR_THREADS)
         if cutlass.const_expr(self.cfg.use_l2norm and not self.norms_in_copies):
             self.inverse_norms(st, mtid)
