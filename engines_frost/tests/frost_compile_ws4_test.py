@@ -96,7 +96,7 @@ def test_roles_as_compiled(mode, decay):
 
 def test_output_free_build_drops_the_output_work():
     """The in-chain four-role kernel without an output (the backward's recompute of its
-    states and U; not the product's yet, kernels/NOTES_bwd.md): the copies bring no q rows,
+    states and U for long GDN batches, kernels/bwd.py recompute_configs): the copies bring no q rows,
     math builds M alone (8 of the Gram's 16 k-steps), the chain drops S^T Q^T and P U (12
     of its 28 wgmma) and O's stores, and keeps every other store; no spill in math or the
     chain, no ptxas note (the output build's C7512 included)."""

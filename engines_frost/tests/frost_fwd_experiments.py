@@ -43,7 +43,8 @@ tooling's choices:
                the inverse to its R (fwd_ws4.RawRingInChain: the product's for long
                GDN sequences).
                The warp-specialised decays take a wgmma gram in their producer (output
-               builds; elsewhere the gram falls back to "mma").
+               builds; elsewhere the gram falls back to "mma", except for the four-role
+               decays, which keep theirs and build M alone).
                FROST_FWD_DECAY (DECAY_ENV) sets it
                for use_kernel's blocks;
   ws_regs      with a warp-specialised decay: the roles' setmaxnreg split (consumer, producer;

@@ -147,7 +147,6 @@ class GramWgmma:
     #: products on one warpgroup every warp runs five epilogue blocks, not warp 3 eight
     #: and warp 0 two; False: P = q k^T
     gram_p_transposed = False
-
     #: True: the class compiles write_output=False configs, the Gram then M alone (the
     #: four-role kernels, fwd_ws4.py); False: they are refused (the v3 Gram experiments,
     #: whose P has its own warpgroup)

@@ -33,7 +33,8 @@ chunk c + 2: 512 threads. The gate and beta rows are per chunk parity, as before
 copies write parity c only after RAW_FREE(c - 1), by when chunk c - 2's math is done.
 
 Registers (setmaxnreg per warpgroup): 2 x 128 x CHAIN_REGS + 128 x (MATH_REGS + COPY_REGS)
-<= 65,536. GDN, bf16, K = V = 128, output builds (the Gram's P), sm_90a.
+<= 65,536. GDN, bf16, K = V = 128, with an output (the Gram builds P) or without one
+(the backward's recompute of its states and U: M alone), sm_90a.
 """
 from __future__ import annotations
 
