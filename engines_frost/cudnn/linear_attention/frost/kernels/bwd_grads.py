@@ -286,6 +286,8 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
         if ahead != 0:
             self.issue_next(s, mckpt, mdckpt, mdo, mu, mdr, mv, nxt_at, tid, "back")
         self.stage_gates(s, mdg, mdb, heads, t0, eos, tid)
+        if cutlass.const_expr(self.bcfg.grads_prefetch):
+            self.prefetch_states_l2(mckpt, mdckpt, item + 2 * ctas, items, tid)
 
     @cute.jit
     def prefetch_next_norm_rows(self, mq, mk, at, tid):
@@ -297,6 +299,31 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
         _, h, t0, eos, _ = at
         hq, hk, _, _ = self.heads_of(h)
         self.prefetch_rows_l2(((mq, hq, K), (mk, hk, K)), t0, eos, tid)
+
+    @cute.jit
+    def prefetch_states_l2(self, mckpt, mdckpt, item, items, tid):
+        """grads_prefetch for the persistent kernel: the state rows of the item after next
+        (`item`, this CTA's item two steps on) into L2, one 128-byte line per thread and
+        job, at the end of this item: its dS (row rho) and, on the recompute path, its S
+        (the states kernel's row rho too; the forward's packed checkpoint row would need
+        that item's sequence). The next item's cp.async burst of S and dS (64 KB per CTA,
+        issued after the products) held its warps ~10 % of the kernel's samples while the
+        rows came from DRAM (NOTES_bwd.md); from L2 they land sooner. A hint: nothing read
+        changes."""
+        K, V, HO = self.cfg.K, self.cfg.V, self.cfg.HO
+        per_row = K * 2 // 128  # 128-byte lines per bf16 state row of K channels
+        lines = V * per_row
+        srcs = [mdckpt] if cutlass.const_expr(self.bcfg.checkpoints) else [mdckpt, mckpt]
+        if item < items:
+            rho = item // HO
+            h = item % HO
+            for u in cutlass.range_constexpr(-(-lines // self.threads)):
+                job = tid + u * self.threads
+                if job < lines:
+                    jv = job // per_row
+                    off = (job % per_row) * 64
+                    for src in srcs:
+                        cute.arch.prefetch((src[rho, h, jv, None].iterator + off).llvm_ptr, cache_level="L2")
 
     @cute.jit
     def issue_next(self, s, mckpt, mdckpt, mdo, mu, mdr, mv, at, tid, part: cutlass.Constexpr):
