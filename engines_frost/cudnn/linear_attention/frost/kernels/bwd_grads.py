@@ -54,6 +54,7 @@ from cudnn.linear_attention.frost.kernels.checkpoints_dsl import checkpoint_row
 from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
 from cudnn.linear_attention.frost.kernels.seq_bounds import bounds_of, sequence_bounds
 from cudnn.linear_attention.frost.kernels.stmatrix_map import check_stmatrix_copy
+from cudnn.linear_attention.frost.kernels.wgmma_fragments import fragment_coords, tv_size
 from cudnn.linear_attention.frost.kernels.fwd_v1 import (
     CHUNK,
     GRAM_TILES,
@@ -144,6 +145,26 @@ def store_fragment(frag: cute.Tensor, tile: cute.Tensor):
     check_stmatrix_copy(_tv(copy.layout_src_tv_tiled), _tv(copy.layout_dst_tv_tiled), _tv(mma.tv_layout_C_tiled))
     thr_copy = copy.get_slice(lane)
     cute.copy(copy, thr_copy.retile(frag), thr_copy.partition_D(tile))
+
+
+def row_halves(n: int) -> list[int]:
+    """Trace time: per element e of a warp's [16, n] accumulator (warp_mma's C fragment),
+    1 where it holds a row of 8..15 of its block and 0 for rows 0..7, the same for every
+    lane (lane l holds rows l // 4 and l // 4 + 8). Checked on the traced layouts, so a DSL
+    that lays the fragment out otherwise fails the compile instead of the row sums."""
+    mma = warp_mma()
+    tv = _tv(mma.tv_layout_C_tiled)
+    values = tv_size(tv)[1]
+    for lane in range(32):
+        for v in range(values):
+            if fragment_coords(*tv, SUB, lane, v)[0] != fragment_coords(*tv, SUB, 0, v)[0] + lane // 4:
+                raise ValueError(f"row_halves: accumulator layout {tv}: lane {lane} value {v} is not in "
+                                 f"row lane // 4 (+ 8) of its block")
+    crd = mma.get_slice(0).partition_C(cute.make_identity_tensor((SUB, n)))
+    rows = [crd[e][0] for e in range(cute.size(crd))]
+    if any(r not in (0, 8) for r in rows):
+        raise ValueError(f"row_halves: lane 0's rows {rows} are not 0 and 8")
+    return [r // 8 for r in rows]
 
 
 def _tv(layout):
@@ -821,9 +842,12 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
         """q^.dq^, kb.dkb, k^.dk^_d, k^.dkb per row of this warp's tile (the sum over its
         channel half) into s.sums[hc]; visit_element sees every element on the way. An
         m16n8 accumulator holds rows g and g + 8 of the block (g = lane // 4): each sum is
-        kept as a (row g, row g + 8) pair, then reduced over the quad in a fixed order."""
+        kept as a (row g, row g + 8) pair, then reduced over the quad in a fixed order.
+        Which of the pair an element joins is known while tracing (row_halves; up to v1.10
+        it was a 0 / 1 factor per element, two multiply-adds per sum instead of one add)."""
         s_sums = s.sums
         DN = self.cfg.K // 2
+        halves = row_halves(DN)
         lo = [Float32(0.0)] * ROW_SUMS
         hi = [Float32(0.0)] * ROW_SUMS
         pair = None
@@ -831,15 +855,16 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
             td = crd[e]
             t = bi * SUB + td[0]
             d = hc * DN + td[1]
-            up = (td[0] // 8).to(Float32)  # 1.0 for row g + 8
             if cutlass.const_expr(e % 2 == 0):
                 pair = self.row_pair(s, t, d)
             qv, kv, kbv = self.row_values(s, pair, e % 2, t, d)
             self.visit_element(s, mdb, h, t0, eos, t, d, qv, kv, kbv, acc_q[e], acc_kb[e], acc_k[e])
             terms = (qv * acc_q[e], kbv * acc_kb[e], kv * acc_k[e], kv * acc_kb[e])
             for i in cutlass.range_constexpr(ROW_SUMS):
-                hi[i] = hi[i] + terms[i] * up
-                lo[i] = lo[i] + terms[i] * (Float32(1.0) - up)
+                if cutlass.const_expr(halves[e]):
+                    hi[i] = hi[i] + terms[i]
+                else:
+                    lo[i] = lo[i] + terms[i]
         for i in cutlass.range_constexpr(ROW_SUMS):
             for half in cutlass.range_constexpr(2):
                 v = cute.arch.warp_reduction(hi[i] if half else lo[i], lambda a, b: a + b, threads_in_group=4)
