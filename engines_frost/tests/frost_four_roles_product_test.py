@@ -56,6 +56,23 @@ def test_other_forwards_keep_their_kernels(cfg, arch, decay):
     assert not issubclass(product_class(cfg, arch), RawRing)
 
 
+def test_pipelined_matters_exactly_where_four_roles_can_apply():
+    """four_roles_possible (which fwd.check_operands asks before setting `pipelined`) holds
+    for every config the four-role kernel serves and for none of the others, so dropping
+    `pipelined` elsewhere changes no kernel."""
+    from cudnn.linear_attention.frost.kernels.compile_kernel import four_roles_apply, four_roles_possible
+
+    served = [_cfg(), _cfg(write_checkpoints=True, write_values=True),
+              _cfg(write_checkpoints=True, write_values=True, write_output=False, has_final_state=False,
+                   state_dtype=None)]
+    others = [_cfg(K=64), _cfg(write_output=False, has_final_state=True), _cfg("kda"), _cfg("gdn2"),
+              _cfg(io_dtype="float16")]
+    assert all(four_roles_possible(c) and four_roles_apply(c) for c in served)
+    for cfg in others:
+        assert not four_roles_possible(cfg) and not four_roles_apply(cfg), cfg
+        assert product_class(cfg, "sm_90a") is product_class(dataclasses.replace(cfg, pipelined=False), "sm_90a")
+
+
 def test_the_tooling_follows_the_product():
     cfg = _cfg()
     assert fx.default_decay(cfg, "v3") == FOUR_ROLE_DECAY

@@ -150,13 +150,17 @@ def test_bad_values_name_themselves(over, message):
     assert str(e.value).startswith(message), str(e.value)
 
 
-def _gdn_tokens(tokens):
-    """GDN operands of `tokens` tokens in two sequences, the first of one token."""
-    bf = torch.bfloat16
+def _gdn_tokens(tokens, family="gdn", dim=128, io=torch.bfloat16):
+    """Operands of `tokens` tokens in two sequences, the first of one token, at K = V = dim
+    (GDN by default, at the four-role kernel's K = V = 128)."""
     cu = torch.tensor([0, min(1, tokens), tokens], dtype=torch.int32)
-    return _operands("gdn", q=torch.zeros(tokens, H, K, dtype=bf), k=torch.zeros(tokens, H, K, dtype=bf),
-                     v=torch.zeros(tokens, H, V, dtype=bf), g=torch.zeros(tokens, H), beta=torch.zeros(tokens, H),
-                     out=torch.zeros(tokens, H, V, dtype=bf), cu_seqlens=cu)
+    rows = dict(q=torch.zeros(tokens, H, dim, dtype=io), k=torch.zeros(tokens, H, dim, dtype=io),
+                v=torch.zeros(tokens, H, dim, dtype=io), out=torch.zeros(tokens, H, dim, dtype=io))
+    gates = dict(g=torch.zeros((tokens, H) if family == "gdn" else (tokens, H, dim)),
+                 beta=torch.zeros(tokens, H, dim, dtype=io) if family == "gdn2" else torch.zeros(tokens, H),
+                 w=torch.zeros(tokens, H, dim, dtype=io) if family == "gdn2" else None)
+    states = dict(initial_state=torch.zeros(N, H, dim, dim), final_state=torch.zeros(N, H, dim, dim))
+    return _operands(family, **rows, **gates, **states, cu_seqlens=cu)
 
 
 @pytest.mark.parametrize("tokens", [0, 1, PIPELINE_MIN_TOKENS * 2 - 1, PIPELINE_MIN_TOKENS * 2])
@@ -164,6 +168,18 @@ def test_pipelined_from_the_average_sequence_length(tokens):
     """The config asks for the four-role kernel once T >= PIPELINE_MIN_TOKENS * N, whatever
     the lengths' split."""
     assert check_operands(**_gdn_tokens(tokens)).config.pipelined == (tokens >= PIPELINE_MIN_TOKENS * N)
+
+
+@pytest.mark.parametrize("family, dim, io", [("kda", 128, torch.bfloat16), ("gdn2", 128, torch.bfloat16),
+                                             ("gdn", 64, torch.bfloat16), ("gdn", 128, torch.float16)],
+                         ids=["kda", "gdn2", "gdn-K64", "gdn-fp16"])
+def test_pipelined_only_where_it_selects_a_kernel(family, dim, io):
+    """Where no kernel depends on the sequence length (compile_kernel.four_roles_possible:
+    vector gates, K = V = 64, fp16 io) a long and a short batch get one config, so one
+    compiled kernel, not two copies keyed apart by `pipelined`."""
+    long, short = (check_operands(**_gdn_tokens(t, family, dim, io)).config
+                   for t in (PIPELINE_MIN_TOKENS * 4, PIPELINE_MIN_TOKENS * 2 - 1))
+    assert not long.pipelined and long == short
 
 
 def test_batch_invariant_launches_never_pick_by_length():

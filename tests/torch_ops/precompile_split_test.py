@@ -35,6 +35,7 @@ from cudnn.linear_attention.frost.kernels import fwd as kernels_fwd
 from cudnn.linear_attention.frost.kernels import kernel_store
 from cudnn.linear_attention.frost.kernels import summary as kernels_summary
 from cudnn.linear_attention.frost.kernels.bwd_config import FrostBwdConfig
+from cudnn.linear_attention.frost.kernels.compile_kernel import four_roles_possible
 from cudnn.linear_attention.ops import _span_split as ss
 from tests.torch_ops.frost_bwd_on_cpu import engines_patched
 
@@ -199,8 +200,10 @@ def test_a_long_sequence_on_few_heads_lists_the_split_forward(family, monkeypatc
     assert _aligned(split) == {summary, transition, spans}
     monkeypatch.delenv(kernels_summary.NO_OUTPUT_ENV)  # the default: the output-free passes
     _, lean = precompile.split_configs([family], shape, backward=False, sms=H200)
-    assert {dataclasses.replace(summary, write_output=False),
-            dataclasses.replace(transition, write_output=False), spans} == _aligned(lean)
+    # without an output no kernel depends on the length: `pipelined` stays off
+    # (compile_kernel.four_roles_possible)
+    assert {dataclasses.replace(summary, write_output=False, pipelined=False),
+            dataclasses.replace(transition, write_output=False, pipelined=False), spans} == _aligned(lean)
 
 
 @pytest.mark.parametrize("family", FAMILIES)
@@ -242,8 +245,10 @@ def test_a_training_call_lists_the_split_backward(family, on_forward, monkeypatc
         states = from_entering(plain["states"], None)
         # the spans average 4096 tokens, so the states stage keeps the forward's `pipelined`
         # (kernels/bwd.py check_bwd_operands; the backward kernels drop it: with_stage)
+        # where it selects a kernel (GDN: compile_kernel.four_roles_possible)
         forward = dataclasses.replace(states.fwd, has_final_state=False, write_checkpoints=True,
-                                      write_values=True, write_output=False, pipelined=True)
+                                      write_values=True, write_output=False)
+        forward = dataclasses.replace(forward, pipelined=four_roles_possible(forward))
         chain = dataclasses.replace(from_entering(plain["chain"], "float32"), forward_values=True)
         grads = dataclasses.replace(plain["grads"], checkpoints=True)
         assert {c for c in split_on if isinstance(c, FrostBwdConfig)} == {chain, grads, summary}

@@ -74,16 +74,24 @@ def product_decay(cfg: FrostFwdConfig, arch: str) -> str:
 FOUR_ROLE_DECAY = "wyc-ws4raw"
 
 
+def four_roles_possible(cfg: FrostFwdConfig) -> bool:
+    """The part of four_roles_apply that does not depend on the batch: bf16 scalar-gate
+    (GDN) configs at K = V = 128 (its two chain warpgroups) with an output or U (without an
+    output the math warpgroup builds M alone: the recompute path's states stage, so that it
+    writes U and the checkpoints as the user's forward does; the span summaries, final
+    state only, keep the scaled chain). Elsewhere `pipelined` selects nothing, and
+    fwd.check_operands leaves it False so that long and short batches share one kernel."""
+    return (cfg.io_dtype == "bfloat16" and not cfg.gate_per_channel and (cfg.K, cfg.V) == (128, 128)
+            and (cfg.write_output or cfg.write_values))
+
+
 def four_roles_apply(cfg: FrostFwdConfig) -> bool:
-    """Whether a v3 scalar-gate (GDN) config runs the four-role forward (fwd_ws4.py): K = V
-    = 128 (its two chain warpgroups), an output or U (without an output the math warpgroup
-    builds M alone: the recompute path's states stage, so that it writes U and the
-    checkpoints as the user's forward does; the span summaries, final state only, keep the
-    scaled chain) and cfg.pipelined (sequences of >= PIPELINE_MIN_TOKENS tokens on
+    """Whether a v3 scalar-gate (GDN) config runs the four-role forward (fwd_ws4.py):
+    four_roles_possible and cfg.pipelined (sequences of >= PIPELINE_MIN_TOKENS tokens on
     average). On the H100 at 8 x 4096 tokens, 16 heads: 0.29-0.30 against 0.34 ms kernel
     time; at 512 x 64, 13 % slower than the scaled chain (NOTES.md "Four roles per CTA:
     ... without W'")."""
-    return (cfg.K, cfg.V) == (128, 128) and (cfg.write_output or cfg.write_values) and cfg.pipelined
+    return four_roles_possible(cfg) and cfg.pipelined
 
 
 def product_class(cfg: FrostFwdConfig, arch: str):

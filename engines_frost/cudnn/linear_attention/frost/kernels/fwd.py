@@ -20,7 +20,11 @@ import threading
 from cudnn.linear_attention.common.cu_seqlens_check import check_cu_seqlens, strict_requested
 from cudnn.linear_attention.frost.kernels import kernel_store
 # compile_fwd is looked up here at call time (tests replace fwd.compile_fwd)
-from cudnn.linear_attention.frost.kernels.compile_kernel import compile_fwd, preferred_ffi  # noqa: F401
+from cudnn.linear_attention.frost.kernels.compile_kernel import (  # noqa: F401
+    compile_fwd,
+    four_roles_possible,
+    preferred_ffi,
+)
 from cudnn.linear_attention.frost.kernels.checkpoints import checkpoint_rows
 from cudnn.linear_attention.frost.kernels.config import (CHECKPOINT_OPERAND, OPERANDS, PIPELINE_MIN_TOKENS,
                                                           VALUES_OPERAND, FrostFwdConfig, abi_operands)
@@ -237,7 +241,8 @@ def check_operands(*, q, k, v, g, beta, w, cu_seqlens, out, initial_state, final
     returns the static config and the operands by ABI name. write_output=False: q and out
     must be None (and final_state given; no checkpoints). batch_invariant: the kernel may
     not depend on the batch's composition, so the config is never `pipelined` (a choice
-    made from the launch's average sequence length)."""
+    made from the launch's average sequence length, and only for configs where it selects
+    a kernel: compile_kernel.four_roles_possible)."""
     for name, flag in (("write_output", write_output), ("batch_invariant", batch_invariant)):
         if not isinstance(flag, bool):
             raise _fail(name, "True or False", repr(flag))
@@ -273,10 +278,14 @@ def check_operands(*, q, k, v, g, beta, w, cu_seqlens, out, initial_state, final
             has_final_state=final_state is not None,
             gate_align16=gate_per_channel and g.data_ptr() % 16 == 0,
             write_checkpoints=state_checkpoints is not None, write_values=values is not None,
-            write_output=write_output, pipelined=not batch_invariant and T >= PIPELINE_MIN_TOKENS * N,
+            write_output=write_output,
         )
     except ValueError as e:
         raise ValueError(f"frost_fwd: unsupported operands: {e}") from None
+    # `pipelined` only where it selects a kernel: elsewhere a long and a short batch would
+    # key two compiled copies of one kernel
+    if not batch_invariant and T >= PIPELINE_MIN_TOKENS * N and four_roles_possible(cfg):
+        cfg = dataclasses.replace(cfg, pipelined=True)
     from cudnn.linear_attention.frost.kernels.config import operand_alignment
 
     tensors = dict(q=q, k=k, v=v, g=g, beta=beta, w=w, cu_seqlens=cu_seqlens, out=out,
