@@ -8,6 +8,10 @@ inputs; each time is the median of CUDA-event timings after warm-up, two ways:
   back-to-back  events around BACK_TO_BACK calls, divided: the GPU time when the host
                 keeps the queue full (what a model running many calls sees)
 
+After the table, each row against its case's byte and FLOP floors (floors.py) at the copy
+and bf16 matmul rates measured in the same process: the floor's share of the measured
+back-to-back time.
+
 Run on the GPU machine from the repo root (the package installed with `[all]`, FLA
 importable; a candidate whose package is missing reports an error row and the rest run):
   PYTHONPATH=$(python3 tools/pythonpath.py) python3 bench/bench_linear_attention.py
@@ -350,6 +354,34 @@ def run(a):
     print(f"\n| case | implementation | median per call | median back-to-back (x{BACK_TO_BACK}) |\n|---|---|---|---|")
     for r in rows:
         print(f"| {' | '.join(r)} |")
+    if rows:
+        print_floors(rows, a)
+
+
+def case_family(case: str) -> tuple[str, bool]:
+    """(floors.py family, backward) of a case name such as "GDN-2 fwd+bwd"."""
+    name = case.split()[0]
+    return {"GDN": "gdn", "KDA": "kda", "GDN-2": "gdn2"}[name], "fwd+bwd" in case
+
+
+def print_floors(rows, a):
+    """Each row's back-to-back time against the case's byte and FLOP floors (floors.py) at
+    the copy and bf16 matmul rates measured here, in this process."""
+    import floors
+
+    rates = floors.measured_rates()
+    print(f"\nFloors on this GPU (copy {rates[0] / 1e12:.2f} TB/s, bf16 matmul {rates[1] / 1e12:.0f} TFLOP/s, "
+          f"measured here): the floor's share of the measured time")
+    print("| case | implementation | back-to-back | byte floor | share | FLOP floor | share |\n|---|---|---|---|---|---|---|")
+    for case, name, _, b2b in rows:
+        family, backward = case_family(case)
+        byte_ms, flop_ms = floors.floor_ms(family, [a.len] * a.seqs, a.heads, a.dim, a.dim, backward, rates)
+        try:
+            t = float(b2b.split()[0])
+        except ValueError:
+            t = float("nan")
+        print(f"| {case} | {name} | {b2b} | {byte_ms:.3f} ms | {byte_ms / t:.0%} | {flop_ms:.3f} ms | "
+              f"{flop_ms / t:.0%} |")
 
 
 if __name__ == "__main__":
