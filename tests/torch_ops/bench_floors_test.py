@@ -86,5 +86,19 @@ def test_every_bench_case_has_a_family():
         floors.io_bytes("rwkv", T, H, K, V, False)
 
 
+def test_the_bench_prints_each_row_against_its_floors(monkeypatch, capsys):
+    monkeypatch.setattr(floors, "measured_rates", lambda: (4e12, 8e14))
+    args = type("Args", (), dict(len=4096, seqs=8, heads=16, dim=128))()
+    rows = [("GDN fwd", "op FROST", "0.400 ms", "0.300 ms"), ("KDA fwd+bwd", "FLA 0.6", "1 ms", "error: x")]
+    bench.print_floors(rows, args)
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| GDN") or
+             line.startswith("| KDA")]
+    byte_ms = floors.io_bytes("gdn", 8 * 4096, 16, 128, 128, False) / 4e12 * 1e3
+    flop_ms = floors.flops([4096] * 8, 16, 128, 128, False) / 8e14 * 1e3
+    assert lines[0] == (f"| GDN fwd | op FROST | 0.300 ms | {byte_ms:.3f} ms | {byte_ms / 0.3:.0%} | "
+                        f"{flop_ms:.3f} ms | {flop_ms / 0.3:.0%} |")
+    assert lines[1].startswith("| KDA fwd+bwd | FLA 0.6 | error: x |") and "nan%" in lines[1]
+
+
 if __name__ == "__main__":
     raise SystemExit(pytest.main([__file__, "-q"]))
