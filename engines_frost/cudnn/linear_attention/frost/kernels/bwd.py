@@ -96,8 +96,9 @@ GRADS_VARIANTS = ("mma", "wgmma")
 # Scalar gates ignore it, vector gates ignore FROST_BWD_GRADS. Read on every call.
 GRADS_VEC_ENV = "FROST_BWD_GRADS_VEC"
 # FROST_BWD_GRADS_PREFETCH=0 turns off the scalar-gate grads kernel's L2 prefetch of the
-# next item's q and k rows (FrostBwdConfig.grads_prefetch; the same gradients, bitwise;
-# on by default: faster on the H200, NOTES_bwd.md "The L2 prefetch on the H200"). Vector
+# next item's rows and the item after it's state rows (FrostBwdConfig.grads_prefetch; the
+# same gradients, bitwise; on by default: faster on the H200 and the H100, NOTES_bwd.md
+# "The L2 prefetch on the H200", "GDN grads: the state rows two items ahead"). Vector
 # gates have none (measured slower). 0 or 1 (binary_switch), read on every call.
 GRADS_PREFETCH_ENV = "FROST_BWD_GRADS_PREFETCH"
 _INDEX_LIMIT = 2**31

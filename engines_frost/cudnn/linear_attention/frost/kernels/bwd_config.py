@@ -125,7 +125,10 @@ class FrostBwdConfig:
     # The persistent scalar-gate grads kernel asks L2 for the next item's q and k rows
     # (prefetch.global.L2) when it issues that item's copies: its norms pass reads them
     # with plain loads, which the Nsight Compute profile (NOTES_bwd.md "The grads kernels
-    # under Nsight Compute") puts among its ~17 % global-load waits. A hint only: the
+    # under Nsight Compute") puts among its ~17 % global-load waits; with them the rows
+    # its dO, U, dR and v copies read, and at each item's end the state rows (dS, and S on
+    # the recompute path) of the item after next, whose copy burst otherwise waited on
+    # DRAM (NOTES_bwd.md "GDN grads: the state rows two items ahead"). A hint only: the
     # same gradients, bitwise. Scalar gates only: the vector-gate kernel's prefetch of
     # the next wave's rows made it slower on the H200 (NOTES_bwd.md "The L2 prefetch on
     # the H200"); its requests for its own chunk's later rows
