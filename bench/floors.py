@@ -23,8 +23,8 @@ discounted), 2 FLOP per multiply-add:
 At the bench shape: 87 GFLOP forward, 325 GFLOP forward + backward.
 
 Rates: a device-to-device copy of BYTES_PROBE bytes (read + write) and a bf16 matmul of
-MATMUL_PROBE^3, timed with CUDA events (median of a few), so a floor in milliseconds is for
-the GPU the bench ran on.
+MATMUL_PROBE^3, timed by the product CLI's CUDA-event timer (median of 7), so a floor in
+milliseconds is for the GPU the bench ran on.
 """
 from __future__ import annotations
 
@@ -74,33 +74,20 @@ def flops(lengths: list[int], H: int, K: int, V: int, backward: bool) -> float:
     return chunks * H * chunk_flops(K, V, backward)
 
 
-def _median_ms(fn, reps: int = 7) -> float:
-    import torch
-
-    fn()
-    times = []
-    for _ in range(reps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b))
-    return sorted(times)[len(times) // 2]
-
-
 def measured_rates() -> tuple[float, float]:
     """(bytes per second of a device copy, counting its read and its write; bf16 dense
     FLOP per second) on the current CUDA device."""
     import torch
 
+    from cudnn.cli.bench import cuda_median_ms  # the product CLI's event timer
+
     x = torch.empty(BYTES_PROBE // 2, dtype=torch.bfloat16, device="cuda").normal_()
     y = torch.empty_like(x)
-    copy_ms = _median_ms(lambda: y.copy_(x))
+    copy_ms = cuda_median_ms(lambda: y.copy_(x), 7, 1)
     del x, y
     a = torch.randn(MATMUL_PROBE, MATMUL_PROBE, dtype=torch.bfloat16, device="cuda")
     b = torch.randn(MATMUL_PROBE, MATMUL_PROBE, dtype=torch.bfloat16, device="cuda")
-    mm_ms = _median_ms(lambda: a @ b)
+    mm_ms = cuda_median_ms(lambda: a @ b, 7, 1)
     return 2 * BYTES_PROBE / (copy_ms * 1e-3), 2 * MATMUL_PROBE ** 3 / (mm_ms * 1e-3)
 
 
