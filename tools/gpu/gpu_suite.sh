@@ -129,6 +129,10 @@
 #              350 kernels in all, so compiling them here wants STAGE_TIMEOUT=1800;
 #              --no-checkpoints in FROST_BWD_SMOKE_ARGS skips both paths in the smoke,
 #              --no-values only the v1.3 one
+#   treeab     this checkout against the tree in AB_TREE (another commit's files: mkdir .base &&
+#              git archive REV | tar -x -C .base on the build host), alternating A B for
+#              AB_ROUNDS rounds (default 2): the backward smoke's kernel times and the bench's
+#              op rows (tools/gpu/tree_ab.sh: AB_SMOKE_FAMILIES, AB_CASES, AB_IMPL, AB_REPS)
 #   bwdab      A/B of the vector-gate backward's switches (both now on by default; the
 #              previous kernels are FROST_BWD_VEC_DECAY=0, FROST_BWD_CHAIN_VEC=serial): =1 against
 #              float64 (KDA, GDN-2; stage bwdabdecay), then the KDA and GDN-2 op rows for
@@ -196,11 +200,7 @@
 #              shape with 2, 3, 4 stages against the byte floor; host time per call)
 #   vecrows    the vector-gate grads kernel's v (GDN-2: w) and gate rows copied in its load
 #              phase (kernels/NOTES_bwd.md "Vector-gate grads: every row in the load phase"):
-#              vecrowstest, the KDA and GDN-2 backward smoke vs float64, then treeab
-#   treeab     the fwd+bwd op rows (bench_linear_attention.py --cases fwd+bwd --impl 'op
-#              FROST' --reps 10) from OLD_TREE (a copy of the checkout with earlier kernel
-#              files, made on the machine) and from this checkout, alternating, twice, one
-#              process each; without OLD_TREE this checkout's rows twice
+#              vecrowstest, the KDA and GDN-2 backward smoke vs float64, then treeab (AB_TREE)
 #   gradsprefetch GDN's grads kernel's L2 prefetch of the next item's q and k rows (on by
 #              default; FROST_BWD_GRADS_PREFETCH=0 turns it off; kernels/NOTES_bwd.md "The L2
 #              prefetch on the H200"): the GDN smoke vs float64 with it off (stage frostbwd
@@ -458,6 +458,9 @@ for s in "$@"; do
         ${FROST_BWD_SMOKE_ARGS:-}"
       stage frostbwdmatrix "python3 -m pytest tests/numerics/test_la_frost_bwd_engines.py -q -s \
         -p no:cacheprovider ${FROST_BWD_MATRIX_ARGS:-}" ;;
+    treeab)
+      stage treeab "PYTHONPATH='$BASE_PYTHONPATH' bash tools/gpu/tree_ab.sh \"\${AB_TREE:?AB_TREE: the other tree}\" \
+        \${AB_ROUNDS:-2}" ;;
     bwdab|bwdabdecay|bwdabbench)
                  # A/B of the vector-gate backward's switches (on by default): the grads'
                  # fused exponent (FROST_BWD_VEC_DECAY=1, NOTES_bwd.md v1.9) against float64 on
@@ -525,14 +528,12 @@ for s in "$@"; do
       stage tmastream "python3 -m pytest -q -s -p no:cacheprovider -o faulthandler_timeout=60 \
         engines_frost/tests/frost_tma_stream_probe_gpu_test.py && \
         python3 engines_frost/tests/frost_tma_stream_probe_gpu_test.py --bench" ;;
-    vecrows|vecrowstest|treeab)  # vector-gate grads: rows in the load phase; an A/B of two trees
-      case "$s" in vecrows|vecrowstest)
-        stage vecrowstest "python3 tests/numerics/la_frost_bwd_smoke.py --jobs \$(nproc) --family kda \
-          --family gdn2" ;; esac
-      case "$s" in vecrows|treeab)
-        stage treeab "for tree in \${OLD_TREE:-} \$PWD \${OLD_TREE:-} \$PWD; do echo \"== \$tree\"; \
-          (cd \$tree && PYTHONPATH=/tmp/site:\$(python3 tools/pythonpath.py):\$tree/bench:$BASE_PYTHONPATH python3 \
-          bench/bench_linear_attention.py --cases fwd+bwd --impl 'op FROST' --reps 10) || exit 1; done" ;; esac ;;
+    vecrows|vecrowstest)  # vector-gate grads: rows in the load phase; then an A/B of two trees
+      stage vecrowstest "python3 tests/numerics/la_frost_bwd_smoke.py --jobs \$(nproc) --family kda \
+        --family gdn2"
+      [ "$s" = vecrows ] && stage treeab "PYTHONPATH='$BASE_PYTHONPATH' bash tools/gpu/tree_ab.sh \
+        \"\${AB_TREE:?AB_TREE: the other tree}\" \
+        \${AB_ROUNDS:-2}" ;;
     gradsprefetch|gradsprefetchtest|gradsprefetchbench)  # GDN's grads kernel's L2 prefetch
       case "$s" in gradsprefetch|gradsprefetchtest)
         stage gradsprefetchtest "FROST_BWD_GRADS_PREFETCH=0 python3 tests/numerics/la_frost_bwd_smoke.py \
