@@ -296,7 +296,7 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
             nxt_at = (n_rho, n_h, n_t0, n_eos, self.state_row(mcu, nn, n_j, n_rho, T, N, lane))
             self.issue_next(s, mckpt, mdckpt, mdo, mu, mdr, mv, nxt_at, tid, "state")
             if cutlass.const_expr(self.bcfg.grads_prefetch):
-                self.prefetch_next_norm_rows(mq, mk, nxt_at, tid, (mdo, mu, mdr, mv))
+                self.prefetch_next_rows(mq, mk, nxt_at, tid, (mdo, mu, mdr, mv))
         self.stage_adjoints(s, acc_q, acc_kb, acc_k, crd, heads, t0, eos, scale, thr, lane, wid, bi, hc)
         self.write_qk(s, mdq, mdk, acc_q, acc_kb, acc_k, crd, heads, t0, eos, bi, hc)
         cute.arch.sync_threads()  # dO, U (the dq/dk staging) are dead
@@ -311,7 +311,7 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
             self.prefetch_states_l2(mckpt, mdckpt, item + 2 * ctas, items, tid)
 
     @cute.jit
-    def prefetch_next_norm_rows(self, mq, mk, at, tid, copied):
+    def prefetch_next_rows(self, mq, mk, at, tid, copied):
         """grads_prefetch for the persistent kernel: the next item's (at: chunk_item's nxt_at)
         q and k rows, which its norms pass reads with plain loads, and the rows its dO, U,
         dR and v copies (`copied`, issued later in this item) read, into L2 while this item
