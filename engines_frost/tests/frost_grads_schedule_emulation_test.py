@@ -4,7 +4,9 @@ v1.5 of the backward (kernels/NOTES_bwd.md) made the GDN grads kernel persistent
 P runs the (chunk, head) items b, b + P, ... (item = row * HO + head), finds each item's
 sequence during the previous item (two slots of s.seq), and issues the next item's S, dS
 copies after the state products, its dO, U copies after dq/dk left their staging (which
-overlays dO and U) and its dR, v copies after stage_values. The kernel's own run_item /
+overlays dO and U) and its dR, v copies after stage_values; its log gates and beta go with
+its S and dS into s.gnext / s.bnext, which its stage_norms reads instead of global memory.
+The kernel's own run_item /
 chunk_item and every SIMT stage run here on the simt_emulator (kernel(...).launch over a
 grid of P CTAs); the tensor-core
 stages are replaced by stubs that keep their barriers, write garbage where the real ones
@@ -14,7 +16,8 @@ shows as a wrong snapshot or a wrong dg / dbeta / dv (state_sum, stage_values). 
 every item with a sequence runs exactly once, in the CTA's order; rows between sequences
 (an empty sequence) are skipped and the item after one loads everything itself; every
 operand an item sees is its own (workspace rows, or the forward's packed checkpoint rows);
-dv, dbeta and dg (the S dS term) match numpy. The MMAs are the GPU smoke's
+dv (beta), dbeta and dg (the S dS term, scaled by the item's gates) match numpy. The MMAs
+are the GPU smoke's
 (tests/numerics/la_frost_bwd_smoke.py).
 """
 import os
@@ -68,8 +71,8 @@ def _stubbed(kern_cls, log):
         def mma_slice(self, lane):
             return None
 
-        def stage_norms(self, s, mq, mk, mg, mb, heads, t0, eos, tid):
-            super().stage_norms(s, mq, mk, mg, mb, heads, t0, eos, tid)
+        def stage_norms(self, s, mq, mk, mg, mb, heads, t0, eos, tid, fetched=None):
+            super().stage_norms(s, mq, mk, mg, mb, heads, t0, eos, tid, fetched)
             if tid == 0:
                 log["runs"].append((emu._ctx.block[0], heads[3], t0))
 

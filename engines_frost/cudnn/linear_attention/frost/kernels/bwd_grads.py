@@ -92,6 +92,8 @@ def smem_plan(c: FrostFwdConfig):
         rows("sf", V, K), rows("dsf", V, K),  # V-major as in global memory (ldmatrix.trans reads them)
         ("g", "f32", (C,), (1,)), ("ea", "f32", (C,), (1,)), ("ekd", "f32", (C,), (1,)),
         ("beta", "f32", (C,), (1,)), ("rq", "f32", (C,), (1,)), ("rk", "f32", (C,), (1,)),
+        # the next item's log gates and beta, copied with its S and dS (issue_next_gates)
+        ("gnext", "f32", (C,), (1,)), ("bnext", "f32", (C,), (1,)),
         ("sums", "f32", (2, ROW_SUMS, C), (ROW_SUMS * C, C, 1)),   # per channel half
         ("dbv", "f32", (C,), (1,)),                                  # sum_v v dR per row
         ("part", "f32", (2, THREADS // 32), (THREADS // 32, 1)),     # per-warp partials
@@ -271,7 +273,7 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
             self.issue_front(s, mdo, mu, h, t0, eos, tid)
             self.issue_back(s, mdr, mv, heads, t0, eos, tid)
             cute.arch.cp_async_commit_group()
-        self.stage_norms(s, mq, mk, mg, mb, heads, t0, eos, tid)
+        self.stage_norms(s, mq, mk, mg, mb, heads, t0, eos, tid, fetched)
         cute.arch.sync_threads()
         # the next item's sequence (s.seq[nxt], visible since the barrier above) and its two
         # cu_seqlens entries: loaded here, first used when its copies are issued after the
@@ -294,6 +296,7 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
         if ahead != 0:
             n_rho, n_h, n_j, n_t0, n_eos = self.coords_in(bounds_of(cu_n, cu_next, T), nn, item + ctas)
             nxt_at = (n_rho, n_h, n_t0, n_eos, self.state_row(mcu, nn, n_j, n_rho, T, N, lane))
+            self.issue_next_gates(s, mg, mb, nxt_at, tid)  # joins the S, dS group below
             self.issue_next(s, mckpt, mdckpt, mdo, mu, mdr, mv, nxt_at, tid, "state")
             if cutlass.const_expr(self.bcfg.grads_prefetch):
                 self.prefetch_next_rows(mq, mk, nxt_at, tid, (mdo, mu, mdr, mv))
@@ -348,6 +351,28 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
                     off = (job % per_row) * 64
                     for src in srcs:
                         cute.arch.prefetch((src[rho, h, jv, None].iterator + off).llvm_ptr, cache_level="L2")
+
+    @cute.jit
+    def issue_next_gates(self, s, mg, mb, at, tid):
+        """cp.async (4 bytes each, not committed: they join the next item's S and dS group)
+        of the next item's log gates and beta into s.gnext and s.bnext, zero past eos, by
+        the threads whose stage_norms reads them (warp 0 the gates, two rows per lane;
+        threads 64 .. 64 + C - 1 beta), which see their own copies after their wait without
+        a barrier. Read with plain loads at the item's start, their round trip held every
+        warp at the barrier after stage_norms (NOTES_bwd.md)."""
+        if cutlass.const_expr(self.cfg.gate_per_channel or self.cfg.beta_per_channel or self.beta_by_copy):
+            raise ValueError("issue_next_gates: the persistent kernel's scalar gates and beta only")
+        _, h, t0, eos, _ = at
+        a4 = cute.make_copy_atom(cpasync.CopyG2SOp(), Float32, num_bits_per_copy=32)
+        if tid < 32:
+            for half in cutlass.range_constexpr(2):
+                r = 2 * tid + half
+                self.copy_or_zero(a4, mg, t0 + r, h, 1, 0, cute.local_tile(s.gnext, (1,), (r,)), t0 + r < eos,
+                                  Float32)
+        if tid >= 64 and tid < 64 + CHUNK:
+            rb = tid - 64
+            self.copy_or_zero(a4, mb, t0 + rb, h, 1, 0, cute.local_tile(s.bnext, (1,), (rb,)), t0 + rb < eos,
+                              Float32)
 
     @cute.jit
     def issue_next(self, s, mckpt, mdckpt, mdo, mu, mdr, mv, at, tid, part: cutlass.Constexpr):
@@ -461,9 +486,13 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
 
     # ------------------------------------------------------------------ 1: rows
     @cute.jit
-    def stage_norms(self, s, mq, mk, mg, mb, heads, t0, eos, tid):
+    def stage_norms(self, s, mq, mk, mg, mb, heads, t0, eos, tid, fetched=None):
         """Inverse L2 norms of the chunk's q and k rows (1 without use_l2norm), beta, the
-        inclusive gate scan, e^Gam and e^(Gam_last - Gam)."""
+        inclusive gate scan, e^Gam and e^(Gam_last - Gam). fetched (the persistent kernel:
+        nonzero when the previous item issued this one's copies, issue_next_gates among
+        them): the gates and beta come from s.gnext and s.bnext once the reading thread's
+        copies of that group have landed (the two groups issued after it may still be in
+        flight), else from global memory."""
         s_rq = s.rq
         s_rk = s.rk
         s_beta = s.beta
@@ -500,18 +529,30 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
                 rb = tid - 64
                 bt = Float32(0.0)  # GDN-2: its b is per channel (stage B's bst)
                 if cutlass.const_expr(not c.beta_per_channel):
-                    if t0 + rb < eos:
-                        bt = mb[t0 + rb, h, 0]
+                    if cutlass.const_expr(fetched is None):
+                        if t0 + rb < eos:
+                            bt = mb[t0 + rb, h, 0]
+                    else:
+                        if fetched != 0:
+                            cute.arch.cp_async_wait_group(2)
+                            bt = s.bnext[rb]
+                        elif t0 + rb < eos:
+                            bt = mb[t0 + rb, h, 0]
                 s_beta[rb] = bt
         if cutlass.const_expr(c.gate_per_channel):
             pass  # per-channel gates: the vector kernel loads and scans them
         elif tid < 32:
             ga = Float32(0.0)
             gb = Float32(0.0)
-            if t0 + 2 * tid < eos:
-                ga = mg[t0 + 2 * tid, h, 0]
-            if t0 + 2 * tid + 1 < eos:
-                gb = mg[t0 + 2 * tid + 1, h, 0]
+            if cutlass.const_expr(fetched is None):
+                ga, gb = self.gate_pair(mg, h, t0, eos, tid)
+            else:
+                if fetched != 0:
+                    cute.arch.cp_async_wait_group(2)
+                    ga = s.gnext[2 * tid]
+                    gb = s.gnext[2 * tid + 1]
+                else:
+                    ga, gb = self.gate_pair(mg, h, t0, eos, tid)
             x = ga + gb
             for off in cutlass.range_constexpr(5):
                 x_up = cute.arch.shuffle_sync_up(x, 1 << off)
@@ -519,6 +560,17 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
                     x = x + x_up
             s_g[2 * tid] = x - gb
             s_g[2 * tid + 1] = x
+
+    @cute.jit
+    def gate_pair(self, mg, h, t0, eos, tid):
+        """The scalar log gates of rows 2 tid and 2 tid + 1 (zero past eos), plain loads."""
+        ga = Float32(0.0)
+        gb = Float32(0.0)
+        if t0 + 2 * tid < eos:
+            ga = mg[t0 + 2 * tid, h, 0]
+        if t0 + 2 * tid + 1 < eos:
+            gb = mg[t0 + 2 * tid + 1, h, 0]
+        return ga, gb
 
     @cute.jit
     def issue_copies(self, s, mdo, mu, mdr, mv, mckpt, mdckpt, heads, rho, srow, t0, eos, tid):
