@@ -763,18 +763,10 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
     def stage_adjoints(self, s, acc_q, acc_kb, acc_k, crd, heads, t0, eos, scale, thr, lane, wid, bi, hc):
         """The state products scaled by their decays, plus the score adjoints, into dq^,
         dkb, dk^_dir; the row sums and the KD partial per warp; a barrier."""
-        s_qt = self.channels_first(s.qr)
-        s_kt = self.channels_first(s.kr)
-        s_kbt = self.channels_first(s.kbr)
-        s_dzp = s.dzp
-        s_dzm = s.dzm
         s_ea = s.ea
         s_ekd = s.ekd
         s_part = s.part
-        c = self.cfg
-        K, C = c.K, CHUNK
-        DN = K // 2
-        mma = warp_mma()
+        DN = self.cfg.K // 2
         kd_sum = Float32(0.0)  # sum k^ e^(Gam_last - Gam) dKD over this lane's elements
         for e in cutlass.range_constexpr(cute.size(acc_q)):
             td = crd[e]
@@ -784,8 +776,26 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
             acc_kb[e] = acc_kb[e] * (-s_ea[t])
             kdv = acc_k[e] * s_ekd[t]
             acc_k[e] = kdv
-            kd_sum = kd_sum + s_kt[d, t].to(Float32) * kdv
-        # score adjoints: dZp k^, dZm k^ (s blocks <= bi); dZp^T q^, dZm^T kb (t blocks >= bi)
+            kd_sum = kd_sum + self.k_value(s, t, d) * kdv
+        self.score_adjoints(s, acc_q, acc_kb, acc_k, thr, lane, wid, bi, hc)
+        self.row_sums(s, acc_q, acc_kb, acc_k, crd, None, heads[3], t0, eos, lane, bi, hc)
+        kd_sum = cute.arch.warp_reduction(kd_sum, lambda a, b: a + b)
+        if lane == 0:
+            s_part[0, wid] = kd_sum
+        cute.arch.sync_threads()
+
+    @cute.jit
+    def score_adjoints(self, s, acc_q, acc_kb, acc_k, thr, lane, wid, bi, hc):
+        """This warp's score adjoints on mma.sync: dZp k^, dZm k^ into dq^, dkb (s blocks
+        <= bi); dZp^T q^ + dZm^T kb into dk^_dir (t blocks >= bi)."""
+        s_qt = self.channels_first(s.qr)
+        s_kt = self.channels_first(s.kr)
+        s_kbt = self.channels_first(s.kbr)
+        s_dzp = s.dzp
+        s_dzm = s.dzm
+        C = CHUNK
+        DN = self.cfg.K // 2
+        mma = warp_mma()
         for sb in cutlass.range(bi + 1, unroll=1):
             a_p = self.operand(thr, lane, cute.local_tile(s_dzp, (SUB, SUB), (bi, sb)), True)
             a_m = self.operand(thr, lane, cute.local_tile(s_dzm, (SUB, SUB), (bi, sb)), True)
@@ -801,11 +811,6 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
             b_kb = self.operand_mn(thr, lane, cute.local_tile(s_kbt, (DN, SUB), (hc, tb)))
             cute.gemm(mma, acc_k, a_p[None, None, 0], b_q[None, None, 0], acc_k)
             cute.gemm(mma, acc_k, a_m[None, None, 0], b_kb[None, None, 0], acc_k)
-        self.row_sums(s, acc_q, acc_kb, acc_k, crd, None, heads[3], t0, eos, lane, bi, hc)
-        kd_sum = cute.arch.warp_reduction(kd_sum, lambda a, b: a + b)
-        if lane == 0:
-            s_part[0, wid] = kd_sum
-        cute.arch.sync_threads()
 
     @cute.jit
     def products_with_states(self, s, thr, lane, bi, hc):
