@@ -767,6 +767,7 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
         s_ekd = s.ekd
         s_part = s.part
         DN = self.cfg.K // 2
+        frags = self.row_fragments(s, bi, hc, lane)
         kd_sum = Float32(0.0)  # sum k^ e^(Gam_last - Gam) dKD over this lane's elements
         for e in cutlass.range_constexpr(cute.size(acc_q)):
             td = crd[e]
@@ -776,9 +777,10 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
             acc_kb[e] = acc_kb[e] * (-s_ea[t])
             kdv = acc_k[e] * s_ekd[t]
             acc_k[e] = kdv
-            kd_sum = kd_sum + self.k_value(s, t, d) * kdv
+            kv = self.k_value(s, t, d) if cutlass.const_expr(frags is None) else frags[1][e].to(Float32)
+            kd_sum = kd_sum + kv * kdv
         self.score_adjoints(s, acc_q, acc_kb, acc_k, thr, lane, wid, bi, hc)
-        self.row_sums(s, acc_q, acc_kb, acc_k, crd, None, heads[3], t0, eos, lane, bi, hc)
+        self.row_sums(s, acc_q, acc_kb, acc_k, crd, None, heads[3], t0, eos, lane, bi, hc, frags)
         kd_sum = cute.arch.warp_reduction(kd_sum, lambda a, b: a + b)
         if lane == 0:
             s_part[0, wid] = kd_sum
@@ -843,13 +845,15 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
         return acc_q, acc_kb, acc_k, thr.partition_C(cute.make_identity_tensor((SUB, DN)))
 
     @cute.jit
-    def row_sums(self, s, acc_q, acc_kb, acc_k, crd, mdb, h, t0, eos, lane, bi, hc):
+    def row_sums(self, s, acc_q, acc_kb, acc_k, crd, mdb, h, t0, eos, lane, bi, hc, frags=None):
         """q^.dq^, kb.dkb, k^.dk^_d, k^.dkb per row of this warp's tile (the sum over its
         channel half) into s.sums[hc]; visit_element sees every element on the way. An
         m16n8 accumulator holds rows g and g + 8 of the block (g = lane // 4): each sum is
         kept as a (row g, row g + 8) pair, then reduced over the quad in a fixed order.
         Which of the pair an element joins is known while tracing (row_halves; up to v1.10
-        it was a 0 / 1 factor per element, two multiply-adds per sum instead of one add)."""
+        it was a 0 / 1 factor per element, two multiply-adds per sum instead of one add).
+        frags: row_fragments' (q-hat, k-hat, kb) of the tile, else row_pair / row_values
+        read the elements from shared memory."""
         s_sums = s.sums
         DN = self.cfg.K // 2
         halves = row_halves(DN)
@@ -860,9 +864,12 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
             td = crd[e]
             t = bi * SUB + td[0]
             d = hc * DN + td[1]
-            if cutlass.const_expr(e % 2 == 0):
-                pair = self.row_pair(s, t, d)
-            qv, kv, kbv = self.row_values(s, pair, e % 2, t, d)
+            if cutlass.const_expr(frags is not None):
+                qv, kv, kbv = (f[e].to(Float32) for f in frags)
+            else:
+                if cutlass.const_expr(e % 2 == 0):
+                    pair = self.row_pair(s, t, d)
+                qv, kv, kbv = self.row_values(s, pair, e % 2, t, d)
             self.visit_element(s, mdb, h, t0, eos, t, d, qv, kv, kbv, acc_q[e], acc_kb[e], acc_k[e])
             terms = (qv * acc_q[e], kbv * acc_kb[e], kv * acc_k[e], kv * acc_kb[e])
             for i in cutlass.range_constexpr(ROW_SUMS):
@@ -875,6 +882,13 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
                 v = cute.arch.warp_reduction(hi[i] if half else lo[i], lambda a, b: a + b, threads_in_group=4)
                 if lane % 4 == 0:
                     s_sums[hc, i, bi * SUB + lane // 4 + 8 * half] = v
+
+    def row_fragments(self, s, bi, hc, lane):
+        """(q-hat, k-hat, kb) of this warp's [16, K / 2] tile (rows of block bi, channels of
+        half hc) as bf16 fragments in the accumulators' layout, or None (here): the row
+        sums, the KD sum and the dq/dk epilogue then read each element from shared memory.
+        Runs at trace time (a kernel class may load them with ldmatrix instead)."""
+        return None
 
     def row_pair(self, s, t, d):
         """Operands of accumulator values e, e + 1 (row t, columns d, d + 1) read together,
@@ -914,9 +928,9 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
         return s.do.iterator, staging_bytes(self.cfg, self.smem_plan(self.cfg), self.staged)
 
     @cute.jit
-    def qk_element(self, s, acc_q, acc_kb, acc_k, e, t, d):
+    def qk_element(self, s, acc_q, acc_kb, acc_k, e, t, d, rows=None):
         """dq, dk at row t, channel d from the accumulators' element e: the L2-norm adjoint
-        with the full-row sums."""
+        with the full-row sums (q-hat, k-hat from rows, row_fragments' tuple, when given)."""
         s_sums = s.sums
         dqh = acc_q[e]
         dkh = acc_k[e] + self.beta_at(s, t, d) * acc_kb[e]
@@ -924,8 +938,10 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
             sq = s_sums[0, 0, t] + s_sums[1, 0, t]
             # k^.dk^ = k^.dk^_d + sum_d beta k^ dkb = k^.dk^_d + kb.dkb
             sk = (s_sums[0, 2, t] + s_sums[1, 2, t]) + (s_sums[0, 1, t] + s_sums[1, 1, t])
-            dqh = s.rq[t] * (dqh - self.q_value(s, t, d) * sq)
-            dkh = s.rk[t] * (dkh - self.k_value(s, t, d) * sk)
+            qv = self.q_value(s, t, d) if cutlass.const_expr(rows is None) else rows[0][e].to(Float32)
+            kv = self.k_value(s, t, d) if cutlass.const_expr(rows is None) else rows[1][e].to(Float32)
+            dqh = s.rq[t] * (dqh - qv * sq)
+            dkh = s.rk[t] * (dkh - kv * sk)
         return dqh, dkh
 
     @cute.jit
@@ -943,11 +959,14 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
         ok = h if cutlass.const_expr(self.bcfg.k_grouped) else hk
         room = self.staging(s)
         tiles = staging_tiles(K, mdq.element_type.width, room[1])
+        rows = None  # q-hat and k-hat of the tile for the L2-norm adjoint (row_fragments)
+        if cutlass.const_expr(c.use_l2norm):
+            rows = self.row_fragments(s, bi, hc, cute.arch.lane_idx())
         if cutlass.const_expr(tiles == 0):
             for e in cutlass.range_constexpr(cute.size(acc_q)):
                 t = bi * SUB + crd[e][0]
                 d = hc * DN + crd[e][1]
-                dqh, dkh = self.qk_element(s, acc_q, acc_kb, acc_k, e, t, d)
+                dqh, dkh = self.qk_element(s, acc_q, acc_kb, acc_k, e, t, d, rows)
                 if t0 + t < eos:
                     mdq[t0 + t, oq, d] = dqh.to(mdq.element_type)
                     mdk[t0 + t, ok, d] = dkh.to(mdk.element_type)
@@ -967,21 +986,21 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
                 for e in cutlass.range_constexpr(cute.size(acc_q)):
                     t = bi * SUB + crd[e][0]
                     d = hc * DN + crd[e][1]
-                    dqh, dkh = self.qk_element(s, acc_q, acc_kb, acc_k, e, t, d)
+                    dqh, dkh = self.qk_element(s, acc_q, acc_kb, acc_k, e, t, d, rows)
                     yq[e] = dqh.to(dt)
                     yk[e] = dkh.to(dt)
                 frags = (yq, yk)
-            self.stage_qk(s, acc_q, acc_kb, acc_k, crd, bi, hc, frags, st_q, st_k if tiles == 2 else None)
+            self.stage_qk(s, acc_q, acc_kb, acc_k, crd, bi, hc, frags, st_q, st_k if tiles == 2 else None, rows)
             cute.arch.sync_threads()
             self.store_rows(st_q, mdq, oq, t0, eos, tid)
             if cutlass.const_expr(tiles == 1):
                 cute.arch.sync_threads()
-                self.stage_qk(s, acc_q, acc_kb, acc_k, crd, bi, hc, frags, None, st_k)
+                self.stage_qk(s, acc_q, acc_kb, acc_k, crd, bi, hc, frags, None, st_k, rows)
                 cute.arch.sync_threads()
             self.store_rows(st_k, mdk, ok, t0, eos, tid)
 
     @cute.jit
-    def stage_qk(self, s, acc_q, acc_kb, acc_k, crd, bi, hc, frags, st_q, st_k):
+    def stage_qk(self, s, acc_q, acc_kb, acc_k, crd, bi, hc, frags, st_q, st_k, rows=None):
         """This warp's part of the staged dq tile st_q and dk tile st_k (either None: not
         this time). 16-bit outputs: from frags, their fragments, by stmatrix (stage_tile);
         fp32 (frags None, grouped heads): one 4-byte shared store per element, from the
@@ -996,7 +1015,7 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
             for e in cutlass.range_constexpr(cute.size(acc_q)):
                 t = bi * SUB + crd[e][0]
                 d = hc * DN + crd[e][1]
-                dqh, dkh = self.qk_element(s, acc_q, acc_kb, acc_k, e, t, d)
+                dqh, dkh = self.qk_element(s, acc_q, acc_kb, acc_k, e, t, d, rows)
                 if cutlass.const_expr(st_q is not None):
                     st_q[t, d] = dqh.to(st_q.element_type)
                 if cutlass.const_expr(st_k is not None):
