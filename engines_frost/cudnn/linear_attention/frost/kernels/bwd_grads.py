@@ -294,10 +294,11 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
         if ahead != 0:
             n_rho, n_h, n_j, n_t0, n_eos = self.coords_in(bounds_of(cu_n, cu_next, T), nn, item + ctas)
             nxt_at = (n_rho, n_h, n_t0, n_eos, self.state_row(mcu, nn, n_j, n_rho, T, N, lane))
-            self.issue_next(s, mckpt, mdckpt, mdo, mu, mdr, mv, nxt_at, tid, "state")
-            if cutlass.const_expr(self.bcfg.grads_prefetch):
-                self.prefetch_next_norm_rows(mq, mk, nxt_at, tid, (mdo, mu, mdr, mv))
-        self.stage_adjoints(s, acc_q, acc_kb, acc_k, crd, heads, t0, eos, scale, thr, lane, wid, bi, hc)
+
+        def next_state_copies():  # issued by stage_adjoints where they overlap it best
+            self.issue_next_state(s, mq, mk, mckpt, mdckpt, mdo, mu, mdr, mv, nxt_at, ahead, tid)
+        self.stage_adjoints(s, acc_q, acc_kb, acc_k, crd, heads, t0, eos, scale, thr, lane, wid, bi, hc,
+                            next_state_copies)
         self.write_qk(s, mdq, mdk, acc_q, acc_kb, acc_k, crd, heads, t0, eos, bi, hc)
         cute.arch.sync_threads()  # dO, U (the dq/dk staging) are dead
         if ahead != 0:
@@ -309,6 +310,15 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
         self.stage_gates(s, mdg, mdb, heads, t0, eos, tid)
         if cutlass.const_expr(self.bcfg.grads_prefetch):
             self.prefetch_states_l2(mckpt, mdckpt, item + 2 * ctas, items, tid)
+
+    @cute.jit
+    def issue_next_state(self, s, mq, mk, mckpt, mdckpt, mdo, mu, mdr, mv, at, ahead, tid):
+        """When there is a next item (ahead): its S and dS copies (one committed group) and,
+        with grads_prefetch, the L2 prefetch of its rows."""
+        if ahead != 0:
+            self.issue_next(s, mckpt, mdckpt, mdo, mu, mdr, mv, at, tid, "state")
+            if cutlass.const_expr(self.bcfg.grads_prefetch):
+                self.prefetch_next_norm_rows(mq, mk, at, tid, (mdo, mu, mdr, mv))
 
     @cute.jit
     def prefetch_next_norm_rows(self, mq, mk, at, tid, copied):
@@ -760,9 +770,12 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
         return acc_q, acc_kb, acc_k, crd, bi, hc
 
     @cute.jit
-    def stage_adjoints(self, s, acc_q, acc_kb, acc_k, crd, heads, t0, eos, scale, thr, lane, wid, bi, hc):
+    def stage_adjoints(self, s, acc_q, acc_kb, acc_k, crd, heads, t0, eos, scale, thr, lane, wid, bi, hc,
+                       between=None):
         """The state products scaled by their decays, plus the score adjoints, into dq^,
-        dkb, dk^_dir; the row sums and the KD partial per warp; a barrier."""
+        dkb, dk^_dir; the row sums and the KD partial per warp; a barrier. between (traced
+        inline when given: the next item's S and dS copies) runs where adjoint_products
+        puts it."""
         s_ea = s.ea
         s_ekd = s.ekd
         s_part = s.part
@@ -779,7 +792,7 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
             acc_k[e] = kdv
             kv = self.k_value(s, t, d) if cutlass.const_expr(frags is None) else frags[1][e].to(Float32)
             kd_sum = kd_sum + kv * kdv
-        self.score_adjoints(s, acc_q, acc_kb, acc_k, thr, lane, wid, bi, hc)
+        self.adjoint_products(s, acc_q, acc_kb, acc_k, thr, lane, wid, bi, hc, between)
         self.row_sums(s, acc_q, acc_kb, acc_k, crd, None, heads[3], t0, eos, lane, bi, hc, frags)
         kd_sum = cute.arch.warp_reduction(kd_sum, lambda a, b: a + b)
         if lane == 0:
@@ -787,9 +800,11 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
         cute.arch.sync_threads()
 
     @cute.jit
-    def score_adjoints(self, s, acc_q, acc_kb, acc_k, thr, lane, wid, bi, hc):
+    def adjoint_products(self, s, acc_q, acc_kb, acc_k, thr, lane, wid, bi, hc, between=None):
         """This warp's score adjoints on mma.sync: dZp k^, dZm k^ into dq^, dkb (s blocks
-        <= bi); dZp^T q^ + dZm^T kb into dk^_dir (t blocks >= bi)."""
+        <= bi); dZp^T q^ + dZm^T kb into dk^_dir (t blocks >= bi). between runs first."""
+        if cutlass.const_expr(between is not None):
+            between()
         s_qt = self.channels_first(s.qr)
         s_kt = self.channels_first(s.kr)
         s_kbt = self.channels_first(s.kbr)

@@ -275,13 +275,13 @@ class FrostBwdGradsWgmma(WgmmaStateProducts, FrostBwdGrads):
                 cute.autovec_copy(z, cute.local_tile(s.dzm[r, None], (VEC,), (cv,)))
 
     @cute.jit
-    def score_adjoints(self, s, acc_q, acc_kb, acc_k, thr, lane, wid, bi, hc):
+    def adjoint_products(self, s, acc_q, acc_kb, acc_k, thr, lane, wid, bi, hc, between=None):
         """The score adjoints as one wgmma group per warpgroup onto the scaled state
         products (its channel half hc, all 64 rows): dZp k^ into dq^ and dZm k^ into dkb
         (A the K-major [t, s] score tiles), dZp^T q^ + dZm^T kb into dk^_dir (A the same
         tiles read MN-major); B the channel half of the [C, K] row tiles; C / 16 k16 steps
-        each, the upper blocks of the score tiles zero (zero_upper_scores). Retired before
-        it returns."""
+        each, the upper blocks of the score tiles zero (zero_upper_scores). between runs
+        while the group is in flight; retired before it returns."""
         DN = self.cfg.K // 2
         C = CHUNK
         wtid = (wid % (WG_THREADS // 32)) * 32 + lane
@@ -312,4 +312,6 @@ class FrostBwdGradsWgmma(WgmmaStateProducts, FrostBwdGrads):
             for kk in cutlass.range_constexpr(C // 16):
                 cute.gemm(wg_t, w_k, a[None, None, kk], b[None, None, kk], w_k)
         warpgroup.commit_group()
+        if cutlass.const_expr(between is not None):
+            between()  # the next item's S and dS copies issue while the tensor cores run
         warpgroup.wait_group(0)
