@@ -318,10 +318,10 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
         if ahead != 0:
             self.issue_next(s, mckpt, mdckpt, mdo, mu, mdr, mv, at, tid, "state")
             if cutlass.const_expr(self.bcfg.grads_prefetch):
-                self.prefetch_next_norm_rows(mq, mk, at, tid, (mdo, mu, mdr, mv))
+                self.prefetch_next_rows(mq, mk, at, tid, (mdo, mu, mdr, mv))
 
     @cute.jit
-    def prefetch_next_norm_rows(self, mq, mk, at, tid, copied):
+    def prefetch_next_rows(self, mq, mk, at, tid, copied):
         """grads_prefetch for the persistent kernel: the next item's (at: chunk_item's nxt_at)
         q and k rows, which its norms pass reads with plain loads, and the rows its dO, U,
         dR and v copies (`copied`, issued later in this item) read, into L2 while this item

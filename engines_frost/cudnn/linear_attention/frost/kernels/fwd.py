@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
+import types
 
 from cudnn.linear_attention.common.cu_seqlens_check import check_cu_seqlens, strict_requested
 from cudnn.linear_attention.frost.kernels import kernel_store
@@ -270,22 +271,24 @@ def check_operands(*, q, k, v, g, beta, w, cu_seqlens, out, initial_state, final
     if T * HO * max(K, V) >= _INDEX_LIMIT or N * HO * V * K >= _INDEX_LIMIT:
         raise _fail("q", f"small enough for 32-bit offsets (T*HO*max(K,V) and N*HO*V*K < {_INDEX_LIMIT})",
                     f"T={T}, N={N}, HO={HO}, K={K}, V={V}")
+    fields = dict(
+        io_dtype=io, state_dtype=state_dtype, H=H, HK=HK, HV=HV, K=K, V=V,
+        gate_per_channel=gate_per_channel, beta_per_channel=beta_per_channel, has_w=beta_per_channel,
+        use_l2norm=use_l2norm, has_initial_state=initial_state is not None,
+        has_final_state=final_state is not None,
+        gate_align16=gate_per_channel and g.data_ptr() % 16 == 0,
+        write_checkpoints=state_checkpoints is not None, write_values=values is not None,
+        write_output=write_output,
+    )
+    # `pipelined` only where it selects a kernel: elsewhere a long and a short batch would
+    # key two compiled copies of one kernel (the fields, read as attributes, answer
+    # four_roles_possible before the one config of the call is built)
+    fields["pipelined"] = (not batch_invariant and T >= PIPELINE_MIN_TOKENS * N
+                           and four_roles_possible(types.SimpleNamespace(**fields)))
     try:
-        cfg = FrostFwdConfig(
-            io_dtype=io, state_dtype=state_dtype, H=H, HK=HK, HV=HV, K=K, V=V,
-            gate_per_channel=gate_per_channel, beta_per_channel=beta_per_channel, has_w=beta_per_channel,
-            use_l2norm=use_l2norm, has_initial_state=initial_state is not None,
-            has_final_state=final_state is not None,
-            gate_align16=gate_per_channel and g.data_ptr() % 16 == 0,
-            write_checkpoints=state_checkpoints is not None, write_values=values is not None,
-            write_output=write_output,
-        )
+        cfg = FrostFwdConfig(**fields)
     except ValueError as e:
         raise ValueError(f"frost_fwd: unsupported operands: {e}") from None
-    # `pipelined` only where it selects a kernel: elsewhere a long and a short batch would
-    # key two compiled copies of one kernel
-    if not batch_invariant and T >= PIPELINE_MIN_TOKENS * N and four_roles_possible(cfg):
-        cfg = dataclasses.replace(cfg, pipelined=True)
     from cudnn.linear_attention.frost.kernels.config import operand_alignment
 
     tensors = dict(q=q, k=k, v=v, g=g, beta=beta, w=w, cu_seqlens=cu_seqlens, out=out,
