@@ -85,7 +85,10 @@ def _stubbed(kern_cls, log):
             emu.sync_threads()
             return None, None, None, None, 0, 0
 
-        def stage_adjoints(self, s, acc_q, acc_kb, acc_k, crd, heads, t0, eos, scale, thr, lane, wid, bi, hc):
+        def stage_adjoints(self, s, acc_q, acc_kb, acc_k, crd, heads, t0, eos, scale, thr, lane, wid, bi, hc,
+                           between=None):
+            if between is not None:  # the next item's S and dS copies
+                between()
             if emu.thread_index() == 0:
                 s.sums.array[...] = 0.0
                 s.part.array[0, :] = 0.0

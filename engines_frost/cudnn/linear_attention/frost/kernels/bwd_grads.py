@@ -296,11 +296,11 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
         if ahead != 0:
             n_rho, n_h, n_j, n_t0, n_eos = self.coords_in(bounds_of(cu_n, cu_next, T), nn, item + ctas)
             nxt_at = (n_rho, n_h, n_t0, n_eos, self.state_row(mcu, nn, n_j, n_rho, T, N, lane))
-            self.issue_next_gates(s, mg, mb, nxt_at, tid)  # joins the S, dS group below
-            self.issue_next(s, mckpt, mdckpt, mdo, mu, mdr, mv, nxt_at, tid, "state")
-            if cutlass.const_expr(self.bcfg.grads_prefetch):
-                self.prefetch_next_rows(mq, mk, nxt_at, tid, (mdo, mu, mdr, mv))
-        self.stage_adjoints(s, acc_q, acc_kb, acc_k, crd, heads, t0, eos, scale, thr, lane, wid, bi, hc)
+
+        def next_state_copies():  # issued by stage_adjoints where they overlap it best
+            self.issue_next_state(s, mq, mk, mg, mb, mckpt, mdckpt, mdo, mu, mdr, mv, nxt_at, ahead, tid)
+        self.stage_adjoints(s, acc_q, acc_kb, acc_k, crd, heads, t0, eos, scale, thr, lane, wid, bi, hc,
+                            next_state_copies)
         self.write_qk(s, mdq, mdk, acc_q, acc_kb, acc_k, crd, heads, t0, eos, bi, hc)
         cute.arch.sync_threads()  # dO, U (the dq/dk staging) are dead
         if ahead != 0:
@@ -312,6 +312,16 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
         self.stage_gates(s, mdg, mdb, heads, t0, eos, tid)
         if cutlass.const_expr(self.bcfg.grads_prefetch):
             self.prefetch_states_l2(mckpt, mdckpt, item + 2 * ctas, items, tid)
+
+    @cute.jit
+    def issue_next_state(self, s, mq, mk, mg, mb, mckpt, mdckpt, mdo, mu, mdr, mv, at, ahead, tid):
+        """When there is a next item (ahead): its gates and beta with its S and dS copies (one
+        committed group) and, with grads_prefetch, the L2 prefetch of its rows."""
+        if ahead != 0:
+            self.issue_next_gates(s, mg, mb, at, tid)  # joins the S, dS group below
+            self.issue_next(s, mckpt, mdckpt, mdo, mu, mdr, mv, at, tid, "state")
+            if cutlass.const_expr(self.bcfg.grads_prefetch):
+                self.prefetch_next_rows(mq, mk, at, tid, (mdo, mu, mdr, mv))
 
     @cute.jit
     def prefetch_next_rows(self, mq, mk, at, tid, copied):
@@ -812,21 +822,17 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
         return acc_q, acc_kb, acc_k, crd, bi, hc
 
     @cute.jit
-    def stage_adjoints(self, s, acc_q, acc_kb, acc_k, crd, heads, t0, eos, scale, thr, lane, wid, bi, hc):
+    def stage_adjoints(self, s, acc_q, acc_kb, acc_k, crd, heads, t0, eos, scale, thr, lane, wid, bi, hc,
+                       between=None):
         """The state products scaled by their decays, plus the score adjoints, into dq^,
-        dkb, dk^_dir; the row sums and the KD partial per warp; a barrier."""
-        s_qt = self.channels_first(s.qr)
-        s_kt = self.channels_first(s.kr)
-        s_kbt = self.channels_first(s.kbr)
-        s_dzp = s.dzp
-        s_dzm = s.dzm
+        dkb, dk^_dir; the row sums and the KD partial per warp; a barrier. between (traced
+        inline when given: the next item's S and dS copies) runs where adjoint_products
+        puts it."""
         s_ea = s.ea
         s_ekd = s.ekd
         s_part = s.part
-        c = self.cfg
-        K, C = c.K, CHUNK
-        DN = K // 2
-        mma = warp_mma()
+        DN = self.cfg.K // 2
+        frags = self.row_fragments(s, bi, hc, lane)
         kd_sum = Float32(0.0)  # sum k^ e^(Gam_last - Gam) dKD over this lane's elements
         for e in cutlass.range_constexpr(cute.size(acc_q)):
             td = crd[e]
@@ -836,8 +842,29 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
             acc_kb[e] = acc_kb[e] * (-s_ea[t])
             kdv = acc_k[e] * s_ekd[t]
             acc_k[e] = kdv
-            kd_sum = kd_sum + s_kt[d, t].to(Float32) * kdv
-        # score adjoints: dZp k^, dZm k^ (s blocks <= bi); dZp^T q^, dZm^T kb (t blocks >= bi)
+            kv = self.k_value(s, t, d) if cutlass.const_expr(frags is None) else frags[1][e].to(Float32)
+            kd_sum = kd_sum + kv * kdv
+        self.adjoint_products(s, acc_q, acc_kb, acc_k, thr, lane, wid, bi, hc, between)
+        self.row_sums(s, acc_q, acc_kb, acc_k, crd, None, heads[3], t0, eos, lane, bi, hc, frags)
+        kd_sum = cute.arch.warp_reduction(kd_sum, lambda a, b: a + b)
+        if lane == 0:
+            s_part[0, wid] = kd_sum
+        cute.arch.sync_threads()
+
+    @cute.jit
+    def adjoint_products(self, s, acc_q, acc_kb, acc_k, thr, lane, wid, bi, hc, between=None):
+        """This warp's score adjoints on mma.sync: dZp k^, dZm k^ into dq^, dkb (s blocks
+        <= bi); dZp^T q^ + dZm^T kb into dk^_dir (t blocks >= bi). between runs first."""
+        if cutlass.const_expr(between is not None):
+            between()
+        s_qt = self.channels_first(s.qr)
+        s_kt = self.channels_first(s.kr)
+        s_kbt = self.channels_first(s.kbr)
+        s_dzp = s.dzp
+        s_dzm = s.dzm
+        C = CHUNK
+        DN = self.cfg.K // 2
+        mma = warp_mma()
         for sb in cutlass.range(bi + 1, unroll=1):
             a_p = self.operand(thr, lane, cute.local_tile(s_dzp, (SUB, SUB), (bi, sb)), True)
             a_m = self.operand(thr, lane, cute.local_tile(s_dzm, (SUB, SUB), (bi, sb)), True)
@@ -853,11 +880,6 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
             b_kb = self.operand_mn(thr, lane, cute.local_tile(s_kbt, (DN, SUB), (hc, tb)))
             cute.gemm(mma, acc_k, a_p[None, None, 0], b_q[None, None, 0], acc_k)
             cute.gemm(mma, acc_k, a_m[None, None, 0], b_kb[None, None, 0], acc_k)
-        self.row_sums(s, acc_q, acc_kb, acc_k, crd, None, heads[3], t0, eos, lane, bi, hc)
-        kd_sum = cute.arch.warp_reduction(kd_sum, lambda a, b: a + b)
-        if lane == 0:
-            s_part[0, wid] = kd_sum
-        cute.arch.sync_threads()
 
     @cute.jit
     def products_with_states(self, s, thr, lane, bi, hc):
@@ -890,13 +912,15 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
         return acc_q, acc_kb, acc_k, thr.partition_C(cute.make_identity_tensor((SUB, DN)))
 
     @cute.jit
-    def row_sums(self, s, acc_q, acc_kb, acc_k, crd, mdb, h, t0, eos, lane, bi, hc):
+    def row_sums(self, s, acc_q, acc_kb, acc_k, crd, mdb, h, t0, eos, lane, bi, hc, frags=None):
         """q^.dq^, kb.dkb, k^.dk^_d, k^.dkb per row of this warp's tile (the sum over its
         channel half) into s.sums[hc]; visit_element sees every element on the way. An
         m16n8 accumulator holds rows g and g + 8 of the block (g = lane // 4): each sum is
         kept as a (row g, row g + 8) pair, then reduced over the quad in a fixed order.
         Which of the pair an element joins is known while tracing (row_halves; up to v1.10
-        it was a 0 / 1 factor per element, two multiply-adds per sum instead of one add)."""
+        it was a 0 / 1 factor per element, two multiply-adds per sum instead of one add).
+        frags: row_fragments' (q-hat, k-hat, kb) of the tile, else row_pair / row_values
+        read the elements from shared memory."""
         s_sums = s.sums
         DN = self.cfg.K // 2
         halves = row_halves(DN)
@@ -907,9 +931,12 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
             td = crd[e]
             t = bi * SUB + td[0]
             d = hc * DN + td[1]
-            if cutlass.const_expr(e % 2 == 0):
-                pair = self.row_pair(s, t, d)
-            qv, kv, kbv = self.row_values(s, pair, e % 2, t, d)
+            if cutlass.const_expr(frags is not None):
+                qv, kv, kbv = (f[e].to(Float32) for f in frags)
+            else:
+                if cutlass.const_expr(e % 2 == 0):
+                    pair = self.row_pair(s, t, d)
+                qv, kv, kbv = self.row_values(s, pair, e % 2, t, d)
             self.visit_element(s, mdb, h, t0, eos, t, d, qv, kv, kbv, acc_q[e], acc_kb[e], acc_k[e])
             terms = (qv * acc_q[e], kbv * acc_kb[e], kv * acc_k[e], kv * acc_kb[e])
             for i in cutlass.range_constexpr(ROW_SUMS):
@@ -922,6 +949,13 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
                 v = cute.arch.warp_reduction(hi[i] if half else lo[i], lambda a, b: a + b, threads_in_group=4)
                 if lane % 4 == 0:
                     s_sums[hc, i, bi * SUB + lane // 4 + 8 * half] = v
+
+    def row_fragments(self, s, bi, hc, lane):
+        """(q-hat, k-hat, kb) of this warp's [16, K / 2] tile (rows of block bi, channels of
+        half hc) as bf16 fragments in the accumulators' layout, or None (here): the row
+        sums, the KD sum and the dq/dk epilogue then read each element from shared memory.
+        Runs at trace time (a kernel class may load them with ldmatrix instead)."""
+        return None
 
     def row_pair(self, s, t, d):
         """Operands of accumulator values e, e + 1 (row t, columns d, d + 1) read together,
@@ -961,9 +995,9 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
         return s.do.iterator, staging_bytes(self.cfg, self.smem_plan(self.cfg), self.staged)
 
     @cute.jit
-    def qk_element(self, s, acc_q, acc_kb, acc_k, e, t, d):
+    def qk_element(self, s, acc_q, acc_kb, acc_k, e, t, d, rows=None):
         """dq, dk at row t, channel d from the accumulators' element e: the L2-norm adjoint
-        with the full-row sums."""
+        with the full-row sums (q-hat, k-hat from rows, row_fragments' tuple, when given)."""
         s_sums = s.sums
         dqh = acc_q[e]
         dkh = acc_k[e] + self.beta_at(s, t, d) * acc_kb[e]
@@ -971,8 +1005,10 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
             sq = s_sums[0, 0, t] + s_sums[1, 0, t]
             # k^.dk^ = k^.dk^_d + sum_d beta k^ dkb = k^.dk^_d + kb.dkb
             sk = (s_sums[0, 2, t] + s_sums[1, 2, t]) + (s_sums[0, 1, t] + s_sums[1, 1, t])
-            dqh = s.rq[t] * (dqh - self.q_value(s, t, d) * sq)
-            dkh = s.rk[t] * (dkh - self.k_value(s, t, d) * sk)
+            qv = self.q_value(s, t, d) if cutlass.const_expr(rows is None) else rows[0][e].to(Float32)
+            kv = self.k_value(s, t, d) if cutlass.const_expr(rows is None) else rows[1][e].to(Float32)
+            dqh = s.rq[t] * (dqh - qv * sq)
+            dkh = s.rk[t] * (dkh - kv * sk)
         return dqh, dkh
 
     @cute.jit
@@ -990,11 +1026,14 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
         ok = h if cutlass.const_expr(self.bcfg.k_grouped) else hk
         room = self.staging(s)
         tiles = staging_tiles(K, mdq.element_type.width, room[1])
+        rows = None  # q-hat and k-hat of the tile for the L2-norm adjoint (row_fragments)
+        if cutlass.const_expr(c.use_l2norm):
+            rows = self.row_fragments(s, bi, hc, cute.arch.lane_idx())
         if cutlass.const_expr(tiles == 0):
             for e in cutlass.range_constexpr(cute.size(acc_q)):
                 t = bi * SUB + crd[e][0]
                 d = hc * DN + crd[e][1]
-                dqh, dkh = self.qk_element(s, acc_q, acc_kb, acc_k, e, t, d)
+                dqh, dkh = self.qk_element(s, acc_q, acc_kb, acc_k, e, t, d, rows)
                 if t0 + t < eos:
                     mdq[t0 + t, oq, d] = dqh.to(mdq.element_type)
                     mdk[t0 + t, ok, d] = dkh.to(mdk.element_type)
@@ -1014,21 +1053,21 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
                 for e in cutlass.range_constexpr(cute.size(acc_q)):
                     t = bi * SUB + crd[e][0]
                     d = hc * DN + crd[e][1]
-                    dqh, dkh = self.qk_element(s, acc_q, acc_kb, acc_k, e, t, d)
+                    dqh, dkh = self.qk_element(s, acc_q, acc_kb, acc_k, e, t, d, rows)
                     yq[e] = dqh.to(dt)
                     yk[e] = dkh.to(dt)
                 frags = (yq, yk)
-            self.stage_qk(s, acc_q, acc_kb, acc_k, crd, bi, hc, frags, st_q, st_k if tiles == 2 else None)
+            self.stage_qk(s, acc_q, acc_kb, acc_k, crd, bi, hc, frags, st_q, st_k if tiles == 2 else None, rows)
             cute.arch.sync_threads()
             self.store_rows(st_q, mdq, oq, t0, eos, tid)
             if cutlass.const_expr(tiles == 1):
                 cute.arch.sync_threads()
-                self.stage_qk(s, acc_q, acc_kb, acc_k, crd, bi, hc, frags, None, st_k)
+                self.stage_qk(s, acc_q, acc_kb, acc_k, crd, bi, hc, frags, None, st_k, rows)
                 cute.arch.sync_threads()
             self.store_rows(st_k, mdk, ok, t0, eos, tid)
 
     @cute.jit
-    def stage_qk(self, s, acc_q, acc_kb, acc_k, crd, bi, hc, frags, st_q, st_k):
+    def stage_qk(self, s, acc_q, acc_kb, acc_k, crd, bi, hc, frags, st_q, st_k, rows=None):
         """This warp's part of the staged dq tile st_q and dk tile st_k (either None: not
         this time). 16-bit outputs: from frags, their fragments, by stmatrix (stage_tile);
         fp32 (frags None, grouped heads): one 4-byte shared store per element, from the
@@ -1043,7 +1082,7 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
             for e in cutlass.range_constexpr(cute.size(acc_q)):
                 t = bi * SUB + crd[e][0]
                 d = hc * DN + crd[e][1]
-                dqh, dkh = self.qk_element(s, acc_q, acc_kb, acc_k, e, t, d)
+                dqh, dkh = self.qk_element(s, acc_q, acc_kb, acc_k, e, t, d, rows)
                 if cutlass.const_expr(st_q is not None):
                     st_q[t, d] = dqh.to(st_q.element_type)
                 if cutlass.const_expr(st_k is not None):

@@ -53,19 +53,23 @@ from __future__ import annotations
 import cutlass
 import cutlass.cute as cute
 from cutlass import BFloat16, Float32
-from cutlass.cute.nvgpu import OperandMajorMode, warpgroup
+from cutlass.cute.nvgpu import OperandMajorMode, warp, warpgroup
 
 from cudnn.linear_attention.frost.kernels.bwd_chain_wgmma import check_block_order
 from cudnn.linear_attention.frost.kernels.bwd_config import FrostBwdConfig
-from cudnn.linear_attention.frost.kernels.bwd_grads import FrostBwdGrads, smem_plan as base_plan
+from cudnn.linear_attention.frost.kernels.bwd_grads import THREADS, FrostBwdGrads, _tv, smem_plan as base_plan
 from cudnn.linear_attention.frost.kernels.bwd_grads import staging_bytes as grads_staging_bytes
 from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
-from cudnn.linear_attention.frost.kernels.fwd_v1 import CHUNK, NBLK, SUB, SW64, SW128, sw128_layout, warp_mma
+from cudnn.linear_attention.frost.kernels.fwd_v1 import CHUNK, NBLK, SUB, SW64, SW128, VEC, sw128_layout, warp_mma
 from cudnn.linear_attention.frost.kernels.fwd_v3 import WG_ROWS, WG_THREADS
+from cudnn.linear_attention.frost.kernels.stmatrix_map import check_stmatrix_copy
 
 #: the wgmma B operands, [V, K] tiles with the channel-half swizzle (the A operands dO, U,
 #: dR are SW128 [C, V] tiles)
 WGMMA_B = ("sf", "dsf")
+#: the score adjoints' B operands, [C, K] row tiles with the same channel-half swizzle (their
+#: A operands dZp, dZm are SW128 [C, C] tiles, read K-major and, transposed, MN-major)
+ADJOINT_B = ("qr", "kr", "kbr")
 #: the dq/dk staging's region, consecutive from dO on (as in bwd_grads.STAGED); "tail" is
 #: room for it alone: without the default plan's row padding in dO and U the region would
 #: be 32 bytes short of two padded tiles at (K, V) = (128, 64) for 16-bit dq/dk and at
@@ -91,9 +95,9 @@ def smem_plan(c: FrostFwdConfig):
         raise ValueError("this wgmma grads plan serves scalar gates only (vector gates: bwd_grads_vec.smem_regions)")
     base = {e[0]: e for e in base_plan(c)}
     sw_b = b_swizzle(c.K)
-    front = [(n, "bf16", base[n][2], SW128) for n in ("do", "u")] + [base["dzp"], base["dzm"]]
+    front = [(n, "bf16", base[n][2], SW128) for n in ("do", "u", "dzp", "dzm")]
     front += [("tail", "bf16", (TAIL_BYTES // 2,), (1,))]
-    front += [("dr", "bf16", base["dr"][2], SW128)] + [(n, "bf16", base[n][2], sw_b) for n in WGMMA_B]
+    front += [("dr", "bf16", base["dr"][2], SW128)] + [(n, "bf16", base[n][2], sw_b) for n in WGMMA_B + ADJOINT_B]
     names = {e[0] for e in front}
     return front + [e for e in base_plan(c) if e[0] not in names]
 
@@ -107,6 +111,13 @@ def wgmma_ss(n: int):
     """m64 n k16, bf16 A K-major and B MN-major, both from shared memory, fp32 accumulate."""
     op = warpgroup.MmaF16BF16Op(BFloat16, Float32, (WG_ROWS, n, 16), warpgroup.OperandSource.SMEM,
                                 OperandMajorMode.K, OperandMajorMode.MN)
+    return cute.make_tiled_mma(cute.make_mma_atom(op))
+
+
+def wgmma_ss_t(n: int):
+    """m64 n k16 as wgmma_ss, A MN-major (the transpose of a K-major tile)."""
+    op = warpgroup.MmaF16BF16Op(BFloat16, Float32, (WG_ROWS, n, 16), warpgroup.OperandSource.SMEM,
+                                OperandMajorMode.MN, OperandMajorMode.MN)
     return cute.make_tiled_mma(cute.make_mma_atom(op))
 
 
@@ -135,10 +146,12 @@ class WgmmaStateProducts:
 
     @cute.jit
     def channel_half(self, st: cute.Tensor, hc) -> cute.Tensor:
-        """Channels [hc K / 2, (hc + 1) K / 2) of a [V, K] state tile, as the wgmma's B
-        [K / 2, V] (N = channels, contiguous; the reduction over value rows)."""
-        K, V = self.cfg.K, self.cfg.V
-        return cute.local_tile(self.state_kv(st), (K // 2, V), (hc, 0))
+        """Channels [hc K / 2, (hc + 1) K / 2) of a [R, K] tile with the channel-half
+        swizzle (a [V, K] state, a [C, K] row tile), as the wgmma's B [K / 2, R] (N =
+        channels, contiguous; the reduction over the R rows)."""
+        K = self.cfg.K
+        rows = cute.size(st, mode=[0])
+        return cute.local_tile(self.state_kv(st), (K // 2, rows), (hc, 0))
 
     # ------------------------------------------------------------------ products
     @cute.jit
@@ -214,7 +227,91 @@ class FrostBwdGradsWgmma(WgmmaStateProducts, FrostBwdGrads):
 
         # independent of the products: the score tiles, e^Gam_last sum S dS
         self.stage_scores(s, scale, thr, lane, wid)
+        self.zero_upper_scores(s, tid)
         self.state_sum(s, tid)
+        # the score tiles are generic-proxy writes that the adjoints' wgmma reads
+        cute.arch.fence_proxy("async.shared", space="cta")
         warpgroup.wait_group(0)
         cute.arch.sync_threads()  # the scores are visible; S and dS are dead
         return acc_q, acc_kb, acc_k, thr.partition_C(cute.make_identity_tensor((SUB, DN))), bi, hc
+
+    @cute.jit
+    def row_fragments(self, s, bi, hc, lane):
+        """(q-hat, k-hat, kb) of this warp's [16, K / 2] tile in the accumulators' layout,
+        by ldmatrix.x4 (four per tile): the row tiles are swizzled here, where an element
+        read costs its swizzled address each time (six reads per accumulator element in the
+        row sums, the KD sum and the L2-norm adjoint). ldmatrix gives lane l row l // 4,
+        columns 2 (l % 4) + {0, 1} of each 8 x 8 matrix, the m16n8 accumulator's own map
+        (the same table as stmatrix: check_stmatrix_copy on the traced layouts)."""
+        DN = self.cfg.K // 2
+        mma = warp_mma()
+        thr = mma.get_slice(lane)
+        atom = cute.make_copy_atom(warp.LdMatrix8x8x16bOp(False, 4), BFloat16)
+        copy = cute.make_tiled_copy_C(atom, mma)
+        check_stmatrix_copy(_tv(copy.layout_dst_tv_tiled), _tv(copy.layout_src_tv_tiled), _tv(mma.tv_layout_C_tiled))
+        thr_copy = copy.get_slice(lane)
+        out = []
+        for tile in (s.qr, s.kr, s.kbr):
+            frag = cute.make_rmem_tensor(thr.partition_shape_C((SUB, DN)), BFloat16)
+            cute.copy(copy, thr_copy.partition_S(cute.local_tile(tile, (SUB, DN), (bi, hc))), thr_copy.retile(frag))
+            out.append(frag)
+        return out
+
+    @cute.jit
+    def zero_upper_scores(self, s, tid):
+        """Zeros into the 16 x 16 blocks of dZp and dZm above their diagonal, which
+        stage_scores never writes (and the previous item's dq/dk staging overwrote): the
+        adjoints' wgmma reads whole [C, C] tiles. Thread tid: row tid // 4, 16-byte slices
+        tid % 4 and tid % 4 + 4 of it, where they lie right of the row's diagonal block."""
+        C = CHUNK
+        per_row = C // VEC
+        r = tid // (THREADS // C)
+        z = cute.make_rmem_tensor((VEC,), BFloat16)
+        z.fill(0.0)
+        for i in cutlass.range_constexpr(per_row // (THREADS // C)):
+            cv = tid % (THREADS // C) + i * (THREADS // C)
+            if cv * VEC >= (r // SUB + 1) * SUB:
+                cute.autovec_copy(z, cute.local_tile(s.dzp[r, None], (VEC,), (cv,)))
+                cute.autovec_copy(z, cute.local_tile(s.dzm[r, None], (VEC,), (cv,)))
+
+    @cute.jit
+    def adjoint_products(self, s, acc_q, acc_kb, acc_k, thr, lane, wid, bi, hc, between=None):
+        """The score adjoints as one wgmma group per warpgroup onto the scaled state
+        products (its channel half hc, all 64 rows): dZp k^ into dq^ and dZm k^ into dkb
+        (A the K-major [t, s] score tiles), dZp^T q^ + dZm^T kb into dk^_dir (A the same
+        tiles read MN-major); B the channel half of the [C, K] row tiles; C / 16 k16 steps
+        each, the upper blocks of the score tiles zero (zero_upper_scores). between runs
+        while the group is in flight; retired before it returns."""
+        DN = self.cfg.K // 2
+        C = CHUNK
+        wtid = (wid % (WG_THREADS // 32)) * 32 + lane
+        wg = wgmma_ss(DN)
+        wg_t = wgmma_ss_t(DN)
+        check_block_order(wg, warp_mma(), DN)
+        check_block_order(wg_t, warp_mma(), DN)
+        g = wg.get_slice(wtid)
+        g_t = wg_t.get_slice(wtid)
+        wg_shape = g.partition_shape_C((WG_ROWS, DN))
+        w_q = cute.make_tensor(acc_q.iterator, cute.make_layout(wg_shape))
+        w_kb = cute.make_tensor(acc_kb.iterator, cute.make_layout(wg_shape))
+        w_k = cute.make_tensor(acc_k.iterator, cute.make_layout(wg_shape))
+        a_p = wg.make_fragment_A(g.partition_A(s.dzp))
+        a_m = wg.make_fragment_A(g.partition_A(s.dzm))
+        a_pt = wg_t.make_fragment_A(g_t.partition_A(self.state_kv(s.dzp)))
+        a_mt = wg_t.make_fragment_A(g_t.partition_A(self.state_kv(s.dzm)))
+        b_k = wg.make_fragment_B(g.partition_B(self.channel_half(s.kr, hc)))
+        b_q = wg_t.make_fragment_B(g_t.partition_B(self.channel_half(s.qr, hc)))
+        b_kb = wg_t.make_fragment_B(g_t.partition_B(self.channel_half(s.kbr, hc)))
+        warpgroup.fence()  # the accumulators were scaled by ordinary instructions
+        wg.set(warpgroup.Field.ACCUMULATE, True)
+        wg_t.set(warpgroup.Field.ACCUMULATE, True)
+        for acc, a, b in ((w_q, a_p, b_k), (w_kb, a_m, b_k)):
+            for kk in cutlass.range_constexpr(C // 16):
+                cute.gemm(wg, acc, a[None, None, kk], b[None, None, kk], acc)
+        for a, b in ((a_pt, b_q), (a_mt, b_kb)):
+            for kk in cutlass.range_constexpr(C // 16):
+                cute.gemm(wg_t, w_k, a[None, None, kk], b[None, None, kk], w_k)
+        warpgroup.commit_group()
+        if cutlass.const_expr(between is not None):
+            between()  # the next item's S and dS copies issue while the tensor cores run
+        warpgroup.wait_group(0)
