@@ -8,7 +8,7 @@ inputs; each time is the median of CUDA-event timings after warm-up, two ways:
   back-to-back  events around BACK_TO_BACK calls, divided: the GPU time when the host
                 keeps the queue full (what a model running many calls sees)
 
-After the table, each row against its case's byte and FLOP floors (floors.py) at the copy
+After the table, each timed row against its case's byte and FLOP floors (floors.py) at the copy
 and bf16 matmul rates measured in the same process: the floor's share of the measured
 back-to-back time.
 
@@ -365,8 +365,9 @@ def case_family(case: str) -> tuple[str, bool]:
 
 
 def print_floors(rows, a):
-    """Each row's back-to-back time against the case's byte and FLOP floors (floors.py) at
-    the copy and bf16 matmul rates measured here, in this process."""
+    """Each timed row's back-to-back time against the case's byte and FLOP floors
+    (floors.py) at the copy and bf16 matmul rates measured here, in this process; a row
+    that failed (its error is in the table above) is left out."""
     import floors
 
     rates = floors.measured_rates()
@@ -374,12 +375,12 @@ def print_floors(rows, a):
           f"measured here): the floor's share of the measured time")
     print("| case | implementation | back-to-back | byte floor | share | FLOP floor | share |\n|---|---|---|---|---|---|---|")
     for case, name, _, b2b in rows:
-        family, backward = case_family(case)
-        byte_ms, flop_ms = floors.floor_ms(family, [a.len] * a.seqs, a.heads, a.dim, a.dim, backward, rates)
         try:
             t = float(b2b.split()[0])
         except ValueError:
-            t = float("nan")
+            continue
+        family, backward = case_family(case)
+        byte_ms, flop_ms = floors.floor_ms(family, [a.len] * a.seqs, a.heads, a.dim, a.dim, backward, rates)
         print(f"| {case} | {name} | {b2b} | {byte_ms:.3f} ms | {byte_ms / t:.0%} | {flop_ms:.3f} ms | "
               f"{flop_ms / t:.0%} |")
 

@@ -97,7 +97,7 @@ def test_the_bench_prints_each_row_against_its_floors(monkeypatch, capsys):
     flop_ms = floors.flops([4096] * 8, 16, 128, 128, False) / 8e14 * 1e3
     assert lines[0] == (f"| GDN fwd | op FROST | 0.300 ms | {byte_ms:.3f} ms | {byte_ms / 0.3:.0%} | "
                         f"{flop_ms:.3f} ms | {flop_ms / 0.3:.0%} |")
-    assert lines[1].startswith("| KDA fwd+bwd | FLA 0.6 | error: x |") and "nan%" in lines[1]
+    assert len(lines) == 1  # the failed row is only in the bench's own table
 
 
 if __name__ == "__main__":
