@@ -248,6 +248,9 @@
 #              FROST kernels load from it instead of compiling (FROST_KERNEL_CACHE_STRICT=1:
 #              a kernel missing from it is an error, to prove a run compiled nothing)
 #   bench      bench/bench_linear_attention.py (FLA peer in the same process)
+#   benchshapes the forward rows (floors included) at the two other shapes the forward is
+#              judged on, 16 heads: one sequence of 32768 tokens (the state chain is the
+#              critical path) and 512 sequences of 64 tokens
 #   tritonkit  unpack the carried .kit/triton/triton.tar.xz (tools/gpu/triton_kit.sh: a newer
 #              Triton, stripped to what an H200 run loads) into /tmp/triton-kit
 #   flabwd     the fwd+bwd rows of every family with /tmp/triton-kit first on PYTHONPATH, so
@@ -722,6 +725,9 @@ for s in "$@"; do
       stage fladiag "python3 tests/fla/greedy_diagnose.py && python3 tests/fla/greedy_diagnose.py --dense" ;;
     bench)
       stage bench "python3 bench/bench_linear_attention.py" ;;
+    benchshapes)
+      stage benchshapes "python3 bench/bench_linear_attention.py --fwd-only --seqs 1 --len 32768 && \
+        python3 bench/bench_linear_attention.py --fwd-only --seqs 512 --len 64" ;;
     tritonkit)   # a newer Triton for FLA's gated backward (carried .kit/triton, triton_kit.sh)
       stage tritonkit "mkdir -p /tmp/triton-kit && tar xJf .kit/triton/triton.tar.xz -C /tmp/triton-kit && \
         PYTHONPATH=/tmp/triton-kit python3 -c 'import triton; print(\"triton\", triton.__version__)'" ;;
