@@ -563,24 +563,9 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
                     gb = s.gnext[2 * tid + 1]
                 else:
                     ga, gb = self.gate_pair(mg, h, t0, eos, tid)
-            x = ga + gb
-            for off in cutlass.range_constexpr(5):
-                x_up = cute.arch.shuffle_sync_up(x, 1 << off)
-                if tid >= (1 << off):
-                    x = x + x_up
-            s_g[2 * tid] = x - gb
-            s_g[2 * tid + 1] = x
-
-    @cute.jit
-    def gate_pair(self, mg, h, t0, eos, tid):
-        """The scalar log gates of rows 2 tid and 2 tid + 1 (zero past eos), plain loads."""
-        ga = Float32(0.0)
-        gb = Float32(0.0)
-        if t0 + 2 * tid < eos:
-            ga = mg[t0 + 2 * tid, h, 0]
-        if t0 + 2 * tid + 1 < eos:
-            gb = mg[t0 + 2 * tid + 1, h, 0]
-        return ga, gb
+            lo, hi = self.gate_scan_pair(ga, gb, tid)
+            s_g[2 * tid] = lo
+            s_g[2 * tid + 1] = hi
 
     @cute.jit
     def issue_copies(self, s, mdo, mu, mdr, mv, mckpt, mdckpt, heads, rho, srow, t0, eos, tid):

@@ -410,12 +410,7 @@ class FrostFwdV1:
             s_beta[tid] = bv
         if cutlass.const_expr(not c.gate_per_channel):
             if tid < 32:  # warp 0: inclusive scan of the 64 scalar gates, two rows per lane
-                ga = Float32(0.0)
-                gb = Float32(0.0)
-                if t0 + 2 * tid < eos:
-                    ga = mg[t0 + 2 * tid, h, 0]
-                if t0 + 2 * tid + 1 < eos:
-                    gb = mg[t0 + 2 * tid + 1, h, 0]
+                ga, gb = self.gate_pair(mg, h, t0, eos, tid)
                 self.scalar_gate_scan(s_g, ga, gb, tid)
         if cutlass.const_expr(c.gate_per_channel):
             if tid < K:
@@ -488,13 +483,31 @@ class FrostFwdV1:
     def scalar_gate_scan(self, s_g, ga, gb, tid):
         """Warp 0 (tid < 32): inclusive scan of the chunk's 64 scalar log gates, lane tid
         holding rows 2 tid (ga) and 2 tid + 1 (gb); results into s_g[:, 0]."""
+        lo, hi = self.gate_scan_pair(ga, gb, tid)
+        s_g[2 * tid, 0] = lo
+        s_g[2 * tid + 1, 0] = hi
+
+    @cute.jit
+    def gate_scan_pair(self, ga, gb, tid):
+        """Warp 0 (tid < 32): the inclusive scan of the chunk's 64 scalar log gates at rows
+        2 tid and 2 tid + 1, lane tid holding those rows' gates ga and gb."""
         x = ga + gb
         for off in cutlass.range_constexpr(5):
             x_up = cute.arch.shuffle_sync_up(x, 1 << off)
             if tid >= (1 << off):
                 x = x + x_up
-        s_g[2 * tid, 0] = x - gb
-        s_g[2 * tid + 1, 0] = x
+        return x - gb, x
+
+    @cute.jit
+    def gate_pair(self, mg, h, t0, eos, tid):
+        """The scalar log gates of rows 2 tid and 2 tid + 1 (zero past eos), plain loads."""
+        ga = Float32(0.0)
+        gb = Float32(0.0)
+        if t0 + 2 * tid < eos:
+            ga = mg[t0 + 2 * tid, h, 0]
+        if t0 + 2 * tid + 1 < eos:
+            gb = mg[t0 + 2 * tid + 1, h, 0]
+        return ga, gb
 
     @cute.jit
     def gate(self, s, r, d):
