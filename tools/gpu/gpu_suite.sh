@@ -129,10 +129,11 @@
 #              350 kernels in all, so compiling them here wants STAGE_TIMEOUT=1800;
 #              --no-checkpoints in FROST_BWD_SMOKE_ARGS skips both paths in the smoke,
 #              --no-values only the v1.3 one
-#   treeab     this checkout against the tree in AB_TREE (another commit's files: mkdir .base &&
-#              git archive REV | tar -x -C .base on the build host), alternating A B for
-#              AB_ROUNDS rounds (default 2): the backward smoke's kernel times and the bench's
-#              op rows (tools/gpu/tree_ab.sh: AB_SMOKE_FAMILIES, AB_CASES, AB_IMPL, AB_REPS)
+#   treeab     this checkout against the tree(s) in AB_TREE (other commits' files, space-
+#              separated: mkdir .base && git archive REV | tar -x -C .base on the build host),
+#              alternating A B (C ...) for AB_ROUNDS rounds (default 2): the backward smoke's
+#              kernel times and the bench's op rows (tools/gpu/tree_ab.sh: AB_SMOKE_FAMILIES,
+#              AB_CASES, AB_IMPL, AB_REPS; AB_CHECK=1 checks every tree against float64 first)
 #   bwdab      A/B of the vector-gate backward's switches (both now on by default; the
 #              previous kernels are FROST_BWD_VEC_DECAY=0, FROST_BWD_CHAIN_VEC=serial): =1 against
 #              float64 (KDA, GDN-2; stage bwdabdecay), then the KDA and GDN-2 op rows for
@@ -462,7 +463,7 @@ for s in "$@"; do
       stage frostbwdmatrix "python3 -m pytest tests/numerics/test_la_frost_bwd_engines.py -q -s \
         -p no:cacheprovider ${FROST_BWD_MATRIX_ARGS:-}" ;;
     treeab)
-      stage treeab "PYTHONPATH='$BASE_PYTHONPATH' bash tools/gpu/tree_ab.sh \"\${AB_TREE:?AB_TREE: the other tree}\" \
+      stage treeab "PYTHONPATH='$BASE_PYTHONPATH' bash tools/gpu/tree_ab.sh \${AB_TREE:?AB_TREE: the other tree(s)} \
         \${AB_ROUNDS:-2}" ;;
     bwdab|bwdabdecay|bwdabbench)
                  # A/B of the vector-gate backward's switches (on by default): the grads'
