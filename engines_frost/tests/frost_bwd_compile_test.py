@@ -17,6 +17,7 @@ from frost_cubin_report import FAMILIES as FAMILY  # noqa: E402
 from frost_cubin_report import bwd_config_for as _cfg  # noqa: E402
 
 from cudnn.linear_attention.frost.kernels.bwd_compile import compile_bwd  # noqa: E402
+from cudnn.linear_attention.frost.kernels.fwd_v1 import CHUNK  # noqa: E402
 
 
 CASES = [("gdn", "states", {}), ("gdn", "chain", {}), ("gdn", "grads", {}),
@@ -215,11 +216,13 @@ def test_vector_grads_compile_with_wide_loads(family, kw):
 
 @pytest.mark.parametrize("dims", [(128, 128), (128, 64), (64, 128), (64, 64)])
 def test_wgmma_grads_plan(dims):
-    """GDN's wgmma grads kernel: dO, U, dR are unpadded SW128 [C, V] tiles and S, dS [V, K]
-    tiles whose swizzle atom is one channel half wide (SW128 at K = 128, SW64 at K = 64),
-    every tensor of the default plan is there once, it fits in less shared memory than the
-    default's, and the dq/dk staging region (dO, U, dZp, dZm, consecutive) holds both
-    padded tiles (out_bits 16) as the default's does; vector gates refuse it."""
+    """GDN's wgmma grads kernel: dO, U, dR are unpadded SW128 [C, V] tiles, the score
+    tiles dZp, dZm SW128 [C, C] tiles (the adjoints' A operands), and S, dS [V, K] and the
+    q-hat / k-hat / kb row tiles [C, K] tiles whose swizzle atom is one channel half wide
+    (SW128 at K = 128, SW64 at K = 64: the B operands), every tensor of the default plan is
+    there once, it fits in less shared memory than the default's, and the dq/dk staging
+    region (dO, U, dZp, dZm, consecutive) holds both padded tiles (out_bits 16) as the
+    default's does; vector gates refuse it."""
     from cudnn.linear_attention.frost.kernels import bwd_grads, bwd_grads_wgmma as gw
     from cudnn.linear_attention.frost.kernels.fwd_v1 import SMEM_LIMIT, SW64, SW128, SWIZZLED, smem_bytes
 
@@ -230,7 +233,9 @@ def test_wgmma_grads_plan(dims):
     swizzled = {name: (shape, stride) for name, _, shape, stride in plan if stride in SWIZZLED}
     sw_b = SW128 if K == 128 else SW64
     assert swizzled == {"do": ((64, V), SW128), "u": ((64, V), SW128), "dr": ((64, V), SW128),
-                        "sf": ((V, K), sw_b), "dsf": ((V, K), sw_b)}
+                        "dzp": ((64, 64), SW128), "dzm": ((64, 64), SW128),
+                        "sf": ((V, K), sw_b), "dsf": ((V, K), sw_b),
+                        "qr": ((64, K), sw_b), "kr": ((64, K), sw_b), "kbr": ((64, K), sw_b)}
     assert [name for name, _, _, _ in plan][:len(gw.STAGED)] == list(gw.STAGED)
     assert sorted(name for name, _, _, _ in plan if name != "tail") == sorted(base)
     assert {name: shape for name, _, shape, _ in plan if name != "tail"} == base
@@ -324,13 +329,16 @@ def test_vector_wgmma_grads_compiles_through_the_engine_entry(family, kw):
 
 @pytest.mark.parametrize("family, K", [("gdn", 128), ("gdn", 64), ("kda", 128), ("gdn2", 64)])
 def test_wgmma_grads_descriptors(family, K, tmp_path):
-    """The PTX of the wgmma grads kernel: 3 V / 16 wgmma m64n(K/2)k16 per item, A K-major
-    (imm-trans-a 0), B transposed (imm-trans-b 1: the MN-major S / dS channel halves), and
-    the descriptors' constant fields as the swizzled tiles need them: A SW128 with stride
-    byte offset 1024 (8 rows of 128 B), B SW128 / SBO 1024 at K = 128 and SW64 / SBO 512 at
-    K = 64 (8 value rows of one channel half). A layout that CuTe could not describe, or
-    one described with another swizzle, changes these. The vector-gate kernel
-    (FrostBwdGradsVecWgmma) issues the same products from its own plan: the same PTX."""
+    """The PTX of the wgmma grads kernel: 3 V / 16 wgmma m64n(K/2)k16 per item for the
+    state products, A K-major (imm-trans-a 0), B transposed (imm-trans-b 1: the MN-major
+    S / dS channel halves); GDN's then the score adjoints, 2 C / 16 with the score tiles
+    K-major (dZp k-hat, dZm k-hat) and 2 C / 16 with them transposed (imm-trans-a 1:
+    dZp^T q-hat, dZm^T kb), B the row tiles' channel halves, MN-major; and the descriptors'
+    constant fields as the swizzled tiles need them: A SW128 with stride byte offset 1024
+    (8 rows of 128 B), B SW128 / SBO 1024 at K = 128 and SW64 / SBO 512 at K = 64 (8 value
+    rows of one channel half). A layout that CuTe could not describe, or one described with
+    another swizzle, changes these. The vector-gate kernel (FrostBwdGradsVecWgmma) issues
+    the same state products from its own plan, and its adjoints on mma.sync."""
     import dataclasses
     import glob
     import re
@@ -348,7 +356,9 @@ def test_wgmma_grads_descriptors(family, K, tmp_path):
     text = open(ptx).read()
     ops = re.findall(r"wgmma\.mma_async\.sync\.aligned\.(m64n\d+k16)\.f32\.bf16\.bf16 \{[^}]*\}, "
                      r"%rd\d+, %rd\d+, p, (\d), +(\d), (\d), (\d);", text)
-    assert ops == [(f"m64n{K // 2}k16", "1", "1", "0", "1")] * (3 * V // 16), ops
+    n = f"m64n{K // 2}k16"
+    adjoints = [(n, "1", "1", "0", "1")] * (2 * CHUNK // 16) + [(n, "1", "1", "1", "1")] * (2 * CHUNK // 16)
+    assert ops == [(n, "1", "1", "0", "1")] * (3 * V // 16) + (adjoints if family == "gdn" else []), ops
     sw = {128: 1, 64: 2}  # the descriptor's layout type (bits 62-63): 128- and 64-byte swizzle
     a_fields = (sw[128] << 62) | ((1024 >> 4) << 32) | (1 << 16)   # LBO 1 (unused for SW K-major)
     b_hi = (sw[K] << 30) | ((K // 2 * 2 * 8) >> 4)                 # high word: layout type, SBO

@@ -71,11 +71,13 @@ WGMMA_B = ("sf", "dsf")
 #: A operands dZp, dZm are SW128 [C, C] tiles, read K-major and, transposed, MN-major)
 ADJOINT_B = ("qr", "kr", "kbr")
 #: the dq/dk staging's region, consecutive from dO on (as in bwd_grads.STAGED); "tail" is
-#: room for it alone: without the default plan's row padding in dO and U the region would
-#: be 32 bytes short of two padded tiles at (K, V) = (128, 64) for 16-bit dq/dk and at
-#: K = V = 64 for fp32 ones, where the default plan stages both at once
+#: room for it alone: without the default plan's row padding in dO, U, dZp and dZm (all
+#: swizzled tiles here) the region would be exactly 2,048 bytes short of two padded tiles
+#: (2 x 64 x 272 bytes) at (K, V) = (128, 64) for 16-bit dq/dk and at K = V = 64 for fp32
+#: ones, where the default plan stages both at once; the tail's two 1,024-byte units keep
+#: the swizzled tiles after it aligned
 STAGED = ("do", "u", "dzp", "dzm", "tail")
-TAIL_BYTES = 1024
+TAIL_BYTES = 2048
 
 
 def b_swizzle(K: int) -> str:
