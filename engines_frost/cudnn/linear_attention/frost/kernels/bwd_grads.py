@@ -511,6 +511,7 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
         K, C = c.K, CHUNK
         hq, hk, _, h = heads
         vr = K // VEC
+        fetched = Int32(0) if fetched is None else fetched  # 0: the compiler drops the s.gnext / s.bnext reads
         if cutlass.const_expr(c.use_l2norm and self.norms_in_stage_load):
             pass  # stage_load computes and stores them
         elif cutlass.const_expr(c.use_l2norm):
@@ -539,30 +540,23 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
                 rb = tid - 64
                 bt = Float32(0.0)  # GDN-2: its b is per channel (stage B's bst)
                 if cutlass.const_expr(not c.beta_per_channel):
-                    if cutlass.const_expr(fetched is None):
-                        if t0 + rb < eos:
-                            bt = mb[t0 + rb, h, 0]
-                    else:
-                        if fetched != 0:
-                            cute.arch.cp_async_wait_group(2)
-                            bt = s.bnext[rb]
-                        elif t0 + rb < eos:
-                            bt = mb[t0 + rb, h, 0]
+                    if fetched != 0:
+                        cute.arch.cp_async_wait_group(2)
+                        bt = s.bnext[rb]
+                    elif t0 + rb < eos:
+                        bt = mb[t0 + rb, h, 0]
                 s_beta[rb] = bt
         if cutlass.const_expr(c.gate_per_channel):
             pass  # per-channel gates: the vector kernel loads and scans them
         elif tid < 32:
             ga = Float32(0.0)
             gb = Float32(0.0)
-            if cutlass.const_expr(fetched is None):
-                ga, gb = self.gate_pair(mg, h, t0, eos, tid)
+            if fetched != 0:
+                cute.arch.cp_async_wait_group(2)
+                ga = s.gnext[2 * tid]
+                gb = s.gnext[2 * tid + 1]
             else:
-                if fetched != 0:
-                    cute.arch.cp_async_wait_group(2)
-                    ga = s.gnext[2 * tid]
-                    gb = s.gnext[2 * tid + 1]
-                else:
-                    ga, gb = self.gate_pair(mg, h, t0, eos, tid)
+                ga, gb = self.gate_pair(mg, h, t0, eos, tid)
             lo, hi = self.gate_scan_pair(ga, gb, tid)
             s_g[2 * tid] = lo
             s_g[2 * tid + 1] = hi
