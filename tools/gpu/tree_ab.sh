@@ -10,11 +10,14 @@
 # OTHER_TREE: another commit's files, made on the build host with
 #   mkdir .base && git archive REV | tar -x -C .base
 # and carried to the GPU machine with the checkout (.base is git-ignored there by choice).
+# A tree may carry environment settings: TREE::VAR=VALUE[::VAR=VALUE...] runs TREE's
+# commands with those variables set, so `tree_ab.sh .::FROST_BWD_VEC_BULK=0` times this
+# checkout against itself with a switch off.
 # ROUNDS (default 2): a last argument of digits only.
 # Per round and tree: the backward smoke's kernel times (tests/numerics/la_frost_bwd_smoke.py
 # --only plain: its TIME lines, the bench shape) for each of AB_SMOKE_FAMILIES (default
-# "gdn"; empty: none), then the bench's rows (AB_CASES, default "fwd+bwd"; AB_IMPL, default
-# "op FROST"; AB_REPS, default 20). Every kernel the trees launch is compiled in a warm-up
+# "gdn"; empty: none), then the bench's rows (AB_CASES, default "fwd+bwd", several cases
+# separated by ";", one bench run each; AB_IMPL, default "op FROST"; AB_REPS, default 20). Every kernel the trees launch is compiled in a warm-up
 # pass first: a timing taken while other kernels compile is not comparable. With AB_CHECK=1
 # the warm-up smoke runs every case of each family instead of the plain one (each tree's
 # gradients against float64 on every path; its SUMMARY and FAIL lines are printed), so one
@@ -29,50 +32,61 @@ if [ ${#args[@]} -gt 1 ] && [[ ${args[-1]} =~ ^[0-9]+$ ]]; then
 fi
 [ ${#args[@]} -ge 1 ] || { echo "usage: tree_ab.sh OTHER_TREE [OTHER_TREE...] [ROUNDS]"; exit 2; }
 trees=("$PWD")
+envs=("")
 for t in "${args[@]}"; do
-  trees+=("$(cd "$t" && pwd)") || exit 2
+  path=${t%%::*}
+  settings=""
+  [ "$path" != "$t" ] && settings=${t#*::}
+  trees+=("$(cd "$path" && pwd)") || exit 2
+  envs+=("${settings//::/ }")
 done
 kept=${PYTHONPATH:-}
 families=${AB_SMOKE_FAMILIES-gdn}
 labels=(A B C D E F G H)
+IFS=';' read -r -a cases <<< "${AB_CASES:-fwd+bwd}"
 
-run_in() {  # run_in TREE CMD...: CMD from TREE with that tree's sources on PYTHONPATH
-  local tree=$1
+run_in() {  # run_in I CMD...: CMD from tree I with its sources on PYTHONPATH and its settings
+  local tree=${trees[$1]}
+  local -a settings
+  read -r -a settings <<< "${envs[$1]}"
   shift
-  (cd "$tree" && PYTHONPATH="/tmp/site:$(python3 tools/pythonpath.py):$tree/bench${kept:+:$kept}" "$@")
+  (cd "$tree" && env "${settings[@]}" PYTHONPATH="/tmp/site:$(python3 tools/pythonpath.py):$tree/bench${kept:+:$kept}" "$@")
 }
-smoke() {  # smoke TREE FAMILY [ARGS...]
+smoke() {  # smoke I FAMILY [ARGS...]
   run_in "$1" python3 tests/numerics/la_frost_bwd_smoke.py --family "$2" --jobs "$(nproc)" "${@:3}"
 }
-bench() {  # bench TREE REPS
-  run_in "$1" python3 bench/bench_linear_attention.py --cases "${AB_CASES:-fwd+bwd}" --impl "${AB_IMPL:-op FROST}" \
-    --reps "$2"
+bench() {  # bench I REPS: each of AB_CASES
+  local c
+  for c in "${cases[@]}"; do
+    run_in "$1" python3 bench/bench_linear_attention.py --cases "$c" --impl "${AB_IMPL:-op FROST}" --reps "$2" || return 1
+  done
+}
+label() {  # label I: the tree and its settings
+  echo "${trees[$1]}${envs[$1]:+ (${envs[$1]})}"
 }
 
 status=0
 for i in "${!trees[@]}"; do
-  tree=${trees[$i]}
   for f in $families; do
     if [ "${AB_CHECK:-0}" = 1 ]; then
-      echo "== check ${labels[$i]} $f: $tree"
-      out=$(smoke "$tree" "$f" --no-time 2>&1)
+      echo "== check ${labels[$i]} $f: $(label "$i")"
+      out=$(smoke "$i" "$f" --no-time 2>&1)
       rc=$?
       grep -E "^SUMMARY|FAIL" <<< "$out"
-      [ $rc = 0 ] || { status=1; echo "check failed: $tree $f (exit $rc)"; }
+      [ $rc = 0 ] || { status=1; echo "check failed: $(label "$i") $f (exit $rc)"; }
     else
-      smoke "$tree" "$f" --only plain --no-time > /dev/null 2>&1 || echo "warm-up smoke failed: $tree $f"
+      smoke "$i" "$f" --only plain --no-time > /dev/null 2>&1 || echo "warm-up smoke failed: $(label "$i") $f"
     fi
   done
-  bench "$tree" 2 > /dev/null 2>&1 || echo "warm-up bench failed: $tree"
+  bench "$i" 2 > /dev/null 2>&1 || echo "warm-up bench failed: $(label "$i")"
 done
 for r in $(seq "$rounds"); do
   for i in "${!trees[@]}"; do
-    tree=${trees[$i]}
-    echo "== round $r, ${labels[$i]}: $tree"
+    echo "== round $r, ${labels[$i]}: $(label "$i")"
     for f in $families; do
-      smoke "$tree" "$f" --only plain 2>&1 | grep -E "^TIME|^SUMMARY|FAIL" || status=1
+      smoke "$i" "$f" --only plain 2>&1 | grep -E "^TIME|^SUMMARY|FAIL" || status=1
     done
-    bench "$tree" "${AB_REPS:-20}" 2>&1 | grep -E "^\| [A-Z]" || status=1
+    bench "$i" "${AB_REPS:-20}" 2>&1 | grep -E "^\| [A-Z]" || status=1
   done
 done
 exit $status

@@ -3,7 +3,8 @@ order A B A B (A B C A B C with three), each tree's commands run from that tree 
 own sources first on PYTHONPATH (the caller's entries kept after them), only the smoke's
 TIME / SUMMARY lines and the bench's table rows kept, a trailing number taken as the
 rounds, AB_CHECK=1's warm-up running every smoke case and failing the script on a failed
-check, and a failing measurement fails the script."""
+check, a failing measurement failing the script, a tree's TREE::VAR=VALUE settings in
+its commands' environment only, and AB_CASES' cases (";"-separated) one bench run each."""
 from __future__ import annotations
 
 import os
@@ -34,7 +35,8 @@ BENCH = """import os, sys
 tree = os.path.basename(os.getcwd())
 reps = sys.argv[sys.argv.index("--reps") + 1]
 with open(os.environ["AB_LOG"], "a") as log:
-    log.write(f"bench {tree} {reps}\\n")
+    cases = sys.argv[sys.argv.index("--cases") + 1]
+    log.write(f"bench {tree} {reps} {os.environ.get('AB_STUB_FLAG', '-')} {cases}\\n")
 if os.environ.get("AB_FAIL_BENCH") == tree:
     sys.exit(1)
 print("GPU: stub")
@@ -118,6 +120,28 @@ def test_check_runs_every_case_and_a_failed_check_fails_the_script(tmp_path):
     out, _, _, b = _run(tmp_path / "again", AB_CHECK="1", AB_FAIL_SMOKE="b")
     assert out.returncode == 1
     assert "FAIL gdn plain dq 0.5" in out.stdout and f"check failed: {b} gdn (exit 1)" in out.stdout
+
+
+def test_settings_reach_only_their_trees_commands(tmp_path):
+    a = _tree(tmp_path, "a")
+    log = tmp_path / "log"
+    env = dict(os.environ, AB_LOG=str(log), PYTHONPATH="/kit", PATH=f"{Path(sys.executable).parent}:"
+               f"{os.environ['PATH']}", AB_SMOKE_FAMILIES="")
+    env.pop("AB_STUB_FLAG", None)
+    out = subprocess.run(["bash", str(SCRIPT), ".::AB_STUB_FLAG=off::OTHER=1", "1"], cwd=a, env=env,
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert [line.split()[:4] for line in log.read_text().splitlines()] == [
+        ["bench", "a", "2", "-"], ["bench", "a", "2", "off"], ["bench", "a", "20", "-"], ["bench", "a", "20", "off"]]
+    heads = [line for line in out.stdout.splitlines() if line.startswith("==")]
+    assert heads == [f"== round 1, A: {a}", f"== round 1, B: {a} (AB_STUB_FLAG=off OTHER=1)"]
+
+
+def test_several_cases_run_one_bench_each(tmp_path):
+    out, log, _, _ = _run(tmp_path, rounds=("1",), AB_SMOKE_FAMILIES="", AB_CASES="KDA fwd+bwd;GDN-2 fwd+bwd")
+    assert out.returncode == 0, out.stderr
+    timed = [line.split(" ", 4)[4] for line in log if line.startswith("bench a 20")]
+    assert timed == ["KDA fwd+bwd", "GDN-2 fwd+bwd"]
 
 
 if __name__ == "__main__":
