@@ -130,7 +130,8 @@
 #              --no-checkpoints in FROST_BWD_SMOKE_ARGS skips both paths in the smoke,
 #              --no-values only the v1.3 one
 #   treeab     this checkout against the tree(s) in AB_TREE (other commits' files, space-
-#              separated: mkdir .base && git archive REV | tar -x -C .base on the build host),
+#              separated: mkdir .base && git archive REV | tar -x -C .base on the build host;
+#              TREE::VAR=VALUE adds settings, .::VAR=VALUE is this checkout with them),
 #              alternating A B (C ...) for AB_ROUNDS rounds (default 2): the backward smoke's
 #              kernel times and the bench's op rows (tools/gpu/tree_ab.sh: AB_SMOKE_FAMILIES,
 #              AB_CASES, AB_IMPL, AB_REPS; AB_CHECK=1 checks every tree against float64 first)
