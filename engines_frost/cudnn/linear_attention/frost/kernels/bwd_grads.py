@@ -299,9 +299,9 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
 
         def next_state_copies():  # issued by stage_adjoints where they overlap it best
             self.issue_next_state(s, mq, mk, mg, mb, mckpt, mdckpt, mdo, mu, mdr, mv, nxt_at, ahead, tid)
-        self.stage_adjoints(s, acc_q, acc_kb, acc_k, crd, heads, t0, eos, scale, thr, lane, wid, bi, hc,
-                            next_state_copies)
-        self.write_qk(s, mdq, mdk, acc_q, acc_kb, acc_k, crd, heads, t0, eos, bi, hc)
+        frags = self.stage_adjoints(s, acc_q, acc_kb, acc_k, crd, heads, t0, eos, scale, thr, lane, wid, bi, hc,
+                                    next_state_copies)
+        self.write_qk(s, mdq, mdk, acc_q, acc_kb, acc_k, crd, heads, t0, eos, bi, hc, frags)
         cute.arch.sync_threads()  # dO, U (the dq/dk staging) are dead
         if ahead != 0:
             self.issue_next(s, mckpt, mdckpt, mdo, mu, mdr, mv, nxt_at, tid, "front")
@@ -806,7 +806,8 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
         """The state products scaled by their decays, plus the score adjoints, into dq^,
         dkb, dk^_dir; the row sums and the KD partial per warp; a barrier. between (traced
         inline when given: the next item's S and dS copies) runs where adjoint_products
-        puts it."""
+        puts it. Returns row_fragments' tuple (None: the rows are read from shared memory),
+        which write_qk's L2-norm adjoint takes instead of loading it again."""
         s_ea = s.ea
         s_ekd = s.ekd
         s_part = s.part
@@ -829,6 +830,7 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
         if lane == 0:
             s_part[0, wid] = kd_sum
         cute.arch.sync_threads()
+        return frags
 
     @cute.jit
     def adjoint_products(self, s, acc_q, acc_kb, acc_k, thr, lane, wid, bi, hc, between=None):
@@ -991,7 +993,7 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
         return dqh, dkh
 
     @cute.jit
-    def write_qk(self, s, mdq, mdk, acc_q, acc_kb, acc_k, crd, heads, t0, eos, bi, hc):
+    def write_qk(self, s, mdq, mdk, acc_q, acc_kb, acc_k, crd, heads, t0, eos, bi, hc, frags=None):
         """dq, dk of this warp's tile. Staged (staging() gives room for at least one [C, K]
         tile): the CTA writes its tiles into shared memory, then every thread stores 16-byte
         row slices (v1.2 stored each element, 2 bytes at a time, with the pointer reloaded
@@ -1007,7 +1009,7 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
         tiles = staging_tiles(K, mdq.element_type.width, room[1])
         rows = None  # q-hat and k-hat of the tile for the L2-norm adjoint (row_fragments)
         if cutlass.const_expr(c.use_l2norm):
-            rows = self.row_fragments(s, bi, hc, cute.arch.lane_idx())
+            rows = frags if cutlass.const_expr(frags is not None) else self.row_fragments(s, bi, hc, cute.arch.lane_idx())
         if cutlass.const_expr(tiles == 0):
             for e in cutlass.range_constexpr(cute.size(acc_q)):
                 t = bi * SUB + crd[e][0]
