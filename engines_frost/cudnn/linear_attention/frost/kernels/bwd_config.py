@@ -119,7 +119,7 @@ class FrostBwdConfig:
     # rows, S and dS, completing on one mbarrier) instead of ~40 16-byte cp.async per
     # thread: the load phase waited on its instruction queue (NOTES_bwd.md "Vector-gate
     # grads: the load phase by bulk copies"). Same bytes, same values. The launcher sets it
-    # unless FROST_BWD_VEC_BULK=0 (bwd.py).
+    # for GDN-2 unless FROST_BWD_VEC_BULK=0, for KDA only with =1 (slower there; bwd.py).
     vec_bulk_copies: bool = False
     # The grads kernel runs its three state products (dO S^T, dR S^T, U dS^T) on warpgroup
     # MMA, both operands from swizzled shared tiles, while the warps compute the score
