@@ -312,17 +312,20 @@ def test_chain_variant_comes_from_the_environment(family, monkeypatch):
 
 @pytest.mark.parametrize("family", ["gdn", "kda", "gdn2"])
 @pytest.mark.parametrize("variable, field", [("FROST_BWD_VEC_DECAY", "vec_fast_decay"),
-                                             ("FROST_BWD_VEC_WIDE", "vec_wide_loads")])
+                                             ("FROST_BWD_VEC_WIDE", "vec_wide_loads"),
+                                             ("FROST_BWD_VEC_BULK", "vec_bulk_copies")])
 def test_vector_grads_switches(family, variable, field, monkeypatch):
-    """FROST_BWD_VEC_DECAY and FROST_BWD_VEC_WIDE (on unless 0, read on every checked call)
+    """FROST_BWD_VEC_DECAY, FROST_BWD_VEC_WIDE and FROST_BWD_VEC_BULK (on unless 0, the
+    bulk copies for GDN-2 only unless 1; read on every checked call)
     set their config field for vector gates only, and with_stage keeps it for the grads
     kernel alone; a value other than 0 or 1 is a ValueError naming the variable."""
     from cudnn.linear_attention.frost.kernels import bwd
 
-    assert variable in (bwd.VEC_DECAY_ENV, bwd.VEC_WIDE_ENV)
+    assert variable in (bwd.VEC_DECAY_ENV, bwd.VEC_WIDE_ENV, bwd.VEC_BULK_ENV)
     monkeypatch.delenv(variable, raising=False)
     default, _, _ = _check(_operands(family=family), family)
-    assert getattr(default, field) == (family != "gdn")
+    # the bulk copies are GDN-2's by default (slower for KDA: NOTES_bwd.md)
+    assert getattr(default, field) == (family == "gdn2" if field == "vec_bulk_copies" else family != "gdn")
     monkeypatch.setenv(variable, "0")
     off, _, _ = _check(_operands(family=family), family)
     monkeypatch.setenv(variable, "1")

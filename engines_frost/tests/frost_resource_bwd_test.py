@@ -495,5 +495,46 @@ def test_vector_gate_grads_operand_prefetch(case):
     assert len(narrow) == (0 if per_beta else 1), narrow
 
 
+@pytest.mark.parametrize("case", tiered(  # core: KDA's and GDN-2's bench configs
+    [("kda", 128, 128, "bfloat16", True), ("gdn2", 128, 128, "bfloat16", True), ("gdn2", 128, 64, "float16", False),
+     ("kda", 64, 64, "bfloat16", False)], [0, 1],
+    ids=lambda c: f"{c[0]}-K{c[1]}V{c[2]}-{c[3]}-align16{int(c[4])}"))
+def test_vector_gate_grads_bulk_copies(case):
+    """vec_bulk_copies: the load phase's rows by cp.async.bulk (UBLKCP), each warp's elected
+    lane issuing its run of rows from uniform registers: no per-lane waterfall (ELECT /
+    R2UR / BRA.U.ANY around each copy) and no 16-byte cp.async left; the remaining LDGSTS
+    are KDA's 4-byte beta and, without 16-byte aligned gate rows, their cp.async. No local
+    memory or stack, at most 255 registers, and fewer than the cp.async build's."""
+    from cudnn.linear_attention.frost.kernels.bwd_config import FrostBwdConfig
+    from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
+
+    family, K, V, io, align = case
+    per_beta = family == "gdn2"
+    f = FrostFwdConfig(io, None, 4, 4, 4, K, V, True, per_beta, per_beta, True, False, False, gate_align16=align)
+    plain = FrostBwdConfig(f, "grads", None, None, vec_wide_loads=True, vec_fast_decay=True)
+    usages, codes = [], []
+    for cfg in (plain, dataclasses.replace(plain, vec_bulk_copies=True)):
+        with tempfile.TemporaryDirectory() as tmp:
+            cubin = report.compile_bwd_cubin(cfg, tmp)
+            usages.append(report.resource_usage(cubin))
+            if report.tool("NVDISASM", "nvdisasm") is not None:
+                codes.append(report.sass_instructions(cubin))
+    print(f"{family} grads K={K} V={V} {io} align16={align}: cp.async {usages[0]}, bulk {usages[1]}")
+    bulk = usages[1]
+    assert bulk["LOCAL"] == 0 and bulk["STACK"] == 0 and bulk["REG"] <= 255, bulk
+    assert bulk["REG"] < usages[0]["REG"], usages
+    if not codes:
+        pytest.skip("nvdisasm not found: resources checked, instructions not")
+    sass = codes[1]
+    copies = [i for i, ins in enumerate(sass) if ins.startswith("UBLKCP")]
+    assert copies, "no bulk copy in the SASS"
+    waterfall = [i for i in copies if any("BRA.U.ANY" in ins for ins in sass[i:i + 3])]
+    assert not waterfall, [sass[i:i + 3] for i in waterfall[:2]]
+    ldgsts = [ins for ins in sass if ins.startswith("LDGSTS")]
+    assert not [ins for ins in ldgsts if ".128" in ins], ldgsts[:4]
+    if align:
+        assert len(ldgsts) == (0 if per_beta else 1), ldgsts
+
+
 if __name__ == "__main__":
     raise SystemExit(pytest.main([__file__, "-q"]))

@@ -35,7 +35,12 @@ VEC_WIDE_ENV = "FROST_BWD_VEC_WIDE"
 # grads"; with the vector wgmma chain KDA fwd+bwd -5 % on the H200, the gradients within
 # the float64 bound); FROST_BWD_VEC_DECAY=0 selects the separate exponent and conversions.
 VEC_DECAY_ENV = "FROST_BWD_VEC_DECAY"
-# Both are read on every checked backward call (a cached call's launch lane keeps the
+# The vector-gate grads kernel's load phase by bulk copies (FrostBwdConfig.vec_bulk_copies,
+# NOTES_bwd.md "Vector-gate grads: the load phase by bulk copies"): on by default for
+# GDN-2 (fwd+bwd -0.03 to -0.05 ms on an H100), off for KDA (+0.065 ms there);
+# FROST_BWD_VEC_BULK=0 / 1 turns it off / on for both.
+VEC_BULK_ENV = "FROST_BWD_VEC_BULK"
+# All three are read on every checked backward call (a cached call's launch lane keeps the
 # kernels of its first), 0 or 1 (common.switches.binary_switch: other values are a
 # ValueError naming the variable).
 # FROST_BWD_CHAIN=pipelined selects the chain kernel that runs the next chunk's prep beside
@@ -264,6 +269,7 @@ def check_bwd_operands(*, q, k, v, g, beta, w, cu_seqlens, dO, initial_state, d_
         checkpoints=with_checkpoints, forward_values=with_values, grads_ctas=_sm_count(device),
         vec_wide_loads=binary_switch(VEC_WIDE_ENV, default=True) and f.gate_per_channel,
         vec_fast_decay=binary_switch(VEC_DECAY_ENV, default=True) and f.gate_per_channel,
+        vec_bulk_copies=binary_switch(VEC_BULK_ENV, default=f.beta_per_channel) and f.gate_per_channel,
         chain_pipeline=variant == "pipelined" and not f.gate_per_channel,
         chain_wgmma=variant in ("wgmma", "wgmma_async", "wgmma_scaled", "wgmma_ws") + wy,
         chain_async=variant in ("wgmma_async", "wgmma_scaled", "wgmma_ws") + wy,

@@ -114,6 +114,13 @@ class FrostBwdConfig:
     # exponent rounds differently (frost_bwd_precision models it). The launcher sets it
     # unless FROST_BWD_VEC_DECAY=0 (bwd.py).
     vec_fast_decay: bool = False
+    # The vector-gate grads kernel (per-chunk, mma.sync products) fills its load phase with
+    # 1D bulk copies (cp.async.bulk, one instruction per row of dO, U, dR, v, w, the gate
+    # rows, S and dS, completing on one mbarrier) instead of ~40 16-byte cp.async per
+    # thread: the load phase waited on its instruction queue (NOTES_bwd.md "Vector-gate
+    # grads: the load phase by bulk copies"). Same bytes, same values. The launcher sets it
+    # for GDN-2 unless FROST_BWD_VEC_BULK=0, for KDA only with =1 (slower there; bwd.py).
+    vec_bulk_copies: bool = False
     # The grads kernel runs its three state products (dO S^T, dR S^T, U dS^T) on warpgroup
     # MMA, both operands from swizzled shared tiles, while the warps compute the score
     # tiles (scalar gates: bwd_grads_wgmma.py, NOTES_bwd.md v1.8; vector gates:
@@ -166,6 +173,8 @@ class FrostBwdConfig:
             bad("vec_wide_loads", "a bool")
         if not isinstance(self.vec_fast_decay, bool):
             bad("vec_fast_decay", "a bool")
+        if not isinstance(self.vec_bulk_copies, bool):
+            bad("vec_bulk_copies", "a bool")
         if self.chain_pipeline and self.fwd.gate_per_channel:
             bad("chain_pipeline", "False for vector gates (no room for a second operand set: NOTES_bwd.md v1.6)")
         if not isinstance(self.chain_wgmma, bool):
@@ -219,20 +228,22 @@ class FrostBwdConfig:
         (forward_values stays: it makes chain zero the uncovered gradient rows); grads
         reads U from wherever it comes, so forward_values is off there. chain_pipeline,
         chain_wgmma and chain_async only change the chain kernel: off for every other stage;
-        vec_wide_loads and vec_fast_decay only the vector-gate grads kernel, grads_wgmma and
+        vec_wide_loads, vec_fast_decay and vec_bulk_copies only the vector-gate grads kernel
+        (vec_bulk_copies only its mma.sync class), grads_wgmma and
         grads_prefetch only the grads kernels."""
         persistent = stage == "grads" and not self.fwd.gate_per_channel
         ctas = self.grads_ctas if persistent else DEFAULT_GRADS_CTAS
         wide = self.vec_wide_loads and stage == "grads" and self.fwd.gate_per_channel
         gwg = self.grads_wgmma and stage == "grads"
         fast = self.vec_fast_decay and stage == "grads" and self.fwd.gate_per_channel
+        bulk = self.vec_bulk_copies and stage == "grads" and self.fwd.gate_per_channel and not self.grads_wgmma
         pf = self.grads_prefetch and stage == "grads"
         # fwd.pipelined picks the recompute path's states kernel (the forward's), never a
         # backward kernel: off, so long and short batches share those
         unpiped = dataclasses.replace(self.fwd, pipelined=False)
         if stage == "chain":
             return dataclasses.replace(self, fwd=unpiped, stage=stage, checkpoints=False, grads_ctas=ctas,
-                                       vec_wide_loads=wide, vec_fast_decay=fast, grads_wgmma=gwg,
+                                       vec_wide_loads=wide, vec_fast_decay=fast, vec_bulk_copies=bulk, grads_wgmma=gwg,
                                        grads_prefetch=pf)
         if stage == "states":
             return dataclasses.replace(self, fwd=unpiped, stage=stage, dht_dtype=None, grads_ctas=ctas,
@@ -240,7 +251,7 @@ class FrostBwdConfig:
                                        chain_async=False, chain_scaled=False, chain_ws=False,
                                        chain_ws_regs=(), chain_wy=False, chain_ws4=False,
                                        chain_a_in_chain=False, chain_raw_rows=False, vec_wide_loads=wide,
-                                       vec_fast_decay=fast,
+                                       vec_fast_decay=fast, vec_bulk_copies=bulk,
                                        grads_wgmma=gwg, grads_prefetch=pf)
         fwd = dataclasses.replace(unpiped, has_initial_state=False, state_dtype=None)
         return dataclasses.replace(self, fwd=fwd, stage=stage, dht_dtype=None, dh0_dtype=None,
@@ -249,7 +260,7 @@ class FrostBwdConfig:
                                    chain_ws=False, chain_ws_regs=(), chain_wy=False, chain_ws4=False,
                                    chain_a_in_chain=False, chain_raw_rows=False,
                                    vec_wide_loads=wide,
-                                   vec_fast_decay=fast, grads_wgmma=gwg, grads_prefetch=pf)
+                                   vec_fast_decay=fast, vec_bulk_copies=bulk, grads_wgmma=gwg, grads_prefetch=pf)
 
     @property
     def stages(self) -> tuple[str, ...]:

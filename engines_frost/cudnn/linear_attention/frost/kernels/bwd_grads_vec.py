@@ -38,6 +38,7 @@ import cutlass
 import cutlass.cute as cute
 from cutlass import BFloat16, Float32, Int32
 from cutlass.cute.nvgpu import cpasync, warpgroup
+from cutlass.experimental.primitives import cp_async_bulk_shared_cluster_global as bulk_copy
 
 from cudnn.linear_attention.frost.kernels.bwd_config import FrostBwdConfig
 from cudnn.linear_attention.frost.kernels.bwd_grads import ROW_SUMS, THREADS, WARPS, FrostBwdGrads, _tv
@@ -62,7 +63,7 @@ from cudnn.linear_attention.frost.kernels.fwd_v1 import (
     warp_mma,
 )
 
-_BYTES = {"bf16": 2, "f32": 4, "i32": 4}
+_BYTES = {"bf16": 2, "f32": 4, "i32": 4, "i64": 8}
 
 
 def _rows(name, r, cols, dtype="bf16", pad=PAD16):
@@ -101,6 +102,7 @@ def smem_regions(c: FrostFwdConfig, wgmma: bool = False):
         ("dgl", "f32", (NBLK, K), (K, 1)),   # per row block: sum_t KE_t (e^(G_last - G_e) dKD)_t
         ("sds", "f32", (K,), (1,)),          # e^G_last sum_v S dS per channel
         ("seq", "i32", (2,), (1,)),
+        ("mbar", "i64", (1,), (1,)),         # the bulk copies' mbarrier (vec_bulk_copies)
     ]
     return a, b, keep
 
@@ -212,6 +214,10 @@ class FrostBwdGradsVec(FrostBwdGrads):
         tid, _, _ = cute.arch.thread_idx()
         rho, h, _ = cute.arch.block_idx()
         s = allocate(c, self.wgmma_products)
+        if cutlass.const_expr(self.bcfg.vec_bulk_copies):
+            if tid == 0:  # visible to the copies' async proxy before the barrier below
+                cute.arch.mbarrier_init(s.mbar.iterator, 1)
+                cute.arch.mbarrier_init_fence()
         self.find_chunk(s, mcu, N, T, rho, tid)
         cute.arch.sync_threads()
         n = s.seq[0]
@@ -246,13 +252,96 @@ class FrostBwdGradsVec(FrostBwdGrads):
         GDN-2's w rows, the per-channel gate rows and KDA's scalar beta."""
         c = self.cfg
         h = heads[3]
-        self.issue_copies(s, mdo, mu, mdr, mv, mckpt, mdckpt, heads, rho, srow, t0, eos, tid)
-        if cutlass.const_expr(c.has_w):
-            a_io, _ = self.copy_atoms()
-            self.copy_rows_async(a_io, self.io_view(s.wr), mw, h, t0, eos, tid, self.io)
-        self.copy_gate_rows_async(mg, h, s.g, t0, eos, tid, THREADS)
+        if cutlass.const_expr(self.bcfg.vec_bulk_copies):
+            self.issue_bulk_copies(s, mdo, mu, mdr, mv, mw, mg, mckpt, mdckpt, heads, rho, srow, t0, eos, tid)
+        else:
+            self.issue_copies(s, mdo, mu, mdr, mv, mckpt, mdckpt, heads, rho, srow, t0, eos, tid)
+            if cutlass.const_expr(c.has_w):
+                a_io, _ = self.copy_atoms()
+                self.copy_rows_async(a_io, self.io_view(s.wr), mw, h, t0, eos, tid, self.io)
+        if cutlass.const_expr(not (self.bcfg.vec_bulk_copies and c.gate_align16)):
+            self.copy_gate_rows_async(mg, h, s.g, t0, eos, tid, THREADS)
         if cutlass.const_expr(not c.beta_per_channel):
             self.copy_beta_async(mb, h, s.beta, t0, eos, tid)
+
+    def bulk_jobs(self, s, mdo, mu, mdr, mv, mw, mg, mckpt, mdckpt, heads, rho, srow):
+        """The rows issue_bulk_copies copies, in job order: (shared [R, W] tile, global row
+        source, R, zero dtype or None). A source is (tensor, head, None) for the chunk's
+        token rows (rows past eos are zeroed instead: zero dtype given) or (tensor, head,
+        state row) for the R rows of a [V, K] state. Runs at trace time."""
+        c = self.cfg
+        _, _, hv, h = heads
+        C = CHUNK
+        jobs = [(self.do_io_view(s), (mdo, h, None), C, self.io), (s.u, (mu, h, None), C, BFloat16),
+                (s.dr, (mdr, h, None), C, BFloat16), (self.io_view(s.vr), (mv, hv, None), C, self.io)]
+        if cutlass.const_expr(c.has_w):
+            jobs.append((self.io_view(s.wr), (mw, h, None), C, self.io))
+        if cutlass.const_expr(c.gate_align16):
+            jobs.append((s.g, (mg, h, None), C, Float32))
+        jobs += [(s.sf, (mckpt, h, srow), c.V, None), (s.dsf, (mdckpt, h, rho), c.V, None)]
+        return jobs
+
+    @cute.jit
+    def issue_bulk_copies(self, s, mdo, mu, mdr, mv, mw, mg, mckpt, mdckpt, heads, rho, srow, t0, eos, tid):
+        """vec_bulk_copies: every row of bulk_jobs by one cp.async.bulk (the row's bytes in
+        one instruction) onto s.mbar. The jobs' rows, back to back, go to the warps in runs
+        of 32 (a job's rows are a multiple of 32: each run lies in one job): run i is warp
+        i mod WARPS's, whose elected lane issues its 32 copies (~72 per warp where every
+        thread issued ~40 16-byte cp.async; the address of a per-lane copy would have to be
+        made uniform lane by lane). Token rows past eos are zeroed instead, each by the
+        lane of its place in the run, with ordinary stores (visible after land_copies'
+        barrier). Thread 0 arms the mbarrier with the bytes of the whole set first."""
+        jobs = self.bulk_jobs(s, mdo, mu, mdr, mv, mw, mg, mckpt, mdckpt, heads, rho, srow)
+        C = CHUNK
+        rows = cutlass.min(eos - t0, C)  # the chunk's rows before the sequence end (>= 1)
+        if tid == 0:
+            tok = 0
+            fixed = 0
+            for dst, src, count, zero in jobs:
+                nbytes = cute.size(dst, mode=[1]) * dst.element_type.width // 8
+                if cutlass.const_expr(zero is None):
+                    fixed += count * nbytes
+                else:
+                    tok += nbytes
+            cute.arch.mbarrier_arrive_and_expect_tx(s.mbar.iterator, rows * tok + fixed)
+        wid = cute.arch.make_warp_uniform(cute.arch.warp_idx())
+        lane = cute.arch.lane_idx()
+        total = sum(job[2] for job in jobs)
+        for k in cutlass.range_constexpr(-(-total // THREADS)):
+            lo = 0
+            for dst, src, count, zero in jobs:
+                hi = lo + count
+                if cutlass.const_expr(lo < (k + 1) * THREADS and hi > k * THREADS):
+                    r0 = k * THREADS + wid * 32 - lo  # this warp's run in the job, if it is there
+                    if r0 >= 0 and r0 < count:
+                        self.bulk_run(s, dst, src, r0, zero, t0, eos, lane)
+                lo = hi
+
+    @cute.jit
+    def bulk_run(self, s, dst, src, r0, zero, t0, eos, lane):
+        """Rows r0 .. r0 + 31 of a bulk_jobs job: the elected lane's cp.async.bulk per row
+        (token rows: those before eos), then each lane zeroes its token row past eos."""
+        width = cute.size(dst, mode=[1])
+        nbytes = width * dst.element_type.width // 8
+        tensor, head, state_row = src
+        with cute.arch.elect_one():
+            for i in cutlass.range(32, unroll=4):
+                r = r0 + i
+                if cutlass.const_expr(zero is None):
+                    bulk_copy(dst[r, None].iterator, tensor[state_row, head, r, None].iterator, s.mbar.iterator,
+                              nbytes)
+                else:
+                    if t0 + r < eos:
+                        bulk_copy(dst[r, None].iterator, tensor[t0 + r, head, None].iterator, s.mbar.iterator,
+                                  nbytes)
+        if cutlass.const_expr(zero is not None):
+            r = r0 + lane
+            if t0 + r >= eos:
+                vec = 16 * 8 // dst.element_type.width
+                z = cute.make_rmem_tensor((vec,), zero)
+                z.fill(0.0)
+                for cv in cutlass.range_constexpr(width // vec):
+                    cute.autovec_copy(z, cute.local_tile(dst[r, None], (vec,), (cv,)))
 
     @cute.jit
     def copy_beta_async(self, mb, h, s_beta, t0, eos, tid):
@@ -292,8 +381,11 @@ class FrostBwdGradsVec(FrostBwdGrads):
 
     @cute.jit
     def land_copies(self, s, tid):
-        """The wait for issue_copies (dO converted to bf16 in place for an fp16 io)."""
+        """The wait for issue_copies (dO converted to bf16 in place for an fp16 io); with
+        vec_bulk_copies also for the bulk copies' mbarrier (phase 0: one item per CTA)."""
         cute.arch.cp_async_wait_group(0)
+        if cutlass.const_expr(self.bcfg.vec_bulk_copies):
+            cute.arch.mbarrier_wait(s.mbar.iterator, 0)
         if cutlass.const_expr(self.io is not BFloat16):
             self.convert_rows(s, tid)
 

@@ -44,7 +44,7 @@ from types import SimpleNamespace
 import cuda.bindings.driver as cuda
 import cutlass
 import cutlass.cute as cute
-from cutlass import BFloat16, Float32, Int32
+from cutlass import BFloat16, Float32, Int32, Int64
 from cutlass.cute.nvgpu import warp
 
 from cudnn.linear_attention.frost.kernels.checkpoints_dsl import packed_row0
@@ -61,7 +61,7 @@ VEC = 8  # bf16/fp16 elements per 16-byte vector access
 PAD16 = 8  # bf16 row padding (16 bytes): conflict-free fragment loads, aligned rows
 GRAM_TILES = [(i, j) for i in range(NBLK) for j in range(i + 1)]
 SMEM_LIMIT = 227 * 1024  # sm_90 opt-in shared memory per block
-_DTYPES = {"bf16": BFloat16, "f32": Float32, "i32": Int32}
+_DTYPES = {"bf16": BFloat16, "f32": Float32, "i32": Int32, "i64": Int64}
 
 
 def smem_plan(c: FrostFwdConfig):
