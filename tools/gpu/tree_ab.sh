@@ -17,11 +17,12 @@
 # Per round and tree: the backward smoke's kernel times (tests/numerics/la_frost_bwd_smoke.py
 # --only plain: its TIME lines, the bench shape) for each of AB_SMOKE_FAMILIES (default
 # "gdn"; empty: none), then the bench's rows (AB_CASES, default "fwd+bwd", several cases
-# separated by ";", one bench run each; AB_IMPL, default "op FROST"; AB_REPS, default 20). Every kernel the trees launch is compiled in a warm-up
-# pass first: a timing taken while other kernels compile is not comparable. With AB_CHECK=1
-# the warm-up smoke runs every case of each family instead of the plain one (each tree's
-# gradients against float64 on every path; its SUMMARY and FAIL lines are printed), so one
-# call checks the trees before timing them. Each command runs with its own tree's sources
+# separated by ";", one bench run each; AB_IMPL, default "op FROST"; AB_REPS, default 20).
+# Every kernel the trees launch is compiled in a warm-up pass first: a timing taken while
+# other kernels compile is not comparable. With AB_CHECK=1 the warm-up smoke runs every
+# case of each family instead of the plain one (each tree's gradients against float64 on
+# every path; its SUMMARY and FAIL lines are printed), so one call checks the trees before
+# timing them. Each command runs with its own tree's sources
 # first on PYTHONPATH (the kits' entries are kept).
 set -u
 args=("$@")

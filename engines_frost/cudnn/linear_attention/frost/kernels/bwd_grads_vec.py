@@ -63,8 +63,6 @@ from cudnn.linear_attention.frost.kernels.fwd_v1 import (
     warp_mma,
 )
 
-_BYTES = {"bf16": 2, "f32": 4, "i32": 4, "i64": 8}
-
 
 def _rows(name, r, cols, dtype="bf16", pad=PAD16):
     return (name, dtype, (r, cols), (cols + pad, 1))
@@ -112,7 +110,7 @@ def _span_bytes(entry) -> int:
     if stride in SWIZZLED:
         return shape[0] * shape[1] * 2
     span = 1 + sum((extent - 1) * st for extent, st in zip(shape, stride))
-    return -(-span * _BYTES[dtype] // 16) * 16
+    return -(-span * (_DTYPES[dtype].width // 8) // 16) * 16
 
 
 def region_bytes(c: FrostFwdConfig, wgmma: bool = False) -> int:
@@ -279,7 +277,15 @@ class FrostBwdGradsVec(FrostBwdGrads):
         if cutlass.const_expr(c.gate_align16):
             jobs.append((s.g, (mg, h, None), C, Float32))
         jobs += [(s.sf, (mckpt, h, srow), c.V, None), (s.dsf, (mdckpt, h, rho), c.V, None)]
+        for dst, _, count, _ in jobs:  # issue_bulk_copies deals the rows in warp runs of 32
+            if count % 32:
+                raise ValueError(f"bulk copies: a job of {count} rows (not a multiple of 32) in {self.cfg}")
         return jobs
+
+    @staticmethod
+    def row_bytes(dst) -> int:
+        """Bytes of one row of a bulk_jobs tile (what one cp.async.bulk of it moves)."""
+        return cute.size(dst, mode=[1]) * dst.element_type.width // 8
 
     @cute.jit
     def issue_bulk_copies(self, s, mdo, mu, mdr, mv, mw, mg, mckpt, mdckpt, heads, rho, srow, t0, eos, tid):
@@ -298,7 +304,7 @@ class FrostBwdGradsVec(FrostBwdGrads):
             tok = 0
             fixed = 0
             for dst, src, count, zero in jobs:
-                nbytes = cute.size(dst, mode=[1]) * dst.element_type.width // 8
+                nbytes = self.row_bytes(dst)
                 if cutlass.const_expr(zero is None):
                     fixed += count * nbytes
                 else:
@@ -321,8 +327,7 @@ class FrostBwdGradsVec(FrostBwdGrads):
     def bulk_run(self, s, dst, src, r0, zero, t0, eos, lane):
         """Rows r0 .. r0 + 31 of a bulk_jobs job: the elected lane's cp.async.bulk per row
         (token rows: those before eos), then each lane zeroes its token row past eos."""
-        width = cute.size(dst, mode=[1])
-        nbytes = width * dst.element_type.width // 8
+        nbytes = self.row_bytes(dst)
         tensor, head, state_row = src
         with cute.arch.elect_one():
             for i in cutlass.range(32, unroll=4):
@@ -340,7 +345,7 @@ class FrostBwdGradsVec(FrostBwdGrads):
                 vec = 16 * 8 // dst.element_type.width
                 z = cute.make_rmem_tensor((vec,), zero)
                 z.fill(0.0)
-                for cv in cutlass.range_constexpr(width // vec):
+                for cv in cutlass.range_constexpr(cute.size(dst, mode=[1]) // vec):
                     cute.autovec_copy(z, cute.local_tile(dst[r, None], (vec,), (cv,)))
 
     @cute.jit
