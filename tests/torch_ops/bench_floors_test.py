@@ -100,5 +100,46 @@ def test_the_bench_prints_each_row_against_its_floors(monkeypatch, capsys):
     assert len(lines) == 1  # the failed row is only in the bench's own table
 
 
+def _fake_fla(monkeypatch):
+    """fla.ops.{gated_delta_rule, kda, gdn2} as modules holding one marker function each."""
+    import types
+    funcs = {}
+    for mod, name in (("gated_delta_rule", "chunk_gated_delta_rule"), ("kda", "chunk_kda"),
+                      ("gdn2", "chunk_gdn2")):
+        m = types.ModuleType(f"fla.ops.{mod}")
+        funcs[name] = lambda *a, **k: None
+        setattr(m, name, funcs[name])
+        monkeypatch.setitem(sys.modules, f"fla.ops.{mod}", m)
+    monkeypatch.setitem(sys.modules, "fla", types.ModuleType("fla"))
+    monkeypatch.setitem(sys.modules, "fla.ops", types.ModuleType("fla.ops"))
+    return funcs
+
+
+@pytest.mark.parametrize("family", floors.FAMILIES)
+def test_fla_columns_get_each_family_its_function_and_leaves(monkeypatch, family):
+    """Every family's forward and fwd+bwd case has an FLA column, and _fla_call gives it
+    FLA's function for the family and fresh batch-1 copies of the bench inputs (GDN-2: a
+    per-channel b [1, T, H, K] and w [1, T, H, V] in the io dtype instead of beta)."""
+    funcs = _fake_fla(monkeypatch)
+    bf = torch.bfloat16
+    vector = family != "gdn"
+    inp = (torch.randn(T, H, K).to(bf), torch.randn(T, H, K).to(bf), torch.randn(T, H, V).to(bf),
+           torch.randn(*((T, H, K) if vector else (T, H))), torch.rand(T, H), torch.tensor([0, 120, T]))
+    fn, leaves = bench._fla_call(inp, family)
+    assert fn is funcs[{"gdn": "chunk_gated_delta_rule", "kda": "chunk_kda", "gdn2": "chunk_gdn2"}[family]]
+    assert len(leaves) == (6 if family == "gdn2" else 5)
+    for leaf, x in zip(leaves[:4], inp[:4]):
+        assert leaf.shape == (1, *x.shape) and torch.equal(leaf[0], x) and leaf.data_ptr() != x.data_ptr()
+    if family == "gdn2":
+        assert leaves[4].shape == (1, T, H, K) and leaves[5].shape == (1, T, H, V)
+        assert leaves[4].dtype == leaves[5].dtype == bf and 0 < leaves[4].float().min() <= leaves[4].float().max() < 1
+    else:
+        assert torch.equal(leaves[4][0], inp[4])
+    name = {"gdn": "GDN", "kda": "KDA", "gdn2": "GDN-2"}[family]
+    for cases, case in ((bench.CASES, f"{name} fwd"), (bench.CASES_BWD, f"{name} fwd+bwd")):
+        (impls,) = [impls for c, _, impls in cases if c == case]
+        assert "FLA 0.6" in [label for label, _ in impls]
+
+
 if __name__ == "__main__":
     raise SystemExit(pytest.main([__file__, "-q"]))
