@@ -28,8 +28,6 @@ FORWARDS = {  # name: (family, tooling decay (None: the product's; GDN's scaled)
     "gdn-values": ("gdn", None, "values"), "gdn-recompute": ("gdn", None, "recompute"),
     "gdn-folded": ("gdn", "folded", "plain"), "gdn-scaled-lead": ("gdn", "scaled-lead", "plain"),
     "gdn-ws": ("gdn", "scaled-ws", "plain"), "gdn-ws-recompute": ("gdn", "scaled-ws", "recompute"),
-    # the product's GDN forward for long sequences (pipelined: the four-role kernel, fwd_ws4.py)
-    "gdn-four-roles": ("gdn", None, "pipelined"),
 }
 BACKWARDS = {  # name: (family, stage, config fields)
     "gdn-chain": ("gdn", "chain", ASYNC), "kda-chain": ("kda", "chain", dict(chain_wgmma=True)),
@@ -39,13 +37,9 @@ BACKWARDS = {  # name: (family, stage, config fields)
     "gdn-grads": ("gdn", "grads", dict(grads_wgmma=True, grads_prefetch=True)),
     "kda-grads": ("kda", "grads", dict(vec_wide_loads=True, vec_fast_decay=True)),
 }
-KNOWN = {
-    # every wgmma of the four-role forward serialized for want of registers in its chain
-    # role (192 of the split's registers: S, its A operand, X / R, U and O's accumulators);
-    # Nsight Compute puts the waits after each k-step at ~23 % of the chain's samples and
-    # ~16 % of the math warpgroup's (kernels/NOTES.md "Where the four-role forward waits")
-    "gdn-four-roles": {"C7512"},
-}
+# the product's four-role GDN forward (pipelined configs) has its C7512 pinned in
+# frost_compile_ws4_test.test_in_chain_register_trade
+KNOWN = {}
 
 
 @pytest.mark.parametrize("name", FORWARDS)
@@ -54,11 +48,7 @@ def test_forward_notes(name):
     from cudnn.linear_attention.frost.kernels.launch_abi import fake_args
 
     family, decay, build = FORWARDS[name]
-    pipelined = build == "pipelined"
-    cfg = report.config_for(family, "product", 128, 128, True, build="plain" if pipelined else build)
-    if pipelined:
-        cfg = dataclasses.replace(cfg, pipelined=True)
-        assert kernel_class(cfg, "sm_90a").__name__ == "FrostFwdV3FourRoles"
+    cfg = report.config_for(family, "product", 128, 128, True, build=build)
     if decay is not None:
         cfg = fx.tooling_config(cfg, "v3", decay=decay)
         assert cfg.decay == decay
