@@ -22,8 +22,8 @@ cost device memory from the forward until the backward: [T // 64 + N, HO, V, K] 
 dtype (bf16: 2/64 of a [T, HO, V, K] state per token, i.e. V*K/32 bytes per token and
 head, 512 B at K = V = 128; 272 MB for 8 x 4096 tokens and 16 heads). Otherwise, and for
 calls under torch.compile or dispatch modes, the backward recomputes them as before.
-Opt-in: `set_training_checkpoints(True)` turns the behaviour on (off by default: slower
-on the H200 so far, see below).
+Opt-in: `set_training_checkpoints(True)` turns the behaviour on (off by default: faster
+but holds memory from forward to backward, see below).
 
 A kernel looks the call's configuration up in the op's bounded graph cache
 (_graph_cache.py), the torch-op layer's one cache. On a miss it checks the call,
@@ -76,13 +76,13 @@ TRAINING_CHECKPOINT_EVERY = 64
 #: nothing, checkpoints, or checkpoints and values (the engine writes both, the backward
 #: reads both).
 _TRAINING_PLAIN, _TRAINING_CHECKPOINTS, _TRAINING_VALUES = 0, 1, 2
-# Off by default: on the H200 (8 x 4096 tokens, 16 heads, K = V = 128, bf16) the op's
-# forward + backward measured 3.25 ms with checkpoints against 3.13 ms recomputing (GDN;
-# KDA 4.51 against 4.33): the checkpoint stores slow the forward more than the parallel
-# `values` kernel saves over the serial `states` one (NOTES_bwd.md, v1.2). With the
-# forward's values too (v1.3) the backward recomputes nothing (predicted ~2.55 ms, not
-# measured yet); if the GPU confirms it, this line is the default switch (torch_ops/README.md,
-# "Training checkpoints", weighs the memory it holds).
+# Off by default for memory, not speed: with the forward's values (v1.3) the backward
+# recomputes nothing and the op's GDN forward + backward at 8 x 4096 tokens, 16 heads,
+# K = V = 128 is 11-15 % faster (H100: 1.444 against 1.624 ms; H200, an earlier build: 1.43
+# against 1.69), but the checkpoints and values stay on the device from each layer's forward
+# to its backward (406 MB per layer at that shape): a default that can turn a fitting
+# training run into an out-of-memory one is worse than a slower one (torch_ops/README.md,
+# "Training checkpoints").
 _training_checkpoints_enabled = False
 
 
