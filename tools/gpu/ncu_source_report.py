@@ -101,9 +101,30 @@ def role_segments(rows: list[dict]) -> list[tuple[str, list[dict]]]:
     return [("prologue", rows[:cuts[0]])] + [(n, rows[a:b]) for n, a, b in zip(names, cuts, cuts[1:])]
 
 
+def opcode(source: str) -> str:
+    """An instruction's opcode without its predicate and modifiers ("@!P0 HGMMA.64x64x16..."
+    -> "HGMMA"; WARPGROUP.ARRIVE and WARPGROUP.DEPBAR stay apart: one is the wgmma fence, the
+    other the wait for a group)."""
+    words = [w for w in source.split() if not w.startswith("@")]
+    if not words:
+        return "?"
+    parts = words[0].split(".")
+    return ".".join(parts[:2]) if parts[0] == "WARPGROUP" else parts[0]
+
+
+def opcode_samples(part: list[dict]) -> collections.Counter:
+    """PC samples of `part` summed by opcode."""
+    by = collections.Counter()
+    for r in part:
+        by[opcode(r["Source"])] += _num(r["Warp Stall Sampling (All Samples)"])
+    return by
+
+
 def print_roles(rows: list[dict], stalls: list[str], total: float) -> None:
     """Per role of a warp-specialised kernel (role_segments): instructions, samples,
-    instructions executed and the top stalls."""
+    instructions executed, the top stalls and the opcodes holding the most samples (where
+    a role waits; in the FROST kernels' profiles the wait at a BAR.SYNC.DEFER_BLOCKING
+    shows on a later instruction, e.g. the next wgmma, rather than on the barrier)."""
     segments = role_segments(rows)
     if not segments:
         return
@@ -118,6 +139,8 @@ def print_roles(rows: list[dict], stalls: list[str], total: float) -> None:
         top = ", ".join(f"{c[6:]} {v / samples:.0%}" for c, v in agg.most_common(5) if v)
         print(f"  {name:20s} {len(part):>5} instrs {samples:>8.0f} samples ({samples / total:.1%}) "
               f"{executed:>10.0f} executed  {top}")
+        ops = ", ".join(f"{op} {v / samples:.0%}" for op, v in opcode_samples(part).most_common(5) if v)
+        print(f"  {'':20s} by opcode: {ops}")
 
 if __name__ == "__main__":
     raise SystemExit(main())

@@ -83,5 +83,21 @@ def test_report_prints_regions_roles_and_top_instructions(tmp_path, capsys):
     assert sources[best][:40] in top[0]
 
 
+def test_samples_by_opcode(tmp_path):
+    """opcode drops predicates and modifiers but keeps WARPGROUP's kind; a role's samples
+    summed by opcode are its rows' samples, each counted once."""
+    assert report.opcode("@!P0 HGMMA.64x64x16.F32.BF16 R24, gdesc[UR4], RZ") == "HGMMA"
+    assert report.opcode("WARPGROUP.DEPBAR.LE gsb0, 0x0") == "WARPGROUP.DEPBAR"
+    assert report.opcode("WARPGROUP.ARRIVE") == "WARPGROUP.ARRIVE"
+    assert report.opcode("@P1 BRA 0x100") == "BRA"
+    rng = random.Random(5)
+    sources = ["HGMMA.64x64x16.F32.BF16 R24", "WARPGROUP.DEPBAR.LE gsb0, 0x0", "@P0 HGMMA.64x64x16 R24",
+               "FFMA R1, R2, R3, R4", "WARPGROUP.ARRIVE"]
+    path, samples = _csv(tmp_path, sources, rng)
+    by = report.opcode_samples(report.read_rows(path))
+    assert by == {"HGMMA": samples[0] + samples[2], "WARPGROUP.DEPBAR": samples[1], "FFMA": samples[3],
+                  "WARPGROUP.ARRIVE": samples[4]}
+
+
 if __name__ == "__main__":
     raise SystemExit(pytest.main([__file__, "-q"]))
