@@ -257,7 +257,7 @@ def frost_bwd_model(q, k, v, g, beta, w, cu_seqlens, dO, *, scale, use_l2norm, i
                 t0, t1, qc, kc, vc, gc, bc, wc = rows(t0)
                 S_c, dS_c = keep(saved[i][0]), keep(leaving[i])
                 if pairs and i % 2 == 1:   # the pair's second chunk: S stepped from the first's
-                    p0, p1, _, kp, vp, gp, bp, wp = rows(starts[i - 1])
+                    _, _, _, kp, vp, gp, bp, wp = rows(starts[i - 1])
                     S_c = keep(state_after(keep(saved[i - 1][0]), keep(saved[i - 1][1]), kp,
                                            _chunk_rows(gp, bp, wp, kp, vp)[0]))
                 elif pairs and i + 1 < len(starts):   # the first: dS stepped back from the second's
