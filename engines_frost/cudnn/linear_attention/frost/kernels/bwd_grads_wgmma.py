@@ -237,6 +237,51 @@ class FrostBwdGradsWgmma(WgmmaStateProducts, FrostBwdGrads):
         cute.arch.sync_threads()  # the scores are visible; S and dS are dead
         return acc_q, acc_kb, acc_k, thr.partition_C(cute.make_identity_tensor((SUB, DN))), bi, hc
 
+    # ------------------------------------------------------------------ grads_pairs
+    @cute.jit
+    def scale_u_rows(self, s, tid):
+        """FrostBwdGrads.scale_u_rows, then a proxy fence: step_state's wgmma reads the
+        scaled rows after stage_adjoints' closing barrier."""
+        FrostBwdGrads.scale_u_rows(self, s, tid)
+        cute.arch.fence_proxy("async.shared", space="cta")
+
+    @cute.jit
+    def step_state(self, s, lane, wid):
+        """The state leaving this item's chunk, S' = e^Gam_last S + U~^T k^ (U~: U scaled by
+        scale_u_rows; V-major as S: S'[v, d] = e^Gam_last S[v, d] + sum_t U~[t, v] k^[t, d]),
+        into s.sf in place, the next item's S (grads_pairs). Warpgroup g takes channel half
+        g (as in the state products) and every 64-row block of V: per block one wgmma
+        group m64 n(K / 2) k16 x C / 16, A = U~ seen as [V, C] (MN-major: the SW128 [C, V]
+        tile read transposed), B = k^'s channel half (the adjoints' B); then each thread
+        adds e^Gam_last S to its accumulator elements and stores them, bf16, over the same
+        elements of S, which no other thread reads any more (the products and state_sum,
+        S's readers, ended before the products' barrier). Ends with a barrier: write_qk's
+        staging overlays U."""
+        K, V = self.cfg.K, self.cfg.V
+        DN = K // 2
+        C = CHUNK
+        hc = wid // NBLK  # the warpgroup, and its channel half
+        wtid = (wid % (WG_THREADS // 32)) * 32 + lane
+        wg = wgmma_ss_t(DN)
+        g = wg.get_slice(wtid)
+        decay = s.ea[C - 1]
+        b = wg.make_fragment_B(g.partition_B(self.channel_half(s.kr, hc)))
+        crd = g.partition_C(cute.make_identity_tensor((WG_ROWS, DN)))
+        for vb in cutlass.range_constexpr(V // WG_ROWS):
+            acc = cute.make_rmem_tensor(g.partition_shape_C((WG_ROWS, DN)), Float32)
+            a = wg.make_fragment_A(g.partition_A(cute.local_tile(self.state_kv(s.u), (WG_ROWS, C), (vb, 0))))
+            warpgroup.fence()
+            for kk in cutlass.range_constexpr(C // 16):
+                wg.set(warpgroup.Field.ACCUMULATE, kk != 0)
+                cute.gemm(wg, acc, a[None, None, kk], b[None, None, kk], acc)
+            warpgroup.commit_group()
+            warpgroup.wait_group(0)
+            for e in cutlass.range_constexpr(cute.size(acc)):
+                v = vb * WG_ROWS + crd[e][0]
+                d = hc * DN + crd[e][1]
+                s.sf[v, d] = (decay * s.sf[v, d].to(Float32) + acc[e]).to(BFloat16)
+        cute.arch.sync_threads()  # every warpgroup's reads of U are done
+
     @cute.jit
     def row_fragments(self, s, bi, hc, lane):
         """(q-hat, k-hat, kb) of this warp's [16, K / 2] tile in the accumulators' layout,
