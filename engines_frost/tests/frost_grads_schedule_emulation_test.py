@@ -30,6 +30,7 @@ pytest.importorskip("cutlass", reason="nvidia-cutlass-dsl (CuTe DSL) is not inst
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import numpy as np  # noqa: E402
+from compile_tiers import tiered  # noqa: E402
 
 from cudnn.linear_attention.frost.kernels import (  # noqa: E402
     bwd_abi,
@@ -134,12 +135,13 @@ def _walk(ctas, n_items, pairs):
 # grads_pairs: S stepped inside a pair of rows of one sequence (rows 3 and 4 of sequence 2 here,
 # and 0 / 1 of sequence 0; rows 2 (between sequences) and 5 (sequence 3's first) pair with a
 # row of another sequence, 6 with none: past the last row)
-@pytest.mark.parametrize("ctas, ckpt, pairs", [(3, False, False), (3, True, False), (5, False, False),
-                                               (40, True, False), (3, False, True), (2, True, True),
-                                               (40, False, True)],
-                         ids=["3ctas-workspace-states", "3ctas-forward-checkpoints", "5ctas-workspace-states",
-                              "40ctas-forward-checkpoints", "3ctas-pairs-workspace-states",
-                              "2ctas-pairs-forward-checkpoints", "40ctas-pairs-workspace-states"])
+# (~40 s a case on two cores: the core is both walks on both state sources; the others with
+# FROST_FULL_MATRIX=1)
+@pytest.mark.parametrize("ctas, ckpt, pairs", tiered(
+    [(3, False, False), (3, True, False), (5, False, False), (40, True, False), (3, False, True), (2, True, True),
+     (40, False, True)], [0, 1, 4, 5],
+    ids=lambda c: f"{c[0]}ctas-{'pairs-' if c[2] else ''}{'forward-checkpoints' if c[1] else 'workspace-states'}",
+    unpack=True))
 def test_persistent_items_see_their_own_operands(ctas, ckpt, pairs):
     """Every item runs once, in its CTA's order, on its own rows and states: the S copy of
     a pair's second item in the same sequence is never issued, and what it sees in s.sf is
@@ -269,3 +271,7 @@ def test_each_grads_kernel_launches_the_grid_its_kernel_reads(vector_gates):
         assert grid == [T // C + N, HO, 1]
     else:
         assert grid == [7, 1, 1]
+
+
+if __name__ == "__main__":
+    raise SystemExit(pytest.main([__file__, "-q"]))
