@@ -342,6 +342,17 @@ def test_vector_grads_switches(family, variable, field, monkeypatch):
         _check(_operands(family=family), family)
 
 
+def _config_under(monkeypatch, family, env: dict):
+    """The checked backward config of `family` after setting each variable of env (None:
+    unset) on top of what the test set before."""
+    for name, value in env.items():
+        if value is None:
+            monkeypatch.delenv(name, raising=False)
+        else:
+            monkeypatch.setenv(name, value)
+    return _check(_operands(family=family), family)[0]
+
+
 @pytest.mark.parametrize("family", ["gdn", "kda", "gdn2"])
 def test_grads_prefetch_switch(family, monkeypatch):
     """FROST_BWD_GRADS_PREFETCH (read on every checked call; unset or 1: on, 0: off) sets
@@ -352,12 +363,7 @@ def test_grads_prefetch_switch(family, monkeypatch):
     from cudnn.linear_attention.frost.kernels import bwd
 
     vector = family in ("kda", "gdn2")
-    monkeypatch.delenv(bwd.GRADS_PREFETCH_ENV, raising=False)
-    unset, _, _ = _check(_operands(family=family), family)
-    monkeypatch.setenv(bwd.GRADS_PREFETCH_ENV, "0")
-    off, _, _ = _check(_operands(family=family), family)
-    monkeypatch.setenv(bwd.GRADS_PREFETCH_ENV, "1")
-    on, _, _ = _check(_operands(family=family), family)
+    unset, off, on = (_config_under(monkeypatch, family, {bwd.GRADS_PREFETCH_ENV: v}) for v in (None, "0", "1"))
     assert not off.grads_prefetch and on.grads_prefetch != vector and unset == on
     for stage in on.stages:  # only the grads kernel's config (and so its store key) differs
         assert on.with_stage(stage).grads_prefetch == (stage == "grads" and not vector)
@@ -589,13 +595,9 @@ def test_grads_pairs_switch(family, monkeypatch):
     from cudnn.linear_attention.frost.kernels import bwd
 
     vector = family in ("kda", "gdn2")
-    monkeypatch.delenv(bwd.GRADS_PAIRS_ENV, raising=False)
-    monkeypatch.delenv(bwd.GRADS_ENV, raising=False)
-    unset, _, _ = _check(_operands(family=family), family)
-    monkeypatch.setenv(bwd.GRADS_PAIRS_ENV, "1")
-    on, _, _ = _check(_operands(family=family), family)
-    monkeypatch.setenv(bwd.GRADS_ENV, "mma")
-    mma, _, _ = _check(_operands(family=family), family)
+    unset = _config_under(monkeypatch, family, {bwd.GRADS_PAIRS_ENV: None, bwd.GRADS_ENV: None})
+    on = _config_under(monkeypatch, family, {bwd.GRADS_PAIRS_ENV: "1"})
+    mma = _config_under(monkeypatch, family, {bwd.GRADS_ENV: "mma"})
     monkeypatch.delenv(bwd.GRADS_ENV)
     assert not unset.grads_pairs and on.grads_pairs != vector and not mma.grads_pairs
     for stage in on.stages:  # only the grads kernel's config (and so its store key) differs

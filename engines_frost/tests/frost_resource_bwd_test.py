@@ -424,20 +424,25 @@ def test_vector_gate_grads_no_spills(case, wide, fast):
     assert usage["REG"] <= 255, usage
 
 
-def prefetch_cctl(plain, prefetch):
-    """Compile a grads kernel without and with grads_prefetch: no local memory or stack and
-    at most 255 registers either way; the CCTL (prefetch) count of each build, None
-    without nvdisasm."""
+def compare_builds(plain, other, measure):
+    """Compile two grads kernels: no local memory or stack and at most 255 registers either
+    way; measure(SASS instruction lines) of each build as a pair, None without nvdisasm."""
     counts = []
-    for cfg in (plain, prefetch):
+    for cfg in (plain, other):
         with tempfile.TemporaryDirectory() as tmp:
             cubin = report.compile_bwd_cubin(cfg, tmp)
             usage = report.resource_usage(cubin)
-            assert usage["LOCAL"] == 0 and usage["STACK"] == 0, (cfg.grads_prefetch, usage)
-            assert usage["REG"] <= 255, (cfg.grads_prefetch, usage)
+            assert usage["LOCAL"] == 0 and usage["STACK"] == 0, (cfg, usage)
+            assert usage["REG"] <= 255, (cfg, usage)
             if report.tool("NVDISASM", "nvdisasm") is not None:
-                counts.append(sum("CCTL" in i for i in report.sass_instructions(cubin)))
+                counts.append(measure(report.sass_instructions(cubin)))
     return tuple(counts) if counts else None
+
+
+def prefetch_cctl(plain, prefetch):
+    """compare_builds of a grads kernel without and with grads_prefetch: the CCTL (prefetch)
+    count of each build."""
+    return compare_builds(plain, prefetch, lambda ins: sum("CCTL" in i for i in ins))
 
 
 @pytest.mark.parametrize("case", [(128, "bfloat16", True, True), (64, "float16", False, False)],
@@ -559,19 +564,12 @@ def test_scalar_gate_grads_pairs(case):
     f = FrostFwdConfig(io, None, 4, 4, 4, K, K, False, False, False, True, False, False)
     plain = FrostBwdConfig(f, "grads", None, None, checkpoints=ckpt, grads_wgmma=True, grads_prefetch=True,
                            grads_ctas=132)
-    counts = []
-    for cfg in (plain, dataclasses.replace(plain, grads_pairs=True)):
-        with tempfile.TemporaryDirectory() as tmp:
-            cubin = report.compile_bwd_cubin(cfg, tmp)
-            usage = report.resource_usage(cubin)
-            assert usage["LOCAL"] == 0 and usage["STACK"] == 0, (cfg.grads_pairs, usage)
-            assert usage["REG"] <= 255, (cfg.grads_pairs, usage)
-            if report.tool("NVDISASM", "nvdisasm") is not None:
-                ops = collections.Counter(i.split()[0].split(".")[0] for i in report.sass_instructions(cubin)
-                                          if i.split())
-                short = sum(1 for i in report.sass_instructions(cubin)
-                            if i.split() and i.split()[0].startswith(("LDS.U16", "STS.U16", "LDS.S16")))
-                counts.append((ops["HGMMA"], ops["LDSM"], ops["STSM"], short))
+    def measure(ins):
+        ops = collections.Counter(i.split()[0].split(".")[0] for i in ins if i.split())
+        short = sum(1 for i in ins if i.split() and i.split()[0].startswith(("LDS.U16", "STS.U16", "LDS.S16")))
+        return ops["HGMMA"], ops["LDSM"], ops["STSM"], short
+
+    counts = compare_builds(plain, dataclasses.replace(plain, grads_pairs=True), measure)
     print(f"gdn grads K={K} {io} ckpt={ckpt}: (HGMMA, LDSM, STSM, 2-byte LDS/STS) plain / pairs {counts}")
     if counts:
         (h0, l0, s0, b0), (h1, l1, s1, b1) = counts
