@@ -117,3 +117,7 @@ def test_warp_specialised_chain_rules():
     with pytest.raises(ValueError, match="chain_ws must be False unless chain_scaled"):
         dataclasses.replace(_cfg("gdn", "chain", K=64, V=64), **ASYNC, chain_scaled=True, chain_ws=True)
     assert "wgmma_ws" in bwd.CHAIN_VARIANTS
+
+
+if __name__ == "__main__":
+    raise SystemExit(pytest.main([__file__, "-q"]))

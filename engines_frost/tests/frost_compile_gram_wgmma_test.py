@@ -88,3 +88,7 @@ def test_the_knob_reaches_gdn_bf16_v3_only():
         fx.experiment(gdn, "v3", gram="tma")
     with pytest.raises(ValueError):
         GramWgmma.__init__(cls.__new__(cls), kda)
+
+
+if __name__ == "__main__":
+    raise SystemExit(pytest.main([__file__, "-q"]))

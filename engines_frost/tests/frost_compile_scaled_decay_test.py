@@ -111,3 +111,7 @@ def test_the_knob_reaches_gdn_bf16_v3_only():
     assert fx.tooling_config(kda, "v3", decay="scaled") == fx.tooling_config(kda, "v3")
     with pytest.raises(ValueError, match="scaled-decay chain is built for scalar gates"):
         ScaledDecayChain.__init__(object.__new__(cls), dataclasses.replace(gdn, io_dtype="float16"))
+
+
+if __name__ == "__main__":
+    raise SystemExit(pytest.main([__file__, "-q"]))

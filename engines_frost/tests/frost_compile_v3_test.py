@@ -288,3 +288,7 @@ def test_u_stored_is_the_solves_accumulator(monkeypatch, algorithm, decay):
     assert callable(compile_fwd(experiment(values, algorithm, decay=decay), "sm_90a"))
     assert len(solved) == NBLK and len(stored) == NBLK, (len(solved), len(stored))
     assert all(u is s for u, s in zip(stored, solved))
+
+
+if __name__ == "__main__":
+    raise SystemExit(pytest.main([__file__, "-q"]))

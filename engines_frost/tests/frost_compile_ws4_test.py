@@ -250,3 +250,7 @@ def test_the_product_builds_the_tooling_kernel():
             sass = report.sass_instructions(report.compile_cubin(cfg, tmp))
         built.append([re.sub(r"kernel_cutlass_kernel\S*", "KERNEL", i) for i in sass])
     assert built[0] == built[1] and any(i.startswith("HGMMA") for i in built[0])
+
+
+if __name__ == "__main__":
+    raise SystemExit(pytest.main([__file__, "-q"]))

@@ -172,3 +172,7 @@ def test_the_knob():
     assert fx.tooling_config(small, "v3", decay="wy-ws") is small  # K = 64: the product's scaled chain
     with pytest.raises(ValueError, match="decay"):
         fx.experiment(report.config_for("kda", "product", 128, 128, True), "v3", decay="wy-ws")
+
+
+if __name__ == "__main__":
+    raise SystemExit(pytest.main([__file__, "-q"]))

@@ -78,3 +78,7 @@ def test_the_notes_are_read():
     kernel = cls(cfg)
     kernel.consumer_regs, kernel.producer_regs = fwd_ws.CONSUMER_REGS, fwd_ws.PRODUCER_REGS  # 216 / 40
     assert "C7507" in report.ptxas_notes(kernel, fake_args(cfg))
+
+
+if __name__ == "__main__":
+    raise SystemExit(pytest.main([__file__, "-q"]))

@@ -140,3 +140,7 @@ def test_v3_state_update_retires_after_the_next_rows_stage(family, build):
     assert not drained or max(drained) < min(update), "the chain waits for its state update"
     assert any("DEPBAR.LE gsb0, 0x0" in ins for ins in rows[-4:]), rows[-4:]
     assert any("DEPBAR.LE gsb0, 0x0" in ins for ins in tail[:8]), tail[:8]
+
+
+if __name__ == "__main__":
+    raise SystemExit(pytest.main([__file__, "-q"]))

@@ -135,3 +135,7 @@ def test_exact_pairs_match_the_formula(per_beta):
         want = ((dzp[t, xs] * k[xs, d] * fx).sum(), (dzm[t, xs] * k[xs, d] * fx).sum(),
                 ((dzp[xs, t] * q[xs, d] + dzm[xs, t] * kb[xs, d]) * fy).sum())
         np.testing.assert_allclose((aq, akb, ak), want, rtol=1e-12, atol=1e-12)
+
+
+if __name__ == "__main__":
+    raise SystemExit(pytest.main([__file__, "-q"]))
