@@ -5,7 +5,7 @@ replaces, its 20 wgmma with the update's 8 reading q-hat and k-hat transposed (.
 the folded operand tiles' transposed 2-byte stores gone; the config's and the launcher's
 rules for it.
 
-The matrix's core (compile_tiers; ~25 s on one core, the full matrix ~55 s): the scaled
+The matrix's core (compile_tiers; ~20 s on one core, the full matrix ~55 s): the scaled
 chain is the product's GDN chain where the four-role one does not apply (bf16 at head
 dims other than K = V = 128), so the core builds it at K = 64 with an initial state and
 at K = 128 (where it must stay below the wgmma chain's registers) without; the other

@@ -7,7 +7,7 @@ epilogue and swizzled rows-stage addresses, the final state's offsets kept acros
 loop), so each case here compiles the kernel and reads cuobjdump's resource usage and
 the SASS (frost_cubin_report). GDN only: the knob is refused elsewhere.
 
-The matrix's core (compile_tiers; ~20 s on one core, the full matrix ~80 s): on v3's
+The matrix's core (compile_tiers; ~17 s on one core, the full matrix ~80 s): on v3's
 chain the wgmma Gram is an experiment; its m64n64 form is the product's four-role
 forward's Gram (frost_compile_ws4_test builds that kernel). So the core builds the
 m64n64 Gram at K = 128 in a plain build with l2norm and a training build without, and

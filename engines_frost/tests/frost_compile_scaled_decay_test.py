@@ -6,7 +6,7 @@ left, with "scaled-lead" no row copy issued inside the chain, and the knob's rea
 Each case compiles the kernel and reads cuobjdump's resource usage and the SASS
 (frost_cubin_report). GDN only: the knob is dropped elsewhere.
 
-The matrix's core (compile_tiers; ~35 s on one core, the full matrix ~100 s): the
+The matrix's core (compile_tiers; ~30 s on one core, the full matrix ~90 s): the
 product's scaled chain (each case builds it and the folded chain it is compared with) at
 K = 128 with l2norm in its plain and training builds, and at K = 64 without l2norm in
 its output-free build (the backward's recompute) as the awkward config. The other

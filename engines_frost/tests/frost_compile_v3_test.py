@@ -22,7 +22,7 @@ sm_90a, and the layouts it relies on are the ones the installed CuTe DSL builds.
 Skips where nvidia-cutlass-dsl is not importable (the SASS checks where cuobjdump or
 nvdisasm is not found).
 
-The matrix's core (compile_tiers; ~60 s on one core, the full matrix ~170 s): v3 is the
+The matrix's core (compile_tiers; ~60 s on one core, the full matrix 3-4 min): v3 is the
 product's forward for bf16 on sm_90a, so the core builds the product's kernels at the
 bench's K = V = 128 for every family (plain and, for GDN and KDA, the training launchers),
 v3's two chains (scaled, folded) storing U, one awkward plain config per kind (KDA at

@@ -4,7 +4,7 @@ split, where ptxas put each role's work (the copies' cp.async on the copy warpgr
 alone, both Gram products' wgmma and the solves' mma.sync on the math warpgroup, the
 chain's wgmma on the chain), spills per role, no performance note, and the knob's reach.
 
-The matrix's core (compile_tiers; ~65 s on one core, the full matrix ~100 s): the
+The matrix's core (compile_tiers; ~55 s on one core, the full matrix ~140 s): the
 product's four-role forward (decay="wyc-ws4raw", compile_kernel.FOUR_ROLE_DECAY) in its
 plain, training and output-free (recompute) builds, its register split's measured trade
 (the C7512 the in-chain split accepts, which also shows the notes reader works) and the

@@ -5,7 +5,7 @@ the solve on the consumer side, the Gram and both block solves on the producer s
 spills at the kernel's register split, no performance note, the shared-memory plan
 under the limit, and the knob's reach.
 
-The matrix's core (compile_tiers; ~20 s on one core, the full matrix ~90 s): both kernels
+The matrix's core (compile_tiers; ~15 s on one core, the full matrix ~80 s): both kernels
 are experiments (the product's GDN forward is the four-role one, frost_compile_ws4_test),
 so the core builds each once: wy-ws's plain build with l2norm and, as the awkward
 config, wyc-ws's training build (checkpoints and U), plus the plans and the knob. The

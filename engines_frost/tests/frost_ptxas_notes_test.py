@@ -9,7 +9,7 @@ the other compile tests read. Each case compiles one kernel with the DSL's own p
 verbose (frost_cubin_report.ptxas_notes) and compares its notes with what is known:
 KNOWN below. A new note, or a known one gone, fails here.
 
-The matrix's core (compile_tiers; ~60 s on one core, the full matrix ~145 s): the
+The matrix's core (compile_tiers; ~55 s on one core, the full matrix ~140 s): the
 product's kernels at the bench's K = V = 128: the plain forwards (GDN's scaled chain,
 KDA's folded one, whose class GDN-2 shares), GDN's training forward (checkpoints and U),
 the vector-gate chain and both grads kernels (GDN's wgmma one, KDA's vector-gate one).

@@ -10,7 +10,7 @@ cuobjdump --dump-resource-usage. The first v2 draft spilled 88 bytes at KDA K=V=
 kept a 32-byte stack frame for the element-wise copy of a transposed A operand, replaced
 by ldmatrix.trans. Skips where cuobjdump or CuTe DSL is absent.
 
-The matrix's core (compile_tiers; ~45 s on one core, the full matrix ~160 s): the
+The matrix's core (compile_tiers; ~40 s on one core, the full matrix ~150 s): the
 product's forwards, v3 for bf16 on sm_90a (every family at the bench's K = V = 128) and
 v2 for fp16 (KDA at K = V = 64, where v2's first draft spilled, with its gates 16- and
 4-byte aligned: the awkward config), v2's training launcher for KDA (the product's

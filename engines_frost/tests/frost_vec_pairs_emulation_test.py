@@ -11,7 +11,7 @@ versions give (same reads, same operations in the same order; the emulator compu
 float64, so a wrong channel, row or score entry shows). The exact diagonal is also
 checked against a float64 numpy evaluation of its formula.
 
-The matrix's core (compile_tiers; ~40 s on one core, the full matrix ~70 s): the exact
+The matrix's core (compile_tiers; ~45 s on one core, the full matrix ~60 s): the exact
 diagonal, the costly case (every thread of a CTA on the emulator), for KDA at the bench's
 K = 128 (the product's vector-gate grads kernel reads pairs by default) and for GDN-2 at
 K = 64 (per-channel b, the other head dim: the awkward config), the row reads (cheap) at
