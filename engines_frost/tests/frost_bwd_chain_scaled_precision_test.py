@@ -142,3 +142,7 @@ def test_inverse_in_chain_step_rounds_like_the_back_substitution(correlated):
     assert cr < 1e-2 and cs < 1e-2, worst
     assert cr < 1.15 * sr + 1e-4 and cs < 1.15 * ss + 1e-4, worst
     assert cr == wr and cs != ws  # dR is the same product; the update rounds another operand
+
+
+if __name__ == "__main__":
+    raise SystemExit(pytest.main([__file__, "-q"]))

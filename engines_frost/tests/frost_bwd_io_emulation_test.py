@@ -147,3 +147,7 @@ def test_flush_rows_stores_whole_rows_before_the_limit(shape):
     assert np.array_equal(np.isnan(dst_arr), np.isnan(want))
     assert np.array_equal(dst_arr[~np.isnan(want)], want[~np.isnan(want)])
     assert math.isnan(dst_arr[row0 + valid, col0])
+
+
+if __name__ == "__main__":
+    raise SystemExit(pytest.main([__file__, "-q"]))

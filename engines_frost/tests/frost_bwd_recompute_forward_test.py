@@ -207,3 +207,7 @@ def test_precompile_lists_what_the_switch_launches(family, monkeypatch):
     assert plan["states"] in lists["1"] and plan["states"] not in lists["0"]
     assert plan["chain"] in lists["1"] and plan["grads"] in lists["1"]
     assert cfg.with_stage("states") in lists["0"] and cfg.with_stage("states") not in lists["1"]
+
+
+if __name__ == "__main__":
+    raise SystemExit(pytest.main([__file__, "-q"]))

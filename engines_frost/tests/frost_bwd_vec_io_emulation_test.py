@@ -152,3 +152,7 @@ def test_vector_grads_simt_stages(case):
     dq = x["dq"][:, 0]
     assert np.array_equal(dq[rows], staged[:n]), "store_rows: the staged rows before the sequence end"
     assert np.isnan(dq[:t0]).all() and np.isnan(dq[eos:]).all(), "store_rows wrote outside its rows"
+
+
+if __name__ == "__main__":
+    raise SystemExit(pytest.main([__file__, "-q"]))

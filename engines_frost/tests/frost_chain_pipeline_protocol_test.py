@@ -122,3 +122,7 @@ def test_kernel_doubles_what_the_protocol_says():
     shapes = {name: shape for name, _, shape, _ in pipe.smem_plan(f)}
     for name in sched.DOUBLED:
         assert shapes[name][-1] == sched.COPIES, (name, shapes[name])
+
+
+if __name__ == "__main__":
+    raise SystemExit(pytest.main([__file__, "-q"]))

@@ -67,3 +67,7 @@ def test_skipped_prep_stages_leave_the_kernel():
         assert count(ops, "HGMMA") == count(full, "HGMMA")  # the chain itself is untouched
     assert count(full, "HMMA") - count(no_gram, "HMMA") >= 4 * K // 16, (count(full, "HMMA"), count(no_gram, "HMMA"))
     assert len(no_prep) < len(no_gram) < len(full), (len(full), len(no_gram), len(no_prep))
+
+
+if __name__ == "__main__":
+    raise SystemExit(pytest.main([__file__, "-q"]))

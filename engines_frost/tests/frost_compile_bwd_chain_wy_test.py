@@ -172,3 +172,7 @@ def test_config_and_launcher_rules(monkeypatch):
     assert "wgmma_wy" in bwd.CHAIN_VARIANTS
     monkeypatch.setenv(bwd.CHAIN_ENV, "wgmma_wy")
     assert bwd.chain_variant() == "wgmma_wy"
+
+
+if __name__ == "__main__":
+    raise SystemExit(pytest.main([__file__, "-q"]))

@@ -21,6 +21,16 @@ sm_90a, and the layouts it relies on are the ones the installed CuTe DSL builds.
   traced, v2's and v3's chains store as U the solve's own fp32 accumulator of each block.
 Skips where nvidia-cutlass-dsl is not importable (the SASS checks where cuobjdump or
 nvdisasm is not found).
+
+The matrix's core (compile_tiers; ~60 s on one core, the full matrix 3-4 min): v3 is the
+product's forward for bf16 on sm_90a, so the core builds the product's kernels at the
+bench's K = V = 128 for every family (plain and, for GDN and KDA, the training launchers),
+v3's two chains (scaled, folded) storing U, one awkward plain config per kind (KDA at
+K = 64 / V = 128, GDN with grouped value heads) and the cheap layout pins. fp16 through
+v3 (the product runs v2 there), the remaining head-dim pairs and families, v2's U store,
+the bench's stage-timing build, the training launchers at K = 64 and without U, and the
+warpgroup partition check (~20 s: it pins what the installed CuTe DSL builds, so run the
+full matrix when nvidia-cutlass-dsl changes) wait for FROST_FULL_MATRIX=1.
 """
 import dataclasses
 import os
@@ -34,6 +44,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from cudnn.linear_attention.frost.kernels.fwd import compile_fwd  # noqa: E402
 
+from compile_tiers import FULL_ENV, full_matrix, tiered  # noqa: E402
 from frost_variants import GROUPED, VARIANTS, vid, with_algorithm  # noqa: E402
 from frost_fwd_experiments import experiment  # noqa: E402
 
@@ -48,17 +59,28 @@ def _v3(cfg):
     return with_algorithm(cfg, "v3", gate_align16=cfg.gate_per_channel and cfg.io_dtype == "bfloat16")
 
 
-@pytest.mark.parametrize("variant", V3_VARIANTS, ids=vid)
+# the product's plain forwards at the bench's head dims, and one awkward pair
+V3_CORE = {"gdn-K128V128-bfloat16-h01ht1-float32-l21", "kda-K128V128-bfloat16-h01ht1-float32-l21",
+           "gdn2-K128V128-bfloat16-h01ht1-float32-l21", "kda-K64V128-bfloat16-h01ht1-float32-l21"}
+
+
+@pytest.mark.parametrize("variant", tiered(V3_VARIANTS, [n for n, i in enumerate(V3_VARIANTS) if vid(i) in V3_CORE],
+                                           ids=vid))
 def test_v3_variant_compiles_for_sm90a(variant):
     _, cfg = VARIANTS[variant]
     assert callable(compile_fwd(_v3(cfg), "sm_90a"))
 
 
-@pytest.mark.parametrize("cfg", GROUPED, ids=["gva-kda", "gva-gdn-hk-hv", "gqa-gdn2"])
+GROUPED_IDS = ["gva-kda", "gva-gdn-hk-hv", "gqa-gdn2"]
+
+
+@pytest.mark.parametrize("cfg", tiered(  # core: GDN with grouped value heads (bf16: the product's v3)
+    GROUPED, [1], ids=lambda c: GROUPED_IDS[GROUPED.index(c)]))
 def test_v3_grouped_heads_compile(cfg):
     assert callable(compile_fwd(_v3(cfg), "sm_90a"))
 
 
+@pytest.mark.skipif(not full_matrix(), reason=f"outside the matrix's core: set {FULL_ENV}=1 to run it")
 def test_v3_stage_timing_variant_compiles():
     """bench/frost_stage_times.py --algorithm v3 compiles the chain out (skip_stages)."""
     _, cfg = VARIANTS[V3_VARIANTS[0]]
@@ -66,6 +88,7 @@ def test_v3_stage_timing_variant_compiles():
                                                and cfg.io_dtype == "bfloat16"), "sm_90a"))
 
 
+@pytest.mark.skipif(not full_matrix(), reason=f"outside the matrix's core: set {FULL_ENV}=1 to run it")
 def test_warpgroup_partitions_extend_the_warp_partitions():
     import cutlass.cute as cute
 
@@ -228,8 +251,8 @@ def _wgmma_sequence(instrs):
             for ins in instrs if "HGMMA" in ins or "WARPGROUP" in ins]
 
 
-@pytest.mark.parametrize("family,K,with_values", TRAINING,
-                         ids=[f"{f}-K{k}-{'ckpt+U' if u else 'ckpt'}" for f, k, u in TRAINING])
+@pytest.mark.parametrize("family,K,with_values", tiered(  # core: GDN's and KDA's at the bench's K = V = 128
+    TRAINING, [0, 1], ids=lambda c: f"{c[0]}-K{c[1]}-{'ckpt+U' if c[2] else 'ckpt'}", unpack=True))
 def test_v3_training_launchers_store_what_v2_stores(family, K, with_values):
     """v3's training kernel (the product's training forward on sm_90a) against v2's (the
     training forward it replaced there, still the product's on other archs) and the plain
@@ -255,7 +278,8 @@ def test_v3_training_launchers_store_what_v2_stores(family, K, with_values):
     assert sum("HGMMA" in ins for ins in sequence) > 0 and sequence == _wgmma_sequence(v3_plain)
 
 
-@pytest.mark.parametrize("algorithm, decay", [("v2", "folded"), ("v3", "folded"), ("v3", "scaled")])
+@pytest.mark.parametrize("algorithm, decay", tiered(  # core: v3's two chains (folded: vector gates', scaled: GDN's)
+    [("v2", "folded"), ("v3", "folded"), ("v3", "scaled")], [1, 2], ids=lambda c: f"{c[0]}-{c[1]}", unpack=True))
 def test_u_stored_is_the_solves_accumulator(monkeypatch, algorithm, decay):
     """What a training forward stores as U, seen while the kernel is traced: in v2's chain
     (fwd_v1.stage_chain) and in v3's (fwd_v3.chunk_chain) the one U store
@@ -288,3 +312,7 @@ def test_u_stored_is_the_solves_accumulator(monkeypatch, algorithm, decay):
     assert callable(compile_fwd(experiment(values, algorithm, decay=decay), "sm_90a"))
     assert len(solved) == NBLK and len(stored) == NBLK, (len(solved), len(stored))
     assert all(u is s for u, s in zip(stored, solved))
+
+
+if __name__ == "__main__":
+    raise SystemExit(pytest.main([__file__, "-q"]))

@@ -135,3 +135,7 @@ def test_register_split_knob_reaches_setmaxnreg():
     dealloc, alloc = report.setmaxnreg_sites(sass)
     assert len(dealloc) == 1 and len(alloc) == 1, (dealloc, alloc)
     assert f"{72:#x}" in sass[dealloc[0]] and f"{184:#x}" in sass[alloc[0]], (sass[dealloc[0]], sass[alloc[0]])
+
+
+if __name__ == "__main__":
+    raise SystemExit(pytest.main([__file__, "-q"]))

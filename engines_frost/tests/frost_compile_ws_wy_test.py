@@ -4,6 +4,13 @@ training and output-free builds): where ptxas put the work of each role (the cha
 the solve on the consumer side, the Gram and both block solves on the producer side),
 spills at the kernel's register split, no performance note, the shared-memory plan
 under the limit, and the knob's reach.
+
+The matrix's core (compile_tiers; ~15 s on one core, the full matrix ~80 s): both kernels
+are experiments (the product's GDN forward is the four-role one, frost_compile_ws4_test),
+so the core builds each once: wy-ws's plain build with l2norm and, as the awkward
+config, wyc-ws's training build (checkpoints and U), plus the plans and the knob. The
+other builds, the wgmma Gram in the producer and the ptxas notes at and below the
+kernels' splits wait for FROST_FULL_MATRIX=1.
 """
 import dataclasses
 import functools
@@ -19,6 +26,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import frost_cubin_report as report  # noqa: E402
 import frost_fwd_experiments as fx  # noqa: E402
+from compile_tiers import tiered  # noqa: E402
 
 pytestmark = pytest.mark.skipif(report.tool("CUOBJDUMP", "cuobjdump") is None
                                 or report.tool("NVDISASM", "nvdisasm") is None,
@@ -46,9 +54,10 @@ def _count(instrs, prefix):
     return sum(i.startswith(prefix) for i in instrs)
 
 
-@pytest.mark.parametrize("l2,mode,decay", [(True, "plain", "wy-ws"), (False, "plain", "wy-ws"),
-                                           (True, "training", "wy-ws"), (True, "output-free", "wy-ws"),
-                                           (True, "plain", "wyc-ws"), (True, "training", "wyc-ws")])
+@pytest.mark.parametrize("l2,mode,decay", tiered(
+    [(True, "plain", "wy-ws"), (False, "plain", "wy-ws"), (True, "training", "wy-ws"), (True, "output-free", "wy-ws"),
+     (True, "plain", "wyc-ws"), (True, "training", "wyc-ws")], [0, 5], ids=lambda c: "-".join(map(str, c)),
+    unpack=True))
 def test_roles_as_compiled(l2, mode, decay):
     from cudnn.linear_attention.frost.kernels import fwd_ws as ws
     from cudnn.linear_attention.frost.kernels import fwd_ws_wy as wy
@@ -90,7 +99,7 @@ def test_roles_as_compiled(l2, mode, decay):
     assert len(full_arrive) == len(empty_wait) == len(full_wait) == len(empty_arrive) == 1
 
 
-@pytest.mark.parametrize("decay", ["wy-ws", "wyc-ws"])
+@pytest.mark.parametrize("decay", tiered(["wy-ws", "wyc-ws"], []))
 def test_wgmma_gram_in_the_producer(decay):
     """The wgmma Gram knob (fwd_v3_gram.GramWgmma, m64n64) in either full-inverse producer at
     its split (GRAM_WGMMA_REGISTER_SPLIT, 192 / 64): the setmaxnreg pair survives, the
@@ -111,7 +120,8 @@ def test_wgmma_gram_in_the_producer(decay):
     assert _count(consumer, "STL") == 0 and _count(consumer, "LDL") == 0
 
 
-@pytest.mark.parametrize("mode,decay", [("plain", "wy-ws"), ("training", "wy-ws"), ("plain", "wyc-ws")])
+@pytest.mark.parametrize("mode,decay", tiered([("plain", "wy-ws"), ("training", "wy-ws"), ("plain", "wyc-ws")], [],
+                                               ids=lambda c: "-".join(c), unpack=True))
 def test_no_ptxas_performance_note(mode, decay):
     """At their splits (192 / 64, 208 / 48) ptxas keeps the chains' wgmma asynchronous (8
     registers fewer for either chain's consumers and it serializes them, C7512:
@@ -123,7 +133,8 @@ def test_no_ptxas_performance_note(mode, decay):
     assert report.ptxas_notes(kernel_class(cfg, "sm_90a")(cfg), fake_args(cfg)) == set()
 
 
-@pytest.mark.parametrize("decay,split", [("wy-ws", (184, 72)), ("wyc-ws", (200, 56))])  # 8 fewer
+@pytest.mark.parametrize("decay,split", tiered([("wy-ws", (184, 72)), ("wyc-ws", (200, 56))], [],  # 8 fewer
+                                                ids=lambda c: f"{c[0]}-split{c[1][0]}", unpack=True))
 def test_a_smaller_consumer_share_serializes_the_chain(decay, split):
     from cudnn.linear_attention.frost.kernels.compile_kernel import kernel_class
     from cudnn.linear_attention.frost.kernels.launch_abi import fake_args
@@ -172,3 +183,7 @@ def test_the_knob():
     assert fx.tooling_config(small, "v3", decay="wy-ws") is small  # K = 64: the product's scaled chain
     with pytest.raises(ValueError, match="decay"):
         fx.experiment(report.config_for("kda", "product", 128, 128, True), "v3", decay="wy-ws")
+
+
+if __name__ == "__main__":
+    raise SystemExit(pytest.main([__file__, "-q"]))

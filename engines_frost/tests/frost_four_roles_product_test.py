@@ -83,3 +83,7 @@ def test_the_tooling_follows_the_product():
     regs = fx.tooling_config(cfg, "v3", decay=FOUR_ROLE_DECAY, ws_regs=(208, 72, 24))
     assert regs.ws_regs == (208, 72, 24)  # a split is an experiment, not the product
     assert fx.default_decay(_cfg(pipelined=False), "v3") == "scaled"
+
+
+if __name__ == "__main__":
+    raise SystemExit(pytest.main([__file__, "-q"]))

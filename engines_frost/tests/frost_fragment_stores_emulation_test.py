@@ -71,3 +71,7 @@ def test_quad_exchange_is_a_transpose_within_each_quad(width):
         quad = lane - lane % 4
         want = [100 * (quad + p) + 10 * (lane % 4) + w for p in range(4) for w in range(width)]
         assert got[lane].tolist() == want, lane
+
+
+if __name__ == "__main__":
+    raise SystemExit(pytest.main([__file__, "-q"]))

@@ -107,3 +107,7 @@ def test_sequence_bounds_clamp_and_empty_inverted_ranges():
     cu = Tensor(np.array([-5, 10, 3, 90], dtype=np.int64), Int32)
     got = [tuple(int(x) for x in bounds(cu, n, T)) for n in range(3)]
     assert got == [(0, 10), (10, 10), (3, 40)]
+
+
+if __name__ == "__main__":
+    raise SystemExit(pytest.main([__file__, "-q"]))

@@ -69,3 +69,7 @@ def test_vector_gate_state_pairs(K, V):
                         g=emu.Tensor(g.copy(), Float32), sds=emu.Tensor(np.full(K, np.nan), Float32))
     emu.run_cta(lambda: kern.state_pairs(s, emu.thread_index()), bwd_grads.THREADS)
     np.testing.assert_allclose(s.sds.array, np.exp(g[-1]) * (S * dS).sum(axis=0), rtol=1e-12)
+
+
+if __name__ == "__main__":
+    raise SystemExit(pytest.main([__file__, "-q"]))

@@ -127,3 +127,7 @@ def test_trans_check_accepts_the_trans_layouts_and_rejects_others():
     swapped = ((8, 2, 2), (8, 1)), ((16, 128, 8), (1, 0))  # matrices 1 and 2 exchanged
     with pytest.raises(ValueError, match="lands at"):
         check_trans_copy(SRC, swapped, ACC)
+
+
+if __name__ == "__main__":
+    raise SystemExit(pytest.main([__file__, "-q"]))

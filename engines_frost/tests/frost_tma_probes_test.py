@@ -65,3 +65,7 @@ def test_stream_probe_build(D, stages):
     assert sum(op.startswith("UTMALDG") for op in ops) == probe.OPERANDS * D // 64, [op for op in ops if "UTMA" in op]
     inits = [i for i in sass if "SYNCS.EXCH.64" in i]  # mbarrier.init: full and empty per stage
     assert len(inits) == 2 * stages, inits
+
+
+if __name__ == "__main__":
+    raise SystemExit(pytest.main([__file__, "-q"]))

@@ -36,3 +36,7 @@ def test_tma_rows_land_in_the_sw128_tile(T, H, D):
     torch.cuda.synchronize()
     assert torch.equal(out[:T], x), (out[:T] != x).nonzero()[:8]
     assert torch.count_nonzero(out[T:]) == 0, "rows past T were not zero-filled"
+
+
+if __name__ == "__main__":
+    raise SystemExit(pytest.main([__file__, "-q"]))

@@ -135,3 +135,7 @@ def test_the_smoke_bounds_u_where_v3_writes_it(monkeypatch):
     assert not smoke.values_on_wgmma(bf16, "gdn", "sm_90a") and smoke.one_forward_kernel(bf16, "gdn", "sm_90a")
     monkeypatch.setattr(smoke, "FWD_KERNEL", "v3")  # --fwd-kernel v3: fp16 on v3's launchers too
     assert smoke.values_on_wgmma(fp16, "gdn", "sm_90a") and smoke.one_forward_kernel(fp16, "gdn", "sm_90a")
+
+
+if __name__ == "__main__":
+    raise SystemExit(pytest.main([__file__, "-q"]))

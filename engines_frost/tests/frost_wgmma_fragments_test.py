@@ -194,3 +194,7 @@ def test_shared_coordinate_keeps_distinct_values_apart():
     pairs = ((2,), (2, 2)), ((256,), (1, 64))  # value (a, b) -> row a, column 4 t + b
     assert shared_coordinate(pairs, 64, 0) == [0, 1, 0, 1]
     assert shared_coordinate(pairs, 64, 1) == [0, 0, 2, 2]
+
+
+if __name__ == "__main__":
+    raise SystemExit(pytest.main([__file__, "-q"]))

@@ -57,3 +57,7 @@ def test_launcher_layouts_keep_their_sizes():
     chain = {r.name: r for r in layouts[1][0]}["chain"]
     assert chain.dtype == "uint8" and chain.nbytes == bwd.frost_bwd_workspace_size(
         total_tokens=130, num_seqs=3, heads_q=4, heads_k=2, heads_v=shape.stand_in, head_dim_k=64, head_dim_v=64)
+
+
+if __name__ == "__main__":
+    raise SystemExit(pytest.main([__file__, "-q"]))

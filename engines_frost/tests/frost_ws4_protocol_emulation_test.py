@@ -184,3 +184,7 @@ def test_ring_mutations_are_caught():
     assert _fails(range(3, 7), run_ring, copies=lambda n: ring_copies_ops(n, empty_from=n + 1))
     # the chain releasing every stage: arrivals left at exit
     assert _fails(range(1, 5), run_ring, chain=lambda n: ring_chain_ops(n, ring_releases=lambda i, c: True))
+
+
+if __name__ == "__main__":
+    raise SystemExit(pytest.main([__file__, "-q"]))

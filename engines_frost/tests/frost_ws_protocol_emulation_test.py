@@ -83,3 +83,7 @@ def test_mutations_are_caught():
                 continue
             yield op
     assert _fails(range(3, 7), consumer=early)
+
+
+if __name__ == "__main__":
+    raise SystemExit(pytest.main([__file__, "-q"]))

@@ -71,3 +71,7 @@ def test_mutations_are_caught():
     assert _fails(end_wait=lambda i, chunks: 1)
     # not waiting before the FULL arrive at all
     assert _fails(end_wait=lambda i, chunks: 2)
+
+
+if __name__ == "__main__":
+    raise SystemExit(pytest.main([__file__, "-q"]))

@@ -104,3 +104,7 @@ def test_inconsistent_calls_are_refused_naming_the_argument(call, argument, expe
     text = str(err.value)
     assert "moe_grouped_matmul" in text and argument in text, text
     assert expected in text and given in text, text
+
+
+if __name__ == "__main__":
+    raise SystemExit(pytest.main([__file__, "-q"]))

@@ -126,3 +126,7 @@ def test_bad_routing_is_refused(mode, kwargs, text):
 def test_offsets_that_do_not_split_the_rows_are_refused():
     with pytest.raises(ValueError, match="ascending expert ranges"):
         ref.expert_of_rows(np.array([0, 3, 2]), 4)
+
+
+if __name__ == "__main__":
+    raise SystemExit(pytest.main([__file__, "-q"]))

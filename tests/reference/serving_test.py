@@ -86,3 +86,7 @@ def _segment(p: Primals, start: int, end: int, state: torch.Tensor) -> Primals:
     cut = {f: getattr(p, f)[sl] for f in ("q", "k", "v", "g", "beta", "w") if getattr(p, f) is not None}
     return dataclasses.replace(p, **cut, cu_seqlens=torch.tensor([0, end - start], dtype=torch.int32),
                                initial_state=state[None])
+
+
+if __name__ == "__main__":
+    raise SystemExit(pytest.main([__file__, "-q"]))

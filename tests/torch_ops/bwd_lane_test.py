@@ -181,3 +181,7 @@ def test_batch_invariant_reaches_the_backward(invariant, monkeypatch):
             run_backward("gdn", named)
     assert rec.checked == 1 and rec.binds == 1
     assert rec.invariant == [invariant, invariant]
+
+
+if __name__ == "__main__":
+    raise SystemExit(pytest.main([__file__, "-q"]))

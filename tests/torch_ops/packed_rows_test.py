@@ -67,3 +67,7 @@ def test_contiguous_inputs_are_not_copied():
     run("gdn", args)
     got = seen("gdn")
     assert same_buffer(got["q"], args["q"]) and same_buffer(got["v"], args["v"])
+
+
+if __name__ == "__main__":
+    raise SystemExit(pytest.main([__file__, "-q"]))

@@ -281,3 +281,7 @@ def test_summary_op_with_the_switch_is_bitwise_the_default(family, monkeypatch):
     ops.clear_graph_caches()
     assert torch.equal(results["1"][0], results["0"][0])
     assert torch.equal(results["1"][1], results["0"][1])
+
+
+if __name__ == "__main__":
+    raise SystemExit(pytest.main([__file__, "-q"]))

@@ -363,3 +363,7 @@ def test_split_serving_call(family, overwrite, span):
     worst = run_steps(cfg, steps if overwrite else steps[:1], pool, overwrite=overwrite)
     assert _summary_calls(family) == before + (len(steps) if overwrite else 1)
     assert max(worst.values()) < 1e-5, worst
+
+
+if __name__ == "__main__":
+    raise SystemExit(pytest.main([__file__, "-q"]))

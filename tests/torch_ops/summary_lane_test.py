@@ -363,3 +363,7 @@ def test_cached_backward_summary_takes_the_lane(family, with_final, monkeypatch)
     assert chain["d_initial_state"] == ("tensor", "d_initial_state")
     assert chain["d_final_state"] == (("tensor", "d_final_state") if with_final else None)
     assert all(r is None or r[0] != "unknown" for r in chain.values()), chain
+
+
+if __name__ == "__main__":
+    raise SystemExit(pytest.main([__file__, "-q"]))
