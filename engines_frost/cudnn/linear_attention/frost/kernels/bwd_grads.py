@@ -280,21 +280,21 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
             self.find_sequence(s, mcu, N, T, after // HO, tid, nxt)
         if n >= 0:
             self.chunk_item(s, mq, mk, mv, mg, mb, mcu, mdo, mdq, mdk, mdv, mdg, mdb, mckpt, mdckpt, mu, mdr,
-                            N, scale, mw, mdw, T, item, n, fetched, nxt, items, (bid, ctas, k), tid)
+                            N, scale, mw, mdw, T, item, n, fetched, nxt, items, (bid, ctas, k, after), tid)
 
     @cute.jit
     def chunk_item(self, s, mq, mk, mv, mg, mb, mcu, mdo, mdq, mdk, mdv, mdg, mdb, mckpt, mdckpt, mu, mdr,
                    N, scale, mw, mdw, T, item, n, fetched, nxt, items, walk, tid):
         """One (chunk, head) item of sequence n. Its cp.async copies (S, dS, dO, U, dR, v) were
         issued by the previous item when `fetched`, else here. While the products' tail and
-        the epilogue run, the next item's (walk = (bid, ctas, k): item_at(bid, ctas, k + 1),
+        the epilogue run, the next item's (walk = (bid, ctas, k, after): after = item_at(bid,
+        ctas, k + 1),
         sequence s.seq[nxt]) copies go into what is dead by then: S and dS after the state
         products, dO and U after dq/dk left their staging (which overlays dO and U), dR and
         v after stage_values. With grads_pairs, when the next item is this one's pair
         partner in the same sequence (chunk j + 1), its S is not copied: step_state forms it
         in s.sf after the adjoints, from this item's S, U and k-hat."""
-        bid, ctas, k = walk
-        after = self.item_at(bid, ctas, k + 1)
+        bid, ctas, k, after = walk
         lane = cute.arch.lane_idx()
         wid = cute.arch.make_warp_uniform(cute.arch.warp_idx())
         thr = self.mma_slice(lane)
@@ -352,7 +352,7 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
         if cutlass.const_expr(self.bcfg.grads_prefetch):
             # the item after next: with grads_pairs an odd k's is the second of its pair,
             # whose S the first steps (no S to fetch)
-            with_s = Int32(1 - k % 2) if cutlass.const_expr(self.bcfg.grads_pairs) else None
+            with_s = Int32(1 - k % 2) if cutlass.const_expr(self.bcfg.grads_pairs) else Int32(1)
             self.prefetch_states_l2(mckpt, mdckpt, self.item_at(bid, ctas, k + 2), items, tid, with_s)
 
     @cute.jit
@@ -409,7 +409,7 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
                               t0, eos, tid)
 
     @cute.jit
-    def prefetch_states_l2(self, mckpt, mdckpt, item, items, tid, with_s=None):
+    def prefetch_states_l2(self, mckpt, mdckpt, item, items, tid, with_s):
         """grads_prefetch for the persistent kernel: the state rows of the item after next
         (`item`, this CTA's item two steps on) into L2, one 128-byte line per thread and
         job, at the end of this item: its dS (row rho) and, on the recompute path, its S
@@ -417,8 +417,7 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
         that item's sequence). The next item's cp.async burst of S and dS (64 KB per CTA,
         issued after the products) held its warps ~10 % of the kernel's samples while the
         rows came from DRAM (NOTES_bwd.md); from L2 they land sooner. A hint: nothing read
-        changes. with_s (given with grads_pairs): 0 leaves S out (that item's S is stepped,
-        not read)."""
+        changes. with_s: 0 leaves S out (grads_pairs: that item's S is stepped, not read)."""
         K, V, HO = self.cfg.K, self.cfg.V, self.cfg.HO
         per_row = K * 2 // 128  # 128-byte lines per bf16 state row of K channels
         lines = V * per_row
@@ -431,9 +430,7 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
                     jv = job // per_row
                     off = (job % per_row) * 64
                     cute.arch.prefetch((mdckpt[rho, h, jv, None].iterator + off).llvm_ptr, cache_level="L2")
-                    if cutlass.const_expr(not self.bcfg.checkpoints and with_s is None):
-                        cute.arch.prefetch((mckpt[rho, h, jv, None].iterator + off).llvm_ptr, cache_level="L2")
-                    elif cutlass.const_expr(not self.bcfg.checkpoints):
+                    if cutlass.const_expr(not self.bcfg.checkpoints):
                         if with_s != 0:
                             cute.arch.prefetch((mckpt[rho, h, jv, None].iterator + off).llvm_ptr,
                                                cache_level="L2")
