@@ -8,8 +8,8 @@ The matrix's core (compile_tiers; ~55 s on one core, the full matrix ~140 s): th
 product's four-role forward (decay="wyc-ws4raw", compile_kernel.FOUR_ROLE_DECAY) in its
 plain, training and output-free (recompute) builds, its register split's measured trade
 (the C7512 the in-chain split accepts, which also shows the notes reader works) and the
-product's build being the tooling's. The experiments' builds (wy-ws4, wy-ws4raw, and
-wyc-ws4rawq's lifted serialization) wait for FROST_FULL_MATRIX=1.
+product's build being the tooling's. The experiments' builds (wy-ws4, wy-ws4raw) wait
+for FROST_FULL_MATRIX=1.
 """
 import dataclasses
 import functools
@@ -161,33 +161,6 @@ def test_in_chain_register_trade():
         cfg = _config(decay="wyc-ws4raw", ws_regs=regs)
         notes[regs] = report.ptxas_notes(kernel_class(cfg, "sm_90a")(cfg), fake_args(cfg))
     assert notes == {IN_CHAIN_REGISTER_SPLIT: {"C7512"}, (208, 72, 24): set()}
-
-
-@pytest.mark.parametrize("mode", tiered(["plain", "training"], []))  # an experiment
-def test_late_sq_lifts_the_serialization(mode):
-    """decay="wyc-ws4rawq" (fwd_ws4.RawRingInChainLateSq: S^T Q^T issued after U's blocks)
-    at the product's 192 / 104 / 24: no ptxas note, so each product group waits once
-    instead of after every k-step (the product's build: one WARPGROUP.DEPBAR per HGMMA, the
-    Gram's and the chain's): math's two Gram products one wait each, the chain's 28 steps
-    a few, the same HGMMA counts, at most a register's spill in math."""
-    from cudnn.linear_attention.frost.kernels import fwd_ws4 as ws4
-    from cudnn.linear_attention.frost.kernels.compile_kernel import kernel_class
-    from cudnn.linear_attention.frost.kernels.launch_abi import fake_args
-
-    cfg = _config(mode, decay="wyc-ws4rawq")
-    assert report.ptxas_notes(kernel_class(cfg, "sm_90a")(cfg), fake_args(cfg)) == set()
-    builds = {}
-    for decay in ("wyc-ws4raw", "wyc-ws4rawq"):
-        usage, sass = _build(mode, decay)
-        assert usage["LOCAL"] == 0, usage
-        builds[decay] = dict(zip(("copies", "math", "chain"), report.four_role_regions(sass, ws4.IN_CHAIN_REGISTER_SPLIT)))
-    serial, late = builds["wyc-ws4raw"], builds["wyc-ws4rawq"]
-    for role in ("math", "chain"):
-        assert _count(late[role], "HGMMA") == _count(serial[role], "HGMMA")
-        assert _count(serial[role], "WARPGROUP.DEPBAR") == _count(serial[role], "HGMMA")
-    assert _count(late["math"], "WARPGROUP.DEPBAR") == 2
-    assert _count(late["chain"], "WARPGROUP.DEPBAR") <= 8
-    assert _count(late["chain"], "STL") == 0 and _count(late["math"], "STL") <= 1
 
 
 def test_shared_memory_plans():

@@ -91,10 +91,6 @@
 #              float64 and kernel times), fourrolesmatrix (the GDN engine matrix, no knob: the
 #              product path), fourrolesgate (GDN fwd rows at 1 to 64 chunks per sequence with
 #              FROST_FWD_DECAY=scaled / wyc-ws4raw: where the 512-token gate should sit)
-#   latesq     the four-role forward with S^T Q^T after U's blocks (decay wyc-ws4rawq, no wgmma
-#              serialization) against the product's: the smoke of both vs float64 with kernel
-#              times (O bitwise alike expected), then GDN fwd and fwd+bwd op rows with
-#              FROST_FWD_DECAY unset / =wyc-ws4rawq alternating, twice
 #   bwdfour    the backward's wy chain in four roles (bwd_chain_ws4.py: FROST_BWD_CHAIN=wgmma_ws4,
 #              =wgmma_ws4c without W', =wgmma_ws4raw / wgmma_ws4rawc on raw rows in a ring;
 #              BWD_FOUR names them, default all four): bwdfoursmoke (GDN backward smoke vs
@@ -664,12 +660,6 @@ for s in "$@"; do
         $BWD_FOUR; do echo \"== FROST_BWD_CHAIN=\$c\"; FROST_BWD_CHAIN=\$c python3 bench/bench_linear_attention.py \
         --cases 'GDN fwd+bwd' --impl 'op FROST' --reps 10 | grep '^| GDN' || exit 1; done";; esac
       true ;;
-    latesq)      # the four-role forward, S^T Q^T after U's blocks (fwd_ws4.RawRingInChainLateSq)
-      export FROST_KERNEL_CACHE="${FROST_KERNEL_CACHE:-$PWD/.frostcache}"
-      stage latesq "python3 tests/numerics/la_frost_smoke.py --family gdn --algorithm v3wycws4raw v3wycws4rawq && \
-        for d in '' wyc-ws4rawq '' wyc-ws4rawq; do echo \"== FROST_FWD_DECAY=\$d\"; \
-        FROST_FWD_DECAY=\$d python3 bench/bench_linear_attention.py --cases 'GDN fwd' --impl 'op FROST' --reps 20 \
-        | grep '^| GDN' || exit 1; done" ;;
     fourroles|fourrolessmoke|fourrolesmatrix|fourrolesgate)  # GDN's four-role forward (fwd_ws4.py)
       export FROST_KERNEL_CACHE="${FROST_KERNEL_CACHE:-$PWD/.frostcache}"
       FR_SMOKE="${FR_SMOKE:-v3scaled v3wycws4raw}"

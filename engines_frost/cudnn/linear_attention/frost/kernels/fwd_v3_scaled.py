@@ -291,10 +291,6 @@ class ScaledDecayChain:
 
         self.finish_chain(s, mo, acc_s, coord_s, acc_o if wo else None, a_u, a_k, h, t0, eos, thr, lane, wid)
 
-    #: S^T Q^T issued here rather than with U (fwd_ws_wy.u_through_r), from S's A operand
-    #: rebuilt from the state registers: no O accumulator lives while U's blocks are formed
-    sq_in_finish = False
-
     def finish_chain(self, s, mo, acc_s, coord_s, acc_o, a_u, a_k, h, t0, eos, thr, lane, wid):
         """The chain's last two steps from U's per-block bf16 A operands, a_u (U^T) and a_k
         (U^T diag(fk)), and the S^T Q^T accumulator acc_o (None without the output), its
@@ -316,10 +312,6 @@ class ScaledDecayChain:
 
         # 4. O = (S^T Q^T) diag(fo), then O += U^T P^T (group 3); S^T <- S^T e^Gam_last +
         # (U^T diag(fk)) K (group 4, into the state registers)
-        if wo and self.sq_in_finish:
-            if acc_o is not None:
-                raise TypeError(f"{type(self).__name__}: sq_in_finish needs a chain that leaves S^T Q^T to finish_chain")
-            acc_o = self.sq_group(s, to_a_operand(acc_s, g_half.partition_shape_A((WG_ROWS, K))), g_half, wg_half)
         if wo:
             warpgroup.wait_group(0)
             for bi in range(NBLK):

@@ -419,17 +419,6 @@ class RawRingInChain(RawRing):
     sq_with_x = False
 
 
-class RawRingInChainLateSq(RawRingInChain):
-    """RawRingInChain with S^T Q^T issued in finish_chain, after U's blocks, from S's A
-    operand rebuilt there (knob decay="wyc-ws4rawq"; an experiment). The product's order
-    keeps O's accumulator and S's A operand live while U's blocks are formed, and ptxas
-    serializes every wgmma of the kernel for want of registers (C7512: a wait after each
-    k-step, math's Gram included); here it does not. The cost: S^T Q^T's steps no longer
-    run under U's blocks. O is the same sums in the same order (bitwise the product's)."""
-
-    sq_in_finish = True
-
-
 def four_role_class(base):
     """The product's four-role forward over a v3 class (compile_kernel.product_class):
     RawRingInChain with the m64n64 wgmma Gram, composed as the test tooling composes its

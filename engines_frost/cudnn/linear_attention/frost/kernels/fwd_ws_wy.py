@@ -417,8 +417,6 @@ class FullInverseChain(InverseProducts, WarpSpecialisedChain):
         mma_group(wg_half, acc_u, [(a_r, wg_half.make_fragment_B(g_half.partition_B(st.ainv)), C // 16)])
         if cutlass.const_expr(self.sq_with_x):
             warpgroup.wait_group(0)  # U (and S^T Q^T before it: groups retire in order)
-        elif cutlass.const_expr(self.sq_in_finish):
-            warpgroup.wait_group(0)  # U; finish_chain issues S^T Q^T
         else:
             acc_o = self.sq_group(st, a_s, g_half, wg_half)
             if cutlass.const_expr(self.cfg.write_output):
