@@ -584,29 +584,3 @@ def test_default_chain_is_the_four_role_raw_chain_at_its_shapes(monkeypatch):
     for stage in ("states", "grads"):
         assert big.with_stage(stage) == scaled.with_stage(stage)
 
-
-@pytest.mark.parametrize("family", ["gdn", "kda", "gdn2"])
-def test_grads_pairs_switch(family, monkeypatch):
-    """FROST_BWD_GRADS_PAIRS (read on every checked call; unset or 0: off, 1: on) sets
-    grads_pairs for GDN's wgmma grads kernel only (not with FROST_BWD_GRADS=mma, never for
-    vector gates, whose config refuses it), with_stage keeps it for the grads kernel alone,
-    and a value other than 0 or 1 names the variable."""
-
-    from cudnn.linear_attention.frost.kernels import bwd
-
-    vector = family in ("kda", "gdn2")
-    unset = _config_under(monkeypatch, family, {bwd.GRADS_PAIRS_ENV: None, bwd.GRADS_ENV: None})
-    on = _config_under(monkeypatch, family, {bwd.GRADS_PAIRS_ENV: "1"})
-    mma = _config_under(monkeypatch, family, {bwd.GRADS_ENV: "mma"})
-    monkeypatch.delenv(bwd.GRADS_ENV)
-    assert not unset.grads_pairs and on.grads_pairs != vector and not mma.grads_pairs
-    for stage in on.stages:  # only the grads kernel's config (and so its store key) differs
-        assert on.with_stage(stage).grads_pairs == (stage == "grads" and not vector)
-        assert (on.with_stage(stage) != unset.with_stage(stage)) == (stage == "grads" and not vector)
-    with pytest.raises(ValueError, match="grads_pairs must be a bool"):
-        FrostBwdConfig(fwd=on.fwd, stage="grads", dht_dtype=None, dh0_dtype=None, grads_pairs=1)
-    with pytest.raises(ValueError, match="grads_pairs must be False unless grads_wgmma"):
-        FrostBwdConfig(fwd=on.fwd, stage="grads", dht_dtype=None, dh0_dtype=None, grads_pairs=True)
-    monkeypatch.setenv(bwd.GRADS_PAIRS_ENV, "yes")
-    with pytest.raises(ValueError, match=bwd.GRADS_PAIRS_ENV):
-        _check(_operands(family=family), family)

@@ -66,14 +66,8 @@ def stage_states(S, q, k, v, g, beta, w):
     M = _pairwise(kb, k, gam, False)
     A = torch.exp(gam)
     U = _solve(M, w0 - (kb * A) @ S)
-    return U, state_after(S, U, k, gam)
-
-
-def state_after(S, U, k, gam):
-    """The state leaving a chunk from the state entering it, the chunk's U and its gates'
-    in-chunk cumsum gam: e^(G_last) S + (k e^(G_last - G))^T U."""
     last = gam[-1]
-    return torch.exp(last)[:, None] * S + (k * torch.exp(last - gam)).T @ U
+    return U, torch.exp(last)[:, None] * S + (k * torch.exp(last - gam)).T @ U
 
 
 def stage_values(S, q, k, v, g, beta, w):
@@ -181,22 +175,13 @@ def _l2norm_bwd(x, dx_hat):
 
 
 def frost_bwd_model(q, k, v, g, beta, w, cu_seqlens, dO, *, scale, use_l2norm, initial_state=None,
-                    d_final_state=None, chunk=CHUNK, state_checkpoints=None, values=None, pairs=False,
-                    stored=None):
+                    d_final_state=None, chunk=CHUNK, state_checkpoints=None, values=None):
     """Float64 gradients (dq, dk, dv, dg, dbeta, dw or None, d_initial_state or None) of
     <o, dO> + <final_state, d_final_state> by the three-kernel algorithm above; with the
     forward's ``state_checkpoints`` (forward_checkpoints_model's layout, chunk 64), kernel 1
     is ``values``: each chunk's S is read from its packed row, U from stage_values; with
     the forward's ``values`` too (forward_values_model's [T, HO, V]), kernel 1 does not
-    run: U is read from its rows.
-
-    ``stored`` (e.g. a bf16 rounding) is applied to what kernel 3 reads from memory: S, dS
-    and U. ``pairs``: kernel 3 with the states every other chunk (NOTES_bwd.md "Next:
-    states every other chunk"): a sequence's chunks go in pairs (c, c + 1) from its first,
-    and a pair reads only S_c and dS_(c+1) (a last lone chunk reads both of its own):
-    dS_c is stepped back from dS_(c+1) through chunk c + 1's chain step, S_(c+1) forward
-    from S_c with chunk c's U, each step's result passed through ``stored`` again (the
-    kernel holds it as a bf16 operand)."""
+    run: U is read from its rows."""
     from cudnn.linear_attention.frost.kernels.checkpoints import packed_row0
 
     if values is not None and state_checkpoints is None:
@@ -252,18 +237,10 @@ def frost_bwd_model(q, k, v, g, beta, w, cu_seqlens, dO, *, scale, use_l2norm, i
                 dRs[i], dS = stage_chain(dS, qc, kc, vc, gc, bc, wc, dO[t0:t1, h], scale)
             if dh0 is not None:
                 dh0[n, h] = dS.T
-            keep = stored or (lambda x: x)
             for i, t0 in enumerate(starts):   # kernel 3
                 t0, t1, qc, kc, vc, gc, bc, wc = rows(t0)
-                S_c, dS_c = keep(saved[i][0]), keep(leaving[i])
-                if pairs and i % 2 == 1:   # the pair's second chunk: S stepped from the first's
-                    _, _, _, kp, vp, gp, bp, wp = rows(starts[i - 1])
-                    S_c = keep(state_after(keep(saved[i - 1][0]), keep(saved[i - 1][1]), kp,
-                                           _chunk_rows(gp, bp, wp, kp, vp)[0]))
-                elif pairs and i + 1 < len(starts):   # the first: dS stepped back from the second's
-                    p0, p1, qn, kn, vn, gn, bn, wn = rows(starts[i + 1])
-                    dS_c = keep(stage_chain(keep(leaving[i + 1]), qn, kn, vn, gn, bn, wn, dO[p0:p1, h], scale)[1])
-                gq, gk, gv, gg, gb, gw = stage_grads(S_c, dS_c, keep(saved[i][1]), dRs[i], qc, kc, vc, gc, bc, wc,
+                S_c, U = saved[i]
+                gq, gk, gv, gg, gb, gw = stage_grads(S_c, leaving[i], U, dRs[i], qc, kc, vc, gc, bc, wc,
                                                      dO[t0:t1, h], scale)
                 dq_hat[t0:t1, hq] += gq
                 dk_hat[t0:t1, hk] += gk

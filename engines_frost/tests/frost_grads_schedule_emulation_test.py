@@ -102,58 +102,28 @@ def _stubbed(kern_cls, log):
                     getattr(s, name).array[...] = 1.0e30
             emu.sync_threads()
 
-        def issue_next(self, s, mckpt, mdckpt, mdo, mu, mdr, mv, at, tid, part, stepped=None):
-            super().issue_next(s, mckpt, mdckpt, mdo, mu, mdr, mv, at, tid, part, stepped)
+        def issue_next(self, s, mckpt, mdckpt, mdo, mu, mdr, mv, at, tid, part):
+            super().issue_next(s, mckpt, mdckpt, mdo, mu, mdr, mv, at, tid, part)
             if tid == 0:  # at: the next item's (checkpoint row, head, ...), found before its copies
                 log["prefetched"].append((int(at[0]) * HO + int(at[1]), part))
-
-        def step_state(self, s, lane, wid):
-            """The wgmma kernel's product in float64 on what shared memory holds then (U as
-            scale_u_rows left it), rounded to bf16 into s.sf as the kernel stores it."""
-            emu.sync_threads()
-            if emu.thread_index() == 0:
-                log["stepped"] += 1
-                st = s.ea.array[C - 1] * s.sf.array + s.u.array.T @ s.kr.array
-                s.sf.array[...] = emu.rounded(st, torch.bfloat16)
-            emu.sync_threads()
 
     return Stub
 
 
-def _walk(ctas, n_items, pairs):
-    """Each CTA's items in its order: b, b + P, ...; with grads_pairs the pairs p = b, b +
-    P, ... of (row pair, head), p = pr * HO + h, as rows 2 pr and 2 pr + 1 of head h."""
-    if not pairs:
-        return [(b, list(range(b, n_items, ctas))) for b in range(ctas)]
-    rows = n_items // HO
-    pair_count = (rows + 1) // 2 * HO
-    return [(b, [(2 * (p // HO) + half) * HO + p % HO for p in range(b, pair_count, ctas) for half in (0, 1)])
-            for b in range(ctas)]
-
-
-# 3 and 5 CTAs: several items each, P not dividing the 12 items; 40: more CTAs than items;
-# grads_pairs: S stepped inside a pair of rows of one sequence (rows 3 and 4 of sequence 2 here,
-# and 0 / 1 of sequence 0; rows 2 (between sequences) and 5 (sequence 3's first) pair with a
-# row of another sequence, 6 with none: past the last row)
-# (~40 s a case on two cores: the core is both walks on both state sources; the others with
+# 3 and 5 CTAs: several items each, P not dividing the 12 items; 40: more CTAs than items
+# (~40 s a case on two cores: the core is both state sources; the others with
 # FROST_FULL_MATRIX=1)
-@pytest.mark.parametrize("ctas, ckpt, pairs", tiered(
-    [(3, False, False), (3, True, False), (5, False, False), (40, True, False), (3, False, True), (2, True, True),
-     (40, False, True)], [0, 1, 4, 5],
-    ids=lambda c: f"{c[0]}ctas-{'pairs-' if c[2] else ''}{'forward-checkpoints' if c[1] else 'workspace-states'}",
-    unpack=True))
-def test_persistent_items_see_their_own_operands(ctas, ckpt, pairs):
-    """Every item runs once, in its CTA's order, on its own rows and states: the S copy of
-    a pair's second item in the same sequence is never issued, and what it sees in s.sf is
-    the state stepped from the first item's S, U and k-hat (not the stored row: random
-    here, unrelated to the step)."""
+@pytest.mark.parametrize("ctas, ckpt", tiered(
+    [(3, False), (3, True), (5, False), (40, True)], [0, 1],
+    ids=lambda c: f"{c[0]}ctas-{'forward-checkpoints' if c[1] else 'workspace-states'}", unpack=True))
+def test_persistent_items_see_their_own_operands(ctas, ckpt):
     T, N = CU[-1], len(CU) - 1
     rows = T // C + N
     rng = np.random.default_rng(ctas + 7 * ckpt)
     f = FrostFwdConfig(io_dtype="bfloat16", state_dtype=None, H=HO, HK=HO, HV=HO, K=K, V=V,
                        gate_per_channel=False, beta_per_channel=False, has_w=False, use_l2norm=True,
                        has_initial_state=False, has_final_state=False)
-    cfg = FrostBwdConfig(f, "grads", None, None, checkpoints=ckpt, grads_wgmma=pairs, grads_pairs=pairs)
+    cfg = FrostBwdConfig(f, "grads", None, None, checkpoints=ckpt)
     bf = torch.bfloat16
     x = {
         "q": emu.rounded(rng.standard_normal((T, HO, K)), bf), "k": emu.rounded(rng.standard_normal((T, HO, K)), bf),
@@ -171,48 +141,19 @@ def test_persistent_items_see_their_own_operands(ctas, ckpt, pairs):
     emulated = emu.emulate_class(bwd_grads.FrostBwdGrads, helper_modules=[fwd_v1, seq_bounds, checkpoints_dsl])
     row_fn = emulated.state_row.__globals__["checkpoint_row"]
     row_fn.__globals__["sequence_bounds"] = emu.emulated(seq_bounds, "sequence_bounds")
-    log = {"runs": [], "seen": [], "prefetched": [], "stepped": 0}
+    log = {"runs": [], "seen": [], "prefetched": []}
     kern = _stubbed(emulated, log)(cfg)
     kern.kernel(m.q, m.k, m.v, m.g, m.beta, m.cu_seqlens, m.dO, m.dq, m.dk, m.dv, m.dg, m.dbeta, m.ckpt,
                 m.dckpt, m.u, m.dr, N, 1.0, m.w, m.dw, T).launch(grid=[ctas, 1, 1], block=[bwd_grads.THREADS, 1, 1])
 
     items = _items(T, N)
-    walks = _walk(ctas, len(items), pairs)
-    assert sorted(it for _, w in walks for it in w if it < len(items)) == list(range(len(items)))
-
-    def valid(it):
-        return it < len(items) and items[it] is not None
-
-    order = [(b, it) for b, w in walks for it in w if valid(it)]
+    order = [(b, it) for b in range(ctas) for it in range(b, len(items), ctas) if items[it] is not None]
     assert [(b, h, t0) for b, (_, h, _, _, t0, _) in ((b, items[it]) for b, it in order)] == log["runs"]
     # the next item's copies were issued by its predecessor exactly when both have a sequence
-    want_pf = sorted((w[i + 1], st) for _, w in walks for i in range(len(w) - 1)
-                     if valid(w[i]) and valid(w[i + 1]) for st in ("state", "front", "back"))
+    want_pf = sorted((it + ctas, st) for b in range(ctas) for it in range(b, len(items) - ctas, ctas)
+                     if items[it] is not None and items[it + ctas] is not None for st in ("state", "front", "back"))
     assert sorted(log["prefetched"]) == want_pf
-    assert (len(want_pf) > 0) == (pairs or ctas < len(items))  # a pair runs on one CTA
-    # a pair's second item whose first is the previous chunk of its sequence: S stepped
-    stepped_items = {w[i + 1]: w[i] for _, w in walks for i in range(0, len(w) - 1, 2) if pairs
-                     and valid(w[i]) and valid(w[i + 1]) and items[w[i]][2] == items[w[i + 1]][2]}
-    assert log["stepped"] == len(stepped_items)
-    assert (len(stepped_items) > 0) == pairs
-
-    def step(it):
-        """S leaving item it's chunk in float64 from what it read: e^G_last S + (U e^(G_last
-        - G))^T k-hat, the scaled U rounded to bf16 as scale_u_rows leaves it."""
-        rho, h, n, j, t0, eos = items[it]
-        r = min(eos - t0, C)
-        gam = np.cumsum(x["g"][t0:t0 + r, h, 0])
-        kh = x["k"][t0:t0 + r, h]
-        kh = emu.rounded(kh / np.sqrt((kh * kh).sum(-1, keepdims=True) + 1e-6), bf)
-        ut = emu.rounded(x["u"][t0:t0 + r, h] * np.exp(gam[-1] - gam)[:, None], bf)
-        return np.exp(gam[-1]) * entering(it) + ut.T @ kh
-
-    def entering(it):
-        """S entering item it's chunk as the kernel must see it."""
-        if it in stepped_items:
-            return step(stepped_items[it])
-        rho, h, n, j, _, _ = items[it]
-        return x["ckpt"][checkpoints.packed_row0(CU, n) + j if ckpt else rho, h]
+    assert (len(want_pf) > 0) == (ctas < len(items))
 
     for (b, it), seen in zip(order, log["seen"]):
         rho, h, n, j, t0, eos = items[it]
@@ -227,11 +168,7 @@ def test_persistent_items_see_their_own_operands(ctas, ckpt, pairs):
 
         for name, src in (("do", "dO"), ("u", "u"), ("dr", "dr"), ("vr", "v")):
             assert np.array_equal(seen[name], rows(x[src])), f"{tag}: {name}"
-        if it in stepped_items:
-            assert not np.allclose(seen["sf"], x["ckpt"][srow, h]), f"{tag}: S read, not stepped"
-            np.testing.assert_allclose(seen["sf"], entering(it), rtol=2e-2, atol=2e-2, err_msg=f"{tag}: stepped S")
-        else:
-            assert np.array_equal(seen["sf"], x["ckpt"][srow, h]), f"{tag}: S"
+        assert np.array_equal(seen["sf"], x["ckpt"][srow, h]), f"{tag}: S"
         assert np.array_equal(seen["dsf"], x["dckpt"][rho, h]), f"{tag}: dS"
         kh = x["k"][t0:t0 + r, h]
         kh = emu.rounded(kh / np.sqrt((kh * kh).sum(-1, keepdims=True) + 1e-6), bf)
@@ -243,7 +180,7 @@ def test_persistent_items_see_their_own_operands(ctas, ckpt, pairs):
         np.testing.assert_allclose(x["dbeta"][sl, h, 0], (x["v"][sl, h] * x["dr"][sl, h]).sum(-1), rtol=1e-5,
                                    atol=1e-6, err_msg=f"{tag}: dbeta")
         # stubbed row sums are zero: dg is the chunk's tail term e^G_last sum S dS on every row
-        tail = np.exp(x["g"][sl, h, 0].sum()) * (seen["sf"] * x["dckpt"][rho, h]).sum()
+        tail = np.exp(x["g"][sl, h, 0].sum()) * (x["ckpt"][srow, h] * x["dckpt"][rho, h]).sum()
         np.testing.assert_allclose(x["dg"][sl, h, 0], np.full(r, tail), rtol=1e-5, err_msg=f"{tag}: dg")
     covered = np.zeros(T, bool)
     for n in range(N):

@@ -424,25 +424,20 @@ def test_vector_gate_grads_no_spills(case, wide, fast):
     assert usage["REG"] <= 255, usage
 
 
-def compare_builds(plain, other, measure):
-    """Compile two grads kernels: no local memory or stack and at most 255 registers either
-    way; measure(SASS instruction lines) of each build as a pair, None without nvdisasm."""
+def prefetch_cctl(plain, prefetch):
+    """Compile a grads kernel without and with grads_prefetch: no local memory or stack and
+    at most 255 registers either way; the CCTL (prefetch) count of each build, None
+    without nvdisasm."""
     counts = []
-    for cfg in (plain, other):
+    for cfg in (plain, prefetch):
         with tempfile.TemporaryDirectory() as tmp:
             cubin = report.compile_bwd_cubin(cfg, tmp)
             usage = report.resource_usage(cubin)
-            assert usage["LOCAL"] == 0 and usage["STACK"] == 0, (cfg, usage)
-            assert usage["REG"] <= 255, (cfg, usage)
+            assert usage["LOCAL"] == 0 and usage["STACK"] == 0, (cfg.grads_prefetch, usage)
+            assert usage["REG"] <= 255, (cfg.grads_prefetch, usage)
             if report.tool("NVDISASM", "nvdisasm") is not None:
-                counts.append(measure(report.sass_instructions(cubin)))
+                counts.append(sum("CCTL" in i for i in report.sass_instructions(cubin)))
     return tuple(counts) if counts else None
-
-
-def prefetch_cctl(plain, prefetch):
-    """compare_builds of a grads kernel without and with grads_prefetch: the CCTL (prefetch)
-    count of each build."""
-    return compare_builds(plain, prefetch, lambda ins: sum("CCTL" in i for i in ins))
 
 
 @pytest.mark.parametrize("case", [(128, "bfloat16", True, True), (64, "float16", False, False)],
@@ -543,36 +538,3 @@ def test_vector_gate_grads_bulk_copies(case):
 
 if __name__ == "__main__":
     raise SystemExit(pytest.main([__file__, "-q"]))
-
-
-@pytest.mark.parametrize("case", tiered(  # core: the bench shape on both paths, and K = V = 64 fp16
-    [(128, "bfloat16", False), (128, "bfloat16", True), (64, "float16", False)], [0, 1, 2],
-    ids=lambda c: f"gdn-K{c[0]}-{c[1]}-ckpt{int(c[2])}"))
-def test_scalar_gate_grads_pairs(case):
-    """grads_pairs in GDN's wgmma grads kernel (S stepped inside a pair of rows,
-    FrostBwdGradsWgmma.step_state): no local memory or stack, at most 255 registers, and
-    (with nvdisasm) exactly the step's warpgroup MMAs more than without (per warpgroup
-    V / 64 groups of C / 16 m64n(K/2)k16), its S rows read and written back by ldmatrix /
-    stmatrix (2 (V / 64) (K / 32) of each more per warp: one x4 per 16 x 16 block of a
-    warp's [16, K / 2] tile), and not one 2-byte shared access more (the element-wise
-    epilogue of the first build cost ~1,400 instructions per item)."""
-    from cudnn.linear_attention.frost.kernels.bwd_config import FrostBwdConfig
-    from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
-    from cudnn.linear_attention.frost.kernels.fwd_v1 import CHUNK
-
-    K, io, ckpt = case
-    f = FrostFwdConfig(io, None, 4, 4, 4, K, K, False, False, False, True, False, False)
-    plain = FrostBwdConfig(f, "grads", None, None, checkpoints=ckpt, grads_wgmma=True, grads_prefetch=True,
-                           grads_ctas=132)
-    def measure(ins):
-        ops = collections.Counter(i.split()[0].split(".")[0] for i in ins if i.split())
-        short = sum(1 for i in ins if i.split() and i.split()[0].startswith(("LDS.U16", "STS.U16", "LDS.S16")))
-        return ops["HGMMA"], ops["LDSM"], ops["STSM"], short
-
-    counts = compare_builds(plain, dataclasses.replace(plain, grads_pairs=True), measure)
-    print(f"gdn grads K={K} {io} ckpt={ckpt}: (HGMMA, LDSM, STSM, 2-byte LDS/STS) plain / pairs {counts}")
-    if counts:
-        (h0, l0, s0, b0), (h1, l1, s1, b1) = counts
-        assert h1 - h0 == (K // 64) * (CHUNK // 16), counts
-        assert l1 - l0 == (K // 64) * (K // 32) and s1 - s0 == (K // 64) * (K // 32), counts
-        assert b1 == b0, counts

@@ -209,11 +209,6 @@
 #              runs it on), then the fwd+bwd op rows with the switch 0, 1, 0, 1 (one process
 #              each);
 #              gradsprefetchtest / gradsprefetchbench run one of them
-#   gradspairs GDN's wgmma grads kernel with S read every other chunk (FROST_BWD_GRADS_PAIRS=1,
-#              off by default; kernels/NOTES_bwd.md "GDN grads: S read every other chunk"): the
-#              GDN smoke with it on (every case vs float64, the wgmma grads vs mma.sync), then
-#              the fwd+bwd op rows and kernel times with it off / on alternating (tree_ab.sh);
-#              gradspairstest / gradspairsbench run one of them
 #   summarynoout the forward span summary on forward kernels compiled without the output
 #              (FROST_SUMMARY_NO_OUTPUT, the default since; kernels/NOTES.md "Summary passes
 #              without the output"): engines_frost/tests/frost_summary_no_output_gpu_test.py
@@ -552,13 +547,6 @@ for s in "$@"; do
         stage gradsprefetchbench "for p in 0 1 0 1; do echo \"== FROST_BWD_GRADS_PREFETCH=\$p\"; \
           FROST_BWD_GRADS_PREFETCH=\$p python3 bench/bench_linear_attention.py --cases fwd+bwd \
           --impl 'op FROST' --reps 10 || exit 1; done" ;; esac ;;
-    gradspairs|gradspairstest|gradspairsbench)  # GDN's grads kernel: S read every other chunk
-      case "$s" in gradspairs|gradspairstest)
-        stage gradspairstest "FROST_BWD_GRADS_PAIRS=1 python3 tests/numerics/la_frost_bwd_smoke.py \
-          --jobs \$(nproc) --family gdn --grads wgmma-both" ;; esac
-      case "$s" in gradspairs|gradspairsbench)
-        stage gradspairsbench "AB_CASES='GDN fwd+bwd' PYTHONPATH='$BASE_PYTHONPATH' bash tools/gpu/tree_ab.sh \
-          .::FROST_BWD_GRADS_PAIRS=1 \${AB_ROUNDS:-2}" ;; esac ;;
     summarynoout|summarynoouttest|summarynooutbench)  # the summary passes without the output
       TMO_SAVED="$TMO"; TMO="${STAGE_TIMEOUT:-900}"
       case "$s" in summarynoout|summarynoouttest)

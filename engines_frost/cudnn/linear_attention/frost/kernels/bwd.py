@@ -106,12 +106,6 @@ GRADS_VEC_ENV = "FROST_BWD_GRADS_VEC"
 # "The L2 prefetch on the H200", "GDN grads: the state rows two items ahead"). Vector
 # gates have none (measured slower). 0 or 1 (binary_switch), read on every call.
 GRADS_PREFETCH_ENV = "FROST_BWD_GRADS_PREFETCH"
-# FROST_BWD_GRADS_PAIRS=1 has the scalar-gate wgmma grads kernel read S for the first chunk
-# of each pair of checkpoint rows only and step it to the second in shared memory
-# (FrostBwdConfig.grads_pairs; NOTES_bwd.md "GDN grads: S read every other chunk"). 0 or
-# 1 (binary_switch), read on every call; unset: off. Vector gates and FROST_BWD_GRADS=mma
-# ignore it.
-GRADS_PAIRS_ENV = "FROST_BWD_GRADS_PAIRS"
 _INDEX_LIMIT = 2**31
 
 _cache: dict[tuple, object] = {}
@@ -285,9 +279,7 @@ def check_bwd_operands(*, q, k, v, g, beta, w, cu_seqlens, dO, initial_state, d_
         chain_raw_rows=chain_ws4 and variant in ("wgmma_ws4raw", "wgmma_ws4rawc"),
         chain_ws_regs=ws_regs_requested() if chain_ws and not chain_ws4 else (),
         grads_wgmma=(vector_grads if f.gate_per_channel else scalar_grads) == "wgmma",
-        grads_prefetch=binary_switch(GRADS_PREFETCH_ENV, default=True) and not f.gate_per_channel,
-        grads_pairs=(binary_switch(GRADS_PAIRS_ENV, default=False) and not f.gate_per_channel
-                     and scalar_grads == "wgmma"))
+        grads_prefetch=binary_switch(GRADS_PREFETCH_ENV, default=True) and not f.gate_per_channel)
     return cfg, T, N
 
 

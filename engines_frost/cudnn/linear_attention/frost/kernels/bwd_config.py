@@ -142,13 +142,6 @@ class FrostBwdConfig:
     # (bwd_grads_vec.prefetch_operand_rows) are always on, not this switch.
     # The launcher sets it unless FROST_BWD_GRADS_PREFETCH=0 (bwd.py).
     grads_prefetch: bool = False
-    # The persistent scalar-gate grads kernel on warpgroup MMA walks its items in pairs of
-    # checkpoint rows (2p, 2p + 1) of one head, and where both are chunks of one sequence
-    # the second item's S is not read from global memory: the first item forms it from
-    # the S, U and k-hat it holds, S' = e^Gam_last S + (U e^(Gam_last - Gam))^T k-hat, in
-    # place of S in shared memory (NOTES_bwd.md "GDN grads: S read every other chunk").
-    # Needs grads_wgmma. The launcher sets it when FROST_BWD_GRADS_PAIRS=1 (bwd.py).
-    grads_pairs: bool = False
 
     def __post_init__(self):
         def bad(name, expected):
@@ -192,10 +185,6 @@ class FrostBwdConfig:
             bad("grads_prefetch", "a bool")
         if self.grads_prefetch and self.fwd.gate_per_channel:
             bad("grads_prefetch", "False for vector gates (scalar gates only: NOTES_bwd.md \"The L2 prefetch on the H200\")")
-        if not isinstance(self.grads_pairs, bool):
-            bad("grads_pairs", "a bool")
-        if self.grads_pairs and (self.fwd.gate_per_channel or not self.grads_wgmma):
-            bad("grads_pairs", "False unless grads_wgmma is set, with scalar gates (the persistent wgmma grads kernel)")
         if self.chain_wgmma and self.chain_pipeline:
             bad("chain_wgmma", "False when chain_pipeline is set (one chain variant at a time)")
         if not isinstance(self.chain_async, bool):
@@ -240,8 +229,8 @@ class FrostBwdConfig:
         reads U from wherever it comes, so forward_values is off there. chain_pipeline,
         chain_wgmma and chain_async only change the chain kernel: off for every other stage;
         vec_wide_loads, vec_fast_decay and vec_bulk_copies only the vector-gate grads kernel
-        (vec_bulk_copies only its mma.sync class), grads_wgmma,
-        grads_prefetch and grads_pairs only the grads kernels."""
+        (vec_bulk_copies only its mma.sync class), grads_wgmma and
+        grads_prefetch only the grads kernels."""
         persistent = stage == "grads" and not self.fwd.gate_per_channel
         ctas = self.grads_ctas if persistent else DEFAULT_GRADS_CTAS
         wide = self.vec_wide_loads and stage == "grads" and self.fwd.gate_per_channel
@@ -249,14 +238,13 @@ class FrostBwdConfig:
         fast = self.vec_fast_decay and stage == "grads" and self.fwd.gate_per_channel
         bulk = self.vec_bulk_copies and stage == "grads" and self.fwd.gate_per_channel and not self.grads_wgmma
         pf = self.grads_prefetch and stage == "grads"
-        pairs = self.grads_pairs and stage == "grads"
         # fwd.pipelined picks the recompute path's states kernel (the forward's), never a
         # backward kernel: off, so long and short batches share those
         unpiped = dataclasses.replace(self.fwd, pipelined=False)
         if stage == "chain":
             return dataclasses.replace(self, fwd=unpiped, stage=stage, checkpoints=False, grads_ctas=ctas,
                                        vec_wide_loads=wide, vec_fast_decay=fast, vec_bulk_copies=bulk, grads_wgmma=gwg,
-                                       grads_prefetch=pf, grads_pairs=pairs)
+                                       grads_prefetch=pf)
         if stage == "states":
             return dataclasses.replace(self, fwd=unpiped, stage=stage, dht_dtype=None, grads_ctas=ctas,
                                        chain_pipeline=False, chain_wgmma=False,
@@ -264,7 +252,7 @@ class FrostBwdConfig:
                                        chain_ws_regs=(), chain_wy=False, chain_ws4=False,
                                        chain_a_in_chain=False, chain_raw_rows=False, vec_wide_loads=wide,
                                        vec_fast_decay=fast, vec_bulk_copies=bulk,
-                                       grads_wgmma=gwg, grads_prefetch=pf, grads_pairs=pairs)
+                                       grads_wgmma=gwg, grads_prefetch=pf)
         fwd = dataclasses.replace(unpiped, has_initial_state=False, state_dtype=None)
         return dataclasses.replace(self, fwd=fwd, stage=stage, dht_dtype=None, dh0_dtype=None,
                                    forward_values=False, grads_ctas=ctas,
@@ -272,7 +260,7 @@ class FrostBwdConfig:
                                    chain_ws=False, chain_ws_regs=(), chain_wy=False, chain_ws4=False,
                                    chain_a_in_chain=False, chain_raw_rows=False,
                                    vec_wide_loads=wide,
-                                   vec_fast_decay=fast, vec_bulk_copies=bulk, grads_wgmma=gwg, grads_prefetch=pf, grads_pairs=pairs)
+                                   vec_fast_decay=fast, vec_bulk_copies=bulk, grads_wgmma=gwg, grads_prefetch=pf)
 
     @property
     def stages(self) -> tuple[str, ...]:

@@ -214,7 +214,7 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
                mcu: cute.Tensor, mdo: cute.Tensor, mdq: cute.Tensor, mdk: cute.Tensor, mdv: cute.Tensor,
                mdg: cute.Tensor, mdb: cute.Tensor, mckpt: cute.Tensor, mdckpt: cute.Tensor, mu: cute.Tensor,
                mdr: cute.Tensor, N: Int32, scale: Float32, mw: cute.Tensor, mdw: cute.Tensor, T: Int32):
-        """Persistent: CTA b of P runs its items (item_at) in order (run_item)."""
+        """Persistent: CTA b of P runs items b, b + P, b + 2P, ... (run_item)."""
         c = self.cfg
         tid, _, _ = cute.arch.thread_idx()
         bid, _, _ = cute.arch.block_idx()
@@ -224,45 +224,21 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
         if tid < 2:
             s.seq[tid] = Int32(-1)
         cute.arch.sync_threads()
-        first = self.item_at(bid, ctas, Int32(0))
-        if first < items:
-            self.find_sequence(s, mcu, N, T, first // c.HO, tid, 0)
-        for k in cutlass.range(self.item_count(bid, ctas, items), unroll=1):
+        if bid < items:
+            self.find_sequence(s, mcu, N, T, bid // c.HO, tid, 0)
+        for k in cutlass.range(cutlass.max((items - bid + ctas - 1) // ctas, Int32(0)), unroll=1):
             self.run_item(s, mq, mk, mv, mg, mb, mcu, mdo, mdq, mdk, mdv, mdg, mdb, mckpt, mdckpt, mu, mdr,
                           N, scale, mw, mdw, T, k, bid, items, ctas, tid)
 
     @cute.jit
-    def item_at(self, bid, ctas, k):
-        """The k-th item (rho * HO + h) of CTA bid of ctas: bid + k ctas; with grads_pairs
-        the CTA walks pairs p = bid, bid + ctas, ... of (row pair, head), p = pr * HO + h,
-        and runs rows 2 pr and 2 pr + 1 of head h one after the other (the second may be
-        past the last row: such an item is empty)."""
-        item = bid + k * ctas
-        if cutlass.const_expr(self.bcfg.grads_pairs):
-            HO = self.cfg.HO
-            p = bid + (k // 2) * ctas
-            item = (2 * (p // HO) + k % 2) * HO + p % HO
-        return item
-
-    @cute.jit
-    def item_count(self, bid, ctas, items):
-        """How many items CTA bid runs (item_at's k < this)."""
-        count = (items - bid + ctas - 1) // ctas
-        if cutlass.const_expr(self.bcfg.grads_pairs):
-            HO = self.cfg.HO
-            pairs = (items // HO + 1) // 2 * HO
-            count = 2 * ((pairs - bid + ctas - 1) // ctas)
-        return cutlass.max(count, Int32(0))
-
-    @cute.jit
     def run_item(self, s, mq, mk, mv, mg, mb, mcu, mdo, mdq, mdk, mdv, mdg, mdb, mckpt, mdckpt, mu, mdr,
                  N, scale, mw, mdw, T, k, bid, items, ctas, tid):
-        """This CTA's k-th item (item_at): which sequence it belongs to was searched for
+        """This CTA's k-th item, bid + k ctas: which sequence it belongs to was searched for
         during the previous item (or before the loop) into s.seq[k % 2]; this one searches
-        for the next item's into the other slot."""
+        for the next item's (after, bid + (k + 1) ctas) into the other slot."""
         HO = self.cfg.HO
-        item = self.item_at(bid, ctas, k)
-        after = self.item_at(bid, ctas, k + 1)
+        item = bid + k * ctas
+        after = bid + (k + 1) * ctas
         cur = k % 2  # this item's slot of s.seq; the next item's is 1 - cur
         nxt = 1 - cur
         cute.arch.sync_threads()  # the search for this item landed; the previous item's reads are done
@@ -287,13 +263,10 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
                    N, scale, mw, mdw, T, item, n, fetched, nxt, items, walk, tid):
         """One (chunk, head) item of sequence n. Its cp.async copies (S, dS, dO, U, dR, v) were
         issued by the previous item when `fetched`, else here. While the products' tail and
-        the epilogue run, the next item's (walk = (bid, ctas, k, after): after = item_at(bid,
-        ctas, k + 1),
-        sequence s.seq[nxt]) copies go into what is dead by then: S and dS after the state
-        products, dO and U after dq/dk left their staging (which overlays dO and U), dR and
-        v after stage_values. With grads_pairs, when the next item is this one's pair
-        partner in the same sequence (chunk j + 1), its S is not copied: step_state forms it
-        in s.sf after the adjoints, from this item's S, U and k-hat."""
+        the epilogue run, the next item's (walk = (bid, ctas, k, after): after = bid + (k + 1)
+        ctas, sequence s.seq[nxt]) copies go into what is dead by then: S and dS after the
+        state products, dO and U after dq/dk left their staging (which overlays dO and U), dR
+        and v after stage_values."""
         bid, ctas, k, after = walk
         lane = cute.arch.lane_idx()
         wid = cute.arch.make_warp_uniform(cute.arch.warp_idx())
@@ -315,17 +288,13 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
         if after < items:
             if nn >= 0:
                 ahead = Int32(1)
-        paired = Int32(0)  # the next item is chunk j + 1 of this sequence, same head: its S is stepped here
-        if cutlass.const_expr(self.bcfg.grads_pairs):
-            if ahead != 0 and k % 2 == 0 and nn == n:
-                paired = Int32(1)
         cu_n, cu_next = Int32(0), Int32(0)
         if ahead != 0:
             cu_n, cu_next = mcu[nn], mcu[nn + 1]
         self.stage_load(s, mq, mk, heads, t0, eos, tid)
         cute.arch.sync_threads()
         acc_q, acc_kb, acc_k, crd, bi, hc = self.scores_and_products(s, scale, thr, lane, wid, tid)
-        # (scores_and_products ends with a barrier: S and dS are dead, unless paired)
+        # (scores_and_products ends with a barrier: S and dS are dead)
         # where the next item's rows and states are, once for its three copy groups: rho, h,
         # t0, eos and its S row
         nxt_at = (Int32(0), Int32(0), Int32(0), Int32(0), Int32(0))
@@ -334,12 +303,9 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
             nxt_at = (n_rho, n_h, n_t0, n_eos, self.state_row(mcu, nn, n_j, n_rho, T, N, lane))
 
         def next_state_copies():  # issued by stage_adjoints where they overlap it best
-            self.issue_next_state(s, mq, mk, mg, mb, mckpt, mdckpt, mdo, mu, mdr, mv, nxt_at, ahead, tid, paired)
+            self.issue_next_state(s, mq, mk, mg, mb, mckpt, mdckpt, mdo, mu, mdr, mv, nxt_at, ahead, tid)
         frags = self.stage_adjoints(s, acc_q, acc_kb, acc_k, crd, heads, t0, eos, scale, thr, lane, wid, bi, hc,
                                     next_state_copies)
-        if cutlass.const_expr(self.bcfg.grads_pairs):
-            if paired != 0:
-                self.step_state(s, lane, wid)
         self.write_qk(s, mdq, mdk, acc_q, acc_kb, acc_k, crd, heads, t0, eos, bi, hc, frags)
         cute.arch.sync_threads()  # dO, U (the dq/dk staging) are dead
         if ahead != 0:
@@ -350,47 +316,15 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
             self.issue_next(s, mckpt, mdckpt, mdo, mu, mdr, mv, nxt_at, tid, "back")
         self.stage_gates(s, mdg, mdb, heads, t0, eos, tid)
         if cutlass.const_expr(self.bcfg.grads_prefetch):
-            # the item after next: with grads_pairs an odd k's is the second of its pair,
-            # whose S the first steps (no S to fetch)
-            with_s = Int32(1 - k % 2) if cutlass.const_expr(self.bcfg.grads_pairs) else Int32(1)
-            self.prefetch_states_l2(mckpt, mdckpt, self.item_at(bid, ctas, k + 2), items, tid, with_s)
+            self.prefetch_states_l2(mckpt, mdckpt, bid + (k + 2) * ctas, items, tid)  # the item after next
 
     @cute.jit
-    def step_state(self, s, lane, wid):
-        """grads_pairs: the state leaving this item's chunk into s.sf in place of the one
-        entering it (a kernel class on warpgroup MMA provides it)."""
-        raise NotImplementedError("grads_pairs needs the wgmma grads kernel (FrostBwdGradsWgmma)")
-
-    @cute.jit
-    def scale_u_rows(self, s, tid):
-        """grads_pairs: U's rows in place times e^(Gam_last - Gam_t), rounded to bf16, the
-        decayed operand of step_state's product (U is dead after the state products; the
-        adjoints do not read it). 16-byte slices, a warp over consecutive slices of rows."""
-        V, C = self.cfg.V, CHUNK
-        vv = V // VEC
-        r0, cv = tid // vv, tid % vv
-        for u in cutlass.range_constexpr(C * vv // THREADS):
-            r = r0 + u * (THREADS // vv)
-            f = s.ekd[r]
-            x = load_vec(cute.local_tile(s.u[r, None], (VEC,), (cv,)))
-            y = cute.make_rmem_tensor((VEC,), BFloat16)
-            for e in cutlass.range_constexpr(VEC):
-                y[e] = (x[e].to(Float32) * f).to(BFloat16)
-            cute.autovec_copy(y, cute.local_tile(s.u[r, None], (VEC,), (cv,)))
-
-    @cute.jit
-    def issue_next_state(self, s, mq, mk, mg, mb, mckpt, mdckpt, mdo, mu, mdr, mv, at, ahead, tid, paired):
+    def issue_next_state(self, s, mq, mk, mg, mb, mckpt, mdckpt, mdo, mu, mdr, mv, at, ahead, tid):
         """When there is a next item (ahead): its gates and beta with its S and dS copies (one
-        committed group; no S when paired: step_state forms it, and this item's U rows are
-        scaled for it here, scale_u_rows) and, with grads_prefetch, the L2 prefetch of its
-        rows."""
+        committed group) and, with grads_prefetch, the L2 prefetch of its rows."""
         if ahead != 0:
             self.issue_next_gates(s, mg, mb, at, tid)  # joins the S, dS group below
-            self.issue_next(s, mckpt, mdckpt, mdo, mu, mdr, mv, at, tid, "state",
-                            paired if self.bcfg.grads_pairs else None)
-            if cutlass.const_expr(self.bcfg.grads_pairs):
-                if paired != 0:
-                    self.scale_u_rows(s, tid)
+            self.issue_next(s, mckpt, mdckpt, mdo, mu, mdr, mv, at, tid, "state")
             if cutlass.const_expr(self.bcfg.grads_prefetch):
                 self.prefetch_next_rows(mq, mk, at, tid, (mdo, mu, mdr, mv))
 
@@ -409,7 +343,7 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
                               t0, eos, tid)
 
     @cute.jit
-    def prefetch_states_l2(self, mckpt, mdckpt, item, items, tid, with_s):
+    def prefetch_states_l2(self, mckpt, mdckpt, item, items, tid):
         """grads_prefetch for the persistent kernel: the state rows of the item after next
         (`item`, this CTA's item two steps on) into L2, one 128-byte line per thread and
         job, at the end of this item: its dS (row rho) and, on the recompute path, its S
@@ -417,7 +351,7 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
         that item's sequence). The next item's cp.async burst of S and dS (64 KB per CTA,
         issued after the products) held its warps ~10 % of the kernel's samples while the
         rows came from DRAM (NOTES_bwd.md); from L2 they land sooner. A hint: nothing read
-        changes. with_s: 0 leaves S out (grads_pairs: that item's S is stepped, not read)."""
+        changes."""
         K, V, HO = self.cfg.K, self.cfg.V, self.cfg.HO
         per_row = K * 2 // 128  # 128-byte lines per bf16 state row of K channels
         lines = V * per_row
@@ -431,9 +365,7 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
                     off = (job % per_row) * 64
                     cute.arch.prefetch((mdckpt[rho, h, jv, None].iterator + off).llvm_ptr, cache_level="L2")
                     if cutlass.const_expr(not self.bcfg.checkpoints):
-                        if with_s != 0:
-                            cute.arch.prefetch((mckpt[rho, h, jv, None].iterator + off).llvm_ptr,
-                                               cache_level="L2")
+                        cute.arch.prefetch((mckpt[rho, h, jv, None].iterator + off).llvm_ptr, cache_level="L2")
 
     @cute.jit
     def issue_next_gates(self, s, mg, mb, at, tid):
@@ -458,13 +390,13 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
                               Float32)
 
     @cute.jit
-    def issue_next(self, s, mckpt, mdckpt, mdo, mu, mdr, mv, at, tid, part: cutlass.Constexpr, stepped=None):
+    def issue_next(self, s, mckpt, mdckpt, mdo, mu, mdr, mv, at, tid, part: cutlass.Constexpr):
         """One committed group of the next item's copies (at: chunk_item's nxt_at = its
-        checkpoint row, head, first token, sequence end and S row): part "state" (S, dS;
-        dS alone when stepped is nonzero), "front" (dO, U) or "back" (dR, v)."""
+        checkpoint row, head, first token, sequence end and S row): part "state" (S, dS),
+        "front" (dO, U) or "back" (dR, v)."""
         rho, h, t0, eos, srow = at
         if cutlass.const_expr(part == "state"):
-            self.issue_state(s, mckpt, mdckpt, (rho, h, srow), tid, stepped)
+            self.issue_state(s, mckpt, mdckpt, (rho, h, srow), tid)
         elif cutlass.const_expr(part == "front"):
             self.issue_front(s, mdo, mu, h, t0, eos, tid)
         else:
@@ -503,16 +435,12 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
         return (h // (c.HO // c.H), h // (c.HO // c.HK), h // (c.HO // c.HV), h)
 
     @cute.jit
-    def issue_state(self, s, mckpt, mdckpt, at, tid, stepped=None):
-        """cp.async of S entering the item (row srow: state_row; not when stepped is given
-        and nonzero: step_state forms it) and dS leaving it (row rho), [V, K]; at = (rho,
-        h, srow)."""
+    def issue_state(self, s, mckpt, mdckpt, at, tid):
+        """cp.async of S entering the item (row srow: state_row) and dS leaving it (row rho),
+        [V, K]; at = (rho, h, srow)."""
         _, a_bf = self.copy_atoms()
         rho, h, srow = at
-        if cutlass.const_expr(stepped is None):
-            self.copy_state_async(a_bf, s.sf, mckpt, srow, h, tid)
-        elif stepped == 0:
-            self.copy_state_async(a_bf, s.sf, mckpt, srow, h, tid)
+        self.copy_state_async(a_bf, s.sf, mckpt, srow, h, tid)
         self.copy_state_async(a_bf, s.dsf, mdckpt, rho, h, tid)
 
     def do_io_view(self, s) -> cute.Tensor:

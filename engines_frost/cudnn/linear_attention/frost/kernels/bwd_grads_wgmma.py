@@ -58,7 +58,6 @@ from cutlass.cute.nvgpu import OperandMajorMode, warp, warpgroup
 from cudnn.linear_attention.frost.kernels.bwd_chain_wgmma import check_block_order
 from cudnn.linear_attention.frost.kernels.bwd_config import FrostBwdConfig
 from cudnn.linear_attention.frost.kernels.bwd_grads import THREADS, FrostBwdGrads, _tv, smem_plan as base_plan
-from cudnn.linear_attention.frost.kernels.bwd_grads import store_fragment
 from cudnn.linear_attention.frost.kernels.bwd_grads import staging_bytes as grads_staging_bytes
 from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
 from cudnn.linear_attention.frost.kernels.fwd_v1 import CHUNK, NBLK, SUB, SW64, SW128, VEC, sw128_layout, warp_mma
@@ -237,61 +236,6 @@ class FrostBwdGradsWgmma(WgmmaStateProducts, FrostBwdGrads):
         warpgroup.wait_group(0)
         cute.arch.sync_threads()  # the scores are visible; S and dS are dead
         return acc_q, acc_kb, acc_k, thr.partition_C(cute.make_identity_tensor((SUB, DN))), bi, hc
-
-    # ------------------------------------------------------------------ grads_pairs
-    @cute.jit
-    def scale_u_rows(self, s, tid):
-        """FrostBwdGrads.scale_u_rows, then a proxy fence: step_state's wgmma reads the
-        scaled rows after stage_adjoints' closing barrier."""
-        FrostBwdGrads.scale_u_rows(self, s, tid)
-        cute.arch.fence_proxy("async.shared", space="cta")
-
-    @cute.jit
-    def step_state(self, s, lane, wid):
-        """The state leaving this item's chunk, S' = e^Gam_last S + U~^T k^ (U~: U scaled by
-        scale_u_rows; V-major as S: S'[v, d] = e^Gam_last S[v, d] + sum_t U~[t, v] k^[t, d]),
-        into s.sf in place, the next item's S (grads_pairs). Warpgroup g takes channel half
-        g (as in the state products) and every 64-row block of V: per block one wgmma
-        group m64 n(K / 2) k16 x C / 16, A = U~ seen as [V, C] (MN-major: the SW128 [C, V]
-        tile read transposed), B = k^'s channel half (the adjoints' B). Its accumulator is
-        the warps' [16, K / 2] m16n8 accumulators in order (check_block_order), so each warp
-        reads its rows of S in that layout by ldmatrix (row_fragments' copy), adds, and
-        writes them back by stmatrix (store_fragment) over the same elements, which no
-        other warp reads any more (the products and state_sum, S's readers, ended before
-        the products' barrier). Ends with a barrier: write_qk's staging overlays U."""
-        K, V = self.cfg.K, self.cfg.V
-        DN = K // 2
-        C = CHUNK
-        bi = wid % NBLK  # this warp's 16-row block of each 64-row block of V
-        hc = wid // NBLK  # the warpgroup, and its channel half
-        wtid = (wid % (WG_THREADS // 32)) * 32 + lane
-        wg = wgmma_ss_t(DN)
-        mma = warp_mma()
-        check_block_order(wg, mma, DN)
-        g = wg.get_slice(wtid)
-        thr = mma.get_slice(lane)
-        ld = cute.make_tiled_copy_C(cute.make_copy_atom(warp.LdMatrix8x8x16bOp(False, 4), BFloat16), mma)
-        check_stmatrix_copy(_tv(ld.layout_dst_tv_tiled), _tv(ld.layout_src_tv_tiled), _tv(mma.tv_layout_C_tiled))
-        thr_ld = ld.get_slice(lane)
-        decay = s.ea[C - 1]
-        b = wg.make_fragment_B(g.partition_B(self.channel_half(s.kr, hc)))
-        for vb in cutlass.range_constexpr(V // WG_ROWS):
-            acc = cute.make_rmem_tensor(thr.partition_shape_C((SUB, DN)), Float32)
-            w_acc = cute.make_tensor(acc.iterator, cute.make_layout(g.partition_shape_C((WG_ROWS, DN))))
-            a = wg.make_fragment_A(g.partition_A(cute.local_tile(self.state_kv(s.u), (WG_ROWS, C), (vb, 0))))
-            warpgroup.fence()
-            for kk in cutlass.range_constexpr(C // 16):
-                wg.set(warpgroup.Field.ACCUMULATE, kk != 0)
-                cute.gemm(wg, w_acc, a[None, None, kk], b[None, None, kk], w_acc)
-            warpgroup.commit_group()
-            tile = cute.local_tile(s.sf, (SUB, DN), (vb * NBLK + bi, hc))
-            st = cute.make_rmem_tensor(thr.partition_shape_C((SUB, DN)), BFloat16)
-            cute.copy(ld, thr_ld.partition_S(tile), thr_ld.retile(st))
-            warpgroup.wait_group(0)
-            for e in cutlass.range_constexpr(cute.size(acc)):
-                st[e] = (decay * st[e].to(Float32) + acc[e]).to(BFloat16)
-            store_fragment(st, tile)
-        cute.arch.sync_threads()  # every warpgroup's reads of U are done
 
     @cute.jit
     def row_fragments(self, s, bi, hc, lane):
