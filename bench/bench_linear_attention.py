@@ -42,12 +42,12 @@ def cuda_median_ms(fn, reps: int, warmup: int = 5, inner: int | None = None) -> 
     return timer(fn, reps, _inner if inner is None else inner, warmup=warmup)
 
 
-def make_inputs(n_seq, seq_len, heads, dk, dv, kda: bool, dev="cuda"):
+def make_inputs(n_seq, seq_len, heads, dk, dv, kda: bool, dev="cuda", io=torch.bfloat16):
     torch.manual_seed(0)
     T = n_seq * seq_len
-    q = torch.randn(T, heads, dk, device=dev, dtype=torch.bfloat16)
-    k = F.normalize(torch.randn(T, heads, dk, device=dev), dim=-1).to(torch.bfloat16)
-    v = torch.randn(T, heads, dv, device=dev, dtype=torch.bfloat16)
+    q = torch.randn(T, heads, dk, device=dev, dtype=io)
+    k = F.normalize(torch.randn(T, heads, dk, device=dev), dim=-1).to(io)
+    v = torch.randn(T, heads, dv, device=dev, dtype=io)
     gshape = (T, heads, dk) if kda else (T, heads)
     g = F.logsigmoid(torch.randn(gshape, device=dev)) * 0.5
     beta = torch.sigmoid(torch.randn(T, heads, device=dev))
@@ -304,11 +304,13 @@ def main():
     p.add_argument("--impl", default="", help="only implementations whose name contains this text "
                    "(e.g. FROST: the A/B runs of a kernel switch, without the peers' compile time)")
     p.add_argument("--fwd-only", action="store_true", help="only the forward cases")
+    p.add_argument("--dtype", choices=("bfloat16", "float16"), default="bfloat16",
+                   help="q, k, v (and O) dtype; the peers that refuse it report the error in their row")
     p.add_argument("--frost-fwd-kernel", default="product",
                    help="FROST forward version of every forward call, training ones included (module docstring)")
     a = p.parse_args()
     print(f"GPU: {torch.cuda.get_device_name()}; {a.seqs} x {a.len} tokens, {a.heads} heads, "
-          f"K = V = {a.dim}, bf16; median of {a.reps}")
+          f"K = V = {a.dim}, {a.dtype}; median of {a.reps}")
     print("peers:", peer_versions())
     import os
 
@@ -344,7 +346,7 @@ def run(a):
     for case, kda, candidates in CASES + ([] if a.fwd_only else CASES_BWD):
         if a.cases not in case:
             continue
-        inp = make_inputs(a.seqs, a.len, a.heads, a.dim, a.dim, kda)
+        inp = make_inputs(a.seqs, a.len, a.heads, a.dim, a.dim, kda, io=getattr(torch, a.dtype))
         for name, fn in candidates:
             if a.impl not in name:
                 continue

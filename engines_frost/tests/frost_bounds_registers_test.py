@@ -40,13 +40,13 @@ pytestmark = pytest.mark.skipif(report.tool("CUOBJDUMP", "cuobjdump") is None,
 MARGIN = 8
 
 CASES = [  # (algorithm, family, training forward: write_checkpoints and write_values)
-    ("v2", fam, False) for fam in ("gdn", "kda", "gdn2")     # the fp16 / other-GPU forward
+    ("v2", fam, False) for fam in ("gdn", "kda", "gdn2")     # the other-GPU forward
 ] + [
     ("v2", fam, True) for fam in ("gdn", "kda", "gdn2")      # training calls on other GPUs
 ] + [
-    ("v3", fam, False) for fam in ("gdn", "kda", "gdn2")     # the default forward (bf16, sm_90a)
+    ("v3", fam, False) for fam in ("gdn", "kda", "gdn2")     # the forward on sm_90a
 ] + [
-    ("v3", fam, True) for fam in ("gdn", "kda", "gdn2")      # bf16 training calls on sm_90a
+    ("v3", fam, True) for fam in ("gdn", "kda", "gdn2")      # training calls on sm_90a
 ]
 
 

@@ -42,7 +42,7 @@ def test_experiment_validates_its_version_and_knobs():
     fx.experiment(ckpt, "v3")
     fx.experiment(dataclasses.replace(ckpt, write_values=True), "v3")
     assert fx.experiment(ckpt).algorithm == "v3"  # the product's pick for a bf16 training call
-    assert fx.experiment(dataclasses.replace(ckpt, io_dtype="float16")).algorithm == "v2"  # for an fp16 one
+    assert fx.experiment(dataclasses.replace(ckpt, io_dtype="float16")).algorithm == "v3"  # for an fp16 one
     for algorithm in ("v0", "v1"):
         with pytest.raises(ValueError, match="write_checkpoints must be False unless algorithm is one of"):
             fx.experiment(ckpt, algorithm)
@@ -141,9 +141,9 @@ def test_tooling_config_keeps_the_product_pick_on_the_product_config():
     assert fx.tooling_config(CFG) is CFG and fx.tooling_config(CFG, "v3") is CFG
     assert fx.tooling_config(CFG, "v2") == fx.experiment(CFG, "v2") and fx.experiment(CFG, "v2") != CFG
     assert fx.tooling_config(CFG, skip_stages=["chain"]) == fx.experiment(CFG, "v3", skip_stages=("chain",))
-    fp16 = dataclasses.replace(CFG, io_dtype="float16")  # fp16 stays on v2
-    assert fx.product_algorithm(fp16) == "v2" and fx.tooling_config(fp16, "v2") is fp16
-    assert fx.tooling_config(fp16, "v3") == fx.experiment(fp16, "v3")
+    fp16 = dataclasses.replace(CFG, io_dtype="float16")  # fp16 on v3 as well (folded decays)
+    assert fx.product_algorithm(fp16) == "v3" and fx.tooling_config(fp16, "v3") is fp16
+    assert fx.tooling_config(fp16, "v2") == fx.experiment(fp16, "v2")
     # bf16 training forwards on sm_90a: v3 as well (its training launchers), so a forced v2
     # is the experiment there, the A/B against the training forward the product ran before
     ckpt = dataclasses.replace(CFG, write_checkpoints=True)
@@ -157,12 +157,12 @@ def test_tooling_config_keeps_the_product_pick_on_the_product_config():
     assert fx.engine_config(CFG, "v3", training=True) is CFG  # plain forwards as without the flag
     assert fx.engine_config(CFG, "v2") == fx.experiment(CFG, "v2")
     assert fx.engine_config(CFG, "v2", training=True) == fx.experiment(CFG, "v2")
-    # fp16 training forwards stay on v2: there v3's training launchers are the experiment
+    # fp16 training forwards on v3 too: there v2's training launchers are the experiment
     ckpt16 = dataclasses.replace(fp16, write_checkpoints=True)
-    assert fx.product_algorithm(ckpt16) == "v2"
-    assert fx.engine_config(ckpt16, "v3") is ckpt16
-    assert fx.engine_config(ckpt16, "v3", training=True) == fx.experiment(ckpt16, "v3")
-    assert fx.engine_config(ckpt16, "v2", training=True) is ckpt16
+    assert fx.product_algorithm(ckpt16) == "v3"
+    assert fx.engine_config(ckpt16, "v2") is ckpt16
+    assert fx.engine_config(ckpt16, "v2", training=True) == fx.experiment(ckpt16, "v2")
+    assert fx.engine_config(ckpt16, "v3", training=True) is ckpt16
     with pytest.raises(ValueError, match="FrostFwdExperiment: algorithm must be"):
         fx.tooling_config(CFG, "v9")
     # an experiment config in: its product fields decide, never its own version
@@ -223,16 +223,17 @@ def test_kernel_classes_carry_the_knobs():
     from cudnn.linear_attention.frost.kernels.fwd_v3 import FrostFwdV3, FrostFwdV3Checkpoints, FrostFwdV3Values
     from frost_fwd_v0 import FrostFwdV0
 
-    # the product: v3 for bf16 on sm_90a, plain and training calls; v2 on other archs and for fp16
+    # the product: v3 on sm_90a (bf16 and fp16), plain and training calls; v2 on other archs
     ckpt = dataclasses.replace(CFG, write_checkpoints=True)
     values = dataclasses.replace(ckpt, write_values=True)
     assert kernel_class(CFG, "sm_90a") is FrostFwdV3
     assert kernel_class(CFG, "sm_100a") is FrostFwdV2
-    assert kernel_class(dataclasses.replace(CFG, io_dtype="float16"), "sm_90a") is FrostFwdV2
+    assert kernel_class(dataclasses.replace(CFG, io_dtype="float16"), "sm_90a") is FrostFwdV3
     assert kernel_class(ckpt, "sm_90a") is FrostFwdV3Checkpoints
     assert kernel_class(values, "sm_90a") is FrostFwdV3Values
     assert kernel_class(ckpt, "sm_100a") is FrostFwdV2Checkpoints
-    assert kernel_class(dataclasses.replace(values, io_dtype="float16"), "sm_90a") is FrostFwdV2Values
+    assert kernel_class(dataclasses.replace(values, io_dtype="float16"), "sm_90a") is FrostFwdV3Values
+    assert kernel_class(dataclasses.replace(values, io_dtype="float16"), "sm_100a") is FrostFwdV2Values
     # the tooling's versions, whatever the arch
     assert kernel_class(fx.experiment(CFG, "v2"), "sm_90a") is FrostFwdV2
     assert kernel_class(fx.experiment(ckpt), "sm_90a") is FrostFwdV3Checkpoints  # the product's pick

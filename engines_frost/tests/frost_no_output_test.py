@@ -8,7 +8,7 @@ FROST_BWD_RECOMPUTE_FORWARD=1, kernels/bwd.py), on the CPU:
 - frost_fwd's checks: q and out must be None exactly for write_output=False, with the
   stand-in head count (operand_checks.queryless_heads) in the config;
 - where nvidia-cutlass-dsl (and cuobjdump / nvdisasm) are installed: the product kernels of
-  such configs (v3 for bf16 on sm_90a, v2 for fp16) compile for sm_90a without local memory
+  such configs (v3 on sm_90a, bf16 and fp16 io) compile for sm_90a without local memory
   or a stack frame, with fewer instructions than their write_output=True twins, no 16-bit
   global stores (the o rows), half the twin's warpgroup MMAs on v3 (R and the state update
   of R, O, P U and the state update), fewer warp MMAs, and the twin's barriers; v1's own
@@ -119,11 +119,11 @@ def test_queryless_checks_still_name_bad_operands():
 
 # ----------------------------------------------------------------------------- compiles
 # (id, family, io, has_initial_state, use_l2norm): the summary's two passes (final state from
-# zero; the transition from the identity), v3 for bf16 and v2 for fp16
+# zero; the transition from the identity), v3 for bf16 and fp16 io
 COMPILED = [("v3-gdn", "gdn", "bfloat16", False, True), ("v3-gdn-nol2", "gdn", "bfloat16", False, False),
             ("v3-gdn-h0", "gdn", "bfloat16", True, True), ("v3-kda", "kda", "bfloat16", False, True),
-            ("v3-gdn2-h0", "gdn2", "bfloat16", True, True), ("v2-gdn", "gdn", "float16", False, True),
-            ("v2-kda-h0", "kda", "float16", True, False)]
+            ("v3-gdn2-h0", "gdn2", "bfloat16", True, True), ("v3-gdn-fp16", "gdn", "float16", False, True),
+            ("v3-kda-h0-fp16", "kda", "float16", True, False)]
 
 
 def _sass(cfg, tmp_path):
@@ -154,16 +154,16 @@ def test_no_output_kernels_compile_smaller_without_spills(case, tmp_path):
     assert _count(twin_ins, "STG.E.U16") > 0 and _count(ins, "STG.E.U16") == 0  # the o rows
     assert 0 < _count(ins, "STG") < _count(twin_ins, "STG")  # the final state's stores stay
     assert _count(ins, "BAR.SYNC") == _count(twin_ins, "BAR.SYNC")  # the same stages
-    assert _count(ins, "HMMA") < _count(twin_ins, "HMMA")  # no P tiles (and on v2 no O)
+    assert _count(ins, "HMMA") < _count(twin_ins, "HMMA")  # no P tiles
     assert _count(ins, "LDGSTS") < _count(twin_ins, "LDGSTS")  # no q rows prefetched
-    if io == "bfloat16":  # v3: R and the state update, of R, O, P U and the state update
-        assert 2 * _count(ins, "HGMMA") == _count(twin_ins, "HGMMA") > 0
+    # v3: R and the state update, of R, O, P U and the state update
+    assert 2 * _count(ins, "HGMMA") == _count(twin_ins, "HGMMA") > 0
 
 
 # (id, family, io, has_initial_state): the backward's recompute forwards (bwd.py
 # recompute_configs): checkpoints and U without the output or a final state
 RECOMPUTE = [("v3-gdn", "gdn", "bfloat16", False), ("v3-kda-h0", "kda", "bfloat16", True),
-             ("v2-gdn", "gdn", "float16", False)]
+             ("v3-gdn-fp16", "gdn", "float16", False)]
 
 
 @pytest.mark.parametrize("case", RECOMPUTE, ids=[c[0] for c in RECOMPUTE])
@@ -181,8 +181,7 @@ def test_recompute_forwards_compile_smaller_than_the_training_forward(case, tmp_
     assert _count(ins, "BAR.SYNC") == _count(twin_ins, "BAR.SYNC")
     assert 0 < _count(ins, "STG") < _count(twin_ins, "STG")  # checkpoints and U stay, o goes
     assert _count(ins, "LDGSTS") < _count(twin_ins, "LDGSTS")  # no q rows prefetched
-    if io == "bfloat16":
-        assert 2 * _count(ins, "HGMMA") == _count(twin_ins, "HGMMA") > 0
+    assert 2 * _count(ins, "HGMMA") == _count(twin_ins, "HGMMA") > 0
 
 
 def test_the_tooling_refuses_no_output_experiments_that_would_read_q():

@@ -54,8 +54,8 @@ CASES = [  # (algorithm, family, K, V, l2norm, io, vector gates 16-byte aligned)
 ]
 
 
-@pytest.mark.parametrize("case", tiered(  # core: v3 bf16 per family, v2 fp16 KDA K = V = 64 (both alignments)
-    CASES, [11, 12, 13, 7, 8],
+@pytest.mark.parametrize("case", tiered(  # core: v3 bf16 per family, v3 fp16 (KDA K = V = 64, GDN-2 K = 128
+    CASES, [11, 12, 13, 14, 15, 7],       # V = 64), v2 fp16 KDA K = V = 64 (the forward on other archs)
     ids=lambda c: f"{c[0]}-{c[1]}-K{c[2]}V{c[3]}-l2{int(c[4])}-{c[5]}-galign{16 if c[6] else 4}"))
 def test_no_spills(case):
     alg, fam, K, V, l2, io, align16 = case

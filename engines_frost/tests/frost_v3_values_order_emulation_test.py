@@ -120,7 +120,7 @@ def test_the_smoke_bounds_u_where_v3_writes_it(monkeypatch):
     """Which [ckpt+U] cases the GPU smoke holds to FWD_ROUNDING_BOUND instead of bitwise,
     and where it requires the training forward's O bitwise the plain one's: derived from
     the kernel versions the product (compile_kernel.product_algorithm) or --fwd-kernel
-    picks, so v3 training forwards (bf16 on sm_90a) get the bound, v2 ones (fp16, other
+    picks, so v3 training forwards (bf16 and fp16 on sm_90a) get the bound, v2 ones (other
     archs, a forced v2) bitwise, and plain and training forward always share a version."""
     import tests.numerics.la_frost_bwd_smoke as smoke
 
@@ -128,13 +128,12 @@ def test_the_smoke_bounds_u_where_v3_writes_it(monkeypatch):
     fp16 = next(c for c in smoke.CASES if c.dtype == "float16")
     for family in ("gdn", "kda"):
         assert smoke.values_on_wgmma(bf16, family, "sm_90a")  # the product's training forward: v3
-        assert not smoke.values_on_wgmma(fp16, family, "sm_90a")
-        assert not smoke.values_on_wgmma(bf16, family, "sm_100a")
+        assert smoke.values_on_wgmma(fp16, family, "sm_90a")
+        assert not smoke.values_on_wgmma(bf16, family, "sm_100a") and not smoke.values_on_wgmma(fp16, family, "sm_100a")
         assert smoke.one_forward_kernel(bf16, family, "sm_90a") and smoke.one_forward_kernel(fp16, family, "sm_90a")
     monkeypatch.setattr(smoke, "FWD_KERNEL", "v2")  # --fwd-kernel v2: every forward on v2
-    assert not smoke.values_on_wgmma(bf16, "gdn", "sm_90a") and smoke.one_forward_kernel(bf16, "gdn", "sm_90a")
-    monkeypatch.setattr(smoke, "FWD_KERNEL", "v3")  # --fwd-kernel v3: fp16 on v3's launchers too
-    assert smoke.values_on_wgmma(fp16, "gdn", "sm_90a") and smoke.one_forward_kernel(fp16, "gdn", "sm_90a")
+    for case in (bf16, fp16):
+        assert not smoke.values_on_wgmma(case, "gdn", "sm_90a") and smoke.one_forward_kernel(case, "gdn", "sm_90a")
 
 
 if __name__ == "__main__":

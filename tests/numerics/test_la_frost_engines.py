@@ -6,10 +6,10 @@ inputs, plans it (the chunked FROST engine must be ranked first, or second behin
 recurrent one for decode-shaped graphs, T <= 16 N; it is the plan executed), executes with a
 workspace of the plan's size, and compares O and final_state with
 tests/reference naive_recurrent_{gdn,kda,gdn2} (float64, on the GPU). Bound: relative L2
-error <= 1e-2 per tensor for bf16 inputs. The matrix: 1, 8 and 64
+error <= 1e-2 per tensor for bf16 and fp16 inputs. The matrix: 1, 8 and 64
 sequences; lengths 1, 63, 64, 65, 1000 and 4096 mixed; 16 and 32 heads with q, v and k
 grouping; K and V of 64 and 128; with and without initial_state; with and without
-use_qk_l2norm; fp32 and bf16 states. The reference's token loop is
+use_qk_l2norm; fp32 and bf16 states; fp16 io on three of the shapes. The reference's token loop is
 the cost (about 0.1 ms per token): keep the total under ~150k tokens.
 
 Skips without a GPU, and with the reason when the FROST runtime probe declines (no CuTe
@@ -55,21 +55,21 @@ FAMILY_L2 = [("gdn", False), ("gdn", True), ("kda", False), ("kda", True), ("gdn
              ("gdn2", True)]
 
 
-def _inputs(family, lens, H, HK, HV, K, V, seed):
+def _inputs(family, lens, H, HK, HV, K, V, seed, io=torch.bfloat16):
     gen = torch.Generator(device="cuda").manual_seed(seed)
     T, HO = sum(lens), max(H, HV)
     rnd = lambda *s: torch.randn(*s, device="cuda", generator=gen)  # noqa: E731
     channel = family != "gdn"
     x = dict(
-        q=rnd(T, H, K).bfloat16(), k=F.normalize(rnd(T, HK, K), dim=-1).bfloat16(),
-        v=rnd(T, HV, V).bfloat16(),
+        q=rnd(T, H, K).to(io), k=F.normalize(rnd(T, HK, K), dim=-1).to(io),
+        v=rnd(T, HV, V).to(io),
         g=F.logsigmoid(rnd(*((T, HO, K) if channel else (T, HO)))) * 0.5,
         beta=torch.sigmoid(rnd(T, HO)),
         cu_seqlens=torch.tensor([0, *torch.tensor(lens).cumsum(0).tolist()], dtype=torch.int32,
                                 device="cuda"))
     if family == "gdn2":   # erase gate per key channel and write gate, both in the io dtype
-        x["beta"] = torch.sigmoid(rnd(T, HO, K)).bfloat16()
-        x["w"] = torch.sigmoid(rnd(T, HO, V)).bfloat16()
+        x["beta"] = torch.sigmoid(rnd(T, HO, K)).to(io)
+        x["w"] = torch.sigmoid(rnd(T, HO, V)).to(io)
     return x
 
 
@@ -79,7 +79,7 @@ def _rel(x, ref):
 
 def _run_forward(op, inputs, outputs, attrs):
     """Build, plan and execute a single-node graph; returns its plan names, ranked."""
-    graph = cudnn.pygraph(io_data_type=cudnn.data_type.BFLOAT16,
+    graph = cudnn.pygraph(io_data_type=to_data_type(inputs["q"].dtype),
                           intermediate_data_type=cudnn.data_type.FLOAT,
                           compute_data_type=cudnn.data_type.FLOAT)
     ir = {n: graph.tensor_like(t, name=n) for n, t in inputs.items()}
@@ -116,9 +116,9 @@ def _correlate(x, family):
     return x
 
 
-def _check_forward(family, shape, l2, h0_dtype, seed, correlated=False):
+def _check_forward(family, shape, l2, h0_dtype, seed, correlated=False, io=torch.bfloat16):
     _, lens, H, HK, HV, K, V = shape
-    x = _inputs(family, lens, H, HK, HV, K, V, seed)
+    x = _inputs(family, lens, H, HK, HV, K, V, seed, io)
     if correlated:
         x = _correlate(x, family)
     T, N, HO = sum(lens), len(lens), max(H, HV)
@@ -126,7 +126,7 @@ def _check_forward(family, shape, l2, h0_dtype, seed, correlated=False):
         x["initial_state"] = (torch.randn(N, HO, V, K, device="cuda") * 0.1).to(h0_dtype)
     state_dtype = h0_dtype or torch.float32
     nan = float("nan")
-    o = torch.full((T, HO, V), nan, dtype=torch.bfloat16, device="cuda")
+    o = torch.full((T, HO, V), nan, dtype=io, device="cuda")
     ht = torch.full((N, HO, V, K), nan, dtype=state_dtype, device="cuda")
     plans = _run_forward(family, x, {"O": o, "final_state": ht},
                          dict(output_final_state=True, use_qk_l2norm=l2))
@@ -138,7 +138,7 @@ def _check_forward(family, shape, l2, h0_dtype, seed, correlated=False):
                                  initial_state=d64.get("initial_state"),
                                  output_final_state=True, use_qk_l2norm=l2)
     errs = {"O": _rel(o, ro), "final_state": _rel(ht, rht)}
-    print(f"\n{family} {shape[0]} l2={l2} h0={h0_dtype}: "
+    print(f"\n{family} {shape[0]} {str(io)[6:]} l2={l2} h0={h0_dtype}: "
           + " ".join(f"{k}={v:.1e}" for k, v in errs.items()))
     bad = {k: v for k, v in errs.items() if not v <= REL_BOUND}
     assert not bad, f"relative error above {REL_BOUND}: {bad}"
@@ -151,6 +151,18 @@ def _check_forward(family, shape, l2, h0_dtype, seed, correlated=False):
 def test_forward(shape, family, l2, with_h0):
     seed = len(shape[1]) * 7 + shape[5] + 3 * with_h0
     _check_forward(family, shape, l2, torch.float32 if with_h0 else None, seed)
+
+
+FP16_SHAPES = [SHAPES[2], SHAPES[3], SHAPES[5]]  # mixed lengths; grouped v heads, K = 64; K != V
+
+
+@pytest.mark.parametrize("family", ["gdn", "kda", "gdn2"])
+@pytest.mark.parametrize("shape", FP16_SHAPES, ids=[s[0] for s in FP16_SHAPES])
+def test_forward_fp16_io(shape, family):
+    """fp16 q, k, v, O (and GDN-2's gates): the product's kernel for them on sm_90a is v3,
+    as for bf16 (compile_kernel.product_algorithm), with the decays folded."""
+    seed = len(shape[1]) * 11 + shape[5]
+    _check_forward(family, shape, True, torch.float32, seed, io=torch.float16)
 
 
 def test_a_bound_launch_repeats_a_layout_without_rechecking():

@@ -21,15 +21,13 @@ FFI_ENV = "FROST_FFI"
 def product_algorithm(cfg: FrostFwdConfig, arch: str) -> str:
     """The forward kernel version the product compiles for cfg on arch: "v3" (fwd_v3.py,
     the chain on warpgroup MMA: 11-17 % less kernel time than v2 on the H200, NOTES.md) for
-    bf16 forwards on sm_90a, plain or training (its launchers that also write the state
-    checkpoints and U, fwd_v3.FrostFwdV3Checkpoints / Values, passed every backward smoke
-    case on the H200 and take 5 % off GDN's fwd+bwd); "v2" (fwd_v2.py) for fp16 io (v3's
-    GPU matrix ran bf16 only) and other archs (v3's warpgroup MMA is sm_90a's). A function
-    of (cfg, arch) alone: the kernel store keys entries on both, so no switch may change
-    the answer."""
-    if cfg.io_dtype != "bfloat16" or arch != "sm_90a":
-        return "v2"
-    return "v3"
+    every forward on sm_90a, bf16 or fp16 io, plain or training (its launchers that also
+    write the state checkpoints and U, fwd_v3.FrostFwdV3Checkpoints / Values, passed every
+    backward smoke case on the H200, fp16 ones included, and take 5 % off GDN's fwd+bwd);
+    "v2" (fwd_v2.py, v3's base class, mma.sync only) on other archs (v3's warpgroup MMA is
+    sm_90a's). A function of (cfg, arch) alone: the kernel store keys entries on both, so
+    no switch may change the answer."""
+    return "v3" if arch == "sm_90a" else "v2"
 
 
 def version_class(version: str, cfg: FrostFwdConfig):
@@ -59,12 +57,12 @@ def product_decay(cfg: FrostFwdConfig, arch: str) -> str:
     """Where the product's forward puts the gate decays for cfg on arch: FOUR_ROLE_DECAY where
     four_roles_apply (v3 GDN, K = V = 128, an output, long sequences: the scaled chain's
     factors on the raw rows, warp-specialised, fwd_ws4.py), else "scaled" for v3 with
-    scalar gates (GDN; fwd_v3_scaled.ScaledDecayChain: per-token factors on the chain's
-    fp32 results, no operand stage; GDN forward kernel -6 %, fwd+bwd -2 % on the H200,
-    every backward smoke case within its float64 bound), "folded" into bf16 copies of q
-    and k otherwise (vector gates, v2). A function of (cfg, arch) alone, as
-    product_algorithm."""
-    if product_algorithm(cfg, arch) != "v3" or cfg.gate_per_channel:
+    scalar gates and bf16 io (GDN; fwd_v3_scaled.ScaledDecayChain: per-token factors on the
+    chain's fp32 results, no operand stage; GDN forward kernel -6 %, fwd+bwd -2 % on the
+    H200, every backward smoke case within its float64 bound; it refuses fp16 io), "folded"
+    into bf16 copies of q and k otherwise (vector gates, fp16 io, v2). A function of
+    (cfg, arch) alone, as product_algorithm."""
+    if product_algorithm(cfg, arch) != "v3" or cfg.gate_per_channel or cfg.io_dtype != "bfloat16":
         return "folded"
     return FOUR_ROLE_DECAY if four_roles_apply(cfg) else "scaled"
 

@@ -31,8 +31,8 @@ from cudnn.linear_attention.frost.kernels.config import (CHECKPOINT_OPERAND, OPE
                                                           VALUES_OPERAND, FrostFwdConfig, abi_operands)
 from cudnn.linear_attention.frost.kernels.operand_checks import check, check_token_operands, dtype_name, fail
 
-# One kernel family serves every config: v3 for bf16 forwards on sm_90a (training ones
-# too), its base v2 otherwise (compile_kernel.product_algorithm). Other kernel versions
+# One kernel family serves every config: v3 on sm_90a (training forwards too), its base
+# v2 on other archs (compile_kernel.product_algorithm). Other kernel versions
 # (a forced v2 or v3) and experiment switches are the test and bench tooling's
 # (engines_frost/tests/frost_fwd_experiments.py); nothing here reads them.
 _INDEX_LIMIT = 2**31  # the kernels index with 32-bit offsets

@@ -1,9 +1,8 @@
 """FROST forward v2: v1's tensor-core algorithm with its per-chunk serial overheads removed.
 
-The product's forward kernel for fp16 io and archs other than sm_90a (plain and training
-forwards: state checkpoints, U), and the base of v3 (fwd_v3.py), which the product
-compiles for bf16 forwards on sm_90a, training ones included
-(compile_kernel.product_algorithm).
+The product's forward kernel on archs other than sm_90a (plain and training forwards:
+state checkpoints, U), and the base of v3 (fwd_v3.py), which the product compiles for
+every forward on sm_90a, training ones included (compile_kernel.product_algorithm).
 
 Same grid, warps, state registers, MMA algebra and chain as v1 (FrostFwdV2 derives from
 FrostFwdV1 and overrides its extension points); what changes is how a chunk's operands

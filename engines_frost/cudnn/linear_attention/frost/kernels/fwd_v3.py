@@ -41,14 +41,14 @@ more pointers): the state entering each chunk is stored by v1's chunk loop from 
 registers after settle_state's wait_group(0) has made them final; U is stored by the
 chain right after each block of the solve, from the solve's own fp32 accumulator (an
 mma.sync register, in no wgmma group), with v1's store_values_block, so the bf16
-rounding and the rows are v2's. The product launches them for bf16 training forwards on sm_90a
+rounding and the rows are v2's. The product launches them for training forwards on sm_90a
 since they passed the backward smoke on the H200 (NOTES.md "v3 training forwards on the
 H200"); v2's stay the tooling's alternative there (frost_fwd_experiments).
 
 Not here yet (NOTES.md, "v3"): the Gram products on wgmma, TMA loads, warp specialisation
 (producer warpgroup for chunk c+1's state-independent stages). The product compiles v3 for
-bf16 forwards on sm_90a, plain and training (compile_kernel.product_algorithm); fp16 io
-stays on v2 until a GPU matrix runs it.
+every forward on sm_90a, bf16 and fp16 io, plain and training
+(compile_kernel.product_algorithm; its MMA operands are bf16 for either io dtype).
 """
 from __future__ import annotations
 
