@@ -18,6 +18,12 @@ One direction only: the bounds-free kernel is not always the wide one (v2 KDA co
 it at 186 registers, the shipped kernel at 238), and wider than that reference is what
 the safety's cost measurement showed to be faster (KDA: -25 us with the safety).
 Skips where cuobjdump or CuTe DSL is absent; 24 compiles, 3-15 s each.
+
+The matrix's core (compile_tiers; 10 of the 24 compiles, ~40 s on one core, the full
+matrix ~135 s): the product's forwards at the bench's K = V = 128, v3 (bf16 on sm_90a) for
+every family and GDN's training forward on it, and v2 (fp16, and every forward off sm_90a)
+for GDN, where the zeroing first cost the allocation. v2 for KDA and GDN-2 and the other
+training forwards wait for FROST_FULL_MATRIX=1.
 """
 import dataclasses
 import os
@@ -30,6 +36,7 @@ pytest.importorskip("cutlass", reason="nvidia-cutlass-dsl (CuTe DSL) is not inst
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import frost_cubin_report as report  # noqa: E402
+from compile_tiers import tiered  # noqa: E402
 from frost_fwd_experiments import tooling_config  # noqa: E402
 
 pytestmark = pytest.mark.skipif(report.tool("CUOBJDUMP", "cuobjdump") is None,
@@ -55,7 +62,11 @@ def usage(cfg):
         return report.resource_usage(report.compile_cubin(cfg, tmp))
 
 
-@pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c[0]}-{c[1]}{'-training' if c[2] else ''}")
+CORE = [("v2", "gdn", False), ("v3", "gdn", False), ("v3", "kda", False), ("v3", "gdn2", False), ("v3", "gdn", True)]
+
+
+@pytest.mark.parametrize("case", tiered(CASES, [CASES.index(c) for c in CORE],
+                                        ids=lambda c: f"{c[0]}-{c[1]}{'-training' if c[2] else ''}"))
 def test_safety_keeps_the_loop_allocation(case):
     alg, family, training = case
     cfg = report.config_for(family, "v2", 128, 128, False)  # the benchmark's product config

@@ -2,8 +2,23 @@
 
 Every stage (states, chain, grads) for GDN, and the vector-gate kernels (KDA, GDN-2) that
 differ from it, through the same entry (bwd_compile.compile_bwd, bwd_abi.bwd_fake_args)
-the GPU launch uses; plus the shared-memory budget of every family's chain and grads at
-the largest head dims. Skips where nvidia-cutlass-dsl is not importable.
+the GPU launch uses; the config rules that pick each kernel class; plus the shared-memory
+plans and budgets of every family's chain and grads. Skips where nvidia-cutlass-dsl is not
+importable.
+
+The matrix's core (compile_tiers; ~20 s on one core, the full matrix ~180 s): a compile
+here only proves that a kernel builds, and the product's kernels are built and inspected
+(spills, SASS, ptxas notes) by the cores of frost_resource_bwd_test,
+frost_compile_bwd_chain_wy_test and frost_compile_bwd_chain_scaled_test. So the core keeps
+what no other core test builds: the vector-gate states kernel (the recompute path's under
+FROST_BWD_RECOMPUTE_FORWARD=0; GDN's is frost_resource_bwd_test's), GDN's wgmma grads
+through compile_bwd at an awkward config (K = V = 64, grouped heads, no l2norm, no initial
+state), and the wgmma grads' PTX descriptors for GDN at K = 128 and K = 64. The
+default-flag builds (the serial chains, the mma.sync grads: FROST_BWD_CHAIN=serial,
+FROST_BWD_GRADS=mma, the vector grads without the product's switches), the experiments
+(pipelined chain, GDN's wgmma chain, FROST_BWD_GRADS_VEC=wgmma) and the product configs
+another core test builds wait for FROST_FULL_MATRIX=1; each case list says which test
+covers them. The config rules and the plans run in every case, compiled or not.
 """
 import os
 import sys
@@ -13,6 +28,7 @@ import pytest
 cutlass = pytest.importorskip("cutlass", reason="nvidia-cutlass-dsl (CuTe DSL) is not installed")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+from compile_tiers import tiered  # noqa: E402
 from frost_cubin_report import FAMILIES as FAMILY  # noqa: E402
 from frost_cubin_report import bwd_config_for as _cfg  # noqa: E402
 
@@ -20,6 +36,13 @@ from cudnn.linear_attention.frost.kernels.bwd_compile import compile_bwd  # noqa
 from cudnn.linear_attention.frost.kernels.fwd_v1 import CHUNK  # noqa: E402
 
 
+# Every switch off (FrostBwdConfig's defaults): the states kernel, the serial chains and the
+# mma.sync grads. The chains and grads here are no product defaults (FROST_BWD_CHAIN=serial,
+# FROST_BWD_CHAIN_VEC=serial, FROST_BWD_GRADS=mma; the vector grads without vec_wide_loads /
+# vec_fast_decay). GDN's states kernel at K = V = 128 is built and checked for spills in
+# frost_resource_bwd_test::test_backward_no_spills's core (its serial chain and mma.sync
+# grads in that test's full matrix; the mma.sync grads also as the wgmma grads' twin in
+# test_wgmma_grads_no_spills's core).
 CASES = [("gdn", "states", {}), ("gdn", "chain", {}), ("gdn", "grads", {}),
          ("gdn", "grads", dict(K=64, V=64, H=2, HV=4, l2=False, h0=False)),
          ("kda", "chain", {}), ("kda", "grads", {}), ("gdn2", "grads", dict(K=128, V=64)),
@@ -30,7 +53,8 @@ CASES = [("gdn", "states", {}), ("gdn", "chain", {}), ("gdn", "grads", {}),
          ("kda", "states", dict(H=2, HV=4)), ("gdn2", "states", dict(K=128, V=64))]
 
 
-@pytest.mark.parametrize("family, stage, kw", CASES, ids=[f"{f}-{s}-{i}" for i, (f, s, _) in enumerate(CASES)])
+@pytest.mark.parametrize("family, stage, kw", tiered(  # core: the vector-gate states kernel (GDN-2: w and
+    CASES, [11], ids=lambda c: f"{c[0]}-{c[1]}-{CASES.index(c)}", unpack=True))  # per-channel beta)
 def test_backward_kernel_compiles_for_sm90a(family, stage, kw):
     assert callable(compile_bwd(_cfg(family, stage, **kw), "sm_90a", ffi="cute"))
 
@@ -62,9 +86,8 @@ def test_pipelined_chain_fits_with_its_store_buffers(dims):
         bwd_chain_pipelined.smem_plan(_cfg("kda", "chain", *dims).fwd)
 
 
-@pytest.mark.parametrize("forward_values", [False, True])
-def test_pipelined_chain_compiles_through_the_engine_entry(forward_values):
-    """compile_bwd (the launcher's entry) picks the pipelined class from the config."""
+def _pipelined_chain(forward_values):
+    """The pipelined chain's config; bwd_kernel_for picks its class from it."""
     import dataclasses
 
     from cudnn.linear_attention.frost.kernels.bwd_chain_pipelined import FrostBwdChainPipelined
@@ -73,7 +96,20 @@ def test_pipelined_chain_compiles_through_the_engine_entry(forward_values):
     cfg = dataclasses.replace(_cfg("gdn", "chain"), chain_pipeline=True, forward_values=forward_values)
     assert bwd_kernel_for(cfg) is FrostBwdChainPipelined
     assert bwd_kernel_for(dataclasses.replace(cfg, chain_pipeline=False)) is not FrostBwdChainPipelined
-    assert callable(compile_bwd(cfg, "sm_90a", ffi="cute"))
+    return cfg
+
+
+@pytest.mark.parametrize("forward_values", [False, True])
+def test_pipelined_chain_class(forward_values):
+    _pipelined_chain(forward_values)
+
+
+# an experiment (FROST_BWD_CHAIN=pipelined): built with spill and barrier checks in
+# frost_resource_bwd_test::test_pipelined_chain_no_spills (full matrix)
+@pytest.mark.parametrize("forward_values", tiered([False, True], []))
+def test_pipelined_chain_compiles_through_the_engine_entry(forward_values):
+    """compile_bwd (the launcher's entry) builds the pipelined class from the config."""
+    assert callable(compile_bwd(_pipelined_chain(forward_values), "sm_90a", ffi="cute"))
 
 
 @pytest.mark.parametrize("dims", [(128, 128), (128, 64), (64, 128), (64, 64)])
@@ -103,10 +139,9 @@ def test_wgmma_chain_plan(dims, family):
     assert staged == (family == "gdn" or dims != (128, 128)), (family, dims, staged)
 
 
-@pytest.mark.parametrize("forward_values", [False, True])
-def test_wgmma_chain_compiles_through_the_engine_entry(forward_values):
-    """compile_bwd (the launcher's entry) picks the wgmma class from the config, and the
-    config refuses it beside the pipelined chain (vector gates take it: test below)."""
+def _wgmma_chain(forward_values):
+    """GDN's wgmma chain config: bwd_kernel_for picks the wgmma class from it, and the
+    config refuses it beside the pipelined chain (vector gates take it: below)."""
     import dataclasses
 
     from cudnn.linear_attention.frost.kernels.bwd_chain_wgmma import FrostBwdChainWgmma
@@ -119,7 +154,21 @@ def test_wgmma_chain_compiles_through_the_engine_entry(forward_values):
         assert not cfg.with_stage(stage).chain_wgmma
     with pytest.raises(ValueError, match="one chain variant at a time"):
         dataclasses.replace(cfg, chain_pipeline=True)
-    assert callable(compile_bwd(cfg, "sm_90a", ffi="cute"))
+    return cfg
+
+
+@pytest.mark.parametrize("forward_values", [False, True])
+def test_wgmma_chain_class(forward_values):
+    _wgmma_chain(forward_values)
+
+
+# an experiment for GDN (FROST_BWD_CHAIN=wgmma): built and inspected in
+# frost_resource_bwd_test::test_wgmma_chain_no_spills (full matrix); its class, the vector
+# gates' product chain, in test_vector_wgmma_chain_no_spills's core there
+@pytest.mark.parametrize("forward_values", tiered([False, True], []))
+def test_wgmma_chain_compiles_through_the_engine_entry(forward_values):
+    """compile_bwd (the launcher's entry) builds GDN's wgmma chain."""
+    assert callable(compile_bwd(_wgmma_chain(forward_values), "sm_90a", ffi="cute"))
 
 
 @pytest.mark.parametrize("family", ["gdn", "kda"])
@@ -145,10 +194,9 @@ def test_async_chain_config(family):
     assert cfg != dataclasses.replace(cfg, chain_async=False)  # a separate compile key
 
 
-@pytest.mark.parametrize("family, dims", [("kda", (128, 128)), ("gdn2", (128, 64))])
-def test_vector_wgmma_chain_compiles_through_the_engine_entry(family, dims):
+def _vector_wgmma_chain(family, dims):
     """Vector gates: the config takes chain_wgmma (FROST_BWD_CHAIN_VEC=wgmma), the chain
-    stage alone keeps it, compile_bwd builds the wgmma class; the pipelined chain stays
+    stage alone keeps it, bwd_kernel_for picks the wgmma class; the pipelined chain stays
     refused for them."""
     import dataclasses
 
@@ -162,7 +210,23 @@ def test_vector_wgmma_chain_compiles_through_the_engine_entry(family, dims):
     assert cfg.with_stage("chain").chain_wgmma
     with pytest.raises(ValueError, match="chain_pipeline must be False for vector gates"):
         dataclasses.replace(cfg, chain_wgmma=False, chain_pipeline=True)
-    assert callable(compile_bwd(cfg, "sm_90a", ffi="cute"))
+    return cfg
+
+
+VECTOR_CHAINS = [("kda", (128, 128)), ("gdn2", (128, 64))]
+
+
+@pytest.mark.parametrize("family, dims", VECTOR_CHAINS)
+def test_vector_wgmma_chain_class(family, dims):
+    _vector_wgmma_chain(family, dims)
+
+
+# the product's vector chain: built and inspected at these dims (and fp16 grouped K = V = 64)
+# in the core of frost_resource_bwd_test::test_vector_wgmma_chain_no_spills
+@pytest.mark.parametrize("family, dims", tiered(VECTOR_CHAINS, [], unpack=True))
+def test_vector_wgmma_chain_compiles_through_the_engine_entry(family, dims):
+    """compile_bwd builds the vector-gate wgmma chain."""
+    assert callable(compile_bwd(_vector_wgmma_chain(family, dims), "sm_90a", ffi="cute"))
 
 
 @pytest.mark.parametrize("dims", [(128, 128), (128, 64), (64, 128), (64, 64)])
@@ -199,18 +263,33 @@ def test_grads_stages_dq_dk_in_dead_shared_memory(dims, out_bits):
     assert tiles * 64 * (dims[0] * out_bits // 8 + 16) <= room
 
 
-@pytest.mark.parametrize("family, kw", [("kda", dict(K=128, V=128)), ("kda", dict(K=64, V=64)),
-                                        ("gdn2", dict(K=128, V=64)), ("gdn2", dict(K=64, V=128))])
-def test_vector_grads_compile_with_wide_loads(family, kw):
-    """FrostBwdConfig.vec_wide_loads (FROST_BWD_VEC_WIDE=1, NOTES_bwd.md v1.7): the
-    ldmatrix / 4-byte shared reads of the vector-gate grads kernel, where S dS by ldmatrix
-    applies (K = 128) and where it falls back (K = 64); with_stage keeps the flag for
-    grads only."""
+WIDE_LOADS = [("kda", dict(K=128, V=128)), ("kda", dict(K=64, V=64)),
+              ("gdn2", dict(K=128, V=64)), ("gdn2", dict(K=64, V=128))]
+
+
+def _wide_loads(family, kw):
     import dataclasses
 
     cfg = dataclasses.replace(_cfg(family, "grads", **kw), vec_wide_loads=True)
     assert cfg.with_stage("grads").vec_wide_loads and not cfg.with_stage("chain").vec_wide_loads
-    assert callable(compile_bwd(cfg, "sm_90a", ffi="cute"))
+    return cfg
+
+
+@pytest.mark.parametrize("family, kw", WIDE_LOADS)
+def test_vector_grads_wide_loads_config(family, kw):
+    """with_stage keeps vec_wide_loads for grads only."""
+    _wide_loads(family, kw)
+
+
+# wide loads without the fused decay (FROST_BWD_VEC_DECAY=0), no product default: the
+# product's switches (both) are built at K = 128 and K = 64 in the core of
+# frost_resource_bwd_test::test_vector_gate_grads_no_spills
+@pytest.mark.parametrize("family, kw", tiered(WIDE_LOADS, [], unpack=True))
+def test_vector_grads_compile_with_wide_loads(family, kw):
+    """FrostBwdConfig.vec_wide_loads (FROST_BWD_VEC_WIDE=1, NOTES_bwd.md v1.7): the
+    ldmatrix / 4-byte shared reads of the vector-gate grads kernel, where S dS by ldmatrix
+    applies (K = 128) and where it falls back (K = 64)."""
+    assert callable(compile_bwd(_wide_loads(family, kw), "sm_90a", ffi="cute"))
 
 
 
@@ -247,11 +326,12 @@ def test_wgmma_grads_plan(dims):
         gw.smem_plan(_cfg("kda", "grads", K, V).fwd)
 
 
-@pytest.mark.parametrize("kw", [{}, dict(K=64, V=64, H=2, HV=4, l2=False, h0=False)])
-def test_wgmma_grads_compiles_through_the_engine_entry(kw):
-    """compile_bwd (the launcher's entry) picks the wgmma grads class from the config,
-    with_stage keeps the flag for the grads stage alone (vector gates:
-    test_vector_wgmma_grads_compiles_through_the_engine_entry)."""
+WGMMA_GRADS = [{}, dict(K=64, V=64, H=2, HV=4, l2=False, h0=False)]
+
+
+def _wgmma_grads(kw):
+    """bwd_kernel_for picks the wgmma grads class from the config, with_stage keeps the
+    flag for the grads stage alone (vector gates: _vector_wgmma_grads)."""
     import dataclasses
 
     from cudnn.linear_attention.frost.kernels.bwd_compile import bwd_kernel_for
@@ -263,7 +343,22 @@ def test_wgmma_grads_compiles_through_the_engine_entry(kw):
     assert cfg.with_stage("grads").grads_wgmma
     for stage in ("states", "chain"):
         assert not cfg.with_stage(stage).grads_wgmma
-    assert callable(compile_bwd(cfg, "sm_90a", ffi="cute"))
+    return cfg
+
+
+@pytest.mark.parametrize("kw", WGMMA_GRADS)
+def test_wgmma_grads_class(kw):
+    _wgmma_grads(kw)
+
+
+# GDN's grads kernel (the product's): core K = V = 64 grouped through compile_bwd; at the
+# bench's K = V = 128 it is built and inspected in the core of frost_resource_bwd_test::
+# test_wgmma_grads_no_spills and test_scalar_gate_grads_prefetch (and
+# test_wgmma_grads_descriptors below)
+@pytest.mark.parametrize("kw", tiered(WGMMA_GRADS, [1]))
+def test_wgmma_grads_compiles_through_the_engine_entry(kw):
+    """compile_bwd (the launcher's entry) builds GDN's wgmma grads kernel."""
+    assert callable(compile_bwd(_wgmma_grads(kw), "sm_90a", ffi="cute"))
 
 
 @pytest.mark.parametrize("family, dims", [("kda", (128, 128)), ("kda", (64, 64)), ("gdn2", (128, 64)),
@@ -302,11 +397,13 @@ def test_vector_wgmma_grads_plan(family, dims):
             bwd_grads.staging_tiles(K, bits, gv.staging_room(f)[1])
 
 
-@pytest.mark.parametrize("family, kw", [("kda", {}), ("gdn2", dict(K=128, V=64)),
-                                        ("kda", dict(K=64, V=64, H=2, HV=4, l2=False, h0=False))])
-def test_vector_wgmma_grads_compiles_through_the_engine_entry(family, kw):
+VECTOR_WGMMA_GRADS = [("kda", {}), ("gdn2", dict(K=128, V=64)),
+                      ("kda", dict(K=64, V=64, H=2, HV=4, l2=False, h0=False))]
+
+
+def _vector_wgmma_grads(family, kw):
     """Vector gates: the config takes grads_wgmma (FROST_BWD_GRADS_VEC=wgmma), the grads
-    stage alone keeps it, compile_bwd builds FrostBwdGradsVecWgmma (and the mma.sync
+    stage alone keeps it, bwd_kernel_for picks FrostBwdGradsVecWgmma (and the mma.sync
     class without the flag); each class refuses the other's config."""
     import dataclasses
 
@@ -324,10 +421,26 @@ def test_vector_wgmma_grads_compiles_through_the_engine_entry(family, kw):
         FrostBwdGradsVecWgmma(plain)
     with pytest.raises(ValueError, match="grads_wgmma must be False"):
         FrostBwdGradsVec(cfg)
-    assert callable(compile_bwd(cfg, "sm_90a", ffi="cute"))
+    return cfg
 
 
-@pytest.mark.parametrize("family, K", [("gdn", 128), ("gdn", 64), ("kda", 128), ("gdn2", 64)])
+@pytest.mark.parametrize("family, kw", VECTOR_WGMMA_GRADS)
+def test_vector_wgmma_grads_class(family, kw):
+    _vector_wgmma_grads(family, kw)
+
+
+# an experiment (FROST_BWD_GRADS_VEC=wgmma): built and inspected in
+# frost_resource_bwd_test::test_vector_wgmma_grads_no_spills (full matrix)
+@pytest.mark.parametrize("family, kw", tiered(VECTOR_WGMMA_GRADS, [], unpack=True))
+def test_vector_wgmma_grads_compiles_through_the_engine_entry(family, kw):
+    """compile_bwd builds FrostBwdGradsVecWgmma."""
+    assert callable(compile_bwd(_vector_wgmma_grads(family, kw), "sm_90a", ffi="cute"))
+
+
+# core: GDN's (the product's grads) at K = 128 and K = 64 (SW128 and SW64 B operands); the
+# vector-gate kernel is an experiment (FROST_BWD_GRADS_VEC=wgmma)
+@pytest.mark.parametrize("family, K", tiered([("gdn", 128), ("gdn", 64), ("kda", 128), ("gdn2", 64)], [0, 1],
+                                             unpack=True))
 def test_wgmma_grads_descriptors(family, K, tmp_path):
     """The PTX of the wgmma grads kernel: 3 V / 16 wgmma m64n(K/2)k16 per item for the
     state products, A K-major (imm-trans-a 0), B transposed (imm-trans-b 1: the MN-major

@@ -5,12 +5,13 @@ the solve on the consumer side, the Gram and both block solves on the producer s
 spills at the kernel's register split, no performance note, the shared-memory plan
 under the limit, and the knob's reach.
 
-The matrix's core (compile_tiers; ~15 s on one core, the full matrix ~80 s): both kernels
-are experiments (the product's GDN forward is the four-role one, frost_compile_ws4_test),
-so the core builds each once: wy-ws's plain build with l2norm and, as the awkward
-config, wyc-ws's training build (checkpoints and U), plus the plans and the knob. The
-other builds, the wgmma Gram in the producer and the ptxas notes at and below the
-kernels' splits wait for FROST_FULL_MATRIX=1.
+The matrix's core (compile_tiers; ~3 s on one core, ~15 s before its two builds moved to
+the full matrix, the full matrix ~80 s): both kernels are experiments (the product's GDN
+forward is the four-role one, fwd_ws4.FourRoles, a subclass of this file's
+FullInverseChain, built and inspected in frost_compile_ws4_test's core), so the core
+keeps the plans and the knob. Every build (wy-ws's plain build with l2norm, wyc-ws's
+training build, the others), the wgmma Gram in the producer and the ptxas notes at and
+below the kernels' splits wait for FROST_FULL_MATRIX=1.
 """
 import dataclasses
 import functools
@@ -56,7 +57,7 @@ def _count(instrs, prefix):
 
 @pytest.mark.parametrize("l2,mode,decay", tiered(
     [(True, "plain", "wy-ws"), (False, "plain", "wy-ws"), (True, "training", "wy-ws"), (True, "output-free", "wy-ws"),
-     (True, "plain", "wyc-ws"), (True, "training", "wyc-ws")], [0, 5], ids=lambda c: "-".join(map(str, c)),
+     (True, "plain", "wyc-ws"), (True, "training", "wyc-ws")], [], ids=lambda c: "-".join(map(str, c)),
     unpack=True))
 def test_roles_as_compiled(l2, mode, decay):
     from cudnn.linear_attention.frost.kernels import fwd_ws as ws

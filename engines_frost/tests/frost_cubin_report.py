@@ -50,17 +50,13 @@ def tool(env: str, name: str) -> str | None:
     return found
 
 
-def compile_cubin(cfg, out_dir: str) -> str:
-    """cute.compile the config's kernel class for sm_90a, keeping the cubin; returns its path."""
-    import cutlass.cute as cute
-
+def compile_cubin(cfg, out_dir: str, notes: set | None = None) -> str:
+    """cute.compile the config's kernel class for sm_90a, keeping the cubin; returns its
+    path. `notes`, if given, gets the build's ptxas performance notes (build_cubin)."""
     from cudnn.linear_attention.frost.kernels.compile_kernel import kernel_class
     from cudnn.linear_attention.frost.kernels.launch_abi import fake_args
 
-    cute.compile(kernel_class(cfg, "sm_90a")(cfg), *fake_args(cfg),
-                 options=f"--gpu-arch sm_90a --keep-cubin --dump-dir {out_dir}")
-    (cubin,) = glob.glob(os.path.join(out_dir, "*.cubin"))
-    return cubin
+    return build_cubin(kernel_class(cfg, "sm_90a")(cfg), fake_args(cfg), out_dir, notes)
 
 
 #: cute.compile options that make the DSL's ptxas run verbose and hand its log to the DSL's
@@ -72,34 +68,50 @@ PTXAS_NOTES_OPTIONS = "--gpu-arch sm_90a --ptxas-options '-v' --remark-filter pt
 PTXAS_NOTE = re.compile(r"\((C75\d\d)\)")
 
 
-def ptxas_notes(kernel, args) -> set[str]:
-    """The C75xx performance notes (PTXAS_NOTE) ptxas prints for `kernel` (a CuTe DSL
-    callable, with its cute.compile arguments) built for sm_90a. No GPU needed."""
+def build_cubin(kernel, args, out_dir: str, notes: set | None = None) -> str:
+    """cute.compile `kernel` (a CuTe DSL callable, with its cute.compile arguments) for
+    sm_90a, keeping the cubin in out_dir; returns its path. With `notes` (a set), ptxas
+    runs verbose in the same build and its C75xx performance notes (PTXAS_NOTE) are added
+    to the set: the build ptxas_notes reads, so a test that inspects a kernel's cubin can
+    check its notes without a second compile. No GPU needed."""
     import contextlib
     import io
     import warnings
 
     import cutlass.cute as cute
 
-    err = io.StringIO()
-    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err), warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        cute.compile(kernel, *args, options=PTXAS_NOTES_OPTIONS)
-    return set(PTXAS_NOTE.findall(err.getvalue()))
+    keep = f"--keep-cubin --dump-dir {out_dir}"
+    if notes is None:
+        cute.compile(kernel, *args, options=f"--gpu-arch sm_90a {keep}")
+    else:
+        err = io.StringIO()
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err), \
+                warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            cute.compile(kernel, *args, options=f"{PTXAS_NOTES_OPTIONS} {keep}")
+        notes.update(PTXAS_NOTE.findall(err.getvalue()))
+    (cubin,) = glob.glob(os.path.join(out_dir, "*.cubin"))
+    return cubin
 
 
-def compile_bwd_cubin(bcfg, out_dir: str) -> str:
+def ptxas_notes(kernel, args) -> set[str]:
+    """The C75xx performance notes (PTXAS_NOTE) ptxas prints for `kernel` (a CuTe DSL
+    callable, with its cute.compile arguments) built for sm_90a (build_cubin's build).
+    No GPU needed."""
+    notes = set()
+    with tempfile.TemporaryDirectory() as tmp:
+        build_cubin(kernel, args, tmp, notes)
+    return notes
+
+
+def compile_bwd_cubin(bcfg, out_dir: str, notes: set | None = None) -> str:
     """cute.compile a backward stage's kernel class (bwd_compile) for sm_90a, keeping the
-    cubin; returns its path."""
-    import cutlass.cute as cute
-
+    cubin; returns its path. `notes`, if given, gets the build's ptxas performance notes
+    (build_cubin)."""
     from cudnn.linear_attention.frost.kernels.bwd_abi import bwd_fake_args
     from cudnn.linear_attention.frost.kernels.bwd_compile import bwd_kernel_for
 
-    kernel = bwd_kernel_for(bcfg)(bcfg)
-    cute.compile(kernel, *bwd_fake_args(bcfg), options=f"--gpu-arch sm_90a --keep-cubin --dump-dir {out_dir}")
-    (cubin,) = glob.glob(os.path.join(out_dir, "*.cubin"))
-    return cubin
+    return build_cubin(bwd_kernel_for(bcfg)(bcfg), bwd_fake_args(bcfg), out_dir, notes)
 
 
 def resource_usage(cubin: str) -> dict[str, int]:

@@ -8,6 +8,22 @@ cuobjdump --dump-resource-usage. A draft of the grads kernel's cp.async load pha
 32-byte stack frame for the element-wise copy of a transposed A operand (replaced by
 ldmatrix.trans); the vector-gate grads kernel spilled up to v1.4. Skips where cuobjdump or
 CuTe DSL is absent.
+
+The matrix's core (compile_tiers; 20 builds, ~150 s on one core, ~300 s with the
+experiments it held before; the full matrix 88 builds): the kernels the product
+launches, at the bench's K = V = 128 and an awkward config each: GDN's values kernel and
+its states kernel (the recompute path's under FROST_BWD_RECOMPUTE_FORWARD=0), GDN's
+wgmma grads on the checkpoint rows (what both default paths run) with and without its L2
+prefetch and at fp16 grouped K = V = 64, the chain GDN runs with fp16 io (wgmma_async, at
+K = V = 64 grouped), the vector gates' wgmma chain and their grads kernel with the
+product's switches (KDA: wide loads and fused decay; GDN-2: also bulk copies), and the
+vector grads' operand prefetch. GDN's bf16 chains are the four-role one at K = V = 128
+(frost_compile_bwd_chain_wy_test) and the scaled one elsewhere
+(frost_compile_bwd_chain_scaled_test). The experiments (the serial and pipelined chains,
+GDN's plain wgmma chain, the async chain at bf16 and for KDA, the mma.sync grads,
+FROST_BWD_GRADS_VEC=wgmma, KDA's bulk copies), the recompute-only grads build
+(FROST_BWD_RECOMPUTE_FORWARD=0) and the other switch combinations wait for
+FROST_FULL_MATRIX=1.
 """
 import collections
 import dataclasses
@@ -35,7 +51,10 @@ BWD_CASES = [  # (stage, K, V, io, grouped q/k heads, forward checkpoints): GDN
 ]
 
 
-@pytest.mark.parametrize("case", BWD_CASES, ids=lambda c: f"gdn-{c[0]}-K{c[1]}V{c[2]}-{c[3]}-grouped{int(c[4])}")
+@pytest.mark.parametrize("case", tiered(  # core: the values kernel (the checkpoint path's) and the states
+    BWD_CASES, [0, 5],  # kernel (FROST_BWD_RECOMPUTE_FORWARD=0); the serial chain and the mma.sync grads
+    # (FROST_BWD_CHAIN=serial, FROST_BWD_GRADS=mma) are no product defaults
+    ids=lambda c: f"gdn-{c[0]}-K{c[1]}V{c[2]}-{c[3]}-grouped{int(c[4])}"))
 def test_backward_no_spills(case):
     """The GDN backward kernels (the vector-gate grads kernel: test_vector_gate_grads_no_spills)."""
     from cudnn.linear_attention.frost.kernels.bwd_config import FrostBwdConfig
@@ -61,8 +80,8 @@ PIPELINED_CHAIN_CASES = [  # (K, V, io, grouped q/k heads, l2norm, initial state
 ]
 
 
-@pytest.mark.parametrize("case", tiered(  # core: the bench's [U] path, fp16 grouped K = V = 64
-    PIPELINED_CHAIN_CASES, [1, 2],
+@pytest.mark.parametrize("case", tiered(  # an experiment (FROST_BWD_CHAIN=pipelined): no core
+    PIPELINED_CHAIN_CASES, [],
     ids=lambda c: f"gdn-chain-pipelined-K{c[0]}V{c[1]}-{c[2]}-grouped{int(c[3])}-U{int(c[7])}"))
 def test_pipelined_chain_no_spills(case):
     """The pipelined chain (bwd_chain_pipelined.py) holds dS^T, dR^T and the prep's
@@ -97,8 +116,8 @@ def test_pipelined_chain_no_spills(case):
 WGMMA_CHAIN_CASES = PIPELINED_CHAIN_CASES + [(64, 128, "bfloat16", False, True, False, "float32", True)]
 
 
-@pytest.mark.parametrize("case", tiered(  # core: recompute and [U] paths at the bench's dims, K = 64 / V = 128
-    WGMMA_CHAIN_CASES, [0, 1, 5],
+@pytest.mark.parametrize("case", tiered(  # GDN's wgmma chain is an experiment (FROST_BWD_CHAIN=wgmma): no core;
+    WGMMA_CHAIN_CASES, [],  # its class, with check_wgmma_chain, runs in the vector and async chains' cores
     ids=lambda c: f"gdn-chain-wgmma-K{c[0]}V{c[1]}-{c[2]}-grouped{int(c[3])}-U{int(c[7])}"))
 def test_wgmma_chain_no_spills(case):
     """The wgmma chain (bwd_chain_wgmma.py) over WGMMA_CHAIN_CASES: no local
@@ -115,19 +134,19 @@ def test_wgmma_chain_no_spills(case):
     check_wgmma_chain(cfg, f"gdn wgmma chain K={K} V={V} {io} grouped={grouped} U={values}")
 
 
-def check_wgmma_chain(cfg, label: str, instructions: list | None = None):
+def check_wgmma_chain(cfg, label: str, instructions: list | None = None, notes: set | None = None):
     """Compile the wgmma chain for cfg: its plan fits, no local memory or stack, and (with
     nvdisasm) exactly the warpgroup MMAs of its two products per chunk, dU^T (C / 16 +
     K / 16 of m64nC) and the dS^T update (2 C / 16 of m64nK). Returns the SASS opcode
     counts (None without nvdisasm); `instructions`, if given, gets the SASS instructions
-    in program order (predicates included)."""
+    in program order (predicates included), `notes` the build's ptxas performance notes."""
     from cudnn.linear_attention.frost.kernels import bwd_chain_wgmma
     from cudnn.linear_attention.frost.kernels.fwd_v1 import CHUNK, SMEM_LIMIT, smem_bytes
 
     K = cfg.fwd.K
     assert smem_bytes(cfg.fwd, bwd_chain_wgmma.smem_plan) <= SMEM_LIMIT
     with tempfile.TemporaryDirectory() as tmp:
-        cubin = report.compile_bwd_cubin(cfg, tmp)
+        cubin = report.compile_bwd_cubin(cfg, tmp, notes)
         usage = report.resource_usage(cubin)
         ops = None
         if report.tool("NVDISASM", "nvdisasm") is not None:
@@ -169,7 +188,9 @@ def test_vector_wgmma_chain_no_spills(case):
     VECTOR_WGMMA_CHAIN_CASES: no local memory or stack, its plan fits, the same warpgroup
     MMAs per chunk as for GDN (dU^T: C / 16 + K / 16 of m64nC, the update: 2 C / 16 of
     m64nK) and only the Gram's and the dR solve's mma.sync left (the serial chain's dU and
-    update HMMA all gone: 264 -> 52 at K = 128)."""
+    update HMMA all gone: 264 -> 52 at K = 128). KDA's bench config: no ptxas performance
+    note either (frost_ptxas_notes_test's kda-chain, read from this build: reading them
+    costs a build ~3 s, so once per kernel)."""
     from cudnn.linear_attention.frost.kernels.bwd_config import FrostBwdConfig
     from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
 
@@ -179,7 +200,10 @@ def test_vector_wgmma_chain_no_spills(case):
     f = FrostFwdConfig(io, "float32" if h0 else None, H, H, 4, K, V, True, per_beta, per_beta, l2, h0, False,
                        gate_align16=align)
     cfg = FrostBwdConfig(f, "chain", dht, "float32" if h0 else None, forward_values=values, chain_wgmma=True)
-    ops = check_wgmma_chain(cfg, f"{family} wgmma chain K={K} V={V} {io} grouped={grouped} U={values}")
+    notes = set() if case == VECTOR_WGMMA_CHAIN_CASES[0] else None
+    ops = check_wgmma_chain(cfg, f"{family} wgmma chain K={K} V={V} {io} grouped={grouped} U={values}",
+                            notes=notes)
+    assert not notes, notes
     if ops is not None:
         # mma.sync left: the Gram tile body (M and P, two n8 halves per k16: 4 K / 16; one
         # copy, dispatched at run time) and the dR solve (6 (-M)^T blocks + 4 inverses, 2 each)
@@ -200,8 +224,9 @@ ASYNC_CHAIN_CASES = [
 ]
 
 
-@pytest.mark.parametrize("case", tiered(  # core: GDN's and KDA's bench configs
-    ASYNC_CHAIN_CASES, [0, 3],
+@pytest.mark.parametrize("case", tiered(  # core: GDN's fp16 chain (the product's wgmma_async fallback for fp16
+    ASYNC_CHAIN_CASES, [2],  # io) at K = V = 64 grouped; at bf16 GDN runs other chains and KDA's is the
+    # synchronous one (FROST_BWD_CHAIN_VEC=wgmma_async is an experiment)
     ids=lambda c: f"{c[0]}-chain-async-K{c[1]}V{c[2]}-{c[3]}-grouped{int(c[4])}-U{int(c[8])}"))
 def test_async_chain_no_spills(case):
     """The wgmma chain with its update group in flight across the chunk boundary
@@ -262,8 +287,9 @@ WGMMA_GRADS_CASES = [
 ]
 
 
-@pytest.mark.parametrize("case", tiered(  # core (the product's GDN grads): both bench paths, fp16 grouped,
-    WGMMA_GRADS_CASES, [0, 1, 2, 3],  # K = V = 64 (SW64)
+@pytest.mark.parametrize("case", tiered(  # core (the product's GDN grads): the bench's checkpoint path (the
+    WGMMA_GRADS_CASES, [1, 3],  # recompute path's grads read the forward's rows too), fp16 grouped K = V = 64
+    # (SW64); the grads without checkpoints run only under FROST_BWD_RECOMPUTE_FORWARD=0
     ids=lambda c: f"gdn-grads-wgmma-K{c[0]}V{c[1]}-{c[2]}-grouped{int(c[3])}-ckpt{int(c[5])}"))
 def test_wgmma_grads_no_spills(case):
     """The wgmma grads kernel (bwd_grads_wgmma.py) over WGMMA_GRADS_CASES: no local memory
@@ -354,8 +380,8 @@ VECTOR_WGMMA_GRADS_CASES = [
 ]
 
 
-@pytest.mark.parametrize("case", tiered(  # an experiment (FROST_BWD_GRADS_VEC=wgmma): core KDA's bench config
-    VECTOR_WGMMA_GRADS_CASES, [0, 8],  # and fp16 grouped K = V = 64
+@pytest.mark.parametrize("case", tiered(  # an experiment (FROST_BWD_GRADS_VEC=wgmma): no core
+    VECTOR_WGMMA_GRADS_CASES, [],
     ids=lambda c: f"{c[0]}-grads-wgmma-K{c[1]}V{c[2]}-{c[3]}-grouped{int(c[4])}-l2{int(c[5])}"
                   f"-ckpt{int(c[6])}-wide{int(c[7])}-fast{int(c[8])}"))
 def test_vector_wgmma_grads_no_spills(case):
@@ -397,8 +423,10 @@ LOAD_SWITCHES = {(False, False): "v16-loads", (True, False): "wide-loads", (True
 VEC_GRADS_BUILDS = [(c, w, f) for (w, f) in LOAD_SWITCHES for c in VEC_GRADS_CASES]
 
 
-@pytest.mark.parametrize("case,wide,fast", tiered(  # core: each case with the product's switches (wide, fast)
-    VEC_GRADS_BUILDS, [i for i, b in enumerate(VEC_GRADS_BUILDS) if b[1:] == (True, True)],
+@pytest.mark.parametrize("case,wide,fast", tiered(  # core: KDA with the product's switches (wide, fast) at
+    VEC_GRADS_BUILDS, [i for i, b in enumerate(VEC_GRADS_BUILDS)  # K = V = 128 and fp16 grouped K = V = 64;
+                       if b[1:] == (True, True) and b[0][0] == "kda"],  # GDN-2's product build adds bulk
+    # copies: test_vector_gate_grads_bulk_copies' core
     ids=lambda b: f"{b[0][0]}-grads-K{b[0][1]}V{b[0][2]}-{b[0][3]}-grouped{int(b[0][4])}-{LOAD_SWITCHES[b[1:]]}",
     unpack=True))
 def test_vector_gate_grads_no_spills(case, wide, fast):
@@ -407,7 +435,9 @@ def test_vector_gate_grads_no_spills(case, wide, fast):
     was unrolled for each of the 32 accumulator elements; as a loop it fits in registers.
     With vec_wide_loads (v1.7) too: the decayed B operands' ldmatrix once pushed KDA to
     255 registers and a 16-byte stack frame (kb's loads hoisted above q's MMAs). With
-    vec_fast_decay (v1.9) as well: the fused exponent and packed hi + lo conversions."""
+    vec_fast_decay (v1.9) as well: the fused exponent and packed hi + lo conversions. KDA
+    at K = V = 128 with the product's switches: no ptxas performance note either
+    (frost_ptxas_notes_test's kda-grads, read from this build)."""
     from cudnn.linear_attention.frost.kernels.bwd_config import FrostBwdConfig
     from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
 
@@ -417,31 +447,36 @@ def test_vector_gate_grads_no_spills(case, wide, fast):
     f = FrostFwdConfig(io, "float32", H, H, 4, K, V, True, per_beta, per_beta, True, True, False,
                        gate_align16=True)
     cfg = FrostBwdConfig(f, "grads", "float32", "float32", vec_wide_loads=wide, vec_fast_decay=fast)
+    notes = set() if (case, wide, fast) == (VEC_GRADS_CASES[0], True, True) else None
     with tempfile.TemporaryDirectory() as tmp:
-        usage = report.resource_usage(report.compile_bwd_cubin(cfg, tmp))
-    print(f"{family} grads K={K} V={V} {io} grouped={grouped} wide={wide} fast={fast}: {usage}")
+        usage = report.resource_usage(report.compile_bwd_cubin(cfg, tmp, notes))
+    print(f"{family} grads K={K} V={V} {io} grouped={grouped} wide={wide} fast={fast}: {usage} notes={notes}")
     assert usage["LOCAL"] == 0 and usage["STACK"] == 0, usage
     assert usage["REG"] <= 255, usage
+    assert not notes, notes
 
 
-def prefetch_cctl(plain, prefetch):
+def prefetch_cctl(plain, prefetch, read_notes: bool = False):
     """Compile a grads kernel without and with grads_prefetch: no local memory or stack and
-    at most 255 registers either way; the CCTL (prefetch) count of each build, None
-    without nvdisasm."""
+    at most 255 registers either way (with read_notes, no ptxas performance note in the
+    prefetch build); the CCTL (prefetch) count of each build, None without nvdisasm."""
     counts = []
     for cfg in (plain, prefetch):
+        notes = set() if read_notes and cfg is prefetch else None
         with tempfile.TemporaryDirectory() as tmp:
-            cubin = report.compile_bwd_cubin(cfg, tmp)
+            cubin = report.compile_bwd_cubin(cfg, tmp, notes)
             usage = report.resource_usage(cubin)
             assert usage["LOCAL"] == 0 and usage["STACK"] == 0, (cfg.grads_prefetch, usage)
             assert usage["REG"] <= 255, (cfg.grads_prefetch, usage)
+            assert not notes, (cfg.grads_prefetch, notes)
             if report.tool("NVDISASM", "nvdisasm") is not None:
                 counts.append(sum("CCTL" in i for i in report.sass_instructions(cubin)))
     return tuple(counts) if counts else None
 
 
-@pytest.mark.parametrize("case", [(128, "bfloat16", True, True), (64, "float16", False, False)],
-                         ids=lambda c: f"gdn-K{c[0]}-{c[1]}-wgmma{int(c[2])}-ckpt{int(c[3])}")
+@pytest.mark.parametrize("case", tiered(  # core: the product's GDN grads (wgmma, checkpoint rows); the
+    [(128, "bfloat16", True, True), (64, "float16", False, False)], [0],  # mma.sync grads: FROST_BWD_GRADS=mma
+    ids=lambda c: f"gdn-K{c[0]}-{c[1]}-wgmma{int(c[2])}-ckpt{int(c[3])}"))
 def test_scalar_gate_grads_prefetch(case):
     """grads_prefetch in GDN's persistent grads kernel: the next item's q and k rows into
     L2 when that item's copies are issued, and the state rows of the item after it at the
@@ -449,14 +484,16 @@ def test_scalar_gate_grads_prefetch(case):
     CCTL than without for the q and k rows and 4 V / 64 (V = K here) for the dO, U, dR and v rows
     (128-byte lines, one job per thread quarter), plus one per thread and state tensor
     (dS; S too on the recompute path) for the state lines (V K / 64 of them: at most one
-    per thread at K, V <= 128)."""
+    per thread at K, V <= 128). The prefetch build of the first case is the product's GDN
+    grads kernel: its ptxas notes (none: frost_ptxas_notes_test's gdn-grads) are read
+    from that build."""
     from cudnn.linear_attention.frost.kernels.bwd_config import FrostBwdConfig
     from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
 
     K, io, wgmma, ckpt = case
     f = FrostFwdConfig(io, None, 4, 4, 4, K, K, False, False, False, True, False, False)
     plain = FrostBwdConfig(f, "grads", None, None, checkpoints=ckpt, grads_wgmma=wgmma, grads_ctas=132)
-    counts = prefetch_cctl(plain, dataclasses.replace(plain, grads_prefetch=True))
+    counts = prefetch_cctl(plain, dataclasses.replace(plain, grads_prefetch=True), read_notes=wgmma and ckpt)
     print(f"gdn grads K={K} {io} wgmma={wgmma}: CCTL plain / prefetch {counts}")
     if counts:
         assert counts[1] - counts[0] == 2 * K * 2 // 128 + 4 * K * 2 // 128 + (1 if ckpt else 2), counts
@@ -495,9 +532,9 @@ def test_vector_gate_grads_operand_prefetch(case):
     assert len(narrow) == (0 if per_beta else 1), narrow
 
 
-@pytest.mark.parametrize("case", tiered(  # core: KDA's and GDN-2's bench configs
+@pytest.mark.parametrize("case", tiered(  # core: GDN-2 (the product's bulk copies) at its bench config and fp16
     [("kda", 128, 128, "bfloat16", True), ("gdn2", 128, 128, "bfloat16", True), ("gdn2", 128, 64, "float16", False),
-     ("kda", 64, 64, "bfloat16", False)], [0, 1],
+     ("kda", 64, 64, "bfloat16", False)], [1, 2],  # K = 128 / V = 64 with 4-byte gates; KDA's: FROST_BWD_VEC_BULK=1
     ids=lambda c: f"{c[0]}-K{c[1]}V{c[2]}-{c[3]}-align16{int(c[4])}"))
 def test_vector_gate_grads_bulk_copies(case):
     """vec_bulk_copies: the load phase's rows by cp.async.bulk (UBLKCP), each warp's elected
