@@ -34,7 +34,7 @@
    NaN, the gradients deterministic, and U and the gradients bitwise the recompute path's
    (U_vs_states=0, vs_recompute=0) where the forward writing U is v2 (mma.sync, as the
    backward's states kernel), within FWD_ROUNDING_BOUND where it is v3 (values_on_wgmma:
-   the product's for bf16 on sm_90a; bitwise= says whether they were bitwise anyway), twice
+   the product's on sm_90a; bitwise= says whether they were bitwise anyway), twice
    that where its chain has the decays as factors (values_scaled: the product's for GDN;
    other rounding points than the states kernel's).
 3. Timing (unless --no-time), 8 x 4096 tokens, 16 heads, K = V = 128, bf16, CUDA events,
@@ -74,8 +74,8 @@
    vector-gate case and path plus a [grads wgmma] line per KDA / GDN-2 case against the
    mma.sync kernel (same bound; bitwise= says whether every gradient is bitwise equal, as
    the products' k16 order is the same) and TIME bwd[grads, mma].
-6. --fwd-kernel (default product: v3 for bf16 forwards on sm_90a, plain and training; v2
-   for fp16) forces one forward version on every forward call of the run, the training
+6. --fwd-kernel (default product: v3 for every forward on sm_90a, plain and training, bf16
+   and fp16; v2 on other archs) forces one forward version on every forward call of the run, the training
    ones (checkpoints, U) included, through the test tooling (frost_fwd_experiments.use_kernel
    with training=True; the kernels are precompiled as that version). Where the checkpoints
    and U come from fwd_v3's training launchers (kernels/NOTES.md "v3 training forward",

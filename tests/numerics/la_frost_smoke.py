@@ -15,7 +15,7 @@ Run on the GPU machine from the repo root, with CuTe DSL importable:
 v0-v3), each forced by the test tooling (engines_frost/tests/frost_fwd_experiments.py, launched through frost_fwd's own
 checks by its use_kernel): v3 (v2 with the chain's products on warpgroup MMA) is the
 product's kernel for these bf16 forwards on sm_90a (and for bf16 training forwards there),
-v2 its base (the product's for fp16 and other archs), v1 the tensor-core kernel v2 derives
+v2 its base (the product's on other archs), v1 the tensor-core kernel v2 derives
 from, v0 the SIMT oracle (test-only), v3gram v3 with the scalar-gate Gram on warpgroup MMA
 (fwd_v3_gram.py, m64n32 blocks; v3gram16, v3gram64: m64n16, m64n64; an experiment, GDN
 only: other families run plain v3 under those names), v3scaled v3 with GDN's decays as
