@@ -86,17 +86,24 @@ def test_pipelined_chain_fits_with_its_store_buffers(dims):
         bwd_chain_pipelined.smem_plan(_cfg("kda", "chain", *dims).fwd)
 
 
-def _pipelined_chain(forward_values):
-    """The pipelined chain's config; bwd_kernel_for picks its class from it."""
+def _gdn_chain_with(flag, cls, forward_values):
+    """GDN's chain config with the switch `flag` on: bwd_kernel_for picks `cls` from it, and
+    not with the switch off."""
     import dataclasses
 
-    from cudnn.linear_attention.frost.kernels.bwd_chain_pipelined import FrostBwdChainPipelined
     from cudnn.linear_attention.frost.kernels.bwd_compile import bwd_kernel_for
 
-    cfg = dataclasses.replace(_cfg("gdn", "chain"), chain_pipeline=True, forward_values=forward_values)
-    assert bwd_kernel_for(cfg) is FrostBwdChainPipelined
-    assert bwd_kernel_for(dataclasses.replace(cfg, chain_pipeline=False)) is not FrostBwdChainPipelined
+    cfg = dataclasses.replace(_cfg("gdn", "chain"), forward_values=forward_values, **{flag: True})
+    assert bwd_kernel_for(cfg) is cls
+    assert bwd_kernel_for(dataclasses.replace(cfg, **{flag: False})) is not cls
     return cfg
+
+
+def _pipelined_chain(forward_values):
+    """The pipelined chain's config; bwd_kernel_for picks its class from it."""
+    from cudnn.linear_attention.frost.kernels.bwd_chain_pipelined import FrostBwdChainPipelined
+
+    return _gdn_chain_with("chain_pipeline", FrostBwdChainPipelined, forward_values)
 
 
 @pytest.mark.parametrize("forward_values", [False, True])
@@ -145,11 +152,8 @@ def _wgmma_chain(forward_values):
     import dataclasses
 
     from cudnn.linear_attention.frost.kernels.bwd_chain_wgmma import FrostBwdChainWgmma
-    from cudnn.linear_attention.frost.kernels.bwd_compile import bwd_kernel_for
 
-    cfg = dataclasses.replace(_cfg("gdn", "chain"), chain_wgmma=True, forward_values=forward_values)
-    assert bwd_kernel_for(cfg) is FrostBwdChainWgmma
-    assert bwd_kernel_for(dataclasses.replace(cfg, chain_wgmma=False)) is not FrostBwdChainWgmma
+    cfg = _gdn_chain_with("chain_wgmma", FrostBwdChainWgmma, forward_values)
     for stage in ("grads",) if forward_values else ("states", "grads"):
         assert not cfg.with_stage(stage).chain_wgmma
     with pytest.raises(ValueError, match="one chain variant at a time"):
