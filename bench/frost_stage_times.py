@@ -69,7 +69,7 @@ def stage_configs(family: Family, algorithm: str, device: str = "cuda", l2norm: 
     product config where `algorithm` is what the product picks)."""
     checked, _ = base_launch(family, device, l2norm)
     return [tooling_config(checked.config, algorithm, skip_stages=skip, gram=gram_requested(), decay=decay_requested(),
-                           ws_regs=ws_regs_requested()) for skip in VARIANTS]
+                           ws_regs=ws_regs_requested(decay_requested())) for skip in VARIANTS]
 
 
 def _launcher(family: Family, algorithm: str, skip: tuple[str, ...], l2norm: bool = False):
@@ -78,7 +78,7 @@ def _launcher(family: Family, algorithm: str, skip: tuple[str, ...], l2norm: boo
 
     checked, x = base_launch(family, l2norm=l2norm)
     kernel_cfg = tooling_config(checked.config, algorithm, skip_stages=skip, gram=gram_requested(),
-                                decay=decay_requested(), ws_regs=ws_regs_requested())
+                                decay=decay_requested(), ws_regs=ws_regs_requested(decay_requested()))
     start = time.perf_counter()
     kernel = fwd._compiled(kernel_cfg, fwd.device_arch(x.q.device))
     compile_s = time.perf_counter() - start
@@ -96,20 +96,27 @@ def main() -> None:
                         help="q and k L2-normalised in the kernel (its cost lands in the rows stage)")
     parser.add_argument("--only-full", action="store_true",
                         help="time the full kernel only (for profiling one launch under ncu)")
+    parser.add_argument("--variants", nargs="+", metavar="SKIP",
+                        help="the variants to time instead of the default list: 'full' or stages joined by "
+                             "'+' (e.g. gram inverse chain: the four-role forward's math and chain, "
+                             "FROST_FWD_DECAY=wyc-ws4raw or the product's)")
     args = parser.parse_args()
+    variants = VARIANTS[:1] if args.only_full else VARIANTS
+    if args.variants:
+        variants = [() if v == "full" else tuple(v.split("+")) for v in args.variants]
     print(f"GPU: {torch.cuda.get_device_name()}; 8 x 4096, 16 heads, K = V = 128, bf16; "
           f"{args.algorithm}; l2norm={int(args.l2norm)}; median of {args.reps}; us per chunk = ms / {CHUNKS} chunks")
     for name in args.family:
         family = Family(name)
         full = None
-        for skip in VARIANTS[:1] if args.only_full else VARIANTS:
+        for skip in variants:
             launch, compile_s = _launcher(family, args.algorithm, skip, args.l2norm)
             ms = cuda_median_ms(launch, args.reps, warmup=3)
-            full = ms if full is None else full
+            full = ms if full is None and not skip else full
             label = "full" if not skip else "without " + "+".join(skip)
+            adds = "" if full is None else f"stage adds {(full - ms) / CHUNKS * 1e3:6.2f} us/chunk; "
             print(f"{name:4s} {label:38s} {ms:7.3f} ms {ms / CHUNKS * 1e3:6.2f} us/chunk "
-                  f"(stage adds {(full - ms) / CHUNKS * 1e3:6.2f} us/chunk; compiled in "
-                  f"{compile_s:5.1f} s)", flush=True)
+                  f"({adds}compiled in {compile_s:5.1f} s)", flush=True)
 
 
 if __name__ == "__main__":

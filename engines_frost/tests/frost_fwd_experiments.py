@@ -86,6 +86,10 @@ STAGES = ("rows", "operands", "gram", "chain")
 #: what else it may leave out: "bounds", the cu_seqlens safety (sequence bounds read
 #: unclamped, no zeroing of rows no sequence covers), to time what that safety costs
 SKIPPABLE = STAGES + ("bounds",)
+#: the four-role forward's math warpgroup (fwd_ws4.FourRoles.math) also leaves out "inverse":
+#: M, its diagonal inverses and A's solve, P kept (what a chain reading A from memory would
+#: run); its "gram" is both Gram products and the solves, its "chain" the chain's products
+FOUR_ROLE_SKIPPABLE = ("gram", "inverse", "chain")
 _SOURCES = ("frost_fwd_experiments.py", "frost_fwd_v0.py")
 #: the wgmma Gram's accumulator width per knob value (fwd_v3_gram.GramWgmma.gram_n)
 GRAM_WIDTHS = {"wgmma": 32, "wgmma16": 16, "wgmma64": 64}
@@ -146,8 +150,10 @@ class FrostFwdExperiment(FrostFwdConfig):
 
         if self.algorithm not in ALGORITHMS:
             bad("algorithm", f"one of {ALGORITHMS}")
-        if any(st not in SKIPPABLE for st in self.skip_stages) or (self.skip_stages and self.algorithm == "v0"):
-            bad("skip_stages", f"a tuple of {SKIPPABLE} (not v0)")
+        skippable = FOUR_ROLE_SKIPPABLE if self.decay in FOUR_ROLES else SKIPPABLE
+        if any(st not in skippable for st in self.skip_stages) or (self.skip_stages and self.algorithm == "v0"):
+            bad("skip_stages", f"a tuple of {SKIPPABLE} (not v0), of {FOUR_ROLE_SKIPPABLE} with decay in "
+                f"{FOUR_ROLES}")
         if not self.ldmatrix and self.algorithm == "v0":
             bad("ldmatrix", "True for v0 (no MMA operands)")
         if self.gram not in GRAMS or (self.gram != "mma" and not gram_wgmma_applies(self, self.algorithm)):

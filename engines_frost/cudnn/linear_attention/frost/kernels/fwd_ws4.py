@@ -173,11 +173,16 @@ class FourRoles(FullInverseChain):
             st = self.chunk_set(s, i)
             self.math_inputs(s, st, i, chunks, heads, t0, eos, mtid)  # ends with the math warpgroup's barrier
             self.math_factors(st, scale, mtid)
-            GramWgmma.stage_gram(self, st, mb, heads, t0, eos, scale, thr, lane, mwid)  # ends with the fence
-            cute.arch.barrier(barrier_id=BAR_MATH, number_of_threads=WG_THREADS)  # -M, inverses, factors
-            if cutlass.const_expr(not self.inverse_in_chain):
-                self.w_prime_rows(st, thr, lane, mwid + 4)
-            self.solve_products(st, thr, lane, mwid)  # W' rows mwid (not in chain), A's columns mwid
+            # timing experiments only (bench/frost_stage_times.py): "gram" leaves the Gram and
+            # the solves out, "inverse" M, its inverses and the solves (P stays)
+            skip = getattr(self, "skip_stages", ())
+            if cutlass.const_expr("gram" not in skip):
+                GramWgmma.stage_gram(self, st, mb, heads, t0, eos, scale, thr, lane, mwid)  # ends with the fence
+            if cutlass.const_expr("gram" not in skip and "inverse" not in skip):
+                cute.arch.barrier(barrier_id=BAR_MATH, number_of_threads=WG_THREADS)  # -M, inverses, factors
+                if cutlass.const_expr(not self.inverse_in_chain):
+                    self.w_prime_rows(st, thr, lane, mwid + 4)
+                self.solve_products(st, thr, lane, mwid)  # W' rows mwid (not in chain), A's columns mwid
             cute.arch.fence_proxy("async.shared", space="cta")  # A and W': the chain's wgmma operands
             cute.arch.barrier_arrive(barrier_id=BAR_FULL + b, number_of_threads=BLOCK_THREADS)
 
