@@ -241,3 +241,22 @@ def test_the_product_builds_the_tooling_kernel():
 
 if __name__ == "__main__":
     raise SystemExit(pytest.main([__file__, "-q"]))
+
+
+@pytest.mark.parametrize("skip,regs,note", tiered(  # timing experiments (bench/frost_stage_times.py)
+    [(("inverse",), (192, 104, 24), {"C7512"}), (("inverse",), (208, 72, 24), set()),
+     (("gram",), (232, 24, 24), set())], [], unpack=True))
+def test_bounds_lift_the_serialization(skip, regs, note):
+    """The bounds of kernels/NOTES.md "Bounds of the four-role forward": with M and A out of
+    the math warpgroup it fits 72 registers and the chain's 208 lift ptxas's C7512; with P
+    out too, 232. If this changes, that section's table is stale."""
+    from cudnn.linear_attention.frost.kernels.compile_kernel import kernel_class
+    from cudnn.linear_attention.frost.kernels.launch_abi import fake_args
+
+    cfg = fx.tooling_config(report.config_for("gdn", "product", 128, 128, False), "v3", skip_stages=skip,
+                            decay="wyc-ws4raw", ws_regs=regs)
+    notes = set()
+    with tempfile.TemporaryDirectory() as tmp:
+        usage = report.resource_usage(report.build_cubin(kernel_class(cfg, "sm_90a")(cfg), fake_args(cfg), tmp,
+                                                         notes))
+    assert notes == note and usage["LOCAL"] == 0 and usage["STACK"] == 0

@@ -52,6 +52,20 @@ def test_experiment_validates_its_version_and_knobs():
     assert listed.skip_stages == ("chain",) and hash(listed) == hash(fx.experiment(CFG, skip_stages=("chain",)))
 
 
+def test_four_role_skips_are_their_own():
+    """The four-role kernel honours "gram", "inverse" and "chain" only (FourRoles.math, the
+    chain's consume); "inverse" means nothing to the other kernels."""
+    gdn = dataclasses.replace(CFG, gate_per_channel=False, gate_align16=False, K=128, V=128)
+    for skip in (("inverse",), ("gram",), ("chain",), ("gram", "chain")):
+        cfg = fx.experiment(gdn, "v3", skip_stages=skip, decay="wyc-ws4raw", gram="wgmma64")
+        assert cfg.skip_stages == skip and "skip=" + "+".join(skip) in cfg.kernel_label
+    for skip in (("rows",), ("bounds",)):
+        with pytest.raises(ValueError, match="skip_stages must be"):
+            fx.experiment(gdn, "v3", skip_stages=skip, decay="wyc-ws4raw", gram="wgmma64")
+    with pytest.raises(ValueError, match="skip_stages must be"):
+        fx.experiment(gdn, "v3", skip_stages=("inverse",))
+
+
 def test_experiment_keys_apart_from_the_product():
     """A product config's store key covers exactly its product fields; an experiment's
     covers its version, knobs and the tooling's source hash as well, so no experiment
