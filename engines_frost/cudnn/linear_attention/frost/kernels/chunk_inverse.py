@@ -25,6 +25,7 @@ memory ~42 KB, so up to five CTAs per SM.
 """
 from __future__ import annotations
 
+import functools
 from types import SimpleNamespace
 
 import cutlass
@@ -200,9 +201,10 @@ def fake_args(cfg: FrostFwdConfig) -> tuple:
             Int32(1), Int32(1), make_fake_stream())
 
 
+@functools.cache
 def compile_chunk_inverse(cfg: FrostFwdConfig, arch: str = "sm_90a"):
     """cute.compile of the pre-pass for prepass_config(cfg), in the DSL's own calling
-    convention (chunk_inverse_args' arguments)."""
+    convention (chunk_inverse_args' arguments); once per process and config."""
     import cutlass.cute as cute
 
     pcfg = prepass_config(cfg)
