@@ -153,6 +153,8 @@ class FrostBwdChainWs4(FrostBwdChainWsWy):
     # ------------------------------------------------------------------ math
     math = FourRoles.math  # the forward's loop, walking the chunks backwards (chunk_start)
     math_inputs = FourRoles.math_inputs
+    math_forms_inverse = FourRoles.math_forms_inverse
+    inverse_from_memory = False
 
     def chunk_start(self, bos, i, chunks):
         """The first token of the i-th chunk of the backward walk: chunk chunks - 1 - i."""

@@ -178,13 +178,23 @@ class FourRoles(FullInverseChain):
             skip = getattr(self, "skip_stages", ())
             if cutlass.const_expr("gram" not in skip):
                 GramWgmma.stage_gram(self, st, mb, heads, t0, eos, scale, thr, lane, mwid)  # ends with the fence
-            if cutlass.const_expr("gram" not in skip and "inverse" not in skip):
+            if cutlass.const_expr(self.math_forms_inverse):
                 cute.arch.barrier(barrier_id=BAR_MATH, number_of_threads=WG_THREADS)  # -M, inverses, factors
                 if cutlass.const_expr(not self.inverse_in_chain):
                     self.w_prime_rows(st, thr, lane, mwid + 4)
                 self.solve_products(st, thr, lane, mwid)  # W' rows mwid (not in chain), A's columns mwid
             cute.arch.fence_proxy("async.shared", space="cta")  # A and W': the chain's wgmma operands
             cute.arch.barrier_arrive(barrier_id=BAR_FULL + b, number_of_threads=BLOCK_THREADS)
+
+    @property
+    def math_forms_inverse(self) -> bool:
+        """Whether the math warpgroup forms M, its inverses and A: not where the chain reads A
+        from memory (fwd_saved_inverse.py) or a timing experiment leaves them out."""
+        skip = getattr(self, "skip_stages", ())
+        return not (self.inverse_from_memory or "gram" in skip or "inverse" in skip)
+
+    #: True: A comes from the pre-pass (fwd_saved_inverse.SavedInverse), M is not built
+    inverse_from_memory = False
 
     def chunk_start(self, bos, i, chunks):
         """The first token of the i-th chunk the math warpgroup takes: chunk i. Traced inline."""
@@ -331,6 +341,8 @@ class RawRing(FourRoles):
             st = self.set_views(s, b)
             for part in cutlass.range_constexpr(CHAIN_WARPS // 4):
                 self.prefetch_v(st, t0, eos, lane, cwid + 4 * part)
+            if cutlass.const_expr(self.inverse_from_memory):  # chunk i's A (fwd_saved_inverse.py)
+                self.copy_set_extras(s, st, i, bos)
             cute.arch.cp_async_commit_group()
             cute.arch.cp_async_wait_group(0)
             if i + 1 < chunks:
