@@ -132,7 +132,7 @@ class ChunkInverse:
         s.p = s.mneg
         n, bos, eos, j = find_chunk(mcu, row, N, T)
         t0 = bos + j * CHUNK
-        if t0 < eos:
+        if j >= 0 and t0 < eos:  # j < 0: rows below the first sequence's (a table with cu[0] > 0)
             zero_blocks(s.ainv, tid, WG_THREADS, True)  # above the diagonal blocks: never solved
             self.prefetch_rows(s, t0, eos, tid)
             cute.arch.cp_async_commit_group()
