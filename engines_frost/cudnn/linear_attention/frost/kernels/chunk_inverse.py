@@ -96,7 +96,6 @@ class ChunkInverse:
     methods, its own launcher and kernel. Callable for cute.compile."""
 
     smem_plan = staticmethod(smem_plan)
-    gram_norms_apply = True
 
     def __init__(self, cfg: FrostFwdConfig):
         if cfg.write_output or cfg.gate_per_channel or cfg.io_dtype != "bfloat16":
