@@ -279,3 +279,20 @@ def test_chunk_inverse_prepass_builds(l2norm):
     assert _count(sass, "HGMMA") >= 8  # M's eight k-steps on wgmma
     with pytest.raises(ValueError, match="output-free config"):
         ci.chunk_inverse_class(cfg)(report.config_for("gdn", "product", 128, 128, l2norm))
+
+
+@pytest.mark.parametrize("decay", tiered(["wyc-ws4rawo"], []))  # an experiment
+def test_output_by_copies_moves_the_stores(decay):
+X
+    stmatrix.trans per warp into the stage, and the copy warpgroup stores the rows as
+    16-byte vectors (eight per thread, in its loop and after it); nothing spills."""
+    from cudnn.linear_attention.frost.kernels.fwd_ws4 import IN_CHAIN_REGISTER_SPLIT
+
+    usage, sass = _build("plain", decay)
+    _, product = _build("plain", "wyc-ws4raw")
+    copies, _, chain = report.four_role_regions(sass, IN_CHAIN_REGISTER_SPLIT)
+    p_copies, _, p_chain = report.four_role_regions(product, IN_CHAIN_REGISTER_SPLIT)
+    assert usage["LOCAL"] == 0 and usage["STACK"] == 0
+    assert _count(p_chain, "STG.E.U16") - _count(chain, "STG.E.U16") == 32
+    assert _count(chain, "STSM") == 4 and _count(p_chain, "STSM") == 0
+    assert _count(copies, "STG.E.128") - _count(p_copies, "STG.E.128") == 16

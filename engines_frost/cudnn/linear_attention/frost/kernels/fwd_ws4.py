@@ -45,7 +45,7 @@ import cutlass.cute as cute
 from cutlass import Float32
 
 from cudnn.linear_attention.frost.kernels.config import REGISTER_FILE, FrostFwdConfig, register_split_ok
-from cudnn.linear_attention.frost.kernels.fwd_v1 import CHUNK, VEC, load_vec, warp_mma
+from cudnn.linear_attention.frost.kernels.fwd_v1 import CHUNK, PAD16, VEC, load_vec, warp_mma
 from cudnn.linear_attention.frost.kernels.fwd_v3 import WG_THREADS
 from cudnn.linear_attention.frost.kernels.fwd_v3_gram import NORM_K, NORM_Q, GramWgmma, lane_in_loop, tid_in_loop
 from cudnn.linear_attention.frost.kernels.fwd_v3_scaled import FK, FO, FR
@@ -443,3 +443,114 @@ def four_role_class(base):
     from cudnn.linear_attention.frost.kernels.fwd_v3_gram import GramWgmma
 
     return type(f"{base.__name__}FourRoles", (RawRingInChain, GramWgmma, base), {"gram_n": 64})
+
+
+# ---------------------------------------------------------------------- output by the copies
+BAR_OUT_FULL = BAR_COPIES + 1  # the chain arrives once a chunk's O is staged, the copies wait (384)
+BAR_OUT_FREE = BAR_COPIES + 2  # the copies arrive once they read it, the chain waits (384)
+OUT_THREADS = CHAIN_WARPS * 32 + WG_THREADS
+#: 16-byte vectors of a staged chunk's output rows per copy thread (C rows of V bf16)
+OUT_VECTORS = CHUNK * 128 * 2 // 16 // WG_THREADS
+
+
+def out_smem_plan(c: FrostFwdConfig):
+    """ring_smem_plan_in_chain's with the output stage [C, V] bf16, rows padded by 16 bytes
+    (the chain's stmatrix.trans rows fall in distinct banks)."""
+    return ring_smem_plan_in_chain(c) + [("ostage", "bf16", (CHUNK, c.V), (c.V + PAD16, 1))]
+
+
+class OutputByCopies(RawRingInChain):
+    """RawRingInChain whose chain stages each chunk's output in shared memory (a warp's four
+    16 x 16 blocks of O^T by stmatrix.trans as O rows) and leaves the global stores to the
+    copy warpgroup (knob decay="wyc-ws4rawo"): the chain spends 13 % of its samples on its
+    2-byte output stores (NOTES.md "Where the four-role forward waits"), the copies are idle
+    most of a chunk. Hand-over: OUT_FREE (the copies arrive once they have read the stage,
+    and once before the first chunk; the chain waits before staging), OUT_FULL (the chain
+    arrives once staged; the copies wait, one chunk behind: after FULL of chunk i they
+    store chunk i - 1's rows, 16-byte vectors for rows t < eos, and the last chunk's after
+    their loop)."""
+
+    smem_plan = staticmethod(out_smem_plan)
+
+    def __init__(self, cfg: FrostFwdConfig):
+        if not cfg.write_output or cfg.V != 128:
+            raise ValueError(f"{type(self).__name__}: an output at V = 128 (the stage's rows), got {cfg}")
+        super().__init__(cfg)
+
+    def chunk_views(self, s, i):
+        st = RawRingInChain.chunk_views(self, s, i)
+        st.ostage = s.ostage
+        return st
+
+    @cute.jit
+    def store_output(self, s, mo, acc_o, crd, t0, eos, h, j0, thr, lane, wid):
+        """This warp's 16 value columns of the chunk's O into the stage (after OUT_FREE),
+        then OUT_FULL."""
+        from cudnn.linear_attention.frost.kernels.fwd_v3 import block_of
+        from cudnn.linear_attention.frost.kernels.fwd_ws_wy import store_block_transposed
+
+        cute.arch.barrier(barrier_id=BAR_OUT_FREE, number_of_threads=OUT_THREADS)
+        for bi in cutlass.range_constexpr(CHUNK // 16):
+            store_block_transposed(block_of(acc_o, bi, thr.partition_shape_C((16, 16))),
+                                   cute.local_tile(s.ostage, (16, 16), (bi, wid)), thr, lane)
+        cute.arch.barrier_arrive(barrier_id=BAR_OUT_FULL, number_of_threads=OUT_THREADS)
+
+    @cute.jit
+    def sequence(self, s, mq, mk, mv, mg, mb, mw, mcu, mo, mh0, mht, mckpt, scale, T, N, n, h):
+        """FourRoles.sequence with the output in the copies' views."""
+        s.out = mo
+        FourRoles.sequence(self, s, mq, mk, mv, mg, mb, mw, mcu, mo, mh0, mht, mckpt, scale, T, N, n, h)
+
+    @cute.jit
+    def copies(self, s, bos, eos, chunks):
+        """RawRing's copies, one chunk behind them the staged output's stores."""
+        C = CHUNK
+        cute.arch.barrier_arrive(barrier_id=BAR_OUT_FREE, number_of_threads=OUT_THREADS)  # the stage is free
+        if chunks > 0:
+            self.copy_ring_rows(s, 0, bos, eos)
+            cute.arch.cp_async_wait_group(0)
+            self.stage_landed(s, 0)
+        for i in cutlass.range(chunks, unroll=1):
+            t0 = bos + i * C
+            b = i % SETS
+            r = (i + 1) % RING
+            lane = lane_in_loop()
+            cwid = (tid_in_loop() - COPY_TID0) // 32
+            if i + 1 < chunks:
+                if i + 1 >= RING:
+                    cute.arch.barrier(barrier_id=BAR_RING_EMPTY + r, number_of_threads=RING_EMPTY_THREADS)
+                self.copy_ring_rows(s, r, t0 + C, eos)
+            if i >= SETS:
+                cute.arch.barrier(barrier_id=BAR_EMPTY + b, number_of_threads=BLOCK_THREADS)
+            st = self.set_views(s, b)
+            for part in cutlass.range_constexpr(CHAIN_WARPS // 4):
+                self.prefetch_v(st, t0, eos, lane, cwid + 4 * part)
+            cute.arch.cp_async_commit_group()
+            cute.arch.cp_async_wait_group(0)
+            if i + 1 < chunks:
+                self.stage_landed(s, r)
+            else:
+                cute.arch.fence_proxy("async.shared", space="cta")
+            cute.arch.barrier_arrive(barrier_id=BAR_FULL + b, number_of_threads=BLOCK_THREADS)
+            if i >= 1:
+                self.store_staged(s, t0 - C, eos, True)
+        if chunks > 0:
+            self.store_staged(s, bos + (chunks - 1) * C, eos, False)
+
+    @cute.jit
+    def store_staged(self, s, t0, eos, release: cutlass.Constexpr):
+        """After OUT_FULL: chunk t0's staged rows t < eos to the output, 16-byte vectors; then
+        OUT_FREE (release: a later chunk will be staged)."""
+        h = s.gmem.heads[3]
+        ctid = tid_in_loop() - COPY_TID0
+        cute.arch.barrier(barrier_id=BAR_OUT_FULL, number_of_threads=OUT_THREADS)
+        per_row = self.cfg.V // VEC
+        for u in cutlass.range_constexpr(OUT_VECTORS):
+            v = ctid + u * WG_THREADS
+            row = v // per_row
+            cv = v % per_row
+            if t0 + row < eos:
+                x = load_vec(cute.local_tile(s.ostage[row, None], (VEC,), (cv,)))
+                cute.autovec_copy(x, cute.local_tile(s.out[t0 + row, h, None], (VEC,), (cv,)))
+        if cutlass.const_expr(release):
+            cute.arch.barrier_arrive(barrier_id=BAR_OUT_FREE, number_of_threads=OUT_THREADS)
