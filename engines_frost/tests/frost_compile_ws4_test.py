@@ -283,7 +283,7 @@ def test_chunk_inverse_prepass_builds(l2norm):
 
 @pytest.mark.parametrize("decay", tiered(["wyc-ws4rawo"], []))  # an experiment
 def test_output_by_copies_moves_the_stores(decay):
-X
+    """fwd_ws4.OutputByCopies: the chain's 32 two-byte output stores per thread become four
     stmatrix.trans per warp into the stage, and the copy warpgroup stores the rows as
     16-byte vectors (eight per thread, in its loop and after it); nothing spills."""
     from cudnn.linear_attention.frost.kernels.fwd_ws4 import IN_CHAIN_REGISTER_SPLIT
