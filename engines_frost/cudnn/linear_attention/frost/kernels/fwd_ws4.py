@@ -505,8 +505,8 @@ class OutputByCopies(RawRingInChain):
     def copies(self, s, bos, eos, chunks):
         """RawRing's copies, one chunk behind them the staged output's stores."""
         C = CHUNK
-        cute.arch.barrier_arrive(barrier_id=BAR_OUT_FREE, number_of_threads=OUT_THREADS)  # the stage is free
         if chunks > 0:
+            cute.arch.barrier_arrive(barrier_id=BAR_OUT_FREE, number_of_threads=OUT_THREADS)  # the stage is free
             self.copy_ring_rows(s, 0, bos, eos)
             cute.arch.cp_async_wait_group(0)
             self.stage_landed(s, 0)
