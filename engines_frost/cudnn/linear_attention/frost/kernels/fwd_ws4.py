@@ -235,6 +235,12 @@ BAR_RING_FULL = BAR_EMPTY + SETS  # + stage: the copies arrive, math waits (256)
 BAR_RING_EMPTY = BAR_RING_FULL + RING  # + stage: the chain arrives, the copies wait (384)
 RING_EMPTY_THREADS = CHAIN_WARPS * 32 + WG_THREADS
 BAR_COPIES = BAR_RING_EMPTY + RING  # the copy warpgroup's own (128)
+# OutputByCopies' (the chain's staged output, stored by the copies)
+BAR_OUT_FULL = BAR_COPIES + 1  # the chain arrives once a chunk's O is staged, the copies wait (384)
+BAR_OUT_FREE = BAR_COPIES + 2  # the copies arrive once they read it, the chain waits (384)
+OUT_THREADS = CHAIN_WARPS * 32 + WG_THREADS
+#: 16-byte vectors of a staged chunk's output rows per copy thread (C rows of V bf16)
+OUT_VECTORS = CHUNK * 128 * 2 // 16 // WG_THREADS
 #: fwd_ws_wy.py's per-parity tiles that become ring stages here, and its raw tiles (gone)
 RING_TILES = ("q", "k", "g", "beta")
 DROPPED = ("rq", "rk")
@@ -318,10 +324,15 @@ class RawRing(FourRoles):
         self.as_role(WG_THREADS, self.prefetch_rows, self.ring_view(s, r), t0, eos, tid_in_loop() - COPY_TID0)
         cute.arch.cp_async_commit_group()
 
+    #: True: the copies store the chain's staged output rows too (OutputByCopies)
+    stores_output = False
+
     @cute.jit
     def copies(self, s, bos, eos, chunks):
         C = CHUNK
         if chunks > 0:
+            if cutlass.const_expr(self.stores_output):  # the output stage is free
+                cute.arch.barrier_arrive(barrier_id=BAR_OUT_FREE, number_of_threads=OUT_THREADS)
             self.copy_ring_rows(s, 0, bos, eos)
             cute.arch.cp_async_wait_group(0)
             self.stage_landed(s, 0)
@@ -350,6 +361,12 @@ class RawRing(FourRoles):
             else:
                 cute.arch.fence_proxy("async.shared", space="cta")
             cute.arch.barrier_arrive(barrier_id=BAR_FULL + b, number_of_threads=BLOCK_THREADS)
+            if cutlass.const_expr(self.stores_output):
+                if i >= 1:  # one chunk behind the chain
+                    self.store_staged(s, t0 - C, eos, True)
+        if cutlass.const_expr(self.stores_output):
+            if chunks > 0:
+                self.store_staged(s, bos + (chunks - 1) * C, eos, False)
 
     # ------------------------------------------------------------------ math
     @cute.jit
@@ -446,13 +463,6 @@ def four_role_class(base):
 
 
 # ---------------------------------------------------------------------- output by the copies
-BAR_OUT_FULL = BAR_COPIES + 1  # the chain arrives once a chunk's O is staged, the copies wait (384)
-BAR_OUT_FREE = BAR_COPIES + 2  # the copies arrive once they read it, the chain waits (384)
-OUT_THREADS = CHAIN_WARPS * 32 + WG_THREADS
-#: 16-byte vectors of a staged chunk's output rows per copy thread (C rows of V bf16)
-OUT_VECTORS = CHUNK * 128 * 2 // 16 // WG_THREADS
-
-
 def out_smem_plan(c: FrostFwdConfig):
     """ring_smem_plan_in_chain's with the output stage [C, V] bf16, rows padded by 16 bytes
     (the chain's stmatrix.trans rows fall in distinct banks)."""
@@ -471,6 +481,7 @@ class OutputByCopies(RawRingInChain):
     their loop)."""
 
     smem_plan = staticmethod(out_smem_plan)
+    stores_output = True  # RawRing.copies: the stage's release up front, its stores one chunk behind
 
     def __init__(self, cfg: FrostFwdConfig):
         if not cfg.write_output or cfg.V != 128:
@@ -500,42 +511,6 @@ class OutputByCopies(RawRingInChain):
         """FourRoles.sequence with the output in the copies' views."""
         s.out = mo
         FourRoles.sequence(self, s, mq, mk, mv, mg, mb, mw, mcu, mo, mh0, mht, mckpt, scale, T, N, n, h)
-
-    @cute.jit
-    def copies(self, s, bos, eos, chunks):
-        """RawRing's copies, one chunk behind them the staged output's stores."""
-        C = CHUNK
-        if chunks > 0:
-            cute.arch.barrier_arrive(barrier_id=BAR_OUT_FREE, number_of_threads=OUT_THREADS)  # the stage is free
-            self.copy_ring_rows(s, 0, bos, eos)
-            cute.arch.cp_async_wait_group(0)
-            self.stage_landed(s, 0)
-        for i in cutlass.range(chunks, unroll=1):
-            t0 = bos + i * C
-            b = i % SETS
-            r = (i + 1) % RING
-            lane = lane_in_loop()
-            cwid = (tid_in_loop() - COPY_TID0) // 32
-            if i + 1 < chunks:
-                if i + 1 >= RING:
-                    cute.arch.barrier(barrier_id=BAR_RING_EMPTY + r, number_of_threads=RING_EMPTY_THREADS)
-                self.copy_ring_rows(s, r, t0 + C, eos)
-            if i >= SETS:
-                cute.arch.barrier(barrier_id=BAR_EMPTY + b, number_of_threads=BLOCK_THREADS)
-            st = self.set_views(s, b)
-            for part in cutlass.range_constexpr(CHAIN_WARPS // 4):
-                self.prefetch_v(st, t0, eos, lane, cwid + 4 * part)
-            cute.arch.cp_async_commit_group()
-            cute.arch.cp_async_wait_group(0)
-            if i + 1 < chunks:
-                self.stage_landed(s, r)
-            else:
-                cute.arch.fence_proxy("async.shared", space="cta")
-            cute.arch.barrier_arrive(barrier_id=BAR_FULL + b, number_of_threads=BLOCK_THREADS)
-            if i >= 1:
-                self.store_staged(s, t0 - C, eos, True)
-        if chunks > 0:
-            self.store_staged(s, bos + (chunks - 1) * C, eos, False)
 
     @cute.jit
     def store_staged(self, s, t0, eos, release: cutlass.Constexpr):
