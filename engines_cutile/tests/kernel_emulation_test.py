@@ -13,8 +13,15 @@ import math
 import os
 import sys
 
-import numpy as np
-import pytest
+# The emulated kernels are thousands of small numpy / torch ops: one OpenMP thread, as the
+# frost and reference tests' targets set (tests/reference/BUILD.bazel, SINGLE_THREAD). Read
+# when torch loads, so set before the imports below (Bazel runs this file as main). With
+# another test process on a 2-core CI machine, OpenMP's spinning workers made this file
+# ~6x slower: 101 s against 17 s beside a busy core.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
 
 torch = pytest.importorskip("torch")
 import torch.nn.functional as F  # noqa: E402

@@ -7,8 +7,9 @@ takes a matrix's core: each kernel the product launches at the configs its engin
 (the bench shape among them) and at least one awkward config per kernel (K = 64, fp16,
 grouped heads), each emulated case once. The other cases (experiment kernels at more
 head-dim pairs, the tooling's v0 / v1 at every variant, switch combinations the product
-does not use, an emulated case's second layout) run with FROST_FULL_MATRIX=1 and are
-reported as skipped, with that reason, otherwise:
+does not use, an emulated case's second layout or chunk, further malformed cu_seqlens
+tables) run with FROST_FULL_MATRIX=1 and are reported as skipped, with that reason,
+otherwise:
 
     FROST_FULL_MATRIX=1 python3 -m pytest engines_frost/tests/frost_resource_bwd_test.py
     tools/bazel test --test_env=FROST_FULL_MATRIX=1 //engines_frost/...

@@ -10,15 +10,17 @@ cuobjdump --dump-resource-usage. The first v2 draft spilled 88 bytes at KDA K=V=
 kept a 32-byte stack frame for the element-wise copy of a transposed A operand, replaced
 by ldmatrix.trans. Skips where cuobjdump or CuTe DSL is absent.
 
-The matrix's core (compile_tiers; ~40 s on one core, the full matrix ~150 s): the
-product's forwards, v3 for bf16 on sm_90a (every family at the bench's K = V = 128) and
-v2 for fp16 (KDA at K = V = 64, where v2's first draft spilled, with its gates 16- and
-4-byte aligned: the awkward config), v2's training launcher for KDA (the product's
-training forward off sm_90a), and where v3's chain retires its state update in GDN's and
-KDA's plain builds and GDN's recompute. v1 (tooling only), v2's bf16 builds at other
-configs, v3 forced onto fp16, the other families' v2 training builds, the output-free
-summary build and the l2norm investigation (on the folded GDN chain the product no
-longer runs) wait for FROST_FULL_MATRIX=1.
+The matrix's core (compile_tiers; 8 builds, ~60 s on one core, the full matrix ~200 s):
+the product's forwards, v3 for bf16 on sm_90a (every family at the bench's K = V = 128;
+GDN's and KDA's no-spill checks on test_v3_state_update_retires_after_the_next_rows_stage's
+builds, which test_no_spills would repeat with l2norm off) and v2 for fp16 (KDA at
+K = V = 64, where v2's first draft spilled, with its gates 16- and 4-byte aligned: the
+awkward config), v2's training launcher for KDA (the product's training forward off
+sm_90a), and where v3's chain retires its state update in GDN's and KDA's plain builds and
+GDN's recompute. v1 (tooling only), v2's bf16 builds at other configs, v3 forced onto
+fp16, the other families' v2 training builds, the output-free summary build and the
+l2norm investigation (on the folded GDN chain the product no longer runs) wait for
+FROST_FULL_MATRIX=1.
 """
 import collections
 import os
@@ -54,8 +56,10 @@ CASES = [  # (algorithm, family, K, V, l2norm, io, vector gates 16-byte aligned)
 ]
 
 
-@pytest.mark.parametrize("case", tiered(  # core: v3 bf16 per family, v3 fp16 (KDA K = V = 64, GDN-2 K = 128
-    CASES, [11, 12, 13, 14, 15, 7],       # V = 64), v2 fp16 KDA K = V = 64 (the forward on other archs)
+@pytest.mark.parametrize("case", tiered(  # core: v3 bf16 GDN-2, v3 fp16 (KDA K = V = 64, GDN-2 K = 128 V = 64),
+    CASES, [13, 14, 15, 7],               # v2 fp16 KDA K = V = 64 (the forward on other archs); v3 bf16 GDN's
+    # and KDA's spills are checked on test_v3_state_update_retires_after_the_next_rows_stage's
+    # plain builds (the bench's config with l2norm: the larger rows stage), one build each
     ids=lambda c: f"{c[0]}-{c[1]}-K{c[2]}V{c[3]}-l2{int(c[4])}-{c[5]}-galign{16 if c[6] else 4}"))
 def test_no_spills(case):
     alg, fam, K, V, l2, io, align16 = case
@@ -140,17 +144,22 @@ def test_v3_state_update_retires_after_the_next_rows_stage(family, build):
     before that stage's barrier (the operand stage then rewrites KD^T), and after the loop.
     In the SASS: the chain region issues the HGMMA.64x128 and waits for nothing after it
     (no DEPBAR to zero groups: ptxas did not serialise the group either), and the rows
-    region's last instructions wait for zero groups right before its barrier. The plain
-    builds (the product's forwards at the bench's config): no ptxas performance note
-    either (frost_ptxas_notes_test's gdn and kda, read from this build)."""
-    if report.tool("NVDISASM", "nvdisasm") is None:
-        pytest.skip("nvdisasm not found (set NVDISASM)")
+    region's last instructions wait for zero groups right before its barrier. Every build:
+    no local memory or stack (test_no_spills' check of v3 bf16 GDN and KDA, made on these
+    builds). The plain builds (the product's forwards at the bench's config): no ptxas
+    performance note either (frost_ptxas_notes_test's gdn and kda, read from this build)."""
     notes = set() if build == "plain" else None
     with tempfile.TemporaryDirectory() as tmp:
         cubin = report.compile_cubin(report.config_for(family, "v3", 128, 128, True, "bfloat16", build=build), tmp,
                                      notes)
+        usage = report.resource_usage(cubin)
+        print(f"v3 {family} {build}: {usage}")
+        assert usage["LOCAL"] == 0 and usage["STACK"] == 0, usage
+        assert usage["REG"] <= 255, usage
+        assert not notes, notes
+        if report.tool("NVDISASM", "nvdisasm") is None:
+            pytest.skip("nvdisasm not found (set NVDISASM): resources and notes checked, the SASS not")
         regions = _regions(cubin)
-    assert not notes, notes
     assert len(regions) == 6, [len(r) for r in regions]  # init, rows, operands, gram, chain, tail
     rows, chain, tail = regions[1], regions[4], regions[5]
     update = [i for i, ins in enumerate(chain) if ins.startswith("HGMMA.64x128x16")]

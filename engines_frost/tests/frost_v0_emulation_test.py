@@ -12,6 +12,15 @@ Sizes: FrostFwdConfig limits K and V to the kernels' head dims (64, 128); the em
 uses K = V = 16 with CHUNK = 16 and BLOCK_V = 8 (module constants of frost_fwd_v0, overridden
 only here) so sequences of 1..40 tokens span up to three chunks and two value blocks per
 head, and a run takes seconds.
+
+The matrix's core (compile_tiers; ~40 s on one core, the full matrix ~110 s): v0 is the
+test tooling's oracle kernel, not one the product launches, so every run takes cases that
+reach each of its const_expr branches (GDN with both states over lengths 1, 15, 16, 17,
+40: partial, exact and multi-chunk sequences; GDN-2 with vector beta and w, per-channel
+gates, l2norm, grouped q/k heads and a length-0 sequence), one malformed table
+(descending, rows uncovered on both sides) and the clamped table against the recurrence.
+KDA's cases, the other GDN / GDN-2 case and the other malformed tables wait for
+FROST_FULL_MATRIX=1.
 """
 import dataclasses
 import math
@@ -37,6 +46,7 @@ from tests.reference.kda import naive_recurrent_kda  # noqa: E402
 from tests.reference.preprocess import Family  # noqa: E402
 
 import frost_fwd_v0  # noqa: E402
+from compile_tiers import tiered  # noqa: E402
 from simt_emulator import Pointer, Val, emulate_class  # noqa: E402
 
 REFERENCES = {Family.GDN: naive_recurrent_gdn, Family.KDA: naive_recurrent_kda, Family.GDN2: naive_recurrent_gdn2}
@@ -81,7 +91,9 @@ CASES = [  # (family, seq_lens, H, HK, HV, l2norm, initial state, final state)
 ]
 
 
-@pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c[0].value}-{len(c[1])}seq-H{c[2]}HK{c[3]}HV{c[4]}-l2{int(c[5])}")
+@pytest.mark.parametrize("case", tiered(  # core: GDN's long case, GDN-2's grouped one (the other
+    CASES, [0, 5],  # branches: KDA's per-channel gate is GDN-2's too, its scalar beta GDN's)
+    ids=lambda c: f"{c[0].value}-{len(c[1])}seq-H{c[2]}HK{c[3]}HV{c[4]}-l2{int(c[5])}"))
 def test_v0_source_matches_recurrence(case):
     family, lens, H, HK, HV, l2, h0, ht = case
     K = V = 16
@@ -120,7 +132,8 @@ def covered_rows(table, T):
     return rows
 
 
-@pytest.mark.parametrize("name", sorted(MALFORMED))
+@pytest.mark.parametrize("name", tiered(  # core: a descending table with uncovered rows on both
+    sorted(MALFORMED), [sorted(MALFORMED).index("gap_inside")]))  # sides; a table past T: the test below
 def test_v0_stays_in_bounds_and_zeroes_uncovered_rows(name):
     table = MALFORMED[name]
     K = V = 16

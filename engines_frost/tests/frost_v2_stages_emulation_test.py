@@ -17,6 +17,11 @@ same inputs, one emulated CTA each, and requires:
 
 Chunk 0 is staged by before_chunks, chunk 1 (a partial chunk) by the chain-time
 prefetch functions. The chain and Gram (mma.sync) cannot run here.
+
+The matrix's core (compile_tiers): GDN (the one scalar-gate case) at both chunks and each
+vector-gate case at one, alternating (bf16 K = 64 before the loop, fp16 K = 128 in the
+chain-time prefetch), so both staging paths run for scalar and vector gates and bf16 and
+fp16 io; the vector-gate cases' other chunk waits for FROST_FULL_MATRIX=1.
 """
 import math
 import os
@@ -38,6 +43,7 @@ from tests.reference.inputs import InputConfig, make_inputs  # noqa: E402
 from tests.reference.preprocess import Family  # noqa: E402
 
 import simt_emulator as emu  # noqa: E402
+from compile_tiers import tiered  # noqa: E402
 
 C, SUB = fwd_v1.CHUNK, fwd_v1.SUB
 V1_TENSORS = ("q", "k", "w0", "g", "qa", "kba", "kdt")
@@ -102,8 +108,14 @@ CASES = [  # (family, K, V, io dtype, l2norm, gate_align16)
 ]
 
 
-@pytest.mark.parametrize("chunk", [0, 1], ids=["staged-before-loop", "prefetched-partial"])
-@pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c[0]}-K{c[1]}V{c[2]}-{c[3]}-l2{int(c[4])}-galign{16 if c[5] else 4}")
+# every (case, chunk); the core: GDN's both, chunk (i + 1) % 2 of vector-gate case i
+RUNS = [(case, chunk) for chunk in (0, 1) for case in CASES]
+
+
+@pytest.mark.parametrize("case,chunk", tiered(
+    RUNS, [n for n, (case, chunk) in enumerate(RUNS) if case[0] == "gdn" or (CASES.index(case) + 1) % 2 == chunk],
+    ids=lambda r: f"{r[0][0]}-K{r[0][1]}V{r[0][2]}-{r[0][3]}-l2{int(r[0][4])}-galign{16 if r[0][5] else 4}-"
+                  f"{'prefetched-partial' if r[1] else 'staged-before-loop'}", unpack=True))
 def test_v2_stages_match_v1(case, chunk):
     fam, K, V, io, l2, align16 = case
     family = FAMILIES[fam]

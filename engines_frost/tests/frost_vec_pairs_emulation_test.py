@@ -15,9 +15,11 @@ The matrix's core (compile_tiers; ~45 s on one core, the full matrix ~60 s): the
 diagonal, the costly case (every thread of a CTA on the emulator), for KDA at the bench's
 K = 128 (the product's vector-gate grads kernel reads pairs by default) and for GDN-2 at
 K = 64 (per-channel b, the other head dim: the awkward config), the row reads (cheap) at
-every case and the formula check for both families; the exact diagonal's other two cases
-wait for FROST_FULL_MATRIX=1.
+every case and the formula check for both families, on those two cases' pair runs (one
+emulated run each, _exact_pairs); the exact diagonal's other two cases wait for
+FROST_FULL_MATRIX=1.
 """
+import functools
 import os
 import sys
 
@@ -111,6 +113,15 @@ def _rows(kern, s, accs, crd, bi, hc):
             a[e] = v
 
 
+@functools.cache
+def _exact_pairs(per_beta, K):
+    """(operands, the pair kernel's exact diagonal on them): one emulated run (every thread
+    of a CTA, the file's costly step) per case and process, shared by the pair-vs-element
+    and the formula checks; the runs only read the operands."""
+    s = _shared(K, per_beta, K + per_beta)
+    return s, _run(_kernel(per_beta, K, True), s, K, _exact)
+
+
 PAIR_CASES = [(per_beta, K, what) for what in (_exact, _rows) for K in (128, 64) for per_beta in (False, True)]
 PAIR_CORE = [(False, 128, _exact), (True, 64, _exact)] + [c for c in PAIR_CASES if c[2] is _rows]
 
@@ -120,20 +131,22 @@ PAIR_CORE = [(False, 128, _exact), (True, 64, _exact)] + [c for c in PAIR_CASES 
     ids=lambda c: f"{'exact_diagonal' if c[2] is _exact else 'row_values'}-{c[1]}-{'gdn2' if c[0] else 'kda'}",
     unpack=True))
 def test_pairs_equal_elements(per_beta, K, what):
-    s = _shared(K, per_beta, K + per_beta)
-    wide = _run(_kernel(per_beta, K, True), s, K, what)
+    if what is _exact:
+        s, wide = _exact_pairs(per_beta, K)
+    else:
+        s = _shared(K, per_beta, K + per_beta)
+        wide = _run(_kernel(per_beta, K, True), s, K, what)
     each = _run(_kernel(per_beta, K, False), s, K, what)
     assert wide == each
     assert all(np.isfinite(v).all() and any(v) for v in wide.values())
 
 
-@pytest.mark.parametrize("per_beta", [False, True], ids=["kda", "gdn2"])
-def test_exact_pairs_match_the_formula(per_beta):
+@pytest.mark.parametrize("per_beta,K", [(False, 128), (True, 64)], ids=["kda-128", "gdn2-64"])
+def test_exact_pairs_match_the_formula(per_beta, K):
     """sum over x in the block of dZp[t, x] k[x] e^(G_t - G_x) (x <= t), the same with dZm,
-    and (dZp[x, t] q[x] + dZm[x, t] kb[x]) e^(G_x - G_t) (x >= t), per (t, d)."""
-    K = 64
-    s = _shared(K, per_beta, 7)
-    got = _run(_kernel(per_beta, K, True), s, K, _exact)
+    and (dZp[x, t] q[x] + dZm[x, t] kb[x]) e^(G_x - G_t) (x >= t), per (t, d); on the
+    core's pair runs (PAIR_CORE's exact diagonals)."""
+    s, got = _exact_pairs(per_beta, K)
     g, k, q = s.g.array, s.kh.array, s.qh.array
     kb = k * (s.bst.array if per_beta else s.beta.array[:, None])
     dzp, dzm = s.dzp.array, s.dzm.array

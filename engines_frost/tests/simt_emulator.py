@@ -10,7 +10,7 @@ log1p / reciprocal, L1 prefetches (their address checked, nothing else). That su
 obvious CPU meaning, so this module re-executes
 the kernels' own functions (the originals that ``@cute.jit`` / ``@cute.kernel`` wrap) with
 their module globals replaced by a shim: one Python thread per CUDA thread of a CTA, a
-``threading.Barrier`` per CTA (``sync_threads``) and per warp (``sync_warp`` and the
+barrier (``_Barrier``) per CTA (``sync_threads``) and per warp (``sync_warp`` and the
 exchange behind shuffles and reductions), numpy arrays for global, shared and register
 memory (shared memory starts as NaN, every access is bounds-checked), float64 arithmetic
 and the kernel's own ``.to()`` roundings. cp.async copies land at once (the commit/wait
@@ -240,20 +240,57 @@ def _range(start, stop=None, step=1, **_):  # unroll= and other hints change not
     return range(int(start), int(stop), int(step))
 
 
+class _Barrier:
+    """threading.Barrier's wait / abort, by generation count: the last thread in wakes the
+    others and the barrier is at once ready for its next use. threading.Barrier drains
+    first (a thread that reaches the next wait before every waiter has left blocks until
+    they have), which cost the emulated kernels a second round of thread switches per
+    barrier; a barrier per warp shuffle makes that most of their run time."""
+
+    def __init__(self, parties: int):
+        self.parties, self.count, self.generation, self.broken = parties, 0, 0, False
+        self.cond = threading.Condition(threading.Lock())
+
+    def wait(self):
+        with self.cond:
+            if self.broken:
+                raise threading.BrokenBarrierError
+            generation = self.generation
+            self.count += 1
+            if self.count == self.parties:
+                self.count, self.generation = 0, generation + 1
+                self.cond.notify_all()
+                return
+            while generation == self.generation and not self.broken:
+                self.cond.wait()
+            if generation == self.generation:  # aborted before this generation completed
+                raise threading.BrokenBarrierError
+
+    def abort(self):
+        with self.cond:
+            self.broken = True
+            self.cond.notify_all()
+
+
 class _Warp:
     def __init__(self, lanes):
-        self.barrier = threading.Barrier(lanes)
-        self.slots = [None] * lanes
+        self.barrier = _Barrier(lanes)
+        # two slot rows used in turn: a lane can be one exchange ahead of the warp's slowest
+        # reader (writing the other row), never two (that takes the next exchange's barrier)
+        self.slots = [[None] * lanes, [None] * lanes]
+        self.turn = [0] * lanes  # each lane's count of exchanges, mod 2
 
 
 def _exchange(value):
-    """Every lane of the calling warp deposits value; returns all lanes' values."""
-    warp = _ctx.warps[_ctx.tid // 32]
-    warp.slots[_ctx.tid % 32] = value
+    """Every lane of the calling warp deposits value; returns all lanes' values (one warp
+    barrier: the slot rows alternate, see _Warp)."""
+    warp, lane = _ctx.warps[_ctx.tid // 32], _ctx.tid % 32
+    turn = warp.turn[lane]
+    warp.turn[lane] = 1 - turn
+    slots = warp.slots[turn]
+    slots[lane] = value
     warp.barrier.wait()
-    values = list(warp.slots)
-    warp.barrier.wait()
-    return values
+    return list(slots)
 
 
 def _warp_reduction(value, op, threads_in_group=32):
@@ -413,7 +450,7 @@ def emulated(module, name: str, helper_modules=()):
 def run_cta(fn, nthreads: int, *args, block=(0, 0, 0), grid=(1, 1, 1)):
     """Run fn(*args) once per thread of one CTA of nthreads threads (CTA `block` of a grid
     of `grid` CTAs); re-raises the first exception any thread raised."""
-    barrier = threading.Barrier(nthreads)
+    barrier = _Barrier(nthreads)
     warps = [_Warp(min(32, nthreads - w * 32)) for w in range(-(-nthreads // 32))]
     smem, lock, errors = [], threading.Lock(), []
 
