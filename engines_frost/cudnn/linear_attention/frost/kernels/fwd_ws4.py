@@ -1,8 +1,11 @@
-"""FROST forward for scalar gates (GDN) in four roles per CTA. RawRingInChain (bottom of the
-file) is the product's GDN forward for long sequences (compile_kernel.four_roles_apply,
-four_role_class); FourRoles and RawRing are experiment kernels the test and bench tooling
-builds (frost_fwd_experiments.py knob decay="wy-ws4", "wy-ws4raw"; "wyc-ws4raw" is the
-product's).
+"""FROST forward for scalar gates (GDN) in four roles per CTA. RawRingInChain is the
+product's GDN forward for long sequences (compile_kernel.four_roles_apply,
+four_role_class); FourRoles, RawRing and OutputByCopies (bottom of the file: the output rows
+stored by the copy warpgroup, on two more named barriers, OUT_FULL / OUT_FREE) are
+experiment kernels the test and bench tooling builds (frost_fwd_experiments.py knob
+decay="wy-ws4", "wy-ws4raw", "wyc-ws4rawo"; "wyc-ws4raw" is the product's). FourRoles.math
+also serves the two-kernel forward (fwd_saved_inverse.py: A read from memory,
+math_forms_inverse False) and the timing bounds (skip_stages "gram", "inverse").
 
 fwd_ws_wy.py's full-inverse kernel runs its state-free work on one producer role of eight
 warps at 64 registers: the copies, the rows stage, the Gram and the solves of A and W'.
