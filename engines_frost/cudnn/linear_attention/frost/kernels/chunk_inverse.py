@@ -20,8 +20,8 @@ swizzled as the chain's wgmma read it, copied out byte for byte: 8 KB per row an
 the chain's own layout (`a_image_offset` decodes it), so a reader copies it back into an
 SW128 tile as it is.
 
-Registers: one warpgroup at the math role's 104 (no setmaxnreg: the launch bound); shared
-memory ~42 KB, so up to five CTAs per SM.
+Resources (sm_90a build, frost_compile_ws4_test): 64 registers (no setmaxnreg; the test
+holds it to the math role's 104), 42,208 bytes of shared memory, so five CTAs per SM.
 """
 from __future__ import annotations
 
