@@ -312,10 +312,11 @@ def test_nothing_extra_where_the_call_does_not_split(why, monkeypatch):
         assert precompile.split_configs(FAMILIES, shape, backward, sms) == (None, [])
 
 
-def test_the_command_compiles_the_split_kernels_too(tmp_path, monkeypatch):
+def test_the_command_compiles_the_split_kernels_too(tmp_path, monkeypatch, capsys):
     """`precompile --arch sm_90a` at a shape that splits on 132 SMs: the split's configs are
     among those it compiles (all in the cache already here, so it compiles none), and it
-    says how many the split adds; --sms 114 adds none."""
+    says how many the split adds; --sms 114 adds none (run in this process: the entry
+    itself is the subprocess's)."""
     shape = _long(1, 32768)
     env = {k: v for k, v in os.environ.items()
            if k not in (ss.ENV, ss.BACKWARD_ENV, kernels_summary.NO_OUTPUT_ENV)}
@@ -334,19 +335,33 @@ def test_the_command_compiles_the_split_kernels_too(tmp_path, monkeypatch):
     env.update(PYTHONPATH=os.pathsep.join(p for p in sys.path if p),
                **{kernel_store.STORE_ENV: str(tmp_path)})
     for sms, added in ((None, len(extra)), ("114", None)):
-        command = [sys.executable, "-m", "cudnn", "precompile", "gdn", "--arch", "sm_90a", *flags]
+        command = ["-m", "cudnn", "precompile", "gdn", "--arch", "sm_90a", *flags]
         if sms:
             command += ["--sms", sms]
-        result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
-        assert result.returncode == 0, result.stderr
+        if sms is None:  # the command as a user runs it
+            result = subprocess.run([sys.executable, *command], env=env, capture_output=True, text=True,
+                                    timeout=600)
+            assert result.returncode == 0, result.stderr
+            stdout = result.stdout
+        else:  # the same entry (cudnn.cli.main.run) in this process: no second start-up and
+            # 0.7 GB of random inputs (bench_inputs_once serves them)
+            from cudnn.cli import main as cli_main
+
+            for name in (ss.ENV, ss.BACKWARD_ENV, kernels_summary.NO_OUTPUT_ENV):  # as `env`
+                monkeypatch.delenv(name, raising=False)
+            capsys.readouterr()
+            with pytest.raises(SystemExit) as exited:
+                cli_main.run(["python -m cudnn", *command[2:]])
+            assert exited.value.code in (None, 0), exited.value
+            stdout = capsys.readouterr().out
         total = len(unsplit) + (added or 0)
         assert (f"FROST: {total} kernel configs, {total} already in {tmp_path}; "
-                "compiling 0 for sm_90a") in result.stdout, result.stdout
+                "compiling 0 for sm_90a") in stdout, stdout
         if added:
             assert (f"span split: on 132 SMs this shape runs as spans of {span} tokens "
-                    f"(torch_ops/README.md); its kernels add {added} config(s)") in result.stdout
+                    f"(torch_ops/README.md); its kernels add {added} config(s)") in stdout
         else:
-            assert "span split" not in result.stdout
+            assert "span split" not in stdout
 
 
 if __name__ == "__main__":
