@@ -22,20 +22,25 @@ sm_90a, and the layouts it relies on are the ones the installed CuTe DSL builds.
 Skips where nvidia-cutlass-dsl is not importable (the SASS checks where cuobjdump or
 nvdisasm is not found).
 
-The matrix's core (compile_tiers; ~60 s on one core, the full matrix 3-4 min): v3 is the
+The matrix's core (compile_tiers; ~50 s on one core, the full matrix 3-4 min): v3 is the
 product's forward for bf16 on sm_90a, so the core builds the product's kernels at the
-bench's K = V = 128 for every family (plain and, for GDN and KDA, the training launchers),
-v3's two chains (scaled, folded) storing U, one awkward plain config per kind (KDA at
+bench's K = V = 128 for every family (plain and, for GDN and KDA, the training launchers
+and their plain kernels at the bench config, each built once and shared),
+v3's two chains (scaled, folded) storing U (traced in the training launchers' builds), one awkward plain config per kind (KDA at
 K = 64 / V = 128, GDN with grouped value heads) and the cheap layout pins. fp16 through
 v3 (the product runs v2 there), the remaining head-dim pairs and families, v2's U store,
 the bench's stage-timing build, the training launchers at K = 64 and without U, and the
 warpgroup partition check (~20 s: it pins what the installed CuTe DSL builds, so run the
 full matrix when nvidia-cutlass-dsl changes) wait for FROST_FULL_MATRIX=1.
 """
+import atexit
 import dataclasses
+import functools
 import os
 import re
+import shutil
 import sys
+import tempfile
 
 import pytest
 
@@ -59,9 +64,11 @@ def _v3(cfg):
     return with_algorithm(cfg, "v3", gate_align16=cfg.gate_per_channel and cfg.io_dtype == "bfloat16")
 
 
-# the product's plain forwards at the bench's head dims, and one awkward pair
-V3_CORE = {"gdn-K128V128-bfloat16-h01ht1-float32-l21", "kda-K128V128-bfloat16-h01ht1-float32-l21",
-           "gdn2-K128V128-bfloat16-h01ht1-float32-l21", "kda-K64V128-bfloat16-h01ht1-float32-l21"}
+# the product's plain forwards at the bench's head dims, and one awkward pair; GDN's and
+# KDA's plain kernels at K = V = 128 are built by test_v3_training_launchers_store_what_v2_stores
+# (the bench config, its "plain" build) and through compile_fwd at their awkward configs
+# (grouped GDN below, KDA at K = 64), so their K = V = 128 cases here wait for the full matrix
+V3_CORE = {"gdn2-K128V128-bfloat16-h01ht1-float32-l21", "kda-K64V128-bfloat16-h01ht1-float32-l21"}
 
 
 @pytest.mark.parametrize("variant", tiered(V3_VARIANTS, [n for n, i in enumerate(V3_VARIANTS) if vid(i) in V3_CORE],
@@ -219,19 +226,58 @@ def test_v3_refuses_what_it_does_not_do():
 
 
 TRAINING = [("gdn", 128, True), ("kda", 128, True), ("gdn2", 128, True), ("gdn", 64, True), ("gdn", 128, False)]
+_BUILDS = tempfile.mkdtemp(prefix="frost_compile_v3_")
+atexit.register(shutil.rmtree, _BUILDS, ignore_errors=True)
 
 
-def _sass(cfg):
-    """(resource usage, normalised SASS) of cfg's kernel for sm_90a (frost_cubin_report)."""
-    import tempfile
+@functools.cache
+def _training_builds(family, K, with_values):
+    """The bench config of `family` at K = V as a training call (its product config with
+    write_checkpoints, and write_values where with_values), cross-compiled once per process
+    for sm_90a and kept: {"v3": the product's training kernel (v3's launcher), "v2": v2's
+    launcher, forced, "plain": the product's plain kernel} -> (cubin path, the blocks of
+    the solve, the blocks the U store was handed). The U-store recorders wrap the solve
+    (fwd_v1.FrostFwdV1.solve_block) and each chain's store_values_block (fwd_v1's, fwd_v3's,
+    fwd_v3_scaled's) while the kernel is traced. Shared by the training-launcher SASS test
+    and the U-store test (one build each)."""
+    import frost_cubin_report as report
+    from cudnn.linear_attention.frost.kernels import fwd_v1, fwd_v3, fwd_v3_scaled
+    from frost_fwd_experiments import product_algorithm, product_config
 
+    plain = product_config(report.config_for(family, "product", K, K, False))
+    training = dataclasses.replace(plain, write_checkpoints=True, write_values=with_values)
+    assert product_algorithm(training) == product_algorithm(plain) == "v3"  # what is built below
+    builds = {}
+    for name, cfg in (("v3", training), ("v2", experiment(training, "v2")), ("plain", plain)):
+        solved, stored = [], []
+        solve = fwd_v1.FrostFwdV1.solve_block
+
+        def recording_solve(self, *args, _solve=solve, _solved=solved):
+            u = _solve(self, *args)
+            _solved.append(u)
+            return u
+
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(fwd_v1.FrostFwdV1, "solve_block", recording_solve)
+            for module in (fwd_v1, fwd_v3, fwd_v3_scaled):
+                def recording_store(mu, u, *rest, _store=module.store_values_block, _stored=stored):
+                    _stored.append(u)
+                    return _store(mu, u, *rest)
+
+                patch.setattr(module, "store_values_block", recording_store)
+            out = os.path.join(_BUILDS, f"{family}-K{K}-{int(with_values)}-{name}")
+            os.makedirs(out)
+            builds[name] = (report.compile_cubin(cfg, out), solved, stored)
+    return training, builds
+
+
+def _sass(cubin):
+    """(resource usage, normalised SASS) of a cubin (frost_cubin_report)."""
     import frost_cubin_report as report
 
     if report.tool("CUOBJDUMP", "cuobjdump") is None or report.tool("NVDISASM", "nvdisasm") is None:
         pytest.skip("cuobjdump / nvdisasm not found (set CUOBJDUMP, NVDISASM)")
-    with tempfile.TemporaryDirectory() as tmp:
-        cubin = report.compile_cubin(cfg, tmp)
-        return report.resource_usage(cubin), report.sass_instructions(cubin)
+    return report.resource_usage(cubin), report.sass_instructions(cubin)
 
 
 def _global_stores(instrs):
@@ -260,15 +306,10 @@ def test_v3_training_launchers_store_what_v2_stores(family, K, with_values):
     stores as v2's training kernel, which has more than the plain kernel (the checkpoint
     rows; with U, 4 blocks x 8 values per thread and chunk more 2-byte stores); the plain
     v3 kernel's wgmma sequence."""
-    import frost_cubin_report as report
-    from frost_fwd_experiments import product_algorithm, product_config
-
-    plain = product_config(report.config_for(family, "product", K, K, False))
-    training = dataclasses.replace(plain, write_checkpoints=True, write_values=with_values)
-    assert product_algorithm(training) == product_algorithm(plain) == "v3"  # what the SASS below is
-    v3_usage, v3 = _sass(training)  # the product's training forward on sm_90a: v3's launcher
-    _, v2 = _sass(experiment(training, "v2"))  # v2's launcher, forced
-    _, v3_plain = _sass(plain)  # the product's plain bf16 forward on sm_90a: v3
+    _, builds = _training_builds(family, K, with_values)
+    v3_usage, v3 = _sass(builds["v3"][0])  # the product's training forward on sm_90a: v3's launcher
+    _, v2 = _sass(builds["v2"][0])  # v2's launcher, forced
+    _, v3_plain = _sass(builds["plain"][0])  # the product's plain bf16 forward on sm_90a: v3
     assert v3_usage["LOCAL"] == 0 and v3_usage["STACK"] == 0 and v3_usage["REG"] <= 255, v3_usage
     stores, plain_stores = _global_stores(v3), _global_stores(v3_plain)
     assert stores == _global_stores(v2), (stores, _global_stores(v2))
@@ -278,9 +319,10 @@ def test_v3_training_launchers_store_what_v2_stores(family, K, with_values):
     assert sum("HGMMA" in ins for ins in sequence) > 0 and sequence == _wgmma_sequence(v3_plain)
 
 
-@pytest.mark.parametrize("algorithm, decay", tiered(  # core: v3's two chains (folded: vector gates', scaled: GDN's)
-    [("v2", "folded"), ("v3", "folded"), ("v3", "scaled")], [1, 2], ids=lambda c: f"{c[0]}-{c[1]}", unpack=True))
-def test_u_stored_is_the_solves_accumulator(monkeypatch, algorithm, decay):
+@pytest.mark.parametrize("family, build, decay", tiered(  # core: v3's two chains (folded: KDA's, scaled: GDN's)
+    [("kda", "v2", "folded"), ("kda", "v3", "folded"), ("gdn", "v3", "scaled")], [1, 2],
+    ids=lambda c: f"{c[1]}-{c[2]}", unpack=True))
+def test_u_stored_is_the_solves_accumulator(family, build, decay):
     """What a training forward stores as U, seen while the kernel is traced: in v2's chain
     (fwd_v1.stage_chain) and in v3's (fwd_v3.chunk_chain) the one U store
     (fwd_v1.store_values_block: the same bf16 conversion and rows) is called once per block
@@ -288,30 +330,19 @@ def test_u_stored_is_the_solves_accumulator(monkeypatch, algorithm, decay):
     that block: not a bf16 copy, not a wgmma operand, not another block's. So v3 stores the
     same rounding of the same value v2 does, up to the order of the fp32 sums that made R
     (the tensor cores'; kernels/NOTES.md "v3 training forward"). The same holds for v3's
-    chain with the decays as factors (fwd_v3_scaled.py, the product's for GDN)."""
-    from cudnn.linear_attention.frost.kernels import fwd_v1, fwd_v3, fwd_v3_scaled
+    chain with the decays as factors (fwd_v3_scaled.py, the product's for GDN). Traced in
+    the bench training builds test_v3_training_launchers_store_what_v2_stores inspects
+    (_training_builds: KDA's product forward runs the folded chain, GDN's the scaled one)."""
     from cudnn.linear_attention.frost.kernels.fwd_v1 import NBLK
+    from frost_fwd_experiments import default_decay
 
-    solved, stored = [], []
-    solve = fwd_v1.FrostFwdV1.solve_block
-
-    def recording_solve(self, *args):
-        u = solve(self, *args)
-        solved.append(u)
-        return u
-
-    monkeypatch.setattr(fwd_v1.FrostFwdV1, "solve_block", recording_solve)
-    for module in (fwd_v1, fwd_v3, fwd_v3_scaled):
-        def recording_store(mu, u, *rest, _store=module.store_values_block):
-            stored.append(u)
-            return _store(mu, u, *rest)
-
-        monkeypatch.setattr(module, "store_values_block", recording_store)
-    _, cfg = VARIANTS[V3_VARIANTS[0]]
-    values = dataclasses.replace(cfg, write_checkpoints=True, write_values=True)
-    assert callable(compile_fwd(experiment(values, algorithm, decay=decay), "sm_90a"))
+    training, builds = _training_builds(family, 128, True)
+    assert default_decay(training, build) == decay  # the chain this build traced
+    _, solved, stored = builds[build]
     assert len(solved) == NBLK and len(stored) == NBLK, (len(solved), len(stored))
     assert all(u is s for u, s in zip(stored, solved))
+    _, plain_solved, plain_stored = builds["plain"]  # the plain kernel solves and stores no U
+    assert len(plain_solved) == NBLK and not plain_stored, (len(plain_solved), len(plain_stored))
 
 
 if __name__ == "__main__":

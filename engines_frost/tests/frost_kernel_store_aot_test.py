@@ -15,6 +15,7 @@ tools/gpu/frost_precompile.py does) and stored. Then:
 Skips without nvidia-cutlass-dsl.
 """
 import dataclasses
+import functools
 import hashlib
 import importlib.util
 import json
@@ -54,6 +55,16 @@ def store_copy(store_dir, tmp_path):
     root = tmp_path / "store"
     shutil.copytree(store_dir, root)
     return root
+
+
+@functools.cache
+def _native(ffi: str):
+    """CFG compiled for this host with `ffi`, once per process: the write-back test's miss
+    compiles it (through fwd.compile_fwd) and the TVM-FFI test stores it."""
+    return _real_compile_fwd(CFG, ARCH, ffi=ffi)
+
+
+_real_compile_fwd = fwd.compile_fwd
 
 
 def _entry(root: Path) -> tuple[Path, dict]:
@@ -196,8 +207,16 @@ def _cuda_elf(data: bytes) -> bytes:
 def test_what_a_process_compiles_is_written_back_with_the_same_device_code(store_dir, tmp_path, monkeypatch, ffi):
     root = tmp_path / "filled"
     monkeypatch.setattr(kernel_store, "active_store", lambda: kernel_store.KernelStore(root))
+    calls = []
+
+    def compile_fwd(cfg, arch, host_target=None, ffi=None):  # the native build, shared (_native)
+        calls.append((cfg, arch, host_target, ffi))
+        return _native(ffi) if (cfg, arch, host_target) == (CFG, ARCH, None) else _real_compile_fwd(
+            cfg, arch, host_target=host_target, ffi=ffi)
+
+    monkeypatch.setattr(fwd, "compile_fwd", compile_fwd)
     compiled = fwd._load_or_compile(CFG, ARCH, ffi)  # a miss: compiles natively, then stores
-    assert compiled.ffi == ffi
+    assert calls == [(CFG, ARCH, None, ffi)] and compiled.ffi == ffi
     _, entry = _entry(root)
     assert entry["key"] == kernel_store.entry_key(CFG, ARCH, ffi) and entry["describe"] == kernel_store.describe(CFG)
     assert entry["ffi"] == ffi
@@ -241,7 +260,7 @@ def test_a_stored_tvm_ffi_kernel_takes_plain_ints_in_a_fresh_process(tmp_path):
     A call with one argument too few is refused by the FFI's own checks; the full call
     gets through argument conversion to the CUDA runtime, which fails here (no GPU)."""
     root = tmp_path / "tvm"
-    kernel = fwd.compile_fwd(CFG, ARCH, ffi="tvm")
+    kernel = _native("tvm")  # the write-back test's build where it ran first
     kernel_store.KernelStore(root).save(CFG, ARCH, kernel)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), kernel_store.STORE_ENV: str(root),
            kernel_store.STRICT_ENV: "1", kernel_store.WRITE_ENV: "0"}

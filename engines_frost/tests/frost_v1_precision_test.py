@@ -4,6 +4,8 @@ The emulation rounds exactly where fwd_v1 (variant="v2": fwd_v2) feeds the tenso
 against the float64 recurrences on fresh bf16 inputs (mixed lengths, partial chunks,
 initial state, in-kernel L2 norm) its relative error must stay below 6e-3, leaving room
 for the bf16 output store and fp32 accumulation. A strongly decaying case also takes the exact diagonal-block path.
+v1 (tooling only) with vector gates waits for FROST_FULL_MATRIX=1 (compile_tiers); with
+scalar gates it stands for v2, which rounds like it there.
 """
 import math
 import os
@@ -22,6 +24,7 @@ from tests.reference.inputs import InputConfig, make_inputs  # noqa: E402
 from tests.reference.kda import naive_recurrent_kda  # noqa: E402
 from tests.reference.preprocess import Family  # noqa: E402
 
+from compile_tiers import FULL_ENV, full_matrix  # noqa: E402
 from frost_v1_precision import frost_fwd_v1_emulated  # noqa: E402
 
 REFERENCES = {Family.GDN: naive_recurrent_gdn, Family.KDA: naive_recurrent_kda, Family.GDN2: naive_recurrent_gdn2}
@@ -37,6 +40,9 @@ def test_rounding_error_is_small(family, l2, extreme, variant):
         pytest.skip("scalar gates never factor the decay")
     if variant == "v2" and family is Family.GDN:
         pytest.skip("v2 rounds like v1 for scalar gates")
+    if variant == "v1" and family is not Family.GDN and not full_matrix():
+        # v1 is tooling only; the v2 case of the same inputs runs v1's rounding too (o1)
+        pytest.skip(f"outside the matrix's core: set {FULL_ENV}=1 to run it")
     cfg = InputConfig(family=family, seq_lens=(1, 63, 65, 150), H=1, HV=2, K=64, V=64, dtype=torch.bfloat16,
                       use_qk_l2norm=l2, with_initial_state=not l2)
     x = make_inputs(cfg, 21)

@@ -49,11 +49,22 @@ def bench_inputs_once():
     and at the bench shapes below (1 x 16384 / 32768 tokens, 16 heads, K = V = 128:
     0.3-0.7 GB of random tensors) making them took ~5 s a call, most of this file's time;
     a test asks for the same ones two or three times. frost_configs reads only their
-    shapes, dtypes and layouts, never writes them, so the last set made at a shape of
-    over 4096 tokens serves the next call at the same (family, shape); the small shapes,
+    shapes, dtypes and layouts, never writes them, so at a shape of over 4096 tokens the
+    operands are made uninitialised and the last set serves the next call at the same
+    (family, shape); the small shapes,
     whose tensors the op calls take gradients of, are made afresh each time."""
     made = shapes.torch_inputs
     last = {}
+
+    def uninitialised(family, shape, device, seed):
+        # torch_inputs' operands (names, dtypes from a one-chunk call; shapes.port_dims'
+        # sizes; its cu_seqlens), left unwritten: torch.empty of a 0.7 GB set costs
+        # nothing until touched, random fill ~4 s
+        small = made(family, dataclasses.replace(shape, seqs=1, seq_len=64), device, seed)
+        dims = shapes.port_dims(family, shape)
+        return {name: torch.arange(0, shape.T + 1, shape.seq_len, dtype=t.dtype, device=device)
+                if name == "cu_seqlens" else torch.empty(dims[name], dtype=t.dtype, device=device)
+                for name, t in small.items()}
 
     def torch_inputs(family, shape, device, seed=0):
         if shape.T <= 4096:
@@ -61,7 +72,7 @@ def bench_inputs_once():
         key = (family, shape, str(device), seed)
         if key not in last:
             last.clear()  # one set at a time
-            last[key] = made(family, shape, device, seed)
+            last[key] = uninitialised(family, shape, device, seed)
         return dict(last[key])
 
     with pytest.MonkeyPatch.context() as patch:
@@ -301,10 +312,11 @@ def test_nothing_extra_where_the_call_does_not_split(why, monkeypatch):
         assert precompile.split_configs(FAMILIES, shape, backward, sms) == (None, [])
 
 
-def test_the_command_compiles_the_split_kernels_too(tmp_path, monkeypatch):
+def test_the_command_compiles_the_split_kernels_too(tmp_path, monkeypatch, capsys):
     """`precompile --arch sm_90a` at a shape that splits on 132 SMs: the split's configs are
     among those it compiles (all in the cache already here, so it compiles none), and it
-    says how many the split adds; --sms 114 adds none."""
+    says how many the split adds; --sms 114 adds none (run in this process: the entry
+    itself is the subprocess's)."""
     shape = _long(1, 32768)
     env = {k: v for k, v in os.environ.items()
            if k not in (ss.ENV, ss.BACKWARD_ENV, kernels_summary.NO_OUTPUT_ENV)}
@@ -323,19 +335,33 @@ def test_the_command_compiles_the_split_kernels_too(tmp_path, monkeypatch):
     env.update(PYTHONPATH=os.pathsep.join(p for p in sys.path if p),
                **{kernel_store.STORE_ENV: str(tmp_path)})
     for sms, added in ((None, len(extra)), ("114", None)):
-        command = [sys.executable, "-m", "cudnn", "precompile", "gdn", "--arch", "sm_90a", *flags]
+        command = ["-m", "cudnn", "precompile", "gdn", "--arch", "sm_90a", *flags]
         if sms:
             command += ["--sms", sms]
-        result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
-        assert result.returncode == 0, result.stderr
+        if sms is None:  # the command as a user runs it
+            result = subprocess.run([sys.executable, *command], env=env, capture_output=True, text=True,
+                                    timeout=600)
+            assert result.returncode == 0, result.stderr
+            stdout = result.stdout
+        else:  # the same entry (cudnn.cli.main.run) in this process: no second start-up and
+            # 0.7 GB of random inputs (bench_inputs_once serves them)
+            from cudnn.cli import main as cli_main
+
+            for name in (ss.ENV, ss.BACKWARD_ENV, kernels_summary.NO_OUTPUT_ENV):  # as `env`
+                monkeypatch.delenv(name, raising=False)
+            capsys.readouterr()
+            with pytest.raises(SystemExit) as exited:
+                cli_main.run(["python -m cudnn", *command[2:]])
+            assert exited.value.code in (None, 0), exited.value
+            stdout = capsys.readouterr().out
         total = len(unsplit) + (added or 0)
         assert (f"FROST: {total} kernel configs, {total} already in {tmp_path}; "
-                "compiling 0 for sm_90a") in result.stdout, result.stdout
+                "compiling 0 for sm_90a") in stdout, stdout
         if added:
             assert (f"span split: on 132 SMs this shape runs as spans of {span} tokens "
-                    f"(torch_ops/README.md); its kernels add {added} config(s)") in result.stdout
+                    f"(torch_ops/README.md); its kernels add {added} config(s)") in stdout
         else:
-            assert "span split" not in result.stdout
+            assert "span split" not in stdout
 
 
 if __name__ == "__main__":
