@@ -17,7 +17,7 @@ copies of state, checkpoint, q, k, gate, dt_bias rows) at K = 64 or 128 (KPL = 2
 K = 32 both maps are the identity, so that would test nothing).
 
 Each emulated CTA costs ~0.1-0.5 s a token on one core (a Python thread per CUDA thread,
-two warp barriers per shuffle), so the cases keep heads to what they check: two output
+a warp barrier per shuffle), so the cases keep heads to what they check: two output
 heads (q / k or v heads shared by two where a case groups them), one in the speculative
 and the malformed-table cases (their subject is the sequences).
 
