@@ -342,6 +342,35 @@ def test_vector_grads_switches(family, variable, field, monkeypatch):
         _check(_operands(family=family), family)
 
 
+@pytest.mark.parametrize("family", ["gdn", "kda", "gdn2"])
+def test_tf32_adjoints_switch(family, monkeypatch):
+    """FROST_BWD_VEC_TF32 (off unless 1) sets vec_tf32_adjoints for vector gates, only with
+    the wide loads and fused decay on and the mma.sync grads class; with_stage keeps it
+    for the grads kernel alone; the config refuses it without its prerequisites."""
+    from cudnn.linear_attention.frost.kernels import bwd
+
+    for name in (bwd.VEC_TF32_ENV, bwd.VEC_WIDE_ENV, bwd.VEC_DECAY_ENV, "FROST_BWD_GRADS_VEC"):
+        monkeypatch.delenv(name, raising=False)
+    default, _, _ = _check(_operands(family=family), family)
+    assert not default.vec_tf32_adjoints
+    monkeypatch.setenv(bwd.VEC_TF32_ENV, "1")
+    on, _, _ = _check(_operands(family=family), family)
+    assert on.vec_tf32_adjoints == (family != "gdn")
+    for stage in on.stages:
+        assert on.with_stage(stage).vec_tf32_adjoints == (stage == "grads" and family != "gdn")
+    for other in ((bwd.VEC_WIDE_ENV, "0"), (bwd.VEC_DECAY_ENV, "0"), ("FROST_BWD_GRADS_VEC", "wgmma")):
+        monkeypatch.setenv(*other)
+        got, _, _ = _check(_operands(family=family), family)
+        assert not got.vec_tf32_adjoints, other
+        monkeypatch.delenv(other[0])
+    if family != "gdn":
+        with pytest.raises(ValueError, match="vec_tf32_adjoints must be False unless vec_wide_loads"):
+            dataclasses.replace(on, vec_wide_loads=False)
+    monkeypatch.setenv(bwd.VEC_TF32_ENV, "yes")
+    with pytest.raises(ValueError, match=bwd.VEC_TF32_ENV):
+        _check(_operands(family=family), family)
+
+
 def _config_under(monkeypatch, family, env: dict):
     """The checked backward config of `family` after setting each variable of env (None:
     unset) on top of what the test set before."""

@@ -3,9 +3,12 @@
 `grads_vec(...)` follows bwd_grads_vec.py step by step on one chunk, in float64 with a
 bf16 rounding wherever the kernel stores or feeds a bf16 operand: the stored states and
 values (S, dS, U, dR, dO, q^, k^), the scores dZp, dZm, and the decayed score-adjoint
-operands, either as the kernel builds them (a bf16 hi + lo pair, `split=True`) or rounded
+operands, either as the kernel builds them (a bf16 hi + lo pair, `split=True`), rounded
 once (`split=False`, the design the GPU measured at dG 1.6e-2 relative error on one case;
-this emulation reproduced that number to two digits). Returns dG per row and channel after
+this emulation reproduced that number to two digits) or, `split="tf32"`, as
+FrostBwdConfig.vec_tf32_adjoints feeds them to the tf32 MMA (the fp32 value's low 13
+mantissa bits dropped: truncation, the worse of the two roundings the tensor core could
+apply to an fp32 register read as tf32; the scores are bf16, exact in tf32). Returns dG per row and channel after
 the reverse cumsum, i.e. the kernel's dg for one chunk and output head (with `with_qk`,
 dq^ and dk^ before the L2-norm adjoint as well).
 
@@ -38,6 +41,12 @@ def hi_lo(x: torch.Tensor) -> torch.Tensor:
     return hi + bf16(x - hi)
 
 
+def tf32_truncated(x: torch.Tensor) -> torch.Tensor:
+    """x (fp32 values) with the low 13 mantissa bits cleared."""
+    bits = x.float().view(torch.int32) & ~0x1FFF
+    return bits.view(torch.float32).double()
+
+
 def f32(x: torch.Tensor) -> torch.Tensor:
     return x.float().double()
 
@@ -56,13 +65,15 @@ def decay(G, ref, rows, sign: int, exponent):
     return f32(torch.exp2(e))
 
 
-def grads_vec(S, dS, U, dR, q, k, g, beta, dO, scale, *, split: bool = True, exact: bool = False,
+def grads_vec(S, dS, U, dR, q, k, g, beta, dO, scale, *, split: bool | str = True, exact: bool = False,
               exponent=None, with_qk: bool = False):
     """dg [c, K] of one chunk (c <= 64 real rows), or (dq^, dk^, dg) with with_qk. beta [c]
     (KDA) or [c, K] (GDN-2). exact=True skips every rounding (the factored algebra in
     float64)."""
     R = (lambda x: x) if exact else bf16
-    RB = (lambda x: x) if exact else (hi_lo if split else bf16)
+    if split not in (True, False, "tf32"):
+        raise ValueError(f"split must be True, False or 'tf32', got {split!r}")
+    RB = (lambda x: x) if exact else tf32_truncated if split == "tf32" else (hi_lo if split else bf16)
     c, K = k.shape
     C = CHUNK
     pad = C - c

@@ -19,7 +19,7 @@ torch = pytest.importorskip("torch")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import frost_bwd_model as model  # noqa: E402
-from frost_bwd_precision import decay, f32, grads_vec  # noqa: E402
+from frost_bwd_precision import decay, f32, grads_vec, tf32_truncated  # noqa: E402
 
 from tests.reference.compare import rel_err  # noqa: E402
 from tests.reference.inputs import InputConfig, make_grad_outputs, make_inputs  # noqa: E402
@@ -107,6 +107,34 @@ def test_fused_exponent_keeps_the_errors(family, case_name):
     for name, b, f in zip(("dq", "dk", "dg"), base, fused):
         assert f < 1.05 * b + 2e-4, (name, b, f)
         assert f < bound / 2, (name, f)
+
+
+@pytest.mark.parametrize("family", ["kda", "gdn2"])
+@pytest.mark.parametrize("case_name", ["vgroups", "correlated", "strongdecay"])
+def test_tf32_operands_keep_the_errors(family, case_name):
+    """FrostBwdConfig.vec_tf32_adjoints (the decayed operands truncated to tf32 instead of
+    split into bf16 hi + lo) on the smoke's worst cases, with the product's fused exponent:
+    dq^, dk^ within 5 % (+ 2e-4) of the split's, dg within 1.5x (+ 2e-4: the model put it
+    1.0-1.3x), every one below half the GPU bound. Fails if the operands lose more than
+    tf32's bits (e.g. rounded to bf16 once: the last test's design)."""
+    split = _smoke_errors(family, case_name, exponent="fused")
+    tf32 = _smoke_errors(family, case_name, exponent="fused", split="tf32")
+    bound = 1.5e-2 if case_name == "correlated" else 1e-2
+    print(f"{family} {case_name}: dq dk dg hi+lo {split} tf32 {tf32}")
+    for name, b, t, slack in zip(("dq", "dk", "dg"), split, tf32, (1.05, 1.05, 1.5)):
+        assert t < slack * b + 2e-4, (name, b, t)
+        assert t < bound / 2, (name, t)
+
+
+def test_tf32_truncation():
+    """The model's tf32: 10 explicit mantissa bits kept, toward zero, exact on bf16 values."""
+    x = torch.randn(4096, dtype=torch.float64) * 1e3
+    t = tf32_truncated(x)
+    rel = ((t - f32(x)) / f32(x)).abs()
+    assert rel.max() < 2.0 ** -10 and rel.max() > 2.0 ** -12
+    assert (t.abs() <= f32(x).abs()).all()
+    b = x.to(torch.bfloat16).double()
+    assert torch.equal(tf32_truncated(b), b)
 
 
 @pytest.mark.parametrize("family", ["kda", "gdn2"])

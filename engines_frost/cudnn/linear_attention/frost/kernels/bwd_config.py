@@ -121,6 +121,14 @@ class FrostBwdConfig:
     # grads: the load phase by bulk copies"). Same bytes, same values. The launcher sets it
     # for GDN-2 unless FROST_BWD_VEC_BULK=0, for KDA only with =1 (slower there; bwd.py).
     vec_bulk_copies: bool = False
+    # The vector-gate grads kernel (mma.sync class) runs its score adjoints' products on the
+    # tf32 warp MMA: each decayed operand value rounded once to tf32 (10-bit mantissa)
+    # instead of split into a bf16 hi + lo pair for two bf16 MMAs, so the pair's packed
+    # conversions, the hi's unpacking and the subtraction leave the element loop; the
+    # scores (A) widen from bf16 exactly (tf32_fragments.py; NOTES_bwd.md "Vector-gate
+    # grads: the decayed operands in tf32"). Needs vec_wide_loads and vec_fast_decay. An
+    # experiment until measured: FROST_BWD_VEC_TF32=1 (bwd.py).
+    vec_tf32_adjoints: bool = False
     # The grads kernel runs its three state products (dO S^T, dR S^T, U dS^T) on warpgroup
     # MMA, both operands from swizzled shared tiles, while the warps compute the score
     # tiles (scalar gates: bwd_grads_wgmma.py, NOTES_bwd.md v1.8; vector gates:
@@ -175,6 +183,10 @@ class FrostBwdConfig:
             bad("vec_fast_decay", "a bool")
         if not isinstance(self.vec_bulk_copies, bool):
             bad("vec_bulk_copies", "a bool")
+        if not isinstance(self.vec_tf32_adjoints, bool):
+            bad("vec_tf32_adjoints", "a bool")
+        if self.vec_tf32_adjoints and not (self.vec_wide_loads and self.vec_fast_decay and not self.grads_wgmma):
+            bad("vec_tf32_adjoints", "False unless vec_wide_loads and vec_fast_decay are set, without grads_wgmma")
         if self.chain_pipeline and self.fwd.gate_per_channel:
             bad("chain_pipeline", "False for vector gates (no room for a second operand set: NOTES_bwd.md v1.6)")
         if not isinstance(self.chain_wgmma, bool):
@@ -228,8 +240,8 @@ class FrostBwdConfig:
         (forward_values stays: it makes chain zero the uncovered gradient rows); grads
         reads U from wherever it comes, so forward_values is off there. chain_pipeline,
         chain_wgmma and chain_async only change the chain kernel: off for every other stage;
-        vec_wide_loads, vec_fast_decay and vec_bulk_copies only the vector-gate grads kernel
-        (vec_bulk_copies only its mma.sync class), grads_wgmma and
+        vec_wide_loads, vec_fast_decay, vec_bulk_copies and vec_tf32_adjoints only the
+        vector-gate grads kernel (vec_bulk_copies only its mma.sync class), grads_wgmma and
         grads_prefetch only the grads kernels."""
         persistent = stage == "grads" and not self.fwd.gate_per_channel
         ctas = self.grads_ctas if persistent else DEFAULT_GRADS_CTAS
@@ -237,13 +249,14 @@ class FrostBwdConfig:
         gwg = self.grads_wgmma and stage == "grads"
         fast = self.vec_fast_decay and stage == "grads" and self.fwd.gate_per_channel
         bulk = self.vec_bulk_copies and stage == "grads" and self.fwd.gate_per_channel and not self.grads_wgmma
+        tf32 = self.vec_tf32_adjoints and stage == "grads" and self.fwd.gate_per_channel
         pf = self.grads_prefetch and stage == "grads"
         # fwd.pipelined picks the recompute path's states kernel (the forward's), never a
         # backward kernel: off, so long and short batches share those
         unpiped = dataclasses.replace(self.fwd, pipelined=False)
         if stage == "chain":
             return dataclasses.replace(self, fwd=unpiped, stage=stage, checkpoints=False, grads_ctas=ctas,
-                                       vec_wide_loads=wide, vec_fast_decay=fast, vec_bulk_copies=bulk, grads_wgmma=gwg,
+                                       vec_wide_loads=wide, vec_fast_decay=fast, vec_bulk_copies=bulk, vec_tf32_adjoints=tf32, grads_wgmma=gwg,
                                        grads_prefetch=pf)
         if stage == "states":
             return dataclasses.replace(self, fwd=unpiped, stage=stage, dht_dtype=None, grads_ctas=ctas,
@@ -251,7 +264,7 @@ class FrostBwdConfig:
                                        chain_async=False, chain_scaled=False, chain_ws=False,
                                        chain_ws_regs=(), chain_wy=False, chain_ws4=False,
                                        chain_a_in_chain=False, chain_raw_rows=False, vec_wide_loads=wide,
-                                       vec_fast_decay=fast, vec_bulk_copies=bulk,
+                                       vec_fast_decay=fast, vec_bulk_copies=bulk, vec_tf32_adjoints=tf32,
                                        grads_wgmma=gwg, grads_prefetch=pf)
         fwd = dataclasses.replace(unpiped, has_initial_state=False, state_dtype=None)
         return dataclasses.replace(self, fwd=fwd, stage=stage, dht_dtype=None, dh0_dtype=None,
@@ -260,7 +273,7 @@ class FrostBwdConfig:
                                    chain_ws=False, chain_ws_regs=(), chain_wy=False, chain_ws4=False,
                                    chain_a_in_chain=False, chain_raw_rows=False,
                                    vec_wide_loads=wide,
-                                   vec_fast_decay=fast, vec_bulk_copies=bulk, grads_wgmma=gwg, grads_prefetch=pf)
+                                   vec_fast_decay=fast, vec_bulk_copies=bulk, vec_tf32_adjoints=tf32, grads_wgmma=gwg, grads_prefetch=pf)
 
     @property
     def stages(self) -> tuple[str, ...]:

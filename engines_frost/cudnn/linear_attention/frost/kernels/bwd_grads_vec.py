@@ -36,7 +36,7 @@ from types import SimpleNamespace
 
 import cutlass
 import cutlass.cute as cute
-from cutlass import BFloat16, Float32, Int32
+from cutlass import BFloat16, Float32, Int32, TFloat32
 from cutlass.cute.nvgpu import cpasync, warpgroup
 from cutlass.experimental.primitives import cp_async_bulk_shared_cluster_global as bulk_copy
 
@@ -46,6 +46,7 @@ from cudnn.linear_attention.frost.kernels.bwd_grads_wgmma import WgmmaStateProdu
 from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
 from cudnn.linear_attention.frost.kernels.decay_ptx import LOG2_E, ex2, ffma, split_bf16x2, unpack_bf16x2
 from cudnn.linear_attention.frost.kernels.seq_bounds import sequence_bounds
+from cudnn.linear_attention.frost.kernels.tf32_fragments import value_map, warp_mma_tf32
 from cudnn.linear_attention.frost.kernels.wgmma_fragments import check_b_quads, check_c_pairs
 from cudnn.linear_attention.frost.kernels.fwd_v1 import (
     _DTYPES,
@@ -529,11 +530,13 @@ class FrostBwdGradsVec(FrostBwdGrads):
                 cute.autovec_copy(yb, cute.local_tile(s.bst[r, None], (VEC,), (cv,)))
 
     @cute.jit
-    def decayed_b(self, s, thr, lane, blk, hc, ref, kind: cutlass.Constexpr):
+    def decayed_b(self, s, thr, lane, blk, hc, ref, kind: cutlass.Constexpr, out32=None):
         """B fragment pair (hi, lo) of the [K/2, 16] tile (channels of half hc, rows of block
         blk) of a decayed operand: the decay makes it inexact in bf16, and rounding it once
         costs dG about 1e-2 (a bf16 emulation of this kernel). kind "k": k^_s e^(G_ref - G_s);
-        "q": q^_t e^(G_t - G_ref); "kb": kb_t e^(G_t - G_ref)."""
+        "q": q^_t e^(G_t - G_ref); "kb": kb_t e^(G_t - G_ref). With out32 (vec_tf32_adjoints:
+        the tf32 fragment of the same tile, tf32_fragments.warp_mma_tf32) each value goes
+        there rounded once to tf32 instead, and (out32, None) is returned."""
         s_g = s.g
         K, C = self.cfg.K, CHUNK
         DN = K // 2
@@ -552,14 +555,16 @@ class FrostBwdGradsVec(FrostBwdGrads):
             hi = self.operand_mn(thr, lane, tile)
         else:
             hi = thr.make_fragment_B(part)
-        lo = thr.make_fragment_B(part)
+        lo = hi if cutlass.const_expr(out32 is not None) else thr.make_fragment_B(part)
         if cutlass.const_expr(self.bcfg.vec_fast_decay):
             b32 = None
             if cutlass.const_expr(wide and kind == "kb" and self.cfg.beta_per_channel):
                 # GDN-2's b at the same fragment positions, by ldmatrix like k-hat
                 btile = cute.local_tile(cute.make_tensor(s.bst.iterator, layout), (DN, SUB), (hc, blk))
                 b32 = cute.recast_tensor(self.operand_mn(thr, lane, btile), Int32)
-            self.decay_split_fast(s, hi, lo, part, crd, hc, blk, ref, kind, wide, b32)
+            self.decay_split_fast(s, hi, lo, part, crd, hc, blk, ref, kind, wide, b32, out32)
+            if cutlass.const_expr(out32 is not None):
+                return out32, None
             return hi, lo
         for e in cutlass.range_constexpr(cute.size(hi)):
             d = hc * DN + crd[e][0]
@@ -581,7 +586,7 @@ class FrostBwdGradsVec(FrostBwdGrads):
 
     @cute.jit
     def decay_split_fast(self, s, hi, lo, part, crd, hc, blk, ref, kind: cutlass.Constexpr, wide: cutlass.Constexpr,
-                         b32):
+                         b32, out32=None):
         """decayed_b's element loop with FrostBwdConfig.vec_fast_decay: the exponent as one
         FFMA, G_row (+-log2 e) + (-+log2 e) G_ref, with the reference gate scaled once per
         channel (a lane's fragment values come in groups of four of one channel:
@@ -589,12 +594,18 @@ class FrostBwdGradsVec(FrostBwdGrads):
         conversions (decay_ptx.split_bf16x2: the same bf16 values as the scalar path).
         Only the exponent's rounding differs from decayed_b's FADD then FMUL
         (frost_bwd_precision's exponent="fused" models it). kb's operand comes wide here
-        too, and with b32 (GDN-2) b at the same fragment positions."""
+        too, and with b32 (GDN-2) b at the same fragment positions. With out32 the value goes
+        to out32's position of the same element (tf32_fragments.value_map), rounded to tf32,
+        and neither hi nor lo is written past the wide load."""
         s_g = s.g
         DN = self.cfg.K // 2
         check_b_quads(_tv(warp_mma().tv_layout_B_tiled), 16)
         hi32 = cute.recast_tensor(hi, Int32)
         lo32 = cute.recast_tensor(lo, Int32)
+        at32 = None
+        if cutlass.const_expr(out32 is not None):
+            to16 = value_map(warp_mma(), warp_mma_tf32(), "B", (DN, SUB))
+            at32 = [to16.index(e) for e in range(len(to16))]
         # word i of hi32 / lo32 must hold fragment values 2 i (low half) and 2 i + 1: both
         # layouts map their i-th value to offset i (checked while tracing)
         for frag in (hi, lo, hi32, lo32):
@@ -624,11 +635,14 @@ class FrostBwdGradsVec(FrostBwdGrads):
                     xe = xe * bpair[e % 2]
                 else:
                     xe = xe * self.beta_at(s, row, d)
-            x[e % 2] = xe
-            if cutlass.const_expr(e % 2 == 1):
-                hw, lw = split_bf16x2(x[0], x[1])
-                hi32[e // 2] = hw
-                lo32[e // 2] = lw
+            if cutlass.const_expr(out32 is not None):
+                out32[at32[e]] = xe.to(TFloat32)
+            else:
+                x[e % 2] = xe
+                if cutlass.const_expr(e % 2 == 1):
+                    hw, lw = split_bf16x2(x[0], x[1])
+                    hi32[e // 2] = hw
+                    lo32[e // 2] = lw
 
     # ------------------------------------------------------------------ score adjoints
     @cute.jit
@@ -639,6 +653,11 @@ class FrostBwdGradsVec(FrostBwdGrads):
         K, C = self.cfg.K, CHUNK
         DN = K // 2
         mma = warp_mma()
+        # vec_tf32_adjoints: the products on the tf32 MMA, whose lanes hold the same operand
+        # and accumulator elements as mma's (tf32_fragments.py)
+        tf32 = self.bcfg.vec_tf32_adjoints
+        mma32 = warp_mma_tf32()
+        thr32 = mma32.get_slice(lane)
         r = bi * SUB
         e_row = r + SUB - 1
         # dG_last's KD term for this block: sum_s k^_s e^(G_e - G_s) (e^(G_last - G_e) dKD)_s
@@ -668,11 +687,17 @@ class FrostBwdGradsVec(FrostBwdGrads):
         for sb in cutlass.range(count, unroll=1):
             a_p = self.operand(thr, lane, cute.local_tile(s_dzp, (SUB, SUB), (bi, sb)), True)
             a_m = self.operand(thr, lane, cute.local_tile(s_dzm, (SUB, SUB), (bi, sb)), True)
-            k_hi, k_lo = self.decayed_b(s, thr, lane, sb, hc, r, "k")
-            cute.gemm(mma, acc_q, a_p[None, None, 0], k_hi[None, None, 0], acc_q)
-            cute.gemm(mma, acc_q, a_p[None, None, 0], k_lo[None, None, 0], acc_q)
-            cute.gemm(mma, acc_kb, a_m[None, None, 0], k_hi[None, None, 0], acc_kb)
-            cute.gemm(mma, acc_kb, a_m[None, None, 0], k_lo[None, None, 0], acc_kb)
+            if cutlass.const_expr(tf32):
+                k32 = cute.make_rmem_tensor(thr32.partition_shape_B((DN, SUB)), TFloat32)
+                self.decayed_b(s, thr, lane, sb, hc, r, "k", k32)
+                cute.gemm(mma32, acc_q, self.widen_a(thr32, a_p), k32, acc_q)
+                cute.gemm(mma32, acc_kb, self.widen_a(thr32, a_m), k32, acc_kb)
+            else:
+                k_hi, k_lo = self.decayed_b(s, thr, lane, sb, hc, r, "k")
+                cute.gemm(mma, acc_q, a_p[None, None, 0], k_hi[None, None, 0], acc_q)
+                cute.gemm(mma, acc_q, a_p[None, None, 0], k_lo[None, None, 0], acc_q)
+                cute.gemm(mma, acc_kb, a_m[None, None, 0], k_hi[None, None, 0], acc_kb)
+                cute.gemm(mma, acc_kb, a_m[None, None, 0], k_lo[None, None, 0], acc_kb)
         # rows s of block bi: t blocks tb > bi, then the diagonal
         first = bi
         if exact:
@@ -680,12 +705,20 @@ class FrostBwdGradsVec(FrostBwdGrads):
         for tb in cutlass.range(first, NBLK, unroll=1):
             a_p = self.operand_t(thr, lane, cute.local_tile(dzp_t, (SUB, SUB), (bi, tb)))
             a_m = self.operand_t(thr, lane, cute.local_tile(dzm_t, (SUB, SUB), (bi, tb)))
-            q_hi, q_lo = self.decayed_b(s, thr, lane, tb, hc, e_row, "q")
-            cute.gemm(mma, acc_k, a_p[None, None, 0], q_hi[None, None, 0], acc_k)
-            cute.gemm(mma, acc_k, a_p[None, None, 0], q_lo[None, None, 0], acc_k)
-            kb_hi, kb_lo = self.decayed_b(s, thr, lane, tb, hc, e_row, "kb")
-            cute.gemm(mma, acc_k, a_m[None, None, 0], kb_hi[None, None, 0], acc_k)
-            cute.gemm(mma, acc_k, a_m[None, None, 0], kb_lo[None, None, 0], acc_k)
+            if cutlass.const_expr(tf32):
+                q32 = cute.make_rmem_tensor(thr32.partition_shape_B((DN, SUB)), TFloat32)
+                self.decayed_b(s, thr, lane, tb, hc, e_row, "q", q32)
+                cute.gemm(mma32, acc_k, self.widen_a(thr32, a_p), q32, acc_k)
+                kb32 = cute.make_rmem_tensor(thr32.partition_shape_B((DN, SUB)), TFloat32)
+                self.decayed_b(s, thr, lane, tb, hc, e_row, "kb", kb32)
+                cute.gemm(mma32, acc_k, self.widen_a(thr32, a_m), kb32, acc_k)
+            else:
+                q_hi, q_lo = self.decayed_b(s, thr, lane, tb, hc, e_row, "q")
+                cute.gemm(mma, acc_k, a_p[None, None, 0], q_hi[None, None, 0], acc_k)
+                cute.gemm(mma, acc_k, a_p[None, None, 0], q_lo[None, None, 0], acc_k)
+                kb_hi, kb_lo = self.decayed_b(s, thr, lane, tb, hc, e_row, "kb")
+                cute.gemm(mma, acc_k, a_m[None, None, 0], kb_hi[None, None, 0], acc_k)
+                cute.gemm(mma, acc_k, a_m[None, None, 0], kb_lo[None, None, 0], acc_k)
         for e in cutlass.range_constexpr(cute.size(acc_q)):
             td = crd[e]
             t = r + td[0]
@@ -697,6 +730,16 @@ class FrostBwdGradsVec(FrostBwdGrads):
             acc_k[e] = acc_k[e] * cute.arch.exp(s_g[e_row, d] - gt)
         if exact:
             self.exact_diagonal(s, acc_q, acc_kb, acc_k, crd, bi, hc, scale)
+
+    @cute.jit
+    def widen_a(self, thr32, a16):
+        """A bf16 A fragment of a 16 x 16 score tile (operand / operand_t) as the tf32 MMA's
+        fragment of the same tile: each value widened in place (exact), renumbered."""
+        a32 = cute.make_rmem_tensor(thr32.partition_shape_A((SUB, SUB)), TFloat32)
+        to16 = value_map(warp_mma(), warp_mma_tf32(), "A", (SUB, SUB))
+        for e in cutlass.range_constexpr(cute.size(a32)):
+            a32[e] = a16[to16[e]].to(Float32).to(TFloat32)
+        return a32
 
     @cute.jit
     def exact_diagonal(self, s, acc_q, acc_kb, acc_k, crd, bi, hc, scale):

@@ -70,7 +70,7 @@ KEYED_SOURCES = ("bwd_abi.py", "bwd_chain.py", "bwd_chain_pipelined.py", "bwd_ch
                  "decode_compile.py",
                  "decode_config.py", "decode_kernel.py", "fragment_stores.py", "fwd_v1.py", "fwd_v2.py",
                  "fwd_v3.py", "fwd_v3_gram.py", "fwd_v3_scaled.py", "fwd_ws.py", "fwd_ws4.py", "fwd_ws_wy.py", "gmem_vector_io.py", "gmem_views.py",
-                 "launch_abi.py", "seq_bounds.py", "stmatrix_map.py",
+                 "launch_abi.py", "seq_bounds.py", "stmatrix_map.py", "tf32_fragments.py",
                  "wgmma_fragments.py")
 # Imported by compile_kernel.py but never traced into a kernel: the wrapper that pairs a
 # compiled function with its calling convention, and the launch-time argument builders.
@@ -96,6 +96,7 @@ def describe(cfg) -> str:
                 f"{' U' if cfg.forward_values else ''}"
                 f"{' vec-wide' if cfg.vec_wide_loads else ''}"
                 f"{' vec-fast-decay' if getattr(cfg, 'vec_fast_decay', False) else ''}"
+                f"{' vec-tf32' if getattr(cfg, 'vec_tf32_adjoints', False) else ''}"
                 f"{' pipelined' if cfg.chain_pipeline else ''}"
                 f"{' wgmma' if cfg.chain_wgmma or cfg.grads_wgmma else ''}"
                 f"{' async' if getattr(cfg, 'chain_async', False) else ''}")
