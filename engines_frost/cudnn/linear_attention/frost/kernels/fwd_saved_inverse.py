@@ -24,11 +24,10 @@ from cutlass.cute.nvgpu import cpasync
 from cudnn.linear_attention.frost.kernels.chunk_inverse import COPIES_PER_THREAD, IMAGE_BYTES, chunk_inverse_args, \
     chunk_rows, compile_chunk_inverse
 from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
-from cudnn.linear_attention.frost.kernels.fwd_v1 import CHUNK, allocate_smem
+from cudnn.linear_attention.frost.kernels.fwd_v1 import CHUNK
 from cudnn.linear_attention.frost.kernels.fwd_v3 import WG_THREADS
 from cudnn.linear_attention.frost.kernels.fwd_ws4 import COPY_TID0, RawRingInChain
 from cudnn.linear_attention.frost.kernels.gmem_views import _packed, operand_views
-from cudnn.linear_attention.frost.kernels.seq_bounds import zero_uncovered_heads
 
 #: (chain, math, copies) setmaxnreg: math without M and A fits 72 (sm_90a builds, no spill),
 #: and at 208 the chain's wgmma are not serialized
@@ -56,30 +55,15 @@ class SavedInverse(RawRingInChain):
         c = self.cfg
         m = operand_views(c, p_q, p_k, p_v, p_g, p_beta, p_w, p_cu, p_out, p_h0, p_ht, T, N)
         ma = _packed(p_a, (T // CHUNK + N, c.HO, IMAGE_BYTES // 16, 8))
-        self.kernel_saved(m.q, m.k, m.v, m.g, m.beta, m.w, m.cu, m.out, m.h0, m.ht, ma, scale, T, N).launch(
+        # the images ride in the kernel's U slot (s.values): write_values is off here, so
+        # nothing else reads it
+        self.kernel(m.q, m.k, m.v, m.g, m.beta, m.w, m.cu, m.out, m.h0, m.ht, m.ht, ma, scale, T, N).launch(
             grid=self.grid(N), block=[self.block_threads, 1, 1], stream=stream)
-
-    @cute.kernel
-    def kernel_saved(self, mq: cute.Tensor, mk: cute.Tensor, mv: cute.Tensor, mg: cute.Tensor, mb: cute.Tensor,
-                     mw: cute.Tensor, mcu: cute.Tensor, mo: cute.Tensor, mh0: cute.Tensor, mht: cute.Tensor,
-                     ma: cute.Tensor, scale: Float32, T: Int32, N: Int32):
-        """fwd_v1.FrostFwdV1.kernel with the images in shared memory's namespace."""
-        c = self.cfg
-        n, h, _ = cute.arch.block_idx()
-        s = allocate_smem(self.smem_plan(c))
-        s.values = mo  # no U written here (write_values is off)
-        s.images = ma
-        if h < c.HO:
-            self.sequence(s, mq, mk, mv, mg, mb, mw, mcu, mo, mh0, mht, mht, scale, T, N, n, h)
-        else:  # the grid's zeroing row (fwd_v1.FrostFwdV1.grid)
-            lane = cute.arch.lane_idx()
-            wid = cute.arch.make_warp_uniform(cute.arch.warp_idx())
-            if wid == 0:
-                zero_uncovered_heads(mcu, N, T, mo, c.HO, c.V, n, N, lane)
 
     @cute.jit
     def copy_set_extras(self, s, st, i, bos):
-        """Chunk i's A image into the set's A tile (cp.async, in the caller's group)."""
+        """Chunk i's A image (s.values: __call__) into the set's A tile (cp.async, in the
+        caller's group)."""
         n, h, _ = cute.arch.block_idx()
         row = bos // CHUNK + n + i
         ctid = cute.arch.thread_idx()[0] - COPY_TID0
@@ -88,7 +72,7 @@ class SavedInverse(RawRingInChain):
                                cute.make_layout((IMAGE_BYTES // 16, 8), stride=(8, 1)))
         for u in cutlass.range_constexpr(COPIES_PER_THREAD):
             v = ctid + u * WG_THREADS
-            cute.copy(atom, s.images[row, h, v, None], dst[v, None])
+            cute.copy(atom, s.values[row, h, v, None], dst[v, None])
 
 
 def saved_inverse_class(cfg: FrostFwdConfig):
