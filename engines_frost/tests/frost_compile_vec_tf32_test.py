@@ -64,7 +64,7 @@ def test_tf32_fragments_are_the_bf16_elements():
         for i in cutlass.range_constexpr(len(cases)):   # unrolled while tracing: static coordinates
             op, shape, tiles = cases[i]
             for lane in cutlass.range_constexpr(32):
-                found[(op, shape, lane)] = (tf._coords(m16, op, shape, lane), tf._coords(m32, op, shape, lane), tiles)
+                found[(op, shape, lane)] = (tf.lane_coords(m16, op, shape, lane), tf.lane_coords(m32, op, shape, lane), tiles)
             found[(op, shape)] = tf.value_map(m16, m32, op, shape)
         plain = cute.make_tiled_mma(warp.MmaTF32Op((16, 8, 8)), (1, 1, 1), permutation_mnk=(16, 16, 16))
         try:

@@ -25,7 +25,9 @@ def warp_mma_tf32():
     return cute.make_tiled_mma(warp.MmaTF32Op((16, 8, 8)), (1, 1, 1), permutation_mnk=(TILE, TILE, kperm))
 
 
-def _coords(mma, operand: str, shape, lane: int) -> list:
+def lane_coords(mma, operand: str, shape, lane: int) -> list:
+    """The (row, column) of each value of one lane's fragment of operand "A", "B" or "C" over a
+    tile of `shape`, static (called while tracing, with a constant lane)."""
     part = getattr(mma.get_slice(lane), f"partition_{operand}")(cute.make_identity_tensor(shape))
     return [tuple(int(x) for x in part[e]) for e in range(cute.size(part))]
 
@@ -38,7 +40,7 @@ def value_map(mma16, mma32, operand: str, shape) -> list[int]:
     module)."""
     out = None
     for lane in range(32):
-        c16, c32 = _coords(mma16, operand, shape, lane), _coords(mma32, operand, shape, lane)
+        c16, c32 = lane_coords(mma16, operand, shape, lane), lane_coords(mma32, operand, shape, lane)
         if sorted(c16) != sorted(c32) or len(set(c16)) != len(c16):
             raise ValueError(f"operand {operand} {shape}: lane {lane} holds {c16} (bf16) and {c32} (tf32)")
         at = [c16.index(c) for c in c32]
