@@ -7,8 +7,8 @@ elements the bf16 m16n8k16 atom gives it. Checked here:
   PTX ISA's fragment tables (written out below, independent of CuTe) through the
   permutation, the same elements as the bf16 atom's, and value_map finds the renumbering;
   without the permutation value_map refuses (so the kernel's trace-time check can fail);
-- the KDA and GDN-2 builds at K = V = 128 with the product's other switches: no spill, no
-  stack, no ptxas performance note, the adjoints' products on HMMA.1688.F32.TF32 with no
+- the KDA and GDN-2 builds at K = V = 128 with the product's other switches, and KDA at
+  K = V = 64 with fp16 io and grouped q / k heads: no spill, no stack, no ptxas note, the adjoints' products on HMMA.1688.F32.TF32 with no
   bf16 split (F2FP) or bf16 MMA left among them.
 Numerics: frost_bwd_precision_test's tf32 case (the rounding model) and, on the GPU, stage
 vectf32 of tools/gpu/gpu_suite.sh (the backward smoke against float64).
@@ -85,13 +85,14 @@ def test_tf32_fragments_are_the_bf16_elements():
 
 @pytest.mark.skipif(report.tool("CUOBJDUMP", "cuobjdump") is None or report.tool("NVDISASM", "nvdisasm") is None,
                     reason="cuobjdump / nvdisasm not found (set CUOBJDUMP, NVDISASM)")
-@pytest.mark.parametrize("family", ["kda", "gdn2"])
-def test_tf32_adjoints_build(family):
+@pytest.mark.parametrize("family, K, V, io, H", [("kda", 128, 128, "bfloat16", 16), ("gdn2", 128, 128, "bfloat16", 16),
+                                                 ("kda", 64, 64, "float16", 2)])   # the last: 2 q/k heads over 4 v
+def test_tf32_adjoints_build(family, K, V, io, H):
     from cudnn.linear_attention.frost.kernels.bwd_config import FrostBwdConfig
     from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
 
     per = family == "gdn2"
-    f = FrostFwdConfig("bfloat16", "float32", 16, 16, 16, 128, 128, True, per, per, True, True, False,
+    f = FrostFwdConfig(io, "float32", H, H, max(H, 4), K, V, True, per, per, True, True, False,
                        gate_align16=True)
     cfg = FrostBwdConfig(f, "grads", "float32", "float32", checkpoints=True, vec_wide_loads=True,
                          vec_fast_decay=True, vec_bulk_copies=per, vec_tf32_adjoints=True)
@@ -102,7 +103,7 @@ def test_tf32_adjoints_build(family):
         ins = report.sass_instructions(cubin)
     tf32 = [i for i, x in enumerate(ins) if "HMMA.1688.F32.TF32" in x]
     between = ins[tf32[0]:tf32[-1] + 1] if tf32 else []
-    print(f"{family} tf32 grads: {usage}, {len(tf32)} tf32 MMAs, {len(between)} instructions among them")
+    print(f"{family} K={K} V={V} {io} tf32 grads: {usage}, {len(tf32)} tf32 MMAs, {len(between)} instructions among them")
     assert usage["LOCAL"] == 0 and usage["STACK"] == 0 and usage["REG"] <= 255, usage
     assert not notes, notes
     assert tf32, "no tf32 MMA in the build"
