@@ -55,6 +55,7 @@ from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
 from cudnn.linear_attention.frost.kernels.seq_bounds import bounds_of, sequence_bounds
 from cudnn.linear_attention.frost.kernels.stmatrix_map import check_stmatrix_copy
 from cudnn.linear_attention.frost.kernels.wgmma_fragments import fragment_coords, tv_size
+from cudnn.linear_attention.frost.kernels.fwd_v3 import _tv
 from cudnn.linear_attention.frost.kernels.fwd_v1 import (
     CHUNK,
     GRAM_TILES,
@@ -167,12 +168,6 @@ def row_halves(n: int) -> list[int]:
     if any(r not in (0, 8) for r in rows):
         raise ValueError(f"row_halves: lane 0's rows {rows} are not 0 and 8")
     return [r // 8 for r in rows]
-
-
-def _tv(layout):
-    """A traced thread-value layout as ((thread shape, value shape), (strides)), static."""
-    return (cute.get(layout.shape, mode=[0]), cute.get(layout.shape, mode=[1])), \
-        (cute.get(layout.stride, mode=[0]), cute.get(layout.stride, mode=[1]))
 
 
 class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):

@@ -100,6 +100,7 @@ def wgmma(n: int):
 
 
 def _tv(layout):
+    """A traced thread-value layout as ((thread shape, value shape), (strides)), static."""
     return (cute.get(layout.shape, mode=[0]), cute.get(layout.shape, mode=[1])), \
         (cute.get(layout.stride, mode=[0]), cute.get(layout.stride, mode=[1]))
 
