@@ -8,9 +8,9 @@ once (`split=False`, the design the GPU measured at dG 1.6e-2 relative error on 
 this emulation reproduced that number to two digits) or, `split="tf32"`, as
 FrostBwdConfig.vec_tf32_adjoints feeds them to the tf32 MMA (the fp32 value's low 13
 mantissa bits dropped: truncation, the worse of the two roundings the tensor core could
-apply to an fp32 register read as tf32; the scores are bf16, exact in tf32). Returns dG per row and channel after
-the reverse cumsum, i.e. the kernel's dg for one chunk and output head (with `with_qk`,
-dq^ and dk^ before the L2-norm adjoint as well).
+apply to an fp32 register read as tf32; the scores are bf16, exact in tf32). Returns dG
+per row and channel after the reverse cumsum, i.e. the kernel's dg for one chunk and
+output head (with `with_qk`, dq^ and dk^ before the L2-norm adjoint as well).
 
 `exponent` models how the kernel forms the decay factors of those operands in fp32 (the
 gates' in-chunk cumsum in fp32, the exponent rounded to fp32, ex2 taken as exact, each

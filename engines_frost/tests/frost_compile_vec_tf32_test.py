@@ -8,8 +8,9 @@ elements the bf16 m16n8k16 atom gives it. Checked here:
   permutation, the same elements as the bf16 atom's, and value_map finds the renumbering;
   without the permutation value_map refuses (so the kernel's trace-time check can fail);
 - the KDA and GDN-2 builds at K = V = 128 with the product's other switches, and KDA at
-  K = V = 64 with fp16 io and grouped q / k heads: no spill, no stack, no ptxas note, the adjoints' products on HMMA.1688.F32.TF32 with no
-  bf16 split (F2FP) or bf16 MMA left among them.
+  K = V = 64 with fp16 io and grouped q / k heads: no spill, no stack, no ptxas note, the
+  adjoints' products on HMMA.1688.F32.TF32 with no bf16 split (F2FP) or bf16 MMA left
+  among them.
 Numerics: frost_bwd_precision_test's tf32 case (the rounding model) and, on the GPU, stage
 vectf32 of tools/gpu/gpu_suite.sh (the backward smoke against float64).
 """
