@@ -1,4 +1,5 @@
-"""pytest hooks shared by the tests under tests/: skip `gpu`-marked tests without a GPU, and
+"""pytest hooks shared by the tests under tests/: skip `gpu`-marked tests without a GPU and
+`frost`-marked ones where the FROST kernels cannot launch, and
 --frost-fwd-kernel, the test tooling's choice of FROST forward kernel.
 
 Loaded by pytest for every test file below this folder (rootdir is the repository root,
@@ -34,12 +35,15 @@ def _frost_fwd_kernel(request):
 
 
 def pytest_collection_modifyitems(config, items):
-    gpu_items = [item for item in items if item.get_closest_marker("gpu") is not None]
-    if not gpu_items:
-        return  # spare the torch import when nothing needs a GPU
-    reason = gpu.unavailable_reason()
-    if reason is None:
-        return
-    skip = pytest.mark.skip(reason=f"needs a GPU: {reason}")
-    for item in gpu_items:
-        item.add_marker(skip)
+    # each probe runs only when some collected test carries its marker (spares the torch
+    # and CuTe DSL imports otherwise); a test with both markers gets the first skip only
+    for marker, probe, what in (("gpu", gpu.unavailable_reason, "a GPU"),
+                                ("frost", gpu.frost_unavailable_reason, "the FROST kernels")):
+        marked = [item for item in items if item.get_closest_marker(marker) is not None
+                  and item.get_closest_marker("skip") is None]
+        reason = probe() if marked else None
+        if reason is None:
+            continue
+        skip = pytest.mark.skip(reason=f"needs {what}: {reason}")
+        for item in marked:
+            item.add_marker(skip)

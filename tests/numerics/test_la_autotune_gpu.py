@@ -31,8 +31,7 @@ F = torch.nn.functional
 
 import cudnn  # noqa: E402
 
-pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(),
-                                                  reason="needs a CUDA GPU")]
+pytestmark = pytest.mark.gpu  # skipped without a GPU: tests/conftest.py
 DT = cudnn.data_type
 SEQS, SEQ_LEN, HEADS, K, V = 8, 4096, 16, 128, 128
 REPS, WARMUP = 20, 3

@@ -19,8 +19,7 @@ import cudnn  # noqa: E402
 from tests.reference.gdn import naive_chunk_gdn, naive_chunk_gdn_bwd  # noqa: E402
 from tests.reference.kda import naive_chunk_kda, naive_chunk_kda_bwd  # noqa: E402
 
-pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(),
-                                                  reason="needs a CUDA GPU")]
+pytestmark = pytest.mark.gpu  # skipped without a GPU: tests/conftest.py
 DT = cudnn.data_type
 REL_BOUND = 1e-2
 

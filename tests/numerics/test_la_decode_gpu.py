@@ -30,19 +30,13 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from cudnn.linear_attention import ops  # noqa: E402
-from cudnn.linear_attention.frost import runtime_probe  # noqa: E402
 from tests.reference.compare import rel_err  # noqa: E402
 from tests.reference.inputs import InputConfig  # noqa: E402
 from tests.reference.preprocess import Family  # noqa: E402
 from tests.torch_ops.op_calls import FUNCTIONS, op_kwargs  # noqa: E402
 from tests.torch_ops.serving_steps import Step, reference_call, run_steps, step_inputs  # noqa: E402
 
-_FROST_REASON = runtime_probe.runtime_reason("frost") if torch.cuda.is_available() else None
-pytestmark = [
-    pytest.mark.gpu,
-    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU"),
-    pytest.mark.skipif(_FROST_REASON is not None, reason=str(_FROST_REASON)),
-]
+pytestmark = [pytest.mark.gpu, pytest.mark.frost]  # skips: tests/conftest.py
 BOUND = 1e-2
 POOL = 12
 GATES = {Family.GDN: dict(safe_gate=True, use_beta_sigmoid=True, use_qk_l2norm=True),

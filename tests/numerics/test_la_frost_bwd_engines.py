@@ -32,7 +32,7 @@ from tests.reference.families import reference_backward  # noqa: E402
 from tests.reference.inputs import InputConfig, Inputs  # noqa: E402
 from tests.reference.preprocess import Family  # noqa: E402
 
-pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
+pytestmark = pytest.mark.gpu  # skipped without a GPU: tests/conftest.py
 DT = cudnn.data_type
 REL_BOUND = 1e-2
 CORRELATED_BOUND = 1.5e-2

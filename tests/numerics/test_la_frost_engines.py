@@ -25,18 +25,12 @@ torch = pytest.importorskip("torch")
 F = torch.nn.functional
 
 import cudnn  # noqa: E402
-from cudnn.linear_attention.frost import runtime_probe  # noqa: E402
 from cudnn.ops.data_types import to_data_type  # noqa: E402
 from tests.reference.gdn import naive_recurrent_gdn  # noqa: E402
 from tests.reference.gdn2 import naive_recurrent_gdn2  # noqa: E402
 from tests.reference.kda import naive_recurrent_kda  # noqa: E402
 
-_FROST_REASON = runtime_probe.runtime_reason("frost") if torch.cuda.is_available() else None
-pytestmark = [
-    pytest.mark.gpu,
-    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU"),
-    pytest.mark.skipif(_FROST_REASON is not None, reason=str(_FROST_REASON)),
-]
+pytestmark = [pytest.mark.gpu, pytest.mark.frost]  # skips: tests/conftest.py
 REL_BOUND = 1e-2
 REFERENCES = {"gdn": naive_recurrent_gdn, "kda": naive_recurrent_kda,
               "gdn2": naive_recurrent_gdn2}

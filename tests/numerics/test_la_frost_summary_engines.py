@@ -20,8 +20,7 @@ from cudnn.linear_attention import ops  # noqa: E402
 from tests.reference.preprocess import Family, Options  # noqa: E402
 from tests.reference.summary import summary_bwd_reference, summary_reference  # noqa: E402
 
-pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(),
-                                                  reason="needs a CUDA GPU")]
+pytestmark = pytest.mark.gpu  # skipped without a GPU: tests/conftest.py
 REL_BOUND = 1e-2
 FAMILIES = ("gdn", "kda", "gdn2")
 SUMMARY = {"gdn": ops.gated_delta_net_summary, "kda": ops.kimi_delta_attention_summary,
