@@ -131,7 +131,7 @@ class FrostBwdChainWs(FrostBwdChainScaled):
         C = CHUNK
         tid, _, _ = cute.arch.thread_idx()
         n, h, _ = cute.arch.block_idx()
-        heads = (h // (c.HO // c.H), h // (c.HO // c.HK), h // (c.HO // c.HV), h)
+        heads = c.heads_of(h)
         s = allocate_smem(self.smem_plan(c))
         lane = cute.arch.lane_idx()
         wid = cute.arch.make_warp_uniform(cute.arch.warp_idx())

@@ -267,7 +267,7 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
         wid = cute.arch.make_warp_uniform(cute.arch.warp_idx())
         thr = self.mma_slice(lane)
         rho, h, j, t0, eos = self.item_coords(mcu, n, item, T)
-        heads = self.heads_of(h)
+        heads = self.cfg.heads_of(h)
         if fetched == 0:
             self.issue_state(s, mckpt, mdckpt, (rho, h, self.state_row(mcu, n, j, rho, T, N, lane)), tid)
             self.issue_front(s, mdo, mu, h, t0, eos, tid)
@@ -332,7 +332,7 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
         "The L2 prefetch on the H200".)"""
         K, V = self.cfg.K, self.cfg.V
         _, h, t0, eos, _ = at
-        hq, hk, hv, _ = self.heads_of(h)
+        hq, hk, hv, _ = self.cfg.heads_of(h)
         mdo, mu, mdr, mv = copied
         self.prefetch_rows_l2(((mq, hq, K), (mk, hk, K), (mdo, h, V), (mu, h, V), (mdr, h, V), (mv, hv, V)),
                               t0, eos, tid)
@@ -395,7 +395,7 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
         elif cutlass.const_expr(part == "front"):
             self.issue_front(s, mdo, mu, h, t0, eos, tid)
         else:
-            self.issue_back(s, mdr, mv, self.heads_of(h), t0, eos, tid)
+            self.issue_back(s, mdr, mv, self.cfg.heads_of(h), t0, eos, tid)
         cute.arch.cp_async_commit_group()
 
     def copy_atoms(self):
@@ -423,11 +423,6 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
         bos, eos = bounds
         j = rho - (bos // CHUNK + n)
         return rho, h, j, bos + j * CHUNK, eos
-
-    def heads_of(self, h):
-        """(q head, k head, v head, output head) of output head h."""
-        c = self.cfg
-        return (h // (c.HO // c.H), h // (c.HO // c.HK), h // (c.HO // c.HV), h)
 
     @cute.jit
     def issue_state(self, s, mckpt, mdckpt, at, tid):

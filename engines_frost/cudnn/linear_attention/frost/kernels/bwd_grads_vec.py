@@ -224,7 +224,7 @@ class FrostBwdGradsVec(FrostBwdGrads):
             bos, eos = sequence_bounds(mcu, n, T)  # inside [0, T] whatever cu_seqlens holds
             j = rho - (bos // CHUNK + n)
             t0 = bos + j * CHUNK
-            heads = self.heads_of(h)
+            heads = self.cfg.heads_of(h)
             lane = cute.arch.lane_idx()
             wid = cute.arch.make_warp_uniform(cute.arch.warp_idx())
             thr = self.mma_slice(lane)

@@ -65,7 +65,7 @@ class FrostBwdStates(FrostBwdLauncher, FrostFwdV2):
         c = self.cfg
         tid, _, _ = cute.arch.thread_idx()
         n, h, _ = cute.arch.block_idx()
-        heads = (h // (c.HO // c.H), h // (c.HO // c.HK), h // (c.HO // c.HV), h)
+        heads = c.heads_of(h)
         s = allocate_smem(self.smem_plan(c))
         mma = warp_mma()
         lane = cute.arch.lane_idx()

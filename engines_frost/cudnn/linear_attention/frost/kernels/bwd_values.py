@@ -75,7 +75,7 @@ class FrostBwdValues(FrostBwdStates):
             bos, eos = sequence_bounds(mcu, n, T)  # inside [0, T] whatever cu_seqlens holds
             j = rho - (bos // CHUNK + n)
             t0 = bos + j * CHUNK
-            heads = (h // (c.HO // c.H), h // (c.HO // c.HK), h // (c.HO // c.HV), h)
+            heads = c.heads_of(h)
             mma = warp_mma()
             thr = mma.get_slice(lane)
             row = checkpoint_row(mcu, n, j, T, N, lane)

@@ -125,7 +125,7 @@ class ChunkInverse:
         lane = cute.arch.lane_idx()
         wid = cute.arch.make_warp_uniform(cute.arch.warp_idx())
         s = allocate_smem(self.smem_plan(c))
-        heads = (h // (c.HO // c.H), h // (c.HO // c.HK), h // (c.HO // c.HV), h)
+        heads = c.heads_of(h)
         s.gmem = SimpleNamespace(q=None, k=mk, v=None, g=mg, b=mb, w=None, heads=heads)
         s.q = s.k  # read by no stage here (no output), named by the borrowed ones
         s.p = s.mneg

@@ -147,6 +147,12 @@ class FrostFwdConfig:
     def HO(self) -> int:
         return max(self.H, self.HV)
 
+    def heads_of(self, h):
+        """(q head, k head, v head, output head) of output head h (a Python int or a traced
+        index): grouped heads share a source head by integer division, so HO // H
+        consecutive output heads read the same q head."""
+        return (h // (self.HO // self.H), h // (self.HO // self.HK), h // (self.HO // self.HV), h)
+
     @property
     def family(self) -> str:
         if self.has_w:

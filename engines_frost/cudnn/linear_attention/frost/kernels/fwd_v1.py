@@ -243,7 +243,7 @@ class FrostFwdV1:
         c = self.cfg
         C = CHUNK
         tid, _, _ = cute.arch.thread_idx()
-        heads = (h // (c.HO // c.H), h // (c.HO // c.HK), h // (c.HO // c.HV), h)
+        heads = c.heads_of(h)
 
         mma = warp_mma()
         lane = cute.arch.lane_idx()

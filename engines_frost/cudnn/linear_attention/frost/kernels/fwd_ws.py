@@ -203,7 +203,7 @@ class WarpSpecialisedChain(ScaledDecayChain):
         tid, _, _ = cute.arch.thread_idx()
         lane = cute.arch.lane_idx()
         wid = cute.arch.make_warp_uniform(cute.arch.warp_idx())
-        heads = (h // (c.HO // c.H), h // (c.HO // c.HK), h // (c.HO // c.HV), h)
+        heads = c.heads_of(h)
         bos, eos = sequence_bounds(mcu, n, T)
         chunks = (eos - bos + CHUNK - 1) // CHUNK
         s.gmem = SimpleNamespace(q=mq, k=mk, v=mv, g=mg, b=mb, w=mw, heads=heads)
