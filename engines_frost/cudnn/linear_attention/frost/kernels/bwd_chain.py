@@ -275,114 +275,24 @@ class FrostBwdChain(FrostBwdLauncher, FrostFwdV2):
                 s_dot[cv * VEC + e, r] = x[e].to(Float32).to(BFloat16)
         self.scan_gates_in_place(s_g, tid)
 
-    @cute.jit
-    def stage_operands(self, s, mb, heads, t0, eos, scale, tid):
-        """v2's operand stage with QA, -KBA stored transposed and KD row-major."""
-        s_q = s.q
-        s_k = s.k
-        s_g = s.g
-        s_qat = s.qat
-        s_kbat = s.kbat
-        s_kd = s.kd
-        s_beta = s.beta
-        s_alast = s.alast
-        c = self.cfg
-        K, C, NT = c.K, CHUNK, self.threads
-        if cutlass.const_expr(c.gate_per_channel):
-            s_qr = s.qr
-            s_kbr = s.kbr
-            s_ke = s.ke
-            s_xg = s.xg
-        else:
-            s_qr = None
-            s_kbr = None
-            s_ke = None
-            s_xg = None
-        if cutlass.const_expr(c.beta_per_channel):
-            b_in = self.io_view(s_qr)
-        else:
-            b_in = None
-        vr = K // VEC
-        r, cv0 = tid % C, tid // C
-        for u in cutlass.range_constexpr(C * vr // NT):
-            cv = cv0 + u * (NT // C)
-            d0 = cv * VEC
-            xq = load_vec(cute.local_tile(s_q[r, None], (VEC,), (cv,)))
-            xk = load_vec(cute.local_tile(s_k[r, None], (VEC,), (cv,)))
-            if cutlass.const_expr(c.beta_per_channel):
-                xb = load_vec(cute.local_tile(b_in[r, None], (VEC,), (cv,)))
-            else:
-                xb = None
-            kd = cute.make_rmem_tensor((VEC,), BFloat16)
-            qr = cute.make_rmem_tensor((VEC,), BFloat16)
-            kbr = cute.make_rmem_tensor((VEC,), BFloat16)
-            ke = cute.make_rmem_tensor((VEC,), BFloat16)
-            bt = Float32(0.0)
-            if cutlass.const_expr(not c.beta_per_channel):
-                bt = s_beta[r]
-            if cutlass.const_expr(c.gate_per_channel):
-                gt = load_vec(cute.local_tile(s_g[r, None], (VEC,), (cv,)))
-                gl = load_vec(cute.local_tile(s_g[C - 1, None], (VEC,), (cv,)))
-                gr = load_vec(cute.local_tile(s_g[(r // SUB) * SUB, None], (VEC,), (cv,)))
-                ge = load_vec(cute.local_tile(s_g[(r // SUB) * SUB + SUB - 1, None], (VEC,), (cv,)))
-                a_row = Float32(1.0)
-                kd_row = Float32(1.0)
-            else:
-                gt = None
-                gl = None
-                gr = None
-                ge = None
-                a_row = cute.arch.exp(s_g[r, 0])
-                kd_row = cute.arch.exp(s_g[C - 1, 0] - s_g[r, 0])
-            for e in cutlass.range_constexpr(VEC):
-                qv = xq[e].to(Float32)
-                kv = xk[e].to(Float32)
-                if cutlass.const_expr(c.beta_per_channel):
-                    kb = kv * xb[e].to(Float32)
-                else:
-                    kb = kv * bt
-                a = a_row
-                kdf = kd_row
-                if cutlass.const_expr(c.gate_per_channel):
-                    gam = gt[e]
-                    a = cute.arch.exp(gam)
-                    kdf = cute.arch.exp(gl[e] - gam)
-                    rel = cute.arch.exp(gam - gr[e])
-                    qr[e] = (qv * rel).to(BFloat16)
-                    kbr[e] = (kb * rel).to(BFloat16)
-                    ke[e] = (kv * cute.arch.exp(ge[e] - gam)).to(BFloat16)
-                s_qat[d0 + e, r] = (qv * a * scale).to(BFloat16)
-                s_kbat[d0 + e, r] = (-(kb * a)).to(BFloat16)
-                kd[e] = (kv * kdf).to(BFloat16)
-            cute.autovec_copy(kd, cute.local_tile(s_kd[r, None], (VEC,), (cv,)))
-            if cutlass.const_expr(c.gate_per_channel):
-                cute.autovec_copy(qr, cute.local_tile(s_qr[r, None], (VEC,), (cv,)))
-                cute.autovec_copy(kbr, cute.local_tile(s_kbr[r, None], (VEC,), (cv,)))
-                cute.autovec_copy(ke, cute.local_tile(s_ke[r, None], (VEC,), (cv,)))
-        self.decay_tables(s, tid)
+    def operands_read_q(self) -> bool:
+        """The chain always forms QA^T (q's decayed rows are dS's input)."""
+        return True
 
     @cute.jit
-    def decay_tables(self, s, tid):
-        """e^Gam_last and (vector gates) v2's per-tile channel factors X."""
-        from cudnn.linear_attention.frost.kernels.fwd_v1 import GRAM_TILES
+    def put_operands(self, s, regs, d0, e, r, qv, kb, kv, a, kdf, scale):
+        """v2's operand stage with QA, -KBA stored transposed (straight into column r) and
+        KD row-major (into regs, stored as a row after the slice)."""
+        _, _, kd = regs
+        s.qat[d0 + e, r] = (qv * a * scale).to(BFloat16)
+        s.kbat[d0 + e, r] = (-(kb * a)).to(BFloat16)
+        kd[e] = (kv * kdf).to(BFloat16)
 
-        s_g = s.g
-        s_alast = s.alast
-        c = self.cfg
-        K, C, NT = c.K, CHUNK, self.threads
-        if cutlass.const_expr(c.gate_per_channel):
-            s_xg = s.xg
-            if tid < K:
-                s_alast[tid] = cute.arch.exp(s_g[C - 1, tid])
-            groups = NT // K
-            for p in cutlass.range_constexpr(len(GRAM_TILES)):
-                bi, bj = GRAM_TILES[p]
-                if tid // K == p % groups:
-                    d = tid % K
-                    s_xg[p, d] = cute.arch.exp(s_g[bi * SUB, d] - s_g[bj * SUB + SUB - 1, d])
-        else:
-            if tid == 0:
-                s_alast[0] = cute.arch.exp(s_g[C - 1, 0])
+    @cute.jit
+    def store_operand_rows(self, s, regs, r, cv):
+        """Row r's slice cv of KD, one vector store."""
+        _, _, kd = regs
+        cute.autovec_copy(kd, cute.local_tile(s.kd[r, None], (VEC,), (cv,)))
 
     # ------------------------------------------------------------------ Gram, transposed
     @cute.jit

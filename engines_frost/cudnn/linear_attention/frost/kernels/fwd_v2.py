@@ -427,27 +427,25 @@ class FrostFwdV2(FrostFwdV1):
 
     @cute.jit
     def stage_operands(self, s, mb, heads, t0, eos, scale, tid):
-        """The decay-folded bf16 operands; a warp takes 32 consecutive rows of one VEC slice."""
+        """The decay-folded bf16 operands; a warp takes 32 consecutive rows of one VEC slice.
+        Where QA, -KBA and KD land is the class's (put_operands, store_operand_rows: here
+        QA, -KBA row-major and KD^T; the backward's chain the other way round); then the
+        decay tables."""
         s_q = s.q
         s_k = s.k
         s_g = s.g
-        s_qa = s.qa
-        s_kba = s.kba
-        s_kdt = s.kdt
         s_beta = s.beta
-        s_alast = s.alast
         c = self.cfg
         K, C, NT = c.K, CHUNK, self.threads
+        reads_q = self.operands_read_q()
         if cutlass.const_expr(c.gate_per_channel):
             s_qr = s.qr
             s_kbr = s.kbr
             s_ke = s.ke
-            s_xg = s.xg
         else:
             s_qr = None
             s_kbr = None
             s_ke = None
-            s_xg = None
         if cutlass.const_expr(c.beta_per_channel):
             b_in = self.io_view(s_qr)  # staged b: read here before qr overwrites it, same slice
         else:
@@ -457,15 +455,15 @@ class FrostFwdV2(FrostFwdV1):
         for u in cutlass.range_constexpr(C * vr // NT):
             cv = cv0 + u * (NT // C)
             d0 = cv * VEC
-            if cutlass.const_expr(c.write_output):
+            if cutlass.const_expr(reads_q):
                 xq = load_vec(cute.local_tile(s_q[r, None], (VEC,), (cv,)))
             xk = load_vec(cute.local_tile(s_k[r, None], (VEC,), (cv,)))
             if cutlass.const_expr(c.beta_per_channel):
                 xb = load_vec(cute.local_tile(b_in[r, None], (VEC,), (cv,)))
             else:
                 xb = None
-            qa = cute.make_rmem_tensor((VEC,), BFloat16)
-            kba = cute.make_rmem_tensor((VEC,), BFloat16)
+            # the three operands' row registers (only those put_operands fills are traced)
+            regs = tuple(cute.make_rmem_tensor((VEC,), BFloat16) for _ in range(3))
             qr = cute.make_rmem_tensor((VEC,), BFloat16)
             kbr = cute.make_rmem_tensor((VEC,), BFloat16)
             ke = cute.make_rmem_tensor((VEC,), BFloat16)
@@ -487,7 +485,8 @@ class FrostFwdV2(FrostFwdV1):
                 a_row = cute.arch.exp(s_g[r, 0])
                 kd_row = cute.arch.exp(s_g[C - 1, 0] - s_g[r, 0])
             for e in cutlass.range_constexpr(VEC):
-                if cutlass.const_expr(c.write_output):
+                qv = None
+                if cutlass.const_expr(reads_q):
                     qv = xq[e].to(Float32)
                 kv = xk[e].to(Float32)
                 if cutlass.const_expr(c.beta_per_channel):
@@ -495,29 +494,57 @@ class FrostFwdV2(FrostFwdV1):
                 else:
                     kb = kv * bt
                 a = a_row
-                kd = kd_row
+                kdf = kd_row
                 if cutlass.const_expr(c.gate_per_channel):
                     gam = gt[e]
                     a = cute.arch.exp(gam)
-                    kd = cute.arch.exp(gl[e] - gam)
+                    kdf = cute.arch.exp(gl[e] - gam)
                     rel = cute.arch.exp(gam - gr[e])
-                    if cutlass.const_expr(c.write_output):
+                    if cutlass.const_expr(reads_q):
                         qr[e] = (qv * rel).to(BFloat16)
                     kbr[e] = (kb * rel).to(BFloat16)
                     ke[e] = (kv * cute.arch.exp(ge[e] - gam)).to(BFloat16)
-                if cutlass.const_expr(c.write_output):
-                    qa[e] = (qv * a * scale).to(BFloat16)
-                kba[e] = (-(kb * a)).to(BFloat16)
-                s_kdt[d0 + e, r] = (kv * kd).to(BFloat16)
-            if cutlass.const_expr(c.write_output):
-                cute.autovec_copy(qa, cute.local_tile(s_qa[r, None], (VEC,), (cv,)))
-            cute.autovec_copy(kba, cute.local_tile(s_kba[r, None], (VEC,), (cv,)))
+                self.put_operands(s, regs, d0, e, r, qv, kb, kv, a, kdf, scale)
+            self.store_operand_rows(s, regs, r, cv)
             if cutlass.const_expr(c.gate_per_channel):
-                if cutlass.const_expr(c.write_output):
+                if cutlass.const_expr(reads_q):
                     cute.autovec_copy(qr, cute.local_tile(s_qr[r, None], (VEC,), (cv,)))
                 cute.autovec_copy(kbr, cute.local_tile(s_kbr[r, None], (VEC,), (cv,)))
                 cute.autovec_copy(ke, cute.local_tile(s_ke[r, None], (VEC,), (cv,)))
+        self.decay_tables(s, tid)
+
+    def operands_read_q(self) -> bool:
+        """Whether the operand stage forms QA (and, vector gates, q's Gram rows): not in a
+        forward without an output (q is not even loaded)."""
+        return self.cfg.write_output
+
+    @cute.jit
+    def put_operands(self, s, regs, d0, e, r, qv, kb, kv, a, kdf, scale):
+        """Element e of row r's QA, -KBA (into regs, stored as rows after the slice) and KD
+        (straight into KD^T's column r)."""
+        qa, kba, _ = regs
+        if cutlass.const_expr(self.operands_read_q()):
+            qa[e] = (qv * a * scale).to(BFloat16)
+        kba[e] = (-(kb * a)).to(BFloat16)
+        s.kdt[d0 + e, r] = (kv * kdf).to(BFloat16)
+
+    @cute.jit
+    def store_operand_rows(self, s, regs, r, cv):
+        """Row r's slice cv of QA and -KBA, one vector store each."""
+        qa, kba, _ = regs
+        if cutlass.const_expr(self.operands_read_q()):
+            cute.autovec_copy(qa, cute.local_tile(s.qa[r, None], (VEC,), (cv,)))
+        cute.autovec_copy(kba, cute.local_tile(s.kba[r, None], (VEC,), (cv,)))
+
+    @cute.jit
+    def decay_tables(self, s, tid):
+        """e^Gam_last and (vector gates) the per-tile channel factors X."""
+        s_g = s.g
+        s_alast = s.alast
+        c = self.cfg
+        K, C, NT = c.K, CHUNK, self.threads
         if cutlass.const_expr(c.gate_per_channel):
+            s_xg = s.xg
             if tid < K:
                 s_alast[tid] = cute.arch.exp(s_g[C - 1, tid])
             groups = NT // K  # thread group j = tid // K makes X for the tiles p = j mod groups
