@@ -344,17 +344,20 @@ def test_vector_grads_switches(family, variable, field, monkeypatch):
 
 @pytest.mark.parametrize("family", ["gdn", "kda", "gdn2"])
 def test_tf32_adjoints_switch(family, monkeypatch):
-    """FROST_BWD_VEC_TF32 (off unless 1) sets vec_tf32_adjoints for vector gates, only with
+    """FROST_BWD_VEC_TF32 (on unless 0) sets vec_tf32_adjoints for vector gates, only with
     the wide loads and fused decay on and the mma.sync grads class; with_stage keeps it
     for the grads kernel alone; the config refuses it without its prerequisites."""
     from cudnn.linear_attention.frost.kernels import bwd
 
     for name in (bwd.VEC_TF32_ENV, bwd.VEC_WIDE_ENV, bwd.VEC_DECAY_ENV, "FROST_BWD_GRADS_VEC"):
         monkeypatch.delenv(name, raising=False)
-    default, _, _ = _check(_operands(family=family), family)
-    assert not default.vec_tf32_adjoints
-    monkeypatch.setenv(bwd.VEC_TF32_ENV, "1")
     on, _, _ = _check(_operands(family=family), family)
+    monkeypatch.setenv(bwd.VEC_TF32_ENV, "0")
+    off, _, _ = _check(_operands(family=family), family)
+    assert not off.vec_tf32_adjoints
+    assert dataclasses.replace(off, vec_tf32_adjoints=on.vec_tf32_adjoints) == on
+    monkeypatch.setenv(bwd.VEC_TF32_ENV, "1")
+    assert _check(_operands(family=family), family)[0] == on
     assert on.vec_tf32_adjoints == (family != "gdn")
     for stage in on.stages:
         assert on.with_stage(stage).vec_tf32_adjoints == (stage == "grads" and family != "gdn")
@@ -470,7 +473,8 @@ def test_grads_variant_comes_from_the_environment(family, monkeypatch):
             continue
         got, _, _ = _check(_operands(family=family), family)
         on = family != "gdn" and value == "wgmma"
-        assert got == (dataclasses.replace(unset, grads_wgmma=True) if on else unset)
+        # the wgmma class has no tf32 adjoints (the default's), so it drops them
+        assert got == (dataclasses.replace(unset, grads_wgmma=True, vec_tf32_adjoints=False) if on else unset)
         for stage in ("states", "chain"):
             assert got.with_stage(stage) == unset.with_stage(stage)
         assert got.with_stage("grads").grads_wgmma == (on or family == "gdn")

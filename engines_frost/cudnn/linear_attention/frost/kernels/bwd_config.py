@@ -126,8 +126,8 @@ class FrostBwdConfig:
     # instead of split into a bf16 hi + lo pair for two bf16 MMAs, so the pair's packed
     # conversions, the hi's unpacking and the subtraction leave the element loop; the
     # scores (A) widen from bf16 exactly (tf32_fragments.py; NOTES_bwd.md "Vector-gate
-    # grads: the decayed operands in tf32"). Needs vec_wide_loads and vec_fast_decay. An
-    # experiment until measured: FROST_BWD_VEC_TF32=1 (bwd.py).
+    # grads: the decayed operands in tf32"). Needs vec_wide_loads and vec_fast_decay. The
+    # product's checked configs set it (bwd.py; FROST_BWD_VEC_TF32=0 clears it).
     vec_tf32_adjoints: bool = False
     # The grads kernel runs its three state products (dO S^T, dR S^T, U dS^T) on warpgroup
     # MMA, both operands from swizzled shared tiles, while the warps compute the score
