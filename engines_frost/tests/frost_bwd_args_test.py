@@ -374,6 +374,28 @@ def test_tf32_adjoints_switch(family, monkeypatch):
         _check(_operands(family=family), family)
 
 
+@pytest.mark.parametrize("family", ["gdn", "kda", "gdn2"])
+def test_staged_do_switch(family, monkeypatch):
+    """FROST_BWD_CHAIN_DO (off unless 1) sets chain_staged_do for vector gates with K >= V
+    only, on the chain kernel alone; other values are a ValueError naming it."""
+    from cudnn.linear_attention.frost.kernels import bwd
+
+    monkeypatch.delenv(bwd.CHAIN_DO_ENV, raising=False)
+    off, _, _ = _check(_operands(family=family), family)
+    assert not off.chain_staged_do
+    monkeypatch.setenv(bwd.CHAIN_DO_ENV, "1")
+    on, _, _ = _check(_operands(family=family), family)
+    assert on.chain_staged_do == (family != "gdn")
+    assert dataclasses.replace(on, chain_staged_do=False) == off
+    for stage in on.stages:
+        assert on.with_stage(stage).chain_staged_do == (stage == "chain" and family != "gdn")
+    narrow, _, _ = _check(_operands(family=family, K=64, V=128), family)
+    assert not narrow.chain_staged_do  # KE's rows hold K < V values: dO stays in global memory
+    monkeypatch.setenv(bwd.CHAIN_DO_ENV, "on")
+    with pytest.raises(ValueError, match=bwd.CHAIN_DO_ENV):
+        _check(_operands(family=family), family)
+
+
 def _config_under(monkeypatch, family, env: dict):
     """The checked backward config of `family` after setting each variable of env (None:
     unset) on top of what the test set before."""

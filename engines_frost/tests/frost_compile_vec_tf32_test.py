@@ -11,8 +11,9 @@ elements the bf16 m16n8k16 atom gives it. Checked here:
   K = V = 64 with fp16 io and grouped q / k heads: no spill, no stack, no ptxas note, the
   adjoints' products on HMMA.1688.F32.TF32 with no bf16 split (F2FP) or bf16 MMA left
   among them.
-Numerics: frost_bwd_precision_test's tf32 case (the rounding model) and, on the GPU, stage
-vectf32 of tools/gpu/gpu_suite.sh (the backward smoke against float64).
+Numerics: frost_bwd_precision_test's tf32 case (the rounding model) and, on the GPU, the
+backward smoke against float64 (la_frost_bwd_smoke.py; the product's default since its
+H100 run, NOTES_bwd.md).
 """
 import os
 import sys

@@ -209,11 +209,11 @@
 #   vecrows    the vector-gate grads kernel's v (GDN-2: w) and gate rows copied in its load
 #              phase (kernels/NOTES_bwd.md "Vector-gate grads: every row in the load phase"):
 #              vecrowstest, the KDA and GDN-2 backward smoke vs float64, then treeab (AB_TREE)
-#   vectf32    the vector-gate grads kernel's score adjoints on the tf32 warp MMA
-#              (FROST_BWD_VEC_TF32=1; kernels/NOTES_bwd.md "Vector-gate grads: the decayed
-#              operands in tf32"): vectf32test, the KDA and GDN-2 backward smoke vs float64
-#              with it on; vectf32bench, tree_ab.sh of this checkout against itself with
-#              the switch on (the smoke's kernel times and the KDA, GDN-2 fwd+bwd op rows)
+#   chaindo    the vector-gate chain with the next chunk's dO rows staged in shared memory
+#              (FROST_BWD_CHAIN_DO=1; kernels/NOTES_bwd.md "Vector-gate chain: dO staged in
+#              shared memory"): chaindotest, the KDA and GDN-2 backward smoke vs float64
+#              with it on; chaindobench, tree_ab.sh of this checkout against itself with the
+#              switch on (the smoke's kernel times and the KDA, GDN-2 fwd+bwd op rows)
 #   gradsprefetch GDN's grads kernel's L2 prefetch of the next item's q and k rows (on by
 #              default; FROST_BWD_GRADS_PREFETCH=0 turns it off; kernels/NOTES_bwd.md "The L2
 #              prefetch on the H200"): the GDN smoke vs float64 with it off (stage frostbwd
@@ -557,11 +557,11 @@ for s in "$@"; do
       stage tmastream "python3 -m pytest -q -s -p no:cacheprovider -o faulthandler_timeout=60 \
         engines_frost/tests/frost_tma_stream_probe_gpu_test.py && \
         python3 engines_frost/tests/frost_tma_stream_probe_gpu_test.py --bench" ;;
-    vectf32|vectf32test|vectf32bench)
-      [ "$s" = vectf32bench ] || stage vectf32test "FROST_BWD_VEC_TF32=1 python3 tests/numerics/la_frost_bwd_smoke.py \
+    chaindo|chaindotest|chaindobench)
+      [ "$s" = chaindobench ] || stage chaindotest "FROST_BWD_CHAIN_DO=1 python3 tests/numerics/la_frost_bwd_smoke.py \
         --jobs \$(nproc) --family kda --family gdn2"
-      [ "$s" = vectf32test ] || stage vectf32bench "AB_SMOKE_FAMILIES='kda gdn2' AB_REPS=10 AB_CASES='KDA fwd+bwd;GDN-2 fwd+bwd' PYTHONPATH='$BASE_PYTHONPATH' \
-        bash tools/gpu/tree_ab.sh .::FROST_BWD_VEC_TF32=1 \${AB_ROUNDS:-2}" ;;
+      [ "$s" = chaindotest ] || stage chaindobench "AB_SMOKE_FAMILIES='kda gdn2' AB_REPS=10 AB_CASES='KDA fwd+bwd;GDN-2 fwd+bwd' PYTHONPATH='$BASE_PYTHONPATH' \
+        bash tools/gpu/tree_ab.sh .::FROST_BWD_CHAIN_DO=1 \${AB_ROUNDS:-2}" ;;
     vecrows|vecrowstest)  # vector-gate grads: rows in the load phase; then an A/B of two trees
       stage vecrowstest "python3 tests/numerics/la_frost_bwd_smoke.py --jobs \$(nproc) --family kda \
         --family gdn2"

@@ -45,7 +45,12 @@ VEC_BULK_ENV = "FROST_BWD_VEC_BULK"
 # default where the wide loads and fast decay are (KDA grads -4 %, fwd+bwd -0.05 ms; GDN-2
 # -0.03 ms on an H100); FROST_BWD_VEC_TF32=0 turns it off.
 VEC_TF32_ENV = "FROST_BWD_VEC_TF32"
-# All four are read on every checked backward call (a cached call's launch lane keeps the
+# The vector-gate chain's dO rows copied into shared memory a chunk ahead (FrostBwdConfig.
+# chain_staged_do, NOTES_bwd.md "Vector-gate chain: dO staged in shared memory"): an
+# experiment, off until measured; FROST_BWD_CHAIN_DO=1 turns it on (K >= V; ignored
+# elsewhere).
+CHAIN_DO_ENV = "FROST_BWD_CHAIN_DO"
+# All five are read on every checked backward call (a cached call's launch lane keeps the
 # kernels of its first), 0 or 1 (common.switches.binary_switch: other values are a
 # ValueError naming the variable).
 # FROST_BWD_CHAIN=pipelined selects the chain kernel that runs the next chunk's prep beside
@@ -278,6 +283,7 @@ def check_bwd_operands(*, q, k, v, g, beta, w, cu_seqlens, dO, initial_state, d_
         vec_tf32_adjoints=binary_switch(VEC_TF32_ENV, default=True) and f.gate_per_channel
         and binary_switch(VEC_WIDE_ENV, default=True) and binary_switch(VEC_DECAY_ENV, default=True)
         and (vector_grads != "wgmma"),
+        chain_staged_do=binary_switch(CHAIN_DO_ENV, default=False) and f.gate_per_channel and f.K >= f.V,
         chain_pipeline=variant == "pipelined" and not f.gate_per_channel,
         chain_wgmma=variant in ("wgmma", "wgmma_async", "wgmma_scaled", "wgmma_ws") + wy,
         chain_async=variant in ("wgmma_async", "wgmma_scaled", "wgmma_ws") + wy,

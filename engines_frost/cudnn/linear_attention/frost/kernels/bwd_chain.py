@@ -203,27 +203,40 @@ class FrostBwdChain(FrostBwdLauncher, FrostFwdV2):
         asynchronous wgmma chain retires its last update group)."""
         pass
 
+    def do_stage(self, s):
+        """The shared slot chunk c - 1's dO rows (raw io) are copied into while chunk c's
+        chain step runs, or None (the rows stage reads dO from global memory). Scalar
+        gates: W0's slot. Vector gates, with FrostBwdConfig.chain_staged_do: KE's [C, K]
+        rows (K >= V), dead from the chain step to the next operand stage: the Gram reads
+        KE before the barrier the copies are issued after, and the rows stage that reads
+        dO from it runs before the operand stage rewrites it (a barrier between). Runs at
+        trace time."""
+        if not self.cfg.gate_per_channel:
+            return s.w0
+        return s.ke if self.bcfg.chain_staged_do else None
+
     @cute.jit
     def prefetch_chunk(self, s, t0, eos, tid):
-        """Chunk t0's q, k, gates, beta (v2's prefetch_rows) and, scalar gates, its dO rows
-        into W0's slot; vector gates, its dO rows into L2."""
+        """Chunk t0's q, k, gates, beta (v2's prefetch_rows) and its dO rows into the dO
+        stage (do_stage), or, vector gates without one, into L2."""
         self.prefetch_rows(s, t0, eos, tid)
-        if cutlass.const_expr(not self.cfg.gate_per_channel):
+        if cutlass.const_expr(self.do_stage(s) is not None):
             self.prefetch_do(s, t0, eos, tid)
         else:
-            # no shared slot for vector gates' dO: stage_rows reads it from global memory
-            # inside the serial chain, where a cold read cost each chunk a DRAM round trip
-            # (Nsight Compute: ~8 % of the KDA / GDN-2 chain's samples on one load); asked
-            # for here, a chunk ahead, it is in L2 by then. A hint: nothing read changes.
+            # stage_rows reads dO from global memory inside the serial chain, where a cold
+            # read cost each chunk a DRAM round trip (Nsight Compute: ~8 % of the KDA /
+            # GDN-2 chain's samples on one load); asked for here, a chunk ahead, it is in L2
+            # by then. A hint: nothing read changes.
             self.prefetch_rows_l2(((s.gmem.do, s.gmem.heads[3], self.cfg.V),), t0, eos, tid)
 
     @cute.jit
     def prefetch_do(self, s, t0, eos, tid):
+        """cp.async of chunk t0's dO rows into the dO stage (zeros past eos)."""
         m = s.gmem
         h = m.heads[3]
         V, NT = self.cfg.V, self.threads
         a16 = cute.make_copy_atom(cpasync.CopyG2SOp(), self.io, num_bits_per_copy=128)
-        do_in = self.io_view(s.w0)
+        do_in = self.io_view(self.do_stage(s))
         vv = V // VEC
         r0, cv = tid // vv, tid % vv
         for u in cutlass.range_constexpr(CHUNK * vv // NT):
@@ -233,17 +246,18 @@ class FrostBwdChain(FrostBwdLauncher, FrostFwdV2):
 
     @cute.jit
     def stage_rows(self, s, mq, mk, mv, mg, mb, mw, heads, t0, eos, tid):
-        """q-hat, k-hat in place, dO^T (bf16) from the staged rows, the inclusive gate scan."""
-        do_in = None  # vector gates: no staging slot (rows_from reads dO from global memory)
-        if cutlass.const_expr(not self.cfg.gate_per_channel):
-            do_in = self.io_view(s.w0)
+        """q-hat, k-hat in place, dO^T (bf16) from the staged rows (from global memory for
+        vector gates without a dO stage), the inclusive gate scan."""
+        do_in = None
+        if cutlass.const_expr(self.do_stage(s) is not None):
+            do_in = self.io_view(self.do_stage(s))
         self.rows_from(s, self.io_view(s.q), self.io_view(s.k), do_in, heads, t0, eos, tid)
 
     @cute.jit
     def rows_from(self, s, q_in, k_in, do_in, heads, t0, eos, tid, transpose_do: cutlass.Constexpr = True):
         """The rows stage from the raw q, k, dO rows q_in, k_in, do_in (io dtype; the in-place
-        stage passes s.q, s.k and W0's slot, the warp-specialised producer its private raw
-        tiles; vector gates read dO from global memory instead): q-hat, k-hat into s.q, s.k,
+        stage passes s.q, s.k and the dO stage, the warp-specialised producer its private raw
+        tiles; do_in None: dO from global memory): q-hat, k-hat into s.q, s.k,
         dO^T into s.dot (not with transpose_do=False: the full-inverse chain loads its dO^T
         operand from the rows themselves), the gate scan in s.g."""
         s_q = s.q
@@ -264,7 +278,7 @@ class FrostBwdChain(FrostBwdLauncher, FrostFwdV2):
         r, cv0 = tid % C, tid // C  # a warp: 32 rows of one slice -> conflict-free transposed stores
         for u in cutlass.range_constexpr(C * (V // VEC) // NT if transpose_do else 0):
             cv = cv0 + u * (NT // C)
-            if cutlass.const_expr(c.gate_per_channel):  # no staging slot: straight from dO
+            if cutlass.const_expr(do_in is None):  # no dO stage: straight from global memory
                 x = cute.make_rmem_tensor((VEC,), self.io)
                 x.fill(0.0)
                 if t0 + r < eos:

@@ -100,6 +100,12 @@ class FrostBwdConfig:
     # the factor rows, no rows stage (bwd_chain_ws4.FrostBwdChainWs4Raw). An experiment:
     # FROST_BWD_CHAIN=wgmma_ws4raw, =wgmma_ws4rawc without W' (bwd.py).
     chain_raw_rows: bool = False
+    # The vector-gate chain copies the next chunk's dO rows (cp.async, under this chunk's
+    # chain step) into KE's shared slot, dead then, and its rows stage reads them from
+    # there instead of from global memory (bwd_chain.do_stage; NOTES_bwd.md "Vector-gate
+    # chain: dO staged in shared memory"). Same values. Vector gates, K >= V (KE's rows
+    # hold V values). An experiment until measured: FROST_BWD_CHAIN_DO=1 (bwd.py).
+    chain_staged_do: bool = False
     # The vector-gate grads kernel (bwd_grads_vec.py) reads its shared bf16 operands with
     # wide loads instead of one 2-byte load per element (NOTES_bwd.md "v1.7 vector-gate
     # grads"): k-hat's and q-hat's decayed B operands by ldmatrix.x4.trans straight into
@@ -187,6 +193,10 @@ class FrostBwdConfig:
             bad("vec_tf32_adjoints", "a bool")
         if self.vec_tf32_adjoints and not (self.vec_wide_loads and self.vec_fast_decay and not self.grads_wgmma):
             bad("vec_tf32_adjoints", "False unless vec_wide_loads and vec_fast_decay are set, without grads_wgmma")
+        if not isinstance(self.chain_staged_do, bool):
+            bad("chain_staged_do", "a bool")
+        if self.chain_staged_do and not (self.fwd.gate_per_channel and self.fwd.K >= self.fwd.V):
+            bad("chain_staged_do", "False unless the gates are per channel with K >= V (KE's slot holds the rows)")
         if self.chain_pipeline and self.fwd.gate_per_channel:
             bad("chain_pipeline", "False for vector gates (no room for a second operand set: NOTES_bwd.md v1.6)")
         if not isinstance(self.chain_wgmma, bool):
@@ -239,7 +249,8 @@ class FrostBwdConfig:
         checkpoint) neither; chain never reads a state, so the checkpoints flag is off
         (forward_values stays: it makes chain zero the uncovered gradient rows); grads
         reads U from wherever it comes, so forward_values is off there. chain_pipeline,
-        chain_wgmma and chain_async only change the chain kernel: off for every other stage;
+        chain_wgmma, chain_async and chain_staged_do only change the chain kernel: off for
+        every other stage;
         vec_wide_loads, vec_fast_decay, vec_bulk_copies and vec_tf32_adjoints only the
         vector-gate grads kernel (vec_bulk_copies only its mma.sync class), grads_wgmma and
         grads_prefetch only the grads kernels."""
@@ -263,15 +274,15 @@ class FrostBwdConfig:
                                        chain_pipeline=False, chain_wgmma=False,
                                        chain_async=False, chain_scaled=False, chain_ws=False,
                                        chain_ws_regs=(), chain_wy=False, chain_ws4=False,
-                                       chain_a_in_chain=False, chain_raw_rows=False, vec_wide_loads=wide,
-                                       vec_fast_decay=fast, vec_bulk_copies=bulk, vec_tf32_adjoints=tf32,
-                                       grads_wgmma=gwg, grads_prefetch=pf)
+                                       chain_a_in_chain=False, chain_raw_rows=False, chain_staged_do=False,
+                                       vec_wide_loads=wide, vec_fast_decay=fast, vec_bulk_copies=bulk,
+                                       vec_tf32_adjoints=tf32, grads_wgmma=gwg, grads_prefetch=pf)
         fwd = dataclasses.replace(unpiped, has_initial_state=False, state_dtype=None)
         return dataclasses.replace(self, fwd=fwd, stage=stage, dht_dtype=None, dh0_dtype=None,
                                    forward_values=False, grads_ctas=ctas,
                                    chain_pipeline=False, chain_wgmma=False, chain_async=False, chain_scaled=False,
                                    chain_ws=False, chain_ws_regs=(), chain_wy=False, chain_ws4=False,
-                                   chain_a_in_chain=False, chain_raw_rows=False,
+                                   chain_a_in_chain=False, chain_raw_rows=False, chain_staged_do=False,
                                    vec_wide_loads=wide,
                                    vec_fast_decay=fast, vec_bulk_copies=bulk, vec_tf32_adjoints=tf32, grads_wgmma=gwg, grads_prefetch=pf)
 

@@ -99,7 +99,8 @@ def describe(cfg) -> str:
                 f"{' vec-tf32' if getattr(cfg, 'vec_tf32_adjoints', False) else ''}"
                 f"{' pipelined' if cfg.chain_pipeline else ''}"
                 f"{' wgmma' if cfg.chain_wgmma or cfg.grads_wgmma else ''}"
-                f"{' async' if getattr(cfg, 'chain_async', False) else ''}")
+                f"{' async' if getattr(cfg, 'chain_async', False) else ''}"
+                f"{' staged-do' if getattr(cfg, 'chain_staged_do', False) else ''}")
     if hasattr(cfg, "block_v"):  # decode_config.FrostDecodeConfig
         flags = "".join(s for on, s in ((cfg.use_l2norm, " l2"), (cfg.has_pool, " pool"),
                                          (cfg.safe_gate, " safe"), (cfg.beta_sigmoid, " sig"),
