@@ -259,39 +259,3 @@ def test_bounds_lift_the_serialization(skip, regs, note):
         usage = report.resource_usage(report.build_cubin(kernel_class(cfg, "sm_90a")(cfg), fake_args(cfg), tmp,
                                                          notes))
     assert notes == note and usage["LOCAL"] == 0 and usage["STACK"] == 0
-
-
-@pytest.mark.parametrize("l2norm", tiered([False, True], [0]))
-def test_chunk_inverse_prepass_builds(l2norm):
-    """The GDN pre-pass (kernels/chunk_inverse.py: the math warpgroup's M, inverses and A,
-    one chunk per CTA) builds for sm_90a from the four-role methods without a spill or a
-    ptxas note, in few enough registers for several CTAs per SM, with its Gram on wgmma."""
-    from cudnn.linear_attention.frost.kernels import chunk_inverse as ci
-
-    cfg = ci.prepass_config(report.config_for("gdn", "product", 128, 128, l2norm))
-    notes = set()
-    with tempfile.TemporaryDirectory() as tmp:
-        cubin = report.build_cubin(ci.chunk_inverse_class(cfg)(cfg), ci.fake_args(cfg), tmp, notes)
-        usage, sass = report.resource_usage(cubin), report.sass_instructions(cubin)
-    assert notes == set() and usage["LOCAL"] == 0 and usage["STACK"] == 0
-    assert usage["REG"] <= 104, usage  # the math role's budget: five CTAs per SM by shared memory
-    assert _count(sass, "HGMMA") >= 8  # M's eight k-steps on wgmma
-    with pytest.raises(ValueError, match="output-free config"):
-        ci.chunk_inverse_class(cfg)(report.config_for("gdn", "product", 128, 128, l2norm))
-
-
-@pytest.mark.parametrize("decay", tiered(["wyc-ws4rawo"], []))  # an experiment
-def test_output_by_copies_moves_the_stores(decay):
-    """fwd_ws4.OutputByCopies: the chain's 32 two-byte output stores per thread become four
-    stmatrix.trans per warp into the stage, and the copy warpgroup stores the rows as
-    16-byte vectors (eight per thread, in its loop and after it); nothing spills."""
-    from cudnn.linear_attention.frost.kernels.fwd_ws4 import IN_CHAIN_REGISTER_SPLIT
-
-    usage, sass = _build("plain", decay)
-    _, product = _build("plain", "wyc-ws4raw")
-    copies, _, chain = report.four_role_regions(sass, IN_CHAIN_REGISTER_SPLIT)
-    p_copies, _, p_chain = report.four_role_regions(product, IN_CHAIN_REGISTER_SPLIT)
-    assert usage["LOCAL"] == 0 and usage["STACK"] == 0
-    assert _count(p_chain, "STG.E.U16") - _count(chain, "STG.E.U16") == 32
-    assert _count(chain, "STSM") == 4 and _count(p_chain, "STSM") == 0
-    assert _count(copies, "STG.E.128") - _count(p_copies, "STG.E.128") == 16

@@ -41,8 +41,7 @@ tooling's choices:
                raw q / k rows with the norms as factors, a 3-stage ring of raw rows
                (fwd_ws4.RawRing); "wyc-ws4raw": that without W', the chain applying
                the inverse to its R (fwd_ws4.RawRingInChain: the product's for long
-               GDN sequences); "wyc-ws4rawo": that with the output rows staged in
-               shared memory and stored by the copy warpgroup (fwd_ws4.OutputByCopies).
+               GDN sequences).
                The warp-specialised decays take a wgmma gram in their producer (output
                builds; elsewhere the gram falls back to "mma", except for the four-role
                decays, which keep theirs and build M alone).
@@ -101,13 +100,12 @@ GRAMS = ("mma", *GRAM_WIDTHS)
 GRAM_ENV = "FROST_FWD_GRAM"
 #: where the scalar-gate chain's decays go (fwd_v3_scaled.py): folded into the operands or
 #: scaled onto the chain's fp32 results
-DECAYS = ("folded", "scaled", "scaled-lead", "scaled-ws", "wy-ws", "wyc-ws", "wy-ws4", "wy-ws4raw", "wyc-ws4raw",
-          "wyc-ws4rawo")
+DECAYS = ("folded", "scaled", "scaled-lead", "scaled-ws", "wy-ws", "wyc-ws", "wy-ws4", "wy-ws4raw", "wyc-ws4raw")
 #: the warp-specialised decays (ws_applies; the setmaxnreg split knob ws_regs)
-WS_DECAYS = ("scaled-ws", "wy-ws", "wyc-ws", "wy-ws4", "wy-ws4raw", "wyc-ws4raw", "wyc-ws4rawo")
+WS_DECAYS = ("scaled-ws", "wy-ws", "wyc-ws", "wy-ws4", "wy-ws4raw", "wyc-ws4raw")
 #: the four-role decays (kernels/fwd_ws4.py): their Gram is the wgmma one at m64n64, and
 #: their register split a (chain, math, copies) triple
-FOUR_ROLES = ("wy-ws4", "wy-ws4raw", "wyc-ws4raw", "wyc-ws4rawo")
+FOUR_ROLES = ("wy-ws4", "wy-ws4raw", "wyc-ws4raw")
 FOUR_ROLE_GRAM = "wgmma64"
 #: FROST_FWD_DECAY=folded (or scaled-lead, scaled-ws): every forward a use_kernel block routes runs that
 #: chain where v3 runs for scalar gates and bf16 (elsewhere the chain is folded anyway); unset: default_decay
@@ -273,12 +271,11 @@ def with_knobs(base, skip_stages: tuple[str, ...], ldmatrix: bool, gram: str = "
     if decay != "folded":
         from cudnn.linear_attention.frost.kernels.fwd_v3_scaled import ScaledDecayLeadChain
         from cudnn.linear_attention.frost.kernels.fwd_ws import WarpSpecialisedChain
-        from cudnn.linear_attention.frost.kernels.fwd_ws4 import FourRoles, OutputByCopies, RawRing, RawRingInChain
+        from cudnn.linear_attention.frost.kernels.fwd_ws4 import FourRoles, RawRing, RawRingInChain
         from cudnn.linear_attention.frost.kernels.fwd_ws_wy import FullInverseChain, FullInverseInChain
         mixin, name = {"scaled-lead": (ScaledDecayLeadChain, "ScaledDecayLead"),
                        "wy-ws4": (FourRoles, "FourRoles"), "wy-ws4raw": (RawRing, "RawRing"),
                        "wyc-ws4raw": (RawRingInChain, "RawRingInChain"),
-                       "wyc-ws4rawo": (OutputByCopies, "OutputByCopies"),
                        "scaled-ws": (WarpSpecialisedChain, "WarpSpecialised"),
                        "wy-ws": (FullInverseChain, "FullInverse"),
                        "wyc-ws": (FullInverseInChain, "FullInverseInChain")}[decay]

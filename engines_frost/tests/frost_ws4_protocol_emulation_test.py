@@ -17,11 +17,7 @@ stage first, then per chunk i chunk i + 1's stage (after RING_EMPTY[(i + 1) mod 
 i + 1 >= RING) and chunk i's v (after EMPTY[b], i >= SETS), arriving RING_FULL and FULL;
 math waits EMPTY[b] and RING_FULL[i mod RING], reads the stage, writes set b; the chain
 reads the stage and set b, arriving EMPTY[b] and RING_EMPTY[i mod RING] where chunk i + SETS
-(i + RING) exists. OutputByCopies' (the output staged by the chain, stored by the copies)
-adds to the ring's: the chain waits OUT_FREE and writes the stage after reading its set,
-then arrives OUT_FULL; the copies arrive OUT_FREE once before their loop (where chunks
-exist), and after FULL of chunk i >= 1 wait OUT_FULL, read chunk i - 1's stage and arrive
-OUT_FREE; the last chunk's stage is read after their loop, without the arrive. Checked for
+(i + RING) exists. Checked for
 0 to 7 chunks and many schedules: no deadlock, every read sees its own chunk's data,
 nothing is written while another role reads it, and no barrier holds arrivals at exit.
 The mutations at the end must each be caught, so the check can fail.
@@ -129,57 +125,6 @@ def ring_chain_ops(chunks, ring_releases=lambda i, chunks: i + RING < chunks):
             yield ("arrive", ws4.BAR_RING_EMPTY + r)
 
 
-OUT_CAPACITY = {**RING_CAPACITY, ws4.BAR_OUT_FULL: ws4.OUT_THREADS, ws4.BAR_OUT_FREE: ws4.OUT_THREADS}
-
-
-def out_copies_ops(chunks, first_free=True, release_last=False):
-    """ring_copies_ops with the staged output's reads, one chunk behind."""
-    if chunks > 0 and first_free:
-        yield ("arrive", ws4.BAR_OUT_FREE)
-    for i, op in _by_chunk(ring_copies_ops(chunks), chunks):
-        yield op
-        if op == ("arrive", ws4.BAR_FULL + i % SETS) and i >= 1:
-            yield from _read_stage(i - 1, True)
-    if chunks > 0:
-        yield from _read_stage(chunks - 1, release_last)
-
-
-def _by_chunk(ops, chunks):
-    """(chunk, op) for ring_copies_ops' ops: an op belongs to the chunk whose FULL arrive
-    ends it."""
-    i = 0
-    for op in ops:
-        yield i, op
-        if op[0] == "arrive" and op[1] in (ws4.BAR_FULL + b for b in range(SETS)):
-            i += 1
-
-
-def _read_stage(i, release):
-    yield ("sync", ws4.BAR_OUT_FULL)
-    yield ("read", "ostage", i)
-    yield ("done", "ostage")
-    if release:
-        yield ("arrive", ws4.BAR_OUT_FREE)
-
-
-def out_chain_program(chunks, waits_free=True):
-    for i in range(chunks):
-        b, r = i % SETS, i % RING
-        yield ("sync", ws4.BAR_FULL + b)
-        for tile in (f"set{b}", f"v{b}", f"ring{r}"):
-            yield ("read", tile, i)
-        if waits_free:
-            yield ("sync", ws4.BAR_OUT_FREE)
-        yield ("write", "ostage", i)
-        yield ("arrive", ws4.BAR_OUT_FULL)
-        for tile in (f"set{b}", f"v{b}", f"ring{r}"):
-            yield ("done", tile)
-        if i + SETS < chunks:
-            yield ("arrive", ws4.BAR_EMPTY + b)
-        if i + RING < chunks:
-            yield ("arrive", ws4.BAR_RING_EMPTY + r)
-
-
 def run(chunks, seed, copies=copies_ops, math=math_ops, chain=chain_ops, capacity=CAPACITY):
     programs = {"copies": copies(chunks), "math": math(chunks), "chain": chain(chunks)}
     run_actors(programs, THREADS, capacity, seed, f"{chunks} chunks")
@@ -201,25 +146,6 @@ def test_ring_hand_over_is_safe_under_any_interleaving(chunks):
         run_ring(chunks, seed)
 
 
-def run_out(chunks, seed, copies=out_copies_ops, math=ring_math_ops, chain=out_chain_program):
-    run(chunks, seed, copies, math, chain, OUT_CAPACITY)
-
-
-@pytest.mark.parametrize("chunks", range(8))
-def test_output_hand_over_is_safe_under_any_interleaving(chunks):
-    for seed in range(300):
-        run_out(chunks, seed)
-
-
-def test_output_mutations_are_caught():
-    # the chain not waiting for the stage to be read: chunk i's O over chunk i - 1's
-    assert _fails(range(2, 6), run_out, chain=lambda n: out_chain_program(n, waits_free=False))
-    # no first release: the chain's first wait never passes
-    assert _fails(range(1, 4), run_out, copies=lambda n: out_copies_ops(n, first_free=False))
-    # a release after the last chunk too: arrivals left at exit
-    assert _fails(range(1, 4), run_out, copies=lambda n: out_copies_ops(n, release_last=True))
-
-
 def test_barrier_ids_are_distinct_and_not_syncthreads():
     ids = [ws4.BAR_MATH, ws4.BAR_RAW_FULL, ws4.BAR_RAW_FREE,
            *(ws4.BAR_FULL + b for b in range(SETS)), *(ws4.BAR_EMPTY + b for b in range(SETS))]
@@ -228,9 +154,8 @@ def test_barrier_ids_are_distinct_and_not_syncthreads():
     assert ws4.BLOCK_THREADS == sum(THREADS.values())
     ring = [ws4.BAR_MATH, *(ws4.BAR_FULL + b for b in range(SETS)), *(ws4.BAR_EMPTY + b for b in range(SETS)),
             *(ws4.BAR_RING_FULL + r for r in range(RING)), *(ws4.BAR_RING_EMPTY + r for r in range(RING)),
-            ws4.BAR_COPIES, ws4.BAR_OUT_FULL, ws4.BAR_OUT_FREE]
+            ws4.BAR_COPIES]
     assert len(set(ring)) == len(ring) and 0 not in ring and max(ring) < 16
-    assert ws4.OUT_THREADS == THREADS["chain"] + THREADS["copies"]
     assert ws4.RING_EMPTY_THREADS == THREADS["chain"] + THREADS["copies"]
 
 

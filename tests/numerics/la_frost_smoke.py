@@ -11,7 +11,7 @@ lines, kernel times: v2 against v1, v3 against v2) when both ran.
 
 Run on the GPU machine from the repo root, with CuTe DSL importable:
   PYTHONPATH=$(python3 tools/pythonpath.py) python3 tests/numerics/la_frost_smoke.py --family all
-(--algorithm one or more of v0 v1 v2 v3 v3gram v3gram16 v3gram64 v3scaled v3scaledlead v3scaledws v3wyws v3wycws v3wyws64 v3wycws64 v3wyws4 v3wyws4raw v3wycws4raw v3wycws4rawo, or all (the default:
+(--algorithm one or more of v0 v1 v2 v3 v3gram v3gram16 v3gram64 v3scaled v3scaledlead v3scaledws v3wyws v3wycws v3wyws64 v3wycws64 v3wyws4 v3wyws4raw v3wycws4raw, or all (the default:
 v0-v3), each forced by the test tooling (engines_frost/tests/frost_fwd_experiments.py, launched through frost_fwd's own
 checks by its use_kernel): v3 (v2 with the chain's products on warpgroup MMA) is the
 product's kernel for these bf16 forwards on sm_90a (and for bf16 training forwards there),
@@ -27,8 +27,7 @@ v3wyws the same with the chunk's inverse formed by the producer and no solve in 
 fwd_ws_wy.py, v3wycws without W' (the chain applies the inverse); v3wyws64 / v3wycws64
 those with the m64n64 wgmma Gram in their producer; v3wyws4 wy-ws's chain with its producer
 split into a math and a copy warpgroup, fwd_ws4.py, v3wyws4raw that on the raw q / k rows with
-the norms as factors (fwd_ws4.RawRing), v3wycws4raw that without W' (RawRingInChain), v3wycws4rawo that
-with its output rows stored by the copy warpgroup (OutputByCopies); these for plain K = V = 128 forwards,
+the norms as factors (fwd_ws4.RawRing), v3wycws4raw that without W' (RawRingInChain); these for plain K = V = 128 forwards,
 else they run as v3scaled); e.g. --algorithm v2 v3. With v3 and a v3gram or v3scaled
 kernel both run, a "<name> vs v3" line per case gives their outputs' relative difference
 (close, not bitwise: another summation order, other rounding points).)
@@ -61,7 +60,7 @@ SCALED_KERNELS = {"v3scaled": "scaled", "v3scaledlead": "scaled-lead", "v3scaled
 #: on its math warpgroup (name: (decay, gram))
 WS_GRAM_KERNELS = {"v3wyws64": ("wy-ws", "wgmma64"), "v3wycws64": ("wyc-ws", "wgmma64"),
                    "v3wyws4": ("wy-ws4", "wgmma64"), "v3wyws4raw": ("wy-ws4raw", "wgmma64"),
-                   "v3wycws4raw": ("wyc-ws4raw", "wgmma64"), "v3wycws4rawo": ("wyc-ws4rawo", "wgmma64")}
+                   "v3wycws4raw": ("wyc-ws4raw", "wgmma64")}
 KERNELS = (*ALGORITHMS, *GRAM_KERNELS, *SCALED_KERNELS, *WS_GRAM_KERNELS)
 COMPARED = (*GRAM_KERNELS, *SCALED_KERNELS, *WS_GRAM_KERNELS)  # each against v3 where both ran
 

@@ -190,10 +190,6 @@
 #   tmaprobe   the TMA rows probe (engines_frost/tests/frost_tma_rows_probe.py: 64-row boxes
 #              into the forward's SW128 operand tile, the descriptor encoded per call):
 #              frost_tma_rows_probe_gpu_test.py (bitwise read-back, zeros past T)
-#   twokernel  the GDN pre-pass (kernels/chunk_inverse.py) and the forward on its A
-#              (fwd_saved_inverse.py), timed beside the product and the output-by-copies
-#              four-role experiment, then checked against float64 (PYTHONPATH needs bench and
-#              engines_frost/tests); the output-by-copies smoke
 #   fwdbounds  the four-role forward with its math or chain compiled out, at the splits that
 #              lift ptxas's serialization, and the backward chain's bounds
 #   chainprep  the backward chain kernel with its prep stages compiled out
@@ -537,13 +533,6 @@ for s in "$@"; do
     tmaprobe)    # TMA boxes into the SW128 tile (the forward's warp-specialisation step 1)
       stage tmaprobe "python3 -m pytest -q -s -p no:cacheprovider -o faulthandler_timeout=40 \
         engines_frost/tests/frost_tma_rows_probe_gpu_test.py" ;;
-    twokernel)   # the GDN pre-pass and the two-kernel forward: times beside the product and the
-                 # output-by-copies experiment, then both GPU tests, in one process (one compile each)
-      stage twokernel "python3 -c \"import sys; sys.argv = ['b', '--l2norm', '0', '1', '--decay', 'wyc-ws4rawo']; \
-        import frost_saved_inverse_bench as b; b.main(); import pytest; raise SystemExit(pytest.main(['-q', '-s', \
-        '-p', 'no:cacheprovider', 'tests/numerics/test_frost_chunk_inverse.py', \
-        'tests/numerics/test_frost_saved_inverse.py']))\" && \
-        python3 tests/numerics/la_frost_smoke.py --family gdn --algorithm v3wycws4raw v3wycws4rawo" ;;
     fwdbounds)   # the four-role forward's bounds (math / chain compiled out, splits) and the backward chain's
       stage fwdbounds "FROST_FWD_DECAY=wyc-ws4raw python3 bench/frost_stage_times.py --family gdn \
         --variants full inverse gram chain && FROST_FWD_DECAY=wyc-ws4raw FROST_FWD_WS_REGS=208,72,24 \

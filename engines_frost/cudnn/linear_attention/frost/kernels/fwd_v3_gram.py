@@ -226,8 +226,8 @@ class GramWgmma:
                     g_row[e] = g_row[e] * Float32(LOG2_E)
                 else:
                     g_row[e] = g_row[row_rep[e]]
-        # M is left out where the chain reads A from memory (fwd_ws4.FourRoles.math_forms_inverse:
-        # fwd_saved_inverse.py, or a timing experiment's skip_stages "inverse")
+        # M is left out where a timing experiment's skip_stages "inverse" asks for it
+        # (fwd_ws4.FourRoles.math_forms_inverse)
         first = 1 if wo and not getattr(self, "math_forms_inverse", True) else 0
         for prod in cutlass.range_constexpr(first, 2 if wo else 1):  # 0: M (A = k), 1: P (A = q)
             if wid // (WG_THREADS // 32) == prod % groups:

@@ -339,17 +339,11 @@ class ScaledDecayChain:
         if wo:
             warpgroup.wait_group(1)  # groups retire in order: O is complete, the state may still run
 
-        # 5. the output rows (v3's stores, or a class's own: store_output)
+        # 5. the output rows (v3's stores: one 2-byte store per value)
         if wo:
-            self.store_output(s, mo, acc_o, crd, t0, eos, h, j0, thr, lane, wid)
+            store_output_rows(mo, acc_o, crd, t0, eos, h, j0)
         if self.STATE_FINAL_AT_CHAIN_END:
             warpgroup.wait_group(0)
-
-    def store_output(self, s, mo, acc_o, crd, t0, eos, h, j0, thr, lane, wid):
-        """The chain's output rows from the O^T accumulator: v3's stores (one 2-byte store per
-        value). A plain method, traced inline; fwd_ws4.OutputByCopies hands them to its
-        copy warpgroup."""
-        store_output_rows(mo, acc_o, crd, t0, eos, h, j0)
 
 
 class ScaledDecayLeadChain(ScaledDecayChain):

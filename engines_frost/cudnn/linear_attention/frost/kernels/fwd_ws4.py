@@ -1,11 +1,9 @@
 """FROST forward for scalar gates (GDN) in four roles per CTA. RawRingInChain is the
 product's GDN forward for long sequences (compile_kernel.four_roles_apply,
-four_role_class); FourRoles, RawRing and OutputByCopies (bottom of the file: the output rows
-stored by the copy warpgroup, on two more named barriers, OUT_FULL / OUT_FREE) are
-experiment kernels the test and bench tooling builds (frost_fwd_experiments.py knob
-decay="wy-ws4", "wy-ws4raw", "wyc-ws4rawo"; "wyc-ws4raw" is the product's). FourRoles.math
-also serves the two-kernel forward (fwd_saved_inverse.py: A read from memory,
-math_forms_inverse False) and the timing bounds (skip_stages "gram", "inverse").
+four_role_class); FourRoles and RawRing are experiment kernels the test and bench tooling
+builds (frost_fwd_experiments.py knob decay="wy-ws4", "wy-ws4raw"; "wyc-ws4raw" is the
+product's). FourRoles.math also serves the timing bounds (skip_stages "gram", "inverse":
+math_forms_inverse False).
 
 fwd_ws_wy.py's full-inverse kernel runs its state-free work on one producer role of eight
 warps at 64 registers: the copies, the rows stage, the Gram and the solves of A and W'.
@@ -48,7 +46,7 @@ import cutlass.cute as cute
 from cutlass import Float32
 
 from cudnn.linear_attention.frost.kernels.config import REGISTER_FILE, FrostFwdConfig, register_split_ok
-from cudnn.linear_attention.frost.kernels.fwd_v1 import CHUNK, PAD16, VEC, load_vec, warp_mma
+from cudnn.linear_attention.frost.kernels.fwd_v1 import CHUNK, VEC, load_vec, warp_mma
 from cudnn.linear_attention.frost.kernels.fwd_v3 import WG_THREADS
 from cudnn.linear_attention.frost.kernels.fwd_v3_gram import NORM_K, NORM_Q, GramWgmma, lane_in_loop, tid_in_loop
 from cudnn.linear_attention.frost.kernels.fwd_v3_scaled import FK, FO, FR
@@ -191,13 +189,10 @@ class FourRoles(FullInverseChain):
 
     @property
     def math_forms_inverse(self) -> bool:
-        """Whether the math warpgroup forms M, its inverses and A: not where the chain reads A
-        from memory (fwd_saved_inverse.py) or a timing experiment leaves them out."""
+        """Whether the math warpgroup forms M, its inverses and A: not where a timing
+        experiment leaves them out."""
         skip = getattr(self, "skip_stages", ())
-        return not (self.inverse_from_memory or "gram" in skip or "inverse" in skip)
-
-    #: True: A comes from the pre-pass (fwd_saved_inverse.SavedInverse), M is not built
-    inverse_from_memory = False
+        return not ("gram" in skip or "inverse" in skip)
 
     def chunk_start(self, bos, i, chunks):
         """The first token of the i-th chunk the math warpgroup takes: chunk i. Traced inline."""
@@ -238,12 +233,6 @@ BAR_RING_FULL = BAR_EMPTY + SETS  # + stage: the copies arrive, math waits (256)
 BAR_RING_EMPTY = BAR_RING_FULL + RING  # + stage: the chain arrives, the copies wait (384)
 RING_EMPTY_THREADS = CHAIN_WARPS * 32 + WG_THREADS
 BAR_COPIES = BAR_RING_EMPTY + RING  # the copy warpgroup's own (128)
-# OutputByCopies' (the chain's staged output, stored by the copies)
-BAR_OUT_FULL = BAR_COPIES + 1  # the chain arrives once a chunk's O is staged, the copies wait (384)
-BAR_OUT_FREE = BAR_COPIES + 2  # the copies arrive once they read it, the chain waits (384)
-OUT_THREADS = CHAIN_WARPS * 32 + WG_THREADS
-#: 16-byte vectors of a staged chunk's output rows per copy thread (C rows of V bf16)
-OUT_VECTORS = CHUNK * 128 * 2 // 16 // WG_THREADS
 #: fwd_ws_wy.py's per-parity tiles that become ring stages here, and its raw tiles (gone)
 RING_TILES = ("q", "k", "g", "beta")
 DROPPED = ("rq", "rk")
@@ -327,15 +316,10 @@ class RawRing(FourRoles):
         self.as_role(WG_THREADS, self.prefetch_rows, self.ring_view(s, r), t0, eos, tid_in_loop() - COPY_TID0)
         cute.arch.cp_async_commit_group()
 
-    #: True: the copies store the chain's staged output rows too (OutputByCopies)
-    stores_output = False
-
     @cute.jit
     def copies(self, s, bos, eos, chunks):
         C = CHUNK
         if chunks > 0:
-            if cutlass.const_expr(self.stores_output):  # the output stage is free
-                cute.arch.barrier_arrive(barrier_id=BAR_OUT_FREE, number_of_threads=OUT_THREADS)
             self.copy_ring_rows(s, 0, bos, eos)
             cute.arch.cp_async_wait_group(0)
             self.stage_landed(s, 0)
@@ -355,8 +339,6 @@ class RawRing(FourRoles):
             st = self.set_views(s, b)
             for part in cutlass.range_constexpr(CHAIN_WARPS // 4):
                 self.prefetch_v(st, t0, eos, lane, cwid + 4 * part)
-            if cutlass.const_expr(self.inverse_from_memory):  # chunk i's A (fwd_saved_inverse.py)
-                self.copy_set_extras(s, st, i, bos)
             cute.arch.cp_async_commit_group()
             cute.arch.cp_async_wait_group(0)
             if i + 1 < chunks:
@@ -364,12 +346,6 @@ class RawRing(FourRoles):
             else:
                 cute.arch.fence_proxy("async.shared", space="cta")
             cute.arch.barrier_arrive(barrier_id=BAR_FULL + b, number_of_threads=BLOCK_THREADS)
-            if cutlass.const_expr(self.stores_output):
-                if i >= 1:  # one chunk behind the chain
-                    self.store_staged(s, t0 - C, eos, True)
-        if cutlass.const_expr(self.stores_output):
-            if chunks > 0:
-                self.store_staged(s, bos + (chunks - 1) * C, eos, False)
 
     # ------------------------------------------------------------------ math
     @cute.jit
@@ -463,72 +439,3 @@ def four_role_class(base):
     from cudnn.linear_attention.frost.kernels.fwd_v3_gram import GramWgmma
 
     return type(f"{base.__name__}FourRoles", (RawRingInChain, GramWgmma, base), {"gram_n": 64})
-
-
-# ---------------------------------------------------------------------- output by the copies
-def out_smem_plan(c: FrostFwdConfig):
-    """ring_smem_plan_in_chain's with the output stage [C, V] bf16, rows padded by 16 bytes
-    (the chain's stmatrix.trans rows fall in distinct banks)."""
-    return ring_smem_plan_in_chain(c) + [("ostage", "bf16", (CHUNK, c.V), (c.V + PAD16, 1))]
-
-
-class OutputByCopies(RawRingInChain):
-    """RawRingInChain whose chain stages each chunk's output in shared memory (a warp's four
-    16 x 16 blocks of O^T by stmatrix.trans as O rows) and leaves the global stores to the
-    copy warpgroup (knob decay="wyc-ws4rawo"): the chain spends 13 % of its samples on its
-    2-byte output stores (NOTES.md "Where the four-role forward waits"), the copies are idle
-    most of a chunk. Hand-over: OUT_FREE (the copies arrive once they have read the stage,
-    and once before the first chunk; the chain waits before staging), OUT_FULL (the chain
-    arrives once staged; the copies wait, one chunk behind: after FULL of chunk i they
-    store chunk i - 1's rows, 16-byte vectors for rows t < eos, and the last chunk's after
-    their loop)."""
-
-    smem_plan = staticmethod(out_smem_plan)
-    stores_output = True  # RawRing.copies: the stage's release up front, its stores one chunk behind
-
-    def __init__(self, cfg: FrostFwdConfig):
-        if not cfg.write_output or cfg.V != 128:
-            raise ValueError(f"{type(self).__name__}: an output at V = 128 (the stage's rows), got {cfg}")
-        super().__init__(cfg)
-
-    def chunk_views(self, s, i):
-        st = RawRingInChain.chunk_views(self, s, i)
-        st.ostage = s.ostage
-        return st
-
-    @cute.jit
-    def store_output(self, s, mo, acc_o, crd, t0, eos, h, j0, thr, lane, wid):
-        """This warp's 16 value columns of the chunk's O into the stage (after OUT_FREE),
-        then OUT_FULL."""
-        from cudnn.linear_attention.frost.kernels.fwd_v3 import block_of
-        from cudnn.linear_attention.frost.kernels.fwd_ws_wy import store_block_transposed
-
-        cute.arch.barrier(barrier_id=BAR_OUT_FREE, number_of_threads=OUT_THREADS)
-        for bi in cutlass.range_constexpr(CHUNK // 16):
-            store_block_transposed(block_of(acc_o, bi, thr.partition_shape_C((16, 16))),
-                                   cute.local_tile(s.ostage, (16, 16), (bi, wid)), thr, lane)
-        cute.arch.barrier_arrive(barrier_id=BAR_OUT_FULL, number_of_threads=OUT_THREADS)
-
-    @cute.jit
-    def sequence(self, s, mq, mk, mv, mg, mb, mw, mcu, mo, mh0, mht, mckpt, scale, T, N, n, h):
-        """FourRoles.sequence with the output in the copies' views."""
-        s.out = mo
-        FourRoles.sequence(self, s, mq, mk, mv, mg, mb, mw, mcu, mo, mh0, mht, mckpt, scale, T, N, n, h)
-
-    @cute.jit
-    def store_staged(self, s, t0, eos, release: cutlass.Constexpr):
-        """After OUT_FULL: chunk t0's staged rows t < eos to the output, 16-byte vectors; then
-        OUT_FREE (release: a later chunk will be staged)."""
-        h = s.gmem.heads[3]
-        ctid = tid_in_loop() - COPY_TID0
-        cute.arch.barrier(barrier_id=BAR_OUT_FULL, number_of_threads=OUT_THREADS)
-        per_row = self.cfg.V // VEC
-        for u in cutlass.range_constexpr(OUT_VECTORS):
-            v = ctid + u * WG_THREADS
-            row = v // per_row
-            cv = v % per_row
-            if t0 + row < eos:
-                x = load_vec(cute.local_tile(s.ostage[row, None], (VEC,), (cv,)))
-                cute.autovec_copy(x, cute.local_tile(s.out[t0 + row, h, None], (VEC,), (cv,)))
-        if cutlass.const_expr(release):
-            cute.arch.barrier_arrive(barrier_id=BAR_OUT_FREE, number_of_threads=OUT_THREADS)
