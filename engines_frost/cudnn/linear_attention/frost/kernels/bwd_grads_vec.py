@@ -38,8 +38,8 @@ import cutlass
 import cutlass.cute as cute
 from cutlass import BFloat16, Float32, Int32, TFloat32
 from cutlass.cute.nvgpu import cpasync, warpgroup
-from cutlass.experimental.primitives import cp_async_bulk_shared_cluster_global as bulk_copy
 
+from cudnn.linear_attention.frost.kernels import bulk_rows
 from cudnn.linear_attention.frost.kernels.bwd_config import FrostBwdConfig
 from cudnn.linear_attention.frost.kernels.bwd_grads import ROW_SUMS, THREADS, WARPS, FrostBwdGrads, _tv
 from cudnn.linear_attention.frost.kernels.bwd_grads_wgmma import WgmmaStateProducts, b_swizzle
@@ -278,76 +278,15 @@ class FrostBwdGradsVec(FrostBwdGrads):
         if cutlass.const_expr(c.gate_align16):
             jobs.append((s.g, (mg, h, None), C, Float32))
         jobs += [(s.sf, (mckpt, h, srow), c.V, None), (s.dsf, (mdckpt, h, rho), c.V, None)]
-        for dst, _, count, _ in jobs:  # issue_bulk_copies deals the rows in warp runs of 32
-            if count % 32:
-                raise ValueError(f"bulk copies: a job of {count} rows (not a multiple of 32) in {self.cfg}")
+        bulk_rows.check_jobs(jobs, self.cfg)
         return jobs
-
-    @staticmethod
-    def row_bytes(dst) -> int:
-        """Bytes of one row of a bulk_jobs tile (what one cp.async.bulk of it moves)."""
-        return cute.size(dst, mode=[1]) * dst.element_type.width // 8
 
     @cute.jit
     def issue_bulk_copies(self, s, mdo, mu, mdr, mv, mw, mg, mckpt, mdckpt, heads, rho, srow, t0, eos, tid):
-        """vec_bulk_copies: every row of bulk_jobs by one cp.async.bulk (the row's bytes in
-        one instruction) onto s.mbar. The jobs' rows, back to back, go to the warps in runs
-        of 32 (a job's rows are a multiple of 32: each run lies in one job): run i is warp
-        i mod WARPS's, whose elected lane issues its 32 copies (~72 per warp where every
-        thread issued ~40 16-byte cp.async; the address of a per-lane copy would have to be
-        made uniform lane by lane). Token rows past eos are zeroed instead, each by the
-        lane of its place in the run, with ordinary stores (visible after land_copies'
-        barrier). Thread 0 arms the mbarrier with the bytes of the whole set first."""
+        """vec_bulk_copies: every row of bulk_jobs by one cp.async.bulk onto s.mbar
+        (bulk_rows.issue: ~72 per warp where every thread issued ~40 16-byte cp.async)."""
         jobs = self.bulk_jobs(s, mdo, mu, mdr, mv, mw, mg, mckpt, mdckpt, heads, rho, srow)
-        C = CHUNK
-        rows = cutlass.min(eos - t0, C)  # the chunk's rows before the sequence end (>= 1)
-        if tid == 0:
-            tok = 0
-            fixed = 0
-            for dst, src, count, zero in jobs:
-                nbytes = self.row_bytes(dst)
-                if cutlass.const_expr(zero is None):
-                    fixed += count * nbytes
-                else:
-                    tok += nbytes
-            cute.arch.mbarrier_arrive_and_expect_tx(s.mbar.iterator, rows * tok + fixed)
-        wid = cute.arch.make_warp_uniform(cute.arch.warp_idx())
-        lane = cute.arch.lane_idx()
-        total = sum(job[2] for job in jobs)
-        for k in cutlass.range_constexpr(-(-total // THREADS)):
-            lo = 0
-            for dst, src, count, zero in jobs:
-                hi = lo + count
-                if cutlass.const_expr(lo < (k + 1) * THREADS and hi > k * THREADS):
-                    r0 = k * THREADS + wid * 32 - lo  # this warp's run in the job, if it is there
-                    if r0 >= 0 and r0 < count:
-                        self.bulk_run(s, dst, src, r0, zero, t0, eos, lane)
-                lo = hi
-
-    @cute.jit
-    def bulk_run(self, s, dst, src, r0, zero, t0, eos, lane):
-        """Rows r0 .. r0 + 31 of a bulk_jobs job: the elected lane's cp.async.bulk per row
-        (token rows: those before eos), then each lane zeroes its token row past eos."""
-        nbytes = self.row_bytes(dst)
-        tensor, head, state_row = src
-        with cute.arch.elect_one():
-            for i in cutlass.range(32, unroll=4):
-                r = r0 + i
-                if cutlass.const_expr(zero is None):
-                    bulk_copy(dst[r, None].iterator, tensor[state_row, head, r, None].iterator, s.mbar.iterator,
-                              nbytes)
-                else:
-                    if t0 + r < eos:
-                        bulk_copy(dst[r, None].iterator, tensor[t0 + r, head, None].iterator, s.mbar.iterator,
-                                  nbytes)
-        if cutlass.const_expr(zero is not None):
-            r = r0 + lane
-            if t0 + r >= eos:
-                vec = 16 * 8 // dst.element_type.width
-                z = cute.make_rmem_tensor((vec,), zero)
-                z.fill(0.0)
-                for cv in cutlass.range_constexpr(cute.size(dst, mode=[1]) // vec):
-                    cute.autovec_copy(z, cute.local_tile(dst[r, None], (vec,), (cv,)))
+        bulk_rows.issue(jobs, s.mbar.iterator, t0, eos, tid, THREADS)
 
     @cute.jit
     def copy_beta_async(self, mb, h, s_beta, t0, eos, tid):

@@ -65,7 +65,7 @@ _log = logging.getLogger("cudnn.linear_attention.frost")
 # are keyed through its config type, whose fields carry their hash.
 KEYED_SOURCES = ("bwd_abi.py", "bwd_chain.py", "bwd_chain_pipelined.py", "bwd_chain_scaled.py",
                  "bwd_chain_schedule.py", "bwd_chain_ws.py", "bwd_chain_ws_wy.py", "bwd_chain_ws4.py", "bwd_chain_wgmma.py", "bwd_compile.py", "bwd_config.py", "bwd_grads.py", "bwd_grads_vec.py",
-                 "bwd_grads_wgmma.py", "bwd_states.py", "bwd_values.py",
+                 "bwd_grads_wgmma.py", "bwd_states.py", "bwd_values.py", "bulk_rows.py",
                  "checkpoints.py", "checkpoints_dsl.py", "compile_kernel.py", "config.py", "decay_ptx.py",
                  "decode_compile.py",
                  "decode_config.py", "decode_kernel.py", "fragment_stores.py", "fwd_v1.py", "fwd_v2.py",
