@@ -396,6 +396,26 @@ def test_staged_do_switch(family, monkeypatch):
         _check(_operands(family=family), family)
 
 
+@pytest.mark.parametrize("family", ["gdn", "kda", "gdn2"])
+def test_bulk_rows_switch(family, monkeypatch):
+    """FROST_BWD_CHAIN_BULK (off unless 1) sets chain_bulk_rows for vector gates only, on
+    the chain kernel alone; other values are a ValueError naming it."""
+    from cudnn.linear_attention.frost.kernels import bwd
+
+    monkeypatch.delenv(bwd.CHAIN_BULK_ENV, raising=False)
+    off, _, _ = _check(_operands(family=family), family)
+    assert not off.chain_bulk_rows
+    monkeypatch.setenv(bwd.CHAIN_BULK_ENV, "1")
+    on, _, _ = _check(_operands(family=family), family)
+    assert on.chain_bulk_rows == (family != "gdn")
+    assert dataclasses.replace(on, chain_bulk_rows=False) == off
+    for stage in on.stages:
+        assert on.with_stage(stage).chain_bulk_rows == (stage == "chain" and family != "gdn")
+    monkeypatch.setenv(bwd.CHAIN_BULK_ENV, "2")
+    with pytest.raises(ValueError, match=bwd.CHAIN_BULK_ENV):
+        _check(_operands(family=family), family)
+
+
 def _config_under(monkeypatch, family, env: dict):
     """The checked backward config of `family` after setting each variable of env (None:
     unset) on top of what the test set before."""

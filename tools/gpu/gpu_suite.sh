@@ -210,6 +210,11 @@
 #              shared memory"): chaindotest, the KDA and GDN-2 backward smoke vs float64
 #              with it on; chaindobench, tree_ab.sh of this checkout against itself with the
 #              switch on (the smoke's kernel times and the KDA, GDN-2 fwd+bwd op rows)
+#   chainbulk  the vector-gate chain's next-chunk rows by bulk copies (FROST_BWD_CHAIN_BULK=1,
+#              with the staged dO too: FROST_BWD_CHAIN_DO=1; kernels/NOTES_bwd.md "Vector-gate
+#              chain: the next chunk's rows by bulk copies"): chainbulktest, the KDA and
+#              GDN-2 backward smoke vs float64 with both on; chainbulkbench, tree_ab.sh of
+#              this checkout against itself with the bulk rows, then with both
 #   gradsprefetch GDN's grads kernel's L2 prefetch of the next item's q and k rows (on by
 #              default; FROST_BWD_GRADS_PREFETCH=0 turns it off; kernels/NOTES_bwd.md "The L2
 #              prefetch on the H200"): the GDN smoke vs float64 with it off (stage frostbwd
@@ -551,6 +556,13 @@ for s in "$@"; do
         --jobs \$(nproc) --family kda --family gdn2"
       [ "$s" = chaindotest ] || stage chaindobench "AB_SMOKE_FAMILIES='kda gdn2' AB_REPS=10 AB_CASES='KDA fwd+bwd;GDN-2 fwd+bwd' PYTHONPATH='$BASE_PYTHONPATH' \
         bash tools/gpu/tree_ab.sh .::FROST_BWD_CHAIN_DO=1 \${AB_ROUNDS:-2}" ;;
+    chainbulk|chainbulktest|chainbulkbench)
+      [ "$s" = chainbulkbench ] || stage chainbulktest "FROST_BWD_CHAIN_BULK=1 FROST_BWD_CHAIN_DO=1 \
+        python3 tests/numerics/la_frost_bwd_smoke.py --jobs \$(nproc) --family kda --family gdn2"
+      [ "$s" = chainbulktest ] || stage chainbulkbench "AB_SMOKE_FAMILIES='kda gdn2' AB_REPS=10 AB_CASES='KDA fwd+bwd;GDN-2 fwd+bwd' PYTHONPATH='$BASE_PYTHONPATH' \
+        bash tools/gpu/tree_ab.sh .::FROST_BWD_CHAIN_BULK=1 \${AB_ROUNDS:-2} && \
+        AB_SMOKE_FAMILIES='kda gdn2' AB_REPS=10 AB_CASES='KDA fwd+bwd;GDN-2 fwd+bwd' PYTHONPATH='$BASE_PYTHONPATH' \
+        bash tools/gpu/tree_ab.sh .::FROST_BWD_CHAIN_BULK=1::FROST_BWD_CHAIN_DO=1 \${AB_ROUNDS:-2}" ;;
     vecrows|vecrowstest)  # vector-gate grads: rows in the load phase; then an A/B of two trees
       stage vecrowstest "python3 tests/numerics/la_frost_bwd_smoke.py --jobs \$(nproc) --family kda \
         --family gdn2"

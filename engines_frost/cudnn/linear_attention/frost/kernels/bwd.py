@@ -50,7 +50,11 @@ VEC_TF32_ENV = "FROST_BWD_VEC_TF32"
 # experiment, off until measured; FROST_BWD_CHAIN_DO=1 turns it on (K >= V; ignored
 # elsewhere).
 CHAIN_DO_ENV = "FROST_BWD_CHAIN_DO"
-# All five are read on every checked backward call (a cached call's launch lane keeps the
+# The vector-gate chain's next-chunk rows by 1D bulk copies (FrostBwdConfig.chain_bulk_rows,
+# NOTES_bwd.md "Vector-gate chain: the next chunk's rows by bulk copies"): an experiment,
+# off until measured; FROST_BWD_CHAIN_BULK=1 turns it on (vector gates; ignored elsewhere).
+CHAIN_BULK_ENV = "FROST_BWD_CHAIN_BULK"
+# All six are read on every checked backward call (a cached call's launch lane keeps the
 # kernels of its first), 0 or 1 (common.switches.binary_switch: other values are a
 # ValueError naming the variable).
 # FROST_BWD_CHAIN=pipelined selects the chain kernel that runs the next chunk's prep beside
@@ -284,6 +288,7 @@ def check_bwd_operands(*, q, k, v, g, beta, w, cu_seqlens, dO, initial_state, d_
         and binary_switch(VEC_WIDE_ENV, default=True) and binary_switch(VEC_DECAY_ENV, default=True)
         and (vector_grads != "wgmma"),
         chain_staged_do=binary_switch(CHAIN_DO_ENV, default=False) and f.gate_per_channel and f.K >= f.V,
+        chain_bulk_rows=binary_switch(CHAIN_BULK_ENV, default=False) and f.gate_per_channel,
         chain_pipeline=variant == "pipelined" and not f.gate_per_channel,
         chain_wgmma=variant in ("wgmma", "wgmma_async", "wgmma_scaled", "wgmma_ws") + wy,
         chain_async=variant in ("wgmma_async", "wgmma_scaled", "wgmma_ws") + wy,

@@ -46,6 +46,7 @@ from cudnn.linear_attention.frost.kernels.fwd_v1 import (
     to_a_operand,
     warp_mma,
 )
+from cudnn.linear_attention.frost.kernels import bulk_rows
 from cudnn.linear_attention.frost.kernels import gmem_vector_io as vio
 from cudnn.linear_attention.frost.kernels.fragment_stores import store_rows_vectorised
 from cudnn.linear_attention.frost.kernels.fwd_v2 import FrostFwdV2
@@ -114,7 +115,7 @@ class FrostBwdChain(FrostBwdLauncher, FrostFwdV2):
         tid, _, _ = cute.arch.thread_idx()
         n, h, _ = cute.arch.block_idx()
         heads = c.heads_of(h)
-        s = allocate_smem(self.smem_plan(c))
+        s = allocate_smem(self.smem_plan(c) + self.mbarrier_plan())
         mma = warp_mma()
         lane = cute.arch.lane_idx()
         wid = cute.arch.make_warp_uniform(cute.arch.warp_idx())
@@ -123,22 +124,38 @@ class FrostBwdChain(FrostBwdLauncher, FrostFwdV2):
         bos, eos, nch, row0 = self.chunk_span(mcu, n, T)
         s.gmem = SimpleNamespace(q=mq, k=mk, v=mv, g=mg, b=mb, w=mw, do=mdo, heads=heads)
         self.before_chunks(s, tid)  # ordered before the first stages by the barrier below
+        bulk = self.bcfg.chain_bulk_rows
+        if cutlass.const_expr(bulk):
+            if tid == 0:  # visible to every copying warp and the async proxy after the barrier
+                cute.arch.mbarrier_init(s.mbar.iterator, 1)
+                cute.arch.mbarrier_init_fence()
+            cute.arch.sync_threads()
         if nch > 0:
             self.prefetch_chunk(s, bos + (nch - 1) * CHUNK, eos, tid)
             cute.arch.cp_async_commit_group()
         cute.arch.cp_async_wait_group(0)
+        if cutlass.const_expr(bulk):
+            if nch > 0:
+                cute.arch.mbarrier_wait(s.mbar.iterator, 0)  # the mbarrier's first phase
         cute.arch.sync_threads()
         for jj in cutlass.range(nch, unroll=1):
             j = nch - 1 - jj
             t0 = bos + j * CHUNK
             self.prep_chunk(s, mdckpt[row0 + j, h, None, None], acc_ds, mq, mk, mv, mg, mb, mw, heads, t0, eos,
                             scale, tid, thr, lane, wid)
+            if cutlass.const_expr(bulk):
+                # this thread's generic reads of the row tiles, ordered before the bulk
+                # copies (async proxy) that overwrite them after the barrier
+                cute.arch.fence_proxy("async.shared", space="cta")
             cute.arch.sync_threads()
             if j > 0:
                 self.prefetch_chunk(s, t0 - CHUNK, eos, tid)
                 cute.arch.cp_async_commit_group()
             self.chain(s, mdr, acc_ds, coord, heads, t0, eos, thr, lane, wid)
             cute.arch.cp_async_wait_group(0)
+            if cutlass.const_expr(bulk):
+                if j > 0:
+                    cute.arch.mbarrier_wait(s.mbar.iterator, (jj + 1) % 2)  # copy set jj + 1
             cute.arch.sync_threads()
         self.after_chunks()
         if cutlass.const_expr(self.bcfg.dh0_dtype is not None):
@@ -215,19 +232,62 @@ class FrostBwdChain(FrostBwdLauncher, FrostFwdV2):
             return s.w0
         return s.ke if self.bcfg.chain_staged_do else None
 
+    def mbarrier_plan(self) -> list:
+        """The bulk row copies' mbarrier (chain_bulk_rows), after the plan's tiles: the
+        other tensors keep their offsets. Runs at trace time."""
+        return [("mbar", "i64", (1,), (1,))] if self.bcfg.chain_bulk_rows else []
+
     @cute.jit
     def prefetch_chunk(self, s, t0, eos, tid):
         """Chunk t0's q, k, gates, beta (v2's prefetch_rows) and its dO rows into the dO
-        stage (do_stage), or, vector gates without one, into L2."""
-        self.prefetch_rows(s, t0, eos, tid)
-        if cutlass.const_expr(self.do_stage(s) is not None):
-            self.prefetch_do(s, t0, eos, tid)
+        stage (do_stage), or, vector gates without one, into L2; with chain_bulk_rows
+        the rows by bulk copies (prefetch_rows_bulk)."""
+        if cutlass.const_expr(self.bcfg.chain_bulk_rows):
+            self.prefetch_rows_bulk(s, t0, eos, tid)  # the staged dO among its rows
         else:
+            self.prefetch_rows(s, t0, eos, tid)
+            if cutlass.const_expr(self.do_stage(s) is not None):
+                self.prefetch_do(s, t0, eos, tid)
+        if cutlass.const_expr(self.do_stage(s) is None):
             # stage_rows reads dO from global memory inside the serial chain, where a cold
             # read cost each chunk a DRAM round trip (Nsight Compute: ~8 % of the KDA /
             # GDN-2 chain's samples on one load); asked for here, a chunk ahead, it is in L2
             # by then. A hint: nothing read changes.
             self.prefetch_rows_l2(((s.gmem.do, s.gmem.heads[3], self.cfg.V),), t0, eos, tid)
+
+    @cute.jit
+    def prefetch_rows_bulk(self, s, t0, eos, tid):
+        """chain_bulk_rows: chunk t0's token rows of q, k, GDN-2's b and w, the gate rows
+        (where 16-byte aligned) and the staged dO by one cp.async.bulk each onto s.mbar
+        (bulk_rows.issue; zeros past eos by plain stores); the rest as prefetch_rows
+        copies it (unaligned gate rows, KDA's scalar beta: cp.async, not committed)."""
+        c = self.cfg
+        m = s.gmem
+        hq, hk, _, h = m.heads
+        C = CHUNK
+        jobs = []
+        if cutlass.const_expr(c.write_output):  # q serves only the output
+            jobs.append((self.io_view(s.q), (m.q, hq, None), C, self.io))
+        jobs.append((self.io_view(s.k), (m.k, hk, None), C, self.io))
+        if cutlass.const_expr(c.beta_per_channel):  # GDN-2 erase gate b -> qr (dead until operands)
+            jobs.append((self.io_view(s.qr), (m.b, h, None), C, self.io))
+        if cutlass.const_expr(c.has_w):
+            jobs.append((self.io_view(self.w_stage(s)), (m.w, h, None), C, self.io))
+        if cutlass.const_expr(c.gate_align16):
+            jobs.append((s.g, (m.g, h, None), C, Float32))
+        if cutlass.const_expr(self.do_stage(s) is not None):  # [C, V] of the stage's rows
+            jobs.append((cute.local_tile(self.io_view(self.do_stage(s)), (C, c.V), (0, 0)), (m.do, h, None), C,
+                         self.io))
+        bulk_rows.check_jobs(jobs, c)
+        bulk_rows.issue(jobs, s.mbar.iterator, t0, eos, tid, self.threads)
+        if cutlass.const_expr(not c.gate_align16):
+            self.copy_gate_rows_async(m.g, h, s.g, t0, eos, tid, self.threads)
+        if cutlass.const_expr(not c.beta_per_channel):
+            if tid >= C and tid < 2 * C:
+                r = tid - C
+                a4 = cute.make_copy_atom(cpasync.CopyG2SOp(), Float32, num_bits_per_copy=32)
+                self.copy_or_zero(a4, m.b, t0 + r, h, 1, 0, cute.local_tile(s.beta, (1,), (r,)), t0 + r < eos,
+                                  Float32)
 
     @cute.jit
     def prefetch_do(self, s, t0, eos, tid):

@@ -106,6 +106,13 @@ class FrostBwdConfig:
     # chain: dO staged in shared memory"). Same values. Vector gates, K >= V (KE's rows
     # hold V values). An experiment until measured: FROST_BWD_CHAIN_DO=1 (bwd.py).
     chain_staged_do: bool = False
+    # The vector-gate chain copies the next chunk's rows (q, k, the gate rows, GDN-2's b and
+    # w, the staged dO) by 1D bulk copies, one per row, completing on an mbarrier
+    # (bulk_rows.py), instead of 16-20 16-byte cp.async per thread issued ahead of the
+    # chain step, whose shared-memory queue waits on them (NOTES_bwd.md "Vector-gate chain:
+    # the next chunk's rows by bulk copies"). Same values. Vector gates. An experiment
+    # until measured: FROST_BWD_CHAIN_BULK=1 (bwd.py).
+    chain_bulk_rows: bool = False
     # The vector-gate grads kernel (bwd_grads_vec.py) reads its shared bf16 operands with
     # wide loads instead of one 2-byte load per element (NOTES_bwd.md "v1.7 vector-gate
     # grads"): k-hat's and q-hat's decayed B operands by ldmatrix.x4.trans straight into
@@ -197,6 +204,10 @@ class FrostBwdConfig:
             bad("chain_staged_do", "a bool")
         if self.chain_staged_do and not (self.fwd.gate_per_channel and self.fwd.K >= self.fwd.V):
             bad("chain_staged_do", "False unless the gates are per channel with K >= V (KE's slot holds the rows)")
+        if not isinstance(self.chain_bulk_rows, bool):
+            bad("chain_bulk_rows", "a bool")
+        if self.chain_bulk_rows and not self.fwd.gate_per_channel:
+            bad("chain_bulk_rows", "False unless the gates are per channel (the vector chain's copies)")
         if self.chain_pipeline and self.fwd.gate_per_channel:
             bad("chain_pipeline", "False for vector gates (no room for a second operand set: NOTES_bwd.md v1.6)")
         if not isinstance(self.chain_wgmma, bool):
@@ -249,8 +260,8 @@ class FrostBwdConfig:
         checkpoint) neither; chain never reads a state, so the checkpoints flag is off
         (forward_values stays: it makes chain zero the uncovered gradient rows); grads
         reads U from wherever it comes, so forward_values is off there. chain_pipeline,
-        chain_wgmma, chain_async and chain_staged_do only change the chain kernel: off for
-        every other stage;
+        chain_wgmma, chain_async, chain_staged_do and chain_bulk_rows only change the chain
+        kernel: off for every other stage;
         vec_wide_loads, vec_fast_decay, vec_bulk_copies and vec_tf32_adjoints only the
         vector-gate grads kernel (vec_bulk_copies only its mma.sync class), grads_wgmma and
         grads_prefetch only the grads kernels."""
@@ -274,7 +285,7 @@ class FrostBwdConfig:
                                        chain_pipeline=False, chain_wgmma=False,
                                        chain_async=False, chain_scaled=False, chain_ws=False,
                                        chain_ws_regs=(), chain_wy=False, chain_ws4=False,
-                                       chain_a_in_chain=False, chain_raw_rows=False, chain_staged_do=False,
+                                       chain_a_in_chain=False, chain_raw_rows=False, chain_staged_do=False, chain_bulk_rows=False,
                                        vec_wide_loads=wide, vec_fast_decay=fast, vec_bulk_copies=bulk,
                                        vec_tf32_adjoints=tf32, grads_wgmma=gwg, grads_prefetch=pf)
         fwd = dataclasses.replace(unpiped, has_initial_state=False, state_dtype=None)
@@ -282,7 +293,7 @@ class FrostBwdConfig:
                                    forward_values=False, grads_ctas=ctas,
                                    chain_pipeline=False, chain_wgmma=False, chain_async=False, chain_scaled=False,
                                    chain_ws=False, chain_ws_regs=(), chain_wy=False, chain_ws4=False,
-                                   chain_a_in_chain=False, chain_raw_rows=False, chain_staged_do=False,
+                                   chain_a_in_chain=False, chain_raw_rows=False, chain_staged_do=False, chain_bulk_rows=False,
                                    vec_wide_loads=wide,
                                    vec_fast_decay=fast, vec_bulk_copies=bulk, vec_tf32_adjoints=tf32, grads_wgmma=gwg, grads_prefetch=pf)
 

@@ -100,7 +100,8 @@ def describe(cfg) -> str:
                 f"{' pipelined' if cfg.chain_pipeline else ''}"
                 f"{' wgmma' if cfg.chain_wgmma or cfg.grads_wgmma else ''}"
                 f"{' async' if getattr(cfg, 'chain_async', False) else ''}"
-                f"{' staged-do' if getattr(cfg, 'chain_staged_do', False) else ''}")
+                f"{' staged-do' if getattr(cfg, 'chain_staged_do', False) else ''}"
+                f"{' bulk-rows' if getattr(cfg, 'chain_bulk_rows', False) else ''}")
     if hasattr(cfg, "block_v"):  # decode_config.FrostDecodeConfig
         flags = "".join(s for on, s in ((cfg.use_l2norm, " l2"), (cfg.has_pool, " pool"),
                                          (cfg.safe_gate, " safe"), (cfg.beta_sigmoid, " sig"),

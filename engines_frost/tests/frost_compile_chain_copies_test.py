@@ -1,4 +1,5 @@
-"""The vector-gate chain with dO staged in shared memory (sm_90a, no GPU).
+"""The vector-gate chain's next-chunk copies: dO staged in shared memory, the rows by bulk
+copies (sm_90a, no GPU).
 
 FrostBwdConfig.chain_staged_do: the chain kernel copies chunk c - 1's dO rows into KE's
 shared slot (cp.async, issued with the q / k / gate rows after the Gram's barrier) while
@@ -9,8 +10,12 @@ the rows stage's 16-byte global loads of dO are gone (C V / (8 threads) per thre
 LDG.E.128), and as many 16-byte cp.async more at each of the two prefetch sites (before
 the chunk loop and in it); the product's build (the flag off) is unchanged by the flag's
 existence (its config compares equal to one that never names it).
-Numerics: on the GPU, stage chaindo of tools/gpu/gpu_suite.sh (the backward smoke against
-float64 with FROST_BWD_CHAIN_DO=1).
+FrostBwdConfig.chain_bulk_rows: the same rows (and the staged dO) by one cp.async.bulk
+each onto an mbarrier (bulk_rows.py): no 16-byte cp.async is left in the kernel, every
+job's copies are there (a UBLKCP per row of a warp's run, unrolled by four, per issue
+site), no spill or note.
+Numerics: on the GPU, stages chaindo and chainbulk of tools/gpu/gpu_suite.sh (the backward
+smoke against float64 with FROST_BWD_CHAIN_DO=1, FROST_BWD_CHAIN_BULK=1).
 """
 import collections
 import dataclasses
@@ -41,10 +46,11 @@ def _build(cfg):
         cubin = report.compile_bwd_cubin(cfg, tmp, notes)
         usage, sass = report.resource_usage(cubin), report.sass_instructions(cubin)
     ops = collections.Counter(next(w for w in line.split() if not w.startswith("@")) for line in sass if line.split())
-    # 16-byte global loads and 16-byte cp.async, whatever their cache modifiers
+    # 16-byte global loads and 16-byte cp.async, whatever their cache modifiers; bulk copies
     loads = sum(n for op, n in ops.items() if op.startswith("LDG.") and op.endswith(".128"))
     copies = sum(n for op, n in ops.items() if op.startswith("LDGSTS.") and op.endswith(".128"))
-    return notes, usage, loads, copies
+    bulk = sum(n for op, n in ops.items() if op.startswith("UBLKCP"))
+    return notes, usage, loads, copies, bulk
 
 
 @pytest.mark.parametrize("family,wgmma", tiered([("kda", True), ("gdn2", True), ("kda", False)], [0],
@@ -53,11 +59,27 @@ def _build(cfg):
 def test_staged_do_replaces_the_global_loads(family, wgmma):
     product = _chain_config(family, wgmma)
     staged = dataclasses.replace(product, chain_staged_do=True)
-    notes, usage, loads, copies = _build(staged)
-    _, _, base_loads, base_copies = _build(product)
+    notes, usage, loads, copies, _ = _build(staged)
+    _, _, base_loads, base_copies, _ = _build(product)
     assert notes == set() and usage["LOCAL"] == 0 and usage["STACK"] == 0, (notes, usage)
     assert base_loads - loads == DO_PIECES, (base_loads, loads)
     assert copies - base_copies == 2 * DO_PIECES, (base_copies, copies)
+
+
+@pytest.mark.parametrize("family,staged_do", tiered([("kda", False), ("gdn2", True), ("kda", True)], [0],
+                                                   ids=lambda c: f"{c[0]}{'-staged-do' if c[1] else ''}",
+                                                   unpack=True))
+def test_bulk_rows_replace_the_copies(family, staged_do):
+    cfg = dataclasses.replace(_chain_config(family, True), chain_bulk_rows=True, chain_staged_do=staged_do)
+    notes, usage, loads, copies, bulk = _build(cfg)
+    assert notes == set() and usage["LOCAL"] == 0 and usage["STACK"] == 0, (notes, usage)
+    assert copies == 0, copies  # no 16-byte cp.async left (KDA's scalar beta: 4-byte ones)
+    # per issue site (before the loop, in it) each job's run loop, unrolled by four:
+    # q, k, the gate rows; GDN-2's b and w; the staged dO
+    jobs = 3 + 2 * (family == "gdn2") + staged_do
+    assert bulk == 2 * 4 * jobs, (bulk, jobs)
+    if staged_do:
+        assert loads == 0, loads  # no dO row read from global memory in the rows stage
 
 
 def test_staged_do_config_rules():
@@ -75,5 +97,11 @@ def test_staged_do_config_rules():
     narrow = report.bwd_config_for("kda", "chain", K=64, V=128, h0=False)
     with pytest.raises(ValueError, match="K >= V"):
         dataclasses.replace(narrow, chain_staged_do=True)
-    fields = {f.name: getattr(kda, f.name) for f in dataclasses.fields(FrostBwdConfig) if f.name != "chain_staged_do"}
+    fields = {f.name: getattr(kda, f.name) for f in dataclasses.fields(FrostBwdConfig)
+              if f.name not in ("chain_staged_do", "chain_bulk_rows")}
     assert FrostBwdConfig(**fields) == kda
+    bulk = dataclasses.replace(kda, chain_bulk_rows=True)
+    for stage in ("states", "grads"):
+        assert bulk.with_stage(stage) == kda.with_stage(stage)
+    with pytest.raises(ValueError, match="chain_bulk_rows must be False unless the gates are per channel"):
+        dataclasses.replace(_chain_config("gdn", True), chain_bulk_rows=True)
