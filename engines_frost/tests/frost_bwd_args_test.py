@@ -375,44 +375,28 @@ def test_tf32_adjoints_switch(family, monkeypatch):
 
 
 @pytest.mark.parametrize("family", ["gdn", "kda", "gdn2"])
-def test_staged_do_switch(family, monkeypatch):
-    """FROST_BWD_CHAIN_DO (off unless 1) sets chain_staged_do for vector gates with K >= V
-    only, on the chain kernel alone; other values are a ValueError naming it."""
+@pytest.mark.parametrize("env,field", [("CHAIN_DO_ENV", "chain_staged_do"), ("CHAIN_BULK_ENV", "chain_bulk_rows")])
+def test_vector_chain_copy_switches(family, env, field, monkeypatch):
+    """FROST_BWD_CHAIN_DO and FROST_BWD_CHAIN_BULK (off unless 1) set their chain flag for
+    vector gates only (the staged dO: with K >= V), on the chain kernel alone; other values
+    are a ValueError naming the variable."""
     from cudnn.linear_attention.frost.kernels import bwd
 
-    monkeypatch.delenv(bwd.CHAIN_DO_ENV, raising=False)
+    variable = getattr(bwd, env)
+    monkeypatch.delenv(variable, raising=False)
     off, _, _ = _check(_operands(family=family), family)
-    assert not off.chain_staged_do
-    monkeypatch.setenv(bwd.CHAIN_DO_ENV, "1")
+    assert not getattr(off, field)
+    monkeypatch.setenv(variable, "1")
     on, _, _ = _check(_operands(family=family), family)
-    assert on.chain_staged_do == (family != "gdn")
-    assert dataclasses.replace(on, chain_staged_do=False) == off
+    assert getattr(on, field) == (family != "gdn")
+    assert dataclasses.replace(on, **{field: False}) == off
     for stage in on.stages:
-        assert on.with_stage(stage).chain_staged_do == (stage == "chain" and family != "gdn")
+        assert getattr(on.with_stage(stage), field) == (stage == "chain" and family != "gdn")
     narrow, _, _ = _check(_operands(family=family, K=64, V=128), family)
-    assert not narrow.chain_staged_do  # KE's rows hold K < V values: dO stays in global memory
-    monkeypatch.setenv(bwd.CHAIN_DO_ENV, "on")
-    with pytest.raises(ValueError, match=bwd.CHAIN_DO_ENV):
-        _check(_operands(family=family), family)
-
-
-@pytest.mark.parametrize("family", ["gdn", "kda", "gdn2"])
-def test_bulk_rows_switch(family, monkeypatch):
-    """FROST_BWD_CHAIN_BULK (off unless 1) sets chain_bulk_rows for vector gates only, on
-    the chain kernel alone; other values are a ValueError naming it."""
-    from cudnn.linear_attention.frost.kernels import bwd
-
-    monkeypatch.delenv(bwd.CHAIN_BULK_ENV, raising=False)
-    off, _, _ = _check(_operands(family=family), family)
-    assert not off.chain_bulk_rows
-    monkeypatch.setenv(bwd.CHAIN_BULK_ENV, "1")
-    on, _, _ = _check(_operands(family=family), family)
-    assert on.chain_bulk_rows == (family != "gdn")
-    assert dataclasses.replace(on, chain_bulk_rows=False) == off
-    for stage in on.stages:
-        assert on.with_stage(stage).chain_bulk_rows == (stage == "chain" and family != "gdn")
-    monkeypatch.setenv(bwd.CHAIN_BULK_ENV, "2")
-    with pytest.raises(ValueError, match=bwd.CHAIN_BULK_ENV):
+    # KE's rows hold K < V values: the staged dO stays in global memory there
+    assert getattr(narrow, field) == (family != "gdn" and field == "chain_bulk_rows")
+    monkeypatch.setenv(variable, "on")
+    with pytest.raises(ValueError, match=variable):
         _check(_operands(family=family), family)
 
 
