@@ -203,7 +203,8 @@ class FrostBwdConfig:
         if not isinstance(self.chain_staged_do, bool):
             bad("chain_staged_do", "a bool")
         if self.chain_staged_do and not (self.fwd.gate_per_channel and self.fwd.K >= self.fwd.V):
-            bad("chain_staged_do", "False unless the gates are per channel with K >= V (KE's slot holds the rows)")
+            bad("chain_staged_do",
+                "False unless the gates are per channel with K >= V (KE's slot holds the rows)")
         if not isinstance(self.chain_bulk_rows, bool):
             bad("chain_bulk_rows", "a bool")
         if self.chain_bulk_rows and not self.fwd.gate_per_channel:
@@ -285,16 +286,16 @@ class FrostBwdConfig:
                                        chain_pipeline=False, chain_wgmma=False,
                                        chain_async=False, chain_scaled=False, chain_ws=False,
                                        chain_ws_regs=(), chain_wy=False, chain_ws4=False,
-                                       chain_a_in_chain=False, chain_raw_rows=False, chain_staged_do=False, chain_bulk_rows=False,
-                                       vec_wide_loads=wide, vec_fast_decay=fast, vec_bulk_copies=bulk,
+                                       chain_a_in_chain=False, chain_raw_rows=False, chain_staged_do=False,
+                                       chain_bulk_rows=False, vec_wide_loads=wide, vec_fast_decay=fast, vec_bulk_copies=bulk,
                                        vec_tf32_adjoints=tf32, grads_wgmma=gwg, grads_prefetch=pf)
         fwd = dataclasses.replace(unpiped, has_initial_state=False, state_dtype=None)
         return dataclasses.replace(self, fwd=fwd, stage=stage, dht_dtype=None, dh0_dtype=None,
                                    forward_values=False, grads_ctas=ctas,
                                    chain_pipeline=False, chain_wgmma=False, chain_async=False, chain_scaled=False,
                                    chain_ws=False, chain_ws_regs=(), chain_wy=False, chain_ws4=False,
-                                   chain_a_in_chain=False, chain_raw_rows=False, chain_staged_do=False, chain_bulk_rows=False,
-                                   vec_wide_loads=wide,
+                                   chain_a_in_chain=False, chain_raw_rows=False, chain_staged_do=False,
+                                   chain_bulk_rows=False, vec_wide_loads=wide,
                                    vec_fast_decay=fast, vec_bulk_copies=bulk, vec_tf32_adjoints=tf32, grads_wgmma=gwg, grads_prefetch=pf)
 
     @property
