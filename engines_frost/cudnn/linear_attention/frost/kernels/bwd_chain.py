@@ -280,14 +280,7 @@ class FrostBwdChain(FrostBwdLauncher, FrostFwdV2):
                          self.io))
         bulk_rows.check_jobs(jobs, c)
         bulk_rows.issue(jobs, s.mbar.iterator, t0, eos, tid, self.threads)
-        if cutlass.const_expr(not c.gate_align16):
-            self.copy_gate_rows_async(m.g, h, s.g, t0, eos, tid, self.threads)
-        if cutlass.const_expr(not c.beta_per_channel):
-            if tid >= C and tid < 2 * C:
-                r = tid - C
-                a4 = cute.make_copy_atom(cpasync.CopyG2SOp(), Float32, num_bits_per_copy=32)
-                self.copy_or_zero(a4, m.b, t0 + r, h, 1, 0, cute.local_tile(s.beta, (1,), (r,)), t0 + r < eos,
-                                  Float32)
+        self.copy_gate_beta_rows(s, t0, eos, tid, gates=not c.gate_align16)
 
     @cute.jit
     def prefetch_do(self, s, t0, eos, tid):

@@ -188,7 +188,6 @@ class FrostFwdV2(FrostFwdV1):
         m = s.gmem
         hq, hk, hv, h = m.heads
         a16 = cute.make_copy_atom(cpasync.CopyG2SOp(), self.io, num_bits_per_copy=128)
-        a4 = cute.make_copy_atom(cpasync.CopyG2SOp(), Float32, num_bits_per_copy=32)
         q_in = self.io_view(s.q)
         k_in = self.io_view(s.k)
         vr = K // VEC
@@ -212,9 +211,20 @@ class FrostFwdV2(FrostFwdV1):
                 r = r0 + u * (NT // vv)
                 self.copy_or_zero(a16, m.w, t0 + r, h, VEC, cv, cute.local_tile(w_in[r, None], (VEC,), (cv,)),
                                   t0 + r < eos, self.io)
-        if cutlass.const_expr(c.gate_per_channel):
+        self.copy_gate_beta_rows(s, t0, eos, tid)
+
+    @cute.jit
+    def copy_gate_beta_rows(self, s, t0, eos, tid, gates: cutlass.Constexpr = True):
+        """prefetch_rows' copies of chunk t0's gate rows (not with gates=False: the caller
+        brought them otherwise) and scalar beta (cp.async, zero past eos, not committed)."""
+        c = self.cfg
+        C, NT = CHUNK, self.threads
+        m = s.gmem
+        h = m.heads[3]
+        a4 = cute.make_copy_atom(cpasync.CopyG2SOp(), Float32, num_bits_per_copy=32)
+        if cutlass.const_expr(gates and c.gate_per_channel):
             self.copy_gate_rows_async(m.g, h, s.g, t0, eos, tid, NT)
-        else:
+        if cutlass.const_expr(gates and not c.gate_per_channel):
             if tid < C:
                 self.copy_or_zero(a4, m.g, t0 + tid, h, 1, 0, cute.local_tile(s.g[tid, None], (1,), (0,)),
                                   t0 + tid < eos, Float32)
