@@ -324,7 +324,10 @@ def main():
     decay = os.environ.get("FROST_FWD_DECAY", "").strip() or None
     # FROST_FWD_WS_REGS=consumer,producer: with scaled-ws, the roles' setmaxnreg split
     ws_regs = os.environ.get("FROST_FWD_WS_REGS", "").strip()
-    if a.frost_fwd_kernel == "product" and gram == "mma" and decay is None and not ws_regs:
+    # FROST_FWD_ROWS=bulk (frost_fwd_experiments.ROWS_ENV): the vector-gate v3 chain's
+    # next-chunk rows by bulk copies (use_kernel reads it)
+    rows = os.environ.get("FROST_FWD_ROWS", "").strip() or "async"
+    if a.frost_fwd_kernel == "product" and gram == "mma" and decay is None and not ws_regs and rows == "async":
         run(a)
         return
     import sys
@@ -333,9 +336,9 @@ def main():
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "engines_frost" / "tests"))
     from frost_fwd_experiments import use_kernel
 
-    print(f"FROST forward: {a.frost_fwd_kernel}, Gram {gram}, decays {decay}, registers {ws_regs or 'default'}, forced by the test tooling on every "
+    print(f"FROST forward: {a.frost_fwd_kernel}, Gram {gram}, decays {decay}, registers {ws_regs or 'default'}, rows {rows}, forced by the test tooling on every "
           f"forward, training ones included (the A/B against a run without --frost-fwd-kernel / FROST_FWD_GRAM / "
-          f"FROST_FWD_DECAY, the product's picks)")
+          f"FROST_FWD_DECAY / FROST_FWD_ROWS, the product's picks)")
     with use_kernel(a.frost_fwd_kernel, training=True, gram=gram, decay=decay):
         run(a)
 

@@ -52,6 +52,10 @@ tooling's choices:
                for the kernel's own (fwd_ws.WarpSpecialisedChain.split_mma_gram /
                split_wgmma_gram);
                FROST_FWD_WS_REGS="184,72" (or "192,104,24"; WS_REGS_ENV) sets it for use_kernel's blocks;
+  rows         "bulk": the vector-gate v3 chain's next-chunk rows by 1D bulk copies on an
+               mbarrier (kernels/fwd_v3_bulk.py; rows_bulk_applies: v3, per-channel gates,
+               the folded chain); "async" (default): v2's cp.async. FROST_FWD_ROWS
+               (ROWS_ENV) sets it for use_kernel's blocks;
   sources      the hash of this file and frost_fwd_v0.py: the kernel store keys the product's
                kernel sources itself, this field keys the tooling's.
 compile_kernel.kernel_class asks such a config for its class (kernel_class() below: the
@@ -112,6 +116,11 @@ FOUR_ROLE_GRAM = "wgmma64"
 DECAY_ENV = "FROST_FWD_DECAY"
 #: FROST_FWD_WS_REGS="consumer,producer": the warp-specialised forward's setmaxnreg split
 WS_REGS_ENV = "FROST_FWD_WS_REGS"
+#: how the vector-gate v3 chain copies the next chunk's rows (kernels/fwd_v3_bulk.py)
+ROWS = ("async", "bulk")
+#: FROST_FWD_ROWS=bulk: every forward a use_kernel block routes copies them by bulk copies
+#: where rows_bulk_applies; unset or "async": cp.async
+ROWS_ENV = "FROST_FWD_ROWS"
 
 
 @functools.cache
@@ -137,6 +146,7 @@ class FrostFwdExperiment(FrostFwdConfig):
     gram: str = "mma"
     decay: str = "folded"
     ws_regs: tuple[int, ...] = ()
+    rows: str = "async"
     sources: str = dataclasses.field(default_factory=sources_hash)
 
     def __post_init__(self):
@@ -169,6 +179,8 @@ class FrostFwdExperiment(FrostFwdConfig):
             bad("gram", f"{FOUR_ROLE_GRAM!r} with decay in {FOUR_ROLES} (the math warpgroup's Gram)")
         if self.decay in ("scaled", "scaled-lead") and self.gram != "mma":
             bad("decay", "'folded' or 'scaled-ws' with a wgmma gram (the others re-plan q and k their own way)")
+        if self.rows not in ROWS or (self.rows != "async" and not rows_bulk_applies(self, self.algorithm, self.decay)):
+            bad("rows", f"one of {ROWS}, and 'async' unless algorithm is v3 with per-channel gates (the folded chain)")
         if (self.write_checkpoints or self.write_values) and self.algorithm not in TRAINING_ALGORITHMS:
             bad("write_checkpoints", f"False unless algorithm is one of {TRAINING_ALGORITHMS} (the kernels "
                 "that write them)")
@@ -185,6 +197,7 @@ class FrostFwdExperiment(FrostFwdConfig):
         return (self.algorithm + ("" if self.ldmatrix else " no-ldmatrix") + ("" if self.gram == "mma" else f" gram-{self.gram}")
                 + ("" if self.decay == "folded" else f" decay-{self.decay}")
                 + (" regs=" + "/".join(map(str, self.ws_regs)) if self.ws_regs else "")
+                + ("" if self.rows == "async" else f" rows-{self.rows}")
                 + (" skip=" + "+".join(self.skip_stages) if self.skip_stages else ""))
 
     def kernel_class(self):
@@ -197,7 +210,7 @@ class FrostFwdExperiment(FrostFwdConfig):
         else:
             from cudnn.linear_attention.frost.kernels.compile_kernel import version_class
             base = version_class(self.algorithm, self)
-        return with_knobs(base, self.skip_stages, self.ldmatrix, self.gram, self.decay, self.ws_regs)
+        return with_knobs(base, self.skip_stages, self.ldmatrix, self.gram, self.decay, self.ws_regs, self.rows)
 
 
 def scalar_gate_v3(cfg: FrostFwdConfig, algorithm: str) -> bool:
@@ -207,6 +220,12 @@ def scalar_gate_v3(cfg: FrostFwdConfig, algorithm: str) -> bool:
 
 
 gram_wgmma_applies = scalar_gate_v3
+
+
+def rows_bulk_applies(cfg: FrostFwdConfig, algorithm: str, decay: str = "folded") -> bool:
+    """Whether cfg's kernel version `algorithm` (a resolved one) has the bulk-copy rows
+    (fwd_v3_bulk.BulkNextRows): v3 with per-channel gates, whose chain is the folded one."""
+    return algorithm == "v3" and cfg.gate_per_channel and decay == "folded"
 
 
 def ws_applies(cfg: FrostFwdConfig) -> bool:
@@ -240,6 +259,16 @@ def decay_requested() -> str | None:
     return decay
 
 
+def rows_requested() -> str:
+    """ROWS_ENV's value ("async" when unset); ValueError for anything but ROWS."""
+    import os
+
+    rows = os.environ.get(ROWS_ENV, "").strip() or "async"
+    if rows not in ROWS:
+        raise ValueError(f"{ROWS_ENV} must be one of {ROWS}, got {rows!r}")
+    return rows
+
+
 def gram_requested() -> str:
     """GRAM_ENV's value ("mma" when unset); ValueError for anything but GRAMS."""
     import os
@@ -252,15 +281,17 @@ def gram_requested() -> str:
 
 @functools.cache
 def with_knobs(base, skip_stages: tuple[str, ...], ldmatrix: bool, gram: str = "mma", decay: str = "folded",
-               ws_regs: tuple[int, ...] = ()):
+               ws_regs: tuple[int, ...] = (), rows: str = "async"):
     """`base` (FrostFwdV1 or a subclass) itself at the product's knobs, else a subclass that
     sets them (one class per combination; a wgmma gram puts fwd_v3_gram.GramWgmma first,
     with its width; the scaled decays the product's own class, fwd_v3_scaled.scaled_decay_class,
-    as the base, the lead and warp-specialised chains their mixins first)."""
+    as the base, the lead and warp-specialised chains their mixins first; bulk rows
+    fwd_v3_bulk.BulkNextRows first)."""
     if decay == "scaled":
         from cudnn.linear_attention.frost.kernels.fwd_v3_scaled import scaled_decay_class
         base, decay = scaled_decay_class(base), "folded"  # the product's GDN class: the same kernel
-    if skip_stages == base.skip_stages and ldmatrix == base.ldmatrix and gram == "mma" and decay == "folded":
+    if (skip_stages == base.skip_stages and ldmatrix == base.ldmatrix and gram == "mma" and decay == "folded"
+            and rows == "async"):
         return base
     tag = ("" if ldmatrix else "NoLdmatrix") + "".join(f"Skip{st.title()}" for st in skip_stages)
     bases, attrs = (base,), {"skip_stages": skip_stages, "ldmatrix": ldmatrix}
@@ -282,6 +313,9 @@ def with_knobs(base, skip_stages: tuple[str, ...], ldmatrix: bool, gram: str = "
         bases, tag = (mixin, *bases), tag + name
     if ws_regs:
         attrs["register_split"], tag = ws_regs, tag + "Regs" + "x".join(map(str, ws_regs))
+    if rows == "bulk":
+        from cudnn.linear_attention.frost.kernels.fwd_v3_bulk import BulkNextRows
+        bases, tag = (BulkNextRows, *bases), tag + "BulkRows"
     return type(f"{base.__name__}{tag}", bases, attrs)
 
 
@@ -334,20 +368,21 @@ def experiment(cfg: FrostFwdConfig, algorithm: str = PRODUCT, **knobs) -> FrostF
 
 @functools.lru_cache(maxsize=None)
 def _experiment(cfg: FrostFwdConfig, algorithm: str, skip_stages: tuple[str, ...], ldmatrix: bool, gram: str,
-                decay: str = "folded", ws_regs: tuple[int, ...] = ()):
+                decay: str = "folded", ws_regs: tuple[int, ...] = (), rows: str = "async"):
     return experiment(cfg, algorithm, skip_stages=skip_stages, ldmatrix=ldmatrix, gram=gram, decay=decay,
-                      ws_regs=ws_regs)
+                      ws_regs=ws_regs, rows=rows)
 
 
 def tooling_config(cfg: FrostFwdConfig, algorithm: str = PRODUCT, skip_stages=(), ldmatrix: bool = True,
-                   gram: str = "mma", decay: str | None = None, ws_regs: tuple[int, ...] = ()):
+                   gram: str = "mma", decay: str | None = None, ws_regs: tuple[int, ...] = (), rows: str = "async"):
     """The config a tooling run of kernel version `algorithm` (with those knobs) launches for
     the product config cfg: cfg itself where that is the version the product picks for cfg
     and there are no knobs (so such runs share the product's compiled and stored kernels),
     else its FrostFwdExperiment. A wgmma gram applies where that Gram exists
     (gram_wgmma_applies) and is dropped elsewhere, so one switch can cover a mixed run; so
     is a scaled decay. decay None: default_decay (the product's). ws_regs: with the
-    warp-specialised kernel only (dropped where it does not run)."""
+    warp-specialised kernel only (dropped where it does not run). rows "bulk": where
+    rows_bulk_applies (dropped elsewhere)."""
     version = resolve(cfg, algorithm)
     if gram != "mma" and not gram_wgmma_applies(cfg, version):
         gram = "mma"
@@ -363,23 +398,25 @@ def tooling_config(cfg: FrostFwdConfig, algorithm: str = PRODUCT, skip_stages=()
         gram = FOUR_ROLE_GRAM
     if decay not in WS_DECAYS or len(ws_regs) not in split_lengths(decay):
         ws_regs = ()
+    if rows != "async" and not rows_bulk_applies(cfg, version, decay):
+        rows = "async"
     # the four-role decays force their Gram: the product's (four_roles_apply) is one of them
     product_gram = gram == "mma" or (decay in FOUR_ROLES and gram == FOUR_ROLE_GRAM)
     if (version == product_algorithm(cfg) and not skip_stages and ldmatrix and product_gram and not ws_regs
-            and decay == default_decay(cfg, version)):
+            and decay == default_decay(cfg, version) and rows == "async"):
         return product_config(cfg)  # not through the cache: an equal config cached earlier is another object
-    return _experiment(cfg, algorithm, tuple(skip_stages), ldmatrix, gram, decay, tuple(ws_regs))
+    return _experiment(cfg, algorithm, tuple(skip_stages), ldmatrix, gram, decay, tuple(ws_regs), rows)
 
 
 def engine_config(cfg: FrostFwdConfig, algorithm: str, training: bool = False, gram: str = "mma",
-                  decay: str | None = None, ws_regs: tuple[int, ...] = ()):
+                  decay: str | None = None, ws_regs: tuple[int, ...] = (), rows: str = "async"):
     """What use_kernel(algorithm, training) launches for the product config cfg:
     tooling_config, except that forwards writing state checkpoints (training calls) stay on
     the product's kernel (cfg itself, whatever its version) unless `training` is set (then
     `algorithm` must be one of TRAINING_ALGORITHMS, or PRODUCT)."""
     if cfg.write_checkpoints and not training:
         return cfg
-    return tooling_config(cfg, algorithm, gram=gram, decay=decay, ws_regs=ws_regs)
+    return tooling_config(cfg, algorithm, gram=gram, decay=decay, ws_regs=ws_regs, rows=rows)
 
 
 @contextlib.contextmanager
@@ -392,7 +429,8 @@ def use_kernel(algorithm: str, training: bool = False, gram: str | None = None, 
     FROST_FWD_GRAM's (gram_requested), read on entry; a wgmma gram routes even a PRODUCT
     block, onto the wgmma-Gram v3 kernel where it exists (tooling_config). decay: DECAYS,
     None (default): FROST_FWD_DECAY's (decay_requested; unset: the product's), the same way.
-    The warp-specialised kernel's register split: FROST_FWD_WS_REGS's (ws_regs_requested)."""
+    The warp-specialised kernel's register split: FROST_FWD_WS_REGS's (ws_regs_requested);
+    the vector chain's row copies: FROST_FWD_ROWS's (rows_requested)."""
     if algorithm not in ALGORITHMS and algorithm != PRODUCT:
         raise ValueError(f"use_kernel: algorithm must be one of {(*ALGORITHMS, PRODUCT)}, got {algorithm!r}")
     if training and algorithm not in (*TRAINING_ALGORITHMS, PRODUCT):  # v0, v1 write neither
@@ -405,7 +443,8 @@ def use_kernel(algorithm: str, training: bool = False, gram: str | None = None, 
     if decay is not None and decay not in DECAYS:
         raise ValueError(f"use_kernel: decay must be one of {DECAYS} or None, got {decay!r}")
     ws_regs = ws_regs_requested(decay)
-    if algorithm == PRODUCT and gram == "mma" and decay is None:  # what frost_fwd launches anyway
+    rows = rows_requested()
+    if algorithm == PRODUCT and gram == "mma" and decay is None and rows == "async":  # what frost_fwd launches anyway
         yield
         return
     from cudnn.linear_attention.frost.kernels import fwd
@@ -413,7 +452,7 @@ def use_kernel(algorithm: str, training: bool = False, gram: str | None = None, 
     product = fwd._compiled
 
     def compiled(cfg, arch, ffi=None, device=None):
-        return product(engine_config(cfg, algorithm, training, gram, decay, ws_regs), arch, ffi, device)
+        return product(engine_config(cfg, algorithm, training, gram, decay, ws_regs, rows), arch, ffi, device)
 
     fwd._compiled = compiled
     try:

@@ -215,6 +215,11 @@
 #              chain: the next chunk's rows by bulk copies"): chainbulktest, the KDA and
 #              GDN-2 backward smoke vs float64 with both on; chainbulkbench, tree_ab.sh of
 #              this checkout against itself with the bulk rows, then with both
+#   fwdbulk    the vector-gate v3 forward's next-chunk rows by bulk copies (FROST_FWD_ROWS=bulk,
+#              kernels/fwd_v3_bulk.py; kernels/NOTES.md "KDA forward: the next chunk's rows by
+#              bulk copies"): fwdbulktest, the KDA and GDN-2 forward smoke (v3) and backward
+#              smoke (its training forwards) vs float64 with it on; fwdbulkbench, tree_ab.sh
+#              of this checkout against itself with it on (KDA, GDN-2 fwd and fwd+bwd op rows)
 #   gradsprefetch GDN's grads kernel's L2 prefetch of the next item's q and k rows (on by
 #              default; FROST_BWD_GRADS_PREFETCH=0 turns it off; kernels/NOTES_bwd.md "The L2
 #              prefetch on the H200"): the GDN smoke vs float64 with it off (stage frostbwd
@@ -563,6 +568,13 @@ for s in "$@"; do
         bash tools/gpu/tree_ab.sh .::FROST_BWD_CHAIN_BULK=1 \${AB_ROUNDS:-2} && \
         AB_SMOKE_FAMILIES='kda gdn2' AB_REPS=10 AB_CASES='KDA fwd+bwd;GDN-2 fwd+bwd' PYTHONPATH='$BASE_PYTHONPATH' \
         bash tools/gpu/tree_ab.sh .::FROST_BWD_CHAIN_BULK=1::FROST_BWD_CHAIN_DO=1 \${AB_ROUNDS:-2}" ;;
+    fwdbulk|fwdbulktest|fwdbulkbench)
+      [ "$s" = fwdbulkbench ] || stage fwdbulktest "for f in kda gdn2; do FROST_FWD_ROWS=bulk python3 \
+        tests/numerics/la_frost_smoke.py --family \$f --algorithm v3 || exit 1; done && FROST_FWD_ROWS=bulk \
+        python3 tests/numerics/la_frost_bwd_smoke.py --jobs \$(nproc) --family kda --family gdn2"
+      [ "$s" = fwdbulktest ] || stage fwdbulkbench "AB_SMOKE_FAMILIES='' AB_REPS=20 \
+        AB_CASES='KDA fwd;GDN-2 fwd;KDA fwd+bwd;GDN-2 fwd+bwd' PYTHONPATH='$BASE_PYTHONPATH' \
+        bash tools/gpu/tree_ab.sh .::FROST_FWD_ROWS=bulk \${AB_ROUNDS:-2}" ;;
     vecrows|vecrowstest)  # vector-gate grads: rows in the load phase; then an A/B of two trees
       stage vecrowstest "python3 tests/numerics/la_frost_bwd_smoke.py --jobs \$(nproc) --family kda \
         --family gdn2"

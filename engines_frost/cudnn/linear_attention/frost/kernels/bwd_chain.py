@@ -262,22 +262,10 @@ class FrostBwdChain(FrostBwdLauncher, FrostFwdV2):
         (bulk_rows.issue; zeros past eos by plain stores); the rest as prefetch_rows
         copies it (unaligned gate rows, KDA's scalar beta: cp.async, not committed)."""
         c = self.cfg
-        m = s.gmem
-        hq, hk, _, h = m.heads
-        C = CHUNK
-        jobs = []
-        if cutlass.const_expr(c.write_output):  # q serves only the output
-            jobs.append((self.io_view(s.q), (m.q, hq, None), C, self.io))
-        jobs.append((self.io_view(s.k), (m.k, hk, None), C, self.io))
-        if cutlass.const_expr(c.beta_per_channel):  # GDN-2 erase gate b -> qr (dead until operands)
-            jobs.append((self.io_view(s.qr), (m.b, h, None), C, self.io))
-        if cutlass.const_expr(c.has_w):
-            jobs.append((self.io_view(self.w_stage(s)), (m.w, h, None), C, self.io))
-        if cutlass.const_expr(c.gate_align16):
-            jobs.append((s.g, (m.g, h, None), C, Float32))
+        jobs = self.bulk_row_jobs(s)
         if cutlass.const_expr(self.do_stage(s) is not None):  # [C, V] of the stage's rows
-            jobs.append((cute.local_tile(self.io_view(self.do_stage(s)), (C, c.V), (0, 0)), (m.do, h, None), C,
-                         self.io))
+            jobs.append((cute.local_tile(self.io_view(self.do_stage(s)), (CHUNK, c.V), (0, 0)),
+                         (s.gmem.do, s.gmem.heads[3], None), CHUNK, self.io))
         bulk_rows.check_jobs(jobs, c)
         bulk_rows.issue(jobs, s.mbar.iterator, t0, eos, tid, self.threads)
         self.copy_gate_beta_rows(s, t0, eos, tid, gates=not c.gate_align16)

@@ -213,6 +213,26 @@ class FrostFwdV2(FrostFwdV1):
                                   t0 + r < eos, self.io)
         self.copy_gate_beta_rows(s, t0, eos, tid)
 
+    def bulk_row_jobs(self, s) -> list:
+        """prefetch_rows' rows as bulk_rows jobs (q where the output is written, k, GDN-2's
+        b and w, the gate rows where 16-byte aligned), for the kernels that copy a chunk's
+        rows by bulk copies (the vector chains' chain_bulk_rows, fwd_v3_bulk.BulkNextRows);
+        copy_gate_beta_rows(gates=not gate_align16) copies the rest. Runs at trace time."""
+        c = self.cfg
+        m = s.gmem
+        hq, hk, _, h = m.heads
+        jobs = []
+        if c.write_output:  # q serves only the output
+            jobs.append((self.io_view(s.q), (m.q, hq, None), CHUNK, self.io))
+        jobs.append((self.io_view(s.k), (m.k, hk, None), CHUNK, self.io))
+        if c.beta_per_channel:  # GDN-2 erase gate b -> qr (dead until operands)
+            jobs.append((self.io_view(s.qr), (m.b, h, None), CHUNK, self.io))
+        if c.has_w:
+            jobs.append((self.io_view(self.w_stage(s)), (m.w, h, None), CHUNK, self.io))
+        if c.gate_align16:
+            jobs.append((s.g, (m.g, h, None), CHUNK, Float32))
+        return jobs
+
     @cute.jit
     def copy_gate_beta_rows(self, s, t0, eos, tid, gates: cutlass.Constexpr = True):
         """prefetch_rows' copies of chunk t0's gate rows (not with gates=False: the caller
