@@ -324,10 +324,10 @@ def main():
     decay = os.environ.get("FROST_FWD_DECAY", "").strip() or None
     # FROST_FWD_WS_REGS=consumer,producer: with scaled-ws, the roles' setmaxnreg split
     ws_regs = os.environ.get("FROST_FWD_WS_REGS", "").strip()
-    # FROST_FWD_ROWS=bulk (frost_fwd_experiments.ROWS_ENV): the vector-gate v3 chain's
-    # next-chunk rows by bulk copies (use_kernel reads it)
-    rows = os.environ.get("FROST_FWD_ROWS", "").strip() or "async"
-    if a.frost_fwd_kernel == "product" and gram == "mma" and decay is None and not ws_regs and rows == "async":
+    # FROST_FWD_ROWS=async (frost_fwd_experiments.ROWS_ENV): the vector-gate v3 chain's
+    # next-chunk rows by cp.async instead of the product's bulk copies (use_kernel reads it)
+    rows = os.environ.get("FROST_FWD_ROWS", "").strip() or "bulk"
+    if a.frost_fwd_kernel == "product" and gram == "mma" and decay is None and not ws_regs and rows == "bulk":
         run(a)
         return
     import sys

@@ -377,16 +377,16 @@ def test_tf32_adjoints_switch(family, monkeypatch):
 @pytest.mark.parametrize("family", ["gdn", "kda", "gdn2"])
 @pytest.mark.parametrize("env,field", [("CHAIN_DO_ENV", "chain_staged_do"), ("CHAIN_BULK_ENV", "chain_bulk_rows")])
 def test_vector_chain_copy_switches(family, env, field, monkeypatch):
-    """FROST_BWD_CHAIN_DO and FROST_BWD_CHAIN_BULK (off unless 1) set their chain flag for
+    """FROST_BWD_CHAIN_DO and FROST_BWD_CHAIN_BULK (on unless 0) set their chain flag for
     vector gates only (the staged dO: with K >= V), on the chain kernel alone; other values
     are a ValueError naming the variable."""
     from cudnn.linear_attention.frost.kernels import bwd
 
     variable = getattr(bwd, env)
-    monkeypatch.delenv(variable, raising=False)
+    monkeypatch.setenv(variable, "0")
     off, _, _ = _check(_operands(family=family), family)
     assert not getattr(off, field)
-    monkeypatch.setenv(variable, "1")
+    monkeypatch.delenv(variable, raising=False)
     on, _, _ = _check(_operands(family=family), family)
     assert getattr(on, field) == (family != "gdn")
     assert dataclasses.replace(on, **{field: False}) == off

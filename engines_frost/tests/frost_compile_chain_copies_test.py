@@ -14,8 +14,9 @@ FrostBwdConfig.chain_bulk_rows: the same rows (and the staged dO) by one cp.asyn
 each onto an mbarrier (bulk_rows.py): no 16-byte cp.async is left in the kernel, every
 job's copies are there (a UBLKCP per row of a warp's run, unrolled by four, per issue
 site), no spill or note.
-Numerics: on the GPU, stages chaindo and chainbulk of tools/gpu/gpu_suite.sh (the backward
-smoke against float64 with FROST_BWD_CHAIN_DO=1, FROST_BWD_CHAIN_BULK=1).
+Both are the product's for vector gates (bwd.py; FROST_BWD_CHAIN_DO=0, FROST_BWD_CHAIN_BULK=0
+turn them off). Numerics: on the GPU, the backward smoke against float64 (stage frostbwd
+of tools/gpu/gpu_suite.sh); the A/B: stage chainbulk.
 """
 import collections
 import dataclasses
@@ -31,6 +32,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import frost_cubin_report as report  # noqa: E402
 from compile_tiers import tiered  # noqa: E402
 
+_TOOLS = pytest.mark.skipif(report.tool("CUOBJDUMP", "cuobjdump") is None or report.tool("NVDISASM", "nvdisasm") is None,
+                            reason="cuobjdump / nvdisasm not found (set CUOBJDUMP, NVDISASM)")
 #: the rows stage's dO rows per thread and chunk, in 16-byte (8-element) pieces: 64 x 128 / 8 / 256
 DO_PIECES = 64 * 128 // 8 // 256
 
@@ -53,6 +56,7 @@ def _build(cfg):
     return notes, usage, loads, copies, bulk
 
 
+@_TOOLS
 @pytest.mark.parametrize("family,wgmma", tiered([("kda", True), ("gdn2", True), ("kda", False)], [0],
                                                 ids=lambda c: f"{c[0]}-{'wgmma' if c[1] else 'serial'}",
                                                 unpack=True))
@@ -66,6 +70,7 @@ def test_staged_do_replaces_the_global_loads(family, wgmma):
     assert copies - base_copies == 2 * DO_PIECES, (base_copies, copies)
 
 
+@_TOOLS
 @pytest.mark.parametrize("family,staged_do", tiered([("kda", False), ("gdn2", True), ("kda", True)], [0],
                                                    ids=lambda c: f"{c[0]}{'-staged-do' if c[1] else ''}",
                                                    unpack=True))

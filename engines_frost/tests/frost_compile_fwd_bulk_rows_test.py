@@ -1,14 +1,15 @@
-"""The vector-gate v3 forward's next-chunk rows by bulk copies (kernels/fwd_v3_bulk.py, the
-tooling's rows="bulk"; sm_90a, no GPU).
+"""The vector-gate v3 forward's next-chunk rows by bulk copies (fwd_v3.FrostFwdV3.rows_by_bulk,
+the product's; sm_90a, no GPU).
 
-The chain's in-loop prefetch of q, k, the gate rows (GDN-2: b and w) becomes one
-cp.async.bulk per row onto an mbarrier: the build has no spill, stack or ptxas note; the
-16-byte cp.async of those rows are gone from the loop (the first chunk's, before the loop,
-and each warp's v columns stay cp.async), and every job's copies are there (a UBLKCP per
-row of a warp's run, unrolled by four). The knob's rules: v3 with per-channel gates only;
-tooling_config drops it where it does not apply.
-Numerics: on the GPU, stage fwdbulk of tools/gpu/gpu_suite.sh (the forward and backward
-smoke against float64 with FROST_FWD_ROWS=bulk).
+The chain's in-loop prefetch of q, k, the gate rows (GDN-2: b and w) is one cp.async.bulk
+per row onto an mbarrier, where the tooling's rows="async" build (FROST_FWD_ROWS=async)
+keeps v2's 16-byte cp.async: the product's build has no spill, stack or ptxas note; those
+rows' 16-byte cp.async are gone from the loop (the first chunk's, before the loop, and
+each warp's v columns stay cp.async), and every job's copies are there (a UBLKCP per row
+of a warp's run, unrolled by four). The knob's rules: "async" for v3 with per-channel
+gates only; tooling_config drops it where it does not apply.
+Numerics: on the GPU, the forward and backward smoke against float64 (stages frostsmoke,
+frostbwd of tools/gpu/gpu_suite.sh); the A/B: stage fwdbulk.
 """
 import collections
 import os
@@ -22,12 +23,14 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import frost_cubin_report as report  # noqa: E402
 from compile_tiers import tiered  # noqa: E402
-from frost_fwd_experiments import FrostFwdExperiment, tooling_config  # noqa: E402
+from frost_fwd_experiments import FrostFwdExperiment, product_fields, tooling_config  # noqa: E402
 
 #: 16-byte pieces per thread and chunk of one [64, 128] row tile at 256 threads: bf16 rows,
 #: fp32 gate rows
 BF16_PIECES = 64 * 128 * 2 // 16 // 256
 F32_PIECES = 2 * BF16_PIECES
+_TOOLS = pytest.mark.skipif(report.tool("CUOBJDUMP", "cuobjdump") is None or report.tool("NVDISASM", "nvdisasm") is None,
+                            reason="cuobjdump / nvdisasm not found (set CUOBJDUMP, NVDISASM)")
 
 
 def _build(cfg):
@@ -41,45 +44,46 @@ def _build(cfg):
     return notes, usage, copies, bulk
 
 
+@_TOOLS
 @pytest.mark.parametrize("family,build", tiered([("kda", "plain"), ("gdn2", "plain"), ("kda", "recompute"),
                                                   ("gdn2", "values")], [0, 1],
                                                  ids=lambda c: f"{c[0]}-{c[1]}", unpack=True))
 def test_bulk_rows_replace_the_loop_copies(family, build):
     product = report.config_for(family, "v3", 128, 128, True, build=build)
-    bulk = tooling_config(product, "v3", rows="bulk")
-    assert isinstance(bulk, FrostFwdExperiment) and bulk.rows == "bulk"
-    notes, usage, copies, ublk = _build(bulk)
-    _, _, base_copies, base_ublk = _build(product)
+    assert type(product) is not FrostFwdExperiment  # v3 is the product's pick here
+    async_rows = tooling_config(product, "v3", rows="async")
+    assert isinstance(async_rows, FrostFwdExperiment) and async_rows.rows == "async"
+    notes, usage, copies, ublk = _build(product)
+    _, _, async_copies, async_ublk = _build(async_rows)
     assert notes == set() and usage["LOCAL"] == 0 and usage["STACK"] == 0, (notes, usage)
-    assert base_ublk == 0, base_ublk
+    assert async_ublk == 0, async_ublk
     # the loop's bulk jobs: q (with an output), k, the gate rows; GDN-2's b and w
     bf16_jobs = product.write_output + 1 + 2 * (family == "gdn2")
     assert ublk == 4 * (bf16_jobs + 1), (ublk, bf16_jobs)
-    assert base_copies - copies == bf16_jobs * BF16_PIECES + F32_PIECES, (base_copies, copies)
+    assert async_copies - copies == bf16_jobs * BF16_PIECES + F32_PIECES, (async_copies, copies)
 
 
 def test_rows_knob_rules():
-    from frost_fwd_experiments import product_fields
-
     kda = report.config_for("kda", "v3", 128, 128, True)
     gdn = report.config_for("gdn", "v3", 128, 128, True)
-    assert tooling_config(gdn, "v3", rows="bulk") == tooling_config(gdn, "v3")  # dropped: scalar gates
-    assert tooling_config(kda, "v2", rows="bulk") == tooling_config(kda, "v2")  # dropped: v2
-    assert tooling_config(kda, "v3", rows="async") == kda  # the product's config, no experiment
-    for algorithm, rows in (("v3", "tma"), ("v2", "bulk")):
+    assert tooling_config(gdn, "v3", rows="async") == tooling_config(gdn, "v3")  # dropped: scalar gates
+    assert tooling_config(kda, "v2", rows="async") == tooling_config(kda, "v2")  # dropped: v2
+    assert tooling_config(kda, "v3", rows="bulk") == kda  # the product's config, no experiment
+    for algorithm, rows in (("v3", "tma"), ("v2", "async")):
         with pytest.raises(ValueError, match="rows must be one of"):
             FrostFwdExperiment(**product_fields(kda), algorithm=algorithm, rows=rows)
-    label = tooling_config(kda, "v3", rows="bulk").kernel_label
-    assert "rows-bulk" in label, label
+    label = tooling_config(kda, "v3", rows="async").kernel_label
+    assert "rows-async" in label, label
+    assert not tooling_config(kda, "v3", rows="async").kernel_class().ROWS_BY_BULK
 
 
 def test_rows_requested(monkeypatch):
     from frost_fwd_experiments import ROWS_ENV, rows_requested
 
     monkeypatch.delenv(ROWS_ENV, raising=False)
-    assert rows_requested() == "async"
-    monkeypatch.setenv(ROWS_ENV, "bulk")
     assert rows_requested() == "bulk"
+    monkeypatch.setenv(ROWS_ENV, "async")
+    assert rows_requested() == "async"
     monkeypatch.setenv(ROWS_ENV, "tma")
     with pytest.raises(ValueError, match="FROST_FWD_ROWS must be one of"):
         rows_requested()

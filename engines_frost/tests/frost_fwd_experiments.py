@@ -52,10 +52,11 @@ tooling's choices:
                for the kernel's own (fwd_ws.WarpSpecialisedChain.split_mma_gram /
                split_wgmma_gram);
                FROST_FWD_WS_REGS="184,72" (or "192,104,24"; WS_REGS_ENV) sets it for use_kernel's blocks;
-  rows         "bulk": the vector-gate v3 chain's next-chunk rows by 1D bulk copies on an
-               mbarrier (kernels/fwd_v3_bulk.py; rows_bulk_applies: v3, per-channel gates,
-               the folded chain); "async" (default): v2's cp.async. FROST_FWD_ROWS
-               (ROWS_ENV) sets it for use_kernel's blocks;
+  rows         "async": the vector-gate v3 chain's next-chunk rows by v2's 16-byte cp.async
+               (rows_async_applies: v3, per-channel gates, the folded chain) instead of
+               the product's 1D bulk copies on an mbarrier (fwd_v3.FrostFwdV3.rows_by_bulk);
+               "bulk" (default): each kernel's own. FROST_FWD_ROWS (ROWS_ENV) sets it for
+               use_kernel's blocks;
   sources      the hash of this file and frost_fwd_v0.py: the kernel store keys the product's
                kernel sources itself, this field keys the tooling's.
 compile_kernel.kernel_class asks such a config for its class (kernel_class() below: the
@@ -116,10 +117,10 @@ FOUR_ROLE_GRAM = "wgmma64"
 DECAY_ENV = "FROST_FWD_DECAY"
 #: FROST_FWD_WS_REGS="consumer,producer": the warp-specialised forward's setmaxnreg split
 WS_REGS_ENV = "FROST_FWD_WS_REGS"
-#: how the vector-gate v3 chain copies the next chunk's rows (kernels/fwd_v3_bulk.py)
-ROWS = ("async", "bulk")
-#: FROST_FWD_ROWS=bulk: every forward a use_kernel block routes copies them by bulk copies
-#: where rows_bulk_applies; unset or "async": cp.async
+#: how the vector-gate v3 chain copies the next chunk's rows (fwd_v3.FrostFwdV3.ROWS_BY_BULK)
+ROWS = ("bulk", "async")
+#: FROST_FWD_ROWS=async: every forward a use_kernel block routes copies them by cp.async
+#: where rows_async_applies; unset or "bulk": the product's bulk copies
 ROWS_ENV = "FROST_FWD_ROWS"
 
 
@@ -146,7 +147,7 @@ class FrostFwdExperiment(FrostFwdConfig):
     gram: str = "mma"
     decay: str = "folded"
     ws_regs: tuple[int, ...] = ()
-    rows: str = "async"
+    rows: str = "bulk"
     sources: str = dataclasses.field(default_factory=sources_hash)
 
     def __post_init__(self):
@@ -179,8 +180,8 @@ class FrostFwdExperiment(FrostFwdConfig):
             bad("gram", f"{FOUR_ROLE_GRAM!r} with decay in {FOUR_ROLES} (the math warpgroup's Gram)")
         if self.decay in ("scaled", "scaled-lead") and self.gram != "mma":
             bad("decay", "'folded' or 'scaled-ws' with a wgmma gram (the others re-plan q and k their own way)")
-        if self.rows not in ROWS or (self.rows != "async" and not rows_bulk_applies(self, self.algorithm, self.decay)):
-            bad("rows", f"one of {ROWS}, and 'async' unless algorithm is v3 with per-channel gates (the folded chain)")
+        if self.rows not in ROWS or (self.rows != "bulk" and not rows_async_applies(self, self.algorithm, self.decay)):
+            bad("rows", f"one of {ROWS}, and 'bulk' unless algorithm is v3 with per-channel gates (the folded chain)")
         if (self.write_checkpoints or self.write_values) and self.algorithm not in TRAINING_ALGORITHMS:
             bad("write_checkpoints", f"False unless algorithm is one of {TRAINING_ALGORITHMS} (the kernels "
                 "that write them)")
@@ -197,7 +198,7 @@ class FrostFwdExperiment(FrostFwdConfig):
         return (self.algorithm + ("" if self.ldmatrix else " no-ldmatrix") + ("" if self.gram == "mma" else f" gram-{self.gram}")
                 + ("" if self.decay == "folded" else f" decay-{self.decay}")
                 + (" regs=" + "/".join(map(str, self.ws_regs)) if self.ws_regs else "")
-                + ("" if self.rows == "async" else f" rows-{self.rows}")
+                + ("" if self.rows == "bulk" else f" rows-{self.rows}")
                 + (" skip=" + "+".join(self.skip_stages) if self.skip_stages else ""))
 
     def kernel_class(self):
@@ -222,9 +223,10 @@ def scalar_gate_v3(cfg: FrostFwdConfig, algorithm: str) -> bool:
 gram_wgmma_applies = scalar_gate_v3
 
 
-def rows_bulk_applies(cfg: FrostFwdConfig, algorithm: str, decay: str = "folded") -> bool:
-    """Whether cfg's kernel version `algorithm` (a resolved one) has the bulk-copy rows
-    (fwd_v3_bulk.BulkNextRows): v3 with per-channel gates, whose chain is the folded one."""
+def rows_async_applies(cfg: FrostFwdConfig, algorithm: str, decay: str = "folded") -> bool:
+    """Whether cfg's kernel version `algorithm` (a resolved one) copies its next chunk's rows
+    by bulk copies, so that rows="async" changes it (fwd_v3.FrostFwdV3.rows_by_bulk): v3
+    with per-channel gates, whose chain is the folded one."""
     return algorithm == "v3" and cfg.gate_per_channel and decay == "folded"
 
 
@@ -260,10 +262,10 @@ def decay_requested() -> str | None:
 
 
 def rows_requested() -> str:
-    """ROWS_ENV's value ("async" when unset); ValueError for anything but ROWS."""
+    """ROWS_ENV's value ("bulk" when unset); ValueError for anything but ROWS."""
     import os
 
-    rows = os.environ.get(ROWS_ENV, "").strip() or "async"
+    rows = os.environ.get(ROWS_ENV, "").strip() or "bulk"
     if rows not in ROWS:
         raise ValueError(f"{ROWS_ENV} must be one of {ROWS}, got {rows!r}")
     return rows
@@ -281,17 +283,17 @@ def gram_requested() -> str:
 
 @functools.cache
 def with_knobs(base, skip_stages: tuple[str, ...], ldmatrix: bool, gram: str = "mma", decay: str = "folded",
-               ws_regs: tuple[int, ...] = (), rows: str = "async"):
+               ws_regs: tuple[int, ...] = (), rows: str = "bulk"):
     """`base` (FrostFwdV1 or a subclass) itself at the product's knobs, else a subclass that
     sets them (one class per combination; a wgmma gram puts fwd_v3_gram.GramWgmma first,
     with its width; the scaled decays the product's own class, fwd_v3_scaled.scaled_decay_class,
-    as the base, the lead and warp-specialised chains their mixins first; bulk rows
-    fwd_v3_bulk.BulkNextRows first)."""
+    as the base, the lead and warp-specialised chains their mixins first; async rows
+    clear the class's ROWS_BY_BULK)."""
     if decay == "scaled":
         from cudnn.linear_attention.frost.kernels.fwd_v3_scaled import scaled_decay_class
         base, decay = scaled_decay_class(base), "folded"  # the product's GDN class: the same kernel
     if (skip_stages == base.skip_stages and ldmatrix == base.ldmatrix and gram == "mma" and decay == "folded"
-            and rows == "async"):
+            and rows == "bulk"):
         return base
     tag = ("" if ldmatrix else "NoLdmatrix") + "".join(f"Skip{st.title()}" for st in skip_stages)
     bases, attrs = (base,), {"skip_stages": skip_stages, "ldmatrix": ldmatrix}
@@ -313,9 +315,8 @@ def with_knobs(base, skip_stages: tuple[str, ...], ldmatrix: bool, gram: str = "
         bases, tag = (mixin, *bases), tag + name
     if ws_regs:
         attrs["register_split"], tag = ws_regs, tag + "Regs" + "x".join(map(str, ws_regs))
-    if rows == "bulk":
-        from cudnn.linear_attention.frost.kernels.fwd_v3_bulk import BulkNextRows
-        bases, tag = (BulkNextRows, *bases), tag + "BulkRows"
+    if rows == "async":
+        attrs["ROWS_BY_BULK"], tag = False, tag + "AsyncRows"
     return type(f"{base.__name__}{tag}", bases, attrs)
 
 
@@ -368,21 +369,21 @@ def experiment(cfg: FrostFwdConfig, algorithm: str = PRODUCT, **knobs) -> FrostF
 
 @functools.lru_cache(maxsize=None)
 def _experiment(cfg: FrostFwdConfig, algorithm: str, skip_stages: tuple[str, ...], ldmatrix: bool, gram: str,
-                decay: str = "folded", ws_regs: tuple[int, ...] = (), rows: str = "async"):
+                decay: str = "folded", ws_regs: tuple[int, ...] = (), rows: str = "bulk"):
     return experiment(cfg, algorithm, skip_stages=skip_stages, ldmatrix=ldmatrix, gram=gram, decay=decay,
                       ws_regs=ws_regs, rows=rows)
 
 
 def tooling_config(cfg: FrostFwdConfig, algorithm: str = PRODUCT, skip_stages=(), ldmatrix: bool = True,
-                   gram: str = "mma", decay: str | None = None, ws_regs: tuple[int, ...] = (), rows: str = "async"):
+                   gram: str = "mma", decay: str | None = None, ws_regs: tuple[int, ...] = (), rows: str = "bulk"):
     """The config a tooling run of kernel version `algorithm` (with those knobs) launches for
     the product config cfg: cfg itself where that is the version the product picks for cfg
     and there are no knobs (so such runs share the product's compiled and stored kernels),
     else its FrostFwdExperiment. A wgmma gram applies where that Gram exists
     (gram_wgmma_applies) and is dropped elsewhere, so one switch can cover a mixed run; so
     is a scaled decay. decay None: default_decay (the product's). ws_regs: with the
-    warp-specialised kernel only (dropped where it does not run). rows "bulk": where
-    rows_bulk_applies (dropped elsewhere)."""
+    warp-specialised kernel only (dropped where it does not run). rows "async": where
+    rows_async_applies (dropped elsewhere)."""
     version = resolve(cfg, algorithm)
     if gram != "mma" and not gram_wgmma_applies(cfg, version):
         gram = "mma"
@@ -398,18 +399,18 @@ def tooling_config(cfg: FrostFwdConfig, algorithm: str = PRODUCT, skip_stages=()
         gram = FOUR_ROLE_GRAM
     if decay not in WS_DECAYS or len(ws_regs) not in split_lengths(decay):
         ws_regs = ()
-    if rows != "async" and not rows_bulk_applies(cfg, version, decay):
-        rows = "async"
+    if rows != "bulk" and not rows_async_applies(cfg, version, decay):
+        rows = "bulk"
     # the four-role decays force their Gram: the product's (four_roles_apply) is one of them
     product_gram = gram == "mma" or (decay in FOUR_ROLES and gram == FOUR_ROLE_GRAM)
     if (version == product_algorithm(cfg) and not skip_stages and ldmatrix and product_gram and not ws_regs
-            and decay == default_decay(cfg, version) and rows == "async"):
+            and decay == default_decay(cfg, version) and rows == "bulk"):
         return product_config(cfg)  # not through the cache: an equal config cached earlier is another object
     return _experiment(cfg, algorithm, tuple(skip_stages), ldmatrix, gram, decay, tuple(ws_regs), rows)
 
 
 def engine_config(cfg: FrostFwdConfig, algorithm: str, training: bool = False, gram: str = "mma",
-                  decay: str | None = None, ws_regs: tuple[int, ...] = (), rows: str = "async"):
+                  decay: str | None = None, ws_regs: tuple[int, ...] = (), rows: str = "bulk"):
     """What use_kernel(algorithm, training) launches for the product config cfg:
     tooling_config, except that forwards writing state checkpoints (training calls) stay on
     the product's kernel (cfg itself, whatever its version) unless `training` is set (then
@@ -444,7 +445,7 @@ def use_kernel(algorithm: str, training: bool = False, gram: str | None = None, 
         raise ValueError(f"use_kernel: decay must be one of {DECAYS} or None, got {decay!r}")
     ws_regs = ws_regs_requested(decay)
     rows = rows_requested()
-    if algorithm == PRODUCT and gram == "mma" and decay is None and rows == "async":  # what frost_fwd launches anyway
+    if algorithm == PRODUCT and gram == "mma" and decay is None and rows == "bulk":  # what frost_fwd launches anyway
         yield
         return
     from cudnn.linear_attention.frost.kernels import fwd

@@ -361,7 +361,7 @@ def routed(fwd_cfg, kernel: str | None = None):
     from frost_fwd_experiments import decay_requested, engine_config, rows_requested
 
     # FROST_FWD_DECAY and FROST_FWD_ROWS as fwd_kernel's use_kernel block reads them (the
-    # scaled-decay GDN chain, the vector chain's bulk row copies)
+    # scaled-decay GDN chain, the vector chain's cp.async row copies)
     return engine_config(fwd_cfg, FWD_KERNEL if kernel is None else kernel, training=True, decay=decay_requested(),
                          rows=rows_requested())
 

@@ -205,21 +205,17 @@
 #   vecrows    the vector-gate grads kernel's v (GDN-2: w) and gate rows copied in its load
 #              phase (kernels/NOTES_bwd.md "Vector-gate grads: every row in the load phase"):
 #              vecrowstest, the KDA and GDN-2 backward smoke vs float64, then treeab (AB_TREE)
-#   chaindo    the vector-gate chain with the next chunk's dO rows staged in shared memory
-#              (FROST_BWD_CHAIN_DO=1; kernels/NOTES_bwd.md "Vector-gate chain: dO staged in
-#              shared memory"): chaindotest, the KDA and GDN-2 backward smoke vs float64
-#              with it on; chaindobench, tree_ab.sh of this checkout against itself with the
-#              switch on (the smoke's kernel times and the KDA, GDN-2 fwd+bwd op rows)
-#   chainbulk  the vector-gate chain's next-chunk rows by bulk copies (FROST_BWD_CHAIN_BULK=1,
-#              with the staged dO too: FROST_BWD_CHAIN_DO=1; kernels/NOTES_bwd.md "Vector-gate
-#              chain: the next chunk's rows by bulk copies"): chainbulktest, the KDA and
-#              GDN-2 backward smoke vs float64 with both on; chainbulkbench, tree_ab.sh of
-#              this checkout against itself with the bulk rows, then with both
-#   fwdbulk    the vector-gate v3 forward's next-chunk rows by bulk copies (FROST_FWD_ROWS=bulk,
-#              kernels/fwd_v3_bulk.py; kernels/NOTES.md "KDA forward: the next chunk's rows by
-#              bulk copies"): fwdbulktest, the KDA and GDN-2 forward smoke (v3) and backward
-#              smoke (its training forwards) vs float64 with it on; fwdbulkbench, tree_ab.sh
-#              of this checkout against itself with it on (KDA, GDN-2 fwd and fwd+bwd op rows)
+#   chainbulk  the vector-gate chain's next-chunk rows by bulk copies with the dO rows staged
+#              in shared memory (the product's; kernels/NOTES_bwd.md "Vector-gate chain: the
+#              next chunk's rows by bulk copies"): chainbulktest, the KDA and GDN-2 backward
+#              smoke vs float64 with both off (FROST_BWD_CHAIN_BULK=0 FROST_BWD_CHAIN_DO=0);
+#              chainbulkbench, tree_ab.sh of this checkout against itself with both off and
+#              with the bulk rows alone off (KDA, GDN-2 fwd+bwd op rows)
+#   fwdbulk    the vector-gate v3 forward's next-chunk rows by bulk copies (the product's;
+#              kernels/NOTES.md "KDA forward: the next chunk's rows by bulk copies"):
+#              fwdbulktest, the KDA and GDN-2 forward smoke (v3) vs float64 with v2's
+#              cp.async instead (FROST_FWD_ROWS=async); fwdbulkbench, tree_ab.sh of this
+#              checkout against itself with that (KDA, GDN-2 fwd and fwd+bwd op rows)
 #   gradsprefetch GDN's grads kernel's L2 prefetch of the next item's q and k rows (on by
 #              default; FROST_BWD_GRADS_PREFETCH=0 turns it off; kernels/NOTES_bwd.md "The L2
 #              prefetch on the H200"): the GDN smoke vs float64 with it off (stage frostbwd
@@ -556,25 +552,18 @@ for s in "$@"; do
       stage tmastream "python3 -m pytest -q -s -p no:cacheprovider -o faulthandler_timeout=60 \
         engines_frost/tests/frost_tma_stream_probe_gpu_test.py && \
         python3 engines_frost/tests/frost_tma_stream_probe_gpu_test.py --bench" ;;
-    chaindo|chaindotest|chaindobench)
-      [ "$s" = chaindobench ] || stage chaindotest "FROST_BWD_CHAIN_DO=1 python3 tests/numerics/la_frost_bwd_smoke.py \
-        --jobs \$(nproc) --family kda --family gdn2"
-      [ "$s" = chaindotest ] || stage chaindobench "AB_SMOKE_FAMILIES='kda gdn2' AB_REPS=10 AB_CASES='KDA fwd+bwd;GDN-2 fwd+bwd' PYTHONPATH='$BASE_PYTHONPATH' \
-        bash tools/gpu/tree_ab.sh .::FROST_BWD_CHAIN_DO=1 \${AB_ROUNDS:-2}" ;;
     chainbulk|chainbulktest|chainbulkbench)
-      [ "$s" = chainbulkbench ] || stage chainbulktest "FROST_BWD_CHAIN_BULK=1 FROST_BWD_CHAIN_DO=1 \
+      [ "$s" = chainbulkbench ] || stage chainbulktest "FROST_BWD_CHAIN_BULK=0 FROST_BWD_CHAIN_DO=0 \
         python3 tests/numerics/la_frost_bwd_smoke.py --jobs \$(nproc) --family kda --family gdn2"
-      [ "$s" = chainbulktest ] || stage chainbulkbench "AB_SMOKE_FAMILIES='kda gdn2' AB_REPS=10 AB_CASES='KDA fwd+bwd;GDN-2 fwd+bwd' PYTHONPATH='$BASE_PYTHONPATH' \
-        bash tools/gpu/tree_ab.sh .::FROST_BWD_CHAIN_BULK=1 \${AB_ROUNDS:-2} && \
-        AB_SMOKE_FAMILIES='kda gdn2' AB_REPS=10 AB_CASES='KDA fwd+bwd;GDN-2 fwd+bwd' PYTHONPATH='$BASE_PYTHONPATH' \
-        bash tools/gpu/tree_ab.sh .::FROST_BWD_CHAIN_BULK=1::FROST_BWD_CHAIN_DO=1 \${AB_ROUNDS:-2}" ;;
+      [ "$s" = chainbulktest ] || stage chainbulkbench "AB_SMOKE_FAMILIES='' AB_REPS=20 \
+        AB_CASES='KDA fwd+bwd;GDN-2 fwd+bwd' PYTHONPATH='$BASE_PYTHONPATH' bash tools/gpu/tree_ab.sh \
+        .::FROST_BWD_CHAIN_BULK=0::FROST_BWD_CHAIN_DO=0 .::FROST_BWD_CHAIN_BULK=0 \${AB_ROUNDS:-2}" ;;
     fwdbulk|fwdbulktest|fwdbulkbench)
-      [ "$s" = fwdbulkbench ] || stage fwdbulktest "for f in kda gdn2; do FROST_FWD_ROWS=bulk python3 \
-        tests/numerics/la_frost_smoke.py --family \$f --algorithm v3 || exit 1; done && FROST_FWD_ROWS=bulk \
-        python3 tests/numerics/la_frost_bwd_smoke.py --jobs \$(nproc) --family kda --family gdn2"
+      [ "$s" = fwdbulkbench ] || stage fwdbulktest "for f in kda gdn2; do FROST_FWD_ROWS=async python3 \
+        tests/numerics/la_frost_smoke.py --family \$f --algorithm v3 || exit 1; done"
       [ "$s" = fwdbulktest ] || stage fwdbulkbench "AB_SMOKE_FAMILIES='' AB_REPS=20 \
         AB_CASES='KDA fwd;GDN-2 fwd;KDA fwd+bwd;GDN-2 fwd+bwd' PYTHONPATH='$BASE_PYTHONPATH' \
-        bash tools/gpu/tree_ab.sh .::FROST_FWD_ROWS=bulk \${AB_ROUNDS:-2}" ;;
+        bash tools/gpu/tree_ab.sh .::FROST_FWD_ROWS=async \${AB_ROUNDS:-2}" ;;
     vecrows|vecrowstest)  # vector-gate grads: rows in the load phase; then an A/B of two trees
       stage vecrowstest "python3 tests/numerics/la_frost_bwd_smoke.py --jobs \$(nproc) --family kda \
         --family gdn2"

@@ -46,13 +46,13 @@ VEC_BULK_ENV = "FROST_BWD_VEC_BULK"
 # -0.03 ms on an H100); FROST_BWD_VEC_TF32=0 turns it off.
 VEC_TF32_ENV = "FROST_BWD_VEC_TF32"
 # The vector-gate chain's dO rows copied into shared memory a chunk ahead (FrostBwdConfig.
-# chain_staged_do, NOTES_bwd.md "Vector-gate chain: dO staged in shared memory"): an
-# experiment, off until measured; FROST_BWD_CHAIN_DO=1 turns it on (K >= V; ignored
-# elsewhere).
+# chain_staged_do, NOTES_bwd.md "Vector-gate chain: dO staged in shared memory"): on by
+# default where K >= V (with the bulk rows below: KDA / GDN-2 fwd+bwd -3 to -4 % on an
+# H100); FROST_BWD_CHAIN_DO=0 turns it off.
 CHAIN_DO_ENV = "FROST_BWD_CHAIN_DO"
 # The vector-gate chain's next-chunk rows by 1D bulk copies (FrostBwdConfig.chain_bulk_rows,
-# NOTES_bwd.md "Vector-gate chain: the next chunk's rows by bulk copies"): an experiment,
-# off until measured; FROST_BWD_CHAIN_BULK=1 turns it on (vector gates; ignored elsewhere).
+# NOTES_bwd.md "Vector-gate chain: the next chunk's rows by bulk copies"): on by default
+# for vector gates (ignored elsewhere); FROST_BWD_CHAIN_BULK=0 turns it off.
 CHAIN_BULK_ENV = "FROST_BWD_CHAIN_BULK"
 # All six are read on every checked backward call (a cached call's launch lane keeps the
 # kernels of its first), 0 or 1 (common.switches.binary_switch: other values are a
@@ -287,8 +287,8 @@ def check_bwd_operands(*, q, k, v, g, beta, w, cu_seqlens, dO, initial_state, d_
         vec_tf32_adjoints=binary_switch(VEC_TF32_ENV, default=True) and f.gate_per_channel
         and binary_switch(VEC_WIDE_ENV, default=True) and binary_switch(VEC_DECAY_ENV, default=True)
         and (vector_grads != "wgmma"),
-        chain_staged_do=binary_switch(CHAIN_DO_ENV, default=False) and f.gate_per_channel and f.K >= f.V,
-        chain_bulk_rows=binary_switch(CHAIN_BULK_ENV, default=False) and f.gate_per_channel,
+        chain_staged_do=binary_switch(CHAIN_DO_ENV, default=True) and f.gate_per_channel and f.K >= f.V,
+        chain_bulk_rows=binary_switch(CHAIN_BULK_ENV, default=True) and f.gate_per_channel,
         chain_pipeline=variant == "pipelined" and not f.gate_per_channel,
         chain_wgmma=variant in ("wgmma", "wgmma_async", "wgmma_scaled", "wgmma_ws") + wy,
         chain_async=variant in ("wgmma_async", "wgmma_scaled", "wgmma_ws") + wy,

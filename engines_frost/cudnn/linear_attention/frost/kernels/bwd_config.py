@@ -104,14 +104,14 @@ class FrostBwdConfig:
     # chain step) into KE's shared slot, dead then, and its rows stage reads them from
     # there instead of from global memory (bwd_chain.do_stage; NOTES_bwd.md "Vector-gate
     # chain: dO staged in shared memory"). Same values. Vector gates, K >= V (KE's rows
-    # hold V values). An experiment until measured: FROST_BWD_CHAIN_DO=1 (bwd.py).
+    # hold V values). The product's where it applies (FROST_BWD_CHAIN_DO=0 turns it off, bwd.py).
     chain_staged_do: bool = False
     # The vector-gate chain copies the next chunk's rows (q, k, the gate rows, GDN-2's b and
     # w, the staged dO) by 1D bulk copies, one per row, completing on an mbarrier
     # (bulk_rows.py), instead of 16-20 16-byte cp.async per thread issued ahead of the
     # chain step, whose shared-memory queue waits on them (NOTES_bwd.md "Vector-gate chain:
-    # the next chunk's rows by bulk copies"). Same values. Vector gates. An experiment
-    # until measured: FROST_BWD_CHAIN_BULK=1 (bwd.py).
+    # the next chunk's rows by bulk copies"). Same values. Vector gates. The product's
+    # (FROST_BWD_CHAIN_BULK=0 turns it off, bwd.py).
     chain_bulk_rows: bool = False
     # The vector-gate grads kernel (bwd_grads_vec.py) reads its shared bf16 operands with
     # wide loads instead of one 2-byte load per element (NOTES_bwd.md "v1.7 vector-gate

@@ -216,7 +216,7 @@ class FrostFwdV2(FrostFwdV1):
     def bulk_row_jobs(self, s) -> list:
         """prefetch_rows' rows as bulk_rows jobs (q where the output is written, k, GDN-2's
         b and w, the gate rows where 16-byte aligned), for the kernels that copy a chunk's
-        rows by bulk copies (the vector chains' chain_bulk_rows, fwd_v3_bulk.BulkNextRows);
+        rows by bulk copies (the backward chain's chain_bulk_rows, fwd_v3.FrostFwdV3.rows_by_bulk);
         copy_gate_beta_rows(gates=not gate_align16) copies the rest. Runs at trace time."""
         c = self.cfg
         m = s.gmem

@@ -57,6 +57,7 @@ import cutlass.cute as cute
 from cutlass import BFloat16, Float32
 from cutlass.cute.nvgpu import OperandMajorMode, warpgroup
 
+from cudnn.linear_attention.frost.kernels import bulk_rows
 from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
 from cudnn.linear_attention.frost.kernels.fwd_v1 import (
     CHUNK,
@@ -79,14 +80,19 @@ REPLACED = ("qa", "kba", "kdt", "p")
 #: pointer's swizzle (CuTe DSL 4.8), so these must not become SW128 without io_view
 #: passing the swizzle on (what putting the Gram on wgmma, with q and k swizzled, needs)
 RAW_STAGED = ("q", "k", "w0", "qr", "kbr", "wst")
+#: vector gates: the mbarrier of the next chunk's bulk row copies (FrostFwdV3.rows_by_bulk)
+MBARRIER = ("mbar", "i64", (1,), (1,))
 
 
 def smem_plan(c: FrostFwdConfig):
     """v2's plan with QA, KBA (as one [2C, K] tile "kq": KBA rows 0..C-1, QA rows C..2C-1),
-    KD^T and P in the SW128 layout, first (1024-byte aligned without padding)."""
+    KD^T and P in the SW128 layout, first (1024-byte aligned without padding); vector gates:
+    the bulk row copies' mbarrier last."""
     K, C = c.K, CHUNK
     plan = [("kq", "bf16", (2 * C, K), SW128), ("kdt", "bf16", (K, C), SW128), ("p", "bf16", (C, C), SW128)] + [
         entry for entry in v2_smem_plan(c) if entry[0] not in REPLACED]
+    if c.gate_per_channel:
+        plan.append(MBARRIER)
     assert not any(name in RAW_STAGED and stride == SW128 for name, _, _, stride in plan), plan
     return plan
 
@@ -163,6 +169,11 @@ class FrostFwdV3(FrostFwdV2):
     #: experiment (fwd_v3_gram.GramWgmma) sets True: the chain waits at its end, as before
     STATE_FINAL_AT_CHAIN_END = False
 
+    #: vector gates: the next chunk's q, k, gate (GDN-2: b, w) rows by one 1D bulk copy per
+    #: row onto an mbarrier (rows_by_bulk); False (the test tooling's rows="async"): v2's
+    #: 16-byte cp.async
+    ROWS_BY_BULK = True
+
     #: True in the launchers whose __call__ passes the checkpoint (and values) pointers
     #: (FrostFwdV3Checkpoints, FrostFwdV3Values); this class's own launch has no slot for them
     TRAINING_LAUNCHER = False
@@ -176,14 +187,57 @@ class FrostFwdV3(FrostFwdV2):
     # ------------------------------------------------------------------ v2 extension points
     @cute.jit
     def before_chunks(self, s, mq, mk, mv, mg, mb, mw, heads, bos, eos, tid, lane, wid):
-        """KBA and QA are the two row halves of the kq tile; P's blocks above the diagonal,
-        which the Gram stage never writes and the P U wgmma reads, are zeroed once; then
-        v2's first-chunk staging (its closing barrier orders the zeros before any read)."""
+        """With rows_by_bulk the bulk copies' mbarrier first; KBA and QA are the two row
+        halves of the kq tile; P's blocks above the diagonal, which the Gram stage never
+        writes and the P U wgmma reads, are zeroed once; then v2's first-chunk staging (its
+        closing barrier orders the zeros and the mbarrier's initialisation before any use)."""
+        if cutlass.const_expr(self.rows_by_bulk()):
+            if tid == 0:  # visible to every warp and the async proxy after the staging's barrier
+                cute.arch.mbarrier_init(s.mbar.iterator, 1)
+                cute.arch.mbarrier_init_fence()
+            s.bos = bos  # the chunk index, hence the mbarrier's phase, counts from here
         K, C = self.cfg.K, CHUNK
         s.kba = cute.local_tile(s.kq, (C, K), (0, 0))
         s.qa = cute.local_tile(s.kq, (C, K), (1, 0))
         self.zero_p_above_diagonal(s, tid)
         FrostFwdV2.before_chunks(self, s, mq, mk, mv, mg, mb, mw, heads, bos, eos, tid, lane, wid)
+
+    def rows_by_bulk(self) -> bool:
+        """Whether the next chunk's rows come by bulk copies (ROWS_BY_BULK, vector gates).
+        Runs at trace time."""
+        return self.ROWS_BY_BULK and self.cfg.gate_per_channel
+
+    @cute.jit
+    def prefetch_next_rows(self, s, t0, eos, lane, wid):
+        """v2's copies of the next chunk's rows, or with rows_by_bulk one cp.async.bulk per
+        row of q, k, the gate rows (GDN-2: b, w) onto s.mbar (bulk_rows.issue: an elected
+        lane per warp) and v2's copies of the rest (unaligned gate rows, KDA's scalar beta)
+        as one committed group. The v2 copies, ~16-20 16-byte cp.async per thread, each
+        with ptxas's never-taken shared-load placeholder before it, held ~17.5 % of the KDA
+        chain region's stall samples (NOTES.md). The tiles were last read by the rows,
+        operand and Gram stages, whose closing fence.proxy.async (stage_gram) and barrier
+        order those reads before the async proxy's writes."""
+        if cutlass.const_expr(self.rows_by_bulk()):
+            if t0 + CHUNK < eos:
+                tid = wid * 32 + lane
+                jobs = self.bulk_row_jobs(s)
+                bulk_rows.check_jobs(jobs, self.cfg)
+                bulk_rows.issue(jobs, s.mbar.iterator, t0 + CHUNK, eos, tid, self.threads)
+                self.copy_gate_beta_rows(s, t0 + CHUNK, eos, tid, gates=not self.cfg.gate_align16)
+                cute.arch.cp_async_commit_group()
+        else:
+            FrostFwdV2.prefetch_next_rows(self, s, t0, eos, lane, wid)
+
+    @cute.jit
+    def stage_chain(self, s, mo, acc_s, coord_s, heads, t0, eos, thr, lane, wid):
+        """v2's (this chain, then the wait for its cp.async groups); with rows_by_bulk also
+        the wait for the bulk set, chunk j + 1's being the mbarrier's phase j (chunk 0 is
+        staged by cp.async before the loop), before v1's barrier that ends the chunk (which
+        also orders the zeros bulk_rows stores past eos before their reads)."""
+        FrostFwdV2.stage_chain(self, s, mo, acc_s, coord_s, heads, t0, eos, thr, lane, wid)
+        if cutlass.const_expr(self.rows_by_bulk()):
+            if t0 + CHUNK < eos:
+                cute.arch.mbarrier_wait(s.mbar.iterator, ((t0 - s.bos) // CHUNK) % 2)
 
     @cute.jit
     def zero_p_above_diagonal(self, s, tid):
