@@ -24,7 +24,11 @@ it after that stage, before the barrier that lets the operand stage rewrite KD^T
 register of a wgmma group is touched before a wait_group that retires the group. v2's
 cp.async prefetch of the next chunk's rows and v is issued after the R and O commits,
 while they run (v2 issues it before its chain: ~230 SASS instructions per thread that
-neither product needs stood between the barrier and the first wgmma).
+neither product needs stood between the barrier and the first wgmma). With vector gates
+the rows (q, k, the gate rows; GDN-2 b, w) go by one 1D bulk copy per row onto an
+mbarrier instead (rows_by_bulk; v and KDA's scalar beta stay cp.async): the 16-byte
+copies' issue queue held the chain (NOTES.md "KDA forward: the next chunk's rows by bulk
+copies").
 
 The fp32 state keeps v1's register tensor: a warp's m16n8 accumulator over [16, K] and a
 warpgroup's m64nK accumulator hold the same (row, column) in the same value order (up to
@@ -316,7 +320,7 @@ class FrostFwdV3(FrostFwdV2):
                 cute.gemm(wg_half, acc_o, a_s[None, None, kk], b_qa[None, None, kk], acc_o)
             warpgroup.commit_group()
         # the next chunk's row and v copies (v2's prefetch) are issued while R and O run:
-        # they feed neither (cp.async into q, k, g, beta and, after this warp's W0 reads
+        # they feed neither (copies into q, k, g, beta and, after this warp's W0 reads
         # above, W0's slot; the wgmma read kq only), so they stay off the path to the solve
         self.prefetch_next_rows(s, t0, eos, lane, wid)
         self.after_rhs_reads(s, heads, t0, eos, lane, wid)
