@@ -526,11 +526,11 @@ class FrostFwdV2(FrostFwdV1):
                 a = a_row
                 kdf = kd_row
                 if cutlass.const_expr(c.gate_per_channel):
-                    a, kdf, rel = self.vector_decays(gates, e)
+                    a, kdf, rel, ke_decay = self.vector_decays(gates, e)
                     if cutlass.const_expr(reads_q):
                         qr[e] = (qv * rel).to(BFloat16)
                     kbr[e] = (kb * rel).to(BFloat16)
-                    ke[e] = (kv * self.block_end_decay(gates, e)).to(BFloat16)
+                    ke[e] = (kv * ke_decay()).to(BFloat16)
                 self.put_operands(s, regs, d0, e, r, qv, kb, kv, a, kdf, scale)
             self.store_operand_rows(s, regs, r, cv)
             if cutlass.const_expr(c.gate_per_channel):
@@ -555,20 +555,15 @@ class FrostFwdV2(FrostFwdV1):
 
     def vector_decays(self, gates, e):
         """Element e's decay factors (traced inline): e^Gam (QA, -KBA), e^(Gam_last - Gam)
-        (KD) and e^(Gam - Gam_r) (the Gram's q and k rows), Gam_r the first row of the
-        16-row block; each its own exponent."""
-        gt, gl, gr, _ = gates
+        (KD), e^(Gam - Gam_r) (the Gram's q and k rows) and, as a function the caller
+        traces after the Gram rows' conversions, e^(Gam_e - Gam) (KE); Gam_r and Gam_e the
+        first and last rows of the 16-row block; each its own exponent."""
+        gt, gl, gr, ge = gates
         gam = gt[e]
         a = cute.arch.exp(gam)
         kdf = cute.arch.exp(gl[e] - gam)
         rel = cute.arch.exp(gam - gr[e])
-        return a, kdf, rel
-
-    def block_end_decay(self, gates, e):
-        """Element e's e^(Gam_e - Gam) (KE; Gam_e the last row of the 16-row block), traced
-        inline after the Gram rows' conversions (vector_decays)."""
-        gt, _, _, ge = gates
-        return cute.arch.exp(ge[e] - gt[e])
+        return a, kdf, rel, lambda: cute.arch.exp(ge[e] - gam)
 
     def operands_read_q(self) -> bool:
         """Whether the operand stage forms QA (and, vector gates, q's Gram rows): not in a
