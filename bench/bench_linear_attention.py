@@ -327,11 +327,7 @@ def main():
     # FROST_FWD_ROWS=async (frost_fwd_experiments.ROWS_ENV): the vector-gate v3 chain's
     # next-chunk rows by cp.async instead of the product's bulk copies (use_kernel reads it)
     rows = os.environ.get("FROST_FWD_ROWS", "").strip() or "bulk"
-    # FROST_FWD_EXPS=tables (frost_fwd_experiments.EXPS_ENV): the vector-gate v3 operand
-    # stage's decays from per-block tables, two exponents per element (use_kernel reads it)
-    exps = os.environ.get("FROST_FWD_EXPS", "").strip() or "direct"
-    if (a.frost_fwd_kernel == "product" and gram == "mma" and decay is None and not ws_regs and rows == "bulk"
-            and exps == "direct"):
+    if a.frost_fwd_kernel == "product" and gram == "mma" and decay is None and not ws_regs and rows == "bulk":
         run(a)
         return
     import sys
@@ -340,9 +336,9 @@ def main():
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "engines_frost" / "tests"))
     from frost_fwd_experiments import use_kernel
 
-    print(f"FROST forward: {a.frost_fwd_kernel}, Gram {gram}, decays {decay}, registers {ws_regs or 'default'}, rows {rows}, exponents {exps}, forced by the test tooling on every "
+    print(f"FROST forward: {a.frost_fwd_kernel}, Gram {gram}, decays {decay}, registers {ws_regs or 'default'}, rows {rows}, forced by the test tooling on every "
           f"forward, training ones included (the A/B against a run without --frost-fwd-kernel / FROST_FWD_GRAM / "
-          f"FROST_FWD_DECAY / FROST_FWD_ROWS / FROST_FWD_EXPS, the product's picks)")
+          f"FROST_FWD_DECAY / FROST_FWD_ROWS, the product's picks)")
     with use_kernel(a.frost_fwd_kernel, training=True, gram=gram, decay=decay):
         run(a)
 

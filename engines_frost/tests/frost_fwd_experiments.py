@@ -53,15 +53,10 @@ tooling's choices:
                split_wgmma_gram);
                FROST_FWD_WS_REGS="184,72" (or "192,104,24"; WS_REGS_ENV) sets it for use_kernel's blocks;
   rows         "async": the vector-gate v3 chain's next-chunk rows by v2's 16-byte cp.async
-               (vector_v3_applies: v3, per-channel gates, the folded chain) instead of
+               (rows_async_applies: v3, per-channel gates, the folded chain) instead of
                the product's 1D bulk copies on an mbarrier (fwd_v3.FrostFwdV3.rows_by_bulk);
                "bulk" (default): each kernel's own. FROST_FWD_ROWS (ROWS_ENV) sets it for
                use_kernel's blocks;
-  exps         "tables": the vector-gate v3 operand stage's e^Gam and e^(Gam_last - Gam) as
-               products of per-block tables (made by the gate scan) and the two exponents
-               it computes anyway (fwd_v3.FrostFwdV3.EXP_TABLES; vector_v3_applies);
-               "direct" (default): four exponents per element. FROST_FWD_EXPS (EXPS_ENV)
-               sets it for use_kernel's blocks;
   sources      the hash of this file and frost_fwd_v0.py: the kernel store keys the product's
                kernel sources itself, this field keys the tooling's.
 compile_kernel.kernel_class asks such a config for its class (kernel_class() below: the
@@ -125,13 +120,8 @@ WS_REGS_ENV = "FROST_FWD_WS_REGS"
 #: how the vector-gate v3 chain copies the next chunk's rows (fwd_v3.FrostFwdV3.ROWS_BY_BULK)
 ROWS = ("bulk", "async")
 #: FROST_FWD_ROWS=async: every forward a use_kernel block routes copies them by cp.async
-#: where vector_v3_applies; unset or "bulk": the product's bulk copies
+#: where rows_async_applies; unset or "bulk": the product's bulk copies
 ROWS_ENV = "FROST_FWD_ROWS"
-#: how the vector-gate v3 operand stage forms its decay factors (fwd_v3.FrostFwdV3.EXP_TABLES)
-EXPS = ("direct", "tables")
-#: FROST_FWD_EXPS=tables: every forward a use_kernel block routes takes the tables where
-#: vector_v3_applies; unset or "direct": four exponents per element
-EXPS_ENV = "FROST_FWD_EXPS"
 
 
 @functools.cache
@@ -158,7 +148,6 @@ class FrostFwdExperiment(FrostFwdConfig):
     decay: str = "folded"
     ws_regs: tuple[int, ...] = ()
     rows: str = "bulk"
-    exps: str = "direct"
     sources: str = dataclasses.field(default_factory=sources_hash)
 
     def __post_init__(self):
@@ -191,10 +180,8 @@ class FrostFwdExperiment(FrostFwdConfig):
             bad("gram", f"{FOUR_ROLE_GRAM!r} with decay in {FOUR_ROLES} (the math warpgroup's Gram)")
         if self.decay in ("scaled", "scaled-lead") and self.gram != "mma":
             bad("decay", "'folded' or 'scaled-ws' with a wgmma gram (the others re-plan q and k their own way)")
-        if self.rows not in ROWS or (self.rows != "bulk" and not vector_v3_applies(self, self.algorithm, self.decay)):
+        if self.rows not in ROWS or (self.rows != "bulk" and not rows_async_applies(self, self.algorithm, self.decay)):
             bad("rows", f"one of {ROWS}, and 'bulk' unless algorithm is v3 with per-channel gates (the folded chain)")
-        if self.exps not in EXPS or (self.exps != "direct" and not vector_v3_applies(self, self.algorithm, self.decay)):
-            bad("exps", f"one of {EXPS}, and 'direct' unless algorithm is v3 with per-channel gates (the folded chain)")
         if (self.write_checkpoints or self.write_values) and self.algorithm not in TRAINING_ALGORITHMS:
             bad("write_checkpoints", f"False unless algorithm is one of {TRAINING_ALGORITHMS} (the kernels "
                 "that write them)")
@@ -212,7 +199,6 @@ class FrostFwdExperiment(FrostFwdConfig):
                 + ("" if self.decay == "folded" else f" decay-{self.decay}")
                 + (" regs=" + "/".join(map(str, self.ws_regs)) if self.ws_regs else "")
                 + ("" if self.rows == "bulk" else f" rows-{self.rows}")
-                + ("" if self.exps == "direct" else f" exps-{self.exps}")
                 + (" skip=" + "+".join(self.skip_stages) if self.skip_stages else ""))
 
     def kernel_class(self):
@@ -225,8 +211,7 @@ class FrostFwdExperiment(FrostFwdConfig):
         else:
             from cudnn.linear_attention.frost.kernels.compile_kernel import version_class
             base = version_class(self.algorithm, self)
-        return with_knobs(base, self.skip_stages, self.ldmatrix, self.gram, self.decay, self.ws_regs, self.rows,
-                          self.exps)
+        return with_knobs(base, self.skip_stages, self.ldmatrix, self.gram, self.decay, self.ws_regs, self.rows)
 
 
 def scalar_gate_v3(cfg: FrostFwdConfig, algorithm: str) -> bool:
@@ -238,10 +223,10 @@ def scalar_gate_v3(cfg: FrostFwdConfig, algorithm: str) -> bool:
 gram_wgmma_applies = scalar_gate_v3
 
 
-def vector_v3_applies(cfg: FrostFwdConfig, algorithm: str, decay: str = "folded") -> bool:
-    """Whether cfg's kernel version `algorithm` (a resolved one) is the vector-gate v3 kernel
-    (per-channel gates, whose chain is the folded one): where rows="async" (its rows come
-    by bulk copies otherwise, fwd_v3.FrostFwdV3.rows_by_bulk) and exps="tables" apply."""
+def rows_async_applies(cfg: FrostFwdConfig, algorithm: str, decay: str = "folded") -> bool:
+    """Whether cfg's kernel version `algorithm` (a resolved one) copies its next chunk's rows
+    by bulk copies, so that rows="async" changes it (fwd_v3.FrostFwdV3.rows_by_bulk): v3
+    with per-channel gates, whose chain is the folded one."""
     return algorithm == "v3" and cfg.gate_per_channel and decay == "folded"
 
 
@@ -286,16 +271,6 @@ def rows_requested() -> str:
     return rows
 
 
-def exps_requested() -> str:
-    """EXPS_ENV's value ("direct" when unset); ValueError for anything but EXPS."""
-    import os
-
-    exps = os.environ.get(EXPS_ENV, "").strip() or "direct"
-    if exps not in EXPS:
-        raise ValueError(f"{EXPS_ENV} must be one of {EXPS}, got {exps!r}")
-    return exps
-
-
 def gram_requested() -> str:
     """GRAM_ENV's value ("mma" when unset); ValueError for anything but GRAMS."""
     import os
@@ -308,17 +283,17 @@ def gram_requested() -> str:
 
 @functools.cache
 def with_knobs(base, skip_stages: tuple[str, ...], ldmatrix: bool, gram: str = "mma", decay: str = "folded",
-               ws_regs: tuple[int, ...] = (), rows: str = "bulk", exps: str = "direct"):
+               ws_regs: tuple[int, ...] = (), rows: str = "bulk"):
     """`base` (FrostFwdV1 or a subclass) itself at the product's knobs, else a subclass that
     sets them (one class per combination; a wgmma gram puts fwd_v3_gram.GramWgmma first,
     with its width; the scaled decays the product's own class, fwd_v3_scaled.scaled_decay_class,
     as the base, the lead and warp-specialised chains their mixins first; async rows
-    clear the class's ROWS_BY_BULK, exponent tables set EXP_TABLES and its plan)."""
+    clear the class's ROWS_BY_BULK)."""
     if decay == "scaled":
         from cudnn.linear_attention.frost.kernels.fwd_v3_scaled import scaled_decay_class
         base, decay = scaled_decay_class(base), "folded"  # the product's GDN class: the same kernel
     if (skip_stages == base.skip_stages and ldmatrix == base.ldmatrix and gram == "mma" and decay == "folded"
-            and rows == "bulk" and exps == "direct"):
+            and rows == "bulk"):
         return base
     tag = ("" if ldmatrix else "NoLdmatrix") + "".join(f"Skip{st.title()}" for st in skip_stages)
     bases, attrs = (base,), {"skip_stages": skip_stages, "ldmatrix": ldmatrix}
@@ -342,9 +317,6 @@ def with_knobs(base, skip_stages: tuple[str, ...], ldmatrix: bool, gram: str = "
         attrs["register_split"], tag = ws_regs, tag + "Regs" + "x".join(map(str, ws_regs))
     if rows == "async":
         attrs["ROWS_BY_BULK"], tag = False, tag + "AsyncRows"
-    if exps == "tables":
-        from cudnn.linear_attention.frost.kernels.fwd_v3 import smem_plan_exp_tables
-        attrs["EXP_TABLES"], attrs["smem_plan"], tag = True, staticmethod(smem_plan_exp_tables), tag + "ExpTables"
     return type(f"{base.__name__}{tag}", bases, attrs)
 
 
@@ -397,22 +369,21 @@ def experiment(cfg: FrostFwdConfig, algorithm: str = PRODUCT, **knobs) -> FrostF
 
 @functools.lru_cache(maxsize=None)
 def _experiment(cfg: FrostFwdConfig, algorithm: str, skip_stages: tuple[str, ...], ldmatrix: bool, gram: str,
-                decay: str = "folded", ws_regs: tuple[int, ...] = (), rows: str = "bulk", exps: str = "direct"):
+                decay: str = "folded", ws_regs: tuple[int, ...] = (), rows: str = "bulk"):
     return experiment(cfg, algorithm, skip_stages=skip_stages, ldmatrix=ldmatrix, gram=gram, decay=decay,
-                      ws_regs=ws_regs, rows=rows, exps=exps)
+                      ws_regs=ws_regs, rows=rows)
 
 
 def tooling_config(cfg: FrostFwdConfig, algorithm: str = PRODUCT, skip_stages=(), ldmatrix: bool = True,
-                   gram: str = "mma", decay: str | None = None, ws_regs: tuple[int, ...] = (), rows: str = "bulk",
-                   exps: str = "direct"):
+                   gram: str = "mma", decay: str | None = None, ws_regs: tuple[int, ...] = (), rows: str = "bulk"):
     """The config a tooling run of kernel version `algorithm` (with those knobs) launches for
     the product config cfg: cfg itself where that is the version the product picks for cfg
     and there are no knobs (so such runs share the product's compiled and stored kernels),
     else its FrostFwdExperiment. A wgmma gram applies where that Gram exists
     (gram_wgmma_applies) and is dropped elsewhere, so one switch can cover a mixed run; so
     is a scaled decay. decay None: default_decay (the product's). ws_regs: with the
-    warp-specialised kernel only (dropped where it does not run). rows "async" and exps
-    "tables": where vector_v3_applies (dropped elsewhere)."""
+    warp-specialised kernel only (dropped where it does not run). rows "async": where
+    rows_async_applies (dropped elsewhere)."""
     version = resolve(cfg, algorithm)
     if gram != "mma" and not gram_wgmma_applies(cfg, version):
         gram = "mma"
@@ -428,26 +399,25 @@ def tooling_config(cfg: FrostFwdConfig, algorithm: str = PRODUCT, skip_stages=()
         gram = FOUR_ROLE_GRAM
     if decay not in WS_DECAYS or len(ws_regs) not in split_lengths(decay):
         ws_regs = ()
-    if not vector_v3_applies(cfg, version, decay):
-        rows, exps = "bulk", "direct"
+    if rows != "bulk" and not rows_async_applies(cfg, version, decay):
+        rows = "bulk"
     # the four-role decays force their Gram: the product's (four_roles_apply) is one of them
     product_gram = gram == "mma" or (decay in FOUR_ROLES and gram == FOUR_ROLE_GRAM)
     if (version == product_algorithm(cfg) and not skip_stages and ldmatrix and product_gram and not ws_regs
-            and decay == default_decay(cfg, version) and rows == "bulk" and exps == "direct"):
+            and decay == default_decay(cfg, version) and rows == "bulk"):
         return product_config(cfg)  # not through the cache: an equal config cached earlier is another object
-    return _experiment(cfg, algorithm, tuple(skip_stages), ldmatrix, gram, decay, tuple(ws_regs), rows, exps)
+    return _experiment(cfg, algorithm, tuple(skip_stages), ldmatrix, gram, decay, tuple(ws_regs), rows)
 
 
 def engine_config(cfg: FrostFwdConfig, algorithm: str, training: bool = False, gram: str = "mma",
-                  decay: str | None = None, ws_regs: tuple[int, ...] = (), rows: str = "bulk",
-                  exps: str = "direct"):
+                  decay: str | None = None, ws_regs: tuple[int, ...] = (), rows: str = "bulk"):
     """What use_kernel(algorithm, training) launches for the product config cfg:
     tooling_config, except that forwards writing state checkpoints (training calls) stay on
     the product's kernel (cfg itself, whatever its version) unless `training` is set (then
     `algorithm` must be one of TRAINING_ALGORITHMS, or PRODUCT)."""
     if cfg.write_checkpoints and not training:
         return cfg
-    return tooling_config(cfg, algorithm, gram=gram, decay=decay, ws_regs=ws_regs, rows=rows, exps=exps)
+    return tooling_config(cfg, algorithm, gram=gram, decay=decay, ws_regs=ws_regs, rows=rows)
 
 
 @contextlib.contextmanager
@@ -461,8 +431,7 @@ def use_kernel(algorithm: str, training: bool = False, gram: str | None = None, 
     block, onto the wgmma-Gram v3 kernel where it exists (tooling_config). decay: DECAYS,
     None (default): FROST_FWD_DECAY's (decay_requested; unset: the product's), the same way.
     The warp-specialised kernel's register split: FROST_FWD_WS_REGS's (ws_regs_requested);
-    the vector chain's row copies and decay exponents: FROST_FWD_ROWS's (rows_requested),
-    FROST_FWD_EXPS's (exps_requested)."""
+    the vector chain's row copies: FROST_FWD_ROWS's (rows_requested)."""
     if algorithm not in ALGORITHMS and algorithm != PRODUCT:
         raise ValueError(f"use_kernel: algorithm must be one of {(*ALGORITHMS, PRODUCT)}, got {algorithm!r}")
     if training and algorithm not in (*TRAINING_ALGORITHMS, PRODUCT):  # v0, v1 write neither
@@ -476,8 +445,7 @@ def use_kernel(algorithm: str, training: bool = False, gram: str | None = None, 
         raise ValueError(f"use_kernel: decay must be one of {DECAYS} or None, got {decay!r}")
     ws_regs = ws_regs_requested(decay)
     rows = rows_requested()
-    exps = exps_requested()
-    if algorithm == PRODUCT and gram == "mma" and decay is None and rows == "bulk" and exps == "direct":  # what frost_fwd launches anyway
+    if algorithm == PRODUCT and gram == "mma" and decay is None and rows == "bulk":  # what frost_fwd launches anyway
         yield
         return
     from cudnn.linear_attention.frost.kernels import fwd
@@ -485,7 +453,7 @@ def use_kernel(algorithm: str, training: bool = False, gram: str | None = None, 
     product = fwd._compiled
 
     def compiled(cfg, arch, ffi=None, device=None):
-        return product(engine_config(cfg, algorithm, training, gram, decay, ws_regs, rows, exps), arch, ffi, device)
+        return product(engine_config(cfg, algorithm, training, gram, decay, ws_regs, rows), arch, ffi, device)
 
     fwd._compiled = compiled
     try:

@@ -358,13 +358,12 @@ def forward_of(kernels) -> object:
 
 def routed(fwd_cfg, kernel: str | None = None):
     """The forward config run_fwd launches for the product config fwd_cfg on `kernel`."""
-    from frost_fwd_experiments import decay_requested, engine_config, exps_requested, rows_requested
+    from frost_fwd_experiments import decay_requested, engine_config, rows_requested
 
-    # FROST_FWD_DECAY, FROST_FWD_ROWS and FROST_FWD_EXPS as fwd_kernel's use_kernel block
-    # reads them (the scaled-decay GDN chain, the vector chain's cp.async row copies, its
-    # exponent tables)
+    # FROST_FWD_DECAY and FROST_FWD_ROWS as fwd_kernel's use_kernel block reads them (the
+    # scaled-decay GDN chain, the vector chain's cp.async row copies)
     return engine_config(fwd_cfg, FWD_KERNEL if kernel is None else kernel, training=True, decay=decay_requested(),
-                         rows=rows_requested(), exps=exps_requested())
+                         rows=rows_requested())
 
 
 def matrix_configs(families):

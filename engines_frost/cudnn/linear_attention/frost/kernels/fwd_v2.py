@@ -453,13 +453,7 @@ class FrostFwdV2(FrostFwdV1):
                 for e in cutlass.range_constexpr(VEC):
                     w0[e] = (xv[e].to(Float32) * bt).to(BFloat16)
             cute.autovec_copy(w0, cute.local_tile(s_w0[r, None], (VEC,), (cv,)))
-        self.scan_gates(s, tid)
-
-    @cute.jit
-    def scan_gates(self, s, tid):
-        """The rows stage's gate scan (v1's, in place on s.g); a hook: v3 with
-        EXP_TABLES also writes the operand stage's per-block exponent tables."""
-        self.scan_gates_in_place(s.g, tid)
+        self.scan_gates_in_place(s_g, tid)
 
     @cute.jit
     def stage_operands(self, s, mb, heads, t0, eos, scale, tid):
@@ -507,11 +501,17 @@ class FrostFwdV2(FrostFwdV1):
             if cutlass.const_expr(not c.beta_per_channel):  # GDN-2 never stages s_beta
                 bt = s_beta[r]
             if cutlass.const_expr(c.gate_per_channel):
-                gates = self.decay_slices(s, r, cv)
+                gt = load_vec(cute.local_tile(s_g[r, None], (VEC,), (cv,)))
+                gl = load_vec(cute.local_tile(s_g[C - 1, None], (VEC,), (cv,)))
+                gr = load_vec(cute.local_tile(s_g[(r // SUB) * SUB, None], (VEC,), (cv,)))
+                ge = load_vec(cute.local_tile(s_g[(r // SUB) * SUB + SUB - 1, None], (VEC,), (cv,)))
                 a_row = Float32(1.0)
                 kd_row = Float32(1.0)
             else:
-                gates = None
+                gt = None
+                gl = None
+                gr = None
+                ge = None
                 a_row = cute.arch.exp(s_g[r, 0])
                 kd_row = cute.arch.exp(s_g[C - 1, 0] - s_g[r, 0])
             for e in cutlass.range_constexpr(VEC):
@@ -526,11 +526,14 @@ class FrostFwdV2(FrostFwdV1):
                 a = a_row
                 kdf = kd_row
                 if cutlass.const_expr(c.gate_per_channel):
-                    a, kdf, rel, ke_decay = self.vector_decays(gates, e)
+                    gam = gt[e]
+                    a = cute.arch.exp(gam)
+                    kdf = cute.arch.exp(gl[e] - gam)
+                    rel = cute.arch.exp(gam - gr[e])
                     if cutlass.const_expr(reads_q):
                         qr[e] = (qv * rel).to(BFloat16)
                     kbr[e] = (kb * rel).to(BFloat16)
-                    ke[e] = (kv * ke_decay()).to(BFloat16)
+                    ke[e] = (kv * cute.arch.exp(ge[e] - gam)).to(BFloat16)
                 self.put_operands(s, regs, d0, e, r, qv, kb, kv, a, kdf, scale)
             self.store_operand_rows(s, regs, r, cv)
             if cutlass.const_expr(c.gate_per_channel):
@@ -539,31 +542,6 @@ class FrostFwdV2(FrostFwdV1):
                 cute.autovec_copy(kbr, cute.local_tile(s_kbr[r, None], (VEC,), (cv,)))
                 cute.autovec_copy(ke, cute.local_tile(s_ke[r, None], (VEC,), (cv,)))
         self.decay_tables(s, tid)
-
-    @cute.jit
-    def decay_slices(self, s, r, cv):
-        """Vector gates: what vector_decays reads for row r's channel slice cv - the scanned
-        gates of row r, of the chunk's last row and of the first and last rows of r's
-        16-row block."""
-        s_g = s.g
-        C = CHUNK
-        gt = load_vec(cute.local_tile(s_g[r, None], (VEC,), (cv,)))
-        gl = load_vec(cute.local_tile(s_g[C - 1, None], (VEC,), (cv,)))
-        gr = load_vec(cute.local_tile(s_g[(r // SUB) * SUB, None], (VEC,), (cv,)))
-        ge = load_vec(cute.local_tile(s_g[(r // SUB) * SUB + SUB - 1, None], (VEC,), (cv,)))
-        return gt, gl, gr, ge
-
-    def vector_decays(self, gates, e):
-        """Element e's decay factors (traced inline): e^Gam (QA, -KBA), e^(Gam_last - Gam)
-        (KD), e^(Gam - Gam_r) (the Gram's q and k rows) and, as a function the caller
-        traces after the Gram rows' conversions, e^(Gam_e - Gam) (KE); Gam_r and Gam_e the
-        first and last rows of the 16-row block; each its own exponent."""
-        gt, gl, gr, ge = gates
-        gam = gt[e]
-        a = cute.arch.exp(gam)
-        kdf = cute.arch.exp(gl[e] - gam)
-        rel = cute.arch.exp(gam - gr[e])
-        return a, kdf, rel, lambda: cute.arch.exp(ge[e] - gam)
 
     def operands_read_q(self) -> bool:
         """Whether the operand stage forms QA (and, vector gates, q's Gram rows): not in a

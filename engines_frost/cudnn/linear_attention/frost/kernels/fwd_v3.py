@@ -68,8 +68,6 @@ from cudnn.linear_attention.frost.kernels.fwd_v1 import (
     NBLK,
     SUB,
     SW128,
-    VEC,
-    load_vec,
     store_values_block,
     to_a_operand,
     warp_mma,
@@ -88,13 +86,6 @@ REPLACED = ("qa", "kba", "kdt", "p")
 RAW_STAGED = ("q", "k", "w0", "qr", "kbr", "wst")
 #: vector gates: the mbarrier of the next chunk's bulk row copies (FrostFwdV3.rows_by_bulk)
 MBARRIER = ("mbar", "i64", (1,), (1,))
-
-
-def smem_plan_exp_tables(c: FrostFwdConfig):
-    """smem_plan plus FrostFwdV3.EXP_TABLES' tiles, last (the others keep their offsets):
-    per 16-row block bi and channel, e^Gam at the block's first row (row bi) and
-    e^(Gam_last - Gam) at its last row (row NBLK + bi)."""
-    return smem_plan(c) + [("egt", "f32", (2 * NBLK, c.K), (c.K, 1))]
 
 
 def smem_plan(c: FrostFwdConfig):
@@ -187,12 +178,6 @@ class FrostFwdV3(FrostFwdV2):
     #: 16-byte cp.async
     ROWS_BY_BULK = True
 
-    #: vector gates, an experiment of the test tooling (exps="tables"): the operand stage
-    #: forms e^Gam and e^(Gam_last - Gam) as products of a per-block table entry (made by
-    #: the gate scan) and the two exponents it computes anyway, 2 MUFU per element instead
-    #: of 4 (exp_tables); its class takes smem_plan_exp_tables
-    EXP_TABLES = False
-
     #: True in the launchers whose __call__ passes the checkpoint (and values) pointers
     #: (FrostFwdV3Checkpoints, FrostFwdV3Values); this class's own launch has no slot for them
     TRAINING_LAUNCHER = False
@@ -220,65 +205,6 @@ class FrostFwdV3(FrostFwdV2):
         s.qa = cute.local_tile(s.kq, (C, K), (1, 0))
         self.zero_p_above_diagonal(s, tid)
         FrostFwdV2.before_chunks(self, s, mq, mk, mv, mg, mb, mw, heads, bos, eos, tid, lane, wid)
-
-    def exp_tables(self) -> bool:
-        """Whether the operand stage reads the per-block exponent tables (EXP_TABLES,
-        vector gates). Runs at trace time."""
-        return self.EXP_TABLES and self.cfg.gate_per_channel
-
-    @cute.jit
-    def scan_gates(self, s, tid):
-        """v1's gate scan; with exp_tables, thread d < K, which scans channel d, then
-        writes channel d's table entries from the scan's running sum: e^Gam at each 16-row
-        block's first row and e^(Gam_last - Gam) at its last (both <= 1: no overflow for
-        any decay; the barrier after the rows stage orders them before the operand
-        stage's reads)."""
-        if cutlass.const_expr(self.exp_tables()):
-            s_g = s.g
-            s_egt = s.egt
-            if tid < self.cfg.K:
-                acc = Float32(0.0)
-                firsts = []
-                lasts = []
-                for r in cutlass.range_constexpr(CHUNK):
-                    acc = acc + s_g[r, tid]
-                    s_g[r, tid] = acc
-                    if cutlass.const_expr(r % SUB == 0):
-                        firsts.append(acc)
-                    if cutlass.const_expr(r % SUB == SUB - 1):
-                        lasts.append(acc)
-                for bi in cutlass.range_constexpr(NBLK):
-                    s_egt[bi, tid] = cute.arch.exp(firsts[bi])
-                    s_egt[NBLK + bi, tid] = cute.arch.exp(acc - lasts[bi])
-        else:
-            self.scan_gates_in_place(s.g, tid)
-
-    def decay_slices(self, s, r, cv):
-        """v2's gate slices (traced inline); with exp_tables instead row r's gates, its
-        block's first and last rows' and the block's two table slices (no row of the
-        chunk's last gates)."""
-        if not self.exp_tables():
-            return FrostFwdV2.decay_slices(self, s, r, cv)
-        s_g = s.g
-        bi = r // SUB
-        gt = load_vec(cute.local_tile(s_g[r, None], (VEC,), (cv,)))
-        gr = load_vec(cute.local_tile(s_g[bi * SUB, None], (VEC,), (cv,)))
-        ge = load_vec(cute.local_tile(s_g[bi * SUB + SUB - 1, None], (VEC,), (cv,)))
-        er = load_vec(cute.local_tile(s.egt[bi, None], (VEC,), (cv,)))
-        el = load_vec(cute.local_tile(s.egt[NBLK + bi, None], (VEC,), (cv,)))
-        return gt, gr, ge, er, el
-
-    def vector_decays(self, gates, e):
-        """v2's factors; with exp_tables e^Gam = e^Gam_r e^(Gam - Gam_r) and e^(Gam_last -
-        Gam) = e^(Gam_last - Gam_e) e^(Gam_e - Gam), the second exponent KE's: products
-        of two factors <= 1 (an underflow stays an underflow), two exponents, not four."""
-        if not self.exp_tables():
-            return FrostFwdV2.vector_decays(self, gates, e)
-        gt, gr, ge, er, el = gates
-        gam = gt[e]
-        rel = cute.arch.exp(gam - gr[e])
-        kev = cute.arch.exp(ge[e] - gam)
-        return er[e] * rel, el[e] * kev, rel, lambda: kev
 
     def rows_by_bulk(self) -> bool:
         """Whether the next chunk's rows come by bulk copies (ROWS_BY_BULK, vector gates).
