@@ -18,11 +18,9 @@ Both are the product's for vector gates (bwd.py; FROST_BWD_CHAIN_DO=0, FROST_BWD
 turn them off). Numerics: on the GPU, the backward smoke against float64 (stage frostbwd
 of tools/gpu/gpu_suite.sh); the A/B: stage chainbulk.
 """
-import collections
 import dataclasses
 import os
 import sys
-import tempfile
 
 import pytest
 
@@ -32,8 +30,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import frost_cubin_report as report  # noqa: E402
 from compile_tiers import tiered  # noqa: E402
 
-_TOOLS = pytest.mark.skipif(report.tool("CUOBJDUMP", "cuobjdump") is None or report.tool("NVDISASM", "nvdisasm") is None,
-                            reason="cuobjdump / nvdisasm not found (set CUOBJDUMP, NVDISASM)")
+_TOOLS = pytest.mark.skipif(report.sass_tools_missing(), reason="cuobjdump / nvdisasm not found (set CUOBJDUMP, NVDISASM)")
 #: the rows stage's dO rows per thread and chunk, in 16-byte (8-element) pieces: 64 x 128 / 8 / 256
 DO_PIECES = 64 * 128 // 8 // 256
 
@@ -44,16 +41,10 @@ def _chain_config(family, wgmma):
 
 
 def _build(cfg):
-    notes = set()
-    with tempfile.TemporaryDirectory() as tmp:
-        cubin = report.compile_bwd_cubin(cfg, tmp, notes)
-        usage, sass = report.resource_usage(cubin), report.sass_instructions(cubin)
-    ops = collections.Counter(next(w for w in line.split() if not w.startswith("@")) for line in sass if line.split())
+    notes, usage, ops = report.build_opcodes(cfg, backward=True)
     # 16-byte global loads and 16-byte cp.async, whatever their cache modifiers; bulk copies
-    loads = sum(n for op, n in ops.items() if op.startswith("LDG.") and op.endswith(".128"))
-    copies = sum(n for op, n in ops.items() if op.startswith("LDGSTS.") and op.endswith(".128"))
-    bulk = sum(n for op, n in ops.items() if op.startswith("UBLKCP"))
-    return notes, usage, loads, copies, bulk
+    return (notes, usage, report.count_ops(ops, "LDG.", ".128"), report.count_ops(ops, "LDGSTS.", ".128"),
+            report.count_ops(ops, "UBLKCP"))
 
 
 @_TOOLS

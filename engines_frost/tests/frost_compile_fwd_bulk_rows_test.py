@@ -11,10 +11,8 @@ gates only; tooling_config drops it where it does not apply.
 Numerics: on the GPU, the forward and backward smoke against float64 (stages frostsmoke,
 frostbwd of tools/gpu/gpu_suite.sh); the A/B: stage fwdbulk.
 """
-import collections
 import os
 import sys
-import tempfile
 
 import pytest
 
@@ -29,19 +27,12 @@ from frost_fwd_experiments import FrostFwdExperiment, product_fields, tooling_co
 #: fp32 gate rows
 BF16_PIECES = 64 * 128 * 2 // 16 // 256
 F32_PIECES = 2 * BF16_PIECES
-_TOOLS = pytest.mark.skipif(report.tool("CUOBJDUMP", "cuobjdump") is None or report.tool("NVDISASM", "nvdisasm") is None,
-                            reason="cuobjdump / nvdisasm not found (set CUOBJDUMP, NVDISASM)")
+_TOOLS = pytest.mark.skipif(report.sass_tools_missing(), reason="cuobjdump / nvdisasm not found (set CUOBJDUMP, NVDISASM)")
 
 
 def _build(cfg):
-    notes = set()
-    with tempfile.TemporaryDirectory() as tmp:
-        cubin = report.compile_cubin(cfg, tmp, notes)
-        usage, sass = report.resource_usage(cubin), report.sass_instructions(cubin)
-    ops = collections.Counter(next(w for w in line.split() if not w.startswith("@")) for line in sass if line.split())
-    copies = sum(n for op, n in ops.items() if op.startswith("LDGSTS.") and op.endswith(".128"))
-    bulk = sum(n for op, n in ops.items() if op.startswith("UBLKCP"))
-    return notes, usage, copies, bulk
+    notes, usage, ops = report.build_opcodes(cfg)
+    return notes, usage, report.count_ops(ops, "LDGSTS.", ".128"), report.count_ops(ops, "UBLKCP")
 
 
 @_TOOLS

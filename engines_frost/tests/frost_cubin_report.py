@@ -138,6 +138,29 @@ def sass_instructions(cubin: str) -> list[str]:
     return out
 
 
+def sass_tools_missing() -> bool:
+    """Whether cuobjdump or nvdisasm is missing (the tests that read SASS skip then)."""
+    return tool("CUOBJDUMP", "cuobjdump") is None or tool("NVDISASM", "nvdisasm") is None
+
+
+def build_opcodes(cfg, backward: bool = False) -> tuple[set, dict, collections.Counter]:
+    """Compile cfg (a FrostBwdConfig with backward) for sm_90a: its ptxas notes, resource
+    usage and opcode counts (each instruction's opcode with its modifiers, predicate
+    dropped)."""
+    notes = set()
+    with tempfile.TemporaryDirectory() as tmp:
+        cubin = (compile_bwd_cubin if backward else compile_cubin)(cfg, tmp, notes)
+        usage, sass = resource_usage(cubin), sass_instructions(cubin)
+    ops = collections.Counter(next(w for w in line.split() if not w.startswith("@")) for line in sass if line.split())
+    return notes, usage, ops
+
+
+def count_ops(ops: collections.Counter, prefix: str, suffix: str = "") -> int:
+    """How many of build_opcodes' instructions have an opcode starting with prefix and
+    ending with suffix (e.g. "LDGSTS.", ".128": 16-byte cp.async, any cache modifier)."""
+    return sum(n for op, n in ops.items() if op.startswith(prefix) and op.endswith(suffix))
+
+
 def setmaxnreg_sites(instrs: list[str]) -> tuple[list[int], list[int]]:
     """Where a warp-specialised kernel re-splits its registers (instructions without guard
     predicates): the indices of its USETMAXREG.DEALLOC (the role that lowers its count)
