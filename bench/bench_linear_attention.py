@@ -327,7 +327,11 @@ def main():
     # FROST_FWD_ROWS=async (frost_fwd_experiments.ROWS_ENV): the vector-gate v3 chain's
     # next-chunk rows by cp.async instead of the product's bulk copies (use_kernel reads it)
     rows = os.environ.get("FROST_FWD_ROWS", "").strip() or "bulk"
-    if a.frost_fwd_kernel == "product" and gram == "mma" and decay is None and not ws_regs and rows == "bulk":
+    # FROST_FWD_STORES=staged (frost_fwd_experiments.STORES_ENV): the vector-gate v3
+    # chain's O and U rows through shared buffers (use_kernel reads it)
+    stores = os.environ.get("FROST_FWD_STORES", "").strip() or "elements"
+    if (a.frost_fwd_kernel == "product" and gram == "mma" and decay is None and not ws_regs and rows == "bulk"
+            and stores == "elements"):
         run(a)
         return
     import sys
@@ -336,9 +340,9 @@ def main():
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "engines_frost" / "tests"))
     from frost_fwd_experiments import use_kernel
 
-    print(f"FROST forward: {a.frost_fwd_kernel}, Gram {gram}, decays {decay}, registers {ws_regs or 'default'}, rows {rows}, forced by the test tooling on every "
+    print(f"FROST forward: {a.frost_fwd_kernel}, Gram {gram}, decays {decay}, registers {ws_regs or 'default'}, rows {rows}, stores {stores}, forced by the test tooling on every "
           f"forward, training ones included (the A/B against a run without --frost-fwd-kernel / FROST_FWD_GRAM / "
-          f"FROST_FWD_DECAY / FROST_FWD_ROWS, the product's picks)")
+          f"FROST_FWD_DECAY / FROST_FWD_ROWS / FROST_FWD_STORES, the product's picks)")
     with use_kernel(a.frost_fwd_kernel, training=True, gram=gram, decay=decay):
         run(a)
 

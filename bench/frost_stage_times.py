@@ -43,6 +43,7 @@ from frost_fwd_experiments import (  # noqa: E402
     decay_requested,
     gram_requested,
     rows_requested,
+    stores_requested,
     tooling_config,
     ws_regs_requested,
 )
@@ -75,7 +76,8 @@ def stage_configs(family: Family, algorithm: str, device: str = "cuda", l2norm: 
     product config where `algorithm` is what the product picks)."""
     checked, _ = base_launch(family, device, l2norm)
     return [tooling_config(checked.config, algorithm, skip_stages=skip, gram=gram_requested(), decay=decay_requested(),
-                           ws_regs=ws_regs_requested(decay_requested()), rows=rows_requested()) for skip in VARIANTS]
+                           ws_regs=ws_regs_requested(decay_requested()), rows=rows_requested(),
+                           stores=stores_requested()) for skip in VARIANTS]
 
 
 def _launcher(family: Family, algorithm: str, skip: tuple[str, ...], l2norm: bool = False):

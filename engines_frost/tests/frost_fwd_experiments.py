@@ -57,6 +57,10 @@ tooling's choices:
                the product's 1D bulk copies on an mbarrier (fwd_v3.FrostFwdV3.rows_by_bulk);
                "bulk" (default): each kernel's own. FROST_FWD_ROWS (ROWS_ENV) sets it for
                use_kernel's blocks;
+  stores       "staged": the vector-gate v3 chain's O and U rows through per-warp buffers in
+               KE's tile as 16-byte stores (fwd_v3.FrostFwdV3.STAGED_STORES;
+               staged_stores_apply: K >= V too); "elements" (default): one 2-byte store per
+               value. FROST_FWD_STORES (STORES_ENV) sets it for use_kernel's blocks;
   sources      the hash of this file and frost_fwd_v0.py: the kernel store keys the product's
                kernel sources itself, this field keys the tooling's.
 compile_kernel.kernel_class asks such a config for its class (kernel_class() below: the
@@ -122,6 +126,11 @@ ROWS = ("bulk", "async")
 #: FROST_FWD_ROWS=async: every forward a use_kernel block routes copies them by cp.async
 #: where rows_async_applies; unset or "bulk": the product's bulk copies
 ROWS_ENV = "FROST_FWD_ROWS"
+#: how the vector-gate v3 chain stores O and U (fwd_v3.FrostFwdV3.STAGED_STORES)
+STORES = ("elements", "staged")
+#: FROST_FWD_STORES=staged: every forward a use_kernel block routes stages them where
+#: staged_stores_apply; unset or "elements": 2-byte stores
+STORES_ENV = "FROST_FWD_STORES"
 
 
 @functools.cache
@@ -148,6 +157,7 @@ class FrostFwdExperiment(FrostFwdConfig):
     decay: str = "folded"
     ws_regs: tuple[int, ...] = ()
     rows: str = "bulk"
+    stores: str = "elements"
     sources: str = dataclasses.field(default_factory=sources_hash)
 
     def __post_init__(self):
@@ -182,6 +192,10 @@ class FrostFwdExperiment(FrostFwdConfig):
             bad("decay", "'folded' or 'scaled-ws' with a wgmma gram (the others re-plan q and k their own way)")
         if self.rows not in ROWS or (self.rows != "bulk" and not rows_async_applies(self, self.algorithm, self.decay)):
             bad("rows", f"one of {ROWS}, and 'bulk' unless algorithm is v3 with per-channel gates (the folded chain)")
+        if self.stores not in STORES or (self.stores != "elements"
+                                         and not staged_stores_apply(self, self.algorithm, self.decay)):
+            bad("stores", f"one of {STORES}, and 'elements' unless algorithm is v3 with per-channel gates (the "
+                "folded chain) and K >= V")
         if (self.write_checkpoints or self.write_values) and self.algorithm not in TRAINING_ALGORITHMS:
             bad("write_checkpoints", f"False unless algorithm is one of {TRAINING_ALGORITHMS} (the kernels "
                 "that write them)")
@@ -199,6 +213,7 @@ class FrostFwdExperiment(FrostFwdConfig):
                 + ("" if self.decay == "folded" else f" decay-{self.decay}")
                 + (" regs=" + "/".join(map(str, self.ws_regs)) if self.ws_regs else "")
                 + ("" if self.rows == "bulk" else f" rows-{self.rows}")
+                + ("" if self.stores == "elements" else f" stores-{self.stores}")
                 + (" skip=" + "+".join(self.skip_stages) if self.skip_stages else ""))
 
     def kernel_class(self):
@@ -211,7 +226,8 @@ class FrostFwdExperiment(FrostFwdConfig):
         else:
             from cudnn.linear_attention.frost.kernels.compile_kernel import version_class
             base = version_class(self.algorithm, self)
-        return with_knobs(base, self.skip_stages, self.ldmatrix, self.gram, self.decay, self.ws_regs, self.rows)
+        return with_knobs(base, self.skip_stages, self.ldmatrix, self.gram, self.decay, self.ws_regs, self.rows,
+                          self.stores)
 
 
 def scalar_gate_v3(cfg: FrostFwdConfig, algorithm: str) -> bool:
@@ -261,6 +277,22 @@ def decay_requested() -> str | None:
     return decay
 
 
+def staged_stores_apply(cfg: FrostFwdConfig, algorithm: str, decay: str = "folded") -> bool:
+    """Whether stores="staged" changes cfg's kernel version `algorithm`: the vector-gate
+    v3 kernel (rows_async_applies) with K >= V (the buffers fit KE's tile)."""
+    return rows_async_applies(cfg, algorithm, decay) and cfg.K >= cfg.V
+
+
+def stores_requested() -> str:
+    """STORES_ENV's value ("elements" when unset); ValueError for anything but STORES."""
+    import os
+
+    stores = os.environ.get(STORES_ENV, "").strip() or "elements"
+    if stores not in STORES:
+        raise ValueError(f"{STORES_ENV} must be one of {STORES}, got {stores!r}")
+    return stores
+
+
 def rows_requested() -> str:
     """ROWS_ENV's value ("bulk" when unset); ValueError for anything but ROWS."""
     import os
@@ -283,17 +315,17 @@ def gram_requested() -> str:
 
 @functools.cache
 def with_knobs(base, skip_stages: tuple[str, ...], ldmatrix: bool, gram: str = "mma", decay: str = "folded",
-               ws_regs: tuple[int, ...] = (), rows: str = "bulk"):
+               ws_regs: tuple[int, ...] = (), rows: str = "bulk", stores: str = "elements"):
     """`base` (FrostFwdV1 or a subclass) itself at the product's knobs, else a subclass that
     sets them (one class per combination; a wgmma gram puts fwd_v3_gram.GramWgmma first,
     with its width; the scaled decays the product's own class, fwd_v3_scaled.scaled_decay_class,
     as the base, the lead and warp-specialised chains their mixins first; async rows
-    clear the class's ROWS_BY_BULK)."""
+    clear the class's ROWS_BY_BULK, staged stores set STAGED_STORES)."""
     if decay == "scaled":
         from cudnn.linear_attention.frost.kernels.fwd_v3_scaled import scaled_decay_class
         base, decay = scaled_decay_class(base), "folded"  # the product's GDN class: the same kernel
     if (skip_stages == base.skip_stages and ldmatrix == base.ldmatrix and gram == "mma" and decay == "folded"
-            and rows == "bulk"):
+            and rows == "bulk" and stores == "elements"):
         return base
     tag = ("" if ldmatrix else "NoLdmatrix") + "".join(f"Skip{st.title()}" for st in skip_stages)
     bases, attrs = (base,), {"skip_stages": skip_stages, "ldmatrix": ldmatrix}
@@ -317,6 +349,8 @@ def with_knobs(base, skip_stages: tuple[str, ...], ldmatrix: bool, gram: str = "
         attrs["register_split"], tag = ws_regs, tag + "Regs" + "x".join(map(str, ws_regs))
     if rows == "async":
         attrs["ROWS_BY_BULK"], tag = False, tag + "AsyncRows"
+    if stores == "staged":
+        attrs["STAGED_STORES"], tag = True, tag + "StagedStores"
     return type(f"{base.__name__}{tag}", bases, attrs)
 
 
@@ -369,13 +403,15 @@ def experiment(cfg: FrostFwdConfig, algorithm: str = PRODUCT, **knobs) -> FrostF
 
 @functools.lru_cache(maxsize=None)
 def _experiment(cfg: FrostFwdConfig, algorithm: str, skip_stages: tuple[str, ...], ldmatrix: bool, gram: str,
-                decay: str = "folded", ws_regs: tuple[int, ...] = (), rows: str = "bulk"):
+                decay: str = "folded", ws_regs: tuple[int, ...] = (), rows: str = "bulk",
+                stores: str = "elements"):
     return experiment(cfg, algorithm, skip_stages=skip_stages, ldmatrix=ldmatrix, gram=gram, decay=decay,
-                      ws_regs=ws_regs, rows=rows)
+                      ws_regs=ws_regs, rows=rows, stores=stores)
 
 
 def tooling_config(cfg: FrostFwdConfig, algorithm: str = PRODUCT, skip_stages=(), ldmatrix: bool = True,
-                   gram: str = "mma", decay: str | None = None, ws_regs: tuple[int, ...] = (), rows: str = "bulk"):
+                   gram: str = "mma", decay: str | None = None, ws_regs: tuple[int, ...] = (), rows: str = "bulk",
+                   stores: str = "elements"):
     """The config a tooling run of kernel version `algorithm` (with those knobs) launches for
     the product config cfg: cfg itself where that is the version the product picks for cfg
     and there are no knobs (so such runs share the product's compiled and stored kernels),
@@ -383,7 +419,7 @@ def tooling_config(cfg: FrostFwdConfig, algorithm: str = PRODUCT, skip_stages=()
     (gram_wgmma_applies) and is dropped elsewhere, so one switch can cover a mixed run; so
     is a scaled decay. decay None: default_decay (the product's). ws_regs: with the
     warp-specialised kernel only (dropped where it does not run). rows "async": where
-    rows_async_applies (dropped elsewhere)."""
+    rows_async_applies, stores "staged": where staged_stores_apply (dropped elsewhere)."""
     version = resolve(cfg, algorithm)
     if gram != "mma" and not gram_wgmma_applies(cfg, version):
         gram = "mma"
@@ -401,23 +437,26 @@ def tooling_config(cfg: FrostFwdConfig, algorithm: str = PRODUCT, skip_stages=()
         ws_regs = ()
     if rows != "bulk" and not rows_async_applies(cfg, version, decay):
         rows = "bulk"
+    if stores != "elements" and not staged_stores_apply(cfg, version, decay):
+        stores = "elements"
     # the four-role decays force their Gram: the product's (four_roles_apply) is one of them
     product_gram = gram == "mma" or (decay in FOUR_ROLES and gram == FOUR_ROLE_GRAM)
     if (version == product_algorithm(cfg) and not skip_stages and ldmatrix and product_gram and not ws_regs
-            and decay == default_decay(cfg, version) and rows == "bulk"):
+            and decay == default_decay(cfg, version) and rows == "bulk" and stores == "elements"):
         return product_config(cfg)  # not through the cache: an equal config cached earlier is another object
-    return _experiment(cfg, algorithm, tuple(skip_stages), ldmatrix, gram, decay, tuple(ws_regs), rows)
+    return _experiment(cfg, algorithm, tuple(skip_stages), ldmatrix, gram, decay, tuple(ws_regs), rows, stores)
 
 
 def engine_config(cfg: FrostFwdConfig, algorithm: str, training: bool = False, gram: str = "mma",
-                  decay: str | None = None, ws_regs: tuple[int, ...] = (), rows: str = "bulk"):
+                  decay: str | None = None, ws_regs: tuple[int, ...] = (), rows: str = "bulk",
+                  stores: str = "elements"):
     """What use_kernel(algorithm, training) launches for the product config cfg:
     tooling_config, except that forwards writing state checkpoints (training calls) stay on
     the product's kernel (cfg itself, whatever its version) unless `training` is set (then
     `algorithm` must be one of TRAINING_ALGORITHMS, or PRODUCT)."""
     if cfg.write_checkpoints and not training:
         return cfg
-    return tooling_config(cfg, algorithm, gram=gram, decay=decay, ws_regs=ws_regs, rows=rows)
+    return tooling_config(cfg, algorithm, gram=gram, decay=decay, ws_regs=ws_regs, rows=rows, stores=stores)
 
 
 @contextlib.contextmanager
@@ -431,7 +470,8 @@ def use_kernel(algorithm: str, training: bool = False, gram: str | None = None, 
     block, onto the wgmma-Gram v3 kernel where it exists (tooling_config). decay: DECAYS,
     None (default): FROST_FWD_DECAY's (decay_requested; unset: the product's), the same way.
     The warp-specialised kernel's register split: FROST_FWD_WS_REGS's (ws_regs_requested);
-    the vector chain's row copies: FROST_FWD_ROWS's (rows_requested)."""
+    the vector chain's row copies and stores: FROST_FWD_ROWS's (rows_requested),
+    FROST_FWD_STORES's (stores_requested)."""
     if algorithm not in ALGORITHMS and algorithm != PRODUCT:
         raise ValueError(f"use_kernel: algorithm must be one of {(*ALGORITHMS, PRODUCT)}, got {algorithm!r}")
     if training and algorithm not in (*TRAINING_ALGORITHMS, PRODUCT):  # v0, v1 write neither
@@ -445,7 +485,8 @@ def use_kernel(algorithm: str, training: bool = False, gram: str | None = None, 
         raise ValueError(f"use_kernel: decay must be one of {DECAYS} or None, got {decay!r}")
     ws_regs = ws_regs_requested(decay)
     rows = rows_requested()
-    if algorithm == PRODUCT and gram == "mma" and decay is None and rows == "bulk":  # what frost_fwd launches anyway
+    stores = stores_requested()
+    if algorithm == PRODUCT and gram == "mma" and decay is None and rows == "bulk" and stores == "elements":  # what frost_fwd launches anyway
         yield
         return
     from cudnn.linear_attention.frost.kernels import fwd
@@ -453,7 +494,7 @@ def use_kernel(algorithm: str, training: bool = False, gram: str | None = None, 
     product = fwd._compiled
 
     def compiled(cfg, arch, ffi=None, device=None):
-        return product(engine_config(cfg, algorithm, training, gram, decay, ws_regs, rows), arch, ffi, device)
+        return product(engine_config(cfg, algorithm, training, gram, decay, ws_regs, rows, stores), arch, ffi, device)
 
     fwd._compiled = compiled
     try:

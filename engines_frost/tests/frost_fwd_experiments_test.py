@@ -74,7 +74,7 @@ def test_experiment_keys_apart_from_the_product():
     assert set(fields) == {f.name for f in dataclasses.fields(FrostFwdConfig)}
     exp = fx.experiment(CFG, "v2")
     assert set(kernel_store.key_fields(exp, "sm_90a", "cute", TOOLS, host="h")["config"]) - set(fields) == {
-        "algorithm", "skip_stages", "ldmatrix", "gram", "decay", "ws_regs", "rows", "sources"}
+        "algorithm", "skip_stages", "ldmatrix", "gram", "decay", "ws_regs", "rows", "stores", "sources"}
     assert exp.sources == fx.sources_hash() and len(exp.sources) == 16
     keys = {_key(c) for c in (CFG, exp, fx.experiment(CFG, "v3"), fx.experiment(CFG, ldmatrix=False),
                               fx.experiment(CFG, skip_stages=("bounds",)),

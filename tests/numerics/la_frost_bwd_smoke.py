@@ -358,12 +358,13 @@ def forward_of(kernels) -> object:
 
 def routed(fwd_cfg, kernel: str | None = None):
     """The forward config run_fwd launches for the product config fwd_cfg on `kernel`."""
-    from frost_fwd_experiments import decay_requested, engine_config, rows_requested
+    from frost_fwd_experiments import decay_requested, engine_config, rows_requested, stores_requested
 
-    # FROST_FWD_DECAY and FROST_FWD_ROWS as fwd_kernel's use_kernel block reads them (the
-    # scaled-decay GDN chain, the vector chain's cp.async row copies)
+    # FROST_FWD_DECAY, FROST_FWD_ROWS and FROST_FWD_STORES as fwd_kernel's use_kernel
+    # block reads them (the scaled-decay GDN chain, the vector chain's cp.async row
+    # copies, its staged stores)
     return engine_config(fwd_cfg, FWD_KERNEL if kernel is None else kernel, training=True, decay=decay_requested(),
-                         rows=rows_requested())
+                         rows=rows_requested(), stores=stores_requested())
 
 
 def matrix_configs(families):

@@ -80,8 +80,8 @@ def kernel_knobs(name: str) -> tuple[str, str, str]:
 
 def kernel_block(name: str):
     """use_kernel for one of KERNELS (FROST_FWD_GRAM and FROST_FWD_DECAY are not read: each
-    name says its Gram and decays, kernel_knobs; FROST_FWD_ROWS is: the row copies of every
-    vector-gate v3 kernel)."""
+    name says its Gram and decays, kernel_knobs; FROST_FWD_ROWS and FROST_FWD_STORES are:
+    the row copies and the stores of every vector-gate v3 kernel)."""
     algorithm, gram, decay = kernel_knobs(name)
     return use_kernel(algorithm, gram=gram, decay=decay)
 

@@ -216,6 +216,12 @@
 #              fwdbulktest, the KDA and GDN-2 forward smoke (v3) vs float64 with v2's
 #              cp.async instead (FROST_FWD_ROWS=async); fwdbulkbench, tree_ab.sh of this
 #              checkout against itself with that (KDA, GDN-2 fwd and fwd+bwd op rows)
+#   fwdstores  the vector-gate v3 forward's O and U rows through per-warp shared buffers
+#              (FROST_FWD_STORES=staged, fwd_v3.FrostFwdV3.STAGED_STORES; kernels/NOTES.md
+#              "KDA forward: the output and U rows as 16-byte stores"): fwdstorestest, the
+#              KDA and GDN-2 forward smoke (v3) and backward smoke (its training forwards) vs
+#              float64 with it on; fwdstoresbench, tree_ab.sh of this checkout against itself
+#              with it on (KDA, GDN-2 fwd and fwd+bwd op rows)
 #   gradsprefetch GDN's grads kernel's L2 prefetch of the next item's q and k rows (on by
 #              default; FROST_BWD_GRADS_PREFETCH=0 turns it off; kernels/NOTES_bwd.md "The L2
 #              prefetch on the H200"): the GDN smoke vs float64 with it off (stage frostbwd
@@ -564,6 +570,13 @@ for s in "$@"; do
       [ "$s" = fwdbulktest ] || stage fwdbulkbench "AB_SMOKE_FAMILIES='' AB_REPS=20 \
         AB_CASES='KDA fwd;GDN-2 fwd;KDA fwd+bwd;GDN-2 fwd+bwd' PYTHONPATH='$BASE_PYTHONPATH' \
         bash tools/gpu/tree_ab.sh .::FROST_FWD_ROWS=async \${AB_ROUNDS:-2}" ;;
+    fwdstores|fwdstorestest|fwdstoresbench)
+      [ "$s" = fwdstoresbench ] || stage fwdstorestest "for f in kda gdn2; do FROST_FWD_STORES=staged python3 \
+        tests/numerics/la_frost_smoke.py --family \$f --algorithm v3 || exit 1; done && FROST_FWD_STORES=staged \
+        python3 tests/numerics/la_frost_bwd_smoke.py --jobs \$(nproc) --family kda --family gdn2"
+      [ "$s" = fwdstorestest ] || stage fwdstoresbench "AB_SMOKE_FAMILIES='' AB_REPS=20 \
+        AB_CASES='KDA fwd;GDN-2 fwd;KDA fwd+bwd;GDN-2 fwd+bwd' PYTHONPATH='$BASE_PYTHONPATH' \
+        bash tools/gpu/tree_ab.sh .::FROST_FWD_STORES=staged \${AB_ROUNDS:-2}" ;;
     vecrows|vecrowstest)  # vector-gate grads: rows in the load phase; then an A/B of two trees
       stage vecrowstest "python3 tests/numerics/la_frost_bwd_smoke.py --jobs \$(nproc) --family kda \
         --family gdn2"

@@ -62,6 +62,7 @@ from cutlass import BFloat16, Float32
 from cutlass.cute.nvgpu import OperandMajorMode, warpgroup
 
 from cudnn.linear_attention.frost.kernels import bulk_rows
+from cudnn.linear_attention.frost.kernels import gmem_vector_io as vio
 from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
 from cudnn.linear_attention.frost.kernels.fwd_v1 import (
     CHUNK,
@@ -178,6 +179,13 @@ class FrostFwdV3(FrostFwdV2):
     #: 16-byte cp.async
     ROWS_BY_BULK = True
 
+    #: an experiment of the test tooling (stores="staged"; staged_stores: vector gates,
+    #: K >= V): the chain's per-token outputs (O, and U in the training launchers) go
+    #: through a per-warp [C, 16] bf16 buffer in KE's tile, dead from the Gram stage to the
+    #: next operand stage, as 16-byte row stores (gmem_vector_io, the backward chain's dR
+    #: path) instead of 32 two-byte stores per thread and chunk each
+    STAGED_STORES = False
+
     #: True in the launchers whose __call__ passes the checkpoint (and values) pointers
     #: (FrostFwdV3Checkpoints, FrostFwdV3Values); this class's own launch has no slot for them
     TRAINING_LAUNCHER = False
@@ -205,6 +213,16 @@ class FrostFwdV3(FrostFwdV2):
         s.qa = cute.local_tile(s.kq, (C, K), (1, 0))
         self.zero_p_above_diagonal(s, tid)
         FrostFwdV2.before_chunks(self, s, mq, mk, mv, mg, mb, mw, heads, bos, eos, tid, lane, wid)
+
+    def staged_stores(self) -> bool:
+        """Whether O and U go through the warp buffers in KE's tile (STAGED_STORES; vector
+        gates, whose kernels have KE, and K >= V: 8 warps' [C, 16] buffers fit its [C, K]
+        rows). Runs at trace time."""
+        return self.STAGED_STORES and self.cfg.gate_per_channel and self.cfg.K >= self.cfg.V
+
+    def store_buffer(self, s, wid):
+        """Warp wid's [C, 16] bf16 buffer in KE's tile (unpadded, 2 KB). Traced inline."""
+        return vio.buffer_view(s.ke.iterator + wid * CHUNK * SUB, CHUNK, SUB, pad=0)
 
     def rows_by_bulk(self) -> bool:
         """Whether the next chunk's rows come by bulk copies (ROWS_BY_BULK, vector gates).
@@ -328,6 +346,7 @@ class FrostFwdV3(FrostFwdV2):
 
         # 2. block solve U_i = Dinv_i (R_i - sum_{j<i} M_ij U_j), per warp (v1)
         a_u = []
+        staged = self.staged_stores()
         for bi in cutlass.range_constexpr(NBLK):
             r = block_of(acc_r, bi, thr.partition_shape_C((SUB, SUB)))
             u = self.solve_block(mma, thr, lane, r, a_u, s_mneg, s_dinv, bi)
@@ -336,7 +355,12 @@ class FrostFwdV3(FrostFwdV2):
                 # accumulator): u is the solve's mma.sync result, in no wgmma group, and
                 # dead after this block's A operand (a_u) is made, so the store needs no
                 # wait and keeps no register live across the wgmma issue below
-                store_values_block(s.values, u, crd, t0 + bi * SUB, eos, h, j0)
+                if cutlass.const_expr(staged):
+                    vio.stage_tile(self.store_buffer(s, wid), u, crd, bi * SUB, 0, True)  # U^T block -> rows t
+                else:
+                    store_values_block(s.values, u, crd, t0 + bi * SUB, eos, h, j0)
+        if cutlass.const_expr(c.write_values and staged):
+            vio.flush_rows(self.store_buffer(s, wid), s.values[None, h, None], t0, j0, eos - t0, lane, CHUNK, SUB)
 
         # 3. O^T += U^T P^T (group 3: A = bf16(U^T), the solve's four blocks as the four
         # k-blocks, B = P [t, s], s contiguous), then S^T <- S^T Diag(e^Gam_last) + U^T KD
@@ -362,7 +386,14 @@ class FrostFwdV3(FrostFwdV2):
 
         # 4. the output rows
         if cutlass.const_expr(wo):
-            store_output_rows(mo, acc_o, crd, t0, eos, h, j0)
+            if cutlass.const_expr(staged):
+                buf = self.store_buffer(s, wid)
+                for bi in cutlass.range_constexpr(NBLK):
+                    vio.stage_tile(buf, block_of(acc_o, bi, thr.partition_shape_C((SUB, SUB))), crd, bi * SUB, 0,
+                                   True)
+                vio.flush_rows(buf, mo[None, h, None], t0, j0, eos - t0, lane, CHUNK, SUB)
+            else:
+                store_output_rows(mo, acc_o, crd, t0, eos, h, j0)
         # the state update (group 4) stays in flight: settle_state retires it after the next
         # chunk's rows stage, which touches neither the state registers nor KD^T
         if cutlass.const_expr(self.STATE_FINAL_AT_CHAIN_END):

@@ -18,7 +18,8 @@ reused right after it.
 The kernels that use it (chain, states, values) give each warp of the v1/v2 layout (warp
 w owns value rows [16 w, 16 w + 16) of the state) one buffer for its [C, 16] columns of a
 chunk's per-token tensor, as the plan tensor "wbuf" when the kernel's shared memory leaves
-room for it (with_warp_buffers).
+room for it (with_warp_buffers); the v3 forward's staged stores (fwd_v3.STAGED_STORES)
+put theirs, unpadded, in a tile that is dead while its chain runs.
 """
 from __future__ import annotations
 
@@ -38,9 +39,10 @@ def buffer_elements(rows: int, cols: int) -> int:
     return rows * (cols + PAD)
 
 
-def buffer_view(ptr, rows: int, cols: int) -> cute.Tensor:
-    """The [rows, cols] bf16 buffer at ptr (a shared-memory bf16 pointer, 16-byte aligned)."""
-    return cute.make_tensor(ptr, cute.make_layout((rows, cols), stride=(cols + PAD, 1)))
+def buffer_view(ptr, rows: int, cols: int, pad: int = PAD) -> cute.Tensor:
+    """The [rows, cols] bf16 buffer at ptr (a shared-memory bf16 pointer, 16-byte aligned),
+    rows `pad` elements apart beyond cols (a multiple of 8: rows stay 16-byte aligned)."""
+    return cute.make_tensor(ptr, cute.make_layout((rows, cols), stride=(cols + pad, 1)))
 
 
 def warp_buffer_elements(c: FrostFwdConfig) -> int:

@@ -1,0 +1,74 @@
+"""The vector-gate v3 forward's O and U rows through per-warp shared buffers (the tooling's
+stores="staged", fwd_v3.FrostFwdV3.STAGED_STORES; sm_90a, no GPU).
+
+The chain's outputs (O; U in the training launchers) are per-token rows stored from the
+transposed accumulators: one 2-byte global store per value, 32 per thread and chunk each.
+Staged, each warp writes its blocks into a [C, 16] bf16 buffer in KE's tile (dead during
+the chain) and flushes 16-byte rows (gmem_vector_io, the backward chain's dR path): the
+build has 32 fewer 2-byte global stores per staged tensor and 4 more 16-byte ones (64
+rows x 2 slices / 32 lanes), no spill, stack or ptxas note. The knob's rules: vector-gate
+v3 with K >= V only; tooling_config drops it elsewhere.
+Numerics: on the GPU, the forward and backward smoke against float64 with
+FROST_FWD_STORES=staged (tools/gpu/gpu_suite.sh fwdstores).
+"""
+import os
+import sys
+
+import pytest
+
+pytest.importorskip("cutlass", reason="nvidia-cutlass-dsl (CuTe DSL) is not installed")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import frost_cubin_report as report  # noqa: E402
+from compile_tiers import tiered  # noqa: E402
+from frost_fwd_experiments import FrostFwdExperiment, product_fields, tooling_config  # noqa: E402
+
+#: 2-byte stores of one per-token tensor per thread and chunk (64 tokens x 16 values / 32
+#: lanes), and the 16-byte stores that replace them
+ELEMENT_STORES = 64 * 16 // 32
+ROW_STORES = 64 * 2 // 32
+_TOOLS = pytest.mark.skipif(report.sass_tools_missing(), reason="cuobjdump / nvdisasm not found (set CUOBJDUMP, NVDISASM)")
+
+
+def _build(cfg):
+    notes, usage, ops = report.build_opcodes(cfg)
+    return notes, usage, report.count_ops(ops, "STG.", ".U16"), report.count_ops(ops, "STG.", ".128")
+
+
+@_TOOLS
+@pytest.mark.parametrize("family,build", tiered([("kda", "plain"), ("gdn2", "values"), ("kda", "recompute"),
+                                                  ("gdn2", "checkpoints")], [0, 1],
+                                                 ids=lambda c: f"{c[0]}-{c[1]}", unpack=True))
+def test_staged_stores_replace_the_element_stores(family, build):
+    product = report.config_for(family, "v3", 128, 128, True, build=build)
+    staged = tooling_config(product, "v3", stores="staged")
+    assert isinstance(staged, FrostFwdExperiment) and staged.stores == "staged"
+    notes, usage, u16, wide = _build(staged)
+    _, _, base_u16, base_wide = _build(product)
+    assert notes == set() and usage["LOCAL"] == 0 and usage["STACK"] == 0, (notes, usage)
+    tensors = product.write_output + product.write_values  # O, U
+    assert base_u16 - u16 == tensors * ELEMENT_STORES, (base_u16, u16)
+    assert wide - base_wide == tensors * ROW_STORES, (base_wide, wide)
+
+
+def test_stores_knob_rules(monkeypatch):
+    from frost_fwd_experiments import STORES_ENV, stores_requested
+
+    kda = report.config_for("kda", "v3", 128, 128, True)
+    narrow = report.config_for("kda", "v3", 64, 128, True)  # KE's rows too short for 8 buffers
+    gdn = report.config_for("gdn", "v3", 128, 128, True)
+    for cfg, algorithm in ((gdn, "v3"), (narrow, "v3"), (kda, "v2")):
+        assert tooling_config(cfg, algorithm, stores="staged") == tooling_config(cfg, algorithm)
+    assert tooling_config(kda, "v3", stores="elements") == kda
+    for cfg, algorithm, stores in ((kda, "v3", "tma"), (kda, "v2", "staged"), (narrow, "v3", "staged")):
+        with pytest.raises(ValueError, match="stores must be one of"):
+            FrostFwdExperiment(**product_fields(cfg), algorithm=algorithm, stores=stores)
+    staged = tooling_config(kda, "v3", stores="staged")
+    assert "stores-staged" in staged.kernel_label and staged.kernel_class().STAGED_STORES
+    monkeypatch.delenv(STORES_ENV, raising=False)
+    assert stores_requested() == "elements"
+    monkeypatch.setenv(STORES_ENV, "staged")
+    assert stores_requested() == "staged"
+    monkeypatch.setenv(STORES_ENV, "tma")
+    with pytest.raises(ValueError, match="FROST_FWD_STORES must be one of"):
+        stores_requested()
