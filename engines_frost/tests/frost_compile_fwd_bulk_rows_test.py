@@ -66,15 +66,3 @@ def test_rows_knob_rules():
     label = tooling_config(kda, "v3", rows="async").kernel_label
     assert "rows-async" in label, label
     assert not tooling_config(kda, "v3", rows="async").kernel_class().ROWS_BY_BULK
-
-
-def test_rows_requested(monkeypatch):
-    from frost_fwd_experiments import ROWS_ENV, rows_requested
-
-    monkeypatch.delenv(ROWS_ENV, raising=False)
-    assert rows_requested() == "bulk"
-    monkeypatch.setenv(ROWS_ENV, "async")
-    assert rows_requested() == "async"
-    monkeypatch.setenv(ROWS_ENV, "tma")
-    with pytest.raises(ValueError, match="FROST_FWD_ROWS must be one of"):
-        rows_requested()

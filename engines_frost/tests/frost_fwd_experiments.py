@@ -283,34 +283,30 @@ def staged_stores_apply(cfg: FrostFwdConfig, algorithm: str, decay: str = "folde
     return rows_async_applies(cfg, algorithm, decay) and cfg.K >= cfg.V
 
 
-def stores_requested() -> str:
-    """STORES_ENV's value ("elements" when unset); ValueError for anything but STORES."""
+def choice_requested(env: str, choices: tuple[str, ...]) -> str:
+    """A knob's environment variable `env`: its value, choices[0] (the default) when unset
+    or empty; ValueError naming the variable for anything but `choices`."""
     import os
 
-    stores = os.environ.get(STORES_ENV, "").strip() or "elements"
-    if stores not in STORES:
-        raise ValueError(f"{STORES_ENV} must be one of {STORES}, got {stores!r}")
-    return stores
+    value = os.environ.get(env, "").strip() or choices[0]
+    if value not in choices:
+        raise ValueError(f"{env} must be one of {choices}, got {value!r}")
+    return value
 
 
 def rows_requested() -> str:
-    """ROWS_ENV's value ("bulk" when unset); ValueError for anything but ROWS."""
-    import os
+    """ROWS_ENV's value ("bulk" when unset)."""
+    return choice_requested(ROWS_ENV, ROWS)
 
-    rows = os.environ.get(ROWS_ENV, "").strip() or "bulk"
-    if rows not in ROWS:
-        raise ValueError(f"{ROWS_ENV} must be one of {ROWS}, got {rows!r}")
-    return rows
+
+def stores_requested() -> str:
+    """STORES_ENV's value ("elements" when unset)."""
+    return choice_requested(STORES_ENV, STORES)
 
 
 def gram_requested() -> str:
-    """GRAM_ENV's value ("mma" when unset); ValueError for anything but GRAMS."""
-    import os
-
-    gram = os.environ.get(GRAM_ENV, "").strip() or "mma"
-    if gram not in GRAMS:
-        raise ValueError(f"{GRAM_ENV} must be one of {GRAMS}, got {gram!r}")
-    return gram
+    """GRAM_ENV's value ("mma" when unset)."""
+    return choice_requested(GRAM_ENV, GRAMS)
 
 
 @functools.cache

@@ -272,5 +272,24 @@ def test_kernel_classes_carry_the_knobs():
     assert own.register_split is None and split.register_split == (184, 72) and split is not own
 
 
+@pytest.mark.parametrize("knob", ["rows", "stores", "gram"])
+def test_knob_environment_variables(knob, monkeypatch):
+    """Each knob's variable: its first choice when unset or empty, any of its choices as
+    given, anything else a ValueError naming the variable."""
+    env, choices, requested = {"rows": (fx.ROWS_ENV, fx.ROWS, fx.rows_requested),
+                               "stores": (fx.STORES_ENV, fx.STORES, fx.stores_requested),
+                               "gram": (fx.GRAM_ENV, fx.GRAMS, fx.gram_requested)}[knob]
+    monkeypatch.delenv(env, raising=False)
+    assert requested() == choices[0]
+    monkeypatch.setenv(env, " ")
+    assert requested() == choices[0]
+    for choice in choices:
+        monkeypatch.setenv(env, choice)
+        assert requested() == choice
+    monkeypatch.setenv(env, "tma")
+    with pytest.raises(ValueError, match=f"{env} must be one of"):
+        requested()
+
+
 if __name__ == "__main__":
     raise SystemExit(pytest.main([__file__, "-q"]))
