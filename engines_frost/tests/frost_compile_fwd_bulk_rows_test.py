@@ -36,11 +36,12 @@ def _build(cfg):
 
 
 @_TOOLS
-@pytest.mark.parametrize("family,build", tiered([("kda", "plain"), ("gdn2", "plain"), ("kda", "recompute"),
-                                                  ("gdn2", "values")], [0, 1],
-                                                 ids=lambda c: f"{c[0]}-{c[1]}", unpack=True))
-def test_bulk_rows_replace_the_loop_copies(family, build):
-    product = report.config_for(family, "v3", 128, 128, True, build=build)
+@pytest.mark.parametrize("family,build,aligned", tiered(
+    [("kda", "plain", True), ("gdn2", "plain", True), ("kda", "plain", False), ("kda", "recompute", True),
+     ("gdn2", "values", True), ("gdn2", "checkpoints", False)], [0, 1, 2],
+    ids=lambda c: f"{c[0]}-{c[1]}{'' if c[2] else '-gates-unaligned'}", unpack=True))
+def test_bulk_rows_replace_the_loop_copies(family, build, aligned):
+    product = report.config_for(family, "v3", 128, 128, True, build=build, gate_align16=aligned)
     assert type(product) is not FrostFwdExperiment  # v3 is the product's pick here
     async_rows = tooling_config(product, "v3", rows="async")
     assert isinstance(async_rows, FrostFwdExperiment) and async_rows.rows == "async"
@@ -48,10 +49,11 @@ def test_bulk_rows_replace_the_loop_copies(family, build):
     _, _, async_copies, async_ublk = _build(async_rows)
     assert notes == set() and usage["LOCAL"] == 0 and usage["STACK"] == 0, (notes, usage)
     assert async_ublk == 0, async_ublk
-    # the loop's bulk jobs: q (with an output), k, the gate rows; GDN-2's b and w
+    # the loop's bulk jobs: q (with an output), k; GDN-2's b and w; the gate rows where
+    # 16-byte aligned (else both builds copy them by 4-byte cp.async)
     bf16_jobs = product.write_output + 1 + 2 * (family == "gdn2")
-    assert ublk == 4 * (bf16_jobs + 1), (ublk, bf16_jobs)
-    assert async_copies - copies == bf16_jobs * BF16_PIECES + F32_PIECES, (async_copies, copies)
+    assert ublk == 4 * (bf16_jobs + aligned), (ublk, bf16_jobs)
+    assert async_copies - copies == bf16_jobs * BF16_PIECES + aligned * F32_PIECES, (async_copies, copies)
 
 
 def test_rows_knob_rules():
