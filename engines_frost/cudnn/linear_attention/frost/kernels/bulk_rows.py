@@ -1,7 +1,7 @@
 """Rows into shared memory by 1D bulk copies (cp.async.bulk, one instruction per row),
 completing on one mbarrier: the vector-gate grads kernel's load phase
-(FrostBwdConfig.vec_bulk_copies) and the vector chain's next-chunk rows
-(FrostBwdConfig.chain_bulk_rows).
+(FrostBwdConfig.vec_bulk_copies), the backward vector chain's next-chunk rows
+(FrostBwdConfig.chain_bulk_rows) and the v3 forward's (fwd_v3.FrostFwdV3.rows_by_bulk).
 
 A job is (shared [R, W] tile, source, R, zero dtype or None). The source is (tensor, head,
 None) for a chunk's token rows t0 + r (rows at or past eos are zeroed with ordinary
@@ -17,6 +17,10 @@ from cutlass.experimental.primitives import cp_async_bulk_shared_cluster_global 
 
 from cudnn.linear_attention.frost.kernels.fwd_v1 import CHUNK
 
+#: the copies' mbarrier as a shared-memory plan entry (8 bytes; kernels put it after their
+#: tiles, which then keep their offsets)
+MBARRIER = ("mbar", "i64", (1,), (1,))
+
 
 def row_bytes(dst) -> int:
     """Bytes of one row of a job's tile (what one cp.async.bulk of it moves)."""
@@ -28,6 +32,16 @@ def check_jobs(jobs, what) -> None:
     for _, _, count, _ in jobs:
         if count % 32:
             raise ValueError(f"bulk copies: a job of {count} rows (not a multiple of 32) in {what}")
+
+
+@cute.jit
+def init_mbarrier(mbar, tid):
+    """Thread 0 initialises the copies' mbarrier (one arrival per phase: issue's thread 0)
+    and fences it for the async proxy; the caller's next CTA barrier makes it visible to
+    every warp before its first copy or wait."""
+    if tid == 0:
+        cute.arch.mbarrier_init(mbar, 1)
+        cute.arch.mbarrier_init_fence()
 
 
 @cute.jit

@@ -126,9 +126,7 @@ class FrostBwdChain(FrostBwdLauncher, FrostFwdV2):
         self.before_chunks(s, tid)  # ordered before the first stages by the barrier below
         bulk = self.bcfg.chain_bulk_rows
         if cutlass.const_expr(bulk):
-            if tid == 0:  # visible to every copying warp and the async proxy after the barrier
-                cute.arch.mbarrier_init(s.mbar.iterator, 1)
-                cute.arch.mbarrier_init_fence()
+            bulk_rows.init_mbarrier(s.mbar.iterator, tid)
             cute.arch.sync_threads()
         if nch > 0:
             self.prefetch_chunk(s, bos + (nch - 1) * CHUNK, eos, tid)
@@ -235,7 +233,7 @@ class FrostBwdChain(FrostBwdLauncher, FrostFwdV2):
     def mbarrier_plan(self) -> list:
         """The bulk row copies' mbarrier (chain_bulk_rows), after the plan's tiles: the
         other tensors keep their offsets. Runs at trace time."""
-        return [("mbar", "i64", (1,), (1,))] if self.bcfg.chain_bulk_rows else []
+        return [bulk_rows.MBARRIER] if self.bcfg.chain_bulk_rows else []
 
     @cute.jit
     def prefetch_chunk(self, s, t0, eos, tid):

@@ -101,7 +101,7 @@ def smem_regions(c: FrostFwdConfig, wgmma: bool = False):
         ("dgl", "f32", (NBLK, K), (K, 1)),   # per row block: sum_t KE_t (e^(G_last - G_e) dKD)_t
         ("sds", "f32", (K,), (1,)),          # e^G_last sum_v S dS per channel
         ("seq", "i32", (2,), (1,)),
-        ("mbar", "i64", (1,), (1,)),         # the bulk copies' mbarrier (vec_bulk_copies)
+        bulk_rows.MBARRIER,                  # the bulk copies' mbarrier (vec_bulk_copies)
     ]
     return a, b, keep
 
@@ -214,9 +214,7 @@ class FrostBwdGradsVec(FrostBwdGrads):
         rho, h, _ = cute.arch.block_idx()
         s = allocate(c, self.wgmma_products)
         if cutlass.const_expr(self.bcfg.vec_bulk_copies):
-            if tid == 0:  # visible to the copies' async proxy before the barrier below
-                cute.arch.mbarrier_init(s.mbar.iterator, 1)
-                cute.arch.mbarrier_init_fence()
+            bulk_rows.init_mbarrier(s.mbar.iterator, tid)  # published by the barrier below
         self.find_chunk(s, mcu, N, T, rho, tid)
         cute.arch.sync_threads()
         n = s.seq[0]

@@ -85,8 +85,6 @@ REPLACED = ("qa", "kba", "kdt", "p")
 #: pointer's swizzle (CuTe DSL 4.8), so these must not become SW128 without io_view
 #: passing the swizzle on (what putting the Gram on wgmma, with q and k swizzled, needs)
 RAW_STAGED = ("q", "k", "w0", "qr", "kbr", "wst")
-#: vector gates: the mbarrier of the next chunk's bulk row copies (FrostFwdV3.rows_by_bulk)
-MBARRIER = ("mbar", "i64", (1,), (1,))
 
 
 def smem_plan(c: FrostFwdConfig):
@@ -97,7 +95,7 @@ def smem_plan(c: FrostFwdConfig):
     plan = [("kq", "bf16", (2 * C, K), SW128), ("kdt", "bf16", (K, C), SW128), ("p", "bf16", (C, C), SW128)] + [
         entry for entry in v2_smem_plan(c) if entry[0] not in REPLACED]
     if c.gate_per_channel:
-        plan.append(MBARRIER)
+        plan.append(bulk_rows.MBARRIER)
     assert not any(name in RAW_STAGED and stride == SW128 for name, _, _, stride in plan), plan
     return plan
 
@@ -204,9 +202,7 @@ class FrostFwdV3(FrostFwdV2):
         writes and the P U wgmma reads, are zeroed once; then v2's first-chunk staging (its
         closing barrier orders the zeros and the mbarrier's initialisation before any use)."""
         if cutlass.const_expr(self.rows_by_bulk()):
-            if tid == 0:  # visible to every warp and the async proxy after the staging's barrier
-                cute.arch.mbarrier_init(s.mbar.iterator, 1)
-                cute.arch.mbarrier_init_fence()
+            bulk_rows.init_mbarrier(s.mbar.iterator, tid)  # the staging's closing barrier publishes it
             s.bos = bos  # the chunk index, hence the mbarrier's phase, counts from here
         K, C = self.cfg.K, CHUNK
         s.kba = cute.local_tile(s.kq, (C, K), (0, 0))
