@@ -312,38 +312,26 @@ def main():
     print(f"GPU: {torch.cuda.get_device_name()}; {a.seqs} x {a.len} tokens, {a.heads} heads, "
           f"K = V = {a.dim}, {a.dtype}; median of {a.reps}")
     print("peers:", peer_versions())
-    import os
-
-    # FROST_FWD_GRAM=wgmma / wgmma16 / wgmma64 (frost_fwd_experiments.GRAM_ENV): the
-    # tooling's wgmma-Gram v3 for every scalar-gate bf16 forward, product version or not
-    # (the A/B: a run without it)
-    gram = os.environ.get("FROST_FWD_GRAM", "").strip() or "mma"
-    # FROST_FWD_DECAY=folded / scaled-lead / scaled-ws (frost_fwd_experiments.DECAY_ENV):
-    # that GDN chain for every scalar-gate bf16 forward, training ones included (unset: the
-    # product's, the scaled chain)
-    decay = os.environ.get("FROST_FWD_DECAY", "").strip() or None
-    # FROST_FWD_WS_REGS=consumer,producer: with scaled-ws, the roles' setmaxnreg split
-    ws_regs = os.environ.get("FROST_FWD_WS_REGS", "").strip()
-    # FROST_FWD_ROWS=async (frost_fwd_experiments.ROWS_ENV): the vector-gate v3 chain's
-    # next-chunk rows by cp.async instead of the product's bulk copies (use_kernel reads it)
-    rows = os.environ.get("FROST_FWD_ROWS", "").strip() or "bulk"
-    # FROST_FWD_STORES=staged (frost_fwd_experiments.STORES_ENV): the vector-gate v3
-    # chain's O and U rows through shared buffers (use_kernel reads it)
-    stores = os.environ.get("FROST_FWD_STORES", "").strip() or "elements"
-    if (a.frost_fwd_kernel == "product" and gram == "mma" and decay is None and not ws_regs and rows == "bulk"
-            and stores == "elements"):
-        run(a)
-        return
     import sys
     from pathlib import Path
 
+    # the test tooling's forward knobs (plain Python), each from its environment variable
+    # (frost_fwd_experiments: FROST_FWD_GRAM, _DECAY, _WS_REGS, _ROWS, _STORES; a bad value
+    # is a ValueError naming it); unset, the product's picks
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "engines_frost" / "tests"))
-    from frost_fwd_experiments import use_kernel
+    import frost_fwd_experiments as fx
 
-    print(f"FROST forward: {a.frost_fwd_kernel}, Gram {gram}, decays {decay}, registers {ws_regs or 'default'}, rows {rows}, stores {stores}, forced by the test tooling on every "
-          f"forward, training ones included (the A/B against a run without --frost-fwd-kernel / FROST_FWD_GRAM / "
-          f"FROST_FWD_DECAY / FROST_FWD_ROWS / FROST_FWD_STORES, the product's picks)")
-    with use_kernel(a.frost_fwd_kernel, training=True, gram=gram, decay=decay):
+    gram, decay = fx.gram_requested(), fx.decay_requested()
+    ws_regs, rows, stores = fx.ws_regs_requested(decay), fx.rows_requested(), fx.stores_requested()
+    if (a.frost_fwd_kernel == fx.PRODUCT and gram == fx.GRAMS[0] and decay is None and not ws_regs
+            and rows == fx.ROWS[0] and stores == fx.STORES[0]):
+        run(a)
+        return
+    print(f"FROST forward: {a.frost_fwd_kernel}, Gram {gram}, decays {decay}, registers {ws_regs or 'default'}, "
+          f"rows {rows}, stores {stores}, forced by the test tooling on every forward, training ones included "
+          f"(the A/B against a run without --frost-fwd-kernel / FROST_FWD_GRAM / FROST_FWD_DECAY / "
+          f"FROST_FWD_WS_REGS / FROST_FWD_ROWS / FROST_FWD_STORES, the product's picks)")
+    with fx.use_kernel(a.frost_fwd_kernel, training=True, gram=gram, decay=decay):
         run(a)
 
 
