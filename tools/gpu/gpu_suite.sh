@@ -321,7 +321,7 @@
 #   calls      bench/frost_call_overhead.py: host time of one FROST launch (checked, bound,
 #              bare call, TVM-FFI)
 #   ncu        Nsight Compute warp-state and source-counter sections (stall reasons, hottest
-#              SASS) for one FROST GDN launch; ncu reads the counters on these machines;
+#              SASS) for one FROST forward launch (NCU_FAMILY=gdn|kda|gdn2, default gdn); ncu reads the counters on these machines;
 #              FROST_FWD_DECAY / FROST_FWD_GRAM pick the kernel as for frost_stage_times.py
 #              (e.g. FROST_FWD_DECAY=scaled-ws: the warp-specialised forward)
 #   ncubwd     the same for the FROST backward's kernels at the bench shape
@@ -434,16 +434,18 @@ for s in "$@"; do
       stage stagetimes "python3 bench/frost_stage_times.py --family ${STAGE_FAMILIES:-gdn kda}" ;;
     calls)       # host cost of one FROST launch by calling convention (TVM-FFI needs its wheel in .whl)
       stage calls "python3 bench/frost_call_overhead.py" ;;
-    ncu)         # one FROST GDN launch under Nsight Compute, full set with PC sampling; the
-                 # report comes back ($OUT/ncu_gdn.ncu-rep) with a per-SASS-instruction CSV
-                 # (executions, stall samples by reason) for tools/gpu/ncu_source_report.py here
+    ncu)         # one FROST forward launch under Nsight Compute (NCU_FAMILY, default gdn), full
+                 # set with PC sampling; the report comes back ($OUT/ncu_<family>.ncu-rep) with a
+                 # per-SASS-instruction CSV (executions, stall samples by reason) for
+                 # tools/gpu/ncu_source_report.py here
+      NF="${NCU_FAMILY:-gdn}"
       stage ncu "command -v ncu && ncu --clock-control none --set full --import-source no \
-        -k regex:cutlass --launch-skip 3 --launch-count 1 -f -o $OUT/ncu_gdn \
-        python3 bench/frost_stage_times.py --family gdn --reps 1 --only-full && \
-        ncu -i $OUT/ncu_gdn.ncu-rep --page details --print-details all \
+        -k regex:cutlass --launch-skip 3 --launch-count 1 -f -o $OUT/ncu_$NF \
+        python3 bench/frost_stage_times.py --family $NF --reps 1 --only-full && \
+        ncu -i $OUT/ncu_$NF.ncu-rep --page details --print-details all \
           --section WarpStateStats --section SchedulerStats --section MemoryWorkloadAnalysis_Tables && \
-        ncu -i $OUT/ncu_gdn.ncu-rep --page source --csv --print-source sass > $OUT/ncu_gdn_sass.csv; \
-        ls -la $OUT/ncu_gdn*" ;;
+        ncu -i $OUT/ncu_$NF.ncu-rep --page source --csv --print-source sass > $OUT/ncu_${NF}_sass.csv; \
+        ls -la $OUT/ncu_$NF*" ;;
     ncubwd)      # a backward's kernels under Nsight Compute (one warm backward in a profiler
                  # range; NCU_FAMILY, default gdn); the kernel-name filter picks each SASS page
       NF="${NCU_FAMILY:-gdn}"

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Where a kernel's warps wait, per stage: reads the per-SASS-instruction CSV that
 `ncu -i REPORT --page source --csv --print-source sass` writes (tools/gpu/gpu_suite.sh stage
-ncu brings it back as ncu_gdn_sass.csv) and prints
+ncu brings it back as ncu_<family>_sass.csv) and prints
 
 - per barrier-delimited region (a region ends at each BAR.SYNC, the way the FROST kernels'
   stages end at a CTA barrier): PC samples, share of all samples, instructions executed
