@@ -322,8 +322,9 @@
 #              bare call, TVM-FFI)
 #   ncu        Nsight Compute warp-state and source-counter sections (stall reasons, hottest
 #              SASS) for one FROST forward launch (NCU_FAMILY=gdn|kda|gdn2, default gdn);
-#              ncu reads the counters on these machines; FROST_FWD_DECAY / FROST_FWD_GRAM pick the kernel as for frost_stage_times.py
-#              (e.g. FROST_FWD_DECAY=scaled-ws: the warp-specialised forward)
+#              ncu reads the counters on these machines; FROST_FWD_DECAY / FROST_FWD_GRAM
+#              pick the kernel as for frost_stage_times.py (e.g. FROST_FWD_DECAY=scaled-ws:
+#              the warp-specialised forward)
 #   ncubwd     the same for the FROST backward's kernels at the bench shape
 #              (bench/frost_bwd_profile.py; NCU_FAMILY=gdn|kda|gdn2, default gdn): details of
 #              all, one per-SASS CSV per kernel found (ncu_bwd_<family>_{states,chain,grads}_
