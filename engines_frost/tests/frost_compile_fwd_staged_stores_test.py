@@ -1,15 +1,16 @@
-"""The vector-gate v3 forward's O and U rows through per-warp shared buffers (the tooling's
-stores="staged", fwd_v3.FrostFwdV3.STAGED_STORES; sm_90a, no GPU).
+"""The vector-gate v3 forward's O and U rows through per-warp shared buffers
+(fwd_v3.FrostFwdV3.STAGED_STORES, the product's; sm_90a, no GPU).
 
 The chain's outputs (O; U in the training launchers) are per-token rows stored from the
-transposed accumulators: one 2-byte global store per value, 32 per thread and chunk each.
-Staged, each warp writes its blocks into a [C, 16] bf16 buffer in KE's tile (dead during
-the chain) and flushes 16-byte rows (gmem_vector_io, the backward chain's dR path): the
-build has 32 fewer 2-byte global stores per staged tensor and 4 more 16-byte ones (64
-rows x 2 slices / 32 lanes), no spill, stack or ptxas note. The knob's rules: vector-gate
-v3 with K >= V only; tooling_config drops it elsewhere.
-Numerics: on the GPU, the forward and backward smoke against float64 with
-FROST_FWD_STORES=staged (tools/gpu/gpu_suite.sh fwdstores).
+transposed accumulators. The product's build writes each warp's blocks into a [C, 16] bf16
+buffer in KE's tile (dead during the chain) and flushes 16-byte rows (gmem_vector_io, the
+backward chain's dR path), where the tooling's stores="elements" build
+(FROST_FWD_STORES=elements) keeps one 2-byte global store per value: the product has 32
+fewer 2-byte global stores per staged tensor, thread and chunk and 4 more 16-byte ones
+(64 rows x 2 slices / 32 lanes), no spill, stack or ptxas note. The knob's rules:
+"elements" for vector-gate v3 with K >= V only; tooling_config drops it elsewhere.
+Numerics: on the GPU, the forward and backward smoke against float64 (stages frostsmoke,
+frostbwd of tools/gpu/gpu_suite.sh); the A/B: stage fwdstores.
 """
 import os
 import sys
@@ -41,14 +42,15 @@ def _build(cfg):
                                                  ids=lambda c: f"{c[0]}-{c[1]}", unpack=True))
 def test_staged_stores_replace_the_element_stores(family, build):
     product = report.config_for(family, "v3", 128, 128, True, build=build)
-    staged = tooling_config(product, "v3", stores="staged")
-    assert isinstance(staged, FrostFwdExperiment) and staged.stores == "staged"
-    notes, usage, u16, wide = _build(staged)
-    _, _, base_u16, base_wide = _build(product)
+    assert type(product) is not FrostFwdExperiment  # v3 is the product's pick here
+    elements = tooling_config(product, "v3", stores="elements")
+    assert isinstance(elements, FrostFwdExperiment) and elements.stores == "elements"
+    notes, usage, u16, wide = _build(product)
+    _, _, element_u16, element_wide = _build(elements)
     assert notes == set() and usage["LOCAL"] == 0 and usage["STACK"] == 0, (notes, usage)
     tensors = product.write_output + product.write_values  # O, U
-    assert base_u16 - u16 == tensors * ELEMENT_STORES, (base_u16, u16)
-    assert wide - base_wide == tensors * ROW_STORES, (base_wide, wide)
+    assert element_u16 - u16 == tensors * ELEMENT_STORES, (element_u16, u16)
+    assert wide - element_wide == tensors * ROW_STORES, (element_wide, wide)
 
 
 def test_stores_knob_rules():
@@ -56,10 +58,10 @@ def test_stores_knob_rules():
     narrow = report.config_for("kda", "v3", 64, 128, True)  # KE's rows too short for 8 buffers
     gdn = report.config_for("gdn", "v3", 128, 128, True)
     for cfg, algorithm in ((gdn, "v3"), (narrow, "v3"), (kda, "v2")):
-        assert tooling_config(cfg, algorithm, stores="staged") == tooling_config(cfg, algorithm)
-    assert tooling_config(kda, "v3", stores="elements") == kda
-    for cfg, algorithm, stores in ((kda, "v3", "tma"), (kda, "v2", "staged"), (narrow, "v3", "staged")):
+        assert tooling_config(cfg, algorithm, stores="elements") == tooling_config(cfg, algorithm)
+    assert tooling_config(kda, "v3", stores="staged") == kda  # the product's config, no experiment
+    for cfg, algorithm, stores in ((kda, "v3", "tma"), (kda, "v2", "elements"), (narrow, "v3", "elements")):
         with pytest.raises(ValueError, match="stores must be one of"):
             FrostFwdExperiment(**product_fields(cfg), algorithm=algorithm, stores=stores)
-    staged = tooling_config(kda, "v3", stores="staged")
-    assert "stores-staged" in staged.kernel_label and staged.kernel_class().STAGED_STORES
+    elements = tooling_config(kda, "v3", stores="elements")
+    assert "stores-elements" in elements.kernel_label and not elements.kernel_class().STAGED_STORES

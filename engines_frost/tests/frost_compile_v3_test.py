@@ -236,12 +236,15 @@ def _training_builds(family, K, with_values):
     write_checkpoints, and write_values where with_values), cross-compiled once per process
     for sm_90a and kept: {"v3": the product's training kernel (v3's launcher), "v2": v2's
     launcher, forced, "plain": the product's plain kernel} -> (cubin path, the blocks of
-    the solve, the blocks the U store was handed). The U-store recorders wrap the solve
-    (fwd_v1.FrostFwdV1.solve_block) and each chain's store_values_block (fwd_v1's, fwd_v3's,
-    fwd_v3_scaled's) while the kernel is traced. Shared by the training-launcher SASS test
-    and the U-store test (one build each)."""
+    the solve, the blocks the U store was handed, the tiles the staged stores were handed).
+    The recorders wrap the solve (fwd_v1.FrostFwdV1.solve_block), each chain's
+    store_values_block (fwd_v1's, fwd_v3's, fwd_v3_scaled's) and the staged stores' tile
+    writes (gmem_vector_io.stage_tile: U's blocks, then O's, in v3's chain where
+    STAGED_STORES applies) while the kernel is traced. Shared by the training-launcher SASS
+    test and the U-store test (one build each)."""
     import frost_cubin_report as report
     from cudnn.linear_attention.frost.kernels import fwd_v1, fwd_v3, fwd_v3_scaled
+    from cudnn.linear_attention.frost.kernels import gmem_vector_io as vio
     from frost_fwd_experiments import product_algorithm, product_config
 
     plain = product_config(report.config_for(family, "product", K, K, False))
@@ -249,7 +252,7 @@ def _training_builds(family, K, with_values):
     assert product_algorithm(training) == product_algorithm(plain) == "v3"  # what is built below
     builds = {}
     for name, cfg in (("v3", training), ("v2", experiment(training, "v2")), ("plain", plain)):
-        solved, stored = [], []
+        solved, stored, tiles = [], [], []
         solve = fwd_v1.FrostFwdV1.solve_block
 
         def recording_solve(self, *args, _solve=solve, _solved=solved):
@@ -265,9 +268,15 @@ def _training_builds(family, K, with_values):
                     return _store(mu, u, *rest)
 
                 patch.setattr(module, "store_values_block", recording_store)
+
+            def recording_tile(buf, acc, *rest, _stage=vio.stage_tile, _tiles=tiles):
+                _tiles.append(acc)
+                return _stage(buf, acc, *rest)
+
+            patch.setattr(vio, "stage_tile", recording_tile)
             out = os.path.join(_BUILDS, f"{family}-K{K}-{int(with_values)}-{name}")
             os.makedirs(out)
-            builds[name] = (report.compile_cubin(cfg, out), solved, stored)
+            builds[name] = (report.compile_cubin(cfg, out), solved, stored, tiles)
     return training, builds
 
 
@@ -305,16 +314,27 @@ def test_v3_training_launchers_store_what_v2_stores(family, K, with_values):
     v3 kernel, on the benchmark config as a training call: no spills; the same global
     stores as v2's training kernel, which has more than the plain kernel (the checkpoint
     rows; with U, 4 blocks x 8 values per thread and chunk more 2-byte stores); the plain
-    v3 kernel's wgmma sequence."""
-    _, builds = _training_builds(family, K, with_values)
+    v3 kernel's wgmma sequence. Where v3 stages O and U (fwd_v3.FrostFwdV3.STAGED_STORES:
+    vector gates, K >= V) each staged tensor's 32 two-byte stores per thread and chunk are
+    4 sixteen-byte ones instead (frost_compile_fwd_staged_stores_test)."""
+    from frost_fwd_experiments import staged_stores_apply
+
+    training, builds = _training_builds(family, K, with_values)
     v3_usage, v3 = _sass(builds["v3"][0])  # the product's training forward on sm_90a: v3's launcher
     _, v2 = _sass(builds["v2"][0])  # v2's launcher, forced
     _, v3_plain = _sass(builds["plain"][0])  # the product's plain bf16 forward on sm_90a: v3
     assert v3_usage["LOCAL"] == 0 and v3_usage["STACK"] == 0 and v3_usage["REG"] <= 255, v3_usage
     stores, plain_stores = _global_stores(v3), _global_stores(v3_plain)
-    assert stores == _global_stores(v2), (stores, _global_stores(v2))
+    staged = staged_stores_apply(training, "v3")
+    expected = _global_stores(v2)
+    if staged:
+        tensors = training.write_output + training.write_values  # O, U
+        expected["STG.E.U16"] -= 32 * tensors
+        expected["STG.E.128"] += 4 * tensors
+    assert stores == +expected, (stores, expected)
     assert stores["STG.E.128"] > plain_stores["STG.E.128"], (stores, plain_stores)  # the checkpoint rows
-    assert stores["STG.E.U16"] - plain_stores["STG.E.U16"] == (32 if with_values else 0), (stores, plain_stores)
+    u_stores = 32 if with_values and not staged else 0
+    assert stores["STG.E.U16"] - plain_stores["STG.E.U16"] == u_stores, (stores, plain_stores)
     sequence = _wgmma_sequence(v3)
     assert sum("HGMMA" in ins for ins in sequence) > 0 and sequence == _wgmma_sequence(v3_plain)
 
@@ -332,17 +352,28 @@ def test_u_stored_is_the_solves_accumulator(family, build, decay):
     (the tensor cores'; kernels/NOTES.md "v3 training forward"). The same holds for v3's
     chain with the decays as factors (fwd_v3_scaled.py, the product's for GDN). Traced in
     the bench training builds test_v3_training_launchers_store_what_v2_stores inspects
-    (_training_builds: KDA's product forward runs the folded chain, GDN's the scaled one)."""
+    (_training_builds: KDA's product forward runs the folded chain, GDN's the scaled one).
+    Where v3 stages its stores (STAGED_STORES: KDA here), U's blocks are the first NBLK
+    tiles staged, the same accumulators, and O's the NBLK after them. Only counts and
+    identities are asserted: a traced value's repr outlives its trace badly."""
     from cudnn.linear_attention.frost.kernels.fwd_v1 import NBLK
-    from frost_fwd_experiments import default_decay
+    from frost_fwd_experiments import default_decay, staged_stores_apply
 
     training, builds = _training_builds(family, 128, True)
     assert default_decay(training, build) == decay  # the chain this build traced
-    _, solved, stored = builds[build]
-    assert len(solved) == NBLK and len(stored) == NBLK, (len(solved), len(stored))
-    assert all(u is s for u, s in zip(stored, solved))
-    _, plain_solved, plain_stored = builds["plain"]  # the plain kernel solves and stores no U
-    assert len(plain_solved) == NBLK and not plain_stored, (len(plain_solved), len(plain_stored))
+    _, solved, stored, tiles = builds[build]
+    staged = build == "v3" and staged_stores_apply(training, build, decay)
+    u_blocks = tiles[:NBLK] if staged else stored
+    counts = (len(solved), len(stored), len(tiles))
+    expected = (NBLK, 0, 2 * NBLK) if staged else (NBLK, NBLK, 0)  # (solved, U stores, staged tiles)
+    assert counts == expected, (counts, expected)
+    same = [u is s for u, s in zip(u_blocks, solved)]
+    assert all(same), same
+    _, plain_solved, plain_stored, plain_tiles = builds["plain"]  # the plain kernel solves and stores no U
+    plain_counts = (len(plain_solved), len(plain_stored), len(plain_tiles))
+    plain_staged = staged_stores_apply(training, "v3", default_decay(training, "v3"))  # the plain kernel is v3
+    assert plain_counts == (NBLK, 0, NBLK if plain_staged else 0), plain_counts
+    assert not any(t is u for t in plain_tiles for u in plain_solved)  # the plain kernel stages O only
 
 
 if __name__ == "__main__":

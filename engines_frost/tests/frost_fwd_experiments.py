@@ -57,10 +57,11 @@ tooling's choices:
                the product's 1D bulk copies on an mbarrier (fwd_v3.FrostFwdV3.rows_by_bulk);
                "bulk" (default): each kernel's own. FROST_FWD_ROWS (ROWS_ENV) sets it for
                use_kernel's blocks;
-  stores       "staged": the vector-gate v3 chain's O and U rows through per-warp buffers in
-               KE's tile as 16-byte stores (fwd_v3.FrostFwdV3.STAGED_STORES;
-               staged_stores_apply: K >= V too); "elements" (default): one 2-byte store per
-               value. FROST_FWD_STORES (STORES_ENV) sets it for use_kernel's blocks;
+  stores       "elements": the vector-gate v3 chain's O and U rows by one 2-byte store per
+               value (staged_stores_apply: K >= V too) instead of the product's per-warp
+               buffers in KE's tile flushed as 16-byte stores (fwd_v3.FrostFwdV3.STAGED_STORES);
+               "staged" (default): each kernel's own. FROST_FWD_STORES (STORES_ENV) sets it
+               for use_kernel's blocks;
   sources      the hash of this file and frost_fwd_v0.py: the kernel store keys the product's
                kernel sources itself, this field keys the tooling's.
 compile_kernel.kernel_class asks such a config for its class (kernel_class() below: the
@@ -127,9 +128,9 @@ ROWS = ("bulk", "async")
 #: where rows_async_applies; unset or "bulk": the product's bulk copies
 ROWS_ENV = "FROST_FWD_ROWS"
 #: how the vector-gate v3 chain stores O and U (fwd_v3.FrostFwdV3.STAGED_STORES)
-STORES = ("elements", "staged")
-#: FROST_FWD_STORES=staged: every forward a use_kernel block routes stages them where
-#: staged_stores_apply; unset or "elements": 2-byte stores
+STORES = ("staged", "elements")
+#: FROST_FWD_STORES=elements: every forward a use_kernel block routes stores them by 2-byte
+#: stores where staged_stores_apply; unset or "staged": the product's staged rows
 STORES_ENV = "FROST_FWD_STORES"
 
 
@@ -157,7 +158,7 @@ class FrostFwdExperiment(FrostFwdConfig):
     decay: str = "folded"
     ws_regs: tuple[int, ...] = ()
     rows: str = "bulk"
-    stores: str = "elements"
+    stores: str = "staged"
     sources: str = dataclasses.field(default_factory=sources_hash)
 
     def __post_init__(self):
@@ -192,9 +193,9 @@ class FrostFwdExperiment(FrostFwdConfig):
             bad("decay", "'folded' or 'scaled-ws' with a wgmma gram (the others re-plan q and k their own way)")
         if self.rows not in ROWS or (self.rows != "bulk" and not rows_async_applies(self, self.algorithm, self.decay)):
             bad("rows", f"one of {ROWS}, and 'bulk' unless algorithm is v3 with per-channel gates (the folded chain)")
-        if self.stores not in STORES or (self.stores != "elements"
+        if self.stores not in STORES or (self.stores != "staged"
                                          and not staged_stores_apply(self, self.algorithm, self.decay)):
-            bad("stores", f"one of {STORES}, and 'elements' unless algorithm is v3 with per-channel gates (the "
+            bad("stores", f"one of {STORES}, and 'staged' unless algorithm is v3 with per-channel gates (the "
                 "folded chain) and K >= V")
         if (self.write_checkpoints or self.write_values) and self.algorithm not in TRAINING_ALGORITHMS:
             bad("write_checkpoints", f"False unless algorithm is one of {TRAINING_ALGORITHMS} (the kernels "
@@ -213,7 +214,7 @@ class FrostFwdExperiment(FrostFwdConfig):
                 + ("" if self.decay == "folded" else f" decay-{self.decay}")
                 + (" regs=" + "/".join(map(str, self.ws_regs)) if self.ws_regs else "")
                 + ("" if self.rows == "bulk" else f" rows-{self.rows}")
-                + ("" if self.stores == "elements" else f" stores-{self.stores}")
+                + ("" if self.stores == "staged" else f" stores-{self.stores}")
                 + (" skip=" + "+".join(self.skip_stages) if self.skip_stages else ""))
 
     def kernel_class(self):
@@ -278,7 +279,7 @@ def decay_requested() -> str | None:
 
 
 def staged_stores_apply(cfg: FrostFwdConfig, algorithm: str, decay: str = "folded") -> bool:
-    """Whether stores="staged" changes cfg's kernel version `algorithm`: the vector-gate
+    """Whether stores="elements" changes cfg's kernel version `algorithm`: the vector-gate
     v3 kernel (rows_async_applies) with K >= V (the buffers fit KE's tile)."""
     return rows_async_applies(cfg, algorithm, decay) and cfg.K >= cfg.V
 
@@ -300,7 +301,7 @@ def rows_requested() -> str:
 
 
 def stores_requested() -> str:
-    """STORES_ENV's value ("elements" when unset)."""
+    """STORES_ENV's value ("staged" when unset)."""
     return choice_requested(STORES_ENV, STORES)
 
 
@@ -311,17 +312,17 @@ def gram_requested() -> str:
 
 @functools.cache
 def with_knobs(base, skip_stages: tuple[str, ...], ldmatrix: bool, gram: str = "mma", decay: str = "folded",
-               ws_regs: tuple[int, ...] = (), rows: str = "bulk", stores: str = "elements"):
+               ws_regs: tuple[int, ...] = (), rows: str = "bulk", stores: str = "staged"):
     """`base` (FrostFwdV1 or a subclass) itself at the product's knobs, else a subclass that
     sets them (one class per combination; a wgmma gram puts fwd_v3_gram.GramWgmma first,
     with its width; the scaled decays the product's own class, fwd_v3_scaled.scaled_decay_class,
     as the base, the lead and warp-specialised chains their mixins first; async rows
-    clear the class's ROWS_BY_BULK, staged stores set STAGED_STORES)."""
+    clear the class's ROWS_BY_BULK, element stores its STAGED_STORES)."""
     if decay == "scaled":
         from cudnn.linear_attention.frost.kernels.fwd_v3_scaled import scaled_decay_class
         base, decay = scaled_decay_class(base), "folded"  # the product's GDN class: the same kernel
     if (skip_stages == base.skip_stages and ldmatrix == base.ldmatrix and gram == "mma" and decay == "folded"
-            and rows == "bulk" and stores == "elements"):
+            and rows == "bulk" and stores == "staged"):
         return base
     tag = ("" if ldmatrix else "NoLdmatrix") + "".join(f"Skip{st.title()}" for st in skip_stages)
     bases, attrs = (base,), {"skip_stages": skip_stages, "ldmatrix": ldmatrix}
@@ -345,8 +346,8 @@ def with_knobs(base, skip_stages: tuple[str, ...], ldmatrix: bool, gram: str = "
         attrs["register_split"], tag = ws_regs, tag + "Regs" + "x".join(map(str, ws_regs))
     if rows == "async":
         attrs["ROWS_BY_BULK"], tag = False, tag + "AsyncRows"
-    if stores == "staged":
-        attrs["STAGED_STORES"], tag = True, tag + "StagedStores"
+    if stores == "elements":
+        attrs["STAGED_STORES"], tag = False, tag + "ElementStores"
     return type(f"{base.__name__}{tag}", bases, attrs)
 
 
@@ -400,14 +401,14 @@ def experiment(cfg: FrostFwdConfig, algorithm: str = PRODUCT, **knobs) -> FrostF
 @functools.lru_cache(maxsize=None)
 def _experiment(cfg: FrostFwdConfig, algorithm: str, skip_stages: tuple[str, ...], ldmatrix: bool, gram: str,
                 decay: str = "folded", ws_regs: tuple[int, ...] = (), rows: str = "bulk",
-                stores: str = "elements"):
+                stores: str = "staged"):
     return experiment(cfg, algorithm, skip_stages=skip_stages, ldmatrix=ldmatrix, gram=gram, decay=decay,
                       ws_regs=ws_regs, rows=rows, stores=stores)
 
 
 def tooling_config(cfg: FrostFwdConfig, algorithm: str = PRODUCT, skip_stages=(), ldmatrix: bool = True,
                    gram: str = "mma", decay: str | None = None, ws_regs: tuple[int, ...] = (), rows: str = "bulk",
-                   stores: str = "elements"):
+                   stores: str = "staged"):
     """The config a tooling run of kernel version `algorithm` (with those knobs) launches for
     the product config cfg: cfg itself where that is the version the product picks for cfg
     and there are no knobs (so such runs share the product's compiled and stored kernels),
@@ -415,7 +416,7 @@ def tooling_config(cfg: FrostFwdConfig, algorithm: str = PRODUCT, skip_stages=()
     (gram_wgmma_applies) and is dropped elsewhere, so one switch can cover a mixed run; so
     is a scaled decay. decay None: default_decay (the product's). ws_regs: with the
     warp-specialised kernel only (dropped where it does not run). rows "async": where
-    rows_async_applies, stores "staged": where staged_stores_apply (dropped elsewhere)."""
+    rows_async_applies, stores "elements": where staged_stores_apply (dropped elsewhere)."""
     version = resolve(cfg, algorithm)
     if gram != "mma" and not gram_wgmma_applies(cfg, version):
         gram = "mma"
@@ -433,19 +434,19 @@ def tooling_config(cfg: FrostFwdConfig, algorithm: str = PRODUCT, skip_stages=()
         ws_regs = ()
     if rows != "bulk" and not rows_async_applies(cfg, version, decay):
         rows = "bulk"
-    if stores != "elements" and not staged_stores_apply(cfg, version, decay):
-        stores = "elements"
+    if stores != "staged" and not staged_stores_apply(cfg, version, decay):
+        stores = "staged"
     # the four-role decays force their Gram: the product's (four_roles_apply) is one of them
     product_gram = gram == "mma" or (decay in FOUR_ROLES and gram == FOUR_ROLE_GRAM)
     if (version == product_algorithm(cfg) and not skip_stages and ldmatrix and product_gram and not ws_regs
-            and decay == default_decay(cfg, version) and rows == "bulk" and stores == "elements"):
+            and decay == default_decay(cfg, version) and rows == "bulk" and stores == "staged"):
         return product_config(cfg)  # not through the cache: an equal config cached earlier is another object
     return _experiment(cfg, algorithm, tuple(skip_stages), ldmatrix, gram, decay, tuple(ws_regs), rows, stores)
 
 
 def engine_config(cfg: FrostFwdConfig, algorithm: str, training: bool = False, gram: str = "mma",
                   decay: str | None = None, ws_regs: tuple[int, ...] = (), rows: str = "bulk",
-                  stores: str = "elements"):
+                  stores: str = "staged"):
     """What use_kernel(algorithm, training) launches for the product config cfg:
     tooling_config, except that forwards writing state checkpoints (training calls) stay on
     the product's kernel (cfg itself, whatever its version) unless `training` is set (then
@@ -482,7 +483,7 @@ def use_kernel(algorithm: str, training: bool = False, gram: str | None = None, 
     ws_regs = ws_regs_requested(decay)
     rows = rows_requested()
     stores = stores_requested()
-    if algorithm == PRODUCT and gram == "mma" and decay is None and rows == "bulk" and stores == "elements":  # what frost_fwd launches anyway
+    if algorithm == PRODUCT and gram == "mma" and decay is None and rows == "bulk" and stores == "staged":  # what frost_fwd launches anyway
         yield
         return
     from cudnn.linear_attention.frost.kernels import fwd

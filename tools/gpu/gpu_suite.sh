@@ -216,12 +216,12 @@
 #              fwdbulktest, the KDA and GDN-2 forward smoke (v3) vs float64 with v2's
 #              cp.async instead (FROST_FWD_ROWS=async); fwdbulkbench, tree_ab.sh of this
 #              checkout against itself with that (KDA, GDN-2 fwd and fwd+bwd op rows)
-#   fwdstores  the vector-gate v3 forward's O and U rows through per-warp shared buffers
-#              (FROST_FWD_STORES=staged, fwd_v3.FrostFwdV3.STAGED_STORES; kernels/NOTES.md
-#              "KDA forward: the output and U rows as 16-byte stores"): fwdstorestest, the
-#              KDA and GDN-2 forward smoke (v3) and backward smoke (its training forwards) vs
-#              float64 with it on; fwdstoresbench, tree_ab.sh of this checkout against itself
-#              with it on (KDA, GDN-2 fwd and fwd+bwd op rows)
+#   fwdstores  the vector-gate v3 forward's O and U rows through per-warp shared buffers (the
+#              product's, fwd_v3.FrostFwdV3.STAGED_STORES; kernels/NOTES.md "KDA forward: the
+#              output and U rows as 16-byte stores"): fwdstorestest, the KDA and GDN-2
+#              forward smoke (v3) vs float64 with 2-byte stores instead
+#              (FROST_FWD_STORES=elements); fwdstoresbench, tree_ab.sh of this checkout
+#              against itself with that (KDA, GDN-2 fwd and fwd+bwd op rows)
 #   gradsprefetch GDN's grads kernel's L2 prefetch of the next item's q and k rows (on by
 #              default; FROST_BWD_GRADS_PREFETCH=0 turns it off; kernels/NOTES_bwd.md "The L2
 #              prefetch on the H200"): the GDN smoke vs float64 with it off (stage frostbwd
@@ -274,8 +274,9 @@
 #              critical path) and 512 sequences of 64 tokens
 #   tritonkit  unpack the carried .kit/triton/triton.tar.xz (tools/gpu/triton_kit.sh: a newer
 #              Triton, stripped to what an H200 run loads) into /tmp/triton-kit
-#   flabwd     the fwd+bwd rows of every family with /tmp/triton-kit first on PYTHONPATH, so
-#              that FLA's gated backward (Triton >= 3.7.1 on Hopper) runs beside ours
+#   flabwd     the fwd+bwd rows of every family (FLABWD_CASES: a bench --cases filter) with
+#              /tmp/triton-kit first on PYTHONPATH, so that FLA's gated backward (Triton >=
+#              3.7.1 on Hopper) runs beside ours; its stage limit is 900 s (STAGE_TIMEOUT)
 #   cuseqlens  malformed cu_seqlens tables on every GPU engine, forward and backward (no
 #              error, uncovered rows zero) and strict mode (tests/numerics/
 #              test_cu_seqlens_safety.py); then memcheck: the same under compute-sanitizer
@@ -574,12 +575,11 @@ for s in "$@"; do
         AB_CASES='KDA fwd;GDN-2 fwd;KDA fwd+bwd;GDN-2 fwd+bwd' PYTHONPATH='$BASE_PYTHONPATH' \
         bash tools/gpu/tree_ab.sh .::FROST_FWD_ROWS=async \${AB_ROUNDS:-2}" ;;
     fwdstores|fwdstorestest|fwdstoresbench)
-      [ "$s" = fwdstoresbench ] || stage fwdstorestest "for f in kda gdn2; do FROST_FWD_STORES=staged python3 \
-        tests/numerics/la_frost_smoke.py --family \$f --algorithm v3 || exit 1; done && FROST_FWD_STORES=staged \
-        python3 tests/numerics/la_frost_bwd_smoke.py --jobs \$(nproc) --family kda --family gdn2"
+      [ "$s" = fwdstoresbench ] || stage fwdstorestest "for f in kda gdn2; do FROST_FWD_STORES=elements python3 \
+        tests/numerics/la_frost_smoke.py --family \$f --algorithm v3 || exit 1; done"
       [ "$s" = fwdstorestest ] || stage fwdstoresbench "AB_SMOKE_FAMILIES='' AB_REPS=20 \
         AB_CASES='KDA fwd;GDN-2 fwd;KDA fwd+bwd;GDN-2 fwd+bwd' PYTHONPATH='$BASE_PYTHONPATH' \
-        bash tools/gpu/tree_ab.sh .::FROST_FWD_STORES=staged \${AB_ROUNDS:-2}" ;;
+        bash tools/gpu/tree_ab.sh .::FROST_FWD_STORES=elements \${AB_ROUNDS:-2}" ;;
     vecrows|vecrowstest)  # vector-gate grads: rows in the load phase; then an A/B of two trees
       stage vecrowstest "python3 tests/numerics/la_frost_bwd_smoke.py --jobs \$(nproc) --family kda \
         --family gdn2"
@@ -780,11 +780,15 @@ for s in "$@"; do
     tritonkit)   # a newer Triton for FLA's gated backward (carried .kit/triton, triton_kit.sh)
       stage tritonkit "mkdir -p /tmp/triton-kit && tar xJf .kit/triton/triton.tar.xz -C /tmp/triton-kit && \
         PYTHONPATH=/tmp/triton-kit python3 -c 'import triton; print(\"triton\", triton.__version__)'" ;;
-    flabwd)      # fwd+bwd of every family, FLA's backward on the unpacked newer Triton (tritonkit)
+    flabwd)      # fwd+bwd of every family (FLABWD_CASES: one of them, e.g. 'KDA fwd+bwd'), FLA's
+                 # backward on the unpacked newer Triton (tritonkit); FLA's KDA and GDN-2
+                 # autotuning outruns the default 300 s stage limit, so 900 s here
+      TMO_SAVED="$TMO"; TMO="${STAGE_TIMEOUT:-900}"
       stage flabwd "PYTHONPATH=/tmp/triton-kit:\$PYTHONPATH \
         TRITON_PTXAS_BLACKWELL_PATH=/tmp/triton-kit/triton/backends/nvidia/bin/ptxas \
         python3 bench/bench_linear_attention.py \
-        --cases fwd+bwd --reps 10" ;;
+        --cases '${FLABWD_CASES:-fwd+bwd}' --reps 10"
+      TMO="$TMO_SAVED" ;;
     cuseqlens)
       stage cuseqlens "python3 -m pytest tests/numerics/test_cu_seqlens_safety.py -q -rs \
         -p no:cacheprovider"

@@ -177,12 +177,12 @@ class FrostFwdV3(FrostFwdV2):
     #: 16-byte cp.async
     ROWS_BY_BULK = True
 
-    #: an experiment of the test tooling (stores="staged"; staged_stores: vector gates,
-    #: K >= V): the chain's per-token outputs (O, and U in the training launchers) go
-    #: through a per-warp [C, 16] bf16 buffer in KE's tile, dead from the Gram stage to the
-    #: next operand stage, as 16-byte row stores (gmem_vector_io, the backward chain's dR
-    #: path) instead of 32 two-byte stores per thread and chunk each
-    STAGED_STORES = False
+    #: vector gates, K >= V (staged_stores): the chain's per-token outputs (O, and U in the
+    #: training launchers) go through a per-warp [C, 16] bf16 buffer in KE's tile, dead
+    #: from the Gram stage to the next operand stage, as 16-byte row stores (gmem_vector_io,
+    #: the backward chain's dR path) instead of 32 two-byte stores per thread and chunk
+    #: each; False (the test tooling's stores="elements"): the 2-byte stores
+    STAGED_STORES = True
 
     #: True in the launchers whose __call__ passes the checkpoint (and values) pointers
     #: (FrostFwdV3Checkpoints, FrostFwdV3Values); this class's own launch has no slot for them
