@@ -58,7 +58,7 @@ tooling's choices:
                "bulk" (default): each kernel's own. FROST_FWD_ROWS (ROWS_ENV) sets it for
                use_kernel's blocks;
   stores       "elements": the vector-gate v3 chain's O and U rows by one 2-byte store per
-               value (staged_stores_apply: K >= V too) instead of the product's per-warp
+               value (staged_stores_apply: K >= V and bf16 io too) instead of the product's per-warp
                buffers in KE's tile flushed as 16-byte stores (fwd_v3.FrostFwdV3.STAGED_STORES);
                "staged" (default): each kernel's own. FROST_FWD_STORES (STORES_ENV) sets it
                for use_kernel's blocks;
@@ -280,8 +280,9 @@ def decay_requested() -> str | None:
 
 def staged_stores_apply(cfg: FrostFwdConfig, algorithm: str, decay: str = "folded") -> bool:
     """Whether stores="elements" changes cfg's kernel version `algorithm`: the vector-gate
-    v3 kernel (rows_async_applies) with K >= V (the buffers fit KE's tile)."""
-    return rows_async_applies(cfg, algorithm, decay) and cfg.K >= cfg.V
+    v3 kernel (rows_async_applies) with K >= V (the buffers fit KE's tile) and bf16 io
+    (fwd_v3.FrostFwdV3.staged_stores)."""
+    return rows_async_applies(cfg, algorithm, decay) and cfg.K >= cfg.V and cfg.io_dtype == "bfloat16"
 
 
 def choice_requested(env: str, choices: tuple[str, ...]) -> str:

@@ -177,11 +177,11 @@ class FrostFwdV3(FrostFwdV2):
     #: 16-byte cp.async
     ROWS_BY_BULK = True
 
-    #: vector gates, K >= V (staged_stores): the chain's per-token outputs (O, and U in the
-    #: training launchers) go through a per-warp [C, 16] bf16 buffer in KE's tile, dead
-    #: from the Gram stage to the next operand stage, as 16-byte row stores (gmem_vector_io,
-    #: the backward chain's dR path) instead of 32 two-byte stores per thread and chunk
-    #: each; False (the test tooling's stores="elements"): the 2-byte stores
+    #: vector gates, bf16 io, K >= V (staged_stores): the chain's per-token outputs (O, and
+    #: U in the training launchers) go through a per-warp [C, 16] bf16 buffer in KE's
+    #: tile, dead from the Gram stage to the next operand stage, as 16-byte row stores
+    #: (gmem_vector_io, the backward chain's dR path) instead of 32 two-byte stores per
+    #: thread and chunk each; False (the test tooling's stores="elements"): the 2-byte stores
     STAGED_STORES = True
 
     #: True in the launchers whose __call__ passes the checkpoint (and values) pointers
@@ -213,8 +213,10 @@ class FrostFwdV3(FrostFwdV2):
     def staged_stores(self) -> bool:
         """Whether O and U go through the warp buffers in KE's tile (STAGED_STORES; vector
         gates, whose kernels have KE, and K >= V: 8 warps' [C, 16] buffers fit its [C, K]
-        rows). Runs at trace time."""
-        return self.STAGED_STORES and self.cfg.gate_per_channel and self.cfg.K >= self.cfg.V
+        rows; bf16 io: the buffers and their row copies are bf16, so an fp16 output keeps
+        the element stores). Runs at trace time."""
+        c = self.cfg
+        return self.STAGED_STORES and c.gate_per_channel and c.K >= c.V and c.io_dtype == "bfloat16"
 
     def store_buffer(self, s, wid):
         """Warp wid's [C, 16] bf16 buffer in KE's tile (unpadded, 2 KB). Traced inline."""
