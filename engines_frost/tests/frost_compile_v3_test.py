@@ -315,7 +315,7 @@ def test_v3_training_launchers_store_what_v2_stores(family, K, with_values):
     stores as v2's training kernel, which has more than the plain kernel (the checkpoint
     rows; with U, 4 blocks x 8 values per thread and chunk more 2-byte stores); the plain
     v3 kernel's wgmma sequence. Where v3 stages O and U (fwd_v3.FrostFwdV3.STAGED_STORES:
-    vector gates, K >= V) each staged tensor's 32 two-byte stores per thread and chunk are
+    vector gates, bf16 io, K >= V) each staged tensor's 32 two-byte stores per thread and chunk are
     4 sixteen-byte ones instead (frost_compile_fwd_staged_stores_test)."""
     from frost_fwd_experiments import staged_stores_apply
 
