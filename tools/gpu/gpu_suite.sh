@@ -370,6 +370,17 @@ stage() {  # stage NAME CMD...: run CMD with a timeout, log to $OUT/NAME.log
   SUMMARY+=("$name: $word in $((SECONDS - t0)) s")
 }
 
+fwd_knob_stages() {  # fwd_knob_stages ARG NAME VAR=VALUE: a vector-gate v3 forward knob's stages
+  # NAMEtest, the KDA and GDN-2 forward smoke (v3) vs float64 with VAR=VALUE, and NAMEbench,
+  # tree_ab.sh of this checkout against itself with it; ARG (the stage asked for) picks one
+  local arg="$1" name="$2" knob="$3"
+  [ "$arg" = "${name}bench" ] || stage "${name}test" "for f in kda gdn2; do $knob python3 \
+    tests/numerics/la_frost_smoke.py --family \$f --algorithm v3 || exit 1; done"
+  [ "$arg" = "${name}test" ] || stage "${name}bench" "AB_SMOKE_FAMILIES='' AB_REPS=20 \
+    AB_CASES='KDA fwd;GDN-2 fwd;KDA fwd+bwd;GDN-2 fwd+bwd' PYTHONPATH='$BASE_PYTHONPATH' \
+    bash tools/gpu/tree_ab.sh .::$knob \${AB_ROUNDS:-2}"
+}
+
 for s in "$@"; do
   case "$s" in
     wheels)
@@ -569,17 +580,9 @@ for s in "$@"; do
         AB_CASES='KDA fwd+bwd;GDN-2 fwd+bwd' PYTHONPATH='$BASE_PYTHONPATH' bash tools/gpu/tree_ab.sh \
         .::FROST_BWD_CHAIN_BULK=0::FROST_BWD_CHAIN_DO=0 .::FROST_BWD_CHAIN_BULK=0 \${AB_ROUNDS:-2}" ;;
     fwdbulk|fwdbulktest|fwdbulkbench)
-      [ "$s" = fwdbulkbench ] || stage fwdbulktest "for f in kda gdn2; do FROST_FWD_ROWS=async python3 \
-        tests/numerics/la_frost_smoke.py --family \$f --algorithm v3 || exit 1; done"
-      [ "$s" = fwdbulktest ] || stage fwdbulkbench "AB_SMOKE_FAMILIES='' AB_REPS=20 \
-        AB_CASES='KDA fwd;GDN-2 fwd;KDA fwd+bwd;GDN-2 fwd+bwd' PYTHONPATH='$BASE_PYTHONPATH' \
-        bash tools/gpu/tree_ab.sh .::FROST_FWD_ROWS=async \${AB_ROUNDS:-2}" ;;
+      fwd_knob_stages "$s" fwdbulk FROST_FWD_ROWS=async ;;
     fwdstores|fwdstorestest|fwdstoresbench)
-      [ "$s" = fwdstoresbench ] || stage fwdstorestest "for f in kda gdn2; do FROST_FWD_STORES=elements python3 \
-        tests/numerics/la_frost_smoke.py --family \$f --algorithm v3 || exit 1; done"
-      [ "$s" = fwdstorestest ] || stage fwdstoresbench "AB_SMOKE_FAMILIES='' AB_REPS=20 \
-        AB_CASES='KDA fwd;GDN-2 fwd;KDA fwd+bwd;GDN-2 fwd+bwd' PYTHONPATH='$BASE_PYTHONPATH' \
-        bash tools/gpu/tree_ab.sh .::FROST_FWD_STORES=elements \${AB_ROUNDS:-2}" ;;
+      fwd_knob_stages "$s" fwdstores FROST_FWD_STORES=elements ;;
     vecrows|vecrowstest)  # vector-gate grads: rows in the load phase; then an A/B of two trees
       stage vecrowstest "python3 tests/numerics/la_frost_bwd_smoke.py --jobs \$(nproc) --family kda \
         --family gdn2"
