@@ -41,10 +41,7 @@ def _build(cfg):
      ("gdn2", "values", True), ("gdn2", "checkpoints", False)], [0, 1, 2],
     ids=lambda c: f"{c[0]}-{c[1]}{'' if c[2] else '-gates-unaligned'}", unpack=True))
 def test_bulk_rows_replace_the_loop_copies(family, build, aligned):
-    product = report.config_for(family, "v3", 128, 128, True, build=build, gate_align16=aligned)
-    assert type(product) is not FrostFwdExperiment  # v3 is the product's pick here
-    async_rows = tooling_config(product, "v3", rows="async")
-    assert isinstance(async_rows, FrostFwdExperiment) and async_rows.rows == "async"
+    product, async_rows = report.product_and_twin(family, build, aligned, rows="async")
     notes, usage, copies, ublk = _build(product)
     _, _, async_copies, async_ublk = _build(async_rows)
     assert notes == set() and usage["LOCAL"] == 0 and usage["STACK"] == 0, (notes, usage)

@@ -42,10 +42,7 @@ def _build(cfg):
                                                   ("gdn2", "checkpoints")], [0, 1],
                                                  ids=lambda c: f"{c[0]}-{c[1]}", unpack=True))
 def test_staged_stores_replace_the_element_stores(family, build):
-    product = report.config_for(family, "v3", 128, 128, True, build=build)
-    assert type(product) is not FrostFwdExperiment  # v3 is the product's pick here
-    elements = tooling_config(product, "v3", stores="elements")
-    assert isinstance(elements, FrostFwdExperiment) and elements.stores == "elements"
+    product, elements = report.product_and_twin(family, build, stores="elements")
     notes, usage, u16, wide = _build(product)
     _, _, element_u16, element_wide = _build(elements)
     assert notes == set() and usage["LOCAL"] == 0 and usage["STACK"] == 0, (notes, usage)

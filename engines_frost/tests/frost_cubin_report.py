@@ -214,6 +214,20 @@ def config_for(family: str, algorithm: str, K: int, V: int, l2: bool, io: str = 
     return tooling_config(cfg, algorithm, skip_stages=tuple(skip_stages), decay=decay)
 
 
+def product_and_twin(family: str, build: str = "plain", gate_align16: bool = True, **knob):
+    """The bench config of `family` (K = V = 128, l2norm) as the product compiles it, v3 its
+    pick, and the test tooling's twin of it with one v3 knob changed (e.g. rows="async"):
+    the pair a compile test compares the product's SASS against."""
+    from frost_fwd_experiments import FrostFwdExperiment, tooling_config
+
+    product = config_for(family, "v3", 128, 128, True, build=build, gate_align16=gate_align16)
+    assert type(product) is not FrostFwdExperiment, product  # v3 is the product's pick here
+    twin = tooling_config(product, "v3", **knob)
+    (name, value), = knob.items()
+    assert isinstance(twin, FrostFwdExperiment) and getattr(twin, name) == value, twin
+    return product, twin
+
+
 def bwd_config_for(family: str, stage: str, K: int = 128, V: int = 128, H: int = 4, HV: int = 4, l2: bool = True,
                    h0: bool = True):
     """A backward kernel config for the compile tests: bf16, grouped heads H / HV, fp32
