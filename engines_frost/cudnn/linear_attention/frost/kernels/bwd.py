@@ -18,108 +18,12 @@ and of the backward summary). Imports neither torch nor cutlass at import time.
 from __future__ import annotations
 
 import dataclasses
-import os
 import threading
 
-from cudnn.linear_attention.common.switches import binary_switch
 from cudnn.linear_attention.frost.kernels.bwd_config import FrostBwdConfig, checkpoint_rows
-from cudnn.linear_attention.frost.kernels.config import parse_register_split
+from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
 from cudnn.linear_attention.frost.kernels.workspace_regions import Region, carve, pack
 
-# The vector-gate grads kernel's wide shared loads (FrostBwdConfig.vec_wide_loads,
-# NOTES_bwd.md "v1.7 vector-gate grads": KDA fwd+bwd -1.5 to -2 % on the H200, the
-# gradients as before); FROST_BWD_VEC_WIDE=0 selects the 2-byte loads for an A/B run.
-VEC_WIDE_ENV = "FROST_BWD_VEC_WIDE"
-# The vector-gate grads kernel's decayed operands with the fused exponent and packed
-# hi + lo conversions (FrostBwdConfig.vec_fast_decay, NOTES_bwd.md "v1.9 vector-gate
-# grads"; with the vector wgmma chain KDA fwd+bwd -5 % on the H200, the gradients within
-# the float64 bound); FROST_BWD_VEC_DECAY=0 selects the separate exponent and conversions.
-VEC_DECAY_ENV = "FROST_BWD_VEC_DECAY"
-# The vector-gate grads kernel's load phase by bulk copies (FrostBwdConfig.vec_bulk_copies,
-# NOTES_bwd.md "Vector-gate grads: the load phase by bulk copies"): on by default for
-# GDN-2 (fwd+bwd -0.03 to -0.05 ms on an H100), off for KDA (+0.065 ms there);
-# FROST_BWD_VEC_BULK=0 / 1 turns it off / on for both.
-VEC_BULK_ENV = "FROST_BWD_VEC_BULK"
-# The vector-gate grads kernel's score adjoints on the tf32 warp MMA (FrostBwdConfig.
-# vec_tf32_adjoints, NOTES_bwd.md "Vector-gate grads: the decayed operands in tf32"): on by
-# default where the wide loads and fast decay are (KDA grads -4 %, fwd+bwd -0.05 ms; GDN-2
-# -0.03 ms on an H100); FROST_BWD_VEC_TF32=0 turns it off.
-VEC_TF32_ENV = "FROST_BWD_VEC_TF32"
-# The vector-gate chain's dO rows copied into shared memory a chunk ahead (FrostBwdConfig.
-# chain_staged_do, NOTES_bwd.md "Vector-gate chain: dO staged in shared memory"): on by
-# default where K >= V (with the bulk rows below: KDA / GDN-2 fwd+bwd -3 to -4 % on an
-# H100); FROST_BWD_CHAIN_DO=0 turns it off.
-CHAIN_DO_ENV = "FROST_BWD_CHAIN_DO"
-# The vector-gate chain's next-chunk rows by 1D bulk copies (FrostBwdConfig.chain_bulk_rows,
-# NOTES_bwd.md "Vector-gate chain: the next chunk's rows by bulk copies"): on by default
-# for vector gates (ignored elsewhere); FROST_BWD_CHAIN_BULK=0 turns it off.
-CHAIN_BULK_ENV = "FROST_BWD_CHAIN_BULK"
-# All six are read on every checked backward call (a cached call's launch lane keeps the
-# kernels of its first), 0 or 1 (common.switches.binary_switch: other values are a
-# ValueError naming the variable).
-# FROST_BWD_CHAIN=pipelined selects the chain kernel that runs the next chunk's prep beside
-# this chunk's chain (FrostBwdConfig.chain_pipeline, scalar gates; NOTES_bwd.md v1.6),
-# =wgmma the one with dU and the dS update on warpgroup MMA (FrostBwdConfig.chain_wgmma,
-# scalar gates; v1.7), =wgmma_async the wgmma chain with its dS update group retired after
-# the next chunk's rows stage (FrostBwdConfig.chain_async; NOTES_bwd.md v1.10), =serial the
-# per-warp mma.sync chain, =wgmma_scaled the wgmma_async chain with the decays as per-token
-# factors and no folded operand tiles (FrostBwdConfig.chain_scaled, bf16 io; NOTES_bwd.md
-# "The scalar-gate chain without its operand stage"; fp16 io runs wgmma_async), =wgmma_ws
-# that chain warp-specialised (FrostBwdConfig.chain_ws, K = V = 128, else wgmma_scaled;
-# an experiment, slower than wgmma_scaled on the H200: NOTES_bwd.md "Warp-specialised
-# scalar-gate chain"), =wgmma_wy that one without its back substitution (FrostBwdConfig.
-# chain_wy: the producer forms the chunk's inverse and W'; an experiment, NOTES_bwd.md "The
-# chain without its back substitution"; K = V = 128 and bf16, else wgmma_scaled), =wgmma_ws4
-# that chain in four roles (FrostBwdConfig.chain_ws4: chain, math, copies; an experiment,
-# NOTES_bwd.md "The wy chain in four roles"; the same shapes, else wgmma_scaled), =wgmma_ws4c
-# that one without W' (FrostBwdConfig.chain_a_in_chain: the chain applies the inverse),
-# =wgmma_ws4raw / =wgmma_ws4rawc both on raw rows in a ring (FrostBwdConfig.chain_raw_rows:
-# no rows stage, the norms in the factor rows).
-# Unset: wgmma_ws4rawc for scalar gates (K = V = 128 with bf16 io; wgmma_scaled at other
-# shapes, wgmma_async for fp16: the fallbacks above). On the H200, GDN fwd+bwd back to back
-# -3.4 % recompute / -2.6 % with checkpoints against wgmma_scaled, its chain kernel -10 %,
-# the 42 smoke cases within their float64 bounds: NOTES_bwd.md "The wy chain in four
-# roles, measured"; wgmma_scaled had been -12 % chain against wgmma_async ("The scalar-gate
-# chains on the H200"). Vector gates follow FROST_BWD_CHAIN_VEC instead (below). Read on
-# every call.
-CHAIN_ENV = "FROST_BWD_CHAIN"
-# FROST_BWD_WS_REGS="consumer,producer": with FROST_BWD_CHAIN=wgmma_ws or wgmma_wy, the warp-specialised
-# chain's setmaxnreg split (FrostBwdConfig.chain_ws_regs; unset: the kernel's own). An
-# experiment's knob, read on every call; ignored by every other chain (wgmma_ws4 included:
-# its three roles' split is its own).
-WS_REGS_ENV = "FROST_BWD_WS_REGS"
-#: the scalar-gate chain when FROST_BWD_CHAIN is unset (its shapes' fallbacks as above)
-DEFAULT_CHAIN = "wgmma_ws4rawc"
-CHAIN_VARIANTS = ("serial", "pipelined", "wgmma", "wgmma_async", "wgmma_scaled", "wgmma_ws", "wgmma_wy",
-                  "wgmma_ws4", "wgmma_ws4c", "wgmma_ws4raw", "wgmma_ws4rawc")
-# FROST_BWD_CHAIN_VEC: the vector-gate (KDA, GDN-2) chain kernel. Unset or =wgmma: the
-# wgmma chain (FrostBwdConfig.chain_wgmma; NOTES_bwd.md "Vector-gate chain on warpgroup
-# MMA": bitwise the serial chain's gradients, KDA chain -10 % on the H100); =serial the
-# per-warp mma.sync chain.
-# Scalar gates ignore it (their chain is FROST_BWD_CHAIN's), vector gates ignore
-# FROST_BWD_CHAIN. =wgmma_async as for scalar gates (FrostBwdConfig.chain_async; flat for
-# KDA on the H200, so not the default). Read on every call.
-CHAIN_VEC_ENV = "FROST_BWD_CHAIN_VEC"
-CHAIN_VEC_VARIANTS = ("serial", "wgmma", "wgmma_async")
-# FROST_BWD_GRADS=wgmma selects the grads kernel with its state products on warpgroup MMA
-# (FrostBwdConfig.grads_wgmma, scalar gates; NOTES_bwd.md v1.8; vector gates ignore it),
-# =mma the per-warp mma.sync products. Unset: wgmma (faster on the H200). Read on every
-# call.
-GRADS_ENV = "FROST_BWD_GRADS"
-GRADS_VARIANTS = ("mma", "wgmma")
-# FROST_BWD_GRADS_VEC=wgmma puts the vector-gate (KDA, GDN-2) grads kernel's state
-# products on warpgroup MMA too (FrostBwdConfig.grads_wgmma, bwd_grads_vec.
-# FrostBwdGradsVecWgmma; NOTES_bwd.md "Vector-gate grads: state products on warpgroup
-# MMA": bitwise the mma.sync kernel's gradients, but no faster on the H200); =mma or
-# unset: the mma.sync products, their default.
-# Scalar gates ignore it, vector gates ignore FROST_BWD_GRADS. Read on every call.
-GRADS_VEC_ENV = "FROST_BWD_GRADS_VEC"
-# FROST_BWD_GRADS_PREFETCH=0 turns off the scalar-gate grads kernel's L2 prefetch of the
-# next item's rows and the item after it's state rows (FrostBwdConfig.grads_prefetch; the
-# same gradients, bitwise; on by default: faster on the H200 and the H100, NOTES_bwd.md
-# "The L2 prefetch on the H200", "GDN grads: the state rows two items ahead"). Vector
-# gates have none (measured slower). 0 or 1 (binary_switch), read on every call.
-GRADS_PREFETCH_ENV = "FROST_BWD_GRADS_PREFETCH"
 _INDEX_LIMIT = 2**31
 
 _cache: dict[tuple, object] = {}
@@ -269,79 +173,51 @@ def check_bwd_operands(*, q, k, v, g, beta, w, cu_seqlens, dO, initial_state, d_
         _check_grad("values", values, (T, HO, f.V), ("bfloat16",), device)
     with_checkpoints = state_checkpoints is not None
     with_values = values is not None
-    scalar_chain, vector_chain = chain_variant(), chain_vec_variant()  # both checked on every call
-    variant = vector_chain if f.gate_per_channel else scalar_chain
-    four = ("wgmma_ws4", "wgmma_ws4c", "wgmma_ws4raw", "wgmma_ws4rawc")
-    wy = ("wgmma_wy",) + four
-    chain_ws = variant in ("wgmma_ws",) + wy and f.io_dtype == "bfloat16" and (f.K, f.V) == (128, 128)
-    chain_ws4 = chain_ws and variant in four
-    scalar_grads, vector_grads = grads_variant(), grads_vec_variant()  # likewise
     cfg = FrostBwdConfig(
         fwd=f, stage="chain" if with_values else "values" if with_checkpoints else "states",
         dht_dtype=None if d_final_state is None else _dtype_name(d_final_state),
         dh0_dtype=None if d_initial_state is None else _dtype_name(d_initial_state),
         checkpoints=with_checkpoints, forward_values=with_values, grads_ctas=_sm_count(device),
-        vec_wide_loads=binary_switch(VEC_WIDE_ENV, default=True) and f.gate_per_channel,
-        vec_fast_decay=binary_switch(VEC_DECAY_ENV, default=True) and f.gate_per_channel,
-        vec_bulk_copies=binary_switch(VEC_BULK_ENV, default=f.beta_per_channel) and f.gate_per_channel,
-        vec_tf32_adjoints=binary_switch(VEC_TF32_ENV, default=True) and f.gate_per_channel
-        and binary_switch(VEC_WIDE_ENV, default=True) and binary_switch(VEC_DECAY_ENV, default=True)
-        and (vector_grads != "wgmma"),
-        chain_staged_do=binary_switch(CHAIN_DO_ENV, default=True) and f.gate_per_channel and f.K >= f.V,
-        chain_bulk_rows=binary_switch(CHAIN_BULK_ENV, default=True) and f.gate_per_channel,
-        chain_pipeline=variant == "pipelined" and not f.gate_per_channel,
-        chain_wgmma=variant in ("wgmma", "wgmma_async", "wgmma_scaled", "wgmma_ws") + wy,
-        chain_async=variant in ("wgmma_async", "wgmma_scaled", "wgmma_ws") + wy,
-        chain_scaled=variant in ("wgmma_scaled", "wgmma_ws") + wy and f.io_dtype == "bfloat16",
-        chain_ws=chain_ws, chain_wy=chain_ws and variant in wy, chain_ws4=chain_ws4,
-        chain_a_in_chain=chain_ws4 and variant in ("wgmma_ws4c", "wgmma_ws4rawc"),
-        chain_raw_rows=chain_ws4 and variant in ("wgmma_ws4raw", "wgmma_ws4rawc"),
-        chain_ws_regs=ws_regs_requested() if chain_ws and not chain_ws4 else (),
-        grads_wgmma=(vector_grads if f.gate_per_channel else scalar_grads) == "wgmma",
-        grads_prefetch=binary_switch(GRADS_PREFETCH_ENV, default=True) and not f.gate_per_channel)
+        **product_choice(f))
     return cfg, T, N
 
 
-def chain_variant() -> str:
-    """The scalar-gate chain kernel FROST_BWD_CHAIN asks for (CHAIN_VARIANTS; unset:
-    DEFAULT_CHAIN). Vector gates take theirs from FROST_BWD_CHAIN_VEC (chain_vec_variant)."""
-    name = os.environ.get(CHAIN_ENV, "").strip() or DEFAULT_CHAIN
-    if name not in CHAIN_VARIANTS:
-        raise ValueError(f"{CHAIN_ENV} must be one of {CHAIN_VARIANTS}, got {name!r}")
-    return name
+# ---- the product's kernel choice ------------------------------------------------------------
+# The one place the launcher picks its backward kernels: check_bwd_operands and
+# recompute_configs ask these two functions, by their module-level names, and read no
+# environment. The test and bench tooling (engines_frost/tests/frost_bwd_experiments.py,
+# use_bwd_variants) wraps them to build its experiment variants, as frost_fwd_experiments
+# wraps fwd._compiled; FrostBwdConfig keeps the experiments' fields so that it can.
 
 
-def ws_regs_requested() -> tuple[int, ...]:
-    """FROST_BWD_WS_REGS as (consumer, producer), () when unset; ValueError naming the
-    variable for anything but two setmaxnreg counts the register file holds."""
-    return parse_register_split(os.environ.get(WS_REGS_ENV, ""), WS_REGS_ENV)
+def product_choice(f: FrostFwdConfig) -> dict:
+    """The kernel-choice fields of the FrostBwdConfig the product builds for the forward
+    config f (FrostBwdConfig's comments and kernels/NOTES_bwd.md give each one's reason).
+    Scalar gates (GDN): the wgmma chain with its dS update retired under the next chunk's
+    rows, with bf16 io the decays as per-token factors, and at K = V = 128 that chain in
+    four warp roles on raw rows with the inverse applied in the chain (bwd_chain_ws4.
+    FrostBwdChainWs4RawInChain); the wgmma grads with their L2 prefetch. Vector gates (KDA,
+    GDN-2): the synchronous wgmma chain with its next rows by bulk copies and, where K >= V,
+    dO staged in shared memory; the mma.sync grads with wide loads, the fused decay and the
+    tf32 score adjoints, their load phase by bulk copies for GDN-2 only (slower for KDA)."""
+    vector = f.gate_per_channel
+    scaled = not vector and f.io_dtype == "bfloat16"
+    four_roles = scaled and (f.K, f.V) == (128, 128)
+    return dict(
+        chain_pipeline=False, chain_wgmma=True, chain_async=not vector, chain_scaled=scaled,
+        chain_ws=four_roles, chain_wy=four_roles, chain_ws4=four_roles, chain_a_in_chain=four_roles,
+        chain_raw_rows=four_roles, chain_ws_regs=(),
+        chain_staged_do=vector and f.K >= f.V, chain_bulk_rows=vector,
+        grads_wgmma=not vector, grads_prefetch=not vector,
+        vec_wide_loads=vector, vec_fast_decay=vector, vec_tf32_adjoints=vector,
+        vec_bulk_copies=vector and f.beta_per_channel)
 
 
-def chain_vec_variant() -> str:
-    """The vector-gate chain kernel FROST_BWD_CHAIN_VEC asks for (CHAIN_VEC_VARIANTS;
-    unset: wgmma)."""
-    name = os.environ.get(CHAIN_VEC_ENV, "").strip() or "wgmma"
-    if name not in CHAIN_VEC_VARIANTS:
-        raise ValueError(f"{CHAIN_VEC_ENV} must be one of {CHAIN_VEC_VARIANTS}, got {name!r}")
-    return name
-
-
-def grads_variant() -> str:
-    """The grads kernel FROST_BWD_GRADS asks for (GRADS_VARIANTS; unset: wgmma, which
-    vector gates ignore)."""
-    name = os.environ.get(GRADS_ENV, "").strip() or "wgmma"
-    if name not in GRADS_VARIANTS:
-        raise ValueError(f"{GRADS_ENV} must be one of {GRADS_VARIANTS}, got {name!r}")
-    return name
-
-
-def grads_vec_variant() -> str:
-    """The vector-gate grads kernel FROST_BWD_GRADS_VEC asks for (GRADS_VARIANTS; unset:
-    mma)."""
-    name = os.environ.get(GRADS_VEC_ENV, "").strip() or "mma"
-    if name not in GRADS_VARIANTS:
-        raise ValueError(f"{GRADS_VEC_ENV} must be one of {GRADS_VARIANTS}, got {name!r}")
-    return name
+def recompute_on_forward(cfg: FrostBwdConfig) -> bool:
+    """Whether a recompute path call (cfg: its checked config) runs its states stage on the
+    forward kernel (recompute_configs): the product's always, since its H200 run
+    (kernels/NOTES_bwd.md); the backward's own states kernel is a tooling variant."""
+    return True
 
 
 _sm_counts: dict = {}
@@ -466,8 +342,8 @@ def _stage_kernels(cfg: FrostBwdConfig, stages, device) -> tuple:
 
 def stage_configs(cfg: FrostBwdConfig, stages=None) -> tuple:
     """The kernel configs of a call's stages in `stages` (None: all), in launch order: a
-    FrostBwdConfig per stage, except that unless FROST_BWD_RECOMPUTE_FORWARD=0 a recompute
-    path call that runs its states stage runs recompute_configs' kernels (its states stage
+    FrostBwdConfig per stage, except that a recompute path call that runs its states stage
+    runs recompute_configs' kernels (its states stage
     a FrostFwdConfig); a call of some stages without states (the backward summary's chain
     alone) keeps the path's own kernels. What the launcher compiles and what precompile
     lists (frost_configs.py)."""
@@ -477,15 +353,9 @@ def stage_configs(cfg: FrostBwdConfig, stages=None) -> tuple:
                  if stages is None or stage in stages)
 
 
-#: 1 or unset (the default since its H200 run, kernels/NOTES_bwd.md): the recompute path's
-#: states stage runs on the forward kernel (recompute_configs); 0: on the backward's states
-#: kernel
-RECOMPUTE_FORWARD_ENV = "FROST_BWD_RECOMPUTE_FORWARD"
-
-
 def recompute_configs(cfg: FrostBwdConfig) -> dict | None:
-    """Unless FROST_BWD_RECOMPUTE_FORWARD=0, for a call on the recompute path (no
-    checkpoints from the forward): the kernels that replace the states kernel's work, by
+    """Where recompute_on_forward (the product: always), for a call on the recompute path
+    (no checkpoints from the forward): the kernels that replace the states kernel's work, by
     stage. "states": the forward kernel compiled with write_checkpoints and write_values
     and without its output (no q, no o, no final state), which writes the per-chunk bf16
     states and U into the workspace regions the states kernel fills, in the same layout
@@ -494,10 +364,10 @@ def recompute_configs(cfg: FrostBwdConfig) -> dict | None:
     kernel's job on this path); "grads": the checkpoint paths' grads kernel, which reads
     the states at the forward's packed rows (the states kernel writes chunk j of sequence
     n at row cu[n] // 64 + n + j instead: the two differ once a sequence starts off a
-    chunk boundary or is empty). None otherwise (the switch off, or the checkpoint
-    paths). U and the states come from the forward's chain, so the gradients are within
+    chunk boundary or is empty). None otherwise (the checkpoint paths, or a tooling
+    run on the states kernel). U and the states come from the forward's chain, so the gradients are within
     rounding of the states kernel's, not bitwise (as the training path's)."""
-    if cfg.checkpoints or not binary_switch(RECOMPUTE_FORWARD_ENV, default=True):
+    if cfg.checkpoints or not recompute_on_forward(cfg):
         return None
     forward = dataclasses.replace(cfg.fwd, has_final_state=False, write_checkpoints=True,
                                   write_values=True, write_output=False)
