@@ -15,10 +15,10 @@ forward's values too; then chain and grads and, for grouped heads, the head-grou
 so a cached torch-op backward call takes the op's launch lane (ops/_launch_lane.py) as
 the forward's does: per call only the scratch views and the launches. A backward call's
 checked execute costs ~0.4-1.0 ms of host time on the H200 host (bench/NOTES.md). The
-kernel switches frost_bwd reads on every call (FROST_BWD_CHAIN, FROST_BWD_GRADS and their
-_VEC forms) are read once here, at the bind: a process that changes them between calls of
-one configuration keeps the first call's kernels on the lane (A/B runs switch them per
-process).
+kernels are the product's choice (kernels/bwd.py product_choice), fixed at the bind; the
+test and bench tooling's variants (engines_frost/tests/frost_bwd_experiments.py
+use_bwd_variants) reach a lane only when bound inside their block, and a lane keeps its
+first call's kernels (A/B runs switch them per process).
 """
 from __future__ import annotations
 
