@@ -22,6 +22,9 @@ ones (checkpoints, U: the "op FROST checkpoints" and "FROST kernels ckpt+U" rows
 on one version of the test tooling (engines_frost/tests/frost_fwd_experiments.py
 use_kernel(..., training=True)): the A/B of a forward version is two runs, with and without
 (e.g. --frost-fwd-kernel v2 against the product's picks, training forwards included).
+The FROST_FWD_* and FROST_BWD_* environment variables (frost_fwd_experiments.py,
+frost_bwd_experiments.py: bench / test switches) A/B one forward or backward knob the same
+way, e.g. `FROST_BWD_CHAIN=wgmma_scaled python3 bench/bench_linear_attention.py --impl FROST`.
 """
 import argparse
 import math
@@ -315,12 +318,24 @@ def main():
     import sys
     from pathlib import Path
 
-    # the test tooling's forward knobs (plain Python), each from its environment variable
-    # (frost_fwd_experiments: FROST_FWD_GRAM, _DECAY, _WS_REGS, _ROWS, _STORES; a bad value
-    # is a ValueError naming it); unset, the product's picks
+    # the test tooling's knobs (plain Python), each from its environment variable
+    # (frost_fwd_experiments: FROST_FWD_GRAM, _DECAY, _WS_REGS, _ROWS, _STORES;
+    # frost_bwd_experiments: FROST_BWD_*, every FROST backward of the run; a bad value is a
+    # ValueError naming it); unset, the product's picks
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "engines_frost" / "tests"))
+    import frost_bwd_experiments as fbx
     import frost_fwd_experiments as fx
 
+    bwd_variants = fbx.requested()
+    if bwd_variants != fbx.BwdVariants():
+        print(f"FROST backward: {bwd_variants.label}, forced by the test tooling on every backward (the A/B "
+              f"against a run without FROST_BWD_*, the product's picks)")
+    with fbx.use_bwd_variants(bwd_variants):
+        run_forward_knobs(a, fx)
+
+
+def run_forward_knobs(a, fx):
+    """run(a), its FROST forwards on the tooling's forward version and knobs where any is set."""
     gram, decay = fx.gram_requested(), fx.decay_requested()
     ws_regs, rows, stores = fx.ws_regs_requested(decay), fx.rows_requested(), fx.stores_requested()
     if (a.frost_fwd_kernel == fx.PRODUCT and gram == fx.GRAMS[0] and decay is None and not ws_regs

@@ -43,7 +43,7 @@
    them, and forward + backward both ways; and the v1.3 path: the forward writing
    checkpoints and U (fwd[ckpt+U]), the backward from them (bwd[U] = chain + grads) and
    fwd+bwd[U].
-4. --chain (FROST_BWD_CHAIN for the whole run; default: the environment's, else the launcher's: wgmma)
+4. --chain (FROST_BWD_CHAIN for the whole run; default: the environment's, else the product's)
    picks the chain kernel (NOTES_bwd.md v1.6, v1.7; scalar gates only: KDA / GDN-2 follow
    --chain-vec). ``both`` runs everything on the pipelined chain, adds a [chains]
    check per GDN case (recompute path: every gradient bitwise the serial chain's) and times
@@ -51,8 +51,8 @@
    whose sums run in another order: its [chains] check bounds every gradient's difference
    from the serial chain's (||diff|| / ||serial||, tests.reference.compare.rel_err) by
    CHAIN_ROUNDING_BOUND instead.
-   --chain-vec (FROST_BWD_CHAIN_VEC; default: the environment's, else the launcher's:
-   serial) picks the KDA / GDN-2 chain kernel (NOTES_bwd.md "Vector-gate chain on
+   --chain-vec (FROST_BWD_CHAIN_VEC; default: the environment's, else the product's:
+   wgmma) picks the KDA / GDN-2 chain kernel (NOTES_bwd.md "Vector-gate chain on
    warpgroup MMA"): ``wgmma`` the wgmma chain, ``wgmma-both`` that on every vector-gate
    case and path plus the same [chains wgmma] line per KDA / GDN-2 case against the
    serial chain and TIME bwd[chain, serial].
@@ -61,14 +61,14 @@
    ``wgmma_async-both`` runs everything on it, and its [chains wgmma_async] line is
    against the synchronous wgmma chain (CHAIN_BASELINE), every gradient bitwise (the same
    products in the same order), with TIME bwd[chain, wgmma] beside bwd[chain].
-5. --grads (FROST_BWD_GRADS for the whole run; default: the environment's, else the launcher's: wgmma) picks
+5. --grads (FROST_BWD_GRADS for the whole run; default: the environment's, else the product's: wgmma) picks
    the grads kernel (NOTES_bwd.md v1.8: ``wgmma`` runs the state products on warpgroup
    MMA; scalar gates only, KDA / GDN-2 always run theirs). ``wgmma-both`` runs everything
    on the wgmma grads kernel, adds a [grads wgmma] check per GDN case (recompute path:
    each gradient's difference from the mma.sync kernel's, ||diff|| / ||mma||, within
    GRADS_ROUNDING_BOUND; dv is bitwise, as the products do not enter it) and times
    bwd[grads] with the mma.sync kernel too (TIME bwd[grads, mma]).
-   --grads-vec (FROST_BWD_GRADS_VEC; default: the environment's, else the launcher's: mma)
+   --grads-vec (FROST_BWD_GRADS_VEC; default: the environment's, else the product's: mma)
    does the same for KDA / GDN-2 (NOTES_bwd.md "Vector-gate grads: state products on
    warpgroup MMA"): ``wgmma`` the wgmma grads kernel, ``wgmma-both`` that on every
    vector-gate case and path plus a [grads wgmma] line per KDA / GDN-2 case against the
@@ -87,6 +87,8 @@
    the product's training forward before v3's launchers (the A/B); with any forced
    version the timing adds TIME fwd[ckpt+U, product] and fwd+bwd[U, product] (the
    product's training forward in the same process).
+The FROST_BWD_* switches (engines_frost/tests/frost_bwd_experiments.py, the test tooling:
+the product reads none) reach every backward this script runs (run_bwd, configs_of).
 Prints one line per case and a SUMMARY; exits 1 on any failure.
 """
 from __future__ import annotations
@@ -205,6 +207,7 @@ def run_bwd(x, dO, dht, l2norm: bool, out: dict, workspace=None, stages=None, ch
     import torch
 
     from cudnn.linear_attention.frost.kernels.bwd import frost_bwd, frost_bwd_workspace_size
+    from frost_bwd_experiments import use_bwd_variants
 
     T, K = x.q.shape[0], x.q.shape[2]
     N = x.cu_seqlens.numel() - 1
@@ -213,10 +216,11 @@ def run_bwd(x, dO, dht, l2norm: bool, out: dict, workspace=None, stages=None, ch
                                         heads_v=x.v.shape[1], head_dim_k=K, head_dim_v=x.v.shape[2],
                                         checkpoints=checkpoints is not None, values=values is not None)
         workspace = torch.empty(max(size, 1), dtype=torch.uint8, device=x.q.device)
-    frost_bwd(q=x.q, k=x.k, v=x.v, g=x.g, beta=x.beta, w=x.w, cu_seqlens=x.cu_seqlens, dO=dO,
-              initial_state=x.initial_state, d_final_state=dht, workspace=workspace, scale=1.0 / math.sqrt(K),
-              use_l2norm=l2norm, gate_per_channel=x.g.dim() == 3, beta_per_channel=x.beta.dim() == 3,
-              stream=None, stages=stages, state_checkpoints=checkpoints, values=values, **out)
+    with use_bwd_variants():  # the FROST_BWD_* switches, read per call (env_set changes them)
+        frost_bwd(q=x.q, k=x.k, v=x.v, g=x.g, beta=x.beta, w=x.w, cu_seqlens=x.cu_seqlens, dO=dO,
+                  initial_state=x.initial_state, d_final_state=dht, workspace=workspace, scale=1.0 / math.sqrt(K),
+                  use_l2norm=l2norm, gate_per_channel=x.g.dim() == 3, beta_per_channel=x.beta.dim() == 3,
+                  stream=None, stages=stages, state_checkpoints=checkpoints, values=values, **out)
     return workspace
 
 
@@ -330,15 +334,18 @@ def configs_of(case: Case, family: str, checkpoints: bool = False, plain_forward
     import dataclasses as dc
 
     from cudnn.linear_attention.frost.kernels.bwd import check_bwd_operands, stage_configs
+    from frost_bwd_experiments import use_bwd_variants
 
     _, x, dO, dht = make_case(case, family, "cpu")
     out = grads_buffers(x, "cpu")
     ckpt = new_checkpoints(x) if checkpoints else None
-    cfg, _, _ = check_bwd_operands(q=x.q, k=x.k, v=x.v, g=x.g, beta=x.beta, w=x.w, cu_seqlens=x.cu_seqlens, dO=dO,
-                                   initial_state=x.initial_state, d_final_state=dht, use_l2norm=case.l2norm,
-                                   gate_per_channel=x.g.dim() == 3, beta_per_channel=x.beta.dim() == 3,
-                                   state_checkpoints=ckpt, values=new_values(x) if values else None, **out)
-    kernels = list(stage_configs(cfg))
+    with use_bwd_variants():  # the kernels run_bwd's calls build
+        cfg, _, _ = check_bwd_operands(q=x.q, k=x.k, v=x.v, g=x.g, beta=x.beta, w=x.w, cu_seqlens=x.cu_seqlens,
+                                       dO=dO, initial_state=x.initial_state, d_final_state=dht,
+                                       use_l2norm=case.l2norm, gate_per_channel=x.g.dim() == 3,
+                                       beta_per_channel=x.beta.dim() == 3, state_checkpoints=ckpt,
+                                       values=new_values(x) if values else None, **out)
+        kernels = list(stage_configs(cfg))
     forwards = []
     if checkpoints:  # the forward both ways: check_case_checkpoints compares their outputs
         forwards += [cfg.fwd] * plain_forward + [dc.replace(cfg.fwd, write_checkpoints=True)]
@@ -571,8 +578,8 @@ def check_case_values(case: Case, family: str) -> tuple[bool, str]:
 
 @contextlib.contextmanager
 def env_set(var: str, value: str):
-    """The environment variable var = value inside the block (frost_bwd reads its
-    switches on every call), restored after."""
+    """The environment variable var = value inside the block (run_bwd and configs_of read
+    the FROST_BWD_* switches on every call, through frost_bwd_experiments), restored after."""
     old = os.environ.get(var)
     os.environ[var] = value
     try:
@@ -586,8 +593,8 @@ def env_set(var: str, value: str):
 
 def chain_variant(name: str, family: str = "gdn"):
     """The chain switch of `family` = name inside the block: FROST_BWD_CHAIN for scalar
-    gates, FROST_BWD_CHAIN_VEC for vector gates (the launcher reads one per family)."""
-    from cudnn.linear_attention.frost.kernels.bwd import CHAIN_ENV, CHAIN_VEC_ENV
+    gates, FROST_BWD_CHAIN_VEC for vector gates (the tooling reads one per family)."""
+    from frost_bwd_experiments import CHAIN_ENV, CHAIN_VEC_ENV
 
     return env_set(CHAIN_ENV if family == "gdn" else CHAIN_VEC_ENV, name)
 
@@ -608,8 +615,8 @@ CHAIN_ROUNDING_BOUND = 4e-3
 
 def grads_variant(name: str, family: str = "gdn"):
     """The grads switch of `family` = name inside the block: FROST_BWD_GRADS for scalar
-    gates, FROST_BWD_GRADS_VEC for vector gates (the launcher reads one per family)."""
-    from cudnn.linear_attention.frost.kernels.bwd import GRADS_ENV, GRADS_VEC_ENV
+    gates, FROST_BWD_GRADS_VEC for vector gates (the tooling reads one per family)."""
+    from frost_bwd_experiments import GRADS_ENV, GRADS_VEC_ENV
 
     return env_set(GRADS_ENV if family == "gdn" else GRADS_VEC_ENV, name)
 
@@ -807,23 +814,23 @@ def main() -> int:
     families = args.family or list(FAMILIES)
     compare = CHAIN_COMPARE.get(args.chain)  # the variant checked against the serial chain, or None
     if args.chain:
-        from cudnn.linear_attention.frost.kernels.bwd import CHAIN_ENV
+        from frost_bwd_experiments import CHAIN_ENV
 
         os.environ[CHAIN_ENV] = compare or args.chain
     vcompare = CHAIN_COMPARE.get(args.chain_vec)  # the same for the vector-gate chain
     if args.chain_vec:
-        from cudnn.linear_attention.frost.kernels.bwd import CHAIN_VEC_ENV
+        from frost_bwd_experiments import CHAIN_VEC_ENV
 
         os.environ[CHAIN_VEC_ENV] = vcompare or args.chain_vec
     chain_compare = {fam: compare if fam == "gdn" else vcompare for fam in FAMILIES}
     gcompare = GRADS_COMPARE.get(args.grads)  # the grads variant checked against mma.sync, or None
     if args.grads:
-        from cudnn.linear_attention.frost.kernels.bwd import GRADS_ENV
+        from frost_bwd_experiments import GRADS_ENV
 
         os.environ[GRADS_ENV] = gcompare or args.grads
     gvcompare = GRADS_COMPARE.get(args.grads_vec)  # the same for the vector-gate grads
     if args.grads_vec:
-        from cudnn.linear_attention.frost.kernels.bwd import GRADS_VEC_ENV
+        from frost_bwd_experiments import GRADS_VEC_ENV
 
         os.environ[GRADS_VEC_ENV] = gvcompare or args.grads_vec
     grads_compare = {fam: gcompare if fam == "gdn" else gvcompare for fam in FAMILIES}
