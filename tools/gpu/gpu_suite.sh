@@ -181,11 +181,13 @@
 #              --backward), then the fwd+bwd op rows (op FROST columns) with the switch 0 and 1;
 #              bwdlanetest / bwdlanebench run one of them
 #   bwdrecompute the FROST backward's recompute path with its states stage on the output-free
-#              training forward (FROST_BWD_RECOMPUTE_FORWARD=1, the default; kernels/bwd.py
-#              recompute_configs, NOTES_bwd.md "The recompute path's states on the forward
-#              kernel"): ops_gpu_test's gradients vs float64 and the FROST backward cases of
-#              the cu_seqlens safety tests and the span split's training gradients with the switch on, then the fwd+bwd op rows with
-#              the switch 0 and 1 (the recompute rows move; the checkpoint rows must not);
+#              training forward (the product's, kernels/bwd.py recompute_configs; the
+#              tooling's FROST_BWD_RECOMPUTE_FORWARD=0 puts it back on the states kernel;
+#              NOTES_bwd.md "The recompute path's states on the forward kernel"):
+#              ops_gpu_test's gradients vs float64 and the FROST backward cases of the
+#              cu_seqlens safety tests and the span split's training gradients, then the
+#              fwd+bwd op rows with the switch 0 and 1 (the recompute rows move; the
+#              checkpoint rows must not);
 #              bwdrecomputetest / bwdrecomputebench run one of them
 #   tmaprobe   the TMA rows probe (engines_frost/tests/frost_tma_rows_probe.py: 64-row boxes
 #              into the forward's SW128 operand tile, the descriptor encoded per call):
@@ -331,7 +333,10 @@
 #              all, one per-SASS CSV per kernel found (ncu_bwd_<family>_{states,chain,grads}_
 #              sass.csv; "states" is whichever kernel recomputes or reads the states: the
 #              recompute path's is the training forward, fwd_v3) for tools/gpu/ncu_source_report.py;
-#              FROST_BWD_CHAIN picks the chain kernel as for any backward call
+#              FROST_BWD_CHAIN picks the chain kernel as for the backward smoke (its run_bwd)
+# The FROST_FWD_* and FROST_BWD_* variables the stages set are the test tooling's switches
+# (engines_frost/tests/frost_fwd_experiments.py, frost_bwd_experiments.py), which the smoke
+# scripts and bench/ enter; the product reads none of them.
 # Each stage runs under `timeout` (STAGE_TIMEOUT, default 300 s) so one hang cannot eat the
 # call; the summary line per stage says pass/FAIL/timeout. cuTile's disk cache is kept in
 # .tilecache (ignored by git), so kernels JIT once per machine, not once per process.
@@ -548,10 +553,10 @@ for s in "$@"; do
           done" ;; esac ;;
     bwdrecompute|bwdrecomputetest|bwdrecomputebench)  # the recompute path's states on the forward
       case "$s" in bwdrecompute|bwdrecomputetest)
-        stage bwdrecomputetest "FROST_BWD_RECOMPUTE_FORWARD=1 python3 -m pytest -q -s -p no:cacheprovider \
-          tests/torch_ops/ops_gpu_test.py -k gradients_match && FROST_BWD_RECOMPUTE_FORWARD=1 python3 -m pytest \
+        stage bwdrecomputetest "python3 -m pytest -q -s -p no:cacheprovider \
+          tests/torch_ops/ops_gpu_test.py -k gradients_match && python3 -m pytest \
           -q -p no:cacheprovider tests/numerics/test_cu_seqlens_safety.py -k 'frost and not decode and bwd' && \
-          FROST_BWD_RECOMPUTE_FORWARD=1 python3 -m pytest -q -p no:cacheprovider \
+          python3 -m pytest -q -p no:cacheprovider \
           tests/torch_ops/span_split_gpu_test.py -k split_forward_gradients" ;; esac
       case "$s" in bwdrecompute|bwdrecomputebench)
         stage bwdrecomputebench "for r in 0 1; do echo \"== FROST_BWD_RECOMPUTE_FORWARD=\$r\"; \

@@ -12,7 +12,9 @@
 # and carried to the GPU machine with the checkout (.base is git-ignored there by choice).
 # A tree may carry environment settings: TREE::VAR=VALUE[::VAR=VALUE...] runs TREE's
 # commands with those variables set, so `tree_ab.sh .::FROST_BWD_VEC_BULK=0` times this
-# checkout against itself with a switch off.
+# checkout against itself with a switch off (the FROST_FWD_* / FROST_BWD_* switches are the
+# test tooling's, engines_frost/tests/frost_*_experiments.py, which the smoke and the bench
+# below enter).
 # ROUNDS (default 2): a last argument of digits only.
 # Per round and tree: the backward smoke's kernel times (tests/numerics/la_frost_bwd_smoke.py
 # --only plain: its TIME lines, the bench shape) for each of AB_SMOKE_FAMILIES (default
