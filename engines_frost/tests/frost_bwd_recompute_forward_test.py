@@ -1,8 +1,8 @@
-"""FROST_BWD_RECOMPUTE_FORWARD (kernels/bwd.py recompute_configs; on unless 0) on the CPU:
-the recompute path's states stage runs on the output-free training forward.
+"""The recompute path's states stage on the output-free training forward (kernels/bwd.py
+recompute_configs: the product's; the test tooling's FROST_BWD_RECOMPUTE_FORWARD=0,
+frost_bwd_experiments.py, puts it back on the states kernel) on the CPU:
 
-- which calls it applies to (the recompute path with the switch on; never the checkpoint
-  paths), and that its kernels are ones the product already builds or a config the
+- which calls it applies to (the recompute path; never the checkpoint paths), and that its kernels are ones the product already builds or a config the
   forward's own rules accept: the forward config is the call's own forward with
   checkpoints and U and without the output; the chain is exactly the forward-values
   path's chain kernel (the one that zeroes the gradient rows no sequence covers); grads
@@ -26,6 +26,7 @@ import pytest
 torch = pytest.importorskip("torch")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+import frost_bwd_experiments as fbx  # noqa: E402
 from frost_bwd_operands import bwd_operands as _operands  # noqa: E402
 
 from cudnn.linear_attention.frost.kernels import bwd as kernels_bwd  # noqa: E402
@@ -46,21 +47,21 @@ def _config(family, **extra):
     return kernels_bwd.check_bwd_operands(**x, **_flags(family))[0], x
 
 
-def test_on_by_default_and_0_turns_it_off(monkeypatch):
-    monkeypatch.delenv(kernels_bwd.RECOMPUTE_FORWARD_ENV, raising=False)
+def test_on_for_the_product_off_through_the_tooling(monkeypatch):
+    monkeypatch.setenv(fbx.RECOMPUTE_FORWARD_ENV, "0")  # the product reads no switch
     cfg = _config("gdn")[0]
     assert set(kernels_bwd.recompute_configs(cfg)) == {"states", "chain", "grads"}
     assert isinstance(kernels_bwd.stage_configs(cfg)[0], FrostFwdConfig)
     # a call of the chain stage alone (the backward summary's) keeps the path's chain
     assert kernels_bwd.stage_configs(cfg, ("chain",)) == (cfg.with_stage("chain"),)
-    monkeypatch.setenv(kernels_bwd.RECOMPUTE_FORWARD_ENV, "0")
-    assert kernels_bwd.recompute_configs(cfg) is None
-    assert kernels_bwd.stage_configs(cfg) == tuple(cfg.with_stage(s) for s in cfg.stages)
+    with fbx.use_bwd_variants():
+        assert kernels_bwd.recompute_configs(cfg) is None
+        assert kernels_bwd.stage_configs(cfg) == tuple(cfg.with_stage(s) for s in cfg.stages)
+    assert kernels_bwd.recompute_configs(cfg) is not None
 
 
 @pytest.mark.parametrize("family", FAMILIES)
-def test_the_kernels_it_runs(family, monkeypatch):
-    monkeypatch.setenv(kernels_bwd.RECOMPUTE_FORWARD_ENV, "1")
+def test_the_kernels_it_runs(family):
     cfg, x = _config(family)
     plan = kernels_bwd.recompute_configs(cfg)
     forward = plan["states"]
@@ -82,7 +83,7 @@ def test_the_kernels_it_runs(family, monkeypatch):
     assert set(plan) == {"states", "chain", "grads"}
 
 
-def test_long_gdn_states_run_the_forwards_four_role_kernel(monkeypatch):
+def test_long_gdn_states_run_the_forwards_four_role_kernel():
     """GDN at K = V = 128 with sequences averaging >= PIPELINE_MIN_TOKENS: the states
     stage is the forward config the user's forward had (pipelined), so it builds the
     four-role kernel without an output, as the U path's forward does with one (the two
@@ -91,7 +92,6 @@ def test_long_gdn_states_run_the_forwards_four_role_kernel(monkeypatch):
     from cudnn.linear_attention.frost.kernels.compile_kernel import FOUR_ROLE_DECAY, product_decay
     from cudnn.linear_attention.frost.kernels.config import PIPELINE_MIN_TOKENS
 
-    monkeypatch.setenv(kernels_bwd.RECOMPUTE_FORWARD_ENV, "1")
     N, long_T = 2, 2 * PIPELINE_MIN_TOKENS + 7
     plans = {}
     for name, T, invariant in (("long", long_T, False), ("invariant", long_T, True),
@@ -109,8 +109,7 @@ def test_long_gdn_states_run_the_forwards_four_role_kernel(monkeypatch):
         assert plans["long"][stage] == plans["invariant"][stage] == plans["short"][stage], stage
 
 
-def test_not_on_the_checkpoint_paths(monkeypatch):
-    monkeypatch.setenv(kernels_bwd.RECOMPUTE_FORWARD_ENV, "1")
+def test_not_on_the_checkpoint_paths():
     x = _operands(family="kda")
     T, N, HO, V, K = x["q"].shape[0], 3, 4, 64, 64
     ckpt = torch.zeros(checkpoint_rows(T, N), HO, V, K, dtype=torch.bfloat16)
@@ -119,9 +118,10 @@ def test_not_on_the_checkpoint_paths(monkeypatch):
 
 
 def test_a_bad_switch_value_is_named(monkeypatch):
-    monkeypatch.setenv(kernels_bwd.RECOMPUTE_FORWARD_ENV, "yes")
-    with pytest.raises(ValueError, match=kernels_bwd.RECOMPUTE_FORWARD_ENV):
-        kernels_bwd.recompute_configs(_config("gdn")[0])
+    monkeypatch.setenv(fbx.RECOMPUTE_FORWARD_ENV, "yes")
+    with pytest.raises(ValueError, match=fbx.RECOMPUTE_FORWARD_ENV):
+        with fbx.use_bwd_variants():
+            pass
 
 
 class _Kernel:
@@ -134,7 +134,6 @@ class _Kernel:
 
 @pytest.mark.parametrize("family", FAMILIES)
 def test_frost_bwd_launches_the_forward_then_chain_and_grads(family, monkeypatch):
-    monkeypatch.setenv(kernels_bwd.RECOMPUTE_FORWARD_ENV, "1")
     log, configs = [], {}
 
     def backward_kernel(cfg, arch, ffi, device=None):
@@ -169,10 +168,9 @@ def test_frost_bwd_launches_the_forward_then_chain_and_grads(family, monkeypatch
     assert set(forward) <= set(abi_operands(configs["forward"]))
 
 
-def test_the_forward_abi_takes_the_names_it_is_given(monkeypatch):
+def test_the_forward_abi_takes_the_names_it_is_given():
     """Every name ForwardStates hands over is an operand of the recompute forward's launch
     ABI, so no operand is dropped on the way (a missing name would launch a null pointer)."""
-    monkeypatch.setenv(kernels_bwd.RECOMPUTE_FORWARD_ENV, "1")
     cfg, _ = _config("gdn2")
     forward = kernels_bwd.recompute_configs(cfg)["states"]
     log = []
@@ -186,11 +184,11 @@ def test_the_forward_abi_takes_the_names_it_is_given(monkeypatch):
 
 
 @pytest.mark.parametrize("family", FAMILIES)
-def test_precompile_lists_what_the_switch_launches(family, monkeypatch):
+def test_precompile_lists_what_the_switch_launches(family):
     """frost_configs.call_configs (python -m cudnn precompile --backward) lists the kernels
-    of the recompute path as the launcher runs them: with the switch, the output-free
-    forward, the forward-values chain and the packed-row grads; without it, the states
-    kernel."""
+    of the recompute path as the launcher runs them: the product's, the output-free
+    forward, the forward-values chain and the packed-row grads; inside the tooling's block
+    with the switch off, the states kernel."""
     from cudnn.linear_attention.frost.kernels import frost_configs
 
     x = _operands(family=family, h0=True, H=2, HV=4)
@@ -198,11 +196,10 @@ def test_precompile_lists_what_the_switch_launches(family, monkeypatch):
                                        "initial_state")}
     lists = {}
     for value in ("0", "1"):
-        monkeypatch.setenv(kernels_bwd.RECOMPUTE_FORWARD_ENV, value)
-        lists[value] = frost_configs.call_configs(family, args, final_state=True, l2norm=True,
-                                                  backward=True)
+        with fbx.use_bwd_variants(fbx.BwdVariants(recompute_forward=value == "1")):
+            lists[value] = frost_configs.call_configs(family, args, final_state=True, l2norm=True,
+                                                      backward=True)
     cfg, _ = _config(family)
-    monkeypatch.setenv(kernels_bwd.RECOMPUTE_FORWARD_ENV, "1")
     plan = kernels_bwd.recompute_configs(cfg)
     assert plan["states"] in lists["1"] and plan["states"] not in lists["0"]
     assert plan["chain"] in lists["1"] and plan["grads"] in lists["1"]
