@@ -68,9 +68,8 @@ def test_gpu_commands_without_a_gpu_say_so(command):
         assert "--arch" in result.stderr
 
 
-def test_precompile_derives_the_frost_kernels_of_each_call(monkeypatch):
+def test_precompile_derives_the_frost_kernels_of_each_call():
     pytest.importorskip("torch")
-    monkeypatch.delenv("FROST_BWD_RECOMPUTE_FORWARD", raising=False)
     from cudnn.cli import precompile, shapes
     from cudnn.linear_attention.frost.kernels.bwd_config import FrostBwdConfig
 
@@ -80,7 +79,7 @@ def test_precompile_derives_the_frost_kernels_of_each_call(monkeypatch):
     both = precompile.frost_configs(["gdn", "kda"], shape, backward=True)
     stages = sorted({c.stage for c in both if isinstance(c, FrostBwdConfig)})
     # bf16 training: checkpoints too; the recompute path's states run on the forward kernel
-    # (FROST_BWD_RECOMPUTE_FORWARD, on by default), compiled without its output
+    # (the product's: kernels/bwd.py recompute_configs), compiled without its output
     assert stages == ["chain", "grads", "values"]
     assert any(not isinstance(c, FrostBwdConfig) and c.write_checkpoints and c.write_output for c in both)
     assert any(not isinstance(c, FrostBwdConfig) and c.write_checkpoints and not c.write_output

@@ -37,6 +37,7 @@ from cudnn.linear_attention.frost.kernels import summary as kernels_summary
 from cudnn.linear_attention.frost.kernels.bwd_config import FrostBwdConfig
 from cudnn.linear_attention.frost.kernels.compile_kernel import four_roles_possible
 from cudnn.linear_attention.ops import _span_split as ss
+from frost_bwd_experiments import BwdVariants, use_bwd_variants
 from tests.torch_ops.frost_bwd_on_cpu import engines_patched
 
 FAMILIES = ["gdn", "kda", "gdn2"]
@@ -247,37 +248,39 @@ def test_a_long_sequence_on_few_heads_lists_the_split_forward(family, monkeypatc
 @pytest.mark.parametrize("on_forward", ["0", "1"], ids=["states-kernel", "states-on-forward"])
 def test_a_training_call_lists_the_split_backward(family, on_forward, monkeypatch):
     """1 x 16384 splits only by the training rule (MIN_GAIN_TRAINING): with --backward.
-    With FROST_BWD_RECOMPUTE_FORWARD on (the default), the spans' states stage is the
-    output-free training forward, their chain the forward-values chain and their grads the
-    checkpoint reader's (kernels/bwd.py recompute_configs)."""
+    On the product's recompute path the spans' states stage is the output-free training
+    forward, their chain the forward-values chain and their grads the checkpoint reader's
+    (kernels/bwd.py recompute_configs); the test tooling's FROST_BWD_RECOMPUTE_FORWARD=0
+    variant (the states kernel) gives the unsplit list the check derives from."""
     monkeypatch.delenv(ss.ENV, raising=False)
     monkeypatch.delenv(ss.BACKWARD_ENV, raising=False)
-    monkeypatch.setenv(kernels_bwd.RECOMPUTE_FORWARD_ENV, "0")  # the unsplit list below
-    shape = _long(1, 16384)
-    assert precompile.split_configs([family], shape, backward=False, sms=H200) == (None, [])
-    span, split = precompile.split_configs([family], shape, backward=True, sms=H200)
-    assert span == ss.auto_span_tokens(16384, 1, 16, H200, ss.MIN_GAIN_TRAINING) == 4096
-    bwd = {c for c in split if isinstance(c, FrostBwdConfig)}
-    # independently, from the unsplit call's backward (recomputing: no checkpoints): each
-    # stage of the backward over the spans starts from an fp32 entering state, writes its
-    # gradient and gets a leaving-state gradient; the backward summary is the chain stage
-    # alone with no final-state gradient
-    unsplit = set(precompile.frost_configs([family], shape, backward=True))
-    plain = {c.stage: c for c in unsplit if isinstance(c, FrostBwdConfig) and not c.checkpoints
-             and not c.forward_values and c.stage != "values"
-             and (c.dht_dtype == "float32" or c.stage != "chain")}
-    assert set(plain) == {"states", "chain", "grads"}
+    # the unsplit list below: the recompute path's states on the backward's own kernel
+    # (the test tooling's variant)
+    with use_bwd_variants(BwdVariants(recompute_forward=False)):
+        shape = _long(1, 16384)
+        assert precompile.split_configs([family], shape, backward=False, sms=H200) == (None, [])
+        span, split = precompile.split_configs([family], shape, backward=True, sms=H200)
+        assert span == ss.auto_span_tokens(16384, 1, 16, H200, ss.MIN_GAIN_TRAINING) == 4096
+        bwd = {c for c in split if isinstance(c, FrostBwdConfig)}
+        # independently, from the unsplit call's backward (recomputing: no checkpoints): each
+        # stage of the backward over the spans starts from an fp32 entering state, writes its
+        # gradient and gets a leaving-state gradient; the backward summary is the chain stage
+        # alone with no final-state gradient
+        unsplit = set(precompile.frost_configs([family], shape, backward=True))
+        plain = {c.stage: c for c in unsplit if isinstance(c, FrostBwdConfig) and not c.checkpoints
+                 and not c.forward_values and c.stage != "values"
+                 and (c.dht_dtype == "float32" or c.stage != "chain")}
+        assert set(plain) == {"states", "chain", "grads"}
 
-    def from_entering(c, dht):
-        fwd = dataclasses.replace(c.fwd, has_initial_state=True, state_dtype="float32")
-        return dataclasses.replace(c, fwd=fwd, dh0_dtype="float32", dht_dtype=dht)
-    spans = {from_entering(plain["states"], None), from_entering(plain["chain"], "float32"),
-             plain["grads"]}
-    summary = from_entering(plain["chain"], None)
-    assert bwd == spans | {summary}, (bwd, spans | {summary})
-    assert summary not in unsplit and from_entering(plain["chain"], "float32") not in unsplit
-    if on_forward == "1":
-        monkeypatch.setenv(kernels_bwd.RECOMPUTE_FORWARD_ENV, "1")
+        def from_entering(c, dht):
+            fwd = dataclasses.replace(c.fwd, has_initial_state=True, state_dtype="float32")
+            return dataclasses.replace(c, fwd=fwd, dh0_dtype="float32", dht_dtype=dht)
+        spans = {from_entering(plain["states"], None), from_entering(plain["chain"], "float32"),
+                 plain["grads"]}
+        summary = from_entering(plain["chain"], None)
+        assert bwd == spans | {summary}, (bwd, spans | {summary})
+        assert summary not in unsplit and from_entering(plain["chain"], "float32") not in unsplit
+    if on_forward == "1":  # the product's
         _, split_on = precompile.split_configs([family], shape, backward=True, sms=H200)
         states = from_entering(plain["states"], None)
         # the spans average 4096 tokens, so the states stage keeps the forward's `pipelined`
