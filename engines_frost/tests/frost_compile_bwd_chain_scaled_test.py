@@ -66,7 +66,7 @@ def test_scaled_chain_as_compiled(K, h0, l2, fv):
 
 
 def test_config_and_launcher_rules():
-    from cudnn.linear_attention.frost.kernels import bwd
+    import frost_bwd_experiments as fbx
     from cudnn.linear_attention.frost.kernels.bwd_chain_scaled import FrostBwdChainScaled
     from cudnn.linear_attention.frost.kernels.bwd_compile import bwd_kernel_for
 
@@ -79,7 +79,7 @@ def test_config_and_launcher_rules():
         dataclasses.replace(_cfg("kda", "chain"), chain_wgmma=True, chain_scaled=True)
     # only the chain kernel carries it
     assert not gdn.with_stage("grads").chain_scaled and gdn.with_stage("chain").chain_scaled
-    assert "wgmma_scaled" in bwd.CHAIN_VARIANTS
+    assert "wgmma_scaled" in fbx.CHAIN_VARIANTS
 
 
 @pytest.mark.parametrize("h0,fv", tiered([(False, False), (True, False), (False, True)], [],  # an experiment
@@ -117,7 +117,7 @@ def test_warp_specialised_chain_register_split_reaches_setmaxnreg():
 
 
 def test_warp_specialised_chain_rules():
-    from cudnn.linear_attention.frost.kernels import bwd
+    import frost_bwd_experiments as fbx
     from cudnn.linear_attention.frost.kernels.bwd_chain_ws import FrostBwdChainWs
     from cudnn.linear_attention.frost.kernels.bwd_compile import bwd_kernel_for
 
@@ -127,7 +127,7 @@ def test_warp_specialised_chain_rules():
         dataclasses.replace(gdn, chain_scaled=False)
     with pytest.raises(ValueError, match="chain_ws must be False unless chain_scaled"):
         dataclasses.replace(_cfg("gdn", "chain", K=64, V=64), **ASYNC, chain_scaled=True, chain_ws=True)
-    assert "wgmma_ws" in bwd.CHAIN_VARIANTS
+    assert "wgmma_ws" in fbx.CHAIN_VARIANTS
 
 
 if __name__ == "__main__":

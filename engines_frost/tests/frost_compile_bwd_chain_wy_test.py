@@ -166,7 +166,7 @@ def test_shared_memory_plan():
 
 
 def test_config_and_launcher_rules(monkeypatch):
-    from cudnn.linear_attention.frost.kernels import bwd
+    import frost_bwd_experiments as fbx
     from cudnn.linear_attention.frost.kernels.bwd_chain_ws_wy import FrostBwdChainWsWy
     from cudnn.linear_attention.frost.kernels.bwd_compile import bwd_kernel_for
 
@@ -185,9 +185,9 @@ def test_config_and_launcher_rules(monkeypatch):
     with pytest.raises(ValueError, match="chain_wy"):
         dataclasses.replace(_config(), chain_ws=False)
     assert dataclasses.replace(_config(), stage="grads").with_stage("grads").chain_wy is False
-    assert "wgmma_wy" in bwd.CHAIN_VARIANTS
-    monkeypatch.setenv(bwd.CHAIN_ENV, "wgmma_wy")
-    assert bwd.chain_variant() == "wgmma_wy"
+    assert "wgmma_wy" in fbx.CHAIN_VARIANTS
+    monkeypatch.setenv(fbx.CHAIN_ENV, "wgmma_wy")
+    assert fbx.requested().chain == "wgmma_wy"
 
 
 if __name__ == "__main__":
