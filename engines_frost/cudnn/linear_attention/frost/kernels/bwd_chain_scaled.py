@@ -1,9 +1,10 @@
 """FROST backward, kernel 2, scalar gates, with the decays as per-token factors.
 
-The product's GDN chain for bf16 inputs (FrostBwdConfig.chain_scaled, FROST_BWD_CHAIN's
-default wgmma_scaled: NOTES_bwd.md "The scalar-gate chain without its operand stage", and
-"... on the H200": the chain kernel -12 %); it is the wgmma chain with the update in flight
-(bwd_chain_wgmma.py, chain_async) in every other respect.
+The product's GDN chain for bf16 inputs (FrostBwdConfig.chain_scaled, bwd.product_choice;
+at K = V = 128 the four-role chain built on it; NOTES_bwd.md "The scalar-gate chain
+without its operand stage", and "... on the H200": the chain kernel -12 %); it is the
+wgmma chain with the update in flight (bwd_chain_wgmma.py, chain_async) in every other
+respect.
 
 The wgmma chain's operand stage writes three decay-folded bf16 tiles per chunk, QA^T and
 -KBA^T [K, C] element by element (transposed 2-byte stores) and KD [C, K]. With a scalar

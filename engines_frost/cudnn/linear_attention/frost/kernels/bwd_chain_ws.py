@@ -1,6 +1,7 @@
-"""FROST backward, kernel 2, scalar gates, warp-specialised: an experiment.
+"""FROST backward, kernel 2, scalar gates, warp-specialised: on its own an experiment, the
+base of the product's four-role chain (bwd_chain_ws4.py).
 
-Off unless asked for (FrostBwdConfig.chain_ws, FROST_BWD_CHAIN=wgmma_ws: NOTES_bwd.md
+Built alone only by the test tooling (FrostBwdConfig.chain_ws, FROST_BWD_CHAIN=wgmma_ws: NOTES_bwd.md
 "Warp-specialised scalar-gate chain"; 37 % slower than the scaled chain on the H200). The scaled-decay chain (bwd_chain_scaled.py) left a
 chunk's prep as rows (q-hat, k-hat, dO^T, the gate scan), factor rows and the Gram (P^T,
 (-M)^T, the inverses), none of which depends on dS: the forward's split applies

@@ -1,6 +1,7 @@
-"""FROST backward, kernel 2, scalar gates, in four roles per CTA: an experiment
-(FrostBwdConfig.chain_ws4, FROST_BWD_CHAIN=wgmma_ws4; NOTES_bwd.md "The wy chain in four
-roles").
+"""FROST backward, kernel 2, scalar gates, in four roles per CTA (FrostBwdConfig.chain_ws4;
+NOTES_bwd.md "The wy chain in four roles"). FrostBwdChainWs4RawInChain below is the
+product's GDN chain at K = V = 128 with bf16 io (bwd.product_choice); the other forms are
+the test tooling's (FROST_BWD_CHAIN=wgmma_ws4, _ws4c, _ws4raw: frost_bwd_experiments.py).
 
 bwd_chain_ws_wy.py's consumers step the chain without its back substitution (dU^T, dR^T =
 dU^T A, dS^T <- dS^T e^Gam_last + (dO^T fo) Q + dU^T W'); its producer, eight warps at 72

@@ -1,6 +1,7 @@
 """FROST backward, kernel 2, scalar gates, warp-specialised, without the back substitution:
-an experiment (FrostBwdConfig.chain_wy, FROST_BWD_CHAIN=wgmma_wy; NOTES_bwd.md "The chain
-without its back substitution").
+on its own an experiment (FrostBwdConfig.chain_wy, the test tooling's FROST_BWD_CHAIN=
+wgmma_wy; NOTES_bwd.md "The chain without its back substitution"), the base of the
+product's four-role chain (bwd_chain_ws4.py).
 
 bwd_chain_ws.py's consumers solve dR = (I + M)^-T dU by back substitution (four dependent
 16-row blocks per warp) between dU and the dS^T update, on the state's critical path. With

@@ -55,84 +55,89 @@ class FrostBwdConfig:
     # The chain kernel runs dU^T and the dS^T update on warpgroup MMA (wgmma, B operands
     # from SW128 shared tiles), the back substitution per warp (bwd_chain_wgmma.py,
     # NOTES_bwd.md v1.7; vector gates: "Vector-gate chain on warpgroup MMA"). Off: the
-    # serial chain. The launcher sets it for scalar gates unless FROST_BWD_CHAIN says
-    # otherwise, for vector gates unless FROST_BWD_CHAIN_VEC says otherwise (bwd.py).
+    # serial chain. The product's for every family (bwd.product_choice); the test tooling's
+    # FROST_BWD_CHAIN / FROST_BWD_CHAIN_VEC pick other chains (frost_bwd_experiments.py).
     chain_wgmma: bool = False
     # The wgmma chain (chain_wgmma) leaves its dS^T update group in flight across the
     # chunk boundary and retires it after the next chunk's rows stage, which reads and
     # writes none of the group's operands; the checkpoint store of dS^T moves after that
     # retirement (bwd_chain_wgmma.py, NOTES_bwd.md "v1.10 chain: the dS update in flight
     # under the next rows stage"). Same products in the same k16 order: the same gradients,
-    # bitwise. Off: the group is retired at the chain step's end. The launcher sets it
-    # only under FROST_BWD_CHAIN=wgmma_async (scalar gates) or FROST_BWD_CHAIN_VEC=
-    # wgmma_async (vector gates) (bwd.py).
+    # bitwise. Off: the group is retired at the chain step's end. The product's for
+    # scalar gates (bwd.product_choice); for vector gates only the test tooling's
+    # FROST_BWD_CHAIN_VEC=wgmma_async sets it (frost_bwd_experiments.py).
     chain_async: bool = False
     # The wgmma chain with the scalar decays as per-token factors on its fp32 results and
     # its B operands q-hat and k-hat themselves, no decay-folded QA^T, -KBA^T, KD tiles
     # (bwd_chain_scaled.py, NOTES_bwd.md "The scalar-gate chain without its operand
-    # stage"). Scalar gates, bf16 io, with chain_wgmma. The launcher sets it unless
-    # FROST_BWD_CHAIN names another chain (bwd.py; the chain kernel -12 % on the H200).
+    # stage"). Scalar gates, bf16 io, with chain_wgmma. The product's (bwd.product_choice;
+    # the chain kernel -12 % on the H200), at K = V = 128 under the four-role chain below.
     chain_scaled: bool = False
     # The scaled chain warp-specialised (bwd_chain_ws.py, NOTES_bwd.md "Warp-specialised
     # scalar-gate chain"): a producer role runs the previous chunk's rows, factor rows and
-    # Gram while the consumers run this chunk's dS step. With chain_scaled, K = V = 128. An
-    # experiment (slower than chain_scaled alone on the H200): the launcher sets it only
-    # under FROST_BWD_CHAIN=wgmma_ws (bwd.py).
+    # Gram while the consumers run this chunk's dS step. With chain_scaled, K = V = 128.
+    # Alone an experiment (slower than chain_scaled on the H200: the test tooling's
+    # FROST_BWD_CHAIN=wgmma_ws); the product sets it under its four-role chain below.
     chain_ws: bool = False
     # With chain_ws: the roles' setmaxnreg split (consumer, producer); () the kernel's own
-    # (bwd_chain_ws: fwd_ws.CONSUMER_REGS / PRODUCER_REGS). An experiment's knob: the
-    # launcher sets it only from FROST_BWD_WS_REGS="consumer,producer" (bwd.py).
+    # (bwd_chain_ws: fwd_ws.CONSUMER_REGS / PRODUCER_REGS). An experiment's knob: only the
+    # test tooling's FROST_BWD_WS_REGS="consumer,producer" sets it (frost_bwd_experiments.py).
     chain_ws_regs: tuple[int, ...] = ()
     # With chain_ws: the consumers' step without the back substitution, the producer forming
     # the chunk's inverse A and W' = A diag(fr) K (bwd_chain_ws_wy.py, NOTES_bwd.md "The
-    # chain without its back substitution"). An experiment: the launcher sets it only under
-    # FROST_BWD_CHAIN=wgmma_wy (bwd.py).
+    # chain without its back substitution"). Alone an experiment (the test tooling's
+    # FROST_BWD_CHAIN=wgmma_wy); the product sets it under its four-role chain below.
     chain_wy: bool = False
     # With chain_wy: that chain in four roles (bwd_chain_ws4.py, NOTES_bwd.md "The wy chain
     # in four roles"): the chain, a math warpgroup (rows, the Gram on warpgroup MMA, the
-    # inverses and solves) and a copy warpgroup. An experiment: the launcher sets it only
-    # under FROST_BWD_CHAIN=wgmma_ws4 (bwd.py).
+    # inverses and solves) and a copy warpgroup. The product's for GDN at K = V = 128 with
+    # bf16 io, with the two fields below (bwd.product_choice); FROST_BWD_CHAIN=wgmma_ws4 is
+    # the test tooling's form without them.
     chain_ws4: bool = False
     # With chain_ws4: no W', the chain applies the inverse to its dR (bwd_chain_ws4.
-    # FrostBwdChainWs4InChain). An experiment: FROST_BWD_CHAIN=wgmma_ws4c (bwd.py).
+    # FrostBwdChainWs4InChain). The product's with chain_ws4 (bwd.product_choice); the
+    # test tooling's FROST_BWD_CHAIN=wgmma_ws4c without raw rows.
     chain_a_in_chain: bool = False
     # With chain_ws4: raw q / k / gate / beta rows in a ring, the norms on the copies and in
-    # the factor rows, no rows stage (bwd_chain_ws4.FrostBwdChainWs4Raw). An experiment:
-    # FROST_BWD_CHAIN=wgmma_ws4raw, =wgmma_ws4rawc without W' (bwd.py).
+    # the factor rows, no rows stage (bwd_chain_ws4.FrostBwdChainWs4Raw). The product's
+    # with chain_ws4 (bwd.product_choice); the test tooling's FROST_BWD_CHAIN=wgmma_ws4raw
+    # with W'.
     chain_raw_rows: bool = False
     # The vector-gate chain copies the next chunk's dO rows (cp.async, under this chunk's
     # chain step) into KE's shared slot, dead then, and its rows stage reads them from
     # there instead of from global memory (bwd_chain.do_stage; NOTES_bwd.md "Vector-gate
     # chain: dO staged in shared memory"). Same values. Vector gates, K >= V (KE's rows
-    # hold V values). The product's where it applies (FROST_BWD_CHAIN_DO=0 turns it off, bwd.py).
+    # hold V values). The product's where it applies (bwd.product_choice; the test
+    # tooling's FROST_BWD_CHAIN_DO=0 turns it off).
     chain_staged_do: bool = False
     # The vector-gate chain copies the next chunk's rows (q, k, the gate rows, GDN-2's b and
     # w, the staged dO) by 1D bulk copies, one per row, completing on an mbarrier
     # (bulk_rows.py), instead of 16-20 16-byte cp.async per thread issued ahead of the
     # chain step, whose shared-memory queue waits on them (NOTES_bwd.md "Vector-gate chain:
     # the next chunk's rows by bulk copies"). Same values. Vector gates. The product's
-    # (FROST_BWD_CHAIN_BULK=0 turns it off, bwd.py).
+    # (bwd.product_choice; the test tooling's FROST_BWD_CHAIN_BULK=0 turns it off).
     chain_bulk_rows: bool = False
     # The vector-gate grads kernel (bwd_grads_vec.py) reads its shared bf16 operands with
     # wide loads instead of one 2-byte load per element (NOTES_bwd.md "v1.7 vector-gate
     # grads"): k-hat's and q-hat's decayed B operands by ldmatrix.x4.trans straight into
     # the hi fragment, q-hat, k-hat, b at accumulator positions as bf16 pairs, S dS by
     # ldmatrix.trans. Same values; only the S dS sum's order changes. Off: v1.6's loads.
-    # The launcher sets it unless FROST_BWD_VEC_WIDE=0 (bwd.py).
+    # The product's (bwd.product_choice; the test tooling's FROST_BWD_VEC_WIDE=0 clears it).
     vec_wide_loads: bool = False
     # The vector-gate grads kernel builds its decayed score-adjoint operands with fewer
     # instructions (NOTES_bwd.md "v1.9 vector-gate grads: fused decay exponent"): the
     # exponent as one FFMA with log2 e folded into the reference gate per channel, the
     # bf16 hi + lo split by packed conversions. The split is bitwise the same; the
-    # exponent rounds differently (frost_bwd_precision models it). The launcher sets it
-    # unless FROST_BWD_VEC_DECAY=0 (bwd.py).
+    # exponent rounds differently (frost_bwd_precision models it). The product's
+    # (bwd.product_choice; the test tooling's FROST_BWD_VEC_DECAY=0 clears it).
     vec_fast_decay: bool = False
     # The vector-gate grads kernel (per-chunk, mma.sync products) fills its load phase with
     # 1D bulk copies (cp.async.bulk, one instruction per row of dO, U, dR, v, w, the gate
     # rows, S and dS, completing on one mbarrier) instead of ~40 16-byte cp.async per
     # thread: the load phase waited on its instruction queue (NOTES_bwd.md "Vector-gate
-    # grads: the load phase by bulk copies"). Same bytes, same values. The launcher sets it
-    # for GDN-2 unless FROST_BWD_VEC_BULK=0, for KDA only with =1 (slower there; bwd.py).
+    # grads: the load phase by bulk copies"). Same bytes, same values. The product's for
+    # GDN-2, not KDA (slower there; bwd.product_choice); the test tooling's
+    # FROST_BWD_VEC_BULK=0 / 1 turns it off / on for both.
     vec_bulk_copies: bool = False
     # The vector-gate grads kernel (mma.sync class) runs its score adjoints' products on the
     # tf32 warp MMA: each decayed operand value rounded once to tf32 (10-bit mantissa)
@@ -140,15 +145,15 @@ class FrostBwdConfig:
     # conversions, the hi's unpacking and the subtraction leave the element loop; the
     # scores (A) widen from bf16 exactly (tf32_fragments.py; NOTES_bwd.md "Vector-gate
     # grads: the decayed operands in tf32"). Needs vec_wide_loads and vec_fast_decay. The
-    # product's checked configs set it (bwd.py; FROST_BWD_VEC_TF32=0 clears it).
+    # product's (bwd.product_choice; the test tooling's FROST_BWD_VEC_TF32=0 clears it).
     vec_tf32_adjoints: bool = False
     # The grads kernel runs its three state products (dO S^T, dR S^T, U dS^T) on warpgroup
     # MMA, both operands from swizzled shared tiles, while the warps compute the score
     # tiles (scalar gates: bwd_grads_wgmma.py, NOTES_bwd.md v1.8; vector gates:
     # bwd_grads_vec.FrostBwdGradsVecWgmma, "Vector-gate grads: state products on warpgroup
-    # MMA"). Off: the per-warp mma.sync products. The launcher sets it for scalar gates
-    # unless FROST_BWD_GRADS=mma, for vector gates only under FROST_BWD_GRADS_VEC=wgmma
-    # (bwd.py).
+    # MMA"). Off: the per-warp mma.sync products. The product's for scalar gates
+    # (bwd.product_choice); the test tooling's FROST_BWD_GRADS=mma clears it there,
+    # FROST_BWD_GRADS_VEC=wgmma sets it for vector gates.
     grads_wgmma: bool = False
     # The persistent scalar-gate grads kernel asks L2 for the next item's q and k rows
     # (prefetch.global.L2) when it issues that item's copies: its norms pass reads them
@@ -161,7 +166,8 @@ class FrostBwdConfig:
     # the next wave's rows made it slower on the H200 (NOTES_bwd.md "The L2 prefetch on
     # the H200"); its requests for its own chunk's later rows
     # (bwd_grads_vec.prefetch_operand_rows) are always on, not this switch.
-    # The launcher sets it unless FROST_BWD_GRADS_PREFETCH=0 (bwd.py).
+    # The product's (bwd.product_choice; the test tooling's FROST_BWD_GRADS_PREFETCH=0
+    # clears it).
     grads_prefetch: bool = False
 
     def __post_init__(self):

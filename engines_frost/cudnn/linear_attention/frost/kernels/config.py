@@ -109,7 +109,7 @@ class FrostFwdConfig:
     # state path is the same code. q and out are then absent at launch (null pointers the
     # kernel never reads; fwd.check_operands: None). The plain launchers (v2, v3), and the
     # values launchers with write_checkpoints and write_values: the backward's recompute of
-    # its states and U on the forward kernel (bwd.py FROST_BWD_RECOMPUTE_FORWARD).
+    # its states and U on the forward kernel (bwd.py recompute_configs).
     write_output: bool = True
     # The launch's sequences average at least PIPELINE_MIN_TOKENS tokens (check_operands
     # sets it from T and N): the bf16 GDN forwards with an output at K = V = 128 then run
