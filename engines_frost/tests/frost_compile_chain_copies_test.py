@@ -14,8 +14,8 @@ FrostBwdConfig.chain_bulk_rows: the same rows (and the staged dO) by one cp.asyn
 each onto an mbarrier (bulk_rows.py): no 16-byte cp.async is left in the kernel, every
 job's copies are there (a UBLKCP per row of a warp's run, unrolled by four, per issue
 site), no spill or note.
-Both are the product's for vector gates (bwd.py; FROST_BWD_CHAIN_DO=0, FROST_BWD_CHAIN_BULK=0
-turn them off). Numerics: on the GPU, the backward smoke against float64 (stage frostbwd
+Both are the product's for vector gates (bwd.product_choice; the test tooling's
+FROST_BWD_CHAIN_DO=0, FROST_BWD_CHAIN_BULK=0 turn them off). Numerics: on the GPU, the backward smoke against float64 (stage frostbwd
 of tools/gpu/gpu_suite.sh); the A/B: stage chainbulk.
 """
 import dataclasses

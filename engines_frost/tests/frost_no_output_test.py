@@ -1,6 +1,6 @@
 """The forward kernels compiled with write_output=False (config.py; what the span summaries'
-passes run by default, kernels/summary.py, and the backward's recompute under
-FROST_BWD_RECOMPUTE_FORWARD=1, kernels/bwd.py), on the CPU:
+passes run by default, kernels/summary.py, and the backward's recompute path,
+kernels/bwd.py recompute_configs), on the CPU:
 
 - the config rules (a final state required, or checkpoints with U: the backward's
   recompute; never checkpoints alone) and the kernel-store key
