@@ -187,7 +187,7 @@ def test_chain_variant_comes_from_the_environment(family, monkeypatch):
                                              ("FROST_BWD_VEC_BULK", "vec_bulk_copies")])
 def test_vector_grads_switches(family, variable, field, monkeypatch):
     """FROST_BWD_VEC_DECAY, FROST_BWD_VEC_WIDE and FROST_BWD_VEC_BULK (on unless 0, the
-    bulk copies for GDN-2 only unless 1; read on every checked call)
+    bulk copies for GDN-2 only unless 1; read where the tooling block is entered)
     set their config field for vector gates only, and with_stage keeps it for the grads
     kernel alone; a value other than 0 or 1 is a ValueError naming the variable."""
     assert variable in (fbx.VEC_DECAY_ENV, fbx.VEC_WIDE_ENV, fbx.VEC_BULK_ENV)
@@ -278,7 +278,7 @@ def _config_under(monkeypatch, family, env: dict):
 
 @pytest.mark.parametrize("family", ["gdn", "kda", "gdn2"])
 def test_grads_prefetch_switch(family, monkeypatch):
-    """FROST_BWD_GRADS_PREFETCH (read on every checked call; unset or 1: on, 0: off) sets
+    """FROST_BWD_GRADS_PREFETCH (unset or 1: on, 0: off) sets
     grads_prefetch for GDN's scalar gates and never for vector gates (whose config refuses
     it), with_stage keeps it for the grads kernel alone, and a value other than 0 or 1
     names the variable."""
