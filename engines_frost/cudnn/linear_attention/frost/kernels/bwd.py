@@ -188,6 +188,15 @@ def check_bwd_operands(*, q, k, v, g, beta, w, cu_seqlens, dO, initial_state, d_
 # environment. The test and bench tooling (engines_frost/tests/frost_bwd_experiments.py,
 # use_bwd_variants) wraps them to build its experiment variants, as frost_fwd_experiments
 # wraps fwd._compiled; FrostBwdConfig keeps the experiments' fields so that it can.
+# Why these picks (kernels/NOTES_bwd.md has the runs): GDN's four-role chain, fwd+bwd
+# -3.4 % (recompute) / -2.6 % (checkpoints) against the scaled chain on the H200, which had
+# been -12 % chain against the folded one; the wgmma grads and their L2 prefetch, faster on
+# the H200 and the H100. KDA / GDN-2: the wgmma chain, -10 % chain on the H100 (its async
+# schedule flat for KDA on the H200); dO staged and the rows by bulk copies, fwd+bwd -3 to
+# -4 % on the H100; the grads' wide loads and fused decay, KDA fwd+bwd -1.5 to -2 % and -5 %
+# on the H200, their tf32 adjoints, KDA grads -4 % (H100); their bulk load phase -0.03 to
+# -0.05 ms for GDN-2 but +0.065 ms for KDA (H100); their state products on wgmma no faster
+# on the H200, so mma.sync.
 
 
 def product_choice(f: FrostFwdConfig) -> dict:
