@@ -191,7 +191,7 @@ def make_case(case: Case, family: str, device: str, seed: int = 0):
 def grads_buffers(x, device):
     import torch
 
-    T, HO, V, K = x.q.shape[0], max(x.q.shape[1], x.v.shape[1]), x.v.shape[2], x.q.shape[2]
+    HO, V, K = max(x.q.shape[1], x.v.shape[1]), x.v.shape[2], x.q.shape[2]
     N = x.cu_seqlens.numel() - 1
     return dict(dq=torch.empty_like(x.q), dk=torch.empty_like(x.k), dv=torch.empty_like(x.v),
                 dg=torch.empty_like(x.g), dbeta=torch.empty_like(x.beta),

@@ -30,7 +30,6 @@ from cudnn.cli import precompile, shapes
 from cudnn.linear_attention import ops
 from cudnn.linear_attention.frost import bwd_plan, la_engine, runtime_probe, summary_engine
 from cudnn.linear_attention.frost.kernels import bwd as kernels_bwd
-from cudnn.linear_attention.frost.kernels import frost_configs
 from cudnn.linear_attention.frost.kernels import fwd as kernels_fwd
 from cudnn.linear_attention.frost.kernels import kernel_store
 from cudnn.linear_attention.frost.kernels import summary as kernels_summary
