@@ -129,6 +129,10 @@
 #              350 kernels in all, so compiling them here wants STAGE_TIMEOUT=1800;
 #              --no-checkpoints in FROST_BWD_SMOKE_ARGS skips both paths in the smoke,
 #              --no-values only the v1.3 one
+#   bwdmatrix  the backward engine matrix alone, one pytest process per family side by side
+#              (tools/gpu/bwd_matrix_families.sh, logs bwdmatrix_<family>.log; BWD_MATRIX_FAMILIES
+#              picks families): about a third of one process's time; with a carried store
+#              (stage frostcache first, FROST_FFI=cute) nothing compiles here
 #   treeab     this checkout against the tree(s) in AB_TREE (other commits' files, space-
 #              separated: mkdir .base && git archive REV | tar -x -C .base on the build host;
 #              TREE::VAR=VALUE adds settings, .::VAR=VALUE is this checkout with them),
@@ -502,6 +506,8 @@ for s in "$@"; do
         ${FROST_BWD_SMOKE_ARGS:-}"
       stage frostbwdmatrix "python3 -m pytest tests/numerics/test_la_frost_bwd_engines.py -q -s \
         -p no:cacheprovider ${FROST_BWD_MATRIX_ARGS:-}" ;;
+    bwdmatrix)
+      stage bwdmatrix "bash tools/gpu/bwd_matrix_families.sh \${BWD_MATRIX_FAMILIES:-}" ;;
     treeab)
       stage treeab "PYTHONPATH='$BASE_PYTHONPATH' bash tools/gpu/tree_ab.sh \${AB_TREE:?AB_TREE: the other tree(s)} \
         \${AB_ROUNDS:-2}" ;;
