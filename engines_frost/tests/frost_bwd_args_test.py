@@ -17,11 +17,9 @@ from cudnn.linear_attention.frost.kernels.bwd import (  # noqa: E402
 )
 from cudnn.linear_attention.frost.kernels.bwd_config import FrostBwdConfig, checkpoint_rows  # noqa: E402
 from frost_bwd_operands import bwd_operands as _operands  # noqa: E402
+from frost_bwd_operands import checked_config as _check  # noqa: E402
 
 
-def _check(x, family="gdn", l2=False):
-    return check_bwd_operands(**x, use_l2norm=l2, gate_per_channel=family != "gdn",
-                              beta_per_channel=family == "gdn2")
 
 
 @pytest.mark.parametrize("family", ["gdn", "kda", "gdn2"])
@@ -280,10 +278,7 @@ def test_the_product_picks_its_kernels(family, io, K, V):
     runs on the forward kernel."""
     from cudnn.linear_attention.frost.kernels.bwd import recompute_configs
 
-    x = _operands(family=family, K=K, V=V)
-    if io == "float16":
-        x = {k: v.half() if isinstance(v, torch.Tensor) and v.dtype == torch.bfloat16 else v for k, v in x.items()}
-    cfg, _, _ = _check(x, family)
+    cfg, _, _ = _check(_operands(family=family, K=K, V=V, io=io), family)
     assert cfg.fwd.io_dtype == io and (cfg.fwd.K, cfg.fwd.V) == (K, V)
     got = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg) if f.name not in NOT_CHOICE}
     assert got == _picks(family, io, K, V)

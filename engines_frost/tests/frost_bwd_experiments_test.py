@@ -17,6 +17,8 @@ import frost_bwd_experiments as fbx  # noqa: E402
 from cudnn.linear_attention.frost.kernels import bwd as kernels_bwd  # noqa: E402
 from cudnn.linear_attention.frost.kernels.bwd_config import FrostBwdConfig  # noqa: E402
 from frost_bwd_operands import bwd_operands as _operands  # noqa: E402
+# the product's checked config for operands x (no tooling block)
+from frost_bwd_operands import checked_config as _product  # noqa: E402
 
 #: a value other than the product's for every switch
 OFF_PRODUCT = {fbx.CHAIN_ENV: "serial", fbx.CHAIN_VEC_ENV: "serial", fbx.GRADS_ENV: "mma",
@@ -26,23 +28,10 @@ OFF_PRODUCT = {fbx.CHAIN_ENV: "serial", fbx.CHAIN_VEC_ENV: "serial", fbx.GRADS_E
 SHAPES = list(itertools.product(("gdn", "kda", "gdn2"), ("bfloat16", "float16"), (64, 128), (64, 128)))
 
 
-def _product(x, family="gdn", l2=False):
-    """The product's checked config for operands x (no tooling block)."""
-    return kernels_bwd.check_bwd_operands(**x, use_l2norm=l2, gate_per_channel=family != "gdn",
-                                          beta_per_channel=family == "gdn2")
-
-
 def _check(x, family="gdn", l2=False):
     """The checked config inside a use_bwd_variants block: what the environment asks for."""
     with fbx.use_bwd_variants():
         return _product(x, family, l2)
-
-
-def _shaped(family, io, K, V):
-    x = _operands(family=family, K=K, V=V)
-    if io == "float16":
-        x = {k: v.half() if isinstance(v, torch.Tensor) and v.dtype == torch.bfloat16 else v for k, v in x.items()}
-    return x
 
 
 def _clear(monkeypatch):
@@ -55,12 +44,16 @@ def test_the_product_reads_no_switch(monkeypatch):
     configs and recompute plans (outside a tooling block) are those of an empty
     environment, for every family, io dtype and shape."""
     _clear(monkeypatch)
-    plain = {shape: _product(_shaped(*shape), shape[0])[0] for shape in SHAPES}
+
+    def configs():
+        return {(f, io, K, V): _product(_operands(family=f, io=io, K=K, V=V), f)[0] for f, io, K, V in SHAPES}
+
+    plain = configs()
     for env in (OFF_PRODUCT, {fbx.CHAIN_ENV: "wgmma_ws", fbx.WS_REGS_ENV: "184,72"}):
         for name, value in env.items():
             monkeypatch.setenv(name, value)
-        for shape, cfg in plain.items():
-            got = _product(_shaped(*shape), shape[0])[0]
+        for shape, got in configs().items():
+            cfg = plain[shape]
             assert got == cfg, (env, shape)
             assert kernels_bwd.recompute_configs(got) == kernels_bwd.recompute_configs(cfg) is not None
 
@@ -93,7 +86,7 @@ def test_the_tooling_changes_what_the_variables_say(monkeypatch):
 def test_no_switch_is_the_product(family, io, K, V, monkeypatch):
     """With nothing set the tooling derives the product's fields, and its block wraps nothing."""
     _clear(monkeypatch)
-    f = _product(_shaped(family, io, K, V), family)[0].fwd
+    f = _product(_operands(family=family, K=K, V=V, io=io), family)[0].fwd
     assert fbx.config_fields(f, fbx.requested()) == kernels_bwd.product_choice(f)
     with fbx.use_bwd_variants():
         assert not hasattr(kernels_bwd.product_choice, "variants")
