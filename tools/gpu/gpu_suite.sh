@@ -129,6 +129,8 @@
 #              350 kernels in all, so compiling them here wants STAGE_TIMEOUT=1800;
 #              --no-checkpoints in FROST_BWD_SMOKE_ARGS skips both paths in the smoke,
 #              --no-values only the v1.3 one
+#   census     bench/op_kernel_census.py: the kernels one public-op call launches (fwd+bwd, then
+#              fwd), device us each: what the op adds around the FROST kernels
 #   bwdmatrix  the backward engine matrix alone, one pytest process per family side by side
 #              (tools/gpu/bwd_matrix_families.sh, logs bwdmatrix_<family>.log; BWD_MATRIX_FAMILIES
 #              picks families): about a third of one process's time; with a carried store
@@ -454,6 +456,9 @@ for s in "$@"; do
       stage overhead "python3 tests/torch_ops/op_overhead.py --device cuda --family gdn --family kda --profile 25" ;;
     stagetimes)  # FROST per-chunk stage costs (stages compiled out one at a time)
       stage stagetimes "python3 bench/frost_stage_times.py --family ${STAGE_FAMILIES:-gdn kda}" ;;
+    census)      # the kernels one public-op call launches and each one's device time (torch.profiler:
+                 # the dispatcher path, so fwd+bwd recomputes the states)
+      stage census "python3 bench/op_kernel_census.py && python3 bench/op_kernel_census.py --mode fwd" ;;
     calls)       # host cost of one FROST launch by calling convention (TVM-FFI needs its wheel in .whl)
       stage calls "python3 bench/frost_call_overhead.py" ;;
     ncu)         # one FROST forward launch under Nsight Compute (NCU_FAMILY, default gdn), full
