@@ -132,9 +132,12 @@
 #   census     bench/op_kernel_census.py: the kernels one public-op call launches (fwd+bwd, then
 #              fwd), device us each: what the op adds around the FROST kernels
 #   bwdmatrix  the backward engine matrix alone, one pytest process per family side by side
-#              (tools/gpu/bwd_matrix_families.sh, logs bwdmatrix_<family>.log; BWD_MATRIX_FAMILIES
+#              (tools/gpu/matrix_families.sh, logs bwdmatrix_<family>.log; BWD_MATRIX_FAMILIES
 #              picks families): about a third of one process's time; with a carried store
 #              (stage frostcache first, FROST_FFI=cute) nothing compiles here
+#   fwdmatrix  the forward engine matrix the same way (MATRIX=fwd: logs fwdmatrix_<family>.log,
+#              the tests that name no family in fwdmatrix_other.log; FWD_MATRIX_FAMILIES);
+#              frost_precompile.py --suites frostmatrix --keep adds its kernels to the store
 #   treeab     this checkout against the tree(s) in AB_TREE (other commits' files, space-
 #              separated: mkdir .base && git archive REV | tar -x -C .base on the build host;
 #              TREE::VAR=VALUE adds settings, .::VAR=VALUE is this checkout with them),
@@ -512,7 +515,9 @@ for s in "$@"; do
       stage frostbwdmatrix "python3 -m pytest tests/numerics/test_la_frost_bwd_engines.py -q -s \
         -p no:cacheprovider ${FROST_BWD_MATRIX_ARGS:-}" ;;
     bwdmatrix)
-      stage bwdmatrix "bash tools/gpu/bwd_matrix_families.sh \${BWD_MATRIX_FAMILIES:-}" ;;
+      stage bwdmatrix "MATRIX=bwd bash tools/gpu/matrix_families.sh \${BWD_MATRIX_FAMILIES:-}" ;;
+    fwdmatrix)
+      stage fwdmatrix "MATRIX=fwd bash tools/gpu/matrix_families.sh \${FWD_MATRIX_FAMILIES:-}" ;;
     treeab)
       stage treeab "PYTHONPATH='$BASE_PYTHONPATH' bash tools/gpu/tree_ab.sh \${AB_TREE:?AB_TREE: the other tree(s)} \
         \${AB_ROUNDS:-2}" ;;

@@ -1,7 +1,9 @@
-"""tools/gpu/bwd_matrix_families.sh on a stub matrix (a test file with the real matrix's id
-pattern, one test per family and kind): one pytest process per family, each selecting
-exactly its family's tests (gdn's not gdn2's), a log per family under $OUT, the script
-failing when any family fails and naming the failure, a bad family refused."""
+"""tools/gpu/matrix_families.sh on stub matrices (test files with the real matrices' id
+patterns, one test per family and kind; the forward's also with tests that name no
+family): one pytest process per family, each selecting exactly its family's tests (gdn's
+not gdn2's), the forward's family-free tests in a process of their own, a log per family
+under $OUT, the script failing when any family fails and naming the failure, a bad family
+or matrix refused."""
 from __future__ import annotations
 
 import os
@@ -9,7 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-SCRIPT = Path(__file__).resolve().with_name("bwd_matrix_families.sh")
+SCRIPT = Path(__file__).resolve().with_name("matrix_families.sh")
 
 STUB = """import os
 import pytest
@@ -30,10 +32,22 @@ def test_batch_invariance(family):
 """
 
 
-def _run(tmp_path, *families, fail=None):
+# the forward matrix's checks that run once, not per family
+FWD_STUB = STUB.replace("test_backward", "test_forward") + """
+
+def test_execute_refuses_cpu_buffers():
+    with open(os.environ["STUB_LOG"], "a") as log:
+        log.write("other refuses\\n")
+"""
+
+MATRIX_FILES = {"bwd": "test_la_frost_bwd_engines.py", "fwd": "test_la_frost_engines.py"}
+
+
+def _run(tmp_path, *families, fail=None, matrix=None):
     tree = tmp_path / "tree"
     (tree / "tests" / "numerics").mkdir(parents=True, exist_ok=True)
-    (tree / "tests" / "numerics" / "test_la_frost_bwd_engines.py").write_text(STUB)
+    (tree / "tests" / "numerics" / MATRIX_FILES["bwd"]).write_text(STUB)
+    (tree / "tests" / "numerics" / MATRIX_FILES["fwd"]).write_text(FWD_STUB)
     out = tmp_path / "out"
     out.mkdir(exist_ok=True)
     log = tmp_path / "ran"
@@ -42,6 +56,9 @@ def _run(tmp_path, *families, fail=None):
     env = dict(os.environ, OUT=str(out), STUB_LOG=str(log), PYTHONPATH=os.pathsep.join(p for p in sys.path if p),
                PATH=f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}")
     env.pop("STUB_FAIL", None)
+    env.pop("MATRIX", None)
+    if matrix:
+        env["MATRIX"] = matrix
     if fail:
         env["STUB_FAIL"] = fail
     p = subprocess.run(["bash", str(SCRIPT), *families], cwd=tree, env=env, capture_output=True, text=True,
@@ -79,5 +96,23 @@ def test_families_asked_for_only(tmp_path):
 
 def test_bad_family_refused(tmp_path):
     p, out, ran = _run(tmp_path, "gdn3")
-    assert p.returncode == 2 and "FAMILY must be gdn, kda or gdn2, got 'gdn3'" in p.stderr
+    assert p.returncode == 2 and "FAMILY must be gdn, kda, gdn2 or other, got 'gdn3'" in p.stderr
+    assert ran == []
+
+
+def test_forward_matrix_runs_its_family_free_tests_apart(tmp_path):
+    p, out, ran = _run(tmp_path, matrix="fwd")
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert ran == sorted([f"{f} {what}" for f in ("gdn", "kda", "gdn2")
+                          for what in ("one_seq_T1-l20-h00", "mixed-l21-h01", "invariance")]
+                         + ["other refuses"])
+    assert sorted(x.name for x in out.iterdir()) == sorted(
+        f"fwdmatrix_{f}.log" for f in ("gdn", "kda", "gdn2", "other"))
+    assert "test_forward[" in (out / "fwdmatrix_kda.log").read_text()
+    assert "== other: 1 passed" in p.stdout
+
+
+def test_bad_matrix_refused(tmp_path):
+    p, out, ran = _run(tmp_path, matrix="both")
+    assert p.returncode == 2 and "MATRIX must be bwd or fwd, got 'both'" in p.stderr
     assert ran == []
