@@ -1,7 +1,9 @@
 """Training checkpoints on a CPU (the opt-in switch on): an eager forward that records
 autograd asks for state checkpoints every 64 tokens when the engine serving it takes
 them, keeps them for the backward, and the backward graph reads them (_op_factory.FamilyOps
-._with_training_checkpoints); otherwise the old path, unchanged.
+._with_training_checkpoints); otherwise the old path, unchanged. Under torch.compile the
+switch asks for nothing (the dispatcher path), while checkpoints a traced call asks for
+itself are saved by the registered autograd and read by the backward.
 
 A test engine (the GDN reference engine that also serves checkpoints at cadence 64)
 writes a marker into the state_checkpoints output and records what each graph asked for
@@ -265,3 +267,31 @@ def test_a_backward_without_checkpoints_keeps_the_recompute_path(declining):
 
 if __name__ == "__main__":
     raise SystemExit(pytest.main([__file__, "-q"]))
+
+
+def _compiled(fn):
+    return torch.compile(fn, fullgraph=True, backend="aot_eager")
+
+
+def test_under_compile_the_switch_asks_for_nothing(checkpointing):
+    """A traced call takes the dispatcher path, whose autograd saves only what the call
+    asked for: with the switch on and no checkpoints asked for, the forward writes none
+    and the backward recomputes the states (torch_ops/README.md, "Training checkpoints")."""
+    inputs = leaves(make_inputs(CONFIG, seed=11))
+    o, _ = _compiled(lambda: call_op(inputs))()
+    o.sum().backward()
+    assert checkpointing.seen == [("fwd", 0, None), ("bwd", 0, None)]
+
+
+def test_under_compile_checkpoints_the_caller_asks_for_are_reused(checkpointing):
+    """A traced call that asks for checkpoints itself: the compiled forward writes them,
+    the registered autograd saves them, and the backward reads them."""
+    inputs = leaves(make_inputs(CONFIG, seed=12))
+    dO, d_final = make_grad_outputs(CONFIG, seed=13)
+    o, final, ckpt = _compiled(lambda: call_op(inputs, checkpoint_every_n_tokens=64))()
+    assert bool((ckpt == MARKER).all())
+    torch.autograd.backward([o, final], [dO, d_final])
+    assert checkpointing.seen == [("fwd", 64, "marked"), ("bwd", 64, "marked")]
+    expected = reference_backward(inputs, dO, d_final)
+    for name, grad in grads_of(inputs).items():
+        assert_rel_close(name, grad, getattr(expected, name), 1e-5)
