@@ -96,7 +96,9 @@ def test_bad_values_are_named_on_entry(monkeypatch):
     """A bad value is refused when the block is entered, naming its variable."""
     _clear(monkeypatch)
     for name, value in ((fbx.CHAIN_ENV, "fast"), (fbx.GRADS_VEC_ENV, "fast"), (fbx.VEC_BULK_ENV, "on"),
-                        (fbx.RECOMPUTE_FORWARD_ENV, "yes"), (fbx.WS_REGS_ENV, "184")):
+                        (fbx.RECOMPUTE_FORWARD_ENV, "yes"), (fbx.WS_REGS_ENV, "184"),
+                        (fbx.CHAIN_DO_ENV, "on"), (fbx.CHAIN_BULK_ENV, "on"), (fbx.VEC_TF32_ENV, "yes"),
+                        (fbx.GRADS_PREFETCH_ENV, "yes"), (fbx.VEC_DECAY_ENV, "on"), (fbx.VEC_WIDE_ENV, "on")):
         monkeypatch.setenv(name, value)
         with pytest.raises(ValueError, match=name):
             with fbx.use_bwd_variants():
@@ -182,7 +184,7 @@ def test_vector_grads_switches(family, variable, field, monkeypatch):
     """FROST_BWD_VEC_DECAY, FROST_BWD_VEC_WIDE and FROST_BWD_VEC_BULK (on unless 0, the
     bulk copies for GDN-2 only unless 1; read where the tooling block is entered)
     set their config field for vector gates only, and with_stage keeps it for the grads
-    kernel alone; a value other than 0 or 1 is a ValueError naming the variable."""
+    kernel alone (other values: test_bad_values_are_named_on_entry)."""
     assert variable in (fbx.VEC_DECAY_ENV, fbx.VEC_WIDE_ENV, fbx.VEC_BULK_ENV)
     monkeypatch.delenv(variable, raising=False)
     default, _, _ = _check(_operands(family=family), family)
@@ -199,9 +201,6 @@ def test_vector_grads_switches(family, variable, field, monkeypatch):
         assert (on.with_stage(stage) != off.with_stage(stage)) == changed
     with pytest.raises(ValueError, match=f"{field} must be a bool"):
         FrostBwdConfig(fwd=on.fwd, stage="grads", dht_dtype=None, dh0_dtype=None, **{field: 1})
-    monkeypatch.setenv(variable, "on")
-    with pytest.raises(ValueError, match=variable):
-        _check(_operands(family=family), family)
 
 
 @pytest.mark.parametrize("family", ["gdn", "kda", "gdn2"])
@@ -229,17 +228,14 @@ def test_tf32_adjoints_switch(family, monkeypatch):
     if family != "gdn":
         with pytest.raises(ValueError, match="vec_tf32_adjoints must be False unless vec_wide_loads"):
             dataclasses.replace(on, vec_wide_loads=False)
-    monkeypatch.setenv(fbx.VEC_TF32_ENV, "yes")
-    with pytest.raises(ValueError, match=fbx.VEC_TF32_ENV):
-        _check(_operands(family=family), family)
 
 
 @pytest.mark.parametrize("family", ["gdn", "kda", "gdn2"])
 @pytest.mark.parametrize("env,field", [("CHAIN_DO_ENV", "chain_staged_do"), ("CHAIN_BULK_ENV", "chain_bulk_rows")])
 def test_vector_chain_copy_switches(family, env, field, monkeypatch):
     """FROST_BWD_CHAIN_DO and FROST_BWD_CHAIN_BULK (on unless 0) set their chain flag for
-    vector gates only (the staged dO: with K >= V), on the chain kernel alone; other values
-    are a ValueError naming the variable."""
+    vector gates only (the staged dO: with K >= V), on the chain kernel alone (other values:
+    test_bad_values_are_named_on_entry)."""
     variable = getattr(fbx, env)
     monkeypatch.setenv(variable, "0")
     off, _, _ = _check(_operands(family=family), family)
@@ -253,9 +249,6 @@ def test_vector_chain_copy_switches(family, env, field, monkeypatch):
     narrow, _, _ = _check(_operands(family=family, K=64, V=128), family)
     # KE's rows hold K < V values: the staged dO stays in global memory there
     assert getattr(narrow, field) == (family != "gdn" and field == "chain_bulk_rows")
-    monkeypatch.setenv(variable, "on")
-    with pytest.raises(ValueError, match=variable):
-        _check(_operands(family=family), family)
 
 
 def _config_under(monkeypatch, family, env: dict):
@@ -273,8 +266,8 @@ def _config_under(monkeypatch, family, env: dict):
 def test_grads_prefetch_switch(family, monkeypatch):
     """FROST_BWD_GRADS_PREFETCH (unset or 1: on, 0: off) sets
     grads_prefetch for GDN's scalar gates and never for vector gates (whose config refuses
-    it), with_stage keeps it for the grads kernel alone, and a value other than 0 or 1
-    names the variable."""
+    it), and with_stage keeps it for the grads kernel alone (other values:
+    test_bad_values_are_named_on_entry)."""
 
     vector = family in ("kda", "gdn2")
     unset, off, on = (_config_under(monkeypatch, family, {fbx.GRADS_PREFETCH_ENV: v}) for v in (None, "0", "1"))
@@ -287,9 +280,6 @@ def test_grads_prefetch_switch(family, monkeypatch):
     if vector:
         with pytest.raises(ValueError, match="grads_prefetch must be False for vector gates"):
             dataclasses.replace(on, grads_prefetch=True)
-    monkeypatch.setenv(fbx.GRADS_PREFETCH_ENV, "yes")
-    with pytest.raises(ValueError, match=fbx.GRADS_PREFETCH_ENV):
-        _check(_operands(family=family), family)
 
 
 @pytest.mark.parametrize("family", ["gdn", "kda", "gdn2"])
