@@ -110,11 +110,28 @@ def _correlate(x, family):
     return x
 
 
-def _check_forward(family, shape, l2, h0_dtype, seed, correlated=False, io=torch.bfloat16):
+def _strong_decay(x, family):
+    """Gates of e^-30 per token: every 7th token (GDN: every channel; KDA, GDN-2: every
+    other key channel, and every 4th channel of every 5th token besides), so some 16-row
+    blocks span more than the kernels' SPAN_LIMIT (80 nats) on some channels and take the
+    exact diagonal-block fallback, beside blocks and channels that do not."""
+    g = x["g"].clone()
+    if family == "gdn":
+        g[::7] = -30.0
+    else:
+        g[::7, :, ::2] = -30.0
+        g[::5, :, 1::4] = -30.0
+    x["g"] = g
+    return x
+
+
+def _check_forward(family, shape, l2, h0_dtype, seed, correlated=False, io=torch.bfloat16, strong_decay=False):
     _, lens, H, HK, HV, K, V = shape
     x = _inputs(family, lens, H, HK, HV, K, V, seed, io)
     if correlated:
         x = _correlate(x, family)
+    if strong_decay:
+        x = _strong_decay(x, family)
     T, N, HO = sum(lens), len(lens), max(H, HV)
     if h0_dtype is not None:
         x["initial_state"] = (torch.randn(N, HO, V, K, device="cuda") * 0.1).to(h0_dtype)
@@ -193,11 +210,19 @@ def test_a_bound_launch_repeats_a_layout_without_rechecking():
                       gate_per_channel=False, beta_per_channel=False, stream=None)
 
 
-@pytest.mark.parametrize("family", ["gdn", "kda"])
+@pytest.mark.parametrize("family", ["gdn", "kda", "gdn2"])
 def test_forward_with_correlated_keys(family):
     """One long sequence (4096 tokens, K = V = 64: the shape test_forward compiles for
     anyway) with correlated keys, the ill-conditioned case for the WY factor."""
     _check_forward(family, SHAPES[1], False, None, seed=41, correlated=True)
+
+
+@pytest.mark.parametrize("with_h0", [False, True], ids=["no_h0", "h0"])
+@pytest.mark.parametrize("family", ["gdn", "kda", "gdn2"])
+def test_forward_with_e30_gates(family, with_h0):
+    """Mixed lengths at K = V = 128 (a shape test_forward compiles for) with e^-30 gates
+    that send some diagonal blocks to the exact fallback (_strong_decay)."""
+    _check_forward(family, SHAPES[2], False, torch.float32 if with_h0 else None, seed=43, strong_decay=True)
 
 
 @pytest.mark.parametrize("family", ["gdn", "kda", "gdn2"])
