@@ -20,10 +20,9 @@ import dataclasses
 import pytest
 import torch
 
-from cudnn.linear_attention import ops
 from tests.reference.inputs import InputConfig, Inputs, make_grad_outputs, make_inputs
 from tests.reference.preprocess import Family
-from tests.torch_ops.op_calls import call_op, grads_of, leaves
+from tests.torch_ops.op_calls import grads_of, leaves, train_step
 
 pytestmark = pytest.mark.gpu
 
@@ -75,15 +74,6 @@ def _fill(target: Inputs, source: Inputs) -> None:
                 getattr(target, f.name).copy_(t)
 
 
-def _step(inputs: Inputs, dO, d_final, training: bool) -> None:
-    previous = ops.set_training_checkpoints(training)
-    try:
-        o, final = call_op(inputs)
-    finally:
-        ops.set_training_checkpoints(previous)
-    torch.autograd.backward([o, final], [dO, d_final])
-
-
 @pytest.mark.parametrize("training", [False, True], ids=["recompute", "checkpoints"])
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_fwd_bwd_returns_before_the_gpu_gets_to_it(case, training, sleep_cycles):
@@ -93,7 +83,7 @@ def test_fwd_bwd_returns_before_the_gpu_gets_to_it(case, training, sleep_cycles)
     reference = None
     for _ in range(2):  # plans built and kernels loaded; the second call is a cached one
         inputs = leaves(source)
-        _step(inputs, dO, d_final, training)
+        train_step(inputs, dO, d_final, training)
         reference = grads_of(inputs)
     inputs = _zeroed(source)
     torch.cuda.synchronize()
@@ -103,7 +93,7 @@ def test_fwd_bwd_returns_before_the_gpu_gets_to_it(case, training, sleep_cycles)
     _fill(inputs, source)  # the real values exist only after the sleep
     torch.cuda.set_sync_debug_mode("error")
     try:
-        _step(inputs, dO, d_final, training)
+        train_step(inputs, dO, d_final, training)
     finally:
         torch.cuda.set_sync_debug_mode("default")
     still_sleeping = not slept.query()

@@ -53,6 +53,17 @@ def call_op(inputs: Inputs, **extra: Any) -> tuple[torch.Tensor, ...]:
     return FUNCTIONS[inputs.config.family](*inputs.args(), **op_kwargs(inputs, **extra))
 
 
+def train_step(inputs: Inputs, dO: torch.Tensor, d_final: torch.Tensor, training: bool = False) -> None:
+    """call_op, then autograd's backward of (o, final_state) against (dO, d_final), with the
+    opt-in training checkpoints set to `training` for the forward (and restored after)."""
+    previous = ops.set_training_checkpoints(training)
+    try:
+        o, final = call_op(inputs)
+    finally:
+        ops.set_training_checkpoints(previous)
+    torch.autograd.backward([o, final], [dO, d_final])
+
+
 def grads_of(inputs: Inputs) -> dict[str, torch.Tensor]:
     """{LinearAttentionGrads field: .grad} of every leaf primal (None where none arrived)."""
     return {field: getattr(inputs, name).grad for name, field in GRAD_FIELDS.items()

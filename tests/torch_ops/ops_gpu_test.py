@@ -21,7 +21,7 @@ from tests.reference.compare import assert_rel_close, rel_err
 from tests.reference.families import reference_backward, reference_forward
 from tests.reference.inputs import InputConfig, make_grad_outputs, make_inputs
 from tests.reference.preprocess import Family
-from tests.torch_ops.op_calls import call_op, grads_of, leaves
+from tests.torch_ops.op_calls import call_op, grads_of, leaves, train_step
 
 pytestmark = pytest.mark.gpu
 
@@ -372,12 +372,7 @@ def test_backward_launch_lane_is_bitwise_the_checked_path(case, training, monkey
 
     def fwd_bwd() -> dict[str, torch.Tensor]:
         inputs = leaves(base)
-        previous = ops.set_training_checkpoints(training)
-        try:
-            o, final = call_op(inputs)
-        finally:
-            ops.set_training_checkpoints(previous)
-        torch.autograd.backward([o, final], [dO, d_final])
+        train_step(inputs, dO, d_final, training)
         return grads_of(inputs)
 
     runs = {}
