@@ -91,7 +91,7 @@ def test_chain_stores_dv_beside_dr(H):
 
 @needs_tools
 def test_grads_leaves_dv_to_the_chain():
-    (off_use, off), (on_use, on) = _build(_grads_config(False)), _build(_grads_config(True))
+    (_, off), (on_use, on) = _build(_grads_config(False)), _build(_grads_config(True))
     assert on_use["LOCAL"] == 0 and on_use["STACK"] == 0, on_use
     # dv's rows: 16-byte stores, C * (V / 8) / 256 = 4 per thread and item
     wide_off, wide_on = _count(off, "STG.E.128"), _count(on, "STG.E.128")
