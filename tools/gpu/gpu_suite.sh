@@ -476,7 +476,8 @@ for s in "$@"; do
     ncu)         # one FROST forward launch under Nsight Compute (NCU_FAMILY, default gdn), full
                  # set with PC sampling; the report comes back ($OUT/ncu_<family>.ncu-rep) with a
                  # per-SASS-instruction CSV (executions, stall samples by reason) for
-                 # tools/gpu/ncu_source_report.py here
+                 # tools/gpu/ncu_source_report.py here (with --lines, a map of the same kernel
+                 # made here by tools/gpu/sass_line_map.py --family <family>: samples per function)
       NF="${NCU_FAMILY:-gdn}"
       stage ncu "command -v ncu && ncu --clock-control none --set full --import-source no \
         -k regex:cutlass --launch-skip 3 --launch-count 1 -f -o $OUT/ncu_$NF \

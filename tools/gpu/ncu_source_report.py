@@ -8,15 +8,19 @@ ncu brings it back as ncu_<family>_sass.csv) and prints
   and the three largest stall reasons;
 - per role of a warp-specialised kernel (cut at its setmaxnreg sites: producer /
   consumers, or copies / math / chain for the four-role kernels): the same totals;
-- the N instructions with the most samples, with their region, role and stall reasons.
+- the N instructions with the most samples, with their region, role and stall reasons;
+- with --lines (a map of the same kernel from tools/gpu/sass_line_map.py, made on the
+  build machine from the same sources): the samples per role and Python function of the
+  kernel sources, so a barrier-free stretch splits by sub-stage.
 
-  python3 tools/gpu/ncu_source_report.py ncu_gdn_sass.csv [--top 25]
+  python3 tools/gpu/ncu_source_report.py ncu_gdn_sass.csv [--top 25] [--lines gdn_lines.json]
 """
 from __future__ import annotations
 
 import argparse
 import collections
 import csv
+import json
 import sys
 
 
@@ -42,6 +46,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("csv")
     ap.add_argument("--top", type=int, default=25)
+    ap.add_argument("--lines", help="sass_line_map.py's map of the same kernel: samples per source function")
     args = ap.parse_args(argv)
     rows = read_rows(args.csv)
     if not rows:
@@ -79,6 +84,52 @@ def main(argv=None) -> int:
                         if _num(r[c]))
         print(f"  r{region_i:<3} {role_of.get(id(r), ''):8s} {r['Address']:>6} {samples:6.0f} {samples / total:5.1%}  "
               f"{r['Source'].strip()[:60]:60s} {top}")
+    if args.lines:
+        with open(args.lines) as f:
+            entries = json.load(f)["instructions"]
+        return print_functions(rows, entries, stalls, total, role_of, args.top)
+    return 0
+
+
+def join_lines(rows: list[dict], entries: list[dict]) -> int:
+    """How many of the profile's rows disagree in opcode with the line map's instruction at
+    the same index (-1: the two list a different number of instructions). The map is of the
+    same kernel only if this is 0."""
+    if len(rows) != len(entries):
+        return -1
+    return sum(opcode(r["Source"]) != opcode(e["sass"]) for r, e in zip(rows, entries))
+
+
+def function_totals(rows: list[dict], entries: list[dict], stalls: list[str], role_of: dict) -> dict:
+    """(role, function) -> samples, executed, instrs and stall counter, over the joined rows."""
+    out = {}
+    for r, e in zip(rows, entries):
+        key = (role_of.get(id(r), ""), e["function"])
+        agg = out.setdefault(key, {"samples": 0.0, "executed": 0.0, "instrs": 0, "stalls": collections.Counter()})
+        agg["samples"] += _num(r["Warp Stall Sampling (All Samples)"])
+        agg["executed"] += _num(r["Instructions Executed"])
+        agg["instrs"] += 1
+        for c in stalls:
+            agg["stalls"][c] += _num(r[c])
+    return out
+
+
+def print_functions(rows, entries, stalls, total, role_of, top) -> int:
+    """The samples per (role, source function) of a line map joined with the profile."""
+    bad = join_lines(rows, entries)
+    if bad:
+        what = "a different instruction count" if bad < 0 else f"{bad} opcodes that differ"
+        print(f"\n--lines: the map does not describe this kernel ({what}: {len(entries)} mapped, "
+              f"{len(rows)} profiled); build it from the same sources and shape", file=sys.stderr)
+        return 1
+    totals = function_totals(rows, entries, stalls, role_of)
+    print(f"\nby role and source function (the {top} with the most samples)")
+    print(f"  {'role':8s} {'function':52s} {'instrs':>6} {'samples':>8} {'share':>6} {'executed':>10}  top stalls")
+    for (role, fn), agg in sorted(totals.items(), key=lambda kv: -kv[1]["samples"])[:top]:
+        s = agg["samples"] or 1.0
+        stall = ", ".join(f"{c[6:]} {v / s:.0%}" for c, v in agg["stalls"].most_common(3) if v)
+        print(f"  {role:8s} {fn[-52:]:52s} {agg['instrs']:>6} {agg['samples']:>8.0f} "
+              f"{agg['samples'] / total:>6.1%} {agg['executed']:>10.0f}  {stall}")
     return 0
 
 

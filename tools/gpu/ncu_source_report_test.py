@@ -4,6 +4,7 @@ the four-role kernels' three), each instruction's samples counted once."""
 
 import csv
 import io
+import json
 import random
 
 import pytest
@@ -97,6 +98,46 @@ def test_samples_by_opcode(tmp_path):
     by = report.opcode_samples(report.read_rows(path))
     assert by == {"HGMMA": samples[0] + samples[2], "WARPGROUP.DEPBAR": samples[1], "FFMA": samples[3],
                   "WARPGROUP.ARRIVE": samples[4]}
+
+
+def _entries(sources, functions):
+    return [{"index": i, "sass": src, "file": "k.py", "line": i + 1, "function": fn}
+            for i, (src, fn) in enumerate(zip(sources, functions))]
+
+
+def test_lines_split_the_samples_by_role_and_function(tmp_path, capsys):
+    """With a line map of the same kernel, every row's samples land in exactly one (role,
+    function) bucket; a map of another kernel is refused, naming the mismatch."""
+    rng = random.Random(6)
+    sources = (_filler(rng, 3) + ["USETMAXREG.DEALLOC.CTAPOOL 0x18"] + _filler(rng, 4)
+               + ["USETMAXREG.DEALLOC.CTAPOOL 0x78"] + _filler(rng, 9) + ["USETMAXREG.TRY_ALLOC.CTAPOOL 0xb8"]
+               + _filler(rng, 5))
+    functions = [rng.choice(["a.py:K.gram", "a.py:K.inverse", "b.py:helper"]) for _ in sources]
+    path, samples = _csv(tmp_path, sources, rng)
+    rows = report.read_rows(path)
+    entries = _entries(sources, functions)
+    assert report.join_lines(rows, entries) == 0
+    role_of = {id(r): name for name, part in report.role_segments(rows) for r in part}
+    totals = report.function_totals(rows, entries, report.stall_columns(rows[0]), role_of)
+    assert sum(a["samples"] for a in totals.values()) == sum(samples)
+    assert sum(a["instrs"] for a in totals.values()) == len(sources)
+    math = [i for i, r in enumerate(rows) if role_of[id(r)] == "math" and functions[i] == "a.py:K.gram"]
+    assert totals.get(("math", "a.py:K.gram"), {"samples": 0})["samples"] == sum(samples[i] for i in math)
+    lines = tmp_path / "lines.json"
+    lines.write_text(json.dumps({"instructions": entries}))
+    assert report.main([path, "--top", "50", "--lines", str(lines)]) == 0
+    out = capsys.readouterr().out.split("by role and source function")[1]
+    for role, fn in totals:
+        assert any(line.split()[:2] == [role, fn] for line in out.splitlines())
+    # a map of another kernel: one opcode differs, or one instruction more
+    other = [dict(e) for e in entries]
+    other[5]["sass"] = "MUFU.EX2 R1, R2"
+    lines.write_text(json.dumps({"instructions": other}))
+    assert report.main([path, "--lines", str(lines)]) == 1
+    assert "1 opcodes that differ" in capsys.readouterr().err
+    lines.write_text(json.dumps({"instructions": entries + entries[:1]}))
+    assert report.main([path, "--lines", str(lines)]) == 1
+    assert "a different instruction count" in capsys.readouterr().err
 
 
 if __name__ == "__main__":
