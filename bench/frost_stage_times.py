@@ -16,8 +16,8 @@ Run on the GPU machine from the repo root (CuTe DSL importable):
 (--algorithm: the kernel version, built as the test tooling builds it: product (default) what
 the product compiles for the shape (v3 here, bf16 on sm_90a), v1 v2's base, v2 forced, v3 v2
 with the chain's products on warpgroup MMA, whose "chain" stage is the wgmma chain.
-FROST_FWD_GRAM=wgmma with v3 or product: GDN's Gram stage on warpgroup MMA, fwd_v3_gram.py;
-GDN's v3 chain has the decays as factors and no operand stage (fwd_v3_scaled.py, the
+FROST_FWD_GRAM=wgmma with v3 or product: GDN's Gram stage on warpgroup MMA, fwd_wgmma_gram.py;
+GDN's v3 chain has the decays as factors and no operand stage (fwd_wgmma_scaled.py, the
 product's): its "operands" row is the factor rows alone; FROST_FWD_DECAY=folded: the
 chain with the decays folded into bf16 operands; =scaled-ws: the warp-specialised kernel,
 FROST_FWD_WS_REGS=consumer,producer its setmaxnreg split.)

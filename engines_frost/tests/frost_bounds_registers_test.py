@@ -6,7 +6,7 @@ sequence covers) is a handful of instructions, yet while the zeroing ran in the 
 loop's CTAs (after the loop, warp 0 of the last sequence's CTAs) ptxas allocated that
 kernel differently: v2 GDN 172 registers against 233 with the safety compiled out, and
 +26 us of 0.48 ms on the H200 (bench/cu_seqlens_cost.py). The zeroing now runs in CTAs of
-its own (FrostFwdV1.grid's extra row), so the loop's CTAs never reach it. Each case
+its own (FrostFwdMma.grid's extra row), so the loop's CTAs never reach it. Each case
 compiles the shipped kernel and the same config with the tooling's skip_stages =
 ("bounds",) (frost_fwd_experiments.py; what cu_seqlens_cost times against) and asserts: no local memory or stack
 (a spill sits in the serial chunk chain) and no fewer registers than the bounds-free

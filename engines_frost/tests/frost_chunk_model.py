@@ -137,7 +137,7 @@ def run_chunked(q, k, v, g, beta, w, cu_seqlens, *, use_l2norm, initial_state, c
                 chunk_fn, operand=lambda x: x):
     """Float64 (o [T, HO, V], final_state [N, HO, V, K]): walks every (sequence, output head)
     chunk by chunk, `chunk_fn(S, q, k, v, g, beta, w) -> (O, S)` doing one chunk (the exact
-    model here, the bf16 emulation of v1/v2 in frost_v1_precision.py). `operand` rounds the
+    model here, the bf16 emulation of v1/v2 in frost_mma_precision.py). `operand` rounds the
     (normalised) q and k as the kernel stores them."""
     f64 = torch.float64
     T, H, K = q.shape

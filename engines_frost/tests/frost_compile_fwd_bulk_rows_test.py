@@ -1,4 +1,4 @@
-"""The vector-gate v3 forward's next-chunk rows by bulk copies (fwd_v3.FrostFwdV3.rows_by_bulk,
+"""The vector-gate v3 forward's next-chunk rows by bulk copies (fwd_wgmma.FrostFwdWgmma.rows_by_bulk,
 the product's; sm_90a, no GPU).
 
 The chain's in-loop prefetch of q, k, the gate rows (GDN-2: b and w) is one cp.async.bulk

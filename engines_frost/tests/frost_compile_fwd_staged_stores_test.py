@@ -1,5 +1,5 @@
 """The vector-gate v3 forward's O and U rows through per-warp shared buffers
-(fwd_v3.FrostFwdV3.STAGED_STORES, the product's; sm_90a, no GPU).
+(fwd_wgmma.FrostFwdWgmma.STAGED_STORES, the product's; sm_90a, no GPU).
 
 The chain's outputs (O; U in the training launchers) are per-token rows stored from the
 transposed accumulators. The product's build writes each warp's blocks into a [C, 16] bf16

@@ -1,4 +1,4 @@
-"""sm_90a compiles of the scaled-decay forward (kernels/fwd_v3_scaled.py, the product's GDN
+"""sm_90a compiles of the scaled-decay forward (kernels/fwd_wgmma_scaled.py, the product's GDN
 chain, compile_kernel.product_decay; the tooling's knob decay="folded" builds the A/B): no spills, fewer registers than v3's folded chain at K = 128, the chain's wgmma with
 the state update reading k-hat as a transposed (MN-major) B, no operand-stage transpose
 left, with "scaled-lead" no row copy issued inside the chain, and the knob's reach.
@@ -101,23 +101,23 @@ def test_scaled_decay_compiles_without_spills(case, decay):
 
 def test_the_knob_reaches_gdn_bf16_v3_only():
     from cudnn.linear_attention.frost.kernels.compile_kernel import kernel_class
-    from cudnn.linear_attention.frost.kernels.fwd_v3 import FrostFwdV3, FrostFwdV3Values
-    from cudnn.linear_attention.frost.kernels.fwd_v3_scaled import ScaledDecayChain, ScaledDecayLeadChain
+    from cudnn.linear_attention.frost.kernels.fwd_wgmma import FrostFwdWgmma, FrostFwdWgmmaValues
+    from cudnn.linear_attention.frost.kernels.fwd_wgmma_scaled import ScaledDecayChain, ScaledDecayLeadChain
 
     gdn = report.config_for("gdn", "product", 128, 128, True)
     cls = kernel_class(gdn, "sm_90a")  # the product's v3 for scalar gates
-    assert issubclass(cls, ScaledDecayChain) and issubclass(cls, FrostFwdV3) and cls.decay_scaled
+    assert issubclass(cls, ScaledDecayChain) and issubclass(cls, FrostFwdWgmma) and cls.decay_scaled
     assert kernel_class(fx.tooling_config(gdn, "v3", decay="scaled"), "sm_90a") is cls
     assert not cls.rows_lead and not issubclass(cls, ScaledDecayLeadChain)
     lead = kernel_class(fx.tooling_config(gdn, "v3", decay="scaled-lead"), "sm_90a")
     assert issubclass(lead, ScaledDecayLeadChain) and lead.rows_lead
     train = kernel_class(_config(128, True, "training", "scaled"), "sm_90a")
-    assert issubclass(train, ScaledDecayChain) and issubclass(train, FrostFwdV3Values)
+    assert issubclass(train, ScaledDecayChain) and issubclass(train, FrostFwdWgmmaValues)
     # the folded chain is the tooling's A/B; vector gates and v2 never carry the factors
     folded = kernel_class(fx.tooling_config(gdn, "v3", decay="folded"), "sm_90a")
-    assert issubclass(folded, FrostFwdV3) and not getattr(folded, "decay_scaled", False)
+    assert issubclass(folded, FrostFwdWgmma) and not getattr(folded, "decay_scaled", False)
     kda = report.config_for("kda", "product", 128, 128, True)
-    assert kernel_class(kda, "sm_90a") is FrostFwdV3 and not getattr(FrostFwdV3, "decay_scaled", False)
+    assert kernel_class(kda, "sm_90a") is FrostFwdWgmma and not getattr(FrostFwdWgmma, "decay_scaled", False)
     assert not getattr(kernel_class(gdn, "sm_80"), "decay_scaled", False)  # v2 there
     fp16 = dataclasses.replace(gdn, io_dtype="float16")
     assert not getattr(kernel_class(fp16, "sm_90a"), "decay_scaled", False)

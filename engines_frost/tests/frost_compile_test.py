@@ -1,6 +1,6 @@
 """L0: the FROST forward v0/v1 kernels cross-compile for sm_90a (no GPU needed).
 
-v0 (the test-only SIMT oracle, frost_fwd_v0.py) and v1 (v2's base class) are no product
+v0 (the test-only SIMT oracle, frost_fwd_oracle.py) and v1 (v2's base class) are no product
 kernels: they are built as the test and bench tooling builds them (frost_fwd_experiments.py).
 
 CuTe DSL lowers to PTX and runs ptxas for the requested arch on a CPU-only machine, so each
@@ -9,12 +9,12 @@ grouping is compiled through the same entry (fwd.compile_fwd, launch_abi.fake_ar
 GPU launch uses. The ABI test checks that launch_args.real_args, fed torch tensors, builds
 an argument list of the same kinds, element types and alignments as fake_args. Skips with
 the reason where nvidia-cutlass-dsl is not importable. The variant matrix is
-frost_variants.py; v2 compiles in frost_compile_v2_test.py.
+frost_variants.py; v2 compiles in frost_compile_pipelined_test.py.
 
 The matrix's core (compile_tiers; ~25 s on one core, ~77 s before v1's KDA builds and two
 stage-timing builds moved to the full matrix): v0 for GDN and GDN-2 and grouped query
 heads, v1 once (GDN, K = 64 fp16 with a bf16 state: v1 is v2's base class, whose product
-builds frost_compile_v2_test's core compiles), one stage-timing build (the chain compiled
+builds frost_compile_pipelined_test's core compiles), one stage-timing build (the chain compiled
 out), the accumulator layout pins and the ABI checks. The rest of v0 / v1, their grouped
 configs and the other stage-timing builds (the bounds-free one is built and inspected
 in frost_bounds_registers_test's core) wait for FROST_FULL_MATRIX=1.
@@ -77,7 +77,7 @@ def test_stage_timing_variants_compile(skip):
 
 
 def test_v1_shared_memory_fits_every_config():
-    from cudnn.linear_attention.frost.kernels.fwd_v1 import SMEM_LIMIT, smem_bytes
+    from cudnn.linear_attention.frost.kernels.fwd_mma import SMEM_LIMIT, smem_bytes
 
     sizes = {(f, c.K, c.V): smem_bytes(c) for f, c in VARIANTS}
     assert max(sizes.values()) <= SMEM_LIMIT, sizes
@@ -85,12 +85,12 @@ def test_v1_shared_memory_fits_every_config():
 
 
 def test_accumulator_is_the_next_a_operand():
-    """fwd_v1 feeds an fp32 accumulator tile back as the bf16 A operand element by element
+    """fwd_mma feeds an fp32 accumulator tile back as the bf16 A operand element by element
     (to_a_operand): the m16n8 accumulator partition and the m16n8k16 A partition of the same
     [16, N] tile must list the same (row, col) coordinates in the same order for every lane."""
     import cutlass.cute as cute
 
-    from cudnn.linear_attention.frost.kernels.fwd_v1 import warp_mma
+    from cudnn.linear_attention.frost.kernels.fwd_mma import warp_mma
 
     result = {}
 
@@ -123,7 +123,7 @@ def test_accumulator_layout_is_the_one_the_stores_assume():
     import cutlass.cute as cute
 
     from cudnn.linear_attention.frost.kernels.fragment_stores import accumulator_coordinate
-    from cudnn.linear_attention.frost.kernels.fwd_v1 import warp_mma
+    from cudnn.linear_attention.frost.kernels.fwd_mma import warp_mma
 
     result = {}
 

@@ -166,7 +166,7 @@ def test_shared_memory_plans():
     """Both plans fit the 227 KB a CTA may use; the ring's raw q / k stages replace the
     q-hat / k-hat sets and the raw copies beside them."""
     from cudnn.linear_attention.frost.kernels import fwd_ws4, fwd_ws_wy
-    from cudnn.linear_attention.frost.kernels.fwd_v1 import SMEM_LIMIT, smem_bytes
+    from cudnn.linear_attention.frost.kernels.fwd_mma import SMEM_LIMIT, smem_bytes
 
     cfg = _config()
     assert smem_bytes(cfg, fwd_ws_wy.smem_plan) <= SMEM_LIMIT
@@ -180,7 +180,7 @@ def test_shared_memory_plans():
 
 def test_the_knob():
     from cudnn.linear_attention.frost.kernels.compile_kernel import kernel_class
-    from cudnn.linear_attention.frost.kernels.fwd_v3_gram import GramWgmma
+    from cudnn.linear_attention.frost.kernels.fwd_wgmma_gram import GramWgmma
     from cudnn.linear_attention.frost.kernels.fwd_ws4 import (IN_CHAIN_REGISTER_SPLIT, REGISTER_SPLIT, FourRoles,
                                                               RawRing, RawRingInChain)
 

@@ -101,12 +101,12 @@ def test_roles_as_compiled(l2, mode):
 
 def test_the_knob_reaches_k128_gdn_only():
     from cudnn.linear_attention.frost.kernels.compile_kernel import kernel_class
-    from cudnn.linear_attention.frost.kernels.fwd_v3 import FrostFwdV3
+    from cudnn.linear_attention.frost.kernels.fwd_wgmma import FrostFwdWgmma
     from cudnn.linear_attention.frost.kernels.fwd_ws import WarpSpecialisedChain
 
     gdn = report.config_for("gdn", "product", 128, 128, True)
     cls = kernel_class(fx.tooling_config(gdn, "v3", decay="scaled-ws"), "sm_90a")
-    assert issubclass(cls, WarpSpecialisedChain) and issubclass(cls, FrostFwdV3) and cls.warp_specialised
+    assert issubclass(cls, WarpSpecialisedChain) and issubclass(cls, FrostFwdWgmma) and cls.warp_specialised
     train = dataclasses.replace(gdn, write_checkpoints=True, write_values=True)
     assert fx.tooling_config(train, "v3", decay="scaled-ws").decay == "scaled-ws"
     # at K = 64 (one consumer warpgroup) the scaled chain without the roles

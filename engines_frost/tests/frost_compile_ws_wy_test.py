@@ -102,7 +102,7 @@ def test_roles_as_compiled(l2, mode, decay):
 
 @pytest.mark.parametrize("decay", tiered(["wy-ws", "wyc-ws"], []))
 def test_wgmma_gram_in_the_producer(decay):
-    """The wgmma Gram knob (fwd_v3_gram.GramWgmma, m64n64) in either full-inverse producer at
+    """The wgmma Gram knob (fwd_wgmma_gram.GramWgmma, m64n64) in either full-inverse producer at
     its split (GRAM_WGMMA_REGISTER_SPLIT, 192 / 64): the setmaxnreg pair survives, the
     producer's mma.sync Gram (32 HMMA) becomes two 8-step wgmma chains (M on its first
     warpgroup, P on its second) beside the solves' mma.sync, the consumers are the mma
@@ -148,7 +148,7 @@ def test_shared_memory_plan():
     """Two operand sets with A and W' fit the 227 KB a CTA may use; without dropping the raw
     v tile and single-buffering -M and the inverses they would not."""
     from cudnn.linear_attention.frost.kernels import fwd_ws, fwd_ws_wy
-    from cudnn.linear_attention.frost.kernels.fwd_v1 import SMEM_LIMIT, smem_bytes
+    from cudnn.linear_attention.frost.kernels.fwd_mma import SMEM_LIMIT, smem_bytes
 
     cfg = _config(True)
     used = smem_bytes(cfg, fwd_ws_wy.smem_plan)
@@ -162,7 +162,7 @@ def test_shared_memory_plan():
 
 def test_the_knob():
     from cudnn.linear_attention.frost.kernels.compile_kernel import kernel_class
-    from cudnn.linear_attention.frost.kernels.fwd_v3_gram import GramWgmma
+    from cudnn.linear_attention.frost.kernels.fwd_wgmma_gram import GramWgmma
     from cudnn.linear_attention.frost.kernels.fwd_ws_wy import FullInverseChain, FullInverseInChain
 
     gdn = report.config_for("gdn", "product", 128, 128, True)

@@ -26,7 +26,7 @@ def _cfg(family="gdn", K=128, pipelined=True, **over):
 
 
 def test_long_gdn_forwards_run_four_roles():
-    from cudnn.linear_attention.frost.kernels.fwd_v3_gram import GramWgmma
+    from cudnn.linear_attention.frost.kernels.fwd_wgmma_gram import GramWgmma
     from cudnn.linear_attention.frost.kernels.fwd_ws4 import RawRingInChain
 
     for over in ({}, dict(write_checkpoints=True), dict(write_checkpoints=True, write_values=True),

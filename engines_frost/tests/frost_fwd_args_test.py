@@ -122,16 +122,16 @@ def test_values_select_the_values_kernel(family):
     only = check_operands(**_operands(family), state_checkpoints=ckpt).config
     assert not only.write_values and abi_operands(only)[-1] == "state_checkpoints"
     # each version's values launcher for the bf16 call: v3's on sm_90a (GDN's with the
-    # decays as factors, fwd_v3_scaled.scaled_decay_class), v2's elsewhere
-    from cudnn.linear_attention.frost.kernels.fwd_v3 import FrostFwdV3Checkpoints, FrostFwdV3Values
+    # decays as factors, fwd_wgmma_scaled.scaled_decay_class), v2's elsewhere
+    from cudnn.linear_attention.frost.kernels.fwd_wgmma import FrostFwdWgmmaCheckpoints, FrostFwdWgmmaValues
 
-    assert issubclass(kernel_class(launch.config, "sm_90a"), FrostFwdV3Values)
-    assert issubclass(kernel_class(only, "sm_90a"), FrostFwdV3Checkpoints)
-    assert not issubclass(kernel_class(only, "sm_90a"), FrostFwdV3Values)
+    assert issubclass(kernel_class(launch.config, "sm_90a"), FrostFwdWgmmaValues)
+    assert issubclass(kernel_class(only, "sm_90a"), FrostFwdWgmmaCheckpoints)
+    assert not issubclass(kernel_class(only, "sm_90a"), FrostFwdWgmmaValues)
     for cfg in (launch.config, only):
         assert getattr(kernel_class(cfg, "sm_90a"), "decay_scaled", False) == (family == "gdn")
-    assert kernel_class(launch.config, "sm_100a").__name__ == "FrostFwdV2Values"
-    assert kernel_class(only, "sm_100a").__name__ == "FrostFwdV2Checkpoints"
+    assert kernel_class(launch.config, "sm_100a").__name__ == "FrostFwdPipelinedValues"
+    assert kernel_class(only, "sm_100a").__name__ == "FrostFwdPipelinedCheckpoints"
 
 
 @pytest.mark.parametrize("over, message", [
@@ -221,10 +221,12 @@ def test_the_product_config_carries_no_experiment_switch():
     from cudnn.linear_attention.frost import kernels
 
     assert not {f.name for f in dataclasses.fields(FrostFwdConfig)} & {"algorithm", "ldmatrix", "skip_stages"}
-    for path in Path(kernels.__file__).parent.glob("*.py"):
+    here = Path(kernels.__file__).parent
+    for path in here.glob("*.py"):
         text = path.read_text()
         assert "FROST_FWD_ALGORITHM" not in text and "FROST_FWD_LDMATRIX" not in text, path.name
-    assert not (Path(kernels.__file__).parent / "fwd_v0.py").exists()  # the oracle is test-only
+    assert not list(here.glob("*oracle*.py"))  # the SIMT oracle is test-only (frost_fwd_oracle.py)
+    assert not list(here.glob("fwd_v[0-9]*.py"))  # the forward's layers are named by what they are
 
 
 def test_import_needs_neither_torch_nor_cutlass():

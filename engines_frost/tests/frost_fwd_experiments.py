@@ -5,7 +5,7 @@ The product compiles one kernel family from a FrostFwdConfig whose fields are al
 fields: v3 for bf16 forwards on sm_90a (plain and training), v2 for the rest
 (compile_kernel.product_algorithm). A FrostFwdExperiment is a FrostFwdConfig plus the
 tooling's choices:
-  algorithm    "v0" (the SIMT oracle, frost_fwd_v0.py, test-only), "v1" (v2's base class
+  algorithm    "v0" (the SIMT oracle, frost_fwd_oracle.py, test-only), "v1" (v2's base class
                on its own), "v2" (forced, also where the product picks v3) or "v3" (v2 with
                the chain's products on warpgroup MMA, sm_90a only); PRODUCT ("product") in
                the functions below means what the product picks for the config on
@@ -17,17 +17,17 @@ tooling's choices:
                whose results are wrong by construction) or "bounds", the cu_seqlens safety
                of seq_bounds.py (bench/cu_seqlens_cost.py);
   ldmatrix     False: shared-memory MMA operands by element-wise loads (a diagnostic);
-  gram         "wgmma": v3's scalar-gate Gram stage on warpgroup MMA (kernels/fwd_v3_gram.py,
+  gram         "wgmma": v3's scalar-gate Gram stage on warpgroup MMA (kernels/fwd_wgmma_gram.py,
                v3, GDN, bf16 only; m64n32 blocks), "wgmma16" / "wgmma64" the same with
                m64n16 / m64n64 blocks (GRAM_WIDTHS); "mma" (default): v2's mma.sync Gram.
                The environment variable FROST_FWD_GRAM (GRAM_ENV) sets it for use_kernel's
                blocks;
   decay        "scaled": v3's scalar-gate chain with the decays as per-token factors on its
-               fp32 results and no operand stage (kernels/fwd_v3_scaled.py, v3, GDN, bf16
+               fp32 results and no operand stage (kernels/fwd_wgmma_scaled.py, v3, GDN, bf16
                only; plain, training and output-free builds: the product's, so the default
                there, default_decay); "folded": the decays folded into v2's bf16 operands
                (the default elsewhere and beside a wgmma Gram); "scaled-lead": "scaled" with the next
-               chunk's rows copied a chunk ahead (fwd_v3_scaled.ScaledDecayLeadChain);
+               chunk's rows copied a chunk ahead (fwd_wgmma_scaled.ScaledDecayLeadChain);
                "scaled-ws": the scaled chain warp-specialised, a producer role running the
                next chunk's rows and Gram (kernels/fwd_ws.py; K = V = 128, ws_applies:
                elsewhere "scaled"); "wy-ws": "scaled-ws" with the chunk's inverse and W'
@@ -54,18 +54,18 @@ tooling's choices:
                FROST_FWD_WS_REGS="184,72" (or "192,104,24"; WS_REGS_ENV) sets it for use_kernel's blocks;
   rows         "async": the vector-gate v3 chain's next-chunk rows by v2's 16-byte cp.async
                (rows_async_applies: v3, per-channel gates, the folded chain) instead of
-               the product's 1D bulk copies on an mbarrier (fwd_v3.FrostFwdV3.rows_by_bulk);
+               the product's 1D bulk copies on an mbarrier (fwd_wgmma.FrostFwdWgmma.rows_by_bulk);
                "bulk" (default): each kernel's own. FROST_FWD_ROWS (ROWS_ENV) sets it for
                use_kernel's blocks;
   stores       "elements": the vector-gate v3 chain's O and U rows by one 2-byte store per
                value (staged_stores_apply: K >= V and bf16 io too) instead of the product's per-warp
-               buffers in KE's tile flushed as 16-byte stores (fwd_v3.FrostFwdV3.STAGED_STORES);
+               buffers in KE's tile flushed as 16-byte stores (fwd_wgmma.FrostFwdWgmma.STAGED_STORES);
                "staged" (default): each kernel's own. FROST_FWD_STORES (STORES_ENV) sets it
                for use_kernel's blocks;
-  sources      the hash of this file and frost_fwd_v0.py: the kernel store keys the product's
+  sources      the hash of this file and frost_fwd_oracle.py: the kernel store keys the product's
                kernel sources itself, this field keys the tooling's.
 compile_kernel.kernel_class asks such a config for its class (kernel_class() below: the
-kernel class with the knobs as class attributes, which fwd_v1.FrostFwdV1 reads at trace
+kernel class with the knobs as class attributes, which fwd_mma.FrostFwdMma reads at trace
 time). Its fields key the kernel store and fwd's compile cache, so an experiment kernel
 never stands in for a product one. Nothing in the product builds one: `tooling_config`
 turns a product config (fwd.check_operands') into the config a tooling run of a kernel
@@ -100,15 +100,15 @@ SKIPPABLE = STAGES + ("bounds",)
 #: M, its diagonal inverses and A's solve, P kept (what a chain reading A from memory would
 #: run); its "gram" is both Gram products and the solves, its "chain" the chain's products
 FOUR_ROLE_SKIPPABLE = ("gram", "inverse", "chain")
-_SOURCES = ("frost_fwd_experiments.py", "frost_fwd_v0.py")
-#: the wgmma Gram's accumulator width per knob value (fwd_v3_gram.GramWgmma.gram_n)
+_SOURCES = ("frost_fwd_experiments.py", "frost_fwd_oracle.py")
+#: the wgmma Gram's accumulator width per knob value (fwd_wgmma_gram.GramWgmma.gram_n)
 GRAM_WIDTHS = {"wgmma": 32, "wgmma16": 16, "wgmma64": 64}
 GRAMS = ("mma", *GRAM_WIDTHS)
 #: FROST_FWD_GRAM=wgmma (or wgmma16, wgmma64): every forward a use_kernel block routes (la_frost_smoke.py, the
 #: bench's --frost-fwd-kernel, and the bench when the variable is set) builds its Gram on
 #: wgmma where that kernel exists (v3, scalar gates, bf16); unset or "mma": v2's Gram
 GRAM_ENV = "FROST_FWD_GRAM"
-#: where the scalar-gate chain's decays go (fwd_v3_scaled.py): folded into the operands or
+#: where the scalar-gate chain's decays go (fwd_wgmma_scaled.py): folded into the operands or
 #: scaled onto the chain's fp32 results
 DECAYS = ("folded", "scaled", "scaled-lead", "scaled-ws", "wy-ws", "wyc-ws", "wy-ws4", "wy-ws4raw", "wyc-ws4raw")
 #: the warp-specialised decays (ws_applies; the setmaxnreg split knob ws_regs)
@@ -122,12 +122,12 @@ FOUR_ROLE_GRAM = "wgmma64"
 DECAY_ENV = "FROST_FWD_DECAY"
 #: FROST_FWD_WS_REGS="consumer,producer": the warp-specialised forward's setmaxnreg split
 WS_REGS_ENV = "FROST_FWD_WS_REGS"
-#: how the vector-gate v3 chain copies the next chunk's rows (fwd_v3.FrostFwdV3.ROWS_BY_BULK)
+#: how the vector-gate v3 chain copies the next chunk's rows (fwd_wgmma.FrostFwdWgmma.ROWS_BY_BULK)
 ROWS = ("bulk", "async")
 #: FROST_FWD_ROWS=async: every forward a use_kernel block routes copies them by cp.async
 #: where rows_async_applies; unset or "bulk": the product's bulk copies
 ROWS_ENV = "FROST_FWD_ROWS"
-#: how the vector-gate v3 chain stores O and U (fwd_v3.FrostFwdV3.STAGED_STORES)
+#: how the vector-gate v3 chain stores O and U (fwd_wgmma.FrostFwdWgmma.STAGED_STORES)
 STORES = ("staged", "elements")
 #: FROST_FWD_STORES=elements: every forward a use_kernel block routes stores them by 2-byte
 #: stores where staged_stores_apply; unset or "staged": the product's staged rows
@@ -220,10 +220,10 @@ class FrostFwdExperiment(FrostFwdConfig):
     def kernel_class(self):
         """The CuTe DSL class compile_kernel.compile_fwd compiles for this config."""
         if self.algorithm == "v0":
-            from frost_fwd_v0 import FrostFwdV0
-            return FrostFwdV0
+            from frost_fwd_oracle import FrostFwdOracle
+            return FrostFwdOracle
         if self.algorithm == "v1":
-            from cudnn.linear_attention.frost.kernels.fwd_v1 import FrostFwdV1 as base
+            from cudnn.linear_attention.frost.kernels.fwd_mma import FrostFwdMma as base
         else:
             from cudnn.linear_attention.frost.kernels.compile_kernel import version_class
             base = version_class(self.algorithm, self)
@@ -242,7 +242,7 @@ gram_wgmma_applies = scalar_gate_v3
 
 def rows_async_applies(cfg: FrostFwdConfig, algorithm: str, decay: str = "folded") -> bool:
     """Whether cfg's kernel version `algorithm` (a resolved one) copies its next chunk's rows
-    by bulk copies, so that rows="async" changes it (fwd_v3.FrostFwdV3.rows_by_bulk): v3
+    by bulk copies, so that rows="async" changes it (fwd_wgmma.FrostFwdWgmma.rows_by_bulk): v3
     with per-channel gates, whose chain is the folded one."""
     return algorithm == "v3" and cfg.gate_per_channel and decay == "folded"
 
@@ -281,7 +281,7 @@ def decay_requested() -> str | None:
 def staged_stores_apply(cfg: FrostFwdConfig, algorithm: str, decay: str = "folded") -> bool:
     """Whether stores="elements" changes cfg's kernel version `algorithm`: the vector-gate
     v3 kernel (rows_async_applies) with K >= V (the buffers fit KE's tile) and bf16 io
-    (fwd_v3.FrostFwdV3.staged_stores)."""
+    (fwd_wgmma.FrostFwdWgmma.staged_stores)."""
     return rows_async_applies(cfg, algorithm, decay) and cfg.K >= cfg.V and cfg.io_dtype == "bfloat16"
 
 
@@ -314,13 +314,13 @@ def gram_requested() -> str:
 @functools.cache
 def with_knobs(base, skip_stages: tuple[str, ...], ldmatrix: bool, gram: str = "mma", decay: str = "folded",
                ws_regs: tuple[int, ...] = (), rows: str = "bulk", stores: str = "staged"):
-    """`base` (FrostFwdV1 or a subclass) itself at the product's knobs, else a subclass that
-    sets them (one class per combination; a wgmma gram puts fwd_v3_gram.GramWgmma first,
-    with its width; the scaled decays the product's own class, fwd_v3_scaled.scaled_decay_class,
+    """`base` (FrostFwdMma or a subclass) itself at the product's knobs, else a subclass that
+    sets them (one class per combination; a wgmma gram puts fwd_wgmma_gram.GramWgmma first,
+    with its width; the scaled decays the product's own class, fwd_wgmma_scaled.scaled_decay_class,
     as the base, the lead and warp-specialised chains their mixins first; async rows
     clear the class's ROWS_BY_BULK, element stores its STAGED_STORES)."""
     if decay == "scaled":
-        from cudnn.linear_attention.frost.kernels.fwd_v3_scaled import scaled_decay_class
+        from cudnn.linear_attention.frost.kernels.fwd_wgmma_scaled import scaled_decay_class
         base, decay = scaled_decay_class(base), "folded"  # the product's GDN class: the same kernel
     if (skip_stages == base.skip_stages and ldmatrix == base.ldmatrix and gram == "mma" and decay == "folded"
             and rows == "bulk" and stores == "staged"):
@@ -328,11 +328,11 @@ def with_knobs(base, skip_stages: tuple[str, ...], ldmatrix: bool, gram: str = "
     tag = ("" if ldmatrix else "NoLdmatrix") + "".join(f"Skip{st.title()}" for st in skip_stages)
     bases, attrs = (base,), {"skip_stages": skip_stages, "ldmatrix": ldmatrix}
     if gram != "mma":
-        from cudnn.linear_attention.frost.kernels.fwd_v3_gram import GramWgmma
+        from cudnn.linear_attention.frost.kernels.fwd_wgmma_gram import GramWgmma
         bases, tag = (GramWgmma, base), tag + f"GramWgmma{GRAM_WIDTHS[gram]}"
         attrs["gram_n"] = GRAM_WIDTHS[gram]
     if decay != "folded":
-        from cudnn.linear_attention.frost.kernels.fwd_v3_scaled import ScaledDecayLeadChain
+        from cudnn.linear_attention.frost.kernels.fwd_wgmma_scaled import ScaledDecayLeadChain
         from cudnn.linear_attention.frost.kernels.fwd_ws import WarpSpecialisedChain
         from cudnn.linear_attention.frost.kernels.fwd_ws4 import FourRoles, RawRing, RawRingInChain
         from cudnn.linear_attention.frost.kernels.fwd_ws_wy import FullInverseChain, FullInverseInChain

@@ -232,36 +232,36 @@ def test_use_kernel_routes_the_compile_lookup_and_restores_it():
 def test_kernel_classes_carry_the_knobs():
     pytest.importorskip("cutlass", reason="nvidia-cutlass-dsl (CuTe DSL) is not installed")
     from cudnn.linear_attention.frost.kernels.compile_kernel import kernel_class
-    from cudnn.linear_attention.frost.kernels.fwd_v1 import FrostFwdV1
-    from cudnn.linear_attention.frost.kernels.fwd_v2 import FrostFwdV2, FrostFwdV2Checkpoints, FrostFwdV2Values
-    from cudnn.linear_attention.frost.kernels.fwd_v3 import FrostFwdV3, FrostFwdV3Checkpoints, FrostFwdV3Values
-    from frost_fwd_v0 import FrostFwdV0
+    from cudnn.linear_attention.frost.kernels.fwd_mma import FrostFwdMma
+    from cudnn.linear_attention.frost.kernels.fwd_pipelined import FrostFwdPipelined, FrostFwdPipelinedCheckpoints, FrostFwdPipelinedValues
+    from cudnn.linear_attention.frost.kernels.fwd_wgmma import FrostFwdWgmma, FrostFwdWgmmaCheckpoints, FrostFwdWgmmaValues
+    from frost_fwd_oracle import FrostFwdOracle
 
     # the product: v3 on sm_90a (bf16 and fp16), plain and training calls; v2 on other archs
     ckpt = dataclasses.replace(CFG, write_checkpoints=True)
     values = dataclasses.replace(ckpt, write_values=True)
-    assert kernel_class(CFG, "sm_90a") is FrostFwdV3
-    assert kernel_class(CFG, "sm_100a") is FrostFwdV2
-    assert kernel_class(dataclasses.replace(CFG, io_dtype="float16"), "sm_90a") is FrostFwdV3
-    assert kernel_class(ckpt, "sm_90a") is FrostFwdV3Checkpoints
-    assert kernel_class(values, "sm_90a") is FrostFwdV3Values
-    assert kernel_class(ckpt, "sm_100a") is FrostFwdV2Checkpoints
-    assert kernel_class(dataclasses.replace(values, io_dtype="float16"), "sm_90a") is FrostFwdV3Values
-    assert kernel_class(dataclasses.replace(values, io_dtype="float16"), "sm_100a") is FrostFwdV2Values
+    assert kernel_class(CFG, "sm_90a") is FrostFwdWgmma
+    assert kernel_class(CFG, "sm_100a") is FrostFwdPipelined
+    assert kernel_class(dataclasses.replace(CFG, io_dtype="float16"), "sm_90a") is FrostFwdWgmma
+    assert kernel_class(ckpt, "sm_90a") is FrostFwdWgmmaCheckpoints
+    assert kernel_class(values, "sm_90a") is FrostFwdWgmmaValues
+    assert kernel_class(ckpt, "sm_100a") is FrostFwdPipelinedCheckpoints
+    assert kernel_class(dataclasses.replace(values, io_dtype="float16"), "sm_90a") is FrostFwdWgmmaValues
+    assert kernel_class(dataclasses.replace(values, io_dtype="float16"), "sm_100a") is FrostFwdPipelinedValues
     # the tooling's versions, whatever the arch
-    assert kernel_class(fx.experiment(CFG, "v2"), "sm_90a") is FrostFwdV2
-    assert kernel_class(fx.experiment(ckpt), "sm_90a") is FrostFwdV3Checkpoints  # the product's pick
-    assert kernel_class(fx.experiment(CFG, "v0"), "sm_90a") is FrostFwdV0
-    assert kernel_class(fx.experiment(CFG, "v1"), "sm_90a") is FrostFwdV1
-    assert kernel_class(fx.experiment(CFG, "v3"), "sm_90a") is FrostFwdV3
-    assert kernel_class(fx.experiment(ckpt, "v3"), "sm_90a") is FrostFwdV3Checkpoints
-    assert kernel_class(fx.experiment(values, "v3"), "sm_90a") is FrostFwdV3Values
-    assert kernel_class(fx.experiment(ckpt, "v2"), "sm_90a") is FrostFwdV2Checkpoints  # v2 forced (A/B)
-    assert kernel_class(fx.experiment(values, "v2"), "sm_90a") is FrostFwdV2Values
+    assert kernel_class(fx.experiment(CFG, "v2"), "sm_90a") is FrostFwdPipelined
+    assert kernel_class(fx.experiment(ckpt), "sm_90a") is FrostFwdWgmmaCheckpoints  # the product's pick
+    assert kernel_class(fx.experiment(CFG, "v0"), "sm_90a") is FrostFwdOracle
+    assert kernel_class(fx.experiment(CFG, "v1"), "sm_90a") is FrostFwdMma
+    assert kernel_class(fx.experiment(CFG, "v3"), "sm_90a") is FrostFwdWgmma
+    assert kernel_class(fx.experiment(ckpt, "v3"), "sm_90a") is FrostFwdWgmmaCheckpoints
+    assert kernel_class(fx.experiment(values, "v3"), "sm_90a") is FrostFwdWgmmaValues
+    assert kernel_class(fx.experiment(ckpt, "v2"), "sm_90a") is FrostFwdPipelinedCheckpoints  # v2 forced (A/B)
+    assert kernel_class(fx.experiment(values, "v2"), "sm_90a") is FrostFwdPipelinedValues
     cls = kernel_class(fx.experiment(CFG, "v3", skip_stages=("chain",), ldmatrix=False), "sm_90a")
-    assert issubclass(cls, FrostFwdV3) and cls.skip_stages == ("chain",) and not cls.ldmatrix
+    assert issubclass(cls, FrostFwdWgmma) and cls.skip_stages == ("chain",) and not cls.ldmatrix
     assert cls is kernel_class(fx.experiment(CFG, "v3", skip_stages=("chain",), ldmatrix=False), "sm_90a")
-    assert FrostFwdV2.skip_stages == () and FrostFwdV2.ldmatrix  # the product's knobs
+    assert FrostFwdPipelined.skip_stages == () and FrostFwdPipelined.ldmatrix  # the product's knobs
     # the warp-specialised kernel's register split: its own, or the knob's as a class attribute
     from cudnn.linear_attention.frost.kernels import fwd_ws
 

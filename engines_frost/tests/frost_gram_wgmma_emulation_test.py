@@ -1,6 +1,6 @@
-"""L0: the wgmma Gram epilogue's index math (kernels/fwd_v3_gram.py) in float64, plain Python.
+"""L0: the wgmma Gram epilogue's index math (kernels/fwd_wgmma_gram.py) in float64, plain Python.
 
-fwd_v3_gram builds M and P as m64nN column blocks per warpgroup (N = 16, 32 or 64); each
+fwd_wgmma_gram builds M and P as m64nN column blocks per warpgroup (N = 16, 32 or 64); each
 thread holds N / 2 accumulator values per block at the (row, column) of the wgmma layout
 (the PTX table, checked against CuTe by frost_wgmma_fragments_test), loads a row's gate and
 beta once per distinct row (wgmma_fragments.shared_coordinate), and stores only what the
@@ -45,7 +45,7 @@ def reference(q, k, g, beta, scale):
 
 def emulate(q, k, g, beta, scale, n=32, stores_from=lambda wl, c: wl >= c, p_transposed=False,
             p_stores_from=lambda wl, c: wl <= c):
-    """fwd_v3_gram.stage_gram per warpgroup thread and value at width n; returns (mneg, md,
+    """fwd_wgmma_gram.stage_gram per warpgroup thread and value at width n; returns (mneg, md,
     p, writes, blocks): the three tiles (NaN where never written), the write count per (tile,
     t, u) and the 16 x 16 blocks each warp's epilogue ran (both products)."""
     tv, nval = wgmma_c(n), n // 2
@@ -79,7 +79,7 @@ def emulate(q, k, g, beta, scale, n=32, stores_from=lambda wl, c: wl >= c, p_tra
 
 
 def emulate_value(prod, wl, c, tu, u0, acc, g_t, g_u, b_t, scale, mneg, md, p, writes, tr=False):
-    """One value's epilogue, as fwd_v3_gram.stage_gram's inner loop (tr: a value of P^T,
+    """One value's epilogue, as fwd_wgmma_gram.stage_gram's inner loop (tr: a value of P^T,
     whose row is the earlier position)."""
     t, u = tu[0], u0 + tu[1]
     if tr:

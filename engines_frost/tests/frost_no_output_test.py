@@ -207,18 +207,18 @@ def test_the_tooling_refuses_no_output_experiments_that_would_read_q():
 
 def test_other_kernel_classes_refuse_no_output_configs():
     pytest.importorskip("cutlass", reason="nvidia-cutlass-dsl (CuTe DSL) is not installed")
-    from cudnn.linear_attention.frost.kernels.fwd_v1 import FrostFwdV1
-    from cudnn.linear_attention.frost.kernels.fwd_v2 import FrostFwdV2
-    from cudnn.linear_attention.frost.kernels.fwd_v3 import FrostFwdV3
-    from cudnn.linear_attention.frost.kernels.fwd_v3_gram import GramWgmma
+    from cudnn.linear_attention.frost.kernels.fwd_mma import FrostFwdMma
+    from cudnn.linear_attention.frost.kernels.fwd_pipelined import FrostFwdPipelined
+    from cudnn.linear_attention.frost.kernels.fwd_wgmma import FrostFwdWgmma
+    from cudnn.linear_attention.frost.kernels.fwd_wgmma_gram import GramWgmma
 
     cfg = _config(write_output=False)
-    with pytest.raises(ValueError, match="FrostFwdV1: write_output=False is compiled by the v2 and v3"):
-        FrostFwdV1(cfg)
-    FrostFwdV2(cfg)
-    FrostFwdV3(cfg)
+    with pytest.raises(ValueError, match="FrostFwdMma: write_output=False is compiled by the v2 and v3"):
+        FrostFwdMma(cfg)
+    FrostFwdPipelined(cfg)
+    FrostFwdWgmma(cfg)
 
-    class Gram(GramWgmma, FrostFwdV3):
+    class Gram(GramWgmma, FrostFwdWgmma):
         pass
     with pytest.raises(ValueError, match="write_output=False is the product v2 / v3 kernels'"):
         Gram(cfg)

@@ -85,7 +85,7 @@ def _regions(cubin):
 def test_v3_gdn_l2norm_adds_only_v2s_rows_code():
     """On the H200 smoke, use_l2norm cost v3 GDN 0.216 ms and v2 0.037 ms (NOTES.md, v3).
     What ptxas made of it says the kernel is not why: for v3 and v2 the q/k L2 norms are
-    the same rows-stage code (fwd_v1.qk_hat, in place on the staged rows), v3 GDN with
+    the same rows-stage code (fwd_mma.qk_hat, in place on the staged rows), v3 GDN with
     l2norm keeps 250 registers and no local memory, every region after the rows stage is
     identical with and without l2norm, and l2norm adds the same instructions to v3's rows
     stage as to v2's. A v3 change that made the norms cost more (recomputed per product,
@@ -123,7 +123,7 @@ def test_v3_gdn_l2norm_adds_only_v2s_rows_code():
 def test_training_forward_no_spills(family):
     """The v2 forward writing checkpoints (16-byte stores through the quad exchange,
     fragment_stores.py) and U (write_values; the product's training forward on archs other
-    than sm_90a, v3's there: frost_compile_v3_test): still no local memory, every family."""
+    than sm_90a, v3's there: frost_compile_wgmma_test): still no local memory, every family."""
     import dataclasses
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -140,7 +140,7 @@ def test_training_forward_no_spills(family):
     ids=lambda c: f"{c[0]}-{c[1]}", unpack=True))
 def test_v3_state_update_retires_after_the_next_rows_stage(family, build):
     """v3's chain leaves its last wgmma group (the state update S^T <- S^T D + U^T KD, N = K)
-    in flight; fwd_v3.settle_state retires it at the end of the next chunk's rows stage,
+    in flight; fwd_wgmma.settle_state retires it at the end of the next chunk's rows stage,
     before that stage's barrier (the operand stage then rewrites KD^T), and after the loop.
     In the SASS: the chain region issues the HGMMA.64x128 and waits for nothing after it
     (no DEPBAR to zero groups: ptxas did not serialise the group either), and the rows

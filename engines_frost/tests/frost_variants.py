@@ -1,5 +1,5 @@
-"""The FROST forward variant matrix the compile tests (frost_compile_test, frost_compile_v2_test,
-frost_compile_v3_test) cross-compile: family x head dims x io dtype x state presence/dtype,
+"""The FROST forward variant matrix the compile tests (frost_compile_test, frost_compile_pipelined_test,
+frost_compile_wgmma_test) cross-compile: family x head dims x io dtype x state presence/dtype,
 l2norm alternating, plus head-grouping cases; product configs, turned into the tooling's
 configs of other kernel versions by with_algorithm. Test-only; plain Python (imports the
 kernels' config only).

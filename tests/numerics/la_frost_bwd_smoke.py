@@ -78,7 +78,7 @@
    and fp16; v2 on other archs) forces one forward version on every forward call of the run, the training
    ones (checkpoints, U) included, through the test tooling (frost_fwd_experiments.use_kernel
    with training=True; the kernels are precompiled as that version). Where the checkpoints
-   and U come from fwd_v3's training launchers (kernels/NOTES.md "v3 training forward",
+   and U come from fwd_wgmma's training launchers (kernels/NOTES.md "v3 training forward",
    "v3 training forwards on the H200") their products run in the tensor core's wgmma
    order while the backward's states kernel (the recompute path) runs mma.sync, so
    [ckpt+U] requires U and the gradients within FWD_ROUNDING_BOUND of the recompute path's
@@ -257,7 +257,7 @@ def forward_decay(cfg, arch: str) -> str:
 
 
 def values_scaled(case: Case, family: str, arch: str) -> bool:
-    """Whether the case's forward writing U runs the scaled-decay chain (fwd_v3_scaled.py:
+    """Whether the case's forward writing U runs the scaled-decay chain (fwd_wgmma_scaled.py:
     q-hat and k-hat rounded to bf16, the decays applied to fp32 results), whose rounding
     points are not the states kernel's (the decays folded into bf16 operands)."""
     *_, values = configs_of(case, family, checkpoints=True, values=True)

@@ -17,9 +17,9 @@ checks by its use_kernel): v3 (v2 with the chain's products on warpgroup MMA) is
 product's kernel for these bf16 forwards on sm_90a (and for bf16 training forwards there),
 v2 its base (the product's on other archs), v1 the tensor-core kernel v2 derives
 from, v0 the SIMT oracle (test-only), v3gram v3 with the scalar-gate Gram on warpgroup MMA
-(fwd_v3_gram.py, m64n32 blocks; v3gram16, v3gram64: m64n16, m64n64; an experiment, GDN
+(fwd_wgmma_gram.py, m64n32 blocks; v3gram16, v3gram64: m64n16, m64n64; an experiment, GDN
 only: other families run plain v3 under those names), v3scaled v3 with GDN's decays as
-per-token factors on the chain's fp32 results and no operand stage (fwd_v3_scaled.py, the
+per-token factors on the chain's fp32 results and no operand stage (fwd_wgmma_scaled.py, the
 product's GDN chain, whereas this script's v3 keeps them folded into bf16 operands, the
 A/B; GDN only likewise; v3scaledlead with the next chunk's rows copied a chunk ahead,
 v3scaledws warp-specialised: a producer role for the next chunk's rows and Gram, fwd_ws.py;
@@ -43,14 +43,14 @@ from pathlib import Path
 
 import torch
 
-# the test tooling's kernel versions (frost_fwd_experiments.py, frost_fwd_v0.py)
+# the test tooling's kernel versions (frost_fwd_experiments.py, frost_fwd_oracle.py)
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "engines_frost" / "tests"))
 from frost_fwd_experiments import ALGORITHMS, use_kernel  # noqa: E402
 
 #: kernel names this script takes beyond the tooling's versions: v3 with the GDN Gram on
 #: warpgroup MMA (frost_fwd_experiments.GRAM_WIDTHS: m64n32, m64n16, m64n64 blocks)
 GRAM_KERNELS = {"v3gram": "wgmma", "v3gram16": "wgmma16", "v3gram64": "wgmma64"}
-#: and v3 with the GDN chain's decays as per-token factors, no operand stage (fwd_v3_scaled.py;
+#: and v3 with the GDN chain's decays as per-token factors, no operand stage (fwd_wgmma_scaled.py;
 #: v3scaledlead: the next chunk's rows copied a chunk ahead as well; v3scaledws: warp-specialised,
 #: fwd_ws.py; v3wyws: warp-specialised with the full inverse on the producer, fwd_ws_wy.py;
 #: v3wycws: the same without W')

@@ -99,7 +99,7 @@ def _run_forward(op, inputs, outputs, attrs):
 
 def _correlate(x, family):
     """The hard case for the WY factor: keys at cosine ~0.8 (a common direction plus noise),
-    beta >= 0.5 and slow decay (engines_frost/tests/frost_v1_precision_test.py measures
+    beta >= 0.5 and slow decay (engines_frost/tests/frost_mma_precision_test.py measures
     8e-3 there in emulation, against 4e-3 on random keys)."""
     k = x["k"].float()
     common = F.normalize(torch.randn(1, k.shape[1], k.shape[2], device=k.device), dim=-1)

@@ -49,7 +49,7 @@
 #              product's kernel, v3 too for bf16)
 #   frostv3l2  bench/frost_stage_times.py for GDN: v3 with l2norm, v2 without and with it
 #              (v3 without it is frostv3stages); what the q/k norms add per stage
-#   gramwgmma  forward v3 with the GDN Gram on warpgroup MMA (fwd_v3_gram.py, off by default:
+#   gramwgmma  forward v3 with the GDN Gram on warpgroup MMA (fwd_wgmma_gram.py, off by default:
 #              FROST_FWD_GRAM=wgmma|wgmma16|wgmma64 / la_frost_smoke's v3gram*): gramwgmmasmoke
 #              (GDN cases vs float64, v3 and the three widths side by side, "v3gram vs v3"
 #              lines), gramwgmmatrain (GDN
@@ -57,7 +57,7 @@
 #              stage times, Gram on mma.sync then each width), gramwgmmabench (GDN fwd,
 #              switch off then each width); kernels compiled on first use
 #   scaled     forward v3 with GDN's decays as per-token factors and no operand stage
-#              (fwd_v3_scaled.py, the product's; FROST_FWD_DECAY=folded / la_frost_smoke's
+#              (fwd_wgmma_scaled.py, the product's; FROST_FWD_DECAY=folded / la_frost_smoke's
 #              v3: the folded chain, the A/B; =scaled-lead / v3scaledlead: the next chunk's
 #              rows copied a chunk ahead too; =scaled-ws / v3scaledws: warp-specialised,
 #              fwd_ws.py; FROST_FWD_WS_REGS=consumer,producer its setmaxnreg split, e.g.
@@ -232,7 +232,7 @@
 #              cp.async instead (FROST_FWD_ROWS=async); fwdbulkbench, tree_ab.sh of this
 #              checkout against itself with that (KDA, GDN-2 fwd and fwd+bwd op rows)
 #   fwdstores  the vector-gate v3 forward's O and U rows through per-warp shared buffers (the
-#              product's, fwd_v3.FrostFwdV3.STAGED_STORES; kernels/NOTES.md "KDA forward: the
+#              product's, fwd_wgmma.FrostFwdWgmma.STAGED_STORES; kernels/NOTES.md "KDA forward: the
 #              output and U rows as 16-byte stores"): fwdstorestest, the KDA and GDN-2
 #              forward smoke (v3) vs float64 with 2-byte stores instead
 #              (FROST_FWD_STORES=elements); fwdstoresbench, tree_ab.sh of this checkout
@@ -254,7 +254,7 @@
 #              stage's own timeout is 900 s unless STAGE_TIMEOUT says otherwise;
 #              summarynoouttest / summarynooutbench run one of them
 #   v3train    the training forward (state checkpoints + U): A/B of v2's training launchers
-#              (forced by the test tooling) against the product's, fwd_v3's for bf16 on sm_90a
+#              (forced by the test tooling) against the product's, fwd_wgmma's for bf16 on sm_90a
 #              (kernels/NOTES.md "v3 training forwards on the H200"): the backward smoke with
 #              every forward forced to v2 (--fwd-kernel v2: GDN, KDA, GDN-2 vs float64,
 #              [ckpt+U] bitwise the recompute path's; TIME fwd[ckpt+U] and fwd+bwd[U] of v2
@@ -345,7 +345,7 @@
 #              (bench/frost_bwd_profile.py; NCU_FAMILY=gdn|kda|gdn2, default gdn): details of
 #              all, one per-SASS CSV per kernel found (ncu_bwd_<family>_{states,chain,grads}_
 #              sass.csv; "states" is whichever kernel recomputes or reads the states: the
-#              recompute path's is the training forward, fwd_v3) for tools/gpu/ncu_source_report.py;
+#              recompute path's is the training forward, fwd_wgmma) for tools/gpu/ncu_source_report.py;
 #              FROST_BWD_CHAIN picks the chain kernel as for the backward smoke (its run_bwd)
 # The FROST_FWD_* and FROST_BWD_* variables the stages set are the test tooling's switches
 # (engines_frost/tests/frost_fwd_experiments.py, frost_bwd_experiments.py), which the smoke
@@ -491,7 +491,7 @@ for s in "$@"; do
       stage ncubwd "command -v ncu && ncu --profile-from-start off --clock-control none --set full \
         --import-source no -f -o $OUT/ncu_bwd_$NF python3 bench/frost_bwd_profile.py --family $NF && \
         ncu -i $OUT/ncu_bwd_$NF.ncu-rep --page details --print-details all > $OUT/ncu_bwd_$NF.txt && \
-        for k in states:'bwd_states|bwd_values|fwd_v3' chain:bwd_chain grads:bwd_grads; do \
+        for k in states:'bwd_states|bwd_values|fwd_wgmma' chain:bwd_chain grads:bwd_grads; do \
           ncu -i $OUT/ncu_bwd_$NF.ncu-rep -k \"regex:\${k#*:}\" --page source --csv --print-source sass \
           > $OUT/ncu_bwd_${NF}_\${k%%:*}_sass.csv; done; ls -la $OUT/ncu_bwd*" ;;
     cutile)

@@ -18,7 +18,7 @@ dR^T (-KBA). So the shared operands are the forward's transposed: QA^T, (-KBA)^T
 KD [C, K], P^T, (-M)^T, D_i^-T, and dO^T [V, C] (A operand).
 
 Rows, gate scan, Gram tiles, inverses and the prefetch are v2's (FrostBwdChain derives
-from FrostFwdV2); the prefetch runs backwards (chunk c - 1 while chunk c's chain runs) and
+from FrostFwdPipelined); the prefetch runs backwards (chunk c - 1 while chunk c's chain runs) and
 stages dO's rows in the forward's W0 slot (no W0 here).
 """
 from __future__ import annotations
@@ -35,7 +35,7 @@ from cudnn.linear_attention.frost.kernels.bwd_abi import FrostBwdLauncher
 from cudnn.linear_attention.frost.kernels.bwd_config import FrostBwdConfig
 from cudnn.linear_attention.frost.kernels.bwd_states import FrostBwdStates
 from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
-from cudnn.linear_attention.frost.kernels.fwd_v1 import (
+from cudnn.linear_attention.frost.kernels.fwd_mma import (
     CHUNK,
     NBLK,
     PAD16,
@@ -49,8 +49,8 @@ from cudnn.linear_attention.frost.kernels.fwd_v1 import (
 from cudnn.linear_attention.frost.kernels import bulk_rows
 from cudnn.linear_attention.frost.kernels import gmem_vector_io as vio
 from cudnn.linear_attention.frost.kernels.fragment_stores import store_rows_vectorised
-from cudnn.linear_attention.frost.kernels.fwd_v2 import FrostFwdV2
-from cudnn.linear_attention.frost.kernels.fwd_v2 import smem_plan as v2_smem_plan
+from cudnn.linear_attention.frost.kernels.fwd_pipelined import FrostFwdPipelined
+from cudnn.linear_attention.frost.kernels.fwd_pipelined import smem_plan as pipelined_smem_plan
 from cudnn.linear_attention.frost.kernels.seq_bounds import sequence_bounds
 
 # v2's tensors that change orientation here, and what replaces them
@@ -60,7 +60,7 @@ _TRANSPOSED = {"qa": "qat", "kba": "kbat", "kdt": "kd", "mneg": "mnegt", "p": "p
 def _base_plan(c: FrostFwdConfig):
     K, V, C = c.K, c.V, CHUNK
     plan = []
-    for name, dtype, shape, stride in v2_smem_plan(c):
+    for name, dtype, shape, stride in pipelined_smem_plan(c):
         if name == "w0" and c.gate_per_channel:
             continue
         if name in ("qa", "kba"):
@@ -90,7 +90,7 @@ def smem_plan(c: FrostFwdConfig):
     return vio.with_warp_buffers(_base_plan(c), c)
 
 
-class FrostBwdChain(FrostBwdLauncher, FrostFwdV2):
+class FrostBwdChain(FrostBwdLauncher, FrostFwdPipelined):
     """Callable for cute.compile (bwd_abi's argument list)."""
 
     smem_plan = staticmethod(smem_plan)

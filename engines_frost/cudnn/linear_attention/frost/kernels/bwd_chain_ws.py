@@ -36,9 +36,9 @@ from cudnn.linear_attention.frost.kernels.bwd_config import FrostBwdConfig
 from cudnn.linear_attention.frost.kernels.bwd_states import FrostBwdStates
 from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
 from cudnn.linear_attention.frost.kernels.fragment_stores import store_rows_vectorised
-from cudnn.linear_attention.frost.kernels.fwd_v1 import CHUNK, NBLK, PAD16, SUB, SW128, allocate_smem, warp_mma
-from cudnn.linear_attention.frost.kernels.fwd_v3_gram import lane_in_loop, tid_in_loop
-from cudnn.linear_attention.frost.kernels.fwd_v3_scaled import write_decay_factors
+from cudnn.linear_attention.frost.kernels.fwd_mma import CHUNK, NBLK, PAD16, SUB, SW128, allocate_smem, warp_mma
+from cudnn.linear_attention.frost.kernels.fwd_wgmma_gram import lane_in_loop, tid_in_loop
+from cudnn.linear_attention.frost.kernels.fwd_wgmma_scaled import write_decay_factors
 from cudnn.linear_attention.frost.kernels.fwd_ws import (
     BAR_EMPTY,
     BAR_FULL,

@@ -27,15 +27,15 @@ from cudnn.linear_attention.frost.kernels.bwd_grads import FrostBwdGrads
 from cudnn.linear_attention.frost.kernels.bwd_states import FrostBwdStates
 from cudnn.linear_attention.frost.kernels.checkpoints_dsl import checkpoint_row
 from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
-from cudnn.linear_attention.frost.kernels.fwd_v1 import CHUNK, SUB, allocate_smem, warp_mma
-from cudnn.linear_attention.frost.kernels.fwd_v2 import smem_plan as v2_smem_plan
+from cudnn.linear_attention.frost.kernels.fwd_mma import CHUNK, SUB, allocate_smem, warp_mma
+from cudnn.linear_attention.frost.kernels.fwd_pipelined import smem_plan as pipelined_smem_plan
 from cudnn.linear_attention.frost.kernels.seq_bounds import sequence_bounds
 
 
 def smem_plan(c: FrostFwdConfig):
     """v2's shared tensors plus the (sequence, chunk) of the CTA, and the states kernel's
     per-warp store buffers for U where they fit (gmem_vector_io)."""
-    return vio.with_warp_buffers(v2_smem_plan(c) + [("seq", "i32", (2,), (1,))], c)
+    return vio.with_warp_buffers(pipelined_smem_plan(c) + [("seq", "i32", (2,), (1,))], c)
 
 
 class FrostBwdValues(FrostBwdStates):

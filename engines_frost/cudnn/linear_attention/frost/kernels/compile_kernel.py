@@ -19,32 +19,32 @@ FFI_ENV = "FROST_FFI"
 
 
 def product_algorithm(cfg: FrostFwdConfig, arch: str) -> str:
-    """The forward kernel version the product compiles for cfg on arch: "v3" (fwd_v3.py,
+    """The forward kernel version the product compiles for cfg on arch: "v3" (fwd_wgmma.py,
     the chain on warpgroup MMA: 11-17 % less kernel time than v2 on the H200, NOTES.md) for
     every forward on sm_90a, bf16 or fp16 io, plain or training (its launchers that also
-    write the state checkpoints and U, fwd_v3.FrostFwdV3Checkpoints / Values, passed every
+    write the state checkpoints and U, fwd_wgmma.FrostFwdWgmmaCheckpoints / Values, passed every
     backward smoke case on the H200, fp16 ones included, and take 5 % off GDN's fwd+bwd);
-    "v2" (fwd_v2.py, v3's base class, mma.sync only) on other archs (v3's warpgroup MMA is
+    "v2" (fwd_pipelined.py, v3's base class, mma.sync only) on other archs (v3's warpgroup MMA is
     sm_90a's). A function of (cfg, arch) alone: the kernel store keys entries on both, so
     no switch may change the answer."""
     return "v3" if arch == "sm_90a" else "v2"
 
 
 def version_class(version: str, cfg: FrostFwdConfig):
-    """Forward version "v2" (fwd_v2.py) or "v3" (fwd_v3.py)'s class for cfg: the plain
+    """Forward version "v2" (fwd_pipelined.py) or "v3" (fwd_wgmma.py)'s class for cfg: the plain
     forward, its launcher that also writes the state checkpoints when cfg asks for them, or
     the one that writes U too (each module has the three)."""
     if version == "v3":
-        from cudnn.linear_attention.frost.kernels.fwd_v3 import (
-            FrostFwdV3 as plain,
-            FrostFwdV3Checkpoints as checkpoints,
-            FrostFwdV3Values as values,
+        from cudnn.linear_attention.frost.kernels.fwd_wgmma import (
+            FrostFwdWgmma as plain,
+            FrostFwdWgmmaCheckpoints as checkpoints,
+            FrostFwdWgmmaValues as values,
         )
     elif version == "v2":
-        from cudnn.linear_attention.frost.kernels.fwd_v2 import (
-            FrostFwdV2 as plain,
-            FrostFwdV2Checkpoints as checkpoints,
-            FrostFwdV2Values as values,
+        from cudnn.linear_attention.frost.kernels.fwd_pipelined import (
+            FrostFwdPipelined as plain,
+            FrostFwdPipelinedCheckpoints as checkpoints,
+            FrostFwdPipelinedValues as values,
         )
     else:
         raise ValueError(f"version_class: version must be 'v2' or 'v3', got {version!r}")
@@ -57,7 +57,7 @@ def product_decay(cfg: FrostFwdConfig, arch: str) -> str:
     """Where the product's forward puts the gate decays for cfg on arch: FOUR_ROLE_DECAY where
     four_roles_apply (v3 GDN, K = V = 128, an output, long sequences: the scaled chain's
     factors on the raw rows, warp-specialised, fwd_ws4.py), else "scaled" for v3 with
-    scalar gates and bf16 io (GDN; fwd_v3_scaled.ScaledDecayChain: per-token factors on the
+    scalar gates and bf16 io (GDN; fwd_wgmma_scaled.ScaledDecayChain: per-token factors on the
     chain's fp32 results, no operand stage; GDN forward kernel -6 %, fwd+bwd -2 % on the
     H200, every backward smoke case within its float64 bound; it refuses fp16 io), "folded"
     into bf16 copies of q and k otherwise (vector gates, fp16 io, v2). A function of
@@ -97,7 +97,7 @@ def product_class(cfg: FrostFwdConfig, arch: str):
     cls = version_class(product_algorithm(cfg, arch), cfg)
     decay = product_decay(cfg, arch)
     if decay == "scaled":
-        from cudnn.linear_attention.frost.kernels.fwd_v3_scaled import scaled_decay_class
+        from cudnn.linear_attention.frost.kernels.fwd_wgmma_scaled import scaled_decay_class
         cls = scaled_decay_class(cls)
     elif decay == FOUR_ROLE_DECAY:
         from cudnn.linear_attention.frost.kernels.fwd_ws4 import four_role_class

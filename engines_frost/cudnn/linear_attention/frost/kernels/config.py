@@ -71,8 +71,8 @@ def check_io_state_dims(cfg, bad) -> None:
 class FrostFwdConfig:
     """One kernel specialisation. Families: GDN = scalar gate and beta; KDA = per-channel gate,
     scalar beta; GDN-2 = per-channel gate, per-channel erase gate (beta) and a write gate w.
-    Every field is a product field: the product compiles one kernel family (fwd_v2.py and
-    its subclass fwd_v3.py, chosen from the config and the arch alone:
+    Every field is a product field: the product compiles one kernel family (fwd_pipelined.py and
+    its subclass fwd_wgmma.py, chosen from the config and the arch alone:
     compile_kernel.product_algorithm), so no field picks an algorithm, and experiment switches (other kernel versions, stages
     compiled out, element-wise operand loads) live in the test and bench tooling's subclass
     (engines_frost/tests/frost_fwd_experiments.py), never in a product config's key."""

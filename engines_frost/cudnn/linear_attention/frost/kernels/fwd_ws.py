@@ -8,7 +8,7 @@ forward on the scaled-decay chain").
 
 Every v3 chunk is a serial row of stages (rows, operands, Gram, chain) that all eight
 warps run one after the other, each latency-bound; only the chain depends on the state.
-With the decays scaled onto the chain's results (fwd_v3_scaled.py) the state-independent
+With the decays scaled onto the chain's results (fwd_wgmma_scaled.py) the state-independent
 work of a chunk is its rows (q-hat, k-hat, W0, gate scan), the factor rows and the Gram
 (M, P, the diagonal inverses). Here a CTA of 16 warps runs them in two roles:
 
@@ -57,10 +57,10 @@ from cutlass.cute.nvgpu import warpgroup
 
 from cudnn.linear_attention.frost.kernels.checkpoints_dsl import packed_row0
 from cudnn.linear_attention.frost.kernels.config import WS_ROLE_THREADS, FrostFwdConfig, register_split_ok
-from cudnn.linear_attention.frost.kernels.fwd_v1 import CHUNK, NBLK, PAD16, SUB, SW128, warp_mma
-from cudnn.linear_attention.frost.kernels.fwd_v3 import FrostFwdV3
-from cudnn.linear_attention.frost.kernels.fwd_v3_gram import lane_in_loop, tid_in_loop
-from cudnn.linear_attention.frost.kernels.fwd_v3_scaled import ScaledDecayChain
+from cudnn.linear_attention.frost.kernels.fwd_mma import CHUNK, NBLK, PAD16, SUB, SW128, warp_mma
+from cudnn.linear_attention.frost.kernels.fwd_wgmma import FrostFwdWgmma
+from cudnn.linear_attention.frost.kernels.fwd_wgmma_gram import lane_in_loop, tid_in_loop
+from cudnn.linear_attention.frost.kernels.fwd_wgmma_scaled import ScaledDecayChain
 from cudnn.linear_attention.frost.kernels.seq_bounds import sequence_bounds
 
 CONSUMER_WARPS = 8
@@ -135,7 +135,7 @@ def smem_plan(c: FrostFwdConfig):
 
 
 class WarpSpecialisedChain(ScaledDecayChain):
-    """Mixin over FrostFwdV3: the scaled-decay GDN forward with a producer and a consumer
+    """Mixin over FrostFwdWgmma: the scaled-decay GDN forward with a producer and a consumer
     role per CTA (module docstring). Put first in the bases."""
 
     smem_plan = staticmethod(smem_plan)
@@ -266,16 +266,16 @@ class WarpSpecialisedChain(ScaledDecayChain):
     @cute.jit
     def producer_gram(self, st, mb, heads, t0, eos, scale, thr, lane, pwid):
         """The Gram stage on set st at producer warp pwid: v3's (mma.sync tiles dealt to the
-        8 warps), or with the wgmma Gram knob (fwd_v3_gram.GramWgmma in the bases, the
+        8 warps), or with the wgmma Gram knob (fwd_wgmma_gram.GramWgmma in the bases, the
         tooling's gram="wgmma"), M on the producer's first warpgroup and P on its second,
         whose SS wgmma need no per-thread ldmatrix addresses (what spills at 40 registers).
         Either ends with the proxy fence."""
         if cutlass.const_expr(getattr(self, "gram_wgmma", False)):
-            from cudnn.linear_attention.frost.kernels.fwd_v3_gram import GramWgmma
+            from cudnn.linear_attention.frost.kernels.fwd_wgmma_gram import GramWgmma
 
             GramWgmma.stage_gram(self, st, mb, heads, t0, eos, scale, thr, lane, pwid)
         else:
-            FrostFwdV3.stage_gram(self, st, mb, heads, t0, eos, scale, thr, lane, pwid)
+            FrostFwdWgmma.stage_gram(self, st, mb, heads, t0, eos, scale, thr, lane, pwid)
 
     # ------------------------------------------------------------------ consumers
     @cute.jit

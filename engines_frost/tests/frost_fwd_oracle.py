@@ -7,7 +7,7 @@ per-chunk algebra is the WY/UT form derived in kernels/NOTES.md and modelled in 
 frost_chunk_model.py (decay_mode="pairwise"). This kernel is the correctness oracle for
 the tensor-core kernels (v1, and v2, the product's); it is written for clarity, not speed.
 Test-only: it is not part of the shipped package (kernels/), the engines never launch it;
-frost_v0_emulation_test.py runs its source on the CPU and tests/numerics/la_frost_smoke.py
+frost_oracle_emulation_test.py runs its source on the CPU and tests/numerics/la_frost_smoke.py
 launches it on the GPU (--algorithm v0) through frost_fwd_experiments.py.
 
 Compile-time specialisation comes from FrostFwdConfig (kernels/config.py): GDN, KDA and
@@ -35,7 +35,7 @@ THREADS = 256
 BLOCK_V = 32
 
 
-class FrostFwdV0:
+class FrostFwdOracle:
     """Callable for cute.compile: __call__ is the host-side @cute.jit launcher (signature in
     launch_abi.py), kernel() the device code."""
 

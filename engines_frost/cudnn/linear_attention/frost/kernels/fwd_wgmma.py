@@ -9,7 +9,7 @@ warpgroup), each owning 64 rows of S^T, exactly the rows its four warps already 
 
 1. R^T = W0^T + S^T KBA^T and O^T = S^T QA^T: A = bf16(S^T) from registers (the warp
    fragment v1 already builds), B = KBA and QA, the two row halves of one [128, K] tile
-   "kq" in the 128-byte swizzled K-major layout (fwd_v1.SW128), N = 64 each: 2 x K/16
+   "kq" in the 128-byte swizzled K-major layout (fwd_mma.SW128), N = 64 each: 2 x K/16
    wgmma per warpgroup instead of 2 x 4 x K/16 mma.sync per warp.
 2. O^T += U^T P^T: A = bf16(U^T) (the four 16 x 16 blocks the block solve leaves in
    registers are its four k-blocks), B = P [t, s] (SW128; its blocks above the diagonal,
@@ -40,7 +40,7 @@ with ordinary stores into the swizzled tiles; each stage then fences the generic
 against the async proxy (fence.proxy.async.shared::cta) before the barrier that ends it,
 so the wgmma reads see them.
 
-Training launchers (FrostFwdV3Checkpoints, FrostFwdV3Values: v2's launch ABI, one and two
+Training launchers (FrostFwdWgmmaCheckpoints, FrostFwdWgmmaValues: v2's launch ABI, one and two
 more pointers): the state entering each chunk is stored by v1's chunk loop from the state
 registers after settle_state's wait_group(0) has made them final; U is stored by the
 chain right after each block of the solve, from the solve's own fp32 accumulator (an
@@ -64,7 +64,7 @@ from cutlass.cute.nvgpu import OperandMajorMode, warpgroup
 from cudnn.linear_attention.frost.kernels import bulk_rows
 from cudnn.linear_attention.frost.kernels import gmem_vector_io as vio
 from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
-from cudnn.linear_attention.frost.kernels.fwd_v1 import (
+from cudnn.linear_attention.frost.kernels.fwd_mma import (
     CHUNK,
     NBLK,
     SUB,
@@ -73,15 +73,15 @@ from cudnn.linear_attention.frost.kernels.fwd_v1 import (
     to_a_operand,
     warp_mma,
 )
-from cudnn.linear_attention.frost.kernels.fwd_v2 import FrostFwdV2, FrostFwdV2Checkpoints, FrostFwdV2Values
-from cudnn.linear_attention.frost.kernels.fwd_v2 import smem_plan as v2_smem_plan
+from cudnn.linear_attention.frost.kernels.fwd_pipelined import FrostFwdPipelined, FrostFwdPipelinedCheckpoints, FrostFwdPipelinedValues
+from cudnn.linear_attention.frost.kernels.fwd_pipelined import smem_plan as pipelined_smem_plan
 from cudnn.linear_attention.frost.kernels.wgmma_fragments import tv_size, warp_view_matches
 
 WG_ROWS = 64  # wgmma's M: the S^T rows of one warpgroup
 WG_THREADS = 128
 #: what v3 takes out of v2's plan: the chain's B operands, now SW128 tiles
 REPLACED = ("qa", "kba", "kdt", "p")
-#: tiles v2 stages raw in the io dtype through FrostFwdV2.io_view: cute.recast_ptr drops a
+#: tiles v2 stages raw in the io dtype through FrostFwdPipelined.io_view: cute.recast_ptr drops a
 #: pointer's swizzle (CuTe DSL 4.8), so these must not become SW128 without io_view
 #: passing the swizzle on (what putting the Gram on wgmma, with q and k swizzled, needs)
 RAW_STAGED = ("q", "k", "w0", "qr", "kbr", "wst")
@@ -93,7 +93,7 @@ def smem_plan(c: FrostFwdConfig):
     the bulk row copies' mbarrier last."""
     K, C = c.K, CHUNK
     plan = [("kq", "bf16", (2 * C, K), SW128), ("kdt", "bf16", (K, C), SW128), ("p", "bf16", (C, C), SW128)] + [
-        entry for entry in v2_smem_plan(c) if entry[0] not in REPLACED]
+        entry for entry in pipelined_smem_plan(c) if entry[0] not in REPLACED]
     if c.gate_per_channel:
         plan.append(bulk_rows.MBARRIER)
     assert not any(name in RAW_STAGED and stride == SW128 for name, _, _, stride in plan), plan
@@ -121,7 +121,7 @@ def check_fragment_orders(wg, mma, n: int) -> None:
                                  ("A", wg.tv_layout_A, mma.tv_layout_A_tiled)):
         wg_tv, warp_tv = _tv(wg_tv), _tv(warp_tv)
         if not warp_view_matches(wg_tv, WG_ROWS, warp_tv, SUB, tv_size(warp_tv)[1]):
-            raise ValueError(f"fwd_v3: the wgmma m64n{n}k16 {name} fragment {wg_tv} does not extend the "
+            raise ValueError(f"fwd_wgmma: the wgmma m64n{n}k16 {name} fragment {wg_tv} does not extend the "
                              f"mma.sync fragment {warp_tv}; v3's register hand-over would be wrong")
 
 
@@ -160,7 +160,7 @@ def store_output_rows(mo: cute.Tensor, acc_o: cute.Tensor, crd: cute.Tensor, t0,
                 mo[t, h, j0 + jt[0]] = acc_o[bi * per + e].to(mo.element_type)
 
 
-class FrostFwdV3(FrostFwdV2):
+class FrostFwdWgmma(FrostFwdPipelined):
     """Callable for cute.compile; see the module docstring for what differs from v2."""
 
     smem_plan = staticmethod(smem_plan)
@@ -168,8 +168,8 @@ class FrostFwdV3(FrostFwdV2):
     SM90A_ONLY = True  # warpgroup MMA: compile_kernel.compile_fwd refuses other archs
 
     #: False: the chain leaves its state update in flight and settle_state retires it after
-    #: the next chunk's rows stage (FrostFwdV1.STATE_FINAL_AT_CHAIN_END); the wgmma Gram
-    #: experiment (fwd_v3_gram.GramWgmma) sets True: the chain waits at its end, as before
+    #: the next chunk's rows stage (FrostFwdMma.STATE_FINAL_AT_CHAIN_END); the wgmma Gram
+    #: experiment (fwd_wgmma_gram.GramWgmma) sets True: the chain waits at its end, as before
     STATE_FINAL_AT_CHAIN_END = False
 
     #: vector gates: the next chunk's q, k, gate (GDN-2: b, w) rows by one 1D bulk copy per
@@ -185,13 +185,13 @@ class FrostFwdV3(FrostFwdV2):
     STAGED_STORES = True
 
     #: True in the launchers whose __call__ passes the checkpoint (and values) pointers
-    #: (FrostFwdV3Checkpoints, FrostFwdV3Values); this class's own launch has no slot for them
+    #: (FrostFwdWgmmaCheckpoints, FrostFwdWgmmaValues); this class's own launch has no slot for them
     TRAINING_LAUNCHER = False
 
     def __init__(self, cfg: FrostFwdConfig):
         if (cfg.write_checkpoints or cfg.write_values) and not self.TRAINING_LAUNCHER:
-            raise ValueError("FrostFwdV3: state checkpoints and values are written by its training launchers "
-                             "(FrostFwdV3Checkpoints, FrostFwdV3Values; compile_kernel.version_class picks one)")
+            raise ValueError("FrostFwdWgmma: state checkpoints and values are written by its training launchers "
+                             "(FrostFwdWgmmaCheckpoints, FrostFwdWgmmaValues; compile_kernel.version_class picks one)")
         super().__init__(cfg)
 
     # ------------------------------------------------------------------ v2 extension points
@@ -208,7 +208,7 @@ class FrostFwdV3(FrostFwdV2):
         s.kba = cute.local_tile(s.kq, (C, K), (0, 0))
         s.qa = cute.local_tile(s.kq, (C, K), (1, 0))
         self.zero_p_above_diagonal(s, tid)
-        FrostFwdV2.before_chunks(self, s, mq, mk, mv, mg, mb, mw, heads, bos, eos, tid, lane, wid)
+        FrostFwdPipelined.before_chunks(self, s, mq, mk, mv, mg, mb, mw, heads, bos, eos, tid, lane, wid)
 
     def staged_stores(self) -> bool:
         """Whether O and U go through the warp buffers in KE's tile (STAGED_STORES; vector
@@ -246,7 +246,7 @@ class FrostFwdV3(FrostFwdV2):
                 self.copy_gate_beta_rows(s, t0 + CHUNK, eos, tid, gates=not self.cfg.gate_align16)
                 cute.arch.cp_async_commit_group()
         else:
-            FrostFwdV2.prefetch_next_rows(self, s, t0, eos, lane, wid)
+            FrostFwdPipelined.prefetch_next_rows(self, s, t0, eos, lane, wid)
 
     @cute.jit
     def stage_chain(self, s, mo, acc_s, coord_s, heads, t0, eos, thr, lane, wid):
@@ -254,7 +254,7 @@ class FrostFwdV3(FrostFwdV2):
         the wait for the bulk set, chunk j + 1's being the mbarrier's phase j (chunk 0 is
         staged by cp.async before the loop), before v1's barrier that ends the chunk (which
         also orders the zeros bulk_rows stores past eos before their reads)."""
-        FrostFwdV2.stage_chain(self, s, mo, acc_s, coord_s, heads, t0, eos, thr, lane, wid)
+        FrostFwdPipelined.stage_chain(self, s, mo, acc_s, coord_s, heads, t0, eos, thr, lane, wid)
         if cutlass.const_expr(self.rows_by_bulk()):
             if t0 + CHUNK < eos:
                 cute.arch.mbarrier_wait(s.mbar.iterator, ((t0 - s.bos) // CHUNK) % 2)
@@ -276,13 +276,13 @@ class FrostFwdV3(FrostFwdV2):
     def stage_operands(self, s, mb, heads, t0, eos, scale, tid):
         """v2's operand stage, then a proxy fence: its generic stores into kq and kdt must be
         visible to the async proxy (wgmma's operand reads) after the stage's barrier."""
-        FrostFwdV2.stage_operands(self, s, mb, heads, t0, eos, scale, tid)
+        FrostFwdPipelined.stage_operands(self, s, mb, heads, t0, eos, scale, tid)
         cute.arch.fence_proxy("async.shared", space="cta")
 
     @cute.jit
     def stage_gram(self, s, mb, heads, t0, eos, scale, thr, lane, wid):
         """v2's Gram stage, then the same fence for its P stores (read by the P U wgmma)."""
-        FrostFwdV2.stage_gram(self, s, mb, heads, t0, eos, scale, thr, lane, wid)
+        FrostFwdPipelined.stage_gram(self, s, mb, heads, t0, eos, scale, thr, lane, wid)
         cute.arch.fence_proxy("async.shared", space="cta")
 
     # ------------------------------------------------------------------ the chain
@@ -410,18 +410,18 @@ class FrostFwdV3(FrostFwdV2):
         warpgroup.wait_group(0)
 
 
-class FrostFwdV3Checkpoints(FrostFwdV3, FrostFwdV2Checkpoints):
+class FrostFwdWgmmaCheckpoints(FrostFwdWgmma, FrostFwdPipelinedCheckpoints):
     """v3 compiled with write_checkpoints, launched through v2's checkpoint ABI (the extra
-    state_checkpoints pointer: FrostFwdV2Checkpoints.__call__, inherited). v1's chunk loop
+    state_checkpoints pointer: FrostFwdPipelinedCheckpoints.__call__, inherited). v1's chunk loop
     stores the state registers as bf16 after each chunk's rows stage and settle_state's
     wait_group(0), so the state update's wgmma group has retired when they are read."""
 
     TRAINING_LAUNCHER = True
 
 
-class FrostFwdV3Values(FrostFwdV3, FrostFwdV2Values):
+class FrostFwdWgmmaValues(FrostFwdWgmma, FrostFwdPipelinedValues):
     """v3 compiled with write_checkpoints and write_values, launched through v2's values ABI
-    (state_checkpoints and values last: FrostFwdV2Values.__call__, inherited): the
+    (state_checkpoints and values last: FrostFwdPipelinedValues.__call__, inherited): the
     checkpoint kernel whose chain also stores U per token (chunk_chain)."""
 
     TRAINING_LAUNCHER = True

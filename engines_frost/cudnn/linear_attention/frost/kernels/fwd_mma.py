@@ -2,7 +2,7 @@
 
 One CTA per (sequence, output head) owns the whole value width (BV = V, 2V threads: one
 warp per 16 value columns); one more grid row of N CTAs only zeroes the output rows no
-sequence covers (FrostFwdV1.grid). It walks the sequence's chunks of C = 64 tokens; per
+sequence covers (FrostFwdMma.grid). It walks the sequence's chunks of C = 64 tokens; per
 chunk:
 
 1. rows      q-hat, k-hat (16-byte loads, L2 norms reduced across the lanes of a row),
@@ -32,8 +32,8 @@ decay_mode="factored" (blocked solve). Padded rows of a partial chunk load as ze
 Sequence bounds are clamped into [0, T] and rows no sequence covers are zeroed (by the
 extra grid row's CTAs), whatever cu_seqlens holds (seq_bounds.py).
 
-The product never launches FrostFwdV1 itself: it is the base class of v2 (the product
-kernel, fwd_v2.py) and of the backward kernels, and this module holds the tile constants
+The product never launches FrostFwdMma itself: it is the base class of v2 (the product
+kernel, fwd_pipelined.py) and of the backward kernels, and this module holds the tile constants
 and MMA helpers they share; the test and bench tooling still builds v1 on its own
 (engines_frost/tests/frost_fwd_experiments.py) to compare against.
 """
@@ -96,7 +96,7 @@ def smem_plan(c: FrostFwdConfig):
 
 # A plan entry whose stride is SW128 is a bf16 [rows, cols] tile in the 128-byte swizzled
 # K-major layout warpgroup MMA (WGMMA) reads its shared-memory operands in (cols: the
-# contiguous K extent, cols * 2 bytes a multiple of 128); 1024-byte aligned. fwd_v3 uses it.
+# contiguous K extent, cols * 2 bytes a multiple of 128); 1024-byte aligned. fwd_wgmma uses it.
 SW128 = "sw128"
 SW128_ALIGN = 1024
 # The same with the 64-byte swizzle (8-row x 32-column atoms, cols * 2 a multiple of 64):
@@ -150,10 +150,10 @@ def warp_mma():
     return cute.make_tiled_mma(op, (1, 1, 1), permutation_mnk=(SUB, 16, 16))
 
 
-class FrostFwdV1:
+class FrostFwdMma:
     """Callable for cute.compile (host launcher in __call__, device code in kernel()).
 
-    fwd_v2.FrostFwdV2 derives from it; the methods marked "extension point" are where it
+    fwd_pipelined.FrostFwdPipelined derives from it; the methods marked "extension point" are where it
     differs (no-ops or v1's choice here)."""
 
     smem_plan = staticmethod(smem_plan)
@@ -166,7 +166,7 @@ class FrostFwdV1:
     skip_stages: tuple[str, ...] = ()
     ldmatrix: bool = True
     #: True: the chain leaves the state registers final (v1, v2); False: its last products
-    #: are still in flight until settle_state (fwd_v3), so the checkpoint store of the state
+    #: are still in flight until settle_state (fwd_wgmma), so the checkpoint store of the state
     #: entering a chunk runs after that chunk's rows stage instead of before it
     STATE_FINAL_AT_CHAIN_END = True
     #: whether this class compiles write_output=False configs (FrostFwdConfig): v2 and v3
@@ -194,8 +194,8 @@ class FrostFwdV1:
                  stream: cuda.CUstream):
         m = operand_views(self.cfg, p_q, p_k, p_v, p_g, p_beta, p_w, p_cu, p_out, p_h0, p_ht, T, N)
         # no checkpoint or values operand in this ABI: the kernel's slots for them get views
-        # it never touches (write_checkpoints / write_values are off; fwd_v2's
-        # FrostFwdV2Checkpoints and FrostFwdV2Values pass the real ones)
+        # it never touches (write_checkpoints / write_values are off; fwd_pipelined's
+        # FrostFwdPipelinedCheckpoints and FrostFwdPipelinedValues pass the real ones)
         self.kernel(m.q, m.k, m.v, m.g, m.beta, m.w, m.cu, m.out, m.h0, m.ht, m.ht, m.out, scale, T, N).launch(
             grid=self.grid(N), block=[self.block_threads, 1, 1], stream=stream)
 
@@ -310,13 +310,13 @@ class FrostFwdV1:
         """Extension point (v1: nothing; its chain leaves the state registers final): the
         state registers and the operand tiles the chain's last products read are settled
         after this, which runs at the end of each chunk's rows stage, before its barrier
-        (the operand stage then rewrites those tiles), and after the chunk loop. fwd_v3
+        (the operand stage then rewrites those tiles), and after the chunk loop. fwd_wgmma
         retires its state update here, so the update runs under the rows stage."""
         pass
 
     def final_state_coords(self, coord_s):
         """Extension point (traced inline): the state registers' coordinates for the final
-        state's stores (v1: coord_s itself). fwd_v3_gram recomputes them after the loop so
+        state's stores (v1: coord_s itself). fwd_wgmma_gram recomputes them after the loop so
         the store offsets are not the initial state's, kept live across the chunk loop."""
         return coord_s
 

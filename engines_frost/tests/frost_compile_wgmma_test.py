@@ -3,17 +3,17 @@ sm_90a, and the layouts it relies on are the ones the installed CuTe DSL builds.
 
 - every family x head dims (bf16, both states) and fp16 without an initial state, plus
   the grouped-head configs, compile through fwd.compile_fwd (the launch's entry);
-- the register hand-over (fwd_v3 docstring): for every thread of a warpgroup and every
+- the register hand-over (fwd_wgmma docstring): for every thread of a warpgroup and every
   value, the wgmma m64nNk16 accumulator and A partitions (N = 64, 128) list the same
   (row, column) as the warp's m16n8k16 partitions, 16 rows down per warp;
 - the SW128 tiles are the swizzle kernels/wgmma_fragments.sw128_tile_offset describes
   (that map is checked against the hardware's definition by frost_wgmma_fragments_test);
-- FrostFwdV2.io_view (cute.recast_ptr) drops a pointer's swizzle, the reason v3 keeps
-  the raw-staged tiles plain (fwd_v3.RAW_STAGED);
+- FrostFwdPipelined.io_view (cute.recast_ptr) drops a pointer's swizzle, the reason v3 keeps
+  the raw-staged tiles plain (fwd_wgmma.RAW_STAGED);
 - v3's shared-memory plan fits every config and is no larger than v2's;
 - v3 refuses other architectures, and checkpoint / values configs outside its training
   launchers, by name;
-- the training launchers (FrostFwdV3Checkpoints, FrostFwdV3Values: the product's training
+- the training launchers (FrostFwdWgmmaCheckpoints, FrostFwdWgmmaValues: the product's training
   forward for bf16 on sm_90a) compile for GDN, KDA, GDN-2 at K = V = 128 and GDN at
   K = V = 64 without local memory or a stack frame, with exactly the global stores of
   v2's training kernel (the bf16 checkpoint rows, U), and with the plain v3 kernel's
@@ -99,8 +99,8 @@ def test_v3_stage_timing_variant_compiles():
 def test_warpgroup_partitions_extend_the_warp_partitions():
     import cutlass.cute as cute
 
-    from cudnn.linear_attention.frost.kernels.fwd_v1 import warp_mma
-    from cudnn.linear_attention.frost.kernels.fwd_v3 import wgmma
+    from cudnn.linear_attention.frost.kernels.fwd_mma import warp_mma
+    from cudnn.linear_attention.frost.kernels.fwd_wgmma import wgmma
 
     result = {}
 
@@ -133,11 +133,11 @@ def test_warpgroup_partitions_extend_the_warp_partitions():
 
 
 def test_sw128_tiles_are_the_documented_swizzle():
-    """fwd_v1.sw128_layout as the DSL builds it: Swizzle<3,4,3> on byte addresses over
+    """fwd_mma.sw128_layout as the DSL builds it: Swizzle<3,4,3> on byte addresses over
     8 x 64 bf16 atoms tiled rows first, i.e. wgmma_fragments.sw128_tile_offset."""
     import cutlass.cute as cute
 
-    from cudnn.linear_attention.frost.kernels.fwd_v1 import sw128_layout
+    from cudnn.linear_attention.frost.kernels.fwd_mma import sw128_layout
 
     texts = {}
 
@@ -155,26 +155,26 @@ def test_sw128_tiles_are_the_documented_swizzle():
 
 
 def test_v3_shared_memory_fits_and_is_no_larger_than_v2():
-    from cudnn.linear_attention.frost.kernels.fwd_v1 import SMEM_LIMIT, smem_bytes
-    from cudnn.linear_attention.frost.kernels.fwd_v2 import FrostFwdV2
-    from cudnn.linear_attention.frost.kernels.fwd_v3 import FrostFwdV3
+    from cudnn.linear_attention.frost.kernels.fwd_mma import SMEM_LIMIT, smem_bytes
+    from cudnn.linear_attention.frost.kernels.fwd_pipelined import FrostFwdPipelined
+    from cudnn.linear_attention.frost.kernels.fwd_wgmma import FrostFwdWgmma
 
     for fam, cfg in VARIANTS:
-        v3, v2 = smem_bytes(cfg, FrostFwdV3.smem_plan), smem_bytes(cfg, FrostFwdV2.smem_plan)
+        v3, v2 = smem_bytes(cfg, FrostFwdWgmma.smem_plan), smem_bytes(cfg, FrostFwdPipelined.smem_plan)
         assert v3 <= min(v2, SMEM_LIMIT), (fam, cfg.K, cfg.V, v3, v2)
-    names = [entry[0] for entry in FrostFwdV3.smem_plan(VARIANTS[0][1])]
+    names = [entry[0] for entry in FrostFwdWgmma.smem_plan(VARIANTS[0][1])]
     assert names[:2] == ["kq", "kdt"] and not {"qa", "kba"} & set(names)
 
 
 def test_io_view_drops_the_swizzle_so_staged_tiles_stay_plain():
-    """FrostFwdV2.io_view re-types a shared tile by cute.recast_ptr, which (CuTe DSL 4.8)
+    """FrostFwdPipelined.io_view re-types a shared tile by cute.recast_ptr, which (CuTe DSL 4.8)
     returns an unswizzled pointer: a raw-staged tile in SW128 would be written to the wrong
-    addresses. v3 keeps them plain (fwd_v3.RAW_STAGED); this pins the DSL behaviour that
+    addresses. v3 keeps them plain (fwd_wgmma.RAW_STAGED); this pins the DSL behaviour that
     rule exists for, so a DSL that keeps the swizzle shows up here."""
     import cutlass.cute as cute
     from cutlass import Float16
 
-    from cudnn.linear_attention.frost.kernels.fwd_v1 import SW128, allocate_smem
+    from cudnn.linear_attention.frost.kernels.fwd_mma import SW128, allocate_smem
 
     texts = {}
 
@@ -195,7 +195,7 @@ def test_io_view_drops_the_swizzle_so_staged_tiles_stay_plain():
 
 
 def test_smem_bytes_counts_the_swizzle_alignment():
-    from cudnn.linear_attention.frost.kernels.fwd_v1 import SW128, smem_bytes
+    from cudnn.linear_attention.frost.kernels.fwd_mma import SW128, smem_bytes
 
     cfg = VARIANTS[0][1]
     assert smem_bytes(cfg, lambda c: [("t", "bf16", (64, 64), SW128)]) == 8192
@@ -204,7 +204,7 @@ def test_smem_bytes_counts_the_swizzle_alignment():
 
 def test_v3_refuses_what_it_does_not_do():
     from cudnn.linear_attention.frost.kernels.compile_kernel import version_class
-    from cudnn.linear_attention.frost.kernels.fwd_v3 import FrostFwdV3, FrostFwdV3Checkpoints, FrostFwdV3Values
+    from cudnn.linear_attention.frost.kernels.fwd_wgmma import FrostFwdWgmma, FrostFwdWgmmaCheckpoints, FrostFwdWgmmaValues
 
     _, cfg = VARIANTS[V3_VARIANTS[0]]
     with pytest.raises(ValueError, match="sm_90a only.*sm_100a"):  # a forced v3; the product picks v2 there
@@ -214,19 +214,19 @@ def test_v3_refuses_what_it_does_not_do():
     # the plain launcher has no checkpoint or values pointer: only the training launchers take them
     for training in (ckpt, values):
         with pytest.raises(ValueError, match="written by its training launchers"):
-            FrostFwdV3(training)
+            FrostFwdWgmma(training)
     with pytest.raises(ValueError, match="must have write_checkpoints=True"):
-        FrostFwdV3Checkpoints(cfg)
+        FrostFwdWgmmaCheckpoints(cfg)
     with pytest.raises(ValueError, match="write_values=True"):
-        FrostFwdV3Values(ckpt)
-    assert [version_class("v3", c) for c in (cfg, ckpt, values)] == [FrostFwdV3, FrostFwdV3Checkpoints,
-                                                                      FrostFwdV3Values]
+        FrostFwdWgmmaValues(ckpt)
+    assert [version_class("v3", c) for c in (cfg, ckpt, values)] == [FrostFwdWgmma, FrostFwdWgmmaCheckpoints,
+                                                                      FrostFwdWgmmaValues]
     with pytest.raises(ValueError, match="sm_90a only.*sm_100a"):
         compile_fwd(experiment(values, "v3"), "sm_100a")
 
 
 TRAINING = [("gdn", 128, True), ("kda", 128, True), ("gdn2", 128, True), ("gdn", 64, True), ("gdn", 128, False)]
-_BUILDS = tempfile.mkdtemp(prefix="frost_compile_v3_")
+_BUILDS = tempfile.mkdtemp(prefix="frost_compile_wgmma_")
 atexit.register(shutil.rmtree, _BUILDS, ignore_errors=True)
 
 
@@ -237,13 +237,13 @@ def _training_builds(family, K, with_values):
     for sm_90a and kept: {"v3": the product's training kernel (v3's launcher), "v2": v2's
     launcher, forced, "plain": the product's plain kernel} -> (cubin path, the blocks of
     the solve, the blocks the U store was handed, the tiles the staged stores were handed).
-    The recorders wrap the solve (fwd_v1.FrostFwdV1.solve_block), each chain's
-    store_values_block (fwd_v1's, fwd_v3's, fwd_v3_scaled's) and the staged stores' tile
+    The recorders wrap the solve (fwd_mma.FrostFwdMma.solve_block), each chain's
+    store_values_block (fwd_mma's, fwd_wgmma's, fwd_wgmma_scaled's) and the staged stores' tile
     writes (gmem_vector_io.stage_tile: U's blocks, then O's, in v3's chain where
     STAGED_STORES applies) while the kernel is traced. Shared by the training-launcher SASS
     test and the U-store test (one build each)."""
     import frost_cubin_report as report
-    from cudnn.linear_attention.frost.kernels import fwd_v1, fwd_v3, fwd_v3_scaled
+    from cudnn.linear_attention.frost.kernels import fwd_mma, fwd_wgmma, fwd_wgmma_scaled
     from cudnn.linear_attention.frost.kernels import gmem_vector_io as vio
     from frost_fwd_experiments import product_algorithm, product_config
 
@@ -253,7 +253,7 @@ def _training_builds(family, K, with_values):
     builds = {}
     for name, cfg in (("v3", training), ("v2", experiment(training, "v2")), ("plain", plain)):
         solved, stored, tiles = [], [], []
-        solve = fwd_v1.FrostFwdV1.solve_block
+        solve = fwd_mma.FrostFwdMma.solve_block
 
         def recording_solve(self, *args, _solve=solve, _solved=solved):
             u = _solve(self, *args)
@@ -261,8 +261,8 @@ def _training_builds(family, K, with_values):
             return u
 
         with pytest.MonkeyPatch.context() as patch:
-            patch.setattr(fwd_v1.FrostFwdV1, "solve_block", recording_solve)
-            for module in (fwd_v1, fwd_v3, fwd_v3_scaled):
+            patch.setattr(fwd_mma.FrostFwdMma, "solve_block", recording_solve)
+            for module in (fwd_mma, fwd_wgmma, fwd_wgmma_scaled):
                 def recording_store(mu, u, *rest, _store=module.store_values_block, _stored=stored):
                     _stored.append(u)
                     return _store(mu, u, *rest)
@@ -314,7 +314,7 @@ def test_v3_training_launchers_store_what_v2_stores(family, K, with_values):
     v3 kernel, on the benchmark config as a training call: no spills; the same global
     stores as v2's training kernel, which has more than the plain kernel (the checkpoint
     rows; with U, 4 blocks x 8 values per thread and chunk more 2-byte stores); the plain
-    v3 kernel's wgmma sequence. Where v3 stages O and U (fwd_v3.FrostFwdV3.STAGED_STORES:
+    v3 kernel's wgmma sequence. Where v3 stages O and U (fwd_wgmma.FrostFwdWgmma.STAGED_STORES:
     vector gates, bf16 io, K >= V) each staged tensor's 32 two-byte stores per thread and chunk are
     4 sixteen-byte ones instead (frost_compile_fwd_staged_stores_test)."""
     from frost_fwd_experiments import staged_stores_apply
@@ -344,19 +344,19 @@ def test_v3_training_launchers_store_what_v2_stores(family, K, with_values):
     ids=lambda c: f"{c[1]}-{c[2]}", unpack=True))
 def test_u_stored_is_the_solves_accumulator(family, build, decay):
     """What a training forward stores as U, seen while the kernel is traced: in v2's chain
-    (fwd_v1.stage_chain) and in v3's (fwd_v3.chunk_chain) the one U store
-    (fwd_v1.store_values_block: the same bf16 conversion and rows) is called once per block
+    (fwd_mma.stage_chain) and in v3's (fwd_wgmma.chunk_chain) the one U store
+    (fwd_mma.store_values_block: the same bf16 conversion and rows) is called once per block
     of the solve, in block order, with the very fp32 accumulator solve_block returned for
     that block: not a bf16 copy, not a wgmma operand, not another block's. So v3 stores the
     same rounding of the same value v2 does, up to the order of the fp32 sums that made R
     (the tensor cores'; kernels/NOTES.md "v3 training forward"). The same holds for v3's
-    chain with the decays as factors (fwd_v3_scaled.py, the product's for GDN). Traced in
+    chain with the decays as factors (fwd_wgmma_scaled.py, the product's for GDN). Traced in
     the bench training builds test_v3_training_launchers_store_what_v2_stores inspects
     (_training_builds: KDA's product forward runs the folded chain, GDN's the scaled one).
     Where v3 stages its stores (STAGED_STORES: KDA here), U's blocks are the first NBLK
     tiles staged, the same accumulators, and O's the NBLK after them. Only counts and
     identities are asserted: a traced value's repr outlives its trace badly."""
-    from cudnn.linear_attention.frost.kernels.fwd_v1 import NBLK
+    from cudnn.linear_attention.frost.kernels.fwd_mma import NBLK
     from frost_fwd_experiments import default_decay, staged_stores_apply
 
     training, builds = _training_builds(family, 128, True)

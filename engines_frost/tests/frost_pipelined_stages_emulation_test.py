@@ -1,6 +1,6 @@
 """v2's staging, rows and operand stages, run on the CPU (simt_emulator), against v1's.
 
-The parts of v2 (kernels/fwd_v2.py) that differ from v1 outside the MMA code are SIMT:
+The parts of v2 (kernels/fwd_pipelined.py) that differ from v1 outside the MMA code are SIMT:
 the cp.async staging of a chunk's rows into shared memory (zero-filled past the
 sequence end, raw io dtype in bf16 tensors, GDN-2's b and w in qr and kbr/wst), the rows
 stage working in place on them, and the operand stage with its rows-fastest thread
@@ -36,7 +36,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import numpy as np  # noqa: E402
 
-from cudnn.linear_attention.frost.kernels import fwd_v1, fwd_v2, gmem_views  # noqa: E402
+from cudnn.linear_attention.frost.kernels import fwd_mma, fwd_pipelined, gmem_views  # noqa: E402
 from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig, operand_dtypes  # noqa: E402
 from cudnn.linear_attention.frost.kernels.launch_abi import cutlass_dtype  # noqa: E402
 from tests.reference.inputs import InputConfig, make_inputs  # noqa: E402
@@ -45,7 +45,7 @@ from tests.reference.preprocess import Family  # noqa: E402
 import simt_emulator as emu  # noqa: E402
 from compile_tiers import tiered  # noqa: E402
 
-C, SUB = fwd_v1.CHUNK, fwd_v1.SUB
+C, SUB = fwd_mma.CHUNK, fwd_mma.SUB
 V1_TENSORS = ("q", "k", "w0", "g", "qa", "kba", "kdt")
 VECTOR_TENSORS = ("qr", "kbr")
 FAMILIES = {"gdn": Family.GDN, "kda": Family.KDA, "gdn2": Family.GDN2}
@@ -68,7 +68,7 @@ def _bf16(a):
 def _run_stages(kernel_cls, cfg, x, T, N, chunk, scale):
     """One CTA (sequence 0, head 0) through the state-independent stages of `chunk`;
     returns the CTA's shared tensors by name (numpy copies)."""
-    kern = emu.emulate_class(kernel_cls, helper_modules=[gmem_views, fwd_v1])(cfg)
+    kern = emu.emulate_class(kernel_cls, helper_modules=[gmem_views, fwd_mma])(cfg)
     m = emu.emulated(gmem_views, "operand_views")(cfg, *_pointers(cfg, x), T, N)
     plan = kern.smem_plan(cfg)
     snapshot = {}
@@ -84,7 +84,7 @@ def _run_stages(kernel_cls, cfg, x, T, N, chunk, scale):
         bos, eos = m.cu[0], m.cu[1]
         t0 = bos + chunk * C
         kern.before_chunks(s, m.q, m.k, m.v, m.g, m.beta, m.w, heads, bos, eos, tid, lane, wid)
-        if chunk and kernel_cls is fwd_v2.FrostFwdV2:  # what chunk 0's chain prefetches
+        if chunk and kernel_cls is fwd_pipelined.FrostFwdPipelined:  # what chunk 0's chain prefetches
             kern.prefetch_rows(s, t0, eos, tid)
             kern.prefetch_v(s, t0, eos, lane, wid)
             emu.sync_threads()
@@ -126,9 +126,9 @@ def test_v2_stages_match_v1(case, chunk):
                          gate_per_channel=family.per_channel_gate, beta_per_channel=family.vector_beta,
                          has_w=family.vector_beta, use_l2norm=l2, has_initial_state=False, has_final_state=False)
     scale = 1.0 / math.sqrt(K)
-    s1 = _run_stages(fwd_v1.FrostFwdV1, cfg, x, inputs.T, inputs.N, chunk, scale)
+    s1 = _run_stages(fwd_mma.FrostFwdMma, cfg, x, inputs.T, inputs.N, chunk, scale)
     cfg2 = FrostFwdConfig(**{**cfg.__dict__, "gate_align16": align16})
-    s2 = _run_stages(fwd_v2.FrostFwdV2, cfg2, x, inputs.T, inputs.N, chunk, scale)
+    s2 = _run_stages(fwd_pipelined.FrostFwdPipelined, cfg2, x, inputs.T, inputs.N, chunk, scale)
     names = V1_TENSORS + (VECTOR_TENSORS if cfg.gate_per_channel else ()) + (() if cfg.has_w else ("beta",))
     for name in names:
         assert not np.isnan(s1[name]).any(), name  # v1 wrote all of it
@@ -144,7 +144,7 @@ def test_v2_stages_match_v1(case, chunk):
         assert np.array_equal(s2["alast"], _exp(g[C - 1]))
         last = np.repeat(g[SUB - 1::SUB], SUB, axis=0)  # Gam of the last row of each row's block
         assert np.array_equal(s2["ke"], bf16(k * _exp(last - g)))
-        for p, (i, j) in enumerate(fwd_v1.GRAM_TILES):
+        for p, (i, j) in enumerate(fwd_mma.GRAM_TILES):
             assert np.array_equal(s2["xg"][p], _exp(g[i * SUB] - g[j * SUB + SUB - 1])), p
             b_v2 = s2["ke"][j * SUB:(j + 1) * SUB] * s2["xg"][p]
             b_v1 = k[j * SUB:(j + 1) * SUB] * np.exp(g[i * SUB] - g[j * SUB:(j + 1) * SUB])

@@ -46,9 +46,9 @@ from cutlass.cute.nvgpu import OperandMajorMode, warpgroup
 from cutlass.cutlass_dsl import T, dsl_user_op
 
 from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
-from cudnn.linear_attention.frost.kernels.fwd_v1 import CHUNK, SUB, SW128, warp_mma
-from cudnn.linear_attention.frost.kernels.fwd_v3 import WG_ROWS, WG_THREADS
-from cudnn.linear_attention.frost.kernels.fwd_v3 import smem_plan as v3_smem_plan
+from cudnn.linear_attention.frost.kernels.fwd_mma import CHUNK, SUB, SW128, warp_mma
+from cudnn.linear_attention.frost.kernels.fwd_wgmma import WG_ROWS, WG_THREADS
+from cudnn.linear_attention.frost.kernels.fwd_wgmma import smem_plan as wgmma_smem_plan
 from cudnn.linear_attention.frost.kernels.wgmma_fragments import fragment_coords, shared_coordinate, tv_size
 
 GRAM_N = 32  # the accumulator's N (default): 32 columns of M or P per wgmma group
@@ -64,7 +64,7 @@ def smem_plan(c: FrostFwdConfig):
     """v3's plan with q and k as [C, K] SW128 tiles (1024-byte aligned, first)."""
     K, C = c.K, CHUNK
     rows = [(name, "bf16", (C, K), SW128) for name in SWIZZLED_ROWS]
-    return rows + [entry for entry in v3_smem_plan(c) if entry[0] not in SWIZZLED_ROWS]
+    return rows + [entry for entry in wgmma_smem_plan(c) if entry[0] not in SWIZZLED_ROWS]
 
 
 @dsl_user_op
@@ -108,21 +108,21 @@ def accumulator_coordinate_maps(wg, n: int):
             if r // SUB != t // 32 or not 0 <= col < n or col // SUB != sub[v]:
                 threads = -1
     if threads != WG_THREADS:
-        raise ValueError(f"fwd_v3_gram: the wgmma m64n{n} accumulator {tv} is not warp w on rows "
+        raise ValueError(f"fwd_wgmma_gram: the wgmma m64n{n} accumulator {tv} is not warp w on rows "
                          f"[16 w, 16 w + 16), value v in one 16-column block; the Gram epilogue's stores "
                          f"would be wrong")
     return shared_coordinate(tv, WG_ROWS, 0), shared_coordinate(tv, WG_ROWS, 1), sub
 
 
 class GramWgmma:
-    """Mixin over a v3 class (FrostFwdV3 or its training launchers): the scalar-gate Gram
+    """Mixin over a v3 class (FrostFwdWgmma or its training launchers): the scalar-gate Gram
     stage on warpgroup MMA (module docstring). Put first in the bases."""
 
     smem_plan = staticmethod(smem_plan)
     gram_wgmma = True
     RAW_ROWS_SWIZZLED = True  # q and k staged raw into SW128 tiles (bf16 io only)
     #: the chain waits for its state update and the checkpoint store stays at the loop's
-    #: top (fwd_v1.FrostFwdV1.STATE_FINAL_AT_CHAIN_END): with the store after the rows stage
+    #: top (fwd_mma.FrostFwdMma.STATE_FINAL_AT_CHAIN_END): with the store after the rows stage
     #: the m64n16 Gram's training build reached 255 registers and an 8-byte stack frame
     STATE_FINAL_AT_CHAIN_END = True
     #: accumulators of the column-block pipeline: 2 issues block bj + 1 before block bj's

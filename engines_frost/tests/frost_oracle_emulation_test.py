@@ -1,6 +1,6 @@
 """FROST v0's own kernel source, executed on the CPU (simt_emulator), against the float64 recurrences.
 
-v0 (frost_fwd_v0.py, the test-only oracle) is scalar CuTe DSL, so its launcher, kernel body
+v0 (frost_fwd_oracle.py, the test-only oracle) is scalar CuTe DSL, so its launcher, kernel body
 and stages can run as Python with a thread per CUDA thread (see simt_emulator.py). That checks on a machine
 without a GPU everything but fp32 rounding: the launch grid, head mapping, operand views,
 const_expr specialisation per family, shared-memory indexing and barriers, the write term
@@ -9,7 +9,7 @@ v0 wrong for scalar beta (the write term was v, not beta v); this test fails on 
 (rel. error ~0.8) and passes on the fix (~2e-3: bf16 outputs).
 
 Sizes: FrostFwdConfig limits K and V to the kernels' head dims (64, 128); the emulation
-uses K = V = 16 with CHUNK = 16 and BLOCK_V = 8 (module constants of frost_fwd_v0, overridden
+uses K = V = 16 with CHUNK = 16 and BLOCK_V = 8 (module constants of frost_fwd_oracle, overridden
 only here) so sequences of 1..40 tokens span up to three chunks and two value blocks per
 head, and a run takes seconds.
 
@@ -45,7 +45,7 @@ from tests.reference.inputs import InputConfig, make_inputs  # noqa: E402
 from tests.reference.kda import naive_recurrent_kda  # noqa: E402
 from tests.reference.preprocess import Family  # noqa: E402
 
-import frost_fwd_v0  # noqa: E402
+import frost_fwd_oracle  # noqa: E402
 from compile_tiers import tiered  # noqa: E402
 from simt_emulator import Pointer, Val, emulate_class  # noqa: E402
 
@@ -65,7 +65,7 @@ def small_config(**fields) -> FrostFwdConfig:
 
 def run_v0_emulated(cfg: FrostFwdConfig, x, T: int, N: int, scale: float):
     """frost_fwd's launch of v0, emulated: returns (out, final_state) as float64 tensors."""
-    kernel = emulate_class(frost_fwd_v0.FrostFwdV0, OVERRIDES, helper_modules=[gmem_views, seq_bounds])(cfg)
+    kernel = emulate_class(frost_fwd_oracle.FrostFwdOracle, OVERRIDES, helper_modules=[gmem_views, seq_bounds])(cfg)
     dtypes = operand_dtypes(cfg)
     arrays = {
         "q": x.q, "k": x.k, "v": x.v, "g": x.g, "beta": x.beta, "w": x.w, "cu_seqlens": x.cu_seqlens,

@@ -1,6 +1,6 @@
 """L0: every FROST forward v2 kernel variant cross-compiles for sm_90a, and v2's static plans.
 
-v2 (kernels/fwd_v2.py) re-types staged raw rows (io dtype) in its bf16 shared tensors and
+v2 (kernels/fwd_pipelined.py) re-types staged raw rows (io dtype) in its bf16 shared tensors and
 has two gate-staging paths, so it compiles every family x head dims in both io dtypes
 (16-byte gate copies with bf16, 4-byte with fp16), grouped heads and element-wise
 operand loads. Also:
@@ -70,18 +70,18 @@ def test_v2_elementwise_operand_loads_compile():
 
 
 def test_v2_shared_memory_fits_every_config():
-    from cudnn.linear_attention.frost.kernels.fwd_v1 import SMEM_LIMIT, smem_bytes
-    from cudnn.linear_attention.frost.kernels.fwd_v2 import FrostFwdV2
+    from cudnn.linear_attention.frost.kernels.fwd_mma import SMEM_LIMIT, smem_bytes
+    from cudnn.linear_attention.frost.kernels.fwd_pipelined import FrostFwdPipelined
 
-    sizes = {(f, c.K, c.V): smem_bytes(c, FrostFwdV2.smem_plan) for f, c in VARIANTS}
+    sizes = {(f, c.K, c.V): smem_bytes(c, FrostFwdPipelined.smem_plan) for f, c in VARIANTS}
     assert max(sizes.values()) <= SMEM_LIMIT, sizes
     assert sizes[("kda", 128, 128)] > sizes[("gdn", 128, 128)]  # the vector-gate operands are counted
 
 
 def test_v2_plan_adds_to_v1():
     """v2 stages in v1's tensors and adds only its decay tables (KE, X, e^Gam_last)."""
-    from cudnn.linear_attention.frost.kernels.fwd_v1 import smem_bytes
-    from cudnn.linear_attention.frost.kernels.fwd_v2 import smem_plan as v2_plan
+    from cudnn.linear_attention.frost.kernels.fwd_mma import smem_bytes
+    from cudnn.linear_attention.frost.kernels.fwd_pipelined import smem_plan as v2_plan
 
     _, kda = next((f, c) for f, c in VARIANTS if f == "kda" and c.K == c.V == 128)
     extra = smem_bytes(kda, v2_plan) - smem_bytes(kda)
@@ -94,8 +94,8 @@ def test_v2_gram_schedule_balances_tiles(warps):
     """Every Gram tile has one owner; a diagonal tile (it carries a 16x16 inverse) counts
     double and the heaviest warp carries the least possible: 2 units on 8 warps (no warp
     with a diagonal tile and a second one), 4 on 4 warps (v1's round robin: 3 and 5)."""
-    from cudnn.linear_attention.frost.kernels.fwd_v1 import GRAM_TILES
-    from cudnn.linear_attention.frost.kernels.fwd_v2 import gram_schedule
+    from cudnn.linear_attention.frost.kernels.fwd_mma import GRAM_TILES
+    from cudnn.linear_attention.frost.kernels.fwd_pipelined import gram_schedule
 
     owners = gram_schedule(warps)
     assert len(owners) == len(GRAM_TILES) and set(owners) <= set(range(warps))

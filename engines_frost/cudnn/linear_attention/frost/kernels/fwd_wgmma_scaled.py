@@ -52,14 +52,14 @@ from cutlass import BFloat16, Float32
 from cutlass.cute.nvgpu import OperandMajorMode, warpgroup
 
 from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
-from cudnn.linear_attention.frost.kernels.fwd_v1 import CHUNK, NBLK, SUB, SW128, store_values_block, to_a_operand, \
+from cudnn.linear_attention.frost.kernels.fwd_mma import CHUNK, NBLK, SUB, SW128, store_values_block, to_a_operand, \
     warp_mma
-from cudnn.linear_attention.frost.kernels.fwd_v2 import FrostFwdV2
-from cudnn.linear_attention.frost.kernels.fwd_v2 import smem_plan as v2_smem_plan
-from cudnn.linear_attention.frost.kernels.fwd_v3 import (
+from cudnn.linear_attention.frost.kernels.fwd_pipelined import FrostFwdPipelined
+from cudnn.linear_attention.frost.kernels.fwd_pipelined import smem_plan as pipelined_smem_plan
+from cudnn.linear_attention.frost.kernels.fwd_wgmma import (
     WG_ROWS,
     WG_THREADS,
-    FrostFwdV3,
+    FrostFwdWgmma,
     assemble_a,
     block_of,
     check_fragment_orders,
@@ -84,7 +84,7 @@ def smem_plan(c: FrostFwdConfig, lead: bool = False):
     K, C = c.K, CHUNK
     tiles = [("q", "bf16", (2 * C, K), SW128), ("k", "bf16", (2 * C, K), SW128), ("p", "bf16", (C, C), SW128)]
     rest = []
-    for name, dtype, shape, stride in v2_smem_plan(c):
+    for name, dtype, shape, stride in pipelined_smem_plan(c):
         if name in DROPPED:
             continue
         if lead and name in LEAD_ROWS:
@@ -123,7 +123,7 @@ def wgmma_mn(n: int):
 
 
 class ScaledDecayChain:
-    """Mixin over a v3 class (FrostFwdV3 or its training launchers): the scalar-gate chain
+    """Mixin over a v3 class (FrostFwdWgmma or its training launchers): the scalar-gate chain
     with its decays as per-token factors (module docstring). Put first in the bases."""
 
     smem_plan = staticmethod(smem_plan)
@@ -160,9 +160,9 @@ class ScaledDecayChain:
         then v2's first-chunk staging into the parity-0 tiles (its barrier orders both)."""
         s.both = {name: getattr(s, name) for name in ("q", "k", *(LEAD_ROWS if self.rows_lead else ()))}
         s.bos = bos
-        FrostFwdV3.zero_p_above_diagonal(self, s, tid)
+        FrostFwdWgmma.zero_p_above_diagonal(self, s, tid)
         first = self.chunk_tiles(s, bos)
-        FrostFwdV2.before_chunks(self, first, mq, mk, mv, mg, mb, mw, heads, bos, eos, tid, lane, wid)
+        FrostFwdPipelined.before_chunks(self, first, mq, mk, mv, mg, mb, mw, heads, bos, eos, tid, lane, wid)
         s.gmem = first.gmem
 
     @cute.jit
@@ -179,7 +179,7 @@ class ScaledDecayChain:
         """v2's copy of the next chunk's v into this warp's W0 columns (rows_lead: none, the
         operand stage copied it into the other W0 tile)."""
         if cutlass.const_expr(not self.rows_lead):
-            FrostFwdV2.after_rhs_reads(self, s, heads, t0, eos, lane, wid)
+            FrostFwdPipelined.after_rhs_reads(self, s, heads, t0, eos, lane, wid)
 
     @cute.jit
     def copy_next_chunk_rows(self, s, t0, eos, tid):
@@ -195,7 +195,7 @@ class ScaledDecayChain:
     @cute.jit
     def stage_rows(self, s, mq, mk, mv, mg, mb, mw, heads, t0, eos, tid):
         """v2's rows stage on this chunk's tiles."""
-        FrostFwdV2.stage_rows(self, self.chunk_tiles(s, t0), mq, mk, mv, mg, mb, mw, heads, t0, eos, tid)
+        FrostFwdPipelined.stage_rows(self, self.chunk_tiles(s, t0), mq, mk, mv, mg, mb, mw, heads, t0, eos, tid)
 
     @cute.jit
     def stage_operands(self, s, mb, heads, t0, eos, scale, tid):
@@ -217,7 +217,7 @@ class ScaledDecayChain:
     @cute.jit
     def stage_gram(self, s, mb, heads, t0, eos, scale, thr, lane, wid):
         """v3's Gram stage (v2's, then the proxy fence for P) on this chunk's q and k tiles."""
-        FrostFwdV3.stage_gram(self, self.chunk_tiles(s, t0), mb, heads, t0, eos, scale, thr, lane, wid)
+        FrostFwdWgmma.stage_gram(self, self.chunk_tiles(s, t0), mb, heads, t0, eos, scale, thr, lane, wid)
 
     # ------------------------------------------------------------------ the chain
     @cute.jit
@@ -356,6 +356,6 @@ class ScaledDecayLeadChain(ScaledDecayChain):
 
 @functools.cache
 def scaled_decay_class(base):
-    """`base` (a v3 class: FrostFwdV3 or one of its training launchers) with the scaled
+    """`base` (a v3 class: FrostFwdWgmma or one of its training launchers) with the scaled
     decays: one class per base, so one compile per config."""
     return type(f"{base.__name__}ScaledDecay", (ScaledDecayChain, base), {})

@@ -1,8 +1,8 @@
 """What the order of the fp32 sums inside the tensor cores can do to a training forward's U
 and checkpoints (CPU, float64 emulation of the fp32 / bf16 arithmetic; no GPU).
 
-v3's training launchers (kernels/fwd_v3.py) store U and the state checkpoints at v2's
-bf16 rounding points from the same bf16 operands (frost_compile_v3_test: the same stores,
+v3's training launchers (kernels/fwd_wgmma.py) store U and the state checkpoints at v2's
+bf16 rounding points from the same bf16 operands (frost_compile_wgmma_test: the same stores,
 the solve's own accumulator); what differs is that R^T = W0^T + S^T KBA^T and the state
 update run on warpgroup MMA instead of mma.sync. Both add k16 steps into an fp32
 accumulator in the same order of steps (W0 or the decayed state first, then k = 0, 16,
@@ -51,7 +51,7 @@ def _mma(acc, a, b, halves: bool):
 
 def _forward(k, v, g, beta, halves: bool, exact: bool = False):
     """(U [T, V], checkpoints [chunks, V, K]) of one GDN sequence: the chunk algebra of
-    fwd_v1's chain (S^T in registers, blocked solve) at its bf16 / fp32 rounding points,
+    fwd_mma's chain (S^T in registers, blocked solve) at its bf16 / fp32 rounding points,
     or (exact) without rounding."""
     rb = (lambda x: x) if exact else _bf16
     rf = (lambda x: x) if exact else _f32
