@@ -40,7 +40,7 @@ def _config(l2, mode="plain", ws_regs=(), decay="wy-ws", gram="mma"):
         cfg = dataclasses.replace(cfg, has_initial_state=True, write_checkpoints=True, write_values=True)
     elif mode == "output-free":
         cfg = dataclasses.replace(cfg, write_checkpoints=True, write_values=True, write_output=False)
-    return fx.tooling_config(cfg, "v3", decay=decay, ws_regs=ws_regs, gram=gram)
+    return fx.tooling_config(cfg, "wgmma", decay=decay, ws_regs=ws_regs, gram=gram)
 
 
 @functools.cache
@@ -167,7 +167,7 @@ def test_the_knob():
 
     gdn = report.config_for("gdn", "product", 128, 128, True)
     def split(**knobs):
-        cfg = fx.tooling_config(gdn, "v3", **knobs)
+        cfg = fx.tooling_config(gdn, "wgmma", **knobs)
         kernel = kernel_class(cfg, "sm_90a")(cfg)
         return type(kernel), (kernel.consumer_regs, kernel.producer_regs)
 
@@ -181,9 +181,9 @@ def test_the_knob():
     assert issubclass(gram, GramWgmma) and issubclass(gram, FullInverseInChain) and gram.gram_n == 64
     assert regs == (192, 64) and split(decay="wyc-ws", gram="wgmma", ws_regs=(184, 72))[1] == (184, 72)
     small = report.config_for("gdn", "product", 64, 64, True)
-    assert fx.tooling_config(small, "v3", decay="wy-ws") is small  # K = 64: the product's scaled chain
+    assert fx.tooling_config(small, "wgmma", decay="wy-ws") is small  # K = 64: the product's scaled chain
     with pytest.raises(ValueError, match="decay"):
-        fx.experiment(report.config_for("kda", "product", 128, 128, True), "v3", decay="wy-ws")
+        fx.experiment(report.config_for("kda", "product", 128, 128, True), "wgmma", decay="wy-ws")
 
 
 if __name__ == "__main__":

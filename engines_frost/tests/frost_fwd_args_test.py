@@ -70,7 +70,7 @@ def test_bad_operand_names_itself(what, over, message):
 
 @pytest.mark.parametrize("family", ["kda", "gdn2"])
 def test_gate_alignment_read_off_the_pointer(family):
-    """Vector gates at a 16-byte aligned address compile as gate_align16 (v2 copies them
+    """Vector gates at a 16-byte aligned address compile as gate_align16 (pipelined copies them
     16 bytes at a time); at a 4-byte aligned one they still pass, as the 4-byte variant."""
     aligned = check_operands(**_operands(family)).config
     assert aligned.gate_align16 and aligned.family == family
@@ -121,8 +121,8 @@ def test_values_select_the_values_kernel(family):
     assert abi_operands(launch.config)[-2:] == ("state_checkpoints", "values")
     only = check_operands(**_operands(family), state_checkpoints=ckpt).config
     assert not only.write_values and abi_operands(only)[-1] == "state_checkpoints"
-    # each version's values launcher for the bf16 call: v3's on sm_90a (GDN's with the
-    # decays as factors, fwd_wgmma_scaled.scaled_decay_class), v2's elsewhere
+    # each layer's values launcher for the bf16 call: the wgmma layer's on sm_90a (GDN's with the
+    # decays as factors, fwd_wgmma_scaled.scaled_decay_class), the pipelined layer's elsewhere
     from cudnn.linear_attention.frost.kernels.fwd_wgmma import FrostFwdWgmmaCheckpoints, FrostFwdWgmmaValues
 
     assert issubclass(kernel_class(launch.config, "sm_90a"), FrostFwdWgmmaValues)
@@ -212,7 +212,7 @@ def test_config_rejects_unsupported_combinations():
 
 
 def test_the_product_config_carries_no_experiment_switch():
-    """One kernel family: no config field picks a kernel version or an experiment knob, and
+    """One kernel family: no config field picks a kernel layer or an experiment knob, and
     no kernels/ module reads the environment variables that once did (their home is
     frost_fwd_experiments.py, the test tooling's)."""
     import dataclasses

@@ -6,11 +6,11 @@ thread holds N / 2 accumulator values per block at the (row, column) of the wgmm
 beta once per distinct row (wgmma_fragments.shared_coordinate), and stores only what the
 chain reads: warp w the blocks (w, bj) with bj <= w, -M off the diagonal (bf16 tile mneg),
 M_ww in fp32 (md, the inverse's input), P everywhere on and below the diagonal (the blocks
-above stay v3's zeros). With gram_p_transposed (the four-role forward: both products on
+above stay the wgmma layer's zeros). With gram_p_transposed (the four-role forward: both products on
 one warpgroup) P is built as P^T = k q^T and stored back transposed, warp w storing P's
 blocks (c, w) with c >= w, so that every warp stores five blocks of the two products.
 This emulates that per thread and value, with the kernel's
-conditions, and compares what lands in mneg, md and P with v1's Gram (the mma.sync stage's
+conditions, and compares what lands in mneg, md and P with the mma layer's Gram (the mma.sync stage's
 definition) on every element the chain and the inverse read; every such element must be
 written exactly once, and nothing above P's diagonal blocks.
 """
@@ -35,7 +35,7 @@ def wgmma_c(n):
 
 
 def reference(q, k, g, beta, scale):
-    """v1's Gram: M strictly lower (beta_t k_t.k_u e^min(g_t - g_u, 0)), P lower incl. diagonal."""
+    """The mma layer's Gram: M strictly lower (beta_t k_t.k_u e^min(g_t - g_u, 0)), P lower incl. diagonal."""
     f = np.exp(np.minimum(g[:, None] - g[None, :], 0.0))
     t, u = np.indices((C, C))
     m = np.where(u < t, beta[:, None] * (k @ k.T) * f, 0.0)
@@ -126,7 +126,7 @@ def _read_by_the_chain():
 
 
 def problems(seed, n, stores_from=lambda wl, c: wl >= c, **transposed):
-    """What is wrong with the emulated epilogue's stores against v1's Gram (empty: nothing)."""
+    """What is wrong with the emulated epilogue's stores against the mma layer's Gram (empty: nothing)."""
     q, k, g, beta, scale = _inputs(seed)
     m_ref, p_ref = reference(q, k, g, beta, scale)
     mneg, md, p, writes, _ = emulate(q, k, g, beta, scale, n, stores_from, **transposed)
@@ -144,7 +144,7 @@ def problems(seed, n, stores_from=lambda wl, c: wl >= c, **transposed):
 
 @pytest.mark.parametrize("n", WIDTHS)
 @pytest.mark.parametrize("seed", [0, 1])
-def test_epilogue_writes_v1s_gram_once_where_the_chain_reads(seed, n):
+def test_epilogue_writes_mma_gram_once_where_the_chain_reads(seed, n):
     assert problems(seed, n) == []
 
 

@@ -1,11 +1,11 @@
-"""v1's and v2's bf16 operand roundings (frost_mma_precision) stay well inside the 1e-2 GPU bound.
+"""The mma and pipelined layers' bf16 operand roundings (frost_mma_precision) stay well inside the 1e-2 GPU bound.
 
-The emulation rounds exactly where fwd_mma (variant="v2": fwd_pipelined) feeds the tensor cores;
+The emulation rounds exactly where fwd_mma (variant="pipelined": fwd_pipelined) feeds the tensor cores;
 against the float64 recurrences on fresh bf16 inputs (mixed lengths, partial chunks,
 initial state, in-kernel L2 norm) its relative error must stay below 6e-3, leaving room
 for the bf16 output store and fp32 accumulation. A strongly decaying case also takes the exact diagonal-block path.
-v1 (tooling only) with vector gates waits for FROST_FULL_MATRIX=1 (compile_tiers); with
-scalar gates it stands for v2, which rounds like it there.
+mma (tooling only) with vector gates waits for FROST_FULL_MATRIX=1 (compile_tiers); with
+scalar gates it stands for pipelined, which rounds like it there.
 """
 import math
 import os
@@ -31,17 +31,17 @@ REFERENCES = {Family.GDN: naive_recurrent_gdn, Family.KDA: naive_recurrent_kda, 
 BOUND = 6e-3
 
 
-@pytest.mark.parametrize("variant", ["v1", "v2"])
+@pytest.mark.parametrize("variant", ["mma", "pipelined"])
 @pytest.mark.parametrize("extreme", [False, True], ids=["typical", "strong-decay"])
 @pytest.mark.parametrize("l2", [False, True], ids=["prenorm", "l2norm"])
 @pytest.mark.parametrize("family", list(Family), ids=lambda f: f.value)
 def test_rounding_error_is_small(family, l2, extreme, variant):
     if extreme and family is Family.GDN:
         pytest.skip("scalar gates never factor the decay")
-    if variant == "v2" and family is Family.GDN:
-        pytest.skip("v2 rounds like v1 for scalar gates")
-    if variant == "v1" and family is not Family.GDN and not full_matrix():
-        # v1 is tooling only; the v2 case of the same inputs runs v1's rounding too (o1)
+    if variant == "pipelined" and family is Family.GDN:
+        pytest.skip("pipelined rounds like mma for scalar gates")
+    if variant == "mma" and family is not Family.GDN and not full_matrix():
+        # mma is tooling only; the pipelined case of the same inputs runs the mma layer's rounding too (o1)
         pytest.skip(f"outside the matrix's core: set {FULL_ENV}=1 to run it")
     cfg = InputConfig(family=family, seq_lens=(1, 63, 65, 150), H=1, HV=2, K=64, V=64, dtype=torch.bfloat16,
                       use_qk_l2norm=l2, with_initial_state=not l2)
@@ -58,23 +58,23 @@ def test_rounding_error_is_small(family, l2, extreme, variant):
     eo, es = rel_err(o, ro), rel_err(s, rs)
     assert eo < BOUND and es < BOUND, (eo, es)
     assert eo > 1e-5  # the emulation really rounds (a float64 pass-through would be ~1e-15)
-    if variant == "v2":  # and v2's extra Gram rounding is really emulated
+    if variant == "pipelined":  # and the pipelined layer's extra Gram rounding is really emulated
         o1, _ = frost_fwd_mma_emulated(x.q, x.k, x.v, g, x.beta, x.w, x.cu_seqlens, scale=scale, use_l2norm=l2,
-                                      initial_state=x.initial_state, variant="v1")
+                                      initial_state=x.initial_state, variant="mma")
         assert not torch.equal(o, o1)
 
 
 CORRELATED_BOUND = 9.5e-3
 
 
-@pytest.mark.parametrize("variant", ["v1", "v2", "scaled"])
+@pytest.mark.parametrize("variant", ["mma", "pipelined", "scaled"])
 @pytest.mark.parametrize("family", [Family.GDN, Family.KDA], ids=lambda f: f.value)
 def test_correlated_keys_stay_inside_the_bound(family, variant):
     """The hard case for a chunked delta rule: keys at cosine ~0.8 (a common direction
     plus noise), beta >= 0.5 and slow decay make I + A ill-conditioned, so the WY factor
     has large cancelling terms (a Neumann-product inverse loses every digit here; the
     block forward substitution FROST uses does not). Measured 8.1e-3 / 8.4e-3 (GDN / KDA
-    v2): the bf16 operands cost more than on random keys (3.9e-3), still inside 1e-2.
+    pipelined): the bf16 operands cost more than on random keys (3.9e-3), still inside 1e-2.
     "scaled" (fwd_wgmma_scaled's rounding points) exists for scalar gates only."""
     if variant == "scaled" and family is not Family.GDN:
         pytest.skip("the scaled decays are scalar gates' (fwd_wgmma_scaled.py)")
@@ -131,7 +131,7 @@ def test_tensor_core_block_inverse_keeps_the_precision(family, extreme):
     errors = {}
     for inverse in ("substitution", "neumann"):
         o, s = frost_fwd_mma_emulated(x.q, x.k, x.v, g, x.beta, x.w, x.cu_seqlens, scale=scale, use_l2norm=True,
-                                     variant="v2", inverse=inverse)
+                                     variant="pipelined", inverse=inverse)
         errors[inverse] = (rel_err(o, ro), rel_err(s, rs))
     for (sub, neu) in zip(errors["substitution"], errors["neumann"]):
         assert neu < BOUND and abs(neu - sub) < 0.03 * sub, errors
@@ -159,16 +159,16 @@ def test_scaled_decays_round_no_worse_than_folded_ones(l2, extreme):
     ro, rs = naive_recurrent_gdn(x.q, x.k, x.v, g, x.beta, x.cu_seqlens, **{**x.options(), "scale": scale},
                                  output_final_state=True)
     errs = {}
-    for variant in ("v1", "scaled"):
+    for variant in ("mma", "scaled"):
         o, s = frost_fwd_mma_emulated(x.q, x.k, x.v, g, x.beta, None, x.cu_seqlens, scale=scale, use_l2norm=l2,
                                      initial_state=x.initial_state, variant=variant)
         errs[variant] = (rel_err(o, ro), rel_err(s, rs))
-        if variant == "v1":
+        if variant == "mma":
             folded = o
     eo, es = errs["scaled"]
     assert eo < BOUND and es < BOUND, errs
     assert not torch.equal(o, folded)
-    assert eo < 1.25 * errs["v1"][0] and es < 1.25 * errs["v1"][1], errs
+    assert eo < 1.25 * errs["mma"][0] and es < 1.25 * errs["mma"][1], errs
     with pytest.raises(ValueError, match="scalar gates"):  # per-channel gates have no per-token factors
         frost_fwd_mma_emulated(x.q, x.k, x.v, g[..., None].expand(*g.shape, cfg.K), x.beta, None, x.cu_seqlens,
                               scale=scale, use_l2norm=l2, variant="scaled")

@@ -1,6 +1,6 @@
 """L0: the index maps fwd_wgmma relies on (kernels/wgmma_fragments.py), plain Python.
 
-fwd_wgmma hands v1's per-warp register fragments (the fp32 state S^T, the bf16 A operands)
+fwd_wgmma hands the mma layer's per-warp register fragments (the fp32 state S^T, the bf16 A operands)
 to warpgroup MMA unchanged, and writes WGMMA's B operands with ordinary 16-byte stores
 into 128-byte swizzled tiles. Checked here against the PTX ISA's fragment tables (written
 out below as formulas, independent of CuTe) and the hardware swizzle's definition:

@@ -1,7 +1,7 @@
 """Rows into shared memory by 1D bulk copies (cp.async.bulk, one instruction per row),
 completing on one mbarrier: the vector-gate grads kernel's load phase
 (FrostBwdConfig.vec_bulk_copies), the backward vector chain's next-chunk rows
-(FrostBwdConfig.chain_bulk_rows) and the v3 forward's (fwd_wgmma.FrostFwdWgmma.rows_by_bulk).
+(FrostBwdConfig.chain_bulk_rows) and the wgmma forward's (fwd_wgmma.FrostFwdWgmma.rows_by_bulk).
 
 A job is (shared [R, W] tile, source, R, zero dtype or None). The source is (tensor, head,
 None) for a chunk's token rows t0 + r (rows at or past eos are zeroed with ordinary

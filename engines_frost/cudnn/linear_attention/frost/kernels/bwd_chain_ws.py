@@ -112,7 +112,7 @@ class FrostBwdChainWs(FrostBwdChainScaled):
             md=s.md, gmem=s.gmem)
 
     def raw_views(self, s, b):
-        """The producer's copy targets for a chunk of parity b, under v2's prefetch names
+        """The producer's copy targets for a chunk of parity b, under the pipelined forward's prefetch names
         (prefetch_rows: q, k, g, beta; prefetch_do: w0)."""
         C = CHUNK
         return SimpleNamespace(q=s.rq, k=s.rk, w0=s.rdo, g=cute.local_tile(s.g, (C, 1), (b, 0)),

@@ -121,8 +121,8 @@ class FrostBwdChainWsWy(InverseProducts, FrostBwdChainWs):
         zero_blocks(s.p, tid, BLOCK_THREADS, True)
 
     # the forward's Gram stores: -M, P (cfg.fwd.write_output, checked in __init__) and M's
-    # diagonal blocks in the forward's orientation, and v1's (I + M_ii)^-1, not transposed,
-    # which the block solves read as v1's chain does
+    # diagonal blocks in the forward's orientation, and the base forward's (I + M_ii)^-1, not
+    # transposed, which the block solves read as its chain does
     store_gram = FrostFwdPipelined.store_gram
     block_inverse = FrostFwdMma.block_inverse
 

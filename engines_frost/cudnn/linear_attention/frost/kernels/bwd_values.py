@@ -7,7 +7,7 @@ depends only on that chunk's rows and its S. Grid (T // 64 + N, HO) like ``grads
 chunk per CTA, found the way grads finds it (bwd_grads.FrostBwdGrads.find_chunk: the
 backward's workspace row rho = cu[n] // 64 + n + j; rows between sequences exit); S comes
 from the checkpoint's packed row (checkpoints.py, checkpoints_dsl.checkpoint_row) into the
-state registers, then the states kernel's stages run once: staged rows (v2's cp.async
+state registers, then the states kernel's stages run once: staged rows (the pipelined forward's cp.async
 copies, without the next-chunk prefetch), operands, Gram and inverses, and
 FrostBwdStates.solve_u, which writes U (bf16, per token). No state update, no
 checkpoint write: the workspace has no state region on this path. Sequence bounds are
@@ -33,7 +33,7 @@ from cudnn.linear_attention.frost.kernels.seq_bounds import sequence_bounds
 
 
 def smem_plan(c: FrostFwdConfig):
-    """v2's shared tensors plus the (sequence, chunk) of the CTA, and the states kernel's
+    """The pipelined forward's shared tensors plus the (sequence, chunk) of the CTA, and the states kernel's
     per-warp store buffers for U where they fit (gmem_vector_io)."""
     return vio.with_warp_buffers(pipelined_smem_plan(c) + [("seq", "i32", (2,), (1,))], c)
 
@@ -99,5 +99,5 @@ class FrostBwdValues(FrostBwdStates):
 
     @cute.jit
     def after_rhs_reads(self, s, heads, t0, eos, lane, wid):
-        """One chunk per CTA: no next chunk to prefetch (v2 would start its v copies)."""
+        """One chunk per CTA: no next chunk to prefetch (the pipelined forward would start its v copies)."""
         pass

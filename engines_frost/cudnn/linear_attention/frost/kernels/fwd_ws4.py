@@ -76,7 +76,7 @@ assert register_split_ok(REGISTER_SPLIT, (3,))
 
 class FourRoles(FullInverseChain):
     """Mixin over GramWgmma and a FrostFwdWgmma class (module docstring). Put first in the
-    bases; the tooling composes (FourRoles, GramWgmma, v3 class) with gram_n 64."""
+    bases; the tooling composes (FourRoles, GramWgmma, wgmma-layer class) with gram_n 64."""
 
     #: both Gram products on the math warpgroup (fwd_wgmma_gram.GramWgmma.stage_gram)
     gram_warpgroups = 1
@@ -433,7 +433,7 @@ class RawRingInChain(RawRing):
 
 
 def four_role_class(base):
-    """The product's four-role forward over a v3 class (compile_kernel.product_class):
+    """The product's four-role forward over a wgmma-layer class (compile_kernel.product_class):
     RawRingInChain with the m64n64 wgmma Gram, composed as the test tooling composes its
     decay="wyc-ws4raw" experiment, so both build the same kernel."""
     from cudnn.linear_attention.frost.kernels.fwd_wgmma_gram import GramWgmma

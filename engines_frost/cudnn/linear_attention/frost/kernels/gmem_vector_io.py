@@ -15,10 +15,10 @@ Protocol: ``stage_tile`` (any number of times, into disjoint parts of the buffer
 ``flush_rows``; flush_rows starts and ends with a warp barrier, so the buffer may be
 reused right after it.
 
-The kernels that use it (chain, states, values) give each warp of the v1/v2 layout (warp
+The kernels that use it (chain, states, values) give each warp of the mma / pipelined layout (warp
 w owns value rows [16 w, 16 w + 16) of the state) one buffer for its [C, 16] columns of a
 chunk's per-token tensor, as the plan tensor "wbuf" when the kernel's shared memory leaves
-room for it (with_warp_buffers); the v3 forward's staged stores (fwd_wgmma.STAGED_STORES)
+room for it (with_warp_buffers); the wgmma forward's staged stores (fwd_wgmma.STAGED_STORES)
 put theirs, unpadded, in a tile that is dead while its chain runs.
 """
 from __future__ import annotations

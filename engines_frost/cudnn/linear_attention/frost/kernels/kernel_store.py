@@ -115,7 +115,7 @@ def describe(cfg) -> str:
                                      (cfg.write_checkpoints, " ckpt"), (cfg.write_values, " U"),
                                      (not getattr(cfg, "write_output", True), " no-out"),
                                      (getattr(cfg, "pipelined", False), " long")) if on)
-    # the product's kernel version depends on the arch too (compile_kernel.product_algorithm),
+    # the product's kernel layer depends on the arch too (compile_kernel.product_algorithm),
     # which a config does not hold: "fwd"; the test tooling's experiment configs name theirs,
     # with their knobs (frost_fwd_experiments.py)
     kernel = getattr(cfg, "kernel_label", "fwd")

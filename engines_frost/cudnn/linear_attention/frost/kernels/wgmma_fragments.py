@@ -1,6 +1,6 @@
 """Register-fragment and shared-memory index maps that fwd_wgmma relies on (pure Python).
 
-fwd_wgmma keeps v1/v2's per-warp register tensors (the fp32 state S^T, the bf16 A operands)
+fwd_wgmma keeps fwd_mma's per-warp register tensors (the fp32 state S^T, the bf16 A operands)
 and hands them to warpgroup MMA (WGMMA) unchanged. That is only right if, for every
 thread, value i of the warp-level m16n8k16 fragment and value i of the warpgroup
 m64nNk16 fragment sit at the same (row, column) up to the warp's 16-row offset inside
