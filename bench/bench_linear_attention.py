@@ -15,13 +15,13 @@ back-to-back time.
 Run on the GPU machine from the repo root (the package installed with `[all]`, FLA
 importable; a candidate whose package is missing reports an error row and the rest run):
   PYTHONPATH=$(python3 tools/pythonpath.py) python3 bench/bench_linear_attention.py
-  [--reps 30] [--cases "GDN fwd"] [--impl FROST] [--fwd-only] [--frost-fwd-kernel v3]
+  [--reps 30] [--cases "GDN fwd"] [--impl FROST] [--fwd-only] [--frost-fwd-kernel wgmma]
 
 --frost-fwd-kernel (default product) runs every FROST forward of the process, the training
 ones (checkpoints, U: the "op FROST checkpoints" and "FROST kernels ckpt+U" rows) included,
-on one version of the test tooling (engines_frost/tests/frost_fwd_experiments.py
-use_kernel(..., training=True)): the A/B of a forward version is two runs, with and without
-(e.g. --frost-fwd-kernel v2 against the product's picks, training forwards included).
+on one layer of the test tooling (engines_frost/tests/frost_fwd_experiments.py
+use_kernel(..., training=True)): the A/B of a forward layer is two runs, with and without
+(e.g. --frost-fwd-kernel pipelined against the product's picks, training forwards included).
 The FROST_FWD_* and FROST_BWD_* environment variables (frost_fwd_experiments.py,
 frost_bwd_experiments.py: bench / test switches) A/B one forward or backward knob the same
 way, e.g. `FROST_BWD_CHAIN=wgmma_scaled python3 bench/bench_linear_attention.py --impl FROST`.
@@ -310,7 +310,7 @@ def main():
     p.add_argument("--dtype", choices=("bfloat16", "float16"), default="bfloat16",
                    help="q, k, v (and O) dtype; the peers that refuse it report the error in their row")
     p.add_argument("--frost-fwd-kernel", default="product",
-                   help="FROST forward version of every forward call, training ones included (module docstring)")
+                   help="FROST forward layer of every forward call, training ones included (module docstring)")
     a = p.parse_args()
     print(f"GPU: {torch.cuda.get_device_name()}; {a.seqs} x {a.len} tokens, {a.heads} heads, "
           f"K = V = {a.dim}, {a.dtype}; median of {a.reps}")
@@ -335,7 +335,7 @@ def main():
 
 
 def run_forward_knobs(a, fx):
-    """run(a), its FROST forwards on the tooling's forward version and knobs where any is set."""
+    """run(a), its FROST forwards on the tooling's forward layer and knobs where any is set."""
     gram, decay = fx.gram_requested(), fx.decay_requested()
     ws_regs, rows, stores = fx.ws_regs_requested(decay), fx.rows_requested(), fx.stores_requested()
     if (a.frost_fwd_kernel == fx.PRODUCT and gram == fx.GRAMS[0] and decay is None and not ws_regs

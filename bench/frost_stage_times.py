@@ -13,11 +13,12 @@ reports it against its budget).
 Run on the GPU machine from the repo root (CuTe DSL importable):
   PYTHONPATH=$(python3 tools/pythonpath.py) python3 bench/frost_stage_times.py [--family gdn kda]
     [--algorithm product] [--reps 20] [--l2norm]
-(--algorithm: the kernel version, built as the test tooling builds it: product (default) what
-the product compiles for the shape (v3 here, bf16 on sm_90a), v1 v2's base, v2 forced, v3 v2
-with the chain's products on warpgroup MMA, whose "chain" stage is the wgmma chain.
-FROST_FWD_GRAM=wgmma with v3 or product: GDN's Gram stage on warpgroup MMA, fwd_v3_gram.py;
-GDN's v3 chain has the decays as factors and no operand stage (fwd_v3_scaled.py, the
+(--algorithm: the kernel layer, built as the test tooling builds it: product (default) what
+the product compiles for the shape (wgmma here, on sm_90a), mma the pipelined layer's base,
+pipelined forced, wgmma the pipelined layer with the chain's products on warpgroup MMA, whose
+"chain" stage is the wgmma chain.
+FROST_FWD_GRAM=wgmma with wgmma or product: GDN's Gram stage on warpgroup MMA, fwd_wgmma_gram.py;
+GDN's wgmma chain has the decays as factors and no operand stage (fwd_wgmma_scaled.py, the
 product's): its "operands" row is the factor rows alone; FROST_FWD_DECAY=folded: the
 chain with the decays folded into bf16 operands; =scaled-ws: the warp-specialised kernel,
 FROST_FWD_WS_REGS=consumer,producer its setmaxnreg split.)
@@ -37,7 +38,7 @@ from bench_linear_attention import cuda_median_ms
 from tests.reference.inputs import InputConfig, make_inputs
 from tests.reference.preprocess import Family
 
-# the test tooling's kernel versions and experiment knobs (frost_fwd_experiments.py)
+# the test tooling's kernel layers and experiment knobs (frost_fwd_experiments.py)
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "engines_frost" / "tests"))
 from frost_fwd_experiments import (  # noqa: E402
     decay_requested,
@@ -98,7 +99,7 @@ def _launcher(family: Family, algorithm: str, skip: tuple[str, ...], l2norm: boo
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--family", nargs="+", default=["gdn", "kda"], choices=["gdn", "kda", "gdn2"])
-    parser.add_argument("--algorithm", default="product", choices=["product", "v1", "v2", "v3"])
+    parser.add_argument("--algorithm", default="product", choices=["product", "mma", "pipelined", "wgmma"])
     parser.add_argument("--reps", type=int, default=20)
     parser.add_argument("--l2norm", action="store_true",
                         help="q and k L2-normalised in the kernel (its cost lands in the rows stage)")

@@ -47,7 +47,7 @@ def census(step, calls: int):
 
 def short_name(name: str) -> str:
     """A CuTe DSL kernel's module and class (its mangled name spells the path and the
-    arguments: `...frostkernelsfwd_v3FrostFwdV3_object_at__tensorptr...`), else the name
+    arguments: `...frostkernelsfwd_wgmmaFrostFwdWgmma_object_at__tensorptr...`), else the name
     cut to 90 characters."""
     m = re.search(r"frostkernels(\w+?)_object_at", name)
     if m:

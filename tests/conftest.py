@@ -13,12 +13,12 @@ from tests import gpu
 
 def pytest_addoption(parser):
     parser.addoption(
-        "--frost-fwd-kernel", default=None, metavar="VERSION",
-        help="launch the FROST forward (so the FROST engines' forward) with this kernel version "
-             "of the test tooling (engines_frost/tests/frost_fwd_experiments.py: v0, v1, v2, v3; e.g. "
-             "v2, the product's kernel before v3); the product launches v3 for bf16 forwards on "
-             "sm_90a, v2 for the rest; forwards that write state checkpoints stay on the product's "
-             "kernel")
+        "--frost-fwd-kernel", default=None, metavar="LAYER",
+        help="launch the FROST forward (so the FROST engines' forward) with this kernel layer "
+             "of the test tooling (engines_frost/tests/frost_fwd_experiments.py: oracle, mma, pipelined, "
+             "wgmma; e.g. pipelined, the product's kernel before wgmma); the product launches wgmma "
+             "on sm_90a, pipelined on other archs; forwards that write state checkpoints stay on the "
+             "product's kernel")
 
 
 @pytest.fixture(autouse=True, scope="session")

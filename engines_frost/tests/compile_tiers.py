@@ -6,7 +6,7 @@ launch ~15 s, and the resource and compile matrices hold a few hundred builds. E
 takes a matrix's core: each kernel the product launches at the configs its engines pick
 (the bench shape among them) and at least one awkward config per kernel (K = 64, fp16,
 grouped heads), each emulated case once. The other cases (experiment kernels at more
-head-dim pairs, the tooling's v0 / v1 at every variant, switch combinations the product
+head-dim pairs, the tooling's oracle / mma at every variant, switch combinations the product
 does not use, an emulated case's second layout or chunk, further malformed cu_seqlens
 tables) run with FROST_FULL_MATRIX=1 and are reported as skipped, with that reason,
 otherwise:

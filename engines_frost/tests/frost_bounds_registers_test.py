@@ -4,9 +4,9 @@
 The safety (seq_bounds.py: bounds clamped into [0, T], zeros into the output rows no
 sequence covers) is a handful of instructions, yet while the zeroing ran in the chunk
 loop's CTAs (after the loop, warp 0 of the last sequence's CTAs) ptxas allocated that
-kernel differently: v2 GDN 172 registers against 233 with the safety compiled out, and
+kernel differently: pipelined GDN 172 registers against 233 with the safety compiled out, and
 +26 us of 0.48 ms on the H200 (bench/cu_seqlens_cost.py). The zeroing now runs in CTAs of
-its own (FrostFwdV1.grid's extra row), so the loop's CTAs never reach it. Each case
+its own (FrostFwdMma.grid's extra row), so the loop's CTAs never reach it. Each case
 compiles the shipped kernel and the same config with the tooling's skip_stages =
 ("bounds",) (frost_fwd_experiments.py; what cu_seqlens_cost times against) and asserts: no local memory or stack
 (a spill sits in the serial chunk chain) and no fewer registers than the bounds-free
@@ -14,15 +14,15 @@ kernel, up to MARGIN. Narrow and wide allocations of one kernel differ by 45-60
 registers, the same allocation by a few, so a change that brings zeroing (or other
 safety code) back onto the loop's path and the narrow allocation with it fails here.
 
-One direction only: the bounds-free kernel is not always the wide one (v2 KDA compiles
+One direction only: the bounds-free kernel is not always the wide one (pipelined KDA compiles
 it at 186 registers, the shipped kernel at 238), and wider than that reference is what
 the safety's cost measurement showed to be faster (KDA: -25 us with the safety).
 Skips where cuobjdump or CuTe DSL is absent; 24 compiles, 3-15 s each.
 
 The matrix's core (compile_tiers; 10 of the 24 compiles, ~40 s on one core, the full
-matrix ~135 s): the product's forwards at the bench's K = V = 128, v3 (bf16 on sm_90a) for
-every family and GDN's training forward on it, and v2 (fp16, and every forward off sm_90a)
-for GDN, where the zeroing first cost the allocation. v2 for KDA and GDN-2 and the other
+matrix ~135 s): the product's forwards at the bench's K = V = 128, wgmma (bf16 on sm_90a) for
+every family and GDN's training forward on it, and pipelined (fp16, and every forward off sm_90a)
+for GDN, where the zeroing first cost the allocation. pipelined for KDA and GDN-2 and the other
 training forwards wait for FROST_FULL_MATRIX=1.
 """
 import dataclasses
@@ -43,17 +43,17 @@ pytestmark = pytest.mark.skipif(report.tool("CUOBJDUMP", "cuobjdump") is None,
                                 reason="cuobjdump not found (set CUOBJDUMP)")
 
 #: registers the shipped kernel may have fewer than the bounds-free one: the same
-#: allocation of the two differs by 0-4 (v1/v2/v3, every family), a narrow one by 45+
+#: allocation of the two differs by 0-4 (mma/pipelined/wgmma, every family), a narrow one by 45+
 MARGIN = 8
 
 CASES = [  # (algorithm, family, training forward: write_checkpoints and write_values)
-    ("v2", fam, False) for fam in ("gdn", "kda", "gdn2")     # the other-GPU forward
+    ("pipelined", fam, False) for fam in ("gdn", "kda", "gdn2")     # the other-GPU forward
 ] + [
-    ("v2", fam, True) for fam in ("gdn", "kda", "gdn2")      # training calls on other GPUs
+    ("pipelined", fam, True) for fam in ("gdn", "kda", "gdn2")      # training calls on other GPUs
 ] + [
-    ("v3", fam, False) for fam in ("gdn", "kda", "gdn2")     # the forward on sm_90a
+    ("wgmma", fam, False) for fam in ("gdn", "kda", "gdn2")     # the forward on sm_90a
 ] + [
-    ("v3", fam, True) for fam in ("gdn", "kda", "gdn2")      # training calls on sm_90a
+    ("wgmma", fam, True) for fam in ("gdn", "kda", "gdn2")      # training calls on sm_90a
 ]
 
 
@@ -62,14 +62,14 @@ def usage(cfg):
         return report.resource_usage(report.compile_cubin(cfg, tmp))
 
 
-CORE = [("v2", "gdn", False), ("v3", "gdn", False), ("v3", "kda", False), ("v3", "gdn2", False), ("v3", "gdn", True)]
+CORE = [("pipelined", "gdn", False), ("wgmma", "gdn", False), ("wgmma", "kda", False), ("wgmma", "gdn2", False), ("wgmma", "gdn", True)]
 
 
 @pytest.mark.parametrize("case", tiered(CASES, [CASES.index(c) for c in CORE],
                                         ids=lambda c: f"{c[0]}-{c[1]}{'-training' if c[2] else ''}"))
 def test_safety_keeps_the_loop_allocation(case):
     alg, family, training = case
-    cfg = report.config_for(family, "v2", 128, 128, False)  # the benchmark's product config
+    cfg = report.config_for(family, "pipelined", 128, 128, False)  # the benchmark's product config
     if training:
         cfg = dataclasses.replace(cfg, write_checkpoints=True, write_values=True)
     shipped = usage(tooling_config(cfg, alg))

@@ -22,7 +22,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from frost_bwd_model import _chunk_rows, _grams, stage_chain  # noqa: E402
 from frost_chunk_model import _unit_lower_inverse  # noqa: E402
-from frost_v1_precision import _block_solve_bf16, bf16  # noqa: E402
+from frost_mma_precision import _block_solve_bf16, bf16  # noqa: E402
 
 SUB = 16
 

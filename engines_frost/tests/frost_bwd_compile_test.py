@@ -33,7 +33,7 @@ from frost_cubin_report import FAMILIES as FAMILY  # noqa: E402
 from frost_cubin_report import bwd_config_for as _cfg  # noqa: E402
 
 from cudnn.linear_attention.frost.kernels.bwd_compile import compile_bwd  # noqa: E402
-from cudnn.linear_attention.frost.kernels.fwd_v1 import CHUNK  # noqa: E402
+from cudnn.linear_attention.frost.kernels.fwd_mma import CHUNK  # noqa: E402
 
 
 # Every switch off (FrostBwdConfig's defaults): the states kernel, the serial chains and the
@@ -63,7 +63,7 @@ def test_backward_kernel_compiles_for_sm90a(family, stage, kw):
 @pytest.mark.parametrize("dims", [(128, 128), (128, 64), (64, 128)])
 def test_shared_memory_fits(family, dims):
     from cudnn.linear_attention.frost.kernels import bwd_chain, bwd_grads, bwd_grads_vec
-    from cudnn.linear_attention.frost.kernels.fwd_v1 import SMEM_LIMIT, smem_bytes
+    from cudnn.linear_attention.frost.kernels.fwd_mma import SMEM_LIMIT, smem_bytes
 
     f = _cfg(family, "chain", *dims).fwd
     assert smem_bytes(f, bwd_chain.smem_plan) <= SMEM_LIMIT
@@ -76,7 +76,7 @@ def test_pipelined_chain_fits_with_its_store_buffers(dims):
     """GDN's pipelined chain (second copies of dO^T, QA^T, -KBA^T, e^Gam_last) fits in
     shared memory at every head dim, its dR store buffers included; vector gates refuse it."""
     from cudnn.linear_attention.frost.kernels import bwd_chain_pipelined
-    from cudnn.linear_attention.frost.kernels.fwd_v1 import SMEM_LIMIT, smem_bytes
+    from cudnn.linear_attention.frost.kernels.fwd_mma import SMEM_LIMIT, smem_bytes
     from cudnn.linear_attention.frost.kernels.gmem_vector_io import has_warp_buffers
 
     f = _cfg("gdn", "chain", *dims).fwd
@@ -128,7 +128,7 @@ def test_wgmma_chain_plan(dims, family):
     store buffers: every plan but the vector gates' at K = V = 128 (GDN-2 at K = 128 /
     V = 64 gains them: the serial plan has no room, the unpadded tiles make it)."""
     from cudnn.linear_attention.frost.kernels import bwd_chain, bwd_chain_wgmma
-    from cudnn.linear_attention.frost.kernels.fwd_v1 import SMEM_LIMIT, SW128, smem_bytes
+    from cudnn.linear_attention.frost.kernels.fwd_mma import SMEM_LIMIT, SW128, smem_bytes
     from cudnn.linear_attention.frost.kernels.gmem_vector_io import has_warp_buffers
 
     f = _cfg(family, "chain", *dims).fwd
@@ -307,7 +307,7 @@ def test_wgmma_grads_plan(dims):
     region (dO, U, dZp, dZm, consecutive) holds both padded tiles (out_bits 16) as the
     default's does; vector gates refuse it."""
     from cudnn.linear_attention.frost.kernels import bwd_grads, bwd_grads_wgmma as gw
-    from cudnn.linear_attention.frost.kernels.fwd_v1 import SMEM_LIMIT, SW64, SW128, SWIZZLED, smem_bytes
+    from cudnn.linear_attention.frost.kernels.fwd_mma import SMEM_LIMIT, SW64, SW128, SWIZZLED, smem_bytes
 
     K, V = dims
     f = _cfg("gdn", "grads", K, V).fwd
@@ -376,7 +376,7 @@ def test_vector_wgmma_grads_plan(family, dims):
     counted) in no more shared memory than the default, and the dq/dk staging holds as
     many tiles as the default's."""
     from cudnn.linear_attention.frost.kernels import bwd_grads, bwd_grads_vec as gv
-    from cudnn.linear_attention.frost.kernels.fwd_v1 import SMEM_LIMIT, SW64, SW128, SWIZZLED
+    from cudnn.linear_attention.frost.kernels.fwd_mma import SMEM_LIMIT, SW64, SW128, SWIZZLED
 
     K, V = dims
     f = _cfg(family, "grads", K, V).fwd

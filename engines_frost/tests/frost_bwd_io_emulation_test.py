@@ -24,7 +24,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import numpy as np  # noqa: E402
 
-from cudnn.linear_attention.frost.kernels import bwd_abi, bwd_grads, fwd_v1, gmem_vector_io, gmem_views  # noqa: E402
+from cudnn.linear_attention.frost.kernels import bwd_abi, bwd_grads, fwd_mma, gmem_vector_io, gmem_views  # noqa: E402
 from cudnn.linear_attention.frost.kernels.bwd_config import (  # noqa: E402
     BWD_OPERANDS,
     FrostBwdConfig,
@@ -35,7 +35,7 @@ from cudnn.linear_attention.frost.kernels.launch_abi import cutlass_dtype  # noq
 
 import simt_emulator as emu  # noqa: E402
 
-C = fwd_v1.CHUNK
+C = fwd_mma.CHUNK
 SEQS = (100, 7)  # sequence 0's chunk 1 holds rows 64..99: 36 real rows, 28 past the end
 
 
@@ -75,7 +75,7 @@ def test_grads_load_phase_and_row_stores(case):
     ptrs = [emu.Pointer(x.get(name), cutlass_dtype(dt)) for name, dt in bwd_operand_dtypes(cfg).items()]
     assert [p for p in BWD_OPERANDS] == list(bwd_operand_dtypes(cfg))
     m = emu.emulated(bwd_abi, "bwd_views", helper_modules=[gmem_views])(cfg, ptrs, T, N)
-    kern = emu.emulate_class(bwd_grads.FrostBwdGrads, helper_modules=[fwd_v1])(cfg)
+    kern = emu.emulate_class(bwd_grads.FrostBwdGrads, helper_modules=[fwd_mma])(cfg)
     plan = kern.smem_plan(cfg.fwd)
     rho, t0, eos = 1, C, SEQS[0]  # sequence 0, chunk 1 (workspace row cu[0] // 64 + 0 + 1)
     snap = {}

@@ -78,14 +78,14 @@ def stage_values(S, q, k, v, g, beta, w):
 
 
 def forward_checkpoints_model(q, k, v, g, beta, w, cu_seqlens, *, use_l2norm, initial_state=None):
-    """Float64 state_checkpoints as the v2 forward writes them (kernels/checkpoints.py):
+    """Float64 state_checkpoints as the pipelined forward writes them (kernels/checkpoints.py):
     [T // 64 + N, HO, V, K], row packed_row0(n) + j = S^T entering chunk j of sequence
     n; rows no chunk writes are NaN (so any read of them shows)."""
     return _forward_training_model(q, k, v, g, beta, w, cu_seqlens, use_l2norm, initial_state)[0]
 
 
 def forward_values_model(q, k, v, g, beta, w, cu_seqlens, *, use_l2norm, initial_state=None):
-    """Float64 U [T, HO, V] as the v2 forward writes it under write_values: each chunk's
+    """Float64 U [T, HO, V] as the pipelined forward writes it under write_values: each chunk's
     U = (I + M)^-1 (W0 - KBA S) from the state its chain carries into the chunk (the
     states kernel's U, stage_states); rows no sequence covers are NaN."""
     return _forward_training_model(q, k, v, g, beta, w, cu_seqlens, use_l2norm, initial_state)[1]

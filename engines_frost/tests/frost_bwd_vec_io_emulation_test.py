@@ -26,8 +26,8 @@ from cudnn.linear_attention.frost.kernels import (  # noqa: E402
     bwd_abi,
     bwd_grads,
     bwd_grads_vec,
-    fwd_v1,
-    fwd_v2,
+    fwd_mma,
+    fwd_pipelined,
     gmem_views,
 )
 from cudnn.linear_attention.frost.kernels.bwd_config import FrostBwdConfig, bwd_operand_dtypes  # noqa: E402
@@ -36,7 +36,7 @@ from cudnn.linear_attention.frost.kernels.launch_abi import cutlass_dtype  # noq
 
 import simt_emulator as emu  # noqa: E402
 
-C = fwd_v1.CHUNK
+C = fwd_mma.CHUNK
 SEQS = (100, 7)  # sequence 0's chunk 1 holds rows 64..99: 36 real rows, 28 past the end
 
 
@@ -82,7 +82,7 @@ def test_vector_grads_simt_stages(case):
     x, T, N = _inputs(family, K, V, seed=K + V)
     ptrs = [emu.Pointer(x.get(name), cutlass_dtype(dt)) for name, dt in bwd_operand_dtypes(cfg).items()]
     m = emu.emulated(bwd_abi, "bwd_views", helper_modules=[gmem_views])(cfg, ptrs, T, N)
-    kern = emu.emulate_class(bwd_grads_vec.FrostBwdGradsVec, helper_modules=[fwd_v1, fwd_v2, bwd_grads])(cfg)
+    kern = emu.emulate_class(bwd_grads_vec.FrostBwdGradsVec, helper_modules=[fwd_mma, fwd_pipelined, bwd_grads])(cfg)
     a, b, keep = bwd_grads_vec.smem_regions(cfg.fwd)
     rho, t0, eos = 1, C, SEQS[0]  # sequence 0, chunk 1 (workspace row cu[0] // 64 + 0 + 1)
     snap = {}

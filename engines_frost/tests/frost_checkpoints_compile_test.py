@@ -1,7 +1,7 @@
 """L0: the v1.2 / v1.3 kernels (state checkpoints, forward-written U) cross-compile for
 sm_90a (no GPU needed).
 
-The v2 forward compiled with write_checkpoints (its launcher takes the extra
+The pipelined forward compiled with write_checkpoints (its launcher takes the extra
 state_checkpoints pointer: the argument list of launch_abi.fake_args for that config),
 the backward's ``values`` kernel (U per chunk from the forward's checkpoints) and the
 ``grads`` kernels reading S from the packed checkpoint rows; v1.3: the forward that also

@@ -12,11 +12,11 @@ serial walk over chunks of C tokens, the last one partial; inside a chunk
     S   <- exp(Gam_last) * S + (k * exp(Gam_last - Gam))^T U
 
 with S [K, V] in FLA orientation (the stored state is S^T). ``decay_mode`` selects how
-the pairwise decays are formed: "pairwise" is v0 (exp of each difference), "factored" is
-v1's 16-row sub-block factorisation (exp(Gam_t - Gam_r) exp(Gam_r - Gam_s) through a
+the pairwise decays are formed: "pairwise" is the oracle (exp of each difference), "factored" is
+the mma layer's 16-row sub-block factorisation (exp(Gam_t - Gam_r) exp(Gam_r - Gam_s) through a
 reference row r, with the exact pairwise fallback for diagonal blocks whose decay span
-exceeds SPAN_LIMIT) together with v1's blocked solve (16x16 diagonal inverses, block
-forward substitution); "factored_ke" is v2's variant of it, the B side of tile (i, j) formed
+exceeds SPAN_LIMIT) together with the mma layer's blocked solve (16x16 diagonal inverses, block
+forward substitution); "factored_ke" is the pipelined layer's variant of it, the B side of tile (i, j) formed
 as KE_j X_ij = (k_s exp(Gam_e - Gam_s)) exp(Gam_r - Gam_e) through e, the last row of block
 j (padded rows of a partial chunk repeat the last real row's Gam). All must agree with
 tests/reference naive_recurrent_* to ~1e-12.
@@ -44,7 +44,7 @@ def _pairwise(a: torch.Tensor, b: torch.Tensor, gam: torch.Tensor, lower_incl: b
 
 
 def _b_side(b, gam, j0, j1, r, via_block_end):
-    """k_s exp(Gam_r - Gam_s) for the rows s of block j: directly (v1) or as KE_j X_ij (v2)."""
+    """k_s exp(Gam_r - Gam_s) for the rows s of block j: directly (mma) or as KE_j X_ij (pipelined)."""
     if not via_block_end:
         return b[j0:j1] * torch.exp(r - gam[j0:j1])
     e = gam[j1 - 1]  # block j's last row (j1 = min(j0 + SUB, c): padded rows share it)
@@ -53,7 +53,7 @@ def _b_side(b, gam, j0, j1, r, via_block_end):
 
 def _factored(a: torch.Tensor, b: torch.Tensor, gam: torch.Tensor, lower_incl: bool,
               via_block_end: bool = False) -> torch.Tensor:
-    """The same matrix built the v1 way: per 16-row block pair, two scaled operands, one product."""
+    """The same matrix built the mma way: per 16-row block pair, two scaled operands, one product."""
     c = a.shape[0]
     out = torch.zeros(c, c, dtype=a.dtype)
     for i0 in range(0, c, SUB):
@@ -79,7 +79,7 @@ def _factored(a: torch.Tensor, b: torch.Tensor, gam: torch.Tensor, lower_incl: b
 
 
 def _solve(M, rhs):
-    """(I + M) U = RHS by row-wise forward substitution (v0)."""
+    """(I + M) U = RHS by row-wise forward substitution (the oracle)."""
     U = torch.zeros_like(rhs)
     for t in range(rhs.shape[0]):
         U[t] = rhs[t] - M[t, :t] @ U[:t]
@@ -97,7 +97,7 @@ def _unit_lower_inverse(L):
 
 
 def _solve_blocked(M, rhs):
-    """v1: 16-row block forward substitution, U_i = D_i^-1 (RHS_i - sum_{j<i} M_ij U_j)
+    """mma: 16-row block forward substitution, U_i = D_i^-1 (RHS_i - sum_{j<i} M_ij U_j)
     with D_i = I + M_ii inverted per block (a warp per block in the kernel)."""
     U = torch.zeros_like(rhs)
     c = rhs.shape[0]
@@ -137,7 +137,7 @@ def run_chunked(q, k, v, g, beta, w, cu_seqlens, *, use_l2norm, initial_state, c
                 chunk_fn, operand=lambda x: x):
     """Float64 (o [T, HO, V], final_state [N, HO, V, K]): walks every (sequence, output head)
     chunk by chunk, `chunk_fn(S, q, k, v, g, beta, w) -> (O, S)` doing one chunk (the exact
-    model here, the bf16 emulation of v1/v2 in frost_v1_precision.py). `operand` rounds the
+    model here, the bf16 emulation of mma/pipelined in frost_mma_precision.py). `operand` rounds the
     (normalised) q and k as the kernel stores them."""
     f64 = torch.float64
     T, H, K = q.shape

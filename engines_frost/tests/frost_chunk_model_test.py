@@ -2,7 +2,7 @@
 
 Fresh seeded inputs from tests/reference/inputs.py for GDN, KDA and GDN-2, mixed sequence
 lengths around the chunk size (partial and empty chunks), grouped heads, with and without
-initial state and in-kernel L2 norm; every decay mode (v0 pairwise, v1 factored, v2
+initial state and in-kernel L2 norm; every decay mode (the oracle pairwise, mma factored, pipelined
 factored_ke) must match naive_recurrent_* to 1e-10 relative error. A strongly decaying
 case exercises the factored paths' exact fallback for diagonal blocks spanning more than
 SPAN_LIMIT nats.

@@ -154,7 +154,7 @@ def test_no_ptxas_performance_note(ws4, in_chain, raw):
 
 def test_shared_memory_plan():
     from cudnn.linear_attention.frost.kernels import bwd_chain_ws4, bwd_chain_ws_wy
-    from cudnn.linear_attention.frost.kernels.fwd_v1 import SMEM_LIMIT, smem_bytes
+    from cudnn.linear_attention.frost.kernels.fwd_mma import SMEM_LIMIT, smem_bytes
 
     fwd = _config().fwd
     assert smem_bytes(fwd, bwd_chain_ws_wy.smem_plan) <= SMEM_LIMIT

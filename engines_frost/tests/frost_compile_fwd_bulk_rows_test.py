@@ -1,12 +1,12 @@
-"""The vector-gate v3 forward's next-chunk rows by bulk copies (fwd_v3.FrostFwdV3.rows_by_bulk,
+"""The vector-gate wgmma forward's next-chunk rows by bulk copies (fwd_wgmma.FrostFwdWgmma.rows_by_bulk,
 the product's; sm_90a, no GPU).
 
 The chain's in-loop prefetch of q, k, the gate rows (GDN-2: b and w) is one cp.async.bulk
 per row onto an mbarrier, where the tooling's rows="async" build (FROST_FWD_ROWS=async)
-keeps v2's 16-byte cp.async: the product's build has no spill, stack or ptxas note; those
+keeps the pipelined layer's 16-byte cp.async: the product's build has no spill, stack or ptxas note; those
 rows' 16-byte cp.async are gone from the loop (the first chunk's, before the loop, and
 each warp's v columns stay cp.async), and every job's copies are there (a UBLKCP per row
-of a warp's run, unrolled by four). The knob's rules: "async" for v3 with per-channel
+of a warp's run, unrolled by four). The knob's rules: "async" for wgmma with per-channel
 gates only; tooling_config drops it where it does not apply.
 Numerics: on the GPU, the forward and backward smoke against float64 (stages frostsmoke,
 frostbwd of tools/gpu/gpu_suite.sh); the A/B: stage fwdbulk.
@@ -54,14 +54,14 @@ def test_bulk_rows_replace_the_loop_copies(family, build, aligned):
 
 
 def test_rows_knob_rules():
-    kda = report.config_for("kda", "v3", 128, 128, True)
-    gdn = report.config_for("gdn", "v3", 128, 128, True)
-    assert tooling_config(gdn, "v3", rows="async") == tooling_config(gdn, "v3")  # dropped: scalar gates
-    assert tooling_config(kda, "v2", rows="async") == tooling_config(kda, "v2")  # dropped: v2
-    assert tooling_config(kda, "v3", rows="bulk") == kda  # the product's config, no experiment
-    for algorithm, rows in (("v3", "tma"), ("v2", "async")):
+    kda = report.config_for("kda", "wgmma", 128, 128, True)
+    gdn = report.config_for("gdn", "wgmma", 128, 128, True)
+    assert tooling_config(gdn, "wgmma", rows="async") == tooling_config(gdn, "wgmma")  # dropped: scalar gates
+    assert tooling_config(kda, "pipelined", rows="async") == tooling_config(kda, "pipelined")  # dropped: pipelined
+    assert tooling_config(kda, "wgmma", rows="bulk") == kda  # the product's config, no experiment
+    for algorithm, rows in (("wgmma", "tma"), ("pipelined", "async")):
         with pytest.raises(ValueError, match="rows must be one of"):
             FrostFwdExperiment(**product_fields(kda), algorithm=algorithm, rows=rows)
-    label = tooling_config(kda, "v3", rows="async").kernel_label
+    label = tooling_config(kda, "wgmma", rows="async").kernel_label
     assert "rows-async" in label, label
-    assert not tooling_config(kda, "v3", rows="async").kernel_class().ROWS_BY_BULK
+    assert not tooling_config(kda, "wgmma", rows="async").kernel_class().ROWS_BY_BULK

@@ -1,5 +1,5 @@
-"""The vector-gate v3 forward's O and U rows through per-warp shared buffers
-(fwd_v3.FrostFwdV3.STAGED_STORES, the product's; sm_90a, no GPU).
+"""The vector-gate wgmma forward's O and U rows through per-warp shared buffers
+(fwd_wgmma.FrostFwdWgmma.STAGED_STORES, the product's; sm_90a, no GPU).
 
 The chain's outputs (O; U in the training launchers) are per-token rows stored from the
 transposed accumulators. The product's build writes each warp's blocks into a [C, 16] bf16
@@ -8,7 +8,7 @@ backward chain's dR path), where the tooling's stores="elements" build
 (FROST_FWD_STORES=elements) keeps one 2-byte global store per value: the product has 32
 fewer 2-byte global stores per staged tensor, thread and chunk and 4 more 16-byte ones
 (64 rows x 2 slices / 32 lanes), no spill, stack or ptxas note. The knob's rules:
-"elements" for vector-gate v3 with K >= V and bf16 io only (the buffers and their row
+"elements" for vector-gate wgmma with K >= V and bf16 io only (the buffers and their row
 copies are bf16: an fp16 build keeps the 2-byte stores); tooling_config drops it elsewhere.
 Numerics: on the GPU, the forward and backward smoke against float64 (stages frostsmoke,
 frostbwd of tools/gpu/gpu_suite.sh); the A/B: stage fwdstores.
@@ -55,24 +55,24 @@ def test_staged_stores_replace_the_element_stores(family, build):
 def test_fp16_keeps_the_element_stores():
     """The buffers are bf16: the product's fp16 build stores O element-wise, as the bf16
     build with stores="elements" does."""
-    fp16 = report.config_for("kda", "v3", 128, 128, True, io="float16")
-    elements = tooling_config(report.config_for("kda", "v3", 128, 128, True), "v3", stores="elements")
+    fp16 = report.config_for("kda", "wgmma", 128, 128, True, io="float16")
+    elements = tooling_config(report.config_for("kda", "wgmma", 128, 128, True), "wgmma", stores="elements")
     _, _, u16, wide = _build(fp16)
     _, _, element_u16, element_wide = _build(elements)
     assert (u16, wide) == (element_u16, element_wide), ((u16, wide), (element_u16, element_wide))
 
 
 def test_stores_knob_rules():
-    kda = report.config_for("kda", "v3", 128, 128, True)
-    narrow = report.config_for("kda", "v3", 64, 128, True)  # KE's rows too short for 8 buffers
-    gdn = report.config_for("gdn", "v3", 128, 128, True)
-    fp16 = report.config_for("kda", "v3", 128, 128, True, io="float16")
-    for cfg, algorithm in ((gdn, "v3"), (narrow, "v3"), (kda, "v2"), (fp16, "v3")):
+    kda = report.config_for("kda", "wgmma", 128, 128, True)
+    narrow = report.config_for("kda", "wgmma", 64, 128, True)  # KE's rows too short for 8 buffers
+    gdn = report.config_for("gdn", "wgmma", 128, 128, True)
+    fp16 = report.config_for("kda", "wgmma", 128, 128, True, io="float16")
+    for cfg, algorithm in ((gdn, "wgmma"), (narrow, "wgmma"), (kda, "pipelined"), (fp16, "wgmma")):
         assert tooling_config(cfg, algorithm, stores="elements") == tooling_config(cfg, algorithm)
-    assert tooling_config(kda, "v3", stores="staged") == kda  # the product's config, no experiment
-    for cfg, algorithm, stores in ((kda, "v3", "tma"), (kda, "v2", "elements"), (narrow, "v3", "elements"),
-                                   (fp16, "v3", "elements")):
+    assert tooling_config(kda, "wgmma", stores="staged") == kda  # the product's config, no experiment
+    for cfg, algorithm, stores in ((kda, "wgmma", "tma"), (kda, "pipelined", "elements"), (narrow, "wgmma", "elements"),
+                                   (fp16, "wgmma", "elements")):
         with pytest.raises(ValueError, match="stores must be one of"):
             FrostFwdExperiment(**product_fields(cfg), algorithm=algorithm, stores=stores)
-    elements = tooling_config(kda, "v3", stores="elements")
+    elements = tooling_config(kda, "wgmma", stores="elements")
     assert "stores-elements" in elements.kernel_label and not elements.kernel_class().STAGED_STORES

@@ -1,5 +1,5 @@
-"""sm_90a compiles of the scaled-decay forward (kernels/fwd_v3_scaled.py, the product's GDN
-chain, compile_kernel.product_decay; the tooling's knob decay="folded" builds the A/B): no spills, fewer registers than v3's folded chain at K = 128, the chain's wgmma with
+"""sm_90a compiles of the scaled-decay forward (kernels/fwd_wgmma_scaled.py, the product's GDN
+chain, compile_kernel.product_decay; the tooling's knob decay="folded" builds the A/B): no spills, fewer registers than the wgmma layer's folded chain at K = 128, the chain's wgmma with
 the state update reading k-hat as a transposed (MN-major) B, no operand-stage transpose
 left, with "scaled-lead" no row copy issued inside the chain, and the knob's reach.
 
@@ -43,7 +43,7 @@ def _config(K, l2, mode, decay):
         cfg = dataclasses.replace(cfg, has_initial_state=True, write_checkpoints=True, write_values=True)
     elif mode == "output-free":
         cfg = dataclasses.replace(cfg, write_checkpoints=True, write_values=True, write_output=False)
-    return fx.tooling_config(cfg, "v3", decay=decay)
+    return fx.tooling_config(cfg, "wgmma", decay=decay)
 
 
 def _decay_of(cfg):
@@ -76,7 +76,7 @@ def test_scaled_decay_compiles_without_spills(case, decay):
     usage, sass = _build(K, l2, mode, decay)
     assert usage["LOCAL"] == 0 and usage["STACK"] == 0, usage
     folded, folded_sass = _build(K, l2, mode, "folded")
-    # at K = V = 128 (v3's GDN chain at 253 registers) the folded operands' stage is gone
+    # at K = V = 128 (the wgmma layer's GDN chain at 253 registers) the folded operands' stage is gone
     # and the chain needs fewer (K = 64 builds sit far below the file either way)
     if K == 128:
         assert usage["REG"] < folded["REG"], (usage, folded)
@@ -88,7 +88,7 @@ def test_scaled_decay_compiles_without_spills(case, decay):
     transposed = [i for i in hgmma if ".tnspB" in i]
     assert len(transposed) == 4 and all(i.startswith(f"HGMMA.64x{K}x16.") for i in transposed), hgmma
     assert not any(".tnspB" in i for i in folded_sass if i.startswith("HGMMA"))
-    # v2's operand stage stored KD^T element by element (2-byte transposed stores) and
+    # the pipelined layer's operand stage stored KD^T element by element (2-byte transposed stores) and
     # QA / KBA as 16-byte vectors; the scaled build stores neither
     assert sum(i.startswith("STS.U16") for i in sass) < sum(i.startswith("STS.U16") for i in folded_sass)
     # where the next chunk's rows are copied: inside the chain (between its first and last
@@ -99,30 +99,30 @@ def test_scaled_decay_compiles_without_spills(case, decay):
     assert (in_chain == 0) == (decay == "scaled-lead"), in_chain
 
 
-def test_the_knob_reaches_gdn_bf16_v3_only():
+def test_the_knob_reaches_gdn_bf16_wgmma_only():
     from cudnn.linear_attention.frost.kernels.compile_kernel import kernel_class
-    from cudnn.linear_attention.frost.kernels.fwd_v3 import FrostFwdV3, FrostFwdV3Values
-    from cudnn.linear_attention.frost.kernels.fwd_v3_scaled import ScaledDecayChain, ScaledDecayLeadChain
+    from cudnn.linear_attention.frost.kernels.fwd_wgmma import FrostFwdWgmma, FrostFwdWgmmaValues
+    from cudnn.linear_attention.frost.kernels.fwd_wgmma_scaled import ScaledDecayChain, ScaledDecayLeadChain
 
     gdn = report.config_for("gdn", "product", 128, 128, True)
-    cls = kernel_class(gdn, "sm_90a")  # the product's v3 for scalar gates
-    assert issubclass(cls, ScaledDecayChain) and issubclass(cls, FrostFwdV3) and cls.decay_scaled
-    assert kernel_class(fx.tooling_config(gdn, "v3", decay="scaled"), "sm_90a") is cls
+    cls = kernel_class(gdn, "sm_90a")  # the product's wgmma for scalar gates
+    assert issubclass(cls, ScaledDecayChain) and issubclass(cls, FrostFwdWgmma) and cls.decay_scaled
+    assert kernel_class(fx.tooling_config(gdn, "wgmma", decay="scaled"), "sm_90a") is cls
     assert not cls.rows_lead and not issubclass(cls, ScaledDecayLeadChain)
-    lead = kernel_class(fx.tooling_config(gdn, "v3", decay="scaled-lead"), "sm_90a")
+    lead = kernel_class(fx.tooling_config(gdn, "wgmma", decay="scaled-lead"), "sm_90a")
     assert issubclass(lead, ScaledDecayLeadChain) and lead.rows_lead
     train = kernel_class(_config(128, True, "training", "scaled"), "sm_90a")
-    assert issubclass(train, ScaledDecayChain) and issubclass(train, FrostFwdV3Values)
-    # the folded chain is the tooling's A/B; vector gates and v2 never carry the factors
-    folded = kernel_class(fx.tooling_config(gdn, "v3", decay="folded"), "sm_90a")
-    assert issubclass(folded, FrostFwdV3) and not getattr(folded, "decay_scaled", False)
+    assert issubclass(train, ScaledDecayChain) and issubclass(train, FrostFwdWgmmaValues)
+    # the folded chain is the tooling's A/B; vector gates and pipelined never carry the factors
+    folded = kernel_class(fx.tooling_config(gdn, "wgmma", decay="folded"), "sm_90a")
+    assert issubclass(folded, FrostFwdWgmma) and not getattr(folded, "decay_scaled", False)
     kda = report.config_for("kda", "product", 128, 128, True)
-    assert kernel_class(kda, "sm_90a") is FrostFwdV3 and not getattr(FrostFwdV3, "decay_scaled", False)
-    assert not getattr(kernel_class(gdn, "sm_80"), "decay_scaled", False)  # v2 there
+    assert kernel_class(kda, "sm_90a") is FrostFwdWgmma and not getattr(FrostFwdWgmma, "decay_scaled", False)
+    assert not getattr(kernel_class(gdn, "sm_80"), "decay_scaled", False)  # pipelined there
     fp16 = dataclasses.replace(gdn, io_dtype="float16")
     assert not getattr(kernel_class(fp16, "sm_90a"), "decay_scaled", False)
     # where the kernel does not exist the switch leaves the config alone
-    assert fx.tooling_config(kda, "v3", decay="scaled") == fx.tooling_config(kda, "v3")
+    assert fx.tooling_config(kda, "wgmma", decay="scaled") == fx.tooling_config(kda, "wgmma")
     with pytest.raises(ValueError, match="scaled-decay chain is built for scalar gates"):
         ScaledDecayChain.__init__(object.__new__(cls), dataclasses.replace(gdn, io_dtype="float16"))
 

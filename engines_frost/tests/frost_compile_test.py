@@ -1,6 +1,6 @@
-"""L0: the FROST forward v0/v1 kernels cross-compile for sm_90a (no GPU needed).
+"""L0: the FROST forward's oracle and mma kernels cross-compile for sm_90a (no GPU needed).
 
-v0 (the test-only SIMT oracle, frost_fwd_v0.py) and v1 (v2's base class) are no product
+The oracle (the test-only SIMT kernel, frost_fwd_oracle.py) and mma (the pipelined layer's base class) are no product
 kernels: they are built as the test and bench tooling builds them (frost_fwd_experiments.py).
 
 CuTe DSL lowers to PTX and runs ptxas for the requested arch on a CPU-only machine, so each
@@ -9,13 +9,13 @@ grouping is compiled through the same entry (fwd.compile_fwd, launch_abi.fake_ar
 GPU launch uses. The ABI test checks that launch_args.real_args, fed torch tensors, builds
 an argument list of the same kinds, element types and alignments as fake_args. Skips with
 the reason where nvidia-cutlass-dsl is not importable. The variant matrix is
-frost_variants.py; v2 compiles in frost_compile_v2_test.py.
+frost_variants.py; pipelined compiles in frost_compile_pipelined_test.py.
 
-The matrix's core (compile_tiers; ~25 s on one core, ~77 s before v1's KDA builds and two
-stage-timing builds moved to the full matrix): v0 for GDN and GDN-2 and grouped query
-heads, v1 once (GDN, K = 64 fp16 with a bf16 state: v1 is v2's base class, whose product
-builds frost_compile_v2_test's core compiles), one stage-timing build (the chain compiled
-out), the accumulator layout pins and the ABI checks. The rest of v0 / v1, their grouped
+The matrix's core (compile_tiers; ~25 s on one core, ~77 s before the mma layer's KDA builds and two
+stage-timing builds moved to the full matrix): the oracle for GDN and GDN-2 and grouped query
+heads, mma once (GDN, K = 64 fp16 with a bf16 state: mma is the pipelined layer's base class, whose product
+builds frost_compile_pipelined_test's core compiles), one stage-timing build (the chain compiled
+out), the accumulator layout pins and the ABI checks. The rest of the oracle / mma, their grouped
 configs and the other stage-timing builds (the bounds-free one is built and inspected
 in frost_bounds_registers_test's core) wait for FROST_FULL_MATRIX=1.
 """
@@ -30,15 +30,15 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cudnn.linear_attention.frost.kernels.fwd import compile_fwd  # noqa: E402
 
 from compile_tiers import FULL_ENV, full_matrix, tiered  # noqa: E402
-from frost_variants import GROUPED, V1_VARIANTS, VARIANTS, vid as _vid, with_algorithm as _with  # noqa: E402
+from frost_variants import GROUPED, MMA_VARIANTS, VARIANTS, vid as _vid, with_algorithm as _with  # noqa: E402
 
-# Neither is a product kernel any more, so neither needs the whole matrix (v2 compiles all
+# Neither is a product kernel any more, so neither needs the whole matrix (pipelined compiles all
 # 96 variants): both build the subset the tooling runs, every family and head-dim pair;
-# the matrix's core (compile_tiers): v0 twice (GDN, GDN-2: ~1-3 s each), v1 once at K = 64
+# the matrix's core (compile_tiers): the oracle twice (GDN, GDN-2: ~1-3 s each), mma once at K = 64
 # fp16 with a bf16 state (KDA at K = V = 128, ~16 s, waits for the full matrix).
-COMPILES = [(a, i) for a in ("v0", "v1") for i in V1_VARIANTS]
-COMPILES_CORE = {("v0", "gdn-K128V128-bfloat16-h01ht1-float32-l21"), ("v0", "gdn2-K128V128-bfloat16-h01ht1-float32-l21"),
-                 ("v1", "gdn-K64V64-float16-h00ht1-bfloat16-l21")}
+COMPILES = [(a, i) for a in ("oracle", "mma") for i in MMA_VARIANTS]
+COMPILES_CORE = {("oracle", "gdn-K128V128-bfloat16-h01ht1-float32-l21"), ("oracle", "gdn2-K128V128-bfloat16-h01ht1-float32-l21"),
+                 ("mma", "gdn-K64V64-float16-h00ht1-bfloat16-l21")}
 
 
 @pytest.mark.parametrize("algorithm,variant", tiered(
@@ -51,33 +51,33 @@ def test_variant_compiles_for_sm90a(variant, algorithm):
 
 
 GROUPED_IDS = ["gva-kda", "gva-gdn-hk-hv", "gqa-gdn2"]
-GROUPED_COMPILES = [(g, a) for a in ("v0", "v1") for g in range(len(GROUPED))]
+GROUPED_COMPILES = [(g, a) for a in ("oracle", "mma") for g in range(len(GROUPED))]
 
 
-@pytest.mark.parametrize("group,algorithm", tiered(  # core: v0's (~1 s); v1's (~15 s each) in the full matrix
-    GROUPED_COMPILES, [GROUPED_COMPILES.index((2, "v0"))],
+@pytest.mark.parametrize("group,algorithm", tiered(  # core: the oracle's (~1 s); the mma layer's (~15 s each) in the full matrix
+    GROUPED_COMPILES, [GROUPED_COMPILES.index((2, "oracle"))],
     ids=lambda c: f"{GROUPED_IDS[c[0]]}-{c[1]}", unpack=True))
 def test_grouped_heads_compile(group, algorithm):
     assert callable(compile_fwd(_with(GROUPED[group], algorithm), "sm_90a"))
 
 
 @pytest.mark.skipif(not full_matrix(), reason=f"outside the matrix's core: set {FULL_ENV}=1 to run it")
-def test_v1_elementwise_operand_loads_compile():
-    """The tooling's ldmatrix=False diagnostic variant of v1 (element-wise shared-memory loads)."""
-    _, cfg = VARIANTS[V1_VARIANTS[-1]]
-    assert callable(compile_fwd(_with(cfg, "v1", ldmatrix=False), "sm_90a"))
+def test_mma_elementwise_operand_loads_compile():
+    """The tooling's ldmatrix=False diagnostic variant of mma (element-wise shared-memory loads)."""
+    _, cfg = VARIANTS[MMA_VARIANTS[-1]]
+    assert callable(compile_fwd(_with(cfg, "mma", ldmatrix=False), "sm_90a"))
 
 
 @pytest.mark.parametrize("skip", tiered(  # core: the chain compiled out; the bounds-free build is built and
     [("chain",), ("rows", "operands", "gram"), ("bounds",)], [0]))  # inspected in frost_bounds_registers_test
 def test_stage_timing_variants_compile(skip):
     """bench/frost_stage_times.py's variants (stages compiled out of the chunk loop)."""
-    _, cfg = VARIANTS[V1_VARIANTS[-1]]
-    assert callable(compile_fwd(_with(cfg, "v2", skip_stages=skip), "sm_90a"))
+    _, cfg = VARIANTS[MMA_VARIANTS[-1]]
+    assert callable(compile_fwd(_with(cfg, "pipelined", skip_stages=skip), "sm_90a"))
 
 
-def test_v1_shared_memory_fits_every_config():
-    from cudnn.linear_attention.frost.kernels.fwd_v1 import SMEM_LIMIT, smem_bytes
+def test_mma_shared_memory_fits_every_config():
+    from cudnn.linear_attention.frost.kernels.fwd_mma import SMEM_LIMIT, smem_bytes
 
     sizes = {(f, c.K, c.V): smem_bytes(c) for f, c in VARIANTS}
     assert max(sizes.values()) <= SMEM_LIMIT, sizes
@@ -85,12 +85,12 @@ def test_v1_shared_memory_fits_every_config():
 
 
 def test_accumulator_is_the_next_a_operand():
-    """fwd_v1 feeds an fp32 accumulator tile back as the bf16 A operand element by element
+    """fwd_mma feeds an fp32 accumulator tile back as the bf16 A operand element by element
     (to_a_operand): the m16n8 accumulator partition and the m16n8k16 A partition of the same
     [16, N] tile must list the same (row, col) coordinates in the same order for every lane."""
     import cutlass.cute as cute
 
-    from cudnn.linear_attention.frost.kernels.fwd_v1 import warp_mma
+    from cudnn.linear_attention.frost.kernels.fwd_mma import warp_mma
 
     result = {}
 
@@ -123,7 +123,7 @@ def test_accumulator_layout_is_the_one_the_stores_assume():
     import cutlass.cute as cute
 
     from cudnn.linear_attention.frost.kernels.fragment_stores import accumulator_coordinate
-    from cudnn.linear_attention.frost.kernels.fwd_v1 import warp_mma
+    from cudnn.linear_attention.frost.kernels.fwd_mma import warp_mma
 
     result = {}
 

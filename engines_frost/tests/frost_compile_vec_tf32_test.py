@@ -55,7 +55,7 @@ def test_tf32_fragments_are_the_bf16_elements():
     from cutlass.cute.nvgpu import warp
 
     from cudnn.linear_attention.frost.kernels import tf32_fragments as tf
-    from cudnn.linear_attention.frost.kernels.fwd_v1 import warp_mma
+    from cudnn.linear_attention.frost.kernels.fwd_mma import warp_mma
 
     found = {}
 

@@ -39,7 +39,7 @@ def _config(mode="plain", ws_regs=(), decay="wy-ws4"):
     if mode == "recompute":  # the backward's recompute of its states: checkpoints and U, no output
         cfg = dataclasses.replace(cfg, has_initial_state=True, has_final_state=False, write_checkpoints=True,
                                   write_values=True, write_output=False)
-    return fx.tooling_config(cfg, "v3", decay=decay, ws_regs=ws_regs)
+    return fx.tooling_config(cfg, "wgmma", decay=decay, ws_regs=ws_regs)
 
 
 @functools.cache
@@ -166,7 +166,7 @@ def test_shared_memory_plans():
     """Both plans fit the 227 KB a CTA may use; the ring's raw q / k stages replace the
     q-hat / k-hat sets and the raw copies beside them."""
     from cudnn.linear_attention.frost.kernels import fwd_ws4, fwd_ws_wy
-    from cudnn.linear_attention.frost.kernels.fwd_v1 import SMEM_LIMIT, smem_bytes
+    from cudnn.linear_attention.frost.kernels.fwd_mma import SMEM_LIMIT, smem_bytes
 
     cfg = _config()
     assert smem_bytes(cfg, fwd_ws_wy.smem_plan) <= SMEM_LIMIT
@@ -180,7 +180,7 @@ def test_shared_memory_plans():
 
 def test_the_knob():
     from cudnn.linear_attention.frost.kernels.compile_kernel import kernel_class
-    from cudnn.linear_attention.frost.kernels.fwd_v3_gram import GramWgmma
+    from cudnn.linear_attention.frost.kernels.fwd_wgmma_gram import GramWgmma
     from cudnn.linear_attention.frost.kernels.fwd_ws4 import (IN_CHAIN_REGISTER_SPLIT, REGISTER_SPLIT, FourRoles,
                                                               RawRing, RawRingInChain)
 
@@ -196,7 +196,7 @@ def test_the_knob():
     ring = kernel_class(raw, "sm_90a")(raw)
     assert isinstance(ring, RawRing) and ring.gram_norms and raw.gram == fx.FOUR_ROLE_GRAM
     plain = dataclasses.replace(report.config_for("gdn", "product", 128, 128, False))
-    unnormed = fx.tooling_config(plain, "v3", decay="wy-ws4raw")
+    unnormed = fx.tooling_config(plain, "wgmma", decay="wy-ws4raw")
     assert not kernel_class(unnormed, "sm_90a")(unnormed).gram_norms  # no l2norm: no norms to apply
     in_chain = _config(decay="wyc-ws4raw")
     k3 = kernel_class(in_chain, "sm_90a")(in_chain)
@@ -208,13 +208,13 @@ def test_the_knob():
     free = dataclasses.replace(report.config_for("gdn", "product", 128, 128, True), write_checkpoints=True,
                                write_values=True, write_output=False)
     for decay in ("wy-ws4", "wyc-ws4raw"):
-        got = fx.tooling_config(free, "v3", decay=decay)
+        got = fx.tooling_config(free, "wgmma", decay=decay)
         assert (got.decay, got.gram, got.write_output) == (decay, fx.FOUR_ROLE_GRAM, False)
     with pytest.raises(ValueError, match="ws_regs"):
-        fx.experiment(report.config_for("gdn", "product", 128, 128, True), "v3", decay="wy-ws4",
+        fx.experiment(report.config_for("gdn", "product", 128, 128, True), "wgmma", decay="wy-ws4",
                       gram="wgmma64", ws_regs=(200, 104, 24))  # 128 x (400 + 128) > 65,536
     with pytest.raises(ValueError, match="gram"):
-        fx.experiment(report.config_for("gdn", "product", 128, 128, True), "v3", decay="wy-ws4")
+        fx.experiment(report.config_for("gdn", "product", 128, 128, True), "wgmma", decay="wy-ws4")
     with pytest.raises(ValueError, match="FROST_FWD_WS_REGS"):
         os.environ[fx.WS_REGS_ENV] = "192,64"
         try:
@@ -226,10 +226,10 @@ def test_the_knob():
 def test_the_product_builds_the_tooling_kernel():
     """The product's four-role forward (a pipelined config, compile_kernel.four_role_class)
     compiles to the SASS of the tooling's decay="wyc-ws4raw" experiment, instruction for
-    instruction but the kernel's name: what the GPU runs of one (la_frost_smoke v3wycws4raw,
+    instruction but the kernel's name: what the GPU runs of one (la_frost_smoke wgmmawycws4raw,
     FROST_FWD_DECAY=wyc-ws4raw through the engine matrix) holds for the other."""
     base = fx.product_config(report.config_for("gdn", "product", 128, 128, True))
-    tooling = fx.tooling_config(base, "v3", decay="wyc-ws4raw")
+    tooling = fx.tooling_config(base, "wgmma", decay="wyc-ws4raw")
     assert tooling == _config("plain", decay="wyc-ws4raw")  # so its build is _compiled's (roles test's)
     with tempfile.TemporaryDirectory() as tmp:
         product = report.sass_instructions(report.compile_cubin(dataclasses.replace(base, pipelined=True), tmp))
@@ -252,7 +252,7 @@ def test_bounds_lift_the_serialization(skip, regs, note):
     from cudnn.linear_attention.frost.kernels.compile_kernel import kernel_class
     from cudnn.linear_attention.frost.kernels.launch_abi import fake_args
 
-    cfg = fx.tooling_config(report.config_for("gdn", "product", 128, 128, False), "v3", skip_stages=skip,
+    cfg = fx.tooling_config(report.config_for("gdn", "product", 128, 128, False), "wgmma", skip_stages=skip,
                             decay="wyc-ws4raw", ws_regs=regs)
     notes = set()
     with tempfile.TemporaryDirectory() as tmp:

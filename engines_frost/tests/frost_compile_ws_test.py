@@ -43,7 +43,7 @@ def _config(l2, mode="plain", gram="mma", ws_regs=()):
         cfg = dataclasses.replace(cfg, has_initial_state=True, write_checkpoints=True, write_values=True)
     elif mode == "output-free":
         cfg = dataclasses.replace(cfg, write_checkpoints=True, write_values=True, write_output=False)
-    return fx.tooling_config(cfg, "v3", decay="scaled-ws", gram=gram, ws_regs=ws_regs)
+    return fx.tooling_config(cfg, "wgmma", decay="scaled-ws", gram=gram, ws_regs=ws_regs)
 
 
 @functools.cache
@@ -101,19 +101,19 @@ def test_roles_as_compiled(l2, mode):
 
 def test_the_knob_reaches_k128_gdn_only():
     from cudnn.linear_attention.frost.kernels.compile_kernel import kernel_class
-    from cudnn.linear_attention.frost.kernels.fwd_v3 import FrostFwdV3
+    from cudnn.linear_attention.frost.kernels.fwd_wgmma import FrostFwdWgmma
     from cudnn.linear_attention.frost.kernels.fwd_ws import WarpSpecialisedChain
 
     gdn = report.config_for("gdn", "product", 128, 128, True)
-    cls = kernel_class(fx.tooling_config(gdn, "v3", decay="scaled-ws"), "sm_90a")
-    assert issubclass(cls, WarpSpecialisedChain) and issubclass(cls, FrostFwdV3) and cls.warp_specialised
+    cls = kernel_class(fx.tooling_config(gdn, "wgmma", decay="scaled-ws"), "sm_90a")
+    assert issubclass(cls, WarpSpecialisedChain) and issubclass(cls, FrostFwdWgmma) and cls.warp_specialised
     train = dataclasses.replace(gdn, write_checkpoints=True, write_values=True)
-    assert fx.tooling_config(train, "v3", decay="scaled-ws").decay == "scaled-ws"
+    assert fx.tooling_config(train, "wgmma", decay="scaled-ws").decay == "scaled-ws"
     # at K = 64 (one consumer warpgroup) the scaled chain without the roles
     small = report.config_for("gdn", "product", 64, 64, True)
-    assert fx.tooling_config(small, "v3", decay="scaled-ws") is small  # the product's own (scaled) chain
+    assert fx.tooling_config(small, "wgmma", decay="scaled-ws") is small  # the product's own (scaled) chain
     with pytest.raises(ValueError, match=r"decay must be one of .* only for K = V = 128"):
-        fx.experiment(small, "v3", decay="scaled-ws")
+        fx.experiment(small, "wgmma", decay="scaled-ws")
 
 
 @pytest.mark.skipif(not full_matrix(), reason=f"outside the matrix's core: set {FULL_ENV}=1 to run it")

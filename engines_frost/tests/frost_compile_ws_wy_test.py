@@ -40,7 +40,7 @@ def _config(l2, mode="plain", ws_regs=(), decay="wy-ws", gram="mma"):
         cfg = dataclasses.replace(cfg, has_initial_state=True, write_checkpoints=True, write_values=True)
     elif mode == "output-free":
         cfg = dataclasses.replace(cfg, write_checkpoints=True, write_values=True, write_output=False)
-    return fx.tooling_config(cfg, "v3", decay=decay, ws_regs=ws_regs, gram=gram)
+    return fx.tooling_config(cfg, "wgmma", decay=decay, ws_regs=ws_regs, gram=gram)
 
 
 @functools.cache
@@ -102,7 +102,7 @@ def test_roles_as_compiled(l2, mode, decay):
 
 @pytest.mark.parametrize("decay", tiered(["wy-ws", "wyc-ws"], []))
 def test_wgmma_gram_in_the_producer(decay):
-    """The wgmma Gram knob (fwd_v3_gram.GramWgmma, m64n64) in either full-inverse producer at
+    """The wgmma Gram knob (fwd_wgmma_gram.GramWgmma, m64n64) in either full-inverse producer at
     its split (GRAM_WGMMA_REGISTER_SPLIT, 192 / 64): the setmaxnreg pair survives, the
     producer's mma.sync Gram (32 HMMA) becomes two 8-step wgmma chains (M on its first
     warpgroup, P on its second) beside the solves' mma.sync, the consumers are the mma
@@ -148,7 +148,7 @@ def test_shared_memory_plan():
     """Two operand sets with A and W' fit the 227 KB a CTA may use; without dropping the raw
     v tile and single-buffering -M and the inverses they would not."""
     from cudnn.linear_attention.frost.kernels import fwd_ws, fwd_ws_wy
-    from cudnn.linear_attention.frost.kernels.fwd_v1 import SMEM_LIMIT, smem_bytes
+    from cudnn.linear_attention.frost.kernels.fwd_mma import SMEM_LIMIT, smem_bytes
 
     cfg = _config(True)
     used = smem_bytes(cfg, fwd_ws_wy.smem_plan)
@@ -162,12 +162,12 @@ def test_shared_memory_plan():
 
 def test_the_knob():
     from cudnn.linear_attention.frost.kernels.compile_kernel import kernel_class
-    from cudnn.linear_attention.frost.kernels.fwd_v3_gram import GramWgmma
+    from cudnn.linear_attention.frost.kernels.fwd_wgmma_gram import GramWgmma
     from cudnn.linear_attention.frost.kernels.fwd_ws_wy import FullInverseChain, FullInverseInChain
 
     gdn = report.config_for("gdn", "product", 128, 128, True)
     def split(**knobs):
-        cfg = fx.tooling_config(gdn, "v3", **knobs)
+        cfg = fx.tooling_config(gdn, "wgmma", **knobs)
         kernel = kernel_class(cfg, "sm_90a")(cfg)
         return type(kernel), (kernel.consumer_regs, kernel.producer_regs)
 
@@ -181,9 +181,9 @@ def test_the_knob():
     assert issubclass(gram, GramWgmma) and issubclass(gram, FullInverseInChain) and gram.gram_n == 64
     assert regs == (192, 64) and split(decay="wyc-ws", gram="wgmma", ws_regs=(184, 72))[1] == (184, 72)
     small = report.config_for("gdn", "product", 64, 64, True)
-    assert fx.tooling_config(small, "v3", decay="wy-ws") is small  # K = 64: the product's scaled chain
+    assert fx.tooling_config(small, "wgmma", decay="wy-ws") is small  # K = 64: the product's scaled chain
     with pytest.raises(ValueError, match="decay"):
-        fx.experiment(report.config_for("kda", "product", 128, 128, True), "v3", decay="wy-ws")
+        fx.experiment(report.config_for("kda", "product", 128, 128, True), "wgmma", decay="wy-ws")
 
 
 if __name__ == "__main__":

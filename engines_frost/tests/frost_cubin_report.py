@@ -3,13 +3,13 @@
 No GPU needed. Prints the resource usage (registers, local memory = spills, stack) from
 cuobjdump and, where nvdisasm is found, an instruction histogram per barrier-delimited
 region of the SASS (region 1 ends at the first BAR.SYNC: state init + rows stage; then
-operands, gram, chain for v1/v2). ``--sass FILE`` writes the SASS with addresses stripped,
-so two builds can be diffed (``--sass`` of v2 before and after a refactor must be equal).
-``--algorithm`` builds another kernel version as the test tooling does
-(frost_fwd_experiments.py: v0, v1, v3; v2, the default, is the product's kernel for fp16
-and other archs, forced here for bf16 sm_90a, where the product compiles v3).
+operands, gram, chain for mma/pipelined). ``--sass FILE`` writes the SASS with addresses stripped,
+so two builds can be diffed (``--sass`` of pipelined before and after a refactor must be equal).
+``--algorithm`` builds another kernel layer as the test tooling does
+(frost_fwd_experiments.py: oracle, mma, wgmma; pipelined, the default, is the product's kernel
+on archs other than sm_90a, forced here for sm_90a, where the product compiles wgmma).
 
-  PYTHONPATH=$(python3 tools/pythonpath.py) python3 engines_frost/tests/frost_cubin_report.py --algorithm v2 --family kda
+  PYTHONPATH=$(python3 tools/pythonpath.py) python3 engines_frost/tests/frost_cubin_report.py --algorithm pipelined --family kda
 
 Tools: CUOBJDUMP and NVDISASM name them; else `cuobjdump` / `nvdisasm` on PATH, else in
 this Python environment's CUDA 13 wheels (nvidia/cu13/bin: pip packages
@@ -199,7 +199,7 @@ def config_for(family: str, algorithm: str, K: int, V: int, l2: bool, io: str = 
                decay: str | None = None):
     """The benchmark's configuration (no initial state, fp32 final state); vector gates
     16-byte aligned, as frost_fwd finds them for torch-allocated g, unless told otherwise;
-    for kernel version `algorithm` (the product config where that is the product's pick),
+    for kernel layer `algorithm` (the product config where that is the product's pick),
     with `skip_stages` compiled out of the chunk loop (what a stage alone keeps live) and
     the launcher `build` names (BUILDS: the output, state checkpoints, U); `decay` the
     tooling's knob (None: the product's, frost_fwd_experiments.default_decay)."""
@@ -215,14 +215,14 @@ def config_for(family: str, algorithm: str, K: int, V: int, l2: bool, io: str = 
 
 
 def product_and_twin(family: str, build: str = "plain", gate_align16: bool = True, **knob):
-    """The bench config of `family` (K = V = 128, l2norm) as the product compiles it, v3 its
-    pick, and the test tooling's twin of it with one v3 knob changed (e.g. rows="async"):
+    """The bench config of `family` (K = V = 128, l2norm) as the product compiles it, wgmma its
+    pick, and the test tooling's twin of it with one wgmma knob changed (e.g. rows="async"):
     the pair a compile test compares the product's SASS against."""
     from frost_fwd_experiments import FrostFwdExperiment, tooling_config
 
-    product = config_for(family, "v3", 128, 128, True, build=build, gate_align16=gate_align16)
-    assert type(product) is not FrostFwdExperiment, product  # v3 is the product's pick here
-    twin = tooling_config(product, "v3", **knob)
+    product = config_for(family, "wgmma", 128, 128, True, build=build, gate_align16=gate_align16)
+    assert type(product) is not FrostFwdExperiment, product  # wgmma is the product's pick here
+    twin = tooling_config(product, "wgmma", **knob)
     (name, value), = knob.items()
     assert isinstance(twin, FrostFwdExperiment) and getattr(twin, name) == value, twin
     return product, twin
@@ -244,7 +244,7 @@ def bwd_config_for(family: str, stage: str, K: int = 128, V: int = 128, H: int =
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--algorithm", default="v2", help="kernel version (frost_fwd_experiments.ALGORITHMS)")
+    ap.add_argument("--algorithm", default="pipelined", help="kernel layer (frost_fwd_experiments.ALGORITHMS)")
     ap.add_argument("--family", choices=FAMILIES, default="gdn")
     ap.add_argument("--K", type=int, default=128)
     ap.add_argument("--V", type=int, default=128)

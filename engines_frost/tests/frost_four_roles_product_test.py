@@ -26,7 +26,7 @@ def _cfg(family="gdn", K=128, pipelined=True, **over):
 
 
 def test_long_gdn_forwards_run_four_roles():
-    from cudnn.linear_attention.frost.kernels.fwd_v3_gram import GramWgmma
+    from cudnn.linear_attention.frost.kernels.fwd_wgmma_gram import GramWgmma
     from cudnn.linear_attention.frost.kernels.fwd_ws4 import RawRingInChain
 
     for over in ({}, dict(write_checkpoints=True), dict(write_checkpoints=True, write_values=True),
@@ -75,14 +75,14 @@ def test_pipelined_matters_exactly_where_four_roles_can_apply():
 
 def test_the_tooling_follows_the_product():
     cfg = _cfg()
-    assert fx.default_decay(cfg, "v3") == FOUR_ROLE_DECAY
-    assert fx.tooling_config(cfg, "v3") is not None and type(fx.tooling_config(cfg, "v3")) is type(cfg)
-    assert fx.tooling_config(cfg, "v3", decay=FOUR_ROLE_DECAY) == cfg  # the knob at the product's own value
-    scaled = fx.tooling_config(cfg, "v3", decay="scaled")
+    assert fx.default_decay(cfg, "wgmma") == FOUR_ROLE_DECAY
+    assert fx.tooling_config(cfg, "wgmma") is not None and type(fx.tooling_config(cfg, "wgmma")) is type(cfg)
+    assert fx.tooling_config(cfg, "wgmma", decay=FOUR_ROLE_DECAY) == cfg  # the knob at the product's own value
+    scaled = fx.tooling_config(cfg, "wgmma", decay="scaled")
     assert scaled.decay == "scaled" and "ScaledDecay" in kernel_class(scaled, "sm_90a").__name__
-    regs = fx.tooling_config(cfg, "v3", decay=FOUR_ROLE_DECAY, ws_regs=(208, 72, 24))
+    regs = fx.tooling_config(cfg, "wgmma", decay=FOUR_ROLE_DECAY, ws_regs=(208, 72, 24))
     assert regs.ws_regs == (208, 72, 24)  # a split is an experiment, not the product
-    assert fx.default_decay(_cfg(pipelined=False), "v3") == "scaled"
+    assert fx.default_decay(_cfg(pipelined=False), "wgmma") == "scaled"
 
 
 if __name__ == "__main__":

@@ -70,7 +70,7 @@ def test_bad_operand_names_itself(what, over, message):
 
 @pytest.mark.parametrize("family", ["kda", "gdn2"])
 def test_gate_alignment_read_off_the_pointer(family):
-    """Vector gates at a 16-byte aligned address compile as gate_align16 (v2 copies them
+    """Vector gates at a 16-byte aligned address compile as gate_align16 (pipelined copies them
     16 bytes at a time); at a 4-byte aligned one they still pass, as the 4-byte variant."""
     aligned = check_operands(**_operands(family)).config
     assert aligned.gate_align16 and aligned.family == family
@@ -121,17 +121,17 @@ def test_values_select_the_values_kernel(family):
     assert abi_operands(launch.config)[-2:] == ("state_checkpoints", "values")
     only = check_operands(**_operands(family), state_checkpoints=ckpt).config
     assert not only.write_values and abi_operands(only)[-1] == "state_checkpoints"
-    # each version's values launcher for the bf16 call: v3's on sm_90a (GDN's with the
-    # decays as factors, fwd_v3_scaled.scaled_decay_class), v2's elsewhere
-    from cudnn.linear_attention.frost.kernels.fwd_v3 import FrostFwdV3Checkpoints, FrostFwdV3Values
+    # each layer's values launcher for the bf16 call: the wgmma layer's on sm_90a (GDN's with the
+    # decays as factors, fwd_wgmma_scaled.scaled_decay_class), the pipelined layer's elsewhere
+    from cudnn.linear_attention.frost.kernels.fwd_wgmma import FrostFwdWgmmaCheckpoints, FrostFwdWgmmaValues
 
-    assert issubclass(kernel_class(launch.config, "sm_90a"), FrostFwdV3Values)
-    assert issubclass(kernel_class(only, "sm_90a"), FrostFwdV3Checkpoints)
-    assert not issubclass(kernel_class(only, "sm_90a"), FrostFwdV3Values)
+    assert issubclass(kernel_class(launch.config, "sm_90a"), FrostFwdWgmmaValues)
+    assert issubclass(kernel_class(only, "sm_90a"), FrostFwdWgmmaCheckpoints)
+    assert not issubclass(kernel_class(only, "sm_90a"), FrostFwdWgmmaValues)
     for cfg in (launch.config, only):
         assert getattr(kernel_class(cfg, "sm_90a"), "decay_scaled", False) == (family == "gdn")
-    assert kernel_class(launch.config, "sm_100a").__name__ == "FrostFwdV2Values"
-    assert kernel_class(only, "sm_100a").__name__ == "FrostFwdV2Checkpoints"
+    assert kernel_class(launch.config, "sm_100a").__name__ == "FrostFwdPipelinedValues"
+    assert kernel_class(only, "sm_100a").__name__ == "FrostFwdPipelinedCheckpoints"
 
 
 @pytest.mark.parametrize("over, message", [
@@ -212,7 +212,7 @@ def test_config_rejects_unsupported_combinations():
 
 
 def test_the_product_config_carries_no_experiment_switch():
-    """One kernel family: no config field picks a kernel version or an experiment knob, and
+    """One kernel family: no config field picks a kernel layer or an experiment knob, and
     no kernels/ module reads the environment variables that once did (their home is
     frost_fwd_experiments.py, the test tooling's)."""
     import dataclasses
@@ -221,10 +221,12 @@ def test_the_product_config_carries_no_experiment_switch():
     from cudnn.linear_attention.frost import kernels
 
     assert not {f.name for f in dataclasses.fields(FrostFwdConfig)} & {"algorithm", "ldmatrix", "skip_stages"}
-    for path in Path(kernels.__file__).parent.glob("*.py"):
+    here = Path(kernels.__file__).parent
+    for path in here.glob("*.py"):
         text = path.read_text()
         assert "FROST_FWD_ALGORITHM" not in text and "FROST_FWD_LDMATRIX" not in text, path.name
-    assert not (Path(kernels.__file__).parent / "fwd_v0.py").exists()  # the oracle is test-only
+    assert not list(here.glob("*oracle*.py"))  # the SIMT oracle is test-only (frost_fwd_oracle.py)
+    assert not list(here.glob("fwd_v[0-9]*.py"))  # the forward's layers are named by what they are
 
 
 def test_import_needs_neither_torch_nor_cutlass():

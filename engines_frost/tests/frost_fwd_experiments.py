@@ -2,32 +2,34 @@
 that pick them: the one home of what the product (kernels/) no longer carries.
 
 The product compiles one kernel family from a FrostFwdConfig whose fields are all product
-fields: v3 for bf16 forwards on sm_90a (plain and training), v2 for the rest
+fields: the wgmma layer on sm_90a (plain and training), the pipelined layer elsewhere
 (compile_kernel.product_algorithm). A FrostFwdExperiment is a FrostFwdConfig plus the
 tooling's choices:
-  algorithm    "v0" (the SIMT oracle, frost_fwd_v0.py, test-only), "v1" (v2's base class
-               on its own), "v2" (forced, also where the product picks v3) or "v3" (v2 with
-               the chain's products on warpgroup MMA, sm_90a only); PRODUCT ("product") in
+  algorithm    "oracle" (the SIMT oracle, frost_fwd_oracle.py, test-only), "mma" (the base
+               layer, fwd_mma.py, on its own), "pipelined" (fwd_pipelined.py; forced, also
+               where the product picks wgmma) or "wgmma" (fwd_wgmma.py: the pipelined layer
+               with the chain's products on warpgroup MMA, sm_90a only); PRODUCT ("product") in
                the functions below means what the product picks for the config on
                TOOLING_ARCH. Training configs (write_checkpoints, write_values) take the
-               versions with training launchers (TRAINING_ALGORITHMS): v3 (the product's
-               pick for bf16 ones) or v2 (forced there: the training forward the product
+               layers with training launchers (TRAINING_ALGORITHMS): wgmma (the product's
+               pick on sm_90a) or pipelined (forced there: the training forward the product
                ran before, for A/B runs);
   skip_stages  per-chunk stages compiled out of the loop (STAGES: bench/frost_stage_times.py,
                whose results are wrong by construction) or "bounds", the cu_seqlens safety
                of seq_bounds.py (bench/cu_seqlens_cost.py);
   ldmatrix     False: shared-memory MMA operands by element-wise loads (a diagnostic);
-  gram         "wgmma": v3's scalar-gate Gram stage on warpgroup MMA (kernels/fwd_v3_gram.py,
-               v3, GDN, bf16 only; m64n32 blocks), "wgmma16" / "wgmma64" the same with
-               m64n16 / m64n64 blocks (GRAM_WIDTHS); "mma" (default): v2's mma.sync Gram.
+  gram         "wgmma": the wgmma layer's scalar-gate Gram stage on warpgroup MMA
+               (kernels/fwd_wgmma_gram.py; wgmma layer, GDN, bf16 only; m64n32 blocks),
+               "wgmma16" / "wgmma64" the same with m64n16 / m64n64 blocks (GRAM_WIDTHS);
+               "mma" (default): the pipelined layer's mma.sync Gram.
                The environment variable FROST_FWD_GRAM (GRAM_ENV) sets it for use_kernel's
                blocks;
-  decay        "scaled": v3's scalar-gate chain with the decays as per-token factors on its
-               fp32 results and no operand stage (kernels/fwd_v3_scaled.py, v3, GDN, bf16
-               only; plain, training and output-free builds: the product's, so the default
-               there, default_decay); "folded": the decays folded into v2's bf16 operands
+  decay        "scaled": the wgmma layer's scalar-gate chain with the decays as per-token
+               factors on its fp32 results and no operand stage (kernels/fwd_wgmma_scaled.py;
+               wgmma layer, GDN, bf16 only; plain, training and output-free builds: the product's, so the default
+               there, default_decay); "folded": the decays folded into the pipelined layer's bf16 operands
                (the default elsewhere and beside a wgmma Gram); "scaled-lead": "scaled" with the next
-               chunk's rows copied a chunk ahead (fwd_v3_scaled.ScaledDecayLeadChain);
+               chunk's rows copied a chunk ahead (fwd_wgmma_scaled.ScaledDecayLeadChain);
                "scaled-ws": the scaled chain warp-specialised, a producer role running the
                next chunk's rows and Gram (kernels/fwd_ws.py; K = V = 128, ws_applies:
                elsewhere "scaled"); "wy-ws": "scaled-ws" with the chunk's inverse and W'
@@ -52,28 +54,28 @@ tooling's choices:
                for the kernel's own (fwd_ws.WarpSpecialisedChain.split_mma_gram /
                split_wgmma_gram);
                FROST_FWD_WS_REGS="184,72" (or "192,104,24"; WS_REGS_ENV) sets it for use_kernel's blocks;
-  rows         "async": the vector-gate v3 chain's next-chunk rows by v2's 16-byte cp.async
-               (rows_async_applies: v3, per-channel gates, the folded chain) instead of
-               the product's 1D bulk copies on an mbarrier (fwd_v3.FrostFwdV3.rows_by_bulk);
+  rows         "async": the vector-gate wgmma chain's next-chunk rows by the pipelined
+               layer's 16-byte cp.async (rows_async_applies: wgmma, per-channel gates, the folded chain) instead of
+               the product's 1D bulk copies on an mbarrier (fwd_wgmma.FrostFwdWgmma.rows_by_bulk);
                "bulk" (default): each kernel's own. FROST_FWD_ROWS (ROWS_ENV) sets it for
                use_kernel's blocks;
-  stores       "elements": the vector-gate v3 chain's O and U rows by one 2-byte store per
+  stores       "elements": the vector-gate wgmma chain's O and U rows by one 2-byte store per
                value (staged_stores_apply: K >= V and bf16 io too) instead of the product's per-warp
-               buffers in KE's tile flushed as 16-byte stores (fwd_v3.FrostFwdV3.STAGED_STORES);
+               buffers in KE's tile flushed as 16-byte stores (fwd_wgmma.FrostFwdWgmma.STAGED_STORES);
                "staged" (default): each kernel's own. FROST_FWD_STORES (STORES_ENV) sets it
                for use_kernel's blocks;
-  sources      the hash of this file and frost_fwd_v0.py: the kernel store keys the product's
+  sources      the hash of this file and frost_fwd_oracle.py: the kernel store keys the product's
                kernel sources itself, this field keys the tooling's.
 compile_kernel.kernel_class asks such a config for its class (kernel_class() below: the
-kernel class with the knobs as class attributes, which fwd_v1.FrostFwdV1 reads at trace
+kernel class with the knobs as class attributes, which fwd_mma.FrostFwdMma reads at trace
 time). Its fields key the kernel store and fwd's compile cache, so an experiment kernel
 never stands in for a product one. Nothing in the product builds one: `tooling_config`
 turns a product config (fwd.check_operands') into the config a tooling run of a kernel
-version launches, and `use_kernel` routes frost_fwd, hence the FROST engines, through a
-version (pytest --frost-fwd-kernel, tests/conftest.py; la_frost_smoke.py). Training
-forwards stay on the product's kernel (v3 for bf16 on TOOLING_ARCH) unless the caller asks
+layer launches, and `use_kernel` routes frost_fwd, hence the FROST engines, through a
+layer (pytest --frost-fwd-kernel, tests/conftest.py; la_frost_smoke.py). Training
+forwards stay on the product's kernel (wgmma on TOOLING_ARCH) unless the caller asks
 for them too (`use_kernel(algorithm, training=True)`: la_frost_bwd_smoke.py --fwd-kernel,
-bench_linear_attention.py --frost-fwd-kernel; e.g. "v2" for the A/B against the product).
+bench_linear_attention.py --frost-fwd-kernel; e.g. "pipelined" for the A/B against the product).
 Plain Python at import: no torch, no cutlass.
 """
 from __future__ import annotations
@@ -86,12 +88,12 @@ from pathlib import Path
 
 from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig, parse_register_split, register_split_ok
 
-ALGORITHMS = ("v0", "v1", "v2", "v3")
-#: the versions that write state checkpoints and U (a training forward's config may name them)
-TRAINING_ALGORITHMS = ("v2", "v3")
-PRODUCT = "product"  # the version compile_kernel.product_algorithm picks for each config
+ALGORITHMS = ("oracle", "mma", "pipelined", "wgmma")
+#: the layers that write state checkpoints and U (a training forward's config may name them)
+TRAINING_ALGORITHMS = ("pipelined", "wgmma")
+PRODUCT = "product"  # the layer compile_kernel.product_algorithm picks for each config
 TOOLING_ARCH = "sm_90a"  # the arch the tooling's runs target (the H200)
-#: per-chunk stages of v1/v2/v3 that a timing experiment may compile out
+#: per-chunk stages of mma / pipelined / wgmma that a timing experiment may compile out
 STAGES = ("rows", "operands", "gram", "chain")
 #: what else it may leave out: "bounds", the cu_seqlens safety (sequence bounds read
 #: unclamped, no zeroing of rows no sequence covers), to time what that safety costs
@@ -100,15 +102,15 @@ SKIPPABLE = STAGES + ("bounds",)
 #: M, its diagonal inverses and A's solve, P kept (what a chain reading A from memory would
 #: run); its "gram" is both Gram products and the solves, its "chain" the chain's products
 FOUR_ROLE_SKIPPABLE = ("gram", "inverse", "chain")
-_SOURCES = ("frost_fwd_experiments.py", "frost_fwd_v0.py")
-#: the wgmma Gram's accumulator width per knob value (fwd_v3_gram.GramWgmma.gram_n)
+_SOURCES = ("frost_fwd_experiments.py", "frost_fwd_oracle.py")
+#: the wgmma Gram's accumulator width per knob value (fwd_wgmma_gram.GramWgmma.gram_n)
 GRAM_WIDTHS = {"wgmma": 32, "wgmma16": 16, "wgmma64": 64}
 GRAMS = ("mma", *GRAM_WIDTHS)
 #: FROST_FWD_GRAM=wgmma (or wgmma16, wgmma64): every forward a use_kernel block routes (la_frost_smoke.py, the
 #: bench's --frost-fwd-kernel, and the bench when the variable is set) builds its Gram on
-#: wgmma where that kernel exists (v3, scalar gates, bf16); unset or "mma": v2's Gram
+#: wgmma where that kernel exists (wgmma, scalar gates, bf16); unset or "mma": the pipelined layer's Gram
 GRAM_ENV = "FROST_FWD_GRAM"
-#: where the scalar-gate chain's decays go (fwd_v3_scaled.py): folded into the operands or
+#: where the scalar-gate chain's decays go (fwd_wgmma_scaled.py): folded into the operands or
 #: scaled onto the chain's fp32 results
 DECAYS = ("folded", "scaled", "scaled-lead", "scaled-ws", "wy-ws", "wyc-ws", "wy-ws4", "wy-ws4raw", "wyc-ws4raw")
 #: the warp-specialised decays (ws_applies; the setmaxnreg split knob ws_regs)
@@ -118,16 +120,16 @@ WS_DECAYS = ("scaled-ws", "wy-ws", "wyc-ws", "wy-ws4", "wy-ws4raw", "wyc-ws4raw"
 FOUR_ROLES = ("wy-ws4", "wy-ws4raw", "wyc-ws4raw")
 FOUR_ROLE_GRAM = "wgmma64"
 #: FROST_FWD_DECAY=folded (or scaled-lead, scaled-ws): every forward a use_kernel block routes runs that
-#: chain where v3 runs for scalar gates and bf16 (elsewhere the chain is folded anyway); unset: default_decay
+#: chain where wgmma runs for scalar gates and bf16 (elsewhere the chain is folded anyway); unset: default_decay
 DECAY_ENV = "FROST_FWD_DECAY"
 #: FROST_FWD_WS_REGS="consumer,producer": the warp-specialised forward's setmaxnreg split
 WS_REGS_ENV = "FROST_FWD_WS_REGS"
-#: how the vector-gate v3 chain copies the next chunk's rows (fwd_v3.FrostFwdV3.ROWS_BY_BULK)
+#: how the vector-gate wgmma chain copies the next chunk's rows (fwd_wgmma.FrostFwdWgmma.ROWS_BY_BULK)
 ROWS = ("bulk", "async")
 #: FROST_FWD_ROWS=async: every forward a use_kernel block routes copies them by cp.async
 #: where rows_async_applies; unset or "bulk": the product's bulk copies
 ROWS_ENV = "FROST_FWD_ROWS"
-#: how the vector-gate v3 chain stores O and U (fwd_v3.FrostFwdV3.STAGED_STORES)
+#: how the vector-gate wgmma chain stores O and U (fwd_wgmma.FrostFwdWgmma.STAGED_STORES)
 STORES = ("staged", "elements")
 #: FROST_FWD_STORES=elements: every forward a use_kernel block routes stores them by 2-byte
 #: stores where staged_stores_apply; unset or "staged": the product's staged rows
@@ -149,9 +151,9 @@ def sources_hash() -> str:
 @dataclasses.dataclass(frozen=True)
 class FrostFwdExperiment(FrostFwdConfig):
     """A forward config of the test and bench tooling: the product fields plus the kernel
-    version and the experiment knobs (module docstring)."""
+    layer and the experiment knobs (module docstring)."""
 
-    algorithm: str = "v2"
+    algorithm: str = "pipelined"
     skip_stages: tuple[str, ...] = ()
     ldmatrix: bool = True
     gram: str = "mma"
@@ -173,15 +175,15 @@ class FrostFwdExperiment(FrostFwdConfig):
         if self.algorithm not in ALGORITHMS:
             bad("algorithm", f"one of {ALGORITHMS}")
         skippable = FOUR_ROLE_SKIPPABLE if self.decay in FOUR_ROLES else SKIPPABLE
-        if any(st not in skippable for st in self.skip_stages) or (self.skip_stages and self.algorithm == "v0"):
-            bad("skip_stages", f"a tuple of {SKIPPABLE} (not v0), of {FOUR_ROLE_SKIPPABLE} with decay in "
+        if any(st not in skippable for st in self.skip_stages) or (self.skip_stages and self.algorithm == "oracle"):
+            bad("skip_stages", f"a tuple of {SKIPPABLE} (not oracle), of {FOUR_ROLE_SKIPPABLE} with decay in "
                 f"{FOUR_ROLES}")
-        if not self.ldmatrix and self.algorithm == "v0":
-            bad("ldmatrix", "True for v0 (no MMA operands)")
+        if not self.ldmatrix and self.algorithm == "oracle":
+            bad("ldmatrix", "True for oracle (no MMA operands)")
         if self.gram not in GRAMS or (self.gram != "mma" and not gram_wgmma_applies(self, self.algorithm)):
-            bad("gram", f"one of {GRAMS}, and 'mma' unless algorithm is v3 with scalar gates and bf16 io")
-        if self.decay not in DECAYS or (self.decay != "folded" and not scalar_gate_v3(self, self.algorithm)):
-            bad("decay", f"one of {DECAYS}, and 'folded' unless algorithm is v3 with scalar gates and bf16 io")
+            bad("gram", f"one of {GRAMS}, and 'mma' unless algorithm is wgmma with scalar gates and bf16 io")
+        if self.decay not in DECAYS or (self.decay != "folded" and not scalar_gate_wgmma(self, self.algorithm)):
+            bad("decay", f"one of {DECAYS}, and 'folded' unless algorithm is wgmma with scalar gates and bf16 io")
         if self.decay in WS_DECAYS and not ws_applies(self):
             bad("decay", f"one of {WS_DECAYS} only for K = V = 128 (ws_applies)")
         if self.ws_regs and (self.decay not in WS_DECAYS or not register_split_ok(self.ws_regs, split_lengths(self.decay))):
@@ -192,19 +194,19 @@ class FrostFwdExperiment(FrostFwdConfig):
         if self.decay in ("scaled", "scaled-lead") and self.gram != "mma":
             bad("decay", "'folded' or 'scaled-ws' with a wgmma gram (the others re-plan q and k their own way)")
         if self.rows not in ROWS or (self.rows != "bulk" and not rows_async_applies(self, self.algorithm, self.decay)):
-            bad("rows", f"one of {ROWS}, and 'bulk' unless algorithm is v3 with per-channel gates (the folded chain)")
+            bad("rows", f"one of {ROWS}, and 'bulk' unless algorithm is wgmma with per-channel gates (the folded chain)")
         if self.stores not in STORES or (self.stores != "staged"
                                          and not staged_stores_apply(self, self.algorithm, self.decay)):
-            bad("stores", f"one of {STORES}, and 'staged' unless algorithm is v3 with per-channel gates (the "
+            bad("stores", f"one of {STORES}, and 'staged' unless algorithm is wgmma with per-channel gates (the "
                 "folded chain) and K >= V")
         if (self.write_checkpoints or self.write_values) and self.algorithm not in TRAINING_ALGORITHMS:
             bad("write_checkpoints", f"False unless algorithm is one of {TRAINING_ALGORITHMS} (the kernels "
                 "that write them)")
-        if not self.write_output and (self.algorithm in ("v0", "v1")
+        if not self.write_output and (self.algorithm in ("oracle", "mma")
                                       or (self.gram != "mma" and self.decay not in FOUR_ROLES)):
-            # v0 would read the null q; v1's own stages and the two-warpgroup wgmma Gram keep
+            # the oracle would read the null q; the mma layer's own stages and the two-warpgroup wgmma Gram keep
             # the q side (the four-role kernels drop P and the q rows without an output)
-            bad("write_output", "True unless algorithm is v2 or v3 with the mma Gram, or a four-role decay "
+            bad("write_output", "True unless algorithm is pipelined or wgmma with the mma Gram, or a four-role decay "
                 "(the kernels that compile the output out)")
 
     @property
@@ -219,11 +221,11 @@ class FrostFwdExperiment(FrostFwdConfig):
 
     def kernel_class(self):
         """The CuTe DSL class compile_kernel.compile_fwd compiles for this config."""
-        if self.algorithm == "v0":
-            from frost_fwd_v0 import FrostFwdV0
-            return FrostFwdV0
-        if self.algorithm == "v1":
-            from cudnn.linear_attention.frost.kernels.fwd_v1 import FrostFwdV1 as base
+        if self.algorithm == "oracle":
+            from frost_fwd_oracle import FrostFwdOracle
+            return FrostFwdOracle
+        if self.algorithm == "mma":
+            from cudnn.linear_attention.frost.kernels.fwd_mma import FrostFwdMma as base
         else:
             from cudnn.linear_attention.frost.kernels.compile_kernel import version_class
             base = version_class(self.algorithm, self)
@@ -231,25 +233,25 @@ class FrostFwdExperiment(FrostFwdConfig):
                           self.stores)
 
 
-def scalar_gate_v3(cfg: FrostFwdConfig, algorithm: str) -> bool:
-    """Whether cfg's kernel version `algorithm` (a resolved one) is v3 for scalar gates and
+def scalar_gate_wgmma(cfg: FrostFwdConfig, algorithm: str) -> bool:
+    """Whether cfg's kernel layer `algorithm` (a resolved one) is wgmma for scalar gates and
     bf16 io: where the wgmma Gram and the scaled-decay chain exist."""
-    return algorithm == "v3" and not cfg.gate_per_channel and cfg.io_dtype == "bfloat16"
+    return algorithm == "wgmma" and not cfg.gate_per_channel and cfg.io_dtype == "bfloat16"
 
 
-gram_wgmma_applies = scalar_gate_v3
+gram_wgmma_applies = scalar_gate_wgmma
 
 
 def rows_async_applies(cfg: FrostFwdConfig, algorithm: str, decay: str = "folded") -> bool:
-    """Whether cfg's kernel version `algorithm` (a resolved one) copies its next chunk's rows
-    by bulk copies, so that rows="async" changes it (fwd_v3.FrostFwdV3.rows_by_bulk): v3
+    """Whether cfg's kernel layer `algorithm` (a resolved one) copies its next chunk's rows
+    by bulk copies, so that rows="async" changes it (fwd_wgmma.FrostFwdWgmma.rows_by_bulk): wgmma
     with per-channel gates, whose chain is the folded one."""
-    return algorithm == "v3" and cfg.gate_per_channel and decay == "folded"
+    return algorithm == "wgmma" and cfg.gate_per_channel and decay == "folded"
 
 
 def ws_applies(cfg: FrostFwdConfig) -> bool:
     """Whether the warp-specialised scaled chain (fwd_ws.py) is built for cfg: K = V = 128
-    (two consumer warpgroups; with scalar_gate_v3)."""
+    (two consumer warpgroups; with scalar_gate_wgmma)."""
     return (cfg.K, cfg.V) == (128, 128)
 
 
@@ -279,9 +281,9 @@ def decay_requested() -> str | None:
 
 
 def staged_stores_apply(cfg: FrostFwdConfig, algorithm: str, decay: str = "folded") -> bool:
-    """Whether stores="elements" changes cfg's kernel version `algorithm`: the vector-gate
-    v3 kernel (rows_async_applies) with K >= V (the buffers fit KE's tile) and bf16 io
-    (fwd_v3.FrostFwdV3.staged_stores)."""
+    """Whether stores="elements" changes cfg's kernel layer `algorithm`: the vector-gate
+    wgmma kernel (rows_async_applies) with K >= V (the buffers fit KE's tile) and bf16 io
+    (fwd_wgmma.FrostFwdWgmma.staged_stores)."""
     return rows_async_applies(cfg, algorithm, decay) and cfg.K >= cfg.V and cfg.io_dtype == "bfloat16"
 
 
@@ -314,13 +316,13 @@ def gram_requested() -> str:
 @functools.cache
 def with_knobs(base, skip_stages: tuple[str, ...], ldmatrix: bool, gram: str = "mma", decay: str = "folded",
                ws_regs: tuple[int, ...] = (), rows: str = "bulk", stores: str = "staged"):
-    """`base` (FrostFwdV1 or a subclass) itself at the product's knobs, else a subclass that
-    sets them (one class per combination; a wgmma gram puts fwd_v3_gram.GramWgmma first,
-    with its width; the scaled decays the product's own class, fwd_v3_scaled.scaled_decay_class,
+    """`base` (FrostFwdMma or a subclass) itself at the product's knobs, else a subclass that
+    sets them (one class per combination; a wgmma gram puts fwd_wgmma_gram.GramWgmma first,
+    with its width; the scaled decays the product's own class, fwd_wgmma_scaled.scaled_decay_class,
     as the base, the lead and warp-specialised chains their mixins first; async rows
     clear the class's ROWS_BY_BULK, element stores its STAGED_STORES)."""
     if decay == "scaled":
-        from cudnn.linear_attention.frost.kernels.fwd_v3_scaled import scaled_decay_class
+        from cudnn.linear_attention.frost.kernels.fwd_wgmma_scaled import scaled_decay_class
         base, decay = scaled_decay_class(base), "folded"  # the product's GDN class: the same kernel
     if (skip_stages == base.skip_stages and ldmatrix == base.ldmatrix and gram == "mma" and decay == "folded"
             and rows == "bulk" and stores == "staged"):
@@ -328,11 +330,11 @@ def with_knobs(base, skip_stages: tuple[str, ...], ldmatrix: bool, gram: str = "
     tag = ("" if ldmatrix else "NoLdmatrix") + "".join(f"Skip{st.title()}" for st in skip_stages)
     bases, attrs = (base,), {"skip_stages": skip_stages, "ldmatrix": ldmatrix}
     if gram != "mma":
-        from cudnn.linear_attention.frost.kernels.fwd_v3_gram import GramWgmma
+        from cudnn.linear_attention.frost.kernels.fwd_wgmma_gram import GramWgmma
         bases, tag = (GramWgmma, base), tag + f"GramWgmma{GRAM_WIDTHS[gram]}"
         attrs["gram_n"] = GRAM_WIDTHS[gram]
     if decay != "folded":
-        from cudnn.linear_attention.frost.kernels.fwd_v3_scaled import ScaledDecayLeadChain
+        from cudnn.linear_attention.frost.kernels.fwd_wgmma_scaled import ScaledDecayLeadChain
         from cudnn.linear_attention.frost.kernels.fwd_ws import WarpSpecialisedChain
         from cudnn.linear_attention.frost.kernels.fwd_ws4 import FourRoles, RawRing, RawRingInChain
         from cudnn.linear_attention.frost.kernels.fwd_ws_wy import FullInverseChain, FullInverseInChain
@@ -363,27 +365,27 @@ def product_config(cfg: FrostFwdConfig) -> FrostFwdConfig:
 
 
 def product_algorithm(cfg: FrostFwdConfig) -> str:
-    """The kernel version the product compiles for cfg on TOOLING_ARCH."""
+    """The kernel layer the product compiles for cfg on TOOLING_ARCH."""
     from cudnn.linear_attention.frost.kernels.compile_kernel import product_algorithm as picked
 
     return picked(cfg, TOOLING_ARCH)
 
 
 def resolve(cfg: FrostFwdConfig, algorithm: str) -> str:
-    """algorithm itself (FrostFwdExperiment validates it), or for PRODUCT the version the
+    """algorithm itself (FrostFwdExperiment validates it), or for PRODUCT the layer the
     product picks for cfg."""
     return product_algorithm(cfg) if algorithm == PRODUCT else algorithm
 
 
 def default_decay(cfg: FrostFwdConfig, version: str, gram: str = "mma") -> str:
-    """The decay knob left unset (None) for cfg's kernel version `version` (a resolved one):
-    the product's where v3 runs for scalar gates (compile_kernel.product_decay: the
+    """The decay knob left unset (None) for cfg's kernel layer `version` (a resolved one):
+    the product's where wgmma runs for scalar gates (compile_kernel.product_decay: the
     four-role kernel where four_roles_apply, else scaled), else folded; folded beside a
     wgmma Gram too (its experiments ran on the folded chain)."""
     from cudnn.linear_attention.frost.kernels.compile_kernel import FOUR_ROLE_DECAY
     from cudnn.linear_attention.frost.kernels.compile_kernel import four_roles_apply
 
-    if not scalar_gate_v3(cfg, version):
+    if not scalar_gate_wgmma(cfg, version):
         return "folded"
     if four_roles_apply(cfg) and gram == "mma":
         return FOUR_ROLE_DECAY
@@ -391,7 +393,7 @@ def default_decay(cfg: FrostFwdConfig, version: str, gram: str = "mma") -> str:
 
 
 def experiment(cfg: FrostFwdConfig, algorithm: str = PRODUCT, **knobs) -> FrostFwdExperiment:
-    """cfg's product fields with a kernel version (PRODUCT: the product's for cfg) and knobs
+    """cfg's product fields with a kernel layer (PRODUCT: the product's for cfg) and knobs
     (skip_stages, ldmatrix, gram, decay: default_decay where not given or None)."""
     version = resolve(cfg, algorithm)
     if knobs.get("decay") is None:
@@ -410,8 +412,8 @@ def _experiment(cfg: FrostFwdConfig, algorithm: str, skip_stages: tuple[str, ...
 def tooling_config(cfg: FrostFwdConfig, algorithm: str = PRODUCT, skip_stages=(), ldmatrix: bool = True,
                    gram: str = "mma", decay: str | None = None, ws_regs: tuple[int, ...] = (), rows: str = "bulk",
                    stores: str = "staged"):
-    """The config a tooling run of kernel version `algorithm` (with those knobs) launches for
-    the product config cfg: cfg itself where that is the version the product picks for cfg
+    """The config a tooling run of kernel layer `algorithm` (with those knobs) launches for
+    the product config cfg: cfg itself where that is the layer the product picks for cfg
     and there are no knobs (so such runs share the product's compiled and stored kernels),
     else its FrostFwdExperiment. A wgmma gram applies where that Gram exists
     (gram_wgmma_applies) and is dropped elsewhere, so one switch can cover a mixed run; so
@@ -423,7 +425,7 @@ def tooling_config(cfg: FrostFwdConfig, algorithm: str = PRODUCT, skip_stages=()
         gram = "mma"
     if decay is None:
         decay = default_decay(cfg, version, gram)
-    if decay != "folded" and not scalar_gate_v3(cfg, version):
+    if decay != "folded" and not scalar_gate_wgmma(cfg, version):
         decay = "folded"
     if decay in WS_DECAYS and not ws_applies(cfg):
         decay = "scaled"
@@ -450,7 +452,7 @@ def engine_config(cfg: FrostFwdConfig, algorithm: str, training: bool = False, g
                   stores: str = "staged"):
     """What use_kernel(algorithm, training) launches for the product config cfg:
     tooling_config, except that forwards writing state checkpoints (training calls) stay on
-    the product's kernel (cfg itself, whatever its version) unless `training` is set (then
+    the product's kernel (cfg itself, whatever its layer) unless `training` is set (then
     `algorithm` must be one of TRAINING_ALGORITHMS, or PRODUCT)."""
     if cfg.write_checkpoints and not training:
         return cfg
@@ -460,19 +462,19 @@ def engine_config(cfg: FrostFwdConfig, algorithm: str, training: bool = False, g
 @contextlib.contextmanager
 def use_kernel(algorithm: str, training: bool = False, gram: str | None = None, decay: str | None = None):
     """Inside the block, frost_fwd and bind_fwd (so the FROST engines) compile and launch
-    `algorithm`'s kernel wherever the product launches v2 or v3 (engine_config; with
+    `algorithm`'s kernel wherever the product launches pipelined or wgmma (engine_config; with
     `training`, for the forwards that write state checkpoints and U as well): fwd._compiled,
     the launcher's one compile lookup, is wrapped, so every operand check still runs.
     Process-wide while it lasts (not for concurrent threads). gram: GRAMS, None (default):
     FROST_FWD_GRAM's (gram_requested), read on entry; a wgmma gram routes even a PRODUCT
-    block, onto the wgmma-Gram v3 kernel where it exists (tooling_config). decay: DECAYS,
+    block, onto the wgmma layer with the wgmma Gram where it exists (tooling_config). decay: DECAYS,
     None (default): FROST_FWD_DECAY's (decay_requested; unset: the product's), the same way.
     The warp-specialised kernel's register split: FROST_FWD_WS_REGS's (ws_regs_requested);
     the vector chain's row copies and stores: FROST_FWD_ROWS's (rows_requested),
     FROST_FWD_STORES's (stores_requested)."""
     if algorithm not in ALGORITHMS and algorithm != PRODUCT:
         raise ValueError(f"use_kernel: algorithm must be one of {(*ALGORITHMS, PRODUCT)}, got {algorithm!r}")
-    if training and algorithm not in (*TRAINING_ALGORITHMS, PRODUCT):  # v0, v1 write neither
+    if training and algorithm not in (*TRAINING_ALGORITHMS, PRODUCT):  # oracle, mma write neither
         raise ValueError(f"use_kernel: training forwards run one of {(*TRAINING_ALGORITHMS, PRODUCT)}, "
                          f"got {algorithm!r}")
     gram = gram_requested() if gram is None else gram

@@ -37,7 +37,7 @@ from cudnn.linear_attention.frost.kernels import (  # noqa: E402
     bwd_grads,
     checkpoints,
     checkpoints_dsl,
-    fwd_v1,
+    fwd_mma,
     gmem_views,
     seq_bounds,
 )
@@ -47,7 +47,7 @@ from cudnn.linear_attention.frost.kernels.launch_abi import cutlass_dtype  # noq
 
 import simt_emulator as emu  # noqa: E402
 
-C = fwd_v1.CHUNK
+C = fwd_mma.CHUNK
 K = V = 64
 HO = 2
 # sequence 1 is empty: checkpoint row 2 lies between sequences (its items are skipped)
@@ -139,7 +139,7 @@ def test_persistent_items_see_their_own_operands(ctas, ckpt):
     }
     ptrs = [emu.Pointer(x.get(name), cutlass_dtype(dt)) for name, dt in bwd_operand_dtypes(cfg).items()]
     m = emu.emulated(bwd_abi, "bwd_views", helper_modules=[gmem_views])(cfg, ptrs, T, N)
-    emulated = emu.emulate_class(bwd_grads.FrostBwdGrads, helper_modules=[fwd_v1, seq_bounds, checkpoints_dsl])
+    emulated = emu.emulate_class(bwd_grads.FrostBwdGrads, helper_modules=[fwd_mma, seq_bounds, checkpoints_dsl])
     row_fn = emulated.state_row.__globals__["checkpoint_row"]
     row_fn.__globals__["sequence_bounds"] = emu.emulated(seq_bounds, "sequence_bounds")
     log = {"runs": [], "seen": [], "prefetched": []}

@@ -1,16 +1,16 @@
-"""L0: the wgmma Gram epilogue's index math (kernels/fwd_v3_gram.py) in float64, plain Python.
+"""L0: the wgmma Gram epilogue's index math (kernels/fwd_wgmma_gram.py) in float64, plain Python.
 
-fwd_v3_gram builds M and P as m64nN column blocks per warpgroup (N = 16, 32 or 64); each
+fwd_wgmma_gram builds M and P as m64nN column blocks per warpgroup (N = 16, 32 or 64); each
 thread holds N / 2 accumulator values per block at the (row, column) of the wgmma layout
 (the PTX table, checked against CuTe by frost_wgmma_fragments_test), loads a row's gate and
 beta once per distinct row (wgmma_fragments.shared_coordinate), and stores only what the
 chain reads: warp w the blocks (w, bj) with bj <= w, -M off the diagonal (bf16 tile mneg),
 M_ww in fp32 (md, the inverse's input), P everywhere on and below the diagonal (the blocks
-above stay v3's zeros). With gram_p_transposed (the four-role forward: both products on
+above stay the wgmma layer's zeros). With gram_p_transposed (the four-role forward: both products on
 one warpgroup) P is built as P^T = k q^T and stored back transposed, warp w storing P's
 blocks (c, w) with c >= w, so that every warp stores five blocks of the two products.
 This emulates that per thread and value, with the kernel's
-conditions, and compares what lands in mneg, md and P with v1's Gram (the mma.sync stage's
+conditions, and compares what lands in mneg, md and P with the mma layer's Gram (the mma.sync stage's
 definition) on every element the chain and the inverse read; every such element must be
 written exactly once, and nothing above P's diagonal blocks.
 """
@@ -35,7 +35,7 @@ def wgmma_c(n):
 
 
 def reference(q, k, g, beta, scale):
-    """v1's Gram: M strictly lower (beta_t k_t.k_u e^min(g_t - g_u, 0)), P lower incl. diagonal."""
+    """The mma layer's Gram: M strictly lower (beta_t k_t.k_u e^min(g_t - g_u, 0)), P lower incl. diagonal."""
     f = np.exp(np.minimum(g[:, None] - g[None, :], 0.0))
     t, u = np.indices((C, C))
     m = np.where(u < t, beta[:, None] * (k @ k.T) * f, 0.0)
@@ -45,7 +45,7 @@ def reference(q, k, g, beta, scale):
 
 def emulate(q, k, g, beta, scale, n=32, stores_from=lambda wl, c: wl >= c, p_transposed=False,
             p_stores_from=lambda wl, c: wl <= c):
-    """fwd_v3_gram.stage_gram per warpgroup thread and value at width n; returns (mneg, md,
+    """fwd_wgmma_gram.stage_gram per warpgroup thread and value at width n; returns (mneg, md,
     p, writes, blocks): the three tiles (NaN where never written), the write count per (tile,
     t, u) and the 16 x 16 blocks each warp's epilogue ran (both products)."""
     tv, nval = wgmma_c(n), n // 2
@@ -79,7 +79,7 @@ def emulate(q, k, g, beta, scale, n=32, stores_from=lambda wl, c: wl >= c, p_tra
 
 
 def emulate_value(prod, wl, c, tu, u0, acc, g_t, g_u, b_t, scale, mneg, md, p, writes, tr=False):
-    """One value's epilogue, as fwd_v3_gram.stage_gram's inner loop (tr: a value of P^T,
+    """One value's epilogue, as fwd_wgmma_gram.stage_gram's inner loop (tr: a value of P^T,
     whose row is the earlier position)."""
     t, u = tu[0], u0 + tu[1]
     if tr:
@@ -126,7 +126,7 @@ def _read_by_the_chain():
 
 
 def problems(seed, n, stores_from=lambda wl, c: wl >= c, **transposed):
-    """What is wrong with the emulated epilogue's stores against v1's Gram (empty: nothing)."""
+    """What is wrong with the emulated epilogue's stores against the mma layer's Gram (empty: nothing)."""
     q, k, g, beta, scale = _inputs(seed)
     m_ref, p_ref = reference(q, k, g, beta, scale)
     mneg, md, p, writes, _ = emulate(q, k, g, beta, scale, n, stores_from, **transposed)
@@ -144,7 +144,7 @@ def problems(seed, n, stores_from=lambda wl, c: wl >= c, **transposed):
 
 @pytest.mark.parametrize("n", WIDTHS)
 @pytest.mark.parametrize("seed", [0, 1])
-def test_epilogue_writes_v1s_gram_once_where_the_chain_reads(seed, n):
+def test_epilogue_writes_mma_gram_once_where_the_chain_reads(seed, n):
     assert problems(seed, n) == []
 
 

@@ -34,7 +34,7 @@ pytest.importorskip("cutlass", reason="nvidia-cutlass-dsl (CuTe DSL) is not inst
 from cudnn.linear_attention.frost.kernels import fwd, kernel_store  # noqa: E402
 from cudnn.linear_attention.frost.kernels.config import OPERANDS, FrostFwdConfig  # noqa: E402
 
-# The cheapest config to compile (~3 s here): v2 GDN, one head, K = V = 64.
+# The cheapest config to compile (~3 s here): pipelined GDN, one head, K = V = 64.
 CFG = FrostFwdConfig(io_dtype="bfloat16", state_dtype="float32", H=1, HK=1, HV=1, K=64, V=64,
                      gate_per_channel=False, beta_per_channel=False, has_w=False, use_l2norm=True,
                      has_initial_state=True, has_final_state=True)

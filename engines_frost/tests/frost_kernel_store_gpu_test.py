@@ -1,6 +1,6 @@
 """GPU: a stored FROST kernel launches and computes the right answer without a compile.
 
-A small GDN config (v2, bf16, fp32 states, l2norm) is cross-compiled with the generic
+A small GDN config (pipelined, bf16, fp32 states, l2norm) is cross-compiled with the generic
 x86-64 host shim, exactly as tools/gpu/frost_precompile.py builds it on the build machine,
 and stored in a temporary store. A fresh process then runs frost_fwd on seeded inputs
 with the store strict (a miss is an error), fwd.compile_fwd and cute.compile made to

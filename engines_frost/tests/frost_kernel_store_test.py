@@ -111,7 +111,7 @@ def test_keyed_sources_cover_everything_the_kernels_import():
         assert not _kernel_imports(name) & set(kernel_store.UNKEYED_RUNTIME), name
     reached -= set(kernel_store.UNKEYED_RUNTIME)
     assert reached <= set(kernel_store.KEYED_SOURCES), reached - set(kernel_store.KEYED_SOURCES)
-    assert {"fwd_v1.py", "fwd_v2.py", "fwd_v3.py", "wgmma_fragments.py", "gmem_views.py",
+    assert {"fwd_mma.py", "fwd_pipelined.py", "fwd_wgmma.py", "wgmma_fragments.py", "gmem_views.py",
             "config.py", "bwd_chain.py", "bwd_chain_pipelined.py", "bwd_chain_schedule.py"} <= reached
     assert "fwd.py" not in kernel_store.KEYED_SOURCES  # launcher edits keep the store valid
 

@@ -8,16 +8,16 @@ kernels/bwd.py recompute_configs), on the CPU:
 - frost_fwd's checks: q and out must be None exactly for write_output=False, with the
   stand-in head count (operand_checks.queryless_heads) in the config;
 - where nvidia-cutlass-dsl (and cuobjdump / nvdisasm) are installed: the product kernels of
-  such configs (v3 on sm_90a, bf16 and fp16 io) compile for sm_90a without local memory
+  such configs (wgmma on sm_90a, bf16 and fp16 io) compile for sm_90a without local memory
   or a stack frame, with fewer instructions than their write_output=True twins, no 16-bit
-  global stores (the o rows), half the twin's warpgroup MMAs on v3 (R and the state update
-  of R, O, P U and the state update), fewer warp MMAs, and the twin's barriers; v1's own
+  global stores (the o rows), half the twin's warpgroup MMAs on wgmma (R and the state update
+  of R, O, P U and the state update), fewer warp MMAs, and the twin's barriers; the mma layer's own
   class and the wgmma Gram experiment refuse them by name.
 
 The compiles' core (compile_tiers; 12 of the 20 builds, ~70 s on one core, the full
 matrix ~115 s): one no-output build per product kernel class (compile_kernel.product_class)
-the summary's passes reach - GDN bf16 (the scaled chain, the bench's config), GDN fp16 (v3
-folded, scalar gates), GDN-2 with an initial state (v3 folded, vector gates and vector
+the summary's passes reach - GDN bf16 (the scaled chain, the bench's config), GDN fp16 (wgmma
+folded, scalar gates), GDN-2 with an initial state (wgmma folded, vector gates and vector
 beta) - and every recompute forward. The other switch combinations of the same classes (no
 l2norm, GDN with an initial state, KDA bf16 and fp16) wait for FROST_FULL_MATRIX=1.
 """
@@ -128,11 +128,11 @@ def test_queryless_checks_still_name_bad_operands():
 
 # ----------------------------------------------------------------------------- compiles
 # (id, family, io, has_initial_state, use_l2norm): the summary's two passes (final state from
-# zero; the transition from the identity), v3 for bf16 and fp16 io
-COMPILED = [("v3-gdn", "gdn", "bfloat16", False, True), ("v3-gdn-nol2", "gdn", "bfloat16", False, False),
-            ("v3-gdn-h0", "gdn", "bfloat16", True, True), ("v3-kda", "kda", "bfloat16", False, True),
-            ("v3-gdn2-h0", "gdn2", "bfloat16", True, True), ("v3-gdn-fp16", "gdn", "float16", False, True),
-            ("v3-kda-h0-fp16", "kda", "float16", True, False)]
+# zero; the transition from the identity), wgmma for bf16 and fp16 io
+COMPILED = [("wgmma-gdn", "gdn", "bfloat16", False, True), ("wgmma-gdn-nol2", "gdn", "bfloat16", False, False),
+            ("wgmma-gdn-h0", "gdn", "bfloat16", True, True), ("wgmma-kda", "kda", "bfloat16", False, True),
+            ("wgmma-gdn2-h0", "gdn2", "bfloat16", True, True), ("wgmma-gdn-fp16", "gdn", "float16", False, True),
+            ("wgmma-kda-h0-fp16", "kda", "float16", True, False)]
 
 
 def _sass(cfg, tmp_path):
@@ -166,20 +166,20 @@ def test_no_output_kernels_compile_smaller_without_spills(case, tmp_path):
     assert _count(ins, "BAR.SYNC") == _count(twin_ins, "BAR.SYNC")  # the same stages
     assert _count(ins, "HMMA") < _count(twin_ins, "HMMA")  # no P tiles
     assert _count(ins, "LDGSTS") < _count(twin_ins, "LDGSTS")  # no q rows prefetched
-    # v3: R and the state update, of R, O, P U and the state update
+    # wgmma: R and the state update, of R, O, P U and the state update
     assert 2 * _count(ins, "HGMMA") == _count(twin_ins, "HGMMA") > 0
 
 
 # (id, family, io, has_initial_state): the backward's recompute forwards (bwd.py
 # recompute_configs): checkpoints and U without the output or a final state
-RECOMPUTE = [("v3-gdn", "gdn", "bfloat16", False), ("v3-kda-h0", "kda", "bfloat16", True),
-             ("v3-gdn-fp16", "gdn", "float16", False)]
+RECOMPUTE = [("wgmma-gdn", "gdn", "bfloat16", False), ("wgmma-kda-h0", "kda", "bfloat16", True),
+             ("wgmma-gdn-fp16", "gdn", "float16", False)]
 
 
 @pytest.mark.parametrize("case", RECOMPUTE, ids=[c[0] for c in RECOMPUTE])
 def test_recompute_forwards_compile_smaller_than_the_training_forward(case, tmp_path):
     """Against the training forward (checkpoints, U and the output): the same checkpoint
-    and U stores and barriers, no o rows, no q rows, half the warpgroup MMAs on v3."""
+    and U stores and barriers, no o rows, no q rows, half the warpgroup MMAs on wgmma."""
     _, family, io, h0 = case
     twin = _config(family, io, has_initial_state=h0, has_final_state=False,
                    state_dtype="float32" if h0 else None, write_checkpoints=True, write_values=True)
@@ -198,29 +198,29 @@ def test_the_tooling_refuses_no_output_experiments_that_would_read_q():
     from frost_fwd_experiments import experiment
 
     cfg = _config(write_output=False)
-    for algorithm in ("v2", "v3"):
+    for algorithm in ("pipelined", "wgmma"):
         assert experiment(cfg, algorithm).write_output is False
-    for algorithm, knobs in (("v0", {}), ("v1", {}), ("v3", {"gram": "wgmma"})):
+    for algorithm, knobs in (("oracle", {}), ("mma", {}), ("wgmma", {"gram": "wgmma"})):
         with pytest.raises(ValueError, match="FrostFwdExperiment: write_output must be True unless"):
             experiment(cfg, algorithm, **knobs)
 
 
 def test_other_kernel_classes_refuse_no_output_configs():
     pytest.importorskip("cutlass", reason="nvidia-cutlass-dsl (CuTe DSL) is not installed")
-    from cudnn.linear_attention.frost.kernels.fwd_v1 import FrostFwdV1
-    from cudnn.linear_attention.frost.kernels.fwd_v2 import FrostFwdV2
-    from cudnn.linear_attention.frost.kernels.fwd_v3 import FrostFwdV3
-    from cudnn.linear_attention.frost.kernels.fwd_v3_gram import GramWgmma
+    from cudnn.linear_attention.frost.kernels.fwd_mma import FrostFwdMma
+    from cudnn.linear_attention.frost.kernels.fwd_pipelined import FrostFwdPipelined
+    from cudnn.linear_attention.frost.kernels.fwd_wgmma import FrostFwdWgmma
+    from cudnn.linear_attention.frost.kernels.fwd_wgmma_gram import GramWgmma
 
     cfg = _config(write_output=False)
-    with pytest.raises(ValueError, match="FrostFwdV1: write_output=False is compiled by the v2 and v3"):
-        FrostFwdV1(cfg)
-    FrostFwdV2(cfg)
-    FrostFwdV3(cfg)
+    with pytest.raises(ValueError, match="FrostFwdMma: write_output=False is compiled by the pipelined and wgmma"):
+        FrostFwdMma(cfg)
+    FrostFwdPipelined(cfg)
+    FrostFwdWgmma(cfg)
 
-    class Gram(GramWgmma, FrostFwdV3):
+    class Gram(GramWgmma, FrostFwdWgmma):
         pass
-    with pytest.raises(ValueError, match="write_output=False is the product v2 / v3 kernels'"):
+    with pytest.raises(ValueError, match="write_output=False is the product pipelined / wgmma kernels'"):
         Gram(cfg)
 
 

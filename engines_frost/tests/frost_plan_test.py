@@ -92,7 +92,7 @@ def test_workspace_size_is_exactly_what_the_launcher_reports(launches, monkeypat
                              beta_per_channel=per_channel[1])
 
 
-def test_v0_launcher_needs_no_workspace(launches):
+def test_oracle_launcher_needs_no_workspace(launches):
     g, _ = built("kda")
     assert g.get_workspace_size() == kernels_fwd.frost_workspace_size(
         total_tokens=40, num_seqs=3, heads_q=4, heads_k=4, heads_v=4, head_dim_k=64,
@@ -158,7 +158,7 @@ def test_bad_buffers_raise_value_error_naming_the_port(launches, cpu_plans, port
 
 def test_padded_outer_dims_reach_the_launcher(launches, cpu_plans):
     # docs/LINEAR_ATTENTION.md §4: only the innermost dim must be stride-1; the launcher checks what its
-    # kernel version needs beyond that.
+    # kernel layer needs beyond that.
     g, node = built("gdn")
     bufs = buffers(node)
     bufs["q"] = torch.zeros(40, 6, 64, dtype=torch.bfloat16)[:, 1:5]   # strided head dim

@@ -13,7 +13,7 @@ The product's kernels at the bench's K = V = 128 have their notes read in every 
 builds that other tests' cores make anyway and inspect (frost_cubin_report.build_cubin:
 notes and cubin from one compile; reading the notes adds ~3 s to it, a second compile
 ~6-14 s): the plain forwards (GDN's scaled chain, KDA's folded one) in
-frost_resource_test::test_v3_state_update_retires_after_the_next_rows_stage, KDA's
+frost_resource_test::test_wgmma_state_update_retires_after_the_next_rows_stage, KDA's
 vector-gate chain and both grads kernels (GDN's wgmma one with its L2 prefetch on the
 checkpoint rows, KDA's vector-gate one) in frost_resource_bwd_test
 (test_vector_wgmma_chain_no_spills, test_scalar_gate_grads_prefetch,
@@ -77,7 +77,7 @@ def test_forward_notes(name):
     family, decay, build = FORWARDS[name]
     cfg = report.config_for(family, "product", 128, 128, True, build=build)
     if decay is not None:
-        cfg = fx.tooling_config(cfg, "v3", decay=decay)
+        cfg = fx.tooling_config(cfg, "wgmma", decay=decay)
         assert cfg.decay == decay
     assert report.ptxas_notes(kernel_class(cfg, "sm_90a")(cfg), fake_args(cfg)) == KNOWN.get(name, set())
 
@@ -101,7 +101,7 @@ def test_the_notes_are_read():
     from cudnn.linear_attention.frost.kernels.compile_kernel import kernel_class
     from cudnn.linear_attention.frost.kernels.launch_abi import fake_args
 
-    cfg = fx.tooling_config(report.config_for("gdn", "product", 128, 128, True), "v3", decay="scaled-ws",
+    cfg = fx.tooling_config(report.config_for("gdn", "product", 128, 128, True), "wgmma", decay="scaled-ws",
                             gram="wgmma")
     cls = kernel_class(cfg, "sm_90a")
     kernel = cls(cfg)

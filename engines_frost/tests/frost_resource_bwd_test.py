@@ -93,7 +93,7 @@ def test_pipelined_chain_no_spills(case):
     from cudnn.linear_attention.frost.kernels import bwd_chain_schedule as sched
     from cudnn.linear_attention.frost.kernels.bwd_config import FrostBwdConfig
     from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
-    from cudnn.linear_attention.frost.kernels.fwd_v1 import SMEM_LIMIT, smem_bytes
+    from cudnn.linear_attention.frost.kernels.fwd_mma import SMEM_LIMIT, smem_bytes
 
     K, V, io, grouped, l2, h0, dht, values = case
     H = 2 if grouped else 4
@@ -142,7 +142,7 @@ def check_wgmma_chain(cfg, label: str, instructions: list | None = None, notes: 
     counts (None without nvdisasm); `instructions`, if given, gets the SASS instructions
     in program order (predicates included), `notes` the build's ptxas performance notes."""
     from cudnn.linear_attention.frost.kernels import bwd_chain_wgmma
-    from cudnn.linear_attention.frost.kernels.fwd_v1 import CHUNK, SMEM_LIMIT, smem_bytes
+    from cudnn.linear_attention.frost.kernels.fwd_mma import CHUNK, SMEM_LIMIT, smem_bytes
 
     K = cfg.fwd.K
     assert smem_bytes(cfg.fwd, bwd_chain_wgmma.smem_plan) <= SMEM_LIMIT
@@ -304,7 +304,7 @@ def test_wgmma_grads_no_spills(case):
     from cudnn.linear_attention.frost.kernels import bwd_grads_wgmma
     from cudnn.linear_attention.frost.kernels.bwd_config import FrostBwdConfig
     from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
-    from cudnn.linear_attention.frost.kernels.fwd_v1 import SMEM_LIMIT, smem_bytes
+    from cudnn.linear_attention.frost.kernels.fwd_mma import SMEM_LIMIT, smem_bytes
 
     K, V, io, grouped, l2, ckpt = case
     H = 2 if grouped else 4
@@ -345,7 +345,7 @@ def check_wgmma_products(usage, ops, K: int, V: int, adjoints: bool = False):
     `adjoints`, the four score adjoints' 4 CHUNK / 16 more), with the mma.sync twin's HMMA
     less those products' 3 (V / 16) (K / 16) per warp (with `adjoints`, fewer still): ptxas
     neither duplicates nor drops one, and no per-warp mma.sync of them is left."""
-    from cudnn.linear_attention.frost.kernels.fwd_v1 import CHUNK
+    from cudnn.linear_attention.frost.kernels.fwd_mma import CHUNK
 
     assert usage["LOCAL"] == 0 and usage["STACK"] == 0, usage
     assert usage["REG"] <= 255, usage
@@ -395,7 +395,7 @@ def test_vector_wgmma_grads_no_spills(case):
     from cudnn.linear_attention.frost.kernels import bwd_grads_vec
     from cudnn.linear_attention.frost.kernels.bwd_config import FrostBwdConfig
     from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
-    from cudnn.linear_attention.frost.kernels.fwd_v1 import SMEM_LIMIT
+    from cudnn.linear_attention.frost.kernels.fwd_mma import SMEM_LIMIT
 
     family, K, V, io, grouped, l2, ckpt, wide, fast = case
     per_beta = family == "gdn2"

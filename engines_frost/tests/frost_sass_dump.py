@@ -4,7 +4,7 @@ For a change that must leave the default kernels byte-identical: run it on a che
 before and after the change and compare the folders file by file (`cmp`). Covers the
 forward product configs of the bench shape (16 heads, K = V = 128; GDN and KDA with and
 without l2norm, GDN-2, the span summary's transition pass with an initial state, the
-training launchers, fp16 on v2) and, with --calls, every forward and backward config a
+training launchers, fp16 on pipelined) and, with --calls, every forward and backward config a
 GDN / KDA training call launches (frost_configs.call_configs). No GPU needed.
 
   PYTHONPATH=$(python3 tools/pythonpath.py) python3 engines_frost/tests/frost_sass_dump.py OUT [--calls] [--no-output]

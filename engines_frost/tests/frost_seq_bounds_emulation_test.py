@@ -1,6 +1,6 @@
 """kernels/seq_bounds.py's own source on the SIMT emulator: one warp zeroes exactly the
 rows no sequence covers, for any cu_seqlens table (the helpers every FROST kernel calls:
-v0 forward at its end, v1/v2/v3 forward in the CTAs of their extra grid row, the
+the oracle forward at its end, mma/pipelined/wgmma forward in the CTAs of their extra grid row, the
 backward's states kernel before its grads kernel).
 
 Global memory is bounds-checked numpy (an out-of-bounds index raises), the output starts

@@ -24,13 +24,13 @@ from types import SimpleNamespace  # noqa: E402
 import numpy as np  # noqa: E402
 from cutlass import BFloat16, Float32  # noqa: E402
 
-from cudnn.linear_attention.frost.kernels import bwd_grads, bwd_grads_vec, checkpoints_dsl, fwd_v1, seq_bounds  # noqa: E402
+from cudnn.linear_attention.frost.kernels import bwd_grads, bwd_grads_vec, checkpoints_dsl, fwd_mma, seq_bounds  # noqa: E402
 from cudnn.linear_attention.frost.kernels.bwd_config import FrostBwdConfig  # noqa: E402
 from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig  # noqa: E402
 
 import simt_emulator as emu  # noqa: E402
 
-C = fwd_v1.CHUNK
+C = fwd_mma.CHUNK
 DIMS = [(128, 128), (128, 64), (64, 128), (64, 64)]
 
 
@@ -38,7 +38,7 @@ def _kernel(cls, vector_gates, K, V):
     f = FrostFwdConfig(io_dtype="bfloat16", state_dtype=None, H=2, HK=2, HV=2, K=K, V=V,
                        gate_per_channel=vector_gates, beta_per_channel=False, has_w=False, use_l2norm=True,
                        has_initial_state=False, has_final_state=False, gate_align16=vector_gates)
-    emulated = emu.emulate_class(cls, helper_modules=[fwd_v1, seq_bounds, checkpoints_dsl])
+    emulated = emu.emulate_class(cls, helper_modules=[fwd_mma, seq_bounds, checkpoints_dsl])
     return emulated(FrostBwdConfig(f, "grads", None, None))
 
 

@@ -4,8 +4,8 @@ passes with the output (FROST_SUMMARY_NO_OUTPUT=0).
 
 The kernels compiled without the output run the same state path (config.py
 write_output), so on the GPU final_state and transition must be equal bit for bit to
-those of the kernels that also compute the discarded output: every family, bf16 (v3 on
-sm_90a) and fp16 (v2), l2norm on and off, lengths that are not multiples of 64, empty
+those of the kernels that also compute the discarded output: every family, bf16 (wgmma on
+sm_90a) and fp16 (pipelined), l2norm on and off, lengths that are not multiples of 64, empty
 sequences, an initial state or none, grouped heads and K != V. Each run gets a workspace
 of its own layout's exact size filled with garbage first (what the passes read must be set
 by their fills). Both are also held to the float64 summary reference (bf16 bound), so

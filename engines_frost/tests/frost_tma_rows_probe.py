@@ -6,7 +6,7 @@ copies with TMA boxes. This probe is the smallest kernel that does that the way 
 product would: x is [T, H, D] bf16 (tokens, heads, channels), viewed as (T, D, H) so
 that the box modes (64 tokens, D channels) come first and the head is the rest mode; the
 shared tile is the canonical K-major SW128 layout that warpgroup MMA reads
-(fwd_v1.sw128_layout: 8-row x 64-column swizzle atoms), which makes the box 64 rows x 64
+(fwd_mma.sw128_layout: 8-row x 64-column swizzle atoms), which makes the box 64 rows x 64
 channels, D / 64 boxes per tile; warp 0 arms an mbarrier with the tile's bytes (one
 elected lane) and issues them (the copy elects its own lane: it must be reached by the
 whole warp), every thread waits on the barrier's phase 0. CTA (c, h) then writes its
@@ -26,14 +26,14 @@ import cutlass.cute as cute
 from cutlass import BFloat16, Int32, Int64
 from cutlass.cute.nvgpu import cpasync
 
-from cudnn.linear_attention.frost.kernels.fwd_v1 import SW128_ALIGN, sw128_layout
+from cudnn.linear_attention.frost.kernels.fwd_mma import SW128_ALIGN, sw128_layout
 
 CHUNK = 64
 THREADS = 128
 
 
 def tile_layout(D: int):
-    """[CHUNK, D] bf16 in the K-major SW128 layout (fwd_v1.sw128_layout's), composed."""
+    """[CHUNK, D] bf16 in the K-major SW128 layout (fwd_mma.sw128_layout's), composed."""
     return sw128_layout((CHUNK, D))
 
 
@@ -61,7 +61,7 @@ class TmaRowsProbe:
         warp = cute.arch.make_warp_uniform(cute.arch.warp_idx())
         c, h, _ = cute.arch.block_idx()
         smem = cutlass.memory.SmemAllocator()
-        # The swizzle goes in the pointer, as the forward's tiles carry it (fwd_v1.
+        # The swizzle goes in the pointer, as the forward's tiles carry it (fwd_mma.
         # allocate_smem): given the composed layout instead, allocate_tensor applies the
         # atom's swizzle to element indices while TMA applies it to byte addresses, and the
         # read-back saw 16-byte chunks and rows permuted (the H200 run before this).

@@ -15,7 +15,7 @@ kernel is written:
 
 Layout: q, k, v [T, H, D] bf16 viewed as (T, D, H) (box modes first, as
 frost_tma_rows_probe.py); each stage holds the three [64, D] tiles in the canonical SW128
-layout, swizzle carried in the pointer (fwd_v1.allocate_smem's way). Warps 0-3 consume
+layout, swizzle carried in the pointer (fwd_mma.allocate_smem's way). Warps 0-3 consume
 (one warpgroup), warp 4 produces: cutlass.pipeline.PipelineTmaAsync's full barriers
 (armed with the stage's bytes by one elected lane of the producer warp) and empty
 barriers (one arrive per consumer warp). The consumer writes out[t, h] = sum_d (q + k +
@@ -33,7 +33,7 @@ import cutlass.pipeline as pipeline
 from cutlass import BFloat16, Float32, Int32, Int64
 from cutlass.cute.nvgpu import cpasync, warpgroup
 
-from cudnn.linear_attention.frost.kernels.fwd_v1 import SW128_ALIGN, sw128_layout
+from cudnn.linear_attention.frost.kernels.fwd_mma import SW128_ALIGN, sw128_layout
 
 CHUNK = 64
 CONSUMER_WARPS = 4
@@ -44,7 +44,7 @@ VEC = 8  # bf16 per 16-byte shared load (one swizzle chunk)
 
 
 def staged_layout(D: int, stages: int):
-    """[CHUNK, D, stages] bf16: `stages` SW128 tiles (fwd_v1.sw128_layout's), one after
+    """[CHUNK, D, stages] bf16: `stages` SW128 tiles (fwd_mma.sw128_layout's), one after
     another."""
     atom = warpgroup.make_smem_layout_atom(warpgroup.SmemLayoutAtomKind.K_SW128, BFloat16)
     return cute.tile_to_shape(atom, (CHUNK, D, stages), order=(0, 1, 2))

@@ -1,7 +1,7 @@
-"""The FROST forward variant matrix the compile tests (frost_compile_test, frost_compile_v2_test,
-frost_compile_v3_test) cross-compile: family x head dims x io dtype x state presence/dtype,
+"""The FROST forward variant matrix the compile tests (frost_compile_test, frost_compile_pipelined_test,
+frost_compile_wgmma_test) cross-compile: family x head dims x io dtype x state presence/dtype,
 l2norm alternating, plus head-grouping cases; product configs, turned into the tooling's
-configs of other kernel versions by with_algorithm. Test-only; plain Python (imports the
+configs of other kernel layers by with_algorithm. Test-only; plain Python (imports the
 kernels' config only).
 """
 import dataclasses
@@ -35,7 +35,7 @@ def _variants():
 
 
 VARIANTS = list(_variants())
-V1_VARIANTS = [
+MMA_VARIANTS = [
     i for i, (fam, c) in enumerate(VARIANTS)
     if (c.io_dtype, c.has_initial_state, c.has_final_state) == ("bfloat16", True, True)
     or (fam == "gdn" and c.K == c.V == 64 and c.io_dtype == "float16" and c.has_final_state)
@@ -54,7 +54,7 @@ GROUPED = [  # value grouping (HV = 2H, k at H or HV heads) and query grouping (
 
 
 def with_algorithm(cfg, algorithm, skip_stages=(), ldmatrix=True, **changes):
-    """cfg with product fields changed, as the tooling builds kernel version `algorithm` with
+    """cfg with product fields changed, as the tooling builds kernel layer `algorithm` with
     those knobs (frost_fwd_experiments.tooling_config: the product's pick for the config
     without knobs is the product config)."""
     return tooling_config(dataclasses.replace(cfg, **changes), algorithm, skip_stages, ldmatrix)

@@ -34,14 +34,14 @@ from types import SimpleNamespace  # noqa: E402
 import numpy as np  # noqa: E402
 from cutlass import BFloat16, Float32  # noqa: E402
 
-from cudnn.linear_attention.frost.kernels import bwd_grads, bwd_grads_vec, checkpoints_dsl, fwd_v1, seq_bounds  # noqa: E402
+from cudnn.linear_attention.frost.kernels import bwd_grads, bwd_grads_vec, checkpoints_dsl, fwd_mma, seq_bounds  # noqa: E402
 from cudnn.linear_attention.frost.kernels.bwd_config import FrostBwdConfig  # noqa: E402
 from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig  # noqa: E402
 
 import simt_emulator as emu  # noqa: E402
 from compile_tiers import tiered  # noqa: E402
 
-C, SUB = fwd_v1.CHUNK, fwd_v1.SUB
+C, SUB = fwd_mma.CHUNK, fwd_mma.SUB
 
 
 # the trace-time layout check needs the DSL's MMA (frost_wgmma_fragments_test covers it)
@@ -54,7 +54,7 @@ def _kernel(per_beta, K, wide):
                        beta_per_channel=per_beta, has_w=per_beta, use_l2norm=False, has_initial_state=False,
                        has_final_state=False, gate_align16=True)
     cls = emu.emulate_class(bwd_grads_vec.FrostBwdGradsVec, module_overrides=_NO_TRACE_CHECKS,
-                            helper_modules=[fwd_v1, seq_bounds, checkpoints_dsl])
+                            helper_modules=[fwd_mma, seq_bounds, checkpoints_dsl])
     return cls(FrostBwdConfig(f, "grads", None, None, vec_wide_loads=wide))
 
 

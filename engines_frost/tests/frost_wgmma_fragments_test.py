@@ -1,17 +1,17 @@
-"""L0: the index maps fwd_v3 relies on (kernels/wgmma_fragments.py), plain Python.
+"""L0: the index maps fwd_wgmma relies on (kernels/wgmma_fragments.py), plain Python.
 
-fwd_v3 hands v1's per-warp register fragments (the fp32 state S^T, the bf16 A operands)
+fwd_wgmma hands the mma layer's per-warp register fragments (the fp32 state S^T, the bf16 A operands)
 to warpgroup MMA unchanged, and writes WGMMA's B operands with ordinary 16-byte stores
 into 128-byte swizzled tiles. Checked here against the PTX ISA's fragment tables (written
 out below as formulas, independent of CuTe) and the hardware swizzle's definition:
 - fragment_coords evaluates CuTe thread-value layouts (the ones the DSL traces for
   wgmma m64nNk16 and mma.sync m16n8k16) to exactly the PTX tables;
 - warp_view_matches accepts those pairs and rejects a layout with two value modes swapped
-  or the warp offset dropped (so fwd_v3's trace-time check can fail);
+  or the warp offset dropped (so fwd_wgmma's trace-time check can fail);
 - the SW128 map is a bijection of the tile, keeps each 16-byte vector of a row contiguous
   and aligned, and spreads a column unit's 8 rows over 8 different 16-byte bank groups.
 The same hand-over is checked on the layouts the installed CuTe DSL builds, per thread and
-value, by frost_compile_v3_test (needs the DSL).
+value, by frost_compile_wgmma_test (needs the DSL).
 """
 import os
 import sys
@@ -172,7 +172,7 @@ def test_sw128_spreads_a_column_unit_over_the_banks():
 
 @pytest.mark.parametrize("n", [16, 32])
 def test_shared_coordinate_finds_the_repeated_rows_and_columns(n):
-    """fwd_v3_gram loads a gate once per distinct row / column of a thread's values: the
+    """fwd_wgmma_gram loads a gate once per distinct row / column of a thread's values: the
     map must send each value to the first one at the same row (column) per the PTX table."""
     rows, cols = shared_coordinate(wgmma_c(n), 64, 0), shared_coordinate(wgmma_c(n), 64, 1)
     for axis, rep in ((0, rows), (1, cols)):

@@ -1,6 +1,6 @@
 """Runs the Python source of SIMT CuTe DSL kernel code on the CPU (test-only).
 
-The FROST v0 kernel (frost_fwd_v0.py) and the non-MMA stages of v1/v2 (row staging,
+The FROST SIMT oracle (frost_fwd_oracle.py) and the non-MMA stages of fwd_mma / fwd_pipelined (row staging,
 rows, operands) use a small scalar subset of the CuTe DSL: shared-memory tensors,
 element and row indexing, ``local_tile`` of a row or a 2-D tensor, register vectors, ``autovec_copy`` /
 ``copy`` (cp.async), re-typed views, ``cutlass.range`` loops, ``const_expr`` branches,

@@ -7,7 +7,7 @@
                                                  [--chain-vec serial|wgmma|wgmma_async|wgmma-both|wgmma_async-both]
                                                  [--grads mma|wgmma|wgmma-both]
                                                  [--grads-vec mma|wgmma|wgmma-both]
-                                                 [--fwd-kernel product|v2|v3]
+                                                 [--fwd-kernel product|pipelined|wgmma]
 
 1. Precompiles every kernel the run needs in parallel processes into a kernel store
    (FROST_KERNEL_CACHE, default .frostcache), so the cases below load instead of compile.
@@ -19,8 +19,8 @@
    Unless --no-checkpoints, every case again on the training path of v1.2: the forward
    writes state_checkpoints (cadence 64, into a NaN-filled buffer) and the backward reads
    them (kernel ``values`` instead of ``states``): the forward's output must be bitwise
-   the plain forward's where both run one kernel version (one_forward_kernel: the product
-   picks one version for both, v3 for bf16 on sm_90a, and --fwd-kernel routes both; a
+   the plain forward's where both run one kernel layer (one_forward_kernel: the product
+   picks one layer for both, wgmma for bf16 on sm_90a, and --fwd-kernel routes both; a
    rule that split them would get FWD_ROUNDING_BOUND instead), the written rows must
    match the float64 model of the checkpoints
    (frost_bwd_model.forward_checkpoints_model, same bound) and the unwritten ones stay NaN, the
@@ -32,8 +32,8 @@
    the checkpoint-only forward, U within the bound of the float64 model
    (frost_bwd_model.forward_values_model) on every covered row, rows no sequence covers
    NaN, the gradients deterministic, and U and the gradients bitwise the recompute path's
-   (U_vs_states=0, vs_recompute=0) where the forward writing U is v2 (mma.sync, as the
-   backward's states kernel), within FWD_ROUNDING_BOUND where it is v3 (values_on_wgmma:
+   (U_vs_states=0, vs_recompute=0) where the forward writing U is pipelined (mma.sync, as the
+   backward's states kernel), within FWD_ROUNDING_BOUND where it is wgmma (values_on_wgmma:
    the product's on sm_90a; bitwise= says whether they were bitwise anyway), twice
    that where its chain has the decays as factors (values_scaled: the product's for GDN;
    other rounding points than the states kernel's).
@@ -74,18 +74,18 @@
    vector-gate case and path plus a [grads wgmma] line per KDA / GDN-2 case against the
    mma.sync kernel (same bound; bitwise= says whether every gradient is bitwise equal, as
    the products' k16 order is the same) and TIME bwd[grads, mma].
-6. --fwd-kernel (default product: v3 for every forward on sm_90a, plain and training, bf16
-   and fp16; v2 on other archs) forces one forward version on every forward call of the run, the training
+6. --fwd-kernel (default product: wgmma for every forward on sm_90a, plain and training, bf16
+   and fp16; pipelined on other archs) forces one forward layer on every forward call of the run, the training
    ones (checkpoints, U) included, through the test tooling (frost_fwd_experiments.use_kernel
-   with training=True; the kernels are precompiled as that version). Where the checkpoints
-   and U come from fwd_v3's training launchers (kernels/NOTES.md "v3 training forward",
+   with training=True; the kernels are precompiled as that layer). Where the checkpoints
+   and U come from fwd_wgmma's training launchers (kernels/NOTES.md "v3 training forward",
    "v3 training forwards on the H200") their products run in the tensor core's wgmma
    order while the backward's states kernel (the recompute path) runs mma.sync, so
    [ckpt+U] requires U and the gradients within FWD_ROUNDING_BOUND of the recompute path's
    instead of bitwise (and prints bitwise=, predicted True: the H200 summed the
-   backward's wgmma and mma.sync products bitwise alike). ``v2`` puts every forward on v2,
-   the product's training forward before v3's launchers (the A/B); with any forced
-   version the timing adds TIME fwd[ckpt+U, product] and fwd+bwd[U, product] (the
+   backward's wgmma and mma.sync products bitwise alike). ``pipelined`` puts every forward on pipelined,
+   the product's training forward before the wgmma layer's launchers (the A/B); with any forced
+   layer the timing adds TIME fwd[ckpt+U, product] and fwd+bwd[U, product] (the
    product's training forward in the same process).
 The FROST_BWD_* switches (engines_frost/tests/frost_bwd_experiments.py, the test tooling:
 the product reads none) reach every backward this script runs (run_bwd, configs_of).
@@ -224,8 +224,8 @@ def run_bwd(x, dO, dht, l2norm: bool, out: dict, workspace=None, stages=None, ch
     return workspace
 
 
-# the forward version of every forward call (--fwd-kernel; frost_fwd_experiments.PRODUCT: the
-# product's picks) and what a v3 training forward's U and gradients may differ from the
+# the forward layer of every forward call (--fwd-kernel; frost_fwd_experiments.PRODUCT: the
+# product's picks) and what a wgmma training forward's U and gradients may differ from the
 # recompute path's by (relative, tests.reference.compare.rel_err): the same bf16 rounding
 # points, the products' fp32 sums in the wgmma order (as CHAIN_ROUNDING_BOUND)
 FWD_KERNEL = "product"
@@ -233,7 +233,7 @@ FWD_ROUNDING_BOUND = 4e-3
 
 
 def forward_version(cfg, arch: str) -> str:
-    """The kernel version a forward config configs_of lists runs on arch: the tooling's
+    """The kernel layer a forward config configs_of lists runs on arch: the tooling's
     forced one (an experiment config names it), else compile_kernel.product_algorithm's."""
     from cudnn.linear_attention.frost.kernels.compile_kernel import product_algorithm
 
@@ -242,7 +242,7 @@ def forward_version(cfg, arch: str) -> str:
 
 def one_forward_kernel(case: Case, family: str, arch: str) -> bool:
     """Whether the plain and the training forward of the case's checkpointed path run one
-    kernel version on arch (then their O must be bitwise equal; else they may differ by the
+    kernel layer on arch (then their O must be bitwise equal; else they may differ by the
     fp32 sum order)."""
     *_, plain, training = configs_of(case, family, checkpoints=True)
     return forward_version(plain, arch) == forward_version(training, arch)
@@ -257,7 +257,7 @@ def forward_decay(cfg, arch: str) -> str:
 
 
 def values_scaled(case: Case, family: str, arch: str) -> bool:
-    """Whether the case's forward writing U runs the scaled-decay chain (fwd_v3_scaled.py:
+    """Whether the case's forward writing U runs the scaled-decay chain (fwd_wgmma_scaled.py:
     q-hat and k-hat rounded to bf16, the decays applied to fp32 results), whose rounding
     points are not the states kernel's (the decays folded into bf16 operands)."""
     *_, values = configs_of(case, family, checkpoints=True, values=True)
@@ -265,10 +265,10 @@ def values_scaled(case: Case, family: str, arch: str) -> bool:
 
 
 def values_on_wgmma(case: Case, family: str, arch: str) -> bool:
-    """Whether the case's forward writing U (the v1.3 path) runs v3 on arch, whose R and
+    """Whether the case's forward writing U (the v1.3 path) runs wgmma on arch, whose R and
     state update sum on wgmma while the backward's states kernel sums on mma.sync."""
     *_, values = configs_of(case, family, checkpoints=True, values=True)
-    return forward_version(values, arch) == "v3"
+    return forward_version(values, arch) == "wgmma"
 
 
 def fwd_kernel(kernel: str | None = None):
@@ -281,7 +281,7 @@ def fwd_kernel(kernel: str | None = None):
 
 def run_fwd(x, l2norm: bool, o, checkpoints=None, values=None, kernel: str | None = None):
     """frost_fwd (no final state) into o; with `checkpoints` it writes them too, with
-    `values` U as well; on forward version `kernel` (default FWD_KERNEL)."""
+    `values` U as well; on forward layer `kernel` (default FWD_KERNEL)."""
     from cudnn.linear_attention.frost.kernels.fwd import frost_fwd
 
     with fwd_kernel(kernel):
@@ -490,7 +490,7 @@ def check_case_checkpoints(case: Case, family: str) -> tuple[bool, str]:
     run_fwd(x, case.l2norm, o, checkpoints=ckpt)
     torch.cuda.synchronize()
     same_o = torch.equal(o, o_plain)
-    if not one_forward_kernel(case, family, device_arch(x.q.device)):  # two versions: fp32 sum orders
+    if not one_forward_kernel(case, family, device_arch(x.q.device)):  # two layers: fp32 sum orders
         same_o = rel_err(o.double(), o_plain.double()) <= FWD_ROUNDING_BOUND
     cpu = x.to(device="cpu")
     model = forward_checkpoints_model(cpu.q, cpu.k, cpu.v, cpu.g, cpu.beta, cpu.w, cpu.cu_seqlens,
@@ -805,8 +805,8 @@ def main() -> int:
                     help="the grads kernel (FROST_BWD_GRADS; module docstring, step 5)")
     ap.add_argument("--grads-vec", choices=("mma", "wgmma", "wgmma-both"),
                     help="the KDA / GDN-2 grads kernel (FROST_BWD_GRADS_VEC; module docstring, step 5)")
-    ap.add_argument("--fwd-kernel", choices=("product", "v2", "v3"), default="product",
-                    help="the forward version of every forward call, training ones included (module "
+    ap.add_argument("--fwd-kernel", choices=("product", "pipelined", "wgmma"), default="product",
+                    help="the forward layer of every forward call, training ones included (module "
                          "docstring, step 6)")
     args = ap.parse_args()
     global FWD_KERNEL

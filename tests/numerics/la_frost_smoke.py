@@ -6,31 +6,35 @@ error, bound 1e-2). One line per case; exit status 1 if any case fails or raises
 traceback is printed and the run continues). Unless --quick, then times the kernel at
 8 x 4096 tokens, 16 heads, K = V = 128, bf16 (CUDA events around 10 back-to-back bound
 launches, warm-up, median of 20; also the time of one frost_fwd call, host checks
-included) for each algorithm, and prints consecutive versions side by side (SUMMARY
-lines, kernel times: v2 against v1, v3 against v2) when both ran.
+included) for each algorithm, and prints consecutive layers side by side (SUMMARY
+lines, kernel times: pipelined against mma, wgmma against pipelined) when both ran.
 
 Run on the GPU machine from the repo root, with CuTe DSL importable:
   PYTHONPATH=$(python3 tools/pythonpath.py) python3 tests/numerics/la_frost_smoke.py --family all
-(--algorithm one or more of v0 v1 v2 v3 v3gram v3gram16 v3gram64 v3scaled v3scaledlead v3scaledws v3wyws v3wycws v3wyws64 v3wycws64 v3wyws4 v3wyws4raw v3wycws4raw, or all (the default:
-v0-v3), each forced by the test tooling (engines_frost/tests/frost_fwd_experiments.py, launched through frost_fwd's own
-checks by its use_kernel): v3 (v2 with the chain's products on warpgroup MMA) is the
-product's kernel for these bf16 forwards on sm_90a (and for bf16 training forwards there),
-v2 its base (the product's on other archs), v1 the tensor-core kernel v2 derives
-from, v0 the SIMT oracle (test-only), v3gram v3 with the scalar-gate Gram on warpgroup MMA
-(fwd_v3_gram.py, m64n32 blocks; v3gram16, v3gram64: m64n16, m64n64; an experiment, GDN
-only: other families run plain v3 under those names), v3scaled v3 with GDN's decays as
-per-token factors on the chain's fp32 results and no operand stage (fwd_v3_scaled.py, the
-product's GDN chain, whereas this script's v3 keeps them folded into bf16 operands, the
-A/B; GDN only likewise; v3scaledlead with the next chunk's rows copied a chunk ahead,
-v3scaledws warp-specialised: a producer role for the next chunk's rows and Gram, fwd_ws.py;
-v3wyws the same with the chunk's inverse formed by the producer and no solve in the chain,
-fwd_ws_wy.py, v3wycws without W' (the chain applies the inverse); v3wyws64 / v3wycws64
-those with the m64n64 wgmma Gram in their producer; v3wyws4 wy-ws's chain with its producer
-split into a math and a copy warpgroup, fwd_ws4.py, v3wyws4raw that on the raw q / k rows with
-the norms as factors (fwd_ws4.RawRing), v3wycws4raw that without W' (RawRingInChain); these for plain K = V = 128 forwards,
-else they run as v3scaled); e.g. --algorithm v2 v3. With v3 and a v3gram or v3scaled
-kernel both run, a "<name> vs v3" line per case gives their outputs' relative difference
-(close, not bitwise: another summation order, other rounding points).)
+(--algorithm one or more of oracle mma pipelined wgmma wgmmagram wgmmagram16 wgmmagram64 wgmmascaled
+wgmmascaledlead wgmmascaledws wgmmawyws wgmmawycws wgmmawyws64 wgmmawycws64 wgmmawyws4 wgmmawyws4raw
+wgmmawycws4raw, or all (the default: oracle, mma, pipelined, wgmma), each forced by the test tooling
+(engines_frost/tests/frost_fwd_experiments.py, launched through frost_fwd's own checks by its
+use_kernel): wgmma (fwd_wgmma.py: the pipelined layer with the chain's products on warpgroup
+MMA) is the product's kernel for these bf16 forwards on sm_90a (and for bf16 training
+forwards there), pipelined (fwd_pipelined.py) its base (the product's on other archs), mma
+(fwd_mma.py) the tensor-core kernel pipelined derives from, oracle the SIMT oracle
+(test-only), wgmmagram wgmma with the scalar-gate Gram on warpgroup MMA (fwd_wgmma_gram.py,
+m64n32 blocks; wgmmagram16, wgmmagram64: m64n16, m64n64; an experiment, GDN only: other
+families run plain wgmma under those names), wgmmascaled wgmma with GDN's decays as
+per-token factors on the chain's fp32 results and no operand stage (fwd_wgmma_scaled.py, the
+product's GDN chain, whereas this script's wgmma keeps them folded into bf16 operands, the
+A/B; GDN only likewise; wgmmascaledlead with the next chunk's rows copied a chunk ahead,
+wgmmascaledws warp-specialised: a producer role for the next chunk's rows and Gram, fwd_ws.py;
+wgmmawyws the same with the chunk's inverse formed by the producer and no solve in the chain,
+fwd_ws_wy.py, wgmmawycws without W' (the chain applies the inverse); wgmmawyws64 /
+wgmmawycws64 those with the m64n64 wgmma Gram in their producer; wgmmawyws4 wy-ws's chain
+with its producer split into a math and a copy warpgroup, fwd_ws4.py, wgmmawyws4raw that on
+the raw q / k rows with the norms as factors (fwd_ws4.RawRing), wgmmawycws4raw that without
+W' (RawRingInChain); these for plain K = V = 128 forwards, else they run as wgmmascaled);
+e.g. --algorithm pipelined wgmma. With wgmma and a wgmmagram or wgmmascaled kernel both run,
+a "<name> vs wgmma" line per case gives their outputs' relative difference (close, not
+bitwise: another summation order, other rounding points).)
 """
 from __future__ import annotations
 
@@ -43,45 +47,45 @@ from pathlib import Path
 
 import torch
 
-# the test tooling's kernel versions (frost_fwd_experiments.py, frost_fwd_v0.py)
+# the test tooling's kernel layers (frost_fwd_experiments.py, frost_fwd_oracle.py)
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "engines_frost" / "tests"))
 from frost_fwd_experiments import ALGORITHMS, use_kernel  # noqa: E402
 
-#: kernel names this script takes beyond the tooling's versions: v3 with the GDN Gram on
+#: kernel names this script takes beyond the tooling's layers: wgmma with the GDN Gram on
 #: warpgroup MMA (frost_fwd_experiments.GRAM_WIDTHS: m64n32, m64n16, m64n64 blocks)
-GRAM_KERNELS = {"v3gram": "wgmma", "v3gram16": "wgmma16", "v3gram64": "wgmma64"}
-#: and v3 with the GDN chain's decays as per-token factors, no operand stage (fwd_v3_scaled.py;
-#: v3scaledlead: the next chunk's rows copied a chunk ahead as well; v3scaledws: warp-specialised,
-#: fwd_ws.py; v3wyws: warp-specialised with the full inverse on the producer, fwd_ws_wy.py;
-#: v3wycws: the same without W')
-SCALED_KERNELS = {"v3scaled": "scaled", "v3scaledlead": "scaled-lead", "v3scaledws": "scaled-ws",
-                  "v3wyws": "wy-ws", "v3wycws": "wyc-ws"}
+GRAM_KERNELS = {"wgmmagram": "wgmma", "wgmmagram16": "wgmma16", "wgmmagram64": "wgmma64"}
+#: and wgmma with the GDN chain's decays as per-token factors, no operand stage (fwd_wgmma_scaled.py;
+#: wgmmascaledlead: the next chunk's rows copied a chunk ahead as well; wgmmascaledws: warp-specialised,
+#: fwd_ws.py; wgmmawyws: warp-specialised with the full inverse on the producer, fwd_ws_wy.py;
+#: wgmmawycws: the same without W')
+SCALED_KERNELS = {"wgmmascaled": "scaled", "wgmmascaledlead": "scaled-lead", "wgmmascaledws": "scaled-ws",
+                  "wgmmawyws": "wy-ws", "wgmmawycws": "wyc-ws"}
 #: the full-inverse kernels with the m64n64 wgmma Gram in their producer, the four-role one's
 #: on its math warpgroup (name: (decay, gram))
-WS_GRAM_KERNELS = {"v3wyws64": ("wy-ws", "wgmma64"), "v3wycws64": ("wyc-ws", "wgmma64"),
-                   "v3wyws4": ("wy-ws4", "wgmma64"), "v3wyws4raw": ("wy-ws4raw", "wgmma64"),
-                   "v3wycws4raw": ("wyc-ws4raw", "wgmma64")}
+WS_GRAM_KERNELS = {"wgmmawyws64": ("wy-ws", "wgmma64"), "wgmmawycws64": ("wyc-ws", "wgmma64"),
+                   "wgmmawyws4": ("wy-ws4", "wgmma64"), "wgmmawyws4raw": ("wy-ws4raw", "wgmma64"),
+                   "wgmmawycws4raw": ("wyc-ws4raw", "wgmma64")}
 KERNELS = (*ALGORITHMS, *GRAM_KERNELS, *SCALED_KERNELS, *WS_GRAM_KERNELS)
-COMPARED = (*GRAM_KERNELS, *SCALED_KERNELS, *WS_GRAM_KERNELS)  # each against v3 where both ran
+COMPARED = (*GRAM_KERNELS, *SCALED_KERNELS, *WS_GRAM_KERNELS)  # each against wgmma where both ran
 
 
 def kernel_knobs(name: str) -> tuple[str, str, str]:
-    """(algorithm, gram, decay) of one of KERNELS: what the name says (the plain versions:
+    """(algorithm, gram, decay) of one of KERNELS: what the name says (the plain layers:
     the mma Gram and folded decays)."""
     if name in GRAM_KERNELS:
-        return "v3", GRAM_KERNELS[name], "folded"
+        return "wgmma", GRAM_KERNELS[name], "folded"
     if name in SCALED_KERNELS:
-        return "v3", "mma", SCALED_KERNELS[name]
+        return "wgmma", "mma", SCALED_KERNELS[name]
     if name in WS_GRAM_KERNELS:
         decay, gram = WS_GRAM_KERNELS[name]
-        return "v3", gram, decay
+        return "wgmma", gram, decay
     return name, "mma", "folded"
 
 
 def kernel_block(name: str):
     """use_kernel for one of KERNELS (FROST_FWD_GRAM and FROST_FWD_DECAY are not read: each
     name says its Gram and decays, kernel_knobs; FROST_FWD_ROWS and FROST_FWD_STORES are:
-    the row copies and the stores of every vector-gate v3 kernel)."""
+    the row copies and the stores of every vector-gate wgmma kernel)."""
     algorithm, gram, decay = kernel_knobs(name)
     return use_kernel(algorithm, gram=gram, decay=decay)
 
@@ -113,7 +117,7 @@ class Case:
     final_state: bool = True
     state_dtype: torch.dtype = torch.float32
     long: bool = False  # skipped under --quick
-    strong_decay: bool = False  # every 7th token decays by e^-30: v1's exact diagonal-block path
+    strong_decay: bool = False  # every 7th token decays by e^-30: the mma layer's exact diagonal-block path
     correlated: bool = False  # keys at cosine ~0.8 with one another, beta >= 0.5, slow decay
 
 
@@ -137,7 +141,7 @@ def _frost_fwd():
 
 
 def _launch(family, x, out, h0, ht, scale, l2, bind=False):
-    """frost_fwd on the inputs x: the kernel version of the use_kernel block around it."""
+    """frost_fwd on the inputs x: the kernel layer of the use_kernel block around it."""
     return _frost_fwd()(
         q=x.q, k=x.k, v=x.v, g=x.g, beta=x.beta, w=x.w, cu_seqlens=x.cu_seqlens, out=out, initial_state=h0,
         final_state=ht, scale=scale, use_l2norm=l2, gate_per_channel=family.per_channel_gate,
@@ -179,19 +183,19 @@ def run_case(family: Family, case: Case, algorithms: list[str], seed: int) -> in
             eo = rel_err(out, ref_o)
             es = rel_err(ht, ref_s) if ht is not None else 0.0
             ok = eo <= BOUND and es <= BOUND  # nan fails both comparisons
-            print(f"{algorithm:3s} {family.value:5s} {case.name:28s} rel_out={eo:.2e} rel_state={es:.2e} "
+            print(f"{algorithm:9s} {family.value:5s} {case.name:28s} rel_out={eo:.2e} rel_state={es:.2e} "
                   f"{'PASS' if ok else 'FAIL'}", flush=True)
         except Exception:
             ok = False
-            print(f"{algorithm:3s} {family.value:5s} {case.name:28s} ERROR", flush=True)
+            print(f"{algorithm:9s} {family.value:5s} {case.name:28s} ERROR", flush=True)
             traceback.print_exc()
         failures += not ok
     for name in COMPARED:
-        if "v3" not in outputs or name not in outputs:
+        if "wgmma" not in outputs or name not in outputs:
             continue
-        (o3, s3), (og, sg) = outputs["v3"], outputs[name]
+        (o3, s3), (og, sg) = outputs["wgmma"], outputs[name]
         same = torch.equal(o3, og) and (s3 is None or torch.equal(s3, sg))
-        print(f"{name} vs v3 {family.value:5s} {case.name:28s} rel_out={rel_err(og, o3):.2e} "
+        print(f"{name} vs wgmma {family.value:5s} {case.name:28s} rel_out={rel_err(og, o3):.2e} "
               f"rel_state={rel_err(sg, s3) if s3 is not None else 0.0:.2e} {'bitwise' if same else 'differ'}",
               flush=True)
     return failures
@@ -210,7 +214,7 @@ def time_family(family: Family, algorithm: str, l2: bool, reps: int = 20) -> tup
     BoundLaunch, no checks) BACK_TO_BACK times between two events, so the GPU never waits
     for the host; call: one frost_fwd call (checks, lookup, launch) between the events,
     so the host's time before the launch and its jitter are in it (the only number this
-    script printed at first: its v2 GDN read 0.72 ms where the bench's kernel read 0.47)."""
+    script printed at first: its pipelined GDN read 0.72 ms where the bench's kernel read 0.47)."""
     cfg = InputConfig(family=family, seq_lens=(4096,) * 8, H=16, K=128, V=128, dtype=torch.bfloat16,
                       device=DEVICE, use_qk_l2norm=l2)
     x = make_inputs(cfg, 0)
@@ -235,8 +239,8 @@ def main(argv=None) -> int:
     ap.add_argument("--family", choices=[*FAMILIES, "all"], default="all")
     ap.add_argument("--quick", action="store_true", help="skip the 4096-token cases and the timing")
     ap.add_argument("--algorithm", nargs="+", choices=[*KERNELS, "all"], default=["all"],
-                    help="kernel version(s) to check and time (v2: the product's; the tooling's v0: SIMT "
-                         "oracle, v1: v2's base, v3: v2 with warpgroup MMA)")
+                    help="kernel layer(s) to check and time (wgmma: the product's on sm_90a, pipelined: "
+                         "elsewhere; the tooling's oracle: SIMT oracle, mma: pipelined's base)")
     args = ap.parse_args(argv)
     if not torch.cuda.is_available():
         print("SKIP: no CUDA device")
@@ -252,7 +256,7 @@ def main(argv=None) -> int:
                 failures += run_case(family, case, algorithms, seed=100 + i)
             except Exception:  # inputs or reference failed
                 failures += len(algorithms)
-                print(f"    {family.value:5s} {case.name:28s} ERROR (inputs/reference)", flush=True)
+                print(f"{'':9s} {family.value:5s} {case.name:28s} ERROR (inputs/reference)", flush=True)
                 traceback.print_exc()
     if not args.quick:
         times = {}
@@ -268,7 +272,7 @@ def main(argv=None) -> int:
                         failures += 1
                         print(f"TIME {algorithm} {family.value:5s} ERROR", flush=True)
                         traceback.print_exc()
-        for old, new in (("v1", "v2"), ("v2", "v3"), *(("v3", name) for name in COMPARED)):
+        for old, new in (("mma", "pipelined"), ("pipelined", "wgmma"), *(("wgmma", name) for name in COMPARED)):
             for family in families:
                 for l2 in (False, True):
                     if (old, family, l2) in times and (new, family, l2) in times:

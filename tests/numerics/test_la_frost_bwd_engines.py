@@ -15,7 +15,7 @@ on the same awkward shapes; and with the forward's values as well (output_values
 chunked FROST forward first, the recurrent one declining them), the backward reading
 both, whose gradients must be bitwise the recompute path's: that path's states stage is
 the forward kernel the user's forward ran, without its output (the four-role kernel for
-long GDN sequences at K = V = 128, the v3 chain otherwise), and writes U as it does.
+long GDN sequences at K = V = 128, the wgmma layer's chain otherwise), and writes U as it does.
 
   python -m pytest tests/numerics/test_la_frost_bwd_engines.py -s
 """

@@ -99,7 +99,7 @@ def _run_forward(op, inputs, outputs, attrs):
 
 def _correlate(x, family):
     """The hard case for the WY factor: keys at cosine ~0.8 (a common direction plus noise),
-    beta >= 0.5 and slow decay (engines_frost/tests/frost_v1_precision_test.py measures
+    beta >= 0.5 and slow decay (engines_frost/tests/frost_mma_precision_test.py measures
     8e-3 there in emulation, against 4e-3 on random keys)."""
     k = x["k"].float()
     common = F.normalize(torch.randn(1, k.shape[1], k.shape[2], device=k.device), dim=-1)
@@ -170,7 +170,7 @@ FP16_SHAPES = [SHAPES[2], SHAPES[3], SHAPES[5]]  # mixed lengths; grouped v head
 @pytest.mark.parametrize("family", ["gdn", "kda", "gdn2"])
 @pytest.mark.parametrize("shape", FP16_SHAPES, ids=[s[0] for s in FP16_SHAPES])
 def test_forward_fp16_io(shape, family):
-    """fp16 q, k, v, O (and GDN-2's gates): the product's kernel for them on sm_90a is v3,
+    """fp16 q, k, v, O (and GDN-2's gates): the product's kernel for them on sm_90a is the wgmma layer,
     as for bf16 (compile_kernel.product_algorithm), with the decays folded."""
     seed = len(shape[1]) * 11 + shape[5]
     _check_forward(family, shape, True, torch.float32, seed, io=torch.float16)

@@ -10,8 +10,8 @@ suites then load each kernel instead of compiling it.
 Which configs: each suite's own case table, turned into tensors on the CPU with the
 suite's input builder and passed, wired as the suite wires its frost_fwd call, through
 fwd.check_operands, which derives the FrostFwdConfig (gate_align16 included, from the
-real pointer) exactly as a launch does; for kernel versions other than the product's
-(--smoke-algorithms, --engine-algorithms: the test tooling's, e.g. a forced v2) the config the
+real pointer) exactly as a launch does; for kernel layers other than the product's
+(--smoke-algorithms, --engine-algorithms: the test tooling's, e.g. a forced pipelined layer) the config the
 tooling launches for it (engines_frost/tests/frost_fwd_experiments.py):
   frostmatrix  tests/numerics/test_la_frost_engines.py  SHAPES x FAMILY_L2 x h0, bf16 states
   frostsmoke   tests/numerics/la_frost_smoke.py          CASES x families x --smoke-algorithms,
@@ -49,7 +49,7 @@ SUITES = ("frostmatrix", "frostsmoke", "torchops", "bench", "stagetimes", "cuseq
 
 def _use_repo_roots() -> None:
     """The checkout's source roots (tools/pythonpath.py), bench/, whose case tables the
-    suites share, and engines_frost/tests (the tooling's kernel versions) first on sys.path."""
+    suites share, and engines_frost/tests (the tooling's kernel layers) first on sys.path."""
     sys.path.insert(0, str(REPO / "tools"))
     from pythonpath import paths
     for path in reversed([*paths(REPO), str(REPO / "bench"), str(REPO / "engines_frost" / "tests")]):
@@ -64,7 +64,7 @@ def _config_of(x, *, l2: bool, final_state_dtype, algorithm: str):
     Inputs or a namespace with the same tensors), with out and final_state allocated the
     way the suites allocate them: the product's FrostFwdConfig, or what the test tooling's
     use_kernel(algorithm) launches instead (frost_fwd_experiments.engine_config). The
-    smoke's Gram / decay names (v3gram*, v3scaled*, v3wy*: la_frost_smoke.COMPARED) say their
+    smoke's Gram / decay names (wgmmagram*, wgmmascaled*, wgmmawy*: la_frost_smoke.COMPARED) say their
     own knobs; every other name takes FROST_FWD_GRAM / FROST_FWD_DECAY's (and
     FROST_FWD_WS_REGS'), as use_kernel does."""
     import torch
@@ -202,7 +202,7 @@ def _stagetimes(engine_algorithm):
     for family in (Family.GDN, Family.KDA):
         for skip, cfg in zip(m.VARIANTS, m.stage_configs(family, engine_algorithm, device="cpu")):
             yield f"{family.value}-skip-{'+'.join(skip) or 'none'}", cfg
-    # --l2norm (gpu_suite's frostv3stages runs it for GDN: the rows stage with the q/k norms)
+    # --l2norm (gpu_suite's frostwgmmastages runs it for GDN: the rows stage with the q/k norms)
     for skip, cfg in zip(m.VARIANTS, m.stage_configs(Family.GDN, engine_algorithm, device="cpu", l2norm=True)):
         yield f"gdn-l2norm-skip-{'+'.join(skip) or 'none'}", cfg
 
@@ -390,9 +390,9 @@ def main(argv=None) -> int:
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--suites", default=",".join(SUITES), help=f"comma-separated subset of {SUITES}")
     ap.add_argument("--smoke-algorithms", default=",".join(ALGORITHMS),
-                    help="la_frost_smoke kernel versions to cover (its --algorithm all runs every one)")
+                    help="la_frost_smoke kernel layers to cover (its --algorithm all runs every one)")
     ap.add_argument("--engine-algorithms", default=PRODUCT,
-                    help=f"kernel version(s) the engine-level suites launch ({PRODUCT}: the product's; others as "
+                    help=f"kernel layer(s) the engine-level suites launch ({PRODUCT}: the product's; others as "
                          "pytest --frost-fwd-kernel launches them on the GPU run)")
     ap.add_argument("--aligned-gates-only", action="store_true",
                     help="skip the gate_align16=False twins of vector-gate configs")

@@ -33,36 +33,36 @@
 #   cutile     the cuTile engine matrix (tests/numerics/test_la_cutile_engines.py)
 #   smoke      cuTile kernel smoke checks: KDA/GDN forward and backward vs float64
 #   frost      frostsmoke then frostmatrix (both need the CuTe DSL: stage install):
-#   frostsmoke FROST kernels vs float64 + timing (FROST_SMOKE_ARGS, e.g. "--algorithm all": v0,
-#              v1, v2, v3 forced by the test tooling; v3 is the product's for these bf16 cases)
+#   frostsmoke FROST kernels vs float64 + timing (FROST_SMOKE_ARGS, e.g. "--algorithm all": oracle,
+#              mma, pipelined, wgmma forced by the test tooling; wgmma is the product's for these bf16 cases)
 #   frostmatrix the FROST engine matrix through the graph API (FROST_MATRIX_ARGS, e.g.
-#              "--frost-fwd-kernel v3": the forward on another kernel version of the tooling)
-#   frostv3    forward v3 (v2 with the chain's state products on warpgroup MMA): its kernels
-#              precompiled on this machine's cores into .frostcache (stage frostv3build: the
-#              smoke's v2 and v3 kernels, v3's stage-time variants and engine matrix; ~1-2 min
-#              on 16 cores), then the smoke with v2 and v3 side by side (frostv3smoke: every
-#              case vs float64, SUMMARY lines v3/v2 on kernel times), the stage times of v3
-#              (frostv3stages), of v3 GDN with l2norm and of v2 GDN without and with it
-#              (frostv3l2, also a suite of its own: ~2 min, v2's variants compile there) and
-#              the engine matrix through v3 (frostv3matrix, pytest --frost-fwd-kernel v3:
+#              "--frost-fwd-kernel wgmma": the forward on another kernel layer of the tooling)
+#   frostwgmma forward wgmma (pipelined with the chain's state products on warpgroup MMA): its kernels
+#              precompiled on this machine's cores into .frostcache (stage frostwgmmabuild: the
+#              smoke's pipelined and wgmma kernels, the wgmma layer's stage-time variants and engine matrix; ~1-2 min
+#              on 16 cores), then the smoke with pipelined and wgmma side by side (frostwgmmasmoke: every
+#              case vs float64, SUMMARY lines wgmma/pipelined on kernel times), the stage times of wgmma
+#              (frostwgmmastages), of wgmma GDN with l2norm and of pipelined GDN without and with it
+#              (frostwgmmal2, also a suite of its own: ~2 min, the pipelined layer's variants compile there) and
+#              the engine matrix through wgmma (frostwgmmamatrix, pytest --frost-fwd-kernel wgmma:
 #              engines_frost/tests/frost_fwd_experiments.py; training forwards stay on the
-#              product's kernel, v3 too for bf16)
-#   frostv3l2  bench/frost_stage_times.py for GDN: v3 with l2norm, v2 without and with it
-#              (v3 without it is frostv3stages); what the q/k norms add per stage
-#   gramwgmma  forward v3 with the GDN Gram on warpgroup MMA (fwd_v3_gram.py, off by default:
-#              FROST_FWD_GRAM=wgmma|wgmma16|wgmma64 / la_frost_smoke's v3gram*): gramwgmmasmoke
-#              (GDN cases vs float64, v3 and the three widths side by side, "v3gram vs v3"
+#              product's kernel, wgmma too for bf16)
+#   frostwgmmal2 bench/frost_stage_times.py for GDN: wgmma with l2norm, pipelined without and with it
+#              (wgmma without it is frostwgmmastages); what the q/k norms add per stage
+#   gramwgmma  forward wgmma with the GDN Gram on warpgroup MMA (fwd_wgmma_gram.py, off by default:
+#              FROST_FWD_GRAM=wgmma|wgmma16|wgmma64 / la_frost_smoke's wgmmagram*): gramwgmmasmoke
+#              (GDN cases vs float64, wgmma and the three widths side by side, "wgmmagram vs wgmma"
 #              lines), gramwgmmatrain (GDN
-#              training forwards through it, backward smoke), gramwgmmastages (v3 GDN l2norm
+#              training forwards through it, backward smoke), gramwgmmastages (wgmma GDN l2norm
 #              stage times, Gram on mma.sync then each width), gramwgmmabench (GDN fwd,
 #              switch off then each width); kernels compiled on first use
-#   scaled     forward v3 with GDN's decays as per-token factors and no operand stage
-#              (fwd_v3_scaled.py, the product's; FROST_FWD_DECAY=folded / la_frost_smoke's
-#              v3: the folded chain, the A/B; =scaled-lead / v3scaledlead: the next chunk's
-#              rows copied a chunk ahead too; =scaled-ws / v3scaledws: warp-specialised,
+#   scaled     forward wgmma with GDN's decays as per-token factors and no operand stage
+#              (fwd_wgmma_scaled.py, the product's; FROST_FWD_DECAY=folded / la_frost_smoke's
+#              wgmma: the folded chain, the A/B; =scaled-lead / wgmmascaledlead: the next chunk's
+#              rows copied a chunk ahead too; =scaled-ws / wgmmascaledws: warp-specialised,
 #              fwd_ws.py; FROST_FWD_WS_REGS=consumer,producer its setmaxnreg split, e.g.
-#              184,72): scaledsmoke (GDN cases vs float64, v3 and both side by side,
-#              "<name> vs v3" lines, kernel times), scaledtrain (GDN training and recompute
+#              184,72): scaledsmoke (GDN cases vs float64, wgmma and both side by side,
+#              "<name> vs wgmma" lines, kernel times), scaledtrain (GDN training and recompute
 #              forwards through each, backward smoke), scaledbench (GDN fwd and fwd+bwd op
 #              rows, folded, scaled, scaled-lead, scaled-ws, folded); kernels compiled on
 #              first use
@@ -73,8 +73,8 @@
 #              wssplitbwd (the backward smoke's "mixed" case vs float64 and its kernel times:
 #              the product's chain, ws at 216 / 40, each split); STAGE_TIMEOUT=600 for both
 #   wy         the warp-specialised GDN forward with the full inverse on the producer
-#              (fwd_ws_wy.py, FROST_FWD_DECAY=wy-ws / la_frost_smoke's v3wyws; without W',
-#              the chain applying the inverse: wyc-ws / v3wycws; splits 192,64 / 208,48 unless
+#              (fwd_ws_wy.py, FROST_FWD_DECAY=wy-ws / la_frost_smoke's wgmmawyws; without W',
+#              the chain applying the inverse: wyc-ws / wgmmawycws; splits 192,64 / 208,48 unless
 #              FROST_FWD_WS_REGS): wysmoke (GDN cases vs float64, the scaled product,
 #              scaled-ws, wy-ws and wyc-ws, the last two also with the m64n64 wgmma Gram in
 #              their producer, side by side, kernel times; WY_SMOKE names them), wytrain (GDN training
@@ -84,10 +84,10 @@
 #              product, wy-ws, wyc-ws, wy-ws at 208,48, the wgmma_wy chain, both wy, product);
 #              wysmoke and wybench compile each variant in its own process first (one per
 #              core), then run in turn on the warm kernel store; STAGE_TIMEOUT=600; the
-#              four-role forwards (fwd_ws4.py) by WY_SMOKE="v3scaled v3wycws4raw"
-#              (v3wyws4, v3wyws4raw: the earlier ones)
+#              four-role forwards (fwd_ws4.py) by WY_SMOKE="wgmmascaled wgmmawycws4raw"
+#              (wgmmawyws4, wgmmawyws4raw: the earlier ones)
 #   fourroles  GDN's four-role forward (fwd_ws4.py; the product's for sequences of >= 512 tokens on
-#              average): fourrolessmoke (FR_SMOKE, default v3scaled v3wycws4raw: vs
+#              average): fourrolessmoke (FR_SMOKE, default wgmmascaled wgmmawycws4raw: vs
 #              float64 and kernel times), fourrolesmatrix (the GDN engine matrix, no knob: the
 #              product path), fourrolesgate (GDN fwd rows at 1 to 64 chunks per sequence with
 #              FROST_FWD_DECAY=scaled / wyc-ws4raw: where the 512-token gate should sit)
@@ -226,15 +226,15 @@
 #              smoke vs float64 with both off (FROST_BWD_CHAIN_BULK=0 FROST_BWD_CHAIN_DO=0);
 #              chainbulkbench, tree_ab.sh of this checkout against itself with both off and
 #              with the bulk rows alone off (KDA, GDN-2 fwd+bwd op rows)
-#   fwdbulk    the vector-gate v3 forward's next-chunk rows by bulk copies (the product's;
+#   fwdbulk    the vector-gate wgmma forward's next-chunk rows by bulk copies (the product's;
 #              kernels/NOTES.md "KDA forward: the next chunk's rows by bulk copies"):
-#              fwdbulktest, the KDA and GDN-2 forward smoke (v3) vs float64 with v2's
+#              fwdbulktest, the KDA and GDN-2 forward smoke (wgmma) vs float64 with the pipelined layer's
 #              cp.async instead (FROST_FWD_ROWS=async); fwdbulkbench, tree_ab.sh of this
 #              checkout against itself with that (KDA, GDN-2 fwd and fwd+bwd op rows)
-#   fwdstores  the vector-gate v3 forward's O and U rows through per-warp shared buffers (the
-#              product's, fwd_v3.FrostFwdV3.STAGED_STORES; kernels/NOTES.md "KDA forward: the
+#   fwdstores  the vector-gate wgmma forward's O and U rows through per-warp shared buffers (the
+#              product's, fwd_wgmma.FrostFwdWgmma.STAGED_STORES; kernels/NOTES.md "KDA forward: the
 #              output and U rows as 16-byte stores"): fwdstorestest, the KDA and GDN-2
-#              forward smoke (v3) vs float64 with 2-byte stores instead
+#              forward smoke (wgmma) vs float64 with 2-byte stores instead
 #              (FROST_FWD_STORES=elements); fwdstoresbench, tree_ab.sh of this checkout
 #              against itself with that (KDA, GDN-2 fwd and fwd+bwd op rows)
 #   gradsprefetch GDN's grads kernel's L2 prefetch of the next item's q and k rows (on by
@@ -253,15 +253,15 @@
 #              row: GPU time of the two passes); the new kernels compile on first use, so the
 #              stage's own timeout is 900 s unless STAGE_TIMEOUT says otherwise;
 #              summarynoouttest / summarynooutbench run one of them
-#   v3train    the training forward (state checkpoints + U): A/B of v2's training launchers
-#              (forced by the test tooling) against the product's, fwd_v3's for bf16 on sm_90a
+#   wgmmatrain the training forward (state checkpoints + U): A/B of the pipelined layer's training launchers
+#              (forced by the test tooling) against the product's, fwd_wgmma's for bf16 on sm_90a
 #              (kernels/NOTES.md "v3 training forwards on the H200"): the backward smoke with
-#              every forward forced to v2 (--fwd-kernel v2: GDN, KDA, GDN-2 vs float64,
-#              [ckpt+U] bitwise the recompute path's; TIME fwd[ckpt+U] and fwd+bwd[U] of v2
+#              every forward forced to pipelined (--fwd-kernel pipelined: GDN, KDA, GDN-2 vs float64,
+#              [ckpt+U] bitwise the recompute path's; TIME fwd[ckpt+U] and fwd+bwd[U] of pipelined
 #              beside the product's [.., product] lines; the product's own [ckpt+U] checks,
 #              within FWD_ROUNDING_BOUND with bitwise=, are stage frostbwd's), then the fwd+bwd
-#              rows (FROST columns) with --frost-fwd-kernel v2 and with the product's forward;
-#              v3trainsmoke / v3trainbench run one of them
+#              rows (FROST columns) with --frost-fwd-kernel pipelined and with the product's forward;
+#              wgmmatrainsmoke / wgmmatrainbench run one of them
 #   gradsvecncu the KDA grads kernel (bench shape) under Nsight Compute with the mma.sync and
 #              the wgmma state products (FROST_BWD_GRADS_VEC=mma / wgmma; NOTES_bwd.md
 #              "Vector-gate wgmma grads: swizzled copy addresses once per thread"): details of
@@ -274,8 +274,8 @@
 #              earlier (on a GPU machine, or ahead of time by cutile_prewarm.py on a
 #              build host) are not compiled again; prints the cache's entries and tileiras
 #   frostbuild frost_precompile.py on this machine's cores (FROST_BUILD_SUITES; smoke
-#              kernels for FROST_BUILD_SMOKE_ALGORITHMS, default v3, the product's for the
-#              smoke's cases: run frostsmoke with FROST_SMOKE_ARGS="--algorithm v3"), into
+#              kernels for FROST_BUILD_SMOKE_ALGORITHMS, default wgmma, the product's for the
+#              smoke's cases: run frostsmoke with FROST_SMOKE_ARGS="--algorithm wgmma"), into
 #              .frostcache, then as frostcache; the packed store comes back in $OUT
 #   packcache  report what this machine still JIT-compiled, pack .tilecache into $OUT
 #              (copy it to .kit/tilecache.tar.xz here afterwards)
@@ -345,7 +345,7 @@
 #              (bench/frost_bwd_profile.py; NCU_FAMILY=gdn|kda|gdn2, default gdn): details of
 #              all, one per-SASS CSV per kernel found (ncu_bwd_<family>_{states,chain,grads}_
 #              sass.csv; "states" is whichever kernel recomputes or reads the states: the
-#              recompute path's is the training forward, fwd_v3) for tools/gpu/ncu_source_report.py;
+#              recompute path's is the training forward, fwd_wgmma) for tools/gpu/ncu_source_report.py;
 #              FROST_BWD_CHAIN picks the chain kernel as for the backward smoke (its run_bwd)
 # The FROST_FWD_* and FROST_BWD_* variables the stages set are the test tooling's switches
 # (engines_frost/tests/frost_fwd_experiments.py, frost_bwd_experiments.py), which the smoke
@@ -370,11 +370,11 @@ if [ -n "${TOOLCHAIN_ENV:-}" ]; then source "$TOOLCHAIN_ENV"; fi
 TMO="${STAGE_TIMEOUT:-300}"
 SUMMARY=()
 
-# frostv3l2: the GDN stage times with and without the q/k L2 norms, v3 and v2 (kernel
-# times, back to back: the smoke's per-call timing once showed l2norm costing v3 0.22 ms)
-FROSTV3_L2="python3 bench/frost_stage_times.py --family gdn --algorithm v3 --l2norm && \
-  python3 bench/frost_stage_times.py --family gdn --algorithm v2 && \
-  python3 bench/frost_stage_times.py --family gdn --algorithm v2 --l2norm"
+# frostwgmmal2: the GDN stage times with and without the q/k L2 norms, wgmma and pipelined (kernel
+# times, back to back: the smoke's per-call timing once showed l2norm costing wgmma 0.22 ms)
+FROSTWGMMA_L2="python3 bench/frost_stage_times.py --family gdn --algorithm wgmma --l2norm && \
+  python3 bench/frost_stage_times.py --family gdn --algorithm pipelined && \
+  python3 bench/frost_stage_times.py --family gdn --algorithm pipelined --l2norm"
 
 stage() {  # stage NAME CMD...: run CMD with a timeout, log to $OUT/NAME.log
   local name="$1"; shift
@@ -388,12 +388,12 @@ stage() {  # stage NAME CMD...: run CMD with a timeout, log to $OUT/NAME.log
   SUMMARY+=("$name: $word in $((SECONDS - t0)) s")
 }
 
-fwd_knob_stages() {  # fwd_knob_stages ARG NAME VAR=VALUE: a vector-gate v3 forward knob's stages
-  # NAMEtest, the KDA and GDN-2 forward smoke (v3) vs float64 with VAR=VALUE, and NAMEbench,
+fwd_knob_stages() {  # fwd_knob_stages ARG NAME VAR=VALUE: a vector-gate wgmma forward knob's stages
+  # NAMEtest, the KDA and GDN-2 forward smoke (wgmma) vs float64 with VAR=VALUE, and NAMEbench,
   # tree_ab.sh of this checkout against itself with it; ARG (the stage asked for) picks one
   local arg="$1" name="$2" knob="$3"
   [ "$arg" = "${name}bench" ] || stage "${name}test" "for f in kda gdn2; do $knob python3 \
-    tests/numerics/la_frost_smoke.py --family \$f --algorithm v3 || exit 1; done"
+    tests/numerics/la_frost_smoke.py --family \$f --algorithm wgmma || exit 1; done"
   [ "$arg" = "${name}test" ] || stage "${name}bench" "AB_SMOKE_FAMILIES='' AB_REPS=20 \
     AB_CASES='KDA fwd;GDN-2 fwd;KDA fwd+bwd;GDN-2 fwd+bwd' PYTHONPATH='$BASE_PYTHONPATH' \
     bash tools/gpu/tree_ab.sh .::$knob \${AB_ROUNDS:-2}"
@@ -431,7 +431,7 @@ for s in "$@"; do
                  # the store comes back as $OUT/frostcache.tar.xz for .kit/ on the build host
       stage frostbuild "python3 tools/gpu/frost_precompile.py --native --jobs \$(nproc) --out .frostcache \
         --suites \${FROST_BUILD_SUITES:-torchops,frostmatrix,bench,stagetimes,frostsmoke,cuseqlens} \
-        --smoke-algorithms \${FROST_BUILD_SMOKE_ALGORITHMS:-v3} --pack $OUT/frostcache.tar.xz"
+        --smoke-algorithms \${FROST_BUILD_SMOKE_ALGORITHMS:-wgmma} --pack $OUT/frostcache.tar.xz"
       [ -d .frostcache ] && export FROST_KERNEL_CACHE="$PWD/.frostcache" ;;
     packcache)   # bring this machine's cuTile kernel cache back (then keep it in .kit/)
       stage packcache "python3 tools/gpu/cutile_cache_report.py .tilecache \
@@ -492,7 +492,7 @@ for s in "$@"; do
       stage ncubwd "command -v ncu && ncu --profile-from-start off --clock-control none --set full \
         --import-source no -f -o $OUT/ncu_bwd_$NF python3 bench/frost_bwd_profile.py --family $NF && \
         ncu -i $OUT/ncu_bwd_$NF.ncu-rep --page details --print-details all > $OUT/ncu_bwd_$NF.txt && \
-        for k in states:'bwd_states|bwd_values|fwd_v3' chain:bwd_chain grads:bwd_grads; do \
+        for k in states:'bwd_states|bwd_values|fwd_wgmma' chain:bwd_chain grads:bwd_grads; do \
           ncu -i $OUT/ncu_bwd_$NF.ncu-rep -k \"regex:\${k#*:}\" --page source --csv --print-source sass \
           > $OUT/ncu_bwd_${NF}_\${k%%:*}_sass.csv; done; ls -la $OUT/ncu_bwd*" ;;
     cutile)
@@ -500,17 +500,17 @@ for s in "$@"; do
     smoke)
       stage smoke "python3 tests/numerics/la_cutile_smoke.py kda && \
         python3 tests/numerics/la_cutile_bwd_smoke.py" ;;
-    frostv3)     # forward v3 on warpgroup MMA: precompile, smoke (v2 and v3), stage times, matrix
-      stage frostv3build "python3 tools/gpu/frost_precompile.py --native --jobs \$(nproc) --out .frostcache \
-        --suites frostsmoke,stagetimes,frostmatrix --smoke-algorithms v2,v3 --engine-algorithms v3 --keep --pack ''"
+    frostwgmma)     # forward wgmma on warpgroup MMA: precompile, smoke (pipelined and wgmma), stage times, matrix
+      stage frostwgmmabuild "python3 tools/gpu/frost_precompile.py --native --jobs \$(nproc) --out .frostcache \
+        --suites frostsmoke,stagetimes,frostmatrix --smoke-algorithms pipelined,wgmma --engine-algorithms wgmma --keep --pack ''"
       [ -d .frostcache ] && export FROST_KERNEL_CACHE="$PWD/.frostcache"
-      stage frostv3smoke "python3 tests/numerics/la_frost_smoke.py --family all --algorithm v2 v3"
-      stage frostv3stages "python3 bench/frost_stage_times.py --family gdn kda --algorithm v3"
-      stage frostv3l2 "$FROSTV3_L2"
-      stage frostv3matrix "python3 -m pytest tests/numerics/test_la_frost_engines.py -q -s \
-        -p no:cacheprovider --frost-fwd-kernel v3" ;;
-    frostv3l2)   # what use_l2norm costs v2 and v3 GDN, per stage (kernels compiled on first use)
-      stage frostv3l2 "$FROSTV3_L2" ;;
+      stage frostwgmmasmoke "python3 tests/numerics/la_frost_smoke.py --family all --algorithm pipelined wgmma"
+      stage frostwgmmastages "python3 bench/frost_stage_times.py --family gdn kda --algorithm wgmma"
+      stage frostwgmmal2 "$FROSTWGMMA_L2"
+      stage frostwgmmamatrix "python3 -m pytest tests/numerics/test_la_frost_engines.py -q -s \
+        -p no:cacheprovider --frost-fwd-kernel wgmma" ;;
+    frostwgmmal2)   # what use_l2norm costs pipelined and wgmma GDN, per stage (kernels compiled on first use)
+      stage frostwgmmal2 "$FROSTWGMMA_L2" ;;
     frost|frostsmoke|frostmatrix)
       if [ "$s" != frostmatrix ]; then
         stage frostsmoke "python3 tests/numerics/la_frost_smoke.py --family all ${FROST_SMOKE_ARGS:-}"
@@ -661,24 +661,24 @@ for s in "$@"; do
         || exit 1; done; for b in 0 1; do echo \"== CUDNN_LA_SPAN_BACKWARD=\$b\"; CUDNN_LA_SPAN_BACKWARD=\$b \
         python3 bench/bench_linear_attention.py --seqs 1 --len 32768 --reps 5 --cases fwd+bwd --impl 'op FROST' \
         || exit 1; done" ;;
-    gramwgmma|gramwgmmasmoke|gramwgmmatrain|gramwgmmastages|gramwgmmabench)  # GDN Gram on wgmma (FROST_FWD_GRAM=wgmma) vs v3
+    gramwgmma|gramwgmmasmoke|gramwgmmatrain|gramwgmmastages|gramwgmmabench)  # GDN Gram on wgmma (FROST_FWD_GRAM=wgmma) vs wgmma
       [ "$s" = gramwgmma ] || [ "$s" = gramwgmmasmoke ] && stage gramwgmmasmoke "python3 \
-        tests/numerics/la_frost_smoke.py --family gdn --algorithm v3 v3gram v3gram16 v3gram64"
+        tests/numerics/la_frost_smoke.py --family gdn --algorithm wgmma wgmmagram wgmmagram16 wgmmagram64"
       [ "$s" = gramwgmma ] || [ "$s" = gramwgmmatrain ] && stage gramwgmmatrain "FROST_FWD_GRAM=wgmma python3 \
-        tests/numerics/la_frost_bwd_smoke.py --jobs \$(nproc) --family gdn --fwd-kernel v3"
+        tests/numerics/la_frost_bwd_smoke.py --jobs \$(nproc) --family gdn --fwd-kernel wgmma"
       [ "$s" = gramwgmma ] || [ "$s" = gramwgmmastages ] && stage gramwgmmastages "for m in mma wgmma16 wgmma wgmma64; do \
         echo \"== FROST_FWD_GRAM=\$m\"; FROST_FWD_GRAM=\$m python3 bench/frost_stage_times.py --family gdn \
-        --algorithm v3 --l2norm || exit 1; done"
+        --algorithm wgmma --l2norm || exit 1; done"
       [ "$s" = gramwgmma ] || [ "$s" = gramwgmmabench ] && stage gramwgmmabench "for m in mma wgmma16 wgmma wgmma64; do \
         echo \"== FROST_FWD_GRAM=\$m\"; FROST_FWD_GRAM=\$m python3 bench/bench_linear_attention.py --fwd-only \
         --cases 'GDN fwd' --reps 20 || exit 1; done"
       true ;;
-    scaled|scaledsmoke|scaledtrain|scaledbench)  # GDN decays as factors (FROST_FWD_DECAY=scaled) vs v3
+    scaled|scaledsmoke|scaledtrain|scaledbench)  # GDN decays as factors (FROST_FWD_DECAY=scaled) vs wgmma
       [ "$s" = scaled ] || [ "$s" = scaledsmoke ] && stage scaledsmoke "python3 \
-        tests/numerics/la_frost_smoke.py --family gdn --algorithm v3 v3scaled v3scaledlead v3scaledws"
+        tests/numerics/la_frost_smoke.py --family gdn --algorithm wgmma wgmmascaled wgmmascaledlead wgmmascaledws"
       [ "$s" = scaled ] || [ "$s" = scaledtrain ] && stage scaledtrain "for d in scaled scaled-lead scaled-ws; do \
         echo \"== FROST_FWD_DECAY=\$d\"; FROST_FWD_DECAY=\$d python3 tests/numerics/la_frost_bwd_smoke.py \
-        --jobs \$(nproc) --family gdn --fwd-kernel v3 || exit 1; done"
+        --jobs \$(nproc) --family gdn --fwd-kernel wgmma || exit 1; done"
       [ "$s" = scaled ] || [ "$s" = scaledbench ] && stage scaledbench "for d in folded scaled scaled-lead scaled-ws folded; do \
         echo \"== FROST_FWD_DECAY=\$d\"; FROST_FWD_DECAY=\$d python3 bench/bench_linear_attention.py --fwd-only \
         --cases 'GDN fwd' --impl FROST --reps 20 && FROST_FWD_DECAY=\$d python3 bench/bench_linear_attention.py \
@@ -695,7 +695,7 @@ for s in "$@"; do
         || exit 1; done"
       true ;;
     wy|wysmoke|wytrain|wybench)  # the full inverse on the producer (FROST_FWD_DECAY=wy-ws) vs the product
-      WY_SMOKE="${WY_SMOKE:-v3scaled v3scaledws v3wyws v3wycws v3wyws64 v3wycws64}"
+      WY_SMOKE="${WY_SMOKE:-wgmmascaled wgmmascaledws wgmmawyws wgmmawycws wgmmawyws64 wgmmawycws64}"
       export FROST_KERNEL_CACHE="${FROST_KERNEL_CACHE:-$PWD/.frostcache}"
       # each variant's kernels compiled in its own process first (16 cores), then run in turn
       [ "$s" = wy ] || [ "$s" = wysmoke ] && stage wysmoke "for a in $WY_SMOKE; do \
@@ -703,7 +703,7 @@ for s in "$@"; do
         python3 tests/numerics/la_frost_smoke.py --family gdn --algorithm $WY_SMOKE"
       [ "$s" = wy ] || [ "$s" = wytrain ] && stage wytrain "for d in wy-ws wyc-ws; do echo \"== \$d\"; \
         FROST_FWD_DECAY=\$d python3 tests/numerics/la_frost_bwd_smoke.py --jobs \$(nproc) --family gdn \
-        --fwd-kernel v3 || exit 1; done; echo '== FROST_BWD_CHAIN=wgmma_wy'; FROST_BWD_CHAIN=wgmma_wy python3 \
+        --fwd-kernel wgmma || exit 1; done; echo '== FROST_BWD_CHAIN=wgmma_wy'; FROST_BWD_CHAIN=wgmma_wy python3 \
         tests/numerics/la_frost_bwd_smoke.py --jobs \$(nproc) --family gdn"
       [ "$s" = wy ] || [ "$s" = wybench ] && stage wybench "rowenv() { case \$1 in product) e='';; \
         wy) e='FROST_FWD_DECAY=wy-ws';; wyc) e='FROST_FWD_DECAY=wyc-ws';; bwdwy) e='FROST_BWD_CHAIN=wgmma_wy';; \
@@ -731,7 +731,7 @@ for s in "$@"; do
       true ;;
     fourroles|fourrolessmoke|fourrolesmatrix|fourrolesgate)  # GDN's four-role forward (fwd_ws4.py)
       export FROST_KERNEL_CACHE="${FROST_KERNEL_CACHE:-$PWD/.frostcache}"
-      FR_SMOKE="${FR_SMOKE:-v3scaled v3wycws4raw}"
+      FR_SMOKE="${FR_SMOKE:-wgmmascaled wgmmawycws4raw}"
       # each variant vs float64 with its kernel times (compiled side by side first)
       case "$s" in fourroles|fourrolessmoke) stage fourrolessmoke "for a in $FR_SMOKE; do \
         python3 tests/numerics/la_frost_smoke.py --family gdn --algorithm \$a > /dev/null 2>&1 & done; wait; \
@@ -777,10 +777,10 @@ for s in "$@"; do
         *) e=\"FROST_BWD_CHAIN=wgmma_ws FROST_BWD_WS_REGS=\$r\";; esac; env \$e python3 \
         tests/numerics/la_frost_bwd_smoke.py --jobs \$(nproc) --family gdn --only mixed || exit 1; done"
       true ;;
-    v3train|v3trainsmoke|v3trainbench)  # training forward: v2 forced against the product's (v3), smoke and A/B
-      [ "$s" = v3trainbench ] || stage v3trainsmoke "python3 tests/numerics/la_frost_bwd_smoke.py \
-        --jobs \$(nproc) --family gdn --family kda --family gdn2 --fwd-kernel v2"
-      [ "$s" = v3trainsmoke ] || stage v3trainbench "for k in v2 product; do echo \"== FROST forward \$k\"; \
+    wgmmatrain|wgmmatrainsmoke|wgmmatrainbench)  # training forward: pipelined forced against the product's (wgmma), smoke and A/B
+      [ "$s" = wgmmatrainbench ] || stage wgmmatrainsmoke "python3 tests/numerics/la_frost_bwd_smoke.py \
+        --jobs \$(nproc) --family gdn --family kda --family gdn2 --fwd-kernel pipelined"
+      [ "$s" = wgmmatrainsmoke ] || stage wgmmatrainbench "for k in pipelined product; do echo \"== FROST forward \$k\"; \
         python3 bench/bench_linear_attention.py --cases fwd+bwd --impl FROST --reps 10 --frost-fwd-kernel \$k \
         || exit 1; done" ;;
     gradsvecncu) # the KDA grads kernel under Nsight Compute, mma.sync vs wgmma state products

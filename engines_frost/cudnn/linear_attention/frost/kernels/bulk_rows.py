@@ -1,7 +1,7 @@
 """Rows into shared memory by 1D bulk copies (cp.async.bulk, one instruction per row),
 completing on one mbarrier: the vector-gate grads kernel's load phase
 (FrostBwdConfig.vec_bulk_copies), the backward vector chain's next-chunk rows
-(FrostBwdConfig.chain_bulk_rows) and the v3 forward's (fwd_v3.FrostFwdV3.rows_by_bulk).
+(FrostBwdConfig.chain_bulk_rows) and the wgmma forward's (fwd_wgmma.FrostFwdWgmma.rows_by_bulk).
 
 A job is (shared [R, W] tile, source, R, zero dtype or None). The source is (tensor, head,
 None) for a chunk's token rows t0 + r (rows at or past eos are zeroed with ordinary
@@ -15,7 +15,7 @@ import cutlass
 import cutlass.cute as cute
 from cutlass.experimental.primitives import cp_async_bulk_shared_cluster_global as bulk_copy
 
-from cudnn.linear_attention.frost.kernels.fwd_v1 import CHUNK
+from cudnn.linear_attention.frost.kernels.fwd_mma import CHUNK
 
 #: the copies' mbarrier as a shared-memory plan entry (8 bytes; kernels put it after their
 #: tiles, which then keep their offsets)

@@ -17,8 +17,8 @@ fits, gmem_vector_io); dS after the first chunk is d_initial_state. Transposed, 
 dR^T (-KBA). So the shared operands are the forward's transposed: QA^T, (-KBA)^T [K, C],
 KD [C, K], P^T, (-M)^T, D_i^-T, and dO^T [V, C] (A operand).
 
-Rows, gate scan, Gram tiles, inverses and the prefetch are v2's (FrostBwdChain derives
-from FrostFwdV2); the prefetch runs backwards (chunk c - 1 while chunk c's chain runs) and
+Rows, gate scan, Gram tiles, inverses and the prefetch are the pipelined forward's
+(FrostBwdChain derives from FrostFwdPipelined); the prefetch runs backwards (chunk c - 1 while chunk c's chain runs) and
 stages dO's rows in the forward's W0 slot (no W0 here).
 """
 from __future__ import annotations
@@ -35,7 +35,7 @@ from cudnn.linear_attention.frost.kernels.bwd_abi import FrostBwdLauncher
 from cudnn.linear_attention.frost.kernels.bwd_config import FrostBwdConfig
 from cudnn.linear_attention.frost.kernels.bwd_states import FrostBwdStates
 from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
-from cudnn.linear_attention.frost.kernels.fwd_v1 import (
+from cudnn.linear_attention.frost.kernels.fwd_mma import (
     CHUNK,
     NBLK,
     PAD16,
@@ -49,18 +49,18 @@ from cudnn.linear_attention.frost.kernels.fwd_v1 import (
 from cudnn.linear_attention.frost.kernels import bulk_rows
 from cudnn.linear_attention.frost.kernels import gmem_vector_io as vio
 from cudnn.linear_attention.frost.kernels.fragment_stores import store_rows_vectorised
-from cudnn.linear_attention.frost.kernels.fwd_v2 import FrostFwdV2
-from cudnn.linear_attention.frost.kernels.fwd_v2 import smem_plan as v2_smem_plan
+from cudnn.linear_attention.frost.kernels.fwd_pipelined import FrostFwdPipelined
+from cudnn.linear_attention.frost.kernels.fwd_pipelined import smem_plan as pipelined_smem_plan
 from cudnn.linear_attention.frost.kernels.seq_bounds import sequence_bounds
 
-# v2's tensors that change orientation here, and what replaces them
+# the pipelined forward's tensors that change orientation here, and what replaces them
 _TRANSPOSED = {"qa": "qat", "kba": "kbat", "kdt": "kd", "mneg": "mnegt", "p": "pt", "dinv": "dinvt"}
 
 
 def _base_plan(c: FrostFwdConfig):
     K, V, C = c.K, c.V, CHUNK
     plan = []
-    for name, dtype, shape, stride in v2_smem_plan(c):
+    for name, dtype, shape, stride in pipelined_smem_plan(c):
         if name == "w0" and c.gate_per_channel:
             continue
         if name in ("qa", "kba"):
@@ -82,7 +82,7 @@ def staged_stores(c: FrostFwdConfig) -> bool:
 
 
 def smem_plan(c: FrostFwdConfig):
-    """v2's plan with QA, KBA as [K, C], KD as [C, K], the Gram blocks and inverses stored
+    """The pipelined forward's plan with QA, KBA as [K, C], KD as [C, K], the Gram blocks and inverses stored
     transposed, plus dO^T [V, C]. W0's slot stages the next chunk's dO rows (raw io) for
     scalar gates; vector gates have no room for it (their dO rows load in the rows stage).
     Where they fit (staged_stores), one store buffer per warp: dR leaves in 16-byte stores
@@ -90,7 +90,7 @@ def smem_plan(c: FrostFwdConfig):
     return vio.with_warp_buffers(_base_plan(c), c)
 
 
-class FrostBwdChain(FrostBwdLauncher, FrostFwdV2):
+class FrostBwdChain(FrostBwdLauncher, FrostFwdPipelined):
     """Callable for cute.compile (bwd_abi's argument list)."""
 
     smem_plan = staticmethod(smem_plan)
@@ -237,7 +237,7 @@ class FrostBwdChain(FrostBwdLauncher, FrostFwdV2):
 
     @cute.jit
     def prefetch_chunk(self, s, t0, eos, tid):
-        """Chunk t0's q, k, gates, beta (v2's prefetch_rows) and its dO rows into the dO
+        """Chunk t0's q, k, gates, beta (the pipelined forward's prefetch_rows) and its dO rows into the dO
         stage (do_stage), or, vector gates without one, into L2; with chain_bulk_rows
         the rows by bulk copies (prefetch_rows_bulk)."""
         if cutlass.const_expr(self.bcfg.chain_bulk_rows):
@@ -334,7 +334,7 @@ class FrostBwdChain(FrostBwdLauncher, FrostFwdV2):
 
     @cute.jit
     def put_operands(self, s, regs, d0, e, r, qv, kb, kv, a, kdf, scale):
-        """v2's operand stage with QA, -KBA stored transposed (straight into column r) and
+        """The pipelined forward's operand stage with QA, -KBA stored transposed (straight into column r) and
         KD row-major (into regs, stored as a row after the slice)."""
         _, _, kd = regs
         s.qat[d0 + e, r] = (qv * a * scale).to(BFloat16)
@@ -361,8 +361,8 @@ class FrostBwdChain(FrostBwdLauncher, FrostFwdV2):
 
     @cute.jit
     def block_inverse(self, s, bi, lane):
-        """v1's substitution for column `lane` of (I + M_ii)^-1, stored as row `lane` of
-        the transposed inverse: v1's block_inverse_at through a view of s.dinvt with its
+        """The base forward's substitution for column `lane` of (I + M_ii)^-1, stored as row
+        `lane` of the transposed inverse: FrostFwdMma.block_inverse_at through a view of s.dinvt with its
         two inner modes exchanged."""
         (nb, r, c), (sb, sr, sc) = s.dinvt.shape, s.dinvt.stride
         dinv = cute.make_tensor(s.dinvt.iterator, cute.make_layout((nb, c, r), stride=(sb, sc, sr)))

@@ -70,7 +70,7 @@ from cudnn.linear_attention.frost.kernels.bwd_config import FrostBwdConfig
 from cudnn.linear_attention.frost.kernels.bwd_states import FrostBwdStates
 from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
 from cudnn.linear_attention.frost.kernels.fragment_stores import store_rows_vectorised
-from cudnn.linear_attention.frost.kernels.fwd_v1 import CHUNK, NBLK, SUB, allocate_smem, warp_mma
+from cudnn.linear_attention.frost.kernels.fwd_mma import CHUNK, NBLK, SUB, allocate_smem, warp_mma
 
 from cudnn.linear_attention.frost.kernels.bwd_chain_schedule import COPIES, DOUBLED
 

@@ -8,7 +8,7 @@ respect.
 
 The wgmma chain's operand stage writes three decay-folded bf16 tiles per chunk, QA^T and
 -KBA^T [K, C] element by element (transposed 2-byte stores) and KD [C, K]. With a scalar
-gate each decay is one number per token t, as in the forward (fwd_v3_scaled.py), so:
+gate each decay is one number per token t, as in the forward (fwd_wgmma_scaled.py), so:
 
     dU^T  = dO^T P + (dS^T K^T) diag(fk)                    fk_t = e^(Gam_last - Gam_t)
     dS^T <- dS^T e^Gam_last + (dO^T diag(fo)) Q + (dR^T diag(fr)) K
@@ -17,7 +17,7 @@ gate each decay is one number per token t, as in the forward (fwd_v3_scaled.py),
 
 The wgmma read q-hat and k-hat as the rows stage leaves them (SW128 tiles; the update reads
 them as MN-major B operands [d, t]); the operand stage is the factor rows
-(fwd_v3_scaled.write_decay_factors). dU^T is two groups, dS^T K^T first (scaled by fk in
+(fwd_wgmma_scaled.write_decay_factors). dU^T is two groups, dS^T K^T first (scaled by fk in
 the accumulator once it retires), then dO^T P onto it: the wgmma chain runs at 249
 registers, with no room for a second accumulator. dO^T diag(fo) is made from the dO^T
 fragment in registers (one bf16 rounding of dO fo, where the folded chain rounded q fo),
@@ -42,8 +42,8 @@ from cudnn.linear_attention.frost.kernels.bwd_chain import FrostBwdChain, _base_
 from cudnn.linear_attention.frost.kernels.bwd_chain_wgmma import FrostBwdChainWgmma, check_block_order
 from cudnn.linear_attention.frost.kernels.bwd_config import FrostBwdConfig
 from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
-from cudnn.linear_attention.frost.kernels.fwd_v1 import CHUNK, NBLK, SUB, SW128, to_a_operand, warp_mma
-from cudnn.linear_attention.frost.kernels.fwd_v3 import (
+from cudnn.linear_attention.frost.kernels.fwd_mma import CHUNK, NBLK, SUB, SW128, to_a_operand, warp_mma
+from cudnn.linear_attention.frost.kernels.fwd_wgmma import (
     WG_ROWS,
     WG_THREADS,
     assemble_a,
@@ -51,7 +51,7 @@ from cudnn.linear_attention.frost.kernels.fwd_v3 import (
     check_fragment_orders,
     wgmma,
 )
-from cudnn.linear_attention.frost.kernels.fwd_v3_scaled import FK, FO, FR, wgmma_mn, write_decay_factors
+from cudnn.linear_attention.frost.kernels.fwd_wgmma_scaled import FK, FO, FR, wgmma_mn, write_decay_factors
 
 #: the wgmma chain's tiles this kernel replaces (the folded operands) or re-plans (q, k, P^T)
 DROPPED = ("q", "k", "pt", "kd", "qat", "kbat")

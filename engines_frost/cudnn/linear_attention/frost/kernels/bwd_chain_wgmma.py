@@ -4,7 +4,7 @@ The serial chain (bwd_chain.py) runs its chain step as per-warp m16n8k16 mma.syn
 on its own 16 value rows of dS^T: 212 of its 232 mma.sync per chunk are the two big
 products (dU^T's dS^T KD^T and dO^T P, the update's dO^T QA and dR^T (-KBA)), and every
 warp reloads their B operands (P^T, KD, QA^T, -KBA^T) from shared memory by ldmatrix. As
-fwd_v3 did for the forward's state products, those two products move onto Hopper's
+fwd_wgmma did for the forward's state products, those two products move onto Hopper's
 warpgroup MMA (wgmma m64nNk16, bf16 in, fp32 accumulate): the 2V / 32 warps are V / 64
 warpgroups, each owning the 64 rows of dS^T its four warps already hold, and the B
 operands are read by the tensor cores straight from shared memory, once per warpgroup.
@@ -50,7 +50,7 @@ plans; the GDN plan has room, but its rows and Gram stages already outlast the g
 (NOTES_bwd.md v1.10).
 
 The warp fragments (the fp32 dS^T accumulator over [16, K], the bf16 A fragments of
-dO^T, dS^T and dR^T) are handed to the warpgroup MMA unchanged: fwd_v3.check_fragment_orders
+dO^T, dS^T and dR^T) are handed to the warpgroup MMA unchanged: fwd_wgmma.check_fragment_orders
 checks, on the layouts this CuTe DSL traces, that a warp's m16n8k16 fragment is the
 warpgroup's m64nNk16 fragment value for value (the compile fails otherwise). The operand
 and Gram stages write the four SW128 tiles with ordinary stores (the tensors carry the
@@ -83,8 +83,8 @@ from cudnn.linear_attention.frost.kernels.bwd_chain import FrostBwdChain, _base_
 from cudnn.linear_attention.frost.kernels.bwd_config import FrostBwdConfig
 from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
 from cudnn.linear_attention.frost.kernels.fragment_stores import store_rows_vectorised
-from cudnn.linear_attention.frost.kernels.fwd_v1 import CHUNK, NBLK, SUB, SW128, to_a_operand, warp_mma
-from cudnn.linear_attention.frost.kernels.fwd_v3 import (
+from cudnn.linear_attention.frost.kernels.fwd_mma import CHUNK, NBLK, SUB, SW128, to_a_operand, warp_mma
+from cudnn.linear_attention.frost.kernels.fwd_wgmma import (
     WG_ROWS,
     WG_THREADS,
     _tv,

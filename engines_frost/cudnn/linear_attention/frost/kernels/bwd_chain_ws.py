@@ -36,9 +36,9 @@ from cudnn.linear_attention.frost.kernels.bwd_config import FrostBwdConfig
 from cudnn.linear_attention.frost.kernels.bwd_states import FrostBwdStates
 from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
 from cudnn.linear_attention.frost.kernels.fragment_stores import store_rows_vectorised
-from cudnn.linear_attention.frost.kernels.fwd_v1 import CHUNK, NBLK, PAD16, SUB, SW128, allocate_smem, warp_mma
-from cudnn.linear_attention.frost.kernels.fwd_v3_gram import lane_in_loop, tid_in_loop
-from cudnn.linear_attention.frost.kernels.fwd_v3_scaled import write_decay_factors
+from cudnn.linear_attention.frost.kernels.fwd_mma import CHUNK, NBLK, PAD16, SUB, SW128, allocate_smem, warp_mma
+from cudnn.linear_attention.frost.kernels.fwd_wgmma_gram import lane_in_loop, tid_in_loop
+from cudnn.linear_attention.frost.kernels.fwd_wgmma_scaled import write_decay_factors
 from cudnn.linear_attention.frost.kernels.fwd_ws import (
     BAR_EMPTY,
     BAR_FULL,
@@ -112,7 +112,7 @@ class FrostBwdChainWs(FrostBwdChainScaled):
             md=s.md, gmem=s.gmem)
 
     def raw_views(self, s, b):
-        """The producer's copy targets for a chunk of parity b, under v2's prefetch names
+        """The producer's copy targets for a chunk of parity b, under the pipelined forward's prefetch names
         (prefetch_rows: q, k, g, beta; prefetch_do: w0)."""
         C = CHUNK
         return SimpleNamespace(q=s.rq, k=s.rk, w0=s.rdo, g=cute.local_tile(s.g, (C, 1), (b, 0)),

@@ -14,7 +14,7 @@ same split, walking the chunks backwards:
   bwd_chain_ws_wy.py's consumers unchanged;
 - warps 8-11 (warpgroup 2), math (120): the rows stage from the raw tiles (q-hat, k-hat,
   the gate scan), the factor rows, both Gram products as SS wgmma on this warpgroup
-  (fwd_v3_gram.GramWgmma.stage_gram at m64n64, P = q k^T in the forward's orientation, as
+  (fwd_wgmma_gram.GramWgmma.stage_gram at m64n64, P = q k^T in the forward's orientation, as
   the consumers read it), the diagonal inverses, W' (two row blocks of K per warp) and A's
   column block (a warp each);
 - warps 12-15 (warpgroup 3), copies (24): chunk j's raw q, k, gate and beta rows as soon
@@ -64,10 +64,10 @@ from cudnn.linear_attention.frost.kernels.bwd_chain_ws_wy import FrostBwdChainWs
 from cudnn.linear_attention.frost.kernels.bwd_chain_ws_wy import smem_plan as wy_smem_plan
 from cudnn.linear_attention.frost.kernels.bwd_config import FrostBwdConfig
 from cudnn.linear_attention.frost.kernels.config import register_split_ok
-from cudnn.linear_attention.frost.kernels.fwd_v1 import CHUNK, NBLK, SUB, to_a_operand
-from cudnn.linear_attention.frost.kernels.fwd_v3 import WG_ROWS, WG_THREADS
-from cudnn.linear_attention.frost.kernels.fwd_v3_gram import GramWgmma, tid_in_loop
-from cudnn.linear_attention.frost.kernels.fwd_v3_scaled import FR, write_decay_factors
+from cudnn.linear_attention.frost.kernels.fwd_mma import CHUNK, NBLK, SUB, to_a_operand
+from cudnn.linear_attention.frost.kernels.fwd_wgmma import WG_ROWS, WG_THREADS
+from cudnn.linear_attention.frost.kernels.fwd_wgmma_gram import GramWgmma, tid_in_loop
+from cudnn.linear_attention.frost.kernels.fwd_wgmma_scaled import FR, write_decay_factors
 from cudnn.linear_attention.frost.kernels.fwd_ws import BAR_EMPTY, BAR_FULL, BLOCK_THREADS, SETS, \
     waits_for_release, zero_blocks
 from cudnn.linear_attention.frost.kernels.fwd_ws_wy import FB, mma_group

@@ -41,13 +41,13 @@ from cudnn.linear_attention.frost.kernels.bwd_chain_wgmma import FrostBwdChainWg
 from cudnn.linear_attention.frost.kernels.bwd_chain_ws import FrostBwdChainWs
 from cudnn.linear_attention.frost.kernels.bwd_config import FrostBwdConfig
 from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
-from cudnn.linear_attention.frost.kernels.fwd_v1 import CHUNK, NBLK, PAD16, SUB, SW128, FrostFwdV1, to_a_operand, \
+from cudnn.linear_attention.frost.kernels.fwd_mma import CHUNK, NBLK, PAD16, SUB, SW128, FrostFwdMma, to_a_operand, \
     warp_mma
-from cudnn.linear_attention.frost.kernels.fwd_v2 import FrostFwdV2
-from cudnn.linear_attention.frost.kernels.fwd_v3 import WG_ROWS, WG_THREADS, assemble_a, block_of, \
+from cudnn.linear_attention.frost.kernels.fwd_pipelined import FrostFwdPipelined
+from cudnn.linear_attention.frost.kernels.fwd_wgmma import WG_ROWS, WG_THREADS, assemble_a, block_of, \
     check_fragment_orders, wgmma
-from cudnn.linear_attention.frost.kernels.fwd_v3_gram import lane_in_loop, tid_in_loop
-from cudnn.linear_attention.frost.kernels.fwd_v3_scaled import FK, FO, wgmma_mn, write_decay_factors
+from cudnn.linear_attention.frost.kernels.fwd_wgmma_gram import lane_in_loop, tid_in_loop
+from cudnn.linear_attention.frost.kernels.fwd_wgmma_scaled import FK, FO, wgmma_mn, write_decay_factors
 from cudnn.linear_attention.frost.kernels.fwd_ws import (
     BAR_EMPTY,
     BAR_PRODUCER,
@@ -121,10 +121,10 @@ class FrostBwdChainWsWy(InverseProducts, FrostBwdChainWs):
         zero_blocks(s.p, tid, BLOCK_THREADS, True)
 
     # the forward's Gram stores: -M, P (cfg.fwd.write_output, checked in __init__) and M's
-    # diagonal blocks in the forward's orientation, and v1's (I + M_ii)^-1, not transposed,
-    # which the block solves read as v1's chain does
-    store_gram = FrostFwdV2.store_gram
-    block_inverse = FrostFwdV1.block_inverse
+    # diagonal blocks in the forward's orientation, and the base forward's (I + M_ii)^-1, not
+    # transposed, which the block solves read as its chain does
+    store_gram = FrostFwdPipelined.store_gram
+    block_inverse = FrostFwdMma.block_inverse
 
     # ------------------------------------------------------------------ producer
     @cute.jit

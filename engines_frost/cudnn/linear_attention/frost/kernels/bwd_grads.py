@@ -55,8 +55,8 @@ from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
 from cudnn.linear_attention.frost.kernels.seq_bounds import bounds_of, sequence_bounds
 from cudnn.linear_attention.frost.kernels.stmatrix_map import check_stmatrix_copy
 from cudnn.linear_attention.frost.kernels.wgmma_fragments import fragment_coords, tv_size
-from cudnn.linear_attention.frost.kernels.fwd_v3 import _tv
-from cudnn.linear_attention.frost.kernels.fwd_v1 import (
+from cudnn.linear_attention.frost.kernels.fwd_wgmma import _tv
+from cudnn.linear_attention.frost.kernels.fwd_mma import (
     CHUNK,
     GRAM_TILES,
     NBLK,
@@ -68,7 +68,7 @@ from cudnn.linear_attention.frost.kernels.fwd_v1 import (
     load_vec,
     warp_mma,
 )
-from cudnn.linear_attention.frost.kernels.fwd_v2 import FrostFwdV2, gram_schedule
+from cudnn.linear_attention.frost.kernels.fwd_pipelined import FrostFwdPipelined, gram_schedule
 
 WARPS = 8
 THREADS = 32 * WARPS
@@ -170,8 +170,8 @@ def row_halves(n: int) -> list[int]:
     return [r // 8 for r in rows]
 
 
-class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
-    """Callable for cute.compile (bwd_abi's argument list). Derives from FrostFwdV2 for its
+class FrostBwdGrads(FrostBwdLauncher, FrostFwdPipelined):
+    """Callable for cute.compile (bwd_abi's argument list). Derives from FrostFwdPipelined for its
     operand loads, q/k normalisation and gate scan; its own grid and warps."""
 
     smem_plan = staticmethod(smem_plan)
@@ -680,7 +680,7 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdV2):
     @cute.jit
     def operand_mn(self, thr, lane, tile: cute.Tensor) -> cute.Tensor:
         """B operand registers [N, Kt] from a tile whose N mode is contiguous in shared
-        memory (the V-major S and dS seen as [K, V]): ldmatrix.x4.trans. (FrostFwdV1's
+        memory (the V-major S and dS seen as [K, V]): ldmatrix.x4.trans. (FrostFwdMma's
         ldmatrix knob, which forward test tooling turns off, is never off here.)"""
         frag = thr.make_fragment_B(thr.partition_B(tile))
         atom = cute.make_copy_atom(warp.LdMatrix8x8x16bOp(True, 4), BFloat16)

@@ -48,7 +48,7 @@ from cudnn.linear_attention.frost.kernels.decay_ptx import LOG2_E, ex2, ffma, sp
 from cudnn.linear_attention.frost.kernels.seq_bounds import sequence_bounds
 from cudnn.linear_attention.frost.kernels.tf32_fragments import value_map, warp_mma_tf32
 from cudnn.linear_attention.frost.kernels.wgmma_fragments import check_b_quads, check_c_pairs
-from cudnn.linear_attention.frost.kernels.fwd_v1 import (
+from cudnn.linear_attention.frost.kernels.fwd_mma import (
     _DTYPES,
     CHUNK,
     NBLK,
@@ -148,7 +148,7 @@ def staging_room(c: FrostFwdConfig, wgmma: bool = False) -> tuple[str, int]:
 def allocate(c: FrostFwdConfig, wgmma: bool = False) -> SimpleNamespace:
     """The shared tensors by name; stage A's and stage B's overlay one another. Called while
     the kernel is traced. wgmma: smem_regions' swizzled stage A, the region 1024-byte
-    aligned; those tiles carry their swizzle in the pointer (as fwd_v1.allocate_smem's)."""
+    aligned; those tiles carry their swizzle in the pointer (as fwd_mma.allocate_smem's)."""
     a, b, keep = smem_regions(c, wgmma)
     region = region_bytes(c, wgmma)
     smem = cutlass.memory.SmemAllocator()

@@ -60,8 +60,8 @@ from cudnn.linear_attention.frost.kernels.bwd_config import FrostBwdConfig
 from cudnn.linear_attention.frost.kernels.bwd_grads import THREADS, FrostBwdGrads, _tv, smem_plan as base_plan
 from cudnn.linear_attention.frost.kernels.bwd_grads import staging_bytes as grads_staging_bytes
 from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
-from cudnn.linear_attention.frost.kernels.fwd_v1 import CHUNK, NBLK, SUB, SW64, SW128, VEC, sw128_layout, warp_mma
-from cudnn.linear_attention.frost.kernels.fwd_v3 import WG_ROWS, WG_THREADS
+from cudnn.linear_attention.frost.kernels.fwd_mma import CHUNK, NBLK, SUB, SW64, SW128, VEC, sw128_layout, warp_mma
+from cudnn.linear_attention.frost.kernels.fwd_wgmma import WG_ROWS, WG_THREADS
 from cudnn.linear_attention.frost.kernels.stmatrix_map import check_stmatrix_copy
 
 #: the wgmma B operands, [V, K] tiles with the channel-half swizzle (the A operands dO, U,

@@ -1,13 +1,13 @@
 """FROST backward, kernel 1 (``states``): the forward chain again, keeping what the
 backward needs instead of the output.
 
-Grid, warps, stages and state registers are the v2 forward's (FrostBwdStates derives from
-FrostFwdV2); per chunk it writes
+Grid, warps, stages and state registers are the pipelined forward's (FrostBwdStates derives from
+FrostFwdPipelined); per chunk it writes
 - the state entering the chunk, S^T [V, K] in bf16, to checkpoint row cu[n] // 64 + n + j
   (chunk j of sequence n; bwd_config.checkpoint_rows), and
 - U = (I + M)^-1 (W0 - KBA S) [C, V] per token (bf16), the "new values" the chain and the
   gradients read,
-S through v2's store_state (16-byte stores after a quad exchange, fragment_stores.py), U
+S through the pipelined forward's store_state (16-byte stores after a quad exchange, fragment_stores.py), U
 through a per-warp shared buffer in 16-byte stores where the plan has room
 (gmem_vector_io; store_values_block's element stores otherwise), and skips the output
 products (O = QA S + P U is not needed). No final state.
@@ -25,21 +25,21 @@ from cudnn.linear_attention.frost.kernels.bwd_abi import FrostBwdLauncher
 from cudnn.linear_attention.frost.kernels.bwd_config import FrostBwdConfig
 from cudnn.linear_attention.frost.kernels import gmem_vector_io as vio
 from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
-from cudnn.linear_attention.frost.kernels.fwd_v1 import (CHUNK, NBLK, SUB, allocate_smem, store_values_block,
+from cudnn.linear_attention.frost.kernels.fwd_mma import (CHUNK, NBLK, SUB, allocate_smem, store_values_block,
                                                          to_a_operand, warp_mma)
-from cudnn.linear_attention.frost.kernels.fwd_v2 import FrostFwdV2
-from cudnn.linear_attention.frost.kernels.fwd_v2 import smem_plan as v2_smem_plan
+from cudnn.linear_attention.frost.kernels.fwd_pipelined import FrostFwdPipelined
+from cudnn.linear_attention.frost.kernels.fwd_pipelined import smem_plan as pipelined_smem_plan
 from cudnn.linear_attention.frost.kernels.seq_bounds import (sequence_bounds, table_order,
                                                              zero_uncovered_rows)
 
 
 def smem_plan(c: FrostFwdConfig):
-    """v2's tensors plus, where they fit (GDN; vector gates at K = 64), one store buffer per
+    """The pipelined forward's tensors plus, where they fit (GDN; vector gates at K = 64), one store buffer per
     warp: U leaves in 16-byte stores (gmem_vector_io)."""
-    return vio.with_warp_buffers(v2_smem_plan(c), c)
+    return vio.with_warp_buffers(pipelined_smem_plan(c), c)
 
 
-class FrostBwdStates(FrostBwdLauncher, FrostFwdV2):
+class FrostBwdStates(FrostBwdLauncher, FrostFwdPipelined):
     """Callable for cute.compile (bwd_abi's argument list)."""
 
     smem_plan = staticmethod(smem_plan)
@@ -107,7 +107,7 @@ class FrostBwdStates(FrostBwdLauncher, FrostFwdV2):
 
     @cute.jit
     def chunk_chain(self, s, mu, acc_s, coord_s, heads, t0, eos, thr, lane, wid):
-        """v1's chain without the output: U (solve_u), then S^T <- S^T Diag(e^Gam_last) +
+        """The base forward's chain without the output: U (solve_u), then S^T <- S^T Diag(e^Gam_last) +
         U^T KD."""
         s_kdt = s.kdt
         K = self.cfg.K

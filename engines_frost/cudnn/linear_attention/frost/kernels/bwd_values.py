@@ -7,7 +7,7 @@ depends only on that chunk's rows and its S. Grid (T // 64 + N, HO) like ``grads
 chunk per CTA, found the way grads finds it (bwd_grads.FrostBwdGrads.find_chunk: the
 backward's workspace row rho = cu[n] // 64 + n + j; rows between sequences exit); S comes
 from the checkpoint's packed row (checkpoints.py, checkpoints_dsl.checkpoint_row) into the
-state registers, then the states kernel's stages run once: staged rows (v2's cp.async
+state registers, then the states kernel's stages run once: staged rows (the pipelined forward's cp.async
 copies, without the next-chunk prefetch), operands, Gram and inverses, and
 FrostBwdStates.solve_u, which writes U (bf16, per token). No state update, no
 checkpoint write: the workspace has no state region on this path. Sequence bounds are
@@ -27,15 +27,15 @@ from cudnn.linear_attention.frost.kernels.bwd_grads import FrostBwdGrads
 from cudnn.linear_attention.frost.kernels.bwd_states import FrostBwdStates
 from cudnn.linear_attention.frost.kernels.checkpoints_dsl import checkpoint_row
 from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
-from cudnn.linear_attention.frost.kernels.fwd_v1 import CHUNK, SUB, allocate_smem, warp_mma
-from cudnn.linear_attention.frost.kernels.fwd_v2 import smem_plan as v2_smem_plan
+from cudnn.linear_attention.frost.kernels.fwd_mma import CHUNK, SUB, allocate_smem, warp_mma
+from cudnn.linear_attention.frost.kernels.fwd_pipelined import smem_plan as pipelined_smem_plan
 from cudnn.linear_attention.frost.kernels.seq_bounds import sequence_bounds
 
 
 def smem_plan(c: FrostFwdConfig):
-    """v2's shared tensors plus the (sequence, chunk) of the CTA, and the states kernel's
+    """The pipelined forward's shared tensors plus the (sequence, chunk) of the CTA, and the states kernel's
     per-warp store buffers for U where they fit (gmem_vector_io)."""
-    return vio.with_warp_buffers(v2_smem_plan(c) + [("seq", "i32", (2,), (1,))], c)
+    return vio.with_warp_buffers(pipelined_smem_plan(c) + [("seq", "i32", (2,), (1,))], c)
 
 
 class FrostBwdValues(FrostBwdStates):
@@ -99,5 +99,5 @@ class FrostBwdValues(FrostBwdStates):
 
     @cute.jit
     def after_rhs_reads(self, s, heads, t0, eos, lane, wid):
-        """One chunk per CTA: no next chunk to prefetch (v2 would start its v copies)."""
+        """One chunk per CTA: no next chunk to prefetch (the pipelined forward would start its v copies)."""
         pass

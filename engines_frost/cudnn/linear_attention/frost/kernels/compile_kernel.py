@@ -19,35 +19,36 @@ FFI_ENV = "FROST_FFI"
 
 
 def product_algorithm(cfg: FrostFwdConfig, arch: str) -> str:
-    """The forward kernel version the product compiles for cfg on arch: "v3" (fwd_v3.py,
-    the chain on warpgroup MMA: 11-17 % less kernel time than v2 on the H200, NOTES.md) for
-    every forward on sm_90a, bf16 or fp16 io, plain or training (its launchers that also
-    write the state checkpoints and U, fwd_v3.FrostFwdV3Checkpoints / Values, passed every
-    backward smoke case on the H200, fp16 ones included, and take 5 % off GDN's fwd+bwd);
-    "v2" (fwd_v2.py, v3's base class, mma.sync only) on other archs (v3's warpgroup MMA is
-    sm_90a's). A function of (cfg, arch) alone: the kernel store keys entries on both, so
-    no switch may change the answer."""
-    return "v3" if arch == "sm_90a" else "v2"
+    """The forward kernel layer the product compiles for cfg on arch: "wgmma" (fwd_wgmma.py,
+    the chain on warpgroup MMA: 11-17 % less kernel time than the pipelined layer on the
+    H200, NOTES.md) for every forward on sm_90a, bf16 or fp16 io, plain or training (its
+    launchers that also write the state checkpoints and U,
+    fwd_wgmma.FrostFwdWgmmaCheckpoints / Values, passed every backward smoke case on the
+    H200, fp16 ones included, and take 5 % off GDN's fwd+bwd); "pipelined"
+    (fwd_pipelined.py, the wgmma layer's base class, mma.sync only) on other archs (warpgroup
+    MMA is sm_90a's). A function of (cfg, arch) alone: the kernel store keys entries on
+    both, so no switch may change the answer."""
+    return "wgmma" if arch == "sm_90a" else "pipelined"
 
 
 def version_class(version: str, cfg: FrostFwdConfig):
-    """Forward version "v2" (fwd_v2.py) or "v3" (fwd_v3.py)'s class for cfg: the plain
-    forward, its launcher that also writes the state checkpoints when cfg asks for them, or
-    the one that writes U too (each module has the three)."""
-    if version == "v3":
-        from cudnn.linear_attention.frost.kernels.fwd_v3 import (
-            FrostFwdV3 as plain,
-            FrostFwdV3Checkpoints as checkpoints,
-            FrostFwdV3Values as values,
+    """Forward layer "pipelined" (fwd_pipelined.py) or "wgmma" (fwd_wgmma.py)'s class for
+    cfg: the plain forward, its launcher that also writes the state checkpoints when cfg asks
+    for them, or the one that writes U too (each module has the three)."""
+    if version == "wgmma":
+        from cudnn.linear_attention.frost.kernels.fwd_wgmma import (
+            FrostFwdWgmma as plain,
+            FrostFwdWgmmaCheckpoints as checkpoints,
+            FrostFwdWgmmaValues as values,
         )
-    elif version == "v2":
-        from cudnn.linear_attention.frost.kernels.fwd_v2 import (
-            FrostFwdV2 as plain,
-            FrostFwdV2Checkpoints as checkpoints,
-            FrostFwdV2Values as values,
+    elif version == "pipelined":
+        from cudnn.linear_attention.frost.kernels.fwd_pipelined import (
+            FrostFwdPipelined as plain,
+            FrostFwdPipelinedCheckpoints as checkpoints,
+            FrostFwdPipelinedValues as values,
         )
     else:
-        raise ValueError(f"version_class: version must be 'v2' or 'v3', got {version!r}")
+        raise ValueError(f"version_class: version must be 'pipelined' or 'wgmma', got {version!r}")
     if cfg.write_values:
         return values
     return checkpoints if cfg.write_checkpoints else plain
@@ -55,14 +56,14 @@ def version_class(version: str, cfg: FrostFwdConfig):
 
 def product_decay(cfg: FrostFwdConfig, arch: str) -> str:
     """Where the product's forward puts the gate decays for cfg on arch: FOUR_ROLE_DECAY where
-    four_roles_apply (v3 GDN, K = V = 128, an output, long sequences: the scaled chain's
-    factors on the raw rows, warp-specialised, fwd_ws4.py), else "scaled" for v3 with
-    scalar gates and bf16 io (GDN; fwd_v3_scaled.ScaledDecayChain: per-token factors on the
+    four_roles_apply (wgmma GDN, K = V = 128, an output, long sequences: the scaled chain's
+    factors on the raw rows, warp-specialised, fwd_ws4.py), else "scaled" for wgmma with
+    scalar gates and bf16 io (GDN; fwd_wgmma_scaled.ScaledDecayChain: per-token factors on the
     chain's fp32 results, no operand stage; GDN forward kernel -6 %, fwd+bwd -2 % on the
     H200, every backward smoke case within its float64 bound; it refuses fp16 io), "folded"
-    into bf16 copies of q and k otherwise (vector gates, fp16 io, v2). A function of
+    into bf16 copies of q and k otherwise (vector gates, fp16 io, pipelined). A function of
     (cfg, arch) alone, as product_algorithm."""
-    if product_algorithm(cfg, arch) != "v3" or cfg.gate_per_channel or cfg.io_dtype != "bfloat16":
+    if product_algorithm(cfg, arch) != "wgmma" or cfg.gate_per_channel or cfg.io_dtype != "bfloat16":
         return "folded"
     return FOUR_ROLE_DECAY if four_roles_apply(cfg) else "scaled"
 
@@ -84,7 +85,7 @@ def four_roles_possible(cfg: FrostFwdConfig) -> bool:
 
 
 def four_roles_apply(cfg: FrostFwdConfig) -> bool:
-    """Whether a v3 scalar-gate (GDN) config runs the four-role forward (fwd_ws4.py):
+    """Whether a wgmma scalar-gate (GDN) config runs the four-role forward (fwd_ws4.py):
     four_roles_possible and cfg.pipelined (sequences of >= PIPELINE_MIN_TOKENS tokens on
     average). On the H100 at 8 x 4096 tokens, 16 heads: 0.29-0.30 against 0.34 ms kernel
     time; at 512 x 64, 13 % slower than the scaled chain (NOTES.md "Four roles per CTA:
@@ -97,7 +98,7 @@ def product_class(cfg: FrostFwdConfig, arch: str):
     cls = version_class(product_algorithm(cfg, arch), cfg)
     decay = product_decay(cfg, arch)
     if decay == "scaled":
-        from cudnn.linear_attention.frost.kernels.fwd_v3_scaled import scaled_decay_class
+        from cudnn.linear_attention.frost.kernels.fwd_wgmma_scaled import scaled_decay_class
         cls = scaled_decay_class(cls)
     elif decay == FOUR_ROLE_DECAY:
         from cudnn.linear_attention.frost.kernels.fwd_ws4 import four_role_class
@@ -108,8 +109,9 @@ def product_class(cfg: FrostFwdConfig, arch: str):
 def kernel_class(cfg: FrostFwdConfig, arch: str):
     """The CuTe DSL class that compiles cfg for arch: product_class(cfg, arch), unless cfg
     names its own (``cfg.kernel_class()``: the test and bench tooling's experiment configs,
-    engines_frost/tests/frost_fwd_experiments.py, which build the SIMT oracle, v1, a forced
-    v2 or v3, or a kernel with stages compiled out; the product never makes one)."""
+    engines_frost/tests/frost_fwd_experiments.py, which build the SIMT oracle, the mma layer
+    on its own, a forced pipelined or wgmma layer, or a kernel with stages compiled out; the
+    product never makes one)."""
     own = getattr(cfg, "kernel_class", None)
     return own() if own is not None else product_class(cfg, arch)
 

@@ -71,9 +71,9 @@ def check_io_state_dims(cfg, bad) -> None:
 class FrostFwdConfig:
     """One kernel specialisation. Families: GDN = scalar gate and beta; KDA = per-channel gate,
     scalar beta; GDN-2 = per-channel gate, per-channel erase gate (beta) and a write gate w.
-    Every field is a product field: the product compiles one kernel family (fwd_v2.py and
-    its subclass fwd_v3.py, chosen from the config and the arch alone:
-    compile_kernel.product_algorithm), so no field picks an algorithm, and experiment switches (other kernel versions, stages
+    Every field is a product field: the product compiles one kernel family (fwd_pipelined.py and
+    its subclass fwd_wgmma.py, chosen from the config and the arch alone:
+    compile_kernel.product_algorithm), so no field picks an algorithm, and experiment switches (other kernel layers, stages
     compiled out, element-wise operand loads) live in the test and bench tooling's subclass
     (engines_frost/tests/frost_fwd_experiments.py), never in a product config's key."""
 
@@ -91,7 +91,7 @@ class FrostFwdConfig:
     has_initial_state: bool
     has_final_state: bool
     # g's base address is 16-byte aligned (frost_fwd reads it off the pointer; vector gates
-    # only): v2 then stages gate rows by 16-byte copies instead of 4-byte ones.
+    # only): the pipelined layer then stages gate rows by 16-byte copies instead of 4-byte ones.
     gate_align16: bool = False
     # Also write the graph's state_checkpoints output (bf16 [T // 64 + N, HO, V, K],
     # the state entering every 64-token chunk, rows packed as checkpoints.py describes);
@@ -107,7 +107,7 @@ class FrostFwdConfig:
     # decay-folded operand, the q k^T half of the Gram stage, the chain's O products and
     # the o stores, the grid row that zeroes uncovered output rows) is compiled out; the
     # state path is the same code. q and out are then absent at launch (null pointers the
-    # kernel never reads; fwd.check_operands: None). The plain launchers (v2, v3), and the
+    # kernel never reads; fwd.check_operands: None). The plain launchers (pipelined, wgmma), and the
     # values launchers with write_checkpoints and write_values: the backward's recompute of
     # its states and U on the forward kernel (bwd.py recompute_configs).
     write_output: bool = True

@@ -31,9 +31,9 @@ from cudnn.linear_attention.frost.kernels.config import (CHECKPOINT_OPERAND, OPE
                                                           VALUES_OPERAND, FrostFwdConfig, abi_operands)
 from cudnn.linear_attention.frost.kernels.operand_checks import check, check_token_operands, dtype_name, fail
 
-# One kernel family serves every config: v3 on sm_90a (training forwards too), its base
-# v2 on other archs (compile_kernel.product_algorithm). Other kernel versions
-# (a forced v2 or v3) and experiment switches are the test and bench tooling's
+# One kernel family serves every config: the wgmma layer on sm_90a (training forwards
+# too), its base the pipelined layer on other archs (compile_kernel.product_algorithm).
+# Other builds (the mma layer alone, a forced pipelined or wgmma layer) and experiment switches are the test and bench tooling's
 # (engines_frost/tests/frost_fwd_experiments.py); nothing here reads them.
 _INDEX_LIMIT = 2**31  # the kernels index with 32-bit offsets
 
@@ -58,7 +58,7 @@ def _compiled(cfg: FrostFwdConfig, arch: str, ffi: str | None = None, device=Non
     """The kernel for cfg on arch in calling convention ffi (default preferred_ffi()), as a
     compiled_kernel.CompiledKernel: loaded or compiled once per process (device: named in
     the log line of a long compile). bind_fwd looks it up at call time: the test tooling's
-    frost_fwd_experiments.use_kernel wraps it to launch another kernel version."""
+    frost_fwd_experiments.use_kernel wraps it to launch another kernel layer."""
     key = (cfg, arch, ffi or preferred_ffi())
     fn = _cache.get(key)
     if fn is None:

@@ -3,16 +3,16 @@
 Not a product kernel: on the H200 it computes the scaled kernel's results bit for bit but
 takes 28 % longer (NOTES.md "The scalar-gate forwards on the H200": the roles' times add
 instead of overlapping). The test and bench tooling builds it (frost_fwd_experiments.py,
-knob decay="scaled-ws", la_frost_smoke.py v3scaledws; NOTES.md "Warp-specialised GDN
+knob decay="scaled-ws", la_frost_smoke.py wgmmascaledws; NOTES.md "Warp-specialised GDN
 forward on the scaled-decay chain").
 
-Every v3 chunk is a serial row of stages (rows, operands, Gram, chain) that all eight
+Every chunk of the wgmma layer is a serial row of stages (rows, operands, Gram, chain) that all eight
 warps run one after the other, each latency-bound; only the chain depends on the state.
-With the decays scaled onto the chain's results (fwd_v3_scaled.py) the state-independent
+With the decays scaled onto the chain's results (fwd_wgmma_scaled.py) the state-independent
 work of a chunk is its rows (q-hat, k-hat, W0, gate scan), the factor rows and the Gram
 (M, P, the diagonal inverses). Here a CTA of 16 warps runs them in two roles:
 
-- consumers, warps 0-7 (warpgroups 0 and 1): v3's chain exactly as the scaled kernel runs
+- consumers, warps 0-7 (warpgroups 0 and 1): the wgmma layer's chain exactly as the scaled kernel runs
   it (same warp indices, the same state registers, value rows [16 w, 16 w + 16)), chunk
   after chunk, reading the chunk's operand set;
 - producer, warps 8-15 (warpgroups 2 and 3): the rows, factor and Gram stages of chunk
@@ -57,10 +57,10 @@ from cutlass.cute.nvgpu import warpgroup
 
 from cudnn.linear_attention.frost.kernels.checkpoints_dsl import packed_row0
 from cudnn.linear_attention.frost.kernels.config import WS_ROLE_THREADS, FrostFwdConfig, register_split_ok
-from cudnn.linear_attention.frost.kernels.fwd_v1 import CHUNK, NBLK, PAD16, SUB, SW128, warp_mma
-from cudnn.linear_attention.frost.kernels.fwd_v3 import FrostFwdV3
-from cudnn.linear_attention.frost.kernels.fwd_v3_gram import lane_in_loop, tid_in_loop
-from cudnn.linear_attention.frost.kernels.fwd_v3_scaled import ScaledDecayChain
+from cudnn.linear_attention.frost.kernels.fwd_mma import CHUNK, NBLK, PAD16, SUB, SW128, warp_mma
+from cudnn.linear_attention.frost.kernels.fwd_wgmma import FrostFwdWgmma
+from cudnn.linear_attention.frost.kernels.fwd_wgmma_gram import lane_in_loop, tid_in_loop
+from cudnn.linear_attention.frost.kernels.fwd_wgmma_scaled import ScaledDecayChain
 from cudnn.linear_attention.frost.kernels.seq_bounds import sequence_bounds
 
 CONSUMER_WARPS = 8
@@ -135,7 +135,7 @@ def smem_plan(c: FrostFwdConfig):
 
 
 class WarpSpecialisedChain(ScaledDecayChain):
-    """Mixin over FrostFwdV3: the scaled-decay GDN forward with a producer and a consumer
+    """Mixin over FrostFwdWgmma: the scaled-decay GDN forward with a producer and a consumer
     role per CTA (module docstring). Put first in the bases."""
 
     smem_plan = staticmethod(smem_plan)
@@ -176,7 +176,7 @@ class WarpSpecialisedChain(ScaledDecayChain):
             md=s.md, gmem=s.gmem, values=s.values)
 
     def raw_views(self, s, b):
-        """The producer's copy targets for a chunk of parity b, named as v2's prefetch
+        """The producer's copy targets for a chunk of parity b, named as the pipelined layer's prefetch
         (prefetch_rows, prefetch_v) names them."""
         C = CHUNK
         return SimpleNamespace(q=s.rq, k=s.rk, w0=s.rv, g=cute.local_tile(s.g, (C, 1), (b, 0)),
@@ -211,7 +211,7 @@ class WarpSpecialisedChain(ScaledDecayChain):
 
     @cute.jit
     def sequence(self, s, mq, mk, mv, mg, mb, mw, mcu, mo, mh0, mht, mckpt, scale, T, N, n, h):
-        """Sequence n on output head h (v1's kernel calls it, its grid's zeroing row as
+        """Sequence n on output head h (the base layer's kernel calls it, its grid's zeroing row as
         before): P's blocks above the diagonal zeroed in both sets (every thread), then the
         roles."""
         c = self.cfg
@@ -231,7 +231,7 @@ class WarpSpecialisedChain(ScaledDecayChain):
     @cute.jit
     def copy_rows(self, s, t0, bos, eos, ptid, pwid, lane):
         """Chunk t0's q, k, v into the raw tiles and its gates and beta into their parity's
-        rows (v2's copies at producer indices), one committed group."""
+        rows (the pipelined layer's copies at producer indices), one committed group."""
         raw = self.raw_views(s, ((t0 - bos) // CHUNK) % SETS)
         self.prefetch_rows(raw, t0, eos, ptid)
         self.prefetch_v(raw, t0, eos, lane, pwid)
@@ -255,7 +255,7 @@ class WarpSpecialisedChain(ScaledDecayChain):
             if waits_for_release(i):  # set b free: chunk i - SETS's chain retired its reads
                 cute.arch.barrier(barrier_id=BAR_EMPTY + b, number_of_threads=BLOCK_THREADS)
             st = self.set_views(s, b)
-            self.rows_from(st, s.rq, s.rk, s.rv, ptid)  # v2's rows stage, raw tiles into set b
+            self.rows_from(st, s.rq, s.rk, s.rv, ptid)  # the pipelined layer's rows stage, raw tiles into set b
             cute.arch.barrier(barrier_id=BAR_PRODUCER, number_of_threads=ROLE_THREADS)  # raw rows read
             if i + 1 < chunks:
                 self.copy_rows(s, t0 + C, bos, eos, ptid, pwid, lane)
@@ -265,17 +265,17 @@ class WarpSpecialisedChain(ScaledDecayChain):
 
     @cute.jit
     def producer_gram(self, st, mb, heads, t0, eos, scale, thr, lane, pwid):
-        """The Gram stage on set st at producer warp pwid: v3's (mma.sync tiles dealt to the
-        8 warps), or with the wgmma Gram knob (fwd_v3_gram.GramWgmma in the bases, the
+        """The Gram stage on set st at producer warp pwid: the wgmma layer's (mma.sync tiles dealt to the
+        8 warps), or with the wgmma Gram knob (fwd_wgmma_gram.GramWgmma in the bases, the
         tooling's gram="wgmma"), M on the producer's first warpgroup and P on its second,
         whose SS wgmma need no per-thread ldmatrix addresses (what spills at 40 registers).
         Either ends with the proxy fence."""
         if cutlass.const_expr(getattr(self, "gram_wgmma", False)):
-            from cudnn.linear_attention.frost.kernels.fwd_v3_gram import GramWgmma
+            from cudnn.linear_attention.frost.kernels.fwd_wgmma_gram import GramWgmma
 
             GramWgmma.stage_gram(self, st, mb, heads, t0, eos, scale, thr, lane, pwid)
         else:
-            FrostFwdV3.stage_gram(self, st, mb, heads, t0, eos, scale, thr, lane, pwid)
+            FrostFwdWgmma.stage_gram(self, st, mb, heads, t0, eos, scale, thr, lane, pwid)
 
     # ------------------------------------------------------------------ consumers
     @cute.jit

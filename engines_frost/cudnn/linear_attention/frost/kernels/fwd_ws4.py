@@ -15,7 +15,7 @@ is split by what it needs, as the published Hopper design for this problem split
 - warps 0-7 (warpgroups 0, 1), the chain at CHAIN_REGS: fwd_ws_wy.py's consumers unchanged
   (U^T = W0^T A^T + S^T W'^T, then the scaled chain's ending);
 - warps 8-11 (warpgroup 2), math at MATH_REGS: the rows stage, the factor rows, both Gram
-  products as SS wgmma on this one warpgroup (fwd_v3_gram.GramWgmma, m64n64, M then P
+  products as SS wgmma on this one warpgroup (fwd_wgmma_gram.GramWgmma, m64n64, M then P
   built as P^T so that every warp stores five blocks: one accumulator live at a time),
   the diagonal inverses, A's column blocks (a warp each) and W' (two row blocks of K per
   warp; RawRingInChain: none, its chain applies A to its R);
@@ -46,10 +46,10 @@ import cutlass.cute as cute
 from cutlass import Float32
 
 from cudnn.linear_attention.frost.kernels.config import REGISTER_FILE, FrostFwdConfig, register_split_ok
-from cudnn.linear_attention.frost.kernels.fwd_v1 import CHUNK, VEC, load_vec, warp_mma
-from cudnn.linear_attention.frost.kernels.fwd_v3 import WG_THREADS
-from cudnn.linear_attention.frost.kernels.fwd_v3_gram import NORM_K, NORM_Q, GramWgmma, lane_in_loop, tid_in_loop
-from cudnn.linear_attention.frost.kernels.fwd_v3_scaled import FK, FO, FR
+from cudnn.linear_attention.frost.kernels.fwd_mma import CHUNK, VEC, load_vec, warp_mma
+from cudnn.linear_attention.frost.kernels.fwd_wgmma import WG_THREADS
+from cudnn.linear_attention.frost.kernels.fwd_wgmma_gram import NORM_K, NORM_Q, GramWgmma, lane_in_loop, tid_in_loop
+from cudnn.linear_attention.frost.kernels.fwd_wgmma_scaled import FK, FO, FR
 from cudnn.linear_attention.frost.kernels.fwd_ws import BAR_EMPTY, BAR_FULL, BLOCK_THREADS, SETS, \
     waits_for_release, zero_blocks
 from cudnn.linear_attention.frost.kernels.fwd_ws_wy import FB, FullInverseChain
@@ -75,10 +75,10 @@ assert register_split_ok(REGISTER_SPLIT, (3,))
 
 
 class FourRoles(FullInverseChain):
-    """Mixin over GramWgmma and a FrostFwdV3 class (module docstring). Put first in the
-    bases; the tooling composes (FourRoles, GramWgmma, v3 class) with gram_n 64."""
+    """Mixin over GramWgmma and a FrostFwdWgmma class (module docstring). Put first in the
+    bases; the tooling composes (FourRoles, GramWgmma, wgmma-layer class) with gram_n 64."""
 
-    #: both Gram products on the math warpgroup (fwd_v3_gram.GramWgmma.stage_gram)
+    #: both Gram products on the math warpgroup (fwd_wgmma_gram.GramWgmma.stage_gram)
     gram_warpgroups = 1
     #: P built as P^T: five epilogue blocks per warp of M and P, not 2 (warp 0) to 8 (warp 3)
     gram_p_transposed = True
@@ -221,7 +221,7 @@ class FourRoles(FullInverseChain):
 
     @cute.jit
     def math_factors(self, st, scale, mtid):
-        """fwd_v3_scaled's factor rows and beta (FB, for the chain's W0)."""
+        """fwd_wgmma_scaled's factor rows and beta (FB, for the chain's W0)."""
         self.write_factors(st, scale, mtid)
         if mtid < CHUNK:
             st.fac[FB, mtid] = st.beta[mtid]
@@ -260,7 +260,7 @@ class RawRing(FourRoles):
     per thread), folds them into the factor rows (fr = -beta e^Gam nk, fo = scale e^Gam nq,
     fk = e^(Gam_last - Gam) nk) and the Gram's epilogue (M_ts beta_t nk_t nk_s, P_ts scale
     nq_t nk_s: GramWgmma.gram_norms), and the chain's wgmma read the raw rows themselves.
-    Rounding: frost_v1_precision.py's "wy-raw" model (8-33 % below the product's error).
+    Rounding: frost_mma_precision.py's "wy-raw" model (8-33 % below the product's error).
     Hand-over: RING_FULL[r] (copies arrive once the stage's rows landed and are fenced for
     the async proxy; math waits), RING_EMPTY[r] (the chain arrives after the chunk's last
     group retired, where chunk c + RING exists; the copies wait), FULL / EMPTY per operand
@@ -383,7 +383,7 @@ class RawRing(FourRoles):
 
 @cute.jit
 def ring_decay_factors(st, scale, mtid, l2norm: cutlass.Constexpr, with_beta: cutlass.Constexpr):
-    """fwd_v3_scaled.write_decay_factors' rows for raw q / k rows, the inverse norms st.norm
+    """fwd_wgmma_scaled.write_decay_factors' rows for raw q / k rows, the inverse norms st.norm
     folded in (fr = -beta e^Gam nk, fo = scale e^Gam nq, fk = e^(Gam_last - Gam) nk; the raw
     rows then stand for q-hat and k-hat in every product that reads them), threads 0 .. C-1
     a row each; with_beta: beta too (row FB). The forward's RawRing and the backward's
@@ -433,9 +433,9 @@ class RawRingInChain(RawRing):
 
 
 def four_role_class(base):
-    """The product's four-role forward over a v3 class (compile_kernel.product_class):
+    """The product's four-role forward over a wgmma-layer class (compile_kernel.product_class):
     RawRingInChain with the m64n64 wgmma Gram, composed as the test tooling composes its
     decay="wyc-ws4raw" experiment, so both build the same kernel."""
-    from cudnn.linear_attention.frost.kernels.fwd_v3_gram import GramWgmma
+    from cudnn.linear_attention.frost.kernels.fwd_wgmma_gram import GramWgmma
 
     return type(f"{base.__name__}FourRoles", (RawRingInChain, GramWgmma, base), {"gram_n": 64})

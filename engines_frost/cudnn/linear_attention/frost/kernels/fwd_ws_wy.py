@@ -12,10 +12,10 @@ solve needs ahead of the chain, so the chain is tensor-core products only:
     U^T = W0^T A^T + S^T W'^T       one wgmma group on the consumers, W0 = beta v
 
 (R = W0 + diag(fr) K S and U = A R, so U = A W0 + W' S.) The producer gets both by the
-chain's own block substitution (FrostFwdV1.solve_block, bf16 block operands, fp32
+chain's own block substitution (FrostFwdMma.solve_block, bf16 block operands, fp32
 results) run on right-hand sides that do not depend on the state: R^T = I gives A^T (a
 warp's 16 pseudo-value rows are A's columns [16 w, 16 w + 16)), R^T = K^T diag(fr) gives
-W'^T (rows d of K). Rounding (engines_frost/tests/frost_v1_precision.py, variant
+W'^T (rows d of K). Rounding (engines_frost/tests/frost_mma_precision.py, variant
 "wy-solve"): within a few percent of the block solve's error against float64, correlated
 keys included (kernels/NOTES.md "Forward with the full inverse on the producer").
 
@@ -42,12 +42,12 @@ from cutlass import BFloat16, Float32
 from cutlass.cute.nvgpu import warp, warpgroup
 
 from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig, register_split_ok
-from cudnn.linear_attention.frost.kernels.fwd_v1 import CHUNK, NBLK, SUB, SW128, store_values_block, to_a_operand, \
+from cudnn.linear_attention.frost.kernels.fwd_mma import CHUNK, NBLK, SUB, SW128, store_values_block, to_a_operand, \
     warp_mma
-from cudnn.linear_attention.frost.kernels.fwd_v3 import WG_ROWS, WG_THREADS, _tv, assemble_a, block_of, \
+from cudnn.linear_attention.frost.kernels.fwd_wgmma import WG_ROWS, WG_THREADS, _tv, assemble_a, block_of, \
     check_fragment_orders, wgmma
-from cudnn.linear_attention.frost.kernels.fwd_v3_gram import lane_in_loop, tid_in_loop
-from cudnn.linear_attention.frost.kernels.fwd_v3_scaled import FK, FR, wgmma_mn
+from cudnn.linear_attention.frost.kernels.fwd_wgmma_gram import lane_in_loop, tid_in_loop
+from cudnn.linear_attention.frost.kernels.fwd_wgmma_scaled import FK, FR, wgmma_mn
 from cudnn.linear_attention.frost.kernels.fwd_ws import (
     BAR_EMPTY,
     BAR_FULL,
@@ -64,11 +64,11 @@ from cudnn.linear_attention.frost.kernels.stmatrix_map import check_trans_copy
 
 REGISTER_SPLIT = (192, 64)
 IN_CHAIN_REGISTER_SPLIT = (208, 48)  # FullInverseInChain's
-#: both kernels' with the wgmma Gram knob (fwd_v3_gram.GramWgmma in the bases): at 48
+#: both kernels' with the wgmma Gram knob (fwd_wgmma_gram.GramWgmma in the bases): at 48
 #: producer registers ptxas drops the setmaxnreg pair altogether (every role at 128)
 GRAM_WGMMA_REGISTER_SPLIT = (192, 64)
 assert all(map(register_split_ok, (REGISTER_SPLIT, IN_CHAIN_REGISTER_SPLIT, GRAM_WGMMA_REGISTER_SPLIT)))
-#: the factor row holding beta (after fwd_v3_scaled's FR, FO, FK)
+#: the factor row holding beta (after fwd_wgmma_scaled's FR, FO, FK)
 FB = 3
 FACTOR_ROWS = 4
 #: fwd_ws.py's set tiles the producer keeps one of here, and its raw v tile (v goes to the set)
@@ -161,7 +161,7 @@ def load_block_transposed(tile: cute.Tensor, thr, lane) -> cute.Tensor:
 class InverseProducts:
     """The producer's side the full-inverse kernels share (its copy targets, A's zero blocks,
     the state-free products and their publication), for any class with
-    FrostFwdV1's solve_block and operand loads and operand-set views that name k-hat (k),
+    FrostFwdMma's solve_block and operand loads and operand-set views that name k-hat (k),
     the factor rows (fac), -M (mneg), the diagonal inverses (dinv), A (ainv) and W' (wp):
     this module's forward and the backward chain's twin (bwd_chain_ws_wy.py)."""
 
@@ -247,7 +247,7 @@ class InverseProducts:
 
 
 class FullInverseChain(InverseProducts, WarpSpecialisedChain):
-    """Mixin over FrostFwdV3 (or its training launchers): fwd_ws.py's roles with the solve
+    """Mixin over FrostFwdWgmma (or its training launchers): fwd_ws.py's roles with the solve
     moved to the producer (module docstring). Put first in the bases."""
 
     smem_plan = staticmethod(smem_plan)
@@ -309,7 +309,7 @@ class FullInverseChain(InverseProducts, WarpSpecialisedChain):
     # ------------------------------------------------------------------ consumers
     @cute.jit
     def consumer_chain(self, st, mo, acc_s, coord_s, heads, t0, eos, thr, lane, wid):
-        """U (u_products or u_through_r), then U's blocks and fwd_v3_scaled's finish_chain."""
+        """U (u_products or u_through_r), then U's blocks and fwd_wgmma_scaled's finish_chain."""
         s_fac = st.fac
         c = self.cfg
         h = heads[3]

@@ -15,10 +15,10 @@ Protocol: ``stage_tile`` (any number of times, into disjoint parts of the buffer
 ``flush_rows``; flush_rows starts and ends with a warp barrier, so the buffer may be
 reused right after it.
 
-The kernels that use it (chain, states, values) give each warp of the v1/v2 layout (warp
+The kernels that use it (chain, states, values) give each warp of the mma / pipelined layout (warp
 w owns value rows [16 w, 16 w + 16) of the state) one buffer for its [C, 16] columns of a
 chunk's per-token tensor, as the plan tensor "wbuf" when the kernel's shared memory leaves
-room for it (with_warp_buffers); the v3 forward's staged stores (fwd_v3.STAGED_STORES)
+room for it (with_warp_buffers); the wgmma forward's staged stores (fwd_wgmma.STAGED_STORES)
 put theirs, unpadded, in a tile that is dead while its chain runs.
 """
 from __future__ import annotations
@@ -28,7 +28,7 @@ import cutlass.cute as cute
 from cutlass import BFloat16
 
 from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
-from cudnn.linear_attention.frost.kernels.fwd_v1 import CHUNK, SMEM_LIMIT, SUB, smem_bytes
+from cudnn.linear_attention.frost.kernels.fwd_mma import CHUNK, SMEM_LIMIT, SUB, smem_bytes
 
 SLICE = 8    # bf16 elements per 16-byte store
 PAD = 8      # bf16 elements of padding per buffer row (rows stay 16-byte aligned)

@@ -1,4 +1,4 @@
-"""Global-memory tensor views of the FROST forward operands, shared by every kernel version.
+"""Global-memory tensor views of the FROST forward operands, shared by every kernel layer.
 
 The launch ABI (launch_abi.py) passes bare pointers; ``operand_views`` rebuilds the packed
 THD views from FrostFwdConfig plus the runtime token count T and sequence count N (row-major, innermost stride 1):

@@ -61,15 +61,15 @@ _log = logging.getLogger("cudnn.linear_attention.frost")
 # Every kernels/ file whose text can change a compiled kernel: the kernel classes, what
 # they import, the launch ABI and compile_kernel.py (config -> class, compile options).
 # fwd.py (checks, caches, launch) is left out: editing it keeps the store valid. The test
-# tooling's own kernel sources (engines_frost/tests/frost_fwd_v0.py, the experiment knobs)
+# tooling's own kernel sources (engines_frost/tests/frost_fwd_oracle.py, the experiment knobs)
 # are keyed through its config type, whose fields carry their hash.
 KEYED_SOURCES = ("bwd_abi.py", "bwd_chain.py", "bwd_chain_pipelined.py", "bwd_chain_scaled.py",
                  "bwd_chain_schedule.py", "bwd_chain_ws.py", "bwd_chain_ws_wy.py", "bwd_chain_ws4.py", "bwd_chain_wgmma.py", "bwd_compile.py", "bwd_config.py", "bwd_grads.py", "bwd_grads_vec.py",
                  "bwd_grads_wgmma.py", "bwd_states.py", "bwd_values.py", "bulk_rows.py",
                  "checkpoints.py", "checkpoints_dsl.py", "compile_kernel.py", "config.py", "decay_ptx.py",
                  "decode_compile.py",
-                 "decode_config.py", "decode_kernel.py", "fragment_stores.py", "fwd_v1.py", "fwd_v2.py",
-                 "fwd_v3.py", "fwd_v3_gram.py", "fwd_v3_scaled.py", "fwd_ws.py", "fwd_ws4.py", "fwd_ws_wy.py", "gmem_vector_io.py", "gmem_views.py",
+                 "decode_config.py", "decode_kernel.py", "fragment_stores.py", "fwd_mma.py", "fwd_pipelined.py",
+                 "fwd_wgmma.py", "fwd_wgmma_gram.py", "fwd_wgmma_scaled.py", "fwd_ws.py", "fwd_ws4.py", "fwd_ws_wy.py", "gmem_vector_io.py", "gmem_views.py",
                  "launch_abi.py", "seq_bounds.py", "stmatrix_map.py", "tf32_fragments.py",
                  "wgmma_fragments.py")
 # Imported by compile_kernel.py but never traced into a kernel: the wrapper that pairs a
@@ -115,7 +115,7 @@ def describe(cfg) -> str:
                                      (cfg.write_checkpoints, " ckpt"), (cfg.write_values, " U"),
                                      (not getattr(cfg, "write_output", True), " no-out"),
                                      (getattr(cfg, "pipelined", False), " long")) if on)
-    # the product's kernel version depends on the arch too (compile_kernel.product_algorithm),
+    # the product's kernel layer depends on the arch too (compile_kernel.product_algorithm),
     # which a config does not hold: "fwd"; the test tooling's experiment configs name theirs,
     # with their knobs (frost_fwd_experiments.py)
     kernel = getattr(cfg, "kernel_label", "fwd")

@@ -1,4 +1,4 @@
-"""A tf32 warp MMA whose fragments hold, lane for lane, the elements of fwd_v1.warp_mma's.
+"""A tf32 warp MMA whose fragments hold, lane for lane, the elements of fwd_mma.warp_mma's.
 
 mma.sync m16n8k8 tf32 gives lane (g = lane / 4, t = lane % 4) the k columns t and t + 4 of
 each 8-wide k step; the bf16 m16n8k16 atom gives it 2 t, 2 t + 1, 2 t + 8, 2 t + 9. A

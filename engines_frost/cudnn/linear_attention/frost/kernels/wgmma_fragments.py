@@ -1,18 +1,18 @@
-"""Register-fragment and shared-memory index maps that fwd_v3 relies on (pure Python).
+"""Register-fragment and shared-memory index maps that fwd_wgmma relies on (pure Python).
 
-fwd_v3 keeps v1/v2's per-warp register tensors (the fp32 state S^T, the bf16 A operands)
+fwd_wgmma keeps fwd_mma's per-warp register tensors (the fp32 state S^T, the bf16 A operands)
 and hands them to warpgroup MMA (WGMMA) unchanged. That is only right if, for every
 thread, value i of the warp-level m16n8k16 fragment and value i of the warpgroup
 m64nNk16 fragment sit at the same (row, column) up to the warp's 16-row offset inside
 the warpgroup. Both fragments are CuTe thread-value layouts: ((threads), (values)) ->
 a column-major index into the tile. ``fragment_coords`` evaluates one, and
-``warp_view_matches`` compares a warpgroup layout with a warp layout; fwd_v3 asserts it
+``warp_view_matches`` compares a warpgroup layout with a warp layout; fwd_wgmma asserts it
 on the layouts the installed CuTe DSL traces (so a DSL that reorders fragments fails
 the compile, not the numerics), and the CPU tests check the same function on the
 layouts of the PTX fragment tables.
 
 ``sw128_byte_offset`` is the 128-byte swizzled K-major layout WGMMA reads B from
-(fwd_v1.SW128 tiles): the tests check that it is a bijection and keeps every 16-byte
+(fwd_mma.SW128 tiles): the tests check that it is a bijection and keeps every 16-byte
 vector of a row contiguous, which the operand stage's 16-byte stores need.
 """
 from __future__ import annotations
@@ -101,7 +101,7 @@ def sw128_byte_offset(row: int, col: int) -> int:
 
 
 def sw128_tile_offset(rows: int, row: int, col: int) -> int:
-    """Byte offset of (row, col) in a [rows, cols] SW128 tile (fwd_v1.sw128_layout): the
+    """Byte offset of (row, col) in a [rows, cols] SW128 tile (fwd_mma.sw128_layout): the
     atoms are laid out rows first (row // 8), then by 64-column atom column (col // 64)."""
     atom = (row // 8) + (rows // 8) * (col // 64)
     return atom * 1024 + sw128_byte_offset(row, col)
@@ -144,7 +144,7 @@ def check_c_pairs(tv, rows: int) -> None:
 def shared_coordinate(tv, rows: int, axis: int) -> list[int]:
     """For each value v of the thread-value layout tv ((shape, stride) over a column-major
     tile with ``rows`` rows), the first value index whose row (axis 0) or column (axis 1)
-    equals v's for every thread. fwd_v3_gram's Gram epilogue loads a gate or beta once per
+    equals v's for every thread. fwd_wgmma_gram's Gram epilogue loads a gate or beta once per
     distinct row (column) of a thread's accumulator values and reuses it for the values
     this map sends there; a DSL layout whose repeats differ between threads gives the
     identity map for those values (each loads its own), never a wrong reuse."""

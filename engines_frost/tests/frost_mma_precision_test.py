@@ -1,11 +1,11 @@
-"""v1's and v2's bf16 operand roundings (frost_v1_precision) stay well inside the 1e-2 GPU bound.
+"""The mma and pipelined layers' bf16 operand roundings (frost_mma_precision) stay well inside the 1e-2 GPU bound.
 
-The emulation rounds exactly where fwd_v1 (variant="v2": fwd_v2) feeds the tensor cores;
+The emulation rounds exactly where fwd_mma (variant="pipelined": fwd_pipelined) feeds the tensor cores;
 against the float64 recurrences on fresh bf16 inputs (mixed lengths, partial chunks,
 initial state, in-kernel L2 norm) its relative error must stay below 6e-3, leaving room
 for the bf16 output store and fp32 accumulation. A strongly decaying case also takes the exact diagonal-block path.
-v1 (tooling only) with vector gates waits for FROST_FULL_MATRIX=1 (compile_tiers); with
-scalar gates it stands for v2, which rounds like it there.
+mma (tooling only) with vector gates waits for FROST_FULL_MATRIX=1 (compile_tiers); with
+scalar gates it stands for pipelined, which rounds like it there.
 """
 import math
 import os
@@ -25,23 +25,23 @@ from tests.reference.kda import naive_recurrent_kda  # noqa: E402
 from tests.reference.preprocess import Family  # noqa: E402
 
 from compile_tiers import FULL_ENV, full_matrix  # noqa: E402
-from frost_v1_precision import frost_fwd_v1_emulated  # noqa: E402
+from frost_mma_precision import frost_fwd_mma_emulated  # noqa: E402
 
 REFERENCES = {Family.GDN: naive_recurrent_gdn, Family.KDA: naive_recurrent_kda, Family.GDN2: naive_recurrent_gdn2}
 BOUND = 6e-3
 
 
-@pytest.mark.parametrize("variant", ["v1", "v2"])
+@pytest.mark.parametrize("variant", ["mma", "pipelined"])
 @pytest.mark.parametrize("extreme", [False, True], ids=["typical", "strong-decay"])
 @pytest.mark.parametrize("l2", [False, True], ids=["prenorm", "l2norm"])
 @pytest.mark.parametrize("family", list(Family), ids=lambda f: f.value)
 def test_rounding_error_is_small(family, l2, extreme, variant):
     if extreme and family is Family.GDN:
         pytest.skip("scalar gates never factor the decay")
-    if variant == "v2" and family is Family.GDN:
-        pytest.skip("v2 rounds like v1 for scalar gates")
-    if variant == "v1" and family is not Family.GDN and not full_matrix():
-        # v1 is tooling only; the v2 case of the same inputs runs v1's rounding too (o1)
+    if variant == "pipelined" and family is Family.GDN:
+        pytest.skip("pipelined rounds like mma for scalar gates")
+    if variant == "mma" and family is not Family.GDN and not full_matrix():
+        # mma is tooling only; the pipelined case of the same inputs runs the mma layer's rounding too (o1)
         pytest.skip(f"outside the matrix's core: set {FULL_ENV}=1 to run it")
     cfg = InputConfig(family=family, seq_lens=(1, 63, 65, 150), H=1, HV=2, K=64, V=64, dtype=torch.bfloat16,
                       use_qk_l2norm=l2, with_initial_state=not l2)
@@ -53,31 +53,31 @@ def test_rounding_error_is_small(family, l2, extreme, variant):
     scale = 1.0 / math.sqrt(cfg.K)
     args = (x.q, x.k, x.v, g, x.beta) + ((x.w,) if family is Family.GDN2 else ()) + (x.cu_seqlens,)
     ro, rs = REFERENCES[family](*args, **{**x.options(), "scale": scale}, output_final_state=True)
-    o, s = frost_fwd_v1_emulated(x.q, x.k, x.v, g, x.beta, x.w, x.cu_seqlens, scale=scale, use_l2norm=l2,
+    o, s = frost_fwd_mma_emulated(x.q, x.k, x.v, g, x.beta, x.w, x.cu_seqlens, scale=scale, use_l2norm=l2,
                                  initial_state=x.initial_state, variant=variant)
     eo, es = rel_err(o, ro), rel_err(s, rs)
     assert eo < BOUND and es < BOUND, (eo, es)
     assert eo > 1e-5  # the emulation really rounds (a float64 pass-through would be ~1e-15)
-    if variant == "v2":  # and v2's extra Gram rounding is really emulated
-        o1, _ = frost_fwd_v1_emulated(x.q, x.k, x.v, g, x.beta, x.w, x.cu_seqlens, scale=scale, use_l2norm=l2,
-                                      initial_state=x.initial_state, variant="v1")
+    if variant == "pipelined":  # and the pipelined layer's extra Gram rounding is really emulated
+        o1, _ = frost_fwd_mma_emulated(x.q, x.k, x.v, g, x.beta, x.w, x.cu_seqlens, scale=scale, use_l2norm=l2,
+                                      initial_state=x.initial_state, variant="mma")
         assert not torch.equal(o, o1)
 
 
 CORRELATED_BOUND = 9.5e-3
 
 
-@pytest.mark.parametrize("variant", ["v1", "v2", "scaled"])
+@pytest.mark.parametrize("variant", ["mma", "pipelined", "scaled"])
 @pytest.mark.parametrize("family", [Family.GDN, Family.KDA], ids=lambda f: f.value)
 def test_correlated_keys_stay_inside_the_bound(family, variant):
     """The hard case for a chunked delta rule: keys at cosine ~0.8 (a common direction
     plus noise), beta >= 0.5 and slow decay make I + A ill-conditioned, so the WY factor
     has large cancelling terms (a Neumann-product inverse loses every digit here; the
     block forward substitution FROST uses does not). Measured 8.1e-3 / 8.4e-3 (GDN / KDA
-    v2): the bf16 operands cost more than on random keys (3.9e-3), still inside 1e-2.
-    "scaled" (fwd_v3_scaled's rounding points) exists for scalar gates only."""
+    pipelined): the bf16 operands cost more than on random keys (3.9e-3), still inside 1e-2.
+    "scaled" (fwd_wgmma_scaled's rounding points) exists for scalar gates only."""
     if variant == "scaled" and family is not Family.GDN:
-        pytest.skip("the scaled decays are scalar gates' (fwd_v3_scaled.py)")
+        pytest.skip("the scaled decays are scalar gates' (fwd_wgmma_scaled.py)")
     gen = torch.Generator().manual_seed(5)
     lens, H, K = (200, 150), 2, 64
     T = sum(lens)
@@ -91,12 +91,12 @@ def test_correlated_keys_stay_inside_the_bound(family, variant):
     beta = 0.5 + 0.5 * torch.sigmoid(rnd(T, H))
     scale = 1.0 / math.sqrt(K)
     ro, rs = REFERENCES[family](q, k, v, g, beta, cu, scale=scale, output_final_state=True)
-    o, s = frost_fwd_v1_emulated(q, k, v, g, beta, None, cu, scale=scale, use_l2norm=False, variant=variant)
+    o, s = frost_fwd_mma_emulated(q, k, v, g, beta, None, cu, scale=scale, use_l2norm=False, variant=variant)
     eo, es = rel_err(o, ro), rel_err(s, rs)
     assert eo < CORRELATED_BOUND and es < CORRELATED_BOUND, (eo, es)
     # the case is really hard: the bf16 Neumann-product block inverse (once planned for
     # the tensor cores) is 10x over the bound here (measured 1.2e-1 / 1.0e-1)
-    o, _ = frost_fwd_v1_emulated(q, k, v, g, beta, None, cu, scale=scale, use_l2norm=False, variant=variant,
+    o, _ = frost_fwd_mma_emulated(q, k, v, g, beta, None, cu, scale=scale, use_l2norm=False, variant=variant,
                                  inverse="neumann")
     assert rel_err(o, ro) > 5 * CORRELATED_BOUND
 
@@ -104,7 +104,7 @@ def test_correlated_keys_stay_inside_the_bound(family, variant):
 def test_neumann_block_inverse_is_the_inverse():
     """All four factors are needed: on a strictly lower block with O(1) entries the product
     equals the exact inverse up to bf16 operand rounding."""
-    from frost_v1_precision import neumann_inverse_bf16
+    from frost_mma_precision import neumann_inverse_bf16
 
     gen = torch.Generator().manual_seed(5)
     L = torch.randn(16, 16, generator=gen, dtype=torch.float64).tril(-1)  # |entries| ~ 1, like beta k.k
@@ -130,8 +130,8 @@ def test_tensor_core_block_inverse_keeps_the_precision(family, extreme):
                                 output_final_state=True)
     errors = {}
     for inverse in ("substitution", "neumann"):
-        o, s = frost_fwd_v1_emulated(x.q, x.k, x.v, g, x.beta, x.w, x.cu_seqlens, scale=scale, use_l2norm=True,
-                                     variant="v2", inverse=inverse)
+        o, s = frost_fwd_mma_emulated(x.q, x.k, x.v, g, x.beta, x.w, x.cu_seqlens, scale=scale, use_l2norm=True,
+                                     variant="pipelined", inverse=inverse)
         errors[inverse] = (rel_err(o, ro), rel_err(s, rs))
     for (sub, neu) in zip(errors["substitution"], errors["neumann"]):
         assert neu < BOUND and abs(neu - sub) < 0.03 * sub, errors
@@ -144,7 +144,7 @@ if __name__ == "__main__":
 @pytest.mark.parametrize("extreme", [False, True], ids=["typical", "gates-e-30"])
 @pytest.mark.parametrize("l2", [False, True], ids=["prenorm", "l2norm"])
 def test_scaled_decays_round_no_worse_than_folded_ones(l2, extreme):
-    """fwd_v3_scaled (GDN): the decays scale fp32 results instead of bf16 operands. Its
+    """fwd_wgmma_scaled (GDN): the decays scale fp32 results instead of bf16 operands. Its
     rounding must stay inside the bound, really differ from the folded one's, and not cost
     more than a quarter over it (the factors move roundings, they add one: U e^(Gam_last -
     Gam) for the state update)."""
@@ -159,18 +159,18 @@ def test_scaled_decays_round_no_worse_than_folded_ones(l2, extreme):
     ro, rs = naive_recurrent_gdn(x.q, x.k, x.v, g, x.beta, x.cu_seqlens, **{**x.options(), "scale": scale},
                                  output_final_state=True)
     errs = {}
-    for variant in ("v1", "scaled"):
-        o, s = frost_fwd_v1_emulated(x.q, x.k, x.v, g, x.beta, None, x.cu_seqlens, scale=scale, use_l2norm=l2,
+    for variant in ("mma", "scaled"):
+        o, s = frost_fwd_mma_emulated(x.q, x.k, x.v, g, x.beta, None, x.cu_seqlens, scale=scale, use_l2norm=l2,
                                      initial_state=x.initial_state, variant=variant)
         errs[variant] = (rel_err(o, ro), rel_err(s, rs))
-        if variant == "v1":
+        if variant == "mma":
             folded = o
     eo, es = errs["scaled"]
     assert eo < BOUND and es < BOUND, errs
     assert not torch.equal(o, folded)
-    assert eo < 1.25 * errs["v1"][0] and es < 1.25 * errs["v1"][1], errs
+    assert eo < 1.25 * errs["mma"][0] and es < 1.25 * errs["mma"][1], errs
     with pytest.raises(ValueError, match="scalar gates"):  # per-channel gates have no per-token factors
-        frost_fwd_v1_emulated(x.q, x.k, x.v, g[..., None].expand(*g.shape, cfg.K), x.beta, None, x.cu_seqlens,
+        frost_fwd_mma_emulated(x.q, x.k, x.v, g[..., None].expand(*g.shape, cfg.K), x.beta, None, x.cu_seqlens,
                               scale=scale, use_l2norm=l2, variant="scaled")
 
 
@@ -202,7 +202,7 @@ def _errors(case, variant):
     ro, rs = naive_recurrent_gdn(case["q"], case["k"], case["v"], case["g"], case["beta"], case["cu"],
                                  scale=case["scale"], initial_state=case["h0"], use_qk_l2norm=case["l2"],
                                  output_final_state=True)
-    o, s = frost_fwd_v1_emulated(case["q"], case["k"], case["v"], case["g"], case["beta"], None, case["cu"],
+    o, s = frost_fwd_mma_emulated(case["q"], case["k"], case["v"], case["g"], case["beta"], None, case["cu"],
                                  scale=case["scale"], use_l2norm=case["l2"], initial_state=case["h0"],
                                  variant=variant)
     return o, (rel_err(o, ro), rel_err(s, rs))

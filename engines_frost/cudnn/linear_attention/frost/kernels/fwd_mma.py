@@ -1,8 +1,8 @@
-"""FROST forward v1: the fused chunked kernel on warp-level tensor cores (mma.sync bf16 -> fp32).
+"""FROST forward, base layer: the fused chunked kernel on warp-level tensor cores (mma.sync bf16 -> fp32).
 
 One CTA per (sequence, output head) owns the whole value width (BV = V, 2V threads: one
 warp per 16 value columns); one more grid row of N CTAs only zeroes the output rows no
-sequence covers (FrostFwdV1.grid). It walks the sequence's chunks of C = 64 tokens; per
+sequence covers (FrostFwdMma.grid). It walks the sequence's chunks of C = 64 tokens; per
 chunk:
 
 1. rows      q-hat, k-hat (16-byte loads, L2 norms reduced across the lanes of a row),
@@ -32,10 +32,11 @@ decay_mode="factored" (blocked solve). Padded rows of a partial chunk load as ze
 Sequence bounds are clamped into [0, T] and rows no sequence covers are zeroed (by the
 extra grid row's CTAs), whatever cu_seqlens holds (seq_bounds.py).
 
-The product never launches FrostFwdV1 itself: it is the base class of v2 (the product
-kernel, fwd_v2.py) and of the backward kernels, and this module holds the tile constants
-and MMA helpers they share; the test and bench tooling still builds v1 on its own
-(engines_frost/tests/frost_fwd_experiments.py) to compare against.
+The product never launches FrostFwdMma itself: it is the base class of the pipelined layer
+(fwd_pipelined.py, the product kernel on archs other than sm_90a; fwd_wgmma.py builds on
+that) and of the backward kernels, and this module holds the tile constants and MMA helpers
+they share; the test and bench tooling still builds this layer on its own ("mma",
+engines_frost/tests/frost_fwd_experiments.py) to compare against.
 """
 from __future__ import annotations
 
@@ -96,7 +97,7 @@ def smem_plan(c: FrostFwdConfig):
 
 # A plan entry whose stride is SW128 is a bf16 [rows, cols] tile in the 128-byte swizzled
 # K-major layout warpgroup MMA (WGMMA) reads its shared-memory operands in (cols: the
-# contiguous K extent, cols * 2 bytes a multiple of 128); 1024-byte aligned. fwd_v3 uses it.
+# contiguous K extent, cols * 2 bytes a multiple of 128); 1024-byte aligned. fwd_wgmma uses it.
 SW128 = "sw128"
 SW128_ALIGN = 1024
 # The same with the 64-byte swizzle (8-row x 32-column atoms, cols * 2 a multiple of 64):
@@ -150,11 +151,11 @@ def warp_mma():
     return cute.make_tiled_mma(op, (1, 1, 1), permutation_mnk=(SUB, 16, 16))
 
 
-class FrostFwdV1:
+class FrostFwdMma:
     """Callable for cute.compile (host launcher in __call__, device code in kernel()).
 
-    fwd_v2.FrostFwdV2 derives from it; the methods marked "extension point" are where it
-    differs (no-ops or v1's choice here)."""
+    fwd_pipelined.FrostFwdPipelined derives from it; the methods marked "extension point" are where it
+    differs (no-ops or this layer's choice here)."""
 
     smem_plan = staticmethod(smem_plan)
     # Experiment knobs, read at trace time and left at these values by the product (and by
@@ -165,18 +166,19 @@ class FrostFwdV1:
     # timings mean something; and element-wise shared-memory operand loads instead of ldmatrix.
     skip_stages: tuple[str, ...] = ()
     ldmatrix: bool = True
-    #: True: the chain leaves the state registers final (v1, v2); False: its last products
-    #: are still in flight until settle_state (fwd_v3), so the checkpoint store of the state
+    #: True: the chain leaves the state registers final (mma, pipelined); False: its last products
+    #: are still in flight until settle_state (fwd_wgmma), so the checkpoint store of the state
     #: entering a chunk runs after that chunk's rows stage instead of before it
     STATE_FINAL_AT_CHAIN_END = True
-    #: whether this class compiles write_output=False configs (FrostFwdConfig): v2 and v3
-    #: do (their rows, operand and Gram stages drop the q side); v1's own stages do not
+    #: whether this class compiles write_output=False configs (FrostFwdConfig): the
+    #: pipelined and wgmma layers do (their rows, operand and Gram stages drop the q side);
+    #: this layer's own stages do not
     OUTPUT_OPTIONAL = False
 
     def __init__(self, cfg: FrostFwdConfig):
         if not cfg.write_output and not self.OUTPUT_OPTIONAL:
-            raise ValueError(f"{type(self).__name__}: write_output=False is compiled by the v2 and v3 "
-                             f"forwards only")
+            raise ValueError(f"{type(self).__name__}: write_output=False is compiled by the pipelined "
+                             f"and wgmma forwards only")
         self.cfg = cfg
         self.io = cutlass_dtype(cfg.io_dtype)
         self.st = cutlass_dtype(cfg.state_dtype) if cfg.state_dtype else Float32
@@ -194,8 +196,8 @@ class FrostFwdV1:
                  stream: cuda.CUstream):
         m = operand_views(self.cfg, p_q, p_k, p_v, p_g, p_beta, p_w, p_cu, p_out, p_h0, p_ht, T, N)
         # no checkpoint or values operand in this ABI: the kernel's slots for them get views
-        # it never touches (write_checkpoints / write_values are off; fwd_v2's
-        # FrostFwdV2Checkpoints and FrostFwdV2Values pass the real ones)
+        # it never touches (write_checkpoints / write_values are off; fwd_pipelined's
+        # FrostFwdPipelinedCheckpoints and FrostFwdPipelinedValues pass the real ones)
         self.kernel(m.q, m.k, m.v, m.g, m.beta, m.w, m.cu, m.out, m.h0, m.ht, m.ht, m.out, scale, T, N).launch(
             grid=self.grid(N), block=[self.block_threads, 1, 1], stream=stream)
 
@@ -222,7 +224,7 @@ class FrostFwdV1:
         c = self.cfg
         n, h, _ = cute.arch.block_idx()
         s = allocate_smem(self.smem_plan(c))
-        s.values = mu  # U per token, stored by the chain under write_values (a v2 training forward)
+        s.values = mu  # U per token, stored by the chain under write_values (a pipelined training forward)
         if cutlass.const_expr("bounds" in self.skip_stages or not c.write_output):  # no zeroing row
             self.sequence(s, mq, mk, mv, mg, mb, mw, mcu, mo, mh0, mht, mckpt, scale, T, N, n, h)
         else:
@@ -307,22 +309,22 @@ class FrostFwdV1:
 
     @cute.jit
     def settle_state(self):
-        """Extension point (v1: nothing; its chain leaves the state registers final): the
+        """Extension point (here: nothing; this chain leaves the state registers final): the
         state registers and the operand tiles the chain's last products read are settled
         after this, which runs at the end of each chunk's rows stage, before its barrier
-        (the operand stage then rewrites those tiles), and after the chunk loop. fwd_v3
+        (the operand stage then rewrites those tiles), and after the chunk loop. fwd_wgmma
         retires its state update here, so the update runs under the rows stage."""
         pass
 
     def final_state_coords(self, coord_s):
         """Extension point (traced inline): the state registers' coordinates for the final
-        state's stores (v1: coord_s itself). fwd_v3_gram recomputes them after the loop so
+        state's stores (here: coord_s itself). fwd_wgmma_gram recomputes them after the loop so
         the store offsets are not the initial state's, kept live across the chunk loop."""
         return coord_s
 
     @cute.jit
     def before_chunks(self, s, mq, mk, mv, mg, mb, mw, heads, bos, eos, tid, lane, wid):
-        """Extension point before the chunk loop (v1: nothing)."""
+        """Extension point before the chunk loop (here: nothing)."""
         pass
 
     @cute.jit
@@ -601,7 +603,7 @@ class FrostFwdV1:
                     self.block_inverse(s, bi, lane)
 
     def gram_owner(self, p: int) -> int:
-        """Extension point: the warp that builds Gram tile GRAM_TILES[p] (v1: round robin)."""
+        """Extension point: the warp that builds Gram tile GRAM_TILES[p] (here: round robin)."""
         return p % self.warps
 
     @cute.jit
@@ -683,7 +685,7 @@ class FrostFwdV1:
     @cute.jit
     def gram_b_source(self, s, bi, bj, thr, lane):
         """Extension point: registers the vector-gate B side of tile (bi, bj) is built from
-        (v1: none, gram_b_block reads shared memory)."""
+        (here: none, gram_b_block reads shared memory)."""
         return None
 
     @cute.jit
@@ -756,7 +758,7 @@ class FrostFwdV1:
     @cute.jit
     def block_inverse_at(self, s_md, s_dinv, bi, lane):
         """block_inverse on given M and Dinv tensors (a staged branch passes local aliases:
-        it must not read the shared tensors through the namespace, NOTES.md v3 step 2)."""
+        it must not read the shared tensors through the namespace, NOTES.md, "Plan after this step", item 2)."""
         if lane < SUB:
             x = []
             for t in cutlass.range_constexpr(SUB):
@@ -775,7 +777,7 @@ class FrostFwdV1:
         appended to a_u (the earlier blocks' operands), U_bi's fp32 accumulator returned.
         With `first`, blocks before it are zero and skipped (a_u starts at block first: the
         full-inverse producer's column blocks of A, fwd_ws_wy.py). A plain method, traced
-        inline, shared by the v1/v2 and v3 chains and the backward's states kernel."""
+        inline, shared by the mma / pipelined and wgmma chains and the backward's states kernel."""
         for bj in range(first, bi):  # bi is a Python int (the callers unroll over blocks)
             b_m = self.operand(thr, lane, cute.local_tile(s_mneg, (SUB, SUB), (bi, bj)), False)
             cute.gemm(mma, r, a_u[bj - first][None, None, 0], b_m[None, None, 0], r)
@@ -851,7 +853,7 @@ class FrostFwdV1:
 
     @cute.jit
     def after_rhs_reads(self, s, heads, t0, eos, lane, wid):
-        """Extension point in the chain once this warp has read its W0 columns (v1: nothing)."""
+        """Extension point in the chain once this warp has read its W0 columns (here: nothing)."""
         pass
 
     @cute.jit
@@ -872,7 +874,7 @@ def load_vec(src: cute.Tensor) -> cute.Tensor:
 def store_values_block(mu: cute.Tensor, u: cute.Tensor, crd: cute.Tensor, t_first, eos, h, j0):
     """One warp's 16 x 16 block of U^T (fp32 accumulator u, coordinates crd = (value column
     j, row t) from partition_C) into mu[t, h, j0 + j] as bf16, rows t_first + t < eos: the
-    rows the backward's grads kernel reads. The one store of U, shared by the v2 forward
+    rows the backward's grads kernel reads. The one store of U, shared by the pipelined forward
     (write_values) and the backward's states / values kernels, so both write the same bits."""
     for e in cutlass.range_constexpr(cute.size(u)):
         jt = crd[e]

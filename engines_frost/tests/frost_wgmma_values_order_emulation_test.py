@@ -1,25 +1,25 @@
 """What the order of the fp32 sums inside the tensor cores can do to a training forward's U
 and checkpoints (CPU, float64 emulation of the fp32 / bf16 arithmetic; no GPU).
 
-v3's training launchers (kernels/fwd_v3.py) store U and the state checkpoints at v2's
-bf16 rounding points from the same bf16 operands (frost_compile_v3_test: the same stores,
+the wgmma layer's training launchers (kernels/fwd_wgmma.py) store U and the state checkpoints at the pipelined layer's
+bf16 rounding points from the same bf16 operands (frost_compile_wgmma_test: the same stores,
 the solve's own accumulator); what differs is that R^T = W0^T + S^T KBA^T and the state
 update run on warpgroup MMA instead of mma.sync. Both add k16 steps into an fp32
 accumulator in the same order of steps (W0 or the decayed state first, then k = 0, 16,
 ...); only how a unit sums inside a step could differ. The H200 summed the backward's
-wgmma and mma.sync products bitwise alike, so U is predicted bitwise v2's; this bounds the
+wgmma and mma.sync products bitwise alike, so U is predicted bitwise the pipelined layer's; this bounds the
 other case. One GDN sequence runs the forward's chunk algebra twice on the same bf16
 operands: each k16 step rounded to fp32 once, and each step as two k8 halves rounded in
 between (R and the state update only: the solve stays mma.sync in both kernels). The
 stored U and checkpoints of the two differ (the emulation does exercise another order),
 by at most a quarter of la_frost_bwd_smoke.FWD_ROUNDING_BOUND (what the GPU smoke accepts
-for v3's U against the recompute path's wherever the forward writing U runs v3: the
-product's for bf16 on sm_90a, or forced by --fwd-kernel v3) and a quarter of U's own
+for the wgmma layer's U against the recompute path's wherever the forward writing U runs wgmma: the
+product's for bf16 on sm_90a, or forced by --fwd-kernel wgmma) and a quarter of U's own
 bf16 error against the unrounded algebra. Measured here (relative L2, 32 chunks, K = V =
 128): random keys ~4e-5 against a bf16 error of ~2.9e-3; the smoke's correlated keys
 (cosine ~0.8, an ill-conditioned solve) 2-5e-4 against ~5e-3. The smoke applies that
-bound wherever v3 writes U (the product's training forward for bf16 on sm_90a) and
-requires bitwise where v2 does (the last test: which cases get which).
+bound wherever wgmma writes U (the product's training forward for bf16 on sm_90a) and
+requires bitwise where pipelined does (the last test: which cases get which).
 """
 import math
 
@@ -51,7 +51,7 @@ def _mma(acc, a, b, halves: bool):
 
 def _forward(k, v, g, beta, halves: bool, exact: bool = False):
     """(U [T, V], checkpoints [chunks, V, K]) of one GDN sequence: the chunk algebra of
-    fwd_v1's chain (S^T in registers, blocked solve) at its bf16 / fp32 rounding points,
+    fwd_mma's chain (S^T in registers, blocked solve) at its bf16 / fp32 rounding points,
     or (exact) without rounding."""
     rb = (lambda x: x) if exact else _bf16
     rf = (lambda x: x) if exact else _f32
@@ -116,22 +116,22 @@ def test_another_sum_order_moves_u_and_checkpoints_far_less_than_the_bound(corre
     assert _rel(s_one[1:], s_exact[1:]) < 1e-2  # the emulation itself is the forward's algebra
 
 
-def test_the_smoke_bounds_u_where_v3_writes_it(monkeypatch):
+def test_the_smoke_bounds_u_where_wgmma_writes_it(monkeypatch):
     """Which [ckpt+U] cases the GPU smoke holds to FWD_ROUNDING_BOUND instead of bitwise,
     and where it requires the training forward's O bitwise the plain one's: derived from
-    the kernel versions the product (compile_kernel.product_algorithm) or --fwd-kernel
-    picks, so v3 training forwards (bf16 and fp16 on sm_90a) get the bound, v2 ones (other
-    archs, a forced v2) bitwise, and plain and training forward always share a version."""
+    the kernel layers the product (compile_kernel.product_algorithm) or --fwd-kernel
+    picks, so wgmma training forwards (bf16 and fp16 on sm_90a) get the bound, pipelined ones (other
+    archs, a forced pipelined) bitwise, and plain and training forward always share a layer."""
     import tests.numerics.la_frost_bwd_smoke as smoke
 
     bf16 = next(c for c in smoke.CASES if c.dtype == "bfloat16")
     fp16 = next(c for c in smoke.CASES if c.dtype == "float16")
     for family in ("gdn", "kda"):
-        assert smoke.values_on_wgmma(bf16, family, "sm_90a")  # the product's training forward: v3
+        assert smoke.values_on_wgmma(bf16, family, "sm_90a")  # the product's training forward: wgmma
         assert smoke.values_on_wgmma(fp16, family, "sm_90a")
         assert not smoke.values_on_wgmma(bf16, family, "sm_100a") and not smoke.values_on_wgmma(fp16, family, "sm_100a")
         assert smoke.one_forward_kernel(bf16, family, "sm_90a") and smoke.one_forward_kernel(fp16, family, "sm_90a")
-    monkeypatch.setattr(smoke, "FWD_KERNEL", "v2")  # --fwd-kernel v2: every forward on v2
+    monkeypatch.setattr(smoke, "FWD_KERNEL", "pipelined")  # --fwd-kernel pipelined: every forward on pipelined
     for case in (bf16, fp16):
         assert not smoke.values_on_wgmma(case, "gdn", "sm_90a") and smoke.one_forward_kernel(case, "gdn", "sm_90a")
 

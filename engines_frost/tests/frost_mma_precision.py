@@ -1,6 +1,6 @@
-"""Emulation of the FROST v1 kernel's bf16 rounding points (test-only, CPU).
+"""Emulation of the FROST mma kernel's bf16 rounding points (test-only, CPU).
 
-v1 (kernels/fwd_v1.py) keeps the state and every accumulator in fp32 but feeds the tensor
+mma (kernels/fwd_mma.py) keeps the state and every accumulator in fp32 but feeds the tensor
 cores bf16 operands. This mirrors each place the kernel rounds to bf16 (everything else in
 float64), per chunk of 64 rows with 16-row blocks:
 
@@ -10,13 +10,13 @@ float64), per chunk of 64 rows with 16-row blocks:
 - M (as used in the block substitution) and P; Dinv_i (from fp32 M_ii); the substitution
   input X_i and every U_i; the state S (rounded as the A operand of the state products).
 
-``frost_fwd_v1_emulated`` returns (o, final_state) in float64 like frost_chunk_model; its
+``frost_fwd_mma_emulated`` returns (o, final_state) in float64 like frost_chunk_model; its
 error against the float64 recurrence predicts what the GPU kernel can reach. With
-variant="v2" it rounds like fwd_v2 instead, which differs in one place: for vector gates
+variant="pipelined" it rounds like fwd_pipelined instead, which differs in one place: for vector gates
 the Gram B side is bf16(bf16(KE_j) X_ij), KE_j = k e^(Gam_e - Gam_s) rounded when stored,
-X_ij = e^(Gam_r_i - Gam_e_j) in fp32 (e the last row of block j); v1 rounds
+X_ij = e^(Gam_r_i - Gam_e_j) in fp32 (e the last row of block j); mma rounds
 k e^(Gam_r_i - Gam_s) once. With variant="scaled" (scalar gates only) it rounds like
-fwd_v3_scaled: no decay-folded operands; the chain's wgmma read q-hat and k-hat, and the
+fwd_wgmma_scaled: no decay-folded operands; the chain's wgmma read q-hat and k-hat, and the
 per-token factors scale fp32 results: R = W0 - beta e^Gam (k S), O = scale e^Gam (q S) + P U,
 S <- e^Gam_last S + k^T bf16(U e^(Gam_last - Gam)), U's fp32 solve result rounded once
 for P U (and the next blocks) and once, scaled, for the state update. The WY_VARIANTS
@@ -77,7 +77,7 @@ INVERSES = {"substitution": _unit_lower_inverse, "neumann": neumann_inverse_bf16
 
 def _chunk(S, q, k, v, gam, beta, w, scale, variant, inverse=_unit_lower_inverse):
     c, K = k.shape
-    two_step = variant == "v2" and gam.dim() == 2  # v2 changes the vector-gate Gram only
+    two_step = variant == "pipelined" and gam.dim() == 2  # pipelined changes the vector-gate Gram only
     gam = torch.cumsum(gam.expand(c, K) if gam.dim() == 2 else gam[:, None].expand(c, K), 0)
     kb = beta * k if beta.dim() == 2 else beta[:, None] * k
     w0 = bf16(w * v if w is not None else beta[:, None] * v)
@@ -245,13 +245,13 @@ def _chunk_raw(S, q, k, v, g, beta, w, scale, l2, inverse, solve=False):
     return O, S
 
 
-def frost_fwd_v1_emulated(q, k, v, g, beta, w, cu_seqlens, *, scale, use_l2norm, initial_state=None,
-                          variant="v1", inverse="substitution"):
-    if variant not in ("v1", "v2", "scaled") + WY_VARIANTS:
-        raise ValueError(f"frost_fwd_v1_emulated: variant must be v1, v2, scaled or one of {WY_VARIANTS}, "
+def frost_fwd_mma_emulated(q, k, v, g, beta, w, cu_seqlens, *, scale, use_l2norm, initial_state=None,
+                          variant="mma", inverse="substitution"):
+    if variant not in ("mma", "pipelined", "scaled") + WY_VARIANTS:
+        raise ValueError(f"frost_fwd_mma_emulated: variant must be mma, pipelined, scaled or one of {WY_VARIANTS}, "
                          f"got {variant!r}")
     if (variant == "scaled" or variant in WY_VARIANTS) and g.dim() != 2:
-        raise ValueError(f"frost_fwd_v1_emulated: variant {variant} is for scalar gates (g [T, H])")
+        raise ValueError(f"frost_fwd_mma_emulated: variant {variant} is for scalar gates (g [T, H])")
     invert = INVERSES[inverse]
     if variant in RAW_VARIANTS:  # the rows as given: the norms are the chunk's factors
         solve = variant == "wy-raw-solve"

@@ -1,20 +1,20 @@
-"""FROST v0's own kernel source, executed on the CPU (simt_emulator), against the float64 recurrences.
+"""The FROST SIMT oracle's own kernel source, executed on the CPU (simt_emulator), against the float64 recurrences.
 
-v0 (frost_fwd_v0.py, the test-only oracle) is scalar CuTe DSL, so its launcher, kernel body
+The oracle (frost_fwd_oracle.py, test-only) is scalar CuTe DSL, so its launcher, kernel body
 and stages can run as Python with a thread per CUDA thread (see simt_emulator.py). That checks on a machine
 without a GPU everything but fp32 rounding: the launch grid, head mapping, operand views,
 const_expr specialisation per family, shared-memory indexing and barriers, the write term
 (beta v / w v), partial and multiple chunks, initial/final state. The first GPU run found
-v0 wrong for scalar beta (the write term was v, not beta v); this test fails on that code
+the oracle wrong for scalar beta (the write term was v, not beta v); this test fails on that code
 (rel. error ~0.8) and passes on the fix (~2e-3: bf16 outputs).
 
 Sizes: FrostFwdConfig limits K and V to the kernels' head dims (64, 128); the emulation
-uses K = V = 16 with CHUNK = 16 and BLOCK_V = 8 (module constants of frost_fwd_v0, overridden
+uses K = V = 16 with CHUNK = 16 and BLOCK_V = 8 (module constants of frost_fwd_oracle, overridden
 only here) so sequences of 1..40 tokens span up to three chunks and two value blocks per
 head, and a run takes seconds.
 
-The matrix's core (compile_tiers; ~40 s on one core, the full matrix ~110 s): v0 is the
-test tooling's oracle kernel, not one the product launches, so every run takes cases that
+The matrix's core (compile_tiers; ~40 s on one core, the full matrix ~110 s): the oracle is
+the test tooling's kernel, not one the product launches, so every run takes cases that
 reach each of its const_expr branches (GDN with both states over lengths 1, 15, 16, 17,
 40: partial, exact and multi-chunk sequences; GDN-2 with vector beta and w, per-channel
 gates, l2norm, grouped q/k heads and a length-0 sequence), one malformed table
@@ -45,7 +45,7 @@ from tests.reference.inputs import InputConfig, make_inputs  # noqa: E402
 from tests.reference.kda import naive_recurrent_kda  # noqa: E402
 from tests.reference.preprocess import Family  # noqa: E402
 
-import frost_fwd_v0  # noqa: E402
+import frost_fwd_oracle  # noqa: E402
 from compile_tiers import tiered  # noqa: E402
 from simt_emulator import Pointer, Val, emulate_class  # noqa: E402
 
@@ -63,9 +63,9 @@ def small_config(**fields) -> FrostFwdConfig:
     return cfg
 
 
-def run_v0_emulated(cfg: FrostFwdConfig, x, T: int, N: int, scale: float):
-    """frost_fwd's launch of v0, emulated: returns (out, final_state) as float64 tensors."""
-    kernel = emulate_class(frost_fwd_v0.FrostFwdV0, OVERRIDES, helper_modules=[gmem_views, seq_bounds])(cfg)
+def run_oracle_emulated(cfg: FrostFwdConfig, x, T: int, N: int, scale: float):
+    """frost_fwd's launch of the oracle, emulated: returns (out, final_state) as float64 tensors."""
+    kernel = emulate_class(frost_fwd_oracle.FrostFwdOracle, OVERRIDES, helper_modules=[gmem_views, seq_bounds])(cfg)
     dtypes = operand_dtypes(cfg)
     arrays = {
         "q": x.q, "k": x.k, "v": x.v, "g": x.g, "beta": x.beta, "w": x.w, "cu_seqlens": x.cu_seqlens,
@@ -94,7 +94,7 @@ CASES = [  # (family, seq_lens, H, HK, HV, l2norm, initial state, final state)
 @pytest.mark.parametrize("case", tiered(  # core: GDN's long case, GDN-2's grouped one (the other
     CASES, [0, 5],  # branches: KDA's per-channel gate is GDN-2's too, its scalar beta GDN's)
     ids=lambda c: f"{c[0].value}-{len(c[1])}seq-H{c[2]}HK{c[3]}HV{c[4]}-l2{int(c[5])}"))
-def test_v0_source_matches_recurrence(case):
+def test_oracle_source_matches_recurrence(case):
     family, lens, H, HK, HV, l2, h0, ht = case
     K = V = 16
     inputs = InputConfig(family=family, seq_lens=lens, H=H, HK=HK, HV=HV, K=K, V=V, dtype=torch.bfloat16,
@@ -104,7 +104,7 @@ def test_v0_source_matches_recurrence(case):
     cfg = small_config(io_dtype="bfloat16", state_dtype="float32" if h0 or ht else None, H=H, HK=HK, HV=HV,
                        K=K, V=V, gate_per_channel=family.per_channel_gate, beta_per_channel=family.vector_beta,
                        has_w=family.vector_beta, use_l2norm=l2, has_initial_state=h0, has_final_state=ht)
-    o, s = run_v0_emulated(cfg, x, inputs.T, inputs.N, scale)
+    o, s = run_oracle_emulated(cfg, x, inputs.T, inputs.N, scale)
     ref_o, ref_s = REFERENCES[family](*x.args(), **{**x.options(), "scale": scale}, output_final_state=True)
     eo = rel_err(o, ref_o)
     es = rel_err(s, ref_s) if ht else 0.0
@@ -134,7 +134,7 @@ def covered_rows(table, T):
 
 @pytest.mark.parametrize("name", tiered(  # core: a descending table with uncovered rows on both
     sorted(MALFORMED), [sorted(MALFORMED).index("gap_inside")]))  # sides; a table past T: the test below
-def test_v0_stays_in_bounds_and_zeroes_uncovered_rows(name):
+def test_oracle_stays_in_bounds_and_zeroes_uncovered_rows(name):
     table = MALFORMED[name]
     K = V = 16
     inputs = InputConfig(family=Family.GDN, seq_lens=(10, 15, 15), H=1, HK=1, HV=2, K=K, V=V,
@@ -144,7 +144,7 @@ def test_v0_stays_in_bounds_and_zeroes_uncovered_rows(name):
     cfg = small_config(io_dtype="bfloat16", state_dtype="float32", H=1, HK=1, HV=2, K=K, V=V,
                        gate_per_channel=False, beta_per_channel=False, has_w=False, use_l2norm=False,
                        has_initial_state=True, has_final_state=True)
-    o, s = run_v0_emulated(cfg, x, inputs.T, inputs.N, 0.25)  # raises on any out-of-bounds access
+    o, s = run_oracle_emulated(cfg, x, inputs.T, inputs.N, 0.25)  # raises on any out-of-bounds access
     covered = covered_rows(table, inputs.T)
     for t in range(inputs.T):
         if t in covered:
@@ -154,7 +154,7 @@ def test_v0_stays_in_bounds_and_zeroes_uncovered_rows(name):
     assert not torch.isnan(s).any()
 
 
-def test_v0_on_a_clamped_table_matches_the_recurrence_on_that_table():
+def test_oracle_on_a_clamped_table_matches_the_recurrence_on_that_table():
     # last > T: the last sequence ends at T, as the recurrence on [0, 10, 25, 40] says
     K = V = 16
     inputs = InputConfig(family=Family.GDN, seq_lens=(10, 15, 15), H=1, K=K, V=V, dtype=torch.bfloat16)
@@ -163,7 +163,7 @@ def test_v0_on_a_clamped_table_matches_the_recurrence_on_that_table():
                        gate_per_channel=False, beta_per_channel=False, has_w=False, use_l2norm=False,
                        has_initial_state=False, has_final_state=True)
     bad = dataclasses.replace(x, cu_seqlens=torch.tensor([0, 10, 25, 99], dtype=torch.int32))
-    o, s = run_v0_emulated(cfg, bad, inputs.T, inputs.N, 0.25)
+    o, s = run_oracle_emulated(cfg, bad, inputs.T, inputs.N, 0.25)
     ref_o, ref_s = naive_recurrent_gdn(*x.args(), **{**x.options(), "scale": 0.25}, output_final_state=True)
     assert rel_err(o, ref_o) < BOUND and rel_err(s, ref_s) < BOUND
 

@@ -1,14 +1,14 @@
-"""FROST forward v0: the simplest correct fused CuTe DSL kernel (SIMT fp32 in shared memory).
+"""FROST forward, the SIMT oracle: the simplest correct fused CuTe DSL kernel (fp32 in shared memory).
 
 One CTA per (sequence n, output head h, block of BV value columns); it reads its
 sequence bounds from cu_seqlens on the device and walks the sequence's chunks of C = 64
 tokens serially, holding the state S [K, BV] (FLA orientation) in shared memory. The
 per-chunk algebra is the WY/UT form derived in kernels/NOTES.md and modelled in float64 by
 frost_chunk_model.py (decay_mode="pairwise"). This kernel is the correctness oracle for
-the tensor-core kernels (v1, and v2, the product's); it is written for clarity, not speed.
+the tensor-core kernels (fwd_mma.py and the product's layers built on it); it is written for clarity, not speed.
 Test-only: it is not part of the shipped package (kernels/), the engines never launch it;
-frost_v0_emulation_test.py runs its source on the CPU and tests/numerics/la_frost_smoke.py
-launches it on the GPU (--algorithm v0) through frost_fwd_experiments.py.
+frost_oracle_emulation_test.py runs its source on the CPU and tests/numerics/la_frost_smoke.py
+launches it on the GPU (--algorithm oracle) through frost_fwd_experiments.py.
 
 Compile-time specialisation comes from FrostFwdConfig (kernels/config.py): GDN, KDA and
 GDN-2 differ only in the gate/beta/w shapes, selected with const_expr branches.
@@ -35,7 +35,7 @@ THREADS = 256
 BLOCK_V = 32
 
 
-class FrostFwdV0:
+class FrostFwdOracle:
     """Callable for cute.compile: __call__ is the host-side @cute.jit launcher (signature in
     launch_abi.py), kernel() the device code."""
 

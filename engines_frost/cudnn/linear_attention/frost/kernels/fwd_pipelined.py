@@ -1,12 +1,15 @@
-"""FROST forward v2: v1's tensor-core algorithm with its per-chunk serial overheads removed.
+"""FROST forward, pipelined layer: the base layer's tensor-core algorithm (fwd_mma.py) with
+its per-chunk serial overheads removed.
 
 The product's forward kernel on archs other than sm_90a (plain and training forwards:
-state checkpoints, U), and the base of v3 (fwd_v3.py), which the product compiles for
-every forward on sm_90a, training ones included (compile_kernel.product_algorithm).
+state checkpoints, U), and the base of the wgmma layer (fwd_wgmma.py), which the product
+compiles for every forward on sm_90a, training ones included
+(compile_kernel.product_algorithm).
 
-Same grid, warps, state registers, MMA algebra and chain as v1 (FrostFwdV2 derives from
-FrostFwdV1 and overrides its extension points); what changes is how a chunk's operands
-reach shared memory and how the state-independent stages spend their time:
+Same grid, warps, state registers, MMA algebra and chain as the base layer
+(FrostFwdPipelined derives from FrostFwdMma and overrides its extension points); what
+changes is how a chunk's operands reach shared memory and how the state-independent
+stages spend their time:
 
 1. prefetch  the next chunk's q, k, gates, beta (GDN-2: b, w) are copied by cp.async
              while this chunk's chain runs, into the shared tensors the next rows and
@@ -14,27 +17,30 @@ reach shared memory and how the state-independent stages spend their time:
              dead during the chain; v goes into W0's slot column by column, each warp
              after it has read its own W0 columns. Rows >= eos are zero-filled. The rows
              stage then works in place from shared memory: no global round trip left on
-             the chunk's critical path (v1 had three in a row: rows, beta, gates).
+             the chunk's critical path (the base layer has three in a row: rows, beta,
+             gates).
 2. operands  rows-fastest thread mapping (a warp covers 32 rows of one 8-channel slice):
-             the transposed KD^T stores hit 32 different banks (v1: 16-way conflicts,
-             32 per thread per chunk), the gate rows load as 16-byte vectors, and the
-             decays the later stages need are made here, by every thread: e^Gam_last
-             (the chain's state decay, no exp there), KE = k e^(Gam_e - Gam_s) with e the
-             last row of s's block and, per Gram tile (i, j), X_ij = e^(Gam_r_i - Gam_e_j)
-             per channel (vector gates).
+             the transposed KD^T stores hit 32 different banks (base layer: 16-way
+             conflicts, 32 per thread per chunk), the gate rows load as 16-byte vectors,
+             and the decays the later stages need are made here, by every thread:
+             e^Gam_last (the chain's state decay, no exp there), KE = k e^(Gam_e - Gam_s)
+             with e the last row of s's block and, per Gram tile (i, j),
+             X_ij = e^(Gam_r_i - Gam_e_j) per channel (vector gates).
 3. Gram      vector gates: the B side of tile (i, j) is KE_j (ldmatrix) times X_ij per
-             channel, i.e. k_s e^(Gam_r_i - Gam_s) as in v1 but with one multiply per
-             element instead of three shared loads and an exp (one more bf16 rounding:
-             +7% output error in the emulation, state error unchanged). Tiles are
-             dealt to warps by gram_schedule (a diagonal tile, which carries the 16x16
-             inverse, counts double), so no warp holds a diagonal tile and a second tile.
+             channel, i.e. k_s e^(Gam_r_i - Gam_s) as in the base layer but with one
+             multiply per element instead of three shared loads and an exp (one more bf16
+             rounding: +7% output error in the emulation, state error unchanged). Tiles
+             are dealt to warps by gram_schedule (a diagonal tile, which carries the
+             16x16 inverse, counts double), so no warp holds a diagonal tile and a second
+             tile.
 
-Everything else (the exact diagonal-block fallback, block inverses, the chain) is v1's
-code. Compiled with write_checkpoints (FrostFwdV2Checkpoints: one more pointer), v1's
-chunk loop also stores the state entering every chunk to the state_checkpoints output
-(checkpoints.py; the backward then skips its serial recompute, NOTES_bwd.md v1.2); with
-write_values as well (FrostFwdV2Values: two more pointers) the chain also stores U per
-token, so the backward needs neither its states nor its values kernel (v1.3). Shared memory, K = V = 128: KDA / GDN-2 223 KB, GDN 133 KB (see smem_plan).
+Everything else (the exact diagonal-block fallback, block inverses, the chain) is the base
+layer's code. Compiled with write_checkpoints (FrostFwdPipelinedCheckpoints: one more
+pointer), the base layer's chunk loop also stores the state entering every chunk to the
+state_checkpoints output (checkpoints.py; the backward then skips its serial recompute,
+NOTES_bwd.md v1.2); with write_values as well (FrostFwdPipelinedValues: two more pointers)
+the chain also stores U per token, so the backward needs neither its states nor its values
+kernel (v1.3). Shared memory, K = V = 128: KDA / GDN-2 223 KB, GDN 133 KB (see smem_plan).
 """
 from __future__ import annotations
 
@@ -49,26 +55,26 @@ from cutlass.cute.nvgpu import cpasync
 from cudnn.linear_attention.frost.kernels.checkpoints import checkpoint_rows
 from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
 from cudnn.linear_attention.frost.kernels.fragment_stores import store_rows_vectorised
-from cudnn.linear_attention.frost.kernels.fwd_v1 import (
+from cudnn.linear_attention.frost.kernels.fwd_mma import (
     CHUNK,
     GRAM_TILES,
     PAD16,
     SPAN_LIMIT,
     SUB,
     VEC,
-    FrostFwdV1,
+    FrostFwdMma,
     load_vec,
 )
-from cudnn.linear_attention.frost.kernels.fwd_v1 import smem_plan as v1_smem_plan
+from cudnn.linear_attention.frost.kernels.fwd_mma import smem_plan as mma_smem_plan
 from cudnn.linear_attention.frost.kernels.gmem_views import _packed, operand_views
 
 
 def smem_plan(c: FrostFwdConfig):
-    """v1's plan plus e^Gam_last; vector gates: KE and the per-tile channel factors X;
+    """The base layer's plan plus e^Gam_last; vector gates: KE and the per-tile channel factors X;
     GDN-2 with K != V: a staging tensor for w (with K == V it is staged in kbr)."""
     K, C = c.K, CHUNK
     gk = K if c.gate_per_channel else 1
-    plan = v1_smem_plan(c) + [("alast", "f32", (gk,), (1,))]
+    plan = mma_smem_plan(c) + [("alast", "f32", (gk,), (1,))]
     if c.gate_per_channel:
         plan += [
             ("ke", "bf16", (C, K), (K + PAD16, 1)),                 # k e^(Gam_e(s) - Gam_s)
@@ -93,7 +99,7 @@ def gram_schedule(warps: int) -> tuple[int, ...]:
     return tuple(owner)
 
 
-class FrostFwdV2(FrostFwdV1):
+class FrostFwdPipelined(FrostFwdMma):
     """Callable for cute.compile; see the module docstring for what differs from v1."""
 
     smem_plan = staticmethod(smem_plan)
@@ -216,7 +222,7 @@ class FrostFwdV2(FrostFwdV1):
     def bulk_row_jobs(self, s) -> list:
         """prefetch_rows' rows as bulk_rows jobs (q where the output is written, k, GDN-2's
         b and w, the gate rows where 16-byte aligned), for the kernels that copy a chunk's
-        rows by bulk copies (the backward chain's chain_bulk_rows, fwd_v3.FrostFwdV3.rows_by_bulk);
+        rows by bulk copies (the backward chain's chain_bulk_rows, fwd_wgmma.FrostFwdWgmma.rows_by_bulk);
         copy_gate_beta_rows(gates=not gate_align16) copies the rest. Runs at trace time."""
         c = self.cfg
         m = s.gmem
@@ -268,7 +274,7 @@ class FrostFwdV2(FrostFwdV1):
             self.copy_or_zero(a16, m.v, t0 + r, hv, VEC, cv, cute.local_tile(v_in[r, None], (VEC,), (cv,)),
                               t0 + r < eos, self.io)
 
-    # ------------------------------------------------------------------ v1 extension points
+    # ------------------------------------------------------- the base layer's extension points
     @cute.jit
     def before_chunks(self, s, mq, mk, mv, mg, mb, mw, heads, bos, eos, tid, lane, wid):
         """Keep the global views for the prefetches and stage the first chunk."""
@@ -281,12 +287,12 @@ class FrostFwdV2(FrostFwdV1):
         cute.arch.sync_threads()
 
     #: True where chunk_chain issues prefetch_next_rows itself, at the point of its choosing
-    #: (fwd_v3: once its first wgmma groups run); else stage_chain issues it first
+    #: (fwd_wgmma: once its first wgmma groups run); else stage_chain issues it first
     chain_issues_prefetch = False
 
     @cute.jit
     def stage_chain(self, s, mo, acc_s, coord_s, heads, t0, eos, thr, lane, wid):
-        """v1's chain with the next chunk's copies in flight; they land before the barrier
+        """The base layer's chain with the next chunk's copies in flight; they land before the barrier
         that ends the chunk (the caller's sync_threads after this)."""
         if cutlass.const_expr(not self.chain_issues_prefetch):
             self.prefetch_next_rows(s, t0, eos, lane, wid)
@@ -303,9 +309,9 @@ class FrostFwdV2(FrostFwdV1):
 
     @cute.jit
     def chunk_chain(self, s, mo, acc_s, coord_s, heads, t0, eos, thr, lane, wid):
-        """The chain that runs while the next chunk's copies are in flight: v1's (v3 and the
-        backward's states kernel put theirs here)."""
-        FrostFwdV1.stage_chain(self, s, mo, acc_s, coord_s, heads, t0, eos, thr, lane, wid)
+        """The chain that runs while the next chunk's copies are in flight: the base
+        layer's (the wgmma layer and the backward's states kernel put theirs here)."""
+        FrostFwdMma.stage_chain(self, s, mo, acc_s, coord_s, heads, t0, eos, thr, lane, wid)
 
     @cute.jit
     def after_rhs_reads(self, s, heads, t0, eos, lane, wid):
@@ -343,11 +349,11 @@ class FrostFwdV2(FrostFwdV1):
 
     @cute.jit
     def stage_gram(self, s, mb, heads, t0, eos, scale, thr, lane, wid):
-        """v1's Gram stage with the tile dispatched at run time: each warp loops over its own
-        tiles (count and coordinates picked by warp index), running ONE copy of the tile
-        code. v1 unrolls all ten tiles behind `if wid == owner`, and ptxas if-converted about
-        half of those bodies: every warp then issued every instruction of tiles it does not
-        own (predicated off), ~3.8x the Gram stage's HMMA/LDSM/FMUL issue count (ncu source
+        """The base layer's Gram stage with the tile dispatched at run time: each warp loops
+        over its own tiles (count and coordinates picked by warp index), running ONE copy of
+        the tile code. The base layer unrolls all ten tiles behind `if wid == owner`, and
+        ptxas if-converted about half of those bodies: every warp then issued every
+        instruction of tiles it does not own (predicated off), ~3.8x the Gram stage's HMMA/LDSM/FMUL issue count (ncu source
         counters on the H200)."""
         c = self.cfg
         slots = self.gram_slots()
@@ -379,7 +385,7 @@ class FrostFwdV2(FrostFwdV1):
 
     @cute.jit
     def store_gram(self, s, bi, bj, t, u, ts, mval, pval):
-        """v1's store_gram with the diagonal test at run time (bi, bj are dynamic here)."""
+        """The base layer's store_gram with the diagonal test at run time (bi, bj are dynamic here)."""
         s_mneg = s.mneg
         s_p = s.p
         s_md = s.md
@@ -588,14 +594,14 @@ class FrostFwdV2(FrostFwdV1):
                 s_alast[0] = cute.arch.exp(s_g[C - 1, 0])
 
 
-class FrostFwdV2Checkpoints(FrostFwdV2):
-    """v2 compiled with write_checkpoints: the same kernel (v1's chunk loop stores the fp32
-    state registers, as bf16, to the state_checkpoints row of each chunk before the chunk
-    runs), launched through the ABI with the extra state_checkpoints pointer."""
+class FrostFwdPipelinedCheckpoints(FrostFwdPipelined):
+    """FrostFwdPipelined compiled with write_checkpoints: the same kernel (the base layer's
+    chunk loop stores the fp32 state registers, as bf16, to the state_checkpoints row of
+    each chunk before the chunk runs), launched through the ABI with the extra state_checkpoints pointer."""
 
     def __init__(self, cfg: FrostFwdConfig):
         if not cfg.write_checkpoints:
-            raise ValueError("FrostFwdV2Checkpoints: the config must have write_checkpoints=True")
+            raise ValueError("FrostFwdPipelinedCheckpoints: the config must have write_checkpoints=True")
         super().__init__(cfg)
 
     @cute.jit
@@ -610,15 +616,15 @@ class FrostFwdV2Checkpoints(FrostFwdV2):
             grid=self.grid(N), block=[self.block_threads, 1, 1], stream=stream)
 
 
-class FrostFwdV2Values(FrostFwdV2):
-    """v2 compiled with write_checkpoints and write_values: the checkpoint kernel whose chain
-    also stores U per token (fwd_v1.store_values_block, the backward states kernel's store),
+class FrostFwdPipelinedValues(FrostFwdPipelined):
+    """FrostFwdPipelined compiled with write_checkpoints and write_values: the checkpoint kernel whose chain
+    also stores U per token (fwd_mma.store_values_block, the backward states kernel's store),
     launched through the ABI with state_checkpoints and values last. The training forward:
     the backward then runs only its chain and grads kernels (NOTES_bwd.md v1.3)."""
 
     def __init__(self, cfg: FrostFwdConfig):
         if not (cfg.write_checkpoints and cfg.write_values):
-            raise ValueError("FrostFwdV2Values: the config must have write_checkpoints=True and write_values=True")
+            raise ValueError("FrostFwdPipelinedValues: the config must have write_checkpoints=True and write_values=True")
         super().__init__(cfg)
 
     @cute.jit

@@ -1,10 +1,12 @@
-"""FROST forward v3 with the scalar-gate (GDN) Gram on warpgroup MMA: an experiment kernel.
+"""FROST forward, wgmma layer with the scalar-gate (GDN) Gram on warpgroup MMA: a mixin.
 
-Not a product kernel: the test and bench tooling builds it (frost_fwd_experiments.py, knob
-gram="wgmma" / "wgmma16" / "wgmma64", environment FROST_FWD_GRAM); the product's v3 classes never set
-``gram_wgmma`` and trace exactly as before (NOTES.md, "v3 Gram on wgmma for scalar gates").
+On its own an experiment kernel: the test and bench tooling builds it
+(frost_fwd_experiments.py, knob gram="wgmma" / "wgmma16" / "wgmma64", environment
+FROST_FWD_GRAM); the product's wgmma classes never set ``gram_wgmma`` and trace exactly as
+before (NOTES.md, "v3 Gram on wgmma for scalar gates"). The product's four-role forward
+(fwd_ws4.py) builds its math warpgroup's Gram with it.
 
-v2's Gram stage builds M = beta k k^T * decay and P = scale q k^T * decay tile by tile on
+The pipelined layer's Gram stage builds M = beta k k^T * decay and P = scale q k^T * decay tile by tile on
 mma.sync (ten 16 x 16 x K tiles dealt to the eight warps, ~1.7 us per chunk on the H200).
 Here each product is one SS warpgroup MMA chain per N-column block of its 64 x 64 square
 (N = gram_n: 32 by default, 16 or 64): A = k (M) or q (P), the whole [64, K] tile, B = k
@@ -28,13 +30,13 @@ chunk loop) spilled; here:
 - warp w of a warpgroup holds rows [16 w, 16 w + 16) of the accumulator, so it stores
   only the 16 x 16 blocks (w, c) with c <= w: -M_wc (bf16, c < w), M_ww (fp32, the diagonal
   block the inverse reads) and P_wc (bf16, SW128, c <= w; the blocks above the diagonal
-  stay the zeros v3's before_chunks wrote). Warp w of the M warpgroup inverts its diagonal
-  block after the last block's epilogue (sync_warp only, as v2).
+  stay the zeros the wgmma layer's before_chunks wrote). Warp w of the M warpgroup inverts its diagonal
+  block after the last block's epilogue (sync_warp only, as the pipelined layer).
 Full squares are computed (1.05 M MAC instead of the ten tiles' 0.66 M): the masked
 upper blocks cost tensor time, not registers or stores.
 
 bf16 io only (q and k are staged raw as bf16, so io_view needs no recast and keeps the
-swizzle), scalar gates only, sm_90a only (v3's).
+swizzle), scalar gates only, sm_90a only (the wgmma layer's).
 """
 from __future__ import annotations
 
@@ -46,9 +48,9 @@ from cutlass.cute.nvgpu import OperandMajorMode, warpgroup
 from cutlass.cutlass_dsl import T, dsl_user_op
 
 from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
-from cudnn.linear_attention.frost.kernels.fwd_v1 import CHUNK, SUB, SW128, warp_mma
-from cudnn.linear_attention.frost.kernels.fwd_v3 import WG_ROWS, WG_THREADS
-from cudnn.linear_attention.frost.kernels.fwd_v3 import smem_plan as v3_smem_plan
+from cudnn.linear_attention.frost.kernels.fwd_mma import CHUNK, SUB, SW128, warp_mma
+from cudnn.linear_attention.frost.kernels.fwd_wgmma import WG_ROWS, WG_THREADS
+from cudnn.linear_attention.frost.kernels.fwd_wgmma import smem_plan as wgmma_smem_plan
 from cudnn.linear_attention.frost.kernels.wgmma_fragments import fragment_coords, shared_coordinate, tv_size
 
 GRAM_N = 32  # the accumulator's N (default): 32 columns of M or P per wgmma group
@@ -56,15 +58,15 @@ GRAM_NS = (16, 32, 64)
 #: rows of the inverse-norm tile s.norm the normed epilogue reads (gram_norms)
 NORM_K, NORM_Q = 0, 1
 LOG2_E = 1.4426950408889634  # the widths the epilogue handles (gram_n)
-#: shared tiles this kernel stages SW128 on top of v3's: the Gram's A and B operands
+#: shared tiles this kernel stages SW128 on top of the wgmma layer's: the Gram's A and B operands
 SWIZZLED_ROWS = ("q", "k")
 
 
 def smem_plan(c: FrostFwdConfig):
-    """v3's plan with q and k as [C, K] SW128 tiles (1024-byte aligned, first)."""
+    """The wgmma layer's plan with q and k as [C, K] SW128 tiles (1024-byte aligned, first)."""
     K, C = c.K, CHUNK
     rows = [(name, "bf16", (C, K), SW128) for name in SWIZZLED_ROWS]
-    return rows + [entry for entry in v3_smem_plan(c) if entry[0] not in SWIZZLED_ROWS]
+    return rows + [entry for entry in wgmma_smem_plan(c) if entry[0] not in SWIZZLED_ROWS]
 
 
 @dsl_user_op
@@ -108,21 +110,21 @@ def accumulator_coordinate_maps(wg, n: int):
             if r // SUB != t // 32 or not 0 <= col < n or col // SUB != sub[v]:
                 threads = -1
     if threads != WG_THREADS:
-        raise ValueError(f"fwd_v3_gram: the wgmma m64n{n} accumulator {tv} is not warp w on rows "
+        raise ValueError(f"fwd_wgmma_gram: the wgmma m64n{n} accumulator {tv} is not warp w on rows "
                          f"[16 w, 16 w + 16), value v in one 16-column block; the Gram epilogue's stores "
                          f"would be wrong")
     return shared_coordinate(tv, WG_ROWS, 0), shared_coordinate(tv, WG_ROWS, 1), sub
 
 
 class GramWgmma:
-    """Mixin over a v3 class (FrostFwdV3 or its training launchers): the scalar-gate Gram
+    """Mixin over a wgmma-layer class (FrostFwdWgmma or its training launchers): the scalar-gate Gram
     stage on warpgroup MMA (module docstring). Put first in the bases."""
 
     smem_plan = staticmethod(smem_plan)
     gram_wgmma = True
     RAW_ROWS_SWIZZLED = True  # q and k staged raw into SW128 tiles (bf16 io only)
     #: the chain waits for its state update and the checkpoint store stays at the loop's
-    #: top (fwd_v1.FrostFwdV1.STATE_FINAL_AT_CHAIN_END): with the store after the rows stage
+    #: top (fwd_mma.FrostFwdMma.STATE_FINAL_AT_CHAIN_END): with the store after the rows stage
     #: the m64n16 Gram's training build reached 255 registers and an 8-byte stack frame
     STATE_FINAL_AT_CHAIN_END = True
     #: accumulators of the column-block pipeline: 2 issues block bj + 1 before block bj's
@@ -148,7 +150,7 @@ class GramWgmma:
     #: and warp 0 two; False: P = q k^T
     gram_p_transposed = False
     #: True: the class compiles write_output=False configs, the Gram then M alone (the
-    #: four-role kernels, fwd_ws4.py); False: they are refused (the v3 Gram experiments,
+    #: four-role kernels, fwd_ws4.py); False: they are refused (the wgmma Gram experiments,
     #: whose P has its own warpgroup)
     gram_output_optional = False
 
@@ -160,7 +162,8 @@ class GramWgmma:
                              f"got gate_per_channel={cfg.gate_per_channel}, io {cfg.io_dtype}")
         if not cfg.write_output and not self.gram_output_optional:
             raise ValueError(f"{type(self).__name__}: the Gram on wgmma builds P on its own warpgroup; "
-                             f"write_output=False is the product v2 / v3 kernels' and the four-role kernels'")
+                             f"write_output=False is the product pipelined / wgmma kernels' and the "
+                             f"four-role kernels'")
         super().__init__(cfg)
 
     def final_state_coords(self, coord_s):
@@ -173,7 +176,7 @@ class GramWgmma:
 
     @cute.jit
     def stage_rows(self, s, mq, mk, mv, mg, mb, mw, heads, t0, eos, tid):
-        """v3's rows stage with its addresses computed per chunk (tid_in_loop: its q and k
+        """The wgmma layer's rows stage with its addresses computed per chunk (tid_in_loop: its q and k
         addresses carry the SW128 row XOR now; hoisted, one spilled). The operand stage
         keeps the hoisted form: given tid_in_loop too, ptxas spilled 80 bytes."""
         super(GramWgmma, self).stage_rows(s, mq, mk, mv, mg, mb, mw, heads, t0, eos, tid_in_loop())
@@ -182,7 +185,7 @@ class GramWgmma:
     def stage_gram(self, s, mb, heads, t0, eos, scale, thr, lane, wid):
         """M on warpgroup 0, P on warpgroup 1 (V = 64 or gram_warpgroups 1: both on
         warpgroup 0, one after the other; without the output M alone: P serves only O),
-        then v3's fence for the generic-proxy P stores the P U wgmma reads."""
+        then the wgmma layer's fence for the generic-proxy P stores the P U wgmma reads."""
         s_q = s.q
         s_k = s.k
         s_g = s.g

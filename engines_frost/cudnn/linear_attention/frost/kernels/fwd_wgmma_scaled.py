@@ -1,6 +1,7 @@
-"""FROST forward v3 for scalar gates (GDN) without the operand stage: the product's GDN chain.
+"""FROST forward, wgmma layer for scalar gates (GDN) without the operand stage: the
+product's GDN chain.
 
-compile_kernel.product_decay picks it for every v3 GDN build (plain, training, output-free;
+compile_kernel.product_decay picks it for every wgmma-layer GDN build (plain, training, output-free;
 the H200's kernel time 6 % below the folded chain's, NOTES.md "The scalar-gate forwards on
 the H200"); the test and bench tooling builds the folded chain for an A/B (knob
 decay="folded", environment FROST_FWD_DECAY) and the variants below (decay="scaled-lead").
@@ -14,7 +15,7 @@ the chain's fp32 results instead of being folded into bf16 copies of q and k:
 
 so the wgmma read q-hat and k-hat themselves (the rows stage's bf16 tiles, staged in the
 128-byte swizzled layout; the state update reads k-hat as an MN-major B operand, the same
-bytes), and v2's operand stage (QA, KBA, KD^T: 2 x 16 + 16 KB of bf16 stores and a
+bytes), and the pipelined layer's operand stage (QA, KBA, KD^T: 2 x 16 + 16 KB of bf16 stores and a
 transpose per chunk, ~0.9 us of the ~5.7 us GDN chunk) shrinks to the three factor rows
 fr, fo, fk (64 threads, one exp each) and e^Gam_last. The chain gains the scaling: R
 from X = S^T K^T after its wgmma group retires (one FFMA per value, W0 read as before),
@@ -23,11 +24,12 @@ where it has long finished), and U^T diag(fk) as a second bf16 A operand built f
 solve's fp32 blocks (16 registers). Every factor is <= 1 (Gam is a non-increasing
 prefix sum of log gates), as in the folded operands.
 
-The chain's wgmma read q and k while the next chunk's rows are copied in (v2's prefetch,
-issued once R and O are committed), so q and k are double-buffered: two [C, K] SW128
+The chain's wgmma read q and k while the next chunk's rows are copied in (the pipelined
+layer's prefetch, issued once R and O are committed), so q and k are double-buffered: two [C, K] SW128
 tiles each, chunk i of a sequence on tile i mod 2 (chunk_tiles). The gate and beta rows
 stay single: the factors are made from them before the chain, and the Gram stage, their
-other reader, ends before it. Shared memory at K = V = 128: 106 KiB (v3's GDN plan: 124 KiB).
+other reader, ends before it. Shared memory at K = V = 128: 106 KiB (the wgmma layer's GDN plan:
+124 KiB).
 
 ScaledDecayLeadChain (knob decay="scaled-lead") also double-buffers W0, the gates and beta
 (GDN: +17 KiB, 124 KiB in all) and copies chunk c + 1's rows at the start of chunk c's
@@ -38,8 +40,8 @@ where the chunk's closing barrier waited on them (3.5 % of the plain forward's s
 5.5 % of the training forward's: NOTES.md), and the chain issues no copies at all.
 
 bf16 io only (q and k are staged raw as bf16 into swizzled tiles: io_view keeps the
-swizzle), scalar gates only, sm_90a only (v3's). Plain, training (checkpoints, U) and
-output-free builds: the same switches as v3's chain.
+swizzle), scalar gates only, sm_90a only (the wgmma layer's). Plain, training
+(checkpoints, U) and output-free builds: the same switches as the wgmma layer's chain.
 """
 from __future__ import annotations
 
@@ -52,14 +54,14 @@ from cutlass import BFloat16, Float32
 from cutlass.cute.nvgpu import OperandMajorMode, warpgroup
 
 from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
-from cudnn.linear_attention.frost.kernels.fwd_v1 import CHUNK, NBLK, SUB, SW128, store_values_block, to_a_operand, \
+from cudnn.linear_attention.frost.kernels.fwd_mma import CHUNK, NBLK, SUB, SW128, store_values_block, to_a_operand, \
     warp_mma
-from cudnn.linear_attention.frost.kernels.fwd_v2 import FrostFwdV2
-from cudnn.linear_attention.frost.kernels.fwd_v2 import smem_plan as v2_smem_plan
-from cudnn.linear_attention.frost.kernels.fwd_v3 import (
+from cudnn.linear_attention.frost.kernels.fwd_pipelined import FrostFwdPipelined
+from cudnn.linear_attention.frost.kernels.fwd_pipelined import smem_plan as pipelined_smem_plan
+from cudnn.linear_attention.frost.kernels.fwd_wgmma import (
     WG_ROWS,
     WG_THREADS,
-    FrostFwdV3,
+    FrostFwdWgmma,
     assemble_a,
     block_of,
     check_fragment_orders,
@@ -67,24 +69,24 @@ from cudnn.linear_attention.frost.kernels.fwd_v3 import (
     wgmma,
 )
 
-#: v2's tiles this kernel does not have (the folded operands) or re-plans (q, k, P)
+#: the pipelined layer's tiles this kernel does not have (the folded operands) or re-plans (q, k, P)
 DROPPED = ("q", "k", "qa", "kba", "kdt", "p")
 #: rows of the per-token factor tile "fac"
 FR, FO, FK = 0, 1, 2
 
 
-#: v2's row tiles ScaledDecayLeadChain double-buffers as well (chunk parity, like q and k)
+#: the pipelined layer's row tiles ScaledDecayLeadChain double-buffers as well (chunk parity, like q and k)
 LEAD_ROWS = ("w0", "g", "beta")
 
 
 def smem_plan(c: FrostFwdConfig, lead: bool = False):
     """q and k as two [C, K] SW128 tiles each (rows [C i, C i + C) of a [2C, K] tile: chunk
-    parity i), P [C, C] SW128, v2's remaining tiles, and the factor rows fr, fo, fk [3, C];
+    parity i), P [C, C] SW128, the pipelined layer's remaining tiles, and the factor rows fr, fo, fk [3, C];
     with `lead` the LEAD_ROWS tiles twice as tall the same way."""
     K, C = c.K, CHUNK
     tiles = [("q", "bf16", (2 * C, K), SW128), ("k", "bf16", (2 * C, K), SW128), ("p", "bf16", (C, C), SW128)]
     rest = []
-    for name, dtype, shape, stride in v2_smem_plan(c):
+    for name, dtype, shape, stride in pipelined_smem_plan(c):
         if name in DROPPED:
             continue
         if lead and name in LEAD_ROWS:
@@ -115,7 +117,7 @@ def write_decay_factors(s_g, s_beta, s_fac, s_alast, scale, tid):
 
 
 def wgmma_mn(n: int):
-    """v3's chain MMA (m64 n k16, A from registers) with B MN-major: the state update reads
+    """The wgmma layer's chain MMA (m64 n k16, A from registers) with B MN-major: the state update reads
     k-hat [t, d] (d contiguous) as B [N = d, K = t]."""
     op = warpgroup.MmaF16BF16Op(BFloat16, Float32, (WG_ROWS, n, 16), warpgroup.OperandSource.RMEM,
                                 OperandMajorMode.K, OperandMajorMode.MN)
@@ -123,14 +125,14 @@ def wgmma_mn(n: int):
 
 
 class ScaledDecayChain:
-    """Mixin over a v3 class (FrostFwdV3 or its training launchers): the scalar-gate chain
+    """Mixin over a wgmma-layer class (FrostFwdWgmma or its training launchers): the scalar-gate chain
     with its decays as per-token factors (module docstring). Put first in the bases."""
 
     smem_plan = staticmethod(smem_plan)
     decay_scaled = True
     RAW_ROWS_SWIZZLED = True  # q and k staged raw into SW128 tiles (bf16 io only)
     #: True: the next chunk's rows are copied at the start of the operand stage into the
-    #: other parity's tiles (ScaledDecayLeadChain); False: during the chain, as v3
+    #: other parity's tiles (ScaledDecayLeadChain); False: during the chain, as the wgmma layer
     rows_lead = False
 
     def __init__(self, cfg: FrostFwdConfig):
@@ -153,21 +155,21 @@ class ScaledDecayChain:
                 setattr(v, name, cute.local_tile(both, (C, both.shape[1]), (par, 0)))
         return v
 
-    # ------------------------------------------------------------------ v1/v2 extension points
+    # ------------------------------------------ the base and pipelined layers' extension points
     @cute.jit
     def before_chunks(self, s, mq, mk, mv, mg, mb, mw, heads, bos, eos, tid, lane, wid):
         """Keep the [2C, K] tiles and bos (chunk_tiles), zero P above its diagonal blocks,
-        then v2's first-chunk staging into the parity-0 tiles (its barrier orders both)."""
+        then the pipelined layer's first-chunk staging into the parity-0 tiles (its barrier orders both)."""
         s.both = {name: getattr(s, name) for name in ("q", "k", *(LEAD_ROWS if self.rows_lead else ()))}
         s.bos = bos
-        FrostFwdV3.zero_p_above_diagonal(self, s, tid)
+        FrostFwdWgmma.zero_p_above_diagonal(self, s, tid)
         first = self.chunk_tiles(s, bos)
-        FrostFwdV2.before_chunks(self, first, mq, mk, mv, mg, mb, mw, heads, bos, eos, tid, lane, wid)
+        FrostFwdPipelined.before_chunks(self, first, mq, mk, mv, mg, mb, mw, heads, bos, eos, tid, lane, wid)
         s.gmem = first.gmem
 
     @cute.jit
     def prefetch_next_rows(self, s, t0, eos, lane, wid):
-        """v2's prefetch of the next chunk's rows, into the other parity's q and k tiles
+        """The pipelined layer's prefetch of the next chunk's rows, into the other parity's q and k tiles
         (rows_lead: none here, copy_next_chunk_rows issued them)."""
         if cutlass.const_expr(not self.rows_lead):
             if t0 + CHUNK < eos:
@@ -176,10 +178,10 @@ class ScaledDecayChain:
 
     @cute.jit
     def after_rhs_reads(self, s, heads, t0, eos, lane, wid):
-        """v2's copy of the next chunk's v into this warp's W0 columns (rows_lead: none, the
+        """The pipelined layer's copy of the next chunk's v into this warp's W0 columns (rows_lead: none, the
         operand stage copied it into the other W0 tile)."""
         if cutlass.const_expr(not self.rows_lead):
-            FrostFwdV2.after_rhs_reads(self, s, heads, t0, eos, lane, wid)
+            FrostFwdPipelined.after_rhs_reads(self, s, heads, t0, eos, lane, wid)
 
     @cute.jit
     def copy_next_chunk_rows(self, s, t0, eos, tid):
@@ -194,13 +196,13 @@ class ScaledDecayChain:
 
     @cute.jit
     def stage_rows(self, s, mq, mk, mv, mg, mb, mw, heads, t0, eos, tid):
-        """v2's rows stage on this chunk's tiles."""
-        FrostFwdV2.stage_rows(self, self.chunk_tiles(s, t0), mq, mk, mv, mg, mb, mw, heads, t0, eos, tid)
+        """The pipelined layer's rows stage on this chunk's tiles."""
+        FrostFwdPipelined.stage_rows(self, self.chunk_tiles(s, t0), mq, mk, mv, mg, mb, mw, heads, t0, eos, tid)
 
     @cute.jit
     def stage_operands(self, s, mb, heads, t0, eos, scale, tid):
         """What is left of the operand stage: the factor rows fr, fo, fk and e^Gam_last
-        (threads 0 .. C-1, a row each), then v3's proxy fence, now for the rows stage's
+        (threads 0 .. C-1, a row each), then the wgmma layer's proxy fence, now for the rows stage's
         q-hat and k-hat stores, which the chain's wgmma read. rows_lead: first the copies of
         the next chunk's rows (the other parity's tiles are free: their last reader, the
         previous chunk's state update, retired before this stage's barrier)."""
@@ -216,13 +218,13 @@ class ScaledDecayChain:
 
     @cute.jit
     def stage_gram(self, s, mb, heads, t0, eos, scale, thr, lane, wid):
-        """v3's Gram stage (v2's, then the proxy fence for P) on this chunk's q and k tiles."""
-        FrostFwdV3.stage_gram(self, self.chunk_tiles(s, t0), mb, heads, t0, eos, scale, thr, lane, wid)
+        """The wgmma layer's Gram stage (the pipelined layer's, then the proxy fence for P) on this chunk's q and k tiles."""
+        FrostFwdWgmma.stage_gram(self, self.chunk_tiles(s, t0), mb, heads, t0, eos, scale, thr, lane, wid)
 
     # ------------------------------------------------------------------ the chain
     @cute.jit
     def chunk_chain(self, s, mo, acc_s, coord_s, heads, t0, eos, thr, lane, wid):
-        """v3's chain with the decays applied as factors: X = S^T K^T (group 1), S^T Q^T
+        """The wgmma layer's chain with the decays applied as factors: X = S^T K^T (group 1), S^T Q^T
         (group 2), R = W0 + X diag(fr); the block solve; O scaled by fo, then P U onto it
         (group 3) and the state update with U^T diag(fk) (group 4, retired by settle_state)."""
         s = self.chunk_tiles(s, t0)
@@ -276,7 +278,7 @@ class ScaledDecayChain:
                 acc_x[bi * per + e] = s_w0[t, j0 + jt[0]].to(Float32) + s_fac[FR, t] * acc_x[bi * per + e]
         self.after_rhs_reads(s, heads, t0, eos, lane, wid)
 
-        # 3. block solve U_i = Dinv_i (R_i - sum_{j<i} M_ij U_j) per warp (v1), and the state
+        # 3. block solve U_i = Dinv_i (R_i - sum_{j<i} M_ij U_j) per warp (the base layer's), and the state
         # update's A operand U^T diag(fk) from the same fp32 blocks
         a_u = []
         a_k = []
@@ -339,7 +341,7 @@ class ScaledDecayChain:
         if wo:
             warpgroup.wait_group(1)  # groups retire in order: O is complete, the state may still run
 
-        # 5. the output rows (v3's stores: one 2-byte store per value)
+        # 5. the output rows (the wgmma layer's stores: one 2-byte store per value)
         if wo:
             store_output_rows(mo, acc_o, crd, t0, eos, h, j0)
         if self.STATE_FINAL_AT_CHAIN_END:
@@ -356,6 +358,6 @@ class ScaledDecayLeadChain(ScaledDecayChain):
 
 @functools.cache
 def scaled_decay_class(base):
-    """`base` (a v3 class: FrostFwdV3 or one of its training launchers) with the scaled
+    """`base` (a wgmma-layer class: FrostFwdWgmma or one of its training launchers) with the scaled
     decays: one class per base, so one compile per config."""
     return type(f"{base.__name__}ScaledDecay", (ScaledDecayChain, base), {})
