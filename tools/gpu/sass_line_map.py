@@ -18,8 +18,8 @@ then names the DSL's own frames instead.
       --heads 16 --dim 128] [--l2norm] OUT.json
 
 --kernel: fwd (the forward a plain call launches), fwd-train (the training forward with
-checkpoints and U), or a backward stage of a training call: chain, grads (checkpoint
-path). The shape picks the config exactly as a call of that shape does
+checkpoints and U), or a backward kernel of such a training call: chain (reading U),
+grads (reading the checkpoints). The shape picks the config exactly as a call of that shape does
 (frost_configs.call_configs), so profile the same shape on the GPU.
 """
 from __future__ import annotations
@@ -132,8 +132,10 @@ def kernel_config(family: str, kernel: str, seqs: int, tokens: int, heads: int, 
         return found[0]
     if kernel == "fwd-train":
         return next(c for c in found if not hasattr(c, "stage") and c.write_values and c.write_output)
-    return next(c for c in found if getattr(c, "stage", None) == kernel and c.checkpoints
-                and c.forward_values)
+    # a training call's (checkpoints and U from the forward): the chain reads U, the grads
+    # kernel the checkpoints; the first such config is the one without d_final_state
+    want = "forward_values" if kernel == "chain" else "checkpoints"
+    return next(c for c in found if getattr(c, "stage", None) == kernel and getattr(c, want))
 
 
 def build(cfg) -> tuple[str, str]:
