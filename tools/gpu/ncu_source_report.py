@@ -85,8 +85,12 @@ def main(argv=None) -> int:
         print(f"  r{region_i:<3} {role_of.get(id(r), ''):8s} {r['Address']:>6} {samples:6.0f} {samples / total:5.1%}  "
               f"{r['Source'].strip()[:60]:60s} {top}")
     if args.lines:
-        with open(args.lines) as f:
-            entries = json.load(f)["instructions"]
+        try:
+            with open(args.lines) as f:
+                entries = json.load(f)["instructions"]
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            print(f"--lines {args.lines}: not a map from tools/gpu/sass_line_map.py ({exc!r})", file=sys.stderr)
+            return 2
         return print_functions(rows, entries, stalls, total, role_of, args.top)
     return 0
 

@@ -138,6 +138,12 @@ def test_lines_split_the_samples_by_role_and_function(tmp_path, capsys):
     lines.write_text(json.dumps({"instructions": entries + entries[:1]}))
     assert report.main([path, "--lines", str(lines)]) == 1
     assert "a different instruction count" in capsys.readouterr().err
+    # no map at all, or a file of something else
+    for bad in ("", "[1, 2]", json.dumps({"kernel": "x"})):
+        lines.write_text(bad)
+        assert report.main([path, "--lines", str(lines)]) == 2
+        assert "not a map from tools/gpu/sass_line_map.py" in capsys.readouterr().err
+    assert report.main([path, "--lines", str(tmp_path / "missing.json")]) == 2
 
 
 if __name__ == "__main__":
