@@ -238,28 +238,6 @@ def test_the_product_builds_the_tooling_kernel():
     assert built[0] == built[1] and any(i.startswith("HGMMA") for i in built[0])
 
 
-
-@pytest.mark.parametrize("mode,decay", tiered(  # the turns experiment (frost_fwd_turns.py)
-    [("plain", "wyc-ws4turns"), ("plain", "wyc-ws4wait"), ("training", "wyc-ws4turns"),
-     ("recompute", "wyc-ws4turns")], [0], unpack=True))
-def test_each_group_waited_lifts_the_serialization(mode, decay):
-    """The chain of frost_fwd_turns.py at the product's 192 / 104 / 24: no ptxas note (the
-    product's output builds have C7512), at most one spilled register (ptxas's allocation of
-    the math warpgroup's Gram shifts with the chain's code: one store and reload per chunk
-    there, an 8-byte stack), at most two warpgroup waits per group
-    plus consume's (the product's: one per wgmma), and with turns two turn barriers per
-    group (one wait, one arrival) on top of the product's barriers."""
-    usage, sass = _build(mode, decay)
-    _, _, notes = _compiled(mode, decay)
-    _, product_sass = _build(mode, "wyc-ws4raw")
-    groups = 5 if mode != "recompute" else 3
-    assert notes == set() and usage["LOCAL"] == 0 and usage["STACK"] <= 8, (notes, usage)
-    assert _count(sass, "STL") <= 1 and _count(sass, "LDL") <= 1
-    assert _count(sass, "HGMMA") == _count(product_sass, "HGMMA")
-    assert _count(sass, "WARPGROUP.DEPBAR") <= groups + 3, _count(sass, "WARPGROUP.DEPBAR")
-    extra = _count(sass, "BAR.") - _count(product_sass, "BAR.")
-    assert extra == (2 * groups + 2 if decay.endswith("turns") else 0), extra
-
 if __name__ == "__main__":
     raise SystemExit(pytest.main([__file__, "-q"]))
 

@@ -64,9 +64,7 @@ SCALED_KERNELS = {"wgmmascaled": "scaled", "wgmmascaledlead": "scaled-lead", "wg
 #: on its math warpgroup (name: (decay, gram))
 WS_GRAM_KERNELS = {"wgmmawyws64": ("wy-ws", "wgmma64"), "wgmmawycws64": ("wyc-ws", "wgmma64"),
                    "wgmmawyws4": ("wy-ws4", "wgmma64"), "wgmmawyws4raw": ("wy-ws4raw", "wgmma64"),
-                   "wgmmawycws4raw": ("wyc-ws4raw", "wgmma64"),
-                   # the four-role chain with each group waited at once, and taking turns (frost_fwd_turns.py)
-                   "wgmmawycws4wait": ("wyc-ws4wait", "wgmma64"), "wgmmawycws4turns": ("wyc-ws4turns", "wgmma64")}
+                   "wgmmawycws4raw": ("wyc-ws4raw", "wgmma64")}
 KERNELS = (*ALGORITHMS, *GRAM_KERNELS, *SCALED_KERNELS, *WS_GRAM_KERNELS)
 COMPARED = (*GRAM_KERNELS, *SCALED_KERNELS, *WS_GRAM_KERNELS)  # each against wgmma where both ran
 
