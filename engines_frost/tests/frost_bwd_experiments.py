@@ -51,8 +51,6 @@ FROST_BWD_CHAIN_DO        the vector-gate chain's dO staged in shared memory a c
   (chain_staged_do; on where K >= V);
 FROST_BWD_CHAIN_BULK      the vector-gate chain's next rows by 1D bulk copies
   (chain_bulk_rows; on);
-FROST_BWD_CHAIN_DV        dv written by the chain instead of the grads kernel (chain_dv;
-  off; only where the chain is on raw rows, wgmma_ws4raw / wgmma_ws4rawc, elsewhere ignored);
 FROST_BWD_RECOMPUTE_FORWARD  the recompute path's states stage on the forward kernel
   (bwd.recompute_configs; on); 0: on the backward's own states kernel.
 A bad value is a ValueError naming the variable, raised when the block is entered.
@@ -89,7 +87,6 @@ VEC_TF32_ENV = "FROST_BWD_VEC_TF32"
 VEC_BULK_ENV = "FROST_BWD_VEC_BULK"
 CHAIN_DO_ENV = "FROST_BWD_CHAIN_DO"
 CHAIN_BULK_ENV = "FROST_BWD_CHAIN_BULK"
-CHAIN_DV_ENV = "FROST_BWD_CHAIN_DV"
 RECOMPUTE_FORWARD_ENV = "FROST_BWD_RECOMPUTE_FORWARD"
 
 
@@ -110,7 +107,6 @@ class BwdVariants:
     vec_bulk: bool | None = None
     chain_do: bool = True
     chain_bulk: bool = True
-    chain_dv: bool = False
     recompute_forward: bool = True
 
     def __post_init__(self):
@@ -152,7 +148,6 @@ def requested() -> BwdVariants:
         vec_bulk=None if not bulk else binary_switch(VEC_BULK_ENV, default=False),
         chain_do=binary_switch(CHAIN_DO_ENV, default=True),
         chain_bulk=binary_switch(CHAIN_BULK_ENV, default=True),
-        chain_dv=binary_switch(CHAIN_DV_ENV, default=False),
         recompute_forward=binary_switch(RECOMPUTE_FORWARD_ENV, default=True))
 
 
@@ -164,7 +159,6 @@ def config_fields(f: FrostFwdConfig, v: BwdVariants) -> dict:
     variant = v.chain_vec if vector else v.chain
     chain_ws = variant in ("wgmma_ws",) + WY_CHAINS and f.io_dtype == "bfloat16" and (f.K, f.V) == (128, 128)
     chain_ws4 = chain_ws and variant in FOUR_ROLE_CHAINS
-    raw = chain_ws4 and variant in ("wgmma_ws4raw", "wgmma_ws4rawc")
     return dict(
         chain_pipeline=variant == "pipelined" and not vector,
         chain_wgmma=variant in ("wgmma", "wgmma_async", "wgmma_scaled", "wgmma_ws") + WY_CHAINS,
@@ -172,8 +166,7 @@ def config_fields(f: FrostFwdConfig, v: BwdVariants) -> dict:
         chain_scaled=variant in ("wgmma_scaled", "wgmma_ws") + WY_CHAINS and f.io_dtype == "bfloat16",
         chain_ws=chain_ws, chain_wy=chain_ws and variant in WY_CHAINS, chain_ws4=chain_ws4,
         chain_a_in_chain=chain_ws4 and variant in ("wgmma_ws4c", "wgmma_ws4rawc"),
-        chain_raw_rows=raw,
-        chain_dv=v.chain_dv and raw and not f.has_w,
+        chain_raw_rows=chain_ws4 and variant in ("wgmma_ws4raw", "wgmma_ws4rawc"),
         chain_ws_regs=v.ws_regs if chain_ws and not chain_ws4 else (),
         chain_staged_do=v.chain_do and vector and f.K >= f.V,
         chain_bulk_rows=v.chain_bulk and vector,

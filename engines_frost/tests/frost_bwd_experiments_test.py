@@ -24,7 +24,7 @@ from frost_bwd_operands import checked_config as _product  # noqa: E402
 OFF_PRODUCT = {fbx.CHAIN_ENV: "serial", fbx.CHAIN_VEC_ENV: "serial", fbx.GRADS_ENV: "mma",
                fbx.GRADS_VEC_ENV: "wgmma", fbx.GRADS_PREFETCH_ENV: "0", fbx.VEC_WIDE_ENV: "0",
                fbx.VEC_DECAY_ENV: "0", fbx.VEC_TF32_ENV: "0", fbx.VEC_BULK_ENV: "1", fbx.CHAIN_DO_ENV: "0",
-               fbx.CHAIN_BULK_ENV: "0", fbx.RECOMPUTE_FORWARD_ENV: "0", fbx.CHAIN_DV_ENV: "1"}
+               fbx.CHAIN_BULK_ENV: "0", fbx.RECOMPUTE_FORWARD_ENV: "0"}
 SHAPES = list(itertools.product(("gdn", "kda", "gdn2"), ("bfloat16", "float16"), (64, 128), (64, 128)))
 
 
@@ -98,8 +98,7 @@ def test_bad_values_are_named_on_entry(monkeypatch):
     for name, value in ((fbx.CHAIN_ENV, "fast"), (fbx.GRADS_VEC_ENV, "fast"), (fbx.VEC_BULK_ENV, "on"),
                         (fbx.RECOMPUTE_FORWARD_ENV, "yes"), (fbx.WS_REGS_ENV, "184"),
                         (fbx.CHAIN_DO_ENV, "on"), (fbx.CHAIN_BULK_ENV, "on"), (fbx.VEC_TF32_ENV, "yes"),
-                        (fbx.GRADS_PREFETCH_ENV, "yes"), (fbx.VEC_DECAY_ENV, "on"), (fbx.VEC_WIDE_ENV, "on"),
-                        (fbx.CHAIN_DV_ENV, "2")):
+                        (fbx.GRADS_PREFETCH_ENV, "yes"), (fbx.VEC_DECAY_ENV, "on"), (fbx.VEC_WIDE_ENV, "on")):
         monkeypatch.setenv(name, value)
         with pytest.raises(ValueError, match=name):
             with fbx.use_bwd_variants():

@@ -133,8 +133,6 @@
 #              fwd), device us each: what the op adds around the FROST kernels
 #   nosync     tests/torch_ops/no_host_sync_gpu_test.py: a warm fwd+bwd of every family returns
 #              while a queued sleep kernel still runs (no host synchronisation), bitwise
-#   chaindv    the backward chain writing dv (FROST_BWD_CHAIN_DV=1) against the product: every
-#              GDN smoke case against float64 on both, then the op's GDN fwd+bwd, A B A B
 #   bwdmatrix  the backward engine matrix alone, one pytest process per family side by side
 #              (tools/gpu/matrix_families.sh, logs bwdmatrix_<family>.log; BWD_MATRIX_FAMILIES
 #              picks families): about a third of one process's time; with a carried store
@@ -468,9 +466,6 @@ for s in "$@"; do
       stage census "python3 bench/op_kernel_census.py && python3 bench/op_kernel_census.py --mode fwd" ;;
     nosync)      # the public op's fwd+bwd enqueues without waiting for the GPU
       stage nosync "python3 -m pytest tests/torch_ops/no_host_sync_gpu_test.py -q -s -p no:cacheprovider" ;;
-    chaindv)     # dv in the backward chain (FrostBwdConfig.chain_dv) A/B, checked first
-      stage chaindv "AB_CHECK=1 AB_SMOKE_FAMILIES=gdn AB_CASES='GDN fwd+bwd' \
-        bash tools/gpu/tree_ab.sh .::FROST_BWD_CHAIN_DV=1 2" ;;
     calls)       # host cost of one FROST launch by calling convention (TVM-FFI needs its wheel in .whl)
       stage calls "python3 bench/frost_call_overhead.py" ;;
     ncu)         # one FROST forward launch under Nsight Compute (NCU_FAMILY, default gdn), full

@@ -219,7 +219,7 @@ def product_choice(f: FrostFwdConfig) -> dict:
         chain_staged_do=vector and f.K >= f.V, chain_bulk_rows=vector,
         grads_wgmma=not vector, grads_prefetch=not vector,
         vec_wide_loads=vector, vec_fast_decay=vector, vec_tf32_adjoints=vector,
-        vec_bulk_copies=vector and f.beta_per_channel, chain_dv=False)
+        vec_bulk_copies=vector and f.beta_per_channel)
 
 
 def recompute_on_forward(cfg: FrostBwdConfig) -> bool:
@@ -356,9 +356,6 @@ def stage_configs(cfg: FrostBwdConfig, stages=None) -> tuple:
     a FrostFwdConfig); a call of some stages without states (the backward summary's chain
     alone) keeps the path's own kernels. What the launcher compiles and what precompile
     lists (frost_configs.py)."""
-    if cfg.chain_dv and stages is not None and not {"chain", "grads"} <= set(stages):
-        # dv moves from the grads kernel to the chain only when one call launches both
-        cfg = dataclasses.replace(cfg, chain_dv=False)
     runs_states = stages is None or "states" in stages
     on_forward = (recompute_configs(cfg) if runs_states else None) or {}
     return tuple(on_forward.get(stage) or cfg.with_stage(stage) for stage in cfg.stages

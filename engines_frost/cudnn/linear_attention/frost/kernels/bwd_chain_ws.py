@@ -145,7 +145,7 @@ class FrostBwdChainWs(FrostBwdChainScaled):
             self.state_free_roles(s, mb, heads, bos, eos, nch, scale, tid, wid, lane)
         else:
             cute.arch.setmaxregister_increase(self.consumer_regs)
-            self.consume(s, mdht, mdh0, mdckpt, mdr, heads, n, h, bos, eos, nch, row0, wid, lane, mdv)
+            self.consume(s, mdht, mdh0, mdckpt, mdr, heads, n, h, bos, eos, nch, row0, wid, lane)
             if cutlass.const_expr(self.bcfg.forward_values):
                 # no states / values kernel ran: the gradient rows no sequence covers are
                 # zeroed here, before grads writes the others (FrostBwdChain.kernel)
@@ -202,7 +202,7 @@ class FrostBwdChainWs(FrostBwdChainScaled):
 
     # ------------------------------------------------------------------ consumers
     @cute.jit
-    def consumer_chain(self, st, mdr, acc_ds, coord, heads, t0, eos, thr, lane, wid, mdv=None):
+    def consumer_chain(self, st, mdr, acc_ds, coord, heads, t0, eos, thr, lane, wid):
         """One chain step on operand set st: the scaled chain's (bwd_chain_ws_wy.py has its own)."""
         FrostBwdChainScaled.chain(self, st, mdr, acc_ds, coord, heads, t0, eos, thr, lane, wid)
 
@@ -218,7 +218,7 @@ class FrostBwdChainWs(FrostBwdChainScaled):
             cute.arch.barrier_arrive(barrier_id=BAR_EMPTY + i % SETS, number_of_threads=BLOCK_THREADS)
 
     @cute.jit
-    def consume(self, s, mdht, mdh0, mdckpt, mdr, heads, n, h, bos, eos, nch, row0, wid, lane, mdv):
+    def consume(self, s, mdht, mdh0, mdckpt, mdr, heads, n, h, bos, eos, nch, row0, wid, lane):
         thr = warp_mma().get_slice(lane)
         acc_ds, coord = self.initial_ds(mdht, n, h, thr, wid)
         for i in cutlass.range(nch, unroll=1):
@@ -233,7 +233,7 @@ class FrostBwdChainWs(FrostBwdChainScaled):
             # dS^T leaving chunk j, final
             store_rows_vectorised(mdckpt[row0 + j, h, None, None], acc_ds, wid * SUB, lane, self.cfg.K)
             cute.arch.barrier(barrier_id=BAR_FULL + b, number_of_threads=BLOCK_THREADS)
-            self.consumer_chain(self.chunk_set(s, i), mdr, acc_ds, coord, heads, t0, eos, thr, lane, wid, mdv)
+            self.consumer_chain(self.chunk_set(s, i), mdr, acc_ds, coord, heads, t0, eos, thr, lane, wid)
             warpgroup.wait_group(0)  # the update read q-hat and k-hat: retired before set b is released
             self.release_chunk(i, nch)
         if cutlass.const_expr(self.bcfg.dh0_dtype is not None):

@@ -70,7 +70,7 @@ from cudnn.linear_attention.frost.kernels.fwd_wgmma_gram import GramWgmma, tid_i
 from cudnn.linear_attention.frost.kernels.fwd_wgmma_scaled import FR, write_decay_factors
 from cudnn.linear_attention.frost.kernels.fwd_ws import BAR_EMPTY, BAR_FULL, BLOCK_THREADS, SETS, \
     waits_for_release, zero_blocks
-from cudnn.linear_attention.frost.kernels.fwd_ws_wy import FB, mma_group
+from cudnn.linear_attention.frost.kernels.fwd_ws_wy import mma_group
 from cudnn.linear_attention.frost.kernels.fwd_ws_wy import transposed_view as mn_view
 from cudnn.linear_attention.frost.kernels.fwd_ws4 import BAR_RAW_FREE, BAR_RAW_FULL, BAR_RING_EMPTY, COPY_TID0, \
     COPY_WARP0, PAIR_THREADS, RING, RING_EMPTY_THREADS, FourRoles, RawRing, ring_decay_factors
@@ -182,12 +182,13 @@ class FrostBwdChainWs4InChain(FrostBwdChainWs4):
         super().__init__(cfg)
 
     @cute.jit
-    def consumer_chain(self, st, mdr, acc_ds, coord, heads, t0, eos, thr, lane, wid, mdv=None):
+    def consumer_chain(self, st, mdr, acc_ds, coord, heads, t0, eos, thr, lane, wid):
         """dU^T (the wy chain's chain_du), dR^T = dU^T A, then the update with (dO^T fo) Q
         issued at once and (dR^T fr) K once dR^T has retired; dR^T stored unscaled while
         the update runs."""
         s_fac = st.fac
         K, C = self.cfg.K, CHUNK
+        h = heads[3]
         j0 = wid * SUB
         d = self.chain_du(st, acc_ds, coord, thr, lane, wid)
         wg_c, wg_st, g_c, g_st, per, crd = d.wg_c, d.wg_st, d.g_c, d.g_st, d.per, d.crd
@@ -207,7 +208,7 @@ class FrostBwdChainWs4InChain(FrostBwdChainWs4):
                 a_dr[bi * per + e] = (acc_dr[bi * per + e] * s_fac[FR, bi * SUB + crd[e][1]]).to(BFloat16)
         mma_group(wg_st, acc_w, [(a_dr, wg_st.make_fragment_B(g_st.partition_B(mn_view(st.k))), C // 16)],
                   fresh=False)
-        self.store_dr_rows(st, mdr, mdv, acc_dr, heads, t0, eos, j0, thr, crd)
+        self.store_dr(mdr, acc_dr, h, t0, eos, j0, thr, crd)
 
 
 def ring_smem_plan(c):
@@ -225,12 +226,6 @@ def ring_smem_plan(c):
     return plan + [("norm", "f32", (2 * RING, CHUNK), (CHUNK, 1))]
 
 
-def ring_smem_plan_dv(c):
-    """ring_smem_plan with a fourth factor row per set (FB: beta, for the chain's dv)."""
-    return [("fac", "f32", (SETS, FB + 1, CHUNK), ((FB + 1) * CHUNK, CHUNK, 1)) if entry[0] == "fac" else entry
-            for entry in ring_smem_plan(c)]
-
-
 class FrostBwdChainWs4Raw(FrostBwdChainWs4):
     """FrostBwdChainWs4 on raw rows in a ring (module docstring)."""
 
@@ -246,8 +241,6 @@ class FrostBwdChainWs4Raw(FrostBwdChainWs4):
         if not cfg.chain_raw_rows:
             raise ValueError(f"{type(self).__name__}: a chain config with chain_raw_rows set")
         super().__init__(cfg)
-        if cfg.chain_dv:  # beta's factor row for the chain's dv (store_dr_rows)
-            self.smem_plan = ring_smem_plan_dv
 
     gram_norms = RawRing.gram_norms  # where the caller asked for l2norm
 
@@ -295,7 +288,7 @@ class FrostBwdChainWs4Raw(FrostBwdChainWs4):
 
     @cute.jit
     def math_factors(self, st, scale, mtid):
-        ring_decay_factors(st, scale, mtid, self.cfg.use_l2norm, self.bcfg.chain_dv)
+        ring_decay_factors(st, scale, mtid, self.cfg.use_l2norm, False)
 
 
 class FrostBwdChainWs4RawInChain(FrostBwdChainWs4Raw):

@@ -57,7 +57,7 @@ from cudnn.linear_attention.frost.kernels.fwd_ws import (
     waits_for_release,
     zero_blocks,
 )
-from cudnn.linear_attention.frost.kernels.fwd_ws_wy import FB, InverseProducts, load_block_transposed, mma_group
+from cudnn.linear_attention.frost.kernels.fwd_ws_wy import InverseProducts, load_block_transposed, mma_group
 from cudnn.linear_attention.frost.kernels.fwd_ws_wy import transposed_view as mn_view
 
 
@@ -211,10 +211,11 @@ class FrostBwdChainWsWy(InverseProducts, FrostBwdChainWs):
                                a_dof=a_dof)
 
     @cute.jit
-    def consumer_chain(self, st, mdr, acc_ds, coord, heads, t0, eos, thr, lane, wid, mdv=None):
+    def consumer_chain(self, st, mdr, acc_ds, coord, heads, t0, eos, thr, lane, wid):
         """dU^T (dS^T K^T scaled, dO^T P onto it), then dR^T = dU^T A (stored) and the dS^T
         update with dU^T W' (module docstring)."""
         K, C = self.cfg.K, CHUNK
+        h = heads[3]
         j0 = wid * SUB
         d = self.chain_du(st, acc_ds, coord, thr, lane, wid)
         wg_c, wg_st, g_c, g_st = d.wg_c, d.wg_st, d.g_c, d.g_st
@@ -228,29 +229,7 @@ class FrostBwdChainWsWy(InverseProducts, FrostBwdChainWs):
         b_w = wg_st.make_fragment_B(g_st.partition_B(mn_view(st.wp)))
         mma_group(wg_st, acc_w, [(d.a_dof, b_q, C // 16), (a_du, b_w, C // 16)], fresh=False)
         warpgroup.wait_group(1)  # dR^T complete; the update may still run
-        self.store_dr_rows(st, mdr, mdv, acc_dr, heads, t0, eos, j0, thr, d.crd)
-
-    @cute.jit
-    def store_dr_rows(self, st, mdr, mdv, acc_dr, heads, t0, eos, j0, thr, crd):
-        """dR^T unscaled for the grads kernel (store_dr) and, with chain_dv, dv = beta dR from
-        the same fp32 accumulator (beta: the set's factor row FB), element by element, rows
-        past eos left alone; dv's head is the output head where the v heads are grouped (the
-        fp32 partial the launcher sums), else the v head, as the grads kernel writes it."""
-        self.store_dr(mdr, acc_dr, heads[3], t0, eos, j0, thr, crd)
-        if cutlass.const_expr(self.bcfg.chain_dv):
-            ov = heads[3] if cutlass.const_expr(self.bcfg.v_grouped) else heads[2]
-            self.store_dv(mdv, acc_dr, st.fac, ov, t0, eos, j0, thr, crd)
-
-    @cute.jit
-    def store_dv(self, mdv, acc_dr, s_fac, ov, t0, eos, j0, thr, crd):
-        """store_dr_rows' dv = beta dR into mdv[t, ov, j0 + j]."""
-        shape = thr.partition_shape_C((SUB, SUB))
-        for bi in cutlass.range_constexpr(NBLK):
-            dr = block_of(acc_dr, bi, shape)
-            for e in cutlass.range_constexpr(cute.size(shape)):
-                r = bi * SUB + crd[e][1]
-                if t0 + r < eos:
-                    mdv[t0 + r, ov, j0 + crd[e][0]] = (dr[e] * s_fac[FB, r]).to(mdv.element_type)
+        self.store_dr(mdr, acc_dr, h, t0, eos, j0, thr, d.crd)
 
     @cute.jit
     def store_dr(self, mdr, acc_dr, h, t0, eos, j0, thr, crd):

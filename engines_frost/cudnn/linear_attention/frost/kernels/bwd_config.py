@@ -169,14 +169,6 @@ class FrostBwdConfig:
     # The product's (bwd.product_choice; the test tooling's FROST_BWD_GRADS_PREFETCH=0
     # clears it).
     grads_prefetch: bool = False
-    # The chain kernel writes dv = beta dR (from dR's fp32 accumulator, before its bf16
-    # rounding) and the grads kernel leaves dv alone: 16 KB of writes per (chunk, head)
-    # move from the grads kernel, the backward's largest, to the latency-bound chain
-    # (NOTES_bwd.md "Next: dv and the v . dR sums in the chain"). Scalar gates without w,
-    # the four-role chain on raw rows (bwd_chain_ws4.FrostBwdChainWs4Raw); kept in the chain
-    # and grads stages' configs (both kernels change), off in the others. Off in the
-    # product until measured; the test tooling's FROST_BWD_CHAIN_DV=1 sets it.
-    chain_dv: bool = False
 
     def __post_init__(self):
         def bad(name, expected):
@@ -264,12 +256,6 @@ class FrostBwdConfig:
             bad("chain_raw_rows", "a bool")
         if self.chain_raw_rows and not self.chain_ws4:
             bad("chain_raw_rows", "False unless chain_ws4 is set (the four-role chain on raw rows)")
-        if not isinstance(self.chain_dv, bool):
-            bad("chain_dv", "a bool")
-        if self.chain_dv and (self.fwd.gate_per_channel or self.fwd.has_w):
-            bad("chain_dv", "False for vector gates or a write gate w (scalar-gate chains only)")
-        if self.chain_dv and self.stage == "chain" and not self.chain_raw_rows:
-            bad("chain_dv", "False for a chain stage unless chain_raw_rows is set (the four-role chain on raw rows)")
         if self.chain_ws_regs and not (self.chain_ws and register_split_ok(self.chain_ws_regs)):
             bad("chain_ws_regs", "() or, with chain_ws, (consumer, producer) setmaxnreg counts: multiples of 8 "
                 "in [24, 256] with 256 x (consumer + producer) <= 65,536")
@@ -285,7 +271,7 @@ class FrostBwdConfig:
         kernel: off for every other stage;
         vec_wide_loads, vec_fast_decay, vec_bulk_copies and vec_tf32_adjoints only the
         vector-gate grads kernel (vec_bulk_copies only its mma.sync class), grads_wgmma and
-        grads_prefetch only the grads kernels; chain_dv the chain and grads kernels."""
+        grads_prefetch only the grads kernels."""
         persistent = stage == "grads" and not self.fwd.gate_per_channel
         ctas = self.grads_ctas if persistent else DEFAULT_GRADS_CTAS
         wide = self.vec_wide_loads and stage == "grads" and self.fwd.gate_per_channel
@@ -308,7 +294,7 @@ class FrostBwdConfig:
                                        chain_ws_regs=(), chain_wy=False, chain_ws4=False,
                                        chain_a_in_chain=False, chain_raw_rows=False, chain_staged_do=False,
                                        chain_bulk_rows=False, vec_wide_loads=wide, vec_fast_decay=fast, vec_bulk_copies=bulk,
-                                       vec_tf32_adjoints=tf32, grads_wgmma=gwg, grads_prefetch=pf, chain_dv=False)
+                                       vec_tf32_adjoints=tf32, grads_wgmma=gwg, grads_prefetch=pf)
         fwd = dataclasses.replace(unpiped, has_initial_state=False, state_dtype=None)
         return dataclasses.replace(self, fwd=fwd, stage=stage, dht_dtype=None, dh0_dtype=None,
                                    forward_values=False, grads_ctas=ctas,
@@ -316,8 +302,7 @@ class FrostBwdConfig:
                                    chain_ws=False, chain_ws_regs=(), chain_wy=False, chain_ws4=False,
                                    chain_a_in_chain=False, chain_raw_rows=False, chain_staged_do=False,
                                    chain_bulk_rows=False, vec_wide_loads=wide,
-                                   vec_fast_decay=fast, vec_bulk_copies=bulk, vec_tf32_adjoints=tf32, grads_wgmma=gwg, grads_prefetch=pf,
-                                   chain_dv=self.chain_dv and stage == "grads")
+                                   vec_fast_decay=fast, vec_bulk_copies=bulk, vec_tf32_adjoints=tf32, grads_wgmma=gwg, grads_prefetch=pf)
 
     @property
     def stages(self) -> tuple[str, ...]:

@@ -1089,7 +1089,7 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdPipelined):
     @cute.jit
     def stage_values(self, s, mv, mdv, heads, t0, eos, tid, mw, mdw):
         """dv = beta dR (GDN-2: w dR, and dw = v dR), and sum_v v dR per row (a row's slices on
-        consecutive lanes). With chain_dv the chain kernel wrote dv: the sums alone."""
+        consecutive lanes)."""
         s_dr = s.dr
         s_beta = s.beta
         s_dbv = s.dbv
@@ -1120,11 +1120,9 @@ class FrostBwdGrads(FrostBwdLauncher, FrostFwdPipelined):
                 for e in cutlass.range_constexpr(VEC):
                     dr = x[e].to(Float32)
                     part = part + xv[e].to(Float32) * dr
-                    if cutlass.const_expr(not self.bcfg.chain_dv):
-                        y[e] = (bt * dr).to(mdv.element_type)
-            if cutlass.const_expr(not self.bcfg.chain_dv):
-                if ok:
-                    cute.autovec_copy(y, cute.local_tile(mdv[t0 + r, ov, None], (VEC,), (cv,)))
+                    y[e] = (bt * dr).to(mdv.element_type)
+            if ok:
+                cute.autovec_copy(y, cute.local_tile(mdv[t0 + r, ov, None], (VEC,), (cv,)))
             part = cute.arch.warp_reduction(part, lambda a, b: a + b, threads_in_group=vv)
             if cv == 0:
                 s_dbv[r] = part
