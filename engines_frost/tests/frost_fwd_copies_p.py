@@ -28,20 +28,15 @@ import dataclasses
 import cutlass
 import cutlass.cute as cute
 
-from cudnn.linear_attention.frost.kernels.fwd_mma import CHUNK
 from cudnn.linear_attention.frost.kernels.fwd_wgmma import WG_THREADS
 from cudnn.linear_attention.frost.kernels.fwd_wgmma_gram import GramWgmma, lane_in_loop, tid_in_loop
-from cudnn.linear_attention.frost.kernels.fwd_ws import BAR_EMPTY, BAR_FULL, BLOCK_THREADS, SETS
 from cudnn.linear_attention.frost.kernels.fwd_ws4 import (
     BAR_COPIES,
     BAR_MATH,
-    BAR_RING_EMPTY,
     BAR_RING_FULL,
-    CHAIN_WARPS,
     COPY_TID0,
     PAIR_THREADS,
     RING,
-    RING_EMPTY_THREADS,
     FourRoles,
     RawRingInChain,
 )
@@ -97,9 +92,12 @@ class PInCopies(RawRingInChain):
         cute.arch.fence_proxy("async.shared", space="cta")
         cute.arch.barrier_arrive(barrier_id=BAR_RING_FULL + r, number_of_threads=PAIR_THREADS)
 
-    def copies_p(self, s, i, t0, eos, cwid):
-        """Chunk i's P into its operand set: GramWgmma's stage traced with P_BLOCK columns and
-        the "inverse" skip (its loop then runs P alone). A plain method, traced inline."""
+    def while_loads_fly(self, s, i, t0, eos, cwid):
+        """Chunk i's P into its operand set while its v and the next chunk's rows land:
+        GramWgmma's stage traced with P_BLOCK columns and the "inverse" skip (its loop then
+        runs P alone); nothing without an output. A plain method, traced inline."""
+        if not self.cfg.write_output:
+            return
         saved_n, saved_nb = self.gram_n, self.gram_buffers
         had_skip = "skip_stages" in vars(self)
         saved_skip = self.skip_stages
@@ -114,35 +112,3 @@ class PInCopies(RawRingInChain):
                 self.skip_stages = saved_skip
             else:
                 del self.skip_stages
-
-    @cute.jit
-    def copies(self, s, bos, eos, chunks):
-        C = CHUNK
-        if chunks > 0:
-            self.copy_ring_rows(s, 0, bos, eos)
-            cute.arch.cp_async_wait_group(0)
-            self.stage_landed(s, 0)
-        for i in cutlass.range(chunks, unroll=1):
-            t0 = bos + i * C
-            b = i % SETS
-            r = (i + 1) % RING
-            lane = lane_in_loop()
-            cwid = (tid_in_loop() - COPY_TID0) // 32
-            if i + 1 < chunks:
-                if i + 1 >= RING:
-                    cute.arch.barrier(barrier_id=BAR_RING_EMPTY + r, number_of_threads=RING_EMPTY_THREADS)
-                self.copy_ring_rows(s, r, t0 + C, eos)
-            if i >= SETS:
-                cute.arch.barrier(barrier_id=BAR_EMPTY + b, number_of_threads=BLOCK_THREADS)
-            st = self.set_views(s, b)
-            for part in cutlass.range_constexpr(CHAIN_WARPS // 4):
-                self.prefetch_v(st, t0, eos, lane, cwid + 4 * part)
-            cute.arch.cp_async_commit_group()
-            if cutlass.const_expr(self.cfg.write_output):
-                self.copies_p(s, i, t0, eos, cwid)  # while chunk i's v and chunk i + 1's rows land
-            cute.arch.cp_async_wait_group(0)
-            if i + 1 < chunks:
-                self.stage_landed(s, r)
-            else:
-                cute.arch.fence_proxy("async.shared", space="cta")
-            cute.arch.barrier_arrive(barrier_id=BAR_FULL + b, number_of_threads=BLOCK_THREADS)
