@@ -64,9 +64,7 @@ SCALED_KERNELS = {"wgmmascaled": "scaled", "wgmmascaledlead": "scaled-lead", "wg
 #: on its math warpgroup (name: (decay, gram))
 WS_GRAM_KERNELS = {"wgmmawyws64": ("wy-ws", "wgmma64"), "wgmmawycws64": ("wyc-ws", "wgmma64"),
                    "wgmmawyws4": ("wy-ws4", "wgmma64"), "wgmmawyws4raw": ("wy-ws4raw", "wgmma64"),
-                   "wgmmawycws4raw": ("wyc-ws4raw", "wgmma64"),
-                   # P's Gram and the gate scan on the copy warpgroup (frost_fwd_copies_p.py)
-                   "wgmmawycws4pc": ("wyc-ws4pc", "wgmma64")}
+                   "wgmmawycws4raw": ("wyc-ws4raw", "wgmma64")}
 KERNELS = (*ALGORITHMS, *GRAM_KERNELS, *SCALED_KERNELS, *WS_GRAM_KERNELS)
 COMPARED = (*GRAM_KERNELS, *SCALED_KERNELS, *WS_GRAM_KERNELS)  # each against wgmma where both ran
 

@@ -205,10 +205,9 @@
 #              frost_tma_rows_probe_gpu_test.py (bitwise read-back, zeros past T)
 #   fwdbounds  the four-role forward with its math or chain compiled out, at the splits that
 #              lift ptxas's serialization, and the backward chain's bounds
-#   copiesp    P's Gram and the gate scan on the copy warpgroup (engines_frost/tests/
-#              frost_fwd_copies_p.py, FROST_FWD_DECAY=wyc-ws4pc): the GDN forward smoke against
-#              float64 beside the product's four-role kernel, then both kernels' stage times
-#              (full, and with the chain's products or math's Gram and solves compiled out)
+#   noloads    the four-role GDN forward with its copies loading only the first chunks
+#              (engines_frost/tests/frost_fwd_no_loads.py, FROST_FWD_DECAY=wyc-ws4nl): its stage
+#              times (full, and with math's Gram and solves compiled out) beside the product's
 #   chainprep  the backward chain kernel with its prep stages compiled out
 #              (bench/frost_chain_prep_times.py: --skip none, gram, gram+operands; GDN and
 #              KDA, one process each; the GPU time of the chain in a CUDA graph):
@@ -596,9 +595,8 @@ for s in "$@"; do
         python3 bench/frost_stage_times.py --family gdn --variants inverse && FROST_FWD_DECAY=wyc-ws4raw \
         FROST_FWD_WS_REGS=232,24,24 python3 bench/frost_stage_times.py --family gdn --variants gram && \
         python3 bench/frost_bwd_chain_bounds.py" ;;
-    copiesp)     # P in the copy warpgroup: checked against float64, then timed beside the product
-      stage copiesp "python3 tests/numerics/la_frost_smoke.py --family gdn --algorithm wgmmawycws4raw \
-        wgmmawycws4pc && for d in wyc-ws4raw wyc-ws4pc; do FROST_FWD_DECAY=\$d python3 \
+    noloads)     # the four-role forward without its steady-state loads, timed beside the product
+      stage noloads "for d in wyc-ws4raw wyc-ws4nl; do FROST_FWD_DECAY=\$d python3 \
         bench/frost_stage_times.py --family gdn --variants full chain gram --reps 30 || exit 1; done" ;;
     chainprep)   # the chain's time without its prep stages (their stored-prep ceiling)
       stage chainprep "for f in gdn kda; do for k in '' gram gram,operands; do \
