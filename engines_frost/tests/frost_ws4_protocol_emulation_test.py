@@ -125,6 +125,39 @@ def ring_chain_ops(chunks, ring_releases=lambda i, chunks: i + RING < chunks):
             yield ("arrive", ws4.BAR_RING_EMPTY + r)
 
 
+def v_ahead_copies_ops(chunks, empty_from=SETS, ring_wait=lambda j: j >= RING):
+    """frost_fwd_v_ahead.VAhead's copies: v in the ring stage with its chunk's rows; FULL for
+    chunk i arrived at the top of iteration i, after EMPTY (i >= SETS)."""
+    if chunks > 0:
+        yield ("write", "ring0", 0)
+        yield ("arrive", ws4.BAR_RING_FULL)
+    for i in range(chunks):
+        b, r = i % SETS, (i + 1) % RING
+        if i >= empty_from:
+            yield ("sync", ws4.BAR_EMPTY + b)
+        yield ("arrive", ws4.BAR_FULL + b)
+        if i + 1 < chunks:
+            if ring_wait(i + 1):
+                yield ("sync", ws4.BAR_RING_EMPTY + r)
+            yield ("write", f"ring{r}", i + 1)
+            yield ("arrive", ws4.BAR_RING_FULL + r)
+
+
+def v_ahead_chain_ops(chunks):
+    """The chain reading v from the chunk's ring stage (no v tile in the set)."""
+    for i in range(chunks):
+        b, r = i % SETS, i % RING
+        yield ("sync", ws4.BAR_FULL + b)
+        for tile in (f"set{b}", f"ring{r}"):
+            yield ("read", tile, i)
+        for tile in (f"set{b}", f"ring{r}"):
+            yield ("done", tile)
+        if i + SETS < chunks:
+            yield ("arrive", ws4.BAR_EMPTY + b)
+        if i + RING < chunks:
+            yield ("arrive", ws4.BAR_RING_EMPTY + r)
+
+
 def run(chunks, seed, copies=copies_ops, math=math_ops, chain=chain_ops, capacity=CAPACITY):
     programs = {"copies": copies(chunks), "math": math(chunks), "chain": chain(chunks)}
     run_actors(programs, THREADS, capacity, seed, f"{chunks} chunks")
@@ -144,6 +177,16 @@ def run_ring(chunks, seed, copies=ring_copies_ops, math=ring_math_ops, chain=rin
 def test_ring_hand_over_is_safe_under_any_interleaving(chunks):
     for seed in range(300):
         run_ring(chunks, seed)
+
+
+def run_v_ahead(chunks, seed, copies=v_ahead_copies_ops, math=ring_math_ops, chain=v_ahead_chain_ops):
+    run(chunks, seed, copies, math, chain, RING_CAPACITY)
+
+
+@pytest.mark.parametrize("chunks", range(8))
+def test_v_ahead_hand_over_is_safe_under_any_interleaving(chunks):
+    for seed in range(300):
+        run_v_ahead(chunks, seed)
 
 
 def test_barrier_ids_are_distinct_and_not_syncthreads():
@@ -185,6 +228,13 @@ def test_ring_mutations_are_caught():
     assert _fails(range(3, 7), run_ring, copies=lambda n: ring_copies_ops(n, empty_from=n + 1))
     # the chain releasing every stage: arrivals left at exit
     assert _fails(range(1, 5), run_ring, chain=lambda n: ring_chain_ops(n, ring_releases=lambda i, c: True))
+
+
+def test_v_ahead_mutations_are_caught():
+    # FULL arrived before EMPTY: the arrival counts toward chunk i - 2's generation of FULL[b]
+    assert _fails(range(3, 7), run_v_ahead, copies=lambda n: v_ahead_copies_ops(n, empty_from=n + 1))
+    # rows and v not waiting for the stage's release
+    assert _fails(range(4, 8), run_v_ahead, copies=lambda n: v_ahead_copies_ops(n, ring_wait=lambda j: False))
 
 
 if __name__ == "__main__":
