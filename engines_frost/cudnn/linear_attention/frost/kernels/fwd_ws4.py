@@ -316,11 +316,6 @@ class RawRing(FourRoles):
         self.as_role(WG_THREADS, self.prefetch_rows, self.ring_view(s, r), t0, eos, tid_in_loop() - COPY_TID0)
         cute.arch.cp_async_commit_group()
 
-    def while_loads_fly(self, s, i, t0, eos, cwid):
-        """The copies' work on chunk i between issuing its loads (its v, the next chunk's
-        rows) and waiting for them: none here (the test tooling's P-in-copies experiment
-        builds P). A plain method, traced inline."""
-
     @cute.jit
     def copies(self, s, bos, eos, chunks):
         C = CHUNK
@@ -345,7 +340,6 @@ class RawRing(FourRoles):
             for part in cutlass.range_constexpr(CHAIN_WARPS // 4):
                 self.prefetch_v(st, t0, eos, lane, cwid + 4 * part)
             cute.arch.cp_async_commit_group()
-            self.while_loads_fly(s, i, t0, eos, cwid)
             cute.arch.cp_async_wait_group(0)
             if i + 1 < chunks:
                 self.stage_landed(s, r)
