@@ -173,20 +173,15 @@ def run_ring(chunks, seed, copies=ring_copies_ops, math=ring_math_ops, chain=rin
     run(chunks, seed, copies, math, chain, RING_CAPACITY)
 
 
-@pytest.mark.parametrize("chunks", range(8))
-def test_ring_hand_over_is_safe_under_any_interleaving(chunks):
-    for seed in range(300):
-        run_ring(chunks, seed)
-
-
 def run_v_ahead(chunks, seed, copies=v_ahead_copies_ops, math=ring_math_ops, chain=v_ahead_chain_ops):
     run(chunks, seed, copies, math, chain, RING_CAPACITY)
 
 
+@pytest.mark.parametrize("runner", [run_ring, run_v_ahead], ids=["product", "v_ahead"])
 @pytest.mark.parametrize("chunks", range(8))
-def test_v_ahead_hand_over_is_safe_under_any_interleaving(chunks):
+def test_ring_hand_over_is_safe_under_any_interleaving(runner, chunks):
     for seed in range(300):
-        run_v_ahead(chunks, seed)
+        runner(chunks, seed)
 
 
 def test_barrier_ids_are_distinct_and_not_syncthreads():
