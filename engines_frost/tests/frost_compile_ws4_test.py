@@ -266,10 +266,6 @@ def test_v_ahead_builds(mode):
     assert _count(sass, "HGMMA") == _count(product_sass, "HGMMA")
 
 
-if __name__ == "__main__":
-    raise SystemExit(pytest.main([__file__, "-q"]))
-
-
 @pytest.mark.parametrize("skip,regs,note", tiered(  # timing experiments (bench/frost_stage_times.py)
     [(("inverse",), (192, 104, 24), {"C7512"}), (("inverse",), (208, 72, 24), set()),
      (("gram",), (232, 24, 24), set())], [], unpack=True))
@@ -287,3 +283,30 @@ def test_bounds_lift_the_serialization(skip, regs, note):
         usage = report.resource_usage(report.build_cubin(kernel_class(cfg, "sm_90a")(cfg), fake_args(cfg), tmp,
                                                          notes))
     assert notes == note and usage["LOCAL"] == 0 and usage["STACK"] == 0
+
+
+@pytest.mark.parametrize("mode", tiered(["plain", "training"], [0]))
+def test_tma_rows_builds(mode):
+    """frost_fwd_tma_rows.TmaRows: q and k leave the copies' cp.async (the product's
+    LDGSTS less 16 per thread at two sites: the first chunk and the loop) for two 64 x 64
+    boxes each at the same two sites, issued under an elected lane with no divergent-warp
+    path; the product's HGMMA and note. The plain build spills nothing; the training build
+    spills a few registers (the TMA issue's uniform registers push the chunk count out of
+    its uniform register: noted in kernels/NOTES.md)."""
+    usage, sass = _build(mode, "wyc-ws4tma")
+    _, _, notes = _compiled(mode, "wyc-ws4tma")
+    _, product_sass = _build(mode, "wyc-ws4raw")
+    assert notes <= {"C7512"}, notes
+    assert _count(sass, "UTMALDG") == 2 * 2 * 2
+    assert _count(sass, "LDGSTS") == _count(product_sass, "LDGSTS") - 2 * 16
+    assert _count(sass, "HGMMA") == _count(product_sass, "HGMMA")
+    assert usage["LOCAL"] == 0 and (mode != "plain" or _count(sass, "STL") == 0), usage
+    # the copies' code (every UTMALDG) comes before the math warpgroup's setmaxnreg; no
+    # divergent-warp branch there (the product's one is math's gate scan, after it)
+    math_start = next(n for n, i in enumerate(sass) if i.startswith("USETMAXREG.DEALLOC.CTAPOOL 0x68"))
+    assert max(n for n, i in enumerate(sass) if i.startswith("UTMALDG")) < math_start
+    assert not any(i.startswith(("BRA.DIV", "WARPSYNC.COLLECTIVE")) for i in sass[:math_start])
+
+
+if __name__ == "__main__":
+    raise SystemExit(pytest.main([__file__, "-q"]))

@@ -1,0 +1,187 @@
+"""The four-role GDN forward with the raw q / k rows by tensor-memory copies: an experiment
+kernel of the test tooling (frost_fwd_experiments.py knob decay="wyc-ws4tma").
+
+The product's copy warpgroup (fwd_ws4.RawRing.copies) brings a chunk's raw q and k rows
+into their SW128 ring stage by 16-byte cp.async: 16 per thread and chunk, each with its
+own address arithmetic and a bounds branch (the copies' SASS is a third branches), on the
+same four schedulers the chain and math warps issue from. Here one warp of the copy
+warpgroup issues four tensor-memory copies per chunk instead (a 64-token x 64-channel box
+per SW128 atom column, q and k), armed on one mbarrier with the stage's 32 KB; the gate
+and beta rows and v keep the product's cp.async. The copies still wait for everything to
+land before they arrive on RING_FULL, so the hand-over with math and the chain is the
+product's: what changes is the copies' instruction stream and how the rows travel.
+
+Rows past the sequence's end: a box starts at the chunk's first token and always moves 64
+rows, so in a sequence's last chunk it brings the next sequence's rows (zeros only past
+T); the copies zero those rows of q and k after the mbarrier wait, before the stage's
+norms and proxy fence, as the product's copies write zeros there.
+
+Descriptors: encoded by the compiled launcher on every call from the pointers and T it is
+given (the launch ABI is unchanged: kernels/NOTES.md "TMA rows and the launch ABI", option
+(a)); the kernel takes the two copy atoms as extra parameters (kernel_tma), the product's
+kernel signature is untouched.
+"""
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import cutlass
+import cutlass.cute as cute
+from cutlass import BFloat16, Float32, Int32
+from cutlass.cute.nvgpu import cpasync
+
+from cudnn.linear_attention.frost.kernels import bulk_rows
+from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
+from cudnn.linear_attention.frost.kernels.fwd_mma import CHUNK, VEC, allocate_smem, sw128_layout
+from cudnn.linear_attention.frost.kernels.fwd_wgmma import WG_THREADS
+from cudnn.linear_attention.frost.kernels.fwd_wgmma_gram import lane_in_loop, tid_in_loop
+from cudnn.linear_attention.frost.kernels.fwd_ws import BAR_EMPTY, BAR_FULL, BLOCK_THREADS, SETS
+from cudnn.linear_attention.frost.kernels.fwd_ws4 import (
+    BAR_COPIES,
+    BAR_RING_EMPTY,
+    CHAIN_WARPS,
+    COPY_TID0,
+    COPY_WARP0,
+    RING,
+    RING_EMPTY_THREADS,
+    RawRingInChain,
+    ring_smem_plan_in_chain,
+)
+from cudnn.linear_attention.frost.kernels.seq_bounds import zero_uncovered_heads
+
+
+def tma_smem_plan(c: FrostFwdConfig):
+    """The product's plan and the copies' mbarrier after it (the tiles keep their offsets)."""
+    return ring_smem_plan_in_chain(c) + [bulk_rows.MBARRIER]
+
+
+def token_major(m: cute.Tensor) -> cute.Tensor:
+    """A [T, heads, D] row tensor seen as (T, D, heads): the box modes first, the head as
+    the rest mode (frost_tma_rows_probe's view)."""
+    return cute.make_tensor(m.iterator, cute.select(m.layout, mode=[0, 2, 1]))
+
+
+class TmaRows(RawRingInChain):
+    """RawRingInChain with q and k by tensor-memory copies (module docstring)."""
+
+    smem_plan = staticmethod(tma_smem_plan)
+
+    # ------------------------------------------------------------------ host side
+    def kernel(self, mq, mk, mv, mg, mb, mw, mcu, mo, mh0, mht, mckpt, mu, scale, T, N):
+        """Called where the launcher (traced on the host) calls the device kernel: q's and
+        k's copy atoms over the whole [T, heads, K] tensors, then kernel_tma with them. A
+        plain method; what it returns is launched by the caller as the kernel would be."""
+        K = self.cfg.K
+        box = sw128_layout((CHUNK, K))
+        aq, tq = cpasync.make_tiled_tma_atom(cpasync.CopyBulkTensorTileG2SOp(), token_major(mq), box, (CHUNK, K))
+        ak, tk = cpasync.make_tiled_tma_atom(cpasync.CopyBulkTensorTileG2SOp(), token_major(mk), box, (CHUNK, K))
+        return self.kernel_tma(mq, mk, mv, mg, mb, mw, mcu, mo, mh0, mht, mckpt, mu, scale, T, N, aq, tq, ak, tk)
+
+    @cute.kernel
+    def kernel_tma(self, mq: cute.Tensor, mk: cute.Tensor, mv: cute.Tensor, mg: cute.Tensor, mb: cute.Tensor,
+                   mw: cute.Tensor, mcu: cute.Tensor, mo: cute.Tensor, mh0: cute.Tensor, mht: cute.Tensor,
+                   mckpt: cute.Tensor, mu: cute.Tensor, scale: Float32, T: Int32, N: Int32, aq: cute.CopyAtom,
+                   tq: cute.Tensor, ak: cute.CopyAtom, tk: cute.Tensor):
+        """fwd_mma.FrostFwdMma.kernel with the copy atoms kept beside the shared tiles."""
+        c = self.cfg
+        n, h, _ = cute.arch.block_idx()
+        s = allocate_smem(self.smem_plan(c))
+        s.values = mu
+        s.tma = SimpleNamespace(q=(aq, tq), k=(ak, tk))
+        if cutlass.const_expr("bounds" in self.skip_stages or not c.write_output):  # no zeroing row
+            self.sequence(s, mq, mk, mv, mg, mb, mw, mcu, mo, mh0, mht, mckpt, scale, T, N, n, h)
+        else:
+            if h < c.HO:
+                self.sequence(s, mq, mk, mv, mg, mb, mw, mcu, mo, mh0, mht, mckpt, scale, T, N, n, h)
+            else:  # the grid's zeroing row, as the product's
+                lane = cute.arch.lane_idx()
+                wid = cute.arch.make_warp_uniform(cute.arch.warp_idx())
+                if wid == 0:
+                    zero_uncovered_heads(mcu, N, T, mo, c.HO, c.V, n, N, lane)
+
+    # ------------------------------------------------------------------ device side
+    def box_copies(self, s, bos):
+        """(atom, source boxes by chunk, ring stages) of q (where the output is written) and
+        k: the sequence's chunk j's box starts at token bos + 64 j. Traced inline."""
+        K = self.cfg.K
+        hq, hk = s.gmem.heads[0], s.gmem.heads[1]
+        parts = []
+        for (atom, coords), tile, head, used in ((s.tma.q, s.q, hq, self.cfg.write_output), (s.tma.k, s.k, hk, True)):
+            if used:
+                boxes = cute.local_tile(cute.domain_offset((bos, 0, 0), coords), (CHUNK, K), (None, 0, head))
+                stages = cute.local_tile(tile, (CHUNK, K), (None, 0))
+                dst, src = cpasync.tma_partition(atom, 0, cute.make_layout(1), cute.group_modes(stages, 0, 2),
+                                                 cute.group_modes(boxes, 0, 2))
+                parts.append((atom, src, dst))
+        return parts
+
+    @cute.jit
+    def issue_ring_rows(self, s, r, j, bos, eos):
+        """Chunk j's q and k boxes into ring stage r on the mbarrier (the copy warpgroup's
+        first warp as a whole: the copies elect their lane, so no divergent-warp path), its
+        gate and beta rows by cp.async (committed)."""
+        if cute.arch.make_warp_uniform(cute.arch.warp_idx()) == COPY_WARP0:
+            parts = self.box_copies(s, bos)
+            with cute.arch.elect_one():
+                cute.arch.mbarrier_arrive_and_expect_tx(s.mbar.iterator, len(parts) * CHUNK * self.cfg.K * 2)
+            for atom, src, dst in parts:
+                cute.copy(atom, src[None, j], dst[None, r], tma_bar_ptr=s.mbar.iterator)
+        self.as_role(WG_THREADS, self.copy_gate_beta_rows, self.ring_view(s, r), bos + j * CHUNK, eos,
+                     tid_in_loop() - COPY_TID0)
+        cute.arch.cp_async_commit_group()
+
+    @cute.jit
+    def rows_landed(self, s, r, j, t0, eos):
+        """Wait for chunk j's boxes (the mbarrier's phase j: one load in flight at a time),
+        then zero stage r's rows at or past eos (the next sequence's) in q and k."""
+        cute.arch.mbarrier_wait(s.mbar.iterator, j % 2)
+        if eos - t0 < CHUNK:
+            ctid = tid_in_loop() - COPY_TID0
+            per_row = self.cfg.K // VEC
+            zero = cute.make_rmem_tensor((VEC,), BFloat16)
+            zero.fill(0.0)
+            stage = self.ring_view(s, r)
+            for u in cutlass.range_constexpr(CHUNK * per_row // WG_THREADS):
+                row = (ctid + u * WG_THREADS) // per_row
+                cv = (ctid + u * WG_THREADS) % per_row
+                if t0 + row >= eos:
+                    cute.autovec_copy(zero, cute.local_tile(stage.k[row, None], (VEC,), (cv,)))
+                    if cutlass.const_expr(self.cfg.write_output):
+                        cute.autovec_copy(zero, cute.local_tile(stage.q[row, None], (VEC,), (cv,)))
+
+    @cute.jit
+    def copies(self, s, bos, eos, chunks):
+        """fwd_ws4.RawRing.copies with the rows by issue_ring_rows / rows_landed."""
+        C = CHUNK
+        # the mbarrier is the copies' alone: initialised here, published by their own barrier
+        # (set up before the roles split, it cost the training build spilled registers)
+        bulk_rows.init_mbarrier(s.mbar.iterator, tid_in_loop() - COPY_TID0)
+        cute.arch.barrier(barrier_id=BAR_COPIES, number_of_threads=WG_THREADS)
+        if chunks > 0:
+            self.issue_ring_rows(s, 0, 0, bos, eos)
+            cute.arch.cp_async_wait_group(0)
+            self.rows_landed(s, 0, 0, bos, eos)
+            self.stage_landed(s, 0)
+        for i in cutlass.range(chunks, unroll=1):
+            t0 = bos + i * C
+            b = i % SETS
+            r = (i + 1) % RING
+            lane = lane_in_loop()
+            cwid = (tid_in_loop() - COPY_TID0) // 32
+            if i + 1 < chunks:
+                if i + 1 >= RING:
+                    cute.arch.barrier(barrier_id=BAR_RING_EMPTY + r, number_of_threads=RING_EMPTY_THREADS)
+                self.issue_ring_rows(s, r, i + 1, bos, eos)
+            if i >= SETS:
+                cute.arch.barrier(barrier_id=BAR_EMPTY + b, number_of_threads=BLOCK_THREADS)
+            st = self.set_views(s, b)
+            for part in cutlass.range_constexpr(CHAIN_WARPS // 4):
+                self.prefetch_v(st, t0, eos, lane, cwid + 4 * part)
+            cute.arch.cp_async_commit_group()
+            cute.arch.cp_async_wait_group(0)
+            if i + 1 < chunks:
+                self.rows_landed(s, r, i + 1, t0 + C, eos)
+                self.stage_landed(s, r)
+            else:
+                cute.arch.fence_proxy("async.shared", space="cta")
+            cute.arch.barrier_arrive(barrier_id=BAR_FULL + b, number_of_threads=BLOCK_THREADS)
