@@ -153,6 +153,9 @@ class TmaRows(RawRingInChain):
     def copies(self, s, bos, eos, chunks):
         """fwd_ws4.RawRing.copies with the rows by issue_ring_rows / rows_landed."""
         C = CHUNK
+        # the chunk count made here, warp-uniform: the caller's (made before the roles split)
+        # lost its uniform register to the TMA issue's and was spilled in the training build
+        chunks = cute.arch.make_warp_uniform((eos - bos + C - 1) // C)
         # the mbarrier is the copies' alone: initialised here, published by their own barrier
         # (set up before the roles split, it cost the training build spilled registers)
         bulk_rows.init_mbarrier(s.mbar.iterator, tid_in_loop() - COPY_TID0)
