@@ -47,7 +47,8 @@ tooling's choices:
                chunks, a timing bound (frost_fwd_no_loads.NoLoads); "wyc-ws4va": the product's
                with v copied into the raw ring with its chunk's rows (frost_fwd_v_ahead.VAhead);
                "wyc-ws4tma": the product's with q and k by tensor-memory copies
-               (frost_fwd_tma_rows.TmaRows).
+               (frost_fwd_tma_rows.TmaRows); "wyc-ws4tmava": that with v in the ring by
+               bulk copies (frost_fwd_tma_rows.TmaVAhead).
                The warp-specialised decays take a wgmma gram in their producer (output
                builds; elsewhere the gram falls back to "mma", except for the four-role
                decays, which keep theirs and build M alone).
@@ -118,13 +119,14 @@ GRAM_ENV = "FROST_FWD_GRAM"
 #: where the scalar-gate chain's decays go (fwd_wgmma_scaled.py): folded into the operands or
 #: scaled onto the chain's fp32 results
 DECAYS = ("folded", "scaled", "scaled-lead", "scaled-ws", "wy-ws", "wyc-ws", "wy-ws4", "wy-ws4raw", "wyc-ws4raw",
-          "wyc-ws4nl", "wyc-ws4va", "wyc-ws4tma")
+          "wyc-ws4nl", "wyc-ws4va", "wyc-ws4tma",
+          "wyc-ws4tmava")
 #: the warp-specialised decays (ws_applies; the setmaxnreg split knob ws_regs)
 WS_DECAYS = ("scaled-ws", "wy-ws", "wyc-ws", "wy-ws4", "wy-ws4raw", "wyc-ws4raw", "wyc-ws4nl", "wyc-ws4va",
-             "wyc-ws4tma")
+             "wyc-ws4tma", "wyc-ws4tmava")
 #: the four-role decays (kernels/fwd_ws4.py): their Gram is the wgmma one at m64n64, and
 #: their register split a (chain, math, copies) triple
-FOUR_ROLES = ("wy-ws4", "wy-ws4raw", "wyc-ws4raw", "wyc-ws4nl", "wyc-ws4va", "wyc-ws4tma")
+FOUR_ROLES = ("wy-ws4", "wy-ws4raw", "wyc-ws4raw", "wyc-ws4nl", "wyc-ws4va", "wyc-ws4tma", "wyc-ws4tmava")
 FOUR_ROLE_GRAM = "wgmma64"
 #: FROST_FWD_DECAY=folded (or scaled-lead, scaled-ws): every forward a use_kernel block routes runs that
 #: chain where wgmma runs for scalar gates and bf16 (elsewhere the chain is folded anyway); unset: default_decay
@@ -346,13 +348,13 @@ def with_knobs(base, skip_stages: tuple[str, ...], ldmatrix: bool, gram: str = "
         from cudnn.linear_attention.frost.kernels.fwd_ws4 import FourRoles, RawRing, RawRingInChain
         from cudnn.linear_attention.frost.kernels.fwd_ws_wy import FullInverseChain, FullInverseInChain
         from frost_fwd_no_loads import NoLoads
-        from frost_fwd_tma_rows import TmaRows
+        from frost_fwd_tma_rows import TmaRows, TmaVAhead
         from frost_fwd_v_ahead import VAhead
         mixin, name = {"scaled-lead": (ScaledDecayLeadChain, "ScaledDecayLead"),
                        "wy-ws4": (FourRoles, "FourRoles"), "wy-ws4raw": (RawRing, "RawRing"),
                        "wyc-ws4raw": (RawRingInChain, "RawRingInChain"),
                        "wyc-ws4nl": (NoLoads, "NoLoads"), "wyc-ws4va": (VAhead, "VAhead"),
-                       "wyc-ws4tma": (TmaRows, "TmaRows"),
+                       "wyc-ws4tma": (TmaRows, "TmaRows"), "wyc-ws4tmava": (TmaVAhead, "TmaVAhead"),
                        "scaled-ws": (WarpSpecialisedChain, "WarpSpecialised"),
                        "wy-ws": (FullInverseChain, "FullInverse"),
                        "wyc-ws": (FullInverseInChain, "FullInverseInChain")}[decay]

@@ -1,5 +1,6 @@
-"""The four-role GDN forward with the raw q / k rows by tensor-memory copies: an experiment
-kernel of the test tooling (frost_fwd_experiments.py knob decay="wyc-ws4tma").
+"""The four-role GDN forward with the raw q / k rows by tensor-memory copies: experiment
+kernels of the test tooling (frost_fwd_experiments.py knobs decay="wyc-ws4tma" and, with
+v in the ring as frost_fwd_v_ahead.py has it, by 1D bulk copies, "wyc-ws4tmava").
 
 The product's copy warpgroup (fwd_ws4.RawRing.copies) brings a chunk's raw q and k rows
 into their SW128 ring stage by 16-byte cp.async: 16 per thread and chunk, each with its
@@ -16,6 +17,12 @@ rows, so in a sequence's last chunk it brings the next sequence's rows (zeros on
 T); the copies zero those rows of q and k after the mbarrier wait, before the stage's
 norms and proxy fence, as the product's copies write zeros there.
 
+TmaVAhead: frost_fwd_v_ahead.VAhead's copies (v a ring stage's, copied with its chunk's
+rows; FULL for chunk c arrived at the top of iteration c) with everything but the gate and
+beta rows asynchronous: the q / k boxes and one cp.async.bulk per v row (256 bytes, into
+the padded W0 stage) on the same mbarrier, the rows at or past eos zeroed by the lanes of
+the issuing warp instead.
+
 Descriptors: encoded by the compiled launcher on every call from the pointers and T it is
 given (the launch ABI is unchanged: kernels/NOTES.md "TMA rows and the launch ABI", option
 (a)); the kernel takes the two copy atoms as extra parameters (kernel_tma), the product's
@@ -29,6 +36,7 @@ import cutlass
 import cutlass.cute as cute
 from cutlass import BFloat16, Float32, Int32
 from cutlass.cute.nvgpu import cpasync
+from cutlass.experimental.primitives import cp_async_bulk_shared_cluster_global as bulk_copy
 
 from cudnn.linear_attention.frost.kernels import bulk_rows
 from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
@@ -48,6 +56,7 @@ from cudnn.linear_attention.frost.kernels.fwd_ws4 import (
     ring_smem_plan_in_chain,
 )
 from cudnn.linear_attention.frost.kernels.seq_bounds import zero_uncovered_heads
+from frost_fwd_v_ahead import VAhead, v_ring_smem_plan
 
 
 def tma_smem_plan(c: FrostFwdConfig):
@@ -188,3 +197,79 @@ class TmaRows(RawRingInChain):
             else:
                 cute.arch.fence_proxy("async.shared", space="cta")
             cute.arch.barrier_arrive(barrier_id=BAR_FULL + b, number_of_threads=BLOCK_THREADS)
+
+
+def tma_v_ring_smem_plan(c: FrostFwdConfig):
+    """frost_fwd_v_ahead's plan (W0 RING chunks tall) and the copies' mbarrier after it."""
+    return v_ring_smem_plan(c) + [bulk_rows.MBARRIER]
+
+
+class TmaVAhead(TmaRows, VAhead):
+    """VAhead with q / k by tensor-memory copies and v by bulk copies (module docstring)."""
+
+    smem_plan = staticmethod(tma_v_ring_smem_plan)
+
+    @cute.jit
+    def issue_chunk(self, s, j, bos, eos):
+        """Chunk j's q / k boxes and v rows (those before eos; the rest zeroed by their lanes)
+        into ring stage j mod RING on the mbarrier, by the copy warpgroup's first warp as a
+        whole; its gate and beta rows by cp.async (committed)."""
+        C, V = CHUNK, self.cfg.V
+        r = j % RING
+        t0 = bos + j * C
+        if cute.arch.make_warp_uniform(cute.arch.warp_idx()) == COPY_WARP0:
+            parts = self.box_copies(s, bos)
+            rows = cutlass.min(eos - t0, C)
+            with cute.arch.elect_one():
+                cute.arch.mbarrier_arrive_and_expect_tx(s.mbar.iterator,
+                                                        len(parts) * C * self.cfg.K * 2 + rows * V * 2)
+            for atom, src, dst in parts:
+                cute.copy(atom, src[None, j], dst[None, r], tma_bar_ptr=s.mbar.iterator)
+            w0 = self.chunk_views(s, j).w0
+            hv = s.gmem.heads[2]
+            with cute.arch.elect_one():
+                for row in cutlass.range(C, unroll=4):
+                    if row < rows:
+                        bulk_copy(w0[row, None].iterator, s.gmem.v[t0 + row, hv, None].iterator, s.mbar.iterator,
+                                  V * 2)
+            lane = cute.arch.lane_idx()
+            zero = cute.make_rmem_tensor((VEC,), BFloat16)
+            zero.fill(0.0)
+            for half in cutlass.range_constexpr(C // 32):
+                row = half * 32 + lane
+                if row >= rows:
+                    for cv in cutlass.range_constexpr(V // VEC):
+                        cute.autovec_copy(zero, cute.local_tile(w0[row, None], (VEC,), (cv,)))
+        self.as_role(WG_THREADS, self.copy_gate_beta_rows, self.ring_view(s, r), t0, eos, tid_in_loop() - COPY_TID0)
+        cute.arch.cp_async_commit_group()
+
+    @cute.jit
+    def chunk_landed(self, s, j, bos, eos):
+        """Chunk j's cp.async group and mbarrier phase waited for, q / k past eos zeroed,
+        then the stage's norms, fence and RING_FULL (stage_landed)."""
+        r = j % RING
+        cute.arch.cp_async_wait_group(0)
+        self.rows_landed(s, r, j, bos + j * CHUNK, eos)
+        self.stage_landed(s, r)
+
+    @cute.jit
+    def copies(self, s, bos, eos, chunks):
+        """frost_fwd_v_ahead.VAhead.copies with issue_chunk / chunk_landed."""
+        C = CHUNK
+        chunks = cute.arch.make_warp_uniform((eos - bos + C - 1) // C)  # TmaRows.copies' reason
+        bulk_rows.init_mbarrier(s.mbar.iterator, tid_in_loop() - COPY_TID0)
+        cute.arch.barrier(barrier_id=BAR_COPIES, number_of_threads=WG_THREADS)
+        if chunks > 0:
+            self.issue_chunk(s, 0, bos, eos)
+            self.chunk_landed(s, 0, bos, eos)
+        for i in cutlass.range(chunks, unroll=1):
+            b = i % SETS
+            r = (i + 1) % RING
+            if i >= SETS:  # chunk i - 2's chain passed its FULL wait: this arrival is chunk i's
+                cute.arch.barrier(barrier_id=BAR_EMPTY + b, number_of_threads=BLOCK_THREADS)
+            cute.arch.barrier_arrive(barrier_id=BAR_FULL + b, number_of_threads=BLOCK_THREADS)  # v(i) landed
+            if i + 1 < chunks:
+                if i + 1 >= RING:
+                    cute.arch.barrier(barrier_id=BAR_RING_EMPTY + r, number_of_threads=RING_EMPTY_THREADS)
+                self.issue_chunk(s, i + 1, bos, eos)
+                self.chunk_landed(s, i + 1, bos, eos)

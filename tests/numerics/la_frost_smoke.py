@@ -67,8 +67,9 @@ WS_GRAM_KERNELS = {"wgmmawyws64": ("wy-ws", "wgmma64"), "wgmmawycws64": ("wyc-ws
                    "wgmmawycws4raw": ("wyc-ws4raw", "wgmma64"),
                    # v copied into the raw ring with its chunk's rows (frost_fwd_v_ahead.py)
                    "wgmmawycws4va": ("wyc-ws4va", "wgmma64"),
-                   # q and k by tensor-memory copies (frost_fwd_tma_rows.py)
-                   "wgmmawycws4tma": ("wyc-ws4tma", "wgmma64")}
+                   # q and k by tensor-memory copies, then also v in the ring by bulk copies
+                   # (frost_fwd_tma_rows.py)
+                   "wgmmawycws4tma": ("wyc-ws4tma", "wgmma64"), "wgmmawycws4tmava": ("wyc-ws4tmava", "wgmma64")}
 KERNELS = (*ALGORITHMS, *GRAM_KERNELS, *SCALED_KERNELS, *WS_GRAM_KERNELS)
 COMPARED = (*GRAM_KERNELS, *SCALED_KERNELS, *WS_GRAM_KERNELS)  # each against wgmma where both ran
 

@@ -207,7 +207,8 @@
 #              lift ptxas's serialization, and the backward chain's bounds
 #   noloads    the four-role GDN forward's copies: v copied into the raw ring with its chunk's
 #              rows (engines_frost/tests/frost_fwd_v_ahead.py, FROST_FWD_DECAY=wyc-ws4va) and
-#              q / k by tensor-memory copies (frost_fwd_tma_rows.py, wyc-ws4tma) checked
+#              q / k by tensor-memory copies (frost_fwd_tma_rows.py, wyc-ws4tma; with v in the
+#              ring by bulk copies, wyc-ws4tmava) checked
 #              against float64, then their stage times (full, and with the chain's products or
 #              math's Gram and solves compiled out) beside the product's and beside the bound
 #              whose copies load only the first chunks (frost_fwd_no_loads.py, wyc-ws4nl)
@@ -600,7 +601,7 @@ for s in "$@"; do
         python3 bench/frost_bwd_chain_bounds.py" ;;
     noloads)     # v ahead, TMA rows (checked, timed) beside the product and the no-loads bound
       stage noloads "python3 tests/numerics/la_frost_smoke.py --family gdn --algorithm wgmmawycws4va \
-        wgmmawycws4tma && for d in wyc-ws4raw wyc-ws4nl wyc-ws4va wyc-ws4tma; do FROST_FWD_DECAY=\$d python3 \
+        wgmmawycws4tma wgmmawycws4tmava && for d in wyc-ws4raw wyc-ws4nl wyc-ws4va wyc-ws4tma wyc-ws4tmava; do FROST_FWD_DECAY=\$d python3 \
         bench/frost_stage_times.py --family gdn --variants full chain gram --reps 30 || exit 1; done" ;;
     chainprep)   # the chain's time without its prep stages (their stored-prep ceiling)
       stage chainprep "for f in gdn kda; do for k in '' gram gram,operands; do \
