@@ -210,13 +210,16 @@ class TmaVAhead(TmaRows, VAhead):
     smem_plan = staticmethod(tma_v_ring_smem_plan)
 
     @cute.jit
-    def issue_chunk(self, s, j, bos, eos):
-        """Chunk j's q / k boxes and v rows (those before eos; the rest zeroed by their lanes)
-        into ring stage j mod RING on the mbarrier, by the copy warpgroup's first warp as a
-        whole; its gate and beta rows by cp.async (committed)."""
+    def issue_chunk(self, s, j, t0, eos, lane, cwid):
+        """Chunk j (first token t0)'s q / k boxes and v rows (those before eos; the rest
+        zeroed by their lanes) into ring stage j mod RING on the mbarrier, by the copy
+        warpgroup's first warp as a whole; its gate and beta rows by cp.async
+        (committed)."""
         C, V = CHUNK, self.cfg.V
         r = j % RING
-        t0 = bos + j * C
+        bos = t0 - j * C
+        # the warp-uniform warp index, not cwid: a branch on a value the compiler cannot
+        # prove uniform gets a divergent-warp copy of the TMA issue (16 UTMALDG, WARPSYNC)
         if cute.arch.make_warp_uniform(cute.arch.warp_idx()) == COPY_WARP0:
             parts = self.box_copies(s, bos)
             rows = cutlass.min(eos - t0, C)
@@ -232,44 +235,30 @@ class TmaVAhead(TmaRows, VAhead):
                     if row < rows:
                         bulk_copy(w0[row, None].iterator, s.gmem.v[t0 + row, hv, None].iterator, s.mbar.iterator,
                                   V * 2)
-            lane = cute.arch.lane_idx()
             zero = cute.make_rmem_tensor((VEC,), BFloat16)
             zero.fill(0.0)
             for half in cutlass.range_constexpr(C // 32):
                 row = half * 32 + lane
-                if row >= rows:
+                if row >= rows:  # lane: the caller's lane_in_loop
                     for cv in cutlass.range_constexpr(V // VEC):
                         cute.autovec_copy(zero, cute.local_tile(w0[row, None], (VEC,), (cv,)))
         self.as_role(WG_THREADS, self.copy_gate_beta_rows, self.ring_view(s, r), t0, eos, tid_in_loop() - COPY_TID0)
         cute.arch.cp_async_commit_group()
 
     @cute.jit
-    def chunk_landed(self, s, j, bos, eos):
-        """Chunk j's cp.async group and mbarrier phase waited for, q / k past eos zeroed,
-        then the stage's norms, fence and RING_FULL (stage_landed)."""
+    def chunk_landed(self, s, j, t0, eos):
+        """Chunk j (first token t0)'s cp.async group and mbarrier phase waited for, q / k
+        past eos zeroed, then the stage's norms, fence and RING_FULL (stage_landed)."""
         r = j % RING
         cute.arch.cp_async_wait_group(0)
-        self.rows_landed(s, r, j, bos + j * CHUNK, eos)
+        self.rows_landed(s, r, j, t0, eos)
         self.stage_landed(s, r)
 
     @cute.jit
     def copies(self, s, bos, eos, chunks):
-        """frost_fwd_v_ahead.VAhead.copies with issue_chunk / chunk_landed."""
-        C = CHUNK
-        chunks = cute.arch.make_warp_uniform((eos - bos + C - 1) // C)  # TmaRows.copies' reason
+        """The copies' mbarrier and chunk count (TmaRows.copies' reasons), then VAhead's
+        loop with this class's issue_chunk / chunk_landed."""
+        chunks = cute.arch.make_warp_uniform((eos - bos + CHUNK - 1) // CHUNK)
         bulk_rows.init_mbarrier(s.mbar.iterator, tid_in_loop() - COPY_TID0)
         cute.arch.barrier(barrier_id=BAR_COPIES, number_of_threads=WG_THREADS)
-        if chunks > 0:
-            self.issue_chunk(s, 0, bos, eos)
-            self.chunk_landed(s, 0, bos, eos)
-        for i in cutlass.range(chunks, unroll=1):
-            b = i % SETS
-            r = (i + 1) % RING
-            if i >= SETS:  # chunk i - 2's chain passed its FULL wait: this arrival is chunk i's
-                cute.arch.barrier(barrier_id=BAR_EMPTY + b, number_of_threads=BLOCK_THREADS)
-            cute.arch.barrier_arrive(barrier_id=BAR_FULL + b, number_of_threads=BLOCK_THREADS)  # v(i) landed
-            if i + 1 < chunks:
-                if i + 1 >= RING:
-                    cute.arch.barrier(barrier_id=BAR_RING_EMPTY + r, number_of_threads=RING_EMPTY_THREADS)
-                self.issue_chunk(s, i + 1, bos, eos)
-                self.chunk_landed(s, i + 1, bos, eos)
+        VAhead.copies(self, s, bos, eos, chunks)

@@ -52,21 +52,28 @@ class VAhead(RawRingInChain):
         return st
 
     @cute.jit
-    def copy_chunk(self, s, i, t0, eos, lane, cwid):
-        """Chunk i's raw rows and v into ring stage i mod RING, one committed group."""
-        st = self.chunk_views(s, i)
-        self.as_role(WG_THREADS, self.prefetch_rows, self.ring_view(s, i % RING), t0, eos, tid_in_loop() - COPY_TID0)
+    def issue_chunk(self, s, j, t0, eos, lane, cwid):
+        """Chunk j (first token t0)'s raw rows and v into ring stage j mod RING, one
+        committed group."""
+        st = self.chunk_views(s, j)
+        self.as_role(WG_THREADS, self.prefetch_rows, self.ring_view(s, j % RING), t0, eos, tid_in_loop() - COPY_TID0)
         for part in cutlass.range_constexpr(CHAIN_WARPS // 4):
             self.prefetch_v(st, t0, eos, lane, cwid + 4 * part)
         cute.arch.cp_async_commit_group()
 
     @cute.jit
+    def chunk_landed(self, s, j, t0, eos):
+        """Chunk j (first token t0)'s group waited for, then its stage's norms, fence and
+        RING_FULL."""
+        cute.arch.cp_async_wait_group(0)
+        self.stage_landed(s, j % RING)
+
+    @cute.jit
     def copies(self, s, bos, eos, chunks):
         C = CHUNK
         if chunks > 0:
-            self.copy_chunk(s, 0, bos, eos, lane_in_loop(), (tid_in_loop() - COPY_TID0) // 32)
-            cute.arch.cp_async_wait_group(0)
-            self.stage_landed(s, 0)
+            self.issue_chunk(s, 0, bos, eos, lane_in_loop(), (tid_in_loop() - COPY_TID0) // 32)
+            self.chunk_landed(s, 0, bos, eos)
         for i in cutlass.range(chunks, unroll=1):
             t0 = bos + i * C
             b = i % SETS
@@ -79,6 +86,5 @@ class VAhead(RawRingInChain):
             if i + 1 < chunks:
                 if i + 1 >= RING:
                     cute.arch.barrier(barrier_id=BAR_RING_EMPTY + r, number_of_threads=RING_EMPTY_THREADS)
-                self.copy_chunk(s, i + 1, t0 + C, eos, lane, cwid)
-                cute.arch.cp_async_wait_group(0)
-                self.stage_landed(s, r)
+                self.issue_chunk(s, i + 1, t0 + C, eos, lane, cwid)
+                self.chunk_landed(s, i + 1, t0 + C, eos)
