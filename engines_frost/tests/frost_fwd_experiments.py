@@ -119,8 +119,7 @@ GRAM_ENV = "FROST_FWD_GRAM"
 #: where the scalar-gate chain's decays go (fwd_wgmma_scaled.py): folded into the operands or
 #: scaled onto the chain's fp32 results
 DECAYS = ("folded", "scaled", "scaled-lead", "scaled-ws", "wy-ws", "wyc-ws", "wy-ws4", "wy-ws4raw", "wyc-ws4raw",
-          "wyc-ws4nl", "wyc-ws4va", "wyc-ws4tma",
-          "wyc-ws4tmava")
+          "wyc-ws4nl", "wyc-ws4va", "wyc-ws4tma", "wyc-ws4tmava")
 #: the warp-specialised decays (ws_applies; the setmaxnreg split knob ws_regs)
 WS_DECAYS = ("scaled-ws", "wy-ws", "wyc-ws", "wy-ws4", "wy-ws4raw", "wyc-ws4raw", "wyc-ws4nl", "wyc-ws4va",
              "wyc-ws4tma", "wyc-ws4tmava")

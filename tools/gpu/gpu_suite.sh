@@ -206,12 +206,12 @@
 #   fwdbounds  the four-role forward with its math or chain compiled out, at the splits that
 #              lift ptxas's serialization, and the backward chain's bounds
 #   noloads    the four-role GDN forward's copies: v copied into the raw ring with its chunk's
-#              rows (engines_frost/tests/frost_fwd_v_ahead.py, FROST_FWD_DECAY=wyc-ws4va) and
-#              q / k by tensor-memory copies (frost_fwd_tma_rows.py, wyc-ws4tma; with v in the
-#              ring by bulk copies, wyc-ws4tmava) checked
-#              against float64, then their stage times (full, and with the chain's products or
-#              math's Gram and solves compiled out) beside the product's and beside the bound
-#              whose copies load only the first chunks (frost_fwd_no_loads.py, wyc-ws4nl)
+#              rows (engines_frost/tests/frost_fwd_v_ahead.py, FROST_FWD_DECAY=wyc-ws4va), q / k
+#              by tensor-memory copies (frost_fwd_tma_rows.py, wyc-ws4tma) and both with v by
+#              bulk copies (wyc-ws4tmava), each checked against float64, then their stage
+#              times (full, and with the chain's products or math's Gram and solves compiled
+#              out) beside the product's and beside the bound whose copies load only the
+#              first chunks (frost_fwd_no_loads.py, wyc-ws4nl)
 #   chainprep  the backward chain kernel with its prep stages compiled out
 #              (bench/frost_chain_prep_times.py: --skip none, gram, gram+operands; GDN and
 #              KDA, one process each; the GPU time of the chain in a CUDA graph):
@@ -601,7 +601,8 @@ for s in "$@"; do
         python3 bench/frost_bwd_chain_bounds.py" ;;
     noloads)     # v ahead, TMA rows (checked, timed) beside the product and the no-loads bound
       stage noloads "python3 tests/numerics/la_frost_smoke.py --family gdn --algorithm wgmmawycws4va \
-        wgmmawycws4tma wgmmawycws4tmava && for d in wyc-ws4raw wyc-ws4nl wyc-ws4va wyc-ws4tma wyc-ws4tmava; do FROST_FWD_DECAY=\$d python3 \
+        wgmmawycws4tma wgmmawycws4tmava && for d in wyc-ws4raw wyc-ws4nl wyc-ws4va wyc-ws4tma \
+        wyc-ws4tmava; do FROST_FWD_DECAY=\$d python3 \
         bench/frost_stage_times.py --family gdn --variants full chain gram --reps 30 || exit 1; done" ;;
     chainprep)   # the chain's time without its prep stages (their stored-prep ceiling)
       stage chainprep "for f in gdn kda; do for k in '' gram gram,operands; do \
