@@ -6,12 +6,15 @@ state-free work beside the chain, counted").
 Shared memory holds one copy of each chain operand (a second set does not fit next to
 the raw staging and the Gram's operands), so the state-free role ("free", two warpgroups,
 256 threads) writes each tile for chunk c in the window between the chain's last read of
-it for chunk c - 1 and the chain's first read of it for chunk c. Per tile group a FULL /
-FREE pair of named barriers (512 threads: both roles):
-- KQ: the decayed KBA / QA tile and W0 (v), read by the chain's first two groups (R^T =
-  W0^T + S^T KBA^T, S^T QA^T);
+it for chunk c - 1 and the chain's first read of it for chunk c. For every window to span
+about a chain step, the chain reads each group once, in this order, and retires it
+before the next (v3's chain issues S^T QA^T with R and retires it only after P U, which
+would leave QA's window the length of the output stores); per group a FULL / FREE pair of
+named barriers (512 threads: both roles):
+- KB: the decayed KBA half of the kq tile and W0 (v), read by R^T = W0^T + S^T KBA^T;
 - MS: -M's blocks and their inverses (or A), read by the chain's solve of U;
-- P: the intra-chunk scores, read by O^T += U^T P^T;
+- QP: the QA half and P, read by one output group O^T = S^T QA^T + U^T P^T (the bf16 S^T
+  rebuilt from the state registers, still the chunk's entering state there);
 - KD: KD^T and e^Gam_last, read by the state update.
 The chain (two warpgroups, 256 threads), per chunk c: for each group in that order, FULL
 wait, read, FREE arrive where chunk c + 1 exists. The state-free role, per chunk c: the
@@ -24,8 +27,8 @@ arrivals left; the mutations at the end must each be caught.
 import pytest
 from named_barrier_emulator import fails, run_actors
 
-GROUPS = ("kq", "ms", "p", "kd")  # the chain's reads in its order
-TILES = {"kq": ("kq", "w0"), "ms": ("ms",), "p": ("p",), "kd": ("kd",)}
+GROUPS = ("kb", "ms", "qp", "kd")  # the chain's reads in its order
+TILES = {"kb": ("kba", "w0"), "ms": ("ms",), "qp": ("qa", "p"), "kd": ("kd",)}
 FULL = {g: 2 + 2 * n for n, g in enumerate(GROUPS)}  # 0: the CTA's, 1: the free role's own
 FREE = {g: 3 + 2 * n for n, g in enumerate(GROUPS)}
 THREADS = {"chain": 256, "free": 256}
@@ -74,11 +77,11 @@ def test_per_tile_hand_over(chunks):
 
 @pytest.mark.parametrize("mutation", [
     {"skip_free": "kd"},  # KD^T written while the chain's update may still read it
-    {"skip_free": "kq"},  # KBA / QA and v written over the previous chunk's
-    {"early_full": "p"},  # P announced before it is written
+    {"skip_free": "kb"},  # KBA and v written over the previous chunk's
+    {"early_full": "qp"},  # QA and P announced before they are written
     {"releases": lambda c, chunks: True},  # FREE arrived after the last chunk: arrivals left
     {"releases": lambda c, chunks: False},  # never released: the free role deadlocks
-], ids=["no-free-wait-kd", "no-free-wait-kq", "full-before-write", "release-after-last", "no-release"])
+], ids=["no-free-wait-kd", "no-free-wait-kb", "full-before-write", "release-after-last", "no-release"])
 def test_mutations_are_caught(mutation):
     """Each broken variant fails on some chunk count and schedule: the check can fail."""
     assert fails(_run, range(1, 5), **mutation)
