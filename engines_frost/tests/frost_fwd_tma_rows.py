@@ -42,16 +42,12 @@ from cudnn.linear_attention.frost.kernels import bulk_rows
 from cudnn.linear_attention.frost.kernels.config import FrostFwdConfig
 from cudnn.linear_attention.frost.kernels.fwd_mma import CHUNK, VEC, allocate_smem, sw128_layout
 from cudnn.linear_attention.frost.kernels.fwd_wgmma import WG_THREADS
-from cudnn.linear_attention.frost.kernels.fwd_wgmma_gram import lane_in_loop, tid_in_loop
-from cudnn.linear_attention.frost.kernels.fwd_ws import BAR_EMPTY, BAR_FULL, BLOCK_THREADS, SETS
+from cudnn.linear_attention.frost.kernels.fwd_wgmma_gram import tid_in_loop
 from cudnn.linear_attention.frost.kernels.fwd_ws4 import (
     BAR_COPIES,
-    BAR_RING_EMPTY,
-    CHAIN_WARPS,
     COPY_TID0,
     COPY_WARP0,
     RING,
-    RING_EMPTY_THREADS,
     RawRingInChain,
     ring_smem_plan_in_chain,
 )
@@ -124,26 +120,31 @@ class TmaRows(RawRingInChain):
                 parts.append((atom, src, dst))
         return parts
 
+    def chunk_of(self, s, t0):
+        """The sequence's chunk index of the chunk starting at t0 (s.bos: copies'). Traced
+        inline."""
+        return (t0 - s.bos) // CHUNK
+
     @cute.jit
-    def issue_ring_rows(self, s, r, j, bos, eos):
-        """Chunk j's q and k boxes into ring stage r on the mbarrier (the copy warpgroup's
+    def copy_ring_rows(self, s, r, t0, eos):
+        """Chunk t0's q and k boxes into ring stage r on the mbarrier (the copy warpgroup's
         first warp as a whole: the copies elect their lane, so no divergent-warp path), its
         gate and beta rows by cp.async (committed)."""
         if cute.arch.make_warp_uniform(cute.arch.warp_idx()) == COPY_WARP0:
-            parts = self.box_copies(s, bos)
+            parts = self.box_copies(s, s.bos)
             with cute.arch.elect_one():
                 cute.arch.mbarrier_arrive_and_expect_tx(s.mbar.iterator, len(parts) * CHUNK * self.cfg.K * 2)
             for atom, src, dst in parts:
-                cute.copy(atom, src[None, j], dst[None, r], tma_bar_ptr=s.mbar.iterator)
-        self.as_role(WG_THREADS, self.copy_gate_beta_rows, self.ring_view(s, r), bos + j * CHUNK, eos,
-                     tid_in_loop() - COPY_TID0)
+                cute.copy(atom, src[None, self.chunk_of(s, t0)], dst[None, r], tma_bar_ptr=s.mbar.iterator)
+        self.as_role(WG_THREADS, self.copy_gate_beta_rows, self.ring_view(s, r), t0, eos, tid_in_loop() - COPY_TID0)
         cute.arch.cp_async_commit_group()
 
     @cute.jit
-    def rows_landed(self, s, r, j, t0, eos):
-        """Wait for chunk j's boxes (the mbarrier's phase j: one load in flight at a time),
-        then zero stage r's rows at or past eos (the next sequence's) in q and k."""
-        cute.arch.mbarrier_wait(s.mbar.iterator, j % 2)
+    def rows_landed(self, s, r, t0, eos):
+        """Wait for chunk t0's boxes (the mbarrier's phase j for the sequence's chunk j: one
+        load in flight at a time), then zero stage r's rows at or past eos (the next
+        sequence's) in q and k."""
+        cute.arch.mbarrier_wait(s.mbar.iterator, self.chunk_of(s, t0) % 2)
         if eos - t0 < CHUNK:
             ctid = tid_in_loop() - COPY_TID0
             per_row = self.cfg.K // VEC
@@ -158,45 +159,28 @@ class TmaRows(RawRingInChain):
                     if cutlass.const_expr(self.cfg.write_output):
                         cute.autovec_copy(zero, cute.local_tile(stage.q[row, None], (VEC,), (cv,)))
 
-    @cute.jit
-    def copies(self, s, bos, eos, chunks):
-        """fwd_ws4.RawRing.copies with the rows by issue_ring_rows / rows_landed."""
-        C = CHUNK
-        # the chunk count made here, warp-uniform: the caller's (made before the roles split)
-        # lost its uniform register to the TMA issue's and was spilled in the training build
-        chunks = cute.arch.make_warp_uniform((eos - bos + C - 1) // C)
-        # the mbarrier is the copies' alone: initialised here, published by their own barrier
-        # (set up before the roles split, it cost the training build spilled registers)
+    def ring_rows_landed(self, s, r, t0, eos):
+        """The mbarrier's phase and the zeros past eos, then the product's stage_landed.
+        Traced inline."""
+        self.rows_landed(s, r, t0, eos)
+        self.stage_landed(s, r)
+
+    def copies_setup(self, s, bos, eos):
+        """The copies' own warp-uniform chunk count (the caller's, made before the roles
+        split, lost its uniform register to the TMA issue's and was spilled in the training
+        build), the sequence's first token kept for the chunk indices, and the mbarrier,
+        the copies' alone: initialised here and published by their own barrier (set up
+        before the roles split, it cost the training build spilled registers). Traced
+        inline; returns the chunk count."""
+        s.bos = bos
         bulk_rows.init_mbarrier(s.mbar.iterator, tid_in_loop() - COPY_TID0)
         cute.arch.barrier(barrier_id=BAR_COPIES, number_of_threads=WG_THREADS)
-        if chunks > 0:
-            self.issue_ring_rows(s, 0, 0, bos, eos)
-            cute.arch.cp_async_wait_group(0)
-            self.rows_landed(s, 0, 0, bos, eos)
-            self.stage_landed(s, 0)
-        for i in cutlass.range(chunks, unroll=1):
-            t0 = bos + i * C
-            b = i % SETS
-            r = (i + 1) % RING
-            lane = lane_in_loop()
-            cwid = (tid_in_loop() - COPY_TID0) // 32
-            if i + 1 < chunks:
-                if i + 1 >= RING:
-                    cute.arch.barrier(barrier_id=BAR_RING_EMPTY + r, number_of_threads=RING_EMPTY_THREADS)
-                self.issue_ring_rows(s, r, i + 1, bos, eos)
-            if i >= SETS:
-                cute.arch.barrier(barrier_id=BAR_EMPTY + b, number_of_threads=BLOCK_THREADS)
-            st = self.set_views(s, b)
-            for part in cutlass.range_constexpr(CHAIN_WARPS // 4):
-                self.prefetch_v(st, t0, eos, lane, cwid + 4 * part)
-            cute.arch.cp_async_commit_group()
-            cute.arch.cp_async_wait_group(0)
-            if i + 1 < chunks:
-                self.rows_landed(s, r, i + 1, t0 + C, eos)
-                self.stage_landed(s, r)
-            else:
-                cute.arch.fence_proxy("async.shared", space="cta")
-            cute.arch.barrier_arrive(barrier_id=BAR_FULL + b, number_of_threads=BLOCK_THREADS)
+        return cute.arch.make_warp_uniform((eos - bos + CHUNK - 1) // CHUNK)
+
+    @cute.jit
+    def copies(self, s, bos, eos, chunks):
+        """fwd_ws4.RawRing.copies over this class's copy_ring_rows / ring_rows_landed."""
+        RawRingInChain.copies(self, s, bos, eos, self.copies_setup(s, bos, eos))
 
 
 def tma_v_ring_smem_plan(c: FrostFwdConfig):
@@ -217,11 +201,10 @@ class TmaVAhead(TmaRows, VAhead):
         (committed)."""
         C, V = CHUNK, self.cfg.V
         r = j % RING
-        bos = t0 - j * C
         # the warp-uniform warp index, not cwid: a branch on a value the compiler cannot
         # prove uniform gets a divergent-warp copy of the TMA issue (16 UTMALDG, WARPSYNC)
         if cute.arch.make_warp_uniform(cute.arch.warp_idx()) == COPY_WARP0:
-            parts = self.box_copies(s, bos)
+            parts = self.box_copies(s, s.bos)
             rows = cutlass.min(eos - t0, C)
             with cute.arch.elect_one():
                 cute.arch.mbarrier_arrive_and_expect_tx(s.mbar.iterator,
@@ -249,16 +232,11 @@ class TmaVAhead(TmaRows, VAhead):
     def chunk_landed(self, s, j, t0, eos):
         """Chunk j (first token t0)'s cp.async group and mbarrier phase waited for, q / k
         past eos zeroed, then the stage's norms, fence and RING_FULL (stage_landed)."""
-        r = j % RING
         cute.arch.cp_async_wait_group(0)
-        self.rows_landed(s, r, j, t0, eos)
-        self.stage_landed(s, r)
+        self.ring_rows_landed(s, j % RING, t0, eos)
 
     @cute.jit
     def copies(self, s, bos, eos, chunks):
-        """The copies' mbarrier and chunk count (TmaRows.copies' reasons), then VAhead's
-        loop with this class's issue_chunk / chunk_landed."""
-        chunks = cute.arch.make_warp_uniform((eos - bos + CHUNK - 1) // CHUNK)
-        bulk_rows.init_mbarrier(s.mbar.iterator, tid_in_loop() - COPY_TID0)
-        cute.arch.barrier(barrier_id=BAR_COPIES, number_of_threads=WG_THREADS)
-        VAhead.copies(self, s, bos, eos, chunks)
+        """VAhead's loop over this class's issue_chunk / chunk_landed (TmaRows.copies_setup
+        first)."""
+        VAhead.copies(self, s, bos, eos, self.copies_setup(s, bos, eos))

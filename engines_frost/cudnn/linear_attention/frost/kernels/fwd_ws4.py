@@ -310,6 +310,12 @@ class RawRing(FourRoles):
         cute.arch.fence_proxy("async.shared", space="cta")
         cute.arch.barrier_arrive(barrier_id=BAR_RING_FULL + r, number_of_threads=PAIR_THREADS)
 
+    def ring_rows_landed(self, s, r, t0, eos):
+        """The copies' side of ring stage r once its group (chunk t0's rows) landed:
+        stage_landed. A plain method, traced inline: the tooling's tensor-memory-copy
+        experiment (frost_fwd_tma_rows.py) also waits for its mbarrier here."""
+        self.stage_landed(s, r)
+
     @cute.jit
     def copy_ring_rows(self, s, r, t0, eos):
         """Chunk t0's raw q, k, gate and beta rows into ring stage r, one committed group."""
@@ -322,7 +328,7 @@ class RawRing(FourRoles):
         if chunks > 0:
             self.copy_ring_rows(s, 0, bos, eos)
             cute.arch.cp_async_wait_group(0)
-            self.stage_landed(s, 0)
+            self.ring_rows_landed(s, 0, bos, eos)
         for i in cutlass.range(chunks, unroll=1):
             t0 = bos + i * C
             b = i % SETS
@@ -342,7 +348,7 @@ class RawRing(FourRoles):
             cute.arch.cp_async_commit_group()
             cute.arch.cp_async_wait_group(0)
             if i + 1 < chunks:
-                self.stage_landed(s, r)
+                self.ring_rows_landed(s, r, t0 + C, eos)
             else:
                 cute.arch.fence_proxy("async.shared", space="cta")
             cute.arch.barrier_arrive(barrier_id=BAR_FULL + b, number_of_threads=BLOCK_THREADS)
